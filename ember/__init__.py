@@ -1,0 +1,44 @@
+"""ember: a PyTorch-style deep-learning framework on NumPy.
+
+``import ember`` loads only NumPy and ember's core; ``ember.nn``, ``ember.optim``, ``ember.jit``,
+``ember.onnx`` and ``ember.utils`` load on first use.
+"""
+import importlib as _importlib
+
+from ember._dtype import (bool_, double, dtype, float, float16, float32, float64,  # noqa: A004
+                          get_default_dtype, half, int, int8, int16, int32, int64, long,
+                          set_default_dtype, short, uint8)
+from ember._dtype import bool_ as bool  # noqa: A004
+from ember.tensor import Size, Tensor, device
+from ember.autograd import _generated
+from ember import frontends as _frontends
+from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
+                                      is_inference_mode_enabled, no_grad, set_grad_enabled)
+from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_dlpack,
+                            from_numpy, full, full_like, linspace, multinomial, normal, ones,
+                            ones_like, rand, rand_like, randint, randn, randn_like, randperm,
+                            tensor, zeros, zeros_like)
+from ember.frontends import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
+                             std, var)
+from ember.kernels.threads import get_num_threads, set_num_threads
+from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
+                          manual_seed, seed, set_rng_state)
+
+_frontends.install()
+for _name in _generated.EMBER_FUNCTIONS:
+    if _name not in ("var", "std"):
+        globals()[_name] = getattr(_generated, _name)
+del _name
+autograd = _importlib.import_module("ember.autograd")
+
+__version__ = "0.1.0"
+
+_LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization"}
+
+
+def __getattr__(name):
+    if name in _LAZY:
+        return _importlib.import_module(f"ember.{name}")
+    if name in ("save", "load"):
+        return getattr(_importlib.import_module("ember.serialization"), name)
+    raise AttributeError(f"module 'ember' has no attribute {name!r}")

@@ -1,0 +1,108 @@
+"""ember dtypes: thin named wrappers over NumPy dtypes (``ember.float32`` ...)."""
+import builtins as _builtins
+
+import numpy as np
+
+
+class dtype:
+    """A tensor element type. ``ember.float32.numpy`` is the matching NumPy dtype."""
+
+    __slots__ = ("name", "numpy", "is_floating_point", "is_signed", "itemsize", "short")
+
+    def __init__(self, name, np_dtype, short):
+        self.name = name
+        self.numpy = np.dtype(np_dtype)
+        self.is_floating_point = self.numpy.kind == "f"
+        self.is_signed = self.numpy.kind in "fi"
+        self.itemsize = self.numpy.itemsize
+        self.short = short
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return (_by_name, (self.name,))
+
+
+float32 = dtype("float32", np.float32, "f32")
+float64 = dtype("float64", np.float64, "f64")
+float16 = dtype("float16", np.float16, "f16")
+int64 = dtype("int64", np.int64, "i64")
+int32 = dtype("int32", np.int32, "i32")
+int16 = dtype("int16", np.int16, "i16")
+int8 = dtype("int8", np.int8, "i8")
+uint8 = dtype("uint8", np.uint8, "u8")
+bool_ = dtype("bool", np.bool_, "b8")
+
+float = float32  # noqa: A001  (torch aliases)
+double = float64
+half = float16
+long = int64
+int = int32  # noqa: A001
+short = int16
+bool = bool_  # noqa: A001
+
+ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)
+_FROM_NUMPY = {d.numpy: d for d in ALL}
+_BY_NAME = {d.name: d for d in ALL}
+_BY_SHORT = {d.short: d for d in ALL}
+
+
+def _by_name(name):
+    return _BY_NAME[name]
+
+
+def from_numpy_dtype(np_dtype):
+    """Return the ember dtype for a NumPy dtype; TypeError names unsupported ones."""
+    try:
+        return _FROM_NUMPY[np_dtype]
+    except KeyError:
+        d = _FROM_NUMPY.get(np.dtype(np_dtype))
+        if d is None:
+            raise TypeError(f"ember does not support NumPy dtype {np.dtype(np_dtype)}") from None
+        return d
+
+
+def to_numpy_dtype(d):
+    """Accept an ember dtype, a NumPy dtype, a Python type or a name; return a NumPy dtype."""
+    if d.__class__ is dtype:
+        return d.numpy
+    if d is None:
+        return None
+    if isinstance(d, str):
+        if d in _BY_NAME:
+            return _BY_NAME[d].numpy
+        if d in _BY_SHORT:
+            return _BY_SHORT[d].numpy
+    if d is _builtins.float:
+        return _default.numpy
+    if d is _builtins.int:
+        return int64.numpy
+    if d is _builtins.bool:
+        return bool_.numpy
+    try:
+        np_d = np.dtype(d)
+    except TypeError:
+        raise TypeError(f"not a dtype: {d!r}") from None
+    return from_numpy_dtype(np_d).numpy
+
+
+def by_short(short):
+    """Return the dtype whose short IR name (e.g. ``f32``) is ``short``."""
+    return _BY_SHORT[short]
+
+
+_default = float32
+
+
+def get_default_dtype():
+    """Return the dtype used for floating-point tensors created from Python floats."""
+    return _default
+
+
+def set_default_dtype(d):
+    """Set the default floating dtype (float32 or float64); TypeError otherwise."""
+    global _default
+    if d not in (float32, float64):
+        raise TypeError(f"set_default_dtype: only float32 or float64 allowed, got {d!r}")
+    _default = d

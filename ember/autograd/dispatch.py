@@ -1,0 +1,193 @@
+"""The one dispatch path every op takes.
+
+``dispatch(op, tensors, consts)`` runs ``op.kernel`` on the arrays of ``tensors`` followed by the
+constants, wraps the results in Tensors, links a backward node when grad mode is on and an input
+requires grad, and reports the call to the active tracer.
+
+Tracer protocol (installed in ``ember.autograd.state.STATE.tracer`` by the JIT):
+  ``record(op, tensors, consts, outputs)`` after every op (outputs is a tuple of Tensors);
+  ``record_inplace(target, result)`` after an in-place op wrote ``result`` into ``target``;
+  ``size(tensor, dim)`` when Python reads a shape (returns the int, possibly a traced one);
+  ``python_value(tensor, what)`` when a tensor is converted to a Python value.
+"""
+import numpy as np
+
+from ember.autograd.node import grad_accumulator
+from ember.autograd.state import STATE
+from ember.kernels.errors import KernelError
+
+Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
+
+
+class Op:
+    """Static description of one spec op, built by the generated module."""
+
+    __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
+                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "fn", "returns_list",
+                 "random", "symbolic")
+
+    def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
+                 multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
+                 saves_self=True, returns_list=False, random=False):
+        self.name = name
+        self.kernel = kernel
+        self.backward = backward
+        self.tensor_names = tensor_names
+        self.const_names = const_names
+        self.view = view
+        self.multi = multi
+        self.list_input = list_input
+        self.diff_outputs = diff_outputs
+        self.scalar_ok = scalar_ok
+        self.saves_self = saves_self
+        self.returns_list = returns_list
+        self.random = random
+        self.fn = None
+        self.symbolic = None
+
+    def __repr__(self):
+        return f"<op {self.name}>"
+
+
+def _describe(op, tensors):
+    parts = []
+    names = op.tensor_names
+    for i, t in enumerate(tensors):
+        name = names[i] if i < len(names) and not op.list_input else f"tensors[{i}]"
+        if isinstance(t, Tensor):
+            parts.append(f"{name}: {t._data.dtype}{list(t._data.shape)}")
+        elif t is not None:
+            parts.append(f"{name}: {type(t).__name__} {t!r}")
+    return ", ".join(parts)
+
+
+def kernel_error(op, tensors, err):
+    """Turn a kernel's or NumPy's exception into one that names the op, shapes and dtypes."""
+    msg = str(err)
+    if isinstance(err, KernelError):
+        return RuntimeError(f"{op.name}: {msg}")
+    if "broadcast" in msg:
+        shapes = " and ".join(str(tuple(t._data.shape)) for t in tensors if isinstance(t, Tensor))
+        return RuntimeError(f"{op.name}: shapes {shapes} cannot be broadcast")
+    cls = IndexError if isinstance(err, IndexError) else (
+        TypeError if isinstance(err, TypeError) else RuntimeError)
+    return cls(f"{op.name}: {msg} ({_describe(op, tensors)})")
+
+
+def _check_slot(op, i, value):
+    if value is None or op.scalar_ok and isinstance(value, (int, float, bool, np.number)):
+        return value
+    name = op.tensor_names[i] if i < len(op.tensor_names) and not op.list_input else f"tensors[{i}]"
+    raise TypeError(f"{op.name}(): argument '{name}' must be a Tensor, not {type(value).__name__}")
+
+
+def _edge(t):
+    fn = t.grad_fn
+    if fn is not None:
+        return (fn, t._output_nr)
+    return (grad_accumulator(t), 0)
+
+
+def dispatch(op, tensors, consts):
+    """Run ``op`` on ``tensors`` (Tensors, or scalars where allowed) and constant args ``consts``."""
+    arrays = []
+    need_grad = False
+    for i, t in enumerate(tensors):
+        if isinstance(t, Tensor):
+            arrays.append(t._data)
+            if t._requires_grad:
+                need_grad = True
+        else:
+            arrays.append(_check_slot(op, i, t))
+    try:
+        if op.list_input:
+            out = op.kernel(arrays, *consts)
+        else:
+            out = op.kernel(*arrays, *consts)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, KernelError) as e:
+        raise kernel_error(op, tensors, e) from None
+    make = Tensor._make
+    if op.multi:
+        outs = tuple(make(o if o.__class__ is np.ndarray else np.asarray(o)) for o in out)
+    else:
+        outs = (make(out if out.__class__ is np.ndarray else np.asarray(out)),)
+    if op.view:
+        src = tensors[0]
+        vc = src._get_vc()
+        base = src._base if src._base is not None else src
+        for o in outs:
+            if np.may_share_memory(o._data, src._data):
+                o._vc = vc
+                o._base = base
+    if need_grad and op.backward is not None and STATE.grad_enabled:
+        _link(op, tensors, consts, outs)
+    tracer = STATE.tracer
+    if tracer is not None:
+        tracer.record(op, tensors, consts, outs)
+    if op.multi:
+        return list(outs) if op.returns_list else outs
+    return outs[0]
+
+
+def _link(op, tensors, consts, outs):
+    needs = tuple(isinstance(t, Tensor) and t._requires_grad for t in tensors)
+    node = op.backward(tensors, consts, outs, needs)
+    node.needs = needs
+    node.next_functions = tuple(_edge(t) if n else None for t, n in zip(tensors, needs))
+    if STATE.anomaly:
+        import traceback
+        node._trace = "".join(traceback.format_stack()[:-3])
+    if op.multi:
+        node._out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+    diff = op.diff_outputs
+    for i, o in enumerate(outs):
+        if (diff[i] if i < len(diff) else diff[-1]) and o._data.dtype.kind in "fc":
+            o.grad_fn = node
+            o._requires_grad = True
+            o._output_nr = i
+
+
+def dispatch_inplace(op, tensors, consts):
+    """Run ``op`` out of place, then write the result into ``tensors[0]`` and rebase its history.
+
+    Raises RuntimeError for a leaf that requires grad (outside no_grad), for an in-place op on a
+    view whose history would need rewriting, and when the result dtype cannot be cast to self's.
+    """
+    self = tensors[0]
+    grad_on = STATE.grad_enabled and any(isinstance(t, Tensor) and t._requires_grad for t in tensors)
+    if grad_on:
+        if self.grad_fn is None and self._requires_grad:
+            raise RuntimeError(
+                f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
+                "operation.")
+        if self._base is not None and (self._base._requires_grad or self._requires_grad):
+            raise RuntimeError(
+                f"{op.name}_: in-place operation on a view of a tensor that requires grad is not "
+                "supported by ember; use the out-of-place op instead.")
+        if op.saves_self:
+            old = Tensor._make(self._data.copy())
+            old.grad_fn = self.grad_fn
+            old._requires_grad = self._requires_grad
+            old._output_nr = self._output_nr
+            tensors = (old,) + tuple(tensors[1:])
+    tracer = STATE.tracer
+    result = dispatch(op, tensors, consts)
+    res = result._data
+    dst = self._data
+    if res.dtype != dst.dtype and not np.can_cast(res.dtype, dst.dtype, "same_kind"):
+        raise RuntimeError(f"{op.name}_: result type {res.dtype} can't be cast to the desired "
+                           f"output type {dst.dtype}")
+    if res.shape != dst.shape:
+        raise RuntimeError(f"{op.name}_: output with shape {list(dst.shape)} doesn't match the "
+                           f"broadcast shape {list(res.shape)}")
+    if not dst.flags.writeable:
+        raise RuntimeError(f"{op.name}_: the tensor's memory is read-only")
+    np.copyto(dst, res, casting="unsafe")
+    self._bump()
+    if grad_on:
+        self.grad_fn = result.grad_fn
+        self._requires_grad = True
+        self._output_nr = result._output_nr
+    if tracer is not None:
+        tracer.record_inplace(self, result)
+    return self

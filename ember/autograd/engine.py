@@ -1,0 +1,248 @@
+"""The backward engine: one iterative pass over the graph in dependency order."""
+import heapq
+
+import numpy as np
+
+from ember.autograd.node import AccumulateGrad, grad_accumulator
+from ember.autograd.state import STATE
+
+
+def _tensor_cls():
+    from ember.tensor import Tensor
+    return Tensor
+
+
+def _as_grad(Tensor, g, t, i):
+    if g is None:
+        if t._data.size != 1:
+            raise RuntimeError(f"grad can be implicitly created only for scalar outputs; output "
+                               f"{i} has shape {list(t._data.shape)}")
+        return Tensor._make(np.ones_like(t._data))
+    if not isinstance(g, Tensor):
+        g = Tensor._make(np.asarray(g, dtype=t._data.dtype))
+    if g._data.shape != t._data.shape:
+        raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                           f"{list(g._data.shape)} and output[{i}] has a shape of "
+                           f"{list(t._data.shape)}.")
+    return g
+
+
+def _root_edge(t, i):
+    if not t._requires_grad:
+        raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
+                           "grad_fn")
+    if t.grad_fn is not None:
+        return (t.grad_fn, t._output_nr)
+    return (grad_accumulator(t), 0)
+
+
+def _collect(roots):
+    """Count, for every node reachable from ``roots``, how many edges point at it."""
+    deps = {}
+    seen = set()
+    stack = [n for n, _ in roots]
+    for n in stack:
+        seen.add(n)
+    while stack:
+        node = stack.pop()
+        for edge in node.next_functions:
+            if edge is None:
+                continue
+            nxt = edge[0]
+            deps[nxt] = deps.get(nxt, 0) + 1
+            if nxt not in seen:
+                seen.add(nxt)
+                stack.append(nxt)
+    return deps
+
+
+def _needed(roots, targets):
+    """Nodes from which some target node is reachable (others need not run for autograd.grad)."""
+    order = []
+    seen = set()
+    stack = [(n, False) for n, _ in roots]
+    while stack:
+        node, done = stack.pop()
+        if done:
+            order.append(node)
+            continue
+        if node in seen:
+            continue
+        seen.add(node)
+        stack.append((node, True))
+        for e in node.next_functions:
+            if e is not None and e[0] not in seen:
+                stack.append((e[0], False))
+    needed = set(targets)
+    for node in order:  # post-order: children first
+        if node in needed:
+            continue
+        for e in node.next_functions:
+            if e is not None and e[0] in needed:
+                needed.add(node)
+                break
+    return needed
+
+
+def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumulate=True):
+    """Run backward from ``tensors``. ``capture`` maps (node, output_nr) -> slot for autograd.grad.
+
+    Returns the list of captured gradients (None where nothing flowed).
+    """
+    Tensor = _tensor_cls()
+    if retain_graph is None:
+        retain_graph = create_graph
+    roots = []
+    buffers = {}
+    for i, t in enumerate(tensors):
+        edge = _root_edge(t, i)
+        g = _as_grad(Tensor, None if grad_tensors is None else grad_tensors[i], t, i)
+        roots.append(edge)
+        node, nr = edge
+        buf = buffers.get(node)
+        if buf is None:
+            buf = buffers[node] = {}
+        buf[nr] = g if nr not in buf else buf[nr] + g
+    deps = _collect(roots)
+    captured = [None] * (len(capture) if capture else 0)
+    needed = _needed(roots, {k[0] for k in capture}) if capture and not accumulate else None
+    ready = []
+    seen_roots = set()
+    for node, _ in roots:
+        if node not in seen_roots and deps.get(node, 0) == 0:
+            seen_roots.add(node)
+            ready.append((-node._seq, id(node), node))
+    heapq.heapify(ready)
+    prev_mode = STATE.grad_enabled
+    STATE.grad_enabled = bool(create_graph)
+    try:
+        while ready:
+            _, _, node = heapq.heappop(ready)
+            buf = buffers.pop(node, {})
+            n_out = max(buf) + 1 if buf else 1
+            grads = [buf.get(k) for k in range(n_out)]
+            if node._pre_hooks:
+                for nr, hook in list(node._pre_hooks):
+                    if nr is None:
+                        r = hook(grads)
+                        if r is not None:
+                            grads = list(r)
+                    elif nr < len(grads) and grads[nr] is not None:
+                        r = hook(grads[nr])
+                        if r is not None:
+                            grads[nr] = r
+            if capture:
+                for k, g in enumerate(grads):
+                    slot = capture.get((node, k))
+                    if slot is not None and g is not None:
+                        for s in slot:
+                            captured[s] = g if captured[s] is None else captured[s] + g
+            if needed is not None and node not in needed:
+                results = ()
+            elif node.__class__ is AccumulateGrad and not accumulate:
+                results = ()
+            elif all(g is None for g in grads):
+                results = ()
+            else:
+                if node._released:
+                    from ember.autograd.node import _FREED
+                    raise RuntimeError(_FREED)
+                results = _apply(node, grads)
+                if node._post_hooks:
+                    for hook in node._post_hooks:
+                        r = hook(results, grads)
+                        if r is not None:
+                            results = tuple(r)
+                if not retain_graph:
+                    node.release()
+            edges = node.next_functions
+            for j, edge in enumerate(edges):
+                if edge is None:
+                    continue
+                nxt, nr = edge
+                g = results[j] if j < len(results) else None
+                if g is not None:
+                    b = buffers.get(nxt)
+                    if b is None:
+                        b = buffers[nxt] = {}
+                    old = b.get(nr)
+                    b[nr] = g if old is None else old + g
+                d = deps[nxt] - 1
+                deps[nxt] = d
+                if d == 0:
+                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+    finally:
+        STATE.grad_enabled = prev_mode
+    return captured
+
+
+def _apply(node, grads):
+    if node._out_meta is not None and (None in grads or len(grads) < len(node._out_meta)):
+        grads = _fill_missing(node, grads)
+    try:
+        results = node.apply(grads)
+    except Exception as e:
+        if node._trace:
+            raise RuntimeError(f"Error in {node.name()}: {e}\nThe forward call that created it:\n"
+                               f"{node._trace}") from e
+        raise
+    if STATE.anomaly == "nan":
+        for r in results:
+            if r is not None and r._data.dtype.kind == "f" and np.isnan(r._data).any():
+                raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
+                                   f"output.\n{node._trace or ''}")
+    return results
+
+
+def _fill_missing(node, grads):
+    shapes = node._out_meta
+    Tensor = _tensor_cls()
+    return [g if g is not None else Tensor._make(np.zeros(s, dt)) for g, (s, dt)
+            in zip(grads + [None] * (len(shapes) - len(grads)), shapes)]
+
+
+def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):
+    """Accumulate gradients of ``tensors`` into the ``.grad`` of graph leaves."""
+    Tensor = _tensor_cls()
+    if isinstance(tensors, Tensor):
+        tensors = (tensors,)
+    if grad_tensors is not None and isinstance(grad_tensors, Tensor):
+        grad_tensors = (grad_tensors,)
+    if inputs is not None:
+        inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
+        grads = grad(tensors, inputs, grad_tensors, retain_graph, create_graph, allow_unused=True)
+        for t, g in zip(inputs, grads):
+            if g is not None:
+                t.grad = g if t.grad is None else t.grad + g
+        return
+    run(tuple(tensors), grad_tensors, retain_graph, create_graph)
+
+
+def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
+         allow_unused=None, materialize_grads=False):
+    """Return the gradients of ``outputs`` w.r.t. ``inputs`` without touching ``.grad``.
+
+    Raises RuntimeError when an input was not used in the graph and ``allow_unused`` is false.
+    """
+    Tensor = _tensor_cls()
+    single = isinstance(inputs, Tensor)
+    outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)
+    inputs = (inputs,) if single else tuple(inputs)
+    if grad_outputs is not None:
+        grad_outputs = (grad_outputs,) if isinstance(grad_outputs, Tensor) else tuple(grad_outputs)
+    capture = {}
+    for i, t in enumerate(inputs):
+        if not t._requires_grad:
+            raise RuntimeError(f"grad: input {i} does not require grad")
+        key = (t.grad_fn, t._output_nr) if t.grad_fn is not None else (grad_accumulator(t), 0)
+        capture.setdefault(key, []).append(i)
+    res = run(outputs, grad_outputs, retain_graph, create_graph, capture, accumulate=False)
+    for i, g in enumerate(res):
+        if g is None:
+            if materialize_grads:
+                res[i] = Tensor._make(np.zeros_like(inputs[i]._data))
+            elif not allow_unused:
+                raise RuntimeError(f"grad: one of the differentiated Tensors (input {i}) appears "
+                                   "to not have been used in the graph. Set allow_unused=True if "
+                                   "this is the desired behavior.")
+    return tuple(res)

@@ -1,0 +1,437 @@
+"""Helpers used by derivative formulas in derivatives.yaml, written in ember ops (so that double
+backward works). The generator prefixes these names with ``_F.``; names starting with ``_``
+are used by generated code itself."""
+import numpy as np
+
+import ember.autograd._generated as G
+from ember.autograd.node import SavedTensor
+
+
+def _tensor():
+    from ember.tensor import Tensor
+    return Tensor
+
+
+def _save(x, name):
+    if isinstance(x, _tensor()):
+        return SavedTensor(x, name)
+    return x
+
+
+def _save_out(x, name, nr):
+    return SavedTensor(x, name, nr)
+
+
+def _shape(x):
+    return x._data.shape if isinstance(x, _tensor()) else ()
+
+
+def _dtype(x):
+    return x._data.dtype if isinstance(x, _tensor()) else None
+
+
+def _const(arr):
+    return _tensor()._make(arr)
+
+
+def _varargs(args):
+    """Accept ``f(2, 3)`` and ``f((2, 3))`` alike; returns a tuple."""
+    if len(args) == 1 and isinstance(args[0], (tuple, list)):
+        return tuple(args[0])
+    return tuple(args)
+
+
+def zeros_for(grad, shape):
+    """A zero tensor of ``shape`` with ``grad``'s dtype (a constant, outside the graph)."""
+    return _const(np.zeros(tuple(shape), grad._data.dtype))
+
+
+def zeros(shape, dtype):
+    return _const(np.zeros(tuple(shape), dtype))
+
+
+def sum_to(grad, shape):
+    """Sum ``grad`` down to ``shape`` (undo broadcasting)."""
+    if grad is None:
+        return None
+    shape = tuple(shape)
+    gshape = grad._data.shape
+    if gshape == shape:
+        return grad
+    lead = len(gshape) - len(shape)
+    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and gshape[i + lead] != 1)
+    if dims:
+        grad = G.sum(grad, dims, True)
+    if grad._data.shape != shape:
+        grad = G.reshape(grad, shape)
+    return grad
+
+
+def _reduced_dims(shape, dim):
+    n = len(shape)
+    if dim is None or dim == () or dim == []:
+        return tuple(range(n))
+    if isinstance(dim, int):
+        dim = (dim,)
+    return tuple(sorted(d % n for d in dim)) if n else ()
+
+
+def expand_reduced(grad, shape, dim, keepdim):
+    """Broadcast the gradient of a reduction back to the input ``shape``."""
+    shape = tuple(shape)
+    if not keepdim:
+        dims = _reduced_dims(shape, dim)
+        if dims and len(grad._data.shape) != len(shape):
+            grad = G.reshape(grad, tuple(1 if i in dims else s for i, s in enumerate(shape)))
+    elif len(grad._data.shape) != len(shape):
+        grad = G.reshape(grad, tuple(1 for _ in shape))
+    return G.expand(grad, shape)
+
+
+def reduced_count(shape, dim):
+    n = 1
+    for d in _reduced_dims(shape, dim):
+        n *= shape[d]
+    return n
+
+
+def even_tie_grad(grad, self, result):
+    """Gradient of a full max/min/amax/amin: split evenly among the tied extreme elements."""
+    mask = G.to(G.eq(self, result), self._data.dtype)
+    return G.div(G.mul(mask, grad), G.sum(mask))
+
+
+def ties_grad(grad, self, result, dim, keepdim):
+    """Gradient of amax/amin over ``dim``: split evenly among ties."""
+    shape = self._data.shape
+    r = expand_reduced(result, shape, dim, keepdim)
+    mask = G.to(G.eq(self, r), self._data.dtype)
+    count = G.sum(mask, _reduced_dims(shape, dim), True)
+    return G.div(G.mul(mask, expand_reduced(grad, shape, dim, keepdim)), count)
+
+
+def index_reduction_grad(grad, indices, shape, dim, keepdim):
+    """Gradient of max/min along ``dim``: route ``grad`` to the selected indices."""
+    if len(shape) == 0:
+        return grad
+    d = dim % len(shape)
+    if not keepdim:
+        grad = G.unsqueeze(grad, d)
+        indices = G.unsqueeze(indices, d)
+    return G.scatter(zeros(shape, grad._data.dtype), d, indices, grad)
+
+
+def var_grad(grad, self, dim, correction, keepdim):
+    shape = self._data.shape
+    n = reduced_count(shape, dim)
+    mean = G.mean(self, _reduced_dims(shape, dim), True)
+    g = expand_reduced(grad, shape, dim, keepdim)
+    return G.mul(G.mul(g, G.sub(self, mean)), 2.0 / max(n - correction, 0) if n - correction > 0 else float("nan"))
+
+
+def std_grad(grad, self, result, dim, correction, keepdim):
+    shape = self._data.shape
+    n = reduced_count(shape, dim)
+    mean = G.mean(self, _reduced_dims(shape, dim), True)
+    g = G.div(expand_reduced(grad, shape, dim, keepdim), expand_reduced(result, shape, dim, keepdim))
+    return G.mul(G.mul(g, G.sub(self, mean)), 1.0 / (n - correction) if n - correction > 0 else float("nan"))
+
+
+def logsumexp_grad(grad, self, result, dim, keepdim):
+    shape = self._data.shape
+    return G.mul(expand_reduced(grad, shape, dim, keepdim),
+                 G.exp(G.sub(self, expand_reduced(result, shape, dim, keepdim))))
+
+
+def norm_grad(grad, self, result, p, dim, keepdim):
+    shape = self._data.shape
+    g = expand_reduced(grad, shape, dim, keepdim)
+    if p in (2, 2.0, "fro"):
+        r = expand_reduced(result, shape, dim, keepdim)
+        safe = G.masked_fill(r, G.eq(r, 0), 1.0)
+        return G.masked_fill(G.div(G.mul(self, g), safe), G.eq(r, 0), 0.0)
+    if p in (1, 1.0):
+        return G.mul(G.sign(self), g)
+    if p in (float("inf"), float("-inf"), "inf"):
+        ab = G.abs(self)
+        return G.mul(G.sign(self), ties_grad(grad, ab, result, dim, keepdim))
+    r = expand_reduced(result, shape, dim, keepdim)
+    ab = G.abs(self)
+    return G.mul(G.mul(G.sign(self), G.pow(G.div(ab, r), p - 1)), g)
+
+
+def prod_grad(grad, self, result, dim, keepdim):
+    shape = self._data.shape
+    g = expand_reduced(grad, shape, dim, keepdim)
+    if not np.any(self._data == 0):
+        return G.div(G.mul(g, expand_reduced(result, shape, dim, keepdim)), self)
+    # zeros present: product of all other elements, computed without division
+    dims = _reduced_dims(shape, dim)
+    x = self._data
+    others = np.ones_like(x)
+    moved = np.moveaxis(x, dims, tuple(range(len(dims)))).reshape((-1,) + tuple(
+        s for i, s in enumerate(shape) if i not in dims))
+    excl = np.empty_like(moved)
+    for i in range(moved.shape[0]):
+        excl[i] = np.prod(np.delete(moved, i, axis=0), axis=0)
+    others = np.moveaxis(excl.reshape(tuple(shape[d] for d in dims) + tuple(
+        s for i, s in enumerate(shape) if i not in dims)), tuple(range(len(dims))), dims)
+    return G.mul(g, _const(np.ascontiguousarray(others)))
+
+
+def cumsum_grad(grad, dim):
+    return G.flip(G.cumsum(G.flip(grad, (dim,)), dim), (dim,))
+
+
+def matmul_grad_a(grad, a, b):
+    """d(a @ b)/da for every torch rank case."""
+    if a.dim() == 1 and b.dim() == 1:
+        return G.mul(grad, b)
+    if b.dim() == 1:
+        g = G.unsqueeze(grad, -1)
+        return sum_to(G.mul(g, b), a._data.shape)
+    if a.dim() == 1:
+        r = G.matmul(G.unsqueeze(grad, -2), G.transpose(b, -1, -2))
+        return G.sum(G.reshape(r, (-1, a._data.shape[0])), (0,), False)
+    return sum_to(G.matmul(grad, G.transpose(b, -1, -2)), a._data.shape)
+
+
+def matmul_grad_b(grad, a, b):
+    """d(a @ b)/db for every torch rank case."""
+    if a.dim() == 1 and b.dim() == 1:
+        return G.mul(grad, a)
+    if a.dim() == 1:
+        g = G.unsqueeze(grad, -2)
+        r = G.matmul(G.unsqueeze(a, -1), g)
+        return sum_to(r, b._data.shape)
+    if b.dim() == 1:
+        g = G.unsqueeze(grad, -1)
+        r = G.matmul(G.transpose(a, -1, -2), g)
+        r = G.squeeze(r, -1)
+        return G.sum(G.reshape(r, (-1, b._data.shape[0])), (0,), False)
+    return sum_to(G.matmul(G.transpose(a, -1, -2), grad), b._data.shape)
+
+
+def linear_weight_grad(grad, x):
+    g2 = G.reshape(grad, (-1, grad._data.shape[-1])) if grad.dim() != 2 else grad
+    x2 = G.reshape(x, (-1, x._data.shape[-1])) if x.dim() != 2 else x
+    if grad.dim() == 1:
+        return G.outer(grad, x)
+    return G.mm(G.t(g2), x2)
+
+
+def linear_bias_grad(grad):
+    if grad.dim() <= 1:
+        return grad
+    return G.sum(grad, tuple(range(grad.dim() - 1)), False)
+
+
+def einsum_grad(grad, operands, equation, i):
+    """Gradient of einsum w.r.t. operand ``i`` (no repeated subscripts within an operand)."""
+    lhs, _, rhs = equation.replace(" ", "").partition("->")
+    subs = lhs.split(",")
+    if not _ or "." in equation:
+        raise NotImplementedError(f"einsum backward needs an explicit '->' without ellipsis: "
+                                  f"'{equation}'")
+    mine = subs[i]
+    if len(set(mine)) != len(mine):
+        raise NotImplementedError(f"einsum backward with a repeated subscript in '{mine}'")
+    others = [s for j, s in enumerate(subs) if j != i]
+    avail = set(rhs).union(*others) if others else set(rhs)
+    kept = "".join(c for c in mine if c in avail)
+    eq = ",".join([rhs] + others) + "->" + kept
+    g = G.einsum(eq, [grad] + [o for j, o in enumerate(operands) if j != i])
+    if kept != mine:
+        shape = operands[i]._data.shape
+        view = tuple(shape[k] if c in avail else 1 for k, c in enumerate(mine))
+        g = G.expand(G.reshape(g, view), shape)
+    return g
+
+
+def einsum_grads(grad, operands, equation):
+    return [einsum_grad(grad, operands, equation, i) for i in range(len(operands))]
+
+
+def cat_grads(grad, shapes, dim):
+    nd = len(shapes[0])
+    d = dim % nd if nd else 0
+    sizes = [s[d] if len(s) == nd else 0 for s in shapes]
+    parts = G.split_with_sizes(grad, sizes, d)
+    return [p if len(s) == nd else zeros(s, grad._data.dtype) for p, s in zip(parts, shapes)]
+
+
+def stack_grads(grad, dim, n):
+    nd = grad.dim()
+    return list(G.unbind(grad, dim % nd))
+
+
+def split_grads(grads, shape, dim):
+    return G.cat(list(grads), dim)
+
+
+def unbind_grads(grads, dim):
+    return G.stack(list(grads), dim)
+
+
+def permute_inverse(dims):
+    n = len(dims)
+    inv = [0] * n
+    for i, d in enumerate(dims):
+        inv[d % n] = i
+    return tuple(inv)
+
+
+def squeeze_grad(grad, shape):
+    return G.reshape(grad, shape)
+
+
+def expand_grad(grad, shape):
+    return sum_to(grad, shape)
+
+
+def repeat_grad(grad, shape, repeats):
+    """Sum the tiles of ``repeat`` back into the input shape."""
+    shape = tuple(shape)
+    lead = len(repeats) - len(shape)
+    full = (1,) * lead + shape
+    split = []
+    for r, s in zip(repeats, full):
+        split += [r, s]
+    g = G.reshape(grad, tuple(split))
+    g = G.sum(g, tuple(range(0, 2 * len(full), 2)), False)
+    return G.reshape(g, shape)
+
+
+def tile_grad(grad, shape, dims):
+    dims = tuple(dims)
+    if len(dims) < len(shape):
+        dims = (1,) * (len(shape) - len(dims)) + dims
+    return repeat_grad(grad, shape, dims)
+
+
+def roll_grad(grad, shifts, dims):
+    if isinstance(shifts, int):
+        shifts = (shifts,)
+    return G.roll(grad, tuple(-s for s in shifts), dims)
+
+
+def narrow_grad(grad, shape, dim, start, length):
+    d = dim % len(shape)
+    if start < 0:
+        start += shape[d]
+    # pad lists last dimension first, in (left, right) pairs
+    pairs = []
+    for ax in range(len(shape) - 1, d - 1, -1):
+        pairs += [start, shape[d] - start - length] if ax == d else [0, 0]
+    return G.pad(grad, tuple(pairs), "constant", 0.0)
+
+
+def where_grad(grad, condition, take_first):
+    z = zeros((), grad._data.dtype)
+    return G.where(condition, grad, z) if take_first else G.where(condition, z, grad)
+
+
+def clamp_grad(grad, self, min, max):
+    mask = None
+    if min is not None:
+        mask = G.ge(self, min)
+    if max is not None:
+        m2 = G.le(self, max)
+        mask = m2 if mask is None else G.logical_and(mask, m2)
+    return G.where(mask, grad, zeros((), grad._data.dtype))
+
+
+def clamp_bound_grad(grad, self, bound, is_min):
+    mask = G.lt(self, bound) if is_min else G.gt(self, bound)
+    return G.where(mask, grad, zeros((), grad._data.dtype))
+
+
+def maximum_grad(grad, a, b, first):
+    """Gradient of maximum/minimum: ties share the gradient equally, as torch does."""
+    eq = G.to(G.eq(a, b), grad._data.dtype)
+    sel = G.to(G.gt(a, b) if first else G.lt(a, b), grad._data.dtype)
+    return G.mul(grad, G.add(sel, G.mul(eq, 0.5)))
+
+
+def minimum_grad(grad, a, b, first):
+    eq = G.to(G.eq(a, b), grad._data.dtype)
+    sel = G.to(G.lt(a, b) if first else G.gt(a, b), grad._data.dtype)
+    return G.mul(grad, G.add(sel, G.mul(eq, 0.5)))
+
+
+def pow_exponent_grad(grad, self, exponent, result):
+    safe = G.masked_fill(self, G.le(self, 0), 1.0) if isinstance(self, _tensor()) else self
+    lg = G.log(safe) if isinstance(safe, _tensor()) else float(np.log(safe)) if safe > 0 else 0.0
+    r = G.mul(G.mul(grad, result), lg)
+    if isinstance(self, _tensor()):
+        r = G.masked_fill(r, G.logical_and(G.eq(self, 0), G.ge(exponent, 0)), 0.0)
+    return r
+
+
+def pow_self_grad(grad, self, exponent):
+    if isinstance(exponent, (int, float)):
+        if exponent == 0:
+            return G.mul(grad, 0.0)
+        return G.mul(G.mul(grad, exponent), G.pow(self, exponent - 1))
+    return G.mul(G.mul(grad, exponent), G.pow(self, G.sub(exponent, 1)))
+
+
+def gelu_grad(grad, self, approximate):
+    if approximate == "tanh":
+        k = float(np.sqrt(2.0 / np.pi))
+        x3 = G.mul(G.mul(self, self), self)
+        inner = G.mul(G.add(self, G.mul(x3, 0.044715)), k)
+        t = G.tanh(inner)
+        dinner = G.mul(G.add(G.mul(G.mul(self, self), 3 * 0.044715), 1.0), k)
+        left = G.mul(G.add(t, 1.0), 0.5)
+        right = G.mul(G.mul(G.mul(self, 0.5), G.sub(1.0, G.mul(t, t))), dinner)
+        return G.mul(grad, G.add(left, right))
+    cdf = G.mul(G.add(G.erf(G.mul(self, float(1 / np.sqrt(2.0)))), 1.0), 0.5)
+    pdf = G.mul(G.exp(G.mul(G.mul(self, self), -0.5)), float(1 / np.sqrt(2 * np.pi)))
+    return G.mul(grad, G.add(cdf, G.mul(self, pdf)))
+
+
+def softplus_grad(grad, self, beta, threshold):
+    z = G.mul(self, beta)
+    s = G.sigmoid(z)
+    return G.where(G.gt(z, threshold), grad, G.mul(grad, s))
+
+
+def elu_grad(grad, self, alpha, scale=1.0):
+    neg = G.mul(G.exp(G.minimum(self, zeros((), self._data.dtype))), alpha * scale)
+    return G.mul(grad, G.where(G.gt(self, 0), G.mul(G.ones_like(self), scale), neg))
+
+
+def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
+    """Gradients of layer_norm for (input, weight, bias), written in ember ops."""
+    k = len(normalized_shape)
+    axes = tuple(range(x.dim() - k, x.dim()))
+    mean = G.mean(x, axes, True)
+    xc = G.sub(x, mean)
+    var = G.mean(G.mul(xc, xc), axes, True)
+    rstd = G.rsqrt(G.add(var, eps))
+    xhat = G.mul(xc, rstd)
+    gx = gw = gb = None
+    lead = tuple(range(x.dim() - k))
+    if needs[1] and weight is not None:
+        gw = G.sum(G.mul(grad, xhat), lead, False) if lead else G.mul(grad, xhat)
+    if needs[2] and bias is not None:
+        gb = G.sum(grad, lead, False) if lead else grad
+    if needs[0]:
+        gxh = G.mul(grad, weight) if weight is not None else grad
+        n = 1
+        for s in normalized_shape:
+            n *= s
+        m1 = G.mean(gxh, axes, True)
+        m2 = G.mean(G.mul(gxh, xhat), axes, True)
+        gx = G.mul(G.sub(G.sub(gxh, m1), G.mul(xhat, m2)), rstd)
+    return gx, gw, gb
+
+
+def masked_fill_value_grad(grad, mask):
+    return G.sum(G.where(mask, grad, zeros((), grad._data.dtype)))
+
+
+def lerp_weight_grad(grad, start, end):
+    return G.mul(grad, G.sub(end, start))

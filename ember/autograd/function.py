@@ -1,0 +1,121 @@
+"""Custom differentiable functions: subclass ``Function`` with static ``forward``/``backward``."""
+from ember.autograd.dispatch import _edge
+from ember.autograd.node import Node, SavedTensor
+from ember.autograd.state import STATE
+
+
+class FunctionCtx:
+    """The ``ctx`` passed to a custom Function's forward and backward."""
+
+    def __init__(self):
+        self._saved = ()
+        self.needs_input_grad = ()
+        self._non_diff = set()
+        self._materialize = True
+
+    def save_for_backward(self, *tensors):
+        """Keep tensors for backward (checked against in-place modification)."""
+        self._saved = tuple(SavedTensor(t, f"saved[{i}]") if t is not None else None
+                            for i, t in enumerate(tensors))
+
+    @property
+    def saved_tensors(self):
+        from ember.autograd.node import _RELEASED
+        if self._saved is _RELEASED:
+            from ember.autograd.node import _FREED
+            raise RuntimeError(_FREED)
+        return tuple(s.unpack(self._node) if s is not None else None for s in self._saved)
+
+    def mark_non_differentiable(self, *tensors):
+        """Outputs that get no gradient."""
+        self._non_diff.update(id(t) for t in tensors)
+
+    def set_materialize_grads(self, value):
+        """Whether missing output gradients are passed as zeros (default) or None."""
+        self._materialize = value
+
+    def mark_dirty(self, *tensors):
+        """Accepted for compatibility; in-place inputs are tracked by version counters."""
+
+
+class _FunctionNode(Node):
+    __slots__ = ("ctx", "fn_cls", "n_inputs")
+
+    def name(self):
+        return f"{self.fn_cls.__name__}Backward"
+
+    def apply(self, grads):
+        ctx = self.ctx
+        from ember.tensor import Tensor
+        import numpy as np
+        if ctx._materialize:
+            grads = [g if g is not None else Tensor._make(np.zeros(s, d))
+                     for g, (s, d) in zip(grads, self._out_meta)]
+        res = self.fn_cls.backward(ctx, *grads)
+        if not isinstance(res, tuple):
+            res = (res,)
+        return tuple(r if n else None for r, n in zip(res, self.needs))
+
+    def release(self):
+        from ember.autograd.node import _RELEASED
+        self.ctx._saved = _RELEASED
+        self._released = True
+
+
+class Function:
+    """Base class for custom ops: ``MyFn.apply(*args)`` runs ``forward`` without recording and
+    links ``backward`` into the graph. A ``symbolic`` staticmethod is used by the ONNX exporter."""
+
+    @staticmethod
+    def forward(ctx, *args, **kwargs):
+        raise NotImplementedError("Function.forward must be overridden")
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        raise NotImplementedError("Function.backward must be overridden")
+
+    @classmethod
+    def apply(cls, *args):
+        from ember.tensor import Tensor
+        ctx = FunctionCtx()
+        tensors = [a for a in args if isinstance(a, Tensor)]
+        needs = tuple(isinstance(a, Tensor) and a._requires_grad for a in args)
+        ctx.needs_input_grad = needs
+        prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+        try:
+            out = cls.forward(ctx, *args)
+        finally:
+            STATE.grad_enabled = prev
+        single = not isinstance(out, tuple)
+        outs = (out,) if single else out
+        outs = tuple(Tensor._make(o._data) if isinstance(o, Tensor) and any(o is a for a in tensors)
+                     else o for o in outs)
+        out = outs[0] if single else outs
+        if prev and builtins_any(needs):
+            node = _FunctionNode()
+            node.ctx = ctx
+            node.fn_cls = cls
+            node.needs = needs
+            node.n_inputs = len(args)
+            node.next_functions = tuple(_edge(a) if n else None for a, n in zip(args, needs))
+            node._out_meta = [(o._data.shape, o._data.dtype) for o in outs
+                              if isinstance(o, Tensor)]
+            ctx._node = node
+            for i, o in enumerate(outs):
+                if isinstance(o, Tensor) and id(o) not in ctx._non_diff and \
+                        o._data.dtype.kind == "f":
+                    o.grad_fn = node
+                    o._requires_grad = True
+                    o._output_nr = i
+        tracer = STATE.tracer
+        if tracer is not None and hasattr(tracer, "record_function"):
+            tracer.record_function(cls, args, outs)
+        return out
+
+
+def builtins_any(xs):
+    for x in xs:
+        if x:
+            return True
+    return False

@@ -1,0 +1,206 @@
+"""Backward graph nodes, saved tensors and gradient accumulation for leaves."""
+import itertools
+import sys
+import weakref
+
+from ember.autograd.state import STATE
+
+_seq = itertools.count()
+
+_FREED = (
+    "Trying to backward through the graph a second time (or directly access saved tensors after "
+    "they have already been freed). Saved intermediate values of the graph are freed when you call "
+    ".backward() or autograd.grad(). Specify retain_graph=True if you need to backward through the "
+    "graph a second time or if you need to access saved tensors after calling backward."
+)
+
+
+class Node:
+    """A function of the backward graph: maps gradients of its outputs to gradients of its inputs.
+
+    ``next_functions`` holds, per input, ``(node, output_nr)`` or ``None`` when that input needs
+    no gradient. Subclasses implement ``apply(grads) -> tuple`` aligned with ``next_functions``.
+    """
+
+    __slots__ = ("next_functions", "needs", "_seq", "_pre_hooks", "_post_hooks", "_released",
+                 "_trace", "_out_meta", "__weakref__")
+    _saved = ()
+    _op_name = "node"
+
+    def __init__(self):
+        self.next_functions = ()
+        self.needs = ()
+        self._seq = next(_seq)
+        self._pre_hooks = None
+        self._post_hooks = None
+        self._released = False
+        self._trace = None
+        self._out_meta = None
+
+    def name(self):
+        """The node's class name, e.g. ``MulBackward0``."""
+        return type(self).__name__
+
+    def apply(self, grads):
+        raise NotImplementedError(f"{self.name()}.apply")
+
+    def register_hook(self, fn):
+        """Call ``fn(grad_inputs, grad_outputs)`` after this node runs; it may return new grad_inputs."""
+        if self._post_hooks is None:
+            self._post_hooks = []
+        self._post_hooks.append(fn)
+        return _RemovableHandle(self._post_hooks, fn)
+
+    def register_prehook(self, fn):
+        """Call ``fn(grad_outputs)`` before this node runs; it may return new grad_outputs."""
+        return self._add_pre_hook(None, fn)
+
+    def _add_pre_hook(self, output_nr, fn):
+        if self._pre_hooks is None:
+            self._pre_hooks = []
+        entry = (output_nr, fn)
+        self._pre_hooks.append(entry)
+        return _RemovableHandle(self._pre_hooks, entry)
+
+    def release(self):
+        """Free the saved tensors (after a backward without retain_graph)."""
+        for slot in self._saved:
+            setattr(self, slot, _RELEASED)
+        self._released = True
+
+    def __repr__(self):
+        return f"<{self.name()}>"
+
+
+class _RemovableHandle:
+    __slots__ = ("_list", "_item")
+
+    def __init__(self, lst, item):
+        self._list = lst
+        self._item = item
+
+    def remove(self):
+        """Unregister the hook."""
+        try:
+            self._list.remove(self._item)
+        except ValueError:
+            pass
+
+
+class _Released:
+    __slots__ = ()
+
+    def unpack(self, node):
+        raise RuntimeError(_FREED)
+
+
+_RELEASED = _Released()
+
+
+class SavedTensor:
+    """A tensor saved for backward, with the version it had when saved.
+
+    Saved outputs keep only their array (no reference cycle through ``grad_fn``) and are rebuilt
+    with the node as ``grad_fn`` when unpacked.
+    """
+
+    __slots__ = ("tensor", "data", "vc", "version", "name", "output_nr")
+
+    def __init__(self, t, name, output_nr=-1):
+        vc = t._get_vc()
+        self.vc = vc
+        self.version = vc.v
+        self.name = name
+        self.output_nr = output_nr
+        if output_nr >= 0:
+            self.tensor = None
+            self.data = t._data
+        else:
+            self.tensor = t
+            self.data = None
+
+    def unpack(self, node):
+        """Return the saved tensor; RuntimeError when it was modified in place since saving."""
+        if self.vc.v != self.version:
+            t = self.tensor
+            arr = self.data if t is None else t._data
+            raise RuntimeError(
+                "one of the variables needed for gradient computation has been modified by an "
+                f"inplace operation: {node.name()} (op '{node._op_name}') saved '{self.name}' "
+                f"[{arr.dtype}{list(arr.shape)}] at version {self.version}; it is now at version "
+                f"{self.vc.v}. Use out-of-place ops or clone() before the in-place one.")
+        if self.tensor is not None:
+            return self.tensor
+        from ember.tensor import Tensor
+        out = Tensor._make(self.data)
+        out._vc = self.vc
+        if STATE.grad_enabled:
+            out.grad_fn = node
+            out._requires_grad = True
+            out._output_nr = self.output_nr
+        return out
+
+
+def unpack(saved, node):
+    """Unpack a saved slot: SavedTensor, released marker, or a plain Python value."""
+    if saved.__class__ is SavedTensor or saved is _RELEASED:
+        return saved.unpack(node)
+    return saved
+
+
+class AccumulateGrad(Node):
+    """The sink of a leaf tensor: runs the leaf's hooks and adds the gradient into ``.grad``."""
+
+    __slots__ = ("variable",)
+    _op_name = "accumulate_grad"
+
+    def __init__(self, variable):
+        super().__init__()
+        self.variable = variable
+
+    def apply(self, grads):
+        var = self.variable
+        g = grads[0]
+        hooks = var._hooks
+        if hooks:
+            for h in list(hooks):
+                r = h(g)
+                if r is not None:
+                    g = r
+        if g is None:
+            return ()
+        old = var.grad
+        if old is None:
+            if not STATE.grad_enabled:
+                g = _owned(g)
+            var.grad = g
+        elif STATE.grad_enabled:
+            var.grad = old + g
+        else:
+            arr = old._data
+            if arr.shape == g._data.shape and arr.flags.writeable:
+                arr += g._data
+                old._bump()
+            else:
+                var.grad = _owned(old + g)
+        return ()
+
+
+def _owned(g):
+    """A detached gradient tensor whose array nobody else holds (copy if shared)."""
+    from ember.tensor import Tensor
+    arr = g._data
+    # held by: g, the local `arr`, getrefcount's argument -> 3 when only g owns it
+    if not arr.flags.owndata or sys.getrefcount(arr) > 3 or not arr.flags.writeable:
+        arr = arr.copy()
+    return Tensor._make(arr)
+
+
+def grad_accumulator(t):
+    """Return (creating once, then cached weakly) the AccumulateGrad node of leaf ``t``."""
+    ref = t._acc
+    acc = ref() if ref is not None else None
+    if acc is None:
+        acc = AccumulateGrad(t)
+        t._acc = weakref.ref(acc)
+    return acc

@@ -1,0 +1,2 @@
+"""Process-wide backend settings (``ember.backends.conv``)."""
+from . import conv  # noqa: F401

@@ -1,0 +1,260 @@
+"""Tensor creation: ``tensor``, ``zeros``, ``arange``, ``rand`` and friends (torch's signatures).
+
+Factories dispatch like every other op (so the tracer records them); this module only turns
+torch-style arguments (varargs sizes, dtypes, ``requires_grad``) into the spec's."""
+import builtins
+
+import numpy as np
+
+from ember import _dtype
+from ember.autograd import _generated as G
+from ember.random import resolve
+from ember.tensor import Tensor
+
+
+def _size(size):
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    for s in size:
+        if not isinstance(s, (int, np.integer)) and not (isinstance(s, Tensor) and s.numel() == 1):
+            raise TypeError(f"size must be a sequence of ints, got {size!r}")
+    return tuple(builtins.int(s) for s in size)
+
+
+def _np(dtype, default=None):
+    if dtype is None:
+        return (default or _dtype.get_default_dtype()).numpy
+    return _dtype.to_numpy_dtype(dtype)
+
+
+def _finish(t, requires_grad):
+    if requires_grad:
+        t.requires_grad_(True)
+    return t
+
+
+def _check_device(device):
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise RuntimeError(f"ember supports only the 'cpu' device, got {device!r}")
+
+
+def _infer(data):
+    if isinstance(data, Tensor):
+        return data._data
+    if isinstance(data, (list, tuple)):
+        items = [_infer(d) for d in data]
+        if not items:
+            return np.zeros((0,), _dtype.get_default_dtype().numpy)
+        return np.array(items) if not builtins.all(isinstance(i, np.ndarray) for i in items) \
+            else np.stack(items) if len({i.shape for i in items}) == 1 else _ragged(data)
+    return data
+
+
+def _ragged(data):
+    raise ValueError(f"expected a sequence of equal-length sequences, got {data!r}")
+
+
+def _typed_leaves(data):
+    if isinstance(data, (np.ndarray, np.generic, Tensor)):
+        return True
+    if isinstance(data, (list, tuple)):
+        return builtins.any(_typed_leaves(d) for d in data)
+    return False
+
+
+def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+    """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or tensors).
+
+    Python floats become the default float dtype, ints int64, bools bool. Raises ValueError for
+    ragged nested lists and TypeError for unsupported element types.
+    """
+    _check_device(device)
+    if isinstance(data, np.ndarray):
+        arr = np.array(data, copy=True)
+    else:
+        raw = _infer(data)
+        try:
+            arr = np.array(raw)
+        except ValueError as e:
+            raise ValueError(f"tensor: {e}") from None
+        typed = _typed_leaves(data)
+        if arr.dtype.kind == "f" and not typed:
+            arr = arr.astype(_dtype.get_default_dtype().numpy)
+        elif arr.dtype.kind in "iu" and not typed:
+            arr = arr.astype(np.int64)
+    if arr.dtype.kind in "OUS":
+        raise TypeError(f"tensor: can't convert {type(data).__name__} with elements of type "
+                        f"{arr.dtype} to a tensor")
+    if dtype is not None:
+        arr = arr.astype(_dtype.to_numpy_dtype(dtype))
+    else:
+        _dtype.from_numpy_dtype(arr.dtype)
+    return _finish(Tensor._make(np.ascontiguousarray(arr)), requires_grad)
+
+
+def as_tensor(data, dtype=None, device=None):
+    """Like ``tensor`` but shares memory with an ndarray or tensor when the dtype already fits."""
+    _check_device(device)
+    if isinstance(data, Tensor):
+        return data if dtype is None or data.dtype == dtype else data.to(dtype)
+    if isinstance(data, np.ndarray) and (dtype is None or data.dtype == _dtype.to_numpy_dtype(dtype)):
+        _dtype.from_numpy_dtype(data.dtype)
+        return Tensor._make(data)
+    return tensor(data, dtype=dtype)
+
+
+def from_numpy(arr):
+    """A tensor sharing memory with ``arr`` (zero-copy). TypeError for unsupported dtypes."""
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"from_numpy expects an np.ndarray, got {type(arr).__name__}")
+    _dtype.from_numpy_dtype(arr.dtype)
+    return Tensor._make(arr)
+
+
+def from_dlpack(ext):
+    """A tensor sharing memory with any object supporting the DLPack protocol."""
+    return from_numpy(np.from_dlpack(ext))
+
+
+def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+    """A tensor of zeros with the given shape."""
+    _check_device(device)
+    return _finish(G.zeros(_size(size), _np(dtype)), requires_grad)
+
+
+def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+    """A tensor of ones with the given shape."""
+    _check_device(device)
+    return _finish(G.ones(_size(size), _np(dtype)), requires_grad)
+
+
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+    """An uninitialised tensor with the given shape."""
+    _check_device(device)
+    return _finish(G.empty(_size(size), _np(dtype)), requires_grad)
+
+
+def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None):
+    """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
+    _check_device(device)
+    if dtype is None:
+        dtype = _dtype.bool_ if isinstance(fill_value, bool) else (
+            _dtype.int64 if isinstance(fill_value, int) else None)
+    return _finish(G.full(_size((size,)), fill_value, _np(dtype)), requires_grad)
+
+
+def _like(fn, input, dtype, requires_grad, *args):
+    npd = None if dtype is None else _dtype.to_numpy_dtype(dtype)
+    return _finish(fn(input, *args, npd) if args else fn(input, npd), requires_grad)
+
+
+def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Zeros with ``input``'s shape (and dtype unless given)."""
+    return _like(G.zeros_like, input, dtype, requires_grad)
+
+
+def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Ones with ``input``'s shape (and dtype unless given)."""
+    return _like(G.ones_like, input, dtype, requires_grad)
+
+
+def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """Uninitialised with ``input``'s shape (and dtype unless given)."""
+    return _like(G.empty_like, input, dtype, requires_grad)
+
+
+def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
+    """``fill_value`` with ``input``'s shape (and dtype unless given)."""
+    return _like(G.full_like, input, dtype, requires_grad, fill_value)
+
+
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, out=None):
+    """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless a bound is a float."""
+    _check_device(device)
+    if end is None:
+        start, end = 0, start
+    vals = [float(v) if isinstance(v, Tensor) else v for v in (start, end, step)]
+    if dtype is None:
+        is_float = builtins.any(isinstance(v, (float, np.floating)) for v in vals)
+        dtype = _dtype.get_default_dtype() if is_float else _dtype.int64
+    return _finish(G.arange(*vals, _np(dtype)), requires_grad)
+
+
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None):
+    """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
+    _check_device(device)
+    return _finish(G.linspace(start, end, steps, _np(dtype)), requires_grad)
+
+
+def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None):
+    """A 2-D tensor with ones on the diagonal."""
+    _check_device(device)
+    return _finish(G.eye(n, m, _np(dtype)), requires_grad)
+
+
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+    """Uniform samples in [0, 1)."""
+    _check_device(device)
+    return _finish(G.rand(_size(size), resolve(generator), _np(dtype)), requires_grad)
+
+
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+    """Standard normal samples."""
+    _check_device(device)
+    return _finish(G.randn(_size(size), resolve(generator), _np(dtype)), requires_grad)
+
+
+def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
+            requires_grad=False):
+    """Integers uniform in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+    _check_device(device)
+    if size is None:
+        if high is None:
+            raise TypeError("randint() missing required argument 'size'")
+        low, high, size = 0, low, high
+    return G.randint(low, high, _size((size,)), resolve(generator), _np(dtype, _dtype.int64))
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
+    """A random permutation of 0..n-1."""
+    _check_device(device)
+    return G.randperm(n, resolve(generator), _np(dtype, _dtype.int64))
+
+
+def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
+           requires_grad=False, out=None):
+    """Normal samples; ``mean``/``std`` may be tensors (then the shape follows them)."""
+    gen = resolve(generator)
+    if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        ref = mean if isinstance(mean, Tensor) else std
+        shape = np.broadcast_shapes(np.shape(getattr(mean, "_data", mean)),
+                                    np.shape(getattr(std, "_data", std)))
+        z = G.randn(shape, gen, ref._data.dtype)
+        from ember.autograd.grad_mode import no_grad
+        with no_grad():
+            return G.add(G.mul(z, std), mean)
+    if size is None:
+        size = ()
+    return _finish(G.normal(mean, std, _size((size,)), gen, _np(dtype)), requires_grad)
+
+
+def rand_like(input, dtype=None, generator=None, requires_grad=False, device=None):
+    """Uniform [0, 1) samples with ``input``'s shape and dtype."""
+    t = G.uniform_like(input if dtype is None else input.to(dtype), 0.0, 1.0, resolve(generator))
+    return _finish(t, requires_grad)
+
+
+def randn_like(input, dtype=None, generator=None, requires_grad=False, device=None):
+    """Standard normal samples with ``input``'s shape and dtype."""
+    t = G.normal_like(input if dtype is None else input.to(dtype), 0.0, 1.0, resolve(generator))
+    return _finish(t, requires_grad)
+
+
+def bernoulli(input, *, generator=None):
+    """0/1 samples with probabilities ``input``."""
+    return G.bernoulli(input, resolve(generator))
+
+
+def multinomial(input, num_samples, replacement=False, *, generator=None):
+    """Indices sampled from the rows of ``input`` (unnormalised probabilities)."""
+    return G.multinomial(input, num_samples, replacement, resolve(generator))

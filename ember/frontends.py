@@ -1,0 +1,247 @@
+"""Python front ends for spec ops whose torch signature is overloaded (max/min, dropout, to, ...),
+and the Tensor methods that are not one spec op each. Everything here calls spec ops."""
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from ember import _dtype
+from ember.autograd import _generated as G
+from ember.random import resolve
+from ember.tensor import Tensor
+
+ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
+
+
+def max(input, dim=None, keepdim=False, *, out=None):
+    """``max(x)``, ``max(x, dim, keepdim)`` -> (values, indices), or ``max(x, other)`` elementwise."""
+    if isinstance(dim, Tensor):
+        return G.maximum(input, dim)
+    if dim is None:
+        return G.max_all(input)
+    return ValuesIndices(*G.max_dim(input, dim, keepdim))
+
+
+def min(input, dim=None, keepdim=False, *, out=None):
+    """``min(x)``, ``min(x, dim, keepdim)`` -> (values, indices), or ``min(x, other)`` elementwise."""
+    if isinstance(dim, Tensor):
+        return G.minimum(input, dim)
+    if dim is None:
+        return G.min_all(input)
+    return ValuesIndices(*G.min_dim(input, dim, keepdim))
+
+
+def dropout(input, p=0.5, training=True, inplace=False, generator=None):
+    """Zero elements with probability ``p`` and scale the rest by 1/(1-p) when training."""
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    out = G.native_dropout(input, p, True, resolve(generator))[0]
+    if inplace:
+        return input.copy_(out)
+    return out
+
+
+def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Variance; ``unbiased`` (legacy) or ``correction`` (default 1)."""
+    if isinstance(dim, bool) and unbiased is None:
+        unbiased, dim = dim, None
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return G.var(input, dim, correction=correction, keepdim=keepdim)
+
+
+def std(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
+    """Standard deviation; ``unbiased`` (legacy) or ``correction`` (default 1)."""
+    if isinstance(dim, bool) and unbiased is None:
+        unbiased, dim = dim, None
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return G.std(input, dim, correction=correction, keepdim=keepdim)
+
+
+def clip(input, min=None, max=None):
+    """Alias of clamp."""
+    return G.clamp(input, min, max)
+
+
+def transpose_last(input):
+    return G.transpose(input, -2, -1)
+
+
+def numel(input):
+    """Number of elements of ``input``."""
+    return input.numel()
+
+
+def is_tensor(obj):
+    """Whether ``obj`` is an ember Tensor."""
+    return isinstance(obj, Tensor)
+
+
+def is_floating_point(input):
+    """Whether ``input`` has a floating dtype."""
+    return input.is_floating_point()
+
+
+# ---- Tensor methods --------------------------------------------------------------------------
+def _to(self, *args, **kwargs):
+    """``to(dtype)``, ``to(device)``, ``to(other)``, ``to(device, dtype)``; returns self if nothing
+    changes. RuntimeError for devices other than cpu."""
+    dtype = kwargs.pop("dtype", None)
+    copy = kwargs.pop("copy", False)
+    device = kwargs.pop("device", None)
+    kwargs.pop("non_blocking", None)
+    for a in args:
+        if isinstance(a, Tensor):
+            dtype = a.dtype
+        elif isinstance(a, _dtype.dtype) or isinstance(a, (np.dtype, type)):
+            dtype = a
+        elif a is not None:
+            device = a
+    if device is not None and str(device).split(":")[0] != "cpu":
+        raise RuntimeError(f"to(): ember supports only the 'cpu' device, got {device!r}")
+    if dtype is None:
+        return G.clone(self) if copy else self
+    npd = _dtype.to_numpy_dtype(dtype)
+    if npd == self._data.dtype and not copy:
+        return self
+    return G.to(self, npd, copy)
+
+
+def _cast(dt):
+    def method(self, memory_format=None):
+        return _to(self, dt)
+    method.__doc__ = f"Return this tensor as {dt.name} (self if it already is)."
+    return method
+
+
+def _type(self, dtype=None):
+    if dtype is None:
+        return f"ember.{self.dtype.name}"
+    return _to(self, dtype)
+
+
+def _type_as(self, other):
+    return _to(self, other.dtype)
+
+
+def _zero_(self):
+    return G.copy_(self, G.zeros_like(self))
+
+
+def _fill_(self, value):
+    return G.copy_(self, value if isinstance(value, Tensor) else G.full_like(self, value))
+
+
+def _uniform_(self, a=0.0, b=1.0, generator=None):
+    return G.copy_(self, G.uniform_like(self, a, b, resolve(generator)))
+
+
+def _normal_(self, mean=0.0, std=1.0, generator=None):
+    return G.copy_(self, G.normal_like(self, mean, std, resolve(generator)))
+
+
+def _bernoulli_(self, p=0.5, generator=None):
+    probs = G.full_like(self, p) if not isinstance(p, Tensor) else p
+    return G.copy_(self, G.bernoulli(probs, resolve(generator)))
+
+
+def _new(fill):
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        from ember import creation
+        dt = self.dtype if dtype is None else dtype
+        if fill == "zeros":
+            return creation.zeros(*size, dtype=dt, requires_grad=requires_grad)
+        if fill == "ones":
+            return creation.ones(*size, dtype=dt, requires_grad=requires_grad)
+        return creation.empty(*size, dtype=dt, requires_grad=requires_grad)
+    return method
+
+
+def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    from ember import creation
+    return creation.full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                         requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    from ember import creation
+    return creation.tensor(data, dtype=self.dtype if dtype is None else dtype,
+                           requires_grad=requires_grad)
+
+
+def _T(self):
+    nd = self._data.ndim
+    return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
+
+
+def _mT(self):
+    return G.transpose(self, -2, -1)
+
+
+def _dropout_method(self, p=0.5, training=True):
+    return dropout(self, p, training)
+
+
+def _softmax_method(self, dim, dtype=None):
+    return G.softmax(self, dim, dtype)
+
+
+def _log_softmax_method(self, dim, dtype=None):
+    return G.log_softmax(self, dim, dtype)
+
+
+def _cpu(self):
+    return self
+
+
+def _max_method(self, dim=None, keepdim=False):
+    return max(self, dim, keepdim)
+
+
+def _min_method(self, dim=None, keepdim=False):
+    return min(self, dim, keepdim)
+
+
+def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    return builtins.bool(np.allclose(self._data, other._data, rtol, atol, equal_nan))
+
+
+def _equal(self, other):
+    return self._data.shape == other._data.shape and builtins.bool(np.array_equal(self._data,
+                                                                                  other._data))
+
+
+def _chunk_or_split(self, split_size, dim=0):
+    return G.split(self, split_size, dim)
+
+
+METHODS = {
+    "to": _to, "float": _cast(_dtype.float32), "double": _cast(_dtype.float64),
+    "half": _cast(_dtype.float16), "long": _cast(_dtype.int64), "int": _cast(_dtype.int32),
+    "short": _cast(_dtype.int16), "bool": _cast(_dtype.bool_), "byte": _cast(_dtype.uint8),
+    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu,
+    "zero_": _zero_, "fill_": _fill_, "uniform_": _uniform_, "normal_": _normal_,
+    "bernoulli_": _bernoulli_, "new_zeros": _new("zeros"), "new_ones": _new("ones"),
+    "new_empty": _new("empty"), "new_full": _new_full, "new_tensor": _new_tensor,
+    "max": _max_method, "min": _min_method, "var": var, "std": std, "clip": clip,
+    "clip_": G.clamp_, "softmax": _softmax_method, "log_softmax": _log_softmax_method,
+    "copy_": G.copy_, "allclose": _allclose, "equal": _equal, "split": _chunk_or_split,
+    "index_put_": G.index_put_, "index_put": G.index_put, "masked_fill": G.masked_fill,
+    "relu": G.relu, "relu_": G.relu_, "nonzero": G.nonzero,
+    "absolute": G.abs, "arctan2": G.atan2, "greater": G.gt, "less": G.lt, "eq": G.eq,
+    "multiply": G.mul, "divide": G.div, "subtract": G.sub,
+}
+PROPERTIES = {"T": _T, "mT": _mT}
+
+
+def install():
+    """Attach generated and hand-written methods to Tensor (once, at import)."""
+    for name, fn in G.TENSOR_METHODS.items():
+        setattr(Tensor, name, fn)
+    for name, fn in METHODS.items():
+        setattr(Tensor, name, fn)
+    for name, fn in PROPERTIES.items():
+        setattr(Tensor, name, property(fn))

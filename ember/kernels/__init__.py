@@ -1,0 +1,1 @@
+"""ndarray-only kernels: no Tensor, autograd or JIT in here."""

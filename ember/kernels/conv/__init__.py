@@ -1,0 +1,367 @@
+"""Convolution kernels on ndarrays: 1-d/2-d convolution and transposed convolution, NCHW.
+
+Every entry point checks shapes before any work (ValueError naming the op, the shapes and the
+reason; RuntimeError for unsupported dtypes), then runs the algorithm chosen by ``selector``.
+Semantics equal torch.nn.functional.conv2d / conv_transpose2d (cross-correlation). Inputs are
+float32 or float64 (one dtype per call); results keep it and are fresh C-contiguous arrays.
+Padding is an int, a pair (symmetric) or (top, bottom, left, right); 1-d: an int, (p,) or
+(left, right).
+"""
+import numpy as np
+
+from . import selector
+from .geometry import check_dtype, check_shape, geometry, out_size, pair, padding4
+
+__all__ = [
+    "conv2d_forward", "conv2d_input_grad", "conv2d_weight_grad", "conv2d_bias_grad",
+    "conv_transpose2d_forward", "conv_transpose2d_input_grad", "conv_transpose2d_weight_grad",
+    "conv1d_forward", "conv1d_input_grad", "conv1d_weight_grad", "conv1d_bias_grad",
+    "conv_transpose1d_forward", "conv_transpose1d_input_grad", "conv_transpose1d_weight_grad",
+    "conv_output_shape", "conv_transpose_output_shape",
+]
+
+
+def _array(a):
+    return a if isinstance(a, np.ndarray) else np.asarray(a)
+
+
+def _check_bias(op, b, K, dtype):
+    if b is None:
+        return None
+    b = _array(b)
+    if b.shape != (K,):
+        raise ValueError(f"{op}: bias has shape {b.shape}, expected ({K},)")
+    if b.dtype != dtype:
+        raise RuntimeError(f"{op}: bias dtype {b.dtype} differs from input dtype {dtype}")
+    return b
+
+
+# ---------------------------------------------------------------------------------------- 2-d
+def _forward(op, x, w, b, stride, padding, dilation, groups):
+    x, w = _array(x), _array(w)
+    check_dtype(op, x, w)
+    g = geometry(op, x.shape, w.shape, stride, padding, dilation, groups)
+    b = _check_bias(op, b, g.K, x.dtype)
+    y = np.zeros(g.output_shape, x.dtype) if g.N == 0 else selector.run(op, "forward", g, x, w)
+    if b is not None:
+        y += b[:, None, None]
+    return y
+
+
+def _input_grad(op, gy, w, input_shape, stride, padding, dilation, groups):
+    gy, w = _array(gy), _array(w)
+    check_dtype(op, gy, w)
+    g = geometry(op, input_shape, w.shape, stride, padding, dilation, groups)
+    check_shape(op, "grad_output", gy.shape, g.output_shape, g)
+    if g.N == 0:
+        return np.zeros(g.input_shape, gy.dtype)
+    return selector.run(op, "input", g, gy, w)
+
+
+def _weight_grad(op, gy, x, weight_shape, stride, padding, dilation, groups):
+    gy, x = _array(gy), _array(x)
+    check_dtype(op, gy, x)
+    g = geometry(op, x.shape, weight_shape, stride, padding, dilation, groups)
+    check_shape(op, "grad_output", gy.shape, g.output_shape, g)
+    if g.N == 0:
+        return np.zeros(g.weight_shape, gy.dtype)
+    return selector.run(op, "weight", g, gy, x)
+
+
+def conv2d_forward(x, w, b, stride, padding, dilation, groups):
+    """y = conv2d(x, w) + b for x (N, C, H, W), w (K, C/groups, R, S), b (K,) or None.
+
+    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
+    """
+    return _forward("conv2d", x, w, b, stride, padding, dilation, groups)
+
+
+def conv2d_input_grad(gy, w, input_shape, stride, padding, dilation, groups):
+    """Gradient of conv2d with respect to its input, of shape ``input_shape``.
+
+    Raises ValueError when ``gy`` is not the output shape of that convolution.
+    """
+    return _input_grad("conv2d_input_grad", gy, w, input_shape, stride, padding, dilation, groups)
+
+
+def conv2d_weight_grad(gy, x, weight_shape, stride, padding, dilation, groups):
+    """Gradient of conv2d with respect to its weight, of shape ``weight_shape``.
+
+    Raises ValueError when ``gy`` is not the output shape of that convolution.
+    """
+    return _weight_grad("conv2d_weight_grad", gy, x, weight_shape, stride, padding, dilation,
+                        groups)
+
+
+def conv2d_bias_grad(gy):
+    """Gradient of the bias: ``gy`` summed over every axis but 1 (channels), in gy's dtype."""
+    gy = _array(gy)
+    if gy.ndim < 2:
+        raise ValueError(f"conv2d_bias_grad: grad_output must have a channel axis, got {gy.shape}")
+    axes = (0,) + tuple(range(2, gy.ndim))
+    return np.ascontiguousarray(gy.sum(axis=axes, dtype=gy.dtype))
+
+
+conv1d_bias_grad = conv2d_bias_grad
+
+
+# ---------------------------------------------------------------------------- transposed 2-d
+def conv_transpose_output_shape(input_shape, weight_shape, stride=1, padding=0,
+                                output_padding=0, dilation=1, groups=1, op="conv_transpose2d"):
+    """Output shape of conv_transpose2d (4-d shapes) or conv_transpose1d (3-d shapes).
+
+    Raises ValueError naming ``op`` and the shapes when they do not fit.
+    """
+    return _transpose_problem(op, tuple(input_shape), tuple(weight_shape), stride, padding,
+                              output_padding, dilation, groups)[0]
+
+
+def _transpose_problem(op, x_shape, w_shape, stride, padding, output_padding, dilation, groups):
+    """Return (output shape, conv geometry whose input gradient is the transposed conv, crop).
+
+    The transposed convolution is the input gradient of a convolution with input (N, K, Hout,
+    Wout) and padding (top, bottom - output_padding, ...); a negative side is a crop of the
+    bottom/right rows, which receive zeros. ``crop`` is (bottom, right).
+    """
+    if len(x_shape) == 3 and len(w_shape) == 3:
+        x_shape, w_shape = _as_2d_shape(x_shape), _as_2d_shape(w_shape)
+        stride, dilation = (1,) + pair(stride, "stride", op, 1), (1,) + pair(dilation, "dilation",
+                                                                             op, 1)
+        padding = (0, 0) + _padding1d(padding, op)
+        output_padding = (0,) + pair(output_padding, "output_padding", op, 1)
+        shape, g, crop = _transpose_problem(op, x_shape, w_shape, stride, padding,
+                                            output_padding, dilation, groups)
+        return (shape[0], shape[1], shape[3]), g, crop
+    where = f"{op}: input {x_shape}, weight {w_shape}"
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"{where}: expected 4-d input (N, C, H, W) and weight (C, K/groups, R, S)")
+    stride, dilation = pair(stride, "stride", op), pair(dilation, "dilation", op)
+    op_h, op_w = pair(output_padding, "output_padding", op)
+    pt, pb, pl, pr = padding4(padding, op)
+    groups = int(groups)
+    N, C, H, W = x_shape
+    Cw, Kg, R, S = w_shape
+    if min(stride) < 1 or min(dilation) < 1 or groups < 1:
+        raise ValueError(f"{where}: stride {stride}, dilation {dilation} and groups {groups} must "
+                         "be positive")
+    if C != Cw:
+        raise ValueError(f"{where}: input has {C} channels but weight expects {Cw}")
+    if C % groups:
+        raise ValueError(f"{where}: {C} input channels are not divisible by groups={groups}")
+    for o, s, d in ((op_h, stride[0], dilation[0]), (op_w, stride[1], dilation[1])):
+        if o < 0 or (o >= s and o >= d):
+            raise ValueError(f"{where}: output_padding {(op_h, op_w)} must be smaller than "
+                             f"either stride {stride} or dilation {dilation}")
+    Ho = (H - 1) * stride[0] - pt - pb + dilation[0] * (R - 1) + op_h + 1
+    Wo = (W - 1) * stride[1] - pl - pr + dilation[1] * (S - 1) + op_w + 1
+    if Ho < 1 or Wo < 1 or min(R, S, Kg) < 1:
+        raise ValueError(f"{where}: output size {Ho}x{Wo} is not positive (stride {stride}, "
+                         f"padding {(pt, pb, pl, pr)}, dilation {dilation})")
+    cb, cr = max(0, op_h - pb), max(0, op_w - pr)
+    g = geometry(op, (N, Kg * groups, Ho - cb, Wo - cr), (C, Kg, R, S), stride,
+                 (pt, max(0, pb - op_h), pl, max(0, pr - op_w)), dilation, groups)
+    return (N, Kg * groups, Ho, Wo), g, (cb, cr)
+
+
+def _uncrop(a, shape, crop):
+    if crop == (0, 0):
+        return a
+    out = np.zeros(shape, a.dtype)
+    out[:, :, :a.shape[2], :a.shape[3]] = a
+    return out
+
+
+def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
+    """y = conv_transpose2d(x, w) + b for x (N, C, H, W), w (C, K/groups, R, S), b (K,) or None.
+
+    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
+    """
+    return _transpose_forward("conv_transpose2d", x, w, b, stride, padding, output_padding,
+                              dilation, groups)
+
+
+def _transpose_forward(op, x, w, b, stride, padding, output_padding, dilation, groups):
+    x, w = _array(x), _array(w)
+    check_dtype(op, x, w)
+    shape, g, crop = _transpose_problem(op, x.shape, w.shape, stride, padding, output_padding,
+                                        dilation, groups)
+    b = _check_bias(op, b, shape[1], x.dtype)
+    if g.N == 0:
+        y = np.zeros(shape, x.dtype)
+    else:
+        y = selector.run(op, "input", g, x.reshape(g.output_shape), w.reshape(g.weight_shape))
+        y = _uncrop(y, (g.N, g.C, g.H + crop[0], g.W + crop[1]), crop)
+    y = y.reshape(shape)
+    if b is not None:
+        y += b.reshape((-1,) + (1,) * (y.ndim - 2))
+    return y
+
+
+def conv_transpose2d_input_grad(gy, w, input_shape, stride, padding, output_padding, dilation,
+                                groups):
+    """Gradient of conv_transpose2d with respect to its input (a convolution of gy with w).
+
+    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
+    """
+    return _transpose_input_grad("conv_transpose2d_input_grad", gy, w, input_shape, stride,
+                                 padding, output_padding, dilation, groups)
+
+
+def _transpose_input_grad(op, gy, w, input_shape, stride, padding, output_padding, dilation,
+                          groups):
+    gy, w = _array(gy), _array(w)
+    check_dtype(op, gy, w)
+    shape, g, crop = _transpose_problem(op, tuple(input_shape), w.shape, stride, padding,
+                                        output_padding, dilation, groups)
+    check_shape(op, "grad_output", gy.shape, shape, g)
+    if g.N == 0:
+        return np.zeros(tuple(input_shape), gy.dtype)
+    gy4 = gy.reshape(g.input_shape[:2] + (-1, shape[-1]))[:, :, :g.H, :g.W]
+    gx = selector.run(op, "forward", g, gy4, w.reshape(g.weight_shape))
+    return gx.reshape(tuple(input_shape))
+
+
+def conv_transpose2d_weight_grad(gy, x, weight_shape, stride, padding, output_padding, dilation,
+                                 groups):
+    """Gradient of conv_transpose2d with respect to its weight (C, K/groups, R, S).
+
+    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
+    """
+    return _transpose_weight_grad("conv_transpose2d_weight_grad", gy, x, weight_shape, stride,
+                                  padding, output_padding, dilation, groups)
+
+
+def _transpose_weight_grad(op, gy, x, weight_shape, stride, padding, output_padding, dilation,
+                           groups):
+    gy, x = _array(gy), _array(x)
+    check_dtype(op, gy, x)
+    shape, g, crop = _transpose_problem(op, x.shape, tuple(weight_shape), stride, padding,
+                                        output_padding, dilation, groups)
+    check_shape(op, "grad_output", gy.shape, shape, g)
+    if g.N == 0:
+        return np.zeros(tuple(weight_shape), gy.dtype)
+    gy4 = gy.reshape(g.input_shape[:2] + (-1, shape[-1]))[:, :, :g.H, :g.W]
+    gw = selector.run(op, "weight", g, x.reshape(g.output_shape), gy4)
+    return gw.reshape(tuple(weight_shape))
+
+
+# ---------------------------------------------------------------------------------------- 1-d
+def _as_2d_shape(shape):
+    return (shape[0], shape[1], 1, shape[2])
+
+
+def _padding1d(padding, op):
+    if isinstance(padding, (int, np.integer)) and not isinstance(padding, bool):
+        return (int(padding),) * 2
+    p = tuple(int(v) for v in padding)
+    if len(p) == 1:
+        return p * 2
+    if len(p) != 2:
+        raise ValueError(f"{op}: padding must be an int, (p,) or (left, right), got {padding!r}")
+    return p
+
+
+def _args1d(op, stride, padding, dilation):
+    return ((1,) + pair(stride, "stride", op, 1), (0, 0) + _padding1d(padding, op),
+            (1,) + pair(dilation, "dilation", op, 1))
+
+
+def _check_rank(op, arrays, names):
+    for a, name in zip(arrays, names):
+        if np.ndim(a) != 3:
+            raise ValueError(f"{op}: expected a 3-d {name}, got shape {np.shape(a)}")
+
+
+def _squeeze(a):
+    return a.reshape(a.shape[0], a.shape[1], a.shape[3])
+
+
+def conv1d_forward(x, w, b, stride, padding, dilation, groups):
+    """y = conv1d(x, w) + b for x (N, C, L), w (K, C/groups, R), b (K,) or None.
+
+    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
+    """
+    op = "conv1d"
+    _check_rank(op, (x, w), ("input", "weight"))
+    x, w = _array(x), _array(w)
+    s, p, d = _args1d(op, stride, padding, dilation)
+    return _squeeze(_forward(op, x[:, :, None], w[:, :, None], b, s, p, d, groups))
+
+
+def conv1d_input_grad(gy, w, input_shape, stride, padding, dilation, groups):
+    """Gradient of conv1d with respect to its input (N, C, L).
+
+    Raises ValueError when ``gy`` is not the output shape of that convolution.
+    """
+    op = "conv1d_input_grad"
+    _check_rank(op, (gy, w), ("grad_output", "weight"))
+    if len(tuple(input_shape)) != 3:
+        raise ValueError(f"{op}: expected a 3-d input shape, got {tuple(input_shape)}")
+    gy, w = _array(gy), _array(w)
+    s, p, d = _args1d(op, stride, padding, dilation)
+    return _squeeze(_input_grad(op, gy[:, :, None], w[:, :, None], _as_2d_shape(input_shape),
+                                s, p, d, groups))
+
+
+def conv1d_weight_grad(gy, x, weight_shape, stride, padding, dilation, groups):
+    """Gradient of conv1d with respect to its weight (K, C/groups, R).
+
+    Raises ValueError when ``gy`` is not the output shape of that convolution.
+    """
+    op = "conv1d_weight_grad"
+    _check_rank(op, (gy, x), ("grad_output", "input"))
+    if len(tuple(weight_shape)) != 3:
+        raise ValueError(f"{op}: expected a 3-d weight shape, got {tuple(weight_shape)}")
+    gy, x = _array(gy), _array(x)
+    s, p, d = _args1d(op, stride, padding, dilation)
+    return _squeeze(_weight_grad(op, gy[:, :, None], x[:, :, None], _as_2d_shape(weight_shape),
+                                 s, p, d, groups))
+
+
+def conv_transpose1d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
+    """y = conv_transpose1d(x, w) + b for x (N, C, L), w (C, K/groups, R), b (K,) or None.
+
+    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
+    """
+    op = "conv_transpose1d"
+    _check_rank(op, (x, w), ("input", "weight"))
+    return _transpose_forward(op, x, w, b, stride, padding, output_padding, dilation, groups)
+
+
+def conv_transpose1d_input_grad(gy, w, input_shape, stride, padding, output_padding, dilation,
+                                groups):
+    """Gradient of conv_transpose1d with respect to its input (N, C, L).
+
+    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
+    """
+    op = "conv_transpose1d_input_grad"
+    _check_rank(op, (gy, w), ("grad_output", "weight"))
+    return _transpose_input_grad(op, gy, w, input_shape, stride, padding, output_padding,
+                                 dilation, groups)
+
+
+def conv_transpose1d_weight_grad(gy, x, weight_shape, stride, padding, output_padding, dilation,
+                                 groups):
+    """Gradient of conv_transpose1d with respect to its weight (C, K/groups, R).
+
+    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
+    """
+    op = "conv_transpose1d_weight_grad"
+    _check_rank(op, (gy, x), ("grad_output", "input"))
+    return _transpose_weight_grad(op, gy, x, weight_shape, stride, padding, output_padding,
+                                  dilation, groups)
+
+
+def conv_output_shape(input_shape, weight_shape, stride=1, padding=0, dilation=1, groups=1,
+                      op="conv2d"):
+    """Output shape of conv2d (4-d shapes) or conv1d (3-d shapes).
+
+    Raises ValueError naming ``op``, the shapes and what does not fit.
+    """
+    input_shape, weight_shape = tuple(input_shape), tuple(weight_shape)
+    if len(input_shape) == 3 and len(weight_shape) == 3:
+        s, p, d = _args1d(op, stride, padding, dilation)
+        N, K, _, L = geometry(op, _as_2d_shape(input_shape), _as_2d_shape(weight_shape), s, p, d,
+                              groups).output_shape
+        return (N, K, L)
+    return geometry(op, input_shape, weight_shape, stride, padding, dilation, groups).output_shape

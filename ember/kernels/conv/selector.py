@@ -1,0 +1,119 @@
+"""Choose the convolution algorithm per (geometry, dtype, direction).
+
+Order of precedence: ``ember.backends.conv.algorithm`` (forced; ValueError if it cannot handle the
+problem), then the autotuner when ``ember.backends.conv.benchmark`` is True (times every capable
+algorithm on the first call for a key and keeps the fastest for the process), else ``heuristic``.
+
+Heuristic (measured on a 2-core Zen 4 with OpenBLAS, float32, see benchmarks/conv.py):
+- depthwise groups (C/groups == 1, groups == C) -> ``depthwise``; 1x1 kernels -> ``direct1x1``;
+- 3x3, stride 1, dilation 1 with min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS -> ``winograd`` (forward
+  and input gradient) when the batch has at least WINOGRAD_MIN_TILES 4x4 output tiles. Batches
+  below BATCH_THRESHOLD images are the batch-of-one inference path: the single image alone must
+  give WINOGRAD_MIN_TILES tiles, else its 36 GEMMs are too thin and im2col (per-image layout,
+  output already in NCHW order) runs instead;
+- otherwise ``im2col`` (one large GEMM per group; it beat the shifted-GEMM path on every measured
+  shape here), unless its column buffer would exceed IM2COL_MAX_BYTES, in which case stride-1
+  problems use ``implicit_gemm`` (no column buffer at all);
+- FFT is never chosen by the heuristic: on this machine it did not beat the GEMM paths for any
+  benchmarked shape (the autotuner or a forced setting can still pick it).
+"""
+import threading
+import time
+
+from . import depthwise, direct1x1, fft, im2col, implicit_gemm, winograd
+from .transform import transposed_geometry
+
+ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
+              "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise}
+FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad"}
+
+BATCH_THRESHOLD = 2
+WINOGRAD_MIN_CHANNELS = 32
+WINOGRAD_MIN_TILES = 192
+IM2COL_MAX_BYTES = 512 << 20
+
+_tuned = {}
+_lock = threading.Lock()
+
+
+def _settings():
+    from ember.backends import conv as settings
+    return settings
+
+
+def capable(direction, g):
+    """Names of the algorithms that can run ``direction`` for geometry ``g``."""
+    return [name for name, mod in ALGORITHMS.items()
+            if hasattr(mod, FUNCTIONS[direction]) and mod.supports(g, direction)]
+
+
+def heuristic(direction, g):
+    """Algorithm name chosen without timing (see the module docstring)."""
+    if g.is_depthwise:
+        return "depthwise"
+    if g.R == 1 and g.S == 1:
+        return "direct1x1"
+    if direction != "weight" and winograd.supports(g, direction):
+        fg = transposed_geometry(g) if direction == "input" else g
+        if min(fg.Cg, fg.Kg) >= WINOGRAD_MIN_CHANNELS and _tiles(fg) >= WINOGRAD_MIN_TILES:
+            return "winograd"
+    cols = g.C * g.R * g.S * g.N * g.Ho * g.Wo * 8
+    if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
+        return "implicit_gemm"
+    return "im2col"
+
+
+def _tiles(g):
+    per_image = -(-g.Ho // 4) * -(-g.Wo // 4)
+    return per_image * (g.N if g.N >= BATCH_THRESHOLD else 1)
+
+
+def run(op, direction, g, a, b):
+    """Run ``direction`` ("forward", "input" or "weight") on arrays (a, b) for geometry ``g``.
+
+    Raises ValueError when a forced algorithm is unknown or cannot handle ``g``.
+    """
+    settings = _settings()
+    fn = FUNCTIONS[direction]
+    forced = settings.algorithm
+    if forced is not None:
+        mod = ALGORITHMS.get(forced)
+        if mod is None:
+            raise ValueError(f"{op}: unknown algorithm {forced!r}; expected one of "
+                             f"{sorted(ALGORITHMS)} or None")
+        if not hasattr(mod, fn) or not mod.supports(g, direction):
+            raise ValueError(
+                f"{op}: algorithm {forced!r} cannot compute the {direction} direction for input "
+                f"{g.input_shape}, weight {g.weight_shape}, stride {g.stride}, dilation "
+                f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
+        return getattr(mod, fn)(a, b, g)
+    if not settings.benchmark:
+        return getattr(ALGORITHMS[heuristic(direction, g)], fn)(a, b, g)
+    key = (direction, g.key(), a.dtype.str)
+    name = _tuned.get(key)
+    if name is not None:
+        return getattr(ALGORITHMS[name], fn)(a, b, g)
+    best = None
+    for name in capable(direction, g):
+        run_algorithm = getattr(ALGORITHMS[name], fn)
+        out = run_algorithm(a, b, g)  # warm-up: JIT compilation, workspace growth
+        start = time.perf_counter()
+        out = run_algorithm(a, b, g)
+        elapsed = time.perf_counter() - start
+        if best is None or elapsed < best[0]:
+            best = (elapsed, name, out)
+    with _lock:
+        _tuned[key] = best[1]
+    return best[2]
+
+
+def tuned():
+    """Copy of the autotuner's choices: {(direction, geometry key, dtype): name}."""
+    with _lock:
+        return dict(_tuned)
+
+
+def clear_tuned():
+    """Forget the autotuner's choices."""
+    with _lock:
+        _tuned.clear()

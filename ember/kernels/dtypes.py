@@ -1,0 +1,63 @@
+"""Type promotion with torch's rules, for ndarrays and Python scalars."""
+import numpy as np
+
+from ember import _dtype
+
+_CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
+def default_float():
+    """The NumPy dtype of the default floating type (float32 unless changed)."""
+    return _dtype._default.numpy
+
+
+def _scalar_cat(x):
+    if isinstance(x, (bool, np.bool_)):
+        return 0
+    if isinstance(x, (int, np.integer)):
+        return 1
+    return 2
+
+
+def result_type(*xs):
+    """torch.result_type over ndarrays and Python scalars (dimensioned > 0-d > scalar)."""
+    dims = [x.dtype for x in xs if x.__class__ is np.ndarray and x.ndim > 0]
+    zero = [x.dtype for x in xs if x.__class__ is np.ndarray and x.ndim == 0]
+    scal = [_scalar_cat(x) for x in xs if x.__class__ is not np.ndarray and x is not None]
+    best = None
+    for group in (dims, zero):
+        if not group:
+            continue
+        dt = group[0] if len(group) == 1 else np.result_type(*group)
+        if best is None or _CAT[dt.kind] > _CAT[best.kind]:
+            best = dt
+    if scal:
+        c = max(scal)
+        if best is None:
+            return np.dtype(np.bool_) if c == 0 else (np.dtype(np.int64) if c == 1 else default_float())
+        if c > _CAT[best.kind]:
+            best = np.dtype(np.int64) if c == 1 else default_float()
+    return best
+
+
+def promote(a, b):
+    """Cast two operands (arrays or scalars) to their common torch result type."""
+    if a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.dtype == b.dtype:
+        return a, b
+    dt = result_type(a, b)
+    if a.__class__ is np.ndarray and a.dtype != dt:
+        a = a.astype(dt)
+    if b.__class__ is np.ndarray and b.dtype != dt:
+        b = b.astype(dt)
+    elif b.__class__ is not np.ndarray and b is not None and dt.kind in "fc" and isinstance(b, (int, float)):
+        b = dt.type(b)
+    if a.__class__ is not np.ndarray and a is not None and dt.kind in "fc" and isinstance(a, (int, float)):
+        a = dt.type(a)
+    return a, b
+
+
+def to_float(a):
+    """Integer and bool arrays become the default float dtype; floats pass through."""
+    if a.__class__ is np.ndarray:
+        return a if a.dtype.kind in "fc" else a.astype(default_float())
+    return np.asarray(a, dtype=default_float())

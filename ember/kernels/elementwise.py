@@ -1,0 +1,332 @@
+"""Pointwise kernels on ndarrays (and Python scalars), with torch's type promotion."""
+import math
+
+import numpy as np
+
+from ember.kernels.dtypes import default_float, promote, to_float
+from ember.kernels.errors import KernelError
+
+_SQRT1_2 = 1.0 / math.sqrt(2.0)
+_SQRT_2_PI = math.sqrt(2.0 / math.pi)
+_SELU_ALPHA = 1.6732632423543772848170429916717
+_SELU_SCALE = 1.0507009873554804934193349852946
+
+
+def _arr(x):
+    return x if x.__class__ is np.ndarray else np.asarray(x)
+
+
+def add(a, b, alpha=1):
+    a, b = promote(a, b)
+    if alpha != 1:
+        b = b * alpha
+    return np.add(a, b)
+
+
+def sub(a, b, alpha=1):
+    a, b = promote(a, b)
+    if _arr(a).dtype == np.bool_:
+        raise KernelError("subtraction with two bool tensors is not supported; use logical_xor")
+    if alpha != 1:
+        b = b * alpha
+    return np.subtract(a, b)
+
+
+def mul(a, b):
+    a, b = promote(a, b)
+    return np.multiply(a, b)
+
+
+def div(a, b, rounding_mode=None):
+    a, b = promote(a, b)
+    if rounding_mode is None:
+        if _arr(a).dtype.kind not in "fc":
+            a = to_float(a)
+            b = to_float(b)
+        return np.true_divide(a, b)
+    if rounding_mode == "trunc":
+        if _arr(a).dtype.kind in "fc":
+            return np.trunc(np.true_divide(a, b))
+        if np.any(_arr(b) == 0):
+            raise KernelError("ZeroDivisionError: integer division by zero")
+        q = np.floor_divide(a, b)
+        r = np.remainder(a, b)
+        return np.where((r != 0) & ((_arr(a) < 0) != (_arr(b) < 0)), q + 1, q)
+    if rounding_mode == "floor":
+        if _arr(a).dtype.kind not in "fc" and np.any(_arr(b) == 0):
+            raise KernelError("ZeroDivisionError: integer division by zero")
+        return np.floor_divide(a, b)
+    raise KernelError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
+
+
+def remainder(a, b):
+    a, b = promote(a, b)
+    return np.remainder(a, b)
+
+
+def neg(a):
+    if a.dtype == np.bool_:
+        raise KernelError("negation of a bool tensor is not supported; use logical_not")
+    return np.negative(a)
+
+
+def pow(a, exponent):
+    a, e = promote(a, exponent)
+    if _arr(a).dtype.kind in "iu" and np.any(_arr(e) < 0):
+        raise KernelError("integers to negative integer powers are not allowed")
+    return np.power(a, e)
+
+
+def reciprocal(a):
+    return np.reciprocal(to_float(a))
+
+
+def abs(a):
+    return np.abs(a)
+
+
+def sign(a):
+    return np.sign(a) if a.dtype != np.bool_ else a.copy()
+
+
+def _unary(fn):
+    def kernel(a):
+        return fn(to_float(a))
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+exp = _unary(np.exp)
+exp2 = _unary(np.exp2)
+log = _unary(np.log)
+log2 = _unary(np.log2)
+log10 = _unary(np.log10)
+log1p = _unary(np.log1p)
+expm1 = _unary(np.expm1)
+sqrt = _unary(np.sqrt)
+sin = _unary(np.sin)
+cos = _unary(np.cos)
+tan = _unary(np.tan)
+tanh = _unary(np.tanh)
+asin = _unary(np.arcsin)
+acos = _unary(np.arccos)
+atan = _unary(np.arctan)
+sinh = _unary(np.sinh)
+cosh = _unary(np.cosh)
+
+
+def rsqrt(a):
+    a = to_float(a)
+    return np.reciprocal(np.sqrt(a))
+
+
+def sigmoid(a):
+    a = to_float(a)
+    # exp of the negative magnitude never overflows; pick the branch per element
+    e = np.exp(-np.abs(a))
+    return np.where(a >= 0, 1 / (1 + e), e / (1 + e)).astype(a.dtype, copy=False)
+
+
+_erf_impl = None
+
+
+def erf(a):
+    global _erf_impl
+    a = to_float(a)
+    if _erf_impl is None:
+        try:
+            from scipy.special import erf as _scipy_erf
+            _erf_impl = _scipy_erf
+        except ImportError:
+            _erf_impl = np.vectorize(math.erf, otypes=[np.float64])
+    return np.asarray(_erf_impl(a)).astype(a.dtype, copy=False)
+
+
+def relu(a):
+    if a.dtype == np.bool_:
+        raise KernelError("relu is not defined for bool tensors")
+    return np.maximum(a, a.dtype.type(0))
+
+
+def leaky_relu(a, negative_slope=0.01):
+    a = to_float(a)
+    return np.where(a > 0, a, a * a.dtype.type(negative_slope))
+
+
+def elu(a, alpha=1.0):
+    a = to_float(a)
+    return np.where(a > 0, a, a.dtype.type(alpha) * np.expm1(np.minimum(a, 0)))
+
+
+def selu(a):
+    a = to_float(a)
+    t = a.dtype.type
+    return t(_SELU_SCALE) * np.where(a > 0, a, t(_SELU_ALPHA) * np.expm1(np.minimum(a, 0)))
+
+
+def gelu(a, approximate="none"):
+    a = to_float(a)
+    t = a.dtype.type
+    if approximate == "tanh":
+        inner = t(_SQRT_2_PI) * (a + t(0.044715) * a * a * a)
+        return t(0.5) * a * (t(1) + np.tanh(inner))
+    if approximate != "none":
+        raise KernelError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
+    return t(0.5) * a * (t(1) + erf(a * t(_SQRT1_2)))
+
+
+def silu(a):
+    a = to_float(a)
+    return a * sigmoid(a)
+
+
+def softplus(a, beta=1.0, threshold=20.0):
+    a = to_float(a)
+    t = a.dtype.type
+    z = a * t(beta)
+    soft = np.logaddexp(t(0), z) / t(beta)
+    return np.where(z > threshold, a, soft).astype(a.dtype, copy=False)
+
+
+def hardtanh(a, min_val=-1.0, max_val=1.0):
+    if min_val > max_val:
+        raise KernelError(f"min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    return np.clip(a, min_val, max_val)
+
+
+def clamp(a, min=None, max=None):
+    if min is None and max is None:
+        raise KernelError("at least one of 'min' or 'max' must not be None")
+    dt = a.dtype
+    for bound in (min, max):
+        if bound is not None:
+            a, _ = promote(a, bound)
+    out = a
+    if min is not None:
+        out = np.maximum(out, min)
+    if max is not None:
+        out = np.minimum(out, max)
+    if out.dtype != a.dtype:
+        out = out.astype(a.dtype if a.dtype.kind == "f" or dt.kind != "f" else dt)
+    return out
+
+
+def where(condition, a, b):
+    cond = _arr(condition)
+    if cond.dtype != np.bool_:
+        raise KernelError(f"where expected condition to be a bool tensor, got {cond.dtype}")
+    a, b = promote(a, b)
+    return np.where(cond, a, b)
+
+
+def maximum(a, b):
+    a, b = promote(a, b)
+    return np.maximum(a, b)
+
+
+def minimum(a, b):
+    a, b = promote(a, b)
+    return np.minimum(a, b)
+
+
+def floor(a):
+    return np.floor(a) if a.dtype.kind == "f" else a.copy()
+
+
+def ceil(a):
+    return np.ceil(a) if a.dtype.kind == "f" else a.copy()
+
+
+def trunc(a):
+    return np.trunc(a) if a.dtype.kind == "f" else a.copy()
+
+
+def round(a, decimals=0):
+    if a.dtype.kind != "f":
+        return a.copy()
+    return np.round(a, decimals)
+
+
+def frac(a):
+    return a - np.trunc(a)
+
+
+def _compare(fn):
+    def kernel(a, b):
+        a, b = promote(a, b)
+        return fn(a, b)
+    kernel.__name__ = fn.__name__
+    return kernel
+
+
+eq = _compare(np.equal)
+ne = _compare(np.not_equal)
+lt = _compare(np.less)
+le = _compare(np.less_equal)
+gt = _compare(np.greater)
+ge = _compare(np.greater_equal)
+
+
+def logical_and(a, b):
+    return np.logical_and(a, b)
+
+
+def logical_or(a, b):
+    return np.logical_or(a, b)
+
+
+def logical_xor(a, b):
+    return np.logical_xor(a, b)
+
+
+def logical_not(a):
+    return np.logical_not(a)
+
+
+def bitwise_not(a):
+    if a.dtype.kind == "f":
+        raise KernelError(f"bitwise_not is not defined for {a.dtype}")
+    return np.invert(a)
+
+
+def isnan(a):
+    return np.isnan(a) if a.dtype.kind == "f" else np.zeros(a.shape, np.bool_)
+
+
+def isfinite(a):
+    return np.isfinite(a) if a.dtype.kind == "f" else np.ones(a.shape, np.bool_)
+
+
+def isinf(a):
+    return np.isinf(a) if a.dtype.kind == "f" else np.zeros(a.shape, np.bool_)
+
+
+def lerp(start, end, weight):
+    start, end = promote(start, end)
+    start, weight = promote(start, weight)
+    return start + weight * (end - start)
+
+
+def threshold_mask(a, threshold=0.0):
+    """Float mask (1 where a > threshold else 0) in a's dtype."""
+    return (a > threshold).astype(a.dtype)
+
+
+def atan2(a, b):
+    a, b = promote(to_float(a), to_float(b))
+    return np.arctan2(a, b)
+
+
+def bitwise_and(a, b):
+    a, b = promote(a, b)
+    return np.bitwise_and(a, b)
+
+
+def bitwise_or(a, b):
+    a, b = promote(a, b)
+    return np.bitwise_or(a, b)
+
+
+def bitwise_xor(a, b):
+    a, b = promote(a, b)
+    return np.bitwise_xor(a, b)

@@ -1,0 +1,136 @@
+"""Indexing kernels: basic and advanced getitem, index_put, gather/scatter, masks."""
+import numpy as np
+
+from ember.kernels.errors import KernelError
+from ember.kernels.reduce import norm_dims
+
+
+def _dim(d, ndim):
+    return norm_dims(d, ndim)[0] if ndim else 0
+
+
+def getitem(a, key):
+    try:
+        return a[key]
+    except IndexError as e:
+        raise IndexError(f"index out of range: {e}") from None
+
+
+def getitem_backward(grad, shape, key):
+    out = np.zeros(shape, grad.dtype)
+    np.add.at(out, key, grad)
+    return out
+
+
+def index_put(a, key, values, accumulate=False):
+    out = a.copy()
+    values = np.asarray(values, dtype=a.dtype) if values.__class__ is not np.ndarray else values.astype(a.dtype, copy=False)
+    try:
+        if accumulate:
+            np.add.at(out, key, values)
+        else:
+            out[key] = values
+    except ValueError as e:
+        raise KernelError(f"shape mismatch: value tensor of shape {list(np.shape(values))} cannot "
+                          f"be broadcast to indexing result ({e})") from None
+    return out
+
+
+def index_select(a, dim, index):
+    if index.ndim > 1:
+        raise KernelError("index_select(): Index is supposed to be a vector")
+    if index.dtype.kind not in "iu":
+        raise KernelError(f"index_select(): Expected dtype int32/int64 for index, got {index.dtype}")
+    d = _dim(dim, a.ndim)
+    n = a.shape[d] if a.ndim else 1
+    if index.size and (index.max() >= n or index.min() < -n):
+        raise IndexError(f"index_select(): index out of range in self (size {n} at dim {d})")
+    return np.take(a, index.reshape(-1), axis=d) if a.ndim else a[index]
+
+
+def index_add(a, dim, index, source, alpha=1):
+    out = a.copy()
+    d = _dim(dim, a.ndim)
+    src = source if alpha == 1 else source * alpha
+    moved = np.moveaxis(out, d, 0)
+    np.add.at(moved, index, np.moveaxis(np.asarray(src, a.dtype), d, 0))
+    return out
+
+
+def _grid(index, dim):
+    idx = list(np.indices(index.shape, sparse=True))
+    idx[dim] = index
+    return tuple(idx)
+
+
+def _check_gather(a, dim, index, name):
+    if index.dtype.kind not in "iu":
+        raise KernelError(f"{name}(): Expected dtype int64 for index, got {index.dtype}")
+    if index.ndim != a.ndim:
+        raise KernelError(f"{name}(): Index tensor must have the same number of dimensions as "
+                          f"input tensor ({index.ndim} vs {a.ndim})")
+    for i in range(a.ndim):
+        if i != dim and index.shape[i] > a.shape[i]:
+            raise KernelError(f"{name}(): Size does not match at dimension {i} expected index "
+                              f"{list(index.shape)} to be smaller than self {list(a.shape)} "
+                              f"apart from dimension {dim}")
+    if index.size and (index.max() >= a.shape[dim] or index.min() < -a.shape[dim]):
+        raise IndexError(f"{name}(): index out of bounds for dimension {dim} with size "
+                         f"{a.shape[dim]}")
+
+
+def gather(a, dim, index):
+    d = _dim(dim, a.ndim)
+    _check_gather(a, d, index, "gather")
+    return a[_grid(index, d)]
+
+
+def scatter(a, dim, index, src):
+    d = _dim(dim, a.ndim)
+    _check_gather(a, d, index, "scatter")
+    out = a.copy()
+    if src.__class__ is np.ndarray and src.ndim:
+        src = src[tuple(slice(0, s) for s in index.shape)]
+    out[_grid(index, d)] = src
+    return out
+
+
+def scatter_add(a, dim, index, src):
+    d = _dim(dim, a.ndim)
+    _check_gather(a, d, index, "scatter_add")
+    out = a.copy()
+    np.add.at(out, _grid(index, d), src[tuple(slice(0, s) for s in index.shape)])
+    return out
+
+
+def masked_fill(a, mask, value):
+    if mask.dtype != np.bool_:
+        raise KernelError(f"masked_fill only supports boolean masks, but got mask with dtype "
+                          f"{mask.dtype}")
+    if np.ndim(value) != 0:
+        raise KernelError(f"masked_fill only supports a 0-dimensional value tensor, but got "
+                          f"tensor with {np.ndim(value)} dimension(s)")
+    np.broadcast_shapes(mask.shape, a.shape)
+    out = np.where(mask, np.asarray(value, dtype=a.dtype), a)
+    if out.shape != a.shape:
+        raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast to the input "
+                          f"shape {list(a.shape)}")
+    return out
+
+
+def masked_select(a, mask):
+    if mask.dtype != np.bool_:
+        raise KernelError(f"masked_select: expected a bool mask, got {mask.dtype}")
+    shape = np.broadcast_shapes(a.shape, mask.shape)
+    return np.broadcast_to(a, shape)[np.broadcast_to(mask, shape)]
+
+
+def masked_select_backward(grad, shape, mask):
+    full = np.broadcast_shapes(tuple(shape), mask.shape)
+    out = np.zeros(full, grad.dtype)
+    out[np.broadcast_to(mask, full)] = grad
+    return out
+
+
+def nonzero(a):
+    return np.stack(np.nonzero(a), axis=1).astype(np.int64) if a.ndim else np.zeros((int(bool(a)), 0), np.int64)

@@ -1,0 +1,87 @@
+"""Linear-algebra kernels on NumPy's BLAS."""
+import numpy as np
+
+from ember.kernels.dtypes import promote
+from ember.kernels.errors import KernelError
+
+
+def _inner_error(a, b):
+    return KernelError(f"inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)}")
+
+
+def matmul(a, b):
+    if a.ndim == 0 or b.ndim == 0:
+        raise KernelError(f"both arguments to matmul need to be at least 1D, but they are "
+                          f"{a.ndim}D and {b.ndim}D")
+    if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
+        raise _inner_error(a, b)
+    a, b = promote(a, b)
+    try:
+        return np.matmul(a, b)
+    except ValueError:
+        raise KernelError(f"batch dimensions cannot be broadcast: {tuple(a.shape)} @ "
+                          f"{tuple(b.shape)}") from None
+
+
+def mm(a, b):
+    if a.ndim != 2 or b.ndim != 2:
+        raise KernelError(f"expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    return matmul(a, b)
+
+
+def bmm(a, b):
+    if a.ndim != 3 or b.ndim != 3:
+        raise KernelError(f"expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    if a.shape[0] != b.shape[0]:
+        raise KernelError(f"batch sizes differ: {tuple(a.shape)} @ {tuple(b.shape)}")
+    return matmul(a, b)
+
+
+def addmm(c, a, b, beta=1, alpha=1):
+    out = mm(a, b)
+    if alpha != 1:
+        out *= alpha
+    if beta == 0:
+        return np.broadcast_to(out, np.broadcast_shapes(out.shape, c.shape)).copy()
+    return out + (c if beta == 1 else beta * c)
+
+
+def linear(x, w, b=None):
+    if w.ndim not in (1, 2):
+        raise KernelError(f"weight must be 1-D or 2-D, got shape {tuple(w.shape)}")
+    if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
+        raise KernelError(f"input feature size {x.shape[-1] if x.ndim else None} does not match "
+                          f"weight {tuple(w.shape)} (input shape {tuple(x.shape)})")
+    x, w = promote(x, w)
+    if x.ndim > 2 and w.ndim == 2:
+        out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+    else:
+        out = np.matmul(x, w.T)
+    if b is not None:
+        out += b
+    return out
+
+
+def dot(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise KernelError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    if a.shape[0] != b.shape[0]:
+        raise KernelError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
+                          f"[{b.shape[0]}] to have the same number of elements")
+    a, b = promote(a, b)
+    return np.asarray(np.dot(a, b))
+
+
+def outer(a, b):
+    if a.ndim != 1 or b.ndim != 1:
+        raise KernelError(f"1D tensors expected, but got {a.ndim}D and {b.ndim}D tensors")
+    a, b = promote(a, b)
+    return np.outer(a, b)
+
+
+def einsum(operands, equation):
+    try:
+        return np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 2))
+    except ValueError as e:
+        raise KernelError(f"einsum('{equation}') failed for operand shapes "
+                          f"{[tuple(o.shape) for o in operands]}: {e}") from None

@@ -1,0 +1,154 @@
+"""Neural-network kernels: softmax family, dropout, embedding, layer_norm, nll_loss."""
+import numpy as np
+
+from ember.kernels.dtypes import to_float
+from ember.kernels.errors import KernelError
+from ember.kernels.reduce import norm_dims
+
+
+def _dim(d, ndim):
+    return norm_dims(d, ndim)[0] if ndim else None
+
+
+def softmax(a, dim, dtype=None):
+    a = to_float(a) if dtype is None else a.astype(dtype)
+    d = _dim(dim, a.ndim)
+    if a.ndim == 0:
+        return np.ones_like(a)
+    e = np.exp(a - np.max(a, axis=d, keepdims=True)) if a.size else a.copy()
+    e /= np.sum(e, axis=d, keepdims=True)
+    return e
+
+
+def log_softmax(a, dim, dtype=None):
+    a = to_float(a) if dtype is None else a.astype(dtype)
+    d = _dim(dim, a.ndim)
+    if a.ndim == 0:
+        return np.zeros_like(a)
+    if a.size == 0:
+        return a.copy()
+    s = a - np.max(a, axis=d, keepdims=True)
+    s -= np.log(np.sum(np.exp(s), axis=d, keepdims=True))
+    return s
+
+
+def native_dropout(a, p, train, generator):
+    """Return (output, mask): mask is 1/(1-p) where kept, 0 where dropped, in a's dtype."""
+    if not 0.0 <= p <= 1.0:
+        raise KernelError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not train or p == 0:
+        return a.copy(), np.ones(a.shape, a.dtype)
+    if p == 1:
+        return np.zeros_like(a), np.zeros(a.shape, a.dtype)
+    keep = generator.random(a.shape) >= p
+    mask = keep.astype(a.dtype) * a.dtype.type(1.0 / (1.0 - p))
+    return a * mask, mask
+
+
+def feature_dropout_mask(shape, p, generator, dtype):
+    """A (N, C, 1, ...) mask scaled by 1/(1-p), for Dropout2d/3d."""
+    mshape = tuple(shape[:2]) + (1,) * (len(shape) - 2)
+    keep = generator.random(mshape) >= p
+    return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
+
+
+def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    if indices.dtype.kind not in "iu":
+        raise KernelError(f"Expected tensor for argument 'indices' to have one of the following "
+                          f"scalar types: Long, Int; but got {indices.dtype} instead")
+    if weight.ndim != 2:
+        raise KernelError(f"'weight' must be 2-D, got shape {list(weight.shape)}")
+    n = weight.shape[0]
+    if indices.size and (indices.max() >= n or indices.min() < -n):
+        raise IndexError(f"embedding: index out of range in self (num_embeddings={n}, got "
+                         f"indices in [{indices.min()}, {indices.max()}])")
+    return weight[indices]
+
+
+def embedding_backward(grad, indices, num_weights, padding_idx=None, scale_grad_by_freq=False):
+    """Gradient of ``embedding`` w.r.t. its weight: rows scatter-added by index."""
+    d = grad.shape[-1]
+    flat_idx = indices.reshape(-1)
+    g = grad.reshape(-1, d)
+    if scale_grad_by_freq:
+        counts = np.bincount(flat_idx % num_weights, minlength=num_weights)
+        g = g / counts[flat_idx][:, None]
+    out = np.zeros((num_weights, d), grad.dtype)
+    np.add.at(out, flat_idx, g)
+    if padding_idx is not None and padding_idx >= 0:
+        out[padding_idx] = 0
+    elif padding_idx is not None:
+        out[padding_idx + num_weights] = 0
+    return out
+
+
+def layer_norm(a, normalized_shape, weight=None, bias=None, eps=1e-5):
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if a.shape[a.ndim - k:] != normalized_shape:
+        raise KernelError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
+                          f"shape [*, {', '.join(map(str, normalized_shape))}], but got input of "
+                          f"size{list(a.shape)}")
+    axes = tuple(range(a.ndim - k, a.ndim))
+    mean = np.mean(a, axis=axes, keepdims=True)
+    xc = a - mean
+    var = np.mean(xc * xc, axis=axes, keepdims=True)
+    out = xc * (1.0 / np.sqrt(var + eps)).astype(a.dtype)
+    if weight is not None:
+        out *= weight
+    if bias is not None:
+        out += bias
+    return out
+
+
+def _nll_prepare(x, target, weight, ignore_index):
+    if x.ndim == 1:
+        x = x[None]
+        target = target.reshape(1)
+    elif x.ndim == 0:
+        raise KernelError("input tensor should be 1D or more")
+    if target.dtype.kind not in "iu":
+        raise KernelError(f"expected target of dtype int64 (class indices), got {target.dtype}")
+    if target.shape != (x.shape[0],) + x.shape[2:]:
+        raise KernelError(f"expected target of shape {[x.shape[0]] + list(x.shape[2:])}, got "
+                          f"{list(target.shape)}")
+    c = x.shape[1]
+    valid = target != ignore_index
+    safe_t = np.where(valid, target, 0)
+    if safe_t.size and (safe_t.max() >= c or safe_t.min() < 0):
+        raise IndexError(f"Target {int(safe_t.max() if safe_t.max() >= c else safe_t.min())} is "
+                         f"out of bounds for {c} classes.")
+    w = np.ones(c, x.dtype) if weight is None else weight.astype(x.dtype, copy=False)
+    wt = np.where(valid, w[safe_t], 0).astype(x.dtype)
+    return x, safe_t, wt
+
+
+def nll_loss(x, target, weight=None, reduction="mean", ignore_index=-100):
+    xs, t, wt = _nll_prepare(x, target, weight, ignore_index)
+    picked = np.take_along_axis(xs, t[:, None], axis=1)[:, 0]
+    losses = -picked * wt
+    if reduction == "none":
+        return losses.reshape(target.shape) if x.ndim > 1 else losses.reshape(())
+    if reduction == "sum":
+        return np.asarray(losses.sum())
+    if reduction == "mean":
+        return np.asarray(losses.sum() / wt.sum())
+    raise KernelError(f"{reduction} is not a valid value for reduction")
+
+
+def nll_loss_backward(grad, target, weight, x_shape, reduction="mean", ignore_index=-100):
+    """Gradient of ``nll_loss`` w.r.t. its input of shape ``x_shape``."""
+    x_shape = tuple(x_shape)
+    x = np.empty((1,) * len(x_shape), grad.dtype)
+    x = np.broadcast_to(x, x_shape)
+    xs, t, wt = _nll_prepare(x, target, weight, ignore_index)
+    if reduction == "none":
+        g = grad.reshape(t.shape) * wt
+    elif reduction == "sum":
+        g = grad * wt
+    else:
+        g = grad * wt / wt.sum()
+    out = np.zeros(xs.shape, grad.dtype)
+    np.put_along_axis(out, t[:, None], -g[:, None].astype(grad.dtype), axis=1)
+    return out.reshape(x_shape)

@@ -1,0 +1,113 @@
+"""Numba helpers imported by generated kernels (never by ``import ember``): float16 conversion.
+
+Numba cannot compute in float16, so float16 arrays travel as uint16 bit patterns and float16
+values live in float32 registers, rounded to float16 precision (round to nearest even, as NumPy).
+"""
+import numpy as np
+from numba import njit, types
+from numba.core.extending import intrinsic
+
+
+@intrinsic
+def _f32_bits(typingctx, x):
+    if x != types.float32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.uint32))
+    return types.uint32(types.float32), codegen
+
+
+@intrinsic
+def _bits_f32(typingctx, x):
+    if x != types.uint32:
+        return None
+
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], context.get_value_type(types.float32))
+    return types.float32(types.uint32), codegen
+
+
+@njit(inline="always")
+def h2f(h):
+    """float16 bits (uint16) -> float32 value."""
+    h = np.int64(h)
+    sign = (h & 0x8000) << 16
+    exp = (h >> 10) & 0x1F
+    man = h & 0x3FF
+    if exp == 0:
+        value = np.float32(man) * np.float32(5.960464477539063e-08)
+        return -value if sign else value
+    if exp == 31:
+        return _bits_f32(np.uint32(sign | 0x7F800000 | (man << 13)))
+    return _bits_f32(np.uint32(sign | ((exp + 112) << 23) | (man << 13)))
+
+
+@njit(inline="always")
+def f2h(f):
+    """float32 value -> float16 bits (uint16), rounding to nearest even like NumPy."""
+    x = np.int64(_f32_bits(np.float32(f)))
+    sign = (x & 0x80000000) >> 16
+    f_exp = x & 0x7F800000
+    if f_exp >= 0x47800000:
+        f_sig = x & 0x007FFFFF
+        if f_exp == 0x7F800000 and f_sig != 0:
+            nan = 0x7C00 + (f_sig >> 13)
+            return np.uint16(sign + (nan if nan != 0x7C00 else 0x7C01))
+        return np.uint16(sign + 0x7C00)
+    if f_exp <= 0x38000000:
+        if f_exp < 0x33000000:
+            return np.uint16(sign)
+        e = f_exp >> 23
+        f_sig = (0x00800000 + (x & 0x007FFFFF)) >> (113 - e)
+        if (f_sig & 0x3FFF) != 0x1000 or (x & 0x7FF) != 0:
+            f_sig += 0x1000
+        return np.uint16(sign + (f_sig >> 13))
+    h_exp = (f_exp - 0x38000000) >> 13
+    f_sig = x & 0x007FFFFF
+    if (f_sig & 0x3FFF) != 0x1000:
+        f_sig += 0x1000
+    return np.uint16(sign + h_exp + (f_sig >> 13))
+
+
+@njit(inline="always")
+def rf16(f):
+    """Round a float32 value to float16 precision, keeping it in float32."""
+    return h2f(f2h(f))
+
+
+@njit(inline="always", error_model="numpy")
+def exp_f32(x):
+    """float32 exp in straight-line arithmetic (Cephes expf polynomial) so loops vectorise."""
+    xc = min(max(x, np.float32(-104.0)), np.float32(88.8))
+    n = np.floor(xc * np.float32(1.4426950408889634) + np.float32(0.5))
+    r = xc - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1.0)
+    ni = np.int32(n)
+    half = ni >> 1
+    res = (p * _bits_f32(np.uint32((half + 127) << 23))) * _bits_f32(np.uint32((ni - half + 127) << 23))
+    res = np.float32(np.inf) if x > np.float32(88.72283935546875) else res
+    res = np.float32(0.0) if x < np.float32(-103.97208) else res
+    return x if x != x else res
+
+
+@njit(inline="always", error_model="numpy")
+def tanh_f32(x):
+    """float32 tanh: Cephes tanhf polynomial below 0.625, 1 - 2 / (exp(2|x|) + 1) above."""
+    ax = abs(x)
+    z = x * x
+    p = np.float32(-5.70498872745e-3)
+    p = p * z + np.float32(2.06390887954e-2)
+    p = p * z + np.float32(-5.37397155531e-2)
+    p = p * z + np.float32(1.33314422036e-1)
+    p = p * z + np.float32(-3.33332819422e-1)
+    small = x * (np.float32(1.0) + z * p)
+    big = np.float32(1.0) - np.float32(2.0) / (exp_f32(ax + ax) + np.float32(1.0))
+    big = big if x >= 0 else -big
+    return small if ax < np.float32(0.625) else big

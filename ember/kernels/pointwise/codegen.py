@@ -1,0 +1,175 @@
+"""Generate the Numba source of a pointwise kernel for one typing, rank and inner-stride layout.
+
+The kernel walks ``ntasks`` tasks; task ``t`` covers row ``t // nchunks`` of the collapsed outer
+dimensions and chunk ``t % nchunks`` of the innermost one. Tasks run in a ``prange`` (or a plain
+loop when ``serial``). Each array operand is a flat 1-d buffer with an element offset and element
+strides; its innermost stride is specialised at generation time: 'c' (1), 'b' (0) or 's' (any).
+"""
+import math
+
+import numpy as np
+
+from .ops import opmath
+from .promotion import SCALAR
+
+VERSION = "1"
+BOOL = np.dtype(bool)
+F16 = np.dtype(np.float16)
+F32 = np.dtype(np.float32)
+_BOOL_KINDS = ("compare", "predicate", "logical")
+
+
+def storage_type(dtype):
+    """The Numba type name an array of ``dtype`` is passed as (float16 travels as uint16)."""
+    return "boolean" if dtype == BOOL else ("uint16" if dtype == F16 else dtype.name)
+
+
+def scalar_register(dtype):
+    """The dtype a Python scalar input of promotion dtype ``dtype`` is passed as."""
+    return {"b": BOOL, "i": np.dtype(np.int64), "u": np.dtype(np.int64), "f": np.dtype(np.float64)}[dtype.kind]
+
+
+def convert(src, frm, to):
+    """Source converting a value of dtype ``frm`` (float16 held in float32) to dtype ``to``."""
+    if frm == to or (frm == F16 and to == F32):
+        return src
+    if to == BOOL:
+        return f"({src} != 0)"
+    if to == F16:
+        return f"rf16({src})" if frm == F32 else f"rf16(np.float32({src}))"
+    return f"np.{to.name}({src})"
+
+
+class Literal:
+    """Renders Python constants as source in the compute register of ``dtype``."""
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.is_float = dtype.kind == "f"
+        self.is_bool = dtype == BOOL
+
+    def fn(self, name):
+        """The Numba function computing ``name`` (exp, tanh) in this register type: float32 gets
+        the vectorisable helpers, others NumPy's scalar functions."""
+        return f"{name}_f32" if opmath(self.dtype) == F32 else f"np.{name}"
+
+    def __call__(self, value):
+        if self.is_bool:
+            return "True" if value else "False"
+        val = np.asarray(value).astype(self.dtype)[()]
+        reg = opmath(self.dtype)
+        if self.is_float:
+            f = float(val)
+            text = "np.nan" if math.isnan(f) else ("np.inf" if f == math.inf else
+                                                  ("-np.inf" if f == -math.inf else repr(f)))
+            return f"np.{reg.name}({text})"
+        return f"np.{reg.name}({int(val)})"
+
+
+def _body(typing, out_dtypes, rank, classes, regs, n_in_arrays, indent):
+    pad = " " * indent
+    lines = [
+        "row = t // nchunks",
+        "lo = (t - row * nchunks) * chunk",
+        f"hi = min(lo + chunk, shape[{rank - 1}])",
+    ]
+    n_arrays = len(classes)
+    lines += [f"p{k} = o{k}" for k in range(n_arrays)]
+    if rank > 1:
+        lines.append("r = row")
+        for d in range(rank - 2, -1, -1):
+            if d:
+                lines += [f"q = r % shape[{d}]", f"r = r // shape[{d}]"]
+            else:
+                lines.append("q = r")
+            lines += [f"p{k} += q * s{k}[{d}]" for k in range(n_arrays)]
+    lines += [f"z{k} = s{k}[{rank - 1}]" for k in range(n_arrays) if classes[k] == "s"]
+    lines.append("for i in range(lo, hi):")
+    inner = []
+
+    def index(k):
+        return {"c": f"np.uint64(p{k} + i)", "b": f"np.uint64(p{k})",
+                "s": f"np.uint64(p{k} + i * z{k})"}[classes[k]]
+
+    k = 0
+    for name, dtype, prio in typing.inputs:
+        if prio != SCALAR:
+            load = f"b{k}[{index(k)}]"
+            inner.append(f"{regs[name]} = {'h2f(' + load + ')' if dtype == F16 else load}")
+            k += 1
+    dtypes = {name: (scalar_register(dtype) if prio == SCALAR else dtype) for name, dtype, prio in typing.inputs}
+    for j, step in enumerate(typing.steps):
+        srcs = []
+        for a, dt in zip(step.operands, step.cast_to):
+            if a is None:
+                srcs.append(None)
+            elif isinstance(a, str):
+                srcs.append(convert(regs[a], dtypes[a], dt))
+            else:
+                srcs.append(Literal(dt)(a))
+        src = step.op.numba(Literal(step.ct), step.params, *srcs)
+        frm = BOOL if step.op.kind in _BOOL_KINDS else opmath(step.ct)
+        if frm != BOOL:
+            src = f"np.{frm.name}({src})"
+        regs[step.name] = f"t{j}"
+        dtypes[step.name] = step.result
+        inner.append(f"t{j} = {convert(src, frm, step.result)}")
+    for m, ((name, dtype), out_dtype) in enumerate(zip(typing.outputs, out_dtypes)):
+        kk = n_in_arrays + m
+        if out_dtype == F16:
+            value = f"f2h({convert(regs[name], dtypes[name], F32)})"
+        else:
+            value = convert(regs[name], dtypes[name], out_dtype)
+        inner.append(f"b{kk}[{index(kk)}] = {value}")
+    return "\n".join(pad + line for line in lines + ["    " + x for x in inner])
+
+
+def kernel_source(typing, out_dtypes, rank, classes):
+    """Python source of a module defining ``kernel`` (njit, parallel, cache=True) for ``typing``
+    with outputs stored as ``out_dtypes``, ``rank`` collapsed dims and inner-stride ``classes``
+    (inputs' arrays in order, then outputs)."""
+    regs = {}
+    params = ["shape", "chunk", "nchunks", "ntasks", "serial"]
+    sig = [f"nt.UniTuple(nt.int64, {rank})", "nt.int64", "nt.int64", "nt.int64", "nt.boolean"]
+    k = 0
+    scalars = []
+    for i, (name, dtype, prio) in enumerate(typing.inputs):
+        if prio == SCALAR:
+            regs[name] = f"c{i}"
+            scalars.append((f"c{i}", scalar_register(dtype)))
+        else:
+            regs[name] = f"v{i}"
+            params += [f"b{k}", f"o{k}", f"s{k}"]
+            sig += [f"nt.Array(nt.{storage_type(dtype)}, 1, 'C', readonly=True)", "nt.int64",
+                    f"nt.UniTuple(nt.int64, {rank})"]
+            k += 1
+    n_in_arrays = k
+    for m, dtype in enumerate(out_dtypes):
+        params += [f"b{k}", f"o{k}", f"s{k}"]
+        sig += [f"nt.Array(nt.{storage_type(dtype)}, 1, 'C')", "nt.int64", f"nt.UniTuple(nt.int64, {rank})"]
+        k += 1
+    for name, reg in scalars:
+        params.append(name)
+        sig.append(f"nt.{storage_type(reg)}")
+    body_serial = _body(typing, out_dtypes, rank, classes, dict(regs), n_in_arrays, 12)
+    body_parallel = _body(typing, out_dtypes, rank, classes, dict(regs), n_in_arrays, 12)
+    return "\n".join([
+        f"# generated by ember.kernels.pointwise.codegen v{VERSION}; do not edit",
+        "import math",
+        "import numpy as np",
+        "from numba import njit, prange, types as nt",
+        "from ember.kernels.pointwise._nbhelpers import exp_f32, f2h, h2f, rf16, tanh_f32",
+        "",
+        f"SIGNATURE = nt.void({', '.join(sig)})",
+        "",
+        "",
+        "@njit(SIGNATURE, parallel=True, cache=True, error_model='numpy', boundscheck=False)",
+        f"def kernel({', '.join(params)}):",
+        "    if serial:",
+        "        for t in range(ntasks):",
+        body_serial,
+        "    else:",
+        "        for t in prange(ntasks):",
+        body_parallel,
+        "",
+    ])

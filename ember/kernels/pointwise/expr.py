@@ -1,0 +1,160 @@
+"""Pointwise expressions: a let-binding (SSA) list of vocabulary ops over named inputs, and typing."""
+from dataclasses import dataclass
+
+import numpy as np
+
+from .ops import OPS, REQUIRED, op_types
+from .promotion import SCALAR, typed_operand
+
+_CONST_TYPES = (bool, int, float, type(None))
+
+
+def _is_const(arg):
+    return isinstance(arg, _CONST_TYPES)
+
+
+@dataclass(frozen=True)
+class Expr:
+    """An elementwise function of named inputs, as SSA steps ``(name, op, args)``.
+
+    ``args`` lists the op's operands (names of inputs or earlier steps, or Python bool/int/float
+    constants, or None where the op allows it) followed by its constant parameters (defaults filled
+    in when omitted). ``outputs`` names the values returned, in order.
+
+    Raises ValueError for unknown ops, wrong arity, undefined or rebound names, or a non-constant
+    parameter.
+    """
+
+    inputs: tuple
+    steps: tuple
+    outputs: tuple
+
+    def __post_init__(self):
+        inputs, outputs = tuple(self.inputs), tuple(self.outputs)
+        defined = set()
+        for name in inputs:
+            if not isinstance(name, str) or name in defined:
+                raise ValueError(f"Expr: input names must be distinct strings, got {inputs}")
+            defined.add(name)
+        steps = []
+        for step in self.steps:
+            name, op_name, args = step
+            op = OPS.get(op_name)
+            if op is None:
+                raise ValueError(f"Expr: unknown op {op_name!r} in step {step}")
+            if not isinstance(name, str) or name in defined:
+                raise ValueError(f"Expr: step {step} binds {name!r}, which is already bound or not a string")
+            args = tuple(args)
+            n_params = len(op.params)
+            if not op.arity <= len(args) <= op.arity + n_params:
+                raise ValueError(f"Expr: {op_name} takes {op.arity} operands and up to {n_params} "
+                                 f"parameters, got {len(args)} in step {step}")
+            for pos, arg in enumerate(args[:op.arity]):
+                if arg is None and pos not in op.optional:
+                    raise ValueError(f"Expr: operand {pos} of {op_name} may not be None (step {step})")
+                if not _is_const(arg) and arg not in defined:
+                    raise ValueError(f"Expr: step {step} uses {arg!r} before it is bound")
+            params = list(args[op.arity:])
+            for (p_name, default) in op.params[len(params):]:
+                if default is REQUIRED:
+                    raise ValueError(f"Expr: {op_name} needs parameter {p_name!r} (step {step})")
+                params.append(default)
+            for p in params:
+                if not isinstance(p, (bool, int, float, str)):
+                    raise ValueError(f"Expr: parameter {p!r} of {op_name} must be a constant (step {step})")
+            if op.kind == "cast":
+                params[0] = np.dtype(params[0]).name
+            steps.append((name, op_name, args[:op.arity] + tuple(params)))
+            defined.add(name)
+        if not outputs:
+            raise ValueError("Expr: needs at least one output")
+        for name in outputs:
+            if name not in defined:
+                raise ValueError(f"Expr: output {name!r} is not bound")
+        object.__setattr__(self, "inputs", inputs)
+        object.__setattr__(self, "steps", tuple(steps))
+        object.__setattr__(self, "outputs", outputs)
+
+    @classmethod
+    def single(cls, op_name, n_inputs=None, *params):
+        """The expression of one op on inputs ``a0, a1, ...`` (``n_inputs`` defaults to its arity)."""
+        op = OPS.get(op_name)
+        if op is None:
+            raise ValueError(f"Expr: unknown op {op_name!r}")
+        names = tuple(f"a{i}" for i in range(op.arity if n_inputs is None else n_inputs))
+        return cls(names, (("r", op_name, names + tuple(params)),), ("r",))
+
+    def key(self):
+        """A string that identifies the expression exactly (constants by type and value)."""
+        def fmt(arg):
+            return f"{type(arg).__name__}:{arg!r}"
+        steps = ";".join(f"{n}={o}(" + ",".join(fmt(a) for a in args) + ")" for n, o, args in self.steps)
+        return f"in({','.join(self.inputs)}){steps}->({','.join(self.outputs)})"
+
+    def __str__(self):
+        lines = [f"pointwise({', '.join(self.inputs)}):"]
+        for name, op, args in self.steps:
+            arity = OPS[op].arity
+            shown = (a if i < arity and isinstance(a, str) else repr(a) for i, a in enumerate(args))
+            lines.append(f"  {name} = {op}({', '.join(shown)})")
+        lines.append(f"  return {', '.join(self.outputs)}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class TypedStep:
+    """A step with its types: ``operands`` are names or constants, ``cast_to`` their compute
+    dtypes, ``ct`` the op's compute dtype, ``result`` its result dtype, ``params`` its constants."""
+
+    name: str
+    op: object
+    operands: tuple
+    params: tuple
+    cast_to: tuple
+    ct: object
+    result: object
+
+
+@dataclass(frozen=True)
+class Typing:
+    """Types of an expression for given inputs: ``values`` maps each name to its dtype."""
+
+    inputs: tuple  # ((name, dtype, priority), ...)
+    steps: tuple
+    outputs: tuple  # ((name, dtype), ...)
+    values: dict
+
+
+def infer_types(expr, in_types):
+    """Type ``expr`` for inputs described by ``in_types`` (see ``promotion.typed_operand``).
+
+    Raises ValueError on a count mismatch and TypeError when an op does not take its operand types.
+    """
+    return infer_typed(expr, [typed_operand(spec) for spec in in_types])
+
+
+def infer_typed(expr, typed_inputs):
+    """``infer_types`` for inputs given as ``(dtype, priority)`` pairs."""
+    if len(typed_inputs) != len(expr.inputs):
+        raise ValueError(f"pointwise: expression takes {len(expr.inputs)} inputs, got {len(typed_inputs)}")
+    typed = {}
+    inputs = []
+    for name, (dtype, prio) in zip(expr.inputs, typed_inputs):
+        typed[name] = (dtype, prio)
+        inputs.append((name, dtype, prio))
+    steps = []
+    for name, op_name, args in expr.steps:
+        op = OPS[op_name]
+        operands, params = args[:op.arity], args[op.arity:]
+        typed_ops = [None if a is None else (typed[a] if isinstance(a, str) else (typed_operand(a)[0], SCALAR))
+                     for a in operands]
+        try:
+            cast_to, ct, result = op_types(op, typed_ops, params)
+        except TypeError as e:
+            raise TypeError(f"{e} (step {name} = {op_name}{args}, operand dtypes "
+                            f"{[None if t is None else t[0].name for t in typed_ops]})") from None
+        prio = max((t[1] for t in typed_ops if t is not None), default=SCALAR)
+        typed[name] = (result, prio)
+        steps.append(TypedStep(name, op, operands, params, tuple(cast_to), ct, result))
+    outputs = tuple((name, typed[name][0]) for name in expr.outputs)
+    return Typing(tuple(inputs), tuple(steps), outputs, {k: v[0] for k, v in typed.items()})

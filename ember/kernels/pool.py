@@ -1,0 +1,345 @@
+"""Pooling kernels on ndarrays (NCHW / NCL): max, average and adaptive, forward and backward.
+
+Windows are strided views of a padded copy; reductions run once per kernel tap over whole arrays
+(no Python loop over elements). Output sizes, ``ceil_mode`` (the last window must start inside
+the input or the left padding), the padding limit and the argmax convention (flat index into the
+H*W plane, first maximum wins, NaN propagates) follow torch. Errors are ValueError naming the op.
+"""
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+
+def _pair(v, name, op):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (int(v), int(v))
+    t = tuple(int(a) for a in v)
+    if len(t) == 1:
+        return t * 2
+    if len(t) != 2:
+        raise ValueError(f"{op}: {name} must be an int or 2 ints, got {v!r}")
+    return t
+
+
+def _out(size, k, s, p, d, ceil_mode):
+    span = size + 2 * p - d * (k - 1) - 1
+    n = (span + (s - 1 if ceil_mode else 0)) // s + 1
+    if ceil_mode and (n - 1) * s >= size + p:
+        n -= 1
+    return n
+
+
+def _params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode):
+    """Validate and return (k, s, p, d, (Ho, Wo)) for 2-d pooling."""
+    if len(x_shape) != 4:
+        raise ValueError(f"{op}: expected a 4-d input (N, C, H, W), got shape {tuple(x_shape)}")
+    k = _pair(kernel_size, "kernel_size", op)
+    s = k if stride is None or (not np.isscalar(stride) and len(stride) == 0) else \
+        _pair(stride, "stride", op)
+    p, d = _pair(padding, "padding", op), _pair(dilation, "dilation", op)
+    if min(k) < 1 or min(s) < 1 or min(d) < 1 or min(p) < 0:
+        raise ValueError(f"{op}: kernel_size {k}, stride {s} and dilation {d} must be positive "
+                         f"and padding {p} non-negative")
+    if p[0] > k[0] // 2 or p[1] > k[1] // 2:
+        raise ValueError(f"{op}: padding {p} should be at most half of the kernel size {k}")
+    H, W = x_shape[2:]
+    out = (_out(H, k[0], s[0], p[0], d[0], ceil_mode), _out(W, k[1], s[1], p[1], d[1], ceil_mode))
+    if min(out) < 1:
+        raise ValueError(f"{op}: input {tuple(x_shape)} is too small for kernel {k}, stride {s}, "
+                         f"padding {p}, dilation {d}: output size {out}")
+    return k, s, p, d, out
+
+
+def _padded(x, k, s, p, d, out, fill):
+    """x padded by p (top/left) and enough (bottom/right) to hold every window, with ``fill``."""
+    N, C, H, W = x.shape
+    Hn = max(H + p[0], (out[0] - 1) * s[0] + d[0] * (k[0] - 1) + 1)
+    Wn = max(W + p[1], (out[1] - 1) * s[1] + d[1] * (k[1] - 1) + 1)
+    xp = np.full((N, C, Hn, Wn), fill, x.dtype)
+    xp[:, :, p[0]:p[0] + H, p[1]:p[1] + W] = x
+    return xp
+
+
+def _tap(a, r, c, s, d, out):
+    """View of a (N, C, Hn, Wn) array at kernel tap (r, c): (N, C, Ho, Wo)."""
+    sn, sc, sh, sw = a.strides
+    base = a[:, :, r * d[0]:, c * d[1]:]
+    return as_strided(base, a.shape[:2] + out, (sn, sc, sh * s[0], sw * s[1]), writeable=False)
+
+
+def _running_max(taps, out_shape, dtype, start):
+    """Max over (value view, flat index) taps with torch's rule: first max wins, NaN propagates.
+
+    ``start`` is the index reported when no tap beats -inf (the window's first valid element).
+    """
+    y = np.full(out_shape, -np.inf, dtype)
+    idx = np.empty(out_shape, np.int64)
+    idx[...] = start
+    for v, i in taps:
+        upd = (v > y) | np.isnan(v)
+        np.copyto(y, v, where=upd)
+        np.copyto(idx, i, where=upd)
+    return y, idx
+
+
+def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Max pooling of x (N, C, H, W); returns (y, indices) with indices into each H*W plane.
+
+    Raises ValueError for bad arguments or an input too small for the window.
+    """
+    op = "max_pool2d"
+    k, s, p, d, out = _params(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    H, W = x.shape[2:]
+    xp = _padded(x, k, s, p, d, out, -np.inf)
+    rows = np.arange(out[0]) * s[0] - p[0]
+    cols = np.arange(out[1]) * s[1] - p[1]
+    first_r = np.maximum(0, -(rows // d[0]))
+    first_c = np.maximum(0, -(cols // d[1]))
+    start = (rows + first_r * d[0])[:, None] * W + (cols + first_c * d[1])[None, :]
+    taps = [(_tap(xp, r, c, s, d, out), (rows + r * d[0])[:, None] * W + (cols + c * d[1]))
+            for r in range(k[0]) for c in range(k[1])]
+    return _running_max(taps, x.shape[:2] + out, x.dtype, start)
+
+
+def _scatter(gy, indices, input_shape):
+    N, C, H, W = input_shape
+    planes = np.arange(N * C, dtype=np.int64)[:, None] * (H * W)
+    flat = (indices.reshape(N * C, -1) + planes).ravel()
+    gx = np.bincount(flat, weights=gy.ravel(), minlength=N * C * H * W)
+    return gx.astype(gy.dtype, copy=False).reshape(input_shape)
+
+
+def max_pool2d_backward(gy, indices, input_shape):
+    """Gradient of max_pool2d: gy summed into the argmax positions of each (N, C) plane.
+
+    Raises ValueError when gy and indices differ in shape.
+    """
+    if gy.shape != indices.shape:
+        raise ValueError(f"max_pool2d_backward: grad_output {gy.shape} and indices "
+                         f"{indices.shape} differ")
+    return _scatter(gy, indices, tuple(input_shape))
+
+
+def _avg_divisor(size, k, s, p, out, count_include_pad):
+    start = np.arange(out) * s - p
+    end = np.minimum(start + k, size + p)
+    if count_include_pad:
+        return end - start
+    return np.minimum(end, size) - np.maximum(start, 0)
+
+
+def _avg_setup(op, shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
+               divisor_override):
+    k, s, p, d, out = _params(op, shape, kernel_size, stride, padding, 1, ceil_mode)
+    if divisor_override:
+        div = np.full(out, float(divisor_override))
+    else:
+        H, W = shape[2:]
+        div = np.outer(_avg_divisor(H, k[0], s[0], p[0], out[0], count_include_pad),
+                       _avg_divisor(W, k[1], s[1], p[1], out[1], count_include_pad))
+    return k, s, p, d, out, div
+
+
+def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
+                       divisor_override):
+    """Average pooling of x (N, C, H, W) with torch's divisor rules.
+
+    Raises ValueError for bad arguments or an input too small for the window.
+    """
+    k, s, p, d, out, div = _avg_setup("avg_pool2d", x.shape, kernel_size, stride, padding,
+                                      ceil_mode, count_include_pad, divisor_override)
+    xp = _padded(x, k, s, p, d, out, 0)
+    Wn = xp.shape[3]
+    rows = np.zeros(x.shape[:2] + (out[0], Wn), x.dtype)
+    for r in range(k[0]):
+        rows += xp[:, :, r:r + s[0] * (out[0] - 1) + 1:s[0], :]
+    y = np.zeros(x.shape[:2] + out, x.dtype)
+    for c in range(k[1]):
+        y += rows[:, :, :, c:c + s[1] * (out[1] - 1) + 1:s[1]]
+    y /= div.astype(x.dtype)
+    return y
+
+
+def avg_pool2d_backward(gy, input_shape, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad, divisor_override):
+    """Gradient of avg_pool2d: gy / divisor spread evenly over each window.
+
+    Raises ValueError when gy is not the pooling's output shape.
+    """
+    op = "avg_pool2d_backward"
+    input_shape = tuple(input_shape)
+    k, s, p, d, out, div = _avg_setup(op, input_shape, kernel_size, stride, padding, ceil_mode,
+                                      count_include_pad, divisor_override)
+    if gy.shape != input_shape[:2] + out:
+        raise ValueError(f"{op}: grad_output has shape {gy.shape}, expected {input_shape[:2] + out}")
+    N, C, H, W = input_shape
+    g = gy / div.astype(gy.dtype)
+    Hn = max(H + p[0], (out[0] - 1) * s[0] + k[0])
+    Wn = max(W + p[1], (out[1] - 1) * s[1] + k[1])
+    cols = np.zeros((N, C, out[0], Wn), gy.dtype)
+    for c in range(k[1]):
+        cols[:, :, :, c:c + s[1] * (out[1] - 1) + 1:s[1]] += g
+    gxp = np.zeros((N, C, Hn, Wn), gy.dtype)
+    for r in range(k[0]):
+        gxp[:, :, r:r + s[0] * (out[0] - 1) + 1:s[0], :] += cols
+    return np.ascontiguousarray(gxp[:, :, p[0]:p[0] + H, p[1]:p[1] + W])
+
+
+def _adaptive_size(op, shape, output_size):
+    if len(shape) != 4:
+        raise ValueError(f"{op}: expected a 4-d input (N, C, H, W), got shape {tuple(shape)}")
+    if isinstance(output_size, (int, np.integer)):
+        output_size = (output_size, output_size)
+    out = tuple(shape[2 + i] if o is None else int(o) for i, o in enumerate(output_size))
+    if len(out) != 2 or min(out) < 1:
+        raise ValueError(f"{op}: output_size must be 2 positive ints, got {output_size!r}")
+    if min(shape[2:]) < 1:
+        raise ValueError(f"{op}: input {tuple(shape)} has an empty spatial dimension")
+    return out
+
+
+def _bounds(size, out):
+    i = np.arange(out)
+    return (i * size) // out, -((-(i + 1) * size) // out)
+
+
+def _averaging_matrix(size, out, dtype):
+    start, end = _bounds(size, out)
+    pos = np.arange(size)
+    inside = (pos[None, :] >= start[:, None]) & (pos[None, :] < end[:, None])
+    return (inside / (end - start)[:, None]).astype(dtype)
+
+
+def adaptive_avg_pool2d_forward(x, output_size):
+    """Adaptive average pooling to ``output_size`` (int, pair, None keeps that input size).
+
+    Raises ValueError for a non-4-d input or a bad output size.
+    """
+    out = _adaptive_size("adaptive_avg_pool2d", x.shape, output_size)
+    ph = _averaging_matrix(x.shape[2], out[0], x.dtype)
+    pw = _averaging_matrix(x.shape[3], out[1], x.dtype)
+    return np.ascontiguousarray(np.matmul(np.matmul(ph, x), pw.T))
+
+
+def adaptive_avg_pool2d_backward(gy, input_shape):
+    """Gradient of adaptive_avg_pool2d for an input of ``input_shape``.
+
+    Raises ValueError for a non-4-d input shape.
+    """
+    input_shape = tuple(input_shape)
+    out = _adaptive_size("adaptive_avg_pool2d_backward", input_shape, gy.shape[2:])
+    ph = _averaging_matrix(input_shape[2], out[0], gy.dtype)
+    pw = _averaging_matrix(input_shape[3], out[1], gy.dtype)
+    return np.ascontiguousarray(np.matmul(np.matmul(ph.T, gy), pw))
+
+
+def adaptive_max_pool2d_forward(x, output_size):
+    """Adaptive max pooling; returns (y, indices) with indices into each H*W plane.
+
+    Raises ValueError for a non-4-d input or a bad output size.
+    """
+    out = _adaptive_size("adaptive_max_pool2d", x.shape, output_size)
+    H, W = x.shape[2:]
+    (rs, re), (cs, ce) = _bounds(H, out[0]), _bounds(W, out[1])
+    kh, kw = int((re - rs).max()), int((ce - cs).max())
+    rows = np.minimum(rs[:, None] + np.arange(kh), re[:, None] - 1)
+    cols = np.minimum(cs[:, None] + np.arange(kw), ce[:, None] - 1)
+    g = x[:, :, rows, :][..., cols]
+    taps = [(g[:, :, :, r, :, c], rows[:, r][:, None] * W + cols[:, c][None, :])
+            for r in range(kh) for c in range(kw)]
+    return _running_max(taps, x.shape[:2] + out, x.dtype, taps[0][1])
+
+
+def adaptive_max_pool2d_backward(gy, indices, input_shape):
+    """Gradient of adaptive_max_pool2d: gy summed into the argmax positions.
+
+    Raises ValueError when gy and indices differ in shape.
+    """
+    if gy.shape != indices.shape:
+        raise ValueError(f"adaptive_max_pool2d_backward: grad_output {gy.shape} and indices "
+                         f"{indices.shape} differ")
+    return _scatter(gy, indices, tuple(input_shape))
+
+
+# ---------------------------------------------------------------------------------------- 1-d
+def _check3d(op, shape):
+    if len(shape) != 3:
+        raise ValueError(f"{op}: expected a 3-d input (N, C, L), got shape {tuple(shape)}")
+
+
+def _one(v, name, op):
+    if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
+        return (1, int(v))
+    t = tuple(int(a) for a in v)
+    if len(t) != 1:
+        raise ValueError(f"{op}: {name} must be an int or 1 int, got {v!r}")
+    return (1,) + t
+
+
+def _squeeze(a):
+    return a.reshape(a.shape[0], a.shape[1], a.shape[3])
+
+
+def max_pool1d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Max pooling of x (N, C, L); returns (y, indices into L). Raises ValueError."""
+    _check3d("max_pool1d", x.shape)
+    stride = None if stride is None or (not np.isscalar(stride) and len(stride) == 0) else \
+        _one(stride, "stride", "max_pool1d")
+    pad = (0, _one(padding, "padding", "max_pool1d")[1])
+    y, idx = max_pool2d_forward(x[:, :, None], _one(kernel_size, "kernel_size", "max_pool1d"),
+                                stride, pad, _one(dilation, "dilation", "max_pool1d"), ceil_mode)
+    return _squeeze(y), _squeeze(idx)
+
+
+def max_pool1d_backward(gy, indices, input_shape):
+    """Gradient of max_pool1d. Raises ValueError when gy and indices differ in shape."""
+    N, C, L = input_shape
+    return max_pool2d_backward(gy[:, :, None], indices[:, :, None], (N, C, 1, L))[:, :, 0]
+
+
+def avg_pool1d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad):
+    """Average pooling of x (N, C, L). Raises ValueError."""
+    _check3d("avg_pool1d", x.shape)
+    stride = None if stride is None or (not np.isscalar(stride) and len(stride) == 0) else \
+        _one(stride, "stride", "avg_pool1d")
+    pad = (0, _one(padding, "padding", "avg_pool1d")[1])
+    return _squeeze(avg_pool2d_forward(x[:, :, None], _one(kernel_size, "kernel_size", "avg_pool1d"),
+                                       stride, pad, ceil_mode, count_include_pad, None))
+
+
+def avg_pool1d_backward(gy, input_shape, kernel_size, stride, padding, ceil_mode,
+                        count_include_pad):
+    """Gradient of avg_pool1d. Raises ValueError when gy has the wrong shape."""
+    N, C, L = input_shape
+    stride = None if stride is None or (not np.isscalar(stride) and len(stride) == 0) else \
+        _one(stride, "stride", "avg_pool1d")
+    pad = (0, _one(padding, "padding", "avg_pool1d")[1])
+    return avg_pool2d_backward(gy[:, :, None], (N, C, 1, L),
+                               _one(kernel_size, "kernel_size", "avg_pool1d"), stride, pad,
+                               ceil_mode, count_include_pad, None)[:, :, 0]
+
+
+def adaptive_avg_pool1d_forward(x, output_size):
+    """Adaptive average pooling of x (N, C, L) to ``output_size``. Raises ValueError."""
+    _check3d("adaptive_avg_pool1d", x.shape)
+    return _squeeze(adaptive_avg_pool2d_forward(x[:, :, None], (1, _one(output_size, "output_size",
+                                                                        "adaptive_avg_pool1d")[1])))
+
+
+def adaptive_avg_pool1d_backward(gy, input_shape):
+    """Gradient of adaptive_avg_pool1d."""
+    N, C, L = input_shape
+    return adaptive_avg_pool2d_backward(gy[:, :, None], (N, C, 1, L))[:, :, 0]
+
+
+def adaptive_max_pool1d_forward(x, output_size):
+    """Adaptive max pooling of x (N, C, L); returns (y, indices into L). Raises ValueError."""
+    _check3d("adaptive_max_pool1d", x.shape)
+    y, idx = adaptive_max_pool2d_forward(x[:, :, None], (1, _one(output_size, "output_size",
+                                                                 "adaptive_max_pool1d")[1]))
+    return _squeeze(y), _squeeze(idx)
+
+
+def adaptive_max_pool1d_backward(gy, indices, input_shape):
+    """Gradient of adaptive_max_pool1d."""
+    N, C, L = input_shape
+    return adaptive_max_pool2d_backward(gy[:, :, None], indices[:, :, None], (N, C, 1, L))[:, :, 0]

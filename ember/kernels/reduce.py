@@ -1,0 +1,196 @@
+"""Reduction kernels: ``dim`` is None, an int or a tuple of ints; ``keepdim`` keeps reduced axes."""
+import numpy as np
+
+from ember.kernels.dtypes import to_float
+from ember.kernels.errors import KernelError
+
+
+def norm_dims(dim, ndim):
+    """Normalise ``dim`` (None/int/sequence) to a sorted tuple of non-negative axes."""
+    if dim is None:
+        return tuple(range(ndim))
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    n = max(ndim, 1)
+    out = []
+    for d in dim:
+        if not -n <= d < n:
+            raise KernelError(f"dimension {d} out of range (expected to be in range of "
+                              f"[{-n}, {n - 1}])")
+        d = d % n
+        if d in out:
+            raise KernelError(f"dim {d} appears multiple times in the list of dims")
+        out.append(d)
+    if ndim == 0:
+        return ()
+    return tuple(sorted(out))
+
+
+def _axis(dim, a):
+    if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
+        return None
+    return norm_dims(dim, a.ndim)
+
+
+def sum(a, dim=None, keepdim=False, dtype=None):
+    if dtype is None and a.dtype.kind in "bui":
+        dtype = np.int64
+    return np.sum(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
+
+
+def mean(a, dim=None, keepdim=False, dtype=None):
+    if dtype is None and a.dtype.kind not in "fc":
+        raise KernelError(f"mean(): could not infer output dtype. Input dtype must be either a "
+                          f"floating point or complex dtype. Got: {a.dtype}")
+    return np.mean(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
+
+
+def prod(a, dim=None, keepdim=False, dtype=None):
+    if dtype is None and a.dtype.kind in "bui":
+        dtype = np.int64
+    return np.prod(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
+
+
+def _check_nonempty(a, dim, name):
+    if a.size == 0:
+        if dim is None or a.shape[dim % a.ndim] == 0:
+            raise KernelError(f"{name}(): expected a non-empty input to reduce over")
+
+
+def max_all(a):
+    _check_nonempty(a, None, "max")
+    return np.max(a)
+
+
+def min_all(a):
+    _check_nonempty(a, None, "min")
+    return np.min(a)
+
+
+def _dim1(dim, a):
+    return norm_dims(dim, a.ndim)[0] if a.ndim else 0
+
+
+def max_dim(a, dim, keepdim=False):
+    d = _dim1(dim, a)
+    _check_nonempty(a, d, "max")
+    if a.ndim == 0:
+        return a.copy(), np.zeros((), np.int64)
+    idx = np.argmax(a, axis=d, keepdims=True)
+    vals = np.take_along_axis(a, idx, d)
+    if not keepdim:
+        vals, idx = vals.squeeze(d), idx.squeeze(d)
+    return vals, idx.astype(np.int64, copy=False)
+
+
+def min_dim(a, dim, keepdim=False):
+    d = _dim1(dim, a)
+    _check_nonempty(a, d, "min")
+    if a.ndim == 0:
+        return a.copy(), np.zeros((), np.int64)
+    idx = np.argmin(a, axis=d, keepdims=True)
+    vals = np.take_along_axis(a, idx, d)
+    if not keepdim:
+        vals, idx = vals.squeeze(d), idx.squeeze(d)
+    return vals, idx.astype(np.int64, copy=False)
+
+
+def amax(a, dim=(), keepdim=False):
+    ax = _axis(dim, a)
+    _check_nonempty(a, None if ax is None else ax[0], "amax")
+    return np.max(a, axis=ax, keepdims=keepdim)
+
+
+def amin(a, dim=(), keepdim=False):
+    ax = _axis(dim, a)
+    _check_nonempty(a, None if ax is None else ax[0], "amin")
+    return np.min(a, axis=ax, keepdims=keepdim)
+
+
+def argmax(a, dim=None, keepdim=False):
+    if dim is None:
+        _check_nonempty(a, None, "argmax")
+        r = np.argmax(a)
+        return np.asarray(r, np.int64).reshape((1,) * a.ndim if keepdim else ())
+    d = _dim1(dim, a)
+    _check_nonempty(a, d, "argmax")
+    return np.argmax(a, axis=d, keepdims=keepdim).astype(np.int64, copy=False)
+
+
+def argmin(a, dim=None, keepdim=False):
+    if dim is None:
+        _check_nonempty(a, None, "argmin")
+        r = np.argmin(a)
+        return np.asarray(r, np.int64).reshape((1,) * a.ndim if keepdim else ())
+    d = _dim1(dim, a)
+    _check_nonempty(a, d, "argmin")
+    return np.argmin(a, axis=d, keepdims=keepdim).astype(np.int64, copy=False)
+
+
+def var(a, dim=None, correction=1, keepdim=False):
+    a = to_float(a)
+    return np.var(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
+
+
+def std(a, dim=None, correction=1, keepdim=False):
+    a = to_float(a)
+    return np.std(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
+
+
+def logsumexp(a, dim, keepdim=False):
+    a = to_float(a)
+    ax = _axis(dim, a)
+    if a.size == 0:
+        return np.log(np.sum(np.exp(a), axis=ax, keepdims=keepdim))
+    m = np.max(a, axis=ax, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    out = np.log(np.sum(np.exp(a - m), axis=ax, keepdims=True)) + m
+    return out if keepdim else np.squeeze(out, axis=ax if ax is not None else None)
+
+
+def norm(a, p=2, dim=None, keepdim=False):
+    a = to_float(a)
+    ax = _axis(dim, a)
+    if p in (2, 2.0, "fro"):
+        return np.sqrt(np.sum(a * a, axis=ax, keepdims=keepdim))
+    if p in (1, 1.0):
+        return np.sum(np.abs(a), axis=ax, keepdims=keepdim)
+    if p == float("inf") or p == "inf":
+        return np.max(np.abs(a), axis=ax, keepdims=keepdim)
+    if p == float("-inf"):
+        return np.min(np.abs(a), axis=ax, keepdims=keepdim)
+    if p == 0:
+        return np.sum(a != 0, axis=ax, keepdims=keepdim).astype(a.dtype)
+    if isinstance(p, (int, float)):
+        return np.sum(np.abs(a) ** p, axis=ax, keepdims=keepdim) ** (1.0 / p)
+    raise KernelError(f"unsupported norm type {p!r}")
+
+
+def cumsum(a, dim, dtype=None):
+    d = norm_dims(dim, a.ndim)[0] if a.ndim else None
+    if dtype is None and a.dtype.kind in "bui":
+        dtype = np.int64
+    if a.ndim == 0:
+        return a.astype(dtype or a.dtype)
+    return np.cumsum(a, axis=d, dtype=dtype)
+
+
+def cumprod(a, dim, dtype=None):
+    d = norm_dims(dim, a.ndim)[0] if a.ndim else None
+    if dtype is None and a.dtype.kind in "bui":
+        dtype = np.int64
+    if a.ndim == 0:
+        return a.astype(dtype or a.dtype)
+    return np.cumprod(a, axis=d, dtype=dtype)
+
+
+def all(a, dim=None, keepdim=False):
+    return np.all(a, axis=_axis(dim, a), keepdims=keepdim)
+
+
+def any(a, dim=None, keepdim=False):
+    return np.any(a, axis=_axis(dim, a), keepdims=keepdim)
+
+
+def count_nonzero(a, dim=None):
+    return np.asarray(np.count_nonzero(a, axis=_axis(dim, a)), np.int64)

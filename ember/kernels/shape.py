@@ -1,0 +1,361 @@
+"""Shape kernels. View kernels return NumPy views; dispatch links them to their base."""
+import numpy as np
+
+from ember.kernels.errors import KernelError
+from ember.kernels.reduce import norm_dims
+
+
+def infer_shape(shape, numel):
+    """Resolve one -1 in ``shape``; KernelError when the sizes do not match ``numel``."""
+    shape = tuple(int(s) for s in shape)
+    if shape.count(-1) > 1:
+        raise KernelError("only one dimension can be inferred")
+    known = 1
+    for s in shape:
+        if s != -1:
+            if s < 0:
+                raise KernelError(f"invalid shape dimension {s}")
+            known *= s
+    if -1 in shape:
+        if known == 0 or numel % known:
+            raise KernelError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+        shape = tuple(numel // known if s == -1 else s for s in shape)
+    elif known != numel:
+        raise KernelError(f"shape '{list(shape)}' is invalid for input of size {numel}")
+    return shape
+
+
+def view(a, shape):
+    shape = infer_shape(shape, a.size)
+    v = a.view()
+    try:
+        v.shape = shape
+    except AttributeError:
+        raise KernelError(
+            f"view size is not compatible with input tensor's size and stride (at least one "
+            f"dimension spans across two contiguous subspaces) for shape {list(a.shape)} -> "
+            f"{list(shape)}. Use .reshape(...) instead.") from None
+    return v
+
+
+def reshape(a, shape):
+    return np.reshape(a, infer_shape(shape, a.size))
+
+
+def _dim(d, ndim):
+    return norm_dims(d, ndim)[0] if ndim else 0
+
+
+def flatten(a, start_dim=0, end_dim=-1):
+    if a.ndim == 0:
+        return a.reshape(1)
+    s, e = _dim(start_dim, a.ndim), _dim(end_dim, a.ndim)
+    if s > e:
+        raise KernelError("flatten() has invalid args: start_dim cannot come after end_dim")
+    shape = a.shape[:s] + (-1 if a.size else int(np.prod(a.shape[s:e + 1])),) + a.shape[e + 1:]
+    return np.reshape(a, shape)
+
+
+def unflatten(a, dim, sizes):
+    d = _dim(dim, a.ndim)
+    inner = infer_shape(sizes, a.shape[d])
+    return np.reshape(a, a.shape[:d] + inner + a.shape[d + 1:])
+
+
+def permute(a, dims):
+    if len(dims) != a.ndim:
+        raise KernelError(f"number of dims don't match in permute: input has {a.ndim} dims, "
+                          f"got {len(dims)}")
+    axes = [_dim(d, a.ndim) for d in dims]
+    if len(set(axes)) != len(axes):
+        raise KernelError("repeated dim in permute")
+    return np.transpose(a, axes)
+
+
+def transpose(a, dim0, dim1):
+    if a.ndim == 0:
+        return a.view()
+    return np.swapaxes(a, _dim(dim0, a.ndim), _dim(dim1, a.ndim))
+
+
+def t(a):
+    if a.ndim > 2:
+        raise KernelError(f"t() expects a tensor with <= 2 dimensions, but self is {a.ndim}D")
+    return a.T
+
+
+def squeeze(a, dim=None):
+    if dim is None:
+        return np.squeeze(a)
+    dims = norm_dims(dim, a.ndim)
+    dims = tuple(d for d in dims if a.shape[d] == 1)
+    return np.squeeze(a, axis=dims) if dims else a.view()
+
+
+def unsqueeze(a, dim):
+    n = a.ndim + 1
+    if not -n <= dim < n:
+        raise KernelError(f"dimension {dim} out of range (expected to be in range of [{-n}, {n - 1}])")
+    return np.expand_dims(a, dim % n)
+
+
+def expand(a, size):
+    size = tuple(size)
+    if len(size) < a.ndim:
+        raise KernelError(f"the number of sizes provided ({len(size)}) must be greater or equal to "
+                          f"the number of dimensions in the tensor ({a.ndim})")
+    lead = len(size) - a.ndim
+    target = []
+    for i, s in enumerate(size):
+        if i < lead:
+            if s < 0:
+                raise KernelError(f"the expanded size {s} is not allowed in a leading dimension")
+            target.append(s)
+        else:
+            cur = a.shape[i - lead]
+            if s == -1:
+                target.append(cur)
+            elif cur != s and cur != 1:
+                raise KernelError(f"the expanded size of the tensor ({s}) must match the existing "
+                                  f"size ({cur}) at non-singleton dimension {i}. Target sizes: "
+                                  f"{list(size)}. Tensor sizes: {list(a.shape)}")
+            else:
+                target.append(s)
+    return np.broadcast_to(a, tuple(target))
+
+
+def repeat(a, repeats):
+    repeats = tuple(repeats)
+    if len(repeats) < a.ndim:
+        raise KernelError("number of dimensions of repeat dims can not be smaller than number of "
+                          "dimensions of tensor")
+    a = a.reshape((1,) * (len(repeats) - a.ndim) + a.shape)
+    return np.tile(a, repeats)
+
+
+def tile(a, dims):
+    dims = tuple(dims)
+    if len(dims) < a.ndim:
+        dims = (1,) * (a.ndim - len(dims)) + dims
+    return repeat(a, dims)
+
+
+def cat(arrays, dim=0):
+    arrays = [x for x in arrays if not (x.ndim == 1 and x.shape[0] == 0)] or arrays[:1]
+    if not arrays:
+        raise KernelError("expected a non-empty list of Tensors")
+    nd = arrays[0].ndim
+    if nd == 0:
+        raise KernelError("zero-dimensional tensor cannot be concatenated")
+    d = _dim(dim, nd)
+    for i, x in enumerate(arrays):
+        if x.ndim != nd or x.shape[:d] != arrays[0].shape[:d] or x.shape[d + 1:] != arrays[0].shape[d + 1:]:
+            raise KernelError(f"sizes of tensors must match except in dimension {d}: tensor 0 has "
+                              f"shape {list(arrays[0].shape)} and tensor {i} has {list(x.shape)}")
+    from ember.kernels.dtypes import result_type
+    dt = result_type(*arrays)
+    return np.concatenate(arrays, axis=d, dtype=dt)
+
+
+def stack(arrays, dim=0):
+    if not arrays:
+        raise KernelError("expected a non-empty list of Tensors")
+    for i, x in enumerate(arrays):
+        if x.shape != arrays[0].shape:
+            raise KernelError(f"stack expects each tensor to be equal size, but got "
+                              f"{list(arrays[0].shape)} at entry 0 and {list(x.shape)} at entry {i}")
+    n = arrays[0].ndim + 1
+    if not -n <= dim < n:
+        raise KernelError(f"dimension {dim} out of range")
+    from ember.kernels.dtypes import result_type
+    return np.stack(arrays, axis=dim % n, dtype=result_type(*arrays))
+
+
+def split_with_sizes(a, split_sizes, dim=0):
+    d = _dim(dim, a.ndim)
+    if sum(split_sizes) != a.shape[d]:
+        raise KernelError(f"split_with_sizes expects split_sizes to sum exactly to {a.shape[d]} "
+                          f"(input tensor's size at dimension {d}), but got split_sizes="
+                          f"{list(split_sizes)}")
+    idx = np.cumsum(split_sizes)[:-1]
+    return tuple(np.split(a, idx, axis=d))
+
+
+def split(a, split_size, dim=0):
+    if not isinstance(split_size, (int, np.integer)):
+        return split_with_sizes(a, tuple(split_size), dim)
+    d = _dim(dim, a.ndim)
+    n = a.shape[d]
+    if split_size <= 0 and n > 0:
+        raise KernelError(f"split_size must be positive, got {split_size}")
+    sizes = [split_size] * (n // split_size) if split_size else []
+    if split_size and n % split_size:
+        sizes.append(n % split_size)
+    return split_with_sizes(a, sizes or [0], d)
+
+
+def chunk(a, chunks, dim=0):
+    if chunks <= 0:
+        raise KernelError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
+    d = _dim(dim, a.ndim)
+    n = a.shape[d]
+    size = -(-n // chunks) if n else 0
+    return split(a, size if size else 1, d) if n else (a,)
+
+
+def unbind(a, dim=0):
+    d = _dim(dim, a.ndim)
+    return tuple(a[(slice(None),) * d + (i,)] for i in range(a.shape[d]))
+
+
+def narrow(a, dim, start, length):
+    d = _dim(dim, a.ndim)
+    n = a.shape[d]
+    if start < 0:
+        start += n
+    if not 0 <= start <= n or length < 0 or start + length > n:
+        raise KernelError(f"start ({start}) + length ({length}) exceeds dimension size ({n}).")
+    return a[(slice(None),) * d + (slice(start, start + length),)]
+
+
+def flip(a, dims):
+    axes = norm_dims(dims, a.ndim)
+    return np.ascontiguousarray(np.flip(a, axis=axes)) if axes else a.copy()
+
+
+def roll(a, shifts, dims=None):
+    if dims is None or dims == ():
+        return np.roll(a.reshape(-1), shifts).reshape(a.shape)
+    if isinstance(dims, int):
+        dims = (dims,)
+    if isinstance(shifts, int):
+        shifts = (shifts,)
+    if len(shifts) != len(dims):
+        raise KernelError(f"shifts and dimensions must align. shifts: {len(shifts)}, dims: {len(dims)}")
+    return np.roll(a, shifts, axis=tuple(_dim(d, a.ndim) for d in dims))
+
+
+def contiguous(a):
+    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+
+
+def clone(a):
+    return a.copy()
+
+
+def to_dtype(a, dtype, copy=False):
+    if a.dtype == dtype and not copy:
+        return a
+    return a.astype(dtype)
+
+
+def tril(a, diagonal=0):
+    if a.ndim < 2:
+        raise KernelError("tril: input tensor must have at least 2 dimensions")
+    return np.tril(a, diagonal)
+
+
+def triu(a, diagonal=0):
+    if a.ndim < 2:
+        raise KernelError("triu: input tensor must have at least 2 dimensions")
+    return np.triu(a, diagonal)
+
+
+def _pad_width(ndim, pad):
+    if len(pad) % 2:
+        raise KernelError(f"padding length must be divisible by 2, got {len(pad)}")
+    if len(pad) // 2 > ndim:
+        raise KernelError(f"padding length ({len(pad)}) is too large for a {ndim}-d input")
+    width = [(0, 0)] * ndim
+    for i in range(len(pad) // 2):
+        width[ndim - 1 - i] = (pad[2 * i], pad[2 * i + 1])
+    return width
+
+
+def pad(a, pad, mode="constant", value=None):
+    width = _pad_width(a.ndim, pad)
+    neg = any(l < 0 or r < 0 for l, r in width)
+    if neg:
+        if mode != "constant":
+            raise KernelError(f"negative padding is only supported in constant mode, got {mode}")
+        sl = tuple(slice(-l if l < 0 else 0, a.shape[i] + r if r < 0 else None)
+                   for i, (l, r) in enumerate(width))
+        a = a[sl]
+        width = [(max(l, 0), max(r, 0)) for l, r in width]
+    if mode == "constant":
+        return np.pad(a, width, mode="constant", constant_values=0 if value is None else value)
+    if mode == "reflect":
+        for i, (l, r) in enumerate(width):
+            if l >= a.shape[i] or r >= a.shape[i]:
+                raise KernelError(f"padding size should be less than the corresponding input "
+                                  f"dimension, but got padding ({l}, {r}) at dimension {i} of "
+                                  f"input {list(a.shape)}")
+        return np.pad(a, width, mode="reflect")
+    if mode == "replicate":
+        return np.pad(a, width, mode="edge")
+    if mode == "circular":
+        return np.pad(a, width, mode="wrap")
+    raise KernelError(f"unsupported padding mode {mode!r}")
+
+
+def pad_backward(grad, input_shape, pad, mode="constant"):
+    """Gradient of ``pad`` w.r.t. its input (the padded regions folded back for reflect/replicate)."""
+    width = _pad_width(len(input_shape), pad)
+    if mode == "constant":
+        sl = []
+        for i, (l, r) in enumerate(width):
+            sl.append(slice(l, l + input_shape[i]) if l >= 0 else slice(0, grad.shape[i]))
+        g = grad[tuple(sl)]
+        if any(l < 0 or r < 0 for l, r in width):
+            out = np.zeros(input_shape, grad.dtype)
+            dst = tuple(slice(-l if l < 0 else 0, input_shape[i] + r if r < 0 else None)
+                        for i, (l, r) in enumerate(width))
+            out[dst] = grad[tuple(slice(max(l, 0), max(l, 0) + (out[dst].shape[i]))
+                                  for i, (l, r) in enumerate(width))]
+            return out
+        return np.ascontiguousarray(g)
+    # reflect / replicate / circular: scatter-add through the index map of each padded axis
+    out = grad
+    for ax in range(len(input_shape)):
+        l, r = width[ax]
+        if l == 0 and r == 0:
+            continue
+        n = input_shape[ax]
+        idx = np.arange(-l, n + r)
+        if mode == "reflect":
+            idx = np.abs(idx)
+            idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
+        elif mode == "replicate":
+            idx = np.clip(idx, 0, n - 1)
+        else:
+            idx = idx % n
+        moved = np.moveaxis(out, ax, 0)
+        acc = np.zeros((n,) + moved.shape[1:], grad.dtype)
+        np.add.at(acc, idx, moved)
+        out = np.moveaxis(acc, 0, ax)
+    return np.ascontiguousarray(out)
+
+
+def diagonal(a, offset=0, dim1=0, dim2=1):
+    return np.diagonal(a, offset, _dim(dim1, a.ndim), _dim(dim2, a.ndim))
+
+
+def sum_to_shape(a, shape):
+    """Sum a broadcast array back down to ``shape``."""
+    shape = tuple(shape)
+    if a.shape == shape:
+        return a
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and a.shape[i + lead] != 1)
+    out = np.sum(a, axis=axes, keepdims=True)
+    return out.reshape(shape)
+
+
+def copy_from(a, src):
+    """``src`` broadcast to ``a``'s shape and cast to its dtype (the value of ``a.copy_(src)``)."""
+    try:
+        return np.broadcast_to(src, a.shape).astype(a.dtype, copy=True)
+    except ValueError:
+        raise KernelError(f"the source of shape {list(np.shape(src))} cannot be broadcast to the "
+                          f"destination of shape {list(a.shape)}") from None

@@ -1,0 +1,100 @@
+"""Random number generation: ``ember.Generator`` and the default generator behind ``manual_seed``."""
+import numpy as np
+
+
+class Generator:
+    """A seeded source of random numbers (a NumPy PCG64 generator underneath).
+
+    Kernels draw from it through the NumPy Generator methods it forwards.
+    """
+
+    __slots__ = ("_rng", "_seed", "device")
+
+    def __init__(self, device="cpu"):
+        self.device = device
+        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
+        self._rng = np.random.default_rng(self._seed)
+
+    def manual_seed(self, seed):
+        """Reseed; returns self."""
+        seed = int(seed)
+        if seed < 0:
+            seed &= 0xFFFF_FFFF_FFFF_FFFF
+        self._seed = seed
+        self._rng = np.random.default_rng(seed)
+        return self
+
+    def seed(self):
+        """Reseed from OS entropy and return the new seed."""
+        self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))
+        return self._seed
+
+    def initial_seed(self):
+        """The seed last set."""
+        return self._seed
+
+    def get_state(self):
+        """The generator state as a dict (JSON-serialisable)."""
+        return self._rng.bit_generator.state
+
+    def set_state(self, state):
+        """Restore a state from ``get_state``."""
+        self._rng.bit_generator.state = state
+        return self
+
+    def __repr__(self):
+        return f"<ember.Generator seed={self._seed}>"
+
+    # the NumPy Generator surface used by kernels
+    def random(self, size):
+        return self._rng.random(size)
+
+    def standard_normal(self, size):
+        return self._rng.standard_normal(size)
+
+    def integers(self, low, high, size):
+        return self._rng.integers(low, high, size)
+
+    def permutation(self, n):
+        return self._rng.permutation(n)
+
+    def choice(self, *args, **kwargs):
+        return self._rng.choice(*args, **kwargs)
+
+
+default_generator = Generator()
+
+
+def manual_seed(seed):
+    """Seed the default generator (and NumPy's legacy global one); returns the generator."""
+    np.random.seed(int(seed) % (2 ** 32))
+    return default_generator.manual_seed(seed)
+
+
+def seed():
+    """Reseed the default generator from entropy; returns the seed."""
+    return default_generator.seed()
+
+
+def initial_seed():
+    """The default generator's seed."""
+    return default_generator.initial_seed()
+
+
+def get_rng_state():
+    """The default generator's state."""
+    return default_generator.get_state()
+
+
+def set_rng_state(state):
+    """Restore the default generator's state."""
+    default_generator.set_state(state)
+
+
+def resolve(generator):
+    """The generator to draw from: ``generator`` or the default one."""
+    if generator is None:
+        return default_generator
+    if not isinstance(generator, Generator):
+        raise TypeError(f"generator must be an ember.Generator, got {type(generator).__name__}")
+    return generator

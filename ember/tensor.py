@@ -1,0 +1,426 @@
+"""Tensor: an ndarray plus autograd state. There is no separate Variable."""
+import builtins
+import weakref
+
+import numpy as np
+
+from ember import _dtype
+from ember.autograd import dispatch as _dispatch_mod
+from ember.autograd.state import STATE
+
+
+class VersionCounter:
+    """Shared by a tensor and its views; bumped by every in-place op."""
+
+    __slots__ = ("v",)
+
+    def __init__(self):
+        self.v = 0
+
+
+class device:
+    """The device a tensor lives on; ember has only ``cpu``."""
+
+    __slots__ = ("type", "index")
+
+    def __init__(self, type="cpu", index=None):
+        if isinstance(type, device):
+            type, index = type.type, type.index
+        if type != "cpu":
+            raise RuntimeError(f"ember supports only the 'cpu' device, got {type!r}")
+        self.type = type
+        self.index = index
+
+    def __eq__(self, other):
+        if isinstance(other, str):
+            return other == self.type
+        return isinstance(other, device) and other.type == self.type
+
+    def __hash__(self):
+        return hash(self.type)
+
+    def __repr__(self):
+        return f"device(type='{self.type}')"
+
+    def __str__(self):
+        return self.type
+
+
+CPU = device("cpu")
+
+
+class Tensor:
+    """An n-dimensional array that can take part in automatic differentiation."""
+
+    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_vc", "_base", "_output_nr",
+                 "_acc", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+
+    def __init__(self, data=None, requires_grad=False):
+        if data is None:
+            data = np.empty((0,), np.float32)
+        elif isinstance(data, (tuple, list)) and builtins.all(isinstance(d, int) for d in data):
+            data = np.empty(tuple(data), _dtype.get_default_dtype().numpy)
+        elif not isinstance(data, np.ndarray):
+            data = np.asarray(data)
+        _init(self, data)
+        if requires_grad:
+            self.requires_grad_(True)
+
+    @classmethod
+    def _make(cls, arr):
+        t = object.__new__(cls)
+        t._data = arr
+        t._requires_grad = False
+        t.grad = None
+        t.grad_fn = None
+        t._vc = None
+        t._base = None
+        t._output_nr = 0
+        t._acc = None
+        t._hooks = None
+        return t
+
+    # ---- version counter -------------------------------------------------------------------
+    def _get_vc(self):
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = VersionCounter()
+        return vc
+
+    def _bump(self):
+        vc = self._vc
+        if vc is None:
+            vc = self._vc = VersionCounter()
+        vc.v += 1
+
+    @property
+    def _version(self):
+        return 0 if self._vc is None else self._vc.v
+
+    # ---- metadata -------------------------------------------------------------------------
+    @property
+    def shape(self):
+        tracer = STATE.tracer
+        if tracer is not None:
+            return Size(tracer.size(self, d) for d in range(self._data.ndim))
+        return Size(self._data.shape)
+
+    def size(self, dim=None):
+        """Return the shape, or the size of dimension ``dim``."""
+        if dim is None:
+            return self.shape
+        nd = self._data.ndim
+        if not -nd <= dim < builtins.max(nd, 1):
+            raise IndexError(f"size: dimension {dim} out of range for a {nd}-d tensor")
+        if STATE.tracer is not None:
+            return STATE.tracer.size(self, dim % builtins.max(nd, 1))
+        return self._data.shape[dim]
+
+    @property
+    def dtype(self):
+        return _dtype._FROM_NUMPY[self._data.dtype]
+
+    @property
+    def device(self):
+        return CPU
+
+    @property
+    def is_cuda(self):
+        return False
+
+    @property
+    def ndim(self):
+        return self._data.ndim
+
+    def dim(self):
+        """Number of dimensions."""
+        return self._data.ndim
+
+    ndimension = dim
+
+    def numel(self):
+        """Number of elements."""
+        return self._data.size
+
+    nelement = numel
+
+    def element_size(self):
+        """Bytes per element."""
+        return self._data.itemsize
+
+    def stride(self, dim=None):
+        """Strides in elements (not bytes), like torch."""
+        s = tuple(x // self._data.itemsize for x in self._data.strides)
+        return s if dim is None else s[dim]
+
+    def is_contiguous(self, memory_format=None):
+        """Whether the data is C-contiguous."""
+        return self._data.flags.c_contiguous
+
+    def is_floating_point(self):
+        """Whether the dtype is a floating-point type."""
+        return self._data.dtype.kind == "f"
+
+    def data_ptr(self):
+        """Address of the first element."""
+        return self._data.__array_interface__["data"][0]
+
+    def __len__(self):
+        if self._data.ndim == 0:
+            raise TypeError("len() of a 0-d tensor")
+        if STATE.tracer is not None:
+            return STATE.tracer.size(self, 0)
+        return self._data.shape[0]
+
+    # ---- autograd state ---------------------------------------------------------------------
+    @property
+    def requires_grad(self):
+        return self._requires_grad
+
+    @requires_grad.setter
+    def requires_grad(self, value):
+        self.requires_grad_(value)
+
+    def requires_grad_(self, requires_grad=True):
+        """Set whether autograd records operations on this leaf tensor; returns self.
+
+        Raises RuntimeError for non-leaf tensors and for integer or bool dtypes.
+        """
+        if self.grad_fn is not None:
+            if not requires_grad:
+                raise RuntimeError(
+                    "you can only change requires_grad flags of leaf variables. If you want to use "
+                    "a computed variable in a subgraph that doesn't require differentiation use "
+                    "var_no_grad = var.detach().")
+            return self
+        if requires_grad and self._data.dtype.kind not in "fc":
+            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got "
+                               f"{self.dtype}")
+        self._requires_grad = bool(requires_grad)
+        return self
+
+    @property
+    def is_leaf(self):
+        return self.grad_fn is None
+
+    @property
+    def data(self):
+        t = Tensor._make(self._data)
+        t._vc = self._get_vc()
+        return t
+
+    @data.setter
+    def data(self, value):
+        self._data = value._data if isinstance(value, Tensor) else np.asarray(value)
+
+    def detach(self):
+        """A new tensor sharing data (and version counter) with this one, outside the graph."""
+        t = Tensor._make(self._data)
+        t._vc = self._get_vc()
+        t._base = self._base if self._base is not None else self
+        tracer = STATE.tracer
+        if tracer is not None:
+            tracer.record(_DETACH, (self,), (), (t,))
+        return t
+
+    def detach_(self):
+        """Detach this tensor from the graph in place."""
+        self.grad_fn = None
+        self._requires_grad = False
+        return self
+
+    def retain_grad(self):
+        """Keep ``.grad`` for this non-leaf tensor after backward."""
+        if self.grad_fn is None:
+            return
+        if getattr(self, "_retains_grad", False):
+            return
+        self._retains_grad = True
+        ref = weakref.ref(self)
+
+        def _retain(grad):
+            t = ref()
+            if t is not None and grad is not None:
+                g = Tensor._make(grad._data.copy()) if not STATE.grad_enabled else grad
+                t.grad = g if t.grad is None else t.grad + g
+        self.grad_fn._add_pre_hook(self._output_nr, _retain)
+
+    @property
+    def retains_grad(self):
+        return getattr(self, "_retains_grad", False)
+
+    def register_hook(self, hook):
+        """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new one."""
+        if not self._requires_grad:
+            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+        if self.grad_fn is not None:
+            return self.grad_fn._add_pre_hook(self._output_nr, hook)
+        if self._hooks is None:
+            self._hooks = []
+        self._hooks.append(hook)
+        from ember.autograd.node import _RemovableHandle
+        return _RemovableHandle(self._hooks, hook)
+
+    def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
+        """Compute gradients of this tensor w.r.t. graph leaves and accumulate them in ``.grad``."""
+        from ember.autograd.engine import backward
+        backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
+                 inputs=inputs)
+
+    # ---- conversion -----------------------------------------------------------------------
+    def _python_value(self, what):
+        tracer = STATE.tracer
+        if tracer is not None:
+            tracer.python_value(self, what)
+
+    def item(self):
+        """The single element as a Python number; RuntimeError if numel != 1."""
+        if self._data.size != 1:
+            raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be "
+                               "converted to Scalar")
+        self._python_value("item")
+        return self._data.reshape(()).item()
+
+    def tolist(self):
+        """Nested Python lists of the elements."""
+        self._python_value("tolist")
+        return self._data.tolist()
+
+    def numpy(self, force=False):
+        """The underlying ndarray (shares memory). RuntimeError when it requires grad."""
+        if self._requires_grad and not force:
+            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
+                               "tensor.detach().numpy() instead.")
+        self._python_value("numpy")
+        return self._data
+
+    def __array__(self, dtype=None, copy=None):
+        self._python_value("__array__")
+        a = self._data
+        if dtype is not None and a.dtype != dtype:
+            return a.astype(dtype)
+        return a.copy() if copy else a
+
+    def __dlpack__(self, *args, **kwargs):
+        return self._data.__dlpack__(*args, **kwargs)
+
+    def __dlpack_device__(self):
+        return self._data.__dlpack_device__()
+
+    def _scalar(self, what, cast):
+        if self._data.size != 1:
+            raise RuntimeError(f"{what}: only a Tensor with one element can be converted to a "
+                               f"Python scalar, got shape {list(self._data.shape)}")
+        self._python_value(what)
+        return cast(self._data.reshape(()).item())
+
+    def __bool__(self):
+        if self._data.size != 1:
+            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} elements is "
+                               "ambiguous")
+        return self._scalar("bool", builtins.bool)
+
+    def __int__(self):
+        return self._scalar("int", builtins.int)
+
+    def __float__(self):
+        return self._scalar("float", builtins.float)
+
+    def __index__(self):
+        if self._data.dtype.kind not in "iub":
+            raise TypeError("only integer tensors of a single element can be converted to an index")
+        return self._scalar("index", builtins.int)
+
+    def __complex__(self):
+        return self._scalar("complex", builtins.complex)
+
+    def __iter__(self):
+        if self._data.ndim == 0:
+            raise TypeError("iteration over a 0-d tensor")
+        return iter(self.unbind(0))
+
+    __hash__ = object.__hash__
+
+    def __reduce_ex__(self, proto):
+        raise TypeError("ember tensors are not picklable; use ember.save (safetensors) instead")
+
+    def __repr__(self):
+        return _format(self)
+
+    def __format__(self, spec):
+        if self._data.ndim == 0 and spec:
+            return format(self._data.item(), spec)
+        return repr(self)
+
+    def __deepcopy__(self, memo):
+        t = Tensor._make(self._data.copy())
+        t._requires_grad = self._requires_grad
+        if self.grad is not None:
+            t.grad = Tensor._make(self.grad._data.copy())
+        if type(self) is not Tensor:
+            t = type(self)._from_tensor(t) if hasattr(type(self), "_from_tensor") else t
+        memo[id(self)] = t
+        return t
+
+    def __setitem__(self, key, value):
+        from ember.autograd.indexing import setitem
+        setitem(self, key, value)
+
+    def __getitem__(self, key):
+        from ember.autograd.indexing import getitem
+        return getitem(self, key)
+
+
+class Size(tuple):
+    """A tensor's shape: a tuple of ints with ``numel()``."""
+
+    __slots__ = ()
+
+    def numel(self):
+        n = 1
+        for s in self:
+            n *= s
+        return n
+
+    def __repr__(self):
+        return f"ember.Size({list(self)})"
+
+
+def _init(t, arr):
+    t._data = arr
+    t._requires_grad = False
+    t.grad = None
+    t.grad_fn = None
+    t._vc = None
+    t._base = None
+    t._output_nr = 0
+    t._acc = None
+    t._hooks = None
+
+
+def _format(t):
+    a = t._data
+    dt = t.dtype
+    if a.size == 0:
+        body = "[]" if a.ndim == 1 else "[]"
+        suffix = [f"size={tuple(a.shape)}"]
+    else:
+        if a.dtype.kind == "f":
+            kw = {"formatter": None, "precision": 4, "floatmode": "maxprec_equal"}
+        else:
+            kw = {}
+        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
+                               **kw)
+        suffix = []
+    if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_) or (a.size == 0 and dt is not _dtype.float32):
+        suffix.append(f"dtype=ember.{dt.name}")
+    if t.grad_fn is not None:
+        suffix.append(f"grad_fn=<{t.grad_fn.name()}>")
+    elif t._requires_grad:
+        suffix.append("requires_grad=True")
+    extra = "".join(", " + s for s in suffix)
+    return f"tensor({body}{extra})"
+
+
+_dispatch_mod.Tensor = Tensor
+_DETACH = _dispatch_mod.Op("detach", None, None, ("self",), ())

@@ -1,0 +1,398 @@
+"""Convolution kernels: every algorithm forced in turn against a direct float64 reference and
+torch, shape errors, selection, autotuning, thread safety and workspace reuse."""
+import threading
+import tracemalloc
+
+import numpy as np
+import pytest
+
+from ember.backends import conv as settings
+from ember.kernels import conv as C
+from ember.kernels.conv import selector, winograd, workspace
+
+rng = np.random.default_rng(1)
+ALGORITHMS = settings.ALGORITHMS
+
+# (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+CASES = [
+    (3, 4, 9, 8, 6, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+    (1, 4, 9, 8, 6, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+    (2, 4, 11, 7, 4, 3, 3, (1, 1), (2, 0, 1, 2), (1, 1), 2),
+    (3, 6, 9, 10, 6, 3, 2, (2, 1), (1, 2, 0, 1), (1, 2), 3),
+    (2, 4, 10, 9, 8, 3, 3, (1, 1), (2, 0, 1, 1), (2, 1), 4),
+    (2, 4, 8, 8, 4, 3, 3, (2, 2), (1, 1), (1, 1), 4),
+    (3, 6, 7, 7, 6, 1, 1, (2, 2), (1, 1), (1, 1), 3),
+    (3, 5, 7, 6, 7, 1, 1, (1, 1), (0, 0), (1, 1), 1),
+    (2, 3, 13, 12, 5, 5, 5, (1, 1), (2, 2), (1, 1), 1),
+    (1, 2, 5, 6, 3, 5, 4, (3, 2), (0, 0), (1, 1), 1),
+]
+
+
+def padded(x, pad):
+    pt, pb, pl, pr = pad if len(pad) == 4 else (pad[0], pad[0], pad[1], pad[1])
+    return np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr))), (pt, pb, pl, pr)
+
+
+def taps(case):
+    N, Ci, H, W, K, R, S, st, pad, dil, g = case
+    _, (pt, pb, pl, pr) = padded(np.zeros((1, 1, 1, 1)), pad)
+    Ho = (H + pt + pb - dil[0] * (R - 1) - 1) // st[0] + 1
+    Wo = (W + pl + pr - dil[1] * (S - 1) - 1) // st[1] + 1
+    for r in range(R):
+        for s in range(S):
+            rows = slice(r * dil[0], r * dil[0] + st[0] * (Ho - 1) + 1, st[0])
+            cols = slice(s * dil[1], s * dil[1] + st[1] * (Wo - 1) + 1, st[1])
+            yield r, s, rows, cols, (N, K, Ho, Wo)
+
+
+def ref_forward(x, w, case):
+    """Direct convolution: one einsum per (tap, group), in float64."""
+    g = case[-1]
+    xp, _ = padded(x.astype(np.float64), case[8])
+    y = None
+    for r, s, rows, cols, shape in taps(case):
+        y = np.zeros(shape) if y is None else y
+        for gi, (xs, ws) in enumerate(zip(np.split(xp[:, :, rows, cols], g, 1), np.split(w, g))):
+            y[:, gi * ws.shape[0]:(gi + 1) * ws.shape[0]] += np.einsum("nchw,kc->nkhw", xs,
+                                                                       ws[:, :, r, s])
+    return y
+
+
+def ref_input_grad(gy, w, case):
+    N, Ci, H, W, K, R, S, st, pad, dil, g = case
+    gxp, (pt, pb, pl, pr) = padded(np.zeros((N, Ci, H, W)), pad)
+    for r, s, rows, cols, _ in taps(case):
+        for gi, (gs, ws) in enumerate(zip(np.split(gy, g, 1), np.split(w, g))):
+            cs = slice(gi * ws.shape[1], (gi + 1) * ws.shape[1])
+            gxp[:, cs, rows, cols] += np.einsum("nkhw,kc->nchw", gs, ws[:, :, r, s])
+    return gxp[:, :, pt:pt + H, pl:pl + W]
+
+
+def ref_weight_grad(gy, x, case):
+    N, Ci, H, W, K, R, S, st, pad, dil, g = case
+    xp, _ = padded(x.astype(np.float64), pad)
+    gw = np.zeros((K, Ci // g, R, S))
+    for r, s, rows, cols, _ in taps(case):
+        for gi, (gs, xs) in enumerate(zip(np.split(gy, g, 1), np.split(xp[:, :, rows, cols], g, 1))):
+            gw[gi * (K // g):(gi + 1) * (K // g), :, r, s] = np.einsum("nkhw,nchw->kc", gs, xs)
+    return gw
+
+
+def problem(case, dtype):
+    N, Ci, H, W, K, R, S, st, pad, dil, g = case
+    x = rng.standard_normal((N, Ci, H, W)).astype(dtype)
+    w = rng.standard_normal((K, Ci // g, R, S)).astype(dtype)
+    y = ref_forward(x, w, case)
+    gy = rng.standard_normal(y.shape).astype(dtype)
+    return x, w, gy
+
+
+@pytest.fixture
+def force():
+    def set_algorithm(name):
+        settings.algorithm = name
+    yield set_algorithm
+    settings.algorithm = None
+    settings.benchmark = False
+
+
+def check(out, ref, dtype):
+    assert out.dtype == dtype and out.flags.c_contiguous and out.shape == ref.shape
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    scale = max(np.abs(ref).max(), 1e-30)
+    assert np.abs(out - ref).max() <= tol * scale
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("algorithm", ALGORITHMS + (None,))
+@pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
+def test_every_algorithm_every_direction_matches_reference(case, algorithm, dtype, force):
+    x, w, gy = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    b = rng.standard_normal(w.shape[0]).astype(dtype)
+    force(algorithm)
+    g64 = gy.astype(np.float64)
+    ran = 0
+    for direction, call, ref in [
+        ("forward", lambda: C.conv2d_forward(x, w, b, st, pad, dil, g),
+         lambda: ref_forward(x, w, case) + b[:, None, None]),
+        ("input", lambda: C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g),
+         lambda: ref_input_grad(g64, w, case)),
+        ("weight", lambda: C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+         lambda: ref_weight_grad(g64, x, case)),
+    ]:
+        geometry = C.geometry("conv2d", x.shape, w.shape, st, pad, dil, g)
+        if algorithm is not None and algorithm not in selector.capable(direction, geometry):
+            with pytest.raises(ValueError, match=f"algorithm '{algorithm}' cannot"):
+                call()
+            continue
+        check(call(), ref(), dtype)
+        ran += 1
+    assert algorithm is not None or ran == 3
+
+
+def test_capabilities_cover_each_algorithm():
+    seen = set()
+    for case in CASES:
+        geometry = C.geometry("conv2d", case[:2] + case[2:4], (case[4], case[1] // case[-1])
+                              + case[5:7], *case[7:])
+        for direction in ("forward", "input", "weight"):
+            seen.update(selector.capable(direction, geometry))
+    assert seen == set(ALGORITHMS)
+
+
+def test_winograd_numpy_fallback_matches_reference(force, monkeypatch):
+    monkeypatch.setattr(winograd, "USE_NUMBA", False)
+    force("winograd")
+    for case in (CASES[0], CASES[2]):
+        x, w, gy = problem(case, np.float32)
+        st, pad, dil, g = case[7:]
+        check(C.conv2d_forward(x, w, None, st, pad, dil, g), ref_forward(x, w, case), np.float32)
+        check(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g),
+              ref_input_grad(gy.astype(np.float64), w, case), np.float32)
+
+
+def test_winograd_float32_error_on_larger_channels(force):
+    force("winograd")
+    case = (2, 64, 12, 12, 64, 3, 3, (1, 1), (1, 1), (1, 1), 1)
+    x, w, gy = problem(case, np.float32)
+    check(C.conv2d_forward(x, w, None, (1, 1), (1, 1), (1, 1), 1), ref_forward(x, w, case),
+          np.float32)
+
+
+def test_results_are_fresh_arrays_not_workspace_views():
+    x, w, _ = problem(CASES[0], np.float32)
+    y1 = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    keep = y1.copy()
+    C.conv2d_forward(2 * x, w, None, 1, 1, 1, 1)
+    np.testing.assert_array_equal(y1, keep)
+
+
+torch_cases = pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
+
+
+@torch_cases
+def test_conv2d_matches_torch(case):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x, w, gy = problem(case, np.float64)
+    st, pad, dil, g = case[7:]
+    b = rng.standard_normal(w.shape[0])
+    xp, p4 = padded(x, pad)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = F.conv2d(F.pad(tx, (p4[2], p4[3], p4[0], p4[1])), tw, torch.tensor(b), st, 0, dil, g)
+    ty.backward(torch.tensor(gy))
+    np.testing.assert_allclose(C.conv2d_forward(x, w, b, st, pad, dil, g), ty.detach().numpy(),
+                               atol=1e-10)
+    np.testing.assert_allclose(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g),
+                               tx.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+                               tw.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(C.conv2d_bias_grad(gy), gy.sum((0, 2, 3)), atol=1e-12)
+
+
+TRANSPOSE_CASES = [  # (N, C_in, H, W, K, R, S, stride, padding, output_padding, dilation, groups)
+    (2, 4, 5, 6, 6, 3, 3, (2, 2), (1, 1), (1, 0), (1, 1), 2),
+    (1, 3, 4, 4, 2, 3, 2, (1, 2), (0, 1), (0, 1), (2, 1), 1),
+    (2, 4, 3, 5, 4, 2, 3, (3, 1), (0, 2), (2, 0), (1, 3), 4),
+    (2, 6, 5, 5, 9, 1, 1, (2, 2), (0, 0), (1, 1), (1, 1), 3),
+    (2, 2, 6, 6, 3, 3, 3, (1, 1), (2, 2), (0, 0), (2, 2), 1),
+]
+
+
+@pytest.mark.parametrize("algorithm", [None, "im2col"])
+@pytest.mark.parametrize("case", TRANSPOSE_CASES)
+def test_conv_transpose2d_matches_torch(case, algorithm, force):
+    torch = pytest.importorskip("torch")
+    N, Ci, H, W, K, R, S, st, pad, opad, dil, g = case
+    force(algorithm)
+    x = rng.standard_normal((N, Ci, H, W))
+    w = rng.standard_normal((Ci, K // g, R, S))
+    b = rng.standard_normal(K)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv_transpose2d(tx, tw, torch.tensor(b), st, pad, opad, g, dil)
+    gy = rng.standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(gy))
+    y = C.conv_transpose2d_forward(x, w, b, st, pad, opad, dil, g)
+    assert y.flags.c_contiguous
+    np.testing.assert_allclose(y, ty.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(C.conv_transpose2d_input_grad(gy, w, x.shape, st, pad, opad, dil, g),
+                               tx.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(C.conv_transpose2d_weight_grad(gy, x, w.shape, st, pad, opad, dil,
+                                                              g), tw.grad.numpy(), atol=1e-10)
+    assert C.conv_transpose_output_shape(x.shape, w.shape, st, pad, opad, dil, g) == y.shape
+
+
+@pytest.mark.parametrize("pad", [1, (2,), (0, 3), (2, 1)])
+def test_conv1d_and_transpose1d_match_torch(pad):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x, w, b = rng.standard_normal((2, 4, 11)), rng.standard_normal((6, 2, 3)), rng.standard_normal(6)
+    pl, pr = (pad, pad) if isinstance(pad, int) else (pad * 2 if len(pad) == 1 else pad)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = F.conv1d(F.pad(tx, (pl, pr)), tw, torch.tensor(b), 2, 0, 2, 2)
+    gy = rng.standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(gy))
+    np.testing.assert_allclose(C.conv1d_forward(x, w, b, 2, pad, 2, 2), ty.detach().numpy(),
+                               atol=1e-10)
+    np.testing.assert_allclose(C.conv1d_input_grad(gy, w, x.shape, 2, pad, 2, 2), tx.grad.numpy(),
+                               atol=1e-10)
+    np.testing.assert_allclose(C.conv1d_weight_grad(gy, x, w.shape, 2, pad, 2, 2), tw.grad.numpy(),
+                               atol=1e-10)
+    assert C.conv_output_shape(x.shape, w.shape, 2, pad, 2, 2) == tuple(ty.shape)
+    wt = rng.standard_normal((4, 3, 3))
+    tx.grad, twt = None, torch.tensor(wt, requires_grad=True)
+    ty = F.conv_transpose1d(tx, twt, None, 2, 1, 1, 2, 2)
+    gy = rng.standard_normal(tuple(ty.shape))
+    ty.backward(torch.tensor(gy))
+    np.testing.assert_allclose(C.conv_transpose1d_forward(x, wt, None, 2, 1, 1, 2, 2),
+                               ty.detach().numpy(), atol=1e-10)
+    np.testing.assert_allclose(C.conv_transpose1d_input_grad(gy, wt, x.shape, 2, 1, 1, 2, 2),
+                               tx.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(C.conv_transpose1d_weight_grad(gy, x, wt.shape, 2, 1, 1, 2, 2),
+                               twt.grad.numpy(), atol=1e-10)
+
+
+@pytest.mark.parametrize("call,message", [
+    (lambda: C.conv2d_forward(np.zeros((1, 5, 8, 8)), np.zeros((4, 2, 3, 3)), None, 1, 0, 1, 2),
+     r"conv2d: input \(1, 5, 8, 8\), weight \(4, 2, 3, 3\): input has 5 channels"),
+    (lambda: C.conv2d_forward(np.zeros((1, 4, 8, 8)), np.zeros((3, 2, 3, 3)), None, 1, 0, 1, 2),
+     "conv2d: .*3 output channels are not divisible by groups=2"),
+    (lambda: C.conv2d_forward(np.zeros((1, 1, 4, 4)), np.zeros((1, 1, 7, 3)), None, 1, 1, 1, 1),
+     r"conv2d: input \(1, 1, 4, 4\), weight \(1, 1, 7, 3\): kernel size 7x3 .*larger than the "
+     r"padded input 6x6"),
+    (lambda: C.conv2d_forward(np.zeros((1, 1, 4, 4)), np.zeros((1, 1, 3, 3)), None, 1, 0, 3, 1),
+     "conv2d: .*kernel size 7x7"),
+    (lambda: C.conv2d_forward(np.zeros((1, 1, 4, 4)), np.zeros((1, 1, 3, 3)), None, 0, 0, 1, 1),
+     "conv2d: .*must be positive"),
+    (lambda: C.conv2d_forward(np.zeros((1, 1, 4)), np.zeros((1, 1, 3, 3)), None, 1, 0, 1, 1),
+     "conv2d: .*expected 4-d"),
+    (lambda: C.conv2d_forward(np.zeros((1, 2, 4, 4)), np.zeros((1, 2, 3, 3)), np.zeros(2), 1, 0,
+                              1, 1), r"conv2d: bias has shape \(2,\), expected \(1,\)"),
+    (lambda: C.conv2d_input_grad(np.zeros((1, 1, 3, 3)), np.zeros((1, 1, 3, 3)), (1, 1, 4, 4), 1,
+                                 0, 1, 1), r"conv2d_input_grad: .*grad_output has shape"),
+    (lambda: C.conv2d_weight_grad(np.zeros((1, 1, 3, 3)), np.zeros((1, 1, 4, 4)), (1, 1, 3, 3), 1,
+                                  0, 1, 1), r"conv2d_weight_grad: .*expected \(1, 1, 2, 2\)"),
+    (lambda: C.conv1d_forward(np.zeros((1, 1, 4)), np.zeros((1, 1, 6)), None, 1, 0, 1, 1),
+     "conv1d: .*larger than the padded input"),
+    (lambda: C.conv_transpose2d_forward(np.zeros((1, 2, 4, 4)), np.zeros((2, 1, 3, 3)), None, 1,
+                                        0, 1, 1, 1), "conv_transpose2d: .*output_padding"),
+    (lambda: C.conv_transpose2d_forward(np.zeros((1, 3, 4, 4)), np.zeros((2, 1, 3, 3)), None, 1,
+                                        0, 0, 1, 1), "conv_transpose2d: .*input has 3 channels"),
+    (lambda: C.conv_transpose2d_forward(np.zeros((1, 2, 1, 1)), np.zeros((2, 1, 1, 1)), None, 1,
+                                        1, 0, 1, 1), "conv_transpose2d: .*output size -1x-1"),
+    (lambda: C.conv_output_shape((1, 2, 3, 3), (4, 2, 5, 5)), "conv2d: .*larger"),
+])
+def test_shape_errors_name_op_shapes_and_reason(call, message):
+    with pytest.raises(ValueError, match=message):
+        call()
+
+
+def test_dtype_errors():
+    with pytest.raises(RuntimeError, match="conv2d: expected float32 or float64"):
+        C.conv2d_forward(np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 3, 3)), None, 1, 0,
+                         1, 1)
+    with pytest.raises(RuntimeError, match="conv2d: expected float32 or float64"):
+        C.conv2d_forward(np.zeros((1, 1, 4, 4), int), np.zeros((1, 1, 3, 3), int), None, 1, 0, 1, 1)
+
+
+def test_forced_algorithm_errors(force):
+    x, w = np.zeros((1, 2, 6, 6)), np.zeros((2, 2, 3, 3))
+    force("direct1x1")
+    with pytest.raises(ValueError, match="conv2d: algorithm 'direct1x1' cannot compute the forward"):
+        C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+    force("winograd")
+    with pytest.raises(ValueError, match="conv2d: algorithm 'winograd' cannot.*stride \\(2, 2\\)"):
+        C.conv2d_forward(x, w, None, 2, 0, 1, 1)
+    force("nnpack")
+    with pytest.raises(ValueError, match="unknown algorithm 'nnpack'"):
+        C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+
+
+def test_empty_batch():
+    y = C.conv2d_forward(np.zeros((0, 2, 5, 5)), np.ones((3, 2, 3, 3)), None, 1, 1, 1, 1)
+    assert y.shape == (0, 3, 5, 5)
+    gw = C.conv2d_weight_grad(np.zeros((0, 3, 5, 5)), np.zeros((0, 2, 5, 5)), (3, 2, 3, 3), 1, 1,
+                              1, 1)
+    assert gw.shape == (3, 2, 3, 3) and not gw.any()
+
+
+def test_heuristic_choices():
+    def pick(shape, wshape, stride=1, padding=1, groups=1, direction="forward"):
+        return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, stride, padding,
+                                                        1, groups))
+    assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
+    assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "im2col"
+    assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "im2col"
+    assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
+    assert pick((8, 32, 28, 28), (32, 1, 3, 3), groups=32) == "depthwise"
+    assert pick((1, 64, 8, 8), (64, 64, 3, 3)) == "im2col"  # batch of one, too few tiles
+
+
+def test_autotuner_times_once_and_remembers(force):
+    settings.benchmark = True
+    selector.clear_tuned()
+    case = CASES[0]
+    x, w, gy = problem(case, np.float64)
+    y1 = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    tuned = selector.tuned()
+    assert len(tuned) == 1
+    (key, name), = tuned.items()
+    assert key[0] == "forward" and name in ALGORITHMS
+    y2 = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    assert selector.tuned() == tuned
+    np.testing.assert_allclose(y1, ref_forward(x, w, case), atol=1e-10)
+    np.testing.assert_allclose(y2, y1, atol=1e-10)
+    C.conv2d_weight_grad(gy, x, w.shape, 1, 1, 1, 1)
+    assert len(selector.tuned()) == 2
+    selector.clear_tuned()
+
+
+@pytest.mark.parametrize("algorithm", ["im2col", "implicit_gemm", "winograd", "depthwise"])
+def test_concurrent_threads_match_serial(algorithm, force):
+    force(algorithm)
+    groups = 8 if algorithm == "depthwise" else 1
+    problems = [(rng.standard_normal((2, 8, 10 + i, 9)).astype(np.float32),
+                 rng.standard_normal((8, 8 // groups, 3, 3)).astype(np.float32)) for i in range(4)]
+    serial = [C.conv2d_forward(x, w, None, 1, 1, 1, groups) for x, w in problems]
+    results = {}
+
+    def work(t):
+        out = []
+        for rep in range(6):
+            i = (t + rep) % len(problems)
+            out.append((i, C.conv2d_forward(*problems[i], None, 1, 1, 1, groups)))
+        results[t] = out
+
+    threads = [threading.Thread(target=work, args=(t,)) for t in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(results) == 4
+    for out in results.values():
+        for i, y in out:
+            np.testing.assert_array_equal(y, serial[i])
+
+
+@pytest.mark.parametrize("algorithm", ["im2col", "implicit_gemm", "winograd"])
+def test_workspace_is_reused_across_calls(algorithm, force):
+    force(algorithm)
+    x = rng.standard_normal((4, 16, 24, 24)).astype(np.float32)
+    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
+    gy = rng.standard_normal((4, 16, 24, 24)).astype(np.float32)
+    C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    C.conv2d_input_grad(gy, w, x.shape, 1, 1, 1, 1)
+    held = workspace.nbytes()
+    assert held > x.nbytes
+    tracemalloc.start()
+    try:
+        for _ in range(3):
+            C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+            C.conv2d_input_grad(gy, w, x.shape, 1, 1, 1, 1)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert workspace.nbytes() == held
+    # each call allocates only its fresh result (+ small transforms), never the workspace again
+    assert peak < 2 * x.nbytes + held // 4

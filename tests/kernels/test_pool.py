@@ -1,0 +1,146 @@
+"""Pooling kernels against torch: forward, indices and backward, incl. ceil_mode and padding."""
+import numpy as np
+import pytest
+
+from ember.kernels import pool
+
+torch = pytest.importorskip("torch")
+F = torch.nn.functional
+
+rng = np.random.default_rng(0)
+
+MAX_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
+    ((2, 3, 9, 8), 2, 2, 0, 1, False),
+    ((2, 3, 9, 8), 3, 2, 1, 1, True),
+    ((1, 2, 10, 11), (3, 2), (2, 1), (1, 1), (2, 1), False),
+    ((1, 2, 10, 11), 3, 3, 1, 2, True),
+    ((2, 1, 7, 7), 3, None, 1, 1, True),
+    ((1, 1, 5, 6), 2, 1, 0, 1, False),
+]
+
+
+def _torch_grad(fn, x, gy):
+    tx = torch.tensor(x, requires_grad=True)
+    out = fn(tx)
+    y = out[0] if isinstance(out, tuple) else out
+    y.backward(torch.tensor(gy))
+    return out, tx.grad.numpy()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,k,s,p,d,ceil", MAX_CASES)
+def test_max_pool2d_matches_torch(shape, k, s, p, d, ceil, dtype):
+    x = rng.standard_normal(shape).astype(dtype)
+    y, idx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    gy = rng.standard_normal(y.shape).astype(dtype)
+    (ty, tidx), tgx = _torch_grad(
+        lambda t: F.max_pool2d(t, k, s, p, d, ceil_mode=ceil, return_indices=True), x, gy)
+    np.testing.assert_array_equal(y, ty.detach().numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    gx = pool.max_pool2d_backward(gy, idx, x.shape)
+    assert gx.dtype == dtype
+    np.testing.assert_allclose(gx, tgx, rtol=1e-6, atol=1e-6)
+
+
+def test_max_pool2d_ties_nan_and_infinite_values():
+    x = np.array([[[[1, 1, -np.inf, -np.inf], [1, np.nan, -np.inf, -np.inf],
+                    [2, 2, 3, 3], [2, 2, 3, 3]]]], np.float32)
+    y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    ty, tidx = F.max_pool2d(torch.tensor(x), 2, 2, return_indices=True)
+    np.testing.assert_array_equal(y, ty.numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+
+
+AVG_CASES = [  # (shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
+    ((2, 3, 9, 8), 2, 2, 0, False, True, None),
+    ((2, 3, 9, 8), 3, 2, 1, True, True, None),
+    ((2, 3, 9, 8), 3, 2, 1, True, False, None),
+    ((1, 2, 10, 11), (3, 2), (2, 1), (1, 1), False, False, None),
+    ((1, 2, 7, 7), 3, 2, 1, True, True, 5),
+    ((1, 1, 6, 5), 2, None, 1, True, False, None),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,k,s,p,ceil,cip,div", AVG_CASES)
+def test_avg_pool2d_matches_torch(shape, k, s, p, ceil, cip, div, dtype):
+    x = rng.standard_normal(shape).astype(dtype)
+    y = pool.avg_pool2d_forward(x, k, s, p, ceil, cip, div)
+    gy = rng.standard_normal(y.shape).astype(dtype)
+    ty, tgx = _torch_grad(lambda t: F.avg_pool2d(t, k, s, p, ceil, cip, div), x, gy)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    assert y.dtype == dtype and y.flags.c_contiguous
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol, atol=tol)
+    gx = pool.avg_pool2d_backward(gy, x.shape, k, s, p, ceil, cip, div)
+    np.testing.assert_allclose(gx, tgx, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("shape,out", [((2, 3, 9, 8), (4, 3)), ((1, 2, 7, 10), 3),
+                                       ((1, 1, 5, 5), (5, None)), ((1, 1, 4, 6), (7, 9))])
+def test_adaptive_pool2d_matches_torch(shape, out):
+    x = rng.standard_normal(shape)
+    y = pool.adaptive_avg_pool2d_forward(x, out)
+    gy = rng.standard_normal(y.shape)
+    ty, tgx = _torch_grad(lambda t: F.adaptive_avg_pool2d(t, out), x, gy)
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(pool.adaptive_avg_pool2d_backward(gy, x.shape), tgx, atol=1e-12)
+    y, idx = pool.adaptive_max_pool2d_forward(x, out)
+    (ty, tidx), tgx = _torch_grad(lambda t: F.adaptive_max_pool2d(t, out, return_indices=True),
+                                  x, gy)
+    np.testing.assert_array_equal(y, ty.detach().numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    np.testing.assert_allclose(pool.adaptive_max_pool2d_backward(gy, idx, x.shape), tgx,
+                               atol=1e-12)
+
+
+def test_pool1d_matches_torch():
+    x = rng.standard_normal((2, 3, 13))
+    y, idx = pool.max_pool1d_forward(x, 3, 2, 1, 2, True)
+    gy = rng.standard_normal(y.shape)
+    (ty, tidx), tgx = _torch_grad(lambda t: F.max_pool1d(t, 3, 2, 1, 2, True, True), x, gy)
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    np.testing.assert_allclose(pool.max_pool1d_backward(gy, idx, x.shape), tgx, atol=1e-12)
+    y = pool.avg_pool1d_forward(x, 4, 3, 2, True, False)
+    gy = rng.standard_normal(y.shape)
+    ty, tgx = _torch_grad(lambda t: F.avg_pool1d(t, 4, 3, 2, True, False), x, gy)
+    np.testing.assert_allclose(y, ty.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(pool.avg_pool1d_backward(gy, x.shape, 4, 3, 2, True, False), tgx,
+                               atol=1e-12)
+    y = pool.adaptive_avg_pool1d_forward(x, 5)
+    gy = rng.standard_normal(y.shape)
+    ty, tgx = _torch_grad(lambda t: F.adaptive_avg_pool1d(t, 5), x, gy)
+    np.testing.assert_allclose(y, ty.detach().numpy(), atol=1e-12)
+    np.testing.assert_allclose(pool.adaptive_avg_pool1d_backward(gy, x.shape), tgx, atol=1e-12)
+    y, idx = pool.adaptive_max_pool1d_forward(x, 4)
+    (ty, tidx), tgx = _torch_grad(lambda t: F.adaptive_max_pool1d(t, 4, True), x, gy[..., :4])
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    np.testing.assert_allclose(pool.adaptive_max_pool1d_backward(gy[..., :4], idx, x.shape), tgx,
+                               atol=1e-12)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda x: pool.max_pool2d_forward(x, 2, 2, 2, 1, False), "max_pool2d: padding"),
+    (lambda x: pool.avg_pool2d_forward(x, 3, 1, 2, False, True, None), "avg_pool2d: padding"),
+    (lambda x: pool.max_pool2d_forward(x, 9, 1, 0, 1, False), "max_pool2d: input"),
+    (lambda x: pool.max_pool2d_forward(x[0], 2, 2, 0, 1, False), "max_pool2d: expected a 4-d"),
+    (lambda x: pool.adaptive_avg_pool2d_forward(x, (0, 2)), "adaptive_avg_pool2d: output_size"),
+])
+def test_pool_errors_name_the_op(call, match):
+    with pytest.raises(ValueError, match=match):
+        call(np.zeros((1, 1, 5, 5)))
+
+
+def test_padding_limits_match_torch():
+    x = np.zeros((1, 1, 9, 9))
+    for k, p, d in [(3, 1, 1), (3, 2, 2), (2, 1, 1), (3, 2, 1), (4, 2, 1), (3, 3, 3)]:
+        try:
+            F.max_pool2d(torch.tensor(x), k, 1, p, d)
+            torch_ok = True
+        except RuntimeError:
+            torch_ok = False
+        try:
+            pool.max_pool2d_forward(x, k, 1, p, d, False)
+            ours_ok = True
+        except ValueError:
+            ours_ok = False
+        assert ours_ok == torch_ok, (k, p, d)
