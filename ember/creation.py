@@ -18,7 +18,8 @@ def _size(size):
     for s in size:
         if not isinstance(s, (int, np.integer)) and not (isinstance(s, Tensor) and s.numel() == 1):
             raise TypeError(f"size must be a sequence of ints, got {size!r}")
-    return tuple(builtins.int(s) for s in size)
+    # int subclasses (the JIT's traced sizes) pass through unchanged
+    return tuple(s if isinstance(s, builtins.int) else builtins.int(s) for s in size)
 
 
 def _np(dtype, default=None):

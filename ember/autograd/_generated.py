@@ -3,11 +3,15 @@
 # fmt: off
 import builtins as _builtins
 
+from ember.kernels import conv as _k_conv
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
 from ember.kernels import index as _k_index
+from ember.kernels import jit_ops as _k_jit_ops
 from ember.kernels import linalg as _k_linalg
 from ember.kernels import nn as _k_nn
+from ember.kernels import nn_layers as _k_nn_layers
+from ember.kernels import pool as _k_pool
 from ember.kernels import reduce as _k_reduce
 from ember.kernels import shape as _k_shape
 from ember.autograd import composites as _c_composites
@@ -956,8 +960,8 @@ class ClampBackward0(Node):
     def __init__(ctx, tensors, consts, outs, needs):
         Node.__init__(ctx)
         self_, min, max, = tensors
-        ctx.max = _save(max, 'max') if needs[0] or needs[2] else None
-        ctx.min = _save(min, 'min') if needs[0] or needs[1] else None
+        ctx.max = _save(max, 'max') if needs[0] or needs[1] or needs[2] else None
+        ctx.min = _save(min, 'min') if needs[0] or needs[1] or needs[2] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] or needs[2] else None
         ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.min_shape = _shape(min) if needs[1] else None
@@ -976,9 +980,9 @@ class ClampBackward0(Node):
         if needs[0]:
             g0 = _F.sum_to(_F.clamp_grad(grad, self_, min, max), self__shape)
         if needs[1]:
-            g1 = _F.sum_to(_F.clamp_bound_grad(grad, self_, min, True), min_shape)
+            g1 = _F.sum_to(_F.clamp_bound_grad(grad, self_, min, max, True), min_shape)
         if needs[2]:
-            g2 = _F.sum_to(_F.clamp_bound_grad(grad, self_, max, False), max_shape)
+            g2 = _F.sum_to(_F.clamp_bound_grad(grad, self_, max, min, False), max_shape)
         return (g0, g1, g2, )
 
 class FloorBackward0(Node):
@@ -2170,25 +2174,25 @@ class PadBackward0(Node):
         return (g0, )
 
 class PadBackwardBackward0(Node):
-    __slots__ = ('mode', 'pad')
+    __slots__ = ('mode', 'padding')
     _saved = ()
     _op_name = 'pad_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
         Node.__init__(ctx)
         grad_output, = tensors
-        input_shape, pad, mode, = consts
+        input_shape, padding, mode, = consts
         ctx.mode = mode if needs[0] else None
-        ctx.pad = pad if needs[0] else None
+        ctx.padding = padding if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         mode = ctx.mode
-        pad = ctx.pad
+        padding = ctx.padding
         g0 = None
         if needs[0]:
-            g0 = pad(grad, pad, mode, None)
+            g0 = pad(grad, padding, mode, None)
         return (g0, )
 
 class GetitemBackward0(Node):
@@ -2536,7 +2540,7 @@ class EmbeddingBackward0(Node):
         return (g0, g1, )
 
 class EmbeddingBackwardBackward0(Node):
-    __slots__ = ('indices',)
+    __slots__ = ('indices', 'padding_idx', 'scale_grad_by_freq')
     _saved = ('indices',)
     _op_name = 'embedding_backward'
 
@@ -2545,14 +2549,18 @@ class EmbeddingBackwardBackward0(Node):
         grad_output, indices, = tensors
         num_weights, padding_idx, scale_grad_by_freq, = consts
         ctx.indices = _save(indices, 'indices') if needs[0] else None
+        ctx.padding_idx = padding_idx if needs[0] else None
+        ctx.scale_grad_by_freq = scale_grad_by_freq if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         indices = unpack(ctx.indices, ctx)
+        padding_idx = ctx.padding_idx
+        scale_grad_by_freq = ctx.scale_grad_by_freq
         g0 = g1 = None
         if needs[0]:
-            g0 = embedding(indices, grad)
+            g0 = _F.embedding_backward_grad(grad, indices, padding_idx, scale_grad_by_freq)
         return (g0, g1, )
 
 class LayerNormBackward0(Node):
@@ -2656,6 +2664,395 @@ class CopyBackward0(Node):
         if needs[1]:
             g1 = _F.sum_to(grad, src_shape)
         return (g0, g1, )
+
+class Conv2dBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'input_shape', 'padding', 'stride', 'weight', 'input', 'weight_shape')
+    _saved = ('weight', 'input')
+    _op_name = 'conv2d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        input, weight, bias, = tensors
+        stride, padding, dilation, groups, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.input_shape = _shape(input) if needs[0] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.input = _save(input, 'input') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        input_shape = ctx.input_shape
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        input = unpack(ctx.input, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = conv2d_input_grad(grad, weight, input_shape, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv2d_weight_grad(grad, input, weight_shape, stride, padding, dilation, groups)
+        if needs[2]:
+            g2 = _F.conv_bias_grad(grad)
+        return (g0, g1, g2, )
+
+class Conv2dInputGradBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'padding', 'stride', 'weight', 'grad_output', 'weight_shape')
+    _saved = ('weight', 'grad_output')
+    _op_name = 'conv2d_input_grad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        grad_output, weight, = tensors
+        input_shape, stride, padding, dilation, groups, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        grad_output = unpack(ctx.grad_output, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = conv2d(grad, weight, None, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv2d_weight_grad(grad_output, grad, weight_shape, stride, padding, dilation, groups)
+        return (g0, g1, )
+
+class Conv2dWeightGradBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'input', 'padding', 'stride', 'grad_output', 'input_shape')
+    _saved = ('input', 'grad_output')
+    _op_name = 'conv2d_weight_grad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        grad_output, input, = tensors
+        weight_shape, stride, padding, dilation, groups, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.input = _save(input, 'input') if needs[0] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.input_shape = _shape(input) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        input = unpack(ctx.input, ctx)
+        padding = ctx.padding
+        stride = ctx.stride
+        grad_output = unpack(ctx.grad_output, ctx)
+        input_shape = ctx.input_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = conv2d(input, grad, None, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv2d_input_grad(grad_output, grad, input_shape, stride, padding, dilation, groups)
+        return (g0, g1, )
+
+class ConvTranspose2dBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'padding', 'stride', 'weight', 'input', 'weight_shape')
+    _saved = ('weight', 'input')
+    _op_name = 'conv_transpose2d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        input, weight, bias, = tensors
+        stride, padding, output_padding, groups, dilation, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.input = _save(input, 'input') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        input = unpack(ctx.input, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = conv2d(grad, weight, None, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv2d_weight_grad(input, grad, weight_shape, stride, padding, dilation, groups)
+        if needs[2]:
+            g2 = _F.conv_bias_grad(grad)
+        return (g0, g1, g2, )
+
+class MaxPool2dWithIndicesBackward0(Node):
+    __slots__ = ('indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'max_pool2d_with_indices'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        self_, = tensors
+        kernel_size, stride, padding, dilation, ceil_mode, = consts
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = max_pool2d_backward(grads[0], indices, self__shape)
+        return (g0, )
+
+class MaxPool2dBackwardBackward0(Node):
+    __slots__ = ('indices',)
+    _saved = ('indices',)
+    _op_name = 'max_pool2d_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        grad_output, indices, = tensors
+        input_shape, = consts
+        ctx.indices = _save(indices, 'indices') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.pool_gather(grad, indices)
+        return (g0, g1, )
+
+class AvgPool2dBackward0(Node):
+    __slots__ = ('ceil_mode', 'count_include_pad', 'divisor_override', 'kernel_size', 'padding', 'self__shape', 'stride')
+    _saved = ()
+    _op_name = 'avg_pool2d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        self_, = tensors
+        kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, = consts
+        ctx.ceil_mode = ceil_mode if needs[0] else None
+        ctx.count_include_pad = count_include_pad if needs[0] else None
+        ctx.divisor_override = divisor_override if needs[0] else None
+        ctx.kernel_size = kernel_size if needs[0] else None
+        ctx.padding = padding if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.stride = stride if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        ceil_mode = ctx.ceil_mode
+        count_include_pad = ctx.count_include_pad
+        divisor_override = ctx.divisor_override
+        kernel_size = ctx.kernel_size
+        padding = ctx.padding
+        self__shape = ctx.self__shape
+        stride = ctx.stride
+        g0 = None
+        if needs[0]:
+            g0 = avg_pool2d_backward(grad, self__shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return (g0, )
+
+class AvgPool2dBackwardBackward0(Node):
+    __slots__ = ('ceil_mode', 'count_include_pad', 'divisor_override', 'kernel_size', 'padding', 'stride')
+    _saved = ()
+    _op_name = 'avg_pool2d_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        grad_output, = tensors
+        input_shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, = consts
+        ctx.ceil_mode = ceil_mode if needs[0] else None
+        ctx.count_include_pad = count_include_pad if needs[0] else None
+        ctx.divisor_override = divisor_override if needs[0] else None
+        ctx.kernel_size = kernel_size if needs[0] else None
+        ctx.padding = padding if needs[0] else None
+        ctx.stride = stride if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        ceil_mode = ctx.ceil_mode
+        count_include_pad = ctx.count_include_pad
+        divisor_override = ctx.divisor_override
+        kernel_size = ctx.kernel_size
+        padding = ctx.padding
+        stride = ctx.stride
+        g0 = None
+        if needs[0]:
+            g0 = avg_pool2d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return (g0, )
+
+class AdaptiveAvgPool2dBackward0(Node):
+    __slots__ = ('self__shape',)
+    _saved = ()
+    _op_name = 'adaptive_avg_pool2d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        self_, = tensors
+        output_size, = consts
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = adaptive_avg_pool2d_backward(grad, self__shape)
+        return (g0, )
+
+class AdaptiveAvgPool2dBackwardBackward0(Node):
+    __slots__ = ('grad_output_shape',)
+    _saved = ()
+    _op_name = 'adaptive_avg_pool2d_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        grad_output, = tensors
+        input_shape, = consts
+        ctx.grad_output_shape = _shape(grad_output) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        grad_output_shape = ctx.grad_output_shape
+        g0 = None
+        if needs[0]:
+            g0 = adaptive_avg_pool2d(grad, grad_output_shape[2:])
+        return (g0, )
+
+class AdaptiveMaxPool2dBackward0(Node):
+    __slots__ = ('indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'adaptive_max_pool2d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        self_, = tensors
+        output_size, = consts
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = max_pool2d_backward(grads[0], indices, self__shape)
+        return (g0, )
+
+class NativeBatchNormBackward0(Node):
+    __slots__ = ('bias', 'eps', 'input', 'running_mean', 'running_var', 'save_mean', 'save_var', 'training', 'weight')
+    _saved = ('bias', 'input', 'running_mean', 'running_var', 'save_mean', 'save_var', 'weight')
+    _op_name = 'native_batch_norm'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        input, weight, bias, running_mean, running_var, = tensors
+        training, momentum, eps, = consts
+        ctx.bias = _save(bias, 'bias') if needs[0] or needs[1] or needs[2] else None
+        ctx.eps = eps if needs[0] or needs[1] or needs[2] else None
+        ctx.input = _save(input, 'input') if needs[0] or needs[1] or needs[2] else None
+        ctx.running_mean = _save(running_mean, 'running_mean') if needs[0] or needs[1] or needs[2] else None
+        ctx.running_var = _save(running_var, 'running_var') if needs[0] or needs[1] or needs[2] else None
+        ctx.save_mean = _save(outs[1], 'save_mean') if needs[0] or needs[1] or needs[2] else None
+        ctx.save_var = _save(outs[2], 'save_var') if needs[0] or needs[1] or needs[2] else None
+        ctx.training = training if needs[0] or needs[1] or needs[2] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] or needs[1] or needs[2] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        bias = unpack(ctx.bias, ctx)
+        eps = ctx.eps
+        input = unpack(ctx.input, ctx)
+        running_mean = unpack(ctx.running_mean, ctx)
+        running_var = unpack(ctx.running_var, ctx)
+        save_mean = unpack(ctx.save_mean, ctx)
+        save_var = unpack(ctx.save_var, ctx)
+        training = ctx.training
+        weight = unpack(ctx.weight, ctx)
+        return tuple(_F.batch_norm_grads(grads, input, weight, bias, running_mean, running_var, training, eps, save_mean, save_var, needs))
+
+class LstmStepBackward0(Node):
+    __slots__ = ('cx', 'gx', 'hx', 'w_hh', 'workspace')
+    _saved = ('cx', 'gx', 'hx', 'w_hh', 'workspace')
+    _op_name = 'lstm_step'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        gx, hx, cx, w_hh, = tensors
+        ctx.cx = _save(cx, 'cx') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.gx = _save(gx, 'gx') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.hx = _save(hx, 'hx') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.w_hh = _save(w_hh, 'w_hh') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.workspace = _save(outs[2], 'workspace') if needs[0] or needs[1] or needs[2] or needs[3] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        cx = unpack(ctx.cx, ctx)
+        gx = unpack(ctx.gx, ctx)
+        hx = unpack(ctx.hx, ctx)
+        w_hh = unpack(ctx.w_hh, ctx)
+        workspace = unpack(ctx.workspace, ctx)
+        return tuple(_F.lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs))
+
+class GruStepBackward0(Node):
+    __slots__ = ('b_hh', 'gx', 'hx', 'w_hh', 'workspace')
+    _saved = ('b_hh', 'gx', 'hx', 'w_hh', 'workspace')
+    _op_name = 'gru_step'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        Node.__init__(ctx)
+        gx, hx, w_hh, b_hh, = tensors
+        ctx.b_hh = _save(b_hh, 'b_hh') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.gx = _save(gx, 'gx') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.hx = _save(hx, 'hx') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.w_hh = _save(w_hh, 'w_hh') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.workspace = _save(outs[1], 'workspace') if needs[0] or needs[1] or needs[2] or needs[3] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        b_hh = unpack(ctx.b_hh, ctx)
+        gx = unpack(ctx.gx, ctx)
+        hx = unpack(ctx.hx, ctx)
+        w_hh = unpack(ctx.w_hh, ctx)
+        workspace = unpack(ctx.workspace, ctx)
+        return tuple(_F.gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs))
 
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
@@ -3014,7 +3411,7 @@ OPS['triu'] = _op_triu
 _op_pad = Op('pad', _k_shape.pad, PadBackward0, ('self',), ('pad', 'mode', 'value'), saves_self=False)
 OPS['pad'] = _op_pad
 
-_op_pad_backward = Op('pad_backward', _k_shape.pad_backward, PadBackwardBackward0, ('grad_output',), ('input_shape', 'pad', 'mode'), saves_self=False)
+_op_pad_backward = Op('pad_backward', _k_shape.pad_backward, PadBackwardBackward0, ('grad_output',), ('input_shape', 'padding', 'mode'), saves_self=False)
 OPS['pad_backward'] = _op_pad_backward
 
 _op_getitem = Op('getitem', _k_index.getitem, GetitemBackward0, ('self',), ('indices',), view=True, saves_self=False)
@@ -3139,6 +3536,51 @@ OPS['multinomial'] = _op_multinomial
 
 _op_copy = Op('copy', _k_shape.copy_from, CopyBackward0, ('self', 'src'), (), saves_self=False)
 OPS['copy'] = _op_copy
+
+_op_conv2d = Op('conv2d', _k_conv.conv2d_forward, Conv2dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), saves_self=True)
+OPS['conv2d'] = _op_conv2d
+
+_op_conv2d_input_grad = Op('conv2d_input_grad', _k_conv.conv2d_input_grad, Conv2dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
+OPS['conv2d_input_grad'] = _op_conv2d_input_grad
+
+_op_conv2d_weight_grad = Op('conv2d_weight_grad', _k_conv.conv2d_weight_grad, Conv2dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
+OPS['conv2d_weight_grad'] = _op_conv2d_weight_grad
+
+_op_conv_transpose2d = Op('conv_transpose2d', _k_nn_layers.conv_transpose2d, ConvTranspose2dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+OPS['conv_transpose2d'] = _op_conv_transpose2d
+
+_op_max_pool2d_with_indices = Op('max_pool2d_with_indices', _k_pool.max_pool2d_forward, MaxPool2dWithIndicesBackward0, ('self',), ('kernel_size', 'stride', 'padding', 'dilation', 'ceil_mode'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['max_pool2d_with_indices'] = _op_max_pool2d_with_indices
+
+_op_max_pool2d_backward = Op('max_pool2d_backward', _k_pool.max_pool2d_backward, MaxPool2dBackwardBackward0, ('grad_output', 'indices'), ('input_shape',), saves_self=False)
+OPS['max_pool2d_backward'] = _op_max_pool2d_backward
+
+_op_avg_pool2d = Op('avg_pool2d', _k_pool.avg_pool2d_forward, AvgPool2dBackward0, ('self',), ('kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override'), saves_self=False)
+OPS['avg_pool2d'] = _op_avg_pool2d
+
+_op_avg_pool2d_backward = Op('avg_pool2d_backward', _k_pool.avg_pool2d_backward, AvgPool2dBackwardBackward0, ('grad_output',), ('input_shape', 'kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override'), saves_self=False)
+OPS['avg_pool2d_backward'] = _op_avg_pool2d_backward
+
+_op_adaptive_avg_pool2d = Op('adaptive_avg_pool2d', _k_pool.adaptive_avg_pool2d_forward, AdaptiveAvgPool2dBackward0, ('self',), ('output_size',), saves_self=False)
+OPS['adaptive_avg_pool2d'] = _op_adaptive_avg_pool2d
+
+_op_adaptive_avg_pool2d_backward = Op('adaptive_avg_pool2d_backward', _k_pool.adaptive_avg_pool2d_backward, AdaptiveAvgPool2dBackwardBackward0, ('grad_output',), ('input_shape',), saves_self=False)
+OPS['adaptive_avg_pool2d_backward'] = _op_adaptive_avg_pool2d_backward
+
+_op_adaptive_max_pool2d = Op('adaptive_max_pool2d', _k_pool.adaptive_max_pool2d_forward, AdaptiveMaxPool2dBackward0, ('self',), ('output_size',), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['adaptive_max_pool2d'] = _op_adaptive_max_pool2d
+
+_op_native_batch_norm = Op('native_batch_norm', _k_nn_layers.native_batch_norm, NativeBatchNormBackward0, ('input', 'weight', 'bias', 'running_mean', 'running_var'), ('training', 'momentum', 'eps'), multi=True, diff_outputs=(True, False, False), saves_self=True)
+OPS['native_batch_norm'] = _op_native_batch_norm
+
+_op_lstm_step = Op('lstm_step', _k_nn_layers.lstm_step, LstmStepBackward0, ('gx', 'hx', 'cx', 'w_hh'), (), multi=True, diff_outputs=(True, True, False), saves_self=True)
+OPS['lstm_step'] = _op_lstm_step
+
+_op_gru_step = Op('gru_step', _k_nn_layers.gru_step, GruStepBackward0, ('gx', 'hx', 'w_hh', 'b_hh'), (), multi=True, diff_outputs=(True, False), saves_self=True)
+OPS['gru_step'] = _op_gru_step
+
+_op_size = Op('size', _k_jit_ops.size, None, ('self',), ('dim',), saves_self=False)
+OPS['size'] = _op_size
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -3682,9 +4124,9 @@ def pad(input, pad, mode='constant', value=None):
     """pad (see torch.pad)."""
     return dispatch(_op_pad, (input, ), (pad, mode, value, ))
 
-def pad_backward(grad_output, input_shape, pad, mode='constant'):
+def pad_backward(grad_output, input_shape, padding, mode='constant'):
     """pad_backward (see torch.pad_backward)."""
-    return dispatch(_op_pad_backward, (grad_output, ), (input_shape, pad, mode, ))
+    return dispatch(_op_pad_backward, (grad_output, ), (input_shape, padding, mode, ))
 
 def getitem(input, indices):
     """getitem (see torch.getitem)."""
@@ -3958,6 +4400,90 @@ def copy_(self, src):
     """In-place copy: writes the result into ``self`` and returns it."""
     return dispatch_inplace(_op_copy, (self, src, ), ())
 
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d (see torch.conv2d)."""
+    return dispatch(_op_conv2d, (input, weight, bias, ), (stride, padding, dilation, groups, ))
+
+def conv2d_input_grad(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d_input_grad (see torch.conv2d_input_grad)."""
+    return dispatch(_op_conv2d_input_grad, (grad_output, weight, ), (input_shape, stride, padding, dilation, groups, ))
+
+def conv2d_weight_grad(grad_output, input, weight_shape, stride=1, padding=0, dilation=1, groups=1):
+    """conv2d_weight_grad (see torch.conv2d_weight_grad)."""
+    return dispatch(_op_conv2d_weight_grad, (grad_output, input, ), (weight_shape, stride, padding, dilation, groups, ))
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose2d (see torch.conv_transpose2d)."""
+    return dispatch(_op_conv_transpose2d, (input, weight, bias, ), (stride, padding, output_padding, groups, dilation, ))
+
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """max_pool2d_with_indices (see torch.max_pool2d_with_indices)."""
+    return dispatch(_op_max_pool2d_with_indices, (input, ), (kernel_size, stride, padding, dilation, ceil_mode, ))
+
+def max_pool2d_backward(grad_output, indices, input_shape):
+    """max_pool2d_backward (see torch.max_pool2d_backward)."""
+    return dispatch(_op_max_pool2d_backward, (grad_output, indices, ), (input_shape, ))
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """avg_pool2d (see torch.avg_pool2d)."""
+    return dispatch(_op_avg_pool2d, (input, ), (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, ))
+
+def avg_pool2d_backward(grad_output, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """avg_pool2d_backward (see torch.avg_pool2d_backward)."""
+    return dispatch(_op_avg_pool2d_backward, (grad_output, ), (input_shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, ))
+
+def adaptive_avg_pool2d(input, output_size):
+    """adaptive_avg_pool2d (see torch.adaptive_avg_pool2d)."""
+    return dispatch(_op_adaptive_avg_pool2d, (input, ), (output_size, ))
+
+def adaptive_avg_pool2d_backward(grad_output, input_shape):
+    """adaptive_avg_pool2d_backward (see torch.adaptive_avg_pool2d_backward)."""
+    return dispatch(_op_adaptive_avg_pool2d_backward, (grad_output, ), (input_shape, ))
+
+def adaptive_max_pool2d(input, output_size):
+    """adaptive_max_pool2d (see torch.adaptive_max_pool2d)."""
+    return dispatch(_op_adaptive_max_pool2d, (input, ), (output_size, ))
+
+def native_batch_norm(input, weight, bias, running_mean, running_var, training, momentum, eps):
+    """native_batch_norm (see torch.native_batch_norm)."""
+    return dispatch(_op_native_batch_norm, (input, weight, bias, running_mean, running_var, ), (training, momentum, eps, ))
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
+    """batch_norm (see torch.batch_norm)."""
+    return _c_composites.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
+    """group_norm (see torch.group_norm)."""
+    return _c_composites.group_norm(input, num_groups, weight, bias, eps)
+
+def pixel_shuffle(input, upscale_factor):
+    """pixel_shuffle (see torch.pixel_shuffle)."""
+    return _c_composites.pixel_shuffle(input, upscale_factor)
+
+def pixel_unshuffle(input, downscale_factor):
+    """pixel_unshuffle (see torch.pixel_unshuffle)."""
+    return _c_composites.pixel_unshuffle(input, downscale_factor)
+
+def upsample_nearest2d(input, output_size):
+    """upsample_nearest2d (see torch.upsample_nearest2d)."""
+    return _c_composites.upsample_nearest2d(input, output_size)
+
+def upsample_bilinear2d(input, output_size, align_corners=False):
+    """upsample_bilinear2d (see torch.upsample_bilinear2d)."""
+    return _c_composites.upsample_bilinear2d(input, output_size, align_corners)
+
+def lstm_step(gx, hx, cx, w_hh):
+    """lstm_step (see torch.lstm_step)."""
+    return dispatch(_op_lstm_step, (gx, hx, cx, w_hh, ), ())
+
+def gru_step(gx, hx, w_hh, b_hh):
+    """gru_step (see torch.gru_step)."""
+    return dispatch(_op_gru_step, (gx, hx, w_hh, b_hh, ), ())
+
+def size(input, dim):
+    """size (see torch.size)."""
+    return dispatch(_op_size, (input, ), (dim, ))
+
 EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
@@ -4182,6 +4708,26 @@ TENSOR_METHODS = {
     'multinomial': multinomial,
     'copy': copy,
     'copy_': copy_,
+    'conv2d': conv2d,
+    'conv2d_input_grad': conv2d_input_grad,
+    'conv2d_weight_grad': conv2d_weight_grad,
+    'conv_transpose2d': conv_transpose2d,
+    'max_pool2d_with_indices': max_pool2d_with_indices,
+    'max_pool2d_backward': max_pool2d_backward,
+    'avg_pool2d': avg_pool2d,
+    'avg_pool2d_backward': avg_pool2d_backward,
+    'adaptive_avg_pool2d': adaptive_avg_pool2d,
+    'adaptive_avg_pool2d_backward': adaptive_avg_pool2d_backward,
+    'adaptive_max_pool2d': adaptive_max_pool2d,
+    'native_batch_norm': native_batch_norm,
+    'batch_norm': batch_norm,
+    'group_norm': group_norm,
+    'pixel_shuffle': pixel_shuffle,
+    'pixel_unshuffle': pixel_unshuffle,
+    'upsample_nearest2d': upsample_nearest2d,
+    'upsample_bilinear2d': upsample_bilinear2d,
+    'lstm_step': lstm_step,
+    'gru_step': gru_step,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

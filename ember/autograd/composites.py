@@ -146,7 +146,7 @@ def addcmul(input, tensor1, tensor2, value=1):
 
 
 def addcdiv(input, tensor1, tensor2, value=1):
-    return G.add(input, G.mul(G.div(tensor1, tensor2, None), value))
+    return G.add(input, G.mul(G.div(tensor1, tensor2), value))
 
 
 def relu6(input):
@@ -174,6 +174,9 @@ def softsign(input):
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    import numpy as np
+    shape = np.broadcast_shapes(tuple(x1._data.shape), tuple(x2._data.shape))
+    x1, x2 = G.expand(x1, shape), G.expand(x2, shape)
     num = G.sum(G.mul(x1, x2), (dim,), False)
     n1 = G.clamp(G.norm(x1, 2, (dim,), False), eps, None)
     n2 = G.clamp(G.norm(x2, 2, (dim,), False), eps, None)
@@ -196,3 +199,115 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     quad = G.mul(G.mul(d, d), 0.5)
     lin = G.mul(G.sub(d, 0.5 * delta), delta)
     return _reduce(G.where(G.lt(d, delta), quad, lin), reduction, "huber_loss")
+
+
+# ---------------------------------------------------------------- nn layers (issue 3)
+import numpy as np  # noqa: E402
+
+
+def _nn_const(arr):
+    from ember.autograd.formulas import _const
+    return _const(arr)
+
+
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """torch.nn.functional.batch_norm: normalise with batch statistics (training) or the running
+    ones; in training the running statistics are updated in place (outside autograd)."""
+    from ember.autograd.grad_mode import no_grad
+    out, mean, var = G.native_batch_norm(input, weight, bias, running_mean, running_var,
+                                         training, momentum, eps)
+    if training and running_mean is not None and running_var is not None:
+        n = input._data.size // input._data.shape[1]
+        with no_grad():
+            m = momentum
+            G.copy_(running_mean, G.add(G.mul(running_mean, 1.0 - m),
+                                        G.mul(G.to(mean, running_mean._data.dtype, False), m)))
+            unbiased = G.mul(G.to(var, running_var._data.dtype, False), n / max(n - 1, 1))
+            G.copy_(running_var, G.add(G.mul(running_var, 1.0 - m), G.mul(unbiased, m)))
+    return out
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    shape = tuple(input._data.shape)
+    if len(shape) < 2 or shape[1] % num_groups:
+        raise RuntimeError(f"group_norm: expected an input (N, C, ...) with C divisible by "
+                           f"num_groups={num_groups}, got shape {list(shape)}")
+    x = G.reshape(input, (shape[0], num_groups, -1))
+    mean = G.mean(x, (2,), True)
+    xc = G.sub(x, mean)
+    y = G.mul(xc, G.rsqrt(G.add(G.mean(G.mul(xc, xc), (2,), True), eps)))
+    y = G.reshape(y, shape)
+    pshape = (1, shape[1]) + (1,) * (len(shape) - 2)
+    if weight is not None:
+        y = G.mul(y, G.reshape(weight, pshape))
+    if bias is not None:
+        y = G.add(y, G.reshape(bias, pshape))
+    return y
+
+
+def pixel_shuffle(input, upscale_factor):
+    r = upscale_factor
+    *lead, c, h, w = input._data.shape
+    if c % (r * r):
+        raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible "
+                           f"by the square of upscale_factor, but input.size(-3)={c} is not "
+                           f"divisible by {r * r}")
+    n = len(lead)
+    x = G.reshape(input, tuple(lead) + (c // (r * r), r, r, h, w))
+    x = G.permute(x, tuple(range(n)) + tuple(n + i for i in (0, 3, 1, 4, 2)))
+    return G.reshape(x, tuple(lead) + (c // (r * r), h * r, w * r))
+
+
+def pixel_unshuffle(input, downscale_factor):
+    r = downscale_factor
+    *lead, c, h, w = input._data.shape
+    if h % r or w % r:
+        raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by "
+                           f"downscale_factor={r}, got {h}x{w}")
+    n = len(lead)
+    x = G.reshape(input, tuple(lead) + (c, h // r, r, w // r, r))
+    x = G.permute(x, tuple(range(n)) + tuple(n + i for i in (0, 2, 4, 1, 3)))
+    return G.reshape(x, tuple(lead) + (c * r * r, h // r, w // r))
+
+
+def _nearest_index(size_in, size_out):
+    scale = np.float32(size_in / size_out)
+    src = np.floor(np.arange(size_out, dtype=np.float32) * scale).astype(np.int64)
+    return np.minimum(src, size_in - 1)
+
+
+def upsample_nearest2d(input, output_size):
+    ih, iw = input._data.shape[-2:]
+    oh, ow = output_size
+    rows = _nearest_index(ih, oh)
+    cols = _nearest_index(iw, ow)
+    return G.getitem(input, (Ellipsis, rows[:, None], cols[None, :]))
+
+
+def _linear_taps(size_in, size_out, align_corners, dtype):
+    dst = np.arange(size_out, dtype=np.float64)
+    if align_corners:
+        src = dst * ((size_in - 1) / (size_out - 1)) if size_out > 1 else dst * 0.0
+    else:
+        src = np.maximum((dst + 0.5) * (size_in / size_out) - 0.5, 0.0)
+    i0 = np.minimum(np.floor(src).astype(np.int64), size_in - 1)
+    i1 = np.minimum(i0 + 1, size_in - 1)
+    lam = (src - i0).astype(dtype)
+    return i0, i1, lam
+
+
+def upsample_bilinear2d(input, output_size, align_corners=False):
+    ih, iw = input._data.shape[-2:]
+    oh, ow = output_size
+    dt = input._data.dtype
+    r0, r1, lr = _linear_taps(ih, oh, align_corners, dt)
+    c0, c1, lc = _linear_taps(iw, ow, align_corners, dt)
+    lr = _nn_const(lr[:, None])
+    lc = _nn_const(lc)
+    top = G.getitem(input, (Ellipsis, r0, slice(None)))
+    bot = G.getitem(input, (Ellipsis, r1, slice(None)))
+    x = G.add(top, G.mul(G.sub(bot, top), lr))
+    left = G.getitem(x, (Ellipsis, c0))
+    right = G.getitem(x, (Ellipsis, c1))
+    return G.add(left, G.mul(G.sub(right, left), lc))

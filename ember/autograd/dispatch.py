@@ -171,7 +171,17 @@ def dispatch_inplace(op, tensors, consts):
             old._output_nr = self._output_nr
             tensors = (old,) + tuple(tensors[1:])
     tracer = STATE.tracer
-    result = dispatch(op, tensors, consts)
+    if tracer is None:
+        result = dispatch(op, tensors, consts)
+    else:
+        # record the op on the caller's tensors (not the private copy of self made above), then
+        # the write into self
+        STATE.tracer = None
+        try:
+            result = dispatch(op, tensors, consts)
+        finally:
+            STATE.tracer = tracer
+        tracer.record(op, (self,) + tuple(tensors[1:]), consts, (result,))
     res = result._data
     dst = self._data
     if res.dtype != dst.dtype and not np.can_cast(res.dtype, dst.dtype, "same_kind"):

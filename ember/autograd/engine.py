@@ -40,9 +40,11 @@ def _collect(roots):
     """Count, for every node reachable from ``roots``, how many edges point at it."""
     deps = {}
     seen = set()
-    stack = [n for n, _ in roots]
-    for n in stack:
-        seen.add(n)
+    stack = []
+    for n, _ in roots:
+        if n not in seen:
+            seen.add(n)
+            stack.append(n)
     while stack:
         node = stack.pop()
         for edge in node.next_functions:
@@ -141,7 +143,7 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
                 results = ()
             elif node.__class__ is AccumulateGrad and not accumulate:
                 results = ()
-            elif all(g is None for g in grads):
+            elif not grads or _all_none(grads):
                 results = ()
             else:
                 if node._released:
@@ -177,7 +179,7 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
 
 
 def _apply(node, grads):
-    if node._out_meta is not None and (None in grads or len(grads) < len(node._out_meta)):
+    if node._out_meta is not None and (_has_none(grads) or len(grads) < len(node._out_meta)):
         grads = _fill_missing(node, grads)
     try:
         results = node.apply(grads)
@@ -192,6 +194,20 @@ def _apply(node, grads):
                 raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
                                    f"output.\n{node._trace or ''}")
     return results
+
+
+def _all_none(grads):
+    for g in grads:
+        if g is not None:
+            return False
+    return True
+
+
+def _has_none(grads):
+    for g in grads:
+        if g is None:
+            return True
+    return False
 
 
 def _fill_missing(node, grads):

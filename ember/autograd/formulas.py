@@ -13,6 +13,8 @@ def _tensor():
 
 
 def _save(x, name):
+    if isinstance(x, list):
+        return x
     if isinstance(x, _tensor()):
         return SavedTensor(x, name)
     return x
@@ -342,9 +344,31 @@ def clamp_grad(grad, self, min, max):
     return G.where(mask, grad, zeros((), grad._data.dtype))
 
 
-def clamp_bound_grad(grad, self, bound, is_min):
-    mask = G.lt(self, bound) if is_min else G.gt(self, bound)
+def clamp_bound_grad(grad, self, bound, other, is_min):
+    """Gradient for a tensor ``min`` (``is_min``) or ``max`` bound of clamp (max wins on overlap)."""
+    if is_min:
+        mask = G.lt(self, bound)
+        if other is not None:
+            mask = G.logical_and(mask, G.lt(bound, other))
+    else:
+        mask = G.gt(self, bound)
+        if other is not None:
+            mask = G.logical_or(mask, G.lt(bound, other))
     return G.where(mask, grad, zeros((), grad._data.dtype))
+
+
+def embedding_backward_grad(grad, indices, padding_idx, scale_grad_by_freq):
+    """Derivative of embedding_backward w.r.t. its incoming gradient (a masked, scaled gather)."""
+    out = G.embedding(indices, grad)
+    n = grad._data.shape[0]
+    if scale_grad_by_freq:
+        flat = indices._data.reshape(-1) % n
+        counts = np.bincount(flat, minlength=n)[indices._data % n].astype(grad._data.dtype)
+        out = G.div(out, _const(counts[..., None]))
+    if padding_idx is not None:
+        keep = (indices._data % n) != (padding_idx % n)
+        out = G.mul(out, _const(keep[..., None].astype(grad._data.dtype)))
+    return out
 
 
 def maximum_grad(grad, a, b, first):
@@ -435,3 +459,128 @@ def masked_fill_value_grad(grad, mask):
 
 def lerp_weight_grad(grad, start, end):
     return G.mul(grad, G.sub(end, start))
+
+
+# ---------------------------------------------------------------- nn layers (issue 3)
+def _grad_mode():
+    from ember.autograd.state import STATE
+    return STATE.grad_enabled
+
+
+def _arr(t):
+    return None if t is None else t._data
+
+
+def _wrap(a):
+    return None if a is None else _const(np.ascontiguousarray(a))
+
+
+def conv_bias_grad(grad):
+    """Gradient of a convolution bias: ``grad`` summed over every axis but channels."""
+    return G.sum(grad, (0,) + tuple(range(2, grad.dim())), False)
+
+
+def pool_gather(grad, indices):
+    """``grad`` (N, C, H, W) read at the flat H*W ``indices`` of a max pool: the adjoint of
+    max_pool2d_backward."""
+    n, c = grad._data.shape[:2]
+    flat = G.reshape(grad, (n, c, -1))
+    idx = G.reshape(indices, (n, c, -1))
+    return G.reshape(G.gather(flat, 2, idx), tuple(indices._data.shape))
+
+
+def batch_norm_grads(grads, x, weight, bias, running_mean, running_var, training, eps,
+                     save_mean, save_var, needs):
+    """Gradients of native_batch_norm for (input, weight, bias, running_mean, running_var).
+
+    Without grad mode (a first-order backward) they are computed in NumPy from the saved
+    statistics; with it (create_graph) in ember ops that recompute the statistics from the input,
+    so that higher derivatives are right.
+    """
+    from ember.kernels import nn_layers
+    grad = grads[0]
+    needs3 = (needs[0], needs[1], needs[2])
+    if not _grad_mode():
+        gx, gw, gb = nn_layers.native_batch_norm_backward(
+            grad._data, x._data, _arr(weight), save_mean._data, save_var._data, training, eps,
+            needs3)
+        return _wrap(gx), _wrap(gw), _wrap(gb), None, None
+    nd = x.dim()
+    c = x._data.shape[1]
+    shp = nn_layers.bn_param_shape(nd, c)
+    axes = (0,) + tuple(range(2, nd))
+    if training:
+        mean = G.mean(x, axes, True)
+        xc = G.sub(x, mean)
+        rstd = G.rsqrt(G.add(G.mean(G.mul(xc, xc), axes, True), eps))
+    else:
+        xc = G.sub(x, G.reshape(running_mean, shp))
+        rstd = G.rsqrt(G.add(G.reshape(running_var, shp), eps))
+    xhat = G.mul(xc, rstd)
+    gx = gw = gb = None
+    if needs[1] and weight is not None:
+        gw = G.sum(G.mul(grad, xhat), axes, False)
+    if needs[2] and bias is not None:
+        gb = G.sum(grad, axes, False)
+    if needs[0]:
+        gxh = G.mul(grad, G.reshape(weight, shp)) if weight is not None else grad
+        if training:
+            m1 = G.mean(gxh, axes, True)
+            m2 = G.mean(G.mul(gxh, xhat), axes, True)
+            gx = G.mul(G.sub(G.sub(gxh, m1), G.mul(xhat, m2)), rstd)
+        else:
+            gx = G.mul(gxh, rstd)
+    return gx, gw, gb, None, None
+
+
+def lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs):
+    """Gradients of lstm_step for (gx, hx, cx, w_hh): NumPy from the workspace for a first-order
+    backward, ember ops recomputing the gates when building a graph (create_graph)."""
+    from ember.kernels import nn_layers
+    dh, dc = grads[0], grads[1]
+    if not _grad_mode():
+        out = nn_layers.lstm_step_backward(dh._data, dc._data, workspace._data, hx._data,
+                                           cx._data, w_hh._data)
+        return tuple(_wrap(o) if n else None for o, n in zip(out, needs))
+    gates = G.add(gx, G.matmul(hx, G.t(w_hh)))
+    gi, gf, gg, go = G.chunk(gates, 4, -1)
+    i, f, g, o = G.sigmoid(gi), G.sigmoid(gf), G.tanh(gg), G.sigmoid(go)
+    tc = G.tanh(G.add(G.mul(f, cx), G.mul(i, g)))
+    dct = G.add(G.mul(G.mul(dh, o), G.sub(1.0, G.mul(tc, tc))), dc)
+    dgates = G.cat([G.mul(G.mul(dct, g), G.mul(i, G.sub(1.0, i))),
+                    G.mul(G.mul(dct, cx), G.mul(f, G.sub(1.0, f))),
+                    G.mul(G.mul(dct, i), G.sub(1.0, G.mul(g, g))),
+                    G.mul(G.mul(dh, tc), G.mul(o, G.sub(1.0, o)))], -1)
+    return (dgates if needs[0] else None,
+            G.matmul(dgates, w_hh) if needs[1] else None,
+            G.mul(dct, f) if needs[2] else None,
+            G.matmul(G.t(dgates), hx) if needs[3] else None)
+
+
+def gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs):
+    """Gradients of gru_step for (gx, hx, w_hh, b_hh): NumPy from the workspace for a first-order
+    backward, ember ops recomputing the gates when building a graph (create_graph)."""
+    from ember.kernels import nn_layers
+    dh = grads[0]
+    if not _grad_mode():
+        dgx, dhx, dw, db = nn_layers.gru_step_backward(dh._data, workspace._data, hx._data,
+                                                       w_hh._data)
+        return (_wrap(dgx) if needs[0] else None, _wrap(dhx) if needs[1] else None,
+                _wrap(dw) if needs[2] else None,
+                _wrap(db) if len(needs) > 3 and needs[3] else None)
+    gh = G.matmul(hx, G.t(w_hh))
+    if b_hh is not None:
+        gh = G.add(gh, b_hh)
+    xr, xz, xn = G.chunk(gx, 3, -1)
+    hr, hz, hn = G.chunk(gh, 3, -1)
+    r, z = G.sigmoid(G.add(xr, hr)), G.sigmoid(G.add(xz, hz))
+    n = G.tanh(G.add(xn, G.mul(r, hn)))
+    dn = G.mul(G.mul(dh, G.sub(1.0, z)), G.sub(1.0, G.mul(n, n)))
+    dr = G.mul(G.mul(dn, hn), G.mul(r, G.sub(1.0, r)))
+    dz = G.mul(G.mul(dh, G.sub(hx, n)), G.mul(z, G.sub(1.0, z)))
+    dgx = G.cat([dr, dz, dn], -1)
+    dgh = G.cat([dr, dz, G.mul(dn, r)], -1)
+    return (dgx if needs[0] else None,
+            G.add(G.mul(dh, z), G.matmul(dgh, w_hh)) if needs[1] else None,
+            G.matmul(G.t(dgh), hx) if needs[2] else None,
+            G.sum(dgh, (0,), False) if b_hh is not None and needs[3] else None)

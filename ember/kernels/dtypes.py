@@ -58,6 +58,6 @@ def promote(a, b):
 
 def to_float(a):
     """Integer and bool arrays become the default float dtype; floats pass through."""
-    if a.__class__ is np.ndarray:
-        return a if a.dtype.kind in "fc" else a.astype(default_float())
-    return np.asarray(a, dtype=default_float())
+    if a.__class__ is not np.ndarray:
+        a = np.asarray(a)
+    return a if a.dtype.kind in "fc" else a.astype(default_float())

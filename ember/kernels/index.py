@@ -22,7 +22,7 @@ def getitem_backward(grad, shape, key):
     return out
 
 
-def index_put(a, key, values, accumulate=False):
+def index_put(a, values, key, accumulate=False):
     out = a.copy()
     values = np.asarray(values, dtype=a.dtype) if values.__class__ is not np.ndarray else values.astype(a.dtype, copy=False)
     try:
@@ -36,7 +36,7 @@ def index_put(a, key, values, accumulate=False):
     return out
 
 
-def index_select(a, dim, index):
+def index_select(a, index, dim):
     if index.ndim > 1:
         raise KernelError("index_select(): Index is supposed to be a vector")
     if index.dtype.kind not in "iu":
@@ -48,7 +48,7 @@ def index_select(a, dim, index):
     return np.take(a, index.reshape(-1), axis=d) if a.ndim else a[index]
 
 
-def index_add(a, dim, index, source, alpha=1):
+def index_add(a, index, source, dim, alpha=1):
     out = a.copy()
     d = _dim(dim, a.ndim)
     src = source if alpha == 1 else source * alpha
@@ -79,13 +79,13 @@ def _check_gather(a, dim, index, name):
                          f"{a.shape[dim]}")
 
 
-def gather(a, dim, index):
+def gather(a, index, dim, sparse_grad=False):
     d = _dim(dim, a.ndim)
     _check_gather(a, d, index, "gather")
     return a[_grid(index, d)]
 
 
-def scatter(a, dim, index, src):
+def scatter(a, index, src, dim):
     d = _dim(dim, a.ndim)
     _check_gather(a, d, index, "scatter")
     out = a.copy()
@@ -95,7 +95,7 @@ def scatter(a, dim, index, src):
     return out
 
 
-def scatter_add(a, dim, index, src):
+def scatter_add(a, index, src, dim):
     d = _dim(dim, a.ndim)
     _check_gather(a, d, index, "scatter_add")
     out = a.copy()
@@ -125,7 +125,7 @@ def masked_select(a, mask):
     return np.broadcast_to(a, shape)[np.broadcast_to(mask, shape)]
 
 
-def masked_select_backward(grad, shape, mask):
+def masked_select_backward(grad, mask, shape):
     full = np.broadcast_shapes(tuple(shape), mask.shape)
     out = np.zeros(full, grad.dtype)
     out[np.broadcast_to(mask, full)] = grad

@@ -83,7 +83,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx=None, scale_grad_
     return out
 
 
-def layer_norm(a, normalized_shape, weight=None, bias=None, eps=1e-5):
+def layer_norm(a, weight, bias, normalized_shape, eps=1e-5):
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
     if a.shape[a.ndim - k:] != normalized_shape:

@@ -150,6 +150,8 @@ def test_winograd_numpy_fallback_matches_reference(force, monkeypatch):
         check(C.conv2d_forward(x, w, None, st, pad, dil, g), ref_forward(x, w, case), np.float32)
         check(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g),
               ref_input_grad(gy.astype(np.float64), w, case), np.float32)
+        check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+              ref_weight_grad(gy.astype(np.float64), x, case), np.float32)
 
 
 def test_winograd_float32_error_on_larger_channels(force):
@@ -158,6 +160,8 @@ def test_winograd_float32_error_on_larger_channels(force):
     x, w, gy = problem(case, np.float32)
     check(C.conv2d_forward(x, w, None, (1, 1), (1, 1), (1, 1), 1), ref_forward(x, w, case),
           np.float32)
+    check(C.conv2d_weight_grad(gy, x, w.shape, (1, 1), (1, 1), (1, 1), 1),
+          ref_weight_grad(gy.astype(np.float64), x, case), np.float32)
 
 
 def test_results_are_fresh_arrays_not_workspace_views():
@@ -322,7 +326,8 @@ def test_heuristic_choices():
         return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, stride, padding,
                                                         1, groups))
     assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
-    assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "im2col"
+    assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
+    assert pick((1, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "im2col"
     assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "im2col"
     assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
     assert pick((8, 32, 28, 28), (32, 1, 3, 3), groups=32) == "depthwise"

@@ -3,8 +3,9 @@
 Columns are laid out (groups, C/groups * R * S, N * Ho * Wo) so each group is one large GEMM; when
 each image alone gives a wide enough GEMM (Ho*Wo >= ``PER_IMAGE_MIN``) the forward pass uses the
 per-image layout (N, groups, C/groups * R * S, Ho * Wo) instead, whose product is already in NCHW
-order. The input gradient is, for stride 1, the forward pass of the flipped, transposed problem,
-else the transposed GEMM followed by col2im (R*S strided adds).
+order. The input gradient is, for stride 1 and K <= C, the forward pass of the flipped,
+transposed problem (columns of gy, K*R*S rows), else the transposed GEMM followed by col2im
+(columns of C*R*S rows, R*S strided adds): whichever column buffer is smaller.
 """
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -67,7 +68,7 @@ def col2im(gcols, g, dtype):
 
 
 def input_grad(gy, w, g):
-    if g.stride == (1, 1):
+    if g.stride == (1, 1) and g.Kg <= g.Cg:
         return forward(*input_grad_problem(gy, w, g))
     L = g.Ho * g.Wo
     wt = w.reshape(g.groups, g.Kg, g.Cg * g.R * g.S).transpose(0, 2, 1)

@@ -6,8 +6,10 @@ algorithm on the first call for a key and keeps the fastest for the process), el
 
 Heuristic (measured on a 2-core Zen 4 with OpenBLAS, float32, see benchmarks/conv.py):
 - depthwise groups (C/groups == 1, groups == C) -> ``depthwise``; 1x1 kernels -> ``direct1x1``;
-- 3x3, stride 1, dilation 1 with min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS -> ``winograd`` (forward
-  and input gradient) when the batch has at least WINOGRAD_MIN_TILES 4x4 output tiles. Batches
+- 3x3, stride 1, dilation 1 with min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS -> ``winograd`` when the
+  batch has at least WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
+  WEIGHT_TILES_FACTOR times as many for the weight gradient, whose 36 GEMMs reduce over tiles and
+  lost to im2col at 128-196 tiles (8x256x14x14, 1x64x56x56) but won at 1568 (8x64x56x56). Batches
   below BATCH_THRESHOLD images are the batch-of-one inference path: the single image alone must
   give WINOGRAD_MIN_TILES tiles, else its 36 GEMMs are too thin and im2col (per-image layout,
   output already in NCHW order) runs instead;
@@ -30,6 +32,7 @@ FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad
 BATCH_THRESHOLD = 2
 WINOGRAD_MIN_CHANNELS = 32
 WINOGRAD_MIN_TILES = 192
+WEIGHT_TILES_FACTOR = 4
 IM2COL_MAX_BYTES = 512 << 20
 
 _tuned = {}
@@ -53,9 +56,10 @@ def heuristic(direction, g):
         return "depthwise"
     if g.R == 1 and g.S == 1:
         return "direct1x1"
-    if direction != "weight" and winograd.supports(g, direction):
+    if winograd.supports(g, direction):
         fg = transposed_geometry(g) if direction == "input" else g
-        if min(fg.Cg, fg.Kg) >= WINOGRAD_MIN_CHANNELS and _tiles(fg) >= WINOGRAD_MIN_TILES:
+        need = WINOGRAD_MIN_TILES * (WEIGHT_TILES_FACTOR if direction == "weight" else 1)
+        if min(fg.Cg, fg.Kg) >= WINOGRAD_MIN_CHANNELS and _tiles(fg) >= need:
             return "winograd"
     cols = g.C * g.R * g.S * g.N * g.Ho * g.Wo * 8
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):

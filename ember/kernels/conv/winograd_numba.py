@@ -92,3 +92,47 @@ def output_transform(M, th, tw, y, k):
             for a in range(min(4, Ho - 4 * ty)):
                 for xx in range(Wo):
                     y[n, kk, 4 * ty + a, xx] = out[a, xx]
+
+
+@njit(cache=True, nogil=True)
+def grad_output_transform(gy, th, tw, GY, k):
+    """GY[6a+b, k, (n*th+ty)*tw+tx] = (A g A^T)[a, b] for the 4x4 tile g of gy at (4ty, 4tx),
+    zero beyond gy's edge (the adjoint of ``output_transform``'s crop).
+
+    ``k`` holds the constants (2, 4, 8) in gy's dtype.
+    """
+    N, K, Ho, Wo = gy.shape
+    c2, c4, c8 = k[0], k[1], k[2]
+    Wb = 4 * tw
+    rows = np.zeros((4, Wb), dtype=gy.dtype)
+    e = np.empty((6, Wb), dtype=gy.dtype)
+    for nk in range(N * K):
+        n, kk = nk // K, nk % K
+        for ty in range(th):
+            for i in range(4):
+                yy = 4 * ty + i
+                if yy < Ho:
+                    for xx in range(Wo):
+                        rows[i, xx] = gy[n, kk, yy, xx]
+                else:
+                    for xx in range(Wo):
+                        rows[i, xx] = 0
+            for j in range(Wb):
+                g0, g1, g2, g3 = rows[0, j], rows[1, j], rows[2, j], rows[3, j]
+                e[0, j] = g0
+                e[1, j] = g0 + g1 + g2 + g3
+                e[2, j] = g0 - g1 + g2 - g3
+                e[3, j] = g0 + c2 * g1 + c4 * g2 + c8 * g3
+                e[4, j] = g0 - c2 * g1 + c4 * g2 - c8 * g3
+                e[5, j] = g3
+            base = (n * th + ty) * tw
+            for a in range(6):
+                for tx in range(tw):
+                    j = 4 * tx
+                    g0, g1, g2, g3 = e[a, j], e[a, j + 1], e[a, j + 2], e[a, j + 3]
+                    GY[6 * a + 0, kk, base + tx] = g0
+                    GY[6 * a + 1, kk, base + tx] = g0 + g1 + g2 + g3
+                    GY[6 * a + 2, kk, base + tx] = g0 - g1 + g2 - g3
+                    GY[6 * a + 3, kk, base + tx] = g0 + c2 * g1 + c4 * g2 + c8 * g3
+                    GY[6 * a + 4, kk, base + tx] = g0 - c2 * g1 + c4 * g2 - c8 * g3
+                    GY[6 * a + 5, kk, base + tx] = g3

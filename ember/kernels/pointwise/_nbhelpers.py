@@ -3,6 +3,8 @@
 Numba cannot compute in float16, so float16 arrays travel as uint16 bit patterns and float16
 values live in float32 registers, rounded to float16 precision (round to nearest even, as NumPy).
 """
+import math
+
 import numpy as np
 from numba import njit, types
 from numba.core.extending import intrinsic
@@ -111,3 +113,20 @@ def tanh_f32(x):
     big = np.float32(1.0) - np.float32(2.0) / (exp_f32(ax + ax) + np.float32(1.0))
     big = big if x >= 0 else -big
     return small if ax < np.float32(0.625) else big
+
+
+@njit(inline="always", error_model="numpy")
+def floordiv_float(a, b):
+    """torch's floor division of floats (c10 div_floor_floating)."""
+    if b == 0:
+        return a / b
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    if mod != 0 and (b < 0) != (mod < 0):
+        div -= 1
+    if div == 0:
+        return math.copysign(0.0, a / b)
+    floordiv = np.floor(div)
+    if div - floordiv > 0.5:
+        floordiv += 1
+    return floordiv

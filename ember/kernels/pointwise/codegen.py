@@ -158,7 +158,7 @@ def kernel_source(typing, out_dtypes, rank, classes):
         "import math",
         "import numpy as np",
         "from numba import njit, prange, types as nt",
-        "from ember.kernels.pointwise._nbhelpers import exp_f32, f2h, h2f, rf16, tanh_f32",
+        "from ember.kernels.pointwise._nbhelpers import exp_f32, f2h, floordiv_float, h2f, rf16, tanh_f32",
         "",
         f"SIGNATURE = nt.void({', '.join(sig)})",
         "",

@@ -1,12 +1,16 @@
 """Run a typed pointwise expression over strided, broadcast ndarrays: output allocation, overlap
 handling, dimension collapsing, and the choice between the compiled kernel and NumPy."""
+import math
+import os
 import threading
 
 import numpy as np
 
-from . import codegen, diskcache, numba_runtime, numpy_eval
+from .. import threads
+from . import codegen, diskcache, numba_runtime
 from .collapse import collapse_dims, iteration_order
 from .expr import Expr, infer_typed
+from .numpy_eval import NumpyPlan
 from .promotion import SCALAR, check_dtype, typed_operand
 
 # Below this many elements the NumPy path runs: compile and launch overhead would dominate.
@@ -18,38 +22,36 @@ MIN_CHUNK = 4096
 
 _lock = threading.RLock()
 _kernels = {}
-
-
-def _operand_typed(x):
-    if isinstance(x, (bool, int, float)) or (isinstance(x, type) and x in (bool, int, float)):
-        return typed_operand(x)
-    if isinstance(x, np.ndarray) or isinstance(x, np.generic):
-        return typed_operand(x)
-    return typed_operand(np.asarray(x))
+_CPU_COUNT = os.cpu_count() or 1
 
 
 def compile_pointwise(expr, in_types):
     """The ``PointwiseKernel`` of ``expr`` for inputs typed by ``in_types`` (cached in memory).
 
-    Each entry of ``in_types`` is an example operand or a type: an ndarray or dtype-like (an input
-    array of that dtype; a 0-d ndarray or NumPy scalar ranks below arrays with dimensions in
-    promotion, as in torch), or a Python scalar or one of ``bool``, ``int``, ``float`` (a Python
-    scalar input passed at call time). Raises ValueError/TypeError as ``infer_types``.
+    ``expr`` is an ``Expr`` or the name of one op. Each entry of ``in_types`` is an example
+    operand or a type: an ndarray or dtype-like (an input array of that dtype; a 0-d ndarray or
+    NumPy scalar ranks below arrays with dimensions in promotion, as in torch), or a Python scalar
+    or one of ``bool``, ``int``, ``float`` (a Python scalar input given at call time). Compiling
+    itself happens on the first call that needs a given rank and layout. Raises ValueError and
+    TypeError as ``infer_types``.
     """
     if isinstance(expr, str):
         expr = Expr.single(expr, len(in_types))
-    typed = tuple(_operand_typed(t) for t in in_types)
+    typed = tuple(typed_operand(t if isinstance(t, (np.ndarray, np.generic, bool, int, float, type, str, np.dtype))
+                                else np.asarray(t)) for t in in_types)
     key = (expr.key(), tuple((dt.str, prio) for dt, prio in typed))
-    with _lock:
-        kernel = _kernels.get(key)
-        if kernel is None:
-            kernel = _kernels[key] = PointwiseKernel(expr, typed)
+    kernel = _kernels.get(key)
+    if kernel is None:
+        with _lock:
+            kernel = _kernels.get(key)
+            if kernel is None:
+                kernel = _kernels[key] = PointwiseKernel(expr, typed)
     return kernel
 
 
 def apply(expr, *operands, out=None, backend=None):
-    """Evaluate ``expr`` (an ``Expr`` or a single op's name) on ``operands``; see
-    ``PointwiseKernel.__call__``. Returns the tuple of outputs."""
+    """Evaluate ``expr`` (an ``Expr`` or one op's name) on ``operands``: ``compile_pointwise``
+    then ``PointwiseKernel.__call__``. Returns the tuple of outputs."""
     return compile_pointwise(expr, operands)(*operands, out=out, backend=backend)
 
 
@@ -96,8 +98,9 @@ def _same_walk(a, o, shape):
             and _element_strides(a, shape) == _element_strides(o, shape))
 
 
-def _has_internal_overlap(o):
-    return any(n > 1 and s == 0 for n, s in zip(o.shape, o.strides))
+def _thread_count():
+    n = threads._num_threads  # get_num_threads() without its os.cpu_count() call per launch
+    return n if n is not None else _CPU_COUNT
 
 
 class PointwiseKernel:
@@ -110,71 +113,84 @@ class PointwiseKernel:
         self.expr = expr
         self.typing = infer_typed(expr, typed_inputs)
         self.out_dtypes = tuple(dt for _, dt in self.typing.outputs)
-        self._scalar = tuple(prio == SCALAR for _, _, prio in self.typing.inputs)
+        self._inputs = tuple((dtype, prio == SCALAR, codegen.scalar_register(dtype).type)
+                             for _, dtype, prio in self.typing.inputs)
+        self._any_scalar = any(s for _, s, _ in self._inputs)
+        self._plan = None
         self._variants = {}
 
     def __repr__(self):
         ins = ", ".join(f"{n}: {'scalar ' if p == SCALAR else ''}{d}" for n, d, p in self.typing.inputs)
-        return f"PointwiseKernel({ins}) -> {tuple(d.name for d in self.out_dtypes)}\n{self.expr}"
+        return f"PointwiseKernel({ins}) -> ({', '.join(d.name for d in self.out_dtypes)})\n{self.expr}"
 
     def __call__(self, *operands, out=None, backend=None):
         """Evaluate on ``operands``, broadcasting them together; return a tuple of outputs.
 
-        Arrays must have the dtypes the kernel was compiled for; scalar inputs take Python scalars.
-        ``out`` is None (outputs are allocated in the inputs' memory order), an array, or a tuple
-        of arrays of the broadcast shape whose dtypes the results can be cast to ('same_kind');
-        they may be inputs or overlap inputs. ``backend`` is None (the compiled kernel from
-        ``MIN_COMPILED_SIZE`` elements when Numba is present, else NumPy), ``"numba"`` or
-        ``"numpy"``. Raises TypeError for wrong dtypes, ValueError for shapes that do not
-        broadcast, bad or self-overlapping outputs, and RuntimeError for ``"numba"`` without Numba.
+        Arrays must have the dtypes the kernel was compiled for; scalar inputs take Python or
+        NumPy scalars. ``out`` is None (outputs are allocated in the inputs' memory order), an
+        array, or a sequence of arrays of the broadcast shape whose dtypes the results can be cast
+        to ('same_kind'); an output may be an input or overlap one. ``backend`` is None (compiled
+        from ``MIN_COMPILED_SIZE`` elements when Numba is importable, else NumPy), ``"numba"`` or
+        ``"numpy"``. Raises TypeError for wrong operand count or dtypes, ValueError for shapes
+        that do not broadcast and for read-only, misshapen or self-overlapping outputs, and
+        RuntimeError for ``backend="numba"`` without Numba.
         """
-        inputs = self._check_inputs(operands)
-        arrays = [a for a, s in zip(inputs, self._scalar) if not s]
-        try:
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-        except ValueError:
-            raise ValueError("pointwise: operand shapes " + ", ".join(str(a.shape) for a in arrays)
-                             + " do not broadcast") from None
-        outs = self._check_outs(out, shape)
-        size = int(np.prod(shape))
+        if len(operands) != len(self._inputs):
+            raise TypeError(f"pointwise: kernel takes {len(self._inputs)} operands, got {len(operands)}")
+        inputs = []
+        arrays = []
+        for x, (dtype, scalar, reg) in zip(operands, self._inputs):
+            if scalar:
+                if not isinstance(x, (bool, int, float, np.generic)) or isinstance(x, np.ndarray):
+                    raise TypeError(f"pointwise: a scalar input takes a Python scalar, got {type(x).__name__}")
+                x = reg(x).item()
+            else:
+                if type(x) is not np.ndarray:
+                    x = np.asarray(x)
+                if x.dtype != dtype:
+                    raise TypeError(f"pointwise: expected an input of dtype {dtype}, got {x.dtype}")
+                arrays.append(x)
+            inputs.append(x)
+        shape = arrays[0].shape if arrays else ()
+        if any(a.shape != shape for a in arrays):
+            try:
+                shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            except ValueError:
+                raise ValueError("pointwise: operand shapes " + ", ".join(str(a.shape) for a in arrays)
+                                 + " do not broadcast") from None
+        outs = None if out is None else self._check_outs(out, shape)
+        size = math.prod(shape)
         if backend is None:
             backend = "numba" if size >= MIN_COMPILED_SIZE and numba_runtime.has_compiler() else "numpy"
-        elif backend == "numba" and not numba_runtime.has_compiler():
-            raise RuntimeError("pointwise: backend='numba' asked for but numba cannot be imported")
-        elif backend not in ("numba", "numpy"):
+        elif backend == "numba":
+            if not numba_runtime.has_compiler():
+                raise RuntimeError("pointwise: backend='numba' asked for but numba cannot be imported")
+        elif backend != "numpy":
             raise ValueError(f"pointwise: backend must be None, 'numba' or 'numpy', got {backend!r}")
         if outs is None:
-            order = iteration_order(shape, *(_element_strides(a, shape) for a in arrays))
-            outs = tuple(np.empty(tuple(shape[d] for d in order), dt).transpose(np.argsort(order))
-                         for dt in self.out_dtypes)
+            if all(a.flags.c_contiguous for a in arrays):
+                outs = tuple(np.empty(shape, dt) for dt in self.out_dtypes)
+            else:
+                order = iteration_order(shape, *(_element_strides(a, shape) for a in arrays))
+                inverse = tuple(np.argsort(order))
+                outs = tuple(np.empty(tuple(shape[d] for d in order), dt).transpose(inverse)
+                             for dt in self.out_dtypes)
+            fresh = True
+        else:
+            fresh = False
         if size == 0:
             return outs
         if backend == "numpy":
-            inputs = [x if s or not any(np.may_share_memory(x, o) for o in outs) else x.copy()
-                      for x, s in zip(inputs, self._scalar)]
-            return numpy_eval.evaluate(self.typing, inputs, outs)
-        self._run_compiled(inputs, outs, shape)
+            if not fresh:
+                inputs = [x if s or not any(np.may_share_memory(x, o) for o in outs) else x.copy()
+                          for x, (_, s, _) in zip(inputs, self._inputs)]
+            if self._plan is None:
+                self._plan = NumpyPlan(self.typing)
+            return self._plan.run(inputs, outs, shape)
+        self._run_compiled(inputs, arrays, outs, shape, fresh)
         return outs
 
-    def _check_inputs(self, operands):
-        if len(operands) != len(self._scalar):
-            raise TypeError(f"pointwise: kernel takes {len(self._scalar)} operands, got {len(operands)}")
-        inputs = []
-        for x, (name, dtype, prio) in zip(operands, self.typing.inputs):
-            if prio == SCALAR:
-                if not isinstance(x, (bool, int, float, np.generic)) or np.ndim(x):
-                    raise TypeError(f"pointwise: input {name} is a scalar input, got {type(x).__name__}")
-                x = codegen.scalar_register(dtype).type(x).item()
-            else:
-                x = np.asarray(x)
-                if x.dtype != dtype:
-                    raise TypeError(f"pointwise: input {name} must be {dtype}, got {x.dtype}")
-            inputs.append(x)
-        return inputs
-
     def _check_outs(self, out, shape):
-        if out is None:
-            return None
         outs = (out,) if isinstance(out, np.ndarray) else tuple(out)
         if len(outs) != len(self.out_dtypes):
             raise ValueError(f"pointwise: expression has {len(self.out_dtypes)} outputs, out= gives {len(outs)}")
@@ -184,10 +200,10 @@ class PointwiseKernel:
                                  f"{getattr(o, 'shape', type(o).__name__)}")
             if not o.flags.writeable:
                 raise ValueError("pointwise: out array is read-only")
+            check_dtype(o.dtype)
             if not np.can_cast(dt, o.dtype, "same_kind"):
                 raise TypeError(f"pointwise: result dtype {dt} can't be cast to the out dtype {o.dtype}")
-            check_dtype(o.dtype)
-            if _has_internal_overlap(o):
+            if any(n > 1 and s == 0 for n, s in zip(o.shape, o.strides)):
                 raise ValueError("pointwise: out has elements that share memory (a broadcast view)")
         for i, a in enumerate(outs):
             for b in outs[i + 1:]:
@@ -195,62 +211,65 @@ class PointwiseKernel:
                     raise ValueError("pointwise: two outputs share memory")
         return outs
 
-    def _run_compiled(self, inputs, outs, shape):
-        arrays = []
-        for x, s in zip(inputs, self._scalar):
-            if s:
-                continue
-            if _needs_copy(x) or any(_overlaps(x, o) and not _same_walk(x, o, shape) for o in outs):
-                x = x.copy()
-            arrays.append(x)
+    def _run_compiled(self, inputs, arrays, outs, shape, fresh):
         writes = []
-        targets = []
-        for o in outs:
-            if _needs_copy(o):
-                tmp = np.empty(o.shape, o.dtype)
-                writes.append((o, tmp))
-                o = tmp
-            targets.append(o)
-        operands = arrays + targets
-        strides = [_element_strides(a, shape) for a in operands]
-        order = iteration_order(shape, *(strides[len(arrays):] + strides[:len(arrays)]))
-        shape_p = tuple(shape[d] for d in order)
-        collapsed = collapse_dims(shape_p, *(tuple(st[d] for d in order) for st in strides))
-        cshape, cstrides = collapsed.shape, collapsed.strides
-        if not cshape:
-            cshape, cstrides = (1,), tuple((0,) for _ in operands)
+        if not fresh:
+            arrays = [x.copy() if _needs_copy(x) or any(_overlaps(x, o) and not _same_walk(x, o, shape)
+                                                        for o in outs) else x
+                      for x in arrays]
+            targets = []
+            for o in outs:
+                if _needs_copy(o):
+                    tmp = np.empty(o.shape, o.dtype)
+                    writes.append((o, tmp))
+                    o = tmp
+                targets.append(o)
+        else:
+            arrays = [x.copy() if _needs_copy(x) else x for x in arrays]
+            targets = outs
+        operands = arrays + list(targets)
+        if all(a.flags.c_contiguous and a.shape == shape for a in operands):
+            cshape = (math.prod(shape),)
+            cstrides = ((1,),) * len(operands)
+            args = []
+            for a in operands:
+                buf = a.reshape(-1)
+                args += [buf.view(np.uint16) if a.dtype == np.float16 else buf, 0, (1,)]
+        else:
+            strides = [_element_strides(a, shape) for a in operands]
+            order = iteration_order(shape, *(strides[len(arrays):] + strides[:len(arrays)]))
+            collapsed = collapse_dims(tuple(shape[d] for d in order),
+                                      *(tuple(st[d] for d in order) for st in strides))
+            cshape, cstrides = collapsed.shape, collapsed.strides
+            if not cshape:
+                cshape, cstrides = (1,), ((0,),) * len(operands)
+            args = []
+            for a, st in zip(operands, cstrides):
+                buf, off = _flat(a)
+                args += [buf.view(np.uint16) if a.dtype == np.float16 else buf, off, st]
+        if self._any_scalar:
+            args += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
         classes = tuple("c" if st[-1] == 1 else ("b" if st[-1] == 0 else "s") for st in cstrides)
-        fn = self._variant(tuple(o.dtype for o in targets), len(cshape), classes)
-        args = []
-        for a, st in zip(operands, cstrides):
-            buf, off = _flat(a)
-            if a.dtype == np.float16:
-                buf = buf.view(np.uint16)
-            args += [buf, off, st]
-        args += [x for x, s in zip(inputs, self._scalar) if s]
-        threads = numba_runtime.sync_threads()
-        size = int(np.prod(cshape))
+        key = (tuple(o.dtype for o in targets), len(cshape), classes)
+        fn = self._variants.get(key) or self._compile(key)
+        n_threads = numba_runtime.sync_threads(_thread_count())
+        size = math.prod(cshape)
         inner = cshape[-1]
         rows = size // inner
-        serial = threads == 1 or size < MIN_PARALLEL_SIZE
+        serial = n_threads == 1 or size < MIN_PARALLEL_SIZE
         nchunks = 1
-        if not serial and rows < 4 * threads:
-            nchunks = max(1, min(-(-4 * threads // rows), inner // MIN_CHUNK))
-        chunk = -(-inner // nchunks)
-        fn(cshape, chunk, nchunks, rows * nchunks, serial, *args)
+        if not serial and rows < 4 * n_threads:
+            nchunks = max(1, min(-(-4 * n_threads // rows), inner // MIN_CHUNK))
+        fn(cshape, -(-inner // nchunks), nchunks, rows * nchunks, serial, *args)
         for o, tmp in writes:
             o[...] = tmp
 
-    def _variant(self, out_dtypes, rank, classes):
-        key = (out_dtypes, rank, classes)
-        fn = self._variants.get(key)
-        if fn is None:
-            with _lock:
-                fn = self._variants.get(key)
-                if fn is None:
-                    numba = numba_runtime.numba_module()
-                    source = codegen.kernel_source(self.typing, out_dtypes, rank, classes)
-                    fn = diskcache.load_source(source, numba.__version__).kernel
-                    self._variants[key] = fn
+    def _compile(self, key):
+        with _lock:
+            fn = self._variants.get(key)
+            if fn is None:
+                out_dtypes, rank, classes = key
+                source = codegen.kernel_source(self.typing, out_dtypes, rank, classes)
+                fn = diskcache.load_source(source, numba_runtime.numba_module().__version__).kernel
+                self._variants[key] = fn
         return fn
-

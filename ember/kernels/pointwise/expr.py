@@ -74,6 +74,7 @@ class Expr:
         object.__setattr__(self, "inputs", inputs)
         object.__setattr__(self, "steps", tuple(steps))
         object.__setattr__(self, "outputs", outputs)
+        object.__setattr__(self, "_key", None)
 
     @classmethod
     def single(cls, op_name, n_inputs=None, *params):
@@ -86,6 +87,11 @@ class Expr:
 
     def key(self):
         """A string that identifies the expression exactly (constants by type and value)."""
+        if self._key is None:
+            object.__setattr__(self, "_key", self._make_key())
+        return self._key
+
+    def _make_key(self):
         def fmt(arg):
             return f"{type(arg).__name__}:{arg!r}"
         steps = ";".join(f"{n}={o}(" + ",".join(fmt(a) for a in args) + ")" for n, o, args in self.steps)

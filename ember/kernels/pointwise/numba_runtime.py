@@ -10,8 +10,7 @@ spin keeps the 2 us launches and leaves the cores to BLAS. When OpenMP is unavai
 workqueue layer is used.
 """
 import os
-
-from ..threads import get_num_threads
+import threading
 
 SPINCOUNT = "1000"
 _numba = None
@@ -57,10 +56,15 @@ def has_compiler():
     return numba_module() is not None
 
 
-def sync_threads():
-    """Set Numba's thread count (for this Python thread) to ember's; return the count used."""
+_current = threading.local()
+
+
+def sync_threads(n):
+    """Use ``n`` threads (capped by ``NUMBA_NUM_THREADS``) in Numba's parallel loops launched from
+    this Python thread (Numba's count is per thread); return the count used."""
     numba = numba_module()
-    n = max(1, min(get_num_threads(), numba.config.NUMBA_NUM_THREADS))
-    if numba.get_num_threads() != n:
+    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+    if getattr(_current, "n", None) != n:
         numba.set_num_threads(n)
+        _current.n = n
     return n

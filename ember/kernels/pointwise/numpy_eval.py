@@ -8,60 +8,88 @@ per live intermediate, runs on one thread (NumPy's ufuncs do not thread), and ev
 import numpy as np
 
 from .ops import opmath
+from .promotion import SCALAR
 
 
-def _as_compute(value, dtype):
-    """``value`` (array, NumPy scalar or Python scalar) converted to ``dtype`` then to its compute
-    type, the way the compiled kernels convert operands."""
-    if value is None:
-        return None
-    arr = np.asarray(value)
-    if arr.dtype != dtype:
-        arr = arr.astype(dtype)
-    comp = opmath(dtype)
-    if arr.dtype != comp:
-        arr = arr.astype(comp)
-    return arr if arr.ndim else arr[()]
+def _conversions(frm, to):
+    """The dtypes a value of ``frm`` is cast through to compute as ``to`` (rounding to ``to``
+    first, then widening to its compute type)."""
+    steps = []
+    if frm != to:
+        steps.append(to)
+    if opmath(to) != to:
+        steps.append(opmath(to))
+    return tuple(steps)
 
 
-def _last_uses(typing):
-    last = {}
-    for i, step in enumerate(typing.steps):
-        for a in step.operands:
-            if isinstance(a, str):
-                last[a] = i
-    for name, _ in typing.outputs:
-        last[name] = len(typing.steps)
-    return last
+class NumpyPlan:
+    """A typing compiled into a list of NumPy calls; ``run(inputs, outs)`` evaluates it."""
 
+    def __init__(self, typing):
+        slots = {}
+        dtypes = {}
+        for i, (name, dtype, prio) in enumerate(typing.inputs):
+            slots[name] = i
+            dtypes[name] = None if prio == SCALAR else dtype
+        n_inputs = len(typing.inputs)
+        last = {}
+        for j, step in enumerate(typing.steps):
+            for a in step.operands:
+                if isinstance(a, str):
+                    last[slots.get(a, a)] = j
+            slots[step.name] = n_inputs + j
+            dtypes[step.name] = step.result
+        for name, _ in typing.outputs:
+            last[slots[name]] = len(typing.steps)
+        self.n_values = n_inputs + len(typing.steps)
+        self.steps = []
+        for j, step in enumerate(typing.steps):
+            operands = []
+            for a, dt in zip(step.operands, step.cast_to):
+                if a is None:
+                    operands.append((None, None, ()))
+                elif isinstance(a, str):
+                    frm = dtypes[a]
+                    conv = (dt,) if frm is None else _conversions(frm, dt)
+                    operands.append((slots[a], None, conv))
+                else:
+                    const = np.asarray(a).astype(dt).astype(opmath(dt))[()]
+                    operands.append((None, const, ()))
+            frees = tuple(slots[a] for a in set(a for a in step.operands if isinstance(a, str))
+                          if last.get(slots[a]) == j and slots[a] >= n_inputs)
+            self.steps.append((step.op.numpy, step.params, tuple(operands), step.result, frees, step.name))
+        self.outputs = tuple(slots[name] for name, _ in typing.outputs)
+        self.out_names = tuple(name for name, _ in typing.outputs)
+        self.n_inputs = n_inputs
 
-def evaluate(typing, inputs, outs):
-    """Run ``typing`` on ``inputs`` (arrays or Python scalars, in input order) writing into ``outs``
-    (arrays of the broadcast shape, one per output). Inputs must not share memory with ``outs``."""
-    values = dict(zip((name for name, _, _ in typing.inputs), inputs))
-    out_of = {}
-    for (name, dtype), out in zip(typing.outputs, outs):
-        if name not in out_of and out.dtype == dtype:
-            out_of[name] = out
-    last = _last_uses(typing)
-    pool = {}
-    owned = set()
-    for i, step in enumerate(typing.steps):
-        operands = [_as_compute(values[a] if isinstance(a, str) else a, dt)
-                    for a, dt in zip(step.operands, step.cast_to)]
-        target = out_of.get(step.name)
-        if target is None:
-            shape = np.broadcast_shapes(*(np.shape(o) for o in operands if o is not None))
-            free = pool.get((step.result, shape))
-            target = free.pop() if free else np.empty(shape, step.result)
-            owned.add(step.name)
-        step.op.numpy(target, step.params, *operands)
-        values[step.name] = target
-        for a in set(a for a in step.operands if isinstance(a, str)):
-            if last.get(a) == i and a in owned:
-                buf = values[a]
-                pool.setdefault((buf.dtype, buf.shape), []).append(buf)
-    for (name, _), out in zip(typing.outputs, outs):
-        if values[name] is not out:
-            np.copyto(out, values[name], casting="unsafe")
-    return outs
+    def run(self, inputs, outs, shape):
+        """Evaluate on ``inputs`` (arrays or Python scalars) into ``outs`` (arrays of ``shape``).
+        Inputs must not share memory with ``outs``."""
+        values = list(inputs) + [None] * (self.n_values - self.n_inputs)
+        direct = {}
+        for slot, out in zip(self.outputs, outs):
+            direct.setdefault(slot, out)
+        pool = {}
+        with np.errstate(all="ignore"):
+            for j, (fn, params, operands, result, frees, _) in enumerate(self.steps):
+                args = []
+                for slot, const, conv in operands:
+                    v = const if slot is None else values[slot]
+                    for dt in conv:
+                        v = v.astype(dt) if isinstance(v, (np.ndarray, np.generic)) else np.asarray(v).astype(dt)[()]
+                    args.append(v)
+                slot = self.n_inputs + j
+                target = direct.get(slot)
+                if target is None or target.dtype != result:
+                    free = pool.get(result)
+                    target = free.pop() if free else np.empty(shape, result)
+                fn(target, params, *args)
+                values[slot] = target
+                for f in frees:
+                    buf = values[f]
+                    if all(buf is not o for o in outs):
+                        pool.setdefault(buf.dtype, []).append(buf)
+        for slot, out in zip(self.outputs, outs):
+            if values[slot] is not out:
+                np.copyto(out, values[slot], casting="unsafe")
+        return outs

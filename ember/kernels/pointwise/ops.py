@@ -120,6 +120,19 @@ def _np_softplus(out, params, a):
     np.copyto(out, np.where(bx > threshold, a, soft), casting="unsafe")
 
 
+def _np_floor_divide(out, params, a, b):
+    if np.asarray(a).dtype.kind != "f":
+        np.floor_divide(a, b, out=out, casting="unsafe")
+        return
+    mod = np.fmod(a, b)
+    div = (a - mod) / b
+    div = np.asarray(div - ((mod != 0) & ((b < 0) != (mod < 0))))
+    floor = np.floor(div)
+    floor += (div - floor) > 0.5
+    zero = np.copysign(np.zeros_like(div), np.asarray(a / b))
+    np.copyto(out, np.where(b == 0, a / b, np.where(div == 0, zero, floor)), casting="unsafe")
+
+
 def _np_clamp(out, params, a, lo, hi):
     t = np.asarray(a)
     if lo is not None:
@@ -198,8 +211,8 @@ _OPS = [
     Op("sub", 2, "same", lambda K, p, a, b: f"{a} - {b}", _ufunc(np.subtract), bool_ok=False),
     Op("mul", 2, "same", _nb_bool_aware("{a} * {b}", "({a} and {b})"), _ufunc(np.multiply)),
     Op("div", 2, "float", lambda K, p, a, b: f"{a} / {b}", _ufunc(np.divide)),
-    Op("floor_divide", 2, "same", lambda K, p, a, b: f"np.floor_divide({a}, {b})" if K.is_float else f"{a} // {b}",
-       _ufunc(np.floor_divide), bool_ok=False),
+    Op("floor_divide", 2, "same", lambda K, p, a, b: f"floordiv_float({a}, {b})" if K.is_float else f"{a} // {b}",
+       _errstate(_np_floor_divide), bool_ok=False),
     Op("remainder", 2, "same", lambda K, p, a, b: f"np.remainder({a}, {b})" if K.is_float else f"{a} % {b}",
        _ufunc(np.remainder), bool_ok=False),
     Op("pow", 2, "same", lambda K, p, a, b: f"{a} ** {b}", _ufunc(np.power), bool_ok=False),

@@ -1,0 +1,167 @@
+"""Kernels of the nn layers (issue 3) that are not convolution or pooling: batch norm, the fused
+LSTM / GRU time steps, and an argument-order adapter for transposed convolution.
+
+ndarrays in, ndarrays out; no Tensor, autograd or tracing here.
+"""
+import numpy as np
+
+from ember.kernels import conv as _conv
+from ember.kernels.errors import KernelError
+
+
+# ---------------------------------------------------------------------------- conv_transpose
+def conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation):
+    """torch's argument order (…, groups, dilation) onto the conv engine's (…, dilation, groups)."""
+    return _conv.conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
+                                          groups)
+
+
+# ---------------------------------------------------------------------------- batch norm
+def _bn_axes(x):
+    if x.ndim < 2:
+        raise KernelError(f"batch_norm: expected an input with at least 2 dimensions (N, C, ...), "
+                          f"got shape {list(x.shape)}")
+    return (0,) + tuple(range(2, x.ndim))
+
+
+def bn_param_shape(ndim, c):
+    return (1, c) + (1,) * (ndim - 2)
+
+
+def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
+    """Batch normalisation over every axis but 1. Returns (output, mean, var) where mean and var
+    are the batch statistics (biased var) when ``training``, else the running ones.
+
+    Running statistics are not updated here (the caller does, from the returned mean and var).
+    Raises KernelError for an input of fewer than 2 dims, a batch of one value per channel in
+    training, or missing running statistics in evaluation.
+    """
+    axes = _bn_axes(x)
+    c = x.shape[1]
+    if training:
+        n = x.size // max(c, 1)
+        if n <= 1:
+            raise KernelError(f"Expected more than 1 value per channel when training, got input "
+                              f"size {list(x.shape)}")
+        mean = x.mean(axis=axes)
+        xc = x - mean.reshape(bn_param_shape(x.ndim, c))
+        var = np.square(xc).mean(axis=axes).astype(x.dtype, copy=False)
+    else:
+        if running_mean is None or running_var is None:
+            raise KernelError("batch_norm: running_mean and running_var are required when not "
+                              "training")
+        mean = running_mean.astype(x.dtype, copy=False)
+        var = running_var.astype(x.dtype, copy=False)
+    invstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
+    scale = invstd if weight is None else weight * invstd
+    shift = -mean * scale
+    if bias is not None:
+        shift = shift + bias
+    shp = bn_param_shape(x.ndim, c)
+    out = x * scale.reshape(shp).astype(x.dtype, copy=False)
+    out += shift.reshape(shp).astype(x.dtype, copy=False)
+    return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
+
+
+def native_batch_norm_backward(grad, x, weight, mean, var, training, eps, needs):
+    """Gradients of ``native_batch_norm`` for (input, weight, bias) as ndarrays (or None)."""
+    axes = _bn_axes(x)
+    shp = bn_param_shape(x.ndim, x.shape[1])
+    invstd = (1.0 / np.sqrt(var + x.dtype.type(eps))).astype(x.dtype, copy=False)
+    xhat = (x - mean.reshape(shp)) * invstd.reshape(shp)
+    gb = grad.sum(axis=axes)
+    gw = (grad * xhat).sum(axis=axes)
+    gx = None
+    if needs[0]:
+        w = invstd if weight is None else weight * invstd
+        if training:
+            n = x.size // x.shape[1]
+            gx = (grad - (gb / n).reshape(shp) - xhat * (gw / n).reshape(shp)) * w.reshape(shp)
+        else:
+            gx = grad * w.reshape(shp)
+    return (gx, gw if needs[1] and weight is not None else None,
+            gb if needs[2] and len(needs) > 2 else None)
+
+
+# ---------------------------------------------------------------------------- recurrent steps
+def _sigmoid(a):
+    out = np.negative(a)
+    np.exp(out, out=out)
+    out += 1.0
+    np.reciprocal(out, out=out)
+    return out
+
+
+def lstm_step(gx, hx, cx, w_hh):
+    """One LSTM time step (torch gate order i, f, g, o).
+
+    ``gx`` (B, 4H) is the input projection plus both biases; returns (hy, cy, workspace) where the
+    workspace (B, 5H) holds the activated gates and tanh(cy) for the backward pass.
+    Raises KernelError for inconsistent shapes.
+    """
+    H = hx.shape[-1]
+    if gx.shape[-1] != 4 * H or w_hh.shape != (4 * H, H):
+        raise KernelError(f"lstm_step: gates {list(gx.shape)}, hidden {list(hx.shape)} and "
+                          f"weight_hh {list(w_hh.shape)} do not fit (expected 4*hidden gates)")
+    gates = gx + hx @ w_hh.T
+    ws = np.empty(gates.shape[:-1] + (5 * H,), gates.dtype)
+    ws[..., :2 * H] = _sigmoid(gates[..., :2 * H])
+    np.tanh(gates[..., 2 * H:3 * H], out=ws[..., 2 * H:3 * H])
+    ws[..., 3 * H:4 * H] = _sigmoid(gates[..., 3 * H:])
+    i, f, g, o = ws[..., :H], ws[..., H:2 * H], ws[..., 2 * H:3 * H], ws[..., 3 * H:4 * H]
+    cy = f * cx
+    cy += i * g
+    tc = np.tanh(cy, out=ws[..., 4 * H:])
+    hy = o * tc
+    return hy, cy, ws
+
+
+def lstm_step_backward(dh, dc, ws, hx, cx, w_hh):
+    """Gradients (d_gx, d_hx, d_cx, d_w_hh) of ``lstm_step`` from its workspace."""
+    H = hx.shape[-1]
+    i, f, g, o, tc = (ws[..., k * H:(k + 1) * H] for k in range(5))
+    dct = dh * o * (1.0 - tc * tc)
+    dct += dc
+    dgates = np.empty(ws.shape[:-1] + (4 * H,), ws.dtype)
+    dgates[..., :H] = dct * g * i * (1.0 - i)
+    dgates[..., H:2 * H] = dct * cx * f * (1.0 - f)
+    dgates[..., 2 * H:3 * H] = dct * i * (1.0 - g * g)
+    dgates[..., 3 * H:] = dh * tc * o * (1.0 - o)
+    return dgates, dgates @ w_hh, dct * f, dgates.T @ hx
+
+
+def gru_step(gx, hx, w_hh, b_hh):
+    """One GRU time step (torch gate order r, z, n).
+
+    ``gx`` (B, 3H) is the input projection plus b_ih; returns (hy, workspace) where the workspace
+    (B, 4H) holds r, z, n and the hidden projection of the n gate.
+    Raises KernelError for inconsistent shapes.
+    """
+    H = hx.shape[-1]
+    if gx.shape[-1] != 3 * H or w_hh.shape != (3 * H, H):
+        raise KernelError(f"gru_step: gates {list(gx.shape)}, hidden {list(hx.shape)} and "
+                          f"weight_hh {list(w_hh.shape)} do not fit (expected 3*hidden gates)")
+    gh = hx @ w_hh.T
+    if b_hh is not None:
+        gh += b_hh
+    ws = np.empty(gx.shape[:-1] + (4 * H,), gx.dtype)
+    ws[..., :2 * H] = _sigmoid(gx[..., :2 * H] + gh[..., :2 * H])
+    r, z = ws[..., :H], ws[..., H:2 * H]
+    ws[..., 3 * H:] = gh[..., 2 * H:]
+    n = np.tanh(gx[..., 2 * H:] + r * gh[..., 2 * H:], out=ws[..., 2 * H:3 * H])
+    hy = n + z * (hx - n)
+    return hy, ws
+
+
+def gru_step_backward(dh, ws, hx, w_hh):
+    """Gradients (d_gx, d_hx, d_w_hh, d_b_hh) of ``gru_step`` from its workspace."""
+    H = hx.shape[-1]
+    r, z, n, ghn = (ws[..., k * H:(k + 1) * H] for k in range(4))
+    dn = dh * (1.0 - z) * (1.0 - n * n)
+    dgx = np.empty(ws.shape[:-1] + (3 * H,), ws.dtype)
+    dgx[..., :H] = dn * ghn * r * (1.0 - r)
+    dgx[..., H:2 * H] = dh * (hx - n) * z * (1.0 - z)
+    dgx[..., 2 * H:] = dn
+    dgh = dgx.copy()
+    dgh[..., 2 * H:] *= r
+    return dgx, dh * z + dgh @ w_hh, dgh.T @ hx, dgh.sum(axis=0)

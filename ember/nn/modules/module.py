@@ -1,0 +1,568 @@
+"""``Module``: the base class of every layer and model, with torch's registration, traversal,
+state-dict and hook semantics (keys such as ``features.0.weight`` match torch's)."""
+import itertools
+from collections import OrderedDict, namedtuple
+
+import numpy as np
+
+from ember import _dtype
+from ember.autograd.grad_mode import no_grad
+from ember.nn.parameter import Parameter
+from ember.tensor import Tensor
+
+_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+
+class _RemovableHandle:
+    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook."""
+
+    _next_id = itertools.count()
+
+    def __init__(self, hooks_dict):
+        self.hooks_dict = hooks_dict
+        self.id = next(self._next_id)
+
+    def remove(self):
+        self.hooks_dict.pop(self.id, None)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.remove()
+
+
+class Module:
+    """Base class for all neural-network modules.
+
+    Submodules, parameters and buffers assigned as attributes are registered and found by
+    ``parameters()``, ``state_dict()``, ``to()`` and the rest.
+    """
+
+    training: bool
+    _version = 1
+
+    def __init__(self, *args, **kwargs):
+        if args or kwargs:
+            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        d = self.__dict__
+        d["training"] = True
+        d["_parameters"] = OrderedDict()
+        d["_buffers"] = OrderedDict()
+        d["_non_persistent_buffers_set"] = set()
+        d["_modules"] = OrderedDict()
+        d["_forward_hooks"] = OrderedDict()
+        d["_forward_hooks_with_kwargs"] = set()
+        d["_forward_pre_hooks"] = OrderedDict()
+        d["_forward_pre_hooks_with_kwargs"] = set()
+        d["_state_dict_hooks"] = OrderedDict()
+        d["_load_state_dict_pre_hooks"] = OrderedDict()
+
+    def forward(self, *args, **kwargs):
+        raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
+                                  '"forward" function')
+
+    # ---- calling -------------------------------------------------------------------------
+    def __call__(self, *args, **kwargs):
+        for hid, hook in list(self._forward_pre_hooks.items()):
+            if hid in self._forward_pre_hooks_with_kwargs:
+                res = hook(self, args, kwargs)
+                if res is not None:
+                    args, kwargs = res
+            else:
+                res = hook(self, args)
+                if res is not None:
+                    args = res if isinstance(res, tuple) else (res,)
+        result = self.forward(*args, **kwargs)
+        for hid, hook in list(self._forward_hooks.items()):
+            if hid in self._forward_hooks_with_kwargs:
+                res = hook(self, args, kwargs, result)
+            else:
+                res = hook(self, args, result)
+            if res is not None:
+                result = res
+        return result
+
+    def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
+        """Call ``hook(module, args)`` before forward; it may return replacement args."""
+        h = _RemovableHandle(self._forward_pre_hooks)
+        self._forward_pre_hooks[h.id] = hook
+        if with_kwargs:
+            self._forward_pre_hooks_with_kwargs.add(h.id)
+        if prepend:
+            self._forward_pre_hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
+                              always_call=False):
+        """Call ``hook(module, args, output)`` after forward; it may return a replacement."""
+        h = _RemovableHandle(self._forward_hooks)
+        self._forward_hooks[h.id] = hook
+        if with_kwargs:
+            self._forward_hooks_with_kwargs.add(h.id)
+        if prepend:
+            self._forward_hooks.move_to_end(h.id, last=False)
+        return h
+
+    # ---- registration --------------------------------------------------------------------
+    def register_parameter(self, name, param):
+        """Add a parameter (or None) under ``name``. Raises KeyError/TypeError for bad names or
+        values."""
+        if "_parameters" not in self.__dict__:
+            raise AttributeError("cannot assign parameter before Module.__init__() call")
+        _check_name(self, name, "parameter")
+        if param is not None and not isinstance(param, Parameter):
+            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+                            f"'{name}' (ember.nn.Parameter or None required)")
+        self._parameters[name] = param
+
+    def register_buffer(self, name, tensor, persistent=True):
+        """Add a buffer (or None); non-persistent buffers are left out of the state dict."""
+        if "_buffers" not in self.__dict__:
+            raise AttributeError("cannot assign buffer before Module.__init__() call")
+        _check_name(self, name, "buffer")
+        if tensor is not None and not isinstance(tensor, Tensor):
+            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
+                            "(ember Tensor or None required)")
+        self._buffers[name] = tensor
+        if persistent:
+            self._non_persistent_buffers_set.discard(name)
+        else:
+            self._non_persistent_buffers_set.add(name)
+
+    def add_module(self, name, module):
+        """Add a child module (or None) under ``name``."""
+        if module is not None and not isinstance(module, Module):
+            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+        if not isinstance(name, str):
+            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+        if "." in name or name == "":
+            raise KeyError(f'module name can\'t contain ".", or be empty, got "{name}"')
+        if hasattr(self, name) and name not in self._modules:
+            raise KeyError(f"attribute '{name}' already exists")
+        self._modules[name] = module
+
+    register_module = add_module
+
+    def get_submodule(self, target):
+        """The submodule at dotted path ``target``; AttributeError if there is none."""
+        mod = self
+        if target == "":
+            return mod
+        for item in target.split("."):
+            if not hasattr(mod, item) or not isinstance(getattr(mod, item), Module):
+                raise AttributeError(f"{type(mod).__name__} has no submodule `{item}`")
+            mod = getattr(mod, item)
+        return mod
+
+    def get_parameter(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._parameters:
+            raise AttributeError(f"{type(mod).__name__} has no parameter `{name}`")
+        return mod._parameters[name]
+
+    def get_buffer(self, target):
+        mod_path, _, name = target.rpartition(".")
+        mod = self.get_submodule(mod_path)
+        if name not in mod._buffers:
+            raise AttributeError(f"{type(mod).__name__} has no buffer `{name}`")
+        return mod._buffers[name]
+
+    def __setattr__(self, name, value):
+        d = self.__dict__
+        params = d.get("_parameters")
+        if isinstance(value, Parameter):
+            if params is None:
+                raise AttributeError("cannot assign parameters before Module.__init__() call")
+            _remove_from(self, name)
+            self.register_parameter(name, value)
+            return
+        if params is not None and name in params:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
+                                "(ember.nn.Parameter or None expected)")
+            params[name] = None
+            return
+        modules = d.get("_modules")
+        if isinstance(value, Module):
+            if modules is None:
+                raise AttributeError("cannot assign module before Module.__init__() call")
+            _remove_from(self, name)
+            modules[name] = value
+            return
+        if modules is not None and name in modules:
+            if value is not None:
+                raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
+                                f"'{name}' (ember.nn.Module or None expected)")
+            modules[name] = None
+            return
+        buffers = d.get("_buffers")
+        if isinstance(value, Tensor) and value.__dict__.get("_buffer_persistent") is not None:
+            _remove_from(self, name)
+            self.register_buffer(name, value, value.__dict__.pop("_buffer_persistent"))
+            return
+        if buffers is not None and name in buffers:
+            if value is not None and not isinstance(value, Tensor):
+                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                                "(ember Tensor or None expected)")
+            buffers[name] = value
+            return
+        object.__setattr__(self, name, value)
+
+    def __getattr__(self, name):
+        d = self.__dict__
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = d.get(store)
+            if s is not None and name in s:
+                return s[name]
+        raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
+
+    def __delattr__(self, name):
+        for store in ("_parameters", "_buffers", "_modules"):
+            s = self.__dict__.get(store)
+            if s is not None and name in s:
+                del s[name]
+                self._non_persistent_buffers_set.discard(name)
+                return
+        object.__delattr__(self, name)
+
+    def __dir__(self):
+        keys = list(object.__dir__(self))
+        keys += list(self._parameters) + list(self._buffers) + list(self._modules)
+        return sorted(set(k for k in keys if not k[0].isdigit()))
+
+    # ---- traversal -----------------------------------------------------------------------
+    def _named_members(self, get_members, prefix="", recurse=True, remove_duplicate=True):
+        memo = set()
+        modules = self.named_modules(prefix=prefix, remove_duplicate=remove_duplicate) \
+            if recurse else [(prefix, self)]
+        for mod_prefix, mod in modules:
+            for k, v in get_members(mod):
+                if v is None or (remove_duplicate and id(v) in memo):
+                    continue
+                if remove_duplicate:
+                    memo.add(id(v))
+                yield (mod_prefix + ("." if mod_prefix else "") + k, v)
+
+    def named_parameters(self, prefix="", recurse=True, remove_duplicate=True):
+        """Iterate (name, Parameter), each shared parameter once."""
+        return self._named_members(lambda m: m._parameters.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def parameters(self, recurse=True):
+        """Iterate the parameters (of submodules too when ``recurse``)."""
+        for _, p in self.named_parameters(recurse=recurse):
+            yield p
+
+    def named_buffers(self, prefix="", recurse=True, remove_duplicate=True):
+        return self._named_members(lambda m: m._buffers.items(), prefix, recurse,
+                                   remove_duplicate)
+
+    def buffers(self, recurse=True):
+        for _, b in self.named_buffers(recurse=recurse):
+            yield b
+
+    def named_children(self):
+        memo = set()
+        for name, m in self._modules.items():
+            if m is not None and id(m) not in memo:
+                memo.add(id(m))
+                yield name, m
+
+    def children(self):
+        for _, m in self.named_children():
+            yield m
+
+    def named_modules(self, memo=None, prefix="", remove_duplicate=True):
+        """Iterate (dotted name, module) over this module and every submodule, depth first."""
+        if memo is None:
+            memo = set()
+        if id(self) in memo and remove_duplicate:
+            return
+        if remove_duplicate:
+            memo.add(id(self))
+        yield prefix, self
+        for name, m in self._modules.items():
+            if m is None:
+                continue
+            sub = prefix + ("." if prefix else "") + name
+            yield from m.named_modules(memo, sub, remove_duplicate)
+
+    def modules(self):
+        for _, m in self.named_modules():
+            yield m
+
+    # ---- modes and bulk changes ----------------------------------------------------------
+    def train(self, mode=True):
+        """Set training mode on this module and every submodule; returns self."""
+        if not isinstance(mode, bool):
+            raise ValueError("training mode is expected to be boolean")
+        self.training = mode
+        for m in self.children():
+            m.train(mode)
+        return self
+
+    def eval(self):
+        """Same as ``train(False)``."""
+        return self.train(False)
+
+    def requires_grad_(self, requires_grad=True):
+        for p in self.parameters():
+            p.requires_grad_(requires_grad)
+        return self
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of all parameters (to None by default)."""
+        for p in self.parameters():
+            if p.grad is None:
+                continue
+            if set_to_none:
+                p.grad = None
+            else:
+                p.grad = Tensor._make(np.zeros_like(p.grad._data))
+
+    def apply(self, fn):
+        """Call ``fn`` on every submodule (children first) and on self; returns self."""
+        for m in self.children():
+            m.apply(fn)
+        fn(self)
+        return self
+
+    def _apply(self, fn):
+        for m in self.children():
+            m._apply(fn)
+        for store in (self._parameters, self._buffers):
+            for k, t in store.items():
+                if t is None:
+                    continue
+                new = fn(t._data)
+                if new is not t._data:
+                    t._data = new
+                    t._bump()
+                    if t.grad is not None:
+                        t.grad = Tensor._make(fn(t.grad._data))
+        return self
+
+    def to(self, *args, **kwargs):
+        """Cast floating parameters and buffers to a dtype (in place); devices other than cpu
+        raise RuntimeError. Returns self."""
+        dtype = kwargs.get("dtype")
+        device = kwargs.get("device")
+        for a in args:
+            if isinstance(a, Tensor):
+                dtype = a.dtype
+            elif isinstance(a, (_dtype.dtype, np.dtype, type)):
+                dtype = a
+            elif a is not None:
+                device = a
+        if device is not None and str(device).split(":")[0] != "cpu":
+            raise RuntimeError(f"Module.to(): ember supports only the 'cpu' device, got "
+                               f"{device!r}")
+        if dtype is None:
+            return self
+        npd = _dtype.to_numpy_dtype(dtype)
+        if npd.kind != "f":
+            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
+                            f"desired dtype={dtype}")
+        return self._apply(lambda a: a.astype(npd) if a.dtype.kind == "f" and a.dtype != npd
+                           else a)
+
+    def float(self):
+        return self.to(_dtype.float32)
+
+    def double(self):
+        return self.to(_dtype.float64)
+
+    def half(self):
+        return self.to(_dtype.float16)
+
+    def cpu(self):
+        return self
+
+    def type(self, dst_type):
+        return self.to(dst_type)
+
+    def share_memory(self):
+        return self
+
+    # ---- state dict ----------------------------------------------------------------------
+    def _save_to_state_dict(self, destination, prefix, keep_vars):
+        for name, p in self._parameters.items():
+            if p is not None:
+                destination[prefix + name] = p if keep_vars else p.detach()
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                destination[prefix + name] = b if keep_vars else b.detach()
+
+    def state_dict(self, *args, destination=None, prefix="", keep_vars=False):
+        """An ordered dict of every parameter and persistent buffer by dotted name (detached
+        tensors sharing memory with the module)."""
+        if args:
+            destination = args[0] if len(args) > 0 else destination
+            prefix = args[1] if len(args) > 1 else prefix
+            keep_vars = args[2] if len(args) > 2 else keep_vars
+        if destination is None:
+            destination = OrderedDict()
+        self._save_to_state_dict(destination, prefix, keep_vars)
+        for name, m in self._modules.items():
+            if m is not None:
+                m.state_dict(destination=destination, prefix=prefix + name + ".",
+                             keep_vars=keep_vars)
+        for hook in self._state_dict_hooks.values():
+            res = hook(self, destination, prefix, {})
+            if res is not None:
+                destination = res
+        return destination
+
+    def _local_state(self):
+        local = {}
+        for name, p in self._parameters.items():
+            if p is not None:
+                local[name] = p
+        for name, b in self._buffers.items():
+            if b is not None and name not in self._non_persistent_buffers_set:
+                local[name] = b
+        return local
+
+    def _load_check(self, state_dict, prefix, missing, unexpected_extra, mismatched):
+        for name, t in self._local_state().items():
+            key = prefix + name
+            if key not in state_dict:
+                if not self._may_miss(name):
+                    missing.append(key)
+                continue
+            v = state_dict[key]
+            shape = tuple(v.shape) if hasattr(v, "shape") else np.shape(v)
+            if shape != tuple(t._data.shape):
+                mismatched.append(f"size mismatch for {key}: copying a param with shape "
+                                  f"{list(shape)} from checkpoint, the shape in current model is "
+                                  f"{list(t._data.shape)}.")
+
+    def _may_miss(self, name):
+        return False
+
+    def load_state_dict(self, state_dict, strict=True, assign=False):
+        """Copy parameters and buffers from ``state_dict`` (ember or torch tensors, ndarrays).
+
+        Checks everything first: with ``strict`` a missing or unexpected key, and always a
+        shape mismatch, raises RuntimeError naming every offending key, and nothing changes.
+        Returns (missing_keys, unexpected_keys).
+        """
+        if not hasattr(state_dict, "keys"):
+            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+        missing, mismatched, expected = [], [], set()
+        for prefix, mod in self.named_modules():
+            p = prefix + "." if prefix else ""
+            for hook in mod._load_state_dict_pre_hooks.values():
+                hook(state_dict, p, {}, strict, missing, [], [])
+            mod._load_check(state_dict, p, missing, None, mismatched)
+            expected.update(p + k for k in mod._local_state())
+        unexpected = [k for k in state_dict.keys() if k not in expected]
+        errors = []
+        if strict:
+            if unexpected:
+                errors.append("Unexpected key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.append("Missing key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in missing) + ". ")
+        errors.extend(mismatched)
+        if errors:
+            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" +
+                               "\n\t".join(errors))
+        with no_grad():
+            for prefix, mod in self.named_modules():
+                p = prefix + "." if prefix else ""
+                for name, t in mod._local_state().items():
+                    if p + name in state_dict:
+                        arr = _to_array(state_dict[p + name])
+                        if assign:
+                            t._data = np.array(arr, dtype=t._data.dtype if
+                                               arr.dtype.kind == t._data.dtype.kind else None)
+                        else:
+                            np.copyto(t._data, arr, casting="unsafe")
+                        t._bump()
+        return _IncompatibleKeys(missing, unexpected)
+
+    def register_state_dict_pre_hook(self, hook):
+        h = _RemovableHandle(self._state_dict_hooks)
+        self._state_dict_hooks[h.id] = hook
+        return h
+
+    def _register_load_state_dict_pre_hook(self, hook, with_module=False):
+        h = _RemovableHandle(self._load_state_dict_pre_hooks)
+        self._load_state_dict_pre_hooks[h.id] = hook
+        return h
+
+    # ---- printing ------------------------------------------------------------------------
+    def extra_repr(self):
+        """Extra text inside this module's repr (layers override it)."""
+        return ""
+
+    def _get_name(self):
+        return type(self).__name__
+
+    def __repr__(self):
+        lines = []
+        extra = self.extra_repr()
+        if extra:
+            lines = extra.split("\n")
+        children = []
+        for name, m in self._modules.items():
+            mod_str = _addindent(repr(m), 2)
+            children.append(f"({name}): {mod_str}")
+        lines = lines + children
+        main = self._get_name() + "("
+        if lines:
+            if len(extra.split("\n")) == 1 and not children:
+                main += extra
+            else:
+                main += "\n  " + "\n  ".join(lines) + "\n"
+        return main + ")"
+
+    def __setstate__(self, state):
+        self.__dict__.update(state)
+
+    def __getstate__(self):
+        return self.__dict__
+
+
+def _to_array(v):
+    if isinstance(v, Tensor):
+        return v._data
+    if hasattr(v, "detach") and hasattr(v, "numpy"):  # a torch tensor
+        return v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+def _check_name(module, name, what):
+    if not isinstance(name, str):
+        raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
+    if "." in name:
+        raise KeyError(f'{what} name can\'t contain "."')
+    if name == "":
+        raise KeyError(f'{what} name can\'t be empty string ""')
+    stores = {"parameter": "_parameters", "buffer": "_buffers"}
+    if hasattr(module, name) and name not in module.__dict__[stores[what]]:
+        raise KeyError(f"attribute '{name}' already exists")
+
+
+def _remove_from(module, name):
+    d = module.__dict__
+    for store in ("_parameters", "_buffers", "_modules"):
+        s = d.get(store)
+        if s is not None and name in s:
+            del s[name]
+    d.pop(name, None)
+    nps = d.get("_non_persistent_buffers_set")
+    if nps is not None:
+        nps.discard(name)
+
+
+def _addindent(s, n):
+    lines = s.split("\n")
+    if len(lines) == 1:
+        return s
+    first = lines.pop(0)
+    return first + "\n" + "\n".join(" " * n + line for line in lines)

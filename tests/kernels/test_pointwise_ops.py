@@ -1,0 +1,132 @@
+"""Every vocabulary op through the compiled kernel and the NumPy path, against torch."""
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+from ember.kernels.pointwise import OPS, Expr, compile_pointwise, has_compiler
+
+pytestmark = pytest.mark.skipif(not has_compiler(), reason="numba not importable")
+
+# (op, operands, params, torch reference); operands name the inputs a, b, c (c only for 3 operands).
+CASES = [
+    ("add", "ab", (), torch.add), ("sub", "ab", (), torch.sub), ("mul", "ab", (), torch.mul),
+    ("div", "ab", (), torch.div), ("floor_divide", "ab", (), torch.floor_divide),
+    ("remainder", "ab", (), torch.remainder), ("pow", "ab", (), torch.pow),
+    ("maximum", "ab", (), torch.maximum), ("minimum", "ab", (), torch.minimum),
+    ("neg", "a", (), torch.neg), ("abs", "a", (), torch.abs), ("sign", "a", (), torch.sign),
+    ("reciprocal", "a", (), torch.reciprocal), ("exp", "a", (), torch.exp), ("exp2", "a", (), torch.exp2),
+    ("expm1", "a", (), torch.expm1), ("log", "a", (), torch.log), ("log2", "a", (), torch.log2),
+    ("log1p", "a", (), torch.log1p), ("sqrt", "a", (), torch.sqrt), ("rsqrt", "a", (), torch.rsqrt),
+    ("sin", "a", (), torch.sin), ("cos", "a", (), torch.cos), ("tan", "a", (), torch.tan),
+    ("tanh", "a", (), torch.tanh), ("erf", "a", (), torch.erf), ("sigmoid", "a", (), torch.sigmoid),
+    ("silu", "a", (), F.silu), ("relu", "a", (), torch.relu),
+    ("leaky_relu", "a", (0.2,), lambda x: F.leaky_relu(x, 0.2)),
+    ("elu", "a", (1.5,), lambda x: F.elu(x, 1.5)), ("selu", "a", (), F.selu),
+    ("gelu", "a", (), F.gelu), ("gelu", "a", ("tanh",), lambda x: F.gelu(x, approximate="tanh")),
+    ("softplus", "a", (2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0)),
+    ("hardtanh", "a", (-0.5, 0.7), lambda x: F.hardtanh(x, -0.5, 0.7)),
+    ("clamp", "abc", (), torch.clamp), ("where", "cab", (), lambda c, a, b: torch.where(c.bool(), a, b)),
+    ("lerp", "abc", (), torch.lerp),
+    ("floor", "a", (), torch.floor), ("ceil", "a", (), torch.ceil), ("trunc", "a", (), torch.trunc),
+    ("round", "a", (), torch.round),
+    ("eq", "ab", (), torch.eq), ("ne", "ab", (), torch.ne), ("lt", "ab", (), torch.lt),
+    ("le", "ab", (), torch.le), ("gt", "ab", (), torch.gt), ("ge", "ab", (), torch.ge),
+    ("logical_and", "ab", (), torch.logical_and), ("logical_or", "ab", (), torch.logical_or),
+    ("logical_xor", "ab", (), torch.logical_xor), ("logical_not", "a", (), torch.logical_not),
+    ("isnan", "a", (), torch.isnan), ("isinf", "a", (), torch.isinf), ("isfinite", "a", (), torch.isfinite),
+    ("cast", "a", ("float16",), lambda x: x.to(torch.float16)),
+    ("cast", "a", ("int32",), lambda x: x.to(torch.int32)),
+    ("cast", "a", ("float64",), lambda x: x.to(torch.float64)),
+    ("cast", "a", ("bool",), lambda x: x.to(torch.bool)),
+]
+DTYPES = ["float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool"]
+N = 257
+
+
+def test_every_op_has_a_case():
+    assert {op for op, *_ in CASES} == set(OPS)
+
+
+def _inputs(dtype, rng):
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        a = rng.uniform(-3, 3, N)
+        a[:6] = [0.0, -0.0, np.inf, -np.inf, np.nan, 2.5]
+        b = rng.uniform(-3, 3, N)
+        b[:6] = [1.5, -2.0, 2.0, np.nan, 1.0, 0.5]
+        c = rng.uniform(0, 1, N)
+    elif dt.kind == "b":
+        a, b, c = (rng.integers(0, 2, N) for _ in range(3))
+    else:
+        lo = 0 if dt.kind == "u" else -5
+        a = rng.integers(lo, 6, N)
+        b = rng.integers(1, 4, N)  # nonzero divisors, small exponents
+        c = rng.integers(lo, 6, N)
+    return {k: v.astype(dt) for k, v in zip("abc", (a, b, c))}
+
+
+def _torch_ref(fn, names, arrays):
+    try:
+        return fn(*(torch.from_numpy(arrays[n].copy()) for n in names)).numpy()
+    except (RuntimeError, TypeError, NotImplementedError):
+        return None  # torch does not define the op for this dtype
+
+
+def _build(dtype):
+    """One expression holding every case valid for ``dtype`` as an output, and the cases kept."""
+    steps, kept = [], []
+    for i, (op, names, params, ref) in enumerate(CASES):
+        expr = Expr(tuple(names), [("r", op, tuple(names) + params)], ("r",))
+        try:
+            compile_pointwise(expr, [dtype] * len(names))
+        except TypeError:
+            continue
+        steps.append((f"o{i}", op, tuple(names) + params))
+        kept.append((f"o{i}", op, names, params, ref))
+    return Expr(("a", "b", "c"), steps, [s[0] for s in steps]), kept
+
+
+def _tolerance(dtype, op):
+    if dtype == "float16" or op == "cast":
+        return dict(rtol=2e-3, atol=2e-3)
+    if op in ("tan", "pow", "exp2", "exp") and dtype != "float64":
+        return dict(rtol=2e-6, atol=1e-6)
+    return dict(rtol=1e-6, atol=1e-6) if dtype != "float64" else dict(rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_ops_match_torch(dtype):
+    rng = np.random.default_rng(0)
+    arrays = _inputs(dtype, rng)
+    expr, kept = _build(dtype)
+    kernel = compile_pointwise(expr, [dtype] * 3)
+    compiled = kernel(arrays["a"], arrays["b"], arrays["c"], backend="numba")
+    fallback = kernel(arrays["a"], arrays["b"], arrays["c"], backend="numpy")
+    checked = 0
+    for (name, op, names, params, ref), got, got_np in zip(kept, compiled, fallback):
+        expected = _torch_ref(ref, names, arrays)
+        tol = _tolerance(dtype, op)
+        for result in (got, got_np):
+            if expected is None:
+                continue
+            assert result.dtype == expected.dtype, (op, params, result.dtype, expected.dtype)
+            if op == "cast" and params[0] != "float64" and dtype in ("float16", "float32", "float64"):
+                finite = np.isfinite(arrays["a"])  # casting inf/nan to ints is undefined
+                result, exp_ = result[finite], expected[finite]
+            else:
+                exp_ = expected
+            np.testing.assert_allclose(result.astype(np.float64), exp_.astype(np.float64), equal_nan=True,
+                                       err_msg=f"{op}{params} on {dtype}", **tol)
+        checked += expected is not None
+        np.testing.assert_allclose(got.astype(np.float64), got_np.astype(np.float64), equal_nan=True,
+                                   err_msg=f"{op}{params} numba vs numpy on {dtype}", **_tolerance(dtype, op))
+    assert checked >= 20
+
+
+@pytest.mark.parametrize("op", ["sub", "neg", "pow", "floor_divide", "remainder", "clamp", "hardtanh"])
+def test_bool_operands_rejected_like_torch(op):
+    arity = OPS[op].arity
+    names = tuple("abc"[:arity])
+    with pytest.raises(TypeError, match=op):
+        compile_pointwise(Expr(names, [("r", op, names)], ("r",)), [np.bool_] * arity)
