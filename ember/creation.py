@@ -90,7 +90,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         arr = arr.astype(_dtype.to_numpy_dtype(dtype))
     else:
         _dtype.from_numpy_dtype(arr.dtype)
-    return _finish(Tensor._make(np.ascontiguousarray(arr)), requires_grad)
+    return _finish(Tensor._make(np.asarray(arr, order="C")), requires_grad)
 
 
 def as_tensor(data, dtype=None, device=None):

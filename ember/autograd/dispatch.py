@@ -169,7 +169,7 @@ def dispatch_inplace(op, tensors, consts):
             old.grad_fn = self.grad_fn
             old._requires_grad = self._requires_grad
             old._output_nr = self._output_nr
-            tensors = (old,) + tuple(tensors[1:])
+            tensors = (old,) + tuple(old if t is self else t for t in tensors[1:])
     tracer = STATE.tracer
     if tracer is None:
         result = dispatch(op, tensors, consts)

@@ -158,6 +158,9 @@ class AccumulateGrad(Node):
         super().__init__()
         self.variable = variable
 
+    def release(self):
+        """Nothing to free: the node is shared by every graph that uses the leaf."""
+
     def apply(self, grads):
         var = self.variable
         g = grads[0]

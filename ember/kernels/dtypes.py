@@ -19,6 +19,12 @@ def _scalar_cat(x):
     return 2
 
 
+def _combine(dtypes):
+    top = max(_CAT[d.kind] for d in dtypes)
+    same = [d for d in dtypes if _CAT[d.kind] == top]
+    return same[0] if len(same) == 1 else np.result_type(*same)
+
+
 def result_type(*xs):
     """torch.result_type over ndarrays and Python scalars (dimensioned > 0-d > scalar)."""
     dims = [x.dtype for x in xs if x.__class__ is np.ndarray and x.ndim > 0]
@@ -28,7 +34,7 @@ def result_type(*xs):
     for group in (dims, zero):
         if not group:
             continue
-        dt = group[0] if len(group) == 1 else np.result_type(*group)
+        dt = group[0] if len(group) == 1 else _combine(group)
         if best is None or _CAT[dt.kind] > _CAT[best.kind]:
             best = dt
     if scal:

@@ -133,6 +133,16 @@ def _np_floor_divide(out, params, a, b):
     np.copyto(out, np.where(b == 0, a / b, np.where(div == 0, zero, floor)), casting="unsafe")
 
 
+def _np_sign(out, params, a):
+    a = np.asarray(a)
+    if a.dtype.kind == "b":
+        np.copyto(out, a, casting="unsafe")
+        return
+    pos = (a > 0).astype(np.int8)
+    pos -= a < 0
+    np.copyto(out, pos, casting="unsafe")
+
+
 def _np_clamp(out, params, a, lo, hi):
     t = np.asarray(a)
     if lo is not None:
@@ -178,16 +188,16 @@ def _nb_float_or_identity(fn):
 def _clamp_src(K, params, a, lo, hi):
     src = a
     if lo is not None:
-        src = f"({lo} if {src} < {lo} else {src})"
+        src = f"sel({src} < {lo}, {lo}, {src})"
     if hi is not None:
-        src = f"({hi} if {src} > {hi} else {src})"
+        src = f"sel({src} > {hi}, {hi}, {src})"
     return src
 
 
 def _sign_src(K, params, a):
     if K.is_bool:
         return a
-    return f"({K(1)} if {a} > {K(0)} else ({K(-1)} if {a} < {K(0)} else {a}))"
+    return f"sel({a} > {K(0)}, {K(1)}, sel({a} < {K(0)}, {K(-1)}, {K(0)}))"
 
 
 def _predicate_src(name):
@@ -207,20 +217,20 @@ def _nb_bool_aware(arith, boolean):
 
 
 _OPS = [
-    Op("add", 2, "same", _nb_bool_aware("{a} + {b}", "({a} or {b})"), _ufunc(np.add)),
+    Op("add", 2, "same", _nb_bool_aware("{a} + {b}", "({a} | {b})"), _ufunc(np.add)),
     Op("sub", 2, "same", lambda K, p, a, b: f"{a} - {b}", _ufunc(np.subtract), bool_ok=False),
-    Op("mul", 2, "same", _nb_bool_aware("{a} * {b}", "({a} and {b})"), _ufunc(np.multiply)),
+    Op("mul", 2, "same", _nb_bool_aware("{a} * {b}", "({a} & {b})"), _ufunc(np.multiply)),
     Op("div", 2, "float", lambda K, p, a, b: f"{a} / {b}", _ufunc(np.divide)),
     Op("floor_divide", 2, "same", lambda K, p, a, b: f"floordiv_float({a}, {b})" if K.is_float else f"{a} // {b}",
        _errstate(_np_floor_divide), bool_ok=False),
     Op("remainder", 2, "same", lambda K, p, a, b: f"np.remainder({a}, {b})" if K.is_float else f"{a} % {b}",
        _ufunc(np.remainder), bool_ok=False),
     Op("pow", 2, "same", lambda K, p, a, b: f"{a} ** {b}", _ufunc(np.power), bool_ok=False),
-    Op("maximum", 2, "same", lambda K, p, a, b: f"({a} if ({a} > {b} or {a} != {a}) else {b})", _ufunc(np.maximum)),
-    Op("minimum", 2, "same", lambda K, p, a, b: f"({a} if ({a} < {b} or {a} != {a}) else {b})", _ufunc(np.minimum)),
+    Op("maximum", 2, "same", lambda K, p, a, b: f"sel(({a} > {b}) | ({a} != {a}), {a}, {b})", _ufunc(np.maximum)),
+    Op("minimum", 2, "same", lambda K, p, a, b: f"sel(({a} < {b}) | ({a} != {a}), {a}, {b})", _ufunc(np.minimum)),
     Op("neg", 1, "same", lambda K, p, a: f"-{a}", _ufunc(np.negative), bool_ok=False),
     Op("abs", 1, "same", lambda K, p, a: a if K.is_bool else f"abs({a})", _ufunc(np.abs)),
-    Op("sign", 1, "same", _sign_src, _ufunc(np.sign)),
+    Op("sign", 1, "same", _sign_src, _np_sign),
     Op("reciprocal", 1, "float", lambda K, p, a: f"{K(1)} / {a}", _ufunc(np.reciprocal)),
     Op("exp", 1, "float", lambda K, p, a: f"{K.fn('exp')}({a})", _np_unary_float(np.exp)),
     Op("exp2", 1, "float", lambda K, p, a: f"np.exp2({a})", _np_unary_float(np.exp2)),
@@ -240,18 +250,18 @@ _OPS = [
     Op("sigmoid", 1, "float", lambda K, p, a: f"{K(1)} / ({K(1)} + {K.fn('exp')}(-{a}))", _errstate(_np_sigmoid)),
     Op("silu", 1, "float", lambda K, p, a: f"{a} / ({K(1)} + {K.fn('exp')}(-{a}))",
        _errstate(lambda out, p, a: (_np_sigmoid(out, p, a), np.multiply(out, a, out=out, casting="unsafe")))),
-    Op("relu", 1, "same", lambda K, p, a: f"({K(0)} if {a} <= {K(0)} else {a})" if not K.is_bool else a,
+    Op("relu", 1, "same", lambda K, p, a: f"sel({a} <= {K(0)}, {K(0)}, {a})" if not K.is_bool else a,
        _errstate(lambda out, p, a: np.copyto(out, np.where(a <= 0, np.zeros((), np.asarray(a).dtype), a),
                                              casting="unsafe"))),
-    Op("leaky_relu", 1, "float", lambda K, p, a: f"({a} if {a} > {K(0)} else {a} * {K(p[0])})",
+    Op("leaky_relu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {a} * {K(p[0])})",
        _errstate(lambda out, p, a: np.copyto(out, np.where(a > 0, a, a * a.dtype.type(p[0])), casting="unsafe")),
        params=(("negative_slope", 0.01),)),
-    Op("elu", 1, "float", lambda K, p, a: f"({a} if {a} > {K(0)} else {K(p[0])} * np.expm1({a}))",
+    Op("elu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {K(p[0])} * np.expm1({a}))",
        _errstate(lambda out, p, a: np.copyto(out, np.where(a > 0, a, a.dtype.type(p[0]) * np.expm1(a)),
                                              casting="unsafe")),
        params=(("alpha", 1.0),)),
     Op("selu", 1, "float",
-       lambda K, p, a: f"{K(SELU_SCALE)} * ({a} if {a} > {K(0)} else {K(SELU_ALPHA)} * np.expm1({a}))",
+       lambda K, p, a: f"{K(SELU_SCALE)} * sel({a} > {K(0)}, {a}, {K(SELU_ALPHA)} * np.expm1({a}))",
        _errstate(lambda out, p, a: np.copyto(
            out, a.dtype.type(SELU_SCALE) * np.where(a > 0, a, a.dtype.type(SELU_ALPHA) * np.expm1(a)),
            casting="unsafe"))),
@@ -261,17 +271,17 @@ _OPS = [
        else f"{K(0.5)} * {a} * ({K(1)} + math.erf({a} * {K(math.sqrt(0.5))}))",
        _errstate(_np_gelu), params=(("approximate", "none"),)),
     Op("softplus", 1, "float",
-       lambda K, p, a: f"({a} if {a} * {K(p[0])} > {K(p[1])} else np.log1p({K.fn('exp')}({a} * {K(p[0])})) / {K(p[0])})",
+       lambda K, p, a: f"sel({a} * {K(p[0])} > {K(p[1])}, {a}, np.log1p({K.fn('exp')}({a} * {K(p[0])})) / {K(p[0])})",
        _errstate(_np_softplus), params=(("beta", 1.0), ("threshold", 20.0))),
     Op("hardtanh", 1, "same",
        lambda K, p, a: _clamp_src(K, p, a, K(p[0]), K(p[1])),
        lambda out, p, a: _np_clamp(out, p, a, a.dtype.type(p[0]), a.dtype.type(p[1])),
        params=(("min_val", -1.0), ("max_val", 1.0)), bool_ok=False),
     Op("clamp", 3, "same", _clamp_src, _np_clamp, optional=(1, 2), bool_ok=False),
-    Op("where", 3, "where", lambda K, p, c, a, b: f"({a} if {c} else {b})",
+    Op("where", 3, "where", lambda K, p, c, a, b: f"sel({c}, {a}, {b})",
        lambda out, p, c, a, b: np.copyto(out, np.where(c, a, b), casting="unsafe")),
-    Op("lerp", 3, "float", lambda K, p, a, b, w: f"(({a} + {w} * ({b} - {a})) if abs({w}) < {K(0.5)} "
-                                                 f"else ({b} - ({b} - {a}) * ({K(1)} - {w})))",
+    Op("lerp", 3, "float", lambda K, p, a, b, w: f"sel(abs({w}) < {K(0.5)}, {a} + {w} * ({b} - {a}), "
+                                                 f"{b} - ({b} - {a}) * ({K(1)} - {w}))",
        _errstate(_np_lerp)),
     Op("floor", 1, "same", _nb_float_or_identity("floor"), _np_float_or_identity(np.floor)),
     Op("ceil", 1, "same", _nb_float_or_identity("ceil"), _np_float_or_identity(np.ceil)),
@@ -283,8 +293,8 @@ _OPS = [
     Op("le", 2, "compare", lambda K, p, a, b: f"({a} <= {b})", _ufunc(np.less_equal)),
     Op("gt", 2, "compare", lambda K, p, a, b: f"({a} > {b})", _ufunc(np.greater)),
     Op("ge", 2, "compare", lambda K, p, a, b: f"({a} >= {b})", _ufunc(np.greater_equal)),
-    Op("logical_and", 2, "logical", lambda K, p, a, b: f"({a} and {b})", _ufunc(np.logical_and)),
-    Op("logical_or", 2, "logical", lambda K, p, a, b: f"({a} or {b})", _ufunc(np.logical_or)),
+    Op("logical_and", 2, "logical", lambda K, p, a, b: f"({a} & {b})", _ufunc(np.logical_and)),
+    Op("logical_or", 2, "logical", lambda K, p, a, b: f"({a} | {b})", _ufunc(np.logical_or)),
     Op("logical_xor", 2, "logical", lambda K, p, a, b: f"({a} != {b})", _ufunc(np.logical_xor)),
     Op("logical_not", 1, "logical", lambda K, p, a: f"(not {a})", _ufunc(np.logical_not)),
     Op("isnan", 1, "predicate", _predicate_src("isnan"), _np_predicate("isnan")),

@@ -1,0 +1,244 @@
+"""Graph -> Python source, and the callables the source runs on.
+
+The generated function takes the graph's formals positionally and returns a tuple. Every node is
+one assignment; a value is ``del``-ed right after the statement that last reads it, so
+intermediates are freed as early as in the interpreter. The same source runs in two modes that
+bind its names differently:
+
+- ``array``: each op name is the op's kernel, called on ndarrays (no Tensor objects, no autograd,
+  no dispatch): the fast inference path.
+- ``tensor``: each op name goes through ``dispatch`` on Tensors, so autograd records a backward
+  graph and an enclosing tracer sees every op (used when grad is needed or while tracing).
+"""
+import keyword
+import math
+import re
+
+import numpy as np
+
+from ember.autograd.dispatch import dispatch, dispatch_inplace
+from ember.autograd.state import STATE
+from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
+
+__all__ = ["generate", "compile_graph", "namespace", "node_callable", "resolve_class"]
+
+_RESERVED = {"sym", "asarray", "inf", "nan", "slice", "ember"}
+
+
+def _ident(name, taken):
+    base = name if not name.isdigit() else f"v{name}"
+    base = re.sub(r"\W", "_", base)
+    if base[0].isdigit():
+        base = "v" + base
+    if keyword.iskeyword(base) or base in taken:
+        i = 1
+        while f"{base}_{i}" in taken:
+            i += 1
+        base = f"{base}_{i}"
+    taken.add(base)
+    return base
+
+
+def _kind_name(kind):
+    return {"python_function": "python_function"}.get(kind, kind)
+
+
+def generate(graph, name="forward"):
+    """(source, info): the Python source of ``graph`` and the names it refers to
+    (info['names']: Value -> identifier; info['globals']: identifier -> what it binds)."""
+    from ember.autograd._generated import OPS
+    taken = set(_RESERVED)
+    for n in graph.nodes:
+        taken.add(n.kind)
+    names = {}
+    for v in graph.values():
+        names[id(v)] = _ident(v.name, taken)
+    glob = {}
+
+    def ref(x):
+        if isinstance(x, Value):
+            return names[id(x)]
+        if isinstance(x, SymRef):
+            return f"sym({names[id(x.value)]})"
+        if isinstance(x, GenRef):
+            ident = "default_generator" if x.name == "default" else f"gen_{x.name}"
+            glob[ident] = ("gen", x.name)
+            return ident
+        if isinstance(x, ArrayRef):
+            ident = _ident(f"const_{x.name}", taken)
+            glob[ident] = ("array", x.name)
+            return ident
+        if isinstance(x, list):
+            return "[" + ", ".join(ref(y) for y in x) + "]"
+        if isinstance(x, tuple):
+            inner = ", ".join(ref(y) for y in x)
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if isinstance(x, slice):
+            return f"slice({ref(x.start)}, {ref(x.stop)}, {ref(x.step)})"
+        if x is Ellipsis:
+            return "..."
+        if isinstance(x, float):
+            if math.isnan(x):
+                return "nan"
+            if math.isinf(x):
+                return "inf" if x > 0 else "-inf"
+            return repr(x)
+        if isinstance(x, np.dtype):
+            ident = f"dtype_{x.name}"
+            glob[ident] = ("dtype", x)
+            return ident
+        if x is None or isinstance(x, (bool, int, str, complex)):
+            return repr(x)
+        ident = _ident("obj", taken)
+        glob[ident] = ("obj", x)
+        return ident
+
+    # last use of every value (graph outputs live to the end)
+    last = {}
+    for i, n in enumerate(graph.nodes):
+        for v in n.inputs:
+            last[id(v)] = i
+    outs = {id(o) for o in graph.outputs}
+    frees = {}
+    for v in graph.values():
+        if id(v) in outs:
+            continue
+        if id(v) in last:
+            frees.setdefault(last[id(v)], []).append(v)
+        elif v.node is not None:
+            frees.setdefault(graph.index(v.node), []).append(v)
+        else:
+            frees.setdefault(-1, []).append(v)
+
+    params = ", ".join(names[id(v)] for v in graph.inputs)
+    lines = [f"def {name}({params}):"]
+    if -1 in frees:
+        lines.append("    del " + ", ".join(names[id(v)] for v in frees[-1]))
+    for i, n in enumerate(graph.nodes):
+        lhs = ", ".join(names[id(o)] for o in n.outputs)
+        if len(n.outputs) == 1 and (n.kind == "python_function" or
+                                    (OPS.get(n.kind) is not None and OPS[n.kind].multi)):
+            lhs += ","
+        if n.kind == "constant":
+            ident = _ident(f"const_{n.attrs['name']}", taken)
+            glob[ident] = ("array", n.attrs["name"])
+            rhs = ident
+        elif n.kind == "python_function":
+            ident = _ident("fn", taken)
+            glob[ident] = ("function", n.attrs["cls"])
+            rhs = f"{ident}({ref(n.args[0])})"
+        else:
+            parts = [ref(a) for a in n.args]
+            op = OPS.get(n.kind)
+            order = op.const_names if op is not None else tuple(n.attrs)
+            parts += [ref(n.attrs[k]) for k in order if k in n.attrs]
+            call = f"{n.kind}({', '.join(parts)})"
+            if len(n.outputs) == 1 and n.outputs[0].shape == () and n.kind != "size":
+                call = f"asarray({call})"  # kernels may return NumPy scalars for 0-d results
+            rhs = call
+        lines.append(f"    {lhs} = {rhs}")
+        if i in frees:
+            lines.append("    del " + ", ".join(names[id(v)] for v in frees[i]))
+    ret = ", ".join(names[id(o)] for o in graph.outputs)
+    lines.append(f"    return ({ret},)" if len(graph.outputs) == 1 else f"    return ({ret})")
+    return "\n".join(lines) + "\n", {"names": names, "globals": glob}
+
+
+# ---------------------------------------------------------------------------------- namespaces
+def resolve_class(qualname):
+    """Import ``module:Qual.Name``."""
+    import importlib
+    mod, _, qual = qualname.partition(":")
+    obj = importlib.import_module(mod)
+    for part in qual.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+def _tensor_sym(t):
+    tracer = STATE.tracer
+    n = int(t._data)
+    if tracer is not None:
+        from ember.jit.tracer import SymInt
+        return SymInt(n, ("tensor", t))
+    return n
+
+
+def node_callable(kind, mode):
+    """The function a node of ``kind`` calls in ``mode`` ('array' or 'tensor')."""
+    from ember.autograd._generated import OPS
+    from ember.kernels import jit_ops
+    if kind == "detach":
+        if mode == "array":
+            return lambda a: a
+        return lambda t: t.detach()
+    if kind == "copy_":
+        if mode == "array":
+            return jit_ops.copy_inplace
+        copy = OPS["copy"]
+        return lambda t, r: dispatch_inplace(copy, (t, r), ())
+    op = OPS[kind]
+    if mode == "array":
+        return op.kernel
+    if op.list_input:
+        def run(tensors, *consts):
+            return dispatch(op, tensors, consts)
+    else:
+        n = len(op.tensor_names)
+
+        def run(*args):
+            return dispatch(op, args[:n], args[n:])
+    run.__name__ = kind
+    return run
+
+
+def _function_callable(cls, mode):
+    from ember.autograd.grad_mode import no_grad
+    from ember.tensor import Tensor
+    if mode == "tensor":
+        def call(args):
+            out = cls.apply(*args)
+            return out if isinstance(out, tuple) else (out,)
+        return call
+
+    def call_arrays(args):
+        with no_grad():
+            out = cls.apply(*[Tensor._make(a) if isinstance(a, np.ndarray) else a for a in args])
+        out = out if isinstance(out, tuple) else (out,)
+        return tuple(o._data for o in out if isinstance(o, Tensor))
+    return call_arrays
+
+
+def namespace(graph, info, mode):
+    """The globals the generated source runs with in ``mode``."""
+    from ember.random import Generator, default_generator
+    from ember.tensor import Tensor
+    ns = {"asarray": np.asarray if mode == "array" else (lambda t: t), "inf": math.inf,
+          "nan": math.nan, "default_generator": default_generator,
+          "sym": int if mode == "array" else _tensor_sym}
+    for n in graph.nodes:
+        if n.kind not in ("constant", "python_function") and n.kind not in ns:
+            ns[n.kind] = node_callable(n.kind, mode)
+    for ident, (what, x) in info["globals"].items():
+        if what == "array":
+            a = graph.constants[x]
+            ns[ident] = a if mode == "array" else Tensor._make(a)
+        elif what == "gen":
+            gen = graph.generators.get(x)
+            if gen is None:
+                gen = graph.generators[x] = Generator()
+            ns[ident] = gen
+        elif what == "function":
+            ns[ident] = _function_callable(resolve_class(x), mode)
+        else:
+            ns[ident] = x
+    return ns
+
+
+def compile_graph(graph, mode, name="forward"):
+    """(function, source): ``graph`` compiled to a Python function for ``mode``."""
+    src, info = generate(graph, name)
+    ns = namespace(graph, info, mode)
+    code = compile(src, f"<ember.jit {name}>", "exec")
+    exec(code, ns)  # noqa: S102 - our own generated source
+    return ns[name], src

@@ -1,0 +1,1013 @@
+"""``ember.nn.functional``: torch.nn.functional's names and signatures on ember's spec ops.
+
+Every function here calls ops of ``ember/autograd/derivatives.yaml`` (through
+``ember.autograd._generated``), so gradients, tracing and export come from those ops.
+Raises what torch raises for bad arguments (ValueError / RuntimeError naming the function).
+"""
+import math
+import numbers
+import warnings
+
+import numpy as np
+
+from ember.autograd import _generated as G
+from ember.autograd.grad_mode import no_grad
+from ember.frontends import dropout as _dropout
+from ember.random import resolve
+from ember.tensor import Tensor
+
+__all__ = []  # filled at the end
+
+
+# ---------------------------------------------------------------------------- helpers
+def _ntuple(v, n, name="argument"):
+    if isinstance(v, (int, np.integer)):
+        return (int(v),) * n
+    t = tuple(int(a) for a in v)
+    if len(t) == 1:
+        return t * n
+    if len(t) != n:
+        raise ValueError(f"expected {name} to be an int or {n} ints, got {v!r}")
+    return t
+
+
+def _const(arr):
+    return Tensor._make(arr)
+
+
+def _legacy_reduction(size_average, reduce, reduction):
+    if size_average is None and reduce is None:
+        return reduction
+    warnings.warn("size_average and reduce args will be deprecated, please use "
+                  "reduction='mean' / 'sum' / 'none' instead.", stacklevel=3)
+    size_average = True if size_average is None else size_average
+    reduce = True if reduce is None else reduce
+    if size_average and reduce:
+        return "mean"
+    if reduce:
+        return "sum"
+    return "none"
+
+
+def _same_padding(op, weight_spatial, dilation, stride):
+    if any(s != 1 for s in stride):
+        raise ValueError(f"{op}: padding='same' is not supported for strided convolutions")
+    pads = []
+    for k, d in zip(weight_spatial, dilation):
+        total = d * (k - 1)
+        pads.append((total // 2, total - total // 2))
+    return pads
+
+
+def _batched(input, nd, op):
+    """(input with a batch dim, whether one was added)."""
+    if input.dim() == nd + 1:
+        return G.unsqueeze(input, 0), True
+    if input.dim() != nd + 2:
+        raise RuntimeError(f"{op}: expected a {nd + 1}-d (unbatched) or {nd + 2}-d (batched) "
+                           f"input, got shape {list(input.shape)}")
+    return input, False
+
+
+# ---------------------------------------------------------------------------- convolution
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """2-d convolution (cross-correlation) over (N, C, H, W) or (C, H, W) input.
+
+    ``padding`` is an int, a pair, 'same' or 'valid'.
+    """
+    x, unb = _batched(input, 2, "conv2d")
+    stride = _ntuple(stride, 2, "stride")
+    dilation = _ntuple(dilation, 2, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad = (0, 0)
+        elif padding == "same":
+            (t, b), (l, r) = _same_padding("conv2d", weight.shape[2:], dilation, stride)
+            pad = (t, b, l, r) if (t != b or l != r) else (t, l)
+        else:
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                             "{'valid', 'same'}")
+    else:
+        pad = _ntuple(padding, 2, "padding")
+    y = G.conv2d(x, weight, bias, stride, pad, dilation, groups)
+    return G.squeeze(y, 0) if unb else y
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """1-d convolution over (N, C, L) or (C, L) input (runs as a 2-d one of height 1)."""
+    x, unb = _batched(input, 1, "conv1d")
+    (s,), (d,) = _ntuple(stride, 1, "stride"), _ntuple(dilation, 1, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad = (0, 0, 0, 0)
+        elif padding == "same":
+            ((l, r),) = _same_padding("conv1d", weight.shape[2:], (d,), (s,))
+            pad = (0, 0, l, r)
+        else:
+            raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                             "{'valid', 'same'}")
+    else:
+        (p,) = _ntuple(padding, 1, "padding")
+        pad = (0, 0, p, p)
+    y = G.conv2d(G.unsqueeze(x, 2), G.unsqueeze(weight, 2), bias, (1, s), pad, (1, d), groups)
+    y = G.squeeze(y, 2)
+    return G.squeeze(y, 0) if unb else y
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """2-d transposed convolution over (N, C, H, W) or (C, H, W) input."""
+    x, unb = _batched(input, 2, "conv_transpose2d")
+    y = G.conv_transpose2d(x, weight, bias, _ntuple(stride, 2), _ntuple(padding, 2),
+                           _ntuple(output_padding, 2), groups, _ntuple(dilation, 2))
+    return G.squeeze(y, 0) if unb else y
+
+
+def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """1-d transposed convolution over (N, C, L) or (C, L) input."""
+    x, unb = _batched(input, 1, "conv_transpose1d")
+    (s,), (p,), (op,), (d,) = (_ntuple(stride, 1), _ntuple(padding, 1),
+                              _ntuple(output_padding, 1), _ntuple(dilation, 1))
+    y = G.conv_transpose2d(G.unsqueeze(x, 2), G.unsqueeze(weight, 2), bias, (1, s), (0, p),
+                           (0, op), groups, (1, d))
+    y = G.squeeze(y, 2)
+    return G.squeeze(y, 0) if unb else y
+
+
+# ---------------------------------------------------------------------------- pooling
+def _stride(stride, kernel_size, n):
+    if stride is None or (not isinstance(stride, int) and len(stride) == 0):
+        return _ntuple(kernel_size, n)
+    return _ntuple(stride, n)
+
+
+def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """2-d max pooling; with ``return_indices`` also the flat H*W argmax of each window."""
+    x, unb = _batched(input, 2, "max_pool2d")
+    y, idx = G.max_pool2d_with_indices(x, _ntuple(kernel_size, 2), _stride(stride, kernel_size, 2),
+                                       _ntuple(padding, 2), _ntuple(dilation, 2), ceil_mode)
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+max_pool2d_with_indices = max_pool2d
+
+
+def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """1-d max pooling over (N, C, L) or (C, L)."""
+    x, unb = _batched(input, 1, "max_pool1d")
+    (k,), (s,) = _ntuple(kernel_size, 1), _stride(stride, kernel_size, 1)
+    (p,), (d,) = _ntuple(padding, 1), _ntuple(dilation, 1)
+    y, idx = G.max_pool2d_with_indices(G.unsqueeze(x, 2), (1, k), (1, s), (0, p), (1, d),
+                                       ceil_mode)
+    y, idx = G.squeeze(y, 2), G.squeeze(idx, 2)
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+def avg_pool2d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """2-d average pooling."""
+    x, unb = _batched(input, 2, "avg_pool2d")
+    y = G.avg_pool2d(x, _ntuple(kernel_size, 2), _stride(stride, kernel_size, 2),
+                     _ntuple(padding, 2), ceil_mode, count_include_pad, divisor_override)
+    return G.squeeze(y, 0) if unb else y
+
+
+def avg_pool1d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True):
+    """1-d average pooling over (N, C, L) or (C, L)."""
+    x, unb = _batched(input, 1, "avg_pool1d")
+    (k,), (s,), (p,) = (_ntuple(kernel_size, 1), _stride(stride, kernel_size, 1),
+                        _ntuple(padding, 1))
+    y = G.avg_pool2d(G.unsqueeze(x, 2), (1, k), (1, s), (0, p), ceil_mode, count_include_pad,
+                     None)
+    y = G.squeeze(y, 2)
+    return G.squeeze(y, 0) if unb else y
+
+
+def _adaptive_size(output_size, n):
+    if output_size is None or isinstance(output_size, int):
+        return (output_size,) * n
+    t = tuple(output_size)
+    return t * n if len(t) == 1 else t
+
+
+def adaptive_avg_pool2d(input, output_size):
+    """Average pooling to ``output_size`` (an int, a pair; None keeps that input size)."""
+    x, unb = _batched(input, 2, "adaptive_avg_pool2d")
+    y = G.adaptive_avg_pool2d(x, _adaptive_size(output_size, 2))
+    return G.squeeze(y, 0) if unb else y
+
+
+def adaptive_avg_pool1d(input, output_size):
+    x, unb = _batched(input, 1, "adaptive_avg_pool1d")
+    (o,) = _adaptive_size(output_size, 1)
+    y = G.squeeze(G.adaptive_avg_pool2d(G.unsqueeze(x, 2), (1, o)), 2)
+    return G.squeeze(y, 0) if unb else y
+
+
+def adaptive_max_pool2d(input, output_size, return_indices=False):
+    """Max pooling to ``output_size``; with ``return_indices`` also the argmax indices."""
+    x, unb = _batched(input, 2, "adaptive_max_pool2d")
+    y, idx = G.adaptive_max_pool2d(x, _adaptive_size(output_size, 2))
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+def adaptive_max_pool1d(input, output_size, return_indices=False):
+    x, unb = _batched(input, 1, "adaptive_max_pool1d")
+    (o,) = _adaptive_size(output_size, 1)
+    y, idx = G.adaptive_max_pool2d(G.unsqueeze(x, 2), (1, o))
+    y, idx = G.squeeze(y, 2), G.squeeze(idx, 2)
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """Power-average pooling: (sum over the window of x**p) ** (1/p)."""
+    kh, kw = _ntuple(kernel_size, 2)
+    out = avg_pool2d(G.pow(input, norm_type), (kh, kw), stride, 0, ceil_mode)
+    return G.pow(G.mul(G.mul(G.sign(out), relu(G.abs(out))), kh * kw), 1.0 / norm_type)
+
+
+# ---------------------------------------------------------------------------- normalisation
+def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
+               momentum=0.1, eps=1e-5):
+    """Batch normalisation over every axis but 1 (see torch.nn.functional.batch_norm)."""
+    if training:
+        size = input.shape
+        n = size[0]
+        for s in size[2:]:
+            n *= s
+        if n == 1:
+            raise ValueError(f"Expected more than 1 value per channel when training, got input "
+                             f"size {list(size)}")
+    return G.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
+                  use_input_stats=True, momentum=0.1, eps=1e-5):
+    """Instance normalisation: per sample and channel (running statistics not supported)."""
+    n, c = input.shape[:2]
+    y = G.group_norm(G.reshape(input, (1, n * c) + tuple(input.shape[2:])), n * c, None, None,
+                     eps)
+    y = G.reshape(y, tuple(input.shape))
+    shp = (1, c) + (1,) * (input.dim() - 2)
+    if weight is not None:
+        y = G.mul(y, G.reshape(weight, shp))
+    if bias is not None:
+        y = G.add(y, G.reshape(bias, shp))
+    return y
+
+
+def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
+    """Normalise over the trailing ``normalized_shape`` dims."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    return G.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
+
+
+def rms_norm(input, normalized_shape, weight=None, eps=None):
+    """Root-mean-square normalisation over the trailing dims."""
+    if isinstance(normalized_shape, int):
+        normalized_shape = (normalized_shape,)
+    dims = tuple(range(-len(normalized_shape), 0))
+    if eps is None:
+        eps = float(np.finfo(input._data.dtype).eps)
+    y = G.mul(input, G.rsqrt(G.add(G.mean(G.mul(input, input), dims, True), eps)))
+    return G.mul(y, weight) if weight is not None else y
+
+
+def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """Group normalisation (see torch.nn.functional.group_norm)."""
+    return G.group_norm(input, num_groups, weight, bias, eps)
+
+
+def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
+    """Local response normalisation across channels."""
+    sq = G.unsqueeze(G.mul(input, input), 1)
+    nd = input.dim()
+    if nd == 3:
+        div = G.pad(sq, (0, 0, size // 2, (size - 1) // 2), "constant", 0.0)
+        div = G.squeeze(avg_pool2d(div, (size, 1), stride=1), 1)
+    else:
+        shp = tuple(input.shape)
+        sq = G.reshape(sq, (shp[0], 1, shp[1], shp[2], -1))
+        div = G.pad(sq, (0, 0, 0, 0, size // 2, (size - 1) // 2), "constant", 0.0)
+        d5 = tuple(div.shape)
+        div = G.reshape(div, (d5[0], d5[2], d5[3] * d5[4]))
+        div = G.squeeze(avg_pool2d(G.unsqueeze(G.transpose(div, 1, 2), 1), (1, size), 1), 1)
+        div = G.reshape(G.transpose(div, 1, 2), shp)
+    div = G.pow(G.add(G.mul(div, alpha), k), beta)
+    return G.div(input, div)
+
+
+def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
+    """``input`` divided by its p-norm along ``dim`` (at least ``eps``)."""
+    n = G.clamp(G.norm(input, p, (dim,), True), eps, None)
+    return G.div(input, n)
+
+
+# ---------------------------------------------------------------------------- dropout
+def dropout(input, p=0.5, training=True, inplace=False):
+    """Zero elements with probability ``p`` and scale the rest by 1/(1-p) when training."""
+    return _dropout(input, p, training, inplace)
+
+
+def _feature_dropout(input, p, training, inplace, nd, name):
+    if p < 0.0 or p > 1.0:
+        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    if not training or p == 0.0:
+        return input
+    batched = input.dim() == nd + 2
+    shape = tuple(input.shape)
+    mshape = (shape[:2] if batched else shape[:1]) + (1,) * nd
+    dt = input._data.dtype
+    if p == 1.0:
+        mask = np.zeros(mshape, dt)
+    else:
+        keep = resolve(None).random(mshape) >= p
+        mask = keep.astype(dt) * dt.type(1.0 / (1.0 - p))
+    out = G.mul(input, _const(mask))
+    return input.copy_(out) if inplace else out
+
+
+def dropout1d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, L) input."""
+    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+
+
+def dropout2d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, H, W) input."""
+    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+
+
+def dropout3d(input, p=0.5, training=True, inplace=False):
+    """Zero whole channels of (N, C, D, H, W) input."""
+    return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
+
+
+def alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """Dropout that keeps the self-normalising property of SELU."""
+    if not training or p == 0:
+        return input
+    alpha = -1.7580993408473766
+    keep = resolve(None).random(tuple(input.shape)) >= p
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    b = -a * alpha * p
+    dt = input._data.dtype
+    out = G.add(G.mul(G.where(_const(keep), input, alpha), a), b)
+    out = G.to(out, dt, False) if out._data.dtype != dt else out
+    return input.copy_(out) if inplace else out
+
+
+# ---------------------------------------------------------------------------- sparse / linear
+def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+              scale_grad_by_freq=False, sparse=False):
+    """Rows of ``weight`` picked by the integer ``input``; ``padding_idx`` rows get no gradient;
+    ``max_norm`` renormalises the picked rows in place first."""
+    if padding_idx is not None:
+        n = weight.shape[0]
+        if padding_idx > 0 and padding_idx >= n or padding_idx < 0 and padding_idx < -n:
+            raise ValueError("Padding_idx must be within num_embeddings")
+        if padding_idx < 0:
+            padding_idx = n + padding_idx
+    if max_norm is not None:
+        with no_grad():
+            idx = np.unique(input._data.reshape(-1))
+            rows = weight._data[idx]
+            norms = np.linalg.norm(rows, ord=norm_type, axis=1, keepdims=True) \
+                if norm_type != 2 else np.sqrt((rows * rows).sum(1, keepdims=True))
+            scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
+            weight._data[idx] = rows * scale.astype(rows.dtype)
+            weight._bump()
+    return G.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
+                       sparse)
+
+
+def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale_grad_by_freq=False,
+                  mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
+                  padding_idx=None):
+    """Sums / means / maxes of embedding rows per bag (2-d input, or 1-d input with offsets)."""
+    if input.dim() == 2:
+        emb = embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
+        if per_sample_weights is not None:
+            emb = G.mul(emb, G.unsqueeze(per_sample_weights, -1))
+        if mode == "sum":
+            return G.sum(emb, (1,), False)
+        if mode == "mean":
+            return G.mean(emb, (1,), False)
+        return G.amax(emb, (1,), False)
+    offs = [int(o) for o in offsets._data]
+    if not include_last_offset:
+        offs = offs + [input.shape[0]]
+    bags = []
+    for a, b in zip(offs[:-1], offs[1:]):
+        e = embedding(input[a:b], weight, padding_idx, max_norm, norm_type)
+        if per_sample_weights is not None:
+            e = G.mul(e, G.unsqueeze(per_sample_weights[a:b], -1))
+        if b == a:
+            bags.append(G.mul(G.sum(weight, (0,), False), 0.0))
+        elif mode == "sum":
+            bags.append(G.sum(e, (0,), False))
+        elif mode == "mean":
+            bags.append(G.mean(e, (0,), False))
+        else:
+            bags.append(G.amax(e, (0,), False))
+    return G.stack(bags, 0)
+
+
+def linear(input, weight, bias=None):
+    """y = input @ weight.T + bias."""
+    return G.linear(input, weight, bias)
+
+
+def bilinear(input1, input2, weight, bias=None):
+    """y[..., o] = input1[..., i] weight[o, i, j] input2[..., j] + bias[o]."""
+    lead = tuple(input1.shape[:-1])
+    x1 = G.reshape(input1, (-1, input1.shape[-1]))
+    x2 = G.reshape(input2, (-1, input2.shape[-1]))
+    y = G.einsum("bi,oij,bj->bo", [x1, weight, x2])
+    if bias is not None:
+        y = G.add(y, bias)
+    return G.reshape(y, lead + (weight.shape[0],))
+
+
+def one_hot(tensor, num_classes=-1):
+    """Integer class indices -> int64 one-hot of ``num_classes`` (max+1 when -1)."""
+    a = tensor._data
+    if a.dtype.kind not in "iu":
+        raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
+    if num_classes == -1:
+        num_classes = int(a.max()) + 1 if a.size else 0
+    if a.size and (a.min() < 0 or a.max() >= num_classes):
+        raise RuntimeError("Class values must be smaller than num_classes.")
+    return G.eq(G.unsqueeze(tensor, -1), _const(np.arange(num_classes, dtype=a.dtype))).long()
+
+
+# ---------------------------------------------------------------------------- activations
+def _inplace(input, out, inplace):
+    return input.copy_(out) if inplace else out
+
+
+def relu(input, inplace=False):
+    """max(input, 0)."""
+    return G.relu_(input) if inplace else G.relu(input)
+
+
+def relu_(input):
+    return G.relu_(input)
+
+
+def relu6(input, inplace=False):
+    return _inplace(input, G.relu6(input), inplace)
+
+
+def elu(input, alpha=1.0, inplace=False):
+    return _inplace(input, G.elu(input, alpha), inplace)
+
+
+def selu(input, inplace=False):
+    return _inplace(input, G.selu(input), inplace)
+
+
+def celu(input, alpha=1.0, inplace=False):
+    return _inplace(input, G.mul(G.elu(G.div(input, alpha), 1.0), alpha), inplace)
+
+
+def leaky_relu(input, negative_slope=0.01, inplace=False):
+    return _inplace(input, G.leaky_relu(input, negative_slope), inplace)
+
+
+def prelu(input, weight):
+    """max(0, x) + weight * min(0, x), weight broadcast over the channel dim."""
+    w = weight
+    if input.dim() >= 2 and weight.numel() > 1:
+        w = G.reshape(weight, (-1,) + (1,) * (input.dim() - 2))
+    return G.where(G.gt(input, 0), input, G.mul(w, input))
+
+
+def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    if not training:
+        return leaky_relu(input, (lower + upper) / 2, inplace)
+    a = resolve(None).random(tuple(input.shape)) * (upper - lower) + lower
+    out = G.where(G.ge(input, 0), input, G.mul(input, _const(a.astype(input._data.dtype))))
+    return _inplace(input, out, inplace)
+
+
+def gelu(input, approximate="none"):
+    return G.gelu(input, approximate=approximate)
+
+
+def silu(input, inplace=False):
+    return _inplace(input, G.silu(input), inplace)
+
+
+def mish(input, inplace=False):
+    return _inplace(input, G.mish(input), inplace)
+
+
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
+    return _inplace(input, G.hardtanh(input, min_val, max_val), inplace)
+
+
+def hardtanh_(input, min_val=-1.0, max_val=1.0):
+    return hardtanh(input, min_val, max_val, True)
+
+
+def hardsigmoid(input, inplace=False):
+    return _inplace(input, G.hardsigmoid(input), inplace)
+
+
+def hardswish(input, inplace=False):
+    return _inplace(input, G.hardswish(input), inplace)
+
+
+def hardshrink(input, lambd=0.5):
+    return G.where(G.gt(G.abs(input), lambd), input, 0.0)
+
+
+def softshrink(input, lambd=0.5):
+    return G.where(G.gt(input, lambd), G.sub(input, lambd),
+                   G.where(G.lt(input, -lambd), G.add(input, lambd), 0.0))
+
+
+def tanhshrink(input):
+    return G.sub(input, G.tanh(input))
+
+
+def threshold(input, threshold, value, inplace=False):
+    return _inplace(input, G.where(G.gt(input, threshold), input, value), inplace)
+
+
+def sigmoid(input):
+    return G.sigmoid(input)
+
+
+def tanh(input):
+    return G.tanh(input)
+
+
+def logsigmoid(input):
+    return G.logsigmoid(input)
+
+
+def softplus(input, beta=1.0, threshold=20.0):
+    return G.softplus(input, beta, threshold)
+
+
+def softsign(input):
+    return G.softsign(input)
+
+
+def glu(input, dim=-1):
+    """a * sigmoid(b) for the two halves a, b of ``input`` along ``dim``."""
+    if input.shape[dim] % 2:
+        raise RuntimeError(f"glu: Halving dimension must be even, but dimension {dim} is size "
+                           f"{input.shape[dim]}")
+    a, b = G.chunk(input, 2, dim)
+    return G.mul(a, G.sigmoid(b))
+
+
+def _softmax_dim(ndim):
+    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=3)
+    return 0 if ndim in (0, 1, 3) else 1
+
+
+def softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """exp(x) / sum(exp(x)) along ``dim``."""
+    if dim is None:
+        dim = _softmax_dim(input.dim())
+    return G.softmax(input, dim, _np_dtype(dtype))
+
+
+def softmin(input, dim=None, _stacklevel=3, dtype=None):
+    if dim is None:
+        dim = _softmax_dim(input.dim())
+    return G.softmax(G.neg(input), dim, _np_dtype(dtype))
+
+
+def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
+    """log(softmax(x)) along ``dim``, computed stably."""
+    if dim is None:
+        dim = _softmax_dim(input.dim())
+    return G.log_softmax(input, dim, _np_dtype(dtype))
+
+
+def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
+    u = resolve(None).random(tuple(logits.shape))
+    g = -np.log(-np.log(np.clip(u, 1e-20, 1.0)))
+    y = G.softmax(G.div(G.add(logits, _const(g.astype(logits._data.dtype))), tau), dim, None)
+    if not hard:
+        return y
+    idx = np.argmax(y._data, axis=dim)
+    hard_y = np.zeros_like(y._data)
+    np.put_along_axis(hard_y, np.expand_dims(idx, dim), 1.0, axis=dim)
+    return G.add(G.sub(_const(hard_y), y.detach()), y)
+
+
+def _np_dtype(dtype):
+    if dtype is None:
+        return None
+    from ember import _dtype
+    return _dtype.to_numpy_dtype(dtype)
+
+
+# ---------------------------------------------------------------------------- shape helpers
+def pad(input, pad, mode="constant", value=None):
+    """Pad the last len(pad)//2 dims: (left, right, top, bottom, ...) like torch."""
+    return G.pad(input, tuple(pad), mode, value)
+
+
+def pixel_shuffle(input, upscale_factor):
+    """(*, C*r*r, H, W) -> (*, C, H*r, W*r)."""
+    return G.pixel_shuffle(input, upscale_factor)
+
+
+def pixel_unshuffle(input, downscale_factor):
+    """(*, C, H*r, W*r) -> (*, C*r*r, H, W)."""
+    return G.pixel_unshuffle(input, downscale_factor)
+
+
+def _interp_size(input, size, scale_factor, nd):
+    spatial = tuple(input.shape[2:])
+    if size is not None and scale_factor is not None:
+        raise ValueError("only one of size or scale_factor should be defined")
+    if size is not None:
+        return _ntuple(size, nd, "size")
+    if scale_factor is None:
+        raise ValueError("either size or scale_factor should be defined")
+    sf = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
+    return tuple(int(math.floor(s * f)) for s, f in zip(spatial, sf))
+
+
+def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
+                recompute_scale_factor=None, antialias=False):
+    """Resize (N, C, L) or (N, C, H, W) input: modes 'nearest', 'linear', 'bilinear'.
+
+    Raises NotImplementedError for other modes.
+    """
+    nd = input.dim() - 2
+    if nd not in (1, 2):
+        raise NotImplementedError(f"interpolate: ember supports 3-d and 4-d input, got "
+                                  f"{input.dim()}-d")
+    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
+        raise ValueError("align_corners option can only be set with the interpolating modes: "
+                         "linear | bilinear | bicubic | trilinear")
+    out = _interp_size(input, size, scale_factor, nd)
+    x = G.unsqueeze(input, 2) if nd == 1 else input
+    out2 = (1,) + out if nd == 1 else out
+    if mode == "nearest":
+        y = G.upsample_nearest2d(x, out2)
+    elif mode in ("bilinear", "linear"):
+        if (mode == "linear") != (nd == 1):
+            raise ValueError(f"interpolate: mode {mode!r} needs a {'3' if mode == 'linear' else '4'}"
+                             f"-d input")
+        y = G.upsample_bilinear2d(x, out2, bool(align_corners))
+    elif mode == "area":
+        y = G.adaptive_avg_pool2d(x, out2)
+    else:
+        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported by ember")
+    return G.squeeze(y, 2) if nd == 1 else y
+
+
+def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    return interpolate(input, size, scale_factor, mode, align_corners)
+
+
+def upsample_nearest(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, "nearest")
+
+
+def upsample_bilinear(input, size=None, scale_factor=None):
+    return interpolate(input, size, scale_factor, "bilinear", align_corners=True)
+
+
+def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L) sliding blocks (via a grouped convolution)."""
+    kh, kw = _ntuple(kernel_size, 2)
+    c = input.shape[1]
+    eye = np.eye(kh * kw, dtype=input._data.dtype).reshape(kh * kw, 1, kh, kw)
+    w = _const(np.tile(eye, (c, 1, 1, 1)))
+    y = G.conv2d(input, w, None, _ntuple(stride, 2), _ntuple(padding, 2), _ntuple(dilation, 2), c)
+    return G.reshape(y, (y.shape[0], c * kh * kw, -1))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    return G.cosine_similarity(x1, x2, dim, eps)
+
+
+def pairwise_distance(x1, x2, p=2.0, eps=1e-6, keepdim=False):
+    return G.norm(G.add(G.sub(x1, x2), eps), p, (-1,), keepdim)
+
+
+# ---------------------------------------------------------------------------- losses
+def cross_entropy(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+                  reduction="mean", label_smoothing=0.0):
+    """Softmax cross entropy with class-index or class-probability targets."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return G.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+
+
+def nll_loss(input, target, weight=None, size_average=None, ignore_index=-100, reduce=None,
+             reduction="mean"):
+    """Negative log likelihood of log-probabilities ``input`` at class ``target``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return G.nll_loss(input, target, weight, reduction, ignore_index)
+
+
+def _weighted(loss_fn, input, target, reduction, weight, *extra):
+    if weight is None:
+        return loss_fn(input, target, reduction, *extra)
+    loss = G.mul(loss_fn(input, target, "none", *extra), weight)
+    if reduction == "mean":
+        return G.mean(loss)
+    if reduction == "sum":
+        return G.sum(loss)
+    return loss
+
+
+def mse_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean squared error."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _weighted(G.mse_loss, input, target, reduction, weight)
+
+
+def l1_loss(input, target, size_average=None, reduce=None, reduction="mean", weight=None):
+    """Mean absolute error."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _weighted(G.l1_loss, input, target, reduction, weight)
+
+
+def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mean", beta=1.0):
+    """Quadratic below ``beta``, linear above (divided by beta)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return G.smooth_l1_loss(input, target, reduction, beta)
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
+    """Quadratic below ``delta``, linear above (scaled by delta)."""
+    return _weighted(G.huber_loss, input, target, reduction, weight, delta)
+
+
+def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
+                         reduction="mean"):
+    """Binary cross entropy of probabilities ``input``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return G.binary_cross_entropy(input, target, weight, reduction)
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
+                                     reduction="mean", pos_weight=None):
+    """Binary cross entropy of logits ``input`` (stable)."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return G.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+
+
+def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):
+    """KL divergence with log-probabilities ``input``."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if reduction == "mean":
+        warnings.warn("reduction: 'mean' divides the total loss by both the batch size and the "
+                      "support size.'batchmean' divides only by the batch size, and aligns with "
+                      "the KL div math definition.", stacklevel=2)
+    return G.kl_div(input, target, reduction, log_target)
+
+
+def _reduce(loss, reduction):
+    if reduction == "mean":
+        return G.mean(loss)
+    if reduction == "sum":
+        return G.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{reduction} is not a valid value for reduction")
+
+
+def poisson_nll_loss(input, target, log_input=True, full=False, size_average=None, eps=1e-8,
+                     reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if log_input:
+        loss = G.sub(G.exp(input), G.mul(target, input))
+    else:
+        loss = G.sub(input, G.mul(target, G.log(G.add(input, eps))))
+    if full:
+        t = target._data
+        st = np.where(t > 1, t * np.log(np.where(t > 1, t, 1)) - t +
+                      0.5 * np.log(2 * np.pi * np.where(t > 1, t, 1)), 0).astype(t.dtype)
+        loss = G.add(loss, _const(st))
+    return _reduce(loss, reduction)
+
+
+def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
+    var = G.clamp(var, eps, None)
+    loss = G.mul(G.add(G.log(var), G.div(G.square(G.sub(input, target)), var)), 0.5)
+    if full:
+        loss = G.add(loss, 0.5 * math.log(2 * math.pi))
+    return _reduce(loss, reduction)
+
+
+def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                        reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = G.clamp(G.add(G.mul(G.neg(target), G.sub(input1, input2)), margin), 0.0, None)
+    return _reduce(loss, reduction)
+
+
+def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
+                         reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    pos = G.where(G.eq(target, 1), input, 0.0)
+    neg = G.where(G.eq(target, -1), G.clamp(G.sub(margin, input), 0.0, None), 0.0)
+    return _reduce(G.add(pos, neg), reduction)
+
+
+def soft_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    return _reduce(G.softplus(G.neg(G.mul(target, input)), 1.0, 20.0), reduction)
+
+
+def cosine_embedding_loss(input1, input2, target, margin=0.0, size_average=None, reduce=None,
+                          reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    cos = G.cosine_similarity(input1, input2, 1 if input1.dim() > 1 else 0, 1e-8)
+    loss = G.where(G.eq(target, 1), G.sub(1.0, cos), G.clamp(G.sub(cos, margin), 0.0, None))
+    return _reduce(loss, reduction)
+
+
+def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, reduce=None,
+                                reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    loss = G.neg(G.add(G.mul(target, G.logsigmoid(input)),
+                       G.mul(G.sub(1.0, target), G.logsigmoid(G.neg(input)))))
+    if weight is not None:
+        loss = G.mul(loss, weight)
+    loss = G.mean(loss, (-1,), False)
+    return _reduce(loss, reduction)
+
+
+def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
+                      reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    x = input if input.dim() > 1 else G.unsqueeze(input, 0)
+    t = target if target.dim() > 0 else G.unsqueeze(target, 0)
+    xy = G.gather(x, 1, G.unsqueeze(t, 1))
+    m = G.clamp(G.add(G.sub(margin, xy), x), 0.0, None)
+    if p == 2:
+        m = G.mul(m, m)
+    if weight is not None:
+        m = G.mul(m, G.unsqueeze(G.index_select(weight, 0, t), 1))
+    c = x.shape[1]
+    mask = np.ones(tuple(x.shape), x._data.dtype)
+    np.put_along_axis(mask, t._data[:, None], 0.0, axis=1)
+    loss = G.div(G.sum(G.mul(m, _const(mask)), (1,), False), c)
+    if input.dim() == 1:
+        loss = G.squeeze(loss, 0)
+    return _reduce(loss, reduction)
+
+
+def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, swap=False,
+                        size_average=None, reduce=None, reduction="mean"):
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    d_pos = pairwise_distance(anchor, positive, p, eps)
+    d_neg = pairwise_distance(anchor, negative, p, eps)
+    if swap:
+        d_neg = G.minimum(d_neg, pairwise_distance(positive, negative, p, eps))
+    return _reduce(G.clamp(G.add(G.sub(d_pos, d_neg), margin), 0.0, None), reduction)
+
+
+# ---------------------------------------------------------------------------- attention
+def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
+                                 is_causal=False, scale=None, enable_gqa=False):
+    """softmax(q k^T * scale + mask) v over the last two dims. ``attn_mask`` is a bool mask
+    (True = attend) or an additive float mask."""
+    L, S = query.shape[-2], key.shape[-2]
+    scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
+    if enable_gqa and query.shape[-3] != key.shape[-3]:
+        rep = query.shape[-3] // key.shape[-3]
+        key = G.repeat_interleave(key, rep, -3) if hasattr(G, "repeat_interleave") else \
+            G.reshape(G.expand(G.unsqueeze(key, -3), tuple(key.shape[:-2]) + (rep,) +
+                               tuple(key.shape[-2:])), tuple(query.shape[:-2]) +
+                      tuple(key.shape[-2:]))
+        value = G.reshape(G.expand(G.unsqueeze(value, -3), tuple(value.shape[:-2]) + (rep,) +
+                                   tuple(value.shape[-2:])),
+                          tuple(query.shape[:-3]) + (query.shape[-3],) + tuple(value.shape[-2:]))
+    scores = G.mul(G.matmul(query, G.transpose(key, -2, -1)), scale)
+    if is_causal:
+        mask = np.tril(np.ones((L, S), bool))
+        scores = G.masked_fill(scores, _const(~mask), float("-inf"))
+    if attn_mask is not None:
+        if attn_mask._data.dtype == np.bool_:
+            scores = G.masked_fill(scores, G.logical_not(attn_mask), float("-inf"))
+        else:
+            scores = G.add(scores, attn_mask)
+    attn = G.softmax(scores, -1, None)
+    if dropout_p > 0.0:
+        attn = dropout(attn, dropout_p, True)
+    return G.matmul(attn, value)
+
+
+def _in_projection_packed(q, k, v, w, b=None):
+    E = q.shape[-1]
+    if k is v and q is k:
+        proj = linear(q, w, b)
+        return tuple(G.chunk(proj, 3, -1))
+    wq, wk, wv = G.chunk(w, 3, 0)
+    bq = bk = bv = None
+    if b is not None:
+        bq, bk, bv = G.chunk(b, 3, 0)
+    del E
+    return linear(q, wq, bq), linear(k, wk, bk), linear(v, wv, bv)
+
+
+def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_heads, in_proj_weight,
+                                 in_proj_bias, bias_k, bias_v, add_zero_attn, dropout_p,
+                                 out_proj_weight, out_proj_bias, training=True,
+                                 key_padding_mask=None, need_weights=True, attn_mask=None,
+                                 use_separate_proj_weight=False, q_proj_weight=None,
+                                 k_proj_weight=None, v_proj_weight=None, static_k=None,
+                                 static_v=None, average_attn_weights=True, is_causal=False):
+    """torch's multi-head attention on (L, N, E) inputs (or unbatched (L, E)); returns
+    (output, attention weights or None)."""
+    unbatched = query.dim() == 2
+    if unbatched:
+        query, key, value = (G.unsqueeze(t, 1) for t in (query, key, value))
+        if key_padding_mask is not None:
+            key_padding_mask = G.unsqueeze(key_padding_mask, 0)
+    tgt_len, bsz, embed_dim = query.shape
+    src_len = key.shape[0]
+    if embed_dim != embed_dim_to_check:
+        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
+                             f"got {embed_dim}")
+    head_dim = embed_dim // num_heads
+    if not use_separate_proj_weight:
+        q, k, v = _in_projection_packed(query, key, value, in_proj_weight, in_proj_bias)
+    else:
+        bq = bk = bv = None
+        if in_proj_bias is not None:
+            bq, bk, bv = G.chunk(in_proj_bias, 3, 0)
+        q, k, v = (linear(query, q_proj_weight, bq), linear(key, k_proj_weight, bk),
+                   linear(value, v_proj_weight, bv))
+    if is_causal and attn_mask is None:
+        attn_mask = _const(~np.tril(np.ones((tgt_len, src_len), bool)))
+    if bias_k is not None and bias_v is not None:
+        k = G.cat([k, G.expand(G.reshape(bias_k, (1, 1, embed_dim)), (1, bsz, embed_dim))], 0)
+        v = G.cat([v, G.expand(G.reshape(bias_v, (1, 1, embed_dim)), (1, bsz, embed_dim))], 0)
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    # (L, N, E) -> (N, H, L, D)
+    q = G.permute(G.reshape(q, (tgt_len, bsz, num_heads, head_dim)), (1, 2, 0, 3))
+    k = G.permute(G.reshape(k, (k.shape[0], bsz, num_heads, head_dim)), (1, 2, 0, 3))
+    v = G.permute(G.reshape(v, (v.shape[0], bsz, num_heads, head_dim)), (1, 2, 0, 3))
+    if add_zero_attn:
+        z = _const(np.zeros((bsz, num_heads, 1, head_dim), q._data.dtype))
+        k, v = G.cat([k, z], 2), G.cat([v, z], 2)
+        if attn_mask is not None:
+            attn_mask = pad(attn_mask, (0, 1))
+        if key_padding_mask is not None:
+            key_padding_mask = pad(key_padding_mask, (0, 1))
+    s_len = k.shape[2]
+    scores = G.mul(G.matmul(q, G.transpose(k, -2, -1)), 1.0 / math.sqrt(head_dim))
+    if attn_mask is not None:
+        m = attn_mask if attn_mask.dim() == 2 else G.reshape(
+            attn_mask, (bsz, num_heads, tgt_len, s_len))
+        if m._data.dtype == np.bool_:
+            scores = G.masked_fill(scores, m, float("-inf"))
+        else:
+            scores = G.add(scores, m)
+    if key_padding_mask is not None:
+        kpm = G.reshape(key_padding_mask, (bsz, 1, 1, s_len))
+        if kpm._data.dtype == np.bool_:
+            scores = G.masked_fill(scores, kpm, float("-inf"))
+        else:
+            scores = G.add(scores, kpm)
+    attn = G.softmax(scores, -1, None)
+    if dropout_p > 0.0 and training:
+        attn = dropout(attn, dropout_p, True)
+    out = G.matmul(attn, v)  # (N, H, L, D)
+    out = G.reshape(G.permute(out, (2, 0, 1, 3)), (tgt_len, bsz, embed_dim))
+    out = linear(out, out_proj_weight, out_proj_bias)
+    weights = None
+    if need_weights:
+        weights = G.mean(attn, (1,), False) if average_attn_weights else attn
+        if unbatched:
+            weights = G.squeeze(weights, 0)
+    if unbatched:
+        out = G.squeeze(out, 1)
+    return out, weights
+
+
+__all__ = [n for n, v in list(globals().items()) if callable(v) and not n.startswith("_")
+           and getattr(v, "__module__", None) == __name__]
+del numbers

@@ -1,0 +1,232 @@
+"""Parameter initialisation, in place and without autograd, with torch's names, arguments and
+distributions (``ember.nn.init.kaiming_uniform_`` etc.)."""
+import math
+import warnings
+
+import numpy as np
+
+from ember.autograd.grad_mode import no_grad
+from ember.random import resolve
+
+
+def _write(tensor, arr):
+    with no_grad():
+        np.copyto(tensor._data, arr, casting="unsafe")
+        tensor._bump()
+    return tensor
+
+
+def calculate_gain(nonlinearity, param=None):
+    """The recommended gain for ``nonlinearity`` (torch's table). ValueError when unknown."""
+    linear_fns = ["linear", "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d",
+                  "conv_transpose3d"]
+    if nonlinearity in linear_fns or nonlinearity == "sigmoid":
+        return 1
+    if nonlinearity == "tanh":
+        return 5.0 / 3
+    if nonlinearity == "relu":
+        return math.sqrt(2.0)
+    if nonlinearity == "leaky_relu":
+        if param is None:
+            negative_slope = 0.01
+        elif not isinstance(param, bool) and isinstance(param, (int, float)):
+            negative_slope = param
+        else:
+            raise ValueError(f"negative_slope {param} not a valid number")
+        return math.sqrt(2.0 / (1 + negative_slope ** 2))
+    if nonlinearity == "selu":
+        return 3.0 / 4
+    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+
+
+def _calculate_fan_in_and_fan_out(tensor):
+    dim = tensor.dim()
+    if dim < 2:
+        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
+                         "dimensions")
+    shape = tensor.shape
+    receptive = 1
+    for s in shape[2:]:
+        receptive *= s
+    return shape[1] * receptive, shape[0] * receptive
+
+
+def _calculate_correct_fan(tensor, mode):
+    mode = mode.lower()
+    if mode not in ("fan_in", "fan_out"):
+        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    return fan_in if mode == "fan_in" else fan_out
+
+
+def uniform_(tensor, a=0.0, b=1.0, generator=None):
+    """Fill with U(a, b)."""
+    g = resolve(generator)
+    return _write(tensor, g.random(tuple(tensor.shape)) * (b - a) + a)
+
+
+def normal_(tensor, mean=0.0, std=1.0, generator=None):
+    """Fill with N(mean, std^2)."""
+    g = resolve(generator)
+    return _write(tensor, g.standard_normal(tuple(tensor.shape)) * std + mean)
+
+
+def _erfinv(y):
+    """Inverse error function (Giles' approximation refined by two Newton steps)."""
+    y = np.clip(y, -1 + 1e-15, 1 - 1e-15)
+    w = -np.log((1.0 - y) * (1.0 + y))
+    x = np.where(
+        w < 5.0,
+        _poly(w - 2.5, [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
+                        0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]),
+        _poly(np.sqrt(np.maximum(w, 5.0)) - 3.0,
+              [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682])) * y
+    from math import pi
+    for _ in range(2):
+        err = _erf(x) - y
+        x = x - err / (2.0 / np.sqrt(pi) * np.exp(-x * x))
+    return x
+
+
+def _poly(w, coeffs):
+    p = np.zeros_like(w)
+    for c in coeffs:
+        p = p * w + c
+    return p
+
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _trunc_normal(tensor, mean, std, a, b, generator):
+    g = resolve(generator)
+
+    def norm_cdf(x):
+        return (1.0 + math.erf(x / math.sqrt(2.0))) / 2.0
+
+    if mean < a - 2 * std or mean > b + 2 * std:
+        warnings.warn("mean is more than 2 std from [a, b] in nn.init.trunc_normal_. The "
+                      "distribution of values may be incorrect.", stacklevel=3)
+    lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
+    u = g.random(tuple(tensor.shape)) * (2 * hi - 2 * lo) + (2 * lo - 1)
+    x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
+    return _write(tensor, np.clip(x, a, b))
+
+
+def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):
+    """Fill with N(mean, std^2) truncated to [a, b] (inverse-CDF sampling, as torch)."""
+    return _trunc_normal(tensor, mean, std, a, b, generator)
+
+
+def constant_(tensor, val):
+    """Fill with ``val``."""
+    return _write(tensor, np.full(tuple(tensor.shape), val))
+
+
+def ones_(tensor):
+    return constant_(tensor, 1.0)
+
+
+def zeros_(tensor):
+    return constant_(tensor, 0.0)
+
+
+def eye_(tensor):
+    """Fill a 2-d tensor with the identity."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    return _write(tensor, np.eye(*tensor.shape))
+
+
+def dirac_(tensor, groups=1):
+    """Fill a {3,4,5}-d conv weight with the Dirac delta (identity convolution)."""
+    d = tensor.dim()
+    if d not in (3, 4, 5):
+        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+    shape = tuple(tensor.shape)
+    out_per = shape[0] // groups
+    m = min(out_per, shape[1])
+    arr = np.zeros(shape)
+    for g in range(groups):
+        for i in range(m):
+            idx = (g * out_per + i, i) + tuple(s // 2 for s in shape[2:])
+            arr[idx] = 1
+    return _write(tensor, arr)
+
+
+def xavier_uniform_(tensor, gain=1.0, generator=None):
+    """U(-a, a) with a = gain * sqrt(6 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    a = gain * math.sqrt(6.0 / float(fan_in + fan_out))
+    return uniform_(tensor, -a, a, generator)
+
+
+def xavier_normal_(tensor, gain=1.0, generator=None):
+    """N(0, std^2) with std = gain * sqrt(2 / (fan_in + fan_out))."""
+    fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
+    std = gain * math.sqrt(2.0 / float(fan_in + fan_out))
+    return normal_(tensor, 0.0, std, generator)
+
+
+def kaiming_uniform_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """U(-b, b) with b = gain * sqrt(3 / fan)."""
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    bound = math.sqrt(3.0) * std
+    return uniform_(tensor, -bound, bound, generator)
+
+
+def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", generator=None):
+    """N(0, std^2) with std = gain / sqrt(fan)."""
+    if 0 in tuple(tensor.shape):
+        warnings.warn("Initializing zero-element tensors is a no-op", stacklevel=2)
+        return tensor
+    fan = _calculate_correct_fan(tensor, mode)
+    std = calculate_gain(nonlinearity, a) / math.sqrt(fan)
+    return normal_(tensor, 0.0, std, generator)
+
+
+def orthogonal_(tensor, gain=1, generator=None):
+    """A (semi-)orthogonal matrix from the QR of a Gaussian one, times ``gain``."""
+    if tensor.dim() < 2:
+        raise ValueError("Only tensors with 2 or more dimensions are supported")
+    if tensor.numel() == 0:
+        return tensor
+    rows = tensor.shape[0]
+    cols = tensor.numel() // rows
+    flat = resolve(generator).standard_normal((rows, cols))
+    if rows < cols:
+        flat = flat.T
+    q, r = np.linalg.qr(flat)
+    q = q * np.sign(np.diag(r))
+    if rows < cols:
+        q = q.T
+    return _write(tensor, (q * gain).reshape(tuple(tensor.shape)))
+
+
+def sparse_(tensor, sparsity, std=0.01, generator=None):
+    """A 2-d tensor with a fraction ``sparsity`` of each column zeroed, the rest N(0, std^2)."""
+    if tensor.dim() != 2:
+        raise ValueError("Only tensors with 2 dimensions are supported")
+    rows, cols = tensor.shape
+    g = resolve(generator)
+    arr = g.standard_normal((rows, cols)) * std
+    nz = int(math.ceil(sparsity * rows))
+    for c in range(cols):
+        arr[g.permutation(rows)[:nz], c] = 0
+    return _write(tensor, arr)
+
+
+# torch's deprecated, non-underscore aliases
+uniform = uniform_
+normal = normal_
+constant = constant_
+xavier_uniform = xavier_uniform_
+xavier_normal = xavier_normal_
+kaiming_uniform = kaiming_uniform_
+kaiming_normal = kaiming_normal_
+orthogonal = orthogonal_

@@ -1,0 +1,210 @@
+"""Tensor basics: dtypes, metadata, conversion, creation, views and version counters."""
+import numpy as np
+import pytest
+
+import ember
+
+
+def test_dtypes_and_defaults():
+    assert ember.tensor([1.0, 2.0]).dtype is ember.float32
+    assert ember.tensor([1, 2]).dtype is ember.int64
+    assert ember.tensor([True]).dtype is ember.bool
+    assert ember.tensor(np.zeros(2)).dtype is ember.float64
+    for d in (ember.float32, ember.float64, ember.float16, ember.int64, ember.int32, ember.int8,
+              ember.uint8, ember.bool):
+        t = ember.zeros(2, 3, dtype=d)
+        assert t.dtype is d and t.shape == (2, 3)
+    assert ember.tensor([1.5], dtype=ember.float64).dtype is ember.float64
+
+
+def test_metadata():
+    t = ember.arange(24).reshape(2, 3, 4)
+    assert t.shape == ember.Size([2, 3, 4]) and t.size() == (2, 3, 4) and t.size(1) == 3
+    assert t.dim() == 3 and t.numel() == 24 and t.stride() == (12, 4, 1)
+    assert t.device == "cpu" and str(t.device) == "cpu"
+    assert t.is_contiguous()
+    assert not t.transpose(0, 2).is_contiguous()
+    assert t.transpose(0, 2).contiguous().is_contiguous()
+    assert t.T.shape == (4, 3, 2)
+    with pytest.raises(IndexError):
+        t.size(3)
+
+
+def test_conversions():
+    t = ember.tensor([[1.5, 2.0]])
+    assert t.tolist() == [[1.5, 2.0]]
+    assert ember.tensor(3.5).item() == 3.5
+    assert float(ember.tensor([2.0])) == 2.0 and int(ember.tensor([3])) == 3
+    assert bool(ember.tensor([1])) is True
+    with pytest.raises(RuntimeError, match="ambiguous"):
+        bool(ember.tensor([1, 2]))
+    with pytest.raises(RuntimeError, match="cannot be converted"):
+        ember.tensor([1.0, 2.0]).item()
+    assert t.to(ember.float64).dtype is ember.float64
+    assert t.double().dtype is ember.float64 and t.long().dtype is ember.int64
+    assert t.int().dtype is ember.int32 and t.bool().dtype is ember.bool
+    assert t.float() is t
+
+
+def test_numpy_shares_memory_and_from_numpy_is_zero_copy():
+    a = np.arange(6, dtype=np.float32)
+    t = ember.from_numpy(a)
+    a[0] = 42
+    assert t[0].item() == 42
+    t.numpy()[1] = 7
+    assert a[1] == 7
+    assert np.asarray(t) is a
+    with pytest.raises(TypeError):
+        ember.from_numpy(np.array(["x"]))
+    r = ember.ones(2, requires_grad=True)
+    with pytest.raises(RuntimeError, match="detach"):
+        r.numpy()
+
+
+def test_dlpack_round_trip():
+    t = ember.arange(5, dtype=ember.float32)
+    u = ember.from_dlpack(t)
+    u[0] = 9.0
+    assert t[0].item() == 9.0
+    assert np.from_dlpack(t)[0] == 9.0
+
+
+def test_repr_is_torch_like():
+    assert repr(ember.tensor([1.0, 2.0])) == "tensor([1., 2.])"
+    assert repr(ember.tensor([1, 2])) == "tensor([1, 2])"
+    assert "dtype=ember.float64" in repr(ember.zeros(2, dtype=ember.float64))
+    assert "requires_grad=True" in repr(ember.zeros(2, requires_grad=True))
+    x = ember.ones(2, requires_grad=True)
+    assert "grad_fn=<MulBackward0>" in repr(x * 2)
+
+
+def test_creation_functions():
+    assert ember.arange(0, 1, 0.25).tolist() == [0.0, 0.25, 0.5, 0.75]
+    assert ember.linspace(0, 1, 3).tolist() == [0.0, 0.5, 1.0]
+    assert ember.eye(2, 3).tolist() == [[1, 0, 0], [0, 1, 0]]
+    assert ember.full((2,), 7).dtype is ember.int64
+    assert ember.full((2,), 0.5).tolist() == [0.5, 0.5]
+    x = ember.randn(3, 4)
+    for fn in (ember.zeros_like, ember.ones_like, ember.empty_like, ember.rand_like,
+               ember.randn_like):
+        assert fn(x).shape == (3, 4)
+    assert ember.full_like(x, 2.0).tolist()[0][0] == 2.0
+    assert sorted(ember.randperm(5).tolist()) == [0, 1, 2, 3, 4]
+    r = ember.randint(3, 7, (100,))
+    assert r.dtype is ember.int64 and r.min().item() >= 3 and r.max().item() < 7
+    assert ember.normal(2.0, 0.5, (1000,)).mean().item() == pytest.approx(2.0, abs=0.1)
+    assert ember.zeros((2, 3)).shape == (2, 3)
+    with pytest.raises(RuntimeError, match="negative dimension"):
+        ember.zeros(-1)
+
+
+def test_generators_make_runs_reproducible():
+    ember.manual_seed(0)
+    a = ember.randn(5)
+    ember.manual_seed(0)
+    b = ember.randn(5)
+    assert a.tolist() == b.tolist()
+    g1, g2 = ember.Generator().manual_seed(3), ember.Generator().manual_seed(3)
+    assert ember.rand(4, generator=g1).tolist() == ember.rand(4, generator=g2).tolist()
+    state = g1.get_state()
+    x = ember.rand(3, generator=g1)
+    g1.set_state(state)
+    assert ember.rand(3, generator=g1).tolist() == x.tolist()
+
+
+@pytest.mark.parametrize("make_view", [
+    lambda t: t.view(6, 2), lambda t: t.reshape(12), lambda t: t.transpose(0, 1),
+    lambda t: t.permute(1, 0), lambda t: t[1], lambda t: t[:, 1:3], lambda t: t.narrow(0, 1, 2),
+    lambda t: t.unsqueeze(0), lambda t: t.t(), lambda t: t.expand(2, 3, 4)[0],
+    lambda t: t.view(3, 1, 4).squeeze(1),
+])
+def test_views_share_memory_and_version(make_view):
+    t = ember.zeros(3, 4)
+    v = make_view(t)
+    assert np.shares_memory(v.numpy(), t.numpy())
+    before = t._version
+    t.add_(1)
+    assert v._version == t._version == before + 1
+    assert float(v.sum()) == v.numel()
+
+
+def test_reshape_copies_when_it_must():
+    t = ember.arange(6.0).reshape(2, 3).t()
+    r = t.reshape(6)
+    assert not np.shares_memory(r.numpy(), t.numpy())
+    with pytest.raises(RuntimeError, match="reshape"):
+        t.view(6)
+
+
+def test_setitem_and_getitem_forms():
+    t = ember.zeros(4, 5)
+    t[1] = 1.0
+    t[:, 0] = ember.arange(4.0)
+    t[ember.tensor([2, 3]), 4] = 5.0
+    t[t > 4] = -1.0
+    ref = np.zeros((4, 5), np.float32)
+    ref[1] = 1
+    ref[:, 0] = np.arange(4)
+    ref[[2, 3], 4] = 5
+    ref[ref > 4] = -1
+    np.testing.assert_array_equal(t.numpy(), ref)
+    assert t[..., None].shape == (4, 5, 1)
+    assert t[ember.tensor([True, False, True, False])].shape == (2, 5)
+    with pytest.raises(IndexError):
+        t[10]
+    with pytest.raises(IndexError, match="tensors used as indices"):
+        t[ember.tensor([0.5])]
+
+
+def test_inplace_ops_bump_version_and_return_self():
+    t = ember.ones(3)
+    for op in (lambda x: x.add_(1), lambda x: x.mul_(2), lambda x: x.sub_(1), lambda x: x.div_(2),
+               lambda x: x.clamp_(0, 1), lambda x: x.zero_(), lambda x: x.fill_(3),
+               lambda x: x.copy_(ember.ones(3)), lambda x: x.relu_(),
+               lambda x: x.masked_fill_(ember.tensor([True, False, True]), 0)):
+        v = t._version
+        assert op(t) is t
+        assert t._version == v + 1
+    with pytest.raises(RuntimeError, match="can't be cast"):
+        ember.ones(3, dtype=ember.int64).add_(0.5)
+
+
+def test_operators_with_scalars_on_both_sides():
+    x = ember.tensor([1.0, 2.0])
+    assert (2 - x).tolist() == [1.0, 0.0]
+    assert (2 / x).tolist() == [2.0, 1.0]
+    assert (2 ** x).tolist() == [2.0, 4.0]
+    assert (x ** 2).tolist() == [1.0, 4.0]
+    assert (-x).tolist() == [-1.0, -2.0]
+    assert (x == 1).tolist() == [True, False]
+    assert (ember.tensor([5, 7]) // 2).tolist() == [2, 3]
+    assert (ember.tensor([1, 2]) * 1.5).dtype is ember.float32
+    assert (ember.tensor([1, 2]) / 2).dtype is ember.float32
+    i = ember.tensor([1, 2])
+    i += 1
+    assert i.tolist() == [2, 3]
+
+
+def test_type_promotion_follows_torch():
+    f32 = ember.ones(2)
+    assert (f32 + ember.ones(2, dtype=ember.int64)).dtype is ember.float32
+    assert (f32 + ember.tensor(1.0, dtype=ember.float64)).dtype is ember.float32
+    assert (f32 + ember.ones(2, dtype=ember.float64)).dtype is ember.float64
+    assert (ember.ones(2, dtype=ember.int32) + ember.ones(2, dtype=ember.int64)).dtype is ember.int64
+    assert (ember.ones(2, dtype=ember.uint8) + ember.ones(2, dtype=ember.int8)).dtype is ember.int16
+    assert ember.ones(2, dtype=ember.int64).exp().dtype is ember.float32
+
+
+def test_max_min_overloads():
+    x = ember.tensor([[1.0, 5.0], [3.0, 2.0]])
+    assert ember.max(x).item() == 5.0
+    v, i = ember.max(x, 1)
+    assert v.tolist() == [5.0, 3.0] and i.tolist() == [1, 0]
+    assert x.min(dim=0).indices.tolist() == [0, 1]
+    assert ember.max(x, ember.full((2, 2), 2.5)).tolist() == [[2.5, 5.0], [3.0, 2.5]]
+
+
+def test_tensors_refuse_pickle():
+    import pickle
+    with pytest.raises(TypeError, match="safetensors"):
+        pickle.dumps(ember.ones(2))
