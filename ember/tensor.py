@@ -52,8 +52,15 @@ CPU = device("cpu")
 class Tensor:
     """An n-dimensional array that can take part in automatic differentiation."""
 
-    __slots__ = ("_data", "_requires_grad", "grad", "grad_fn", "_vc", "_base", "_output_nr",
-                 "_acc", "_hooks", "_retains_grad", "__weakref__", "__dict__")
+    # Hot attributes live in slots; rarely set ones default at class level and land in the
+    # (lazily created) instance dict only when set, so making a Tensor sets three slots.
+    __slots__ = ("_data", "_requires_grad", "grad_fn", "_vc", "__weakref__", "__dict__")
+    grad = None
+    _base = None
+    _output_nr = 0
+    _acc = None
+    _hooks = None
+    _retains_grad = False
 
     def __init__(self, data=None, requires_grad=False):
         if data is None:
@@ -68,34 +75,26 @@ class Tensor:
 
     @classmethod
     def _make(cls, arr):
-        t = object.__new__(cls)
+        t = _new(cls)
         t._data = arr
         t._requires_grad = False
-        t.grad = None
         t.grad_fn = None
-        t._vc = None
-        t._base = None
-        t._output_nr = 0
-        t._acc = None
-        t._hooks = None
         return t
 
     # ---- version counter -------------------------------------------------------------------
     def _get_vc(self):
-        vc = self._vc
-        if vc is None:
+        try:
+            return self._vc
+        except AttributeError:  # created on first need (save, view or in-place op)
             vc = self._vc = VersionCounter()
-        return vc
+            return vc
 
     def _bump(self):
-        vc = self._vc
-        if vc is None:
-            vc = self._vc = VersionCounter()
-        vc.v += 1
+        self._get_vc().v += 1
 
     @property
     def _version(self):
-        return 0 if self._vc is None else self._vc.v
+        return self._get_vc().v
 
     # ---- metadata -------------------------------------------------------------------------
     @property
@@ -233,7 +232,7 @@ class Tensor:
         """Keep ``.grad`` for this non-leaf tensor after backward."""
         if self.grad_fn is None:
             return
-        if getattr(self, "_retains_grad", False):
+        if self._retains_grad:
             return
         self._retains_grad = True
         ref = weakref.ref(self)
@@ -247,7 +246,7 @@ class Tensor:
 
     @property
     def retains_grad(self):
-        return getattr(self, "_retains_grad", False)
+        return self._retains_grad
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new one."""
@@ -386,16 +385,13 @@ class Size(tuple):
         return f"ember.Size({list(self)})"
 
 
+_new = object.__new__
+
+
 def _init(t, arr):
     t._data = arr
     t._requires_grad = False
-    t.grad = None
     t.grad_fn = None
-    t._vc = None
-    t._base = None
-    t._output_nr = 0
-    t._acc = None
-    t._hooks = None
 
 
 def _format(t):
@@ -423,4 +419,5 @@ def _format(t):
 
 
 _dispatch_mod.Tensor = Tensor
+_dispatch_mod._make = Tensor._make
 _DETACH = _dispatch_mod.Op("detach", None, None, ("self",), ())

@@ -227,7 +227,7 @@ def emit_backward(op, w):
     w(f"    _op_name = {op.name!r}")
     w("")
     w("    def __init__(ctx, tensors, consts, outs, needs):")
-    w("        Node.__init__(ctx)")
+    w("        ctx._seq = next_seq()")
     tnames = [a.py for a in op.tensor_args]
     if op.list_input:
         w(f"        {tnames[0]} = tensors")
@@ -376,7 +376,7 @@ def main():
         w(f"from ember.autograd import {m} as _c_{m}")
     w("from ember.autograd import formulas as _F")
     w("from ember.autograd.dispatch import Op, dispatch, dispatch_inplace")
-    w("from ember.autograd.node import Node, unpack")
+    w("from ember.autograd.node import Node, next_seq, unpack")
     w("from ember.autograd.formulas import _save, _save_out, _shape, _dtype")
     w("")
     w("OPS = {}")

@@ -17,7 +17,7 @@ from ember.kernels import shape as _k_shape
 from ember.autograd import composites as _c_composites
 from ember.autograd import formulas as _F
 from ember.autograd.dispatch import Op, dispatch, dispatch_inplace
-from ember.autograd.node import Node, unpack
+from ember.autograd.node import Node, next_seq, unpack
 from ember.autograd.formulas import _save, _save_out, _shape, _dtype
 
 OPS = {}
@@ -29,7 +29,7 @@ class AddBackward0(Node):
     _op_name = 'add'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         alpha, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -55,7 +55,7 @@ class SubBackward0(Node):
     _op_name = 'sub'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         alpha, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -81,7 +81,7 @@ class MulBackward0(Node):
     _op_name = 'mul'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         ctx.other = _save(other, 'other') if needs[0] else None
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -108,7 +108,7 @@ class DivBackward0(Node):
     _op_name = 'div'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         rounding_mode, = consts
         ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
@@ -138,7 +138,7 @@ class RemainderBackward0(Node):
     _op_name = 'remainder'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.other = _save(other, 'other') if needs[1] else None
@@ -165,7 +165,7 @@ class PowBackward0(Node):
     _op_name = 'pow'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, exponent, = tensors
         ctx.exponent = _save(exponent, 'exponent') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -194,7 +194,7 @@ class MaximumBackward0(Node):
     _op_name = 'maximum'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -221,7 +221,7 @@ class MinimumBackward0(Node):
     _op_name = 'minimum'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -248,7 +248,7 @@ class Atan2Backward0(Node):
     _op_name = 'atan2'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -275,7 +275,7 @@ class WhereBackward0(Node):
     _op_name = 'where'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         condition, self_, other, = tensors
         ctx.condition = _save(condition, 'condition') if needs[1] or needs[2] else None
         ctx.self__shape = _shape(self_) if needs[1] else None
@@ -300,7 +300,7 @@ class LerpBackward0(Node):
     _op_name = 'lerp'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, end, weight, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.weight = _save(weight, 'weight') if needs[0] or needs[1] else None
@@ -333,7 +333,7 @@ class NegBackward0(Node):
     _op_name = 'neg'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
 
     def apply(ctx, grads):
@@ -350,7 +350,7 @@ class ReciprocalBackward0(Node):
     _op_name = 'reciprocal'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -369,7 +369,7 @@ class AbsBackward0(Node):
     _op_name = 'abs'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -388,7 +388,7 @@ class SignBackward0(Node):
     _op_name = 'sign'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
 
@@ -407,7 +407,7 @@ class ExpBackward0(Node):
     _op_name = 'exp'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -426,7 +426,7 @@ class Exp2Backward0(Node):
     _op_name = 'exp2'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -445,7 +445,7 @@ class LogBackward0(Node):
     _op_name = 'log'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -464,7 +464,7 @@ class Log2Backward0(Node):
     _op_name = 'log2'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -483,7 +483,7 @@ class Log10Backward0(Node):
     _op_name = 'log10'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -502,7 +502,7 @@ class Log1pBackward0(Node):
     _op_name = 'log1p'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -521,7 +521,7 @@ class Expm1Backward0(Node):
     _op_name = 'expm1'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -540,7 +540,7 @@ class SqrtBackward0(Node):
     _op_name = 'sqrt'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -559,7 +559,7 @@ class RsqrtBackward0(Node):
     _op_name = 'rsqrt'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -578,7 +578,7 @@ class SinBackward0(Node):
     _op_name = 'sin'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -597,7 +597,7 @@ class CosBackward0(Node):
     _op_name = 'cos'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -616,7 +616,7 @@ class TanBackward0(Node):
     _op_name = 'tan'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -635,7 +635,7 @@ class AsinBackward0(Node):
     _op_name = 'asin'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -654,7 +654,7 @@ class AcosBackward0(Node):
     _op_name = 'acos'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -673,7 +673,7 @@ class AtanBackward0(Node):
     _op_name = 'atan'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -692,7 +692,7 @@ class SinhBackward0(Node):
     _op_name = 'sinh'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -711,7 +711,7 @@ class CoshBackward0(Node):
     _op_name = 'cosh'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -730,7 +730,7 @@ class TanhBackward0(Node):
     _op_name = 'tanh'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -749,7 +749,7 @@ class SigmoidBackward0(Node):
     _op_name = 'sigmoid'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -768,7 +768,7 @@ class ErfBackward0(Node):
     _op_name = 'erf'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -787,7 +787,7 @@ class ReluBackward0(Node):
     _op_name = 'relu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
 
@@ -806,7 +806,7 @@ class LeakyReluBackward0(Node):
     _op_name = 'leaky_relu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         negative_slope, = consts
         ctx.negative_slope = negative_slope if needs[0] else None
@@ -828,7 +828,7 @@ class EluBackward0(Node):
     _op_name = 'elu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         alpha, = consts
         ctx.alpha = alpha if needs[0] else None
@@ -850,7 +850,7 @@ class SeluBackward0(Node):
     _op_name = 'selu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -869,7 +869,7 @@ class GeluBackward0(Node):
     _op_name = 'gelu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         approximate, = consts
         ctx.approximate = approximate if needs[0] else None
@@ -891,7 +891,7 @@ class SiluBackward0(Node):
     _op_name = 'silu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
 
@@ -910,7 +910,7 @@ class SoftplusBackward0(Node):
     _op_name = 'softplus'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         beta, threshold, = consts
         ctx.beta = beta if needs[0] else None
@@ -934,7 +934,7 @@ class HardtanhBackward0(Node):
     _op_name = 'hardtanh'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         min_val, max_val, = consts
         ctx.max_val = max_val if needs[0] else None
@@ -958,7 +958,7 @@ class ClampBackward0(Node):
     _op_name = 'clamp'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, min, max, = tensors
         ctx.max = _save(max, 'max') if needs[0] or needs[1] or needs[2] else None
         ctx.min = _save(min, 'min') if needs[0] or needs[1] or needs[2] else None
@@ -991,7 +991,7 @@ class FloorBackward0(Node):
     _op_name = 'floor'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
 
@@ -1010,7 +1010,7 @@ class CeilBackward0(Node):
     _op_name = 'ceil'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
 
@@ -1029,7 +1029,7 @@ class TruncBackward0(Node):
     _op_name = 'trunc'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
 
@@ -1048,7 +1048,7 @@ class RoundBackward0(Node):
     _op_name = 'round'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         decimals, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1068,7 +1068,7 @@ class FracBackward0(Node):
     _op_name = 'frac'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
 
     def apply(ctx, grads):
@@ -1085,7 +1085,7 @@ class SumBackward0(Node):
     _op_name = 'sum'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, dtype, = consts
         ctx.dim = dim if needs[0] else None
@@ -1109,7 +1109,7 @@ class MeanBackward0(Node):
     _op_name = 'mean'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, dtype, = consts
         ctx.dim = dim if needs[0] else None
@@ -1133,7 +1133,7 @@ class ProdBackward0(Node):
     _op_name = 'prod'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, dtype, = consts
         ctx.dim = dim if needs[0] else None
@@ -1159,7 +1159,7 @@ class MaxAllBackward0(Node):
     _op_name = 'max_all'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
@@ -1180,7 +1180,7 @@ class MinAllBackward0(Node):
     _op_name = 'min_all'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
@@ -1201,7 +1201,7 @@ class MaxDimBackward0(Node):
     _op_name = 'max_dim'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1227,7 +1227,7 @@ class MinDimBackward0(Node):
     _op_name = 'min_dim'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1253,7 +1253,7 @@ class AmaxBackward0(Node):
     _op_name = 'amax'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1279,7 +1279,7 @@ class AminBackward0(Node):
     _op_name = 'amin'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1305,7 +1305,7 @@ class VarBackward0(Node):
     _op_name = 'var'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, correction, keepdim, = consts
         ctx.correction = correction if needs[0] else None
@@ -1331,7 +1331,7 @@ class StdBackward0(Node):
     _op_name = 'std'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, correction, keepdim, = consts
         ctx.correction = correction if needs[0] else None
@@ -1359,7 +1359,7 @@ class LogsumexpBackward0(Node):
     _op_name = 'logsumexp'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, keepdim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1385,7 +1385,7 @@ class NormBackward0(Node):
     _op_name = 'norm'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         p, dim, keepdim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1413,7 +1413,7 @@ class CumsumBackward0(Node):
     _op_name = 'cumsum'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, dtype, = consts
         ctx.dim = dim if needs[0] else None
@@ -1433,7 +1433,7 @@ class MatmulBackward0(Node):
     _op_name = 'matmul'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, other, = tensors
         ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -1456,7 +1456,7 @@ class MmBackward0(Node):
     _op_name = 'mm'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, mat2, = tensors
         ctx.mat2 = _save(mat2, 'mat2') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -1479,7 +1479,7 @@ class BmmBackward0(Node):
     _op_name = 'bmm'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, mat2, = tensors
         ctx.mat2 = _save(mat2, 'mat2') if needs[0] or needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
@@ -1502,7 +1502,7 @@ class AddmmBackward0(Node):
     _op_name = 'addmm'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, mat1, mat2, = tensors
         beta, alpha, = consts
         ctx.beta = beta if needs[0] else None
@@ -1538,7 +1538,7 @@ class LinearBackward0(Node):
     _op_name = 'linear'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         input, weight, bias, = tensors
         ctx.input_shape = _shape(input) if needs[0] else None
         ctx.weight = _save(weight, 'weight') if needs[0] else None
@@ -1569,7 +1569,7 @@ class DotBackward0(Node):
     _op_name = 'dot'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, tensor, = tensors
         ctx.tensor = _save(tensor, 'tensor') if needs[0] else None
         ctx.self_ = _save(self_, 'self_') if needs[1] else None
@@ -1592,7 +1592,7 @@ class OuterBackward0(Node):
     _op_name = 'outer'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, vec2, = tensors
         ctx.vec2 = _save(vec2, 'vec2') if needs[0] else None
         ctx.self_ = _save(self_, 'self_') if needs[1] else None
@@ -1615,7 +1615,7 @@ class EinsumBackward0(Node):
     _op_name = 'einsum'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         operands = tensors
         equation, = consts
         ctx.equation = equation if _builtins.any(needs) else None
@@ -1634,7 +1634,7 @@ class ViewBackward0(Node):
     _op_name = 'view'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         size, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1654,7 +1654,7 @@ class ReshapeBackward0(Node):
     _op_name = 'reshape'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         shape, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1674,7 +1674,7 @@ class FlattenBackward0(Node):
     _op_name = 'flatten'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         start_dim, end_dim, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1694,7 +1694,7 @@ class UnflattenBackward0(Node):
     _op_name = 'unflatten'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, sizes, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1714,7 +1714,7 @@ class PermuteBackward0(Node):
     _op_name = 'permute'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dims, = consts
         ctx.dims = dims if needs[0] else None
@@ -1734,7 +1734,7 @@ class TransposeBackward0(Node):
     _op_name = 'transpose'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim0, dim1, = consts
         ctx.dim0 = dim0 if needs[0] else None
@@ -1756,7 +1756,7 @@ class TBackward0(Node):
     _op_name = 't'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
 
     def apply(ctx, grads):
@@ -1773,7 +1773,7 @@ class SqueezeBackward0(Node):
     _op_name = 'squeeze'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1793,7 +1793,7 @@ class UnsqueezeBackward0(Node):
     _op_name = 'unsqueeze'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1813,7 +1813,7 @@ class ExpandBackward0(Node):
     _op_name = 'expand'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         size, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -1833,7 +1833,7 @@ class RepeatBackward0(Node):
     _op_name = 'repeat'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         repeats, = consts
         ctx.repeats = repeats if needs[0] else None
@@ -1855,7 +1855,7 @@ class TileBackward0(Node):
     _op_name = 'tile'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dims, = consts
         ctx.dims = dims if needs[0] else None
@@ -1877,7 +1877,7 @@ class CatBackward0(Node):
     _op_name = 'cat'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         tensors = tensors
         dim, = consts
         ctx.dim = dim if _builtins.any(needs) else None
@@ -1896,7 +1896,7 @@ class StackBackward0(Node):
     _op_name = 'stack'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         tensors = tensors
         dim, = consts
         ctx.dim = dim if _builtins.any(needs) else None
@@ -1913,7 +1913,7 @@ class SplitBackward0(Node):
     _op_name = 'split'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         split_size, dim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1933,7 +1933,7 @@ class SplitWithSizesBackward0(Node):
     _op_name = 'split_with_sizes'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         split_sizes, dim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1953,7 +1953,7 @@ class ChunkBackward0(Node):
     _op_name = 'chunk'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         chunks, dim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1973,7 +1973,7 @@ class UnbindBackward0(Node):
     _op_name = 'unbind'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, = consts
         ctx.dim = dim if needs[0] else None
@@ -1993,7 +1993,7 @@ class NarrowBackward0(Node):
     _op_name = 'narrow'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, start, length, = consts
         ctx.dim = dim if needs[0] else None
@@ -2019,7 +2019,7 @@ class FlipBackward0(Node):
     _op_name = 'flip'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dims, = consts
         ctx.dims = dims if needs[0] else None
@@ -2039,7 +2039,7 @@ class RollBackward0(Node):
     _op_name = 'roll'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         shifts, dims, = consts
         ctx.dims = dims if needs[0] else None
@@ -2061,7 +2061,7 @@ class ContiguousBackward0(Node):
     _op_name = 'contiguous'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
 
     def apply(ctx, grads):
@@ -2078,7 +2078,7 @@ class CloneBackward0(Node):
     _op_name = 'clone'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
 
     def apply(ctx, grads):
@@ -2095,7 +2095,7 @@ class ToBackward0(Node):
     _op_name = 'to'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dtype, copy, = consts
         ctx.self__dtype = _dtype(self_) if needs[0] else None
@@ -2115,7 +2115,7 @@ class TrilBackward0(Node):
     _op_name = 'tril'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         diagonal, = consts
         ctx.diagonal = diagonal if needs[0] else None
@@ -2135,7 +2135,7 @@ class TriuBackward0(Node):
     _op_name = 'triu'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         diagonal, = consts
         ctx.diagonal = diagonal if needs[0] else None
@@ -2155,7 +2155,7 @@ class PadBackward0(Node):
     _op_name = 'pad'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         pad, mode, value, = consts
         ctx.mode = mode if needs[0] else None
@@ -2179,7 +2179,7 @@ class PadBackwardBackward0(Node):
     _op_name = 'pad_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, = tensors
         input_shape, padding, mode, = consts
         ctx.mode = mode if needs[0] else None
@@ -2201,7 +2201,7 @@ class GetitemBackward0(Node):
     _op_name = 'getitem'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         indices, = consts
         ctx.indices = indices if needs[0] else None
@@ -2223,7 +2223,7 @@ class GetitemBackwardBackward0(Node):
     _op_name = 'getitem_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, = tensors
         input_shape, indices, = consts
         ctx.indices = indices if needs[0] else None
@@ -2243,7 +2243,7 @@ class IndexPutBackward0(Node):
     _op_name = 'index_put'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, values, = tensors
         indices, accumulate, = consts
         ctx.accumulate = accumulate if needs[0] else None
@@ -2271,7 +2271,7 @@ class IndexSelectBackward0(Node):
     _op_name = 'index_select'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, index, = tensors
         dim, = consts
         ctx.dim = dim if needs[0] else None
@@ -2295,7 +2295,7 @@ class GatherBackward0(Node):
     _op_name = 'gather'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, index, = tensors
         dim, sparse_grad, = consts
         ctx.dim = dim if needs[0] else None
@@ -2319,7 +2319,7 @@ class ScatterBackward0(Node):
     _op_name = 'scatter'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, index, src, = tensors
         dim, = consts
         ctx.dim = dim if needs[0] or needs[2] else None
@@ -2343,7 +2343,7 @@ class ScatterAddBackward0(Node):
     _op_name = 'scatter_add'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, index, src, = tensors
         dim, = consts
         ctx.dim = dim if needs[2] else None
@@ -2367,7 +2367,7 @@ class IndexAddBackward0(Node):
     _op_name = 'index_add'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, index, source, = tensors
         dim, alpha, = consts
         ctx.alpha = alpha if needs[2] else None
@@ -2393,7 +2393,7 @@ class MaskedFillBackward0(Node):
     _op_name = 'masked_fill'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, mask, value, = tensors
         ctx.mask = _save(mask, 'mask') if needs[0] or needs[2] else None
 
@@ -2414,7 +2414,7 @@ class MaskedSelectBackward0(Node):
     _op_name = 'masked_select'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, mask, = tensors
         ctx.mask = _save(mask, 'mask') if needs[0] else None
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -2435,7 +2435,7 @@ class MaskedSelectBackwardBackward0(Node):
     _op_name = 'masked_select_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, mask, = tensors
         input_shape, = consts
         ctx.mask = _save(mask, 'mask') if needs[0] else None
@@ -2455,7 +2455,7 @@ class SoftmaxBackward0(Node):
     _op_name = 'softmax'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, dtype, = consts
         ctx.dim = dim if needs[0] else None
@@ -2477,7 +2477,7 @@ class LogSoftmaxBackward0(Node):
     _op_name = 'log_softmax'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         dim, dtype, = consts
         ctx.dim = dim if needs[0] else None
@@ -2499,7 +2499,7 @@ class NativeDropoutBackward0(Node):
     _op_name = 'native_dropout'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         p, train, generator, = consts
         ctx.mask = _save(outs[1], 'mask') if needs[0] else None
@@ -2519,7 +2519,7 @@ class EmbeddingBackward0(Node):
     _op_name = 'embedding'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         input, weight, = tensors
         padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse, = consts
         ctx.input = _save(input, 'input') if needs[1] else None
@@ -2545,7 +2545,7 @@ class EmbeddingBackwardBackward0(Node):
     _op_name = 'embedding_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, indices, = tensors
         num_weights, padding_idx, scale_grad_by_freq, = consts
         ctx.indices = _save(indices, 'indices') if needs[0] else None
@@ -2569,7 +2569,7 @@ class LayerNormBackward0(Node):
     _op_name = 'layer_norm'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         input, weight, bias, = tensors
         normalized_shape, eps, = consts
         ctx.bias = _save(bias, 'bias') if needs[0] or needs[1] or needs[2] else None
@@ -2594,7 +2594,7 @@ class NllLossBackward0(Node):
     _op_name = 'nll_loss'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, target, weight, = tensors
         reduction, ignore_index, = consts
         ctx.ignore_index = ignore_index if needs[0] else None
@@ -2622,7 +2622,7 @@ class NllLossBackwardBackward0(Node):
     _op_name = 'nll_loss_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, target, weight, = tensors
         self_shape, reduction, ignore_index, = consts
         ctx.ignore_index = ignore_index if needs[0] else None
@@ -2648,7 +2648,7 @@ class CopyBackward0(Node):
     _op_name = 'copy'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, src, = tensors
         ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.src_shape = _shape(src) if needs[1] else None
@@ -2671,7 +2671,7 @@ class Conv2dBackward0(Node):
     _op_name = 'conv2d'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         input, weight, bias, = tensors
         stride, padding, dilation, groups, = consts
         ctx.dilation = dilation if needs[0] or needs[1] else None
@@ -2709,7 +2709,7 @@ class Conv2dInputGradBackward0(Node):
     _op_name = 'conv2d_input_grad'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, weight, = tensors
         input_shape, stride, padding, dilation, groups, = consts
         ctx.dilation = dilation if needs[0] or needs[1] else None
@@ -2743,7 +2743,7 @@ class Conv2dWeightGradBackward0(Node):
     _op_name = 'conv2d_weight_grad'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, input, = tensors
         weight_shape, stride, padding, dilation, groups, = consts
         ctx.dilation = dilation if needs[0] or needs[1] else None
@@ -2777,7 +2777,7 @@ class ConvTranspose2dBackward0(Node):
     _op_name = 'conv_transpose2d'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         input, weight, bias, = tensors
         stride, padding, output_padding, groups, dilation, = consts
         ctx.dilation = dilation if needs[0] or needs[1] else None
@@ -2813,7 +2813,7 @@ class MaxPool2dWithIndicesBackward0(Node):
     _op_name = 'max_pool2d_with_indices'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         kernel_size, stride, padding, dilation, ceil_mode, = consts
         ctx.indices = _save(outs[1], 'indices') if needs[0] else None
@@ -2835,7 +2835,7 @@ class MaxPool2dBackwardBackward0(Node):
     _op_name = 'max_pool2d_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, indices, = tensors
         input_shape, = consts
         ctx.indices = _save(indices, 'indices') if needs[0] else None
@@ -2855,7 +2855,7 @@ class AvgPool2dBackward0(Node):
     _op_name = 'avg_pool2d'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, = consts
         ctx.ceil_mode = ceil_mode if needs[0] else None
@@ -2887,7 +2887,7 @@ class AvgPool2dBackwardBackward0(Node):
     _op_name = 'avg_pool2d_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, = tensors
         input_shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, = consts
         ctx.ceil_mode = ceil_mode if needs[0] else None
@@ -2917,7 +2917,7 @@ class AdaptiveAvgPool2dBackward0(Node):
     _op_name = 'adaptive_avg_pool2d'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         output_size, = consts
         ctx.self__shape = _shape(self_) if needs[0] else None
@@ -2937,7 +2937,7 @@ class AdaptiveAvgPool2dBackwardBackward0(Node):
     _op_name = 'adaptive_avg_pool2d_backward'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         grad_output, = tensors
         input_shape, = consts
         ctx.grad_output_shape = _shape(grad_output) if needs[0] else None
@@ -2957,7 +2957,7 @@ class AdaptiveMaxPool2dBackward0(Node):
     _op_name = 'adaptive_max_pool2d'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         self_, = tensors
         output_size, = consts
         ctx.indices = _save(outs[1], 'indices') if needs[0] else None
@@ -2979,7 +2979,7 @@ class NativeBatchNormBackward0(Node):
     _op_name = 'native_batch_norm'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         input, weight, bias, running_mean, running_var, = tensors
         training, momentum, eps, = consts
         ctx.bias = _save(bias, 'bias') if needs[0] or needs[1] or needs[2] else None
@@ -3012,7 +3012,7 @@ class LstmStepBackward0(Node):
     _op_name = 'lstm_step'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         gx, hx, cx, w_hh, = tensors
         ctx.cx = _save(cx, 'cx') if needs[0] or needs[1] or needs[2] or needs[3] else None
         ctx.gx = _save(gx, 'gx') if needs[0] or needs[1] or needs[2] or needs[3] else None
@@ -3036,7 +3036,7 @@ class GruStepBackward0(Node):
     _op_name = 'gru_step'
 
     def __init__(ctx, tensors, consts, outs, needs):
-        Node.__init__(ctx)
+        ctx._seq = next_seq()
         gx, hx, w_hh, b_hh, = tensors
         ctx.b_hh = _save(b_hh, 'b_hh') if needs[0] or needs[1] or needs[2] or needs[3] else None
         ctx.gx = _save(gx, 'gx') if needs[0] or needs[1] or needs[2] or needs[3] else None

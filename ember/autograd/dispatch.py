@@ -17,6 +17,8 @@ from ember.autograd.state import STATE
 from ember.kernels.errors import KernelError
 
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
+_make = None  # Tensor._make, bound with it
+ndarray = np.ndarray
 
 
 class Op:
@@ -92,13 +94,13 @@ def dispatch(op, tensors, consts):
     """Run ``op`` on ``tensors`` (Tensors, or scalars where allowed) and constant args ``consts``."""
     arrays = []
     need_grad = False
-    for i, t in enumerate(tensors):
-        if isinstance(t, Tensor):
+    for t in tensors:
+        try:
             arrays.append(t._data)
             if t._requires_grad:
                 need_grad = True
-        else:
-            arrays.append(_check_slot(op, i, t))
+        except AttributeError:
+            arrays.append(_check_slot(op, len(arrays), t))
     try:
         if op.list_input:
             out = op.kernel(arrays, *consts)
@@ -106,11 +108,10 @@ def dispatch(op, tensors, consts):
             out = op.kernel(*arrays, *consts)
     except (ValueError, TypeError, IndexError, ZeroDivisionError, KernelError) as e:
         raise kernel_error(op, tensors, e) from None
-    make = Tensor._make
     if op.multi:
-        outs = tuple(make(o if o.__class__ is np.ndarray else np.asarray(o)) for o in out)
+        outs = tuple(_make(o if o.__class__ is ndarray else np.asarray(o)) for o in out)
     else:
-        outs = (make(out if out.__class__ is np.ndarray else np.asarray(out)),)
+        outs = (_make(out if out.__class__ is ndarray else np.asarray(out)),)
     if op.view:
         src = tensors[0]
         vc = src._get_vc()
@@ -130,21 +131,40 @@ def dispatch(op, tensors, consts):
 
 
 def _link(op, tensors, consts, outs):
-    needs = tuple(isinstance(t, Tensor) and t._requires_grad for t in tensors)
+    needs = []
+    edges = []
+    for t in tensors:
+        try:
+            if t._requires_grad:
+                fn = t.grad_fn
+                edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
+                needs.append(True)
+                continue
+        except AttributeError:
+            pass
+        needs.append(False)
+        edges.append(None)
+    needs = tuple(needs)
     node = op.backward(tensors, consts, outs, needs)
     node.needs = needs
-    node.next_functions = tuple(_edge(t) if n else None for t, n in zip(tensors, needs))
+    node.next_functions = tuple(edges)
     if STATE.anomaly:
         import traceback
         node._trace = "".join(traceback.format_stack()[:-3])
-    if op.multi:
-        node._out_meta = [(o._data.shape, o._data.dtype) for o in outs]
+    if not op.multi:
+        o = outs[0]
+        if o._data.dtype.kind in "fc":
+            o.grad_fn = node
+            o._requires_grad = True
+        return
+    node._out_meta = [(o._data.shape, o._data.dtype) for o in outs]
     diff = op.diff_outputs
     for i, o in enumerate(outs):
         if (diff[i] if i < len(diff) else diff[-1]) and o._data.dtype.kind in "fc":
             o.grad_fn = node
             o._requires_grad = True
-            o._output_nr = i
+            if i:
+                o._output_nr = i
 
 
 def dispatch_inplace(op, tensors, consts):
@@ -168,7 +188,8 @@ def dispatch_inplace(op, tensors, consts):
             old = Tensor._make(self._data.copy())
             old.grad_fn = self.grad_fn
             old._requires_grad = self._requires_grad
-            old._output_nr = self._output_nr
+            if self._output_nr:
+                old._output_nr = self._output_nr
             tensors = (old,) + tuple(old if t is self else t for t in tensors[1:])
     tracer = STATE.tracer
     if tracer is None:
@@ -197,7 +218,8 @@ def dispatch_inplace(op, tensors, consts):
     if grad_on:
         self.grad_fn = result.grad_fn
         self._requires_grad = True
-        self._output_nr = result._output_nr
+        if result._output_nr or self._output_nr:
+            self._output_nr = result._output_nr
     if tracer is not None:
         tracer.record_inplace(self, result)
     return self

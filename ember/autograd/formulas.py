@@ -7,15 +7,15 @@ import ember.autograd._generated as G
 from ember.autograd.node import SavedTensor
 
 
+from ember.tensor import Tensor
+
+
 def _tensor():
-    from ember.tensor import Tensor
     return Tensor
 
 
 def _save(x, name):
-    if isinstance(x, list):
-        return x
-    if isinstance(x, _tensor()):
+    if isinstance(x, Tensor):
         return SavedTensor(x, name)
     return x
 
@@ -25,15 +25,15 @@ def _save_out(x, name, nr):
 
 
 def _shape(x):
-    return x._data.shape if isinstance(x, _tensor()) else ()
+    return x._data.shape if isinstance(x, Tensor) else ()
 
 
 def _dtype(x):
-    return x._data.dtype if isinstance(x, _tensor()) else None
+    return x._data.dtype if isinstance(x, Tensor) else None
 
 
 def _const(arr):
-    return _tensor()._make(arr)
+    return Tensor._make(arr)
 
 
 def _varargs(args):

@@ -6,6 +6,7 @@ import weakref
 from ember.autograd.state import STATE
 
 _seq = itertools.count()
+next_seq = _seq.__next__
 
 _FREED = (
     "Trying to backward through the graph a second time (or directly access saved tensors after "
@@ -22,20 +23,20 @@ class Node:
     no gradient. Subclasses implement ``apply(grads) -> tuple`` aligned with ``next_functions``.
     """
 
-    __slots__ = ("next_functions", "needs", "_seq", "_pre_hooks", "_post_hooks", "_released",
-                 "_trace", "_out_meta", "__weakref__")
+    __slots__ = ("next_functions", "needs", "_seq", "__weakref__", "__dict__")
     _saved = ()
     _op_name = "node"
+    # rarely set: class defaults, stored in the instance dict only when set
+    _pre_hooks = None
+    _post_hooks = None
+    _released = False
+    _trace = None
+    _out_meta = None
 
     def __init__(self):
         self.next_functions = ()
         self.needs = ()
         self._seq = next(_seq)
-        self._pre_hooks = None
-        self._post_hooks = None
-        self._released = False
-        self._trace = None
-        self._out_meta = None
 
     def name(self):
         """The node's class name, e.g. ``MulBackward0``."""

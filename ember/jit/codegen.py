@@ -51,9 +51,14 @@ def generate(graph, name="forward"):
     for n in graph.nodes:
         taken.add(n.kind)
     names = {}
-    for v in graph.values():
-        names[id(v)] = _ident(v.name, taken)
     glob = {}
+    for v in graph.values():
+        if v.node is not None and v.node.kind == "constant":
+            ident = _ident(f"const_{v.node.attrs['name']}", taken)
+            glob[ident] = ("array", v.node.attrs["name"])
+            names[id(v)] = ident  # constants are globals of the generated code: no statement
+        else:
+            names[id(v)] = _ident(v.name, taken)
 
     def ref(x):
         if isinstance(x, Value):
@@ -101,7 +106,7 @@ def generate(graph, name="forward"):
     outs = {id(o) for o in graph.outputs}
     frees = {}
     for v in graph.values():
-        if id(v) in outs:
+        if id(v) in outs or (v.node is not None and v.node.kind == "constant"):
             continue
         if id(v) in last:
             frees.setdefault(last[id(v)], []).append(v)
@@ -120,10 +125,8 @@ def generate(graph, name="forward"):
                                     (OPS.get(n.kind) is not None and OPS[n.kind].multi)):
             lhs += ","
         if n.kind == "constant":
-            ident = _ident(f"const_{n.attrs['name']}", taken)
-            glob[ident] = ("array", n.attrs["name"])
-            rhs = ident
-        elif n.kind == "python_function":
+            continue
+        if n.kind == "python_function":
             ident = _ident("fn", taken)
             glob[ident] = ("function", n.attrs["cls"])
             rhs = f"{ident}({ref(n.args[0])})"
@@ -224,7 +227,7 @@ def namespace(graph, info, mode):
             a = graph.constants[x]
             ns[ident] = a if mode == "array" else Tensor._make(a)
         elif what == "gen":
-            gen = graph.generators.get(x)
+            gen = default_generator if x == "default" else graph.generators.get(x)
             if gen is None:
                 gen = graph.generators[x] = Generator()
             ns[ident] = gen

@@ -115,4 +115,3 @@ def run_forward(graph, *formals, mode="tensor", free=True):
     return Interpreter(graph, mode).run(*formals, free=free)
 
 
-_ = math  # kept for symmetry with codegen's constants

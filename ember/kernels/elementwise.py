@@ -16,8 +16,12 @@ def _arr(x):
     return x if x.__class__ is np.ndarray else np.asarray(x)
 
 
+_nd = np.ndarray
+
+
 def add(a, b, alpha=1):
-    a, b = promote(a, b)
+    if not (a.__class__ is _nd and b.__class__ is _nd and a.dtype is b.dtype):
+        a, b = promote(a, b)
     if alpha != 1:
         b = b * alpha
     return np.add(a, b)
@@ -33,7 +37,8 @@ def sub(a, b, alpha=1):
 
 
 def mul(a, b):
-    a, b = promote(a, b)
+    if not (a.__class__ is _nd and b.__class__ is _nd and a.dtype is b.dtype):
+        a, b = promote(a, b)
     return np.multiply(a, b)
 
 

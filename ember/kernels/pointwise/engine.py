@@ -256,11 +256,13 @@ class PointwiseKernel:
         size = math.prod(cshape)
         inner = cshape[-1]
         rows = size // inner
-        serial = n_threads == 1 or size < MIN_PARALLEL_SIZE
+        if size < MIN_PARALLEL_SIZE:
+            n_threads = 1
         nchunks = 1
-        if not serial and rows < 4 * n_threads:
+        if n_threads > 1 and rows < 4 * n_threads:
             nchunks = max(1, min(-(-4 * n_threads // rows), inner // MIN_CHUNK))
-        fn(cshape, -(-inner // nchunks), nchunks, rows * nchunks, serial, *args)
+        ntasks = rows * nchunks
+        fn(cshape, -(-inner // nchunks), nchunks, ntasks, min(n_threads, ntasks), *args)
         for o, tmp in writes:
             o[...] = tmp
 

@@ -1,0 +1,21 @@
+"""Tracing JIT: ``trace`` a function or Module into a let-binding IR (``Graph``), run it fast
+through generated Python, optimise it with graph passes, save and load it without the model code.
+
+    traced = ember.jit.trace(model, (x,))
+    print(traced.graph)       # the IR text
+    print(traced.code)        # the Python it runs
+    fast = ember.jit.optimize(traced)
+    ember.jit.save(fast, "model.ejit"); ember.jit.load("model.ejit")(x)
+"""
+from ember.jit.interpreter import Interpreter, run_forward
+from ember.jit.ir import (ArrayRef, GenRef, Graph, GraphVisitor, LintError, Node, SymRef, Value,
+                          parse)
+from ember.jit.passes import optimize, register_pass, run_passes
+from ember.jit.serialization import load, save
+from ember.jit.traced import TracedFunction, TracedModule, TracingCheckError, trace
+from ember.jit.tracer import SymInt, Tracer, TracerWarning, TracingError
+
+__all__ = ["trace", "optimize", "save", "load", "Graph", "Node", "Value", "GraphVisitor",
+           "parse", "SymRef", "GenRef", "ArrayRef", "LintError", "Interpreter", "run_forward",
+           "TracedFunction", "TracedModule", "TracerWarning", "TracingError",
+           "TracingCheckError", "Tracer", "SymInt", "register_pass", "run_passes"]

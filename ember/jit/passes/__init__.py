@@ -1,0 +1,80 @@
+"""Graph passes: each a function Graph -> Graph (it may edit the graph in place and returns it).
+
+``optimize(traced)`` copies the graph, optionally freezes parameters into constants, then runs
+``PIPELINE`` in order. A later pass (the pointwise-fusion pass) registers itself with
+``register_pass(fn, name, before="cse")`` and runs on the simplified, folded graph.
+"""
+from ember.jit.passes.batchnorm import fold_batchnorm
+from ember.jit.passes.cse import cse
+from ember.jit.passes.dce import dce
+from ember.jit.passes.dropout import remove_eval_dropout
+from ember.jit.passes.fold import constant_fold, freeze
+from ember.jit.passes.simplify import simplify
+
+__all__ = ["dce", "cse", "constant_fold", "freeze", "simplify", "fold_batchnorm",
+           "remove_eval_dropout", "PIPELINE", "register_pass", "run_passes", "optimize"]
+
+# (name, pass) in the order optimize runs them
+PIPELINE = [
+    ("remove_eval_dropout", remove_eval_dropout),
+    ("fold_batchnorm", fold_batchnorm),
+    ("simplify", simplify),
+    ("constant_fold", constant_fold),
+    # <- pointwise fusion registers here (before cse), see register_pass
+    ("cse", cse),
+    ("dce", dce),
+]
+
+
+def register_pass(fn, name=None, before=None, after=None):
+    """Add ``fn`` to the pipeline (at the end, or before/after the pass named)."""
+    name = name or fn.__name__
+    names = [n for n, _ in PIPELINE]
+    if name in names:
+        PIPELINE[names.index(name)] = (name, fn)
+        return fn
+    if before is not None:
+        PIPELINE.insert(names.index(before), (name, fn))
+    elif after is not None:
+        PIPELINE.insert(names.index(after) + 1, (name, fn))
+    else:
+        PIPELINE.append((name, fn))
+    return fn
+
+
+def run_passes(graph, passes=None, lint=True):
+    """Run ``passes`` (names or functions; default the whole PIPELINE) on ``graph``."""
+    table = dict(PIPELINE)
+    for p in passes if passes is not None else [n for n, _ in PIPELINE]:
+        fn = table[p] if isinstance(p, str) else p
+        graph = fn(graph)
+        if lint:
+            graph.lint()
+    return graph
+
+
+def optimize(traced, freeze_params=True, passes=None):
+    """An optimised copy of a traced callable: numerically equal on every input.
+
+    ``freeze_params=True`` (inference) snapshots parameters and buffers into constants so batch
+    norm folds into the weights and weight-only arithmetic is precomputed; the result no longer
+    sees later parameter updates and has no parameter gradients. ``freeze_params=False`` keeps
+    them live (batch norm folding then recomputes the folded weights on each call).
+    """
+    from ember.jit.traced import TracedFunction, TracedModule
+    g = traced.graph.copy()
+    state = list(traced.state_tensors())
+    if freeze_params and state:
+        g = freeze(g, state)
+        state = []
+    g = run_passes(g, passes)
+    if isinstance(traced, TracedModule) and not freeze_params:
+        out = TracedModule(traced.module, g, traced._in_spec, traced._out_spec, traced._n_inputs,
+                           traced._names, traced.name)
+    else:
+        out = TracedFunction(g, traced._in_spec, traced._out_spec, traced._n_inputs, state,
+                             traced.name)
+        out.module = getattr(traced, "module", None)
+    out.traced_random = getattr(traced, "traced_random", False)
+    out.optimized = True
+    return out

@@ -1,0 +1,34 @@
+"""All nn layer classes."""
+from ember.nn.modules.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink, Hardsigmoid,
+                                         Hardswish, Hardtanh, LeakyReLU, LogSigmoid, LogSoftmax,
+                                         Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU, Softmax,
+                                         Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh,
+                                         Tanhshrink, Threshold)
+from ember.nn.modules.container import (ModuleDict, ModuleList, ParameterDict, ParameterList,
+                                        Sequential)
+from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from ember.nn.modules.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d
+from ember.nn.modules.linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
+from ember.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
+                                   CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss,
+                                   HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
+                                   MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss,
+                                   PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
+                                   TripletMarginLoss)
+from ember.nn.modules.misc import (ChannelShuffle, CircularPad1d, CircularPad2d, ConstantPad1d,
+                                   ConstantPad2d, CosineSimilarity, PairwiseDistance,
+                                   PixelShuffle, PixelUnshuffle, ReflectionPad1d,
+                                   ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Upsample,
+                                   UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d,
+                                   ZeroPad2d)
+from ember.nn.modules.module import Module
+from ember.nn.modules.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
+                                            InstanceNorm1d, InstanceNorm2d, LayerNorm,
+                                            LocalResponseNorm, RMSNorm)
+from ember.nn.modules.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
+                                      AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, LPPool2d,
+                                      MaxPool1d, MaxPool2d)
+from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
+from ember.nn.modules.sparse import Embedding, EmbeddingBag
+from ember.nn.modules.transformer import (MultiheadAttention, TransformerEncoder,
+                                          TransformerEncoderLayer)

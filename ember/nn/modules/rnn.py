@@ -1,0 +1,325 @@
+"""RNN, LSTM, GRU and their cells, with torch's parameter names (``weight_ih_l0``,
+``bias_hh_l1_reverse``, ...), gate order (LSTM i,f,g,o; GRU r,z,n) and initialisation.
+
+The input projection of every time step is one matmul per layer and direction; each step then
+runs one fused op (``lstm_step`` / ``gru_step`` in derivatives.yaml).
+"""
+import math
+
+import numpy as np
+
+from ember import creation
+from ember.autograd import _generated as G
+from ember.nn import functional as F
+from ember.nn import init
+from ember.nn.modules.module import Module
+from ember.nn.parameter import Parameter
+from ember.tensor import Tensor
+
+_GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
+
+
+class RNNBase(Module):
+    """Shared machinery of RNN, LSTM and GRU."""
+
+    def __init__(self, mode, input_size, hidden_size, num_layers=1, bias=True,
+                 batch_first=False, dropout=0.0, bidirectional=False, proj_size=0, device=None,
+                 dtype=None):
+        super().__init__()
+        if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1 or \
+                isinstance(dropout, bool):
+            raise ValueError("dropout should be a number in range [0, 1] representing the "
+                             "probability of an element being zeroed")
+        if not isinstance(hidden_size, int) or hidden_size <= 0:
+            raise ValueError("hidden_size must be a positive integer")
+        if num_layers <= 0:
+            raise ValueError("num_layers must be greater than or equal to 1")
+        if proj_size:
+            raise NotImplementedError("ember's LSTM does not support proj_size")
+        self.mode = mode
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.num_layers = num_layers
+        self.bias = bias
+        self.batch_first = batch_first
+        self.dropout = float(dropout)
+        self.bidirectional = bidirectional
+        self.proj_size = proj_size
+        dirs = 2 if bidirectional else 1
+        gate = _GATES[mode] * hidden_size
+        self._flat_weights_names = []
+        for layer in range(num_layers):
+            for d in range(dirs):
+                in_size = input_size if layer == 0 else hidden_size * dirs
+                sfx = "_reverse" if d == 1 else ""
+                names = [f"weight_ih_l{layer}{sfx}", f"weight_hh_l{layer}{sfx}"]
+                shapes = [(gate, in_size), (gate, hidden_size)]
+                if bias:
+                    names += [f"bias_ih_l{layer}{sfx}", f"bias_hh_l{layer}{sfx}"]
+                    shapes += [(gate,), (gate,)]
+                for n, s in zip(names, shapes):
+                    setattr(self, n, Parameter(creation.empty(*s, dtype=dtype)))
+                self._flat_weights_names.extend(names)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            init.uniform_(w, -stdv, stdv)
+
+    @property
+    def all_weights(self):
+        return [[getattr(self, n) for n in self._flat_weights_names[i:i + (4 if self.bias else 2)]]
+                for i in range(0, len(self._flat_weights_names), 4 if self.bias else 2)]
+
+    def flatten_parameters(self):
+        """No-op (kept for torch compatibility)."""
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.num_layers != 1:
+            s += f", num_layers={self.num_layers}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        if self.batch_first is not False:
+            s += f", batch_first={self.batch_first}"
+        if self.dropout != 0:
+            s += f", dropout={self.dropout}"
+        if self.bidirectional is not False:
+            s += f", bidirectional={self.bidirectional}"
+        return s
+
+    def _weights(self, layer, direction):
+        sfx = "_reverse" if direction == 1 else ""
+        w_ih = getattr(self, f"weight_ih_l{layer}{sfx}")
+        w_hh = getattr(self, f"weight_hh_l{layer}{sfx}")
+        if self.bias:
+            return w_ih, w_hh, getattr(self, f"bias_ih_l{layer}{sfx}"), \
+                getattr(self, f"bias_hh_l{layer}{sfx}")
+        return w_ih, w_hh, None, None
+
+    def _prepare(self, input, hx, n_states):
+        """-> (input as (T, B, I), initial states as tuples of (L*D, B, H), unbatched flag)."""
+        if input.dim() not in (2, 3):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
+                             f"{input.dim()}D instead")
+        unbatched = input.dim() == 2
+        if unbatched:
+            input = G.unsqueeze(input, 1)
+            if hx is not None:
+                hx = tuple(G.unsqueeze(h, 1) for h in hx)
+        elif self.batch_first:
+            input = G.transpose(input, 0, 1)
+        if input.shape[-1] != self.input_size:
+            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+                               f"{self.input_size}, got {input.shape[-1]}")
+        dirs = 2 if self.bidirectional else 1
+        B = input.shape[1]
+        expect = (self.num_layers * dirs, B, self.hidden_size)
+        if hx is None:
+            z = Tensor._make(np.zeros(expect, input._data.dtype))
+            hx = (z,) * n_states
+        for h in hx:
+            if tuple(h.shape) != expect:
+                raise RuntimeError(f"Expected hidden size {expect}, got {tuple(h.shape)}")
+        return input, hx, unbatched
+
+    def _run(self, input, hx):
+        """Run every layer and direction; returns (output (T, B, D*H), list of final states)."""
+        dirs = 2 if self.bidirectional else 1
+        finals = [[] for _ in hx]
+        per_layer = [G.unbind(h, 0) for h in hx]
+        x = input
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                idx = layer * dirs + d
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                states = [h[idx] for h in per_layer]
+                seq, last = self._direction(x, states, w_ih, w_hh, b_ih, b_hh, d == 1)
+                outs.append(seq)
+                for k, s in enumerate(last):
+                    finals[k].append(s)
+            x = outs[0] if dirs == 1 else G.cat(outs, 2)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        return x, [G.stack(f, 0) for f in finals]
+
+    def _finish(self, output, states, unbatched):
+        if unbatched:
+            output = G.squeeze(output, 1)
+            states = [G.squeeze(s, 1) for s in states]
+        elif self.batch_first:
+            output = G.transpose(output, 0, 1)
+        return output, states
+
+
+class RNN(RNNBase):
+    """Elman RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu)."""
+
+    def __init__(self, *args, **kwargs):
+        nonlinearity = kwargs.pop("nonlinearity", "tanh")
+        if len(args) > 3:
+            nonlinearity = args[3]
+            args = args[:3] + args[4:]
+        if nonlinearity not in ("tanh", "relu"):
+            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+                             "'relu'.")
+        self.nonlinearity = nonlinearity
+        super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
+
+    def __setattr__(self, name, value):
+        if name == "nonlinearity" and "_parameters" not in self.__dict__:
+            self.__dict__[name] = value
+            return
+        super().__setattr__(name, value)
+
+    def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
+        gx = G.unbind(G.linear(x, w_ih, b_ih), 0)
+        h = states[0]
+        act = G.tanh if self.nonlinearity == "tanh" else G.relu
+        order = range(len(gx) - 1, -1, -1) if reverse else range(len(gx))
+        outs = [None] * len(gx)
+        w_t = G.t(w_hh)
+        for t in order:
+            pre = G.add(gx[t], G.matmul(h, w_t))
+            if b_hh is not None:
+                pre = G.add(pre, b_hh)
+            h = act(pre)
+            outs[t] = h
+        return G.stack(outs, 0), (h,)
+
+    def forward(self, input, hx=None):
+        x, states, unb = self._prepare(input, None if hx is None else (hx,), 1)
+        out, finals = self._run(x, states)
+        out, finals = self._finish(out, finals, unb)
+        return out, finals[0]
+
+
+class LSTM(RNNBase):
+    """Long short-term memory (gates i, f, g, o as torch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("LSTM", *args, **kwargs)
+
+    def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
+        b = None if b_ih is None else G.add(b_ih, b_hh)
+        gx = G.unbind(G.linear(x, w_ih, b), 0)
+        h, c = states
+        order = range(len(gx) - 1, -1, -1) if reverse else range(len(gx))
+        outs = [None] * len(gx)
+        for t in order:
+            h, c, _ = G.lstm_step(gx[t], h, c, w_hh)
+            outs[t] = h
+        return G.stack(outs, 0), (h, c)
+
+    def forward(self, input, hx=None):
+        x, states, unb = self._prepare(input, hx, 2)
+        out, finals = self._run(x, states)
+        out, finals = self._finish(out, finals, unb)
+        return out, (finals[0], finals[1])
+
+
+class GRU(RNNBase):
+    """Gated recurrent unit (gates r, z, n as torch)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__("GRU", *args, **kwargs)
+
+    def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
+        gx = G.unbind(G.linear(x, w_ih, b_ih), 0)
+        h = states[0]
+        order = range(len(gx) - 1, -1, -1) if reverse else range(len(gx))
+        outs = [None] * len(gx)
+        for t in order:
+            h, _ = G.gru_step(gx[t], h, w_hh, b_hh)
+            outs[t] = h
+        return G.stack(outs, 0), (h,)
+
+    def forward(self, input, hx=None):
+        x, states, unb = self._prepare(input, None if hx is None else (hx,), 1)
+        out, finals = self._run(x, states)
+        out, finals = self._finish(out, finals, unb)
+        return out, finals[0]
+
+
+class RNNCellBase(Module):
+    def __init__(self, input_size, hidden_size, bias, num_chunks, device=None, dtype=None):
+        super().__init__()
+        self.input_size = input_size
+        self.hidden_size = hidden_size
+        self.bias = bias
+        self.weight_ih = Parameter(creation.empty(num_chunks * hidden_size, input_size,
+                                                  dtype=dtype))
+        self.weight_hh = Parameter(creation.empty(num_chunks * hidden_size, hidden_size,
+                                                  dtype=dtype))
+        if bias:
+            self.bias_ih = Parameter(creation.empty(num_chunks * hidden_size, dtype=dtype))
+            self.bias_hh = Parameter(creation.empty(num_chunks * hidden_size, dtype=dtype))
+        else:
+            self.register_parameter("bias_ih", None)
+            self.register_parameter("bias_hh", None)
+        self.reset_parameters()
+
+    def reset_parameters(self):
+        stdv = 1.0 / math.sqrt(self.hidden_size) if self.hidden_size > 0 else 0
+        for w in self.parameters():
+            init.uniform_(w, -stdv, stdv)
+
+    def extra_repr(self):
+        s = f"{self.input_size}, {self.hidden_size}"
+        if self.bias is not True:
+            s += f", bias={self.bias}"
+        return s
+
+    def _batched(self, input, hx, n):
+        if input.dim() not in (1, 2):
+            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got "
+                             f"{input.dim()}D instead")
+        unb = input.dim() == 1
+        if unb:
+            input = G.unsqueeze(input, 0)
+        if hx is None:
+            z = Tensor._make(np.zeros((input.shape[0], self.hidden_size), input._data.dtype))
+            hx = (z,) * n
+        elif unb:
+            hx = tuple(G.unsqueeze(h, 0) for h in hx)
+        return input, hx, unb
+
+
+class RNNCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, nonlinearity="tanh", device=None,
+                 dtype=None):
+        super().__init__(input_size, hidden_size, bias, 1, device, dtype)
+        self.nonlinearity = nonlinearity
+
+    def forward(self, input, hx=None):
+        x, (h,), unb = self._batched(input, None if hx is None else (hx,), 1)
+        pre = G.add(G.linear(x, self.weight_ih, self.bias_ih),
+                    G.linear(h, self.weight_hh, self.bias_hh))
+        h = G.tanh(pre) if self.nonlinearity == "tanh" else G.relu(pre)
+        return G.squeeze(h, 0) if unb else h
+
+
+class LSTMCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 4, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, (h, c), unb = self._batched(input, hx, 2)
+        b = None if self.bias_ih is None else G.add(self.bias_ih, self.bias_hh)
+        h, c, _ = G.lstm_step(G.linear(x, self.weight_ih, b), h, c, self.weight_hh)
+        if unb:
+            return G.squeeze(h, 0), G.squeeze(c, 0)
+        return h, c
+
+
+class GRUCell(RNNCellBase):
+    def __init__(self, input_size, hidden_size, bias=True, device=None, dtype=None):
+        super().__init__(input_size, hidden_size, bias, 3, device, dtype)
+
+    def forward(self, input, hx=None):
+        x, (h,), unb = self._batched(input, None if hx is None else (hx,), 1)
+        h, _ = G.gru_step(G.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
+                          self.bias_hh)
+        return G.squeeze(h, 0) if unb else h

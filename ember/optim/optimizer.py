@@ -1,0 +1,171 @@
+"""``Optimizer``: parameter groups, per-parameter state, zero_grad and torch-format state dicts.
+
+Updates run on the parameters' NumPy storage, in place and outside autograd (no graph is
+built); each write bumps the parameter's version counter.
+"""
+import copy
+from collections import defaultdict
+
+import numpy as np
+
+from ember.tensor import Tensor
+
+
+class _RequiredParameter:
+    def __repr__(self):
+        return "<required parameter>"
+
+
+required = _RequiredParameter()
+
+
+class Optimizer:
+    """Base class: ``params`` is an iterable of Tensors or of dicts (parameter groups)."""
+
+    def __init__(self, params, defaults):
+        self.defaults = defaults
+        self.state = defaultdict(dict)
+        self.param_groups = []
+        if isinstance(params, Tensor):
+            raise TypeError("params argument given to the optimizer should be an iterable of "
+                            f"Tensors or dicts, but got {type(params).__name__}")
+        groups = list(params)
+        if not groups:
+            raise ValueError("optimizer got an empty parameter list")
+        if not isinstance(groups[0], dict):
+            groups = [{"params": groups}]
+        for g in groups:
+            self.add_param_group(g)
+
+    def __repr__(self):
+        s = type(self).__name__ + " ("
+        for i, group in enumerate(self.param_groups):
+            s += f"\nParameter Group {i}"
+            for k in sorted(group):
+                if k != "params":
+                    s += f"\n    {k}: {group[k]}"
+        return s + "\n)"
+
+    def __getstate__(self):
+        return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}
+
+    def add_param_group(self, param_group):
+        """Add a group (a dict with 'params' and optional per-group options).
+
+        Raises ValueError for a parameter already in another group or a missing required option.
+        """
+        if not isinstance(param_group, dict):
+            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+        params = param_group["params"]
+        if isinstance(params, Tensor):
+            params = [params]
+        elif isinstance(params, set):
+            raise TypeError("optimizer parameters need to be organized in ordered collections, "
+                            "but the ordering of tensors in sets will change between runs. "
+                            "Please use a list instead.")
+        params = list(params)
+        for p in params:
+            if not isinstance(p, Tensor):
+                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
+                                f"{type(p).__name__}")
+            if not p.is_leaf:
+                raise ValueError("can't optimize a non-leaf Tensor")
+        group = dict(param_group)
+        group["params"] = params
+        for k, v in self.defaults.items():
+            if v is required and k not in group:
+                raise ValueError(f"parameter group didn't specify a value of required "
+                                 f"optimization parameter {k}")
+            group.setdefault(k, v)
+        seen = {id(p) for g in self.param_groups for p in g["params"]}
+        if any(id(p) in seen for p in params):
+            raise ValueError("some parameters appear in more than one parameter group")
+        self.param_groups.append(group)
+
+    def zero_grad(self, set_to_none=True):
+        """Reset the gradients of every optimized parameter (to None by default)."""
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p.grad is not None:
+                    if set_to_none:
+                        p.grad = None
+                    else:
+                        p.grad._data[...] = 0
+                        p.grad._bump()
+
+    def step(self, closure=None):
+        raise NotImplementedError
+
+    def _closure(self, closure):
+        if closure is None:
+            return None
+        from ember.autograd.grad_mode import enable_grad
+        with enable_grad():
+            return closure()
+
+    # ---- state dict ----------------------------------------------------------------------
+    def state_dict(self):
+        """{'state': {index: {name: Tensor or number}}, 'param_groups': [{..., 'params':
+        [indices]}]} — torch's layout, with parameters numbered across groups in order."""
+        index = {}
+        groups = []
+        for g in self.param_groups:
+            packed = {k: v for k, v in g.items() if k != "params"}
+            ids = []
+            for p in g["params"]:
+                if id(p) not in index:
+                    index[id(p)] = len(index)
+                ids.append(index[id(p)])
+            packed["params"] = ids
+            groups.append(packed)
+        state = {}
+        for g in self.param_groups:
+            for p in g["params"]:
+                if p in self.state and self.state[p]:
+                    state[index[id(p)]] = {k: (Tensor._make(v._data.copy())
+                                               if isinstance(v, Tensor) else copy.deepcopy(v))
+                                           for k, v in self.state[p].items()}
+        return {"state": state, "param_groups": groups}
+
+    def load_state_dict(self, state_dict):
+        """Restore from ``state_dict`` (as returned by state_dict, or torch's). Raises
+        ValueError when the groups or their sizes differ."""
+        groups = state_dict["param_groups"]
+        if len(groups) != len(self.param_groups):
+            raise ValueError("loaded state dict has a different number of parameter groups")
+        for mine, theirs in zip(self.param_groups, groups):
+            if len(mine["params"]) != len(theirs["params"]):
+                raise ValueError("loaded state dict contains a parameter group that doesn't "
+                                 "match the size of optimizer's group")
+        id_map = {}
+        for mine, theirs in zip(self.param_groups, groups):
+            for p, i in zip(mine["params"], theirs["params"]):
+                id_map[i] = p
+        saved = state_dict["state"]
+        self.state = defaultdict(dict)
+        for k, st in saved.items():
+            key = int(k)
+            if key not in id_map:
+                continue
+            p = id_map[key]
+            self.state[p] = {name: _cast_state(name, v, p) for name, v in st.items()}
+        for mine, theirs in zip(self.param_groups, groups):
+            for k, v in theirs.items():
+                if k != "params":
+                    mine[k] = tuple(v) if k == "betas" and isinstance(v, list) else v
+
+
+def _cast_state(name, value, param):
+    if hasattr(value, "detach") and hasattr(value, "numpy") and not isinstance(value, Tensor):
+        value = Tensor._make(value.detach().cpu().numpy().copy())
+    if isinstance(value, Tensor):
+        arr = value._data
+        if name == "step":
+            return float(arr)
+        if arr.dtype.kind == "f":
+            arr = arr.astype(param._data.dtype)
+        return Tensor._make(np.array(arr, copy=True))
+    if isinstance(value, np.ndarray):
+        return Tensor._make(value.astype(param._data.dtype) if value.dtype.kind == "f"
+                            else value.copy())
+    return value
