@@ -43,11 +43,16 @@ def _kind_name(kind):
     return {"python_function": "python_function"}.get(kind, kind)
 
 
-def generate(graph, name="forward"):
+def generate(graph, name="forward", specialize=False):
     """(source, info): the Python source of ``graph`` and the names it refers to
-    (info['names']: Value -> identifier; info['globals']: identifier -> what it binds)."""
+    (info['names']: Value -> identifier; info['globals']: identifier -> what it binds).
+    ``specialize``: array-mode source using ``fastpath`` emitters where they apply."""
     from ember.autograd._generated import OPS
-    taken = set(_RESERVED)
+    from ember.jit import fastpath
+    taken = set(_RESERVED) | {"linear_t", "linear_t_relu", "relu_", "maximum"}
+    ints = fastpath.int_values(graph) if specialize else set()
+    fused = set()
+    undefined = set()
     for n in graph.nodes:
         taken.add(n.kind)
     names = {}
@@ -64,6 +69,8 @@ def generate(graph, name="forward"):
         if isinstance(x, Value):
             return names[id(x)]
         if isinstance(x, SymRef):
+            if id(x.value) in ints:
+                return names[id(x.value)]
             return f"sym({names[id(x.value)]})"
         if isinstance(x, GenRef):
             ident = "default_generator" if x.name == "default" else f"gen_{x.name}"
@@ -126,6 +133,18 @@ def generate(graph, name="forward"):
             lhs += ","
         if n.kind == "constant":
             continue
+        if id(n) in fused:
+            _free(lines, frees.get(i), names, undefined)
+            continue
+        special = fastpath.emit(n, ref, ints, graph, fused) if specialize else None
+        if special is not None:
+            if isinstance(special, tuple):
+                special, real = special
+                undefined.update(id(o) for o in n.outputs)
+                lhs = names[id(real)]
+            lines.append(f"    {lhs} = {special}")
+            _free(lines, frees.get(i), names, undefined)
+            continue
         if n.kind == "python_function":
             ident = _ident("fn", taken)
             glob[ident] = ("function", n.attrs["cls"])
@@ -140,11 +159,20 @@ def generate(graph, name="forward"):
                 call = f"asarray({call})"  # kernels may return NumPy scalars for 0-d results
             rhs = call
         lines.append(f"    {lhs} = {rhs}")
-        if i in frees:
-            lines.append("    del " + ", ".join(names[id(v)] for v in frees[i]))
+        _free(lines, frees.get(i), names, undefined)
     ret = ", ".join(names[id(o)] for o in graph.outputs)
     lines.append(f"    return ({ret},)" if len(graph.outputs) == 1 else f"    return ({ret})")
-    return "\n".join(lines) + "\n", {"names": names, "globals": glob}
+    src = "\n".join(lines) + "\n"
+    for ident, (what, x) in list(glob.items()):
+        if what == "array" and f"{ident}_T" in src:
+            glob[f"{ident}_T"] = ("array_T", x)
+    return src, {"names": names, "globals": glob}
+
+
+def _free(lines, vals, names, undefined):
+    vals = [v for v in vals or () if id(v) not in undefined]
+    if vals:
+        lines.append("    del " + ", ".join(names[id(v)] for v in vals))
 
 
 # ---------------------------------------------------------------------------------- namespaces
@@ -216,7 +244,10 @@ def namespace(graph, info, mode):
     """The globals the generated source runs with in ``mode``."""
     from ember.random import Generator, default_generator
     from ember.tensor import Tensor
+    from ember.jit import fastpath
     ns = {"asarray": np.asarray if mode == "array" else (lambda t: t), "inf": math.inf,
+          "linear_t": fastpath.linear_t, "linear_t_relu": fastpath.linear_t_relu,
+          "relu_": fastpath.relu_, "maximum": np.maximum,
           "nan": math.nan, "default_generator": default_generator,
           "sym": int if mode == "array" else _tensor_sym}
     for n in graph.nodes:
@@ -226,6 +257,8 @@ def namespace(graph, info, mode):
         if what == "array":
             a = graph.constants[x]
             ns[ident] = a if mode == "array" else Tensor._make(a)
+        elif what == "array_T":
+            ns[ident] = np.ascontiguousarray(graph.constants[x].T)
         elif what == "gen":
             gen = default_generator if x == "default" else graph.generators.get(x)
             if gen is None:
@@ -238,9 +271,12 @@ def namespace(graph, info, mode):
     return ns
 
 
-def compile_graph(graph, mode, name="forward"):
-    """(function, source): ``graph`` compiled to a Python function for ``mode``."""
-    src, info = generate(graph, name)
+def compile_graph(graph, mode, name="forward", specialize=None):
+    """(function, source): ``graph`` compiled to a Python function for ``mode`` (array mode
+    uses the specialised emitters unless ``specialize=False``)."""
+    if specialize is None:
+        specialize = mode == "array"
+    src, info = generate(graph, name, specialize and mode == "array")
     ns = namespace(graph, info, mode)
     code = compile(src, f"<ember.jit {name}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source

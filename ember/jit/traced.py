@@ -106,6 +106,7 @@ class TracedFunction:
             all(s == "T" for s in in_spec["tuple"])
         self._single_out = out_spec == "T"
         self._ndims = tuple(len(v.shape) for v in graph.inputs[:n_inputs])
+        self._dtypes = tuple(v.dtype for v in graph.inputs[:n_inputs])
 
     # ---- compilation ---------------------------------------------------------------------
     def _compile(self):
@@ -124,6 +125,7 @@ class TracedFunction:
         self.graph.lint()
         self._fast = self._slow = self._code = None
         self._ndims = tuple(len(v.shape) for v in self.graph.inputs[:self._n_inputs])
+        self._dtypes = tuple(v.dtype for v in self.graph.inputs[:self._n_inputs])
 
     def state_tensors(self):
         """The tensors bound to the parameter/buffer formals, in formal order."""
@@ -145,11 +147,46 @@ class TracedFunction:
         return flat
 
     def __call__(self, *args):
+        fast_fn = self._fast
+        if fast_fn is None:
+            self._compile()
+            fast_fn = self._fast
+        if self._simple_in and STATE.tracer is not None or not self._simple_in:
+            return self._call_general(args)
+        if len(args) != self._n_inputs:
+            raise TypeError(f"{self.name}: expected {self._n_inputs} inputs, got {len(args)}")
+        grad = STATE.grad_enabled
+        arrays = []
+        for t, nd, dt in zip(args, self._ndims, self._dtypes):
+            d = t._data
+            if d.dtype != dt or d.ndim != nd or (grad and t._requires_grad):
+                return self._call_general(args)
+            arrays.append(d)
+        state = self._bindings
+        if state:
+            if grad:
+                for t in state:
+                    if t._requires_grad:
+                        return self._call_general(args)
+            for t in state:
+                arrays.append(t._data)
+        res = fast_fn(*arrays)
+        make = _tensor_cls()._make
+        if self._single_out:
+            o = res[0]
+            return make(o if o.__class__ is np.ndarray else np.asarray(o))
+        outs = [make(o if o.__class__ is np.ndarray else np.asarray(o)) for o in res]
+        return unflatten(self._out_spec, iter(outs))
+
+    def _call_general(self, args):
         if self._fast is None:
             self._compile()
         flat = self._flat_inputs(args)
         state = self.state_tensors()
         fast = STATE.tracer is None
+        for t, dt in zip(flat, self._dtypes):
+            if t._data.dtype != dt:
+                fast = False  # the fast code is specialised on the traced dtypes
         if fast and STATE.grad_enabled:
             for t in flat:
                 if t._requires_grad:

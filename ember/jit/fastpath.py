@@ -1,0 +1,124 @@
+"""Specialised array-mode code for common inference patterns (used by codegen when a graph is
+compiled for the kernel-level fast path). Each emitter returns Python source equivalent to the
+op's kernel for the dtypes recorded in the graph; the traced callable only takes this path when
+the inputs have the traced dtypes.
+
+- shape values (``size`` and int arithmetic on them) are plain Python ints: ``x.shape[0]``
+- ``linear`` with a constant weight uses a pre-transposed contiguous copy; a following ``relu``
+  (the linear's only reader) is applied in place on the fresh result
+- ``relu`` of a fresh single-use result (conv2d, linear, matmul, add, ...) runs in place
+- same-dtype float ``add``/``sub``/``mul``/``div`` of arrays and Python scalars are NumPy operators
+- ``reshape``/``view`` and basic ``getitem`` (ints, slices) are NumPy methods/indexing
+"""
+import numpy as np
+
+from ember.jit.ir import SymRef, Value
+
+__all__ = ["linear_t", "linear_t_relu", "relu_", "FRESH"]
+
+# producers whose kernels return a new array (not a view), safe to overwrite in place
+FRESH = ("conv2d", "linear", "matmul", "mm", "addmm", "add", "sub", "mul", "div", "bmm")
+
+
+def linear_t(x, wt, b):
+    out = x @ wt
+    if b is not None:
+        out += b
+    return out
+
+
+def linear_t_relu(x, wt, b):
+    out = x @ wt
+    if b is not None:
+        out += b
+    return np.maximum(out, 0, out=out)
+
+
+def relu_(a):
+    return np.maximum(a, 0, out=a)
+
+
+def _float(v):
+    return isinstance(v, Value) and v.dtype.kind == "f"
+
+
+def _num(x):
+    return not isinstance(x, bool) and isinstance(x, (int, float))
+
+
+def int_values(graph):
+    """ids of the 0-d int64 values that hold shapes: outputs of ``size`` and int arithmetic on
+    them (computed as Python ints in array mode)."""
+    ints = set()
+    for n in graph.nodes:
+        if n.kind == "size":
+            ints.add(id(n.output))
+        elif n.kind in ("add", "sub", "mul", "div", "remainder", "neg") and \
+                n.outputs[0].dtype == np.int64 and n.outputs[0].shape == () and \
+                any(isinstance(a, Value) and id(a) in ints for a in n.args) and \
+                all((isinstance(a, Value) and id(a) in ints) or _num(a) for a in n.args):
+            if n.kind != "div" or n.attrs.get("rounding_mode") == "floor":
+                ints.add(id(n.output))
+    return ints
+
+
+def _basic_index(idx):
+    if isinstance(idx, tuple):
+        return all(_basic_index(i) for i in idx)
+    if isinstance(idx, slice):
+        return all(x is None or isinstance(x, (int, SymRef)) for x in (idx.start, idx.stop,
+                                                                       idx.step))
+    return (isinstance(idx, int) and not isinstance(idx, bool)) or idx is None or \
+        idx is Ellipsis or isinstance(idx, SymRef)
+
+
+def emit(node, ref, ints, graph, fused):
+    """Source for ``node``'s right-hand side, or None to call its kernel. ``fused``: ids of relu
+    nodes folded into their producer (set here)."""
+    k, a = node.kind, node.args
+    out = node.outputs[0] if node.outputs else None
+    if id(out) in ints and k != "size":
+        ops = {"add": "+", "sub": "-", "mul": "*", "div": "//", "remainder": "%"}
+        if k == "neg":
+            return f"-{ref(a[0])}"
+        return f"({ref(a[0])} {ops[k]} {ref(a[1])})"
+    if k == "size":
+        return f"{ref(a[0])}.shape[{node.attrs['dim']}]"
+    if k in ("reshape", "view"):
+        return f"{ref(a[0])}.reshape({ref(node.attrs['shape' if k == 'reshape' else 'size'])})"
+    if k == "getitem" and _basic_index(node.attrs["indices"]):
+        return f"{ref(a[0])}[{ref(node.attrs['indices'])}]"
+    if k in ("add", "sub", "mul", "div") and len(a) == 2 and out.dtype.kind == "f":
+        if k == "div" and node.attrs.get("rounding_mode") is not None:
+            return None
+        if (k in ("add", "sub")) and node.attrs.get("alpha", 1) != 1:
+            return None
+        if all((_float(x) and x.dtype == out.dtype) or _num(x) for x in a) and \
+                any(_float(x) for x in a):
+            sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[k]
+            return f"({ref(a[0])} {sym} {ref(a[1])})"
+    if k == "linear":
+        x, w, b = (list(a) + [None] * 3)[:3]
+        if _float(x) and isinstance(w, Value) and len(w.shape) == 2 and w.dtype == x.dtype and \
+                w.node is not None and w.node.kind == "constant" and \
+                (b is None or (isinstance(b, Value) and b.dtype == x.dtype)):
+            wt = f"{ref(w)}_T"
+            relu = _single_relu(graph, out)
+            if relu is not None:
+                fused.add(id(relu))
+                return f"linear_t_relu({ref(x)}, {wt}, {ref(b)})", relu.output
+            return f"linear_t({ref(x)}, {wt}, {ref(b)})"
+    if k == "relu" and isinstance(a[0], Value) and a[0].dtype.kind == "f":
+        src = a[0]
+        if src.node is not None and src.node.kind in FRESH and len(src.uses) == 1 and \
+                src not in graph.outputs and src.node.outputs[0] is src:
+            return f"relu_({ref(src)})"
+        return f"maximum({ref(src)}, 0)"
+    return None
+
+
+def _single_relu(graph, v):
+    if len(v.uses) != 1 or v in graph.outputs:
+        return None
+    n = v.uses[0]
+    return n if n.kind == "relu" else None
