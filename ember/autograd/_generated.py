@@ -2974,8 +2974,8 @@ class AdaptiveMaxPool2dBackward0(Node):
         return (g0, )
 
 class NativeBatchNormBackward0(Node):
-    __slots__ = ('bias', 'eps', 'input', 'running_mean', 'running_var', 'save_mean', 'save_var', 'training', 'weight')
-    _saved = ('bias', 'input', 'running_mean', 'running_var', 'save_mean', 'save_var', 'weight')
+    __slots__ = ('bias', 'eps', 'input', 'save_mean', 'save_var', 'training', 'weight')
+    _saved = ('bias', 'input', 'save_mean', 'save_var', 'weight')
     _op_name = 'native_batch_norm'
 
     def __init__(ctx, tensors, consts, outs, needs):
@@ -2985,8 +2985,6 @@ class NativeBatchNormBackward0(Node):
         ctx.bias = _save(bias, 'bias') if needs[0] or needs[1] or needs[2] else None
         ctx.eps = eps if needs[0] or needs[1] or needs[2] else None
         ctx.input = _save(input, 'input') if needs[0] or needs[1] or needs[2] else None
-        ctx.running_mean = _save(running_mean, 'running_mean') if needs[0] or needs[1] or needs[2] else None
-        ctx.running_var = _save(running_var, 'running_var') if needs[0] or needs[1] or needs[2] else None
         ctx.save_mean = _save(outs[1], 'save_mean') if needs[0] or needs[1] or needs[2] else None
         ctx.save_var = _save(outs[2], 'save_var') if needs[0] or needs[1] or needs[2] else None
         ctx.training = training if needs[0] or needs[1] or needs[2] else None
@@ -2998,13 +2996,11 @@ class NativeBatchNormBackward0(Node):
         bias = unpack(ctx.bias, ctx)
         eps = ctx.eps
         input = unpack(ctx.input, ctx)
-        running_mean = unpack(ctx.running_mean, ctx)
-        running_var = unpack(ctx.running_var, ctx)
         save_mean = unpack(ctx.save_mean, ctx)
         save_var = unpack(ctx.save_var, ctx)
         training = ctx.training
         weight = unpack(ctx.weight, ctx)
-        return tuple(_F.batch_norm_grads(grads, input, weight, bias, running_mean, running_var, training, eps, save_mean, save_var, needs))
+        return tuple(_F.batch_norm_grads(grads, input, weight, bias, training, eps, save_mean, save_var, needs))
 
 class LstmStepBackward0(Node):
     __slots__ = ('cx', 'gx', 'hx', 'w_hh', 'workspace')

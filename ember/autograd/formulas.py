@@ -489,9 +489,9 @@ def pool_gather(grad, indices):
     return G.reshape(G.gather(flat, 2, idx), tuple(indices._data.shape))
 
 
-def batch_norm_grads(grads, x, weight, bias, running_mean, running_var, training, eps,
-                     save_mean, save_var, needs):
-    """Gradients of native_batch_norm for (input, weight, bias, running_mean, running_var).
+def batch_norm_grads(grads, x, weight, bias, training, eps, save_mean, save_var, needs):
+    """Gradients of native_batch_norm for (input, weight, bias, running_mean, running_var);
+    the statistics come from the op's own outputs (the running ones may change in place).
 
     Without grad mode (a first-order backward) they are computed in NumPy from the saved
     statistics; with it (create_graph) in ember ops that recompute the statistics from the input,
@@ -514,8 +514,8 @@ def batch_norm_grads(grads, x, weight, bias, running_mean, running_var, training
         xc = G.sub(x, mean)
         rstd = G.rsqrt(G.add(G.mean(G.mul(xc, xc), axes, True), eps))
     else:
-        xc = G.sub(x, G.reshape(running_mean, shp))
-        rstd = G.rsqrt(G.add(G.reshape(running_var, shp), eps))
+        xc = G.sub(x, G.reshape(save_mean, shp))
+        rstd = G.rsqrt(G.add(G.reshape(save_var, shp), eps))
     xhat = G.mul(xc, rstd)
     gx = gw = gb = None
     if needs[1] and weight is not None:

@@ -176,9 +176,14 @@ def _free(lines, vals, names, undefined):
 
 
 # ---------------------------------------------------------------------------------- namespaces
+FUNCTIONS = {}  # "module:Qual.Name" -> custom Function class seen by a tracer in this process
+
+
 def resolve_class(qualname):
-    """Import ``module:Qual.Name``."""
+    """The custom Function class ``module:Qual.Name`` (seen while tracing, or imported)."""
     import importlib
+    if qualname in FUNCTIONS:
+        return FUNCTIONS[qualname]
     mod, _, qual = qualname.partition(":")
     obj = importlib.import_module(mod)
     for part in qual.split("."):

@@ -311,6 +311,8 @@ class Tracer:
     def record_function(self, cls, args, outs):
         """A custom autograd Function: one node calling ``cls.apply`` (its forward's ops, which
         were recorded too, become dead and are removed)."""
+        from ember.jit.codegen import FUNCTIONS
+        FUNCTIONS[f"{cls.__module__}:{cls.__qualname__}"] = cls
         targs = [self._arg(a) if isinstance(a, self._Tensor) else self.lift(a) for a in args]
         tensors = [o for o in outs if isinstance(o, self._Tensor)]
         node = self.graph.add_node(
@@ -323,6 +325,12 @@ class Tracer:
 
     def size(self, tensor, dim):
         n = tensor._data.shape[dim]
+        if sys._getframe(1).f_code.co_name == "__len__":
+            # Python's len() turns any int subclass into a plain int: the length is frozen
+            if self.known(tensor) is not None:
+                self.warn("len() of a traced tensor (frozen; use x.shape[0] to follow the "
+                          "input's size)", "len")
+            return n
         if self.known(tensor) is None and self.parent is None:
             return n
         return SymInt(n, ("size", tensor, dim))

@@ -50,8 +50,8 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
         if running_mean is None or running_var is None:
             raise KernelError("batch_norm: running_mean and running_var are required when not "
                               "training")
-        mean = running_mean.astype(x.dtype, copy=False)
-        var = running_var.astype(x.dtype, copy=False)
+        mean = running_mean.astype(x.dtype)
+        var = running_var.astype(x.dtype)
     invstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
     scale = invstd if weight is None else weight * invstd
     shift = -mean * scale

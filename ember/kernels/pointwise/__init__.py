@@ -50,7 +50,7 @@ output may be an input, or overlap one: overlapping inputs are copied first). ``
 collapsed (``collapse_dims``), so contiguous operands run as one flat loop; the loop nest runs in
 parallel over the outer rows (``ember.kernels.threads.get_num_threads`` threads).
 
-Compiled kernels are generated per (expression, dtypes, rank, inner-stride layout), compiled by
+Compiled kernels are generated per (expression, dtypes, inner-stride layout), compiled by
 Numba (imported on first use) and cached in memory and on disk (``diskcache``), so another process
 loads them without compiling. Arrays under ``engine.MIN_COMPILED_SIZE`` elements, and every array
 when Numba is missing (``has_compiler()``), go through NumPy op by op (``numpy_eval``, which says

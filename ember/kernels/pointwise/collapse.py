@@ -70,23 +70,27 @@ def collapse_dims(shape, *strides, exclude=None):
 def iteration_order(shape, *strides):
     """Return a permutation of the dimensions, outermost first, that walks memory forward.
 
-    Dimensions are ordered like NumPy's ``order='K'``: by decreasing absolute stride of the first
-    operand that distinguishes them (operands with a zero stride in either dimension are skipped);
-    ties keep their original order. Transposing every operand by the result lets
-    ``collapse_dims`` merge dimensions of transposed or channels-last operands.
+    Dimensions are ordered like NumPy's ``order='K'`` (torch's TensorIterator does the same): by
+    decreasing absolute stride of the first operand that tells two dimensions apart, operands with a
+    zero stride in either being skipped; dimensions no operand tells apart keep their order.
+    Transposing every operand by the result lets ``collapse_dims`` merge the dimensions of
+    transposed or channels-last operands.
     """
-    def outer_than(a, b):
+    def compare(d0, d1):
         for st in strides:
-            sa, sb = abs(st[a]), abs(st[b])
-            if sa == 0 or sb == 0 or sa == sb:
-                continue
-            return sa > sb
-        return False
+            a, b = abs(st[d0]), abs(st[d1])
+            if a and b and a != b:
+                return 1 if a > b else -1
+        return 0
 
-    order = []
-    for d in range(len(shape)):
-        pos = len(order)
-        while pos > 0 and outer_than(d, order[pos - 1]):
-            pos -= 1
-        order.insert(pos, d)
-    return tuple(order)
+    perm = list(reversed(range(len(shape))))  # innermost first
+    for i in range(1, len(perm)):
+        d1 = i
+        for d0 in range(i - 1, -1, -1):
+            c = compare(perm[d0], perm[d1])
+            if c > 0:
+                perm[d0], perm[d1] = perm[d1], perm[d0]
+                d1 = d0
+            elif c < 0:
+                break
+    return tuple(reversed(perm))

@@ -32,7 +32,7 @@ def compile_pointwise(expr, in_types):
     operand or a type: an ndarray or dtype-like (an input array of that dtype; a 0-d ndarray or
     NumPy scalar ranks below arrays with dimensions in promotion, as in torch), or a Python scalar
     or one of ``bool``, ``int``, ``float`` (a Python scalar input given at call time). Compiling
-    itself happens on the first call that needs a given rank and layout. Raises ValueError and
+    itself happens on the first call that needs a given layout. Raises ValueError and
     TypeError as ``infer_types``.
     """
     if isinstance(expr, str):
@@ -230,27 +230,24 @@ class PointwiseKernel:
         operands = arrays + list(targets)
         if all(a.flags.c_contiguous and a.shape == shape for a in operands):
             cshape = (math.prod(shape),)
-            cstrides = ((1,),) * len(operands)
-            args = []
-            for a in operands:
-                buf = a.reshape(-1)
-                args += [buf.view(np.uint16) if a.dtype == np.float16 else buf, 0, (1,)]
+            offs = np.zeros(len(operands), np.int64)
+            cstrides = np.ones((len(operands), 1), np.int64)
+            buffers = [a.reshape(-1) for a in operands]
         else:
             strides = [_element_strides(a, shape) for a in operands]
             order = iteration_order(shape, *(strides[len(arrays):] + strides[:len(arrays)]))
             collapsed = collapse_dims(tuple(shape[d] for d in order),
                                       *(tuple(st[d] for d in order) for st in strides))
-            cshape, cstrides = collapsed.shape, collapsed.strides
-            if not cshape:
-                cshape, cstrides = (1,), ((0,),) * len(operands)
-            args = []
-            for a, st in zip(operands, cstrides):
-                buf, off = _flat(a)
-                args += [buf.view(np.uint16) if a.dtype == np.float16 else buf, off, st]
+            cshape = collapsed.shape or (1,)
+            cstrides = np.array(collapsed.strides if collapsed.shape else [(0,)] * len(operands), np.int64)
+            flats = [_flat(a) for a in operands]
+            buffers = [b for b, _ in flats]
+            offs = np.array([o for _, o in flats], np.int64)
+        buffers = [b.view(np.uint16) if b.dtype == np.float16 else b for b in buffers]
         if self._any_scalar:
-            args += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
-        classes = tuple("c" if st[-1] == 1 else ("b" if st[-1] == 0 else "s") for st in cstrides)
-        key = (tuple(o.dtype for o in targets), len(cshape), classes)
+            buffers += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
+        classes = tuple("c" if st == 1 else ("b" if st == 0 else "s") for st in cstrides[:, -1].tolist())
+        key = (tuple(o.dtype for o in targets), classes)
         fn = self._variants.get(key) or self._compile(key)
         n_threads = numba_runtime.sync_threads(_thread_count())
         size = math.prod(cshape)
@@ -262,7 +259,8 @@ class PointwiseKernel:
         if n_threads > 1 and rows < 4 * n_threads:
             nchunks = max(1, min(-(-4 * n_threads // rows), inner // MIN_CHUNK))
         ntasks = rows * nchunks
-        fn(cshape, -(-inner // nchunks), nchunks, ntasks, min(n_threads, ntasks), *args)
+        fn(np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks, ntasks,
+           min(n_threads, ntasks), *buffers)
         for o, tmp in writes:
             o[...] = tmp
 
@@ -270,8 +268,8 @@ class PointwiseKernel:
         with _lock:
             fn = self._variants.get(key)
             if fn is None:
-                out_dtypes, rank, classes = key
-                source = codegen.kernel_source(self.typing, out_dtypes, rank, classes)
+                out_dtypes, classes = key
+                source = codegen.kernel_source(self.typing, out_dtypes, classes)
                 fn = diskcache.load_source(source, numba_runtime.numba_module().__version__).kernel
                 self._variants[key] = fn
         return fn

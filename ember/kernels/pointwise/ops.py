@@ -146,9 +146,9 @@ def _np_sign(out, params, a):
 def _np_clamp(out, params, a, lo, hi):
     t = np.asarray(a)
     if lo is not None:
-        t = np.where(t < lo, lo, t)
+        t = np.where((t < lo) | (lo != lo), lo, t)
     if hi is not None:
-        t = np.where(t > hi, hi, t)
+        t = np.where((t > hi) | (hi != hi), hi, t)
     np.copyto(out, t, casting="unsafe")
 
 
@@ -188,9 +188,9 @@ def _nb_float_or_identity(fn):
 def _clamp_src(K, params, a, lo, hi):
     src = a
     if lo is not None:
-        src = f"sel({src} < {lo}, {lo}, {src})"
+        src = f"sel(({src} < {lo}) | ({lo} != {lo}), {lo}, {src})"
     if hi is not None:
-        src = f"sel({src} > {hi}, {hi}, {src})"
+        src = f"sel(({src} > {hi}) | ({hi} != {hi}), {hi}, {src})"
     return src
 
 

@@ -32,7 +32,7 @@ def _simple(name, fn, doc, inplace=False, params=()):
         return fn(input, **kw)
 
     def extra_repr(self):
-        parts = [f"{n}={getattr(self, n)}" for n in params]
+        parts = [f"{n}={getattr(self, n)!r}" for n in params]
         if inplace and self.inplace:
             parts.append("inplace=True")
         return ", ".join(parts)

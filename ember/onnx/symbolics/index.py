@@ -1,0 +1,227 @@
+"""Indexing: getitem (ints, slices, None, Ellipsis, one index array or mask), gather/scatter,
+index_select/index_add/index_put, masked ops, nonzero, embedding."""
+import numpy as np
+
+from ember.onnx.context import INT64_MAX, Dyn
+from ember.onnx.registry import symbolic
+from ember.onnx.symbolics._util import SymbolicError, out_dtype
+
+
+def _rank(node, i=0):
+    return len(node.args[i].shape)
+
+
+def _expand_index(key, rank):
+    key = key if isinstance(key, tuple) else (key,)
+    used = sum(1 for k in key if k is not None and k is not Ellipsis and not
+               (isinstance(k, np.ndarray) and k.dtype == np.bool_))
+    used += sum(k.ndim for k in key if isinstance(k, np.ndarray) and k.dtype == np.bool_)
+    out = []
+    for k in key:
+        if k is Ellipsis:
+            out.extend([slice(None)] * (rank - used))
+            used = rank
+        else:
+            out.append(k)
+    if Ellipsis not in key:
+        n_dims = sum(1 for k in out if k is not None and not
+                     (isinstance(k, np.ndarray) and k.dtype == np.bool_)) + \
+            sum(k.ndim for k in out if isinstance(k, np.ndarray) and k.dtype == np.bool_)
+        out.extend([slice(None)] * (rank - n_dims))
+    return out
+
+
+@symbolic("getitem")
+def sym_getitem(g, node, x, indices):
+    shape = node.args[0].shape
+    rank = len(shape)
+    items = _expand_index(indices, rank)
+    starts, ends, axes, steps = [], [], [], []
+    squeeze, none_pos, arrays = [], [], []
+    d = 0          # input dim
+    o = 0          # output dim (after slicing and squeezing, before None)
+    for k in items:
+        if k is None:
+            none_pos.append(o)
+            o += 1
+            continue
+        if isinstance(k, np.ndarray):
+            if k.dtype == np.bool_:
+                if k.ndim != 1:
+                    raise SymbolicError("a multi-dimensional boolean mask index is not "
+                                        "supported by the ONNX exporter")
+                k = np.nonzero(k)[0]
+            arrays.append((d, o, k.astype(np.int64)))
+            d += 1
+            o += 1
+            continue
+        if isinstance(k, slice):
+            step = 1 if k.step is None else k.step
+            start = 0 if k.start is None else k.start
+            stop = INT64_MAX if k.stop is None else k.stop
+            if not (start == 0 and stop == INT64_MAX and step == 1):
+                starts.append(start)
+                ends.append(stop)
+                axes.append(d)
+                steps.append(step)
+            d += 1
+            o += 1
+            continue
+        if isinstance(k, (int, np.integer, Dyn)) and not isinstance(k, bool):
+            if isinstance(k, Dyn):
+                end = Dyn(g.op("Add", k.name, g.const(np.array(1, np.int64))))
+                starts.append(k)
+                ends.append(end)
+            else:
+                k = int(k)
+                starts.append(k)
+                ends.append(k + 1 if k != -1 else INT64_MAX)
+            axes.append(d)
+            steps.append(1)
+            squeeze.append(d)
+            d += 1
+            continue
+        raise SymbolicError(f"index {k!r} is not supported by the ONNX exporter")
+    if len(arrays) > 1:
+        raise SymbolicError("more than one index array in one subscript is not supported by "
+                            "the ONNX exporter")
+    y = x
+    if axes:
+        ins = [y, g.ints(starts), g.ints(ends), g.const(np.array(axes, np.int64))]
+        if any(s != 1 for s in steps):
+            ins.append(g.const(np.array(steps, np.int64)))
+        y = g.op("Slice", *ins)
+    if arrays:
+        ad, _, arr = arrays[0]
+        # the array's dim, counted after removing the squeezed int dims before it
+        gd = ad - sum(1 for s in squeeze if s < ad)
+        if squeeze:
+            y = g.squeeze(y, squeeze)
+            squeeze = []
+        y = g.op("Gather", y, g.const(arr), axis=gd)
+        if arr.ndim != 1:
+            raise SymbolicError("an index array of more than one dim is not supported by the "
+                                "ONNX exporter")
+    if squeeze:
+        y = g.squeeze(y, squeeze)
+    if none_pos:
+        y = g.unsqueeze(y, none_pos)
+    if y is x:
+        y = g.op("Identity", x)
+    return y
+
+
+@symbolic("index_select")
+def sym_index_select(g, node, x, index, dim):
+    d = int(dim) % max(_rank(node), 1)
+    if _rank(node) == 0:
+        return g.op("Identity", x)
+    idx = g.cast(index, np.int64)
+    if len(node.args[1].shape) == 0:
+        idx = g.unsqueeze(idx, [0])
+    return g.op("Gather", x, idx, axis=d)
+
+
+@symbolic("gather")
+def sym_gather(g, node, x, index, dim, sparse_grad=False):
+    if _rank(node) == 0:
+        return g.op("Identity", x)
+    return g.op("GatherElements", x, g.cast(index, np.int64), axis=int(dim) % _rank(node))
+
+
+@symbolic("scatter")
+def sym_scatter(g, node, x, index, src, dim):
+    if _rank(node) == 0:
+        return g.op("Identity", src)
+    src = g.cast(src, out_dtype(node))
+    return g.op("ScatterElements", x, g.cast(index, np.int64), src, axis=int(dim) % _rank(node))
+
+
+@symbolic("scatter_add", since=16)
+def sym_scatter_add(g, node, x, index, src, dim):
+    src = g.cast(src, out_dtype(node))
+    return g.op("ScatterElements", x, g.cast(index, np.int64), src,
+                axis=int(dim) % max(_rank(node), 1), reduction="add")
+
+
+@symbolic("index_add", since=16)
+def sym_index_add(g, node, x, index, source, dim, alpha=1):
+    rank = _rank(node)
+    d = int(dim) % rank
+    src = g.cast(source, out_dtype(node))
+    if alpha != 1:
+        src = g.op("Mul", src, g.const(np.array(alpha, out_dtype(node))))
+    perm = [d] + [i for i in range(rank) if i != d]
+    inv = list(np.argsort(perm))
+    xt = g.op("Transpose", x, perm=perm) if d else x
+    st = g.op("Transpose", src, perm=perm) if d else src
+    idx = g.unsqueeze(g.cast(index, np.int64), [1])
+    r = g.op("ScatterND", xt, idx, st, reduction="add")
+    return g.op("Transpose", r, perm=[int(i) for i in inv]) if d else r
+
+
+@symbolic("index_put")
+def sym_index_put(g, node, x, values, indices, accumulate=False):
+    shape = node.args[0].shape
+    dt = out_dtype(node)
+    values = g.cast(values, dt)
+    key = indices if isinstance(indices, tuple) else (indices,)
+    if len(key) == 1 and isinstance(key[0], np.ndarray) and key[0].dtype == np.bool_ and \
+            key[0].shape == tuple(shape) and not accumulate:
+        if int(np.prod(node.args[1].shape)) != 1:
+            raise SymbolicError("index_put with a mask needs a single value")
+        return g.op("Where", g.const(key[0]), g.op("Reshape", values,
+                                                   g.const(np.array([], np.int64))), x)
+    if len(key) == 1 and isinstance(key[0], np.ndarray) and key[0].dtype != np.bool_ and \
+            key[0].ndim == 1:
+        if accumulate and g.opset < 16:
+            raise SymbolicError("index_put with accumulate=True needs opset 16 or later")
+        idx = g.const(key[0].astype(np.int64).reshape(-1, 1) % shape[0])
+        upd_shape = [len(key[0])] + list(shape[1:])
+        upd = g.op("Expand", values, g.const(np.array(upd_shape, np.int64)))
+        return g.op("ScatterND", x, idx, upd, reduction="add" if accumulate else None)
+    # basic indices (ints and slices): scatter through a constant index grid
+    grid = np.arange(int(np.prod(shape)), dtype=np.int64).reshape(shape)
+    try:
+        sel = grid[key]
+    except Exception as e:  # noqa: BLE001
+        raise SymbolicError(f"index_put with index {key!r} is not supported: {e}") from None
+    if accumulate and g.opset < 16:
+        raise SymbolicError("index_put with accumulate=True needs opset 16 or later")
+    flat = g.op("Reshape", x, g.const(np.array([-1], np.int64)))
+    upd = g.op("Reshape", g.op("Expand", values, g.const(np.array(sel.shape, np.int64))),
+               g.const(np.array([-1], np.int64)))
+    idx = g.const(sel.reshape(-1, 1))
+    r = g.op("ScatterND", flat, idx, upd, reduction="add" if accumulate else None)
+    return g.op("Reshape", r, g.const(np.array(shape, np.int64)))
+
+
+@symbolic("masked_fill")
+def sym_masked_fill(g, node, x, mask, value):
+    dt = out_dtype(node)
+    v = g.cast(value, dt) if isinstance(value, str) else g.const(np.array(value, dt))
+    return g.op("Where", g.cast(mask, np.bool_), v, x)
+
+
+@symbolic("masked_select")
+def sym_masked_select(g, node, x, mask):
+    xb = g.op("Expand", x, g.op("Shape", g.op("Where", g.cast(mask, np.bool_), x, x)))
+    mb = g.op("Expand", g.cast(mask, np.bool_), g.op("Shape", xb))
+    flat = g.const(np.array([-1], np.int64))
+    return g.op("Compress", g.op("Reshape", xb, flat), g.op("Reshape", mb, flat), axis=0)
+
+
+@symbolic("nonzero")
+def sym_nonzero(g, node, x):
+    if _rank(node) == 0:
+        raise SymbolicError("nonzero of a 0-d tensor is not supported")
+    return g.op("Transpose", g.op("NonZero", x), perm=[1, 0])
+
+
+@symbolic("embedding")
+def sym_embedding(g, node, input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
+                  scale_grad_by_freq=False, sparse=False):
+    if max_norm is not None:
+        raise SymbolicError("embedding with max_norm (renormalises the weight in place) is not "
+                            "exportable")
+    return g.op("Gather", weight, g.cast(input, np.int64), axis=0)

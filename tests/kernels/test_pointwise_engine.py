@@ -1,0 +1,244 @@
+"""The engine: layouts, outputs, in-place and overlapping operands, scalars, float16, threads."""
+import threading
+
+import numpy as np
+import pytest
+
+from ember.kernels import threads
+from ember.kernels.pointwise import Expr, apply, compile_pointwise, has_compiler
+
+pytestmark = pytest.mark.skipif(not has_compiler(), reason="numba not importable")
+BACKENDS = ["numba", "numpy"]
+
+# w = max(tanh(x * y + s), x), m = x > y, for a Python-scalar input s
+MIXED = Expr(("x", "y", "s"), [("t", "mul", ("x", "y")), ("u", "add", ("t", "s")), ("v", "tanh", ("u",)),
+                               ("w", "maximum", ("v", "x")), ("m", "gt", ("x", "y"))], ("w", "m"))
+
+
+def _mixed_ref(x, y, s):
+    return np.maximum(np.tanh(x * y + np.float32(s)), x), x > y
+
+
+def _layouts(rng):
+    base = rng.standard_normal((6, 7, 8)).astype(np.float32)
+    other = rng.standard_normal((6, 7, 8)).astype(np.float32)
+    return {
+        "contiguous": (base, other),
+        "transposed": (base.transpose(2, 0, 1), other.transpose(2, 0, 1)),
+        "mixed_order": (base.transpose(2, 0, 1), np.ascontiguousarray(other.transpose(2, 0, 1))),
+        "sliced_negative": (base[::2, 1:, ::-1], other[::2, 1:, 7::-1]),
+        "broadcast": (base, other[:1, :, :1]),
+        "fortran": (np.asfortranarray(base), np.asfortranarray(other)),
+        "zero_dim": (base[0, 0, 0].copy().reshape(()), other[1, 1, 1].copy().reshape(())),
+        "size_zero": (base[:, :0], other[:, :0]),
+    }
+
+
+@pytest.mark.parametrize("layout", ["contiguous", "transposed", "mixed_order", "sliced_negative", "broadcast",
+                                    "fortran", "zero_dim", "size_zero"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_layouts_float32(layout, backend):
+    x, y = _layouts(np.random.default_rng(1))[layout]
+    kernel = compile_pointwise(MIXED, (x, y, float))
+    w, m = kernel(x, y, 0.25, backend=backend)
+    ew, em = _mixed_ref(x, y, 0.25)
+    assert w.shape == ew.shape and w.dtype == np.float32 and m.dtype == np.bool_
+    np.testing.assert_allclose(w, ew, rtol=2e-6, atol=1e-6)
+    np.testing.assert_array_equal(m, em)
+
+
+def test_outputs_follow_the_inputs_memory_order():
+    x = np.random.default_rng(2).standard_normal((64, 300)).astype(np.float32)
+    w, m = compile_pointwise(MIXED, (x, x, float))(x.T, x.T, 1.0, backend="numba")
+    assert w.flags.f_contiguous and m.flags.f_contiguous
+
+
+INT_EXPR = Expr(("a", "b", "c"), [("s", "add", ("a", "b")), ("p", "mul", ("s", 3)), ("q", "maximum", ("p", "b")),
+                                  ("r", "where", ("c", "q", "a")), ("n", "neg", ("r",)), ("d", "div", ("n", "b"))],
+                ("n", "d"))
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8"])
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_integer_wraparound_and_broadcast(dtype, backend):
+    rng = np.random.default_rng(3)
+    a = rng.integers(0, 120, (40, 50)).astype(dtype)
+    b = rng.integers(1, 120, (50,)).astype(dtype)
+    c = rng.integers(0, 2, (40, 1)).astype(bool)
+    n, d = compile_pointwise(INT_EXPR, (a, b, c))(a.T.copy().T, b, c, backend=backend)
+    with np.errstate(over="ignore"):
+        r = np.where(c, np.maximum((a + b) * np.array(3, dtype), b), a)
+        en = -r
+    np.testing.assert_array_equal(n, en)
+    assert n.dtype == dtype and d.dtype == np.float32
+    np.testing.assert_allclose(d, en.astype(np.float32) / b.astype(np.float32), rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_float16_mixed_with_float32_and_int(backend):
+    rng = np.random.default_rng(4)
+    h = rng.standard_normal((300, 70)).astype(np.float16)
+    i = rng.integers(-5, 5, (70,)).astype(np.int64)
+    e = Expr(("h", "i"), [("a", "mul", ("h", "i")), ("b", "sigmoid", ("a",)), ("c", "cast", ("b", "float32")),
+                          ("d", "add", ("c", "h"))], ("b", "d"))
+    b, d = compile_pointwise(e, (h, i))(h.T.T, i, backend=backend)
+    a = (h.astype(np.float32) * i).astype(np.float16)  # torch: float16 * int64 -> float16
+    eb = (1 / (1 + np.exp(-a.astype(np.float32)))).astype(np.float16)
+    assert b.dtype == np.float16 and d.dtype == np.float32
+    np.testing.assert_array_equal(b, eb)
+    np.testing.assert_allclose(d, eb.astype(np.float32) + h.astype(np.float32), rtol=1e-6)
+
+
+def test_float16_conversions_are_exact():
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    halves = bits.view(np.float16)
+    (wide,) = apply(Expr(("h",), [("f", "cast", ("h", "float32"))], ("f",)), halves, backend="numba")
+    np.testing.assert_array_equal(wide.view(np.uint32), halves.astype(np.float32).view(np.uint32))
+    rng = np.random.default_rng(5)
+    f = rng.integers(0, 1 << 32, 1 << 18, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    edges = np.array([65504, 65519.996, 65520, 6.1035156e-05, 5.9604645e-08, 2.9802322e-08, 2.9802326e-08,
+                      1.0009766, 1.0004883, 1.0014648, -0.0, np.inf, -np.inf], np.float32)
+    f = np.concatenate([f, edges, -edges])
+    (narrow,) = apply(Expr(("f",), [("h", "cast", ("f", "float16"))], ("h",)), f, backend="numba")
+    with np.errstate(over="ignore"):
+        expected = f.astype(np.float16)
+    finite = ~np.isnan(f)
+    np.testing.assert_array_equal(narrow[finite].view(np.uint16), expected[finite].view(np.uint16))
+    assert np.isnan(narrow[~finite]).all()
+
+
+def test_fast_float32_exp_tanh_accuracy():
+    x = np.concatenate([np.linspace(-110, 110, 200001), np.linspace(-1, 1, 20001)]).astype(np.float32)
+    e = Expr(("x",), [("e", "exp", ("x",)), ("t", "tanh", ("x",)), ("s", "sigmoid", ("x",))], ("e", "t", "s"))
+    got = apply(e, x, backend="numba")
+    x64 = x.astype(np.float64)
+    with np.errstate(over="ignore"):
+        refs = [r.astype(np.float32) for r in (np.exp(x64), np.tanh(x64), 1 / (1 + np.exp(-x64)))]
+    for g, ref in zip(got, refs):
+        normal = np.abs(ref) >= np.finfo(np.float32).tiny
+        ulp = np.abs(g.view(np.int32).astype(np.int64) - ref.view(np.int32).astype(np.int64))
+        assert ulp[normal].max() <= 3
+        assert np.abs(g[~normal] - ref[~normal]).max() <= np.finfo(np.float32).tiny  # underflow to 0 allowed
+
+
+ADD1 = Expr(("x", "y"), [("t", "mul", ("x", "y")), ("r", "add", ("t", 1.0))], ("r",))
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_in_place_output_is_an_input(backend):
+    rng = np.random.default_rng(6)
+    x = rng.standard_normal((100, 30)).astype(np.float32)
+    y = rng.standard_normal(30).astype(np.float32)
+    expected = x * y + 1
+    (r,) = apply(ADD1, x, y, out=x, backend=backend)
+    assert r is x
+    np.testing.assert_allclose(x, expected, rtol=1e-6)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_partial_overlap_between_input_and_output(backend):
+    rng = np.random.default_rng(7)
+    base = rng.standard_normal(1001).astype(np.float32)
+    ones = np.ones(1000, np.float32)
+    x, out = base[1:], base[:-1]  # out[i] shares memory with x[i - 1]
+    expected = x * ones + 1
+    apply(ADD1, x, ones, out=out, backend=backend)
+    np.testing.assert_allclose(out, expected, rtol=1e-6)
+
+    sq = rng.standard_normal((50, 50)).astype(np.float32)
+    expected = sq.T * sq + 1
+    apply(ADD1, sq.T, sq, out=sq, backend=backend)  # out is the transpose of an input
+    np.testing.assert_allclose(sq, expected, rtol=1e-6)
+
+    v = rng.standard_normal(64).astype(np.float32)
+    expected = v[:, None] * np.ones((64, 64), np.float32) + 1
+    grid = np.empty((64, 64), np.float32)
+    grid[0] = v
+    apply(ADD1, grid[0][:, None], np.ones((64, 64), np.float32), out=grid, backend=backend)  # broadcast input
+    np.testing.assert_allclose(grid, expected, rtol=1e-6)
+
+
+def test_out_with_a_wider_dtype_and_errors():
+    x = np.ones((10, 4), np.float32)
+    k = compile_pointwise(ADD1, (x, x))
+    wide = np.empty((10, 4), np.float64)
+    (r,) = k(x, x, out=wide, backend="numba")
+    assert r is wide and (wide == 2).all()
+    with pytest.raises(TypeError, match="can't be cast"):
+        k(x, x, out=np.empty((10, 4), np.int32))
+    with pytest.raises(ValueError, match="shape"):
+        k(x, x, out=np.empty((10, 5), np.float32))
+    ro = np.empty((10, 4), np.float32)
+    ro.flags.writeable = False
+    with pytest.raises(ValueError, match="read-only"):
+        k(x, x, out=ro)
+    with pytest.raises(ValueError, match="share memory"):
+        k(x, x, out=np.lib.stride_tricks.as_strided(np.empty(4, np.float32), (10, 4), (0, 4)))
+    with pytest.raises(TypeError, match="dtype float32"):
+        k(x.astype(np.float64), x)
+    with pytest.raises(ValueError, match="broadcast"):
+        k(x, np.ones(3, np.float32))
+    with pytest.raises(TypeError, match="operands"):
+        k(x)
+    both = Expr(("x",), [("a", "neg", ("x",)), ("b", "abs", ("x",))], ("a", "b"))
+    buf = np.empty((10, 4), np.float32)
+    with pytest.raises(ValueError, match="two outputs"):
+        apply(both, x, out=(buf, buf))
+
+
+def test_scalar_inputs_do_not_recompile():
+    x = np.arange(20000, dtype=np.int32)
+    k = compile_pointwise(Expr(("x", "lr"), [("y", "mul", ("x", "lr"))], ("y",)), (x, float))
+    for lr in (0.5, 0.25, 3):
+        (y,) = k(x, lr)
+        assert y.dtype == np.float32
+        np.testing.assert_allclose(y, x.astype(np.float32) * np.float32(lr), rtol=1e-7)
+    assert len(k._variants) == 1
+    with pytest.raises(TypeError, match="scalar"):
+        k(x, np.ones(3))
+
+
+def test_thread_count_and_python_threads():
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(300000).astype(np.float32)
+    y = rng.standard_normal(300000).astype(np.float32)
+    k = compile_pointwise(ADD1, (x, y))
+    before = threads.get_num_threads()
+    try:
+        threads.set_num_threads(1)
+        (one,) = k(x, y)
+        threads.set_num_threads(2)
+        (two,) = k(x, y)
+    finally:
+        threads.set_num_threads(before)
+    np.testing.assert_array_equal(one, two)
+    results = [None] * 4
+
+    def work(i):
+        results[i] = k(x, y)[0]
+    workers = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join()
+    for r in results:
+        np.testing.assert_array_equal(r, one)
+
+
+def test_expr_validation():
+    with pytest.raises(ValueError, match="unknown op"):
+        Expr(("x",), [("y", "frobnicate", ("x",))], ("y",))
+    with pytest.raises(ValueError, match="before it is bound"):
+        Expr(("x",), [("y", "add", ("x", "z"))], ("y",))
+    with pytest.raises(ValueError, match="already bound"):
+        Expr(("x",), [("x", "neg", ("x",))], ("x",))
+    with pytest.raises(ValueError, match="takes 2 operands"):
+        Expr(("x",), [("y", "add", ("x",))], ("y",))
+    with pytest.raises(ValueError, match="needs parameter 'dtype'"):
+        Expr(("x",), [("y", "cast", ("x",))], ("y",))
+    with pytest.raises(ValueError, match="not bound"):
+        Expr(("x",), [("y", "neg", ("x",))], ("z",))
+    e = Expr(("x",), [("y", "leaky_relu", ("x",)), ("z", "gelu", ("y", "tanh"))], ("z",))
+    assert e.steps[0] == ("y", "leaky_relu", ("x", 0.01))
+    assert "z = gelu(y, 'tanh')" in str(e)
+    assert Expr(("x",), [("y", "add", ("x", 1))], ("y",)).key() != Expr(("x",), [("y", "add", ("x", 1.0))], ("y",)).key()

@@ -1,0 +1,96 @@
+"""Default initialisation matches torch's distributions; nn.init functions."""
+import math
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+from ember.nn import init
+
+
+def _bound_check(t, bound):
+    a = t.detach().numpy()
+    assert np.abs(a).max() <= bound + 1e-7
+    assert np.abs(a).max() > 0.8 * bound
+
+
+@pytest.mark.parametrize("layer,fan_in", [
+    (lambda: nn.Linear(50, 40), 50), (lambda: nn.Conv2d(6, 8, 3, groups=2), 27),
+    (lambda: nn.ConvTranspose2d(6, 8, 3, groups=2), 36), (lambda: nn.Conv1d(4, 5, 7), 28)])
+def test_kaiming_uniform_default(layer, fan_in):
+    ember.manual_seed(0)
+    m = layer()
+    _bound_check(m.weight, 1 / math.sqrt(fan_in))
+    assert np.abs(m.bias.detach().numpy()).max() <= 1 / math.sqrt(fan_in)
+
+
+def test_rnn_and_embedding_defaults():
+    ember.manual_seed(0)
+    lstm = nn.LSTM(10, 20, 2)
+    for p in lstm.parameters():
+        assert np.abs(p.detach().numpy()).max() <= 1 / math.sqrt(20) + 1e-7
+    e = nn.Embedding(1000, 20).weight.detach().numpy()
+    assert abs(e.mean()) < 0.02 and abs(e.std() - 1) < 0.02
+    bn = nn.BatchNorm2d(3)
+    assert bn.weight.detach().numpy().tolist() == [1, 1, 1] and bn.bias.detach().numpy().tolist() == [0, 0, 0]
+    mha = nn.MultiheadAttention(8, 2)
+    assert float(mha.in_proj_bias.abs().sum()) == 0 and float(mha.out_proj.bias.abs().sum()) == 0
+    _bound_check(mha.in_proj_weight, math.sqrt(6 / (8 + 24)))
+
+
+def test_init_functions():
+    ember.manual_seed(0)
+    t = ember.empty(300, 200)
+    init.xavier_normal_(t)
+    assert abs(t.detach().numpy().std() - math.sqrt(2 / 500)) < 0.003
+    init.kaiming_normal_(t, mode="fan_out", nonlinearity="relu")
+    assert abs(t.detach().numpy().std() - math.sqrt(2 / 300)) < 0.003
+    init.trunc_normal_(t, std=1.0, a=-1.0, b=1.5)
+    a = t.detach().numpy()
+    assert a.min() >= -1 and a.max() <= 1.5 and a.min() < -0.99
+    init.orthogonal_(t)
+    np.testing.assert_allclose(t.detach().numpy().T @ t.detach().numpy(), np.eye(200), atol=1e-5)
+    init.constant_(t, 0.5)
+    assert float(t.mean()) == 0.5
+    init.zeros_(t)
+    init.ones_(t)
+    w = ember.empty(4, 4, 3, 3)
+    init.dirac_(w)
+    x = ember.randn(1, 4, 5, 5)
+    np.testing.assert_allclose(nn.functional.conv2d(x, w, padding=1).detach().numpy(), x.detach().numpy(),
+                               rtol=1e-6, atol=1e-6)
+    assert init.calculate_gain("leaky_relu", 0.2) == pytest.approx(math.sqrt(2 / 1.04))
+    assert init.calculate_gain("tanh") == pytest.approx(5 / 3)
+    with pytest.raises(ValueError):
+        init.calculate_gain("nope")
+    p = nn.Parameter(ember.zeros(3, 3))
+    init.uniform_(p, -1, 1)
+    assert p.requires_grad and p.grad_fn is None
+
+
+def test_init_generator_reproducible():
+    a, b = ember.empty(5, 5), ember.empty(5, 5)
+    init.normal_(a, generator=ember.Generator().manual_seed(3))
+    init.normal_(b, generator=ember.Generator().manual_seed(3))
+    np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_clip_grad_and_vectors():
+    from ember.nn.utils import (clip_grad_norm_, clip_grad_value_, parameters_to_vector,
+                                vector_to_parameters)
+    m = nn.Linear(3, 2)
+    m(ember.randn(4, 3) * 10).sum().backward()
+    g = np.concatenate([p.grad.detach().numpy().ravel() for p in m.parameters()])
+    total = clip_grad_norm_(m.parameters(), 0.5)
+    assert float(total) == pytest.approx(np.linalg.norm(g), rel=1e-5)
+    g2 = np.concatenate([p.grad.detach().numpy().ravel() for p in m.parameters()])
+    assert np.linalg.norm(g2) == pytest.approx(0.5, rel=1e-4)
+    clip_grad_value_(m.parameters(), 0.01)
+    assert max(float(p.grad.abs().max()) for p in m.parameters()) <= 0.01 + 1e-9
+    v = parameters_to_vector(m.parameters())
+    assert tuple(v.shape) == (8,)
+    vector_to_parameters(v * 0 + 1, m.parameters())
+    assert float(m.weight.sum()) == 6.0
+    inf = clip_grad_norm_(m.parameters(), 1.0, norm_type="inf")
+    assert float(inf) <= 0.01 + 1e-6
