@@ -339,6 +339,14 @@ class Tensor:
         return iter(self.unbind(0))
 
     __hash__ = object.__hash__
+    # NumPy defers binary operators to Tensor (np.float32(2) * t gives a Tensor, not an ndarray)
+    __array_ufunc__ = None
+
+    def __contains__(self, element):
+        if isinstance(element, (Tensor, int, float, bool)):
+            return builtins.bool((self == element).any())
+        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, got "
+                           f"{type(element).__name__}")
 
     def __reduce_ex__(self, proto):
         raise TypeError("ember tensors are not picklable; use ember.save (safetensors) instead")

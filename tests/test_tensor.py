@@ -208,3 +208,11 @@ def test_tensors_refuse_pickle():
     import pickle
     with pytest.raises(TypeError, match="safetensors"):
         pickle.dumps(ember.ones(2))
+
+
+def test_numpy_scalars_defer_to_tensor_operators():
+    t = ember.tensor([1.0, 2.0])
+    out = np.float32(2.0) * t
+    assert isinstance(out, ember.Tensor) and out.tolist() == [2.0, 4.0]
+    assert isinstance(np.float64(1.0) + t, ember.Tensor)
+    assert 2.0 in t and 3.0 not in t
