@@ -165,7 +165,11 @@ def main(argv=None):
     d.add_argument("--batch-size", type=int, default=32, help="batch size (default 32)")
     d.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default 3e-3)")
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
+    from ember.onnx.cli import add_subparser as _add_onnx, run as _run_onnx
+    _add_onnx(sub)
     args = parser.parse_args(argv)
+    if args.command == "onnx":
+        return _run_onnx(args)
     if args.command != "demo":
         parser.print_help()
         return 0 if args.command is None else 2

@@ -42,7 +42,7 @@ def _encode(obj, path, tensors):
         while key in tensors:
             key = f"{base}#{n}"
             n += 1
-        tensors[key] = np.ascontiguousarray(arr)
+        tensors[key] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
         return {"__tensor__": key}
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj) and "__tensor__" not in obj:

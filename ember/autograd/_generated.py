@@ -3050,6 +3050,35 @@ class GruStepBackward0(Node):
         workspace = unpack(ctx.workspace, ctx)
         return tuple(_F.gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs))
 
+class LstmLayerBackward0(Node):
+    __slots__ = ('c0', 'gx', 'h0', 'output', 'reverse', 'w_hh', 'workspace')
+    _saved = ('c0', 'gx', 'h0', 'output', 'w_hh', 'workspace')
+    _op_name = 'lstm_layer'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        gx, h0, c0, w_hh, = tensors
+        reverse, = consts
+        ctx.c0 = _save(c0, 'c0') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.gx = _save(gx, 'gx') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.h0 = _save(h0, 'h0') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.output = _save_out(outs[0], 'output', 0) if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.reverse = reverse if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.w_hh = _save(w_hh, 'w_hh') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.workspace = _save(outs[3], 'workspace') if needs[0] or needs[1] or needs[2] or needs[3] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        c0 = unpack(ctx.c0, ctx)
+        gx = unpack(ctx.gx, ctx)
+        h0 = unpack(ctx.h0, ctx)
+        output = unpack(ctx.output, ctx)
+        reverse = ctx.reverse
+        w_hh = unpack(ctx.w_hh, ctx)
+        workspace = unpack(ctx.workspace, ctx)
+        return tuple(_F.lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs))
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -3577,6 +3606,9 @@ OPS['gru_step'] = _op_gru_step
 
 _op_size = Op('size', _k_jit_ops.size, None, ('self',), ('dim',), saves_self=False)
 OPS['size'] = _op_size
+
+_op_lstm_layer = Op('lstm_layer', _k_nn_layers.lstm_layer, LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
+OPS['lstm_layer'] = _op_lstm_layer
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -4480,6 +4512,10 @@ def size(input, dim):
     """size (see torch.size)."""
     return dispatch(_op_size, (input, ), (dim, ))
 
+def lstm_layer(gx, h0, c0, w_hh, reverse=False):
+    """lstm_layer (see torch.lstm_layer)."""
+    return dispatch(_op_lstm_layer, (gx, h0, c0, w_hh, ), (reverse, ))
+
 EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
@@ -4724,6 +4760,7 @@ TENSOR_METHODS = {
     'upsample_bilinear2d': upsample_bilinear2d,
     'lstm_step': lstm_step,
     'gru_step': gru_step,
+    'lstm_layer': lstm_layer,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

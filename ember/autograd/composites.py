@@ -126,15 +126,15 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
 
 
 def expand_as(input, other):
-    return G.expand(input, tuple(other._data.shape))
+    return G.expand(input, tuple(other.shape))
 
 
 def view_as(input, other):
-    return G.view(input, tuple(other._data.shape))
+    return G.view(input, tuple(other.shape))
 
 
 def reshape_as(input, other):
-    return G.reshape(input, tuple(other._data.shape))
+    return G.reshape(input, tuple(other.shape))
 
 
 def square(input):
@@ -233,11 +233,11 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if len(shape) < 2 or shape[1] % num_groups:
         raise RuntimeError(f"group_norm: expected an input (N, C, ...) with C divisible by "
                            f"num_groups={num_groups}, got shape {list(shape)}")
-    x = G.reshape(input, (shape[0], num_groups, -1))
+    x = G.reshape(input, (input.shape[0], num_groups, -1))  # traced batch size
     mean = G.mean(x, (2,), True)
     xc = G.sub(x, mean)
     y = G.mul(xc, G.rsqrt(G.add(G.mean(G.mul(xc, xc), (2,), True), eps)))
-    y = G.reshape(y, shape)
+    y = G.reshape(y, tuple(input.shape))
     pshape = (1, shape[1]) + (1,) * (len(shape) - 2)
     if weight is not None:
         y = G.mul(y, G.reshape(weight, pshape))
@@ -249,6 +249,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 def pixel_shuffle(input, upscale_factor):
     r = upscale_factor
     *lead, c, h, w = input._data.shape
+    lead = input.shape[:-3]  # traced, so a trace keeps the batch size dynamic
     if c % (r * r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible "
                            f"by the square of upscale_factor, but input.size(-3)={c} is not "
@@ -262,6 +263,7 @@ def pixel_shuffle(input, upscale_factor):
 def pixel_unshuffle(input, downscale_factor):
     r = downscale_factor
     *lead, c, h, w = input._data.shape
+    lead = input.shape[:-3]  # traced, so a trace keeps the batch size dynamic
     if h % r or w % r:
         raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by "
                            f"downscale_factor={r}, got {h}x{w}")

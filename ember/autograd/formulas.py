@@ -472,7 +472,7 @@ def _arr(t):
 
 
 def _wrap(a):
-    return None if a is None else _const(np.ascontiguousarray(a))
+    return None if a is None else _const(a if a.flags.c_contiguous else np.array(a, order="C"))
 
 
 def conv_bias_grad(grad):
@@ -584,3 +584,36 @@ def gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs):
             G.add(G.mul(dh, z), G.matmul(dgh, w_hh)) if needs[1] else None,
             G.matmul(G.t(dgh), hx) if needs[2] else None,
             G.sum(dgh, (0,), False) if b_hh is not None and needs[3] else None)
+
+
+def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs):
+    """Gradients of lstm_layer for (gx, h0, c0, w_hh): one NumPy pass backwards through time for
+    a first-order backward; with grad mode on (create_graph), ember ops that replay the steps
+    with lstm_step so that higher derivatives are right."""
+    from ember.kernels import nn_layers
+    d_out, d_h, d_c = grads[0], grads[1], grads[2]
+    if not _grad_mode():
+        res = nn_layers.lstm_layer_backward(d_out._data, d_h._data, d_c._data, workspace._data,
+                                            output._data, h0._data, c0._data, w_hh._data,
+                                            reverse)
+        return tuple(_wrap(r) if n else None for r, n in zip(res, needs))
+    T = gx._data.shape[0]
+    steps = G.unbind(gx, 0)
+    d_outs = G.unbind(d_out, 0)
+    order = list(range(T - 1, -1, -1)) if reverse else list(range(T))
+    states = {}
+    h, c = h0, c0
+    for t in order:
+        states[t] = (h, c)
+        h, c, _ = G.lstm_step(steps[t], h, c, w_hh)
+    dgx = [None] * T
+    dw = None
+    for t in reversed(order):
+        d_h = G.add(d_h, d_outs[t])
+        hp, cp = states[t]
+        dg, d_h, d_c, dwt = lstm_step_grads((d_h, d_c), steps[t], hp, cp, w_hh, None,
+                                            (True, True, True, True))
+        dgx[t] = dg
+        dw = dwt if dw is None else G.add(dw, dwt)
+    return (G.stack(dgx, 0) if needs[0] else None, d_h if needs[1] else None,
+            d_c if needs[2] else None, dw if needs[3] else None)

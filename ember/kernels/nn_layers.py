@@ -165,3 +165,66 @@ def gru_step_backward(dh, ws, hx, w_hh):
     dgh = dgx.copy()
     dgh[..., 2 * H:] *= r
     return dgx, dh * z + dgh @ w_hh, dgh.T @ hx, dgh.sum(axis=0)
+
+
+def lstm_layer(gx, h0, c0, w_hh, reverse=False):
+    """A whole LSTM layer direction over time: ``gx`` (T, B, 4H) input projections (with both
+    biases), initial states (B, H). Returns (out (T, B, H), h_T, c_T, workspace (T, B, 6H) of
+    activated gates, tanh(c_t) and c_t). ``reverse`` runs from the last step to the first.
+    Raises KernelError for inconsistent shapes.
+    """
+    T = gx.shape[0]
+    H = h0.shape[-1]
+    if gx.ndim != 3 or gx.shape[-1] != 4 * H or w_hh.shape != (4 * H, H):
+        raise KernelError(f"lstm_layer: gates {list(gx.shape)}, hidden {list(h0.shape)} and "
+                          f"weight_hh {list(w_hh.shape)} do not fit (expected (T, B, 4*hidden))")
+    out = np.empty(gx.shape[:2] + (H,), gx.dtype)
+    ws = np.empty(gx.shape[:2] + (6 * H,), gx.dtype)
+    w_t = np.ascontiguousarray(w_hh.T)
+    h, c = h0, c0
+    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+        gates = h @ w_t
+        gates += gx[t]
+        a = ws[t]
+        a[:, :2 * H] = _sigmoid(gates[:, :2 * H])
+        np.tanh(gates[:, 2 * H:3 * H], out=a[:, 2 * H:3 * H])
+        a[:, 3 * H:4 * H] = _sigmoid(gates[:, 3 * H:])
+        cn = a[:, 5 * H:]
+        np.multiply(a[:, H:2 * H], c, out=cn)
+        cn += a[:, :H] * a[:, 2 * H:3 * H]
+        np.tanh(cn, out=a[:, 4 * H:5 * H])
+        np.multiply(a[:, 3 * H:4 * H], a[:, 4 * H:5 * H], out=out[t])
+        h, c = out[t], cn
+    return out, h.copy(), c.copy(), ws
+
+
+def lstm_layer_backward(d_out, d_hT, d_cT, ws, out, h0, c0, w_hh, reverse=False):
+    """Gradients (d_gx, d_h0, d_c0, d_w_hh) of ``lstm_layer`` from its outputs and workspace;
+    the recurrent weight gradient is one GEMM over all steps."""
+    T = ws.shape[0]
+    H = h0.shape[-1]
+    dgx = np.empty(ws.shape[:2] + (4 * H,), ws.dtype)
+    dh = d_hT.copy()
+    dc = d_cT.copy()
+    order = range(T) if reverse else range(T - 1, -1, -1)
+    for t in order:
+        prev = t + 1 if reverse else t - 1
+        c_prev = c0 if prev < 0 or prev >= T else ws[prev, :, 5 * H:]
+        a = ws[t]
+        i, f, g, o, tc = (a[:, k * H:(k + 1) * H] for k in range(5))
+        dh += d_out[t]
+        dct = dh * o * (1.0 - tc * tc)
+        dct += dc
+        dg = dgx[t]
+        dg[:, :H] = dct * g * i * (1.0 - i)
+        dg[:, H:2 * H] = dct * c_prev * f * (1.0 - f)
+        dg[:, 2 * H:3 * H] = dct * i * (1.0 - g * g)
+        dg[:, 3 * H:] = dh * tc * o * (1.0 - o)
+        dh = dg @ w_hh
+        dc = dct * f
+    if reverse:
+        h_prev = np.concatenate([out[1:], h0[None]], 0)
+    else:
+        h_prev = np.concatenate([h0[None], out[:-1]], 0)
+    d_w = dgx.reshape(-1, 4 * H).T @ h_prev.reshape(-1, H)
+    return dgx, dh, dc, d_w

@@ -45,6 +45,7 @@ class GraphContext:
         self.node = None         # the IR node being converted
         self._counter = 0
         self._consts = {}        # cache key -> name
+        self.value_name = None   # IR Value -> ONNX name (set by the exporter)
 
     # ---- names ------------------------------------------------------------------------------
     def reserve(self, name):

@@ -150,6 +150,7 @@ class _Converter:
         self.opset = opset
         self.functions = functions
         self.g = GraphContext(opset, helper)
+        self.g.value_name = self.name   # lets a symbolic read the ONNX name of any IR value
         self.env = {}
 
     def name(self, v):
@@ -315,9 +316,10 @@ def build_model(model, args, export_params=True, training=TrainingMode.EVAL, inp
     final_outs = []
     for i, (v, want) in enumerate(zip(graph.outputs, out_names)):
         have = conv.name(v)
-        target = want or (have if have not in final_outs else None)
-        if target is None:
-            target = g.fresh(f"output_{i}")
+        if want is None:
+            want = f"output_{i}" if f"output_{i}" not in g.used else g.fresh(f"output_{i}")
+            g.reserve(want)
+        target = want
         if target != have:
             if have in produced and have not in final_outs and have not in graph_in and \
                     want is not None and not _used_as_output_later(have, graph, conv, i):

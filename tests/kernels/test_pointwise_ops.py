@@ -73,6 +73,11 @@ def _torch_ref(fn, names, arrays):
         return None  # torch does not define the op for this dtype
 
 
+# Integer and bool operands of float ops are converted to float32 first, after which the generated
+# code is float32's; int32 runs all of them, the other integer dtypes these representatives.
+FLOAT_REPRESENTATIVES = {"div", "sigmoid", "sqrt", "lerp"}
+
+
 def _build(dtype):
     """One expression computing case k where ``sel == k``, as float64, and the cases kept.
 
@@ -80,6 +85,9 @@ def _build(dtype):
     the number of output arrays, and every op still runs through the generated code."""
     steps, kept = [], []
     for i, (op, names, params, ref) in enumerate(CASES):
+        if (dtype in ("int64", "int8", "uint8", "bool") and OPS[op].kind == "float"
+                and op not in FLOAT_REPRESENTATIVES):
+            continue
         expr = Expr(tuple(names), [("r", op, tuple(names) + params)], ("r",))
         try:
             compile_pointwise(expr, [dtype] * len(names))
@@ -129,7 +137,7 @@ def test_ops_match_torch(dtype):
         np.testing.assert_allclose(got[keep], expected.astype(np.float64)[keep], equal_nan=True,
                                    err_msg=f"{op}{params} on {dtype}", **tol)
         checked += 1
-    assert checked >= 20
+    assert checked >= 15
 
 
 @pytest.mark.parametrize("op", ["sub", "neg", "pow", "floor_divide", "remainder", "clamp", "hardtanh"])

@@ -39,6 +39,8 @@ def _rewrite(graph, node, written):
     a = node.args
     if any(id(o) in written for o in node.outputs):
         return False
+    if not any(o.uses or o in graph.outputs for o in node.outputs):
+        return False  # already dead (dce removes it)
     if k == "mul" and len(a) == 2:
         if _scalar(a[1], 1) and _same_type(node, a[0]):
             return _forward(graph, node, a[0])

@@ -169,7 +169,7 @@ def kernel_source(typing, out_dtypes, classes):
         f"SIGNATURE = nt.void({', '.join(sig)})",
         "",
         "",
-        "@njit(error_model='numpy', boundscheck=False)",
+        "@njit(error_model='numpy', boundscheck=False, no_cpython_wrapper=True, no_cfunc_wrapper=True)",
         f"def tasks(t0, t1, {common}, {operands}):",
         body,
         "",

@@ -13,8 +13,11 @@ from .expr import Expr, infer_typed
 from .numpy_eval import NumpyPlan
 from .promotion import SCALAR, check_dtype, typed_operand
 
-# Below this many elements the NumPy path runs: compile and launch overhead would dominate.
+# Below this many elements the NumPy path runs, so that small tensors never wait for a compile;
+# once a kernel has a compiled variant, from MIN_WARM_SIZE on (below it the call overhead of
+# about 10 us dominates either way).
 MIN_COMPILED_SIZE = 1 << 14
+MIN_WARM_SIZE = 1 << 11
 # Below this many elements the compiled kernel runs on one thread.
 MIN_PARALLEL_SIZE = 1 << 16
 # Smallest chunk of the innermost dimension one parallel task takes.
@@ -130,10 +133,10 @@ class PointwiseKernel:
         NumPy scalars. ``out`` is None (outputs are allocated in the inputs' memory order), an
         array, or a sequence of arrays of the broadcast shape whose dtypes the results can be cast
         to ('same_kind'); an output may be an input or overlap one. ``backend`` is None (compiled
-        from ``MIN_COMPILED_SIZE`` elements when Numba is importable, else NumPy), ``"numba"`` or
-        ``"numpy"``. Raises TypeError for wrong operand count or dtypes, ValueError for shapes
-        that do not broadcast and for read-only, misshapen or self-overlapping outputs, and
-        RuntimeError for ``backend="numba"`` without Numba.
+        from ``MIN_COMPILED_SIZE`` elements, or ``MIN_WARM_SIZE`` once compiled, when Numba is
+        importable, else NumPy), ``"numba"`` or ``"numpy"``. Raises TypeError for a wrong operand
+        count or dtype, ValueError for shapes that do not broadcast and for read-only, misshapen or
+        self-overlapping outputs, and RuntimeError for ``backend="numba"`` without Numba.
         """
         if len(operands) != len(self._inputs):
             raise TypeError(f"pointwise: kernel takes {len(self._inputs)} operands, got {len(operands)}")
@@ -161,7 +164,8 @@ class PointwiseKernel:
         outs = None if out is None else self._check_outs(out, shape)
         size = math.prod(shape)
         if backend is None:
-            backend = "numba" if size >= MIN_COMPILED_SIZE and numba_runtime.has_compiler() else "numpy"
+            threshold = MIN_WARM_SIZE if self._variants else MIN_COMPILED_SIZE
+            backend = "numba" if size >= threshold and numba_runtime.has_compiler() else "numpy"
         elif backend == "numba":
             if not numba_runtime.has_compiler():
                 raise RuntimeError("pointwise: backend='numba' asked for but numba cannot be imported")

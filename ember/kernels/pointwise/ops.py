@@ -38,7 +38,7 @@ class Op:
     arity: int
     kind: str
     numba: Callable  # (K, params, *operand sources) -> source of the result in the compute register
-    numpy: Callable  # (out, params, *operands in compute type) -> None, writes out
+    numpy: Callable  # (out, params, *operands in compute type) -> None, writes out; errors ignored
     params: tuple = ()  # ((name, default), ...); default REQUIRED for a required parameter
     bool_ok: bool = True
     optional: tuple = ()  # operand positions that may be None
@@ -75,15 +75,8 @@ def op_types(op, typed_operands, params):
     return [None if t is None else p for t in typed_operands], p, result
 
 
-def _errstate(fn):
-    def run(*args):
-        with np.errstate(all="ignore"):
-            fn(*args)
-    return run
-
-
 def _ufunc(uf):
-    return _errstate(lambda out, params, *args: uf(*args, out=out, casting="unsafe"))
+    return lambda out, params, *args: uf(*args, out=out, casting="unsafe")
 
 
 def _np_sigmoid(out, params, a):
@@ -209,7 +202,7 @@ def _predicate_src(name):
 
 
 def _np_unary_float(uf):
-    return _errstate(lambda out, params, a: uf(a, out=out, casting="unsafe"))
+    return (lambda out, params, a: uf(a, out=out, casting="unsafe"))
 
 
 def _nb_bool_aware(arith, boolean):
@@ -222,7 +215,7 @@ _OPS = [
     Op("mul", 2, "same", _nb_bool_aware("{a} * {b}", "({a} & {b})"), _ufunc(np.multiply)),
     Op("div", 2, "float", lambda K, p, a, b: f"{a} / {b}", _ufunc(np.divide)),
     Op("floor_divide", 2, "same", lambda K, p, a, b: f"floordiv_float({a}, {b})" if K.is_float else f"{a} // {b}",
-       _errstate(_np_floor_divide), bool_ok=False),
+       (_np_floor_divide), bool_ok=False),
     Op("remainder", 2, "same", lambda K, p, a, b: f"np.remainder({a}, {b})" if K.is_float else f"{a} % {b}",
        _ufunc(np.remainder), bool_ok=False),
     Op("pow", 2, "same", lambda K, p, a, b: f"{a} ** {b}", _ufunc(np.power), bool_ok=False),
@@ -240,39 +233,39 @@ _OPS = [
     Op("log1p", 1, "float", lambda K, p, a: f"np.log1p({a})", _np_unary_float(np.log1p)),
     Op("sqrt", 1, "float", lambda K, p, a: f"np.sqrt({a})", _np_unary_float(np.sqrt)),
     Op("rsqrt", 1, "float", lambda K, p, a: f"{K(1)} / np.sqrt({a})",
-       _errstate(lambda out, p, a: np.divide(1, np.sqrt(a), out=out, casting="unsafe"))),
+       (lambda out, p, a: np.divide(1, np.sqrt(a), out=out, casting="unsafe"))),
     Op("sin", 1, "float", lambda K, p, a: f"np.sin({a})", _np_unary_float(np.sin)),
     Op("cos", 1, "float", lambda K, p, a: f"np.cos({a})", _np_unary_float(np.cos)),
     Op("tan", 1, "float", lambda K, p, a: f"np.tan({a})", _np_unary_float(np.tan)),
     Op("tanh", 1, "float", lambda K, p, a: f"{K.fn('tanh')}({a})", _np_unary_float(np.tanh)),
     Op("erf", 1, "float", lambda K, p, a: f"math.erf({a})",
        lambda out, p, a: np.copyto(out, _np_erf(np.asarray(a)), casting="unsafe")),
-    Op("sigmoid", 1, "float", lambda K, p, a: f"{K(1)} / ({K(1)} + {K.fn('exp')}(-{a}))", _errstate(_np_sigmoid)),
+    Op("sigmoid", 1, "float", lambda K, p, a: f"{K(1)} / ({K(1)} + {K.fn('exp')}(-{a}))", (_np_sigmoid)),
     Op("silu", 1, "float", lambda K, p, a: f"{a} / ({K(1)} + {K.fn('exp')}(-{a}))",
-       _errstate(lambda out, p, a: (_np_sigmoid(out, p, a), np.multiply(out, a, out=out, casting="unsafe")))),
+       (lambda out, p, a: (_np_sigmoid(out, p, a), np.multiply(out, a, out=out, casting="unsafe")))),
     Op("relu", 1, "same", lambda K, p, a: f"sel({a} <= {K(0)}, {K(0)}, {a})" if not K.is_bool else a,
-       _errstate(lambda out, p, a: np.copyto(out, np.where(a <= 0, np.zeros((), np.asarray(a).dtype), a),
+       (lambda out, p, a: np.copyto(out, np.where(a <= 0, np.zeros((), np.asarray(a).dtype), a),
                                              casting="unsafe"))),
     Op("leaky_relu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {a} * {K(p[0])})",
-       _errstate(lambda out, p, a: np.copyto(out, np.where(a > 0, a, a * a.dtype.type(p[0])), casting="unsafe")),
+       (lambda out, p, a: np.copyto(out, np.where(a > 0, a, a * a.dtype.type(p[0])), casting="unsafe")),
        params=(("negative_slope", 0.01),)),
     Op("elu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {K(p[0])} * np.expm1({a}))",
-       _errstate(lambda out, p, a: np.copyto(out, np.where(a > 0, a, a.dtype.type(p[0]) * np.expm1(a)),
+       (lambda out, p, a: np.copyto(out, np.where(a > 0, a, a.dtype.type(p[0]) * np.expm1(a)),
                                              casting="unsafe")),
        params=(("alpha", 1.0),)),
     Op("selu", 1, "float",
        lambda K, p, a: f"{K(SELU_SCALE)} * sel({a} > {K(0)}, {a}, {K(SELU_ALPHA)} * np.expm1({a}))",
-       _errstate(lambda out, p, a: np.copyto(
+       (lambda out, p, a: np.copyto(
            out, a.dtype.type(SELU_SCALE) * np.where(a > 0, a, a.dtype.type(SELU_ALPHA) * np.expm1(a)),
            casting="unsafe"))),
     Op("gelu", 1, "float",
        lambda K, p, a: (f"{K(0.5)} * {a} * ({K(1)} + {K.fn('tanh')}({K(GELU_TANH_BETA)} * "
                         f"({a} + {K(GELU_TANH_KAPPA)} * {a} * {a} * {a})))") if p[0] == "tanh"
        else f"{K(0.5)} * {a} * ({K(1)} + math.erf({a} * {K(math.sqrt(0.5))}))",
-       _errstate(_np_gelu), params=(("approximate", "none"),)),
+       (_np_gelu), params=(("approximate", "none"),)),
     Op("softplus", 1, "float",
        lambda K, p, a: f"sel({a} * {K(p[0])} > {K(p[1])}, {a}, np.log1p({K.fn('exp')}({a} * {K(p[0])})) / {K(p[0])})",
-       _errstate(_np_softplus), params=(("beta", 1.0), ("threshold", 20.0))),
+       (_np_softplus), params=(("beta", 1.0), ("threshold", 20.0))),
     Op("hardtanh", 1, "same",
        lambda K, p, a: _clamp_src(K, p, a, K(p[0]), K(p[1])),
        lambda out, p, a: _np_clamp(out, p, a, a.dtype.type(p[0]), a.dtype.type(p[1])),
@@ -282,7 +275,7 @@ _OPS = [
        lambda out, p, c, a, b: np.copyto(out, np.where(c, a, b), casting="unsafe")),
     Op("lerp", 3, "float", lambda K, p, a, b, w: f"sel(abs({w}) < {K(0.5)}, {a} + {w} * ({b} - {a}), "
                                                  f"{b} - ({b} - {a}) * ({K(1)} - {w}))",
-       _errstate(_np_lerp)),
+       (_np_lerp)),
     Op("floor", 1, "same", _nb_float_or_identity("floor"), _np_float_or_identity(np.floor)),
     Op("ceil", 1, "same", _nb_float_or_identity("ceil"), _np_float_or_identity(np.ceil)),
     Op("trunc", 1, "same", _nb_float_or_identity("trunc"), _np_float_or_identity(np.trunc)),

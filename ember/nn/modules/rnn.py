@@ -204,14 +204,8 @@ class LSTM(RNNBase):
 
     def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
         b = None if b_ih is None else G.add(b_ih, b_hh)
-        gx = G.unbind(G.linear(x, w_ih, b), 0)
-        h, c = states
-        order = range(len(gx) - 1, -1, -1) if reverse else range(len(gx))
-        outs = [None] * len(gx)
-        for t in order:
-            h, c, _ = G.lstm_step(gx[t], h, c, w_hh)
-            outs[t] = h
-        return G.stack(outs, 0), (h, c)
+        out, h, c, _ = G.lstm_layer(G.linear(x, w_ih, b), states[0], states[1], w_hh, reverse)
+        return out, (h, c)
 
     def forward(self, input, hx=None):
         x, states, unb = self._prepare(input, hx, 2)

@@ -23,7 +23,7 @@ def _expand_index(key, rank):
             used = rank
         else:
             out.append(k)
-    if Ellipsis not in key:
+    if not any(k is Ellipsis for k in key):
         n_dims = sum(1 for k in out if k is not None and not
                      (isinstance(k, np.ndarray) and k.dtype == np.bool_)) + \
             sum(k.ndim for k in out if isinstance(k, np.ndarray) and k.dtype == np.bool_)
@@ -51,9 +51,10 @@ def sym_getitem(g, node, x, indices):
                     raise SymbolicError("a multi-dimensional boolean mask index is not "
                                         "supported by the ONNX exporter")
                 k = np.nonzero(k)[0]
+            if not arrays:
+                o += 1
             arrays.append((d, o, k.astype(np.int64)))
             d += 1
-            o += 1
             continue
         if isinstance(k, slice):
             step = 1 if k.step is None else k.step
@@ -82,9 +83,6 @@ def sym_getitem(g, node, x, indices):
             d += 1
             continue
         raise SymbolicError(f"index {k!r} is not supported by the ONNX exporter")
-    if len(arrays) > 1:
-        raise SymbolicError("more than one index array in one subscript is not supported by "
-                            "the ONNX exporter")
     y = x
     if axes:
         ins = [y, g.ints(starts), g.ints(ends), g.const(np.array(axes, np.int64))]
@@ -92,16 +90,35 @@ def sym_getitem(g, node, x, indices):
             ins.append(g.const(np.array(steps, np.int64)))
         y = g.op("Slice", *ins)
     if arrays:
-        ad, _, arr = arrays[0]
-        # the array's dim, counted after removing the squeezed int dims before it
-        gd = ad - sum(1 for s in squeeze if s < ad)
         if squeeze:
             y = g.squeeze(y, squeeze)
-            squeeze = []
-        y = g.op("Gather", y, g.const(arr), axis=gd)
-        if arr.ndim != 1:
-            raise SymbolicError("an index array of more than one dim is not supported by the "
+        cur = [ad - sum(1 for s in squeeze if s < ad) for ad, _, _ in arrays]
+        squeeze = []
+        if cur != list(range(cur[0], cur[0] + len(cur))):
+            raise SymbolicError("index arrays on non-adjacent dims are not supported by the "
                                 "ONNX exporter")
+        dims = [shape[ad] for ad, _, _ in arrays]
+        idx = [a % n if n else a for (_, _, a), n in zip(arrays, dims)]
+        lin = np.zeros(np.broadcast_shapes(*[a.shape for a in idx]), np.int64)
+        stride = 1
+        for a, n in zip(reversed(idx), reversed(dims)):
+            lin = lin + a * stride
+            stride *= n
+        d0, k = cur[0], len(cur)
+        if k > 1:
+            yr = len(shape) - len([1 for it in items if isinstance(it, (int, np.integer, Dyn))
+                                   and not isinstance(it, bool)])
+            parts = []
+            if d0 > 0:
+                parts.append(g.shape_of(y, 0, d0))
+            parts.append(g.const(np.array([stride], np.int64)))
+            if d0 + k < yr:
+                parts.append(g.shape_of(y, d0 + k, None))
+            y = g.op("Reshape", y, parts[0] if len(parts) == 1 else
+                     g.op("Concat", *parts, axis=0))
+        y = g.op("Gather", y, g.const(lin), axis=d0)
+        first_o = arrays[0][1]
+        none_pos = [p if p < first_o else p + lin.ndim - 1 for p in none_pos]
     if squeeze:
         y = g.squeeze(y, squeeze)
     if none_pos:
@@ -131,9 +148,12 @@ def sym_gather(g, node, x, index, dim, sparse_grad=False):
 
 @symbolic("scatter")
 def sym_scatter(g, node, x, index, src, dim):
+    dt = out_dtype(node)
+    if not isinstance(src, str):
+        src = g.op("Expand", g.const(np.array(src, dt)), g.op("Shape", index))
     if _rank(node) == 0:
         return g.op("Identity", src)
-    src = g.cast(src, out_dtype(node))
+    src = g.cast(src, dt)
     return g.op("ScatterElements", x, g.cast(index, np.int64), src, axis=int(dim) % _rank(node))
 
 

@@ -132,11 +132,27 @@ def _adaptive(g, node, x, output_size, global_op, pool_op):
     if out == [1, 1]:
         return g.op(global_op, x)
     if any(shape[2 + i] % out[i] for i in range(2)):
-        raise SymbolicError(f"adaptive pooling from {list(shape[2:])} to {out} (not a divisor) "
-                            "has no ONNX equivalent")
+        return _adaptive_cells(g, x, shape, out, "ReduceMean" if pool_op == "AveragePool"
+                               else "ReduceMax")
     k = [shape[2 + i] // out[i] for i in range(2)]
     kw = {"count_include_pad": 0} if pool_op == "AveragePool" else {}
     return g.op(pool_op, x, kernel_shape=k, strides=k, **kw)
+
+
+def _adaptive_cells(g, x, shape, out, reduce_op):
+    """Adaptive pooling to a size that does not divide the input: one Slice + Reduce per output
+    cell (torch's windows: [floor(i*n/o), ceil((i+1)*n/o)))."""
+    def bounds(n, o):
+        return [((i * n) // o, -(-((i + 1) * n) // o)) for i in range(o)]
+    rows = []
+    for h0, h1 in bounds(shape[2], out[0]):
+        cells = []
+        for w0, w1 in bounds(shape[3], out[1]):
+            win = g.op("Slice", x, g.const(np.array([h0, w0], np.int64)),
+                       g.const(np.array([h1, w1], np.int64)), g.const(np.array([2, 3], np.int64)))
+            cells.append(g.reduce(reduce_op, win, [2, 3], True))
+        rows.append(cells[0] if len(cells) == 1 else g.op("Concat", *cells, axis=3))
+    return rows[0] if len(rows) == 1 else g.op("Concat", *rows, axis=2)
 
 
 @symbolic("adaptive_avg_pool2d")
@@ -216,12 +232,13 @@ def _layer_norm_decomposed(g, node, x, weight, bias, normalized_shape, eps):
 
 @symbolic("layer_norm")
 def sym_layer_norm(g, node, x, weight=None, bias=None, normalized_shape=(), eps=1e-5):
-    return _layer_norm_decomposed(g, node, x, weight, bias, list(normalized_shape), eps)
+    return _layer_norm_decomposed(g, node, x, weight, bias, normalized_shape, eps)
 
 
 @symbolic("layer_norm", since=17)
 def sym_layer_norm17(g, node, x, weight=None, bias=None, normalized_shape=(), eps=1e-5):
-    ns = [int(static(s, "normalized_shape")) for s in normalized_shape]
+    k = len(normalized_shape)
+    ns = list(node.args[0].shape[len(node.args[0].shape) - k:])
     dt = out_dtype(node)
     w = weight if weight is not None else g.const(np.ones(ns, dt))
     return g.op("LayerNormalization", x, w, bias, axis=-len(ns), epsilon=float(eps))
@@ -249,17 +266,17 @@ def sym_group_norm(g, node, x, weight=None, bias=None, num_groups=1, eps=1e-5):
 @symbolic("native_dropout")
 def sym_native_dropout(g, node, x, p, train, generator=None):
     if not train or p == 0:
-        mask = g.op("ConstantOfShape", g.op("Shape", x),
-                    value=_bool_tensor(True))
+        mdt = node.outputs[1].dtype
+        mask = g.op("ConstantOfShape", g.op("Shape", x), value=_tensor1(1, mdt))
         return g.op("Identity", x), mask
     y, mask = g.op("Dropout", x, g.const(np.array(p, out_dtype(node))),
                    g.const(np.array(True)), outputs=2)
-    return y, mask
+    return y, g.cast(mask, node.outputs[1].dtype)
 
 
-def _bool_tensor(v):
+def _tensor1(v, dt):
     from onnx import numpy_helper
-    return numpy_helper.from_array(np.array([v], np.bool_))
+    return numpy_helper.from_array(np.array([v], dt))
 
 
 @symbolic("pixel_shuffle")

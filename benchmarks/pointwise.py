@@ -1,0 +1,214 @@
+"""Fused pointwise kernels vs the NumPy op-by-op chain (what eager ember does) vs torch, float32.
+
+Workloads at 1e4, 1e6 and 1e7 elements: tanh-GELU forward, GELU forward+backward, the LSTM cell's
+pointwise part (gates sliced out of one (N, 4H) GEMM result, so strided inputs), bias+ReLU after a
+GEMM, and an Adam update in place. Times are the best of several repeats (the machine may be
+shared); ratios below 1 mean ember's fused kernel is faster. Compile time is the first call's in
+this process (kernels go to a fresh cache directory unless EMBER_CACHE_DIR is set); cached-load
+time is the first call's in a second process that finds them on disk.
+
+    python benchmarks/pointwise.py [--sizes 1e4,1e6,1e7] [--threads 2]
+"""
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+C, K = 0.7978845608028654, 0.044715
+
+GELU_FWD = [("x2", "mul", ("x", "x")), ("poly", "mul", ("x2", K)), ("poly1", "add", ("poly", 1.0)),
+            ("inner", "mul", ("x", C)), ("u", "mul", ("inner", "poly1")), ("th", "tanh", ("u",)),
+            ("one_th", "add", ("th", 1.0)), ("hx", "mul", ("x", 0.5)), ("y", "mul", ("hx", "one_th"))]
+GELU_BWD = GELU_FWD[:7] + [
+    ("th2", "mul", ("th", "th")), ("sech2", "sub", (1.0, "th2")), ("dpoly", "mul", ("x2", 3 * K)),
+    ("dpoly1", "add", ("dpoly", 1.0)), ("du", "mul", ("dpoly1", C)), ("hx", "mul", ("x", 0.5)),
+    ("a", "mul", ("hx", "sech2")), ("b", "mul", ("a", "du")), ("half", "mul", ("one_th", 0.5)),
+    ("d", "add", ("half", "b")), ("gx", "mul", ("gy", "d"))]
+LSTM = [("i", "sigmoid", ("ig",)), ("f", "sigmoid", ("fg",)), ("g", "tanh", ("gg",)), ("o", "sigmoid", ("og",)),
+        ("fc", "mul", ("f", "c0")), ("ig2", "mul", ("i", "g")), ("c", "add", ("fc", "ig2")),
+        ("tc", "tanh", ("c",)), ("h", "mul", ("o", "tc"))]
+BIAS_RELU = [("t", "add", ("x", "b")), ("y", "relu", ("t",))]
+ADAM = [("m1", "mul", ("m", "beta1")), ("gb", "mul", ("g", "one_m_beta1")), ("m2", "add", ("m1", "gb")),
+        ("v1", "mul", ("v", "beta2")), ("g2", "mul", ("g", "g")), ("g2b", "mul", ("g2", "one_m_beta2")),
+        ("v2", "add", ("v1", "g2b")), ("sv", "sqrt", ("v2",)), ("den", "mul", ("sv", "inv_sqrt_bc2")),
+        ("den1", "add", ("den", "eps")), ("ratio", "div", ("m2", "den1")), ("upd", "mul", ("ratio", "step")),
+        ("p2", "sub", ("p", "upd"))]
+
+
+def best(fn, min_time=0.2, repeats=7):
+    """Best time of ``fn()`` in seconds over ``repeats`` batches lasting about ``min_time`` / repeats."""
+    fn()
+    start = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - start, 1e-7)
+    inner = max(1, int(min_time / repeats / once))
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(inner):
+            fn()
+        times.append((time.perf_counter() - start) / inner)
+    return min(times)
+
+
+def expressions():
+    from ember.kernels.pointwise import Expr
+    return {
+        "gelu_fwd": Expr(("x",), GELU_FWD, ("y",)),
+        "gelu_bwd": Expr(("x", "gy"), GELU_BWD, ("gx",)),
+        "lstm": Expr(("ig", "fg", "gg", "og", "c0"), LSTM, ("h", "c")),
+        "bias_relu": Expr(("x", "b"), BIAS_RELU, ("y",)),
+        "adam": Expr(("p", "g", "m", "v", "beta1", "one_m_beta1", "beta2", "one_m_beta2", "inv_sqrt_bc2", "eps",
+                      "step"), ADAM, ("p2", "m2", "v2")),
+    }
+
+
+def workloads(n, rng):
+    """name -> (ember fused fn, numpy chain fn, torch fn)."""
+    import torch
+    import torch.nn.functional as F
+    from ember.kernels.pointwise import compile_pointwise
+    ex = expressions()
+    f32 = np.float32
+    x = rng.standard_normal(n).astype(f32)
+    gy = rng.standard_normal(n).astype(f32)
+    tx, tgy = torch.from_numpy(x), torch.from_numpy(gy)
+    gelu_f = compile_pointwise(ex["gelu_fwd"], (x,))
+    gelu_b = compile_pointwise(ex["gelu_bwd"], (x, gy))
+
+    def np_gelu(x):
+        x2 = x * x
+        u = x * f32(C) * (x2 * f32(K) + f32(1))
+        th = np.tanh(u)
+        return x * f32(0.5) * (th + f32(1)), x2, th
+
+    def np_gelu_bwd(x, gy):
+        _, x2, th = np_gelu(x)
+        d = (th + f32(1)) * f32(0.5) + x * f32(0.5) * (f32(1) - th * th) * ((x2 * f32(3 * K) + f32(1)) * f32(C))
+        return gy * d
+
+    out = {"gelu_fwd": (lambda: gelu_f(x), lambda: np_gelu(x)[0], lambda: F.gelu(tx, approximate="tanh")),
+           "gelu_fwd_bwd": (lambda: (gelu_f(x), gelu_b(x, gy)),
+                            lambda: (np_gelu(x)[0], np_gelu_bwd(x, gy)),
+                            lambda: (F.gelu(tx, approximate="tanh"),
+                                     torch.ops.aten.gelu_backward(tgy, tx, approximate="tanh")))}
+
+    hidden = 1000 if n >= 1000 else n
+    rows = n // hidden
+    gates = rng.standard_normal((rows, 4 * hidden)).astype(f32)
+    c0 = rng.standard_normal((rows, hidden)).astype(f32)
+    chunks = [gates[:, k * hidden:(k + 1) * hidden] for k in range(4)]
+    lstm = compile_pointwise(ex["lstm"], chunks + [c0])
+    tg, tc0 = torch.from_numpy(gates), torch.from_numpy(c0)
+
+    def np_lstm():
+        i, f, g, o = (1 / (1 + np.exp(-chunks[0])), 1 / (1 + np.exp(-chunks[1])), np.tanh(chunks[2]),
+                      1 / (1 + np.exp(-chunks[3])))
+        c = f * c0 + i * g
+        return o * np.tanh(c), c
+
+    def torch_lstm():
+        i, f, g, o = tg.chunk(4, 1)
+        c = torch.sigmoid(f) * tc0 + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+    out["lstm_cell"] = (lambda: lstm(*chunks, c0), np_lstm, torch_lstm)
+
+    cols = 512 if n >= 512 else n
+    xm = (rng.standard_normal((n // cols, 64)).astype(f32) @ rng.standard_normal((64, cols)).astype(f32))
+    b = rng.standard_normal(cols).astype(f32)
+    br = compile_pointwise(ex["bias_relu"], (xm, b))
+    txm, tb = torch.from_numpy(xm), torch.from_numpy(b)
+    out["bias_relu"] = (lambda: br(xm, b), lambda: np.maximum(xm + b, 0), lambda: torch.relu(txm + tb))
+
+    p, g, m, v = (rng.standard_normal(n).astype(f32) for _ in range(4))
+    v = np.abs(v)
+    scalars = (0.9, 0.1, 0.999, 0.001, 1 / np.sqrt(1 - 0.999 ** 10), 1e-8, 1e-3 / (1 - 0.9 ** 10))
+    adam = compile_pointwise(ex["adam"], (p, g, m, v) + (float,) * 7)
+    pn, mn, vn = p.copy(), m.copy(), v.copy()
+
+    def np_adam():
+        np.multiply(mn, f32(0.9), out=mn)
+        mn.__iadd__(f32(0.1) * g)
+        np.multiply(vn, f32(0.999), out=vn)
+        vn.__iadd__(f32(0.001) * (g * g))
+        den = np.sqrt(vn)
+        den *= f32(scalars[4])
+        den += f32(1e-8)
+        pn.__isub__(f32(scalars[6]) * (mn / den))
+    tp = torch.from_numpy(p.copy()).requires_grad_(True)
+    tp.grad = torch.from_numpy(g)
+    opt = torch.optim.Adam([tp], lr=1e-3, fused=True)
+    out["adam"] = (lambda: adam(p, g, m, v, *scalars, out=(p, m, v)), np_adam, opt.step)
+    return out
+
+
+def first_call_times(sizes):
+    """Seconds of the first fused call per workload at the largest size (compile or disk load)."""
+    rng = np.random.default_rng(0)
+    result = {}
+    for name, (fused, _, _) in workloads(int(max(sizes)), rng).items():
+        start = time.perf_counter()
+        fused()
+        result[name] = time.perf_counter() - start
+    return result
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--sizes", default="1e4,1e6,1e7")
+    parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--first-calls-only", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    sizes = [int(float(s)) for s in args.sizes.split(",")]
+    if not os.environ.get("EMBER_CACHE_DIR"):
+        os.environ["EMBER_CACHE_DIR"] = tempfile.mkdtemp(prefix="ember-bench-")
+    import torch
+    from ember.kernels import threads
+    from ember.kernels.pointwise import has_compiler
+    torch.set_num_threads(args.threads)
+    threads.set_num_threads(args.threads)
+    if args.first_calls_only:
+        print(json.dumps(first_call_times(sizes)))
+        return
+    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
+        print(f"{var}: {'set to ' + repr(os.environ[var]) if var in os.environ else 'not set'}")
+    print(f"threads: {args.threads}  numba: {has_compiler()}  torch {torch.__version__}  numpy {np.__version__}")
+    print(f"cache dir: {os.environ['EMBER_CACHE_DIR']}")
+    compile_s = first_call_times(sizes)
+    import numba
+    print(f"numba {numba.__version__}, threading layer {numba.threading_layer()}")
+    proc = subprocess.run([sys.executable, __file__, "--sizes", args.sizes, "--threads", str(args.threads),
+                           "--first-calls-only"], capture_output=True, text=True, env=os.environ)
+    load_s = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
+    print("\nfirst call per kernel (compile here; load from disk in a second process):")
+    for name, sec in compile_s.items():
+        print(f"  {name:14s} compile {sec:7.2f} s   cached load {load_s.get(name, float('nan')) * 1e3:7.1f} ms")
+    print(f"\n{'workload':14s} {'n':>9s} {'fused ms':>10s} {'numpy ms':>10s} {'torch ms':>10s}"
+          f" {'fused/numpy':>12s} {'fused/torch':>12s}")
+    rng = np.random.default_rng(1)
+    for n in sizes:
+        for name, (fused, chain, ref) in workloads(n, rng).items():
+            tf, tn, tt = best(fused), best(chain), best(ref)
+            print(f"{name:14s} {n:9.0e} {tf * 1e3:10.3f} {tn * 1e3:10.3f} {tt * 1e3:10.3f}"
+                  f" {tf / tn:12.2f} {tf / tt:12.2f}")
+    a = np.random.default_rng(2).standard_normal((512, 512)).astype(np.float32)
+    x = a @ a
+    b = np.ones(512, np.float32)
+    from ember.kernels.pointwise import apply, Expr
+    br = Expr(("x", "b"), BIAS_RELU, ("y",))
+    gemm = best(lambda: a @ a)
+    pw = best(lambda: apply(br, x, b))
+    both = best(lambda: apply(br, a @ a, b))
+    print(f"\nGEMM 512^3 then fused bias+ReLU: {both * 1e3:.3f} ms (GEMM alone {gemm * 1e3:.3f}, "
+          f"bias+ReLU alone {pw * 1e3:.3f}; a shared-core penalty shows as the first above the sum)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,157 @@
+"""Optimizers and schedulers against torch: same parameter trajectories and lr sequences."""
+import numpy as np
+import pytest
+
+import ember
+import ember.optim as eopt
+
+torch = pytest.importorskip("torch")
+
+OPTS = [
+    ("SGD", dict(lr=0.1)),
+    ("SGD", dict(lr=0.1, momentum=0.9, weight_decay=0.01)),
+    ("SGD", dict(lr=0.1, momentum=0.9, dampening=0.5)),
+    ("SGD", dict(lr=0.1, momentum=0.9, nesterov=True, maximize=True)),
+    ("Adam", dict(lr=0.01)),
+    ("Adam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, amsgrad=True)),
+    ("Adam", dict(lr=0.01, maximize=True)),
+    ("AdamW", dict(lr=0.01)),
+    ("AdamW", dict(lr=0.01, weight_decay=0.1, amsgrad=True)),
+    ("RMSprop", dict(lr=0.01)),
+    ("RMSprop", dict(lr=0.01, momentum=0.9, centered=True, weight_decay=0.1)),
+    ("Adagrad", dict(lr=0.1)),
+    ("Adagrad", dict(lr=0.1, lr_decay=0.01, weight_decay=0.1, initial_accumulator_value=0.5)),
+]
+
+
+def _run(lib, name, kw, w0, grads):
+    if lib == "ember":
+        ps = [ember.nn.Parameter(ember.tensor(w)) for w in w0]
+        opt = getattr(eopt, name)(ps, **kw)
+    else:
+        ps = [torch.nn.Parameter(torch.tensor(w)) for w in w0]
+        opt = getattr(torch.optim, name)(ps, **kw)
+    for step_grads in grads:
+        for p, g in zip(ps, step_grads):
+            p.grad = ember.tensor(g) if lib == "ember" else torch.tensor(g)
+        opt.step()
+    return [p.detach().numpy().copy() for p in ps], opt
+
+
+@pytest.mark.parametrize("name,kw", OPTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(OPTS)])
+def test_optimizer_matches_torch(name, kw):
+    rng = np.random.default_rng(0)
+    w0 = [rng.standard_normal((3, 4)), rng.standard_normal(4)]
+    grads = [[rng.standard_normal(w.shape) for w in w0] for _ in range(6)]
+    e, eo = _run("ember", name, kw, w0, grads)
+    t, to = _run("torch", name, kw, w0, grads)
+    for a, b in zip(e, t):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-12)
+    esd, tsd = eo.state_dict(), to.state_dict()
+    assert set(esd["state"].get(0, {})) == set(k for k, v in tsd["state"].get(0, {}).items()
+                                              if v is not None)
+    tg = {k: v for k, v in tsd["param_groups"][0].items()}
+    for k, v in esd["param_groups"][0].items():
+        if k in tg and k != "params":
+            assert (tuple(v) if isinstance(v, list) else v) == tg[k], k
+
+
+def test_step_skips_params_without_grad_and_param_groups():
+    a = ember.nn.Parameter(ember.ones(2))
+    b = ember.nn.Parameter(ember.ones(2))
+    opt = eopt.SGD([{"params": [a]}, {"params": [b], "lr": 0.5}], lr=0.1, momentum=0.9)
+    assert opt.param_groups[1]["lr"] == 0.5 and opt.param_groups[0]["momentum"] == 0.9
+    a.grad = ember.ones(2)
+    opt.step()
+    assert np.allclose(a.detach().numpy(), 0.9) and b.detach().numpy().tolist() == [1, 1]
+    with pytest.raises(ValueError):
+        opt.add_param_group({"params": [a]})
+    opt.zero_grad()
+    assert a.grad is None
+
+
+def test_step_builds_no_graph_and_bumps_version():
+    m = ember.nn.Linear(3, 2)
+    opt = eopt.Adam(m.parameters())
+    m(ember.randn(4, 3)).sum().backward()
+    v = m.weight._version
+    opt.step()
+    assert m.weight.grad_fn is None and m.weight.is_leaf and m.weight._version > v
+
+
+def test_optimizer_state_dict_roundtrip_and_torch_load():
+    rng = np.random.default_rng(1)
+    w0 = [rng.standard_normal((2, 3))]
+    grads = [[rng.standard_normal((2, 3))] for _ in range(3)]
+    _, eo = _run("ember", "Adam", dict(lr=0.01), w0, grads[:2])
+    _, to = _run("torch", "Adam", dict(lr=0.01), w0, grads[:2])
+    p = ember.nn.Parameter(ember.tensor(eo.param_groups[0]["params"][0].detach().numpy()))
+    fresh = eopt.Adam([p], lr=0.5)
+    fresh.load_state_dict(to.state_dict())
+    assert fresh.param_groups[0]["lr"] == 0.01 and fresh.state[p]["step"] == 2.0
+    fresh2 = eopt.Adam([ember.nn.Parameter(ember.tensor(w0[0]))], lr=0.5)
+    fresh2.load_state_dict(eo.state_dict())
+    np.testing.assert_allclose(fresh2.state_dict()["state"][0]["exp_avg"].numpy(),
+                               to.state_dict()["state"][0]["exp_avg"].numpy(), rtol=1e-12)
+
+
+def test_closure():
+    p = ember.nn.Parameter(ember.tensor([3.0]))
+    opt = eopt.SGD([p], lr=0.1)
+
+    def closure():
+        opt.zero_grad()
+        loss = (p * p).sum()
+        loss.backward()
+        return loss
+    loss = opt.step(closure)
+    assert float(loss) == 9.0 and float(p.detach()) == pytest.approx(2.4)
+
+
+SCHEDS = [
+    ("StepLR", dict(step_size=3, gamma=0.5)),
+    ("MultiStepLR", dict(milestones=[2, 5, 5, 8], gamma=0.3)),
+    ("ExponentialLR", dict(gamma=0.9)),
+    ("CosineAnnealingLR", dict(T_max=5, eta_min=0.01)),
+    ("LambdaLR", dict(lr_lambda=lambda e: 1.0 / (e + 1))),
+    ("OneCycleLR", dict(max_lr=1.0, total_steps=20)),
+    ("OneCycleLR", dict(max_lr=0.5, epochs=2, steps_per_epoch=10, anneal_strategy="linear",
+                        three_phase=True)),
+    ("LinearLR", dict(start_factor=0.2, total_iters=4)),
+    ("ConstantLR", dict(factor=0.5, total_iters=3)),
+    ("PolynomialLR", dict(total_iters=6, power=2.0)),
+    ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.001)),
+]
+
+
+@pytest.mark.parametrize("name,kw", SCHEDS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(SCHEDS)])
+@pytest.mark.parametrize("opt_name", ["SGD", "Adam"])
+def test_scheduler_matches_torch(name, kw, opt_name):
+    okw = dict(lr=0.1, momentum=0.9) if opt_name == "SGD" else dict(lr=0.1)
+    eo = getattr(eopt, opt_name)([ember.nn.Parameter(ember.zeros(1))], **okw)
+    to = getattr(torch.optim, opt_name)([torch.nn.Parameter(torch.zeros(1))], **okw)
+    es = getattr(eopt.lr_scheduler, name)(eo, **kw)
+    ts = getattr(torch.optim.lr_scheduler, name)(to, **kw)
+    steps = 19 if name == "OneCycleLR" else 15
+    for _ in range(steps):
+        assert es.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12, abs=1e-15)
+        for key in ("momentum", "betas"):
+            if key in to.param_groups[0]:
+                assert eo.param_groups[0][key] == pytest.approx(to.param_groups[0][key])
+        eo.step()
+        to.step()
+        es.step()
+        ts.step()
+
+
+def test_reduce_lr_on_plateau_matches_torch():
+    eo = eopt.SGD([ember.nn.Parameter(ember.zeros(1))], lr=1.0)
+    to = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    kw = dict(mode="min", factor=0.5, patience=2, cooldown=1, min_lr=0.05, threshold=0.01)
+    es = eopt.lr_scheduler.ReduceLROnPlateau(eo, **kw)
+    ts = torch.optim.lr_scheduler.ReduceLROnPlateau(to, **kw)
+    metrics = [5, 4, 4, 4, 4, 3.99, 3.99, 3.99, 3.99, 2, 2, 2, 2, 2, 2, 2, 2, 2]
+    for m in metrics:
+        es.step(m)
+        ts.step(m)
+        assert eo.param_groups[0]["lr"] == pytest.approx(to.param_groups[0]["lr"])

@@ -1,0 +1,111 @@
+"""ember.utils.data: datasets, samplers, collation, DataLoader determinism."""
+import numpy as np
+import pytest
+
+import ember
+from ember.utils.data import (BatchSampler, ConcatDataset, DataLoader, Dataset, IterableDataset,
+                              RandomSampler, SequentialSampler, Subset, TensorDataset,
+                              WeightedRandomSampler, default_collate, random_split)
+
+
+def _ds(n=10):
+    return TensorDataset(ember.arange(n).float().unsqueeze(1), ember.arange(n))
+
+
+def test_tensor_dataset_and_sequential_loader():
+    ds = _ds()
+    assert len(ds) == 10
+    x, y = ds[3]
+    assert float(x[0]) == 3.0 and int(y) == 3
+    batches = list(DataLoader(ds, batch_size=4))
+    assert [b[1].tolist() for b in batches] == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9]]
+    assert tuple(batches[0][0].shape) == (4, 1)
+    assert len(DataLoader(ds, batch_size=4)) == 3
+    assert [b[1].tolist() for b in DataLoader(ds, batch_size=4, drop_last=True)] == \
+        [[0, 1, 2, 3], [4, 5, 6, 7]]
+    with pytest.raises(ValueError):
+        TensorDataset(ember.zeros(3), ember.zeros(4))
+
+
+def test_shuffle_determinism_with_generator_and_seed():
+    ds = _ds(20)
+
+    def order(**kw):
+        return [b[1].tolist() for b in DataLoader(ds, batch_size=6, shuffle=True, **kw)]
+    g1 = ember.Generator().manual_seed(7)
+    g2 = ember.Generator().manual_seed(7)
+    a, b = order(generator=g1), order(generator=g2)
+    assert a == b and sorted(sum(a, [])) == list(range(20)) and sum(a, []) != list(range(20))
+    assert order(generator=g1) != a  # a new epoch, a new order
+    ember.manual_seed(3)
+    c = order()
+    ember.manual_seed(3)
+    assert order() == c
+
+
+class Squares(Dataset):
+    def __len__(self):
+        return 5
+
+    def __getitem__(self, i):
+        return {"x": np.array([i, i * i], np.float32), "y": i, "name": f"s{i}"}
+
+
+def test_default_collate_nested_and_custom_collate():
+    b = next(iter(DataLoader(Squares(), batch_size=3)))
+    assert tuple(b["x"].shape) == (3, 2) and b["y"].tolist() == [0, 1, 2]
+    assert b["name"] == ["s0", "s1", "s2"]
+    out = list(DataLoader(Squares(), batch_size=2, collate_fn=lambda xs: len(xs)))
+    assert out == [2, 2, 1]
+    c = default_collate([(1, 2.0), (3, 4.0)])
+    assert c[0].dtype == ember.int64 and c[1].dtype == ember.float64
+    single = list(DataLoader(Squares(), batch_size=None))
+    assert single[2]["y"] == 2
+
+
+def test_samplers():
+    ds = _ds(7)
+    assert list(SequentialSampler(ds)) == list(range(7))
+    rs = RandomSampler(ds, generator=ember.Generator().manual_seed(0))
+    assert sorted(rs) == list(range(7))
+    rr = list(RandomSampler(ds, replacement=True, num_samples=20,
+                            generator=ember.Generator().manual_seed(0)))
+    assert len(rr) == 20 and max(rr) < 7
+    assert list(BatchSampler(range(5), 2, False)) == [[0, 1], [2, 3], [4]]
+    loader = DataLoader(ds, batch_sampler=BatchSampler(SequentialSampler(ds), 3, True))
+    assert [b[1].tolist() for b in loader] == [[0, 1, 2], [3, 4, 5]]
+    loader = DataLoader(ds, sampler=[6, 5, 4], batch_size=2)
+    assert [b[1].tolist() for b in loader] == [[6, 5], [4]]
+    w = list(WeightedRandomSampler([0, 0, 1.0], 5, generator=ember.Generator().manual_seed(0)))
+    assert w == [2] * 5
+    with pytest.raises(ValueError):
+        DataLoader(ds, sampler=[0], shuffle=True)
+
+
+def test_subset_concat_random_split():
+    ds = _ds(10)
+    s = Subset(ds, [9, 0, 4])
+    assert len(s) == 3 and int(s[0][1]) == 9
+    c = ConcatDataset([ds, s])
+    assert len(c) == 13 and int(c[10][1]) == 9 and int(c[-1][1]) == 4
+    assert len(ds + s) == 13
+    a, b = random_split(ds, [7, 3], generator=ember.Generator().manual_seed(1))
+    idx = sorted(list(a.indices) + list(b.indices))
+    assert idx == list(range(10))
+    a2, _ = random_split(ds, [7, 3], generator=ember.Generator().manual_seed(1))
+    assert a.indices == a2.indices
+    f1, f2, f3 = random_split(ds, [0.5, 0.3, 0.2], generator=ember.Generator().manual_seed(0))
+    assert (len(f1), len(f2), len(f3)) == (5, 3, 2)
+    with pytest.raises(ValueError):
+        random_split(ds, [4, 4])
+
+
+class Counter(IterableDataset):
+    def __iter__(self):
+        return iter(range(5))
+
+
+def test_iterable_dataset():
+    assert [b.tolist() for b in DataLoader(Counter(), batch_size=2)] == [[0, 1], [2, 3], [4]]
+    with pytest.raises(ValueError):
+        DataLoader(Counter(), shuffle=True)
