@@ -3,13 +3,17 @@
 
 Columns: ember eager, ember traced (unoptimised), ember traced + optimised (frozen, batch norm
 folded), torch eager, torch.jit.trace. All under no_grad / inference, eval mode, same weights.
-Times are medians of repeated runs (microseconds). Usage: ``python benchmarks/jit.py [--quick]``.
+Times are medians of repeated runs (microseconds). Usage: ``python benchmarks/jit.py``.
 """
 import os
 import sys
 import time
 
-import numpy as np
+# torch's OpenMP threads spin after each op by default and steal the cores from the ember runs
+# interleaved with them; make them sleep instead
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+import numpy as np  # noqa: E402
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -30,34 +34,46 @@ def _median_us(fn, x, seconds=0.4, min_runs=20):
     return float(np.median(times)) * 1e6
 
 
-def torch_mlp(m):
-    import torch
-    net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(20, 32), torch.nn.ReLU(),
-                              torch.nn.Linear(32, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
-    sd = {k: torch.from_numpy(v._data.copy()) for k, v in m.named_parameters()}
-    with torch.no_grad():
-        for i, name in ((1, "fc1"), (3, "fc2"), (5, "fc3")):
-            net[i].weight.copy_(sd[f"{name}.weight"])
-            net[i].bias.copy_(sd[f"{name}.bias"])
-    return net.eval()
+def build(kind, lib):
+    nn = lib.nn
+    if kind == "MLP":
+        return nn.Sequential(nn.Flatten(), nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32),
+                             nn.ReLU(), nn.Linear(32, 10))
+    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(6, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Flatten(), nn.Linear(144, 40), nn.BatchNorm1d(40), nn.ReLU(),
+                         nn.Linear(40, 10))
 
 
-def torch_lenet(m):
+def models(kind):
+    """(ember model, torch model) with equal weights and random BN statistics, eval mode."""
     import torch
-    nn = torch.nn
-    net = nn.Sequential(nn.Conv2d(1, 6, 5), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Conv2d(6, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-                        nn.Flatten(), nn.Linear(144, 40), nn.BatchNorm1d(40), nn.ReLU(),
-                        nn.Linear(40, 10))
-    state = dict(m.named_parameters())
-    state.update(m.named_buffers())
-    mapping = {0: "conv1", 1: "bn1", 4: "conv2", 5: "bn2", 9: "fc1", 10: "bn3", 12: "fc2"}
+    tm = build(kind, torch)
+    rng = np.random.default_rng(0)
     with torch.no_grad():
-        for i, name in mapping.items():
-            for k, t in net[i].state_dict().items():
-                if f"{name}.{k}" in state:
-                    t.copy_(torch.from_numpy(state[f"{name}.{k}"]._data.copy()))
-    return net.eval()
+        for k, v in tm.state_dict().items():
+            if v.dtype.is_floating_point:
+                if k.endswith("running_var"):
+                    v.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
+                elif k.endswith("running_mean"):
+                    v.copy_(torch.from_numpy(rng.normal(0, 0.1, v.shape).astype(np.float32)))
+    tm.eval()
+    try:
+        em = build(kind, ember)
+        em.load_state_dict({k: ember.tensor(v.numpy().copy()) for k, v in tm.state_dict().items()})
+    except (AttributeError, ImportError):  # no ember.nn: the functional test models
+        em = (MLP if kind == "MLP" else LeNetBN)()
+        state = dict(em.named_parameters())
+        state.update(em.named_buffers())
+        names = {"MLP": {"1": "fc1", "3": "fc2", "5": "fc3"},
+                 "LeNet-BN": {"0": "conv1", "1": "bn1", "4": "conv2", "5": "bn2", "9": "fc1",
+                              "10": "bn3", "12": "fc2"}}[kind]
+        for k, v in tm.state_dict().items():
+            i, _, rest = k.partition(".")
+            key = f"{names[i]}.{rest}"
+            if key in state:
+                state[key]._data[...] = v.numpy()
+    return em.eval(), tm
 
 
 def bench(name, model, tmodel, shape, batch, out):
@@ -86,11 +102,11 @@ def main():
     import torch
     torch.set_num_threads(max(1, ember.get_num_threads()))
     out = []
-    mlp = MLP().eval()
-    lenet = LeNetBN().eval()
-    for batch in (1, 64):
-        bench("MLP", mlp, torch_mlp(mlp), MLP.input_shape, batch, out)
-        bench("LeNet-BN", lenet, torch_lenet(lenet), LeNetBN.input_shape, batch, out)
+    shapes = {"MLP": (1, 20), "LeNet-BN": (1, 1, 20, 20)}
+    for kind in ("MLP", "LeNet-BN"):
+        em, tm = models(kind)
+        for batch in (1, 64):
+            bench(kind, em, tm, shapes[kind], batch, out)
     cols = ["ember eager", "traced", "traced+opt", "torch eager", "torch.jit.trace"]
     print(f"{'model':10s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in cols)
           + f" {'opt/eager':>10s}")

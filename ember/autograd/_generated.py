@@ -3604,11 +3604,11 @@ OPS['lstm_step'] = _op_lstm_step
 _op_gru_step = Op('gru_step', _k_nn_layers.gru_step, GruStepBackward0, ('gx', 'hx', 'w_hh', 'b_hh'), (), multi=True, diff_outputs=(True, False), saves_self=True)
 OPS['gru_step'] = _op_gru_step
 
-_op_size = Op('size', _k_jit_ops.size, None, ('self',), ('dim',), saves_self=False)
-OPS['size'] = _op_size
-
 _op_lstm_layer = Op('lstm_layer', _k_nn_layers.lstm_layer, LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
 OPS['lstm_layer'] = _op_lstm_layer
+
+_op_size = Op('size', _k_jit_ops.size, None, ('self',), ('dim',), saves_self=False)
+OPS['size'] = _op_size
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -4508,13 +4508,13 @@ def gru_step(gx, hx, w_hh, b_hh):
     """gru_step (see torch.gru_step)."""
     return dispatch(_op_gru_step, (gx, hx, w_hh, b_hh, ), ())
 
-def size(input, dim):
-    """size (see torch.size)."""
-    return dispatch(_op_size, (input, ), (dim, ))
-
 def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     """lstm_layer (see torch.lstm_layer)."""
     return dispatch(_op_lstm_layer, (gx, h0, c0, w_hh, ), (reverse, ))
+
+def size(input, dim):
+    """size (see torch.size)."""
+    return dispatch(_op_size, (input, ), (dim, ))
 
 EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')

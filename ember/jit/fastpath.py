@@ -8,13 +8,14 @@ the inputs have the traced dtypes.
   (the linear's only reader) is applied in place on the fresh result
 - ``relu`` of a fresh single-use result (conv2d, linear, matmul, add, ...) runs in place
 - same-dtype float ``add``/``sub``/``mul``/``div`` of arrays and Python scalars are NumPy operators
+- ``max_pool2d_with_indices`` whose indices nobody reads skips computing them
 - ``reshape``/``view`` and basic ``getitem`` (ints, slices) are NumPy methods/indexing
 """
 import numpy as np
 
 from ember.jit.ir import SymRef, Value
 
-__all__ = ["linear_t", "linear_t_relu", "relu_", "FRESH"]
+__all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH"]
 
 # producers whose kernels return a new array (not a view), safe to overwrite in place
 FRESH = ("conv2d", "linear", "matmul", "mm", "addmm", "add", "sub", "mul", "div", "bmm")
@@ -36,6 +37,28 @@ def linear_t_relu(x, wt, b):
 
 def relu_(a):
     return np.maximum(a, 0, out=a)
+
+
+def _pair(v):
+    if isinstance(v, (tuple, list)):
+        return tuple(int(x) for x in v) if len(v) == 2 else (int(v[0]),) * 2
+    return (int(v), int(v))
+
+
+def max_pool2d_values(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """max_pool2d_with_indices(...)[0] without the indices (non-overlapping windows fast)."""
+    k = _pair(kernel_size)
+    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
+        _pair(stride)
+    if x.ndim == 4 and s == k and _pair(padding) == (0, 0) and _pair(dilation) == (1, 1) \
+            and not ceil_mode:
+        N, C, H, W = x.shape
+        Ho, Wo = H // k[0], W // k[1]
+        if Ho > 0 and Wo > 0:
+            return x[:, :, :Ho * k[0], :Wo * k[1]].reshape(N, C, Ho, k[0], Wo, k[1]).max(
+                axis=(3, 5))
+    from ember.kernels.pool import max_pool2d_forward
+    return max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
 
 
 def _float(v):
@@ -108,6 +131,11 @@ def emit(node, ref, ints, graph, fused):
                 fused.add(id(relu))
                 return f"linear_t_relu({ref(x)}, {wt}, {ref(b)})", relu.output
             return f"linear_t({ref(x)}, {wt}, {ref(b)})"
+    if k == "max_pool2d_with_indices" and _float(a[0]) and not node.outputs[1].uses and \
+            node.outputs[1] not in graph.outputs:
+        consts = ", ".join(ref(node.attrs[c]) for c in ("kernel_size", "stride", "padding",
+                                                          "dilation", "ceil_mode"))
+        return f"max_pool2d_values({ref(a[0])}, {consts})", out
     if k == "relu" and isinstance(a[0], Value) and a[0].dtype.kind == "f":
         src = a[0]
         if src.node is not None and src.node.kind in FRESH and len(src.uses) == 1 and \

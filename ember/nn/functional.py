@@ -5,7 +5,6 @@ Every function here calls ops of ``ember/autograd/derivatives.yaml`` (through
 Raises what torch raises for bad arguments (ValueError / RuntimeError naming the function).
 """
 import math
-import numbers
 import warnings
 
 import numpy as np
@@ -670,8 +669,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
         y = G.upsample_nearest2d(x, out2)
     elif mode in ("bilinear", "linear"):
         if (mode == "linear") != (nd == 1):
-            raise ValueError(f"interpolate: mode {mode!r} needs a {'3' if mode == 'linear' else '4'}"
-                             f"-d input")
+            need = "3" if mode == "linear" else "4"
+            raise ValueError(f"interpolate: mode {mode!r} needs a {need}-d input")
         y = G.upsample_bilinear2d(x, out2, bool(align_corners))
     elif mode == "area":
         y = G.adaptive_avg_pool2d(x, out2)
@@ -1010,4 +1009,3 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 
 __all__ = [n for n, v in list(globals().items()) if callable(v) and not n.startswith("_")
            and getattr(v, "__module__", None) == __name__]
-del numbers

@@ -241,4 +241,5 @@ def test_expr_validation():
     e = Expr(("x",), [("y", "leaky_relu", ("x",)), ("z", "gelu", ("y", "tanh"))], ("z",))
     assert e.steps[0] == ("y", "leaky_relu", ("x", 0.01))
     assert "z = gelu(y, 'tanh')" in str(e)
-    assert Expr(("x",), [("y", "add", ("x", 1))], ("y",)).key() != Expr(("x",), [("y", "add", ("x", 1.0))], ("y",)).key()
+    int_one = Expr(("x",), [("y", "add", ("x", 1))], ("y",))
+    assert int_one.key() != Expr(("x",), [("y", "add", ("x", 1.0))], ("y",)).key()

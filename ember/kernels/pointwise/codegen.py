@@ -3,8 +3,9 @@
 The kernel walks ``ntasks`` tasks; task ``t`` covers row ``t // nchunks`` of the collapsed outer
 dimensions and chunk ``t % nchunks`` of the innermost one. The tasks are split into ``nthreads``
 equal runs executed in a ``prange`` (one plain call when ``nthreads`` is 1); the loop body lives
-in its own function so that Numba's parallel passes see one call. Each array operand is a flat 1-d buffer with an element offset and element
-strides; its innermost stride is specialised at generation time: 'c' (1), 'b' (0) or 's' (any).
+in its own function so that Numba's parallel passes see one call. Each array operand is a flat
+1-d buffer with an element offset and element strides; its innermost stride is specialised at
+generation time: 'c' (1), 'b' (0) or 's' (any).
 """
 import math
 
@@ -13,7 +14,7 @@ import numpy as np
 from .ops import opmath
 from .promotion import SCALAR
 
-VERSION = "2"
+VERSION = "3"
 BOOL = np.dtype(bool)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -67,7 +68,7 @@ class Literal:
         return f"np.{reg.name}({int(val)})"
 
 
-def _body(typing, out_dtypes, classes, regs, n_in_arrays):
+def _body(typing, out_dtypes, classes, regs, n_in_arrays, aliases):
     n_arrays = len(classes)
     lines = [
         "rank = shape.shape[0]",
@@ -96,7 +97,8 @@ def _body(typing, out_dtypes, classes, regs, n_in_arrays):
     k = 0
     for name, dtype, prio in typing.inputs:
         if prio != SCALAR:
-            load = f"b{k}[{index(k)}]"
+            src = k if aliases[k] < 0 else n_in_arrays + aliases[k]
+            load = f"b{src}[{index(src)}]"
             inner.append(f"{regs[name]} = {'h2f(' + load + ')' if dtype == F16 else load}")
             k += 1
     dtypes = {name: (scalar_register(dtype) if prio == SCALAR else dtype) for name, dtype, prio in typing.inputs}
@@ -126,12 +128,15 @@ def _body(typing, out_dtypes, classes, regs, n_in_arrays):
     return "\n".join("    " + line for line in lines + ["        " + x for x in inner])
 
 
-def kernel_source(typing, out_dtypes, classes):
+def kernel_source(typing, out_dtypes, classes, aliases):
     """Python source of a module defining ``kernel`` (njit, parallel, cache=True) for ``typing``
     with outputs stored as ``out_dtypes`` and inner-stride ``classes`` (inputs' arrays in order,
-    then outputs). The kernel takes ``(shape, offs, strides, chunk, nchunks, ntasks, nthreads,
-    *buffers, *scalars)``: the collapsed shape, each operand's element offset and strides (one row
-    per operand), the task split, then one flat buffer per array operand and the scalar inputs."""
+    then outputs). ``aliases[k]`` is the output that input array ``k`` is (same memory, same
+    layout, same dtype), or -1: such an input is read through the output's buffer, so that LLVM
+    sees one pointer and still vectorises the in-place loop. The kernel takes ``(shape, offs,
+    strides, chunk, nchunks, ntasks, nthreads, *buffers, *scalars)``: the collapsed shape, each
+    operand's element offset and strides (one row per operand), the task split, then one flat
+    buffer per array operand and the scalar inputs."""
     regs = {}
     params = ["shape", "offs", "strides", "chunk", "nchunks", "ntasks", "nthreads"]
     index_array = "nt.Array(nt.int64, {}, 'C', readonly=True)"
@@ -156,7 +161,7 @@ def kernel_source(typing, out_dtypes, classes):
     for name, reg in scalars:
         params.append(name)
         sig.append(f"nt.{storage_type(reg)}")
-    body = _body(typing, out_dtypes, classes, regs, n_in_arrays)
+    body = _body(typing, out_dtypes, classes, regs, n_in_arrays, aliases)
     operands = ", ".join(params[7:])
     common = "shape, offs, strides, chunk, nchunks"
     return "\n".join([

@@ -251,7 +251,11 @@ class PointwiseKernel:
         if self._any_scalar:
             buffers += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
         classes = tuple("c" if st == 1 else ("b" if st == 0 else "s") for st in cstrides[:, -1].tolist())
-        key = (tuple(o.dtype for o in targets), classes)
+        aliases = (-1,) * len(arrays)
+        if not fresh:
+            aliases = tuple(next((m for m, o in enumerate(targets)
+                                  if x.dtype == o.dtype and _same_walk(x, o, shape)), -1) for x in arrays)
+        key = (tuple(o.dtype for o in targets), classes, aliases)
         fn = self._variants.get(key) or self._compile(key)
         n_threads = numba_runtime.sync_threads(_thread_count())
         size = math.prod(cshape)
@@ -272,8 +276,7 @@ class PointwiseKernel:
         with _lock:
             fn = self._variants.get(key)
             if fn is None:
-                out_dtypes, classes = key
-                source = codegen.kernel_source(self.typing, out_dtypes, classes)
+                source = codegen.kernel_source(self.typing, *key)
                 fn = diskcache.load_source(source, numba_runtime.numba_module().__version__).kernel
                 self._variants[key] = fn
         return fn

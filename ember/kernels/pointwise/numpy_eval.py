@@ -57,9 +57,8 @@ class NumpyPlan:
                     operands.append((None, const, ()))
             frees = tuple(slots[a] for a in set(a for a in step.operands if isinstance(a, str))
                           if last.get(slots[a]) == j and slots[a] >= n_inputs)
-            self.steps.append((step.op.numpy, step.params, tuple(operands), step.result, frees, step.name))
+            self.steps.append((step.op.numpy, step.params, tuple(operands), step.result, frees))
         self.outputs = tuple(slots[name] for name, _ in typing.outputs)
-        self.out_names = tuple(name for name, _ in typing.outputs)
         self.n_inputs = n_inputs
 
     def run(self, inputs, outs, shape):
@@ -71,7 +70,7 @@ class NumpyPlan:
             direct.setdefault(slot, out)
         pool = {}
         with np.errstate(all="ignore"):
-            for j, (fn, params, operands, result, frees, _) in enumerate(self.steps):
+            for j, (fn, params, operands, result, frees) in enumerate(self.steps):
                 args = []
                 for slot, const, conv in operands:
                     v = const if slot is None else values[slot]

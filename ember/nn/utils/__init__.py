@@ -1,5 +1,6 @@
 """nn utilities: gradient clipping and parameter <-> vector conversion."""
-from ember.nn.utils.clip_grad import clip_grad_norm, clip_grad_norm_, clip_grad_value_, get_total_norm
+from ember.nn.utils.clip_grad import (clip_grad_norm, clip_grad_norm_, clip_grad_value_,
+                                      get_total_norm)
 from ember.nn.utils.convert_parameters import parameters_to_vector, vector_to_parameters
 from ember.nn.utils import rnn
 
