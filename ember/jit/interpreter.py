@@ -6,7 +6,6 @@ every intermediate from its environment right after the last node that reads it 
 keeps them all, for comparison). ``mode='tensor'`` runs through dispatch (autograd records when
 grad mode is on); ``mode='array'`` runs the kernels on ndarrays.
 """
-import math
 
 import numpy as np
 

@@ -123,9 +123,6 @@ def test_train_mode_lenet_running_stats():
             np.testing.assert_allclose(a._data, b._data, rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.xfail(reason="eager ember: native_batch_norm saves running_mean for backward and the "
-                   "running-stat update then bumps its version (fails without the JIT too)",
-                   strict=False)
 def test_train_mode_lenet_backward():
     from tests.jit.models import LeNetBN
     eager, traced_m = LeNetBN(seed=3).train(), LeNetBN(seed=3).train()
