@@ -25,7 +25,7 @@ demo: $(VENV)/.installed
 
 test: $(STAMP)
 	$(PY) tools/gen_autograd.py --check
-	$(PY) -m pytest -n 2 --dist loadfile -p no:cacheprovider tests
+	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 bench: $(STAMP)
 	$(PY) benchmarks/eager_overhead.py

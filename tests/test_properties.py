@@ -69,7 +69,7 @@ def basic_index(draw, shape):
             step = draw(st.one_of(st.none(), st.integers(1, 3)))
             key.append(slice(start, stop, step))
         elif kind == "none":
-            key.append(None)
+            key += [None, slice(None)]  # None adds an axis without consuming one
         else:
             key.append(slice(None))
     if draw(st.booleans()) and key:
