@@ -43,7 +43,9 @@ def _accuracy(model, x, y):
 
 
 def _optional_export(model, example, out_dir, log):
-    """Trace with ember.jit and export with ember.onnx when those packages exist."""
+    """Trace with ember.jit (printing the IR), export with ember.onnx and verify the export in
+    onnxruntime on another batch size (dynamic batch axis). Each optional step reports why it was
+    skipped instead of failing the demo."""
     import importlib
     import ember
     try:
@@ -52,19 +54,38 @@ def _optional_export(model, example, out_dir, log):
         return
     try:
         traced = jit.trace(model, (example,))
+        log("jit: traced IR of the model:")
+        log(str(traced.graph))
+        other = ember.cat([example, example[:1]])
         with ember.no_grad():
-            diff = float((traced(example) - model(example)).abs().max())
-        log(f"jit: traced the model, max |traced - eager| = {diff:.2e}")
+            diff = float((traced(other) - model(other)).abs().max())
+        log(f"jit: traced vs eager on batch {other.shape[0]}: max |difference| = {diff:.2e}")
     except Exception as e:  # noqa: BLE001 - an optional step must not fail the demo
         log(f"jit: skipped ({type(e).__name__}: {e})")
         return
     try:
         onnx = importlib.import_module("ember.onnx")
-        path = os.path.join(out_dir, "lenet_digits.onnx")
-        onnx.export(model, (example,), path, input_names=["images"], output_names=["logits"])
-        log(f"onnx: exported {path}")
+        importlib.import_module("onnx")
     except ImportError:
-        pass
+        log("onnx: skipped (install ember[onnx] for export and verification)")
+        return
+    try:
+        path = os.path.join(out_dir, "lenet_digits.onnx")
+        axes = {"images": {0: "batch"}, "logits": {0: "batch"}}
+        onnx.export(model, (example,), path, input_names=["images"], output_names=["logits"],
+                    dynamic_axes=axes)
+        log(f"onnx: exported {path}")
+        try:
+            importlib.import_module("onnxruntime")
+        except ImportError:
+            log("onnx: verification skipped (onnxruntime not installed)")
+            return
+        other = ember.cat([example, example[:1]])
+        result = onnx.verify(model, (example,), check_args=(other,), input_names=["images"],
+                             output_names=["logits"], dynamic_axes=axes)
+        log(f"onnx: onnxruntime vs ember on batch {other.shape[0]}: " + ", ".join(
+            f"max |difference| = {d:.2e}" for d in result.max_abs_diff) +
+            (" (ok)" if result.ok else " (MISMATCH)"))
     except Exception as e:  # noqa: BLE001
         log(f"onnx: skipped ({type(e).__name__}: {e})")
 

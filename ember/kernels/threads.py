@@ -6,6 +6,7 @@ Numba's thread count when Numba is loaded. Parallel loops of ember's own read ``
 import os
 import sys
 
+_CPU_COUNT = os.cpu_count() or 1
 _num_threads = None
 _blas_limiter = None
 
@@ -13,7 +14,7 @@ _blas_limiter = None
 def get_num_threads():
     """Return the number of threads ember's kernels use (default: the machine's core count)."""
     if _num_threads is None:
-        return os.cpu_count() or 1
+        return _CPU_COUNT
     return _num_threads
 
 

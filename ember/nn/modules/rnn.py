@@ -8,6 +8,8 @@ import math
 
 import numpy as np
 
+import ember
+
 from ember import creation
 from ember.autograd import _generated as G
 from ember.nn import functional as F
@@ -117,7 +119,7 @@ class RNNBase(Module):
         B = input.shape[1]
         expect = (self.num_layers * dirs, B, self.hidden_size)
         if hx is None:
-            z = Tensor._make(np.zeros(expect, input._data.dtype))
+            z = ember.zeros(expect, dtype=input.dtype)  # via dispatch: traces follow the batch
             hx = (z,) * n_states
         for h in hx:
             if tuple(h.shape) != expect:
@@ -274,7 +276,7 @@ class RNNCellBase(Module):
         if unb:
             input = G.unsqueeze(input, 0)
         if hx is None:
-            z = Tensor._make(np.zeros((input.shape[0], self.hidden_size), input._data.dtype))
+            z = ember.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
             hx = (z,) * n
         elif unb:
             hx = tuple(G.unsqueeze(h, 0) for h in hx)
