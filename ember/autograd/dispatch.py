@@ -19,6 +19,7 @@ from ember.kernels.errors import KernelError
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
 _make = None  # Tensor._make, bound with it
 ndarray = np.ndarray
+_new = object.__new__
 
 
 class Op:
@@ -109,25 +110,41 @@ def dispatch(op, tensors, consts):
     except (ValueError, TypeError, IndexError, ZeroDivisionError, KernelError) as e:
         raise kernel_error(op, tensors, e) from None
     if op.multi:
-        outs = tuple(_make(o if o.__class__ is ndarray else np.asarray(o)) for o in out)
-    else:
-        outs = (_make(out if out.__class__ is ndarray else np.asarray(out)),)
+        return _finish_multi(op, tensors, consts, out, need_grad)
+    res = _new(Tensor)
+    res._data = out if out.__class__ is ndarray else np.asarray(out)
+    res._requires_grad = False
+    res.grad_fn = None
     if op.view:
-        src = tensors[0]
-        vc = src._get_vc()
-        base = src._base if src._base is not None else src
-        for o in outs:
-            if np.may_share_memory(o._data, src._data):
-                o._vc = vc
-                o._base = base
+        _link_view(tensors[0], (res,))
+    if need_grad and op.backward is not None and STATE.grad_enabled:
+        _link(op, tensors, consts, (res,))
+    tracer = STATE.tracer
+    if tracer is not None:
+        tracer.record(op, tensors, consts, (res,))
+    return res
+
+
+def _finish_multi(op, tensors, consts, out, need_grad):
+    outs = tuple(_make(o if o.__class__ is ndarray else np.asarray(o)) for o in out)
+    if op.view:
+        _link_view(tensors[0], outs)
     if need_grad and op.backward is not None and STATE.grad_enabled:
         _link(op, tensors, consts, outs)
     tracer = STATE.tracer
     if tracer is not None:
         tracer.record(op, tensors, consts, outs)
-    if op.multi:
-        return list(outs) if op.returns_list else outs
-    return outs[0]
+    return list(outs) if op.returns_list else outs
+
+
+def _link_view(src, outs):
+    """Outputs that alias ``src`` share its version counter and base."""
+    vc = src._get_vc()
+    base = src._base if src._base is not None else src
+    for o in outs:
+        if np.may_share_memory(o._data, src._data):
+            o._vc = vc
+            o._base = base
 
 
 def _link(op, tensors, consts, outs):
