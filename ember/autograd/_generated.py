@@ -740,8 +740,35 @@ class TanhBackward0(Node):
         result = unpack(ctx.result, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad * (1 - result * result)
+            g0 = tanh_backward(grad, result)
         return (g0, )
+
+class TanhBackwardBackward0(Node):
+    __slots__ = ('grad_output_shape', 'output', 'grad_output', 'output_shape')
+    _saved = ('output', 'grad_output')
+    _op_name = 'tanh_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, output, = tensors
+        ctx.grad_output_shape = _shape(grad_output) if needs[0] else None
+        ctx.output = _save(output, 'output') if needs[0] or needs[1] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.output_shape = _shape(output) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        grad_output_shape = ctx.grad_output_shape
+        output = unpack(ctx.output, ctx)
+        grad_output = unpack(ctx.grad_output, ctx)
+        output_shape = ctx.output_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(tanh_backward(grad, output), grad_output_shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad * grad_output * output * -2, output_shape)
+        return (g0, g1, )
 
 class SigmoidBackward0(Node):
     __slots__ = ('result',)
@@ -759,8 +786,35 @@ class SigmoidBackward0(Node):
         result = unpack(ctx.result, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad * result * (1 - result)
+            g0 = sigmoid_backward(grad, result)
         return (g0, )
+
+class SigmoidBackwardBackward0(Node):
+    __slots__ = ('grad_output_shape', 'output', 'grad_output', 'output_shape')
+    _saved = ('output', 'grad_output')
+    _op_name = 'sigmoid_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, output, = tensors
+        ctx.grad_output_shape = _shape(grad_output) if needs[0] else None
+        ctx.output = _save(output, 'output') if needs[0] or needs[1] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.output_shape = _shape(output) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        grad_output_shape = ctx.grad_output_shape
+        output = unpack(ctx.output, ctx)
+        grad_output = unpack(ctx.grad_output, ctx)
+        output_shape = ctx.output_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(sigmoid_backward(grad, output), grad_output_shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad * grad_output * (1 - output * 2), output_shape)
+        return (g0, g1, )
 
 class ErfBackward0(Node):
     __slots__ = ('self_',)
@@ -3229,8 +3283,14 @@ OPS['cosh'] = _op_cosh
 _op_tanh = Op('tanh', _k_elementwise.tanh, TanhBackward0, ('self',), (), saves_self=False)
 OPS['tanh'] = _op_tanh
 
+_op_tanh_backward = Op('tanh_backward', _k_elementwise.tanh_backward, TanhBackwardBackward0, ('grad_output', 'output'), (), saves_self=True)
+OPS['tanh_backward'] = _op_tanh_backward
+
 _op_sigmoid = Op('sigmoid', _k_elementwise.sigmoid, SigmoidBackward0, ('self',), (), saves_self=False)
 OPS['sigmoid'] = _op_sigmoid
+
+_op_sigmoid_backward = Op('sigmoid_backward', _k_elementwise.sigmoid_backward, SigmoidBackwardBackward0, ('grad_output', 'output'), (), saves_self=True)
+OPS['sigmoid_backward'] = _op_sigmoid_backward
 
 _op_erf = Op('erf', _k_elementwise.erf, ErfBackward0, ('self',), (), saves_self=True)
 OPS['erf'] = _op_erf
@@ -3858,6 +3918,10 @@ def tanh_(self):
     """In-place tanh: writes the result into ``self`` and returns it."""
     return dispatch_inplace(_op_tanh, (self, ), ())
 
+def tanh_backward(grad_output, output):
+    """tanh_backward (see torch.tanh_backward)."""
+    return dispatch(_op_tanh_backward, (grad_output, output, ), ())
+
 def sigmoid(input):
     """sigmoid (see torch.sigmoid)."""
     return dispatch(_op_sigmoid, (input, ), ())
@@ -3865,6 +3929,10 @@ def sigmoid(input):
 def sigmoid_(self):
     """In-place sigmoid: writes the result into ``self`` and returns it."""
     return dispatch_inplace(_op_sigmoid, (self, ), ())
+
+def sigmoid_backward(grad_output, output):
+    """sigmoid_backward (see torch.sigmoid_backward)."""
+    return dispatch(_op_sigmoid_backward, (grad_output, output, ), ())
 
 def erf(input):
     """erf (see torch.erf)."""
@@ -4620,8 +4688,10 @@ TENSOR_METHODS = {
     'cosh': cosh,
     'tanh': tanh,
     'tanh_': tanh_,
+    'tanh_backward': tanh_backward,
     'sigmoid': sigmoid,
     'sigmoid_': sigmoid_,
+    'sigmoid_backward': sigmoid_backward,
     'erf': erf,
     'relu': relu,
     'relu_': relu_,

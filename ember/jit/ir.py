@@ -11,6 +11,10 @@ where the op accepts one, ``None`` for an absent optional tensor, or a list of t
 ``outputs``. Constants may hold three kinds of reference: ``SymRef`` (a traced shape value used as
 an int), ``GenRef`` (a random generator) and ``ArrayRef`` (an array held in ``graph.constants``).
 
+A ``fusion_group`` node (made by ``passes.fuse``) holds a pointwise subgraph in
+``node.attrs["graph"]``; it prints as a call of ``fusion_group_<i>`` (numbered in graph order) and
+the subgraphs follow the outer graph as ``with fusion_group_<i> = graph(...)`` blocks.
+
 Text form (``str(graph)``; ``parse`` reads it back into an equal graph)::
 
     graph(%x : f32[2, 8],
@@ -32,7 +36,8 @@ __all__ = ["Graph", "Node", "Value", "SymRef", "GenRef", "ArrayRef", "GraphVisit
 
 # Kinds that are not spec ops: a constant from graph.constants, Tensor.detach, an in-place write of
 # arg 1 into arg 0 (the spec's copy_), and a custom autograd Function (by qualified class name).
-SPECIAL_KINDS = ("constant", "detach", "copy_", "python_function")
+SPECIAL_KINDS = ("constant", "detach", "copy_", "python_function", "fusion_group")
+_GROUP = re.compile(r"fusion_group_(\d+)")
 
 _DTYPE_SHORT = {"float32": "f32", "float64": "f64", "float16": "f16", "int64": "i64",
                 "int32": "i32", "int16": "i16", "int8": "i8", "uint8": "u8", "bool": "b8",
@@ -396,6 +401,14 @@ class Graph:
                 define(o, n.kind)
             if n.kind == "constant" and n.attrs.get("name") not in self.constants:
                 raise LintError(f"constant %{n.output.name} names a missing array")
+            if n.kind == "fusion_group":
+                sub = n.attrs.get("graph")
+                if not isinstance(sub, Graph):
+                    raise LintError(f"fusion_group %{n.outputs[0].name} holds no subgraph")
+                sub.lint()
+                if len(sub.inputs) != len(n.args) or len(sub.outputs) != len(n.outputs):
+                    raise LintError(f"fusion_group %{n.outputs[0].name}: arity differs from its "
+                                    "subgraph")
         for o in self.outputs:
             if id(o) not in defined:
                 raise LintError(f"returned %{o.name} is not defined")
@@ -410,9 +423,16 @@ class Graph:
         formals = [f"%{v.name} : {v.type_str}" + ("" if v.role == "input" else f" = {v.role}")
                    for v in self.inputs]
         lines.append("graph(" + ",\n      ".join(formals) + "):")
+        groups = []
         for n in self.nodes:
-            lines.append("  " + _fmt_node(n))
+            if n.kind == "fusion_group":
+                groups.append(n.attrs["graph"])
+                lines.append("  " + _fmt_node(n, f"fusion_group_{len(groups) - 1}"))
+            else:
+                lines.append("  " + _fmt_node(n))
         lines.append("  return (" + ", ".join(f"%{o.name}" for o in self.outputs) + ")")
+        for i, sub in enumerate(groups):
+            lines.append(f"with fusion_group_{i} = " + str(sub).rstrip("\n"))
         return "\n".join(lines) + "\n"
 
     __repr__ = __str__
@@ -482,9 +502,11 @@ def fmt_const(v):
     raise TypeError(f"cannot write constant {v!r} ({type(v).__name__}) in the IR text")
 
 
-def _fmt_node(n):
+def _fmt_node(n, label=None):
     outs = ", ".join(f"%{o.name} : {o.type_str}" for o in n.outputs)
     parts = [fmt_const(a) for a in n.args]
+    if n.kind == "fusion_group":  # the subgraph prints after the graph (see Graph.__str__)
+        return f"{outs} = {label or 'fusion_group'}({', '.join(parts)})"
     parts += [f"{k}={fmt_const(v)}" for k, v in n.attrs.items()]
     return f"{outs} = {n.kind}({', '.join(parts)})"
 
@@ -584,6 +606,22 @@ def parse(text, constants=None, generators=None):
     g.generators = dict(generators or {})
     values = {}
     lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    blocks = {}  # fusion_group_<i> -> its subgraph text (the "with" blocks after the graph)
+    for j, ln in enumerate(lines):
+        if ln.startswith("with "):
+            body, lines = lines[j:], lines[:j]
+            cur = None
+            for b in body:
+                m = re.match(r"with (fusion_group_\d+) = (graph\(.*)", b)
+                if m:
+                    cur = m.group(1)
+                    blocks[cur] = [m.group(2)]
+                elif cur is None:
+                    raise ValueError(f"cannot read {b!r}")
+                else:
+                    blocks[cur].append(b)
+            break
+    groups = {}
     header = []
     i = 0
     while True:
@@ -621,6 +659,14 @@ def parse(text, constants=None, generators=None):
         kind = call.func.id
         args = [ev(a) for a in call.args]
         attrs = {kw.arg: ev(kw.value) for kw in call.keywords}
+        if _GROUP.fullmatch(kind):
+            if kind not in blocks:
+                raise ValueError(f"{kind} is called but has no 'with {kind} = graph(...)' block")
+            if kind in groups:
+                raise ValueError(f"{kind} is called twice")
+            groups[kind] = True
+            attrs = {"graph": parse("\n".join(blocks[kind]))}
+            kind = "fusion_group"
         types = [_parse_type(d.group(2), d.group(3)) for d in decls]
         node = g.create_node(kind, args, attrs, types, names=[d.group(1) for d in decls])
         g.insert(node)

@@ -335,3 +335,26 @@ def bitwise_or(a, b):
 def bitwise_xor(a, b):
     a, b = promote(a, b)
     return np.bitwise_xor(a, b)
+
+
+def _out_like(grad, output):
+    return np.empty(np.broadcast_shapes(grad.shape, output.shape),
+                    np.result_type(grad.dtype, output.dtype))
+
+
+def tanh_backward(grad, output):
+    """grad * (1 - output**2), computed in one output buffer."""
+    t = _out_like(grad, output)
+    np.multiply(output, output, out=t)
+    np.subtract(t.dtype.type(1), t, out=t)
+    np.multiply(grad, t, out=t)
+    return t
+
+
+def sigmoid_backward(grad, output):
+    """grad * output * (1 - output), computed in one output buffer."""
+    t = _out_like(grad, output)
+    np.subtract(t.dtype.type(1), output, out=t)
+    np.multiply(t, output, out=t)
+    np.multiply(grad, t, out=t)
+    return t

@@ -22,7 +22,7 @@ Heuristic (measured on a 2-core Zen 4 with OpenBLAS, float32, see benchmarks/con
 import threading
 import time
 
-from . import depthwise, direct1x1, fft, im2col, implicit_gemm, winograd
+from . import depthwise, direct1x1, fft, im2col, implicit_gemm, parallel, winograd
 from .transform import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
@@ -73,6 +73,14 @@ def _tiles(g):
 
 
 def run(op, direction, g, a, b):
+    """Run ``direction`` with BLAS held at one thread (``parallel.blas_single``): the algorithms
+    split their work into independent chunks themselves.
+    """
+    with parallel.blas_single:
+        return _run(op, direction, g, a, b)
+
+
+def _run(op, direction, g, a, b):
     """Run ``direction`` ("forward", "input" or "weight") on arrays (a, b) for geometry ``g``.
 
     Raises ValueError when a forced algorithm is unknown or cannot handle ``g``.

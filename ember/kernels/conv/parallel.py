@@ -1,0 +1,174 @@
+"""ember's own parallel loop for the convolution engine: independent chunks on a small thread pool.
+
+Why not OpenBLAS's threads: a threaded OpenBLAS GEMM advances its threads in lock step (one
+spin-wait hand-off per block of the reduction). On this 2-core machine shared with other processes
+that also run OpenBLAS, one descheduled thread stalls the other at every hand-off: a weight-gradient
+GEMM (32 x 25088) @ (25088 x 75) took 456 ms with 2 OpenBLAS threads against 11 ms with one (and
+LeNet's second-conv weight gradient 232 ms against 0.8 ms); see docs/conv.md. So while a convolution
+runs (``blas_single``), OpenBLAS is held at one thread and the work is split here into
+``get_num_threads()`` independent chunks (images, GEMMs of a batch, output columns, or halves of a
+long reduction), each a single-threaded BLAS call or a Numba ``nogil`` kernel, run by the caller and
+pool workers with no synchronisation until the end: a straggler costs only its own share.
+
+Chunks are computed by the calling thread and ``get_num_threads() - 1`` pool workers. Workspace
+buffers are per thread (``workspace``), so a chunk uses its own thread's buffers. Results do not
+depend on the thread count except for reduction splits (partial sums added in a fixed order, so a
+given thread count always gives the same bits).
+"""
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import numpy as np
+
+from ember.kernels.threads import get_num_threads
+
+MIN_FLOPS = 4e6      # below this a GEMM runs inline: splitting costs more than it saves
+MIN_COLUMNS = 128    # narrowest column block worth a chunk of its own
+
+_pool = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+_blas = None         # threadpoolctl controllers of the BLAS libraries, or () when unavailable
+_blas_lock = threading.Lock()
+_blas_depth = 0
+_blas_saved = []
+
+
+def threads():
+    """Number of chunks to split work into (ember's thread setting, at least 1)."""
+    return max(1, get_num_threads())
+
+
+def _executor(workers):
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < workers:
+            old = _pool
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="ember-conv")
+            _pool_size = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+_inside = threading.local()
+
+
+def _chunk(fn, lo, hi):
+    _inside.flag = True
+    try:
+        return fn(lo, hi)
+    finally:
+        _inside.flag = False
+
+
+def run(fn, n_items, min_per_chunk=1):
+    """Call ``fn(lo, hi)`` over contiguous chunks covering range(n_items); return the results in
+    chunk order. The caller computes the first chunk; pool workers the others. Called from inside
+    a chunk it runs inline as one chunk (no nested fan-out, so no pool deadlock)."""
+    parts = min(threads(), max(1, n_items // max(1, min_per_chunk)))
+    if parts <= 1 or getattr(_inside, "flag", False):
+        return [fn(0, n_items)]
+    bounds = [n_items * i // parts for i in range(parts + 1)]
+    pool = _executor(parts - 1)
+    futures = [pool.submit(_chunk, fn, bounds[i], bounds[i + 1]) for i in range(1, parts)]
+    try:
+        first = _chunk(fn, bounds[0], bounds[1])
+    finally:
+        rest = [f.result() for f in futures]   # wait for every chunk, even after an error
+    return [first] + rest
+
+
+def parallel_possible():
+    """True when ``run`` would actually fan out (more than one thread, not inside a chunk)."""
+    return threads() > 1 and not getattr(_inside, "flag", False)
+
+
+def _controllers():
+    global _blas
+    if _blas is None:
+        try:
+            from threadpoolctl import ThreadpoolController
+            _blas = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+        except Exception:  # threadpoolctl missing or unable to inspect the BLAS
+            _blas = ()
+    return _blas
+
+
+class _BlasSingle:
+    """Context manager: BLAS at one thread while any convolution runs (reference counted, so
+    concurrent calls from several Python threads restore the setting only when the last ends)."""
+
+    def __enter__(self):
+        global _blas_depth, _blas_saved
+        with _blas_lock:
+            if _blas_depth == 0:
+                ctl = _controllers()
+                _blas_saved = [c.get_num_threads() for c in ctl]
+                for c, n in zip(ctl, _blas_saved):
+                    if n != 1:
+                        c.set_num_threads(1)
+            _blas_depth += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _blas_depth
+        with _blas_lock:
+            _blas_depth -= 1
+            if _blas_depth == 0:
+                for c, n in zip(_controllers(), _blas_saved):
+                    if n != 1:
+                        c.set_num_threads(n)
+        return False
+
+
+blas_single = _BlasSingle()
+
+
+def _axis_view(a, out_ndim, axis, lo, hi):
+    """Slice ``a`` along the axis aligned (NumPy broadcasting) with ``out``'s ``axis``."""
+    k = a.ndim - out_ndim + axis
+    if k < 0 or a.shape[k] == 1:
+        return a
+    idx = [slice(None)] * a.ndim
+    idx[k] = slice(lo, hi)
+    return a[tuple(idx)]
+
+
+def matmul(a, b, out):
+    """``np.matmul(a, b, out=out)`` split into independent chunks (see the module docstring).
+
+    Split axis: the first batch axis with at least ``threads()`` entries, else the output's
+    columns or rows when wide enough, else the reduction (partial products summed in order).
+    """
+    n = threads()
+    M, Nc, Kd = out.shape[-2], out.shape[-1], a.shape[-1]
+    if not parallel_possible() or 2.0 * out.size * Kd < MIN_FLOPS:
+        np.matmul(a, b, out=out)
+        return out
+    nd = out.ndim
+    for axis in range(nd - 2):
+        if out.shape[axis] >= n:
+            def part(lo, hi, axis=axis):
+                np.matmul(_axis_view(a, nd, axis, lo, hi), _axis_view(b, nd, axis, lo, hi),
+                          out=_axis_view(out, nd, axis, lo, hi))
+            run(part, out.shape[axis])
+            return out
+    if Nc >= n * MIN_COLUMNS and Nc >= M:
+        def cols(lo, hi):
+            np.matmul(a, b[..., lo:hi], out=out[..., lo:hi])
+        run(cols, Nc, MIN_COLUMNS)
+    elif M >= n * MIN_COLUMNS:
+        def rows(lo, hi):
+            np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
+        run(rows, M, MIN_COLUMNS)
+    elif Kd >= n * 4 * max(M, Nc):
+        def red(lo, hi):
+            return np.matmul(a[..., lo:hi], b[..., lo:hi, :])
+        parts = run(red, Kd, 256)
+        np.add(parts[0], parts[1], out=out) if len(parts) > 1 else np.copyto(out, parts[0])
+        for p in parts[2:]:
+            out += p
+    else:
+        np.matmul(a, b, out=out)
+    return out
