@@ -66,10 +66,6 @@ def clip(input, min=None, max=None):
     return G.clamp(input, min, max)
 
 
-def transpose_last(input):
-    return G.transpose(input, -2, -1)
-
-
 def numel(input):
     """Number of elements of ``input``."""
     return input.numel()
@@ -214,10 +210,6 @@ def _equal(self, other):
                                                                                   other._data))
 
 
-def _chunk_or_split(self, split_size, dim=0):
-    return G.split(self, split_size, dim)
-
-
 METHODS = {
     "to": _to, "float": _cast(_dtype.float32), "double": _cast(_dtype.float64),
     "half": _cast(_dtype.float16), "long": _cast(_dtype.int64), "int": _cast(_dtype.int32),
@@ -228,7 +220,7 @@ METHODS = {
     "new_empty": _new("empty"), "new_full": _new_full, "new_tensor": _new_tensor,
     "max": _max_method, "min": _min_method, "var": var, "std": std, "clip": clip,
     "clip_": G.clamp_, "softmax": _softmax_method, "log_softmax": _log_softmax_method,
-    "copy_": G.copy_, "allclose": _allclose, "equal": _equal, "split": _chunk_or_split,
+    "copy_": G.copy_, "allclose": _allclose, "equal": _equal, "split": G.split,
     "index_put_": G.index_put_, "index_put": G.index_put, "masked_fill": G.masked_fill,
     "relu": G.relu, "relu_": G.relu_, "nonzero": G.nonzero,
     "absolute": G.abs, "arctan2": G.atan2, "greater": G.gt, "less": G.lt, "eq": G.eq,

@@ -15,12 +15,13 @@ or legacy format, plain pickles) with a clear error instead of unpickling them.
 import json
 import os
 import struct
-import tempfile
 from collections import OrderedDict
 
 import numpy as np
 
 from ember.tensor import Tensor
+
+from ember.utils.files import atomic_write
 
 __all__ = ["save", "load", "UnsafeFileError"]
 
@@ -125,33 +126,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
     if hasattr(f, "write"):
         f.write(payload)
         return
-    _atomic_write(os.fspath(f), payload)
-
-
-def _atomic_write(path, payload):
-    folder = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
-                               dir=folder)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(payload)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    try:
-        dfd = os.open(folder, os.O_RDONLY)
-        try:
-            os.fsync(dfd)
-        finally:
-            os.close(dfd)
-    except OSError:
-        pass
+    atomic_write(f, payload)
 
 
 # ---------------------------------------------------------------------------- load

@@ -17,7 +17,7 @@ def _reduce(loss, reduction, op):
 
 
 def _check_same_shape(op, input, target):
-    if tuple(input._data.shape) != tuple(target._data.shape) if hasattr(target, "_data") else False:
+    if hasattr(target, "_data") and input._data.shape != target._data.shape:
         import warnings
         warnings.warn(f"{op}: using a target size ({list(target._data.shape)}) that is different "
                       f"to the input size ({list(input._data.shape)}); this will likely lead to "

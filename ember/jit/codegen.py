@@ -129,7 +129,7 @@ def generate(graph, name="forward", specialize=False):
         lines.append("    del " + ", ".join(names[id(v)] for v in frees[-1]))
     for i, n in enumerate(graph.nodes):
         lhs = ", ".join(names[id(o)] for o in n.outputs)
-        if len(n.outputs) == 1 and (n.kind == "python_function" or
+        if len(n.outputs) == 1 and (n.kind in ("python_function", "fusion_group") or
                                     (OPS.get(n.kind) is not None and OPS[n.kind].multi)):
             lhs += ","
         if n.kind == "constant":
@@ -144,6 +144,12 @@ def generate(graph, name="forward", specialize=False):
                 undefined.update(id(o) for o in n.outputs if o is not real)
                 lhs = names[id(real)]
             lines.append(f"    {lhs} = {special}")
+            _free(lines, frees.get(i), names, undefined)
+            continue
+        if n.kind == "fusion_group":  # one fused pointwise kernel (ember.jit.fused)
+            ident = _ident("fusion_group", taken)
+            glob[ident] = ("fusion", n.attrs["graph"])
+            lines.append(f"    {lhs} = {ident}({', '.join(ref(a) for a in n.args)})")
             _free(lines, frees.get(i), names, undefined)
             continue
         if n.kind == "python_function":
@@ -258,7 +264,7 @@ def namespace(graph, info, mode):
           "nan": math.nan, "default_generator": default_generator,
           "sym": int if mode == "array" else _tensor_sym}
     for n in graph.nodes:
-        if n.kind not in ("constant", "python_function") and n.kind not in ns:
+        if n.kind not in ("constant", "python_function", "fusion_group") and n.kind not in ns:
             ns[n.kind] = node_callable(n.kind, mode)
     for ident, (what, x) in info["globals"].items():
         if what == "array":
@@ -271,6 +277,10 @@ def namespace(graph, info, mode):
             if gen is None:
                 gen = graph.generators[x] = Generator()
             ns[ident] = gen
+        elif what == "fusion":
+            from ember.jit.fused import fused_group
+            fg = fused_group(x)
+            ns[ident] = fg.run_arrays if mode == "array" else fg.run_tensors
         elif what == "function":
             ns[ident] = _function_callable(resolve_class(x), mode)
         else:

@@ -38,6 +38,10 @@ class Interpreter:
         self.peak_live = 0
 
     def _fn(self, node):
+        if node.kind == "fusion_group":
+            from ember.jit.fused import fused_group
+            fg = fused_group(node.attrs["graph"])
+            return fg.run_arrays if self.mode == "array" else fg.run_tensors
         key = node.kind if node.kind != "python_function" else node.attrs["cls"]
         f = self._fns.get(key)
         if f is None:
@@ -93,7 +97,7 @@ class Interpreter:
                     args += [self._resolve(n.attrs[k], env) for k in op.const_names
                              if k in n.attrs]
                 out = self._fn(n)(*args)
-                if n.kind == "python_function" or (op is not None and op.multi):
+                if n.kind in ("python_function", "fusion_group") or (op is not None and op.multi):
                     res = tuple(out)
                 else:
                     res = (out,)

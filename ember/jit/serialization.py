@@ -11,8 +11,9 @@ FORMAT = "ember.jit/1"
 
 
 def save(traced, path):
-    """Write ``traced`` (a TracedFunction/TracedModule, optimised or not) to ``path``."""
-    from safetensors.numpy import save_file
+    """Write ``traced`` (a TracedFunction/TracedModule, optimised or not) to ``path`` atomically."""
+    from safetensors.numpy import save as to_bytes
+    from ember.utils.files import atomic_write
     g = traced.graph
     tensors, formals = {}, []
     for v, t in zip(g.inputs[traced._n_inputs:], traced.state_tensors()):
@@ -24,8 +25,8 @@ def save(traced, path):
             "in_spec": traced._in_spec, "out_spec": traced._out_spec, "state": formals,
             "generators": sorted(g.generators), "random": bool(getattr(traced, "traced_random",
                                                                         False))}
-    save_file(tensors, str(path), metadata={"ember_jit_ir": str(g),
-                                            "ember_jit_meta": json.dumps(meta)})
+    atomic_write(path, to_bytes(tensors, metadata={"ember_jit_ir": str(g),
+                                                   "ember_jit_meta": json.dumps(meta)}))
 
 
 def load(path):

@@ -3,7 +3,7 @@ import math
 
 import numpy as np
 
-from ember.kernels.dtypes import default_float, promote, to_float
+from ember.kernels.dtypes import promote, to_float
 from ember.kernels.errors import KernelError
 
 _SQRT1_2 = 1.0 / math.sqrt(2.0)

@@ -7,7 +7,6 @@ Function's ``symbolic``) -> build nodes, initializers (state-dict names), typed 
 import enum
 import io
 import os
-import tempfile
 
 import numpy as np
 
@@ -448,19 +447,8 @@ def _ember_version():
 # ---------------------------------------------------------------------------------- export
 def _write(data, f):
     if isinstance(f, (str, os.PathLike)):
-        path = os.fspath(f)
-        d = os.path.dirname(os.path.abspath(path))
-        fd, tmp = tempfile.mkstemp(prefix=".ember-onnx-", suffix=".tmp", dir=d)
-        try:
-            with os.fdopen(fd, "wb") as fh:
-                fh.write(data)
-            os.replace(tmp, path)
-        except BaseException:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-            raise
+        from ember.utils.files import atomic_write
+        atomic_write(f, data)
     elif hasattr(f, "write"):
         if isinstance(f, io.TextIOBase):
             raise TypeError("export: f must be a path or a binary file object, not a text file")

@@ -1,10 +1,12 @@
 """1x1 convolution as a batched GEMM per image and group, with no im2col.
 
 Stride and padding are applied by selecting (and for padding, zero-filling) the sampled pixels
-first; for stride 1 and no padding the input is used as it is.
+first; for stride 1 and no padding the input is used as it is. Work is split over images (and for
+a batch of one over GEMM columns or the reduction) by ``parallel``.
 """
 import numpy as np
 
+from . import parallel
 from .workspace import buffer, padded
 
 
@@ -30,7 +32,7 @@ def sampled(x, g):
 def forward(x, w, g):
     y = np.empty(g.output_shape, x.dtype)
     wm = w.reshape(g.groups, g.Kg, g.Cg)
-    np.matmul(wm, sampled(x, g), out=y.reshape(g.N, g.groups, g.Kg, g.Ho * g.Wo))
+    parallel.matmul(wm, sampled(x, g), y.reshape(g.N, g.groups, g.Kg, g.Ho * g.Wo))
     return y
 
 
@@ -39,9 +41,10 @@ def input_grad(gy, w, g):
     gyg = np.ascontiguousarray(gy).reshape(g.N, g.groups, g.Kg, g.Ho * g.Wo)
     if g.stride == (1, 1) and not any(g.padding):
         gx = np.empty(g.input_shape, gy.dtype)
-        np.matmul(wt, gyg, out=gx.reshape(g.N, g.groups, g.Cg, g.H * g.W))
+        parallel.matmul(wt, gyg, gx.reshape(g.N, g.groups, g.Cg, g.H * g.W))
         return gx
-    gxs = np.matmul(wt, gyg).reshape(g.N, g.C, g.Ho, g.Wo)
+    gxs = parallel.matmul(wt, gyg, buffer("direct1x1.gxs", (g.N, g.groups, g.Cg, g.Ho * g.Wo),
+                                          gy.dtype)).reshape(g.N, g.C, g.Ho, g.Wo)
     pt, pb, pl, pr = g.padding
     gxp = buffer("direct1x1.gxpad", (g.N, g.C, g.Hp, g.Wp), gy.dtype)
     gxp.fill(0)
@@ -53,8 +56,19 @@ def input_grad(gy, w, g):
 def weight_grad(gy, x, g):
     gyg = np.ascontiguousarray(gy).reshape(g.N, g.groups, g.Kg, g.Ho * g.Wo)
     xs = sampled(x, g)
-    if g.N == 1:
-        gw = np.matmul(gyg[0], xs[0].transpose(0, 2, 1))
-    else:
-        gw = np.matmul(gyg, xs.transpose(0, 1, 3, 2)).sum(axis=0)
-    return np.ascontiguousarray(gw, dtype=gy.dtype).reshape(g.weight_shape)
+
+    def chunk(lo, hi):
+        # one image at a time: (K/g x Ho*Wo) @ (Ho*Wo x C/g), accumulated in this thread
+        acc = np.empty((g.groups, g.Kg, g.Cg), gy.dtype)
+        tmp = buffer("direct1x1.gwpart", acc.shape, gy.dtype)
+        for n in range(lo, hi):
+            out = acc if n == lo else tmp
+            parallel.matmul(gyg[n], xs[n].transpose(0, 2, 1), out)
+            if n != lo:
+                acc += tmp
+        return acc
+    parts = parallel.run(chunk, g.N)
+    gw = parts[0]
+    for p in parts[1:]:
+        gw += p
+    return gw.reshape(g.weight_shape)

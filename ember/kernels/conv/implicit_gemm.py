@@ -5,10 +5,12 @@ q = (n*Hp + i)*Wp + j under tap (r, s) reads xt[:, q + r*dh*Wp + s*dw], so each 
 W[:, :, r, s] @ xt[:, off:off + M] over a plain slice, with no im2col copy. Positions with i >= Ho or
 j >= Wo are computed and discarded (a (Hp*Wp)/(Ho*Wo) overhead). The forward pass accumulates taps
 over column chunks that stay in cache; the weight gradient is one GEMM per tap against gy scattered
-into the same flattened layout. Input gradient: the forward pass of the transposed problem.
+into the same flattened layout. Input gradient: the forward pass of the transposed problem. Column chunks (forward) and taps (weight
+gradient) are split over threads by ``parallel.run``.
 """
 import numpy as np
 
+from . import parallel
 from .transform import input_grad_via_forward
 from .workspace import buffer, zero_border
 
@@ -42,10 +44,15 @@ def forward(x, w, g):
     xt, M = flattened(x, g)
     wt = np.ascontiguousarray(w.transpose(2, 3, 0, 1))
     yfull = buffer("implicit.y", (g.K, M), x.dtype)
-    tmp = buffer("implicit.tmp", (g.Kg, CHUNK), x.dtype)
     taps = offsets(g)
-    for m0 in range(0, M, CHUNK):
-        m1 = min(M, m0 + CHUNK)
+    nchunks = -(-M // CHUNK)
+
+    def chunk(lo, hi):
+        tmp = buffer("implicit.tmp", (g.Kg, CHUNK), x.dtype)
+        for ci in range(lo, hi):
+            column_block(ci * CHUNK, min(M, (ci + 1) * CHUNK), tmp)
+
+    def column_block(m0, m1, tmp):
         for gi in range(g.groups):
             ks, cs = slice(gi * g.Kg, (gi + 1) * g.Kg), slice(gi * g.Cg, (gi + 1) * g.Cg)
             out = yfull[ks, m0:m1]
@@ -56,6 +63,7 @@ def forward(x, w, g):
                 else:
                     np.matmul(wt[r, s, ks], xt[cs, m0 + off:m1 + off], out=t)
                     out += t
+    parallel.run(chunk, nchunks)
     y = yfull.reshape(g.K, g.N, g.Hp, g.Wp)[:, :, :g.Ho, :g.Wo].transpose(1, 0, 2, 3)
     return np.ascontiguousarray(y)
 
@@ -67,10 +75,13 @@ def weight_grad(gy, x, g):
     gyp[:, :, :g.Ho, :g.Wo] = gy.transpose(1, 0, 2, 3)
     gyp = gyp.reshape(g.K, M)
     gw = np.empty((g.R, g.S, g.K, g.Cg), gy.dtype)
-    for gi in range(g.groups):
-        ks, cs = slice(gi * g.Kg, (gi + 1) * g.Kg), slice(gi * g.Cg, (gi + 1) * g.Cg)
-        for r, s, off in offsets(g):
-            np.matmul(gyp[ks], xt[cs, off:off + M].T, out=gw[r, s, ks])
+    jobs = [(gi, r, s, off) for gi in range(g.groups) for r, s, off in offsets(g)]
+
+    def chunk(lo, hi):
+        for gi, r, s, off in jobs[lo:hi]:
+            ks, cs = slice(gi * g.Kg, (gi + 1) * g.Kg), slice(gi * g.Cg, (gi + 1) * g.Cg)
+            parallel.matmul(gyp[ks], xt[cs, off:off + M].T, gw[r, s, ks])
+    parallel.run(chunk, len(jobs))
     return np.ascontiguousarray(gw.transpose(2, 3, 0, 1))
 
 

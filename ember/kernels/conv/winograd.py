@@ -12,6 +12,7 @@ sizes this is selected for.
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import parallel
 from .transform import input_grad_via_forward
 from .workspace import buffer, zero_border
 
@@ -69,8 +70,9 @@ def transformed_input(x, g, th, tw):
     nb = kernels()
     V = buffer("winograd.V", (36, g.C, g.N * th * tw), x.dtype)
     if nb is not None:
-        nb.input_transform(np.ascontiguousarray(x), g.padding[0], g.padding[2], th, tw, V,
-                           np.array([4, 5, 2], x.dtype))
+        xc, k = np.ascontiguousarray(x), np.array([4, 5, 2], x.dtype)
+        parallel.run(lambda lo, hi: nb.input_transform(xc, g.padding[0], g.padding[2], th, tw,
+                                                       V, k, lo, hi), g.N * g.C)
     else:
         V[...] = input_tiles(x, g, th, tw).reshape(V.shape)
     return V
@@ -84,10 +86,11 @@ def forward(x, w, g):
     nb = kernels()
     V = transformed_input(x, g, th, tw)
     M = buffer("winograd.M", (36, g.K, T), dtype)
-    np.matmul(U, V.reshape(36, g.groups, g.Cg, T), out=M.reshape(36, g.groups, g.Kg, T))
+    parallel.matmul(U, V.reshape(36, g.groups, g.Cg, T), M.reshape(36, g.groups, g.Kg, T))
     if nb is not None:
         y = np.empty(g.output_shape, dtype)
-        nb.output_transform(M, th, tw, y, np.array([2, 4, 8], dtype))
+        k = np.array([2, 4, 8], dtype)
+        parallel.run(lambda lo, hi: nb.output_transform(M, th, tw, y, k, lo, hi), g.N * g.K)
         return y
     Y = np.einsum("ai,bj,ijkntu->nktaub", AT.astype(dtype), AT.astype(dtype),
                   M.reshape(6, 6, g.K, g.N, th, tw), optimize=True)
@@ -117,8 +120,9 @@ def weight_grad(gy, x, g):
     GY = buffer("winograd.M", (36, g.K, T), gy.dtype)
     nb = kernels()
     if nb is not None:
-        nb.grad_output_transform(np.ascontiguousarray(gy), th, tw, GY,
-                                 np.array([2, 4, 8], gy.dtype))
+        gyc, k = np.ascontiguousarray(gy), np.array([2, 4, 8], gy.dtype)
+        parallel.run(lambda lo, hi: nb.grad_output_transform(gyc, th, tw, GY, k, lo, hi),
+                     g.N * g.K)
     else:
         gyp = buffer("winograd.gypad", (g.N, g.K, 4 * th, 4 * tw), gy.dtype)
         zero_border(gyp, (0, 4 * th - g.Ho, 0, 4 * tw - g.Wo))
@@ -126,8 +130,9 @@ def weight_grad(gy, x, g):
         tiles = gyp.reshape(g.N, g.K, th, 4, tw, 4).transpose(0, 1, 2, 4, 3, 5)
         at = AT.astype(gy.dtype)
         GY[...] = np.einsum("ia,jb,nktuij->abkntu", at, at, tiles, optimize=True).reshape(GY.shape)
-    M = np.matmul(GY.reshape(36, g.groups, g.Kg, T),
-                  V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2))
+    M = parallel.matmul(GY.reshape(36, g.groups, g.Kg, T),
+                        V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2),
+                        buffer("winograd.gwM", (36, g.groups, g.Kg, g.Cg), gy.dtype))
     gw = M.reshape(36, g.K * g.Cg).T @ GG.astype(gy.dtype)
     return np.ascontiguousarray(gw).reshape(g.weight_shape)
 

@@ -5,22 +5,25 @@ disk (cache=True). Both kernels work on one row of tiles at a time so the inner 
 contiguous memory, and keep arithmetic in the input dtype (constants come in as arrays of that
 dtype: a Python int literal would promote float32 to float64). They are serial on purpose: with
 parallel=True (OpenMP layer) next to OpenBLAS's spinning threads the whole Winograd call took
-twice as long on 2 cores (27.8 vs 13.9 ms median, 8x64x56x56, K=64).
+twice as long on 2 cores (27.8 vs 13.9 ms median, 8x64x56x56, K=64). Instead each kernel takes a
+range [lo, hi) of (image, channel) pairs and releases the GIL (nogil), so ``parallel.run`` splits
+the pairs over ember's own threads with no spinning pool.
 """
 import numpy as np
 from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def input_transform(x, pt, pl, th, tw, V, k):
-    """V[6a+b, c, (n*th+ty)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at (4ty-pt, 4tx-pl).
+def input_transform(x, pt, pl, th, tw, V, k, lo, hi):
+    """V[6a+b, c, (n*th+ty)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at (4ty-pt, 4tx-pl),
+    for the (image, channel) pairs n*C + c in [lo, hi) (so threads can split the work).
 
     ``k`` holds the constants (4, 5, 2) in x's dtype.
     """
     N, C, H, W = x.shape
     c4, c5, c2 = k[0], k[1], k[2]
     Wb = 4 * tw + 2
-    for nc in range(N * C):
+    for nc in range(lo, hi):
         n, c = nc // C, nc % C
         rows = np.zeros((6, Wb), dtype=x.dtype)
         t = np.empty((6, Wb), dtype=x.dtype)
@@ -58,14 +61,15 @@ def input_transform(x, pt, pl, th, tw, V, k):
 
 
 @njit(cache=True, nogil=True)
-def output_transform(M, th, tw, y, k):
-    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, (n*th+ty)*tw+tx] as 6x6, cropped.
+def output_transform(M, th, tw, y, k, lo, hi):
+    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, (n*th+ty)*tw+tx] as 6x6, cropped,
+    for the (image, channel) pairs n*K + k in [lo, hi).
 
     ``k`` holds the constants (2, 4, 8) in M's dtype.
     """
     N, K, Ho, Wo = y.shape
     c2, c4, c8 = k[0], k[1], k[2]
-    for nk in range(N * K):
+    for nk in range(lo, hi):
         n, kk = nk // K, nk % K
         t = np.empty((4, 6, tw), dtype=M.dtype)
         out = np.empty((4, 4 * tw), dtype=M.dtype)
@@ -95,9 +99,9 @@ def output_transform(M, th, tw, y, k):
 
 
 @njit(cache=True, nogil=True)
-def grad_output_transform(gy, th, tw, GY, k):
+def grad_output_transform(gy, th, tw, GY, k, lo, hi):
     """GY[6a+b, k, (n*th+ty)*tw+tx] = (A g A^T)[a, b] for the 4x4 tile g of gy at (4ty, 4tx),
-    zero beyond gy's edge (the adjoint of ``output_transform``'s crop).
+    zero beyond gy's edge (the adjoint of ``output_transform``'s crop), for n*K + k in [lo, hi).
 
     ``k`` holds the constants (2, 4, 8) in gy's dtype.
     """
@@ -106,7 +110,7 @@ def grad_output_transform(gy, th, tw, GY, k):
     Wb = 4 * tw
     rows = np.zeros((4, Wb), dtype=gy.dtype)
     e = np.empty((6, Wb), dtype=gy.dtype)
-    for nk in range(N * K):
+    for nk in range(lo, hi):
         n, kk = nk // K, nk % K
         for ty in range(th):
             for i in range(4):

@@ -6,17 +6,12 @@ runs one fused op (``lstm_step`` / ``gru_step`` in derivatives.yaml).
 """
 import math
 
-import numpy as np
-
-import ember
-
 from ember import creation
 from ember.autograd import _generated as G
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
-from ember.tensor import Tensor
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -119,7 +114,7 @@ class RNNBase(Module):
         B = input.shape[1]
         expect = (self.num_layers * dirs, B, self.hidden_size)
         if hx is None:
-            z = ember.zeros(expect, dtype=input.dtype)  # via dispatch: traces follow the batch
+            z = creation.zeros(expect, dtype=input.dtype)  # via dispatch: traces follow the batch
             hx = (z,) * n_states
         for h in hx:
             if tuple(h.shape) != expect:
@@ -276,7 +271,7 @@ class RNNCellBase(Module):
         if unb:
             input = G.unsqueeze(input, 0)
         if hx is None:
-            z = ember.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
+            z = creation.zeros((input.shape[0], self.hidden_size), dtype=input.dtype)
             hx = (z,) * n
         elif unb:
             hx = tuple(G.unsqueeze(h, 0) for h in hx)

@@ -1,0 +1,295 @@
+"""Running ``fusion_group`` nodes: a pointwise subgraph as one pointwise-engine kernel.
+
+``group_expr(subgraph)`` translates the subgraph's spec ops into the engine's ``Expr`` vocabulary
+(``TRANSLATE``: one entry per fusible spec op). ``FusedGroup`` runs it:
+
+* ``run_arrays`` (the array-mode code): from ``MIN_FUSED_SIZE`` elements (and with Numba
+  importable) one compiled kernel, one pass over memory, on all threads; below it the subgraph's
+  own generated op-by-op code, so small tensors pay no extra per-call overhead.
+* ``run_tensors`` (tensor mode): small tensors, or an active tracer, run the subgraph op by op
+  through dispatch (autograd and enclosing traces see the ops). Large tensors that need a
+  gradient go through ``FusedFunction``: forward is the fused kernel; backward is a second
+  fused kernel derived from the forward expression (``pointwise.autodiff.derive``: the rules of
+  derivatives.yaml in engine ops), recomputing the forward intermediates from the saved inputs
+  instead of storing them. Gradients of broadcast inputs are summed back to their shapes. Under
+  ``create_graph`` the backward is differentiated op by op instead (double backward works).
+
+Kernels are shared between groups with equal expressions and input types (the engine caches
+them by expression key in memory and on disk).
+"""
+import threading
+
+import numpy as np
+
+from ember.autograd.function import Function
+from ember.autograd.state import STATE
+from ember.jit.ir import Value
+from ember.kernels.pointwise import Expr, compile_pointwise, has_compiler
+from ember.kernels.pointwise import engine as _engine
+from ember.kernels.pointwise.autodiff import derive
+
+__all__ = ["TRANSLATE", "FusedGroup", "group_expr", "fused_group", "MIN_FUSED_SIZE", "FORCE"]
+
+# Below this many elements (the largest input) a group runs op by op (see the module docstring).
+MIN_FUSED_SIZE = _engine.MIN_COMPILED_SIZE
+# Tests and benchmarks: None (by size), "kernel" (always the fused kernel) or "unfused".
+FORCE = None
+# The engine backend the fused kernels use: None (the engine decides by size), "numba", "numpy".
+BACKEND = None
+
+
+# ---------------------------------------------------------------------------------- translation
+def _binary_alpha(op):
+    def tr(e, a, attrs):
+        x, y = a
+        alpha = attrs.get("alpha", 1)
+        if alpha != 1:
+            y = e("mul", y, alpha)
+        return e(op, x, y)
+    return tr
+
+
+def _div(e, a, attrs):
+    mode = attrs.get("rounding_mode")
+    if mode is None:
+        return e("div", *a)
+    if mode == "floor":
+        return e("floor_divide", *a)
+    if mode == "trunc":
+        return e("trunc", e("div", *a))
+    raise NotImplementedError(mode)
+
+
+def _round(e, a, attrs):
+    if attrs.get("decimals", 0) != 0:
+        raise NotImplementedError("round with decimals")
+    return e("round", a[0])
+
+
+def _to(e, a, attrs):
+    dt = attrs.get("dtype")
+    dt = np.dtype(getattr(dt, "np_dtype", None) or getattr(dt, "numpy", None) or dt)
+    return e("cast", a[0], dt.name)
+
+
+def _params(op, *names, defaults=()):
+    def tr(e, a, attrs):
+        return e(op, *a, *(attrs.get(n, d) for n, d in zip(names, defaults)))
+    return tr
+
+
+def _direct(op):
+    return lambda e, a, attrs: e(op, *a)
+
+
+_DIRECT = ("mul remainder pow maximum minimum where lerp eq ne lt le gt ge logical_and logical_or "
+           "logical_xor logical_not isnan isinf isfinite neg reciprocal abs sign exp exp2 log log2 "
+           "log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf relu selu silu floor ceil trunc "
+           "clamp").split()
+
+# spec op -> tr(emit, operands, attrs) returning the result's name; NotImplementedError: not fusible
+TRANSLATE = {op: _direct(op) for op in _DIRECT}
+TRANSLATE.update({
+    "add": _binary_alpha("add"), "sub": _binary_alpha("sub"), "div": _div, "round": _round,
+    "to": _to,
+    "leaky_relu": _params("leaky_relu", "negative_slope", defaults=(0.01,)),
+    "elu": _params("elu", "alpha", defaults=(1.0,)),
+    "gelu": _params("gelu", "approximate", defaults=("none",)),
+    "softplus": _params("softplus", "beta", "threshold", defaults=(1.0, 20.0)),
+    "hardtanh": _params("hardtanh", "min_val", "max_val", defaults=(-1.0, 1.0)),
+})
+
+
+def _operand(x, names):
+    if isinstance(x, Value):
+        return names[id(x)]
+    if x is None or isinstance(x, (bool, int, float)):
+        return x
+    if isinstance(x, np.generic) and x.ndim == 0:
+        return x.item()
+    raise NotImplementedError(f"operand {x!r}")
+
+
+def translate_nodes(inputs, nodes, outputs):
+    """``(Expr, names)``: the expression of pointwise ``nodes`` over the Values ``inputs``,
+    returning ``outputs``; ``names`` maps id(Value) to its step name. Raises
+    NotImplementedError when a node is not fusible."""
+    names = {id(v): f"a{i}" for i, v in enumerate(inputs)}
+    steps = []
+
+    def emit(op, *args):
+        name = f"t{len(steps)}"
+        steps.append((name, op, args))
+        return name
+
+    for n in nodes:
+        tr = TRANSLATE.get(n.kind)
+        if tr is None or len(n.outputs) != 1:
+            raise NotImplementedError(n.kind)
+        names[id(n.outputs[0])] = tr(emit, [_operand(a, names) for a in n.args], n.attrs)
+    outs = tuple(names[id(o)] for o in outputs)
+    return Expr(tuple(names[id(v)] for v in inputs), tuple(steps), outs), names
+
+
+def group_expr(sub):
+    """The ``Expr`` of a fusion group's subgraph."""
+    return translate_nodes(sub.inputs, sub.nodes, sub.outputs)[0]
+
+
+def value_type(v):
+    """The engine's ``in_types`` entry for a graph Value (0-d values rank below arrays)."""
+    return v.dtype.type(0) if v.shape == () else v.dtype
+
+
+# ---------------------------------------------------------------------------------- running
+def _sum_to(a, shape):
+    if a.shape == tuple(shape):
+        return a
+    lead = a.ndim - len(shape)
+    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
+                                      if s == 1 and a.shape[lead + i] != 1)
+    return a.sum(axis=axes, keepdims=True, dtype=a.dtype).reshape(shape)
+
+
+_lock = threading.Lock()
+
+
+class FusedGroup:
+    """The runtime of one fusion group (see the module docstring); ``expr`` its expression."""
+
+    def __init__(self, sub):
+        self.graph = sub
+        self.expr = group_expr(sub)
+        self.n_inputs = len(sub.inputs)
+        self._kernels = {}
+        self._backwards = {}
+        self._unfused = {}
+
+    def __repr__(self):
+        return f"FusedGroup({len(self.graph.nodes)} ops)\n{self.expr}"
+
+    # ---- forward
+    def kernel(self, arrays):
+        key = tuple((a.dtype, a.ndim == 0) for a in arrays)
+        k = self._kernels.get(key)
+        if k is None:
+            k = self._kernels[key] = compile_pointwise(self.expr, arrays)
+        return k
+
+    def _use_kernel(self, arrays):
+        if FORCE is not None:
+            return FORCE == "kernel"
+        if not has_compiler():
+            return False
+        size = 0
+        for a in arrays:
+            if a.size > size:
+                size = a.size
+        return size >= MIN_FUSED_SIZE
+
+    def unfused(self, mode):
+        """The subgraph's own generated code for ``mode`` ('array' or 'tensor')."""
+        fn = self._unfused.get(mode)
+        if fn is None:
+            from ember.jit.codegen import compile_graph
+            fn = self._unfused[mode] = compile_graph(self.graph, mode, "fusion_group")[0]
+        return fn
+
+    def run_arrays(self, *arrays):
+        """Array mode: a tuple of ndarrays."""
+        if self._use_kernel(arrays):
+            return self.kernel(arrays)(*arrays, backend=BACKEND)
+        return self.unfused("array")(*arrays)
+
+    def run_tensors(self, *tensors):
+        """Tensor mode: a tuple of Tensors (autograd records through ``FusedFunction``)."""
+        from ember.tensor import Tensor
+        arrays = [t._data for t in tensors]
+        if STATE.tracer is not None or not self._use_kernel(arrays):
+            return self.unfused("tensor")(*tensors)
+        if STATE.grad_enabled and any(t._requires_grad for t in tensors):
+            return FusedFunction.apply(self, *tensors)
+        return tuple(Tensor._make(o) for o in self.kernel(arrays)(*arrays, backend=BACKEND))
+
+    # ---- backward
+    def backward_arrays(self, arrays, grads, needs):
+        """Gradients (ndarrays or None) of the inputs ``arrays`` given the output gradients
+        ``grads`` (ndarrays or None) and which inputs ``needs`` one."""
+        kernel = self.kernel(arrays)
+        present = tuple(g is not None for g in grads)
+        key = (tuple((a.dtype, a.ndim == 0) for a in arrays), present, tuple(needs))
+        bwd = self._backwards.get(key)
+        if bwd is None:
+            b = derive(self.expr, kernel.typing, present, needs)
+            k = None
+            if b.expr is not None:
+                g_in = [g for g, p, (_, dt) in zip(grads, present, kernel.typing.outputs)
+                        if p and dt.kind == "f"]
+                k = compile_pointwise(b.expr, list(arrays) + g_in)
+            bwd = self._backwards[key] = (b, k)
+        b, k = bwd
+        g_in = [g for g, p, (_, dt) in zip(grads, present, kernel.typing.outputs)
+                if p and dt.kind == "f"]
+        outs = iter(k(*arrays, *g_in, backend=BACKEND) if k is not None else ())
+        res = []
+        for a, kind in zip(arrays, b.kinds):
+            if kind is None:
+                res.append(None)
+            elif kind == "zero":
+                res.append(np.zeros(a.shape, a.dtype))
+            else:
+                res.append(_sum_to(next(outs), a.shape))
+        return res
+
+
+class FusedFunction(Function):
+    """Autograd for a large fusion group: fused forward, fused (recomputing) backward."""
+
+    @staticmethod
+    def forward(ctx, group, *tensors):
+        from ember.tensor import Tensor
+        ctx.group = group
+        ctx.save_for_backward(*tensors)
+        ctx.set_materialize_grads(False)
+        arrays = [t._data for t in tensors]
+        outs = group.kernel(arrays)(*arrays, backend=BACKEND)
+        return tuple(Tensor._make(o) for o in outs)
+
+    @staticmethod
+    def backward(ctx, *grads):
+        from ember.tensor import Tensor
+        tensors = ctx.saved_tensors
+        needs = ctx.needs_input_grad[1:]
+        if STATE.grad_enabled:  # create_graph: differentiate the subgraph op by op
+            return (None,) + _grad_unfused(ctx.group, tensors, grads, needs)
+        res = ctx.group.backward_arrays([t._data for t in tensors],
+                                        [None if g is None else g._data for g in grads], needs)
+        return (None,) + tuple(None if r is None else Tensor._make(r) for r in res)
+
+
+def _grad_unfused(group, tensors, grads, needs):
+    from ember.autograd.engine import grad
+    outs = group.unfused("tensor")(*tensors)
+    pairs = [(o, g) for o, g in zip(outs, grads) if g is not None and o._requires_grad]
+    wanted = [t for t, n in zip(tensors, needs) if n]
+    if not pairs or not wanted:
+        return tuple(None for _ in tensors)
+    got = iter(grad([o for o, _ in pairs], wanted, [g for _, g in pairs], create_graph=True,
+                    allow_unused=True))
+    return tuple(next(got) if n else None for n in needs)
+
+
+# ---------------------------------------------------------------------------------- caching
+_GROUPS = {}
+
+
+def fused_group(sub):
+    """The ``FusedGroup`` of a subgraph (shared between nodes whose subgraphs print equal)."""
+    key = str(sub)
+    g = _GROUPS.get(key)
+    if g is None:
+        with _lock:
+            g = _GROUPS.get(key)
+            if g is None:
+                g = _GROUPS[key] = FusedGroup(sub)
+    return g
