@@ -8,7 +8,8 @@ import pytest
 
 from ember.backends import conv as settings
 from ember.kernels import conv as C
-from ember.kernels.conv import selector, winograd, workspace
+from ember.kernels.conv import im2col, parallel, selector, winograd, workspace
+from ember.kernels.threads import get_num_threads, set_num_threads
 
 rng = np.random.default_rng(1)
 ALGORITHMS = settings.ALGORITHMS
@@ -327,7 +328,11 @@ def test_heuristic_choices():
                                                         1, groups))
     assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
     assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
-    assert pick((1, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "im2col"
+    assert pick((1, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
+    assert pick((1, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "im2col"  # 16 tiles
+    assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 128 tiles
+    assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "im2col"  # 32 channels: forward ties
+    assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "winograd"
     assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "im2col"
     assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
     assert pick((8, 32, 28, 28), (32, 1, 3, 3), groups=32) == "depthwise"
@@ -401,3 +406,83 @@ def test_workspace_is_reused_across_calls(algorithm, force):
     assert workspace.nbytes() == held
     # each call allocates only its fresh result (+ small transforms), never the workspace again
     assert peak < 2 * x.nbytes + held // 4
+
+
+@pytest.fixture
+def threads():
+    before = get_num_threads()
+    yield set_num_threads
+    set_num_threads(before)
+
+
+@pytest.mark.parametrize("algorithm", ["im2col", "implicit_gemm", "winograd", "direct1x1",
+                                       "depthwise"])
+def test_thread_counts_give_matching_results(algorithm, force, threads):
+    """ember's own chunking (images, GEMM batches, columns, reductions) for 1, 2 and 3 threads."""
+    groups = 6 if algorithm == "depthwise" else 1
+    R = 1 if algorithm == "direct1x1" else 3
+    x = rng.standard_normal((5, 6, 13, 11)).astype(np.float64)
+    w = rng.standard_normal((12, 6 // groups, R, R)).astype(np.float64)
+    gy = rng.standard_normal((5, 12, 13, 11)).astype(np.float64)
+    pad = R // 2
+    force(algorithm)
+    results = []
+    for n in (1, 2, 3):
+        threads(n)
+        results.append((C.conv2d_forward(x, w, None, 1, pad, 1, groups),
+                         C.conv2d_input_grad(gy, w, x.shape, 1, pad, 1, groups),
+                         C.conv2d_weight_grad(gy, x, w.shape, 1, pad, 1, groups)))
+    for other in results[1:]:
+        for a, b in zip(results[0], other):
+            np.testing.assert_allclose(b, a, rtol=1e-12, atol=1e-12)
+
+
+@pytest.mark.parametrize("per_image_min", [1, 10 ** 9])
+@pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
+def test_im2col_subbatches_and_layouts(case, per_image_min, force, monkeypatch, threads):
+    """One image per sub-batch, both column layouts, three threads: still the reference."""
+    monkeypatch.setattr(im2col, "SUBBATCH_BYTES", 1)
+    monkeypatch.setattr(im2col, "PER_IMAGE_MIN", per_image_min)
+    threads(3)
+    force("im2col")
+    x, w, gy = problem(case, np.float64)
+    st, pad, dil, g = case[7:]
+    check(C.conv2d_forward(x, w, None, st, pad, dil, g), ref_forward(x, w, case), np.float64)
+    check(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), ref_input_grad(gy, w, case),
+          np.float64)
+    check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), ref_weight_grad(gy, x, case),
+          np.float64)
+
+
+@pytest.mark.parametrize("shapes", [
+    ((6, 4, 5), (6, 5, 7), (6, 4, 7)),            # batch axis
+    ((2, 3, 4, 5), (3, 5, 300), (2, 3, 4, 300)),  # batch axis of a only (broadcast b)
+    ((1, 4, 5), (1, 5, 600), (1, 4, 600)),        # columns
+    ((600, 5), (5, 7), (600, 7)),                 # rows
+    ((4, 3000), (3000, 6), (4, 6)),               # reduction
+])
+def test_parallel_matmul_splits(shapes, monkeypatch, threads):
+    monkeypatch.setattr(parallel, "MIN_FLOPS", 0)
+    threads(3)
+    a = rng.standard_normal(shapes[0])
+    b = rng.standard_normal(shapes[1])
+    out = np.empty(shapes[2])
+    assert parallel.matmul(a, b, out) is out
+    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-12, atol=1e-12)
+
+
+def test_blas_threads_restored_after_a_call():
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    with parallel.blas_single:
+        seen = [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"]
+        C.conv2d_forward(x, w, None, 1, 1, 1, 1)   # nested: the setting stays at one thread
+        assert [i["num_threads"] for i in threadpoolctl.threadpool_info()
+                if i["user_api"] == "blas"] == seen
+    C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    after = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    assert after == before
+    assert all(n == 1 for n in seen)

@@ -4,20 +4,25 @@ Order of precedence: ``ember.backends.conv.algorithm`` (forced; ValueError if it
 problem), then the autotuner when ``ember.backends.conv.benchmark`` is True (times every capable
 algorithm on the first call for a key and keeps the fastest for the process), else ``heuristic``.
 
-Heuristic (measured on a 2-core Zen 4 with OpenBLAS, float32, see benchmarks/conv.py):
+Heuristic (measured on the 2-core Zen 4 VM with OpenBLAS, float32, under load from other processes,
+interleaved medians; see docs/conv.md and benchmarks/conv.py):
 - depthwise groups (C/groups == 1, groups == C) -> ``depthwise``; 1x1 kernels -> ``direct1x1``;
-- 3x3, stride 1, dilation 1 with min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS -> ``winograd`` when the
-  batch has at least WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
-  WEIGHT_TILES_FACTOR times as many for the weight gradient, whose 36 GEMMs reduce over tiles and
-  lost to im2col at 128-196 tiles (8x256x14x14, 1x64x56x56) but won at 1568 (8x64x56x56). Batches
-  below BATCH_THRESHOLD images are the batch-of-one inference path: the single image alone must
-  give WINOGRAD_MIN_TILES tiles, else its 36 GEMMs are too thin and im2col (per-image layout,
-  output already in NCHW order) runs instead;
-- otherwise ``im2col`` (one large GEMM per group; it beat the shifted-GEMM path on every measured
-  shape here), unless its column buffer would exceed IM2COL_MAX_BYTES, in which case stride-1
-  problems use ``implicit_gemm`` (no column buffer at all);
+- 3x3, stride 1, dilation 1 -> ``winograd`` when the batch has at least WINOGRAD_MIN_TILES 4x4
+  output tiles and min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS (forward, input gradient) or
+  WEIGHT_MIN_CHANNELS (weight gradient). Since the 36 GEMMs are split over ember's threads
+  (``parallel``) the weight gradient wins from the same tile count: 1.75 vs 3.6 ms at 196 tiles
+  (1x64x56x56), 17.6 vs 30.9 ms (8x128x28x28), 4.6 vs 6.7 ms (4x64x28x28 -> 128); at 32 channels
+  forward and input gradient tie with im2col (14.6 vs 13.4 ms, 8x32x56x56) while the weight gradient
+  still wins (11.2 vs 14.3 ms). At 16-32 tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches
+  below BATCH_THRESHOLD images are the batch-of-one inference path: the single image alone must give
+  WINOGRAD_MIN_TILES tiles, else its 36 GEMMs are too thin and im2col (per-image layout, output
+  already in NCHW order) runs instead;
+- otherwise ``im2col`` (chunked over images and threads; it beat the shifted-GEMM path on every
+  measured shape but LeNet's first layer weight gradient, by 1.3-10x), unless the column buffer of
+  one image (its smallest sub-batch) would exceed IM2COL_MAX_BYTES, in which case stride-1 problems use
+  ``implicit_gemm`` (no column buffer at all);
 - FFT is never chosen by the heuristic: on this machine it did not beat the GEMM paths for any
-  benchmarked shape (the autotuner or a forced setting can still pick it).
+  benchmarked shape, by 3-100x (the autotuner or a forced setting can still pick it).
 """
 import threading
 import time
@@ -30,9 +35,9 @@ ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": wino
 FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad"}
 
 BATCH_THRESHOLD = 2
-WINOGRAD_MIN_CHANNELS = 32
-WINOGRAD_MIN_TILES = 192
-WEIGHT_TILES_FACTOR = 4
+WINOGRAD_MIN_CHANNELS = 64
+WEIGHT_MIN_CHANNELS = 32
+WINOGRAD_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
 
 _tuned = {}
@@ -58,10 +63,10 @@ def heuristic(direction, g):
         return "direct1x1"
     if winograd.supports(g, direction):
         fg = transposed_geometry(g) if direction == "input" else g
-        need = WINOGRAD_MIN_TILES * (WEIGHT_TILES_FACTOR if direction == "weight" else 1)
-        if min(fg.Cg, fg.Kg) >= WINOGRAD_MIN_CHANNELS and _tiles(fg) >= need:
+        channels = WEIGHT_MIN_CHANNELS if direction == "weight" else WINOGRAD_MIN_CHANNELS
+        if min(fg.Cg, fg.Kg) >= channels and _tiles(fg) >= WINOGRAD_MIN_TILES:
             return "winograd"
-    cols = g.C * g.R * g.S * g.N * g.Ho * g.Wo * 8
+    cols = g.C * g.R * g.S * g.Ho * g.Wo * 8
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
         return "implicit_gemm"
     return "im2col"
