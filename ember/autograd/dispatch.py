@@ -20,6 +20,7 @@ Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
 _make = None  # Tensor._make, bound with it
 ndarray = np.ndarray
 _new = object.__new__
+_SCALARS = frozenset((float, int, bool))
 
 
 class Op:
@@ -96,6 +97,9 @@ def dispatch(op, tensors, consts):
     arrays = []
     need_grad = False
     for t in tensors:
+        if t.__class__ in _SCALARS:
+            arrays.append(t if op.scalar_ok else _check_slot(op, len(arrays), t))
+            continue
         try:
             arrays.append(t._data)
             if t._requires_grad:

@@ -46,10 +46,22 @@ def result_type(*xs):
     return best
 
 
+_nd = np.ndarray
+
+
 def promote(a, b):
     """Cast two operands (arrays or scalars) to their common torch result type."""
-    if a.__class__ is np.ndarray and b.__class__ is np.ndarray and a.dtype == b.dtype:
-        return a, b
+    ca, cb = a.__class__, b.__class__
+    if ca is _nd:
+        if cb is _nd:
+            if a.dtype == b.dtype:
+                return a, b
+        elif cb is float or cb is int:
+            if a.dtype.kind == "f" or (cb is int and a.dtype.kind in "iu"):
+                return a, b  # NumPy treats Python scalars weakly, like torch
+    elif cb is _nd and (ca is float or ca is int):
+        if b.dtype.kind == "f" or (ca is int and b.dtype.kind in "iu"):
+            return a, b
     dt = result_type(a, b)
     if a.__class__ is np.ndarray and a.dtype != dt:
         a = a.astype(dt)
