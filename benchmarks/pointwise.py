@@ -7,7 +7,12 @@ shared); ratios below 1 mean ember's fused kernel is faster. Compile time is the
 this process (kernels go to a fresh cache directory unless EMBER_CACHE_DIR is set); cached-load
 time is the first call's in a second process that finds them on disk.
 
-    python benchmarks/pointwise.py [--sizes 1e4,1e6,1e7] [--threads 2]
+    python benchmarks/pointwise.py [--sizes 1e4,1e6,1e7] [--threads 2] [--jit]
+
+``--jit`` adds the JIT section: the same workloads written as eager ember code, traced and
+optimised by ``ember.jit.optimize`` (which fuses them into one kernel; fwd+bwd runs the fused
+backward kernel), against eager ember and torch, in alternating runs, reporting medians; and
+ember's Adam (fused in place from 65536 elements) against torch's fused Adam.
 """
 import argparse
 import json
@@ -160,10 +165,142 @@ def first_call_times(sizes):
     return result
 
 
+def median_alternating(fns, rounds=7, min_time=0.05):
+    """Median seconds per call of each of ``fns``, their batches interleaved round by round
+    (so a load change on a shared machine hits all of them alike)."""
+    inner = []
+    for fn in fns:
+        fn()
+        start = time.perf_counter()
+        fn()
+        inner.append(max(1, int(min_time / max(time.perf_counter() - start, 1e-7))))
+    times = [[] for _ in fns]
+    for _ in range(rounds):
+        for k, fn in enumerate(fns):
+            start = time.perf_counter()
+            for _ in range(inner[k]):
+                fn()
+            times[k].append((time.perf_counter() - start) / inner[k])
+    return [float(np.median(t)) for t in times]
+
+
+def jit_workloads(n, rng):
+    """name -> (fused JIT fn, eager ember fn, torch fn); and the traced callables to warm."""
+    import torch
+    import torch.nn.functional as F
+    import ember
+    import ember.autograd._generated as G
+    import ember.jit as jit
+    f32 = np.float32
+
+    def trace(fn, *xs):
+        import warnings
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return jit.optimize(jit.trace(fn, xs, check_trace=False))
+    x = ember.tensor(rng.standard_normal(n).astype(f32))
+    gy = ember.tensor(rng.standard_normal(n).astype(f32))
+    tx, tgy = torch.from_numpy(x._data), torch.from_numpy(gy._data)
+
+    def gelu(x):  # tanh-GELU written in ember ops (what a user's module does)
+        return x * 0.5 * ((x + x * x * x * K) * C).tanh().add(1.0)
+    gelu_j = trace(gelu, x)
+    xg = ember.tensor(x._data.copy(), requires_grad=True)
+    txg = tx.clone().requires_grad_(True)
+
+    def fb(fn):
+        def run():
+            xg.grad = None
+            fn(xg).backward(gy)
+        return run
+
+    def torch_fb():
+        txg.grad = None
+        F.gelu(txg, approximate="tanh").backward(tgy)
+    out = {"gelu_fwd": (lambda: gelu_j(x), lambda: gelu(x), lambda: F.gelu(tx, approximate="tanh")),
+           "gelu_fwd_bwd": (fb(gelu_j), fb(gelu), torch_fb)}
+
+    hidden = 1000 if n >= 1000 else n
+    rows = n // hidden
+    gates = ember.tensor(rng.standard_normal((rows, 4 * hidden)).astype(f32))
+    c0 = ember.tensor(rng.standard_normal((rows, hidden)).astype(f32))
+
+    def cell(gates, c0):
+        i, f, g, o = gates.chunk(4, 1)
+        c = f.sigmoid() * c0 + i.sigmoid() * g.tanh()
+        return o.sigmoid() * c.tanh(), c
+    cell_j = trace(cell, gates, c0)
+    tg, tc0 = torch.from_numpy(gates._data), torch.from_numpy(c0._data)
+
+    def torch_cell():
+        i, f, g, o = tg.chunk(4, 1)
+        c = torch.sigmoid(f) * tc0 + torch.sigmoid(i) * torch.tanh(g)
+        return torch.sigmoid(o) * torch.tanh(c), c
+    out["lstm_cell"] = (lambda: cell_j(gates, c0), lambda: cell(gates, c0), torch_cell)
+
+    cols = 512 if n >= 512 else n
+    a = ember.tensor(rng.standard_normal((n // cols, 64)).astype(f32))
+    w = ember.tensor(rng.standard_normal((64, cols)).astype(f32))
+    b = ember.tensor(rng.standard_normal(cols).astype(f32))
+
+    def bias_relu(a, w, b):
+        return (a @ w + b).relu()
+    br_j = trace(bias_relu, a, w, b)
+    ta, tw, tb = (torch.from_numpy(t._data) for t in (a, w, b))
+    out["gemm_bias_relu"] = (lambda: br_j(a, w, b), lambda: bias_relu(a, w, b),
+                             lambda: torch.relu(ta @ tw + tb))
+
+    p = ember.tensor(rng.standard_normal(n).astype(f32), requires_grad=True)
+    p.grad = ember.tensor(rng.standard_normal(n).astype(f32))
+    opt = ember.optim.Adam([p], lr=1e-3)
+    tp = torch.from_numpy(p._data.copy()).requires_grad_(True)
+    tp.grad = torch.from_numpy(p.grad._data.copy())
+    topt = torch.optim.Adam([tp], lr=1e-3, fused=True)
+    out["adam_step"] = (opt.step, None, topt.step)
+    return out
+
+
+def jit_section(sizes):
+    from ember.jit import fused
+    from ember.optim import _fused
+    print("\nJIT fusion (ember.jit.optimize) vs eager ember vs torch; medians of alternating runs, ms")
+    print(f"{'workload':16s} {'n':>9s} {'fused':>9s} {'eager':>9s} {'torch':>9s} {'fused/eager':>12s} "
+          f"{'fused/torch':>12s}")
+    rng = np.random.default_rng(3)
+    for n in sizes:
+        for name, (fj, eager, ref) in jit_workloads(n, rng).items():
+            if eager is None:  # Adam: fused from _fused.MIN_SIZE elements, else ember's NumPy path
+                tf, te, tt = median_alternating([fj, _numpy_adam_step(n), ref])
+            else:
+                tf, te, tt = median_alternating([fj, eager, ref])
+            print(f"{name:16s} {n:9.0e} {tf * 1e3:9.3f} {te * 1e3:9.3f} {tt * 1e3:9.3f} "
+                  f"{tf / te:12.2f} {tf / tt:12.2f}")
+    print(f"(groups run op by op below {fused.MIN_FUSED_SIZE} elements, as the unfused code)")
+
+
+def _numpy_adam_step(n):
+    import ember
+    from ember.optim import _fused
+    p = ember.tensor(np.random.default_rng(0).standard_normal(n).astype(np.float32), requires_grad=True)
+    p.grad = ember.tensor(np.ones(n, np.float32))
+    opt = ember.optim.Adam([p], lr=1e-3)
+
+    def run():
+        saved = _fused.MIN_SIZE
+        _fused.MIN_SIZE = 1 << 62
+        try:
+            opt.step()
+        finally:
+            _fused.MIN_SIZE = saved
+    return run
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="1e4,1e6,1e7")
     parser.add_argument("--threads", type=int, default=2)
+    parser.add_argument("--jit", action="store_true", help="add the JIT fusion section")
+    parser.add_argument("--jit-only", action="store_true", help="only the JIT fusion section")
     parser.add_argument("--first-calls-only", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     sizes = [int(float(s)) for s in args.sizes.split(",")]
@@ -176,6 +313,9 @@ def main():
     threads.set_num_threads(args.threads)
     if args.first_calls_only:
         print(json.dumps(first_call_times(sizes)))
+        return
+    if args.jit_only:
+        jit_section(sizes)
         return
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         print(f"{var}: {'set to ' + repr(os.environ[var]) if var in os.environ else 'not set'}")
@@ -208,6 +348,8 @@ def main():
     both = best(lambda: apply(br, a @ a, b))
     print(f"\nGEMM 512^3 then fused bias+ReLU: {both * 1e3:.3f} ms (GEMM alone {gemm * 1e3:.3f}, "
           f"bias+ReLU alone {pw * 1e3:.3f}; a shared-core penalty shows as the first above the sum)")
+    if args.jit:
+        jit_section(sizes)
 
 
 if __name__ == "__main__":

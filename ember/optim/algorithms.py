@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ember.optim import _fused
 from ember.optim.optimizer import Optimizer, required
 from ember.tensor import Tensor
 
@@ -113,6 +114,11 @@ class Adam(Optimizer):
                 st["step"] += 1
                 step = st["step"]
                 m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
+                if not g["amsgrad"] and _fused.usable(x, grad, m, v):  # one pass (ember.optim._fused)
+                    _fused.adam_(x, grad, m, v, b1, b2, math.sqrt(1 - b2 ** step), eps,
+                                 lr / (1 - b1 ** step))
+                    p._bump()
+                    continue
                 m += (grad - m) * (1 - b1)
                 v *= b2
                 v += (1 - b2) * grad * grad
