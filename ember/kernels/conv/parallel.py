@@ -22,6 +22,7 @@ import numpy as np
 
 from ember.kernels.threads import get_num_threads
 
+OWN_THREADS = True   # False: no chunking, GEMMs use BLAS's own threads (for A/B measurements)
 MIN_FLOPS = 4e6      # below this a GEMM runs inline: splitting costs more than it saves
 MIN_COLUMNS = 128    # narrowest column block worth a chunk of its own
 
@@ -67,7 +68,7 @@ def run(fn, n_items, min_per_chunk=1):
     chunk order. The caller computes the first chunk; pool workers the others. Called from inside
     a chunk it runs inline as one chunk (no nested fan-out, so no pool deadlock)."""
     parts = min(threads(), max(1, n_items // max(1, min_per_chunk)))
-    if parts <= 1 or getattr(_inside, "flag", False):
+    if parts <= 1 or not OWN_THREADS or getattr(_inside, "flag", False):
         return [fn(0, n_items)]
     bounds = [n_items * i // parts for i in range(parts + 1)]
     pool = _executor(parts - 1)
@@ -81,7 +82,7 @@ def run(fn, n_items, min_per_chunk=1):
 
 def parallel_possible():
     """True when ``run`` would actually fan out (more than one thread, not inside a chunk)."""
-    return threads() > 1 and not getattr(_inside, "flag", False)
+    return OWN_THREADS and threads() > 1 and not getattr(_inside, "flag", False)
 
 
 def _controllers():
@@ -101,6 +102,8 @@ class _BlasSingle:
 
     def __enter__(self):
         global _blas_depth, _blas_saved
+        if not OWN_THREADS:
+            return self
         with _blas_lock:
             if _blas_depth == 0:
                 ctl = _controllers()
@@ -113,6 +116,8 @@ class _BlasSingle:
 
     def __exit__(self, *exc):
         global _blas_depth
+        if not OWN_THREADS:
+            return False
         with _blas_lock:
             _blas_depth -= 1
             if _blas_depth == 0:
