@@ -1,7 +1,7 @@
 """Convolution speed: ember's conv kernels vs PyTorch's CPU convolution in the same run.
 
 Usage: python benchmarks/conv.py [--threads 2] [--repeat 9] [--no-algorithms] [--no-threads]
-                                 [--shapes 0,2]
+                                 [--shapes 0,2] [--own weight|forward,input,weight|none]
 
 The machine is shared, so ember and torch calls alternate (e f, t f, e dX, t dX, e dW, t dW, ...)
 and every figure is the median over ``--repeat`` rounds: load slows both sides instead of skewing
@@ -26,7 +26,7 @@ import numpy as np
 
 from ember.backends import conv as settings
 from ember.kernels import conv as C
-from ember.kernels.conv import selector
+from ember.kernels.conv import parallel, selector
 from ember.kernels.threads import set_num_threads
 
 SHAPES = [(8, 64, 56, 56, 64, 3, 1), (1, 64, 56, 56, 64, 3, 1), (32, 3, 32, 32, 32, 5, 0),
@@ -124,7 +124,13 @@ def main():
     parser.add_argument("--no-algorithms", action="store_true")
     parser.add_argument("--no-threads", action="store_true")
     parser.add_argument("--shapes", default=None, help="comma-separated indices into SHAPES")
+    parser.add_argument("--own", default=None,
+                        help="directions run on ember's own chunks with BLAS at one thread, e.g. "
+                             "'weight' (default) or 'forward,input,weight' or 'none'")
     args = parser.parse_args()
+    if args.own is not None:
+        parallel.OWN_THREADS_DIRECTIONS = () if args.own == "none" else tuple(args.own.split(","))
+    print(f"own-thread directions: {parallel.OWN_THREADS_DIRECTIONS} (others: BLAS threads)")
     shapes = SHAPES if args.shapes is None else [SHAPES[int(i)] for i in args.shapes.split(",")]
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS"):
         print(f"{var}={os.environ.get(var, '<not set>')}")

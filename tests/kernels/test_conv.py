@@ -330,7 +330,8 @@ def test_heuristic_choices():
     assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((1, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((1, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "im2col"  # 16 tiles
-    assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 128 tiles
+    assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 128 tiles
+    assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "winograd"
     assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "im2col"  # 32 channels: forward ties
     assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "winograd"
     assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "im2col"
@@ -417,8 +418,10 @@ def threads():
 
 @pytest.mark.parametrize("algorithm", ["im2col", "implicit_gemm", "winograd", "direct1x1",
                                        "depthwise"])
-def test_thread_counts_give_matching_results(algorithm, force, threads):
+@pytest.mark.parametrize("own", [("weight",), ("forward", "input", "weight")])
+def test_thread_counts_give_matching_results(algorithm, own, force, threads, monkeypatch):
     """ember's own chunking (images, GEMM batches, columns, reductions) for 1, 2 and 3 threads."""
+    monkeypatch.setattr(parallel, "OWN_THREADS_DIRECTIONS", own)
     groups = 6 if algorithm == "depthwise" else 1
     R = 1 if algorithm == "direct1x1" else 3
     x = rng.standard_normal((5, 6, 13, 11)).astype(np.float64)
@@ -441,6 +444,7 @@ def test_thread_counts_give_matching_results(algorithm, force, threads):
 @pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
 def test_im2col_subbatches_and_layouts(case, per_image_min, force, monkeypatch, threads):
     """One image per sub-batch, both column layouts, three threads: still the reference."""
+    monkeypatch.setattr(parallel, "OWN_THREADS_DIRECTIONS", ("forward", "input", "weight"))
     monkeypatch.setattr(im2col, "SUBBATCH_BYTES", 1)
     monkeypatch.setattr(im2col, "PER_IMAGE_MIN", per_image_min)
     threads(3)
@@ -467,7 +471,8 @@ def test_parallel_matmul_splits(shapes, monkeypatch, threads):
     a = rng.standard_normal(shapes[0])
     b = rng.standard_normal(shapes[1])
     out = np.empty(shapes[2])
-    assert parallel.matmul(a, b, out) is out
+    with parallel.policy(True):
+        assert parallel.matmul(a, b, out) is out
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-12, atol=1e-12)
 
 
@@ -476,7 +481,7 @@ def test_blas_threads_restored_after_a_call():
     before = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
     x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
     w = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
-    with parallel.blas_single:
+    with parallel.policy(True):
         seen = [i["num_threads"] for i in threadpoolctl.threadpool_info()
                 if i["user_api"] == "blas"]
         C.conv2d_forward(x, w, None, 1, 1, 1, 1)   # nested: the setting stays at one thread
@@ -486,3 +491,16 @@ def test_blas_threads_restored_after_a_call():
     after = [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
     assert after == before
     assert all(n == 1 for n in seen)
+
+
+def test_chunk_errors_propagate_and_the_pool_survives(threads):
+    threads(2)
+
+    def fn(lo, hi):
+        if lo <= 3 < hi:
+            raise KeyError("chunk")
+        return hi - lo
+    with parallel.policy(True):
+        with pytest.raises(KeyError):
+            parallel.run(fn, 16)
+        assert sum(parallel.run(lambda lo, hi: hi - lo, 16)) == 16

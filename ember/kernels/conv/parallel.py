@@ -10,10 +10,11 @@ runs (``blas_single``), OpenBLAS is held at one thread and the work is split her
 long reduction), each a single-threaded BLAS call or a Numba ``nogil`` kernel, run by the caller and
 pool workers with no synchronisation until the end: a straggler costs only its own share.
 
-Chunks are computed by the calling thread and ``get_num_threads() - 1`` pool workers. Workspace
-buffers are per thread (``workspace``), so a chunk uses its own thread's buffers. Results do not
-depend on the thread count except for reduction splits (partial sums added in a fixed order, so a
-given thread count always gives the same bits).
+Chunks are claimed one at a time by the calling thread and ``get_num_threads() - 1`` pool workers
+(see ``run``). Workspace buffers are per thread (``workspace``), so a chunk uses the buffers of the
+thread that runs it. Results do not depend on the schedule; they depend on the thread count only
+through reduction splits (partial sums added in chunk order, so a given thread count always gives
+the same bits).
 """
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -22,7 +23,10 @@ import numpy as np
 
 from ember.kernels.threads import get_num_threads
 
-OWN_THREADS = True   # False: no chunking, GEMMs use BLAS's own threads (for A/B measurements)
+# Directions run with ember's own chunks (BLAS at one thread); the others call BLAS with its own
+# threads and do not chunk. See the module docstring and docs/conv.md for the measurements.
+OWN_THREADS_DIRECTIONS = ("weight",)
+CHUNKS_PER_THREAD = 4
 MIN_FLOPS = 4e6      # below this a GEMM runs inline: splitting costs more than it saves
 MIN_COLUMNS = 128    # narrowest column block worth a chunk of its own
 
@@ -53,36 +57,112 @@ def _executor(workers):
 
 
 _inside = threading.local()
+_mode = threading.local()
 
 
-def _chunk(fn, lo, hi):
-    _inside.flag = True
-    try:
-        return fn(lo, hi)
-    finally:
-        _inside.flag = False
+def _own():
+    return getattr(_mode, "own", False)
+
+
+class policy:
+    """Context manager for one convolution call: ``own=True`` holds BLAS at one thread
+    (``blas_single``) and lets ``run``/``matmul`` split work over ember's threads; ``own=False``
+    runs everything inline and leaves BLAS threading to BLAS."""
+
+    def __init__(self, own):
+        self.own = bool(own)
+
+    def __enter__(self):
+        self.saved = _own()
+        _mode.own = self.own
+        if self.own:
+            blas_single.__enter__()
+        return self
+
+    def __exit__(self, *exc):
+        if self.own:
+            blas_single.__exit__(*exc)
+        _mode.own = self.saved
+        return False
+
+
+class _Job:
+    """Chunks handed out one at a time (dynamic scheduling) and a count of the unfinished ones."""
+
+    def __init__(self, parts):
+        self.lock = threading.Lock()
+        self.next = 0
+        self.parts = parts
+        self.remaining = parts
+        self.finished = threading.Event()
+        self.error = None
+
+    def claim(self):
+        with self.lock:
+            if self.next >= self.parts:
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def done(self, error=None):
+        with self.lock:
+            self.remaining -= 1
+            if error is not None and self.error is None:
+                self.error = error
+                self.remaining -= self.parts - self.next   # nobody will claim the rest
+                self.next = self.parts
+            if self.remaining == 0:
+                self.finished.set()
 
 
 def run(fn, n_items, min_per_chunk=1):
     """Call ``fn(lo, hi)`` over contiguous chunks covering range(n_items); return the results in
-    chunk order. The caller computes the first chunk; pool workers the others. Called from inside
-    a chunk it runs inline as one chunk (no nested fan-out, so no pool deadlock)."""
-    parts = min(threads(), max(1, n_items // max(1, min_per_chunk)))
-    if parts <= 1 or not OWN_THREADS or getattr(_inside, "flag", False):
+    chunk order.
+
+    There are up to CHUNKS_PER_THREAD chunks per thread, claimed one at a time by the caller and
+    the pool workers, and the caller waits for the chunks, not for the workers: a worker that the
+    OS has not scheduled yet (another process holds its core) simply finds no work left, so a busy
+    core costs at most the chunk in flight on it. The chunk bounds do not depend on which thread
+    runs which chunk, so results are the same bits on every run. Called from inside a chunk (or
+    with one thread) it runs inline as one chunk.
+    """
+    n = threads()
+    parts = min(n * CHUNKS_PER_THREAD, max(1, n_items // max(1, min_per_chunk)))
+    if n <= 1 or parts <= 1 or not _own() or getattr(_inside, "flag", False):
         return [fn(0, n_items)]
     bounds = [n_items * i // parts for i in range(parts + 1)]
-    pool = _executor(parts - 1)
-    futures = [pool.submit(_chunk, fn, bounds[i], bounds[i + 1]) for i in range(1, parts)]
-    try:
-        first = _chunk(fn, bounds[0], bounds[1])
-    finally:
-        rest = [f.result() for f in futures]   # wait for every chunk, even after an error
-    return [first] + rest
+    results = [None] * parts
+    job = _Job(parts)
+
+    def work():
+        _inside.flag = True
+        try:
+            while True:
+                i = job.claim()
+                if i is None:
+                    return
+                try:
+                    results[i] = fn(bounds[i], bounds[i + 1])
+                except BaseException as e:  # re-raised by the caller
+                    job.done(e)
+                else:
+                    job.done()
+        finally:
+            _inside.flag = False
+
+    pool = _executor(n - 1)
+    for _ in range(n - 1):
+        pool.submit(work)
+    work()
+    job.finished.wait()
+    if job.error is not None:
+        raise job.error
+    return results
 
 
 def parallel_possible():
     """True when ``run`` would actually fan out (more than one thread, not inside a chunk)."""
-    return OWN_THREADS and threads() > 1 and not getattr(_inside, "flag", False)
+    return _own() and threads() > 1 and not getattr(_inside, "flag", False)
 
 
 def _controllers():
@@ -102,8 +182,6 @@ class _BlasSingle:
 
     def __enter__(self):
         global _blas_depth, _blas_saved
-        if not OWN_THREADS:
-            return self
         with _blas_lock:
             if _blas_depth == 0:
                 ctl = _controllers()
@@ -116,8 +194,6 @@ class _BlasSingle:
 
     def __exit__(self, *exc):
         global _blas_depth
-        if not OWN_THREADS:
-            return False
         with _blas_lock:
             _blas_depth -= 1
             if _blas_depth == 0:

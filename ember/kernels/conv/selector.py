@@ -7,13 +7,14 @@ algorithm on the first call for a key and keeps the fastest for the process), el
 Heuristic (measured on the 2-core Zen 4 VM with OpenBLAS, float32, under load from other processes,
 interleaved medians; see docs/conv.md and benchmarks/conv.py):
 - depthwise groups (C/groups == 1, groups == C) -> ``depthwise``; 1x1 kernels -> ``direct1x1``;
-- 3x3, stride 1, dilation 1 -> ``winograd`` when the batch has at least WINOGRAD_MIN_TILES 4x4
-  output tiles and min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS (forward, input gradient) or
-  WEIGHT_MIN_CHANNELS (weight gradient). Since the 36 GEMMs are split over ember's threads
-  (``parallel``) the weight gradient wins from the same tile count: 1.75 vs 3.6 ms at 196 tiles
-  (1x64x56x56), 17.6 vs 30.9 ms (8x128x28x28), 4.6 vs 6.7 ms (4x64x28x28 -> 128); at 32 channels
-  forward and input gradient tie with im2col (14.6 vs 13.4 ms, 8x32x56x56) while the weight gradient
-  still wins (11.2 vs 14.3 ms). At 16-32 tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches
+- 3x3, stride 1, dilation 1 -> ``winograd`` when min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS and the
+  batch has >= WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
+  min(C/g, K/g) >= WEIGHT_MIN_CHANNELS and >= WEIGHT_MIN_TILES tiles (weight gradient). Since the
+  weight gradient's 36 GEMMs are split over ember's threads (``parallel``) it wins from fewer tiles
+  than before: 1.8 vs 3.0 ms at 196 tiles (1x64x56x56), 11.3 vs 25.2 ms at 128 (8x256x14x14),
+  17.6 vs 30.9 ms (8x128x28x28), 4.6 vs 6.7 ms (4x64x28x28 -> 128); forward and input gradient at
+  128 tiles (8x256x14x14) lose to im2col (16.6 vs 14.7 ms, 17.6 vs 15.1 ms) and at 32 channels tie
+  with it (14.6 vs 13.4 ms, 8x32x56x56). At 16-32 tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches
   below BATCH_THRESHOLD images are the batch-of-one inference path: the single image alone must give
   WINOGRAD_MIN_TILES tiles, else its 36 GEMMs are too thin and im2col (per-image layout, output
   already in NCHW order) runs instead;
@@ -37,7 +38,8 @@ FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad
 BATCH_THRESHOLD = 2
 WINOGRAD_MIN_CHANNELS = 64
 WEIGHT_MIN_CHANNELS = 32
-WINOGRAD_MIN_TILES = 128
+WINOGRAD_MIN_TILES = 192
+WEIGHT_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
 
 _tuned = {}
@@ -63,8 +65,10 @@ def heuristic(direction, g):
         return "direct1x1"
     if winograd.supports(g, direction):
         fg = transposed_geometry(g) if direction == "input" else g
-        channels = WEIGHT_MIN_CHANNELS if direction == "weight" else WINOGRAD_MIN_CHANNELS
-        if min(fg.Cg, fg.Kg) >= channels and _tiles(fg) >= WINOGRAD_MIN_TILES:
+        weight = direction == "weight"
+        channels = WEIGHT_MIN_CHANNELS if weight else WINOGRAD_MIN_CHANNELS
+        tiles = WEIGHT_MIN_TILES if weight else WINOGRAD_MIN_TILES
+        if min(fg.Cg, fg.Kg) >= channels and _tiles(fg) >= tiles:
             return "winograd"
     cols = g.C * g.R * g.S * g.Ho * g.Wo * 8
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
@@ -78,10 +82,12 @@ def _tiles(g):
 
 
 def run(op, direction, g, a, b):
-    """Run ``direction`` with BLAS held at one thread (``parallel.blas_single``): the algorithms
-    split their work into independent chunks themselves.
+    """Run ``direction`` under ``parallel.policy``: for the directions in
+    ``parallel.OWN_THREADS_DIRECTIONS`` (the weight gradient: small outputs, long reductions, where
+    OpenBLAS's lock-step threads stall under load) BLAS is held at one thread and the algorithms
+    split their work into independent chunks; the others use BLAS's own threads.
     """
-    with parallel.blas_single:
+    with parallel.policy(direction in parallel.OWN_THREADS_DIRECTIONS):
         return _run(op, direction, g, a, b)
 
 

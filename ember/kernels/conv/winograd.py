@@ -60,9 +60,11 @@ def kernels():
 
 
 def weight_transform(w, g):
-    """U (36, groups, K/groups, C/groups) = G w G^T per (k, c), as one GEMM with kron(G, G)."""
-    U = w.reshape(g.K * g.Cg, 9) @ GG.astype(w.dtype).T
-    return np.ascontiguousarray(U.T).reshape(36, g.groups, g.Kg, g.Cg)
+    """U (36, groups, K/groups, C/groups) = G w G^T per (k, c), as one GEMM with kron(G, G),
+    in the workspace."""
+    U = buffer("winograd.U", (36, g.K * g.Cg), w.dtype)
+    np.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, out=U)
+    return U.reshape(36, g.groups, g.Kg, g.Cg)
 
 
 def transformed_input(x, g, th, tw):
