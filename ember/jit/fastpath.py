@@ -46,19 +46,9 @@ def _pair(v):
 
 
 def max_pool2d_values(x, kernel_size, stride, padding, dilation, ceil_mode):
-    """max_pool2d_with_indices(...)[0] without the indices (non-overlapping windows fast)."""
-    k = _pair(kernel_size)
-    s = k if stride is None or (isinstance(stride, (tuple, list)) and not stride) else \
-        _pair(stride)
-    if x.ndim == 4 and s == k and _pair(padding) == (0, 0) and _pair(dilation) == (1, 1) \
-            and not ceil_mode:
-        N, C, H, W = x.shape
-        Ho, Wo = H // k[0], W // k[1]
-        if Ho > 0 and Wo > 0:
-            return x[:, :, :Ho * k[0], :Wo * k[1]].reshape(N, C, Ho, k[0], Wo, k[1]).max(
-                axis=(3, 5))
-    from ember.kernels.pool import max_pool2d_forward
-    return max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode)[0]
+    """max_pool2d_with_indices(...)[0] without computing the indices."""
+    from ember.kernels.pool import max_pool2d_values as values
+    return values(x, kernel_size, stride, padding, dilation, ceil_mode)
 
 
 def _float(v):

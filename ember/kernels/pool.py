@@ -59,6 +59,15 @@ def _padded(x, k, s, p, d, out, fill):
     return xp
 
 
+def _padded_if_needed(x, k, s, p, d, out):
+    """``x`` itself when every window lies inside it without padding, else a -inf padded copy."""
+    H, W = x.shape[2:]
+    if p == (0, 0) and (out[0] - 1) * s[0] + d[0] * (k[0] - 1) < H and \
+            (out[1] - 1) * s[1] + d[1] * (k[1] - 1) < W:
+        return x
+    return _padded(x, k, s, p, d, out, -np.inf)
+
+
 def _tap(a, r, c, s, d, out):
     """View of a (N, C, Hn, Wn) array at kernel tap (r, c): (N, C, Ho, Wo)."""
     sn, sc, sh, sw = a.strides
@@ -69,15 +78,24 @@ def _tap(a, r, c, s, d, out):
 def _running_max(taps, out_shape, dtype, start):
     """Max over (value view, flat index) taps with torch's rule: first max wins, NaN propagates.
 
-    ``start`` is the index reported when no tap beats -inf (the window's first valid element).
+    Values: one ``np.maximum`` pass per tap. Indices: taps visited last to first, each writing
+    where it equals the max, so the first maximum wins. ``start`` is the index reported where
+    every tap is -inf (the window's first valid element, never a padding position).
     """
-    y = np.full(out_shape, -np.inf, dtype)
+    y = np.array(taps[0][0], dtype=dtype, order="C")
+    for v, _ in taps[1:]:
+        np.maximum(y, v, out=y)
     idx = np.empty(out_shape, np.int64)
-    idx[...] = start
-    for v, i in taps:
-        upd = (v > y) | np.isnan(v)
-        np.copyto(y, v, where=upd)
-        np.copyto(idx, i, where=upd)
+    nan = np.isnan(y)
+    has_nan = nan.any()
+    for v, i in reversed(taps):
+        hit = v == y
+        if has_nan:
+            hit |= np.isnan(v)
+        np.copyto(idx, i, where=hit)
+    neg_inf = y == -np.inf
+    if neg_inf.any():
+        np.copyto(idx, np.broadcast_to(start, out_shape), where=neg_inf)
     return y, idx
 
 
@@ -89,7 +107,7 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     op = "max_pool2d"
     k, s, p, d, out = _params(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     H, W = x.shape[2:]
-    xp = _padded(x, k, s, p, d, out, -np.inf)
+    xp = _padded_if_needed(x, k, s, p, d, out)
     rows = np.arange(out[0]) * s[0] - p[0]
     cols = np.arange(out[1]) * s[1] - p[1]
     first_r = np.maximum(0, -(rows // d[0]))
@@ -98,6 +116,25 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     taps = [(_tap(xp, r, c, s, d, out), (rows + r * d[0])[:, None] * W + (cols + c * d[1]))
             for r in range(k[0]) for c in range(k[1])]
     return _running_max(taps, x.shape[:2] + out, x.dtype, start)
+
+
+def max_pool2d_values(x, kernel_size, stride, padding, dilation, ceil_mode):
+    """Max pooling values only (no indices), one ``np.maximum`` pass per kernel tap; for inference.
+
+    NaN propagates as in torch. Raises ValueError like ``max_pool2d_forward``.
+    """
+    k, s, p, d, out = _params("max_pool2d", x.shape, kernel_size, stride, padding, dilation,
+                              ceil_mode)
+    xp = _padded_if_needed(x, k, s, p, d, out)
+    y = None
+    for r in range(k[0]):
+        for c in range(k[1]):
+            v = _tap(xp, r, c, s, d, out)
+            if y is None:
+                y = np.array(v, order="C")
+            else:
+                np.maximum(y, v, out=y)
+    return y
 
 
 def _scatter(gy, indices, input_shape):

@@ -144,3 +144,17 @@ def test_padding_limits_match_torch():
         except ValueError:
             ours_ok = False
         assert ours_ok == torch_ok, (k, p, d)
+
+
+@pytest.mark.parametrize("shape,k,s,p,d,ceil", [((4, 3, 16, 16), 2, 2, 0, 1, False),
+                                                ((2, 3, 9, 9), 3, 2, 1, 1, True),
+                                                ((2, 3, 11, 10), 3, 1, 1, 2, False),
+                                                ((1, 2, 7, 7), 2, 3, 1, 1, True)])
+def test_max_pool_values_only_path_matches_torch(shape, k, s, p, d, ceil):
+    torch = pytest.importorskip("torch")
+    from ember.kernels.pool import max_pool2d_values
+    x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    x[0, 1, 1:3, 1:3] = -np.inf
+    ref = torch.nn.functional.max_pool2d(torch.from_numpy(x), k, s, p, d, ceil).numpy()
+    np.testing.assert_array_equal(max_pool2d_values(x, k, s, p, d, ceil), ref)
