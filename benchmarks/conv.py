@@ -2,6 +2,7 @@
 
 Usage: python benchmarks/conv.py [--threads 2] [--repeat 9] [--no-algorithms] [--no-threads]
                                  [--shapes 0,2] [--own weight|forward,input,weight|none]
+                                 [--own-algorithms winograd|none]
 
 The machine is shared, so ember and torch calls alternate (e f, t f, e dX, t dX, e dW, t dW, ...)
 and every figure is the median over ``--repeat`` rounds: load slows both sides instead of skewing
@@ -138,10 +139,17 @@ def main():
     parser.add_argument("--own", default=None,
                         help="directions run on ember's own chunks with BLAS at one thread, e.g. "
                              "'weight' (default) or 'forward,input,weight' or 'none'")
+    parser.add_argument("--own-algorithms", default=None,
+                        help="algorithms run on ember's own chunks in every direction, e.g. "
+                             "'winograd' (default) or 'none'")
     args = parser.parse_args()
     if args.own is not None:
         parallel.OWN_THREADS_DIRECTIONS = () if args.own == "none" else tuple(args.own.split(","))
-    print(f"own-thread directions: {parallel.OWN_THREADS_DIRECTIONS} (others: BLAS threads)")
+    if args.own_algorithms is not None:
+        parallel.OWN_THREADS_ALGORITHMS = (() if args.own_algorithms == "none"
+                                           else tuple(args.own_algorithms.split(",")))
+    print(f"own-thread directions: {parallel.OWN_THREADS_DIRECTIONS}, algorithms: "
+          f"{parallel.OWN_THREADS_ALGORITHMS} (others: BLAS threads)")
     shapes = SHAPES if args.shapes is None else [SHAPES[int(i)] for i in args.shapes.split(",")]
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "OPENBLAS_NUM_THREADS"):
         print(f"{var}={os.environ.get(var, '<not set>')}")

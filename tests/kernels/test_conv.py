@@ -330,7 +330,9 @@ def test_heuristic_choices():
     assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((1, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((1, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "im2col"  # 16 tiles
-    assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 128 tiles
+    assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 128 tiles, all directions
+    assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="input") == "winograd"
+    assert pick((4, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 64 tiles
     assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "winograd"
     assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "im2col"  # 32 channels: forward ties
     assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "winograd"
@@ -447,6 +449,8 @@ def test_im2col_subbatches_and_layouts(case, per_image_min, force, monkeypatch, 
     monkeypatch.setattr(parallel, "OWN_THREADS_DIRECTIONS", ("forward", "input", "weight"))
     monkeypatch.setattr(im2col, "SUBBATCH_BYTES", 1)
     monkeypatch.setattr(im2col, "PER_IMAGE_MIN", per_image_min)
+    # thin weights take the per-image layout regardless of PER_IMAGE_MIN unless this is 0
+    monkeypatch.setattr(im2col, "PER_IMAGE_MAX_WEIGHT", 8192 if per_image_min == 1 else 0)
     threads(3)
     force("im2col")
     x, w, gy = problem(case, np.float64)
@@ -456,6 +460,27 @@ def test_im2col_subbatches_and_layouts(case, per_image_min, force, monkeypatch, 
           np.float64)
     check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), ref_weight_grad(gy, x, case),
           np.float64)
+
+
+@pytest.mark.parametrize("subbatch_bytes", [1, 4 << 20])
+@pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
+def test_im2col_row_paths(case, subbatch_bytes, force, monkeypatch, threads):
+    """Forward over rows of the padded width and the stride-1 row col2im, forced for every case
+    (thin weights, short rows and the widening limit lifted): still the reference."""
+    monkeypatch.setattr(im2col, "SUBBATCH_BYTES", subbatch_bytes)
+    monkeypatch.setattr(im2col, "PER_IMAGE_MAX_WEIGHT", 10 ** 9)
+    monkeypatch.setattr(im2col, "ROWS_MAX_WO", 10 ** 9)
+    monkeypatch.setattr(im2col, "ROWS_MAX_WIDENING", 10 ** 9)
+    threads(2)
+    force("im2col")
+    for dtype in (np.float64, np.float32):
+        x, w, gy = problem(case, dtype)
+        st, pad, dil, g = case[7:]
+        check(C.conv2d_forward(x, w, None, st, pad, dil, g), ref_forward(x, w, case), dtype)
+        check(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), ref_input_grad(gy, w, case),
+              dtype)
+        check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+              ref_weight_grad(gy, x, case), dtype)
 
 
 @pytest.mark.parametrize("shapes", [

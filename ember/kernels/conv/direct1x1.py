@@ -56,14 +56,20 @@ def input_grad(gy, w, g):
 def weight_grad(gy, x, g):
     gyg = np.ascontiguousarray(gy).reshape(g.N, g.groups, g.Kg, g.Ho * g.Wo)
     xs = sampled(x, g)
+    # the GEMM's output gets the longer side as rows (faster in OpenBLAS, see im2col.weight_grad)
+    swap = g.Kg < g.Cg
+    shape = (g.groups, g.Cg, g.Kg) if swap else (g.groups, g.Kg, g.Cg)
 
     def chunk(lo, hi):
         # one image at a time: (K/g x Ho*Wo) @ (Ho*Wo x C/g), accumulated in this thread
-        acc = np.empty((g.groups, g.Kg, g.Cg), gy.dtype)
+        acc = np.empty(shape, gy.dtype)
         tmp = buffer("direct1x1.gwpart", acc.shape, gy.dtype)
         for n in range(lo, hi):
             out = acc if n == lo else tmp
-            parallel.matmul(gyg[n], xs[n].transpose(0, 2, 1), out)
+            if swap:
+                parallel.matmul(xs[n], gyg[n].transpose(0, 2, 1), out)
+            else:
+                parallel.matmul(gyg[n], xs[n].transpose(0, 2, 1), out)
             if n != lo:
                 acc += tmp
         return acc
@@ -71,4 +77,6 @@ def weight_grad(gy, x, g):
     gw = parts[0]
     for p in parts[1:]:
         gw += p
+    if swap:
+        gw = np.ascontiguousarray(gw.transpose(0, 2, 1))
     return gw.reshape(g.weight_shape)

@@ -12,12 +12,14 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   min(C/g, K/g) >= WEIGHT_MIN_CHANNELS and >= WEIGHT_MIN_TILES tiles (weight gradient). Since the
   weight gradient's 36 GEMMs are split over ember's threads (``parallel``) it wins from fewer tiles
   than before: 1.8 vs 3.0 ms at 196 tiles (1x64x56x56), 11.3 vs 25.2 ms at 128 (8x256x14x14),
-  17.6 vs 30.9 ms (8x128x28x28), 4.6 vs 6.7 ms (4x64x28x28 -> 128); forward and input gradient at
-  128 tiles (8x256x14x14) lose to im2col (16.6 vs 14.7 ms, 17.6 vs 15.1 ms) and at 32 channels tie
-  with it (14.6 vs 13.4 ms, 8x32x56x56). At 16-32 tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches
-  below BATCH_THRESHOLD images are the batch-of-one inference path: the single image alone must give
-  WINOGRAD_MIN_TILES tiles, else its 36 GEMMs are too thin and im2col (per-image layout, output
-  already in NCHW order) runs instead;
+  17.6 vs 30.9 ms (8x128x28x28), 4.6 vs 6.7 ms (4x64x28x28 -> 128). Forward and input gradient
+  also from 128 tiles (was 192) since Winograd runs on ember's own chunks in every direction
+  (``parallel.OWN_THREADS_ALGORITHMS``): 8x256x14x14 forward 10.3 vs 12.1 ms, input 10.8 vs 12.7,
+  and the weight gradient that follows no longer competes with OpenBLAS's spinning threads (11.2
+  vs 15-19 ms); at 32 channels they tie with im2col (14.6 vs 13.4 ms, 8x32x56x56). At 16-32
+  tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches below BATCH_THRESHOLD images are the
+  batch-of-one inference path: the single image alone must give WINOGRAD_MIN_TILES tiles, else its
+  36 GEMMs are too thin and im2col (per-image layout, output already in NCHW order) runs instead;
 - otherwise ``im2col`` (chunked over images and threads; it beat the shifted-GEMM path on every
   measured shape but LeNet's first layer weight gradient, by 1.3-10x), unless the column buffer of
   one image (its smallest sub-batch) would exceed IM2COL_MAX_BYTES, in which case stride-1 problems use
@@ -38,7 +40,7 @@ FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad
 BATCH_THRESHOLD = 2
 WINOGRAD_MIN_CHANNELS = 64
 WEIGHT_MIN_CHANNELS = 32
-WINOGRAD_MIN_TILES = 192
+WINOGRAD_MIN_TILES = 128
 WEIGHT_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
 
@@ -82,17 +84,14 @@ def _tiles(g):
 
 
 def run(op, direction, g, a, b):
-    """Run ``direction`` under ``parallel.policy``: for the directions in
-    ``parallel.OWN_THREADS_DIRECTIONS`` (the weight gradient: small outputs, long reductions, where
-    OpenBLAS's lock-step threads stall under load) BLAS is held at one thread and the algorithms
-    split their work into independent chunks; the others use BLAS's own threads.
-    """
-    with parallel.policy(direction in parallel.OWN_THREADS_DIRECTIONS):
-        return _run(op, direction, g, a, b)
-
-
-def _run(op, direction, g, a, b):
     """Run ``direction`` ("forward", "input" or "weight") on arrays (a, b) for geometry ``g``.
+
+    Each algorithm runs under ``parallel.policy``: for the directions in
+    ``parallel.OWN_THREADS_DIRECTIONS`` (the weight gradient: small outputs, long reductions, where
+    OpenBLAS's lock-step threads stall under load) and the algorithms in
+    ``parallel.OWN_THREADS_ALGORITHMS`` (Winograd, whose Numba transforms split over ember's threads
+    only under this policy) BLAS is held at one thread and the algorithms split their work into
+    independent chunks; the others use BLAS's own threads.
 
     Raises ValueError when a forced algorithm is unknown or cannot handle ``g``.
     """
@@ -109,25 +108,31 @@ def _run(op, direction, g, a, b):
                 f"{op}: algorithm {forced!r} cannot compute the {direction} direction for input "
                 f"{g.input_shape}, weight {g.weight_shape}, stride {g.stride}, dilation "
                 f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
-        return getattr(mod, fn)(a, b, g)
+        return _call(forced, direction, g, a, b)
     if not settings.benchmark:
-        return getattr(ALGORITHMS[heuristic(direction, g)], fn)(a, b, g)
+        return _call(heuristic(direction, g), direction, g, a, b)
     key = (direction, g.key(), a.dtype.str)
     name = _tuned.get(key)
     if name is not None:
-        return getattr(ALGORITHMS[name], fn)(a, b, g)
+        return _call(name, direction, g, a, b)
     best = None
     for name in capable(direction, g):
-        run_algorithm = getattr(ALGORITHMS[name], fn)
-        out = run_algorithm(a, b, g)  # warm-up: JIT compilation, workspace growth
+        out = _call(name, direction, g, a, b)  # warm-up: JIT compilation, workspace growth
         start = time.perf_counter()
-        out = run_algorithm(a, b, g)
+        out = _call(name, direction, g, a, b)
         elapsed = time.perf_counter() - start
         if best is None or elapsed < best[0]:
             best = (elapsed, name, out)
     with _lock:
         _tuned[key] = best[1]
     return best[2]
+
+
+def _call(name, direction, g, a, b):
+    own = (direction in parallel.OWN_THREADS_DIRECTIONS
+           or name in parallel.OWN_THREADS_ALGORITHMS)
+    with parallel.policy(own):
+        return getattr(ALGORITHMS[name], FUNCTIONS[direction])(a, b, g)
 
 
 def tuned():
