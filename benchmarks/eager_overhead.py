@@ -34,7 +34,7 @@ def import_time(mod):
     import compileall
     import importlib.util
     origin = os.path.dirname(importlib.util.find_spec(mod).origin)
-    compileall.compile_dir(origin, quiet=1)
+    compileall.compile_dir(origin, quiet=2)
     times = []
     for _ in range(3):
         r = subprocess.run([sys.executable, "-c", f"import time; t=time.perf_counter(); import {mod}; "
