@@ -152,19 +152,26 @@ def unpack(saved, node):
 class AccumulateGrad(Node):
     """The sink of a leaf tensor: runs the leaf's hooks and adds the gradient into ``.grad``."""
 
-    __slots__ = ("variable",)
+    __slots__ = ("_variable",)
     _op_name = "accumulate_grad"
 
     def __init__(self, variable):
         super().__init__()
-        self.variable = variable
+        self._variable = weakref.ref(variable)
+
+    @property
+    def variable(self):
+        """The leaf tensor (held weakly: the tensor owns its accumulator, not the reverse)."""
+        return self._variable()
 
     def release(self):
         """Nothing to free: the node is shared by every graph that uses the leaf."""
 
     def apply(self, grads):
-        var = self.variable
+        var = self._variable()
         g = grads[0]
+        if var is None:
+            return ()
         hooks = var._hooks
         if hooks:
             for h in list(hooks):
@@ -201,10 +208,8 @@ def _owned(g):
 
 
 def grad_accumulator(t):
-    """Return (creating once, then cached weakly) the AccumulateGrad node of leaf ``t``."""
-    ref = t._acc
-    acc = ref() if ref is not None else None
+    """Return the AccumulateGrad node of leaf ``t``, created once and owned by ``t``."""
+    acc = t._acc
     if acc is None:
-        acc = AccumulateGrad(t)
-        t._acc = weakref.ref(acc)
+        acc = t._acc = AccumulateGrad(t)
     return acc
