@@ -97,7 +97,13 @@ def dispatch(op, tensors, consts):
     arrays = []
     need_grad = False
     for t in tensors:
-        if t.__class__ in _SCALARS:
+        cls = t.__class__
+        if cls is Tensor:
+            arrays.append(t._data)
+            if t._requires_grad:
+                need_grad = True
+            continue
+        if cls in _SCALARS:
             arrays.append(t if op.scalar_ok else _check_slot(op, len(arrays), t))
             continue
         try:
