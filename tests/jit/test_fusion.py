@@ -270,3 +270,12 @@ def test_small_inputs_run_the_unfused_code():
     assert not grp._use_kernel([np.zeros((4, 4), np.float32)])
     with ember.no_grad():
         np.testing.assert_allclose(o(x_(4, 4, seed=2))._data, f(x_(4, 4, seed=2))._data)
+
+
+def test_node_reading_one_grouped_value_twice_fuses_once():
+    import ember
+    from ember import jit
+    x = ember.randn(4, 5)
+    opt = jit.optimize(jit.trace(lambda t: (t - 1.0).square() + (t - 1.0) * (t - 1.0), (x,)))
+    np.testing.assert_allclose(opt(x).numpy(), (2 * (x - 1.0) ** 2).numpy(), rtol=1e-6)
+    opt.graph.lint()

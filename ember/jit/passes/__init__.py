@@ -2,18 +2,22 @@
 
 ``optimize(traced)`` copies the graph, optionally freezes parameters into constants, then runs
 ``PIPELINE`` in order. The pointwise-fusion pass (``fuse``) runs on the simplified, folded graph,
-in the slot before ``cse``; other passes register with ``register_pass(fn, name, before=...)``.
+in the slot before ``cse``, after ``decompose`` (which splits ``layer_norm`` and bias-``linear``
+into spec ops so their pointwise tails can fuse); other passes register with
+``register_pass(fn, name, before=...)``.
 """
 from ember.jit.passes.batchnorm import fold_batchnorm
 from ember.jit.passes.cse import cse
 from ember.jit.passes.dce import dce
+from ember.jit.passes.decompose import decompose
 from ember.jit.passes.dropout import remove_eval_dropout
 from ember.jit.passes.fold import constant_fold, freeze
 from ember.jit.passes.fuse import fuse
 from ember.jit.passes.simplify import simplify
 
 __all__ = ["dce", "cse", "constant_fold", "freeze", "simplify", "fold_batchnorm",
-           "remove_eval_dropout", "fuse", "PIPELINE", "register_pass", "run_passes", "optimize"]
+           "remove_eval_dropout", "decompose", "fuse", "PIPELINE", "register_pass", "run_passes",
+           "optimize"]
 
 # (name, pass) in the order optimize runs them
 PIPELINE = [
@@ -21,6 +25,7 @@ PIPELINE = [
     ("fold_batchnorm", fold_batchnorm),
     ("simplify", simplify),
     ("constant_fold", constant_fold),
+    ("decompose", decompose),  # layer_norm / linear bias -> spec ops, so their tails fuse
     ("fuse", fuse),  # pointwise fusion groups (runs cse first itself)
     ("cse", cse),
     ("dce", dce),

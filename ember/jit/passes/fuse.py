@@ -97,7 +97,7 @@ def fuse(graph, min_size=MIN_SIZE, max_outputs=MAX_OUTPUTS, max_nodes=MAX_NODES)
         for v in n.inputs:
             p = v.node
             grp = group_of.get(id(p)) if p is not None else None
-            if grp is None or id(grp) in seen or grp.shape != cur.shape:
+            if grp is None or grp is cur or id(grp) in seen or grp.shape != cur.shape:
                 continue
             seen.add(id(grp))
             members = grp.members + cur.members
