@@ -101,6 +101,9 @@ def _same_walk(a, o, shape):
             and _element_strides(a, shape) == _element_strides(o, shape))
 
 
+RUNS_PER_THREAD = 8
+
+
 def _thread_count():
     n = threads._num_threads  # get_num_threads() without its os.cpu_count() call per launch
     return n if n is not None else _CPU_COUNT
@@ -267,8 +270,12 @@ class PointwiseKernel:
         if n_threads > 1 and rows < 4 * n_threads:
             nchunks = max(1, min(-(-4 * n_threads // rows), inner // MIN_CHUNK))
         ntasks = rows * nchunks
+        # more runs than threads, taken dynamically (numba_runtime sets a parallel chunk size of
+        # 1): a thread whose core is still busy (e.g. BLAS workers spinning after a GEMM) takes
+        # fewer runs instead of holding up the whole launch
+        runs = 1 if n_threads <= 1 else min(n_threads * RUNS_PER_THREAD, ntasks)
         fn(np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks, ntasks,
-           min(n_threads, ntasks), *buffers)
+           runs, *buffers)
         for o, tmp in writes:
             o[...] = tmp
 

@@ -66,5 +66,6 @@ def sync_threads(n):
     n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
     if getattr(_current, "n", None) != n:
         numba.set_num_threads(n)
+        numba.set_parallel_chunksize(1)  # prange iterations are taken dynamically, one at a time
         _current.n = n
     return n
