@@ -5,8 +5,7 @@ import numpy as np
 
 import ember.autograd._generated as G
 from ember.autograd.node import SavedTensor
-
-
+from ember.errors import UnsupportedError
 from ember.tensor import Tensor
 
 
@@ -234,11 +233,11 @@ def einsum_grad(grad, operands, equation, i):
     lhs, _, rhs = equation.replace(" ", "").partition("->")
     subs = lhs.split(",")
     if not _ or "." in equation:
-        raise NotImplementedError(f"einsum backward needs an explicit '->' without ellipsis: "
+        raise UnsupportedError(f"einsum backward needs an explicit '->' without ellipsis: "
                                   f"'{equation}'")
     mine = subs[i]
     if len(set(mine)) != len(mine):
-        raise NotImplementedError(f"einsum backward with a repeated subscript in '{mine}'")
+        raise UnsupportedError(f"einsum backward with a repeated subscript in '{mine}'")
     others = [s for j, s in enumerate(subs) if j != i]
     avail = set(rhs).union(*others) if others else set(rhs)
     kept = "".join(c for c in mine if c in avail)

@@ -14,6 +14,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.frontends import dropout as _dropout
 from ember.random import resolve
 from ember.tensor import Tensor
+from ember.errors import UnsupportedError
 
 __all__ = []  # filled at the end
 
@@ -657,7 +658,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     """
     nd = input.dim() - 2
     if nd not in (1, 2):
-        raise NotImplementedError(f"interpolate: ember supports 3-d and 4-d input, got "
+        raise UnsupportedError(f"interpolate: ember supports 3-d and 4-d input, got "
                                   f"{input.dim()}-d")
     if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
         raise ValueError("align_corners option can only be set with the interpolating modes: "
@@ -675,7 +676,7 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     elif mode == "area":
         y = G.adaptive_avg_pool2d(x, out2)
     else:
-        raise NotImplementedError(f"interpolate: mode {mode!r} is not supported by ember")
+        raise UnsupportedError(f"interpolate: mode {mode!r} is not supported by ember")
     return G.squeeze(y, 2) if nd == 1 else y
 
 

@@ -41,7 +41,7 @@ class LRScheduler:
         return self._last_lr
 
     def get_lr(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement get_lr()")
 
     def step(self, epoch=None):
         """Advance one step (``epoch`` given: jump there, deprecated in torch)."""

@@ -94,7 +94,7 @@ class Optimizer:
                         p.grad._bump()
 
     def step(self, closure=None):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement step(closure=None)")
 
     def _closure(self, closure):
         if closure is None:

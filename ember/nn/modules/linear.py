@@ -7,6 +7,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.errors import UnsupportedError
 
 
 def _empty(*shape, dtype=None):
@@ -56,7 +57,7 @@ class LazyLinear(Linear):
     """Not supported: ember needs in_features up front."""
 
     def __init__(self, *args, **kwargs):
-        raise NotImplementedError("ember does not support lazy modules; use nn.Linear")
+        raise UnsupportedError("ember does not support lazy modules; use nn.Linear")
 
 
 class Bilinear(Module):

@@ -12,6 +12,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.errors import UnsupportedError
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -32,7 +33,7 @@ class RNNBase(Module):
         if num_layers <= 0:
             raise ValueError("num_layers must be greater than or equal to 1")
         if proj_size:
-            raise NotImplementedError("ember's LSTM does not support proj_size")
+            raise UnsupportedError("ember's LSTM does not support proj_size")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
