@@ -13,7 +13,7 @@ $(VENV)/bin/python:
 	$(PY) -m pip install -q --upgrade pip
 
 $(VENV)/.installed: $(VENV)/bin/python pyproject.toml
-	$(PY) -m pip install -q -e ".[io,fast]"
+	$(PY) -m pip install -q -e ".[io,fast,onnx]"
 	touch $@
 
 $(STAMP): $(VENV)/bin/python pyproject.toml
