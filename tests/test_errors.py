@@ -1,5 +1,4 @@
 """User errors name the op, the shapes and dtypes, and what was expected; no raw NumPy errors."""
-import numpy as np
 import pytest
 
 import ember

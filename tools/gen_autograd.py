@@ -257,7 +257,6 @@ def emit_backward(op, w):
         w(f"        ctx.{k} = {val} if {cond} else None")
     w("")
     w("    def apply(ctx, grads):")
-    kind = op.returns[0]
     w("        grad = grads[0]")
     w("        needs = ctx.needs")
     for k in slot_names:
