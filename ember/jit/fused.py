@@ -28,7 +28,11 @@ from ember.kernels.pointwise import Expr, compile_pointwise, has_compiler
 from ember.kernels.pointwise import engine as _engine
 from ember.kernels.pointwise.autodiff import derive
 
-__all__ = ["TRANSLATE", "FusedGroup", "group_expr", "fused_group", "MIN_FUSED_SIZE", "FORCE"]
+__all__ = ["NotFusible", "TRANSLATE", "FusedGroup", "group_expr", "fused_group", "MIN_FUSED_SIZE", "FORCE"]
+
+
+class NotFusible(Exception):
+    """A node (or one of its arguments) has no translation into a pointwise-engine expression."""
 
 # Below this many elements (the largest input) a group runs op by op (see the module docstring).
 MIN_FUSED_SIZE = _engine.MIN_COMPILED_SIZE
@@ -57,12 +61,12 @@ def _div(e, a, attrs):
         return e("floor_divide", *a)
     if mode == "trunc":
         return e("trunc", e("div", *a))
-    raise NotImplementedError(mode)
+    raise NotFusible(f"div rounding_mode {mode!r}")
 
 
 def _round(e, a, attrs):
     if attrs.get("decimals", 0) != 0:
-        raise NotImplementedError("round with decimals")
+        raise NotFusible("round with decimals")
     return e("round", a[0])
 
 
@@ -87,7 +91,7 @@ _DIRECT = ("mul remainder pow maximum minimum where lerp eq ne lt le gt ge logic
            "log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf relu selu silu floor ceil trunc "
            "clamp").split()
 
-# spec op -> tr(emit, operands, attrs) returning the result's name; NotImplementedError: not fusible
+# spec op -> tr(emit, operands, attrs) returning the result's name; NotFusible: not fusible
 TRANSLATE = {op: _direct(op) for op in _DIRECT}
 TRANSLATE.update({
     "add": _binary_alpha("add"), "sub": _binary_alpha("sub"), "div": _div, "round": _round,
@@ -107,13 +111,13 @@ def _operand(x, names):
         return x
     if isinstance(x, np.generic) and x.ndim == 0:
         return x.item()
-    raise NotImplementedError(f"operand {x!r}")
+    raise NotFusible(f"operand {x!r}")
 
 
 def translate_nodes(inputs, nodes, outputs):
     """``(Expr, names)``: the expression of pointwise ``nodes`` over the Values ``inputs``,
     returning ``outputs``; ``names`` maps id(Value) to its step name. Raises
-    NotImplementedError when a node is not fusible."""
+    NotFusible when a node is not fusible."""
     names = {id(v): f"a{i}" for i, v in enumerate(inputs)}
     steps = []
 
@@ -125,7 +129,7 @@ def translate_nodes(inputs, nodes, outputs):
     for n in nodes:
         tr = TRANSLATE.get(n.kind)
         if tr is None or len(n.outputs) != 1:
-            raise NotImplementedError(n.kind)
+            raise NotFusible(n.kind)
         names[id(n.outputs[0])] = tr(emit, [_operand(a, names) for a in n.args], n.attrs)
     outs = tuple(names[id(o)] for o in outputs)
     return Expr(tuple(names[id(v)] for v in inputs), tuple(steps), outs), names

@@ -11,6 +11,7 @@ import warnings
 import numpy as np
 
 from ember import random as _random
+from ember.errors import UnsupportedError
 from ember.tensor import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
@@ -34,10 +35,10 @@ class IterableDataset(Dataset):
     """A dataset read by iterating it (``__iter__``)."""
 
     def __iter__(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
     def __add__(self, other):
-        raise NotImplementedError("ember does not chain IterableDatasets")
+        raise UnsupportedError("ember does not chain IterableDatasets")
 
 
 class TensorDataset(Dataset):

@@ -32,7 +32,7 @@ _FLOATISH = "fb"
 
 def fusible(node):
     """True when ``node`` may be a member of a fusion group (see the module docstring)."""
-    from ember.jit.fused import TRANSLATE, translate_nodes, value_type
+    from ember.jit.fused import TRANSLATE, NotFusible, translate_nodes, value_type
     from ember.kernels.pointwise import infer_types
     if node.kind not in TRANSLATE or len(node.outputs) != 1:
         return False
@@ -59,7 +59,7 @@ def fusible(node):
         ins = list(dict.fromkeys(vals))
         expr, _ = translate_nodes(ins, [node], [out])
         typing = infer_types(expr, [value_type(v) for v in ins])
-    except (NotImplementedError, TypeError, ValueError):
+    except (NotFusible, TypeError, ValueError):
         return False
     return typing.outputs[0][1] == out.dtype
 

@@ -151,6 +151,13 @@ class RNNBase(Module):
             output = G.transpose(output, 0, 1)
         return output, states
 
+    def forward(self, input, hx=None):
+        """(output, h_n) for the single-state models (RNN, GRU); LSTM overrides with (h, c)."""
+        x, states, unb = self._prepare(input, None if hx is None else (hx,), 1)
+        out, finals = self._run(x, states)
+        out, finals = self._finish(out, finals, unb)
+        return out, finals[0]
+
 
 class RNN(RNNBase):
     """Elman RNN: h' = tanh(x W_ih^T + b_ih + h W_hh^T + b_hh) (or relu)."""
@@ -187,12 +194,6 @@ class RNN(RNNBase):
             outs[t] = h
         return G.stack(outs, 0), (h,)
 
-    def forward(self, input, hx=None):
-        x, states, unb = self._prepare(input, None if hx is None else (hx,), 1)
-        out, finals = self._run(x, states)
-        out, finals = self._finish(out, finals, unb)
-        return out, finals[0]
-
 
 class LSTM(RNNBase):
     """Long short-term memory (gates i, f, g, o as torch)."""
@@ -227,12 +228,6 @@ class GRU(RNNBase):
             h, _ = G.gru_step(gx[t], h, w_hh, b_hh)
             outs[t] = h
         return G.stack(outs, 0), (h,)
-
-    def forward(self, input, hx=None):
-        x, states, unb = self._prepare(input, None if hx is None else (hx,), 1)
-        out, finals = self._run(x, states)
-        out, finals = self._finish(out, finals, unb)
-        return out, finals[0]
 
 
 class RNNCellBase(Module):
