@@ -134,7 +134,7 @@ class Sampler:
         pass
 
     def __iter__(self):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__} must implement __iter__")
 
 
 class SequentialSampler(Sampler):
