@@ -323,7 +323,7 @@ def main():
     print(f"cache dir: {os.environ['EMBER_CACHE_DIR']}")
     compile_s = first_call_times(sizes)
     import numba
-    print(f"numba {numba.__version__}, threading layer {numba.threading_layer()}")
+    print(f"numba {numba.__version__}: serial nogil kernels on ember's own thread pool")
     proc = subprocess.run([sys.executable, __file__, "--sizes", args.sizes, "--threads", str(args.threads),
                            "--first-calls-only"], capture_output=True, text=True, env=os.environ)
     load_s = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}

@@ -1,10 +1,10 @@
 """One thread setting for BLAS and ember's own parallel loops.
 
-``set_num_threads`` limits OpenBLAS/MKL through threadpoolctl (imported lazily, optional) and
-Numba's thread count when Numba is loaded. Parallel loops of ember's own read ``get_num_threads``.
+``set_num_threads`` limits OpenBLAS/MKL through threadpoolctl (imported lazily, optional).
+Parallel loops of ember's own (``ember.kernels.threadpool``: convolution chunks and compiled
+pointwise kernels) read ``get_num_threads``.
 """
 import os
-import sys
 
 _CPU_COUNT = os.cpu_count() or 1
 _num_threads = None
@@ -33,9 +33,3 @@ def set_num_threads(n):
         threadpool_limits = None
     if threadpool_limits is not None:
         _blas_limiter = threadpool_limits(limits=n, user_api="blas")
-    numba = sys.modules.get("numba")
-    if numba is not None:
-        try:
-            numba.set_num_threads(min(n, numba.config.NUMBA_NUM_THREADS))
-        except Exception:  # numba present but its thread layer is not initialised yet
-            pass

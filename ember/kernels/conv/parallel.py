@@ -17,10 +17,10 @@ through reduction splits (partial sums added in chunk order, so a given thread c
 the same bits).
 """
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from ember.kernels import threadpool
 from ember.kernels.threads import get_num_threads
 
 # Directions run with ember's own chunks (BLAS at one thread); the others call BLAS with its own
@@ -34,9 +34,6 @@ CHUNKS_PER_THREAD = 4
 MIN_FLOPS = 4e6      # below this a GEMM runs inline: splitting costs more than it saves
 MIN_COLUMNS = 128    # narrowest column block worth a chunk of its own
 
-_pool = None
-_pool_size = 0
-_pool_lock = threading.Lock()
 _blas = None         # threadpoolctl controllers of the BLAS libraries, or () when unavailable
 _blas_lock = threading.Lock()
 _blas_depth = 0
@@ -48,19 +45,6 @@ def threads():
     return max(1, get_num_threads())
 
 
-def _executor(workers):
-    global _pool, _pool_size
-    with _pool_lock:
-        if _pool is None or _pool_size < workers:
-            old = _pool
-            _pool = ThreadPoolExecutor(workers, thread_name_prefix="ember-conv")
-            _pool_size = workers
-            if old is not None:
-                old.shutdown(wait=False)
-        return _pool
-
-
-_inside = threading.local()
 _mode = threading.local()
 
 
@@ -90,35 +74,6 @@ class policy:
         return False
 
 
-class _Job:
-    """Chunks handed out one at a time (dynamic scheduling) and a count of the unfinished ones."""
-
-    def __init__(self, parts):
-        self.lock = threading.Lock()
-        self.next = 0
-        self.parts = parts
-        self.remaining = parts
-        self.finished = threading.Event()
-        self.error = None
-
-    def claim(self):
-        with self.lock:
-            if self.next >= self.parts:
-                return None
-            self.next += 1
-            return self.next - 1
-
-    def done(self, error=None):
-        with self.lock:
-            self.remaining -= 1
-            if error is not None and self.error is None:
-                self.error = error
-                self.remaining -= self.parts - self.next   # nobody will claim the rest
-                self.next = self.parts
-            if self.remaining == 0:
-                self.finished.set()
-
-
 def run(fn, n_items, min_per_chunk=1):
     """Call ``fn(lo, hi)`` over contiguous chunks covering range(n_items); return the results in
     chunk order.
@@ -132,41 +87,14 @@ def run(fn, n_items, min_per_chunk=1):
     """
     n = threads()
     parts = min(n * CHUNKS_PER_THREAD, max(1, n_items // max(1, min_per_chunk)))
-    if n <= 1 or parts <= 1 or not _own() or getattr(_inside, "flag", False):
+    if not _own():
         return [fn(0, n_items)]
-    bounds = [n_items * i // parts for i in range(parts + 1)]
-    results = [None] * parts
-    job = _Job(parts)
-
-    def work():
-        _inside.flag = True
-        try:
-            while True:
-                i = job.claim()
-                if i is None:
-                    return
-                try:
-                    results[i] = fn(bounds[i], bounds[i + 1])
-                except BaseException as e:  # re-raised by the caller
-                    job.done(e)
-                else:
-                    job.done()
-        finally:
-            _inside.flag = False
-
-    pool = _executor(n - 1)
-    for _ in range(n - 1):
-        pool.submit(work)
-    work()
-    job.finished.wait()
-    if job.error is not None:
-        raise job.error
-    return results
+    return threadpool.run_chunks(fn, n_items, parts, n)
 
 
 def parallel_possible():
     """True when ``run`` would actually fan out (more than one thread, not inside a chunk)."""
-    return _own() and threads() > 1 and not getattr(_inside, "flag", False)
+    return _own() and threads() > 1 and not threadpool.inside()
 
 
 def _controllers():

@@ -6,7 +6,7 @@ import threading
 
 import numpy as np
 
-from .. import threads
+from .. import threadpool, threads
 from . import codegen, diskcache, numba_runtime
 from .collapse import collapse_dims, iteration_order
 from .expr import Expr, infer_typed
@@ -22,6 +22,10 @@ MIN_WARM_SIZE = 1 << 11
 MIN_PARALLEL_SIZE = 1 << 16
 # Smallest chunk of the innermost dimension one parallel task takes.
 MIN_CHUNK = 4096
+# Runs of tasks per thread, claimed dynamically (``threadpool.run_chunks``): a thread whose core
+# is still busy (another process, BLAS workers after a GEMM) takes fewer runs instead of holding
+# up the whole call.
+RUNS_PER_THREAD = 4
 
 _lock = threading.RLock()
 _kernels = {}
@@ -99,9 +103,6 @@ def _same_walk(a, o, shape):
     return (a.itemsize == o.itemsize
             and a.__array_interface__["data"][0] == o.__array_interface__["data"][0]
             and _element_strides(a, shape) == _element_strides(o, shape))
-
-
-RUNS_PER_THREAD = 8
 
 
 def _thread_count():
@@ -260,22 +261,20 @@ class PointwiseKernel:
                                   if x.dtype == o.dtype and _same_walk(x, o, shape)), -1) for x in arrays)
         key = (tuple(o.dtype for o in targets), classes, aliases)
         fn = self._variants.get(key) or self._compile(key)
-        n_threads = numba_runtime.sync_threads(_thread_count())
         size = math.prod(cshape)
         inner = cshape[-1]
         rows = size // inner
-        if size < MIN_PARALLEL_SIZE:
-            n_threads = 1
+        n_threads = 1 if size < MIN_PARALLEL_SIZE else _thread_count()
+        runs = n_threads * RUNS_PER_THREAD if n_threads > 1 else 1
         nchunks = 1
-        if n_threads > 1 and rows < 4 * n_threads:
-            nchunks = max(1, min(-(-4 * n_threads // rows), inner // MIN_CHUNK))
+        if runs > 1 and rows < runs:
+            nchunks = max(1, min(-(-runs // rows), inner // MIN_CHUNK))
         ntasks = rows * nchunks
-        # more runs than threads, taken dynamically (numba_runtime sets a parallel chunk size of
-        # 1): a thread whose core is still busy (e.g. BLAS workers spinning after a GEMM) takes
-        # fewer runs instead of holding up the whole launch
-        runs = 1 if n_threads <= 1 else min(n_threads * RUNS_PER_THREAD, ntasks)
-        fn(np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks, ntasks,
-           runs, *buffers)
+        args = (np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks, *buffers)
+        if runs <= 1 or ntasks <= 1:
+            fn(0, ntasks, *args)
+        else:
+            threadpool.run_chunks(lambda t0, t1: fn(t0, t1, *args), ntasks, min(runs, ntasks), n_threads)
         for o, tmp in writes:
             o[...] = tmp
 

@@ -1,0 +1,109 @@
+"""ember's own parallel loop: independent chunks of a range on a small pool of Python threads.
+
+Every parallel kernel of ember's own (convolution chunks, compiled pointwise kernels) runs here,
+never on an OpenMP pool. Why: OpenMP and OpenBLAS threads spin-wait when idle, and on a machine
+with few cores a spinning pool next to another pool's working threads halves both (measured here:
+a GEMM followed by a Numba OpenMP pointwise kernel 5x slower than the two alone, and worse when
+torch had already initialised its libgomp). Pool workers here block on a queue while idle, so
+they cost nothing between calls.
+
+``run_chunks`` cuts ``range(n_items)`` into fixed chunks claimed one at a time by the calling
+thread and the workers (dynamic scheduling): a worker whose core is busy elsewhere simply claims
+fewer chunks, and the caller waits for the chunks, not for the workers. Chunk bounds depend only
+on ``n_items`` and the part count, never on the schedule, so results are the same bits each run.
+The chunk function must release the GIL for the threads to overlap (NumPy's BLAS calls and
+``nogil`` Numba kernels do).
+"""
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+_pool = None
+_pool_size = 0
+_pool_lock = threading.Lock()
+_inside = threading.local()
+
+
+def inside():
+    """True in a pool worker or inside a chunk: nested parallel loops then run inline."""
+    return getattr(_inside, "flag", False)
+
+
+def _executor(workers):
+    global _pool, _pool_size
+    with _pool_lock:
+        if _pool is None or _pool_size < workers:
+            old = _pool
+            _pool = ThreadPoolExecutor(workers, thread_name_prefix="ember")
+            _pool_size = workers
+            if old is not None:
+                old.shutdown(wait=False)
+        return _pool
+
+
+class _Job:
+    """Chunks handed out one at a time and a count of the unfinished ones."""
+
+    __slots__ = ("lock", "next", "parts", "remaining", "finished", "error")
+
+    def __init__(self, parts):
+        self.lock = threading.Lock()
+        self.next = 0
+        self.parts = parts
+        self.remaining = parts
+        self.finished = threading.Event()
+        self.error = None
+
+    def claim(self):
+        with self.lock:
+            if self.next >= self.parts:
+                return None
+            self.next += 1
+            return self.next - 1
+
+    def done(self, error=None):
+        with self.lock:
+            self.remaining -= 1
+            if error is not None and self.error is None:
+                self.error = error
+                self.remaining -= self.parts - self.next   # nobody will claim the rest
+                self.next = self.parts
+            if self.remaining == 0:
+                self.finished.set()
+
+
+def run_chunks(fn, n_items, parts, n_threads):
+    """Call ``fn(lo, hi)`` over ``parts`` contiguous chunks covering ``range(n_items)`` on
+    ``n_threads`` threads (the caller and ``n_threads - 1`` workers); return the results in chunk
+    order. Runs inline as one chunk when ``parts`` or ``n_threads`` is 1 or when called from
+    inside a chunk. An exception from a chunk is re-raised in the caller once the chunks in
+    flight have finished."""
+    if n_threads <= 1 or parts <= 1 or getattr(_inside, "flag", False):
+        return [fn(0, n_items)]
+    bounds = [n_items * i // parts for i in range(parts + 1)]
+    results = [None] * parts
+    job = _Job(parts)
+
+    def work():
+        _inside.flag = True
+        try:
+            while True:
+                i = job.claim()
+                if i is None:
+                    return
+                try:
+                    results[i] = fn(bounds[i], bounds[i + 1])
+                except BaseException as e:  # re-raised by the caller
+                    job.done(e)
+                else:
+                    job.done()
+        finally:
+            _inside.flag = False
+
+    pool = _executor(n_threads - 1)
+    for _ in range(n_threads - 1):
+        pool.submit(work)
+    work()
+    job.finished.wait()
+    if job.error is not None:
+        raise job.error
+    return results
