@@ -18,6 +18,13 @@ from tests.jit.models import MODELS, example
 dec_mod = sys.modules["ember.jit.passes.decompose"]
 
 
+@pytest.fixture(autouse=True)
+def decompose_small(monkeypatch):
+    """The tests' tensors are small: decompose layer_norm at any size (the size gate has its own
+    test below)."""
+    monkeypatch.setattr(dec_mod, "MIN_LAYER_NORM_SIZE", 0)
+
+
 @pytest.fixture
 def force(monkeypatch):
     monkeypatch.setattr(fused, "FORCE", "kernel")
@@ -72,6 +79,17 @@ def test_layer_norm_becomes_spec_ops_with_metadata():
     with ember.no_grad():
         np.testing.assert_allclose(jit.optimize(t, passes=["decompose"])(*xs)._data,
                                    f(*xs)._data, rtol=1e-5, atol=1e-6)
+
+
+def test_small_layer_norm_stays_one_node(monkeypatch):
+    monkeypatch.setattr(dec_mod, "MIN_LAYER_NORM_SIZE", fused.MIN_FUSED_SIZE)
+    assert dec_mod.MIN_LAYER_NORM_SIZE == 1 << 14   # below it fused groups run op by op
+    g = _trace(lambda x: G.layer_norm(x, (64,), None, None, 1e-5).relu(), x_(255, 64)).graph.copy()
+    decompose(g)
+    assert _kinds(g) == ["layer_norm", "relu"]
+    g = _trace(lambda x: G.layer_norm(x, (64,), None, None, 1e-5).relu(), x_(256, 64)).graph.copy()
+    decompose(g)
+    assert "layer_norm" not in _kinds(g)
 
 
 def test_layer_norm_without_affine_and_float64():

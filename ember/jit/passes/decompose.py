@@ -13,7 +13,9 @@ same inputs, the final value keeps the original's name), numerically equal forwa
       rstd = rsqrt(add(var, eps))                    # per-row, [..., 1, ...] shaped
       y    = add(mul(mul(xc, rstd), weight), bias)   # the tail: fuses with following pointwise ops
 
-  Always, for float32/float64 inputs whose weight/bias (when present) have the input's dtype:
+  For float32/float64 inputs whose weight/bias (when present) have the input's dtype, with at
+  least ``MIN_LAYER_NORM_SIZE`` elements (below it fusion groups run op by op, so the nine ops
+  would only replace one ``layer_norm`` kernel):
   the centre-and-square pair is always a fusible run of two, so every layer_norm gains at least
   one fused group, and the normalise/scale/shift tail joins any pointwise consumer (residual add,
   activation). ``normalized_shape`` only contributes its length, so traced sizes in it (``int(%n)``)
@@ -23,11 +25,16 @@ same inputs, the final value keeps the original's name), numerically equal forwa
   becomes ``linear(x, w, None)`` + ``add(., b, alpha=1)`` (still one GEMM), so the bias add fuses
   with the activation. A ``linear`` with no such reader keeps its bias.
 """
+import math
+
 from ember.jit.ir import Value
 
-__all__ = ["decompose", "FLOAT_DTYPES"]
+__all__ = ["decompose", "FLOAT_DTYPES", "MIN_LAYER_NORM_SIZE"]
 
 FLOAT_DTYPES = ("float32", "float64")
+# The fused kernels' own threshold (``ember.jit.fused.MIN_FUSED_SIZE``, the engine's
+# ``MIN_COMPILED_SIZE``): smaller layer_norms stay one node.
+MIN_LAYER_NORM_SIZE = 1 << 14
 
 
 def _has_fusible_reader(v):
@@ -59,7 +66,7 @@ def _layer_norm(graph, node):
     out = node.outputs[0]
     if len(node.outputs) != 1 or not isinstance(x, Value) or x.dtype.name not in FLOAT_DTYPES:
         return False
-    if out.dtype != x.dtype or out.shape != x.shape:
+    if out.dtype != x.dtype or out.shape != x.shape or math.prod(x.shape) < MIN_LAYER_NORM_SIZE:
         return False
     for p in (w, b):
         if p is not None and (not isinstance(p, Value) or p.dtype != x.dtype):
