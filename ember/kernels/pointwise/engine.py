@@ -27,6 +27,33 @@ MIN_CHUNK = 4096
 # up the whole call.
 RUNS_PER_THREAD = 4
 
+
+def _contiguous_inplace(arrays, outs):
+    """Overlap handling when every operand is C-contiguous with the broadcast shape (an optimizer's
+    in-place update): an input at an output's address with its dtype is read through that output
+    (alias); any other overlap is copied first. Returns ``(arrays, aliases)``; byte ranges only,
+    no ``np.shares_memory``."""
+    spans = []
+    for o in outs:
+        lo = o.__array_interface__["data"][0]
+        spans.append((lo, lo + o.nbytes, o.dtype))
+    result, aliases = [], []
+    for x in arrays:
+        lo = x.__array_interface__["data"][0]
+        hi = lo + x.nbytes
+        alias, clash = -1, False
+        for m, (olo, ohi, odt) in enumerate(spans):
+            if lo < ohi and olo < hi:
+                if lo == olo and x.dtype == odt:
+                    alias = m if alias < 0 else alias
+                else:
+                    clash = True
+        if clash:
+            x, alias = x.copy(), -1
+        result.append(x)
+        aliases.append(alias)
+    return result, tuple(aliases)
+
 _lock = threading.RLock()
 _kernels = {}
 _CPU_COUNT = os.cpu_count() or 1
@@ -221,7 +248,14 @@ class PointwiseKernel:
 
     def _run_compiled(self, inputs, arrays, outs, shape, fresh):
         writes = []
-        if not fresh:
+        aliases = (-1,) * len(arrays)
+        if fresh:
+            arrays = [x.copy() if _needs_copy(x) else x for x in arrays]
+            targets = outs
+        elif all(a.flags.c_contiguous and a.flags.aligned and a.shape == shape for a in (*arrays, *outs)):
+            arrays, aliases = _contiguous_inplace(arrays, outs)
+            targets = outs
+        else:
             arrays = [x.copy() if _needs_copy(x) or any(_overlaps(x, o) and not _same_walk(x, o, shape)
                                                         for o in outs) else x
                       for x in arrays]
@@ -232,9 +266,8 @@ class PointwiseKernel:
                     writes.append((o, tmp))
                     o = tmp
                 targets.append(o)
-        else:
-            arrays = [x.copy() if _needs_copy(x) else x for x in arrays]
-            targets = outs
+            aliases = tuple(next((m for m, o in enumerate(targets)
+                                  if x.dtype == o.dtype and _same_walk(x, o, shape)), -1) for x in arrays)
         operands = arrays + list(targets)
         if all(a.flags.c_contiguous and a.shape == shape for a in operands):
             cshape = (math.prod(shape),)
@@ -255,10 +288,6 @@ class PointwiseKernel:
         if self._any_scalar:
             buffers += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
         classes = tuple("c" if st == 1 else ("b" if st == 0 else "s") for st in cstrides[:, -1].tolist())
-        aliases = (-1,) * len(arrays)
-        if not fresh:
-            aliases = tuple(next((m for m, o in enumerate(targets)
-                                  if x.dtype == o.dtype and _same_walk(x, o, shape)), -1) for x in arrays)
         key = (tuple(o.dtype for o in targets), classes, aliases)
         fn = self._variants.get(key) or self._compile(key)
         size = math.prod(cshape)
