@@ -1,7 +1,7 @@
 """Generate the Numba source of a pointwise kernel for one typing and inner-stride layout.
 
-The kernel runs tasks ``t0 <= t < t1``; task ``t`` covers row ``t // nchunks`` of the collapsed
-outer dimensions and chunk ``t % nchunks`` of the innermost one. It is a serial ``nogil`` function:
+The kernel runs tasks ``task_lo <= t < task_hi``; task ``t`` covers row ``t // nchunks`` of the
+collapsed outer dimensions and chunk ``t % nchunks`` of the innermost one. It is a serial ``nogil`` function:
 the engine splits the tasks over ember's own threads (``ember.kernels.threadpool``), never over an
 OpenMP pool. Each array operand is a flat
 1-d buffer with an element offset and element strides; its innermost stride is specialised at
@@ -73,7 +73,7 @@ def _body(typing, out_dtypes, classes, regs, n_in_arrays, aliases):
     lines = [
         "rank = shape.shape[0]",
         "inner = shape[rank - 1]",
-        "for t in range(t0, t1):",
+        "for t in range(task_lo, task_hi):",
         "    row = t // nchunks",
         "    lo = (t - row * nchunks) * chunk",
         "    hi = min(lo + chunk, inner)",
@@ -133,12 +133,12 @@ def kernel_source(typing, out_dtypes, classes, aliases):
     with outputs stored as ``out_dtypes`` and inner-stride ``classes`` (inputs' arrays in order,
     then outputs). ``aliases[k]`` is the output that input array ``k`` is (same memory, same
     layout, same dtype), or -1: such an input is read through the output's buffer, so that LLVM
-    sees one pointer and still vectorises the in-place loop. The kernel takes ``(t0, t1, shape,
-    offs, strides, chunk, nchunks, *buffers, *scalars)``: the task range, the collapsed shape,
+    sees one pointer and still vectorises the in-place loop. The kernel takes ``(task_lo, task_hi,
+    shape, offs, strides, chunk, nchunks, *buffers, *scalars)``: the task range, the collapsed shape,
     each operand's element offset and strides (one row per operand), the task split, then one
     flat buffer per array operand and the scalar inputs."""
     regs = {}
-    params = ["t0", "t1", "shape", "offs", "strides", "chunk", "nchunks"]
+    params = ["task_lo", "task_hi", "shape", "offs", "strides", "chunk", "nchunks"]
     index_array = "nt.Array(nt.int64, {}, 'C', readonly=True)"
     sig = ["nt.int64", "nt.int64", index_array.format(1), index_array.format(1), index_array.format(2),
            "nt.int64", "nt.int64"]
