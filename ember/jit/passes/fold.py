@@ -57,6 +57,7 @@ def constant_fold(graph):
             r = np.asarray(r)
             if r.base is not None or not r.flags.c_contiguous:
                 r = np.ascontiguousarray(r).copy()
+            r.setflags(write=False)   # immutable: kernels may cache what they derive from it
             c = graph.add_constant(r, before=node)
             o.replace_all_uses_with(c)
         graph.remove(node)
@@ -66,7 +67,8 @@ def constant_fold(graph):
 
 def freeze(graph, tensors):
     """Replace the parameter/buffer formals (bound to ``tensors``, in formal order after the
-    inputs) by constants holding a copy of their current data."""
+    inputs) by constants holding a read-only copy of their current data (immutable, so kernels
+    may cache transforms of it, e.g. Winograd's weight transform)."""
     formals = [v for v in graph.inputs if v.role != "input"]
     if len(formals) != len(tensors):
         raise ValueError(f"freeze: {len(formals)} state formals but {len(tensors)} tensors")
@@ -77,7 +79,9 @@ def freeze(graph, tensors):
             raise ValueError(f"freeze: %{v.name} is written in place by the graph (a training-"
                              "mode buffer update); trace in eval mode to freeze")
         name = "frozen." + v.name
-        c = graph.add_constant(np.array(t._data, copy=True), name=name,
+        snapshot = np.array(t._data, copy=True)
+        snapshot.setflags(write=False)
+        c = graph.add_constant(snapshot, name=name,
                                **({"before": at} if at is not None else {}))
         v.replace_all_uses_with(c)
         graph.inputs.remove(v)

@@ -8,7 +8,14 @@ The input gradient is the forward pass of the flipped, transposed problem; the w
 the exact adjoint of the forward algorithm in w, G^T [sum over tiles (A gy A^T) * (B^T d B)] G,
 i.e. 36 GEMMs (K/g x tiles x C/g). Float32 error stays around 1e-5 of the output scale for the
 sizes this is selected for.
+
+The weight transform U is computed once per call, or once per weight for an immutable weight
+(``immutable``: read-only memory owned by a read-only array, as the JIT's frozen constants are):
+then U is kept, keyed by the weight array, until that array is freed (``weight_transform``).
 """
+import threading
+import weakref
+
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -59,9 +66,45 @@ def kernels():
     return _numba_kernels or None
 
 
+_cache = {}            # id(weight) -> (weakref to it, groups, U) for immutable weights
+_cache_lock = threading.Lock()
+
+
+def immutable(a):
+    """True when nothing can write ``a``'s memory without first making an array writeable again:
+    ``a`` is read-only and so is the array that owns the memory (a view of a writeable array
+    is not immutable)."""
+    while True:
+        if a.flags.writeable:
+            return False
+        base = a.base
+        if base is None:
+            return a.flags.owndata
+        if not isinstance(base, np.ndarray):
+            return isinstance(base, bytes)
+        a = base
+
+
+def _uncache(key):
+    with _cache_lock:
+        _cache.pop(key, None)
+
+
 def weight_transform(w, g):
     """U (36, groups, K/groups, C/groups) = G w G^T per (k, c), as one GEMM with kron(G, G),
-    in the workspace."""
+    in the workspace; for an ``immutable`` weight, computed once and kept while ``w`` lives."""
+    if immutable(w):
+        key = id(w)
+        hit = _cache.get(key)
+        if hit is not None and hit[0]() is w and hit[1] == g.groups:
+            return hit[2]
+        U = np.empty((36, g.K * g.Cg), w.dtype)
+        parallel.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, U)
+        U = U.reshape(36, g.groups, g.Kg, g.Cg)
+        U.setflags(write=False)
+        with _cache_lock:
+            _cache[key] = (weakref.ref(w, lambda _, key=key: _uncache(key)), g.groups, U)
+        return U
     U = buffer("winograd.U", (36, g.K * g.Cg), w.dtype)
     parallel.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, U)
     return U.reshape(36, g.groups, g.Kg, g.Cg)
