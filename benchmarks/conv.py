@@ -36,6 +36,7 @@ DIRECTIONS = ("forward", "input", "weight")
 
 
 BLOCK = 3
+SETTLE_S = 0.0   # idle seconds before each block (--settle)
 
 
 def median_ms(fns, repeat):
@@ -50,6 +51,7 @@ def median_ms(fns, repeat):
     times = [[] for _ in fns]
     for _ in range(repeat):
         for t, fn in zip(times, fns):
+            time.sleep(SETTLE_S)
             best = float("inf")
             for _ in range(BLOCK):
                 start = time.perf_counter()
@@ -135,6 +137,9 @@ def main():
     parser.add_argument("--repeat", type=int, default=9)
     parser.add_argument("--no-algorithms", action="store_true")
     parser.add_argument("--no-threads", action="store_true")
+    parser.add_argument("--settle", type=float, default=SETTLE_S,
+                        help="idle seconds before each timed block, so the other library's "
+                             "spinning threads (OpenMP, OpenBLAS) go idle first")
     parser.add_argument("--shapes", default=None, help="comma-separated indices into SHAPES")
     parser.add_argument("--own", default=None,
                         help="directions run on ember's own chunks with BLAS at one thread, e.g. "
@@ -143,6 +148,7 @@ def main():
                         help="algorithms run on ember's own chunks in every direction, e.g. "
                              "'winograd' (default) or 'none'")
     args = parser.parse_args()
+    globals()["SETTLE_S"] = args.settle
     if args.own is not None:
         parallel.OWN_THREADS_DIRECTIONS = () if args.own == "none" else tuple(args.own.split(","))
     if args.own_algorithms is not None:

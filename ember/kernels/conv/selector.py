@@ -20,6 +20,14 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches below BATCH_THRESHOLD images are the
   batch-of-one inference path: the single image alone must give WINOGRAD_MIN_TILES tiles, else its
   36 GEMMs are too thin and im2col (per-image layout, output already in NCHW order) runs instead;
+- thin layers (groups 1, C*R*S <= DIRECT_MAX_TAPS, K <= DIRECT_MAX_K) -> ``direct`` (Numba
+  register-blocked kernel, no column buffer) for the weight gradient, and for the forward pass when
+  K >= DIRECT_MIN_K_FORWARD (at K = 6 ten of 16 vector lanes idle and im2col wins: LeNet conv1
+  forward 0.66 vs 0.51 ms). Two threads, ms direct / im2col, forward and weight gradient:
+  (32,3,32,32)->32 5x5 1.30/1.69, 1.07/1.6-2.8; LeNet conv2 (64,6,14,14)->16 5x5 0.43/0.71,
+  0.59/1.16; (8,16,32,32)->32 3x3 0.81/1.04, 1.12/1.57; (16,3,64,64)->16 3x3 0.89/1.05,
+  2.09/2.78; (16,3,32,32)->64 5x5 1.50/1.56, 2.82/3.16; at 288 taps ((8,32,16,16)->64 3x3)
+  the forward only ties (0.87/0.89), hence the tap limit. The input gradient has no direct kernel;
 - otherwise ``im2col`` (chunked over images and threads; it beat the shifted-GEMM path on every
   measured shape but LeNet's first layer weight gradient, by 1.3-10x), unless the column buffer of
   one image (its smallest sub-batch) would exceed IM2COL_MAX_BYTES, in which case stride-1 problems use
@@ -30,11 +38,11 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
 import threading
 import time
 
-from . import depthwise, direct1x1, fft, im2col, implicit_gemm, parallel, winograd
+from . import depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, winograd
 from .transform import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
-              "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise}
+              "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise, "direct": direct}
 FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad"}
 
 BATCH_THRESHOLD = 2
@@ -43,6 +51,9 @@ WEIGHT_MIN_CHANNELS = 32
 WINOGRAD_MIN_TILES = 128
 WEIGHT_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
+DIRECT_MAX_TAPS = 150
+DIRECT_MAX_K = 64
+DIRECT_MIN_K_FORWARD = 16
 
 _tuned = {}
 _lock = threading.Lock()
@@ -72,6 +83,10 @@ def heuristic(direction, g):
         tiles = WEIGHT_MIN_TILES if weight else WINOGRAD_MIN_TILES
         if min(fg.Cg, fg.Kg) >= channels and _tiles(fg) >= tiles:
             return "winograd"
+    if (g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
+            and (direction == "weight" or g.K >= DIRECT_MIN_K_FORWARD)
+            and direct.supports(g, direction)):
+        return "direct"
     cols = g.C * g.R * g.S * g.Ho * g.Wo * 8
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
         return "implicit_gemm"

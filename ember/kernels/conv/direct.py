@@ -1,0 +1,111 @@
+"""Register-blocked direct convolution (no im2col, no GEMM) for thin layers, groups == 1.
+
+Forward: the weight is repacked once per call to (C*R*S, Kp), K padded with zeros to whole
+vector blocks; for each block of P output pixels of a row and Kp-block of V vectors a Numba
+micro-kernel (``direct_numba``) keeps P*V vector accumulators in registers and, per tap (c, r, s),
+broadcasts P input pixels against V weight vectors (one FMA each), then writes the block to NCHW.
+Weight gradient: gy of each image is transposed to (Ho*Wo, Kp); per block of taps and Kp-block the
+micro-kernel runs along each output row with T*V accumulators (the block of dW^T), so dW stays in
+L1/L2. Any stride, padding and dilation: taps are offsets into each zero-padded image.
+
+Work is split over images with ``parallel.run`` (ember's threads; the kernels release the GIL);
+weight-gradient partial sums are added in chunk order, so a given thread count gives the same
+bits. Needs Numba: without it ``supports`` is False and the selector falls back.
+"""
+import numpy as np
+
+from . import parallel
+from .workspace import padded
+
+_kernels = None
+
+
+def kernels():
+    """The Numba kernel module, or None when Numba is unavailable."""
+    global _kernels
+    if _kernels is None:
+        try:
+            from . import direct_numba
+        except ImportError:
+            _kernels = False
+        else:
+            _kernels = direct_numba
+    return _kernels or None
+
+
+def supports(g, direction):
+    return g.groups == 1 and direction in ("forward", "weight") and kernels() is not None
+
+
+def _lanes(dtype):
+    return kernels().lanes(np.dtype(dtype).itemsize)
+
+
+def _vectors(K, dtype):
+    """Vectors per K block: 2 when K fills more than one vector, else 1."""
+    return 2 if K > _lanes(dtype) else 1
+
+
+def _pixels(Wo):
+    """Output pixels per block: the P in (8, 7, 6, 5) with the fewest blocks per row, then the
+    fewest wasted (recomputed) pixels; 1 for rows shorter than 5."""
+    if Wo < 5:
+        return 1
+    return min((8, 7, 6, 5), key=lambda p: (-(-Wo // p) * p - Wo, -p))
+
+
+def _offsets(g):
+    """Offset of each tap (c, r, s) in one flattened zero-padded image."""
+    dh, dw = g.dilation
+    c = np.arange(g.C)[:, None, None] * (g.Hp * g.Wp)
+    r = np.arange(g.R)[None, :, None] * (dh * g.Wp)
+    s = np.arange(g.S)[None, None, :] * dw
+    return (c + r + s).reshape(-1).astype(np.int64)
+
+
+def _images(x, g, lo, hi, slot):
+    """Images [lo, hi) zero-padded and flattened to (n, C*Hp*Wp)."""
+    xp = padded(x[lo:hi], g.padding, slot)
+    if not xp.flags.c_contiguous:
+        xp = np.ascontiguousarray(xp)
+    return xp.reshape(hi - lo, -1)
+
+
+def forward(x, w, g):
+    k = kernels()
+    V = _vectors(g.K, x.dtype)
+    KB = V * _lanes(x.dtype)
+    Kp = -(-g.K // KB) * KB
+    wp = np.zeros((g.C * g.R * g.S, Kp), x.dtype)
+    wp[:, :g.K] = w.reshape(g.K, -1).T
+    off = _offsets(g)
+    P = _pixels(g.Wo)
+    y = np.empty(g.output_shape, x.dtype)
+    sh, sw = g.stride
+
+    def chunk(lo, hi):
+        k.forward(_images(x, g, lo, hi, "direct.pad"), wp, off, y, g.Wp, sh, sw, P, V, lo, hi)
+    parallel.run(chunk, g.N)
+    return y
+
+
+def weight_grad(gy, x, g):
+    k = kernels()
+    V = _vectors(g.K, x.dtype)
+    KB = V * _lanes(x.dtype)
+    Kp = -(-g.K // KB) * KB
+    T = 12 if V == 2 else 24
+    off = _offsets(g)
+    taps = off.size
+    off = np.concatenate([off, np.full(-(-taps // T) * T - taps, off[-1], np.int64)])
+    gy = np.ascontiguousarray(gy)
+    sh, sw = g.stride
+
+    def chunk(lo, hi):
+        return k.weight(gy[lo:hi], _images(x, g, lo, hi, "direct.pad"), off, g.Wp, sh, sw, Kp, V,
+                        0, hi - lo)
+    parts = parallel.run(chunk, g.N)
+    gw = parts[0]
+    for p in parts[1:]:
+        gw += p
+    return np.ascontiguousarray(gw[:taps, :g.K].T).reshape(g.weight_shape)

@@ -1,0 +1,161 @@
+"""The register-blocked direct convolution (``direct``) forced: forward and weight gradient against
+a float64 reference and torch, over strides, paddings, dilations, odd sizes and batch sizes;
+gradcheck through ember.nn.functional.conv2d; selection and the no-Numba fallback."""
+import numpy as np
+import pytest
+
+from ember.backends import conv as settings
+from ember.kernels import conv as C
+from ember.kernels.conv import direct, parallel, selector
+from ember.kernels.threads import get_num_threads, set_num_threads
+
+
+pytestmark = pytest.mark.skipif(direct.kernels() is None, reason="needs Numba")
+rng = np.random.default_rng(7)
+
+# (N, C, H, W, K, R, S, stride, padding, dilation, groups)
+CASES = [
+    (32, 3, 32, 32, 32, 5, 5, (1, 1), (0, 0), (1, 1), 1),   # the first-layer benchmark shape
+    (3, 1, 28, 28, 6, 5, 5, (1, 1), (2, 2), (1, 1), 1),     # LeNet conv1 (C = 1)
+    (4, 6, 14, 14, 16, 5, 5, (1, 1), (0, 0), (1, 1), 1),    # LeNet conv2
+    (1, 3, 13, 11, 35, 3, 3, (1, 1), (1, 1), (1, 1), 1),    # batch 1, K not a multiple of 16
+    (2, 4, 9, 8, 6, 3, 3, (2, 1), (1, 2, 0, 1), (1, 2), 1),  # stride, asymmetric pad, dilation
+    (3, 2, 17, 19, 40, 5, 4, (3, 2), (2, 0, 1, 3), (1, 1), 1),
+    (2, 5, 13, 12, 17, 5, 4, (1, 1), (2, 2), (2, 1), 1),
+    (1, 2, 5, 6, 3, 5, 4, (3, 2), (0, 0), (1, 1), 1),       # output rows shorter than 5
+    (5, 7, 10, 23, 33, 2, 3, (2, 3), (1, 0), (2, 2), 1),
+    (2, 3, 9, 9, 8, 1, 1, (1, 1), (0, 0), (1, 1), 1),       # 1x1
+]
+IDS = [str(i) for i in range(len(CASES))]
+
+
+def windows(x, case):
+    """(N, C, R, S, Ho, Wo) float64 view of the padded input under every tap."""
+    N, Ci, H, W, K, R, S, st, pad, dil, g = case
+    pt, pb, pl, pr = pad if len(pad) == 4 else (pad[0], pad[0], pad[1], pad[1])
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    Ho = (H + pt + pb - dil[0] * (R - 1) - 1) // st[0] + 1
+    Wo = (W + pl + pr - dil[1] * (S - 1) - 1) // st[1] + 1
+    return np.stack([np.stack([xp[:, :, r * dil[0]:r * dil[0] + st[0] * (Ho - 1) + 1:st[0],
+                                  s * dil[1]:s * dil[1] + st[1] * (Wo - 1) + 1:st[1]]
+                               for s in range(S)], 2) for r in range(R)], 2)
+
+
+def ref_forward(x, w, case):
+    return np.einsum("ncrshw,kcrs->nkhw", windows(x, case), w.astype(np.float64))
+
+
+def ref_weight_grad(gy, x, case):
+    return np.einsum("ncrshw,nkhw->kcrs", windows(x, case), gy.astype(np.float64))
+
+
+@pytest.fixture
+def force():
+    settings.algorithm = "direct"
+    yield
+    settings.algorithm = None
+
+
+def problem(case, dtype):
+    N, Ci, H, W, K, R, S = case[:7]
+    x = rng.standard_normal((N, Ci, H, W)).astype(dtype)
+    w = rng.standard_normal((K, Ci, R, S)).astype(dtype)
+    gy = rng.standard_normal(ref_forward(x, w, case).shape).astype(dtype)
+    return x, w, gy
+
+
+def close(out, ref, dtype):
+    assert out.dtype == dtype and out.flags.c_contiguous and out.shape == ref.shape
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    assert np.abs(out - ref).max() <= tol * np.abs(ref).max()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_forward_and_weight_grad_match_reference(case, dtype, force):
+    x, w, gy = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    b = rng.standard_normal(w.shape[0]).astype(dtype)
+    close(C.conv2d_forward(x, w, b, st, pad, dil, g), ref_forward(x, w, case) + b[:, None, None],
+          dtype)
+    close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+          ref_weight_grad(gy.astype(np.float64), x, case), dtype)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_matches_torch(case, force):
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    x, w, gy = problem(case, np.float32)
+    st, pad, dil, g = case[7:]
+    pt, pb, pl, pr = pad if len(pad) == 4 else (pad[0], pad[0], pad[1], pad[1])
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = F.conv2d(F.pad(tx, (pl, pr, pt, pb)), tw, None, st, 0, dil, g)
+    ty.backward(torch.tensor(gy))
+    close(C.conv2d_forward(x, w, None, st, pad, dil, g), ty.detach().numpy(), np.float32)
+    close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), tw.grad.numpy(), np.float32)
+
+
+def test_input_gradient_and_groups_are_not_supported(force):
+    g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
+    assert direct.supports(g, "forward") and direct.supports(g, "weight")
+    assert not direct.supports(g, "input")
+    assert not direct.supports(C.geometry("conv2d", (2, 4, 8, 8), (4, 2, 3, 3), 1, 1, 1, 2),
+                               "forward")
+    with pytest.raises(ValueError, match="algorithm 'direct' cannot compute the input"):
+        C.conv2d_input_grad(np.zeros((2, 4, 8, 8)), np.zeros((4, 4, 3, 3)), (2, 4, 8, 8), 1, 1, 1,
+                            1)
+
+
+def test_gradcheck_through_functional_conv2d(force):
+    """Weight gradient only: with ``direct`` forced the input gradient would raise."""
+    from ember import Tensor
+    from ember.autograd import gradcheck
+    import ember.nn.functional as F
+    x = Tensor(rng.standard_normal((2, 3, 7, 6)))
+    w = Tensor(rng.standard_normal((5, 3, 3, 2)), requires_grad=True)
+    assert gradcheck(lambda w: F.conv2d(x, w, None, stride=(2, 1), padding=1, dilation=(1, 2)),
+                     (w,))
+    assert gradcheck(lambda w: F.conv2d(x, w, None), (w,))
+
+
+def test_thread_counts_give_matching_results(force):
+    before = get_num_threads()
+    x, w, gy = problem(CASES[2], np.float64)
+    results = []
+    try:
+        for n in (1, 2, 3):
+            set_num_threads(n)
+            results.append((C.conv2d_forward(x, w, None, 1, 0, 1, 1),
+                            C.conv2d_weight_grad(gy, x, w.shape, 1, 0, 1, 1)))
+    finally:
+        set_num_threads(before)
+    for other in results[1:]:
+        np.testing.assert_array_equal(other[0], results[0][0])  # images are independent
+        np.testing.assert_allclose(other[1], results[0][1], rtol=1e-12, atol=1e-12)
+    assert "direct" in parallel.OWN_THREADS_ALGORITHMS
+
+
+def test_heuristic_picks_direct_for_thin_layers():
+    def pick(shape, wshape, padding=0, direction="forward"):
+        return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, 1, padding, 1, 1))
+    assert pick((32, 3, 32, 32), (32, 3, 5, 5)) == "direct"
+    assert pick((32, 3, 32, 32), (32, 3, 5, 5), direction="weight") == "direct"
+    assert pick((64, 6, 14, 14), (16, 6, 5, 5)) == "direct"
+    assert pick((64, 6, 14, 14), (16, 6, 5, 5), direction="weight") == "direct"
+    assert pick((64, 1, 28, 28), (6, 1, 5, 5), 2) == "im2col"  # K = 6: 10 of 16 lanes idle
+    assert pick((64, 1, 28, 28), (6, 1, 5, 5), 2, direction="weight") == "direct"
+    assert pick((32, 3, 32, 32), (32, 3, 5, 5), direction="input") == "im2col"
+    assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
+
+
+def test_without_numba_direct_is_unsupported(monkeypatch):
+    monkeypatch.setattr(direct, "_kernels", False)
+    g = C.geometry("conv2d", (32, 3, 32, 32), (32, 3, 5, 5), 1, 0, 1, 1)
+    assert not direct.supports(g, "forward")
+    assert "direct" not in selector.capable("forward", g)
+    assert selector.heuristic("forward", g) == "im2col"
+    x = rng.standard_normal((2, 3, 9, 9)).astype(np.float32)
+    w = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
+    case = (2, 3, 9, 9, 4, 5, 5, (1, 1), (0, 0), (1, 1), 1)
+    close(C.conv2d_forward(x, w, None, 1, 0, 1, 1), ref_forward(x, w, case), np.float32)
