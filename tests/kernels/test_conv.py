@@ -155,6 +155,33 @@ def test_winograd_numpy_fallback_matches_reference(force, monkeypatch):
               ref_weight_grad(gy.astype(np.float64), x, case), np.float32)
 
 
+@pytest.mark.parametrize("n_threads", [2, 3])
+@pytest.mark.parametrize("case", [(7, 4, 9, 8, 6, 3, 3, (1, 1), (1, 1), (1, 1), 1),
+                                  (6, 4, 11, 7, 4, 3, 3, (1, 1), (2, 0, 1, 2), (1, 1), 2)])
+def test_winograd_blocked_passes_match_reference(case, n_threads, force, threads, monkeypatch):
+    """Blocks of images transformed and multiplied per thread (forward, input and weight
+    gradients), uneven last block, groups."""
+    monkeypatch.setattr(winograd, "BLOCKED_MIN_BYTES", 0)
+    monkeypatch.setattr(winograd, "BLOCK_BYTES", 1)            # one image per block
+    threads(n_threads)
+    force("winograd")
+    calls = []
+    for name in ("_forward_blocked", "_weight_grad_blocked"):
+        def spy(*a, fn=getattr(winograd, name), name=name):
+            calls.append((name, a[-1]))
+            return fn(*a)
+        monkeypatch.setattr(winograd, name, spy)
+    for dtype in (np.float32, np.float64):
+        x, w, gy = problem(case, dtype)
+        st, pad, dil, g = case[7:]
+        check(C.conv2d_forward(x, w, None, st, pad, dil, g), ref_forward(x, w, case), dtype)
+        check(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g),
+              ref_input_grad(gy.astype(np.float64), w, case), dtype)
+        check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+              ref_weight_grad(gy.astype(np.float64), x, case), dtype)
+    assert set(calls) == {("_forward_blocked", 1), ("_weight_grad_blocked", 1)}
+
+
 def test_winograd_float32_error_on_larger_channels(force):
     force("winograd")
     case = (2, 64, 12, 12, 64, 3, 3, (1, 1), (1, 1), (1, 1), 1)

@@ -24,6 +24,9 @@ from .transform import input_grad_via_forward
 from .workspace import buffer, zero_border
 
 USE_NUMBA = True
+BLOCKED = True             # forward in blocks of images (``_forward_blocked``) when possible
+BLOCK_BYTES = 4 << 20      # V and M of one block at most this
+BLOCKED_MIN_BYTES = 16 << 20
 
 BT = np.array([[4, 0, -5, 0, 1, 0],
                [0, -4, -4, 1, 1, 0],
@@ -117,10 +120,47 @@ def transformed_input(x, g, th, tw):
     if nb is not None:
         xc, k = np.ascontiguousarray(x), np.array([4, 5, 2], x.dtype)
         parallel.run(lambda lo, hi: nb.input_transform(xc, g.padding[0], g.padding[2], th, tw,
-                                                       V, k, lo, hi), g.N * g.C)
+                                                       V, k, lo, hi, 0), g.N * g.C)
     else:
         V[...] = input_tiles(x, g, th, tw).reshape(V.shape)
     return V
+
+
+def images_per_block(g, th, tw, itemsize):
+    """Images per block of the blocked passes, or 0 when they do not apply: the whole batch's
+    transforms (V and M) must exceed BLOCKED_MIN_BYTES (smaller ones stay in cache anyway:
+    8x256x14x14, 9 MiB, ran 9.9 ms whole vs 10.1-13.1 ms in blocks of 4-1 images) and the batch
+    must give two blocks per thread; a block's V and M stay under BLOCK_BYTES."""
+    n_threads = parallel.threads()
+    per_image = 36 * (g.C + g.K) * th * tw * itemsize
+    if (not BLOCKED or not parallel.parallel_possible() or g.N < 2 * n_threads
+            or per_image * g.N < BLOCKED_MIN_BYTES):
+        return 0
+    return max(1, min(BLOCK_BYTES // per_image, g.N // (2 * n_threads)))
+
+
+def _forward_blocked(x, U, g, th, tw, nb, per_block):
+    """Forward pass in blocks of ``per_block`` images, each block transformed, multiplied and
+    transformed back by one thread while its V and M are still in cache: one fan-out per call
+    and about a third of the memory traffic of the whole-batch phases."""
+    dtype, per_image = x.dtype, th * tw
+    xc = np.ascontiguousarray(x)
+    y = np.empty(g.output_shape, dtype)
+    kin, kout = np.array([4, 5, 2], dtype), np.array([2, 4, 8], dtype)
+    pt, pl = g.padding[0], g.padding[2]
+
+    def blocks(lo, hi):
+        for b in range(lo, hi):
+            n0 = b * per_block
+            n1 = min(g.N, n0 + per_block)
+            T = (n1 - n0) * per_image
+            V = buffer("winograd.Vblock", (36, g.C, T), dtype)
+            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0)
+            M = buffer("winograd.Mblock", (36, g.K, T), dtype)
+            np.matmul(U, V.reshape(36, g.groups, g.Cg, T), out=M.reshape(36, g.groups, g.Kg, T))
+            nb.output_transform(M, th, tw, y, kout, n0 * g.K, n1 * g.K, n0)
+    parallel.run(blocks, -(-g.N // per_block))
+    return y
 
 
 def forward(x, w, g):
@@ -129,13 +169,16 @@ def forward(x, w, g):
     dtype = x.dtype
     U = weight_transform(w, g)
     nb = kernels()
+    per_block = images_per_block(g, th, tw, x.itemsize) if nb is not None else 0
+    if per_block:
+        return _forward_blocked(x, U, g, th, tw, nb, per_block)
     V = transformed_input(x, g, th, tw)
     M = buffer("winograd.M", (36, g.K, T), dtype)
     parallel.matmul(U, V.reshape(36, g.groups, g.Cg, T), M.reshape(36, g.groups, g.Kg, T))
     if nb is not None:
         y = np.empty(g.output_shape, dtype)
         k = np.array([2, 4, 8], dtype)
-        parallel.run(lambda lo, hi: nb.output_transform(M, th, tw, y, k, lo, hi), g.N * g.K)
+        parallel.run(lambda lo, hi: nb.output_transform(M, th, tw, y, k, lo, hi, 0), g.N * g.K)
         return y
     Y = np.einsum("ai,bj,ijkntu->nktaub", AT.astype(dtype), AT.astype(dtype),
                   M.reshape(6, 6, g.K, g.N, th, tw), optimize=True)
@@ -157,16 +200,51 @@ def input_tiles(x, g, th, tw):
     return np.einsum("ai,bj,nctuij->abcntu", bt, bt, tiles, optimize=True)
 
 
+def _weight_grad_blocked(gy, x, g, th, tw, nb, per_block):
+    """sum over tiles of GY V^T (36, groups, K/g, C/g) in blocks of ``per_block`` images, each
+    block's transforms made and multiplied by one thread while in cache; per-chunk partial sums
+    added in chunk order."""
+    dtype, per_image = gy.dtype, th * tw
+    xc, gyc = np.ascontiguousarray(x), np.ascontiguousarray(gy)
+    kin, kout = np.array([4, 5, 2], dtype), np.array([2, 4, 8], dtype)
+    pt, pl = g.padding[0], g.padding[2]
+    shape = (36, g.groups, g.Kg, g.Cg)
+
+    def blocks(lo, hi):
+        acc = np.zeros(shape, dtype)
+        part = buffer("winograd.gwblock", shape, dtype)
+        for b in range(lo, hi):
+            n0 = b * per_block
+            n1 = min(g.N, n0 + per_block)
+            T = (n1 - n0) * per_image
+            V = buffer("winograd.Vblock", (36, g.C, T), dtype)
+            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0)
+            GY = buffer("winograd.Mblock", (36, g.K, T), dtype)
+            nb.grad_output_transform(gyc, th, tw, GY, kout, n0 * g.K, n1 * g.K, n0)
+            np.matmul(GY.reshape(36, g.groups, g.Kg, T),
+                      V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2), out=part)
+            acc += part
+        return acc
+    parts = parallel.run(blocks, -(-g.N // per_block))
+    M = parts[0]
+    for p in parts[1:]:
+        M += p
+    return M
+
+
 def weight_grad(gy, x, g):
     """The adjoint of ``forward`` in w: gw = G^T [sum over tiles (A gy A^T) * (B^T d B)] G."""
     th, tw = -(-g.Ho // 4), -(-g.Wo // 4)
     T = g.N * th * tw
+    nb = kernels()
+    per_block = images_per_block(g, th, tw, gy.itemsize) if nb is not None else 0
+    if per_block:
+        return _weight_transform_adjoint(_weight_grad_blocked(gy, x, g, th, tw, nb, per_block), g)
     V = transformed_input(x, g, th, tw)
     GY = buffer("winograd.M", (36, g.K, T), gy.dtype)
-    nb = kernels()
     if nb is not None:
         gyc, k = np.ascontiguousarray(gy), np.array([2, 4, 8], gy.dtype)
-        parallel.run(lambda lo, hi: nb.grad_output_transform(gyc, th, tw, GY, k, lo, hi),
+        parallel.run(lambda lo, hi: nb.grad_output_transform(gyc, th, tw, GY, k, lo, hi, 0),
                      g.N * g.K)
     else:
         gyp = buffer("winograd.gypad", (g.N, g.K, 4 * th, 4 * tw), gy.dtype)
@@ -178,10 +256,15 @@ def weight_grad(gy, x, g):
     M = parallel.matmul(GY.reshape(36, g.groups, g.Kg, T),
                         V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2),
                         buffer("winograd.gwM", (36, g.groups, g.Kg, g.Cg), gy.dtype))
+    return _weight_transform_adjoint(M, g)
+
+
+def _weight_transform_adjoint(M, g):
+    """gw (K, C/g, 3, 3) = G^T M G per (k, c) for M (36, groups, K/g, C/g)."""
     # gw^T (9, K*C/g) = kron(G, G)^T M: a wide GEMM split over ember's threads (the (K*C/g x 36) @
     # (36 x 9) form ran single-threaded at ~18 GFLOP/s: 2.3 of 12 ms on 8x256x14x14)
-    gwt = parallel.matmul(np.ascontiguousarray(GG.T, dtype=gy.dtype), M.reshape(36, g.K * g.Cg),
-                          buffer("winograd.gwT", (9, g.K * g.Cg), gy.dtype))
+    gwt = parallel.matmul(np.ascontiguousarray(GG.T, dtype=M.dtype), M.reshape(36, g.K * g.Cg),
+                          buffer("winograd.gwT", (9, g.K * g.Cg), M.dtype))
     return np.ascontiguousarray(gwt.T).reshape(g.weight_shape)
 
 

@@ -14,9 +14,10 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def input_transform(x, pt, pl, th, tw, V, k, lo, hi):
-    """V[6a+b, c, (n*th+ty)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at (4ty-pt, 4tx-pl),
-    for the (image, channel) pairs n*C + c in [lo, hi) (so threads can split the work).
+def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0):
+    """V[6a+b, c, ((n-n0)*th+ty)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at (4ty-pt, 4tx-pl),
+    for the (image, channel) pairs n*C + c in [lo, hi) (so threads can split the work); V holds
+    the tiles of images n0, n0+1, ... (a block of the batch, or all of it with n0 = 0).
 
     ``k`` holds the constants (4, 5, 2) in x's dtype.
     """
@@ -46,7 +47,7 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi):
                 t[3, j] = c2 * (d3 - d1) - d2 + d4
                 t[4, j] = c2 * (d1 - d3) - d2 + d4
                 t[5, j] = c4 * d1 - c5 * d3 + d5
-            base = (n * th + ty) * tw
+            base = ((n - n0) * th + ty) * tw
             for a in range(6):
                 for tx in range(tw):
                     j = 4 * tx
@@ -61,9 +62,10 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def output_transform(M, th, tw, y, k, lo, hi):
-    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, (n*th+ty)*tw+tx] as 6x6, cropped,
-    for the (image, channel) pairs n*K + k in [lo, hi).
+def output_transform(M, th, tw, y, k, lo, hi, n0):
+    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, ((n-n0)*th+ty)*tw+tx] as 6x6,
+    cropped, for the (image, channel) pairs n*K + k in [lo, hi); M holds the tiles of images
+    n0, n0+1, ...
 
     ``k`` holds the constants (2, 4, 8) in M's dtype.
     """
@@ -74,7 +76,7 @@ def output_transform(M, th, tw, y, k, lo, hi):
         t = np.empty((4, 6, tw), dtype=M.dtype)
         out = np.empty((4, 4 * tw), dtype=M.dtype)
         for ty in range(th):
-            base = (n * th + ty) * tw
+            base = ((n - n0) * th + ty) * tw
             for j in range(6):
                 for tx in range(tw):
                     m0, m1, m2 = M[j, kk, base + tx], M[6 + j, kk, base + tx], \
@@ -99,9 +101,10 @@ def output_transform(M, th, tw, y, k, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def grad_output_transform(gy, th, tw, GY, k, lo, hi):
-    """GY[6a+b, k, (n*th+ty)*tw+tx] = (A g A^T)[a, b] for the 4x4 tile g of gy at (4ty, 4tx),
-    zero beyond gy's edge (the adjoint of ``output_transform``'s crop), for n*K + k in [lo, hi).
+def grad_output_transform(gy, th, tw, GY, k, lo, hi, n0):
+    """GY[6a+b, k, ((n-n0)*th+ty)*tw+tx] = (A g A^T)[a, b] for the 4x4 tile g of gy at (4ty, 4tx),
+    zero beyond gy's edge (the adjoint of ``output_transform``'s crop), for n*K + k in [lo, hi);
+    GY holds the tiles of images n0, n0+1, ...
 
     ``k`` holds the constants (2, 4, 8) in gy's dtype.
     """
@@ -129,7 +132,7 @@ def grad_output_transform(gy, th, tw, GY, k, lo, hi):
                 e[3, j] = g0 + c2 * g1 + c4 * g2 + c8 * g3
                 e[4, j] = g0 - c2 * g1 + c4 * g2 - c8 * g3
                 e[5, j] = g3
-            base = (n * th + ty) * tw
+            base = ((n - n0) * th + ty) * tw
             for a in range(6):
                 for tx in range(tw):
                     j = 4 * tx
