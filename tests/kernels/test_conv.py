@@ -157,10 +157,13 @@ def test_winograd_numpy_fallback_matches_reference(force, monkeypatch):
 
 @pytest.mark.parametrize("n_threads", [2, 3])
 @pytest.mark.parametrize("case", [(7, 4, 9, 8, 6, 3, 3, (1, 1), (1, 1), (1, 1), 1),
-                                  (6, 4, 11, 7, 4, 3, 3, (1, 1), (2, 0, 1, 2), (1, 1), 2)])
+                                  (6, 4, 11, 7, 4, 3, 3, (1, 1), (2, 0, 1, 2), (1, 1), 2),
+                                  (1, 4, 25, 7, 6, 3, 3, (1, 1), (1, 0, 1, 1), (1, 1), 1),
+                                  (2, 4, 26, 9, 4, 3, 3, (1, 1), (1, 1), (1, 1), 2)])
 def test_winograd_blocked_passes_match_reference(case, n_threads, force, threads, monkeypatch):
-    """Blocks of images transformed and multiplied per thread (forward, input and weight
-    gradients), uneven last block, groups."""
+    """Blocks transformed and multiplied per thread: one image each for larger batches (forward,
+    input and weight gradients; uneven last block, groups), tile rows of each image for batches
+    under two images per thread (forward and input gradient)."""
     monkeypatch.setattr(winograd, "BLOCKED_MIN_BYTES", 0)
     monkeypatch.setattr(winograd, "BLOCK_BYTES", 1)            # one image per block
     threads(n_threads)
@@ -168,7 +171,8 @@ def test_winograd_blocked_passes_match_reference(case, n_threads, force, threads
     calls = []
     for name in ("_forward_blocked", "_weight_grad_blocked"):
         def spy(*a, fn=getattr(winograd, name), name=name):
-            calls.append((name, a[-1]))
+            calls.append((name, a[-1] if name == "_weight_grad_blocked" else
+                          {(n1 - n0, ty1 - ty0 < a[3]) for n0, n1, ty0, ty1 in a[-1]}))
             return fn(*a)
         monkeypatch.setattr(winograd, name, spy)
     for dtype in (np.float32, np.float64):
@@ -179,7 +183,11 @@ def test_winograd_blocked_passes_match_reference(case, n_threads, force, threads
               ref_input_grad(gy.astype(np.float64), w, case), dtype)
         check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
               ref_weight_grad(gy.astype(np.float64), x, case), dtype)
-    assert set(calls) == {("_forward_blocked", 1), ("_weight_grad_blocked", 1)}
+    if case[0] >= 2 * n_threads:      # one image per block, all its rows
+        assert calls == [("_forward_blocked", {(1, False)}), ("_forward_blocked", {(1, False)}),
+                         ("_weight_grad_blocked", 1)] * 2
+    else:                             # rows of one image per block; weight gradient whole
+        assert calls == [("_forward_blocked", {(1, True)})] * 4
 
 
 def test_winograd_float32_error_on_larger_channels(force):

@@ -120,7 +120,7 @@ def transformed_input(x, g, th, tw):
     if nb is not None:
         xc, k = np.ascontiguousarray(x), np.array([4, 5, 2], x.dtype)
         parallel.run(lambda lo, hi: nb.input_transform(xc, g.padding[0], g.padding[2], th, tw,
-                                                       V, k, lo, hi, 0), g.N * g.C)
+                                                       V, k, lo, hi, 0, 0, th), g.N * g.C)
     else:
         V[...] = input_tiles(x, g, th, tw).reshape(V.shape)
     return V
@@ -139,27 +139,38 @@ def images_per_block(g, th, tw, itemsize):
     return max(1, min(BLOCK_BYTES // per_image, g.N // (2 * n_threads)))
 
 
-def _forward_blocked(x, U, g, th, tw, nb, per_block):
-    """Forward pass in blocks of ``per_block`` images, each block transformed, multiplied and
-    transformed back by one thread while its V and M are still in cache: one fan-out per call
-    and about a third of the memory traffic of the whole-batch phases."""
-    dtype, per_image = x.dtype, th * tw
+def row_blocks(g, th):
+    """Tile-row blocks ``(ty0, ty1)`` that split each image for the blocked forward pass of a batch
+    too small to split by images (under two images per thread), or () when that does not apply
+    (larger batch, too few rows, one thread)."""
+    n_threads = parallel.threads()
+    if (not BLOCKED or not parallel.parallel_possible() or g.N >= 2 * n_threads
+            or th < 2 * n_threads):
+        return ()
+    step = -(-th // (2 * n_threads))
+    return tuple((r, min(th, r + step)) for r in range(0, th, step))
+
+
+def _forward_blocked(x, U, g, th, tw, nb, blocks):
+    """Forward pass over ``blocks`` ``(n0, n1, ty0, ty1)`` (images n0..n1-1, tile rows ty0..ty1-1
+    of each), each transformed, multiplied and transformed back by one thread while its V and M
+    are still in cache: one fan-out per call and, for large batches, about a third of the memory
+    traffic of the whole-batch phases."""
+    dtype = x.dtype
     xc = np.ascontiguousarray(x)
     y = np.empty(g.output_shape, dtype)
     kin, kout = np.array([4, 5, 2], dtype), np.array([2, 4, 8], dtype)
     pt, pl = g.padding[0], g.padding[2]
 
-    def blocks(lo, hi):
-        for b in range(lo, hi):
-            n0 = b * per_block
-            n1 = min(g.N, n0 + per_block)
-            T = (n1 - n0) * per_image
+    def run(lo, hi):
+        for n0, n1, ty0, ty1 in blocks[lo:hi]:
+            T = (n1 - n0) * (ty1 - ty0) * tw
             V = buffer("winograd.Vblock", (36, g.C, T), dtype)
-            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0)
+            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0, ty0, ty1)
             M = buffer("winograd.Mblock", (36, g.K, T), dtype)
             np.matmul(U, V.reshape(36, g.groups, g.Cg, T), out=M.reshape(36, g.groups, g.Kg, T))
-            nb.output_transform(M, th, tw, y, kout, n0 * g.K, n1 * g.K, n0)
-    parallel.run(blocks, -(-g.N // per_block))
+            nb.output_transform(M, th, tw, y, kout, n0 * g.K, n1 * g.K, n0, ty0, ty1)
+    parallel.run(run, len(blocks))
     return y
 
 
@@ -169,16 +180,22 @@ def forward(x, w, g):
     dtype = x.dtype
     U = weight_transform(w, g)
     nb = kernels()
-    per_block = images_per_block(g, th, tw, x.itemsize) if nb is not None else 0
-    if per_block:
-        return _forward_blocked(x, U, g, th, tw, nb, per_block)
+    if nb is not None:
+        per_block = images_per_block(g, th, tw, x.itemsize)
+        if per_block:
+            blocks = [(n, min(g.N, n + per_block), 0, th) for n in range(0, g.N, per_block)]
+        else:
+            blocks = [(n, n + 1, r0, r1) for n in range(g.N) for r0, r1 in row_blocks(g, th)]
+        if blocks:
+            return _forward_blocked(x, U, g, th, tw, nb, blocks)
     V = transformed_input(x, g, th, tw)
     M = buffer("winograd.M", (36, g.K, T), dtype)
     parallel.matmul(U, V.reshape(36, g.groups, g.Cg, T), M.reshape(36, g.groups, g.Kg, T))
     if nb is not None:
         y = np.empty(g.output_shape, dtype)
         k = np.array([2, 4, 8], dtype)
-        parallel.run(lambda lo, hi: nb.output_transform(M, th, tw, y, k, lo, hi, 0), g.N * g.K)
+        parallel.run(lambda lo, hi: nb.output_transform(M, th, tw, y, k, lo, hi, 0, 0, th),
+                     g.N * g.K)
         return y
     Y = np.einsum("ai,bj,ijkntu->nktaub", AT.astype(dtype), AT.astype(dtype),
                   M.reshape(6, 6, g.K, g.N, th, tw), optimize=True)
@@ -218,7 +235,7 @@ def _weight_grad_blocked(gy, x, g, th, tw, nb, per_block):
             n1 = min(g.N, n0 + per_block)
             T = (n1 - n0) * per_image
             V = buffer("winograd.Vblock", (36, g.C, T), dtype)
-            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0)
+            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0, 0, th)
             GY = buffer("winograd.Mblock", (36, g.K, T), dtype)
             nb.grad_output_transform(gyc, th, tw, GY, kout, n0 * g.K, n1 * g.K, n0)
             np.matmul(GY.reshape(36, g.groups, g.Kg, T),

@@ -14,10 +14,11 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0):
-    """V[6a+b, c, ((n-n0)*th+ty)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at (4ty-pt, 4tx-pl),
-    for the (image, channel) pairs n*C + c in [lo, hi) (so threads can split the work); V holds
-    the tiles of images n0, n0+1, ... (a block of the batch, or all of it with n0 = 0).
+def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1):
+    """V[6a+b, c, ((n-n0)*(ty1-ty0)+ty-ty0)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at
+    (4ty-pt, 4tx-pl), tile rows ty0 <= ty < ty1, for the (image, channel) pairs n*C + c in
+    [lo, hi) (so threads can split the work); V holds the tiles of a block: images n0, n0+1, ...
+    and tile rows [ty0, ty1) of each (the whole batch with n0 = 0, ty0 = 0, ty1 = th).
 
     ``k`` holds the constants (4, 5, 2) in x's dtype.
     """
@@ -28,7 +29,7 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0):
         n, c = nc // C, nc % C
         rows = np.zeros((6, Wb), dtype=x.dtype)
         t = np.empty((6, Wb), dtype=x.dtype)
-        for ty in range(th):
+        for ty in range(ty0, ty1):
             y0 = 4 * ty - pt
             for i in range(6):
                 yy = y0 + i
@@ -47,7 +48,7 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0):
                 t[3, j] = c2 * (d3 - d1) - d2 + d4
                 t[4, j] = c2 * (d1 - d3) - d2 + d4
                 t[5, j] = c4 * d1 - c5 * d3 + d5
-            base = ((n - n0) * th + ty) * tw
+            base = ((n - n0) * (ty1 - ty0) + ty - ty0) * tw
             for a in range(6):
                 for tx in range(tw):
                     j = 4 * tx
@@ -62,10 +63,10 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0):
 
 
 @njit(cache=True, nogil=True)
-def output_transform(M, th, tw, y, k, lo, hi, n0):
-    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, ((n-n0)*th+ty)*tw+tx] as 6x6,
-    cropped, for the (image, channel) pairs n*K + k in [lo, hi); M holds the tiles of images
-    n0, n0+1, ...
+def output_transform(M, th, tw, y, k, lo, hi, n0, ty0, ty1):
+    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, ((n-n0)*(ty1-ty0)+ty-ty0)*tw+tx]
+    as 6x6, cropped, for tile rows ty0 <= ty < ty1 and the (image, channel) pairs n*K + k in
+    [lo, hi); M holds the tiles of a block as in ``input_transform``.
 
     ``k`` holds the constants (2, 4, 8) in M's dtype.
     """
@@ -75,8 +76,8 @@ def output_transform(M, th, tw, y, k, lo, hi, n0):
         n, kk = nk // K, nk % K
         t = np.empty((4, 6, tw), dtype=M.dtype)
         out = np.empty((4, 4 * tw), dtype=M.dtype)
-        for ty in range(th):
-            base = ((n - n0) * th + ty) * tw
+        for ty in range(ty0, ty1):
+            base = ((n - n0) * (ty1 - ty0) + ty - ty0) * tw
             for j in range(6):
                 for tx in range(tw):
                     m0, m1, m2 = M[j, kk, base + tx], M[6 + j, kk, base + tx], \
