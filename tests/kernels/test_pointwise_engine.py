@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 
 from ember.kernels import threads
-from ember.kernels.pointwise import Expr, apply, compile_pointwise, has_compiler
+from ember.kernels.pointwise import Expr, apply, compile_pointwise, engine, has_compiler
 
 pytestmark = pytest.mark.skipif(not has_compiler(), reason="numba not importable")
 BACKENDS = ["numba", "numpy"]
@@ -223,6 +223,38 @@ def test_thread_count_and_python_threads():
         w.join()
     for r in results:
         np.testing.assert_array_equal(r, one)
+
+
+@pytest.mark.skipif(not has_compiler(), reason="numba not importable")
+@pytest.mark.parametrize("n_threads", [2, 3])
+def test_parallel_split_on_every_layout(n_threads, monkeypatch):
+    """Forced onto the thread pool (any size): contiguous, transposed, broadcast-row and sliced
+    operands, in place, give the one-thread bits."""
+    monkeypatch.setattr(engine, "PARALLEL_MIN_NS", 0)
+    rng = np.random.default_rng(9)
+    base = rng.standard_normal((37, 300)).astype(np.float32)
+    cases = [(base, base + 1), (base.T, base.T * 2), (base, base[:1]), (base[:, ::3], base[:, 1::3])]
+    before = threads.get_num_threads()
+    try:
+        for x, y in cases:
+            k = compile_pointwise(ADD1, (x, y))
+            threads.set_num_threads(1)
+            (one,) = k(x, y, backend="numba")
+            threads.set_num_threads(n_threads)
+            (many,) = k(x, y, backend="numba")
+            np.testing.assert_array_equal(one, many)
+            target = x.copy()
+            k(target, y, out=target, backend="numba")
+            np.testing.assert_array_equal(target, one)
+    finally:
+        threads.set_num_threads(before)
+
+
+def test_cost_estimate_orders_kernels():
+    x = np.ones(4, np.float32)
+    cheap = compile_pointwise(ADD1, (x, x))
+    gelu = compile_pointwise("tanh", (x,))
+    assert 0 < cheap.ns_per_element < gelu.ns_per_element
 
 
 def test_expr_validation():
