@@ -5,7 +5,8 @@ can handle it and remembers the fastest for the rest of the process.
 ``algorithm``: None (the heuristic or autotuner chooses) or one of ``ALGORITHMS`` to force it; a
 forced algorithm that cannot handle a shape raises ValueError naming both.
 """
-ALGORITHMS = ("im2col", "implicit_gemm", "winograd", "fft", "direct1x1", "depthwise", "direct")
+ALGORITHMS = ("im2col", "implicit_gemm", "winograd", "fft", "direct1x1", "depthwise", "direct",
+              "winograd2x2")
 
 benchmark = False
 algorithm = None

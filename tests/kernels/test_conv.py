@@ -364,7 +364,11 @@ def test_heuristic_choices():
     assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
     assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((1, 64, 56, 56), (64, 64, 3, 3), direction="weight") == "winograd"
-    assert pick((1, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "im2col"  # 16 tiles
+    assert pick((1, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "winograd2x2"  # 16 tiles
+    assert pick((1, 512, 7, 7), (512, 512, 3, 3), direction="weight") == "winograd2x2"
+    assert pick((8, 512, 7, 7), (512, 512, 3, 3), direction="weight") == "winograd"  # 32 tiles
+    assert pick((1, 512, 7, 7), (512, 512, 3, 3)) == "im2col"
+    assert pick((1, 128, 14, 14), (128, 128, 3, 3), direction="weight") == "im2col"
     assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 128 tiles, all directions
     assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="input") == "winograd"
     assert pick((4, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 64 tiles
@@ -569,3 +573,28 @@ def test_chunk_errors_propagate_and_the_pool_survives(threads):
         with pytest.raises(KeyError):
             parallel.run(fn, 16)
         assert sum(parallel.run(lambda lo, hi: hi - lo, 16)) == 16
+
+
+@pytest.mark.parametrize("algorithm", ALGORITHMS)
+def test_gradcheck_float64_with_each_algorithm_forced(algorithm, force):
+    """float64 gradcheck of conv2d through autograd with each algorithm forced, for every input
+    whose gradient direction the algorithm computes."""
+    import ember
+    import ember.nn.functional as F
+    from ember.autograd import gradcheck
+    k, c, r, groups = {"direct1x1": (3, 2, 1, 1), "depthwise": (4, 4, 3, 4)}.get(algorithm, (3, 2, 3, 1))
+    xs, ws = (2, c, 6, 5), (k, c // groups, r, r)
+    geometry = C.geometry("conv2d", xs, ws, 1, 1, 1, groups)
+    assert algorithm in selector.capable("forward", geometry)
+    wrt = [name for name, direction in (("x", "input"), ("w", "weight"))
+           if algorithm in selector.capable(direction, geometry)]
+    assert wrt
+    x = ember.tensor(rng.standard_normal(xs), requires_grad="x" in wrt)
+    w = ember.tensor(rng.standard_normal(ws), requires_grad="w" in wrt)
+    force(algorithm)
+
+    def conv(*ts):
+        args = {"x": x, "w": w}
+        args.update(zip(wrt, ts))
+        return F.conv2d(args["x"], args["w"], None, padding=1, groups=groups)
+    assert gradcheck(conv, tuple(dict(x=x, w=w)[n] for n in wrt))

@@ -20,6 +20,12 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches below BATCH_THRESHOLD images are the
   batch-of-one inference path: the single image alone must give WINOGRAD_MIN_TILES tiles, else its
   36 GEMMs are too thin and im2col (per-image layout, output already in NCHW order) runs instead;
+- weight gradients of wide 3x3 layers (min(C/g, K/g) >= WIDE_CHANNELS) with fewer tiles than that:
+  ``winograd`` from WIDE_MIN_TILES F(4x4) tiles, below it ``winograd2x2`` (F(2x2,3x3): four times
+  the tiles, additions-only transforms). ms im2col / F(4x4) / F(2x2), two threads: 1x512x7x7 (4
+  tiles) 14.0 / 8.4 / 5.9; 1x256x14x14 (16) 4.3 / 2.6 / 2.4; 8x512x7x7 (32) 30.6 / 14.1 / 20.4.
+  Forward passes there stay on im2col (1x512x7x7 1.9 / 8.9 / 3.6 ms; 1x256x14x14 1.9 / 2.6 /
+  1.8, a tie);
 - thin layers (groups 1, C*R*S <= DIRECT_MAX_TAPS, K <= DIRECT_MAX_K) -> ``direct`` (Numba
   register-blocked kernel, no column buffer) for the weight gradient, and for the forward pass when
   K >= DIRECT_MIN_K_FORWARD (at K = 6 ten of 16 vector lanes idle and im2col wins: LeNet conv1
@@ -38,11 +44,13 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
 import threading
 import time
 
-from . import depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, winograd
+from . import (depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, winograd,
+               winograd2x2)
 from .transform import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
-              "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise, "direct": direct}
+              "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise, "direct": direct,
+              "winograd2x2": winograd2x2}
 FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad"}
 
 BATCH_THRESHOLD = 2
@@ -51,6 +59,8 @@ WEIGHT_MIN_CHANNELS = 32
 WINOGRAD_MIN_TILES = 128
 WEIGHT_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
+WIDE_CHANNELS = 256
+WIDE_MIN_TILES = 32
 DIRECT_MAX_TAPS = 150
 DIRECT_MAX_K = 64
 DIRECT_MIN_K_FORWARD = 16
@@ -83,6 +93,8 @@ def heuristic(direction, g):
         tiles = WEIGHT_MIN_TILES if weight else WINOGRAD_MIN_TILES
         if min(fg.Cg, fg.Kg) >= channels and _tiles(fg) >= tiles:
             return "winograd"
+        if weight and min(g.Cg, g.Kg) >= WIDE_CHANNELS:
+            return "winograd" if _tiles(g) >= WIDE_MIN_TILES else "winograd2x2"
     if (g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
             and (direction == "weight" or g.K >= DIRECT_MIN_K_FORWARD)
             and direct.supports(g, direction)):
