@@ -36,7 +36,16 @@ DIRECTIONS = ("forward", "input", "weight")
 
 
 BLOCK = 3
-SETTLE_S = 0.0   # idle seconds before each block (--settle)
+SETTLE_S = 0.03  # seconds of busy-waiting before each block (--settle)
+
+
+def settle(seconds):
+    """Busy-wait (not sleep) so the other library's spinning workers (OpenMP, OpenBLAS) go quiet
+    while this thread's core stays awake: sleeping instead lets the machine's (virtual) cores go
+    idle, and a library whose workers block (ember's) then pays their wake-up on every call."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
 
 
 def median_ms(fns, repeat):
@@ -51,7 +60,7 @@ def median_ms(fns, repeat):
     times = [[] for _ in fns]
     for _ in range(repeat):
         for t, fn in zip(times, fns):
-            time.sleep(SETTLE_S)
+            settle(SETTLE_S)
             best = float("inf")
             for _ in range(BLOCK):
                 start = time.perf_counter()
@@ -138,8 +147,8 @@ def main():
     parser.add_argument("--no-algorithms", action="store_true")
     parser.add_argument("--no-threads", action="store_true")
     parser.add_argument("--settle", type=float, default=SETTLE_S,
-                        help="idle seconds before each timed block, so the other library's "
-                             "spinning threads (OpenMP, OpenBLAS) go idle first")
+                        help="seconds of busy-waiting before each timed block, so the other "
+                             "library's spinning threads (OpenMP, OpenBLAS) go quiet first")
     parser.add_argument("--shapes", default=None, help="comma-separated indices into SHAPES")
     parser.add_argument("--own", default=None,
                         help="directions run on ember's own chunks with BLAS at one thread, e.g. "
