@@ -2,11 +2,15 @@
 
 Usage: python benchmarks/conv.py [--threads 2] [--repeat 9] [--no-algorithms] [--no-threads]
                                  [--shapes 0,2] [--own weight|forward,input,weight|none]
-                                 [--own-algorithms winograd|none]
+                                 [--own-algorithms winograd|none] [--settle 0.03]
 
 The machine is shared, so ember and torch calls alternate (e f, t f, e dX, t dX, e dW, t dW, ...)
 and every figure is the median over ``--repeat`` rounds: load slows both sides instead of skewing
-the ratio. Prints the load average and whether OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (it
+the ratio. Before each block the main thread busy-waits ``--settle`` seconds, so the worker
+threads the previous block left spinning (torch's OpenMP pool, OpenBLAS's pool) are quiet again;
+OpenBLAS's spin for up to ~100 ms after a threaded GEMM, and on 2 cores a spinning worker halves
+the speed of whatever runs next on ember's own threads (measured: the first layer's forward 0.9
+ms alone, 1.7 ms right after a threaded GEMM, 1.15 ms 0.1 s after it). Prints the load average and whether OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (it
 never changes them); then per shape (N, C, H, W, K, kernel, pad), float32: the algorithm the
 selector picks per direction (forward/input/weight), ms for forward, input gradient and weight
 gradient with torch's ms and the ratios, GFLOP/s and % of NumPy's own sgemm throughput measured
