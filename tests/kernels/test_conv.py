@@ -381,6 +381,25 @@ def test_heuristic_choices():
     assert pick((1, 64, 8, 8), (64, 64, 3, 3)) == "im2col"  # batch of one, too few tiles
 
 
+def test_thin_wide_layers_run_every_direction_on_own_threads(monkeypatch):
+    first = C.geometry("conv2d", (32, 3, 32, 32), (32, 3, 5, 5), 1, 0, 1, 1)
+    lenet2 = C.geometry("conv2d", (64, 6, 14, 14), (16, 6, 5, 5), 1, 0, 1, 1)
+    assert selector._thin_wide(first) and not selector._thin_wide(lenet2)
+    seen = []
+    real = parallel.policy
+
+    def spy(own):
+        seen.append(own)
+        return real(own)
+    monkeypatch.setattr(parallel, "policy", spy)
+    x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
+    w = rng.standard_normal((32, 3, 5, 5)).astype(np.float32)
+    gy = rng.standard_normal((2, 32, 8, 8)).astype(np.float32)
+    C.conv2d_input_grad(gy, w, x.shape, 1, 0, 1, 1)              # im2col, still own threads
+    C.conv2d_input_grad(gy[:, :16], w[:16], x.shape, 1, 0, 1, 1)  # K = 16: BLAS threads
+    assert seen == [True, False]
+
+
 def test_autotuner_times_once_and_remembers(force):
     settings.benchmark = True
     selector.clear_tuned()
