@@ -96,6 +96,43 @@ def test_matches_torch(case, force):
     close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), tw.grad.numpy(), np.float32)
 
 
+def test_weight_tap_blocks_split_taps_exactly():
+    k = direct.kernels()
+    for V in (1, 2):
+        compiled = k._tap_blocks(V)
+        for taps in range(1, 3 * k.MAX_TAPS[V - 1] + 2):
+            t0, blocks = 0, []
+            while t0 < taps:
+                blocks.append(k._tap_block(taps - t0, V))
+                t0 += blocks[-1]
+            assert t0 == taps and set(blocks) <= set(compiled)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("K, HW", [(1, 7), (6, 100), (17, 16), (35, 41), (16, 784)])
+def test_weight_transpose_of_gy(K, HW, dtype):
+    """Tiles with K and HW not multiples of the lanes (ragged rows read as zeros, last pixel tile
+    shifted), and the scalar path for HW below the lanes."""
+    from numba import njit
+    k = direct.kernels()
+    _transpose, _data = k._transpose, k._data
+
+    @njit
+    def transpose(gt, gy, Kp, K, HW, L):  # the kernel takes raw pointers
+        _transpose(_data(gt), Kp, _data(gy), K * HW, K, HW, L)
+    L = k.lanes(np.dtype(dtype).itemsize)
+    Kp = -(-K // (2 * L)) * 2 * L
+    gy = rng.standard_normal((2, K, HW)).astype(dtype)
+    gt = np.full((HW, Kp), np.nan, dtype)
+    gt[:, -(-K // L) * L:] = 0  # columns no tile covers: the kernel's gt starts zeroed
+    transpose(gt, gy, Kp, K, HW, L)  # image 1 of 2
+    if HW < L:
+        gt[:, K:] = 0  # the scalar path writes only k < K
+    expected = np.zeros((HW, Kp), dtype)
+    expected[:, :K] = gy[1].T
+    np.testing.assert_array_equal(gt, expected)
+
+
 def test_input_gradient_and_groups_are_not_supported(force):
     g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
     assert direct.supports(g, "forward") and direct.supports(g, "weight")

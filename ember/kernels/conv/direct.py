@@ -4,9 +4,10 @@ Forward: the weight is repacked once per call to (C*R*S, Kp), K padded with zero
 vector blocks; for each block of P output pixels of a row and Kp-block of V vectors a Numba
 micro-kernel (``direct_numba``) keeps P*V vector accumulators in registers and, per tap (c, r, s),
 broadcasts P input pixels against V weight vectors (one FMA each), then writes the block to NCHW.
-Weight gradient: gy of each image is transposed to (Ho*Wo, Kp); per block of taps and Kp-block the
-micro-kernel runs along each output row with T*V accumulators (the block of dW^T), so dW stays in
-L1/L2. Any stride, padding and dilation: taps are offsets into each zero-padded image.
+Weight gradient: gy of each image is transposed to (Ho*Wo, Kp) in register tiles; per block of T
+taps (12 or 24, the remainder in powers of two: no padding taps) and Kp-block a micro-kernel holds
+the T*V accumulators (a block of dW^T) in registers over the whole image. Any stride, padding and
+dilation: taps are offsets into each zero-padded image.
 
 Work is split over images with ``parallel.run`` (ember's threads; the kernels release the GIL);
 weight-gradient partial sums are added in chunk order, so a given thread count gives the same
@@ -94,10 +95,7 @@ def weight_grad(gy, x, g):
     V = _vectors(g.K, x.dtype)
     KB = V * _lanes(x.dtype)
     Kp = -(-g.K // KB) * KB
-    T = 12 if V == 2 else 24
     off = _offsets(g)
-    taps = off.size
-    off = np.concatenate([off, np.full(-(-taps // T) * T - taps, off[-1], np.int64)])
     gy = np.ascontiguousarray(gy)
     sh, sw = g.stride
 
@@ -108,4 +106,4 @@ def weight_grad(gy, x, g):
     gw = parts[0]
     for p in parts[1:]:
         gw += p
-    return np.ascontiguousarray(gw[:taps, :g.K].T).reshape(g.weight_shape)
+    return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)

@@ -1,14 +1,15 @@
 """Numba kernels of the register-blocked direct convolution (see ``direct``).
 
 Imported lazily by ``direct`` (never by ``import ember``); compiled once per dtype and cached on
-disk (cache=True). The inner loops are two LLVM-level micro-kernels (``numba.extending.intrinsic``)
+disk (cache=True). The inner loops are LLVM-level micro-kernels (``numba.extending.intrinsic``)
 that keep a block of accumulators in vector registers (512-bit vectors: LLVM splits them on
 machines without AVX-512) and issue one ``llvm.fma`` per vector: Numba's own loops over small
 accumulator arrays were either spilled to memory or scalarised by LLVM (19-24 ms against 1.4 ms
-for the first layer's forward on one thread). No fastmath: every product is one exact FMA and the
-summation order is fixed, so results do not depend on the schedule. The drivers take a range
-[lo, hi) of images and release the GIL (nogil) so ``parallel.run`` splits the batch over ember's
-own threads.
+for the first layer's forward on one thread). A third intrinsic transposes gy for the weight
+gradient in L x L register tiles (a scalar loop took 0.53 of 1.95 ms there). No fastmath: every
+product is one exact FMA and the summation order is fixed, so results do not depend on the
+schedule. The drivers take a range [lo, hi) of images and release the GIL (nogil) so
+``parallel.run`` splits the batch over ember's own threads.
 """
 import numpy as np
 from llvmlite import ir
@@ -18,6 +19,10 @@ from numba.extending import intrinsic
 
 VECTOR_BYTES = 64
 I64 = ir.IntType(64)
+# Largest tap block of the weight kernel at V = 1, 2 vectors: T*V accumulators, V gy vectors and a
+# broadcast within 32 vector registers. Per executed tap, T = 4 to 13 ran at the same rate on the
+# first layer (Zen 4), so smaller blocks for the remainder cost nothing.
+MAX_TAPS = (24, 12)
 
 
 def lanes(itemsize):
@@ -140,47 +145,118 @@ def _forward_block(typingctx, acc, x, w, off, taps, base, sw, wcol, wrow, P, V):
     return sig, codegen
 
 
-@intrinsic
-def _weight_row(typingctx, acc, abase, arow, x, gy, off, obase, count, xbase, sw, gbase, gstride,
-                T, V):
-    """acc[abase + t*arow + v*L + l] += sum over j < count of x[off[obase + t] + xbase + j*sw] *
-    gy[gbase + j*gstride + v*L + l] for t < T, v < V: T*V vector accumulators in registers,
-    loaded before and stored after the loop."""
-    T_, V_, SW = _literal(T), _literal(V), _literal(sw)
-    if T_ is None or V_ is None:
-        return None
+def _tap_blocks(V):
+    """Tap-block sizes the weight micro-kernel is compiled for at V vectors: MAX_TAPS[V - 1] and
+    the powers of two below it (so any tap count splits exactly, see ``_tap_block``)."""
+    top = MAX_TAPS[V - 1]
+    return [top] + [1 << b for b in range(top.bit_length()) if 1 << b < top]
 
+
+def _emit_weight(builder, fma, vty, size, args, T, V, sw):
+    """The weight micro-kernel for literal T, V (see ``_weight_block``) with stride ``sw`` (an
+    ``ir.Constant`` 1 or the runtime value)."""
+    accp, abase, xp, gp, op, obase, xbase, rows, xrow, cols, _, gbase, kp = args
+    L = vty.count
+    offs = [builder.add(builder.load(_at(builder, op, builder.add(obase, ir.Constant(I64, t)))),
+                        xbase) for t in range(T)]
+    slots = [builder.add(abase, builder.add(builder.mul(kp, ir.Constant(I64, t)),
+                                            ir.Constant(I64, v * L)))
+             for t in range(T) for v in range(V)]
+    inits = [_vload(builder, accp, s, vty, size) for s in slots]
+    gpix = builder.mul(cols, kp)
+
+    def row(i, accs):
+        xi = builder.mul(i, xrow)
+        gi = builder.add(gbase, builder.mul(i, gpix))
+        xrs = [builder.add(o, xi) for o in offs]
+
+        def pixel(j, accs):
+            g = builder.add(gi, builder.mul(j, kp))
+            gs = [_vload(builder, gp, builder.add(g, ir.Constant(I64, v * L)), vty, size)
+                  for v in range(V)]
+            xj = builder.mul(j, sw)
+            out = []
+            for t in range(T):
+                xb = _broadcast(builder, builder.load(_at(builder, xp, builder.add(xrs[t], xj))),
+                                vty)
+                out += [builder.call(fma, [xb, gs[v], accs[t * V + v]]) for v in range(V)]
+            return out
+        return _loop(builder, cols, accs, pixel)
+    accs = _loop(builder, rows, inits, row)
+    for s, a in zip(slots, accs):
+        _vstore(builder, a, accp, s, vty, size)
+
+
+@intrinsic
+def _weight_block(typingctx, acc, abase, x, g, off, obase, xbase, rows, xrow, cols, sw, gbase, Kp,
+                  T, V):
+    """acc[abase + t*Kp + v*L + l] += sum over i < rows, j < cols of x[off[obase + t] + xbase +
+    i*xrow + j*sw] * g[gbase + (i*cols + j)*Kp + v*L + l] for t < T, v < V, l < L lanes.
+
+    T*V vector accumulators are loaded once, kept in registers over the whole (rows x cols) loop
+    nest (one output image) and stored once. T, V and sw are runtime values: the code is a switch
+    over one unrolled kernel per V in (1, 2), T in ``_tap_blocks(V)`` and sw == 1 or not (a
+    constant stride lets LLVM address every tap as pointer + one shared index; a runtime stride
+    makes it step one pointer per tap, which spills them at V == 1). Other (T, V) do nothing."""
     def codegen(context, builder, sig, args):
-        accp, abase, arow_, xp, gp, op, obase, n, xbase, sw_, gbase, gstride = args[:12]
-        if SW is not None:
-            sw_ = ir.Constant(I64, SW)
         vty, size = _vector(context, acc.dtype)
         fma = _fma(builder, vty, size)
-        L = vty.count
-        offs = [builder.add(builder.load(_at(builder, op, builder.add(obase, ir.Constant(I64, t)))),
-                            xbase) for t in range(T_)]
-        slots = [builder.add(abase, builder.add(builder.mul(arow_, ir.Constant(I64, t)),
-                                                ir.Constant(I64, v * L)))
-                 for t in range(T_) for v in range(V_)]
-        inits = [_vload(builder, accp, s, vty, size) for s in slots]
-
-        def body(j, accs):
-            g = builder.add(gbase, builder.mul(j, gstride))
-            gs = [_vload(builder, gp, builder.add(g, ir.Constant(I64, v * L)), vty, size)
-                  for v in range(V_)]
-            xj = builder.mul(j, sw_)
-            out = []
-            for t in range(T_):
-                xb = _broadcast(builder, builder.load(_at(builder, xp, builder.add(offs[t], xj))),
-                                vty)
-                out += [builder.call(fma, [xb, gs[v], accs[t * V_ + v]]) for v in range(V_)]
-            return out
-        accs = _loop(builder, n, inits, body)
-        for s, a in zip(slots, accs):
-            _vstore(builder, a, accp, s, vty, size)
+        T_, V_, sw_ = args[13], args[14], args[10]
+        unit = builder.zext(builder.icmp_signed("==", sw_, ir.Constant(I64, 1)), I64)
+        key = builder.add(builder.mul(builder.add(builder.mul(V_, ir.Constant(I64, 64)), T_),
+                                      ir.Constant(I64, 2)), unit)
+        done = builder.append_basic_block("weight.done")
+        switch = builder.switch(key, done)
+        for v in (1, 2):
+            for t in _tap_blocks(v):
+                for u in (0, 1):
+                    case = builder.append_basic_block("weight.T%dV%d%s" % (t, v, "s1" * u))
+                    switch.add_case(ir.Constant(I64, (v * 64 + t) * 2 + u), case)
+                    builder.position_at_end(case)
+                    _emit_weight(builder, fma, vty, size, args[:13], t, v,
+                                 ir.Constant(I64, 1) if u else sw_)
+                    builder.branch(done)
+        builder.position_at_end(done)
         return context.get_dummy_value()
-    sig = types.void(acc, types.intp, types.intp, x, gy, off, types.intp, types.intp, types.intp,
-                     sw if SW is not None else types.intp, types.intp, types.intp, T, V)
+    sig = types.void(acc, types.intp, x, g, off, *[types.intp] * 10)
+    return sig, codegen
+
+
+@intrinsic
+def _transpose_tile(typingctx, dst, dbase, drow, src, sbase, srow, rows):
+    """dst[dbase + p*drow + r] = src[sbase + r*srow + p] for p, r < L (one L x L tile), reading
+    zeros for rows r >= ``rows``: L vector loads, log2(L) rounds of L two-vector shuffles (round b
+    swaps the off-diagonal b x b blocks of every 2b x 2b block), L vector stores."""
+    def codegen(context, builder, sig, args):
+        dp, dbase, drow, sp, sbase, srow, rows = args
+        vty, size = _vector(context, dst.dtype)
+        L = vty.count
+        i32 = ir.IntType(32)
+        zero = ir.Constant(vty, [0.0] * L)
+        last = builder.sub(rows, ir.Constant(I64, 1))
+        vs = []
+        for r in range(L):
+            rc = ir.Constant(I64, r)
+            rr = builder.select(builder.icmp_signed("<", rc, rows), rc, last)
+            v = _vload(builder, sp, builder.add(sbase, builder.mul(rr, srow)), vty, size)
+            vs.append(builder.select(builder.icmp_signed("<", rc, rows), v, zero))
+        b = L // 2
+        while b:
+            lo_mask = ir.Constant(ir.VectorType(i32, L),
+                                  [c if c & b == 0 else L + c - b for c in range(L)])
+            hi_mask = ir.Constant(ir.VectorType(i32, L),
+                                  [c + b if c & b == 0 else L + c for c in range(L)])
+            for r in range(L):
+                if r & b == 0:
+                    a, c = vs[r], vs[r + b]
+                    vs[r] = builder.shuffle_vector(a, c, lo_mask)
+                    vs[r + b] = builder.shuffle_vector(a, c, hi_mask)
+            b //= 2
+        for p in range(L):
+            _vstore(builder, vs[p], dp, builder.add(dbase, builder.mul(ir.Constant(I64, p), drow)),
+                    vty, size)
+        return context.get_dummy_value()
+    sig = types.void(dst, types.intp, types.intp, src, types.intp, types.intp, types.intp)
     return sig, codegen
 
 
@@ -266,43 +342,55 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
 
 
 @njit(cache=True, nogil=True)
-def _weight_span(acc, abase, X, G, O, obase, count, xbase, sw, gbase, Kp, V):
-    if V == 2:
-        if sw == 1:
-            _weight_row(acc, abase, Kp, X, G, O, obase, count, xbase, 1, gbase, Kp, 12, 2)
-        else:
-            _weight_row(acc, abase, Kp, X, G, O, obase, count, xbase, sw, gbase, Kp, 12, 2)
-    else:
-        if sw == 1:
-            _weight_row(acc, abase, Kp, X, G, O, obase, count, xbase, 1, gbase, Kp, 24, 1)
-        else:
-            _weight_row(acc, abase, Kp, X, G, O, obase, count, xbase, sw, gbase, Kp, 24, 1)
+def _tap_block(left, V):
+    """Taps in the next block when ``left`` remain: MAX_TAPS[V - 1], else the largest power of two
+    <= left (no block is padded with junk taps)."""
+    top = MAX_TAPS[V - 1]
+    if left >= top:
+        return top
+    T = 1
+    while 2 * T <= left:
+        T *= 2
+    return T
+
+
+@njit(cache=True, nogil=True)
+def _transpose(G, Kp, GY, src, K, HW, L):
+    """G[q*Kp + k] = GY[src + k*HW + q] for k < K, q < HW, and 0 for K <= k < K rounded up to L:
+    L x L tiles, the last tile of each row block shifted left to end at HW (rewriting a few
+    entries with the same values); scalar when HW < L."""
+    if HW < L:
+        for k in range(K):
+            for q in range(HW):
+                G[q * Kp + k] = GY[src + k * HW + q]
+        return
+    for kb in range(0, K, L):
+        for q0 in range(0, HW, L):
+            q0 = min(q0, HW - L)
+            _transpose_tile(G, q0 * Kp + kb, Kp, GY, src + kb * HW + q0, HW, K - kb)
 
 
 @njit(cache=True, nogil=True)
 def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
     """Return gw (taps, Kp) with gw[t, k] = sum over images n in [lo, hi) and output pixels (i, j)
-    of xp[n - lo, off[t] + i*sh*Wp + j*sw] * gy[n, k, i, j]; ``off`` is padded to a multiple of the
-    tap block (12 for V == 2, else 24) by repeating its last entry (those rows are junk). ``gy``
-    must be C-contiguous."""
+    of xp[n - lo, off[t] + i*sh*Wp + j*sw] * gy[n, k, i, j] (columns k >= K are zero). Per image,
+    gy is transposed to gt (Ho*Wo, Kp); then per tap block (``_tap_block``) and K block of V
+    vectors one ``_weight_block`` call runs over the whole image. ``gy`` must be C-contiguous."""
     N, K, Ho, Wo = gy.shape
     taps = off.shape[0]
     plane = xp.shape[1]
-    T = 12 if V == 2 else 24
     L = 64 // xp.itemsize
     gw = np.zeros((taps, Kp), xp.dtype)
     gt = np.zeros((Ho * Wo, Kp), xp.dtype)
     A, X, G, O, GY = _data(gw), _data(xp), _data(gt), _data(off), _data(gy)
     HW = Ho * Wo
     for n in range(lo, hi):
-        for k in range(K):
-            src = (n * K + k) * HW
-            for q in range(HW):
-                G[q * Kp + k] = GY[src + q]
+        _transpose(G, Kp, GY, n * K * HW, K, HW, L)
         xb = (n - lo) * plane
-        for t0 in range(0, taps, T):
+        t0 = 0
+        while t0 < taps:
+            T = _tap_block(taps - t0, V)
             for kb in range(0, Kp, V * L):
-                for i in range(Ho):
-                    _weight_span(A, t0 * Kp + kb, X, G, O, t0, Wo, xb + i * sh * Wp, sw,
-                                 i * Wo * Kp + kb, Kp, V)
+                _weight_block(A, t0 * Kp + kb, X, G, O, t0, xb, Ho, sh * Wp, Wo, sw, kb, Kp, T, V)
+            t0 += T
     return gw
