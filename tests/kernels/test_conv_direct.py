@@ -133,6 +133,29 @@ def test_weight_transpose_of_gy(K, HW, dtype):
     np.testing.assert_array_equal(gt, expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("cols, count", [(16, 16), (12, 16), (5, 6), (1, 40), (16, 3)])
+def test_forward_row_transpose_writes_only_its_tile(cols, count, dtype):
+    """The forward's output tile: ``cols`` pixels of ``count`` channels (both capped at the
+    lanes), masked stores leave everything else in y untouched."""
+    from numba import njit
+    k = direct.kernels()
+    _tile, _data = k._transpose_tile_masked, k._data
+
+    @njit
+    def transpose(y, dbase, drow, rows, sbase, srow, cols, count):  # raw pointers
+        _tile(_data(y), dbase, drow, _data(rows), sbase, srow, cols, count)
+    L = k.lanes(np.dtype(dtype).itemsize)
+    cols, Kp, HW = min(cols, L), 2 * L, 3 * L + 5
+    rows = rng.standard_normal((L, Kp)).astype(dtype)  # pixels x channels, junk past cols
+    y = np.full((L + 2, HW), np.nan, dtype)
+    transpose(y, HW + 7, HW, rows, 1, Kp, cols, count)
+    expected = np.full_like(y, np.nan)
+    n = min(count, L)
+    expected[1:1 + n, 7:7 + cols] = rows[:cols, 1:1 + n].T
+    np.testing.assert_array_equal(y, expected)
+
+
 def test_input_gradient_and_groups_are_not_supported(force):
     g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
     assert direct.supports(g, "forward") and direct.supports(g, "weight")

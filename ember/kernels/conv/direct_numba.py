@@ -5,11 +5,12 @@ disk (cache=True). The inner loops are LLVM-level micro-kernels (``numba.extendi
 that keep a block of accumulators in vector registers (512-bit vectors: LLVM splits them on
 machines without AVX-512) and issue one ``llvm.fma`` per vector: Numba's own loops over small
 accumulator arrays were either spilled to memory or scalarised by LLVM (19-24 ms against 1.4 ms
-for the first layer's forward on one thread). A third intrinsic transposes gy for the weight
-gradient in L x L register tiles (a scalar loop took 0.53 of 1.95 ms there). No fastmath: every
-product is one exact FMA and the summation order is fixed, so results do not depend on the
-schedule. The drivers take a range [lo, hi) of images and release the GIL (nogil) so
-``parallel.run`` splits the batch over ember's own threads.
+for the first layer's forward on one thread). Two more intrinsics transpose L x L register
+tiles: gy into (pixels, K) for the weight gradient (a scalar loop took 0.53 of 1.95 ms there)
+and each output row from (pixels, K) into NCHW for the forward (a scalar loop took about 0.4 of
+1.46 ms). No fastmath: every product is one exact FMA and the summation order is fixed, so
+results do not depend on the schedule. The drivers take a range [lo, hi) of images and release
+the GIL (nogil) so ``parallel.run`` splits the batch over ember's own threads.
 """
 import numpy as np
 from llvmlite import ir
@@ -108,16 +109,17 @@ def _data(typingctx, arr):
 
 
 @intrinsic
-def _forward_block(typingctx, acc, x, w, off, taps, base, sw, wcol, wrow, P, V):
-    """acc[p*V*L + v*L + l] = sum over t < taps of x[off[t] + base + p*sw] * w[t*wrow + wcol +
-    v*L + l] for p < P, v < V, l < L lanes: P*V vector accumulators in registers. ``sw`` may be
-    a literal (constant addressing) or a runtime stride."""
+def _forward_block(typingctx, acc, abase, x, w, off, taps, base, sw, wcol, wrow, P, V):
+    """acc[abase + p*wrow + wcol + v*L + l] = sum over t < taps of x[off[t] + base + p*sw] *
+    w[t*wrow + wcol + v*L + l] for p < P, v < V, l < L lanes: P*V vector accumulators in
+    registers, stored once (``acc`` is laid out like rows of ``w``). ``sw`` may be a literal
+    (constant addressing) or a runtime stride."""
     P_, V_, SW = _literal(P), _literal(V), _literal(sw)
     if P_ is None or V_ is None:
         return None
 
     def codegen(context, builder, sig, args):
-        accp, xp, wp, op, n, base, sw_, wcol, wrow = args[:9]
+        accp, abase, xp, wp, op, n, base, sw_, wcol, wrow = args[:10]
         if SW is not None:
             sw_ = ir.Constant(I64, SW)
         vty, size = _vector(context, acc.dtype)
@@ -137,10 +139,14 @@ def _forward_block(typingctx, acc, x, w, off, taps, base, sw, wcol, wrow, P, V):
             return out
         zero = ir.Constant(vty, [0.0] * L)
         accs = _loop(builder, n, [zero] * (P_ * V_), body)
-        for k, a in enumerate(accs):
-            _vstore(builder, a, accp, k * L, vty, size)
+        start = builder.add(abase, wcol)
+        for p in range(P_):
+            row = builder.add(start, builder.mul(wrow, ir.Constant(I64, p)))
+            for v in range(V_):
+                _vstore(builder, accs[p * V_ + v], accp,
+                        builder.add(row, ir.Constant(I64, v * L)), vty, size)
         return context.get_dummy_value()
-    sig = types.void(acc, x, w, off, types.intp, types.intp,
+    sig = types.void(acc, types.intp, x, w, off, types.intp, types.intp,
                      sw if SW is not None else types.intp, types.intp, types.intp, P, V)
     return sig, codegen
 
@@ -222,16 +228,36 @@ def _weight_block(typingctx, acc, abase, x, g, off, obase, xbase, rows, xrow, co
     return sig, codegen
 
 
+def _transpose_registers(builder, vs):
+    """Transpose the L x L tile held in the L vectors ``vs`` (row r in vs[r]): log2(L) rounds of
+    L two-vector shuffles, round b swapping the off-diagonal b x b blocks of every 2b x 2b
+    block. Returns the L columns."""
+    L = len(vs)
+    i32 = ir.IntType(32)
+    vs = list(vs)
+    b = L // 2
+    while b:
+        lo_mask = ir.Constant(ir.VectorType(i32, L),
+                              [c if c & b == 0 else L + c - b for c in range(L)])
+        hi_mask = ir.Constant(ir.VectorType(i32, L),
+                              [c + b if c & b == 0 else L + c for c in range(L)])
+        for r in range(L):
+            if r & b == 0:
+                a, c = vs[r], vs[r + b]
+                vs[r] = builder.shuffle_vector(a, c, lo_mask)
+                vs[r + b] = builder.shuffle_vector(a, c, hi_mask)
+        b //= 2
+    return vs
+
+
 @intrinsic
 def _transpose_tile(typingctx, dst, dbase, drow, src, sbase, srow, rows):
     """dst[dbase + p*drow + r] = src[sbase + r*srow + p] for p, r < L (one L x L tile), reading
-    zeros for rows r >= ``rows``: L vector loads, log2(L) rounds of L two-vector shuffles (round b
-    swaps the off-diagonal b x b blocks of every 2b x 2b block), L vector stores."""
+    zeros for rows r >= ``rows``: L vector loads, ``_transpose_registers``, L vector stores."""
     def codegen(context, builder, sig, args):
         dp, dbase, drow, sp, sbase, srow, rows = args
         vty, size = _vector(context, dst.dtype)
         L = vty.count
-        i32 = ir.IntType(32)
         zero = ir.Constant(vty, [0.0] * L)
         last = builder.sub(rows, ir.Constant(I64, 1))
         vs = []
@@ -240,75 +266,101 @@ def _transpose_tile(typingctx, dst, dbase, drow, src, sbase, srow, rows):
             rr = builder.select(builder.icmp_signed("<", rc, rows), rc, last)
             v = _vload(builder, sp, builder.add(sbase, builder.mul(rr, srow)), vty, size)
             vs.append(builder.select(builder.icmp_signed("<", rc, rows), v, zero))
-        b = L // 2
-        while b:
-            lo_mask = ir.Constant(ir.VectorType(i32, L),
-                                  [c if c & b == 0 else L + c - b for c in range(L)])
-            hi_mask = ir.Constant(ir.VectorType(i32, L),
-                                  [c + b if c & b == 0 else L + c for c in range(L)])
-            for r in range(L):
-                if r & b == 0:
-                    a, c = vs[r], vs[r + b]
-                    vs[r] = builder.shuffle_vector(a, c, lo_mask)
-                    vs[r + b] = builder.shuffle_vector(a, c, hi_mask)
-            b //= 2
-        for p in range(L):
-            _vstore(builder, vs[p], dp, builder.add(dbase, builder.mul(ir.Constant(I64, p), drow)),
+        for p, v in enumerate(_transpose_registers(builder, vs)):
+            _vstore(builder, v, dp, builder.add(dbase, builder.mul(ir.Constant(I64, p), drow)),
                     vty, size)
         return context.get_dummy_value()
     sig = types.void(dst, types.intp, types.intp, src, types.intp, types.intp, types.intp)
     return sig, codegen
 
 
+def _masked_store(builder, value, ptr, index, bits, vty, size):
+    """Store the lanes of ``value`` selected by the L-bit integer ``bits`` (bit l: lane l) at
+    ptr[index:] with ``llvm.masked.store`` (one k-masked vector store with AVX-512). The name is
+    the typed-pointer mangling, which LLVM with opaque pointers remangles."""
+    L = vty.count
+    mty = ir.VectorType(ir.IntType(1), L)
+    name = "llvm.masked.store.v{0}{1}.p0v{0}{1}".format(L, "f32" if size == 4 else "f64")
+    fnty = ir.FunctionType(ir.VoidType(), [vty, vty.as_pointer(), ir.IntType(32), mty])
+    fn = cgutils.get_or_insert_function(builder.module, fnty, name)
+    mask = builder.bitcast(builder.trunc(bits, ir.IntType(L)), mty)
+    builder.call(fn, [value, builder.bitcast(_at(builder, ptr, index), vty.as_pointer()),
+                      ir.Constant(ir.IntType(32), size), mask])
+
+
+@intrinsic
+def _transpose_tile_masked(typingctx, dst, dbase, drow, src, sbase, srow, cols, count):
+    """dst[dbase + p*drow + r] = src[sbase + r*srow + p] for p < ``count``, r < ``cols`` (both
+    at most L): L vector loads (all L rows of src must be readable), ``_transpose_registers``,
+    ``count`` masked stores of ``cols`` lanes."""
+    def codegen(context, builder, sig, args):
+        dp, dbase, drow, sp, sbase, srow, cols, count = args
+        vty, size = _vector(context, dst.dtype)
+        L = vty.count
+        vs = [_vload(builder, sp, builder.add(sbase, builder.mul(ir.Constant(I64, r), srow)),
+                     vty, size) for r in range(L)]
+        one = ir.Constant(I64, 1)
+        bits = builder.sub(builder.shl(one, cols), one)
+        zero = ir.Constant(I64, 0)
+        for p, v in enumerate(_transpose_registers(builder, vs)):
+            pc = ir.Constant(I64, p)
+            m = builder.select(builder.icmp_signed("<", pc, count), bits, zero)
+            _masked_store(builder, v, dp, builder.add(dbase, builder.mul(pc, drow)), m, vty, size)
+        return context.get_dummy_value()
+    sig = types.void(dst, types.intp, types.intp, src, types.intp, types.intp, types.intp,
+                     types.intp)
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True)
-def _forward_span(acc, X, W, O, taps, base, sw, kb, Kp, P, V):
+def _forward_span(acc, abase, X, W, O, taps, base, sw, kb, Kp, P, V):
     # one literal (P, V, stride-1) instantiation per branch
     if V == 2:
         if sw == 1:
             if P == 8:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 8, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 8, 2)
             elif P == 7:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 7, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 7, 2)
             elif P == 6:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 6, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 6, 2)
             elif P == 5:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 5, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 5, 2)
             else:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 1, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 1, 2)
         else:
             if P == 8:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 8, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 8, 2)
             elif P == 7:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 7, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 7, 2)
             elif P == 6:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 6, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 6, 2)
             elif P == 5:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 5, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 5, 2)
             else:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 1, 2)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 1, 2)
     else:
         if sw == 1:
             if P == 8:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 8, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 8, 1)
             elif P == 7:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 7, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 7, 1)
             elif P == 6:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 6, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 6, 1)
             elif P == 5:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 5, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 5, 1)
             else:
-                _forward_block(acc, X, W, O, taps, base, 1, kb, Kp, 1, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 1, 1)
         else:
             if P == 8:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 8, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 8, 1)
             elif P == 7:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 7, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 7, 1)
             elif P == 6:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 6, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 6, 1)
             elif P == 5:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 5, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 5, 1)
             else:
-                _forward_block(acc, X, W, O, taps, base, sw, kb, Kp, 1, 1)
+                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 1, 1)
 
 
 @njit(cache=True, nogil=True)
@@ -317,15 +369,18 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
     [lo, hi): ``xp`` holds those images padded and flattened (n, C*Hp*Wp), ``wp`` the weight
     repacked as (C*R*S, Kp) with Kp a multiple of V vectors (zero columns beyond K), ``off`` the
     offset of each tap (c, r, s) in a flattened padded image. Output pixels are done P at a time
-    (the last block of a row shifted left to end at the row's end); P is 8, 7, 6, 5 or 1.
+    (the last block of a row shifted left to end at the row's end); P is 8, 7, 6, 5 or 1. Each
+    block's accumulators go to a row buffer (pixels, Kp) as whole vectors, and the finished row
+    is transposed into y in L x L register tiles (masked stores at the row's end and beyond K).
     ``y`` must be C-contiguous."""
     N, K, Ho, Wo = y.shape
     taps, Kp = wp.shape
     plane = xp.shape[1]
     L = 64 // wp.itemsize
     KB = V * L
-    accbuf = np.empty(8 * KB, wp.dtype)
-    acc, X, W, O, Y = _data(accbuf), _data(xp), _data(wp), _data(off), _data(y)
+    # one output row as (pixels, Kp), padded to whole L x L tiles
+    rowbuf = np.empty((-(-Wo // L) * L) * Kp, wp.dtype)
+    R, X, W, O, Y = _data(rowbuf), _data(xp), _data(wp), _data(off), _data(y)
     HW = Ho * Wo
     for n in range(lo, hi):
         xb = (n - lo) * plane
@@ -334,11 +389,11 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
                 j0 = min(j0, Wo - P)
                 base = xb + i * sh * Wp + j0 * sw
                 for kb in range(0, Kp, KB):
-                    _forward_span(acc, X, W, O, taps, base, sw, kb, Kp, P, V)
-                    out = (n * K + kb) * HW + i * Wo + j0
-                    for k in range(min(KB, K - kb)):
-                        for p in range(P):
-                            Y[out + k * HW + p] = acc[p * KB + k]
+                    _forward_span(R, j0 * Kp, X, W, O, taps, base, sw, kb, Kp, P, V)
+            for kb in range(0, K, L):
+                for q0 in range(0, Wo, L):
+                    _transpose_tile_masked(Y, (n * K + kb) * HW + i * Wo + q0, HW,
+                                           R, q0 * Kp + kb, Kp, min(L, Wo - q0), K - kb)
 
 
 @njit(cache=True, nogil=True)
