@@ -219,17 +219,17 @@ def input_tiles(x, g, th, tw):
 
 def _weight_grad_blocked(gy, x, g, th, tw, nb, per_block):
     """sum over tiles of GY V^T (36, groups, K/g, C/g) in blocks of ``per_block`` images, each
-    block's transforms made and multiplied by one thread while in cache; per-chunk partial sums
-    added in chunk order."""
+    block's transforms made and multiplied by one thread while in cache. Each block's product goes
+    to its own slot of one buffer in the calling thread's workspace (reused across calls), and the
+    slots are added in block order: the same bits for any thread count or schedule."""
     dtype, per_image = gy.dtype, th * tw
     xc, gyc = np.ascontiguousarray(x), np.ascontiguousarray(gy)
     kin, kout = np.array([4, 5, 2], dtype), np.array([2, 4, 8], dtype)
     pt, pl = g.padding[0], g.padding[2]
-    shape = (36, g.groups, g.Kg, g.Cg)
+    n_blocks = -(-g.N // per_block)
+    parts = buffer("winograd.gwblocks", (n_blocks, 36, g.groups, g.Kg, g.Cg), dtype)
 
     def blocks(lo, hi):
-        acc = np.zeros(shape, dtype)
-        part = buffer("winograd.gwblock", shape, dtype)
         for b in range(lo, hi):
             n0 = b * per_block
             n1 = min(g.N, n0 + per_block)
@@ -239,11 +239,10 @@ def _weight_grad_blocked(gy, x, g, th, tw, nb, per_block):
             GY = buffer("winograd.Mblock", (36, g.K, T), dtype)
             nb.grad_output_transform(gyc, th, tw, GY, kout, n0 * g.K, n1 * g.K, n0)
             np.matmul(GY.reshape(36, g.groups, g.Kg, T),
-                      V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2), out=part)
-            acc += part
-        return acc
-    parts = parallel.run(blocks, -(-g.N // per_block))
-    M = parts[0]
+                      V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2), out=parts[b])
+    parallel.run(blocks, n_blocks)
+    M = buffer("winograd.gwM", parts.shape[1:], dtype)
+    np.copyto(M, parts[0])
     for p in parts[1:]:
         M += p
     return M
