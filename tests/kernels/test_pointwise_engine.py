@@ -226,11 +226,17 @@ def test_thread_count_and_python_threads():
 
 
 @pytest.mark.skipif(not has_compiler(), reason="numba not importable")
+@pytest.mark.parametrize("layer", ["pool", "tbb"])
 @pytest.mark.parametrize("n_threads", [2, 3])
-def test_parallel_split_on_every_layout(n_threads, monkeypatch):
-    """Forced onto the thread pool (any size): contiguous, transposed, broadcast-row and sliced
-    operands, in place, give the one-thread bits."""
+def test_parallel_split_on_every_layout(n_threads, layer, monkeypatch):
+    """Forced parallel (any size) on ember's pool and on Numba's TBB layer: contiguous,
+    transposed, broadcast-row and sliced operands, in place, give the one-thread bits."""
+    from ember.kernels.pointwise import numba_runtime
+    if layer == "tbb" and numba_runtime.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    monkeypatch.setattr(numba_runtime, "_layer", layer)
     monkeypatch.setattr(engine, "PARALLEL_MIN_NS", 0)
+    monkeypatch.setattr(engine, "TBB_MIN_NS", 0)
     rng = np.random.default_rng(9)
     base = rng.standard_normal((37, 300)).astype(np.float32)
     cases = [(base, base + 1), (base.T, base.T * 2), (base, base[:1]), (base[:, ::3], base[:, 1::3])]
@@ -246,6 +252,7 @@ def test_parallel_split_on_every_layout(n_threads, monkeypatch):
             target = x.copy()
             k(target, y, out=target, backend="numba")
             np.testing.assert_array_equal(target, one)
+            assert any(key[-1] == (layer == "tbb") for key in k._variants)
     finally:
         threads.set_num_threads(before)
 
