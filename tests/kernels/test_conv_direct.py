@@ -179,7 +179,20 @@ def test_gradcheck_through_functional_conv2d(force):
     assert gradcheck(lambda w: F.conv2d(x, w, None), (w,))
 
 
-def test_thread_counts_give_matching_results(force):
+@pytest.mark.parametrize("tbb", [False, True])
+def test_thread_counts_give_matching_results(tbb, force, monkeypatch):
+    """Images split over ember's pool, or (when Numba's layer is TBB) over a prange."""
+    from ember.kernels.conv import direct
+    from ember.kernels.pointwise import numba_runtime
+    if tbb and numba_runtime.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    monkeypatch.setattr(direct, "TBB", tbb)
+    calls = []
+    for name in ("forward_parallel", "weight_parallel"):
+        def spy(*a, fn=getattr(direct.kernels(), name)):
+            calls.append(fn)
+            return fn(*a)
+        monkeypatch.setattr(direct.kernels(), name, spy)
     before = get_num_threads()
     x, w, gy = problem(CASES[2], np.float64)
     results = []
@@ -190,6 +203,7 @@ def test_thread_counts_give_matching_results(force):
                             C.conv2d_weight_grad(gy, x, w.shape, 1, 0, 1, 1)))
     finally:
         set_num_threads(before)
+    assert len(calls) == (4 if tbb else 0)   # the prange drivers, at 2 and 3 threads
     for other in results[1:]:
         np.testing.assert_array_equal(other[0], results[0][0])  # images are independent
         np.testing.assert_allclose(other[1], results[0][1], rtol=1e-12, atol=1e-12)

@@ -20,6 +20,7 @@ from . import parallel
 from .workspace import padded
 
 _kernels = None
+TBB = True   # run on Numba's TBB layer when it is the threading layer (``_tbb_parts``)
 
 
 def kernels():
@@ -73,6 +74,17 @@ def _images(x, g, lo, hi, slot):
     return xp.reshape(hi - lo, -1)
 
 
+def _tbb_parts(n_images):
+    """Runs of images for the ``prange`` drivers when Numba's threading layer is TBB and more
+    than one thread may run (its workers take work within microseconds; ember's pool costs ~100
+    us per hand-over on this VM), else 0 (split over ember's pool with ``parallel.run``)."""
+    from ember.kernels.pointwise import numba_runtime
+    if not TBB or not parallel.parallel_possible() or numba_runtime.parallel_layer() != "tbb":
+        return 0
+    n = numba_runtime.sync_threads(parallel.threads())
+    return min(n_images, n * parallel.CHUNKS_PER_THREAD) if n > 1 else 0
+
+
 def forward(x, w, g):
     k = kernels()
     V = _vectors(g.K, x.dtype)
@@ -84,6 +96,12 @@ def forward(x, w, g):
     P = _pixels(g.Wo)
     y = np.empty(g.output_shape, x.dtype)
     sh, sw = g.stride
+
+    parts = _tbb_parts(g.N)
+    if parts:
+        k.forward_parallel(_images(x, g, 0, g.N, "direct.pad"), wp, off, y, g.Wp, sh, sw, P, V,
+                           parts)
+        return y
 
     def chunk(lo, hi):
         k.forward(_images(x, g, lo, hi, "direct.pad"), wp, off, y, g.Wp, sh, sw, P, V, lo, hi)
@@ -99,6 +117,12 @@ def weight_grad(gy, x, g):
     off = _offsets(g)
     gy = np.ascontiguousarray(gy)
     sh, sw = g.stride
+
+    parts = _tbb_parts(g.N)
+    if parts:
+        gw = k.weight_parallel(gy, _images(x, g, 0, g.N, "direct.pad"), off, g.Wp, sh, sw, Kp, V,
+                               parts)
+        return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)
 
     def chunk(lo, hi):
         return k.weight(gy[lo:hi], _images(x, g, lo, hi, "direct.pad"), off, g.Wp, sh, sw, Kp, V,

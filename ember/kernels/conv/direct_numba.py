@@ -14,7 +14,7 @@ the GIL (nogil) so ``parallel.run`` splits the batch over ember's own threads.
 """
 import numpy as np
 from llvmlite import ir
-from numba import njit, types
+from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
@@ -448,4 +448,36 @@ def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
             for kb in range(0, Kp, V * L):
                 _weight_block(A, t0 * Kp + kb, X, G, O, t0, xb, Ho, sh * Wp, Wo, sw, kb, Kp, T, V)
             t0 += T
+    return gw
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def forward_parallel(xp, wp, off, y, Wp, sh, sw, P, V, parts):
+    """``forward`` over all images, ``parts`` runs of images in a ``prange`` on Numba's threading
+    layer (used when it is TBB, see ``ember.kernels.pointwise.numba_runtime``); ``xp`` holds every
+    image padded and flattened."""
+    N = y.shape[0]
+    per = (N + parts - 1) // parts
+    for r in prange(parts):
+        lo = r * per
+        hi = min(N, lo + per)
+        if lo < hi:
+            forward(xp[lo:hi], wp, off, y, Wp, sh, sw, P, V, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, parts):
+    """``weight`` over all images, ``parts`` runs of images in a ``prange``; the runs' partial
+    sums are added in run order (the same bits for a given ``parts``)."""
+    N = gy.shape[0]
+    per = (N + parts - 1) // parts
+    partial = np.zeros((parts, off.shape[0], Kp), xp.dtype)
+    for r in prange(parts):
+        lo = r * per
+        hi = min(N, lo + per)
+        if lo < hi:
+            partial[r] = weight(gy[lo:hi], xp[lo:hi], off, Wp, sh, sw, Kp, V, 0, hi - lo)
+    gw = partial[0].copy()
+    for r in range(1, parts):
+        gw += partial[r]
     return gw
