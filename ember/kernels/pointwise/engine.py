@@ -44,21 +44,19 @@ RUNS_PER_THREAD = 4
 
 def _contiguous_inplace(arrays, outs):
     """Overlap handling when every operand is C-contiguous with the broadcast shape (an optimizer's
-    in-place update): an input at an output's address with its dtype is read through that output
-    (alias); any other overlap is copied first. Returns ``(arrays, aliases)``; byte ranges only,
-    no ``np.shares_memory``."""
-    spans = []
-    for o in outs:
-        lo = o.__array_interface__["data"][0]
-        spans.append((lo, lo + o.nbytes, o.dtype))
+    in-place update): an input that is an output, or sits at an output's address with its dtype,
+    is read through that output (alias); any other overlap is copied first. Returns ``(arrays,
+    aliases)``; identity and byte bounds (``np.may_share_memory``, exact for contiguous arrays)
+    come before any address lookup."""
     result, aliases = [], []
     for x in arrays:
-        lo = x.__array_interface__["data"][0]
-        hi = lo + x.nbytes
         alias, clash = -1, False
-        for m, (olo, ohi, odt) in enumerate(spans):
-            if lo < ohi and olo < hi:
-                if lo == olo and x.dtype == odt:
+        for m, o in enumerate(outs):
+            if x is o:
+                alias = m if alias < 0 else alias
+            elif np.may_share_memory(x, o):
+                if (x.dtype == o.dtype and x.__array_interface__["data"][0]
+                        == o.__array_interface__["data"][0]):
                     alias = m if alias < 0 else alias
                 else:
                     clash = True
@@ -67,6 +65,21 @@ def _contiguous_inplace(arrays, outs):
         result.append(x)
         aliases.append(alias)
     return result, tuple(aliases)
+
+
+_CASTS = {}
+
+
+def _can_cast(frm, to):
+    """``np.can_cast(frm, to, "same_kind")`` for a supported ``to`` (memoised; TypeError for an
+    unsupported output dtype, from ``check_dtype``)."""
+    key = (frm, to)
+    ok = _CASTS.get(key)
+    if ok is None:
+        check_dtype(to)
+        ok = _CASTS[key] = bool(np.can_cast(frm, to, "same_kind"))
+    return ok
+
 
 _lock = threading.RLock()
 _kernels = {}
@@ -164,6 +177,8 @@ class PointwiseKernel:
         self.out_dtypes = tuple(dt for _, dt in self.typing.outputs)
         self._inputs = tuple((dtype, prio == SCALAR, codegen.scalar_register(dtype).type)
                              for _, dtype, prio in self.typing.inputs)
+        # a Python float given for a float64 register passes unconverted (the conversion is exact)
+        self._float_ok = tuple(s and reg is np.float64 for _, s, reg in self._inputs)
         self._any_scalar = any(s for _, s, _ in self._inputs)
         arrays = sum(1 for _, s, _ in self._inputs if not s) + len(self.out_dtypes)
         self.ns_per_element = ARRAY_NS * arrays + sum(
@@ -192,8 +207,11 @@ class PointwiseKernel:
             raise TypeError(f"pointwise: kernel takes {len(self._inputs)} operands, got {len(operands)}")
         inputs = []
         arrays = []
-        for x, (dtype, scalar, reg) in zip(operands, self._inputs):
+        for x, (dtype, scalar, reg), float_ok in zip(operands, self._inputs, self._float_ok):
             if scalar:
+                if float_ok and type(x) is float:
+                    inputs.append(x)
+                    continue
                 if not isinstance(x, (bool, int, float, np.generic)) or isinstance(x, np.ndarray):
                     raise TypeError(f"pointwise: a scalar input takes a Python scalar, got {type(x).__name__}")
                 x = reg(x).item()
@@ -254,8 +272,7 @@ class PointwiseKernel:
                                  f"{getattr(o, 'shape', type(o).__name__)}")
             if not o.flags.writeable:
                 raise ValueError("pointwise: out array is read-only")
-            check_dtype(o.dtype)
-            if not np.can_cast(dt, o.dtype, "same_kind"):
+            if not _can_cast(dt, o.dtype):
                 raise TypeError(f"pointwise: result dtype {dt} can't be cast to the out dtype {o.dtype}")
             if any(n > 1 and s == 0 for n, s in zip(o.shape, o.strides)):
                 raise ValueError("pointwise: out has elements that share memory (a broadcast view)")
