@@ -28,6 +28,7 @@ import time
 import tracemalloc
 
 import numpy as np
+from timing import settle
 
 from ember.backends import conv as settings
 from ember.kernels import conv as C
@@ -40,16 +41,7 @@ DIRECTIONS = ("forward", "input", "weight")
 
 
 BLOCK = 3
-SETTLE_S = 0.03  # seconds of busy-waiting before each block (--settle)
-
-
-def settle(seconds):
-    """Busy-wait (not sleep) so the other library's spinning workers (OpenMP, OpenBLAS) go quiet
-    while this thread's core stays awake: sleeping instead lets the machine's (virtual) cores go
-    idle, and a library whose workers block (ember's) then pays their wake-up on every call."""
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end:
-        pass
+SETTLE_S = 0.03  # seconds of busy-waiting before each block (--settle; see timing.settle)
 
 
 def median_ms(fns, repeat):

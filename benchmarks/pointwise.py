@@ -23,6 +23,7 @@ import tempfile
 import time
 
 import numpy as np
+from timing import settle
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
@@ -167,7 +168,8 @@ def first_call_times(sizes):
 
 def median_alternating(fns, rounds=7, min_time=0.05):
     """Median seconds per call of each of ``fns``, their batches interleaved round by round
-    (so a load change on a shared machine hits all of them alike)."""
+    (so a load change on a shared machine hits all of them alike), each batch after a busy-wait
+    ``settle`` so it does not run next to the previous one's still-spinning worker threads."""
     inner = []
     for fn in fns:
         fn()
@@ -177,6 +179,7 @@ def median_alternating(fns, rounds=7, min_time=0.05):
     times = [[] for _ in fns]
     for _ in range(rounds):
         for k, fn in enumerate(fns):
+            settle()
             start = time.perf_counter()
             for _ in range(inner[k]):
                 fn()
