@@ -7,7 +7,8 @@ Models (one optimizer step each: zero_grad, forward, cross-entropy, backward, SG
   lenet  LeNet-5 on 28x28 inputs, batch 64
   lm     word language model: embedding 10000x200, 2-layer LSTM 200, seq 35, batch 20, decoder
 Prints ms per step (median of --steps after warm-up; ember and torch steps alternate so that
-both see the same machine load) and the ember/torch ratio per model. Also
+both see the same machine load, each after a 30 ms busy-wait so it does not run next to the other
+library's still-spinning worker threads, see timing.settle) and the ember/torch ratio per model. Also
 reports whether OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (it never changes them). Not a
 test: nothing is asserted.
 """
@@ -17,6 +18,7 @@ import statistics
 import time
 
 import numpy as np
+from timing import settle
 
 
 def mlp(nn):
@@ -69,13 +71,14 @@ def time_steps(step, steps, warmup=3):
 
 def time_interleaved(steps_by_name, steps, warmup=3):
     """Median ms per step of each callable, run alternately so that both see the same machine
-    load (a busy machine slows both instead of skewing the ratio)."""
+    load (a busy machine slows both instead of skewing the ratio), each after ``settle``."""
     for _ in range(warmup):
         for fn in steps_by_name.values():
             fn()
     times = {k: [] for k in steps_by_name}
     for _ in range(steps):
         for k, fn in steps_by_name.items():
+            settle()
             t = time.perf_counter()
             fn()
             times[k].append(time.perf_counter() - t)

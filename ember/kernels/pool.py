@@ -99,6 +99,45 @@ def _running_max(taps, out_shape, dtype, start):
     return y, idx
 
 
+USE_NUMBA = True
+MIN_NUMBA_SIZE = 4096      # output elements from which the Numba kernel runs
+_numba_kernels = None
+
+
+def _kernels():
+    """The Numba module (``pool_numba``), or None when Numba is unavailable or disabled."""
+    global _numba_kernels
+    if not USE_NUMBA:
+        return None
+    if _numba_kernels is None:
+        from ember.kernels.pointwise.numba_runtime import has_compiler
+        _numba_kernels = False
+        if has_compiler():
+            from ember.kernels import pool_numba
+            _numba_kernels = pool_numba
+    return _numba_kernels or None
+
+
+def _max_pool2d_numba(nb, x, k, s, p, d, out):
+    """Max pooling with indices by the Numba kernel: planes split over Numba's TBB layer when it
+    runs, else over ember's thread pool."""
+    from ember.kernels import threadpool
+    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.threads import get_num_threads
+    x = np.ascontiguousarray(x)
+    y = np.empty(x.shape[:2] + out, x.dtype)
+    idx = np.empty(x.shape[:2] + out, np.int64)
+    args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
+    planes = x.shape[0] * x.shape[1]
+    n = get_num_threads()
+    if n > 1 and planes > 1 and not threadpool.inside() and numba_runtime.parallel_layer() == "tbb":
+        n = numba_runtime.sync_threads(n)
+        nb.planes_parallel(*args, min(planes, 4 * n))
+    else:
+        threadpool.run_chunks(lambda lo, hi: nb.planes(*args, lo, hi), planes, min(planes, 4 * n), n)
+    return y, idx
+
+
 def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     """Max pooling of x (N, C, H, W); returns (y, indices) with indices into each H*W plane.
 
@@ -106,6 +145,9 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     """
     op = "max_pool2d"
     k, s, p, d, out = _params(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
+    nb = _kernels() if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else None
+    if nb is not None and x.shape[0] * x.shape[1] * out[0] * out[1] >= MIN_NUMBA_SIZE:
+        return _max_pool2d_numba(nb, x, k, s, p, d, out)
     H, W = x.shape[2:]
     xp = _padded_if_needed(x, k, s, p, d, out)
     rows = np.arange(out[0]) * s[0] - p[0]

@@ -19,6 +19,19 @@ MAX_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
 ]
 
 
+@pytest.fixture(params=["numpy", "numba"])
+def max_path(request, monkeypatch):
+    """Max pooling with indices through the NumPy taps or the Numba kernel (at any size)."""
+    if request.param == "numba":
+        from ember.kernels.pointwise import has_compiler
+        if not has_compiler():
+            pytest.skip("numba not importable")
+        monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    else:
+        monkeypatch.setattr(pool, "USE_NUMBA", False)
+    return request.param
+
+
 def _torch_grad(fn, x, gy):
     tx = torch.tensor(x, requires_grad=True)
     out = fn(tx)
@@ -29,7 +42,7 @@ def _torch_grad(fn, x, gy):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,k,s,p,d,ceil", MAX_CASES)
-def test_max_pool2d_matches_torch(shape, k, s, p, d, ceil, dtype):
+def test_max_pool2d_matches_torch(shape, k, s, p, d, ceil, dtype, max_path):
     x = rng.standard_normal(shape).astype(dtype)
     y, idx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
     gy = rng.standard_normal(y.shape).astype(dtype)
@@ -42,13 +55,33 @@ def test_max_pool2d_matches_torch(shape, k, s, p, d, ceil, dtype):
     np.testing.assert_allclose(gx, tgx, rtol=1e-6, atol=1e-6)
 
 
-def test_max_pool2d_ties_nan_and_infinite_values():
+def test_max_pool2d_ties_nan_and_infinite_values(max_path):
     x = np.array([[[[1, 1, -np.inf, -np.inf], [1, np.nan, -np.inf, -np.inf],
                     [2, 2, 3, 3], [2, 2, 3, 3]]]], np.float32)
     y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
     ty, tidx = F.max_pool2d(torch.tensor(x), 2, 2, return_indices=True)
     np.testing.assert_array_equal(y, ty.numpy())
     np.testing.assert_array_equal(idx, tidx.numpy())
+
+
+def test_max_pool2d_numba_kernel_equals_numpy_taps(monkeypatch):
+    """Random values with ties, NaN and -inf, padded and dilated windows, ceil_mode, many planes
+    (split over threads): the Numba kernel gives the NumPy path's values and indices."""
+    from ember.kernels.pointwise import has_compiler
+    if not has_compiler():
+        pytest.skip("numba not importable")
+    x = rng.integers(-3, 4, (3, 5, 13, 12)).astype(np.float64)
+    x[x == 3] = -np.inf
+    x[0, 0, 2, 3] = x[1, 2, 7, 7] = np.nan
+    x[2, 4] = -np.inf
+    for args in [(2, 2, 0, 1, False), (3, 2, 1, 1, True), ((3, 2), (2, 1), (1, 1), (2, 1), False)]:
+        monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+        y, idx = pool.max_pool2d_forward(x, *args)
+        monkeypatch.setattr(pool, "USE_NUMBA", False)
+        ry, ridx = pool.max_pool2d_forward(x, *args)
+        monkeypatch.setattr(pool, "USE_NUMBA", True)
+        np.testing.assert_array_equal(y, ry)
+        np.testing.assert_array_equal(idx, ridx)
 
 
 AVG_CASES = [  # (shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
