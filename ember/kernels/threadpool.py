@@ -15,7 +15,6 @@ The chunk function must release the GIL for the threads to overlap (NumPy's BLAS
 ``nogil`` Numba kernels do).
 """
 import threading
-from concurrent.futures import ThreadPoolExecutor
 
 _pool = None
 _pool_size = 0
@@ -29,6 +28,7 @@ def inside():
 
 
 def _executor(workers):
+    from concurrent.futures import ThreadPoolExecutor  # imported on first parallel call
     global _pool, _pool_size
     with _pool_lock:
         if _pool is None or _pool_size < workers:
