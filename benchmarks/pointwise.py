@@ -326,7 +326,9 @@ def main():
     print(f"cache dir: {os.environ['EMBER_CACHE_DIR']}")
     compile_s = first_call_times(sizes)
     import numba
-    print(f"numba {numba.__version__}: serial nogil kernels on ember's own thread pool")
+    from ember.kernels.pointwise import numba_runtime
+    print(f"numba {numba.__version__}; parallel kernels on: {numba_runtime.parallel_layer()} "
+          "('tbb': Numba's TBB layer, 'pool': ember's thread pool)")
     proc = subprocess.run([sys.executable, __file__, "--sizes", args.sizes, "--threads", str(args.threads),
                            "--first-calls-only"], capture_output=True, text=True, env=os.environ)
     load_s = json.loads(proc.stdout.strip().splitlines()[-1]) if proc.returncode == 0 else {}
