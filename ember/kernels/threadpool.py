@@ -1,11 +1,12 @@
 """ember's own parallel loop: independent chunks of a range on a small pool of Python threads.
 
-Every parallel kernel of ember's own (convolution chunks, compiled pointwise kernels) runs here,
-never on an OpenMP pool. Why: OpenMP and OpenBLAS threads spin-wait when idle, and on a machine
-with few cores a spinning pool next to another pool's working threads halves both (measured here:
-a GEMM followed by a Numba OpenMP pointwise kernel 5x slower than the two alone, and worse when
-torch had already initialised its libgomp). Pool workers here block on a queue while idle, so
-they cost nothing between calls.
+Convolution chunks (GEMMs and Numba kernels) run here; compiled loops that need no Python between
+chunks (pointwise kernels, the direct convolution, max pooling) run on Numba's TBB layer when it
+is available (``ember.kernels.pointwise.numba_runtime``) and here otherwise. Never an OpenMP pool:
+OpenMP and OpenBLAS threads spin-wait when idle, and on a machine with few cores a spinning pool
+next to another pool's working threads halves both (measured here: a GEMM followed by a Numba
+OpenMP pointwise kernel 5-10x slower than the two alone). Pool workers here block on a queue
+while idle, so they cost nothing between calls, but waking one costs ~100 us on this VM.
 
 ``run_chunks`` cuts ``range(n_items)`` into fixed chunks claimed one at a time by the calling
 thread and the workers (dynamic scheduling): a worker whose core is busy elsewhere simply claims
