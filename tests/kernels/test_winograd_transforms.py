@@ -1,0 +1,59 @@
+"""Winograd F(4x4, 3x3) Numba transforms against their definitions (B^T d B, A^T m A) in float64,
+for whole batches and for blocks of images and tile rows."""
+import numpy as np
+import pytest
+
+from ember.kernels.conv import winograd
+
+nb = pytest.importorskip("ember.kernels.conv.winograd_numba")
+rng = np.random.default_rng(3)
+
+
+def tiles_in(x, pt, pl, th, tw):
+    N, C, H, W = x.shape
+    xp = np.zeros((N, C, 4 * th + 2, 4 * tw + 2))
+    h, w = min(H, 4 * th + 2 - pt), min(W, 4 * tw + 2 - pl)
+    xp[:, :, pt:pt + h, pl:pl + w] = x[:, :, :h, :w]
+    d = np.stack([np.stack([xp[:, :, 4 * ty:4 * ty + 6, 4 * tx:4 * tx + 6] for tx in range(tw)], 2)
+                  for ty in range(th)], 2)                       # N, C, th, tw, 6, 6
+    V = np.einsum("ai,bj,nctuij->abcntu", winograd.BT, winograd.BT, d)
+    return V.reshape(36, C, N, th, tw)
+
+
+@pytest.mark.parametrize("N, C, H, W, pt, pl", [(2, 3, 14, 14, 1, 1), (1, 2, 9, 7, 0, 2),
+                                                (3, 2, 5, 17, 2, 0), (1, 1, 3, 3, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_input_transform_whole_and_blocked(N, C, H, W, pt, pl, dtype):
+    th, tw = -(-(H + 2 * pt - 2) // 4), -(-(W + 2 * pl - 2) // 4)
+    x = rng.standard_normal((N, C, H, W)).astype(dtype)
+    ref = tiles_in(x.astype(np.float64), pt, pl, th, tw)
+    k, tol = np.array([4, 5, 2], dtype), (1e-5 if dtype == np.float32 else 1e-12)
+    V = np.full((36, C, N * th * tw), np.nan, dtype)
+    nb.input_transform(x, pt, pl, th, tw, V, k, 0, N * C, 0, 0, th)
+    np.testing.assert_allclose(V, ref.reshape(V.shape), atol=tol * np.abs(ref).max())
+    n0, ty0, ty1 = N - 1, th // 2, th
+    Vb = np.full((36, C, (ty1 - ty0) * tw), np.nan, dtype)
+    nb.input_transform(x, pt, pl, th, tw, Vb, k, n0 * C, N * C, n0, ty0, ty1)
+    np.testing.assert_allclose(Vb, ref[:, :, n0, ty0:ty1].reshape(Vb.shape),
+                               atol=tol * np.abs(ref).max())
+
+
+@pytest.mark.parametrize("N, K, Ho, Wo", [(2, 3, 14, 14), (1, 2, 9, 7), (3, 2, 5, 17), (1, 1, 1, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_output_transform_whole_and_blocked(N, K, Ho, Wo, dtype):
+    th, tw = -(-Ho // 4), -(-Wo // 4)
+    M = rng.standard_normal((36, K, N * th * tw)).astype(dtype)
+    Y = np.einsum("ai,bj,ijkntu->nktaub", winograd.AT, winograd.AT,
+                  M.astype(np.float64).reshape(6, 6, K, N, th, tw))
+    ref = Y.reshape(N, K, 4 * th, 4 * tw)[:, :, :Ho, :Wo]
+    k, tol = np.array([2, 4, 8], dtype), (1e-5 if dtype == np.float32 else 1e-12)
+    y = np.full((N, K, Ho, Wo), np.nan, dtype)
+    nb.output_transform(M, th, tw, y, k, 0, N * K, 0, 0, th)
+    np.testing.assert_allclose(y, ref, atol=tol * np.abs(ref).max())
+    n0, ty0, ty1 = N - 1, th // 2, th
+    Mb = np.ascontiguousarray(M.reshape(36, K, N, th, tw)[:, :, n0, ty0:ty1].reshape(36, K, -1))
+    yb = np.full((N, K, Ho, Wo), np.nan, dtype)
+    nb.output_transform(Mb, th, tw, yb, k, n0 * K, N * K, n0, ty0, ty1)
+    rows = slice(4 * ty0, Ho)
+    np.testing.assert_allclose(yb[n0, :, rows], ref[n0, :, rows], atol=tol * np.abs(ref).max())
+    assert np.isnan(yb[:n0]).all() and np.isnan(yb[n0, :, :4 * ty0]).all()
