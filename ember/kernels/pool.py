@@ -130,9 +130,9 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
     planes = x.shape[0] * x.shape[1]
     n = get_num_threads()
-    if n > 1 and planes > 1 and not threadpool.inside() and numba_runtime.parallel_layer() == "tbb":
-        n = numba_runtime.sync_threads(n)
-        nb.planes_parallel(*args, min(planes, 4 * n))
+    parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(planes, n)
+    if parts:
+        nb.planes_parallel(*args, parts)
     else:
         threadpool.run_chunks(lambda lo, hi: nb.planes(*args, lo, hi), planes, min(planes, 4 * n), n)
     return y, idx

@@ -79,10 +79,9 @@ def _tbb_parts(n_images):
     than one thread may run (its workers take work within microseconds; ember's pool costs ~100
     us per hand-over on this VM), else 0 (split over ember's pool with ``parallel.run``)."""
     from ember.kernels.pointwise import numba_runtime
-    if not TBB or not parallel.parallel_possible() or numba_runtime.parallel_layer() != "tbb":
+    if not TBB or not parallel.parallel_possible():
         return 0
-    n = numba_runtime.sync_threads(parallel.threads())
-    return min(n_images, n * parallel.CHUNKS_PER_THREAD) if n > 1 else 0
+    return numba_runtime.tbb_parts(n_images, parallel.threads(), parallel.CHUNKS_PER_THREAD)
 
 
 def forward(x, w, g):
