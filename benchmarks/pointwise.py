@@ -192,7 +192,6 @@ def jit_workloads(n, rng):
     import torch
     import torch.nn.functional as F
     import ember
-    import ember.autograd._generated as G
     import ember.jit as jit
     f32 = np.float32
 
@@ -265,7 +264,6 @@ def jit_workloads(n, rng):
 
 def jit_section(sizes):
     from ember.jit import fused
-    from ember.optim import _fused
     print("\nJIT fusion (ember.jit.optimize) vs eager ember vs torch; medians of alternating runs, ms")
     print(f"{'workload':16s} {'n':>9s} {'fused':>9s} {'eager':>9s} {'torch':>9s} {'fused/eager':>12s} "
           f"{'fused/torch':>12s}")

@@ -10,7 +10,7 @@ Padding is an int, a pair (symmetric) or (top, bottom, left, right); 1-d: an int
 import numpy as np
 
 from . import selector
-from .geometry import check_dtype, check_shape, geometry, out_size, pair, padding4
+from .geometry import check_dtype, check_shape, geometry, pair, padding4
 
 __all__ = [
     "conv2d_forward", "conv2d_input_grad", "conv2d_weight_grad", "conv2d_bias_grad",
