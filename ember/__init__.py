@@ -20,7 +20,7 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             tensor, zeros, zeros_like)
 from ember.frontends import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
-from ember.errors import UnsupportedError
+from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse
 from ember.kernels.threads import get_num_threads, set_num_threads
 from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
