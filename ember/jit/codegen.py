@@ -56,6 +56,7 @@ def generate(graph, name="forward", specialize=False):
     undefined = set()
     for n in graph.nodes:
         taken.add(n.kind)
+    fname = _ident(name, taken)  # a traced `elu` must not shadow the op `elu` it calls
     names = {}
     glob = {}
     for v in graph.values():
@@ -124,7 +125,7 @@ def generate(graph, name="forward", specialize=False):
             frees.setdefault(-1, []).append(v)
 
     params = ", ".join(names[id(v)] for v in graph.inputs)
-    lines = [f"def {name}({params}):"]
+    lines = [f"def {fname}({params}):"]
     if -1 in frees:
         lines.append("    del " + ", ".join(names[id(v)] for v in frees[-1]))
     for i, n in enumerate(graph.nodes):
@@ -173,7 +174,7 @@ def generate(graph, name="forward", specialize=False):
     for ident, (what, x) in list(glob.items()):
         if what == "array" and f"{ident}_T" in src:
             glob[f"{ident}_T"] = ("array_T", x)
-    return src, {"names": names, "globals": glob}
+    return src, {"names": names, "globals": glob, "function": fname}
 
 
 def _free(lines, vals, names, undefined):
@@ -297,4 +298,4 @@ def compile_graph(graph, mode, name="forward", specialize=None):
     ns = namespace(graph, info, mode)
     code = compile(src, f"<ember.jit {name}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source
-    return ns[name], src
+    return ns[info["function"]], src
