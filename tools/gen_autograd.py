@@ -6,7 +6,12 @@ formulas use (a shape instead of a tensor where only ``x.shape`` is read), the `
 dispatcher runs, the functional API, Tensor methods, in-place variants and operators. Broadcast
 inputs get their gradient summed back to their shape here, never in a formula.
 
-Usage: ``python tools/gen_autograd.py`` (write) or ``--check`` (exit 1 when the file is stale).
+Ops with a ``pointwise:`` entry also get their pointwise form, in ember/autograd/_pointwise.py:
+a function per op emitting pointwise-engine steps on symbolic values (what the JIT fuses a node
+into) and a derivative rule per vocabulary op (the op's formulas, the same code, evaluated on
+symbolic values: what a fused backward is derived with).
+
+Usage: ``python tools/gen_autograd.py`` (write) or ``--check`` (exit 1 when a file is stale).
 """
 import ast
 import os
@@ -18,6 +23,8 @@ import yaml
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SPEC = os.path.join(ROOT, "ember", "autograd", "derivatives.yaml")
 OUT = os.path.join(ROOT, "ember", "autograd", "_generated.py")
+OUT_POINTWISE = os.path.join(ROOT, "ember", "autograd", "_pointwise.py")
+CONSTANTS = os.path.join(ROOT, "ember", "kernels", "constants.py")
 FORMULAS = os.path.join(ROOT, "ember", "autograd", "formulas.py")
 
 TENSOR_TYPES = ("Tensor", "Tensor?", "Tensor[]")
@@ -91,6 +98,7 @@ class Formula:
         self.text = str(text)
         self.tree = ast.parse(self.text, mode="eval")
         self.uses = set()        # saved value keys: name, name_shape, name_dtype, result...
+        self.calls = set()       # spec ops the formula calls
         self.helpers = op.helpers
         self.ops = op.op_names
         tensor_names = {a.name for a in op.args if a.is_tensor}
@@ -122,6 +130,13 @@ class Formula:
                 if n in outer.helpers:
                     return ast.copy_location(
                         ast.Attribute(ast.Name("_F", ast.Load()), n, ast.Load()), node)
+                if n.isupper():
+                    if n not in op.constants:
+                        raise SystemExit(f"{op.name}: {n} is not in ember/kernels/constants.py")
+                    return ast.copy_location(
+                        ast.Attribute(ast.Name("_C", ast.Load()), n, ast.Load()), node)
+                if isinstance(node.ctx, ast.Load) and n in op.op_names:
+                    outer.calls.add(n)
                 return node
 
         self.tree = ast.fix_missing_locations(Rewrite().visit(self.tree))
@@ -132,11 +147,14 @@ class Formula:
 
 
 class OpSpec:
-    def __init__(self, entry, helpers, op_names):
+    def __init__(self, entry, helpers, op_names, constants=frozenset()):
         self.entry = entry
         self.name, self.args, self.returns = parse_signature(entry["func"])
         self.helpers = helpers
         self.op_names = op_names
+        self.constants = constants
+        self.pointwise = entry.get("pointwise")
+        self.pointwise_rules = entry.get("pointwise_rules") or {}
         self.tensor_args = [a for a in self.args if a.is_tensor]
         self.const_args = [a for a in self.args if not a.is_tensor]
         self.const_names = {a.name for a in self.const_args}
@@ -347,14 +365,147 @@ def emit_function(op, w):
         w("")
 
 
+class PointwiseRewrite(ast.NodeTransformer):
+    """A ``pointwise:`` expression as code: vocabulary calls on ``_V``, inputs and constants by
+    their Python names, UPPERCASE constants from ``_C``."""
+
+    def __init__(self, op):
+        self.op = op
+        self.names = {a.name for a in op.args}
+
+    def visit_Call(self, node):
+        if not isinstance(node.func, ast.Name):
+            raise SystemExit(f"{self.op.name}: pointwise: calls vocabulary ops by name")
+        node.func = ast.Attribute(ast.Name("_V", ast.Load()), node.func.id, ast.Load())
+        node.args = [self.visit(a) for a in node.args]
+        node.keywords = [self.visit(k) for k in node.keywords]
+        return node
+
+    def visit_Name(self, node):
+        if node.id in self.names:
+            return ast.copy_location(ast.Name("self_" if node.id == "self" else node.id,
+                                              ast.Load()), node)
+        if node.id.isupper() and node.id in self.op.constants:
+            return ast.copy_location(
+                ast.Attribute(ast.Name("_C", ast.Load()), node.id, ast.Load()), node)
+        raise SystemExit(f"{self.op.name}: pointwise: unknown name {node.id!r}")
+
+
+def pointwise_code(op):
+    """The body expression of ``op``'s pointwise function."""
+    if op.pointwise is True:
+        args = ", ".join(a.py for a in op.tensor_args + op.const_args)
+        return f"_V.{op.name}({args})"
+    tree = ast.parse(str(op.pointwise), mode="eval")
+    return ast.unparse(ast.fix_missing_locations(PointwiseRewrite(op).visit(tree)))
+
+
+def pointwise_signature(op):
+    parts = []
+    for a in op.args:
+        d = py_default(a)
+        parts.append(f"{a.py}={d}" if d is not None else a.py)
+    return ", ".join(parts)
+
+
+def rule_code(op, pointwise_names):
+    """``(params, body)`` of ``op``'s derivative rule on symbolic values, or None when its
+    formulas read dtypes (``to``: ``derive`` casts the gradient back itself)."""
+    uses = set()
+    for a in op.tensor_args:
+        f = op.formulas.get(a.name)
+        if f is None:
+            continue
+        missing = f.calls - pointwise_names
+        if missing:
+            raise SystemExit(f"{op.name}: the formula of '{a.name}' calls {sorted(missing)}, "
+                             "which have no pointwise: entry (needed for its fused backward)")
+        uses |= f.uses
+    if any(k.endswith("_dtype") for k in uses):
+        return None
+    params = ["grad"] + [pointwise_signature(op)]
+    extra = sorted(k for k in uses if k.endswith("_shape") or k.endswith("_shapes"))
+    params.append("*, result=None" + "".join(f", {k}=None" for k in extra))
+    items = []
+    for a in op.tensor_args:
+        f = op.formulas.get(a.name)
+        items.append("None" if f is None else f"({f.code}) if _is_sym({a.py}) else None")
+    return ", ".join(params), "(" + "".join(f"{i}, " for i in items) + ")"
+
+
+def emit_pointwise_module(ops):
+    """Source of ember/autograd/_pointwise.py."""
+    lines = []
+    w = lines.append
+    w('"""GENERATED by tools/gen_autograd.py from ember/autograd/derivatives.yaml. DO NOT EDIT.')
+    w("")
+    w("The pointwise form of every spec op with a ``pointwise:`` entry, on the symbolic values of")
+    w("``ember.kernels.pointwise.expr`` (``Sym``): ``FORWARD[op](*inputs, **constants)`` emits the")
+    w("op's pointwise-engine steps and returns its value (None: not fusible with these constants);")
+    w("``RULES[vocabulary op](grad, *operands, *parameters, result=...)`` returns one gradient")
+    w("contribution per operand (a Sym, ``ZERO`` or None): the op's derivative formulas, the code")
+    w("of _generated.py, evaluated on symbolic values. The functions carry the spec ops' names so")
+    w("that formulas calling other ops (``neg(grad)``) call their pointwise forms.")
+    w('"""')
+    w("# flake8: noqa")
+    w("# fmt: off")
+    w("from functools import partial as _partial")
+    w("")
+    w("from ember.autograd import formulas as _F")
+    w("from ember.kernels import constants as _C")
+    w("from ember.kernels.pointwise.expr import Sym as _Sym, vocabulary as _V")
+    w("")
+    w("")
+    w("def _is_sym(x):")
+    w("    return isinstance(x, _Sym)")
+    w("")
+    pw = [op for op in ops if op.pointwise is not None]
+    names = {op.name for op in pw}
+    for op in pw:
+        w("")
+        w("")
+        w(f"def {op.name}({pointwise_signature(op)}):")
+        w(f"    return {pointwise_code(op)}")
+    rules = {}
+    for op in pw:
+        if not op.differentiable:
+            continue
+        rc = rule_code(op, names)
+        if rc is None:
+            continue
+        params, body = rc
+        w("")
+        w("")
+        w(f"def _d_{op.name}({params}):")
+        w(f"    return {body}")
+        rules[op.name] = f"_d_{op.name}"
+        for vocab, consts in op.pointwise_rules.items():
+            kw = ", ".join(f"{k}={v!r}" for k, v in consts.items())
+            rules[vocab] = f"_partial(_d_{op.name}, {kw})"
+    w("")
+    w("")
+    w("FORWARD = {")
+    for op in pw:
+        w(f"    {op.name!r}: {op.name},")
+    w("}")
+    w("RULES = {")
+    for k, v in rules.items():
+        w(f"    {k!r}: {v},")
+    w("}")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     with open(SPEC) as fh:
         spec = yaml.safe_load(fh)
     with open(FORMULAS) as fh:
         helpers = {n.name for n in ast.parse(fh.read()).body if isinstance(n, ast.FunctionDef)
                    and not n.name.startswith("_")}
+    with open(CONSTANTS) as fh:
+        constants = {t.id for n in ast.parse(fh.read()).body if isinstance(n, ast.Assign)
+                     for t in n.targets if isinstance(t, ast.Name) and t.id.isupper()}
     op_names = {parse_signature(e["func"])[0] for e in spec}
-    ops = [OpSpec(e, helpers, op_names) for e in spec]
+    ops = [OpSpec(e, helpers, op_names, constants) for e in spec]
     seen = set()
     for op in ops:
         if op.name in seen:
@@ -377,9 +528,9 @@ def main():
     w("from ember.autograd.dispatch import Op, dispatch, dispatch_inplace")
     w("from ember.autograd.node import Node, next_seq, unpack")
     w("from ember.autograd.formulas import _save, _save_out, _shape, _dtype")
+    w("from ember.kernels import constants as _C")
     w("")
     w("OPS = {}")
-    w("SPEC = {}")
     w("")
     for op in ops:
         if op.differentiable and not op.composite:
@@ -429,23 +580,29 @@ def main():
         else:
             w(f"    {dunder!r}: {name},")
     w("}")
-    src = "\n".join(lines) + "\n"
+    outputs = {OUT: "\n".join(lines) + "\n", OUT_POINTWISE: emit_pointwise_module(ops)}
     if "--check" in sys.argv:
-        try:
-            with open(OUT) as fh:
-                cur = fh.read()
-        except FileNotFoundError:
-            cur = None
-        if cur != src:
-            print(f"{os.path.relpath(OUT, ROOT)} is stale: run python tools/gen_autograd.py")
+        stale = []
+        for path, src in outputs.items():
+            try:
+                with open(path) as fh:
+                    cur = fh.read()
+            except FileNotFoundError:
+                cur = None
+            if cur != src:
+                stale.append(os.path.relpath(path, ROOT))
+        if stale:
+            print(f"{', '.join(stale)} stale: run python tools/gen_autograd.py")
             return 1
         print("generated code is up to date")
         return 0
-    tmp = OUT + ".tmp"
-    with open(tmp, "w") as fh:
-        fh.write(src)
-    os.replace(tmp, OUT)
-    print(f"wrote {os.path.relpath(OUT, ROOT)}: {len(ops)} ops")
+    for path, src in outputs.items():
+        tmp = path + ".tmp"
+        with open(tmp, "w") as fh:
+            fh.write(src)
+        os.replace(tmp, path)
+        print(f"wrote {os.path.relpath(path, ROOT)}")
+    print(f"{len(ops)} ops, {sum(op.pointwise is not None for op in ops)} pointwise")
     return 0
 
 

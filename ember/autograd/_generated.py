@@ -19,9 +19,9 @@ from ember.autograd import formulas as _F
 from ember.autograd.dispatch import Op, dispatch, dispatch_inplace
 from ember.autograd.node import Node, next_seq, unpack
 from ember.autograd.formulas import _save, _save_out, _shape, _dtype
+from ember.kernels import constants as _C
 
 OPS = {}
-SPEC = {}
 
 class AddBackward0(Node):
     __slots__ = ('self__shape', 'alpha', 'other_shape')
@@ -127,7 +127,7 @@ class DivBackward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = g1 = None
         if needs[0]:
-            g0 = _F.sum_to(grad / other if rounding_mode is None else grad * 0, self__shape)
+            g0 = _F.sum_to(grad / other if rounding_mode is None else _F.zeros_for(grad, self__shape), self__shape)
         if needs[1]:
             g1 = _F.sum_to(neg(grad) * self_ / (other * other) if rounding_mode is None else _F.zeros_for(grad, other_shape), other_shape)
         return (g0, g1, )
@@ -436,7 +436,7 @@ class Exp2Backward0(Node):
         result = unpack(ctx.result, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad * result * 0.6931471805599453
+            g0 = grad * result * _C.LN2
         return (g0, )
 
 class LogBackward0(Node):
@@ -474,7 +474,7 @@ class Log2Backward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad / (self_ * 0.6931471805599453)
+            g0 = grad / (self_ * _C.LN2)
         return (g0, )
 
 class Log10Backward0(Node):
@@ -493,7 +493,7 @@ class Log10Backward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad / (self_ * 2.302585092994046)
+            g0 = grad / (self_ * _C.LN10)
         return (g0, )
 
 class Log1pBackward0(Node):
@@ -832,7 +832,7 @@ class ErfBackward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad * exp(neg(self_ * self_)) * 1.1283791670955126
+            g0 = grad * exp(neg(self_ * self_)) * _C.TWO_OVER_SQRT_PI
         return (g0, )
 
 class ReluBackward0(Node):
@@ -914,7 +914,7 @@ class SeluBackward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = None
         if needs[0]:
-            g0 = _F.elu_grad(grad, self_, 1.6732632423543772, 1.0507009873554805)
+            g0 = _F.elu_grad(grad, self_, _C.SELU_ALPHA, _C.SELU_SCALE)
         return (g0, )
 
 class GeluBackward0(Node):

@@ -1,16 +1,18 @@
 """Helpers used by derivative formulas in derivatives.yaml, written in ember ops (so that double
 backward works). The generator prefixes these names with ``_F.``; names starting with ``_``
-are used by generated code itself."""
+are used by generated code itself.
+
+The helpers of pointwise ops take their ops from ``_ops(grad)``: the generated Tensor ops, or,
+when a fused backward is derived, the same ops' pointwise forms on symbolic values
+(``ember.autograd._pointwise``). One helper thus serves eager autograd and the fused kernels."""
 import numpy as np
 
 import ember.autograd._generated as G
 from ember.autograd.node import SavedTensor
 from ember.errors import UnsupportedError
+from ember.kernels import constants as C
+from ember.kernels.shape import broadcast_axes
 from ember.tensor import Tensor
-
-
-def _tensor():
-    return Tensor
 
 
 def _save(x, name):
@@ -42,8 +44,27 @@ def _varargs(args):
     return tuple(args)
 
 
+def _ops(grad):
+    """The op namespace for ``grad``: ember's ops for a Tensor, their pointwise forms for a
+    symbolic value (see the module docstring)."""
+    if isinstance(grad, Tensor):
+        return G
+    import ember.autograd._pointwise as P
+    return P
+
+
+def _zero(x):
+    """A zero operand of ``x``'s dtype: a 0-d constant tensor, or ``0.0`` for a symbolic value
+    (the pointwise engine keeps a Python number at the other operand's dtype)."""
+    return zeros((), x._data.dtype) if isinstance(x, Tensor) else 0.0
+
+
 def zeros_for(grad, shape):
-    """A zero tensor of ``shape`` with ``grad``'s dtype (a constant, outside the graph)."""
+    """A zero tensor of ``shape`` with ``grad``'s dtype (a constant, outside the graph); for a
+    symbolic ``grad`` the pointwise engine's ``ZERO`` (a gradient known to be all zeros)."""
+    if not isinstance(grad, Tensor):
+        from ember.kernels.pointwise.autodiff import ZERO
+        return ZERO
     return _const(np.zeros(tuple(shape), grad._data.dtype))
 
 
@@ -56,12 +77,9 @@ def sum_to(grad, shape):
     if grad is None:
         return None
     shape = tuple(shape)
-    gshape = grad._data.shape
-    if gshape == shape:
+    if grad._data.shape == shape:
         return grad
-    lead = len(gshape) - len(shape)
-    dims = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
-                                      if s == 1 and gshape[i + lead] != 1)
+    dims = broadcast_axes(grad._data.shape, shape)
     if dims:
         grad = G.sum(grad, dims, True)
     if grad._data.shape != shape:
@@ -329,31 +347,33 @@ def narrow_grad(grad, shape, dim, start, length):
 
 
 def where_grad(grad, condition, take_first):
-    z = zeros((), grad._data.dtype)
-    return G.where(condition, grad, z) if take_first else G.where(condition, z, grad)
+    O, z = _ops(grad), _zero(grad)
+    return O.where(condition, grad, z) if take_first else O.where(condition, z, grad)
 
 
 def clamp_grad(grad, self, min, max):
+    O = _ops(grad)
     mask = None
     if min is not None:
-        mask = G.ge(self, min)
+        mask = O.ge(self, min)
     if max is not None:
-        m2 = G.le(self, max)
-        mask = m2 if mask is None else G.logical_and(mask, m2)
-    return G.where(mask, grad, zeros((), grad._data.dtype))
+        m2 = O.le(self, max)
+        mask = m2 if mask is None else O.logical_and(mask, m2)
+    return O.where(mask, grad, _zero(grad))
 
 
 def clamp_bound_grad(grad, self, bound, other, is_min):
     """Gradient for a tensor ``min`` (``is_min``) or ``max`` bound of clamp (max wins on overlap)."""
+    O = _ops(grad)
     if is_min:
-        mask = G.lt(self, bound)
+        mask = O.lt(self, bound)
         if other is not None:
-            mask = G.logical_and(mask, G.lt(bound, other))
+            mask = O.logical_and(mask, O.lt(bound, other))
     else:
-        mask = G.gt(self, bound)
+        mask = O.gt(self, bound)
         if other is not None:
-            mask = G.logical_or(mask, G.lt(bound, other))
-    return G.where(mask, grad, zeros((), grad._data.dtype))
+            mask = O.logical_or(mask, O.lt(bound, other))
+    return O.where(mask, grad, _zero(grad))
 
 
 def embedding_backward_grad(grad, indices, padding_idx, scale_grad_by_freq):
@@ -372,58 +392,62 @@ def embedding_backward_grad(grad, indices, padding_idx, scale_grad_by_freq):
 
 def maximum_grad(grad, a, b, first):
     """Gradient of maximum/minimum: ties share the gradient equally, as torch does."""
-    eq = G.to(G.eq(a, b), grad._data.dtype)
-    sel = G.to(G.gt(a, b) if first else G.lt(a, b), grad._data.dtype)
-    return G.mul(grad, G.add(sel, G.mul(eq, 0.5)))
+    O, z = _ops(grad), _zero(grad)
+    tie = O.where(O.eq(a, b), O.mul(grad, 0.5), z)
+    return O.where(O.gt(a, b) if first else O.lt(a, b), grad, tie)
 
 
 def minimum_grad(grad, a, b, first):
-    eq = G.to(G.eq(a, b), grad._data.dtype)
-    sel = G.to(G.lt(a, b) if first else G.gt(a, b), grad._data.dtype)
-    return G.mul(grad, G.add(sel, G.mul(eq, 0.5)))
+    return maximum_grad(grad, a, b, not first)
 
 
 def pow_exponent_grad(grad, self, exponent, result):
-    safe = G.masked_fill(self, G.le(self, 0), 1.0) if isinstance(self, _tensor()) else self
-    lg = G.log(safe) if isinstance(safe, _tensor()) else float(np.log(safe)) if safe > 0 else 0.0
-    r = G.mul(G.mul(grad, result), lg)
-    if isinstance(self, _tensor()):
-        r = G.masked_fill(r, G.logical_and(G.eq(self, 0), G.ge(exponent, 0)), 0.0)
+    O = _ops(grad)
+    number = isinstance(self, (int, float, np.number))
+    if number:
+        lg = float(np.log(self)) if self > 0 else 0.0
+    else:
+        lg = O.log(O.where(O.le(self, 0), 1.0, self))
+    r = O.mul(O.mul(grad, result), lg)
+    if not number:
+        r = O.where(O.logical_and(O.eq(self, 0), O.ge(exponent, 0)), _zero(grad), r)
     return r
 
 
 def pow_self_grad(grad, self, exponent):
+    O = _ops(grad)
     if isinstance(exponent, (int, float)):
         if exponent == 0:
-            return G.mul(grad, 0.0)
-        return G.mul(G.mul(grad, exponent), G.pow(self, exponent - 1))
-    return G.mul(G.mul(grad, exponent), G.pow(self, G.sub(exponent, 1)))
+            return O.mul(grad, 0.0)
+        return O.mul(O.mul(grad, exponent), O.pow(self, exponent - 1))
+    return O.mul(O.mul(grad, exponent), O.pow(self, O.sub(exponent, 1)))
 
 
 def gelu_grad(grad, self, approximate):
+    O = _ops(grad)
     if approximate == "tanh":
-        k = float(np.sqrt(2.0 / np.pi))
-        x3 = G.mul(G.mul(self, self), self)
-        inner = G.mul(G.add(self, G.mul(x3, 0.044715)), k)
-        t = G.tanh(inner)
-        dinner = G.mul(G.add(G.mul(G.mul(self, self), 3 * 0.044715), 1.0), k)
-        left = G.mul(G.add(t, 1.0), 0.5)
-        right = G.mul(G.mul(G.mul(self, 0.5), G.sub(1.0, G.mul(t, t))), dinner)
-        return G.mul(grad, G.add(left, right))
-    cdf = G.mul(G.add(G.erf(G.mul(self, float(1 / np.sqrt(2.0)))), 1.0), 0.5)
-    pdf = G.mul(G.exp(G.mul(G.mul(self, self), -0.5)), float(1 / np.sqrt(2 * np.pi)))
-    return G.mul(grad, G.add(cdf, G.mul(self, pdf)))
+        k, kappa = C.GELU_TANH_BETA, C.GELU_TANH_KAPPA
+        x3 = O.mul(O.mul(self, self), self)
+        t = O.tanh(O.mul(O.add(self, O.mul(x3, kappa)), k))
+        dinner = O.mul(O.add(O.mul(O.mul(self, self), 3 * kappa), 1.0), k)
+        left = O.mul(O.add(t, 1.0), 0.5)
+        right = O.mul(O.mul(O.mul(self, 0.5), O.sub(1.0, O.mul(t, t))), dinner)
+        return O.mul(grad, O.add(left, right))
+    cdf = O.mul(O.add(O.erf(O.mul(self, C.SQRT1_2)), 1.0), 0.5)
+    pdf = O.mul(O.exp(O.mul(O.mul(self, self), -0.5)), C.INV_SQRT_2PI)
+    return O.mul(grad, O.add(cdf, O.mul(self, pdf)))
 
 
 def softplus_grad(grad, self, beta, threshold):
-    z = G.mul(self, beta)
-    s = G.sigmoid(z)
-    return G.where(G.gt(z, threshold), grad, G.mul(grad, s))
+    O = _ops(grad)
+    z = O.mul(self, beta)
+    return O.where(O.gt(z, threshold), grad, O.mul(grad, O.sigmoid(z)))
 
 
 def elu_grad(grad, self, alpha, scale=1.0):
-    neg = G.mul(G.exp(G.minimum(self, zeros((), self._data.dtype))), alpha * scale)
-    return G.mul(grad, G.where(G.gt(self, 0), G.mul(G.ones_like(self), scale), neg))
+    O = _ops(grad)
+    neg = O.mul(O.exp(O.minimum(self, _zero(self))), alpha * scale)
+    return O.mul(grad, O.where(O.gt(self, 0), float(scale), neg))
 
 
 def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
@@ -457,7 +481,8 @@ def masked_fill_value_grad(grad, mask):
 
 
 def lerp_weight_grad(grad, start, end):
-    return G.mul(grad, G.sub(end, start))
+    O = _ops(grad)
+    return O.mul(grad, O.sub(end, start))
 
 
 # ---------------------------------------------------------------- nn layers (issue 3)

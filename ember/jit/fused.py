@@ -1,7 +1,8 @@
 """Running ``fusion_group`` nodes: a pointwise subgraph as one pointwise-engine kernel.
 
 ``group_expr(subgraph)`` translates the subgraph's spec ops into the engine's ``Expr`` vocabulary
-(``TRANSLATE``: one entry per fusible spec op). ``FusedGroup`` runs it:
+(``TRANSLATE``: the pointwise form of every spec op with a ``pointwise:`` entry in
+derivatives.yaml, generated into ``ember.autograd._pointwise``). ``FusedGroup`` runs it:
 
 * ``run_arrays`` (the array-mode code): from ``MIN_FUSED_SIZE`` elements (and with Numba
   importable) one compiled kernel, one pass over memory, on all threads; below it the subgraph's
@@ -9,8 +10,8 @@
 * ``run_tensors`` (tensor mode): small tensors, or an active tracer, run the subgraph op by op
   through dispatch (autograd and enclosing traces see the ops). Large tensors that need a
   gradient go through ``FusedFunction``: forward is the fused kernel; backward is a second
-  fused kernel derived from the forward expression (``pointwise.autodiff.derive``: the rules of
-  derivatives.yaml in engine ops), recomputing the forward intermediates from the saved inputs
+  fused kernel derived from the forward expression (``pointwise.autodiff.derive`` with ``RULES``:
+  the derivative formulas of derivatives.yaml evaluated on symbolic values), recomputing the forward intermediates from the saved inputs
   instead of storing them. Gradients of broadcast inputs are summed back to their shapes. Under
   ``create_graph`` the backward is differentiated op by op instead (double backward works).
 
@@ -24,9 +25,12 @@ import numpy as np
 from ember.autograd.function import Function
 from ember.autograd.state import STATE
 from ember.jit.ir import Value
-from ember.kernels.pointwise import Expr, compile_pointwise, has_compiler
+from ember.autograd import _pointwise
+from ember.kernels.pointwise import compile_pointwise, has_compiler
 from ember.kernels.pointwise import engine as _engine
 from ember.kernels.pointwise.autodiff import derive
+from ember.kernels.pointwise.expr import Builder, Sym
+from ember.kernels.shape import sum_to_shape
 
 __all__ = ["NotFusible", "TRANSLATE", "FusedGroup", "group_expr", "fused_group", "MIN_FUSED_SIZE", "FORCE"]
 
@@ -43,65 +47,11 @@ BACKEND = None
 
 
 # ---------------------------------------------------------------------------------- translation
-def _binary_alpha(op):
-    def tr(e, a, attrs):
-        x, y = a
-        alpha = attrs.get("alpha", 1)
-        if alpha != 1:
-            y = e("mul", y, alpha)
-        return e(op, x, y)
-    return tr
-
-
-def _div(e, a, attrs):
-    mode = attrs.get("rounding_mode")
-    if mode is None:
-        return e("div", *a)
-    if mode == "floor":
-        return e("floor_divide", *a)
-    if mode == "trunc":
-        return e("trunc", e("div", *a))
-    raise NotFusible(f"div rounding_mode {mode!r}")
-
-
-def _round(e, a, attrs):
-    if attrs.get("decimals", 0) != 0:
-        raise NotFusible("round with decimals")
-    return e("round", a[0])
-
-
-def _to(e, a, attrs):
-    dt = attrs.get("dtype")
-    dt = np.dtype(getattr(dt, "np_dtype", None) or getattr(dt, "numpy", None) or dt)
-    return e("cast", a[0], dt.name)
-
-
-def _params(op, *names, defaults=()):
-    def tr(e, a, attrs):
-        return e(op, *a, *(attrs.get(n, d) for n, d in zip(names, defaults)))
-    return tr
-
-
-def _direct(op):
-    return lambda e, a, attrs: e(op, *a)
-
-
-_DIRECT = ("mul remainder pow maximum minimum where lerp eq ne lt le gt ge logical_and logical_or "
-           "logical_xor logical_not isnan isinf isfinite neg reciprocal abs sign exp exp2 log log2 "
-           "log1p expm1 sqrt rsqrt sin cos tan tanh sigmoid erf relu selu silu floor ceil trunc "
-           "clamp").split()
-
-# spec op -> tr(emit, operands, attrs) returning the result's name; NotFusible: not fusible
-TRANSLATE = {op: _direct(op) for op in _DIRECT}
-TRANSLATE.update({
-    "add": _binary_alpha("add"), "sub": _binary_alpha("sub"), "div": _div, "round": _round,
-    "to": _to,
-    "leaky_relu": _params("leaky_relu", "negative_slope", defaults=(0.01,)),
-    "elu": _params("elu", "alpha", defaults=(1.0,)),
-    "gelu": _params("gelu", "approximate", defaults=("none",)),
-    "softplus": _params("softplus", "beta", "threshold", defaults=(1.0, 20.0)),
-    "hardtanh": _params("hardtanh", "min_val", "max_val", defaults=(-1.0, 1.0)),
-})
+# spec op -> its pointwise form, f(*operands, **constants) -> Sym (None: not fusible), generated
+# from the ``pointwise:`` entries of derivatives.yaml; RULES: the derivative rule of each
+# vocabulary op, the spec's formulas evaluated on symbolic values
+TRANSLATE = _pointwise.FORWARD
+RULES = _pointwise.RULES
 
 
 def _operand(x, names):
@@ -119,20 +69,19 @@ def translate_nodes(inputs, nodes, outputs):
     returning ``outputs``; ``names`` maps id(Value) to its step name. Raises
     NotFusible when a node is not fusible."""
     names = {id(v): f"a{i}" for i, v in enumerate(inputs)}
-    steps = []
-
-    def emit(op, *args):
-        name = f"t{len(steps)}"
-        steps.append((name, op, args))
-        return name
-
+    b = Builder(tuple(names.values()))
     for n in nodes:
         tr = TRANSLATE.get(n.kind)
         if tr is None or len(n.outputs) != 1:
             raise NotFusible(n.kind)
-        names[id(n.outputs[0])] = tr(emit, [_operand(a, names) for a in n.args], n.attrs)
-    outs = tuple(names[id(o)] for o in outputs)
-    return Expr(tuple(names[id(v)] for v in inputs), tuple(steps), outs), names
+        try:
+            out = tr(*(b.value(_operand(a, names)) for a in n.args), **n.attrs)
+        except TypeError as e:
+            raise NotFusible(f"{n.kind}: {e}") from None
+        if not isinstance(out, Sym):
+            raise NotFusible(f"{n.kind} with {n.attrs}")
+        names[id(n.outputs[0])] = out.name
+    return b.expr(*(names[id(o)] for o in outputs)), names
 
 
 def group_expr(sub):
@@ -146,15 +95,6 @@ def value_type(v):
 
 
 # ---------------------------------------------------------------------------------- running
-def _sum_to(a, shape):
-    if a.shape == tuple(shape):
-        return a
-    lead = a.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(lead + i for i, s in enumerate(shape)
-                                      if s == 1 and a.shape[lead + i] != 1)
-    return a.sum(axis=axes, keepdims=True, dtype=a.dtype).reshape(shape)
-
-
 _lock = threading.Lock()
 
 
@@ -224,7 +164,7 @@ class FusedGroup:
         key = (tuple((a.dtype, a.ndim == 0) for a in arrays), present, tuple(needs))
         bwd = self._backwards.get(key)
         if bwd is None:
-            b = derive(self.expr, kernel.typing, present, needs)
+            b = derive(self.expr, kernel.typing, present, needs, RULES)
             k = None
             if b.expr is not None:
                 g_in = [g for g, p, (_, dt) in zip(grads, present, kernel.typing.outputs)
@@ -242,7 +182,7 @@ class FusedGroup:
             elif kind == "zero":
                 res.append(np.zeros(a.shape, a.dtype))
             else:
-                res.append(_sum_to(next(outs), a.shape))
+                res.append(sum_to_shape(next(outs), a.shape))
         return res
 
 

@@ -340,15 +340,20 @@ def diagonal(a, offset=0, dim1=0, dim2=1):
     return np.diagonal(a, offset, _dim(dim1, a.ndim), _dim(dim2, a.ndim))
 
 
+def broadcast_axes(from_shape, shape):
+    """The axes of ``from_shape`` to sum over to undo broadcasting ``shape`` to it: the leading
+    ones ``shape`` lacks and those where ``shape`` has 1."""
+    lead = len(from_shape) - len(shape)
+    return tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
+                                      if s == 1 and from_shape[i + lead] != 1)
+
+
 def sum_to_shape(a, shape):
-    """Sum a broadcast array back down to ``shape``."""
+    """Sum a broadcast array back down to ``shape`` (in ``a``'s dtype)."""
     shape = tuple(shape)
     if a.shape == shape:
         return a
-    lead = a.ndim - len(shape)
-    axes = tuple(range(lead)) + tuple(i + lead for i, s in enumerate(shape)
-                                      if s == 1 and a.shape[i + lead] != 1)
-    out = np.sum(a, axis=axes, keepdims=True)
+    out = np.sum(a, axis=broadcast_axes(a.shape, shape), keepdims=True, dtype=a.dtype)
     return out.reshape(shape)
 
 

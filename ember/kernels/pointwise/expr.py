@@ -164,3 +164,171 @@ def infer_typed(expr, typed_inputs):
         steps.append(TypedStep(name, op, operands, params, tuple(cast_to), ct, result))
     outputs = tuple((name, typed[name][0]) for name in expr.outputs)
     return Typing(tuple(inputs), tuple(steps), outputs, {k: v[0] for k, v in typed.items()})
+
+
+# ---------------------------------------------------------------------------------- building
+class Sym:
+    """A symbolic pointwise value: a name bound in a ``Builder``.
+
+    Operators and one method per vocabulary op emit steps: ``s * t`` emits ``mul``, ``2.0 - s``
+    emits ``sub(2.0, s)``, ``s.sigmoid()`` emits ``sigmoid``, ``c.where(a, b)`` emits
+    ``where(c, a, b)``. Python numbers mix in as constant operands. ``==`` and ``!=`` keep their
+    Python meaning (use ``s.eq(t)``); a Sym has no truth value.
+    """
+
+    __slots__ = ("builder", "name")
+
+    def __init__(self, builder, name):
+        self.builder = builder
+        self.name = name
+
+    def __repr__(self):
+        return f"Sym({self.name})"
+
+    def __bool__(self):
+        raise TypeError(f"pointwise: the symbolic value {self.name} has no truth value (a formula "
+                        "evaluated on symbolic values branches on a tensor)")
+
+    __hash__ = object.__hash__
+
+    def __add__(self, other):
+        return self.builder.emit("add", self, other)
+
+    def __radd__(self, other):
+        return self.builder.emit("add", other, self)
+
+    def __sub__(self, other):
+        return self.builder.emit("sub", self, other)
+
+    def __rsub__(self, other):
+        return self.builder.emit("sub", other, self)
+
+    def __mul__(self, other):
+        return self.builder.emit("mul", self, other)
+
+    def __rmul__(self, other):
+        return self.builder.emit("mul", other, self)
+
+    def __truediv__(self, other):
+        return self.builder.emit("div", self, other)
+
+    def __rtruediv__(self, other):
+        return self.builder.emit("div", other, self)
+
+    def __pow__(self, other):
+        return self.builder.emit("pow", self, other)
+
+    def __rpow__(self, other):
+        return self.builder.emit("pow", other, self)
+
+    def __neg__(self):
+        return self.builder.emit("neg", self)
+
+    def __lt__(self, other):
+        return self.builder.emit("lt", self, other)
+
+    def __le__(self, other):
+        return self.builder.emit("le", self, other)
+
+    def __gt__(self, other):
+        return self.builder.emit("gt", self, other)
+
+    def __ge__(self, other):
+        return self.builder.emit("ge", self, other)
+
+
+def _sym_method(op_name):
+    def method(self, *args):
+        return self.builder.emit(op_name, self, *args)
+    method.__name__ = op_name
+    method.__doc__ = f"Emit ``{op_name}`` with this value as its first operand."
+    return method
+
+
+for _name in OPS:
+    setattr(Sym, _name, _sym_method(_name))
+
+
+class Builder:
+    """Builds an ``Expr`` from operations on ``Sym`` values.
+
+    ``inputs`` names the expression's inputs (``builder.inputs`` holds their Syms); ``steps``
+    are steps already bound (their names become Syms through ``value``). New steps are named
+    ``<prefix><n>``. With ``dedupe`` an op applied to the same arguments twice is emitted once
+    (derivative formulas often recompute a value, e.g. ``sigmoid(x)`` in silu's).
+    """
+
+    def __init__(self, inputs=(), prefix="t", steps=(), dedupe=False):
+        self.names = tuple(inputs)
+        self.inputs = tuple(Sym(self, n) for n in self.names)
+        self.steps = list(steps)
+        self.prefix = prefix
+        self.dedupe = dedupe
+        self._count = 0
+        self._memo = {}
+        if dedupe:
+            for name, op, args in self.steps:
+                self._memo.setdefault(self._key(op, args), name)
+
+    def value(self, name):
+        """The Sym of an input or bound step ``name`` (constants pass through)."""
+        return Sym(self, name) if isinstance(name, str) else name
+
+    @staticmethod
+    def _key(op, args):
+        return (op,) + tuple(a if isinstance(a, str) else (type(a).__name__, repr(a)) for a in args)
+
+    def emit(self, op, *args):
+        """Bind a step ``op(*args)``; returns its Sym. Arguments are Syms of this builder, Python
+        constants or None."""
+        names = []
+        for a in args:
+            if isinstance(a, Sym):
+                if a.builder is not self:
+                    raise ValueError(f"pointwise: {a.name} belongs to another expression")
+                names.append(a.name)
+            else:
+                names.append(a)
+        if op == "cast":
+            names[1] = np.dtype(getattr(names[1], "numpy", names[1])).name
+        names = tuple(names)
+        if not self.dedupe:
+            return self.bind(op, *names)
+        key = self._key(op, names)
+        found = self._memo.get(key)
+        if found is None:
+            found = self._memo[key] = self.bind(op, *names).name
+        return Sym(self, found)
+
+    def bind(self, op, *args):
+        """Bind a new step ``op(*args)`` (names or constants), never reusing an equal one."""
+        name = f"{self.prefix}{self._count}"
+        self._count += 1
+        self.steps.append((name, op, args))
+        return Sym(self, name)
+
+    def expr(self, *outputs):
+        """The ``Expr`` over ``inputs`` returning ``outputs`` (Syms or bound names)."""
+        outs = tuple(o.name if isinstance(o, Sym) else o for o in outputs)
+        return Expr(self.names, tuple(self.steps), outs)
+
+
+def _vocabulary_function(op_name):
+    def fn(*args):
+        for a in args:
+            if isinstance(a, Sym):
+                return a.builder.emit(op_name, *args)
+        raise TypeError(f"pointwise: {op_name}() needs at least one symbolic operand, got {args!r}")
+    fn.__name__ = op_name
+    fn.__doc__ = f"Emit ``{op_name}`` (in the builder of the first symbolic operand)."
+    return fn
+
+
+class _Vocabulary:
+    """The vocabulary ops as functions on Syms and constants: ``vocabulary.mul(s, 2.0)``."""
+
+
+vocabulary = _Vocabulary()
+for _name in OPS:
+    setattr(vocabulary, _name, _vocabulary_function(_name))
+del _name

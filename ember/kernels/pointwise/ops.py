@@ -87,7 +87,7 @@ def _np_sigmoid(out, params, a):
 
 
 def _np_erf(a):
-    return np.frompyfunc(math.erf, 1, 1)(a.astype(np.float64)).astype(a.dtype)
+    return np.asarray(np.frompyfunc(math.erf, 1, 1)(a.astype(np.float64))).astype(a.dtype)
 
 
 def _np_gelu(out, params, a):
