@@ -10,7 +10,12 @@ dict of tensors.
 Writes are atomic: the bytes go to a temporary file in the destination folder, are flushed and
 fsync'ed, then ``os.replace``d over the destination, so a failed save leaves the previous file
 intact. ``load`` checks the header first and refuses pickle-based files (``torch.save``'s zip
-or legacy format, plain pickles) with a clear error instead of unpickling them.
+or legacy format, plain pickles) with a clear error instead of unpickling them; a truncated or
+corrupt file, another format version or a missing tensor is a ``SerializationError`` naming the
+file and the problem. Nothing is ever unpickled or imported.
+
+``add_safe_globals`` (torch's name) registers custom autograd Functions for ``ember.jit.load``,
+which resolves the names a file holds only through that registry.
 """
 import json
 import os
@@ -19,18 +24,78 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.tensor import Tensor
 
 from ember.utils.files import atomic_write
 
-__all__ = ["save", "load", "UnsafeFileError"]
+__all__ = ["save", "load", "UnsafeFileError", "SerializationError", "add_safe_globals",
+           "get_safe_globals", "clear_safe_globals", "safe_globals"]
 
 _META_KEY = "ember"
 _FORMAT = 1
 
 
-class UnsafeFileError(RuntimeError):
+class SerializationError(EmberRuntimeError):
+    """A file that cannot be read as what it claims to be: truncated, a corrupt header, another
+    format version, a missing tensor, a name that is not registered."""
+
+
+class UnsafeFileError(SerializationError):
     """The file is not a safetensors file (for instance a pickle); ember will not execute it."""
+
+
+# ---------------------------------------------------------------------------- safe globals
+def add_safe_globals(safe_globals):
+    """Allow ``ember.jit.load`` to resolve these custom autograd Functions: each entry is a
+    ``Function`` subclass (named ``"<module>.<qualname>"``) or a ``(cls, name)`` pair, as in
+    ``torch.serialization.add_safe_globals``. Same as ``ember.jit.register_function`` per entry;
+    raises its errors."""
+    from ember.autograd.function import register_function
+    if not isinstance(safe_globals, (list, tuple)):
+        raise EmberTypeError(f"add_safe_globals: expected a list of Function classes or "
+                             f"(class, name) pairs, got {type(safe_globals).__name__}")
+    for entry in safe_globals:
+        if isinstance(entry, tuple) and len(entry) == 2:
+            register_function(entry[0], entry[1])
+        else:
+            register_function(entry)
+
+
+def get_safe_globals():
+    """The registered Functions, as ``(cls, name)`` pairs."""
+    from ember.autograd.function import registered_functions
+    return [(cls, name) for name, cls in registered_functions().items()]
+
+
+def clear_safe_globals():
+    """Forget every registered Function."""
+    from ember.autograd import function
+    with function._named_lock:
+        function._NAMED.clear()
+
+
+class safe_globals:
+    """Context manager: ``add_safe_globals(entries)`` on entry; on exit the names it added are
+    registered no more."""
+
+    def __init__(self, safe_globals):
+        self.entries = safe_globals
+        self.added = []
+
+    def __enter__(self):
+        from ember.autograd import function
+        before = set(function.registered_functions())
+        add_safe_globals(self.entries)
+        self.added = [n for n in function.registered_functions() if n not in before]
+        return self
+
+    def __exit__(self, *exc):
+        from ember.autograd import function
+        with function._named_lock:
+            for name in self.added:
+                function._NAMED.pop(name, None)
+        return False
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -52,7 +117,7 @@ def _encode(obj, path, tensors):
         items = []
         for k, v in obj.items():
             if not isinstance(k, (str, int, float, bool)) and k is not None:
-                raise TypeError(f"ember.save: dict keys must be str, int, float, bool or None, "
+                raise EmberTypeError(f"ember.save: dict keys must be str, int, float, bool or None, "
                                 f"got {type(k).__name__}")
             items.append([k, _encode(v, _join(path, str(k)), tensors)])
         return {"__items__": items}
@@ -65,7 +130,7 @@ def _encode(obj, path, tensors):
         return obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise TypeError(f"ember.save: cannot serialize an object of type {type(obj).__name__} at "
+    raise EmberTypeError(f"ember.save: cannot serialize an object of type {type(obj).__name__} at "
                     f"'{path or '<root>'}' (supported: tensors, ndarrays, dicts, lists, tuples, "
                     "numbers, strings, None)")
 
@@ -75,7 +140,10 @@ def _decode(data, tensors):
         return [_decode(v, tensors) for v in data]
     if isinstance(data, dict):
         if "__tensor__" in data:
-            return Tensor._make(tensors[data["__tensor__"]])
+            key = data["__tensor__"]
+            if not isinstance(key, str) or key not in tensors:
+                raise _Missing(key)
+            return Tensor._make(tensors[key])
         if "__tuple__" in data:
             return tuple(_decode(v, tensors) for v in data["__tuple__"])
         if "__items__" in data:
@@ -114,14 +182,14 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
     pickle fallback).
     """
     if pickle_module is not None:
-        raise ValueError("ember.save never pickles; pickle_module is not supported")
+        raise EmberValueError("ember.save never pickles; pickle_module is not supported")
     tensors = {}
     structure = _encode(obj, "", tensors)
     meta = {_META_KEY: json.dumps({"format": _FORMAT, "structure": structure})}
     from safetensors.numpy import save as st_save
     for k, a in tensors.items():
         if a.dtype.kind not in "biuf":
-            raise TypeError(f"ember.save: tensor '{k}' has unsupported dtype {a.dtype}")
+            raise EmberTypeError(f"ember.save: tensor '{k}' has unsupported dtype {a.dtype}")
     payload = st_save(tensors, metadata=meta)
     if hasattr(f, "write"):
         f.write(payload)
@@ -130,26 +198,103 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
 
 
 # ---------------------------------------------------------------------------- load
-def _check_header(data, name):
-    """The parsed safetensors header of ``data``; UnsafeFileError for anything else."""
-    if len(data) >= 10:
-        (n,) = struct.unpack("<Q", data[:8])
-        if n <= len(data) - 8 and data[8:9] == b"{":
-            try:
-                return json.loads(data[8:8 + n])
-            except ValueError:
-                pass
+class _Missing(Exception):
+    """A structure entry naming a tensor the file does not hold."""
+
+
+_ITEMSIZE = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "I16": 2, "U16": 2,
+             "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+
+
+def read_bytes(f):
+    """(bytes, display name) of a path or binary file object."""
+    if hasattr(f, "read"):
+        return f.read(), repr(getattr(f, "name", "<file object>"))
+    name = os.fspath(f)
+    try:
+        with open(name, "rb") as fh:
+            return fh.read(), repr(name)
+    except IsADirectoryError:
+        raise SerializationError(f"{name!r} is a directory, not a file") from None
+
+
+def _check_header(data, name, who="ember.load"):
+    """The parsed safetensors header of ``data`` (validated: every tensor entry's dtype, shape
+    and byte range fit the file); UnsafeFileError for pickles and other formats,
+    SerializationError for a truncated or corrupt safetensors file."""
+    if len(data) > 8 and data[8:9] == b"{":
+        return _safetensors_header(data, name, who)
     if data[:2] == b"PK":
-        raise UnsafeFileError(f"{name} is a zip archive (torch.save's format), which contains a "
-                              "pickle; ember.load refuses to unpickle files because that can run "
-                              "arbitrary code. Convert it with safetensors (e.g. "
-                              "safetensors.torch.save_file(state_dict, path)) and load that.")
+        raise UnsafeFileError(f"{who}: {name} is a zip archive (torch.save's or torch.jit.save's "
+                              "format), which contains a pickle; ember refuses to unpickle files "
+                              "because that can run arbitrary code. Convert it with safetensors "
+                              "(e.g. safetensors.torch.save_file(state_dict, path)) and load "
+                              "that.")
     if data[:1] == b"\x80" or data[:1] in (b"(", b"]", b"}", b"c"):
-        raise UnsafeFileError(f"{name} looks like a pickle file; ember.load refuses to unpickle "
-                              "because that can run arbitrary code. Save it as safetensors "
-                              "instead.")
-    raise UnsafeFileError(f"{name} is not a safetensors file (no valid header); ember.load "
-                          "reads only safetensors files")
+        raise UnsafeFileError(f"{who}: {name} looks like a pickle file; ember refuses to "
+                              "unpickle because that can run arbitrary code. Save it as "
+                              "safetensors instead.")
+    what = "it is empty" if not data else f"only {len(data)} bytes" if len(data) <= 8 else \
+        "no valid header"
+    raise UnsafeFileError(f"{who}: {name} is not a safetensors file ({what}); ember reads only "
+                          "safetensors files")
+
+
+def _safetensors_header(data, name, who):
+    (n,) = struct.unpack("<Q", data[:8])
+    if n > len(data) - 8:
+        raise SerializationError(f"{who}: {name} is truncated: its header claims {n} bytes but "
+                                 f"the file has only {len(data) - 8} after the length field")
+    try:
+        header = json.loads(data[8:8 + n])
+    except (ValueError, UnicodeDecodeError) as e:
+        raise SerializationError(f"{who}: {name} has a corrupt safetensors header (not valid "
+                                 f"JSON: {e})") from None
+    if not isinstance(header, dict):
+        raise SerializationError(f"{who}: {name} has a corrupt safetensors header (a JSON "
+                                 f"{type(header).__name__}, expected an object)")
+    size = len(data) - 8 - n
+    for key, entry in header.items():
+        if key == "__metadata__":
+            if not isinstance(entry, dict) or not all(isinstance(v, str) for v in entry.values()):
+                raise SerializationError(f"{who}: {name}: corrupt header: __metadata__ must map "
+                                         "strings to strings")
+            continue
+        try:
+            dt, shape, (b, e) = entry["dtype"], entry["shape"], entry["data_offsets"]
+            ok = isinstance(dt, str) and all(isinstance(d, int) and d >= 0 for d in shape) \
+                and isinstance(b, int) and isinstance(e, int) and 0 <= b <= e
+        except (KeyError, TypeError, ValueError):
+            ok = False
+        if not ok:
+            raise SerializationError(f"{who}: {name}: corrupt header entry for tensor {key!r}: "
+                                     f"{entry!r} (expected dtype, shape and data_offsets)")
+        if e > size:
+            raise SerializationError(f"{who}: {name} is truncated: tensor {key!r} needs bytes "
+                                     f"[{b}, {e}) of the data, which has only {size}")
+        item = _ITEMSIZE.get(dt)
+        count = 1
+        for d in shape:
+            count *= d
+        if item is not None and count * item != e - b:
+            raise SerializationError(f"{who}: {name}: corrupt header: tensor {key!r} of dtype "
+                                     f"{dt} and shape {list(shape)} needs {count * item} bytes, "
+                                     f"its data_offsets give {e - b}")
+    return header
+
+
+def read_safetensors(data, name, who="ember.load"):
+    """(header, metadata, {key: writable ndarray}) of safetensors bytes; the errors of
+    ``_check_header``, and SerializationError for data safetensors itself rejects."""
+    header = _check_header(data, name, who)
+    from safetensors.numpy import load as st_load
+    try:
+        tensors = st_load(data)
+    except Exception as e:  # noqa: BLE001 - safetensors' own error types; re-raised as ours
+        raise SerializationError(f"{who}: {name} is not a valid safetensors file: {e}") from None
+    tensors = {k: np.array(v, copy=True) if not v.flags.writeable else v
+               for k, v in tensors.items()}
+    return header, header.get("__metadata__") or {}, tensors
 
 
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **kwargs):
@@ -157,27 +302,35 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     from a path or binary file object.
 
     Raises UnsafeFileError (a RuntimeError) for pickle files and anything that is not
-    safetensors; ``map_location`` may only name the cpu.
+    safetensors, SerializationError for a truncated or corrupt file, a format version this
+    ember does not read or a missing tensor; ``map_location`` may only name the cpu.
     """
     if map_location is not None and str(map_location).split(":")[0] not in ("cpu",):
         if not callable(map_location) and not isinstance(map_location, dict):
-            raise RuntimeError(f"ember.load: only the cpu device exists, got {map_location!r}")
-    if hasattr(f, "read"):
-        data = f.read()
-        name = getattr(f, "name", "the file")
-    else:
-        name = os.fspath(f)
-        with open(name, "rb") as fh:
-            data = fh.read()
-    header = _check_header(data, repr(name) if not hasattr(f, "read") else name)
-    from safetensors.numpy import load as st_load
-    tensors = st_load(data)
-    tensors = {k: np.array(v, copy=True) if not v.flags.writeable else v
-               for k, v in tensors.items()}
-    meta = (header.get("__metadata__") or {}).get(_META_KEY)
+            raise EmberRuntimeError(f"ember.load: only the cpu device exists, got "
+                                    f"{map_location!r}")
+    data, name = read_bytes(f)
+    header, metadata, tensors = read_safetensors(data, name)
+    meta = metadata.get(_META_KEY)
     if meta is None:
         order = sorted(tensors, key=lambda k: header[k]["data_offsets"][0]
                        if k in header else 0)
         return OrderedDict((k, Tensor._make(tensors[k])) for k in order)
-    doc = json.loads(meta)
-    return _decode(doc["structure"], tensors)
+    try:
+        doc = json.loads(meta)
+        version, structure = doc["format"], doc["structure"]
+    except (ValueError, KeyError, TypeError) as e:
+        raise SerializationError(f"ember.load: {name}: corrupt '{_META_KEY}' metadata "
+                                 f"({type(e).__name__}: {e}); expected a JSON object with "
+                                 "'format' and 'structure'") from None
+    if version != _FORMAT:
+        raise SerializationError(f"ember.load: {name} was written in format version "
+                                 f"{version!r}; this ember reads version {_FORMAT}")
+    try:
+        return _decode(structure, tensors)
+    except _Missing as e:
+        raise SerializationError(f"ember.load: {name}: the structure names tensor "
+                                 f"{e.args[0]!r}, which the file does not contain") from None
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise SerializationError(f"ember.load: {name}: corrupt '{_META_KEY}' structure "
+                                 f"({type(e).__name__}: {e})") from None

@@ -1,5 +1,12 @@
-"""Custom differentiable functions: subclass ``Function`` with static ``forward``/``backward``."""
+"""Custom differentiable functions: subclass ``Function`` with static ``forward``/``backward``.
+
+Also the registry of named Functions: a traced graph holds the Function class itself, and a
+saved graph names it; ``ember.jit.load`` finds a name only here (``register_function``), never by
+importing a module the file names."""
+import threading
+
 from ember.autograd.dispatch import _edge
+from ember.errors import EmberTypeError, EmberValueError
 from ember.autograd.node import Node, SavedTensor
 from ember.autograd.state import STATE
 
@@ -112,6 +119,63 @@ class Function:
         if tracer is not None and hasattr(tracer, "record_function"):
             tracer.record_function(cls, args, outs)
         return out
+
+
+# ---------------------------------------------------------------------------- named Functions
+_NAMED = {}  # registered name -> Function class
+_named_lock = threading.Lock()
+
+
+def register_function(cls, name=None):
+    """Register the custom ``Function`` subclass ``cls`` under ``name`` (default
+    ``"<module>.<qualname>"``), the name ``ember.jit.save`` writes for it and the only way
+    ``ember.jit.load`` finds it. Returns ``cls``, so it also works as a decorator.
+
+    Registering the same class under the same name again does nothing. Raises EmberTypeError
+    when ``cls`` is not a Function subclass or ``name`` not a non-empty string, and
+    EmberValueError when ``name`` belongs to another class (two classes made by one factory
+    share a qualname: give each its own ``name``) or ``cls`` already has another name.
+    """
+    if not (isinstance(cls, type) and issubclass(cls, Function)) or cls is Function:
+        raise EmberTypeError(f"register_function: expected a subclass of "
+                             f"ember.autograd.Function, got {cls!r}")
+    if name is None:
+        name = f"{cls.__module__}.{cls.__qualname__}"
+    if not isinstance(name, str) or not name or not name.isprintable():
+        raise EmberTypeError(f"register_function: name must be a non-empty printable string, "
+                             f"got {name!r}")
+    with _named_lock:
+        held = _NAMED.get(name)
+        if held is cls:
+            return cls
+        if held is not None:
+            raise EmberValueError(f"register_function: the name {name!r} is already registered "
+                                  f"for another class ({held!r}); pass name='...' to give "
+                                  f"{cls.__qualname__} a name of its own")
+        old = function_name(cls)
+        if old is not None:
+            raise EmberValueError(f"register_function: {cls.__qualname__} is already "
+                                  f"registered as {old!r}")
+        _NAMED[name] = cls
+    return cls
+
+
+def function_name(cls):
+    """The name ``cls`` was registered under, or None."""
+    for name, c in list(_NAMED.items()):
+        if c is cls:
+            return name
+    return None
+
+
+def lookup_function(name):
+    """The Function class registered as ``name``, or None (nothing is imported)."""
+    return _NAMED.get(name)
+
+
+def registered_functions():
+    """A copy of the registry: name -> Function class."""
+    return dict(_NAMED)
 
 
 def builtins_any(xs):

@@ -11,11 +11,12 @@ from ember.jit.interpreter import Interpreter, run_forward
 from ember.jit.ir import (ArrayRef, GenRef, Graph, GraphVisitor, LintError, Node, SymRef, Value,
                           parse)
 from ember.jit.passes import optimize, register_pass, run_passes
-from ember.jit.serialization import load, save
+from ember.jit.serialization import load, register_function, save
 from ember.jit.traced import TracedFunction, TracedModule, TracingCheckError, trace
 from ember.jit.tracer import SymInt, Tracer, TracerWarning, TracingError
 
 __all__ = ["trace", "optimize", "save", "load", "Graph", "Node", "Value", "GraphVisitor",
            "parse", "SymRef", "GenRef", "ArrayRef", "LintError", "Interpreter", "run_forward",
            "TracedFunction", "TracedModule", "TracerWarning", "TracingError",
-           "TracingCheckError", "Tracer", "SymInt", "register_pass", "run_passes"]
+           "TracingCheckError", "Tracer", "SymInt", "register_pass", "run_passes",
+           "register_function"]

@@ -184,19 +184,13 @@ def _free(lines, vals, names, undefined):
 
 
 # ---------------------------------------------------------------------------------- namespaces
-FUNCTIONS = {}  # "module:Qual.Name" -> custom Function class seen by a tracer in this process
-
-
-def resolve_class(qualname):
-    """The custom Function class ``module:Qual.Name`` (seen while tracing, or imported)."""
-    import importlib
-    if qualname in FUNCTIONS:
-        return FUNCTIONS[qualname]
-    mod, _, qual = qualname.partition(":")
-    obj = importlib.import_module(mod)
-    for part in qual.split("."):
-        obj = getattr(obj, part)
-    return obj
+def resolve_class(cls):
+    """The custom Function class a ``python_function`` node holds (``attrs["cls"]``: the class
+    itself, set by the tracer or by ``parse`` from the registry; never imported by name)."""
+    from ember.autograd.function import Function
+    if not (isinstance(cls, type) and issubclass(cls, Function)):
+        raise TypeError(f"python_function node holds {cls!r}, not a custom Function class")
+    return cls
 
 
 def _tensor_sym(t):

@@ -35,7 +35,8 @@ __all__ = ["Graph", "Node", "Value", "SymRef", "GenRef", "ArrayRef", "GraphVisit
            "SPECIAL_KINDS", "LintError"]
 
 # Kinds that are not spec ops: a constant from graph.constants, Tensor.detach, an in-place write of
-# arg 1 into arg 0 (the spec's copy_), and a custom autograd Function (by qualified class name).
+# arg 1 into arg 0 (the spec's copy_), and a custom autograd Function (``attrs["cls"]`` holds the
+# class itself; it prints as ``function('<registered name>')``, see ``function_label``).
 SPECIAL_KINDS = ("constant", "detach", "copy_", "python_function", "fusion_group")
 _GROUP = re.compile(r"fusion_group_(\d+)")
 
@@ -358,7 +359,10 @@ class Graph:
     # ---- whole-graph operations ----------------------------------------------------------
     def copy(self):
         """A deep copy of the structure (constants and generators shared by reference)."""
-        g = parse(str(self), constants=dict(self.constants), generators=dict(self.generators))
+        fns = {function_label(n.attrs["cls"]): n.attrs["cls"] for n in self.nodes
+               if n.kind == "python_function" and _is_function_class(n.attrs.get("cls"))}
+        g = parse(str(self), constants=dict(self.constants), generators=dict(self.generators),
+                  functions=fns)
         for a, b in zip(self.nodes, g.nodes):
             b.source = a.source
         return g
@@ -399,6 +403,8 @@ class Graph:
                 if o.node is not n or o.index != i:
                     raise LintError(f"%{o.name} does not point back to its producer {n.kind}")
                 define(o, n.kind)
+            if n.kind == "python_function" and not _is_function_class(n.attrs.get("cls")):
+                raise LintError(f"python_function %{n.outputs[0].name} holds no Function class")
             if n.kind == "constant" and n.attrs.get("name") not in self.constants:
                 raise LintError(f"constant %{n.output.name} names a missing array")
             if n.kind == "fusion_group":
@@ -464,10 +470,26 @@ class GraphVisitor:
 
 
 # ---------------------------------------------------------------------------------- printing
+def function_label(cls):
+    """The name a custom Function class prints as: its registered name
+    (``ember.jit.register_function``), else ``module.QualName@<id>``, unique in this process and
+    read back only by ``Graph.copy`` (a saved file must use registered names)."""
+    from ember.autograd.function import function_name
+    name = function_name(cls)
+    return name if name is not None else f"{cls.__module__}.{cls.__qualname__}@{id(cls):x}"
+
+
+def _is_function_class(v):
+    from ember.autograd.function import Function
+    return isinstance(v, type) and issubclass(v, Function)
+
+
 def fmt_const(v):
     """The text of a constant argument (parsed back by ``parse``)."""
     if isinstance(v, Value):
         return f"%{v.name}"
+    if _is_function_class(v):
+        return f"function({function_label(v)!r})"
     if isinstance(v, (SymRef, GenRef, ArrayRef)):
         return repr(v)
     if v is None or isinstance(v, (bool, str)):
@@ -550,9 +572,23 @@ class _ConstEval:
     """Evaluate the constant part of a parsed call: literals, tuples, lists, slice(), int(%v),
     dtype names, generator references. No eval()."""
 
-    def __init__(self, values, graph):
+    def __init__(self, values, graph, functions=None):
         self.values = values
         self.graph = graph
+        self.functions = functions or {}
+
+    def function(self, name):
+        """A custom Function class by name: ``functions`` given to ``parse``, else the registry
+        (``ember.jit.register_function``); nothing is imported."""
+        from ember.autograd.function import lookup_function
+        if not isinstance(name, str):
+            raise ValueError(f"function() takes a name string, got {name!r}")
+        cls = self.functions.get(name) or lookup_function(name)
+        if cls is None:
+            raise ValueError(f"unknown custom Function {name!r}: register the class first with "
+                             f"ember.jit.register_function(cls, {name!r}) (names are never "
+                             f"imported)")
+        return cls
 
     def __call__(self, node):
         if isinstance(node, ast.Constant):
@@ -577,7 +613,10 @@ class _ConstEval:
         if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) \
                 and node.value.id == "ember":
             from ember import _dtype
-            return getattr(_dtype, node.attr if node.attr != "bool" else "bool_")
+            dt = getattr(_dtype, node.attr if node.attr != "bool" else "bool_", None)
+            if not isinstance(dt, _dtype.dtype):
+                raise ValueError(f"unknown dtype 'ember.{node.attr}'")
+            return dt
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
             f = node.func.id
             args = [self(a) for a in node.args]
@@ -589,6 +628,8 @@ class _ConstEval:
                 return GenRef(args[0])
             if f == "array":
                 return ArrayRef(args[0])
+            if f == "function":
+                return self.function(*args)
         raise ValueError(f"cannot read constant {ast.unparse(node)!r}")
 
     def _value(self, ident):
@@ -599,8 +640,13 @@ class _ConstEval:
             raise ValueError(f"%{name} is used before it is defined") from None
 
 
-def parse(text, constants=None, generators=None):
-    """Read the text form back into a Graph (``constants``: the arrays constant nodes name)."""
+def parse(text, constants=None, generators=None, functions=None):
+    """Read the text form back into a Graph (``constants``: the arrays constant nodes name).
+
+    ``function('name')`` constants (custom autograd Functions) resolve through ``functions``
+    (name -> class) and then the registry of ``ember.jit.register_function``; an unknown name
+    is a ValueError. Nothing the text names is ever imported.
+    """
     g = Graph()
     g.constants = dict(constants or {})
     g.generators = dict(generators or {})
@@ -637,7 +683,7 @@ def parse(text, constants=None, generators=None):
         dt, shape = _parse_type(t, dims)
         v = g.add_input(name, dt, shape, role or "input")
         values[name] = v
-    ev = _ConstEval(values, g)
+    ev = _ConstEval(values, g, functions)
     for ln in lines[i + 1:]:
         ln = ln.strip()
         if ln.startswith("return"):

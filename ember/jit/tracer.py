@@ -311,12 +311,10 @@ class Tracer:
     def record_function(self, cls, args, outs):
         """A custom autograd Function: one node calling ``cls.apply`` (its forward's ops, which
         were recorded too, become dead and are removed)."""
-        from ember.jit.codegen import FUNCTIONS
-        FUNCTIONS[f"{cls.__module__}:{cls.__qualname__}"] = cls
         targs = [self._arg(a) if isinstance(a, self._Tensor) else self.lift(a) for a in args]
         tensors = [o for o in outs if isinstance(o, self._Tensor)]
         node = self.graph.add_node(
-            "python_function", [targs], {"cls": f"{cls.__module__}:{cls.__qualname__}"},
+            "python_function", [targs], {"cls": cls},  # the class itself: keyed by identity
             [(o._data.dtype, o._data.shape) for o in tensors])
         for o, v in zip(tensors, node.outputs):
             self.env[id(o)] = (o, v)

@@ -103,18 +103,13 @@ def _value_info(helper, name, dtype, shape, dyn):
 
 
 def _resolve_function(node, functions):
+    """The Function class of a python_function node: the class the node holds (the tracer's, or
+    the registry's for a loaded graph, see ``ember.jit.register_function``); never imported."""
     hit = functions.get(id(node))
     if hit is not None and hit[0] is node:
         return hit[1]
-    import importlib
-    mod, _, qual = node.attrs.get("cls", ":").partition(":")
-    try:
-        obj = importlib.import_module(mod)
-        for part in qual.split("."):
-            obj = getattr(obj, part)
-        return obj
-    except (ImportError, AttributeError, ValueError):
-        return None
+    from ember.jit.codegen import resolve_class
+    return resolve_class(node.attrs.get("cls"))
 
 
 def _symbolic_for(node, opset, functions):
@@ -122,7 +117,8 @@ def _symbolic_for(node, opset, functions):
     kind = node.kind
     if kind == "python_function":
         cls = _resolve_function(node, functions)
-        label = f"python_function {node.attrs.get('cls')}"
+        from ember.jit.ir import function_label
+        label = f"python_function {function_label(cls)}"
         fn = getattr(cls, "symbolic", None) if cls is not None else None
         if fn is None:
             return None, label

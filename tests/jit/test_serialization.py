@@ -65,6 +65,184 @@ def test_loaded_params_are_trainable(tmp_path):
 
 def test_not_a_jit_file(tmp_path):
     from safetensors.numpy import save_file
+    from ember.serialization import SerializationError
     save_file({"a": np.zeros(2, np.float32)}, str(tmp_path / "w.safetensors"))
-    with pytest.raises(ValueError, match="not an ember.jit file"):
+    with pytest.raises(SerializationError, match="w.safetensors.*not an ember.jit file"):
         jit.load(tmp_path / "w.safetensors")
+
+
+# ------------------------------------------------------------------ loading never runs code
+def _jit_file(path, ir, arrays=None, **meta_changes):
+    """A jit file with IR text ``ir`` over one f32[3] input, metadata as ``save`` writes it."""
+    from safetensors.numpy import save as to_bytes
+    traced = jit.trace(lambda x: x * 2, (ember.randn(3),))
+    jit.save(traced, path)
+    from safetensors import safe_open
+    with safe_open(str(path), framework="np") as f:
+        meta = json.loads(f.metadata()["ember_jit_meta"])
+    meta.update(meta_changes)
+    path.write_bytes(to_bytes(arrays or {"unused": np.zeros(1, np.float32)},
+                              metadata={"ember_jit_ir": ir, "ember_jit_meta": json.dumps(meta)}))
+
+
+CRAFTED = r"""
+import json, sys
+import ember, ember.jit
+from ember.errors import EmberError
+out = {}
+try:
+    m = ember.jit.load(sys.argv[1])
+    m(ember.ones(3))
+    out["loaded"] = True
+except EmberError as e:
+    out["error"], out["msg"] = type(e).__name__, str(e)
+out["imported"] = "this" in sys.modules
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.parametrize("call", ["python_function([%x], cls='this:s')",
+                                  "python_function([%x], cls=function('this:s'))",
+                                  "python_function([%x], cls=function('this.s'))"])
+def test_load_never_imports_what_the_file_names(tmp_path, call):
+    path = tmp_path / "evil.ejit"
+    _jit_file(path, "graph(%x : f32[3]):\n  %1 : f32[3] = " + call + "\n  return (%1)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-c", CRAFTED, str(path)], capture_output=True,
+                         text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Beautiful is better than ugly" not in res.stdout
+    out = json.loads(res.stdout.strip().splitlines()[-1])
+    assert out["imported"] is False and out.get("error") == "SerializationError", out
+    assert "evil.ejit" in out["msg"] and ("this" in out["msg"] or "Function" in out["msg"])
+
+
+def test_unknown_op_and_bad_dtype_are_clear_errors(tmp_path):
+    from ember.serialization import SerializationError
+    path = tmp_path / "bad.ejit"
+    _jit_file(path, "graph(%x : f32[3]):\n  %1 : f32[3] = system(%x)\n  return (%1)")
+    with pytest.raises(SerializationError, match="bad.ejit.*unknown node kind 'system'"):
+        jit.load(path)
+    _jit_file(path, "graph(%x : f32[3]):\n  %1 : f32[3] = to(%x, dtype=ember.np)\n"
+                    "  return (%1)")
+    with pytest.raises(SerializationError, match="bad.ejit.*unknown dtype 'ember.np'"):
+        jit.load(path)
+
+
+# ------------------------------------------------------------------ custom Functions by identity
+def _scale_function(k):
+    class Scale(ember.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):
+            return x * k
+
+        @staticmethod
+        def backward(ctx, g):
+            return g * k
+    return Scale
+
+
+@pytest.mark.parametrize("optimize", [False, True])
+def test_factory_functions_in_one_trace_run_their_own_class(optimize):
+    two, three = _scale_function(2.0), _scale_function(3.0)
+    assert two.__qualname__ == three.__qualname__
+    t = jit.trace(lambda x: two.apply(x) + three.apply(x) * 10, (ember.randn(4),),
+                  optimize=optimize)
+    x = ember.randn(4, requires_grad=True)
+    np.testing.assert_allclose(t(x)._data, 32 * x._data, rtol=1e-6)
+    t(x).sum().backward()
+    np.testing.assert_allclose(x.grad._data, 32.0)
+    copy = t.graph.copy()
+    assert [n.attrs["cls"] for n in copy.nodes if n.kind == "python_function"] == [two, three]
+
+
+def test_save_of_unregistered_function_is_refused_and_registered_round_trips(tmp_path):
+    from ember.serialization import SerializationError, safe_globals
+    two, three = _scale_function(2.0), _scale_function(3.0)
+    t = jit.trace(lambda x: two.apply(x) - three.apply(x), (ember.randn(4),))
+    path = tmp_path / "f.ejit"
+    with pytest.raises(SerializationError, match="f.ejit.*no registered name.*register_function"):
+        jit.save(t, path)
+    assert not path.exists()
+    with safe_globals([(two, "tests.scale2"), (three, "tests.scale3")]):
+        jit.save(t, path)
+        with pytest.raises(ValueError, match="already registered"):
+            jit.register_function(two, "tests.scale3")
+        loaded = jit.load(path)
+        x = ember.randn(4)
+        np.testing.assert_allclose(loaded(x)._data, -x._data, rtol=1e-6)
+        assert "function('tests.scale2')" in str(loaded.graph)
+    with pytest.raises(SerializationError, match=r"f.ejit.*unknown custom Function "
+                                                 r"'tests.scale2'.*register_function"):
+        jit.load(path)
+
+
+# ------------------------------------------------------------------ clear errors for bad files
+def test_load_refuses_pickles(tmp_path):
+    import pickle
+    import zipfile
+    from ember.serialization import UnsafeFileError
+    (tmp_path / "p.pt").write_bytes(pickle.dumps({"a": 1}, protocol=4))
+    with pytest.raises(UnsafeFileError, match="p.pt.*pickle.*refuses to unpickle"):
+        jit.load(tmp_path / "p.pt")
+    with zipfile.ZipFile(tmp_path / "z.pt", "w") as z:
+        z.writestr("archive/data.pkl", pickle.dumps({"a": 1}))
+    with pytest.raises(UnsafeFileError, match="z.pt.*zip.*refuses to unpickle"):
+        jit.load(tmp_path / "z.pt")
+    torch = pytest.importorskip("torch")
+    torch.save({"w": torch.zeros(2)}, tmp_path / "t.pt")
+    with pytest.raises(UnsafeFileError, match="t.pt.*refuses to unpickle"):
+        jit.load(tmp_path / "t.pt")
+
+
+def _good_file(path):
+    w = ember.randn(3, requires_grad=True)
+    jit.save(jit.trace(lambda x: (x * w + ember.tensor([1.0, 2.0, 3.0])).sum(),
+                       (ember.randn(3),)), path)
+    return path.read_bytes()
+
+
+def _rewrite(data, edit):
+    import struct
+    from safetensors.numpy import load, save
+    (n,) = struct.unpack("<Q", data[:8])
+    md = json.loads(data[8:8 + n])["__metadata__"]
+    arrays = load(data)
+    edit(md, arrays)
+    return save(arrays, metadata=md)
+
+
+def _meta_edit(**changes):
+    def edit(md, arrays):
+        meta = json.loads(md["ember_jit_meta"])
+        meta.update(changes)
+        md["ember_jit_meta"] = json.dumps(meta)
+    return edit
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda d: d[:-5], "truncated"),
+    (lambda d: d[:40], "truncated"),
+    (lambda d: d[:8] + b"{" + b"\x00" * (len(d) - 9), "corrupt safetensors header"),
+    (lambda d: _rewrite(d, _meta_edit(format="ember.jit/99")), "format 'ember.jit/99'"),
+    (lambda d: _rewrite(d, lambda md, a: a.pop("param0")), "state tensor 'param0' is missing"),
+    (lambda d: _rewrite(d, lambda md, a: [a.pop(k) for k in list(a) if k.startswith("__const")]),
+     "does not contain"),
+    (lambda d: _rewrite(d, lambda md, a: md.update(ember_jit_meta="{")), "not JSON"),
+    (lambda d: _rewrite(d, lambda md, a: md.update(ember_jit_ir="graph(")), "cannot read"),
+])
+def test_damaged_files_are_clear_errors(tmp_path, damage, match):
+    from ember.serialization import SerializationError
+    path = tmp_path / "m.ejit"
+    data = _good_file(path)
+    path.write_bytes(damage(data))
+    with pytest.raises(SerializationError, match="m.ejit.*" + match):
+        jit.load(path)
+
+
+def test_file_object_load(tmp_path):
+    import io
+    data = _good_file(tmp_path / "m.ejit")
+    x = ember.randn(3)
+    np.testing.assert_allclose(jit.load(io.BytesIO(data))(x)._data,
+                               jit.load(tmp_path / "m.ejit")(x)._data)
