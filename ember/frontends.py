@@ -202,10 +202,14 @@ def _min_method(self, dim=None, keepdim=False):
 
 
 def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    self._python_value("allclose")
+    other._python_value("allclose")
     return builtins.bool(np.allclose(self._data, other._data, rtol, atol, equal_nan))
 
 
 def _equal(self, other):
+    self._python_value("equal")
+    other._python_value("equal")
     return self._data.shape == other._data.shape and builtins.bool(np.array_equal(self._data,
                                                                                   other._data))
 

@@ -139,3 +139,119 @@ def test_torch_written_safetensors_loads_into_same_architecture(tmp_path):
     ember.save(m.state_dict(), tmp_path / "ember.safetensors")
     back = st.load_file(str(tmp_path / "ember.safetensors"))
     tm.load_state_dict(back)
+
+
+# ---------------------------------------------------------------------------- damaged files
+def _header_edit(data, edit):
+    """``data`` re-encoded after ``edit(header_dict)`` (tensor bytes unchanged)."""
+    import json
+    import struct
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    edit(header)
+    raw = json.dumps(header).encode()
+    return struct.pack("<Q", len(raw)) + raw + data[8 + n:]
+
+
+def _doc_edit(edit):
+    import json
+
+    def run(header):
+        doc = json.loads(header["__metadata__"]["ember"])
+        edit(doc)
+        header["__metadata__"]["ember"] = json.dumps(doc)
+    return run
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda d: d[:-3], r"truncated: tensor 'w' needs bytes \[\d+, \d+\)"),
+    (lambda d: d[:30], r"truncated: its header claims \d+ bytes"),
+    (lambda d: d[:5], r"not a safetensors file \(only 5 bytes\)"),
+    (lambda d: b"", r"not a safetensors file \(it is empty\)"),
+    (lambda d: d[:9] + b"\x00" + d[10:], "corrupt safetensors header"),
+    (lambda d: _header_edit(d, lambda h: h["w"].update(shape=[7])), "needs 28 bytes"),
+    (lambda d: _header_edit(d, lambda h: h["w"].pop("dtype")), "corrupt header entry"),
+    (lambda d: _header_edit(d, lambda h: h["__metadata__"].update(ember="{")),
+     "corrupt 'ember' metadata"),
+    (lambda d: _header_edit(d, _doc_edit(lambda doc: doc.update(format=7))),
+     "format version 7; this ember reads version 1"),
+    (lambda d: _header_edit(d, _doc_edit(lambda doc: doc["structure"]["__dict__"].update(
+        extra={"__tensor__": "gone"}))), "names tensor 'gone', which the file does not contain"),
+    (lambda d: _header_edit(d, _doc_edit(lambda doc: doc.update(structure={"__items__": [1]}))),
+     "corrupt 'ember' structure"),
+])
+def test_damaged_files_raise_clear_errors(tmp_path, damage, match):
+    from ember.serialization import SerializationError
+    path = tmp_path / "ck.st"
+    ember.save({"w": ember.ones(3), "step": 2}, path)
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(SerializationError, match=r"ember.load: '.*ck.st'.*" + match):
+        ember.load(path)
+
+
+# ---------------------------------------------------------------------------- file modes
+def _writers():
+    def ember_save(path):
+        ember.save({"w": ember.ones(2)}, path)
+
+    def jit_save(path):
+        ember.jit.save(ember.jit.trace(lambda x: x + 1, (ember.randn(2),)), path)
+
+    def onnx_export(path):
+        pytest.importorskip("onnx")
+        ember.onnx.export(lambda x: x + 1, (ember.randn(2),), path)
+    return [ember_save, jit_save, onnx_export]
+
+
+@pytest.fixture
+def umask():
+    old = os.umask(0o022)
+    yield os.umask
+    os.umask(old)
+
+
+@pytest.mark.skipif(os.name != "posix", reason="POSIX file modes")
+@pytest.mark.parametrize("write", _writers(), ids=lambda w: w.__name__)
+def test_saved_files_get_the_umask_mode_and_keep_an_existing_mode(tmp_path, write, umask):
+    import stat
+    for mask, mode in ((0o022, 0o644), (0o027, 0o640), (0o002, 0o664)):
+        umask(mask)
+        path = tmp_path / f"new{mask:o}"
+        write(path)
+        assert stat.S_IMODE(os.stat(path).st_mode) == mode
+    umask(0o077)
+    path = tmp_path / "existing"
+    path.write_bytes(b"old")
+    os.chmod(path, 0o604)
+    write(path)
+    assert path.read_bytes() != b"old" and stat.S_IMODE(os.stat(path).st_mode) == 0o604
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["existing", "new2", "new22", "new27"]
+
+
+# ---------------------------------------------------------------------------- safe globals
+def test_safe_globals_register_functions_by_name():
+    from ember.errors import EmberTypeError, EmberValueError
+    from ember.serialization import add_safe_globals, get_safe_globals, safe_globals
+
+    def make():
+        class Fn(ember.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x
+
+            @staticmethod
+            def backward(ctx, g):
+                return g
+        return Fn
+    a, b = make(), make()
+    before = get_safe_globals()
+    with safe_globals([a]):
+        assert (a, f"{__name__}.{a.__qualname__}") in get_safe_globals()
+        with pytest.raises(EmberValueError, match="already registered for another class"):
+            add_safe_globals([b])
+        add_safe_globals([a])  # the same class and name again: nothing to do
+    assert get_safe_globals() == before
+    with pytest.raises(EmberTypeError, match="subclass of ember.autograd.Function"):
+        add_safe_globals([os.system])
+    with pytest.raises(EmberTypeError, match="a list"):
+        add_safe_globals(a)

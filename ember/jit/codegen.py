@@ -214,7 +214,16 @@ def node_callable(kind, mode):
         if mode == "array":
             return jit_ops.copy_inplace
         copy = OPS["copy"]
-        return lambda t, r: dispatch_inplace(copy, (t, r), ())
+
+        def copy_(t, r):
+            if t.grad_fn is None and t._requires_grad:
+                # eager refuses this write outside no_grad, so it was made under no_grad
+                # (embedding's max_norm renormalising its weight)
+                from ember.autograd.grad_mode import no_grad
+                with no_grad():
+                    return dispatch_inplace(copy, (t, r), ())
+            return dispatch_inplace(copy, (t, r), ())
+        return copy_
     op = OPS[kind]
     if mode == "array":
         return op.kernel

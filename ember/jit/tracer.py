@@ -189,9 +189,22 @@ class Tracer:
             v = g.add_input(f"param{len(self.extra)}", t._data.dtype, t._data.shape, "param")
             self.extra.append((v, t))
         else:
+            self._check_alias(t._data)
             v = g.add_constant(t._data)
         self.env[id(t)] = (t, v)
         return v
+
+    def _check_alias(self, arr):
+        """A new constant whose memory is a traced value's (a tensor made from ``x._data``, or
+        a view of it) freezes that value: warn."""
+        if arr.size == 0:
+            return
+        for t, v in list(self.env.values()):
+            if isinstance(t, self._Tensor) and v.role not in ("param", "buffer") and \
+                    not (v.node is not None and v.node.kind == "constant") and \
+                    np.may_share_memory(t._data, arr):
+                self.warn("a constant made from the memory of a traced tensor", "alias")
+                return
 
     def _gen(self, gen):
         from ember.random import default_generator
@@ -333,12 +346,25 @@ class Tracer:
             return n
         return SymInt(n, ("size", tensor, dim))
 
-    def python_value(self, tensor, what):
+    def _traced(self, tensor):
+        """Whether ``tensor`` is a value of this trace that depends on its formals."""
         v = self.known(tensor)
-        if v is not None and not (v.node is not None and v.node.kind == "constant"):
+        return v is not None and not (v.node is not None and v.node.kind == "constant")
+
+    def python_value(self, tensor, what):
+        if self._traced(tensor):
             self.warn(f"converting a tensor to a Python value ({what}())", what)
         if self.parent is not None:
             self.parent.python_value(tensor, what)
+
+    def data_read(self, tensor, op, why):
+        """Code inside ``op`` read ``tensor``'s values in Python (``why``) to compute part of
+        its result: warn when they come from this trace's inputs, as they are frozen."""
+        if self._traced(tensor):
+            self.warn(f"{op}: {why} (the values of a traced tensor are read in Python)",
+                      f"data:{op}")
+        if self.parent is not None:
+            self.parent.data_read(tensor, op, why)
 
     # ---- helpers -----------------------------------------------------------------------------
     def warn(self, what, key):

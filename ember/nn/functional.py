@@ -11,6 +11,7 @@ import numpy as np
 
 from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
+from ember.autograd.state import STATE
 from ember.frontends import dropout as _dropout
 from ember.random import resolve
 from ember.tensor import Tensor
@@ -33,6 +34,22 @@ def _ntuple(v, n, name="argument"):
 
 def _const(arr):
     return Tensor._make(arr)
+
+
+def _read(t, op, why):
+    """``t``'s ndarray for a value ``op`` computes in Python from the data (not through ops):
+    a trace freezes it, so an active tracer warns (``TracerWarning`` naming ``op`` and the
+    user's line). Every data read here goes through this or ``_check_read``."""
+    tracer = STATE.tracer
+    if tracer is not None:
+        tracer.data_read(t, op, why)
+    return t._data
+
+
+def _check_read(t):
+    """``t``'s ndarray, read only to validate arguments (the result never depends on it; a
+    trace does not repeat the check)."""
+    return t._data
 
 
 def _legacy_reduction(size_average, reduce, reduction):
@@ -332,11 +349,10 @@ def _feature_dropout(input, p, training, inplace, nd, name):
     mshape = (shape[:2] if batched else shape[:1]) + (1,) * nd
     dt = input._data.dtype
     if p == 1.0:
-        mask = np.zeros(mshape, dt)
-    else:
-        keep = resolve(None).random(mshape) >= p
-        mask = keep.astype(dt) * dt.type(1.0 / (1.0 - p))
-    out = G.mul(input, _const(mask))
+        out = G.mul(input, 0.0)
+    else:  # drawn through the spec's rand, so a trace draws anew on every call
+        keep = G.ge(G.rand(mshape, resolve(None), np.dtype(np.float64)), p)
+        out = G.mul(input, G.mul(G.to(keep, dt, False), 1.0 / (1.0 - p)))
     return input.copy_(out) if inplace else out
 
 
@@ -360,11 +376,11 @@ def alpha_dropout(input, p=0.5, training=False, inplace=False):
     if not training or p == 0:
         return input
     alpha = -1.7580993408473766
-    keep = resolve(None).random(tuple(input.shape)) >= p
+    keep = G.ge(G.rand(tuple(input.shape), resolve(None), np.dtype(np.float64)), p)
     a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
     b = -a * alpha * p
     dt = input._data.dtype
-    out = G.add(G.mul(G.where(_const(keep), input, alpha), a), b)
+    out = G.add(G.mul(G.where(keep, input, alpha), a), b)
     out = G.to(out, dt, False) if out._data.dtype != dt else out
     return input.copy_(out) if inplace else out
 
@@ -381,14 +397,13 @@ def embedding(input, weight, padding_idx=None, max_norm=None, norm_type=2.0,
         if padding_idx < 0:
             padding_idx = n + padding_idx
     if max_norm is not None:
-        with no_grad():
-            idx = np.unique(input._data.reshape(-1))
-            rows = weight._data[idx]
-            norms = np.linalg.norm(rows, ord=norm_type, axis=1, keepdims=True) \
-                if norm_type != 2 else np.sqrt((rows * rows).sum(1, keepdims=True))
-            scale = np.where(norms > max_norm, max_norm / (norms + 1e-7), 1.0)
-            weight._data[idx] = rows * scale.astype(rows.dtype)
-            weight._bump()
+        with no_grad():  # torch's embedding_renorm_, in spec ops (a trace renormalises too)
+            flat = G.reshape(input, (-1,))
+            rows = G.index_select(weight, 0, flat)
+            norms = G.norm(rows, norm_type, (1,), True)
+            scale = G.where(G.gt(norms, max_norm), G.div(max_norm, G.add(norms, 1e-7)), 1.0)
+            G.scatter_(weight, 0, G.expand(G.unsqueeze(flat, 1), tuple(rows.shape)),
+                       G.mul(rows, scale))
     return G.embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq,
                        sparse)
 
@@ -406,23 +421,33 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         if mode == "mean":
             return G.mean(emb, (1,), False)
         return G.amax(emb, (1,), False)
-    offs = [int(o) for o in offsets._data]
-    if not include_last_offset:
-        offs = offs + [input.shape[0]]
-    bags = []
-    for a, b in zip(offs[:-1], offs[1:]):
-        e = embedding(input[a:b], weight, padding_idx, max_norm, norm_type)
-        if per_sample_weights is not None:
-            e = G.mul(e, G.unsqueeze(per_sample_weights[a:b], -1))
-        if b == a:
-            bags.append(G.mul(G.sum(weight, (0,), False), 0.0))
-        elif mode == "sum":
-            bags.append(G.sum(e, (0,), False))
-        elif mode == "mean":
-            bags.append(G.mean(e, (0,), False))
-        else:
-            bags.append(G.amax(e, (0,), False))
-    return G.stack(bags, 0)
+    # 1-d input: the bag of each element comes from ``offsets`` through ops (a trace follows
+    # new offsets); elements before offsets[0] or, with include_last_offset, from the last
+    # offset on belong to no bag
+    n, nb = input.shape[0], offsets.shape[0] - (1 if include_last_offset else 0)
+    starts = G.narrow(offsets, 0, 0, nb) if include_last_offset else offsets
+    pos = G.arange(0, n, 1, offsets._data.dtype)
+    bag = G.sub(G.sum(G.to(G.le(G.unsqueeze(starts, 0), G.unsqueeze(pos, 1)),
+                           offsets._data.dtype, False), (1,), False), 1)
+    member = G.ge(bag, 0)
+    if include_last_offset:
+        member = G.logical_and(member, G.lt(pos, G.narrow(offsets, 0, nb, 1)))
+    bag = G.clamp(bag, 0, None)
+    e = embedding(input, weight, padding_idx, max_norm, norm_type)
+    if per_sample_weights is not None:
+        e = G.mul(e, G.unsqueeze(per_sample_weights, -1))
+    dt = e._data.dtype
+    keep = G.unsqueeze(G.to(member, dt, False), 1)
+    count = G.index_add(G.zeros((nb,), dt), 0, bag, G.squeeze(keep, 1))
+    if mode == "max":  # (bags, elements, dim): the max over each bag's members, 0 when empty
+        ids = G.unsqueeze(G.arange(0, nb, 1, bag._data.dtype), 1)
+        inbag = G.logical_and(G.eq(G.unsqueeze(bag, 0), ids), G.unsqueeze(member, 0))
+        m = G.amax(G.where(G.unsqueeze(inbag, 2), G.unsqueeze(e, 0), float("-inf")), (1,), False)
+        return G.where(G.unsqueeze(G.gt(count, 0), 1), m, 0.0)
+    total = G.index_add(G.zeros((nb, weight.shape[1]), dt), 0, bag, G.mul(e, keep))
+    if mode == "sum":
+        return total
+    return G.div(total, G.unsqueeze(G.clamp(count, 1.0, None), 1))
 
 
 def linear(input, weight, bias=None):
@@ -443,14 +468,15 @@ def bilinear(input1, input2, weight, bias=None):
 
 def one_hot(tensor, num_classes=-1):
     """Integer class indices -> int64 one-hot of ``num_classes`` (max+1 when -1)."""
-    a = tensor._data
+    a = _check_read(tensor)
     if a.dtype.kind not in "iu":
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
-    if num_classes == -1:
+    if num_classes == -1:  # the output's shape comes from the data: a trace freezes it
+        a = _read(tensor, "one_hot", "num_classes=-1 takes the class count from the data")
         num_classes = int(a.max()) + 1 if a.size else 0
     if a.size and (a.min() < 0 or a.max() >= num_classes):
         raise RuntimeError("Class values must be smaller than num_classes.")
-    return G.eq(G.unsqueeze(tensor, -1), _const(np.arange(num_classes, dtype=a.dtype))).long()
+    return G.eq(G.unsqueeze(tensor, -1), G.arange(0, num_classes, 1, a.dtype)).long()
 
 
 # ---------------------------------------------------------------------------- activations
@@ -498,8 +524,8 @@ def prelu(input, weight):
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    a = resolve(None).random(tuple(input.shape)) * (upper - lower) + lower
-    out = G.where(G.ge(input, 0), input, G.mul(input, _const(a.astype(input._data.dtype))))
+    a = G.uniform_like(input, lower, upper, resolve(None))
+    out = G.where(G.ge(input, 0), input, G.mul(input, a))
     return _inplace(input, out, inplace)
 
 
@@ -604,15 +630,13 @@ def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 
 def gumbel_softmax(logits, tau=1.0, hard=False, eps=1e-10, dim=-1):
-    u = resolve(None).random(tuple(logits.shape))
-    g = -np.log(-np.log(np.clip(u, 1e-20, 1.0)))
-    y = G.softmax(G.div(G.add(logits, _const(g.astype(logits._data.dtype))), tau), dim, None)
+    u = G.rand(tuple(logits.shape), resolve(None), np.dtype(np.float64))
+    g = G.neg(G.log(G.neg(G.log(G.clamp(u, 1e-20, 1.0)))))
+    y = G.softmax(G.div(G.add(logits, G.to(g, logits._data.dtype, False)), tau), dim, None)
     if not hard:
         return y
-    idx = np.argmax(y._data, axis=dim)
-    hard_y = np.zeros_like(y._data)
-    np.put_along_axis(hard_y, np.expand_dims(idx, dim), 1.0, axis=dim)
-    return G.add(G.sub(_const(hard_y), y.detach()), y)
+    hard_y = G.scatter(G.zeros_like(y), dim, G.argmax(y, dim, True), 1.0)
+    return G.add(G.sub(hard_y, y.detach()), y)
 
 
 def _np_dtype(dtype):
@@ -800,11 +824,12 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
         loss = G.sub(G.exp(input), G.mul(target, input))
     else:
         loss = G.sub(input, G.mul(target, G.log(G.add(input, eps))))
-    if full:
-        t = target._data
-        st = np.where(t > 1, t * np.log(np.where(t > 1, t, 1)) - t +
-                      0.5 * np.log(2 * np.pi * np.where(t > 1, t, 1)), 0).astype(t.dtype)
-        loss = G.add(loss, _const(st))
+    if full:  # Stirling's term t*log(t) - t + 0.5*log(2*pi*t), where t > 1
+        big = G.gt(target, 1)
+        t1 = G.where(big, target, 1.0)
+        st = G.add(G.sub(G.mul(target, G.log(t1)), target), G.mul(G.log(G.mul(t1, 2 * math.pi)),
+                                                                  0.5))
+        loss = G.add(loss, G.where(big, st, 0.0))
     return _reduce(loss, reduction)
 
 
@@ -867,9 +892,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
     if weight is not None:
         m = G.mul(m, G.unsqueeze(G.index_select(weight, 0, t), 1))
     c = x.shape[1]
-    mask = np.ones(tuple(x.shape), x._data.dtype)
-    np.put_along_axis(mask, t._data[:, None], 0.0, axis=1)
-    loss = G.div(G.sum(G.mul(m, _const(mask)), (1,), False), c)
+    m = G.scatter(m, 1, G.unsqueeze(t, 1), 0.0)  # the target class does not count
+    loss = G.div(G.sum(m, (1,), False), c)
     if input.dim() == 1:
         loss = G.squeeze(loss, 0)
     return _reduce(loss, reduction)
@@ -903,8 +927,8 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                           tuple(query.shape[:-3]) + (query.shape[-3],) + tuple(value.shape[-2:]))
     scores = G.mul(G.matmul(query, G.transpose(key, -2, -1)), scale)
     if is_causal:
-        mask = np.tril(np.ones((L, S), bool))
-        scores = G.masked_fill(scores, _const(~mask), float("-inf"))
+        above = G.triu(G.ones((L, S), np.dtype(np.bool_)), 1)  # follows a traced L, S
+        scores = G.masked_fill(scores, above, float("-inf"))
     if attn_mask is not None:
         if attn_mask._data.dtype == np.bool_:
             scores = G.masked_fill(scores, G.logical_not(attn_mask), float("-inf"))
@@ -958,7 +982,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         q, k, v = (linear(query, q_proj_weight, bq), linear(key, k_proj_weight, bk),
                    linear(value, v_proj_weight, bv))
     if is_causal and attn_mask is None:
-        attn_mask = _const(~np.tril(np.ones((tgt_len, src_len), bool)))
+        attn_mask = G.triu(G.ones((tgt_len, src_len), np.dtype(np.bool_)), 1)
     if bias_k is not None and bias_v is not None:
         k = G.cat([k, G.expand(G.reshape(bias_k, (1, 1, embed_dim)), (1, bsz, embed_dim))], 0)
         v = G.cat([v, G.expand(G.reshape(bias_v, (1, 1, embed_dim)), (1, bsz, embed_dim))], 0)
@@ -971,7 +995,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     k = G.permute(G.reshape(k, (k.shape[0], bsz, num_heads, head_dim)), (1, 2, 0, 3))
     v = G.permute(G.reshape(v, (v.shape[0], bsz, num_heads, head_dim)), (1, 2, 0, 3))
     if add_zero_attn:
-        z = _const(np.zeros((bsz, num_heads, 1, head_dim), q._data.dtype))
+        z = G.zeros((bsz, num_heads, 1, head_dim), q._data.dtype)
         k, v = G.cat([k, z], 2), G.cat([v, z], 2)
         if attn_mask is not None:
             attn_mask = pad(attn_mask, (0, 1))
