@@ -1,0 +1,394 @@
+"""Every public ``ember.nn.functional`` entry point, traced on one set of inputs and run on
+another (new values, new integer targets and indices, same shapes), gives what eager mode gives
+on those inputs, or the trace warned (``TracerWarning``) that it froze a value.
+
+``CASES`` holds one or more sample factories per public name; ``test_every_public_function_has
+_a_case`` fails when a public function has none. ``WARNS`` names the cases whose result depends
+on data in a way a static graph cannot follow (they must warn); every other case must trace
+without any TracerWarning and match eager.
+"""
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember import jit
+
+# public callables of ember.nn.functional that are not functions of tensors (name -> reason)
+NOT_TENSOR_FUNCTIONS = {}
+
+# cases whose result's shape or values depend on data a trace cannot represent: they must warn
+WARNS = {
+    "one_hot[num_classes=-1]": "the number of classes is read from the data (output shape)",
+}
+
+
+# ---------------------------------------------------------------------------- input makers
+def f(r, *shape):
+    return ember.tensor(r.standard_normal(shape).astype(np.float32))
+
+
+def pos(r, *shape):
+    return ember.tensor((r.random(shape) * 2 + 0.1).astype(np.float32))
+
+
+def prob(r, *shape):
+    return ember.tensor((r.random(shape) * 0.9 + 0.05).astype(np.float32))
+
+
+def idx(r, high, *shape):
+    return ember.tensor(r.integers(0, high, shape).astype(np.int64))
+
+
+def pm1(r, *shape):
+    return ember.tensor(np.where(r.random(shape) < 0.5, -1.0, 1.0).astype(np.float32))
+
+
+def bits(r, *shape):
+    return ember.tensor((r.random(shape) < 0.5).astype(np.float32))
+
+
+def offsets(r, n, bags):
+    cut = np.sort(r.choice(np.arange(1, n), bags - 1, replace=False))
+    return ember.tensor(np.concatenate([[0], cut]).astype(np.int64))
+
+
+def _nll_target(r, ignore):
+    t = r.integers(0, 5, (6,))
+    t[r.integers(0, 6)] = ignore  # the ignored class moves between draws
+    return ember.tensor(t.astype(np.int64))
+
+
+CASES = {}  # case id -> (public name, fn of tensors, maker(rng) -> tuple of tensors)
+
+
+def case(name, fn, maker, tag=None):
+    cid = name if tag is None else f"{name}[{tag}]"
+    assert cid not in CASES, cid
+    CASES[cid] = (name, fn, maker)
+
+
+# ---------------------------------------------------------------------------- convolution, pooling
+case("conv2d", lambda x, w, b: F.conv2d(x, w, b, padding=1),
+     lambda r: (f(r, 2, 3, 6, 6), f(r, 4, 3, 3, 3), f(r, 4)))
+case("conv2d", lambda x, w: F.conv2d(x, w, padding="same", dilation=2),
+     lambda r: (f(r, 1, 2, 5, 5), f(r, 3, 2, 2, 2)), "same")
+case("conv1d", lambda x, w, b: F.conv1d(x, w, b, stride=2),
+     lambda r: (f(r, 2, 3, 8), f(r, 4, 3, 3), f(r, 4)))
+case("conv_transpose2d", lambda x, w, b: F.conv_transpose2d(x, w, b, stride=2, padding=1),
+     lambda r: (f(r, 2, 3, 4, 4), f(r, 3, 4, 3, 3), f(r, 4)))
+case("conv_transpose1d", lambda x, w: F.conv_transpose1d(x, w, stride=2),
+     lambda r: (f(r, 2, 3, 5), f(r, 3, 2, 3)))
+case("max_pool2d", lambda x: F.max_pool2d(x, 2, return_indices=True),
+     lambda r: (f(r, 2, 3, 6, 6),))
+case("max_pool2d_with_indices", lambda x: F.max_pool2d_with_indices(x, 3, 2, 1, True),
+     lambda r: (f(r, 1, 2, 7, 7),))
+case("max_pool1d", lambda x: F.max_pool1d(x, 3, 2, return_indices=True),
+     lambda r: (f(r, 2, 3, 9),))
+case("avg_pool2d", lambda x: F.avg_pool2d(x, 3, 2, 1, count_include_pad=False),
+     lambda r: (f(r, 2, 3, 6, 6),))
+case("avg_pool1d", lambda x: F.avg_pool1d(x, 2), lambda r: (f(r, 2, 3, 8),))
+case("adaptive_avg_pool2d", lambda x: F.adaptive_avg_pool2d(x, (2, 3)),
+     lambda r: (f(r, 2, 3, 5, 7),))
+case("adaptive_avg_pool1d", lambda x: F.adaptive_avg_pool1d(x, 3), lambda r: (f(r, 2, 3, 7),))
+case("adaptive_max_pool2d", lambda x: F.adaptive_max_pool2d(x, 2, True),
+     lambda r: (f(r, 2, 3, 5, 5),))
+case("adaptive_max_pool1d", lambda x: F.adaptive_max_pool1d(x, 3, True),
+     lambda r: (f(r, 2, 3, 7),))
+case("lp_pool2d", lambda x: F.lp_pool2d(x, 2, 2), lambda r: (f(r, 1, 2, 4, 4),))
+
+# ---------------------------------------------------------------------------- normalisation
+case("batch_norm", lambda x, m, v, w, b: F.batch_norm(x, m, v, w, b, training=True),
+     lambda r: (f(r, 4, 3, 2, 2), f(r, 3), pos(r, 3), f(r, 3), f(r, 3)))
+case("batch_norm", lambda x, m, v: F.batch_norm(x, m, v), lambda r: (f(r, 4, 3), f(r, 3), pos(r, 3)),
+     "eval")
+case("instance_norm", lambda x, w, b: F.instance_norm(x, weight=w, bias=b),
+     lambda r: (f(r, 2, 3, 4, 4), f(r, 3), f(r, 3)))
+case("layer_norm", lambda x, w, b: F.layer_norm(x, (6,), w, b),
+     lambda r: (f(r, 3, 6), f(r, 6), f(r, 6)))
+case("rms_norm", lambda x, w: F.rms_norm(x, 6, w), lambda r: (f(r, 3, 6), f(r, 6)))
+case("group_norm", lambda x, w, b: F.group_norm(x, 2, w, b),
+     lambda r: (f(r, 2, 4, 3, 3), f(r, 4), f(r, 4)))
+case("local_response_norm", lambda x: F.local_response_norm(x, 3), lambda r: (f(r, 2, 5, 4, 4),))
+case("local_response_norm", lambda x: F.local_response_norm(x, 2), lambda r: (f(r, 2, 5, 4),),
+     "3d")
+case("normalize", lambda x: F.normalize(x, 2.0, 1), lambda r: (f(r, 3, 5),))
+
+# ---------------------------------------------------------------------------- dropout (seeded)
+case("dropout", lambda x: F.dropout(x, 0.4, True), lambda r: (f(r, 4, 5),))
+case("dropout1d", lambda x: F.dropout1d(x, 0.5, True), lambda r: (f(r, 2, 6, 5),))
+case("dropout2d", lambda x: F.dropout2d(x, 0.5, True), lambda r: (f(r, 2, 6, 3, 3),))
+case("dropout3d", lambda x: F.dropout3d(x, 0.5, True), lambda r: (f(r, 2, 6, 2, 2, 2),))
+case("alpha_dropout", lambda x: F.alpha_dropout(x, 0.3, True), lambda r: (f(r, 4, 5),))
+
+# ---------------------------------------------------------------------------- sparse / linear
+case("embedding", lambda i, w: F.embedding(i, w, padding_idx=0),
+     lambda r: (idx(r, 10, 2, 5), f(r, 10, 4)))
+case("embedding", lambda i, w: F.embedding(i, w, max_norm=1.0),
+     lambda r: (idx(r, 10, 2, 5), f(r, 10, 4)), "max_norm")
+case("embedding", lambda i, w: F.embedding(i, w, max_norm=1.5, norm_type=1.0),
+     lambda r: (idx(r, 10, 7), f(r, 10, 4)), "max_norm_l1")
+case("embedding_bag", lambda i, w: F.embedding_bag(i, w, mode="sum"),
+     lambda r: (idx(r, 10, 3, 4), f(r, 10, 4)))
+case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="mean"),
+     lambda r: (idx(r, 10, 9), f(r, 10, 4), offsets(r, 9, 4)), "offsets_mean")
+case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="sum"),
+     lambda r: (idx(r, 10, 9), f(r, 10, 4), offsets(r, 9, 3)), "offsets_sum")
+case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="max"),
+     lambda r: (idx(r, 10, 9), f(r, 10, 4), offsets(r, 9, 3)), "offsets_max")
+case("embedding_bag",
+     lambda i, w, o, s: F.embedding_bag(i, w, o, mode="sum", per_sample_weights=s,
+                                        include_last_offset=True),
+     lambda r: (idx(r, 10, 9), f(r, 10, 4),
+                ember.cat([offsets(r, 9, 3), ember.tensor([9])]), f(r, 9)), "weights_last")
+case("linear", lambda x, w, b: F.linear(x, w, b), lambda r: (f(r, 3, 4), f(r, 5, 4), f(r, 5)))
+case("bilinear", lambda a, b, w, c: F.bilinear(a, b, w, c),
+     lambda r: (f(r, 3, 4), f(r, 3, 5), f(r, 2, 4, 5), f(r, 2)))
+case("one_hot", lambda t: F.one_hot(t, 5), lambda r: (idx(r, 5, 6),))
+case("one_hot", lambda t: F.one_hot(t), lambda r: (idx(r, 3, 6) + idx(r, 4, 1),),
+     "num_classes=-1")
+
+# ---------------------------------------------------------------------------- activations
+for _n in ("relu", "relu_", "relu6", "elu", "selu", "celu", "silu", "mish", "hardtanh",
+           "hardtanh_", "hardsigmoid", "hardswish", "hardshrink", "softshrink", "tanhshrink",
+           "sigmoid", "tanh", "logsigmoid", "softplus", "softsign", "gelu"):
+    case(_n, getattr(F, _n), lambda r: (f(r, 3, 4) * 3,))
+case("gelu", lambda x: F.gelu(x, approximate="tanh"), lambda r: (f(r, 3, 4),), "tanh")
+case("leaky_relu", lambda x: F.leaky_relu(x, 0.2), lambda r: (f(r, 3, 4),))
+case("elu", lambda x: F.elu(x, 0.5, inplace=True), lambda r: (f(r, 3, 4),), "inplace")
+case("prelu", F.prelu, lambda r: (f(r, 2, 3, 4), f(r, 3)))
+case("rrelu", lambda x: F.rrelu(x), lambda r: (f(r, 3, 4),))
+case("rrelu", lambda x: F.rrelu(x, training=True), lambda r: (f(r, 3, 4),), "training")
+case("threshold", lambda x: F.threshold(x, 0.1, 20.0), lambda r: (f(r, 3, 4),))
+case("glu", lambda x: F.glu(x, 1), lambda r: (f(r, 3, 4),))
+case("softmax", lambda x: F.softmax(x, 1), lambda r: (f(r, 3, 4),))
+case("softmin", lambda x: F.softmin(x, 0), lambda r: (f(r, 3, 4),))
+case("log_softmax", lambda x: F.log_softmax(x, -1), lambda r: (f(r, 3, 4),))
+case("gumbel_softmax", lambda x: F.gumbel_softmax(x, 0.5), lambda r: (f(r, 3, 4),))
+case("gumbel_softmax", lambda x: F.gumbel_softmax(x, hard=True), lambda r: (f(r, 3, 4),), "hard")
+case("gumbel_softmax", lambda x: F.gumbel_softmax(x, hard=True, dim=0), lambda r: (f(r, 3, 4),),
+     "hard_dim0")
+
+# ---------------------------------------------------------------------------- shape helpers
+case("pad", lambda x: F.pad(x, (1, 2)), lambda r: (f(r, 2, 3),))
+case("pad", lambda x: F.pad(x, (1, 1, 2, 0), "reflect"), lambda r: (f(r, 1, 2, 4, 4),), "reflect")
+case("pixel_shuffle", lambda x: F.pixel_shuffle(x, 2), lambda r: (f(r, 1, 8, 2, 3),))
+case("pixel_unshuffle", lambda x: F.pixel_unshuffle(x, 2), lambda r: (f(r, 1, 2, 4, 6),))
+case("interpolate", lambda x: F.interpolate(x, size=(5, 7)), lambda r: (f(r, 1, 2, 3, 4),))
+case("interpolate", lambda x: F.interpolate(x, scale_factor=2, mode="bilinear",
+                                            align_corners=False),
+     lambda r: (f(r, 1, 2, 3, 4),), "bilinear")
+case("interpolate", lambda x: F.interpolate(x, size=6, mode="linear", align_corners=True),
+     lambda r: (f(r, 1, 2, 4),), "linear")
+case("upsample", lambda x: F.upsample(x, scale_factor=2), lambda r: (f(r, 1, 2, 3, 3),))
+case("upsample_nearest", lambda x: F.upsample_nearest(x, size=5), lambda r: (f(r, 1, 2, 3, 3),))
+case("upsample_bilinear", lambda x: F.upsample_bilinear(x, scale_factor=2),
+     lambda r: (f(r, 1, 2, 3, 3),))
+case("unfold", lambda x: F.unfold(x, 2, padding=1), lambda r: (f(r, 1, 2, 4, 4),))
+case("cosine_similarity", F.cosine_similarity, lambda r: (f(r, 3, 5), f(r, 3, 5)))
+case("pairwise_distance", F.pairwise_distance, lambda r: (f(r, 3, 5), f(r, 3, 5)))
+
+# ---------------------------------------------------------------------------- losses
+case("cross_entropy", lambda x, t: F.cross_entropy(x, t, ignore_index=1),
+     lambda r: (f(r, 6, 5), _nll_target(r, 1)))
+case("cross_entropy", lambda x, t, w: F.cross_entropy(x, t, w, label_smoothing=0.1),
+     lambda r: (f(r, 6, 5), idx(r, 5, 6), pos(r, 5)), "weight_smoothing")
+case("cross_entropy", lambda x, t: F.cross_entropy(x, t, reduction="none"),
+     lambda r: (f(r, 2, 5, 3), idx(r, 5, 2, 3)), "spatial")
+case("cross_entropy", lambda x, t: F.cross_entropy(x, t, label_smoothing=0.2),
+     lambda r: (f(r, 4, 5), F.softmax(f(r, 4, 5), 1)), "probs")
+case("nll_loss", lambda x, t, w: F.nll_loss(x, t, w),
+     lambda r: (f(r, 6, 5), _nll_target(r, -100), pos(r, 5)))
+case("nll_loss", lambda x, t: F.nll_loss(x, t, ignore_index=2, reduction="sum"),
+     lambda r: (f(r, 6, 5), idx(r, 5, 6)), "sum")
+case("mse_loss", F.mse_loss, lambda r: (f(r, 3, 4), f(r, 3, 4)))
+case("mse_loss", lambda x, y, w: F.mse_loss(x, y, weight=w),
+     lambda r: (f(r, 3, 4), f(r, 3, 4), pos(r, 3, 4)), "weight")
+case("l1_loss", F.l1_loss, lambda r: (f(r, 3, 4), f(r, 3, 4)))
+case("smooth_l1_loss", lambda x, y: F.smooth_l1_loss(x, y, beta=0.5),
+     lambda r: (f(r, 3, 4), f(r, 3, 4)))
+case("huber_loss", lambda x, y: F.huber_loss(x, y, delta=0.7), lambda r: (f(r, 3, 4), f(r, 3, 4)))
+case("binary_cross_entropy", lambda x, y, w: F.binary_cross_entropy(x, y, w),
+     lambda r: (prob(r, 3, 4), prob(r, 3, 4), pos(r, 3, 4)))
+case("binary_cross_entropy_with_logits",
+     lambda x, y, pw: F.binary_cross_entropy_with_logits(x, y, pos_weight=pw),
+     lambda r: (f(r, 3, 4), bits(r, 3, 4), pos(r, 4)))
+case("kl_div", lambda x, y: F.kl_div(x, y, reduction="batchmean"),
+     lambda r: (F.log_softmax(f(r, 3, 4), 1), F.softmax(f(r, 3, 4), 1)))
+case("poisson_nll_loss", F.poisson_nll_loss, lambda r: (f(r, 3, 4), pos(r, 3, 4) * 2))
+case("poisson_nll_loss", lambda x, t: F.poisson_nll_loss(x, t, log_input=False, full=True),
+     lambda r: (pos(r, 3, 4), ember.tensor(r.integers(0, 5, (3, 4)).astype(np.float32))), "full")
+case("gaussian_nll_loss", lambda x, t, v: F.gaussian_nll_loss(x, t, v, full=True),
+     lambda r: (f(r, 3, 4), f(r, 3, 4), pos(r, 3, 4)))
+case("margin_ranking_loss", lambda a, b, t: F.margin_ranking_loss(a, b, t, 0.3),
+     lambda r: (f(r, 6), f(r, 6), pm1(r, 6)))
+case("hinge_embedding_loss", F.hinge_embedding_loss, lambda r: (f(r, 3, 4), pm1(r, 3, 4)))
+case("soft_margin_loss", F.soft_margin_loss, lambda r: (f(r, 3, 4), pm1(r, 3, 4)))
+case("cosine_embedding_loss", lambda a, b, t: F.cosine_embedding_loss(a, b, t, 0.2),
+     lambda r: (f(r, 4, 5), f(r, 4, 5), pm1(r, 4)))
+case("multilabel_soft_margin_loss", lambda x, t, w: F.multilabel_soft_margin_loss(x, t, w),
+     lambda r: (f(r, 3, 4), bits(r, 3, 4), pos(r, 4)))
+case("multi_margin_loss", F.multi_margin_loss, lambda r: (f(r, 6, 5), idx(r, 5, 6)))
+case("multi_margin_loss", lambda x, t, w: F.multi_margin_loss(x, t, p=2, margin=0.5, weight=w),
+     lambda r: (f(r, 6, 5), idx(r, 5, 6), pos(r, 5)), "p2_weight")
+case("multi_margin_loss", lambda x, t: F.multi_margin_loss(x, t, reduction="none"),
+     lambda r: (f(r, 5), idx(r, 5)), "1d")
+case("triplet_margin_loss", lambda a, p, n: F.triplet_margin_loss(a, p, n, swap=True),
+     lambda r: (f(r, 4, 5), f(r, 4, 5), f(r, 4, 5)))
+
+# ---------------------------------------------------------------------------- attention
+case("scaled_dot_product_attention", F.scaled_dot_product_attention,
+     lambda r: (f(r, 2, 3, 4), f(r, 2, 5, 4), f(r, 2, 5, 4)))
+case("scaled_dot_product_attention",
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, is_causal=True),
+     lambda r: (f(r, 2, 4, 4), f(r, 2, 4, 4), f(r, 2, 4, 4)), "causal")
+case("scaled_dot_product_attention",
+     lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m > 0),
+     lambda r: (f(r, 2, 3, 4), f(r, 2, 5, 4), f(r, 2, 5, 4), f(r, 3, 5)), "bool_mask")
+case("scaled_dot_product_attention",
+     lambda q, k, v, m: F.scaled_dot_product_attention(q, k, v, attn_mask=m),
+     lambda r: (f(r, 2, 3, 4), f(r, 2, 5, 4), f(r, 2, 5, 4), f(r, 3, 5)), "float_mask")
+
+
+def _mha(q, k, v, w, b, ow, ob, kpm):
+    return F.multi_head_attention_forward(q, k, v, 8, 2, w, b, None, None, False, 0.0, ow, ob,
+                                          training=False, key_padding_mask=kpm > 1.0)
+
+
+case("multi_head_attention_forward", _mha,
+     lambda r: (f(r, 4, 2, 8), f(r, 5, 2, 8), f(r, 5, 2, 8), f(r, 24, 8), f(r, 24), f(r, 8, 8),
+                f(r, 8), f(r, 2, 5)))
+
+
+# ---------------------------------------------------------------------------- the checks
+def _public():
+    return sorted(n for n in F.__all__ if callable(getattr(F, n)))
+
+
+def test_every_public_function_has_a_case():
+    covered = {name for name, _, _ in CASES.values()}
+    missing = [n for n in _public() if n not in covered and n not in NOT_TENSOR_FUNCTIONS]
+    assert not missing, f"nn.functional entry points without a trace-vs-eager case: {missing}"
+    stale = [n for n in covered | set(NOT_TENSOR_FUNCTIONS) if n not in F.__all__]
+    assert not stale, f"cases for names that are not public in nn.functional: {stale}"
+    assert set(WARNS) <= set(CASES)
+
+
+def _flat(out):
+    if isinstance(out, (tuple, list)):
+        return [a for o in out for a in _flat(o)]
+    return [] if out is None else [out]
+
+
+def _run(fn, args, seed):
+    ember.manual_seed(seed)
+    return [o._data.copy() for o in _flat(fn(*args))] + [a._data.copy() for a in args]
+
+
+@pytest.mark.parametrize("cid", sorted(CASES))
+def test_trace_matches_eager_on_new_inputs(cid):
+    name, fn, make = CASES[cid]
+    with warnings.catch_warnings(record=True) as rec:
+        warnings.simplefilter("always")
+        ember.manual_seed(1)
+        traced = jit.trace(fn, make(np.random.default_rng(1)), check_trace=False)
+    warned = [str(w.message) for w in rec if issubclass(w.category, jit.TracerWarning)]
+    if cid in WARNS:
+        assert warned, f"{cid}: {WARNS[cid]}, but tracing it gave no TracerWarning"
+        assert all(__file__ in m for m in warned), warned  # the warning names the user's line
+        return
+    assert not warned, f"{cid}: unexpected TracerWarning {warned}"
+    for seed in (2, 3):
+        want = _run(fn, make(np.random.default_rng(seed)), seed)
+        got = _run(traced, make(np.random.default_rng(seed)), seed)
+        assert len(got) == len(want)
+        for k, (a, b) in enumerate(zip(got, want)):
+            assert a.shape == b.shape and a.dtype == b.dtype, (cid, k, a.shape, b.shape)
+            np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6,
+                                       err_msg=f"{cid}: output/input {k} on new inputs")
+
+
+def test_multi_margin_loss_follows_a_new_target():
+    x = ember.tensor(np.random.default_rng(0).standard_normal((4, 5)).astype(np.float32))
+    t1, t2 = ember.tensor([0, 1, 2, 3]), ember.tensor([4, 4, 0, 1])
+    traced = jit.trace(F.multi_margin_loss, (x, t1))
+    assert float(traced(x, t2)) == pytest.approx(float(F.multi_margin_loss(x, t2)), rel=1e-6)
+    assert float(traced(x, t2)) != pytest.approx(float(F.multi_margin_loss(x, t1)), rel=1e-3)
+
+
+def test_one_hot_warning_names_the_op_and_the_user_line():
+    with pytest.warns(jit.TracerWarning) as rec:
+        jit.trace(lambda t: F.one_hot(t), (ember.tensor([0, 2, 1]),), check_trace=False)
+    msg = str(rec[0].message)
+    assert "one_hot" in msg and "num_classes=-1" in msg
+    assert rec[0].filename == __file__ and "F.one_hot(t)" in msg
+
+
+def test_traced_embedding_max_norm_renormalises_new_rows_with_autograd():
+    ember.manual_seed(0)
+    eager, traced_m = ember.nn.Embedding(10, 4, max_norm=1.0), ember.nn.Embedding(10, 4,
+                                                                                  max_norm=1.0)
+    traced_m.load_state_dict(eager.state_dict())
+    first, new = ember.tensor([[1, 2, 3]]), ember.tensor([[7, 8, 9], [0, 1, 2]])
+    traced = jit.trace(traced_m, (first,))
+    eager(first)
+    want, got = eager(new), traced(new)   # grad mode on: the trace runs through dispatch
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=1e-6)
+    np.testing.assert_allclose(traced_m.weight.detach().numpy(), eager.weight.detach().numpy(),
+                               rtol=1e-6)
+    assert float(ember.norm(traced_m.weight[7])) <= 1.0 + 1e-5
+    got.sum().backward()
+    want.sum().backward()
+    np.testing.assert_array_equal(traced_m.weight.grad.numpy(), eager.weight.grad.numpy())
+
+
+def test_causal_masks_follow_a_new_sequence_length():
+    def attn(q):
+        return F.scaled_dot_product_attention(q, q, q, is_causal=True)
+    traced = jit.trace(attn, (ember.randn(2, 4, 3),))
+    x = ember.randn(2, 6, 3)
+    np.testing.assert_allclose(traced(x).numpy(), attn(x).numpy(), rtol=1e-5, atol=1e-6)
+
+
+def test_constant_sharing_a_traced_tensors_memory_warns():
+    def f(x):
+        return x + ember.Tensor._make(x._data[::-1])   # frozen view of the input's values
+    with pytest.warns(jit.TracerWarning, match="memory of a traced tensor"):
+        jit.trace(f, (ember.randn(3),), check_trace=False)
+
+
+@pytest.mark.parametrize("conv", [lambda a, b: a.allclose(b), lambda a, b: a.equal(b)])
+def test_allclose_and_equal_of_traced_tensors_warn(conv):
+    with pytest.warns(jit.TracerWarning):
+        jit.trace(lambda x: x * 2 if conv(x, x) else x, (ember.randn(3),), check_trace=False)
+
+
+def _data_reads(src):
+    """Lines of ``src`` that read a tensor's values (``._data`` not followed by .dtype, .shape,
+    .ndim or .size) or draw random numbers outside the spec ops."""
+    import re
+    bad = []
+    for k, line in enumerate(src.splitlines(), 1):
+        code = line.split("#")[0]
+        if re.search(r"\._data\b(?!\.(dtype|shape|ndim|size)\b)", code) or \
+                re.search(r"resolve\([^)]*\)\.", code):
+            bad.append((k, line.strip()))
+    return bad
+
+
+def test_nn_functional_reads_data_only_through_the_tracer_aware_helpers():
+    import inspect
+    import ember.autograd.composites as C
+    src = inspect.getsource(F)
+    helpers = {inspect.getsource(F._read), inspect.getsource(F._check_read)}
+    for h in helpers:
+        src = src.replace(h, "")
+    assert not _data_reads(src), f"nn.functional reads tensor data outside _read: " \
+                                 f"{_data_reads(src)}"
+    assert not _data_reads(inspect.getsource(C)), _data_reads(inspect.getsource(C))
+    assert _data_reads("m = np.ones(3)\nnp.put_along_axis(m, t._data[:, None], 0.0, 1)\n"
+                       "u = resolve(None).random((2,))\nd = x._data.dtype\n") == [
+        (2, "np.put_along_axis(m, t._data[:, None], 0.0, 1)"),
+        (3, "u = resolve(None).random((2,))")]
