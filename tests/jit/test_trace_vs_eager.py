@@ -19,6 +19,9 @@ from ember import jit
 # public callables of ember.nn.functional that are not functions of tensors (name -> reason)
 NOT_TENSOR_FUNCTIONS = {}
 
+# cases a trace cannot represent at all: tracing raises (case id -> (error class, message part))
+CANNOT_TRACE = {}
+
 # cases whose result's shape or values depend on data a trace cannot represent: they must warn
 WARNS = {
     "one_hot[num_classes=-1]": "the number of classes is read from the data (output shape)",
@@ -262,6 +265,58 @@ case("multi_head_attention_forward", _mha,
                 f(r, 8), f(r, 2, 5)))
 
 
+# ---------------------------------------------------------------------------- more variants
+case("dropout", lambda x: F.dropout(x, 0.3, True, inplace=True), lambda r: (f(r, 4, 5),),
+     "inplace")
+case("dropout2d", lambda x: F.dropout2d(x, 1.0, True), lambda r: (f(r, 2, 3, 2, 2),), "p1")
+case("relu", lambda x: F.relu(x, inplace=True), lambda r: (f(r, 3, 4),), "inplace")
+case("threshold", lambda x: F.threshold(x, 0.0, -1.0, inplace=True), lambda r: (f(r, 3, 4),),
+     "inplace")
+case("max_pool2d", lambda x: F.max_pool2d(x, 3, 2, ceil_mode=True), lambda r: (f(r, 1, 2, 6, 6),),
+     "ceil")
+case("batch_norm", lambda x, w, b: F.batch_norm(x, None, None, w, b, training=True),
+     lambda r: (f(r, 4, 3, 5), f(r, 3), f(r, 3)), "no_stats")
+case("embedding_bag", lambda i, w: F.embedding_bag(i, w, mode="max", padding_idx=1),
+     lambda r: (idx(r, 10, 3, 4), f(r, 10, 4)), "2d_max")
+case("embedding_bag", lambda i, w: F.embedding_bag(i, w, max_norm=0.5),
+     lambda r: (idx(r, 10, 3, 4), f(r, 10, 4)), "2d_max_norm")
+case("one_hot", lambda t: F.one_hot(t, 4), lambda r: (idx(r, 4, 2, 3),), "2d")
+case("interpolate", lambda x: F.interpolate(x, size=(2, 3), mode="area"),
+     lambda r: (f(r, 1, 2, 4, 6),), "area")
+case("nll_loss", lambda x, t: F.nll_loss(x, t, reduction="none"),
+     lambda r: (f(r, 2, 4, 3, 3), idx(r, 4, 2, 3, 3)), "4d")
+case("cross_entropy", lambda x, t, w: F.cross_entropy(x, t, w, ignore_index=0, label_smoothing=0.3),
+     lambda r: (f(r, 6, 5), idx(r, 5, 6), pos(r, 5)), "ignore_smoothing_weight")
+case("binary_cross_entropy", lambda x, y: F.binary_cross_entropy(x, y, reduction="sum"),
+     lambda r: (prob(r, 5), bits(r, 5)), "bits")
+case("poisson_nll_loss", lambda x, t: F.poisson_nll_loss(x, t, full=True, reduction="none"),
+     lambda r: (f(r, 3, 4), ember.tensor(r.integers(0, 4, (3, 4)).astype(np.float32))),
+     "full_log")
+case("gaussian_nll_loss", lambda x, t, v: F.gaussian_nll_loss(x, t, v, reduction="none"),
+     lambda r: (f(r, 3, 4), f(r, 3, 4), pos(r, 3, 1)), "broadcast_var")
+case("hinge_embedding_loss", lambda x, t: F.hinge_embedding_loss(x, t, 0.5, reduction="none"),
+     lambda r: (f(r, 6), pm1(r, 6)), "none")
+case("scaled_dot_product_attention",
+     lambda q, k, v: F.scaled_dot_product_attention(q, k, v, enable_gqa=True),
+     lambda r: (f(r, 1, 4, 3, 2), f(r, 1, 2, 3, 2), f(r, 1, 2, 3, 2)), "gqa")
+
+
+def _mha_full(q, k, v, w, b, ow, ob, bk, bv, m):
+    return F.multi_head_attention_forward(q, k, v, 8, 2, w, b, bk, bv, True, 0.0, ow, ob,
+                                          training=False, attn_mask=m,
+                                          average_attn_weights=False)
+
+
+case("multi_head_attention_forward", _mha_full,
+     lambda r: (f(r, 4, 2, 8), f(r, 5, 2, 8), f(r, 5, 2, 8), f(r, 24, 8), f(r, 24), f(r, 8, 8),
+                f(r, 8), f(r, 1, 1, 8), f(r, 1, 1, 8), f(r, 4, 5)), "bias_kv_zero_attn")
+case("multi_head_attention_forward",
+     lambda q, w, b, ow, ob: F.multi_head_attention_forward(
+         q, q, q, 8, 2, w, b, None, None, False, 0.0, ow, ob, need_weights=False,
+         is_causal=True)[0],
+     lambda r: (f(r, 4, 8), f(r, 24, 8), f(r, 24), f(r, 8, 8), f(r, 8)), "unbatched_causal")
+
+
 # ---------------------------------------------------------------------------- the checks
 def _public():
     return sorted(n for n in F.__all__ if callable(getattr(F, n)))
@@ -273,7 +328,7 @@ def test_every_public_function_has_a_case():
     assert not missing, f"nn.functional entry points without a trace-vs-eager case: {missing}"
     stale = [n for n in covered | set(NOT_TENSOR_FUNCTIONS) if n not in F.__all__]
     assert not stale, f"cases for names that are not public in nn.functional: {stale}"
-    assert set(WARNS) <= set(CASES)
+    assert set(WARNS) <= set(CASES) and set(CANNOT_TRACE) <= set(CASES)
 
 
 def _flat(out):
@@ -293,6 +348,11 @@ def test_trace_matches_eager_on_new_inputs(cid):
     with warnings.catch_warnings(record=True) as rec:
         warnings.simplefilter("always")
         ember.manual_seed(1)
+        if cid in CANNOT_TRACE:
+            err, part = CANNOT_TRACE[cid]
+            with pytest.raises(err, match=part):
+                jit.trace(fn, make(np.random.default_rng(1)), check_trace=False)
+            return
         traced = jit.trace(fn, make(np.random.default_rng(1)), check_trace=False)
     warned = [str(w.message) for w in rec if issubclass(w.category, jit.TracerWarning)]
     if cid in WARNS:
@@ -392,3 +452,15 @@ def test_nn_functional_reads_data_only_through_the_tracer_aware_helpers():
                        "u = resolve(None).random((2,))\nd = x._data.dtype\n") == [
         (2, "np.put_along_axis(m, t._data[:, None], 0.0, 1)"),
         (3, "u = resolve(None).random((2,))")]
+
+
+def test_traced_batchnorm_counts_batches_and_warns_for_cumulative_momentum():
+    m = ember.nn.BatchNorm2d(3)
+    traced = jit.trace(m, (ember.randn(4, 3, 2, 2),))
+    before = int(m.num_batches_tracked)
+    traced(ember.randn(4, 3, 2, 2))
+    traced(ember.randn(4, 3, 2, 2))
+    assert int(m.num_batches_tracked) == before + 2
+    with pytest.warns(jit.TracerWarning, match="float"):
+        jit.trace(ember.nn.BatchNorm2d(3, momentum=None), (ember.randn(4, 3, 2, 2),),
+                  check_trace=False)

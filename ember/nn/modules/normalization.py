@@ -4,6 +4,7 @@ import numbers
 import numpy as np
 
 from ember import creation
+from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
@@ -69,10 +70,10 @@ class _BatchNorm(_NormBase):
         self._check_input_dim(input)
         momentum = 0.0 if self.momentum is None else self.momentum
         if self.training and self.track_running_stats and self.num_batches_tracked is not None:
-            self.num_batches_tracked._data[...] += 1
-            self.num_batches_tracked._bump()
-            if self.momentum is None:
-                momentum = 1.0 / float(self.num_batches_tracked._data)
+            with no_grad():  # an op, so a trace counts its calls too
+                self.num_batches_tracked.add_(1)
+            if self.momentum is None:  # a Python number from a buffer: a trace warns
+                momentum = 1.0 / float(self.num_batches_tracked)
         bn_training = self.training or (self.running_mean is None and self.running_var is None)
         use_stats = not self.training or self.track_running_stats
         return F.batch_norm(input, self.running_mean if use_stats else None,
