@@ -20,6 +20,7 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             tensor, zeros, zeros_like)
 from ember.frontends import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
+from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse
 from ember.kernels.threads import get_num_threads, set_num_threads
@@ -31,6 +32,9 @@ _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
     if _name not in ("var", "std"):
         globals()[_name] = getattr(_generated, _name)
+# ops taking a list of tensors iterate it in Python before dispatch: errors named by the wrapper
+for _name in ("cat", "stack", "einsum"):
+    globals()[_name] = _errors.public(globals()[_name])
 del _name
 autograd = _importlib.import_module("ember.autograd")
 

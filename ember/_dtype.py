@@ -3,6 +3,8 @@ import builtins as _builtins
 
 import numpy as np
 
+from ember.errors import EmberTypeError
+
 
 class dtype:
     """A tensor element type. ``ember.float32.numpy`` is the matching NumPy dtype."""
@@ -53,13 +55,14 @@ def _by_name(name):
 
 
 def from_numpy_dtype(np_dtype):
-    """Return the ember dtype for a NumPy dtype; TypeError names unsupported ones."""
+    """Return the ember dtype for a NumPy dtype; EmberTypeError names unsupported ones."""
     try:
         return _FROM_NUMPY[np_dtype]
     except KeyError:
         d = _FROM_NUMPY.get(np.dtype(np_dtype))
         if d is None:
-            raise TypeError(f"ember does not support NumPy dtype {np.dtype(np_dtype)}") from None
+            raise EmberTypeError(f"ember does not support NumPy dtype {np.dtype(np_dtype)} "
+                                 f"(supported: {', '.join(d.name for d in ALL)})") from None
         return d
 
 
@@ -80,11 +83,20 @@ def to_numpy_dtype(d):
         return int64.numpy
     if d is _builtins.bool:
         return bool_.numpy
-    try:
-        np_d = np.dtype(d)
-    except TypeError:
-        raise TypeError(f"not a dtype: {d!r}") from None
-    return from_numpy_dtype(np_d).numpy
+    if isinstance(d, (np.dtype, type, str)):
+        try:
+            np_d = np.dtype(d)
+        except TypeError:
+            np_d = None
+        if np_d is not None:
+            return from_numpy_dtype(np_d).numpy
+    raise EmberTypeError(f"not a dtype: {_short_repr(d)} (expected an ember dtype such as "
+                         "ember.float32)")
+
+
+def _short_repr(value):
+    r = repr(value) if not hasattr(value, "_data") else f"a Tensor of shape {list(value.shape)}"
+    return r if len(r) <= 60 else r[:57] + "..."
 
 
 def by_short(short):
@@ -101,8 +113,8 @@ def get_default_dtype():
 
 
 def set_default_dtype(d):
-    """Set the default floating dtype (float32 or float64); TypeError otherwise."""
+    """Set the default floating dtype (float32 or float64); EmberTypeError otherwise."""
     global _default
     if d not in (float32, float64):
-        raise TypeError(f"set_default_dtype: only float32 or float64 allowed, got {d!r}")
+        raise EmberTypeError(f"set_default_dtype: only float32 or float64 allowed, got {d!r}")
     _default = d

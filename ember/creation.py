@@ -8,6 +8,8 @@ import numpy as np
 
 from ember import _dtype
 from ember.autograd import _generated as G
+from ember.errors import (EmberOverflowError, EmberRuntimeError, EmberTypeError, EmberValueError,
+                          public)
 from ember.random import resolve
 from ember.tensor import Tensor
 
@@ -17,7 +19,8 @@ def _size(size):
         size = tuple(size[0])
     for s in size:
         if not isinstance(s, (int, np.integer)) and not (isinstance(s, Tensor) and s.numel() == 1):
-            raise TypeError(f"size must be a sequence of ints, got {size!r}")
+            raise EmberTypeError(f"size must be a sequence of ints, got "
+                                 f"{_dtype._short_repr(size)}")
     # int subclasses (the JIT's traced sizes) pass through unchanged
     return tuple(s if isinstance(s, builtins.int) else builtins.int(s) for s in size)
 
@@ -36,7 +39,7 @@ def _finish(t, requires_grad):
 
 def _check_device(device):
     if device is not None and str(device).split(":")[0] != "cpu":
-        raise RuntimeError(f"ember supports only the 'cpu' device, got {device!r}")
+        raise EmberRuntimeError(f"ember supports only the 'cpu' device, got {device!r}")
 
 
 def _infer(data):
@@ -52,7 +55,8 @@ def _infer(data):
 
 
 def _ragged(data):
-    raise ValueError(f"expected a sequence of equal-length sequences, got {data!r}")
+    raise EmberValueError(f"expected a sequence of equal-length sequences, got "
+                          f"{_dtype._short_repr(data)}")
 
 
 def _typed_leaves(data):
@@ -63,11 +67,23 @@ def _typed_leaves(data):
     return False
 
 
+_INT64 = np.iinfo(np.int64)
+
+
+def _check_int64(arr):
+    """Python ints in ``arr`` (an object or uint64 array NumPy made of them) must fit int64."""
+    for v in arr.reshape(-1).tolist():
+        if isinstance(v, builtins.int) and not _INT64.min <= v <= _INT64.max:
+            raise EmberOverflowError(f"tensor: Python int {v} is outside the int64 range "
+                                     f"[{_INT64.min}, {_INT64.max}]")
+
+
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
     """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or tensors).
 
-    Python floats become the default float dtype, ints int64, bools bool. Raises ValueError for
-    ragged nested lists and TypeError for unsupported element types.
+    Python floats become the default float dtype, ints int64, bools bool. Raises EmberValueError
+    for ragged nested lists, EmberOverflowError for ints outside int64 and EmberTypeError for
+    unsupported element types.
     """
     _check_device(device)
     if isinstance(data, np.ndarray):
@@ -76,15 +92,17 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         raw = _infer(data)
         try:
             arr = np.array(raw)
-        except ValueError as e:
-            raise ValueError(f"tensor: {e}") from None
+        except (ValueError, TypeError, OverflowError) as e:
+            raise EmberValueError(f"tensor: {e}") from None
         typed = _typed_leaves(data)
+        if not typed and (arr.dtype == object or arr.dtype == np.uint64):
+            _check_int64(arr)
         if arr.dtype.kind == "f" and not typed:
             arr = arr.astype(_dtype.get_default_dtype().numpy)
         elif arr.dtype.kind in "iu" and not typed:
             arr = arr.astype(np.int64)
-    if arr.dtype.kind in "OUS":
-        raise TypeError(f"tensor: can't convert {type(data).__name__} with elements of type "
+    if arr.dtype.kind in "OUSV":
+        raise EmberTypeError(f"tensor: can't convert {type(data).__name__} with elements of type "
                         f"{arr.dtype} to a tensor")
     if dtype is not None:
         arr = arr.astype(_dtype.to_numpy_dtype(dtype))
@@ -107,7 +125,7 @@ def as_tensor(data, dtype=None, device=None):
 def from_numpy(arr):
     """A tensor sharing memory with ``arr`` (zero-copy). TypeError for unsupported dtypes."""
     if not isinstance(arr, np.ndarray):
-        raise TypeError(f"from_numpy expects an np.ndarray, got {type(arr).__name__}")
+        raise EmberTypeError(f"from_numpy expects an np.ndarray, got {type(arr).__name__}")
     _dtype.from_numpy_dtype(arr.dtype)
     return Tensor._make(arr)
 
@@ -211,7 +229,7 @@ def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=N
     _check_device(device)
     if size is None:
         if high is None:
-            raise TypeError("randint() missing required argument 'size'")
+            raise EmberTypeError("randint() missing required argument 'size'")
         low, high, size = 0, low, high
     return G.randint(low, high, _size((size,)), resolve(generator), _np(dtype, _dtype.int64))
 
@@ -259,3 +277,12 @@ def bernoulli(input, *, generator=None):
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices sampled from the rows of ``input`` (unnormalised probabilities)."""
     return G.multinomial(input, num_samples, replacement, resolve(generator))
+
+
+# every public function raises ember's errors naming it (ember.errors.public)
+for _n in ("tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
+           "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye", "rand",
+           "randn", "randint", "randperm", "normal", "rand_like", "randn_like", "bernoulli",
+           "multinomial"):
+    globals()[_n] = public(globals()[_n])
+del _n

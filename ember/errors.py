@@ -11,7 +11,8 @@ class                  builtin base             raised for
 ``EmberTypeError``     ``TypeError``            an argument of the wrong type or dtype
 ``EmberValueError``    ``ValueError``           an argument value torch rejects with ValueError
 ``EmberIndexError``    ``IndexError``           an index or dimension out of range
-``EmberOverflowError`` ``OverflowError``        a Python int that does not fit the tensor dtype
+``EmberOverflowError`` ``OverflowError``,       a Python int that does not fit int64 or the
+                       ``ValueError``           tensor dtype
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
 =====================  =======================  ==============================================
 
@@ -39,8 +40,9 @@ class EmberIndexError(EmberError, IndexError):
     """An index or dimension out of range."""
 
 
-class EmberOverflowError(EmberError, OverflowError):
-    """A Python int too large for the tensor's dtype (or for int64)."""
+class EmberOverflowError(EmberError, OverflowError, ValueError):
+    """A Python int too large for int64 or for the tensor's dtype (torch raises ValueError from
+    ``torch.tensor`` and OverflowError from ops, so this is both)."""
 
 
 class UnsupportedError(EmberError, NotImplementedError):
@@ -62,6 +64,78 @@ def ember_class(err):
 
 def named(name, message):
     """``message`` prefixed with ``name: `` unless it already starts with that name."""
-    if message.startswith(name) and message[len(name):len(name) + 1] in (":", "(", " ", ""):
-        return message
+    if message.startswith(name):
+        rest = message[len(name):]
+        if rest[:1] in (":", "(", "") or rest.startswith((" expects", " expected")):
+            return message
     return f"{name}: {message}"
+
+
+# what ember's Python code raises when handed an argument it cannot use (a str where a tensor
+# goes, a tensor where an int goes, ...); ember's own bugs (NameError, AssertionError,
+# RecursionError, ...) pass through unchanged
+_CONVERTED = (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, MemoryError,
+              RuntimeError)
+_BUGS = (RecursionError, NameError, AssertionError)
+
+
+def _describe_args(fn, args, kwargs):
+    """{parameter name: value} for the call, or positional names where binding fails."""
+    import inspect
+    try:
+        return dict(inspect.signature(fn).bind(*args, **kwargs).arguments)
+    except (TypeError, ValueError):
+        return {f"args[{i}]": a for i, a in enumerate(args)} | kwargs
+
+
+def _shape_of(value):
+    data = getattr(value, "_data", None)
+    shape = getattr(data, "shape", None)
+    return None if shape is None else f"{data.dtype}{list(shape)}"
+
+
+def convert(name, err, fn, args, kwargs):
+    """ember's error for a builtin exception ``err`` raised inside public function ``name``
+    called as ``fn(*args, **kwargs)``: the message names the function once, the argument at
+    fault where it can be told, and the shapes and dtypes of the tensor arguments."""
+    bound = _describe_args(fn, args, kwargs)
+    if isinstance(err, AttributeError) and getattr(err, "obj", None) is not None:
+        for pname, value in bound.items():
+            if value is err.obj and _shape_of(value) is None:
+                return EmberTypeError(f"{name}(): argument '{pname}' must be a Tensor, not "
+                                      f"{type(value).__name__}")
+    if isinstance(err, AttributeError):
+        cls = EmberTypeError
+    elif isinstance(err, KeyError):
+        cls = EmberValueError
+    elif isinstance(err, (MemoryError, ArithmeticError)) and not isinstance(err, OverflowError):
+        cls = EmberRuntimeError
+    else:
+        cls = ember_class(err)
+    msg = f"invalid value {err}" if isinstance(err, KeyError) else (str(err) or type(err).__name__)
+    shapes = ", ".join(f"{k}: {s}" for k, s in ((k, _shape_of(v)) for k, v in bound.items())
+                       if s is not None)
+    return cls(named(name, msg) + (f" ({shapes})" if shapes and shapes not in msg else ""))
+
+
+def public(fn, name=None):
+    """Wrap public function ``fn`` so that whatever it raises for a bad argument is an ember error
+    whose message names ``name`` (default ``fn.__name__``) once: a builtin exception from inside
+    is converted (see ``convert``), an ember error from an op it calls gets ``name: `` in front."""
+    import functools
+    name = name or fn.__name__
+
+    @functools.wraps(fn)
+    def checked(*args, **kwargs):
+        try:
+            return fn(*args, **kwargs)
+        except EmberError as e:
+            if e.args and isinstance(e.args[0], str):
+                e.args = (named(name, e.args[0]),) + e.args[1:]
+            raise
+        except _BUGS:
+            raise
+        except _CONVERTED as e:
+            raise convert(name, e, fn, args, kwargs) from None
+    checked.__wrapped_public__ = fn
+    return checked

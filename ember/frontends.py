@@ -7,6 +7,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.autograd import _generated as G
+from ember.errors import public
 from ember.random import resolve
 from ember.tensor import Tensor
 
@@ -238,6 +239,13 @@ def install():
     for name, fn in G.TENSOR_METHODS.items():
         setattr(Tensor, name, fn)
     for name, fn in METHODS.items():
-        setattr(Tensor, name, fn)
+        # hand-written methods raise ember's errors naming the method (ember.errors.public)
+        setattr(Tensor, name, public(fn, name) if fn.__module__ == __name__ else fn)
     for name, fn in PROPERTIES.items():
         setattr(Tensor, name, property(fn))
+
+
+for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
+           "is_floating_point"):
+    globals()[_n] = public(globals()[_n])
+del _n

@@ -7,6 +7,8 @@ import numpy as np
 from ember import _dtype
 from ember.autograd import dispatch as _dispatch_mod
 from ember.autograd.state import STATE
+from ember.errors import (EmberError, EmberIndexError, EmberRuntimeError, EmberTypeError,
+                          ember_class, named)
 
 
 class VersionCounter:
@@ -27,7 +29,7 @@ class device:
         if isinstance(type, device):
             type, index = type.type, type.index
         if type != "cpu":
-            raise RuntimeError(f"ember supports only the 'cpu' device, got {type!r}")
+            raise EmberRuntimeError(f"ember supports only the 'cpu' device, got {type!r}")
         self.type = type
         self.index = index
 
@@ -109,8 +111,7 @@ class Tensor:
         if dim is None:
             return self.shape
         nd = self._data.ndim
-        if not -nd <= dim < builtins.max(nd, 1):
-            raise IndexError(f"size: dimension {dim} out of range for a {nd}-d tensor")
+        _check_dim("size", dim, nd)
         if STATE.tracer is not None:
             return STATE.tracer.size(self, dim % builtins.max(nd, 1))
         return self._data.shape[dim]
@@ -150,7 +151,10 @@ class Tensor:
     def stride(self, dim=None):
         """Strides in elements (not bytes), like torch."""
         s = tuple(x // self._data.itemsize for x in self._data.strides)
-        return s if dim is None else s[dim]
+        if dim is None:
+            return s
+        _check_dim("stride", dim, self._data.ndim)
+        return s[dim]
 
     def is_contiguous(self, memory_format=None):
         """Whether the data is C-contiguous."""
@@ -166,7 +170,7 @@ class Tensor:
 
     def __len__(self):
         if self._data.ndim == 0:
-            raise TypeError("len() of a 0-d tensor")
+            raise EmberTypeError("len() of a 0-d tensor")
         if STATE.tracer is not None:
             return STATE.tracer.size(self, 0)
         return self._data.shape[0]
@@ -183,18 +187,21 @@ class Tensor:
     def requires_grad_(self, requires_grad=True):
         """Set whether autograd records operations on this leaf tensor; returns self.
 
-        Raises RuntimeError for non-leaf tensors and for integer or bool dtypes.
+        Raises EmberRuntimeError for non-leaf tensors and for integer or bool dtypes.
         """
+        if not isinstance(requires_grad, (builtins.bool, builtins.int, np.bool_)):
+            raise EmberTypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not "
+                                 f"{type(requires_grad).__name__}")
         if self.grad_fn is not None:
             if not requires_grad:
-                raise RuntimeError(
-                    "you can only change requires_grad flags of leaf variables. If you want to use "
+                raise EmberRuntimeError(
+                    "requires_grad_: you can only change requires_grad flags of leaf variables. If you want to use "
                     "a computed variable in a subgraph that doesn't require differentiation use "
                     "var_no_grad = var.detach().")
             return self
         if requires_grad and self._data.dtype.kind not in "fc":
-            raise RuntimeError(f"only Tensors of floating point dtype can require gradients, got "
-                               f"{self.dtype}")
+            raise EmberRuntimeError(f"requires_grad_: only Tensors of floating point dtype can "
+                                    f"require gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
         return self
 
@@ -250,8 +257,11 @@ class Tensor:
 
     def register_hook(self, hook):
         """Call ``hook(grad)`` when this tensor's gradient is computed; it may return a new one."""
+        if not callable(hook):
+            raise EmberTypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
         if not self._requires_grad:
-            raise RuntimeError("cannot register a hook on a tensor that doesn't require gradient")
+            raise EmberRuntimeError("register_hook: cannot register a hook on a tensor that doesn't "
+                                    "require gradient")
         if self.grad_fn is not None:
             return self.grad_fn._add_pre_hook(self._output_nr, hook)
         if self._hooks is None:
@@ -261,8 +271,12 @@ class Tensor:
         return _RemovableHandle(self._hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
-        """Compute gradients of this tensor w.r.t. graph leaves and accumulate them in ``.grad``."""
+        """Compute gradients of this tensor w.r.t. graph leaves and accumulate them in ``.grad``.
+
+        Raises EmberRuntimeError when this tensor is not part of a graph or ``gradient`` does not
+        match its shape, EmberTypeError when ``gradient`` is not a Tensor."""
         from ember.autograd.engine import backward
+        _check_backward(self, gradient, inputs)
         backward((self,), None if gradient is None else (gradient,), retain_graph, create_graph,
                  inputs=inputs)
 
@@ -275,8 +289,8 @@ class Tensor:
     def item(self):
         """The single element as a Python number; RuntimeError if numel != 1."""
         if self._data.size != 1:
-            raise RuntimeError(f"item: a Tensor with {self._data.size} elements cannot be "
-                               "converted to Scalar")
+            raise EmberRuntimeError(f"item: a Tensor with {self._data.size} elements cannot be "
+                                    "converted to Scalar")
         self._python_value("item")
         return self._data.reshape(()).item()
 
@@ -288,8 +302,8 @@ class Tensor:
     def numpy(self, force=False):
         """The underlying ndarray (shares memory). RuntimeError when it requires grad."""
         if self._requires_grad and not force:
-            raise RuntimeError("Can't call numpy() on Tensor that requires grad. Use "
-                               "tensor.detach().numpy() instead.")
+            raise EmberRuntimeError("numpy: can't call numpy() on Tensor that requires grad. Use "
+                                    "tensor.detach().numpy() instead.")
         self._python_value("numpy")
         return self._data
 
@@ -308,15 +322,15 @@ class Tensor:
 
     def _scalar(self, what, cast):
         if self._data.size != 1:
-            raise RuntimeError(f"{what}: only a Tensor with one element can be converted to a "
-                               f"Python scalar, got shape {list(self._data.shape)}")
+            raise EmberRuntimeError(f"{what}: only a Tensor with one element can be converted to "
+                                    f"a Python scalar, got shape {list(self._data.shape)}")
         self._python_value(what)
         return cast(self._data.reshape(()).item())
 
     def __bool__(self):
         if self._data.size != 1:
-            raise RuntimeError(f"Boolean value of Tensor with {self._data.size} elements is "
-                               "ambiguous")
+            raise EmberRuntimeError(f"bool: Boolean value of Tensor with {self._data.size} "
+                                    "elements is ambiguous")
         return self._scalar("bool", builtins.bool)
 
     def __int__(self):
@@ -327,7 +341,8 @@ class Tensor:
 
     def __index__(self):
         if self._data.dtype.kind not in "iub":
-            raise TypeError("only integer tensors of a single element can be converted to an index")
+            raise EmberTypeError("index: only integer tensors of a single element can be "
+                                 "converted to an index")
         return self._scalar("index", builtins.int)
 
     def __complex__(self):
@@ -335,7 +350,7 @@ class Tensor:
 
     def __iter__(self):
         if self._data.ndim == 0:
-            raise TypeError("iteration over a 0-d tensor")
+            raise EmberTypeError("iteration over a 0-d tensor")
         return iter(self.unbind(0))
 
     __hash__ = object.__hash__
@@ -345,11 +360,12 @@ class Tensor:
     def __contains__(self, element):
         if isinstance(element, (Tensor, int, float, bool)):
             return builtins.bool((self == element).any())
-        raise RuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, got "
-                           f"{type(element).__name__}")
+        raise EmberRuntimeError(f"Tensor.__contains__ only supports Tensor or scalar, got "
+                                f"{type(element).__name__}")
 
     def __reduce_ex__(self, proto):
-        raise TypeError("ember tensors are not picklable; use ember.save (safetensors) instead")
+        raise EmberTypeError("ember tensors are not picklable; use ember.save (safetensors) "
+                             "instead")
 
     def __repr__(self):
         return _format(self)
@@ -371,11 +387,21 @@ class Tensor:
 
     def __setitem__(self, key, value):
         from ember.autograd.indexing import setitem
-        setitem(self, key, value)
+        try:
+            setitem(self, key, value)
+        except EmberError:
+            raise
+        except (IndexError, TypeError, ValueError) as e:  # from turning ``key`` into an index
+            raise _index_error(e, self) from None
 
     def __getitem__(self, key):
         from ember.autograd.indexing import getitem
-        return getitem(self, key)
+        try:
+            return getitem(self, key)
+        except EmberError:
+            raise
+        except (IndexError, TypeError, ValueError) as e:  # from turning ``key`` into an index
+            raise _index_error(e, self) from None
 
 
 class Size(tuple):
@@ -394,6 +420,43 @@ class Size(tuple):
 
 
 _new = object.__new__
+
+
+def _check_dim(what, dim, nd):
+    if isinstance(dim, bool) or not isinstance(dim, (builtins.int, np.integer)):
+        raise EmberTypeError(f"{what}(): argument 'dim' must be an int, not {type(dim).__name__}")
+    if nd == 0:
+        raise EmberIndexError(f"{what}: dimension specified as {dim} but tensor has no dimensions")
+    if not -nd <= dim < nd:
+        raise EmberIndexError(f"{what}: dimension {dim} out of range for a {nd}-d tensor")
+
+
+def _check_backward(t, gradient, inputs):
+    if not t._requires_grad:
+        raise EmberRuntimeError("backward: element 0 of tensors does not require grad and does not "
+                                "have a grad_fn")
+    shape = list(t._data.shape)
+    if gradient is None:
+        if t._data.size != 1:
+            raise EmberRuntimeError(f"backward: grad can be implicitly created only for scalar "
+                                    f"outputs; got shape {shape}")
+    elif not isinstance(gradient, Tensor):
+        raise EmberTypeError(f"backward(): argument 'gradient' must be a Tensor or None, not "
+                             f"{type(gradient).__name__}")
+    elif list(gradient._data.shape) != shape:
+        raise EmberRuntimeError(f"backward: gradient of shape {list(gradient._data.shape)} does "
+                                f"not match the tensor's shape {shape}")
+    if inputs is not None:
+        items = (inputs,) if isinstance(inputs, Tensor) else inputs
+        if not isinstance(items, (tuple, list)) or not builtins.all(
+                isinstance(i, Tensor) for i in items):
+            raise EmberTypeError(f"backward(): argument 'inputs' must be a Tensor or a sequence of "
+                                 f"Tensors, not {type(inputs).__name__}")
+
+
+def _index_error(err, t):
+    return ember_class(err)(named("index", str(err)) +
+                            f" (self: {t._data.dtype}{list(t._data.shape)})")
 
 
 def _init(t, arr):

@@ -1,6 +1,7 @@
 """Ops declared ``composite`` in derivatives.yaml: written in other spec ops, so their gradients,
 tracing and export come from those ops (as torch's CompositeImplicitAutograd ops do)."""
 import ember.autograd._generated as G
+from ember.errors import public as _public
 
 _REDUCTIONS = ("none", "mean", "sum")
 
@@ -313,3 +314,10 @@ def upsample_bilinear2d(input, output_size, align_corners=False):
     left = G.getitem(x, (Ellipsis, c0))
     right = G.getitem(x, (Ellipsis, c1))
     return G.add(left, G.mul(G.sub(right, left), lc))
+
+
+# every composite raises ember's errors naming it (ember.errors.public)
+for _n, _f in list(globals().items()):
+    if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:
+        globals()[_n] = _public(_f)
+del _n, _f

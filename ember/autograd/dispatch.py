@@ -14,6 +14,8 @@ import numpy as np
 
 from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
+from ember.errors import (EmberError, EmberRuntimeError, EmberTypeError, EmberValueError,
+                          ember_class, named)
 from ember.kernels.errors import KernelError
 
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
@@ -21,6 +23,9 @@ _make = None  # Tensor._make, bound with it
 ndarray = np.ndarray
 _new = object.__new__
 _SCALARS = frozenset((float, int, bool))
+# what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
+# Numba's included); these, ember's own bugs, pass through unchanged
+_BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, SystemError)
 
 
 class Op:
@@ -66,23 +71,59 @@ def _describe(op, tensors):
 
 
 def kernel_error(op, tensors, err):
-    """Turn a kernel's or NumPy's exception into one that names the op, shapes and dtypes."""
-    msg = str(err)
+    """Turn a kernel's, NumPy's or Numba's exception into ember's own, naming the op (once), the
+    input shapes and dtypes; an ember error a kernel raised keeps its class and gets the name."""
+    if isinstance(err, _BUGS):
+        return err
+    msg = str(err) if not isinstance(err, KeyError) else f"invalid value {err}"
+    if isinstance(err, EmberError):
+        err.args = (named(op.name, msg),)
+        return err
     if isinstance(err, KernelError):
-        return RuntimeError(f"{op.name}: {msg}")
-    if "broadcast" in msg:
+        return EmberRuntimeError(named(op.name, msg))
+    if "broadcast" in msg and isinstance(err, ValueError):
         shapes = " and ".join(str(tuple(t._data.shape)) for t in tensors if isinstance(t, Tensor))
-        return RuntimeError(f"{op.name}: shapes {shapes} cannot be broadcast")
-    cls = IndexError if isinstance(err, IndexError) else (
-        TypeError if isinstance(err, TypeError) else RuntimeError)
-    return cls(f"{op.name}: {msg} ({_describe(op, tensors)})")
+        return EmberRuntimeError(f"{op.name}: shapes {shapes} cannot be broadcast")
+    if isinstance(err, (AttributeError, LookupError)) and not isinstance(err, IndexError):
+        cls = EmberTypeError if isinstance(err, AttributeError) else EmberValueError
+    elif isinstance(err, (MemoryError, ArithmeticError)) and not isinstance(err, OverflowError):
+        cls = EmberRuntimeError
+    else:
+        cls = ember_class(err)
+    if not msg:
+        msg = type(err).__name__
+    return cls(f"{named(op.name, msg)} ({_describe(op, tensors)})")
+
+
+_SPEC_OPTIONAL = None
+
+
+def _optional_inputs(op):
+    """Names of ``op``'s tensor inputs that may be None (``Tensor?`` in derivatives.yaml); read
+    from the spec on the first None handed to an op."""
+    global _SPEC_OPTIONAL
+    if _SPEC_OPTIONAL is None:
+        import os
+        import re
+        path = os.path.join(os.path.dirname(__file__), "derivatives.yaml")
+        with open(path, encoding="utf-8") as f:
+            spec = f.read()
+        _SPEC_OPTIONAL = {
+            m.group(1): frozenset(re.findall(r"Tensor\?(?:\[\])? (\w+)", m.group(2)))
+            for m in re.finditer(r"^- func: (\w+)\((.*)\) ->", spec, re.M)}
+    opt = _SPEC_OPTIONAL.get(op.name)
+    return frozenset(op.tensor_names) if opt is None else opt  # unknown op: None passes
 
 
 def _check_slot(op, i, value):
-    if value is None or op.scalar_ok and isinstance(value, (int, float, bool, np.number)):
-        return value
     name = op.tensor_names[i] if i < len(op.tensor_names) and not op.list_input else f"tensors[{i}]"
-    raise TypeError(f"{op.name}(): argument '{name}' must be a Tensor, not {type(value).__name__}")
+    if value is None:
+        if op.list_input or name in _optional_inputs(op):
+            return value
+    elif op.scalar_ok and isinstance(value, (int, float, bool, np.number)):
+        return value
+    raise EmberTypeError(f"{op.name}(): argument '{name}' must be a Tensor, not "
+                         f"{type(value).__name__}")
 
 
 def _edge(t):
@@ -117,7 +158,7 @@ def dispatch(op, tensors, consts):
             out = op.kernel(arrays, *consts)
         else:
             out = op.kernel(*arrays, *consts)
-    except (ValueError, TypeError, IndexError, ZeroDivisionError, KernelError) as e:
+    except Exception as e:  # noqa: BLE001 - converted to ember's error by kernel_error
         raise kernel_error(op, tensors, e) from None
     if op.multi:
         return _finish_multi(op, tensors, consts, out, need_grad)
@@ -197,18 +238,18 @@ def _link(op, tensors, consts, outs):
 def dispatch_inplace(op, tensors, consts):
     """Run ``op`` out of place, then write the result into ``tensors[0]`` and rebase its history.
 
-    Raises RuntimeError for a leaf that requires grad (outside no_grad), for an in-place op on a
+    Raises EmberRuntimeError for a leaf that requires grad (outside no_grad), for an in-place op on a
     view whose history would need rewriting, and when the result dtype cannot be cast to self's.
     """
     self = tensors[0]
     grad_on = STATE.grad_enabled and any(isinstance(t, Tensor) and t._requires_grad for t in tensors)
     if grad_on:
         if self.grad_fn is None and self._requires_grad:
-            raise RuntimeError(
+            raise EmberRuntimeError(
                 f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
                 "operation.")
         if self._base is not None and (self._base._requires_grad or self._requires_grad):
-            raise RuntimeError(
+            raise EmberRuntimeError(
                 f"{op.name}_: in-place operation on a view of a tensor that requires grad is not "
                 "supported by ember; use the out-of-place op instead.")
         if op.saves_self:
@@ -233,13 +274,13 @@ def dispatch_inplace(op, tensors, consts):
     res = result._data
     dst = self._data
     if res.dtype != dst.dtype and not np.can_cast(res.dtype, dst.dtype, "same_kind"):
-        raise RuntimeError(f"{op.name}_: result type {res.dtype} can't be cast to the desired "
-                           f"output type {dst.dtype}")
+        raise EmberRuntimeError(f"{op.name}_: result type {res.dtype} can't be cast to the "
+                                f"desired output type {dst.dtype}")
     if res.shape != dst.shape:
-        raise RuntimeError(f"{op.name}_: output with shape {list(dst.shape)} doesn't match the "
-                           f"broadcast shape {list(res.shape)}")
+        raise EmberRuntimeError(f"{op.name}_: output with shape {list(dst.shape)} doesn't match "
+                                f"the broadcast shape {list(res.shape)}")
     if not dst.flags.writeable:
-        raise RuntimeError(f"{op.name}_: the tensor's memory is read-only")
+        raise EmberRuntimeError(f"{op.name}_: the tensor's memory is read-only")
     np.copyto(dst, res, casting="unsafe")
     self._bump()
     if grad_on:

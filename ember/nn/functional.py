@@ -15,7 +15,7 @@ from ember.autograd.state import STATE
 from ember.frontends import dropout as _dropout
 from ember.random import resolve
 from ember.tensor import Tensor
-from ember.errors import UnsupportedError
+from ember.errors import UnsupportedError, public as _public
 
 __all__ = []  # filled at the end
 
@@ -1034,3 +1034,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
 
 __all__ = [n for n, v in list(globals().items()) if callable(v) and not n.startswith("_")
            and getattr(v, "__module__", None) == __name__]
+# every public function raises ember's errors naming it (ember.errors.public)
+for _n in __all__:
+    globals()[_n] = _public(globals()[_n], _n)
+del _n
