@@ -18,8 +18,6 @@ derivatives.yaml, generated into ``ember.autograd._pointwise``). ``FusedGroup`` 
 Kernels are shared between groups with equal expressions and input types (the engine caches
 them by expression key in memory and on disk).
 """
-import threading
-
 import numpy as np
 
 from ember.autograd.function import Function
@@ -30,6 +28,7 @@ from ember.kernels.pointwise import compile_pointwise, has_compiler
 from ember.kernels.pointwise import engine as _engine
 from ember.kernels.pointwise.autodiff import derive
 from ember.kernels.pointwise.expr import Builder, Sym
+from ember.kernels.lru import LRUCache
 from ember.kernels.shape import sum_to_shape
 
 __all__ = ["NotFusible", "TRANSLATE", "FusedGroup", "group_expr", "fused_group", "MIN_FUSED_SIZE", "FORCE"]
@@ -95,8 +94,6 @@ def value_type(v):
 
 
 # ---------------------------------------------------------------------------------- running
-_lock = threading.Lock()
-
 
 class FusedGroup:
     """The runtime of one fusion group (see the module docstring); ``expr`` its expression."""
@@ -224,16 +221,12 @@ def _grad_unfused(group, tensors, grads, needs):
 
 
 # ---------------------------------------------------------------------------------- caching
-_GROUPS = {}
+# The most FusedGroups kept (least recently used dropped first); a dropped group still runs where
+# a compiled graph holds it.
+MAX_CACHED_GROUPS = 256
+_GROUPS = LRUCache(MAX_CACHED_GROUPS)
 
 
 def fused_group(sub):
     """The ``FusedGroup`` of a subgraph (shared between nodes whose subgraphs print equal)."""
-    key = str(sub)
-    g = _GROUPS.get(key)
-    if g is None:
-        with _lock:
-            g = _GROUPS.get(key)
-            if g is None:
-                g = _GROUPS[key] = FusedGroup(sub)
-    return g
+    return _GROUPS.get_or_create(str(sub), lambda: FusedGroup(sub))

@@ -2,33 +2,108 @@
 
 Sources live in ``$EMBER_CACHE_DIR/pointwise`` (default ``$XDG_CACHE_HOME/ember/pointwise``, else
 ``~/.cache/ember/pointwise``) as ``k_<hash>.py``, the hash taken over the source, the Numba
-version and the helpers' source; Numba keeps its compiled code in ``__pycache__`` beside them. A
-file, once written (atomically: temporary file then rename), is never rewritten, since Numba's
-cache is invalidated by a changed modification time.
+version and the helpers' source; Numba keeps its compiled code (and its index, a pickle) in
+``__pycache__`` beside them. A file, once written (atomically: temporary file then rename), is
+rewritten only when its bytes differ from the source, since Numba's cache is invalidated by a
+changed modification time.
+
+Trust: the directory is created owner-only (``0o700``) and used only while it is owned by this
+user, not writable by group or others, and its parent is not writable by others (unless
+sticky), so no one else can plant a kernel file or a Numba index pickle in it. A kernel is
+executed from the source ember generated, never from the file's contents: the file is only
+compared byte for byte (and rewritten when it differs) so that Numba's cache keys on exactly that
+source. When the directory is refused or cannot be written, one private temporary directory is
+used for the whole process (removed at exit; nothing is reused across processes) and a
+RuntimeWarning says why, once.
 """
+import atexit
 import hashlib
-import importlib.util
 import os
+import shutil
+import stat
 import sys
 import tempfile
+import threading
+import types
+import warnings
+
+__all__ = ["cache_dir", "configured_dir", "module_name", "load_source", "release", "unsafe_reason"]
 
 _helpers_digest = None
+_lock = threading.Lock()
+_fallback = None     # this process's private temporary directory, once needed
+_refused = set()     # configured directories already warned about
+
+
+def configured_dir():
+    """The persistent cache directory the environment names (it may not exist yet)."""
+    root = os.environ.get("EMBER_CACHE_DIR")
+    if not root:
+        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
+                            "ember")
+    return os.path.join(root, "pointwise")
+
+
+def unsafe_reason(path):
+    """Why the existing directory ``path`` may not hold kernels ember executes, or None."""
+    try:
+        st = os.stat(path)
+        parent = os.stat(os.path.dirname(os.path.abspath(path)))
+    except OSError as e:
+        return f"it cannot be inspected ({e.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "it is not a directory"
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        return f"it is owned by another user (uid {st.st_uid}, this process runs as {os.getuid()})"
+    if st.st_mode & 0o022:
+        return (f"it is writable by group or others (mode {stat.S_IMODE(st.st_mode):o}; "
+                f"`chmod 700 {path}` fixes it)")
+    if parent.st_mode & 0o002 and not parent.st_mode & stat.S_ISVTX:
+        return "its parent directory is writable by others (and not sticky)"
+    if not os.access(path, os.W_OK | os.X_OK):
+        return "it is not writable"
+    return None
+
+
+def _prepare(path):
+    """Create ``path`` (and a missing parent) owner-only; the reason it is refused, or None."""
+    try:
+        parent = os.path.dirname(path)
+        if not os.path.isdir(parent):
+            os.makedirs(parent, mode=0o700, exist_ok=True)
+        try:
+            os.mkdir(path, 0o700)
+        except FileExistsError:
+            pass
+    except OSError as e:
+        return f"it cannot be created ({e.strerror})"
+    return unsafe_reason(path)
+
+
+def _remove(path, owner):
+    if os.getpid() == owner:  # not from a forked child, whose parent still uses it
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def cache_dir():
-    """The directory kernel sources are written to (created if missing); a fresh temporary
-    directory when the configured one cannot be created or written."""
-    root = os.environ.get("EMBER_CACHE_DIR")
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "ember")
-    path = os.path.join(root, "pointwise")
-    try:
-        os.makedirs(path, exist_ok=True)
-        if os.access(path, os.W_OK):
-            return path
-    except OSError:
-        pass
-    return tempfile.mkdtemp(prefix="ember-pointwise-")
+    """The directory kernel sources are written to: the configured one when it is safe (see the
+    module docstring), else this process's one private temporary directory."""
+    global _fallback
+    path = configured_dir()
+    reason = _prepare(path)
+    if reason is None:
+        return path
+    with _lock:
+        if path not in _refused:
+            _refused.add(path)
+            warnings.warn(f"ember: the pointwise kernel cache {path!r} is not used because "
+                          f"{reason}; compiled kernels are kept in a private temporary directory "
+                          f"for this process only (set EMBER_CACHE_DIR to a directory you own)",
+                          RuntimeWarning, stacklevel=2)
+        if _fallback is None or not os.path.isdir(_fallback):
+            _fallback = tempfile.mkdtemp(prefix="ember-pointwise-")
+            atexit.register(_remove, _fallback, os.getpid())
+        return _fallback
 
 
 def _helpers_hash():
@@ -46,33 +121,61 @@ def module_name(source, numba_version):
     return f"k_{h[:32]}"
 
 
-def load_source(source, numba_version):
-    """Write ``source`` to the cache directory unless present, import it and return the module.
+def _holds(path, expected):
+    """Whether the regular file ``path`` holds exactly ``expected``."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
+    except OSError:
+        return False
+    with os.fdopen(fd, "rb") as f:
+        if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+            return False
+        return f.read(len(expected) + 1) == expected
 
-    Raises OSError when the file cannot be written, and whatever importing it raises.
+
+def _write(directory, name, data):
+    fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, os.path.join(directory, name + ".py"))
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def load_source(source, numba_version):
+    """The module of kernel ``source``: the file in the cache directory is made to hold exactly
+    ``source`` (written when missing or different), then ``source`` itself is executed under
+    that file name, so Numba's cache keys on it.
+
+    Raises OSError when the file cannot be written, and whatever executing ``source`` raises.
     """
     name = module_name(source, numba_version)
-    directory = cache_dir()
-    path = os.path.join(directory, name + ".py")
-    if not os.path.exists(path):
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w") as f:
-                f.write(source)
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
     full_name = f"ember_pointwise_{name}"
     module = sys.modules.get(full_name)
-    if module is None:
-        spec = importlib.util.spec_from_file_location(full_name, path)
-        module = importlib.util.module_from_spec(spec)
-        sys.modules[full_name] = module  # Numba's cache finds a function's module by name
-        try:
-            spec.loader.exec_module(module)
-        except BaseException:
-            del sys.modules[full_name]
-            raise
+    if module is not None:
+        return module
+    directory = cache_dir()
+    path = os.path.join(directory, name + ".py")
+    data = source.encode()
+    if not _holds(path, data):
+        _write(directory, name, data)
+    code = compile(data, path, "exec", dont_inherit=True)
+    module = types.ModuleType(full_name)
+    module.__file__ = path
+    sys.modules[full_name] = module  # Numba's cache finds a function's module by name
+    try:
+        exec(code, module.__dict__)  # noqa: S102 - ember's own generated source, not the file's
+    except BaseException:
+        del sys.modules[full_name]
+        raise
     return module
+
+
+def release(module):
+    """Forget a kernel module loaded by ``load_source`` (its functions keep working); the
+    engine calls it for kernels its bounded cache drops."""
+    if sys.modules.get(module.__name__) is module:
+        del sys.modules[module.__name__]

@@ -7,6 +7,7 @@ import threading
 import numpy as np
 
 from .. import threadpool, threads
+from ..lru import LRUCache
 from . import codegen, diskcache, numba_runtime
 from .collapse import collapse_dims, iteration_order
 from .expr import Expr, infer_typed
@@ -82,7 +83,18 @@ def _can_cast(frm, to):
 
 
 _lock = threading.RLock()
-_kernels = {}
+# The most PointwiseKernels kept (least recently used dropped first, with their compiled modules):
+# a program that keeps making new expressions holds a bounded number of compiled kernels. A
+# dropped kernel still works where it is held; asked for again, it is rebuilt (from the disk cache).
+MAX_CACHED_KERNELS = 512
+
+
+def _release(key, kernel):
+    for module in kernel._modules:
+        diskcache.release(module)
+
+
+_kernels = LRUCache(MAX_CACHED_KERNELS, on_evict=_release)
 _CPU_COUNT = os.cpu_count() or 1
 
 
@@ -101,13 +113,7 @@ def compile_pointwise(expr, in_types):
     typed = tuple(typed_operand(t if isinstance(t, (np.ndarray, np.generic, bool, int, float, type, str, np.dtype))
                                 else np.asarray(t)) for t in in_types)
     key = (expr.key(), tuple((dt.str, prio) for dt, prio in typed))
-    kernel = _kernels.get(key)
-    if kernel is None:
-        with _lock:
-            kernel = _kernels.get(key)
-            if kernel is None:
-                kernel = _kernels[key] = PointwiseKernel(expr, typed)
-    return kernel
+    return _kernels.get_or_create(key, lambda: PointwiseKernel(expr, typed))
 
 
 def apply(expr, *operands, out=None, backend=None):
@@ -186,6 +192,7 @@ class PointwiseKernel:
             else CHEAP_NS for st in self.typing.steps)
         self._plan = None
         self._variants = {}
+        self._modules = []  # the compiled variants' modules (released when this is evicted)
 
     def __repr__(self):
         ins = ", ".join(f"{n}: {'scalar ' if p == SCALAR else ''}{d}" for n, d, p in self.typing.inputs)
@@ -355,6 +362,7 @@ class PointwiseKernel:
             fn = self._variants.get(key)
             if fn is None:
                 source = codegen.kernel_source(self.typing, *key)
-                fn = diskcache.load_source(source, numba_runtime.numba_module().__version__).kernel
-                self._variants[key] = fn
+                module = diskcache.load_source(source, numba_runtime.numba_module().__version__)
+                self._modules.append(module)
+                fn = self._variants[key] = module.kernel
         return fn
