@@ -336,6 +336,8 @@ def emit_op(op, w):
 def emit_function(op, w):
     e = op.entry
     sig = signature(op)
+    if e.get("inplace_arg"):
+        sig += ", inplace=False"
     names = call_names(op)
     doc = e.get("doc", f"{op.name} (see torch.{op.name}).")
     public = op.name
@@ -350,7 +352,12 @@ def emit_function(op, w):
         tnames = [names[i] for i, a in enumerate(op.args) if a.is_tensor]
         cnames = [names[i] for i, a in enumerate(op.args) if not a.is_tensor]
         tensors = f"tuple({tnames[0]})" if op.list_input else f"({''.join(t + ', ' for t in tnames)})"
-        w(f"    return dispatch(_op_{op.name}, {tensors}, ({''.join(c + ', ' for c in cnames)}))")
+        call = f"dispatch(_op_{op.name}, {tensors}, ({''.join(c + ', ' for c in cnames)}))"
+        if e.get("inplace_arg"):
+            w(f"    out = {call}")
+            w(f"    return {names[0]}.copy_(out) if inplace else out")
+        else:
+            w(f"    return {call}")
     w("")
     if e.get("inplace"):
         w(f"def {public}_({signature(op, 'self')}):")

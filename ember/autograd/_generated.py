@@ -3946,13 +3946,15 @@ def relu_(self):
     """In-place relu: writes the result into ``self`` and returns it."""
     return dispatch_inplace(_op_relu, (self, ), ())
 
-def leaky_relu(input, negative_slope=0.01):
+def leaky_relu(input, negative_slope=0.01, inplace=False):
     """leaky_relu (see torch.leaky_relu)."""
-    return dispatch(_op_leaky_relu, (input, ), (negative_slope, ))
+    out = dispatch(_op_leaky_relu, (input, ), (negative_slope, ))
+    return input.copy_(out) if inplace else out
 
-def elu(input, alpha=1.0):
+def elu(input, alpha=1.0, inplace=False):
     """elu (see torch.elu)."""
-    return dispatch(_op_elu, (input, ), (alpha, ))
+    out = dispatch(_op_elu, (input, ), (alpha, ))
+    return input.copy_(out) if inplace else out
 
 def selu(input):
     """selu (see torch.selu)."""
@@ -3970,9 +3972,10 @@ def softplus(input, beta=1.0, threshold=20.0):
     """softplus (see torch.softplus)."""
     return dispatch(_op_softplus, (input, ), (beta, threshold, ))
 
-def hardtanh(input, min_val=-1.0, max_val=1.0):
+def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """hardtanh (see torch.hardtanh)."""
-    return dispatch(_op_hardtanh, (input, ), (min_val, max_val, ))
+    out = dispatch(_op_hardtanh, (input, ), (min_val, max_val, ))
+    return input.copy_(out) if inplace else out
 
 def clamp(input, min=None, max=None):
     """clamp (see torch.clamp)."""

@@ -1,15 +1,12 @@
-"""Pointwise kernels on ndarrays (and Python scalars), with torch's type promotion."""
+"""Pointwise kernels on ndarrays (and Python scalars), with torch's type promotion. Called by
+the dispatcher with every constant of the op's spec signature (the defaults live there)."""
 import math
 
 import numpy as np
 
+from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
 from ember.kernels.dtypes import promote, to_float
 from ember.kernels.errors import KernelError
-
-_SQRT1_2 = 1.0 / math.sqrt(2.0)
-_SQRT_2_PI = math.sqrt(2.0 / math.pi)
-_SELU_ALPHA = 1.6732632423543772848170429916717
-_SELU_SCALE = 1.0507009873554804934193349852946
 
 
 def _arr(x):
@@ -153,12 +150,12 @@ def relu(a):
     return np.maximum(a, a.dtype.type(0))
 
 
-def leaky_relu(a, negative_slope=0.01):
+def leaky_relu(a, negative_slope):
     a = to_float(a)
     return np.where(a > 0, a, a * a.dtype.type(negative_slope))
 
 
-def elu(a, alpha=1.0):
+def elu(a, alpha):
     a = to_float(a)
     return np.where(a > 0, a, a.dtype.type(alpha) * np.expm1(np.minimum(a, 0)))
 
@@ -166,18 +163,18 @@ def elu(a, alpha=1.0):
 def selu(a):
     a = to_float(a)
     t = a.dtype.type
-    return t(_SELU_SCALE) * np.where(a > 0, a, t(_SELU_ALPHA) * np.expm1(np.minimum(a, 0)))
+    return t(SELU_SCALE) * np.where(a > 0, a, t(SELU_ALPHA) * np.expm1(np.minimum(a, 0)))
 
 
-def gelu(a, approximate="none"):
+def gelu(a, approximate):
     a = to_float(a)
     t = a.dtype.type
     if approximate == "tanh":
-        inner = t(_SQRT_2_PI) * (a + t(0.044715) * a * a * a)
+        inner = t(GELU_TANH_BETA) * (a + t(GELU_TANH_KAPPA) * a * a * a)
         return t(0.5) * a * (t(1) + np.tanh(inner))
     if approximate != "none":
         raise KernelError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return t(0.5) * a * (t(1) + erf(a * t(_SQRT1_2)))
+    return t(0.5) * a * (t(1) + erf(a * t(SQRT1_2)))
 
 
 def silu(a):
@@ -185,7 +182,7 @@ def silu(a):
     return a * sigmoid(a)
 
 
-def softplus(a, beta=1.0, threshold=20.0):
+def softplus(a, beta, threshold):
     a = to_float(a)
     t = a.dtype.type
     z = a * t(beta)
@@ -193,7 +190,7 @@ def softplus(a, beta=1.0, threshold=20.0):
     return np.where(z > threshold, a, soft).astype(a.dtype, copy=False)
 
 
-def hardtanh(a, min_val=-1.0, max_val=1.0):
+def hardtanh(a, min_val, max_val):
     if min_val > max_val:
         raise KernelError(f"min_val ({min_val}) cannot be greater than max_val ({max_val})")
     return np.clip(a, min_val, max_val)

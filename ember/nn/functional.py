@@ -497,8 +497,11 @@ def relu6(input, inplace=False):
     return _inplace(input, G.relu6(input), inplace)
 
 
-def elu(input, alpha=1.0, inplace=False):
-    return _inplace(input, G.elu(input, alpha), inplace)
+elu = G.elu  # spec ops: signature and defaults from derivatives.yaml
+leaky_relu = G.leaky_relu
+hardtanh = G.hardtanh
+gelu = G.gelu
+softplus = G.softplus
 
 
 def selu(input, inplace=False):
@@ -507,10 +510,6 @@ def selu(input, inplace=False):
 
 def celu(input, alpha=1.0, inplace=False):
     return _inplace(input, G.mul(G.elu(G.div(input, alpha), 1.0), alpha), inplace)
-
-
-def leaky_relu(input, negative_slope=0.01, inplace=False):
-    return _inplace(input, G.leaky_relu(input, negative_slope), inplace)
 
 
 def prelu(input, weight):
@@ -529,10 +528,6 @@ def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
     return _inplace(input, out, inplace)
 
 
-def gelu(input, approximate="none"):
-    return G.gelu(input, approximate=approximate)
-
-
 def silu(input, inplace=False):
     return _inplace(input, G.silu(input), inplace)
 
@@ -541,12 +536,9 @@ def mish(input, inplace=False):
     return _inplace(input, G.mish(input), inplace)
 
 
-def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
-    return _inplace(input, G.hardtanh(input, min_val, max_val), inplace)
-
-
-def hardtanh_(input, min_val=-1.0, max_val=1.0):
-    return hardtanh(input, min_val, max_val, True)
+def hardtanh_(input, *args, **kwargs):
+    """``hardtanh(input, min_val, max_val, inplace=True)``."""
+    return G.hardtanh(input, *args, inplace=True, **kwargs)
 
 
 def hardsigmoid(input, inplace=False):
@@ -584,10 +576,6 @@ def tanh(input):
 
 def logsigmoid(input):
     return G.logsigmoid(input)
-
-
-def softplus(input, beta=1.0, threshold=20.0):
-    return G.softplus(input, beta, threshold)
 
 
 def softsign(input):

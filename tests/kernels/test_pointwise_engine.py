@@ -277,8 +277,10 @@ def test_expr_validation():
         Expr(("x",), [("y", "cast", ("x",))], ("y",))
     with pytest.raises(ValueError, match="not bound"):
         Expr(("x",), [("y", "neg", ("x",))], ("z",))
-    e = Expr(("x",), [("y", "leaky_relu", ("x",)), ("z", "gelu", ("y", "tanh"))], ("z",))
-    assert e.steps[0] == ("y", "leaky_relu", ("x", 0.01))
+    with pytest.raises(ValueError, match="needs parameter 'negative_slope'"):
+        Expr(("x",), [("y", "leaky_relu", ("x",))], ("y",))  # its default is the spec's
+    e = Expr(("x",), [("y", "gelu", ("x",)), ("z", "gelu", ("y", "tanh"))], ("z",))
+    assert e.steps[0] == ("y", "gelu", ("x", "none"))
     assert "z = gelu(y, 'tanh')" in str(e)
     int_one = Expr(("x",), [("y", "add", ("x", 1))], ("y",))
     assert int_one.key() != Expr(("x",), [("y", "add", ("x", 1.0))], ("y",)).key()

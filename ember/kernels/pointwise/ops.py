@@ -20,14 +20,12 @@ from typing import Callable
 
 import numpy as np
 
+from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
+
 from .promotion import DEFAULT_FLOAT, category, check_dtype, promote_typed
 
 FLOAT32 = np.dtype(np.float32)
 BOOL = np.dtype(bool)
-SELU_ALPHA = 1.6732632423543772848170429916717
-SELU_SCALE = 1.0507009873554804934193349852946
-GELU_TANH_BETA = math.sqrt(2.0 / math.pi)
-GELU_TANH_KAPPA = 0.044715
 
 
 @dataclass(frozen=True)
@@ -40,6 +38,7 @@ class Op:
     numba: Callable  # (K, params, *operand sources) -> source of the result in the compute register
     numpy: Callable  # (out, params, *operands in compute type) -> None, writes out; errors ignored
     params: tuple = ()  # ((name, default), ...); default REQUIRED for a required parameter
+    # (numeric defaults of activations live in the op spec, derivatives.yaml, not here)
     bool_ok: bool = True
     optional: tuple = ()  # operand positions that may be None
 
@@ -99,7 +98,7 @@ def _np_gelu(out, params, a):
         t *= a.dtype.type(GELU_TANH_BETA)
         np.tanh(t, out=t)
     else:
-        t = _np_erf(np.asarray(a * a.dtype.type(math.sqrt(0.5))))
+        t = _np_erf(np.asarray(a * a.dtype.type(SQRT1_2)))
     t += 1
     t *= a
     t *= a.dtype.type(0.5)
@@ -248,11 +247,11 @@ _OPS = [
                                              casting="unsafe"))),
     Op("leaky_relu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {a} * {K(p[0])})",
        (lambda out, p, a: np.copyto(out, np.where(a > 0, a, a * a.dtype.type(p[0])), casting="unsafe")),
-       params=(("negative_slope", 0.01),)),
+       params=(("negative_slope", REQUIRED),)),
     Op("elu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {K(p[0])} * np.expm1({a}))",
        (lambda out, p, a: np.copyto(out, np.where(a > 0, a, a.dtype.type(p[0]) * np.expm1(a)),
                                              casting="unsafe")),
-       params=(("alpha", 1.0),)),
+       params=(("alpha", REQUIRED),)),
     Op("selu", 1, "float",
        lambda K, p, a: f"{K(SELU_SCALE)} * sel({a} > {K(0)}, {a}, {K(SELU_ALPHA)} * np.expm1({a}))",
        (lambda out, p, a: np.copyto(
@@ -261,15 +260,15 @@ _OPS = [
     Op("gelu", 1, "float",
        lambda K, p, a: (f"{K(0.5)} * {a} * ({K(1)} + {K.fn('tanh')}({K(GELU_TANH_BETA)} * "
                         f"({a} + {K(GELU_TANH_KAPPA)} * {a} * {a} * {a})))") if p[0] == "tanh"
-       else f"{K(0.5)} * {a} * ({K(1)} + math.erf({a} * {K(math.sqrt(0.5))}))",
+       else f"{K(0.5)} * {a} * ({K(1)} + math.erf({a} * {K(SQRT1_2)}))",
        (_np_gelu), params=(("approximate", "none"),)),
     Op("softplus", 1, "float",
        lambda K, p, a: f"sel({a} * {K(p[0])} > {K(p[1])}, {a}, np.log1p({K.fn('exp')}({a} * {K(p[0])})) / {K(p[0])})",
-       (_np_softplus), params=(("beta", 1.0), ("threshold", 20.0))),
+       (_np_softplus), params=(("beta", REQUIRED), ("threshold", REQUIRED))),
     Op("hardtanh", 1, "same",
        lambda K, p, a: _clamp_src(K, p, a, K(p[0]), K(p[1])),
        lambda out, p, a: _np_clamp(out, p, a, a.dtype.type(p[0]), a.dtype.type(p[1])),
-       params=(("min_val", -1.0), ("max_val", 1.0)), bool_ok=False),
+       params=(("min_val", REQUIRED), ("max_val", REQUIRED)), bool_ok=False),
     Op("clamp", 3, "same", _clamp_src, _np_clamp, optional=(1, 2), bool_ok=False),
     Op("where", 3, "where", lambda K, p, c, a, b: f"sel({c}, {a}, {b})",
        lambda out, p, c, a, b: np.copyto(out, np.where(c, a, b), casting="unsafe")),

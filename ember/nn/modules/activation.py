@@ -1,4 +1,6 @@
 """Activation modules (ReLU, GELU, Softmax, ...)."""
+import inspect
+
 from ember import creation
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
@@ -6,12 +8,15 @@ from ember.nn.parameter import Parameter
 
 
 def _simple(name, fn, doc, inplace=False, params=()):
-    """A module class calling ``fn(input, *params)`` with torch's constructor arguments."""
+    """A module class calling ``fn(input, *params)`` with torch's constructor arguments; the
+    defaults are ``fn``'s (for spec ops, the spec's)."""
+    signature = inspect.signature(fn).parameters
+    fn_defaults = {n: signature[n].default for n in params}
 
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
         names = list(params) + (["inplace"] if inplace else [])
-        defaults = dict(_DEFAULTS.get(name, {}))
+        defaults = dict(fn_defaults)
         if inplace:
             defaults.setdefault("inplace", False)
         if len(args) > len(names):
@@ -42,13 +47,6 @@ def _simple(name, fn, doc, inplace=False, params=()):
                                   "__module__": __name__})
 
 
-_DEFAULTS = {
-    "LeakyReLU": {"negative_slope": 0.01}, "ELU": {"alpha": 1.0}, "CELU": {"alpha": 1.0},
-    "Hardtanh": {"min_val": -1.0, "max_val": 1.0}, "Softplus": {"beta": 1.0, "threshold": 20.0},
-    "GELU": {"approximate": "none"}, "Hardshrink": {"lambd": 0.5}, "Softshrink": {"lambd": 0.5},
-    "GLU": {"dim": -1}, "RReLU": {"lower": 1.0 / 8, "upper": 1.0 / 3},
-}
-
 ReLU = _simple("ReLU", F.relu, "max(x, 0)", inplace=True)
 ReLU6 = _simple("ReLU6", F.relu6, "min(max(x, 0), 6)", inplace=True)
 SELU = _simple("SELU", F.selu, "scaled ELU", inplace=True)
@@ -74,9 +72,15 @@ Softplus = _simple("Softplus", F.softplus, "log(1 + exp(beta x)) / beta",
 Hardshrink = _simple("Hardshrink", F.hardshrink, "x where |x| > lambd else 0", params=("lambd",))
 Softshrink = _simple("Softshrink", F.softshrink, "soft thresholding", params=("lambd",))
 GLU = _simple("GLU", F.glu, "gated linear unit", params=("dim",))
-RReLU = _simple("RReLU", lambda x, lower, upper, inplace=False: F.rrelu(x, lower, upper, False,
-                                                                       inplace),
-                "randomized leaky ReLU (eval behaviour)", inplace=True, params=("lower", "upper"))
+
+
+def _rrelu_eval(input, lower, upper, inplace=False):
+    return F.rrelu(input, lower, upper, False, inplace)
+
+
+_rrelu_eval.__signature__ = inspect.signature(F.rrelu)  # F.rrelu's defaults
+RReLU = _simple("RReLU", _rrelu_eval, "randomized leaky ReLU (eval behaviour)", inplace=True,
+                params=("lower", "upper"))
 
 
 class Threshold(Module):

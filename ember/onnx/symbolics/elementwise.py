@@ -3,6 +3,7 @@ import math
 
 import numpy as np
 
+from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA
 from ember.onnx.registry import symbolic
 from ember.onnx.symbolics._util import SymbolicError, out_dtype, promote, tensor_or_scalar
 
@@ -231,12 +232,12 @@ def sym_square(g, node, x):
 
 
 @symbolic("leaky_relu")
-def sym_leaky_relu(g, node, x, negative_slope=0.01):
+def sym_leaky_relu(g, node, x, negative_slope):
     return g.op("LeakyRelu", x, alpha=float(negative_slope))
 
 
 @symbolic("elu")
-def sym_elu(g, node, x, alpha=1.0):
+def sym_elu(g, node, x, alpha):
     return g.op("Elu", x, alpha=float(alpha))
 
 
@@ -248,8 +249,8 @@ def sym_selu(g, node, x):
 def _gelu_decomposed(g, node, x, approximate):
     half, one = _c(g, 0.5, node), _c(g, 1.0, node)
     if approximate == "tanh":
-        inner = g.op("Mul", _c(g, math.sqrt(2.0 / math.pi), node),
-                     g.op("Add", x, g.op("Mul", _c(g, 0.044715, node),
+        inner = g.op("Mul", _c(g, GELU_TANH_BETA, node),
+                     g.op("Add", x, g.op("Mul", _c(g, GELU_TANH_KAPPA, node),
                                          g.op("Mul", x, g.op("Mul", x, x)))))
         return g.op("Mul", g.op("Mul", half, x), g.op("Add", one, g.op("Tanh", inner)))
     erf = g.op("Erf", g.op("Div", x, _c(g, math.sqrt(2.0), node)))
