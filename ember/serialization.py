@@ -247,7 +247,7 @@ def _safetensors_header(data, name, who):
                                  f"the file has only {len(data) - 8} after the length field")
     try:
         header = json.loads(data[8:8 + n])
-    except (ValueError, UnicodeDecodeError) as e:
+    except (ValueError, RecursionError) as e:
         raise SerializationError(f"{who}: {name} has a corrupt safetensors header (not valid "
                                  f"JSON: {e})") from None
     if not isinstance(header, dict):
@@ -319,7 +319,7 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     try:
         doc = json.loads(meta)
         version, structure = doc["format"], doc["structure"]
-    except (ValueError, KeyError, TypeError) as e:
+    except (ValueError, KeyError, TypeError, RecursionError) as e:
         raise SerializationError(f"ember.load: {name}: corrupt '{_META_KEY}' metadata "
                                  f"({type(e).__name__}: {e}); expected a JSON object with "
                                  "'format' and 'structure'") from None
@@ -331,6 +331,6 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     except _Missing as e:
         raise SerializationError(f"ember.load: {name}: the structure names tensor "
                                  f"{e.args[0]!r}, which the file does not contain") from None
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
+    except (KeyError, TypeError, ValueError, AttributeError, RecursionError) as e:
         raise SerializationError(f"ember.load: {name}: corrupt '{_META_KEY}' structure "
                                  f"({type(e).__name__}: {e})") from None

@@ -79,7 +79,7 @@ def load(f):
         raise fail("not an ember.jit file (no IR in its metadata)")
     try:
         meta = json.loads(md.get("ember_jit_meta", ""))
-    except ValueError as e:
+    except (ValueError, RecursionError) as e:
         raise fail(f"corrupt 'ember_jit_meta' metadata (not JSON: {e})") from None
     if not isinstance(meta, dict):
         raise fail("corrupt 'ember_jit_meta' metadata (expected a JSON object)")
