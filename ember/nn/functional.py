@@ -879,9 +879,8 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         m = G.mul(m, m)
     if weight is not None:
         m = G.mul(m, G.unsqueeze(G.index_select(weight, 0, t), 1))
-    c = x.shape[1]
     m = G.scatter(m, 1, G.unsqueeze(t, 1), 0.0)  # the target class does not count
-    loss = G.div(G.sum(m, (1,), False), c)
+    loss = G.mean(m, (1,), False)
     if input.dim() == 1:
         loss = G.squeeze(loss, 0)
     return _reduce(loss, reduction)
@@ -915,7 +914,7 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
                           tuple(query.shape[:-3]) + (query.shape[-3],) + tuple(value.shape[-2:]))
     scores = G.mul(G.matmul(query, G.transpose(key, -2, -1)), scale)
     if is_causal:
-        above = G.triu(G.ones((L, S), np.dtype(np.bool_)), 1)  # follows a traced L, S
+        above = G.logical_not(G.tril(G.ones((L, S), np.dtype(np.bool_)), 0))  # traced L, S
         scores = G.masked_fill(scores, above, float("-inf"))
     if attn_mask is not None:
         if attn_mask._data.dtype == np.bool_:
@@ -970,7 +969,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         q, k, v = (linear(query, q_proj_weight, bq), linear(key, k_proj_weight, bk),
                    linear(value, v_proj_weight, bv))
     if is_causal and attn_mask is None:
-        attn_mask = G.triu(G.ones((tgt_len, src_len), np.dtype(np.bool_)), 1)
+        attn_mask = G.logical_not(G.tril(G.ones((tgt_len, src_len), np.dtype(np.bool_)), 0))
     if bias_k is not None and bias_v is not None:
         k = G.cat([k, G.expand(G.reshape(bias_k, (1, 1, embed_dim)), (1, bsz, embed_dim))], 0)
         v = G.cat([v, G.expand(G.reshape(bias_v, (1, 1, embed_dim)), (1, bsz, embed_dim))], 0)
