@@ -35,6 +35,15 @@ def test_directory_is_created_owner_only(cache_env):
     assert path == str(cache_env / "pointwise")
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o700
     assert stat.S_IMODE(os.stat(cache_env).st_mode) == 0o700
+    assert stat.S_IMODE(os.stat(os.path.join(path, "__pycache__")).st_mode) == 0o700
+
+
+def test_loose_numba_pycache_is_refused(cache_env):
+    pycache = cache_env / "pointwise" / "__pycache__"
+    pycache.mkdir(parents=True, mode=0o700)
+    os.chmod(pycache, 0o777)
+    with pytest.warns(RuntimeWarning, match="__pycache__ is unsafe: it is writable by group"):
+        assert diskcache.cache_dir() != str(pycache.parent)
 
 
 def test_tampered_kernel_file_is_not_executed(cache_env, tmp_path):

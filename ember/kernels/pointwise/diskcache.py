@@ -7,9 +7,10 @@ version and the helpers' source; Numba keeps its compiled code (and its index, a
 rewritten only when its bytes differ from the source, since Numba's cache is invalidated by a
 changed modification time.
 
-Trust: the directory is created owner-only (``0o700``) and used only while it is owned by this
-user, not writable by group or others, and its parent is not writable by others (unless
-sticky), so no one else can plant a kernel file or a Numba index pickle in it. A kernel is
+Trust: the directory and its ``__pycache__`` are created owner-only (``0o700``) and used only
+while both are owned by this user and not writable by group or others, and the directory's
+parent is not writable by others (unless sticky), so no one else can plant a kernel file or a
+Numba index pickle in them. A kernel is
 executed from the source ember generated, never from the file's contents: the file is only
 compared byte for byte (and rewritten when it differs) so that Numba's cache keys on exactly that
 source. When the directory is refused or cannot be written, one private temporary directory is
@@ -65,19 +66,33 @@ def unsafe_reason(path):
     return None
 
 
+def _mkdir_private(path):
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+
+
 def _prepare(path):
-    """Create ``path`` (and a missing parent) owner-only; the reason it is refused, or None."""
+    """Create ``path`` (and a missing parent) and its ``__pycache__`` (Numba's index pickles and
+    compiled code) owner-only; the reason they are refused, or None."""
     try:
         parent = os.path.dirname(path)
         if not os.path.isdir(parent):
             os.makedirs(parent, mode=0o700, exist_ok=True)
-        try:
-            os.mkdir(path, 0o700)
-        except FileExistsError:
-            pass
+        _mkdir_private(path)
     except OSError as e:
         return f"it cannot be created ({e.strerror})"
-    return unsafe_reason(path)
+    reason = unsafe_reason(path)
+    if reason is not None:
+        return reason
+    pycache = os.path.join(path, "__pycache__")
+    try:
+        _mkdir_private(pycache)
+    except OSError as e:
+        return f"its __pycache__ cannot be created ({e.strerror})"
+    reason = unsafe_reason(pycache)
+    return None if reason is None else f"its __pycache__ is unsafe: {reason}"
 
 
 def _remove(path, owner):
