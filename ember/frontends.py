@@ -178,10 +178,6 @@ def _mT(self):
     return G.transpose(self, -2, -1)
 
 
-def _dropout_method(self, p=0.5, training=True):
-    return dropout(self, p, training)
-
-
 def _softmax_method(self, dim, dtype=None):
     return G.softmax(self, dim, dtype)
 

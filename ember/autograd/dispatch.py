@@ -32,8 +32,7 @@ class Op:
     """Static description of one spec op, built by the generated module."""
 
     __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
-                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "fn", "returns_list",
-                 "random", "symbolic")
+                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random")
 
     def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
                  multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
@@ -51,8 +50,6 @@ class Op:
         self.saves_self = saves_self
         self.returns_list = returns_list
         self.random = random
-        self.fn = None
-        self.symbolic = None
 
     def __repr__(self):
         return f"<op {self.name}>"

@@ -280,33 +280,12 @@ def cat_grads(grad, shapes, dim):
     return [p if len(s) == nd else zeros(s, grad._data.dtype) for p, s in zip(parts, shapes)]
 
 
-def stack_grads(grad, dim, n):
-    nd = grad.dim()
-    return list(G.unbind(grad, dim % nd))
-
-
-def split_grads(grads, shape, dim):
-    return G.cat(list(grads), dim)
-
-
-def unbind_grads(grads, dim):
-    return G.stack(list(grads), dim)
-
-
 def permute_inverse(dims):
     n = len(dims)
     inv = [0] * n
     for i, d in enumerate(dims):
         inv[d % n] = i
     return tuple(inv)
-
-
-def squeeze_grad(grad, shape):
-    return G.reshape(grad, shape)
-
-
-def expand_grad(grad, shape):
-    return sum_to(grad, shape)
 
 
 def repeat_grad(grad, shape, repeats):

@@ -309,11 +309,6 @@ def lerp(start, end, weight):
     return start + weight * (end - start)
 
 
-def threshold_mask(a, threshold=0.0):
-    """Float mask (1 where a > threshold else 0) in a's dtype."""
-    return (a > threshold).astype(a.dtype)
-
-
 def atan2(a, b):
     a, b = promote(to_float(a), to_float(b))
     return np.arctan2(a, b)

@@ -88,12 +88,6 @@ def normal(mean, std, size, generator, dtype):
     return (generator.standard_normal(_size(size)) * std + mean).astype(dtype, copy=False)
 
 
-def normal_tensor(mean, std, generator):
-    shape = np.broadcast_shapes(np.shape(mean), np.shape(std))
-    dt = mean.dtype if isinstance(mean, np.ndarray) else std.dtype
-    return (generator.standard_normal(shape) * std + mean).astype(dt, copy=False)
-
-
 def uniform_like(a, low, high, generator):
     return (generator.random(a.shape) * (high - low) + low).astype(a.dtype, copy=False)
 

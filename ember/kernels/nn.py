@@ -45,13 +45,6 @@ def native_dropout(a, p, train, generator):
     return a * mask, mask
 
 
-def feature_dropout_mask(shape, p, generator, dtype):
-    """A (N, C, 1, ...) mask scaled by 1/(1-p), for Dropout2d/3d."""
-    mshape = tuple(shape[:2]) + (1,) * (len(shape) - 2)
-    keep = generator.random(mshape) >= p
-    return keep.astype(dtype) * dtype.type(1.0 / (1.0 - p))
-
-
 def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
               scale_grad_by_freq=False, sparse=False):
     if indices.dtype.kind not in "iu":

@@ -127,14 +127,7 @@ def _symbolic_for(node, opset, functions):
             flat = args[0] if args else []
             return fn(g, *flat)
         return call, label
-    fn = lookup(kind, opset)
-    if fn is None:
-        from ember.autograd._generated import OPS
-        op = OPS.get(kind)
-        own = getattr(op, "symbolic", None) if op is not None else None
-        if own is not None:
-            return own, kind
-    return fn, kind
+    return lookup(kind, opset), kind
 
 
 # ---------------------------------------------------------------------------------- convert

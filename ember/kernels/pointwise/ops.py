@@ -149,10 +149,6 @@ def _np_lerp(out, params, a, b, w):
     np.copyto(out, np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)), casting="unsafe")
 
 
-def _np_nan_max(out, params, a, b):
-    np.maximum(a, b, out=out, casting="unsafe")
-
-
 def _np_predicate(name):
     uf = getattr(np, name)
 
