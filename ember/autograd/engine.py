@@ -3,7 +3,7 @@ import heapq
 
 import numpy as np
 
-from ember.autograd.node import AccumulateGrad, grad_accumulator
+from ember.autograd.node import AccumulateGrad, SavedTensor, accumulate_into, grad_accumulator
 from ember.autograd.state import STATE
 
 
@@ -13,18 +13,19 @@ def _tensor_cls():
 
 
 def _as_grad(Tensor, g, t, i):
+    """The seed gradient of output ``i`` and whether the engine allocated it (implicit ones)."""
     if g is None:
         if t._data.size != 1:
             raise RuntimeError(f"grad can be implicitly created only for scalar outputs; output "
                                f"{i} has shape {list(t._data.shape)}")
-        return Tensor._make(np.ones_like(t._data))
+        return Tensor._make(np.ones_like(t._data)), True
     if not isinstance(g, Tensor):
         g = Tensor._make(np.asarray(g, dtype=t._data.dtype))
     if g._data.shape != t._data.shape:
         raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
                            f"{list(g._data.shape)} and output[{i}] has a shape of "
                            f"{list(t._data.shape)}.")
-    return g
+    return g, False
 
 
 def _root_edge(t, i):
@@ -86,6 +87,102 @@ def _needed(roots, targets):
     return needed
 
 
+# Gradient ownership. With grad mode off during backward (no create_graph), the engine tracks,
+# per backward, the gradients whose memory it allocated itself and that nothing outside it has
+# seen: the implicit ones seed, its own sums, and results of generated backward nodes that are
+# fresh arrays (or a view of an owned incoming gradient, passed on). Only those may be summed
+# into in place or become a leaf's ``.grad`` without a copy. A gradient loses ownership when a
+# hook sees it, autograd.grad captures it, or a custom Function receives it; a user's
+# ``gradient=`` and whatever a hook returns are never owned. With create_graph nothing is owned.
+
+def _root(a):
+    """The ndarray at the end of ``a``'s base chain, or None for foreign memory."""
+    b = a.base
+    while b is not None:
+        if b.__class__ is not np.ndarray and not isinstance(b, np.ndarray):
+            return None
+        a = b
+        b = a.base
+    return a if a.flags.owndata else None
+
+
+def _saved_roots(node):
+    roots = set()
+    for name in node._saved:
+        v = getattr(node, name, None)
+        for x in (v if isinstance(v, (list, tuple)) else (v,)):
+            if x.__class__ is SavedTensor:
+                arr = x.data if x.tensor is None else x.tensor._data
+            elif isinstance(x, _tensor_cls()):
+                arr = x._data
+            else:
+                continue
+            r = _root(arr)
+            if r is not None:
+                roots.add(id(r))
+    return roots
+
+
+def _claims(node, grads, in_owned, results):
+    """Which results of a generated node the engine owns (see the note above)."""
+    n = len(results)
+    if n == 1:
+        r = results[0]
+        if r is None:
+            return (False,)
+    roots = []
+    count = {}
+    for r in results:
+        root = None
+        if r is not None:
+            a = r._data
+            flags = a.flags
+            if flags.writeable and (flags.c_contiguous or flags.f_contiguous):
+                root = _root(a)
+        roots.append(root)
+        if root is not None:
+            k = id(root)
+            count[k] = count.get(k, 0) + 1
+    incoming = {}
+    for g, o in zip(grads, in_owned):
+        if g is not None:
+            root = _root(g._data)
+            if root is not None:
+                k = id(root)
+                incoming[k] = o and k not in incoming
+    saved = None
+    out = []
+    for root in roots:
+        if root is None or count[id(root)] > 1:
+            out.append(False)
+            continue
+        k = id(root)
+        if k in incoming:
+            out.append(incoming[k])
+            continue
+        if saved is None:
+            saved = _saved_roots(node)
+        out.append(k not in saved)
+    return out
+
+
+def _sum(old, g, owned):
+    """``old + g`` for one gradient buffer, in place into ``old`` when the engine owns it."""
+    if owned is not None:
+        if id(old) in owned and g is not old:
+            a, b = old._data, g._data
+            if a.shape == b.shape and a.dtype == b.dtype:
+                np.add(a, b, out=a)
+                owned.pop(id(g), None)
+                return old
+        owned.pop(id(old), None)
+        owned.pop(id(g), None)
+        s = old + g
+        owned[id(s)] = s
+        return s
+    return old + g
+
+
 def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumulate=True):
     """Run backward from ``tensors``. ``capture`` maps (node, output_nr) -> slot for autograd.grad.
 
@@ -94,17 +191,20 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
     Tensor = _tensor_cls()
     if retain_graph is None:
         retain_graph = create_graph
+    owned = None if create_graph else {}
     roots = []
     buffers = {}
     for i, t in enumerate(tensors):
         edge = _root_edge(t, i)
-        g = _as_grad(Tensor, None if grad_tensors is None else grad_tensors[i], t, i)
+        g, fresh = _as_grad(Tensor, None if grad_tensors is None else grad_tensors[i], t, i)
+        if fresh and owned is not None:
+            owned[id(g)] = g
         roots.append(edge)
         node, nr = edge
         buf = buffers.get(node)
         if buf is None:
             buf = buffers[node] = {}
-        buf[nr] = g if nr not in buf else buf[nr] + g
+        buf[nr] = g if nr not in buf else _sum(buf[nr], g, owned)
     deps = _collect(roots)
     captured = [None] * (len(capture) if capture else 0)
     needed = _needed(roots, {k[0] for k in capture}) if capture and not accumulate else None
@@ -126,22 +226,39 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
             if node._pre_hooks:
                 for nr, hook in list(node._pre_hooks):
                     if nr is None:
+                        if owned:
+                            for g in grads:
+                                owned.pop(id(g), None)
                         r = hook(grads)
                         if r is not None:
                             grads = list(r)
                     elif nr < len(grads) and grads[nr] is not None:
+                        if owned:
+                            owned.pop(id(grads[nr]), None)
                         r = hook(grads[nr])
                         if r is not None:
                             grads[nr] = r
             if capture:
+                if node.__class__ is AccumulateGrad and (node, 0) in capture and grads \
+                        and grads[0] is not None:
+                    grads[0] = _leaf_hooks(node, grads[0], owned)
                 for k, g in enumerate(grads):
                     slot = capture.get((node, k))
                     if slot is not None and g is not None:
+                        if owned:
+                            owned.pop(id(g), None)
                         for s in slot:
                             captured[s] = g if captured[s] is None else captured[s] + g
+            if owned:
+                in_owned = [g is not None and owned.pop(id(g), None) is not None for g in grads]
+            else:
+                in_owned = None
+            claims = None
             if needed is not None and node not in needed:
                 results = ()
-            elif node.__class__ is AccumulateGrad and not accumulate:
+            elif node.__class__ is AccumulateGrad:
+                if accumulate and grads and grads[0] is not None:
+                    node.accumulate(grads[0], bool(in_owned and in_owned[0]))
                 results = ()
             elif not grads or _all_none(grads):
                 results = ()
@@ -155,6 +272,8 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
                         r = hook(results, grads)
                         if r is not None:
                             results = tuple(r)
+                elif owned is not None and _generated(node):
+                    claims = _claims(node, grads, in_owned or [False] * len(grads), results)
                 if not retain_graph:
                     node.release()
             edges = node.next_functions
@@ -164,11 +283,13 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
                 nxt, nr = edge
                 g = results[j] if j < len(results) else None
                 if g is not None:
+                    if claims is not None and claims[j]:
+                        owned[id(g)] = g
                     b = buffers.get(nxt)
                     if b is None:
                         b = buffers[nxt] = {}
                     old = b.get(nr)
-                    b[nr] = g if old is None else old + g
+                    b[nr] = g if old is None else _sum(old, g, owned)
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
@@ -176,6 +297,32 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
     finally:
         STATE.grad_enabled = prev_mode
     return captured
+
+
+def _leaf_hooks(acc, g, owned):
+    """Run a leaf's tensor hooks on ``g`` before autograd.grad captures it (as torch does)."""
+    var = acc.variable
+    hooks = None if var is None else var._hooks
+    if hooks:
+        if owned:
+            owned.pop(id(g), None)
+        for h in list(hooks):
+            r = h(g)
+            if r is not None:
+                g = r
+    return g
+
+
+_GENERATED = {}
+
+
+def _generated(node):
+    """Whether ``node`` is a spec-generated backward (engine code; not a user's Function)."""
+    cls = node.__class__
+    v = _GENERATED.get(cls)
+    if v is None:
+        v = _GENERATED[cls] = cls.__module__ == "ember.autograd._generated"
+    return v
 
 
 def _apply(node, grads):
@@ -227,9 +374,15 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
     if inputs is not None:
         inputs = (inputs,) if isinstance(inputs, Tensor) else tuple(inputs)
         grads = grad(tensors, inputs, grad_tensors, retain_graph, create_graph, allow_unused=True)
-        for t, g in zip(inputs, grads):
-            if g is not None:
-                t.grad = g if t.grad is None else t.grad + g
+        prev = STATE.grad_enabled
+        STATE.grad_enabled = bool(create_graph)
+        try:
+            for t, g in zip(inputs, grads):
+                if g is None:
+                    continue
+                accumulate_into(t, g, False)  # leaf hooks ran when the gradient was captured
+        finally:
+            STATE.grad_enabled = prev
         return
     run(tuple(tensors), grad_tensors, retain_graph, create_graph)
 

@@ -1,6 +1,5 @@
 """Backward graph nodes, saved tensors and gradient accumulation for leaves."""
 import itertools
-import sys
 import weakref
 
 from ember.autograd.state import STATE
@@ -168,43 +167,54 @@ class AccumulateGrad(Node):
         """Nothing to free: the node is shared by every graph that uses the leaf."""
 
     def apply(self, grads):
+        return self.accumulate(grads[0], False)
+
+    def accumulate(self, g, owned):
+        """Run the leaf's hooks on ``g``, then add it into the leaf's ``.grad``.
+
+        ``owned`` says the engine allocated ``g``'s memory during this backward and nothing
+        outside the engine has seen it, so it may become ``.grad`` without a copy.
+        """
         var = self._variable()
-        g = grads[0]
-        if var is None:
+        if var is None or g is None:
             return ()
         hooks = var._hooks
         if hooks:
+            owned = False  # a hook may keep the gradient it is shown
             for h in list(hooks):
                 r = h(g)
                 if r is not None:
                     g = r
-        if g is None:
-            return ()
-        old = var.grad
-        if old is None:
-            if not STATE.grad_enabled:
-                g = _owned(g)
-            var.grad = g
-        elif STATE.grad_enabled:
-            var.grad = old + g
-        else:
-            arr = old._data
-            if arr.shape == g._data.shape and arr.flags.writeable:
-                arr += g._data
-                old._bump()
-            else:
-                var.grad = _owned(old + g)
+        accumulate_into(var, g, owned)
         return ()
 
 
-def _owned(g):
-    """A detached gradient tensor whose array nobody else holds (copy if shared)."""
-    from ember.tensor import Tensor
-    arr = g._data
-    # held by: g, the local `arr`, getrefcount's argument -> 3 when only g owns it
-    if not arr.flags.owndata or sys.getrefcount(arr) > 3 or not arr.flags.writeable:
-        arr = arr.copy()
-    return Tensor._make(arr)
+def accumulate_into(var, g, owned):
+    """Add gradient ``g`` into ``var.grad`` as torch does.
+
+    A first gradient becomes ``.grad`` itself only when ``owned`` (engine memory nobody else
+    holds) and grad mode is off; otherwise it is copied (a differentiable clone in grad mode).
+    A later one is added in place into ``.grad`` when grad mode is off (``.grad`` keeps its
+    identity), out of place when it is on.
+    """
+    old = var.grad
+    if old is None:
+        if STATE.grad_enabled:
+            var.grad = g.clone()
+        elif owned:
+            var.grad = g
+        else:
+            from ember.tensor import Tensor
+            var.grad = Tensor._make(g._data.copy())
+    elif STATE.grad_enabled:
+        var.grad = old + g
+    else:
+        arr = old._data
+        if arr.shape == g._data.shape and arr.flags.writeable:
+            arr += g._data
+            old._bump()
+        else:
+            var.grad = old + g
 
 
 def grad_accumulator(t):
