@@ -425,10 +425,15 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     # new offsets); elements before offsets[0] or, with include_last_offset, from the last
     # offset on belong to no bag
     n, nb = input.shape[0], offsets.shape[0] - (1 if include_last_offset else 0)
+    if mode == "max" and nb * n * weight.shape[1] > _BAG_MAX_DENSE:
+        return _embedding_bag_max_loop(input, weight, offsets, max_norm, norm_type,
+                                       per_sample_weights, include_last_offset, padding_idx)
+    it = offsets._data.dtype
     starts = G.narrow(offsets, 0, 0, nb) if include_last_offset else offsets
-    pos = G.arange(0, n, 1, offsets._data.dtype)
-    bag = G.sub(G.sum(G.to(G.le(G.unsqueeze(starts, 0), G.unsqueeze(pos, 1)),
-                           offsets._data.dtype, False), (1,), False), 1)
+    pos = G.arange(0, n, 1, it)
+    # bag of element i: (number of bag starts <= i) - 1, a cumulative sum of start marks
+    marks = G.index_add(G.zeros((n + 1,), it), 0, starts, G.ones((nb,), it))
+    bag = G.sub(G.cumsum(G.narrow(marks, 0, 0, n), 0), 1)
     member = G.ge(bag, 0)
     if include_last_offset:
         member = G.logical_and(member, G.lt(pos, G.narrow(offsets, 0, nb, 1)))
@@ -448,6 +453,29 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     if mode == "sum":
         return total
     return G.div(total, G.unsqueeze(G.clamp(count, 1.0, None), 1))
+
+
+_BAG_MAX_DENSE = 1 << 24  # elements of the (bags, n, dim) tensor the traceable max mode builds
+
+
+def _embedding_bag_max_loop(input, weight, offsets, max_norm, norm_type, per_sample_weights,
+                            include_last_offset, padding_idx):
+    """Max mode over bags too large for the dense form: one op per bag, the bag bounds read in
+    Python (a trace freezes them and warns)."""
+    offs = [int(o) for o in _read(offsets, "embedding_bag", "mode='max' on more than "
+                                  f"{_BAG_MAX_DENSE} bag elements reads the offsets")]
+    if not include_last_offset:
+        offs = offs + [input.shape[0]]
+    bags = []
+    for a, b in zip(offs[:-1], offs[1:]):
+        if b == a:
+            bags.append(G.mul(G.sum(weight, (0,), False), 0.0))
+            continue
+        e = embedding(input[a:b], weight, padding_idx, max_norm, norm_type)
+        if per_sample_weights is not None:
+            e = G.mul(e, G.unsqueeze(per_sample_weights[a:b], -1))
+        bags.append(G.amax(e, (0,), False))
+    return G.stack(bags, 0)
 
 
 def linear(input, weight, bias=None):

@@ -58,6 +58,12 @@ def offsets(r, n, bags):
     return ember.tensor(np.concatenate([[0], cut]).astype(np.int64))
 
 
+def offsets_with_empty(r, n, bags):
+    """Sorted offsets from 0 that may repeat or reach ``n`` (empty bags)."""
+    return ember.tensor(np.concatenate([[0], np.sort(r.integers(0, n + 1, bags - 1))])
+                        .astype(np.int64))
+
+
 def _nll_target(r, ignore):
     t = r.integers(0, 5, (6,))
     t[r.integers(0, 6)] = ignore  # the ignored class moves between draws
@@ -317,6 +323,12 @@ case("multi_head_attention_forward",
      lambda r: (f(r, 4, 8), f(r, 24, 8), f(r, 24), f(r, 8, 8), f(r, 8)), "unbatched_causal")
 
 
+case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="mean"),
+     lambda r: (idx(r, 10, 6), f(r, 10, 3), offsets_with_empty(r, 6, 5)), "empty_bags_mean")
+case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="max"),
+     lambda r: (idx(r, 10, 6), f(r, 10, 3), offsets_with_empty(r, 6, 5)), "empty_bags_max")
+
+
 # ---------------------------------------------------------------------------- the checks
 def _public():
     return sorted(n for n in F.__all__ if callable(getattr(F, n)))
@@ -494,3 +506,14 @@ def test_traced_masks_export_to_onnx():
         feeds = {i.name: a.numpy() for i, a in zip(sess.get_inputs(), args)}
         np.testing.assert_allclose(sess.run(None, feeds)[0], fn(*args).numpy(), rtol=1e-5,
                                    atol=1e-6)
+
+
+def test_embedding_bag_max_over_large_bags_loops_and_warns_when_traced(monkeypatch):
+    r = np.random.default_rng(0)
+    i, w, o = idx(r, 10, 7), f(r, 10, 3), ember.tensor([0, 3, 3, 5])
+    dense = F.embedding_bag(i, w, o, mode="max")
+    monkeypatch.setattr(F, "_BAG_MAX_DENSE", 0)
+    np.testing.assert_array_equal(F.embedding_bag(i, w, o, mode="max").numpy(), dense.numpy())
+    with pytest.warns(jit.TracerWarning, match="embedding_bag: mode='max'"):
+        jit.trace(lambda i, w, o: F.embedding_bag(i, w, o, mode="max"), (i, w, o),
+                  check_trace=False)
