@@ -12,15 +12,24 @@ import numpy as np
 
 MIN_SIZE = 1 << 16
 
-# Adam, written as ember's NumPy update computes it (same operation order):
-#   m += (g - m) * (1 - b1); v = v * b2 + (1 - b2) * g * g
-#   x -= ((lr / bc1) * m) / (sqrt(v) / sqrt(bc2) + eps)
-_ADAM = (("d", "sub", ("g", "m")), ("d1", "mul", ("d", "one_m_b1")), ("m2", "add", ("m", "d1")),
-         ("v1", "mul", ("v", "b2")), ("gg", "mul", ("one_m_b2", "g")), ("gg2", "mul", ("gg", "g")),
-         ("v2", "add", ("v1", "gg2")), ("s", "sqrt", ("v2",)), ("s1", "div", ("s", "bc2_sqrt")),
-         ("den", "add", ("s1", "eps")), ("u", "mul", ("step_size", "m2")), ("r", "div", ("u", "den")),
-         ("x2", "sub", ("x", "r")))
 _kernels = {}
+_ADAM_INPUTS = ("x", "g", "m", "v", "one_m_b1", "b2", "one_m_b2", "bc2_sqrt", "eps", "step_size")
+
+
+def adam_update(x, g, m, v, one_m_b1, b2, one_m_b2, bc2_sqrt, eps, step_size):
+    """Adam's update as ember's NumPy step computes it (same operations, same order), on
+    symbolic pointwise values: returns the new ``(x, m, v)``."""
+    m = m + (g - m) * one_m_b1
+    v = v * b2 + one_m_b2 * g * g
+    denom = v.sqrt() / bc2_sqrt + eps
+    return x - step_size * m / denom, m, v
+
+
+def adam_expr():
+    """The pointwise ``Expr`` of ``adam_update``."""
+    from ember.kernels.pointwise.expr import Builder
+    b = Builder(_ADAM_INPUTS)
+    return b.expr(*adam_update(*b.inputs))
 
 
 def usable(*arrays):
@@ -33,10 +42,8 @@ def usable(*arrays):
 
 def adam_(x, g, m, v, b1, b2, bc2_sqrt, eps, step_size):
     """In place: m, v and x updated as ember's Adam step (no amsgrad)."""
-    from ember.kernels.pointwise import Expr, compile_pointwise
+    from ember.kernels.pointwise import compile_pointwise
     k = _kernels.get(x.dtype)
     if k is None:
-        expr = Expr(("x", "g", "m", "v", "one_m_b1", "b2", "one_m_b2", "bc2_sqrt", "eps", "step_size"),
-                    _ADAM, ("x2", "m2", "v2"))
-        k = _kernels[x.dtype] = compile_pointwise(expr, (x, x, x, x) + (float,) * 6)
+        k = _kernels[x.dtype] = compile_pointwise(adam_expr(), (x, x, x, x) + (float,) * 6)
     k(x, g, m, v, 1.0 - b1, b2, 1.0 - b2, bc2_sqrt, eps, step_size, out=(x, m, v), backend="numba")
