@@ -2,6 +2,10 @@
 
 Every function here calls ops of ``ember/autograd/derivatives.yaml`` (through
 ``ember.autograd._generated``), so gradients, tracing and export come from those ops.
+Values computed from tensor data (masks from a target, bag offsets, an argmax, random masks)
+are computed by ops too, so a trace recomputes them on new inputs; the few that cannot be
+(an output shape read from the data) go through ``_read``, which makes a trace warn
+(``ember.jit.TracerWarning``). tests/jit/test_trace_vs_eager.py checks both for every function.
 Raises what torch raises for bad arguments (ValueError / RuntimeError naming the function).
 """
 import math
