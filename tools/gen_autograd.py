@@ -11,7 +11,9 @@ a function per op emitting pointwise-engine steps on symbolic values (what the J
 into) and a derivative rule per vocabulary op (the op's formulas, the same code, evaluated on
 symbolic values: what a fused backward is derived with).
 
-Usage: ``python tools/gen_autograd.py`` (write) or ``--check`` (exit 1 when a file is stale).
+Usage: ``python tools/gen_autograd.py`` (write) or ``--check`` (exit 1 when a file is stale);
+``--out-dir DIR`` writes or checks the two files in DIR instead of ember/autograd (tests check a
+copy, never rewriting a tracked file).
 """
 import ast
 import os
@@ -588,6 +590,9 @@ def main():
             w(f"    {dunder!r}: {name},")
     w("}")
     outputs = {OUT: "\n".join(lines) + "\n", OUT_POINTWISE: emit_pointwise_module(ops)}
+    if "--out-dir" in sys.argv:
+        out_dir = sys.argv[sys.argv.index("--out-dir") + 1]
+        outputs = {os.path.join(out_dir, os.path.basename(p)): src for p, src in outputs.items()}
     if "--check" in sys.argv:
         stale = []
         for path, src in outputs.items():
@@ -597,7 +602,7 @@ def main():
             except FileNotFoundError:
                 cur = None
             if cur != src:
-                stale.append(os.path.relpath(path, ROOT))
+                stale.append(path if "--out-dir" in sys.argv else os.path.relpath(path, ROOT))
         if stale:
             print(f"{', '.join(stale)} stale: run python tools/gen_autograd.py")
             return 1
@@ -608,7 +613,7 @@ def main():
         with open(tmp, "w") as fh:
             fh.write(src)
         os.replace(tmp, path)
-        print(f"wrote {os.path.relpath(path, ROOT)}")
+        print(f"wrote {path if '--out-dir' in sys.argv else os.path.relpath(path, ROOT)}")
     print(f"{len(ops)} ops, {sum(op.pointwise is not None for op in ops)} pointwise")
     return 0
 
