@@ -148,19 +148,29 @@ def test_against_torch(case, dtype):
                 assert o._data.dtype == to_np.dtype, f"{case.name}: dtype {o._data.dtype} vs {to_np.dtype}"
             else:
                 np.testing.assert_array_equal(o._data, to_np)
-        if case.test.get("compare") == "partial" or not case.differentiable:
+        if not case.differentiable:
             continue
         diff = [t for t in leaves if t.requires_grad]
         tdiff = [t for t in tleaves if t.requires_grad]
-        fouts = _float_outputs(out)
-        if not diff or not fouts or any(o.grad_fn is None for o in fouts):
+        # every output torch differentiates has a backward node linked, and no other does
+        for k, (o, to) in enumerate(zip(outs, touts)):
+            linked = isinstance(o, ember.Tensor) and o.grad_fn is not None
+            assert linked == to.requires_grad, (
+                f"{case.name} sample {si}: output {k} grad_fn is {o.grad_fn}, torch "
+                f"requires_grad={to.requires_grad}")
+        if case.test.get("compare") == "partial":
             continue
+        pairs = [(o, to) for o, to in zip(outs, touts) if to.requires_grad]
+        if not pairs:
+            assert not tdiff, f"{case.name} sample {si}: torch differentiates no output"
+            continue
+        fouts = [o for o, _ in pairs]
         seeds = [rng.standard_normal(o.shape).astype(dtype) for o in fouts]
         grads = ember.autograd.grad(fouts, diff, [ember.from_numpy(s) for s in seeds],
                                     allow_unused=True)
-        tf = [t for t in touts if t.dtype.is_floating_point]
-        tgrads = torch.autograd.grad(tf, tdiff, [torch.from_numpy(s) for s in seeds],
-                                     allow_unused=True)
+        tgrads = torch.autograd.grad([to for _, to in pairs], tdiff,
+                                     [torch.from_numpy(s) for s in seeds], allow_unused=True)
+        assert len(grads) == len(tgrads)
         for g, tg, leaf in zip(grads, tgrads, diff):
             if tg is None:
                 assert g is None or np.allclose(g._data, 0)
@@ -193,14 +203,19 @@ def test_noncontiguous_matches_contiguous(case):
         assert "reshape" in str(e), e
         return
     fa, fb = _float_outputs(out_a), _float_outputs(out_b)
+    assert len(fa) == len(fb)
     for x, y in zip(fa, fb):
         np.testing.assert_allclose(x._data, y._data, rtol=1e-12, atol=1e-12)
+        assert (x.grad_fn is None) == (y.grad_fn is None), case.name
     da = [t for t in a[2] if t.requires_grad]
     db = [t for t in b[2] if t.requires_grad]
-    if da and fa and all(o.grad_fn is not None for o in fa):
-        ga = ember.autograd.grad([o.sum() for o in fa], da, allow_unused=True)
-        gb = ember.autograd.grad([o.sum() for o in fb], db, allow_unused=True)
+    la = [o for o in fa if o.grad_fn is not None]
+    lb = [o for o in fb if o.grad_fn is not None]
+    if da and la:
+        ga = ember.autograd.grad([o.sum() for o in la], da, allow_unused=True)
+        gb = ember.autograd.grad([o.sum() for o in lb], db, allow_unused=True)
         for x, y in zip(ga, gb):
+            assert (x is None) == (y is None), case.name
             if x is not None:
                 np.testing.assert_allclose(x._data, y._data, rtol=1e-12, atol=1e-12)
 
@@ -246,10 +261,8 @@ def test_every_op_reaches_tracer_hook(case):
     assert [id(o) for o in routs] == [id(o) for o in outs]
     for leaf in leaves:
         assert any(leaf is t for t in tensors) or any(
-            isinstance(t, list) and any(leaf is x for x in t) for t in tensors) or True
-    flat = [t for t in tensors]
-    n_leaves_seen = sum(1 for t in flat if any(t is l for l in leaves))
-    assert n_leaves_seen == sum(1 for l in leaves if any(l is t for t in flat))
+            isinstance(t, list) and any(leaf is x for x in t) for t in tensors), (
+            f"{case.name}: input {leaf.shape} missing from the recorded tensors")
 
 
 def test_spec_entries_all_have_samples_or_are_factories():
