@@ -428,6 +428,10 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     # 1-d input: the bag of each element comes from ``offsets`` through ops (a trace follows
     # new offsets); elements before offsets[0] or, with include_last_offset, from the last
     # offset on belong to no bag
+    if input.dim() != 1 or offsets is None or offsets.dim() != 1:
+        raise ValueError(f"embedding_bag: expected a 2-d input, or a 1-d input with 1-d offsets; "
+                         f"got input of shape {list(input.shape)} and offsets "
+                         f"{'None' if offsets is None else list(offsets.shape)}")
     n, nb = input.shape[0], offsets.shape[0] - (1 if include_last_offset else 0)
     if mode == "max" and nb * n * weight.shape[1] > _BAG_MAX_DENSE:
         return _embedding_bag_max_loop(input, weight, offsets, max_norm, norm_type,

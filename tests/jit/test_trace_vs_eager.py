@@ -517,3 +517,8 @@ def test_embedding_bag_max_over_large_bags_loops_and_warns_when_traced(monkeypat
     with pytest.warns(jit.TracerWarning, match="embedding_bag: mode='max'"):
         jit.trace(lambda i, w, o: F.embedding_bag(i, w, o, mode="max"), (i, w, o),
                   check_trace=False)
+
+
+def test_embedding_bag_1d_input_needs_offsets():
+    with pytest.raises(ValueError, match="embedding_bag: .*offsets None"):
+        F.embedding_bag(ember.tensor([1, 2]), ember.randn(5, 3))
