@@ -30,6 +30,12 @@ CONSTANTS = os.path.join(ROOT, "ember", "kernels", "constants.py")
 FORMULAS = os.path.join(ROOT, "ember", "autograd", "formulas.py")
 
 TENSOR_TYPES = ("Tensor", "Tensor?", "Tensor[]")
+# Python's operator for each Tensor dunder the spec can name (INFIX/PREFIX in the generated code)
+PY_OPERATORS = {"__add__": "+", "__sub__": "-", "__mul__": "*", "__truediv__": "/",
+                "__floordiv__": "//", "__mod__": "%", "__pow__": "**", "__matmul__": "@",
+                "__and__": "&", "__or__": "|", "__xor__": "^", "__eq__": "==", "__ne__": "!=",
+                "__lt__": "<", "__le__": "<=", "__gt__": ">", "__ge__": ">=", "__neg__": "-",
+                "__invert__": "~"}
 RESERVED = {"grad", "grads", "result", "ctx", "needs"}
 
 
@@ -562,6 +568,22 @@ def main():
         for spec_op in e.get("operators", []):
             dunder, _, how = spec_op.partition(":")
             operators[dunder] = (op.name, how)
+    infix, prefix = {}, {}
+    for op in ops:
+        for spec_op in op.entry.get("operators", []):
+            dunder, _, how = spec_op.partition(":")
+            sym = PY_OPERATORS.get(dunder)
+            if sym is None or how in ("reverse", "inplace"):
+                continue
+            when = {a.name: ast.literal_eval(py_default(a)) for a in op.const_args
+                    if a.default is not None}
+            if how.startswith("kw="):
+                k, _, v = how[3:].partition("=")
+                when[k] = ast.literal_eval(v)
+            (prefix if how == "unary" else infix)[sym] = (op.name, when)
+    w("# Python operator -> (spec op, the constants under which the op is that operator)")
+    w(f"INFIX = {infix!r}")
+    w(f"PREFIX = {prefix!r}")
     w(f"EMBER_FUNCTIONS = {tuple(ns['ember'])!r}")
     w(f"FUNCTIONAL = {tuple(ns['functional'])!r}")
     w("")

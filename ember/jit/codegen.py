@@ -49,7 +49,7 @@ def generate(graph, name="forward", specialize=False):
     ``specialize``: array-mode source using ``fastpath`` emitters where they apply."""
     from ember.autograd._generated import OPS
     from ember.jit import fastpath
-    taken = set(_RESERVED) | {"linear_t", "linear_t_relu", "relu_", "maximum",
+    taken = set(_RESERVED) | {"linear_t", "linear_t_relu", "relu_",
                               "max_pool2d_values"}
     ints = fastpath.int_values(graph) if specialize else set()
     fused = set()
@@ -263,7 +263,7 @@ def namespace(graph, info, mode):
     from ember.jit import fastpath
     ns = {"asarray": np.asarray if mode == "array" else (lambda t: t), "inf": math.inf,
           "linear_t": fastpath.linear_t, "linear_t_relu": fastpath.linear_t_relu,
-          "relu_": fastpath.relu_, "maximum": np.maximum,
+          "relu_": fastpath.relu_,
           "max_pool2d_values": fastpath.max_pool2d_values,
           "nan": math.nan, "default_generator": default_generator,
           "sym": int if mode == "array" else _tensor_sym}

@@ -6,14 +6,20 @@ the inputs have the traced dtypes.
 - shape values (``size`` and int arithmetic on them) are plain Python ints: ``x.shape[0]``
 - ``linear`` with a constant weight uses a pre-transposed contiguous copy; a following ``relu``
   (the linear's only reader) is applied in place on the fresh result
-- ``relu`` of a fresh single-use result (conv2d, linear, matmul, add, ...) runs in place
+- ``relu`` of a fresh single-use result (conv2d, linear, matmul, add, ...) runs in place (the
+  relu kernel writing into its input)
 - same-dtype float ``add``/``sub``/``mul``/``div`` of arrays and Python scalars are NumPy operators
+
+Which op is which Python operator (and under which constants: ``add`` is ``+`` when ``alpha`` is
+1) comes from the spec's ``operators:`` entries (``INFIX``/``PREFIX`` in the generated code).
 - ``max_pool2d_with_indices`` whose indices nobody reads skips computing them
 - ``reshape``/``view`` and basic ``getitem`` (ints, slices) are NumPy methods/indexing
 """
 import numpy as np
 
+from ember.autograd._generated import INFIX, PREFIX
 from ember.jit.ir import SymRef, Value
+from ember.kernels.elementwise import relu
 
 __all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH"]
 
@@ -29,14 +35,11 @@ def linear_t(x, wt, b):
 
 
 def linear_t_relu(x, wt, b):
-    out = x @ wt
-    if b is not None:
-        out += b
-    return np.maximum(out, 0, out=out)
+    return relu(linear_t(x, wt, b), out=True)
 
 
 def relu_(a):
-    return np.maximum(a, 0, out=a)
+    return relu(a, out=True)
 
 
 def _pair(v):
@@ -55,6 +58,28 @@ def _float(v):
     return isinstance(v, Value) and v.dtype.kind == "f"
 
 
+def _by_kind(table):
+    out = {}
+    for sym, (kind, when) in table.items():
+        out.setdefault(kind, []).append((sym, when))
+    return out
+
+
+_INFIX, _PREFIX = _by_kind(INFIX), _by_kind(PREFIX)
+_INT_INFIX = ("+", "-", "*", "//", "%")
+_FLOAT_INFIX = ("+", "-", "*", "/")
+
+
+def python_operator(node):
+    """``node``'s Python operator (``'+'``, ``'//'``, prefix ``'-'``, ...) under its constants,
+    or None."""
+    table = _PREFIX if len(node.args) == 1 else _INFIX
+    for sym, when in table.get(node.kind, ()):
+        if all(node.attrs.get(k, v) == v for k, v in when.items()):
+            return sym
+    return None
+
+
 def _num(x):
     return not isinstance(x, bool) and isinstance(x, (int, float))
 
@@ -66,12 +91,11 @@ def int_values(graph):
     for n in graph.nodes:
         if n.kind == "size":
             ints.add(id(n.output))
-        elif n.kind in ("add", "sub", "mul", "div", "remainder", "neg") and \
-                n.outputs[0].dtype == np.int64 and n.outputs[0].shape == () and \
+        elif n.outputs and n.outputs[0].dtype == np.int64 and n.outputs[0].shape == () and \
+                python_operator(n) in (("-",) if len(n.args) == 1 else _INT_INFIX) and \
                 any(isinstance(a, Value) and id(a) in ints for a in n.args) and \
                 all((isinstance(a, Value) and id(a) in ints) or _num(a) for a in n.args):
-            if n.kind != "div" or n.attrs.get("rounding_mode") == "floor":
-                ints.add(id(n.output))
+            ints.add(id(n.output))
     return ints
 
 
@@ -91,24 +115,18 @@ def emit(node, ref, ints, graph, fused):
     k, a = node.kind, node.args
     out = node.outputs[0] if node.outputs else None
     if id(out) in ints and k != "size":
-        ops = {"add": "+", "sub": "-", "mul": "*", "div": "//", "remainder": "%"}
-        if k == "neg":
-            return f"-{ref(a[0])}"
-        return f"({ref(a[0])} {ops[k]} {ref(a[1])})"
+        sym = python_operator(node)
+        return f"-{ref(a[0])}" if len(a) == 1 else f"({ref(a[0])} {sym} {ref(a[1])})"
     if k == "size":
         return f"{ref(a[0])}.shape[{node.attrs['dim']}]"
     if k in ("reshape", "view"):
         return f"{ref(a[0])}.reshape({ref(node.attrs['shape' if k == 'reshape' else 'size'])})"
     if k == "getitem" and _basic_index(node.attrs["indices"]):
         return f"{ref(a[0])}[{ref(node.attrs['indices'])}]"
-    if k in ("add", "sub", "mul", "div") and len(a) == 2 and out.dtype.kind == "f":
-        if k == "div" and node.attrs.get("rounding_mode") is not None:
-            return None
-        if (k in ("add", "sub")) and node.attrs.get("alpha", 1) != 1:
-            return None
-        if all((_float(x) and x.dtype == out.dtype) or _num(x) for x in a) and \
-                any(_float(x) for x in a):
-            sym = {"add": "+", "sub": "-", "mul": "*", "div": "/"}[k]
+    if len(a) == 2 and out is not None and out.dtype.kind == "f":
+        sym = python_operator(node)
+        if sym in _FLOAT_INFIX and any(_float(x) for x in a) and \
+                all((_float(x) and x.dtype == out.dtype) or _num(x) for x in a):
             return f"({ref(a[0])} {sym} {ref(a[1])})"
     if k == "linear":
         x, w, b = (list(a) + [None] * 3)[:3]
@@ -131,7 +149,6 @@ def emit(node, ref, ints, graph, fused):
         if src.node is not None and src.node.kind in FRESH and len(src.uses) == 1 and \
                 src not in graph.outputs and src.node.outputs[0] is src:
             return f"relu_({ref(src)})"
-        return f"maximum({ref(src)}, 0)"
     return None
 
 

@@ -144,10 +144,12 @@ def erf(a):
     return np.asarray(_erf_impl(a)).astype(a.dtype, copy=False)
 
 
-def relu(a):
+def relu(a, out=False):
+    """max(a, 0) (NaN kept); ``out=True`` writes the result into ``a`` (the JIT's fast path, on
+    a fresh array nobody else reads)."""
     if a.dtype == np.bool_:
         raise KernelError("relu is not defined for bool tensors")
-    return np.maximum(a, a.dtype.type(0))
+    return np.maximum(a, a.dtype.type(0), out=a if out else None)
 
 
 def leaky_relu(a, negative_slope):

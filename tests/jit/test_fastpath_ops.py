@@ -1,0 +1,41 @@
+"""The array-mode fast path takes each op's Python operator from the spec (``operators:``), under
+the constants where the op is that operator, and runs relu through its kernel."""
+import warnings
+
+import numpy as np
+
+import ember
+import ember.autograd._generated as G
+from ember import jit
+from ember.jit import fastpath
+from ember.jit.codegen import compile_graph
+
+
+def _graph(fn, *xs):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return jit.trace(fn, xs).graph
+
+
+def test_operators_come_from_the_spec_with_their_constants():
+    g = _graph(lambda x, y: (G.add(x, y), G.add(x, y, alpha=2), G.div(x, y),
+                             G.div(x, y, rounding_mode="floor"), G.sub(x, y), G.neg(x)),
+               ember.randn(3), ember.randn(3))
+    ops = [fastpath.python_operator(n) for n in g.nodes]
+    assert ops == ["+", None, "/", "//", "-", "-"]
+
+
+def test_float_arithmetic_with_alpha_is_not_an_operator_in_the_source():
+    f = lambda x, y: G.add(x, y, alpha=2.0) * 3.0  # noqa: E731
+    x, y = ember.randn(4), ember.randn(4)
+    fn, src = compile_graph(_graph(f, x, y), "array")
+    assert "* 3.0)" in src and "+" not in src.split("def ", 1)[1]
+    np.testing.assert_allclose(fn(x._data, y._data)[0], f(x, y)._data, rtol=1e-6)
+
+
+def test_relu_of_a_fresh_result_runs_in_place_through_its_kernel():
+    f = lambda x: (x * 2.0).relu()  # noqa: E731
+    x = ember.tensor([-1.0, 0.5, float("nan")])
+    fn, src = compile_graph(_graph(f, x), "array")
+    assert "relu_(" in src
+    np.testing.assert_array_equal(fn(x._data)[0], f(x)._data)
