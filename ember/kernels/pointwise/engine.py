@@ -31,10 +31,7 @@ PARALLEL_MIN_NS = 250_000
 # work within microseconds: bias+ReLU at 1e6 elements 0.09 ms on one thread, 0.05 on two.
 TBB_MIN_NS = 40_000
 ARRAY_NS, CHEAP_NS, MID_NS, TRANSCENDENTAL_NS = 0.03, 0.02, 0.06, 0.8
-_MID = frozenset(("div", "sqrt", "rsqrt", "reciprocal", "floor_divide", "remainder"))
-_TRANSCENDENTAL = frozenset(("exp", "exp2", "expm1", "log", "log2", "log1p", "sin", "cos", "tan",
-                             "tanh", "erf", "sigmoid", "silu", "elu", "selu", "gelu", "softplus",
-                             "pow"))
+_COST_NS = {"cheap": CHEAP_NS, "mid": MID_NS, "transcendental": TRANSCENDENTAL_NS}  # by Op.cost
 # Smallest chunk of the innermost dimension one parallel task takes.
 MIN_CHUNK = 4096
 # Runs of tasks per thread, claimed dynamically (``threadpool.run_chunks``): a thread whose core
@@ -188,8 +185,7 @@ class PointwiseKernel:
         self._any_scalar = any(s for _, s, _ in self._inputs)
         arrays = sum(1 for _, s, _ in self._inputs if not s) + len(self.out_dtypes)
         self.ns_per_element = ARRAY_NS * arrays + sum(
-            TRANSCENDENTAL_NS if st.op.name in _TRANSCENDENTAL else MID_NS if st.op.name in _MID
-            else CHEAP_NS for st in self.typing.steps)
+            _COST_NS[st.op.cost] for st in self.typing.steps)
         self._plan = None
         self._variants = {}
         self._modules = []  # the compiled variants' modules (released when this is evicted)
