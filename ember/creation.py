@@ -70,12 +70,17 @@ def _typed_leaves(data):
 _INT64 = np.iinfo(np.int64)
 
 
-def _check_int64(arr):
-    """Python ints in ``arr`` (an object or uint64 array NumPy made of them) must fit int64."""
-    for v in arr.reshape(-1).tolist():
-        if isinstance(v, builtins.int) and not _INT64.min <= v <= _INT64.max:
-            raise EmberOverflowError(f"tensor: Python int {v} is outside the int64 range "
-                                     f"[{_INT64.min}, {_INT64.max}]")
+_TWO63 = 2.0 ** 63
+
+
+def _check_int64(data):
+    """Every Python int in ``data`` (nested lists) must fit int64, as in torch."""
+    if isinstance(data, (list, tuple)):
+        for d in data:
+            _check_int64(d)
+    elif isinstance(data, builtins.int) and not _INT64.min <= data <= _INT64.max:
+        raise EmberOverflowError(f"tensor: Python int {data} is outside the int64 range "
+                                 f"[{_INT64.min}, {_INT64.max}]")
 
 
 def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
@@ -95,8 +100,9 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         except (ValueError, TypeError, OverflowError) as e:
             raise EmberValueError(f"tensor: {e}") from None
         typed = _typed_leaves(data)
-        if not typed and (arr.dtype == object or arr.dtype == np.uint64):
-            _check_int64(arr)
+        if not typed and (arr.dtype == object or arr.dtype == np.uint64 or (
+                arr.dtype == np.float64 and arr.size and np.abs(arr).max() >= _TWO63)):
+            _check_int64(data)
         if arr.dtype.kind == "f" and not typed:
             arr = arr.astype(_dtype.get_default_dtype().numpy)
         elif arr.dtype.kind in "iu" and not typed:
@@ -156,6 +162,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
 def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None):
     """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
     _check_device(device)
+    if isinstance(fill_value, builtins.int) and not _INT64.min <= fill_value <= _INT64.max:
+        raise EmberOverflowError(f"full: fill_value {fill_value} is outside the int64 range "
+                                 f"[{_INT64.min}, {_INT64.max}]")
     if dtype is None:
         dtype = _dtype.bool_ if isinstance(fill_value, bool) else (
             _dtype.int64 if isinstance(fill_value, int) else None)
@@ -281,8 +290,8 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
 
 # every public function raises ember's errors naming it (ember.errors.public)
 for _n in ("tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
-           "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye", "rand",
-           "randn", "randint", "randperm", "normal", "rand_like", "randn_like", "bernoulli",
-           "multinomial"):
+           "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye",
+           "rand", "randn", "randint", "randperm", "normal", "rand_like", "randn_like",
+           "bernoulli", "multinomial"):
     globals()[_n] = public(globals()[_n])
 del _n

@@ -99,8 +99,8 @@ def convert(name, err, fn, args, kwargs):
     called as ``fn(*args, **kwargs)``: the message names the function once, the argument at
     fault where it can be told, and the shapes and dtypes of the tensor arguments."""
     bound = _describe_args(fn, args, kwargs)
-    if isinstance(err, AttributeError) and getattr(err, "obj", None) is not None:
-        for pname, value in bound.items():
+    if isinstance(err, AttributeError) and getattr(err, "name", None) is not None:
+        for pname, value in bound.items():  # an attribute lookup on an argument failed
             if value is err.obj and _shape_of(value) is None:
                 return EmberTypeError(f"{name}(): argument '{pname}' must be a Tensor, not "
                                       f"{type(value).__name__}")

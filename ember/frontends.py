@@ -9,7 +9,7 @@ from ember import _dtype
 from ember.autograd import _generated as G
 from ember.errors import public
 from ember.random import resolve
-from ember.tensor import Tensor
+from ember.tensor import Tensor, view_dtype
 
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
@@ -169,6 +169,18 @@ def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
                            requires_grad=requires_grad)
 
 
+def _view(self, *shape):
+    """``view(*shape)``: the same data in another shape; ``view(dtype)``: the same memory read as
+    another dtype (``ember.tensor.view_dtype``)."""
+    if len(shape) == 1 and shape[0].__class__ is _dtype.dtype:
+        return view_dtype(self, shape[0])
+    return G.view(self, *shape)
+
+
+def _multinomial_method(self, num_samples, replacement=False, *, generator=None):
+    return G.multinomial(self, num_samples, replacement, resolve(generator))
+
+
 def _T(self):
     nd = self._data.ndim
     return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
@@ -225,8 +237,11 @@ METHODS = {
     "index_put_": G.index_put_, "index_put": G.index_put, "masked_fill": G.masked_fill,
     "relu": G.relu, "relu_": G.relu_, "nonzero": G.nonzero,
     "absolute": G.abs, "arctan2": G.atan2, "greater": G.gt, "less": G.lt, "eq": G.eq,
-    "multiply": G.mul, "divide": G.div, "subtract": G.sub,
+    "multiply": G.mul, "divide": G.div, "subtract": G.sub, "view": _view,
+    "multinomial": _multinomial_method,
 }
+# raise only ember's errors already (they need no ember.errors.public wrapper; hot)
+_NAMED = {"view"}
 PROPERTIES = {"T": _T, "mT": _mT}
 
 
@@ -236,7 +251,8 @@ def install():
         setattr(Tensor, name, fn)
     for name, fn in METHODS.items():
         # hand-written methods raise ember's errors naming the method (ember.errors.public)
-        setattr(Tensor, name, public(fn, name) if fn.__module__ == __name__ else fn)
+        wrap = fn.__module__ == __name__ and name not in _NAMED
+        setattr(Tensor, name, public(fn, name) if wrap else fn)
     for name, fn in PROPERTIES.items():
         setattr(Tensor, name, property(fn))
 

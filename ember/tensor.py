@@ -195,7 +195,8 @@ class Tensor:
         if self.grad_fn is not None:
             if not requires_grad:
                 raise EmberRuntimeError(
-                    "requires_grad_: you can only change requires_grad flags of leaf variables. If you want to use "
+                    "requires_grad_: you can only change requires_grad flags of leaf variables. "
+                    "If you want to use "
                     "a computed variable in a subgraph that doesn't require differentiation use "
                     "var_no_grad = var.detach().")
             return self
@@ -260,8 +261,8 @@ class Tensor:
         if not callable(hook):
             raise EmberTypeError(f"register_hook: hook must be callable, got {type(hook).__name__}")
         if not self._requires_grad:
-            raise EmberRuntimeError("register_hook: cannot register a hook on a tensor that doesn't "
-                                    "require gradient")
+            raise EmberRuntimeError("register_hook: cannot register a hook on a tensor that "
+                                    "doesn't require gradient")
         if self.grad_fn is not None:
             return self.grad_fn._add_pre_hook(self._output_nr, hook)
         if self._hooks is None:
@@ -452,6 +453,42 @@ def _check_backward(t, gradient, inputs):
                 isinstance(i, Tensor) for i in items):
             raise EmberTypeError(f"backward(): argument 'inputs' must be a Tensor or a sequence of "
                                  f"Tensors, not {type(inputs).__name__}")
+
+
+def view_dtype(t, dtype):
+    """``t.view(dtype)``: the same memory read as ``dtype``, with torch's size rules: the same
+    shape when the element sizes match; otherwise the last dimension (stride 1) is split or
+    merged. Not differentiable (as in torch) and not traceable (UnsupportedError)."""
+    from ember.errors import UnsupportedError
+    if STATE.tracer is not None:
+        raise UnsupportedError("view(dtype): a trace cannot record a dtype reinterpretation")
+    a = t._data
+    new = dtype.numpy
+    old_size, new_size = a.itemsize, new.itemsize
+    what = f"to view {t.dtype.name} as {dtype.name} (different element sizes)"
+    if old_size != new_size:
+        if a.ndim == 0:
+            raise EmberRuntimeError(f"view(dtype): self.dim() cannot be 0 {what}")
+        if a.shape[-1] != 1 and a.strides[-1] != old_size:
+            raise EmberRuntimeError(f"view(dtype): self.stride(-1) must be 1 {what}, but got "
+                                    f"{a.strides[-1] // old_size}")
+        if new_size > old_size:
+            ratio = new_size // old_size
+            if a.shape[-1] % ratio:
+                raise EmberRuntimeError(f"view(dtype): self.size(-1) must be divisible by {ratio} "
+                                        f"{what}, but got {a.shape[-1]}")
+            for i, st in enumerate(a.strides[:-1]):
+                if st % new_size:
+                    raise EmberRuntimeError(f"view(dtype): self.stride({i}) must be divisible by "
+                                            f"{ratio} {what}, but got {st // old_size}")
+            if a.__array_interface__["data"][0] % new_size:
+                raise EmberRuntimeError(f"view(dtype): the data is not aligned {what}")
+        if a.shape[-1] == 1 and a.strides[-1] != old_size:
+            a = np.lib.stride_tricks.as_strided(a, strides=a.strides[:-1] + (old_size,))
+    out = Tensor._make(a.view(new))
+    out._vc = t._get_vc()
+    out._base = t._base if t._base is not None else t
+    return out
 
 
 def _index_error(err, t):

@@ -72,6 +72,75 @@ def _default(param):
     return v() if callable(v) else v
 
 
+def _i64(*v):
+    return ember.tensor(list(v))
+
+
+# a call that succeeds, for functions whose inputs need particular shapes: the sweep then
+# replaces each argument of a *valid* call, so it reaches the checks past the first one
+_GOOD = {
+    "conv2d": lambda: ([ember.ones(1, 2, 5, 5), ember.ones(3, 2, 3, 3)], {}),
+    "conv1d": lambda: ([ember.ones(1, 2, 5), ember.ones(3, 2, 3)], {}),
+    "conv_transpose2d": lambda: ([ember.ones(1, 2, 5, 5), ember.ones(2, 3, 3, 3)], {}),
+    "conv_transpose1d": lambda: ([ember.ones(1, 2, 5), ember.ones(2, 3, 3)], {}),
+    "max_pool2d": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "max_pool2d_with_indices": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "avg_pool2d": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "lp_pool2d": lambda: ([ember.ones(1, 2, 4, 4), 2.0, 2], {}),
+    "adaptive_avg_pool2d": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "adaptive_max_pool2d": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "max_pool1d": lambda: ([ember.ones(1, 2, 4), 2], {}),
+    "avg_pool1d": lambda: ([ember.ones(1, 2, 4), 2], {}),
+    "adaptive_avg_pool1d": lambda: ([ember.ones(1, 2, 4), 2], {}),
+    "adaptive_max_pool1d": lambda: ([ember.ones(1, 2, 4), 2], {}),
+    "batch_norm": lambda: ([ember.ones(2, 3, 4), ember.zeros(3), ember.ones(3)], {}),
+    "instance_norm": lambda: ([ember.ones(2, 3, 4)], {}),
+    "layer_norm": lambda: ([_t(), (3,)], {}),
+    "rms_norm": lambda: ([_t(), (3,)], {}),
+    "group_norm": lambda: ([ember.ones(2, 4, 3), 2], {}),
+    "local_response_norm": lambda: ([ember.ones(1, 4, 3, 3), 2], {}),
+    "embedding": lambda: ([_i64(0, 1), ember.ones(3, 4)], {}),
+    "embedding_bag": lambda: ([_i64(0, 1).unsqueeze(0), ember.ones(3, 4)], {}),
+    "bilinear": lambda: ([_t(), ember.ones(2, 4), ember.ones(5, 3, 4)], {}),
+    "one_hot": lambda: ([_i64(0, 2), 3], {}),
+    "prelu": lambda: ([_t(), ember.ones(3)], {}),
+    "glu": lambda: ([ember.ones(2, 4)], {}),
+    "pixel_shuffle": lambda: ([ember.ones(1, 4, 2, 2), 2], {}),
+    "pixel_unshuffle": lambda: ([ember.ones(1, 1, 4, 4), 2], {}),
+    "interpolate": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
+    "upsample": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
+    "upsample_nearest": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
+    "upsample_bilinear": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
+    "unfold": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "cross_entropy": lambda: ([_t(), _i64(0, 2)], {}),
+    "nll_loss": lambda: ([_t(), _i64(0, 2)], {}),
+    "multi_margin_loss": lambda: ([_t(), _i64(0, 2)], {}),
+    "binary_cross_entropy": lambda: ([ember.full((2, 3), 0.5), ember.ones(2, 3)], {}),
+    "margin_ranking_loss": lambda: ([ember.ones(3), ember.ones(3), ember.ones(3)], {}),
+    "cosine_embedding_loss": lambda: ([_t(), _t(), ember.tensor([1.0, -1.0])], {}),
+    "triplet_margin_loss": lambda: ([_t(), _t(), _t()], {}),
+    "gaussian_nll_loss": lambda: ([_t(), _t(), _t()], {}),
+    "scaled_dot_product_attention": lambda: ([ember.ones(1, 2, 3)] * 3, {}),
+    "mm": lambda: ([_t(), ember.ones(3, 2)], {}),
+    "matmul": lambda: ([_t(), ember.ones(3, 2)], {}),
+    "bmm": lambda: ([ember.ones(1, 2, 3), ember.ones(1, 3, 2)], {}),
+    "addmm": lambda: ([ember.ones(2, 2), _t(), ember.ones(3, 2)], {}),
+    "dot": lambda: ([ember.ones(3), ember.ones(3)], {}),
+    "outer": lambda: ([ember.ones(2), ember.ones(3)], {}),
+    "gather": lambda: ([_t(), 1, ember.zeros(2, 3, dtype=ember.int64)], {}),
+    "scatter": lambda: ([_t(), 1, ember.zeros(2, 3, dtype=ember.int64), _t()], {}),
+    "scatter_add": lambda: ([_t(), 1, ember.zeros(2, 3, dtype=ember.int64), _t()], {}),
+    "index_select": lambda: ([_t(), 0, _i64(0)], {}),
+    "index_add": lambda: ([_t(), 0, _i64(0), ember.ones(1, 3)], {}),
+    "masked_fill": lambda: ([_t(), ember.ones(2, 3, dtype=ember.bool), 1.0], {}),
+    "where": lambda: ([ember.ones(2, 3, dtype=ember.bool), _t(), _t()], {}),
+    "narrow": lambda: ([_t(), 0, 0, 1], {}),
+    "unflatten": lambda: ([_t(), 1, (3, 1)], {}),
+    "multinomial": lambda: ([_t(), 1], {}),
+    "einsum": lambda: (["ij->ji", _t()], {}),
+}
+
+
 def _entries():
     out = []
     for n in sorted(dir(ember)):
@@ -116,18 +185,22 @@ def _calls(name, fn, method):
     kw = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
           and p.default is not p.empty]
     var = any(p.kind == p.VAR_POSITIONAL for p in params)
-    slots = [("pos", i) for i in range(1 if method else 0, len(pos))] + [("kw", p.name) for p in kw]
-    if var:
+    good = _GOOD.get(name.strip("_"))
+    n_pos = len(good()[0]) if good else len(pos)
+    slots = [("pos", i) for i in range(1 if method else 0, n_pos)] + [("kw", p.name) for p in kw]
+    if var and not good:
         slots.append(("var", None))
     calls = []
     for slot in slots:
         for bad_name, _ in _bad_values():
             def thunk(slot=slot, bad_name=bad_name):
                 bad = dict(_bad_values())[bad_name]
-                args = [_default(p) for p in pos]
-                if method:
-                    args[:1] = [_t()]
-                kwargs = {}
+                if good:
+                    args, kwargs = good()
+                else:
+                    args, kwargs = [_default(p) for p in pos], {}
+                    if method:
+                        args[:1] = [_t()]
                 if slot[0] == "pos":
                     args[slot[1]] = bad
                 elif slot[0] == "kw":
@@ -160,11 +233,30 @@ def test_bad_inputs_raise_ember_errors_naming_the_function(qual, name, fn, metho
                 warnings.simplefilter("ignore")
                 thunk()
         except EmberError as e:
-            if not any(n in str(e) for n in names):
+            msg = str(e)
+            if not any(n in msg for n in names):
                 wrong.append(f"{what}: message does not name {name}: {type(e).__name__}: {e}")
+            head = msg.split(":")[0]
+            if head and msg.startswith(f"{head}: {head}:"):
+                wrong.append(f"{what}: message names {head} twice: {msg}")
         except Exception as e:  # noqa: BLE001 - the point of the test
             wrong.append(f"{what}: raw {type(e).__module__}.{type(e).__name__}: {e}")
     assert not wrong, f"{qual}:\n  " + "\n  ".join(w[:300] for w in wrong)
+
+
+@pytest.mark.parametrize("name", sorted(_GOOD))
+def test_good_calls_succeed(name):
+    """The valid calls the sweep starts from are valid, for every entry of that name."""
+    found = [e for e in _ENTRIES if e[1] == name]
+    assert found, name
+    for qual, _, fn, method in found:
+        args, kwargs = _GOOD[name]()
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            if method:
+                getattr(args[0], name)(*args[1:], **kwargs)
+            else:
+                fn(*args, **kwargs)
 
 
 def test_the_sweep_covers_the_public_api():
@@ -188,3 +280,87 @@ def test_error_classes_subclass_the_builtins_torch_raises():
         ember.add(ember.ones(2), "x")
     with pytest.raises(IndexError):
         ember.ones(3)[7]
+
+
+# ---------------------------------------------------------------- empty and 0-d tensors vs torch
+def _edge_cases():
+    """(name, fn(lib, make) -> result): ``lib`` is ember or torch (or their functional module
+    via ``lib.nn.functional``), ``make(shape)`` makes a float tensor of that shape."""
+    un = ["abs", "neg", "exp", "log", "sqrt", "sigmoid", "tanh", "relu", "floor", "sign",
+          "clone", "contiguous", "flatten", "t", "isnan", "logical_not", "square", "reciprocal"]
+    cases = [(n, lambda L, m, n=n: getattr(L, n)(m(S))) for n in un]
+    cases += [
+        ("add", lambda L, m: L.add(m(S), m(S))), ("mul scalar", lambda L, m: L.mul(m(S), 2.0)),
+        ("sub broadcast", lambda L, m: L.sub(m(S), m(())) ),
+        ("div", lambda L, m: L.div(m(S), m(S))), ("pow", lambda L, m: L.pow(m(S), 2.0)),
+        ("maximum", lambda L, m: L.maximum(m(S), m(S))), ("where", lambda L, m: L.where(
+            m(S) > 0, m(S), m(S))), ("clamp", lambda L, m: L.clamp(m(S), 0.0, 1.0)),
+        ("sum", lambda L, m: L.sum(m(S))), ("sum dim", lambda L, m: L.sum(m(S), -1)),
+        ("mean", lambda L, m: L.mean(m(S))), ("prod", lambda L, m: L.prod(m(S))),
+        ("amax dim", lambda L, m: L.amax(m(S), -1)), ("amin dim", lambda L, m: L.amin(m(S), 0)), ("argmax", lambda L, m: L.argmax(m(S))),
+        ("max", lambda L, m: L.max(m(S))), ("all", lambda L, m: L.all(m(S) > 0)),
+        ("any", lambda L, m: L.any(m(S) > 0)), ("logsumexp", lambda L, m: L.logsumexp(m(S), -1)),
+        ("norm", lambda L, m: L.norm(m(S))), ("cumsum", lambda L, m: L.cumsum(m(S), -1)),
+        ("var", lambda L, m: L.var(m(S))), ("softmax", lambda L, m: L.softmax(m(S), -1)),
+        ("log_softmax", lambda L, m: L.log_softmax(m(S), -1)),
+        ("reshape", lambda L, m: L.reshape(m(S), (-1,))),
+        ("unsqueeze", lambda L, m: L.unsqueeze(m(S), 0)), ("squeeze", lambda L, m: L.squeeze(m(S))),
+        ("transpose", lambda L, m: L.transpose(m(S), 0, -1)),
+        ("cat", lambda L, m: L.cat([m(S), m(S)])), ("stack", lambda L, m: L.stack([m(S), m(S)])),
+        ("flip", lambda L, m: L.flip(m(S), (0,))), ("tril", lambda L, m: L.tril(m(S))),
+        ("matmul", lambda L, m: L.matmul(m(S), m(S[::-1]))),
+        ("getitem", lambda L, m: m(S)[..., None]), ("item-like", lambda L, m: m(S).tolist()),
+        ("F.relu", lambda L, m: L.nn.functional.relu(m(S))),
+        ("F.gelu", lambda L, m: L.nn.functional.gelu(m(S))),
+        ("F.softplus", lambda L, m: L.nn.functional.softplus(m(S))),
+        ("F.mse_loss", lambda L, m: L.nn.functional.mse_loss(m(S), m(S))),
+        ("F.l1_loss sum", lambda L, m: L.nn.functional.l1_loss(m(S), m(S), reduction="sum")),
+        ("F.linear", lambda L, m: L.nn.functional.linear(m(S), m((4,) + S[-1:]))),
+        ("F.layer_norm", lambda L, m: L.nn.functional.layer_norm(m(S), S[-1:])),
+        ("F.dropout eval", lambda L, m: L.nn.functional.dropout(m(S), 0.5, False)),
+        ("F.normalize", lambda L, m: L.nn.functional.normalize(m(S), dim=-1)),
+    ]
+    return cases
+
+
+S = None  # the shape a case runs on; set per test (0-d or empty)
+
+
+@pytest.mark.parametrize("shape", [(), (0,), (0, 3), (2, 0)], ids=str)
+def test_empty_and_0d_tensors_behave_as_in_torch(shape):
+    """Where torch accepts an empty or 0-d tensor, ember does, with the same shape and values;
+    where torch refuses it, ember raises an ember error."""
+    torch = pytest.importorskip("torch")
+    global S
+    S = shape
+    rng = np.random.default_rng(0)
+    wrong = []
+    for name, case in _edge_cases():
+        data = {}
+
+        def make_t(sh):
+            return torch.tensor(data.setdefault(sh, rng.standard_normal(sh).astype(np.float32)))
+
+        def make_e(sh):
+            return ember.tensor(data.setdefault(sh, rng.standard_normal(sh).astype(np.float32)))
+        try:
+            want = case(torch, make_t)
+        except Exception:  # noqa: BLE001 - torch refuses: ember must refuse with its own error
+            want = None
+        try:
+            got = case(ember, make_e)
+        except EmberError as e:
+            if want is not None:
+                wrong.append(f"{name}: torch accepts {shape}, ember raised {e}")
+            continue
+        except Exception as e:  # noqa: BLE001
+            wrong.append(f"{name}: raw {type(e).__name__}: {e}")
+            continue
+        if want is None:
+            continue  # ember accepts what torch refuses: fine where the result is well defined
+        w = want.detach().numpy() if hasattr(want, "detach") else np.asarray(want)
+        g = got.detach().numpy() if hasattr(got, "detach") else np.asarray(got)
+        if w.shape != g.shape or not np.allclose(w, g, rtol=1e-5, atol=1e-6, equal_nan=True):
+            wrong.append(f"{name}: torch gives {w.shape} {w.ravel()[:4]}, ember {g.shape} "
+                         f"{g.ravel()[:4]}")
+    assert not wrong, "\n".join(wrong)

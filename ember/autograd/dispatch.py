@@ -14,7 +14,7 @@ import numpy as np
 
 from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
-from ember.errors import (EmberError, EmberRuntimeError, EmberTypeError, EmberValueError,
+from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, EmberTypeError,
                           ember_class, named)
 from ember.kernels.errors import KernelError
 
@@ -23,6 +23,7 @@ _make = None  # Tensor._make, bound with it
 ndarray = np.ndarray
 _new = object.__new__
 _SCALARS = frozenset((float, int, bool))
+_I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
 # what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
 # Numba's included); these, ember's own bugs, pass through unchanged
 _BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, SystemError)
@@ -81,15 +82,16 @@ def kernel_error(op, tensors, err):
     if "broadcast" in msg and isinstance(err, ValueError):
         shapes = " and ".join(str(tuple(t._data.shape)) for t in tensors if isinstance(t, Tensor))
         return EmberRuntimeError(f"{op.name}: shapes {shapes} cannot be broadcast")
-    if isinstance(err, (AttributeError, LookupError)) and not isinstance(err, IndexError):
-        cls = EmberTypeError if isinstance(err, AttributeError) else EmberValueError
-    elif isinstance(err, (MemoryError, ArithmeticError)) and not isinstance(err, OverflowError):
-        cls = EmberRuntimeError
-    else:
+    if isinstance(err, AttributeError):
+        cls = EmberTypeError
+    elif isinstance(err, (IndexError, TypeError, OverflowError, NotImplementedError)):
         cls = ember_class(err)
+    else:  # a kernel's ValueError, KeyError, ZeroDivisionError, ...: RuntimeError, as in torch
+        cls = EmberRuntimeError
     if not msg:
         msg = type(err).__name__
-    return cls(f"{named(op.name, msg)} ({_describe(op, tensors)})")
+    described = _describe(op, tensors)
+    return cls(named(op.name, msg) + (f" ({described})" if described else ""))
 
 
 _SPEC_OPTIONAL = None
@@ -142,6 +144,9 @@ def dispatch(op, tensors, consts):
                 need_grad = True
             continue
         if cls in _SCALARS:
+            if cls is int and not _I64_MIN <= t <= _I64_MAX:
+                raise EmberOverflowError(f"{op.name}: Python int {t} is outside the int64 range "
+                                         f"[{_I64_MIN}, {_I64_MAX}] ({_describe(op, tensors)})")
             arrays.append(t if op.scalar_ok else _check_slot(op, len(arrays), t))
             continue
         try:
@@ -235,8 +240,8 @@ def _link(op, tensors, consts, outs):
 def dispatch_inplace(op, tensors, consts):
     """Run ``op`` out of place, then write the result into ``tensors[0]`` and rebase its history.
 
-    Raises EmberRuntimeError for a leaf that requires grad (outside no_grad), for an in-place op on a
-    view whose history would need rewriting, and when the result dtype cannot be cast to self's.
+    Raises EmberRuntimeError for a leaf that requires grad (outside no_grad), for an in-place op on
+    a view whose history would need rewriting, and when the result dtype cannot be cast to self's.
     """
     self = tensors[0]
     grad_on = STATE.grad_enabled and any(isinstance(t, Tensor) and t._requires_grad for t in tensors)

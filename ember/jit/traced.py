@@ -6,6 +6,7 @@ import warnings
 import numpy as np
 
 from ember.autograd.state import STATE
+from ember.errors import EmberTypeError, EmberValueError
 from ember.jit.codegen import compile_graph
 from ember.jit.interpreter import Interpreter
 from ember.jit.tracer import Tracer, TracingError
@@ -66,18 +67,18 @@ def _flatten_call(spec, obj, out):
     Tensor = _tensor_cls()
     if spec == "T":
         if not isinstance(obj, Tensor):
-            raise TypeError(f"traced function expected a Tensor, got {type(obj).__name__}")
+            raise EmberTypeError(f"traced function expected a Tensor, got {type(obj).__name__}")
         out.append(obj)
     elif "tuple" in spec or "list" in spec:
         sub = spec.get("tuple", spec.get("list"))
         if not isinstance(obj, (tuple, list)) or len(obj) != len(sub):
-            raise TypeError(f"traced function expected a sequence of {len(sub)} items, got "
-                            f"{type(obj).__name__}")
+            raise EmberTypeError(f"traced function expected a sequence of {len(sub)} items, "
+                                 f"got {type(obj).__name__}")
         for s, o in zip(sub, obj):
             _flatten_call(s, o, out)
     elif "dict" in spec:
         if not isinstance(obj, dict):
-            raise TypeError(f"traced function expected a dict, got {type(obj).__name__}")
+            raise EmberTypeError(f"traced function expected a dict, got {type(obj).__name__}")
         for k, s in spec["dict"]:
             _flatten_call(s, obj[k], out)
 
@@ -135,15 +136,16 @@ class TracedFunction:
     def _flat_inputs(self, args):
         if self._simple_in:
             if len(args) != self._n_inputs:
-                raise TypeError(f"{self.name}: expected {self._n_inputs} inputs, got {len(args)}")
+                raise EmberTypeError(f"{self.name}: expected {self._n_inputs} inputs, got "
+                                     f"{len(args)}")
             flat = args
         else:
             flat = []
             _flatten_call(self._in_spec, args, flat)
         for t, nd in zip(flat, self._ndims):
             if t._data.ndim != nd:
-                raise ValueError(f"{self.name}: the trace was recorded for a {nd}-d input, got "
-                                 f"shape {list(t._data.shape)}")
+                raise EmberValueError(f"{self.name}: the trace was recorded for a {nd}-d input, "
+                                      f"got shape {list(t._data.shape)}")
         return flat
 
     def __call__(self, *args):
@@ -154,7 +156,8 @@ class TracedFunction:
         if self._simple_in and STATE.tracer is not None or not self._simple_in:
             return self._call_general(args)
         if len(args) != self._n_inputs:
-            raise TypeError(f"{self.name}: expected {self._n_inputs} inputs, got {len(args)}")
+            raise EmberTypeError(f"{self.name}: expected {self._n_inputs} inputs, got "
+                                 f"{len(args)}")
         grad = STATE.grad_enabled
         arrays = []
         for t, nd, dt in zip(args, self._ndims, self._dtypes):
@@ -170,7 +173,10 @@ class TracedFunction:
                         return self._call_general(args)
             for t in state:
                 arrays.append(t._data)
-        res = fast_fn(*arrays)
+        try:
+            res = fast_fn(*arrays)
+        except Exception:  # noqa: BLE001 - reported as eager mode would report it
+            return self._explain_failure(args)
         make = _tensor_cls()._make
         if self._single_out:
             o = res[0]
@@ -199,7 +205,10 @@ class TracedFunction:
                         break
         if fast:
             Tensor = _tensor_cls()
-            res = self._fast(*[t._data for t in flat], *[t._data for t in state])
+            try:
+                res = self._fast(*[t._data for t in flat], *[t._data for t in state])
+            except Exception:  # noqa: BLE001 - reported as eager mode would report it
+                return self._explain_failure(args)
             outs = [Tensor._make(o if o.__class__ is np.ndarray else np.asarray(o)) for o in res]
         else:
             outs = self._slow(*flat, *state)
@@ -208,6 +217,15 @@ class TracedFunction:
         return unflatten(self._out_spec, iter(outs))
 
     forward = __call__
+
+    def _explain_failure(self, args):
+        """The fast (kernel-level) code raised: run the dispatch-level code, whose ops raise
+        ember's errors naming the op, the shapes and dtypes, as eager mode does. Should that
+        run succeed, its result is returned."""
+        outs = self._slow(*self._flat_inputs(args), *self.state_tensors())
+        if self._single_out:
+            return outs[0]
+        return unflatten(self._out_spec, iter(outs))
 
     def run_interpreter(self, *args, free=True, mode="tensor"):
         """Run with the reference interpreter instead of the generated code."""

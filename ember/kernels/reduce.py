@@ -97,13 +97,13 @@ def min_dim(a, dim, keepdim=False):
 
 def amax(a, dim=(), keepdim=False):
     ax = _axis(dim, a)
-    _check_nonempty(a, None if ax is None else ax[0], "amax")
+    _check_nonempty(a, ax[0] if ax else None, "amax")
     return np.max(a, axis=ax, keepdims=keepdim)
 
 
 def amin(a, dim=(), keepdim=False):
     ax = _axis(dim, a)
-    _check_nonempty(a, None if ax is None else ax[0], "amin")
+    _check_nonempty(a, ax[0] if ax else None, "amin")
     return np.min(a, axis=ax, keepdims=keepdim)
 
 

@@ -19,7 +19,8 @@ from ember.autograd.state import STATE
 from ember.frontends import dropout as _dropout
 from ember.random import resolve
 from ember.tensor import Tensor
-from ember.errors import UnsupportedError, public as _public
+from ember.errors import (EmberRuntimeError, EmberTypeError, EmberValueError, UnsupportedError,
+                          public as _public)
 
 __all__ = []  # filled at the end
 
@@ -260,9 +261,36 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
 
 
 # ---------------------------------------------------------------------------- normalisation
+def _check_channels(op, input, **per_channel):
+    """Each tensor in ``per_channel`` (None allowed) holds one value per channel of ``input``."""
+    shape = getattr(getattr(input, "_data", None), "shape", None)
+    if shape is None:
+        raise EmberTypeError(f"{op}(): argument 'input' must be a Tensor, not "
+                             f"{type(input).__name__}")
+    if len(shape) < 2:
+        raise EmberRuntimeError(f"{op}: expected an input with a channel axis (N, C, ...), got "
+                                f"shape {list(shape)}")
+    c = shape[1]
+    for name, t in per_channel.items():
+        if t is None:
+            continue
+        n = getattr(getattr(t, "_data", None), "size", None)
+        if n is None:
+            raise EmberTypeError(f"{op}(): argument '{name}' must be a Tensor, not "
+                                 f"{type(t).__name__}")
+        if n != c:
+            raise EmberRuntimeError(f"{op}: {name} should contain {c} elements not {n} (input "
+                                    f"shape {list(shape)}, {name} shape {list(t._data.shape)})")
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
-    """Batch normalisation over every axis but 1 (see torch.nn.functional.batch_norm)."""
+    """Batch normalisation over every axis but 1 (see torch.nn.functional.batch_norm).
+
+    Raises EmberRuntimeError when the input has no channel axis or a statistic or affine parameter
+    does not have one element per channel."""
+    _check_channels("batch_norm", input, running_mean=running_mean, running_var=running_var,
+                    weight=weight, bias=bias)
     if training:
         size = input.shape
         n = size[0]
@@ -343,9 +371,16 @@ def dropout(input, p=0.5, training=True, inplace=False):
     return _dropout(input, p, training, inplace)
 
 
+def _check_p(p, name):
+    """``p`` must be a probability (torch: ValueError)."""
+    if isinstance(p, bool) or not isinstance(p, (int, float, np.floating, np.integer)) \
+            or not 0.0 <= p <= 1.0:
+        raise EmberValueError(f"{name}: dropout probability has to be between 0 and 1, but got "
+                              f"{p!r}")
+
+
 def _feature_dropout(input, p, training, inplace, nd, name):
-    if p < 0.0 or p > 1.0:
-        raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+    _check_p(p, name)
     if not training or p == 0.0:
         return input
     batched = input.dim() == nd + 2
@@ -376,9 +411,15 @@ def dropout3d(input, p=0.5, training=True, inplace=False):
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
-    """Dropout that keeps the self-normalising property of SELU."""
+    """Dropout that keeps the self-normalising property of SELU; ``p=1`` gives zeros (as torch).
+
+    Raises EmberValueError for ``p`` outside [0, 1]."""
+    _check_p(p, "alpha_dropout")
     if not training or p == 0:
         return input
+    if p == 1:
+        out = G.mul(input, 0.0)
+        return input.copy_(out) if inplace else out
     alpha = -1.7580993408473766
     keep = G.ge(G.rand(tuple(input.shape), resolve(None), np.dtype(np.float64)), p)
     a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
@@ -691,11 +732,22 @@ def _interp_size(input, size, scale_factor, nd):
     if size is not None and scale_factor is not None:
         raise ValueError("only one of size or scale_factor should be defined")
     if size is not None:
-        return _ntuple(size, nd, "size")
-    if scale_factor is None:
-        raise ValueError("either size or scale_factor should be defined")
-    sf = scale_factor if isinstance(scale_factor, (tuple, list)) else (scale_factor,) * nd
-    return tuple(int(math.floor(s * f)) for s, f in zip(spatial, sf))
+        out = _ntuple(size, nd, "size")
+    else:
+        if scale_factor is None:
+            raise EmberValueError("interpolate: either size or scale_factor should be defined")
+        sf = tuple(scale_factor) if isinstance(scale_factor, (tuple, list)) else \
+            (scale_factor,) * nd
+        if len(sf) != nd or not all(isinstance(f, (int, float, np.integer, np.floating))
+                                    and not isinstance(f, bool) and math.isfinite(f) for f in sf):
+            raise EmberValueError(f"interpolate: scale_factor must be {nd} finite number(s) for a "
+                                  f"{nd + 2}-d input, got {scale_factor!r}")
+        out = tuple(int(math.floor(s * f)) for s, f in zip(spatial, sf))
+    if not all(o > 0 for o in out):
+        raise EmberRuntimeError(f"interpolate: input and output sizes should be greater than 0, "
+                                f"but got input {list(spatial)} and output {list(out)}"
+                                + ("" if size is not None else f" (scale_factor={scale_factor!r})"))
+    return out
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
@@ -741,13 +793,35 @@ def upsample_bilinear(input, size=None, scale_factor=None):
 
 
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
-    """im2col: (N, C, H, W) -> (N, C*kh*kw, L) sliding blocks (via a grouped convolution)."""
-    kh, kw = _ntuple(kernel_size, 2)
-    c = input.shape[1]
-    eye = np.eye(kh * kw, dtype=input._data.dtype).reshape(kh * kw, 1, kh, kw)
+    """im2col: (N, C, H, W) -> (N, C*kh*kw, L) sliding blocks, (C, H, W) -> (C*kh*kw, L) (via a
+    grouped convolution). Raises EmberRuntimeError for a bad input or geometry, in terms of the
+    input (the convolution's weight is internal)."""
+    x, unb = _batched(input, 2, "unfold")
+    k = _ntuple(kernel_size, 2, "kernel_size")
+    d = _ntuple(dilation, 2, "dilation")
+    p = _ntuple(padding, 2, "padding")
+    s = _ntuple(stride, 2, "stride")
+    dt = x._data.dtype
+    if dt not in (np.float32, np.float64):
+        raise EmberTypeError(f"unfold: expected a float32 or float64 input, got {dt}")
+    if min(k + d + s) <= 0 or min(p) < 0:
+        raise EmberRuntimeError(f"unfold: kernel_size {k}, dilation {d} and stride {s} must be "
+                                f"positive and padding {p} non-negative")
+    spatial = tuple(x._data.shape[2:])
+    blocks = tuple((n + 2 * pp - dd * (kk - 1) - 1) // ss + 1
+                   for n, kk, dd, pp, ss in zip(spatial, k, d, p, s))
+    if min(blocks) < 1:
+        raise EmberRuntimeError(f"unfold: given input with spatial size {spatial}, "
+                                f"kernel_size={k}, dilation={d}, padding={p}, calculated shape of "
+                                f"the array of sliding blocks as {blocks}, but its components "
+                                "must be at least one")
+    kh, kw = k
+    c = x.shape[1]
+    eye = np.eye(kh * kw, dtype=dt).reshape(kh * kw, 1, kh, kw)
     w = _const(np.tile(eye, (c, 1, 1, 1)))
-    y = G.conv2d(input, w, None, _ntuple(stride, 2), _ntuple(padding, 2), _ntuple(dilation, 2), c)
-    return G.reshape(y, (y.shape[0], c * kh * kw, -1))
+    y = G.conv2d(x, w, None, s, p, d, c)
+    y = G.reshape(y, (y.shape[0], c * kh * kw, -1))
+    return G.squeeze(y, 0) if unb else y
 
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
