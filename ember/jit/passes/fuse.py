@@ -2,10 +2,10 @@
 holding the run as a subgraph (``node.attrs["graph"]``), run as one pointwise-engine kernel
 (``ember.jit.fused``).
 
-What fuses: nodes of the spec ops ``ember.jit.fused.TRANSLATE`` knows (arithmetic with
-broadcasting and Python-scalar operands, comparisons and logic, ``where``/``lerp``/``clamp``,
-unary math, the activations relu/leaky_relu/elu/selu/gelu/silu/softplus/hardtanh/sigmoid/tanh,
-``to`` casts), one output each, on float or bool values (``to`` also on integers), whose
+What fuses: nodes of the spec ops with a ``pointwise:`` entry in derivatives.yaml
+(``ember.jit.fused.TRANSLATE``: arithmetic with broadcasting and Python-scalar operands,
+comparisons and logic, ``where``/``lerp``/``clamp``, unary math, the activations, ``to`` casts),
+one output each, on float or bool values (``to`` also on integers), whose
 single-op typing in the engine gives the dtype the trace recorded. All members of a group have
 the same output shape (the group's iteration shape); inputs may broadcast.
 
