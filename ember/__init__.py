@@ -23,11 +23,14 @@ from ember.frontends import (clip, dropout, is_floating_point, is_tensor, max, m
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse
-from ember.kernels.threads import get_num_threads, set_num_threads
+from ember.kernels.pointwise.numba_runtime import set_parallel_layer
+from ember.kernels.threads import (get_conv_blas_limit, get_num_threads, set_conv_blas_limit,
+                                   set_num_threads)
 from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
                           manual_seed, seed, set_rng_state)
 
 _frontends.install()
+# the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
     if _name not in ("var", "std"):

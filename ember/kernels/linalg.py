@@ -3,6 +3,7 @@ import numpy as np
 
 from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
+from ember.kernels.threads import FREE, blas_mode
 
 
 def _inner_error(a, b):
@@ -17,7 +18,8 @@ def matmul(a, b):
         raise _inner_error(a, b)
     a, b = promote(a, b)
     try:
-        return np.matmul(a, b)
+        with blas_mode(FREE):   # never under another thread's one-thread BLAS limit
+            return np.matmul(a, b)
     except ValueError:
         raise KernelError(f"batch dimensions cannot be broadcast: {tuple(a.shape)} @ "
                           f"{tuple(b.shape)}") from None
@@ -53,10 +55,11 @@ def linear(x, w, b=None):
         raise KernelError(f"input feature size {x.shape[-1] if x.ndim else None} does not match "
                           f"weight {tuple(w.shape)} (input shape {tuple(x.shape)})")
     x, w = promote(x, w)
-    if x.ndim > 2 and w.ndim == 2:
-        out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
-    else:
-        out = np.matmul(x, w.T)
+    with blas_mode(FREE):
+        if x.ndim > 2 and w.ndim == 2:
+            out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+        else:
+            out = np.matmul(x, w.T)
     if b is not None:
         out += b
     return out

@@ -28,7 +28,12 @@ def inside():
     return getattr(_inside, "flag", False)
 
 
-def _executor(workers):
+def _submit(fn, workers):
+    """Queue ``fn`` ``workers`` times on a pool of at least ``workers`` threads.
+
+    A pool too small for the call is replaced by a larger one; the old one is shut down without
+    waiting, which lets the work already queued on it run to the end. Pool swap and submission
+    happen under one lock, so no call ever submits to a pool that was shut down."""
     from concurrent.futures import ThreadPoolExecutor  # imported on first parallel call
     global _pool, _pool_size
     with _pool_lock:
@@ -38,7 +43,8 @@ def _executor(workers):
             _pool_size = workers
             if old is not None:
                 old.shutdown(wait=False)
-        return _pool
+        for _ in range(workers):
+            _pool.submit(fn)
 
 
 class _Job:
@@ -100,9 +106,7 @@ def run_chunks(fn, n_items, parts, n_threads):
         finally:
             _inside.flag = False
 
-    pool = _executor(n_threads - 1)
-    for _ in range(n_threads - 1):
-        pool.submit(work)
+    _submit(work, n_threads - 1)
     work()
     job.finished.wait()
     if job.error is not None:

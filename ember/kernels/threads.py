@@ -1,14 +1,58 @@
-"""One thread setting for BLAS and ember's own parallel loops.
+"""Process-wide thread settings: ember's thread count and the BLAS libraries' threads.
 
-``set_num_threads`` limits OpenBLAS/MKL through threadpoolctl (imported lazily, optional).
-Parallel loops of ember's own (``ember.kernels.threadpool``: convolution chunks and compiled
-pointwise kernels) read ``get_num_threads``.
+``set_num_threads(n)`` sets the thread count of ember's own parallel loops
+(``ember.kernels.threadpool``: convolution chunks, compiled pointwise kernels, pooling) and of
+every BLAS library in the process that threadpoolctl can see (imported lazily, optional).
+
+BLAS thread counts are process-wide: OpenBLAS's pthreads build (what NumPy and SciPy wheels
+ship) has one count for the whole process (``openblas_set_num_threads_local`` sets that same
+count there), so a per-thread limit does not exist. ember therefore coordinates its own BLAS
+users through one lock with two shared modes (``blas_mode``):
+
+- ``LIMITED``: a convolution split over ember's own threads (``ember.kernels.conv.parallel``)
+  runs every BLAS at one thread (see that module for why). Concurrent convolutions share the
+  limited state (a count of holders); the last one out restores the counts it saved.
+- ``FREE``: ember's other BLAS calls (``linalg.matmul``/``linear``, convolutions that use
+  BLAS's own threads) run with the BLAS's configured count.
+
+A thread asking for the mode not in force waits until its holders leave, so each of ember's
+GEMMs runs at one known BLAS thread count (OpenBLAS's GEMM bits can depend on its thread count,
+measured: (257x1000) @ (1000x33) float32 differs between one and two threads). A mode asked
+for by a thread that already holds one (a nested call) or by a pool worker (inside a chunk) is
+granted at once as the one already held. ``set_num_threads`` waits for all holders to leave
+before changing the counts. BLAS calls that are not ember's (user code in another thread) are
+not coordinated: they run single-threaded while a limited convolution is in flight.
+``set_conv_blas_limit(False)`` (or ``EMBER_CONV_BLAS_LIMIT=0``) stops ember from ever changing
+BLAS thread counts during convolutions: those then run in the calling thread with BLAS's own
+threads.
+
+The BLAS libraries are found again (threadpoolctl's controller is rebuilt) whenever modules have
+been imported since the last look, so a BLAS loaded after ember (SciPy's own OpenBLAS) is limited
+too and gets the count set by ``set_num_threads``.
 """
 import os
+import sys
+import threading
+
+from ember.kernels import threadpool
 
 _CPU_COUNT = os.cpu_count() or 1
 _num_threads = None
-_blas_limiter = None
+
+LIMITED = "limited"
+FREE = "free"
+_EXCLUSIVE = "exclusive"
+
+_cond = threading.Condition(threading.Lock())
+_mode = None                # mode in force, or None when nobody holds one
+_active = 0                 # threads holding the mode in force
+_waiting = {LIMITED: 0, FREE: 0, _EXCLUSIVE: 0}
+_saved = {}                 # filepath -> BLAS thread count restored when LIMITED ends
+_held = threading.local()   # this thread's (mode, depth)
+_limit_enabled = os.environ.get("EMBER_CONV_BLAS_LIMIT", "1") != "0"
+
+_controllers = None         # threadpoolctl controllers of the BLAS libraries, () if unavailable
+_scanned_modules = -1       # len(sys.modules) when they were last looked for
 
 
 def get_num_threads():
@@ -18,18 +62,158 @@ def get_num_threads():
     return _num_threads
 
 
-def set_num_threads(n):
-    """Set the thread count for BLAS and ember's parallel loops.
+def blas_controllers(refresh=False):
+    """threadpoolctl controllers of the BLAS libraries loaded now (``()`` without threadpoolctl).
 
-    Raises ValueError when ``n`` is not a positive integer.
+    Looked up again when ``refresh`` or when modules were imported since the last lookup; a
+    library found for the first time gets the count set by ``set_num_threads``."""
+    with _cond:
+        return _scan(refresh)
+
+
+def _scan(refresh=False):
+    global _controllers, _scanned_modules
+    n_modules = len(sys.modules)
+    if _controllers is None or refresh or n_modules != _scanned_modules:
+        old = {c.filepath for c in _controllers or ()}
+        try:
+            from threadpoolctl import ThreadpoolController
+            found = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
+        except Exception:  # threadpoolctl missing or unable to inspect a library
+            found = ()
+        _controllers, _scanned_modules = found, len(sys.modules)
+        if _num_threads is not None:
+            for c in found:
+                if c.filepath not in old:
+                    _set(c, _num_threads)
+    return _controllers
+
+
+def _set(controller, n):
+    if _mode == LIMITED:
+        _saved[controller.filepath] = n
+        n = 1
+    if controller.get_num_threads() != n:
+        controller.set_num_threads(n)
+
+
+def _may_enter(mode):
+    if mode == _EXCLUSIVE:
+        return _active == 0
+    if _waiting[_EXCLUSIVE]:
+        return False
+    other = FREE if mode == LIMITED else LIMITED
+    return _active == 0 or (_mode == mode and not _waiting[other])
+
+
+def _enter(mode):
+    global _mode, _active
+    with _cond:
+        if not _may_enter(mode):
+            _waiting[mode] += 1
+            try:
+                while not _may_enter(mode):
+                    _cond.wait()
+            finally:
+                _waiting[mode] -= 1
+        if _active == 0:
+            if mode == LIMITED:
+                controllers = _scan()
+                _mode = mode
+                _saved.clear()
+                for c in controllers:
+                    n = c.get_num_threads()
+                    _saved[c.filepath] = n
+                    if n != 1:
+                        c.set_num_threads(1)
+            else:
+                _mode = mode
+                if _num_threads is not None:
+                    _scan()             # a BLAS imported since gets the configured count
+        _active += 1
+
+
+def _leave():
+    global _mode, _active
+    with _cond:
+        _active -= 1
+        if _active == 0:
+            if _mode == LIMITED:
+                for c in _scan():
+                    n = _saved.get(c.filepath, 1)
+                    if n != 1:
+                        c.set_num_threads(n)
+                _saved.clear()
+            _mode = None
+            _cond.notify_all()
+
+
+class blas_mode:
+    """Context manager: hold the BLAS lock in ``mode`` (``LIMITED`` or ``FREE``) for one call;
+    ``__enter__`` returns the mode granted (a nested call or pool worker gets the mode already
+    held, ``None`` when it is a pool worker outside any; ``LIMITED`` becomes ``FREE`` while
+    ``set_conv_blas_limit(False)``)."""
+
+    __slots__ = ("mode", "granted", "counted")
+
+    def __init__(self, mode):
+        self.mode = mode
+
+    def __enter__(self):
+        held = getattr(_held, "mode", None)
+        if held is not None or threadpool.inside():
+            self.counted = held is not None
+            if self.counted:
+                _held.depth += 1
+            self.granted = held
+            return held
+        mode = self.mode if (self.mode != LIMITED or _limit_enabled) else FREE
+        _enter(mode)
+        _held.mode, _held.depth = mode, 1
+        self.counted, self.granted = True, mode
+        return mode
+
+    def __exit__(self, *exc):
+        if self.counted:
+            _held.depth -= 1
+            if _held.depth == 0:
+                _held.mode = None
+                _leave()
+        return False
+
+
+def set_num_threads(n):
+    """Set the thread count for ember's parallel loops and every BLAS library in the process.
+
+    Waits until ember's BLAS calls in flight in other threads finish. Raises ValueError when
+    ``n`` is not a positive integer.
     """
-    global _num_threads, _blas_limiter
+    global _num_threads
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
-    _num_threads = n
-    try:
-        from threadpoolctl import threadpool_limits
-    except ImportError:
-        threadpool_limits = None
-    if threadpool_limits is not None:
-        _blas_limiter = threadpool_limits(limits=n, user_api="blas")
+    nested = getattr(_held, "mode", None) is not None
+    with _cond:
+        if not nested and not _may_enter(_EXCLUSIVE):
+            _waiting[_EXCLUSIVE] += 1
+            try:
+                while not _may_enter(_EXCLUSIVE):
+                    _cond.wait()
+            finally:
+                _waiting[_EXCLUSIVE] -= 1
+        _num_threads = n
+        for c in _scan(refresh=True):
+            _set(c, n)
+        _cond.notify_all()
+
+
+def set_conv_blas_limit(enabled):
+    """Let convolutions hold every BLAS at one thread while they split work over ember's threads
+    (True, the default unless ``EMBER_CONV_BLAS_LIMIT=0``), or never touch BLAS thread counts
+    (False: convolutions then run in the calling thread on BLAS's own threads)."""
+    global _limit_enabled
+    _limit_enabled = bool(enabled)
+
+
+def get_conv_blas_limit():
+    """Whether convolutions may hold BLAS at one thread (see ``set_conv_blas_limit``)."""
+    return _limit_enabled

@@ -5,6 +5,7 @@ import numpy as np
 
 from ember.jit.codegen import node_callable
 from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
+from ember.kernels.memory import frozen_copy
 
 _MAX_GROWTH = 1 << 20  # do not materialise outputs over 1M elements larger than their inputs
 
@@ -54,10 +55,7 @@ def constant_fold(graph):
         for o, r in zip(node.outputs, outs):
             if not o.uses and o not in graph.outputs:
                 continue
-            r = np.asarray(r)
-            if r.base is not None or not r.flags.c_contiguous:
-                r = np.ascontiguousarray(r).copy()
-            r.setflags(write=False)   # immutable: kernels may cache what they derive from it
+            r = frozen_copy(r)   # immutable: kernels may cache what they derive from it
             c = graph.add_constant(r, before=node)
             o.replace_all_uses_with(c)
         graph.remove(node)
@@ -79,8 +77,7 @@ def freeze(graph, tensors):
             raise ValueError(f"freeze: %{v.name} is written in place by the graph (a training-"
                              "mode buffer update); trace in eval mode to freeze")
         name = "frozen." + v.name
-        snapshot = np.array(t._data, copy=True)
-        snapshot.setflags(write=False)
+        snapshot = frozen_copy(t._data)
         c = graph.add_constant(snapshot, name=name,
                                **({"before": at} if at is not None else {}))
         v.replace_all_uses_with(c)

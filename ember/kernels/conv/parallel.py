@@ -5,7 +5,7 @@ spin-wait hand-off per block of the reduction). On this 2-core machine shared wi
 that also run OpenBLAS, one descheduled thread stalls the other at every hand-off: a weight-gradient
 GEMM (32 x 25088) @ (25088 x 75) took 456 ms with 2 OpenBLAS threads against 11 ms with one (and
 LeNet's second-conv weight gradient 232 ms against 0.8 ms); see docs/conv.md. So while a convolution
-runs (``blas_single``), OpenBLAS is held at one thread and the work is split here into
+runs (``policy(own=True)``), OpenBLAS is held at one thread and the work is split here into
 ``get_num_threads()`` independent chunks (images, GEMMs of a batch, output columns, or halves of a
 long reduction), each a single-threaded BLAS call or a Numba ``nogil`` kernel, run by the caller and
 pool workers with no synchronisation until the end: a straggler costs only its own share.
@@ -21,7 +21,7 @@ import threading
 import numpy as np
 
 from ember.kernels import threadpool
-from ember.kernels.threads import get_num_threads
+from ember.kernels.threads import FREE, LIMITED, blas_controllers, blas_mode, get_num_threads
 
 # Directions run with ember's own chunks (BLAS at one thread); the others call BLAS with its own
 # threads and do not chunk. See the module docstring and docs/conv.md for the measurements.
@@ -34,18 +34,14 @@ CHUNKS_PER_THREAD = 4
 MIN_FLOPS = 4e6      # below this a GEMM runs inline: splitting costs more than it saves
 MIN_COLUMNS = 128    # narrowest column block worth a chunk of its own
 
-_blas = None         # threadpoolctl controllers of the BLAS libraries, or () when unavailable
-_blas_lock = threading.Lock()
-_blas_depth = 0
-_blas_saved = []
+_mode = threading.local()
 
 
 def threads():
-    """Number of chunks to split work into (ember's thread setting, at least 1)."""
-    return max(1, get_num_threads())
-
-
-_mode = threading.local()
+    """Number of chunks to split work into: the thread count read when the outermost ``policy``
+    of this call was entered (so one call never mixes two counts), else ember's setting."""
+    n = getattr(_mode, "n", None)
+    return n if n is not None else max(1, get_num_threads())
 
 
 def _own():
@@ -53,24 +49,28 @@ def _own():
 
 
 class policy:
-    """Context manager for one convolution call: ``own=True`` holds BLAS at one thread
-    (``blas_single``) and lets ``run``/``matmul`` split work over ember's threads; ``own=False``
-    runs everything inline and leaves BLAS threading to BLAS."""
+    """Context manager for one convolution call: ``own=True`` holds the BLAS lock in the
+    ``LIMITED`` mode (every BLAS at one thread, ``ember.kernels.threads``) and lets
+    ``run``/``matmul`` split work over ember's threads; ``own=False`` holds it in the ``FREE``
+    mode and runs everything inline, leaving BLAS threading to BLAS. A nested call keeps the
+    mode already held (an own-threads request inside a ``FREE`` call runs inline), and the
+    thread count of the outermost call."""
 
     def __init__(self, own):
         self.own = bool(own)
 
     def __enter__(self):
-        self.saved = _own()
-        _mode.own = self.own
-        if self.own:
-            blas_single.__enter__()
+        self.saved = (_own(), getattr(_mode, "n", None))
+        self.hold = blas_mode(LIMITED if self.own else FREE)
+        granted = self.hold.__enter__()
+        _mode.own = self.own and granted == LIMITED
+        if self.saved[1] is None:
+            _mode.n = max(1, get_num_threads())
         return self
 
     def __exit__(self, *exc):
-        if self.own:
-            blas_single.__exit__(*exc)
-        _mode.own = self.saved
+        _mode.own, _mode.n = self.saved
+        self.hold.__exit__(*exc)
         return False
 
 
@@ -98,44 +98,8 @@ def parallel_possible():
 
 
 def _controllers():
-    global _blas
-    if _blas is None:
-        try:
-            from threadpoolctl import ThreadpoolController
-            _blas = tuple(ThreadpoolController().select(user_api="blas").lib_controllers)
-        except Exception:  # threadpoolctl missing or unable to inspect the BLAS
-            _blas = ()
-    return _blas
-
-
-class _BlasSingle:
-    """Context manager: BLAS at one thread while any convolution runs (reference counted, so
-    concurrent calls from several Python threads restore the setting only when the last ends)."""
-
-    def __enter__(self):
-        global _blas_depth, _blas_saved
-        with _blas_lock:
-            if _blas_depth == 0:
-                ctl = _controllers()
-                _blas_saved = [c.get_num_threads() for c in ctl]
-                for c, n in zip(ctl, _blas_saved):
-                    if n != 1:
-                        c.set_num_threads(1)
-            _blas_depth += 1
-        return self
-
-    def __exit__(self, *exc):
-        global _blas_depth
-        with _blas_lock:
-            _blas_depth -= 1
-            if _blas_depth == 0:
-                for c, n in zip(_controllers(), _blas_saved):
-                    if n != 1:
-                        c.set_num_threads(n)
-        return False
-
-
-blas_single = _BlasSingle()
+    """threadpoolctl controllers of the BLAS libraries (``threads.blas_controllers``)."""
+    return blas_controllers()
 
 
 def _axis_view(a, out_ndim, axis, lo, hi):

@@ -10,10 +10,10 @@ i.e. 36 GEMMs (K/g x tiles x C/g). Float32 error stays around 1e-5 of the output
 sizes this is selected for.
 
 The weight transform U is computed once per call, or once per weight for an immutable weight
-(``immutable``: read-only memory owned by a read-only array, as the JIT's frozen constants are):
-then U is kept, keyed by the weight array, until that array is freed (``weight_transform``).
+(``immutable``: memory owned by a ``bytes`` object, which no array over it can make writeable
+again, as the JIT's frozen and folded constants are): then U is kept, keyed by the weight array,
+until that array is freed (``weight_transform``).
 """
-import threading
 import weakref
 
 import numpy as np
@@ -69,27 +69,28 @@ def kernels():
     return _numba_kernels or None
 
 
-_cache = {}            # id(weight) -> (weakref to it, groups, U) for immutable weights
-_cache_lock = threading.Lock()
+_cache = {}   # id(weight) -> (weakref to it, groups, U) for immutable weights
 
 
 def immutable(a):
-    """True when nothing can write ``a``'s memory without first making an array writeable again:
-    ``a`` is read-only and so is the array that owns the memory (a view of a writeable array
-    is not immutable)."""
-    while True:
-        if a.flags.writeable:
+    """True when nothing can ever write ``a``'s memory: every array down ``a``'s ``base`` chain is
+    read-only and owns no memory, and the chain ends in a ``bytes`` object (NumPy refuses
+    ``setflags(write=True)`` on arrays over it; ``ember.kernels.memory.frozen_copy`` makes one).
+    A read-only array that owns its memory is not immutable: ``setflags(write=True)`` makes it
+    writeable again, and so is any view of it."""
+    while isinstance(a, np.ndarray):
+        if a.flags.writeable or a.flags.owndata:
             return False
-        base = a.base
-        if base is None:
-            return a.flags.owndata
-        if not isinstance(base, np.ndarray):
-            return isinstance(base, bytes)
-        a = base
+        a = a.base
+    return type(a) is bytes
 
 
-def _uncache(key):
-    with _cache_lock:
+def _forget(key, ref):
+    # The weakref callback runs wherever the weight is freed, which may be a garbage collection
+    # started inside this module (so it takes no lock: each dict operation is atomic); the
+    # weight's id cannot be reused before its callbacks have run.
+    hit = _cache.get(key)
+    if hit is not None and hit[0] is ref:
         _cache.pop(key, None)
 
 
@@ -105,8 +106,7 @@ def weight_transform(w, g):
         parallel.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, U)
         U = U.reshape(36, g.groups, g.Kg, g.Cg)
         U.setflags(write=False)
-        with _cache_lock:
-            _cache[key] = (weakref.ref(w, lambda _, key=key: _uncache(key)), g.groups, U)
+        _cache[key] = (weakref.ref(w, lambda ref, key=key: _forget(key, ref)), g.groups, U)
         return U
     U = buffer("winograd.U", (36, g.K * g.Cg), w.dtype)
     parallel.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, U)

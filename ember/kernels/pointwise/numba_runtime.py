@@ -10,6 +10,12 @@ spinning workers next to OpenBLAS's), and the workqueue layer 0.22 ms. TBB's wor
 briefly and then sleep, so they neither pay the wake-up on back-to-back calls nor fight
 OpenBLAS's threads. ember starts the layer itself unless Numba's threads are already running
 (then TBB is used only if it is the running layer) or ``NUMBA_THREADING_LAYER`` names another.
+
+Starting Numba's threads is a setting of the whole process: Numba launches its threading layer
+once, so the host program's own ``parallel=True`` Numba code then runs on TBB too (TBB is also
+Numba's own first choice when it can load it). ``set_parallel_layer("pool")`` before the first
+parallel kernel, or ``EMBER_THREADING_LAYER=pool``, keeps ember from starting them: its parallel
+kernels then run on ember's pool (see docs/process.md).
 """
 import ctypes
 import os
@@ -19,6 +25,8 @@ import threading
 _numba = None
 _checked = False
 _layer = None
+_LAYERS = ("tbb", "pool")
+_requested = os.environ.get("EMBER_THREADING_LAYER", "tbb")
 _lock = threading.Lock()
 _current = threading.local()
 
@@ -56,7 +64,7 @@ def _preload_tbb():
 
 def _start():
     numba = numba_module()
-    if numba is None:
+    if numba is None or _requested == "pool":
         return "pool"
     from numba.np.ufunc import parallel
     if parallel._is_initialized:
@@ -87,6 +95,18 @@ def parallel_layer():
             if _layer is None:
                 _layer = _start()
     return _layer
+
+
+def set_parallel_layer(name):
+    """Run ember's parallel compiled kernels on Numba's TBB layer (``"tbb"``, the default unless
+    ``EMBER_THREADING_LAYER=pool``; ember starts Numba's threads for it) or on ember's own pool
+    (``"pool"``: ember never starts Numba's threads). Threads Numba has started stay running;
+    ``"tbb"`` then applies only if TBB is the layer they run. Raises ValueError for another name."""
+    global _layer, _requested
+    if name not in _LAYERS:
+        raise ValueError(f"set_parallel_layer: expected one of {_LAYERS}, got {name!r}")
+    with _lock:
+        _requested, _layer = name, None
 
 
 def sync_threads(n):
