@@ -96,73 +96,82 @@ def _needed(roots, targets):
 # ``gradient=`` and whatever a hook returns are never owned. With create_graph nothing is owned.
 
 def _root(a):
-    """The ndarray at the end of ``a``'s base chain, or None for foreign memory."""
+    """The ndarray owning ``a``'s memory (end of its base chain), or None for foreign memory."""
     b = a.base
     while b is not None:
-        if b.__class__ is not np.ndarray and not isinstance(b, np.ndarray):
+        if not isinstance(b, np.ndarray):
             return None
         a = b
         b = a.base
     return a if a.flags.owndata else None
 
 
-def _saved_roots(node):
-    roots = set()
+def _exclusive_root(a):
+    """``a``'s root when ``a`` may be written in place as a whole (writeable, no overlapping
+    strides), else None."""
+    f = a.flags
+    if not f.writeable:
+        return None
+    if a.base is None:
+        return a if f.owndata else None
+    if not (f.c_contiguous or f.f_contiguous):
+        return None
+    return _root(a)
+
+
+def _aliases_saved(node, root):
+    """Whether ``root`` holds the memory of a tensor ``node`` saved for backward."""
     for name in node._saved:
         v = getattr(node, name, None)
-        for x in (v if isinstance(v, (list, tuple)) else (v,)):
+        for x in (v if v.__class__ is list or v.__class__ is tuple else (v,)):
             if x.__class__ is SavedTensor:
                 arr = x.data if x.tensor is None else x.tensor._data
-            elif isinstance(x, _tensor_cls()):
-                arr = x._data
             else:
-                continue
-            r = _root(arr)
-            if r is not None:
-                roots.add(id(r))
-    return roots
+                arr = getattr(x, "_data", None)
+                if arr is None or not isinstance(arr, np.ndarray):
+                    continue
+            if arr is root or (arr.base is not None and _root(arr) is root):
+                return True
+    return False
+
+
+def _claim(node, grads, in_owned, root):
+    for g, o in zip(grads, in_owned):
+        if g is not None:
+            a = g._data
+            if a is root or (a.base is not None and _root(a) is root):
+                return o  # passed on: owned only if the incoming gradient was
+    return not _aliases_saved(node, root)
 
 
 def _claims(node, grads, in_owned, results):
-    """Which results of a generated node the engine owns (see the note above)."""
+    """Which results of a generated node the engine owns (see the note above): a result whose
+    memory is fresh (no incoming gradient's, no saved tensor's), or an owned incoming
+    gradient's passed on; never memory shared by two results."""
     n = len(results)
-    if n == 1:
-        r = results[0]
-        if r is None:
-            return (False,)
-    roots = []
-    count = {}
-    for r in results:
-        root = None
-        if r is not None:
-            a = r._data
-            flags = a.flags
-            if flags.writeable and (flags.c_contiguous or flags.f_contiguous):
-                root = _root(a)
-        roots.append(root)
-        if root is not None:
-            k = id(root)
-            count[k] = count.get(k, 0) + 1
-    incoming = {}
-    for g, o in zip(grads, in_owned):
-        if g is not None:
-            root = _root(g._data)
-            if root is not None:
-                k = id(root)
-                incoming[k] = o and k not in incoming
-    saved = None
+    if n == 1 or (n == 2 and (results[0] is None or results[1] is None)):
+        k = 0 if results[0] is not None else 1
+        r = results[k] if k < n else None
+        root = None if r is None else _exclusive_root(r._data)
+        if root is None:
+            return (False,) * n
+        claim = _claim(node, grads, in_owned, root)
+        return (claim,) if n == 1 else ((claim, False) if k == 0 else (False, claim))
     out = []
-    for root in roots:
-        if root is None or count[id(root)] > 1:
-            out.append(False)
-            continue
-        k = id(root)
-        if k in incoming:
-            out.append(incoming[k])
-            continue
-        if saved is None:
-            saved = _saved_roots(node)
-        out.append(k not in saved)
+    roots = []
+    for r in results:
+        root = None if r is None else _exclusive_root(r._data)
+        if root is not None:
+            for k, other in enumerate(roots):
+                if other is root:  # two results share memory: neither is owned
+                    out[k] = False
+                    root = None
+                    break
+        roots.append(root)
+        out.append(root is not None)
+    for k, root in enumerate(roots):
+        if out[k]:
+            out[k] = _claim(node, grads, in_owned, root)
     return out
 
 
@@ -249,10 +258,13 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
                             owned.pop(id(g), None)
                         for s in slot:
                             captured[s] = g if captured[s] is None else captured[s] + g
-            if owned:
-                in_owned = [g is not None and owned.pop(id(g), None) is not None for g in grads]
-            else:
+            if not owned:
                 in_owned = None
+            elif len(grads) == 1:
+                g = grads[0]
+                in_owned = (g is not None and owned.pop(id(g), None) is not None,)
+            else:
+                in_owned = [g is not None and owned.pop(id(g), None) is not None for g in grads]
             claims = None
             if needed is not None and node not in needed:
                 results = ()
@@ -272,7 +284,7 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
                         r = hook(results, grads)
                         if r is not None:
                             results = tuple(r)
-                elif owned is not None and _generated(node):
+                elif owned is not None and node._fresh_results:
                     claims = _claims(node, grads, in_owned or [False] * len(grads), results)
                 if not retain_graph:
                     node.release()
@@ -311,18 +323,6 @@ def _leaf_hooks(acc, g, owned):
             if r is not None:
                 g = r
     return g
-
-
-_GENERATED = {}
-
-
-def _generated(node):
-    """Whether ``node`` is a spec-generated backward (engine code; not a user's Function)."""
-    cls = node.__class__
-    v = _GENERATED.get(cls)
-    if v is None:
-        v = _GENERATED[cls] = cls.__module__ == "ember.autograd._generated"
-    return v
 
 
 def _apply(node, grads):

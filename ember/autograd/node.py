@@ -32,6 +32,14 @@ class Node:
     _trace = None
     _out_meta = None
 
+    # results are arrays the kernels just made, unless they alias an input (see engine._claims):
+    # true for the spec-generated backward classes only, never for user code
+    _fresh_results = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        cls._fresh_results = cls.__module__ == "ember.autograd._generated"
+
     def __init__(self):
         self.next_functions = ()
         self.needs = ()
