@@ -11,14 +11,14 @@ from ember._dtype import (bool_, double, dtype, float, float16, float32, float64
 from ember._dtype import bool_ as bool  # noqa: A004
 from ember.tensor import Size, Tensor, device
 from ember.autograd import _generated
-from ember import frontends as _frontends
+from ember import overloads as _overloads
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)
 from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye, from_dlpack,
                             from_numpy, full, full_like, linspace, multinomial, normal, ones,
                             ones_like, rand, rand_like, randint, randn, randn_like, randperm,
                             tensor, zeros, zeros_like)
-from ember.frontends import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
+from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
@@ -29,7 +29,7 @@ from ember.kernels.threads import (get_conv_blas_limit, get_num_threads, set_con
 from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
                           manual_seed, seed, set_rng_state)
 
-_frontends.install()
+_overloads.install()
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:

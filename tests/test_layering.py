@@ -10,7 +10,7 @@ ALLOWED = {
     "kernels": BASE | {"backends"},
     "autograd": BASE | {"kernels", "tensor", "random"},
     "tensor": BASE | {"autograd"},
-    "nn": BASE | {"autograd", "kernels", "tensor", "creation", "random", "frontends"},
+    "nn": BASE | {"autograd", "kernels", "tensor", "creation", "random", "overloads"},
     "optim": BASE | {"autograd", "kernels", "tensor"},
     "jit": BASE | {"autograd", "kernels", "tensor", "random", "serialization", "utils"},
     "onnx": BASE | {"autograd", "kernels", "tensor", "jit", "utils", "ember"},

@@ -7,12 +7,11 @@ from ember.kernels import conv as _k_conv
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
 from ember.kernels import index as _k_index
-from ember.kernels import jit_ops as _k_jit_ops
 from ember.kernels import linalg as _k_linalg
 from ember.kernels import nn as _k_nn
-from ember.kernels import nn_layers as _k_nn_layers
 from ember.kernels import pool as _k_pool
 from ember.kernels import reduce as _k_reduce
+from ember.kernels import rnn as _k_rnn
 from ember.kernels import shape as _k_shape
 from ember.autograd import composites as _c_composites
 from ember.autograd import formulas as _F
@@ -3631,7 +3630,7 @@ OPS['conv2d_input_grad'] = _op_conv2d_input_grad
 _op_conv2d_weight_grad = Op('conv2d_weight_grad', _k_conv.conv2d_weight_grad, Conv2dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
 OPS['conv2d_weight_grad'] = _op_conv2d_weight_grad
 
-_op_conv_transpose2d = Op('conv_transpose2d', _k_nn_layers.conv_transpose2d, ConvTranspose2dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+_op_conv_transpose2d = Op('conv_transpose2d', _k_conv.conv_transpose2d, ConvTranspose2dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
 OPS['conv_transpose2d'] = _op_conv_transpose2d
 
 _op_max_pool2d_with_indices = Op('max_pool2d_with_indices', _k_pool.max_pool2d_forward, MaxPool2dWithIndicesBackward0, ('self',), ('kernel_size', 'stride', 'padding', 'dilation', 'ceil_mode'), multi=True, diff_outputs=(True, False), saves_self=False)
@@ -3655,19 +3654,19 @@ OPS['adaptive_avg_pool2d_backward'] = _op_adaptive_avg_pool2d_backward
 _op_adaptive_max_pool2d = Op('adaptive_max_pool2d', _k_pool.adaptive_max_pool2d_forward, AdaptiveMaxPool2dBackward0, ('self',), ('output_size',), multi=True, diff_outputs=(True, False), saves_self=False)
 OPS['adaptive_max_pool2d'] = _op_adaptive_max_pool2d
 
-_op_native_batch_norm = Op('native_batch_norm', _k_nn_layers.native_batch_norm, NativeBatchNormBackward0, ('input', 'weight', 'bias', 'running_mean', 'running_var'), ('training', 'momentum', 'eps'), multi=True, diff_outputs=(True, False, False), saves_self=True)
+_op_native_batch_norm = Op('native_batch_norm', _k_nn.native_batch_norm, NativeBatchNormBackward0, ('input', 'weight', 'bias', 'running_mean', 'running_var'), ('training', 'momentum', 'eps'), multi=True, diff_outputs=(True, False, False), saves_self=True)
 OPS['native_batch_norm'] = _op_native_batch_norm
 
-_op_lstm_step = Op('lstm_step', _k_nn_layers.lstm_step, LstmStepBackward0, ('gx', 'hx', 'cx', 'w_hh'), (), multi=True, diff_outputs=(True, True, False), saves_self=True)
+_op_lstm_step = Op('lstm_step', _k_rnn.lstm_step, LstmStepBackward0, ('gx', 'hx', 'cx', 'w_hh'), (), multi=True, diff_outputs=(True, True, False), saves_self=True)
 OPS['lstm_step'] = _op_lstm_step
 
-_op_gru_step = Op('gru_step', _k_nn_layers.gru_step, GruStepBackward0, ('gx', 'hx', 'w_hh', 'b_hh'), (), multi=True, diff_outputs=(True, False), saves_self=True)
+_op_gru_step = Op('gru_step', _k_rnn.gru_step, GruStepBackward0, ('gx', 'hx', 'w_hh', 'b_hh'), (), multi=True, diff_outputs=(True, False), saves_self=True)
 OPS['gru_step'] = _op_gru_step
 
-_op_lstm_layer = Op('lstm_layer', _k_nn_layers.lstm_layer, LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
+_op_lstm_layer = Op('lstm_layer', _k_rnn.lstm_layer, LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
 OPS['lstm_layer'] = _op_lstm_layer
 
-_op_size = Op('size', _k_jit_ops.size, None, ('self',), ('dim',), saves_self=False)
+_op_size = Op('size', _k_shape.size, None, ('self',), ('dim',), saves_self=False)
 OPS['size'] = _op_size
 
 def add(input, other, *, alpha=1):

@@ -500,17 +500,17 @@ def batch_norm_grads(grads, x, weight, bias, training, eps, save_mean, save_var,
     statistics; with it (create_graph) in ember ops that recompute the statistics from the input,
     so that higher derivatives are right.
     """
-    from ember.kernels import nn_layers
+    from ember.kernels import nn as nn_kernels
     grad = grads[0]
     needs3 = (needs[0], needs[1], needs[2])
     if not _grad_mode():
-        gx, gw, gb = nn_layers.native_batch_norm_backward(
+        gx, gw, gb = nn_kernels.native_batch_norm_backward(
             grad._data, x._data, _arr(weight), save_mean._data, save_var._data, training, eps,
             needs3)
         return _wrap(gx), _wrap(gw), _wrap(gb), None, None
     nd = x.dim()
     c = x._data.shape[1]
-    shp = nn_layers.bn_param_shape(nd, c)
+    shp = nn_kernels.bn_param_shape(nd, c)
     axes = (0,) + tuple(range(2, nd))
     if training:
         mean = G.mean(x, axes, True)
@@ -539,10 +539,10 @@ def batch_norm_grads(grads, x, weight, bias, training, eps, save_mean, save_var,
 def lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs):
     """Gradients of lstm_step for (gx, hx, cx, w_hh): NumPy from the workspace for a first-order
     backward, ember ops recomputing the gates when building a graph (create_graph)."""
-    from ember.kernels import nn_layers
+    from ember.kernels import rnn
     dh, dc = grads[0], grads[1]
     if not _grad_mode():
-        out = nn_layers.lstm_step_backward(dh._data, dc._data, workspace._data, hx._data,
+        out = rnn.lstm_step_backward(dh._data, dc._data, workspace._data, hx._data,
                                            cx._data, w_hh._data)
         return tuple(_wrap(o) if n else None for o, n in zip(out, needs))
     gates = G.add(gx, G.matmul(hx, G.t(w_hh)))
@@ -563,10 +563,10 @@ def lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs):
 def gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs):
     """Gradients of gru_step for (gx, hx, w_hh, b_hh): NumPy from the workspace for a first-order
     backward, ember ops recomputing the gates when building a graph (create_graph)."""
-    from ember.kernels import nn_layers
+    from ember.kernels import rnn
     dh = grads[0]
     if not _grad_mode():
-        dgx, dhx, dw, db = nn_layers.gru_step_backward(dh._data, workspace._data, hx._data,
+        dgx, dhx, dw, db = rnn.gru_step_backward(dh._data, workspace._data, hx._data,
                                                        w_hh._data)
         return (_wrap(dgx) if needs[0] else None, _wrap(dhx) if needs[1] else None,
                 _wrap(dw) if needs[2] else None,
@@ -593,10 +593,10 @@ def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs)
     """Gradients of lstm_layer for (gx, h0, c0, w_hh): one NumPy pass backwards through time for
     a first-order backward; with grad mode on (create_graph), ember ops that replay the steps
     with lstm_step so that higher derivatives are right."""
-    from ember.kernels import nn_layers
+    from ember.kernels import rnn
     d_out, d_h, d_c = grads[0], grads[1], grads[2]
     if not _grad_mode():
-        res = nn_layers.lstm_layer_backward(d_out._data, d_h._data, d_c._data, workspace._data,
+        res = rnn.lstm_layer_backward(d_out._data, d_h._data, d_c._data, workspace._data,
                                             output._data, h0._data, c0._data, w_hh._data,
                                             reverse)
         return tuple(_wrap(r) if n else None for r, n in zip(res, needs))

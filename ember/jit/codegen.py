@@ -205,14 +205,14 @@ def _tensor_sym(t):
 def node_callable(kind, mode):
     """The function a node of ``kind`` calls in ``mode`` ('array' or 'tensor')."""
     from ember.autograd._generated import OPS
-    from ember.kernels import jit_ops
+    from ember.kernels import shape as shape_kernels
     if kind == "detach":
         if mode == "array":
             return lambda a: a
         return lambda t: t.detach()
     if kind == "copy_":
         if mode == "array":
-            return jit_ops.copy_inplace
+            return shape_kernels.copy_inplace
         copy = OPS["copy"]
 
         def copy_(t, r):

@@ -364,3 +364,15 @@ def copy_from(a, src):
     except ValueError:
         raise KernelError(f"the source of shape {list(np.shape(src))} cannot be broadcast to the "
                           f"destination of shape {list(a.shape)}") from None
+
+
+def size(a, dim):
+    """The length of dimension ``dim`` of ``a`` as a 0-d int64 array (the ``size`` op the tracer
+    records when Python reads a shape)."""
+    return np.array(a.shape[dim], np.int64)
+
+
+def copy_inplace(dst, src):
+    """Write ``src`` into ``dst`` (broadcasting, unsafe cast) and return ``dst``."""
+    np.copyto(dst, src, casting="unsafe")
+    return dst

@@ -16,7 +16,7 @@ import numpy as np
 from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
 from ember.autograd.state import STATE
-from ember.frontends import dropout as _dropout
+from ember.overloads import dropout as _dropout
 from ember.random import resolve
 from ember.tensor import Tensor
 from ember.errors import (EmberRuntimeError, EmberTypeError, EmberValueError, UnsupportedError,

@@ -17,7 +17,7 @@ __all__ = [
     "conv_transpose2d_forward", "conv_transpose2d_input_grad", "conv_transpose2d_weight_grad",
     "conv1d_forward", "conv1d_input_grad", "conv1d_weight_grad", "conv1d_bias_grad",
     "conv_transpose1d_forward", "conv_transpose1d_input_grad", "conv_transpose1d_weight_grad",
-    "conv_output_shape", "conv_transpose_output_shape",
+    "conv_output_shape", "conv_transpose_output_shape", "conv_transpose2d",
 ]
 
 
@@ -365,3 +365,8 @@ def conv_output_shape(input_shape, weight_shape, stride=1, padding=0, dilation=1
                               groups).output_shape
         return (N, K, L)
     return geometry(op, input_shape, weight_shape, stride, padding, dilation, groups).output_shape
+
+
+def conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation):
+    """torch's argument order (…, groups, dilation) onto the conv engine's (…, dilation, groups)."""
+    return conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups)

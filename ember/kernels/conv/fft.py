@@ -9,7 +9,7 @@ Input gradient: the forward pass of the flipped, transposed problem.
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from .transform import input_grad_via_forward
+from .grad_as_forward import input_grad_via_forward
 from .workspace import buffer, zero_border
 
 TILES = (8, 16, 32, 64)

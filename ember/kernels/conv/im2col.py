@@ -22,7 +22,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import parallel
-from .transform import input_grad_problem
+from .grad_as_forward import input_grad_problem
 from .workspace import buffer, padded, zero_border
 
 PER_IMAGE_MIN = 1024

@@ -11,7 +11,7 @@ gradient) are split over threads by ``parallel.run``.
 import numpy as np
 
 from . import parallel
-from .transform import input_grad_via_forward
+from .grad_as_forward import input_grad_via_forward
 from .workspace import buffer, zero_border
 
 CHUNK = 2048

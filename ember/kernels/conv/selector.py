@@ -46,7 +46,7 @@ import time
 
 from . import (depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, winograd,
                winograd2x2)
-from .transform import transposed_geometry
+from .grad_as_forward import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
               "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise, "direct": direct,

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import parallel
-from .transform import input_grad_via_forward
+from .grad_as_forward import input_grad_via_forward
 from .workspace import buffer, zero_border
 
 USE_NUMBA = True

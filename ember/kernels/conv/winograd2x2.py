@@ -11,7 +11,7 @@ when forced: benchmarks/conv.py shows where it stands against F(4x4) and im2col.
 import numpy as np
 
 from . import parallel
-from .transform import input_grad_via_forward
+from .grad_as_forward import input_grad_via_forward
 from .workspace import buffer, zero_border
 
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)

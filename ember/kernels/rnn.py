@@ -1,89 +1,13 @@
-"""Kernels of the nn layers (issue 3) that are not convolution or pooling: batch norm, the fused
-LSTM / GRU time steps, and an argument-order adapter for transposed convolution.
+"""Kernels of the recurrent layers: the fused LSTM / GRU time steps and whole LSTM layers,
+forward and backward.
 
 ndarrays in, ndarrays out; no Tensor, autograd or tracing here.
 """
 import numpy as np
 
-from ember.kernels import conv as _conv
 from ember.kernels.errors import KernelError
 
 
-# ---------------------------------------------------------------------------- conv_transpose
-def conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation):
-    """torch's argument order (…, groups, dilation) onto the conv engine's (…, dilation, groups)."""
-    return _conv.conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
-                                          groups)
-
-
-# ---------------------------------------------------------------------------- batch norm
-def _bn_axes(x):
-    if x.ndim < 2:
-        raise KernelError(f"batch_norm: expected an input with at least 2 dimensions (N, C, ...), "
-                          f"got shape {list(x.shape)}")
-    return (0,) + tuple(range(2, x.ndim))
-
-
-def bn_param_shape(ndim, c):
-    return (1, c) + (1,) * (ndim - 2)
-
-
-def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
-    """Batch normalisation over every axis but 1. Returns (output, mean, var) where mean and var
-    are the batch statistics (biased var) when ``training``, else the running ones.
-
-    Running statistics are not updated here (the caller does, from the returned mean and var).
-    Raises KernelError for an input of fewer than 2 dims, a batch of one value per channel in
-    training, or missing running statistics in evaluation.
-    """
-    axes = _bn_axes(x)
-    c = x.shape[1]
-    if training:
-        n = x.size // max(c, 1)
-        if n <= 1:
-            raise KernelError(f"Expected more than 1 value per channel when training, got input "
-                              f"size {list(x.shape)}")
-        mean = x.mean(axis=axes)
-        xc = x - mean.reshape(bn_param_shape(x.ndim, c))
-        var = np.square(xc).mean(axis=axes).astype(x.dtype, copy=False)
-    else:
-        if running_mean is None or running_var is None:
-            raise KernelError("batch_norm: running_mean and running_var are required when not "
-                              "training")
-        mean = running_mean.astype(x.dtype)
-        var = running_var.astype(x.dtype)
-    invstd = 1.0 / np.sqrt(var + x.dtype.type(eps))
-    scale = invstd if weight is None else weight * invstd
-    shift = -mean * scale
-    if bias is not None:
-        shift = shift + bias
-    shp = bn_param_shape(x.ndim, c)
-    out = x * scale.reshape(shp).astype(x.dtype, copy=False)
-    out += shift.reshape(shp).astype(x.dtype, copy=False)
-    return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
-
-
-def native_batch_norm_backward(grad, x, weight, mean, var, training, eps, needs):
-    """Gradients of ``native_batch_norm`` for (input, weight, bias) as ndarrays (or None)."""
-    axes = _bn_axes(x)
-    shp = bn_param_shape(x.ndim, x.shape[1])
-    invstd = (1.0 / np.sqrt(var + x.dtype.type(eps))).astype(x.dtype, copy=False)
-    xhat = (x - mean.reshape(shp)) * invstd.reshape(shp)
-    gb = grad.sum(axis=axes)
-    gw = (grad * xhat).sum(axis=axes)
-    gx = None
-    if needs[0]:
-        w = invstd if weight is None else weight * invstd
-        if training:
-            n = x.size // x.shape[1]
-            gx = (grad - (gb / n).reshape(shp) - xhat * (gw / n).reshape(shp)) * w.reshape(shp)
-        else:
-            gx = grad * w.reshape(shp)
-    return (gx, gw if needs[1] and weight is not None else None,
-            gb if needs[2] and len(needs) > 2 else None)
-
-
-# ---------------------------------------------------------------------------- recurrent steps
 def _sigmoid(a):
     out = np.negative(a)
     np.exp(out, out=out)
