@@ -35,10 +35,13 @@ _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
     if _name not in ("var", "std"):
         globals()[_name] = getattr(_generated, _name)
-# ops taking a list of tensors iterate it in Python before dispatch: errors named by the wrapper
-for _name in ("cat", "stack", "einsum"):
-    globals()[_name] = _errors.public(globals()[_name])
-del _name
+# every public function raises ember's errors naming it (ember.errors.public); spec ops that go
+# straight to dispatch are named there (cat, stack and einsum first iterate their list in Python)
+for _name, _fn in list(globals().items()):
+    if _name[0] != "_" and _errors.needs_public(_fn) and (
+            _fn.__module__ != _generated.__name__ or _name in ("cat", "stack", "einsum")):
+        globals()[_name] = _errors.public(_fn)
+del _name, _fn
 autograd = _importlib.import_module("ember.autograd")
 
 __version__ = "0.1.0"

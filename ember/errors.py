@@ -11,6 +11,7 @@ class                  builtin base             raised for
 ``EmberTypeError``     ``TypeError``            an argument of the wrong type or dtype
 ``EmberValueError``    ``ValueError``           an argument value torch rejects with ValueError
 ``EmberIndexError``    ``IndexError``           an index or dimension out of range
+``EmberKeyError``      ``KeyError``             a name that is invalid or already taken
 ``EmberOverflowError`` ``OverflowError``,       a Python int that does not fit int64 or the
                        ``ValueError``           tensor dtype
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
@@ -38,6 +39,14 @@ class EmberValueError(EmberError, ValueError):
 
 class EmberIndexError(EmberError, IndexError):
     """An index or dimension out of range."""
+
+
+class EmberKeyError(EmberError, KeyError):
+    """A name that is invalid or taken (Module.register_* and the like, where torch raises
+    KeyError); prints its message unquoted."""
+
+    def __str__(self):
+        return str(self.args[0]) if self.args else ""
 
 
 class EmberOverflowError(EmberError, OverflowError, ValueError):
@@ -71,12 +80,10 @@ def named(name, message):
     return f"{name}: {message}"
 
 
-# what ember's Python code raises when handed an argument it cannot use (a str where a tensor
-# goes, a tensor where an int goes, ...); ember's own bugs (NameError, AssertionError,
-# RecursionError, ...) pass through unchanged
-_CONVERTED = (TypeError, ValueError, LookupError, AttributeError, ArithmeticError, MemoryError,
-              RuntimeError)
-_BUGS = (RecursionError, NameError, AssertionError)
+# whatever ember's Python code (or NumPy, Numba, ctypes below it) raises when handed an argument
+# it cannot use is converted; ember's own bugs pass through unchanged
+_BUGS = (RecursionError, NameError, AssertionError, SyntaxError, ImportError, SystemError,
+         Warning)  # a warning raised as an error (-W error) stays what it is
 
 
 def _describe_args(fn, args, kwargs):
@@ -118,6 +125,12 @@ def convert(name, err, fn, args, kwargs):
     return cls(named(name, msg) + (f" ({shapes})" if shapes and shapes not in msg else ""))
 
 
+def needs_public(fn):
+    """Whether ``fn`` is a plain Python function not yet wrapped by ``public``."""
+    import types
+    return isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped_public__")
+
+
 def public(fn, name=None):
     """Wrap public function ``fn`` so that whatever it raises for a bad argument is an ember error
     whose message names ``name`` (default ``fn.__name__``) once: a builtin exception from inside
@@ -135,7 +148,7 @@ def public(fn, name=None):
             raise
         except _BUGS:
             raise
-        except _CONVERTED as e:
+        except Exception as e:  # noqa: BLE001 - converted to ember's error (see convert)
             raise convert(name, e, fn, args, kwargs) from None
     checked.__wrapped_public__ = fn
     return checked

@@ -19,11 +19,14 @@ import ember
 import ember.nn.functional as F
 from ember.errors import EmberError
 
-# global state: changing it would leak into other tests (checked by hand in test_errors.py)
-_GLOBAL_STATE = {"manual_seed", "seed", "set_default_dtype", "set_memory_reuse", "set_num_threads",
-                 "set_rng_state", "get_rng_state", "initial_seed", "get_num_threads",
-                 "get_memory_reuse", "get_default_dtype", "is_grad_enabled",
-                 "is_inference_mode_enabled", "from_dlpack"}
+# process-wide state: set_*/get_* pairs are swept by test_setters_reject_bad_values (which
+# restores the state); these others would leak into other tests
+_GLOBAL_STATE = {"manual_seed", "seed", "initial_seed", "is_grad_enabled",
+                 "is_inference_mode_enabled"}
+
+
+def _stateful(name):
+    return name in _GLOBAL_STATE or name.startswith(("set_", "get_"))
 # Tensor attributes that are Python protocol plumbing, not user-facing ops
 _PLUMBING = {"__init__", "__repr__", "__format__", "__deepcopy__", "__reduce_ex__", "__hash__",
              "__dlpack__", "__dlpack_device__", "__array__"}
@@ -145,7 +148,7 @@ def _entries():
     out = []
     for n in sorted(dir(ember)):
         f = getattr(ember, n)
-        if n.startswith("_") or n in _GLOBAL_STATE or inspect.isclass(f) or inspect.ismodule(f) \
+        if n.startswith("_") or _stateful(n) or inspect.isclass(f) or inspect.ismodule(f) \
                 or not callable(f):
             continue
         out.append((f"ember.{n}", n, f, False))
@@ -259,9 +262,35 @@ def test_good_calls_succeed(name):
                 fn(*args, **kwargs)
 
 
+def _setters():
+    return sorted(n for n in dir(ember) if n.startswith("set_") and hasattr(ember, "get_" + n[4:]))
+
+
+@pytest.mark.parametrize("name", _setters())
+def test_setters_reject_bad_values(name):
+    """Each ``ember.set_X`` refuses values of the wrong type with an ember error naming it (the
+    process-wide state is restored whatever the call did)."""
+    setter, getter = getattr(ember, name), getattr(ember, "get_" + name[4:])
+    wrong = []
+    for bad_name, bad in _bad_values():
+        saved = getter()
+        try:
+            setter(bad)
+        except EmberError as e:
+            if name not in str(e):
+                wrong.append(f"{bad_name}: message does not name {name}: {e}")
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            wrong.append(f"{bad_name}: raw {type(e).__module__}.{type(e).__name__}: {e}")
+        finally:
+            setter(saved)
+        assert getter() == saved
+    assert not wrong, f"{name}:\n  " + "\n  ".join(w[:300] for w in wrong)
+
+
 def test_the_sweep_covers_the_public_api():
     quals = {e[0] for e in _ENTRIES}
     assert len(quals) > 450
+    assert {"set_num_threads", "set_default_dtype", "set_memory_reuse"} <= set(_setters())
     for q in ("ember.add", "ember.tensor", "F.conv2d", "F.cross_entropy", "Tensor.view",
               "Tensor.__add__", "Tensor.__getitem__", "Tensor.backward", "Tensor.to"):
         assert q in quals

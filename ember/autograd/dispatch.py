@@ -26,7 +26,8 @@ _SCALARS = frozenset((float, int, bool))
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
 # what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
 # Numba's included); these, ember's own bugs, pass through unchanged
-_BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, SystemError)
+_BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, SystemError,
+         Warning)  # a warning raised as an error (-W error) stays what it is
 
 
 class Op:

@@ -6,7 +6,7 @@ import warnings
 import numpy as np
 
 from ember.autograd.state import STATE
-from ember.errors import EmberTypeError, EmberValueError
+from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.jit.codegen import compile_graph
 from ember.jit.interpreter import Interpreter
 from ember.jit.tracer import Tracer, TracingError
@@ -14,7 +14,7 @@ from ember.jit.tracer import Tracer, TracingError
 __all__ = ["trace", "TracedFunction", "TracedModule", "TracingCheckError"]
 
 
-class TracingCheckError(RuntimeError):
+class TracingCheckError(EmberRuntimeError):
     """``check_trace``: running the trace on the example inputs did not reproduce eager mode."""
 
 
@@ -39,15 +39,16 @@ def flatten(obj, path, out_tensors, out_paths, strict_leaves=None):
         items = []
         for k, v in obj.items():
             if not isinstance(k, (str, int)):
-                raise TypeError(f"trace: dict keys must be str or int, got {type(k).__name__}")
+                raise EmberTypeError(f"trace: dict keys must be str or int, got "
+                                     f"{type(k).__name__}")
             items.append([k, flatten(v, f"{path}.{k}", out_tensors, out_paths, strict_leaves)])
         return {"dict": items}
     if strict_leaves is not None:
         strict_leaves.append((path, obj))
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return {"const": obj}
-    raise TypeError(f"trace: cannot flatten a {type(obj).__name__} at {path!r} (use tensors, "
-                    "tuples, lists, dicts and Python scalars)")
+    raise EmberTypeError(f"trace: cannot flatten a {type(obj).__name__} at {path!r} (use "
+                         "tensors, tuples, lists, dicts and Python scalars)")
 
 
 def unflatten(spec, it):
@@ -259,7 +260,7 @@ class TracedModule(TracedFunction):
         state.update(dict(self.module.named_buffers()))
         missing = [n for n in self._names if n not in state]
         if missing:
-            raise KeyError(f"traced module lost state {missing}")
+            raise EmberKeyError(f"traced module lost state {missing}")
         return [state[n] for n in self._names]
 
     def refresh(self):

@@ -18,6 +18,7 @@ import weakref
 import numpy as np
 
 from ember.autograd.state import STATE
+from ember.errors import EmberRuntimeError
 from ember.jit.ir import ArrayRef, GenRef, Graph, SymRef
 
 __all__ = ["TracerWarning", "TracingError", "SymInt", "Tracer", "active_tracers"]
@@ -27,7 +28,7 @@ class TracerWarning(UserWarning):
     """The trace may not generalise to other inputs (a traced value became a Python value)."""
 
 
-class TracingError(RuntimeError):
+class TracingError(EmberRuntimeError):
     """The traced code did something a trace cannot represent."""
 
 

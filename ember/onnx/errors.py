@@ -1,9 +1,10 @@
 """Errors raised by the ONNX exporter."""
+from ember.errors import EmberRuntimeError
 
 __all__ = ["OnnxExportError", "UnsupportedOperatorError"]
 
 
-class OnnxExportError(RuntimeError):
+class OnnxExportError(EmberRuntimeError):
     """The model cannot be exported as asked (bad arguments, an op ONNX cannot express here)."""
 
 

@@ -5,6 +5,7 @@ from ember import creation
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.errors import EmberTypeError
 
 
 def _simple(name, fn, doc, inplace=False, params=()):
@@ -20,12 +21,12 @@ def _simple(name, fn, doc, inplace=False, params=()):
         if inplace:
             defaults.setdefault("inplace", False)
         if len(args) > len(names):
-            raise TypeError(f"{name}() takes at most {len(names)} arguments")
+            raise EmberTypeError(f"{name}() takes at most {len(names)} arguments")
         for n, v in zip(names, args):
             defaults[n] = v
         for n, v in kwargs.items():
             if n not in names:
-                raise TypeError(f"{name}() got an unexpected keyword argument '{n}'")
+                raise EmberTypeError(f"{name}() got an unexpected keyword argument '{n}'")
             defaults[n] = v
         for n in names:
             setattr(self, n, defaults[n])

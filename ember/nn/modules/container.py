@@ -4,6 +4,7 @@ from collections import OrderedDict
 
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.errors import EmberIndexError
 
 
 class Sequential(Module):
@@ -23,7 +24,7 @@ class Sequential(Module):
         n = len(self._modules)
         idx = operator.index(idx)
         if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
+            raise EmberIndexError(f"index {idx} is out of range")
         return list(self._modules)[idx % n]
 
     def __getitem__(self, idx):
@@ -82,7 +83,7 @@ class ModuleList(Module):
         n = len(self._modules)
         idx = operator.index(idx)
         if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
+            raise EmberIndexError(f"index {idx} is out of range")
         return str(idx % n)
 
     def __getitem__(self, idx):
@@ -185,7 +186,7 @@ class ParameterList(Module):
             return ParameterList([self[i] for i in range(self._size)[idx]])
         n = self._size
         if not -n <= idx < n:
-            raise IndexError(f"index {idx} is out of range")
+            raise EmberIndexError(f"index {idx} is out of range")
         return getattr(self, str(idx % n))
 
     def __setitem__(self, idx, param):

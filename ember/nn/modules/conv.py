@@ -6,6 +6,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.errors import EmberValueError
 
 
 def _tuple(v, n):
@@ -24,21 +25,21 @@ class _ConvNd(Module):
         super().__init__()
         n = self._n
         if groups <= 0:
-            raise ValueError("groups must be a positive integer")
+            raise EmberValueError("groups must be a positive integer")
         if in_channels % groups != 0:
-            raise ValueError("in_channels must be divisible by groups")
+            raise EmberValueError("in_channels must be divisible by groups")
         if out_channels % groups != 0:
-            raise ValueError("out_channels must be divisible by groups")
+            raise EmberValueError("out_channels must be divisible by groups")
         valid_modes = {"zeros", "reflect", "replicate", "circular"}
         if padding_mode not in valid_modes:
-            raise ValueError(f"padding_mode must be one of {valid_modes}, but got "
+            raise EmberValueError(f"padding_mode must be one of {valid_modes}, but got "
                              f"padding_mode='{padding_mode}'")
         if isinstance(padding, str):
             if padding not in ("same", "valid"):
-                raise ValueError(f"Invalid padding string {padding!r}, should be one of "
+                raise EmberValueError(f"Invalid padding string {padding!r}, should be one of "
                                  "{'valid', 'same'}")
             if padding == "same" and any(s != 1 for s in _tuple(stride, n)):
-                raise ValueError("padding='same' is not supported for strided convolutions")
+                raise EmberValueError("padding='same' is not supported for strided convolutions")
         self.in_channels = in_channels
         self.out_channels = out_channels
         self.kernel_size = _tuple(kernel_size, n)
@@ -145,7 +146,7 @@ class _ConvTransposeNd(_ConvNd):
                         self.dilation[d] * (self.kernel_size[d] - 1) + 1)
             op = output_size[d] - min_size
             if not 0 <= op < max(self.stride[d], self.dilation[d]):
-                raise ValueError(f"requested an output size of {output_size}, but valid sizes "
+                raise EmberValueError(f"requested an output size of {output_size}, but valid sizes "
                                  f"range from {min_size} (for an input of {spatial})")
             res.append(op)
         return tuple(res)
@@ -160,7 +161,8 @@ class ConvTranspose1d(_ConvTransposeNd):
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
                  device=None, dtype=None):
         if padding_mode != "zeros":
-            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+            raise EmberValueError(f'Only "zeros" padding mode is supported for '
+                                  f'{type(self).__name__}')
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype, output_padding)
 
@@ -177,7 +179,8 @@ class ConvTranspose2d(_ConvTransposeNd):
                  output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
                  device=None, dtype=None):
         if padding_mode != "zeros":
-            raise ValueError(f'Only "zeros" padding mode is supported for {type(self).__name__}')
+            raise EmberValueError(f'Only "zeros" padding mode is supported for '
+                                  f'{type(self).__name__}')
         super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
                          groups, bias, padding_mode, device, dtype, output_padding)
 

@@ -1,13 +1,14 @@
 """Dropout modules: active in training mode, identity in eval mode."""
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
+from ember.errors import EmberValueError
 
 
 class _DropoutNd(Module):
     def __init__(self, p=0.5, inplace=False):
         super().__init__()
         if p < 0 or p > 1:
-            raise ValueError(f"dropout probability has to be between 0 and 1, but got {p}")
+            raise EmberValueError(f"dropout probability has to be between 0 and 1, but got {p}")
         self.p = p
         self.inplace = inplace
 

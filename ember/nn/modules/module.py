@@ -9,6 +9,7 @@ from ember import _dtype
 from ember.autograd.grad_mode import no_grad
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
+from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
@@ -44,7 +45,7 @@ class Module:
 
     def __init__(self, *args, **kwargs):
         if args or kwargs:
-            raise TypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+            raise EmberTypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
         d = self.__dict__
         d["training"] = True
         d["_parameters"] = OrderedDict()
@@ -112,7 +113,7 @@ class Module:
             raise AttributeError("cannot assign parameter before Module.__init__() call")
         _check_name(self, name, "parameter")
         if param is not None and not isinstance(param, Parameter):
-            raise TypeError(f"cannot assign '{type(param).__name__}' object to parameter "
+            raise EmberTypeError(f"cannot assign '{type(param).__name__}' object to parameter "
                             f"'{name}' (ember.nn.Parameter or None required)")
         self._parameters[name] = param
 
@@ -122,8 +123,8 @@ class Module:
             raise AttributeError("cannot assign buffer before Module.__init__() call")
         _check_name(self, name, "buffer")
         if tensor is not None and not isinstance(tensor, Tensor):
-            raise TypeError(f"cannot assign '{type(tensor).__name__}' object to buffer '{name}' "
-                            "(ember Tensor or None required)")
+            raise EmberTypeError(f"cannot assign '{type(tensor).__name__}' object to buffer "
+                                 f"'{name}' (ember Tensor or None required)")
         self._buffers[name] = tensor
         if persistent:
             self._non_persistent_buffers_set.discard(name)
@@ -133,13 +134,13 @@ class Module:
     def add_module(self, name, module):
         """Add a child module (or None) under ``name``."""
         if module is not None and not isinstance(module, Module):
-            raise TypeError(f"{type(module).__name__} is not a Module subclass")
+            raise EmberTypeError(f"{type(module).__name__} is not a Module subclass")
         if not isinstance(name, str):
-            raise TypeError(f"module name should be a string. Got {type(name).__name__}")
+            raise EmberTypeError(f"module name should be a string. Got {type(name).__name__}")
         if "." in name or name == "":
-            raise KeyError(f'module name can\'t contain ".", or be empty, got "{name}"')
+            raise EmberKeyError(f'module name can\'t contain ".", or be empty, got "{name}"')
         if hasattr(self, name) and name not in self._modules:
-            raise KeyError(f"attribute '{name}' already exists")
+            raise EmberKeyError(f"attribute '{name}' already exists")
         self._modules[name] = module
 
     register_module = add_module
@@ -180,8 +181,8 @@ class Module:
             return
         if params is not None and name in params:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as parameter '{name}' "
-                                "(ember.nn.Parameter or None expected)")
+                raise EmberTypeError(f"cannot assign '{type(value).__name__}' as parameter "
+                                     f"'{name}' (ember.nn.Parameter or None expected)")
             params[name] = None
             return
         modules = d.get("_modules")
@@ -193,7 +194,7 @@ class Module:
             return
         if modules is not None and name in modules:
             if value is not None:
-                raise TypeError(f"cannot assign '{type(value).__name__}' as child module "
+                raise EmberTypeError(f"cannot assign '{type(value).__name__}' as child module "
                                 f"'{name}' (ember.nn.Module or None expected)")
             modules[name] = None
             return
@@ -204,7 +205,7 @@ class Module:
             return
         if buffers is not None and name in buffers:
             if value is not None and not isinstance(value, Tensor):
-                raise TypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
+                raise EmberTypeError(f"cannot assign '{type(value).__name__}' as buffer '{name}' "
                                 "(ember Tensor or None expected)")
             buffers[name] = value
             return
@@ -297,7 +298,7 @@ class Module:
     def train(self, mode=True):
         """Set training mode on this module and every submodule; returns self."""
         if not isinstance(mode, bool):
-            raise ValueError("training mode is expected to be boolean")
+            raise EmberValueError("training mode is expected to be boolean")
         self.training = mode
         for m in self.children():
             m.train(mode)
@@ -357,13 +358,13 @@ class Module:
             elif a is not None:
                 device = a
         if device is not None and str(device).split(":")[0] != "cpu":
-            raise RuntimeError(f"Module.to(): ember supports only the 'cpu' device, got "
+            raise EmberRuntimeError(f"Module.to(): ember supports only the 'cpu' device, got "
                                f"{device!r}")
         if dtype is None:
             return self
         npd = _dtype.to_numpy_dtype(dtype)
         if npd.kind != "f":
-            raise TypeError(f"nn.Module.to only accepts floating point dtypes, but got "
+            raise EmberTypeError(f"nn.Module.to only accepts floating point dtypes, but got "
                             f"desired dtype={dtype}")
         return self._apply(lambda a: a.astype(npd) if a.dtype.kind == "f" and a.dtype != npd
                            else a)
@@ -450,7 +451,7 @@ class Module:
         Returns (missing_keys, unexpected_keys).
         """
         if not hasattr(state_dict, "keys"):
-            raise TypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
+            raise EmberTypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
         missing, mismatched, expected = [], [], set()
         for prefix, mod in self.named_modules():
             p = prefix + "." if prefix else ""
@@ -469,8 +470,8 @@ class Module:
                               ", ".join(f'"{k}"' for k in missing) + ". ")
         errors.extend(mismatched)
         if errors:
-            raise RuntimeError(f"Error(s) in loading state_dict for {type(self).__name__}:\n\t" +
-                               "\n\t".join(errors))
+            raise EmberRuntimeError(f"Error(s) in loading state_dict for "
+                                    f"{type(self).__name__}:\n\t" + "\n\t".join(errors))
         with no_grad():
             for prefix, mod in self.named_modules():
                 p = prefix + "." if prefix else ""
@@ -538,14 +539,14 @@ def _to_array(v):
 
 def _check_name(module, name, what):
     if not isinstance(name, str):
-        raise TypeError(f"{what} name should be a string. Got {type(name).__name__}")
+        raise EmberTypeError(f"{what} name should be a string. Got {type(name).__name__}")
     if "." in name:
-        raise KeyError(f'{what} name can\'t contain "."')
+        raise EmberKeyError(f'{what} name can\'t contain "."')
     if name == "":
-        raise KeyError(f'{what} name can\'t be empty string ""')
+        raise EmberKeyError(f'{what} name can\'t be empty string ""')
     stores = {"parameter": "_parameters", "buffer": "_buffers"}
     if hasattr(module, name) and name not in module.__dict__[stores[what]]:
-        raise KeyError(f"attribute '{name}' already exists")
+        raise EmberKeyError(f"attribute '{name}' already exists")
 
 
 def _remove_from(module, name):

@@ -10,6 +10,7 @@ from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor
+from ember.errors import EmberValueError
 
 
 class _NormBase(Module):
@@ -86,7 +87,7 @@ class BatchNorm1d(_BatchNorm):
 
     def _check_input_dim(self, input):
         if input.dim() not in (2, 3):
-            raise ValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
+            raise EmberValueError(f"expected 2D or 3D input (got {input.dim()}D input)")
 
 
 class BatchNorm2d(_BatchNorm):
@@ -94,13 +95,13 @@ class BatchNorm2d(_BatchNorm):
 
     def _check_input_dim(self, input):
         if input.dim() != 4:
-            raise ValueError(f"expected 4D input (got {input.dim()}D input)")
+            raise EmberValueError(f"expected 4D input (got {input.dim()}D input)")
 
 
 class BatchNorm3d(_BatchNorm):
     def _check_input_dim(self, input):
         if input.dim() != 5:
-            raise ValueError(f"expected 5D input (got {input.dim()}D input)")
+            raise EmberValueError(f"expected 5D input (got {input.dim()}D input)")
 
 
 class _InstanceNorm(_NormBase):
@@ -188,7 +189,7 @@ class GroupNorm(Module):
                  *, bias=True):
         super().__init__()
         if num_channels % num_groups != 0:
-            raise ValueError("num_channels must be divisible by num_groups")
+            raise EmberValueError("num_channels must be divisible by num_groups")
         self.num_groups = num_groups
         self.num_channels = num_channels
         self.eps = eps

@@ -12,7 +12,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
-from ember.errors import UnsupportedError
+from ember.errors import EmberRuntimeError, EmberValueError, UnsupportedError
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -26,12 +26,12 @@ class RNNBase(Module):
         super().__init__()
         if not isinstance(dropout, (int, float)) or not 0 <= dropout <= 1 or \
                 isinstance(dropout, bool):
-            raise ValueError("dropout should be a number in range [0, 1] representing the "
+            raise EmberValueError("dropout should be a number in range [0, 1] representing the "
                              "probability of an element being zeroed")
         if not isinstance(hidden_size, int) or hidden_size <= 0:
-            raise ValueError("hidden_size must be a positive integer")
+            raise EmberValueError("hidden_size must be a positive integer")
         if num_layers <= 0:
-            raise ValueError("num_layers must be greater than or equal to 1")
+            raise EmberValueError("num_layers must be greater than or equal to 1")
         if proj_size:
             raise UnsupportedError("ember's LSTM does not support proj_size")
         self.mode = mode
@@ -99,7 +99,7 @@ class RNNBase(Module):
     def _prepare(self, input, hx, n_states):
         """-> (input as (T, B, I), initial states as tuples of (L*D, B, H), unbatched flag)."""
         if input.dim() not in (2, 3):
-            raise ValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
+            raise EmberValueError(f"{type(self).__name__}: Expected input to be 2D or 3D, got "
                              f"{input.dim()}D instead")
         unbatched = input.dim() == 2
         if unbatched:
@@ -109,7 +109,7 @@ class RNNBase(Module):
         elif self.batch_first:
             input = G.transpose(input, 0, 1)
         if input.shape[-1] != self.input_size:
-            raise RuntimeError(f"input.size(-1) must be equal to input_size. Expected "
+            raise EmberRuntimeError(f"input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
         dirs = 2 if self.bidirectional else 1
         B = input.shape[1]
@@ -119,7 +119,7 @@ class RNNBase(Module):
             hx = (z,) * n_states
         for h in hx:
             if tuple(h.shape) != expect:
-                raise RuntimeError(f"Expected hidden size {expect}, got {tuple(h.shape)}")
+                raise EmberRuntimeError(f"Expected hidden size {expect}, got {tuple(h.shape)}")
         return input, hx, unbatched
 
     def _run(self, input, hx):
@@ -168,7 +168,7 @@ class RNN(RNNBase):
             nonlinearity = args[3]
             args = args[:3] + args[4:]
         if nonlinearity not in ("tanh", "relu"):
-            raise ValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
+            raise EmberValueError(f"Unknown nonlinearity '{nonlinearity}'. Select from 'tanh' or "
                              "'relu'.")
         self.nonlinearity = nonlinearity
         super().__init__("RNN_TANH" if nonlinearity == "tanh" else "RNN_RELU", *args, **kwargs)
@@ -261,7 +261,7 @@ class RNNCellBase(Module):
 
     def _batched(self, input, hx, n):
         if input.dim() not in (1, 2):
-            raise ValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got "
+            raise EmberValueError(f"{type(self).__name__}: Expected input to be 1D or 2D, got "
                              f"{input.dim()}D instead")
         unb = input.dim() == 1
         if unb:

@@ -4,6 +4,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.errors import EmberValueError
 
 
 class Embedding(Module):
@@ -33,7 +34,7 @@ class Embedding(Module):
             self.reset_parameters()
         else:
             if list(_weight.shape) != [num_embeddings, embedding_dim]:
-                raise ValueError("Shape of weight does not match num_embeddings and "
+                raise EmberValueError("Shape of weight does not match num_embeddings and "
                                  "embedding_dim")
             self.weight = Parameter(_weight, requires_grad=not _freeze)
 
@@ -59,7 +60,7 @@ class Embedding(Module):
                         norm_type=2.0, scale_grad_by_freq=False, sparse=False):
         """An Embedding whose weight is ``embeddings`` (2-d), frozen unless freeze=False."""
         if embeddings.dim() != 2:
-            raise ValueError("Embeddings parameter is expected to be 2-dimensional")
+            raise EmberValueError("Embeddings parameter is expected to be 2-dimensional")
         rows, cols = embeddings.shape
         return cls(rows, cols, padding_idx, max_norm, norm_type, scale_grad_by_freq, sparse,
                    _weight=embeddings, _freeze=freeze)

@@ -12,6 +12,7 @@ from ember.nn.modules.linear import Linear
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import LayerNorm
 from ember.nn.parameter import Parameter
+from ember.errors import EmberRuntimeError, EmberValueError
 
 
 class NonDynamicallyQuantizableLinear(Linear):
@@ -26,7 +27,7 @@ class MultiheadAttention(Module):
                  dtype=None):
         super().__init__()
         if embed_dim <= 0 or num_heads <= 0:
-            raise ValueError(f"embed_dim and num_heads must be greater than 0, got "
+            raise EmberValueError(f"embed_dim and num_heads must be greater than 0, got "
                              f"embed_dim={embed_dim} and num_heads={num_heads} instead")
         self.embed_dim = embed_dim
         self.kdim = kdim if kdim is not None else embed_dim
@@ -104,7 +105,7 @@ def _activation(act):
         return F.relu
     if act == "gelu":
         return F.gelu
-    raise RuntimeError(f"activation should be relu/gelu, not {act}")
+    raise EmberRuntimeError(f"activation should be relu/gelu, not {act}")
 
 
 class TransformerEncoderLayer(Module):
