@@ -39,6 +39,12 @@ and rounded per op, integers wrap. Example, tanh-GELU forward and its backward::
         ("d", "add", ("half", "b")), ("gx", "mul", ("gy", "d"))], ("gx",))
     (gx,) = apply(gelu_bwd, x, gy)
 
+The same expressions can be written with symbolic values (``expr.Builder``, ``expr.Sym``):
+operators and one method per op emit the steps, so ``b = Builder(("x",)); (x,) = b.inputs;
+e = b.expr((x * 2.0).tanh())`` binds ``t0 = mul(x, 2.0)``, ``t1 = tanh(t0)``. ember's op spec
+is evaluated this way to translate spec ops (``ember.autograd._pointwise.FORWARD``) and to derive
+backward kernels (``autodiff.derive`` with the spec's formulas as rules).
+
 Running
 -------
 ``compile_pointwise(expr, in_types)`` types the expression for the input dtypes (an ndarray or
@@ -58,10 +64,10 @@ what is lost).
 '''
 from .collapse import Collapsed, collapse_dims, iteration_order
 from .engine import PointwiseKernel, apply, compile_pointwise
-from .expr import Expr, infer_types
+from .expr import Builder, Expr, Sym, infer_types
 from .numba_runtime import has_compiler
 from .ops import OPS
 from .promotion import promote_types, result_dtype
 
-__all__ = ["Collapsed", "Expr", "OPS", "PointwiseKernel", "apply", "collapse_dims", "compile_pointwise",
+__all__ = ["Builder", "Collapsed", "Expr", "OPS", "Sym", "PointwiseKernel", "apply", "collapse_dims", "compile_pointwise",
            "has_compiler", "infer_types", "iteration_order", "promote_types", "result_dtype"]
