@@ -222,3 +222,21 @@ def test_error_messages_name_the_op_once():
     msg = str(info.value)
     assert msg.startswith("conv2d: ") and not msg.startswith("conv2d: conv2d")
     assert "(1, 3, 5, 5)" in msg and "(4, 2, 3, 3)" in msg
+
+
+def test_autograd_errors_are_ember_errors():
+    x = ember.ones(2, requires_grad=True)
+    y = (x * 2).sum()
+    y.backward()
+    with pytest.raises(ember.errors.EmberRuntimeError, match="backward through the graph a second"):
+        y.backward()
+    with pytest.raises(ember.errors.EmberRuntimeError, match="does not require grad"):
+        ember.autograd.backward([ember.ones(2).sum()])
+    with pytest.raises(ember.errors.EmberRuntimeError, match="grad: input 0 does not require grad"):
+        ember.autograd.grad([(x * 2).sum()], [ember.ones(2)])
+    with pytest.raises(ember.errors.EmberRuntimeError, match="scalar outputs"):
+        ember.autograd.backward([x * 2])
+    with pytest.raises(ember.errors.EmberRuntimeError, match=r"^backward: gradient of shape \[3\]"):
+        (x * 2).backward(ember.ones(3))
+    with pytest.raises(ember.errors.EmberTypeError, match="argument 'gradient' must be a Tensor"):
+        (x * 2).backward([1.0, 1.0])

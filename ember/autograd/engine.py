@@ -5,6 +5,7 @@ import numpy as np
 
 from ember.autograd.node import AccumulateGrad, SavedTensor, accumulate_into, grad_accumulator
 from ember.autograd.state import STATE
+from ember.errors import EmberRuntimeError
 
 
 def _tensor_cls():
@@ -16,22 +17,22 @@ def _as_grad(Tensor, g, t, i):
     """The seed gradient of output ``i`` and whether the engine allocated it (implicit ones)."""
     if g is None:
         if t._data.size != 1:
-            raise RuntimeError(f"grad can be implicitly created only for scalar outputs; output "
-                               f"{i} has shape {list(t._data.shape)}")
+            raise EmberRuntimeError(f"grad can be implicitly created only for scalar outputs; "
+                                    f"output {i} has shape {list(t._data.shape)}")
         return Tensor._make(np.ones_like(t._data)), True
     if not isinstance(g, Tensor):
         g = Tensor._make(np.asarray(g, dtype=t._data.dtype))
     if g._data.shape != t._data.shape:
-        raise RuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
-                           f"{list(g._data.shape)} and output[{i}] has a shape of "
-                           f"{list(t._data.shape)}.")
+        raise EmberRuntimeError(f"Mismatch in shape: grad_output[{i}] has a shape of "
+                                f"{list(g._data.shape)} and output[{i}] has a shape of "
+                                f"{list(t._data.shape)}.")
     return g, False
 
 
 def _root_edge(t, i):
     if not t._requires_grad:
-        raise RuntimeError(f"element {i} of tensors does not require grad and does not have a "
-                           "grad_fn")
+        raise EmberRuntimeError(f"element {i} of tensors does not require grad and does not have a "
+                                "grad_fn")
     if t.grad_fn is not None:
         return (t.grad_fn, t._output_nr)
     return (grad_accumulator(t), 0)
@@ -277,7 +278,7 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
             else:
                 if node._released:
                     from ember.autograd.node import _FREED
-                    raise RuntimeError(_FREED)
+                    raise EmberRuntimeError(_FREED)
                 results = _apply(node, grads)
                 if node._post_hooks:
                     for hook in node._post_hooks:
@@ -332,14 +333,14 @@ def _apply(node, grads):
         results = node.apply(grads)
     except Exception as e:
         if node._trace:
-            raise RuntimeError(f"Error in {node.name()}: {e}\nThe forward call that created it:\n"
-                               f"{node._trace}") from e
+            raise EmberRuntimeError(f"Error in {node.name()}: {e}\nThe forward call that created "
+                                    f"it:\n{node._trace}") from e
         raise
     if STATE.anomaly == "nan":
         for r in results:
             if r is not None and r._data.dtype.kind == "f" and np.isnan(r._data).any():
-                raise RuntimeError(f"Function '{node.name()}' returned nan values in its "
-                                   f"output.\n{node._trace or ''}")
+                raise EmberRuntimeError(f"Function '{node.name()}' returned nan values in its "
+                                        f"output.\n{node._trace or ''}")
     return results
 
 
@@ -402,7 +403,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
     capture = {}
     for i, t in enumerate(inputs):
         if not t._requires_grad:
-            raise RuntimeError(f"grad: input {i} does not require grad")
+            raise EmberRuntimeError(f"grad: input {i} does not require grad")
         key = (t.grad_fn, t._output_nr) if t.grad_fn is not None else (grad_accumulator(t), 0)
         capture.setdefault(key, []).append(i)
     res = run(outputs, grad_outputs, retain_graph, create_graph, capture, accumulate=False)
@@ -411,7 +412,7 @@ def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=Fal
             if materialize_grads:
                 res[i] = Tensor._make(np.zeros_like(inputs[i]._data))
             elif not allow_unused:
-                raise RuntimeError(f"grad: one of the differentiated Tensors (input {i}) appears "
-                                   "to not have been used in the graph. Set allow_unused=True if "
-                                   "this is the desired behavior.")
+                raise EmberRuntimeError(f"grad: one of the differentiated Tensors (input {i}) "
+                                        "appears to not have been used in the graph. Set "
+                                        "allow_unused=True if this is the desired behavior.")
     return tuple(res)

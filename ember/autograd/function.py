@@ -6,7 +6,7 @@ importing a module the file names."""
 import threading
 
 from ember.autograd.dispatch import _edge
-from ember.errors import EmberTypeError, EmberValueError
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.autograd.node import Node, SavedTensor
 from ember.autograd.state import STATE
 
@@ -30,7 +30,7 @@ class FunctionCtx:
         from ember.autograd.node import _RELEASED
         if self._saved is _RELEASED:
             from ember.autograd.node import _FREED
-            raise RuntimeError(_FREED)
+            raise EmberRuntimeError(_FREED)
         return tuple(s.unpack(self._node) if s is not None else None for s in self._saved)
 
     def mark_non_differentiable(self, *tensors):

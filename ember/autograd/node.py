@@ -3,6 +3,7 @@ import itertools
 import weakref
 
 from ember.autograd.state import STATE
+from ember.errors import EmberRuntimeError
 
 _seq = itertools.count()
 next_seq = _seq.__next__
@@ -99,7 +100,7 @@ class _Released:
     __slots__ = ()
 
     def unpack(self, node):
-        raise RuntimeError(_FREED)
+        raise EmberRuntimeError(_FREED)
 
 
 _RELEASED = _Released()
@@ -132,7 +133,7 @@ class SavedTensor:
         if self.vc.v != self.version:
             t = self.tensor
             arr = self.data if t is None else t._data
-            raise RuntimeError(
+            raise EmberRuntimeError(
                 "one of the variables needed for gradient computation has been modified by an "
                 f"inplace operation: {node.name()} (op '{node._op_name}') saved '{self.name}' "
                 f"[{arr.dtype}{list(arr.shape)}] at version {self.version}; it is now at version "
