@@ -99,11 +99,6 @@ def _short_repr(value):
     return r if len(r) <= 60 else r[:57] + "..."
 
 
-def by_short(short):
-    """Return the dtype whose short IR name (e.g. ``f32``) is ``short``."""
-    return _BY_SHORT[short]
-
-
 _default = float32
 
 

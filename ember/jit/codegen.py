@@ -39,10 +39,6 @@ def _ident(name, taken):
     return base
 
 
-def _kind_name(kind):
-    return {"python_function": "python_function"}.get(kind, kind)
-
-
 def generate(graph, name="forward", specialize=False):
     """(source, info): the Python source of ``graph`` and the names it refers to
     (info['names']: Value -> identifier; info['globals']: identifier -> what it binds).
