@@ -89,12 +89,20 @@ def _scan(refresh=False):
     return _controllers
 
 
+def _set_count(controller, n):
+    # threadpoolctl (3.8) lets only the first Python thread that set an OpenBLAS limit set it
+    # again ("controlling thread"; the others are silently ignored); ember's changes are
+    # serialised by ember's own lock and may come from any thread, so they skip that check.
+    setter = getattr(controller, "_real_set_num_threads", None) or controller.set_num_threads
+    setter(n)
+
+
 def _set(controller, n):
     if _mode == LIMITED:
         _saved[controller.filepath] = n
         n = 1
     if controller.get_num_threads() != n:
-        controller.set_num_threads(n)
+        _set_count(controller, n)
 
 
 def _may_enter(mode):
@@ -125,7 +133,7 @@ def _enter(mode):
                     n = c.get_num_threads()
                     _saved[c.filepath] = n
                     if n != 1:
-                        c.set_num_threads(1)
+                        _set_count(c, 1)
             else:
                 _mode = mode
                 if _num_threads is not None:
@@ -142,7 +150,7 @@ def _leave():
                 for c in _scan():
                     n = _saved.get(c.filepath, 1)
                     if n != 1:
-                        c.set_num_threads(n)
+                        _set_count(c, n)
                 _saved.clear()
             _mode = None
             _cond.notify_all()

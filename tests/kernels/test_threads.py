@@ -1,22 +1,303 @@
-"""ember.set_num_threads governs BLAS (through threadpoolctl) and ember's own loops."""
+"""Process-wide thread settings: ember.set_num_threads governs BLAS (through threadpoolctl) and
+ember's own loops; the BLAS lock keeps ember's BLAS calls consistent across Python threads."""
+import os
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
 import pytest
 
 import ember
+from ember.kernels import conv as C
+from ember.kernels import linalg, threadpool, threads
+from ember.kernels.conv import parallel
+
+HARD_TIMEOUT = 60   # seconds before a blocked thread counts as a hang (normal runs take < 2 s)
 
 
-def test_set_num_threads_limits_blas():
-    threadpoolctl = pytest.importorskip("threadpoolctl")
+@pytest.fixture
+def restore_threads():
     before = ember.get_num_threads()
-    try:
-        ember.set_num_threads(1)
-        assert ember.get_num_threads() == 1
-        blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
-        assert blas and all(p["num_threads"] == 1 for p in blas)
-    finally:
-        ember.set_num_threads(before)
+    yield
+    ember.set_num_threads(before)
+    ember.set_conv_blas_limit(True)
+
+
+def _daemon(fn):
+    t = threading.Thread(target=fn, daemon=True)
+    t.start()
+    return t
+
+
+def _blas_counts():
+    return [c.get_num_threads() for c in threads.blas_controllers()]
+
+
+def test_set_num_threads_limits_blas(restore_threads):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    ember.set_num_threads(1)
+    assert ember.get_num_threads() == 1
+    blas = [p for p in threadpoolctl.threadpool_info() if p["user_api"] == "blas"]
+    assert blas and all(p["num_threads"] == 1 for p in blas)
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
 def test_set_num_threads_rejects_bad_values(bad):
     with pytest.raises(ValueError, match="set_num_threads"):
         ember.set_num_threads(bad)
+
+
+_LATE_BLAS = r"""
+import numpy as np
+import ember
+from ember.kernels import linalg
+from ember.kernels.conv import parallel
+from threadpoolctl import threadpool_info
+
+def counts():
+    return {i["filepath"]: i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+first = set(counts())
+ember.set_num_threads(1)
+import scipy.linalg  # noqa: E402,F401  (its own OpenBLAS, loaded after ember)
+late = set(counts()) - first
+if not late:
+    print("no-late-blas")
+    raise SystemExit
+linalg.matmul(np.ones((2, 2)), np.ones((2, 2)))
+print("configured", sorted(counts()[p] for p in late))
+ember.set_num_threads(2)
+with parallel.policy(True):
+    print("limited", sorted(counts().values()))
+print("restored", sorted(counts()[p] for p in late))
+"""
+
+
+def test_blas_loaded_after_ember_gets_the_settings():
+    """SciPy's own OpenBLAS, loaded after ember, follows set_num_threads and the convolution
+    limit (threadpoolctl's controller is rebuilt when modules were imported)."""
+    pytest.importorskip("threadpoolctl")
+    pytest.importorskip("scipy")
+    out = subprocess.run([sys.executable, "-c", _LATE_BLAS], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    if out.stdout.strip() == "no-late-blas":
+        pytest.skip("SciPy shares NumPy's BLAS here")
+    lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
+    assert lines["configured"] == "[1]"
+    assert set(eval(lines["limited"])) == {1}
+    assert lines["restored"] == "[2]"
+
+
+def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads):
+    """While a convolution holds BLAS at one thread, ember's GEMMs elsewhere wait (they would
+    otherwise run at a thread count that changes their bits)."""
+    ember.set_num_threads(2)
+    a = np.ones((8, 8))
+    done = threading.Event()
+    with parallel.policy(True):
+        assert all(n == 1 for n in _blas_counts()), [(c.filepath, c.get_num_threads()) for c in threads.blas_controllers()]
+        t = _daemon(lambda: (linalg.matmul(a, a), done.set()))
+        assert not done.wait(0.3)
+    assert done.wait(HARD_TIMEOUT)
+    t.join(HARD_TIMEOUT)
+
+
+def test_limited_convolution_waits_for_a_gemm_in_flight(restore_threads):
+    ember.set_num_threads(2)
+    entered = threading.Event()
+
+    def conv():
+        with parallel.policy(True):
+            entered.set()
+    with threads.blas_mode(threads.FREE):
+        t = _daemon(conv)
+        assert not entered.wait(0.3)
+    assert entered.wait(HARD_TIMEOUT)
+    t.join(HARD_TIMEOUT)
+
+
+def test_nested_and_pool_worker_requests_do_not_wait(restore_threads):
+    """A GEMM inside a limited call, in its own thread or in a chunk on a pool worker, runs at
+    once under the limit already held."""
+    ember.set_num_threads(2)
+    a = np.arange(16.0).reshape(4, 4)
+    results = []
+
+    def work():
+        with parallel.policy(True):
+            results.append(linalg.matmul(a, a))
+            parts = parallel.run(lambda lo, hi: linalg.matmul(a[lo:hi], a), 4)
+            results.append(np.concatenate(parts))
+    _daemon(work).join(HARD_TIMEOUT)
+    assert len(results) == 2
+    for r in results:
+        np.testing.assert_array_equal(r, a @ a)
+
+
+def test_set_num_threads_inside_a_limited_call_applies_after_it(restore_threads):
+    """The count set during a limited call is the one restored when it ends (the call's saved
+    counts do not overwrite it), and the limit holds until then."""
+    pytest.importorskip("threadpoolctl")
+    ember.set_num_threads(2)
+    with parallel.policy(True):
+        ember.set_num_threads(3)
+        assert all(n == 1 for n in _blas_counts()), [(c.filepath, c.get_num_threads()) for c in threads.blas_controllers()]
+    assert _blas_counts() and all(n == 3 for n in _blas_counts())
+
+
+def test_set_num_threads_waits_for_gemms_in_flight(restore_threads):
+    pytest.importorskip("threadpoolctl")
+    ember.set_num_threads(2)
+    done = threading.Event()
+    with threads.blas_mode(threads.FREE):
+        t = _daemon(lambda: (ember.set_num_threads(1), done.set()))
+        assert not done.wait(0.3)
+        assert all(n == 2 for n in _blas_counts())
+    assert done.wait(HARD_TIMEOUT)
+    t.join(HARD_TIMEOUT)
+    assert all(n == 1 for n in _blas_counts()), [(c.filepath, c.get_num_threads()) for c in threads.blas_controllers()]
+
+
+def test_conv_blas_limit_switch(restore_threads):
+    """With the limit off, a convolution never changes BLAS thread counts and runs inline."""
+    pytest.importorskip("threadpoolctl")
+    ember.set_num_threads(2)
+    ember.set_conv_blas_limit(False)
+    assert not ember.get_conv_blas_limit()
+    before = _blas_counts()
+    with parallel.policy(True):
+        assert _blas_counts() == before and not parallel.parallel_possible()
+    x = np.random.default_rng(0).standard_normal((2, 4, 9, 9))
+    w = np.random.default_rng(1).standard_normal((4, 4, 3, 3))
+    ember.set_conv_blas_limit(True)
+    expected = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    ember.set_conv_blas_limit(False)
+    np.testing.assert_allclose(C.conv2d_forward(x, w, None, 1, 1, 1, 1), expected, rtol=1e-12,
+                               atol=1e-12)
+
+
+def test_pool_replaced_under_concurrent_callers(monkeypatch):
+    """Calls that need a larger pool replace it while other threads submit to the old one: no
+    'cannot schedule new futures after shutdown', every call gets its chunks done."""
+    monkeypatch.setattr(threadpool, "_pool", None)
+    monkeypatch.setattr(threadpool, "_pool_size", 0)
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-5)
+    errors, totals = [], []
+
+    def caller():
+        try:
+            for n in range(2, 26):
+                totals.append(sum(threadpool.run_chunks(lambda lo, hi: hi - lo, 8, 8, n)))
+        except Exception as e:  # reported below
+            errors.append(e)
+    try:
+        callers = [_daemon(caller) for _ in range(4)]
+        for t in callers:
+            t.join(HARD_TIMEOUT)
+    finally:
+        sys.setswitchinterval(interval)
+        if threadpool._pool is not None:
+            threadpool._pool.shutdown(wait=False)
+    assert not errors, errors[0]
+    assert totals == [8] * (4 * 24)
+
+
+# --- concurrency: convolutions, GEMMs and fused kernels from 4 threads while the count changes
+
+def _fused_kernel():
+    from ember.kernels.pointwise import Expr, compile_pointwise
+    expr = Expr(("x", "y"), [("t", "mul", ("x", "y")), ("u", "tanh", ("t",)),
+                             ("r", "add", ("u", 1.0))], ("r",))
+    x = np.random.default_rng(2).standard_normal(300000).astype(np.float32)
+    k = compile_pointwise(expr, (x, x))
+    return lambda: k(x, x[::-1].copy())[0]
+
+
+def _workload():
+    rng = np.random.default_rng(3)
+
+    def arr(*shape):
+        return rng.standard_normal(shape).astype(np.float32)
+    ops = []
+    for N, Cin, H, K, R, p in [(8, 32, 16, 64, 3, 1),    # weight Winograd (own threads),
+                               (2, 3, 16, 16, 5, 2),     # forward im2col (BLAS threads); direct
+                               (2, 16, 12, 16, 1, 0)]:   # 1x1
+        x, w = arr(N, Cin, H, H), arr(K, Cin, R, R)
+        gy = arr(N, K, H + 2 * p - R + 1, H + 2 * p - R + 1)
+        ops.append(lambda x=x, w=w, p=p, gy=gy: C.conv2d_weight_grad(gy, x, w.shape, 1, p, 1, 1))
+        ops.append(lambda x=x, w=w, p=p: C.conv2d_forward(x, w, None, 1, p, 1, 1))
+        ops.append(lambda x=x, w=w, p=p, gy=gy: C.conv2d_input_grad(gy, w, x.shape, 1, p, 1, 1))
+    a, b = arr(257, 1000), arr(1000, 33)     # OpenBLAS's bits differ between 1 and 2 threads
+    ops.append(lambda: linalg.matmul(a, b))
+    x64, w33 = a[:64, :300], np.ascontiguousarray(b.T[:, :300])
+    ops.append(lambda: linalg.linear(x64, w33))
+    ops.append(_fused_kernel())
+    return ops
+
+
+def test_concurrent_kernels_while_the_thread_count_changes(restore_threads, monkeypatch):
+    """4 Python threads run convolutions (own-threads and BLAS-threads paths), GEMMs and a fused
+    pointwise kernel while a fifth calls set_num_threads(2 or 3) over and over (from a fresh
+    pool, so it grows meanwhile). Each result is bitwise one of the serial results at thread
+    count 2 or 3 (a call runs at one count from start to end; which one depends on timing), and
+    nothing hangs. A GEMM run under another thread's one-thread convolution limit would give
+    other bits ((257x1000) @ (1000x33) float32 differs between one and two BLAS threads)."""
+    monkeypatch.setattr(threadpool, "_pool", None)
+    monkeypatch.setattr(threadpool, "_pool_size", 0)
+    ops = _workload()
+    counts = (2, 3)
+    serial = {}
+    for n in counts:
+        ember.set_num_threads(n)
+        serial[n] = [op() for op in ops]
+    threadpoolctl = sys.modules.get("threadpoolctl")
+    if threadpoolctl is not None:   # as in a fresh process: no thread has set a BLAS limit yet
+        threadpoolctl.OpenBLASController.clear_controlling_thread(force=True)
+    results, errors = [[] for _ in range(4)], []
+    finished, started = threading.Event(), threading.Event()
+
+    def worker(i):
+        try:
+            for _ in range(2):
+                results[i].append([])
+                for op in ops:
+                    results[i][-1].append(op())
+                    started.set()
+        except Exception as e:  # reported below
+            errors.append(e)
+
+    def toggler():
+        started.wait(HARD_TIMEOUT)
+        k = 0
+        while not finished.is_set():
+            ember.set_num_threads(counts[k % 2])
+            k += 1
+            time.sleep(0.001)
+    toggle = _daemon(toggler)
+    workers = [_daemon(lambda i=i: worker(i)) for i in range(4)]
+    deadline = time.monotonic() + HARD_TIMEOUT
+    for t in workers:
+        t.join(max(0.0, deadline - time.monotonic()))
+    finished.set()
+    toggle.join(max(1.0, deadline - time.monotonic()))
+    assert not any(t.is_alive() for t in workers + [toggle]), "a thread hung"
+    assert not errors, errors[0]
+    for per_thread in results:
+        assert len(per_thread) == 2
+        for run in per_thread:
+            for j, r in enumerate(run):
+                assert any(np.array_equal(r, serial[n][j]) for n in counts), f"op {j}"
+
+
+def test_environment_switches_apply_at_import():
+    code = ("import ember; from ember.kernels.pointwise import numba_runtime as r; "
+            "print(ember.get_memory_reuse(), ember.get_conv_blas_limit(), r._requested)")
+    env = {**os.environ, "EMBER_MEMORY_REUSE": "0", "EMBER_CONV_BLAS_LIMIT": "0",
+           "EMBER_THREADING_LAYER": "pool"}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.stdout.split() == ["False", "False", "pool"], out.stderr
