@@ -111,6 +111,7 @@ def convert(name, err, fn, args, kwargs):
             if value is err.obj and _shape_of(value) is None:
                 return EmberTypeError(f"{name}(): argument '{pname}' must be a Tensor, not "
                                       f"{type(value).__name__}")
+        err.ember_bug = True  # on no argument: more likely ember's bug, keep it as the cause
     if isinstance(err, AttributeError):
         cls = EmberTypeError
     elif isinstance(err, KeyError):
@@ -131,10 +132,23 @@ def needs_public(fn):
     return isinstance(fn, types.FunctionType) and not hasattr(fn, "__wrapped_public__")
 
 
-def public(fn, name=None):
+_NAMED = None
+
+
+def _names_an_op(message):
+    global _NAMED
+    if _NAMED is None:
+        import re
+        _NAMED = re.compile(r"^[\w.]+(\(\w*\))?: ")
+    return _NAMED.match(message) is not None
+
+
+def public(fn, name=None, prefix="always"):
     """Wrap public function ``fn`` so that whatever it raises for a bad argument is an ember error
     whose message names ``name`` (default ``fn.__name__``) once: a builtin exception from inside
-    is converted (see ``convert``), an ember error from an op it calls gets ``name: `` in front."""
+    is converted (see ``convert``), an ember error from an op it calls gets ``name: `` in front;
+    with ``prefix="unnamed"`` (a layer's forward) only a message that names no op gets it.
+    ``name="class"`` names a method by its instance's class."""
     import functools
     name = name or fn.__name__
 
@@ -143,12 +157,16 @@ def public(fn, name=None):
         try:
             return fn(*args, **kwargs)
         except EmberError as e:
-            if e.args and isinstance(e.args[0], str):
-                e.args = (named(name, e.args[0]),) + e.args[1:]
+            if e.args and isinstance(e.args[0], str) and (
+                    prefix == "always" or not _names_an_op(e.args[0])):
+                n = type(args[0]).__name__ if name == "class" else name
+                e.args = (named(n, e.args[0]),) + e.args[1:]
             raise
         except _BUGS:
             raise
         except Exception as e:  # noqa: BLE001 - converted to ember's error (see convert)
-            raise convert(name, e, fn, args, kwargs) from None
+            n = type(args[0]).__name__ if name == "class" else name
+            converted = convert(n, e, fn, args, kwargs)
+            raise converted from (e if getattr(e, "ember_bug", False) else None)
     checked.__wrapped_public__ = fn
     return checked

@@ -393,3 +393,82 @@ def test_empty_and_0d_tensors_behave_as_in_torch(shape):
             wrong.append(f"{name}: torch gives {w.shape} {w.ravel()[:4]}, ember {g.shape} "
                          f"{g.ravel()[:4]}")
     assert not wrong, "\n".join(wrong)
+
+
+# ---------------------------------------------------------------- nn layers
+_LAYER_ARGS = {
+    "Linear": (3, 4), "Bilinear": (3, 3, 2), "LazyLinear": (4,), "Conv1d": (2, 3, 3),
+    "Conv2d": (2, 3, 3), "ConvTranspose1d": (2, 3, 3), "ConvTranspose2d": (2, 3, 3),
+    "BatchNorm1d": (3,), "BatchNorm2d": (3,), "BatchNorm3d": (3,), "InstanceNorm1d": (3,),
+    "InstanceNorm2d": (3,), "LayerNorm": (3,), "RMSNorm": (3,), "GroupNorm": (1, 3),
+    "LocalResponseNorm": (2,), "Embedding": (5, 3), "EmbeddingBag": (5, 3), "LSTM": (3, 4),
+    "GRU": (3, 4), "RNN": (3, 4), "LSTMCell": (3, 4), "GRUCell": (3, 4), "RNNCell": (3, 4),
+    "MultiheadAttention": (4, 2), "TransformerEncoderLayer": (4, 2, 8), "MaxPool1d": (2,),
+    "MaxPool2d": (2,), "AvgPool1d": (2,), "AvgPool2d": (2,), "LPPool2d": (2.0, 2),
+    "AdaptiveAvgPool1d": (2,), "AdaptiveAvgPool2d": (2,), "AdaptiveMaxPool1d": (2,),
+    "AdaptiveMaxPool2d": (2,), "PixelShuffle": (2,), "PixelUnshuffle": (2,), "Upsample": (None, 2),
+    "ChannelShuffle": (1,), "Threshold": (0.1, 0.0), "Unflatten": (1, (3, 1)),
+    "ConstantPad1d": (1, 0.0), "ConstantPad2d": (1, 0.0), "ZeroPad1d": (1,), "ZeroPad2d": (1,),
+    "ReflectionPad1d": (1,), "ReflectionPad2d": (1,), "ReplicationPad1d": (1,),
+    "ReplicationPad2d": (1,), "CircularPad1d": (1,), "CircularPad2d": (1,),
+}
+# containers (they run the user's modules), abstract bases, and LazyLinear (UnsupportedError)
+_NOT_LAYERS = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
+               "ParameterDict", "TransformerEncoder", "RNNBase", "RNNCellBase", "LazyLinear"}
+
+
+def _layers():
+    import ember.nn.modules as M
+    out = []
+    for n in sorted(dir(M)):
+        cls = getattr(M, n)
+        if isinstance(cls, type) and issubclass(cls, ember.nn.Module) and n not in _NOT_LAYERS:
+            out.append(n)
+    return out
+
+
+@pytest.mark.parametrize("name", _layers())
+def test_layer_forward_bad_inputs_raise_ember_errors(name):
+    cls = getattr(ember.nn, name)
+    layer = cls(*_LAYER_ARGS.get(name, ()))
+    n_in = len([p for p in inspect.signature(layer.forward).parameters.values()
+                if p.default is p.empty and p.kind == p.POSITIONAL_OR_KEYWORD])
+    wrong = []
+    for bad_name, bad in _bad_values():
+        for i in range(max(n_in, 1)):
+            args = [_t() for _ in range(max(n_in, 1))]
+            args[i] = bad
+            try:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")
+                    layer(*args)
+            except EmberError as e:
+                msg = str(e)
+                head = msg.split(":")[0]
+                if not msg or msg.startswith(f"{head}: {head}:"):
+                    wrong.append(f"input {i}={bad_name}: badly named: {msg}")
+            except Exception as e:  # noqa: BLE001 - the point of the test
+                wrong.append(f"input {i}={bad_name}: raw {type(e).__module__}.{type(e).__name__}: "
+                             f"{e}")
+    assert not wrong, f"{name}:\n  " + "\n  ".join(w[:300] for w in wrong)
+
+
+def test_user_module_errors_stay_the_users():
+    """Only ember's own code is wrapped: an exception a user's module raises inside a container
+    reaches the user unchanged."""
+    class Mine(ember.nn.Module):
+        def forward(self, x):
+            raise KeyError("mine")
+
+    with pytest.raises(KeyError) as info:
+        ember.nn.Sequential(ember.nn.Linear(3, 3), Mine())(_t())
+    assert type(info.value) is KeyError and info.value.args == ("mine",)
+
+    class MyLinear(ember.nn.Linear):
+        def forward(self, x):
+            super().forward(x)
+            raise ValueError("mine too")  # the user's own error, after ember's forward ran
+
+    with pytest.raises(ValueError) as info:
+        MyLinear(3, 3)(_t())
+    assert type(info.value) is ValueError

@@ -1067,8 +1067,8 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     tgt_len, bsz, embed_dim = query.shape
     src_len = key.shape[0]
     if embed_dim != embed_dim_to_check:
-        raise AssertionError(f"was expecting embedding dimension of {embed_dim_to_check}, but "
-                             f"got {embed_dim}")
+        raise EmberRuntimeError(f"multi_head_attention_forward: was expecting embedding "
+                                f"dimension of {embed_dim_to_check}, but got {embed_dim}")
     head_dim = embed_dim // num_heads
     if not use_separate_proj_weight:
         q, k, v = _in_projection_packed(query, key, value, in_proj_weight, in_proj_bias)

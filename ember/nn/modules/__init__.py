@@ -32,3 +32,23 @@ from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNN
 from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (MultiheadAttention, TransformerEncoder,
                                           TransformerEncoderLayer)
+
+
+def _check_forwards():
+    """Every layer's forward raises ember's errors, named by the layer's class unless an op
+    already names itself (ember.errors.public). Containers and TransformerEncoder run modules the
+    user may have written, whose errors stay theirs."""
+    from ember.errors import public
+    runs_user_modules = (Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict,
+                         TransformerEncoder)
+    todo, seen = [Module], set()
+    while todo:
+        cls = todo.pop()
+        todo.extend(c for c in cls.__subclasses__() if c not in seen)
+        seen.add(cls)
+        if cls.__module__.startswith(__name__ + ".") and cls not in runs_user_modules \
+                and "forward" in vars(cls):
+            cls.forward = public(vars(cls)["forward"], "class", prefix="unnamed")
+
+
+_check_forwards()

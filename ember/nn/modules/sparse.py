@@ -18,10 +18,10 @@ class Embedding(Module):
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
         if padding_idx is not None:
-            if padding_idx > 0:
-                assert padding_idx < num_embeddings, "Padding_idx must be within num_embeddings"
-            elif padding_idx < 0:
-                assert padding_idx >= -num_embeddings, "Padding_idx must be within num_embeddings"
+            if not -num_embeddings <= padding_idx < num_embeddings:
+                raise EmberValueError(f"Embedding: padding_idx must be within num_embeddings "
+                                      f"({num_embeddings}), got {padding_idx}")
+            if padding_idx < 0:
                 padding_idx = num_embeddings + padding_idx
         self.padding_idx = padding_idx
         self.max_norm = max_norm

@@ -38,7 +38,8 @@ class MultiheadAttention(Module):
         self.batch_first = batch_first
         self.head_dim = embed_dim // num_heads
         if self.head_dim * num_heads != embed_dim:
-            raise AssertionError("embed_dim must be divisible by num_heads")
+            raise EmberValueError(f"MultiheadAttention: embed_dim ({embed_dim}) must be divisible "
+                                  f"by num_heads ({num_heads})")
         if not self._qkv_same_embed_dim:
             self.q_proj_weight = Parameter(creation.empty(embed_dim, embed_dim, dtype=dtype))
             self.k_proj_weight = Parameter(creation.empty(embed_dim, self.kdim, dtype=dtype))
