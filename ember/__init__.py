@@ -20,6 +20,7 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             tensor, zeros, zeros_like)
 from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
+from ember.overloads import atleast_1d, atleast_2d, atleast_3d  # shape and indexing (issue 12)
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse

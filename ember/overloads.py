@@ -7,7 +7,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.autograd import _generated as G
-from ember.errors import public
+from ember.errors import EmberRuntimeError, public
 from ember.random import resolve
 from ember.tensor import Tensor, view_dtype
 
@@ -80,6 +80,23 @@ def is_tensor(obj):
 def is_floating_point(input):
     """Whether ``input`` has a floating dtype."""
     return input.is_floating_point()
+
+
+def _atleast(op):
+    def front(*tensors):
+        if len(tensors) == 1 and isinstance(tensors[0], Tensor):
+            return op(tensors[0])
+        if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+            tensors = tensors[0]
+        return tuple(op(t) for t in tensors)
+    front.__name__ = op.__name__
+    front.__doc__ = (f"``{op.__name__}(x)`` -> x viewed with at least {op.__name__[-2]} "
+                     f"dimensions; several tensors (or one sequence) -> a tuple.")
+    return front
+
+
+atleast_1d, atleast_2d, atleast_3d = (_atleast(G.atleast_1d), _atleast(G.atleast_2d),
+                                      _atleast(G.atleast_3d))
 
 
 # ---- Tensor methods --------------------------------------------------------------------------
@@ -187,7 +204,29 @@ def _T(self):
 
 
 def _mT(self):
+    if self._data.ndim < 2:
+        raise EmberRuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                                f"Got {self._data.ndim}-D tensor.")
     return G.transpose(self, -2, -1)
+
+
+def _adjoint(t):
+    return t.conj() if t._data.dtype.kind == "c" else t
+
+
+def _mH(self):
+    if self._data.ndim < 2:
+        raise EmberRuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. "
+                                f"Got {self._data.ndim}-D tensor.")
+    return _adjoint(G.transpose(self, -2, -1))
+
+
+def _H(self):
+    nd = self._data.ndim
+    if nd not in (0, 2):
+        raise EmberRuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                                f"{nd}-D tensor.")
+    return _adjoint(self if nd == 0 else G.transpose(self, 0, 1))
 
 
 def _softmax_method(self, dim, dtype=None):
@@ -242,7 +281,7 @@ METHODS = {
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 _NAMED = {"view"}
-PROPERTIES = {"T": _T, "mT": _mT}
+PROPERTIES = {"T": _T, "mT": _mT, "mH": _mH, "H": _H}
 
 
 def install():
@@ -258,6 +297,6 @@ def install():
 
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
-           "is_floating_point"):
+           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d"):
     globals()[_n] = public(globals()[_n])
 del _n

@@ -14,6 +14,7 @@ from ember.kernels import reduce as _k_reduce
 from ember.kernels import rnn as _k_rnn
 from ember.kernels import shape as _k_shape
 from ember.autograd import composites as _c_composites
+from ember.autograd import shape_ops as _c_shape_ops
 from ember.autograd import formulas as _F
 from ember.autograd.dispatch import Op, dispatch, dispatch_inplace
 from ember.autograd.node import Node, next_seq, unpack
@@ -3132,6 +3133,80 @@ class LstmLayerBackward0(Node):
         workspace = unpack(ctx.workspace, ctx)
         return tuple(_F.lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs))
 
+class DiagonalBackward0(Node):
+    __slots__ = ('dim1', 'dim2', 'offset', 'self__shape')
+    _saved = ()
+    _op_name = 'diagonal'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        offset, dim1, dim2, = consts
+        ctx.dim1 = dim1 if needs[0] else None
+        ctx.dim2 = dim2 if needs[0] else None
+        ctx.offset = offset if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim1 = ctx.dim1
+        dim2 = ctx.dim2
+        offset = ctx.offset
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = diagonal_backward(grad, self__shape, offset, dim1, dim2)
+        return (g0, )
+
+class DiagonalBackwardBackward0(Node):
+    __slots__ = ('dim1', 'dim2', 'offset')
+    _saved = ()
+    _op_name = 'diagonal_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, = tensors
+        input_sizes, offset, dim1, dim2, = consts
+        ctx.dim1 = dim1 if needs[0] else None
+        ctx.dim2 = dim2 if needs[0] else None
+        ctx.offset = offset if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim1 = ctx.dim1
+        dim2 = ctx.dim2
+        offset = ctx.offset
+        g0 = None
+        if needs[0]:
+            g0 = diagonal(grad, offset, dim1, dim2)
+        return (g0, )
+
+class DiagEmbedBackward0(Node):
+    __slots__ = ('dim1', 'dim2', 'offset')
+    _saved = ()
+    _op_name = 'diag_embed'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        offset, dim1, dim2, = consts
+        ctx.dim1 = dim1 if needs[0] else None
+        ctx.dim2 = dim2 if needs[0] else None
+        ctx.offset = offset if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim1 = ctx.dim1
+        dim2 = ctx.dim2
+        offset = ctx.offset
+        g0 = None
+        if needs[0]:
+            g0 = diagonal(grad, offset, dim1, dim2)
+        return (g0, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -3668,6 +3743,15 @@ OPS['lstm_layer'] = _op_lstm_layer
 
 _op_size = Op('size', _k_shape.size, None, ('self',), ('dim',), saves_self=False)
 OPS['size'] = _op_size
+
+_op_diagonal = Op('diagonal', _k_shape.diagonal, DiagonalBackward0, ('self',), ('offset', 'dim1', 'dim2'), view=True, saves_self=False)
+OPS['diagonal'] = _op_diagonal
+
+_op_diagonal_backward = Op('diagonal_backward', _k_shape.diagonal_backward, DiagonalBackwardBackward0, ('grad_output',), ('input_sizes', 'offset', 'dim1', 'dim2'), saves_self=False)
+OPS['diagonal_backward'] = _op_diagonal_backward
+
+_op_diag_embed = Op('diag_embed', _k_shape.diag_embed, DiagEmbedBackward0, ('self',), ('offset', 'dim1', 'dim2'), saves_self=False)
+OPS['diag_embed'] = _op_diag_embed
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -4586,10 +4670,92 @@ def size(input, dim):
     """size (see torch.size)."""
     return dispatch(_op_size, (input, ), (dim, ))
 
+def movedim(input, source, destination):
+    """movedim (see torch.movedim)."""
+    return _c_shape_ops.movedim(input, source, destination)
+
+def moveaxis(input, source, destination):
+    """moveaxis (see torch.moveaxis)."""
+    return _c_shape_ops.movedim(input, source, destination)
+
+def diagonal(input, offset=0, dim1=0, dim2=1):
+    """diagonal (see torch.diagonal)."""
+    return dispatch(_op_diagonal, (input, ), (offset, dim1, dim2, ))
+
+def diagonal_backward(grad_output, input_sizes, offset, dim1, dim2):
+    """diagonal_backward (see torch.diagonal_backward)."""
+    return dispatch(_op_diagonal_backward, (grad_output, ), (input_sizes, offset, dim1, dim2, ))
+
+def diag_embed(input, offset=0, dim1=-2, dim2=-1):
+    """diag_embed (see torch.diag_embed)."""
+    return dispatch(_op_diag_embed, (input, ), (offset, dim1, dim2, ))
+
+def diag(input, diagonal=0):
+    """diag (see torch.diag)."""
+    return _c_shape_ops.diag(input, diagonal)
+
+def diagflat(input, offset=0):
+    """diagflat (see torch.diagflat)."""
+    return _c_shape_ops.diagflat(input, offset)
+
+def broadcast_to(input, size):
+    """broadcast_to (see torch.broadcast_to)."""
+    return _c_shape_ops.broadcast_to(input, size)
+
+def broadcast_tensors(*tensors):
+    """broadcast_tensors (see torch.broadcast_tensors)."""
+    tensors = _F._varargs(tensors)
+    return _c_shape_ops.broadcast_tensors(tensors)
+
+def meshgrid(*tensors, indexing=None):
+    """meshgrid (see torch.meshgrid)."""
+    tensors = _F._varargs(tensors)
+    return _c_shape_ops.meshgrid(tensors, indexing)
+
+def atleast_1d(input):
+    """atleast_1d (see torch.atleast_1d)."""
+    return _c_shape_ops.atleast_1d(input)
+
+def atleast_2d(input):
+    """atleast_2d (see torch.atleast_2d)."""
+    return _c_shape_ops.atleast_2d(input)
+
+def atleast_3d(input):
+    """atleast_3d (see torch.atleast_3d)."""
+    return _c_shape_ops.atleast_3d(input)
+
+def hstack(tensors):
+    """hstack (see torch.hstack)."""
+    return _c_shape_ops.hstack(tensors)
+
+def vstack(tensors):
+    """vstack (see torch.vstack)."""
+    return _c_shape_ops.vstack(tensors)
+
+def dstack(tensors):
+    """dstack (see torch.dstack)."""
+    return _c_shape_ops.dstack(tensors)
+
+def column_stack(tensors):
+    """column_stack (see torch.column_stack)."""
+    return _c_shape_ops.column_stack(tensors)
+
+def select(input, dim, index):
+    """select (see torch.select)."""
+    return _c_shape_ops.select(input, dim, index)
+
+def take_along_dim(input, indices, dim=None):
+    """take_along_dim (see torch.take_along_dim)."""
+    return _c_shape_ops.take_along_dim(input, indices, dim)
+
+def rot90(input, k=1, dims=[0,1]):
+    """rot90 (see torch.rot90)."""
+    return _c_shape_ops.rot90(input, k, dims)
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -4836,6 +5002,17 @@ TENSOR_METHODS = {
     'lstm_step': lstm_step,
     'gru_step': gru_step,
     'lstm_layer': lstm_layer,
+    'movedim': movedim,
+    'moveaxis': moveaxis,
+    'diagonal': diagonal,
+    'diagonal_backward': diagonal_backward,
+    'diag_embed': diag_embed,
+    'diag': diag,
+    'diagflat': diagflat,
+    'broadcast_to': broadcast_to,
+    'select': select,
+    'take_along_dim': take_along_dim,
+    'rot90': rot90,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

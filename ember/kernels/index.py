@@ -134,3 +134,22 @@ def masked_select_backward(grad, mask, shape):
 
 def nonzero(a):
     return np.stack(np.nonzero(a), axis=1).astype(np.int64) if a.ndim else np.zeros((int(bool(a)), 0), np.int64)
+
+
+def nan_to_num(a, nan, posinf, neginf):
+    """``a`` with NaN, +inf and -inf replaced (infinities by the dtype's extremes by default)."""
+    if a.dtype.kind != "f":
+        return a.copy()
+    return np.nan_to_num(a, nan=nan, posinf=posinf, neginf=neginf)
+
+
+def isclose(a, b, rtol, atol, equal_nan):
+    """Elementwise ``|a - b| <= atol + rtol * |b|`` (NaNs equal when ``equal_nan``)."""
+    if a.dtype != b.dtype:
+        raise KernelError(f"isclose(): expected both inputs to have the same dtype, but got "
+                          f"{a.dtype} and {b.dtype}")
+    if rtol < 0 or atol < 0:
+        raise KernelError(f"isclose(): rtol ({rtol}) and atol ({atol}) must be non-negative")
+    if a.dtype == np.bool_:
+        return np.broadcast_to(a == b, np.broadcast_shapes(a.shape, b.shape)).copy()
+    return np.isclose(a, b, rtol, atol, equal_nan)

@@ -336,8 +336,78 @@ def pad_backward(grad, input_shape, pad, mode="constant"):
     return np.ascontiguousarray(out)
 
 
-def diagonal(a, offset=0, dim1=0, dim2=1):
-    return np.diagonal(a, offset, _dim(dim1, a.ndim), _dim(dim2, a.ndim))
+def diagonal(a, offset, dim1, dim2):
+    """A writable view of the diagonal ``offset`` of the planes (dim1, dim2), last in the result."""
+    nd = a.ndim
+    if nd < 2:
+        raise KernelError(f"diagonal: expected a tensor with at least 2 dimensions, got shape "
+                          f"{list(a.shape)}")
+    d1, d2 = _dim(dim1, nd), _dim(dim2, nd)
+    if d1 == d2:
+        raise KernelError(f"diagonal dimensions cannot be identical {dim1}, {dim2}")
+    sl = [slice(None)] * nd
+    if offset >= 0:
+        sl[d2] = slice(min(offset, a.shape[d2]), None)
+    else:
+        sl[d1] = slice(min(-offset, a.shape[d1]), None)
+    b = a[tuple(sl)]
+    rest = [i for i in range(nd) if i not in (d1, d2)]
+    shape = tuple(b.shape[i] for i in rest) + (min(b.shape[d1], b.shape[d2]),)
+    strides = tuple(b.strides[i] for i in rest) + (b.strides[d1] + b.strides[d2],)
+    return np.lib.stride_tricks.as_strided(b, shape, strides, writeable=b.flags.writeable)
+
+
+def diagonal_backward(grad, input_shape, offset, dim1, dim2):
+    """Gradient of ``diagonal``: ``grad`` written on that diagonal of zeros of ``input_shape``."""
+    out = np.zeros(tuple(input_shape), grad.dtype)
+    diagonal(out, offset, dim1, dim2)[...] = grad
+    return out
+
+
+def diag_embed(a, offset, dim1, dim2):
+    """Matrices (in dims dim1, dim2 of the result) whose diagonal ``offset`` is ``a``'s last dim."""
+    if a.ndim == 0:
+        raise KernelError("diag_embed: expected a tensor with at least 1 dimension, got a 0-d one")
+    nd = a.ndim + 1
+    d1, d2 = _dim(dim1, nd), _dim(dim2, nd)
+    if d1 == d2:
+        raise KernelError(f"diag_embed: diagonal dimensions cannot be identical {dim1}, {dim2}")
+    n = a.shape[-1] + abs(int(offset))
+    shape = list(a.shape[:-1])
+    for d in sorted((d1, d2)):
+        shape.insert(d, n)
+    out = np.zeros(shape, a.dtype)
+    diagonal(out, offset, d1, d2)[...] = a
+    return out
+
+
+def unfold(a, dimension, size, step):
+    """A view of all windows of ``size`` elements, ``step`` apart, along ``dimension`` (the
+    window is the new last dimension)."""
+    if a.ndim == 0:
+        a = a.reshape(1)
+    d = _dim(dimension, a.ndim)
+    n = a.shape[d]
+    if size < 0 or size > n:
+        raise KernelError(f"unfold: maximum size for tensor at dimension {d} is {n} but size "
+                          f"is {size}")
+    if step <= 0:
+        raise KernelError(f"unfold: step is {step} but must be > 0")
+    shape = a.shape[:d] + ((n - size) // step + 1,) + a.shape[d + 1:] + (size,)
+    strides = a.strides[:d] + (a.strides[d] * step,) + a.strides[d + 1:] + (a.strides[d],)
+    return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=a.flags.writeable)
+
+
+def unfold_backward(grad, input_shape, dimension, size, step):
+    """Gradient of ``unfold``: each window's gradient added back where the window came from."""
+    shape = tuple(input_shape) or (1,)
+    d = _dim(dimension, len(shape))
+    out = np.zeros(shape, grad.dtype)
+    nwin = grad.shape[d]
+    for k in range(size):
+        sl = (slice(None),) * d + (slice(k, k + (nwin - 1) * step + 1, step),)
+        out[sl] += grad[..., k]
+    return out.reshape(tuple(input_shape))
 
 
 def broadcast_axes(from_shape, shape):

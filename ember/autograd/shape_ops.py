@@ -1,0 +1,192 @@
+"""Shape and indexing ops declared ``composite`` in derivatives.yaml (issue 12): written in other
+spec ops, so their gradients, views, tracing and export come from those ops."""
+import numpy as np
+
+import ember.autograd._generated as G
+from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
+from ember.tensor import Tensor
+
+
+def _norm(op, d, nd):
+    n = max(nd, 1)
+    if not -n <= d < n:
+        raise EmberIndexError(f"{op}: dimension {d} out of range (expected to be in range of "
+                              f"[{-n}, {n - 1}])")
+    return d % n
+
+
+def _dims(x):
+    return tuple(x) if isinstance(x, (tuple, list)) else (x,)
+
+
+def movedim(input, source, destination):
+    nd = input.ndim
+    src = [_norm("movedim", int(d), nd) for d in _dims(source)]
+    dst = [_norm("movedim", int(d), nd) for d in _dims(destination)]
+    if len(src) != len(dst):
+        raise EmberRuntimeError(f"movedim: Invalid source or destination dims: source "
+                                f"({list(_dims(source))} dims) should contain the same number of "
+                                f"dims as destination ({list(_dims(destination))} dims)")
+    if len(set(src)) != len(src) or len(set(dst)) != len(dst):
+        raise EmberRuntimeError(f"movedim: repeated dim in source {list(_dims(source))} or "
+                                f"destination {list(_dims(destination))}")
+    order = [None] * nd
+    for s, d in zip(src, dst):
+        order[d] = s
+    rest = iter(i for i in range(nd) if i not in src)
+    order = [next(rest) if o is None else o for o in order]
+    return G.permute(input, tuple(order))
+
+
+def select(input, dim, index):
+    nd = input.ndim
+    if nd == 0:
+        raise EmberIndexError("select() cannot be applied to a 0-dim tensor.")
+    d = _norm("select", dim, nd)
+    n = input._data.shape[d]
+    if not -n <= index < n:
+        raise EmberIndexError(f"select(): index {index} out of range for tensor of size "
+                              f"{list(input._data.shape)} at dimension {dim}")
+    return G.getitem(input, (slice(None),) * d + (index % n,))
+
+
+def diag(input, diagonal=0):
+    if input.ndim == 1:
+        return G.diag_embed(input, diagonal, 0, 1)
+    if input.ndim == 2:
+        return G.clone(G.diagonal(input, diagonal, 0, 1))
+    raise EmberRuntimeError(f"diag(): Supports 1D or 2D tensors. Got {input.ndim}D")
+
+
+def diagflat(input, offset=0):
+    return G.diag_embed(G.reshape(input, (-1,)), offset, 0, 1)
+
+
+def broadcast_to(input, size):
+    return G.expand(input, tuple(size))
+
+
+def _broadcast_shape(op, shapes):
+    try:
+        return np.broadcast_shapes(*shapes)
+    except ValueError:
+        raise EmberRuntimeError(f"{op}: shapes {[list(s) for s in shapes]} cannot be broadcast "
+                                f"together") from None
+
+
+def broadcast_tensors(tensors):
+    shape = _broadcast_shape("broadcast_tensors", [t._data.shape for t in tensors])
+    return tuple(G.expand(t, shape) for t in tensors)
+
+
+def meshgrid(tensors, indexing=None):
+    if indexing is None:
+        import warnings
+        warnings.warn("meshgrid: in an upcoming release, it will be required to pass the "
+                      "indexing argument.", UserWarning, stacklevel=3)
+        indexing = "ij"
+    if indexing not in ("ij", "xy"):
+        raise EmberValueError(f"meshgrid: indexing must be one of 'xy' or 'ij', got {indexing!r}")
+    if not tensors:
+        raise EmberRuntimeError("meshgrid expects a non-empty TensorList")
+    for t in tensors:
+        if t.ndim > 1:
+            raise EmberRuntimeError(f"meshgrid: Expected 0D or 1D tensor in the tensor list but "
+                                    f"got a tensor of shape {list(t._data.shape)}")
+    pos = list(range(len(tensors)))
+    if indexing == "xy" and len(tensors) >= 2:
+        pos[0], pos[1] = 1, 0
+    shape = [0] * len(tensors)
+    for t, p in zip(tensors, pos):
+        shape[p] = t._data.size
+    out = []
+    for t, p in zip(tensors, pos):
+        view = [1] * len(tensors)
+        view[p] = -1
+        out.append(G.expand(G.reshape(t, tuple(view)), tuple(shape)))
+    return tuple(out)
+
+
+def atleast_1d(input):
+    return G.reshape(input, (1,)) if input.ndim == 0 else input
+
+
+def atleast_2d(input):
+    if input.ndim == 0:
+        return G.reshape(input, (1, 1))
+    return G.unsqueeze(input, 0) if input.ndim == 1 else input
+
+
+def atleast_3d(input):
+    if input.ndim == 0:
+        return G.reshape(input, (1, 1, 1))
+    if input.ndim == 1:
+        return G.unsqueeze(G.unsqueeze(input, 0), -1)
+    return G.unsqueeze(input, -1) if input.ndim == 2 else input
+
+
+def _nonempty(op, tensors):
+    if not tensors:
+        raise EmberRuntimeError(f"{op} expects a non-empty TensorList")
+    return tensors
+
+
+def hstack(tensors):
+    ts = [atleast_1d(t) for t in _nonempty("hstack", tensors)]
+    return G.cat(ts, 0 if ts[0].ndim == 1 else 1)
+
+
+def vstack(tensors):
+    return G.cat([atleast_2d(t) for t in _nonempty("vstack", tensors)], 0)
+
+
+def dstack(tensors):
+    return G.cat([atleast_3d(t) for t in _nonempty("dstack", tensors)], 2)
+
+
+def column_stack(tensors):
+    ts = [G.reshape(t, (t._data.size, 1)) if t.ndim <= 1 else t
+          for t in _nonempty("column_stack", tensors)]
+    return G.cat(ts, 1)
+
+
+def take_along_dim(input, indices, dim=None):
+    if dim is None:
+        return G.gather(G.reshape(input, (-1,)), 0, G.reshape(indices, (-1,)))
+    if input.ndim != indices.ndim:
+        raise EmberRuntimeError(f"take_along_dim(): input and indices should have the same "
+                                f"number of dimensions, but got {input.ndim} dimensions for "
+                                f"input, and {indices.ndim} dimensions for indices")
+    d = _norm("take_along_dim", dim, input.ndim)
+    a_shape, i_shape = list(input._data.shape), list(indices._data.shape)
+    a_shape[d] = i_shape[d] = 1
+    shape = list(_broadcast_shape("take_along_dim", [a_shape, i_shape]))
+    a_to, i_to = list(shape), list(shape)
+    a_to[d], i_to[d] = input._data.shape[d], indices._data.shape[d]
+    if tuple(a_to) != input._data.shape:
+        input = G.expand(input, tuple(a_to))
+    if tuple(i_to) != indices._data.shape:
+        indices = G.expand(indices, tuple(i_to))
+    return G.gather(input, d, indices)
+
+
+def rot90(input, k=1, dims=(0, 1)):
+    dims = tuple(dims)
+    if len(dims) != 2:
+        raise EmberRuntimeError(f"rot90: expected total rotation dims == 2, but got dims = "
+                                f"{len(dims)}")
+    if input.ndim < 2:
+        raise EmberRuntimeError(f"rot90: expected total dims >= 2, but got total dims = "
+                                f"{input.ndim}")
+    d0, d1 = (_norm("rot90", d, input.ndim) for d in dims)
+    if d0 == d1:
+        raise EmberRuntimeError(f"rot90: expected rotation dims to be different, but got "
+                                f"dim0 = {dims[0]} and dim1 = {dims[1]}")
+    k %= 4
+    if k == 1:
+        return G.transpose(G.flip(input, (d1,)), d0, d1)
+    if k == 2:
+        return G.flip(input, (d0, d1))
+    if k == 3:
+        return G.transpose(G.flip(input, (d0,)), d0, d1)
+    return G.clone(input)

@@ -1,0 +1,116 @@
+"""Shape and indexing ops (issue 12): views, edge cases and errors the spec samples do not reach."""
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import EmberError
+
+
+def _t(a, grad=False):
+    t = ember.from_numpy(np.ascontiguousarray(a))
+    return t.requires_grad_(True) if grad else t
+
+
+def test_diagonal_is_a_writable_view_sharing_the_version_counter():
+    x = _t(np.arange(12.0).reshape(3, 4))
+    d = x.diagonal(1)
+    assert d.tolist() == [1.0, 6.0, 11.0]
+    v = x._version
+    d.mul_(0)
+    assert x[0, 1].item() == 0 and x[2, 3].item() == 0 and x._version > v
+    assert np.shares_memory(d._data, x._data)
+
+
+def test_diagonal_non_contiguous_and_batched_against_numpy():
+    a = np.random.default_rng(0).standard_normal((4, 3, 5))
+    x = _t(a).transpose(0, 2)           # (5, 3, 4), non-contiguous
+    for off, d1, d2 in [(0, 0, 1), (1, -1, 0), (-2, 2, 0), (7, 0, 1)]:
+        np.testing.assert_array_equal(ember.diagonal(x, off, d1, d2).numpy(),
+                                      np.diagonal(a.transpose(2, 1, 0), off, d1 % 3, d2 % 3))
+
+
+def test_diag_embed_and_diag_round_trip():
+    v = _t(np.array([1.0, 2.0, 3.0]))
+    m = ember.diag(v, -1)
+    assert m.shape == (4, 4) and ember.diag(m, -1).tolist() == [1.0, 2.0, 3.0]
+    assert ember.diagflat(_t(np.ones((2, 2)))).shape == (4, 4)
+    assert ember.diag_embed(_t(np.ones((2, 3))), 1, 0, 2).shape == (4, 2, 4)
+
+
+def test_diagonal_errors_name_the_op():
+    with pytest.raises(EmberError, match="diagonal"):
+        ember.diagonal(_t(np.ones(3)))
+    with pytest.raises(EmberError, match="cannot be identical"):
+        ember.diagonal(_t(np.ones((2, 2))), 0, 1, -1)
+    with pytest.raises(EmberError, match="diag"):
+        ember.diag(_t(np.ones((2, 2, 2))))
+
+
+def test_movedim_select_are_views():
+    x = _t(np.arange(24.0).reshape(2, 3, 4))
+    m = ember.movedim(x, (0, 1), (2, 0))
+    assert m.shape == (3, 4, 2) and np.shares_memory(m._data, x._data)
+    assert ember.moveaxis(x, -1, 0).shape == (4, 2, 3)
+    s = x.select(1, -1)
+    assert s.shape == (2, 4) and np.shares_memory(s._data, x._data)
+    s.fill_(-1.0)
+    assert (x[:, 2] == -1.0).all().item()
+    with pytest.raises(IndexError, match="select"):
+        x.select(1, 3)
+    with pytest.raises(EmberError, match="movedim"):
+        ember.movedim(x, (0, 1), (1,))
+
+
+def test_atleast_identity_and_sequences():
+    x = _t(np.ones((2, 3)))
+    assert ember.atleast_1d(x) is x and ember.atleast_2d(x) is x
+    a, b = ember.atleast_3d(_t(np.float64(1.0)), _t(np.ones(3)))
+    assert a.shape == (1, 1, 1) and b.shape == (1, 3, 1)
+    assert isinstance(ember.atleast_1d([x]), tuple)
+
+
+def test_stacks_and_broadcast():
+    a, b = _t(np.arange(3.0)), _t(np.arange(3.0, 6.0))
+    assert ember.hstack([a, b]).tolist() == [0, 1, 2, 3, 4, 5]
+    assert ember.vstack([a, b]).shape == (2, 3)
+    assert ember.dstack([a, b]).shape == (1, 3, 2)
+    assert ember.column_stack([a, b]).tolist() == [[0, 3], [1, 4], [2, 5]]
+    x, y = ember.broadcast_tensors(_t(np.ones((3, 1))), _t(np.ones(4)))
+    assert x.shape == y.shape == (3, 4)
+    with pytest.raises(EmberError, match="broadcast"):
+        ember.broadcast_tensors(_t(np.ones(3)), _t(np.ones(4)))
+    assert ember.broadcast_to(a, (2, 3)).shape == (2, 3)
+
+
+def test_meshgrid_indexing_and_warning():
+    x, y = _t(np.arange(3.0)), _t(np.arange(2.0))
+    gx, gy = ember.meshgrid(x, y, indexing="xy")
+    assert gx.shape == (2, 3) and gx[1].tolist() == [0, 1, 2] and gy[:, 0].tolist() == [0, 1]
+    with pytest.warns(UserWarning, match="indexing"):
+        gx, gy = ember.meshgrid(x, y)
+    assert gx.shape == (3, 2)
+    with pytest.raises(EmberError, match="indexing"):
+        ember.meshgrid(x, y, indexing="yx")
+
+
+def test_rot90_and_take_along_dim_match_numpy():
+    a = np.arange(12.0).reshape(3, 4)
+    for k in (-3, -1, 0, 1, 2, 5):
+        np.testing.assert_array_equal(ember.rot90(_t(a), k).numpy(), np.rot90(a, k))
+    with pytest.raises(EmberError, match="rot90"):
+        ember.rot90(_t(a), 1, (0, 0))
+    idx = np.argsort(a, axis=1)[:, ::-1].copy()
+    np.testing.assert_array_equal(ember.take_along_dim(_t(a), _t(idx), 1).numpy(),
+                                  np.take_along_axis(a, idx, 1))
+    assert ember.take_along_dim(_t(a), _t(np.array([11, 0]))).tolist() == [11.0, 0.0]
+
+
+def test_matrix_properties():
+    x = _t(np.arange(6.0).reshape(2, 3))
+    assert x.H.shape == x.mT.shape == x.mH.shape == x.T.shape == (3, 2)
+    b = _t(np.ones((4, 2, 3)))
+    assert b.mT.shape == b.mH.shape == (4, 3, 2)
+    with pytest.raises(EmberError, match="mH"):
+        _t(np.ones(3)).mH
+    with pytest.raises(EmberError, match="H is only supported"):
+        b.H
