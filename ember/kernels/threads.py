@@ -43,10 +43,12 @@ LIMITED = "limited"
 FREE = "free"
 _EXCLUSIVE = "exclusive"
 
-_cond = threading.Condition(threading.Lock())
+_lock = threading.Lock()
+_cond = threading.Condition(_lock)
 _mode = None                # mode in force, or None when nobody holds one
 _active = 0                 # threads holding the mode in force
 _waiting = {LIMITED: 0, FREE: 0, _EXCLUSIVE: 0}
+_n_waiting = 0              # sum of _waiting
 _saved = {}                 # filepath -> BLAS thread count restored when LIMITED ends
 _held = threading.local()   # this thread's (mode, depth)
 _limit_enabled = os.environ.get("EMBER_CONV_BLAS_LIMIT", "1") != "0"
@@ -114,16 +116,29 @@ def _may_enter(mode):
     return _active == 0 or (_mode == mode and not _waiting[other])
 
 
+def _wait_until(mode):
+    """Wait (holding ``_lock``) until ``mode`` may be entered."""
+    global _n_waiting
+    _waiting[mode] += 1
+    _n_waiting += 1
+    try:
+        while not _may_enter(mode):
+            _cond.wait()
+    finally:
+        _waiting[mode] -= 1
+        _n_waiting -= 1
+
+
 def _enter(mode):
     global _mode, _active
-    with _cond:
+    with _lock:
+        if _active == 0 and not _n_waiting and mode is FREE:
+            _mode, _active = mode, 1
+            if _num_threads is not None:
+                _scan()                 # a BLAS imported since gets the configured count
+            return
         if not _may_enter(mode):
-            _waiting[mode] += 1
-            try:
-                while not _may_enter(mode):
-                    _cond.wait()
-            finally:
-                _waiting[mode] -= 1
+            _wait_until(mode)
         if _active == 0:
             if mode == LIMITED:
                 controllers = _scan()
@@ -143,7 +158,7 @@ def _enter(mode):
 
 def _leave():
     global _mode, _active
-    with _cond:
+    with _lock:
         _active -= 1
         if _active == 0:
             if _mode == LIMITED:
@@ -153,41 +168,64 @@ def _leave():
                         _set_count(c, n)
                 _saved.clear()
             _mode = None
-            _cond.notify_all()
+            if _n_waiting:
+                _cond.notify_all()
 
 
-class blas_mode:
-    """Context manager: hold the BLAS lock in ``mode`` (``LIMITED`` or ``FREE``) for one call;
-    ``__enter__`` returns the mode granted (a nested call or pool worker gets the mode already
-    held, ``None`` when it is a pool worker outside any; ``LIMITED`` becomes ``FREE`` while
-    ``set_conv_blas_limit(False)``)."""
+class _Hold:
+    """Context manager holding the BLAS lock in one mode (see ``blas_mode``); one instance per
+    mode, its state kept per thread."""
 
-    __slots__ = ("mode", "granted", "counted")
+    __slots__ = ("mode",)
 
     def __init__(self, mode):
         self.mode = mode
 
     def __enter__(self):
-        held = getattr(_held, "mode", None)
-        if held is not None or threadpool.inside():
-            self.counted = held is not None
-            if self.counted:
-                _held.depth += 1
-            self.granted = held
-            return held
-        mode = self.mode if (self.mode != LIMITED or _limit_enabled) else FREE
-        _enter(mode)
-        _held.mode, _held.depth = mode, 1
-        self.counted, self.granted = True, mode
+        global _active, _mode
+        held = _held.__dict__
+        mode = held.get("mode")
+        if mode is not None:
+            held["depth"] += 1
+            return mode
+        if threadpool._inside.__dict__.get("flag", False):
+            return None
+        mode = self.mode if (self.mode is not LIMITED or _limit_enabled) else FREE
+        with _lock:
+            # the common cases, inline: join the mode in force, or start FREE with nobody waiting
+            if not _n_waiting and (_mode is mode if _active else mode is FREE):
+                if not _active:
+                    _mode = mode
+                    if _num_threads is not None and len(sys.modules) != _scanned_modules:
+                        _scan()         # a BLAS imported since gets the configured count
+                _active += 1
+                entered = True
+            else:
+                entered = False
+        if not entered:
+            _enter(mode)
+        held["mode"], held["depth"] = mode, 1
         return mode
 
     def __exit__(self, *exc):
-        if self.counted:
-            _held.depth -= 1
-            if _held.depth == 0:
-                _held.mode = None
+        held = _held.__dict__
+        if held.get("mode") is not None:
+            held["depth"] -= 1
+            if not held["depth"]:
+                held["mode"] = None
                 _leave()
         return False
+
+
+_HOLDS = {LIMITED: _Hold(LIMITED), FREE: _Hold(FREE)}
+
+
+def blas_mode(mode):
+    """Context manager: hold the BLAS lock in ``mode`` (``LIMITED`` or ``FREE``) for one call.
+    ``__enter__`` returns the mode granted: a nested call gets the mode its thread already
+    holds, a pool worker outside any gets ``None`` (no wait), and ``LIMITED`` becomes ``FREE``
+    while ``set_conv_blas_limit(False)``."""
+    return _HOLDS[mode]
 
 
 def set_num_threads(n):
@@ -200,14 +238,9 @@ def set_num_threads(n):
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
     nested = getattr(_held, "mode", None) is not None
-    with _cond:
+    with _lock:
         if not nested and not _may_enter(_EXCLUSIVE):
-            _waiting[_EXCLUSIVE] += 1
-            try:
-                while not _may_enter(_EXCLUSIVE):
-                    _cond.wait()
-            finally:
-                _waiting[_EXCLUSIVE] -= 1
+            _wait_until(_EXCLUSIVE)
         _num_threads = n
         for c in _scan(refresh=True):
             _set(c, n)
