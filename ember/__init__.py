@@ -21,6 +21,9 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
 from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
 from ember.overloads import atleast_1d, atleast_2d, atleast_3d  # shape and indexing (issue 12)
+from ember._sorting import (cummax, cummin, kthvalue, median, mode, nanmedian, sort,  # issue 12
+                            topk)
+from ember import return_types
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse
@@ -31,6 +34,7 @@ from ember.random import (Generator, default_generator, get_rng_state, initial_s
                           manual_seed, seed, set_rng_state)
 
 _overloads.install()
+_importlib.import_module("ember._sorting").install(Tensor)
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:

@@ -13,8 +13,12 @@ from ember.kernels import pool as _k_pool
 from ember.kernels import reduce as _k_reduce
 from ember.kernels import rnn as _k_rnn
 from ember.kernels import shape as _k_shape
+from ember.kernels import sorting as _k_sorting
+from ember.kernels import special as _k_special
 from ember.autograd import composites as _c_composites
 from ember.autograd import shape_ops as _c_shape_ops
+from ember.autograd import sort_composites as _c_sort_composites
+from ember.autograd import special_composites as _c_special_composites
 from ember.autograd import formulas as _F
 from ember.autograd.dispatch import Op, dispatch, dispatch_inplace
 from ember.autograd.node import Node, next_seq, unpack
@@ -1479,6 +1483,296 @@ class CumsumBackward0(Node):
         g0 = None
         if needs[0]:
             g0 = _F.cumsum_grad(grad, dim)
+        return (g0, )
+
+class SortBackward0(Node):
+    __slots__ = ('dim', 'indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'sort'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, descending, stable, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.index_reduction_grad(grads[0], indices, self__shape, dim, True)
+        return (g0, )
+
+class TopkBackward0(Node):
+    __slots__ = ('dim', 'indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'topk'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        k, dim, largest, sorted, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.index_reduction_grad(grads[0], indices, self__shape, dim, True)
+        return (g0, )
+
+class KthvalueBackward0(Node):
+    __slots__ = ('dim', 'indices', 'keepdim', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'kthvalue'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        k, dim, keepdim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.keepdim = keepdim if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        keepdim = ctx.keepdim
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.index_reduction_grad(grads[0], indices, self__shape, dim, keepdim)
+        return (g0, )
+
+class MedianAllBackward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'median_all'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.even_tie_grad(grad, self_, result)
+        return (g0, )
+
+class MedianDimBackward0(Node):
+    __slots__ = ('dim', 'indices', 'keepdim', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'median_dim'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, keepdim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.keepdim = keepdim if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        keepdim = ctx.keepdim
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.index_reduction_grad(grads[0], indices, self__shape, dim, keepdim)
+        return (g0, )
+
+class NanmedianAllBackward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'nanmedian_all'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.even_tie_grad(grad, self_, result)
+        return (g0, )
+
+class NanmedianDimBackward0(Node):
+    __slots__ = ('dim', 'indices', 'keepdim', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'nanmedian_dim'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, keepdim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.keepdim = keepdim if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        keepdim = ctx.keepdim
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.index_reduction_grad(grads[0], indices, self__shape, dim, keepdim)
+        return (g0, )
+
+class ModeBackward0(Node):
+    __slots__ = ('dim', 'indices', 'keepdim', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'mode'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, keepdim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.keepdim = keepdim if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        keepdim = ctx.keepdim
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.index_reduction_grad(grads[0], indices, self__shape, dim, keepdim)
+        return (g0, )
+
+class CumprodBackward0(Node):
+    __slots__ = ('dim', 'result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'cumprod'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, dtype, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.cumprod_grad(grad, self_, result, dim)
+        return (g0, )
+
+class CummaxBackward0(Node):
+    __slots__ = ('dim', 'indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'cummax'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.scan_index_grad(grads[0], indices, self__shape, dim)
+        return (g0, )
+
+class CumminBackward0(Node):
+    __slots__ = ('dim', 'indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'cummin'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.scan_index_grad(grads[0], indices, self__shape, dim)
+        return (g0, )
+
+class LogcumsumexpBackward0(Node):
+    __slots__ = ('dim', 'result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'logcumsumexp'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.logcumsumexp_grad(grad, self_, result, dim)
         return (g0, )
 
 class MatmulBackward0(Node):
@@ -3133,6 +3427,610 @@ class LstmLayerBackward0(Node):
         workspace = unpack(ctx.workspace, ctx)
         return tuple(_F.lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs))
 
+class ErfcBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'erfc'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * exp(neg(self_ * self_)) * -_C.TWO_OVER_SQRT_PI
+        return (g0, )
+
+class ErfinvBackward0(Node):
+    __slots__ = ('result',)
+    _saved = ('result',)
+    _op_name = 'erfinv'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * exp(result * result) * _C.SQRT_PI_2
+        return (g0, )
+
+class SpecialErfcxBackward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'special_erfcx'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * (self_ * result * 2 - _C.TWO_OVER_SQRT_PI)
+        return (g0, )
+
+class LgammaBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'lgamma'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * digamma(self_)
+        return (g0, )
+
+class DigammaBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'digamma'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * polygamma(1, self_)
+        return (g0, )
+
+class PolygammaBackward0(Node):
+    __slots__ = ('n', 'self_')
+    _saved = ('self_',)
+    _op_name = 'polygamma'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        n, = consts
+        ctx.n = n if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        n = ctx.n
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * polygamma(n + 1, self_)
+        return (g0, )
+
+class I0Backward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'i0'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * special_i1(self_)
+        return (g0, )
+
+class SpecialI0eBackward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'special_i0e'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * (special_i1e(self_) - sign(self_) * result)
+        return (g0, )
+
+class SpecialI1Backward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'special_i1'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * where(eq(self_, 0), 0.5, i0(self_) - result / where(eq(self_, 0), 1.0, self_))
+        return (g0, )
+
+class SpecialI1eBackward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'special_i1e'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * where(eq(self_, 0), 0.5, special_i0e(self_) - result * (sign(self_) + 1 / where(eq(self_, 0), 1.0, self_)))
+        return (g0, )
+
+class SpecialNdtrBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'special_ndtr'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * exp(self_ * self_ * -0.5) * _C.INV_SQRT_2PI
+        return (g0, )
+
+class SpecialNdtriBackward0(Node):
+    __slots__ = ('result',)
+    _saved = ('result',)
+    _op_name = 'special_ndtri'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * exp(result * result * 0.5) * _C.SQRT_2PI
+        return (g0, )
+
+class SpecialLogNdtrBackward0(Node):
+    __slots__ = ('result', 'self_')
+    _saved = ('result', 'self_')
+    _op_name = 'special_log_ndtr'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * exp(neg(result + self_ * self_ * 0.5)) * _C.INV_SQRT_2PI
+        return (g0, )
+
+class SpecialEntrBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'special_entr'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * neg(log(self_) + 1)
+        return (g0, )
+
+class SincBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'sinc'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * where(eq(self_, 0), 0.0, (cos(self_ * _C.PI) * self_ * _C.PI - sin(self_ * _C.PI)) / where(eq(self_, 0), 1.0, self_ * self_ * _C.PI))
+        return (g0, )
+
+class LogitBackward0(Node):
+    __slots__ = ('eps', 'self_')
+    _saved = ('self_',)
+    _op_name = 'logit'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        eps, = consts
+        ctx.eps = eps if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        eps = ctx.eps
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = where(logical_or(lt(self_, 0), gt(self_, 1)), _C.NAN, grad / (self_ * (1 - self_))) if eps is None else where(logical_or(lt(self_, eps), gt(self_, 1 - eps)), 0.0, grad / (self_ * (1 - self_)))
+        return (g0, )
+
+class XlogyBackward0(Node):
+    __slots__ = ('other', 'self_', 'self__shape', 'other_shape')
+    _saved = ('other', 'self_')
+    _op_name = 'xlogy'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(where(logical_and(eq(self_, 0), le(self_ + other, 0)), 0.0, xlogy(grad, other)), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad * self_ / other, other_shape)
+        return (g0, g1, )
+
+class SpecialXlog1pyBackward0(Node):
+    __slots__ = ('other', 'self_', 'self__shape', 'other_shape')
+    _saved = ('other', 'self_')
+    _op_name = 'special_xlog1py'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(where(logical_and(eq(self_, 0), le(self_ + other, -1)), 0.0, special_xlog1py(grad, other)), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad * self_ / (other + 1), other_shape)
+        return (g0, g1, )
+
+class SpecialZetaBackward0(Node):
+    __slots__ = ('other', 'other_shape', 'self_')
+    _saved = ('other', 'self_')
+    _op_name = 'special_zeta'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[1] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        other_shape = ctx.other_shape
+        self_ = unpack(ctx.self_, ctx)
+        g0 = g1 = None
+        if needs[1]:
+            g1 = _F.sum_to(grad * neg(self_) * special_zeta(self_ + 1, other), other_shape)
+        return (g0, g1, )
+
+class LogaddexpBackward0(Node):
+    __slots__ = ('other', 'self_', 'self__shape', 'other_shape')
+    _saved = ('other', 'self_')
+    _op_name = 'logaddexp'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(grad / (exp(other - self_) + 1), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad / (exp(self_ - other) + 1), other_shape)
+        return (g0, g1, )
+
+class Logaddexp2Backward0(Node):
+    __slots__ = ('other', 'self_', 'self__shape', 'other_shape')
+    _saved = ('other', 'self_')
+    _op_name = 'logaddexp2'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(grad / (exp2(other - self_) + 1), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad / (exp2(self_ - other) + 1), other_shape)
+        return (g0, g1, )
+
+class HypotBackward0(Node):
+    __slots__ = ('result', 'self_', 'self__shape', 'other', 'other_shape')
+    _saved = ('result', 'self_', 'other')
+    _op_name = 'hypot'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other = _save(other, 'other') if needs[1] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other = unpack(ctx.other, ctx)
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(grad * self_ / result, self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(grad * other / result, other_shape)
+        return (g0, g1, )
+
+class CopysignBackward0(Node):
+    __slots__ = ('result', 'self_', 'self__shape', 'other_shape')
+    _saved = ('result', 'self_')
+    _op_name = 'copysign'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(grad * where(eq(self_, 0), 0.0, result / where(eq(self_, 0), 1.0, self_)), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(_F.zeros_for(grad, other_shape), other_shape)
+        return (g0, g1, )
+
+class FmodBackward0(Node):
+    __slots__ = ('self__shape', 'other', 'other_shape', 'self_')
+    _saved = ('other', 'self_')
+    _op_name = 'fmod'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other = _save(other, 'other') if needs[1] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        other = unpack(ctx.other, ctx)
+        other_shape = ctx.other_shape
+        self_ = unpack(ctx.self_, ctx)
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(grad, self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(neg(grad) * div(self_, other, rounding_mode='trunc'), other_shape)
+        return (g0, g1, )
+
+class Deg2radBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'deg2rad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad * _C.DEG2RAD
+        return (g0, )
+
+class Rad2degBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'rad2deg'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad * _C.RAD2DEG
+        return (g0, )
+
+class FrexpBackward0(Node):
+    __slots__ = ('exponent',)
+    _saved = ('exponent',)
+    _op_name = 'frexp'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.exponent = _save(outs[1], 'exponent') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        exponent = unpack(ctx.exponent, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad / exp2(exponent)
+        return (g0, )
+
+class PositiveBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'positive'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad
+        return (g0, )
+
 class DiagonalBackward0(Node):
     __slots__ = ('dim1', 'dim2', 'offset', 'self__shape')
     _saved = ()
@@ -3205,6 +4103,76 @@ class DiagEmbedBackward0(Node):
         g0 = None
         if needs[0]:
             g0 = diagonal(grad, offset, dim1, dim2)
+        return (g0, )
+
+class UnfoldBackward0(Node):
+    __slots__ = ('dimension', 'self__shape', 'size', 'step')
+    _saved = ()
+    _op_name = 'unfold'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dimension, size, step, = consts
+        ctx.dimension = dimension if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.size = size if needs[0] else None
+        ctx.step = step if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dimension = ctx.dimension
+        self__shape = ctx.self__shape
+        size = ctx.size
+        step = ctx.step
+        g0 = None
+        if needs[0]:
+            g0 = unfold_backward(grad, self__shape, dimension, size, step)
+        return (g0, )
+
+class UnfoldBackwardBackward0(Node):
+    __slots__ = ('dim', 'size', 'step')
+    _saved = ()
+    _op_name = 'unfold_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, = tensors
+        input_sizes, dim, size, step, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.size = size if needs[0] else None
+        ctx.step = step if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        size = ctx.size
+        step = ctx.step
+        g0 = None
+        if needs[0]:
+            g0 = unfold(grad, dim, size, step)
+        return (g0, )
+
+class NanToNumBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'nan_to_num'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        nan, posinf, neginf, = consts
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = where(isfinite(self_), grad, 0.0)
         return (g0, )
 
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
@@ -3464,6 +4432,45 @@ OPS['all'] = _op_all
 
 _op_any = Op('any', _k_reduce.any, None, ('self',), ('dim', 'keepdim'), saves_self=False)
 OPS['any'] = _op_any
+
+_op_sort = Op('sort', _k_sorting.sort, SortBackward0, ('self',), ('dim', 'descending', 'stable'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['sort'] = _op_sort
+
+_op_argsort = Op('argsort', _k_sorting.argsort, None, ('self',), ('dim', 'descending', 'stable'), saves_self=False)
+OPS['argsort'] = _op_argsort
+
+_op_topk = Op('topk', _k_sorting.topk, TopkBackward0, ('self',), ('k', 'dim', 'largest', 'sorted'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['topk'] = _op_topk
+
+_op_kthvalue = Op('kthvalue', _k_sorting.kthvalue, KthvalueBackward0, ('self',), ('k', 'dim', 'keepdim'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['kthvalue'] = _op_kthvalue
+
+_op_median_all = Op('median_all', _k_sorting.median_all, MedianAllBackward0, ('self',), (), saves_self=True)
+OPS['median_all'] = _op_median_all
+
+_op_median_dim = Op('median_dim', _k_sorting.median_dim, MedianDimBackward0, ('self',), ('dim', 'keepdim'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['median_dim'] = _op_median_dim
+
+_op_nanmedian_all = Op('nanmedian_all', _k_sorting.nanmedian_all, NanmedianAllBackward0, ('self',), (), saves_self=True)
+OPS['nanmedian_all'] = _op_nanmedian_all
+
+_op_nanmedian_dim = Op('nanmedian_dim', _k_sorting.nanmedian_dim, NanmedianDimBackward0, ('self',), ('dim', 'keepdim'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['nanmedian_dim'] = _op_nanmedian_dim
+
+_op_mode = Op('mode', _k_sorting.mode, ModeBackward0, ('self',), ('dim', 'keepdim'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['mode'] = _op_mode
+
+_op_cumprod = Op('cumprod', _k_reduce.cumprod, CumprodBackward0, ('self',), ('dim', 'dtype'), saves_self=True)
+OPS['cumprod'] = _op_cumprod
+
+_op_cummax = Op('cummax', _k_sorting.cummax, CummaxBackward0, ('self',), ('dim',), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['cummax'] = _op_cummax
+
+_op_cummin = Op('cummin', _k_sorting.cummin, CumminBackward0, ('self',), ('dim',), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['cummin'] = _op_cummin
+
+_op_logcumsumexp = Op('logcumsumexp', _k_sorting.logcumsumexp, LogcumsumexpBackward0, ('self',), ('dim',), saves_self=True)
+OPS['logcumsumexp'] = _op_logcumsumexp
 
 _op_matmul = Op('matmul', _k_linalg.matmul, MatmulBackward0, ('self', 'other'), (), saves_self=True)
 OPS['matmul'] = _op_matmul
@@ -3741,6 +4748,105 @@ OPS['gru_step'] = _op_gru_step
 _op_lstm_layer = Op('lstm_layer', _k_rnn.lstm_layer, LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
 OPS['lstm_layer'] = _op_lstm_layer
 
+_op_erfc = Op('erfc', _k_special.erfc, ErfcBackward0, ('self',), (), saves_self=True)
+OPS['erfc'] = _op_erfc
+
+_op_erfinv = Op('erfinv', _k_special.erfinv, ErfinvBackward0, ('self',), (), saves_self=False)
+OPS['erfinv'] = _op_erfinv
+
+_op_special_erfcx = Op('special_erfcx', _k_special.erfcx, SpecialErfcxBackward0, ('self',), (), saves_self=True)
+OPS['special_erfcx'] = _op_special_erfcx
+
+_op_lgamma = Op('lgamma', _k_special.lgamma, LgammaBackward0, ('self',), (), saves_self=True)
+OPS['lgamma'] = _op_lgamma
+
+_op_digamma = Op('digamma', _k_special.digamma, DigammaBackward0, ('self',), (), saves_self=True)
+OPS['digamma'] = _op_digamma
+
+_op_polygamma = Op('polygamma', _k_special.polygamma, PolygammaBackward0, ('self',), ('n',), saves_self=True)
+OPS['polygamma'] = _op_polygamma
+
+_op_i0 = Op('i0', _k_special.i0, I0Backward0, ('self',), (), saves_self=True)
+OPS['i0'] = _op_i0
+
+_op_special_i0e = Op('special_i0e', _k_special.i0e, SpecialI0eBackward0, ('self',), (), saves_self=True)
+OPS['special_i0e'] = _op_special_i0e
+
+_op_special_i1 = Op('special_i1', _k_special.i1, SpecialI1Backward0, ('self',), (), saves_self=True)
+OPS['special_i1'] = _op_special_i1
+
+_op_special_i1e = Op('special_i1e', _k_special.i1e, SpecialI1eBackward0, ('self',), (), saves_self=True)
+OPS['special_i1e'] = _op_special_i1e
+
+_op_special_ndtr = Op('special_ndtr', _k_special.ndtr, SpecialNdtrBackward0, ('self',), (), saves_self=True)
+OPS['special_ndtr'] = _op_special_ndtr
+
+_op_special_ndtri = Op('special_ndtri', _k_special.ndtri, SpecialNdtriBackward0, ('self',), (), saves_self=False)
+OPS['special_ndtri'] = _op_special_ndtri
+
+_op_special_log_ndtr = Op('special_log_ndtr', _k_special.log_ndtr, SpecialLogNdtrBackward0, ('self',), (), saves_self=True)
+OPS['special_log_ndtr'] = _op_special_log_ndtr
+
+_op_special_entr = Op('special_entr', _k_special.entr, SpecialEntrBackward0, ('self',), (), saves_self=True)
+OPS['special_entr'] = _op_special_entr
+
+_op_special_bessel_j0 = Op('special_bessel_j0', _k_special.bessel_j0, None, ('self',), (), saves_self=False)
+OPS['special_bessel_j0'] = _op_special_bessel_j0
+
+_op_special_bessel_j1 = Op('special_bessel_j1', _k_special.bessel_j1, None, ('self',), (), saves_self=False)
+OPS['special_bessel_j1'] = _op_special_bessel_j1
+
+_op_sinc = Op('sinc', _k_special.sinc, SincBackward0, ('self',), (), saves_self=True)
+OPS['sinc'] = _op_sinc
+
+_op_logit = Op('logit', _k_special.logit, LogitBackward0, ('self',), ('eps',), saves_self=True)
+OPS['logit'] = _op_logit
+
+_op_xlogy = Op('xlogy', _k_special.xlogy, XlogyBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
+OPS['xlogy'] = _op_xlogy
+
+_op_special_xlog1py = Op('special_xlog1py', _k_special.xlog1py, SpecialXlog1pyBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
+OPS['special_xlog1py'] = _op_special_xlog1py
+
+_op_special_zeta = Op('special_zeta', _k_special.zeta, SpecialZetaBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
+OPS['special_zeta'] = _op_special_zeta
+
+_op_logaddexp = Op('logaddexp', _k_special.logaddexp, LogaddexpBackward0, ('self', 'other'), (), saves_self=True)
+OPS['logaddexp'] = _op_logaddexp
+
+_op_logaddexp2 = Op('logaddexp2', _k_special.logaddexp2, Logaddexp2Backward0, ('self', 'other'), (), saves_self=True)
+OPS['logaddexp2'] = _op_logaddexp2
+
+_op_hypot = Op('hypot', _k_special.hypot, HypotBackward0, ('self', 'other'), (), saves_self=True)
+OPS['hypot'] = _op_hypot
+
+_op_copysign = Op('copysign', _k_special.copysign, CopysignBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
+OPS['copysign'] = _op_copysign
+
+_op_nextafter = Op('nextafter', _k_special.nextafter, None, ('self', 'other'), (), saves_self=False)
+OPS['nextafter'] = _op_nextafter
+
+_op_fmod = Op('fmod', _k_special.fmod, FmodBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
+OPS['fmod'] = _op_fmod
+
+_op_heaviside = Op('heaviside', _k_special.heaviside, None, ('self', 'values'), (), saves_self=False)
+OPS['heaviside'] = _op_heaviside
+
+_op_deg2rad = Op('deg2rad', _k_special.deg2rad, Deg2radBackward0, ('self',), (), saves_self=False)
+OPS['deg2rad'] = _op_deg2rad
+
+_op_rad2deg = Op('rad2deg', _k_special.rad2deg, Rad2degBackward0, ('self',), (), saves_self=False)
+OPS['rad2deg'] = _op_rad2deg
+
+_op_frexp = Op('frexp', _k_special.frexp, FrexpBackward0, ('self',), (), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['frexp'] = _op_frexp
+
+_op_positive = Op('positive', _k_special.positive, PositiveBackward0, ('self',), (), view=True, saves_self=False)
+OPS['positive'] = _op_positive
+
+_op_signbit = Op('signbit', _k_special.signbit, None, ('self',), (), saves_self=False)
+OPS['signbit'] = _op_signbit
+
 _op_size = Op('size', _k_shape.size, None, ('self',), ('dim',), saves_self=False)
 OPS['size'] = _op_size
 
@@ -3752,6 +4858,18 @@ OPS['diagonal_backward'] = _op_diagonal_backward
 
 _op_diag_embed = Op('diag_embed', _k_shape.diag_embed, DiagEmbedBackward0, ('self',), ('offset', 'dim1', 'dim2'), saves_self=False)
 OPS['diag_embed'] = _op_diag_embed
+
+_op_unfold = Op('unfold', _k_shape.unfold, UnfoldBackward0, ('self',), ('dimension', 'size', 'step'), view=True, saves_self=False)
+OPS['unfold'] = _op_unfold
+
+_op_unfold_backward = Op('unfold_backward', _k_shape.unfold_backward, UnfoldBackwardBackward0, ('grad_output',), ('input_sizes', 'dim', 'size', 'step'), saves_self=False)
+OPS['unfold_backward'] = _op_unfold_backward
+
+_op_nan_to_num = Op('nan_to_num', _k_index.nan_to_num, NanToNumBackward0, ('self',), ('nan', 'posinf', 'neginf'), saves_self=True)
+OPS['nan_to_num'] = _op_nan_to_num
+
+_op_isclose = Op('isclose', _k_index.isclose, None, ('self', 'other'), ('rtol', 'atol', 'equal_nan'), saves_self=False)
+OPS['isclose'] = _op_isclose
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -4159,6 +5277,62 @@ def all(input, dim=None, keepdim=False):
 def any(input, dim=None, keepdim=False):
     """any (see torch.any)."""
     return dispatch(_op_any, (input, ), (dim, keepdim, ))
+
+def sort(input, dim=-1, descending=False, *, stable=False):
+    """sort (see torch.sort)."""
+    return dispatch(_op_sort, (input, ), (dim, descending, stable, ))
+
+def argsort(input, dim=-1, descending=False, *, stable=False):
+    """argsort (see torch.argsort)."""
+    return dispatch(_op_argsort, (input, ), (dim, descending, stable, ))
+
+def msort(input):
+    """msort (see torch.msort)."""
+    return _c_sort_composites.msort(input)
+
+def topk(input, k, dim=-1, largest=True, sorted=True):
+    """topk (see torch.topk)."""
+    return dispatch(_op_topk, (input, ), (k, dim, largest, sorted, ))
+
+def kthvalue(input, k, dim=-1, keepdim=False):
+    """kthvalue (see torch.kthvalue)."""
+    return dispatch(_op_kthvalue, (input, ), (k, dim, keepdim, ))
+
+def median_all(input):
+    """median_all (see torch.median_all)."""
+    return dispatch(_op_median_all, (input, ), ())
+
+def median_dim(input, dim, keepdim=False):
+    """median_dim (see torch.median_dim)."""
+    return dispatch(_op_median_dim, (input, ), (dim, keepdim, ))
+
+def nanmedian_all(input):
+    """nanmedian_all (see torch.nanmedian_all)."""
+    return dispatch(_op_nanmedian_all, (input, ), ())
+
+def nanmedian_dim(input, dim, keepdim=False):
+    """nanmedian_dim (see torch.nanmedian_dim)."""
+    return dispatch(_op_nanmedian_dim, (input, ), (dim, keepdim, ))
+
+def mode(input, dim=-1, keepdim=False):
+    """mode (see torch.mode)."""
+    return dispatch(_op_mode, (input, ), (dim, keepdim, ))
+
+def cumprod(input, dim, *, dtype=None):
+    """cumprod (see torch.cumprod)."""
+    return dispatch(_op_cumprod, (input, ), (dim, dtype, ))
+
+def cummax(input, dim):
+    """cummax (see torch.cummax)."""
+    return dispatch(_op_cummax, (input, ), (dim, ))
+
+def cummin(input, dim):
+    """cummin (see torch.cummin)."""
+    return dispatch(_op_cummin, (input, ), (dim, ))
+
+def logcumsumexp(input, dim):
+    """logcumsumexp (see torch.logcumsumexp)."""
+    return dispatch(_op_logcumsumexp, (input, ), (dim, ))
 
 def matmul(input, other):
     """matmul (see torch.matmul)."""
@@ -4666,6 +5840,218 @@ def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     """lstm_layer (see torch.lstm_layer)."""
     return dispatch(_op_lstm_layer, (gx, h0, c0, w_hh, ), (reverse, ))
 
+def erfc(input):
+    """erfc (see torch.erfc)."""
+    return dispatch(_op_erfc, (input, ), ())
+
+def erfc_(self):
+    """In-place erfc: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_erfc, (self, ), ())
+
+def erfinv(input):
+    """erfinv (see torch.erfinv)."""
+    return dispatch(_op_erfinv, (input, ), ())
+
+def erfinv_(self):
+    """In-place erfinv: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_erfinv, (self, ), ())
+
+def special_erfcx(input):
+    """special_erfcx (see torch.special_erfcx)."""
+    return dispatch(_op_special_erfcx, (input, ), ())
+
+def lgamma(input):
+    """lgamma (see torch.lgamma)."""
+    return dispatch(_op_lgamma, (input, ), ())
+
+def lgamma_(self):
+    """In-place lgamma: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_lgamma, (self, ), ())
+
+def digamma(input):
+    """digamma (see torch.digamma)."""
+    return dispatch(_op_digamma, (input, ), ())
+
+def digamma_(self):
+    """In-place digamma: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_digamma, (self, ), ())
+
+def polygamma(n, self):
+    """polygamma (see torch.polygamma)."""
+    return dispatch(_op_polygamma, (self, ), (n, ))
+
+def mvlgamma(input, p):
+    """mvlgamma (see torch.mvlgamma)."""
+    return _c_special_composites.mvlgamma(input, p)
+
+def i0(input):
+    """i0 (see torch.i0)."""
+    return dispatch(_op_i0, (input, ), ())
+
+def i0_(self):
+    """In-place i0: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_i0, (self, ), ())
+
+def special_i0e(input):
+    """special_i0e (see torch.special_i0e)."""
+    return dispatch(_op_special_i0e, (input, ), ())
+
+def special_i1(input):
+    """special_i1 (see torch.special_i1)."""
+    return dispatch(_op_special_i1, (input, ), ())
+
+def special_i1e(input):
+    """special_i1e (see torch.special_i1e)."""
+    return dispatch(_op_special_i1e, (input, ), ())
+
+def special_ndtr(input):
+    """special_ndtr (see torch.special_ndtr)."""
+    return dispatch(_op_special_ndtr, (input, ), ())
+
+def special_ndtri(input):
+    """special_ndtri (see torch.special_ndtri)."""
+    return dispatch(_op_special_ndtri, (input, ), ())
+
+def special_log_ndtr(input):
+    """special_log_ndtr (see torch.special_log_ndtr)."""
+    return dispatch(_op_special_log_ndtr, (input, ), ())
+
+def special_entr(input):
+    """special_entr (see torch.special_entr)."""
+    return dispatch(_op_special_entr, (input, ), ())
+
+def special_bessel_j0(input):
+    """special_bessel_j0 (see torch.special_bessel_j0)."""
+    return dispatch(_op_special_bessel_j0, (input, ), ())
+
+def special_bessel_j1(input):
+    """special_bessel_j1 (see torch.special_bessel_j1)."""
+    return dispatch(_op_special_bessel_j1, (input, ), ())
+
+def sinc(input):
+    """sinc (see torch.sinc)."""
+    return dispatch(_op_sinc, (input, ), ())
+
+def sinc_(self):
+    """In-place sinc: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_sinc, (self, ), ())
+
+def logit(input, eps=None):
+    """logit (see torch.logit)."""
+    return dispatch(_op_logit, (input, ), (eps, ))
+
+def logit_(self, eps=None):
+    """In-place logit: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_logit, (self, ), (eps, ))
+
+def xlogy(input, other):
+    """xlogy (see torch.xlogy)."""
+    return dispatch(_op_xlogy, (input, other, ), ())
+
+def xlogy_(self, other):
+    """In-place xlogy: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_xlogy, (self, other, ), ())
+
+def special_xlog1py(input, other):
+    """special_xlog1py (see torch.special_xlog1py)."""
+    return dispatch(_op_special_xlog1py, (input, other, ), ())
+
+def special_zeta(input, other):
+    """special_zeta (see torch.special_zeta)."""
+    return dispatch(_op_special_zeta, (input, other, ), ())
+
+def logaddexp(input, other):
+    """logaddexp (see torch.logaddexp)."""
+    return dispatch(_op_logaddexp, (input, other, ), ())
+
+def logaddexp2(input, other):
+    """logaddexp2 (see torch.logaddexp2)."""
+    return dispatch(_op_logaddexp2, (input, other, ), ())
+
+def hypot(input, other):
+    """hypot (see torch.hypot)."""
+    return dispatch(_op_hypot, (input, other, ), ())
+
+def hypot_(self, other):
+    """In-place hypot: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_hypot, (self, other, ), ())
+
+def copysign(input, other):
+    """copysign (see torch.copysign)."""
+    return dispatch(_op_copysign, (input, other, ), ())
+
+def copysign_(self, other):
+    """In-place copysign: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_copysign, (self, other, ), ())
+
+def nextafter(input, other):
+    """nextafter (see torch.nextafter)."""
+    return dispatch(_op_nextafter, (input, other, ), ())
+
+def nextafter_(self, other):
+    """In-place nextafter: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_nextafter, (self, other, ), ())
+
+def fmod(input, other):
+    """fmod (see torch.fmod)."""
+    return dispatch(_op_fmod, (input, other, ), ())
+
+def fmod_(self, other):
+    """In-place fmod: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_fmod, (self, other, ), ())
+
+def heaviside(input, values):
+    """heaviside (see torch.heaviside)."""
+    return dispatch(_op_heaviside, (input, values, ), ())
+
+def heaviside_(self, values):
+    """In-place heaviside: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_heaviside, (self, values, ), ())
+
+def deg2rad(input):
+    """deg2rad (see torch.deg2rad)."""
+    return dispatch(_op_deg2rad, (input, ), ())
+
+def deg2rad_(self):
+    """In-place deg2rad: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_deg2rad, (self, ), ())
+
+def rad2deg(input):
+    """rad2deg (see torch.rad2deg)."""
+    return dispatch(_op_rad2deg, (input, ), ())
+
+def rad2deg_(self):
+    """In-place rad2deg: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_rad2deg, (self, ), ())
+
+def frexp(input):
+    """frexp (see torch.frexp)."""
+    return dispatch(_op_frexp, (input, ), ())
+
+def ldexp(input, other):
+    """ldexp (see torch.ldexp)."""
+    return _c_special_composites.ldexp(input, other)
+
+def float_power(input, exponent):
+    """float_power (see torch.float_power)."""
+    return _c_special_composites.float_power(input, exponent)
+
+def fix(input):
+    """fix (see torch.fix)."""
+    return _c_special_composites.fix(input)
+
+def sgn(input):
+    """sgn (see torch.sgn)."""
+    return _c_special_composites.sgn(input)
+
+def positive(input):
+    """positive (see torch.positive)."""
+    return dispatch(_op_positive, (input, ), ())
+
+def signbit(input):
+    """signbit (see torch.signbit)."""
+    return dispatch(_op_signbit, (input, ), ())
+
 def size(input, dim):
     """size (see torch.size)."""
     return dispatch(_op_size, (input, ), (dim, ))
@@ -4676,7 +6062,7 @@ def movedim(input, source, destination):
 
 def moveaxis(input, source, destination):
     """moveaxis (see torch.moveaxis)."""
-    return _c_shape_ops.movedim(input, source, destination)
+    return _c_shape_ops.moveaxis(input, source, destination)
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """diagonal (see torch.diagonal)."""
@@ -4752,10 +6138,46 @@ def rot90(input, k=1, dims=[0,1]):
     """rot90 (see torch.rot90)."""
     return _c_shape_ops.rot90(input, k, dims)
 
+def unfold(input, dimension, size, step):
+    """unfold (see torch.unfold)."""
+    return dispatch(_op_unfold, (input, ), (dimension, size, step, ))
+
+def unfold_backward(grad_output, input_sizes, dim, size, step):
+    """unfold_backward (see torch.unfold_backward)."""
+    return dispatch(_op_unfold_backward, (grad_output, ), (input_sizes, dim, size, step, ))
+
+def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
+    """repeat_interleave (see torch.repeat_interleave)."""
+    return _c_shape_ops.repeat_interleave(input, repeats, dim, output_size)
+
+def clamp_min(input, min):
+    """clamp_min (see torch.clamp_min)."""
+    return _c_shape_ops.clamp_min(input, min)
+
+def clamp_max(input, max):
+    """clamp_max (see torch.clamp_max)."""
+    return _c_shape_ops.clamp_max(input, max)
+
+def floor_divide(input, other):
+    """floor_divide (see torch.floor_divide)."""
+    return _c_shape_ops.floor_divide(input, other)
+
+def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
+    """nan_to_num (see torch.nan_to_num)."""
+    return dispatch(_op_nan_to_num, (input, ), (nan, posinf, neginf, ))
+
+def nan_to_num_(self, nan=0.0, posinf=None, neginf=None):
+    """In-place nan_to_num: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_nan_to_num, (self, ), (nan, posinf, neginf, ))
+
+def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """isclose (see torch.isclose)."""
+    return dispatch(_op_isclose, (input, other, ), (rtol, atol, equal_nan, ))
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -4891,6 +6313,14 @@ TENSOR_METHODS = {
     'cumsum': cumsum,
     'all': all,
     'any': any,
+    'argsort': argsort,
+    'msort': msort,
+    'median_all': median_all,
+    'median_dim': median_dim,
+    'nanmedian_all': nanmedian_all,
+    'nanmedian_dim': nanmedian_dim,
+    'cumprod': cumprod,
+    'logcumsumexp': logcumsumexp,
     'matmul': matmul,
     'mm': mm,
     'bmm': bmm,
@@ -5002,6 +6432,46 @@ TENSOR_METHODS = {
     'lstm_step': lstm_step,
     'gru_step': gru_step,
     'lstm_layer': lstm_layer,
+    'erfc': erfc,
+    'erfc_': erfc_,
+    'erfinv': erfinv,
+    'erfinv_': erfinv_,
+    'lgamma': lgamma,
+    'lgamma_': lgamma_,
+    'digamma': digamma,
+    'digamma_': digamma_,
+    'mvlgamma': mvlgamma,
+    'i0': i0,
+    'i0_': i0_,
+    'sinc': sinc,
+    'sinc_': sinc_,
+    'logit': logit,
+    'logit_': logit_,
+    'xlogy': xlogy,
+    'xlogy_': xlogy_,
+    'logaddexp': logaddexp,
+    'logaddexp2': logaddexp2,
+    'hypot': hypot,
+    'hypot_': hypot_,
+    'copysign': copysign,
+    'copysign_': copysign_,
+    'nextafter': nextafter,
+    'nextafter_': nextafter_,
+    'fmod': fmod,
+    'fmod_': fmod_,
+    'heaviside': heaviside,
+    'heaviside_': heaviside_,
+    'deg2rad': deg2rad,
+    'deg2rad_': deg2rad_,
+    'rad2deg': rad2deg,
+    'rad2deg_': rad2deg_,
+    'frexp': frexp,
+    'ldexp': ldexp,
+    'float_power': float_power,
+    'fix': fix,
+    'sgn': sgn,
+    'positive': positive,
+    'signbit': signbit,
     'movedim': movedim,
     'moveaxis': moveaxis,
     'diagonal': diagonal,
@@ -5013,6 +6483,15 @@ TENSOR_METHODS = {
     'select': select,
     'take_along_dim': take_along_dim,
     'rot90': rot90,
+    'unfold': unfold,
+    'unfold_backward': unfold_backward,
+    'repeat_interleave': repeat_interleave,
+    'clamp_min': clamp_min,
+    'clamp_max': clamp_max,
+    'floor_divide': floor_divide,
+    'nan_to_num': nan_to_num,
+    'nan_to_num_': nan_to_num_,
+    'isclose': isclose,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

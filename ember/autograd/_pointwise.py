@@ -254,6 +254,42 @@ def to(self_, dtype, copy=False):
     return _V.cast(self_, dtype)
 
 
+def special_entr(self_):
+    return _V.where(_V.gt(self_, 0), _V.neg(_V.mul(self_, _V.log(self_))), _V.where(_V.eq(self_, 0), 0.0, _V.where(_V.isnan(self_), self_, _C.NEG_INF)))
+
+
+def sinc(self_):
+    return _V.where(_V.eq(self_, 0), 1.0, _V.div(_V.sin(_V.mul(self_, _C.PI)), _V.mul(self_, _C.PI)))
+
+
+def logit(self_, eps=None):
+    return _V.log(_V.div(self_, _V.sub(1, self_))) if eps is None else _V.log(_V.div(_V.clamp(self_, eps, 1 - eps), _V.sub(1, _V.clamp(self_, eps, 1 - eps))))
+
+
+def xlogy(self_, other):
+    return _V.xlogy(self_, other)
+
+
+def special_xlog1py(self_, other):
+    return _V.special_xlog1py(self_, other)
+
+
+def logaddexp(self_, other):
+    return _V.where(_V.logical_and(_V.isinf(self_), _V.eq(self_, other)), self_, _V.add(_V.maximum(self_, other), _V.log1p(_V.exp(_V.neg(_V.abs(_V.sub(self_, other)))))))
+
+
+def logaddexp2(self_, other):
+    return _V.where(_V.logical_and(_V.isinf(self_), _V.eq(self_, other)), self_, _V.add(_V.maximum(self_, other), _V.mul(_V.log1p(_V.exp2(_V.neg(_V.abs(_V.sub(self_, other))))), _C.LOG2E)))
+
+
+def deg2rad(self_):
+    return _V.mul(self_, _C.DEG2RAD)
+
+
+def rad2deg(self_):
+    return _V.mul(self_, _C.RAD2DEG)
+
+
 def _d_add(grad, self_, other, alpha=1, *, result=None, other_shape=None, self__shape=None):
     return ((grad) if _is_sym(self_) else None, (grad if alpha == 1 else grad * alpha) if _is_sym(other) else None, )
 
@@ -430,6 +466,42 @@ def _d_frac(grad, self_, *, result=None):
     return ((grad) if _is_sym(self_) else None, )
 
 
+def _d_special_entr(grad, self_, *, result=None):
+    return ((grad * neg(log(self_) + 1)) if _is_sym(self_) else None, )
+
+
+def _d_sinc(grad, self_, *, result=None):
+    return ((grad * where(eq(self_, 0), 0.0, (cos(self_ * _C.PI) * self_ * _C.PI - sin(self_ * _C.PI)) / where(eq(self_, 0), 1.0, self_ * self_ * _C.PI))) if _is_sym(self_) else None, )
+
+
+def _d_logit(grad, self_, eps=None, *, result=None):
+    return ((where(logical_or(lt(self_, 0), gt(self_, 1)), _C.NAN, grad / (self_ * (1 - self_))) if eps is None else where(logical_or(lt(self_, eps), gt(self_, 1 - eps)), 0.0, grad / (self_ * (1 - self_)))) if _is_sym(self_) else None, )
+
+
+def _d_xlogy(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
+    return ((where(logical_and(eq(self_, 0), le(self_ + other, 0)), 0.0, xlogy(grad, other))) if _is_sym(self_) else None, (grad * self_ / other) if _is_sym(other) else None, )
+
+
+def _d_special_xlog1py(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
+    return ((where(logical_and(eq(self_, 0), le(self_ + other, -1)), 0.0, special_xlog1py(grad, other))) if _is_sym(self_) else None, (grad * self_ / (other + 1)) if _is_sym(other) else None, )
+
+
+def _d_logaddexp(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
+    return ((grad / (exp(other - self_) + 1)) if _is_sym(self_) else None, (grad / (exp(self_ - other) + 1)) if _is_sym(other) else None, )
+
+
+def _d_logaddexp2(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
+    return ((grad / (exp2(other - self_) + 1)) if _is_sym(self_) else None, (grad / (exp2(self_ - other) + 1)) if _is_sym(other) else None, )
+
+
+def _d_deg2rad(grad, self_, *, result=None):
+    return ((grad * _C.DEG2RAD) if _is_sym(self_) else None, )
+
+
+def _d_rad2deg(grad, self_, *, result=None):
+    return ((grad * _C.RAD2DEG) if _is_sym(self_) else None, )
+
+
 FORWARD = {
     'add': add,
     'sub': sub,
@@ -489,6 +561,15 @@ FORWARD = {
     'round': round,
     'frac': frac,
     'to': to,
+    'special_entr': special_entr,
+    'sinc': sinc,
+    'logit': logit,
+    'xlogy': xlogy,
+    'special_xlog1py': special_xlog1py,
+    'logaddexp': logaddexp,
+    'logaddexp2': logaddexp2,
+    'deg2rad': deg2rad,
+    'rad2deg': rad2deg,
 }
 RULES = {
     'add': _d_add,
@@ -536,4 +617,13 @@ RULES = {
     'trunc': _d_trunc,
     'round': _d_round,
     'frac': _d_frac,
+    'special_entr': _d_special_entr,
+    'sinc': _d_sinc,
+    'logit': _d_logit,
+    'xlogy': _d_xlogy,
+    'special_xlog1py': _d_special_xlog1py,
+    'logaddexp': _d_logaddexp,
+    'logaddexp2': _d_logaddexp2,
+    'deg2rad': _d_deg2rad,
+    'rad2deg': _d_rad2deg,
 }

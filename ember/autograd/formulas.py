@@ -620,3 +620,75 @@ def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs)
         dw = dwt if dw is None else G.add(dw, dwt)
     return (G.stack(dgx, 0) if needs[0] else None, d_h if needs[1] else None,
             d_c if needs[2] else None, dw if needs[3] else None)
+
+
+# ---------------------------------------------------------------- sorting, scans (issue 12)
+def _reverse_scan(scan, t, d):
+    return G.flip(scan(G.flip(t, (d,)), d), (d,))
+
+
+def cumprod_grad(grad, self, result, dim):
+    """Gradient of cumprod along ``dim``, exact where ``self`` has zeros (as torch): before a
+    slice's first zero, the right-to-left sum of grad*result over self; at the first zero, that
+    sum over the products that skip it; zero after it. Written in ops (higher derivatives)."""
+    x = self._data
+    if x.ndim == 0:
+        return grad
+    d = dim % x.ndim
+    if not np.any(x == 0):
+        return G.div(_reverse_scan(G.cumsum, G.mul(grad, result), d), self)
+    if _grad_mode():
+        return _cumprod_grad_omitted(grad, self, d)
+    z = x == 0
+    seen = np.cumsum(z, axis=d)
+    before, first = _const(seen == 0), _const(z & (seen == 1))
+    safe = G.where(_const(z), 1.0, self)
+    part1 = G.where(before, G.div(_reverse_scan(G.cumsum, G.mul(grad, result), d), safe), 0.0)
+    skip = G.cumprod(G.where(first, 1.0, self), d)
+    part2 = G.where(first, _reverse_scan(G.cumsum, G.mul(grad, skip), d), 0.0)
+    return G.add(part1, part2)
+
+
+def _cumprod_grad_omitted(grad, self, d):
+    """cumprod's gradient with zeros, differentiable again (torch's O(n^2) form for higher
+    derivatives): for each k, grad summed against the products that omit self[k]."""
+    n = self._data.shape[d]
+    one_shape = list(self._data.shape)
+    one_shape[d] = 1
+    cols = []
+    for k in range(n):
+        before = G.prod(G.narrow(self, d, 0, k), d, True) if k else None
+        after = G.cumprod(G.narrow(self, d, k + 1, n - k - 1), d) if k < n - 1 else None
+        if after is None:
+            omitted = before if before is not None else _const(np.ones(one_shape, grad._data.dtype))
+        elif before is None:
+            omitted = G.cat([_const(np.ones(one_shape, grad._data.dtype)), after], d)
+        else:
+            omitted = G.cat([before, G.mul(before, after)], d)
+        cols.append(G.sum(G.mul(G.narrow(grad, d, k, n - k), omitted), d, True))
+    return G.cat(cols, d)
+
+
+def logcumsumexp_grad(grad, self, result, dim):
+    """Gradient of logcumsumexp (torch's: positive and negative parts of ``grad`` summed in the
+    log domain, so nothing overflows)."""
+    if self._data.ndim == 0:
+        return grad
+    d = dim % self._data.ndim
+    g = grad._data
+    low = float(np.finfo(g.dtype).min) / 4  # finite (no -inf - -inf), no overflow when shifted
+    out = None
+    for mask in (g > 0, g < 0):
+        m = _const(mask)
+        mag = G.where(m, G.abs(grad), 1.0)  # log's derivative stays finite where masked
+        lg = G.where(m, G.log(mag), low)
+        part = G.exp(G.add(_reverse_scan(G.logcumsumexp, G.sub(lg, result), d), self))
+        out = part if out is None else G.sub(out, part)
+    return out
+
+
+def scan_index_grad(grad, indices, shape, dim):
+    """Gradient of cummax/cummin: each output's gradient added to the input it came from."""
+    if len(shape) == 0:
+        return grad
+    return G.scatter_add(zeros(shape, grad._data.dtype), dim % len(shape), indices, grad)

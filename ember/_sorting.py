@@ -1,0 +1,64 @@
+"""Front ends of the sorting, selection and scan ops (issue 12): torch's signatures and named
+results (``ember.return_types``) over the spec ops, which return plain tuples."""
+from ember import return_types as R
+from ember.autograd import _generated as G
+from ember.errors import public
+
+
+def sort(input, dim=-1, descending=False, *, stable=False, out=None):
+    """Sorted values along ``dim`` and their indices; ties keep their order (always stable)."""
+    return R.sort(*G.sort(input, dim, descending, stable=bool(stable)))
+
+
+def topk(input, k, dim=-1, largest=True, sorted=True, *, out=None):
+    """The ``k`` largest (``largest=False``: smallest) values along ``dim`` and their indices."""
+    return R.topk(*G.topk(input, k, dim, largest, sorted))
+
+
+def kthvalue(input, k, dim=-1, keepdim=False, *, out=None):
+    """The ``k``-th smallest value along ``dim`` and its index."""
+    return R.kthvalue(*G.kthvalue(input, k, dim, keepdim))
+
+
+def median(input, dim=None, keepdim=False, *, out=None):
+    """``median(x)``: the lower median of all elements (NaN if any is NaN); ``median(x, dim)``:
+    (values, indices) along ``dim``."""
+    if dim is None:
+        return G.median_all(input)
+    return R.median(*G.median_dim(input, dim, keepdim))
+
+
+def nanmedian(input, dim=None, keepdim=False, *, out=None):
+    """``median`` ignoring NaNs (NaN only where every element is NaN)."""
+    if dim is None:
+        return G.nanmedian_all(input)
+    return R.nanmedian(*G.nanmedian_dim(input, dim, keepdim))
+
+
+def mode(input, dim=-1, keepdim=False, *, out=None):
+    """The most frequent value along ``dim`` (the smallest of equally frequent ones) and the
+    index of its last occurrence."""
+    return R.mode(*G.mode(input, dim, keepdim))
+
+
+def cummax(input, dim, *, out=None):
+    """Running maximum along ``dim`` and the index where each was reached."""
+    return R.cummax(*G.cummax(input, dim))
+
+
+def cummin(input, dim, *, out=None):
+    """Running minimum along ``dim`` and the index where each was reached."""
+    return R.cummin(*G.cummin(input, dim))
+
+
+FUNCTIONS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin")
+for _n in FUNCTIONS:
+    globals()[_n] = public(globals()[_n])
+del _n
+
+
+def install(tensor_cls):
+    """Attach the Tensor methods of these functions."""
+    for name in FUNCTIONS:
+        fn = globals()[name]
+        setattr(tensor_cls, name, fn)

@@ -1,0 +1,190 @@
+"""Sorting, selection, scans and the reductions of issue 12, beyond the spec samples: named
+results, NaN order, ties, gradients through zeros, 0-d and empty inputs, errors, ONNX export."""
+import io
+
+import numpy as np
+import pytest
+
+import ember
+from ember.autograd.gradcheck import gradcheck, gradgradcheck
+
+torch = pytest.importorskip("torch")
+
+NAN = float("nan")
+
+
+def _t(a, grad=False, dtype=np.float64):
+    return ember.tensor(np.asarray(a, dtype), requires_grad=grad)
+
+
+def _tt(a, grad=False, dtype=np.float64):
+    return torch.tensor(np.asarray(a, dtype), requires_grad=grad)
+
+
+# ---------------------------------------------------------------- named results, methods
+@pytest.mark.parametrize("name,args", [("sort", ()), ("topk", (2,)), ("kthvalue", (2,)),
+                                       ("median", (1,)), ("nanmedian", (1,)), ("mode", ()),
+                                       ("cummax", (1,)), ("cummin", (1,))])
+def test_named_results_function_and_method(name, args):
+    x = np.array([[3., 1., 2.], [0., 5., 4.]])
+    r = getattr(ember, name)(_t(x), *args)
+    m = getattr(_t(x), name)(*args)
+    tr = getattr(torch, name)(_tt(x), *args)
+    assert type(r).__name__ == name and r.__class__.__module__ == "ember.return_types"
+    values, indices = r
+    assert values is r.values and indices is r.indices
+    for got in (r, m):
+        np.testing.assert_array_equal(got.values.numpy(), tr.values.numpy())
+        np.testing.assert_array_equal(got.indices.numpy(), tr.indices.numpy())
+        assert got.indices.dtype == ember.int64
+
+
+def test_sort_nan_order_and_stable_ties():
+    x = [3., 1., NAN, 1., 2., 3., 3., 1.]
+    for desc in (False, True):
+        r, tr = ember.sort(_t(x), descending=desc, stable=True), torch.sort(
+            _tt(x), descending=desc, stable=True)
+        np.testing.assert_array_equal(r.values.numpy(), tr.values.numpy())
+        np.testing.assert_array_equal(r.indices.numpy(), tr.indices.numpy())
+    np.testing.assert_array_equal(ember.argsort(_t(x), descending=True).numpy(),
+                                  torch.argsort(_tt(x), descending=True, stable=True).numpy())
+
+
+def test_topk_smallest_and_nan_largest():
+    x = [3., 1., NAN, 0.5, 2.]
+    r = ember.topk(_t(x), 2)
+    assert np.isnan(r.values.numpy()[0]) and r.indices.tolist() == [2, 0]
+    r = ember.topk(_t(x), 3, largest=False)
+    assert r.values.tolist() == [0.5, 1., 2.] and r.indices.tolist() == [3, 1, 4]
+
+
+def test_median_is_the_lower_median_and_nan_rules():
+    assert ember.median(_t([4., 1., 3., 2.])).item() == 2.0
+    assert np.isnan(ember.median(_t([1., NAN, 0.])).item())
+    assert ember.nanmedian(_t([1., NAN, 0., 7.])).item() == 1.0
+    r = ember.nanmedian(_t([[NAN, NAN, NAN], [1., NAN, 2.]]), 1)
+    assert np.isnan(r.values.numpy()[0]) and r.values.numpy()[1] == 1.0
+    assert r.indices.tolist()[1] == 0
+    assert np.isnan(ember.median(ember.tensor([])).item())
+
+
+def test_mode_ties_take_smallest_value_last_index():
+    x = [[2., 1., 2., 1.], [1., 2., 3., 4.], [7., 7., 0., 7.]]
+    r, tr = ember.mode(_t(x), 1), torch.mode(_tt(x), 1)
+    assert r.values.tolist() == tr.values.tolist() == [1., 1., 7.]
+    assert r.indices.tolist() == tr.indices.tolist()
+
+
+@pytest.mark.parametrize("fn,args", [("sort", (0,)), ("topk", (1,)), ("kthvalue", (1,)),
+                                     ("median", (0,)), ("mode", (0,)), ("cummax", (0,)),
+                                     ("cumprod", (0,)), ("logcumsumexp", (0,))])
+def test_zero_dim_inputs(fn, args):
+    x = _t(2.5, grad=True)
+    out = getattr(ember, fn)(x, *args)
+    v = out[0] if isinstance(out, tuple) else out
+    tout = getattr(torch, fn)(_tt(2.5), *args)
+    tv = tout[0] if isinstance(tout, tuple) else tout
+    assert v.shape == tuple(tv.shape) and v.item() == tv.item()
+    v.backward()
+    assert x.grad.item() == 1.0
+
+
+def test_empty_inputs():
+    x = ember.zeros(0, 3)
+    assert ember.sort(x, 0).values.shape == (0, 3)
+    assert ember.topk(x, 0, 0).indices.shape == (0, 3)
+    assert ember.cummax(x, 0).values.shape == (0, 3)
+    assert ember.logcumsumexp(x, 1).shape == (0, 3)
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda x: ember.topk(x, 4), "topk"), (lambda x: ember.kthvalue(x, 0), "kthvalue"),
+    (lambda x: ember.sort(x, 2), "sort"), (lambda x: ember.median(ember.zeros(0), 0), "median"),
+    (lambda x: ember.mode(x, -3), "mode"), (lambda x: ember.cummin(x, 1), "cummin")])
+def test_errors_name_the_op(call, match):
+    with pytest.raises(ember.EmberError, match=match):
+        call(ember.randn(3))
+
+
+# ---------------------------------------------------------------- gradients
+def test_selection_gradients_scatter_back_through_indices():
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((4, 5))
+    seed = rng.standard_normal((4, 2))
+    for name, args in (("topk", (2, 1)), ("sort", (1,))):
+        a, b = _t(x, True), _tt(x, True)
+        va, vb = getattr(ember, name)(a, *args).values, getattr(torch, name)(b, *args).values
+        s = seed if va.shape == (4, 2) else rng.standard_normal(va.shape)
+        va.backward(_t(s))
+        vb.backward(_tt(s))
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy())
+
+
+@pytest.mark.parametrize("x", [
+    [[2., 0., 3., 0.5, 4.], [0., 1.5, 2., 0., 3.], [1., 2., 3., 4., 0.]],
+    [[0., 0., 2.], [1., 0., 0.]]])
+def test_cumprod_gradient_with_zeros_matches_torch(x):
+    a, b = _t(x, True), _tt(x, True)
+    seed = np.random.default_rng(1).standard_normal(np.shape(x))
+    ember.cumprod(a, 1).backward(_t(seed))
+    torch.cumprod(b, 1).backward(_tt(seed))
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-12, atol=1e-12)
+    assert gradcheck(lambda t: ember.cumprod(t, 1), [_t(x, True)])
+    assert gradgradcheck(lambda t: ember.cumprod(t, 1), [_t(x, True)])
+
+
+def test_cummax_gradient_with_ties_matches_torch():
+    x = [1., 3., 3., 2., 5., 5.]
+    a, b = _t(x, True), _tt(x, True)
+    seed = np.arange(1., 7.)
+    ember.cummax(a, 0).values.backward(_t(seed))
+    torch.cummax(b, 0).values.backward(_tt(seed))
+    np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
+
+
+def test_logcumsumexp_large_values_and_zero_grads():
+    x = [1000., 1001., -1000., 3.]
+    a, b = _t(x, True), _tt(x, True)
+    np.testing.assert_allclose(ember.logcumsumexp(a, 0).detach().numpy(),
+                               torch.logcumsumexp(b, 0).detach().numpy())
+    seed = [0., 1., 0., -2.]
+    ember.logcumsumexp(a, 0).backward(_t(seed))
+    torch.logcumsumexp(b, 0).backward(_tt(seed))
+    np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+    # second order stays finite where the incoming gradient is zero
+    y = _t([0.3, -1.2, 0.8], True)
+    gy = _t([0., 1., 0.], True)
+    (g,) = ember.autograd.grad(ember.logcumsumexp(y, 0), y, gy, create_graph=True)
+    (gg,) = ember.autograd.grad(g.sum(), gy)
+    assert np.all(np.isfinite(gg.detach().numpy()))
+
+
+def test_noncontiguous_sort_and_cummin():
+    base = np.random.default_rng(2).standard_normal((5, 4))
+    x = ember.tensor(base).t()
+    np.testing.assert_array_equal(ember.sort(x, 1).values.numpy(), np.sort(base.T, 1))
+    np.testing.assert_array_equal(ember.cummin(x, 1).values.numpy(),
+                                  np.minimum.accumulate(base.T, 1))
+
+
+# ---------------------------------------------------------------- ONNX export
+def test_sort_topk_argsort_export_as_topk():
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import ember.onnx
+
+    class M(ember.nn.Module):
+        def forward(self, x):
+            v, i = ember.sort(x, 1, descending=True)
+            t = ember.topk(x, 2, 0, largest=False)
+            return v, i, t.values, t.indices, ember.argsort(x, 0), ember.msort(x)
+
+    x = ember.randn(4, 5)
+    buf = io.BytesIO()
+    ember.onnx.export(M(), (x,), buf, opset_version=17)
+    model = onnx.load_from_string(buf.getvalue())
+    assert {n.op_type for n in model.graph.node} >= {"TopK"}
+    sess = ort.InferenceSession(buf.getvalue())
+    outs = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
+    for got, want in zip(outs, M()(x)):
+        np.testing.assert_allclose(got, want.numpy())
