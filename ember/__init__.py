@@ -51,7 +51,8 @@ autograd = _importlib.import_module("ember.autograd")
 
 __version__ = "0.1.0"
 
-_LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization"}
+_LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
+         "special"}
 
 
 def __getattr__(name):

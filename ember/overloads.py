@@ -198,6 +198,11 @@ def _multinomial_method(self, num_samples, replacement=False, *, generator=None)
     return G.multinomial(self, num_samples, replacement, resolve(generator))
 
 
+def _polygamma_method(self, n):
+    """``x.polygamma(n)`` is ``polygamma(n, x)`` (torch's order)."""
+    return G.polygamma(n, self)
+
+
 def _T(self):
     nd = self._data.ndim
     return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
@@ -278,6 +283,7 @@ METHODS = {
     "absolute": G.abs, "arctan2": G.atan2, "greater": G.gt, "less": G.lt, "eq": G.eq,
     "multiply": G.mul, "divide": G.div, "subtract": G.sub, "view": _view,
     "multinomial": _multinomial_method,
+    "polygamma": _polygamma_method,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 _NAMED = {"view"}

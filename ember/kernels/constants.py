@@ -14,3 +14,12 @@ INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 LN2 = 0.6931471805599453
 LN10 = 2.302585092994046
 TWO_OVER_SQRT_PI = 1.1283791670955126
+# special functions (ember.special and the pointwise math around it)
+PI = math.pi
+SQRT_PI_2 = math.sqrt(math.pi) / 2.0
+SQRT_2PI = math.sqrt(2.0 * math.pi)
+LOG2E = 1.0 / math.log(2.0)
+DEG2RAD = math.pi / 180.0
+RAD2DEG = 180.0 / math.pi
+NAN = math.nan
+NEG_INF = -math.inf

@@ -39,6 +39,7 @@ CASES = [
     ("cast", "a", ("int32",), lambda x: x.to(torch.int32)),
     ("cast", "a", ("float64",), lambda x: x.to(torch.float64)),
     ("cast", "a", ("bool",), lambda x: x.to(torch.bool)),
+    ("xlogy", "ab", (), torch.xlogy), ("special_xlog1py", "ab", (), torch.special.xlog1py),
 ]
 DTYPES = ["float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool"]
 N = 257

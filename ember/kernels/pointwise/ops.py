@@ -205,6 +205,19 @@ def _nb_bool_aware(arith, boolean):
     return lambda K, params, a, b: (boolean if K.is_bool else arith).format(a=a, b=b)
 
 
+def _np_xlog(uf):
+    """xlogy-style ops: ``a * uf(b)``, 0 where a == 0, nan where b is nan (torch.xlogy)."""
+    def run(out, params, a, b):
+        with np.errstate(all="ignore"):
+            r = np.asarray(a * uf(b))
+        np.copyto(out, np.where(b != b, b, np.where(a == 0, 0, r)), casting="unsafe")
+    return run
+
+
+def _nb_xlog(fn):
+    return lambda K, p, a, b: f"sel({b} != {b}, {b}, sel({a} == {K(0)}, {K(0)}, {a} * np.{fn}({b})))"
+
+
 _OPS = [
     Op("add", 2, "same", _nb_bool_aware("{a} + {b}", "({a} | {b})"), _ufunc(np.add)),
     Op("sub", 2, "same", lambda K, p, a, b: f"{a} - {b}", _ufunc(np.subtract), bool_ok=False),
@@ -298,6 +311,9 @@ _OPS = [
     Op("isfinite", 1, "predicate", _predicate_src("isfinite"), _np_predicate("isfinite")),
     Op("cast", 1, "cast", lambda K, p, a: a, lambda out, p, a: np.copyto(out, a, casting="unsafe"),
        params=(("dtype", REQUIRED),)),
+    # special functions (issue 12)
+    Op("xlogy", 2, "float", _nb_xlog("log"), _np_xlog(np.log), cost="transcendental"),
+    Op("special_xlog1py", 2, "float", _nb_xlog("log1p"), _np_xlog(np.log1p), cost="transcendental"),
 ]
 
 OPS = {op.name: op for op in _OPS}

@@ -1,0 +1,47 @@
+"""Special-function and pointwise-math ops declared ``composite`` in derivatives.yaml (issue 12):
+written in other spec ops, as torch's CompositeImplicitAutograd versions are."""
+import math
+
+import numpy as np
+
+import ember.autograd._generated as G
+from ember.errors import EmberValueError
+
+
+def mvlgamma(input, p):
+    """log of the multivariate gamma function of dimension ``p``:
+    ``p(p-1)/4 log(pi) + sum_{j<p} lgamma(input - j/2)``; every element must exceed (p-1)/2."""
+    if not isinstance(p, int) or p < 1:
+        raise EmberValueError(f"mvlgamma: p has to be greater than or equal to 1, got {p!r}")
+    if input._data.dtype.kind not in "fc":
+        raise EmberValueError(f"mvlgamma: input must be a floating point tensor, got "
+                              f"{input._data.dtype}")
+    if input._data.size and not np.all(input._data > (p - 1) / 2):
+        raise EmberValueError(f"mvlgamma: all elements must be greater than (p-1)/2 = "
+                              f"{(p - 1) / 2} (p={p})")
+    out = G.lgamma(input)
+    for j in range(1, p):
+        out = G.add(out, G.lgamma(G.sub(input, j / 2)))
+    return G.add(out, p * (p - 1) / 4 * math.log(math.pi))
+
+
+def ldexp(input, other):
+    """``input * 2**other``."""
+    return G.mul(input, G.exp2(other))
+
+
+def float_power(input, exponent):
+    """``pow`` computed in float64."""
+    def f64(x):
+        return G.to(x, np.dtype(np.float64)) if hasattr(x, "_data") else float(x)
+    return G.pow(f64(input), f64(exponent))
+
+
+def fix(input):
+    """Alias of ``trunc``."""
+    return G.trunc(input)
+
+
+def sgn(input):
+    """``sign``: torch's ``sgn`` is ``sign`` for real tensors (x/|x| for complex ones)."""
+    return G.sign(input)

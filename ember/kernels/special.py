@@ -1,0 +1,206 @@
+"""Kernels of the special functions (``ember.special``) and the pointwise math ops torch has around
+them (lgamma, digamma, xlogy, hypot, copysign, frexp, ...). Integer and bool inputs are computed
+in the default float dtype, float16 in float32 (rounded back), as torch does on the CPU.
+
+Functions NumPy lacks come from ``scipy.special`` (in ember's ``fast`` extra), imported on first
+use; without scipy they raise an error saying so."""
+import math
+
+import numpy as np
+
+from ember.kernels.dtypes import default_float, promote, result_type, to_float
+from ember.kernels.errors import KernelError
+
+_scipy = None
+
+
+def _sp(fn):
+    """``scipy.special.<fn>``, or a KernelError naming what to install."""
+    global _scipy
+    if _scipy is None:
+        try:
+            import scipy.special as sc
+        except ImportError:
+            raise KernelError(f"needs scipy.special.{fn}, and scipy is not installed; install "
+                              "it with `pip install scipy` (or ember's `fast` extra)") from None
+        _scipy = sc
+    return getattr(_scipy, fn)
+
+
+def _math_or_scipy(mfn, sfn):
+    """``scipy.special.<sfn>`` when scipy is installed, else ``math.<mfn>`` element by element."""
+    try:
+        return _sp(sfn)
+    except KernelError:
+        return np.vectorize(getattr(math, mfn), otypes=[np.float64])
+
+
+def _unary(compute):
+    """A kernel computing ``compute(x)`` in x's float compute type, returned in x's float type."""
+    def kernel(a):
+        a = to_float(a)
+        work = a.astype(np.float32) if a.dtype == np.float16 else a
+        return np.asarray(compute(work)).astype(a.dtype, copy=False)
+    return kernel
+
+
+def _floats(a, b):
+    """Two operands at their torch result type (the default float for integers), computed in
+    float32 for float16; and the result dtype."""
+    out = result_type(a, b)
+    if out.kind not in "fc":
+        out = default_float()
+    work = np.dtype(np.float32) if out == np.float16 else out
+    return np.asarray(a, dtype=work), np.asarray(b, dtype=work), out
+
+
+def _binary(compute):
+    def kernel(a, b):
+        a, b, out = _floats(a, b)
+        return np.asarray(compute(a, b)).astype(out, copy=False)
+    return kernel
+
+
+def _require_float(op, *xs):
+    for x in xs:
+        dt = np.asarray(x).dtype if not isinstance(x, (int, float)) else None
+        if dt is not None and dt.kind not in "fc":
+            raise KernelError(f"{op} is not implemented for {dt} tensors (floating point only)")
+
+
+def _scipy_unary(name):
+    return _unary(lambda x: _sp(name)(x))
+
+
+erfc = _unary(lambda x: _math_or_scipy("erfc", "erfc")(x))
+erfinv = _scipy_unary("erfinv")
+erfcx = _scipy_unary("erfcx")
+lgamma = _unary(lambda x: _math_or_scipy("lgamma", "gammaln")(x))
+i0 = _scipy_unary("i0")
+i0e = _scipy_unary("i0e")
+i1 = _scipy_unary("i1")
+i1e = _scipy_unary("i1e")
+ndtr = _scipy_unary("ndtr")
+ndtri = _scipy_unary("ndtri")
+log_ndtr = _scipy_unary("log_ndtr")
+bessel_j0 = _scipy_unary("j0")
+bessel_j1 = _scipy_unary("j1")
+deg2rad = _unary(np.deg2rad)
+rad2deg = _unary(np.rad2deg)
+
+
+def _digamma(x):
+    # torch: digamma(0) is -inf (either sign of zero), nan at the negative integers
+    r = np.asarray(_sp("psi")(x))
+    return np.where(x == 0, -np.inf, np.where((x < 0) & (x == np.floor(x)), np.nan, r))
+
+
+digamma = _unary(_digamma)
+
+
+def _polygamma(n, x):
+    if n == 0:
+        return _digamma(x)
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x), defined for x > 0 by the Hurwitz zeta
+    return np.asarray((-1.0) ** (n + 1) * math.factorial(n) * _sp("zeta")(n + 1, x))
+
+
+def polygamma(a, n):
+    if not isinstance(n, int) or n < 0:
+        raise KernelError(f"n must be a non-negative integer, got {n!r}")
+    return _unary(lambda x: _polygamma(n, x))(a)
+
+
+sinc = _unary(np.sinc)
+
+
+def _entr(x):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = -x * np.log(np.where(x > 0, x, 1))
+    return np.where(x > 0, r, np.where(x == 0, 0, np.where(np.isnan(x), x, -np.inf)))
+
+
+entr = _unary(_entr)
+
+
+def logit(a, eps=None):
+    def compute(x):
+        if eps is not None:
+            x = np.clip(x, eps, 1 - eps)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.log(x / (1 - x))
+    return _unary(compute)(a)
+
+
+def _xlogy(x, y):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = x * np.log(y)
+    return np.where(np.isnan(y), y, np.where(x == 0, 0, r))
+
+
+def _xlog1py(x, y):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        r = x * np.log1p(y)
+    return np.where(np.isnan(y), y, np.where(x == 0, 0, r))
+
+
+xlogy = _binary(_xlogy)
+xlog1py = _binary(_xlog1py)
+zeta = _binary(lambda x, q: _sp("zeta")(x, q))
+copysign = _binary(np.copysign)
+
+
+def _float_binary(op, fn):
+    inner = _binary(fn)
+
+    def kernel(a, b):
+        _require_float(op, a, b)
+        return inner(a, b)
+    return kernel
+
+
+hypot = _float_binary("hypot", np.hypot)
+logaddexp = _float_binary("logaddexp", np.logaddexp)
+logaddexp2 = _float_binary("logaddexp2", np.logaddexp2)
+
+
+def nextafter(a, b):
+    _require_float("nextafter", a, b)
+    a, b = promote(a, b)
+    return np.asarray(np.nextafter(a, b))
+
+
+def fmod(a, b):
+    a, b = promote(a, b)
+    if np.asarray(a).dtype.kind in "iub":
+        if np.any(np.asarray(b) == 0):
+            raise KernelError("ZeroDivisionError: integer fmod by zero")
+        return np.asarray(np.fmod(a, b))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.asarray(np.fmod(a, b))
+
+
+def heaviside(a, values):
+    if not isinstance(values, np.ndarray) or a.dtype != values.dtype:
+        got = values.dtype if isinstance(values, np.ndarray) else type(values).__name__
+        raise KernelError(f"input and values must have the same dtype (got {a.dtype} and {got}); "
+                          "heaviside is not implemented for tensors with different dtypes")
+    return np.asarray(np.where(a == 0, values, (a > 0).astype(a.dtype)))
+
+
+def signbit(a):
+    if a.dtype.kind == "b":
+        return np.zeros(a.shape, dtype=bool)
+    return np.asarray(np.signbit(a))
+
+
+def frexp(a):
+    _require_float("frexp", a)
+    m, e = np.frexp(a)
+    return np.asarray(m), np.asarray(e).astype(np.int32)
+
+
+def positive(a):
+    if a.dtype == np.bool_:
+        raise KernelError("the `+` operator on a bool tensor is not supported")
+    return a.view()

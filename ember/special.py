@@ -1,0 +1,26 @@
+"""``ember.special``: torch.special's functions (the spec ops of derivatives.yaml under torch's
+``special_*`` names, and aliases of the top-level ops), with torch's gradients.
+
+Functions NumPy lacks (erfinv, digamma, i0e, ndtri, zeta, ...) are computed by ``scipy.special``,
+imported on their first call (scipy is in ember's ``fast`` extra)."""
+from ember.autograd import _generated as _G
+from ember.errors import public as _public
+
+# torch.special name -> the spec op computing it
+_OPS = {
+    "erf": "erf", "erfc": "erfc", "erfinv": "erfinv", "erfcx": "special_erfcx",
+    "expit": "sigmoid", "logit": "logit", "exp2": "exp2", "expm1": "expm1", "log1p": "log1p",
+    "gammaln": "lgamma", "digamma": "digamma", "psi": "digamma", "polygamma": "polygamma",
+    "multigammaln": "mvlgamma", "i0": "i0", "i0e": "special_i0e", "i1": "special_i1",
+    "i1e": "special_i1e", "ndtr": "special_ndtr", "ndtri": "special_ndtri",
+    "log_ndtr": "special_log_ndtr", "entr": "special_entr", "xlogy": "xlogy",
+    "xlog1py": "special_xlog1py", "zeta": "special_zeta", "sinc": "sinc", "round": "round",
+    "bessel_j0": "special_bessel_j0", "bessel_j1": "special_bessel_j1",
+    "logsumexp": "logsumexp", "softmax": "softmax", "log_softmax": "log_softmax",
+}
+
+for _name, _op in _OPS.items():
+    globals()[_name] = _public(getattr(_G, _op), _name)
+del _name, _op
+
+__all__ = sorted(_OPS)
