@@ -20,7 +20,7 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             tensor, zeros, zeros_like)
 from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
-from ember.overloads import atleast_1d, atleast_2d, atleast_3d  # shape and indexing (issue 12)
+from ember.overloads import allclose, atleast_1d, atleast_2d, atleast_3d  # issue 12
 from ember._sorting import (cummax, cummin, kthvalue, median, mode, nanmedian, sort,  # issue 12
                             topk)
 from ember import return_types

@@ -260,6 +260,27 @@ def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return builtins.bool(np.allclose(self._data, other._data, rtol, atol, equal_nan))
 
 
+def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
+    """Whether ``isclose(input, other, rtol, atol, equal_nan)`` holds everywhere (a Python bool)."""
+    return builtins.bool(G.all(G.isclose(input, other, rtol, atol, equal_nan)).item())
+
+
+def _rfloordiv(self, other):
+    return G.div(other, self, rounding_mode="floor")
+
+
+def _ifloordiv(self, other):
+    return G.div_(self, other, rounding_mode="floor")
+
+
+def _rmod(self, other):
+    return G.remainder(other, self)
+
+
+def _imod(self, other):
+    return G.copy_(self, G.remainder(self, other))
+
+
 def _equal(self, other):
     self._python_value("equal")
     other._python_value("equal")
@@ -284,6 +305,10 @@ METHODS = {
     "multiply": G.mul, "divide": G.div, "subtract": G.sub, "view": _view,
     "multinomial": _multinomial_method,
     "polygamma": _polygamma_method,
+    "clamp_min_": lambda self, min: G.clamp_(self, min, None),
+    "clamp_max_": lambda self, max: G.clamp_(self, None, max),
+    "floor_divide_": _ifloordiv, "__rfloordiv__": _rfloordiv, "__ifloordiv__": _ifloordiv,
+    "__rmod__": _rmod, "__imod__": _imod,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 _NAMED = {"view"}
@@ -303,6 +328,6 @@ def install():
 
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
-           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d"):
+           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose"):
     globals()[_n] = public(globals()[_n])
 del _n

@@ -4,6 +4,7 @@ import numpy as np
 
 import ember.autograd._generated as G
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
+from ember.errors import public as _public
 from ember.tensor import Tensor
 
 
@@ -36,6 +37,10 @@ def movedim(input, source, destination):
     rest = iter(i for i in range(nd) if i not in src)
     order = [next(rest) if o is None else o for o in order]
     return G.permute(input, tuple(order))
+
+
+def moveaxis(input, source, destination):
+    return movedim(input, source, destination)
 
 
 def select(input, dim, index):
@@ -190,3 +195,62 @@ def rot90(input, k=1, dims=(0, 1)):
     if k == 3:
         return G.transpose(G.flip(input, (d0,)), d0, d1)
     return G.clone(input)
+
+
+def _repeats_array(repeats):
+    r = repeats._data if isinstance(repeats, Tensor) else np.asarray(repeats)
+    if r.dtype.kind not in "iu":
+        raise EmberRuntimeError(f"repeat_interleave: repeats must be an int or an integer tensor, "
+                                f"got {r.dtype}")
+    if r.ndim > 1:
+        raise EmberRuntimeError(f"repeat_interleave: repeats must be 0-dim or 1-dim tensor, got "
+                                f"shape {list(r.shape)}")
+    if r.size and r.min() < 0:
+        raise EmberRuntimeError("repeat_interleave: repeats can not be negative")
+    return r.astype(np.int64)
+
+
+def repeat_interleave(input, repeats=None, dim=None, output_size=None):
+    if repeats is None:  # repeat_interleave(repeats): indices repeated repeats[i] times
+        r = _repeats_array(input)
+        if r.ndim != 1:
+            raise EmberRuntimeError("repeat_interleave: repeats must be 1-dim")
+        return Tensor._make(np.repeat(np.arange(r.size, dtype=np.int64), r))
+    if dim is None:
+        input, d = G.reshape(input, (-1,)), 0
+    else:
+        d = _norm("repeat_interleave", dim, input.ndim)
+    if input.ndim == 0:
+        input = G.reshape(input, (1,))
+    n = input._data.shape[d]
+    r = _repeats_array(repeats)
+    if r.ndim == 0 or r.size == 1:
+        r = np.full(n, int(r.reshape(())) if r.ndim == 0 else int(r[0]), np.int64)
+    elif r.size != n:
+        raise EmberRuntimeError(f"repeat_interleave: repeats must have the same size as input "
+                                f"along dim, but got repeats.size(0) = {r.size} and "
+                                f"input.size({d}) = {n}")
+    index = np.repeat(np.arange(n, dtype=np.int64), r)
+    if output_size is not None and output_size != index.size:
+        raise EmberRuntimeError(f"repeat_interleave: output_size {output_size} does not match "
+                                f"the sum of repeats {index.size}")
+    return G.index_select(input, d, Tensor._make(index))
+
+
+def clamp_min(input, min):
+    return G.clamp(input, min, None)
+
+
+def clamp_max(input, max):
+    return G.clamp(input, None, max)
+
+
+def floor_divide(input, other):
+    return G.div(input, other, rounding_mode="floor")
+
+
+# every composite raises ember's errors naming it (ember.errors.public)
+for _n, _f in list(globals().items()):
+    if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:
+        globals()[_n] = _public(_f)
+del _n, _f

@@ -74,7 +74,7 @@ def neg(a):
 
 def pow(a, exponent):
     a, e = promote(a, exponent)
-    if _arr(a).dtype.kind in "iu" and np.any(_arr(e) < 0):
+    if _arr(a).dtype.kind in "iu" and _arr(e).dtype.kind in "iu" and np.any(_arr(e) < 0):
         raise KernelError("integers to negative integer powers are not allowed")
     return np.power(a, e)
 

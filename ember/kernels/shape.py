@@ -384,15 +384,15 @@ def diag_embed(a, offset, dim1, dim2):
 def unfold(a, dimension, size, step):
     """A view of all windows of ``size`` elements, ``step`` apart, along ``dimension`` (the
     window is the new last dimension)."""
-    if a.ndim == 0:
-        a = a.reshape(1)
     d = _dim(dimension, a.ndim)
-    n = a.shape[d]
+    n = a.shape[d] if a.ndim else 1
     if size < 0 or size > n:
         raise KernelError(f"unfold: maximum size for tensor at dimension {d} is {n} but size "
                           f"is {size}")
     if step <= 0:
         raise KernelError(f"unfold: step is {step} but must be > 0")
+    if a.ndim == 0:
+        return np.lib.stride_tricks.as_strided(a, (size,), (0,), writeable=a.flags.writeable)
     shape = a.shape[:d] + ((n - size) // step + 1,) + a.shape[d + 1:] + (size,)
     strides = a.strides[:d] + (a.strides[d] * step,) + a.strides[d + 1:] + (a.strides[d],)
     return np.lib.stride_tricks.as_strided(a, shape, strides, writeable=a.flags.writeable)
@@ -400,14 +400,16 @@ def unfold(a, dimension, size, step):
 
 def unfold_backward(grad, input_shape, dimension, size, step):
     """Gradient of ``unfold``: each window's gradient added back where the window came from."""
-    shape = tuple(input_shape) or (1,)
+    shape = tuple(input_shape)
+    if not shape:
+        return np.sum(grad, dtype=grad.dtype).reshape(())
     d = _dim(dimension, len(shape))
     out = np.zeros(shape, grad.dtype)
     nwin = grad.shape[d]
     for k in range(size):
         sl = (slice(None),) * d + (slice(k, k + (nwin - 1) * step + 1, step),)
         out[sl] += grad[..., k]
-    return out.reshape(tuple(input_shape))
+    return out
 
 
 def broadcast_axes(from_shape, shape):

@@ -114,3 +114,89 @@ def test_matrix_properties():
         _t(np.ones(3)).mH
     with pytest.raises(EmberError, match="H is only supported"):
         b.H
+
+
+def test_unfold_is_a_view_of_overlapping_windows():
+    x = _t(np.arange(10.0).reshape(2, 5))
+    u = x.unfold(1, 3, 2)
+    assert u.shape == (2, 2, 3) and u[1, 1].tolist() == [7.0, 8.0, 9.0]
+    assert np.shares_memory(u._data, x._data)
+    nc = _t(np.arange(10.0).reshape(2, 5).T).t()         # non-contiguous (2, 5)
+    np.testing.assert_array_equal(nc.unfold(1, 3, 2).numpy(), u.numpy())
+    with pytest.raises(EmberError, match="unfold.*size"):
+        x.unfold(1, 6, 1)
+    with pytest.raises(EmberError, match="step"):
+        x.unfold(1, 2, 0)
+
+
+def test_unfold_gradient_adds_overlaps():
+    x = _t(np.arange(5.0), grad=True)
+    x.unfold(0, 3, 1).sum().backward()
+    assert x.grad.tolist() == [1.0, 2.0, 3.0, 2.0, 1.0]
+
+
+def test_repeat_interleave_forms_and_errors():
+    x = _t(np.array([[1.0, 2.0], [3.0, 4.0]]))
+    assert x.repeat_interleave(2).tolist() == [1, 1, 2, 2, 3, 3, 4, 4]
+    assert ember.repeat_interleave(x, ember.tensor([1, 2]), dim=0).tolist() == \
+        [[1, 2], [3, 4], [3, 4]]
+    assert ember.repeat_interleave(ember.tensor([1, 0, 2])).tolist() == [0, 2, 2]
+    with pytest.raises(EmberError, match="same size as input"):
+        ember.repeat_interleave(x, ember.tensor([1, 2, 3]), dim=1)
+    with pytest.raises(EmberError, match="negative"):
+        ember.repeat_interleave(x, ember.tensor([1, -1]), dim=1)
+    with pytest.raises(EmberError, match="output_size"):
+        ember.repeat_interleave(x, 2, dim=0, output_size=3)
+
+
+def test_nan_to_num_values_gradient_and_inplace():
+    a = np.array([np.nan, np.inf, -np.inf, 1.5], np.float32)
+    out = ember.nan_to_num(_t(a))
+    f = np.finfo(np.float32)
+    assert out.tolist() == [0.0, float(f.max), float(f.min), 1.5]
+    assert ember.nan_to_num(_t(a), nan=1.0, posinf=2.0, neginf=-2.0).tolist() == [1, 2, -2, 1.5]
+    x = _t(a, grad=True)
+    x.nan_to_num().sum().backward()
+    assert x.grad.tolist() == [0.0, 0.0, 0.0, 1.0]
+    y = _t(a)
+    assert y.nan_to_num_(nan=3.0) is y and y[0].item() == 3.0
+
+
+def test_isclose_allclose():
+    a = _t(np.array([1.0, np.nan, 2.0]))
+    b = _t(np.array([1.0 + 1e-9, np.nan, 2.1]))
+    assert ember.isclose(a, b).tolist() == [True, False, False]
+    assert ember.isclose(a, b, equal_nan=True).tolist() == [True, True, False]
+    assert ember.allclose(a, a, equal_nan=True) is True and ember.allclose(a, b) is False
+    with pytest.raises(EmberError, match="same dtype"):
+        ember.isclose(a, _t(np.array([1.0, 2.0, 3.0], np.float32)))
+
+
+def test_clamp_min_max_inplace_and_floor_divide():
+    x = _t(np.array([-2.0, 0.5, 3.0]))
+    assert ember.clamp_min(x, 0.0).tolist() == [0.0, 0.5, 3.0]
+    assert x.clamp_max(1.0).tolist() == [-2.0, 0.5, 1.0]
+    assert x.clone().clamp_min_(0.0).tolist() == [0.0, 0.5, 3.0]
+    assert ember.floor_divide(x, 2).tolist() == [-1.0, 0.0, 1.0]
+    y = x.clone()
+    y.floor_divide_(2)
+    assert y.tolist() == [-1.0, 0.0, 1.0]
+
+
+def test_reverse_and_inplace_operators_match_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([-3.0, -1.5, 2.0, 5.0])
+    x, tx = _t(a), torch.tensor(a)
+    np.testing.assert_array_equal((2 % x).numpy(), (2 % tx).numpy())
+    np.testing.assert_array_equal((7 // x).numpy(), (7 // tx).numpy())
+    np.testing.assert_array_equal((2 ** x).numpy(), (2 ** tx).numpy())
+    y, ty = x.clone(), tx.clone()
+    y %= 2
+    ty %= 2
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    y //= 0.75
+    ty //= 0.75
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    i, ti = ember.tensor([1, 2, 3]), torch.tensor([1, 2, 3])
+    assert (6 & i).tolist() == (6 & ti).tolist() and (6 | i).tolist() == (6 | ti).tolist()
+    assert (6 ^ i).tolist() == (6 ^ ti).tolist()
