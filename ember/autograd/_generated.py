@@ -1138,7 +1138,7 @@ class FracBackward0(Node):
         return (g0, )
 
 class SumBackward0(Node):
-    __slots__ = ('dim', 'keepdim', 'self__shape')
+    __slots__ = ('dim', 'keepdim', 'self__dtype', 'self__shape')
     _saved = ()
     _op_name = 'sum'
 
@@ -1148,6 +1148,7 @@ class SumBackward0(Node):
         dim, keepdim, dtype, = consts
         ctx.dim = dim if needs[0] else None
         ctx.keepdim = keepdim if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
         ctx.self__shape = _shape(self_) if needs[0] else None
 
     def apply(ctx, grads):
@@ -1155,14 +1156,15 @@ class SumBackward0(Node):
         needs = ctx.needs
         dim = ctx.dim
         keepdim = ctx.keepdim
+        self__dtype = ctx.self__dtype
         self__shape = ctx.self__shape
         g0 = None
         if needs[0]:
-            g0 = _F.expand_reduced(grad, self__shape, dim, keepdim)
+            g0 = _F.cast_to(_F.expand_reduced(grad, self__shape, dim, keepdim), self__dtype)
         return (g0, )
 
 class MeanBackward0(Node):
-    __slots__ = ('dim', 'keepdim', 'self__shape')
+    __slots__ = ('dim', 'keepdim', 'self__dtype', 'self__shape')
     _saved = ()
     _op_name = 'mean'
 
@@ -1172,6 +1174,7 @@ class MeanBackward0(Node):
         dim, keepdim, dtype, = consts
         ctx.dim = dim if needs[0] else None
         ctx.keepdim = keepdim if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
         ctx.self__shape = _shape(self_) if needs[0] else None
 
     def apply(ctx, grads):
@@ -1179,14 +1182,15 @@ class MeanBackward0(Node):
         needs = ctx.needs
         dim = ctx.dim
         keepdim = ctx.keepdim
+        self__dtype = ctx.self__dtype
         self__shape = ctx.self__shape
         g0 = None
         if needs[0]:
-            g0 = _F.expand_reduced(grad, self__shape, dim, keepdim) / _F.reduced_count(self__shape, dim)
+            g0 = _F.cast_to(_F.expand_reduced(grad, self__shape, dim, keepdim) / _F.reduced_count(self__shape, dim), self__dtype)
         return (g0, )
 
 class ProdBackward0(Node):
-    __slots__ = ('dim', 'keepdim', 'result', 'self_')
+    __slots__ = ('dim', 'keepdim', 'result', 'self_', 'self__dtype')
     _saved = ('result', 'self_')
     _op_name = 'prod'
 
@@ -1198,6 +1202,7 @@ class ProdBackward0(Node):
         ctx.keepdim = keepdim if needs[0] else None
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
@@ -1206,9 +1211,10 @@ class ProdBackward0(Node):
         keepdim = ctx.keepdim
         result = unpack(ctx.result, ctx)
         self_ = unpack(ctx.self_, ctx)
+        self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = _F.prod_grad(grad, self_, result, dim, keepdim)
+            g0 = _F.cast_to(_F.prod_grad(grad, self_, result, dim, keepdim), self__dtype)
         return (g0, )
 
 class MaxAllBackward0(Node):
@@ -1466,7 +1472,7 @@ class NormBackward0(Node):
         return (g0, )
 
 class CumsumBackward0(Node):
-    __slots__ = ('dim',)
+    __slots__ = ('dim', 'self__dtype')
     _saved = ()
     _op_name = 'cumsum'
 
@@ -1475,14 +1481,16 @@ class CumsumBackward0(Node):
         self_, = tensors
         dim, dtype, = consts
         ctx.dim = dim if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         dim = ctx.dim
+        self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = _F.cumsum_grad(grad, dim)
+            g0 = _F.cast_to(_F.cumsum_grad(grad, dim), self__dtype)
         return (g0, )
 
 class SortBackward0(Node):
@@ -1680,7 +1688,7 @@ class ModeBackward0(Node):
         return (g0, )
 
 class CumprodBackward0(Node):
-    __slots__ = ('dim', 'result', 'self_')
+    __slots__ = ('dim', 'result', 'self_', 'self__dtype')
     _saved = ('result', 'self_')
     _op_name = 'cumprod'
 
@@ -1691,6 +1699,7 @@ class CumprodBackward0(Node):
         ctx.dim = dim if needs[0] else None
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
         ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
@@ -1698,9 +1707,10 @@ class CumprodBackward0(Node):
         dim = ctx.dim
         result = unpack(ctx.result, ctx)
         self_ = unpack(ctx.self_, ctx)
+        self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = _F.cumprod_grad(grad, self_, result, dim)
+            g0 = _F.cast_to(_F.cumprod_grad(grad, self_, result, dim), self__dtype)
         return (g0, )
 
 class CummaxBackward0(Node):

@@ -623,6 +623,11 @@ def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs)
 
 
 # ---------------------------------------------------------------- sorting, scans (issue 12)
+def cast_to(grad, dtype):
+    """``grad`` in the input's dtype (reductions with ``dtype=`` compute in another one)."""
+    return grad if grad._data.dtype == dtype else G.to(grad, dtype)
+
+
 def _reverse_scan(scan, t, d):
     return G.flip(scan(G.flip(t, (d,)), d), (d,))
 

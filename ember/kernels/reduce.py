@@ -1,6 +1,7 @@
 """Reduction kernels: ``dim`` is None, an int or a tuple of ints; ``keepdim`` keeps reduced axes."""
 import numpy as np
 
+from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
 
@@ -26,6 +27,11 @@ def norm_dims(dim, ndim):
     return tuple(sorted(out))
 
 
+def _np_dtype(dtype):
+    """A ``dtype=`` argument (ember dtype, NumPy dtype or None) as a NumPy dtype or None."""
+    return None if dtype is None else _dtype.to_numpy_dtype(dtype)
+
+
 def _axis(dim, a):
     if dim is None or (isinstance(dim, (tuple, list)) and len(dim) == 0):
         return None
@@ -33,12 +39,14 @@ def _axis(dim, a):
 
 
 def sum(a, dim=None, keepdim=False, dtype=None):
+    dtype = _np_dtype(dtype)
     if dtype is None and a.dtype.kind in "bui":
         dtype = np.int64
     return np.sum(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
 
 
 def mean(a, dim=None, keepdim=False, dtype=None):
+    dtype = _np_dtype(dtype)
     if dtype is None and a.dtype.kind not in "fc":
         raise KernelError(f"mean(): could not infer output dtype. Input dtype must be either a "
                           f"floating point or complex dtype. Got: {a.dtype}")
@@ -46,6 +54,7 @@ def mean(a, dim=None, keepdim=False, dtype=None):
 
 
 def prod(a, dim=None, keepdim=False, dtype=None):
+    dtype = _np_dtype(dtype)
     if dtype is None and a.dtype.kind in "bui":
         dtype = np.int64
     return np.prod(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
@@ -167,6 +176,7 @@ def norm(a, p=2, dim=None, keepdim=False):
 
 
 def cumsum(a, dim, dtype=None):
+    dtype = _np_dtype(dtype)
     d = norm_dims(dim, a.ndim)[0] if a.ndim else None
     if dtype is None and a.dtype.kind in "bui":
         dtype = np.int64
@@ -176,6 +186,7 @@ def cumsum(a, dim, dtype=None):
 
 
 def cumprod(a, dim, dtype=None):
+    dtype = _np_dtype(dtype)
     d = norm_dims(dim, a.ndim)[0] if a.ndim else None
     if dtype is None and a.dtype.kind in "bui":
         dtype = np.int64

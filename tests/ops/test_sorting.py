@@ -188,3 +188,19 @@ def test_sort_topk_argsort_export_as_topk():
     outs = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
     for got, want in zip(outs, M()(x)):
         np.testing.assert_allclose(got, want.numpy())
+
+
+# ---------------------------------------------------------------- dtype= of reductions
+@pytest.mark.parametrize("name,args", [("sum", ()), ("mean", ()), ("prod", ()), ("cumsum", (0,)),
+                                       ("cumprod", (0,))])
+def test_reduction_dtype_keyword_takes_ember_dtypes_and_grad_keeps_input_dtype(name, args):
+    x = ember.tensor([0.5, -2.0, 3.0], requires_grad=True)
+    y = getattr(ember, name)(x, *args, dtype=ember.float64)
+    tx = torch.tensor([0.5, -2.0, 3.0], requires_grad=True)
+    ty = getattr(torch, name)(tx, *args, dtype=torch.float64)
+    assert y.dtype == ember.float64
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy())
+    y.sum().backward()
+    ty.sum().backward()
+    assert x.grad.dtype == ember.float32
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
