@@ -40,12 +40,17 @@ _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
     if _name not in ("var", "std"):
         globals()[_name] = getattr(_generated, _name)
-# every public function raises ember's errors naming it (ember.errors.public); spec ops that go
-# straight to dispatch are named there (cat, stack and einsum first iterate their list in Python)
+# every public function and Tensor method raises ember's errors naming it (ember.errors.public);
+# a spec op's own generated entry is named by dispatch (ember.autograd.dispatch.named_by_dispatch)
+from ember.autograd.dispatch import named_by_dispatch as _named_by_dispatch  # noqa: E402
 for _name, _fn in list(globals().items()):
-    if _name[0] != "_" and _errors.needs_public(_fn) and (
-            _fn.__module__ != _generated.__name__ or _name in ("cat", "stack", "einsum")):
+    if _name[0] != "_" and _errors.needs_public(_fn) and not _named_by_dispatch(_name, _fn):
         globals()[_name] = _errors.public(_fn)
+for _name, _fn in list(vars(Tensor).items()):
+    if (_name[0] != "_" or _name[:2] == "__" == _name[-2:]) and _errors.needs_public(_fn) \
+            and _fn.__module__ != Tensor.__module__ and not _named_by_dispatch(_name, _fn) \
+            and _name not in _overloads._NAMED:
+        setattr(Tensor, _name, _errors.public(_fn, _name))
 del _name, _fn
 autograd = _importlib.import_module("ember.autograd")
 

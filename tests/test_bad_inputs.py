@@ -67,6 +67,9 @@ _DEFAULTS = {
     "mask": lambda: ember.ones(2, 3, dtype=ember.bool),
     "condition": lambda: ember.ones(2, 3, dtype=ember.bool),
     "tensors": lambda: [_t(), _t()], "data": lambda: [1.0, 2.0], "obj": lambda: _t(),
+    "parameters": lambda: [ember.ones(2, 3, requires_grad=True)], "max_norm": 1.0, "val": 1.0,
+    "sparsity": 0.5, "clip_value": 1.0, "vec": lambda: ember.ones(6),
+    "nonlinearity": "relu",
 }
 
 
@@ -80,7 +83,8 @@ def _i64(*v):
 
 
 # a call that succeeds, for functions whose inputs need particular shapes: the sweep then
-# replaces each argument of a *valid* call, so it reaches the checks past the first one
+# replaces each argument of a *valid* call, so it reaches the checks past the first one (keyed
+# by name, or by qualified name where two entries share a name)
 _GOOD = {
     "conv2d": lambda: ([ember.ones(1, 2, 5, 5), ember.ones(3, 2, 3, 3)], {}),
     "conv1d": lambda: ([ember.ones(1, 2, 5), ember.ones(3, 2, 3)], {}),
@@ -114,7 +118,7 @@ _GOOD = {
     "upsample": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
     "upsample_nearest": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
     "upsample_bilinear": lambda: ([ember.ones(1, 1, 4, 4)], {"scale_factor": 2}),
-    "unfold": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
+    "F.unfold": lambda: ([ember.ones(1, 2, 4, 4), 2], {}),
     "cross_entropy": lambda: ([_t(), _i64(0, 2)], {}),
     "nll_loss": lambda: ([_t(), _i64(0, 2)], {}),
     "multi_margin_loss": lambda: ([_t(), _i64(0, 2)], {}),
@@ -154,6 +158,13 @@ def _entries():
         out.append((f"ember.{n}", n, f, False))
     for n in F.__all__:
         out.append((f"F.{n}", n, getattr(F, n), False))
+    for n in sorted(dir(ember.nn.init)):
+        f = getattr(ember.nn.init, n)
+        if not n.startswith("_") and inspect.isfunction(f) and f.__module__ == "ember.nn.init":
+            out.append((f"init.{n}", n, f, False))
+    for n in ember.nn.utils.__all__:
+        if n != "rnn":
+            out.append((f"nn.utils.{n}", n, getattr(ember.nn.utils, n), False))
     for n in sorted(vars(ember.Tensor)):
         f = getattr(ember.Tensor, n)
         if n in _PLUMBING or inspect.isclass(f) or isinstance(inspect.getattr_static(
@@ -177,7 +188,11 @@ def _names(name):
     return names
 
 
-def _calls(name, fn, method):
+def _good(qual, name):
+    return _GOOD.get(qual) or _GOOD.get(name.strip("_"))
+
+
+def _calls(name, fn, method, qual=""):
     """(description, thunk) for each bad-argument call of ``fn``."""
     try:
         params = list(inspect.signature(fn).parameters.values())
@@ -188,7 +203,7 @@ def _calls(name, fn, method):
     kw = [p for p in params if p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
           and p.default is not p.empty]
     var = any(p.kind == p.VAR_POSITIONAL for p in params)
-    good = _GOOD.get(name.strip("_"))
+    good = _good(qual, name)
     n_pos = len(good()[0]) if good else len(pos)
     slots = [("pos", i) for i in range(1 if method else 0, n_pos)] + [("kw", p.name) for p in kw]
     if var and not good:
@@ -230,7 +245,7 @@ def test_bad_inputs_raise_ember_errors_naming_the_function(qual, name, fn, metho
         pytest.xfail(XFAIL[qual])
     names = _names(name)
     wrong = []
-    for what, thunk in _calls(name, fn, method):
+    for what, thunk in _calls(name, fn, method, qual):
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
@@ -250,14 +265,14 @@ def test_bad_inputs_raise_ember_errors_naming_the_function(qual, name, fn, metho
 @pytest.mark.parametrize("name", sorted(_GOOD))
 def test_good_calls_succeed(name):
     """The valid calls the sweep starts from are valid, for every entry of that name."""
-    found = [e for e in _ENTRIES if e[1] == name]
+    found = [e for e in _ENTRIES if e[0] == name or e[1] == name and e[0] not in _GOOD]
     assert found, name
-    for qual, _, fn, method in found:
+    for qual, short, fn, method in found:
         args, kwargs = _GOOD[name]()
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             if method:
-                getattr(args[0], name)(*args[1:], **kwargs)
+                getattr(args[0], short)(*args[1:], **kwargs)
             else:
                 fn(*args, **kwargs)
 
@@ -294,7 +309,7 @@ def test_the_sweep_covers_the_public_api():
     for q in ("ember.add", "ember.tensor", "F.conv2d", "F.cross_entropy", "Tensor.view",
               "Tensor.__add__", "Tensor.__getitem__", "Tensor.backward", "Tensor.to"):
         assert q in quals
-    assert sum(len(_calls(e[1], e[2], e[3])) for e in _ENTRIES) > 10000
+    assert sum(len(_calls(e[1], e[2], e[3], e[0])) for e in _ENTRIES) > 10000
 
 
 def test_error_classes_subclass_the_builtins_torch_raises():
@@ -451,6 +466,34 @@ def test_layer_forward_bad_inputs_raise_ember_errors(name):
                 wrong.append(f"input {i}={bad_name}: raw {type(e).__module__}.{type(e).__name__}: "
                              f"{e}")
     assert not wrong, f"{name}:\n  " + "\n  ".join(w[:300] for w in wrong)
+
+
+_OPTIMIZER_BAD = [dict(params="x"), dict(params=[]), dict(params=5), dict(params=[{"x": 1}]),
+                  dict(lr=-1.0), dict(lr="x"), dict(lr=float("nan")), dict(weight_decay=None),
+                  dict(betas="x"), dict(betas=(2.0, 0.9)), dict(eps=-1.0), dict(momentum=[1]),
+                  dict(alpha="x"), dict(lr_decay=-1.0)]
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad"])
+def test_optimizers_reject_bad_arguments(name):
+    cls = getattr(ember.optim, name)
+    accepted = inspect.signature(cls).parameters
+    wrong = []
+    for bad in _OPTIMIZER_BAD:
+        if not set(bad) <= set(accepted):
+            continue
+        kwargs = {"params": [ember.ones(2, requires_grad=True)], **bad}
+        try:
+            cls(**kwargs)
+        except EmberError as e:
+            if name not in str(e):
+                wrong.append(f"{bad}: message does not name {name}: {e}")
+        except Exception as e:  # noqa: BLE001 - the point of the test
+            wrong.append(f"{bad}: raw {type(e).__module__}.{type(e).__name__}: {e}")
+        else:
+            if bad.get("lr") is not None or "params" in bad:
+                wrong.append(f"{bad}: accepted")
+    assert not wrong, "\n".join(wrong)
 
 
 def test_user_module_errors_stay_the_users():

@@ -115,6 +115,27 @@ def _optional_inputs(op):
     return frozenset(op.tensor_names) if opt is None else opt  # unknown op: None passes
 
 
+def named_by_dispatch(name, fn):
+    """Whether public function or Tensor method ``fn`` (called ``name``: ``add``, ``add_``,
+    ``__radd__``) is the generated entry of the spec op of that name, whose errors dispatch names
+    (so it needs no ember.errors.public wrapper)."""
+    from ember.autograd import _generated
+    if getattr(fn, "__module__", None) != _generated.__name__:
+        return False
+    for n in (name, fn.__name__):  # the attribute's name, and the generated function's own
+        base = n.strip("_")
+        for candidate in (base, base[1:] if n.startswith("__") and base[:1] in "ri" else None,
+                          _DUNDER_OPS.get(base.lstrip("ri") if n.startswith("__") else None)):
+            op = _generated.OPS.get(candidate)
+            if op is not None:
+                return not op.list_input
+    return False
+
+
+_DUNDER_OPS = {"truediv": "div", "floordiv": "div", "mod": "remainder", "and": "bitwise_and",
+               "or": "bitwise_or", "xor": "bitwise_xor", "nvert": "bitwise_not"}
+
+
 def _check_slot(op, i, value):
     name = op.tensor_names[i] if i < len(op.tensor_names) and not op.list_input else f"tensors[{i}]"
     if value is None:

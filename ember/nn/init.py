@@ -7,6 +7,7 @@ import numpy as np
 
 from ember.autograd.grad_mode import no_grad
 from ember.random import resolve
+from ember.errors import EmberValueError, needs_public as _needs_public, public as _public
 
 
 def _write(tensor, arr):
@@ -32,18 +33,18 @@ def calculate_gain(nonlinearity, param=None):
         elif not isinstance(param, bool) and isinstance(param, (int, float)):
             negative_slope = param
         else:
-            raise ValueError(f"negative_slope {param} not a valid number")
+            raise EmberValueError(f"negative_slope {param} not a valid number")
         return math.sqrt(2.0 / (1 + negative_slope ** 2))
     if nonlinearity == "selu":
         return 3.0 / 4
-    raise ValueError(f"Unsupported nonlinearity {nonlinearity}")
+    raise EmberValueError(f"Unsupported nonlinearity {nonlinearity}")
 
 
 def _calculate_fan_in_and_fan_out(tensor):
     dim = tensor.dim()
     if dim < 2:
-        raise ValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
-                         "dimensions")
+        raise EmberValueError("Fan in and fan out can not be computed for tensor with fewer than 2 "
+                              "dimensions")
     shape = tensor.shape
     receptive = 1
     for s in shape[2:]:
@@ -54,7 +55,7 @@ def _calculate_fan_in_and_fan_out(tensor):
 def _calculate_correct_fan(tensor, mode):
     mode = mode.lower()
     if mode not in ("fan_in", "fan_out"):
-        raise ValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
+        raise EmberValueError(f"Mode {mode} not supported, please use one of fan_in, fan_out")
     fan_in, fan_out = _calculate_fan_in_and_fan_out(tensor)
     return fan_in if mode == "fan_in" else fan_out
 
@@ -135,7 +136,7 @@ def zeros_(tensor):
 def eye_(tensor):
     """Fill a 2-d tensor with the identity."""
     if tensor.dim() != 2:
-        raise ValueError("Only tensors with 2 dimensions are supported")
+        raise EmberValueError("Only tensors with 2 dimensions are supported")
     return _write(tensor, np.eye(*tensor.shape))
 
 
@@ -143,7 +144,7 @@ def dirac_(tensor, groups=1):
     """Fill a {3,4,5}-d conv weight with the Dirac delta (identity convolution)."""
     d = tensor.dim()
     if d not in (3, 4, 5):
-        raise ValueError("Only tensors with 3, 4, or 5 dimensions are supported")
+        raise EmberValueError("Only tensors with 3, 4, or 5 dimensions are supported")
     shape = tuple(tensor.shape)
     out_per = shape[0] // groups
     m = min(out_per, shape[1])
@@ -193,7 +194,7 @@ def kaiming_normal_(tensor, a=0, mode="fan_in", nonlinearity="leaky_relu", gener
 def orthogonal_(tensor, gain=1, generator=None):
     """A (semi-)orthogonal matrix from the QR of a Gaussian one, times ``gain``."""
     if tensor.dim() < 2:
-        raise ValueError("Only tensors with 2 or more dimensions are supported")
+        raise EmberValueError("Only tensors with 2 or more dimensions are supported")
     if tensor.numel() == 0:
         return tensor
     rows = tensor.shape[0]
@@ -211,7 +212,7 @@ def orthogonal_(tensor, gain=1, generator=None):
 def sparse_(tensor, sparsity, std=0.01, generator=None):
     """A 2-d tensor with a fraction ``sparsity`` of each column zeroed, the rest N(0, std^2)."""
     if tensor.dim() != 2:
-        raise ValueError("Only tensors with 2 dimensions are supported")
+        raise EmberValueError("Only tensors with 2 dimensions are supported")
     rows, cols = tensor.shape
     g = resolve(generator)
     arr = g.standard_normal((rows, cols)) * std
@@ -230,3 +231,9 @@ xavier_normal = xavier_normal_
 kaiming_uniform = kaiming_uniform_
 kaiming_normal = kaiming_normal_
 orthogonal = orthogonal_
+
+# every public function raises ember's errors naming it (ember.errors.public)
+for _n, _f in list(globals().items()):
+    if not _n.startswith("_") and _needs_public(_f) and _f.__module__ == __name__:
+        globals()[_n] = _public(_f, _n)
+del _n, _f

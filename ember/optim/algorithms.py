@@ -10,6 +10,7 @@ import numpy as np
 from ember.optim import _fused
 from ember.optim.optimizer import Optimizer, required
 from ember.tensor import Tensor
+from ember.errors import EmberTypeError, EmberValueError
 
 
 def _zeros_like(p):
@@ -22,8 +23,11 @@ def _grad(p, maximize):
 
 
 def _check(name, value, low=0.0):
-    if value < low:
-        raise ValueError(f"Invalid {name}: {value}")
+    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
+            and not hasattr(value, "_data"):
+        raise EmberTypeError(f"Invalid {name}: expected a number, got {type(value).__name__}")
+    if not value >= low:  # NaN too
+        raise EmberValueError(f"Invalid {name}: {value}")
 
 
 class SGD(Optimizer):
@@ -36,7 +40,7 @@ class SGD(Optimizer):
         _check("momentum value", momentum)
         _check("weight_decay value", weight_decay)
         if nesterov and (momentum <= 0 or dampening != 0):
-            raise ValueError("Nesterov momentum requires a momentum and zero dampening")
+            raise EmberValueError("Nesterov momentum requires a momentum and zero dampening")
         super().__init__(params, dict(lr=lr, momentum=momentum, dampening=dampening,
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, foreach=foreach,
@@ -79,9 +83,9 @@ class Adam(Optimizer):
         _check("learning rate", lr)
         _check("epsilon value", eps)
         if not 0.0 <= betas[0] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+            raise EmberValueError(f"Invalid beta parameter at index 0: {betas[0]}")
         if not 0.0 <= betas[1] < 1.0:
-            raise ValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+            raise EmberValueError(f"Invalid beta parameter at index 1: {betas[1]}")
         _check("weight_decay value", weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,

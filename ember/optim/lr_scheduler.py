@@ -6,6 +6,7 @@ from bisect import bisect_right
 from collections import Counter
 
 from ember.optim.optimizer import Optimizer
+from ember.errors import EmberKeyError, EmberTypeError, EmberValueError
 
 
 class LRScheduler:
@@ -13,7 +14,7 @@ class LRScheduler:
 
     def __init__(self, optimizer, last_epoch=-1, verbose="deprecated"):
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise EmberTypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
         if last_epoch == -1:
             for group in optimizer.param_groups:
@@ -21,8 +22,8 @@ class LRScheduler:
         else:
             for i, group in enumerate(optimizer.param_groups):
                 if "initial_lr" not in group:
-                    raise KeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
-                                   "when resuming an optimizer")
+                    raise EmberKeyError(f"param 'initial_lr' is not specified in param_groups[{i}] "
+                                        "when resuming an optimizer")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
         self._step_count = 0
@@ -72,7 +73,7 @@ class LambdaLR(LRScheduler):
             self.lr_lambdas = [lr_lambda] * n
         else:
             if len(lr_lambda) != n:
-                raise ValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
+                raise EmberValueError(f"Expected {n} lr_lambdas, but got {len(lr_lambda)}")
             self.lr_lambdas = list(lr_lambda)
         super().__init__(optimizer, last_epoch)
 
@@ -141,7 +142,7 @@ class ConstantLR(LRScheduler):
     def __init__(self, optimizer, factor=1.0 / 3, total_iters=5, last_epoch=-1,
                  verbose="deprecated"):
         if factor > 1.0 or factor < 0:
-            raise ValueError("Constant multiplicative factor expected to be between 0 and 1.")
+            raise EmberValueError("Constant multiplicative factor expected to be between 0 and 1.")
         self.factor = factor
         self.total_iters = total_iters
         super().__init__(optimizer, last_epoch)
@@ -159,8 +160,8 @@ class LinearLR(LRScheduler):
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
                  last_epoch=-1, verbose="deprecated"):
         if start_factor > 1.0 or start_factor <= 0:
-            raise ValueError("Starting multiplicative factor expected to be greater than 0 and "
-                             "less or equal to 1.")
+            raise EmberValueError("Starting multiplicative factor expected to be greater than "
+                                  "0 and less or equal to 1.")
         self.start_factor = start_factor
         self.end_factor = end_factor
         self.total_iters = total_iters
@@ -242,9 +243,9 @@ class CosineAnnealingWarmRestarts(LRScheduler):
     def __init__(self, optimizer, T_0, T_mult=1, eta_min=0.0, last_epoch=-1,
                  verbose="deprecated"):
         if T_0 <= 0 or not isinstance(T_0, int):
-            raise ValueError(f"Expected positive integer T_0, but got {T_0}")
+            raise EmberValueError(f"Expected positive integer T_0, but got {T_0}")
         if T_mult < 1 or not isinstance(T_mult, int):
-            raise ValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
+            raise EmberValueError(f"Expected integer T_mult >= 1, but got {T_mult}")
         self.T_0, self.T_i, self.T_mult, self.eta_min = T_0, T_0, T_mult, eta_min
         self.T_cur = last_epoch
         super().__init__(optimizer, last_epoch)
@@ -289,19 +290,20 @@ class OneCycleLR(LRScheduler):
                  max_momentum=0.95, div_factor=25.0, final_div_factor=1e4, three_phase=False,
                  last_epoch=-1, verbose="deprecated"):
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise EmberTypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
         if total_steps is not None:
             if total_steps <= 0 or not isinstance(total_steps, int):
-                raise ValueError(f"Expected positive integer total_steps, but got {total_steps}")
+                raise EmberValueError("Expected positive integer total_steps, but got "
+                                      f"{total_steps}")
             self.total_steps = total_steps
         elif epochs is not None and steps_per_epoch is not None:
             if epochs <= 0 or steps_per_epoch <= 0:
-                raise ValueError("Expected positive epochs and steps_per_epoch")
+                raise EmberValueError("Expected positive epochs and steps_per_epoch")
             self.total_steps = epochs * steps_per_epoch
         else:
-            raise ValueError("You must define either total_steps OR (epochs AND "
-                             "steps_per_epoch)")
+            raise EmberValueError("You must define either total_steps OR (epochs AND "
+                                  "steps_per_epoch)")
         T = self.total_steps
         if three_phase:
             self._schedule_phases = [
@@ -321,10 +323,10 @@ class OneCycleLR(LRScheduler):
                 {"end_step": T - 1, "start_lr": "max_lr", "end_lr": "min_lr",
                  "start_momentum": "base_momentum", "end_momentum": "max_momentum"}]
         if pct_start < 0 or pct_start > 1 or not isinstance(pct_start, float):
-            raise ValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
+            raise EmberValueError(f"Expected float between 0 and 1 pct_start, but got {pct_start}")
         if anneal_strategy not in ("cos", "linear"):
-            raise ValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
-                             f"{anneal_strategy}")
+            raise EmberValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
+                                  f"{anneal_strategy}")
         self._anneal_func_type = anneal_strategy
         n = len(optimizer.param_groups)
         max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
@@ -336,8 +338,8 @@ class OneCycleLR(LRScheduler):
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
             if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise ValueError("optimizer must support momentum or beta1 with "
-                                 "`cycle_momentum` option enabled")
+                raise EmberValueError("optimizer must support momentum or beta1 with "
+                                      "`cycle_momentum` option enabled")
             self.use_beta1 = "betas" in optimizer.defaults
             bms = list(base_momentum) if isinstance(base_momentum, (list, tuple)) \
                 else [base_momentum] * n
@@ -362,8 +364,8 @@ class OneCycleLR(LRScheduler):
         lrs = []
         step_num = self.last_epoch
         if step_num > self.total_steps:
-            raise ValueError(f"Tried to step {step_num} times. The specified number of total "
-                             f"steps is {self.total_steps}")
+            raise EmberValueError(f"Tried to step {step_num} times. The specified number of total "
+                                  f"steps is {self.total_steps}")
         for group in self.optimizer.param_groups:
             start_step = 0.0
             computed_lr = computed_momentum = None
@@ -393,15 +395,15 @@ class ReduceLROnPlateau:
     def __init__(self, optimizer, mode="min", factor=0.1, patience=10, threshold=1e-4,
                  threshold_mode="rel", cooldown=0, min_lr=0, eps=1e-8, verbose="deprecated"):
         if factor >= 1.0:
-            raise ValueError("Factor should be < 1.0.")
+            raise EmberValueError("Factor should be < 1.0.")
         if not isinstance(optimizer, Optimizer):
-            raise TypeError(f"{type(optimizer).__name__} is not an Optimizer")
+            raise EmberTypeError(f"{type(optimizer).__name__} is not an Optimizer")
         self.optimizer = optimizer
         self.factor = factor
         n = len(optimizer.param_groups)
         if isinstance(min_lr, (list, tuple)):
             if len(min_lr) != n:
-                raise ValueError(f"expected {n} min_lrs, got {len(min_lr)}")
+                raise EmberValueError(f"expected {n} min_lrs, got {len(min_lr)}")
             self.default_min_lr = None
             self.min_lrs = list(min_lr)
         else:
@@ -417,9 +419,9 @@ class ReduceLROnPlateau:
         self.last_epoch = 0
         self._last_lr = [g["lr"] for g in optimizer.param_groups]
         if mode not in ("min", "max"):
-            raise ValueError("mode " + mode + " is unknown!")
+            raise EmberValueError("mode " + mode + " is unknown!")
         if threshold_mode not in ("rel", "abs"):
-            raise ValueError("threshold mode " + threshold_mode + " is unknown!")
+            raise EmberValueError("threshold mode " + threshold_mode + " is unknown!")
         self.mode_worse = math.inf if mode == "min" else -math.inf
         self._reset()
 

@@ -9,6 +9,7 @@ from collections import defaultdict
 import numpy as np
 
 from ember.tensor import Tensor
+from ember.errors import EmberTypeError, EmberValueError
 
 
 class _RequiredParameter:
@@ -27,11 +28,11 @@ class Optimizer:
         self.state = defaultdict(dict)
         self.param_groups = []
         if isinstance(params, Tensor):
-            raise TypeError("params argument given to the optimizer should be an iterable of "
-                            f"Tensors or dicts, but got {type(params).__name__}")
+            raise EmberTypeError("params argument given to the optimizer should be an iterable of "
+                                 f"Tensors or dicts, but got {type(params).__name__}")
         groups = list(params)
         if not groups:
-            raise ValueError("optimizer got an empty parameter list")
+            raise EmberValueError("optimizer got an empty parameter list")
         if not isinstance(groups[0], dict):
             groups = [{"params": groups}]
         for g in groups:
@@ -55,31 +56,32 @@ class Optimizer:
         Raises ValueError for a parameter already in another group or a missing required option.
         """
         if not isinstance(param_group, dict):
-            raise TypeError(f"param_group must be a dict, but got {type(param_group).__name__}")
+            raise EmberTypeError("param_group must be a dict, but got "
+                                 f"{type(param_group).__name__}")
         params = param_group["params"]
         if isinstance(params, Tensor):
             params = [params]
         elif isinstance(params, set):
-            raise TypeError("optimizer parameters need to be organized in ordered collections, "
-                            "but the ordering of tensors in sets will change between runs. "
-                            "Please use a list instead.")
+            raise EmberTypeError("optimizer parameters need to be organized in ordered "
+                                 "collections, but the ordering of tensors in sets will change "
+                                 "between runs. Please use a list instead.")
         params = list(params)
         for p in params:
             if not isinstance(p, Tensor):
-                raise TypeError(f"optimizer can only optimize Tensors, but one of the params is "
-                                f"{type(p).__name__}")
+                raise EmberTypeError("optimizer can only optimize Tensors, but one of the "
+                                     f"params is {type(p).__name__}")
             if not p.is_leaf:
-                raise ValueError("can't optimize a non-leaf Tensor")
+                raise EmberValueError("can't optimize a non-leaf Tensor")
         group = dict(param_group)
         group["params"] = params
         for k, v in self.defaults.items():
             if v is required and k not in group:
-                raise ValueError(f"parameter group didn't specify a value of required "
-                                 f"optimization parameter {k}")
+                raise EmberValueError(f"parameter group didn't specify a value of required "
+                                      f"optimization parameter {k}")
             group.setdefault(k, v)
         seen = {id(p) for g in self.param_groups for p in g["params"]}
         if any(id(p) in seen for p in params):
-            raise ValueError("some parameters appear in more than one parameter group")
+            raise EmberValueError("some parameters appear in more than one parameter group")
         self.param_groups.append(group)
 
     def zero_grad(self, set_to_none=True):
@@ -132,11 +134,11 @@ class Optimizer:
         ValueError when the groups or their sizes differ."""
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
-            raise ValueError("loaded state dict has a different number of parameter groups")
+            raise EmberValueError("loaded state dict has a different number of parameter groups")
         for mine, theirs in zip(self.param_groups, groups):
             if len(mine["params"]) != len(theirs["params"]):
-                raise ValueError("loaded state dict contains a parameter group that doesn't "
-                                 "match the size of optimizer's group")
+                raise EmberValueError("loaded state dict contains a parameter group that doesn't "
+                                      "match the size of optimizer's group")
         id_map = {}
         for mine, theirs in zip(self.param_groups, groups):
             for p, i in zip(mine["params"], theirs["params"]):

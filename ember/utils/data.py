@@ -11,7 +11,7 @@ import warnings
 import numpy as np
 
 from ember import random as _random
-from ember.errors import UnsupportedError
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError, UnsupportedError
 from ember.tensor import Tensor
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
@@ -46,7 +46,7 @@ class TensorDataset(Dataset):
 
     def __init__(self, *tensors):
         if any(t.shape[0] != tensors[0].shape[0] for t in tensors):
-            raise ValueError("Size mismatch between tensors")
+            raise EmberValueError("Size mismatch between tensors")
         self.tensors = tensors
 
     def __getitem__(self, index):
@@ -78,10 +78,10 @@ class ConcatDataset(Dataset):
     def __init__(self, datasets):
         self.datasets = list(datasets)
         if not self.datasets:
-            raise ValueError("datasets should not be an empty iterable")
+            raise EmberValueError("datasets should not be an empty iterable")
         for d in self.datasets:
             if isinstance(d, IterableDataset):
-                raise ValueError("ConcatDataset does not support IterableDataset")
+                raise EmberValueError("ConcatDataset does not support IterableDataset")
         self.cumulative_sizes = []
         total = 0
         for d in self.datasets:
@@ -94,7 +94,7 @@ class ConcatDataset(Dataset):
     def __getitem__(self, idx):
         if idx < 0:
             if -idx > len(self):
-                raise ValueError("absolute value of index should not exceed dataset length")
+                raise EmberValueError("absolute value of index should not exceed dataset length")
             idx = len(self) + idx
         d = bisect.bisect_right(self.cumulative_sizes, idx)
         sample = idx if d == 0 else idx - self.cumulative_sizes[d - 1]
@@ -117,7 +117,8 @@ def random_split(dataset, lengths, generator=None):
                               "empty dataset.", stacklevel=2)
         lengths = counts
     if sum(lengths) != n:
-        raise ValueError("Sum of input lengths does not equal the length of the input dataset!")
+        raise EmberValueError("Sum of input lengths does not equal the length of the input "
+                              "dataset!")
     perm = gen.permutation(n).tolist()
     out, offset = [], 0
     for length in lengths:
@@ -164,8 +165,8 @@ class RandomSampler(Sampler):
         self._num_samples = num_samples
         self.generator = generator
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
-            raise ValueError(f"num_samples should be a positive integer value, but got "
-                             f"num_samples={self.num_samples}")
+            raise EmberValueError(f"num_samples should be a positive integer value, but got "
+                                  f"num_samples={self.num_samples}")
 
     @property
     def num_samples(self):
@@ -221,8 +222,8 @@ class BatchSampler(Sampler):
 
     def __init__(self, sampler, batch_size, drop_last):
         if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size <= 0:
-            raise ValueError(f"batch_size should be a positive integer value, but got "
-                             f"batch_size={batch_size}")
+            raise EmberValueError(f"batch_size should be a positive integer value, but got "
+                                  f"batch_size={batch_size}")
         self.sampler = sampler
         self.batch_size = batch_size
         self.drop_last = drop_last
@@ -282,11 +283,11 @@ def default_collate(batch):
     if isinstance(elem, (list, tuple)):
         size = len(elem)
         if any(len(e) != size for e in batch):
-            raise RuntimeError("each element in list of batch should be of equal size")
+            raise EmberRuntimeError("each element in list of batch should be of equal size")
         out = [default_collate(s) for s in zip(*batch)]
         return tuple(out) if isinstance(elem, tuple) else out
-    raise TypeError(f"default_collate: batch must contain tensors, numpy arrays, numbers, dicts "
-                    f"or lists; found {type(elem)}")
+    raise EmberTypeError("default_collate: batch must contain tensors, numpy arrays, numbers, "
+                         f"dicts or lists; found {type(elem)}")
 
 
 def get_worker_info():
@@ -305,8 +306,8 @@ class DataLoader:
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  in_order=True):
         if num_workers < 0:
-            raise ValueError("num_workers option should be non-negative; use num_workers=0 to "
-                             "disable multiprocessing.")
+            raise EmberValueError("num_workers option should be non-negative; use num_workers=0 to "
+                                  "disable multiprocessing.")
         self.dataset = dataset
         self.num_workers = num_workers
         self.pin_memory = pin_memory
@@ -316,21 +317,22 @@ class DataLoader:
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle not in (None, False):
-                raise ValueError(f"DataLoader with IterableDataset: expected unspecified shuffle "
-                                 f"option, but got shuffle={shuffle}")
+                raise EmberValueError("DataLoader with IterableDataset: expected unspecified "
+                                      f"shuffle option, but got shuffle={shuffle}")
             if sampler is not None or batch_sampler is not None:
-                raise ValueError("DataLoader with IterableDataset: expected unspecified sampler")
+                raise EmberValueError("DataLoader with IterableDataset: expected unspecified "
+                                      "sampler")
         if sampler is not None and shuffle:
-            raise ValueError("sampler option is mutually exclusive with shuffle")
+            raise EmberValueError("sampler option is mutually exclusive with shuffle")
         if batch_sampler is not None:
             if batch_size != 1 or shuffle or sampler is not None or drop_last:
-                raise ValueError("batch_sampler option is mutually exclusive with batch_size, "
-                                 "shuffle, sampler, and drop_last")
+                raise EmberValueError("batch_sampler option is mutually exclusive with batch_size, "
+                                      "shuffle, sampler, and drop_last")
             batch_size = None
             drop_last = False
         elif batch_size is None and drop_last:
-            raise ValueError("batch_size=None option disables auto-batching and is mutually "
-                             "exclusive with drop_last")
+            raise EmberValueError("batch_size=None option disables auto-batching and is mutually "
+                                  "exclusive with drop_last")
         if sampler is None and not self._iterable:
             sampler = RandomSampler(dataset, generator=generator) if shuffle \
                 else SequentialSampler(dataset)

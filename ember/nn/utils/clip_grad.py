@@ -4,6 +4,7 @@ import math
 import numpy as np
 
 from ember.tensor import Tensor
+from ember.errors import EmberRuntimeError
 
 
 def _grads(parameters):
@@ -27,10 +28,10 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
         total = sum(float(np.sum(np.abs(t._data.astype(np.float64)) ** norm_type))
                     for t in tensors) ** (1.0 / norm_type)
     if error_if_nonfinite and not math.isfinite(total):
-        raise RuntimeError(f"The total norm of order {norm_type} for gradients from "
-                           "`parameters` is non-finite, so it cannot be clipped. To disable this "
-                           "error and scale the gradients by the non-finite norm anyway, set "
-                           "`error_if_nonfinite=False`")
+        raise EmberRuntimeError(f"The total norm of order {norm_type} for gradients from "
+                                "`parameters` is non-finite, so it cannot be clipped. To disable "
+                                "this error and scale the gradients by the non-finite norm "
+                                "anyway, set `error_if_nonfinite=False`")
     return Tensor._make(np.array(total, dt))
 
 

@@ -4,6 +4,7 @@ import numpy as np
 from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
 from ember.tensor import Tensor
+from ember.errors import EmberTypeError
 
 
 def parameters_to_vector(parameters):
@@ -15,7 +16,7 @@ def vector_to_parameters(vec, parameters):
     """Copy slices of the 1-d ``vec`` into ``parameters`` in order. TypeError if vec is not a
     Tensor."""
     if not isinstance(vec, Tensor):
-        raise TypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
+        raise EmberTypeError(f"expected torch.Tensor, but got: {type(vec).__name__}")
     offset = 0
     with no_grad():
         for p in parameters:
