@@ -91,6 +91,25 @@ def test_blas_loaded_after_ember_gets_the_settings():
     assert lines["restored"] == "[2]"
 
 
+def test_convolution_in_a_worker_thread_limits_blas(restore_threads):
+    """threadpoolctl lets only the first thread that set an OpenBLAS limit set it again (here the
+    main thread, through set_num_threads); a convolution in another thread still holds BLAS at
+    one thread, and restores it after."""
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+
+    def counts():
+        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["user_api"] == "blas"]
+    ember.set_num_threads(2)
+    seen = []
+
+    def conv():
+        with parallel.policy(True):
+            seen.append(counts())
+    _daemon(conv).join(HARD_TIMEOUT)
+    assert seen and all(n == 1 for n in seen[0])
+    assert all(n == 2 for n in counts())
+
+
 def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads):
     """While a convolution holds BLAS at one thread, ember's GEMMs elsewhere wait (they would
     otherwise run at a thread count that changes their bits)."""
