@@ -200,3 +200,41 @@ def test_reverse_and_inplace_operators_match_torch():
     i, ti = ember.tensor([1, 2, 3]), torch.tensor([1, 2, 3])
     assert (6 & i).tolist() == (6 & ti).tolist() and (6 | i).tolist() == (6 | ti).tolist()
     assert (6 ^ i).tolist() == (6 ^ ti).tolist()
+
+
+def _onnx_roundtrip(fn, *arrays, opset=17):
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import io
+    import ember.onnx
+    xs = tuple(_t(a) for a in arrays)
+    expected = fn(*xs)
+    expected = expected if isinstance(expected, tuple) else (expected,)
+    buf = io.BytesIO()
+    ember.onnx.export(fn, xs, buf, opset_version=opset)
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    got = sess.run(None, {i.name: x.numpy() for i, x in zip(sess.get_inputs(), xs)})
+    for g_, e in zip(got, expected):
+        np.testing.assert_allclose(g_, e.numpy(), rtol=1e-6, equal_nan=True)
+
+
+def test_onnx_export_of_composites():
+    a = np.random.default_rng(1).standard_normal((3, 4)).astype(np.float32)
+    idx = np.array([[3, 0], [1, 1], [2, 0]])
+    _onnx_roundtrip(lambda x: (ember.rot90(x), ember.rot90(x, 2), ember.rot90(x, -1)), a)
+    _onnx_roundtrip(lambda x, i: ember.take_along_dim(x, i, 1), a, idx)
+    _onnx_roundtrip(lambda x: (ember.broadcast_to(x[:1], (2, 3, 4)), ember.movedim(x, 0, 1),
+                               x.select(1, 2), ember.diag(x, 1), ember.diag(x[0]),
+                               ember.hstack([x, x]), ember.vstack([x[0], x[1]]),
+                               ember.clamp_min(x, 0.1), ember.floor_divide(x, 0.5)), a)
+    _onnx_roundtrip(lambda x: (x.repeat_interleave(2, dim=1),
+                               ember.repeat_interleave(x, ember.tensor([1, 0, 2]), dim=0)), a)
+    _onnx_roundtrip(lambda x: x.unfold(1, 2, 1).diagonal(0, 0, 2), a)
+    _onnx_roundtrip(lambda x: ember.diag_embed(x, -1, 0, 2), a)
+
+
+def test_onnx_nan_to_num_and_isclose_with_special_values():
+    a = np.array([[np.nan, np.inf, -np.inf, 1.0]], np.float32)
+    b = np.array([[np.nan, np.inf, 1.0, 1.0 + 1e-7]], np.float32)
+    _onnx_roundtrip(lambda x: (ember.nan_to_num(x), ember.nan_to_num(x, 1.0, 2.0, -2.0)), a)
+    _onnx_roundtrip(lambda x, y: (ember.isclose(x, y), ember.isclose(x, y, equal_nan=True)), a, b)
