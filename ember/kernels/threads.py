@@ -237,7 +237,8 @@ def set_num_threads(n):
     global _num_threads
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise ValueError(f"set_num_threads: expected a positive int, got {n!r}")
-    nested = getattr(_held, "mode", None) is not None
+    # a thread already holding a mode (or a pool worker, whose caller holds one) cannot wait
+    nested = getattr(_held, "mode", None) is not None or threadpool.inside()
     with _lock:
         if not nested and not _may_enter(_EXCLUSIVE):
             _wait_until(_EXCLUSIVE)

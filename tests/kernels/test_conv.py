@@ -561,7 +561,7 @@ def test_parallel_matmul_splits(shapes, monkeypatch, threads):
 
 def test_blas_threads_restored_after_a_call():
     """The BLAS NumPy's matmul uses is held at one thread during an own-threads call and
-    restored after (another BLAS loaded later, e.g. SciPy's, is not ember's to limit)."""
+    restored after (a BLAS loaded later, e.g. SciPy's: tests/kernels/test_threads.py)."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     numpy_blas = {c.filepath for c in parallel._controllers()}
     assert numpy_blas
