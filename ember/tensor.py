@@ -140,6 +140,9 @@ class Tensor:
 
     def numel(self):
         """Number of elements."""
+        tracer = STATE.tracer
+        if tracer is not None and hasattr(tracer, "numel"):
+            return tracer.numel(self)  # a traced SymInt
         return self._data.size
 
     nelement = numel

@@ -6,6 +6,17 @@ from ember.errors import public as _public
 _REDUCTIONS = ("none", "mean", "sum")
 
 
+def _static_sizes(t, dims, op, why):
+    """``t``'s sizes ``dims`` as plain ints for a constant ``op`` computes from them in Python
+    (``why``): an active tracer guards them, so the trace warns when called with other sizes
+    there (see ember.jit.guards)."""
+    from ember.autograd.state import STATE
+    tracer = STATE.tracer
+    if tracer is not None and hasattr(tracer, "shape_read"):
+        tracer.shape_read(t, dims, op, why)
+    return tuple(t._data.shape[d] for d in dims)
+
+
 def _reduce(loss, reduction, op):
     if reduction == "mean":
         return G.mean(loss)
@@ -89,6 +100,7 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                              f"{list(input._data.shape)}, got {list(target._data.shape)}")
         n_cls = input._data.shape[cdim]
         if label_smoothing > 0:
+            _static_sizes(input, (cdim,), "cross_entropy", "label_smoothing / classes")
             target = G.add(G.mul(target, 1 - label_smoothing), label_smoothing / n_cls)
         prod = G.mul(logp, target)
         if weight is not None:
@@ -96,16 +108,16 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
             shape[cdim] = n_cls
             prod = G.mul(prod, G.reshape(weight, tuple(shape)))
         loss = G.neg(G.sum(prod, (cdim,), False))
-        if reduction == "mean":
-            n = input._data.shape[0] if input.dim() > 1 else 1
-            for s in input._data.shape[2:]:
+        if reduction == "mean":  # traced sizes: the divisor follows the input's shape
+            n = input.shape[0] if input.dim() > 1 else 1
+            for s in input.shape[2:]:
                 n *= s
             return G.div(G.sum(loss), n)
         return _reduce(loss, reduction, "cross_entropy")
     nll = G.nll_loss(logp, target, weight, reduction, ignore_index)
     if label_smoothing <= 0:
         return nll
-    n_cls = input._data.shape[cdim]
+    n_cls = _static_sizes(input, (cdim,), "cross_entropy", "label_smoothing / classes")[0]
     lp = logp
     if weight is not None:
         shape = [1] * input.dim()
@@ -174,9 +186,17 @@ def softsign(input):
     return G.div(input, G.add(G.abs(input), 1.0))
 
 
-def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+def _broadcast_shape(a, b):
+    """NumPy's broadcast of shapes ``a`` and ``b`` (SymInts stay traced)."""
     import numpy as np
-    shape = np.broadcast_shapes(tuple(x1._data.shape), tuple(x2._data.shape))
+    np.broadcast_shapes(tuple(int.__int__(s) for s in a), tuple(int.__int__(s) for s in b))
+    n = max(len(a), len(b))
+    a, b = (1,) * (n - len(a)) + tuple(a), (1,) * (n - len(b)) + tuple(b)
+    return tuple(x if y == 1 else y for x, y in zip(a, b))
+
+
+def cosine_similarity(x1, x2, dim=1, eps=1e-8):
+    shape = _broadcast_shape(tuple(x1.shape), tuple(x2.shape))  # traced sizes
     x1, x2 = G.expand(x1, shape), G.expand(x2, shape)
     num = G.sum(G.mul(x1, x2), (dim,), False)
     n1 = G.clamp(G.norm(x1, 2, (dim,), False), eps, None)
@@ -191,7 +211,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
         safe = G.where(G.gt(target, 0), target, 1.0)
         loss = G.where(G.gt(target, 0), G.mul(target, G.sub(G.log(safe), input)), 0.0)
     if reduction == "batchmean":
-        return G.div(G.sum(loss), input._data.shape[0] if input.dim() else 1)
+        return G.div(G.sum(loss), input.shape[0] if input.dim() else 1)  # traced batch size
     return _reduce(loss, reduction, "kl_div")
 
 
@@ -219,18 +239,19 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
     out, mean, var = G.native_batch_norm(input, weight, bias, running_mean, running_var,
                                          training, momentum, eps)
     if training and running_mean is not None and running_var is not None:
-        n = input._data.size // input._data.shape[1]
+        n = input.numel() // input.shape[1]  # traced: the correction follows the batch size
         with no_grad():
             m = momentum
             G.copy_(running_mean, G.add(G.mul(running_mean, 1.0 - m),
                                         G.mul(G.to(mean, running_mean._data.dtype, False), m)))
-            unbiased = G.mul(G.to(var, running_var._data.dtype, False), n / max(n - 1, 1))
+            unbiased = G.div(G.mul(G.to(var, running_var._data.dtype, False), n),
+                             max(n - 1, 1))
             G.copy_(running_var, G.add(G.mul(running_var, 1.0 - m), G.mul(unbiased, m)))
     return out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
-    shape = tuple(input._data.shape)
+    shape = tuple(input.shape)  # traced sizes (instance_norm passes a traced num_groups)
     if len(shape) < 2 or shape[1] % num_groups:
         raise RuntimeError(f"group_norm: expected an input (N, C, ...) with C divisible by "
                            f"num_groups={num_groups}, got shape {list(shape)}")
@@ -249,8 +270,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 def pixel_shuffle(input, upscale_factor):
     r = upscale_factor
-    *lead, c, h, w = input._data.shape
-    lead = input.shape[:-3]  # traced, so a trace keeps the batch size dynamic
+    *lead, c, h, w = input.shape  # traced, so a trace follows the input's shape
     if c % (r * r):
         raise RuntimeError(f"pixel_shuffle expects its input's 'channel' dimension to be divisible "
                            f"by the square of upscale_factor, but input.size(-3)={c} is not "
@@ -263,8 +283,7 @@ def pixel_shuffle(input, upscale_factor):
 
 def pixel_unshuffle(input, downscale_factor):
     r = downscale_factor
-    *lead, c, h, w = input._data.shape
-    lead = input.shape[:-3]  # traced, so a trace keeps the batch size dynamic
+    *lead, c, h, w = input.shape  # traced, so a trace follows the input's shape
     if h % r or w % r:
         raise RuntimeError(f"pixel_unshuffle expects height and width to be divisible by "
                            f"downscale_factor={r}, got {h}x{w}")
@@ -280,9 +299,22 @@ def _nearest_index(size_in, size_out):
     return np.minimum(src, size_in - 1)
 
 
+def _static_out(output_size, op):
+    """The output size as plain ints (sizes computed from a traced shape are guarded)."""
+    from ember.autograd.state import STATE
+    tracer = STATE.tracer
+    out = []
+    for s in output_size:
+        if hasattr(s, "expr") and hasattr(tracer, "shape_guard"):
+            tracer.shape_guard("value", s, None, int.__int__(s), f"{op}: output size")
+        out.append(int.__int__(s))
+    return out
+
+
 def upsample_nearest2d(input, output_size):
-    ih, iw = input._data.shape[-2:]
-    oh, ow = output_size
+    # index arrays built in NumPy from the sizes: a trace holds them for these sizes only
+    ih, iw = _static_sizes(input, (-2, -1), "upsample_nearest2d", "index arrays")
+    oh, ow = _static_out(output_size, "upsample_nearest2d")
     rows = _nearest_index(ih, oh)
     cols = _nearest_index(iw, ow)
     return G.getitem(input, (Ellipsis, rows[:, None], cols[None, :]))
@@ -301,8 +333,9 @@ def _linear_taps(size_in, size_out, align_corners, dtype):
 
 
 def upsample_bilinear2d(input, output_size, align_corners=False):
-    ih, iw = input._data.shape[-2:]
-    oh, ow = output_size
+    # index arrays and weights built in NumPy: a trace holds them for these sizes only
+    ih, iw = _static_sizes(input, (-2, -1), "upsample_bilinear2d", "index arrays")
+    oh, ow = _static_out(output_size, "upsample_bilinear2d")
     dt = input._data.dtype
     r0, r1, lr = _linear_taps(ih, oh, align_corners, dt)
     c0, c1, lc = _linear_taps(iw, ow, align_corners, dt)

@@ -8,6 +8,7 @@ import numpy as np
 from ember.autograd.state import STATE
 from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.jit.codegen import compile_graph
+from ember.jit.guards import build_guards
 from ember.jit.interpreter import Interpreter
 from ember.jit.tracer import Tracer, TracingError
 
@@ -109,6 +110,13 @@ class TracedFunction:
         self._single_out = out_spec == "T"
         self._ndims = tuple(len(v.shape) for v in graph.inputs[:n_inputs])
         self._dtypes = tuple(v.dtype for v in graph.inputs[:n_inputs])
+        self._guards = None  # ShapeGuards: sizes the trace froze, re-checked on new shapes
+
+    @property
+    def shape_guards(self):
+        """The trace's ``ShapeGuards`` (None when it froze no input-dependent size): the
+        shapes it read into Python values, checked when it is called with other shapes."""
+        return self._guards
 
     # ---- compilation ---------------------------------------------------------------------
     def _compile(self):
@@ -166,6 +174,9 @@ class TracedFunction:
             if d.dtype != dt or d.ndim != nd or (grad and t._requires_grad):
                 return self._call_general(args)
             arrays.append(d)
+        guards = self._guards
+        if guards is not None and tuple(a.shape for a in arrays) not in guards.ok:
+            guards.check(arrays)
         state = self._bindings
         if state:
             if grad:
@@ -189,7 +200,10 @@ class TracedFunction:
         if self._fast is None:
             self._compile()
         flat = self._flat_inputs(args)
+        self._check_shapes(flat)
         state = self.state_tensors()
+        if STATE.tracer is not None and self._guards is not None:
+            self._guards.forward_to(STATE.tracer, flat)
         fast = STATE.tracer is None
         for t, dt in zip(flat, self._dtypes):
             if t._data.dtype != dt:
@@ -219,6 +233,13 @@ class TracedFunction:
 
     forward = __call__
 
+    def _check_shapes(self, flat):
+        guards = self._guards
+        if guards is not None:
+            arrays = [t._data for t in flat]
+            if tuple(a.shape for a in arrays) not in guards.ok:
+                guards.check(arrays)
+
     def _explain_failure(self, args):
         """The fast (kernel-level) code raised: run the dispatch-level code, whose ops raise
         ember's errors naming the op, the shapes and dtypes, as eager mode does. Should that
@@ -231,6 +252,7 @@ class TracedFunction:
     def run_interpreter(self, *args, free=True, mode="tensor"):
         """Run with the reference interpreter instead of the generated code."""
         flat = self._flat_inputs(args)
+        self._check_shapes(flat)
         state = self.state_tensors()
         if mode == "array":
             formals = [t._data for t in flat] + [t._data for t in state]
@@ -370,6 +392,8 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     inputs = g.inputs[:n_in]
     bound = sorted(tracer.bound, key=lambda vt: order.get(vt[0].name, 0))
     g.inputs = inputs + [v for v, _ in bound] + [v for v, _ in tracer.extra]
+    guard_table = tracer.guard_table()  # records the guarded sizes' nodes (dead in g)
+    pre_dce = g.copy() if guard_table else None
     from ember.jit.passes import dce
     dce(g)
     keep = {id(v) for v in g.inputs[:n_in]} | {id(v) for v in g.inputs if v.uses or v in g.outputs}
@@ -383,6 +407,8 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
         traced = TracedFunction(g, in_spec, out_spec, n_in, [t for _, t in bound + extra], name)
         traced.module = module
     traced.traced_random = tracer.random
+    traced._guards = build_guards(name, pre_dce, guard_table, [v.name for v in g.inputs],
+                                  tuple(t._data.shape for t in flat), traced.state_tensors())
     if check_trace:
         _check(traced, example_inputs, flat_out, gen_state, strict, check_tolerance)
     if optimize:

@@ -4,12 +4,17 @@ It is installed in ``ember.autograd.state.STATE.tracer`` (thread-local) for the 
 run of the traced function. Traces nest: an inner tracer records into its own graph and forwards
 every event to the enclosing one, so the outer trace sees the inner call's ops.
 
-Shapes read while tracing (``x.shape[0]``, ``x.size(1)``, ``len(x)``) come back as ``SymInt``:
-an ``int`` that remembers where it came from. When one reaches an op's arguments the tracer
-records a ``size`` node (and ``add``/``sub``/``mul``/``div``/``remainder``/``neg`` nodes for int
-arithmetic on sizes), so the op follows the input's shape when the trace runs on another size.
+Shapes read while tracing (``x.shape[0]``, ``x.size(1)``, ``x.numel()``) come back as
+``SymInt``: an ``int`` that remembers where it came from. When one reaches an op's arguments the
+tracer records a ``size`` node (and ``add``/``sub``/``mul``/``div``/``remainder``/``neg`` nodes
+for int arithmetic on sizes), so the op follows the input's shape when the trace runs on another
+size. When Python code makes a plain value of one instead (``float``, ``int``, true division, a
+comparison, ``len(x)``, or an op building a NumPy constant from sizes: ``shape_read``), the
+tracer records a shape guard; ``ember.jit.guards`` re-checks them when the trace is called with
+other input shapes and warns where a frozen value differs.
 """
 import linecache
+import operator
 import os
 import sys
 import warnings
@@ -55,11 +60,45 @@ def user_frame():
 
 
 # ---------------------------------------------------------------------------------- SymInt
+_KERNELS_DIR = os.path.join(_EMBER_DIR, "kernels") + os.sep
+_plain = int.__int__  # a SymInt's value as a plain int, recording nothing
+
+
+def _num(x):
+    return _plain(x) if isinstance(x, SymInt) else x
+
+
+def _note(kind, a, b, result, how):
+    """Python code turned SymInt ``a`` (with ``b``) into a plain value: the active tracer
+    records a shape guard. Conversions made by a kernel while it computes an op's example
+    result are not recorded (the op itself is, with its SymInt arguments traced)."""
+    tracer = STATE.tracer
+    if tracer is None or not hasattr(tracer, "shape_guard"):
+        return
+    f = sys._getframe(1)
+    while f is not None and f.f_code.co_filename == _HERE:
+        f = f.f_back
+    if f is not None and f.f_code.co_filename.startswith(_KERNELS_DIR):
+        return
+    if kind == "value" and f is not None and \
+            os.path.abspath(f.f_code.co_filename).startswith(_EMBER_DIR + os.sep):
+        how = f"{how} in {f.f_globals.get('__name__', '?')}.{f.f_code.co_name}"
+    tracer.shape_guard(kind, a, b, result, how)
+
+
+_HERE = _note.__code__.co_filename
+
+
 class SymInt(int):
     """An int read from a traced tensor's shape. ``expr`` says how it was computed:
     ``('size', tensor, dim)`` or ``(op_name, a, b)`` / ``('neg', a)`` over SymInts and ints.
-    Only integer arithmetic (+, -, *, //, %, unary -) stays traced; anything else (comparisons,
-    float conversion, true division, math functions) gives a plain, frozen number."""
+    Integer arithmetic (+, -, *, //, %, unary -, floor/ceil/round) stays traced. Anything that
+    makes a plain Python value of it (``float()``, ``int()``, true division, ``**``, arithmetic
+    with a float, math functions, bit operations) or branches on it (comparisons, ``bool``)
+    records a *shape guard* in the active tracer: the traced callable checks, when it is called
+    with inputs of other shapes, that every guarded value (or comparison result) is unchanged,
+    and warns (``TracerWarning`` naming the line) when one is not. Operations the int type does
+    in C without asking (``range(n)``, ``np.arange(n)``, ``2.0 * n``, ``1 / n``) are not seen."""
 
     def __new__(cls, n, expr):
         s = int.__new__(cls, n)
@@ -68,51 +107,185 @@ class SymInt(int):
 
     def _bin(self, other, name, fn, reverse=False):
         if isinstance(other, bool) or not isinstance(other, int):
+            if isinstance(other, float):
+                _note("value", self, None, _plain(self), f"arithmetic with the float {other!r}")
+                return fn(other, _plain(self)) if reverse else fn(_plain(self), other)
             return NotImplemented
         a, b = (other, self) if reverse else (self, other)
-        return SymInt(fn(int(a), int(b)), (name, a, b))
+        return SymInt(fn(_num(a), _num(b)), (name, a, b))
 
     def __add__(self, o):
-        return self._bin(o, "add", int.__add__)
+        return self._bin(o, "add", _add)
 
     def __radd__(self, o):
-        return self._bin(o, "add", int.__add__, True)
+        return self._bin(o, "add", _add, True)
 
     def __sub__(self, o):
-        return self._bin(o, "sub", int.__sub__)
+        return self._bin(o, "sub", _sub)
 
     def __rsub__(self, o):
-        return self._bin(o, "sub", int.__sub__, True)
+        return self._bin(o, "sub", _sub, True)
 
     def __mul__(self, o):
-        return self._bin(o, "mul", int.__mul__)
+        return self._bin(o, "mul", _mul)
 
     def __rmul__(self, o):
-        return self._bin(o, "mul", int.__mul__, True)
+        return self._bin(o, "mul", _mul, True)
 
     def __floordiv__(self, o):
-        return self._bin(o, "floordiv", int.__floordiv__)
+        return self._bin(o, "floordiv", _floordiv)
 
     def __rfloordiv__(self, o):
-        return self._bin(o, "floordiv", int.__floordiv__, True)
+        return self._bin(o, "floordiv", _floordiv, True)
 
     def __mod__(self, o):
-        return self._bin(o, "remainder", int.__mod__)
+        return self._bin(o, "remainder", _mod)
 
     def __rmod__(self, o):
-        return self._bin(o, "remainder", int.__mod__, True)
+        return self._bin(o, "remainder", _mod, True)
 
     def __neg__(self):
-        return SymInt(-int(self), ("neg", self))
+        return SymInt(-_plain(self), ("neg", self))
 
     def __pos__(self):
         return self
+
+    def __floor__(self):
+        return self
+
+    __ceil__ = __trunc__ = __floor__
+
+    def __round__(self, ndigits=None):
+        if ndigits is None:
+            return self
+        return self._frozen(f"round(n, {ndigits})", round(_plain(self), ndigits))
+
+    # ---- conversions and branches: recorded as shape guards -----------------------------
+    def _frozen(self, how, result):
+        _note("value", self, None, _plain(self), how)
+        return result
+
+    def __float__(self):
+        return self._frozen("float()", float(_plain(self)))
+
+    def __int__(self):
+        return self._frozen("int()", _plain(self))
+
+    def __complex__(self):
+        return self._frozen("complex()", complex(_plain(self)))
+
+    def __truediv__(self, o):
+        if isinstance(o, (int, float)) and not isinstance(o, bool):
+            if isinstance(o, SymInt):
+                o._frozen("true division", None)
+            return self._frozen("true division", _plain(self) / _num(o))
+        return NotImplemented
+
+    def __rtruediv__(self, o):
+        if isinstance(o, (int, float)) and not isinstance(o, bool):
+            return self._frozen("true division", _num(o) / _plain(self))
+        return NotImplemented
+
+    def __pow__(self, o, mod=None):
+        if isinstance(o, SymInt):
+            o._frozen("**", None)
+        return self._frozen("**", pow(_plain(self), _num(o), mod))
+
+    def __rpow__(self, o, mod=None):
+        return self._frozen("**", pow(_num(o), _plain(self), mod))
+
+    def __abs__(self):
+        return self._frozen("abs()", abs(_plain(self)))
+
+    def __invert__(self):
+        return self._frozen("~", ~_plain(self))
+
+    def _bits(self, o, how, fn, reverse=False):
+        if isinstance(o, bool) or not isinstance(o, int):
+            return NotImplemented
+        if isinstance(o, SymInt):
+            o._frozen(how, None)
+        a, b = (_num(o), _plain(self)) if reverse else (_plain(self), _num(o))
+        return self._frozen(how, fn(a, b))
+
+    def __and__(self, o):
+        return self._bits(o, "&", int.__and__)
+
+    def __rand__(self, o):
+        return self._bits(o, "&", int.__and__, True)
+
+    def __or__(self, o):
+        return self._bits(o, "|", int.__or__)
+
+    def __ror__(self, o):
+        return self._bits(o, "|", int.__or__, True)
+
+    def __xor__(self, o):
+        return self._bits(o, "^", int.__xor__)
+
+    def __rxor__(self, o):
+        return self._bits(o, "^", int.__xor__, True)
+
+    def __lshift__(self, o):
+        return self._bits(o, "<<", int.__lshift__)
+
+    def __rlshift__(self, o):
+        return self._bits(o, "<<", int.__lshift__, True)
+
+    def __rshift__(self, o):
+        return self._bits(o, ">>", int.__rshift__)
+
+    def __rrshift__(self, o):
+        return self._bits(o, ">>", int.__rshift__, True)
+
+    def __divmod__(self, o):
+        return (self // o, self % o)
+
+    def __rdivmod__(self, o):
+        return (o // self, o % self)
+
+    def _cmp(self, o, name, fn):
+        if isinstance(o, bool) or not isinstance(o, (int, float)):
+            return NotImplemented
+        r = fn(_plain(self), _num(o))
+        _note("cmp", self, o, r, name)
+        return r
+
+    def __eq__(self, o):
+        return self._cmp(o, "==", _eq)
+
+    def __ne__(self, o):
+        return self._cmp(o, "!=", _ne)
+
+    def __lt__(self, o):
+        return self._cmp(o, "<", _lt)
+
+    def __le__(self, o):
+        return self._cmp(o, "<=", _le)
+
+    def __gt__(self, o):
+        return self._cmp(o, ">", _gt)
+
+    def __ge__(self, o):
+        return self._cmp(o, ">=", _ge)
+
+    def __bool__(self):
+        r = _plain(self) != 0
+        _note("cmp", self, 0, r, "!=")
+        return r
 
     def __repr__(self):
         return int.__repr__(self)
 
     __str__ = __repr__
     __hash__ = int.__hash__
+
+
+_add, _sub, _mul = operator.add, operator.sub, operator.mul
+_floordiv, _mod = operator.floordiv, operator.mod
+_eq, _ne, _lt, _le, _gt, _ge = operator.eq, operator.ne, operator.lt, operator.le, \
+    operator.gt, operator.ge
+CMP = {"==": _eq, "!=": _ne, "<": _lt, "<=": _le, ">": _gt, ">=": _ge}
 
 
 # ---------------------------------------------------------------------------------- Tracer
@@ -134,6 +307,7 @@ class Tracer:
         self._gens = {}        # id(generator) -> GenRef
         self.random = False
         self.warned = set()
+        self.guards = []       # (kind, a, b, result, how, (file, line, source)): shape guards
 
     # ---- lifetime ----------------------------------------------------------------------------
     def __enter__(self):
@@ -241,7 +415,7 @@ class Tracer:
         else:
             ops = [self.sym_value(a) if isinstance(a, SymInt) else None for a in expr[1:]]
             if any(o is not None for o in ops):
-                args = [o if o is not None else int(a) for o, a in zip(ops, expr[1:])]
+                args = [o if o is not None else _num(a) for o, a in zip(ops, expr[1:])]
                 name = expr[0]
                 if name == "floordiv":
                     v = g.add_node("div", args, {"rounding_mode": "floor"}, i64).output
@@ -256,7 +430,7 @@ class Tracer:
         """A constant argument as stored in the IR."""
         if isinstance(c, SymInt):
             v = self.sym_value(c)
-            return int(c) if v is None else SymRef(v)
+            return _plain(c) if v is None else SymRef(v)
         if c is None or isinstance(c, (bool, int, float, str, complex)):
             return c
         if isinstance(c, tuple):
@@ -289,7 +463,7 @@ class Tracer:
             return self.value_of(t)
         if isinstance(t, SymInt):
             v = self.sym_value(t)
-            return int(t) if v is None else SymRef(v)
+            return _plain(t) if v is None else SymRef(v)
         if isinstance(t, np.generic):
             return t.item()
         return t
@@ -342,10 +516,82 @@ class Tracer:
             if self.known(tensor) is not None:
                 self.warn("len() of a traced tensor (frozen; use x.shape[0] to follow the "
                           "input's size)", "len")
+                self.shape_guard("value", SymInt(n, ("size", tensor, dim)), None, n, "len()")
             return n
         if self.known(tensor) is None and self.parent is None:
             return n
         return SymInt(n, ("size", tensor, dim))
+
+    def numel(self, tensor):
+        """``tensor.numel()`` as a SymInt (the product of its traced sizes)."""
+        n = 1
+        for d in range(tensor._data.ndim):
+            n = n * self.size(tensor, d) if d else self.size(tensor, d)
+        return n
+
+    # ---- shape guards ------------------------------------------------------------------------
+    def shape_guard(self, kind, a, b, result, how, where=None):
+        """Python code made a plain value of SymInt ``a`` (``kind='value'``: ``result`` is its
+        int) or compared it with ``b`` (``kind='cmp'``: ``how`` is the operator, ``result`` the
+        bool). The traced callable re-checks it on inputs of other shapes (``guard_table``).
+        ``where``: (file, line, source) of the read (default: the user's current line)."""
+        where = where or user_frame()
+        self.guards.append((kind, a, b, result, how, where))
+        forward = getattr(self.parent, "shape_guard", None)
+        if forward is not None:
+            forward(kind, a, b, result, how, where)
+
+    def shape_read(self, tensor, dims, op, why):
+        """Code inside ``op`` computed a constant from ``tensor``'s sizes ``dims`` (``why``):
+        guard them, so a call with other sizes there warns."""
+        if self.known(tensor) is None:
+            forward = getattr(self.parent, "shape_read", None)
+            if forward is not None:
+                forward(tensor, dims, op, why)
+            return
+        nd = tensor._data.ndim
+        for d in dims:
+            d %= max(nd, 1)
+            n = tensor._data.shape[d]
+            self.shape_guard("value", SymInt(n, ("size", tensor, d)), None, n, f"{op}: {why}")
+
+    def _sym_text(self, s):
+        if not isinstance(s, SymInt):
+            return repr(s)
+        e = s.expr
+        if e[0] == "size":
+            v = self.known(e[1])
+            return f"%{v.name if v is not None else '?'}.size({e[2]})"
+        if e[0] == "tensor":
+            v = self.known(e[1])
+            return f"%{v.name if v is not None else '?'}.item()"
+        if e[0] == "neg":
+            return f"-{self._sym_text(e[1])}"
+        sym = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "remainder": "%"}[e[0]]
+        return f"({self._sym_text(e[1])} {sym} {self._sym_text(e[2])})"
+
+    def guard_table(self):
+        """The shape guards that depend on this trace's inputs, their int Values recorded in the
+        graph (as ``size`` and int arithmetic nodes, dead in the graph itself): a list of
+        ``(kind, lhs, rhs, expected, how, where, text)`` with ``lhs``/``rhs`` a Value or int;
+        one entry per distinct check."""
+        out, seen = [], set()
+        for kind, a, b, result, how, where in self.guards:
+            la = self.sym_value(a) if isinstance(a, SymInt) else None
+            lb = self.sym_value(b) if isinstance(b, SymInt) else None
+            if la is None and lb is None:
+                continue  # the value does not depend on the inputs' shapes
+            lhs = la if la is not None else _num(a)
+            rhs = lb if lb is not None else _num(b)
+            key = (kind, id(lhs) if la is not None else lhs, id(rhs) if lb is not None else rhs,
+                   result, how if kind == "cmp" else None)
+            if key in seen:
+                continue
+            seen.add(key)
+            text = self._sym_text(a) if kind == "value" else \
+                f"{self._sym_text(a)} {how} {self._sym_text(b)}"
+            out.append((kind, lhs, rhs, result, how, where, text))
+        return out
 
     def _traced(self, tensor):
         """Whether ``tensor`` is a value of this trace that depends on its formals."""

@@ -154,9 +154,11 @@ class _Converter:
         return r
 
     def arg(self, a):
-        from ember.jit.ir import Value
+        from ember.jit.ir import SymRef, Value
         if isinstance(a, Value):
             return self.name(a)
+        if isinstance(a, SymRef):  # a traced size as an op's scalar operand
+            return Dyn(self.name(a.value))
         if isinstance(a, list):
             return [self.arg(x) for x in a]
         if isinstance(a, np.generic):

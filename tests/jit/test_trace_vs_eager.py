@@ -29,28 +29,35 @@ WARNS = {
 
 
 # ---------------------------------------------------------------------------- input makers
+GROW = [0]  # added to every size > 1 the makers draw (test_trace_on_new_shapes sets it)
+
+
+def _g(shape):
+    return tuple(s + GROW[0] if s > 1 else s for s in shape)
+
+
 def f(r, *shape):
-    return ember.tensor(r.standard_normal(shape).astype(np.float32))
+    return ember.tensor(r.standard_normal(_g(shape)).astype(np.float32))
 
 
 def pos(r, *shape):
-    return ember.tensor((r.random(shape) * 2 + 0.1).astype(np.float32))
+    return ember.tensor((r.random(_g(shape)) * 2 + 0.1).astype(np.float32))
 
 
 def prob(r, *shape):
-    return ember.tensor((r.random(shape) * 0.9 + 0.05).astype(np.float32))
+    return ember.tensor((r.random(_g(shape)) * 0.9 + 0.05).astype(np.float32))
 
 
 def idx(r, high, *shape):
-    return ember.tensor(r.integers(0, high, shape).astype(np.int64))
+    return ember.tensor(r.integers(0, high, _g(shape)).astype(np.int64))
 
 
 def pm1(r, *shape):
-    return ember.tensor(np.where(r.random(shape) < 0.5, -1.0, 1.0).astype(np.float32))
+    return ember.tensor(np.where(r.random(_g(shape)) < 0.5, -1.0, 1.0).astype(np.float32))
 
 
 def bits(r, *shape):
-    return ember.tensor((r.random(shape) < 0.5).astype(np.float32))
+    return ember.tensor((r.random(_g(shape)) < 0.5).astype(np.float32))
 
 
 def offsets(r, n, bags):
@@ -522,3 +529,42 @@ def test_embedding_bag_max_over_large_bags_loops_and_warns_when_traced(monkeypat
 def test_embedding_bag_1d_input_needs_offsets():
     with pytest.raises(ValueError, match="embedding_bag: .*offsets None"):
         F.embedding_bag(ember.tensor([1, 2]), ember.randn(5, 3))
+
+
+# ---------------------------------------------------------------------------- new shapes
+@pytest.mark.parametrize("cid", sorted(CASES))
+def test_trace_on_new_shapes_is_right_or_warns(cid):
+    """The same cases with every size > 1 grown by one (where eager mode accepts the grown
+    inputs): the trace gives eager's result, or it warns (TracerWarning) that its shapes were
+    frozen (or raises, as the shapes no longer fit)."""
+    name, fn, make = CASES[cid]
+    if cid in CANNOT_TRACE or cid in WARNS:
+        return
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ember.manual_seed(1)
+        traced = jit.trace(fn, make(np.random.default_rng(1)), check_trace=False)
+    GROW[0] = 1
+    try:
+        try:
+            want = _run(fn, make(np.random.default_rng(2)), 2)
+        except Exception:  # noqa: BLE001 - eager rejects the grown inputs: nothing to compare
+            pytest.skip("eager mode rejects the grown inputs")
+        with warnings.catch_warnings(record=True) as rec:
+            warnings.simplefilter("always")
+            try:
+                got = _run(traced, make(np.random.default_rng(2)), 2)
+            except Exception:  # noqa: BLE001 - an error says the trace does not fit
+                got = None
+    finally:
+        GROW[0] = 0
+    warned = [str(w.message) for w in rec if issubclass(w.category, jit.TracerWarning)]
+    if warned:
+        assert all(__file__ in m for m in warned), warned  # the warning names the user's line
+        return
+    assert got is not None, f"{cid}: the trace raised on new shapes without a TracerWarning"
+    assert len(got) == len(want)
+    for k, (a, b) in enumerate(zip(got, want)):
+        assert a.shape == b.shape and a.dtype == b.dtype, (cid, k, a.shape, b.shape)
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6,
+                                   err_msg=f"{cid}: output/input {k} on new shapes, no warning")

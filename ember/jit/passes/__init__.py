@@ -82,5 +82,6 @@ def optimize(traced, freeze_params=True, passes=None):
                              traced.name)
         out.module = getattr(traced, "module", None)
     out.traced_random = getattr(traced, "traced_random", False)
+    out._guards = getattr(traced, "_guards", None)  # the sizes the trace froze, as before
     out.optimized = True
     return out
