@@ -21,8 +21,8 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
 from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
 from ember.overloads import allclose, atleast_1d, atleast_2d, atleast_3d  # issue 12
-from ember._sorting import (cummax, cummin, kthvalue, median, mode, nanmedian, sort,  # issue 12
-                            topk)
+from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
+                            nanmedian, sort, std_mean, topk, var_mean)
 from ember import return_types
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError

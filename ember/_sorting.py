@@ -2,7 +2,7 @@
 results (``ember.return_types``) over the spec ops, which return plain tuples."""
 from ember import return_types as R
 from ember.autograd import _generated as G
-from ember.errors import public
+from ember.errors import EmberTypeError, public
 
 
 def sort(input, dim=-1, descending=False, *, stable=False, out=None):
@@ -51,7 +51,37 @@ def cummin(input, dim, *, out=None):
     return R.cummin(*G.cummin(input, dim))
 
 
-FUNCTIONS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin")
+def _correction(op, dim, unbiased, correction):
+    if isinstance(dim, bool) and unbiased is None:
+        unbiased, dim = dim, None
+    if correction is not None and unbiased is not None:
+        raise EmberTypeError(f"{op}: cannot specify both unbiased and correction")
+    if correction is None:
+        correction = 1 if unbiased is None or unbiased else 0
+    return dim, correction
+
+
+def var_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """(variance, mean) over ``dim``; ``unbiased`` (legacy) or ``correction`` (default 1)."""
+    dim, correction = _correction("var_mean", dim, unbiased, correction)
+    return G.var_mean(input, dim, correction=correction, keepdim=keepdim)
+
+
+def std_mean(input, dim=None, unbiased=None, keepdim=False, *, correction=None, out=None):
+    """(standard deviation, mean) over ``dim``; ``unbiased`` or ``correction`` (default 1)."""
+    dim, correction = _correction("std_mean", dim, unbiased, correction)
+    return G.std_mean(input, dim, correction=correction, keepdim=keepdim)
+
+
+def aminmax(input, *, dim=None, keepdim=False, out=None):
+    """(min, max) over ``dim`` (all elements when None) as ``return_types.aminmax``."""
+    return R.aminmax(*G.aminmax(input, dim=dim, keepdim=keepdim))
+
+
+FUNCTIONS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
+             "var_mean", "std_mean", "aminmax")
+METHODS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
+           "aminmax")
 for _n in FUNCTIONS:
     globals()[_n] = public(globals()[_n])
 del _n
@@ -59,6 +89,6 @@ del _n
 
 def install(tensor_cls):
     """Attach the Tensor methods of these functions."""
-    for name in FUNCTIONS:
+    for name in METHODS:
         fn = globals()[name]
         setattr(tensor_cls, name, fn)

@@ -3831,7 +3831,7 @@ class SpecialZetaBackward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = g1 = None
         if needs[1]:
-            g1 = _F.sum_to(grad * neg(self_) * special_zeta(self_ + 1, other), other_shape)
+            g1 = _F.sum_to(neg(grad) * self_ * special_zeta(self_ + 1, other), other_shape)
         return (g0, g1, )
 
 class LogaddexpBackward0(Node):
@@ -4185,6 +4185,106 @@ class NanToNumBackward0(Node):
             g0 = where(isfinite(self_), grad, 0.0)
         return (g0, )
 
+class ScatterReduceBackward0(Node):
+    __slots__ = ('dim', 'include_self', 'index', 'reduce', 'result', 'self_', 'src')
+    _saved = ('index', 'result', 'self_', 'src')
+    _op_name = 'scatter_reduce'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, index, src, = tensors
+        dim, reduce, include_self, = consts
+        ctx.dim = dim if needs[0] or needs[2] else None
+        ctx.include_self = include_self if needs[0] or needs[2] else None
+        ctx.index = _save(index, 'index') if needs[0] or needs[2] else None
+        ctx.reduce = reduce if needs[0] or needs[2] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[2] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[2] else None
+        ctx.src = _save(src, 'src') if needs[0] or needs[2] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        include_self = ctx.include_self
+        index = unpack(ctx.index, ctx)
+        reduce = ctx.reduce
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        src = unpack(ctx.src, ctx)
+        return tuple(scatter_reduce_backward(grad, self_, index, src, result, dim, reduce, include_self, needs))
+
+class IndexCopyBackward0(Node):
+    __slots__ = ('dim', 'index', 'source_shape')
+    _saved = ('index',)
+    _op_name = 'index_copy'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, index, source, = tensors
+        dim, = consts
+        ctx.dim = dim if needs[0] or needs[2] else None
+        ctx.index = _save(index, 'index') if needs[0] or needs[2] else None
+        ctx.source_shape = _shape(source) if needs[2] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        index = unpack(ctx.index, ctx)
+        source_shape = ctx.source_shape
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = index_fill(grad, dim, index, 0.0)
+        if needs[2]:
+            g2 = reshape(index_select(grad, dim, index), source_shape)
+        return (g0, g1, g2, )
+
+class IndexFillBackward0(Node):
+    __slots__ = ('dim', 'index')
+    _saved = ('index',)
+    _op_name = 'index_fill'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, index, = tensors
+        dim, value, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.index = _save(index, 'index') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        index = unpack(ctx.index, ctx)
+        g0 = g1 = None
+        if needs[0]:
+            g0 = index_fill(grad, dim, index, 0.0)
+        return (g0, g1, )
+
+class MaskedScatterBackward0(Node):
+    __slots__ = ('mask', 'source_shape')
+    _saved = ('mask',)
+    _op_name = 'masked_scatter'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, mask, source, = tensors
+        ctx.mask = _save(mask, 'mask') if needs[0] or needs[2] else None
+        ctx.source_shape = _shape(source) if needs[2] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        mask = unpack(ctx.mask, ctx)
+        source_shape = ctx.source_shape
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = masked_fill(grad, mask, 0.0)
+        if needs[2]:
+            g2 = masked_scatter_source_grad(grad, mask, source_shape)
+        return (g0, g1, g2, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -4481,6 +4581,9 @@ OPS['cummin'] = _op_cummin
 
 _op_logcumsumexp = Op('logcumsumexp', _k_sorting.logcumsumexp, LogcumsumexpBackward0, ('self',), ('dim',), saves_self=True)
 OPS['logcumsumexp'] = _op_logcumsumexp
+
+_op_count_nonzero = Op('count_nonzero', _k_reduce.count_nonzero, None, ('self',), ('dim',), saves_self=False)
+OPS['count_nonzero'] = _op_count_nonzero
 
 _op_matmul = Op('matmul', _k_linalg.matmul, MatmulBackward0, ('self', 'other'), (), saves_self=True)
 OPS['matmul'] = _op_matmul
@@ -4880,6 +4983,18 @@ OPS['nan_to_num'] = _op_nan_to_num
 
 _op_isclose = Op('isclose', _k_index.isclose, None, ('self', 'other'), ('rtol', 'atol', 'equal_nan'), saves_self=False)
 OPS['isclose'] = _op_isclose
+
+_op_scatter_reduce = Op('scatter_reduce', _k_index.scatter_reduce, ScatterReduceBackward0, ('self', 'index', 'src'), ('dim', 'reduce', 'include_self'), saves_self=True)
+OPS['scatter_reduce'] = _op_scatter_reduce
+
+_op_index_copy = Op('index_copy', _k_index.index_copy, IndexCopyBackward0, ('self', 'index', 'source'), ('dim',), saves_self=False)
+OPS['index_copy'] = _op_index_copy
+
+_op_index_fill = Op('index_fill', _k_index.index_fill, IndexFillBackward0, ('self', 'index'), ('dim', 'value'), saves_self=False)
+OPS['index_fill'] = _op_index_fill
+
+_op_masked_scatter = Op('masked_scatter', _k_index.masked_scatter, MaskedScatterBackward0, ('self', 'mask', 'source'), (), saves_self=False)
+OPS['masked_scatter'] = _op_masked_scatter
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -5343,6 +5458,38 @@ def cummin(input, dim):
 def logcumsumexp(input, dim):
     """logcumsumexp (see torch.logcumsumexp)."""
     return dispatch(_op_logcumsumexp, (input, ), (dim, ))
+
+def var_mean(input, dim=None, *, correction=1, keepdim=False):
+    """var_mean (see torch.var_mean)."""
+    return _c_sort_composites.var_mean(input, dim, correction, keepdim)
+
+def std_mean(input, dim=None, *, correction=1, keepdim=False):
+    """std_mean (see torch.std_mean)."""
+    return _c_sort_composites.std_mean(input, dim, correction, keepdim)
+
+def count_nonzero(input, dim=None):
+    """count_nonzero (see torch.count_nonzero)."""
+    return dispatch(_op_count_nonzero, (input, ), (dim, ))
+
+def nansum(input, dim=None, keepdim=False, *, dtype=None):
+    """nansum (see torch.nansum)."""
+    return _c_sort_composites.nansum(input, dim, keepdim, dtype)
+
+def nanmean(input, dim=None, keepdim=False, *, dtype=None):
+    """nanmean (see torch.nanmean)."""
+    return _c_sort_composites.nanmean(input, dim, keepdim, dtype)
+
+def aminmax(input, *, dim=None, keepdim=False):
+    """aminmax (see torch.aminmax)."""
+    return _c_sort_composites.aminmax(input, dim, keepdim)
+
+def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
+    """quantile (see torch.quantile)."""
+    return _c_sort_composites.quantile(input, q, dim, keepdim, interpolation)
+
+def nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
+    """nanquantile (see torch.nanquantile)."""
+    return _c_sort_composites.nanquantile(input, q, dim, keepdim, interpolation)
 
 def matmul(input, other):
     """matmul (see torch.matmul)."""
@@ -6184,10 +6331,50 @@ def isclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """isclose (see torch.isclose)."""
     return dispatch(_op_isclose, (input, other, ), (rtol, atol, equal_nan, ))
 
+def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
+    """scatter_reduce (see torch.scatter_reduce)."""
+    return dispatch(_op_scatter_reduce, (input, index, src, ), (dim, reduce, include_self, ))
+
+def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
+    """In-place scatter_reduce: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_scatter_reduce, (self, index, src, ), (dim, reduce, include_self, ))
+
+def scatter_reduce_backward(grad_output, self, index, src, result, dim, reduce, include_self, needs):
+    """scatter_reduce_backward (see torch.scatter_reduce_backward)."""
+    return _c_shape_ops.scatter_reduce_backward(grad_output, self, index, src, result, dim, reduce, include_self, needs)
+
+def index_copy(input, dim, index, source):
+    """index_copy (see torch.index_copy)."""
+    return dispatch(_op_index_copy, (input, index, source, ), (dim, ))
+
+def index_copy_(self, dim, index, source):
+    """In-place index_copy: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_index_copy, (self, index, source, ), (dim, ))
+
+def index_fill(input, dim, index, value):
+    """index_fill (see torch.index_fill)."""
+    return dispatch(_op_index_fill, (input, index, ), (dim, value, ))
+
+def index_fill_(self, dim, index, value):
+    """In-place index_fill: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_index_fill, (self, index, ), (dim, value, ))
+
+def masked_scatter(input, mask, source):
+    """masked_scatter (see torch.masked_scatter)."""
+    return dispatch(_op_masked_scatter, (input, mask, source, ), ())
+
+def masked_scatter_(self, mask, source):
+    """In-place masked_scatter: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_masked_scatter, (self, mask, source, ), ())
+
+def masked_scatter_source_grad(grad, mask, source_shape):
+    """masked_scatter_source_grad (see torch.masked_scatter_source_grad)."""
+    return _c_shape_ops.masked_scatter_source_grad(grad, mask, source_shape)
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -6331,6 +6518,14 @@ TENSOR_METHODS = {
     'nanmedian_dim': nanmedian_dim,
     'cumprod': cumprod,
     'logcumsumexp': logcumsumexp,
+    'var_mean': var_mean,
+    'std_mean': std_mean,
+    'count_nonzero': count_nonzero,
+    'nansum': nansum,
+    'nanmean': nanmean,
+    'aminmax': aminmax,
+    'quantile': quantile,
+    'nanquantile': nanquantile,
     'matmul': matmul,
     'mm': mm,
     'bmm': bmm,
@@ -6502,6 +6697,14 @@ TENSOR_METHODS = {
     'nan_to_num': nan_to_num,
     'nan_to_num_': nan_to_num_,
     'isclose': isclose,
+    'scatter_reduce': scatter_reduce,
+    'scatter_reduce_': scatter_reduce_,
+    'index_copy': index_copy,
+    'index_copy_': index_copy_,
+    'index_fill': index_fill,
+    'index_fill_': index_fill_,
+    'masked_scatter': masked_scatter,
+    'masked_scatter_': masked_scatter_,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

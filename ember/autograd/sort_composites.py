@@ -1,6 +1,151 @@
 """Composite ops of the sorting and reductions family (issue 12), written in spec ops."""
+import numpy as np
+
 import ember.autograd._generated as G
+from ember.errors import (EmberIndexError, EmberRuntimeError, EmberTypeError,
+                          EmberValueError)
+from ember.tensor import Tensor
 
 
 def msort(input):
     return G.sort(input, 0)[0]
+
+
+def var_mean(input, dim=None, correction=1, keepdim=False):
+    mean = G.mean(input, dim, keepdim)
+    return G.var(input, dim, correction=correction, keepdim=keepdim), mean
+
+
+def std_mean(input, dim=None, correction=1, keepdim=False):
+    mean = G.mean(input, dim, keepdim)
+    return G.std(input, dim, correction=correction, keepdim=keepdim), mean
+
+
+def _float(x):
+    return x._data.dtype.kind in "fc"
+
+
+def nansum(input, dim=None, keepdim=False, dtype=None):
+    x = G.where(G.isnan(input), 0.0, input) if _float(input) else input
+    return G.sum(x, dim, keepdim, dtype=dtype)
+
+
+def nanmean(input, dim=None, keepdim=False, dtype=None):
+    if not _float(input) and dtype is None:
+        raise EmberTypeError(f"nanmean: expected a floating point or complex input, got "
+                             f"{input.dtype}")
+    count = G.sum(G.logical_not(G.isnan(input)), dim, keepdim)
+    with np.errstate(invalid="ignore"):  # an all-NaN slice is NaN, silently (as torch)
+        return G.div(nansum(input, dim, keepdim, dtype), count)
+
+
+def aminmax(input, dim=None, keepdim=False):
+    dims = () if dim is None else (dim,)
+    x = input._data
+    if x.size == 0 and (dim is None or x.ndim == 0):
+        raise EmberRuntimeError("aminmax: cannot compute aminmax over an empty input")
+    if x.ndim and isinstance(dim, int) and -x.ndim <= dim < x.ndim and x.shape[dim] == 0:
+        raise EmberRuntimeError(f"aminmax: expected a non-empty dimension {dim} (shape "
+                                f"{list(x.shape)})")
+    mx = G.amax(input, dims, keepdim)
+    return G.amin(input, dims, keepdim), mx
+
+
+_INTERPOLATIONS = ("linear", "lower", "higher", "midpoint", "nearest")
+
+
+def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
+    """torch's quantile: sort, then per slice (and per q) gather the two neighbours of the rank
+    q*(n-1) (n: the non-NaN count for nanquantile; a slice with a NaN gives NaN for quantile)
+    and interpolate; differentiable in ``input`` and in a tensor ``q``."""
+    x = input._data
+    if x.dtype.kind != "f":
+        raise EmberTypeError(f"{op}: input tensor must be either float or double dtype, got "
+                             f"{input.dtype}")
+    q_t = q if isinstance(q, Tensor) else None
+    qa = np.asarray(q._data if q_t is not None else q, dtype=np.float64)
+    if qa.ndim > 1:
+        raise EmberRuntimeError(f"{op}: q must be a scalar or 1D tensor, got shape "
+                                f"{list(qa.shape)}")
+    if q_t is not None and q_t._data.dtype != x.dtype:
+        raise EmberRuntimeError(f"{op}: q tensor must be same dtype as the input tensor, got "
+                                f"{q_t.dtype} and {input.dtype}")
+    if np.any((qa < 0) | (qa > 1)) or np.any(np.isnan(qa)):
+        raise EmberRuntimeError(f"{op}: q values must be in the range [0, 1]")
+    if interpolation not in _INTERPOLATIONS:
+        raise EmberValueError(f"{op}: interpolation must be one of {_INTERPOLATIONS}, got "
+                              f"{interpolation!r}")
+    if x.size == 0:
+        raise EmberRuntimeError(f"{op}: input tensor must be non-empty")
+    scalar_q = qa.ndim == 0
+    nq = 1 if scalar_q else qa.shape[0]
+    if dim is None:
+        src, d = G.reshape(input, (-1,)), 0
+    else:
+        n = max(x.ndim, 1)
+        if not -n <= dim < n:
+            raise EmberIndexError(f"{op}: dimension {dim} out of range (expected to be in "
+                                  f"range of [{-n}, {n - 1}])")
+        d = dim % n
+        src = input if x.ndim else G.reshape(input, (1,))
+    sorted_ = G.sort(src, d)[0]
+    s = src._data
+    n = s.shape[d]
+    nan = np.isnan(s)
+    qshape = [1] * s.ndim
+    qshape[d] = nq
+    qb = qa.reshape(qshape)
+    if ignore_nan:
+        last = np.sum(~nan, axis=d, keepdims=True) - 1.0
+        rank = qb * np.maximum(last, 0)
+    else:
+        last = np.full([1 if i == d else k for i, k in enumerate(s.shape)], n - 1.0)
+        rank = qb * last
+    has_nan = np.any(nan, axis=d, keepdims=True) if not ignore_nan else last < 0
+    full = list(s.shape)
+    full[d] = nq
+    rank = np.broadcast_to(np.where(has_nan, n - 1.0 if not ignore_nan else 0.0, rank), full)
+    if interpolation == "nearest":
+        rank = np.round(rank)
+    lo = np.floor(rank).astype(np.int64)
+    hi = np.ceil(rank).astype(np.int64)
+    if interpolation == "lower":
+        out = G.gather(sorted_, d, _const(lo))
+    elif interpolation in ("higher", "nearest"):
+        out = G.gather(sorted_, d, _const(hi if interpolation == "higher" else lo))
+    else:
+        below, above = G.gather(sorted_, d, _const(lo)), G.gather(sorted_, d, _const(hi))
+        if interpolation == "midpoint":
+            w = _const(np.full(full, 0.5, x.dtype))
+        elif q_t is not None:
+            w = G.sub(G.mul(G.reshape(q_t, tuple(qshape)), _const(last.astype(x.dtype))),
+                      _const(lo.astype(x.dtype)))
+            w = G.where(_const(np.broadcast_to(has_nan, full).copy()), 0.0, w)
+        else:
+            w = _const((rank - lo).astype(x.dtype))
+        out = G.lerp(below, above, w)
+    # shape: q's axis first (when q is a tensor of one dimension), then the reduced input shape
+    if dim is None:
+        out = G.reshape(out, (nq,) + ((1,) * x.ndim if keepdim else ()))
+    else:
+        out = G.permute(out, (d,) + tuple(i for i in range(s.ndim) if i != d))
+        if keepdim and x.ndim:
+            out = G.unsqueeze(out, d + 1)
+        elif not x.ndim:
+            out = G.reshape(out, (nq,))
+    if scalar_q:
+        out = G.reshape(out, tuple(out._data.shape[1:]))
+    return out
+
+
+def _const(a):
+    import ember
+    return ember.from_numpy(np.ascontiguousarray(a))
+
+
+def quantile(input, q, dim=None, keepdim=False, interpolation="linear"):
+    return _quantile("quantile", input, q, dim, keepdim, interpolation, False)
+
+
+def nanquantile(input, q, dim=None, keepdim=False, interpolation="linear"):
+    return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)

@@ -204,3 +204,84 @@ def test_reduction_dtype_keyword_takes_ember_dtypes_and_grad_keeps_input_dtype(n
     ty.sum().backward()
     assert x.grad.dtype == ember.float32
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+# ---------------------------------------------------------------- var_mean, quantile, nan-reductions
+@pytest.mark.parametrize("args,kwargs", [((), {}), ((1,), {}), ((1, False), {}), ((False,), {}),
+                                         ((0, True, True), {}), ((), {"correction": 0}),
+                                         (((0, 1),), {"correction": 2, "keepdim": True})])
+def test_var_mean_std_mean_overloads_match_torch(args, kwargs):
+    x = np.random.default_rng(3).standard_normal((3, 4))
+    for name in ("var_mean", "std_mean"):
+        got, want = getattr(ember, name)(_t(x), *args, **kwargs), getattr(torch, name)(
+            _tt(x), *args, **kwargs)
+        assert isinstance(got, tuple) and len(got) == 2
+        for g, w in zip(got, want):
+            np.testing.assert_allclose(g.numpy(), w.numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("interpolation", ["linear", "lower", "higher", "midpoint", "nearest"])
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (None, True), (1, False), (0, True)])
+def test_quantile_modes_and_shapes_match_torch(interpolation, dim, keepdim):
+    x = np.random.default_rng(4).standard_normal((4, 6))
+    x[1, 2] = np.nan
+    q = np.array([0.0, 0.25, 0.5, 0.9, 1.0])
+    for name in ("quantile", "nanquantile"):
+        for qq in (0.4, q):
+            eq = _t(qq) if isinstance(qq, np.ndarray) else qq
+            tq = _tt(qq) if isinstance(qq, np.ndarray) else qq
+            got = getattr(ember, name)(_t(x), eq, dim, keepdim, interpolation=interpolation)
+            want = getattr(torch, name)(_tt(x), tq, dim, keepdim, interpolation=interpolation)
+            assert got.shape == tuple(want.shape)
+            np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-12, equal_nan=True)
+
+
+def test_nanquantile_all_nan_slice_and_quantile_gradient_through_q():
+    x = _t([[np.nan, np.nan], [1., 3.]])
+    assert np.isnan(ember.nanquantile(x, 0.5, 1).numpy()[0])
+    a, q = _t([[0.3, -1.0, 2.0, 0.5]], True), _t([0.2, 0.7], True)
+    ta, tq = _tt([[0.3, -1.0, 2.0, 0.5]], True), _tt([0.2, 0.7], True)
+    ember.quantile(a, q, 1).sum().backward()
+    torch.quantile(ta, tq, 1).sum().backward()
+    np.testing.assert_allclose(q.grad.numpy(), tq.grad.numpy())
+    np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy())
+
+
+@pytest.mark.parametrize("call,match", [
+    (lambda: ember.quantile(ember.randn(3), 1.5), "q values"),
+    (lambda: ember.quantile(ember.randn(3), ember.tensor([0.5], dtype=ember.float64)), "same dtype"),
+    (lambda: ember.quantile(ember.arange(3), 0.5), "float"),
+    (lambda: ember.quantile(ember.randn(3), 0.5, interpolation="cubic"), "interpolation"),
+    (lambda: ember.quantile(ember.randn(3), 0.5, 1), "out of range"),
+    (lambda: ember.nanmean(ember.arange(3)), "nanmean"),
+    (lambda: ember.aminmax(ember.zeros(0)), "aminmax"),
+    (lambda: ember.var_mean(ember.randn(3), unbiased=True, correction=1), "var_mean")])
+def test_reduction_errors_name_the_op(call, match):
+    with pytest.raises(ember.EmberError, match=match):
+        call()
+
+
+def test_nansum_nanmean_gradient_is_zero_at_nans():
+    x = [[1., NAN, 2.], [NAN, NAN, 4.]]
+    for name in ("nansum", "nanmean"):
+        a, b = _t(x, True), _tt(x, True)
+        getattr(ember, name)(a, 1).sum().backward()
+        getattr(torch, name)(b, 1).sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy())
+
+
+def test_aminmax_named_and_count_nonzero_dims():
+    x = np.array([[1., 0., 3.], [0., 0., 2.]])
+    r, tr = ember.aminmax(_t(x), dim=0, keepdim=True), torch.aminmax(_tt(x), dim=0, keepdim=True)
+    assert type(r).__name__ == "aminmax" and r.min.shape == (1, 3)
+    np.testing.assert_array_equal(_t(x).aminmax().max.numpy(), tr.max.max().numpy())
+    for dim in (None, 0, 1, (0, 1)):
+        np.testing.assert_array_equal(ember.count_nonzero(_t(x), dim).numpy(),
+                                      torch.count_nonzero(_tt(x), dim).numpy())
+
+
+def test_aminmax_empty_other_dim_is_fine_reduced_empty_dim_is_an_error():
+    r = ember.aminmax(ember.zeros(5, 0, 5), dim=0)
+    assert r.min.shape == (0, 5) and r.max.shape == (0, 5)
+    with pytest.raises(ember.EmberError, match="aminmax"):
+        ember.aminmax(ember.zeros(5, 0, 5), dim=1)
