@@ -103,7 +103,7 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         if not typed and (arr.dtype == object or arr.dtype == np.uint64 or (
                 arr.dtype == np.float64 and arr.size and np.abs(arr).max() >= _TWO63)):
             _check_int64(data)
-        if arr.dtype.kind == "f" and not typed:
+        if arr.dtype.kind == "f" and not typed and dtype is None:
             arr = arr.astype(_dtype.get_default_dtype().numpy)
         elif arr.dtype.kind in "iu" and not typed:
             arr = arr.astype(np.int64)

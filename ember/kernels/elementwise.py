@@ -88,7 +88,12 @@ def abs(a):
 
 
 def sign(a):
-    return np.sign(a) if a.dtype != np.bool_ else a.copy()
+    if a.dtype == np.bool_:
+        return a.copy()
+    r = np.asarray(np.sign(a))
+    if a.dtype.kind == "f":
+        r[a != a] = 0  # torch: sign(nan) is 0
+    return r
 
 
 def _unary(fn):

@@ -27,12 +27,20 @@ def _sp(fn):
     return getattr(_scipy, fn)
 
 
+def _math_lgamma(x):
+    try:
+        return math.lgamma(x)
+    except ValueError:  # the poles
+        return math.inf
+
+
 def _math_or_scipy(mfn, sfn):
     """``scipy.special.<sfn>`` when scipy is installed, else ``math.<mfn>`` element by element."""
     try:
         return _sp(sfn)
     except KernelError:
-        return np.vectorize(getattr(math, mfn), otypes=[np.float64])
+        fn = _math_lgamma if mfn == "lgamma" else getattr(math, mfn)
+        return np.vectorize(fn, otypes=[np.float64])
 
 
 def _unary(compute):
@@ -40,7 +48,8 @@ def _unary(compute):
     def kernel(a):
         a = to_float(a)
         work = a.astype(np.float32) if a.dtype == np.float16 else a
-        return np.asarray(compute(work)).astype(a.dtype, copy=False)
+        with np.errstate(all="ignore"):  # nan/inf results are the values, as in torch
+            return np.asarray(compute(work)).astype(a.dtype, copy=False)
     return kernel
 
 
@@ -57,7 +66,8 @@ def _floats(a, b):
 def _binary(compute):
     def kernel(a, b):
         a, b, out = _floats(a, b)
-        return np.asarray(compute(a, b)).astype(out, copy=False)
+        with np.errstate(all="ignore"):
+            return np.asarray(compute(a, b)).astype(out, copy=False)
     return kernel
 
 
@@ -75,7 +85,14 @@ def _scipy_unary(name):
 erfc = _unary(lambda x: _math_or_scipy("erfc", "erfc")(x))
 erfinv = _scipy_unary("erfinv")
 erfcx = _scipy_unary("erfcx")
-lgamma = _unary(lambda x: _math_or_scipy("lgamma", "gammaln")(x))
+
+
+def _lgamma(x):
+    r = np.asarray(_math_or_scipy("lgamma", "gammaln")(x))
+    return np.where(x == -np.inf, np.inf, r)  # torch: lgamma(-inf) = inf
+
+
+lgamma = _unary(_lgamma)
 i0 = _scipy_unary("i0")
 i0e = _scipy_unary("i0e")
 i1 = _scipy_unary("i1")
@@ -90,19 +107,28 @@ rad2deg = _unary(np.rad2deg)
 
 
 def _digamma(x):
-    # torch: digamma(0) is -inf (either sign of zero), nan at the negative integers
+    # torch: digamma(+-0) is -+inf, nan at the negative integers
     r = np.asarray(_sp("psi")(x))
-    return np.where(x == 0, -np.inf, np.where((x < 0) & (x == np.floor(x)), np.nan, r))
+    return np.where(x == 0, np.copysign(np.inf, -x),
+                    np.where((x < 0) & (x == np.floor(x)), np.nan, r))
 
 
 digamma = _unary(_digamma)
 
 
+def _zeta(x, q):
+    # torch (Cephes): zeta(x, +inf) is nan for x != 1
+    return np.where((q == np.inf) & (x != 1), np.nan, np.asarray(_sp("zeta")(x, q)))
+
+
 def _polygamma(n, x):
     if n == 0:
         return _digamma(x)
-    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x), defined for x > 0 by the Hurwitz zeta
-    return np.asarray((-1.0) ** (n + 1) * math.factorial(n) * _sp("zeta")(n + 1, x))
+    # psi^(n)(x) = (-1)^(n+1) n! zeta(n+1, x)
+    r = np.asarray((-1.0) ** (n + 1) * math.factorial(n) * _zeta(n + 1, x))
+    if n == 1:  # torch's trigamma: 0 at +inf, nan at -inf
+        r = np.where(x == np.inf, 0.0, np.where(x == -np.inf, np.nan, r))
+    return r
 
 
 def polygamma(a, n):
@@ -146,7 +172,7 @@ def _xlog1py(x, y):
 
 xlogy = _binary(_xlogy)
 xlog1py = _binary(_xlog1py)
-zeta = _binary(lambda x, q: _sp("zeta")(x, q))
+zeta = _binary(_zeta)
 copysign = _binary(np.copysign)
 
 
@@ -167,7 +193,7 @@ logaddexp2 = _float_binary("logaddexp2", np.logaddexp2)
 def nextafter(a, b):
     _require_float("nextafter", a, b)
     a, b = promote(a, b)
-    return np.asarray(np.nextafter(a, b))
+    return np.asarray(np.nextafter(a, b), dtype=np.result_type(a, b))
 
 
 def fmod(a, b):

@@ -1,3 +1,3 @@
 """Symbolic functions, one module per area; importing this package registers them all."""
 from ember.onnx.symbolics import (creation, elementwise, index, linalg, loss, nn, reduce,  # noqa
-                                  rnn, shape, shape_index, sorting)
+                                  rnn, shape, shape_index, sorting, special)
