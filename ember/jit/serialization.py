@@ -52,12 +52,78 @@ def save(traced, path):
         formals.append([v.name, bool(t._requires_grad)])
     for k, a in g.constants.items():
         tensors["__const__/" + k] = np.ascontiguousarray(a)
+    guards = _save_guards(traced, tensors, path)
     meta = {"format": FORMAT, "name": traced.name, "n_inputs": traced._n_inputs,
             "in_spec": traced._in_spec, "out_spec": traced._out_spec, "state": formals,
             "generators": sorted(g.generators), "random": bool(getattr(traced, "traced_random",
                                                                         False))}
+    if guards is not None:
+        meta["shape_guards"] = guards
     atomic_write(path, to_bytes(tensors, metadata={"ember_jit_ir": str(g),
                                                    "ember_jit_meta": json.dumps(meta)}))
+
+
+def _save_guards(traced, tensors, path):
+    """The trace's shape guards (ember.jit.guards) as JSON: their graph's IR, the checks and
+    the traced shapes; the constants and the state tensors that graph reads go in ``tensors``
+    (a state tensor the traced graph binds too is saved once, by its formal's name)."""
+    sg = getattr(traced, "_guards", None)
+    if sg is None:
+        return None
+    out = {"checks": [[k, list(l) if isinstance(l, tuple) else l,
+                       list(r) if isinstance(r, tuple) else r, e, h, list(w), t]
+                      for k, l, r, e, h, w, t in sg.checks],
+           "shapes": [list(s) for s in sg.shapes], "ir": None, "state": []}
+    if sg.graph is None:
+        return out
+    _check_functions(sg.graph, path)
+    out["ir"] = str(sg.graph)
+    for k, a in sg.graph.constants.items():
+        tensors["__guard_const__/" + k] = np.ascontiguousarray(a)
+    own = {id(t): v.name for v, t in zip(traced.graph.inputs[traced._n_inputs:],
+                                        traced.state_tensors())}
+    for i, t in enumerate(sg.state):
+        if id(t) in own:
+            out["state"].append(own[id(t)])
+        else:
+            tensors[f"__guard_state__/{i}"] = np.ascontiguousarray(t._data)
+            out["state"].append(f"__guard_state__/{i}")
+    return out
+
+
+def _load_guards(meta, name, arrays, state_by_name, fail):
+    from ember.jit.guards import ShapeGuards
+    from ember.jit.ir import parse
+    from ember.tensor import Tensor
+    spec = meta.get("shape_guards")
+    if spec is None:
+        return None
+    if not isinstance(spec, dict) or not all(k in spec for k in ("checks", "shapes", "ir",
+                                                                 "state")):
+        raise fail("corrupt 'shape_guards' metadata")
+    checks = []
+    for c in spec["checks"]:
+        kind, lhs, rhs, expected, how, where, text = c
+        if kind not in ("value", "cmp"):
+            raise fail(f"corrupt 'shape_guards' metadata (kind {kind!r})")
+        side = [tuple(x) if isinstance(x, list) else x for x in (lhs, rhs)]
+        checks.append((kind, side[0], side[1], expected, str(how),
+                       (str(where[0]), int(where[1]), str(where[2])), str(text)))
+    g, state = None, []
+    if spec["ir"] is not None:
+        consts = {k[len("__guard_const__/"):]: a for k, a in arrays.items()
+                  if k.startswith("__guard_const__/")}
+        g = parse(spec["ir"], constants=consts)
+        g.lint()
+        for sname in spec["state"]:
+            if sname in state_by_name:
+                state.append(state_by_name[sname])
+            elif sname in arrays:
+                state.append(Tensor._make(np.array(arrays[sname])))
+            else:
+                raise fail(f"the shape guards' tensor {sname!r} is missing from the file")
+    shapes = tuple(tuple(int(n) for n in s) for s in spec["shapes"])
+    return ShapeGuards(name, g, checks, shapes, state)
 
 
 def load(f):
@@ -120,4 +186,6 @@ def _build(ir_text, meta, arrays, fail):
                             meta["name"])
     traced.state_names = [n for n, _ in meta["state"]]
     traced.traced_random = meta.get("random", False)
+    traced._guards = _load_guards(meta, meta["name"], arrays,
+                                  dict(zip(traced.state_names, state)), fail)
     return traced

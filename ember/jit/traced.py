@@ -1,5 +1,6 @@
 """``trace`` and the callables it returns (``TracedFunction``, ``TracedModule``)."""
 import inspect
+import operator
 import re
 import warnings
 
@@ -13,6 +14,8 @@ from ember.jit.interpreter import Interpreter
 from ember.jit.tracer import Tracer, TracingError
 
 __all__ = ["trace", "TracedFunction", "TracedModule", "TracingCheckError"]
+
+_shape = operator.attrgetter("shape")
 
 
 class TracingCheckError(EmberRuntimeError):
@@ -175,7 +178,7 @@ class TracedFunction:
                 return self._call_general(args)
             arrays.append(d)
         guards = self._guards
-        if guards is not None and tuple(a.shape for a in arrays) not in guards.ok:
+        if guards is not None and tuple(map(_shape, arrays)) not in guards.ok:
             guards.check(arrays)
         state = self._bindings
         if state:
@@ -237,7 +240,7 @@ class TracedFunction:
         guards = self._guards
         if guards is not None:
             arrays = [t._data for t in flat]
-            if tuple(a.shape for a in arrays) not in guards.ok:
+            if tuple(map(_shape, arrays)) not in guards.ok:
                 guards.check(arrays)
 
     def _explain_failure(self, args):

@@ -217,3 +217,23 @@ def test_every_test_model_is_silent_and_right_at_new_batch_sizes():
             for a, b in zip(_flat(got), _flat(ref)):
                 np.testing.assert_allclose(a._data, b._data, rtol=1e-4, atol=1e-5,
                                            err_msg=f"{name} at batch {batch}")
+
+
+@pytest.mark.parametrize("optimized", [False, True])
+def test_saved_traces_keep_their_guards(tmp_path, optimized):
+    m = nn.Linear(8, 8)
+
+    def fn(x):
+        h = m(x)  # the guard is read from a value computed through the parameters
+        return h * (1.0 / math.sqrt(h.size(1)))
+    t = jit.trace(fn, (rand(2, 5, 8),))
+    if optimized:
+        t = jit.optimize(t)
+    jit.save(t, tmp_path / "t.ejit")
+    loaded = jit.load(tmp_path / "t.ejit")
+    assert loaded.shape_guards.describe() == t.shape_guards.describe()
+    x = rand(3, 5, 8, seed=1)
+    with ember.no_grad():
+        same(clean_call(loaded, x), fn(x))
+    with pytest.warns(jit.TracerWarning, match="was 5"):
+        loaded(rand(2, 7, 8))
