@@ -265,6 +265,18 @@ def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return builtins.bool(G.all(G.isclose(input, other, rtol, atol, equal_nan)).item())
 
 
+def nonzero(input, *, out=None, as_tuple=False):
+    """Indices of the non-zero elements: an (n, ndim) int64 tensor, or with ``as_tuple`` one 1-d
+    tensor per dimension (a 0-d input counts as 1-d)."""
+    idx = G.nonzero(input)
+    if not as_tuple:
+        return idx
+    if input._data.ndim == 0:
+        return (G.reshape(idx, (-1,)),) if idx._data.shape[0] == 0 else \
+            (G.zeros((idx._data.shape[0],), np.dtype(np.int64)),)
+    return tuple(G.unbind(idx, 1))
+
+
 def _rfloordiv(self, other):
     return G.div(other, self, rounding_mode="floor")
 
@@ -300,7 +312,7 @@ METHODS = {
     "clip_": G.clamp_, "softmax": _softmax_method, "log_softmax": _log_softmax_method,
     "copy_": G.copy_, "allclose": _allclose, "equal": _equal, "split": G.split,
     "index_put_": G.index_put_, "index_put": G.index_put, "masked_fill": G.masked_fill,
-    "relu": G.relu, "relu_": G.relu_, "nonzero": G.nonzero,
+    "relu": G.relu, "relu_": G.relu_, "nonzero": nonzero,
     "absolute": G.abs, "arctan2": G.atan2, "greater": G.gt, "less": G.lt, "eq": G.eq,
     "multiply": G.mul, "divide": G.div, "subtract": G.sub, "view": _view,
     "multinomial": _multinomial_method,
@@ -328,6 +340,7 @@ def install():
 
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
-           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose"):
+           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose",
+           "nonzero"):
     globals()[_n] = public(globals()[_n])
 del _n

@@ -23,7 +23,11 @@ def _one(k, Tensor):
         if a.dtype.kind == "f":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")
         return a
+    if isinstance(k, range):
+        return np.arange(k.start, k.stop, k.step, dtype=np.int64)
     if isinstance(k, (list,)):
+        if not k:
+            return np.zeros(0, np.int64)
         a = np.asarray([x._data if isinstance(x, Tensor) else x for x in k])
         if a.dtype.kind == "f":
             raise IndexError("tensors used as indices must be long, int, byte or bool tensors")

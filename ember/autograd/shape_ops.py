@@ -249,6 +249,61 @@ def floor_divide(input, other):
     return G.div(input, other, rounding_mode="floor")
 
 
+def _embed(g, shape):
+    """``g`` (the leading block of a tensor of ``shape``) padded with zeros to ``shape``."""
+    if tuple(g._data.shape) == tuple(shape):
+        return g
+    key = tuple(slice(0, s) for s in g._data.shape)
+    return G.index_put(Tensor._make(np.zeros(tuple(shape), g._data.dtype)), key, g, False)
+
+
+def scatter_reduce_backward(grad, input, index, src, result, dim, reduce, include_self, needs):
+    from ember.kernels.index import scatter_count
+    d = _norm("scatter_reduce", dim, input.ndim)
+    idx = index._data
+    src_s = src if src._data.shape == idx.shape else \
+        G.getitem(src, tuple(slice(0, s) for s in idx.shape))
+    dt = grad._data.dtype
+    if reduce == "sum":
+        g_self, g_src = grad, G.gather(grad, d, index)
+    elif reduce == "mean":
+        count = Tensor._make(scatter_count(input._data.shape, idx, d, include_self).astype(dt))
+        g_self, g_src = G.div(grad, count), G.gather(G.div(grad, count), d, index)
+    elif reduce == "prod":  # zeros handled as torch does: the product of the others
+        masked_self = G.masked_fill(input, G.eq(input, 0.0), 1.0)
+        masked_self_result = G.scatter_reduce(masked_self, d, index, src_s, "prod",
+                                              include_self=include_self)
+        g_self = G.div(G.mul(grad, masked_self_result), masked_self)
+        src_zero = G.eq(src_s, 0.0)
+        zeros_at = G.scatter_add(Tensor._make(np.zeros(input._data.shape, dt)), d, index,
+                                 G.to(src_zero, dt, False))
+        single = G.logical_and(src_zero, G.eq(G.gather(zeros_at, d, index), 1.0))
+        masked_src_result = G.scatter_reduce(input, d, index, G.masked_fill(src_s, single, 1.0),
+                                             "prod", include_self=include_self)
+        g_src = G.where(single, G.gather(G.mul(grad, masked_src_result), d, index),
+                        G.div(G.gather(G.mul(grad, result), d, index),
+                              G.masked_fill(src_s, src_zero, 1.0)))
+    else:  # amax / amin: shared evenly among the values equal to the result (self counted as
+        # torch counts it, also with include_self=False)
+        mask_self = G.to(G.eq(input, result), dt, False)
+        mask_src = G.to(G.eq(src_s, G.gather(result, d, index)), dt, False)
+        share = G.div(grad, G.scatter_add(mask_self, d, index, mask_src))
+        g_self = G.mul(share, mask_self)
+        g_src = G.mul(G.gather(share, d, index), mask_src)
+    if not include_self:
+        g_self = G.scatter(g_self, d, index, 0.0)
+    return (g_self if needs[0] else None, None,
+            _embed(g_src, src._data.shape) if needs[2] else None)
+
+
+def masked_scatter_source_grad(grad, mask, source_shape):
+    taken = G.masked_select(grad, mask)
+    n, total = taken._data.size, int(np.prod(source_shape))
+    if n < total:
+        taken = G.cat([taken, Tensor._make(np.zeros(total - n, grad._data.dtype))], 0)
+    return G.reshape(taken, tuple(source_shape))
+
+
 # every composite raises ember's errors naming it (ember.errors.public)
 for _n, _f in list(globals().items()):
     if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:

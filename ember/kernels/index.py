@@ -153,3 +153,126 @@ def isclose(a, b, rtol, atol, equal_nan):
     if a.dtype == np.bool_:
         return np.broadcast_to(a == b, np.broadcast_shapes(a.shape, b.shape)).copy()
     return np.isclose(a, b, rtol, atol, equal_nan)
+
+
+_SCATTER_REDUCE = ("sum", "prod", "mean", "amax", "amin")
+
+
+def scatter_reduce(a, index, src, dim, reduce, include_self):
+    """``a`` with ``src[i]`` reduced into ``a[index[i]]`` along ``dim`` (torch's scatter_reduce:
+    sum, prod, mean, amax, amin; ``include_self=False`` leaves ``a``'s own value out)."""
+    if reduce not in _SCATTER_REDUCE:
+        raise KernelError(f"scatter_reduce(): reduce argument must be one of {_SCATTER_REDUCE}, "
+                          f"got {reduce!r}")
+    d = _dim(dim, a.ndim)
+    _check_gather(a, d, index, "scatter_reduce")
+    if src.dtype != a.dtype:
+        raise KernelError(f"scatter_reduce(): expected self and src to have the same dtype, got "
+                          f"{a.dtype} and {src.dtype}")
+    for i in range(src.ndim):
+        if index.shape[i] > src.shape[i]:
+            raise KernelError(f"scatter_reduce(): index {list(index.shape)} must not be larger "
+                              f"than src {list(src.shape)} at dimension {i}")
+    grid = _grid(index, d)
+    src = src[tuple(slice(0, s) for s in index.shape)]
+    out = a.copy()
+    if not include_self:
+        if reduce in ("sum", "mean"):
+            init = 0
+        elif reduce == "prod":
+            init = 1
+        elif a.dtype.kind == "f":
+            init = -np.inf if reduce == "amax" else np.inf
+        elif a.dtype == np.bool_:
+            init = reduce == "amin"
+        else:
+            info = np.iinfo(a.dtype)
+            init = info.min if reduce == "amax" else info.max
+        out[grid] = init
+    ufunc = {"sum": np.add, "mean": np.add, "prod": np.multiply, "amax": np.maximum,
+             "amin": np.minimum}[reduce]
+    ufunc.at(out, grid, src)
+    if reduce == "mean":
+        count = scatter_count(a.shape, index, d, include_self)
+        out = (out // count if a.dtype.kind in "iub" else out / count).astype(a.dtype, copy=False)
+    return out
+
+
+def scatter_count(shape, index, dim, include_self):
+    """How many values scatter_reduce's mean averages at each position of ``shape`` (at least 1:
+    a position no index reaches keeps its own value)."""
+    count = scatter_hits(shape, index, dim)
+    if include_self:
+        count += 1
+    return np.maximum(count, 1)
+
+
+def scatter_hits(shape, index, dim):
+    """How many entries of ``index`` (along ``dim``) point at each position of ``shape``."""
+    count = np.zeros(shape, np.int64)
+    np.add.at(count, _grid(index, dim), 1)
+    return count
+
+
+def _check_index_along(a, dim, index, name):
+    if index.dtype.kind not in "iu":
+        raise KernelError(f"{name}(): Expected dtype int64 for index, got {index.dtype}")
+    if index.ndim > 1:
+        raise KernelError(f"{name}(): Index should have dimension 1 or 0 (got {index.ndim})")
+    d = _dim(dim, a.ndim)
+    n = a.shape[d] if a.ndim else 1
+    if index.size and (index.max() >= n or index.min() < -n):
+        raise IndexError(f"{name}(): index out of range for dimension {d} with size {n}")
+    return d
+
+
+def index_copy(a, index, source, dim):
+    """``a`` with the slices ``index[i]`` along ``dim`` replaced by the slices ``i`` of ``source``."""
+    d = _check_index_along(a, dim, index, "index_copy")
+    index = index.reshape(-1)
+    want = a.shape[:d] + (index.size,) + a.shape[d + 1:] if a.ndim else (index.size,) * bool(
+        source.ndim)
+    if source.shape != want and source.size != index.size:
+        raise KernelError(f"index_copy(): source of shape {list(source.shape)} does not match "
+                          f"self {list(a.shape)} with {index.size} indices along dim {d}")
+    out = a.copy()
+    if a.ndim == 0:
+        if index.size:
+            out[...] = source.reshape(-1)[-1]
+        return out
+    np.moveaxis(out, d, 0)[index] = np.moveaxis(source.reshape(want), d, 0)
+    return out
+
+
+def index_fill(a, index, dim, value):
+    """``a`` with the slices ``index`` along ``dim`` set to ``value``."""
+    d = _check_index_along(a, dim, index, "index_fill")
+    if np.ndim(value) != 0:
+        raise KernelError(f"index_fill(): only supports a 0-dimensional value tensor, got "
+                          f"{np.ndim(value)} dimension(s)")
+    out = a.copy()
+    if a.ndim == 0:
+        if index.size:
+            out[...] = value
+        return out
+    np.moveaxis(out, d, 0)[index.reshape(-1)] = value
+    return out
+
+
+def masked_scatter(a, mask, source):
+    """``a`` with the positions where ``mask`` (broadcast to ``a``) is True filled, in order, by
+    the leading elements of ``source``."""
+    if mask.dtype != np.bool_:
+        raise KernelError(f"masked_scatter_: expected BoolTensor for mask, got {mask.dtype}")
+    try:
+        m = np.broadcast_to(mask, a.shape)
+    except ValueError:
+        raise KernelError(f"masked_scatter: mask of shape {list(mask.shape)} cannot be broadcast "
+                          f"to self of shape {list(a.shape)}") from None
+    n = int(m.sum())
+    if source.size < n:
+        raise KernelError(f"masked_scatter: expected source to have at least {n} elements (the "
+                          f"number of True in mask), got {source.size}")
+    out = a.copy()
+    out[m] = source.reshape(-1)[:n]
+    return out

@@ -238,3 +238,94 @@ def test_onnx_nan_to_num_and_isclose_with_special_values():
     b = np.array([[np.nan, np.inf, 1.0, 1.0 + 1e-7]], np.float32)
     _onnx_roundtrip(lambda x: (ember.nan_to_num(x), ember.nan_to_num(x, 1.0, 2.0, -2.0)), a)
     _onnx_roundtrip(lambda x, y: (ember.isclose(x, y), ember.isclose(x, y, equal_nan=True)), a, b)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_with_duplicates_and_ties_matches_torch(reduce, include_self):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 4))
+    src = np.round(rng.standard_normal((3, 5)))       # rounded: ties among src values
+    src[0, :] = 0.5
+    a[0, 0] = 0.5                                        # a tie between self and src
+    idx = np.array([[0, 0, 0, 2, 2], [1, 1, 3, 3, 3], [0, 1, 2, 3, 0]])
+    x, s = _t(a, grad=True), _t(src, grad=True)
+    tx, ts = (torch.tensor(v, requires_grad=True) for v in (a, src))
+    out = x.scatter_reduce(1, _t(idx), s, reduce, include_self=include_self)
+    tout = tx.scatter_reduce(1, torch.tensor(idx), ts, reduce, include_self=include_self)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-12)
+    w = rng.standard_normal(out.shape)
+    (out * _t(w)).sum().backward()
+    (tout * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_scatter_reduce_inplace_and_errors():
+    x = _t(np.zeros(3))
+    x.scatter_reduce_(0, ember.tensor([0, 0, 2]), _t(np.array([1.0, 2.0, 3.0])), "sum")
+    assert x.tolist() == [3.0, 0.0, 3.0]
+    with pytest.raises(EmberError, match="reduce argument must be one of"):
+        x.scatter_reduce(0, ember.tensor([0]), _t(np.ones(1)), "max")
+    with pytest.raises(IndexError, match="scatter_reduce"):
+        x.scatter_reduce(0, ember.tensor([5]), _t(np.ones(1)), "sum")
+
+
+def test_index_put_accumulate_duplicates_and_gradient():
+    x = _t(np.zeros(4), grad=True)
+    v = _t(np.array([1.0, 2.0, 3.0]), grad=True)
+    out = x.index_put((ember.tensor([1, 1, 3]),), v, accumulate=True)
+    assert out.tolist() == [0.0, 3.0, 0.0, 3.0]
+    (out * _t(np.arange(4.0))).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 2.0, 3.0] and v.grad.tolist() == [1.0, 1.0, 3.0]
+    y = _t(np.zeros((2, 2)))
+    y.index_put_((ember.tensor([0, 0]), ember.tensor([1, 1])), _t(np.array(2.0)), True)
+    assert y.tolist() == [[0.0, 4.0], [0.0, 0.0]]
+
+
+def test_index_copy_index_fill_inplace_and_errors():
+    x = _t(np.zeros((3, 2)))
+    x.index_copy_(0, ember.tensor([2, 0]), _t(np.array([[1.0, 2.0], [3.0, 4.0]])))
+    assert x.tolist() == [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
+    assert x.index_fill(1, ember.tensor([0]), -1.0).tolist() == [[-1, 4], [-1, 0], [-1, 2]]
+    x.index_fill_(0, ember.tensor([1]), 7.0)
+    assert x[1].tolist() == [7.0, 7.0]
+    with pytest.raises(IndexError, match="index_fill"):
+        x.index_fill(0, ember.tensor([3]), 0.0)
+    with pytest.raises(EmberError, match="index_copy"):
+        x.index_copy(0, ember.tensor([0]), _t(np.ones((2, 2))))
+
+
+def test_masked_scatter_order_and_errors():
+    x = _t(np.zeros((2, 3)))
+    m = ember.tensor([[True, False, True], [False, True, False]])
+    assert x.masked_scatter(m, _t(np.arange(1.0, 6.0))).tolist() == [[1, 0, 2], [0, 3, 0]]
+    x.masked_scatter_(ember.tensor([False, True, False]), _t(np.array([9.0, 8.0])))
+    assert x.tolist() == [[0, 9, 0], [0, 8, 0]]
+    with pytest.raises(EmberError, match="at least 3 elements"):
+        x.masked_scatter(m, _t(np.ones(2)))
+
+
+def test_nonzero_as_tuple():
+    z = _t(np.array([[0.0, 1.0], [2.0, 0.0]]))
+    rows, cols = ember.nonzero(z, as_tuple=True)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [1, 0]
+    assert z[z.nonzero(as_tuple=True)].tolist() == [1.0, 2.0]
+    assert [t.tolist() for t in ember.tensor(3.0).nonzero(as_tuple=True)] == [[0]]
+    assert ember.nonzero(z).shape == (2, 2)
+
+
+def test_indexing_with_range_and_lists_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = np.arange(12.0).reshape(3, 4)
+    for key in [range(1, 3), range(2, -1, -2), [], [0, -1], [True, False, True],
+                (range(2), [1, 3]), (slice(None), range(0, 4, 2)), ([[0, 1], [2, 2]],)]:
+        np.testing.assert_array_equal(_t(a)[key].numpy(), torch.tensor(a)[key].numpy())
+    x, tx = _t(a), torch.tensor(a)
+    x[range(0, 2), [1, 2]] = 5.0
+    tx[range(0, 2), [1, 2]] = 5.0
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())
+    g = _t(a, grad=True)
+    g[range(1, 3)].sum().backward()
+    assert g.grad.sum().item() == 8.0
