@@ -22,7 +22,8 @@ from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, m
                              std, var)
 from ember.overloads import allclose, atleast_1d, atleast_2d, atleast_3d, nonzero  # issue 12
 from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
-                            nanmedian, sort, std_mean, topk, var_mean)
+                            nanmedian, sort, std_mean, topk, unique, unique_consecutive,
+                            var_mean)
 from ember import return_types
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError

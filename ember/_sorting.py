@@ -78,10 +78,31 @@ def aminmax(input, *, dim=None, keepdim=False, out=None):
     return R.aminmax(*G.aminmax(input, dim=dim, keepdim=keepdim))
 
 
+def _pick(out, return_inverse, return_counts):
+    if not return_inverse and not return_counts:
+        return out[0]
+    return (out[0],) + ((out[1],) if return_inverse else ()) + ((out[2],) if return_counts else ())
+
+
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """The sorted unique elements (``dim``: unique slices along ``dim``); with
+    ``return_inverse`` / ``return_counts`` also each element's position in them and their
+    counts, as a tuple."""
+    return _pick(G.unique(input, sorted, return_inverse, return_counts, dim), return_inverse,
+                 return_counts)
+
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """Collapse runs of equal consecutive elements (slices along ``dim``); ``return_inverse`` /
+    ``return_counts`` as in ``unique``."""
+    return _pick(G.unique_consecutive(input, return_inverse, return_counts, dim),
+                 return_inverse, return_counts)
+
+
 FUNCTIONS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
-             "var_mean", "std_mean", "aminmax")
+             "var_mean", "std_mean", "aminmax", "unique", "unique_consecutive")
 METHODS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
-           "aminmax")
+           "aminmax", "unique", "unique_consecutive")
 for _n in FUNCTIONS:
     globals()[_n] = public(globals()[_n])
 del _n

@@ -4585,6 +4585,24 @@ OPS['logcumsumexp'] = _op_logcumsumexp
 _op_count_nonzero = Op('count_nonzero', _k_reduce.count_nonzero, None, ('self',), ('dim',), saves_self=False)
 OPS['count_nonzero'] = _op_count_nonzero
 
+_op_unique = Op('unique', _k_sorting.unique, None, ('self',), ('sorted', 'return_inverse', 'return_counts', 'dim'), multi=True, diff_outputs=(True, False, False), saves_self=False)
+OPS['unique'] = _op_unique
+
+_op_unique_consecutive = Op('unique_consecutive', _k_sorting.unique_consecutive, None, ('self',), ('return_inverse', 'return_counts', 'dim'), multi=True, diff_outputs=(True, False, False), saves_self=False)
+OPS['unique_consecutive'] = _op_unique_consecutive
+
+_op_searchsorted = Op('searchsorted', _k_sorting.searchsorted, None, ('sorted_sequence', 'self', 'sorter'), ('out_int32', 'right', 'side'), scalar_ok=True, saves_self=False)
+OPS['searchsorted'] = _op_searchsorted
+
+_op_bucketize = Op('bucketize', _k_sorting.bucketize, None, ('self', 'boundaries'), ('out_int32', 'right'), scalar_ok=True, saves_self=False)
+OPS['bucketize'] = _op_bucketize
+
+_op_isin = Op('isin', _k_sorting.isin, None, ('elements', 'test_elements'), ('assume_unique', 'invert'), scalar_ok=True, saves_self=False)
+OPS['isin'] = _op_isin
+
+_op_histc = Op('histc', _k_sorting.histc, None, ('self',), ('bins', 'min', 'max'), saves_self=False)
+OPS['histc'] = _op_histc
+
 _op_matmul = Op('matmul', _k_linalg.matmul, MatmulBackward0, ('self', 'other'), (), saves_self=True)
 OPS['matmul'] = _op_matmul
 
@@ -5491,6 +5509,30 @@ def nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
     """nanquantile (see torch.nanquantile)."""
     return _c_sort_composites.nanquantile(input, q, dim, keepdim, interpolation)
 
+def unique(input, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """unique (see torch.unique)."""
+    return dispatch(_op_unique, (input, ), (sorted, return_inverse, return_counts, dim, ))
+
+def unique_consecutive(input, return_inverse=False, return_counts=False, dim=None):
+    """unique_consecutive (see torch.unique_consecutive)."""
+    return dispatch(_op_unique_consecutive, (input, ), (return_inverse, return_counts, dim, ))
+
+def searchsorted(sorted_sequence, self, *, out_int32=False, right=False, side=None, sorter=None):
+    """searchsorted (see torch.searchsorted)."""
+    return dispatch(_op_searchsorted, (sorted_sequence, self, sorter, ), (out_int32, right, side, ))
+
+def bucketize(input, boundaries, *, out_int32=False, right=False):
+    """bucketize (see torch.bucketize)."""
+    return dispatch(_op_bucketize, (input, boundaries, ), (out_int32, right, ))
+
+def isin(elements, test_elements, *, assume_unique=False, invert=False):
+    """isin (see torch.isin)."""
+    return dispatch(_op_isin, (elements, test_elements, ), (assume_unique, invert, ))
+
+def histc(input, bins=100, min=0, max=0):
+    """histc (see torch.histc)."""
+    return dispatch(_op_histc, (input, ), (bins, min, max, ))
+
 def matmul(input, other):
     """matmul (see torch.matmul)."""
     return dispatch(_op_matmul, (input, other, ), ())
@@ -6374,7 +6416,7 @@ def masked_scatter_source_grad(grad, mask, source_shape):
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -6526,6 +6568,7 @@ TENSOR_METHODS = {
     'aminmax': aminmax,
     'quantile': quantile,
     'nanquantile': nanquantile,
+    'histc': histc,
     'matmul': matmul,
     'mm': mm,
     'bmm': bmm,

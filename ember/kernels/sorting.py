@@ -178,3 +178,150 @@ def logcumsumexp(a, dim):
     if a.ndim == 0:
         return a.copy()
     return np.logaddexp.accumulate(a, axis=d)
+
+
+# ---------------------------------------------------------------- sets, search, histograms
+def _empty_int(shape=(0,)):
+    return np.zeros(shape, np.int64)
+
+
+def unique(a, sorted=True, return_inverse=False, return_counts=False, dim=None):
+    """(sorted unique values, inverse indices, counts); always sorted (as torch on the CPU)."""
+    if dim is None:
+        flat = a.reshape(-1)
+        vals, inv, counts = np.unique(flat, return_inverse=True, return_counts=True,
+                                      equal_nan=False)  # NaNs stay distinct, as torch
+        return vals, inv.reshape(a.shape).astype(np.int64), counts.astype(np.int64)
+    d = _dim("unique", dim, a.ndim)
+    if a.ndim == 0:
+        raise KernelError("unique(): dim= needs a tensor of at least one dimension")
+    n = a.shape[d]
+    if n == 0:
+        return a.copy(), _empty_int(), _empty_int()
+    m = np.moveaxis(a, d, 0).reshape(n, -1)
+    if m.shape[1] == 0:
+        raise KernelError(f"unique(): there are 0 sized dimensions in shape {list(a.shape)} "
+                          f"other than dim {d}, so unique cannot be applied")
+    order = np.lexsort(m.T[::-1])
+    s = m[order]
+    starts = np.ones(n, bool)
+    starts[1:] = np.any(s[1:] != s[:-1], axis=1)
+    group = np.cumsum(starts) - 1
+    inv = np.empty(n, np.int64)
+    inv[order] = group
+    counts = np.diff(np.append(np.flatnonzero(starts), n)).astype(np.int64)
+    return np.take(a, order[starts], axis=d), inv, counts
+
+
+def unique_consecutive(a, return_inverse=False, return_counts=False, dim=None):
+    """(values with consecutive repeats collapsed, inverse indices, counts)."""
+    if dim is None:
+        flat = a.reshape(-1)
+        n = flat.shape[0]
+        if n == 0:
+            return flat.copy(), _empty_int(a.shape), _empty_int()
+        starts = np.ones(n, bool)
+        starts[1:] = flat[1:] != flat[:-1]
+        vals = flat[starts]
+        inv = (np.cumsum(starts) - 1).reshape(a.shape)
+    else:
+        d = _dim("unique_consecutive", dim, a.ndim)
+        if a.ndim == 0:
+            raise KernelError("unique_consecutive(): dim= needs a tensor of at least one "
+                              "dimension")
+        n = a.shape[d]
+        if n == 0:
+            return a.copy(), _empty_int(), _empty_int()
+        m = np.moveaxis(a, d, 0).reshape(n, -1)
+        starts = np.ones(n, bool)
+        starts[1:] = np.any(m[1:] != m[:-1], axis=1)
+        vals = np.compress(starts, a, axis=d)
+        inv = np.cumsum(starts) - 1
+    counts = np.diff(np.append(np.flatnonzero(starts), n))
+    return vals, inv.astype(np.int64), counts.astype(np.int64)
+
+
+def _side(op, right, side):
+    if side is not None:
+        if side not in ("left", "right"):
+            raise KernelError(f"{op}(): side can only be 'left' or 'right' but got {side!r}")
+        if right and side == "left":
+            raise KernelError(f"{op}(): side and right can't be set to opposites, got side of "
+                              f"left while right was True")
+        return side
+    return "right" if right else "left"
+
+
+def searchsorted(sorted_sequence, values, sorter=None, out_int32=False, right=False, side=None):
+    """Insertion indices of ``values`` in the last dimension of ``sorted_sequence`` (1-D, or
+    with the same leading dimensions as ``values``)."""
+    s = _side("searchsorted", right, side)
+    seq = np.asarray(sorted_sequence)
+    vals = np.asarray(values)
+    if seq.ndim == 0:
+        raise KernelError("searchsorted(): boundaries tensor should have positive dimension, "
+                          "but got 0 dimension")
+    if sorter is not None:
+        sorter = np.asarray(sorter)
+        if sorter.shape != seq.shape:
+            raise KernelError(f"searchsorted(): boundary and sorter must have the same size, "
+                              f"but got boundary tensor {list(seq.shape)} and got sorter "
+                              f"tensor {list(sorter.shape)}")
+        if sorter.dtype.kind not in "iu":
+            raise KernelError(f"searchsorted(): sorter must be a tensor of long dtype but got "
+                              f"dtype {sorter.dtype}")
+        n = seq.shape[-1]
+        if sorter.size and (sorter.min() < 0 or sorter.max() >= n):
+            raise KernelError("searchsorted(): sorter index out of range")
+        seq = np.take_along_axis(seq, sorter.astype(np.int64), -1)
+    out_dt = np.int32 if out_int32 else np.int64
+    if seq.ndim == 1:
+        return np.asarray(np.searchsorted(seq, vals, side=s)).astype(out_dt)
+    if vals.ndim != seq.ndim or vals.shape[:-1] != seq.shape[:-1]:
+        raise KernelError(f"searchsorted(): boundaries tensor should be 1 dimension or the first "
+                          f"N-1 dimensions of boundaries tensor and input value tensor must "
+                          f"match, but we got boundaries tensor {list(seq.shape)} and input "
+                          f"value tensor {list(vals.shape)}")
+    rows_s = seq.reshape(-1, seq.shape[-1])
+    rows_v = vals.reshape(-1, vals.shape[-1])
+    out = np.empty(rows_v.shape, out_dt)
+    for i in range(rows_s.shape[0]):
+        out[i] = np.searchsorted(rows_s[i], rows_v[i], side=s)
+    return out.reshape(vals.shape)
+
+
+def bucketize(a, boundaries, out_int32=False, right=False):
+    b = np.asarray(boundaries)
+    if b.ndim != 1:
+        raise KernelError(f"bucketize(): boundaries tensor must be 1 dimension, but got dim("
+                          f"{b.ndim})")
+    return searchsorted(b, a, None, out_int32, right, None)
+
+
+def isin(elements, test_elements, assume_unique=False, invert=False):
+    return np.asarray(np.isin(elements, test_elements, assume_unique=assume_unique,
+                              invert=invert))
+
+
+def histc(a, bins=100, min=0, max=0):
+    """Counts of ``a`` in ``bins`` equal bins over [min, max] (the data's range when
+    min == max; widened by 1 each way when that is one point); values outside are ignored."""
+    if a.dtype.kind != "f":
+        raise KernelError(f"histc(): expected a floating point input, got {a.dtype}")
+    if bins <= 0:
+        raise KernelError(f"histc(): bins must be > 0, but got {bins}")
+    lo, hi = float(min), float(max)
+    if lo > hi:
+        raise KernelError(f"histc(): max must be larger than min, got min={lo} max={hi}")
+    if lo == hi and a.size:
+        lo, hi = float(np.min(a)), float(np.max(a))
+    if lo == hi:
+        lo, hi = lo - 1, hi + 1
+    if not (np.isfinite(lo) and np.isfinite(hi)):
+        raise KernelError(f"histc(): range of [{lo}, {hi}] is not finite")
+    x = a.reshape(-1)
+    x = x[(x >= lo) & (x <= hi)]
+    dt = a.dtype.type
+    pos = ((x - dt(lo)) * dt(bins) / (dt(hi) - dt(lo))).astype(np.int64)
+    pos = np.minimum(pos, bins - 1)
+    return np.bincount(pos, minlength=bins).astype(a.dtype)

@@ -285,3 +285,68 @@ def test_aminmax_empty_other_dim_is_fine_reduced_empty_dim_is_an_error():
     assert r.min.shape == (0, 5) and r.max.shape == (0, 5)
     with pytest.raises(ember.EmberError, match="aminmax"):
         ember.aminmax(ember.zeros(5, 0, 5), dim=1)
+
+
+# ---------------------------------------------------------------- unique, search, isin, histc
+@pytest.mark.parametrize("flags", [(False, False), (True, False), (False, True), (True, True)])
+def test_unique_and_unique_consecutive_return_what_was_asked(flags):
+    inv, cnt = flags
+    x = np.array([[3, 1, 3], [1, 1, 2], [3, 1, 3]])
+    for name, kw in (("unique", {}), ("unique", {"dim": 0}), ("unique", {"dim": 1}),
+                     ("unique_consecutive", {}), ("unique_consecutive", {"dim": 0})):
+        got = getattr(ember, name)(_t(x, dtype=np.int64), return_inverse=inv,
+                                   return_counts=cnt, **kw)
+        want = getattr(torch, name)(_tt(x, dtype=np.int64), return_inverse=inv,
+                                    return_counts=cnt, **kw)
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        assert len(got) == len(want)
+        for g, w in zip(got, want):
+            assert g.shape == tuple(w.shape) and g.dtype == ember.int64
+            np.testing.assert_array_equal(g.numpy(), w.numpy())
+    m = _t(x, dtype=np.int64).unique(return_counts=True)
+    assert m[1].tolist() == [4, 1, 4]
+
+
+def test_unique_of_noncontiguous_and_empty_slices():
+    base = np.array([[1., 2.], [1., 3.], [1., 2.]])
+    x = ember.tensor(base).t()
+    np.testing.assert_array_equal(ember.unique(x, dim=1).numpy(),
+                                  torch.unique(torch.tensor(base).t(), dim=1).numpy())
+    r = ember.unique(ember.zeros(0, 4), dim=0, return_counts=True)
+    t = torch.unique(torch.zeros(0, 4), dim=0, return_counts=True)
+    assert r[0].shape == tuple(t[0].shape) and r[1].tolist() == t[1].tolist()
+    with pytest.raises(ember.EmberError, match="unique.*0 sized"):
+        ember.unique(ember.zeros(4, 0), dim=0)
+
+
+def test_searchsorted_batched_sorter_and_side_conflict():
+    seq = np.array([[5., 1., 3.], [2., 6., 4.]])
+    sorter = np.argsort(seq, 1)
+    v = np.array([[3., 0.5], [6., 4.5]])
+    got = ember.searchsorted(_t(seq), _t(v), sorter=ember.tensor(sorter), side="right")
+    want = torch.searchsorted(_tt(seq), _tt(v), sorter=torch.tensor(sorter), side="right")
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
+    with pytest.raises(ember.EmberError, match="searchsorted.*opposites"):
+        ember.searchsorted(_t([1., 2.]), _t([1.]), right=True, side="left")
+    with pytest.raises(ember.EmberError, match="searchsorted.*boundaries"):
+        ember.searchsorted(_t(seq), _t([1., 2.]))
+    with pytest.raises(ember.EmberError, match="bucketize.*1 dimension"):
+        ember.bucketize(_t([1.]), _t(seq))
+
+
+def test_histc_matches_torch_on_random_data_and_rejects_bad_arguments():
+    x = np.random.default_rng(5).standard_normal(1000).astype(np.float32)
+    for args in ((), (17,), (10, -1.0, 1.0), (3, 0.5, 0.5)):
+        np.testing.assert_array_equal(ember.histc(ember.tensor(x), *args).numpy(),
+                                      torch.histc(torch.tensor(x), *args).numpy())
+    assert ember.histc(ember.tensor(x)).dtype == ember.float32
+    with pytest.raises(ember.EmberError, match="histc"):
+        ember.histc(ember.tensor([1., 2.]), 4, 3.0, 1.0)
+    with pytest.raises(ember.EmberError, match="histc"):
+        ember.histc(ember.tensor([1, 2]), 4)
+
+
+def test_isin_scalars_and_invert():
+    assert ember.isin(ember.tensor([1, 2, 3]), 2).tolist() == [False, True, False]
+    assert ember.isin(2, ember.tensor([1, 2])).item() is True
+    assert ember.isin(ember.tensor([1, 2]), ember.tensor([2]), invert=True).tolist() == [True, False]
