@@ -15,6 +15,8 @@ the trace was made for and the shapes it is called with.
 """
 import warnings
 
+import numpy as np
+
 from ember.jit.interpreter import Interpreter
 from ember.jit.tracer import CMP, TracerWarning, user_frame
 
@@ -49,30 +51,45 @@ class ShapeGuards:
         if len(self.ok) >= _MAX_CHECKED:
             self.ok = {self.shapes}
         self.ok.add(sig)
-        from ember.random import default_generator
-        bad = []
-        if self.graph is None:
-            bad = [(c, None) for c in self.checks]
-        else:
-            gens = [default_generator] + list(self.graph.generators.values())
-            saved = [gen.get_state() for gen in gens]
-            try:
-                vals = Interpreter(self.graph, "array").run(
-                    *arrays, *[t._data for t in self.state])
-            except Exception:  # noqa: BLE001 - the call itself reports the failure
-                vals = None
-            finally:  # the call draws the same random numbers as it would unchecked
-                for gen, s in zip(gens, saved):
-                    gen.set_state(s)
-            if vals is None:
-                bad = [(c, None) for c in self.checks]
-            else:
-                for c in self.checks:
-                    now = _evaluate(c, vals)
-                    if now[0] != c[3]:
-                        bad.append((c, now))
+        bad = self.violations(arrays)
         if bad:
             self._warn(bad, sig)
+
+    def violations(self, arrays):
+        """[(check, (now, lhs, rhs) or None when it could not be evaluated)] of the guards that
+        do not hold for input ndarrays ``arrays``."""
+        from ember.random import default_generator
+        if self.graph is None:
+            return [(c, None) for c in self.checks]
+        gens = [default_generator] + list(self.graph.generators.values())
+        saved = [gen.get_state() for gen in gens]
+        try:
+            vals = Interpreter(self.graph, "array").run(*arrays, *[t._data for t in self.state])
+        except Exception:  # noqa: BLE001 - the call itself reports the failure
+            return [(c, None) for c in self.checks]
+        finally:  # the call draws the same random numbers as it would unchecked
+            for gen, s in zip(gens, saved):
+                gen.set_state(s)
+        bad = []
+        for c in self.checks:
+            now = _evaluate(c, vals)
+            if now[0] != c[3]:
+                bad.append((c, now))
+        return bad
+
+    def check_dynamic_axes(self, arrays, axes, what):
+        """Export with ``axes`` ({input index: [axis, ...]}) symbolic: warn (TracerWarning)
+        when a frozen value changes with them, probing each axis at another size (inputs
+        resized from ``arrays``, the example inputs). ``what`` names the export."""
+        probe = []
+        for i, a in enumerate(arrays):
+            shape = list(a.shape)
+            for ax in axes.get(i, ()):
+                shape[ax] = shape[ax] + 1
+            probe.append(np.resize(a, shape) if a.size else np.zeros(shape, a.dtype))
+        bad = [(c, now) for c, now in self.violations(probe) if now is not None]
+        if bad:
+            self._warn(bad, tuple(p.shape for p in probe), what)
 
     def forward_to(self, tracer, flat):
         """The traced callable runs inside another trace (``tracer``), which records its ops
@@ -100,7 +117,7 @@ class ShapeGuards:
         for kind, lhs, rhs, expected, how, where, _ in self.checks:
             tracer.shape_guard(kind, side(lhs), side(rhs), expected, how, where)
 
-    def _warn(self, bad, sig):
+    def _warn(self, bad, sig, export=None):
         fn, line, _ = user_frame()
         lines = []
         for c, now in bad:
@@ -112,9 +129,11 @@ class ShapeGuards:
             else:
                 got = f"now {now[1]} {c[4]} {now[2]} is {now[0]}"
             lines.append(f"  {cfn}:{cline}: `{src}`: {_assumed(c)}; {got}")
+        called = f"is called with {_shapes(sig)}" if export is None else \
+            f"is exported by {export} with dynamic axes (checked at {_shapes(sig)})"
         msg = (f"the trace of '{self.name}' read tensor shapes into Python values that it froze "
-               f"as constants; it was traced for input shapes {_shapes(self.shapes)} and is "
-               f"called with {_shapes(sig)}, for which these reads differ:\n" + "\n".join(lines) +
+               f"as constants; it was traced for input shapes {_shapes(self.shapes)} and "
+               f"{called}, for which these reads differ:\n" + "\n".join(lines) +
                "\nThe results may differ from eager mode: trace again with inputs of these "
                "shapes, or compute these values with tensor ops.")
         warnings.warn_explicit(msg, TracerWarning, fn, line)

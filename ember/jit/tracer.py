@@ -82,6 +82,8 @@ def _note(kind, a, b, result, how):
         return
     if kind == "value" and f is not None and \
             os.path.abspath(f.f_code.co_filename).startswith(_EMBER_DIR + os.sep):
+        while f.f_code.co_name.startswith("<") and f.f_back is not None:
+            f = f.f_back  # the function around a comprehension
         how = f"{how} in {f.f_globals.get('__name__', '?')}.{f.f_code.co_name}"
     tracer.shape_guard(kind, a, b, result, how)
 

@@ -248,6 +248,19 @@ class _Converter:
 
 
 # ---------------------------------------------------------------------------------- model
+def _check_frozen_sizes(traced, args, onnx_inputs, dyn):
+    """A size the trace froze (ember.jit.guards) that changes along a dynamic axis makes the
+    exported graph wrong at other sizes: warn (TracerWarning naming the line that read it)."""
+    guards = traced.shape_guards
+    axes = {i: sorted(dyn[n]) for i, (n, _) in enumerate(onnx_inputs) if dyn.get(n)}
+    if guards is None or not axes:
+        return
+    from ember.jit.traced import flatten
+    flat = []
+    flatten(args, "args", flat, [])
+    guards.check_dynamic_axes([t._data for t in flat], axes, "ember.onnx.export")
+
+
 def build_model(model, args, export_params=True, training=TrainingMode.EVAL, input_names=None,
                 output_names=None, dynamic_axes=None, opset_version=17, do_constant_folding=True,
                 keep_initializers_as_inputs=False, custom_opsets=None):
@@ -327,6 +340,7 @@ def build_model(model, args, export_params=True, training=TrainingMode.EVAL, inp
     dyn = _norm_dynamic_axes(dynamic_axes, [n for n, _ in onnx_inputs], final_outs,
                              [len(v.shape) for _, v in onnx_inputs],
                              [len(v.shape) for v in graph.outputs])
+    _check_frozen_sizes(traced, args, onnx_inputs, dyn)
     if do_constant_folding and training == TrainingMode.EVAL:
         from ember.onnx.folding import fold_constants
         fold_constants(g, opset, protected={n for n, _ in onnx_inputs} |

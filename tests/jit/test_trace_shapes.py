@@ -237,3 +237,29 @@ def test_saved_traces_keep_their_guards(tmp_path, optimized):
         same(clean_call(loaded, x), fn(x))
     with pytest.warns(jit.TracerWarning, match="was 5"):
         loaded(rand(2, 7, 8))
+
+
+class Upsample(nn.Module):
+    def forward(self, x):
+        return F.interpolate(x, scale_factor=2)
+
+
+def test_onnx_export_warns_when_a_dynamic_axis_reaches_a_frozen_size():
+    pytest.importorskip("onnx")
+    import io
+    import ember.onnx
+    x = rand(1, 3, 6, 6)
+    with pytest.warns(jit.TracerWarning, match="dynamic axes") as rec:
+        ember.onnx.export(Upsample(), (x,), io.BytesIO(), input_names=["x"],
+                          dynamic_axes={"x": [0, 2, 3]})
+    msg = str(rec[0].message)
+    assert "F.interpolate(x, scale_factor=2)" in msg and "%x.size(2) was 6" in msg
+    # a dynamic batch does not reach the frozen sizes; nor in a conv net or attention
+    for model, args, dyn in ((Upsample(), (x,), {"input_0": [0]}),
+                             (Flat(), (x,), {"input_0": [0]}),
+                             (nn.MultiheadAttention(6, 2, batch_first=True),
+                              (rand(2, 5, 6),) * 3,
+                              {n: [0, 1] for n in ("input_0", "input_1", "input_2")})):
+        names = [f"input_{i}" for i in range(len(args))]
+        clean_call(lambda: ember.onnx.export(model, args, io.BytesIO(), input_names=names,
+                                             dynamic_axes=dyn))
