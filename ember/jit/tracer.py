@@ -100,7 +100,7 @@ class SymInt(int):
     records a *shape guard* in the active tracer: the traced callable checks, when it is called
     with inputs of other shapes, that every guarded value (or comparison result) is unchanged,
     and warns (``TracerWarning`` naming the line) when one is not. Operations the int type does
-    in C without asking (``range(n)``, ``np.arange(n)``, ``2.0 * n``, ``1 / n``) are not seen."""
+    in C without asking (``range(n)``, ``np.arange(n)``, ``2.0 * n``, ``1.0 / n``) are not seen."""
 
     def __new__(cls, n, expr):
         s = int.__new__(cls, n)
@@ -287,6 +287,7 @@ _add, _sub, _mul = operator.add, operator.sub, operator.mul
 _floordiv, _mod = operator.floordiv, operator.mod
 _eq, _ne, _lt, _le, _gt, _ge = operator.eq, operator.ne, operator.lt, operator.le, \
     operator.gt, operator.ge
+_COUNTED = ("split", "chunk", "unbind")  # ops whose number of outputs follows a size
 CMP = {"==": _eq, "!=": _ne, "<": _lt, "<=": _le, ">": _gt, ">=": _ge}
 
 
@@ -486,8 +487,27 @@ class Tracer:
                                    [(o._data.dtype, o._data.shape) for o in outputs])
         for o, v in zip(outputs, node.outputs):
             self.env[id(o)] = (o, v)
+        if op.name in _COUNTED:
+            self._guard_count(op.name, tensors[0], dict(zip(names, consts)), len(outputs))
         if self.parent is not None:
             self.parent.record(op, tensors, consts, outputs)
+
+    def _guard_count(self, name, t, c, count):
+        """The number of outputs of ``split``/``chunk``/``unbind`` is fixed in the graph: guard
+        it (it follows the size of the split dimension)."""
+        nd = t._data.ndim
+        d = c.get("dim", 0) % max(nd, 1)
+        n = SymInt(t._data.shape[d], ("size", t, d))
+        if name == "unbind":
+            k = n
+        elif name == "split":
+            k = (n + c["split_size"] - 1) // c["split_size"] if c["split_size"] > 0 else None
+        else:  # chunk: pieces of ceil(n / chunks)
+            each = (n + c["chunks"] - 1) // c["chunks"] if c["chunks"] > 0 else None
+            k = (n + each - 1) // each if each else None
+        if isinstance(k, SymInt):
+            self.guards.append(("value", k, None, count, f"the number of outputs of {name}",
+                                user_frame()))
 
     def record_inplace(self, target, result):
         tv = self.value_of(target)

@@ -263,3 +263,22 @@ def test_onnx_export_warns_when_a_dynamic_axis_reaches_a_frozen_size():
         names = [f"input_{i}" for i in range(len(args))]
         clean_call(lambda: ember.onnx.export(model, args, io.BytesIO(), input_names=names,
                                              dynamic_axes=dyn))
+
+
+def test_the_number_of_unbind_outputs_is_guarded():
+    gru = nn.GRU(4, 6).eval()  # loops over unbind(x, 0): the trace holds the sequence length
+    t = jit.trace(gru, (rand(5, 2, 4),))
+    with ember.no_grad():
+        same(clean_call(t, rand(5, 3, 4, seed=1))[0], gru(rand(5, 3, 4, seed=1))[0])
+    fn = lambda x: ember.cat(x.split(2, 1)[::-1], 1)  # noqa: E731
+    split = jit.trace(fn, (rand(2, 6),))
+    same(clean_call(split, rand(3, 5, seed=2)), fn(rand(3, 5, seed=2)))  # still 3 pieces
+    with pytest.warns(jit.TracerWarning, match="the number of outputs of split"):
+        with pytest.raises(ValueError):  # having warned, the frozen unpacking does not fit
+            split(rand(2, 8))
+    with pytest.warns(jit.TracerWarning, match="the number of outputs of unbind"):
+        try:
+            with ember.no_grad():
+                t(rand(7, 2, 4))
+        except Exception:  # noqa: BLE001 - having warned, the frozen loop may not fit
+            pass
