@@ -183,6 +183,8 @@ def norm_grad(grad, self, result, p, dim, keepdim):
 def prod_grad(grad, self, result, dim, keepdim):
     shape = self._data.shape
     g = expand_reduced(grad, shape, dim, keepdim)
+    if len(shape) == 0:  # the product of one element
+        return g
     if not np.any(self._data == 0):
         return G.div(G.mul(g, expand_reduced(result, shape, dim, keepdim)), self)
     # zeros present: product of all other elements, computed without division
@@ -697,3 +699,134 @@ def scan_index_grad(grad, indices, shape, dim):
     if len(shape) == 0:
         return grad
     return G.scatter_add(zeros(shape, grad._data.dtype), dim % len(shape), indices, grad)
+
+
+# ---------------------------------------------------------------- linalg (issue 12)
+def _mT(x):
+    return G.transpose(x, -2, -1)
+
+
+def _unsq2(x):
+    return G.unsqueeze(G.unsqueeze(x, -1), -1)
+
+
+def linalg_det_grad(grad, A, result):
+    """d det(A) = det(A) A^-T (A must be invertible: a singular A raises, see ember.linalg.det)."""
+    return G.mul(_unsq2(G.mul(grad, result)), _mT(G.linalg_inv(A)))
+
+
+def linalg_inv_grad(grad, result):
+    return G.neg(G.matmul(G.matmul(_mT(result), grad), _mT(result)))
+
+
+def linalg_solve_grads(grad, A, B, X, left, needs):
+    """Gradients of X = A^-1 B (left) or X = B A^-1 for (A, B), B possibly a batch of vectors."""
+    a_shape, b_shape = A._data.shape, B._data.shape
+    vector = len(b_shape) == 1 or (len(b_shape) == len(a_shape) - 1 and b_shape == a_shape[:-1])
+    gB = G.linalg_solve(_mT(A), grad, left=left)
+    gA = None
+    if needs[0]:
+        if vector:
+            gA = G.neg(G.mul(G.unsqueeze(gB, -1), G.unsqueeze(X, -2)))
+        else:
+            gA = G.neg(G.matmul(gB, _mT(X)) if left else G.matmul(_mT(X), gB))
+        gA = sum_to(gA, a_shape)
+    return gA, sum_to(gB, b_shape) if needs[1] else None
+
+
+def linalg_solve_triangular_grads(grad, A, B, X, upper, left, unitriangular, needs):
+    gB = G.linalg_solve_triangular(_mT(A), grad, upper=not upper, left=left,
+                                   unitriangular=unitriangular)
+    gA = None
+    if needs[0]:
+        gA = G.neg(G.matmul(gB, _mT(X)) if left else G.matmul(_mT(X), gB))
+        k = int(unitriangular)
+        gA = sum_to(G.triu(gA, k) if upper else G.tril(gA, -k), A._data.shape)
+    return gA, sum_to(gB, B._data.shape) if needs[1] else None
+
+
+def linalg_cholesky_grad(grad, L, upper):
+    """Murray's formula (as torch): gA = L^-T Phi(L^T gL) L^-1, symmetrised."""
+    if upper:
+        L, grad = _mT(L), _mT(grad)
+    P = G.tril(G.matmul(_mT(L), grad))
+    P = G.mul(G.add(P, _mT(G.tril(P, -1))), 0.5)
+    P = G.linalg_solve_triangular(_mT(L), P, upper=True, left=True)
+    return G.linalg_solve_triangular(L, P, upper=False, left=False)
+
+
+def _qr_grad_tall(gQ, gR, Q, R):
+    # m >= n: gA = [gQ + Q copyltu(M)] R^-T with M = R gR^T - gQ^T Q
+    M = G.sub(G.matmul(R, _mT(gR)), G.matmul(_mT(gQ), Q))
+    M = G.add(G.tril(M), _mT(G.tril(M, -1)))
+    b = G.add(gQ, G.matmul(Q, M))
+    return G.linalg_solve_triangular(_mT(R), b, upper=False, left=False)
+
+
+def linalg_qr_grad(grads, A, Q, R, mode):
+    from ember.errors import EmberRuntimeError
+    gQ, gR = grads
+    m, n = A._data.shape[-2:]
+    if mode == "r":
+        raise EmberRuntimeError("linalg.qr: the derivative of linalg.qr depends on Q, which is not "
+                                "computed when mode='r'; use mode='reduced' to differentiate")
+    if mode == "complete" and m > n:
+        raise EmberRuntimeError("linalg.qr: the QR decomposition is not differentiable when "
+                                "mode='complete' and nrows > ncols")
+    if m >= n:
+        return _qr_grad_tall(gQ, gR, Q, R)
+    # m < n: A = Q [R1 R2], X = A[:, :m] = Q R1, R2 = Q^T Y
+    Y = G.narrow(A, -1, m, n - m)
+    gR1, gR2 = G.narrow(gR, -1, 0, m), G.narrow(gR, -1, m, n - m)
+    gX = _qr_grad_tall(G.add(gQ, G.matmul(Y, _mT(gR2))), gR1, Q, G.narrow(R, -1, 0, m))
+    return G.cat([gX, G.matmul(Q, gR2)], -1)
+
+
+def _eye_like(n, x):
+    return G.eye(n, None, x._data.dtype)
+
+
+def linalg_svd_grad(grads, A, U, S, Vh, full_matrices):
+    """torch's svd_backward for real inputs (gauge-invariant: no check needed)."""
+    gU, gS, gVh = grads
+    m, n = A._data.shape[-2:]
+    k = S._data.shape[-1]
+    if full_matrices and m != n:
+        U, gU = G.narrow(U, -1, 0, k), G.narrow(gU, -1, 0, k)
+        Vh, gVh = G.narrow(Vh, -2, 0, k), G.narrow(gVh, -2, 0, k)
+    V, gV = _mT(Vh), _mT(gVh)
+    UhgU = G.matmul(_mT(U), gU)
+    UhgU = G.sub(UhgU, _mT(UhgU))
+    VhgV = G.matmul(Vh, gV)
+    VhgV = G.sub(VhgV, _mT(VhgV))
+    S2 = G.mul(S, S)
+    E = G.add(G.sub(G.unsqueeze(S2, -2), G.unsqueeze(S2, -1)), _eye_like(k, S))
+    gA = G.div(G.add(G.mul(UhgU, G.unsqueeze(S, -2)), G.mul(G.unsqueeze(S, -1), VhgV)), E)
+    gA = G.add(gA, G.diag_embed(gS))
+    if m > n:
+        gA = G.matmul(U, gA)
+        gUSinv = G.div(gU, G.unsqueeze(S, -2))
+        gA = G.add(gA, G.sub(gUSinv, G.matmul(U, G.matmul(_mT(U), gUSinv))))
+        return G.matmul(gA, Vh)
+    if m < n:
+        gA = G.matmul(gA, Vh)
+        gVSinv = G.div(gV, G.unsqueeze(S, -2))
+        gA = G.add(gA, _mT(G.sub(gVSinv, G.matmul(V, G.matmul(Vh, gVSinv)))))
+        return G.matmul(U, gA)
+    return G.matmul(U, G.matmul(gA, Vh))
+
+
+def linalg_eigh_grad(grads, L, V):
+    """gA = V (skew(V^T gV) / E + diag(gL)) V^T, E_ij = L_j - L_i (ones on the diagonal)."""
+    gL, gV = grads
+    n = L._data.shape[-1]
+    VhgV = G.matmul(_mT(V), gV)
+    VhgV = G.mul(G.sub(VhgV, _mT(VhgV)), 0.5)
+    E = G.add(G.sub(G.unsqueeze(L, -2), G.unsqueeze(L, -1)), _eye_like(n, L))
+    inner = G.add(G.div(VhgV, E), G.diag_embed(gL))
+    return G.matmul(V, G.matmul(inner, _mT(V)))
+
+
+def linalg_cross_grads(grad, self, other, dim, needs):
+    return (sum_to(G.linalg_cross(other, grad, dim=dim), self._data.shape) if needs[0] else None,
+            sum_to(G.linalg_cross(grad, self, dim=dim), other._data.shape) if needs[1] else None)

@@ -350,3 +350,10 @@ def test_isin_scalars_and_invert():
     assert ember.isin(ember.tensor([1, 2, 3]), 2).tolist() == [False, True, False]
     assert ember.isin(2, ember.tensor([1, 2])).item() is True
     assert ember.isin(ember.tensor([1, 2]), ember.tensor([2]), invert=True).tolist() == [True, False]
+
+
+def test_prod_of_zero_dim_zero_has_a_zero_dim_gradient():
+    for v in (0.0, 2.0):
+        x = ember.tensor(v, requires_grad=True)
+        ember.prod(x).backward()
+        assert x.grad.shape == () and x.grad.item() == 1.0
