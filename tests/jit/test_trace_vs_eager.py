@@ -5,7 +5,9 @@ on those inputs, or the trace warned (``TracerWarning``) that it froze a value.
 ``CASES`` holds one or more sample factories per public name; ``test_every_public_function_has
 _a_case`` fails when a public function has none. ``WARNS`` names the cases whose result depends
 on data in a way a static graph cannot follow (they must warn); every other case must trace
-without any TracerWarning and match eager.
+without any TracerWarning and match eager. ``test_trace_on_new_shapes_is_right_or_warns`` runs the
+same cases with every size > 1 grown by one: eager's answer, or a TracerWarning naming the line
+(ember.jit.guards).
 """
 import warnings
 
