@@ -63,6 +63,8 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
         raise EmberTypeError(f"{op}: input tensor must be either float or double dtype, got "
                              f"{input.dtype}")
     q_t = q if isinstance(q, Tensor) else None
+    if q_t is not None:
+        q_t._python_value(op)  # q's values are checked in Python (as torch does)
     qa = np.asarray(q._data if q_t is not None else q, dtype=np.float64)
     if qa.ndim > 1:
         raise EmberRuntimeError(f"{op}: q must be a scalar or 1D tensor, got shape "
@@ -91,39 +93,38 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     sorted_ = G.sort(src, d)[0]
     s = src._data
     n = s.shape[d]
-    nan = np.isnan(s)
     qshape = [1] * s.ndim
     qshape[d] = nq
-    qb = qa.reshape(qshape)
-    if ignore_nan:
-        last = np.sum(~nan, axis=d, keepdims=True) - 1.0
-        rank = qb * np.maximum(last, 0)
-    else:
-        last = np.full([1 if i == d else k for i, k in enumerate(s.shape)], n - 1.0)
-        rank = qb * last
-    has_nan = np.any(nan, axis=d, keepdims=True) if not ignore_nan else last < 0
     full = list(s.shape)
     full[d] = nq
-    rank = np.broadcast_to(np.where(has_nan, n - 1.0 if not ignore_nan else 0.0, rank), full)
-    if interpolation == "nearest":
-        rank = np.round(rank)
-    lo = np.floor(rank).astype(np.int64)
-    hi = np.ceil(rank).astype(np.int64)
-    if interpolation == "lower":
-        out = G.gather(sorted_, d, _const(lo))
-    elif interpolation in ("higher", "nearest"):
-        out = G.gather(sorted_, d, _const(hi if interpolation == "higher" else lo))
+    dt = x.dtype
+    # ranks in ops (not from the data in Python), so that a trace stays right for new data
+    if ignore_nan:
+        count = G.sum(G.logical_not(G.isnan(src)), d, True)
+        no_value = G.eq(count, 0)
+        last = G.to(G.where(no_value, 0, G.sub(count, 1)), dt)
     else:
-        below, above = G.gather(sorted_, d, _const(lo)), G.gather(sorted_, d, _const(hi))
-        if interpolation == "midpoint":
-            w = _const(np.full(full, 0.5, x.dtype))
-        elif q_t is not None:
-            w = G.sub(G.mul(G.reshape(q_t, tuple(qshape)), _const(last.astype(x.dtype))),
-                      _const(lo.astype(x.dtype)))
-            w = G.where(_const(np.broadcast_to(has_nan, full).copy()), 0.0, w)
+        last = _const(np.full([1] * s.ndim, n - 1.0, dt))
+        no_value = G.any(G.isnan(sorted_), d, True)
+    qv = G.reshape(q_t, tuple(qshape)) if q_t is not None else _const(qa.reshape(qshape).astype(dt))
+    rank = G.expand(G.mul(qv, last), tuple(full))
+    # a slice with a NaN (quantile) or of NaNs only (nanquantile) reads its last sorted element
+    rank = G.where(no_value, float(n - 1) if not ignore_nan else 0.0, rank)
+    if interpolation == "nearest":
+        rank = G.round(rank)
+    lo = G.to(G.floor(rank), np.int64)
+    if interpolation in ("lower", "nearest"):
+        out = G.gather(sorted_, d, lo)
+    else:
+        hi = G.to(G.ceil(rank), np.int64)
+        above = G.gather(sorted_, d, hi)
+        if interpolation == "higher":
+            out = above
         else:
-            w = _const((rank - lo).astype(x.dtype))
-        out = G.lerp(below, above, w)
+            below = G.gather(sorted_, d, lo)
+            w = (_const(np.full(full, 0.5, dt)) if interpolation == "midpoint"
+                 else G.sub(rank, G.to(lo, dt)))
+            out = G.lerp(below, above, w)
     # shape: q's axis first (when q is a tensor of one dimension), then the reduced input shape
     if dim is None:
         out = G.reshape(out, (nq,) + ((1,) * x.ndim if keepdim else ()))

@@ -357,3 +357,21 @@ def test_prod_of_zero_dim_zero_has_a_zero_dim_gradient():
         x = ember.tensor(v, requires_grad=True)
         ember.prod(x).backward()
         assert x.grad.shape == () and x.grad.item() == 1.0
+
+
+def test_traced_nanquantile_follows_new_nan_positions():
+    import warnings
+
+    import ember.jit
+
+    def f(x):
+        return ember.nanquantile(x, 0.5, 1) + ember.quantile(x, 0.25, 1)
+
+    a = np.array([[1., NAN, 3., 4.], [2., 5., 6., 0.]])
+    b = np.array([[1., 2., 3., 4.], [NAN, NAN, 6., 0.]])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no value of the input is read in Python
+        tf = ember.jit.trace(f, (ember.tensor(a),))
+    for x in (a, b):
+        want = torch.nanquantile(torch.tensor(x), 0.5, 1) + torch.quantile(torch.tensor(x), 0.25, 1)
+        np.testing.assert_allclose(tf(ember.tensor(x)).numpy(), want.numpy(), equal_nan=True)
