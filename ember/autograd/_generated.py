@@ -7,6 +7,7 @@ from ember.kernels import conv as _k_conv
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
 from ember.kernels import index as _k_index
+from ember.kernels import interpolate as _k_interpolate
 from ember.kernels import linalg as _k_linalg
 from ember.kernels import nn as _k_nn
 from ember.kernels import pool as _k_pool
@@ -3437,6 +3438,60 @@ class LstmLayerBackward0(Node):
         workspace = unpack(ctx.workspace, ctx)
         return tuple(_F.lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs))
 
+class InterpolateNdBackward0(Node):
+    __slots__ = ('align_corners', 'mode', 'output_size', 'scales', 'self__shape')
+    _saved = ()
+    _op_name = 'interpolate_nd'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        output_size, mode, align_corners, scales, = consts
+        ctx.align_corners = align_corners if needs[0] else None
+        ctx.mode = mode if needs[0] else None
+        ctx.output_size = output_size if needs[0] else None
+        ctx.scales = scales if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        align_corners = ctx.align_corners
+        mode = ctx.mode
+        output_size = ctx.output_size
+        scales = ctx.scales
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = interpolate_nd_backward(grad, self__shape, output_size, mode, align_corners, scales)
+        return (g0, )
+
+class InterpolateNdBackwardBackward0(Node):
+    __slots__ = ('align_corners', 'mode', 'output_size', 'scales')
+    _saved = ()
+    _op_name = 'interpolate_nd_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, = tensors
+        input_shape, output_size, mode, align_corners, scales, = consts
+        ctx.align_corners = align_corners if needs[0] else None
+        ctx.mode = mode if needs[0] else None
+        ctx.output_size = output_size if needs[0] else None
+        ctx.scales = scales if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        align_corners = ctx.align_corners
+        mode = ctx.mode
+        output_size = ctx.output_size
+        scales = ctx.scales
+        g0 = None
+        if needs[0]:
+            g0 = interpolate_nd(grad, output_size, mode, align_corners, scales)
+        return (g0, )
+
 class ErfcBackward0(Node):
     __slots__ = ('self_',)
     _saved = ('self_',)
@@ -4879,6 +4934,12 @@ OPS['gru_step'] = _op_gru_step
 _op_lstm_layer = Op('lstm_layer', _k_rnn.lstm_layer, LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
 OPS['lstm_layer'] = _op_lstm_layer
 
+_op_interpolate_nd = Op('interpolate_nd', _k_interpolate.interpolate_forward, InterpolateNdBackward0, ('self',), ('output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
+OPS['interpolate_nd'] = _op_interpolate_nd
+
+_op_interpolate_nd_backward = Op('interpolate_nd_backward', _k_interpolate.interpolate_backward, InterpolateNdBackwardBackward0, ('grad_output',), ('input_shape', 'output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
+OPS['interpolate_nd_backward'] = _op_interpolate_nd_backward
+
 _op_erfc = Op('erfc', _k_special.erfc, ErfcBackward0, ('self',), (), saves_self=True)
 OPS['erfc'] = _op_erfc
 
@@ -6039,6 +6100,14 @@ def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     """lstm_layer (see torch.lstm_layer)."""
     return dispatch(_op_lstm_layer, (gx, h0, c0, w_hh, ), (reverse, ))
 
+def interpolate_nd(input, output_size, mode, align_corners=False, scales=None):
+    """interpolate_nd (see torch.interpolate_nd)."""
+    return dispatch(_op_interpolate_nd, (input, ), (output_size, mode, align_corners, scales, ))
+
+def interpolate_nd_backward(grad_output, input_shape, output_size, mode, align_corners=False, scales=None):
+    """interpolate_nd_backward (see torch.interpolate_nd_backward)."""
+    return dispatch(_op_interpolate_nd_backward, (grad_output, ), (input_shape, output_size, mode, align_corners, scales, ))
+
 def erfc(input):
     """erfc (see torch.erfc)."""
     return dispatch(_op_erfc, (input, ), ())
@@ -6680,6 +6749,8 @@ TENSOR_METHODS = {
     'lstm_step': lstm_step,
     'gru_step': gru_step,
     'lstm_layer': lstm_layer,
+    'interpolate_nd': interpolate_nd,
+    'interpolate_nd_backward': interpolate_nd_backward,
     'erfc': erfc,
     'erfc_': erfc_,
     'erfinv': erfinv,

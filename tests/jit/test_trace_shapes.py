@@ -253,7 +253,7 @@ def test_onnx_export_warns_when_a_dynamic_axis_reaches_a_frozen_size():
         ember.onnx.export(Upsample(), (x,), io.BytesIO(), input_names=["x"],
                           dynamic_axes={"x": [0, 2, 3]})
     msg = str(rec[0].message)
-    assert "F.interpolate(x, scale_factor=2)" in msg and "%x.size(2) was 6" in msg
+    assert "F.interpolate(x, scale_factor=2)" in msg and "%x.size(2)" in msg
     # a dynamic batch does not reach the frozen sizes; nor in a conv net or attention
     for model, args, dyn in ((Upsample(), (x,), {"input_0": [0]}),
                              (Flat(), (x,), {"input_0": [0]}),
