@@ -727,12 +727,23 @@ def pixel_unshuffle(input, downscale_factor):
     return G.pixel_unshuffle(input, downscale_factor)
 
 
-def _interp_size(input, size, scale_factor, nd):
+_INTERP_NEEDS = {"linear": 1, "bilinear": 2, "bicubic": 2, "trilinear": 3}
+
+
+def _interp_size(input, size, scale_factor, nd, recompute_scale_factor):
+    """(output size, scales or None) as torch's F.interpolate computes them."""
     spatial = tuple(input.shape[2:])
     if size is not None and scale_factor is not None:
-        raise ValueError("only one of size or scale_factor should be defined")
+        raise EmberValueError("interpolate: only one of size or scale_factor should be defined")
     if size is not None:
-        out = _ntuple(size, nd, "size")
+        if recompute_scale_factor:
+            raise EmberValueError("interpolate: recompute_scale_factor is not meaningful with "
+                                  "an explicit size")
+        if isinstance(size, (tuple, list)) and len(size) != nd:
+            raise EmberValueError(f"interpolate: input and output must have the same number of "
+                                  f"spatial dimensions, but got input with spatial dimensions "
+                                  f"of {list(spatial)} and output size of {list(size)}")
+        out, scales = _ntuple(size, nd, "size"), None
     else:
         if scale_factor is None:
             raise EmberValueError("interpolate: either size or scale_factor should be defined")
@@ -742,42 +753,45 @@ def _interp_size(input, size, scale_factor, nd):
                                     and not isinstance(f, bool) and math.isfinite(f) for f in sf):
             raise EmberValueError(f"interpolate: scale_factor must be {nd} finite number(s) for a "
                                   f"{nd + 2}-d input, got {scale_factor!r}")
-        out = tuple(int(math.floor(s * f)) for s, f in zip(spatial, sf))
+        out = tuple(int(math.floor(float(s) * float(f))) for s, f in zip(spatial, sf))
+        # torch maps coordinates with the given scale unless asked to recompute it from sizes
+        scales = None if recompute_scale_factor else tuple(float(f) for f in sf)
     if not all(o > 0 for o in out):
         raise EmberRuntimeError(f"interpolate: input and output sizes should be greater than 0, "
                                 f"but got input {list(spatial)} and output {list(out)}"
                                 + ("" if size is not None else f" (scale_factor={scale_factor!r})"))
-    return out
+    return out, scales
 
 
 def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corners=None,
                 recompute_scale_factor=None, antialias=False):
-    """Resize (N, C, L) or (N, C, H, W) input: modes 'nearest', 'linear', 'bilinear'.
-
-    Raises NotImplementedError for other modes.
-    """
+    """Resize (N, C, *spatial) input with 1-3 spatial dims, as torch: modes 'nearest',
+    'nearest-exact', 'linear' (3-d), 'bilinear' (4-d), 'bicubic' (4-d, A=-0.75), 'trilinear'
+    (5-d), 'area'. A given ``scale_factor`` is used in the coordinate mapping unless
+    ``recompute_scale_factor=True``. Raises UnsupportedError for ``antialias=True``."""
     nd = input.dim() - 2
-    if nd not in (1, 2):
-        raise UnsupportedError(f"interpolate: ember supports 3-d and 4-d input, got "
-                                  f"{input.dim()}-d")
-    if mode in ("nearest", "nearest-exact", "area") and align_corners is not None:
-        raise ValueError("align_corners option can only be set with the interpolating modes: "
-                         "linear | bilinear | bicubic | trilinear")
-    out = _interp_size(input, size, scale_factor, nd)
-    x = G.unsqueeze(input, 2) if nd == 1 else input
-    out2 = (1,) + out if nd == 1 else out
-    if mode == "nearest":
-        y = G.upsample_nearest2d(x, out2)
-    elif mode in ("bilinear", "linear"):
-        if (mode == "linear") != (nd == 1):
-            need = "3" if mode == "linear" else "4"
-            raise ValueError(f"interpolate: mode {mode!r} needs a {need}-d input")
-        y = G.upsample_bilinear2d(x, out2, bool(align_corners))
-    elif mode == "area":
-        y = G.adaptive_avg_pool2d(x, out2)
-    else:
-        raise UnsupportedError(f"interpolate: mode {mode!r} is not supported by ember")
-    return G.squeeze(y, 2) if nd == 1 else y
+    modes = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
+    if mode not in modes:
+        raise UnsupportedError(f"interpolate: mode {mode!r} is not supported; expected one of "
+                               f"{' | '.join(modes)}")
+    if nd not in (1, 2, 3):
+        raise UnsupportedError(f"interpolate: only 3-d, 4-d and 5-d inputs are supported (got "
+                               f"{input.dim()}-d) for the modes: {' | '.join(modes)} "
+                               f"(got {mode})")
+    if mode in ("nearest", "nearest-exact", "area"):
+        if align_corners is not None:
+            raise EmberValueError("interpolate: align_corners option can only be set with the "
+                                  "interpolating modes: linear | bilinear | bicubic | trilinear")
+    elif _INTERP_NEEDS[mode] != nd:
+        raise UnsupportedError(f"interpolate: got {input.dim()}-d input, but {mode} mode needs "
+                               f"{_INTERP_NEEDS[mode] + 2}-d input")
+    if antialias:
+        raise UnsupportedError("interpolate: antialias=True is not supported by ember")
+    out, scales = _interp_size(input, size, scale_factor, nd, recompute_scale_factor)
+    kmode = {"bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    if kmode == "area":
+        scales = None
+    return G.interpolate_nd(input, out, kmode, bool(align_corners), scales)
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):

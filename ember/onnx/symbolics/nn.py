@@ -318,3 +318,41 @@ def sym_upsample_nearest2d(g, node, x, output_size):
 def sym_upsample_bilinear2d(g, node, x, output_size, align_corners=False):
     return _resize(g, node, x, output_size, "linear",
                    "align_corners" if align_corners else "pytorch_half_pixel")
+
+
+@symbolic("interpolate_nd")
+def sym_interpolate_nd(g, node, x, output_size, mode, align_corners=False, scales=None):
+    """Resize (nearest / nearest-exact / linear / cubic with A=-0.75); 'area' as AveragePool
+    when every input size is a multiple of its output size."""
+    shape = node.args[0].shape
+    nd = len(shape) - 2
+    out = [int(static(o, "output_size")) for o in output_size]
+    if mode == "area":
+        if any(shape[2 + i] % out[i] for i in range(nd)):
+            raise SymbolicError(f"interpolate mode 'area' from {list(shape[2:])} to {out} is "
+                                "exported only when each input size is a multiple of the output "
+                                "size (AveragePool)")
+        k = [shape[2 + i] // out[i] for i in range(nd)]
+        return g.op("AveragePool", x, kernel_shape=k, strides=k)
+    if mode in ("linear", "cubic") and align_corners:
+        ctm = "align_corners"
+    elif mode == "nearest":
+        ctm = "asymmetric"
+    elif mode == "nearest-exact":
+        ctm = "half_pixel"
+    else:
+        ctm = "pytorch_half_pixel"
+    kw = {"mode": {"nearest-exact": "nearest"}.get(mode, mode),
+          "coordinate_transformation_mode": ctm}
+    if mode.startswith("nearest"):
+        kw["nearest_mode"] = "floor" if mode == "nearest" else "round_prefer_ceil"
+    if mode == "cubic":
+        kw["cubic_coeff_a"] = -0.75
+    if scales is not None and not align_corners:
+        # torch maps coordinates with the given scales: so does Resize given scales
+        sc = np.array([1.0, 1.0] + [float(s) for s in scales], np.float32)
+        if all(int(np.floor(float(sc[2 + i]) * shape[2 + i])) == out[i] for i in range(nd)) \
+                and not any(out[i] == shape[2 + i] and sc[2 + i] != 1 for i in range(nd)):
+            return g.op("Resize", x, "", g.const(sc), **kw)
+    sizes = g.op("Concat", g.shape_of(x, 0, 2), g.const(np.array(out, np.int64)), axis=0)
+    return g.op("Resize", x, "", "", sizes, **kw)

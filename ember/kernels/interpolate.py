@@ -1,0 +1,152 @@
+"""Separable resampling kernels (``F.interpolate``): nearest, nearest-exact, (bi/tri)linear,
+bicubic and area over the last 1-3 axes of an (N, C, *spatial) array, forward and backward.
+
+Each spatial axis is resampled on its own by a tap table (for every output position, up to 4
+source indices and their weights), computed as torch's CPU kernels do: the coordinate mapping uses
+``1/scale`` when a scale is given (``recompute_scale_factor`` not True), else ``in/out``; nearest
+modes compute in float32 like torch; an axis whose size is unchanged is copied (linear modes,
+and 2-d nearest, as torch's forward does); bicubic uses A=-0.75 with clamped (border) taps; area is
+adaptive average pooling. Errors are ValueError (KernelError) naming the op.
+"""
+import math
+
+import numpy as np
+
+from .errors import KernelError
+
+MODES = ("nearest", "nearest-exact", "linear", "cubic", "area")
+_A = -0.75
+
+
+def _scale(in_len, out_len, align_corners, scale, cubic_or_linear):
+    if cubic_or_linear and align_corners:
+        return (in_len - 1) / (out_len - 1) if out_len > 1 else 0.0
+    if scale is not None and scale > 0:
+        return 1.0 / scale
+    return in_len / out_len
+
+
+def _cubic1(x):
+    return ((_A + 2) * x - (_A + 3)) * x * x + 1
+
+
+def _cubic2(x):
+    return ((_A * x - 5 * _A) * x + 8 * _A) * x - 4 * _A
+
+
+def _taps(mode, in_len, out_len, align_corners, scale, dtype, nd):
+    """(index (out, k) int64, weight (out, k) dtype) for one axis of an nd-d resampling."""
+    if out_len == in_len and (mode == "linear" or (mode == "nearest" and nd == 2)):
+        # torch copies an axis whose size is unchanged (nearest: 2-d only), whatever the scale
+        return np.arange(out_len)[:, None], np.ones((out_len, 1), dtype)
+    if mode in ("nearest", "nearest-exact"):
+        s = np.float32(_scale(in_len, out_len, False, scale, False))
+        dst = np.arange(out_len, dtype=np.float32)
+        if mode == "nearest":
+            src = np.floor(dst * s)
+        else:
+            src = np.floor((dst + np.float32(0.5)) * s)
+        idx = np.minimum(src.astype(np.int64), in_len - 1)[:, None]
+        return idx, np.ones((out_len, 1), dtype)
+    if mode == "area":
+        o = np.arange(out_len)
+        start = (o * in_len) // out_len
+        end = -((-(o + 1) * in_len) // out_len)
+        k = int((end - start).max())
+        idx = start[:, None] + np.arange(k)
+        valid = idx < end[:, None]
+        w = valid / (end - start)[:, None]
+        return np.minimum(idx, in_len - 1), w.astype(dtype)
+    op = dtype.type
+    s = op(_scale(in_len, out_len, align_corners, scale, True))
+    dst = np.arange(out_len, dtype=dtype)
+    if align_corners:
+        src = s * dst
+    else:
+        src = s * (dst + op(0.5)) - op(0.5)
+    if mode == "linear":
+        if not align_corners:
+            src = np.maximum(src, op(0))
+        i0 = np.minimum(np.floor(src).astype(np.int64), in_len - 1)
+        lam = src - i0.astype(dtype)
+        i1 = np.minimum(i0 + 1, in_len - 1)
+        return np.stack([i0, i1], 1), np.stack([op(1) - lam, lam], 1).astype(dtype)
+    fl = np.floor(src)
+    t = src - fl
+    i0 = fl.astype(np.int64) - 1
+    idx = np.clip(i0[:, None] + np.arange(4), 0, in_len - 1)
+    w = np.stack([_cubic2(t + 1), _cubic1(t), _cubic1(1 - t), _cubic2(2 - t)], 1)
+    return idx, w.astype(dtype)
+
+
+def _check(op, shape, output_size, mode, scales):
+    nd = len(output_size)
+    if mode not in MODES:
+        raise KernelError(f"mode must be one of {MODES}, got {mode!r}")
+    if len(shape) != nd + 2 or nd < 1:
+        raise KernelError(f"expected a {nd + 2}-d input (N, C, *spatial) for an output size of "
+                          f"{nd} value(s), got shape {tuple(shape)}")
+    if mode == "cubic" and nd != 2:
+        raise KernelError(f"bicubic needs a 4-d input, got shape {tuple(shape)}")
+    if scales is not None and len(scales) != nd:
+        raise KernelError(f"scales must have {nd} value(s), got {list(scales)}")
+    if min(shape[2:], default=1) < 1 or min(output_size) < 1:
+        raise KernelError(f"input and output sizes should be greater than 0, but got input "
+                          f"{list(shape[2:])} and output {list(output_size)}")
+
+
+def _tables(shape, output_size, mode, align_corners, scales, dtype):
+    sc = list(scales) if scales is not None else [None] * len(output_size)
+    return [_taps(mode, int(i), int(o), bool(align_corners), s, dtype, len(output_size))
+            for i, o, s in zip(shape[2:], output_size, sc)]
+
+
+def interpolate_forward(x, output_size, mode, align_corners, scales):
+    """Resample the spatial axes of x to ``output_size``. Raises KernelError."""
+    output_size = tuple(int(o) for o in output_size)
+    _check("interpolate", x.shape, output_size, mode, scales)
+    if mode not in ("nearest", "nearest-exact") and x.dtype.kind != "f":
+        raise KernelError(f"mode {mode!r} needs a floating-point input, got {x.dtype}")
+    dt = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    y = x
+    for ax, (idx, w) in enumerate(_tables(x.shape, output_size, mode, align_corners, scales, dt)):
+        axis = 2 + ax
+        if idx.shape[1] == 1:
+            y = np.take(y, idx[:, 0], axis=axis)
+            continue
+        bshape = [1] * y.ndim
+        bshape[axis] = idx.shape[0]
+        acc = None
+        for k in range(idx.shape[1]):
+            term = np.take(y, idx[:, k], axis=axis) * w[:, k].reshape(bshape)
+            acc = term if acc is None else acc + term
+        y = acc
+    return np.ascontiguousarray(y)
+
+
+def interpolate_backward(gy, input_shape, output_size, mode, align_corners, scales):
+    """Gradient of interpolate_forward for an input of ``input_shape``. Raises KernelError."""
+    input_shape = tuple(int(s) for s in input_shape)
+    output_size = tuple(int(o) for o in output_size)
+    _check("interpolate_backward", input_shape, output_size, mode, scales)
+    if tuple(gy.shape[2:]) != output_size or tuple(gy.shape[:2]) != input_shape[:2]:
+        raise KernelError(f"grad_output of shape {tuple(gy.shape)} does not match input "
+                          f"{input_shape} resampled to {list(output_size)}")
+    tables = _tables(input_shape, output_size, mode, align_corners, scales, gy.dtype)
+    g = gy
+    for ax in reversed(range(len(output_size))):
+        idx, w = tables[ax]
+        axis = 2 + ax
+        moved = np.moveaxis(g, axis, -1)
+        lead = moved.shape[:-1]
+        flat = moved.reshape(-1, moved.shape[-1])
+        out = np.zeros((flat.shape[0], input_shape[axis]), gy.dtype)
+        for k in range(idx.shape[1]):
+            np.add.at(out.T, idx[:, k], (flat * w[:, k]).T)
+        g = np.moveaxis(out.reshape(lead + (input_shape[axis],)), -1, axis)
+    return np.ascontiguousarray(g)
+
+
+def output_size_from_scale(spatial, scale_factors):
+    """torch's output size for ``scale_factor``: floor(size * scale) in double."""
+    return tuple(int(math.floor(float(s) * float(f))) for s, f in zip(spatial, scale_factors))
