@@ -20,7 +20,8 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             tensor, zeros, zeros_like)
 from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
-from ember.overloads import allclose, atleast_1d, atleast_2d, atleast_3d, nonzero  # issue 12
+from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
+                             index_put, nonzero)
 from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
                             nanmedian, sort, std_mean, topk, unique, unique_consecutive,
                             var_mean)
@@ -39,7 +40,7 @@ _importlib.import_module("ember._sorting").install(Tensor)
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
-    if _name not in ("var", "std", "nonzero"):
+    if _name not in ("var", "std", "nonzero", "index_put"):
         globals()[_name] = getattr(_generated, _name)
 # every public function and Tensor method raises ember's errors naming it (ember.errors.public);
 # a spec op's own generated entry is named by dispatch (ember.autograd.dispatch.named_by_dispatch)

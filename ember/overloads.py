@@ -277,6 +277,18 @@ def nonzero(input, *, out=None, as_tuple=False):
     return tuple(G.unbind(idx, 1))
 
 
+def index_put(input, indices, values, accumulate=False):
+    """``input`` with ``values`` put at ``indices`` (a tuple of index tensors), added there when
+    ``accumulate``."""
+    from ember.autograd.indexing import to_key
+    return G.index_put(input, to_key(tuple(indices)), values, accumulate)
+
+
+def _index_put_(self, indices, values, accumulate=False):
+    from ember.autograd.indexing import to_key
+    return G.index_put_(self, to_key(tuple(indices)), values, accumulate)
+
+
 def _rfloordiv(self, other):
     return G.div(other, self, rounding_mode="floor")
 
@@ -311,7 +323,7 @@ METHODS = {
     "max": _max_method, "min": _min_method, "var": var, "std": std, "clip": clip,
     "clip_": G.clamp_, "softmax": _softmax_method, "log_softmax": _log_softmax_method,
     "copy_": G.copy_, "allclose": _allclose, "equal": _equal, "split": G.split,
-    "index_put_": G.index_put_, "index_put": G.index_put, "masked_fill": G.masked_fill,
+    "index_put_": _index_put_, "index_put": index_put, "masked_fill": G.masked_fill,
     "relu": G.relu, "relu_": G.relu_, "nonzero": nonzero,
     "absolute": G.abs, "arctan2": G.atan2, "greater": G.gt, "less": G.lt, "eq": G.eq,
     "multiply": G.mul, "divide": G.div, "subtract": G.sub, "view": _view,
@@ -341,6 +353,6 @@ def install():
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
            "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose",
-           "nonzero"):
+           "nonzero", "index_put"):
     globals()[_n] = public(globals()[_n])
 del _n

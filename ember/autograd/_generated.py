@@ -4302,23 +4302,25 @@ class IndexFillBackward0(Node):
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
-        self_, index, = tensors
-        dim, value, = consts
-        ctx.dim = dim if needs[0] else None
-        ctx.index = _save(index, 'index') if needs[0] else None
+        self_, index, value, = tensors
+        dim, = consts
+        ctx.dim = dim if needs[0] or needs[2] else None
+        ctx.index = _save(index, 'index') if needs[0] or needs[2] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         dim = ctx.dim
         index = unpack(ctx.index, ctx)
-        g0 = g1 = None
+        g0 = g1 = g2 = None
         if needs[0]:
             g0 = index_fill(grad, dim, index, 0.0)
-        return (g0, g1, )
+        if needs[2]:
+            g2 = sub(sum(grad), sum(index_fill(grad, dim, index, 0.0)))
+        return (g0, g1, g2, )
 
 class MaskedScatterBackward0(Node):
-    __slots__ = ('mask', 'source_shape')
+    __slots__ = ('mask', 'self__shape', 'source_shape')
     _saved = ('mask',)
     _op_name = 'masked_scatter'
 
@@ -4326,18 +4328,20 @@ class MaskedScatterBackward0(Node):
         ctx._seq = next_seq()
         self_, mask, source, = tensors
         ctx.mask = _save(mask, 'mask') if needs[0] or needs[2] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.source_shape = _shape(source) if needs[2] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         mask = unpack(ctx.mask, ctx)
+        self__shape = ctx.self__shape
         source_shape = ctx.source_shape
         g0 = g1 = g2 = None
         if needs[0]:
-            g0 = masked_fill(grad, mask, 0.0)
+            g0 = _F.sum_to(masked_fill(grad, mask, 0.0), self__shape)
         if needs[2]:
-            g2 = masked_scatter_source_grad(grad, mask, source_shape)
+            g2 = _F.sum_to(masked_scatter_source_grad(grad, mask, source_shape), source_shape)
         return (g0, g1, g2, )
 
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
@@ -5069,7 +5073,7 @@ OPS['scatter_reduce'] = _op_scatter_reduce
 _op_index_copy = Op('index_copy', _k_index.index_copy, IndexCopyBackward0, ('self', 'index', 'source'), ('dim',), saves_self=False)
 OPS['index_copy'] = _op_index_copy
 
-_op_index_fill = Op('index_fill', _k_index.index_fill, IndexFillBackward0, ('self', 'index'), ('dim', 'value'), saves_self=False)
+_op_index_fill = Op('index_fill', _k_index.index_fill, IndexFillBackward0, ('self', 'index', 'value'), ('dim',), scalar_ok=True, saves_self=False)
 OPS['index_fill'] = _op_index_fill
 
 _op_masked_scatter = Op('masked_scatter', _k_index.masked_scatter, MaskedScatterBackward0, ('self', 'mask', 'source'), (), saves_self=False)
@@ -6464,11 +6468,11 @@ def index_copy_(self, dim, index, source):
 
 def index_fill(input, dim, index, value):
     """index_fill (see torch.index_fill)."""
-    return dispatch(_op_index_fill, (input, index, ), (dim, value, ))
+    return dispatch(_op_index_fill, (input, index, value, ), (dim, ))
 
 def index_fill_(self, dim, index, value):
     """In-place index_fill: writes the result into ``self`` and returns it."""
-    return dispatch_inplace(_op_index_fill, (self, index, ), (dim, value, ))
+    return dispatch_inplace(_op_index_fill, (self, index, value, ), (dim, ))
 
 def masked_scatter(input, mask, source):
     """masked_scatter (see torch.masked_scatter)."""

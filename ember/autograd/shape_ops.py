@@ -259,6 +259,10 @@ def _embed(g, shape):
 
 def scatter_reduce_backward(grad, input, index, src, result, dim, reduce, include_self, needs):
     from ember.kernels.index import scatter_count
+    if input.ndim == 0:  # as the kernel: a 0-d self is a 1-element vector
+        flat = [G.reshape(t, (-1,)) for t in (grad, input, index, src, result)]
+        gs = scatter_reduce_backward(*flat, 0, reduce, include_self, needs)
+        return tuple(None if g is None else G.reshape(g, ()) for g in gs)
     d = _norm("scatter_reduce", dim, input.ndim)
     idx = index._data
     src_s = src if src._data.shape == idx.shape else \

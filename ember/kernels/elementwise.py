@@ -75,7 +75,14 @@ def neg(a):
 def pow(a, exponent):
     a, e = promote(a, exponent)
     if _arr(a).dtype.kind in "iu" and _arr(e).dtype.kind in "iu" and np.any(_arr(e) < 0):
-        raise KernelError("integers to negative integer powers are not allowed")
+        if e.__class__ is not np.ndarray:
+            raise KernelError("integers to negative integer powers are not allowed")
+        # as torch: 1 and -1 keep their magnitude, every other base gives 0
+        base, neg = _arr(a), e < 0
+        out = np.power(base, np.where(neg, 0, e))
+        odd = (e % 2) != 0
+        small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
+        return np.where(neg, small, out).astype(out.dtype, copy=False)
     return np.power(a, e)
 
 

@@ -45,10 +45,16 @@ def index_select(a, index, dim):
     n = a.shape[d] if a.ndim else 1
     if index.size and (index.max() >= n or index.min() < -n):
         raise IndexError(f"index_select(): index out of range in self (size {n} at dim {d})")
-    return np.take(a, index.reshape(-1), axis=d) if a.ndim else a[index]
+    if a.ndim == 0:
+        out = np.take(a.reshape(1), index.reshape(-1))
+        return out.reshape(()) if out.size == 1 else out
+    return np.take(a, index.reshape(-1), axis=d)
 
 
 def index_add(a, index, source, dim, alpha=1):
+    if a.ndim == 0:  # a 0-d self is a 1-element vector
+        return index_add(a.reshape(1), index.reshape(-1), np.reshape(source, -1), 0,
+                         alpha).reshape(())
     out = a.copy()
     d = _dim(dim, a.ndim)
     src = source if alpha == 1 else source * alpha
@@ -164,6 +170,9 @@ def scatter_reduce(a, index, src, dim, reduce, include_self):
     if reduce not in _SCATTER_REDUCE:
         raise KernelError(f"scatter_reduce(): reduce argument must be one of {_SCATTER_REDUCE}, "
                           f"got {reduce!r}")
+    if a.ndim == 0:  # a 0-d self is a 1-element vector
+        return scatter_reduce(a.reshape(1), index.reshape(-1), src.reshape(-1), dim, reduce,
+                              include_self).reshape(())
     d = _dim(dim, a.ndim)
     _check_gather(a, d, index, "scatter_reduce")
     if src.dtype != a.dtype:
@@ -201,6 +210,8 @@ def scatter_reduce(a, index, src, dim, reduce, include_self):
 def scatter_count(shape, index, dim, include_self):
     """How many values scatter_reduce's mean averages at each position of ``shape`` (at least 1:
     a position no index reaches keeps its own value)."""
+    if not shape:
+        return scatter_count((1,), index.reshape(-1), 0, include_self).reshape(())
     count = scatter_hits(shape, index, dim)
     if include_self:
         count += 1
@@ -244,7 +255,7 @@ def index_copy(a, index, source, dim):
     return out
 
 
-def index_fill(a, index, dim, value):
+def index_fill(a, index, value, dim):
     """``a`` with the slices ``index`` along ``dim`` set to ``value``."""
     d = _check_index_along(a, dim, index, "index_fill")
     if np.ndim(value) != 0:
@@ -265,14 +276,15 @@ def masked_scatter(a, mask, source):
     if mask.dtype != np.bool_:
         raise KernelError(f"masked_scatter_: expected BoolTensor for mask, got {mask.dtype}")
     try:
-        m = np.broadcast_to(mask, a.shape)
+        shape = np.broadcast_shapes(a.shape, mask.shape)
     except ValueError:
         raise KernelError(f"masked_scatter: mask of shape {list(mask.shape)} cannot be broadcast "
-                          f"to self of shape {list(a.shape)}") from None
+                          f"with self of shape {list(a.shape)}") from None
+    m = np.broadcast_to(mask, shape)
     n = int(m.sum())
     if source.size < n:
         raise KernelError(f"masked_scatter: expected source to have at least {n} elements (the "
                           f"number of True in mask), got {source.size}")
-    out = a.copy()
+    out = np.broadcast_to(a, shape).copy()
     out[m] = source.reshape(-1)[:n]
     return out

@@ -7,7 +7,7 @@ from ember.errors import EmberError
 
 
 def _t(a, grad=False):
-    t = ember.from_numpy(np.ascontiguousarray(a))
+    t = ember.from_numpy(np.array(a, order="C"))
     return t.requires_grad_(True) if grad else t
 
 
@@ -329,3 +329,45 @@ def test_indexing_with_range_and_lists_matches_torch():
     g = _t(a, grad=True)
     g[range(1, 3)].sum().backward()
     assert g.grad.sum().item() == 8.0
+
+
+def test_int_pow_with_negative_tensor_exponents_matches_torch():
+    torch = pytest.importorskip("torch")
+    b, e = [2, 1, -1, -1, 0, 3], [-1, -3, -3, -2, -1, 2]
+    assert (ember.tensor(b) ** ember.tensor(e)).tolist() == \
+        (torch.tensor(b) ** torch.tensor(e)).tolist()
+    assert (2 ** ember.tensor([-1, 2])).tolist() == [0, 4]
+    with pytest.raises(EmberError, match="negative integer powers"):
+        ember.tensor([2]) ** -1
+
+
+def test_index_put_function_with_tensor_indices_gradient():
+    x = _t(np.zeros((5, 5)), grad=True)
+    v = _t(np.ones((1, 5)), grad=True)
+    out = ember.index_put(x, (ember.tensor([1]),), v)
+    assert out[1].tolist() == [1.0] * 5
+    out.sum().backward()
+    assert v.grad.shape == (1, 5) and x.grad[1].sum().item() == 0.0
+
+
+def test_index_fill_tensor_value_gradient_and_masked_scatter_broadcast():
+    x = _t(np.arange(6.0).reshape(2, 3), grad=True)
+    val = _t(np.array(2.0), grad=True)
+    out = x.index_fill(1, ember.tensor([0, 2, 2]), val)
+    assert out.tolist() == [[2, 1, 2], [2, 4, 2]]
+    out.sum().backward()
+    assert val.grad.item() == 4.0 and x.grad.tolist() == [[0, 1, 0], [0, 1, 0]]
+    y = _t(np.zeros(3))
+    m = ember.tensor([[True, False, False], [False, False, True]])
+    assert ember.masked_scatter(y, m, _t(np.array([1.0, 2.0]))).tolist() == [[1, 0, 0], [0, 0, 2]]
+
+
+def test_zero_dim_scatter_reduce_index_select_index_add():
+    x = _t(np.array(1.5), grad=True)
+    out = x.scatter_reduce(0, ember.tensor(0), _t(np.array(2.0)), "amax")
+    assert out.shape == () and out.item() == 2.0
+    assert ember.index_select(x, 0, ember.tensor([0])).shape == ()
+    s = ember.index_add(x, 0, ember.tensor([0]), _t(np.array(1.0)))
+    assert s.item() == 2.5
+    s.backward()
+    assert x.grad.item() == 1.0
