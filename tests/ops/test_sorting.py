@@ -385,3 +385,24 @@ def test_out_keyword_is_refused_not_ignored():
         ember.sort(x, out=(ember.empty(3), ember.empty(3, dtype=ember.int64)))
     with pytest.raises(ember.UnsupportedError, match="median"):
         ember.median(x, 0, out=(ember.empty(()), ember.empty((), dtype=ember.int64)))
+
+
+@pytest.mark.parametrize("opset", [13, 18])
+def test_cumprod_and_unique_export(opset):
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import ember.onnx
+
+    def f(x, i):
+        u, inv, cnt = ember.unique(i, return_inverse=True, return_counts=True)
+        return ember.cumprod(x, 0), ember.cumprod(x, 1), u, inv, cnt
+
+    x = ember.tensor([[1.5, 0., -2.], [2., 3., 0.5], [-1., 2., 2.]])
+    i = ember.tensor([[3, 1, 3], [0, 1, 1]])
+    buf = io.BytesIO()
+    ember.onnx.export(f, (x, i), buf, opset_version=opset)
+    sess = ort.InferenceSession(buf.getvalue())
+    names = [n.name for n in sess.get_inputs()]
+    got = sess.run(None, dict(zip(names, (x.numpy(), i.numpy()))))
+    for g, w in zip(got, f(x, i)):
+        np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
