@@ -116,8 +116,12 @@ def reduced_count(shape, dim):
 
 
 def even_tie_grad(grad, self, result):
-    """Gradient of a full max/min/amax/amin: split evenly among the tied extreme elements."""
-    mask = G.to(G.eq(self, result), self._data.dtype)
+    """Gradient of a full max/min/median: split evenly among the elements equal to the result
+    (among the NaNs when the result is NaN, as torch)."""
+    eq = G.eq(self, result)
+    if result._data.dtype.kind == "f" and np.isnan(result._data).any():
+        eq = G.logical_or(eq, G.isnan(self))
+    mask = G.to(eq, self._data.dtype)
     return G.div(G.mul(mask, grad), G.sum(mask))
 
 

@@ -406,3 +406,12 @@ def test_cumprod_and_unique_export(opset):
     got = sess.run(None, dict(zip(names, (x.numpy(), i.numpy()))))
     for g, w in zip(got, f(x, i)):
         np.testing.assert_allclose(g, w.numpy(), rtol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["median", "nanmedian", "max", "min"])
+def test_full_reduction_gradient_with_nans_is_split_among_the_nans(name):
+    x = [1., 2., NAN, 2., NAN]
+    a, b = _t(x, True), _tt(x, True)
+    getattr(ember, name)(a).backward()
+    getattr(torch, name)(b).backward()
+    np.testing.assert_array_equal(a.grad.numpy(), b.grad.numpy())
