@@ -17,7 +17,16 @@ _OPS = {
     "xlog1py": "special_xlog1py", "zeta": "special_zeta", "sinc": "sinc", "round": "round",
     "bessel_j0": "special_bessel_j0", "bessel_j1": "special_bessel_j1",
     "logsumexp": "logsumexp", "softmax": "softmax", "log_softmax": "log_softmax",
+    "gammainc": "igamma", "gammaincc": "igammac",
 }
+_OPS.update({n: "special_" + n for n in (
+    "bessel_y0", "bessel_y1", "modified_bessel_i0", "modified_bessel_i1", "modified_bessel_k0",
+    "modified_bessel_k1", "scaled_modified_bessel_k0", "scaled_modified_bessel_k1",
+    "spherical_bessel_j0", "airy_ai", "chebyshev_polynomial_t", "chebyshev_polynomial_u",
+    "chebyshev_polynomial_v", "chebyshev_polynomial_w", "shifted_chebyshev_polynomial_t",
+    "shifted_chebyshev_polynomial_u", "shifted_chebyshev_polynomial_v",
+    "shifted_chebyshev_polynomial_w", "hermite_polynomial_h", "hermite_polynomial_he",
+    "laguerre_polynomial_l", "legendre_polynomial_p")})
 
 for _name, _op in _OPS.items():
     globals()[_name] = _public(getattr(_G, _op), _name)

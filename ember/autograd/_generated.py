@@ -3999,6 +3999,29 @@ class CopysignBackward0(Node):
             g1 = _F.sum_to(_F.zeros_for(grad, other_shape), other_shape)
         return (g0, g1, )
 
+class NextafterBackward0(Node):
+    __slots__ = ('self__shape', 'other_shape')
+    _saved = ()
+    _op_name = 'nextafter'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(grad, self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(_F.zeros_for(grad, other_shape), other_shape)
+        return (g0, g1, )
+
 class FmodBackward0(Node):
     __slots__ = ('self__shape', 'other', 'other_shape', 'self_')
     _saved = ('other', 'self_')
@@ -4095,6 +4118,163 @@ class PositiveBackward0(Node):
         if needs[0]:
             g0 = grad
         return (g0, )
+
+class IgammaBackward0(Node):
+    __slots__ = ('other', 'other_shape', 'self_')
+    _saved = ('other', 'self_')
+    _op_name = 'igamma'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[1] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        other_shape = ctx.other_shape
+        self_ = unpack(ctx.self_, ctx)
+        g0 = g1 = None
+        if needs[1]:
+            g1 = _F.sum_to(grad * exp((self_ - 1) * log(other) - other - lgamma(self_)), other_shape)
+        return (g0, g1, )
+
+class IgammacBackward0(Node):
+    __slots__ = ('other', 'other_shape', 'self_')
+    _saved = ('other', 'self_')
+    _op_name = 'igammac'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[1] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        other_shape = ctx.other_shape
+        self_ = unpack(ctx.self_, ctx)
+        g0 = g1 = None
+        if needs[1]:
+            g1 = _F.sum_to(neg(grad) * exp((self_ - 1) * log(other) - other - lgamma(self_)), other_shape)
+        return (g0, g1, )
+
+class AcoshBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'acosh'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * rsqrt(self_ * self_ - 1)
+        return (g0, )
+
+class AsinhBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'asinh'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad * rsqrt(self_ * self_ + 1)
+        return (g0, )
+
+class AtanhBackward0(Node):
+    __slots__ = ('self_',)
+    _saved = ('self_',)
+    _op_name = 'atanh'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = grad / (1 - self_ * self_)
+        return (g0, )
+
+class FmaxBackward0(Node):
+    __slots__ = ('other', 'self_', 'self__shape', 'other_shape')
+    _saved = ('other', 'self_')
+    _op_name = 'fmax'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(where(logical_or(ge(self_, other), isnan(other)), grad, 0.0), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(where(logical_or(ge(self_, other), isnan(other)), 0.0, grad), other_shape)
+        return (g0, g1, )
+
+class FminBackward0(Node):
+    __slots__ = ('other', 'self_', 'self__shape', 'other_shape')
+    _saved = ('other', 'self_')
+    _op_name = 'fmin'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.other_shape = _shape(other) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        self__shape = ctx.self__shape
+        other_shape = ctx.other_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(where(logical_or(le(self_, other), isnan(other)), grad, 0.0), self__shape)
+        if needs[1]:
+            g1 = _F.sum_to(where(logical_or(le(self_, other), isnan(other)), 0.0, grad), other_shape)
+        return (g0, g1, )
 
 class DiagonalBackward0(Node):
     __slots__ = ('dim1', 'dim2', 'offset', 'self__shape')
@@ -5019,7 +5199,7 @@ OPS['hypot'] = _op_hypot
 _op_copysign = Op('copysign', _k_special.copysign, CopysignBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
 OPS['copysign'] = _op_copysign
 
-_op_nextafter = Op('nextafter', _k_special.nextafter, None, ('self', 'other'), (), saves_self=False)
+_op_nextafter = Op('nextafter', _k_special.nextafter, NextafterBackward0, ('self', 'other'), (), saves_self=False)
 OPS['nextafter'] = _op_nextafter
 
 _op_fmod = Op('fmod', _k_special.fmod, FmodBackward0, ('self', 'other'), (), scalar_ok=True, saves_self=True)
@@ -5042,6 +5222,105 @@ OPS['positive'] = _op_positive
 
 _op_signbit = Op('signbit', _k_special.signbit, None, ('self',), (), saves_self=False)
 OPS['signbit'] = _op_signbit
+
+_op_special_bessel_y0 = Op('special_bessel_y0', _k_special.bessel_y0, None, ('self',), (), saves_self=False)
+OPS['special_bessel_y0'] = _op_special_bessel_y0
+
+_op_special_bessel_y1 = Op('special_bessel_y1', _k_special.bessel_y1, None, ('self',), (), saves_self=False)
+OPS['special_bessel_y1'] = _op_special_bessel_y1
+
+_op_special_modified_bessel_i0 = Op('special_modified_bessel_i0', _k_special.modified_bessel_i0, None, ('self',), (), saves_self=False)
+OPS['special_modified_bessel_i0'] = _op_special_modified_bessel_i0
+
+_op_special_modified_bessel_i1 = Op('special_modified_bessel_i1', _k_special.modified_bessel_i1, None, ('self',), (), saves_self=False)
+OPS['special_modified_bessel_i1'] = _op_special_modified_bessel_i1
+
+_op_special_modified_bessel_k0 = Op('special_modified_bessel_k0', _k_special.modified_bessel_k0, None, ('self',), (), saves_self=False)
+OPS['special_modified_bessel_k0'] = _op_special_modified_bessel_k0
+
+_op_special_modified_bessel_k1 = Op('special_modified_bessel_k1', _k_special.modified_bessel_k1, None, ('self',), (), saves_self=False)
+OPS['special_modified_bessel_k1'] = _op_special_modified_bessel_k1
+
+_op_special_scaled_modified_bessel_k0 = Op('special_scaled_modified_bessel_k0', _k_special.scaled_modified_bessel_k0, None, ('self',), (), saves_self=False)
+OPS['special_scaled_modified_bessel_k0'] = _op_special_scaled_modified_bessel_k0
+
+_op_special_scaled_modified_bessel_k1 = Op('special_scaled_modified_bessel_k1', _k_special.scaled_modified_bessel_k1, None, ('self',), (), saves_self=False)
+OPS['special_scaled_modified_bessel_k1'] = _op_special_scaled_modified_bessel_k1
+
+_op_special_spherical_bessel_j0 = Op('special_spherical_bessel_j0', _k_special.spherical_bessel_j0, None, ('self',), (), saves_self=False)
+OPS['special_spherical_bessel_j0'] = _op_special_spherical_bessel_j0
+
+_op_special_airy_ai = Op('special_airy_ai', _k_special.airy_ai, None, ('self',), (), saves_self=False)
+OPS['special_airy_ai'] = _op_special_airy_ai
+
+_op_special_chebyshev_polynomial_t = Op('special_chebyshev_polynomial_t', _k_special.chebyshev_polynomial_t, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_chebyshev_polynomial_t'] = _op_special_chebyshev_polynomial_t
+
+_op_special_chebyshev_polynomial_u = Op('special_chebyshev_polynomial_u', _k_special.chebyshev_polynomial_u, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_chebyshev_polynomial_u'] = _op_special_chebyshev_polynomial_u
+
+_op_special_chebyshev_polynomial_v = Op('special_chebyshev_polynomial_v', _k_special.chebyshev_polynomial_v, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_chebyshev_polynomial_v'] = _op_special_chebyshev_polynomial_v
+
+_op_special_chebyshev_polynomial_w = Op('special_chebyshev_polynomial_w', _k_special.chebyshev_polynomial_w, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_chebyshev_polynomial_w'] = _op_special_chebyshev_polynomial_w
+
+_op_special_shifted_chebyshev_polynomial_t = Op('special_shifted_chebyshev_polynomial_t', _k_special.shifted_chebyshev_polynomial_t, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_shifted_chebyshev_polynomial_t'] = _op_special_shifted_chebyshev_polynomial_t
+
+_op_special_shifted_chebyshev_polynomial_u = Op('special_shifted_chebyshev_polynomial_u', _k_special.shifted_chebyshev_polynomial_u, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_shifted_chebyshev_polynomial_u'] = _op_special_shifted_chebyshev_polynomial_u
+
+_op_special_shifted_chebyshev_polynomial_v = Op('special_shifted_chebyshev_polynomial_v', _k_special.shifted_chebyshev_polynomial_v, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_shifted_chebyshev_polynomial_v'] = _op_special_shifted_chebyshev_polynomial_v
+
+_op_special_shifted_chebyshev_polynomial_w = Op('special_shifted_chebyshev_polynomial_w', _k_special.shifted_chebyshev_polynomial_w, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_shifted_chebyshev_polynomial_w'] = _op_special_shifted_chebyshev_polynomial_w
+
+_op_special_hermite_polynomial_h = Op('special_hermite_polynomial_h', _k_special.hermite_polynomial_h, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_hermite_polynomial_h'] = _op_special_hermite_polynomial_h
+
+_op_special_hermite_polynomial_he = Op('special_hermite_polynomial_he', _k_special.hermite_polynomial_he, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_hermite_polynomial_he'] = _op_special_hermite_polynomial_he
+
+_op_special_laguerre_polynomial_l = Op('special_laguerre_polynomial_l', _k_special.laguerre_polynomial_l, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_laguerre_polynomial_l'] = _op_special_laguerre_polynomial_l
+
+_op_special_legendre_polynomial_p = Op('special_legendre_polynomial_p', _k_special.legendre_polynomial_p, None, ('x', 'n'), (), scalar_ok=True, saves_self=False)
+OPS['special_legendre_polynomial_p'] = _op_special_legendre_polynomial_p
+
+_op_igamma = Op('igamma', _k_special.gammainc, IgammaBackward0, ('self', 'other'), (), saves_self=True)
+OPS['igamma'] = _op_igamma
+
+_op_igammac = Op('igammac', _k_special.gammaincc, IgammacBackward0, ('self', 'other'), (), saves_self=True)
+OPS['igammac'] = _op_igammac
+
+_op_acosh = Op('acosh', _k_special.acosh, AcoshBackward0, ('self',), (), saves_self=True)
+OPS['acosh'] = _op_acosh
+
+_op_asinh = Op('asinh', _k_special.asinh, AsinhBackward0, ('self',), (), saves_self=True)
+OPS['asinh'] = _op_asinh
+
+_op_atanh = Op('atanh', _k_special.atanh, AtanhBackward0, ('self',), (), saves_self=True)
+OPS['atanh'] = _op_atanh
+
+_op_fmax = Op('fmax', _k_special.fmax, FmaxBackward0, ('self', 'other'), (), saves_self=True)
+OPS['fmax'] = _op_fmax
+
+_op_fmin = Op('fmin', _k_special.fmin, FminBackward0, ('self', 'other'), (), saves_self=True)
+OPS['fmin'] = _op_fmin
+
+_op_gcd = Op('gcd', _k_special.gcd, None, ('self', 'other'), (), saves_self=False)
+OPS['gcd'] = _op_gcd
+
+_op_lcm = Op('lcm', _k_special.lcm, None, ('self', 'other'), (), saves_self=False)
+OPS['lcm'] = _op_lcm
+
+_op_isposinf = Op('isposinf', _k_special.isposinf, None, ('self',), (), saves_self=False)
+OPS['isposinf'] = _op_isposinf
+
+_op_isneginf = Op('isneginf', _k_special.isneginf, None, ('self',), (), saves_self=False)
+OPS['isneginf'] = _op_isneginf
 
 _op_size = Op('size', _k_shape.size, None, ('self',), ('dim',), saves_self=False)
 OPS['size'] = _op_size
@@ -6324,6 +6603,166 @@ def signbit(input):
     """signbit (see torch.signbit)."""
     return dispatch(_op_signbit, (input, ), ())
 
+def special_bessel_y0(input):
+    """special_bessel_y0 (see torch.special_bessel_y0)."""
+    return dispatch(_op_special_bessel_y0, (input, ), ())
+
+def special_bessel_y1(input):
+    """special_bessel_y1 (see torch.special_bessel_y1)."""
+    return dispatch(_op_special_bessel_y1, (input, ), ())
+
+def special_modified_bessel_i0(input):
+    """special_modified_bessel_i0 (see torch.special_modified_bessel_i0)."""
+    return dispatch(_op_special_modified_bessel_i0, (input, ), ())
+
+def special_modified_bessel_i1(input):
+    """special_modified_bessel_i1 (see torch.special_modified_bessel_i1)."""
+    return dispatch(_op_special_modified_bessel_i1, (input, ), ())
+
+def special_modified_bessel_k0(input):
+    """special_modified_bessel_k0 (see torch.special_modified_bessel_k0)."""
+    return dispatch(_op_special_modified_bessel_k0, (input, ), ())
+
+def special_modified_bessel_k1(input):
+    """special_modified_bessel_k1 (see torch.special_modified_bessel_k1)."""
+    return dispatch(_op_special_modified_bessel_k1, (input, ), ())
+
+def special_scaled_modified_bessel_k0(input):
+    """special_scaled_modified_bessel_k0 (see torch.special_scaled_modified_bessel_k0)."""
+    return dispatch(_op_special_scaled_modified_bessel_k0, (input, ), ())
+
+def special_scaled_modified_bessel_k1(input):
+    """special_scaled_modified_bessel_k1 (see torch.special_scaled_modified_bessel_k1)."""
+    return dispatch(_op_special_scaled_modified_bessel_k1, (input, ), ())
+
+def special_spherical_bessel_j0(input):
+    """special_spherical_bessel_j0 (see torch.special_spherical_bessel_j0)."""
+    return dispatch(_op_special_spherical_bessel_j0, (input, ), ())
+
+def special_airy_ai(input):
+    """special_airy_ai (see torch.special_airy_ai)."""
+    return dispatch(_op_special_airy_ai, (input, ), ())
+
+def special_chebyshev_polynomial_t(x, n):
+    """special_chebyshev_polynomial_t (see torch.special_chebyshev_polynomial_t)."""
+    return dispatch(_op_special_chebyshev_polynomial_t, (x, n, ), ())
+
+def special_chebyshev_polynomial_u(x, n):
+    """special_chebyshev_polynomial_u (see torch.special_chebyshev_polynomial_u)."""
+    return dispatch(_op_special_chebyshev_polynomial_u, (x, n, ), ())
+
+def special_chebyshev_polynomial_v(x, n):
+    """special_chebyshev_polynomial_v (see torch.special_chebyshev_polynomial_v)."""
+    return dispatch(_op_special_chebyshev_polynomial_v, (x, n, ), ())
+
+def special_chebyshev_polynomial_w(x, n):
+    """special_chebyshev_polynomial_w (see torch.special_chebyshev_polynomial_w)."""
+    return dispatch(_op_special_chebyshev_polynomial_w, (x, n, ), ())
+
+def special_shifted_chebyshev_polynomial_t(x, n):
+    """special_shifted_chebyshev_polynomial_t (see torch.special_shifted_chebyshev_polynomial_t)."""
+    return dispatch(_op_special_shifted_chebyshev_polynomial_t, (x, n, ), ())
+
+def special_shifted_chebyshev_polynomial_u(x, n):
+    """special_shifted_chebyshev_polynomial_u (see torch.special_shifted_chebyshev_polynomial_u)."""
+    return dispatch(_op_special_shifted_chebyshev_polynomial_u, (x, n, ), ())
+
+def special_shifted_chebyshev_polynomial_v(x, n):
+    """special_shifted_chebyshev_polynomial_v (see torch.special_shifted_chebyshev_polynomial_v)."""
+    return dispatch(_op_special_shifted_chebyshev_polynomial_v, (x, n, ), ())
+
+def special_shifted_chebyshev_polynomial_w(x, n):
+    """special_shifted_chebyshev_polynomial_w (see torch.special_shifted_chebyshev_polynomial_w)."""
+    return dispatch(_op_special_shifted_chebyshev_polynomial_w, (x, n, ), ())
+
+def special_hermite_polynomial_h(x, n):
+    """special_hermite_polynomial_h (see torch.special_hermite_polynomial_h)."""
+    return dispatch(_op_special_hermite_polynomial_h, (x, n, ), ())
+
+def special_hermite_polynomial_he(x, n):
+    """special_hermite_polynomial_he (see torch.special_hermite_polynomial_he)."""
+    return dispatch(_op_special_hermite_polynomial_he, (x, n, ), ())
+
+def special_laguerre_polynomial_l(x, n):
+    """special_laguerre_polynomial_l (see torch.special_laguerre_polynomial_l)."""
+    return dispatch(_op_special_laguerre_polynomial_l, (x, n, ), ())
+
+def special_legendre_polynomial_p(x, n):
+    """special_legendre_polynomial_p (see torch.special_legendre_polynomial_p)."""
+    return dispatch(_op_special_legendre_polynomial_p, (x, n, ), ())
+
+def igamma(input, other):
+    """igamma (see torch.igamma)."""
+    return dispatch(_op_igamma, (input, other, ), ())
+
+def igamma_(self, other):
+    """In-place igamma: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_igamma, (self, other, ), ())
+
+def igammac(input, other):
+    """igammac (see torch.igammac)."""
+    return dispatch(_op_igammac, (input, other, ), ())
+
+def igammac_(self, other):
+    """In-place igammac: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_igammac, (self, other, ), ())
+
+def acosh(input):
+    """acosh (see torch.acosh)."""
+    return dispatch(_op_acosh, (input, ), ())
+
+def acosh_(self):
+    """In-place acosh: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_acosh, (self, ), ())
+
+def asinh(input):
+    """asinh (see torch.asinh)."""
+    return dispatch(_op_asinh, (input, ), ())
+
+def asinh_(self):
+    """In-place asinh: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_asinh, (self, ), ())
+
+def atanh(input):
+    """atanh (see torch.atanh)."""
+    return dispatch(_op_atanh, (input, ), ())
+
+def atanh_(self):
+    """In-place atanh: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_atanh, (self, ), ())
+
+def fmax(input, other):
+    """fmax (see torch.fmax)."""
+    return dispatch(_op_fmax, (input, other, ), ())
+
+def fmin(input, other):
+    """fmin (see torch.fmin)."""
+    return dispatch(_op_fmin, (input, other, ), ())
+
+def gcd(input, other):
+    """gcd (see torch.gcd)."""
+    return dispatch(_op_gcd, (input, other, ), ())
+
+def gcd_(self, other):
+    """In-place gcd: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_gcd, (self, other, ), ())
+
+def lcm(input, other):
+    """lcm (see torch.lcm)."""
+    return dispatch(_op_lcm, (input, other, ), ())
+
+def lcm_(self, other):
+    """In-place lcm: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_lcm, (self, other, ), ())
+
+def isposinf(input):
+    """isposinf (see torch.isposinf)."""
+    return dispatch(_op_isposinf, (input, ), ())
+
+def isneginf(input):
+    """isneginf (see torch.isneginf)."""
+    return dispatch(_op_isneginf, (input, ), ())
+
 def size(input, dim):
     """size (see torch.size)."""
     return dispatch(_op_size, (input, ), (dim, ))
@@ -6489,7 +6928,7 @@ def masked_scatter_source_grad(grad, mask, source_shape):
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -6795,6 +7234,24 @@ TENSOR_METHODS = {
     'sgn': sgn,
     'positive': positive,
     'signbit': signbit,
+    'igamma': igamma,
+    'igamma_': igamma_,
+    'igammac': igammac,
+    'igammac_': igammac_,
+    'acosh': acosh,
+    'acosh_': acosh_,
+    'asinh': asinh,
+    'asinh_': asinh_,
+    'atanh': atanh,
+    'atanh_': atanh_,
+    'fmax': fmax,
+    'fmin': fmin,
+    'gcd': gcd,
+    'gcd_': gcd_,
+    'lcm': lcm,
+    'lcm_': lcm_,
+    'isposinf': isposinf,
+    'isneginf': isneginf,
     'movedim': movedim,
     'moveaxis': moveaxis,
     'diagonal': diagonal,

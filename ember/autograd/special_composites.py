@@ -13,9 +13,6 @@ def mvlgamma(input, p):
     ``p(p-1)/4 log(pi) + sum_{j<p} lgamma(input - j/2)``; every element must exceed (p-1)/2."""
     if not isinstance(p, int) or p < 1:
         raise EmberValueError(f"mvlgamma: p has to be greater than or equal to 1, got {p!r}")
-    if input._data.dtype.kind not in "fc":
-        raise EmberValueError(f"mvlgamma: input must be a floating point tensor, got "
-                              f"{input._data.dtype}")
     if input._data.size and not np.all(input._data > (p - 1) / 2):
         raise EmberValueError(f"mvlgamma: all elements must be greater than (p-1)/2 = "
                               f"{(p - 1) / 2} (p={p})")

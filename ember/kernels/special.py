@@ -230,3 +230,172 @@ def positive(a):
     if a.dtype == np.bool_:
         raise KernelError("the `+` operator on a bool tensor is not supported")
     return a.view()
+
+
+bessel_y0 = _scipy_unary("y0")
+bessel_y1 = _scipy_unary("y1")
+modified_bessel_i0 = _scipy_unary("i0")
+modified_bessel_i1 = _scipy_unary("i1")
+modified_bessel_k0 = _scipy_unary("k0")
+modified_bessel_k1 = _scipy_unary("k1")
+scaled_modified_bessel_k0 = _scipy_unary("k0e")
+scaled_modified_bessel_k1 = _scipy_unary("k1e")
+airy_ai = _unary(lambda x: _sp("airy")(x)[0])
+
+
+def _spherical_j0(x):
+    r = np.sin(x) / np.where(x == 0, 1, x)
+    return np.where(x == 0, 1.0, np.where(np.isinf(x), 0.0, r))
+
+
+spherical_bessel_j0 = _unary(_spherical_j0)
+
+
+def _igamma(upper):
+    """torch's rules before the series (Cephes igam/igamc): nan for a < 0 or x < 0; a == 0 is
+    the limit for x > 0; x == 0, a = inf and x = inf decide even where the other is nan."""
+    def compute(a, x):
+        r = np.asarray(_sp("gammaincc" if upper else "gammainc")(a, x))
+        lo, hi = (1.0, 0.0) if upper else (0.0, 1.0)
+        r = np.where(np.isinf(x), hi, r)
+        r = np.where(np.isinf(a), np.where(np.isinf(x), np.nan, lo), r)
+        r = np.where(x == 0, lo, r)
+        r = np.where(a == 0, np.where(x > 0, hi, np.nan), r)
+        return np.where((x < 0) | (a < 0), np.nan, r)
+    return compute
+
+
+gammainc = _binary(_igamma(False))
+gammaincc = _binary(_igamma(True))
+
+
+# ---------------------------------------------------------------- orthogonal polynomials
+# p(x, n) for integer degree n (n is truncated to an integer, as torch does; 0 for n < 0), by the
+# three-term recurrence run to the largest degree present, each element keeping its own degree.
+
+def _recurrence(x, n, p0, p1, step):
+    """Values of a polynomial family: ``p0(x)``, ``p1(x)``, then ``p_{k+1} = step(k, x, p_k,
+    p_{k-1})``, each element stopped at its own degree ``n``."""
+    x, n = np.broadcast_arrays(x, n)
+    deg = np.where(np.isnan(n), -1, n).astype(np.int64)
+    prev, cur = p0(x), p1(x)
+    out = np.where(deg == 0, prev, cur)
+    top = int(deg.max()) if deg.size else 0
+    for k in range(1, top):
+        prev, cur = cur, step(k, x, cur, prev)
+        out = np.where(deg == k + 1, cur, out)
+    return np.where(deg < 0, 0.0, out), deg
+
+
+def _ones(x):
+    return np.ones_like(x)
+
+
+def _cheb_t(x, n):
+    out, deg = _recurrence(x, n, _ones, lambda x: x, lambda k, x, p, q: 2 * x * p - q)
+    ax = np.abs(x)
+    with np.errstate(invalid="ignore"):
+        trig = np.cos(deg * np.arccos(np.clip(x, -1, 1)))
+    out = np.where((deg > 6) & (ax < 1), trig, out)
+    edge = np.where((x > 0) | (deg % 2 == 0), 1.0, -1.0)
+    return np.where((ax == 1) & (deg >= 0), edge, out)
+
+
+def _cheb_u(x, n):
+    out, deg = _recurrence(x, n, _ones, lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - q)
+    ax = np.abs(x)
+    t = np.arccos(np.clip(x, -1, 1))
+    s = np.sin(t)
+    trig = np.sin((deg + 1) * t) / np.where(s != 0, s, 1)
+    out = np.where((deg > 8) & (ax < 1) & (s != 0), trig, out)
+    edge = np.where((x > 0) | (deg % 2 == 0), deg + 1.0, -(deg + 1.0))
+    return np.where((ax == 1) & (deg >= 0), edge, out)
+
+
+def _cheb_v(x, n):
+    out, deg = _recurrence(x, n, _ones, lambda x: 2 * x - 1, lambda k, x, p, q: 2 * x * p - q)
+    edge = np.where(x > 0, 1.0, np.where(deg % 2 == 0, 2.0 * deg + 1, -(2.0 * deg + 1)))
+    return np.where((np.abs(x) == 1) & (deg >= 0), edge, out)
+
+
+def _cheb_w(x, n):
+    out, deg = _recurrence(x, n, _ones, lambda x: 2 * x + 1, lambda k, x, p, q: 2 * x * p - q)
+    edge = np.where(x > 0, 2.0 * deg + 1, np.where(deg % 2 == 0, 1.0, -1.0))
+    return np.where((np.abs(x) == 1) & (deg >= 0), edge, out)
+
+
+def _hermite_h(x, n):
+    return _recurrence(x, n, _ones, lambda x: 2 * x, lambda k, x, p, q: 2 * x * p - 2 * k * q)[0]
+
+
+def _hermite_he(x, n):
+    return _recurrence(x, n, _ones, lambda x: x, lambda k, x, p, q: x * p - k * q)[0]
+
+
+def _laguerre_l(x, n):
+    out, deg = _recurrence(x, n, _ones, lambda x: 1 - x,
+                           lambda k, x, p, q: ((2 * k + 1 - x) * p - k * q) / (k + 1))
+    return np.where((x == 0) & (deg >= 0), 1.0, out)
+
+
+def _legendre_p(x, n):
+    out, deg = _recurrence(x, n, _ones, lambda x: x,
+                           lambda k, x, p, q: ((2 * k + 1) * x * p - k * q) / (k + 1))
+    edge = np.where((x > 0) | (deg % 2 == 0), 1.0, -1.0)
+    return np.where((np.abs(x) == 1) & (deg >= 0), edge, out)
+
+
+def _shifted(fn):
+    return lambda x, n: fn(2 * x - 1, n)
+
+
+chebyshev_polynomial_t = _binary(_cheb_t)
+chebyshev_polynomial_u = _binary(_cheb_u)
+chebyshev_polynomial_v = _binary(_cheb_v)
+chebyshev_polynomial_w = _binary(_cheb_w)
+shifted_chebyshev_polynomial_t = _binary(_shifted(_cheb_t))
+shifted_chebyshev_polynomial_u = _binary(_shifted(_cheb_u))
+shifted_chebyshev_polynomial_v = _binary(_shifted(_cheb_v))
+shifted_chebyshev_polynomial_w = _binary(_shifted(_cheb_w))
+hermite_polynomial_h = _binary(_hermite_h)
+hermite_polynomial_he = _binary(_hermite_he)
+laguerre_polynomial_l = _binary(_laguerre_l)
+legendre_polynomial_p = _binary(_legendre_p)
+
+# ---------------------------------------------------------------- more pointwise math
+acosh = _unary(np.arccosh)
+asinh = _unary(np.arcsinh)
+atanh = _unary(np.arctanh)
+
+
+def _fminmax(op, fn):
+    def kernel(a, b):
+        a, b = promote(a, b)
+        return np.asarray(fn(a, b))
+    return kernel
+
+
+fmax = _fminmax("fmax", np.fmax)
+fmin = _fminmax("fmin", np.fmin)
+
+
+def _integer_binary(op, fn):
+    def kernel(a, b):
+        a, b = promote(a, b)
+        dt = np.asarray(a).dtype
+        if dt.kind not in "iu":
+            raise KernelError(f"{op} is not implemented for {dt} tensors (integer tensors only)")
+        return np.asarray(fn(a, b), dtype=dt)
+    return kernel
+
+
+gcd = _integer_binary("gcd", np.gcd)
+lcm = _integer_binary("lcm", np.lcm)
+
+
+def isposinf(a):
+    return np.asarray(np.isposinf(a)) if a.dtype.kind == "f" else np.zeros(a.shape, dtype=bool)
+
+
+def isneginf(a):
+    return np.asarray(np.isneginf(a)) if a.dtype.kind == "f" else np.zeros(a.shape, dtype=bool)

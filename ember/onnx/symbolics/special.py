@@ -89,3 +89,28 @@ def sym_heaviside(g, node, x, values):
     x, values = tensor_or_scalar(g, x, dt), tensor_or_scalar(g, values, dt)
     step = g.cast(g.op("Greater", x, g.const(np.array(0, dt))), dt)
     return g.op("Where", g.op("Equal", x, g.const(np.array(0, dt))), values, step)
+
+
+@symbolic("acosh", "asinh", "atanh")
+def sym_inverse_hyperbolic(g, node, x):
+    x = _float(g, node, x)
+    if out_dtype(node) != np.float64:
+        return g.op(node.kind.capitalize(), x)
+    # onnxruntime implements Acosh/Asinh/Atanh in float32 only: their log forms in float64
+    one = _c(g, 1.0, node)
+    if node.kind == "acosh":
+        return g.op("Log", g.op("Add", x, g.op("Sqrt", g.op("Sub", g.op("Mul", x, x), one))))
+    if node.kind == "asinh":
+        ax = g.op("Abs", x)
+        mag = g.op("Log", g.op("Add", ax, g.op("Sqrt", g.op("Add", g.op("Mul", x, x), one))))
+        return g.op("Mul", g.op("Sign", x), mag)
+    ratio = g.op("Div", g.op("Add", one, x), g.op("Sub", one, x))
+    return g.op("Mul", g.op("Log", ratio), _c(g, 0.5, node))
+
+
+@symbolic("isposinf", "isneginf")
+def sym_isposinf(g, node, x):
+    if g.dtype(x).kind != "f":
+        x = g.cast(x, np.float32)  # integers are never infinite
+    pos = node.kind == "isposinf"
+    return g.op("IsInf", x, detect_positive=int(pos), detect_negative=int(not pos))
