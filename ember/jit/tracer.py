@@ -500,10 +500,12 @@ class Tracer:
         n = SymInt(t._data.shape[d], ("size", t, d))
         if name == "unbind":
             k = n
-        elif name == "split":
-            k = (n + c["split_size"] - 1) // c["split_size"] if c["split_size"] > 0 else None
+        elif name == "split":  # a list of sizes fixes the count itself
+            s = c.get("split_size")
+            k = (n + s - 1) // s if isinstance(s, int) and s > 0 else None
         else:  # chunk: pieces of ceil(n / chunks)
-            each = (n + c["chunks"] - 1) // c["chunks"] if c["chunks"] > 0 else None
+            m = c.get("chunks")
+            each = (n + m - 1) // m if isinstance(m, int) and m > 0 else None
             k = (n + each - 1) // each if each else None
         if isinstance(k, SymInt):
             self.guards.append(("value", k, None, count, f"the number of outputs of {name}",

@@ -275,6 +275,8 @@ def test_the_number_of_unbind_outputs_is_guarded():
     with pytest.warns(jit.TracerWarning, match="the number of outputs of split"):
         with pytest.raises(ValueError):  # having warned, the frozen unpacking does not fit
             split(rand(2, 8))
+    # a list of sizes fixes the count itself: nothing to guard
+    assert jit.trace(lambda x: x.split([2, 4], 1)[1], (rand(2, 6),)).shape_guards is None
     with pytest.warns(jit.TracerWarning, match="the number of outputs of unbind"):
         try:
             with ember.no_grad():
