@@ -140,8 +140,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
 
 
 def _const(a):
-    import ember
-    return ember.from_numpy(np.ascontiguousarray(a))
+    return Tensor._make(np.ascontiguousarray(a))
 
 
 def quantile(input, q, dim=None, keepdim=False, interpolation="linear"):
