@@ -11,7 +11,17 @@ mode = namedtuple("mode", ["values", "indices"])
 cummax = namedtuple("cummax", ["values", "indices"])
 cummin = namedtuple("cummin", ["values", "indices"])
 aminmax = namedtuple("aminmax", ["min", "max"])
+# linalg (issue 12)
+slogdet = namedtuple("slogdet", ["sign", "logabsdet"])
+linalg_slogdet = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
+qr = namedtuple("qr", ["Q", "R"])
+linalg_qr = namedtuple("linalg_qr", ["Q", "R"])
+svd = namedtuple("svd", ["U", "S", "V"])
+linalg_svd = namedtuple("linalg_svd", ["U", "S", "Vh"])
+linalg_eigh = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+linalg_lstsq = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
+_LINALG = (slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq)
 
-for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax):
+for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:
     _t.__module__ = "ember.return_types"
 del _t

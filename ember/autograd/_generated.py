@@ -9,6 +9,7 @@ from ember.kernels import factory as _k_factory
 from ember.kernels import index as _k_index
 from ember.kernels import interpolate as _k_interpolate
 from ember.kernels import linalg as _k_linalg
+from ember.kernels import linalg_decomp as _k_linalg_decomp
 from ember.kernels import nn as _k_nn
 from ember.kernels import pool as _k_pool
 from ember.kernels import reduce as _k_reduce
@@ -17,6 +18,7 @@ from ember.kernels import shape as _k_shape
 from ember.kernels import sorting as _k_sorting
 from ember.kernels import special as _k_special
 from ember.autograd import composites as _c_composites
+from ember.autograd import linalg_composites as _c_linalg_composites
 from ember.autograd import shape_ops as _c_shape_ops
 from ember.autograd import sort_composites as _c_sort_composites
 from ember.autograd import special_composites as _c_special_composites
@@ -4524,6 +4526,256 @@ class MaskedScatterBackward0(Node):
             g2 = _F.sum_to(masked_scatter_source_grad(grad, mask, source_shape), source_shape)
         return (g0, g1, g2, )
 
+class LinalgDetBackward0(Node):
+    __slots__ = ('A', 'result')
+    _saved = ('A', 'result')
+    _op_name = 'linalg_det'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        ctx.A = _save(A, 'A') if needs[0] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        result = unpack(ctx.result, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_det_grad(grad, A, result)
+        return (g0, )
+
+class LinalgSlogdetBackward0(Node):
+    __slots__ = ('A',)
+    _saved = ('A',)
+    _op_name = 'linalg_slogdet'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        ctx.A = _save(A, 'A') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_det_grad(grads[1], A, ones_like(grads[1]))
+        return (g0, )
+
+class LinalgInvBackward0(Node):
+    __slots__ = ('result',)
+    _saved = ('result',)
+    _op_name = 'linalg_inv'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_inv_grad(grad, result)
+        return (g0, )
+
+class LinalgSolveBackward0(Node):
+    __slots__ = ('A', 'B', 'left', 'result')
+    _saved = ('A', 'B', 'result')
+    _op_name = 'linalg_solve'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, B, = tensors
+        left, = consts
+        ctx.A = _save(A, 'A') if needs[0] or needs[1] else None
+        ctx.B = _save(B, 'B') if needs[0] or needs[1] else None
+        ctx.left = left if needs[0] or needs[1] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        B = unpack(ctx.B, ctx)
+        left = ctx.left
+        result = unpack(ctx.result, ctx)
+        return tuple(_F.linalg_solve_grads(grad, A, B, result, left, needs))
+
+class LinalgSolveTriangularBackward0(Node):
+    __slots__ = ('A', 'B', 'left', 'result', 'unitriangular', 'upper')
+    _saved = ('A', 'B', 'result')
+    _op_name = 'linalg_solve_triangular'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, B, = tensors
+        upper, left, unitriangular, = consts
+        ctx.A = _save(A, 'A') if needs[0] or needs[1] else None
+        ctx.B = _save(B, 'B') if needs[0] or needs[1] else None
+        ctx.left = left if needs[0] or needs[1] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[1] else None
+        ctx.unitriangular = unitriangular if needs[0] or needs[1] else None
+        ctx.upper = upper if needs[0] or needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        B = unpack(ctx.B, ctx)
+        left = ctx.left
+        result = unpack(ctx.result, ctx)
+        unitriangular = ctx.unitriangular
+        upper = ctx.upper
+        return tuple(_F.linalg_solve_triangular_grads(grad, A, B, result, upper, left, unitriangular, needs))
+
+class LinalgCholeskyBackward0(Node):
+    __slots__ = ('result', 'upper')
+    _saved = ('result',)
+    _op_name = 'linalg_cholesky'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        upper, = consts
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.upper = upper if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        result = unpack(ctx.result, ctx)
+        upper = ctx.upper
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_cholesky_grad(grad, result, upper)
+        return (g0, )
+
+class LinalgCrossBackward0(Node):
+    __slots__ = ('dim', 'other', 'self_')
+    _saved = ('other', 'self_')
+    _op_name = 'linalg_cross'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, other, = tensors
+        dim, = consts
+        ctx.dim = dim if needs[0] or needs[1] else None
+        ctx.other = _save(other, 'other') if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        other = unpack(ctx.other, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        return tuple(_F.linalg_cross_grads(grad, self_, other, dim, needs))
+
+class LinalgQrBackward0(Node):
+    __slots__ = ('A', 'Q', 'R', 'mode')
+    _saved = ('A', 'Q', 'R')
+    _op_name = 'linalg_qr'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        mode, = consts
+        ctx.A = _save(A, 'A') if needs[0] else None
+        ctx.Q = _save_out(outs[0], 'Q', 0) if needs[0] else None
+        ctx.R = _save_out(outs[1], 'R', 1) if needs[0] else None
+        ctx.mode = mode if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        Q = unpack(ctx.Q, ctx)
+        R = unpack(ctx.R, ctx)
+        mode = ctx.mode
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_qr_grad(grads, A, Q, R, mode)
+        return (g0, )
+
+class LinalgSvdBackward0(Node):
+    __slots__ = ('A', 'S', 'U', 'Vh', 'full_matrices')
+    _saved = ('A', 'S', 'U', 'Vh')
+    _op_name = 'linalg_svd'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        full_matrices, = consts
+        ctx.A = _save(A, 'A') if needs[0] else None
+        ctx.S = _save_out(outs[1], 'S', 1) if needs[0] else None
+        ctx.U = _save_out(outs[0], 'U', 0) if needs[0] else None
+        ctx.Vh = _save_out(outs[2], 'Vh', 2) if needs[0] else None
+        ctx.full_matrices = full_matrices if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        S = unpack(ctx.S, ctx)
+        U = unpack(ctx.U, ctx)
+        Vh = unpack(ctx.Vh, ctx)
+        full_matrices = ctx.full_matrices
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_svd_grad(grads, A, U, S, Vh, full_matrices)
+        return (g0, )
+
+class LinalgEighBackward0(Node):
+    __slots__ = ('eigenvalues', 'eigenvectors')
+    _saved = ('eigenvalues', 'eigenvectors')
+    _op_name = 'linalg_eigh'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        UPLO, = consts
+        ctx.eigenvalues = _save_out(outs[0], 'eigenvalues', 0) if needs[0] else None
+        ctx.eigenvectors = _save_out(outs[1], 'eigenvectors', 1) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        eigenvalues = unpack(ctx.eigenvalues, ctx)
+        eigenvectors = unpack(ctx.eigenvectors, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_eigh_grad(grads, eigenvalues, eigenvectors)
+        return (g0, )
+
+class LinalgPinvBackward0(Node):
+    __slots__ = ('A', 'result')
+    _saved = ('A', 'result')
+    _op_name = 'linalg_pinv'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        atol, rtol, hermitian, = consts
+        ctx.A = _save(A, 'A') if needs[0] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        result = unpack(ctx.result, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_pinv_grad(grad, result, A)
+        return (g0, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -5357,6 +5609,42 @@ OPS['index_fill'] = _op_index_fill
 
 _op_masked_scatter = Op('masked_scatter', _k_index.masked_scatter, MaskedScatterBackward0, ('self', 'mask', 'source'), (), saves_self=False)
 OPS['masked_scatter'] = _op_masked_scatter
+
+_op_linalg_det = Op('linalg_det', _k_linalg_decomp.det, LinalgDetBackward0, ('A',), (), saves_self=True)
+OPS['linalg_det'] = _op_linalg_det
+
+_op_linalg_slogdet = Op('linalg_slogdet', _k_linalg_decomp.slogdet, LinalgSlogdetBackward0, ('A',), (), multi=True, diff_outputs=(True, True), saves_self=True)
+OPS['linalg_slogdet'] = _op_linalg_slogdet
+
+_op_linalg_inv = Op('linalg_inv', _k_linalg_decomp.inv, LinalgInvBackward0, ('A',), (), saves_self=False)
+OPS['linalg_inv'] = _op_linalg_inv
+
+_op_linalg_solve = Op('linalg_solve', _k_linalg_decomp.solve, LinalgSolveBackward0, ('A', 'B'), ('left',), saves_self=True)
+OPS['linalg_solve'] = _op_linalg_solve
+
+_op_linalg_solve_triangular = Op('linalg_solve_triangular', _k_linalg_decomp.solve_triangular, LinalgSolveTriangularBackward0, ('A', 'B'), ('upper', 'left', 'unitriangular'), saves_self=True)
+OPS['linalg_solve_triangular'] = _op_linalg_solve_triangular
+
+_op_linalg_cholesky = Op('linalg_cholesky', _k_linalg_decomp.cholesky, LinalgCholeskyBackward0, ('A',), ('upper',), saves_self=False)
+OPS['linalg_cholesky'] = _op_linalg_cholesky
+
+_op_linalg_cross = Op('linalg_cross', _k_linalg_decomp.cross, LinalgCrossBackward0, ('self', 'other'), ('dim',), saves_self=True)
+OPS['linalg_cross'] = _op_linalg_cross
+
+_op_linalg_qr = Op('linalg_qr', _k_linalg_decomp.qr, LinalgQrBackward0, ('A',), ('mode',), multi=True, diff_outputs=(True, True), saves_self=True)
+OPS['linalg_qr'] = _op_linalg_qr
+
+_op_linalg_svd = Op('linalg_svd', _k_linalg_decomp.svd, LinalgSvdBackward0, ('A',), ('full_matrices',), multi=True, diff_outputs=(True, True, True), saves_self=True)
+OPS['linalg_svd'] = _op_linalg_svd
+
+_op_linalg_eigh = Op('linalg_eigh', _k_linalg_decomp.eigh, LinalgEighBackward0, ('A',), ('UPLO',), multi=True, diff_outputs=(True, True), saves_self=False)
+OPS['linalg_eigh'] = _op_linalg_eigh
+
+_op_linalg_pinv = Op('linalg_pinv', _k_linalg_decomp.pinv, LinalgPinvBackward0, ('A',), ('atol', 'rtol', 'hermitian'), saves_self=True)
+OPS['linalg_pinv'] = _op_linalg_pinv
+
+_op_linalg_lstsq_info = Op('linalg_lstsq_info', _k_linalg_decomp.lstsq_info, None, ('A', 'B'), ('rcond', 'driver'), multi=True, diff_outputs=(False, False, False), saves_self=False)
+OPS['linalg_lstsq_info'] = _op_linalg_lstsq_info
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -6925,10 +7213,146 @@ def masked_scatter_source_grad(grad, mask, source_shape):
     """masked_scatter_source_grad (see torch.masked_scatter_source_grad)."""
     return _c_shape_ops.masked_scatter_source_grad(grad, mask, source_shape)
 
+def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
+    """linalg_vector_norm (see torch.linalg_vector_norm)."""
+    return _c_linalg_composites.linalg_vector_norm(x, ord, dim, keepdim, dtype)
+
+def linalg_matrix_norm(A, ord='fro', dim=(-2,-1), keepdim=False, *, dtype=None):
+    """linalg_matrix_norm (see torch.linalg_matrix_norm)."""
+    return _c_linalg_composites.linalg_matrix_norm(A, ord, dim, keepdim, dtype)
+
+def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
+    """linalg_norm (see torch.linalg_norm)."""
+    return _c_linalg_composites.linalg_norm(A, ord, dim, keepdim, dtype)
+
+def linalg_det(A):
+    """linalg_det (see torch.linalg_det)."""
+    return dispatch(_op_linalg_det, (A, ), ())
+
+def det(input):
+    """det (see torch.det)."""
+    return _c_linalg_composites.det(input)
+
+def linalg_slogdet(A):
+    """linalg_slogdet (see torch.linalg_slogdet)."""
+    return dispatch(_op_linalg_slogdet, (A, ), ())
+
+def slogdet(input):
+    """slogdet (see torch.slogdet)."""
+    return _c_linalg_composites.slogdet(input)
+
+def logdet(input):
+    """logdet (see torch.logdet)."""
+    return _c_linalg_composites.logdet(input)
+
+def linalg_inv(A):
+    """linalg_inv (see torch.linalg_inv)."""
+    return dispatch(_op_linalg_inv, (A, ), ())
+
+def inverse(input):
+    """inverse (see torch.inverse)."""
+    return _c_linalg_composites.inverse(input)
+
+def linalg_solve(A, B, *, left=True):
+    """linalg_solve (see torch.linalg_solve)."""
+    return dispatch(_op_linalg_solve, (A, B, ), (left, ))
+
+def linalg_solve_triangular(A, B, *, upper, left=True, unitriangular=False):
+    """linalg_solve_triangular (see torch.linalg_solve_triangular)."""
+    return dispatch(_op_linalg_solve_triangular, (A, B, ), (upper, left, unitriangular, ))
+
+def linalg_cholesky(A, *, upper=False):
+    """linalg_cholesky (see torch.linalg_cholesky)."""
+    return dispatch(_op_linalg_cholesky, (A, ), (upper, ))
+
+def cholesky(input, upper=False):
+    """cholesky (see torch.cholesky)."""
+    return _c_linalg_composites.cholesky(input, upper)
+
+def cholesky_solve(input, input2, upper=False):
+    """cholesky_solve (see torch.cholesky_solve)."""
+    return _c_linalg_composites.cholesky_solve(input, input2, upper)
+
+def linalg_cross(input, other, *, dim=-1):
+    """linalg_cross (see torch.linalg_cross)."""
+    return dispatch(_op_linalg_cross, (input, other, ), (dim, ))
+
+def cross(input, other, dim=None):
+    """cross (see torch.cross)."""
+    return _c_linalg_composites.cross(input, other, dim)
+
+def linalg_multi_dot(tensors):
+    """linalg_multi_dot (see torch.linalg_multi_dot)."""
+    return _c_linalg_composites.linalg_multi_dot(tensors)
+
+def linalg_matrix_power(A, n):
+    """linalg_matrix_power (see torch.linalg_matrix_power)."""
+    return _c_linalg_composites.linalg_matrix_power(A, n)
+
+def matrix_power(input, n):
+    """matrix_power (see torch.matrix_power)."""
+    return _c_linalg_composites.matrix_power(input, n)
+
+def linalg_vecdot(x, y, *, dim=-1):
+    """linalg_vecdot (see torch.linalg_vecdot)."""
+    return _c_linalg_composites.linalg_vecdot(x, y, dim)
+
+def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
+    """linalg_diagonal (see torch.linalg_diagonal)."""
+    return _c_linalg_composites.linalg_diagonal(A, offset, dim1, dim2)
+
+def linalg_qr(A, mode='reduced'):
+    """linalg_qr (see torch.linalg_qr)."""
+    return dispatch(_op_linalg_qr, (A, ), (mode, ))
+
+def qr(input, some=True):
+    """qr (see torch.qr)."""
+    return _c_linalg_composites.qr(input, some)
+
+def linalg_svd(A, full_matrices=True):
+    """linalg_svd (see torch.linalg_svd)."""
+    return dispatch(_op_linalg_svd, (A, ), (full_matrices, ))
+
+def svd(input, some=True, compute_uv=True):
+    """svd (see torch.svd)."""
+    return _c_linalg_composites.svd(input, some, compute_uv)
+
+def linalg_svdvals(A):
+    """linalg_svdvals (see torch.linalg_svdvals)."""
+    return _c_linalg_composites.linalg_svdvals(A)
+
+def linalg_eigh(A, UPLO='L'):
+    """linalg_eigh (see torch.linalg_eigh)."""
+    return dispatch(_op_linalg_eigh, (A, ), (UPLO, ))
+
+def linalg_eigvalsh(A, UPLO='L'):
+    """linalg_eigvalsh (see torch.linalg_eigvalsh)."""
+    return _c_linalg_composites.linalg_eigvalsh(A, UPLO)
+
+def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
+    """linalg_pinv (see torch.linalg_pinv)."""
+    return dispatch(_op_linalg_pinv, (A, ), (atol, rtol, hermitian, ))
+
+def pinverse(input, rcond=1e-15):
+    """pinverse (see torch.pinverse)."""
+    return _c_linalg_composites.pinverse(input, rcond)
+
+def linalg_matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
+    """linalg_matrix_rank (see torch.linalg_matrix_rank)."""
+    return _c_linalg_composites.linalg_matrix_rank(A, atol, rtol, hermitian)
+
+def linalg_lstsq_info(A, B, rcond, driver):
+    """linalg_lstsq_info (see torch.linalg_lstsq_info)."""
+    return dispatch(_op_linalg_lstsq_info, (A, B, ), (rcond, driver, ))
+
+def linalg_lstsq(A, B, rcond=None, *, driver=None):
+    """linalg_lstsq (see torch.linalg_lstsq)."""
+    return _c_linalg_composites.linalg_lstsq(A, B, rcond, driver)
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -7280,6 +7704,14 @@ TENSOR_METHODS = {
     'index_fill_': index_fill_,
     'masked_scatter': masked_scatter,
     'masked_scatter_': masked_scatter_,
+    'det': det,
+    'logdet': logdet,
+    'inverse': inverse,
+    'cholesky': cholesky,
+    'cholesky_solve': cholesky_solve,
+    'cross': cross,
+    'matrix_power': matrix_power,
+    'pinverse': pinverse,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

@@ -834,3 +834,19 @@ def linalg_eigh_grad(grads, L, V):
 def linalg_cross_grads(grad, self, other, dim, needs):
     return (sum_to(G.linalg_cross(other, grad, dim=dim), self._data.shape) if needs[0] else None,
             sum_to(G.linalg_cross(grad, self, dim=dim), other._data.shape) if needs[1] else None)
+
+
+def linalg_pinv_grad(grad, P, A):
+    """torch's pinv_backward (valid for rank-deficient A too)."""
+    m, n = A._data.shape[-2:]
+    Ph, gh = _mT(P), _mT(grad)
+    mm = G.matmul
+    if m <= n:
+        K = mm(gh, P)
+        KPh = mm(K, Ph)
+        out = G.add(G.sub(KPh, _mT(mm(P, K))), mm(mm(Ph, P), G.sub(gh, mm(K, A))))
+        return G.sub(out, mm(mm(A, P), KPh))
+    K = mm(P, gh)
+    PhK = mm(Ph, K)
+    out = G.add(G.sub(mm(mm(G.sub(gh, mm(A, K)), P), Ph), _mT(mm(K, P))), PhK)
+    return G.sub(out, mm(mm(PhK, P), A))

@@ -1,7 +1,8 @@
 """Turn the ``test:`` fields of derivatives.yaml into concrete sample calls.
 
 Tokens: ``f3,4`` normal floats, ``p3,4`` positive, ``u3,4`` in (0.1, 0.9), ``i5:3,4`` int64 in
-[0, 5), ``b3,4`` bool, ``s2.5`` a Python scalar, ``=<expr>`` a constant, ``!<expr>`` an expression
+[0, 5), ``b3,4`` bool, ``w3,3`` well-conditioned square matrices (normal + 3 I), ``h2,3,3``
+symmetric positive definite (X X^T / n + I), ``s2.5`` a Python scalar, ``=<expr>`` a constant, ``!<expr>`` an expression
 (``np`` available), ``[a b]`` a tensor list, and ``| k=v, ...`` keyword arguments. Kinds ``unary``
 and ``binary`` expand to standard shape sets (broadcasting, 0-d, size 0 and 1)."""
 import os
@@ -17,7 +18,7 @@ from gen_autograd import parse_signature  # noqa: E402
 
 UNARY = ["f3,4", "f5", "f", "f0,3", "f1,1"]
 BINARY = ["f3,4 f3,4", "f3,4 f4", "f3,1 f1,4", "f3,4 s2.5", "f f3", "f0,4 f4", "f1 f1"]
-_TOKEN = re.compile(r"^([fpuib])(\d*):?([\d,]*)$")
+_TOKEN = re.compile(r"^([fpuibwh])(\d*):?([\d,]*)$")
 
 
 def load_spec():
@@ -45,11 +46,16 @@ class Leaf:
             return rng.integers(0, self.high, self.shape).astype(np.int64)
         if self.kind == "b":
             return rng.random(self.shape) > 0.5
+        if self.kind == "w":
+            return (rng.standard_normal(self.shape) + 3 * np.eye(self.shape[-1])).astype(dtype)
+        if self.kind == "h":
+            x = rng.standard_normal(self.shape)
+            return (x @ np.swapaxes(x, -1, -2) / self.shape[-1] + np.eye(self.shape[-1])).astype(dtype)
         raise ValueError(self.kind)
 
     @property
     def is_float(self):
-        return self.kind in "fpu"
+        return self.kind in "fpuwh"
 
     def __repr__(self):
         return f"{self.kind}{list(self.shape)}"

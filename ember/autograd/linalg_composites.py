@@ -1,0 +1,258 @@
+"""Composite ops of ``ember.linalg`` (issue 12), written in spec ops."""
+import numpy as np
+
+import ember.autograd._generated as G
+from ember.errors import EmberRuntimeError
+from ember.tensor import Tensor
+
+_INF = float("inf")
+
+
+def _mT(x):
+    return G.transpose(x, -2, -1)
+
+
+def _need_float(A, op):
+    if A._data.dtype.kind != "f":
+        raise EmberRuntimeError(f"{op}: expected a floating point tensor as input, got "
+                                f"{A._data.dtype}")
+
+
+def _need_matrix(A, op, square=False):
+    shape = A._data.shape
+    if len(shape) < 2:
+        raise EmberRuntimeError(f"{op}: the input tensor A must have at least 2 dimensions, got "
+                                f"shape {tuple(shape)}")
+    if square and shape[-1] != shape[-2]:
+        raise EmberRuntimeError(f"{op}: A must be a batch of square matrices (..., n, n), got "
+                                f"shape {tuple(shape)}")
+
+
+def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
+    _need_float(x, "linalg.vector_norm")
+    if dtype is not None:
+        x = G.to(x, dtype)
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    return G.norm(x, ord, dim, keepdim)
+
+
+def _norm_dims(dim, ndim, op):
+    if len(dim) != 2:
+        raise EmberRuntimeError(f"{op}: dim must be a 2-tuple, got {dim}")
+    d = []
+    for x in dim:
+        if not -ndim <= x < ndim:
+            raise EmberRuntimeError(f"{op}: dimension {x} out of range for a {ndim}-D input")
+        d.append(x % ndim)
+    if d[0] == d[1]:
+        raise EmberRuntimeError(f"{op}: dims must be different, got {tuple(dim)}")
+    return d
+
+
+def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
+    op = "linalg.matrix_norm"
+    _need_float(A, op)
+    _need_matrix(A, op)
+    if dtype is not None:
+        A = G.to(A, dtype)
+    d0, d1 = _norm_dims(tuple(dim), A._data.ndim, op)
+    if ord == "fro":
+        return G.norm(A, 2, (d0, d1), keepdim)
+    if ord in ("nuc", 2, -2):
+        s = linalg_svdvals(G.movedim(A, [d0, d1], [-2, -1]))
+        r = G.sum(s, (-1,)) if ord == "nuc" else (G.amax if ord == 2 else G.amin)(s, (-1,))
+        if keepdim:
+            for d in sorted((d0, d1)):
+                r = G.unsqueeze(r, d)
+        return r
+    if ord in (1, -1, _INF, -_INF):
+        summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
+        r = G.sum(G.abs(A), (summed,), True)
+        r = (G.amax if ord > 0 else G.amin)(r, (other,), True)
+        return r if keepdim else G.squeeze(r, [d0, d1])
+    raise EmberRuntimeError(f"{op}: order {ord!r} not supported (expected 'fro', 'nuc', inf, -inf, "
+                            f"1, -1, 2 or -2)")
+
+
+def linalg_norm(A, ord=None, dim=None, keepdim=False, dtype=None):
+    if isinstance(dim, (int, np.integer)):
+        dim = (int(dim),)
+    if dim is not None:
+        dim = tuple(dim)
+        if len(dim) == 1:
+            return linalg_vector_norm(A, 2 if ord is None else ord, dim, keepdim, dtype)
+        return linalg_matrix_norm(A, "fro" if ord is None else ord, dim, keepdim, dtype)
+    if ord is None:
+        return linalg_vector_norm(A, 2, None, keepdim, dtype)
+    nd = A._data.ndim
+    if nd == 1:
+        return linalg_vector_norm(A, ord, None, keepdim, dtype)
+    if nd == 2:
+        return linalg_matrix_norm(A, ord, (-2, -1), keepdim, dtype)
+    raise EmberRuntimeError(f"linalg.norm: if dim is not specified but ord is, the input must be 1D "
+                            f"or 2D, got {nd}D")
+
+
+def det(input):
+    return G.linalg_det(input)
+
+
+def slogdet(input):
+    return G.linalg_slogdet(input)
+
+
+def logdet(input):
+    sign, lad = G.linalg_slogdet(input)
+    return G.where(G.lt(sign, 0), float("nan"), lad)
+
+
+def inverse(input):
+    return G.linalg_inv(input)
+
+
+def cholesky(input, upper=False):
+    return G.linalg_cholesky(input, upper=upper)
+
+
+def cholesky_solve(input, input2, upper=False):
+    """Solve A X = B for X given the Cholesky factor ``input2`` of A (torch.cholesky_solve)."""
+    L = _mT(input2) if upper else input2
+    Y = G.linalg_solve_triangular(L, input, upper=False, left=True)
+    return G.linalg_solve_triangular(_mT(L), Y, upper=True, left=True)
+
+
+def cross(input, other, dim=None):
+    if dim is None:   # torch: the first dimension of size 3
+        shape = np.broadcast_shapes(input._data.shape, other._data.shape)
+        dims = [i for i, s in enumerate(shape) if s == 3]
+        if not dims:
+            raise EmberRuntimeError(f"cross: no dimension of size 3 in inputs of shapes "
+                                    f"{tuple(input._data.shape)} and {tuple(other._data.shape)}")
+        dim = dims[0]
+    return G.linalg_cross(input, other, dim=dim)
+
+
+def linalg_multi_dot(tensors):
+    op = "linalg.multi_dot"
+    n = len(tensors)
+    if n < 2:
+        raise EmberRuntimeError(f"{op}: expected at least 2 tensors but got {n}")
+    for i, t in enumerate(tensors):
+        nd = t._data.ndim
+        ok = nd in (1, 2) if i in (0, n - 1) else nd == 2
+        if not ok:
+            where = "first" if i == 0 else "last" if i == n - 1 else f"tensor {i}"
+            raise EmberRuntimeError(f"{op}: {where} tensor must be "
+                                    f"{'1D or 2D' if i in (0, n - 1) else '2D'} but got {nd}D")
+    out = tensors[0]
+    for t in tensors[1:]:
+        out = G.matmul(out, t)
+    return out
+
+
+def linalg_matrix_power(A, n):
+    _need_matrix(A, "linalg.matrix_power", square=True)
+    k = A._data.shape[-1]
+    if n == 0:
+        return G.add(G.mul(A, 0), G.eye(k, None, A._data.dtype))
+    if n < 0:
+        A, n = G.linalg_inv(A), -n
+    if n == 1:
+        return G.clone(A)
+    result, base = None, A
+    while n:
+        if n & 1:
+            result = base if result is None else G.matmul(result, base)
+        n >>= 1
+        if n:
+            base = G.matmul(base, base)
+    return result
+
+
+def matrix_power(input, n):
+    return linalg_matrix_power(input, n)
+
+
+def linalg_vecdot(x, y, dim=-1):
+    return G.sum(G.mul(x, y), (dim,))
+
+
+def linalg_diagonal(A, offset=0, dim1=-2, dim2=-1):
+    return G.diagonal(A, offset, dim1, dim2)
+
+
+def linalg_svdvals(A):
+    return G.linalg_svd(A, False)[1]
+
+
+def linalg_eigvalsh(A, UPLO="L"):
+    return G.linalg_eigh(A, UPLO)[0]
+
+
+def _tol_value(v):
+    return v._data if isinstance(v, Tensor) else v
+
+
+def _tolerance(s_max, m, n, dtype, atol, rtol):
+    """max(atol, rtol * s_max), torch's defaults: rtol = eps * max(m, n) unless atol > 0 is given."""
+    atol, rtol = _tol_value(atol), _tol_value(rtol)
+    if rtol is None:
+        rtol = np.finfo(dtype).eps * max(m, n) if atol is None or np.all(np.asarray(atol) <= 0) \
+            else 0.0
+    tol = G.mul(s_max, float(rtol) if np.ndim(rtol) == 0 else Tensor._make(np.asarray(rtol, dtype)))
+    if atol is not None:
+        tol = G.maximum(tol, Tensor._make(np.asarray(atol, dtype)))
+    return tol
+
+
+def pinverse(input, rcond=1e-15):
+    return G.linalg_pinv(input, rtol=rcond)
+
+
+def linalg_matrix_rank(A, atol=None, rtol=None, hermitian=False):
+    op = "linalg.matrix_rank"
+    _need_float(A, op)
+    _need_matrix(A, op, square=hermitian)
+    m, n = A._data.shape[-2:]
+    s = G.abs(linalg_eigvalsh(A)) if hermitian else linalg_svdvals(A)
+    if s._data.shape[-1] == 0:
+        return G.sum(G.gt(s, 0.0), (-1,))
+    tol = _tolerance(G.amax(s, (-1,), True), m, n, A._data.dtype, atol, rtol)
+    return G.sum(G.gt(s, tol), (-1,))
+
+
+def linalg_lstsq(A, B, rcond=None, driver=None):
+    """torch.linalg.lstsq: the solution is pinv(A) @ B (differentiable in A and B); residuals,
+    rank and singular values as torch computes them for ``driver`` on CPU."""
+    op = "linalg.lstsq"
+    _need_float(A, op)
+    _need_matrix(A, op)
+    vector = B._data.ndim == A._data.ndim - 1
+    res, rank, sv = G.linalg_lstsq_info(A, B, rcond, driver)
+    P = G.linalg_pinv(A, rtol=rcond)
+    X = G.squeeze(G.matmul(P, G.unsqueeze(B, -1)), [-1]) if vector else G.matmul(P, B)
+    if res._data.size:   # the squared residuals, differentiable as in torch
+        r = G.sub(G.matmul(A, X if not vector else G.unsqueeze(X, -1)),
+                  B if not vector else G.unsqueeze(B, -1))
+        res = G.sum(G.mul(r, r), (-2,))
+        res = G.squeeze(res, [-1]) if vector else res
+    else:                # torch's empty residuals are still an output of the graph
+        res = G.narrow(G.reshape(X, (-1,)), 0, 0, 0)
+    return G.clone(X), res, rank, sv
+
+
+def svd(input, some=True, compute_uv=True):
+    U, S, Vh = G.linalg_svd(input, not some)
+    if not compute_uv:
+        m, n = input._data.shape[-2:]
+        batch = input._data.shape[:-2]
+        dt = input._data.dtype
+        return (Tensor._make(np.zeros(batch + (m, m), dt)), S,
+                Tensor._make(np.zeros(batch + (n, n), dt)))
+    V = _mT(Vh)
+    return G.clone(U), S, V
+
+
+def qr(input, some=True):
+    return G.linalg_qr(input, "reduced" if some else "complete")

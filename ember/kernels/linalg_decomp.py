@@ -1,0 +1,265 @@
+"""Kernels of ``ember.linalg``: determinants, inverses, solves and decompositions on NumPy's LAPACK
+(``np.linalg`` works on batches ``(..., m, n)``)."""
+import numpy as np
+
+from ember.kernels.dtypes import promote
+from ember.kernels.errors import KernelError
+from ember.kernels.threads import FREE, blas_mode
+
+
+def _float(a, op):
+    if a.dtype.kind != "f":
+        raise KernelError(f"expected a floating point tensor as input, got {a.dtype}")
+    return a
+
+
+def _square(a, op, name="A"):
+    _float(a, op)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise KernelError(f"{name} must be a batch of square matrices (..., n, n), got shape "
+                          f"{tuple(a.shape)}")
+    return a
+
+
+def _matrix(a, op, name="A"):
+    _float(a, op)
+    if a.ndim < 2:
+        raise KernelError(f"{name} must have at least 2 dimensions (..., m, n), got shape "
+                          f"{tuple(a.shape)}")
+    return a
+
+
+def _singular(op, what="the input matrix is singular"):
+    return KernelError(f"{what}, the computation could not be completed")
+
+
+def det(a):
+    _square(a, "linalg.det")
+    with blas_mode(FREE):
+        return np.asarray(np.linalg.det(a), dtype=a.dtype)
+
+
+def slogdet(a):
+    _square(a, "linalg.slogdet")
+    with blas_mode(FREE):
+        sign, lad = np.linalg.slogdet(a)
+    return np.asarray(sign, dtype=a.dtype), np.asarray(lad, dtype=a.dtype)
+
+
+def inv(a):
+    _square(a, "linalg.inv")
+    try:
+        with blas_mode(FREE):
+            return np.linalg.inv(a)
+    except np.linalg.LinAlgError:
+        raise _singular("linalg.inv") from None
+
+
+def _solve_is_vector(a, b):
+    return b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+
+
+def solve(a, b, left):
+    _square(a, "linalg.solve")
+    _float(b, "linalg.solve")
+    a, b = promote(a, b)
+    vector = _solve_is_vector(a, b)
+    n = a.shape[-1]
+    if vector:
+        if not left:
+            raise KernelError(f"left=False needs B with at least 2 dimensions "
+                              f"(..., k, n), got shape {tuple(b.shape)}")
+        if b.shape[-1] != n:
+            raise KernelError(f"incompatible shapes of A {tuple(a.shape)} and "
+                              f"B {tuple(b.shape)}")
+        b = b[..., None]
+    else:
+        if b.ndim < 2 or b.shape[-2 if left else -1] != n:
+            raise KernelError(f"incompatible shapes of A {tuple(a.shape)} and "
+                              f"B {tuple(b.shape)}")
+        if not left:
+            a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise KernelError(f"batch dimensions of A {tuple(a.shape)} and "
+                          f"B {tuple(b.shape)} cannot be broadcast") from None
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    try:
+        with blas_mode(FREE):
+            x = np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise _singular("linalg.solve") from None
+    if vector:
+        return x[..., 0]
+    return x if left else np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
+def solve_triangular(a, b, upper, left, unitriangular):
+    op = "linalg.solve_triangular"
+    _square(a, op)
+    _matrix(b, op, "B")
+    a, b = promote(a, b)
+    n = a.shape[-1]
+    if b.shape[-2 if left else -1] != n:
+        raise KernelError(f"incompatible shapes of A {tuple(a.shape)} and B {tuple(b.shape)}")
+    t = np.triu(a) if upper else np.tril(a)
+    if unitriangular:
+        t = t.copy()
+        idx = np.arange(n)
+        t[..., idx, idx] = 1
+    if not left:
+        t, b = np.swapaxes(t, -1, -2), np.swapaxes(b, -1, -2)
+    try:
+        batch = np.broadcast_shapes(t.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise KernelError(f"batch dimensions of A {tuple(a.shape)} and B {tuple(b.shape)} "
+                          f"cannot be broadcast") from None
+    t = np.broadcast_to(t, batch + t.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    try:
+        with blas_mode(FREE):
+            x = np.linalg.solve(t, b)
+    except np.linalg.LinAlgError:
+        raise _singular(op) from None
+    return x if left else np.ascontiguousarray(np.swapaxes(x, -1, -2))
+
+
+def cholesky(a, upper):
+    _square(a, "linalg.cholesky")
+    try:
+        with blas_mode(FREE):
+            low = np.linalg.cholesky(a)
+    except np.linalg.LinAlgError:
+        raise KernelError("the input is not positive-definite") from None
+    return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
+
+
+def cross(a, b, dim):
+    a, b = promote(a, b)
+    nd = max(a.ndim, b.ndim)
+    if a.ndim != b.ndim:
+        raise KernelError(f"inputs must have the same number of dimensions, got shapes "
+                          f"{tuple(a.shape)} and {tuple(b.shape)}")
+    if nd == 0 or not -nd <= dim < nd:
+        raise KernelError(f"dim {dim} out of range for inputs of shapes "
+                          f"{tuple(a.shape)} and {tuple(b.shape)}")
+    a = a.reshape((1,) * (nd - a.ndim) + a.shape)
+    b = b.reshape((1,) * (nd - b.ndim) + b.shape)
+    if a.shape[dim] != 3 or b.shape[dim] != 3:
+        raise KernelError(f"inputs must have size 3 in dimension {dim}, got shapes "
+                          f"{tuple(a.shape)} and {tuple(b.shape)}")
+    try:
+        return np.ascontiguousarray(np.cross(a, b, axis=dim))
+    except ValueError:
+        raise KernelError(f"shapes {tuple(a.shape)} and {tuple(b.shape)} cannot be "
+                          f"broadcast") from None
+
+
+def qr(a, mode):
+    _matrix(a, "linalg.qr")
+    if mode not in ("reduced", "complete", "r"):
+        raise KernelError(f"qr received unrecognized mode '{mode}' but expected one of "
+                          f"'reduced' (default), 'r', or 'complete'")
+    with blas_mode(FREE):
+        if mode == "r":
+            r = np.linalg.qr(a, mode="r")
+            return np.zeros((0,), a.dtype), np.ascontiguousarray(r)
+        q, r = np.linalg.qr(a, mode=mode)
+    return np.ascontiguousarray(q), np.ascontiguousarray(r)
+
+
+def _column_signs(x):
+    """+-1 per column of ``x`` (..., m, k) making each column's largest-magnitude entry positive,
+    so that the decomposition's signs do not depend on the LAPACK build."""
+    if x.shape[-2] == 0:
+        return np.ones(x.shape[:-2] + (1,) + x.shape[-1:], x.dtype)
+    idx = np.argmax(np.abs(x), axis=-2)[..., None, :]
+    sgn = np.sign(np.take_along_axis(x, idx, axis=-2))
+    sgn[sgn == 0] = 1
+    return sgn
+
+
+def svd(a, full_matrices):
+    _matrix(a, "linalg.svd")
+    with blas_mode(FREE):
+        try:
+            u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
+        except np.linalg.LinAlgError:
+            raise KernelError("the algorithm failed to converge") from None
+    k = s.shape[-1]
+    su = _column_signs(u)                                  # (..., 1, m or k)
+    u = u * su
+    sv = np.swapaxes(_column_signs(np.swapaxes(vh, -1, -2)), -1, -2)   # (..., n or k, 1)
+    sv[..., :k, :] = np.swapaxes(su[..., :, :k], -1, -2)  # the pair (u_i, v_i) flips together
+    vh = vh * sv
+    return u, s.astype(a.dtype, copy=False), vh
+
+
+def eigh(a, UPLO):
+    _square(a, "linalg.eigh")
+    if UPLO not in ("L", "U"):
+        raise KernelError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
+    with blas_mode(FREE):
+        try:
+            w, v = np.linalg.eigh(a, UPLO=UPLO)
+        except np.linalg.LinAlgError:
+            raise KernelError("the algorithm failed to converge") from None
+    return w.astype(a.dtype, copy=False), v * _column_signs(v)
+
+
+def lstsq_info(a, b, rcond, driver):
+    """(residuals, rank, singular_values) of torch.linalg.lstsq, as torch computes them on CPU:
+    rank for every driver but 'gels', singular values for 'gelsd'/'gelss' only, residuals when
+    m > n and every matrix is full rank (not for 'gelsy')."""
+    op = "linalg.lstsq"
+    _matrix(a, op)
+    _float(b, op)
+    if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
+        raise KernelError(f"parameter `driver` should be one of (gels, gelsy, gelsd, gelss), "
+                          f"got {driver!r}")
+    driver = driver or "gelsy"
+    m, n = a.shape[-2:]
+    vector = b.ndim == a.ndim - 1
+    bm = b[..., None] if vector else b
+    if bm.shape[-2] != m:
+        raise KernelError(f"incompatible shapes of A {tuple(a.shape)} and B {tuple(b.shape)}")
+    with blas_mode(FREE):
+        s = np.linalg.svd(a, compute_uv=False)
+        if rcond is None:
+            rcond = np.finfo(a.dtype).eps * max(m, n)
+        tol = rcond * (s[..., :1] if s.shape[-1] else 0)
+        rank = np.sum(s > tol, axis=-1).astype(np.int64)
+        if m > n and driver != "gelsy" and bool(np.all(rank == n)):
+            x = np.linalg.pinv(a) @ bm
+            res = np.sum((a @ x - bm) ** 2, axis=-2)
+            res = res[..., 0] if vector else res
+        else:
+            res = np.zeros((0,), a.dtype)
+    if driver == "gels":
+        rank = np.zeros((0,), np.int64)
+    sv = s.astype(a.dtype) if driver in ("gelsd", "gelss") else np.zeros((0,), a.dtype)
+    return res.astype(a.dtype, copy=False), np.asarray(rank), sv
+
+
+def pinv(a, atol, rtol, hermitian):
+    """Pseudo-inverse dropping singular values (|eigenvalues| when ``hermitian``) <= max(atol,
+    rtol * largest); torch's default rtol is eps * max(m, n) when atol is unset or zero."""
+    (_square if hermitian else _matrix)(a, "linalg.pinv")
+    m, n = a.shape[-2:]
+    if rtol is None:
+        rtol = np.finfo(a.dtype).eps * max(m, n) if not atol or atol <= 0 else 0.0
+    with blas_mode(FREE):
+        if hermitian:
+            w, v = np.linalg.eigh(a)
+            aw = np.abs(w)
+            tol = np.maximum(atol or 0.0, rtol * aw.max(axis=-1, keepdims=True, initial=0.0))
+            winv = np.where(aw > tol, 1 / np.where(aw > tol, w, 1), 0)
+            return np.ascontiguousarray((v * winv[..., None, :]) @ np.swapaxes(v, -1, -2)).astype(
+                a.dtype, copy=False)
+        u, s, vh = np.linalg.svd(a, full_matrices=False)
+        tol = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+        sinv = np.where(s > tol, 1 / np.where(s > tol, s, 1), 0)
+        out = np.swapaxes(vh, -1, -2) * sinv[..., None, :] @ np.swapaxes(u, -1, -2)
+    return np.ascontiguousarray(out).astype(a.dtype, copy=False)

@@ -1,0 +1,88 @@
+"""``ember.linalg``: torch.linalg's functions over the spec ops of derivatives.yaml (``linalg_*``),
+with torch's names, arguments, batching ``(..., m, n)`` and gradients; decompositions return
+``ember.return_types`` named tuples as torch does.
+
+Conventions: singular vectors and eigenvectors are returned with each column of ``U`` (of the
+eigenvectors) having its largest-magnitude entry positive (``v_i`` flips with ``u_i``), so results
+do not depend on the LAPACK build. The gradient of ``det`` needs an invertible matrix (torch also
+differentiates singular ones); ``eigh``/``cholesky`` read one triangle and, as in torch, return
+symmetric gradients."""
+from ember import return_types as _R
+from ember.autograd import _generated as _G
+from ember.errors import public as _public
+
+# torch.linalg name -> spec op (a plain tensor result)
+_OPS = {
+    "vector_norm": "linalg_vector_norm", "matrix_norm": "linalg_matrix_norm",
+    "norm": "linalg_norm", "det": "linalg_det", "inv": "linalg_inv", "solve": "linalg_solve",
+    "solve_triangular": "linalg_solve_triangular", "cholesky": "linalg_cholesky",
+    "cross": "linalg_cross", "multi_dot": "linalg_multi_dot",
+    "matrix_power": "linalg_matrix_power", "vecdot": "linalg_vecdot",
+    "diagonal": "linalg_diagonal", "svdvals": "linalg_svdvals", "eigvalsh": "linalg_eigvalsh",
+    "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
+}
+
+for _name, _op in _OPS.items():
+    globals()[_name] = _public(getattr(_G, _op), _name)
+del _name, _op
+
+
+def slogdet(A):
+    """(sign, logabsdet) of the determinants of ``A`` (..., n, n)."""
+    return _R.linalg_slogdet(*_G.linalg_slogdet(A))
+
+
+def qr(A, mode="reduced"):
+    """Q, R with A = Q R; ``mode`` 'reduced', 'complete' or 'r' (Q empty)."""
+    return _R.linalg_qr(*_G.linalg_qr(A, mode))
+
+
+def svd(A, full_matrices=True):
+    """U, S, Vh with A = U diag(S) Vh, S descending."""
+    return _R.linalg_svd(*_G.linalg_svd(A, full_matrices))
+
+
+def eigh(A, UPLO="L"):
+    """Eigenvalues (ascending) and eigenvectors of symmetric ``A``, from its ``UPLO`` triangle."""
+    return _R.linalg_eigh(*_G.linalg_eigh(A, UPLO))
+
+
+def lstsq(A, B, rcond=None, *, driver=None):
+    """Least-squares solution of A X = B with torch's (residuals, rank, singular_values) for the
+    CPU ``driver`` ('gelsy' default, 'gels', 'gelsd', 'gelss')."""
+    return _R.linalg_lstsq(*_G.linalg_lstsq(A, B, rcond, driver=driver))
+
+
+for _name in ("slogdet", "qr", "svd", "eigh", "lstsq"):
+    globals()[_name] = _public(globals()[_name], _name)
+del _name
+
+
+# top-level torch functions returning named tuples (torch.slogdet, torch.qr, torch.svd)
+def _top_slogdet(input):
+    """(sign, logabsdet) of the determinants of ``input``."""
+    return _R.slogdet(*_G.slogdet(input))
+
+
+def _top_qr(input, some=True):
+    """Q, R (reduced when ``some``, else complete)."""
+    return _R.qr(*_G.qr(input, some))
+
+
+def _top_svd(input, some=True, compute_uv=True):
+    """U, S, V with input = U diag(S) V^T (torch.svd; note V, not Vh)."""
+    return _R.svd(*_G.svd(input, some, compute_uv))
+
+
+TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, "qr"),
+            "svd": _public(_top_svd, "svd")}
+
+
+def install(tensor_cls, namespace):
+    """Put torch.slogdet/qr/svd into ``namespace`` (ember) and on ``tensor_cls`` as methods."""
+    for name, fn in TOPLEVEL.items():
+        namespace[name] = fn
+        setattr(tensor_cls, name, fn)
+
+
+__all__ = sorted(list(_OPS) + ["slogdet", "qr", "svd", "eigh", "lstsq"])
