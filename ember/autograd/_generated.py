@@ -19,6 +19,7 @@ from ember.kernels import sorting as _k_sorting
 from ember.kernels import special as _k_special
 from ember.autograd import composites as _c_composites
 from ember.autograd import linalg_composites as _c_linalg_composites
+from ember.autograd import nn_composites as _c_nn_composites
 from ember.autograd import shape_ops as _c_shape_ops
 from ember.autograd import sort_composites as _c_sort_composites
 from ember.autograd import special_composites as _c_special_composites
@@ -6679,6 +6680,14 @@ def interpolate_nd_backward(grad_output, input_shape, output_size, mode, align_c
     """interpolate_nd_backward (see torch.interpolate_nd_backward)."""
     return dispatch(_op_interpolate_nd_backward, (grad_output, ), (input_shape, output_size, mode, align_corners, scales, ))
 
+def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
+    """grid_sampler (see torch.grid_sampler)."""
+    return _c_nn_composites.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+
+def affine_grid_generator(theta, size, align_corners):
+    """affine_grid_generator (see torch.affine_grid_generator)."""
+    return _c_nn_composites.affine_grid_generator(theta, size, align_corners)
+
 def erfc(input):
     """erfc (see torch.erfc)."""
     return dispatch(_op_erfc, (input, ), ())
@@ -7618,6 +7627,8 @@ TENSOR_METHODS = {
     'lstm_layer': lstm_layer,
     'interpolate_nd': interpolate_nd,
     'interpolate_nd_backward': interpolate_nd_backward,
+    'grid_sampler': grid_sampler,
+    'affine_grid_generator': affine_grid_generator,
     'erfc': erfc,
     'erfc_': erfc_,
     'erfinv': erfinv,

@@ -806,6 +806,53 @@ def upsample_bilinear(input, size=None, scale_factor=None):
     return interpolate(input, size, scale_factor, "bilinear", align_corners=True)
 
 
+def grid_sample(input, grid, mode="bilinear", padding_mode="zeros", align_corners=None):
+    """Sample input (N, C, H, W) or (N, C, D, H, W) at grid (N, H', W', 2) / (N, D', H', W', 3)
+    of [-1, 1] coordinates (x, y[, z]), as torch: modes 'bilinear', 'nearest', 'bicubic' (4-d),
+    padding 'zeros', 'border', 'reflection'; differentiable wrt input and grid."""
+    if mode not in ("bilinear", "nearest", "bicubic"):
+        raise EmberValueError(f"grid_sample: expected mode to be 'bilinear', 'nearest' or "
+                              f"'bicubic', but got: {mode!r}")
+    if padding_mode not in ("zeros", "border", "reflection"):
+        raise EmberValueError(f"grid_sample: expected padding_mode to be 'zeros', 'border', or "
+                              f"'reflection', but got: {padding_mode!r}")
+    ish, gsh = tuple(input.shape), tuple(grid.shape)
+    if input.dim() not in (4, 5) or grid.dim() != input.dim() or gsh[-1] != input.dim() - 2 \
+            or gsh[0] != ish[0]:
+        raise EmberRuntimeError(f"grid_sample: expected a 4-d or 5-d input (N, C, *S) and a grid "
+                                f"(N, *S_out, {max(input.dim() - 2, 1)}) of the same batch size "
+                                f"and dimensionality, got input {list(ish)} and grid {list(gsh)}")
+    if mode == "bicubic" and input.dim() != 4:
+        raise EmberRuntimeError(f"grid_sample: bicubic interpolation only supports 4-d input, got "
+                                f"input {list(ish)}")
+    if input.dtype != grid.dtype or input._data.dtype.kind != "f":
+        raise EmberTypeError(f"grid_sample: expected input and grid of the same floating-point "
+                             f"dtype, got {input.dtype} and {grid.dtype}")
+    if min(ish[2:]) == 0:
+        raise EmberRuntimeError(f"grid_sample: expected input to have non-empty spatial "
+                                f"dimensions, got input {list(ish)}")
+    return G.grid_sampler(input, grid, mode, padding_mode, bool(align_corners))
+
+
+def affine_grid(theta, size, align_corners=None):
+    """Sampling grid (N, H, W, 2) / (N, D, H, W, 3) of affine matrices theta (N, 2, 3) /
+    (N, 3, 4) for an output of ``size`` (N, C, H, W) / (N, C, D, H, W), as torch."""
+    size = [int(s) for s in size]
+    if theta._data.dtype.kind != "f":
+        raise EmberTypeError(f"affine_grid: expected theta to have floating point type, got "
+                             f"{theta.dtype}")
+    if len(size) not in (4, 5):
+        raise UnsupportedError(f"affine_grid only supports 4-d and 5-d sizes, for 2-d and 3-d "
+                               f"affine transforms, respectively; got size {size}")
+    nd = len(size) - 2
+    if tuple(theta.shape) != (size[0], nd, nd + 1):
+        raise EmberValueError(f"affine_grid: expected a batch of {nd}-d affine matrices of shape "
+                              f"Nx{nd}x{nd + 1} for size {size}, got {list(theta.shape)}")
+    if min(size) <= 0:
+        raise EmberValueError(f"affine_grid: expected non-zero, positive output size, got {size}")
+    return G.affine_grid_generator(theta, size, bool(align_corners))
+
+
 def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     """im2col: (N, C, H, W) -> (N, C*kh*kw, L) sliding blocks, (C, H, W) -> (C*kh*kw, L) (via a
     grouped convolution). Raises EmberRuntimeError for a bad input or geometry, in terms of the

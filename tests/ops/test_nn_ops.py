@@ -94,3 +94,82 @@ def test_interpolate_errors():
         F.interpolate(x, size=(2, 2), mode="nearest-exact", align_corners=True)
     with pytest.raises(NotImplementedError, match="'lanczos'"):
         F.interpolate(x, size=(2, 2), mode="lanczos")
+
+
+# ---------------------------------------------------------------------------- grid_sample
+GRID = [(m, p, a, nd) for m in ("bilinear", "nearest", "bicubic")
+        for p in ("zeros", "border", "reflection") for a in (False, True) for nd in (2, 3)
+        if not (m == "bicubic" and nd == 3)]
+
+
+@pytest.mark.parametrize("mode,pad,ac,nd", GRID,
+                         ids=[f"{m}-{p}-{a}-{n}d" for m, p, a, n in GRID])
+def test_grid_sample_matches_torch_with_input_and_grid_gradients(mode, pad, ac, nd):
+    rng = np.random.default_rng(len(mode) + len(pad) + nd)
+    sp, out = ((4, 5), (3, 2)) if nd == 2 else ((3, 4, 3), (2, 3, 2))
+    x = rng.standard_normal((2, 2) + sp)
+    g = rng.standard_normal((2,) + out + (nd,)) * 0.9  # about a quarter outside [-1, 1]
+    ex, eg = ember.tensor(x, requires_grad=True), ember.tensor(g, requires_grad=True)
+    tx, tg = torch.tensor(x, requires_grad=True), torch.tensor(g, requires_grad=True)
+    y = F.grid_sample(ex, eg, mode, pad, ac)
+    ty = TF.grid_sample(tx, tg, mode, pad, ac)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-10)
+    go = rng.standard_normal(tuple(ty.shape))
+    y.backward(ember.tensor(go))
+    ty.backward(torch.tensor(go))
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), atol=1e-10)
+    np.testing.assert_allclose(eg.grad.numpy(), tg.grad.numpy(), atol=1e-8)
+
+
+def test_grid_sample_noncontiguous_float32_nan_and_errors():
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 4, 5)).astype(np.float32)
+    g = rng.standard_normal((1, 2, 3, 2)).astype(np.float32)
+    g[0, 0, 0] = np.nan  # torch samples 0 there
+    eg = ember.tensor(g).permute(0, 2, 1, 3)  # non-contiguous grid
+    y = F.grid_sample(ember.tensor(x), eg, align_corners=False)
+    want = TF.grid_sample(torch.tensor(x), torch.tensor(g).permute(0, 2, 1, 3),
+                          align_corners=False)
+    assert y.dtype == ember.float32
+    np.testing.assert_allclose(y.numpy(), want.numpy(), atol=1e-6)
+    with pytest.raises(ValueError, match="mode"):
+        F.grid_sample(ember.tensor(x), eg, mode="area")
+    with pytest.raises(RuntimeError, match="bicubic"):
+        F.grid_sample(ember.randn(1, 1, 2, 2, 2), ember.randn(1, 1, 1, 1, 3), mode="bicubic")
+    with pytest.raises(RuntimeError, match=r"grid \[1, 3, 2\]"):
+        F.grid_sample(ember.tensor(x), ember.randn(1, 3, 2))
+
+
+def test_affine_grid_matches_torch_and_feeds_grid_sample():
+    rng = np.random.default_rng(7)
+    for size, shape in [((2, 3, 4, 5), (2, 2, 3)), ((2, 1, 3, 2, 4), (2, 3, 4))]:
+        for ac in (False, True):
+            _check(lambda t: F.affine_grid(t, size, ac), lambda t: TF.affine_grid(t, size, ac),
+                   shape)
+    th = rng.standard_normal((1, 2, 3))
+    x = rng.standard_normal((1, 2, 5, 6))
+    got = F.grid_sample(ember.tensor(x), F.affine_grid(ember.tensor(th), (1, 2, 4, 3)))
+    want = TF.grid_sample(torch.tensor(x), TF.affine_grid(torch.tensor(th), (1, 2, 4, 3),
+                                                          False), align_corners=False)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), atol=1e-10)
+    with pytest.raises(ValueError, match="Nx2x3"):
+        F.affine_grid(ember.randn(2, 3, 4), (2, 3, 4, 5))
+
+
+def test_grid_sample_exports_to_onnx():
+    onnx = pytest.importorskip("onnx")  # noqa: F841
+    ort = pytest.importorskip("onnxruntime")
+    import io
+    import ember.onnx
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((1, 2, 4, 5)).astype(np.float32))
+    g = ember.tensor(rng.standard_normal((1, 3, 2, 2)).astype(np.float32))
+    for mode, pad in [("bilinear", "reflection"), ("bicubic", "border"), ("nearest", "zeros")]:
+        def fn(a, b, mode=mode, pad=pad):
+            return F.grid_sample(a, b, mode, pad, False)
+        buf = io.BytesIO()
+        ember.onnx.export(fn, (x, g), buf, opset_version=17)
+        sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+        names = [i.name for i in sess.get_inputs()]
+        out = sess.run(None, dict(zip(names, [x.numpy(), g.numpy()])))[0]
+        np.testing.assert_allclose(out, fn(x, g).numpy(), atol=1e-5)
