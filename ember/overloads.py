@@ -198,6 +198,11 @@ def _multinomial_method(self, num_samples, replacement=False, *, generator=None)
     return G.multinomial(self, num_samples, replacement, resolve(generator))
 
 
+def _rdiv(self, other):
+    """``Tensor.__rdiv__`` (torch's name for ``other / self``)."""
+    return G.div(other, self)
+
+
 def _polygamma_method(self, n):
     """``x.polygamma(n)`` is ``polygamma(n, x)`` (torch's order)."""
     return G.polygamma(n, self)
@@ -329,6 +334,7 @@ METHODS = {
     "multiply": G.mul, "divide": G.div, "subtract": G.sub, "view": _view,
     "multinomial": _multinomial_method,
     "polygamma": _polygamma_method,
+    "__rdiv__": _rdiv,
     "clamp_min_": lambda self, min: G.clamp_(self, min, None),
     "clamp_max_": lambda self, max: G.clamp_(self, None, max),
     "floor_divide_": _ifloordiv, "__rfloordiv__": _rfloordiv, "__ifloordiv__": _ifloordiv,

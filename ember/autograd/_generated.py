@@ -5575,6 +5575,12 @@ OPS['isposinf'] = _op_isposinf
 _op_isneginf = Op('isneginf', _k_special.isneginf, None, ('self',), (), saves_self=False)
 OPS['isneginf'] = _op_isneginf
 
+_op_bitwise_left_shift = Op('bitwise_left_shift', _k_special.bitwise_left_shift, None, ('self', 'other'), (), scalar_ok=True, saves_self=False)
+OPS['bitwise_left_shift'] = _op_bitwise_left_shift
+
+_op_bitwise_right_shift = Op('bitwise_right_shift', _k_special.bitwise_right_shift, None, ('self', 'other'), (), scalar_ok=True, saves_self=False)
+OPS['bitwise_right_shift'] = _op_bitwise_right_shift
+
 _op_size = Op('size', _k_shape.size, None, ('self',), ('dim',), saves_self=False)
 OPS['size'] = _op_size
 
@@ -7060,6 +7066,34 @@ def isneginf(input):
     """isneginf (see torch.isneginf)."""
     return dispatch(_op_isneginf, (input, ), ())
 
+def bitwise_left_shift(input, other):
+    """bitwise_left_shift (see torch.bitwise_left_shift)."""
+    return dispatch(_op_bitwise_left_shift, (input, other, ), ())
+
+def bitwise_left_shift_(self, other):
+    """In-place bitwise_left_shift: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_bitwise_left_shift, (self, other, ), ())
+
+def bitwise_right_shift(input, other):
+    """bitwise_right_shift (see torch.bitwise_right_shift)."""
+    return dispatch(_op_bitwise_right_shift, (input, other, ), ())
+
+def bitwise_right_shift_(self, other):
+    """In-place bitwise_right_shift: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_bitwise_right_shift, (self, other, ), ())
+
+def true_divide(input, other):
+    """true_divide (see torch.true_divide)."""
+    return _c_special_composites.true_divide(input, other)
+
+def rsub(input, other, *, alpha=1):
+    """rsub (see torch.rsub)."""
+    return _c_special_composites.rsub(input, other, alpha)
+
+def isreal(input):
+    """isreal (see torch.isreal)."""
+    return _c_special_composites.isreal(input)
+
 def size(input, dim):
     """size (see torch.size)."""
     return dispatch(_op_size, (input, ), (dim, ))
@@ -7361,7 +7395,7 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -7402,6 +7436,12 @@ def _op__abs__(self):
 
 def _op__rmatmul__(self, other):
     return matmul(other, self)
+
+def _op__rlshift__(self, other):
+    return bitwise_left_shift(other, self)
+
+def _op__rrshift__(self, other):
+    return bitwise_right_shift(other, self)
 
 TENSOR_METHODS = {
     'add': add,
@@ -7687,6 +7727,13 @@ TENSOR_METHODS = {
     'lcm_': lcm_,
     'isposinf': isposinf,
     'isneginf': isneginf,
+    'bitwise_left_shift': bitwise_left_shift,
+    'bitwise_left_shift_': bitwise_left_shift_,
+    'bitwise_right_shift': bitwise_right_shift,
+    'bitwise_right_shift_': bitwise_right_shift_,
+    'true_divide': true_divide,
+    'rsub': rsub,
+    'isreal': isreal,
     'movedim': movedim,
     'moveaxis': moveaxis,
     'diagonal': diagonal,
@@ -7757,4 +7804,10 @@ TENSOR_METHODS = {
     '__abs__': _op__abs__,
     '__matmul__': matmul,
     '__rmatmul__': _op__rmatmul__,
+    '__lshift__': bitwise_left_shift,
+    '__rlshift__': _op__rlshift__,
+    '__ilshift__': bitwise_left_shift_,
+    '__rshift__': bitwise_right_shift,
+    '__rrshift__': _op__rrshift__,
+    '__irshift__': bitwise_right_shift_,
 }

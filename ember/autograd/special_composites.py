@@ -42,3 +42,18 @@ def fix(input):
 def sgn(input):
     """``sign``: torch's ``sgn`` is ``sign`` for real tensors (x/|x| for complex ones)."""
     return G.sign(input)
+
+
+def true_divide(input, other):
+    """Alias of ``div`` (true division)."""
+    return G.div(input, other)
+
+
+def rsub(input, other, alpha=1):
+    """``other - alpha * input``."""
+    return G.sub(other, input, alpha=alpha)
+
+
+def isreal(input):
+    """True for every element of a real tensor (ember's tensors are real)."""
+    return G.ones_like(input, np.dtype(np.bool_))

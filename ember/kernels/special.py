@@ -399,3 +399,25 @@ def isposinf(a):
 
 def isneginf(a):
     return np.asarray(np.isneginf(a)) if a.dtype.kind == "f" else np.zeros(a.shape, dtype=bool)
+
+
+def _shift(op, left):
+    def kernel(a, b):
+        dt = result_type(a, b)
+        a, b = np.asarray(a, dtype=dt), np.asarray(b, dtype=dt)
+        if a.dtype.kind not in "iu":
+            raise KernelError(f"{op} is not implemented for {a.dtype} tensors (integer tensors only)")
+        bits = a.dtype.itemsize * 8
+        out_of_range = (b < 0) | (b >= bits)
+        safe = np.where(out_of_range, 0, b).astype(a.dtype)
+        if left:
+            r = np.left_shift(a, safe)
+            return np.asarray(np.where(out_of_range, 0, r), dtype=a.dtype)
+        r = np.right_shift(a, safe)
+        # torch: shifting right by the width or more (or by a negative amount) leaves the sign
+        return np.asarray(np.where(out_of_range, np.where(a < 0, -1, 0), r), dtype=a.dtype)
+    return kernel
+
+
+bitwise_left_shift = _shift("bitwise_left_shift", True)
+bitwise_right_shift = _shift("bitwise_right_shift", False)

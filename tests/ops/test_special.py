@@ -183,6 +183,37 @@ def test_integer_only_gcd_lcm():
             fn(ember.tensor([1.0]), ember.tensor([2.0]))
 
 
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8"])
+def test_bit_shifts_match_torch(dtype):
+    """In-range shifts, shifts by the width or more and by negative amounts (0, or the sign for
+    a right shift), operators, reversed and in-place forms."""
+    a = np.array([1, -8, 5, 3, -1, 7, 100, 0]).astype(dtype)
+    b = np.array([1, 2, 7, 8, 65, -1, 3, 70]).astype(dtype)
+    ea, eb, ta, tb = ember.tensor(a), ember.tensor(b), torch.tensor(a), torch.tensor(b)
+    _check(ember.bitwise_left_shift(ea, eb), torch.bitwise_left_shift(ta, tb), None)
+    _check(ember.bitwise_right_shift(ea, eb), torch.bitwise_right_shift(ta, tb), None)
+    _check(ea << 2, ta << 2, None)
+    _check(ea >> 1, ta >> 1, None)
+    _check(3 << eb, 3 << tb, None)
+    ea <<= 1
+    ta <<= 1
+    _check(ea, ta, None)
+    with pytest.raises(EmberError, match="bitwise_left_shift.*integer"):
+        ember.bitwise_left_shift(ember.tensor([1.0]), 1)
+
+
+def test_rsub_true_divide_isreal_rdiv():
+    x, y = np.array([1.0, 2.0, -3.0]), np.array([4.0, 0.5, 2.0])
+    ex, ey, tx, ty = (ember.from_numpy(x.copy()), ember.from_numpy(y.copy()),
+                      torch.from_numpy(x.copy()), torch.from_numpy(y.copy()))
+    _check(ember.rsub(ex, ey, alpha=2), torch.rsub(tx, ty, alpha=2), np.float64)
+    _check(ember.rsub(ex, 3), torch.rsub(tx, 3), np.float64)
+    _check(ember.true_divide(ember.tensor([1, 2]), 2), torch.true_divide(torch.tensor([1, 2]), 2),
+           np.float32)
+    _check(ember.isreal(ex), torch.isreal(tx), None)
+    _check(ex.__rdiv__(3), tx.__rdiv__(3), np.float64)
+
+
 def test_xlogy_scalar_self():
     y = np.array([0.0, 0.5, 2.0, np.nan])
     _check(ember.xlogy(2.0, ember.from_numpy(y.copy())), torch.xlogy(2.0, torch.from_numpy(y.copy())),
