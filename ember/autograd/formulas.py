@@ -715,8 +715,25 @@ def _unsq2(x):
 
 
 def linalg_det_grad(grad, A, result):
-    """d det(A) = det(A) A^-T (A must be invertible: a singular A raises, see ember.linalg.det)."""
-    return G.mul(_unsq2(G.mul(grad, result)), _mT(G.linalg_inv(A)))
+    """d det(A) = det(A) A^-T; where some matrix is singular, the cofactor matrix from the SVD
+    (c U diag(prod_{j != i} s_j) Vh, c = det(U) det(Vh)), as torch does for singular inputs."""
+    from ember.errors import EmberRuntimeError
+    if A._data.size and not np.all(result._data):
+        return _det_grad_svd(grad, A)
+    try:
+        inv = G.linalg_inv(A)
+    except EmberRuntimeError:
+        return _det_grad_svd(grad, A)
+    return G.mul(_unsq2(G.mul(grad, result)), _mT(inv))
+
+
+def _det_grad_svd(grad, A):
+    U, S, Vh = G.linalg_svd(A, False)
+    n = S._data.shape[-1]
+    others = G.where(Tensor._make(np.eye(n, dtype=bool)), 1.0, G.unsqueeze(S, -2))
+    p = G.prod(others, -1)
+    c = G.mul(G.linalg_det(U), G.linalg_det(Vh))
+    return G.mul(_unsq2(G.mul(grad, c)), G.matmul(G.mul(U, G.unsqueeze(p, -2)), Vh))
 
 
 def linalg_inv_grad(grad, result):

@@ -2,6 +2,7 @@
 import numpy as np
 
 import ember.autograd._generated as G
+from ember._dtype import to_numpy_dtype
 from ember.errors import EmberRuntimeError
 from ember.tensor import Tensor
 
@@ -31,7 +32,7 @@ def _need_matrix(A, op, square=False):
 def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
     _need_float(x, "linalg.vector_norm")
     if dtype is not None:
-        x = G.to(x, dtype)
+        x = G.to(x, to_numpy_dtype(dtype))
     if isinstance(dim, (int, np.integer)):
         dim = (int(dim),)
     return G.norm(x, ord, dim, keepdim)
@@ -55,7 +56,7 @@ def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
     _need_float(A, op)
     _need_matrix(A, op)
     if dtype is not None:
-        A = G.to(A, dtype)
+        A = G.to(A, to_numpy_dtype(dtype))
     d0, d1 = _norm_dims(tuple(dim), A._data.ndim, op)
     if ord == "fro":
         return G.norm(A, 2, (d0, d1), keepdim)

@@ -1,4 +1,4 @@
-"""Matrix products: matmul/mm/bmm, addmm (Gemm), linear, dot, outer, einsum."""
+"""Matrix products: matmul/mm/bmm, addmm (Gemm), linear, dot, outer, einsum; linalg.det (Det)."""
 
 from ember.onnx.registry import symbolic
 from ember.onnx.symbolics._util import out_dtype
@@ -41,3 +41,9 @@ def sym_einsum(g, node, operands, equation):
 
 
 
+
+
+@symbolic("linalg_det")
+def sym_linalg_det(g, node, a):
+    """ONNX Det (batched over leading dimensions, as ember.linalg.det)."""
+    return g.op("Det", a)

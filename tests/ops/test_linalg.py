@@ -1,0 +1,174 @@
+"""ember.linalg beyond the spec tests: gradchecks through a symmetrising wrapper for the ops that
+read one triangle (torch's convention), named tuples, broadcasting, singular and rank-deficient
+inputs, empty batches, errors naming the op."""
+import numpy as np
+import pytest
+
+import ember
+from ember.autograd.gradcheck import gradcheck, gradgradcheck
+from ember.errors import EmberError
+
+L = ember.linalg
+
+
+def _t(a, grad=False):
+    return ember.from_numpy(np.array(a, dtype=np.float64)).requires_grad_(grad)
+
+
+def _spd(rng, *shape):
+    x = rng.standard_normal(shape)
+    return x @ np.swapaxes(x, -1, -2) / shape[-1] + np.eye(shape[-1])
+
+
+def _sym(a):
+    return (a + ember.transpose(a, -2, -1)) * 0.5
+
+
+SYMMETRIC = {
+    "cholesky": lambda a: L.cholesky(_sym(a)),
+    "cholesky_upper": lambda a: L.cholesky(_sym(a), upper=True),
+    "eigh": lambda a: tuple(L.eigh(_sym(a))),
+    "eigh_U": lambda a: tuple(L.eigh(_sym(a), UPLO="U")),
+    "eigvalsh": lambda a: L.eigvalsh(_sym(a)),
+    "pinv_hermitian": lambda a: L.pinv(_sym(a), hermitian=True),
+    "cholesky_solve": lambda a: ember.cholesky_solve(_t(np.arange(6.0).reshape(3, 2)),
+                                                     L.cholesky(_sym(a))),
+}
+
+
+@pytest.mark.parametrize("name", sorted(SYMMETRIC))
+def test_symmetric_input_ops_gradcheck(name):
+    a = _t(_spd(np.random.default_rng(0), 2, 3, 3)[0 if name == "cholesky_solve" else slice(None)],
+           True)
+    assert gradcheck(SYMMETRIC[name], [a], eps=1e-6, atol=1e-6, rtol=1e-4)
+    assert gradgradcheck(SYMMETRIC[name], [a], eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+def _both(fn_e, fn_t, *arrays):
+    torch = pytest.importorskip("torch")
+    e = [_t(a, True) for a in arrays]
+    t = [torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in arrays]
+    oe, ot = fn_e(*e), fn_t(*t)
+    np.testing.assert_allclose(oe._data, ot.detach().numpy(), rtol=1e-10, atol=1e-10)
+    seed = np.random.default_rng(5).standard_normal(ot.shape)
+    ge = ember.autograd.grad([oe], e, [ember.from_numpy(seed)])
+    gt = torch.autograd.grad([ot], t, [torch.from_numpy(seed)])
+    for x, y in zip(ge, gt):
+        np.testing.assert_allclose(x._data, y.numpy(), rtol=1e-8, atol=1e-10)
+
+
+@pytest.mark.parametrize("a", [np.ones((3, 3)), [[1.0, 2, 3], [2, 4, 6], [0, 1, 5]],
+                               np.zeros((2, 2)), np.stack([np.ones((3, 3)), 2 * np.eye(3)])])
+def test_det_gradient_of_singular_matrices_matches_torch(a):
+    _both(L.det, lambda x: __import__("torch").linalg.det(x), np.asarray(a, dtype=np.float64))
+
+
+def test_pinv_rank_deficient_gradient_matches_torch():
+    a = np.outer([1.0, 2.0, -1.0], [0.5, 1.0, 3.0, 1.0])
+    _both(L.pinv, lambda x: __import__("torch").linalg.pinv(x), a)
+    _both(L.pinv, lambda x: __import__("torch").linalg.pinv(x), a.T)
+
+
+@pytest.mark.parametrize("sa,sb", [((2, 1, 3, 3), (4, 3, 2)), ((3, 3), (3,)), ((2, 3, 3), (2, 3)), ((2, 3, 3), (3,)),
+                                   ((3, 3), (5, 3, 1))])
+def test_solve_broadcasts_batches_and_vectors_like_torch(sa, sb):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal(sa) + 3 * np.eye(sa[-1])
+    b = rng.standard_normal(sb)
+    _both(L.solve, torch.linalg.solve, a, b)
+
+
+def test_named_tuples_and_methods_match_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(2).standard_normal((4, 3))
+    s = _spd(np.random.default_rng(3), 3, 3)
+    e, t = _t(a), torch.from_numpy(a)
+    pairs = [(L.qr(e), torch.linalg.qr(t)), (L.svd(e, False), torch.linalg.svd(t, False)),
+             (L.eigh(_t(s)), torch.linalg.eigh(torch.from_numpy(s))),
+             (L.slogdet(_t(s)), torch.linalg.slogdet(torch.from_numpy(s))),
+             (L.lstsq(e, _t(a[:, :2]), driver="gelsd"), torch.linalg.lstsq(t, t[:, :2],
+                                                                            driver="gelsd")),
+             (ember.slogdet(_t(s)), torch.slogdet(torch.from_numpy(s))),
+             (e.qr(), t.qr()), (ember.svd(e), torch.svd(t)), (_t(s).slogdet(), torch.from_numpy(s).slogdet())]
+    for got, exp in pairs:
+        assert type(got).__name__ == type(exp).__name__
+        assert got._fields == tuple(exp._fields if hasattr(exp, "_fields") else exp.n_fields * [""]) \
+            or len(got) == len(exp)
+        for field in got._fields:
+            g, x = getattr(got, field), getattr(exp, field)
+            if field in ("U", "V", "Vh", "eigenvectors"):   # compare up to column signs
+                g = np.abs(g._data)
+                x = np.abs(x.numpy())
+            else:
+                g = g._data
+                x = x.numpy()
+            np.testing.assert_allclose(g, x, rtol=1e-8, atol=1e-10, err_msg=field)
+
+
+def test_vector_norm_dtype_and_matrix_rank_like_torch():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(4).standard_normal((3, 4)).astype(np.float32)
+    out = L.vector_norm(ember.from_numpy(x), 3, dim=1, dtype=ember.float64)
+    exp = torch.linalg.vector_norm(torch.from_numpy(x), 3, dim=1, dtype=torch.float64)
+    assert out.dtype == ember.float64
+    np.testing.assert_allclose(out._data, exp.numpy(), rtol=1e-12)
+    r = np.stack([np.outer([1.0, 2, 3], [1.0, 0, 1]), np.eye(3), np.zeros((3, 3))])
+    got = L.matrix_rank(_t(r))
+    assert got.dtype == ember.int64
+    np.testing.assert_array_equal(got._data, torch.linalg.matrix_rank(torch.from_numpy(r)).numpy())
+    np.testing.assert_array_equal(L.matrix_rank(_t(r), hermitian=True)._data[1:], [3, 0])
+
+
+def test_empty_and_0x0_matrices_like_torch():
+    torch = pytest.importorskip("torch")
+    for shape in [(0, 0), (0, 3, 3), (2, 0, 0)]:
+        z = np.zeros(shape)
+        for e_fn, t_fn in [(L.det, torch.linalg.det), (L.inv, torch.linalg.inv),
+                           (L.matrix_norm, torch.linalg.matrix_norm)]:
+            got, exp = e_fn(_t(z)), t_fn(torch.from_numpy(z))
+            assert tuple(got.shape) == tuple(exp.shape), (e_fn, shape)
+            np.testing.assert_allclose(got._data, exp.numpy())
+
+
+def test_top_level_cross_default_dim_is_first_of_size_3():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(6)
+    a, b = rng.standard_normal((3, 4, 3)), rng.standard_normal((3, 4, 3))
+    with pytest.warns(UserWarning):
+        exp = torch.cross(torch.from_numpy(a), torch.from_numpy(b))
+    np.testing.assert_allclose(ember.cross(_t(a), _t(b))._data, exp.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(_t(a).cross(_t(b), dim=2)._data,
+                               torch.linalg.cross(torch.from_numpy(a), torch.from_numpy(b)).numpy(),
+                               rtol=1e-12)
+
+
+@pytest.mark.parametrize("call,op,words", [
+    (lambda: L.det(_t(np.ones((2, 3)))), "det", "square"),
+    (lambda: L.inv(_t(np.ones((3,)))), "inv", "square"),
+    (lambda: L.inv(_t(np.ones((2, 2)))), "inv", "singular"),
+    (lambda: L.solve(_t(np.zeros((2, 2))), _t(np.ones(2))), "solve", "singular"),
+    (lambda: L.solve(_t(np.eye(3)), _t(np.ones((2, 2)))), "solve", "incompatible"),
+    (lambda: L.cholesky(_t(-np.eye(2))), "cholesky", "positive-definite"),
+    (lambda: L.eigh(_t(np.ones((2, 3)))), "eigh", "square"),
+    (lambda: L.det(ember.ones(2, 2, dtype=ember.int64)), "det", "floating point"),
+    (lambda: L.qr(_t(np.eye(2)), mode="thin"), "qr", "mode"),
+    (lambda: L.multi_dot([_t(np.eye(2))]), "multi_dot", "at least 2"),
+    (lambda: L.matrix_norm(_t(np.eye(2)), ord=3), "matrix_norm", "not supported"),
+    (lambda: L.norm(_t(np.ones((2, 2, 2))), ord=2), "norm", "1D or 2D"),
+    (lambda: L.cross(_t(np.ones((2, 3))), _t(np.ones(3))), "cross", "same number of dimensions"),
+    (lambda: L.lstsq(_t(np.eye(2)), _t(np.ones((2, 1))), driver="x"), "lstsq", "driver"),
+])
+def test_errors_name_the_op(call, op, words):
+    with pytest.raises(EmberError) as info:
+        call()
+    msg = str(info.value)
+    assert op in msg and words in msg, msg
+
+
+def test_qr_backward_errors_like_torch():
+    a = _t(np.random.default_rng(7).standard_normal((4, 3)), True)
+    with pytest.raises(EmberError, match="mode='r'"):
+        L.qr(a, mode="r").R.sum().backward()
+    with pytest.raises(EmberError, match="complete"):
+        L.qr(a, mode="complete").Q.sum().backward()
