@@ -36,6 +36,7 @@ from ember.random import (Generator, default_generator, get_rng_state, initial_s
                           manual_seed, seed, set_rng_state)
 
 _overloads.install()
+_importlib.import_module("ember._aliases").install(globals(), Tensor)  # arcsin, ...
 _importlib.import_module("ember._sorting").install(Tensor)
 _importlib.import_module("ember.linalg").install(Tensor, globals())  # issue 12
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it

@@ -387,3 +387,33 @@ def test_onnx_export_of_compositions():
     (got,) = sess.run(None, dict(zip(names, (x, y))))
     want = M()(ember.from_numpy(x), ember.from_numpy(y))._data
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_torch_aliases_of_pointwise_ops():
+    from ember._aliases import ALIASES
+    x = np.array([0.5, -0.25, 0.0])
+    y = np.array([1.5, -0.25, 2.0])
+    binary = {"arctan2", "divide", "multiply", "subtract", "greater", "greater_equal", "less",
+              "less_equal", "not_equal"}
+    for alias in ALIASES:
+        xs = x + 1.5 if alias == "arccosh" else x
+        args_e = [ember.from_numpy(xs.copy())] + ([ember.from_numpy(y.copy())] if alias in binary else [])
+        args_t = [torch.from_numpy(xs.copy())] + ([torch.from_numpy(y.copy())] if alias in binary else [])
+        _check(getattr(ember, alias)(*args_e), getattr(torch, alias)(*args_t), np.float64)
+        _check(getattr(args_e[0], alias)(*args_e[1:]), getattr(args_t[0], alias)(*args_t[1:]), np.float64)
+        if hasattr(ember.Tensor, ALIASES[alias] + "_"):  # the in-place form where ember has one
+            getattr(args_e[0], alias + "_")(*args_e[1:])
+            getattr(args_t[0], alias + "_")(*args_t[1:])
+            _check(args_e[0], args_t[0], np.float64)
+
+
+def test_bessel_accuracy_against_mpmath():
+    """ember's Bessel functions are scipy's (Cephes), accurate to ~1e-15; torch's own float64
+    bessel_j0/j1/y0/y1 are off by up to ~1e-5 relative near 5.5 (the op_db entries differ)."""
+    mpmath = pytest.importorskip("mpmath")
+    x = np.array([0.5, 2.5, 5.5, 6.0, 7.5, 12.0, 40.0])
+    for name, order, mp in (("bessel_j0", 0, mpmath.besselj), ("bessel_j1", 1, mpmath.besselj),
+                            ("bessel_y0", 0, mpmath.bessely), ("bessel_y1", 1, mpmath.bessely)):
+        want = np.array([float(mp(order, v)) for v in x])
+        got = getattr(S, name)(ember.from_numpy(x.copy()))._data
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15, err_msg=name)
