@@ -7256,6 +7256,141 @@ def masked_scatter_source_grad(grad, mask, source_shape):
     """masked_scatter_source_grad (see torch.masked_scatter_source_grad)."""
     return _c_shape_ops.masked_scatter_source_grad(grad, mask, source_shape)
 
+def fliplr(input):
+    """fliplr (see torch.fliplr)."""
+    return _c_shape_ops.fliplr(input)
+
+def flipud(input):
+    """flipud (see torch.flipud)."""
+    return _c_shape_ops.flipud(input)
+
+def ravel(input):
+    """ravel (see torch.ravel)."""
+    return _c_shape_ops.ravel(input)
+
+def tensor_split(input, indices_or_sections, dim=0):
+    """tensor_split (see torch.tensor_split)."""
+    return _c_shape_ops.tensor_split(input, indices_or_sections, dim)
+
+def hsplit(input, indices_or_sections):
+    """hsplit (see torch.hsplit)."""
+    return _c_shape_ops.hsplit(input, indices_or_sections)
+
+def vsplit(input, indices_or_sections):
+    """vsplit (see torch.vsplit)."""
+    return _c_shape_ops.vsplit(input, indices_or_sections)
+
+def dsplit(input, indices_or_sections):
+    """dsplit (see torch.dsplit)."""
+    return _c_shape_ops.dsplit(input, indices_or_sections)
+
+def take(input, index):
+    """take (see torch.take)."""
+    return _c_shape_ops.take(input, index)
+
+def put(input, index, source, accumulate=False):
+    """put (see torch.put)."""
+    return _c_shape_ops.put(input, index, source, accumulate)
+
+def argwhere(input):
+    """argwhere (see torch.argwhere)."""
+    return _c_shape_ops.argwhere(input)
+
+def nonzero_static(input, *, size, fill_value=-1):
+    """nonzero_static (see torch.nonzero_static)."""
+    return _c_shape_ops.nonzero_static(input, size, fill_value)
+
+def expand_copy(input, size):
+    """expand_copy (see torch.expand_copy)."""
+    return _c_shape_ops.expand_copy(input, size)
+
+def diagonal_copy(input, offset=0, dim1=0, dim2=1):
+    """diagonal_copy (see torch.diagonal_copy)."""
+    return _c_shape_ops.diagonal_copy(input, offset, dim1, dim2)
+
+def permute_copy(input, dims):
+    """permute_copy (see torch.permute_copy)."""
+    return _c_shape_ops.permute_copy(input, dims)
+
+def narrow_copy(input, dim, start, length):
+    """narrow_copy (see torch.narrow_copy)."""
+    return _c_shape_ops.narrow_copy(input, dim, start, length)
+
+def view_copy(input, size):
+    """view_copy (see torch.view_copy)."""
+    return _c_shape_ops.view_copy(input, size)
+
+def unbind_copy(input, dim=0):
+    """unbind_copy (see torch.unbind_copy)."""
+    return _c_shape_ops.unbind_copy(input, dim)
+
+def unfold_copy(input, dimension, size, step):
+    """unfold_copy (see torch.unfold_copy)."""
+    return _c_shape_ops.unfold_copy(input, dimension, size, step)
+
+def squeeze_copy(input, dim=None):
+    """squeeze_copy (see torch.squeeze_copy)."""
+    return _c_shape_ops.squeeze_copy(input, dim)
+
+def unsqueeze_copy(input, dim):
+    """unsqueeze_copy (see torch.unsqueeze_copy)."""
+    return _c_shape_ops.unsqueeze_copy(input, dim)
+
+def transpose_copy(input, dim0, dim1):
+    """transpose_copy (see torch.transpose_copy)."""
+    return _c_shape_ops.transpose_copy(input, dim0, dim1)
+
+def t_copy(input):
+    """t_copy (see torch.t_copy)."""
+    return _c_shape_ops.t_copy(input)
+
+def alias_copy(input):
+    """alias_copy (see torch.alias_copy)."""
+    return _c_shape_ops.alias_copy(input)
+
+def split_with_sizes_copy(input, split_sizes, dim=0):
+    """split_with_sizes_copy (see torch.split_with_sizes_copy)."""
+    return _c_shape_ops.split_with_sizes_copy(input, split_sizes, dim)
+
+def unsafe_split(input, split_size, dim=0):
+    """unsafe_split (see torch.unsafe_split)."""
+    return _c_shape_ops.unsafe_split(input, split_size, dim)
+
+def unsafe_chunk(input, chunks, dim=0):
+    """unsafe_chunk (see torch.unsafe_chunk)."""
+    return _c_shape_ops.unsafe_chunk(input, chunks, dim)
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    """diagonal_scatter (see torch.diagonal_scatter)."""
+    return _c_shape_ops.diagonal_scatter(input, src, offset, dim1, dim2)
+
+def select_scatter(input, src, dim, index):
+    """select_scatter (see torch.select_scatter)."""
+    return _c_shape_ops.select_scatter(input, src, dim, index)
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    """slice_scatter (see torch.slice_scatter)."""
+    return _c_shape_ops.slice_scatter(input, src, dim, start, end, step)
+
+def sum_to_size(input, *size):
+    """sum_to_size (see torch.sum_to_size)."""
+    size = _F._varargs(size)
+    return _c_shape_ops.sum_to_size(input, size)
+
+def cartesian_prod(*tensors):
+    """cartesian_prod (see torch.cartesian_prod)."""
+    tensors = _F._varargs(tensors)
+    return _c_shape_ops.cartesian_prod(tensors)
+
+def combinations(input, r=2, with_replacement=False):
+    """combinations (see torch.combinations)."""
+    return _c_shape_ops.combinations(input, r, with_replacement)
+
+def block_diag(*tensors):
+    """block_diag (see torch.block_diag)."""
+    tensors = _F._varargs(tensors)
+    return _c_shape_ops.block_diag(tensors)
+
 def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """linalg_vector_norm (see torch.linalg_vector_norm)."""
     return _c_linalg_composites.linalg_vector_norm(x, ord, dim, keepdim, dtype)
@@ -7392,145 +7527,10 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
     """linalg_lstsq (see torch.linalg_lstsq)."""
     return _c_linalg_composites.linalg_lstsq(A, B, rcond, driver)
 
-def fliplr(input):
-    """fliplr (see torch.fliplr)."""
-    return _c_shape_ops.fliplr(input)
-
-def flipud(input):
-    """flipud (see torch.flipud)."""
-    return _c_shape_ops.flipud(input)
-
-def ravel(input):
-    """ravel (see torch.ravel)."""
-    return _c_shape_ops.ravel(input)
-
-def tensor_split(input, indices_or_sections, dim=0):
-    """tensor_split (see torch.tensor_split)."""
-    return _c_shape_ops.tensor_split(input, indices_or_sections, dim)
-
-def hsplit(input, indices_or_sections):
-    """hsplit (see torch.hsplit)."""
-    return _c_shape_ops.hsplit(input, indices_or_sections)
-
-def vsplit(input, indices_or_sections):
-    """vsplit (see torch.vsplit)."""
-    return _c_shape_ops.vsplit(input, indices_or_sections)
-
-def dsplit(input, indices_or_sections):
-    """dsplit (see torch.dsplit)."""
-    return _c_shape_ops.dsplit(input, indices_or_sections)
-
-def take(input, index):
-    """take (see torch.take)."""
-    return _c_shape_ops.take(input, index)
-
-def put(input, index, source, accumulate=False):
-    """put (see torch.put)."""
-    return _c_shape_ops.put(input, index, source, accumulate)
-
-def argwhere(input):
-    """argwhere (see torch.argwhere)."""
-    return _c_shape_ops.argwhere(input)
-
-def nonzero_static(input, *, size, fill_value=-1):
-    """nonzero_static (see torch.nonzero_static)."""
-    return _c_shape_ops.nonzero_static(input, size, fill_value)
-
-def expand_copy(input, size):
-    """expand_copy (see torch.expand_copy)."""
-    return _c_shape_ops.expand_copy(input, size)
-
-def diagonal_copy(input, offset=0, dim1=0, dim2=1):
-    """diagonal_copy (see torch.diagonal_copy)."""
-    return _c_shape_ops.diagonal_copy(input, offset, dim1, dim2)
-
-def permute_copy(input, dims):
-    """permute_copy (see torch.permute_copy)."""
-    return _c_shape_ops.permute_copy(input, dims)
-
-def narrow_copy(input, dim, start, length):
-    """narrow_copy (see torch.narrow_copy)."""
-    return _c_shape_ops.narrow_copy(input, dim, start, length)
-
-def view_copy(input, size):
-    """view_copy (see torch.view_copy)."""
-    return _c_shape_ops.view_copy(input, size)
-
-def unbind_copy(input, dim=0):
-    """unbind_copy (see torch.unbind_copy)."""
-    return _c_shape_ops.unbind_copy(input, dim)
-
-def unfold_copy(input, dimension, size, step):
-    """unfold_copy (see torch.unfold_copy)."""
-    return _c_shape_ops.unfold_copy(input, dimension, size, step)
-
-def squeeze_copy(input, dim=None):
-    """squeeze_copy (see torch.squeeze_copy)."""
-    return _c_shape_ops.squeeze_copy(input, dim)
-
-def unsqueeze_copy(input, dim):
-    """unsqueeze_copy (see torch.unsqueeze_copy)."""
-    return _c_shape_ops.unsqueeze_copy(input, dim)
-
-def transpose_copy(input, dim0, dim1):
-    """transpose_copy (see torch.transpose_copy)."""
-    return _c_shape_ops.transpose_copy(input, dim0, dim1)
-
-def t_copy(input):
-    """t_copy (see torch.t_copy)."""
-    return _c_shape_ops.t_copy(input)
-
-def alias_copy(input):
-    """alias_copy (see torch.alias_copy)."""
-    return _c_shape_ops.alias_copy(input)
-
-def split_with_sizes_copy(input, split_sizes, dim=0):
-    """split_with_sizes_copy (see torch.split_with_sizes_copy)."""
-    return _c_shape_ops.split_with_sizes_copy(input, split_sizes, dim)
-
-def unsafe_split(input, split_size, dim=0):
-    """unsafe_split (see torch.unsafe_split)."""
-    return _c_shape_ops.unsafe_split(input, split_size, dim)
-
-def unsafe_chunk(input, chunks, dim=0):
-    """unsafe_chunk (see torch.unsafe_chunk)."""
-    return _c_shape_ops.unsafe_chunk(input, chunks, dim)
-
-def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
-    """diagonal_scatter (see torch.diagonal_scatter)."""
-    return _c_shape_ops.diagonal_scatter(input, src, offset, dim1, dim2)
-
-def select_scatter(input, src, dim, index):
-    """select_scatter (see torch.select_scatter)."""
-    return _c_shape_ops.select_scatter(input, src, dim, index)
-
-def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
-    """slice_scatter (see torch.slice_scatter)."""
-    return _c_shape_ops.slice_scatter(input, src, dim, start, end, step)
-
-def sum_to_size(input, *size):
-    """sum_to_size (see torch.sum_to_size)."""
-    size = _F._varargs(size)
-    return _c_shape_ops.sum_to_size(input, size)
-
-def cartesian_prod(*tensors):
-    """cartesian_prod (see torch.cartesian_prod)."""
-    tensors = _F._varargs(tensors)
-    return _c_shape_ops.cartesian_prod(tensors)
-
-def combinations(input, r=2, with_replacement=False):
-    """combinations (see torch.combinations)."""
-    return _c_shape_ops.combinations(input, r, with_replacement)
-
-def block_diag(*tensors):
-    """block_diag (see torch.block_diag)."""
-    tensors = _F._varargs(tensors)
-    return _c_shape_ops.block_diag(tensors)
-
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'frexp', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -7897,14 +7897,6 @@ TENSOR_METHODS = {
     'index_fill_': index_fill_,
     'masked_scatter': masked_scatter,
     'masked_scatter_': masked_scatter_,
-    'det': det,
-    'logdet': logdet,
-    'inverse': inverse,
-    'cholesky': cholesky,
-    'cholesky_solve': cholesky_solve,
-    'cross': cross,
-    'matrix_power': matrix_power,
-    'pinverse': pinverse,
     'fliplr': fliplr,
     'flipud': flipud,
     'ravel': ravel,
@@ -7922,6 +7914,14 @@ TENSOR_METHODS = {
     'select_scatter': select_scatter,
     'slice_scatter': slice_scatter,
     'sum_to_size': sum_to_size,
+    'det': det,
+    'logdet': logdet,
+    'inverse': inverse,
+    'cholesky': cholesky,
+    'cholesky_solve': cholesky_solve,
+    'cross': cross,
+    'matrix_power': matrix_power,
+    'pinverse': pinverse,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

@@ -308,6 +308,253 @@ def masked_scatter_source_grad(grad, mask, source_shape):
     return G.reshape(taken, tuple(source_shape))
 
 
+def fliplr(input):
+    if input.ndim < 2:
+        raise EmberRuntimeError(f"fliplr: Input must be >= 2-d, got {input.ndim}-d")
+    return G.flip(input, (1,))
+
+
+def flipud(input):
+    if input.ndim < 1:
+        raise EmberRuntimeError("flipud: Input must be >= 1-d, got a 0-d tensor")
+    return G.flip(input, (0,))
+
+
+def ravel(input):
+    return G.reshape(input, (-1,))
+
+
+def tensor_split(input, indices_or_sections, dim=0):
+    if input.ndim == 0:
+        raise EmberRuntimeError("tensor_split: expected at least a 1-dimensional tensor")
+    d = _norm("tensor_split", dim, input.ndim)
+    n = input._data.shape[d]
+    ios = indices_or_sections
+    if isinstance(ios, Tensor):
+        if ios._data.dtype.kind not in "iu" or ios.ndim > 1:
+            raise EmberRuntimeError(f"tensor_split: indices_or_sections must be a 0-d or 1-d "
+                                    f"integer tensor, got {ios._data.dtype} of shape "
+                                    f"{list(ios._data.shape)}")
+        ios = int(ios._data) if ios.ndim == 0 else [int(i) for i in ios._data]
+    if isinstance(ios, (int, np.integer)):
+        if ios <= 0:
+            raise EmberRuntimeError(f"tensor_split: number of sections must be larger than 0, "
+                                    f"got {ios}")
+        q, r = divmod(n, int(ios))
+        sizes = [q + 1] * r + [q] * (int(ios) - r)
+        bounds = np.cumsum([0] + sizes)
+    else:
+        cuts = [min(max(int(i) + (n if i < 0 else 0), 0), n) for i in ios]
+        bounds = [0] + cuts + [n]
+    return tuple(G.narrow(input, d, int(a), max(int(b) - int(a), 0))
+                 for a, b in zip(bounds[:-1], bounds[1:]))
+
+
+def _split_along(op, input, ios, d):
+    if isinstance(ios, (int, np.integer)) and input._data.shape[d] % ios:
+        raise EmberRuntimeError(f"{op} attempted to split along dimension {d}, but the size of "
+                                f"the dimension {input._data.shape[d]} is not divisible by the "
+                                f"split_size {ios}!")
+    return tensor_split(input, ios, d)
+
+
+def hsplit(input, indices_or_sections):
+    if input.ndim < 1:
+        raise EmberRuntimeError("hsplit: requires a tensor with at least 1 dimension, but got a "
+                                "tensor with 0 dimensions!")
+    return _split_along("hsplit", input, indices_or_sections, 1 if input.ndim > 1 else 0)
+
+
+def vsplit(input, indices_or_sections):
+    if input.ndim < 2:
+        raise EmberRuntimeError(f"vsplit: requires a tensor with at least 2 dimension, but got a "
+                                f"tensor with {input.ndim} dimensions!")
+    return _split_along("vsplit", input, indices_or_sections, 0)
+
+
+def dsplit(input, indices_or_sections):
+    if input.ndim < 3:
+        raise EmberRuntimeError(f"dsplit: requires a tensor with at least 3 dimension, but got a "
+                                f"tensor with {input.ndim} dimensions!")
+    return _split_along("dsplit", input, indices_or_sections, 2)
+
+
+def take(input, index):
+    flat = G.reshape(input, (-1,))
+    n = flat._data.shape[0]
+    i = index._data
+    if i.size and (i.max() >= n or i.min() < -n):
+        raise EmberIndexError(f"take: index out of range in self of {n} elements")
+    return G.reshape(G.index_select(flat, 0, G.reshape(index, (-1,))), tuple(i.shape))
+
+
+def put(input, index, source, accumulate=False):
+    n = input._data.size
+    i = index._data
+    if i.size and (i.max() >= n or i.min() < -n):
+        raise EmberIndexError(f"put: index out of range in self of {n} elements")
+    if i.size != source._data.size:
+        raise EmberRuntimeError(f"put: expected source and index to have the same number of "
+                                f"elements, but got {source._data.size} and {i.size}")
+    flat = G.index_put(G.reshape(input, (-1,)), (i.reshape(-1).astype(np.int64),),
+                       G.reshape(source, (-1,)), accumulate)
+    return G.reshape(flat, tuple(input._data.shape))
+
+
+def argwhere(input):
+    return G.nonzero(input)
+
+
+def nonzero_static(input, size, fill_value=-1):
+    if size < 0:
+        raise EmberRuntimeError(f"nonzero_static: 'size' must be an non-negative integer, got "
+                                f"{size}")
+    idx = G.nonzero(input)
+    k, nd = idx._data.shape
+    if k >= size:
+        return G.narrow(idx, 0, 0, size)
+    pad = Tensor._make(np.full((size - k, nd), fill_value, np.int64))
+    return G.cat([idx, pad], 0)
+
+
+def _copy_of(view):
+    def copy(*args, **kwargs):
+        out = view(*args, **kwargs)
+        if isinstance(out, (tuple, list)):
+            return type(out)(G.clone(o) for o in out)
+        return G.clone(out)
+    return copy
+
+
+expand_copy = _copy_of(lambda input, size: G.expand(input, tuple(size)))
+diagonal_copy = _copy_of(lambda input, offset=0, dim1=0, dim2=1:
+                         G.diagonal(input, offset, dim1, dim2))
+permute_copy = _copy_of(lambda input, dims: G.permute(input, tuple(dims)))
+narrow_copy = _copy_of(lambda input, dim, start, length: G.narrow(input, dim, start, length))
+view_copy = _copy_of(lambda input, size: G.view(input, tuple(size)))
+unbind_copy = _copy_of(lambda input, dim=0: tuple(G.unbind(input, dim)))
+unfold_copy = _copy_of(lambda input, dimension, size, step: G.unfold(input, dimension, size, step))
+squeeze_copy = _copy_of(lambda input, dim=None: G.squeeze(input, dim))
+unsqueeze_copy = _copy_of(lambda input, dim: G.unsqueeze(input, dim))
+transpose_copy = _copy_of(lambda input, dim0, dim1: G.transpose(input, dim0, dim1))
+t_copy = _copy_of(lambda input: G.t(input))
+alias_copy = _copy_of(lambda input: input)
+split_with_sizes_copy = _copy_of(lambda input, split_sizes, dim=0:
+                                 tuple(G.split_with_sizes(input, tuple(split_sizes), dim)))
+for _n in ("expand_copy", "diagonal_copy", "permute_copy", "narrow_copy", "view_copy",
+           "unbind_copy", "unfold_copy", "squeeze_copy", "unsqueeze_copy", "transpose_copy",
+           "t_copy", "alias_copy", "split_with_sizes_copy"):
+    globals()[_n].__name__ = globals()[_n].__qualname__ = _n
+    globals()[_n].__module__ = __name__
+
+
+def unsafe_split(input, split_size, dim=0):
+    return tuple(G.split(input, split_size, dim))
+
+
+def unsafe_chunk(input, chunks, dim=0):
+    return tuple(G.chunk(input, chunks, dim))
+
+
+def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
+    from ember.kernels.shape import diagonal
+    m = np.zeros(input._data.shape, bool)
+    diagonal(m, offset, dim1, dim2)[...] = True
+    placed = G.diagonal_backward(src, tuple(input._data.shape), offset, dim1, dim2)
+    return G.where(Tensor._make(m), placed, input)
+
+
+def select_scatter(input, src, dim, index):
+    d = _norm("select_scatter", dim, input.ndim)
+    n = input._data.shape[d]
+    if not -n <= index < n:
+        raise EmberIndexError(f"select_scatter(): index {index} out of range for tensor of size "
+                              f"{list(input._data.shape)} at dimension {dim}")
+    key = (slice(None),) * d + (index % n,)
+    want = input._data[key].shape
+    if tuple(src._data.shape) != want:
+        raise EmberRuntimeError(f"select_scatter: expected src to have a size equal to the slice "
+                                f"of self, src size = {list(src._data.shape)}, slice size = "
+                                f"{list(want)}")
+    return G.index_put(input, key, src, False)
+
+
+def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
+    d = _norm("slice_scatter", dim, input.ndim)
+    key = (slice(None),) * d + (slice(start, end, step),)
+    want = input._data[key].shape
+    if tuple(src._data.shape) != want:
+        raise EmberRuntimeError(f"slice_scatter: expected src to have a size equal to the slice "
+                                f"of self, src size = {list(src._data.shape)}, slice size = "
+                                f"{list(want)}")
+    return G.index_put(input, key, src, False)
+
+
+def sum_to_size(input, size):
+    from ember.kernels.shape import broadcast_axes
+    size = tuple(size)
+    try:
+        np.broadcast_shapes(size, input._data.shape)
+        ok = np.broadcast_shapes(size, input._data.shape) == input._data.shape
+    except ValueError:
+        ok = False
+    if not ok:
+        raise EmberRuntimeError(f"sum_to_size: size {list(size)} is not expandable to size "
+                                f"{list(input._data.shape)}")
+    if size == input._data.shape and input.ndim:
+        return input
+    if input._data.dtype == np.bool_:  # summed as torch sums bools (a 0-d one too): to int64
+        input = G.to(input, np.dtype(np.int64), False)
+    dims = broadcast_axes(input._data.shape, size)
+    out = G.sum(input, dims, True) if dims else input
+    return G.reshape(out, size)
+
+
+def cartesian_prod(tensors):
+    if len(tensors) == 1:
+        return tensors[0]
+    grids = meshgrid(tensors, "ij")
+    return G.stack([G.reshape(t, (-1,)) for t in grids], 1)
+
+
+def combinations(input, r=2, with_replacement=False):
+    import itertools
+    if input.ndim != 1:
+        raise EmberRuntimeError(f"combinations: Expect a 1D vector, but got shape "
+                                f"{list(input._data.shape)}")
+    if r < 0:
+        raise EmberRuntimeError(f"combinations: Expect a non-negative number, but got {r}")
+    if r == 0:
+        return Tensor._make(np.zeros(0, input._data.dtype))
+    pick = itertools.combinations_with_replacement if with_replacement else \
+        itertools.combinations
+    rows = np.array(list(pick(range(input._data.shape[0]), r)), np.int64).reshape(-1, r)
+    return G.stack([G.index_select(input, 0, Tensor._make(rows[:, j].copy()))
+                    for j in range(r)], 1)
+
+
+def block_diag(tensors):
+    mats = []
+    for t in tensors:
+        if t.ndim > 2:
+            raise EmberRuntimeError(f"block_diag: Input tensors must have 2 or fewer dimensions. "
+                                    f"Input has {t.ndim} dimensions")
+        mats.append(G.reshape(t, (1, 1)) if t.ndim == 0 else
+                    G.reshape(t, (1, -1)) if t.ndim == 1 else t)
+    if not mats:
+        return Tensor._make(np.zeros((0, 0), np.float32))
+    from ember.kernels.dtypes import result_type
+    dt = result_type(*[m._data for m in mats])
+    total = sum(m._data.shape[1] for m in mats)
+    rows, left = [], 0
+    for m in mats:
+        w = m._data.shape[1]
+        m = m if m._data.dtype == dt else G.to(m, dt, False)
+        rows.append(G.pad(m, (left, total - left - w), "constant", 0))
+        left += w
+    return G.cat(rows, 0)
+
+
 # every composite raises ember's errors naming it (ember.errors.public)
 for _n, _f in list(globals().items()):
     if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:

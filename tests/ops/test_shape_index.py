@@ -371,3 +371,32 @@ def test_zero_dim_scatter_reduce_index_select_index_add():
     assert s.item() == 2.5
     s.backward()
     assert x.grad.item() == 1.0
+
+
+def test_tensor_split_family_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = np.arange(42.0).reshape(7, 6)
+    cases = [lambda m, x: m.tensor_split(x, 3), lambda m, x: m.tensor_split(x, [1, 5, -1], 1),
+             lambda m, x: m.tensor_split(x, [9]), lambda m, x: m.hsplit(x, 3),
+             lambda m, x: m.hsplit(x, [2, 3]), lambda m, x: m.vsplit(x, [4])]
+    for case in cases:
+        ours, theirs = case(ember, _t(a)), case(torch, torch.tensor(a))
+        assert [o.tolist() for o in ours] == [t.tolist() for t in theirs]
+    with pytest.raises(EmberError, match="not divisible"):
+        ember.hsplit(_t(a), 4)
+
+
+def test_take_put_scatters_and_block_diag():
+    x = _t(np.arange(6.0).reshape(2, 3))
+    assert ember.take(x, ember.tensor([[5, -6]])).tolist() == [[5.0, 0.0]]
+    p = x.put(ember.tensor([0, 0]), _t(np.array([1.0, 2.0])), accumulate=True)
+    assert p.tolist() == [[3.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(IndexError, match="take"):
+        ember.take(x, ember.tensor([6]))
+    assert ember.select_scatter(x, _t(np.zeros(3)), 0, -1).tolist() == [[0, 1, 2], [0, 0, 0]]
+    assert ember.slice_scatter(x, _t(np.zeros((2, 2))), 1, 0, None, 2).tolist() == \
+        [[0, 1, 0], [0, 4, 0]]
+    assert ember.diagonal_scatter(x, _t(np.array([9.0, 9.0]))).tolist() == [[9, 1, 2], [3, 9, 5]]
+    b = ember.block_diag(_t(np.ones((1, 2))), _t(np.array(2.0)))
+    assert b.tolist() == [[1, 1, 0], [0, 0, 2]]
+    assert ember.nonzero_static(x, size=7).shape == (7, 2)
