@@ -254,6 +254,10 @@ def to(self_, dtype, copy=False):
     return _V.cast(self_, dtype)
 
 
+def erfc(self_):
+    return _V.erfc(self_)
+
+
 def special_entr(self_):
     return _V.where(_V.gt(self_, 0), _V.neg(_V.mul(self_, _V.log(self_))), _V.where(_V.eq(self_, 0), 0.0, _V.where(_V.isnan(self_), self_, _C.NEG_INF)))
 
@@ -282,12 +286,32 @@ def logaddexp2(self_, other):
     return _V.where(_V.logical_and(_V.isinf(self_), _V.eq(self_, other)), self_, _V.add(_V.maximum(self_, other), _V.mul(_V.log1p(_V.exp2(_V.neg(_V.abs(_V.sub(self_, other))))), _C.LOG2E)))
 
 
+def hypot(self_, other):
+    return _V.hypot(self_, other)
+
+
+def copysign(self_, other):
+    return _V.copysign(self_, other)
+
+
 def deg2rad(self_):
     return _V.mul(self_, _C.DEG2RAD)
 
 
 def rad2deg(self_):
     return _V.mul(self_, _C.RAD2DEG)
+
+
+def acosh(self_):
+    return _V.acosh(self_)
+
+
+def asinh(self_):
+    return _V.asinh(self_)
+
+
+def atanh(self_):
+    return _V.atanh(self_)
 
 
 def _d_add(grad, self_, other, alpha=1, *, result=None, other_shape=None, self__shape=None):
@@ -466,6 +490,10 @@ def _d_frac(grad, self_, *, result=None):
     return ((grad) if _is_sym(self_) else None, )
 
 
+def _d_erfc(grad, self_, *, result=None):
+    return ((grad * exp(neg(self_ * self_)) * -_C.TWO_OVER_SQRT_PI) if _is_sym(self_) else None, )
+
+
 def _d_special_entr(grad, self_, *, result=None):
     return ((grad * neg(log(self_) + 1)) if _is_sym(self_) else None, )
 
@@ -494,12 +522,32 @@ def _d_logaddexp2(grad, self_, other, *, result=None, other_shape=None, self__sh
     return ((grad / (exp2(other - self_) + 1)) if _is_sym(self_) else None, (grad / (exp2(self_ - other) + 1)) if _is_sym(other) else None, )
 
 
+def _d_hypot(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
+    return ((grad * self_ / result) if _is_sym(self_) else None, (grad * other / result) if _is_sym(other) else None, )
+
+
+def _d_copysign(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
+    return ((grad * where(eq(self_, 0), 0.0, result / where(eq(self_, 0), 1.0, self_))) if _is_sym(self_) else None, (_F.zeros_for(grad, other_shape)) if _is_sym(other) else None, )
+
+
 def _d_deg2rad(grad, self_, *, result=None):
     return ((grad * _C.DEG2RAD) if _is_sym(self_) else None, )
 
 
 def _d_rad2deg(grad, self_, *, result=None):
     return ((grad * _C.RAD2DEG) if _is_sym(self_) else None, )
+
+
+def _d_acosh(grad, self_, *, result=None):
+    return ((grad * rsqrt(self_ * self_ - 1)) if _is_sym(self_) else None, )
+
+
+def _d_asinh(grad, self_, *, result=None):
+    return ((grad * rsqrt(self_ * self_ + 1)) if _is_sym(self_) else None, )
+
+
+def _d_atanh(grad, self_, *, result=None):
+    return ((grad / (1 - self_ * self_)) if _is_sym(self_) else None, )
 
 
 FORWARD = {
@@ -561,6 +609,7 @@ FORWARD = {
     'round': round,
     'frac': frac,
     'to': to,
+    'erfc': erfc,
     'special_entr': special_entr,
     'sinc': sinc,
     'logit': logit,
@@ -568,8 +617,13 @@ FORWARD = {
     'special_xlog1py': special_xlog1py,
     'logaddexp': logaddexp,
     'logaddexp2': logaddexp2,
+    'hypot': hypot,
+    'copysign': copysign,
     'deg2rad': deg2rad,
     'rad2deg': rad2deg,
+    'acosh': acosh,
+    'asinh': asinh,
+    'atanh': atanh,
 }
 RULES = {
     'add': _d_add,
@@ -617,6 +671,7 @@ RULES = {
     'trunc': _d_trunc,
     'round': _d_round,
     'frac': _d_frac,
+    'erfc': _d_erfc,
     'special_entr': _d_special_entr,
     'sinc': _d_sinc,
     'logit': _d_logit,
@@ -624,6 +679,11 @@ RULES = {
     'special_xlog1py': _d_special_xlog1py,
     'logaddexp': _d_logaddexp,
     'logaddexp2': _d_logaddexp2,
+    'hypot': _d_hypot,
+    'copysign': _d_copysign,
     'deg2rad': _d_deg2rad,
     'rad2deg': _d_rad2deg,
+    'acosh': _d_acosh,
+    'asinh': _d_asinh,
+    'atanh': _d_atanh,
 }

@@ -40,6 +40,9 @@ CASES = [
     ("cast", "a", ("float64",), lambda x: x.to(torch.float64)),
     ("cast", "a", ("bool",), lambda x: x.to(torch.bool)),
     ("xlogy", "ab", (), torch.xlogy), ("special_xlog1py", "ab", (), torch.special.xlog1py),
+    ("erfc", "a", (), torch.erfc), ("acosh", "a", (), torch.acosh), ("asinh", "a", (), torch.asinh),
+    ("atanh", "a", (), torch.atanh), ("hypot", "ab", (), torch.hypot),
+    ("copysign", "ab", (), torch.copysign),
 ]
 DTYPES = ["float32", "float64", "float16", "int64", "int32", "int8", "uint8", "bool"]
 N = 257

@@ -214,6 +214,12 @@ def _np_xlog(uf):
     return run
 
 
+def _np_erfc(out, params, a):
+    a = np.asarray(a)
+    r = np.asarray(np.frompyfunc(math.erfc, 1, 1)(a.astype(np.float64))).astype(a.dtype)
+    np.copyto(out, r, casting="unsafe")
+
+
 def _nb_xlog(fn):
     return lambda K, p, a, b: f"sel({b} != {b}, {b}, sel({a} == {K(0)}, {K(0)}, {a} * np.{fn}({b})))"
 
@@ -314,6 +320,15 @@ _OPS = [
     # special functions (issue 12)
     Op("xlogy", 2, "float", _nb_xlog("log"), _np_xlog(np.log), cost="transcendental"),
     Op("special_xlog1py", 2, "float", _nb_xlog("log1p"), _np_xlog(np.log1p), cost="transcendental"),
+    Op("erfc", 1, "float", lambda K, p, a: f"math.erfc({a})", _np_erfc, cost="transcendental"),
+    Op("acosh", 1, "float", lambda K, p, a: f"np.arccosh({a})", _np_unary_float(np.arccosh),
+       cost="transcendental"),
+    Op("asinh", 1, "float", lambda K, p, a: f"np.arcsinh({a})", _np_unary_float(np.arcsinh),
+       cost="transcendental"),
+    Op("atanh", 1, "float", lambda K, p, a: f"np.arctanh({a})", _np_unary_float(np.arctanh),
+       cost="transcendental"),
+    Op("hypot", 2, "float", lambda K, p, a, b: f"np.hypot({a}, {b})", _ufunc(np.hypot), cost="mid"),
+    Op("copysign", 2, "float", lambda K, p, a, b: f"np.copysign({a}, {b})", _ufunc(np.copysign)),
 ]
 
 OPS = {op.name: op for op in _OPS}
