@@ -4658,6 +4658,29 @@ class LinalgCholeskyBackward0(Node):
             g0 = _F.linalg_cholesky_grad(grad, result, upper)
         return (g0, )
 
+class CholeskySolveBackward0(Node):
+    __slots__ = ('input2', 'result', 'self_', 'upper')
+    _saved = ('input2', 'result', 'self_')
+    _op_name = 'cholesky_solve'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, input2, = tensors
+        upper, = consts
+        ctx.input2 = _save(input2, 'input2') if needs[0] or needs[1] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.upper = upper if needs[0] or needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        input2 = unpack(ctx.input2, ctx)
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        upper = ctx.upper
+        return tuple(_F.cholesky_solve_grads(grad, self_, input2, result, upper, needs))
+
 class LinalgCrossBackward0(Node):
     __slots__ = ('dim', 'other', 'self_')
     _saved = ('other', 'self_')
@@ -5634,6 +5657,9 @@ OPS['linalg_solve_triangular'] = _op_linalg_solve_triangular
 
 _op_linalg_cholesky = Op('linalg_cholesky', _k_linalg_decomp.cholesky, LinalgCholeskyBackward0, ('A',), ('upper',), saves_self=False)
 OPS['linalg_cholesky'] = _op_linalg_cholesky
+
+_op_cholesky_solve = Op('cholesky_solve', _k_linalg_decomp.cholesky_solve, CholeskySolveBackward0, ('self', 'input2'), ('upper',), saves_self=True)
+OPS['cholesky_solve'] = _op_cholesky_solve
 
 _op_linalg_cross = Op('linalg_cross', _k_linalg_decomp.cross, LinalgCrossBackward0, ('self', 'other'), ('dim',), saves_self=True)
 OPS['linalg_cross'] = _op_linalg_cross
@@ -7449,7 +7475,7 @@ def cholesky(input, upper=False):
 
 def cholesky_solve(input, input2, upper=False):
     """cholesky_solve (see torch.cholesky_solve)."""
-    return _c_linalg_composites.cholesky_solve(input, input2, upper)
+    return dispatch(_op_cholesky_solve, (input, input2, ), (upper, ))
 
 def linalg_cross(input, other, *, dim=-1):
     """linalg_cross (see torch.linalg_cross)."""

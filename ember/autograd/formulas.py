@@ -181,7 +181,10 @@ def norm_grad(grad, self, result, p, dim, keepdim):
         return G.mul(G.sign(self), ties_grad(grad, ab, result, dim, keepdim))
     r = expand_reduced(result, shape, dim, keepdim)
     ab = G.abs(self)
-    return G.mul(G.mul(G.sign(self), G.pow(G.div(ab, r), p - 1)), g)
+    # zero where the element or the norm is zero (torch's subgradient), finite for create_graph
+    zero = G.logical_or(G.eq(ab, 0), G.eq(r, 0))
+    ratio = G.div(G.masked_fill(ab, zero, 1.0), G.masked_fill(r, zero, 1.0))
+    return G.masked_fill(G.mul(G.mul(G.sign(self), G.pow(ratio, p - 1)), g), zero, 0.0)
 
 
 def prod_grad(grad, self, result, dim, keepdim):
@@ -822,6 +825,7 @@ def linalg_svd_grad(grads, A, U, S, Vh, full_matrices):
     VhgV = G.sub(VhgV, _mT(VhgV))
     S2 = G.mul(S, S)
     E = G.add(G.sub(G.unsqueeze(S2, -2), G.unsqueeze(S2, -1)), _eye_like(k, S))
+    E = G.masked_fill(E, G.eq(E, 0), 1.0)   # repeated values: finite where gU, gV vanish
     gA = G.div(G.add(G.mul(UhgU, G.unsqueeze(S, -2)), G.mul(G.unsqueeze(S, -1), VhgV)), E)
     gA = G.add(gA, G.diag_embed(gS))
     if m > n:
@@ -844,6 +848,7 @@ def linalg_eigh_grad(grads, L, V):
     VhgV = G.matmul(_mT(V), gV)
     VhgV = G.mul(G.sub(VhgV, _mT(VhgV)), 0.5)
     E = G.add(G.sub(G.unsqueeze(L, -2), G.unsqueeze(L, -1)), _eye_like(n, L))
+    E = G.masked_fill(E, G.eq(E, 0), 1.0)   # repeated eigenvalues: finite where gV vanishes
     inner = G.add(G.div(VhgV, E), G.diag_embed(gL))
     return G.matmul(V, G.matmul(inner, _mT(V)))
 
@@ -867,3 +872,15 @@ def linalg_pinv_grad(grad, P, A):
     PhK = mm(Ph, K)
     out = G.add(G.sub(mm(mm(G.sub(gh, mm(A, K)), P), Ph), _mT(mm(K, P))), PhK)
     return G.sub(out, mm(mm(PhK, P), A))
+
+
+def cholesky_solve_grads(grad, B, L, X, upper, needs):
+    """torch's cholesky_solve_backward: gB = cholesky_solve(g, L); gL = -(C + C^T) L (lower) or
+    -L (C + C^T) (upper), C = gB X^T (L's full matrix, as torch)."""
+    gB = G.cholesky_solve(grad, L, upper)
+    gL = None
+    if needs[1]:
+        C = G.matmul(gB, _mT(X))
+        C = G.add(C, _mT(C))
+        gL = sum_to(G.neg(G.matmul(L, C) if upper else G.matmul(C, L)), L._data.shape)
+    return sum_to(gB, B._data.shape) if needs[0] else None, gL

@@ -35,6 +35,9 @@ def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, dtype=None):
         x = G.to(x, to_numpy_dtype(dtype))
     if isinstance(dim, (int, np.integer)):
         dim = (int(dim),)
+    if ord == 0:   # the number of nonzeros (NaN counts): a zero gradient, as torch
+        nonzero = G.where(G.isnan(x), 1.0, G.abs(G.sign(x)))
+        return G.sum(nonzero, dim, keepdim)
     return G.norm(x, ord, dim, keepdim)
 
 
@@ -58,6 +61,11 @@ def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
     if dtype is not None:
         A = G.to(A, to_numpy_dtype(dtype))
     d0, d1 = _norm_dims(tuple(dim), A._data.ndim, op)
+    if ord not in ("fro", "nuc", 1, -1, 2, -2, _INF, -_INF):
+        raise EmberRuntimeError(f"{op}: order {ord!r} not supported (expected 'fro', 'nuc', inf, "
+                                f"-inf, 1, -1, 2 or -2)")
+    if A._data.shape[d0] == 0 or A._data.shape[d1] == 0:   # empty matrices: norm 0, as torch
+        return G.sum(A, (d0, d1), keepdim)
     if ord == "fro":
         return G.norm(A, 2, (d0, d1), keepdim)
     if ord in ("nuc", 2, -2):
@@ -67,13 +75,11 @@ def linalg_matrix_norm(A, ord="fro", dim=(-2, -1), keepdim=False, dtype=None):
             for d in sorted((d0, d1)):
                 r = G.unsqueeze(r, d)
         return r
-    if ord in (1, -1, _INF, -_INF):
-        summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
-        r = G.sum(G.abs(A), (summed,), True)
-        r = (G.amax if ord > 0 else G.amin)(r, (other,), True)
-        return r if keepdim else G.squeeze(r, [d0, d1])
-    raise EmberRuntimeError(f"{op}: order {ord!r} not supported (expected 'fro', 'nuc', inf, -inf, "
-                            f"1, -1, 2 or -2)")
+    # 1, -1: max/min column sum; inf, -inf: max/min row sum
+    summed, other = (d0, d1) if ord in (1, -1) else (d1, d0)
+    r = G.sum(G.abs(A), (summed,), True)
+    r = (G.amax if ord > 0 else G.amin)(r, (other,), True)
+    return r if keepdim else G.squeeze(r, [d0, d1])
 
 
 def linalg_norm(A, ord=None, dim=None, keepdim=False, dtype=None):
@@ -114,13 +120,6 @@ def inverse(input):
 
 def cholesky(input, upper=False):
     return G.linalg_cholesky(input, upper=upper)
-
-
-def cholesky_solve(input, input2, upper=False):
-    """Solve A X = B for X given the Cholesky factor ``input2`` of A (torch.cholesky_solve)."""
-    L = _mT(input2) if upper else input2
-    Y = G.linalg_solve_triangular(L, input, upper=False, left=True)
-    return G.linalg_solve_triangular(_mT(L), Y, upper=True, left=True)
 
 
 def cross(input, other, dim=None):
@@ -201,9 +200,10 @@ def _tolerance(s_max, m, n, dtype, atol, rtol):
     if rtol is None:
         rtol = np.finfo(dtype).eps * max(m, n) if atol is None or np.all(np.asarray(atol) <= 0) \
             else 0.0
-    tol = G.mul(s_max, float(rtol) if np.ndim(rtol) == 0 else Tensor._make(np.asarray(rtol, dtype)))
+    # a tensor of tolerances holds one per matrix of the batch: (..., 1) against s_max
+    tol = G.mul(s_max, Tensor._make(np.asarray(rtol, dtype)[..., None]))
     if atol is not None:
-        tol = G.maximum(tol, Tensor._make(np.asarray(atol, dtype)))
+        tol = G.maximum(tol, Tensor._make(np.asarray(atol, dtype)[..., None]))
     return tol
 
 
@@ -216,9 +216,9 @@ def linalg_matrix_rank(A, atol=None, rtol=None, hermitian=False):
     _need_float(A, op)
     _need_matrix(A, op, square=hermitian)
     m, n = A._data.shape[-2:]
+    if A._data.size == 0:
+        return Tensor._make(np.zeros(A._data.shape[:-2], np.int64))
     s = G.abs(linalg_eigvalsh(A)) if hermitian else linalg_svdvals(A)
-    if s._data.shape[-1] == 0:
-        return G.sum(G.gt(s, 0.0), (-1,))
     tol = _tolerance(G.amax(s, (-1,), True), m, n, A._data.dtype, atol, rtol)
     return G.sum(G.gt(s, tol), (-1,))
 

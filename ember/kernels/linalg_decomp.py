@@ -136,6 +136,30 @@ def cholesky(a, upper):
     return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
 
 
+def cholesky_solve(b, l, upper):
+    """X with A X = B for A = L L^T (U^T U when ``upper``), reading that triangle of ``l``."""
+    op = "cholesky_solve"
+    _square(l, op, "input2")
+    _matrix(b, op, "input")
+    b, l = promote(b, l)
+    if b.shape[-2] != l.shape[-1]:
+        raise KernelError(f"incompatible shapes of input {tuple(b.shape)} and input2 "
+                          f"{tuple(l.shape)}")
+    t = np.triu(l) if upper else np.tril(l)
+    a = np.swapaxes(t, -1, -2) @ t if upper else t @ np.swapaxes(t, -1, -2)
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise KernelError(f"batch dimensions of input {tuple(b.shape)} and input2 "
+                          f"{tuple(l.shape)} cannot be broadcast") from None
+    try:
+        with blas_mode(FREE):
+            return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]),
+                                   np.broadcast_to(b, batch + b.shape[-2:]))
+    except np.linalg.LinAlgError:
+        raise _singular(op, "the factor is singular") from None
+
+
 def cross(a, b, dim):
     a, b = promote(a, b)
     nd = max(a.ndim, b.ndim)
@@ -248,18 +272,22 @@ def pinv(a, atol, rtol, hermitian):
     rtol * largest); torch's default rtol is eps * max(m, n) when atol is unset or zero."""
     (_square if hermitian else _matrix)(a, "linalg.pinv")
     m, n = a.shape[-2:]
+    # tolerances: floats, or tensors holding one per matrix of the batch
+    atol = None if atol is None else np.asarray(getattr(atol, "_data", atol), np.float64)[..., None]
+    rtol = None if rtol is None else np.asarray(getattr(rtol, "_data", rtol), np.float64)[..., None]
     if rtol is None:
-        rtol = np.finfo(a.dtype).eps * max(m, n) if not atol or atol <= 0 else 0.0
+        rtol = np.finfo(a.dtype).eps * max(m, n) if atol is None or np.all(atol <= 0) else 0.0
+    atol = 0.0 if atol is None else atol
     with blas_mode(FREE):
         if hermitian:
             w, v = np.linalg.eigh(a)
             aw = np.abs(w)
-            tol = np.maximum(atol or 0.0, rtol * aw.max(axis=-1, keepdims=True, initial=0.0))
+            tol = np.maximum(atol, rtol * aw.max(axis=-1, keepdims=True, initial=0.0))
             winv = np.where(aw > tol, 1 / np.where(aw > tol, w, 1), 0)
             return np.ascontiguousarray((v * winv[..., None, :]) @ np.swapaxes(v, -1, -2)).astype(
                 a.dtype, copy=False)
         u, s, vh = np.linalg.svd(a, full_matrices=False)
-        tol = np.maximum(atol or 0.0, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
+        tol = np.maximum(atol, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
         sinv = np.where(s > tol, 1 / np.where(s > tol, s, 1), 0)
         out = np.swapaxes(vh, -1, -2) * sinv[..., None, :] @ np.swapaxes(u, -1, -2)
     return np.ascontiguousarray(out).astype(a.dtype, copy=False)

@@ -52,9 +52,10 @@ def _both(fn_e, fn_t, *arrays):
     np.testing.assert_allclose(oe._data, ot.detach().numpy(), rtol=1e-10, atol=1e-10)
     seed = np.random.default_rng(5).standard_normal(ot.shape)
     ge = ember.autograd.grad([oe], e, [ember.from_numpy(seed)])
-    gt = torch.autograd.grad([ot], t, [torch.from_numpy(seed)])
-    for x, y in zip(ge, gt):
-        np.testing.assert_allclose(x._data, y.numpy(), rtol=1e-8, atol=1e-10)
+    gt = torch.autograd.grad([ot], t, [torch.from_numpy(seed)], allow_unused=True)
+    for x, y, a in zip(ge, gt, arrays):
+        y = np.zeros_like(a) if y is None else y.numpy()
+        np.testing.assert_allclose(x._data, y, rtol=1e-8, atol=1e-10)
 
 
 @pytest.mark.parametrize("a", [np.ones((3, 3)), [[1.0, 2, 3], [2, 4, 6], [0, 1, 5]],
@@ -172,3 +173,31 @@ def test_qr_backward_errors_like_torch():
         L.qr(a, mode="r").R.sum().backward()
     with pytest.raises(EmberError, match="complete"):
         L.qr(a, mode="complete").Q.sum().backward()
+
+
+@pytest.mark.parametrize("ord", [0, 0.5, 3.5, -0.5, 1, 2, float("inf")])
+@pytest.mark.parametrize("x", [np.zeros(5), np.array([0.0, 1.0, -2.0])])
+def test_vector_norm_subgradients_at_zero_like_torch(ord, x):
+    torch = pytest.importorskip("torch")
+    out = L.vector_norm(_t(x, True), ord)
+    assert out.grad_fn is not None    # torch differentiates ord=0 too (a zero gradient)
+    _both(lambda a: L.vector_norm(a, ord), lambda a: torch.linalg.vector_norm(a, ord), x)
+
+
+@pytest.mark.parametrize("ord", ["nuc", 2, -2, "fro"])
+def test_matrix_norm_of_zero_matrix_has_torch_subgradient(ord):
+    torch = pytest.importorskip("torch")
+    _both(lambda a: L.matrix_norm(a, ord), lambda a: torch.linalg.matrix_norm(a, ord),
+          np.zeros((4, 4)))
+
+
+def test_tolerance_tensors_hold_one_value_per_matrix():
+    torch = pytest.importorskip("torch")
+    a = np.stack([np.diag([1.0, 0.5, 0.01]), np.diag([2.0, 1.0, 0.3])])
+    rtol = np.array([0.1, 0.2])
+    got = L.matrix_rank(_t(a), rtol=_t(rtol))
+    exp = torch.linalg.matrix_rank(torch.from_numpy(a), rtol=torch.from_numpy(rtol))
+    np.testing.assert_array_equal(got._data, exp.numpy())
+    np.testing.assert_allclose(L.pinv(_t(a), rtol=_t(rtol))._data,
+                               torch.linalg.pinv(torch.from_numpy(a),
+                                                 rtol=torch.from_numpy(rtol)).numpy(), rtol=1e-12)
