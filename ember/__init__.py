@@ -21,7 +21,8 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
 from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
                              std, var)
 from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
-                             index_put, nonzero)
+                             broadcast_shapes, index_put, nonzero, tril_indices, triu_indices,
+                             unravel_index)
 from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
                             nanmedian, sort, std_mean, topk, unique, unique_consecutive,
                             var_mean)

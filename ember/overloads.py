@@ -294,6 +294,57 @@ def _index_put_(self, indices, values, accumulate=False):
     return G.index_put_(self, to_key(tuple(indices)), values, accumulate)
 
 
+def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` (sizes or ints) broadcast to, as an ember Size."""
+    from ember.errors import EmberRuntimeError as _E
+    from ember.tensor import Size
+    norm = [(s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes]
+    try:
+        return Size(np.broadcast_shapes(*norm))
+    except ValueError:
+        raise _E(f"broadcast_shapes: shapes {[list(s) for s in norm]} cannot be broadcast "
+                 f"together") from None
+
+
+def _tri_indices(which):
+    def indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
+        from ember import creation
+        if row < 0 or col < 0:
+            raise EmberRuntimeError(f"{which}_indices: row and col must be non-negative, got "
+                                    f"{row} and {col}")
+        fn = np.triu_indices if which == "triu" else np.tril_indices
+        r, c = fn(row, offset, col)
+        return creation.tensor(np.stack([r, c]).astype(np.int64),
+                               dtype=_dtype.int64 if dtype is None else dtype)
+    indices.__name__ = f"{which}_indices"
+    indices.__doc__ = (f"The (2, N) indices of the {'upper' if which == 'triu' else 'lower'} "
+                       f"triangle (diagonal ``offset``) of a row x col matrix.")
+    return indices
+
+
+triu_indices, tril_indices = _tri_indices("triu"), _tri_indices("tril")
+
+
+def unravel_index(indices, shape):
+    """The coordinates in ``shape`` of the flat ``indices``: a tuple of int64 tensors."""
+    from ember import creation
+    i = indices._data if isinstance(indices, Tensor) else np.asarray(indices)
+    if i.dtype.kind not in "iu":
+        raise EmberRuntimeError(f"unravel_index: expected 'indices' to be an integer tensor, "
+                                f"got {i.dtype}")
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    n = int(np.prod(shape))
+    if i.size and (i.min() < -n or i.max() >= n):
+        raise EmberRuntimeError(f"unravel_index: 'indices' must be in range [{-n}, {n - 1}] for "
+                                f"shape {list(shape)}")
+    coords = np.unravel_index(np.where(i < 0, i + n, i), shape) if shape else ()
+    return tuple(creation.tensor(np.asarray(c, np.int64)) for c in coords)
+
+
+def _put_(self, index, source, accumulate=False):
+    return G.copy_(self, G.put(self, index, source, accumulate))
+
+
 def _rfloordiv(self, other):
     return G.div(other, self, rounding_mode="floor")
 
@@ -338,7 +389,7 @@ METHODS = {
     "clamp_min_": lambda self, min: G.clamp_(self, min, None),
     "clamp_max_": lambda self, max: G.clamp_(self, None, max),
     "floor_divide_": _ifloordiv, "__rfloordiv__": _rfloordiv, "__ifloordiv__": _ifloordiv,
-    "__rmod__": _rmod, "__imod__": _imod,
+    "__rmod__": _rmod, "__imod__": _imod, "put_": _put_,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 _NAMED = {"view"}
@@ -359,6 +410,6 @@ def install():
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
            "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose",
-           "nonzero", "index_put"):
+           "nonzero", "index_put", "broadcast_shapes", "unravel_index"):
     globals()[_n] = public(globals()[_n])
 del _n

@@ -555,6 +555,30 @@ def block_diag(tensors):
     return G.cat(rows, 0)
 
 
+def index_reduce(input, dim, index, source, reduce, include_self=True):
+    if reduce not in ("prod", "mean", "amax", "amin"):
+        raise EmberRuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax "
+                                f"or amin but got {reduce}.")
+    i = index._data
+    if i.ndim > 1 or i.dtype.kind not in "iu":
+        raise EmberIndexError(f"index_reduce(): Index is supposed to be a vector of integers, "
+                              f"got {i.dtype} of shape {list(i.shape)}")
+    if input.ndim == 0:
+        return G.reshape(index_reduce(G.reshape(input, (1,)), 0, index,
+                                      G.reshape(source, (-1,)), reduce, include_self), ())
+    d = _norm("index_reduce", dim, input.ndim)
+    src_shape = source._data.shape if source.ndim else (1,)
+    if len(src_shape) != input.ndim or src_shape[d] != i.size:
+        raise EmberIndexError(f"index_reduce(): source {list(source._data.shape)} must have "
+                              f"self's dimensions {list(input._data.shape)} with index.numel() "
+                              f"= {i.size} entries along dim {d}")
+    view = [1] * input.ndim
+    view[d] = i.size
+    full = np.broadcast_to(i.reshape(view).astype(np.int64), src_shape)
+    return G.scatter_reduce(input, d, Tensor._make(np.ascontiguousarray(full)),
+                            G.reshape(source, src_shape), reduce, include_self=include_self)
+
+
 # every composite raises ember's errors naming it (ember.errors.public)
 for _n, _f in list(globals().items()):
     if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:

@@ -400,3 +400,23 @@ def test_take_put_scatters_and_block_diag():
     b = ember.block_diag(_t(np.ones((1, 2))), _t(np.array(2.0)))
     assert b.tolist() == [[1, 1, 0], [0, 0, 2]]
     assert ember.nonzero_static(x, size=7).shape == (7, 2)
+
+
+def test_index_helpers_match_torch():
+    torch = pytest.importorskip("torch")
+    assert ember.broadcast_shapes((3, 1), (4,), 1) == torch.broadcast_shapes((3, 1), (4,), 1)
+    with pytest.raises(EmberError, match="broadcast_shapes"):
+        ember.broadcast_shapes((3,), (4,))
+    for args in [(3, 4, 1), (4, 3, -1), (0, 2)]:
+        assert ember.triu_indices(*args).tolist() == torch.triu_indices(*args).tolist()
+        assert ember.tril_indices(*args).tolist() == torch.tril_indices(*args).tolist()
+    got = ember.unravel_index(ember.tensor([5, 7, -1]), (2, 4))
+    want = torch.unravel_index(torch.tensor([5, 7, -1]), (2, 4))
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    x = ember.zeros(2, 2)
+    x.put_(ember.tensor([3]), ember.tensor([1.0]))
+    assert x.tolist() == [[0.0, 0.0], [0.0, 1.0]]
+    y = ember.zeros(3, 2)
+    out = y.index_reduce(0, ember.tensor([0, 0, 2]), ember.ones(3, 2) * 2, "prod",
+                         include_self=False)
+    assert out.tolist() == [[4.0, 4.0], [0.0, 0.0], [2.0, 2.0]]
