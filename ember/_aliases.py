@@ -1,5 +1,7 @@
 """torch's alternative names of pointwise ops (``torch.arcsin`` is ``torch.asin``, ...): the same
-spec op as a function, a Tensor method and, where the op has one, an in-place method."""
+spec op as a function, a Tensor method and, where the op has one, an in-place method; and the
+front ends returning torch's named results (``frexp``)."""
+from ember import return_types as R
 from ember.autograd import _generated as G
 from ember.errors import public
 
@@ -11,6 +13,12 @@ ALIASES = {
 }
 
 
+def frexp(input):
+    """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent``, |mantissa| in [0.5, 1),
+    as ``return_types.frexp``."""
+    return R.frexp(*G.frexp(input))
+
+
 def install(namespace, tensor_cls):
     """Add the aliases to ``namespace`` (ember's globals) and to ``tensor_cls`` where missing."""
     for alias, target in ALIASES.items():
@@ -20,3 +28,5 @@ def install(namespace, tensor_cls):
             setattr(tensor_cls, alias, getattr(tensor_cls, target))
         if not hasattr(tensor_cls, alias + "_") and hasattr(tensor_cls, target + "_"):
             setattr(tensor_cls, alias + "_", getattr(tensor_cls, target + "_"))
+    namespace["frexp"] = public(frexp)
+    tensor_cls.frexp = public(frexp, "frexp")

@@ -25,3 +25,6 @@ _LINALG = (slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh,
 for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:
     _t.__module__ = "ember.return_types"
 del _t
+# special functions (issue 12)
+frexp = namedtuple("frexp", ["mantissa", "exponent"])
+frexp.__module__ = "ember.return_types"

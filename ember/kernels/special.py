@@ -71,11 +71,11 @@ def _binary(compute):
     return kernel
 
 
-def _require_float(op, *xs):
+def _require_float(*xs):
     for x in xs:
         dt = np.asarray(x).dtype if not isinstance(x, (int, float)) else None
         if dt is not None and dt.kind not in "fc":
-            raise KernelError(f"{op} is not implemented for {dt} tensors (floating point only)")
+            raise KernelError(f"not implemented for {dt} tensors (floating point only)")
 
 
 def _scipy_unary(name):
@@ -176,22 +176,22 @@ zeta = _binary(_zeta)
 copysign = _binary(np.copysign)
 
 
-def _float_binary(op, fn):
+def _float_binary(fn):
     inner = _binary(fn)
 
     def kernel(a, b):
-        _require_float(op, a, b)
+        _require_float(a, b)
         return inner(a, b)
     return kernel
 
 
-hypot = _float_binary("hypot", np.hypot)
-logaddexp = _float_binary("logaddexp", np.logaddexp)
-logaddexp2 = _float_binary("logaddexp2", np.logaddexp2)
+hypot = _float_binary(np.hypot)
+logaddexp = _float_binary(np.logaddexp)
+logaddexp2 = _float_binary(np.logaddexp2)
 
 
 def nextafter(a, b):
-    _require_float("nextafter", a, b)
+    _require_float(a, b)
     a, b = promote(a, b)
     return np.asarray(np.nextafter(a, b), dtype=np.result_type(a, b))
 
@@ -221,7 +221,7 @@ def signbit(a):
 
 
 def frexp(a):
-    _require_float("frexp", a)
+    _require_float(a)
     m, e = np.frexp(a)
     return np.asarray(m), np.asarray(e).astype(np.int32)
 
@@ -368,29 +368,29 @@ asinh = _unary(np.arcsinh)
 atanh = _unary(np.arctanh)
 
 
-def _fminmax(op, fn):
+def _fminmax(fn):
     def kernel(a, b):
         a, b = promote(a, b)
         return np.asarray(fn(a, b))
     return kernel
 
 
-fmax = _fminmax("fmax", np.fmax)
-fmin = _fminmax("fmin", np.fmin)
+fmax = _fminmax(np.fmax)
+fmin = _fminmax(np.fmin)
 
 
-def _integer_binary(op, fn):
+def _integer_binary(fn):
     def kernel(a, b):
         a, b = promote(a, b)
         dt = np.asarray(a).dtype
         if dt.kind not in "iu":
-            raise KernelError(f"{op} is not implemented for {dt} tensors (integer tensors only)")
+            raise KernelError(f"not implemented for {dt} tensors (integer tensors only)")
         return np.asarray(fn(a, b), dtype=dt)
     return kernel
 
 
-gcd = _integer_binary("gcd", np.gcd)
-lcm = _integer_binary("lcm", np.lcm)
+gcd = _integer_binary(np.gcd)
+lcm = _integer_binary(np.lcm)
 
 
 def isposinf(a):
@@ -401,12 +401,12 @@ def isneginf(a):
     return np.asarray(np.isneginf(a)) if a.dtype.kind == "f" else np.zeros(a.shape, dtype=bool)
 
 
-def _shift(op, left):
+def _shift(left):
     def kernel(a, b):
         dt = result_type(a, b)
         a, b = np.asarray(a, dtype=dt), np.asarray(b, dtype=dt)
         if a.dtype.kind not in "iu":
-            raise KernelError(f"{op} is not implemented for {a.dtype} tensors (integer tensors only)")
+            raise KernelError(f"not implemented for {a.dtype} tensors (integer tensors only)")
         bits = a.dtype.itemsize * 8
         out_of_range = (b < 0) | (b >= bits)
         safe = np.where(out_of_range, 0, b).astype(a.dtype)
@@ -419,5 +419,5 @@ def _shift(op, left):
     return kernel
 
 
-bitwise_left_shift = _shift("bitwise_left_shift", True)
-bitwise_right_shift = _shift("bitwise_right_shift", False)
+bitwise_left_shift = _shift(True)
+bitwise_right_shift = _shift(False)

@@ -417,3 +417,11 @@ def test_bessel_accuracy_against_mpmath():
         want = np.array([float(mp(order, v)) for v in x])
         got = getattr(S, name)(ember.from_numpy(x.copy()))._data
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-15, err_msg=name)
+
+
+def test_frexp_returns_named_result():
+    r = ember.frexp(ember.tensor([8.0, 0.3, -0.0]))
+    t = torch.frexp(torch.tensor([8.0, 0.3, -0.0]))
+    assert type(r).__name__ == "frexp" and r._fields == ("mantissa", "exponent")
+    _check(r.mantissa, t.mantissa, np.float32)
+    _check(ember.tensor([3.0]).frexp().exponent, torch.tensor([3.0]).frexp().exponent, None)
