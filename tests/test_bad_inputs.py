@@ -426,6 +426,9 @@ _LAYER_ARGS = {
     "ConstantPad1d": (1, 0.0), "ConstantPad2d": (1, 0.0), "ZeroPad1d": (1,), "ZeroPad2d": (1,),
     "ReflectionPad1d": (1,), "ReflectionPad2d": (1,), "ReplicationPad1d": (1,),
     "ReplicationPad2d": (1,), "CircularPad1d": (1,), "CircularPad2d": (1,),
+    "Conv3d": (2, 3, 3), "ConvTranspose3d": (2, 3, 3), "MaxPool3d": (2,), "AvgPool3d": (2,),
+    "AdaptiveAvgPool3d": (2,), "AdaptiveMaxPool3d": (2,), "LPPool1d": (2.0, 2),
+    "LPPool3d": (2.0, 2),
 }
 # containers (they run the user's modules), abstract bases, and LazyLinear (UnsupportedError)
 _NOT_LAYERS = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",

@@ -4,6 +4,7 @@
 import builtins as _builtins
 
 from ember.kernels import conv as _k_conv
+from ember.kernels import conv3d as _k_conv3d
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
 from ember.kernels import index as _k_index
@@ -12,6 +13,7 @@ from ember.kernels import linalg as _k_linalg
 from ember.kernels import linalg_decomp as _k_linalg_decomp
 from ember.kernels import nn as _k_nn
 from ember.kernels import pool as _k_pool
+from ember.kernels import pool3d as _k_pool3d
 from ember.kernels import reduce as _k_reduce
 from ember.kernels import rnn as _k_rnn
 from ember.kernels import shape as _k_shape
@@ -3495,6 +3497,390 @@ class InterpolateNdBackwardBackward0(Node):
             g0 = interpolate_nd(grad, output_size, mode, align_corners, scales)
         return (g0, )
 
+class Conv3dBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'input_shape', 'padding', 'stride', 'weight', 'input', 'weight_shape')
+    _saved = ('weight', 'input')
+    _op_name = 'conv3d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        input, weight, bias, = tensors
+        stride, padding, dilation, groups, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.input_shape = _shape(input) if needs[0] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.input = _save(input, 'input') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        input_shape = ctx.input_shape
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        input = unpack(ctx.input, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = conv3d_input_grad(grad, weight, input_shape, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv3d_weight_grad(grad, input, weight_shape, stride, padding, dilation, groups)
+        if needs[2]:
+            g2 = _F.conv_bias_grad(grad)
+        return (g0, g1, g2, )
+
+class Conv3dInputGradBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'padding', 'stride', 'weight', 'grad_output', 'weight_shape')
+    _saved = ('weight', 'grad_output')
+    _op_name = 'conv3d_input_grad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, weight, = tensors
+        input_shape, stride, padding, dilation, groups, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        grad_output = unpack(ctx.grad_output, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = conv3d(grad, weight, None, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv3d_weight_grad(grad_output, grad, weight_shape, stride, padding, dilation, groups)
+        return (g0, g1, )
+
+class Conv3dWeightGradBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'input', 'padding', 'stride', 'grad_output', 'input_shape')
+    _saved = ('input', 'grad_output')
+    _op_name = 'conv3d_weight_grad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, input, = tensors
+        weight_shape, stride, padding, dilation, groups, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.input = _save(input, 'input') if needs[0] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.input_shape = _shape(input) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        input = unpack(ctx.input, ctx)
+        padding = ctx.padding
+        stride = ctx.stride
+        grad_output = unpack(ctx.grad_output, ctx)
+        input_shape = ctx.input_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = conv3d(input, grad, None, stride, padding, dilation, groups)
+        if needs[1]:
+            g1 = conv3d_input_grad(grad_output, grad, input_shape, stride, padding, dilation, groups)
+        return (g0, g1, )
+
+class ConvTranspose3dBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'input_shape', 'output_padding', 'padding', 'stride', 'weight', 'input', 'weight_shape')
+    _saved = ('weight', 'input')
+    _op_name = 'conv_transpose3d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        input, weight, bias, = tensors
+        stride, padding, output_padding, groups, dilation, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.input_shape = _shape(input) if needs[0] else None
+        ctx.output_padding = output_padding if needs[0] or needs[1] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.input = _save(input, 'input') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        input_shape = ctx.input_shape
+        output_padding = ctx.output_padding
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        input = unpack(ctx.input, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = conv_transpose3d_input_grad(grad, weight, input_shape, stride, padding, output_padding, groups, dilation)
+        if needs[1]:
+            g1 = conv_transpose3d_weight_grad(grad, input, weight_shape, stride, padding, output_padding, groups, dilation)
+        if needs[2]:
+            g2 = _F.conv_bias_grad(grad)
+        return (g0, g1, g2, )
+
+class ConvTranspose3dInputGradBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'output_padding', 'padding', 'stride', 'weight', 'grad_output', 'weight_shape')
+    _saved = ('weight', 'grad_output')
+    _op_name = 'conv_transpose3d_input_grad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, weight, = tensors
+        input_shape, stride, padding, output_padding, groups, dilation, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.output_padding = output_padding if needs[0] or needs[1] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.weight_shape = _shape(weight) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        output_padding = ctx.output_padding
+        padding = ctx.padding
+        stride = ctx.stride
+        weight = unpack(ctx.weight, ctx)
+        grad_output = unpack(ctx.grad_output, ctx)
+        weight_shape = ctx.weight_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = conv_transpose3d(grad, weight, None, stride, padding, output_padding, groups, dilation)
+        if needs[1]:
+            g1 = conv_transpose3d_weight_grad(grad_output, grad, weight_shape, stride, padding, output_padding, groups, dilation)
+        return (g0, g1, )
+
+class ConvTranspose3dWeightGradBackward0(Node):
+    __slots__ = ('dilation', 'groups', 'input', 'output_padding', 'padding', 'stride', 'grad_output', 'input_shape')
+    _saved = ('input', 'grad_output')
+    _op_name = 'conv_transpose3d_weight_grad'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, input, = tensors
+        weight_shape, stride, padding, output_padding, groups, dilation, = consts
+        ctx.dilation = dilation if needs[0] or needs[1] else None
+        ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.input = _save(input, 'input') if needs[0] else None
+        ctx.output_padding = output_padding if needs[0] or needs[1] else None
+        ctx.padding = padding if needs[0] or needs[1] else None
+        ctx.stride = stride if needs[0] or needs[1] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] else None
+        ctx.input_shape = _shape(input) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dilation = ctx.dilation
+        groups = ctx.groups
+        input = unpack(ctx.input, ctx)
+        output_padding = ctx.output_padding
+        padding = ctx.padding
+        stride = ctx.stride
+        grad_output = unpack(ctx.grad_output, ctx)
+        input_shape = ctx.input_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = conv_transpose3d(input, grad, None, stride, padding, output_padding, groups, dilation)
+        if needs[1]:
+            g1 = conv_transpose3d_input_grad(grad_output, grad, input_shape, stride, padding, output_padding, groups, dilation)
+        return (g0, g1, )
+
+class MaxPool3dWithIndicesBackward0(Node):
+    __slots__ = ('indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'max_pool3d_with_indices'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        kernel_size, stride, padding, dilation, ceil_mode, = consts
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = max_pool3d_backward(grads[0], indices, self__shape)
+        return (g0, )
+
+class MaxPool3dBackwardBackward0(Node):
+    __slots__ = ('indices',)
+    _saved = ('indices',)
+    _op_name = 'max_pool3d_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, indices, = tensors
+        input_shape, = consts
+        ctx.indices = _save(indices, 'indices') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.pool_gather(grad, indices)
+        return (g0, g1, )
+
+class AvgPool3dBackward0(Node):
+    __slots__ = ('ceil_mode', 'count_include_pad', 'divisor_override', 'kernel_size', 'padding', 'self__shape', 'stride')
+    _saved = ()
+    _op_name = 'avg_pool3d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, = consts
+        ctx.ceil_mode = ceil_mode if needs[0] else None
+        ctx.count_include_pad = count_include_pad if needs[0] else None
+        ctx.divisor_override = divisor_override if needs[0] else None
+        ctx.kernel_size = kernel_size if needs[0] else None
+        ctx.padding = padding if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+        ctx.stride = stride if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        ceil_mode = ctx.ceil_mode
+        count_include_pad = ctx.count_include_pad
+        divisor_override = ctx.divisor_override
+        kernel_size = ctx.kernel_size
+        padding = ctx.padding
+        self__shape = ctx.self__shape
+        stride = ctx.stride
+        g0 = None
+        if needs[0]:
+            g0 = avg_pool3d_backward(grad, self__shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return (g0, )
+
+class AvgPool3dBackwardBackward0(Node):
+    __slots__ = ('ceil_mode', 'count_include_pad', 'divisor_override', 'kernel_size', 'padding', 'stride')
+    _saved = ()
+    _op_name = 'avg_pool3d_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, = tensors
+        input_shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, = consts
+        ctx.ceil_mode = ceil_mode if needs[0] else None
+        ctx.count_include_pad = count_include_pad if needs[0] else None
+        ctx.divisor_override = divisor_override if needs[0] else None
+        ctx.kernel_size = kernel_size if needs[0] else None
+        ctx.padding = padding if needs[0] else None
+        ctx.stride = stride if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        ceil_mode = ctx.ceil_mode
+        count_include_pad = ctx.count_include_pad
+        divisor_override = ctx.divisor_override
+        kernel_size = ctx.kernel_size
+        padding = ctx.padding
+        stride = ctx.stride
+        g0 = None
+        if needs[0]:
+            g0 = avg_pool3d(grad, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override)
+        return (g0, )
+
+class AdaptiveAvgPool3dBackward0(Node):
+    __slots__ = ('self__shape',)
+    _saved = ()
+    _op_name = 'adaptive_avg_pool3d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        output_size, = consts
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = adaptive_avg_pool3d_backward(grad, self__shape)
+        return (g0, )
+
+class AdaptiveAvgPool3dBackwardBackward0(Node):
+    __slots__ = ('grad_output_shape',)
+    _saved = ()
+    _op_name = 'adaptive_avg_pool3d_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, = tensors
+        input_shape, = consts
+        ctx.grad_output_shape = _shape(grad_output) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        grad_output_shape = ctx.grad_output_shape
+        g0 = None
+        if needs[0]:
+            g0 = adaptive_avg_pool3d(grad, grad_output_shape[2:])
+        return (g0, )
+
+class AdaptiveMaxPool3dBackward0(Node):
+    __slots__ = ('indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'adaptive_max_pool3d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        output_size, = consts
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = max_pool3d_backward(grads[0], indices, self__shape)
+        return (g0, )
+
 class ErfcBackward0(Node):
     __slots__ = ('self_',)
     _saved = ('self_',)
@@ -4658,6 +5044,29 @@ class LinalgCholeskyBackward0(Node):
             g0 = _F.linalg_cholesky_grad(grad, result, upper)
         return (g0, )
 
+class CholeskySolveBackward0(Node):
+    __slots__ = ('input2', 'result', 'self_', 'upper')
+    _saved = ('input2', 'result', 'self_')
+    _op_name = 'cholesky_solve'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, input2, = tensors
+        upper, = consts
+        ctx.input2 = _save(input2, 'input2') if needs[0] or needs[1] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[1] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] or needs[1] else None
+        ctx.upper = upper if needs[0] or needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        input2 = unpack(ctx.input2, ctx)
+        result = unpack(ctx.result, ctx)
+        self_ = unpack(ctx.self_, ctx)
+        upper = ctx.upper
+        return tuple(_F.cholesky_solve_grads(grad, self_, input2, result, upper, needs))
+
 class LinalgCrossBackward0(Node):
     __slots__ = ('dim', 'other', 'self_')
     _saved = ('other', 'self_')
@@ -5377,6 +5786,45 @@ OPS['interpolate_nd'] = _op_interpolate_nd
 _op_interpolate_nd_backward = Op('interpolate_nd_backward', _k_interpolate.interpolate_backward, InterpolateNdBackwardBackward0, ('grad_output',), ('input_shape', 'output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
 OPS['interpolate_nd_backward'] = _op_interpolate_nd_backward
 
+_op_conv3d = Op('conv3d', _k_conv3d.conv3d_forward, Conv3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), saves_self=True)
+OPS['conv3d'] = _op_conv3d
+
+_op_conv3d_input_grad = Op('conv3d_input_grad', _k_conv3d.conv3d_input_grad, Conv3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
+OPS['conv3d_input_grad'] = _op_conv3d_input_grad
+
+_op_conv3d_weight_grad = Op('conv3d_weight_grad', _k_conv3d.conv3d_weight_grad, Conv3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
+OPS['conv3d_weight_grad'] = _op_conv3d_weight_grad
+
+_op_conv_transpose3d = Op('conv_transpose3d', _k_conv3d.conv_transpose3d_forward, ConvTranspose3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+OPS['conv_transpose3d'] = _op_conv_transpose3d
+
+_op_conv_transpose3d_input_grad = Op('conv_transpose3d_input_grad', _k_conv3d.conv_transpose3d_input_grad, ConvTranspose3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+OPS['conv_transpose3d_input_grad'] = _op_conv_transpose3d_input_grad
+
+_op_conv_transpose3d_weight_grad = Op('conv_transpose3d_weight_grad', _k_conv3d.conv_transpose3d_weight_grad, ConvTranspose3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+OPS['conv_transpose3d_weight_grad'] = _op_conv_transpose3d_weight_grad
+
+_op_max_pool3d_with_indices = Op('max_pool3d_with_indices', _k_pool3d.max_pool3d_forward, MaxPool3dWithIndicesBackward0, ('self',), ('kernel_size', 'stride', 'padding', 'dilation', 'ceil_mode'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['max_pool3d_with_indices'] = _op_max_pool3d_with_indices
+
+_op_max_pool3d_backward = Op('max_pool3d_backward', _k_pool3d.max_pool3d_backward, MaxPool3dBackwardBackward0, ('grad_output', 'indices'), ('input_shape',), saves_self=False)
+OPS['max_pool3d_backward'] = _op_max_pool3d_backward
+
+_op_avg_pool3d = Op('avg_pool3d', _k_pool3d.avg_pool3d_forward, AvgPool3dBackward0, ('self',), ('kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override'), saves_self=False)
+OPS['avg_pool3d'] = _op_avg_pool3d
+
+_op_avg_pool3d_backward = Op('avg_pool3d_backward', _k_pool3d.avg_pool3d_backward, AvgPool3dBackwardBackward0, ('grad_output',), ('input_shape', 'kernel_size', 'stride', 'padding', 'ceil_mode', 'count_include_pad', 'divisor_override'), saves_self=False)
+OPS['avg_pool3d_backward'] = _op_avg_pool3d_backward
+
+_op_adaptive_avg_pool3d = Op('adaptive_avg_pool3d', _k_pool3d.adaptive_avg_pool3d_forward, AdaptiveAvgPool3dBackward0, ('self',), ('output_size',), saves_self=False)
+OPS['adaptive_avg_pool3d'] = _op_adaptive_avg_pool3d
+
+_op_adaptive_avg_pool3d_backward = Op('adaptive_avg_pool3d_backward', _k_pool3d.adaptive_avg_pool3d_backward, AdaptiveAvgPool3dBackwardBackward0, ('grad_output',), ('input_shape',), saves_self=False)
+OPS['adaptive_avg_pool3d_backward'] = _op_adaptive_avg_pool3d_backward
+
+_op_adaptive_max_pool3d = Op('adaptive_max_pool3d', _k_pool3d.adaptive_max_pool3d_forward, AdaptiveMaxPool3dBackward0, ('self',), ('output_size',), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['adaptive_max_pool3d'] = _op_adaptive_max_pool3d
+
 _op_erfc = Op('erfc', _k_special.erfc, ErfcBackward0, ('self',), (), saves_self=True)
 OPS['erfc'] = _op_erfc
 
@@ -5634,6 +6082,9 @@ OPS['linalg_solve_triangular'] = _op_linalg_solve_triangular
 
 _op_linalg_cholesky = Op('linalg_cholesky', _k_linalg_decomp.cholesky, LinalgCholeskyBackward0, ('A',), ('upper',), saves_self=False)
 OPS['linalg_cholesky'] = _op_linalg_cholesky
+
+_op_cholesky_solve = Op('cholesky_solve', _k_linalg_decomp.cholesky_solve, CholeskySolveBackward0, ('self', 'input2'), ('upper',), saves_self=True)
+OPS['cholesky_solve'] = _op_cholesky_solve
 
 _op_linalg_cross = Op('linalg_cross', _k_linalg_decomp.cross, LinalgCrossBackward0, ('self', 'other'), ('dim',), saves_self=True)
 OPS['linalg_cross'] = _op_linalg_cross
@@ -6694,6 +7145,58 @@ def affine_grid_generator(theta, size, align_corners):
     """affine_grid_generator (see torch.affine_grid_generator)."""
     return _c_nn_composites.affine_grid_generator(theta, size, align_corners)
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """conv3d (see torch.conv3d)."""
+    return dispatch(_op_conv3d, (input, weight, bias, ), (stride, padding, dilation, groups, ))
+
+def conv3d_input_grad(grad_output, weight, input_shape, stride=1, padding=0, dilation=1, groups=1):
+    """conv3d_input_grad (see torch.conv3d_input_grad)."""
+    return dispatch(_op_conv3d_input_grad, (grad_output, weight, ), (input_shape, stride, padding, dilation, groups, ))
+
+def conv3d_weight_grad(grad_output, input, weight_shape, stride=1, padding=0, dilation=1, groups=1):
+    """conv3d_weight_grad (see torch.conv3d_weight_grad)."""
+    return dispatch(_op_conv3d_weight_grad, (grad_output, input, ), (weight_shape, stride, padding, dilation, groups, ))
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose3d (see torch.conv_transpose3d)."""
+    return dispatch(_op_conv_transpose3d, (input, weight, bias, ), (stride, padding, output_padding, groups, dilation, ))
+
+def conv_transpose3d_input_grad(grad_output, weight, input_shape, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose3d_input_grad (see torch.conv_transpose3d_input_grad)."""
+    return dispatch(_op_conv_transpose3d_input_grad, (grad_output, weight, ), (input_shape, stride, padding, output_padding, groups, dilation, ))
+
+def conv_transpose3d_weight_grad(grad_output, input, weight_shape, stride=1, padding=0, output_padding=0, groups=1, dilation=1):
+    """conv_transpose3d_weight_grad (see torch.conv_transpose3d_weight_grad)."""
+    return dispatch(_op_conv_transpose3d_weight_grad, (grad_output, input, ), (weight_shape, stride, padding, output_padding, groups, dilation, ))
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    """max_pool3d_with_indices (see torch.max_pool3d_with_indices)."""
+    return dispatch(_op_max_pool3d_with_indices, (input, ), (kernel_size, stride, padding, dilation, ceil_mode, ))
+
+def max_pool3d_backward(grad_output, indices, input_shape):
+    """max_pool3d_backward (see torch.max_pool3d_backward)."""
+    return dispatch(_op_max_pool3d_backward, (grad_output, indices, ), (input_shape, ))
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """avg_pool3d (see torch.avg_pool3d)."""
+    return dispatch(_op_avg_pool3d, (input, ), (kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, ))
+
+def avg_pool3d_backward(grad_output, input_shape, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True, divisor_override=None):
+    """avg_pool3d_backward (see torch.avg_pool3d_backward)."""
+    return dispatch(_op_avg_pool3d_backward, (grad_output, ), (input_shape, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override, ))
+
+def adaptive_avg_pool3d(input, output_size):
+    """adaptive_avg_pool3d (see torch.adaptive_avg_pool3d)."""
+    return dispatch(_op_adaptive_avg_pool3d, (input, ), (output_size, ))
+
+def adaptive_avg_pool3d_backward(grad_output, input_shape):
+    """adaptive_avg_pool3d_backward (see torch.adaptive_avg_pool3d_backward)."""
+    return dispatch(_op_adaptive_avg_pool3d_backward, (grad_output, ), (input_shape, ))
+
+def adaptive_max_pool3d(input, output_size):
+    """adaptive_max_pool3d (see torch.adaptive_max_pool3d)."""
+    return dispatch(_op_adaptive_max_pool3d, (input, ), (output_size, ))
+
 def erfc(input):
     """erfc (see torch.erfc)."""
     return dispatch(_op_erfc, (input, ), ())
@@ -7453,7 +7956,7 @@ def cholesky(input, upper=False):
 
 def cholesky_solve(input, input2, upper=False):
     """cholesky_solve (see torch.cholesky_solve)."""
-    return _c_linalg_composites.cholesky_solve(input, input2, upper)
+    return dispatch(_op_cholesky_solve, (input, input2, ), (upper, ))
 
 def linalg_cross(input, other, *, dim=-1):
     """linalg_cross (see torch.linalg_cross)."""
@@ -7808,6 +8311,19 @@ TENSOR_METHODS = {
     'interpolate_nd_backward': interpolate_nd_backward,
     'grid_sampler': grid_sampler,
     'affine_grid_generator': affine_grid_generator,
+    'conv3d': conv3d,
+    'conv3d_input_grad': conv3d_input_grad,
+    'conv3d_weight_grad': conv3d_weight_grad,
+    'conv_transpose3d': conv_transpose3d,
+    'conv_transpose3d_input_grad': conv_transpose3d_input_grad,
+    'conv_transpose3d_weight_grad': conv_transpose3d_weight_grad,
+    'max_pool3d_with_indices': max_pool3d_with_indices,
+    'max_pool3d_backward': max_pool3d_backward,
+    'avg_pool3d': avg_pool3d,
+    'avg_pool3d_backward': avg_pool3d_backward,
+    'adaptive_avg_pool3d': adaptive_avg_pool3d,
+    'adaptive_avg_pool3d_backward': adaptive_avg_pool3d_backward,
+    'adaptive_max_pool3d': adaptive_max_pool3d,
     'erfc': erfc,
     'erfc_': erfc_,
     'erfinv': erfinv,

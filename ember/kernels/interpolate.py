@@ -101,17 +101,12 @@ def _tables(shape, output_size, mode, align_corners, scales, dtype):
             for i, o, s in zip(shape[2:], output_size, sc)]
 
 
-def interpolate_forward(x, output_size, mode, align_corners, scales):
-    """Resample the spatial axes of x to ``output_size``. Raises KernelError."""
-    output_size = tuple(int(o) for o in output_size)
-    _check("interpolate", x.shape, output_size, mode, scales)
-    if mode not in ("nearest", "nearest-exact") and x.dtype.kind != "f":
-        raise KernelError(f"mode {mode!r} needs a floating-point input, got {x.dtype}")
-    dt = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+def apply_tables(x, tables):
+    """Resample axes 2.. of x by per-axis tap tables [(index (out, k), weight (out, k))]."""
     y = x
-    for ax, (idx, w) in enumerate(_tables(x.shape, output_size, mode, align_corners, scales, dt)):
+    for ax, (idx, w) in enumerate(tables):
         axis = 2 + ax
-        if idx.shape[1] == 1:
+        if idx.shape[1] == 1 and np.all(w == 1):
             y = np.take(y, idx[:, 0], axis=axis)
             continue
         bshape = [1] * y.ndim
@@ -124,6 +119,31 @@ def interpolate_forward(x, output_size, mode, align_corners, scales):
     return np.ascontiguousarray(y)
 
 
+def apply_tables_adjoint(g, tables, input_shape):
+    """The adjoint of apply_tables: g (N, C, *out) -> (input_shape)."""
+    for ax in reversed(range(len(tables))):
+        idx, w = tables[ax]
+        axis = 2 + ax
+        moved = np.moveaxis(g, axis, -1)
+        lead = moved.shape[:-1]
+        flat = moved.reshape(-1, moved.shape[-1])
+        out = np.zeros((flat.shape[0], input_shape[axis]), g.dtype)
+        for k in range(idx.shape[1]):
+            np.add.at(out.T, idx[:, k], (flat * w[:, k]).T)
+        g = np.moveaxis(out.reshape(lead + (input_shape[axis],)), -1, axis)
+    return np.ascontiguousarray(g)
+
+
+def interpolate_forward(x, output_size, mode, align_corners, scales):
+    """Resample the spatial axes of x to ``output_size``. Raises KernelError."""
+    output_size = tuple(int(o) for o in output_size)
+    _check("interpolate", x.shape, output_size, mode, scales)
+    if mode not in ("nearest", "nearest-exact") and x.dtype.kind != "f":
+        raise KernelError(f"mode {mode!r} needs a floating-point input, got {x.dtype}")
+    dt = x.dtype if x.dtype.kind == "f" else np.dtype(np.float64)
+    return apply_tables(x, _tables(x.shape, output_size, mode, align_corners, scales, dt))
+
+
 def interpolate_backward(gy, input_shape, output_size, mode, align_corners, scales):
     """Gradient of interpolate_forward for an input of ``input_shape``. Raises KernelError."""
     input_shape = tuple(int(s) for s in input_shape)
@@ -133,18 +153,7 @@ def interpolate_backward(gy, input_shape, output_size, mode, align_corners, scal
         raise KernelError(f"grad_output of shape {tuple(gy.shape)} does not match input "
                           f"{input_shape} resampled to {list(output_size)}")
     tables = _tables(input_shape, output_size, mode, align_corners, scales, gy.dtype)
-    g = gy
-    for ax in reversed(range(len(output_size))):
-        idx, w = tables[ax]
-        axis = 2 + ax
-        moved = np.moveaxis(g, axis, -1)
-        lead = moved.shape[:-1]
-        flat = moved.reshape(-1, moved.shape[-1])
-        out = np.zeros((flat.shape[0], input_shape[axis]), gy.dtype)
-        for k in range(idx.shape[1]):
-            np.add.at(out.T, idx[:, k], (flat * w[:, k]).T)
-        g = np.moveaxis(out.reshape(lead + (input_shape[axis],)), -1, axis)
-    return np.ascontiguousarray(g)
+    return apply_tables_adjoint(gy, tables, input_shape)
 
 
 def output_size_from_scale(spatial, scale_factors):

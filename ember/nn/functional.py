@@ -157,6 +157,38 @@ def conv_transpose1d(input, weight, bias=None, stride=1, padding=0, output_paddi
     return G.squeeze(y, 0) if unb else y
 
 
+def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """3-d convolution (cross-correlation) over (N, C, D, H, W) or (C, D, H, W) input.
+
+    ``padding`` is an int, 3 ints, 'same' or 'valid'.
+    """
+    x, unb = _batched(input, 3, "conv3d")
+    stride = _ntuple(stride, 3, "stride")
+    dilation = _ntuple(dilation, 3, "dilation")
+    if isinstance(padding, str):
+        if padding == "valid":
+            pad = (0, 0, 0)
+        elif padding == "same":
+            pads = _same_padding("conv3d", weight.shape[2:], dilation, stride)
+            pad = tuple(q for lo_hi in pads for q in lo_hi)
+        else:
+            raise EmberValueError(f"Invalid padding string {padding!r}, should be one of "
+                                  "{'valid', 'same'}")
+    else:
+        pad = _ntuple(padding, 3, "padding")
+    y = G.conv3d(x, weight, bias, stride, pad, dilation, groups)
+    return G.squeeze(y, 0) if unb else y
+
+
+def conv_transpose3d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """3-d transposed convolution over (N, C, D, H, W) or (C, D, H, W) input."""
+    x, unb = _batched(input, 3, "conv_transpose3d")
+    y = G.conv_transpose3d(x, weight, bias, _ntuple(stride, 3), _ntuple(padding, 3),
+                           _ntuple(output_padding, 3), groups, _ntuple(dilation, 3))
+    return G.squeeze(y, 0) if unb else y
+
+
 # ---------------------------------------------------------------------------- pooling
 def _stride(stride, kernel_size, n):
     if stride is None or (not isinstance(stride, int) and len(stride) == 0):
@@ -175,7 +207,10 @@ def max_pool2d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode
     return (y, idx) if return_indices else y
 
 
-max_pool2d_with_indices = max_pool2d
+def max_pool2d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """(output, indices) of max_pool2d, as torch's max_pool2d_with_indices."""
+    return max_pool2d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
 
 
 def max_pool1d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
@@ -258,6 +293,80 @@ def lp_pool2d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
     kh, kw = _ntuple(kernel_size, 2)
     out = avg_pool2d(G.pow(input, norm_type), (kh, kw), stride, 0, ceil_mode)
     return G.pow(G.mul(G.mul(G.sign(out), relu(G.abs(out))), kh * kw), 1.0 / norm_type)
+
+
+def lp_pool1d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """1-d power-average pooling: (sum over the window of x**p) ** (1/p)."""
+    (k,) = _ntuple(kernel_size, 1)
+    out = avg_pool1d(G.pow(input, norm_type), k, stride, 0, ceil_mode)
+    return G.pow(G.mul(G.mul(G.sign(out), relu(G.abs(out))), k), 1.0 / norm_type)
+
+
+def lp_pool3d(input, norm_type, kernel_size, stride=None, ceil_mode=False):
+    """3-d power-average pooling: (sum over the window of x**p) ** (1/p)."""
+    kd, kh, kw = _ntuple(kernel_size, 3)
+    out = avg_pool3d(G.pow(input, norm_type), (kd, kh, kw), stride, 0, ceil_mode)
+    return G.pow(G.mul(G.mul(G.sign(out), relu(G.abs(out))), kd * kh * kw), 1.0 / norm_type)
+
+
+def max_pool3d(input, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False,
+               return_indices=False):
+    """3-d max pooling; with ``return_indices`` also the flat D*H*W argmax of each window."""
+    x, unb = _batched(input, 3, "max_pool3d")
+    y, idx = G.max_pool3d_with_indices(x, _ntuple(kernel_size, 3), _stride(stride, kernel_size, 3),
+                                       _ntuple(padding, 3), _ntuple(dilation, 3), ceil_mode)
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+def max_pool3d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """(output, indices) of max_pool3d, as torch's max_pool3d_with_indices."""
+    return max_pool3d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def max_pool1d_with_indices(input, kernel_size, stride=None, padding=0, dilation=1,
+                            ceil_mode=False, return_indices=False):
+    """(output, indices) of max_pool1d, as torch's max_pool1d_with_indices."""
+    return max_pool1d(input, kernel_size, stride, padding, dilation, ceil_mode, True)
+
+
+def avg_pool3d(input, kernel_size, stride=None, padding=0, ceil_mode=False,
+               count_include_pad=True, divisor_override=None):
+    """3-d average pooling over (N, C, D, H, W) or (C, D, H, W)."""
+    x, unb = _batched(input, 3, "avg_pool3d")
+    y = G.avg_pool3d(x, _ntuple(kernel_size, 3), _stride(stride, kernel_size, 3),
+                     _ntuple(padding, 3), ceil_mode, count_include_pad, divisor_override)
+    return G.squeeze(y, 0) if unb else y
+
+
+def adaptive_avg_pool3d(input, output_size):
+    """Average pooling to ``output_size`` (an int or 3; None keeps that input size)."""
+    x, unb = _batched(input, 3, "adaptive_avg_pool3d")
+    y = G.adaptive_avg_pool3d(x, _adaptive_size(output_size, 3))
+    return G.squeeze(y, 0) if unb else y
+
+
+def adaptive_max_pool3d(input, output_size, return_indices=False):
+    """Max pooling to ``output_size``; with ``return_indices`` also the argmax indices."""
+    x, unb = _batched(input, 3, "adaptive_max_pool3d")
+    y, idx = G.adaptive_max_pool3d(x, _adaptive_size(output_size, 3))
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+def adaptive_max_pool1d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool1d(input, output_size, True)
+
+
+def adaptive_max_pool2d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool2d(input, output_size, True)
+
+
+def adaptive_max_pool3d_with_indices(input, output_size, return_indices=False):
+    return adaptive_max_pool3d(input, output_size, True)
 
 
 # ---------------------------------------------------------------------------- normalisation

@@ -22,7 +22,8 @@ RANDOM = {"rand", "randn", "normal", "uniform_like", "normal_like", "bernoulli",
 SKIP_SAMPLE = {("unique", 4): "ONNX Unique merges NaNs; torch (and ember) keep each NaN apart"}
 # outputs kept per op (the others are internal workspaces, not exported)
 INTERNAL_OUTPUTS = {"lstm_step": (0, 1), "gru_step": (0,), "native_dropout": (0,),
-                    "adaptive_max_pool2d": (0,), "lstm_layer": (0, 1, 2)}
+                    "adaptive_max_pool2d": (0,), "lstm_layer": (0, 1, 2),
+                    "adaptive_max_pool3d": (0,)}
 # ops covered by model tests instead of spec samples (no samples, or step ops of RNN layers)
 NO_SAMPLES = sorted(op for op in REGISTERED if op not in CASES or not CASES[op].samples)
 

@@ -173,3 +173,59 @@ def test_grid_sample_exports_to_onnx():
         names = [i.name for i in sess.get_inputs()]
         out = sess.run(None, dict(zip(names, [x.numpy(), g.numpy()])))[0]
         np.testing.assert_allclose(out, fn(x, g).numpy(), atol=1e-5)
+
+
+# ---------------------------------------------------------------------------- 3-d conv / pool
+@pytest.mark.filterwarnings("ignore:Using padding=.same.")
+def test_conv3d_functional_forms_match_torch():
+    rng = np.random.default_rng(11)
+    w = rng.standard_normal((3, 2, 2, 3, 2))
+    for kw in (dict(padding="same", dilation=(1, 2, 1)), dict(padding="valid", stride=2),
+               dict(padding=(1, 0, 2), groups=1)):
+        _check(lambda x: F.conv3d(x, ember.tensor(w), **kw),
+               lambda x: TF.conv3d(x, torch.tensor(w), **kw), (2, 2, 4, 5, 4))
+    # unbatched, and a non-contiguous input
+    _check(lambda x: F.conv3d(x.transpose(1, 3), ember.tensor(w)),
+           lambda x: TF.conv3d(x.transpose(1, 3), torch.tensor(w)), (2, 4, 3, 2, 5))
+    wt = rng.standard_normal((2, 3, 3, 2, 2))
+    _check(lambda x: F.conv_transpose3d(x, ember.tensor(wt), stride=(2, 1, 3), padding=1,
+                                        output_padding=(1, 0, 2)),
+           lambda x: TF.conv_transpose3d(x, torch.tensor(wt), stride=(2, 1, 3), padding=1,
+                                         output_padding=(1, 0, 2)), (2, 3, 2, 3))
+    with pytest.raises(RuntimeError, match="channels"):
+        F.conv3d(ember.tensor(np.zeros((1, 3, 4, 4, 4))), ember.tensor(w))
+    with pytest.raises(RuntimeError, match="output padding"):
+        F.conv_transpose3d(ember.tensor(np.zeros((1, 2, 3, 3, 3))), ember.tensor(wt),
+                           output_padding=1)
+
+
+def test_pool3d_and_lp_pool_functional_forms_match_torch():
+    _check(lambda x: F.max_pool3d(x, (2, 3, 2), (1, 2, 1), (1, 1, 0), (2, 1, 1), True),
+           lambda x: TF.max_pool3d(x, (2, 3, 2), (1, 2, 1), (1, 1, 0), (2, 1, 1), True),
+           (2, 5, 6, 4))  # unbatched
+    _check(lambda x: F.avg_pool3d(x, 3, 2, 1, True, False),
+           lambda x: TF.avg_pool3d(x, 3, 2, 1, True, False), (1, 2, 6, 5, 7))
+    _check(lambda x: F.adaptive_avg_pool3d(x, (3, None, 2)),
+           lambda x: TF.adaptive_avg_pool3d(x, (3, None, 2)), (1, 2, 7, 3, 5))
+    _check(lambda x: F.adaptive_max_pool3d(x, 2), lambda x: TF.adaptive_max_pool3d(x, 2),
+           (1, 2, 5, 3, 4))
+    for p in (1.5, 2.0, 3.0):
+        _check(lambda x: F.lp_pool1d(F.relu(x), p, 3, 2), lambda x: TF.lp_pool1d(TF.relu(x), p,
+                                                                               3, 2), (2, 3, 9))
+        _check(lambda x: F.lp_pool3d(F.relu(x), p, (2, 1, 2)),
+               lambda x: TF.lp_pool3d(TF.relu(x), p, (2, 1, 2)), (1, 2, 4, 3, 4))
+    x = np.random.default_rng(1).standard_normal((1, 2, 4, 4, 4))
+    for name, args in [("max_pool3d_with_indices", (2,)), ("max_pool2d_with_indices", (2,)),
+                       ("max_pool1d_with_indices", (2,)),
+                       ("adaptive_max_pool3d_with_indices", (2,)),
+                       ("adaptive_max_pool2d_with_indices", (2,)),
+                       ("adaptive_max_pool1d_with_indices", (2,))]:
+        nd = int(name.split("pool")[1][0])
+        xs = x.reshape((1, 2 * 4 ** (3 - nd)) + (4,) * nd)
+        got = getattr(F, name)(ember.tensor(xs), *args)
+        want = getattr(TF, name)(torch.tensor(xs), *args)
+        assert isinstance(got, tuple) and len(got) == 2, name
+        np.testing.assert_allclose(got[0].numpy(), want[0].numpy())
+        np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
+    with pytest.raises(RuntimeError, match="half of the kernel"):
+        F.max_pool3d(ember.randn(1, 1, 4, 4, 4), 2, padding=2)

@@ -6,7 +6,8 @@ from ember.nn.modules.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink,
                                          Tanhshrink, Threshold)
 from ember.nn.modules.container import (ModuleDict, ModuleList, ParameterDict, ParameterList,
                                         Sequential)
-from ember.nn.modules.conv import Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d
+from ember.nn.modules.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
+                                   ConvTranspose3d)
 from ember.nn.modules.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d
 from ember.nn.modules.linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from ember.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
@@ -25,9 +26,10 @@ from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
                                             InstanceNorm1d, InstanceNorm2d, LayerNorm,
                                             LocalResponseNorm, RMSNorm)
-from ember.nn.modules.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveMaxPool1d,
-                                      AdaptiveMaxPool2d, AvgPool1d, AvgPool2d, LPPool2d,
-                                      MaxPool1d, MaxPool2d)
+from ember.nn.modules.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,
+                                      AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
+                                      AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d,
+                                      LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d)
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (MultiheadAttention, TransformerEncoder,

@@ -1,4 +1,4 @@
-"""Conv1d, Conv2d, ConvTranspose1d, ConvTranspose2d (weights, init and repr as torch)."""
+"""Conv1d-3d, ConvTranspose1d-3d (weights, init and repr as torch)."""
 import math
 
 from ember import creation
@@ -187,4 +187,39 @@ class ConvTranspose2d(_ConvTransposeNd):
     def forward(self, input, output_size=None):
         op = self._output_padding(input, output_size)
         return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op,
+                                  self.groups, self.dilation)
+
+
+class Conv3d(_ConvNd):
+    """3-d convolution over (N, C, D, H, W)."""
+
+    _n = 3
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        x, pad = self._padded(input)
+        return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+
+
+class ConvTranspose3d(_ConvTransposeNd):
+    """3-d transposed convolution over (N, C, D, H, W)."""
+
+    _n = 3
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise EmberValueError(f'Only "zeros" padding mode is supported for '
+                                  f'{type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def forward(self, input, output_size=None):
+        op = self._output_padding(input, output_size)
+        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, op,
                                   self.groups, self.dilation)

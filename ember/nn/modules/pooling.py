@@ -1,4 +1,4 @@
-"""Max, average and adaptive pooling modules (1-d and 2-d)."""
+"""Max, average, power-average and adaptive pooling modules (1-d, 2-d and 3-d)."""
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 
@@ -118,3 +118,41 @@ class AdaptiveMaxPool1d(_AdaptiveNd):
 class AdaptiveMaxPool2d(_AdaptiveNd):
     def forward(self, input):
         return F.adaptive_max_pool2d(input, self.output_size, self.return_indices)
+
+
+class MaxPool3d(_MaxPoolNd):
+    def forward(self, input):
+        return F.max_pool3d(input, self.kernel_size, self.stride, self.padding, self.dilation,
+                            ceil_mode=self.ceil_mode, return_indices=self.return_indices)
+
+
+class AvgPool3d(AvgPool2d):
+    def forward(self, input):
+        return F.avg_pool3d(input, self.kernel_size, self.stride, self.padding, self.ceil_mode,
+                            self.count_include_pad, self.divisor_override)
+
+
+class LPPool1d(LPPool2d):
+    def forward(self, input):
+        return F.lp_pool1d(input, float(self.norm_type), self.kernel_size, self.stride,
+                           self.ceil_mode)
+
+
+class LPPool3d(LPPool2d):
+    def forward(self, input):
+        return F.lp_pool3d(input, float(self.norm_type), self.kernel_size, self.stride,
+                           self.ceil_mode)
+
+
+class AdaptiveAvgPool3d(_AdaptiveNd):
+    def __init__(self, output_size):
+        super().__init__(output_size)
+        del self.__dict__["return_indices"]
+
+    def forward(self, input):
+        return F.adaptive_avg_pool3d(input, self.output_size)
+
+
+class AdaptiveMaxPool3d(_AdaptiveNd):
+    def forward(self, input):
+        return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)

@@ -356,3 +356,139 @@ def sym_interpolate_nd(g, node, x, output_size, mode, align_corners=False, scale
             return g.op("Resize", x, "", g.const(sc), **kw)
     sizes = g.op("Concat", g.shape_of(x, 0, 2), g.const(np.array(out, np.int64)), axis=0)
     return g.op("Resize", x, "", "", sizes, **kw)
+
+
+# ---------------------------------------------------------------------------- 3-d (issue 12)
+def _pads3(padding):
+    p = pair(padding, 3, "padding")
+    if len(p) == 3:
+        return [p[0], p[1], p[2], p[0], p[1], p[2]]
+    if len(p) == 6:
+        return [p[0], p[2], p[4], p[1], p[3], p[5]]
+    raise SymbolicError(f"padding {padding!r} is not 1, 3 or 6 numbers")
+
+
+@symbolic("conv3d")
+def sym_conv3d(g, node, x, w, b=None, stride=1, padding=0, dilation=1, groups=1):
+    k = node.args[1].shape[2:]
+    return g.op("Conv", x, w, b, kernel_shape=list(k), strides=list(pair(stride, 3)),
+                pads=_pads3(padding), dilations=list(pair(dilation, 3)), group=int(groups))
+
+
+@symbolic("conv_transpose3d")
+def sym_conv_transpose3d(g, node, x, w, b=None, stride=1, padding=0, output_padding=0,
+                         groups=1, dilation=1):
+    k = node.args[1].shape[2:]
+    return g.op("ConvTranspose", x, w, b, kernel_shape=list(k), strides=list(pair(stride, 3)),
+                pads=_pads3(padding), dilations=list(pair(dilation, 3)), group=int(groups),
+                output_padding=list(pair(output_padding, 3)))
+
+
+def _ceil_end_pads(shape, out, k, s, pads, d):
+    """End pads that hold every one of torch's ``out`` windows (ceil_mode as explicit padding)."""
+    nd = len(out)
+    pads = list(pads)
+    for i in range(nd):
+        need = (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1 - (shape[2 + i] + pads[i]
+                                                              + pads[i + nd])
+        if need > 0:
+            pads[i + nd] += need
+    return pads
+
+
+@symbolic("max_pool3d_with_indices")
+def sym_max_pool3d(g, node, x, kernel_size, stride=None, padding=0, dilation=1,
+                   ceil_mode=False):
+    k = pair(kernel_size, 3)
+    s = pair(stride, 3) if stride not in (None, (), []) else k
+    d = pair(dilation, 3)
+    shape = node.args[0].shape
+    pads = _ceil_end_pads(shape, node.outputs[0].shape[2:], k, s, _pads3(padding), d)
+    want_idx = bool(node.outputs[1].uses) or node.outputs[1] in (node.graph.outputs
+                                                                if node.graph else [])
+    kw = dict(kernel_shape=list(k), strides=list(s), pads=pads, dilations=list(d))
+    if not want_idx:
+        return g.op("MaxPool", x, **kw), None
+    y, idx = g.op("MaxPool", x, outputs=2, **kw)
+    vol = int(np.prod(shape[2:]))  # ONNX counts over (N, C, D, H, W); torch per volume
+    plane = g.op("Mul", g.op("Div", idx, g.const(np.array(vol, np.int64))),
+                 g.const(np.array(vol, np.int64)))
+    return y, g.op("Sub", idx, plane)
+
+
+@symbolic("avg_pool3d")
+def sym_avg_pool3d(g, node, x, kernel_size, stride=None, padding=0, ceil_mode=False,
+                   count_include_pad=True, divisor_override=None):
+    """AveragePool over explicitly zero-padded windows (count 1 everywhere), then torch's
+    divisor per output cell as a constant map (a product of per-axis window lengths)."""
+    k = pair(kernel_size, 3)
+    s = pair(stride, 3) if stride not in (None, (), []) else k
+    p = pair(padding, 3)
+    shape, out = node.args[0].shape, node.outputs[0].shape[2:]
+    pads = _ceil_end_pads(shape, out, k, s, _pads3(padding), (1, 1, 1))
+    y = g.op("AveragePool", x, kernel_shape=list(k), strides=list(s), pads=pads,
+             count_include_pad=1)
+    scale = np.ones(out)
+    for i in range(3):
+        start = np.arange(out[i]) * s[i] - p[i]
+        end = np.minimum(start + k[i], shape[2 + i] + p[i])
+        div = end - start if count_include_pad else \
+            np.minimum(end, shape[2 + i]) - np.maximum(start, 0)
+        if divisor_override is None:
+            scale = scale * (k[i] / div).reshape([-1 if j == i else 1 for j in range(3)])
+    if divisor_override is not None:
+        scale = scale * (k[0] * k[1] * k[2] / divisor_override)
+    return g.op("Mul", y, g.const(scale.astype(out_dtype(node))))
+
+
+def _axis_matmul(g, x, rank, axis, m):
+    """x with ``axis`` contracted against constant (out, in) matrix m."""
+    perm = list(range(rank))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    t = g.op("Transpose", x, perm=perm) if axis != rank - 1 else x
+    t = g.op("MatMul", t, g.const(np.ascontiguousarray(m.T)))
+    return g.op("Transpose", t, perm=perm) if axis != rank - 1 else t
+
+
+@symbolic("adaptive_avg_pool3d")
+def sym_adaptive_avg_pool3d(g, node, x, output_size):
+    shape = node.args[0].shape
+    out = node.outputs[0].shape[2:]
+    if list(out) == [1, 1, 1]:
+        return g.op("GlobalAveragePool", x)
+    if not any(shape[2 + i] % out[i] for i in range(3)):
+        k = [shape[2 + i] // out[i] for i in range(3)]
+        return g.op("AveragePool", x, kernel_shape=k, strides=k)
+    dt = out_dtype(node)
+    y = x
+    for i in range(3):  # separable: one constant averaging matrix per axis
+        n, o = shape[2 + i], out[i]
+        st = (np.arange(o) * n) // o
+        en = -((-(np.arange(o) + 1) * n) // o)
+        pos = np.arange(n)
+        m = ((pos >= st[:, None]) & (pos < en[:, None])) / (en - st)[:, None]
+        y = _axis_matmul(g, y, 5, 2 + i, m.astype(dt))
+    return y
+
+
+@symbolic("adaptive_max_pool3d")
+def sym_adaptive_max_pool3d(g, node, x, output_size):
+    if node.outputs[1].uses:
+        raise SymbolicError("adaptive_max_pool3d is exported without its indices")
+    shape = node.args[0].shape
+    out = node.outputs[0].shape[2:]
+    if list(out) == [1, 1, 1]:
+        return g.op("GlobalMaxPool", x), None
+
+    def bounds(n, o):
+        return [((i * n) // o, -(-((i + 1) * n) // o)) for i in range(o)]
+
+    def build(axis, lo, hi):
+        if axis == 5:
+            win = g.op("Slice", x, g.const(np.array(lo, np.int64)),
+                       g.const(np.array(hi, np.int64)), g.const(np.array([2, 3, 4], np.int64)))
+            return g.reduce("ReduceMax", win, [2, 3, 4], True)
+        cells = [build(axis + 1, lo + [a], hi + [b])
+                 for a, b in bounds(shape[axis], out[axis - 2])]
+        return cells[0] if len(cells) == 1 else g.op("Concat", *cells, axis=axis)
+    return build(2, [], []), None
