@@ -20,6 +20,8 @@ _OPS = {
     "matrix_power": "linalg_matrix_power", "vecdot": "linalg_vecdot",
     "diagonal": "linalg_diagonal", "svdvals": "linalg_svdvals", "eigvalsh": "linalg_eigvalsh",
     "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
+    "cond": "linalg_cond", "tensorinv": "linalg_tensorinv", "tensorsolve": "linalg_tensorsolve",
+    "vander": "linalg_vander",
 }
 
 for _name, _op in _OPS.items():

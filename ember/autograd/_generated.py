@@ -8034,6 +8034,22 @@ def linalg_lstsq(A, B, rcond=None, *, driver=None):
     """linalg_lstsq (see torch.linalg_lstsq)."""
     return _c_linalg_composites.linalg_lstsq(A, B, rcond, driver)
 
+def linalg_cond(A, p=None):
+    """linalg_cond (see torch.linalg_cond)."""
+    return _c_linalg_composites.linalg_cond(A, p)
+
+def linalg_tensorinv(A, ind=2):
+    """linalg_tensorinv (see torch.linalg_tensorinv)."""
+    return _c_linalg_composites.linalg_tensorinv(A, ind)
+
+def linalg_tensorsolve(A, B, dims=None):
+    """linalg_tensorsolve (see torch.linalg_tensorsolve)."""
+    return _c_linalg_composites.linalg_tensorsolve(A, B, dims)
+
+def linalg_vander(x, *, N=None):
+    """linalg_vander (see torch.linalg_vander)."""
+    return _c_linalg_composites.linalg_vander(x, N)
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}

@@ -257,3 +257,61 @@ def svd(input, some=True, compute_uv=True):
 
 def qr(input, some=True):
     return G.linalg_qr(input, "reduced" if some else "complete")
+
+
+def linalg_cond(A, p=None):
+    """Condition number: s_max / s_min for p in (None, 2) (s_min / s_max for -2), else
+    norm(A, p) * norm(inv(A), p) (square invertible A)."""
+    op = "linalg.cond"
+    _need_float(A, op)
+    _need_matrix(A, op, square=p not in (None, 2, -2))
+    if p in (None, 2, -2):
+        s = linalg_svdvals(A)
+        hi, lo = G.amax(s, (-1,)), G.amin(s, (-1,))
+        return G.div(hi, lo) if p != -2 else G.div(lo, hi)
+    return G.mul(linalg_matrix_norm(A, p), linalg_matrix_norm(G.linalg_inv(A), p))
+
+
+def linalg_tensorinv(A, ind=2):
+    op = "linalg.tensorinv"
+    shape = A._data.shape
+    if ind <= 0:
+        raise EmberRuntimeError(f"{op}: expected a strictly positive integer for 'ind', got {ind}")
+    out_shape, in_shape = shape[:ind], shape[ind:]
+    p, q = int(np.prod(out_shape)), int(np.prod(in_shape))
+    if p != q:
+        raise EmberRuntimeError(f"{op}: expected self to satisfy the requirement "
+                                f"prod(self.shape[ind:]) == prod(self.shape[:ind]), but got {q} != "
+                                f"{p} (shape {tuple(shape)}, ind={ind})")
+    return G.reshape(G.linalg_inv(G.reshape(A, (p, q))), tuple(in_shape) + tuple(out_shape))
+
+
+def linalg_tensorsolve(A, B, dims=None):
+    op = "linalg.tensorsolve"
+    nd = A._data.ndim
+    if dims is not None:
+        dims = [d % nd for d in dims]
+        A = G.movedim(A, dims, list(range(nd - len(dims), nd)))
+    b_shape = B._data.shape
+    x_shape = A._data.shape[len(b_shape):]
+    if A._data.shape[:len(b_shape)] != b_shape:
+        raise EmberRuntimeError(f"{op}: the leading dimensions of A {tuple(A._data.shape)} must "
+                                f"be the shape of B {tuple(b_shape)}")
+    p, q = int(np.prod(b_shape)), int(np.prod(x_shape))
+    if p != q:
+        raise EmberRuntimeError(f"{op}: expected prod(A.shape[B.ndim:]) == prod(B.shape), got {q} "
+                                f"!= {p}")
+    return G.reshape(G.linalg_solve(G.reshape(A, (p, q)), G.reshape(B, (p,))), tuple(x_shape))
+
+
+def linalg_vander(x, N=None):
+    """(..., n, N): the powers x^0 .. x^(N-1) of each element (torch.linalg.vander)."""
+    shape = x._data.shape
+    if len(shape) == 0:
+        raise EmberRuntimeError("linalg.vander: x must have at least one dimension")
+    n = shape[-1] if N is None else N
+    if n <= 1:
+        raise EmberRuntimeError(f"linalg.vander: N must be greater than 1, got {n}")
+    col = G.unsqueeze(x, -1)
+    ones = G.ones_like(col)
+    return G.cumprod(G.cat([ones] + [col] * (n - 1), -1), -1)

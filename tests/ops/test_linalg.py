@@ -201,3 +201,13 @@ def test_tolerance_tensors_hold_one_value_per_matrix():
     np.testing.assert_allclose(L.pinv(_t(a), rtol=_t(rtol))._data,
                                torch.linalg.pinv(torch.from_numpy(a),
                                                  rtol=torch.from_numpy(rtol)).numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("p", ["fro", "nuc", float("inf"), -float("inf"), 1, -1])
+def test_cond_with_matrix_norms_like_torch(p):
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(8).standard_normal((2, 3, 3)) + 3 * np.eye(3)
+    np.testing.assert_allclose(L.cond(_t(a), p)._data,
+                               torch.linalg.cond(torch.from_numpy(a), p).numpy(), rtol=1e-10)
+    # torch's own backward fails here (an in-place write in its graph); ember's is gradchecked
+    assert gradcheck(lambda x: L.cond(x, p), [_t(a, True)], eps=1e-6, atol=1e-6, rtol=1e-4)
