@@ -579,6 +579,29 @@ def index_reduce(input, dim, index, source, reduce, include_self=True):
                             G.reshape(source, src_shape), reduce, include_self=include_self)
 
 
+def diff(input, n=1, dim=-1, prepend=None, append=None):
+    if input.ndim == 0:
+        raise EmberRuntimeError("diff expects input to be at least one-dimensional")
+    if n < 0:
+        raise EmberRuntimeError(f"order must be non-negative but got {n}")
+    d = _norm("diff", dim, input.ndim)
+    if n == 0:  # as torch: prepend and append are then ignored
+        return input
+    parts = [p for p in (prepend, input, append) if p is not None]
+    x = G.cat(parts, d) if len(parts) > 1 else input
+    for _ in range(n):
+        m = x._data.shape[d]
+        if m == 0:
+            break
+        hi, lo = G.narrow(x, d, 1, m - 1), G.narrow(x, d, 0, m - 1)
+        x = G.logical_xor(hi, lo) if x._data.dtype == np.bool_ else G.sub(hi, lo)
+    return x
+
+
+def constant_pad_nd(input, pad, value=0):
+    return G.pad(input, tuple(pad), "constant", value)
+
+
 # every composite raises ember's errors naming it (ember.errors.public)
 for _n, _f in list(globals().items()):
     if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:

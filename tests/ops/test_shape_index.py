@@ -420,3 +420,15 @@ def test_index_helpers_match_torch():
     out = y.index_reduce(0, ember.tensor([0, 0, 2]), ember.ones(3, 2) * 2, "prod",
                          include_self=False)
     assert out.tolist() == [[4.0, 4.0], [0.0, 0.0], [2.0, 2.0]]
+
+
+def test_diff_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = np.array([[1.0, 4.0, 9.0, 16.0], [2.0, 3.0, 5.0, 7.0]])
+    for kw in [{}, {"n": 2}, {"n": 0}, {"n": 5}, {"dim": 0}]:
+        np.testing.assert_array_equal(ember.diff(_t(a), **kw).numpy(),
+                                      torch.diff(torch.tensor(a), **kw).numpy())
+    pre = np.zeros((2, 1))
+    np.testing.assert_array_equal(ember.diff(_t(a), prepend=_t(pre)).numpy(),
+                                  torch.diff(torch.tensor(a), prepend=torch.tensor(pre)).numpy())
+    assert ember.diff(ember.tensor([True, False, False])).tolist() == [True, False]
