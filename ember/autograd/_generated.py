@@ -6140,6 +6140,10 @@ def remainder(input, other):
     """remainder (see torch.remainder)."""
     return dispatch(_op_remainder, (input, other, ), ())
 
+def remainder_(self, other):
+    """In-place remainder: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_remainder, (self, other, ), ())
+
 def pow(input, exponent):
     """pow (see torch.pow)."""
     return dispatch(_op_pow, (input, exponent, ), ())
@@ -6160,6 +6164,10 @@ def atan2(input, other):
     """atan2 (see torch.atan2)."""
     return dispatch(_op_atan2, (input, other, ), ())
 
+def atan2_(self, other):
+    """In-place atan2: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_atan2, (self, other, ), ())
+
 def where(condition, self, other):
     """where (see torch.where)."""
     return dispatch(_op_where, (condition, self, other, ), ())
@@ -6168,61 +6176,121 @@ def lerp(input, end, weight):
     """lerp (see torch.lerp)."""
     return dispatch(_op_lerp, (input, end, weight, ), ())
 
+def lerp_(self, end, weight):
+    """In-place lerp: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_lerp, (self, end, weight, ), ())
+
 def eq(input, other):
     """eq (see torch.eq)."""
     return dispatch(_op_eq, (input, other, ), ())
+
+def eq_(self, other):
+    """In-place eq: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_eq, (self, other, ), ())
 
 def ne(input, other):
     """ne (see torch.ne)."""
     return dispatch(_op_ne, (input, other, ), ())
 
+def ne_(self, other):
+    """In-place ne: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_ne, (self, other, ), ())
+
 def lt(input, other):
     """lt (see torch.lt)."""
     return dispatch(_op_lt, (input, other, ), ())
+
+def lt_(self, other):
+    """In-place lt: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_lt, (self, other, ), ())
 
 def le(input, other):
     """le (see torch.le)."""
     return dispatch(_op_le, (input, other, ), ())
 
+def le_(self, other):
+    """In-place le: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_le, (self, other, ), ())
+
 def gt(input, other):
     """gt (see torch.gt)."""
     return dispatch(_op_gt, (input, other, ), ())
+
+def gt_(self, other):
+    """In-place gt: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_gt, (self, other, ), ())
 
 def ge(input, other):
     """ge (see torch.ge)."""
     return dispatch(_op_ge, (input, other, ), ())
 
+def ge_(self, other):
+    """In-place ge: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_ge, (self, other, ), ())
+
 def logical_and(input, other):
     """logical_and (see torch.logical_and)."""
     return dispatch(_op_logical_and, (input, other, ), ())
+
+def logical_and_(self, other):
+    """In-place logical_and: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_logical_and, (self, other, ), ())
 
 def logical_or(input, other):
     """logical_or (see torch.logical_or)."""
     return dispatch(_op_logical_or, (input, other, ), ())
 
+def logical_or_(self, other):
+    """In-place logical_or: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_logical_or, (self, other, ), ())
+
 def logical_xor(input, other):
     """logical_xor (see torch.logical_xor)."""
     return dispatch(_op_logical_xor, (input, other, ), ())
+
+def logical_xor_(self, other):
+    """In-place logical_xor: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_logical_xor, (self, other, ), ())
 
 def logical_not(input):
     """logical_not (see torch.logical_not)."""
     return dispatch(_op_logical_not, (input, ), ())
 
+def logical_not_(self):
+    """In-place logical_not: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_logical_not, (self, ), ())
+
 def bitwise_and(input, other):
     """bitwise_and (see torch.bitwise_and)."""
     return dispatch(_op_bitwise_and, (input, other, ), ())
+
+def bitwise_and_(self, other):
+    """In-place bitwise_and: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_bitwise_and, (self, other, ), ())
 
 def bitwise_or(input, other):
     """bitwise_or (see torch.bitwise_or)."""
     return dispatch(_op_bitwise_or, (input, other, ), ())
 
+def bitwise_or_(self, other):
+    """In-place bitwise_or: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_bitwise_or, (self, other, ), ())
+
 def bitwise_xor(input, other):
     """bitwise_xor (see torch.bitwise_xor)."""
     return dispatch(_op_bitwise_xor, (input, other, ), ())
 
+def bitwise_xor_(self, other):
+    """In-place bitwise_xor: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_bitwise_xor, (self, other, ), ())
+
 def bitwise_not(input):
     """bitwise_not (see torch.bitwise_not)."""
     return dispatch(_op_bitwise_not, (input, ), ())
+
+def bitwise_not_(self):
+    """In-place bitwise_not: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_bitwise_not, (self, ), ())
 
 def isnan(input):
     """isnan (see torch.isnan)."""
@@ -6264,6 +6332,10 @@ def sign(input):
     """sign (see torch.sign)."""
     return dispatch(_op_sign, (input, ), ())
 
+def sign_(self):
+    """In-place sign: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_sign, (self, ), ())
+
 def exp(input):
     """exp (see torch.exp)."""
     return dispatch(_op_exp, (input, ), ())
@@ -6275,6 +6347,10 @@ def exp_(self):
 def exp2(input):
     """exp2 (see torch.exp2)."""
     return dispatch(_op_exp2, (input, ), ())
+
+def exp2_(self):
+    """In-place exp2: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_exp2, (self, ), ())
 
 def log(input):
     """log (see torch.log)."""
@@ -6288,17 +6364,33 @@ def log2(input):
     """log2 (see torch.log2)."""
     return dispatch(_op_log2, (input, ), ())
 
+def log2_(self):
+    """In-place log2: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_log2, (self, ), ())
+
 def log10(input):
     """log10 (see torch.log10)."""
     return dispatch(_op_log10, (input, ), ())
+
+def log10_(self):
+    """In-place log10: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_log10, (self, ), ())
 
 def log1p(input):
     """log1p (see torch.log1p)."""
     return dispatch(_op_log1p, (input, ), ())
 
+def log1p_(self):
+    """In-place log1p: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_log1p, (self, ), ())
+
 def expm1(input):
     """expm1 (see torch.expm1)."""
     return dispatch(_op_expm1, (input, ), ())
+
+def expm1_(self):
+    """In-place expm1: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_expm1, (self, ), ())
 
 def sqrt(input):
     """sqrt (see torch.sqrt)."""
@@ -6312,37 +6404,73 @@ def rsqrt(input):
     """rsqrt (see torch.rsqrt)."""
     return dispatch(_op_rsqrt, (input, ), ())
 
+def rsqrt_(self):
+    """In-place rsqrt: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_rsqrt, (self, ), ())
+
 def sin(input):
     """sin (see torch.sin)."""
     return dispatch(_op_sin, (input, ), ())
+
+def sin_(self):
+    """In-place sin: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_sin, (self, ), ())
 
 def cos(input):
     """cos (see torch.cos)."""
     return dispatch(_op_cos, (input, ), ())
 
+def cos_(self):
+    """In-place cos: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_cos, (self, ), ())
+
 def tan(input):
     """tan (see torch.tan)."""
     return dispatch(_op_tan, (input, ), ())
+
+def tan_(self):
+    """In-place tan: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_tan, (self, ), ())
 
 def asin(input):
     """asin (see torch.asin)."""
     return dispatch(_op_asin, (input, ), ())
 
+def asin_(self):
+    """In-place asin: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_asin, (self, ), ())
+
 def acos(input):
     """acos (see torch.acos)."""
     return dispatch(_op_acos, (input, ), ())
+
+def acos_(self):
+    """In-place acos: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_acos, (self, ), ())
 
 def atan(input):
     """atan (see torch.atan)."""
     return dispatch(_op_atan, (input, ), ())
 
+def atan_(self):
+    """In-place atan: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_atan, (self, ), ())
+
 def sinh(input):
     """sinh (see torch.sinh)."""
     return dispatch(_op_sinh, (input, ), ())
 
+def sinh_(self):
+    """In-place sinh: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_sinh, (self, ), ())
+
 def cosh(input):
     """cosh (see torch.cosh)."""
     return dispatch(_op_cosh, (input, ), ())
+
+def cosh_(self):
+    """In-place cosh: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_cosh, (self, ), ())
 
 def tanh(input):
     """tanh (see torch.tanh)."""
@@ -6371,6 +6499,10 @@ def sigmoid_backward(grad_output, output):
 def erf(input):
     """erf (see torch.erf)."""
     return dispatch(_op_erf, (input, ), ())
+
+def erf_(self):
+    """In-place erf: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_erf, (self, ), ())
 
 def relu(input):
     """relu (see torch.relu)."""
@@ -6423,21 +6555,41 @@ def floor(input):
     """floor (see torch.floor)."""
     return dispatch(_op_floor, (input, ), ())
 
+def floor_(self):
+    """In-place floor: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_floor, (self, ), ())
+
 def ceil(input):
     """ceil (see torch.ceil)."""
     return dispatch(_op_ceil, (input, ), ())
+
+def ceil_(self):
+    """In-place ceil: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_ceil, (self, ), ())
 
 def trunc(input):
     """trunc (see torch.trunc)."""
     return dispatch(_op_trunc, (input, ), ())
 
+def trunc_(self):
+    """In-place trunc: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_trunc, (self, ), ())
+
 def round(input, *, decimals=0):
     """round (see torch.round)."""
     return dispatch(_op_round, (input, ), (decimals, ))
 
+def round_(self, *, decimals=0):
+    """In-place round: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_round, (self, ), (decimals, ))
+
 def frac(input):
     """frac (see torch.frac)."""
     return dispatch(_op_frac, (input, ), ())
+
+def frac_(self):
+    """In-place frac: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_frac, (self, ), ())
 
 def sum(input, dim=None, keepdim=False, *, dtype=None):
     """sum (see torch.sum)."""
@@ -8119,26 +8271,43 @@ TENSOR_METHODS = {
     'div': div,
     'div_': div_,
     'remainder': remainder,
+    'remainder_': remainder_,
     'pow': pow,
     'pow_': pow_,
     'maximum': maximum,
     'minimum': minimum,
     'atan2': atan2,
+    'atan2_': atan2_,
     'lerp': lerp,
+    'lerp_': lerp_,
     'eq': eq,
+    'eq_': eq_,
     'ne': ne,
+    'ne_': ne_,
     'lt': lt,
+    'lt_': lt_,
     'le': le,
+    'le_': le_,
     'gt': gt,
+    'gt_': gt_,
     'ge': ge,
+    'ge_': ge_,
     'logical_and': logical_and,
+    'logical_and_': logical_and_,
     'logical_or': logical_or,
+    'logical_or_': logical_or_,
     'logical_xor': logical_xor,
+    'logical_xor_': logical_xor_,
     'logical_not': logical_not,
+    'logical_not_': logical_not_,
     'bitwise_and': bitwise_and,
+    'bitwise_and_': bitwise_and_,
     'bitwise_or': bitwise_or,
+    'bitwise_or_': bitwise_or_,
     'bitwise_xor': bitwise_xor,
+    'bitwise_xor_': bitwise_xor_,
     'bitwise_not': bitwise_not,
+    'bitwise_not_': bitwise_not_,
     'isnan': isnan,
     'isfinite': isfinite,
     'isinf': isinf,
@@ -8149,26 +8318,41 @@ TENSOR_METHODS = {
     'abs': abs,
     'abs_': abs_,
     'sign': sign,
+    'sign_': sign_,
     'exp': exp,
     'exp_': exp_,
     'exp2': exp2,
+    'exp2_': exp2_,
     'log': log,
     'log_': log_,
     'log2': log2,
+    'log2_': log2_,
     'log10': log10,
+    'log10_': log10_,
     'log1p': log1p,
+    'log1p_': log1p_,
     'expm1': expm1,
+    'expm1_': expm1_,
     'sqrt': sqrt,
     'sqrt_': sqrt_,
     'rsqrt': rsqrt,
+    'rsqrt_': rsqrt_,
     'sin': sin,
+    'sin_': sin_,
     'cos': cos,
+    'cos_': cos_,
     'tan': tan,
+    'tan_': tan_,
     'asin': asin,
+    'asin_': asin_,
     'acos': acos,
+    'acos_': acos_,
     'atan': atan,
+    'atan_': atan_,
     'sinh': sinh,
+    'sinh_': sinh_,
     'cosh': cosh,
+    'cosh_': cosh_,
     'tanh': tanh,
     'tanh_': tanh_,
     'tanh_backward': tanh_backward,
@@ -8176,15 +8360,21 @@ TENSOR_METHODS = {
     'sigmoid_': sigmoid_,
     'sigmoid_backward': sigmoid_backward,
     'erf': erf,
+    'erf_': erf_,
     'relu': relu,
     'relu_': relu_,
     'clamp': clamp,
     'clamp_': clamp_,
     'floor': floor,
+    'floor_': floor_,
     'ceil': ceil,
+    'ceil_': ceil_,
     'trunc': trunc,
+    'trunc_': trunc_,
     'round': round,
+    'round_': round_,
     'frac': frac,
+    'frac_': frac_,
     'sum': sum,
     'mean': mean,
     'prod': prod,

@@ -425,3 +425,29 @@ def test_frexp_returns_named_result():
     assert type(r).__name__ == "frexp" and r._fields == ("mantissa", "exponent")
     _check(r.mantissa, t.mantissa, np.float32)
     _check(ember.tensor([3.0]).frexp().exponent, torch.tensor([3.0]).frexp().exponent, None)
+
+
+@pytest.mark.parametrize("name", ["sign", "exp2", "log2", "log10", "log1p", "expm1", "rsqrt", "sin",
+                                  "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "erf",
+                                  "floor", "ceil", "trunc", "round", "frac", "arcsin", "arccos",
+                                  "arctan"])
+def test_inplace_pointwise_methods(name):
+    x = np.array([0.3, 0.75, 0.05, 0.5])
+    e, t = ember.from_numpy(x.copy()), torch.from_numpy(x.copy())
+    assert getattr(e, name + "_")() is e
+    getattr(t, name + "_")()
+    _check(e, t, np.float64)
+
+
+@pytest.mark.parametrize("name", ["remainder", "atan2", "eq", "ne", "lt", "le", "gt", "ge",
+                                  "logical_and", "logical_or", "logical_xor", "arctan2"])
+def test_inplace_binary_methods(name):
+    x, y = np.array([0.3, -1.5, 2.0, 0.0]), np.array([0.3, 1.0, -2.5, 0.0])
+    e, t = ember.from_numpy(x.copy()), torch.from_numpy(x.copy())
+    getattr(e, name + "_")(ember.from_numpy(y.copy()))
+    getattr(t, name + "_")(torch.from_numpy(y.copy()))
+    _check(e, t, np.float64)
+    i, ti = ember.tensor([5, 3, 12]), torch.tensor([5, 3, 12])
+    i.bitwise_and_(ember.tensor([4, 1, 10]))
+    ti.bitwise_and_(torch.tensor([4, 1, 10]))
+    _check(i, ti, None)
