@@ -451,3 +451,26 @@ def test_inplace_binary_methods(name):
     i.bitwise_and_(ember.tensor([4, 1, 10]))
     ti.bitwise_and_(torch.tensor([4, 1, 10]))
     _check(i, ti, None)
+
+
+def test_inplace_composites():
+    x = np.array([1.5, 2.25, 3.0])
+    cases = [("square_", (), ()), ("fix_", (), ()), ("sgn_", (), ()), ("true_divide_", (2.0,), (2.0,)),
+             ("mvlgamma_", (2,), (2,)), ("polygamma_", (1,), (1,)), ("float_power_", (2.0,), (2.0,)),
+             ("ldexp_", (ember.tensor([1.0, 2.0, 3.0], dtype=ember.float64),),
+              (torch.tensor([1.0, 2.0, 3.0], dtype=torch.float64),))]
+    for name, eargs, targs in cases:
+        e, t = ember.from_numpy(x.copy()), torch.from_numpy(x.copy())
+        assert getattr(e, name)(*eargs) is e
+        getattr(t, name)(*targs)
+        _check(e, t, np.float64, rtol=1e-9 if name == "polygamma_" else None)  # torch's trigamma
+    with pytest.raises(EmberError, match="float_power_.*float32.*float64"):
+        ember.tensor([1.0, 2.0]).float_power_(2)
+    # the gradient through the write (the op's saved input is not the overwritten tensor)
+    ex, tx = ember.tensor([1.0, 2.0], requires_grad=True), torch.tensor([1.0, 2.0], requires_grad=True)
+    ey, ty = ex * 3, tx * 3
+    ey.square_()
+    ty.square_()
+    ey.sum().backward()
+    ty.sum().backward()
+    _check(ex.grad, tx.grad, np.float32)
