@@ -16,6 +16,14 @@ def _norm(op, d, nd):
     return d % n
 
 
+def _data_read(t, op, why):
+    """Tell an active tracer that ``op`` read ``t``'s values in Python (they are frozen)."""
+    from ember.autograd.state import STATE
+    read = getattr(STATE.tracer, "data_read", None)
+    if read is not None:
+        read(t, op, why)
+
+
 def _dims(x):
     return tuple(x) if isinstance(x, (tuple, list)) else (x,)
 
@@ -198,6 +206,8 @@ def rot90(input, k=1, dims=(0, 1)):
 
 
 def _repeats_array(repeats):
+    if isinstance(repeats, Tensor):
+        _data_read(repeats, "repeat_interleave", "the output's shape follows repeats")
     r = repeats._data if isinstance(repeats, Tensor) else np.asarray(repeats)
     if r.dtype.kind not in "iu":
         raise EmberRuntimeError(f"repeat_interleave: repeats must be an int or an integer tensor, "
@@ -331,6 +341,7 @@ def tensor_split(input, indices_or_sections, dim=0):
     n = input._data.shape[d]
     ios = indices_or_sections
     if isinstance(ios, Tensor):
+        _data_read(ios, "tensor_split", "the split points follow indices_or_sections")
         if ios._data.dtype.kind not in "iu" or ios.ndim > 1:
             raise EmberRuntimeError(f"tensor_split: indices_or_sections must be a 0-d or 1-d "
                                     f"integer tensor, got {ios._data.dtype} of shape "
@@ -410,6 +421,7 @@ def nonzero_static(input, size, fill_value=-1):
         raise EmberRuntimeError(f"nonzero_static: 'size' must be an non-negative integer, got "
                                 f"{size}")
     idx = G.nonzero(input)
+    _data_read(input, "nonzero_static", "how much is padded follows the values")
     k, nd = idx._data.shape
     if k >= size:
         return G.narrow(idx, 0, 0, size)
@@ -574,9 +586,9 @@ def index_reduce(input, dim, index, source, reduce, include_self=True):
                               f"= {i.size} entries along dim {d}")
     view = [1] * input.ndim
     view[d] = i.size
-    full = np.broadcast_to(i.reshape(view).astype(np.int64), src_shape)
-    return G.scatter_reduce(input, d, Tensor._make(np.ascontiguousarray(full)),
-                            G.reshape(source, src_shape), reduce, include_self=include_self)
+    full = G.expand(G.reshape(index, tuple(view)), tuple(src_shape))
+    return G.scatter_reduce(input, d, full, G.reshape(source, src_shape), reduce,
+                            include_self=include_self)
 
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):

@@ -47,6 +47,9 @@ class _SourceRecorder:
     def python_value(self, tensor, what):
         pass
 
+    def data_read(self, tensor, op, why):
+        pass
+
 
 @contextlib.contextmanager
 def _recording(rec):

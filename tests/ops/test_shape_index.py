@@ -432,3 +432,21 @@ def test_diff_matches_torch():
     np.testing.assert_array_equal(ember.diff(_t(a), prepend=_t(pre)).numpy(),
                                   torch.diff(torch.tensor(a), prepend=torch.tensor(pre)).numpy())
     assert ember.diff(ember.tensor([True, False, False])).tolist() == [True, False]
+
+
+def test_tracing_warns_when_repeats_values_are_frozen():
+    import warnings
+    import ember.jit
+
+    def f(x, r):
+        return x.repeat_interleave(r, dim=0)
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ember.jit.trace(f, (ember.ones(3, 2), ember.tensor([1, 2, 0])))
+    assert any("repeat_interleave" in str(w.message) for w in caught)
+
+
+def test_onnx_export_of_an_op_that_reads_data_in_python():
+    a = np.ones((3, 2), np.float32)
+    _onnx_roundtrip(lambda x: x.repeat_interleave(ember.tensor([1, 2, 0]), dim=0), a)
