@@ -21,7 +21,7 @@ _OPS = {
     "diagonal": "linalg_diagonal", "svdvals": "linalg_svdvals", "eigvalsh": "linalg_eigvalsh",
     "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
     "cond": "linalg_cond", "tensorinv": "linalg_tensorinv", "tensorsolve": "linalg_tensorsolve",
-    "vander": "linalg_vander",
+    "vander": "linalg_vander", "lu_solve": "linalg_lu_solve",
 }
 
 for _name, _op in _OPS.items():
@@ -55,7 +55,23 @@ def lstsq(A, B, rcond=None, *, driver=None):
     return _R.linalg_lstsq(*_G.linalg_lstsq(A, B, rcond, driver=driver))
 
 
-for _name in ("slogdet", "qr", "svd", "eigh", "lstsq"):
+def lu_factor(A, *, pivot=True):
+    """Packed LU factors and LAPACK's 1-based pivots (raises where U has a zero diagonal)."""
+    return _R.linalg_lu_factor(*_G.linalg_lu_factor(A, pivot=pivot))
+
+
+def lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """lu_factor with ``info`` (the first zero pivot, 1-based, per matrix; 0 if none)."""
+    return _R.linalg_lu_factor_ex(*_G.linalg_lu_factor_ex(A, pivot=pivot,
+                                                           check_errors=check_errors))
+
+
+def lu(A, *, pivot=True):
+    """P, L, U with A = P L U (L unit lower triangular)."""
+    return _R.linalg_lu(*_G.linalg_lu(A, pivot=pivot))
+
+
+for _name in ("slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu"):
     globals()[_name] = _public(globals()[_name], _name)
 del _name
 
@@ -76,15 +92,30 @@ def _top_svd(input, some=True, compute_uv=True):
     return _R.svd(*_G.svd(input, some, compute_uv))
 
 
+def _top_lu(A, pivot=True, get_infos=False):
+    """(LU, pivots), with the infos when ``get_infos`` (torch.lu; raises on a zero pivot
+    otherwise)."""
+    LU, pivots, info = _G.linalg_lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
+    return (LU, pivots, info) if get_infos else (LU, pivots)
+
+
+def _top_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """P, L, U from packed LU factors and pivots."""
+    return _R.lu_unpack(*_G.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots))
+
+
 TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, "qr"),
-            "svd": _public(_top_svd, "svd")}
+            "svd": _public(_top_svd, "svd"), "lu": _public(_top_lu, "lu"),
+            "lu_unpack": _public(_top_lu_unpack, "lu_unpack")}
 
 
 def install(tensor_cls, namespace):
-    """Put torch.slogdet/qr/svd into ``namespace`` (ember) and on ``tensor_cls`` as methods."""
+    """Put torch.slogdet/qr/svd/lu/lu_unpack into ``namespace`` (ember) and on ``tensor_cls`` as methods."""
     for name, fn in TOPLEVEL.items():
         namespace[name] = fn
-        setattr(tensor_cls, name, fn)
+        if name != "lu_unpack":   # torch has no Tensor.lu_unpack
+            setattr(tensor_cls, name, fn)
 
 
-__all__ = sorted(list(_OPS) + ["slogdet", "qr", "svd", "eigh", "lstsq"])
+__all__ = sorted(list(_OPS) + ["slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor",
+                               "lu_factor_ex", "lu"])

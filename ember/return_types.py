@@ -20,7 +20,12 @@ svd = namedtuple("svd", ["U", "S", "V"])
 linalg_svd = namedtuple("linalg_svd", ["U", "S", "Vh"])
 linalg_eigh = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
 linalg_lstsq = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
-_LINALG = (slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq)
+linalg_lu_factor = namedtuple("linalg_lu_factor", ["LU", "pivots"])
+linalg_lu_factor_ex = namedtuple("linalg_lu_factor_ex", ["LU", "pivots", "info"])
+linalg_lu = namedtuple("linalg_lu", ["P", "L", "U"])
+lu_unpack = namedtuple("lu_unpack", ["P", "L", "U"])
+_LINALG = (slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
+           linalg_lu_factor, linalg_lu_factor_ex, linalg_lu, lu_unpack)
 
 for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:
     _t.__module__ = "ember.return_types"

@@ -5186,6 +5186,30 @@ class LinalgPinvBackward0(Node):
             g0 = _F.linalg_pinv_grad(grad, result, A)
         return (g0, )
 
+class LinalgLuFactorExBackward0(Node):
+    __slots__ = ('A', 'LU', 'pivots')
+    _saved = ('A', 'LU', 'pivots')
+    _op_name = 'linalg_lu_factor_ex'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        pivot, check_errors, = consts
+        ctx.A = _save(A, 'A') if needs[0] else None
+        ctx.LU = _save_out(outs[0], 'LU', 0) if needs[0] else None
+        ctx.pivots = _save(outs[1], 'pivots') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        LU = unpack(ctx.LU, ctx)
+        pivots = unpack(ctx.pivots, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_lu_factor_ex_grad(grads, A, LU, pivots)
+        return (g0, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -6103,6 +6127,9 @@ OPS['linalg_pinv'] = _op_linalg_pinv
 
 _op_linalg_lstsq_info = Op('linalg_lstsq_info', _k_linalg_decomp.lstsq_info, None, ('A', 'B'), ('rcond', 'driver'), multi=True, diff_outputs=(False, False, False), saves_self=False)
 OPS['linalg_lstsq_info'] = _op_linalg_lstsq_info
+
+_op_linalg_lu_factor_ex = Op('linalg_lu_factor_ex', _k_linalg_decomp.lu_factor_ex, LinalgLuFactorExBackward0, ('A',), ('pivot', 'check_errors'), multi=True, diff_outputs=(True, False, False), saves_self=True)
+OPS['linalg_lu_factor_ex'] = _op_linalg_lu_factor_ex
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -8210,10 +8237,34 @@ def linalg_vander(x, *, N=None):
     """linalg_vander (see torch.linalg_vander)."""
     return _c_linalg_composites.linalg_vander(x, N)
 
+def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
+    """linalg_lu_factor_ex (see torch.linalg_lu_factor_ex)."""
+    return dispatch(_op_linalg_lu_factor_ex, (A, ), (pivot, check_errors, ))
+
+def linalg_lu_factor(A, *, pivot=True):
+    """linalg_lu_factor (see torch.linalg_lu_factor)."""
+    return _c_linalg_composites.linalg_lu_factor(A, pivot)
+
+def linalg_lu(A, *, pivot=True):
+    """linalg_lu (see torch.linalg_lu)."""
+    return _c_linalg_composites.linalg_lu(A, pivot)
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """lu_unpack (see torch.lu_unpack)."""
+    return _c_linalg_composites.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
+
+def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
+    """linalg_lu_solve (see torch.linalg_lu_solve)."""
+    return _c_linalg_composites.linalg_lu_solve(LU, pivots, B, left, adjoint)
+
+def lu_solve(input, LU_data, LU_pivots):
+    """lu_solve (see torch.lu_solve)."""
+    return _c_linalg_composites.lu_solve(input, LU_data, LU_pivots)
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -8657,6 +8708,7 @@ TENSOR_METHODS = {
     'cross': cross,
     'matrix_power': matrix_power,
     'pinverse': pinverse,
+    'lu_solve': lu_solve,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

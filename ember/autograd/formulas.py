@@ -884,3 +884,40 @@ def cholesky_solve_grads(grad, B, L, X, upper, needs):
         C = G.add(C, _mT(C))
         gL = sum_to(G.neg(G.matmul(L, C) if upper else G.matmul(C, L)), L._data.shape)
     return sum_to(gB, B._data.shape) if needs[0] else None, gL
+
+
+def linalg_lu_factor_ex_grad(grads, A, LU, pivots):
+    """torch's LU backward (A = P L U) for square, wide and tall A, from the packed factors."""
+    from ember.kernels.linalg_decomp import lu_pivots_to_permutation
+    gLU = grads[0]
+    m, n = A._data.shape[-2:]
+    k = min(m, n)
+    dt = LU._data.dtype
+    P = Tensor._make(lu_pivots_to_permutation(pivots._data, m).astype(dt))
+    eye = Tensor._make(np.eye(m, k, dtype=dt))
+    L = G.add(G.tril(G.narrow(LU, -1, 0, k), -1), eye)
+    U = G.triu(G.narrow(LU, -2, 0, k))
+    gL = G.tril(G.narrow(gLU, -1, 0, k), -1)
+    gU = G.triu(G.narrow(gLU, -2, 0, k))
+    mm, st = G.matmul, G.linalg_solve_triangular
+
+    def square(L1, U1, lower_term, upper_term):
+        gR = G.add(G.tril(lower_term, -1), G.triu(upper_term))
+        gA = st(_mT(L1), gR, upper=True, left=True, unitriangular=True)
+        return st(_mT(U1), gA, upper=False, left=False)
+
+    if m == n:
+        gA = square(L, U, mm(_mT(L), gL), mm(gU, _mT(U)))
+    elif m < n:   # A = P L [U1 U2]
+        U1, U2 = G.narrow(U, -1, 0, k), G.narrow(U, -1, k, n - k)
+        gU1, gU2 = G.narrow(gU, -1, 0, k), G.narrow(gU, -1, k, n - k)
+        gA1 = square(L, U1, G.sub(mm(_mT(L), gL), mm(gU2, _mT(U2))), mm(gU1, _mT(U1)))
+        gA2 = st(_mT(L), gU2, upper=True, left=True, unitriangular=True)
+        gA = G.cat([gA1, gA2], -1)
+    else:         # A = P [L1; L2] U
+        L1, L2 = G.narrow(L, -2, 0, k), G.narrow(L, -2, k, m - k)
+        gL1, gL2 = G.narrow(gL, -2, 0, k), G.narrow(gL, -2, k, m - k)
+        gA1 = square(L1, U, mm(_mT(L1), gL1), G.sub(mm(gU, _mT(U)), mm(_mT(L2), gL2)))
+        gA2 = st(_mT(U), gL2, upper=False, left=False)
+        gA = G.cat([gA1, gA2], -2)
+    return mm(P, gA)

@@ -315,3 +315,58 @@ def linalg_vander(x, N=None):
     col = G.unsqueeze(x, -1)
     ones = G.ones_like(col)
     return G.cumprod(G.cat([ones] + [col] * (n - 1), -1), -1)
+
+
+def _lu_parts(LU, pivots, data=True, perm=True):
+    """(P, L, U) from packed factors; P (a constant) comes last in the graph, as the first output."""
+    from ember.kernels.linalg_decomp import lu_pivots_to_permutation
+    m, n = LU._data.shape[-2:]
+    k = min(m, n)
+    dt = LU._data.dtype
+    L = U = None
+    if data:
+        L = G.add(G.tril(G.narrow(LU, -1, 0, k), -1), Tensor._make(np.eye(m, k, dtype=dt)))
+        U = G.triu(G.narrow(LU, -2, 0, k))
+    P = G.clone(Tensor._make(lu_pivots_to_permutation(pivots._data, m).astype(dt))) if perm \
+        else None
+    return P, L, U
+
+
+def linalg_lu_factor(A, pivot=True):
+    LU, pivots, _ = G.linalg_lu_factor_ex(A, pivot=pivot, check_errors=True)
+    return LU, pivots
+
+
+def linalg_lu(A, pivot=True):
+    LU, pivots, _ = G.linalg_lu_factor_ex(A, pivot=pivot)
+    return _lu_parts(LU, pivots)
+
+
+def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    if not unpack_data:   # torch's empty L and U are still outputs of the graph
+        flat = G.reshape(LU_data, (-1,))
+        L, U = G.narrow(flat, 0, 0, 0), G.narrow(flat, 0, 0, 0)
+    P, L2, U2 = _lu_parts(LU_data, LU_pivots, unpack_data, unpack_pivots)
+    if unpack_data:
+        L, U = L2, U2
+    if P is None:
+        P = G.clone(Tensor._make(np.zeros((0,), LU_data._data.dtype)))
+    return P, L, U
+
+
+def linalg_lu_solve(LU, pivots, B, left=True, adjoint=False):
+    """X with A X = B (A^T X = B when ``adjoint``; X A = B when not ``left``), A = P L U."""
+    _need_matrix(LU, "linalg.lu_solve", square=True)
+    if not left:   # X A = B  <=>  A^T X^T = B^T
+        return _mT(linalg_lu_solve(LU, pivots, _mT(B), True, not adjoint))
+    P, L, U = _lu_parts(LU, pivots)
+    st = G.linalg_solve_triangular
+    if not adjoint:
+        Y = st(L, G.matmul(_mT(P), B), upper=False, unitriangular=True)
+        return st(U, Y, upper=True)
+    Y = st(_mT(U), B, upper=False)
+    return G.matmul(P, st(_mT(L), Y, upper=True, unitriangular=True))
+
+
+def lu_solve(input, LU_data, LU_pivots):
+    return linalg_lu_solve(LU_data, LU_pivots, input)

@@ -291,3 +291,54 @@ def pinv(a, atol, rtol, hermitian):
         sinv = np.where(s > tol, 1 / np.where(s > tol, s, 1), 0)
         out = np.swapaxes(vh, -1, -2) * sinv[..., None, :] @ np.swapaxes(u, -1, -2)
     return np.ascontiguousarray(out).astype(a.dtype, copy=False)
+
+
+def lu_factor_ex(a, pivot, check_errors):
+    """Partial-pivoting LU as LAPACK getrf: (LU packed, 1-based int32 pivots, int32 info = the
+    first zero pivot, 1-based, else 0), batched over the leading dimensions."""
+    op = "linalg.lu_factor_ex"
+    _matrix(a, op)
+    if not pivot:
+        raise KernelError("LU without pivoting is not implemented on the CPU")
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    lu = np.array(a, dtype=a.dtype, copy=True).reshape((-1, m, n))
+    b = lu.shape[0]
+    piv = np.zeros((b, k), np.int32)
+    info = np.zeros(b, np.int32)
+    rows = np.arange(b)
+    for j in range(k):
+        p = j + np.argmax(np.abs(lu[:, j:, j]), axis=1)
+        piv[:, j] = p + 1
+        top = lu[rows, j, :].copy()
+        lu[rows, j, :] = lu[rows, p, :]
+        lu[rows, p, :] = top
+        d = lu[:, j, j]
+        zero = d == 0
+        info[(info == 0) & zero] = j + 1
+        lu[:, j + 1:, j] /= np.where(zero, 1, d)[:, None]
+        lu[:, j + 1:, j + 1:] -= lu[:, j + 1:, j:j + 1] * lu[:, j:j + 1, j + 1:]
+    info = info.reshape(batch)
+    if check_errors and np.any(info):
+        first = int(np.flatnonzero(info.reshape(-1))[0])
+        raise KernelError(f"(Batch element {first}): U[{info.reshape(-1)[first]},"
+                          f"{info.reshape(-1)[first]}] is zero")
+    return lu.reshape(batch + (m, n)), piv.reshape(batch + (k,)), info
+
+
+def lu_pivots_to_permutation(pivots, m):
+    """The permutation matrices P (..., m, m) with A = P L U for LAPACK's 1-based pivots."""
+    batch, k = pivots.shape[:-1], pivots.shape[-1]
+    perm = np.broadcast_to(np.arange(m), batch + (m,)).copy().reshape(-1, m)
+    pv = pivots.reshape(-1, k).astype(np.int64) - 1
+    rows = np.arange(perm.shape[0])
+    for j in range(k):
+        p = pv[:, j]
+        if np.any((p < j) | (p >= m)):
+            raise KernelError(f"pivots must be in [{j + 1}, {m}] at position {j}")
+        a, c = perm[rows, j].copy(), perm[rows, p].copy()
+        perm[rows, j], perm[rows, p] = c, a
+    P = np.zeros((perm.shape[0], m, m))
+    P[rows[:, None], perm, np.arange(m)[None, :]] = 1   # column j of P selects row perm[j]
+    return P.reshape(batch + (m, m))

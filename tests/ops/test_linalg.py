@@ -211,3 +211,31 @@ def test_cond_with_matrix_norms_like_torch(p):
                                torch.linalg.cond(torch.from_numpy(a), p).numpy(), rtol=1e-10)
     # torch's own backward fails here (an in-place write in its graph); ember's is gradchecked
     assert gradcheck(lambda x: L.cond(x, p), [_t(a, True)], eps=1e-6, atol=1e-6, rtol=1e-4)
+
+
+def test_lu_family_matches_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(9)
+    a, b = rng.standard_normal((2, 4, 4)), rng.standard_normal((2, 4, 3))
+    e, t = _t(a), torch.from_numpy(a)
+    got, exp = L.lu_factor_ex(e), torch.linalg.lu_factor_ex(t)
+    assert type(got).__name__ == "linalg_lu_factor_ex" and got._fields == ("LU", "pivots", "info")
+    np.testing.assert_allclose(got.LU._data, exp.LU.numpy(), rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(got.pivots._data, exp.pivots.numpy())
+    assert got.pivots.dtype == ember.int32 and got.info.dtype == ember.int32
+    for g, x in zip(L.lu(e), torch.linalg.lu(t)):
+        np.testing.assert_allclose(g._data, x.numpy(), rtol=1e-12, atol=1e-12)
+    for g, x in zip(ember.lu_unpack(got.LU, got.pivots), torch.lu_unpack(exp.LU, exp.pivots)):
+        np.testing.assert_allclose(g._data, x.numpy(), rtol=1e-12, atol=1e-12)
+    LU, piv = e.lu()
+    np.testing.assert_allclose(_t(b).lu_solve(LU, piv)._data,
+                               torch.from_numpy(b).lu_solve(exp.LU, exp.pivots).numpy(), rtol=1e-10)
+    _, _, info = ember.lu(_t([[1.0, 2.0], [2.0, 4.0]]), get_infos=True)
+    assert int(info._data) == 2
+
+
+def test_lu_factor_of_singular_matrix_raises_naming_the_op():
+    with pytest.raises(EmberError, match="lu_factor.*U\\[2,2\\] is zero"):
+        L.lu_factor(_t([[1.0, 2.0], [2.0, 4.0]]))
+    with pytest.raises(EmberError, match="pivoting"):
+        L.lu_factor(_t(np.eye(2)), pivot=False)
