@@ -246,3 +246,310 @@ class Adagrad(Optimizer):
                 x -= (clr * grad / (np.sqrt(s) + g["eps"])).astype(x.dtype, copy=False)
                 p._bump()
         return loss
+
+
+def _check_betas(betas):
+    if not 0.0 <= betas[0] < 1.0:
+        raise EmberValueError(f"Invalid beta parameter at index 0: {betas[0]}")
+    if not 0.0 <= betas[1] < 1.0:
+        raise EmberValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+
+
+def _scalar32(value):
+    """A 0-d float32 state Tensor, as torch keeps its scalar state (eta, mu, mu_product)."""
+    return Tensor._make(np.array(value, np.float32))
+
+
+class Adadelta(Optimizer):
+    """Adadelta: running averages of squared gradients and squared updates (``rho``)."""
+
+    def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
+                 capturable=False, maximize=False, differentiable=False):
+        _check("learning rate", lr)
+        if not 0.0 <= rho <= 1.0:
+            raise EmberValueError(f"Invalid rho value: {rho}")
+        _check("epsilon value", eps)
+        _check("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, rho=rho, eps=eps, weight_decay=weight_decay,
+                                      maximize=maximize, capturable=capturable, foreach=foreach,
+                                      differentiable=differentiable))
+
+    def step(self, closure=None):
+        """One Adadelta update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        for g in self.param_groups:
+            lr, rho, eps, wd = g["lr"], g["rho"], g["eps"], g["weight_decay"]
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grad(p, g["maximize"])
+                x = p._data
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0.0
+                    st["square_avg"] = _zeros_like(p)
+                    st["acc_delta"] = _zeros_like(p)
+                st["step"] += 1
+                if wd != 0:
+                    grad = grad + wd * x
+                sq, acc = st["square_avg"]._data, st["acc_delta"]._data
+                sq *= rho
+                sq += (1 - rho) * grad * grad
+                delta = np.sqrt(acc + eps) / np.sqrt(sq + eps) * grad
+                acc *= rho
+                acc += (1 - rho) * delta * delta
+                x -= (lr * delta).astype(x.dtype, copy=False)
+                p._bump()
+        return loss
+
+
+class Adamax(Optimizer):
+    """Adamax: Adam with the infinity norm of past gradients in the denominator."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 foreach=None, *, maximize=False, differentiable=False, capturable=False):
+        _check("learning rate", lr)
+        _check("epsilon value", eps)
+        _check_betas(betas)
+        _check("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def step(self, closure=None):
+        """One Adamax update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        for g in self.param_groups:
+            lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grad(p, g["maximize"])
+                x = p._data
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0.0
+                    st["exp_avg"] = _zeros_like(p)
+                    st["exp_inf"] = _zeros_like(p)
+                st["step"] += 1
+                if wd != 0:
+                    grad = grad + wd * x
+                m, u = st["exp_avg"]._data, st["exp_inf"]._data
+                m += (grad - m) * (1 - b1)
+                u *= b2
+                np.maximum(u, np.abs(grad) + eps, out=u)
+                clr = lr / (1 - b1 ** st["step"])
+                x -= (clr * m / u).astype(x.dtype, copy=False)
+                p._bump()
+        return loss
+
+
+class NAdam(Optimizer):
+    """NAdam: Adam with Nesterov momentum and a momentum schedule (``momentum_decay``);
+    ``decoupled_weight_decay`` decays the weights as AdamW does."""
+
+    def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
+                 maximize=False, capturable=False, differentiable=False):
+        _check("learning rate", lr)
+        _check("epsilon value", eps)
+        _check_betas(betas)
+        _check("weight_decay value", weight_decay)
+        _check("momentum_decay value", momentum_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, momentum_decay=momentum_decay,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      maximize=maximize, foreach=foreach, capturable=capturable,
+                                      differentiable=differentiable))
+
+    def step(self, closure=None):
+        """One NAdam update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        for g in self.param_groups:
+            lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+            md = g["momentum_decay"]
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grad(p, g["maximize"])
+                x = p._data
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0.0
+                    st["mu_product"] = _scalar32(1.0)
+                    st["exp_avg"] = _zeros_like(p)
+                    st["exp_avg_sq"] = _zeros_like(p)
+                st["step"] += 1
+                step = st["step"]
+                if wd != 0:
+                    if g["decoupled_weight_decay"]:
+                        x *= 1 - lr * wd
+                    else:
+                        grad = grad + wd * x
+                mu = b1 * (1.0 - 0.5 * 0.96 ** (step * md))
+                mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * md))
+                # torch keeps mu_product as a float32 scalar and multiplies it in float32
+                mu_prod = np.float32(np.asarray(st["mu_product"]._data, np.float32) *
+                                     np.float32(mu))
+                st["mu_product"] = _scalar32(mu_prod)
+                mu_prod = float(mu_prod)
+                m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
+                m += (grad - m) * (1 - b1)
+                v *= b2
+                v += (1 - b2) * grad * grad
+                denom = np.sqrt(v / (1 - b2 ** step)) + eps
+                upd = (-lr * (1.0 - mu) / (1.0 - mu_prod)) * grad / denom
+                upd2 = ((-lr * mu_next) / (1.0 - mu_prod * mu_next)) * m / denom
+                x += upd.astype(x.dtype, copy=False)
+                x += upd2.astype(x.dtype, copy=False)
+                p._bump()
+        return loss
+
+
+class RAdam(Optimizer):
+    """RAdam: Adam with the variance of the adaptive learning rate rectified (plain momentum
+    SGD while it is intractable, ``rho_t <= 5``); ``decoupled_weight_decay`` as AdamW."""
+
+    def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
+                 decoupled_weight_decay=False, *, foreach=None, maximize=False,
+                 capturable=False, differentiable=False):
+        _check("learning rate", lr)
+        _check("epsilon value", eps)
+        _check_betas(betas)
+        _check("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
+                                      weight_decay=weight_decay, maximize=maximize,
+                                      foreach=foreach, capturable=capturable,
+                                      decoupled_weight_decay=decoupled_weight_decay,
+                                      differentiable=differentiable))
+
+    def step(self, closure=None):
+        """One RAdam update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        for g in self.param_groups:
+            lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grad(p, g["maximize"])
+                x = p._data
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0.0
+                    st["exp_avg"] = _zeros_like(p)
+                    st["exp_avg_sq"] = _zeros_like(p)
+                st["step"] += 1
+                step = st["step"]
+                if wd != 0:
+                    if g["decoupled_weight_decay"]:
+                        x *= 1 - lr * wd
+                    else:
+                        grad = grad + wd * x
+                m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
+                m += (grad - m) * (1 - b1)
+                v *= b2
+                v += (1 - b2) * grad * grad
+                bc1 = 1 - b1 ** step
+                bc2 = 1 - b2 ** step
+                m_hat = m / bc1
+                rho_inf = 2 / (1 - b2) - 1
+                rho_t = rho_inf - 2 * step * (b2 ** step) / bc2
+                if rho_t > 5.0:
+                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
+                            / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
+                    upd = m_hat * lr * (bc2 ** 0.5 / (np.sqrt(v) + eps)) * rect
+                else:
+                    upd = m_hat * lr
+                x -= upd.astype(x.dtype, copy=False)
+                p._bump()
+        return loss
+
+
+class ASGD(Optimizer):
+    """Averaged SGD: the running average of the iterates is ``state['ax']``; ``eta`` and
+    ``mu`` (float32 scalars, as torch keeps them) follow torch's schedules."""
+
+    def __init__(self, params, lr=1e-2, lambd=1e-4, alpha=0.75, t0=1e6, weight_decay=0,
+                 foreach=None, maximize=False, differentiable=False, capturable=False):
+        _check("learning rate", lr)
+        _check("weight_decay value", weight_decay)
+        super().__init__(params, dict(lr=lr, lambd=lambd, alpha=alpha, t0=t0,
+                                      weight_decay=weight_decay, foreach=foreach,
+                                      maximize=maximize, differentiable=differentiable,
+                                      capturable=capturable))
+
+    def step(self, closure=None):
+        """One ASGD update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        for g in self.param_groups:
+            lr, lambd, alpha, t0, wd = (g["lr"], g["lambd"], g["alpha"], g["t0"],
+                                        g["weight_decay"])
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                grad = _grad(p, g["maximize"])
+                x = p._data
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0.0
+                    st["eta"] = _scalar32(lr)
+                    st["mu"] = _scalar32(1.0)
+                    st["ax"] = _zeros_like(p)
+                st["step"] += 1
+                step = st["step"]
+                if wd != 0:
+                    grad = grad + wd * x
+                eta = float(st["eta"]._data)
+                x *= 1 - lambd * eta
+                x -= (eta * grad).astype(x.dtype, copy=False)
+                ax, mu = st["ax"]._data, float(st["mu"]._data)
+                if mu != 1:
+                    ax += ((x - ax) * mu).astype(ax.dtype, copy=False)
+                else:
+                    ax[...] = x
+                st["eta"] = _scalar32(lr / ((1 + lambd * lr * step) ** alpha))
+                st["mu"] = _scalar32(1 / max(1, step - t0))
+                p._bump()
+        return loss
+
+
+class Rprop(Optimizer):
+    """Resilient backpropagation: per-element step sizes grown by ``etas[1]`` while the
+    gradient keeps its sign and shrunk by ``etas[0]`` when it flips, within ``step_sizes``."""
+
+    def __init__(self, params, lr=1e-2, etas=(0.5, 1.2), step_sizes=(1e-6, 50), *,
+                 capturable=False, foreach=None, maximize=False, differentiable=False):
+        _check("learning rate", lr)
+        if not 0.0 < etas[0] < 1.0 < etas[1]:
+            raise EmberValueError(f"Invalid eta values: {etas[0]}, {etas[1]}")
+        super().__init__(params, dict(lr=lr, etas=tuple(etas), step_sizes=tuple(step_sizes),
+                                      foreach=foreach, maximize=maximize,
+                                      differentiable=differentiable, capturable=capturable))
+
+    def step(self, closure=None):
+        """One Rprop update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        for g in self.param_groups:
+            (etaminus, etaplus), (smin, smax) = g["etas"], g["step_sizes"]
+            for p in g["params"]:
+                if p.grad is None:
+                    continue
+                grad = np.array(_grad(p, g["maximize"]), copy=True)
+                x = p._data
+                st = self.state[p]
+                if not st:
+                    st["step"] = 0.0
+                    st["prev"] = _zeros_like(p)
+                    st["step_size"] = Tensor._make(np.full_like(x, g["lr"]))
+                st["step"] += 1
+                prev, size = st["prev"]._data, st["step_size"]._data
+                s = np.sign(grad * prev)
+                factor = np.where(s > 0, etaplus, np.where(s < 0, etaminus, 1.0))
+                size *= factor.astype(size.dtype, copy=False)
+                np.clip(size, smin, smax, out=size)
+                grad[s < 0] = 0
+                x -= (np.sign(grad) * size).astype(x.dtype, copy=False)
+                prev[...] = grad
+                p._bump()
+        return loss

@@ -1,0 +1,229 @@
+"""Adadelta, Adamax, NAdam, RAdam, ASGD, Rprop, LBFGS against torch: the same trajectories step
+by step, torch's state keys, and a state_dict round trip mid-training that continues
+identically (ember -> ember and torch -> ember)."""
+import numpy as np
+import pytest
+
+import ember
+import ember.optim as eopt
+
+torch = pytest.importorskip("torch")
+
+OPTS = [
+    ("Adadelta", dict()),
+    ("Adadelta", dict(lr=0.5, rho=0.8, eps=1e-4, weight_decay=0.1, maximize=True)),
+    ("Adamax", dict()),
+    ("Adamax", dict(lr=0.01, betas=(0.8, 0.95), eps=1e-3, weight_decay=0.1, maximize=True)),
+    ("NAdam", dict()),
+    ("NAdam", dict(lr=0.01, betas=(0.8, 0.95), weight_decay=0.1, momentum_decay=0.01)),
+    ("NAdam", dict(lr=0.01, weight_decay=0.1, decoupled_weight_decay=True, maximize=True)),
+    ("RAdam", dict()),
+    # beta2=0.9 makes rho_t > 5 from step 6: both branches (rectified and not) are taken
+    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1)),
+    ("RAdam", dict(lr=0.01, betas=(0.8, 0.9), weight_decay=0.1, decoupled_weight_decay=True,
+                   maximize=True)),
+    ("ASGD", dict()),
+    ("ASGD", dict(lr=0.05, lambd=0.01, alpha=0.5, t0=3, weight_decay=0.1, maximize=True)),
+    ("Rprop", dict()),
+    ("Rprop", dict(lr=0.05, etas=(0.3, 1.5), step_sizes=(1e-3, 0.1), maximize=True)),
+]
+STEPS = 10
+
+
+def _make(lib, name, kw, w0, lr2=None):
+    if lib == "ember":
+        ps = [ember.nn.Parameter(ember.tensor(w)) for w in w0]
+        cls = getattr(eopt, name)
+    else:
+        ps = [torch.nn.Parameter(torch.tensor(w)) for w in w0]
+        cls = getattr(torch.optim, name)
+    groups = [{"params": ps[:1]}, {"params": ps[1:]}]
+    if lr2 is not None:
+        groups[1]["lr"] = lr2
+    return ps, cls(groups, **kw)
+
+
+def _steps(lib, ps, opt, grads):
+    out = []
+    for step_grads in grads:
+        for p, g in zip(ps, step_grads):
+            p.grad = ember.tensor(g) if lib == "ember" else torch.tensor(g)
+        opt.step()
+        out.append([p.detach().numpy().copy() for p in ps])
+    return out
+
+
+def _data(seed=0):
+    rng = np.random.default_rng(seed)
+    w0 = [rng.standard_normal((3, 4)), rng.standard_normal(5)]
+    # some gradients keep their sign between steps (Rprop grows and shrinks step sizes)
+    base = [rng.standard_normal(w.shape) for w in w0]
+    grads = [[b + 0.7 * rng.standard_normal(b.shape) for b in base] for _ in range(STEPS)]
+    return w0, grads
+
+
+@pytest.mark.parametrize("name,kw", OPTS, ids=[f"{n}-{i}" for i, (n, _) in enumerate(OPTS)])
+def test_matches_torch_step_by_step(name, kw):
+    w0, grads = _data()
+    lr2 = 0.003 if name not in ("Adadelta",) else 0.2
+    eps_, eo = _make("ember", name, kw, w0, lr2)
+    tps, to = _make("torch", name, kw, w0, lr2)
+    e = _steps("ember", eps_, eo, grads)
+    t = _steps("torch", tps, to, grads)
+    for i, (a, b) in enumerate(zip(e, t)):
+        for x, y in zip(a, b):
+            np.testing.assert_allclose(x, y, rtol=1e-10, atol=1e-12, err_msg=f"step {i}")
+    esd, tsd = eo.state_dict(), to.state_dict()
+    for idx in (0, 1):
+        assert set(esd["state"][idx]) == set(tsd["state"][idx])
+        for k, v in tsd["state"][idx].items():
+            np.testing.assert_allclose(np.asarray(esd["state"][idx][k].numpy()
+                                                  if hasattr(esd["state"][idx][k], "numpy")
+                                                  else esd["state"][idx][k]),
+                                       v.numpy(), rtol=1e-10, atol=1e-12, err_msg=k)
+    for eg, tg in zip(esd["param_groups"], tsd["param_groups"]):
+        assert set(eg) == set(tg)
+        for k, v in tg.items():
+            assert (tuple(eg[k]) if isinstance(eg[k], list) else eg[k]) == \
+                (tuple(v) if isinstance(v, list) else v), k
+
+
+@pytest.mark.parametrize("name,kw", OPTS[1::2] + [OPTS[10]],
+                         ids=[n for n, _ in OPTS[1::2] + [OPTS[10]]])
+def test_state_dict_roundtrip_mid_training(name, kw):
+    w0, grads = _data(1)
+    ps, opt = _make("ember", name, kw, w0)
+    _steps("ember", ps, opt, grads[:4])
+    sd = opt.state_dict()
+    rest = _steps("ember", ps, opt, grads[4:])
+    # ember -> ember: a fresh optimizer (other hyper-parameters) restored from the saved dict
+    ps2, opt2 = _make("ember", name, {}, [r for r in _steps_to(name, kw, w0, grads[:4])])
+    opt2.load_state_dict(sd)
+    again = _steps("ember", ps2, opt2, grads[4:])
+    # torch -> ember: torch's dict after the same 4 steps
+    tps, to = _make("torch", name, kw, w0)
+    _steps("torch", tps, to, grads[:4])
+    ps3, opt3 = _make("ember", name, {}, [p.detach().numpy().copy() for p in tps])
+    opt3.load_state_dict(to.state_dict())
+    from_torch = _steps("ember", ps3, opt3, grads[4:])
+    for a, b, c in zip(rest, again, from_torch):
+        for x, y, z in zip(a, b, c):
+            np.testing.assert_array_equal(x, y)
+            np.testing.assert_allclose(x, z, rtol=1e-10, atol=1e-12)
+
+
+def _steps_to(name, kw, w0, grads):
+    ps, opt = _make("ember", name, kw, w0)
+    return _steps("ember", ps, opt, grads)[-1]
+
+
+def test_float32_parameters_stay_float32():
+    for name, kw in OPTS:
+        p = ember.nn.Parameter(ember.ones(3, dtype=ember.float32))
+        opt = getattr(eopt, name)([p], **kw)
+        for _ in range(2):
+            p.grad = ember.tensor(np.array([0.5, -1.0, 2.0], np.float32))
+            opt.step()
+        assert p.dtype == ember.float32 and p.grad_fn is None, name
+
+
+@pytest.mark.parametrize("bad", [
+    ("Adadelta", dict(rho=1.5), "rho"), ("Adamax", dict(betas=(1.0, 0.9)), "beta"),
+    ("NAdam", dict(momentum_decay=-1), "momentum_decay"), ("RAdam", dict(eps=-1), "epsilon"),
+    ("ASGD", dict(lr=-1), "learning rate"), ("Rprop", dict(etas=(1.5, 2.0)), "eta"),
+    ("LBFGS", dict(line_search_fn="armijo"), "line_search_fn")])
+def test_invalid_hyper_parameters(bad):
+    name, kw, word = bad
+    with pytest.raises(ValueError, match=word):
+        getattr(eopt, name)([ember.nn.Parameter(ember.ones(2))], **kw)
+    if name != "LBFGS":  # torch raises that one only at step(); ember at construction
+        with pytest.raises(ValueError):
+            getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(2))], **kw)
+
+
+# ---------------------------------------------------------------------------------- LBFGS
+def _rosen(x):
+    return ((1 - x[:-1]) ** 2 + 100 * (x[1:] - x[:-1] ** 2) ** 2).sum()
+
+
+def _lbfgs_run(lib, kw, x0, outer, opt=None, ps=None):
+    mod = ember if lib == "ember" else torch
+    if ps is None:
+        ps = [mod.nn.Parameter(mod.tensor(x0[0])), mod.nn.Parameter(mod.tensor(x0[1]))]
+        opt = (eopt if lib == "ember" else torch.optim).LBFGS(ps, **kw)
+    calls = []
+
+    def closure():
+        opt.zero_grad()
+        x = mod.cat([ps[0].reshape(-1), ps[1]])
+        loss = _rosen(x)
+        loss.backward()
+        calls.append(float(loss.detach()))
+        return loss
+    traj = []
+    for _ in range(outer):
+        loss = opt.step(closure)
+        traj.append((float(loss.detach()), [p.detach().numpy().copy() for p in ps]))
+    return traj, calls, opt, ps
+
+
+LBFGS_CASES = [
+    dict(),
+    dict(line_search_fn="strong_wolfe"),
+    dict(lr=0.5, max_iter=4, history_size=3),
+    dict(max_iter=5, history_size=2, line_search_fn="strong_wolfe", tolerance_change=1e-12),
+]
+
+
+@pytest.mark.parametrize("kw", LBFGS_CASES, ids=[str(i) for i in range(len(LBFGS_CASES))])
+def test_lbfgs_matches_torch(kw):
+    x0 = [np.array([[-1.2, 1.0], [0.5, -0.3]]), np.array([1.5, 0.2])]
+    kw = dict(kw, lr=kw.get("lr", 0.1) if "line_search_fn" not in kw else kw.get("lr", 1))
+    et, ec, eo, _ = _lbfgs_run("ember", kw, x0, 3)
+    tt, tc, to, _ = _lbfgs_run("torch", kw, x0, 3)
+    assert len(ec) == len(tc)  # the same closure evaluations (line-search trials included)
+    np.testing.assert_allclose(ec, tc, rtol=1e-9)
+    for (el, ep), (tl, tp) in zip(et, tt):
+        assert el == pytest.approx(tl, rel=1e-9)
+        for a, b in zip(ep, tp):
+            np.testing.assert_allclose(a, b, rtol=1e-8, atol=1e-10)
+    est, tst = eo.state_dict()["state"][0], to.state_dict()["state"][0]
+    assert set(est) == set(tst)
+    assert est["func_evals"] == tst["func_evals"] and est["n_iter"] == tst["n_iter"]
+    assert len(est["old_dirs"]) == len(tst["old_dirs"])
+    np.testing.assert_allclose(est["d"].numpy(), tst["d"].numpy(), rtol=1e-7, atol=1e-10)
+
+
+def test_lbfgs_strong_wolfe_converges_and_state_roundtrip():
+    x0 = [np.array([[-1.2, 1.0], [0.5, -0.3]]), np.array([1.5, 0.2])]
+    kw = dict(line_search_fn="strong_wolfe", max_iter=6)
+    traj, _, opt, ps = _lbfgs_run("ember", kw, x0, 2)
+    sd = opt.state_dict()
+    saved = [p.detach().numpy().copy() for p in ps]
+    rest, _, _, _ = _lbfgs_run("ember", kw, x0, 3, opt, ps)
+    ps2 = [ember.nn.Parameter(ember.tensor(s)) for s in saved]
+    opt2 = eopt.LBFGS(ps2, **kw)
+    opt2.load_state_dict(sd)
+    again, _, _, _ = _lbfgs_run("ember", kw, x0, 3, opt2, ps2)
+    for (l1, p1), (l2, p2) in zip(rest, again):
+        assert l1 == l2
+        for a, b in zip(p1, p2):
+            np.testing.assert_array_equal(a, b)
+    # torch -> ember: continue from torch's state after the same two steps
+    tt, _, to, tps = _lbfgs_run("torch", kw, x0, 2)
+    ps3 = [ember.nn.Parameter(ember.tensor(p.detach().numpy().copy())) for p in tps]
+    opt3 = eopt.LBFGS(ps3, **kw)
+    opt3.load_state_dict(to.state_dict())
+    cont, _, _, _ = _lbfgs_run("ember", kw, x0, 3, opt3, ps3)
+    for (l1, _p1), (l3, _p3) in zip(rest, cont):
+        assert l1 == pytest.approx(l3, rel=1e-6)
+    final = np.concatenate([p.reshape(-1) for p in rest[-1][1]])
+    assert _rosen(final) < 1e-2 * _rosen(np.concatenate([x0[0].reshape(-1), x0[1]]))
+
+
+def test_lbfgs_needs_a_closure_and_one_group():
+    p = ember.nn.Parameter(ember.ones(2))
+    with pytest.raises(RuntimeError, match="closure"):
+        eopt.LBFGS([p]).step(None)
+    with pytest.raises(ValueError, match="parameter groups"):
+        eopt.LBFGS([{"params": [p]}, {"params": [ember.nn.Parameter(ember.ones(2))]}])
