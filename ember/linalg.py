@@ -71,7 +71,25 @@ def lu(A, *, pivot=True):
     return _R.linalg_lu(*_G.linalg_lu(A, pivot=pivot))
 
 
-for _name in ("slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu"):
+def inv_ex(A, *, check_errors=False):
+    """(inverse, info); info is lu_factor_ex's (0 for invertible matrices)."""
+    return _R.linalg_inv_ex(*_G.linalg_inv_ex(A, check_errors=check_errors))
+
+
+def solve_ex(A, B, *, left=True, check_errors=False):
+    """(result, info) of solve; info is lu_factor_ex's."""
+    return _R.linalg_solve_ex(*_G.linalg_solve_ex(A, B, left=left, check_errors=check_errors))
+
+
+def cholesky_ex(A, *, upper=False, check_errors=False):
+    """(L, info); info is the order of the first leading minor not positive-definite, else 0."""
+    return _R.linalg_cholesky_ex(*_G.linalg_cholesky_ex(A, upper=upper,
+                                                         check_errors=check_errors))
+
+
+_NAMED = ("slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
+          "solve_ex", "cholesky_ex")
+for _name in _NAMED:
     globals()[_name] = _public(globals()[_name], _name)
 del _name
 
@@ -117,5 +135,4 @@ def install(tensor_cls, namespace):
             setattr(tensor_cls, name, fn)
 
 
-__all__ = sorted(list(_OPS) + ["slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor",
-                               "lu_factor_ex", "lu"])
+__all__ = sorted(list(_OPS) + list(_NAMED))

@@ -24,7 +24,10 @@ linalg_lu_factor = namedtuple("linalg_lu_factor", ["LU", "pivots"])
 linalg_lu_factor_ex = namedtuple("linalg_lu_factor_ex", ["LU", "pivots", "info"])
 linalg_lu = namedtuple("linalg_lu", ["P", "L", "U"])
 lu_unpack = namedtuple("lu_unpack", ["P", "L", "U"])
-_LINALG = (slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
+linalg_inv_ex = namedtuple("linalg_inv_ex", ["inverse", "info"])
+linalg_solve_ex = namedtuple("linalg_solve_ex", ["result", "info"])
+linalg_cholesky_ex = namedtuple("linalg_cholesky_ex", ["L", "info"])
+_LINALG = (linalg_inv_ex, linalg_solve_ex, linalg_cholesky_ex, slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
            linalg_lu_factor, linalg_lu_factor_ex, linalg_lu, lu_unpack)
 
 for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:

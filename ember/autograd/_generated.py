@@ -5210,6 +5210,28 @@ class LinalgLuFactorExBackward0(Node):
             g0 = _F.linalg_lu_factor_ex_grad(grads, A, LU, pivots)
         return (g0, )
 
+class LinalgCholeskyExBackward0(Node):
+    __slots__ = ('L', 'upper')
+    _saved = ('L',)
+    _op_name = 'linalg_cholesky_ex'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        upper, check_errors, = consts
+        ctx.L = _save_out(outs[0], 'L', 0) if needs[0] else None
+        ctx.upper = upper if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        L = unpack(ctx.L, ctx)
+        upper = ctx.upper
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_cholesky_grad(grads[0], L, upper)
+        return (g0, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -6130,6 +6152,9 @@ OPS['linalg_lstsq_info'] = _op_linalg_lstsq_info
 
 _op_linalg_lu_factor_ex = Op('linalg_lu_factor_ex', _k_linalg_decomp.lu_factor_ex, LinalgLuFactorExBackward0, ('A',), ('pivot', 'check_errors'), multi=True, diff_outputs=(True, False, False), saves_self=True)
 OPS['linalg_lu_factor_ex'] = _op_linalg_lu_factor_ex
+
+_op_linalg_cholesky_ex = Op('linalg_cholesky_ex', _k_linalg_decomp.cholesky_ex, LinalgCholeskyExBackward0, ('A',), ('upper', 'check_errors'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['linalg_cholesky_ex'] = _op_linalg_cholesky_ex
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -8260,6 +8285,18 @@ def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
 def lu_solve(input, LU_data, LU_pivots):
     """lu_solve (see torch.lu_solve)."""
     return _c_linalg_composites.lu_solve(input, LU_data, LU_pivots)
+
+def linalg_inv_ex(A, *, check_errors=False):
+    """linalg_inv_ex (see torch.linalg_inv_ex)."""
+    return _c_linalg_composites.linalg_inv_ex(A, check_errors)
+
+def linalg_solve_ex(A, B, *, left=True, check_errors=False):
+    """linalg_solve_ex (see torch.linalg_solve_ex)."""
+    return _c_linalg_composites.linalg_solve_ex(A, B, left, check_errors)
+
+def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
+    """linalg_cholesky_ex (see torch.linalg_cholesky_ex)."""
+    return dispatch(_op_linalg_cholesky_ex, (A, ), (upper, check_errors, ))
 
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}

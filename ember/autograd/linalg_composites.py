@@ -370,3 +370,47 @@ def linalg_lu_solve(LU, pivots, B, left=True, adjoint=False):
 
 def lu_solve(input, LU_data, LU_pivots):
     return linalg_lu_solve(LU_data, LU_pivots, input)
+
+
+def _singular_error(op, info, what):
+    flat = info._data.reshape(-1)
+    first = int(np.flatnonzero(flat)[0])
+    return EmberRuntimeError(f"{op}: (Batch element {first}): The diagonal element {flat[first]} is "
+                             f"zero, the {what} could not be completed because the input matrix "
+                             f"is singular")
+
+
+def linalg_inv_ex(A, check_errors=False):
+    """(inverse, info): info as lu_factor_ex's; a singular matrix's inverse holds inf/nan as in
+    torch unless ``check_errors`` (which raises)."""
+    from ember.kernels.linalg_decomp import lu_solve_unchecked
+    _need_matrix(A, "linalg.inv_ex", square=True)
+    LU, piv, info = G.linalg_lu_factor_ex(A)
+    if not np.any(info._data):
+        return G.linalg_inv(A), info
+    if check_errors:
+        raise _singular_error("linalg.inv_ex", info, "inversion")
+    n = A._data.shape[-1]
+    return Tensor._make(lu_solve_unchecked(LU._data, piv._data, np.eye(n, dtype=A._data.dtype))), \
+        info
+
+
+def linalg_solve_ex(A, B, left=True, check_errors=False):
+    """(result, info) of linalg.solve; singular matrices as in linalg_inv_ex."""
+    from ember.kernels.linalg_decomp import lu_solve_unchecked
+    _need_matrix(A, "linalg.solve_ex", square=True)
+    LU, piv, info = G.linalg_lu_factor_ex(A)
+    if not np.any(info._data):
+        return G.linalg_solve(A, B, left=left), info
+    if check_errors:
+        raise _singular_error("linalg.solve_ex", info, "solve")
+    a, b = A._data, B._data
+    vector = b.ndim == 1 or (b.ndim == a.ndim - 1 and b.shape == a.shape[:-1])
+    if vector:
+        x = lu_solve_unchecked(LU._data, piv._data, b[..., None])[..., 0]
+    elif left:
+        x = lu_solve_unchecked(LU._data, piv._data, b)
+    else:   # X A = B: X^T = A^-T B^T
+        LUt, pivt, _ = G.linalg_lu_factor_ex(_mT(A))
+        x = np.swapaxes(lu_solve_unchecked(LUt._data, pivt._data, np.swapaxes(b, -1, -2)), -1, -2)
+    return Tensor._make(np.ascontiguousarray(x)), info

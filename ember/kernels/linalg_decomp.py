@@ -342,3 +342,62 @@ def lu_pivots_to_permutation(pivots, m):
     P = np.zeros((perm.shape[0], m, m))
     P[rows[:, None], perm, np.arange(m)[None, :]] = 1   # column j of P selects row perm[j]
     return P.reshape(batch + (m, m))
+
+
+def lu_solve_unchecked(lu, pivots, b):
+    """X = A^-1 B from packed LU factors by substitution, batched; a zero pivot gives inf/nan as
+    LAPACK's getrs does (for inv_ex/solve_ex on singular matrices)."""
+    n = lu.shape[-1]
+    x = np.array(np.broadcast_to(b, np.broadcast_shapes(lu.shape[:-2], b.shape[:-2]) + b.shape[-2:]),
+                 dtype=lu.dtype)
+    lu = np.broadcast_to(lu, x.shape[:-2] + (n, n))
+    pv = np.broadcast_to(pivots, x.shape[:-2] + pivots.shape[-1:]).astype(np.int64) - 1
+    idx = np.indices(x.shape[:-2])
+    for j in range(pv.shape[-1]):      # row interchanges P^T B
+        p = pv[..., j]
+        top = x[(*idx, np.full_like(p, j))].copy()
+        x[(*idx, np.full_like(p, j))] = x[(*idx, p)]
+        x[(*idx, p)] = top
+    with np.errstate(divide="ignore", invalid="ignore"):
+        for i in range(n):             # L y = P^T B (unit diagonal)
+            x[..., i, :] -= np.einsum("...k,...kj->...j", lu[..., i, :i], x[..., :i, :])
+        for i in range(n - 1, -1, -1):  # U x = y
+            x[..., i, :] -= np.einsum("...k,...kj->...j", lu[..., i, i + 1:], x[..., i + 1:, :])
+            x[..., i, :] /= lu[..., i, i][..., None]
+    return x
+
+
+def cholesky_ex(a, upper, check_errors):
+    """(factor, info): info is the order of the first leading minor that is not positive-definite
+    (0 if none); a failing matrix holds LAPACK potrf's partial factor up to that column."""
+    _square(a, "linalg.cholesky_ex")
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    flat = a.reshape((-1, n, n))
+    out = np.zeros_like(flat)
+    info = np.zeros(flat.shape[0], np.int32)
+    with blas_mode(FREE):
+        for i, m in enumerate(flat):
+            try:
+                out[i] = np.linalg.cholesky(m)
+                continue
+            except np.linalg.LinAlgError:
+                pass
+            low = np.tril(m).astype(m.dtype)
+            for j in range(n):   # unblocked Cholesky-Crout until the failing pivot
+                d = low[j, j] - low[j, :j] @ low[j, :j]
+                if not d > 0:
+                    low[j, j] = d
+                    info[i] = j + 1
+                    break
+                low[j, j] = np.sqrt(d)
+                low[j + 1:, j] = (low[j + 1:, j] - low[j + 1:, :j] @ low[j, :j]) / low[j, j]
+            out[i] = low
+    info = info.reshape(batch)
+    if check_errors and np.any(info):
+        first = int(np.flatnonzero(info.reshape(-1))[0])
+        raise KernelError(f"(Batch element {first}): The factorization could not be completed "
+                          f"because the input is not positive-definite (the leading minor of order "
+                          f"{info.reshape(-1)[first]} is not positive-definite)")
+    out = out.reshape(a.shape)
+    return (np.ascontiguousarray(np.swapaxes(out, -1, -2)) if upper else out), info

@@ -239,3 +239,24 @@ def test_lu_factor_of_singular_matrix_raises_naming_the_op():
         L.lu_factor(_t([[1.0, 2.0], [2.0, 4.0]]))
     with pytest.raises(EmberError, match="pivoting"):
         L.lu_factor(_t(np.eye(2)), pivot=False)
+
+
+def test_ex_variants_report_info_like_torch():
+    torch = pytest.importorskip("torch")
+    sing = np.stack([np.eye(2), [[1.0, 2.0], [2.0, 4.0]]])
+    for got, exp in [(L.inv_ex(_t(sing)), torch.linalg.inv_ex(torch.from_numpy(sing))),
+                     (L.solve_ex(_t(sing), _t(np.ones((2, 2)))),
+                      torch.linalg.solve_ex(torch.from_numpy(sing), torch.ones(2, 2,
+                                                                             dtype=torch.float64)))]:
+        assert type(got).__name__ == type(exp).__name__
+        np.testing.assert_array_equal(got.info._data, exp.info.numpy())
+        np.testing.assert_allclose(got[0]._data[0], exp[0].numpy()[0])
+        assert not np.all(np.isfinite(got[0]._data[1]))
+    notpd = np.stack([np.eye(3), [[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 1.0]]])
+    got, exp = L.cholesky_ex(_t(notpd)), torch.linalg.cholesky_ex(torch.from_numpy(notpd))
+    np.testing.assert_array_equal(got.info._data, exp.info.numpy())
+    np.testing.assert_allclose(got.L._data[0], exp.L.numpy()[0])
+    with pytest.raises(EmberError, match="inv_ex.*Batch element 1"):
+        L.inv_ex(_t(sing), check_errors=True)
+    with pytest.raises(EmberError, match="cholesky_ex.*Batch element 1"):
+        L.cholesky_ex(_t(notpd), check_errors=True)
