@@ -28,11 +28,18 @@ def to_text(model_or_path, with_summary=True):
     return _to_text(model_or_path, with_summary=with_summary)
 
 
+def load_model(model):
+    """Read an ONNX model (path, bytes, file object or ``onnx.ModelProto``) as an
+    ``ember.nn.Module`` (see ``ember.onnx.importer.load_model``)."""
+    from ember.onnx.importer import load_model as _load_model
+    return _load_model(model)
+
+
 def register_custom_op_symbolic(op_name, fn, opset_version=MIN_OPSET):
     """Register ``fn(g, node, *tensor_args, **const_args)`` for spec op ``op_name``."""
     return register(op_name, fn, opset_version)
 
 
-__all__ = ["export", "verify", "to_text", "TrainingMode", "symbolic", "register",
+__all__ = ["export", "load_model", "verify", "to_text", "TrainingMode", "symbolic", "register",
            "register_custom_op_symbolic", "lookup", "registered_ops", "build_model",
            "OnnxExportError", "UnsupportedOperatorError", "MIN_OPSET", "MAX_OPSET"]

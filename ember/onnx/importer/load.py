@@ -1,0 +1,328 @@
+"""``load_model``: an ONNX model as an ``ember.nn.Module`` whose forward runs the graph through
+ember ops (so it trains, traces and re-exports). Reading a model never runs code: the file is a
+protobuf, parsed by ``onnx``; ops resolve through the importer registry only."""
+import os
+
+import numpy as np
+
+import ember
+from ember import nn
+from ember.errors import EmberRuntimeError, EmberTypeError
+from ember.onnx.importer.errors import OnnxImportError, UnsupportedOnnxError
+from ember.onnx.importer.registry import lookup, versions
+
+__all__ = ["load_model", "OnnxModule", "MIN_IMPORT_OPSET"]
+
+MIN_IMPORT_OPSET = 7        # older default-domain models go through onnx.version_converter
+_EMBER_NP = {np.dtype(t) for t in ("float16", "float32", "float64", "int8", "int16", "int32",
+                                    "int64", "uint8", "bool")}
+
+
+def _read(src):
+    import onnx
+    if isinstance(src, onnx.ModelProto):
+        return src, "<ModelProto>"
+    if isinstance(src, (bytes, bytearray)):
+        data, where = bytes(src), "<bytes>"
+    elif hasattr(src, "read"):
+        data, where = src.read(), getattr(src, "name", "<file object>")
+    else:
+        where = os.fspath(src)
+        try:
+            with open(where, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise OnnxImportError(f"onnx.load_model: cannot read '{where}': {e}") from None
+    m = onnx.ModelProto()
+    try:
+        m.ParseFromString(data)
+    except Exception as e:   # google.protobuf DecodeError: truncated or not a protobuf
+        raise OnnxImportError(f"onnx.load_model: '{where}' is not a valid ONNX model "
+                              f"(truncated or corrupt protobuf: {e})") from None
+    if not m.HasField("graph") or (not m.graph.node and not m.graph.output):
+        raise OnnxImportError(f"onnx.load_model: '{where}' holds no ONNX graph "
+                              f"(truncated or not an ONNX file; {len(data)} bytes)")
+    return m, where
+
+
+def np_dtype_of(elem_type):
+    import onnx
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type))
+    except Exception:
+        return None
+
+
+def dtype_name(elem_type):
+    import onnx
+    try:
+        return onnx.TensorProto.DataType.Name(elem_type)
+    except ValueError:
+        return str(elem_type)
+
+
+def _attr_value(a):
+    import onnx
+    from onnx import numpy_helper
+    v = onnx.helper.get_attribute_value(a)
+    if isinstance(v, bytes):
+        return v.decode()
+    if isinstance(v, onnx.TensorProto):
+        return numpy_helper.to_array(v)
+    if isinstance(v, list) and v and isinstance(v[0], bytes):
+        return [s.decode() for s in v]
+    return v
+
+
+def _opsets(model):
+    ops = {}
+    for o in model.opset_import:
+        ops["" if o.domain in ("", "ai.onnx") else o.domain] = o.version
+    return ops
+
+
+class _Node:
+    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "fn")
+
+    def __init__(self, op, name, inputs, outputs, attrs, fn):
+        self.op, self.name, self.inputs, self.outputs = op, name, inputs, outputs
+        self.attrs, self.fn = attrs, fn
+
+
+def _check_graph(model):
+    """Resolve every node in the registry; return (nodes, problems)."""
+    opsets = _opsets(model)
+    problems, nodes = [], []
+    for i, n in enumerate(model.graph.node):
+        name = n.name or f"{n.op_type}_{i}"
+        dom = "" if n.domain in ("", "ai.onnx") else n.domain
+        opset = opsets.get(dom)
+        if opset is None:
+            problems.append((n.op_type, None, name, None,
+                             f"domain '{dom}' is not in the model's opset_import"))
+            continue
+        imp = lookup(n.op_type, opset, dom)
+        if imp is None:
+            have = versions(n.op_type, dom)
+            why = ("no importer for this op" + (f" in domain '{dom}'" if dom else "")
+                   if not have else f"no importer for this opset (ember has it from opset "
+                                    f"{have[0]})")
+            problems.append((n.op_type, opset, name, None, why))
+            continue
+        attrs = dict(imp.attrs)
+        bad = False
+        for a in n.attribute:
+            if a.name not in imp.attrs:
+                problems.append((n.op_type, opset, name, a.name, "is not supported"))
+                bad = True
+                continue
+            try:
+                attrs[a.name] = _attr_value(a)
+            except Exception as e:
+                problems.append((n.op_type, opset, name, a.name, f"cannot be read ({e})"))
+                bad = True
+        if len(n.output) > imp.max_outputs and any(n.output[imp.max_outputs:]):
+            problems.append((n.op_type, opset, name, None,
+                             f"only the first {imp.max_outputs} output(s) are supported, the "
+                             f"node asks for {len(n.output)}"))
+            bad = True
+        if not bad and imp.check is not None:
+            res = imp.check(attrs, n)
+            if res:
+                problems.append((n.op_type, opset, name, res[0], res[1]))
+                bad = True
+        attrs["_n"] = len(n.output)
+        nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), attrs, imp.fn))
+    return nodes, problems
+
+
+def _convert_old(model):
+    import onnx
+    from onnx import version_converter
+    opset = _opsets(model).get("", MIN_IMPORT_OPSET)
+    if opset >= MIN_IMPORT_OPSET:
+        return model
+    try:
+        return version_converter.convert_version(model, 13)
+    except Exception as e:
+        raise OnnxImportError(f"onnx.load_model: the model's opset {opset} is older than "
+                              f"{MIN_IMPORT_OPSET} and onnx.version_converter could not convert "
+                              f"it to opset 13: {e}") from None
+
+
+class OnnxModule(nn.Module):
+    """An imported ONNX graph. ``forward(*inputs, **named)`` takes the graph inputs (that are
+    not initializers) by position or name and returns one tensor or a tuple, as the graph
+    declares. ``onnx_names`` maps each ``state_dict()`` key to the ONNX initializer name."""
+
+    def __init__(self, model):
+        super().__init__()
+        from onnx import numpy_helper
+        g = model.graph
+        self.opsets = _opsets(model)
+        nodes, problems = _check_graph(model)
+        init_names = [t.name for t in g.initializer]
+        # every tensor a node reads must be produced before it (graph inputs, initializers,
+        # earlier node outputs); sparse initializers are refused
+        if g.sparse_initializer:
+            problems.append(("<graph>", None, g.name, None, "sparse initializers are not supported"))
+        input_infos = []
+        for vi in g.input:
+            if vi.name in init_names:
+                continue
+            input_infos.append(self._value_info(vi, problems))
+        defined = set(init_names) | {i[0] for i in input_infos}
+        for n in nodes:
+            for j, name in enumerate(n.inputs):
+                if name and name not in defined:
+                    raise OnnxImportError(
+                        f"onnx.load_model: node '{n.name}' ({n.op}) reads input {j} '{name}', "
+                        f"which is not a graph input, an initializer or an earlier node's output "
+                        f"(a dangling input or a missing initializer)")
+            defined.update(o for o in n.outputs if o)
+        outputs = [o.name for o in g.output]
+        for o in outputs:
+            if o not in defined:
+                raise OnnxImportError(f"onnx.load_model: graph output '{o}' is produced by no "
+                                      f"node, input or initializer")
+        if problems:
+            raise UnsupportedOnnxError(problems)
+        self._nodes = nodes
+        self._inputs = input_infos
+        self._outputs = outputs
+        self.onnx_names = {}
+        self._init_keys = {}
+        for t in g.initializer:
+            if t.data_location == 1:   # EXTERNAL
+                raise OnnxImportError(f"onnx.load_model: initializer '{t.name}' is stored in an "
+                                      f"external file; load the model with onnx.load(path) "
+                                      f"(which reads external data) and pass the ModelProto")
+            arr = numpy_helper.to_array(t)
+            if arr.dtype not in _EMBER_NP:
+                raise UnsupportedOnnxError([("<initializer>", None, t.name, None,
+                                             f"dtype {dtype_name(t.data_type)} has no ember dtype")])
+            key = self._add_state(t.name, np.array(arr))
+            self.onnx_names[key] = t.name
+            self._init_keys[t.name] = key
+
+    @staticmethod
+    def _value_info(vi, problems):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is None:
+            problems.append(("<graph input>", None, vi.name, None,
+                             "only tensor inputs are supported (not sequences, maps, optionals)"))
+            return (vi.name, None, None)
+        npd = np_dtype_of(tt.elem_type) if tt.elem_type else None
+        if tt.elem_type and (npd is None or npd not in _EMBER_NP):
+            problems.append(("<graph input>", None, vi.name, None,
+                             f"dtype {dtype_name(tt.elem_type)} has no ember dtype"))
+        shape = None
+        if tt.HasField("shape"):
+            shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
+                     for d in tt.shape.dim]
+        return (vi.name, npd, shape)
+
+    def _add_state(self, name, arr):
+        """Register an initializer under its ONNX name: nested submodules when the name is a
+        dotted path (``features.0.weight``), else with '.' replaced by '_'."""
+        parts = name.split(".")
+        owner = self
+        ok = all(parts) and all(p.isidentifier() or p.isdigit() for p in parts)
+        if ok:
+            for p in parts[:-1]:
+                sub = owner._modules.get(p)
+                if sub is None:
+                    if p in owner._parameters or p in owner._buffers or hasattr(owner, p):
+                        ok = False
+                        break
+                    sub = nn.Module()
+                    owner.register_module(p, sub)
+                owner = sub
+            leaf = parts[-1]
+            if ok and (leaf in owner._modules or leaf in owner._parameters or
+                       leaf in owner._buffers or hasattr(owner, leaf)):
+                ok = False
+        if not ok:
+            owner, leaf = self, name.replace(".", "_") or "_"
+            while (leaf in self._parameters or leaf in self._buffers or leaf in self._modules
+                   or hasattr(self, leaf)):
+                leaf += "_"
+        t = ember.tensor(arr)
+        if arr.dtype.kind == "f":
+            owner.register_parameter(leaf, nn.Parameter(t))
+        else:
+            owner.register_buffer(leaf, t)
+        return leaf if owner is self else name
+
+    def _tensor(self, key):
+        return self.get_parameter(key) if key in dict(self.named_parameters()) else \
+            self.get_buffer(key)
+
+    def input_names(self):
+        """The graph inputs forward takes, in order."""
+        return [i[0] for i in self._inputs]
+
+    def forward(self, *inputs, **named):
+        if len(inputs) > len(self._inputs):
+            raise EmberTypeError(f"onnx model: takes {len(self._inputs)} inputs "
+                                 f"({self.input_names()}), got {len(inputs)}")
+        env = {}
+        for (name, npd, shape), x in zip(self._inputs, inputs):
+            env[name] = x
+        for k, x in named.items():
+            if k not in self.input_names():
+                raise EmberTypeError(f"onnx model: no input named '{k}' (inputs: "
+                                     f"{self.input_names()})")
+            if k in env:
+                raise EmberTypeError(f"onnx model: input '{k}' given twice")
+            env[k] = x
+        for name, npd, shape in self._inputs:
+            if name not in env:
+                raise EmberTypeError(f"onnx model: missing input '{name}' (inputs: "
+                                     f"{self.input_names()})")
+            env[name] = self._check_input(name, npd, shape, env[name])
+        params = dict(self.named_parameters())
+        bufs = dict(self.named_buffers())
+        for oname, key in self._init_keys.items():
+            env[oname] = params[key] if key in params else bufs[key]
+        for n in self._nodes:
+            args = [env[i] if i else None for i in n.inputs]
+            try:
+                out = n.fn(n.attrs, *args)
+            except (OnnxImportError, EmberTypeError, EmberRuntimeError) as e:
+                raise type(e)(f"onnx model: node '{n.name}' ({n.op}): {e}") from e
+            if not isinstance(out, (tuple, list)):
+                out = (out,)
+            for o, v in zip(n.outputs, out):
+                if o:
+                    env[o] = v
+        res = tuple(env[o] for o in self._outputs)
+        return res[0] if len(res) == 1 else res
+
+    @staticmethod
+    def _check_input(name, npd, shape, x):
+        if not isinstance(x, ember.Tensor):
+            x = ember.tensor(np.asarray(x))
+        if npd is not None and x.dtype.numpy != npd:
+            raise EmberTypeError(f"onnx model: input '{name}' expects dtype {npd}, got "
+                                 f"{x.dtype}")
+        if shape is not None:
+            if x.dim() != len(shape):
+                raise EmberRuntimeError(f"onnx model: input '{name}' expects rank {len(shape)} "
+                                        f"(shape {shape}), got shape {tuple(x.shape)}")
+            for i, (d, s) in enumerate(zip(shape, x.shape)):
+                if isinstance(d, int) and d > 0 and d != s:
+                    raise EmberRuntimeError(f"onnx model: input '{name}' expects size {d} at "
+                                            f"dim {i} (shape {shape}), got shape "
+                                            f"{tuple(x.shape)}")
+        return x
+
+
+def load_model(model):
+    """Read an ONNX model (a path, bytes, a binary file object or an ``onnx.ModelProto``) as an
+    ``ember.nn.Module``. Every node is resolved in the importer registry and checked when the
+    model is loaded: an unsupported op, opset or attribute raises ``UnsupportedOnnxError`` naming
+    the op, its opset, the node and the attribute."""
+    proto, _ = _read(model)
+    proto = _convert_old(proto)
+    return OnnxModule(proto)

@@ -1,0 +1,245 @@
+"""Elementwise ONNX ops: arithmetic, comparisons, logic, activations, Cast, Clip, Where."""
+import numpy as np
+
+import ember
+import ember.nn.functional as F
+from ember.onnx.importer._util import ember_dtype, onnx_np_dtype, scalar
+from ember.onnx.importer.load import _EMBER_NP
+from ember.onnx.importer.registry import importer
+
+_UNARY = {
+    "Abs": ember.abs, "Neg": ember.neg, "Exp": ember.exp, "Log": ember.log, "Sqrt": ember.sqrt,
+    "Erf": ember.erf, "Floor": ember.floor, "Ceil": ember.ceil, "Reciprocal": ember.reciprocal,
+    "Sin": ember.sin, "Cos": ember.cos, "Tan": ember.tan, "Asin": ember.asin,
+    "Acos": ember.acos, "Atan": ember.atan, "Sinh": ember.sinh, "Cosh": ember.cosh,
+    "Asinh": ember.asinh, "Acosh": ember.acosh, "Atanh": ember.atanh, "Relu": ember.relu,
+    "Sigmoid": ember.sigmoid, "Tanh": ember.tanh, "Sign": ember.sign, "Softsign": F.softsign,
+    "Softplus": F.softplus, "Round": ember.round, "Mish": F.mish,
+}
+
+
+def _unary(fn):
+    return lambda a, x: fn(x)
+
+
+for _op, _fn in _UNARY.items():
+    importer(_op, since=1)(_unary(_fn))
+
+
+@importer("Not", since=1)
+def not_(a, x):
+    return ember.logical_not(x)
+
+
+@importer("IsNaN", since=9)
+def isnan(a, x):
+    return ember.isnan(x)
+
+
+@importer("IsInf", since=10, attrs={"detect_negative": 1, "detect_positive": 1})
+def isinf(a, x):
+    if a["detect_negative"] and a["detect_positive"]:
+        return ember.isinf(x)
+    if a["detect_positive"]:
+        return ember.isposinf(x)
+    if a["detect_negative"]:
+        return ember.isneginf(x)
+    return ember.zeros_like(x).to(ember.bool)
+
+
+def _int(t):
+    return not t.dtype.is_floating_point
+
+
+@importer("Add", since=7)
+def add(a, x, y):
+    return ember.add(x, y)
+
+
+@importer("Sub", since=7)
+def sub(a, x, y):
+    return ember.sub(x, y)
+
+
+@importer("Mul", since=7)
+def mul(a, x, y):
+    return ember.mul(x, y) if x.dtype != ember.bool else ember.logical_and(x, y)
+
+
+@importer("Div", since=7)
+def div(a, x, y):
+    if _int(x):
+        return ember.div(x, y, rounding_mode="trunc")
+    return ember.div(x, y)
+
+
+@importer("Pow", since=7)
+def pow_(a, x, y):
+    if x.dtype != y.dtype:
+        return ember.pow(x.to(ember.float64), y.to(ember.float64)).to(x.dtype)
+    return ember.pow(x, y)
+
+
+@importer("Mod", since=10, attrs={"fmod": 0})
+def mod(a, x, y):
+    return ember.fmod(x, y) if a["fmod"] else ember.remainder(x, y)
+
+
+_CMP = {"Equal": ember.eq, "Less": ember.lt, "Greater": ember.gt, "LessOrEqual": ember.le,
+        "GreaterOrEqual": ember.ge, "And": ember.logical_and, "Or": ember.logical_or,
+        "Xor": ember.logical_xor, "BitwiseAnd": ember.bitwise_and,
+        "BitwiseOr": ember.bitwise_or, "BitwiseXor": ember.bitwise_xor}
+
+
+def _binary(fn):
+    return lambda a, x, y: fn(x, y)
+
+
+for _op, _fn in _CMP.items():
+    importer(_op, since=7)(_binary(_fn))
+
+
+@importer("BitwiseNot", since=18)
+def bitwise_not(a, x):
+    return ember.bitwise_not(x)
+
+
+@importer("BitShift", since=11, attrs={"direction": ""},
+          check=lambda a, n: None if a["direction"] in ("LEFT", "RIGHT") else
+          ("direction", "must be LEFT or RIGHT"))
+def bitshift(a, x, y):
+    if a["direction"] == "LEFT":
+        return ember.bitwise_left_shift(x, y)
+    return ember.bitwise_right_shift(x, y)
+
+
+def _variadic(fn):
+    def run(a, *xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = fn(out, x)
+        return out
+    return run
+
+
+importer("Max", since=8)(_variadic(ember.maximum))
+importer("Min", since=8)(_variadic(ember.minimum))
+importer("Sum", since=8)(_variadic(ember.add))
+
+
+@importer("Mean", since=8)
+def mean(a, *xs):
+    return _variadic(ember.add)(a, *xs) / len(xs)
+
+
+@importer("Where", since=9)
+def where(a, c, x, y):
+    return ember.where(c, x, y)
+
+
+def _check_cast(a, n):
+    d = onnx_np_dtype(a["to"])
+    if d is None or d not in _EMBER_NP:
+        from ember.onnx.importer.load import dtype_name
+        return ("to", f"= {dtype_name(a['to'])} has no ember dtype")
+    return None
+
+
+@importer("Cast", since=6, attrs={"to": 0, "saturate": 1}, check=_check_cast)
+def cast(a, x):
+    return x.to(ember_dtype(onnx_np_dtype(a["to"])))
+
+
+@importer("CastLike", since=15, attrs={"saturate": 1})
+def castlike(a, x, like):
+    return x.to(like.dtype)
+
+
+@importer("Identity", since=1)
+def identity(a, x):
+    return x
+
+
+@importer("Dropout", since=12, attrs={"seed": 0}, max_outputs=2)
+def dropout(a, x, ratio=None, training_mode=None):
+    if training_mode is not None and bool(scalar(training_mode)):
+        r = 0.5 if ratio is None else float(scalar(ratio))
+        if r > 0:
+            from ember.errors import UnsupportedError
+            raise UnsupportedError("Dropout with training_mode=True is random; ember runs "
+                                   "imported models in inference mode")
+    return x, ember.ones_like(x).to(ember.bool)
+
+
+@importer("Dropout", since=7, attrs={"ratio": 0.5}, max_outputs=2)
+def dropout7(a, x):
+    return x, ember.ones_like(x).to(ember.bool)
+
+
+@importer("Clip", since=11)
+def clip(a, x, lo=None, hi=None):
+    if lo is not None:
+        x = ember.maximum(x, lo.to(x.dtype))
+    if hi is not None:
+        x = ember.minimum(x, hi.to(x.dtype))
+    return x
+
+
+@importer("Clip", since=6, attrs={"min": -3.4028234663852886e38, "max": 3.4028234663852886e38})
+def clip6(a, x):
+    return ember.clamp(x, a["min"], a["max"])
+
+
+@importer("LeakyRelu", since=6, attrs={"alpha": 0.01})
+def leaky_relu(a, x):
+    return F.leaky_relu(x, a["alpha"])
+
+
+@importer("Elu", since=6, attrs={"alpha": 1.0})
+def elu(a, x):
+    return F.elu(x, a["alpha"])
+
+
+@importer("Celu", since=12, attrs={"alpha": 1.0})
+def celu(a, x):
+    return F.celu(x, a["alpha"])
+
+
+@importer("Selu", since=6, attrs={"alpha": 1.67326319217681884765625,
+                                  "gamma": 1.05070102214813232421875})
+def selu(a, x):
+    return a["gamma"] * ember.where(x > 0, x, a["alpha"] * (ember.exp(x) - 1))
+
+
+@importer("ThresholdedRelu", since=10, attrs={"alpha": 1.0})
+def thresholded_relu(a, x):
+    return ember.where(x > a["alpha"], x, ember.zeros_like(x))
+
+
+@importer("HardSigmoid", since=6, attrs={"alpha": 0.2, "beta": 0.5})
+def hard_sigmoid(a, x):
+    return ember.clamp(a["alpha"] * x + a["beta"], 0.0, 1.0)
+
+
+@importer("HardSwish", since=14)
+def hard_swish(a, x):
+    return x * ember.clamp(x / 6.0 + 0.5, 0.0, 1.0)
+
+
+@importer("PRelu", since=9)
+def prelu(a, x, slope):
+    return ember.where(x < 0, x * slope, x)
+
+
+@importer("Gelu", since=20, attrs={"approximate": "none"},
+          check=lambda a, n: None if a["approximate"] in ("none", "tanh") else
+          ("approximate", "must be 'none' or 'tanh'"))
+def gelu(a, x):
+    return F.gelu(x, approximate=a["approximate"])
+
+
+@importer("Shrink", since=9, attrs={"bias": 0.0, "lambd": 0.5})
+def shrink(a, x):
+    lam, b = a["lambd"], a["bias"]
+    zero = ember.zeros_like(x)
+    return ember.where(x < -lam, x + b, ember.where(x > lam, x - b, zero))

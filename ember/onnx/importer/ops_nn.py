@@ -1,0 +1,329 @@
+"""Neural-network ONNX ops: Conv, ConvTranspose, Gemm, MatMul, pooling, normalization, Softmax,
+Resize."""
+import numpy as np
+
+import ember
+import ember.nn.functional as F
+from ember.errors import EmberRuntimeError
+from ember.onnx.importer._util import ints, norm_axis
+from ember.onnx.importer.registry import importer
+
+_CONV = {1: F.conv1d, 2: F.conv2d, 3: F.conv3d}
+_CONVT = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
+_MAXP = {1: F.max_pool1d, 2: F.max_pool2d, 3: F.max_pool3d}
+_AVGP = {1: F.avg_pool1d, 2: F.avg_pool2d, 3: F.avg_pool3d}
+_AUTO = ("NOTSET", "SAME_UPPER", "SAME_LOWER", "VALID")
+
+
+def _check_auto(a, n):
+    if a.get("auto_pad", "NOTSET") not in _AUTO:
+        return ("auto_pad", f"= '{a['auto_pad']}' is not one of {_AUTO}")
+    return None
+
+
+def _pads(a, x, k, s, d):
+    """Per-dim (begin, end) pads, resolving auto_pad against the input size."""
+    nd = len(k)
+    mode = a.get("auto_pad", "NOTSET")
+    if mode in ("SAME_UPPER", "SAME_LOWER"):
+        res = []
+        for i in range(nd):
+            n = x.shape[2 + i]
+            out = -(-n // s[i])
+            tot = max(0, (out - 1) * s[i] + (k[i] - 1) * d[i] + 1 - n)
+            lo = tot // 2 if mode == "SAME_UPPER" else tot - tot // 2
+            res.append((lo, tot - lo))
+        return res
+    if mode == "VALID" or not a.get("pads"):
+        return [(0, 0)] * nd
+    p = a["pads"]
+    return [(p[i], p[i + nd]) for i in range(nd)]
+
+
+def _explicit_pad(x, pads, value):
+    flat = []
+    for b, e in reversed(pads):
+        flat += [b, e]
+    return F.pad(x, flat, mode="constant", value=value)
+
+
+def _geom(a, x, w_shape=None):
+    nd = x.dim() - 2
+    k = a.get("kernel_shape") or (list(w_shape[2:]) if w_shape is not None else None)
+    s = a.get("strides") or [1] * nd
+    d = a.get("dilations") or [1] * nd
+    return nd, list(k), list(s), list(d)
+
+
+@importer("Conv", since=1, check=_check_auto,
+          attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+                 "pads": None, "strides": None})
+def conv(a, x, w, b=None):
+    nd, k, s, d = _geom(a, x, w.shape)
+    if nd not in _CONV:
+        raise EmberRuntimeError(f"Conv of {nd}-d inputs is not supported (1-d to 3-d)")
+    pads = _pads(a, x, k, s, d)
+    if all(p0 == p1 for p0, p1 in pads):
+        padding = [p0 for p0, _ in pads]
+    else:
+        x, padding = _explicit_pad(x, pads, 0.0), [0] * nd
+    if x.dtype == ember.float16:   # ember's conv kernels run float32/float64
+        b = None if b is None else b.to(ember.float32)
+        return _CONV[nd](x.to(ember.float32), w.to(ember.float32), b, stride=s,
+                         padding=padding, dilation=d, groups=a["group"]).to(ember.float16)
+    return _CONV[nd](x, w, b, stride=s, padding=padding, dilation=d, groups=a["group"])
+
+
+def _check_convt(a, n):
+    r = _check_auto(a, n)
+    if r:
+        return r
+    if a["auto_pad"] in ("SAME_UPPER", "SAME_LOWER") and a["output_shape"] is None:
+        return None
+    return None
+
+
+@importer("ConvTranspose", since=1, check=_check_convt,
+          attrs={"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+                 "output_padding": None, "output_shape": None, "pads": None, "strides": None})
+def conv_transpose(a, x, w, b=None):
+    nd, k, s, d = _geom(a, x, w.shape)
+    op = a["output_padding"] or [0] * nd
+    full = [s[i] * (x.shape[2 + i] - 1) + op[i] + (k[i] - 1) * d[i] + 1 for i in range(nd)]
+    if a["output_shape"] is not None or a["auto_pad"] in ("SAME_UPPER", "SAME_LOWER"):
+        target = (list(a["output_shape"])[-nd:] if a["output_shape"] is not None
+                  else [x.shape[2 + i] * s[i] for i in range(nd)])
+        pads = []
+        for i in range(nd):
+            tot = full[i] - target[i]
+            if a["auto_pad"] == "SAME_UPPER":
+                pads.append((tot // 2, tot - tot // 2))
+            else:
+                pads.append((tot - tot // 2, tot // 2))
+    elif a["auto_pad"] == "VALID" or not a["pads"]:
+        pads = [(0, 0)] * nd
+    else:
+        pads = [(a["pads"][i], a["pads"][i + nd]) for i in range(nd)]
+    y = _CONVT[nd](x, w, None, stride=s, padding=0, output_padding=op, groups=a["group"],
+                   dilation=d)
+    # crop the pads (a negative pad, from an output_shape above the full size, adds zeros)
+    idx = (slice(None), slice(None)) + tuple(slice(max(p0, 0), y.shape[2 + i] - max(p1, 0))
+                                             for i, (p0, p1) in enumerate(pads))
+    y = y[idx]
+    if any(p0 < 0 or p1 < 0 for p0, p1 in pads):
+        y = _explicit_pad(y, [(max(-p0, 0), max(-p1, 0)) for p0, p1 in pads], 0.0)
+    if b is not None:
+        y = y + b.reshape(1, -1, *([1] * nd))
+    return y
+
+
+@importer("MatMul", since=1)
+def matmul(a, x, y):
+    return ember.matmul(x, y)
+
+
+@importer("Gemm", since=7, attrs={"alpha": 1.0, "beta": 1.0, "transA": 0, "transB": 0})
+def gemm(a, x, w, c=None):
+    x = x.t() if a["transA"] else x
+    w = w.t() if a["transB"] else w
+    y = ember.matmul(x, w)
+    if a["alpha"] != 1.0:
+        y = y * a["alpha"]
+    if c is not None:
+        y = y + (c * a["beta"] if a["beta"] != 1.0 else c)
+    return y
+
+
+def _check_pool(a, n):
+    r = _check_auto(a, n)
+    if r:
+        return r
+    if a.get("storage_order", 0):
+        return ("storage_order", "= 1 (column-major indices) is not supported")
+    return None
+
+
+@importer("MaxPool", since=8, check=_check_pool,
+          attrs={"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
+                 "pads": None, "storage_order": 0, "strides": None})
+def max_pool(a, x):
+    nd, k, s, d = _geom(a, x)
+    pads = _pads(a, x, k, s, d)
+    ok = all(p0 == p1 and p0 <= k[i] // 2 for i, (p0, p1) in enumerate(pads))
+    if ok:
+        padding = [p0 for p0, _ in pads]
+    else:
+        fill = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.numpy).min)
+        x, padding = _explicit_pad(x, pads, fill), [0] * nd
+    return _MAXP[nd](x, k, stride=s, padding=padding, dilation=d, ceil_mode=bool(a["ceil_mode"]))
+
+
+def _check_avg(a, n):
+    r = _check_auto(a, n)
+    if r:
+        return r
+    if a["dilations"] and any(v != 1 for v in a["dilations"]):
+        return ("dilations", "other than 1 are not supported")
+    return None
+
+
+@importer("AveragePool", since=7, check=_check_avg,
+          attrs={"auto_pad": "NOTSET", "ceil_mode": 0, "count_include_pad": 0,
+                 "dilations": None, "kernel_shape": None, "pads": None, "strides": None})
+def avg_pool(a, x):
+    nd, k, s, d = _geom(a, x)
+    pads = _pads(a, x, k, s, d)
+    ceil = bool(a["ceil_mode"])
+    if all(p0 == p1 and p0 <= k[i] // 2 for i, (p0, p1) in enumerate(pads)) and \
+            a.get("auto_pad", "NOTSET") == "NOTSET":
+        return _AVGP[nd](x, k, stride=s, padding=[p0 for p0, _ in pads], ceil_mode=ceil,
+                         count_include_pad=bool(a["count_include_pad"]))
+    xp = _explicit_pad(x, pads, 0.0)
+    y = _AVGP[nd](xp, k, stride=s, padding=0, ceil_mode=ceil)
+    if a["count_include_pad"]:
+        return y
+    ones = ember.ones(1, 1, *x.shape[2:], dtype=x.dtype)
+    m = _AVGP[nd](_explicit_pad(ones, pads, 0.0), k, stride=s, padding=0, ceil_mode=ceil)
+    return y / m
+
+
+@importer("GlobalAveragePool", since=1)
+def global_avg_pool(a, x):
+    return x.mean(dim=tuple(range(2, x.dim())), keepdim=True)
+
+
+@importer("GlobalMaxPool", since=1)
+def global_max_pool(a, x):
+    return ember.amax(x, dim=tuple(range(2, x.dim())), keepdim=True)
+
+
+def _check_bn(a, n):
+    if a.get("training_mode", 0):
+        return ("training_mode", "= 1 is not supported (ember imports batch norm for inference; "
+                                 "train the imported module instead)")
+    if a.get("spatial", 1) != 1:
+        return ("spatial", "= 0 is not supported")
+    return None
+
+
+@importer("BatchNormalization", since=7, check=_check_bn,
+          attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1})
+def batch_norm(a, x, scale, b, mean, var):
+    return F.batch_norm(x, mean, var, scale, b, training=False, eps=a["epsilon"])
+
+
+@importer("InstanceNormalization", since=6, attrs={"epsilon": 1e-5})
+def instance_norm(a, x, scale, b):
+    dims = tuple(range(2, x.dim()))
+    mu = x.mean(dim=dims, keepdim=True)
+    var = ((x - mu) ** 2).mean(dim=dims, keepdim=True)
+    shape = (1, -1) + (1,) * len(dims)
+    return (x - mu) / ember.sqrt(var + a["epsilon"]) * scale.reshape(*shape) + b.reshape(*shape)
+
+
+@importer("LayerNormalization", since=17, attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1},
+          max_outputs=3)
+def layer_norm(a, x, scale, b=None):
+    ax = norm_axis(a["axis"], x.dim())
+    dims = tuple(range(ax, x.dim()))
+    xc = x.to(ember.float32) if x.dtype == ember.float16 else x
+    mu = xc.mean(dim=dims, keepdim=True)
+    var = ((xc - mu) ** 2).mean(dim=dims, keepdim=True)
+    inv = 1.0 / ember.sqrt(var + a["epsilon"])
+    y = ((xc - mu) * inv).to(x.dtype) * scale
+    if b is not None:
+        y = y + b
+    return y, mu, inv
+
+
+def _softmax_family(fn, coerce):
+    def run(a, x):
+        if x.dim() == 0:
+            return fn(x.reshape(1), 0).reshape(())
+        ax = norm_axis(a["axis"], x.dim())
+        if not coerce:
+            return fn(x, ax)
+        shape = x.shape
+        y = fn(x.reshape(int(np.prod(shape[:ax], dtype=np.int64)), -1), 1)
+        return y.reshape(*shape)
+    return run
+
+
+def _hardmax(x, ax):
+    idx = ember.argmax(x, dim=ax, keepdim=True)
+    return ember.zeros_like(x).scatter(ax, idx, ember.ones_like(idx).to(x.dtype))
+
+
+for _op, _fn in (("Softmax", lambda x, d: ember.softmax(x, d)),
+                 ("LogSoftmax", lambda x, d: ember.log_softmax(x, d)),
+                 ("Hardmax", _hardmax)):
+    importer(_op, since=13, attrs={"axis": -1})(_softmax_family(_fn, False))
+    importer(_op, since=1, attrs={"axis": 1})(_softmax_family(_fn, True))
+
+
+@importer("LpNormalization", since=1, attrs={"axis": -1, "p": 2},
+          check=lambda a, n: None if a["p"] in (1, 2) else ("p", "must be 1 or 2"))
+def lp_normalization(a, x):
+    n = ember.abs(x).sum(a["axis"], keepdim=True) if a["p"] == 1 else \
+        ember.sqrt((x * x).sum(a["axis"], keepdim=True))
+    return ember.where(n == 0, ember.zeros_like(x), x / ember.where(n == 0, ember.ones_like(n), n))
+
+
+@importer("LRN", since=1, attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": 1})
+def lrn(a, x):
+    return F.local_response_norm(x, a["size"], alpha=a["alpha"], beta=a["beta"], k=a["bias"])
+
+
+_RESIZE = {("nearest", "asymmetric", "floor"): ("nearest", None),
+           ("nearest", "half_pixel", "round_prefer_ceil"): ("nearest-exact", None),
+           ("linear", "pytorch_half_pixel", None): ("linear", False),
+           ("linear", "half_pixel", None): ("linear", False),
+           ("linear", "align_corners", None): ("linear", True),
+           ("cubic", "pytorch_half_pixel", None): ("cubic", False),
+           ("cubic", "half_pixel", None): ("cubic", False),
+           ("cubic", "align_corners", None): ("cubic", True)}
+
+
+def _resize_key(a):
+    return (a["mode"], a["coordinate_transformation_mode"],
+            a["nearest_mode"] if a["mode"] == "nearest" else None)
+
+
+def _check_resize(a, n):
+    if _resize_key(a) not in _RESIZE:
+        return ("coordinate_transformation_mode",
+                f"= '{a['coordinate_transformation_mode']}' with mode '{a['mode']}'"
+                + (f" and nearest_mode '{a['nearest_mode']}'" if a["mode"] == "nearest" else "")
+                + " is not supported (ember runs the modes torch's interpolate has)")
+    if a["mode"] == "cubic" and a["cubic_coeff_a"] != -0.75:
+        return ("cubic_coeff_a", "other than -0.75 is not supported")
+    for k in ("antialias", "exclude_outside"):
+        if a[k]:
+            return (k, "= 1 is not supported")
+    if a["keep_aspect_ratio_policy"] != "stretch":
+        return ("keep_aspect_ratio_policy", "other than 'stretch' is not supported")
+    if a["axes"] is not None:
+        return ("axes", "is not supported")
+    return None
+
+
+@importer("Resize", since=11, check=_check_resize,
+          attrs={"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                 "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75, "antialias": 0,
+                 "exclude_outside": 0, "extrapolation_value": 0.0, "axes": None,
+                 "keep_aspect_ratio_policy": "stretch"})
+def resize(a, x, roi=None, scales=None, sizes=None):
+    mode, align = _RESIZE[_resize_key(a)]
+    nd = x.dim() - 2
+    if mode in ("linear", "cubic"):
+        mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[nd] if mode == "linear" else "bicubic"
+    kw = {"align_corners": align} if align is not None else {}
+    if sizes is not None and sizes.numel():
+        sz = ints(sizes)
+        if sz[:2] != list(x.shape[:2]):
+            raise EmberRuntimeError("Resize of the batch or channel dims is not supported")
+        return F.interpolate(x, size=sz[2:], mode=mode, **kw)
+    sc = [float(v) for v in scales.numpy().reshape(-1)]
+    if sc[:2] != [1.0, 1.0]:
+        raise EmberRuntimeError("Resize of the batch or channel dims is not supported")
+    return F.interpolate(x, scale_factor=sc[2:], mode=mode, **kw)

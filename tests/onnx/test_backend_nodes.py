@@ -1,0 +1,99 @@
+"""ONNX's own backend node tests (generated from the installed onnx package) through
+``ember.onnx.backend``.
+
+Every case is loaded with ``prepare`` (the importer's load-time checks: op, opset, attributes,
+dtypes); a case the importer accepts must produce the expected outputs (values within the case's
+rtol/atol, same dtype and shape), except the few listed in KNOWN_FAILURES with the reason.
+The pass rate over all cases is printed (run with -s to see it)."""
+import warnings
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+from ember.onnx import backend  # noqa: E402
+from ember.onnx.importer import OnnxImportError, registered_importers  # noqa: E402
+from ember.onnx.importer.errors import UnsupportedOnnxError  # noqa: E402
+
+# case name -> why ember's result differs (each must really fail; checked below)
+KNOWN_FAILURES = {
+}
+
+
+def _run_case(case):
+    try:
+        rep = backend.prepare(case.model)
+    except UnsupportedOnnxError:
+        return "unsupported", None
+    except OnnxImportError as e:
+        return "unsupported", str(e)
+    try:
+        for inputs, expected in case.data_sets:
+            got = rep.run(inputs)
+            assert len(got) == len(expected), f"{len(got)} outputs, expected {len(expected)}"
+            for g, e in zip(got, expected):
+                e = onnx.numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) \
+                    else np.asarray(e)
+                assert g.dtype == e.dtype, f"dtype {g.dtype}, expected {e.dtype}"
+                assert g.shape == e.shape, f"shape {g.shape}, expected {e.shape}"
+                if e.dtype.kind in "fc":
+                    np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
+                else:
+                    np.testing.assert_array_equal(g, e)
+    except Exception as e:   # noqa: BLE001 - any failure of a supported case is reported
+        return "fail", f"{type(e).__name__}: {str(e)[:300]}"
+    return "pass", None
+
+
+def _ops_registered(model):
+    reg = {op for (_dom, op) in registered_importers()}
+    return all(n.op_type in reg for n in model.graph.node)
+
+
+@pytest.fixture(scope="module")
+def results():
+    from onnx.backend.test.case.node import collect_testcases
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        cases = collect_testcases()
+        out = {}
+        with np.errstate(all="ignore"):
+            for c in cases:
+                status, msg = _run_case(c)
+                out[c.name] = (status, msg, _ops_registered(c.model))
+    return out
+
+
+def test_node_tests_pass_where_the_importer_accepts_the_model(results):
+    total = len(results)
+    passed = sum(s == "pass" for s, _, _ in results.values())
+    accepted = sum(s != "unsupported" for s, _, _ in results.values())
+    op_cases = [k for k, (_, _, r) in results.items() if r]
+    op_passed = sum(results[k][0] == "pass" for k in op_cases)
+    print(f"\nONNX backend node tests: {passed}/{total} passed ({100 * passed / total:.1f}%); "
+          f"{passed}/{accepted} of the cases the importer accepts; "
+          f"{op_passed}/{len(op_cases)} of the cases whose ops are all registered")
+    failures = {k: m for k, (s, m, _) in results.items()
+                if s == "fail" and k not in KNOWN_FAILURES}
+    assert not failures, "\n".join(f"{k}: {m}" for k, m in sorted(failures.items()))
+    stale = [k for k in KNOWN_FAILURES if results.get(k, ("pass",))[0] != "fail"]
+    assert not stale, f"KNOWN_FAILURES entries that no longer fail (remove them): {stale}"
+
+
+def test_core_ops_are_covered(results):
+    """The ops ember's exporter emits have passing node tests."""
+    for name in ("test_conv_with_strides_padding", "test_gemm_default_no_bias", "test_relu",
+                 "test_maxpool_2d_pads", "test_averagepool_2d_pads", "test_globalaveragepool",
+                 "test_batchnorm_epsilon", "test_reshape_negative_dim", "test_flatten_axis1",
+                 "test_transpose_default", "test_concat_2d_axis_0", "test_squeeze",
+                 "test_unsqueeze_axis_0", "test_gather_0", "test_shape", "test_slice_neg_steps",
+                 "test_expand_dim_changed", "test_reduce_mean_default_axes_keepdims_example",
+                 "test_softmax_axis_1", "test_layer_normalization_2d_axis0", "test_einsum_sum",
+                 "test_split_equal_parts_1d_opset18", "test_pad", "test_topk", "test_range_float_type_positive_delta",
+                 "test_gelu_default_1", "test_cast_FLOAT_to_DOUBLE", "test_where_example"):
+        assert results[name][0] == "pass", (name, results[name])
+
+
+def test_supports_device():
+    assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
