@@ -303,8 +303,8 @@ def lu_factor_ex(a, pivot, check_errors):
     m, n = a.shape[-2:]
     k = min(m, n)
     batch = a.shape[:-2]
-    lu = np.array(a, dtype=a.dtype, copy=True).reshape((-1, m, n))
-    b = lu.shape[0]
+    b = int(np.prod(batch))
+    lu = np.array(a, dtype=a.dtype, copy=True).reshape((b, m, n))
     piv = np.zeros((b, k), np.int32)
     info = np.zeros(b, np.int32)
     rows = np.arange(b)
@@ -330,8 +330,9 @@ def lu_factor_ex(a, pivot, check_errors):
 def lu_pivots_to_permutation(pivots, m):
     """The permutation matrices P (..., m, m) with A = P L U for LAPACK's 1-based pivots."""
     batch, k = pivots.shape[:-1], pivots.shape[-1]
-    perm = np.broadcast_to(np.arange(m), batch + (m,)).copy().reshape(-1, m)
-    pv = pivots.reshape(-1, k).astype(np.int64) - 1
+    nb = int(np.prod(batch))
+    perm = np.broadcast_to(np.arange(m), batch + (m,)).copy().reshape(nb, m)
+    pv = pivots.reshape(nb, k).astype(np.int64) - 1
     rows = np.arange(perm.shape[0])
     for j in range(k):
         p = pv[:, j]
@@ -373,7 +374,7 @@ def cholesky_ex(a, upper, check_errors):
     _square(a, "linalg.cholesky_ex")
     n = a.shape[-1]
     batch = a.shape[:-2]
-    flat = a.reshape((-1, n, n))
+    flat = a.reshape((int(np.prod(batch)), n, n))
     out = np.zeros_like(flat)
     info = np.zeros(flat.shape[0], np.int32)
     with blas_mode(FREE):

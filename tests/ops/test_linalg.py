@@ -260,3 +260,13 @@ def test_ex_variants_report_info_like_torch():
         L.inv_ex(_t(sing), check_errors=True)
     with pytest.raises(EmberError, match="cholesky_ex.*Batch element 1"):
         L.cholesky_ex(_t(notpd), check_errors=True)
+
+
+def test_lu_and_ex_variants_on_empty_batches_like_torch():
+    torch = pytest.importorskip("torch")
+    for shape in [(0, 0), (2, 0, 0), (0, 3, 3)]:
+        z = np.zeros(shape)
+        for e_fn, t_fn in [(L.inv_ex, torch.linalg.inv_ex), (L.cholesky_ex, torch.linalg.cholesky_ex),
+                           (L.lu_factor_ex, torch.linalg.lu_factor_ex)]:
+            for g, x in zip(e_fn(_t(z)), t_fn(torch.from_numpy(z))):
+                assert tuple(g.shape) == tuple(x.shape), (e_fn, shape)
