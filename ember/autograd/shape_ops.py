@@ -614,6 +614,12 @@ def constant_pad_nd(input, pad, value=0):
     return G.pad(input, tuple(pad), "constant", value)
 
 
+def trace(input):
+    if input.ndim != 2:
+        raise EmberRuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return G.sum(G.diagonal(input, 0, 0, 1))
+
+
 # every composite raises ember's errors naming it (ember.errors.public)
 for _n, _f in list(globals().items()):
     if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:

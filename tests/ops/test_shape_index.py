@@ -450,3 +450,9 @@ def test_tracing_warns_when_repeats_values_are_frozen():
 def test_onnx_export_of_an_op_that_reads_data_in_python():
     a = np.ones((3, 2), np.float32)
     _onnx_roundtrip(lambda x: x.repeat_interleave(ember.tensor([1, 2, 0]), dim=0), a)
+
+
+def test_trace_of_a_matrix_only():
+    assert ember.trace(_t(np.arange(6.0).reshape(2, 3))).item() == 4.0
+    with pytest.raises(EmberError, match="trace: expected a matrix"):
+        ember.trace(_t(np.ones(3)))
