@@ -428,7 +428,9 @@ _LAYER_ARGS = {
     "ReplicationPad2d": (1,), "CircularPad1d": (1,), "CircularPad2d": (1,),
     "Conv3d": (2, 3, 3), "ConvTranspose3d": (2, 3, 3), "MaxPool3d": (2,), "AvgPool3d": (2,),
     "AdaptiveAvgPool3d": (2,), "AdaptiveMaxPool3d": (2,), "LPPool1d": (2.0, 2),
-    "LPPool3d": (2.0, 2),
+    "LPPool3d": (2.0, 2), "ConstantPad3d": (1, 0.0), "ZeroPad3d": (1,), "ReflectionPad3d": (1,),
+    "ReplicationPad3d": (1,), "CircularPad3d": (1,), "InstanceNorm3d": (3,), "Fold": (4, 2),
+    "Unfold": (2,), "MaxUnpool1d": (2,), "MaxUnpool2d": (2,), "MaxUnpool3d": (2,),
 }
 # containers (they run the user's modules), abstract bases, and LazyLinear (UnsupportedError)
 _NOT_LAYERS = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",

@@ -1182,7 +1182,7 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims. ``attn_mask`` is a bool mask
-    (True = attend) or an additive float mask."""
+    (True = attend) or an additive float mask; a fully masked row gives zeros (as torch)."""
     L, S = query.shape[-2], key.shape[-2]
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa and query.shape[-3] != key.shape[-3]:
@@ -1194,6 +1194,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
         value = G.reshape(G.expand(G.unsqueeze(value, -3), tuple(value.shape[:-2]) + (rep,) +
                                    tuple(value.shape[-2:])),
                           tuple(query.shape[:-3]) + (query.shape[-3],) + tuple(value.shape[-2:]))
+    if is_causal and attn_mask is not None:
+        raise EmberRuntimeError("scaled_dot_product_attention: explicit attn_mask should not be "
+                                "set when is_causal=True")
     scores = G.mul(G.matmul(query, G.transpose(key, -2, -1)), scale)
     if is_causal:
         above = G.logical_not(G.tril(G.ones((L, S), np.dtype(np.bool_)), 0))  # traced L, S
@@ -1203,7 +1206,14 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
             scores = G.masked_fill(scores, G.logical_not(attn_mask), float("-inf"))
         else:
             scores = G.add(scores, attn_mask)
+    dead = None
+    if is_causal or attn_mask is not None:
+        # a row masked everywhere attends to nothing: zeros, as torch's safe softmax
+        dead = G.all(G.isneginf(scores), -1, True)
+        scores = G.masked_fill(scores, dead, 0.0)
     attn = G.softmax(scores, -1, None)
+    if dead is not None:
+        attn = G.masked_fill(attn, dead, 0.0)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return G.matmul(attn, value)
@@ -1299,6 +1309,226 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     if unbatched:
         out = G.squeeze(out, 1)
     return out, weights
+
+
+# ---------------------------------------------------------------------------- issue 12 nn ops
+def _shape_guard(t, dims, op, why):
+    """``t``'s sizes ``dims`` for a constant built in Python: a trace guards them."""
+    tracer = STATE.tracer
+    if tracer is not None and hasattr(tracer, "shape_read"):
+        tracer.shape_read(t, dims, op, why)
+    return tuple(t._data.shape[d] for d in dims)
+
+
+def channel_shuffle(input, groups):
+    """(N, C, *) channels regrouped as (N, groups, C/groups, *) transposed (ShuffleNet)."""
+    if input.dim() < 3:
+        raise EmberRuntimeError(f"channel_shuffle: expected an input of at least 3 dimensions, "
+                                f"got shape {list(input.shape)}")
+    c = input.shape[1]
+    if isinstance(groups, bool) or not isinstance(groups, (int, np.integer)) or groups <= 0 \
+            or c % groups:
+        raise EmberRuntimeError(f"channel_shuffle: groups must be a positive divisor of the "
+                                f"channel count {c}, got {groups!r}")
+    n, rest = input.shape[0], tuple(input.shape[2:])
+    x = G.reshape(input, (n, int(groups), c // int(groups)) + rest)
+    return G.reshape(G.transpose(x, 1, 2), (n, c) + rest)
+
+
+native_channel_shuffle = channel_shuffle
+
+
+def pdist(input, p=2):
+    """p-norm distances between the rows of input (N, M): the N*(N-1)/2 pairs i < j, in order."""
+    if input.dim() != 2:
+        raise EmberRuntimeError(f"pdist: expected a 2-d input (N, M), got shape "
+                                f"{list(input.shape)}")
+    if p < 0:
+        raise EmberRuntimeError(f"pdist: p must be non-negative, got {p}")
+    (n,) = _shape_guard(input, (0,), "pdist", "the pair index arrays")
+    i, j = np.triu_indices(n, 1)
+    d = G.sub(G.index_select(input, 0, _const(i.astype(np.int64))),
+              G.index_select(input, 0, _const(j.astype(np.int64))))
+    if p == 0:  # the count of differing entries: gradient 0 (as torch)
+        return G.sum(G.where(G.ne(d, 0.0), 1.0, G.mul(d, 0.0)), (-1,), False)
+    return G.norm(d, p, (-1,), False)
+
+
+def triplet_margin_with_distance_loss(anchor, positive, negative, *, distance_function=None,
+                                      margin=1.0, swap=False, reduction="mean"):
+    """max(d(a, p) - d(a, n) + margin, 0) with ``distance_function`` (default
+    pairwise_distance); ``swap`` uses min(d(a, n), d(p, n))."""
+    if margin <= 0:
+        raise EmberValueError(f"triplet_margin_with_distance_loss: margin must be greater than "
+                              f"0, got {margin}")
+    dims = (anchor.dim(), positive.dim(), negative.dim())
+    if len(set(dims)) != 1:
+        raise EmberRuntimeError(f"triplet_margin_with_distance_loss: the anchor, positive and "
+                                f"negative tensors must have the same number of dimensions, got "
+                                f"{dims}")
+    dist = pairwise_distance if distance_function is None else distance_function
+    dp, dn = dist(anchor, positive), dist(anchor, negative)
+    if swap:
+        dn = G.minimum(dn, dist(positive, negative))
+    return _reduce(G.clamp_min(G.add(G.sub(dp, dn), margin), 0.0), reduction)
+
+
+def multilabel_margin_loss(input, target, size_average=None, reduce=None, reduction="mean"):
+    """sum over listed targets j and unlisted classes i of max(0, 1 - (x[j] - x[i])) / C; the
+    target (C) or (N, C) int64 lists class indices up to the first -1."""
+    reduction = _legacy_reduction(size_average, reduce, reduction)
+    if input.dim() not in (0, 1, 2) or tuple(target.shape) != tuple(input.shape):
+        raise EmberRuntimeError(f"multilabel_margin_loss: expected input (C) or (N, C) and a "
+                                f"target of the same shape, got input {list(input.shape)} and "
+                                f"target {list(target.shape)}")
+    if target._data.dtype != np.int64:
+        raise EmberTypeError(f"multilabel_margin_loss: expected an int64 target, got "
+                             f"{target.dtype}")
+    unb = input.dim() < 2
+    x = G.reshape(input, (1, -1)) if unb else input  # a 0-d input is one class
+    t = G.reshape(target, (1, -1)) if unb else target
+    dt = x._data.dtype
+    c = x.shape[1]
+    listed = G.cumprod(G.to(G.ne(t, -1), np.dtype(np.int64), False), 1)  # before the first -1
+    hits = G.eq(G.unsqueeze(t, -1), G.arange(0, c, 1, np.dtype(np.int64)))  # (N, K, C)
+    counts = G.sum(G.mul(G.to(hits, dt, False), G.unsqueeze(G.to(listed, dt, False), -1)),
+                   (1,), False)  # times each class is listed
+    other = G.to(G.eq(counts, 0.0), dt, False)
+    z = relu(G.add(G.sub(G.unsqueeze(x, 1), G.unsqueeze(x, 2)), 1.0))  # z[n, j, i]
+    w = G.mul(G.unsqueeze(counts, 2), G.unsqueeze(other, 1))
+    loss = G.div(G.sum(G.mul(z, w), (1, 2), False), float(c))
+    if unb:
+        loss = G.squeeze(loss, 0)
+    return _reduce(loss, reduction)
+
+
+def _max_unpool(input, indices, kernel_size, stride, padding, output_size, nd, op):
+    x, unb = _batched(input, nd, op)
+    idx = G.unsqueeze(indices, 0) if unb else indices
+    if tuple(idx.shape) != tuple(x.shape) or idx._data.dtype != np.int64:
+        raise EmberRuntimeError(f"{op}: expected int64 indices of the input's shape "
+                                f"{list(input.shape)}, got {indices.dtype} {list(indices.shape)}")
+    k, s = _ntuple(kernel_size, nd), _stride(stride, kernel_size, nd)
+    p = _ntuple(padding, nd)
+    spatial = tuple(x.shape[2:])
+    default = tuple((spatial[i] - 1) * s[i] - 2 * p[i] + k[i] for i in range(nd))
+    if output_size is None:
+        out = default
+    else:
+        out = tuple(int(o) for o in output_size)
+        if len(out) == nd + 2:
+            out = out[2:]
+        if len(out) != nd:
+            raise EmberValueError(f"{op}: output_size should be a sequence of {nd} or {nd + 2} "
+                                  f"elements, got {list(output_size)}")
+        for i in range(nd):
+            if not default[i] - s[i] < out[i] < default[i] + s[i]:
+                raise EmberValueError(f"{op}: invalid output_size {list(out)} (dim {i} must be "
+                                      f"between {default[i] - s[i]} and {default[i] + s[i]})")
+    n, c = x.shape[:2]
+    plane = int(np.prod(out))
+    zeros = G.zeros((n, c, plane), x._data.dtype)
+    y = G.scatter(zeros, 2, G.reshape(idx, (n, c, -1)), G.reshape(x, (n, c, -1)))
+    y = G.reshape(y, (n, c) + out)
+    return G.squeeze(y, 0) if unb else y
+
+
+def max_unpool1d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of max_pool1d: values put back at their argmax positions."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 1,
+                       "max_unpool1d")
+
+
+def max_unpool2d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of max_pool2d: values put back at their argmax positions."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 2,
+                       "max_unpool2d")
+
+
+def max_unpool3d(input, indices, kernel_size, stride=None, padding=0, output_size=None):
+    """The partial inverse of max_pool3d: values put back at their argmax positions."""
+    return _max_unpool(input, indices, kernel_size, stride, padding, output_size, 3,
+                       "max_unpool3d")
+
+
+def fold(input, output_size, kernel_size, dilation=1, padding=0, stride=1):
+    """col2im, the adjoint of unfold: (N, C*kh*kw, L) -> (N, C, H, W) summing overlapping
+    blocks (via a grouped transposed convolution)."""
+    if input.dim() not in (2, 3):
+        raise EmberRuntimeError(f"fold: expected a 2-d (unbatched) or 3-d (batched) input, got "
+                                f"shape {list(input.shape)}")
+    unb = input.dim() == 2
+    x = G.unsqueeze(input, 0) if unb else input
+    out = _ntuple(output_size, 2, "output_size")
+    k = _ntuple(kernel_size, 2, "kernel_size")
+    d, p, s = _ntuple(dilation, 2, "dilation"), _ntuple(padding, 2, "padding"), \
+        _ntuple(stride, 2, "stride")
+    if min(k + d + s) <= 0 or min(p) < 0:
+        raise EmberRuntimeError(f"fold: kernel_size {k}, dilation {d} and stride {s} must be "
+                                f"positive and padding {p} non-negative")
+    dt = x._data.dtype
+    if dt not in (np.float32, np.float64):
+        raise EmberTypeError(f"fold: expected a float32 or float64 input, got {dt}")
+    n, ck, length = _shape_guard(x, (0, 1, 2), "fold", "the block layout")
+    kk = k[0] * k[1]
+    blocks = tuple((out[i] + 2 * p[i] - d[i] * (k[i] - 1) - 1) // s[i] + 1 for i in range(2))
+    if ck % kk or blocks[0] * blocks[1] != length or min(blocks) < 1:
+        raise EmberRuntimeError(f"fold: expected an input of size (N, C*{kk}, "
+                                f"{blocks[0] * blocks[1]}) for output_size {list(out)}, "
+                                f"kernel_size {list(k)}, dilation {list(d)}, padding {list(p)}, "
+                                f"stride {list(s)}; got {list(x.shape)}")
+    c = ck // kk
+    eye = np.eye(kk, dtype=dt).reshape(kk, 1, k[0], k[1])
+    w = _const(np.tile(eye, (c, 1, 1, 1)))
+    cover = tuple((blocks[i] - 1) * s[i] - 2 * p[i] + d[i] * (k[i] - 1) + 1 for i in range(2))
+    op = tuple(out[i] - cover[i] for i in range(2))
+    y = G.conv_transpose2d(G.reshape(x, (n, ck) + blocks), w, None, s, p, op, c, d)
+    return G.squeeze(y, 0) if unb else y
+
+
+def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
+    """alpha_dropout of whole channels (N, C, *) (a mask of shape (N, C, 1, ...))."""
+    _check_p(p, "feature_alpha_dropout")
+    if not training or p == 0:
+        return input
+    if input.dim() < 2:
+        raise EmberRuntimeError(f"feature_alpha_dropout: feature dropout requires at least 2 "
+                                f"dimensions in the input, got shape {list(input.shape)}")
+    if p == 1:
+        out = G.mul(input, 0.0)
+        return input.copy_(out) if inplace else out
+    alpha = -1.7580993408473766
+    mshape = tuple(input.shape[:2]) + (1,) * (input.dim() - 2)
+    keep = G.ge(G.rand(mshape, resolve(None), np.dtype(np.float64)), p)
+    a = 1.0 / math.sqrt((alpha * alpha * p + 1) * (1 - p))
+    dt = input._data.dtype
+    out = G.add(G.mul(G.where(keep, input, alpha), a), -a * alpha * p)
+    out = G.to(out, dt, False) if out._data.dtype != dt else out
+    return input.copy_(out) if inplace else out
+
+
+def elu_(input, alpha=1.0):
+    return G.elu(input, alpha, inplace=True)
+
+
+def leaky_relu_(input, negative_slope=0.01):
+    return G.leaky_relu(input, negative_slope, inplace=True)
+
+
+def selu_(input):
+    return selu(input, inplace=True)
+
+
+def celu_(input, alpha=1.0):
+    return celu(input, alpha, inplace=True)
+
+
+def threshold_(input, threshold, value):
+    return globals()["threshold"](input, threshold, value, inplace=True)
+
+
+def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
+    return rrelu(input, lower, upper, training, inplace=True)
 
 
 __all__ = [n for n, v in list(globals().items()) if callable(v) and not n.startswith("_")

@@ -94,6 +94,15 @@ CASES = [
     ("lppool1d", "nn.LPPool1d(2, 3, 2)", [u(2, 3, 9)]),
     ("lppool2d", "nn.LPPool2d(3, 2)", [u(1, 2, 4, 5)]),
     ("lppool3d", "nn.LPPool3d(2, 2)", [u(1, 2, 4, 4, 4)]),
+    ("fold", "nn.Fold((5, 6), (3, 2), dilation=(1, 2), padding=1, stride=(2, 1))",
+     [f(2, 12, 18)]),
+    ("unfold", "nn.Unfold((2, 3), padding=1, stride=2)", [f(2, 3, 5, 4)]),
+    ("pad3d_reflect", "nn.ReflectionPad3d((1, 2, 0, 1, 2, 1))", [f(1, 2, 3, 4, 3)]),
+    ("pad3d_replicate", "nn.ReplicationPad3d(1)", [f(1, 2, 2, 3, 2)]),
+    ("pad3d_circular", "nn.CircularPad3d((1, 0, 1, 1, 0, 1))", [f(1, 2, 2, 3, 2)]),
+    ("pad3d_constant", "nn.ConstantPad3d(1, 0.5)", [f(1, 2, 2, 3, 2)]),
+    ("pad3d_zero", "nn.ZeroPad3d((1, 0, 0, 1, 2, 0))", [f(1, 2, 2, 3, 2)]),
+    ("instancenorm3d", "nn.InstanceNorm3d(2, affine=True)", [f(2, 2, 3, 2, 4)]),
     ("flatten", "nn.Flatten()", [f(2, 3, 4)]),
     ("unflatten", "nn.Unflatten(1, (2, 6))", [f(3, 12)]),
     ("identity", "nn.Identity(54, unused='x')", [f(3, 4)]),
@@ -250,6 +259,9 @@ LOSSES = [
     ("multilabel", "nn.MultiLabelSoftMarginLoss()", [f(3, 4), u(3, 4)]),
     ("poisson", "nn.PoissonNLLLoss()", [f(3, 4), u(3, 4)]),
     ("multimargin", "nn.MultiMarginLoss()", [f(4, 5), i(5, 4)]),
+    ("multilabelmargin", "nn.MultiLabelMarginLoss(reduction='sum')", [f(4, 5), i(3, 4, 5)]),
+    ("triplet_distance", "nn.TripletMarginWithDistanceLoss(margin=0.5, swap=True)",
+     [f(4, 5), f(4, 5), f(4, 5)]),
 ]
 
 

@@ -229,3 +229,110 @@ def test_pool3d_and_lp_pool_functional_forms_match_torch():
         np.testing.assert_array_equal(got[1].numpy(), want[1].numpy())
     with pytest.raises(RuntimeError, match="half of the kernel"):
         F.max_pool3d(ember.randn(1, 1, 4, 4, 4), 2, padding=2)
+
+
+# ---------------------------------------------------------------------------- attention, losses
+def test_sdpa_fully_masked_rows_are_zero_and_gradients_finite():
+    rng = np.random.default_rng(2)
+    q, tq = _pair((2, 3, 4, 5), 2)
+    mask = rng.random((4, 6)) > 0.4
+    mask[1] = False  # a query that may attend to nothing
+    k, tk = _pair((2, 3, 6, 5), 3)
+    v, tv = _pair((2, 3, 6, 2), 4)
+    for em, tm in [(ember.tensor(mask), torch.tensor(mask)),
+                   (ember.tensor(np.where(mask, 0.0, -np.inf)),
+                    torch.tensor(np.where(mask, 0.0, -np.inf)))]:
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=em)
+        ty = TF.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm)
+        np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-12)
+        assert np.all(y.detach().numpy()[:, :, 1] == 0)
+        y.sum().backward()
+        ty.sum().backward()
+        for e, t in ((q, tq), (k, tk), (v, tv)):
+            np.testing.assert_allclose(e.grad.numpy(), t.grad.numpy(), atol=1e-12)
+            e.grad, t.grad = None, None
+    with pytest.raises(RuntimeError, match="is_causal"):
+        F.scaled_dot_product_attention(q, k, v, attn_mask=ember.tensor(mask), is_causal=True)
+    # grouped-query attention with a causal mask and an explicit scale
+    kg, tkg = _pair((2, 1, 6, 5), 5)
+    vg, tvg = _pair((2, 1, 6, 2), 6)
+    y = F.scaled_dot_product_attention(q, kg, vg, is_causal=True, scale=0.3, enable_gqa=True)
+    ty = TF.scaled_dot_product_attention(tq, tkg, tvg, is_causal=True, scale=0.3,
+                                         enable_gqa=True)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), atol=1e-12)
+
+
+def test_new_functional_ops_match_torch():
+    for p in (2, 1, 0.5, float("inf"), 0):  # p=0: a count, gradient 0
+        _check(lambda x: F.pdist(x, p), lambda x: TF.pdist(x, p), (5, 3))
+    _check(lambda x: F.channel_shuffle(x, 3), lambda x: TF.channel_shuffle(x, 3), (2, 6, 2, 2))
+    _check(lambda x: F.fold(x, (5, 6), (3, 2), (1, 2), 1, (2, 1)),
+           lambda x: TF.fold(x, (5, 6), (3, 2), (1, 2), 1, (2, 1)), (2, 12, 18))
+    _check(lambda x: F.fold(x, 4, 2), lambda x: TF.fold(x, 4, 2), (8, 9))  # unbatched
+    rng = np.random.default_rng(8)
+    a, b = rng.standard_normal((4, 5)), rng.standard_normal((4, 5))
+    _check(lambda x: F.triplet_margin_with_distance_loss(
+        x, ember.tensor(a), ember.tensor(b), swap=True, reduction="none",
+        distance_function=lambda u, v: 1 - F.cosine_similarity(u, v)),
+        lambda x: TF.triplet_margin_with_distance_loss(
+            x, torch.tensor(a), torch.tensor(b), swap=True, reduction="none",
+            distance_function=lambda u, v: 1 - TF.cosine_similarity(u, v)), (4, 5))
+    t = np.array([[3, 0, -1, 1, 2], [1, 1, 4, -1, 0], [-1, 2, 3, 0, 0]], np.int64)
+    for red in ("mean", "none"):
+        _check(lambda x: F.multilabel_margin_loss(x, ember.tensor(t), reduction=red),
+               lambda x: TF.multilabel_margin_loss(x, torch.tensor(t), reduction=red), (3, 5))
+    _check(lambda x: F.multilabel_margin_loss(x, ember.tensor(t[1])),
+           lambda x: TF.multilabel_margin_loss(x, torch.tensor(t[1])), (5,))
+    _check(lambda x: F.multilabel_margin_loss(x, ember.tensor(0), reduction="none"),
+           lambda x: TF.multilabel_margin_loss(x, torch.tensor(0), reduction="none"), ())
+
+
+def test_new_composites_gradcheck_in_float64():
+    from ember.autograd.gradcheck import gradcheck
+    rng = np.random.default_rng(9)
+    x = ember.tensor(rng.standard_normal((4, 3)), requires_grad=True)
+    assert gradcheck(lambda x: F.pdist(x, 3), (x,), eps=1e-6, atol=1e-6)
+    c = ember.tensor(rng.standard_normal((1, 8, 4)), requires_grad=True)
+    assert gradcheck(lambda c: F.fold(c, (3, 3), 2), (c,), eps=1e-6, atol=1e-6)
+    t = ember.tensor(np.array([[2, 0, -1, 1], [1, 3, 3, -1]], np.int64))
+    y = ember.tensor(rng.standard_normal((2, 4)), requires_grad=True)
+    assert gradcheck(lambda y: F.multilabel_margin_loss(y, t), (y,), eps=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("nd", [1, 2, 3])
+def test_max_unpool_matches_torch(nd):
+    rng = np.random.default_rng(nd)
+    x = rng.standard_normal((2, 2) + (5,) * nd)
+    ty, ti = getattr(TF, f"max_pool{nd}d")(torch.tensor(x), 2, return_indices=True)
+    idx = ember.tensor(ti.numpy())
+    out = (5,) * nd
+    _check(lambda v: getattr(F, f"max_unpool{nd}d")(v, idx, 2, output_size=out),
+           lambda v: getattr(TF, f"max_unpool{nd}d")(v, ti, 2, output_size=out),
+           tuple(ty.shape))
+    em = getattr(nn, f"MaxUnpool{nd}d")(2)
+    got = em(ember.tensor(ty.numpy()), idx, output_size=out)
+    want = getattr(torch.nn, f"MaxUnpool{nd}d")(2)(ty, ti, output_size=out)
+    np.testing.assert_allclose(got.numpy(), want.numpy())
+    with pytest.raises(ValueError, match="output_size"):
+        getattr(F, f"max_unpool{nd}d")(ember.tensor(ty.numpy()), idx, 2, output_size=(9,) * nd)
+
+
+def test_feature_alpha_dropout_and_inplace_activations():
+    x = ember.ones(64, 16, 3, 3)
+    y = nn.FeatureAlphaDropout(0.3).train()(x).numpy()
+    per_channel = y.reshape(64, 16, 9)
+    assert np.all(per_channel == per_channel[:, :, :1])  # one draw per channel
+    alpha, p = -1.7580993408473766, 0.3
+    a = 1 / np.sqrt((alpha * alpha * p + 1) * (1 - p))
+    np.testing.assert_allclose(np.unique(y.round(6)), sorted([round(a - a * alpha * p, 6),
+                                                              round(a * alpha - a * alpha * p,
+                                                                    6)]), rtol=1e-5)
+    assert 0.2 < np.mean(per_channel[:, :, 0] < 0) < 0.4
+    assert nn.FeatureAlphaDropout(0.3).eval()(x) is x
+    v = np.random.default_rng(3).standard_normal((3, 4))
+    for name, args in [("elu_", (0.5,)), ("leaky_relu_", (0.2,)), ("selu_", ()),
+                       ("celu_", (0.7,)), ("threshold_", (0.1, -2.0)), ("rrelu_", (0.1, 0.3))]:
+        e, t = ember.tensor(v.copy()), torch.tensor(v.copy())
+        assert getattr(F, name)(e, *args) is e
+        getattr(TF, name)(t, *args)
+        np.testing.assert_allclose(e.numpy(), t.numpy(), err_msg=name)

@@ -8,28 +8,33 @@ from ember.nn.modules.container import (ModuleDict, ModuleList, ParameterDict, P
                                         Sequential)
 from ember.nn.modules.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
                                    ConvTranspose3d)
-from ember.nn.modules.dropout import AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d
+from ember.nn.modules.dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d,
+                                      FeatureAlphaDropout)
 from ember.nn.modules.linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
 from ember.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
                                    CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss,
                                    HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
                                    MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss,
                                    PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
-                                   TripletMarginLoss)
+                                   TripletMarginLoss,
+                                   MultiLabelMarginLoss, TripletMarginWithDistanceLoss)
 from ember.nn.modules.misc import (ChannelShuffle, CircularPad1d, CircularPad2d, ConstantPad1d,
                                    ConstantPad2d, CosineSimilarity, PairwiseDistance,
                                    PixelShuffle, PixelUnshuffle, ReflectionPad1d,
                                    ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Upsample,
                                    UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d,
-                                   ZeroPad2d)
+                                   ZeroPad2d,
+                                   CircularPad3d, ConstantPad3d, Fold, ReflectionPad3d,
+                                   ReplicationPad3d, Unfold, ZeroPad3d)
 from ember.nn.modules.module import Module
 from ember.nn.modules.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
                                             InstanceNorm1d, InstanceNorm2d, LayerNorm,
-                                            LocalResponseNorm, RMSNorm)
+                                            LocalResponseNorm, RMSNorm, InstanceNorm3d)
 from ember.nn.modules.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d,
                                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
                                       AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d,
-                                      LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d)
+                                      LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
+                                      MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (MultiheadAttention, TransformerEncoder,

@@ -103,6 +103,11 @@ ReplicationPad1d = _pad_class("ReplicationPad1d", "replicate", 1, False)
 ReplicationPad2d = _pad_class("ReplicationPad2d", "replicate", 2, False)
 CircularPad1d = _pad_class("CircularPad1d", "circular", 1, False)
 CircularPad2d = _pad_class("CircularPad2d", "circular", 2, False)
+ConstantPad3d = _pad_class("ConstantPad3d", "constant", 3, True)
+ZeroPad3d = _pad_class("ZeroPad3d", "constant", 3, False)
+ReflectionPad3d = _pad_class("ReflectionPad3d", "reflect", 3, False)
+ReplicationPad3d = _pad_class("ReplicationPad3d", "replicate", 3, False)
+CircularPad3d = _pad_class("CircularPad3d", "circular", 3, False)
 
 
 class CosineSimilarity(Module):
@@ -136,3 +141,36 @@ class ChannelShuffle(Module):
 
     def extra_repr(self):
         return f"groups={self.groups}"
+
+
+class Fold(Module):
+    """col2im: (N, C*kh*kw, L) blocks summed into (N, C, *output_size) (F.fold)."""
+
+    def __init__(self, output_size, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.output_size, self.kernel_size = output_size, kernel_size
+        self.dilation, self.padding, self.stride = dilation, padding, stride
+
+    def forward(self, input):
+        return F.fold(input, self.output_size, self.kernel_size, self.dilation, self.padding,
+                      self.stride)
+
+    def extra_repr(self):
+        return (f"output_size={self.output_size}, kernel_size={self.kernel_size}, "
+                f"dilation={self.dilation}, padding={self.padding}, stride={self.stride}")
+
+
+class Unfold(Module):
+    """im2col: sliding (C*kh*kw) blocks of (N, C, H, W) as (N, C*kh*kw, L) (F.unfold)."""
+
+    def __init__(self, kernel_size, dilation=1, padding=0, stride=1):
+        super().__init__()
+        self.kernel_size, self.dilation, self.padding, self.stride = (kernel_size, dilation,
+                                                                      padding, stride)
+
+    def forward(self, input):
+        return F.unfold(input, self.kernel_size, self.dilation, self.padding, self.stride)
+
+    def extra_repr(self):
+        return (f"kernel_size={self.kernel_size}, dilation={self.dilation}, "
+                f"padding={self.padding}, stride={self.stride}")

@@ -125,6 +125,10 @@ class InstanceNorm2d(_InstanceNorm):
     _nd = 2
 
 
+class InstanceNorm3d(_InstanceNorm):
+    _nd = 3
+
+
 class LayerNorm(Module):
     """Normalise over the trailing ``normalized_shape`` dims, with elementwise affine."""
 

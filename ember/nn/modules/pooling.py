@@ -156,3 +156,34 @@ class AdaptiveAvgPool3d(_AdaptiveNd):
 class AdaptiveMaxPool3d(_AdaptiveNd):
     def forward(self, input):
         return F.adaptive_max_pool3d(input, self.output_size, self.return_indices)
+
+
+class _MaxUnpoolNd(Module):
+    _n = 2
+
+    def __init__(self, kernel_size, stride=None, padding=0):
+        super().__init__()
+        n = self._n
+        tup = (lambda v: tuple(v) if isinstance(v, (tuple, list)) else (v,) * n)
+        self.kernel_size = tup(kernel_size)
+        self.stride = tup(stride if stride is not None else kernel_size)
+        self.padding = tup(padding)
+
+    def forward(self, input, indices, output_size=None):
+        fn = getattr(F, f"max_unpool{self._n}d")
+        return fn(input, indices, self.kernel_size, self.stride, self.padding, output_size)
+
+    def extra_repr(self):
+        return f"kernel_size={self.kernel_size}, stride={self.stride}, padding={self.padding}"
+
+
+class MaxUnpool1d(_MaxUnpoolNd):
+    _n = 1
+
+
+class MaxUnpool2d(_MaxUnpoolNd):
+    _n = 2
+
+
+class MaxUnpool3d(_MaxUnpoolNd):
+    _n = 3
