@@ -30,6 +30,10 @@ def _dims(x):
 
 def movedim(input, source, destination):
     nd = input.ndim
+    if nd == 0:  # only dims 0 / -1, which leave a 0-d tensor as it is
+        for d in _dims(source) + _dims(destination):
+            _norm("movedim", int(d), 0)
+        return G.permute(input, ())
     src = [_norm("movedim", int(d), nd) for d in _dims(source)]
     dst = [_norm("movedim", int(d), nd) for d in _dims(destination)]
     if len(src) != len(dst):
@@ -553,8 +557,8 @@ def block_diag(tensors):
                                     f"Input has {t.ndim} dimensions")
         mats.append(G.reshape(t, (1, 1)) if t.ndim == 0 else
                     G.reshape(t, (1, -1)) if t.ndim == 1 else t)
-    if not mats:
-        return Tensor._make(np.zeros((0, 0), np.float32))
+    if not mats:  # as torch: a (1, 0) float32 tensor
+        return Tensor._make(np.zeros((1, 0), np.float32))
     from ember.kernels.dtypes import result_type
     dt = result_type(*[m._data for m in mats])
     total = sum(m._data.shape[1] for m in mats)

@@ -240,6 +240,9 @@ def _check_index_along(a, dim, index, name):
 def index_copy(a, index, source, dim):
     """``a`` with the slices ``index[i]`` along ``dim`` replaced by the slices ``i`` of ``source``."""
     d = _check_index_along(a, dim, index, "index_copy")
+    if index.size and index.min() < 0:
+        raise IndexError(f"index_copy(): index {int(index.min())} is out of bounds for dimension "
+                         f"{d} with size {a.shape[d] if a.ndim else 1}")
     index = index.reshape(-1)
     want = a.shape[:d] + (index.size,) + a.shape[d + 1:] if a.ndim else (index.size,) * bool(
         source.ndim)

@@ -456,3 +456,10 @@ def test_trace_of_a_matrix_only():
     assert ember.trace(_t(np.arange(6.0).reshape(2, 3))).item() == 4.0
     with pytest.raises(EmberError, match="trace: expected a matrix"):
         ember.trace(_t(np.ones(3)))
+
+
+def test_edge_cases_as_torch():
+    assert ember.movedim(_t(np.array(3.0)), 0, -1).shape == ()
+    assert ember.block_diag().shape == (1, 0)
+    with pytest.raises(IndexError, match="index_copy"):
+        ember.zeros(3).index_copy(0, ember.tensor([-1]), ember.ones(1))
