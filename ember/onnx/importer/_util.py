@@ -17,7 +17,7 @@ def scalar(t):
 
 
 def const(arr):
-    return ember.tensor(np.ascontiguousarray(arr))
+    return ember.tensor(np.array(arr, order="C"))
 
 
 def onnx_np_dtype(elem_type):

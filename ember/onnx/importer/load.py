@@ -100,6 +100,7 @@ def _check_graph(model):
         if opset is None:
             problems.append((n.op_type, None, name, None,
                              f"domain '{dom}' is not in the model's opset_import"))
+            nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), {}, None))
             continue
         imp = lookup(n.op_type, opset, dom)
         if imp is None:
@@ -108,6 +109,7 @@ def _check_graph(model):
                    if not have else f"no importer for this opset (ember has it from opset "
                                     f"{have[0]})")
             problems.append((n.op_type, opset, name, None, why))
+            nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), {}, None))
             continue
         attrs = dict(imp.attrs)
         bad = False
@@ -143,7 +145,8 @@ def _convert_old(model):
     if opset >= MIN_IMPORT_OPSET:
         return model
     try:
-        return version_converter.convert_version(model, 13)
+        # the converter's adapters need the shapes of broadcasting inputs
+        return version_converter.convert_version(onnx.shape_inference.infer_shapes(model), 13)
     except Exception as e:
         raise OnnxImportError(f"onnx.load_model: the model's opset {opset} is older than "
                               f"{MIN_IMPORT_OPSET} and onnx.version_converter could not convert "

@@ -164,10 +164,9 @@ def identity(a, x):
 def dropout(a, x, ratio=None, training_mode=None):
     if training_mode is not None and bool(scalar(training_mode)):
         r = 0.5 if ratio is None else float(scalar(ratio))
-        if r > 0:
-            from ember.errors import UnsupportedError
-            raise UnsupportedError("Dropout with training_mode=True is random; ember runs "
-                                   "imported models in inference mode")
+        if r > 0:   # ember's generator (ember.manual_seed), not the ONNX seed attribute
+            keep = ember.rand(*x.shape) >= r
+            return ember.where(keep, x / (1.0 - r), ember.zeros_like(x)), keep
     return x, ember.ones_like(x).to(ember.bool)
 
 

@@ -76,4 +76,4 @@ def _load():
     if not _LOADED:
         _LOADED = True
         from ember.onnx.importer import (ops_elementwise, ops_nn, ops_reduce,  # noqa: F401
-                                         ops_shape)
+                                         ops_rnn, ops_shape)
