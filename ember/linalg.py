@@ -21,7 +21,7 @@ _OPS = {
     "diagonal": "linalg_diagonal", "svdvals": "linalg_svdvals", "eigvalsh": "linalg_eigvalsh",
     "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
     "cond": "linalg_cond", "tensorinv": "linalg_tensorinv", "tensorsolve": "linalg_tensorsolve",
-    "vander": "linalg_vander", "lu_solve": "linalg_lu_solve",
+    "vander": "linalg_vander", "lu_solve": "linalg_lu_solve", "matrix_exp": "linalg_matrix_exp",
 }
 
 for _name, _op in _OPS.items():
@@ -110,6 +110,11 @@ def _top_svd(input, some=True, compute_uv=True):
     return _R.svd(*_G.svd(input, some, compute_uv))
 
 
+def _top_triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """(solution, cloned_coefficient) of A X = input (torch.triangular_solve)."""
+    return _R.triangular_solve(*_G.triangular_solve(input, A, upper, transpose, unitriangular))
+
+
 def _top_lu(A, pivot=True, get_infos=False):
     """(LU, pivots), with the infos when ``get_infos`` (torch.lu; raises on a zero pivot
     otherwise)."""
@@ -124,7 +129,8 @@ def _top_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
 
 TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, "qr"),
             "svd": _public(_top_svd, "svd"), "lu": _public(_top_lu, "lu"),
-            "lu_unpack": _public(_top_lu_unpack, "lu_unpack")}
+            "lu_unpack": _public(_top_lu_unpack, "lu_unpack"),
+            "triangular_solve": _public(_top_triangular_solve, "triangular_solve")}
 
 
 def install(tensor_cls, namespace):

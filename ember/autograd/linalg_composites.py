@@ -414,3 +414,158 @@ def linalg_solve_ex(A, B, left=True, check_errors=False):
         LUt, pivt, _ = G.linalg_lu_factor_ex(_mT(A))
         x = np.swapaxes(lu_solve_unchecked(LUt._data, pivt._data, np.swapaxes(b, -1, -2)), -1, -2)
     return Tensor._make(np.ascontiguousarray(x)), info
+
+
+# ---- products and older torch linear-algebra functions
+def mv(input, vec):
+    if input._data.ndim != 2 or vec._data.ndim != 1:
+        raise EmberRuntimeError(f"mv: expected a 2-D matrix and a 1-D vector, got shapes "
+                                f"{tuple(input._data.shape)} and {tuple(vec._data.shape)}")
+    return G.matmul(input, vec)
+
+
+def vdot(input, other):
+    return G.dot(input, other)
+
+
+def inner(input, other):
+    a, b = input._data.shape, other._data.shape
+    if len(a) == 0 or len(b) == 0:
+        return G.mul(input, other)
+    if a[-1] != b[-1]:
+        raise EmberRuntimeError(f"inner: last dimensions differ: {tuple(a)} and {tuple(b)}")
+    k = a[-1]
+    a2 = G.reshape(input, (int(np.prod(a[:-1])), k))
+    b2 = G.reshape(other, (int(np.prod(b[:-1])), k))
+    return G.reshape(G.matmul(a2, _mT(b2)), tuple(a[:-1]) + tuple(b[:-1]))
+
+
+def kron(input, other):
+    a, b = input._data.shape, other._data.shape
+    nd = max(len(a), len(b))
+    a = (1,) * (nd - len(a)) + tuple(a)
+    b = (1,) * (nd - len(b)) + tuple(b)
+    x = G.reshape(input, tuple(s for d in a for s in (d, 1)))
+    y = G.reshape(other, tuple(s for d in b for s in (1, d)))
+    return G.reshape(G.mul(x, y), tuple(p * q for p, q in zip(a, b)))
+
+
+def tensordot(a, b, dims=2):
+    na, nb = a._data.ndim, b._data.ndim
+    if isinstance(dims, (int, np.integer)):
+        if dims < 0:
+            raise EmberRuntimeError(f"tensordot: expects dims >= 0, but got dims={dims}")
+        da, db = list(range(na - dims, na)), list(range(dims))
+    else:
+        da, db = ([dims[0]] if isinstance(dims[0], int) else list(dims[0]),
+                  [dims[1]] if isinstance(dims[1], int) else list(dims[1]))
+    da, db = [d % na for d in da], [d % nb for d in db]
+    if len(da) != len(db) or any(a._data.shape[i] != b._data.shape[j] and
+                                 1 not in (a._data.shape[i], b._data.shape[j])
+                                 for i, j in zip(da, db)):
+        raise EmberRuntimeError(f"tensordot: contracted dimensions {da} of {tuple(a._data.shape)} "
+                                f"and {db} of {tuple(b._data.shape)} do not match")
+    for i, j in zip(da, db):   # size-1 contracted dimensions broadcast, as torch
+        sa_, sb_ = a._data.shape[i], b._data.shape[j]
+        if sa_ != sb_ and 1 in (sa_, sb_):
+            if sa_ == 1:
+                a = G.expand(a, *[sb_ if d == i else -1 for d in range(na)])
+            else:
+                b = G.expand(b, *[sa_ if d == j else -1 for d in range(nb)])
+    fa = [d for d in range(na) if d not in da]
+    fb = [d for d in range(nb) if d not in db]
+    k = int(np.prod([a._data.shape[d] for d in da]))
+    sa = [a._data.shape[d] for d in fa]
+    sb = [b._data.shape[d] for d in fb]
+    a2 = G.reshape(G.permute(a, *(fa + da)), (int(np.prod(sa)), k))
+    b2 = G.reshape(G.permute(b, *(db + fb)), (k, int(np.prod(sb))))
+    return G.reshape(G.matmul(a2, b2), tuple(sa + sb))
+
+
+def _filled(x, value):
+    """``x`` with every element ``value`` (NaN included), keeping x in the graph (zero gradient)."""
+    return G.masked_fill(x, Tensor._make(np.ones(x._data.shape, bool)), value)
+
+
+def _scaled_add(self, prod, beta, alpha):
+    """beta * self + alpha * prod as torch: beta == 0 ignores self's values (NaN too); integer
+    tensors take integer beta/alpha (truncated); bool tensors are or-ed."""
+    kinds = {self._data.dtype.kind, prod._data.dtype.kind}
+    if kinds == {"b"}:
+        right = G.ne(prod, 0)
+        return G.logical_or(self if beta else _filled(self, False),
+                            right if alpha else _filled(right, False))
+    if not kinds & {"f", "c"}:
+        beta, alpha = int(beta), int(alpha)
+    if alpha != 1:
+        prod = G.mul(prod, alpha)
+    if beta == 0:
+        return G.add(prod, _filled(self, 0))   # a zero gradient for self
+    return G.add(prod, self if beta == 1 else G.mul(self, beta))
+
+
+def addmv(input, mat, vec, beta=1, alpha=1):
+    return _scaled_add(input, mv(mat, vec), beta, alpha)
+
+
+def addr(input, vec1, vec2, beta=1, alpha=1):
+    return _scaled_add(input, G.outer(vec1, vec2), beta, alpha)
+
+
+def baddbmm(input, batch1, batch2, beta=1, alpha=1):
+    return _scaled_add(input, G.bmm(batch1, batch2), beta, alpha)
+
+
+def addbmm(input, batch1, batch2, beta=1, alpha=1):
+    return _scaled_add(input, G.sum(G.bmm(batch1, batch2), (0,)), beta, alpha)
+
+
+def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """(solution, cloned_coefficient) of A X = b (A^T X = b when ``transpose``)."""
+    batch = np.broadcast_shapes(input._data.shape[:-2], A._data.shape[:-2])
+    coefficient = G.clone(G.broadcast_to(A, tuple(batch) + tuple(A._data.shape[-2:])))
+    M = _mT(A) if transpose else A
+    X = G.linalg_solve_triangular(M, input, upper=upper != transpose, left=True,
+                                  unitriangular=unitriangular)
+    return X, coefficient
+
+
+def cholesky_inverse(input, upper=False):
+    n = input._data.shape[-1]
+    eye = Tensor._make(np.eye(n, dtype=input._data.dtype))
+    return G.cholesky_solve(eye, input, upper)
+
+
+# Pade approximant of degree 13 with scaling and squaring (Higham 2005)
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+_THETA13 = 5.371920351148152
+
+
+def linalg_matrix_exp(A):
+    _need_matrix(A, "linalg.matrix_exp", square=True)
+    _need_float(A, "linalg.matrix_exp")
+    n = A._data.shape[-1]
+    if n == 0:
+        return G.clone(A)
+    norm1 = float(np.max(np.sum(np.abs(A._data), axis=-2), initial=0.0))
+    s = max(0, int(np.ceil(np.log2(norm1 / _THETA13)))) if norm1 > 0 else 0
+    X = G.mul(A, 2.0 ** -s) if s else A
+    b = _PADE13
+    eye = Tensor._make(np.eye(n, dtype=A._data.dtype))
+    X2 = G.matmul(X, X)
+    X4 = G.matmul(X2, X2)
+    X6 = G.matmul(X4, X2)
+
+    def comb(c6, c4, c2, c0):
+        return G.add(G.add(G.mul(X6, c6), G.mul(X4, c4)), G.add(G.mul(X2, c2), G.mul(eye, c0)))
+
+    U = G.matmul(X, G.add(G.matmul(X6, G.add(G.add(G.mul(X6, b[13]), G.mul(X4, b[11])),
+                                              G.mul(X2, b[9]))), comb(b[7], b[5], b[3], b[1])))
+    V = G.add(G.matmul(X6, G.add(G.add(G.mul(X6, b[12]), G.mul(X4, b[10])), G.mul(X2, b[8]))),
+              comb(b[6], b[4], b[2], b[0]))
+    R = G.linalg_solve(G.sub(V, U), G.add(V, U))
+    for _ in range(s):
+        R = G.matmul(R, R)
+    return R

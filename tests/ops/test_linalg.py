@@ -270,3 +270,33 @@ def test_lu_and_ex_variants_on_empty_batches_like_torch():
                            (L.lu_factor_ex, torch.linalg.lu_factor_ex)]:
             for g, x in zip(e_fn(_t(z)), t_fn(torch.from_numpy(z))):
                 assert tuple(g.shape) == tuple(x.shape), (e_fn, shape)
+
+
+def test_products_beta_zero_ignore_nan_and_integer_scalars_truncate_like_torch():
+    torch = pytest.importorskip("torch")
+    m, v = np.arange(6.0).reshape(2, 3), np.ones(3)
+    got = ember.addmv(_t([np.nan, np.inf]), _t(m), _t(v), beta=0)
+    np.testing.assert_array_equal(got._data, [3.0, 12.0])
+    s, mi, vi = np.arange(2), np.ones((2, 3), np.int64), np.arange(3)
+    got = ember.addmv(ember.from_numpy(s), ember.from_numpy(mi), ember.from_numpy(vi), beta=0.2,
+                      alpha=2.6)
+    exp = torch.addmv(torch.from_numpy(s), torch.from_numpy(mi), torch.from_numpy(vi), beta=0.2,
+                      alpha=2.6)
+    assert got.dtype == ember.int64
+    np.testing.assert_array_equal(got._data, exp.numpy())
+    b = np.array([True, False])
+    got = ember.addr(ember.from_numpy(b), ember.from_numpy(b), ember.from_numpy(b), beta=0)
+    exp = torch.addr(torch.from_numpy(b), torch.from_numpy(b), torch.from_numpy(b), beta=0)
+    np.testing.assert_array_equal(got._data, exp.numpy())
+
+
+def test_tensordot_broadcasts_size_one_contracted_dims_and_matrix_exp_scales():
+    torch = pytest.importorskip("torch")
+    a, b = np.ones((1, 1, 1)), np.arange(4.0).reshape(2, 1, 2)
+    np.testing.assert_allclose(ember.tensordot(_t(a), _t(b), dims=((0, 1), (2, 0)))._data,
+                               torch.tensordot(torch.from_numpy(a), torch.from_numpy(b),
+                                               dims=((0, 1), (2, 0))).numpy())
+    big = 20 * np.random.default_rng(10).standard_normal((2, 3, 3))
+    _both(L.matrix_exp, lambda x: __import__("torch").linalg.matrix_exp(x), big / 10)
+    np.testing.assert_allclose(L.matrix_exp(_t(big))._data,
+                               torch.linalg.matrix_exp(torch.from_numpy(big)).numpy(), rtol=1e-9)
