@@ -100,7 +100,8 @@ def test_core_ops_are_covered(results):
                  "test_unsqueeze_axis_0", "test_gather_0", "test_shape", "test_slice_neg_steps",
                  "test_expand_dim_changed", "test_reduce_mean_default_axes_keepdims_example",
                  "test_softmax_axis_1", "test_layer_normalization_2d_axis0", "test_einsum_sum",
-                 "test_split_equal_parts_1d_opset18", "test_pad", "test_topk", "test_range_float_type_positive_delta",
+                 "test_split_equal_parts_1d_opset18", "test_constant_pad", "test_edge_pad",
+                 "test_reflect_pad", "test_top_k", "test_range_float_type_positive_delta",
                  "test_gelu_default_1", "test_cast_FLOAT_to_DOUBLE", "test_where_example"):
         assert results[name][0] == "pass", (name, results[name])
 
