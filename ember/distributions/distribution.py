@@ -143,6 +143,13 @@ class Distribution:
 
     def __repr__(self):
         names = [k for k in self.arg_constraints if k in self.__dict__]
-        args = ", ".join(f"{p}: {self.__dict__[p] if self.__dict__[p].numel() == 1 else self.__dict__[p].shape}"
-                         for p in names)
+        args = ", ".join(f"{p}: {_arg_repr(self.__dict__[p])}" for p in names)
         return f"{type(self).__name__}({args})"
+
+
+def _arg_repr(value):
+    """A parameter in a repr, as torch shows it: the value when it has one element, else
+    its shape."""
+    if value.numel() != 1:
+        return value.shape
+    return value.item() if value.dim() == 0 else value

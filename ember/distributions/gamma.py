@@ -13,7 +13,7 @@ import numpy as np
 import ember
 from ember.autograd.function import Function
 from ember.distributions import constraints
-from ember.distributions.distribution import Distribution
+from ember.distributions.distribution import Distribution, _arg_repr
 from ember.distributions.utils import broadcast_all
 from ember.errors import EmberValueError
 from ember.random import resolve
@@ -232,5 +232,5 @@ class Beta(Distribution):
         return self._dirichlet.entropy()
 
     def __repr__(self):
-        return (f"Beta(concentration1: {self.concentration1 if self.concentration1.numel() == 1 else self.concentration1.shape}, "
-                f"concentration0: {self.concentration0 if self.concentration0.numel() == 1 else self.concentration0.shape})")
+        return (f"Beta(concentration1: {_arg_repr(self.concentration1)}, "
+                f"concentration0: {_arg_repr(self.concentration0)})")

@@ -208,7 +208,8 @@ def test_invalid_parameters_raise_as_torch(ctor, kw):
         getattr(ED, ctor)(**{k: ember.tensor(v) for k, v in kw.items()})
     assert isinstance(ee.value, ember.errors.EmberError)
     # same opening words as torch ("Expected parameter scale (Tensor of shape (2,)) of ...")
-    assert str(ee.value).split(" of distribution")[0] == str(te.value).split(" of distribution")[0]
+    opening = str(te.value).split(" of distribution")[0]
+    assert str(ee.value).split(" of distribution")[0] == opening
     # validate_args=False skips the check
     getattr(ED, ctor)(**{k: ember.tensor(v) for k, v in kw.items()}, validate_args=False)
 
@@ -325,10 +326,11 @@ def test_kl_special_cases():
         float(ED.kl_divergence(ED.Independent(u, 1), ED.Independent(nrm, 1))),
         float(TD.kl_divergence(TD.Independent(tu, 1), TD.Independent(tn, 1))), rtol=1e-6)
     # Bernoulli with a zero probability: infinite where p puts mass q does not
-    b1, b0 = ED.Bernoulli(probs=ember.tensor([0.5, 0.0])), ED.Bernoulli(probs=ember.tensor([0.0, 0.5]))
-    tb1, tb0 = TD.Bernoulli(probs=torch.tensor([0.5, 0.0])), TD.Bernoulli(probs=torch.tensor([0.0, 0.5]))
-    np.testing.assert_allclose(ED.kl_divergence(b1, b0).numpy(), TD.kl_divergence(tb1, tb0).numpy(),
-                               rtol=1e-6)
+    pe, qe = [0.5, 0.0], [0.0, 0.5]
+    b1, b0 = ED.Bernoulli(probs=ember.tensor(pe)), ED.Bernoulli(probs=ember.tensor(qe))
+    tb1, tb0 = TD.Bernoulli(probs=torch.tensor(pe)), TD.Bernoulli(probs=torch.tensor(qe))
+    np.testing.assert_allclose(ED.kl_divergence(b1, b0).numpy(),
+                               TD.kl_divergence(tb1, tb0).numpy(), rtol=1e-6)
     with pytest.raises(NotImplementedError, match="No KL"):
         ED.kl_divergence(ED.Normal(0.0, 1.0), ED.Gamma(1.0, 1.0))
 
