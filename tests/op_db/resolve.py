@@ -8,6 +8,7 @@ contiguous and non-contiguous inputs, and compares outputs (shape, dtype, values
 where torch differentiates, gradients for a random ``grad_output``.
 """
 import functools
+import inspect
 import math
 import os
 import types
@@ -76,7 +77,12 @@ def area(name):
 
 def _load_list(filename):
     with open(os.path.join(HERE, filename)) as f:
-        data = yaml.safe_load(f) or {}
+        text = f.read()
+    data = yaml.safe_load(text) or {}
+    keys = [line.split(":", 1)[0] for line in text.splitlines() if line and line[0] not in "# "]
+    doubled = sorted({k for k in keys if keys.count(k) > 1})
+    if doubled:
+        raise ValueError(f"{filename}: entries listed twice: {doubled}")
     if not isinstance(data, dict) or not all(isinstance(v, str) and v for v in data.values()):
         raise ValueError(f"{filename}: expected a mapping 'entry: reason' with a reason for each")
     return data
@@ -252,6 +258,16 @@ class Converter:
             return getattr(ember, name)
         if isinstance(v, torch.Generator):
             raise Unrepresentable("torch.Generator")
+        if isinstance(v, torch.nn.Module):
+            return self._module(v)
+        if callable(v) and not isinstance(v, type) and \
+                (getattr(v, "__module__", None) or "").startswith("torch"):
+            name = getattr(v, "__name__", "")
+            prefix = "nn.functional." if "functional" in v.__module__ else ""
+            fn = _lookup_function(prefix + name)
+            if fn is None:
+                raise Unrepresentable(f"torch.{prefix}{name}")
+            return fn
         if isinstance(v, list):
             return [self(x) for x in v]
         if isinstance(v, tuple):
@@ -260,6 +276,14 @@ class Converter:
         if isinstance(v, dict):
             return {k: self(x) for k, x in v.items()}
         return v
+
+    def _module(self, m):
+        """ember's module of the same class, built from the torch module's attributes."""
+        cls = getattr(ember.nn, type(m).__name__, None)
+        if cls is None or any(True for _ in m.parameters()):
+            raise Unrepresentable(f"torch.nn.{type(m).__name__}")
+        params = inspect.signature(cls).parameters
+        return cls(**{k: getattr(m, k) for k in params if hasattr(m, k)})
 
     def _tensor(self, t):
         d = t.detach()
