@@ -289,8 +289,19 @@ def _resize_key(a):
             a["nearest_mode"] if a["mode"] == "nearest" else None)
 
 
+_CTM = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
+        "half_pixel_symmetric")
+
+
 def _check_resize(a, n):
-    if _resize_key(a) not in _RESIZE:
+    if a["mode"] == "nearest":
+        if a["coordinate_transformation_mode"] not in _CTM:
+            return ("coordinate_transformation_mode",
+                    f"= '{a['coordinate_transformation_mode']}' is not supported with mode "
+                    f"'nearest'")
+        if a["nearest_mode"] not in ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil"):
+            return ("nearest_mode", f"= '{a['nearest_mode']}' is not supported")
+    elif _resize_key(a) not in _RESIZE:
         return ("coordinate_transformation_mode",
                 f"= '{a['coordinate_transformation_mode']}' with mode '{a['mode']}'"
                 + (f" and nearest_mode '{a['nearest_mode']}'" if a["mode"] == "nearest" else "")
@@ -313,12 +324,18 @@ def _check_resize(a, n):
                  "exclude_outside": 0, "extrapolation_value": 0.0, "axes": None,
                  "keep_aspect_ratio_policy": "stretch"})
 def resize(a, x, roi=None, scales=None, sizes=None):
+    if sizes is not None and not sizes.numel():
+        sizes = None
+    if a["mode"] == "nearest" and _resize_key(a) not in _RESIZE or x.dim() < 3:
+        return _resize_nearest(x, ints(sizes), None if scales is None else
+                               [float(v) for v in scales.detach().numpy().reshape(-1)],
+                               a["coordinate_transformation_mode"], a["nearest_mode"])
     mode, align = _RESIZE[_resize_key(a)]
     nd = x.dim() - 2
     if mode in ("linear", "cubic"):
         mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[nd] if mode == "linear" else "bicubic"
     kw = {"align_corners": align} if align is not None else {}
-    if sizes is not None and sizes.numel():
+    if sizes is not None:
         sz = ints(sizes)
         if sz[:2] != list(x.shape[:2]):
             raise EmberRuntimeError("Resize of the batch or channel dims is not supported")
@@ -327,3 +344,111 @@ def resize(a, x, roi=None, scales=None, sizes=None):
     if sc[:2] != [1.0, 1.0]:
         raise EmberRuntimeError("Resize of the batch or channel dims is not supported")
     return F.interpolate(x, scale_factor=sc[2:], mode=mode, **kw)
+
+
+@importer("RMSNormalization", since=23, attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+def rms_norm(a, x, scale):
+    ax = norm_axis(a["axis"], x.dim())
+    xc = x.to(ember.float32) if x.dtype == ember.float16 else x
+    ms = (xc * xc).mean(dim=tuple(range(ax, x.dim())), keepdim=True)
+    return (xc / ember.sqrt(ms + a["epsilon"])).to(x.dtype) * scale
+
+
+def _group_norm(a, x, scale, b, per_channel):
+    n, c, g = x.shape[0], x.shape[1], a["num_groups"]
+    xg = x.reshape(n, g, -1)
+    mu = xg.mean(-1, keepdim=True)
+    var = ((xg - mu) ** 2).mean(-1, keepdim=True)
+    y = ((xg - mu) / ember.sqrt(var + a["epsilon"])).reshape(*x.shape)
+    shape = (1, c) + (1,) * (x.dim() - 2)
+    if not per_channel:   # opset 18: one scale and bias per group
+        scale = scale.repeat_interleave(c // g)
+        b = b.repeat_interleave(c // g)
+    return y * scale.reshape(*shape) + b.reshape(*shape)
+
+
+@importer("GroupNormalization", since=21, attrs={"epsilon": 1e-5, "num_groups": 1,
+                                                "stash_type": 1})
+def group_norm21(a, x, scale, b):
+    return _group_norm(a, x, scale, b, True)
+
+
+@importer("GroupNormalization", since=18, attrs={"epsilon": 1e-5, "num_groups": 1})
+def group_norm18(a, x, scale, b):
+    return _group_norm(a, x, scale, b, False)
+
+
+@importer("MeanVarianceNormalization", since=13, attrs={"axes": [0, 2, 3]})
+def mvn(a, x):
+    dims = tuple(norm_axis(v, x.dim()) for v in a["axes"])
+    mu = x.mean(dim=dims, keepdim=True)
+    var = (x * x).mean(dim=dims, keepdim=True) - mu * mu
+    return (x - mu) / (ember.sqrt(var) + 1e-9)
+
+
+def _check_lp(a, n):
+    r = _check_auto(a, n)
+    if r:
+        return r
+    if a["dilations"] and any(v != 1 for v in a["dilations"]):
+        return ("dilations", "other than 1 are not supported")
+    return None
+
+
+@importer("LpPool", since=11, check=_check_lp,
+          attrs={"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
+                 "p": 2, "pads": None, "strides": None})
+def lp_pool(a, x):
+    nd, k, s, d = _geom(a, x)
+    xp = _explicit_pad(ember.abs(x) ** a["p"], _pads(a, x, k, s, d), 0.0)
+    y = _AVGP[nd](xp, k, stride=s, padding=0, ceil_mode=bool(a["ceil_mode"]))
+    return (y * float(np.prod(k))) ** (1.0 / a["p"])
+
+
+def _nearest_index(n_in, n_out, scale, ctm, mode):
+    o = np.arange(n_out, dtype=np.float64)
+    if ctm == "asymmetric":
+        c = o / scale
+    elif ctm == "half_pixel":
+        c = (o + 0.5) / scale - 0.5
+    elif ctm == "pytorch_half_pixel":
+        c = (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(o)
+    elif ctm == "align_corners":
+        c = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(o)
+    elif ctm == "half_pixel_symmetric":
+        adj = n_out / (scale * n_in)
+        c = (n_in / 2) * (1 - adj) + (o + 0.5) / scale - 0.5
+    else:
+        raise EmberRuntimeError(f"Resize: coordinate_transformation_mode '{ctm}'")
+    if mode == "floor":
+        i = np.floor(c)
+    elif mode == "ceil":
+        i = np.ceil(c)
+    elif mode == "round_prefer_floor":
+        i = np.where(c - np.floor(c) == 0.5, np.floor(c), np.round(c))
+    else:
+        i = np.where(c - np.floor(c) == 0.5, np.ceil(c), np.round(c))
+    return np.clip(i, 0, n_in - 1).astype(np.int64)
+
+
+def _resize_nearest(x, sizes, scales, ctm, mode):
+    for ax in range(x.dim()):
+        n = x.shape[ax]
+        if sizes is not None:
+            out = sizes[ax]
+            sc = out / n
+        else:
+            sc = scales[ax]
+            out = int(np.floor(n * sc))
+        if out == n and sc == 1.0:
+            continue
+        idx = _nearest_index(n, out, sc, ctm, mode)
+        x = ember.index_select(x, ax, ember.tensor(idx))
+    return x
+
+
+@importer("Upsample", since=9, attrs={"mode": "nearest"},
+          check=lambda a, n: None if a["mode"] == "nearest" else ("mode", "only 'nearest'"))
+def upsample(a, x, scales):
+    return _resize_nearest(x, None, [float(v) for v in scales.detach().numpy().reshape(-1)],
+                           "asymmetric", "floor")
