@@ -156,7 +156,8 @@ class Dirichlet(Distribution):
     @property
     def mode(self):
         cm1 = (self.concentration - 1).clamp(min=0.0)
-        mode = cm1 / cm1.sum(-1, keepdim=True)
+        total = cm1.sum(-1, keepdim=True)
+        mode = cm1 / ember.where(total == 0, 1.0, total)  # those rows are one-hot below
         mask = (self.concentration < 1).all(-1, keepdim=True)
         onehot = ember.nn.functional.one_hot(mode.argmax(-1), cm1.shape[-1]).to(mode.dtype)
         return ember.where(mask, onehot, mode)
