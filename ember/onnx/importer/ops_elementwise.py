@@ -137,12 +137,17 @@ def where(a, c, x, y):
     return ember.where(c, x, y)
 
 
-def _check_cast(a, n):
-    d = onnx_np_dtype(a["to"])
-    if d is None or d not in _EMBER_NP:
-        from ember.onnx.importer.load import dtype_name
-        return ("to", f"= {dtype_name(a['to'])} has no ember dtype")
-    return None
+def _check_cast_like(attr):
+    def check(a, n):
+        d = onnx_np_dtype(a[attr])
+        if d is None or d not in _EMBER_NP:
+            from ember.onnx.importer.load import dtype_name
+            return (attr, f"= {dtype_name(a[attr])} has no ember dtype")
+        return None
+    return check
+
+
+_check_cast = _check_cast_like("to")
 
 
 @importer("Cast", since=6, attrs={"to": 0, "saturate": 1}, check=_check_cast)
@@ -242,3 +247,36 @@ def shrink(a, x):
     lam, b = a["lambd"], a["bias"]
     zero = ember.zeros_like(x)
     return ember.where(x < -lam, x + b, ember.where(x > lam, x - b, zero))
+
+
+@importer("Swish", since=24, attrs={"alpha": 1.0})
+def swish(a, x):
+    return x * ember.sigmoid(a["alpha"] * x)
+
+
+@importer("Det", since=11)
+def det(a, x):
+    return ember.linalg.det(x)
+
+
+def _window(kind):
+    def run(a, size):
+        from ember.onnx.importer._util import onnx_np_dtype
+        n = int(scalar(size))
+        denom = n if a["periodic"] else n - 1
+        k = np.arange(n, dtype=np.float64)
+        w = 2 * np.pi * k / max(denom, 1)
+        if kind == "hann":
+            v = 0.5 - 0.5 * np.cos(w)
+        elif kind == "hamming":
+            v = 25 / 46 - (1 - 25 / 46) * np.cos(w)
+        else:
+            v = 0.42 - 0.5 * np.cos(w) + 0.08 * np.cos(2 * w)
+        return ember.tensor(v.astype(onnx_np_dtype(a["output_datatype"])))
+    return run
+
+
+for _op, _k in (("HannWindow", "hann"), ("HammingWindow", "hamming"),
+                ("BlackmanWindow", "blackman")):
+    importer(_op, since=17, attrs={"output_datatype": 1, "periodic": 1},
+             check=_check_cast_like("output_datatype"))(_window(_k))

@@ -363,3 +363,117 @@ def space_to_depth(a, x):
     b, (n, c, h, w) = a["blocksize"], x.shape
     y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
+
+
+_SCATTER_RED = {"none": None, "add": "sum", "mul": "prod", "max": "amax", "min": "amin"}
+
+
+def _check_scatter(a, n):
+    r = a.get("reduction", "none")
+    return None if r in _SCATTER_RED else ("reduction", f"= '{r}' is not supported")
+
+
+def _scatter_elements(x, idx, upd, axis, reduction):
+    ax = norm_axis(axis, x.dim())
+    idx = _fix_index(idx, x.shape[ax])
+    if reduction == "none":
+        return ember.scatter(x, ax, idx, upd)
+    return ember.scatter_reduce(x, ax, idx, upd, _SCATTER_RED[reduction], include_self=True)
+
+
+@importer("ScatterElements", since=11, attrs={"axis": 0, "reduction": "none"},
+          check=_check_scatter)
+def scatter_elements(a, x, idx, upd):
+    return _scatter_elements(x, idx, upd, a["axis"], a["reduction"])
+
+
+@importer("Scatter", since=9, attrs={"axis": 0})
+def scatter9(a, x, idx, upd):
+    return _scatter_elements(x, idx, upd, a["axis"], "none")
+
+
+@importer("ScatterND", since=11, attrs={"reduction": "none"}, check=_check_scatter)
+def scatter_nd(a, x, idx, upd):
+    idx = idx.to(ember.int64)
+    k = idx.shape[-1]
+    dims = list(x.shape[:k])
+    rest = list(x.shape[k:])
+    ids = idx.reshape(-1, k)
+    ids = ember.where(ids < 0, ids + ember.tensor(dims, dtype=ember.int64), ids)
+    strides = np.cumprod([1] + dims[::-1])[:-1][::-1].copy()
+    lin = (ids * ember.tensor(strides.astype(np.int64))).sum(-1)
+    flat = x.reshape(int(np.prod(dims, dtype=np.int64)), *rest)
+    u = upd.reshape(-1, *rest)
+    r = a["reduction"]
+    if r == "none":
+        out = ember.index_copy(flat, 0, lin, u)
+    elif r == "add":
+        out = ember.index_add(flat, 0, lin, u)
+    else:
+        out = ember.index_reduce(flat, 0, lin, u, {"mul": "prod", "max": "amax",
+                                                   "min": "amin"}[r], include_self=True)
+    return out.reshape(*x.shape)
+
+
+@importer("CumProd", since=26, attrs={"exclusive": 0, "reverse": 0})
+def cumprod(a, x, axis):
+    ax = norm_axis(int(scalar(axis)), x.dim())
+    y = ember.flip(x, [ax]) if a["reverse"] else x
+    c = ember.cumprod(y, ax).to(x.dtype)
+    if a["exclusive"]:
+        one = ember.ones_like(ember.narrow(c, ax, 0, 1))
+        c = ember.cat([one, ember.narrow(c, ax, 0, c.shape[ax] - 1)], ax)
+    return ember.flip(c, [ax]) if a["reverse"] else c
+
+
+@importer("Compress", since=11, attrs={"axis": None})
+def compress(a, x, cond):
+    keep = ember.nonzero(cond.to(ember.bool).reshape(-1)).reshape(-1)
+    if a["axis"] is None:
+        x, ax = x.reshape(-1), 0
+    else:
+        ax = norm_axis(a["axis"], x.dim())
+    keep = keep[keep < x.shape[ax]]
+    return ember.index_select(x, ax, keep)
+
+
+@importer("ReverseSequence", since=10, attrs={"batch_axis": 1, "time_axis": 0})
+def reverse_sequence(a, x, lens):
+    b_ax, t_ax = a["batch_axis"], a["time_axis"]
+    T, B = x.shape[t_ax], x.shape[b_ax]
+    ln = ints(lens)
+    idx = np.tile(np.arange(T)[:, None], (1, B))          # [T, B]
+    for j, n in enumerate(ln):
+        idx[:n, j] = np.arange(n)[::-1]
+    shape = [1] * x.dim()
+    shape[t_ax], shape[b_ax] = T, B
+    full = np.broadcast_to(idx.reshape(shape) if t_ax < b_ax else idx.T.reshape(shape),
+                           x.shape)
+    return ember.gather(x, t_ax, ember.tensor(np.ascontiguousarray(full)))
+
+
+@importer("CenterCropPad", since=18, attrs={"axes": None})
+def center_crop_pad(a, x, shape):
+    target = ints(shape)
+    axes = list(range(x.dim())) if a["axes"] is None else \
+        [norm_axis(v, x.dim()) for v in a["axes"]]
+    for ax, n_out in zip(axes, target):
+        n = x.shape[ax]
+        if n > n_out:
+            x = ember.narrow(x, ax, (n - n_out) // 2, n_out)
+        elif n < n_out:
+            lo = (n_out - n) // 2
+            pads = [(0, 0)] * x.dim()
+            pads[ax] = (lo, n_out - n - lo)
+            flat = []
+            for b, e in reversed(pads):
+                flat += [b, e]
+            x = F.pad(x, flat, mode="constant", value=0)
+    return x
+
+
+@importer("EyeLike", since=9, attrs={"dtype": None, "k": 0})
+def eye_like(a, x):
+    from ember.onnx.importer._util import onnx_np_dtype
+    dt = x.dtype.numpy if a["dtype"] is None else onnx_np_dtype(a["dtype"])
+    return const(np.eye(x.shape[0], x.shape[1], a["k"], dtype=dt))
