@@ -22,6 +22,7 @@ _OPS = {
     "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
     "cond": "linalg_cond", "tensorinv": "linalg_tensorinv", "tensorsolve": "linalg_tensorsolve",
     "vander": "linalg_vander", "lu_solve": "linalg_lu_solve", "matrix_exp": "linalg_matrix_exp",
+    "householder_product": "linalg_householder_product",
 }
 
 for _name, _op in _OPS.items():
@@ -115,6 +116,11 @@ def _top_triangular_solve(input, A, upper=True, transpose=False, unitriangular=F
     return _R.triangular_solve(*_G.triangular_solve(input, A, upper, transpose, unitriangular))
 
 
+def _top_geqrf(input):
+    """(a, tau): LAPACK geqrf's packed QR (torch.geqrf; not differentiable, as in torch)."""
+    return _R.geqrf(*_G.geqrf(input))
+
+
 def _top_lu(A, pivot=True, get_infos=False):
     """(LU, pivots), with the infos when ``get_infos`` (torch.lu; raises on a zero pivot
     otherwise)."""
@@ -130,7 +136,8 @@ def _top_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
 TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, "qr"),
             "svd": _public(_top_svd, "svd"), "lu": _public(_top_lu, "lu"),
             "lu_unpack": _public(_top_lu_unpack, "lu_unpack"),
-            "triangular_solve": _public(_top_triangular_solve, "triangular_solve")}
+            "triangular_solve": _public(_top_triangular_solve, "triangular_solve"),
+            "geqrf": _public(_top_geqrf, "geqrf")}
 
 
 def install(tensor_cls, namespace):

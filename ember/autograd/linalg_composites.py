@@ -569,3 +569,42 @@ def linalg_matrix_exp(A):
     for _ in range(s):
         R = G.matmul(R, R)
     return R
+
+
+def _householder(A, tau, ncols):
+    """H_1 ... H_k I[:, :ncols], H_i = I - tau_i v_i v_i^T, v_i = (0.., 1, A[i+1:, i])."""
+    m, n = A._data.shape[-2:]
+    k = tau._data.shape[-1]
+    if k > n or k > m:
+        raise EmberRuntimeError(f"householder_product: tau has {k} scales for an input of shape "
+                                f"{tuple(A._data.shape)} (expected at most min(m, n))")
+    dt = A._data.dtype
+    batch = np.broadcast_shapes(A._data.shape[:-2], tau._data.shape[:-1])
+    Q = Tensor._make(np.broadcast_to(np.eye(m, ncols, dtype=dt), batch + (m, ncols)).copy())
+    if k == 0:   # still an output of A's graph (a zero gradient), as torch
+        Q = G.add(Q, _filled(G.sum(A, (-2, -1), True), 0.0))
+    rows = np.arange(m)
+    for i in range(k - 1, -1, -1):
+        v = G.select(A, -1, i)
+        v = G.where(Tensor._make(rows < i), 0.0, v)
+        v = G.where(Tensor._make(rows == i), 1.0, v)
+        w = G.matmul(G.unsqueeze(v, -2), Q)
+        t = G.unsqueeze(G.unsqueeze(G.select(tau, -1, i), -1), -1)
+        Q = G.sub(Q, G.mul(t, G.mul(G.unsqueeze(v, -1), w)))
+    return Q
+
+
+def linalg_householder_product(A, tau):
+    _need_matrix(A, "linalg.householder_product")
+    if A._data.shape[-2] < A._data.shape[-1]:
+        raise EmberRuntimeError(f"linalg.householder_product: input must have at least as many "
+                                f"rows as columns, got shape {tuple(A._data.shape)}")
+    return _householder(A, tau, A._data.shape[-1])
+
+
+def ormqr(input, input2, input3, left=True, transpose=False):
+    """input3 multiplied by Q (Q^T when ``transpose``) of geqrf's (input, input2) factors."""
+    Q = _householder(input, input2, input._data.shape[-2])
+    if transpose:
+        Q = _mT(Q)
+    return G.matmul(Q, input3) if left else G.matmul(input3, Q)

@@ -402,3 +402,15 @@ def cholesky_ex(a, upper, check_errors):
                           f"{info.reshape(-1)[first]} is not positive-definite)")
     out = out.reshape(a.shape)
     return (np.ascontiguousarray(np.swapaxes(out, -1, -2)) if upper else out), info
+
+
+def geqrf(a):
+    """LAPACK geqrf: R above the diagonal, the Householder vectors below, and their scales tau."""
+    _matrix(a, "geqrf")
+    m, n = a.shape[-2:]
+    if a.size == 0:
+        return np.array(a, copy=True), np.zeros(a.shape[:-2] + (min(m, n),), a.dtype)
+    with blas_mode(FREE):
+        h, tau = np.linalg.qr(a, mode="raw")
+    return np.ascontiguousarray(np.swapaxes(h, -1, -2)).astype(a.dtype, copy=False), \
+        tau.astype(a.dtype, copy=False)

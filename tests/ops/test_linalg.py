@@ -300,3 +300,18 @@ def test_tensordot_broadcasts_size_one_contracted_dims_and_matrix_exp_scales():
     _both(L.matrix_exp, lambda x: __import__("torch").linalg.matrix_exp(x), big / 10)
     np.testing.assert_allclose(L.matrix_exp(_t(big))._data,
                                torch.linalg.matrix_exp(torch.from_numpy(big)).numpy(), rtol=1e-9)
+
+
+def test_geqrf_householder_product_and_ormqr_rebuild_qr_like_torch():
+    torch = pytest.importorskip("torch")
+    a = np.random.default_rng(11).standard_normal((2, 5, 3))
+    got, exp = ember.geqrf(_t(a)), torch.geqrf(torch.from_numpy(a))
+    assert type(got).__name__ == "geqrf" and got._fields == ("a", "tau")
+    np.testing.assert_allclose(got.a._data, exp.a.numpy(), rtol=1e-10, atol=1e-12)
+    Q = L.householder_product(got.a, got.tau)
+    np.testing.assert_allclose(Q._data, torch.linalg.qr(torch.from_numpy(a)).Q.numpy(),
+                               rtol=1e-10, atol=1e-12)
+    c = np.random.default_rng(12).standard_normal((2, 5, 2))
+    np.testing.assert_allclose(ember.ormqr(got.a, got.tau, _t(c), True, True)._data,
+                               torch.ormqr(exp.a, exp.tau, torch.from_numpy(c), True, True).numpy(),
+                               rtol=1e-10, atol=1e-12)
