@@ -1,0 +1,110 @@
+"""Attention (opset 23+): 3-d or 4-d Q/K/V, grouped KV heads, past key/value caches, boolean or
+additive masks, causal and sliding-window masks, softcap, nonpad_kv_seqlen, all
+qk_matmul_output modes; built from ember ops, so it is differentiable."""
+import numpy as np
+
+import ember
+from ember.onnx.importer._util import ints, onnx_np_dtype
+from ember.onnx.importer.registry import importer
+
+
+def _check(a, n):
+    if a["qk_matmul_output_mode"] not in (0, 1, 2, 3):
+        return ("qk_matmul_output_mode", f"= {a['qk_matmul_output_mode']} is not 0 to 3")
+    if a["softmax_precision"] is not None:
+        from ember.onnx.importer.load import _EMBER_NP
+        d = onnx_np_dtype(a["softmax_precision"])
+        if d is None or d not in _EMBER_NP:
+            return ("softmax_precision", "names a dtype ember does not have")
+    return None
+
+
+def _heads(x, n):
+    b, s, h = x.shape
+    return x.reshape(b, s, n, h // n).permute(0, 2, 1, 3)
+
+
+def _neg_inf_where(allowed, dtype):
+    return ember.tensor(np.where(allowed, 0.0, -np.inf).astype(dtype.numpy))
+
+
+@importer("Attention", since=23, check=_check, max_outputs=4,
+          attrs={"is_causal": 0, "kv_num_heads": None, "q_num_heads": None,
+                 "qk_matmul_output_mode": 0, "scale": None, "softcap": 0.0,
+                 "softmax_precision": None, "left_window_size": -1, "right_window_size": -1})
+def attention(a, q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
+    three = q.dim() == 3
+    if three:
+        q, k, v = _heads(q, a["q_num_heads"]), _heads(k, a["kv_num_heads"]), \
+            _heads(v, a["kv_num_heads"])
+    dt = q.dtype
+    scale = a["scale"] if a["scale"] is not None else 1.0 / np.sqrt(q.shape[3])
+    s = float(np.sqrt(scale))
+    k = k if past_k is None else ember.cat([past_k, k], 2)
+    v = v if past_v is None else ember.cat([past_v, v], 2)
+    present_k, present_v = k, v
+    ql, kl, b = q.shape[2], k.shape[2], q.shape[0]
+    bias = ember.zeros(ql, kl, dtype=dt)
+    if mask is not None and mask.shape[-1] < kl:
+        pad_shape = tuple(mask.shape[:-1]) + (kl - mask.shape[-1],)
+        fill = ember.zeros(*pad_shape, dtype=ember.bool) if mask.dtype == ember.bool else \
+            ember.full(pad_shape, float("-inf"), dtype=mask.dtype)
+        mask = ember.cat([mask, fill], -1)
+    if mask is not None and mask.dtype == ember.bool:
+        mask = ember.where(mask, ember.zeros((), dtype=dt), ember.full((), float("-inf"), dtype=dt))
+    lens = None if nonpad is None else np.array(ints(nonpad))
+    if past_k is None and lens is not None:
+        offset = (lens - ql).reshape(-1, 1, 1)
+    else:
+        offset = past_k.shape[2] if past_k is not None else 0
+    i = np.arange(ql).reshape(ql, 1)
+    j = np.arange(kl).reshape(1, kl)
+    diff = i + offset - j
+
+    def _as4(allowed):
+        return allowed.reshape(allowed.shape[0], 1, ql, kl) if allowed.ndim == 3 else allowed
+
+    if a["is_causal"]:
+        base = bias if mask is None else mask
+        bias = base + _neg_inf_where(_as4(diff >= 0), dt)
+    elif mask is not None:
+        bias = bias + mask
+    lw, rw = a["left_window_size"], a["right_window_size"]
+    if lw >= 0 or rw >= 0:
+        allowed = np.ones(diff.shape, bool)
+        if lw >= 0:
+            allowed &= diff <= lw
+        if rw >= 0:
+            allowed &= -diff <= rw
+        bias = bias + _neg_inf_where(_as4(allowed), dt)
+    if lens is not None:
+        pm = (np.arange(kl) < lens[:, None]).reshape(b, 1, 1, kl)
+        bias = bias + _neg_inf_where(pm, dt)
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk and hq % hk == 0:
+        k = k.repeat_interleave(hq // hk, dim=1)
+        v = v.repeat_interleave(hq // hk, dim=1)
+    qk = ember.matmul(q * s, k.transpose(-1, -2) * s)
+    if a["softcap"] and a["softcap"] > 0:
+        qk = ember.tanh(qk / a["softcap"]) * a["softcap"]
+    qkb = qk + bias
+    out_qk = qkb if a["qk_matmul_output_mode"] == 2 else qk
+    x = qkb
+    if a["softmax_precision"] is not None:
+        from ember.onnx.importer._util import ember_dtype
+        x = x.to(ember_dtype(onnx_np_dtype(a["softmax_precision"])))
+    m = ember.amax(x, -1, keepdim=True)
+    m = ember.where(ember.isneginf(m), ember.zeros_like(m), m)
+    e = ember.exp(x - m)
+    ssum = e.sum(-1, keepdim=True)
+    sm = e / ember.where(ssum == 0, ember.ones_like(ssum), ssum)
+    row_masked = ember.isneginf(ember.amax(bias, -1, keepdim=True))
+    sm = ember.where(row_masked, ember.zeros_like(sm), sm)
+    if a["qk_matmul_output_mode"] == 3:
+        out_qk = sm
+    out_qk, sm = out_qk.to(dt), sm.to(dt)
+    y = ember.matmul(sm, v)
+    if three:
+        y = y.permute(0, 2, 1, 3)
+        y = y.reshape(y.shape[0], y.shape[1], -1)
+    return y, present_k, present_v, out_qk
