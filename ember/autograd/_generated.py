@@ -7,6 +7,7 @@ from ember.kernels import conv as _k_conv
 from ember.kernels import conv3d as _k_conv3d
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
+from ember.kernels import fractional_pool as _k_fractional_pool
 from ember.kernels import index as _k_index
 from ember.kernels import interpolate as _k_interpolate
 from ember.kernels import linalg as _k_linalg
@@ -3881,6 +3882,50 @@ class AdaptiveMaxPool3dBackward0(Node):
             g0 = max_pool3d_backward(grads[0], indices, self__shape)
         return (g0, )
 
+class FractionalMaxPool2dBackward0(Node):
+    __slots__ = ('indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'fractional_max_pool2d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, random_samples, = tensors
+        kernel_size, output_size, = consts
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = max_pool2d_backward(grads[0], indices, self__shape)
+        return (g0, g1, )
+
+class FractionalMaxPool3dBackward0(Node):
+    __slots__ = ('indices', 'self__shape')
+    _saved = ('indices',)
+    _op_name = 'fractional_max_pool3d'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, random_samples, = tensors
+        kernel_size, output_size, = consts
+        ctx.indices = _save(outs[1], 'indices') if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        indices = unpack(ctx.indices, ctx)
+        self__shape = ctx.self__shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = max_pool3d_backward(grads[0], indices, self__shape)
+        return (g0, g1, )
+
 class ErfcBackward0(Node):
     __slots__ = ('self_',)
     _saved = ('self_',)
@@ -5871,6 +5916,12 @@ OPS['adaptive_avg_pool3d_backward'] = _op_adaptive_avg_pool3d_backward
 _op_adaptive_max_pool3d = Op('adaptive_max_pool3d', _k_pool3d.adaptive_max_pool3d_forward, AdaptiveMaxPool3dBackward0, ('self',), ('output_size',), multi=True, diff_outputs=(True, False), saves_self=False)
 OPS['adaptive_max_pool3d'] = _op_adaptive_max_pool3d
 
+_op_fractional_max_pool2d = Op('fractional_max_pool2d', _k_fractional_pool.fractional_max_pool2d, FractionalMaxPool2dBackward0, ('self', 'random_samples'), ('kernel_size', 'output_size'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['fractional_max_pool2d'] = _op_fractional_max_pool2d
+
+_op_fractional_max_pool3d = Op('fractional_max_pool3d', _k_fractional_pool.fractional_max_pool3d, FractionalMaxPool3dBackward0, ('self', 'random_samples'), ('kernel_size', 'output_size'), multi=True, diff_outputs=(True, False), saves_self=False)
+OPS['fractional_max_pool3d'] = _op_fractional_max_pool3d
+
 _op_erfc = Op('erfc', _k_special.erfc, ErfcBackward0, ('self',), (), saves_self=True)
 OPS['erfc'] = _op_erfc
 
@@ -7404,6 +7455,14 @@ def adaptive_max_pool3d(input, output_size):
     """adaptive_max_pool3d (see torch.adaptive_max_pool3d)."""
     return dispatch(_op_adaptive_max_pool3d, (input, ), (output_size, ))
 
+def fractional_max_pool2d(input, kernel_size, output_size, random_samples):
+    """fractional_max_pool2d (see torch.fractional_max_pool2d)."""
+    return dispatch(_op_fractional_max_pool2d, (input, random_samples, ), (kernel_size, output_size, ))
+
+def fractional_max_pool3d(input, kernel_size, output_size, random_samples):
+    """fractional_max_pool3d (see torch.fractional_max_pool3d)."""
+    return dispatch(_op_fractional_max_pool3d, (input, random_samples, ), (kernel_size, output_size, ))
+
 def erfc(input):
     """erfc (see torch.erfc)."""
     return dispatch(_op_erfc, (input, ), ())
@@ -8697,6 +8756,8 @@ TENSOR_METHODS = {
     'adaptive_avg_pool3d': adaptive_avg_pool3d,
     'adaptive_avg_pool3d_backward': adaptive_avg_pool3d_backward,
     'adaptive_max_pool3d': adaptive_max_pool3d,
+    'fractional_max_pool2d': fractional_max_pool2d,
+    'fractional_max_pool3d': fractional_max_pool3d,
     'erfc': erfc,
     'erfc_': erfc_,
     'erfinv': erfinv,

@@ -1507,6 +1507,73 @@ def feature_alpha_dropout(input, p=0.5, training=False, inplace=False):
     return input.copy_(out) if inplace else out
 
 
+def _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices,
+                         _random_samples, nd, op):
+    if output_size is None and output_ratio is None:
+        raise EmberValueError(f"{op} requires specifying either an output_size or an "
+                              f"output_ratio")
+    x, unb = _batched(input, nd, op)
+    k = _ntuple(kernel_size, nd, "kernel_size")
+    spatial = tuple(x.shape[2:])
+    if output_size is None:
+        ratio = tuple(float(r) for r in output_ratio) if isinstance(output_ratio, (
+            tuple, list)) else (float(output_ratio),) * nd
+        if len(ratio) == 1:
+            ratio = ratio * nd
+        if not all(0 < r < 1 for r in ratio):
+            raise EmberValueError(f"{op}: output_ratio must be between 0 and 1 (exclusive), got "
+                                  f"{output_ratio!r}")
+        out = tuple(int(spatial[i] * ratio[i]) for i in range(nd))
+    else:
+        out = _ntuple(output_size, nd, "output_size")
+    if _random_samples is None:
+        samples = G.rand((x.shape[0], x.shape[1], nd), resolve(None), x._data.dtype)
+    else:
+        samples = _random_samples
+    y, idx = getattr(G, op)(x, k, out, samples)
+    if unb:
+        y, idx = G.squeeze(y, 0), G.squeeze(idx, 0)
+    return (y, idx) if return_indices else y
+
+
+def fractional_max_pool2d(input, kernel_size, output_size=None, output_ratio=None,
+                          return_indices=False, _random_samples=None):
+    """Fractional max pooling over (N, C, H, W) or (C, H, W), as torch (random window starts
+    drawn from ember's generator unless ``_random_samples`` (N, C, 2) is given)."""
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices,
+                                _random_samples, 2, "fractional_max_pool2d")
+
+
+def fractional_max_pool3d(input, kernel_size, output_size=None, output_ratio=None,
+                          return_indices=False, _random_samples=None):
+    """Fractional max pooling over (N, C, T, H, W) or (C, T, H, W), as torch."""
+    return _fractional_max_pool(input, kernel_size, output_size, output_ratio, return_indices,
+                                _random_samples, 3, "fractional_max_pool3d")
+
+
+def fractional_max_pool2d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool2d(input, kernel_size, output_size, output_ratio, True,
+                                 _random_samples)
+
+
+def fractional_max_pool3d_with_indices(input, kernel_size, output_size=None, output_ratio=None,
+                                       return_indices=False, _random_samples=None):
+    return fractional_max_pool3d(input, kernel_size, output_size, output_ratio, True,
+                                 _random_samples)
+
+
+def conv_tbc(input, weight, bias, pad=0):
+    """1-d convolution over time-batch-channel input (T, B, Cin) with weight (k, Cin, Cout)
+    and bias (Cout), zero padding ``pad`` on both ends of time, as torch.conv_tbc."""
+    if input.dim() != 3 or weight.dim() != 3 or bias.dim() != 1:
+        raise EmberRuntimeError(f"conv_tbc: expected input (T, B, Cin), weight (k, Cin, Cout) "
+                                f"and bias (Cout), got {list(input.shape)}, "
+                                f"{list(weight.shape)} and {list(bias.shape)}")
+    y = conv1d(G.permute(input, (1, 2, 0)), G.permute(weight, (2, 1, 0)), bias, 1, int(pad))
+    return G.permute(y, (2, 0, 1))
+
+
 def elu_(input, alpha=1.0):
     return G.elu(input, alpha, inplace=True)
 

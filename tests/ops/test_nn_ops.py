@@ -210,10 +210,10 @@ def test_pool3d_and_lp_pool_functional_forms_match_torch():
     _check(lambda x: F.adaptive_max_pool3d(x, 2), lambda x: TF.adaptive_max_pool3d(x, 2),
            (1, 2, 5, 3, 4))
     for p in (1.5, 2.0, 3.0):
-        _check(lambda x: F.lp_pool1d(F.relu(x), p, 3, 2), lambda x: TF.lp_pool1d(TF.relu(x), p,
-                                                                               3, 2), (2, 3, 9))
-        _check(lambda x: F.lp_pool3d(F.relu(x), p, (2, 1, 2)),
-               lambda x: TF.lp_pool3d(TF.relu(x), p, (2, 1, 2)), (1, 2, 4, 3, 4))
+        _check(lambda x: F.lp_pool1d(x * x + 0.1, p, 3, 2),
+               lambda x: TF.lp_pool1d(x * x + 0.1, p, 3, 2), (2, 3, 9))
+        _check(lambda x: F.lp_pool3d(x * x + 0.1, p, (2, 1, 2)),
+               lambda x: TF.lp_pool3d(x * x + 0.1, p, (2, 1, 2)), (1, 2, 4, 3, 4))
     x = np.random.default_rng(1).standard_normal((1, 2, 4, 4, 4))
     for name, args in [("max_pool3d_with_indices", (2,)), ("max_pool2d_with_indices", (2,)),
                        ("max_pool1d_with_indices", (2,)),
@@ -336,3 +336,35 @@ def test_feature_alpha_dropout_and_inplace_activations():
         assert getattr(F, name)(e, *args) is e
         getattr(TF, name)(t, *args)
         np.testing.assert_allclose(e.numpy(), t.numpy(), err_msg=name)
+
+
+@pytest.mark.parametrize("nd", [2, 3])
+def test_fractional_max_pool_matches_torch(nd):
+    rng = np.random.default_rng(nd)
+    shape = (2, 3, 9, 8) if nd == 2 else (2, 2, 6, 7, 5)
+    s = rng.random((shape[0], shape[1], nd))
+    out = (4, 3) if nd == 2 else (3, 4, 2)
+    fe = getattr(F, f"fractional_max_pool{nd}d")
+    ft = getattr(TF, f"fractional_max_pool{nd}d")
+    _check(lambda x: fe(x, 2, output_size=out, _random_samples=ember.tensor(s)),
+           lambda x: ft(x, 2, output_size=out, _random_samples=torch.tensor(s)), shape)
+    x = rng.standard_normal(shape)
+    ye, ie = fe(ember.tensor(x), (2,) * nd, output_ratio=(0.5,) * nd, return_indices=True,
+                _random_samples=ember.tensor(s))
+    yt, it = ft(torch.tensor(x), (2,) * nd, output_ratio=(0.5,) * nd, return_indices=True,
+                _random_samples=torch.tensor(s))
+    np.testing.assert_array_equal(ie.numpy(), it.numpy())
+    m = getattr(nn, f"FractionalMaxPool{nd}d")(2, output_size=out)
+    y = m(ember.tensor(x[0]))  # unbatched, samples drawn from ember's generator
+    assert tuple(y.shape) == (shape[1],) + out
+    with pytest.raises(ValueError, match="output size, or a pooling ratio"):
+        getattr(nn, f"FractionalMaxPool{nd}d")(2)
+    with pytest.raises(RuntimeError, match="too large"):
+        fe(ember.tensor(x), 3, output_size=(8,) * nd)
+
+
+def test_conv_tbc_matches_torch():
+    rng = np.random.default_rng(4)
+    w, b = rng.standard_normal((3, 2, 4)), rng.standard_normal(4)
+    _check(lambda x: F.conv_tbc(x, ember.tensor(w), ember.tensor(b), 1),
+           lambda x: torch.conv_tbc(x, torch.tensor(w), torch.tensor(b), 1), (5, 2, 2))

@@ -34,7 +34,8 @@ from ember.nn.modules.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, Adap
                                       AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d,
                                       AvgPool1d, AvgPool2d, AvgPool3d, LPPool1d, LPPool2d,
                                       LPPool3d, MaxPool1d, MaxPool2d, MaxPool3d,
-                                      MaxUnpool1d, MaxUnpool2d, MaxUnpool3d)
+                                      MaxUnpool1d, MaxUnpool2d, MaxUnpool3d, FractionalMaxPool2d,
+                                      FractionalMaxPool3d)
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (MultiheadAttention, TransformerEncoder,

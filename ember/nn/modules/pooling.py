@@ -1,6 +1,7 @@
 """Max, average, power-average and adaptive pooling modules (1-d, 2-d and 3-d)."""
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
+from ember.errors import EmberValueError
 
 
 class _MaxPoolNd(Module):
@@ -186,4 +187,41 @@ class MaxUnpool2d(_MaxUnpoolNd):
 
 
 class MaxUnpool3d(_MaxUnpoolNd):
+    _n = 3
+
+
+class _FractionalMaxPoolNd(Module):
+    _n = 2
+
+    def __init__(self, kernel_size, output_size=None, output_ratio=None, return_indices=False,
+                 _random_samples=None):
+        super().__init__()
+        n = self._n
+        tup = (lambda v: v if v is None else tuple(v) if isinstance(v, (tuple, list))
+               else (v,) * n)
+        self.kernel_size = tup(kernel_size)
+        self.return_indices = return_indices
+        self.register_buffer("_random_samples", _random_samples)
+        self.output_size = tup(output_size)
+        self.output_ratio = tup(output_ratio)
+        name = type(self).__name__
+        if output_size is None and output_ratio is None:
+            raise EmberValueError(f"{name} requires specifying either an output size, or a "
+                                  f"pooling ratio")
+        if output_size is not None and output_ratio is not None:
+            raise EmberValueError("only one of output_size and output_ratio may be specified")
+        if self.output_ratio is not None and not all(0 < r < 1 for r in self.output_ratio):
+            raise EmberValueError(f"output_ratio must be between 0 and 1 (got {output_ratio})")
+
+    def forward(self, input):
+        fn = getattr(F, f"fractional_max_pool{self._n}d")
+        return fn(input, self.kernel_size, self.output_size, self.output_ratio,
+                  self.return_indices, _random_samples=self._random_samples)
+
+
+class FractionalMaxPool2d(_FractionalMaxPoolNd):
+    _n = 2
+
+
+class FractionalMaxPool3d(_FractionalMaxPoolNd):
     _n = 3
