@@ -452,3 +452,58 @@ def _resize_nearest(x, sizes, scales, ctm, mode):
 def upsample(a, x, scales):
     return _resize_nearest(x, None, [float(v) for v in scales.detach().numpy().reshape(-1)],
                            "asymmetric", "floor")
+
+
+_GS_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest",
+             "bicubic": "bicubic", "cubic": "bicubic"}
+
+
+def _check_grid(a, n):
+    if a["mode"] not in _GS_MODES:
+        return ("mode", f"= '{a['mode']}' is not supported")
+    if a["padding_mode"] not in ("zeros", "border", "reflection"):
+        return ("padding_mode", f"= '{a['padding_mode']}' is not supported")
+    return None
+
+
+@importer("GridSample", since=16, check=_check_grid,
+          attrs={"align_corners": 0, "mode": "bilinear", "padding_mode": "zeros"})
+def grid_sample(a, x, grid):
+    return F.grid_sample(x, grid, mode=_GS_MODES[a["mode"]], padding_mode=a["padding_mode"],
+                         align_corners=bool(a["align_corners"]))
+
+
+@importer("AffineGrid", since=20, attrs={"align_corners": 0})
+def affine_grid(a, theta, size):
+    return F.affine_grid(theta, ints(size), align_corners=bool(a["align_corners"]))
+
+
+@importer("RotaryEmbedding", since=23,
+          attrs={"interleaved": 0, "num_heads": 0, "rotary_embedding_dim": 0})
+def rotary_embedding(a, x, cos, sin, pos=None):
+    shape = x.shape
+    if x.dim() == 4:
+        x = x.permute(0, 2, 1, 3)                           # [B, S, H, D]
+    else:
+        x = x.reshape(shape[0], shape[1], a["num_heads"], -1)
+    d = x.shape[-1]
+    rd = a["rotary_embedding_dim"] or d
+    xr, xp = x[..., :rd], x[..., rd:]
+    if pos is not None:
+        p = pos.to(ember.int64)
+        cos = ember.index_select(cos, 0, p.reshape(-1)).reshape(*p.shape, -1)
+        sin = ember.index_select(sin, 0, p.reshape(-1)).reshape(*p.shape, -1)
+    cos, sin = cos[..., :rd // 2].unsqueeze(2), sin[..., :rd // 2].unsqueeze(2)
+    if a["interleaved"]:
+        x1, x2 = xr[..., 0::2], xr[..., 1::2]
+    else:
+        x1, x2 = xr[..., :rd // 2], xr[..., rd // 2:]
+    re, im = cos * x1 - sin * x2, sin * x1 + cos * x2
+    if a["interleaved"]:
+        rot = ember.stack([re, im], -1).reshape(*re.shape[:-1], rd)
+    else:
+        rot = ember.cat([re, im], -1)
+    y = ember.cat([rot, xp], -1)
+    if len(shape) == 4:
+        return y.permute(0, 2, 1, 3)
+    return y.reshape(*shape)

@@ -76,4 +76,4 @@ def _load():
     if not _LOADED:
         _LOADED = True
         from ember.onnx.importer import (ops_attention, ops_elementwise, ops_loss,  # noqa: F401
-                                         ops_nn, ops_reduce, ops_rnn, ops_shape)
+                                         ops_nn, ops_quant, ops_reduce, ops_rnn, ops_shape)
