@@ -8,6 +8,7 @@ subclasses the Python builtin PyTorch raises in the same situation, so torch-sty
 class                  builtin base             raised for
 =====================  =======================  ==============================================
 ``EmberRuntimeError``  ``RuntimeError``         shapes that do not fit, values out of range
+``LinAlgError``        (``EmberRuntimeError``)  a singular / not positive-definite matrix
 ``EmberTypeError``     ``TypeError``            an argument of the wrong type or dtype
 ``EmberValueError``    ``ValueError``           an argument value torch rejects with ValueError
 ``EmberIndexError``    ``IndexError``           an index or dimension out of range
@@ -27,6 +28,12 @@ class EmberError(Exception):
 
 class EmberRuntimeError(EmberError, RuntimeError):
     """Arguments that do not fit together (shapes, sizes, values out of range)."""
+
+
+class LinAlgError(EmberRuntimeError):
+    """A matrix that is singular or not positive-definite where the linear-algebra op needs it
+    to be, or a decomposition that did not converge (``ember.linalg.LinAlgError``, as
+    ``torch.linalg.LinAlgError``, a RuntimeError)."""
 
 
 class EmberTypeError(EmberError, TypeError):

@@ -9,6 +9,7 @@ differentiates singular ones); ``eigh``/``cholesky`` read one triangle and, as i
 symmetric gradients."""
 from ember import return_types as _R
 from ember.autograd import _generated as _G
+from ember.errors import LinAlgError
 from ember.errors import public as _public
 
 # torch.linalg name -> spec op (a plain tensor result)
@@ -148,4 +149,4 @@ def install(tensor_cls, namespace):
             setattr(tensor_cls, name, fn)
 
 
-__all__ = sorted(list(_OPS) + list(_NAMED))
+__all__ = sorted(list(_OPS) + list(_NAMED) + ["LinAlgError"])

@@ -8883,7 +8883,6 @@ TENSOR_METHODS = {
     'vdot': vdot,
     'inner': inner,
     'kron': kron,
-    'tensordot': tensordot,
     'addmv': addmv,
     'addr': addr,
     'baddbmm': baddbmm,

@@ -3,7 +3,7 @@ import numpy as np
 
 import ember.autograd._generated as G
 from ember._dtype import to_numpy_dtype
-from ember.errors import EmberRuntimeError
+from ember.errors import EmberRuntimeError, LinAlgError
 from ember.tensor import Tensor
 
 _INF = float("inf")
@@ -375,7 +375,7 @@ def lu_solve(input, LU_data, LU_pivots):
 def _singular_error(op, info, what):
     flat = info._data.reshape(-1)
     first = int(np.flatnonzero(flat)[0])
-    return EmberRuntimeError(f"{op}: (Batch element {first}): The diagonal element {flat[first]} is "
+    return LinAlgError(f"{op}: (Batch element {first}): The diagonal element {flat[first]} is "
                              f"zero, the {what} could not be completed because the input matrix "
                              f"is singular")
 

@@ -2,6 +2,7 @@
 (``np.linalg`` works on batches ``(..., m, n)``)."""
 import numpy as np
 
+from ember.errors import LinAlgError
 from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
 from ember.kernels.threads import FREE, blas_mode
@@ -30,7 +31,7 @@ def _matrix(a, op, name="A"):
 
 
 def _singular(op, what="the input matrix is singular"):
-    return KernelError(f"{what}, the computation could not be completed")
+    return LinAlgError(f"{what}, the computation could not be completed")
 
 
 def det(a):
@@ -132,7 +133,7 @@ def cholesky(a, upper):
         with blas_mode(FREE):
             low = np.linalg.cholesky(a)
     except np.linalg.LinAlgError:
-        raise KernelError("the input is not positive-definite") from None
+        raise LinAlgError("the input is not positive-definite") from None
     return np.ascontiguousarray(np.swapaxes(low, -1, -2)) if upper else low
 
 
@@ -211,7 +212,7 @@ def svd(a, full_matrices):
         try:
             u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
         except np.linalg.LinAlgError:
-            raise KernelError("the algorithm failed to converge") from None
+            raise LinAlgError("the algorithm failed to converge") from None
     k = s.shape[-1]
     su = _column_signs(u)                                  # (..., 1, m or k)
     u = u * su
@@ -229,7 +230,7 @@ def eigh(a, UPLO):
         try:
             w, v = np.linalg.eigh(a, UPLO=UPLO)
         except np.linalg.LinAlgError:
-            raise KernelError("the algorithm failed to converge") from None
+            raise LinAlgError("the algorithm failed to converge") from None
     return w.astype(a.dtype, copy=False), v * _column_signs(v)
 
 
@@ -322,7 +323,7 @@ def lu_factor_ex(a, pivot, check_errors):
     info = info.reshape(batch)
     if check_errors and np.any(info):
         first = int(np.flatnonzero(info.reshape(-1))[0])
-        raise KernelError(f"(Batch element {first}): U[{info.reshape(-1)[first]},"
+        raise LinAlgError(f"(Batch element {first}): U[{info.reshape(-1)[first]},"
                           f"{info.reshape(-1)[first]}] is zero")
     return lu.reshape(batch + (m, n)), piv.reshape(batch + (k,)), info
 
@@ -397,7 +398,7 @@ def cholesky_ex(a, upper, check_errors):
     info = info.reshape(batch)
     if check_errors and np.any(info):
         first = int(np.flatnonzero(info.reshape(-1))[0])
-        raise KernelError(f"(Batch element {first}): The factorization could not be completed "
+        raise LinAlgError(f"(Batch element {first}): The factorization could not be completed "
                           f"because the input is not positive-definite (the leading minor of order "
                           f"{info.reshape(-1)[first]} is not positive-definite)")
     out = out.reshape(a.shape)

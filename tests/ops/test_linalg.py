@@ -315,3 +315,16 @@ def test_geqrf_householder_product_and_ormqr_rebuild_qr_like_torch():
     np.testing.assert_allclose(ember.ormqr(got.a, got.tau, _t(c), True, True)._data,
                                torch.ormqr(exp.a, exp.tau, torch.from_numpy(c), True, True).numpy(),
                                rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("call", [
+    lambda: L.inv(_t(np.ones((2, 2)))), lambda: L.solve(_t(np.zeros((2, 2))), _t(np.ones(2))),
+    lambda: L.cholesky(_t(-np.eye(2))), lambda: L.lu_factor(_t(np.zeros((2, 2)))),
+    lambda: L.inv_ex(_t(np.zeros((2, 2))), check_errors=True),
+    lambda: L.cholesky_ex(_t(-np.eye(2)), check_errors=True),
+    lambda: ember.cholesky_solve(_t(np.ones((2, 1))), _t(np.zeros((2, 2)))),
+])
+def test_singular_and_indefinite_matrices_raise_linalg_error(call):
+    with pytest.raises(L.LinAlgError) as info:
+        call()
+    assert isinstance(info.value, RuntimeError)
