@@ -17,6 +17,7 @@ class UnsupportedOnnxError(OnnxImportError, UnsupportedError):
         lines = []
         for op, opset, node, attr, why in self.problems:
             where = f"'{op}' (opset {opset}) at node '{node}'"
-            lines.append(f"  - {where}: attribute '{attr}' {why}" if attr else f"  - {where}: {why}")
+            lines.append(f"  - {where}: attribute '{attr}' {why}" if attr else
+                         f"  - {where}: {why}")
         super().__init__("onnx.load_model: the model uses what ember cannot run:\n" +
                          "\n".join(lines))

@@ -168,7 +168,8 @@ class OnnxModule(nn.Module):
         # every tensor a node reads must be produced before it (graph inputs, initializers,
         # earlier node outputs); sparse initializers are refused
         if g.sparse_initializer:
-            problems.append(("<graph>", None, g.name, None, "sparse initializers are not supported"))
+            problems.append(("<graph>", None, g.name, None,
+                             "sparse initializers are not supported"))
         input_infos = []
         for vi in g.input:
             if vi.name in init_names:
@@ -202,8 +203,8 @@ class OnnxModule(nn.Module):
                                       f"(which reads external data) and pass the ModelProto")
             arr = numpy_helper.to_array(t)
             if arr.dtype not in _EMBER_NP:
-                raise UnsupportedOnnxError([("<initializer>", None, t.name, None,
-                                             f"dtype {dtype_name(t.data_type)} has no ember dtype")])
+                why = f"dtype {dtype_name(t.data_type)} has no ember dtype"
+                raise UnsupportedOnnxError([("<initializer>", None, t.name, None, why)])
             key = self._add_state(t.name, np.array(arr))
             self.onnx_names[key] = t.name
             self._init_keys[t.name] = key
@@ -328,4 +329,19 @@ def load_model(model):
     the op, its opset, the node and the attribute."""
     proto, _ = _read(model)
     proto = _convert_old(proto)
-    return OnnxModule(proto)
+    try:
+        return OnnxModule(proto)
+    except UnsupportedOnnxError as e:
+        # ops whose importers start at a later opset: convert the model up once and retry
+        opset = _opsets(proto).get("", 0)
+        if opset >= 13 or not all(p[4].startswith("no importer for this opset")
+                                  for p in e.problems):
+            raise
+        try:
+            import onnx
+            from onnx import version_converter
+            newer = version_converter.convert_version(onnx.shape_inference.infer_shapes(proto),
+                                                      13)
+        except Exception:
+            raise e from None
+        return OnnxModule(newer)

@@ -57,7 +57,8 @@ def _run(a, x, seq_lens, init_states, cell, ndir):
             else:
                 out[t] = new[0]
             states = new
-        ys.append(ember.stack(out, 0) if T else ember.zeros(0, B, states[0].shape[-1], dtype=x.dtype))
+        ys.append(ember.stack(out, 0) if T else
+                  ember.zeros(0, B, states[0].shape[-1], dtype=x.dtype))
         finals.append(states)
     y = ember.stack(ys, 1)                           # [T, dirs, B, H]
     fin = [ember.stack([f[i] for f in finals], 0) for i in range(len(finals[0]))]

@@ -271,10 +271,6 @@ def _split(x, axis, sizes, num):
     return tuple(outs)
 
 
-def _nout(node):
-    return len(node.output)
-
-
 @importer("Split", since=18, attrs={"axis": 0, "num_outputs": None}, max_outputs=1 << 30)
 def split18(a, x, split=None):
     return _split(x, a["axis"], ints(split), a["num_outputs"] or a["_n"])
@@ -348,7 +344,8 @@ def nonzero(a, x):
 
 
 @importer("DepthToSpace", since=13, attrs={"blocksize": 1, "mode": "DCR"},
-          check=lambda a, n: None if a["mode"] in ("DCR", "CRD") else ("mode", "must be DCR or CRD"))
+          check=lambda a, n: None if a["mode"] in ("DCR", "CRD") else
+          ("mode", "must be DCR or CRD"))
 def depth_to_space(a, x):
     b, (n, c, h, w) = a["blocksize"], x.shape
     if a["mode"] == "DCR":
