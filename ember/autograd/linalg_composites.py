@@ -294,21 +294,19 @@ def linalg_tensorsolve(A, B, dims=None):
         A = G.movedim(A, dims, list(range(nd - len(dims), nd)))
     b_shape = B._data.shape
     x_shape = A._data.shape[len(b_shape):]
-    if A._data.shape[:len(b_shape)] != b_shape:
-        raise EmberRuntimeError(f"{op}: the leading dimensions of A {tuple(A._data.shape)} must "
-                                f"be the shape of B {tuple(b_shape)}")
-    p, q = int(np.prod(b_shape)), int(np.prod(x_shape))
-    if p != q:
-        raise EmberRuntimeError(f"{op}: expected prod(A.shape[B.ndim:]) == prod(B.shape), got {q} "
-                                f"!= {p}")
+    p, q = int(np.prod(A._data.shape[:len(b_shape)])), int(np.prod(x_shape))
+    if p != q or int(np.prod(b_shape)) != p:
+        raise EmberRuntimeError(f"{op}: expected prod(A.shape[B.ndim:]) == prod(A.shape[:B.ndim]) "
+                                f"== B.numel(), got A {tuple(A._data.shape)} (after moving dims) "
+                                f"and B {tuple(b_shape)}")
     return G.reshape(G.linalg_solve(G.reshape(A, (p, q)), G.reshape(B, (p,))), tuple(x_shape))
 
 
 def linalg_vander(x, N=None):
     """(..., n, N): the powers x^0 .. x^(N-1) of each element (torch.linalg.vander)."""
+    if x._data.ndim == 0:   # one point, as torch
+        x = G.unsqueeze(x, 0)
     shape = x._data.shape
-    if len(shape) == 0:
-        raise EmberRuntimeError("linalg.vander: x must have at least one dimension")
     n = shape[-1] if N is None else N
     if n <= 1:
         raise EmberRuntimeError(f"linalg.vander: N must be greater than 1, got {n}")

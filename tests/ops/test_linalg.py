@@ -328,3 +328,14 @@ def test_singular_and_indefinite_matrices_raise_linalg_error(call):
     with pytest.raises(L.LinAlgError) as info:
         call()
     assert isinstance(info.value, RuntimeError)
+
+
+def test_tensorsolve_moves_dims_and_vander_takes_a_point_like_torch():
+    torch = pytest.importorskip("torch")
+    a = (np.random.default_rng(13).standard_normal((6, 6)) + 3 * np.eye(6)).reshape(2, 3, 6)
+    b = np.arange(6.0).reshape(2, 3)
+    got = L.tensorsolve(_t(a), _t(b), dims=(0, 2))
+    exp = torch.linalg.tensorsolve(torch.from_numpy(a), torch.from_numpy(b), dims=(0, 2))
+    np.testing.assert_allclose(got._data, exp.numpy(), rtol=1e-10)
+    np.testing.assert_array_equal(L.vander(_t(2.0), N=3)._data,
+                                  torch.linalg.vander(torch.tensor(2.0), N=3).numpy())
