@@ -82,25 +82,89 @@ def _opsets(model):
 
 
 class _Node:
-    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "fn")
+    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "fn", "has_graph")
 
-    def __init__(self, op, name, inputs, outputs, attrs, fn):
+    def __init__(self, op, name, inputs, outputs, attrs, fn, has_graph=False):
         self.op, self.name, self.inputs, self.outputs = op, name, inputs, outputs
-        self.attrs, self.fn = attrs, fn
+        self.attrs, self.fn, self.has_graph = attrs, fn, has_graph
 
 
-def _check_graph(model):
-    """Resolve every node in the registry; return (nodes, problems)."""
-    opsets = _opsets(model)
-    problems, nodes = [], []
-    for i, n in enumerate(model.graph.node):
+class Subgraph:
+    """A compiled graph attribute (If branches, Loop/Scan bodies): ``g(env, *inputs)`` runs it
+    with the enclosing scope ``env`` visible and returns its outputs as a list."""
+
+    def __init__(self, name, inputs, outputs, nodes, consts):
+        self.name, self.inputs, self.outputs = name, inputs, outputs
+        self.nodes, self.consts = nodes, consts
+
+    def __call__(self, env, *inputs):
+        e = dict(env)
+        e.update(self.consts)
+        for name, v in zip(self.inputs, inputs):
+            e[name] = v
+        _execute(self.nodes, e)
+        return [e[o] for o in self.outputs]
+
+
+def _execute(nodes, env):
+    from ember.errors import UnsupportedError
+    for n in nodes:
+        args = [env[i] if i else None for i in n.inputs]
+        if n.has_graph:
+            n.attrs["_env"] = env
+        try:
+            out = n.fn(n.attrs, *args)
+        except (OnnxImportError, EmberTypeError, EmberRuntimeError, UnsupportedError) as e:
+            raise type(e)(f"onnx model: node '{n.name}' ({n.op}): {e}") from e
+        finally:
+            if n.has_graph:
+                n.attrs.pop("_env", None)
+        if not isinstance(out, (tuple, list)):
+            out = (out,)
+        for o, v in zip(n.outputs, out):
+            if o:
+                env[o] = v
+
+
+def _compile_subgraph(g, opsets, problems, defined):
+    from onnx import numpy_helper
+    consts = {}
+    for t in g.initializer:
+        arr = numpy_helper.to_array(t)
+        if arr.dtype not in _EMBER_NP:
+            problems.append(("<initializer>", None, t.name, None,
+                             f"dtype {dtype_name(t.data_type)} has no ember dtype"))
+            continue
+        consts[t.name] = ember.tensor(np.array(arr))
+    inputs = [vi.name for vi in g.input]
+    scope = set(defined) | set(consts) | set(inputs)
+    nodes = _check_nodes(g.node, opsets, problems, scope)
+    for o in g.output:
+        if o.name not in scope:
+            raise OnnxImportError(f"onnx.load_model: output '{o.name}' of subgraph '{g.name}' "
+                                  f"is produced by no node, input or initializer")
+    return Subgraph(g.name, inputs, [o.name for o in g.output], nodes, consts)
+
+
+def _check_nodes(graph_nodes, opsets, problems, defined):
+    """Resolve every node in the registry (recursing into graph attributes); names each node
+    reads must be defined before it (``defined`` grows as nodes are read). Returns the nodes."""
+    import onnx
+    nodes = []
+    for i, n in enumerate(graph_nodes):
         name = n.name or f"{n.op_type}_{i}"
+        for j, inp in enumerate(n.input):
+            if inp and inp not in defined:
+                raise OnnxImportError(
+                    f"onnx.load_model: node '{name}' ({n.op_type}) reads input {j} '{inp}', "
+                    f"which is not a graph input, an initializer or an earlier node's output "
+                    f"(a dangling input or a missing initializer)")
+        defined.update(o for o in n.output if o)
         dom = "" if n.domain in ("", "ai.onnx") else n.domain
         opset = opsets.get(dom)
         if opset is None:
             problems.append((n.op_type, None, name, None,
                              f"domain '{dom}' is not in the model's opset_import"))
-            nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), {}, None))
             continue
         imp = lookup(n.op_type, opset, dom)
         if imp is None:
@@ -109,17 +173,22 @@ def _check_graph(model):
                    if not have else f"no importer for this opset (ember has it from opset "
                                     f"{have[0]})")
             problems.append((n.op_type, opset, name, None, why))
-            nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), {}, None))
             continue
         attrs = dict(imp.attrs)
-        bad = False
+        bad = has_graph = False
         for a in n.attribute:
             if a.name not in imp.attrs:
                 problems.append((n.op_type, opset, name, a.name, "is not supported"))
                 bad = True
                 continue
             try:
-                attrs[a.name] = _attr_value(a)
+                if a.type == onnx.AttributeProto.GRAPH:
+                    attrs[a.name] = _compile_subgraph(a.g, opsets, problems, defined)
+                    has_graph = True
+                else:
+                    attrs[a.name] = _attr_value(a)
+            except OnnxImportError:
+                raise
             except Exception as e:
                 problems.append((n.op_type, opset, name, a.name, f"cannot be read ({e})"))
                 bad = True
@@ -134,8 +203,9 @@ def _check_graph(model):
                 problems.append((n.op_type, opset, name, res[0], res[1]))
                 bad = True
         attrs["_n"] = len(n.output)
-        nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), attrs, imp.fn))
-    return nodes, problems
+        nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), attrs, imp.fn,
+                           has_graph))
+    return nodes
 
 
 def _convert_old(model):
@@ -163,10 +233,8 @@ class OnnxModule(nn.Module):
         from onnx import numpy_helper
         g = model.graph
         self.opsets = _opsets(model)
-        nodes, problems = _check_graph(model)
+        problems = []
         init_names = [t.name for t in g.initializer]
-        # every tensor a node reads must be produced before it (graph inputs, initializers,
-        # earlier node outputs); sparse initializers are refused
         if g.sparse_initializer:
             problems.append(("<graph>", None, g.name, None,
                              "sparse initializers are not supported"))
@@ -175,15 +243,10 @@ class OnnxModule(nn.Module):
             if vi.name in init_names:
                 continue
             input_infos.append(self._value_info(vi, problems))
+        # every tensor a node reads must be produced before it (graph inputs, initializers,
+        # earlier node outputs)
         defined = set(init_names) | {i[0] for i in input_infos}
-        for n in nodes:
-            for j, name in enumerate(n.inputs):
-                if name and name not in defined:
-                    raise OnnxImportError(
-                        f"onnx.load_model: node '{n.name}' ({n.op}) reads input {j} '{name}', "
-                        f"which is not a graph input, an initializer or an earlier node's output "
-                        f"(a dangling input or a missing initializer)")
-            defined.update(o for o in n.outputs if o)
+        nodes = _check_nodes(g.node, self.opsets, problems, defined)
         outputs = [o.name for o in g.output]
         for o in outputs:
             if o not in defined:
@@ -289,17 +352,7 @@ class OnnxModule(nn.Module):
         bufs = dict(self.named_buffers())
         for oname, key in self._init_keys.items():
             env[oname] = params[key] if key in params else bufs[key]
-        for n in self._nodes:
-            args = [env[i] if i else None for i in n.inputs]
-            try:
-                out = n.fn(n.attrs, *args)
-            except (OnnxImportError, EmberTypeError, EmberRuntimeError) as e:
-                raise type(e)(f"onnx model: node '{n.name}' ({n.op}): {e}") from e
-            if not isinstance(out, (tuple, list)):
-                out = (out,)
-            for o, v in zip(n.outputs, out):
-                if o:
-                    env[o] = v
+        _execute(self._nodes, env)
         res = tuple(env[o] for o in self._outputs)
         return res[0] if len(res) == 1 else res
 

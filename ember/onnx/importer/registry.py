@@ -75,5 +75,6 @@ def _load():
     global _LOADED
     if not _LOADED:
         _LOADED = True
-        from ember.onnx.importer import (ops_attention, ops_elementwise, ops_loss,  # noqa: F401
-                                         ops_nn, ops_quant, ops_reduce, ops_rnn, ops_shape)
+        from ember.onnx.importer import (ops_attention, ops_control,  # noqa: F401
+                                         ops_elementwise, ops_loss, ops_nn, ops_quant,
+                                         ops_reduce, ops_rnn, ops_shape)
