@@ -5,6 +5,7 @@ import builtins as _builtins
 
 from ember.kernels import conv as _k_conv
 from ember.kernels import conv3d as _k_conv3d
+from ember.kernels import ctc as _k_ctc
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
 from ember.kernels import fractional_pool as _k_fractional_pool
@@ -3926,6 +3927,40 @@ class FractionalMaxPool3dBackward0(Node):
             g0 = max_pool3d_backward(grads[0], indices, self__shape)
         return (g0, g1, )
 
+class CtcLossNllBackward0(Node):
+    __slots__ = ('blank', 'input_lengths', 'log_alpha', 'log_probs', 'neg_log_likelihood', 'target_lengths', 'targets', 'zero_infinity')
+    _saved = ('log_alpha', 'log_probs', 'neg_log_likelihood', 'targets')
+    _op_name = 'ctc_loss_nll'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        log_probs, targets, = tensors
+        input_lengths, target_lengths, blank, zero_infinity, = consts
+        ctx.blank = blank if needs[0] else None
+        ctx.input_lengths = input_lengths if needs[0] else None
+        ctx.log_alpha = _save(outs[1], 'log_alpha') if needs[0] else None
+        ctx.log_probs = _save(log_probs, 'log_probs') if needs[0] else None
+        ctx.neg_log_likelihood = _save_out(outs[0], 'neg_log_likelihood', 0) if needs[0] else None
+        ctx.target_lengths = target_lengths if needs[0] else None
+        ctx.targets = _save(targets, 'targets') if needs[0] else None
+        ctx.zero_infinity = zero_infinity if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        blank = ctx.blank
+        input_lengths = ctx.input_lengths
+        log_alpha = unpack(ctx.log_alpha, ctx)
+        log_probs = unpack(ctx.log_probs, ctx)
+        neg_log_likelihood = unpack(ctx.neg_log_likelihood, ctx)
+        target_lengths = ctx.target_lengths
+        targets = unpack(ctx.targets, ctx)
+        zero_infinity = ctx.zero_infinity
+        g0 = g1 = None
+        if needs[0]:
+            g0 = ctc_loss_backward(grads[0], log_probs, targets, neg_log_likelihood, log_alpha, input_lengths, target_lengths, blank, zero_infinity)
+        return (g0, g1, )
+
 class ErfcBackward0(Node):
     __slots__ = ('self_',)
     _saved = ('self_',)
@@ -5922,6 +5957,12 @@ OPS['fractional_max_pool2d'] = _op_fractional_max_pool2d
 _op_fractional_max_pool3d = Op('fractional_max_pool3d', _k_fractional_pool.fractional_max_pool3d, FractionalMaxPool3dBackward0, ('self', 'random_samples'), ('kernel_size', 'output_size'), multi=True, diff_outputs=(True, False), saves_self=False)
 OPS['fractional_max_pool3d'] = _op_fractional_max_pool3d
 
+_op_ctc_loss_nll = Op('ctc_loss_nll', _k_ctc.ctc_loss_forward, CtcLossNllBackward0, ('log_probs', 'targets'), ('input_lengths', 'target_lengths', 'blank', 'zero_infinity'), multi=True, diff_outputs=(True, False), saves_self=True)
+OPS['ctc_loss_nll'] = _op_ctc_loss_nll
+
+_op_ctc_loss_backward = Op('ctc_loss_backward', _k_ctc.ctc_loss_backward, None, ('grad', 'log_probs', 'targets', 'neg_log_likelihood', 'log_alpha'), ('input_lengths', 'target_lengths', 'blank', 'zero_infinity'), saves_self=False)
+OPS['ctc_loss_backward'] = _op_ctc_loss_backward
+
 _op_erfc = Op('erfc', _k_special.erfc, ErfcBackward0, ('self',), (), saves_self=True)
 OPS['erfc'] = _op_erfc
 
@@ -7463,6 +7504,14 @@ def fractional_max_pool3d(input, kernel_size, output_size, random_samples):
     """fractional_max_pool3d (see torch.fractional_max_pool3d)."""
     return dispatch(_op_fractional_max_pool3d, (input, random_samples, ), (kernel_size, output_size, ))
 
+def ctc_loss_nll(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
+    """ctc_loss_nll (see torch.ctc_loss_nll)."""
+    return dispatch(_op_ctc_loss_nll, (log_probs, targets, ), (input_lengths, target_lengths, blank, zero_infinity, ))
+
+def ctc_loss_backward(grad, log_probs, targets, neg_log_likelihood, log_alpha, input_lengths, target_lengths, blank, zero_infinity):
+    """ctc_loss_backward (see torch.ctc_loss_backward)."""
+    return dispatch(_op_ctc_loss_backward, (grad, log_probs, targets, neg_log_likelihood, log_alpha, ), (input_lengths, target_lengths, blank, zero_infinity, ))
+
 def erfc(input):
     """erfc (see torch.erfc)."""
     return dispatch(_op_erfc, (input, ), ())
@@ -8758,6 +8807,8 @@ TENSOR_METHODS = {
     'adaptive_max_pool3d': adaptive_max_pool3d,
     'fractional_max_pool2d': fractional_max_pool2d,
     'fractional_max_pool3d': fractional_max_pool3d,
+    'ctc_loss_nll': ctc_loss_nll,
+    'ctc_loss_backward': ctc_loss_backward,
     'erfc': erfc,
     'erfc_': erfc_,
     'erfinv': erfinv,

@@ -1574,6 +1574,37 @@ def conv_tbc(input, weight, bias, pad=0):
     return G.permute(y, (2, 0, 1))
 
 
+def _lengths(v, op, name):
+    if isinstance(v, Tensor):
+        return [int(a) for a in np.asarray(_read(v, op, name)).reshape(-1)]
+    if isinstance(v, (int, np.integer)):
+        return [int(v)]
+    return [int(a) for a in v]
+
+
+def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reduction="mean",
+             zero_infinity=False):
+    """Connectionist temporal classification loss of log_probs (T, N, C) (or (T, C)) against
+    targets (N, S) padded or concatenated (sum(target_lengths),), as torch; 'mean' divides each
+    sample's loss by its target length, then averages. The gradient is the derivative wrt
+    log_probs (torch's backward assumes log_softmax inputs and adds softmax; the two agree on
+    the gradient of the logits before a log_softmax)."""
+    if reduction not in ("none", "mean", "sum"):
+        raise EmberValueError(f"ctc_loss: {reduction!r} is not a valid value for reduction")
+    unb = log_probs.dim() == 2
+    lp = G.unsqueeze(log_probs, 1) if unb else log_probs
+    tg = G.unsqueeze(targets, 0) if unb and targets.dim() == 1 else targets
+    il = _lengths(input_lengths, "ctc_loss", "input lengths")
+    tl = _lengths(target_lengths, "ctc_loss", "target lengths")
+    nll, _ = G.ctc_loss_nll(lp, tg, il, tl, int(blank), bool(zero_infinity))
+    if reduction == "none":
+        return G.squeeze(nll, 0) if unb else nll
+    if reduction == "sum":
+        return G.sum(nll)
+    div = _const(np.maximum(np.asarray(tl, nll._data.dtype), 1))
+    return G.mean(G.div(nll, div))
+
+
 def elu_(input, alpha=1.0):
     return G.elu(input, alpha, inplace=True)
 

@@ -368,3 +368,49 @@ def test_conv_tbc_matches_torch():
     w, b = rng.standard_normal((3, 2, 4)), rng.standard_normal(4)
     _check(lambda x: F.conv_tbc(x, ember.tensor(w), ember.tensor(b), 1),
            lambda x: torch.conv_tbc(x, torch.tensor(w), torch.tensor(b), 1), (5, 2, 2))
+
+
+@pytest.mark.parametrize("reduction", ["none", "mean", "sum"])
+def test_ctc_loss_matches_torch(reduction):
+    rng = np.random.default_rng(12)
+    T, N, C = 10, 3, 5
+    il, tl = [10, 7, 9], [3, 1, 4]
+    tg = rng.integers(1, C, (N, 4))
+    flat = np.concatenate([tg[n, :tl[n]] for n in range(N)])
+    for targets in (tg, flat):
+        # gradients wrt the logits before log_softmax: ember's and torch's backward agree there
+        _check(lambda x: F.ctc_loss(F.log_softmax(x, 2), ember.tensor(targets), il, tl,
+                                    reduction=reduction),
+               lambda x: TF.ctc_loss(TF.log_softmax(x, 2), torch.tensor(targets),
+                                     torch.tensor(il), torch.tensor(tl), reduction=reduction),
+               (T, N, C))
+    # unbatched, another blank, lengths as tensors
+    t1 = np.array([1, 1, 3])
+    _check(lambda x: F.ctc_loss(F.log_softmax(x, 1), ember.tensor(t1), ember.tensor(8),
+                                ember.tensor(3), blank=2, reduction=reduction),
+           lambda x: TF.ctc_loss(TF.log_softmax(x, 1), torch.tensor(t1), torch.tensor(8),
+                                 torch.tensor(3), blank=2, reduction=reduction), (8, 4))
+
+
+def test_ctc_loss_infeasible_zero_infinity_module_and_errors():
+    rng = np.random.default_rng(13)
+    x = rng.standard_normal((3, 2, 4))
+    tg = np.array([[1, 1, 2], [1, 2, 3]])  # 1, 1 needs a blank between: 4 frames for sample 0
+    leaf = ember.tensor(x, requires_grad=True)
+    lp_e = F.log_softmax(leaf, 2)
+    lp_t = TF.log_softmax(torch.tensor(x), 2)
+    for zi in (False, True):
+        got = nn.CTCLoss(zero_infinity=zi, reduction="none")(lp_e, ember.tensor(tg), [3, 3], [3, 3])
+        want = torch.nn.CTCLoss(zero_infinity=zi, reduction="none")(lp_t, torch.tensor(tg),
+                                                                     [3, 3], [3, 3])
+        np.testing.assert_allclose(got.detach().numpy(), want.numpy())
+    got.sum().backward()  # zero_infinity: the infeasible sample contributes 0
+    tleaf = torch.tensor(x, requires_grad=True)
+    torch.nn.CTCLoss(zero_infinity=True, reduction="sum")(TF.log_softmax(tleaf, 2),
+                                                          torch.tensor(tg), [3, 3],
+                                                          [3, 3]).backward()
+    np.testing.assert_allclose(leaf.grad.numpy(), tleaf.grad.numpy(), atol=1e-12)
+    with pytest.raises(RuntimeError, match="labels"):
+        F.ctc_loss(lp_e, ember.tensor(np.array([[1, 7, 2], [1, 2, 3]])), [3, 3], [3, 3])
+    with pytest.raises(RuntimeError, match="input lengths"):
+        F.ctc_loss(lp_e, ember.tensor(tg), [4, 3], [3, 3])
