@@ -8,52 +8,52 @@ from ember.kernels.errors import KernelError
 from ember.kernels.threads import FREE, blas_mode
 
 
-def _float(a, op):
+def _float(a):
     if a.dtype.kind != "f":
         raise KernelError(f"expected a floating point tensor as input, got {a.dtype}")
     return a
 
 
-def _square(a, op, name="A"):
-    _float(a, op)
+def _square(a, name="A"):
+    _float(a)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise KernelError(f"{name} must be a batch of square matrices (..., n, n), got shape "
                           f"{tuple(a.shape)}")
     return a
 
 
-def _matrix(a, op, name="A"):
-    _float(a, op)
+def _matrix(a, name="A"):
+    _float(a)
     if a.ndim < 2:
         raise KernelError(f"{name} must have at least 2 dimensions (..., m, n), got shape "
                           f"{tuple(a.shape)}")
     return a
 
 
-def _singular(op, what="the input matrix is singular"):
+def _singular(what="the input matrix is singular"):
     return LinAlgError(f"{what}, the computation could not be completed")
 
 
 def det(a):
-    _square(a, "linalg.det")
+    _square(a)
     with blas_mode(FREE):
         return np.asarray(np.linalg.det(a), dtype=a.dtype)
 
 
 def slogdet(a):
-    _square(a, "linalg.slogdet")
+    _square(a)
     with blas_mode(FREE):
         sign, lad = np.linalg.slogdet(a)
     return np.asarray(sign, dtype=a.dtype), np.asarray(lad, dtype=a.dtype)
 
 
 def inv(a):
-    _square(a, "linalg.inv")
+    _square(a)
     try:
         with blas_mode(FREE):
             return np.linalg.inv(a)
     except np.linalg.LinAlgError:
-        raise _singular("linalg.inv") from None
+        raise _singular() from None
 
 
 def _solve_is_vector(a, b):
@@ -61,8 +61,8 @@ def _solve_is_vector(a, b):
 
 
 def solve(a, b, left):
-    _square(a, "linalg.solve")
-    _float(b, "linalg.solve")
+    _square(a)
+    _float(b)
     a, b = promote(a, b)
     vector = _solve_is_vector(a, b)
     n = a.shape[-1]
@@ -91,16 +91,15 @@ def solve(a, b, left):
         with blas_mode(FREE):
             x = np.linalg.solve(a, b)
     except np.linalg.LinAlgError:
-        raise _singular("linalg.solve") from None
+        raise _singular() from None
     if vector:
         return x[..., 0]
     return x if left else np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
 
 def solve_triangular(a, b, upper, left, unitriangular):
-    op = "linalg.solve_triangular"
-    _square(a, op)
-    _matrix(b, op, "B")
+    _square(a)
+    _matrix(b, "B")
     a, b = promote(a, b)
     n = a.shape[-1]
     if b.shape[-2 if left else -1] != n:
@@ -123,12 +122,12 @@ def solve_triangular(a, b, upper, left, unitriangular):
         with blas_mode(FREE):
             x = np.linalg.solve(t, b)
     except np.linalg.LinAlgError:
-        raise _singular(op) from None
+        raise _singular() from None
     return x if left else np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
 
 def cholesky(a, upper):
-    _square(a, "linalg.cholesky")
+    _square(a)
     try:
         with blas_mode(FREE):
             low = np.linalg.cholesky(a)
@@ -139,9 +138,8 @@ def cholesky(a, upper):
 
 def cholesky_solve(b, l, upper):
     """X with A X = B for A = L L^T (U^T U when ``upper``), reading that triangle of ``l``."""
-    op = "cholesky_solve"
-    _square(l, op, "input2")
-    _matrix(b, op, "input")
+    _square(l, "input2")
+    _matrix(b, "input")
     b, l = promote(b, l)
     if b.shape[-2] != l.shape[-1]:
         raise KernelError(f"incompatible shapes of input {tuple(b.shape)} and input2 "
@@ -158,7 +156,7 @@ def cholesky_solve(b, l, upper):
             return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]),
                                    np.broadcast_to(b, batch + b.shape[-2:]))
     except np.linalg.LinAlgError:
-        raise _singular(op, "the factor is singular") from None
+        raise _singular("the factor is singular") from None
 
 
 def cross(a, b, dim):
@@ -183,7 +181,7 @@ def cross(a, b, dim):
 
 
 def qr(a, mode):
-    _matrix(a, "linalg.qr")
+    _matrix(a)
     if mode not in ("reduced", "complete", "r"):
         raise KernelError(f"qr received unrecognized mode '{mode}' but expected one of "
                           f"'reduced' (default), 'r', or 'complete'")
@@ -207,7 +205,7 @@ def _column_signs(x):
 
 
 def svd(a, full_matrices):
-    _matrix(a, "linalg.svd")
+    _matrix(a)
     with blas_mode(FREE):
         try:
             u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
@@ -223,7 +221,7 @@ def svd(a, full_matrices):
 
 
 def eigh(a, UPLO):
-    _square(a, "linalg.eigh")
+    _square(a)
     if UPLO not in ("L", "U"):
         raise KernelError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
     with blas_mode(FREE):
@@ -238,9 +236,8 @@ def lstsq_info(a, b, rcond, driver):
     """(residuals, rank, singular_values) of torch.linalg.lstsq, as torch computes them on CPU:
     rank for every driver but 'gels', singular values for 'gelsd'/'gelss' only, residuals when
     m > n and every matrix is full rank (not for 'gelsy')."""
-    op = "linalg.lstsq"
-    _matrix(a, op)
-    _float(b, op)
+    _matrix(a)
+    _float(b)
     if driver not in (None, "gels", "gelsy", "gelsd", "gelss"):
         raise KernelError(f"parameter `driver` should be one of (gels, gelsy, gelsd, gelss), "
                           f"got {driver!r}")
@@ -271,7 +268,7 @@ def lstsq_info(a, b, rcond, driver):
 def pinv(a, atol, rtol, hermitian):
     """Pseudo-inverse dropping singular values (|eigenvalues| when ``hermitian``) <= max(atol,
     rtol * largest); torch's default rtol is eps * max(m, n) when atol is unset or zero."""
-    (_square if hermitian else _matrix)(a, "linalg.pinv")
+    (_square if hermitian else _matrix)(a)
     m, n = a.shape[-2:]
     # tolerances: floats, or tensors holding one per matrix of the batch
     atol = None if atol is None else np.asarray(getattr(atol, "_data", atol), np.float64)[..., None]
@@ -297,8 +294,7 @@ def pinv(a, atol, rtol, hermitian):
 def lu_factor_ex(a, pivot, check_errors):
     """Partial-pivoting LU as LAPACK getrf: (LU packed, 1-based int32 pivots, int32 info = the
     first zero pivot, 1-based, else 0), batched over the leading dimensions."""
-    op = "linalg.lu_factor_ex"
-    _matrix(a, op)
+    _matrix(a)
     if not pivot:
         raise KernelError("LU without pivoting is not implemented on the CPU")
     m, n = a.shape[-2:]
@@ -372,7 +368,7 @@ def lu_solve_unchecked(lu, pivots, b):
 def cholesky_ex(a, upper, check_errors):
     """(factor, info): info is the order of the first leading minor that is not positive-definite
     (0 if none); a failing matrix holds LAPACK potrf's partial factor up to that column."""
-    _square(a, "linalg.cholesky_ex")
+    _square(a)
     n = a.shape[-1]
     batch = a.shape[:-2]
     flat = a.reshape((int(np.prod(batch)), n, n))
@@ -407,7 +403,7 @@ def cholesky_ex(a, upper, check_errors):
 
 def geqrf(a):
     """LAPACK geqrf: R above the diagonal, the Householder vectors below, and their scales tau."""
-    _matrix(a, "geqrf")
+    _matrix(a)
     m, n = a.shape[-2:]
     if a.size == 0:
         return np.array(a, copy=True), np.zeros(a.shape[:-2] + (min(m, n),), a.dtype)
