@@ -1,5 +1,6 @@
-"""QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear, simulated in float (per-tensor,
-per-axis and blocked scales) for the integer dtypes ember has (int8, uint8, int16, int32)."""
+"""Quantized ops simulated in float: QuantizeLinear / DequantizeLinear / DynamicQuantizeLinear
+(per-tensor, per-axis and blocked scales), MatMulInteger, ConvInteger, QLinearMatMul,
+QLinearConv, for the integer dtypes ember has (int8, uint8, int16, int32)."""
 import numpy as np
 
 import ember
@@ -71,3 +72,76 @@ def dynamic_quantize(a, x):
     zp = ember.clamp(ember.round(-lo / scale), 0.0, 255.0)
     y = ember.clamp(ember.round(x / scale) + zp, 0.0, 255.0).to(ember.uint8)
     return y, scale, zp.to(ember.uint8)
+
+
+def _requant(acc, scale, y_scale, y_zp):
+    """Round ``acc * scale / y_scale`` half to even, add the zero point, saturate."""
+    dt = y_zp.dtype if y_zp is not None else ember.uint8
+    y = ember.round(acc * (scale / y_scale.to(ember.float64)))
+    if y_zp is not None:
+        y = y + y_zp.to(ember.float64)
+    info = np.iinfo(dt.numpy)
+    return ember.clamp(y, float(info.min), float(info.max)).to(dt)
+
+
+def _per_col(s):
+    """A per-column (1-d) scale or zero point of the right-hand matrix broadcasts over rows."""
+    return s.to(ember.float64) if s.dim() == 0 else s.to(ember.float64).reshape(1, -1)
+
+
+@importer("MatMulInteger", since=10)
+def matmul_integer(a, x, w, x_zp=None, w_zp=None):
+    xf = x.to(ember.float64) - (0.0 if x_zp is None else x_zp.to(ember.float64).reshape(-1, 1)
+                                if x_zp.dim() else x_zp.to(ember.float64))
+    wf = w.to(ember.float64) - (0.0 if w_zp is None else _per_col(w_zp))
+    return ember.matmul(xf, wf).to(ember.int32)
+
+
+@importer("QLinearMatMul", since=10)
+def qlinear_matmul(a, x, xs, x_zp, w, ws, w_zp, ys, y_zp):
+    xf = x.to(ember.float64) - x_zp.to(ember.float64)
+    wf = w.to(ember.float64) - _per_col(w_zp)
+    acc = ember.matmul(xf, wf)
+    return _requant(acc, xs.to(ember.float64) * _per_col(ws), ys, y_zp)
+
+
+def _conv_f64(a, x, w):
+    from ember.onnx.importer.ops_nn import conv
+    return conv(a, x, w)
+
+
+def _per_out_channel(s, nd):
+    s = s.to(ember.float64)
+    return s if s.dim() == 0 or s.numel() == 1 else s.reshape(1, -1, *([1] * nd))
+
+
+_CONV_ATTRS = {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+               "pads": None, "strides": None}
+
+
+def _check_conv(a, n):
+    from ember.onnx.importer.ops_nn import _check_auto
+    return _check_auto(a, n)
+
+
+@importer("ConvInteger", since=10, attrs=_CONV_ATTRS, check=_check_conv)
+def conv_integer(a, x, w, x_zp=None, w_zp=None):
+    xf = x.to(ember.float64) - (0.0 if x_zp is None else x_zp.to(ember.float64))
+    wf = w.to(ember.float64)
+    if w_zp is not None:
+        wf = wf - (w_zp.to(ember.float64) if w_zp.numel() == 1 else
+                   w_zp.to(ember.float64).reshape(-1, *([1] * (w.dim() - 1))))
+    # ONNX pads with the zero point, which is 0 after the shift
+    return _conv_f64(a, xf, wf).to(ember.int32)
+
+
+@importer("QLinearConv", since=10, attrs=_CONV_ATTRS, check=_check_conv)
+def qlinear_conv(a, x, xs, x_zp, w, ws, w_zp, ys, y_zp, b=None):
+    nd = x.dim() - 2
+    xf = x.to(ember.float64) - x_zp.to(ember.float64)
+    wf = w.to(ember.float64) - (w_zp.to(ember.float64) if w_zp.numel() == 1 else
+                                w_zp.to(ember.float64).reshape(-1, *([1] * (w.dim() - 1))))
+    acc = _conv_f64(a, xf, wf)
+    if b is not None:
+        acc = acc + b.to(ember.float64).reshape(1, -1, *([1] * nd))
+    return _requant(acc, xs.to(ember.float64) * _per_out_channel(ws, nd), ys, y_zp)

@@ -474,3 +474,26 @@ def eye_like(a, x):
     from ember.onnx.importer._util import onnx_np_dtype
     dt = x.dtype.numpy if a["dtype"] is None else onnx_np_dtype(a["dtype"])
     return const(np.eye(x.shape[0], x.shape[1], a["k"], dtype=dt))
+
+
+@importer("Unique", since=11, attrs={"axis": None, "sorted": 1}, max_outputs=4)
+def unique(a, x):
+    arr = x.detach().numpy()
+    ax = a["axis"]
+    if ax is None:
+        flat, axis = x.reshape(-1), 0
+        arr = arr.reshape(-1)
+    else:
+        axis = norm_axis(ax, x.dim())
+        flat = x
+    _, first, inverse, counts = np.unique(arr, axis=axis, return_index=True,
+                                          return_inverse=True, return_counts=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    if not a["sorted"]:
+        order = np.argsort(first, kind="stable")          # by first occurrence
+        rank = np.empty_like(order)
+        rank[order] = np.arange(len(order))
+        first, counts, inverse = first[order], counts[order], rank[inverse]
+    idx = ember.tensor(first.astype(np.int64))
+    return (ember.index_select(flat, axis, idx), idx,
+            ember.tensor(inverse.astype(np.int64)), ember.tensor(counts.astype(np.int64)))
