@@ -230,3 +230,38 @@ def test_opset_specific_importers():
             e = np.exp(x - x.max(1, keepdims=True))
             want = e / e.sum(1, keepdims=True)
         np.testing.assert_allclose(y, want, rtol=1e-6)
+
+
+def test_custom_domain_importer_and_subgraph_errors():
+    from ember.onnx.importer import importer
+
+    @importer("TimesK", since=1, domain="com.example.ember_test", attrs={"k": 2.0})
+    def times_k(a, x):
+        return x * a["k"]
+
+    node = helper.make_node("TimesK", ["x"], ["y"], domain="com.example.ember_test", k=3.0)
+    g = helper.make_graph([node], "g", [_vi("x", [2])], [_vi("y", [2])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                            helper.make_opsetid("com.example.ember_test", 1)])
+    assert ember.onnx.load_model(m)(ember.tensor([1.0, 2.0])).tolist() == [3.0, 6.0]
+    # an unsupported op inside an If branch is found at load time, named by its node
+    bad = helper.make_graph([helper.make_node("NoSuchOp", ["x"], ["z"], name="deep")], "then",
+                            [], [_vi("z", [2])])
+    ok = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "else", [],
+                           [_vi("z", [2])])
+    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
+    m = _tiny([helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=ok)],
+              [cond, _vi("x", [2])], [_vi("y", [2])])
+    with pytest.raises(UnsupportedOnnxError, match="'NoSuchOp' \\(opset 17\\) at node 'deep'"):
+        ember.onnx.load_model(m)
+
+
+def test_backend_run_node_and_run_model():
+    from ember.onnx import backend
+    x = np.array([[-1.0, 2.0]], np.float32)
+    (y,) = backend.run_node(helper.make_node("Relu", ["x"], ["y"]), [x])
+    np.testing.assert_array_equal(y, [[0.0, 2.0]])
+    m = _tiny([helper.make_node("Neg", ["x"], ["y"])], [_vi("x", [1, 2])], [_vi("y", [1, 2])])
+    np.testing.assert_array_equal(backend.run_model(m, {"x": x})[0], -x)
+    with pytest.raises(ember.UnsupportedError, match="CUDA"):
+        backend.prepare(m, "CUDA")
