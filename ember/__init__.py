@@ -9,6 +9,8 @@ from ember._dtype import (bool_, double, dtype, float, float16, float32, float64
                           get_default_dtype, half, int, int8, int16, int32, int64, long,
                           set_default_dtype, short, uint8)
 from ember._dtype import bool_ as bool  # noqa: A004
+from ember._dtype import (channels_last, channels_last_3d, contiguous_format, layout,
+                          memory_format, preserve_format, strided)
 from ember.tensor import Size, Tensor, device
 from ember.autograd import _generated
 from ember import overloads as _overloads

@@ -113,3 +113,41 @@ def set_default_dtype(d):
     if d not in (float32, float64):
         raise EmberTypeError(f"set_default_dtype: only float32 or float64 allowed, got {d!r}")
     _default = d
+
+
+class memory_format:
+    """A memory-format tag, as ``torch.memory_format``. ember's tensors are always C-contiguous,
+    so every format is accepted and gives the same (contiguous) layout and values."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+class layout:
+    """A tensor layout tag, as ``torch.layout``; ember has ``ember.strided`` only."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+contiguous_format = memory_format("contiguous_format")
+preserve_format = memory_format("preserve_format")
+channels_last = memory_format("channels_last")
+channels_last_3d = memory_format("channels_last_3d")
+strided = layout("strided")

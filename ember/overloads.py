@@ -107,7 +107,13 @@ def _to(self, *args, **kwargs):
     copy = kwargs.pop("copy", False)
     device = kwargs.pop("device", None)
     kwargs.pop("non_blocking", None)
+    kwargs.pop("memory_format", None)  # every format is ember's contiguous layout
+    flags = [a for a in args if isinstance(a, bool)]  # to(..., non_blocking, copy)
+    if len(flags) > 1:
+        copy = flags[1]
     for a in args:
+        if isinstance(a, (_dtype.memory_format, bool)):
+            continue
         if isinstance(a, Tensor):
             dtype = a.dtype
         elif isinstance(a, _dtype.dtype) or isinstance(a, (np.dtype, type)):

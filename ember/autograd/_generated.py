@@ -2816,7 +2816,7 @@ class MaskedSelectBackwardBackward0(Node):
         return (g0, g1, )
 
 class SoftmaxBackward0(Node):
-    __slots__ = ('dim', 'result')
+    __slots__ = ('dim', 'result', 'self__dtype')
     _saved = ('result',)
     _op_name = 'softmax'
 
@@ -2826,19 +2826,21 @@ class SoftmaxBackward0(Node):
         dim, dtype, = consts
         ctx.dim = dim if needs[0] else None
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         dim = ctx.dim
         result = unpack(ctx.result, ctx)
+        self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = result * (grad - sum(grad * result, (dim,), True))
+            g0 = _F.cast_to(result * (grad - sum(grad * result, (dim,), True)), self__dtype)
         return (g0, )
 
 class LogSoftmaxBackward0(Node):
-    __slots__ = ('dim', 'result')
+    __slots__ = ('dim', 'result', 'self__dtype')
     _saved = ('result',)
     _op_name = 'log_softmax'
 
@@ -2848,15 +2850,17 @@ class LogSoftmaxBackward0(Node):
         dim, dtype, = consts
         ctx.dim = dim if needs[0] else None
         ctx.result = _save_out(outs[0], 'result', 0) if needs[0] else None
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         dim = ctx.dim
         result = unpack(ctx.result, ctx)
+        self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = grad - exp(result) * sum(grad, (dim,), True)
+            g0 = _F.cast_to(grad - exp(result) * sum(grad, (dim,), True), self__dtype)
         return (g0, )
 
 class NativeDropoutBackward0(Node):

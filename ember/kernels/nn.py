@@ -1,6 +1,7 @@
 """Neural-network kernels: softmax family, dropout, embedding, layer_norm, batch norm, nll_loss."""
 import numpy as np
 
+from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
 from ember.kernels.reduce import norm_dims
@@ -11,7 +12,7 @@ def _dim(d, ndim):
 
 
 def softmax(a, dim, dtype=None):
-    a = to_float(a) if dtype is None else a.astype(dtype)
+    a = to_float(a) if dtype is None else a.astype(_dtype.to_numpy_dtype(dtype))
     d = _dim(dim, a.ndim)
     if a.ndim == 0:
         return np.ones_like(a)
@@ -21,7 +22,7 @@ def softmax(a, dim, dtype=None):
 
 
 def log_softmax(a, dim, dtype=None):
-    a = to_float(a) if dtype is None else a.astype(dtype)
+    a = to_float(a) if dtype is None else a.astype(_dtype.to_numpy_dtype(dtype))
     d = _dim(dim, a.ndim)
     if a.ndim == 0:
         return np.zeros_like(a)
