@@ -1605,6 +1605,42 @@ def ctc_loss(log_probs, targets, input_lengths, target_lengths, blank=0, reducti
     return G.mean(G.div(nll, div))
 
 
+def linear_cross_entropy(input, linear_weight, target, *, linear_bias=None, weight=None,
+                         reduction="mean", ignore_index=None, label_smoothing=0.0, options=None):
+    """cross_entropy(linear(input, linear_weight, linear_bias), target, ...) as torch's
+    reference path; linear_weight (C, d1..dK, in) gives K-dimensional logits (N, C, d1..dK).
+    ``options`` (torch's chunking strategy) changes only memory use in torch: ember computes
+    the same values unchunked."""
+    if input.dim() not in (1, 2):
+        raise EmberRuntimeError(f"linear_cross_entropy: expected input with dimensionality 1 or "
+                                f"2, got {input.dim()}")
+    if linear_weight.dim() < 2:
+        raise EmberRuntimeError(f"linear_cross_entropy: expected linear_weight with "
+                                f"dimensionality at least 2, got {linear_weight.dim()}")
+    wshape = tuple(linear_weight.shape)
+    if input.shape[-1] != wshape[-1]:
+        raise EmberRuntimeError(f"linear_cross_entropy: expected equal input and linear_weight "
+                                f"last dimensions (in_features), got {input.shape[-1]} and "
+                                f"{wshape[-1]}")
+    c, out = wshape[0], wshape[1:-1]
+    if linear_bias is not None and tuple(linear_bias.shape) != (c,) + out:
+        raise EmberRuntimeError(f"linear_cross_entropy: expected linear_bias shape "
+                                f"{(c,) + out}, got {tuple(linear_bias.shape)}")
+    if out and input.dim() == 1:
+        raise EmberRuntimeError(f"linear_cross_entropy: K-dimensional loss defined by "
+                                f"linear_weight shape {wshape} requires batched input")
+    lead = tuple(input.shape[:-1])
+    w2 = G.reshape(linear_weight, (-1, wshape[-1]))
+    b2 = G.reshape(linear_bias, (-1,)) if linear_bias is not None else None
+    logits = G.reshape(linear(input, w2, b2), lead + (c,) + out)
+    probs = tuple(target.shape) == lead + (c,) + out
+    if probs and ignore_index is not None:
+        raise EmberRuntimeError("linear_cross_entropy: ignore_index cannot be specified when "
+                                "target contains probabilities")
+    return cross_entropy(logits, target, weight, ignore_index=-100 if ignore_index is None
+                         else ignore_index, reduction=reduction, label_smoothing=label_smoothing)
+
+
 def elu_(input, alpha=1.0):
     return G.elu(input, alpha, inplace=True)
 

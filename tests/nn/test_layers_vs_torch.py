@@ -262,6 +262,9 @@ LOSSES = [
     ("multilabelmargin", "nn.MultiLabelMarginLoss(reduction='sum')", [f(4, 5), i(3, 4, 5)]),
     ("triplet_distance", "nn.TripletMarginWithDistanceLoss(margin=0.5, swap=True)",
      [f(4, 5), f(4, 5), f(4, 5)]),
+    ("linear_ce", "nn.LinearCrossEntropyLoss(4, 5, bias=True)", [f(3, 4), i(5, 3)]),
+    ("linear_ce_kdim", "nn.LinearCrossEntropyLoss(4, 3, out_features=(2,), label_smoothing=0.1, "
+     "reduction='sum')", [f(3, 4), i(3, 3, 2)]),
 ]
 
 

@@ -414,3 +414,21 @@ def test_ctc_loss_infeasible_zero_infinity_module_and_errors():
         F.ctc_loss(lp_e, ember.tensor(np.array([[1, 7, 2], [1, 2, 3]])), [3, 3], [3, 3])
     with pytest.raises(RuntimeError, match="input lengths"):
         F.ctc_loss(lp_e, ember.tensor(tg), [4, 3], [3, 3])
+
+
+def test_linear_cross_entropy_matches_torch():
+    rng = np.random.default_rng(14)
+    w, b = rng.standard_normal((5, 3)), rng.standard_normal(5)
+    t = np.array([0, 4, -100, 2])
+    _check(lambda x: F.linear_cross_entropy(x, ember.tensor(w), ember.tensor(t),
+                                            linear_bias=ember.tensor(b)),
+           lambda x: TF.linear_cross_entropy(x, torch.tensor(w), torch.tensor(t),
+                                             linear_bias=torch.tensor(b)), (4, 3))
+    wk = rng.standard_normal((4, 2, 3))
+    tk = rng.integers(0, 4, (5, 2))
+    _check(lambda x: F.linear_cross_entropy(x, ember.tensor(wk), ember.tensor(tk),
+                                            label_smoothing=0.2, reduction="none"),
+           lambda x: TF.linear_cross_entropy(x, torch.tensor(wk), torch.tensor(tk),
+                                             label_smoothing=0.2, reduction="none"), (5, 3))
+    with pytest.raises(RuntimeError, match="in_features"):
+        F.linear_cross_entropy(ember.randn(2, 4), ember.tensor(w), ember.tensor(t[:2]))

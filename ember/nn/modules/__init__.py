@@ -17,7 +17,8 @@ from ember.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLo
                                    MultiLabelSoftMarginLoss, MultiMarginLoss, NLLLoss,
                                    PoissonNLLLoss, SmoothL1Loss, SoftMarginLoss,
                                    TripletMarginLoss,
-                                   MultiLabelMarginLoss, TripletMarginWithDistanceLoss, CTCLoss)
+                                   MultiLabelMarginLoss, TripletMarginWithDistanceLoss, CTCLoss,
+                                   LinearCrossEntropyLoss)
 from ember.nn.modules.misc import (ChannelShuffle, CircularPad1d, CircularPad2d, ConstantPad1d,
                                    ConstantPad2d, CosineSimilarity, PairwiseDistance,
                                    PixelShuffle, PixelUnshuffle, ReflectionPad1d,

@@ -1,8 +1,10 @@
 """Loss modules, one per functional loss, with torch's constructor arguments."""
+import numpy as np
+
 from ember.nn import functional as F
 from ember.nn.functional import _legacy_reduction
 from ember.nn.modules.module import Module
-from ember.errors import EmberValueError
+from ember.errors import EmberRuntimeError, EmberValueError
 
 
 class _Loss(Module):
@@ -210,3 +212,36 @@ class CTCLoss(_Loss):
     def forward(self, log_probs, targets, input_lengths, target_lengths):
         return F.ctc_loss(log_probs, targets, input_lengths, target_lengths, self.blank,
                           self.reduction, self.zero_infinity)
+
+
+class LinearCrossEntropyLoss(_WeightedLoss):
+    """cross entropy of ``self.linear(input)`` reshaped to (N, C, *out_features) logits; the
+    weight is stored flat as torch does (``linear.weight``: (C * prod(out_features), in))."""
+
+    def __init__(self, in_features, num_classes, *, out_features=(), bias=False, device=None,
+                 dtype=None, reduction="mean", weight=None, ignore_index=None,
+                 label_smoothing=0.0, options=None):
+        if weight is not None and tuple(weight.shape) != (num_classes,):
+            raise EmberRuntimeError(f"expected weight shape to be {(num_classes,)}, got "
+                                    f"{tuple(weight.shape)}")
+        if label_smoothing < 0 or label_smoothing > 1.0:
+            raise EmberRuntimeError(f"expected label_smoothing to be in range [0, 1], got "
+                                    f"{label_smoothing}")
+        super().__init__(weight, None, None, reduction)
+        from ember.nn.modules.linear import Linear
+        self.num_classes = num_classes
+        self.out_features = tuple(out_features)
+        self.ignore_index = ignore_index
+        self.label_smoothing = label_smoothing
+        self.linear = Linear(in_features, int(np.prod(self.out_features, dtype=np.int64)) *
+                             num_classes, bias=bias, device=device, dtype=dtype)
+        self.options = options
+
+    def forward(self, input, target):
+        w = self.linear.weight.reshape((self.num_classes,) + self.out_features +
+                                       (self.linear.in_features,))
+        b = self.linear.bias.reshape((self.num_classes,) + self.out_features) \
+            if self.linear.bias is not None else None
+        return F.linear_cross_entropy(input, w, target, linear_bias=b, weight=self.weight,
+                                      reduction=self.reduction, ignore_index=self.ignore_index,
+                                      label_smoothing=self.label_smoothing, options=self.options)
