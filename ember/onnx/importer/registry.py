@@ -77,4 +77,4 @@ def _load():
         _LOADED = True
         from ember.onnx.importer import (ops_attention, ops_control,  # noqa: F401
                                          ops_elementwise, ops_loss, ops_nn, ops_quant,
-                                         ops_reduce, ops_rnn, ops_shape)
+                                         ops_reduce, ops_rnn, ops_shape, ops_training)
