@@ -23,7 +23,7 @@ _OPS = {
     "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
     "cond": "linalg_cond", "tensorinv": "linalg_tensorinv", "tensorsolve": "linalg_tensorsolve",
     "vander": "linalg_vander", "lu_solve": "linalg_lu_solve", "matrix_exp": "linalg_matrix_exp",
-    "householder_product": "linalg_householder_product",
+    "householder_product": "linalg_householder_product", "ldl_solve": "linalg_ldl_solve",
 }
 
 for _name, _op in _OPS.items():
@@ -89,7 +89,19 @@ def cholesky_ex(A, *, upper=False, check_errors=False):
                                                          check_errors=check_errors))
 
 
-_NAMED = ("slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
+def ldl_factor(A, *, hermitian=False):
+    """(LD, pivots): LAPACK sytrf's Bunch-Kaufman LDL^T factors of symmetric ``A`` (lower
+    triangle); raises where D is singular. Not differentiable, as in torch. Needs SciPy."""
+    return _R.linalg_ldl_factor(*_G.linalg_ldl_factor(A, hermitian=hermitian))
+
+
+def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
+    """ldl_factor with LAPACK's ``info`` per matrix."""
+    return _R.linalg_ldl_factor_ex(*_G.linalg_ldl_factor_ex(A, hermitian=hermitian,
+                                                             check_errors=check_errors))
+
+
+_NAMED = ("ldl_factor", "ldl_factor_ex", "slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
           "solve_ex", "cholesky_ex")
 for _name in _NAMED:
     globals()[_name] = _public(globals()[_name], _name)

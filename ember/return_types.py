@@ -29,7 +29,9 @@ linalg_solve_ex = namedtuple("linalg_solve_ex", ["result", "info"])
 linalg_cholesky_ex = namedtuple("linalg_cholesky_ex", ["L", "info"])
 triangular_solve = namedtuple("triangular_solve", ["solution", "cloned_coefficient"])
 geqrf = namedtuple("geqrf", ["a", "tau"])
-_LINALG = (geqrf, triangular_solve, linalg_inv_ex, linalg_solve_ex, linalg_cholesky_ex, slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
+linalg_ldl_factor = namedtuple("linalg_ldl_factor", ["LD", "pivots"])
+linalg_ldl_factor_ex = namedtuple("linalg_ldl_factor_ex", ["LD", "pivots", "info"])
+_LINALG = (linalg_ldl_factor, linalg_ldl_factor_ex, geqrf, triangular_solve, linalg_inv_ex, linalg_solve_ex, linalg_cholesky_ex, slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
            linalg_lu_factor, linalg_lu_factor_ex, linalg_lu, lu_unpack)
 
 for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:

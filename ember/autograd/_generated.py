@@ -6255,6 +6255,12 @@ OPS['linalg_cholesky_ex'] = _op_linalg_cholesky_ex
 _op_geqrf = Op('geqrf', _k_linalg_decomp.geqrf, None, ('self',), (), multi=True, diff_outputs=(True, True), saves_self=False)
 OPS['geqrf'] = _op_geqrf
 
+_op_linalg_ldl_factor_ex = Op('linalg_ldl_factor_ex', _k_linalg_decomp.ldl_factor_ex, None, ('A',), ('hermitian', 'check_errors'), multi=True, diff_outputs=(True, True, True), saves_self=False)
+OPS['linalg_ldl_factor_ex'] = _op_linalg_ldl_factor_ex
+
+_op_linalg_ldl_solve = Op('linalg_ldl_solve', _k_linalg_decomp.ldl_solve, None, ('LD', 'pivots', 'B'), ('hermitian',), saves_self=False)
+OPS['linalg_ldl_solve'] = _op_linalg_ldl_solve
+
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
     return dispatch(_op_add, (input, other, ), (alpha, ))
@@ -8480,6 +8486,18 @@ def linalg_householder_product(A, tau):
 def ormqr(input, input2, input3, left=True, transpose=False):
     """ormqr (see torch.ormqr)."""
     return _c_linalg_composites.ormqr(input, input2, input3, left, transpose)
+
+def linalg_ldl_factor_ex(A, *, hermitian=False, check_errors=False):
+    """linalg_ldl_factor_ex (see torch.linalg_ldl_factor_ex)."""
+    return dispatch(_op_linalg_ldl_factor_ex, (A, ), (hermitian, check_errors, ))
+
+def linalg_ldl_factor(A, *, hermitian=False):
+    """linalg_ldl_factor (see torch.linalg_ldl_factor)."""
+    return _c_linalg_composites.linalg_ldl_factor(A, hermitian)
+
+def linalg_ldl_solve(LD, pivots, B, *, hermitian=False):
+    """linalg_ldl_solve (see torch.linalg_ldl_solve)."""
+    return dispatch(_op_linalg_ldl_solve, (LD, pivots, B, ), (hermitian, ))
 
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}

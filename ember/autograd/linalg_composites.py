@@ -606,3 +606,8 @@ def ormqr(input, input2, input3, left=True, transpose=False):
     if transpose:
         Q = _mT(Q)
     return G.matmul(Q, input3) if left else G.matmul(input3, Q)
+
+
+def linalg_ldl_factor(A, hermitian=False):
+    LD, pivots, _ = G.linalg_ldl_factor_ex(A, hermitian=hermitian, check_errors=True)
+    return LD, pivots

@@ -411,3 +411,60 @@ def geqrf(a):
         h, tau = np.linalg.qr(a, mode="raw")
     return np.ascontiguousarray(np.swapaxes(h, -1, -2)).astype(a.dtype, copy=False), \
         tau.astype(a.dtype, copy=False)
+
+
+def _lapack(name, a):
+    try:
+        from scipy.linalg import lapack
+    except ImportError:   # scipy is in ember's ``fast`` extra
+        from ember.errors import UnsupportedError
+        raise UnsupportedError(f"LDL factorisation needs SciPy's LAPACK ({name}); install "
+                               f"scipy") from None
+    return lapack.get_lapack_funcs(name, (a,))
+
+
+def ldl_factor_ex(a, hermitian, check_errors):
+    """LAPACK sytrf (Bunch-Kaufman): the compact lower LD, LAPACK's 1-based pivots (negative
+    for 2x2 blocks) and info, batched."""
+    _square(a)
+    n = a.shape[-1]
+    batch = a.shape[:-2]
+    flat = a.reshape((int(np.prod(batch)), n, n))
+    ld = np.zeros_like(flat)
+    piv = np.zeros(flat.shape[:1] + (n,), np.int32)
+    info = np.zeros(flat.shape[0], np.int32)
+    if flat.size:
+        sytrf = _lapack("sytrf", flat)
+        for i, m in enumerate(flat):
+            out, p, inf = sytrf(m, lower=1)
+            ld[i], piv[i], info[i] = np.tril(out), p, inf
+    info = info.reshape(batch)
+    if check_errors and np.any(info):
+        first = int(np.flatnonzero(info.reshape(-1))[0])
+        raise LinAlgError(f"(Batch element {first}): the factorization could not be completed: "
+                          f"D[{info.reshape(-1)[first]},{info.reshape(-1)[first]}] is zero")
+    return ld.reshape(a.shape), piv.reshape(batch + (n,)), info
+
+
+def ldl_solve(ld, pivots, b, hermitian):
+    """X with A X = B from ldl_factor's (LD, pivots) (LAPACK sytrs)."""
+    _square(ld, "LD")
+    _matrix(b, "B")
+    n = ld.shape[-1]
+    if b.shape[-2] != n or pivots.shape[-1] != n:
+        raise KernelError(f"incompatible shapes of LD {tuple(ld.shape)}, pivots "
+                          f"{tuple(pivots.shape)} and B {tuple(b.shape)}")
+    ld, b = promote(ld, b)
+    batch = np.broadcast_shapes(ld.shape[:-2], pivots.shape[:-1], b.shape[:-2])
+    nb = int(np.prod(batch))
+    lds = np.broadcast_to(ld, batch + (n, n)).reshape((nb, n, n))
+    ps = np.broadcast_to(pivots, batch + (n,)).reshape((nb, n))
+    bs = np.broadcast_to(b, batch + b.shape[-2:]).reshape((nb,) + b.shape[-2:])
+    out = np.zeros(bs.shape, ld.dtype)
+    if out.size:
+        sytrs = _lapack("sytrs", lds)
+        for i in range(nb):
+            out[i], inf = sytrs(lds[i], ps[i], bs[i], lower=1)
+            if inf < 0:
+                raise KernelError(f"LAPACK sytrs rejected argument {-inf}")
+    return out.reshape(batch + b.shape[-2:])

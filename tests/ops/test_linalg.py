@@ -339,3 +339,18 @@ def test_tensorsolve_moves_dims_and_vander_takes_a_point_like_torch():
     np.testing.assert_allclose(got._data, exp.numpy(), rtol=1e-10)
     np.testing.assert_array_equal(L.vander(_t(2.0), N=3)._data,
                                   torch.linalg.vander(torch.tensor(2.0), N=3).numpy())
+
+
+def test_ldl_factor_and_solve_with_2x2_pivots_like_torch():
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("scipy")
+    a = np.array([[0.0, 1.0, 2.0], [1.0, 0.0, 3.0], [2.0, 3.0, 1.0]])
+    got, exp = L.ldl_factor(_t(a)), torch.linalg.ldl_factor(torch.from_numpy(a))
+    assert type(got).__name__ == "linalg_ldl_factor"
+    np.testing.assert_allclose(got.LD._data, exp.LD.numpy(), rtol=1e-12)
+    np.testing.assert_array_equal(got.pivots._data, exp.pivots.numpy())
+    b = np.arange(6.0).reshape(3, 2)
+    np.testing.assert_allclose(L.ldl_solve(got.LD, got.pivots, _t(b))._data, np.linalg.solve(a, b),
+                               rtol=1e-10)
+    with pytest.raises(L.LinAlgError, match="ldl_factor"):
+        L.ldl_factor(_t(np.zeros((2, 2))))
