@@ -64,7 +64,7 @@ autograd = _importlib.import_module("ember.autograd")
 __version__ = "0.1.0"
 
 _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
-         "special", "distributions", "signal"}
+         "special", "distributions", "distributed", "signal"}
 
 
 def __getattr__(name):

@@ -20,35 +20,98 @@ class VersionCounter:
         self.v = 0
 
 
+def check_device(dev, who=None):
+    """Raise UnsupportedError unless ``dev`` (None, a string such as "cpu:0", a device or an
+    int index) names the cpu: ember is a CPU-only framework, so "cuda", "mps", ... cannot run."""
+    if dev is None or isinstance(dev, device):
+        return
+    if isinstance(dev, int) and not isinstance(dev, bool):
+        kind = "cuda"  # torch reads a bare index as a CUDA device
+    elif isinstance(dev, str):
+        kind = dev.split(":")[0].strip()
+    else:
+        raise EmberTypeError(f"{who}: expected a device (a string such as 'cpu' or an "
+                             f"ember.device), got {type(dev).__name__}")
+    if kind != "cpu":
+        from ember.errors import UnsupportedError
+        what = "CUDA" if kind == "cuda" else repr(kind)
+        raise UnsupportedError(f"{who + ': ' if who else ''}ember runs only on the CPU; the "
+                               f"{what} device "
+                               f"{dev!r} is not available (ember.cuda.is_available() and "
+                               "ember.accelerator.is_available() are False). Use 'cpu'.")
+
+
 class device:
-    """The device a tensor lives on; ember has only ``cpu``."""
+    """The device a tensor lives on; ember has only ``cpu`` (``device("cpu")``,
+    ``device("cpu:0")``, ``device("cpu", 0)``). Any other type raises UnsupportedError."""
 
     __slots__ = ("type", "index")
 
     def __init__(self, type="cpu", index=None):
         if isinstance(type, device):
             type, index = type.type, type.index
-        if type != "cpu":
-            raise EmberRuntimeError(f"ember supports only the 'cpu' device, got {type!r}")
+        if isinstance(type, str) and ":" in type:
+            type, _, idx = type.partition(":")
+            if index is not None or not idx.isdigit():
+                raise EmberRuntimeError(f"Invalid device string: '{type}:{idx}'")
+            index = int(idx)
+        check_device(type, "ember.device")
+        if index is not None and (not isinstance(index, int) or index < 0):
+            raise EmberRuntimeError(f"ember.device: device index must be a non-negative "
+                                    f"int, got {index!r}")
         self.type = type
         self.index = index
 
     def __eq__(self, other):
         if isinstance(other, str):
-            return other == self.type
-        return isinstance(other, device) and other.type == self.type
+            try:
+                other = device(other)
+            except EmberError:
+                return False
+        return isinstance(other, device) and other.type == self.type and \
+            (other.index is None or self.index is None or other.index == self.index)
 
     def __hash__(self):
         return hash(self.type)
 
     def __repr__(self):
-        return f"device(type='{self.type}')"
+        if self.index is None:
+            return f"device(type='{self.type}')"
+        return f"device(type='{self.type}', index={self.index})"
 
     def __str__(self):
-        return self.type
+        return self.type if self.index is None else f"{self.type}:{self.index}"
 
 
 CPU = device("cpu")
+
+
+def new_tensor(args, dt, who, device=None):
+    """torch's legacy constructor: ``(*sizes)``, ``(size tuple / Size)`` or ``(data)``."""
+    check_device(device, who)
+    npd = dt.numpy
+    if not args:
+        return Tensor._make(np.empty((0,), npd))
+    if builtins.all(isinstance(a, (int, np.integer)) and not isinstance(a, bool) for a in args):
+        if builtins.any(a < 0 for a in args):
+            raise EmberTypeError(f"{who}: negative dimension in size {tuple(args)}")
+        return Tensor._make(np.empty(tuple(int(a) for a in args), npd))
+    if len(args) == 1:
+        data = args[0]
+        if isinstance(data, Size):
+            return Tensor._make(np.empty(tuple(data), npd))
+        if isinstance(data, Tensor):
+            data = data._data
+        elif hasattr(data, "detach") and hasattr(data, "numpy"):
+            data = data.detach().cpu().numpy()
+        try:
+            arr = np.array(data, dtype=npd)
+        except (TypeError, ValueError) as e:
+            raise EmberTypeError(f"{who}: cannot build a tensor from "
+                                 f"{type(args[0]).__name__}: {e}") from None
+        return Tensor._make(arr)
+    raise EmberTypeError(f"{who}() takes sizes as ints or one sequence of data, got "
+                         f"({', '.join(type(a).__name__ for a in args)})")
 
 
 class Tensor:
@@ -62,16 +125,13 @@ class Tensor:
     _output_nr = 0
     _acc = None
     _hooks = None
+    _post_acc_hooks = None
     _retains_grad = False
 
-    def __init__(self, data=None, requires_grad=False):
-        if data is None:
-            data = np.empty((0,), np.float32)
-        elif isinstance(data, (tuple, list)) and builtins.all(isinstance(d, int) for d in data):
-            data = np.empty(tuple(data), _dtype.get_default_dtype().numpy)
-        elif not isinstance(data, np.ndarray):
-            data = np.asarray(data)
-        _init(self, data)
+    def __init__(self, *args, requires_grad=False, device=None):
+        """torch's ``Tensor(*sizes)`` (uninitialised), ``Tensor(data)`` or ``Tensor()``, all
+        of the default dtype."""
+        _init(self, new_tensor(args, _dtype.get_default_dtype(), "ember.Tensor", device)._data)
         if requires_grad:
             self.requires_grad_(True)
 
@@ -273,6 +333,22 @@ class Tensor:
         self._hooks.append(hook)
         from ember.autograd.node import _RemovableHandle
         return _RemovableHandle(self._hooks, hook)
+
+    def register_post_accumulate_grad_hook(self, hook):
+        """Call ``hook(tensor)`` on this leaf after its ``.grad`` has been accumulated.
+
+        Raises EmberRuntimeError on a non-leaf tensor or one that doesn't require grad."""
+        if not callable(hook):
+            raise EmberTypeError("register_post_accumulate_grad_hook: hook must be callable, got "
+                                 f"{type(hook).__name__}")
+        if not self._requires_grad or self.grad_fn is not None:
+            raise EmberRuntimeError("register_post_accumulate_grad_hook: only leaf tensors that "
+                                    "require grad can have post-accumulate-grad hooks")
+        if self._post_acc_hooks is None:
+            self._post_acc_hooks = []
+        self._post_acc_hooks.append(hook)
+        from ember.autograd.node import _RemovableHandle
+        return _RemovableHandle(self._post_acc_hooks, hook)
 
     def backward(self, gradient=None, retain_graph=None, create_graph=False, inputs=None):
         """Compute gradients of this tensor w.r.t. graph leaves and accumulate them in ``.grad``.

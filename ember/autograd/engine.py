@@ -193,11 +193,42 @@ def _sum(old, g, owned):
     return old + g
 
 
+_CALLBACKS = []
+_DEPTH = [0]
+
+
+def queue_callback(fn):
+    """Run ``fn()`` once the backward pass now running has finished (torch's
+    ``Variable._execution_engine.queue_callback``). Raises EmberRuntimeError outside backward."""
+    if not _DEPTH[0]:
+        raise EmberRuntimeError("queue_callback: can only be called during a backward pass")
+    _CALLBACKS.append(fn)
+
+
 def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumulate=True):
     """Run backward from ``tensors``. ``capture`` maps (node, output_nr) -> slot for autograd.grad.
 
     Returns the list of captured gradients (None where nothing flowed).
     """
+    outer = not _DEPTH[0]
+    _DEPTH[0] += 1
+    try:
+        out = _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
+    except BaseException:
+        if outer:
+            _CALLBACKS.clear()
+        raise
+    finally:
+        _DEPTH[0] -= 1
+    if outer and _CALLBACKS:
+        callbacks = list(_CALLBACKS)
+        _CALLBACKS.clear()
+        for fn in callbacks:
+            fn()
+    return out
+
+
+def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate):
     Tensor = _tensor_cls()
     if retain_graph is None:
         retain_graph = create_graph

@@ -195,6 +195,10 @@ class AccumulateGrad(Node):
                 if r is not None:
                     g = r
         accumulate_into(var, g, owned)
+        post = var._post_acc_hooks
+        if post:
+            for h in list(post):
+                h(var)
         return ()
 
 

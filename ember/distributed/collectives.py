@@ -1,0 +1,441 @@
+"""Collectives and point-to-point on ember tensors through MPI.
+
+Contiguous, writeable tensors are handed to MPI as they are (their ndarray is the buffer, reduced
+in place); others go through one contiguous copy that is written back. float16 is reduced in
+float32 (MPI has no standard half type); bool reduces as logical or (SUM, MAX) / and (MIN, PRODUCT).
+"""
+import json
+import os
+import time
+
+import numpy as np
+
+from ember.distributed._mpi import mpi
+from ember.distributed.group import world_group
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+
+
+class ReduceOp:
+    """Reduction operations, named as torch.distributed.ReduceOp."""
+    SUM = "SUM"
+    AVG = "AVG"
+    PRODUCT = "PRODUCT"
+    MIN = "MIN"
+    MAX = "MAX"
+
+
+_OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX")
+
+
+def _mpi_op(op, dtype, what):
+    MPI = mpi()
+    name = getattr(op, "name", op)
+    if name not in _OPS:
+        raise EmberValueError(f"{what}: unknown reduce op {op!r}; expected one of {_OPS}")
+    if dtype == np.bool_:
+        if name == "AVG":
+            raise EmberTypeError(f"{what}: ReduceOp.AVG is not defined for bool tensors")
+        return MPI.LOR if name in ("SUM", "MAX") else MPI.LAND
+    if name == "AVG" and not np.issubdtype(dtype, np.floating):
+        raise EmberTypeError(f"{what}: ReduceOp.AVG needs a floating tensor, got {dtype}")
+    return {"SUM": MPI.SUM, "AVG": MPI.SUM, "PRODUCT": MPI.PROD, "MIN": MPI.MIN,
+            "MAX": MPI.MAX}[name]
+
+
+class Work:
+    """Handle of an asynchronous operation: ``wait()`` blocks until it is done (and raises
+    EmberRuntimeError past the group's timeout), ``is_completed()`` polls."""
+
+    def __init__(self, requests, finish=None, what="collective", timeout=None, result=None,
+                 statuses=None):
+        self._requests = list(requests)
+        self._statuses = statuses
+        self._finish = finish
+        self._what = what
+        self._timeout = timeout
+        self._done = False
+        self._result = result
+
+    def _complete(self):
+        if not self._done:
+            self._done = True
+            if self._finish is not None:
+                self._finish()
+
+    def is_completed(self):
+        """True once the operation has finished (its result is then in place)."""
+        if self._done:
+            return True
+        if mpi().Request.Testall(self._requests, self._statuses):
+            self._complete()
+        return self._done
+
+    def wait(self, timeout=None):
+        """Block until done; returns True. Raises EmberRuntimeError when ``timeout`` (seconds;
+        default the group's) passes first."""
+        if self._done:
+            return True
+        limit = self._timeout if timeout is None else timeout
+        if hasattr(limit, "total_seconds"):
+            limit = limit.total_seconds()
+        MPI = mpi()
+        if limit is None:
+            MPI.Request.Waitall(self._requests, self._statuses)
+        else:
+            deadline = time.monotonic() + limit
+            pause = 1e-5
+            while not MPI.Request.Testall(self._requests, self._statuses):
+                if time.monotonic() > deadline:
+                    rank = MPI.COMM_WORLD.Get_rank()
+                    raise EmberRuntimeError(f"{self._what}: timed out after {limit} s on rank "
+                                            f"{rank}; another rank did not join the collective")
+                time.sleep(pause)
+                pause = min(pause * 2, 1e-2)
+        self._complete()
+        return True
+
+    def result(self):
+        """The output of the operation (after ``wait``)."""
+        self.wait()
+        return self._result
+
+
+def _group(group, what):
+    g = world_group(what) if group is None else group
+    return g
+
+
+def _not_member(g):
+    return g.comm is None
+
+
+def _check_tensor(t, what, name="tensor"):
+    from ember.tensor import Tensor
+    if not isinstance(t, Tensor):
+        raise EmberTypeError(f"{what}: {name} must be an ember Tensor, got {type(t).__name__}")
+    return t
+
+
+def _buffer(t):
+    """(ndarray MPI can use, write-back function or None). float16 travels as float32."""
+    arr = t._data
+    if arr.dtype == np.float16:
+        tmp = arr.astype(np.float32)
+        return tmp, lambda: _write(t, tmp)
+    if arr.flags.c_contiguous and arr.flags.writeable:
+        return arr, lambda: t._bump()
+    tmp = np.ascontiguousarray(arr)
+    return tmp, lambda: _write(t, tmp)
+
+
+def _write(t, src):
+    if not t._data.flags.writeable:
+        raise EmberRuntimeError("collective: the output tensor is read-only (a broadcast view); "
+                                "pass a tensor that owns its memory")
+    t._data[...] = src.reshape(t._data.shape)
+    t._bump()
+
+
+def _sendbuf(t):
+    arr = t._data
+    if arr.dtype == np.float16:
+        return arr.astype(np.float32)
+    return np.ascontiguousarray(arr)
+
+
+def _finish(work, async_op):
+    if async_op:
+        return work
+    work.wait()
+    return None
+
+
+def _done(async_op):
+    return Work([], what="noop") if async_op else None
+
+
+_DEBUG = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() in ("DETAIL", "1", "ON")
+
+
+def _debug_check(g, what, *tensors, **extra):
+    """With EMBER_DISTRIBUTED_DEBUG=DETAIL every collective first checks that all ranks call the
+    same op with the same shapes and dtypes, and says which rank differs."""
+    if not _DEBUG:
+        return
+    sig = {"op": what, "tensors": [[list(t.shape), str(t._data.dtype)] for t in tensors]}
+    sig.update(extra)
+    from ember.distributed.objects import allgather_bytes
+    text = json.dumps(sig, sort_keys=True)
+    every = [bytes(b).decode() for b in
+             allgather_bytes(g.comm, np.frombuffer(text.encode(), np.uint8))]
+    ref = every[0]
+    for r, s in enumerate(every):
+        if s != ref:
+            raise EmberRuntimeError(f"{what}: collective mismatch (EMBER_DISTRIBUTED_DEBUG): rank "
+                                    f"{g.ranks[0]} called {ref} but rank {g.ranks[r]} called {s}")
+
+
+def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` over all ranks of ``group``, in place on every rank."""
+    what = "all_reduce"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    _debug_check(g, what, tensor, reduce=getattr(op, "name", op))
+    buf, back = _buffer(tensor)
+    mop = _mpi_op(op, tensor._data.dtype, what)
+    MPI = mpi()
+    req = g.comm.Iallreduce(MPI.IN_PLACE, buf, mop)
+    n = g.size()
+    avg = getattr(op, "name", op) == "AVG"
+
+    def finish():
+        if avg:
+            buf[...] /= n
+        back()
+    return _finish(Work([req], finish, what, g.timeout), async_op)
+
+
+def broadcast(tensor, src, group=None, async_op=False):
+    """Copy ``tensor`` from global rank ``src`` to every rank of ``group``, in place."""
+    what = "broadcast"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    _debug_check(g, what, tensor, src=src)
+    root = g.group_rank(src, what)
+    buf, back = _buffer(tensor)
+    req = g.comm.Ibcast(buf, root)
+    return _finish(Work([req], back, what, g.timeout), async_op)
+
+
+def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``tensor`` over ``group`` into ``tensor`` on global rank ``dst`` only."""
+    what = "reduce"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    _debug_check(g, what, tensor, dst=dst)
+    root = g.group_rank(dst, what)
+    mop = _mpi_op(op, tensor._data.dtype, what)
+    MPI = mpi()
+    if g.rank() == root:
+        buf, back = _buffer(tensor)
+        req = g.comm.Ireduce(MPI.IN_PLACE, buf, mop, root)
+        n = g.size()
+        avg = getattr(op, "name", op) == "AVG"
+
+        def finish():
+            if avg:
+                buf[...] /= n
+            back()
+    else:
+        send = _sendbuf(tensor)
+        req = g.comm.Ireduce(send, None, mop, root)
+        finish = None
+    return _finish(Work([req], finish, what, g.timeout), async_op)
+
+
+def _check_list(tensors, n, like, what, name):
+    if not isinstance(tensors, (list, tuple)) or len(tensors) != n:
+        raise EmberValueError(f"{what}: {name} must be a list of {n} tensors (the group size), got "
+                              f"{type(tensors).__name__} of length {len(tensors) if hasattr(tensors, '__len__') else '?'}")
+    for i, t in enumerate(tensors):
+        _check_tensor(t, what, f"{name}[{i}]")
+        if like is not None and (t.shape != like.shape or t._data.dtype != like._data.dtype):
+            raise EmberValueError(f"{what}: {name}[{i}] has shape {tuple(t.shape)} and dtype "
+                                  f"{t._data.dtype}, expected {tuple(like.shape)} and "
+                                  f"{like._data.dtype}")
+
+
+def _split_into(outputs, stacked):
+    for t, part in zip(outputs, stacked):
+        _write(t, part)
+
+
+def all_gather(tensor_list, tensor, group=None, async_op=False):
+    """Fill ``tensor_list[r]`` with rank r's ``tensor`` on every rank of ``group``."""
+    what = "all_gather"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    _check_list(tensor_list, g.size(), tensor, what, "tensor_list")
+    _debug_check(g, what, tensor)
+    send = _sendbuf(tensor)
+    recv = np.empty((g.size(),) + send.shape, send.dtype)
+    req = g.comm.Iallgather(send, recv)
+    return _finish(Work([req], lambda: _split_into(tensor_list, recv), what, g.timeout), async_op)
+
+
+def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=False):
+    """Concatenate every rank's ``input_tensor`` along dim 0 (or stack them, when
+    ``output_tensor`` has a leading dim of the group size) into ``output_tensor``."""
+    what = "all_gather_into_tensor"
+    _check_tensor(output_tensor, what, "output_tensor")
+    _check_tensor(input_tensor, what, "input_tensor")
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    n = g.size()
+    if output_tensor._data.size != n * input_tensor._data.size or \
+            output_tensor._data.dtype != input_tensor._data.dtype:
+        raise EmberValueError(f"{what}: output_tensor {tuple(output_tensor.shape)} "
+                              f"{output_tensor._data.dtype} must hold {n} x input_tensor "
+                              f"{tuple(input_tensor.shape)} {input_tensor._data.dtype}")
+    _debug_check(g, what, input_tensor)
+    buf, back = _buffer(output_tensor)
+    req = g.comm.Iallgather(_sendbuf(input_tensor), buf)
+    return _finish(Work([req], back, what, g.timeout), async_op)
+
+
+def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
+    """Reduce ``input`` over ``group`` and give rank r the r-th of its equal dim-0 chunks."""
+    what = "reduce_scatter_tensor"
+    _check_tensor(output, what, "output")
+    _check_tensor(input, what, "input")
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    n = g.size()
+    if input._data.size != n * output._data.size or output._data.dtype != input._data.dtype:
+        raise EmberValueError(f"{what}: input {tuple(input.shape)} {input._data.dtype} must hold "
+                              f"{n} x output {tuple(output.shape)} {output._data.dtype}")
+    _debug_check(g, what, input)
+    mop = _mpi_op(op, input._data.dtype, what)
+    buf, back = _buffer(output)
+    req = g.comm.Ireduce_scatter_block(_sendbuf(input), buf, mop)
+    avg = getattr(op, "name", op) == "AVG"
+
+    def finish():
+        if avg:
+            buf[...] /= n
+        back()
+    return _finish(Work([req], finish, what, g.timeout), async_op)
+
+
+def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
+    """Collect every rank's ``tensor`` into ``gather_list`` on global rank ``dst``."""
+    what = "gather"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    root = g.group_rank(dst, what)
+    _debug_check(g, what, tensor, dst=dst)
+    send = _sendbuf(tensor)
+    if g.rank() == root:
+        _check_list(gather_list, g.size(), tensor, what, "gather_list")
+        recv = np.empty((g.size(),) + send.shape, send.dtype)
+        req = g.comm.Igather(send, recv, root)
+        finish = lambda: _split_into(gather_list, recv)  # noqa: E731
+    else:
+        req = g.comm.Igather(send, None, root)
+        finish = None
+    return _finish(Work([req], finish, what, g.timeout), async_op)
+
+
+def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
+    """Give rank r ``scatter_list[r]`` from global rank ``src``, written into ``tensor``."""
+    what = "scatter"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    root = g.group_rank(src, what)
+    _debug_check(g, what, tensor, src=src)
+    buf, back = _buffer(tensor)
+    if g.rank() == root:
+        _check_list(scatter_list, g.size(), tensor, what, "scatter_list")
+        send = np.stack([_sendbuf(t) for t in scatter_list])
+    else:
+        send = None
+    req = g.comm.Iscatter(send, buf, root)
+    return _finish(Work([req], back, what, g.timeout), async_op)
+
+
+def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False):
+    """Send ``input_tensor_list[r]`` to rank r and receive rank r's into
+    ``output_tensor_list[r]``; sizes may differ per rank pair (dtypes must match)."""
+    what = "all_to_all"
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    n = g.size()
+    _check_list(input_tensor_list, n, None, what, "input_tensor_list")
+    _check_list(output_tensor_list, n, None, what, "output_tensor_list")
+    dtypes = {t._data.dtype for t in list(input_tensor_list) + list(output_tensor_list)}
+    if len(dtypes) != 1:
+        raise EmberValueError(f"{what}: all tensors must share one dtype, got {sorted(map(str, dtypes))}")
+    from mpi4py.util.dtlib import from_numpy_dtype
+    parts = [_sendbuf(t).ravel() for t in input_tensor_list]
+    send = np.concatenate(parts) if parts else np.empty(0)
+    scounts = [p.size for p in parts]
+    rcounts = [t._data.size for t in output_tensor_list]
+    recv = np.empty(sum(rcounts), send.dtype)
+    sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(int).tolist()
+    rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(int).tolist()
+    mt = from_numpy_dtype(send.dtype)
+    req = g.comm.Ialltoallv([send, (scounts, sdispl), mt], [recv, (rcounts, rdispl), mt])
+
+    def finish():
+        for t, off, c in zip(output_tensor_list, rdispl, rcounts):
+            _write(t, recv[off:off + c])
+    return _finish(Work([req], finish, what, g.timeout, result=output_tensor_list), async_op)
+
+
+def barrier(group=None, async_op=False):
+    """Block until every rank of ``group`` has reached the barrier."""
+    g = _group(group, "barrier")
+    if _not_member(g):
+        return _done(async_op)
+    return _finish(Work([g.comm.Ibarrier()], None, "barrier", g.timeout), async_op)
+
+
+def _p2p_rank(g, peer, what):
+    return g.group_rank(peer, what)
+
+
+def isend(tensor, dst, group=None, tag=0):
+    """Start sending ``tensor`` to global rank ``dst``; returns a Work."""
+    what = "isend"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    send = _sendbuf(tensor)
+    req = g.comm.Isend(send, _p2p_rank(g, dst, what), tag)
+    return Work([req], None, what, g.timeout, result=send)
+
+
+def irecv(tensor, src=None, group=None, tag=0):
+    """Start receiving into ``tensor`` from global rank ``src`` (any rank when None)."""
+    what = "irecv"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    MPI = mpi()
+    buf, back = _buffer(tensor)
+    source = MPI.ANY_SOURCE if src is None else _p2p_rank(g, src, what)
+    req = g.comm.Irecv(buf, source, MPI.ANY_TAG if tag is None else tag)
+    return Work([req], back, what, g.timeout)
+
+
+def send(tensor, dst, group=None, tag=0):
+    """Send ``tensor`` to global rank ``dst`` (blocking)."""
+    isend(tensor, dst, group, tag).wait()
+
+
+def recv(tensor, src=None, group=None, tag=0):
+    """Receive into ``tensor`` from global rank ``src`` (any when None); returns the sender's
+    global rank."""
+    what = "recv"
+    _check_tensor(tensor, what)
+    g = _group(group, what)
+    MPI = mpi()
+    buf, back = _buffer(tensor)
+    status = MPI.Status()
+    source = MPI.ANY_SOURCE if src is None else _p2p_rank(g, src, what)
+    req = g.comm.Irecv(buf, source, MPI.ANY_TAG if tag is None else tag)
+    Work([req], back, what, g.timeout, statuses=[status]).wait()
+    return g.ranks[status.Get_source()]

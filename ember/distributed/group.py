@@ -1,0 +1,176 @@
+"""Process groups on MPI communicators: init_process_group, new_group, ranks and sizes."""
+import os
+import sys
+import traceback
+
+from ember.distributed._mpi import mpi
+from ember.errors import EmberRuntimeError, EmberValueError
+
+
+class ProcessGroup:
+    """A set of ranks sharing an MPI communicator. ``comm`` is None on ranks outside the group."""
+
+    def __init__(self, comm, ranks, timeout=None):
+        self.comm = comm
+        self.ranks = list(ranks)  # global ranks, in group-rank order
+        self.timeout = timeout
+
+    def rank(self):
+        """This process's rank inside the group (-1 when not a member)."""
+        return -1 if self.comm is None else self.comm.Get_rank()
+
+    def size(self):
+        """Number of ranks in the group."""
+        return len(self.ranks)
+
+    def group_rank(self, global_rank, what):
+        """Translate a global rank into this group's rank. Raises EmberValueError if absent."""
+        try:
+            return self.ranks.index(global_rank)
+        except ValueError:
+            raise EmberValueError(f"{what}: global rank {global_rank} is not in the group "
+                                  f"(ranks {self.ranks})") from None
+
+    def __repr__(self):
+        return f"ProcessGroup(ranks={self.ranks})"
+
+
+class _State:
+    world = None
+    hook_installed = False
+
+
+def _excepthook(etype, value, tb):
+    """Print the failing rank and its traceback, then abort every rank (no hang)."""
+    MPI = mpi()
+    rank = MPI.COMM_WORLD.Get_rank()
+    text = "".join(traceback.format_exception(etype, value, tb))
+    sys.stderr.write(f"[ember.distributed] rank {rank} of {MPI.COMM_WORLD.Get_size()} failed; "
+                     f"aborting all ranks.\n{text}")
+    sys.stderr.flush()
+    sys.stdout.flush()
+    MPI.COMM_WORLD.Abort(1)
+
+
+def install_abort_hook():
+    """Make an uncaught exception on any rank print the rank and traceback and abort the job."""
+    if not _State.hook_installed:
+        sys.excepthook = _excepthook
+        _State.hook_installed = True
+
+
+def init_process_group(backend="mpi", init_method=None, timeout=None, world_size=-1, rank=-1,
+                       store=None, group_name="", pg_options=None, device_id=None):
+    """Join the default process group over ``MPI.COMM_WORLD`` (launch with ``ember run -n N`` or
+    ``mpiexec``). ``timeout`` (seconds or a ``timedelta``) bounds how long a collective waits.
+
+    Raises EmberValueError for a backend other than "mpi", EmberRuntimeError when called twice or
+    when ``rank``/``world_size`` (or the ``RANK``/``WORLD_SIZE`` environment) disagree with MPI's."""
+    if backend not in ("mpi", None):
+        raise EmberValueError(f"init_process_group: backend {backend!r} is not supported; ember's "
+                              "only backend is 'mpi' (launch with `ember run -n N script.py`)")
+    if _State.world is not None:
+        raise EmberRuntimeError("init_process_group: the default process group is already "
+                                "initialized; call destroy_process_group() first")
+    MPI = mpi()
+    comm = MPI.COMM_WORLD.Dup()
+    size, me = comm.Get_size(), comm.Get_rank()
+    for name, given, actual in (("world_size", world_size, size), ("rank", rank, me)):
+        env = os.environ.get(name.upper())
+        for src, val in (("argument", given), ("environment", env)):
+            if val is None or int(val) < 0:
+                continue
+            if int(val) != actual:
+                comm.Free()
+                raise EmberRuntimeError(
+                    f"init_process_group: {name}={val} from the {src} but MPI reports {actual}; "
+                    "ember joins processes through MPI, so launch every rank with "
+                    "`ember run -n N script.py` (or mpiexec -n N)")
+    if timeout is not None and hasattr(timeout, "total_seconds"):
+        timeout = timeout.total_seconds()
+    _State.world = ProcessGroup(comm, range(size), timeout)
+    if size > 1:
+        install_abort_hook()
+
+
+def is_available():
+    """True when mpi4py can be imported."""
+    try:
+        mpi()
+    except EmberRuntimeError:
+        return False
+    return True
+
+
+def is_initialized():
+    """True between init_process_group and destroy_process_group."""
+    return _State.world is not None
+
+
+def is_mpi_available():
+    """True when the MPI backend can be used."""
+    return is_available()
+
+
+def get_backend(group=None):
+    """The backend name: always "mpi"."""
+    _resolve(group, "get_backend")
+    return "mpi"
+
+
+def _world(what):
+    if _State.world is None:
+        raise EmberRuntimeError(f"{what}: the default process group has not been initialized; "
+                                "call ember.distributed.init_process_group() first")
+    return _State.world
+
+
+def _resolve(group, what):
+    return _world(what) if group is None else group
+
+
+def get_rank(group=None):
+    """This process's rank in ``group`` (default: the world); -1 when not a member."""
+    return _resolve(group, "get_rank").rank()
+
+
+def get_world_size(group=None):
+    """Number of ranks in ``group`` (default: the world)."""
+    return _resolve(group, "get_world_size").size()
+
+
+def new_group(ranks=None, timeout=None, backend=None, pg_options=None, use_local_synchronization=False):
+    """A new group of the given global ``ranks`` (default: all). Every rank must call it, as in
+    torch; ranks outside it get a group whose collectives do nothing.
+
+    Raises EmberValueError on duplicate or out-of-range ranks."""
+    world = _world("new_group")
+    size = world.size()
+    ranks = list(range(size)) if ranks is None else sorted(int(r) for r in ranks)
+    if len(set(ranks)) != len(ranks) or any(r < 0 or r >= size for r in ranks):
+        raise EmberValueError(f"new_group: ranks must be distinct and in [0, {size}), got {ranks}")
+    MPI = mpi()
+    sub = world.comm.Get_group().Incl(ranks)
+    comm = world.comm.Create(sub)
+    sub.Free()
+    if comm == MPI.COMM_NULL:
+        comm = None
+    if timeout is not None and hasattr(timeout, "total_seconds"):
+        timeout = timeout.total_seconds()
+    return ProcessGroup(comm, ranks, world.timeout if timeout is None else timeout)
+
+
+def destroy_process_group(group=None):
+    """Free ``group``'s communicator; with no argument, leave the default group."""
+    if group is None:
+        if _State.world is not None and _State.world.comm is not None:
+            _State.world.comm.Free()
+        _State.world = None
+    elif group.comm is not None:
+        group.comm.Free()
+        group.comm = None
+
+
+def world_group(what):
+    """The default group (raises EmberRuntimeError when not initialized)."""
+    return _world(what)

@@ -1,0 +1,133 @@
+"""Every collective against NumPy on every dtype, contiguous and not, on N ranks."""
+import numpy as np
+
+import ember
+import ember.distributed as dist
+from ember.distributed import ReduceOp
+
+dist.init_process_group("mpi")
+r, n = dist.get_rank(), dist.get_world_size()
+DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
+          np.bool_]
+
+
+def value(rank, dt, shape=(3, 4)):
+    a = (np.arange(np.prod(shape)).reshape(shape) % 5 + rank + 1)
+    if dt == np.bool_:
+        return (a + rank) % 2 == 0
+    return a.astype(dt)
+
+
+def check(got, want, what):
+    got = got.numpy() if hasattr(got, "numpy") else got
+    assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
+    tol = 1e-3 if want.dtype == np.float16 else 0
+    assert np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol), \
+        (what, r, got, want)
+
+
+every = {dt: [value(k, dt) for k in range(n)] for dt in DTYPES}
+for dt in DTYPES:
+    vals = every[dt]
+    ops = {"SUM": np.sum, "MIN": np.min, "MAX": np.max, "PRODUCT": np.prod}
+    if dt == np.bool_:
+        ops = {"SUM": np.any, "MAX": np.any, "MIN": np.all, "PRODUCT": np.all}
+    for name, f in ops.items():
+        want = f(np.stack(vals), axis=0).astype(dt)
+        for layout in ("contiguous", "transposed"):
+            base = value(r, dt).T.copy() if layout == "transposed" else value(r, dt)
+            t = ember.from_numpy(base.copy()).t() if layout == "transposed" else ember.from_numpy(base.copy())
+            dist.all_reduce(t, op=getattr(ReduceOp, name))
+            check(t, want, f"all_reduce {name} {dt} {layout}")
+    if np.issubdtype(dt, np.floating):
+        t = ember.from_numpy(value(r, dt))
+        w = dist.all_reduce(t, op=ReduceOp.AVG, async_op=True)
+        w.wait()
+        assert w.is_completed()
+        check(t, (np.stack(vals).astype(np.float64).mean(0)).astype(dt), f"AVG {dt}")
+    # broadcast from the last rank
+    t = ember.from_numpy(value(r, dt))
+    dist.broadcast(t, src=n - 1)
+    check(t, vals[n - 1], f"broadcast {dt}")
+    # all_gather (list) and into a tensor (cat and stack shapes)
+    outs = [ember.from_numpy(np.zeros((3, 4), dt)) for _ in range(n)]
+    dist.all_gather(outs, ember.from_numpy(value(r, dt)).t().t())
+    for k in range(n):
+        check(outs[k], vals[k], f"all_gather {dt}")
+    out = ember.from_numpy(np.zeros((3 * n, 4), dt))
+    dist.all_gather_into_tensor(out, ember.from_numpy(value(r, dt)))
+    check(out, np.concatenate(vals), f"all_gather_into_tensor {dt}")
+    # gather / scatter to and from rank 0
+    lst = [ember.from_numpy(np.zeros((3, 4), dt)) for _ in range(n)] if r == 0 else None
+    dist.gather(ember.from_numpy(value(r, dt)), lst, dst=0)
+    if r == 0:
+        for k in range(n):
+            check(lst[k], vals[k], f"gather {dt}")
+    t = ember.from_numpy(np.zeros((3, 4), dt))
+    dist.scatter(t, [ember.from_numpy(v) for v in vals] if r == 0 else None, src=0)
+    check(t, vals[r], f"scatter {dt}")
+    if dt == np.bool_:
+        continue
+    # reduce to rank 1 and reduce_scatter_tensor
+    t = ember.from_numpy(value(r, dt))
+    dist.reduce(t, dst=n - 1, op=ReduceOp.MAX)
+    if r == n - 1:
+        check(t, np.max(np.stack(vals), 0), f"reduce {dt}")
+    big = [np.concatenate([value(k, dt, (2, 3)) * (j + 1) for j in range(n)]) for k in range(n)]
+    out = ember.from_numpy(np.zeros((2, 3), dt))
+    dist.reduce_scatter_tensor(out, ember.from_numpy(big[r]))
+    want = np.sum(np.stack(big), 0, dtype=dt)[2 * r:2 * r + 2]
+    check(out, want, f"reduce_scatter_tensor {dt}")
+    # all_to_all with uneven sizes: rank i sends i + j + 1 elements to rank j
+    ins = [ember.from_numpy(np.full(r + j + 1, r * 10 + j, dt)) for j in range(n)]
+    outs = [ember.from_numpy(np.zeros(j + r + 1, dt)) for j in range(n)]
+    dist.all_to_all(outs, ins)
+    for j in range(n):
+        check(outs[j], np.full(j + r + 1, j * 10 + r, dt), f"all_to_all {dt}")
+
+# point to point: a ring
+t = ember.arange(5, dtype=ember.float64) + r
+w = dist.isend(t, dst=(r + 1) % n)
+got = ember.zeros(5, dtype=ember.float64)
+src = dist.recv(got, src=None)
+w.wait()
+assert src == (r - 1) % n, src
+check(got, np.arange(5.0) + (r - 1) % n, "send/recv")
+got2 = ember.zeros(5, dtype=ember.float64)
+w = dist.irecv(got2, src=(r - 1) % n)
+dist.send(t, dst=(r + 1) % n)
+w.wait()
+check(got2, np.arange(5.0) + (r - 1) % n, "isend/irecv")
+
+# groups: the even ranks
+evens = list(range(0, n, 2))
+g = dist.new_group(evens)
+t = ember.tensor([float(r)])
+dist.all_reduce(t, group=g)
+if r in evens:
+    assert dist.get_rank(g) == evens.index(r) and dist.get_world_size(g) == len(evens)
+    check(t, np.array([float(sum(evens))], np.float32), "group all_reduce")
+    dist.broadcast(t, src=evens[-1], group=g)
+else:
+    assert dist.get_rank(g) == -1
+    check(t, np.array([float(r)], np.float32), "non-member untouched")
+
+# object collectives: JSON only
+objs = [None, None]
+if r == 0:
+    objs = [{"lr": 0.1, "names": ["a", "b"]}, 3]
+dist.broadcast_object_list(objs, src=0)
+assert objs == [{"lr": 0.1, "names": ["a", "b"]}, 3], objs
+gathered = [None] * n
+dist.all_gather_object(gathered, {"rank": r, "ok": True})
+assert gathered == [{"rank": k, "ok": True} for k in range(n)], gathered
+for bad in ((1, 2), np.float32(1.0), ember.zeros(2), {1: "x"}, float("nan")):
+    try:
+        dist.all_gather_object([None] * n, bad)
+    except TypeError as e:
+        assert "JSON" in str(e), e
+    else:
+        raise AssertionError(f"accepted {bad!r}")
+dist.barrier()
+dist.destroy_process_group()
+print(f"OK rank {r}")
