@@ -432,3 +432,25 @@ def test_linear_cross_entropy_matches_torch():
                                              label_smoothing=0.2, reduction="none"), (5, 3))
     with pytest.raises(RuntimeError, match="in_features"):
         F.linear_cross_entropy(ember.randn(2, 4), ember.tensor(w), ember.tensor(t[:2]))
+
+
+def test_interpolate_exports_to_onnx_every_mode():
+    pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    import io
+    import ember.onnx
+    rng = np.random.default_rng(15)
+    for shape, kw in [((1, 2, 7, 5), dict(size=(3, 2), mode="area")),  # not a multiple
+                      ((1, 1, 5, 4, 6), dict(size=(2, 3, 4), mode="area")),
+                      ((1, 2, 4, 5), dict(scale_factor=1.7, mode="bicubic")),
+                      ((1, 2, 3, 4, 2), dict(size=(5, 3, 4), mode="trilinear")),
+                      ((1, 2, 5), dict(scale_factor=1.6, mode="nearest-exact"))]:
+        x = ember.tensor(rng.standard_normal(shape).astype(np.float32))
+
+        def fn(a, kw=kw):
+            return F.interpolate(a, **kw)
+        buf = io.BytesIO()
+        ember.onnx.export(fn, (x,), buf, opset_version=17)
+        sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+        got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
+        np.testing.assert_allclose(got, fn(x).numpy(), atol=1e-5, err_msg=str(kw))

@@ -323,17 +323,23 @@ def sym_upsample_bilinear2d(g, node, x, output_size, align_corners=False):
 @symbolic("interpolate_nd")
 def sym_interpolate_nd(g, node, x, output_size, mode, align_corners=False, scales=None):
     """Resize (nearest / nearest-exact / linear / cubic with A=-0.75); 'area' as AveragePool
-    when every input size is a multiple of its output size."""
+    when every input size is a multiple of its output size, else as per-axis MatMuls."""
     shape = node.args[0].shape
     nd = len(shape) - 2
     out = [int(static(o, "output_size")) for o in output_size]
     if mode == "area":
-        if any(shape[2 + i] % out[i] for i in range(nd)):
-            raise SymbolicError(f"interpolate mode 'area' from {list(shape[2:])} to {out} is "
-                                "exported only when each input size is a multiple of the output "
-                                "size (AveragePool)")
-        k = [shape[2 + i] // out[i] for i in range(nd)]
-        return g.op("AveragePool", x, kernel_shape=k, strides=k)
+        if not any(shape[2 + i] % out[i] for i in range(nd)):
+            k = [shape[2 + i] // out[i] for i in range(nd)]
+            return g.op("AveragePool", x, kernel_shape=k, strides=k)
+        y = x  # separable: one constant averaging matrix per axis
+        for i in range(nd):
+            n, o = shape[2 + i], out[i]
+            st = (np.arange(o) * n) // o
+            en = -((-(np.arange(o) + 1) * n) // o)
+            pos = np.arange(n)
+            m = ((pos >= st[:, None]) & (pos < en[:, None])) / (en - st)[:, None]
+            y = _axis_matmul(g, y, nd + 2, 2 + i, m.astype(out_dtype(node)))
+        return y
     if mode in ("linear", "cubic") and align_corners:
         ctm = "align_corners"
     elif mode == "nearest":
