@@ -20,6 +20,23 @@ def _array(v):
     return np.asarray(v)
 
 
+def _value(v):
+    """A backend input as ember: arrays become tensors, lists (sequences) lists, None stays."""
+    if v is None:
+        return None
+    if isinstance(v, (list, tuple)):
+        return [_value(e) for e in v]
+    return ember.tensor(_array(v))
+
+
+def _numpy(v):
+    if v is None:
+        return None
+    if isinstance(v, list):
+        return [_numpy(e) for e in v]
+    return v.numpy()
+
+
 class EmberRep(BackendRep):
     """A prepared model: ``run(inputs)`` takes a list (graph inputs in order) or a dict by name
     and returns the outputs as NumPy arrays."""
@@ -29,15 +46,15 @@ class EmberRep(BackendRep):
 
     def run(self, inputs, **kwargs):
         if isinstance(inputs, dict):
-            args, named = (), {k: ember.tensor(_array(v)) for k, v in inputs.items()}
+            args, named = (), {k: _value(v) for k, v in inputs.items()}
         else:
             if not isinstance(inputs, (list, tuple)):
                 inputs = [inputs]
-            args, named = tuple(ember.tensor(_array(v)) for v in inputs), {}
+            args, named = tuple(_value(v) for v in inputs), {}
         with ember.no_grad():
             out = self.module(*args, **named)
         out = out if isinstance(out, tuple) else (out,)
-        return [o.numpy() for o in out]
+        return [_numpy(o) for o in out]
 
 
 class EmberBackend(Backend):

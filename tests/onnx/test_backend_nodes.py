@@ -31,6 +31,27 @@ KNOWN_FAILURES = {
 }
 
 
+def _compare(g, e, case):
+    """An output against the expected value: arrays by dtype, shape and value; sequences (lists)
+    element by element; an empty optional is None."""
+    if e is None or isinstance(e, list):
+        assert (g is None) == (e is None) and isinstance(g, (list, type(None))), \
+            f"got {type(g).__name__}, expected {type(e).__name__}"
+        if e is not None:
+            assert len(g) == len(e), f"sequence of {len(g)}, expected {len(e)}"
+            for gi, ei in zip(g, e):
+                _compare(gi, ei, case)
+        return
+    e = onnx.numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) else np.asarray(e)
+    assert isinstance(g, np.ndarray), f"got {type(g).__name__}, expected an array"
+    assert g.dtype == e.dtype, f"dtype {g.dtype}, expected {e.dtype}"
+    assert g.shape == e.shape, f"shape {g.shape}, expected {e.shape}"
+    if e.dtype.kind in "fc":
+        np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
+    else:
+        np.testing.assert_array_equal(g, e)
+
+
 def _run_case(case):
     try:
         rep = backend.prepare(case.model)
@@ -43,14 +64,7 @@ def _run_case(case):
             got = rep.run(inputs)
             assert len(got) == len(expected), f"{len(got)} outputs, expected {len(expected)}"
             for g, e in zip(got, expected):
-                e = onnx.numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) \
-                    else np.asarray(e)
-                assert g.dtype == e.dtype, f"dtype {g.dtype}, expected {e.dtype}"
-                assert g.shape == e.shape, f"shape {g.shape}, expected {e.shape}"
-                if e.dtype.kind in "fc":
-                    np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
-                else:
-                    np.testing.assert_array_equal(g, e)
+                _compare(g, e, case)
     except Exception as e:   # noqa: BLE001 - any failure of a supported case is reported
         return "fail", f"{type(e).__name__}: {str(e)[:300]}"
     return "pass", None

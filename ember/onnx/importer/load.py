@@ -119,7 +119,7 @@ def _execute(nodes, env):
         finally:
             if n.has_graph:
                 n.attrs.pop("_env", None)
-        if not isinstance(out, (tuple, list)):
+        if not isinstance(out, tuple):   # a list is one value (a sequence)
             out = (out,)
         for o, v in zip(n.outputs, out):
             if o:
@@ -274,20 +274,33 @@ class OnnxModule(nn.Module):
 
     @staticmethod
     def _value_info(vi, problems):
-        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        """(name, NumPy dtype, shape, kind) of a graph input; kind is "tensor", "seq" (a list of
+        tensors), "opt" (None or a tensor) or "optseq"."""
+        t, kind = vi.type, ""
+        while True:
+            if t.HasField("optional_type") and "opt" not in kind:
+                kind, t = kind + "opt", t.optional_type.elem_type
+            elif t.HasField("sequence_type") and "seq" not in kind:
+                kind, t = kind + "seq", t.sequence_type.elem_type
+            else:
+                break
+        tt = t.tensor_type if t.HasField("tensor_type") else None
         if tt is None:
             problems.append(("<graph input>", None, vi.name, None,
-                             "only tensor inputs are supported (not sequences, maps, optionals)"))
-            return (vi.name, None, None)
+                             "only tensors, sequences of tensors and optionals of them are "
+                             "supported (not maps or sparse tensors)"))
+            return (vi.name, None, None, "tensor")
         npd = np_dtype_of(tt.elem_type) if tt.elem_type else None
         if tt.elem_type and (npd is None or npd not in _EMBER_NP):
             problems.append(("<graph input>", None, vi.name, None,
                              f"dtype {dtype_name(tt.elem_type)} has no ember dtype"))
         shape = None
+        if kind:
+            return (vi.name, npd, None, kind)
         if tt.HasField("shape"):
             shape = [d.dim_value if d.HasField("dim_value") else (d.dim_param or "?")
                      for d in tt.shape.dim]
-        return (vi.name, npd, shape)
+        return (vi.name, npd, shape, "tensor")
 
     def _add_state(self, name, arr):
         """Register an initializer under its ONNX name: nested submodules when the name is a
@@ -334,7 +347,7 @@ class OnnxModule(nn.Module):
             raise EmberTypeError(f"onnx model: takes {len(self._inputs)} inputs "
                                  f"({self.input_names()}), got {len(inputs)}")
         env = {}
-        for (name, npd, shape), x in zip(self._inputs, inputs):
+        for (name, *_), x in zip(self._inputs, inputs):
             env[name] = x
         for k, x in named.items():
             if k not in self.input_names():
@@ -343,11 +356,11 @@ class OnnxModule(nn.Module):
             if k in env:
                 raise EmberTypeError(f"onnx model: input '{k}' given twice")
             env[k] = x
-        for name, npd, shape in self._inputs:
+        for name, npd, shape, kind in self._inputs:
             if name not in env:
                 raise EmberTypeError(f"onnx model: missing input '{name}' (inputs: "
                                      f"{self.input_names()})")
-            env[name] = self._check_input(name, npd, shape, env[name])
+            env[name] = self._check_value(name, npd, shape, kind, env[name])
         params = dict(self.named_parameters())
         bufs = dict(self.named_buffers())
         for oname, key in self._init_keys.items():
@@ -355,6 +368,19 @@ class OnnxModule(nn.Module):
         _execute(self._nodes, env)
         res = tuple(env[o] for o in self._outputs)
         return res[0] if len(res) == 1 else res
+
+    @classmethod
+    def _check_value(cls, name, npd, shape, kind, x):
+        if kind.startswith("opt"):
+            if x is None:
+                return None
+            kind = kind[3:] or "tensor"
+        if kind == "seq":
+            if not isinstance(x, (list, tuple)):
+                raise EmberTypeError(f"onnx model: input '{name}' is a sequence: pass a list of "
+                                     f"tensors, got {type(x).__name__}")
+            return [cls._check_input(name, npd, None, v) for v in x]
+        return cls._check_input(name, npd, shape, x)
 
     @staticmethod
     def _check_input(name, npd, shape, x):

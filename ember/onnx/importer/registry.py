@@ -8,7 +8,8 @@ attribute value the importer cannot run (also rejected at load time).
 
 An importer is called as ``fn(attrs, *inputs)`` where ``attrs`` is a dict (defaults filled in,
 strings decoded, tensors as NumPy arrays) and ``inputs`` are ember Tensors (``None`` for an
-omitted optional input). It returns one Tensor or a tuple (one per node output).
+omitted optional input). It returns one value (a Tensor, a list for a sequence, None for an empty optional) or a
+tuple of them, one per node output.
 """
 from dataclasses import dataclass, field
 
@@ -77,4 +78,5 @@ def _load():
         _LOADED = True
         from ember.onnx.importer import (ops_attention, ops_control,  # noqa: F401
                                          ops_elementwise, ops_loss, ops_nn, ops_quant,
-                                         ops_reduce, ops_rnn, ops_shape, ops_training)
+                                         ops_reduce, ops_rnn, ops_sequence, ops_shape,
+                                         ops_training)
