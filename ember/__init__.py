@@ -12,6 +12,8 @@ from ember._dtype import bool_ as bool  # noqa: A004
 from ember._dtype import (channels_last, channels_last_3d, contiguous_format, layout,
                           memory_format, preserve_format, strided)
 from ember.tensor import Size, Tensor, device
+from ember._legacy import LEGACY as _LEGACY_TYPES
+globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ... (torch legacy types)
 from ember.autograd import _generated
 from ember import overloads as _overloads
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
@@ -64,6 +66,7 @@ autograd = _importlib.import_module("ember.autograd")
 __version__ = "0.1.0"
 
 _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
+         "accelerator", "cuda",
          "special", "distributions", "distributed", "signal"}
 
 

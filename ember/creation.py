@@ -38,8 +38,8 @@ def _finish(t, requires_grad):
 
 
 def _check_device(device):
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise EmberRuntimeError(f"ember supports only the 'cpu' device, got {device!r}")
+    from ember.tensor import check_device
+    check_device(device)
 
 
 def _infer(data):

@@ -120,8 +120,8 @@ def _to(self, *args, **kwargs):
             dtype = a
         elif a is not None:
             device = a
-    if device is not None and str(device).split(":")[0] != "cpu":
-        raise RuntimeError(f"to(): ember supports only the 'cpu' device, got {device!r}")
+    from ember.tensor import check_device
+    check_device(device, "to()")
     if dtype is None:
         return G.clone(self) if copy else self
     npd = _dtype.to_numpy_dtype(dtype)
@@ -137,10 +137,26 @@ def _cast(dt):
     return method
 
 
-def _type(self, dtype=None):
+def _type(self, dtype=None, non_blocking=False):
+    """No argument: the legacy type name, as torch ("ember.FloatTensor"); a dtype, a legacy
+    type or its name ("torch.LongTensor"): this tensor cast to it."""
+    from ember import _legacy
     if dtype is None:
-        return f"ember.{self.dtype.name}"
+        return "ember." + _legacy.NAME_OF[self.dtype]
+    named = _legacy.dtype_of_type_name(dtype)
+    if named is not None:
+        return _to(self, named)
+    if isinstance(dtype, str):
+        from ember.errors import EmberTypeError
+        raise EmberTypeError(f"type(): invalid type {dtype!r} (expected a dtype or a legacy "
+                             "type name such as 'torch.FloatTensor')")
     return _to(self, dtype)
+
+
+def _cuda(self, device=None, non_blocking=False, memory_format=None):
+    """ember runs only on the CPU: raises UnsupportedError naming CUDA."""
+    from ember.tensor import check_device
+    check_device("cuda" if device is None or isinstance(device, int) else device, "cuda()")
 
 
 def _type_as(self, other):
@@ -378,7 +394,7 @@ METHODS = {
     "to": _to, "float": _cast(_dtype.float32), "double": _cast(_dtype.float64),
     "half": _cast(_dtype.float16), "long": _cast(_dtype.int64), "int": _cast(_dtype.int32),
     "short": _cast(_dtype.int16), "bool": _cast(_dtype.bool_), "byte": _cast(_dtype.uint8),
-    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu,
+    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu, "cuda": _cuda,
     "zero_": _zero_, "fill_": _fill_, "uniform_": _uniform_, "normal_": _normal_,
     "bernoulli_": _bernoulli_, "new_zeros": _new("zeros"), "new_ones": _new("ones"),
     "new_empty": _new("empty"), "new_full": _new_full, "new_tensor": _new_tensor,

@@ -1,2 +1,24 @@
-"""Process-wide backend settings (``ember.backends.conv``)."""
-from . import conv  # noqa: F401
+"""Process-wide backend settings (``ember.backends.conv``) and torch's backend flags a CPU-only
+framework still answers (``cudnn``, ``cuda``, ``mps``, ``mkldnn``, ``openmp``)."""
+from . import conv, cuda, cudnn, mps  # noqa: F401
+
+
+class _Mkldnn:
+    """``backends.mkldnn``: ember does not use oneDNN."""
+    enabled = False
+
+    @staticmethod
+    def is_available():
+        return False
+
+
+class _Openmp:
+    """``backends.openmp``: ember's threads are numba's, not OpenMP's."""
+
+    @staticmethod
+    def is_available():
+        return False
+
+
+mkldnn = _Mkldnn()
+openmp = _Openmp()

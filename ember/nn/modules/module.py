@@ -8,7 +8,7 @@ import numpy as np
 from ember import _dtype
 from ember.autograd.grad_mode import no_grad
 from ember.nn.parameter import Parameter
-from ember.tensor import Tensor
+from ember.tensor import Tensor, check_device
 from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -347,7 +347,7 @@ class Module:
 
     def to(self, *args, **kwargs):
         """Cast floating parameters and buffers to a dtype (in place); devices other than cpu
-        raise RuntimeError. Returns self."""
+        raise UnsupportedError (a RuntimeError). Returns self."""
         dtype = kwargs.get("dtype")
         device = kwargs.get("device")
         for a in args:
@@ -357,9 +357,7 @@ class Module:
                 dtype = a
             elif a is not None:
                 device = a
-        if device is not None and str(device).split(":")[0] != "cpu":
-            raise EmberRuntimeError(f"Module.to(): ember supports only the 'cpu' device, got "
-                               f"{device!r}")
+        check_device(device, "Module.to()")
         if dtype is None:
             return self
         npd = _dtype.to_numpy_dtype(dtype)
@@ -380,6 +378,11 @@ class Module:
 
     def cpu(self):
         return self
+
+    def cuda(self, device=None):
+        """ember runs only on the CPU: raises UnsupportedError naming CUDA."""
+        check_device("cuda" if device is None or isinstance(device, int) else device,
+                     f"{type(self).__name__}.cuda()")
 
     def type(self, dst_type):
         return self.to(dst_type)

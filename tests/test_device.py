@@ -1,0 +1,78 @@
+"""The device API a CPU-only framework answers (issue 16): accelerator/cuda/backends queries,
+cpu devices accepted everywhere, CUDA a clear UnsupportedError; torch's legacy tensor types."""
+import numpy as np
+import pytest
+
+import ember
+from ember.errors import UnsupportedError
+
+
+def test_queries_answer_as_torch_without_cuda():
+    assert ember.accelerator.is_available() is False
+    assert ember.accelerator.device_count() == 0
+    assert ember.accelerator.current_accelerator() is None
+    assert ember.cuda.is_available() is False and ember.cuda.device_count() == 0
+    ember.cuda.manual_seed_all(0)  # a no-op, as torch without CUDA
+    assert ember.backends.cudnn.is_available() is False
+    assert ember.backends.cudnn.benchmark is False and ember.backends.cudnn.enabled is True
+    assert ember.backends.mps.is_available() is False and ember.backends.mps.is_built() is False
+    assert ember.backends.cuda.is_built() is False
+    assert ember.backends.cuda.matmul.allow_tf32 is False
+    assert ember.backends.mkldnn.is_available() is False
+
+
+def test_cpu_device_objects_and_kwargs():
+    d = ember.device("cpu:0")
+    assert (d.type, d.index, str(d)) == ("cpu", 0, "cpu:0")
+    assert d == "cpu" and d == ember.device("cpu") and ember.device("cpu", 0) == d
+    t = ember.zeros(2, device="cpu")
+    assert t.to("cpu") is t and t.to(ember.device("cpu")) is t and t.device == "cpu"
+    m = ember.nn.Linear(2, 2)
+    assert m.to("cpu") is m and m.to(device=d) is m
+
+
+@pytest.mark.parametrize("call", [
+    lambda: ember.ones(2).cuda(), lambda: ember.ones(2).to("cuda"),
+    lambda: ember.ones(2).to(device="cuda:1"), lambda: ember.zeros(2, device="cuda"),
+    lambda: ember.tensor([1.0], device="cuda"), lambda: ember.device("cuda"),
+    lambda: ember.nn.Linear(2, 2).cuda(), lambda: ember.nn.Linear(2, 2).to("cuda"),
+    lambda: ember.cuda.current_device(), lambda: ember.cuda.synchronize(),
+    lambda: ember.accelerator.synchronize()])
+def test_cuda_is_a_clear_unsupported_error(call):
+    with pytest.raises(UnsupportedError, match="CUDA|accelerator") as e:
+        call()
+    assert isinstance(e.value, RuntimeError)
+
+
+def test_other_device_types_raise_naming_them():
+    with pytest.raises(UnsupportedError, match="'mps'"):
+        ember.ones(2).to("mps")
+
+
+def test_legacy_types_construct_check_and_name():
+    torch = pytest.importorskip("torch")
+    for name in ("FloatTensor", "DoubleTensor", "LongTensor", "IntTensor", "BoolTensor",
+                 "ByteTensor", "HalfTensor", "ShortTensor", "CharTensor"):
+        E, T = getattr(ember, name), getattr(torch, name)
+        a, b = E(2, 3), T(2, 3)
+        assert tuple(a.shape) == tuple(b.shape) and str(a.dtype)[6:] == str(b.dtype)[6:]
+        a, b = E([1, 0, 2]), T([1, 0, 2])
+        np.testing.assert_array_equal(a.numpy(), b.numpy())
+        assert a.type() == b.type().replace("torch.", "ember.")
+        assert isinstance(a, E) and E().shape == (0,)
+    assert not isinstance(ember.ones(2), ember.LongTensor)
+    assert ember.ones(2).type("torch.LongTensor").dtype == ember.int64
+    assert ember.ones(2).type(ember.DoubleTensor).dtype == ember.float64
+    with pytest.raises(ember.errors.EmberTypeError, match="invalid type"):
+        ember.ones(2).type("torch.NoSuchTensor")
+
+
+def test_tensor_constructor_is_torchs():
+    torch = pytest.importorskip("torch")
+    for args in [(2, 3), ([1, 2],), ((2, 3),), ([[1, 2], [3, 4]],), (np.array([1, 2]),), ()]:
+        a, b = ember.Tensor(*args), torch.Tensor(*args)
+        assert tuple(a.shape) == tuple(b.shape) and a.dtype == ember.float32
+        if args and not isinstance(args[0], int):
+            np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert ember.Tensor(ember.Size([4])).shape == (4,)
+    assert ember.Tensor([1.0], requires_grad=True).requires_grad
