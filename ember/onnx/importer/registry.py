@@ -8,8 +8,10 @@ attribute value the importer cannot run (also rejected at load time).
 
 An importer is called as ``fn(attrs, *inputs)`` where ``attrs`` is a dict (defaults filled in,
 strings decoded, tensors as NumPy arrays) and ``inputs`` are ember Tensors (``None`` for an
-omitted optional input). It returns one value (a Tensor, a list for a sequence, None for an empty optional) or a
-tuple of them, one per node output.
+omitted optional input, a list for a sequence). It returns one value (a Tensor, a list for a
+sequence, None for an empty optional) or a tuple of them, one per node output. Graph attributes
+arrive compiled (``load.Subgraph``), and such a node also gets the enclosing scope as
+``attrs["_env"]`` while it runs.
 """
 from dataclasses import dataclass, field
 
