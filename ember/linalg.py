@@ -153,12 +153,25 @@ TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, 
             "geqrf": _public(_top_geqrf, "geqrf")}
 
 
+def _inplace(name):
+    op = getattr(_G, name)
+
+    def method(self, *args, **kwargs):
+        return self.copy_(op(self, *args, **kwargs))
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place {name}: writes the result into ``self`` and returns it."
+    return _public(method, name + "_")
+
+
 def install(tensor_cls, namespace):
-    """Put torch.slogdet/qr/svd/lu/lu_unpack into ``namespace`` (ember) and on ``tensor_cls`` as methods."""
+    """Put torch.slogdet/qr/svd/lu/lu_unpack/triangular_solve/geqrf into ``namespace`` (ember)
+    and on ``tensor_cls`` as methods, with the in-place addmv_/addr_/baddbmm_/addbmm_."""
     for name, fn in TOPLEVEL.items():
         namespace[name] = fn
         if name != "lu_unpack":   # torch has no Tensor.lu_unpack
             setattr(tensor_cls, name, fn)
+    for name in ("addmv", "addr", "baddbmm", "addbmm"):
+        setattr(tensor_cls, name + "_", _inplace(name))
 
 
 __all__ = sorted(list(_OPS) + list(_NAMED) + ["LinAlgError"])

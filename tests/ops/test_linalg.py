@@ -354,3 +354,22 @@ def test_ldl_factor_and_solve_with_2x2_pivots_like_torch():
                                rtol=1e-10)
     with pytest.raises(L.LinAlgError, match="ldl_factor"):
         L.ldl_factor(_t(np.zeros((2, 2))))
+
+
+def test_inplace_products_write_self_and_keep_gradients_like_torch():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(14)
+    s, m, v = rng.standard_normal(3), rng.standard_normal((3, 4)), rng.standard_normal(4)
+    e = [_t(x, True) for x in (s, m, v)]
+    t = [torch.tensor(x, requires_grad=True) for x in (s, m, v)]
+    oe = e[0] * 1
+    oe.addmv_(e[1], e[2], beta=0.5, alpha=2.0)
+    ot = t[0] * 1
+    ot.addmv_(t[1], t[2], beta=0.5, alpha=2.0)
+    np.testing.assert_allclose(oe._data, ot.detach().numpy(), rtol=1e-12)
+    oe.sum().backward()
+    ot.sum().backward()
+    for x, y in zip(e, t):
+        np.testing.assert_allclose(x.grad._data, y.grad.numpy(), rtol=1e-12)
+    c = _t(np.zeros((3, 4)))
+    assert c.addr_(_t(np.ones(3)), _t(np.ones(4))) is c and float(c._data.sum()) == 12.0
