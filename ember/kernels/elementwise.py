@@ -207,6 +207,8 @@ def softplus(a, beta, threshold):
 def hardtanh(a, min_val, max_val):
     if min_val > max_val:
         raise KernelError(f"min_val ({min_val}) cannot be greater than max_val ({max_val})")
+    if a.dtype.kind in "iu":  # integer bounds (truncated, as torch's scalars), dtype kept
+        return np.clip(a, int(min_val), int(max_val)).astype(a.dtype, copy=False)
     return np.clip(a, min_val, max_val)
 
 

@@ -225,8 +225,13 @@ def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include
                        divisor_override):
     """Average pooling of x (N, C, H, W) with torch's divisor rules.
 
-    Raises ValueError for bad arguments or an input too small for the window.
+    Raises ValueError for bad arguments or an input too small for the window. Integer inputs
+    give integer means truncated toward zero, as torch's CPU kernel.
     """
+    if x.dtype.kind in "iub":
+        y = avg_pool2d_forward(x.astype(np.float64), kernel_size, stride, padding, ceil_mode,
+                               count_include_pad, divisor_override)
+        return np.trunc(y).astype(x.dtype)
     k, s, p, d, out, div = _avg_setup("avg_pool2d", x.shape, kernel_size, stride, padding,
                                       ceil_mode, count_include_pad, divisor_override)
     xp = _padded(x, k, s, p, d, out, 0)

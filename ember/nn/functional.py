@@ -450,7 +450,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
-    """Local response normalisation across channels."""
+    """Local response normalisation across channels; an empty input is returned as is."""
+    if input.numel() == 0:
+        return input
     sq = G.unsqueeze(G.mul(input, input), 1)
     nd = input.dim()
     if nd == 3:

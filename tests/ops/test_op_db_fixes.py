@@ -35,3 +35,48 @@ def test_softmax_dtype_keyword_takes_ember_dtype():
         (g,) = ember.autograd.grad(y.sum(), [x])
         assert g.dtype == ember.float32
     assert x.softmax(0, dtype=ember.float64).dtype == ember.float64
+
+
+def test_integer_convolutions_match_torch():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(0)
+    x = rng.integers(-9, 9, (2, 4, 6, 5))
+    w = rng.integers(-9, 9, (6, 2, 3, 2))
+    b = rng.integers(-9, 9, (6,))
+    y = F.conv2d(ember.tensor(x), ember.tensor(w), ember.tensor(b), stride=(2, 1), padding=1,
+                 groups=2)
+    ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b),
+                                     stride=(2, 1), padding=1, groups=2)
+    assert y.dtype == ember.int64
+    np.testing.assert_array_equal(y.numpy(), ref.numpy())
+    y1 = F.conv1d(ember.tensor(x[:, :, 0]), ember.tensor(w[:4, :, 0]), groups=2)
+    ref1 = torch.nn.functional.conv1d(torch.tensor(x[:, :, 0]), torch.tensor(w[:4, :, 0]),
+                                      groups=2)
+    np.testing.assert_array_equal(y1.numpy(), ref1.numpy())
+    wt = rng.integers(-9, 9, (4, 3, 3))
+    yt = F.conv_transpose1d(ember.tensor(x[:, :, 0]), ember.tensor(wt), stride=2, padding=1)
+    reft = torch.nn.functional.conv_transpose1d(torch.tensor(x[:, :, 0]), torch.tensor(wt),
+                                                stride=2, padding=1)
+    np.testing.assert_array_equal(yt.numpy(), reft.numpy())
+
+
+def test_integer_avg_pool_truncates_and_clamps_keep_dtype():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    x = np.array([[[-7, 2, -3, 1, 5, 6, -1]]])
+    for args in ((2,), (3, 1, 1)):
+        y = F.avg_pool1d(ember.tensor(x), *args)
+        ref = torch.nn.functional.avg_pool1d(torch.tensor(x), *args)
+        assert y.dtype == ember.int64
+        np.testing.assert_array_equal(y.numpy(), ref.numpy())
+    y2 = F.avg_pool2d(ember.tensor(x[None]), (1, 2), divisor_override=3)
+    np.testing.assert_array_equal(
+        y2.numpy(), torch.nn.functional.avg_pool2d(torch.tensor(x[None]), (1, 2),
+                                                   divisor_override=3).numpy())
+    h = F.hardtanh(ember.tensor([-3, 0, 4]), -1.5, 2.5)
+    assert h.dtype == ember.int64 and h.tolist() == [-1, 0, 2]
+    r = F.relu6(ember.tensor([-3, 0, 8]))
+    assert r.dtype == ember.int64 and r.tolist() == [0, 0, 6]
+    e = ember.zeros(0, 1, 2, dtype=ember.int64)
+    assert F.local_response_norm(e, 1).dtype == ember.int64

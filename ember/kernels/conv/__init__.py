@@ -36,9 +36,31 @@ def _check_bias(op, b, K, dtype):
     return b
 
 
+def _integer(op, x, w, b, run):
+    """An integer convolution (torch computes these on CPU): ``run`` on float64 copies, exact
+    while every partial sum stays below 2**53, then cast back to x's dtype; None for floats."""
+    if x.dtype.kind not in "iu" or w.dtype != x.dtype or (b is not None and
+                                                       _array(b).dtype != x.dtype):
+        return None
+    reach = float(np.abs(x).max(initial=0)) * float(np.abs(w).max(initial=0)) * \
+        max(1, w.size // max(1, w.shape[0])) * max(1, x.shape[1])
+    if b is not None:
+        reach += float(np.abs(_array(b)).max(initial=0))
+    if reach >= 2.0 ** 53:
+        raise RuntimeError(f"{op}: integer convolution of {x.dtype} values this large is not "
+                           f"exact in ember (bound {reach:.3g} >= 2**53)")
+    f = np.float64
+    y = run(x.astype(f), w.astype(f), None if b is None else _array(b).astype(f))
+    return np.rint(y).astype(x.dtype)
+
+
 # ---------------------------------------------------------------------------------------- 2-d
 def _forward(op, x, w, b, stride, padding, dilation, groups):
     x, w = _array(x), _array(w)
+    y = _integer(op, x, w, b, lambda x, w, b: _forward(op, x, w, b, stride, padding, dilation,
+                                                       groups))
+    if y is not None:
+        return y
     check_dtype(op, x, w)
     g = geometry(op, x.shape, w.shape, stride, padding, dilation, groups)
     b = _check_bias(op, b, g.K, x.dtype)
@@ -182,6 +204,10 @@ def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation,
 
 def _transpose_forward(op, x, w, b, stride, padding, output_padding, dilation, groups):
     x, w = _array(x), _array(w)
+    y = _integer(op, x, w, b, lambda x, w, b: _transpose_forward(
+        op, x, w, b, stride, padding, output_padding, dilation, groups))
+    if y is not None:
+        return y
     check_dtype(op, x, w)
     shape, g, crop = _transpose_problem(op, x.shape, w.shape, stride, padding, output_padding,
                                         dilation, groups)
