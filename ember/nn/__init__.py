@@ -7,3 +7,13 @@ from ember.nn import functional, init, utils  # noqa: F401
 from ember.nn.modules import *  # noqa: F401,F403
 from ember.nn.modules import Module
 from ember.nn.parameter import Buffer, Parameter, UninitializedParameter  # noqa: F401
+
+
+def __getattr__(name):
+    """``parallel``, ``SyncBatchNorm`` load on first use (they need ember.distributed)."""
+    import importlib
+    if name == "parallel":
+        return importlib.import_module("ember.nn.parallel")
+    if name == "SyncBatchNorm":
+        return importlib.import_module("ember.nn.parallel.sync_batchnorm").SyncBatchNorm
+    raise AttributeError(f"module 'ember.nn' has no attribute {name!r}")

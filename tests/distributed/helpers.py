@@ -1,5 +1,6 @@
 """Launch a script under ``mpiexec -n N`` with a timeout, so a hang fails the test."""
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -30,3 +31,8 @@ def run_ranks(script, n, *args, timeout=60, check=True):
     if check:
         assert p.returncode == 0, f"rc={p.returncode}\nstdout:\n{p.stdout}\nstderr:\n{p.stderr}"
     return p
+
+
+def ok_ranks(stdout):
+    """The ranks that printed "OK rank R" (output of ranks may interleave on one line)."""
+    return sorted(int(k) for k in re.findall(r"OK rank (\d+)", stdout))

@@ -1,0 +1,121 @@
+"""DDP on N ranks, each on its slice of the global batch, against one process on the whole batch:
+gradients (float64, 1e-10) and parameters after SGD and Adam steps; tiny and large buckets;
+no_sync accumulation; unused parameters; state_dict keys."""
+import numpy as np
+
+import ember
+import ember.distributed as dist
+from ember import nn
+from ember.nn.parallel import DistributedDataParallel as DDP
+
+dist.init_process_group("mpi")
+r, n = dist.get_rank(), dist.get_world_size()
+ember.set_default_dtype(ember.float64)
+B = 4 * n
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(5, 7)
+        self.b = nn.Linear(7, 3)
+        self.extra = nn.Linear(3, 3)   # used only when asked
+        self.never = nn.Linear(2, 2)   # never used
+
+    def forward(self, x, use_extra=False):
+        h = self.b(ember.tanh(self.a(x)))
+        return self.extra(h) if use_extra else h
+
+
+def make(seed):
+    ember.manual_seed(seed + 17 * r)   # different init per rank: DDP must broadcast rank 0's
+    return Net()
+
+
+def reference(seed):
+    ember.manual_seed(seed)  # rank 0's init
+    return Net()
+
+
+rng = np.random.default_rng(1)
+X = ember.from_numpy(rng.standard_normal((3, B, 5)))
+Y = ember.from_numpy(rng.standard_normal((3, B, 3)))
+sl = slice(r * (B // n), (r + 1) * (B // n))
+
+
+def loss_of(model, x, y, **kw):
+    return ((model(x, **kw) - y) ** 2).mean()
+
+
+def close(a, b, what, tol=1e-10):
+    a = a.detach().numpy() if hasattr(a, "numpy") else a
+    b = b.detach().numpy() if hasattr(b, "numpy") else b
+    assert np.allclose(a, b, rtol=tol, atol=tol), (what, r, np.abs(a - b).max())
+
+
+def params(m):
+    return [p for name, p in m.named_parameters() if not name.startswith(("never", "extra"))]
+
+
+for cap in (1e-5, 25):
+    for opt_name in ("SGD", "Adam"):
+        ddp = DDP(make(1), bucket_cap_mb=cap, find_unused_parameters=True)
+        if cap == 1e-5:
+            assert len(ddp._buckets) == 8, len(ddp._buckets)  # one parameter per bucket
+        else:
+            assert len(ddp._buckets) == 1
+        ref = reference(1)
+        for p, q in zip(ddp.module.parameters(), ref.parameters()):
+            close(p, q, "broadcast at construction", 0)
+        Opt = getattr(ember.optim, opt_name)
+        opt, ropt = Opt(ddp.parameters(), lr=0.05), Opt(ref.parameters(), lr=0.05)
+        for step in range(3):
+            opt.zero_grad()
+            ropt.zero_grad()
+            loss_of(ddp, X[step][sl], Y[step][sl]).backward()
+            loss_of(ref, X[step], Y[step]).backward()
+            for p, q in zip(params(ddp.module), params(ref)):
+                close(p.grad, q.grad, f"grad {opt_name} cap={cap} step {step}")
+            assert ddp.module.never.weight.grad is None and ddp.module.extra.weight.grad is None
+            opt.step()
+            ropt.step()
+        for p, q in zip(ddp.module.parameters(), ref.parameters()):
+            close(p, q, f"params after 3 {opt_name} steps cap={cap}")
+
+# no_sync: two local micro-batches accumulated, then one synchronised
+ddp, ref = DDP(make(2), bucket_cap_mb=1e-4, find_unused_parameters=True), reference(2)
+with ddp.no_sync():
+    loss_of(ddp, X[0][sl], Y[0][sl]).backward()
+    local = [p.grad.numpy().copy() for p in params(ddp.module)]
+loss_of(ref, X[0][sl], Y[0][sl]).backward()
+for a, q in zip(local, params(ref)):
+    close(a, q.grad, "no_sync leaves local grads")   # nothing was averaged
+for q in ref.parameters():
+    q.grad = None
+loss_of(ddp, X[1][sl], Y[1][sl]).backward()
+loss_of(ref, X[0], Y[0]).backward()
+loss_of(ref, X[1], Y[1]).backward()
+for p, q in zip(params(ddp.module), params(ref)):
+    close(p.grad, q.grad, "no_sync accumulation then sync")
+
+# a parameter used on rank 0 only: every rank gets the average (rank 0's gradient / n)
+ddp, ref = DDP(make(3), find_unused_parameters=True), reference(3)
+loss_of(ddp, X[0][sl], Y[0][sl], use_extra=(r == 0)).backward()
+loss_of(ref, X[0][slice(0, B // n)], ember.zeros(B // n, 3) + Y[0][slice(0, B // n)],
+        use_extra=True).backward()
+close(ddp.module.extra.weight.grad, ref.extra.weight.grad / n, "partly used parameter")
+assert ddp.module.never.weight.grad is None
+
+# without find_unused_parameters a parameter without gradient is an error
+ddp = DDP(make(4))
+try:
+    loss_of(ddp, X[0][sl], Y[0][sl]).backward()
+except RuntimeError as e:
+    assert "find_unused_parameters" in str(e) and "never.weight" in str(e), e
+else:
+    raise AssertionError("missing gradient accepted")
+
+keys = list(DDP(make(5), find_unused_parameters=True).state_dict())
+assert keys[0] == "module.a.weight", keys
+dist.destroy_process_group()
+print(f"OK rank {r}")
