@@ -30,7 +30,9 @@ class PixelUnshuffle(Module):
 
 
 class Upsample(Module):
-    """Resize with F.interpolate ('nearest', 'linear', 'bilinear')."""
+    """Resize with F.interpolate (modes 'nearest', 'nearest-exact', 'linear', 'bilinear',
+    'bicubic', 'trilinear', 'area'); a given scale_factor maps coordinates unless
+    recompute_scale_factor=True, as torch."""
 
     def __init__(self, size=None, scale_factor=None, mode="nearest", align_corners=None,
                  recompute_scale_factor=None):
