@@ -280,3 +280,8 @@ for _op, _k in (("HannWindow", "hann"), ("HammingWindow", "hamming"),
                 ("BlackmanWindow", "blackman")):
     importer(_op, since=17, attrs={"output_datatype": 1, "periodic": 1},
              check=_check_cast_like("output_datatype"))(_window(_k))
+
+
+@importer("SwiGLU", since=28, attrs={"alpha": 1.0})
+def swiglu(a, x, y):
+    return x * ember.sigmoid(a["alpha"] * x) * y

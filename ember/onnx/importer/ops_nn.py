@@ -507,3 +507,20 @@ def rotary_embedding(a, x, cos, sin, pos=None):
     if len(shape) == 4:
         return y.permute(0, 2, 1, 3)
     return y.reshape(*shape)
+
+
+@importer("CausalConvWithState", since=27, attrs={"activation": "none"}, max_outputs=2,
+          check=lambda a, n: None if a["activation"] in ("none", "silu", "swish") else
+          ("activation", f"= '{a['activation']}' is not one of none, silu, swish"))
+def causal_conv_with_state(a, x, w, b=None, past=None):
+    n, c, _ = x.shape
+    k = w.shape[2]
+    pad = ember.zeros(n, c, k - 1, dtype=x.dtype) if past is None else past
+    xp = ember.cat([pad, x], 2)
+    conv_a = {"auto_pad": "NOTSET", "dilations": None, "group": c, "kernel_shape": [k],
+              "pads": None, "strides": None}
+    y = conv(conv_a, xp, w, b)
+    if a["activation"] in ("silu", "swish"):
+        yf = y.to(ember.float32)
+        y = (yf * ember.sigmoid(yf)).to(x.dtype)
+    return y, xp[:, :, xp.shape[2] - (k - 1):]

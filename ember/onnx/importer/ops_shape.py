@@ -497,3 +497,18 @@ def unique(a, x):
     idx = ember.tensor(first.astype(np.int64))
     return (ember.index_select(flat, axis, idx), idx,
             ember.tensor(inverse.astype(np.int64)), ember.tensor(counts.astype(np.int64)))
+
+
+@importer("TensorScatter", since=24, attrs={"mode": "linear", "axis": -2},
+          check=lambda a, n: None if a["mode"] in ("linear", "circular") else
+          ("mode", f"= '{a['mode']}' is not linear or circular"))
+def tensor_scatter(a, cache, upd, write_idx=None):
+    ax = norm_axis(a["axis"], cache.dim())
+    w = np.zeros(cache.shape[0], np.int64) if write_idx is None else np.array(ints(write_idx))
+    pos = np.arange(upd.shape[ax]).reshape([1] * ax + [-1] + [1] * (upd.dim() - ax - 1))
+    start = w.reshape([-1] + [1] * (upd.dim() - 1)) if ax else np.zeros(1, np.int64)
+    idx = start + pos
+    if a["mode"] == "circular":
+        idx = idx % cache.shape[ax]
+    idx = np.ascontiguousarray(np.broadcast_to(idx, tuple(upd.shape)))
+    return ember.scatter(cache, ax, ember.tensor(idx.astype(np.int64)), upd)
