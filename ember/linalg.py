@@ -19,7 +19,7 @@ _OPS = {
     "solve_triangular": "linalg_solve_triangular", "cholesky": "linalg_cholesky",
     "cross": "linalg_cross", "multi_dot": "linalg_multi_dot",
     "matrix_power": "linalg_matrix_power", "vecdot": "linalg_vecdot",
-    "diagonal": "linalg_diagonal", "svdvals": "linalg_svdvals", "eigvalsh": "linalg_eigvalsh",
+    "diagonal": "linalg_diagonal", "eigvalsh": "linalg_eigvalsh",
     "pinv": "linalg_pinv", "matrix_rank": "linalg_matrix_rank", "matmul": "matmul",
     "cond": "linalg_cond", "tensorinv": "linalg_tensorinv", "tensorsolve": "linalg_tensorsolve",
     "vander": "linalg_vander", "lu_solve": "linalg_lu_solve", "matrix_exp": "linalg_matrix_exp",
@@ -41,9 +41,23 @@ def qr(A, mode="reduced"):
     return _R.linalg_qr(*_G.linalg_qr(A, mode))
 
 
-def svd(A, full_matrices=True):
-    """U, S, Vh with A = U diag(S) Vh, S descending."""
+def _no_driver(name, driver):
+    if driver is not None:
+        from ember.errors import EmberRuntimeError
+        raise EmberRuntimeError(f"{name}: keyword argument `driver=` is only supported on CUDA "
+                                f"inputs with cuSOLVER backend (torch), got {driver!r}")
+
+
+def svd(A, full_matrices=True, *, driver=None):
+    """U, S, Vh with A = U diag(S) Vh, S descending (``driver`` is CUDA-only in torch: None)."""
+    _no_driver("svd", driver)
     return _R.linalg_svd(*_G.linalg_svd(A, full_matrices))
+
+
+def svdvals(A, *, driver=None):
+    """The singular values of ``A``, descending."""
+    _no_driver("svdvals", driver)
+    return _G.linalg_svdvals(A)
 
 
 def eigh(A, UPLO="L"):
@@ -101,7 +115,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
                                                              check_errors=check_errors))
 
 
-_NAMED = ("ldl_factor", "ldl_factor_ex", "slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
+_NAMED = ("svdvals", "ldl_factor", "ldl_factor_ex", "slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
           "solve_ex", "cholesky_ex")
 for _name in _NAMED:
     globals()[_name] = _public(globals()[_name], _name)

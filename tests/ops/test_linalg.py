@@ -373,3 +373,11 @@ def test_inplace_products_write_self_and_keep_gradients_like_torch():
         np.testing.assert_allclose(x.grad._data, y.grad.numpy(), rtol=1e-12)
     c = _t(np.zeros((3, 4)))
     assert c.addr_(_t(np.ones(3)), _t(np.ones(4))) is c and float(c._data.sum()) == 12.0
+
+
+def test_svd_driver_is_cuda_only_as_in_torch():
+    a = _t(np.eye(2))
+    assert L.svd(a, driver=None).S.shape == (2,)
+    assert L.svdvals(a, driver=None).shape == (2,)
+    with pytest.raises(EmberError, match="svd.*driver"):
+        L.svd(a, driver="gesvd")
