@@ -108,3 +108,49 @@ def attention(a, q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
         y = y.permute(0, 2, 1, 3)
         y = y.reshape(y.shape[0], y.shape[1], -1)
     return y, present_k, present_v, out_qk
+
+
+_RULES = ("linear", "gated", "delta", "gated_delta")
+
+
+def _check_linear(a, n):
+    if a["update_rule"] not in _RULES:
+        return ("update_rule", f"= '{a['update_rule']}' is not one of {_RULES}")
+    if not a["q_num_heads"] or not a["kv_num_heads"] or a["q_num_heads"] % a["kv_num_heads"]:
+        return ("q_num_heads", "must be a positive multiple of kv_num_heads")
+    return None
+
+
+@importer("LinearAttention", since=27, check=_check_linear, max_outputs=2,
+          attrs={"chunk_size": None, "kv_num_heads": None, "q_num_heads": None, "scale": None,
+                 "update_rule": "gated_delta"})
+def linear_attention(a, q, k, v, past=None, decay=None, beta=None):
+    """Recurrent linear attention: per step the state (B, H_kv, d_k, d_v) decays (gated),
+    takes a delta-rule correction (delta), adds k v^T, and is read by q."""
+    hq, hk = a["q_num_heads"], a["kv_num_heads"]
+    rule = a["update_rule"]
+    out_dt = q.dtype
+    b, t, _ = q.shape
+    f32 = ember.float32
+    q4, k4, v4 = (_heads(x, h).to(f32) for x, h in ((q, hq), (k, hk), (v, hk)))
+    dk, dv = q4.shape[-1], v4.shape[-1]
+    if decay is not None:
+        decay = (decay.reshape(b, t, hk, 1).permute(0, 2, 1, 3) if decay.shape[-1] == hk
+                 else _heads(decay, hk)).to(f32)
+    if beta is not None:
+        beta = beta.reshape(b, t, beta.shape[-1], 1).permute(0, 2, 1, 3).to(f32)
+    state = ember.zeros(b, hk, dk, dv, dtype=f32) if past is None else past.to(f32)
+    state_dt = out_dt if past is None else past.dtype
+    scale = a["scale"] if a["scale"] else 1.0 / np.sqrt(dk)
+    outs = []
+    for i in range(t):
+        kt, vt = k4[:, :, i, :], v4[:, :, i, :]
+        if rule in ("gated", "gated_delta"):
+            state = state * ember.exp(decay[:, :, i, :]).unsqueeze(-1)
+        if rule in ("delta", "gated_delta"):
+            vt = beta[:, :, i, :] * (vt - ember.einsum("bhdm,bhd->bhm", state, kt))
+        state = state + kt.unsqueeze(-1) * vt.unsqueeze(-2)
+        read = state if hq == hk else state.repeat_interleave(hq // hk, dim=1)
+        outs.append(scale * ember.einsum("bhd,bhdm->bhm", q4[:, :, i, :], read))
+    y = ember.stack(outs, 2).permute(0, 2, 1, 3).reshape(b, t, hq * dv)
+    return y.to(out_dt), state.to(state_dt)
