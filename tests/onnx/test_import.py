@@ -265,3 +265,11 @@ def test_backend_run_node_and_run_model():
     np.testing.assert_array_equal(backend.run_model(m, {"x": x})[0], -x)
     with pytest.raises(ember.UnsupportedError, match="CUDA"):
         backend.prepare(m, "CUDA")
+
+
+def test_run_time_errors_name_the_node():
+    m = _tiny([helper.make_node("Add", ["a", "b"], ["y"], name="the_add")],
+              [_vi("a", [2, "n"]), _vi("b", [3, "n"])], [_vi("y", [2, "n"])])
+    mod = ember.onnx.load_model(m)
+    with pytest.raises(ember.errors.EmberRuntimeError, match="node 'the_add' \\(Add\\)"):
+        mod(ember.zeros(2, 4), ember.zeros(3, 4))

@@ -107,15 +107,22 @@ class Subgraph:
 
 
 def _execute(nodes, env):
-    from ember.errors import UnsupportedError
+    from ember.errors import EmberError
     for n in nodes:
         args = [env[i] if i else None for i in n.inputs]
         if n.has_graph:
             n.attrs["_env"] = env
         try:
             out = n.fn(n.attrs, *args)
-        except (OnnxImportError, EmberTypeError, EmberRuntimeError, UnsupportedError) as e:
-            raise type(e)(f"onnx model: node '{n.name}' ({n.op}): {e}") from e
+        except EmberError as e:
+            msg = str(e)
+            if isinstance(e, UnsupportedOnnxError) or msg.startswith("onnx model: node "):
+                raise
+            try:
+                new = type(e)(f"onnx model: node '{n.name}' ({n.op}): {msg}")
+            except Exception:   # an error class with its own constructor: keep it as it is
+                raise e from None
+            raise new from e
         finally:
             if n.has_graph:
                 n.attrs.pop("_env", None)
