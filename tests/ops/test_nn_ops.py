@@ -454,3 +454,29 @@ def test_interpolate_exports_to_onnx_every_mode():
         sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
         got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})[0]
         np.testing.assert_allclose(got, fn(x).numpy(), atol=1e-5, err_msg=str(kw))
+
+
+def test_adaptive_log_softmax_with_loss_matches_torch():
+    rng = np.random.default_rng(16)
+    kw = dict(in_features=8, n_classes=10, cutoffs=[3, 6], head_bias=True)
+    em = nn.AdaptiveLogSoftmaxWithLoss(**kw).double()
+    tm = torch.nn.AdaptiveLogSoftmaxWithLoss(**kw).double()
+    assert sorted(em.state_dict()) == sorted(tm.state_dict())
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    x, t = rng.standard_normal((7, 8)), np.array([0, 2, 3, 5, 6, 9, 1])
+    ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    a, b = em(ex, ember.tensor(t)), tm(tx, torch.tensor(t))
+    np.testing.assert_allclose(a.output.detach().numpy(), b.output.detach().numpy())
+    a.loss.backward()
+    b.loss.backward()
+    np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), atol=1e-12)
+    for (n, p), (_, q) in zip(sorted(em.named_parameters()), sorted(tm.named_parameters())):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), atol=1e-12, err_msg=n)
+    np.testing.assert_allclose(em.log_prob(ember.tensor(x)).detach().numpy(),
+                               tm.log_prob(torch.tensor(x)).detach().numpy())
+    np.testing.assert_array_equal(em.predict(ember.tensor(x)).numpy(),
+                                  tm.predict(torch.tensor(x)).numpy())
+    with pytest.raises(RuntimeError, match="Target values"):
+        em(ember.tensor(x), ember.tensor(np.array([0, 1, 2, 3, 4, 5, 10])))
+    with pytest.raises(ValueError, match="cutoffs"):
+        nn.AdaptiveLogSoftmaxWithLoss(8, 10, [6, 3])

@@ -4,6 +4,7 @@ from ember.nn.modules.activation import (CELU, ELU, GELU, GLU, SELU, Hardshrink,
                                          Mish, PReLU, ReLU, ReLU6, RReLU, Sigmoid, SiLU, Softmax,
                                          Softmax2d, Softmin, Softplus, Softshrink, Softsign, Tanh,
                                          Tanhshrink, Threshold)
+from ember.nn.modules.adaptive import AdaptiveLogSoftmaxWithLoss
 from ember.nn.modules.container import (ModuleDict, ModuleList, ParameterDict, ParameterList,
                                         Sequential)
 from ember.nn.modules.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, ConvTranspose2d,
