@@ -44,6 +44,7 @@ _overloads.install()
 _importlib.import_module("ember._aliases").install(globals(), Tensor)  # arcsin, ...
 _importlib.import_module("ember._sorting").install(Tensor)
 _importlib.import_module("ember.linalg").install(Tensor, globals())  # issue 12
+_importlib.import_module("ember._breadth").install(globals(), Tensor)  # issue 12
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:

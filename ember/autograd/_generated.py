@@ -21,6 +21,7 @@ from ember.kernels import rnn as _k_rnn
 from ember.kernels import shape as _k_shape
 from ember.kernels import sorting as _k_sorting
 from ember.kernels import special as _k_special
+from ember.autograd import breadth_composites as _c_breadth_composites
 from ember.autograd import composites as _c_composites
 from ember.autograd import linalg_composites as _c_linalg_composites
 from ember.autograd import nn_composites as _c_nn_composites
@@ -5316,6 +5317,26 @@ class LinalgCholeskyExBackward0(Node):
             g0 = _F.linalg_cholesky_grad(grads[0], L, upper)
         return (g0, )
 
+class FillBackward0(Node):
+    __slots__ = ('self__shape',)
+    _saved = ()
+    _op_name = 'fill'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        value, = consts
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.zeros_for(grad, self__shape)
+        return (g0, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -6260,6 +6281,33 @@ OPS['linalg_ldl_factor_ex'] = _op_linalg_ldl_factor_ex
 
 _op_linalg_ldl_solve = Op('linalg_ldl_solve', _k_linalg_decomp.ldl_solve, None, ('LD', 'pivots', 'B'), ('hermitian',), saves_self=False)
 OPS['linalg_ldl_solve'] = _op_linalg_ldl_solve
+
+_op_cauchy_like = Op('cauchy_like', _k_factory.cauchy_like, None, ('self',), ('median', 'sigma', 'generator'), random=True, saves_self=False)
+OPS['cauchy_like'] = _op_cauchy_like
+
+_op_exponential_like = Op('exponential_like', _k_factory.exponential_like, None, ('self',), ('lambd', 'generator'), random=True, saves_self=False)
+OPS['exponential_like'] = _op_exponential_like
+
+_op_geometric_like = Op('geometric_like', _k_factory.geometric_like, None, ('self',), ('p', 'generator'), random=True, saves_self=False)
+OPS['geometric_like'] = _op_geometric_like
+
+_op_log_normal_like = Op('log_normal_like', _k_factory.log_normal_like, None, ('self',), ('mean', 'std', 'generator'), random=True, saves_self=False)
+OPS['log_normal_like'] = _op_log_normal_like
+
+_op_randint_like = Op('randint_like', _k_factory.randint_like, None, ('self',), ('low', 'high', 'generator'), random=True, saves_self=False)
+OPS['randint_like'] = _op_randint_like
+
+_op_logspace = Op('logspace', _k_factory.logspace, None, (), ('start', 'end', 'steps', 'base', 'dtype'), saves_self=False)
+OPS['logspace'] = _op_logspace
+
+_op_bincount = Op('bincount', _k_factory.bincount, None, ('self', 'weights'), ('minlength',), saves_self=False)
+OPS['bincount'] = _op_bincount
+
+_op_histogram_kernel = Op('histogram_kernel', _k_factory.histogram, None, ('self', 'edges', 'weight'), ('bins', 'range', 'density'), multi=True, diff_outputs=(True, True), saves_self=False)
+OPS['histogram_kernel'] = _op_histogram_kernel
+
+_op_fill = Op('fill', _k_factory.full_like_of, FillBackward0, ('self',), ('value',), saves_self=False)
+OPS['fill'] = _op_fill
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -8499,10 +8547,86 @@ def linalg_ldl_solve(LD, pivots, B, *, hermitian=False):
     """linalg_ldl_solve (see torch.linalg_ldl_solve)."""
     return dispatch(_op_linalg_ldl_solve, (LD, pivots, B, ), (hermitian, ))
 
+def cauchy_like(input, median, sigma, generator):
+    """cauchy_like (see torch.cauchy_like)."""
+    return dispatch(_op_cauchy_like, (input, ), (median, sigma, generator, ))
+
+def exponential_like(input, lambd, generator):
+    """exponential_like (see torch.exponential_like)."""
+    return dispatch(_op_exponential_like, (input, ), (lambd, generator, ))
+
+def geometric_like(input, p, generator):
+    """geometric_like (see torch.geometric_like)."""
+    return dispatch(_op_geometric_like, (input, ), (p, generator, ))
+
+def log_normal_like(input, mean, std, generator):
+    """log_normal_like (see torch.log_normal_like)."""
+    return dispatch(_op_log_normal_like, (input, ), (mean, std, generator, ))
+
+def randint_like(input, low, high, generator):
+    """randint_like (see torch.randint_like)."""
+    return dispatch(_op_randint_like, (input, ), (low, high, generator, ))
+
+def logspace(start, end, steps, base, dtype):
+    """logspace (see torch.logspace)."""
+    return dispatch(_op_logspace, (), (start, end, steps, base, dtype, ))
+
+def bincount(input, weights=None, minlength=0):
+    """bincount (see torch.bincount)."""
+    return dispatch(_op_bincount, (input, weights, ), (minlength, ))
+
+def histogram_kernel(input, edges, weight, bins, range, density):
+    """histogram_kernel (see torch.histogram_kernel)."""
+    return dispatch(_op_histogram_kernel, (input, edges, weight, ), (bins, range, density, ))
+
+def fill(input, value):
+    """fill (see torch.fill)."""
+    return dispatch(_op_fill, (input, ), (value, ))
+
+def trapezoid(y, x=None, *, dx=None, dim=-1):
+    """trapezoid (see torch.trapezoid)."""
+    return _c_breadth_composites.trapezoid(y, x, dx, dim)
+
+def trapz(y, x=None, *, dx=None, dim=-1):
+    """trapz (see torch.trapz)."""
+    return _c_breadth_composites.trapz(y, x, dx, dim)
+
+def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
+    """cumulative_trapezoid (see torch.cumulative_trapezoid)."""
+    return _c_breadth_composites.cumulative_trapezoid(y, x, dx, dim)
+
+def dist(input, other, p=2):
+    """dist (see torch.dist)."""
+    return _c_breadth_composites.dist(input, other, p)
+
+def renorm(input, p, dim, maxnorm):
+    """renorm (see torch.renorm)."""
+    return _c_breadth_composites.renorm(input, p, dim, maxnorm)
+
+def cov(input, *, correction=1, fweights=None, aweights=None):
+    """cov (see torch.cov)."""
+    return _c_breadth_composites.cov(input, correction, fweights, aweights)
+
+def corrcoef(input):
+    """corrcoef (see torch.corrcoef)."""
+    return _c_breadth_composites.corrcoef(input)
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """cdist (see torch.cdist)."""
+    return _c_breadth_composites.cdist(x1, x2, p, compute_mode)
+
+def native_layer_norm(input, normalized_shape, weight, bias, eps):
+    """native_layer_norm (see torch.native_layer_norm)."""
+    return _c_breadth_composites.native_layer_norm(input, normalized_shape, weight, bias, eps)
+
+def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
+    """native_group_norm (see torch.native_group_norm)."""
+    return _c_breadth_composites.native_group_norm(input, weight, bias, N, C, HxW, group, eps)
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -8963,6 +9087,17 @@ TENSOR_METHODS = {
     'cholesky_inverse': cholesky_inverse,
     'matrix_exp': matrix_exp,
     'ormqr': ormqr,
+    'cauchy_like': cauchy_like,
+    'exponential_like': exponential_like,
+    'geometric_like': geometric_like,
+    'log_normal_like': log_normal_like,
+    'randint_like': randint_like,
+    'logspace': logspace,
+    'bincount': bincount,
+    'dist': dist,
+    'renorm': renorm,
+    'cov': cov,
+    'corrcoef': corrcoef,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

@@ -50,12 +50,40 @@ def arange(start, end, step, dtype):
     if (end - start) / step < 0:
         raise KernelError(f"upper bound and larger bound inconsistent with step sign: start="
                           f"{start}, end={end}, step={step}")
+    if np.dtype(dtype).kind in "iu":
+        return _int_arange(start, end, step, np.dtype(dtype))
     return np.arange(start, end, step, dtype=dtype)
+
+
+def _int_arange(start, end, step, dtype):
+    """torch's integer arange: the values start from the bounds cast to int (truncated); the
+    length is counted from those cast bounds for int64, from the original ones otherwise."""
+    s, e, st = (int(v) for v in (start, end, step))
+    if dtype == np.int64:
+        if st == 0:
+            raise KernelError(f"step must be nonzero (step {step} is 0 as {dtype})")
+        sgn = (st > 0) - (st < 0)
+        num = e - s + st - sgn  # C's truncating integer division, as torch
+        n = abs(num) // abs(st) * (1 if (num >= 0) == (st > 0) else -1)
+    else:
+        n = int(np.ceil((float(end) - float(start)) / float(step)))
+    return (s + st * np.arange(max(n, 0), dtype=np.int64)).astype(dtype)
 
 
 def linspace(start, end, steps, dtype):
     if steps < 0:
         raise KernelError(f"number of steps must be non-negative, got {steps}")
+    if np.dtype(dtype).kind in "iu" and steps > 1:
+        # torch: integer bounds (truncated), a float64 step, each half counted from its own
+        # end with one fused multiply-add (emulated in long double: exact below 2**11 steps)
+        s, e = int(start), int(end)
+        step = np.longdouble((float(e) - float(s)) / (steps - 1))
+        i = np.arange(steps)
+        v = np.where(i < steps // 2, np.longdouble(s) + step * i,
+                     np.longdouble(e) - step * (steps - i - 1))
+        return np.trunc(v.astype(np.float64)).astype(np.int64).astype(dtype)
+    if np.dtype(dtype).kind in "iu" and steps == 1:
+        return np.array([int(start)], dtype)
     return np.linspace(start, end, steps, dtype=dtype)
 
 
@@ -106,3 +134,107 @@ def multinomial(probs, num_samples, replacement, generator):
         return generator.choice(p.shape[0], num_samples, replace=replacement, p=p).astype(np.int64)
     return np.stack([generator.choice(p.shape[1], num_samples, replace=replacement, p=row)
                      for row in p]).astype(np.int64)
+
+
+# ---------------------------------------------------------------- op_db breadth (issue 12)
+def cauchy_like(a, median, sigma, generator):
+    return (median + sigma * np.tan(np.pi * (generator.random(a.shape) - 0.5))).astype(
+        a.dtype, copy=False)
+
+
+def exponential_like(a, lambd, generator):
+    if not lambd > 0:
+        raise KernelError(f"exponential_: expects lambd > 0.0, got lambd={lambd}")
+    return (-np.log1p(-generator.random(a.shape)) / lambd).astype(a.dtype, copy=False)
+
+
+def geometric_like(a, p, generator):
+    if not 0 < p < 1:
+        raise KernelError(f"geometric_: expects p to be in (0, 1), got p={p}")
+    u = 1.0 - generator.random(a.shape)  # in (0, 1]
+    return np.maximum(np.ceil(np.log(u) / np.log1p(-p)), 1.0).astype(a.dtype, copy=False)
+
+
+def log_normal_like(a, mean, std, generator):
+    if not std > 0:
+        raise KernelError(f"log_normal_: expects std > 0.0, got std={std}")
+    return np.exp(generator.standard_normal(a.shape) * std + mean).astype(a.dtype, copy=False)
+
+
+def randint_like(a, low, high, generator):
+    if low >= high:
+        raise KernelError(f"randint_like: expects low < high, got low={low}, high={high}")
+    return generator.integers(low, high, a.shape).astype(a.dtype, copy=False)
+
+
+def logspace(start, end, steps, base, dtype):
+    if steps < 0:
+        raise KernelError(f"logspace: number of steps must be non-negative, got {steps}")
+    integral = np.dtype(dtype).kind in "iub"
+    if integral:  # as torch: integer bounds for an integer result
+        start, end = int(start), int(end)
+    out = np.power(float(base), np.linspace(float(start), float(end), steps))
+    if integral:
+        out = np.trunc(out)
+    return out.astype(dtype)
+
+
+def bincount(a, weights, minlength):
+    if a.ndim != 1 or a.dtype.kind not in "iu":
+        raise KernelError(f"bincount: expects a 1-d integer tensor, got shape {a.shape} and "
+                          f"dtype {a.dtype}")
+    if a.size and a.min() < 0:
+        raise KernelError("bincount: the input must hold non-negative values")
+    if minlength < 0:
+        raise KernelError(f"bincount: minlength must be non-negative, got {minlength}")
+    if weights is not None and weights.shape != a.shape:
+        raise KernelError(f"bincount: weights of shape {weights.shape} must have the input's "
+                          f"shape {a.shape}")
+    out = np.bincount(a, weights, minlength)
+    if weights is None:
+        return out.astype(np.int64)
+    return out.astype(weights.dtype if weights.dtype.kind == "f" else np.float64)
+
+
+def histogram(a, edges, weight, bins, range, density):
+    """(hist, bin_edges) as torch.histogram: the 1-d array of ``edges``, or ``bins`` equal bins
+    over ``range`` (default: the input's min and max)."""
+    if a.dtype.kind != "f":
+        raise KernelError(f"histogram: expects a floating point input, got {a.dtype}")
+    if weight is not None and weight.shape != a.shape:
+        raise KernelError(f"histogram: weight of shape {weight.shape} must have the input's "
+                          f"shape {a.shape}")
+    flat = a.reshape(-1)
+    w = None if weight is None else weight.reshape(-1)
+    if edges is not None:
+        if edges.ndim != 1 or edges.size < 1:
+            raise KernelError(f"histogram: bins must be a 1-d tensor of edges, got shape "
+                              f"{edges.shape}")
+        edges = edges.astype(a.dtype)
+    else:
+        if bins <= 0:
+            raise KernelError(f"histogram: bins must be positive, got {bins}")
+        if range is not None:
+            lo, hi = float(range[0]), float(range[1])
+        elif flat.size:
+            lo, hi = float(flat.min()), float(flat.max())
+        else:
+            lo, hi = 0.0, 1.0
+        if lo > hi:
+            raise KernelError(f"histogram: max must be larger than min, got range ({lo}, {hi})")
+        t = a.dtype.type
+        lo, hi = t(lo), t(hi)
+        if lo == hi:
+            lo, hi = lo - t(0.5), hi + t(0.5)
+        # torch's linspace in the input's dtype: from the start for the first half, from the end
+        # for the second
+        i = np.arange(bins + 1)
+        step = (hi - lo) / t(bins)
+        edges = np.where(i < (bins + 1) // 2, lo + i.astype(a.dtype) * step,
+                         hi - (bins - i).astype(a.dtype) * step).astype(a.dtype)
+    hist, _ = np.histogram(flat, edges, weights=w, density=density)
+    return hist.astype(a.dtype), edges
+
+
+def full_like_of(a, value):
+    return np.full_like(a, value)

@@ -1,0 +1,159 @@
+"""torch's entry points of the op_db breadth work (issue 12) that take torch-style arguments:
+factories (``logspace``, ``empty_strided``, ``empty_permuted``, ``scalar_tensor``,
+``randint_like``), ``histogram`` with its named result, and the in-place random fills
+(``Tensor.cauchy_``, ``exponential_``, ``geometric_``, ``log_normal_``). Each dispatches spec ops."""
+import builtins
+from collections import namedtuple
+
+import numpy as np
+
+from ember import _dtype
+from ember.autograd import _generated as G
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError, public
+from ember.random import resolve
+from ember.tensor import Tensor
+
+histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
+
+
+def _np(dtype, default=None):
+    if dtype is None:
+        return (default or _dtype.get_default_dtype()).numpy
+    return _dtype.to_numpy_dtype(dtype)
+
+
+def _finish(t, requires_grad):
+    return t.requires_grad_(True) if requires_grad else t
+
+
+def _ints(seq, what, op):
+    if isinstance(seq, (int, np.integer)):
+        seq = (seq,)
+    if not isinstance(seq, (tuple, list)) or not builtins.all(
+            isinstance(s, (int, np.integer)) for s in seq):
+        raise EmberTypeError(f"{op}: {what} must be a sequence of ints, got {seq!r}")
+    return tuple(builtins.int(s) for s in seq)
+
+
+def _scalar(v):
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise EmberRuntimeError(f"logspace: expected a 0-d tensor bound, got shape "
+                                    f"{tuple(v.shape)}")
+        return v.item()
+    return v
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None,
+             requires_grad=False, out=None):
+    """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end``."""
+    return _finish(G.logspace(_scalar(start), _scalar(end), steps, float(base), _np(dtype)),
+                   requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """An uninitialised tensor of ``size`` (ember's arrays keep their own strides)."""
+    size = _ints(size, "size", "empty_strided")
+    stride = _ints(stride, "stride", "empty_strided")
+    if len(size) != len(stride):
+        raise EmberRuntimeError(f"empty_strided: mismatch in length of strides and shape: "
+                                f"{len(stride)} strides for shape {size}")
+    return _finish(G.empty(size, _np(dtype)), requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialised tensor of ``size``; ``physical_layout`` must permute its dims."""
+    size = _ints(size, "size", "empty_permuted")
+    perm = _ints(physical_layout, "physical_layout", "empty_permuted")
+    if sorted(perm) != list(range(len(size))):
+        raise EmberRuntimeError(f"empty_permuted: physical_layout {list(perm)} is not a "
+                                f"permutation of the {len(size)} dims of size {size}")
+    return _finish(G.empty(size, _np(dtype)), requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """A 0-d tensor holding ``s`` (default dtype unless given)."""
+    if isinstance(s, Tensor):
+        s = s.item()
+    return _finish(G.full((), s, _np(dtype)), requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, generator=None):
+    """Integers uniform in [low, high) with ``input``'s shape (and dtype unless given)."""
+    if high is None:
+        low, high = 0, low
+    ref = input if dtype is None else G.to(input, _dtype.to_numpy_dtype(dtype))
+    return _finish(G.randint_like(ref, builtins.int(low), builtins.int(high),
+                                  resolve(generator)), requires_grad)
+
+
+def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
+    """(hist, bin_edges): ``bins`` equal bins over ``range`` (default the input's min and max)
+    or the bins between the given 1-d tensor of edges; ``weight`` and ``density`` as numpy."""
+    if isinstance(bins, Tensor):
+        hist, edges = G.histogram_kernel(input, bins, weight, 0, None, density)
+    else:
+        if not isinstance(bins, (int, np.integer)):
+            raise EmberTypeError(f"histogram: bins must be an int or a 1-d tensor, got "
+                                 f"{type(bins).__name__}")
+        rng = None if range is None else [float(range[0]), float(range[1])]
+        hist, edges = G.histogram_kernel(input, None, weight, builtins.int(bins), rng, density)
+    return histogram_result(hist, edges)
+
+
+def _fill(kernel, *params):
+    def method(self, *args, generator=None, **kwargs):
+        values = list(params)
+        names = [p[0] for p in params]
+        if len(args) > len(values):
+            raise EmberTypeError(f"{kernel}: takes at most {len(values)} arguments, got "
+                                 f"{len(args)}")
+        for i, a in enumerate(args):
+            values[i] = (names[i], a)
+        for k, v in kwargs.items():
+            if k not in names:
+                raise EmberTypeError(f"{kernel}: got an unexpected keyword argument {k!r}")
+            values[names.index(k)] = (k, v)
+        if self._data.dtype.kind != "f" and kernel != "geometric_":
+            raise EmberRuntimeError(f"{kernel}: expects a floating point tensor, got "
+                                    f"{self._data.dtype}")
+        draw = getattr(G, kernel[:-1] + "_like")
+        return G.copy_(self, draw(self, *(float(v) for _, v in values), resolve(generator)))
+    method.__name__ = kernel
+    method.__doc__ = (f"Fill in place with samples (torch's ``Tensor.{kernel}``; parameters "
+                      f"{', '.join(f'{n}={d}' for n, d in params)}).")
+    return method
+
+
+_NO_DEFAULT = None
+METHODS = {
+    "cauchy_": _fill("cauchy_", ("median", 0.0), ("sigma", 1.0)),
+    "exponential_": _fill("exponential_", ("lambd", 1.0)),
+    "geometric_": _fill("geometric_", ("p", _NO_DEFAULT)),
+    "log_normal_": _fill("log_normal_", ("mean", 1.0), ("std", 2.0)),
+}
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
+                       layout=None, pin_memory=False):
+    return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+                         requires_grad=requires_grad)
+
+
+METHODS["new_empty_strided"] = _new_empty_strided
+FUNCTIONS = ("logspace", "empty_strided", "empty_permuted", "scalar_tensor", "randint_like",
+             "histogram")
+
+
+def install(namespace, tensor_cls):
+    """Add the functions to ``ember``'s namespace and the methods to Tensor."""
+    for name in FUNCTIONS:
+        namespace[name] = public(globals()[name])
+    for name, fn in METHODS.items():
+        setattr(tensor_cls, name, public(fn, name))
+    if "histogram" not in dir(tensor_cls):
+        setattr(tensor_cls, "histogram", public(histogram))
