@@ -188,9 +188,25 @@ def main(argv=None):
     d.add_argument("--no-progress", action="store_true", help="no progress bar")
     from ember.onnx.cli import add_subparser as _add_onnx, run as _run_onnx
     _add_onnx(sub)
+    r = sub.add_parser("run", help="run a script on N MPI ranks (ember.distributed)",
+                       description="Start N ranks of a script with the installed mpiexec; an "
+                       "uncaught exception on any rank prints the rank and traceback and aborts "
+                       "every rank.")
+    r.add_argument("-n", "--nproc", type=int, default=1, help="number of ranks (default 1)")
+    r.add_argument("--mpiexec", default=None, help="mpiexec to use (default: the one installed "
+                   "beside this Python, else the first on PATH)")
+    r.add_argument("script", help="the Python script to run")
+    r.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     args = parser.parse_args(argv)
     if args.command == "onnx":
         return _run_onnx(args)
+    if args.command == "run":
+        from ember.distributed.launch import launch
+        from ember.errors import EmberRuntimeError
+        try:
+            return launch(args.nproc, args.script, args.args, args.mpiexec)
+        except EmberRuntimeError as e:
+            parser.error(str(e))
     if args.command != "demo":
         parser.print_help()
         return 0 if args.command is None else 2

@@ -1,0 +1,36 @@
+"""A failing rank ends the whole job, through mpiexec and through ``ember run``."""
+import subprocess
+import sys
+
+from tests.distributed.helpers import ROOT, SCRIPTS, mpiexec, ok_ranks, run_ranks
+
+
+def test_raising_rank_aborts_every_rank():
+    p = run_ranks("fail.py", 2, check=False, timeout=60)
+    assert p.returncode != 0
+    assert "rank 1 of 2 failed" in p.stderr and "boom on purpose" in p.stderr, p.stderr
+    assert "not stopped" not in p.stdout
+
+
+def test_ember_run_launches_ranks_and_aborts_on_failure():
+    mpiexec()
+    cmd = [sys.executable, "-m", "ember", "run", "-n", "2", str(SCRIPTS / "fail.py"), "--lr", "3"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode != 0
+    assert p.stdout.count("args ['--lr', '3']") == 2, p.stdout
+    assert "rank 1 of 2 failed" in p.stderr and "boom on purpose" in p.stderr, p.stderr
+    cmd = [sys.executable, "-m", "ember", "run", "-n", "2", str(SCRIPTS / "fail.py"), "exit"]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode != 0
+    assert "rank 1 of 2 exited with status 3" in p.stderr, p.stderr
+    assert "not stopped" not in p.stdout
+    cmd = [sys.executable, "-m", "ember", "run", "-n", "4", str(SCRIPTS / "syncbn.py")]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert ok_ranks(p.stdout) == [0, 1, 2, 3]
+
+
+def test_ember_run_missing_script():
+    p = subprocess.run([sys.executable, "-m", "ember", "run", "-n", "2", "no_such.py"],
+                       capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert p.returncode == 2 and "not found" in p.stderr
