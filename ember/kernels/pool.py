@@ -131,6 +131,10 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     planes = x.shape[0] * x.shape[1]
     n = get_num_threads()
     parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(planes, n)
+    kernel = nb.planes_parallel if parts else nb.planes
+    if not numba_runtime.ready(kernel, numba_runtime.signature(*args, 0) if parts else
+                               numba_runtime.signature(*args, 0, 0)):
+        return None   # compiling in the background: the NumPy path (the same results) runs
     if parts:
         nb.planes_parallel(*args, parts)
     else:
@@ -147,7 +151,9 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     k, s, p, d, out = _params(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     nb = _kernels() if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else None
     if nb is not None and x.shape[0] * x.shape[1] * out[0] * out[1] >= MIN_NUMBA_SIZE:
-        return _max_pool2d_numba(nb, x, k, s, p, d, out)
+        result = _max_pool2d_numba(nb, x, k, s, p, d, out)
+        if result is not None:
+            return result
     H, W = x.shape[2:]
     xp = _padded_if_needed(x, k, s, p, d, out)
     rows = np.arange(out[0]) * s[0] - p[0]

@@ -233,3 +233,58 @@ def test_without_numba_direct_is_unsupported(monkeypatch):
     w = rng.standard_normal((4, 3, 5, 5)).astype(np.float32)
     case = (2, 3, 9, 9, 4, 5, 5, (1, 1), (0, 0), (1, 1), 1)
     close(C.conv2d_forward(x, w, None, 1, 0, 1, 1), ref_forward(x, w, case), np.float32)
+
+
+_VARIANT_SCRIPT = """
+import sys, numpy as np
+sys.path.insert(0, {tests!r})
+from ember.backends import conv as settings
+from ember.kernels import conv as C
+from ember.kernels.conv import direct
+import test_conv_direct as t
+k = direct.kernels()
+assert k.ISA == {isa!r} and k.VECTOR_BYTES == {width}, (k.ISA, k.VECTOR_BYTES)
+settings.algorithm = "direct"
+for i in (0, 2, 4, 5):
+    case = t.CASES[i]
+    for dtype in (np.float32, np.float64):
+        x, w, gy = t.problem(case, dtype)
+        st, pad, dil, g = case[7:]
+        t.close(C.conv2d_forward(x, w, None, st, pad, dil, g), t.ref_forward(x, w, case), dtype)
+        t.close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
+                t.ref_weight_grad(gy.astype(np.float64), x, case), dtype)
+print("ok")
+"""
+
+
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
+def test_every_isa_variant_the_host_executes_matches_reference(isa):
+    """EMBER_CPU_ISA forces a narrower variant (vector width, tap blocks, pixel blocks) in a fresh
+    process; the host's own variant is the one every other test runs."""
+    import os
+    import subprocess
+    import sys
+    from ember.kernels import cpu
+    if isa not in cpu.variants():
+        pytest.skip(f"this CPU executes at most {cpu.host_isa()}")
+    if isa == cpu.host_isa():
+        pytest.skip("the host's own variant: every other test here runs it")
+    env = dict(os.environ, EMBER_CPU_ISA=isa, EMBER_THREADING_LAYER="pool")
+    script = _VARIANT_SCRIPT.format(tests=os.path.dirname(__file__), isa=isa,
+                                    width=cpu.VECTOR_BYTES[isa])
+    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
+                       timeout=600)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_forcing_a_wider_isa_than_the_host_is_an_error(monkeypatch):
+    from ember.kernels import cpu
+    monkeypatch.setattr(cpu, "_host", "sse")
+    monkeypatch.setenv("EMBER_CPU_ISA", "avx2")
+    with pytest.raises(ValueError, match="EMBER_CPU_ISA=avx2: this CPU executes at most 'sse'"):
+        cpu.isa()
+    monkeypatch.setenv("EMBER_CPU_ISA", "neon")
+    with pytest.raises(ValueError, match="expected one of"):
+        cpu.isa()
+    monkeypatch.setenv("EMBER_CPU_ISA", "generic")
+    assert cpu.isa() == "generic" and cpu.variants() == ("generic", "sse")

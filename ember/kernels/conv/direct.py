@@ -40,6 +40,30 @@ def supports(g, direction):
     return g.groups == 1 and direction in ("forward", "weight") and kernels() is not None
 
 
+_signatures = {}
+
+
+def ready(direction, g, dtype, force=False):
+    """Whether the kernel ``forward`` / ``weight_grad`` would call for ``g`` and ``dtype`` can run
+    now (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
+    compilation, queued and False, so the selector picks a NumPy / BLAS algorithm meanwhile)."""
+    from ember.kernels.pointwise import numba_runtime
+    k = kernels()
+    parallel_ = bool(_tbb_parts(g.N))
+    key = (direction, np.dtype(dtype).str, parallel_)
+    sig = _signatures.get(key)
+    if sig is None:
+        a2, a4 = np.empty((0, 0), dtype), np.empty((0, 0, 0, 0), dtype)
+        off = np.empty(0, np.int64)
+        if direction == "forward":
+            args = (a2, a2, off, a4) + (0,) * (6 if parallel_ else 7)
+        else:
+            args = (a4, a2, off) + (0,) * (6 if parallel_ else 7)
+        sig = _signatures[key] = numba_runtime.signature(*args)
+    name = ("forward" if direction == "forward" else "weight") + ("_parallel" if parallel_ else "")
+    return numba_runtime.ready(getattr(k, name), sig, force)
+
+
 def _lanes(dtype):
     return kernels().lanes(np.dtype(dtype).itemsize)
 
@@ -49,12 +73,16 @@ def _vectors(K, dtype):
     return 2 if K > _lanes(dtype) else 1
 
 
-def _pixels(Wo):
-    """Output pixels per block: the P in (8, 7, 6, 5) with the fewest blocks per row, then the
-    fewest wasted (recomputed) pixels; 1 for rows shorter than 5."""
+def _pixels(Wo, V=1):
+    """Output pixels per block: the P in (8, 7, 6, 5) whose P*V accumulators, V weight vectors and
+    a broadcast fit the host's vector registers (``direct_numba.REGISTERS``: with 16, P <= 6 at
+    V = 2) with the fewest blocks per row, then the fewest wasted (recomputed) pixels; 1 for
+    rows shorter than 5."""
     if Wo < 5:
         return 1
-    return min((8, 7, 6, 5), key=lambda p: (-(-Wo // p) * p - Wo, -p))
+    regs = kernels().REGISTERS
+    fits = [p for p in (8, 7, 6, 5) if p * V + V + 1 <= regs]
+    return min(fits, key=lambda p: (-(-Wo // p) * p - Wo, -p))
 
 
 def _offsets(g):
@@ -86,13 +114,14 @@ def _tbb_parts(n_images):
 
 def forward(x, w, g):
     k = kernels()
+    ready("forward", g, x.dtype, force=True)
     V = _vectors(g.K, x.dtype)
     KB = V * _lanes(x.dtype)
     Kp = -(-g.K // KB) * KB
     wp = np.zeros((g.C * g.R * g.S, Kp), x.dtype)
     wp[:, :g.K] = w.reshape(g.K, -1).T
     off = _offsets(g)
-    P = _pixels(g.Wo)
+    P = _pixels(g.Wo, V)
     y = np.empty(g.output_shape, x.dtype)
     sh, sw = g.stride
 
@@ -110,6 +139,7 @@ def forward(x, w, g):
 
 def weight_grad(gy, x, g):
     k = kernels()
+    ready("weight", g, x.dtype, force=True)
     V = _vectors(g.K, x.dtype)
     KB = V * _lanes(x.dtype)
     Kp = -(-g.K // KB) * KB

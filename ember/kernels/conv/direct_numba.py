@@ -2,8 +2,10 @@
 
 Imported lazily by ``direct`` (never by ``import ember``); compiled once per dtype and cached on
 disk (cache=True). The inner loops are LLVM-level micro-kernels (``numba.extending.intrinsic``)
-that keep a block of accumulators in vector registers (512-bit vectors: LLVM splits them on
-machines without AVX-512) and issue one ``llvm.fma`` per vector: Numba's own loops over small
+that keep a block of accumulators in vector registers and issue one ``llvm.fma`` per vector (the
+vector width and tap blocks follow the host's ISA, ``ember.kernels.cpu``: 512-bit vectors and 32
+registers with AVX-512, 256-bit and 16 with AVX2, 128-bit otherwise; a variant forced narrower
+with ``EMBER_CPU_ISA`` is compiled without the disk cache, whose key is the host CPU only): Numba's own loops over small
 accumulator arrays were either spilled to memory or scalarised by LLVM (19-24 ms against 1.4 ms
 for the first layer's forward on one thread). Two more intrinsics transpose L x L register
 tiles: gy into (pixels, K) for the weight gradient (a scalar loop took 0.53 of 1.95 ms there)
@@ -18,12 +20,18 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-VECTOR_BYTES = 64
+from ember.kernels import cpu
+
+ISA = cpu.isa()
+VECTOR_BYTES = cpu.VECTOR_BYTES[ISA]
+REGISTERS = cpu.REGISTERS[ISA]
+CACHE = ISA == cpu.host_isa()
 I64 = ir.IntType(64)
 # Largest tap block of the weight kernel at V = 1, 2 vectors: T*V accumulators, V gy vectors and a
-# broadcast within 32 vector registers. Per executed tap, T = 4 to 13 ran at the same rate on the
-# first layer (Zen 4), so smaller blocks for the remainder cost nothing.
-MAX_TAPS = (24, 12)
+# broadcast within the vector registers (24, 12 with 32 registers; 12, 6 with 16). Per executed
+# tap, T = 4 to 13 ran at the same rate on the first layer (Zen 4), so smaller blocks for the
+# remainder cost nothing.
+MAX_TAPS = (24, 12) if REGISTERS >= 32 else (12, 6)
 
 
 def lanes(itemsize):
@@ -312,7 +320,7 @@ def _transpose_tile_masked(typingctx, dst, dbase, drow, src, sbase, srow, cols, 
     return sig, codegen
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _forward_span(acc, abase, X, W, O, taps, base, sw, kb, Kp, P, V):
     # one literal (P, V, stride-1) instantiation per branch
     if V == 2:
@@ -363,7 +371,7 @@ def _forward_span(acc, abase, X, W, O, taps, base, sw, kb, Kp, P, V):
                 _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 1, 1)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
     """y[n, k, i, j] = sum_t xp[n - lo, off[t] + i*sh*Wp + j*sw] * wp[t, k] for images n in
     [lo, hi): ``xp`` holds those images padded and flattened (n, C*Hp*Wp), ``wp`` the weight
@@ -376,7 +384,7 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
     N, K, Ho, Wo = y.shape
     taps, Kp = wp.shape
     plane = xp.shape[1]
-    L = 64 // wp.itemsize
+    L = VECTOR_BYTES // wp.itemsize
     KB = V * L
     # one output row as (pixels, Kp), padded to whole L x L tiles
     rowbuf = np.empty((-(-Wo // L) * L) * Kp, wp.dtype)
@@ -396,7 +404,7 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
                                            R, q0 * Kp + kb, Kp, min(L, Wo - q0), K - kb)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _tap_block(left, V):
     """Taps in the next block when ``left`` remain: MAX_TAPS[V - 1], else the largest power of two
     <= left (no block is padded with junk taps)."""
@@ -409,7 +417,7 @@ def _tap_block(left, V):
     return T
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def _transpose(G, Kp, GY, src, K, HW, L):
     """G[q*Kp + k] = GY[src + k*HW + q] for k < K, q < HW, and 0 for K <= k < K rounded up to L:
     L x L tiles, the last tile of each row block shifted left to end at HW (rewriting a few
@@ -425,7 +433,7 @@ def _transpose(G, Kp, GY, src, K, HW, L):
             _transpose_tile(G, q0 * Kp + kb, Kp, GY, src + kb * HW + q0, HW, K - kb)
 
 
-@njit(cache=True, nogil=True)
+@njit(cache=CACHE, nogil=True)
 def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
     """Return gw (taps, Kp) with gw[t, k] = sum over images n in [lo, hi) and output pixels (i, j)
     of xp[n - lo, off[t] + i*sh*Wp + j*sw] * gy[n, k, i, j] (columns k >= K are zero). Per image,
@@ -434,7 +442,7 @@ def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
     N, K, Ho, Wo = gy.shape
     taps = off.shape[0]
     plane = xp.shape[1]
-    L = 64 // xp.itemsize
+    L = VECTOR_BYTES // xp.itemsize
     gw = np.zeros((taps, Kp), xp.dtype)
     gt = np.zeros((Ho * Wo, Kp), xp.dtype)
     A, X, G, O, GY = _data(gw), _data(xp), _data(gt), _data(off), _data(gy)
@@ -451,7 +459,7 @@ def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
     return gw
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=CACHE, nogil=True, parallel=True)
 def forward_parallel(xp, wp, off, y, Wp, sh, sw, P, V, parts):
     """``forward`` over all images, ``parts`` runs of images in a ``prange`` on Numba's threading
     layer (used when it is TBB, see ``ember.kernels.pointwise.numba_runtime``); ``xp`` holds every
@@ -465,18 +473,24 @@ def forward_parallel(xp, wp, off, y, Wp, sh, sw, P, V, parts):
             forward(xp[lo:hi], wp, off, y, Wp, sh, sw, P, V, lo, hi)
 
 
-@njit(cache=True, nogil=True, parallel=True)
+@njit(cache=CACHE, nogil=True, parallel=True)
 def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, parts):
     """``weight`` over all images, ``parts`` runs of images in a ``prange``; the runs' partial
     sums are added in run order (the same bits for a given ``parts``)."""
     N = gy.shape[0]
     per = (N + parts - 1) // parts
-    partial = np.zeros((parts, off.shape[0], Kp), xp.dtype)
+    taps = off.shape[0]
+    partial = np.zeros((parts, taps, Kp), xp.dtype)
     for r in prange(parts):
         lo = r * per
         hi = min(N, lo + per)
         if lo < hi:
-            partial[r] = weight(gy[lo:hi], xp[lo:hi], off, Wp, sh, sw, Kp, V, 0, hi - lo)
+            g = weight(gy[lo:hi], xp[lo:hi], off, Wp, sh, sw, Kp, V, 0, hi - lo)
+            # element loop: ``partial[r] = g`` compiles Numba's shape-mismatch message code
+            # (string formatting, several seconds of a cold first call)
+            for t in range(taps):
+                for k in range(Kp):
+                    partial[r, t, k] = g[t, k]
     gw = partial[0].copy()
     for r in range(1, parts):
         gw += partial[r]

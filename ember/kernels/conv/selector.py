@@ -81,8 +81,9 @@ def capable(direction, g):
             if hasattr(mod, FUNCTIONS[direction]) and mod.supports(g, direction)]
 
 
-def heuristic(direction, g):
-    """Algorithm name chosen without timing (see the module docstring)."""
+def heuristic(direction, g, direct_ok=True):
+    """Algorithm name chosen without timing (see the module docstring); ``direct_ok=False`` leaves
+    out ``direct`` (its kernel is still compiling in the background)."""
     if g.is_depthwise:
         return "depthwise"
     if g.R == 1 and g.S == 1:
@@ -96,7 +97,7 @@ def heuristic(direction, g):
             return "winograd"
         if weight and min(g.Cg, g.Kg) >= WIDE_CHANNELS:
             return "winograd" if _tiles(g) >= WIDE_MIN_TILES else "winograd2x2"
-    if (g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
+    if (direct_ok and g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
             and (direction == "weight" or g.K >= DIRECT_MIN_K_FORWARD)
             and direct.supports(g, direction)):
         return "direct"
@@ -138,7 +139,10 @@ def run(op, direction, g, a, b):
                 f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
         return _call(forced, direction, g, a, b)
     if not settings.benchmark:
-        return _call(heuristic(direction, g), direction, g, a, b)
+        name = heuristic(direction, g)
+        if name == "direct" and not direct.ready(direction, g, a.dtype):
+            name = heuristic(direction, g, direct_ok=False)   # while its kernel compiles
+        return _call(name, direction, g, a, b)
     key = (direction, g.key(), a.dtype.str)
     name = _tuned.get(key)
     if name is not None:

@@ -234,6 +234,7 @@ class PointwiseKernel:
                                  + " do not broadcast") from None
         outs = None if out is None else self._check_outs(out, shape)
         size = math.prod(shape)
+        tiered = backend is None
         if backend is None:
             threshold = MIN_WARM_SIZE if self._variants else MIN_COMPILED_SIZE
             backend = "numba" if size >= threshold and numba_runtime.has_compiler() else "numpy"
@@ -255,15 +256,15 @@ class PointwiseKernel:
             fresh = False
         if size == 0:
             return outs
-        if backend == "numpy":
-            if not fresh:
-                inputs = [x if s or not any(np.may_share_memory(x, o) for o in outs) else x.copy()
-                          for x, (_, s, _) in zip(inputs, self._inputs)]
-            if self._plan is None:
-                self._plan = NumpyPlan(self.typing)
-            return self._plan.run(inputs, outs, shape)
-        self._run_compiled(inputs, arrays, outs, shape, fresh)
-        return outs
+        if backend == "numba" and self._run_compiled(inputs, arrays, outs, shape, fresh, tiered):
+            return outs
+        # the NumPy path: asked for, below the size threshold, or the kernel is still compiling
+        if not fresh:
+            inputs = [x if s or not any(np.may_share_memory(x, o) for o in outs) else x.copy()
+                      for x, (_, s, _) in zip(inputs, self._inputs)]
+        if self._plan is None:
+            self._plan = NumpyPlan(self.typing)
+        return self._plan.run(inputs, outs, shape)
 
     def _check_outs(self, out, shape):
         outs = (out,) if isinstance(out, np.ndarray) else tuple(out)
@@ -285,7 +286,10 @@ class PointwiseKernel:
                     raise ValueError("pointwise: two outputs share memory")
         return outs
 
-    def _run_compiled(self, inputs, arrays, outs, shape, fresh):
+    def _run_compiled(self, inputs, arrays, outs, shape, fresh, tiered=False):
+        """Run the compiled variant for these operands; return False without touching ``outs``
+        when ``tiered`` and the variant is not built yet under ``numba_runtime.compile_mode()``
+        "background" (its compile is queued) or "off"."""
         writes = []
         aliases = (-1,) * len(arrays)
         if fresh:
@@ -340,7 +344,16 @@ class PointwiseKernel:
         ntasks = rows * nchunks
         parallel = runs > 1 and ntasks > 1
         key = (tuple(o.dtype for o in targets), classes, aliases, parallel and tbb)
-        fn = self._variants.get(key) or self._compile(key)
+        fn = self._variants.get(key)
+        if fn is None:
+            mode = numba_runtime.compile_mode() if tiered else "sync"
+            if mode == "off":
+                return False
+            if mode == "background":
+                numba_runtime.submit((id(self), key), "pointwise kernel",
+                                     lambda: self._compile(key))
+                return False
+            fn = self._compile(key)
         common = (np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks)
         if not parallel:
             fn(0, ntasks, *common, *buffers)
@@ -352,6 +365,7 @@ class PointwiseKernel:
                                   min(runs, ntasks), n_threads)
         for o, tmp in writes:
             o[...] = tmp
+        return True
 
     def _compile(self, key):
         with _lock:

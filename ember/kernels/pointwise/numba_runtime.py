@@ -129,3 +129,136 @@ def tbb_parts(n_items, n_threads, per_thread=4):
         return 0
     n = sync_threads(n_threads)
     return min(n_items, per_thread * n) if n > 1 else 0
+
+
+# ------------------------------------------------------------------------- tiered compilation
+# A kernel that is neither compiled in this process nor in Numba's disk cache is compiled on one
+# background thread while its caller runs the NumPy / BLAS path; the caller switches once it is
+# ready. EMBER_JIT_COMPILE: "background" (the default), "sync" (compile on first use, blocking:
+# the test suite's setting) or "off" (never compile: NumPy / BLAS paths only; explicitly asked
+# compiled paths, e.g. a forced conv algorithm, still compile). See docs/process.md.
+_MODES = ("background", "sync", "off")
+_mode = None
+_queue = None
+_pending = set()     # (id(dispatcher), signature) queued or compiling
+_compiled = []       # (name, seconds) of the compiles the background thread ran
+_failed = []         # (name, error) of the ones that raised
+
+
+def compile_mode():
+    """``"background"``, ``"sync"`` or ``"off"`` (``EMBER_JIT_COMPILE``, read on first use)."""
+    global _mode
+    if _mode is None:
+        mode = os.environ.get("EMBER_JIT_COMPILE", "background")
+        if mode not in _MODES:
+            raise ValueError(f"EMBER_JIT_COMPILE: expected one of {_MODES}, got {mode!r}")
+        _mode = mode
+    return _mode
+
+
+def set_compile_mode(mode):
+    """Set how kernels that are not built yet are compiled (see ``compile_mode``); returns the
+    previous mode. Raises ValueError for another name."""
+    global _mode
+    if mode not in _MODES:
+        raise ValueError(f"set_compile_mode: expected one of {_MODES}, got {mode!r}")
+    previous, _mode = compile_mode(), mode
+    return previous
+
+
+def signature(*examples):
+    """Numba argument types of example values (``numba.typeof`` of each)."""
+    numba = numba_module()
+    return tuple(numba.typeof(a) for a in examples)
+
+
+def _in_disk_cache(dispatcher, sig):
+    cache = getattr(dispatcher, "_cache", None)
+    try:
+        key = cache._index_key(sig, dispatcher.targetctx.codegen())
+        return key in cache._cache_file._load_index()
+    except Exception:   # no cache (cache=False) or Numba's internals changed: compile to know
+        return False
+
+
+def _worker():
+    import time
+    while True:
+        key, name, job = _queue.get()
+        start = time.perf_counter()
+        try:
+            job()
+        except Exception as e:   # the caller's NumPy path stays in use
+            _failed.append((name, f"{type(e).__name__}: {e}"))
+        else:
+            _compiled.append((name, time.perf_counter() - start))
+        finally:
+            with _lock:
+                _pending.discard(key)
+            _queue.task_done()
+
+
+def submit(key, name, job):
+    """Run ``job()`` (a compile) on the background compile thread unless ``key`` is already
+    queued; compiles run one at a time, in order. The thread is a daemon: it never keeps the
+    process from exiting (a compile cut short is simply not cached)."""
+    global _queue
+    with _lock:
+        if key in _pending:
+            return
+        _pending.add(key)
+        if _queue is None:
+            import queue
+            _queue = queue.Queue()
+            threading.Thread(target=_worker, name="ember-jit", daemon=True).start()
+    _queue.put((key, name, job))
+
+
+def pending(key):
+    with _lock:
+        return key in _pending
+
+
+def wait_compiles():
+    """Block until every queued background compile has finished."""
+    if _queue is not None:
+        _queue.join()
+
+
+def background_compiles():
+    """(name, seconds) of each compile the background thread has run, and (name, error) of each
+    that raised (the caller then keeps its NumPy / BLAS path)."""
+    return list(_compiled), list(_failed)
+
+
+def ready(dispatcher, sig, force=False):
+    """Whether ``dispatcher`` (a Numba ``@njit`` function) can run argument types ``sig`` (see
+    ``signature``) now. True when it is compiled for them in this process or, under "background"
+    and "sync", when its disk cache holds them (loaded now) or the mode is "sync" or ``force``
+    (compiled now, blocking). Otherwise False: under "background" its compile is queued on the
+    background thread (once) and the caller runs its NumPy / BLAS path meanwhile. A plain
+    Python callable (a wrapper in place of a dispatcher) is always ready."""
+    overloads = getattr(dispatcher, "overloads", None)
+    if overloads is None or sig in overloads:
+        return True
+    mode = compile_mode()
+    if force or mode == "sync":
+        dispatcher.compile(sig)
+        return True
+    if mode == "off":
+        return False
+    key = (id(dispatcher), sig)
+    if pending(key):
+        return False
+    if _in_disk_cache(dispatcher, sig):
+        from numba.core.compiler_lock import global_compiler_lock
+        lock = getattr(global_compiler_lock, "_lock", None)
+        if lock is not None and lock.acquire(blocking=False):  # not while a compile runs
+            try:
+                dispatcher.compile(sig)
+            finally:
+                lock.release()
+            return True
+    name = getattr(dispatcher.py_func, "__qualname__", "kernel")
+    submit(key, f"{dispatcher.py_func.__module__}.{name}", lambda: dispatcher.compile(sig))
+    return False

@@ -1,0 +1,149 @@
+"""Tiered execution (EMBER_JIT_COMPILE): a kernel that is not built yet runs its NumPy / BLAS path
+while it compiles on one background daemon thread, then the compiled kernel takes over; "off"
+never compiles, "sync" (the test suite's mode, tests/conftest.py) compiles on first use."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+from ember.kernels.pointwise import numba_runtime
+
+pytestmark = pytest.mark.skipif(not numba_runtime.has_compiler(), reason="needs Numba")
+
+
+def run_cold(code, timeout=300, **env):
+    """Run ``code`` in a fresh process with empty Numba and ember caches; return its stdout."""
+    import tempfile
+    with tempfile.TemporaryDirectory() as numba_dir, tempfile.TemporaryDirectory() as ember_dir:
+        full = dict(os.environ, NUMBA_CACHE_DIR=numba_dir, EMBER_CACHE_DIR=ember_dir,
+                    EMBER_JIT_COMPILE="background", EMBER_THREADING_LAYER="pool", **env)
+        r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], env=full,
+                           capture_output=True, text=True, timeout=timeout)
+    assert r.returncode == 0, r.stderr[-3000:]
+    return r.stdout
+
+
+def test_cold_max_pool_runs_numpy_while_compiling_then_switches():
+    """No compile on the calling thread; the compile is queued once however often the op runs;
+    the NumPy path and the kernel give the same values and indices."""
+    out = run_cold("""
+        import threading, numpy as np
+        from numba.core import event
+        from ember.kernels import pool, pool_numba
+        from ember.kernels.pointwise import numba_runtime as nr
+        main = threading.get_ident()
+        on_main = []
+        class L(event.Listener):
+            def on_start(self, ev):
+                if threading.get_ident() == main:
+                    on_main.append(ev.data["dispatcher"].py_func.__qualname__)
+            def on_end(self, ev):
+                pass
+        event.register("numba:compile", L())
+        x = np.random.default_rng(0).standard_normal((8, 6, 28, 28)).astype(np.float32)
+        first = [pool.max_pool2d_forward(x, 2, 2, 0, 1, False) for _ in range(3)]
+        assert not pool_numba.planes.overloads and not on_main, on_main
+        nr.wait_compiles()
+        done, failed = nr.background_compiles()
+        assert [n for n, _ in done] == ["ember.kernels.pool_numba.planes"] and not failed, (done, failed)
+        y, i = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+        assert len(pool_numba.planes.overloads) == 1 and not on_main, on_main
+        for y0, i0 in first:
+            np.testing.assert_array_equal(y0, y)
+            np.testing.assert_array_equal(i0, i)
+        print("ok")
+    """)
+    assert out.strip() == "ok"
+
+
+def test_background_compile_never_keeps_the_process_from_exiting():
+    out = run_cold("""
+        import numpy as np
+        from ember.kernels import pool
+        from ember.kernels.pointwise import numba_runtime as nr
+        x = np.zeros((8, 6, 28, 28), np.float32)
+        pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+        assert nr._pending, "a compile should be queued"
+        print("exiting")
+    """, timeout=60)
+    assert out.strip() == "exiting"
+
+
+@pytest.fixture
+def mode():
+    previous = numba_runtime.compile_mode()
+    yield numba_runtime.set_compile_mode
+    numba_runtime.set_compile_mode(previous)
+
+
+_made = [0]
+
+
+def fresh_kernel():
+    """tanh((x + y) * (x - y)) * c with a c no other call uses (a new expression in memory, so
+    it has no compiled variant yet); returns (kernel, c)."""
+    from ember.kernels.pointwise import Builder, compile_pointwise
+    _made[0] += 1
+    c = 1.0 + _made[0] / 1024 + (os.getpid() % 997) / 2 ** 20
+    b = Builder(("x", "y"))
+    x, y = b.inputs
+    out = b.emit("mul", b.emit("tanh", b.emit("mul", b.emit("add", x, y), b.emit("sub", x, y))), c)
+    return compile_pointwise(b.expr(out), (np.float64, np.float64)), c
+
+
+def test_pointwise_background_then_compiled(mode):
+    mode("background")
+    k, c = fresh_kernel()
+    a = np.linspace(-3, 3, 1 << 15)
+    b = np.linspace(2, -1, 1 << 15)
+    first = k(a, b)[0]
+    assert not k._variants   # NumPy ran; the compile is queued
+    numba_runtime.wait_compiles()
+    second = k(a, b)[0]
+    assert len(k._variants) == 1
+    np.testing.assert_allclose(second, np.tanh((a + b) * (a - b)) * c, rtol=1e-12, atol=1e-15)
+    np.testing.assert_allclose(first, second, rtol=1e-12, atol=1e-15)
+
+
+def test_off_never_compiles_and_explicit_backend_still_does(mode):
+    mode("off")
+    k, c = fresh_kernel()
+    a, b = np.ones(1 << 15), np.full(1 << 15, 0.5)
+    np.testing.assert_allclose(k(a, b)[0], np.tanh(0.75) * c)
+    assert not k._variants
+    np.testing.assert_allclose(k(a, b, backend="numba")[0], np.tanh(0.75) * c)
+    assert len(k._variants) == 1
+
+
+def test_modes_are_validated(mode, monkeypatch):
+    with pytest.raises(ValueError, match="set_compile_mode: expected one of"):
+        mode("lazy")
+    monkeypatch.setattr(numba_runtime, "_mode", None)
+    monkeypatch.setenv("EMBER_JIT_COMPILE", "later")
+    with pytest.raises(ValueError, match="EMBER_JIT_COMPILE: expected one of"):
+        numba_runtime.compile_mode()
+    monkeypatch.setenv("EMBER_JIT_COMPILE", "sync")
+    assert numba_runtime.compile_mode() == "sync"
+
+
+def test_selector_runs_a_blas_algorithm_while_direct_compiles(monkeypatch):
+    """The heuristic's ``direct`` gives way (im2col) until its kernel is ready; a forced
+    ``direct`` compiles and runs."""
+    from ember.kernels import conv as C
+    from ember.kernels.conv import direct, im2col, selector
+    if direct.kernels() is None:
+        pytest.skip("needs Numba")
+    g = C.geometry("conv2d", (4, 3, 16, 16), (32, 3, 5, 5), 1, 0, 1, 1)
+    assert selector.heuristic("forward", g) == "direct"
+    calls = []
+    monkeypatch.setattr(direct, "ready", lambda *a, **k: False)
+    monkeypatch.setattr(im2col, "forward", lambda *a, f=im2col.forward: calls.append(1) or f(*a))
+    x = np.random.default_rng(0).standard_normal((4, 3, 16, 16)).astype(np.float32)
+    w = np.random.default_rng(1).standard_normal((32, 3, 5, 5)).astype(np.float32)
+    y = C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+    assert calls == [1]
+    monkeypatch.undo()
+    np.testing.assert_allclose(y, C.conv2d_forward(x, w, None, 1, 0, 1, 1), rtol=1e-4, atol=1e-4)
