@@ -21,6 +21,11 @@ def frexp(input):
     return R.frexp(*G.frexp(input))
 
 
+def zero_(input):
+    """Fill ``input`` with zeros in place and return it (``torch.zero_``)."""
+    return input.zero_()
+
+
 def _inplace(name, fn):
     """``x.name_(...)``: ``fn(x, ...)`` written into ``x`` (for composite ops)."""
     def method(self, *args, **kwargs):
@@ -59,4 +64,5 @@ def install(namespace, tensor_cls):
         if not hasattr(tensor_cls, name + "_"):
             setattr(tensor_cls, name + "_", _inplace(name, fn))
     namespace["frexp"] = public(frexp)
+    namespace["zero_"] = public(zero_)
     tensor_cls.frexp = public(frexp, "frexp")

@@ -250,8 +250,11 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
 
 
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False, out=None):
-    """Normal samples; ``mean``/``std`` may be tensors (then the shape follows them)."""
+           requires_grad=False, out=None, layout=None):
+    """Normal samples; ``mean``/``std`` may be tensors (then the shape follows them).
+    ``layout`` may only be ``ember.strided``."""
+    if layout is not None and layout is not _dtype.strided:
+        raise EmberTypeError(f"normal: ember has only the ember.strided layout, got {layout!r}")
     gen = resolve(generator)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std

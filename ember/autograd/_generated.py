@@ -2755,7 +2755,7 @@ class IndexAddBackward0(Node):
         return (g0, g1, g2, )
 
 class MaskedFillBackward0(Node):
-    __slots__ = ('mask',)
+    __slots__ = ('mask', 'self__shape')
     _saved = ('mask',)
     _op_name = 'masked_fill'
 
@@ -2763,14 +2763,16 @@ class MaskedFillBackward0(Node):
         ctx._seq = next_seq()
         self_, mask, value, = tensors
         ctx.mask = _save(mask, 'mask') if needs[0] or needs[2] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         mask = unpack(ctx.mask, ctx)
+        self__shape = ctx.self__shape
         g0 = g1 = g2 = None
         if needs[0]:
-            g0 = where(mask, 0.0, grad)
+            g0 = _F.sum_to(where(mask, 0.0, grad), self__shape)
         if needs[2]:
             g2 = _F.masked_fill_value_grad(grad, mask)
         return (g0, g1, g2, )

@@ -151,6 +151,8 @@ def reshape_as(input, other):
 
 
 def square(input):
+    if input._data.dtype == np.bool_:  # torch: bool squares to int64 (as pow(x, 2))
+        input = G.to(input, np.dtype(np.int64))
     return G.mul(input, input)
 
 

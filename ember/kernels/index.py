@@ -116,12 +116,13 @@ def masked_fill(a, mask, value):
     if np.ndim(value) != 0:
         raise KernelError(f"masked_fill only supports a 0-dimensional value tensor, but got "
                           f"tensor with {np.ndim(value)} dimension(s)")
-    np.broadcast_shapes(mask.shape, a.shape)
-    out = np.where(mask, np.asarray(value, dtype=a.dtype), a)
-    if out.shape != a.shape:
-        raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast to the input "
-                          f"shape {list(a.shape)}")
-    return out
+    try:
+        np.broadcast_shapes(mask.shape, a.shape)
+    except ValueError:
+        raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast with the input "
+                          f"shape {list(a.shape)}") from None
+    # out of place, as torch: the result has the broadcast shape (masked_fill_ keeps self's)
+    return np.where(mask, np.asarray(value, dtype=a.dtype), a)
 
 
 def masked_select(a, mask):
