@@ -106,20 +106,27 @@ def cov(input, correction=1, fweights=None, aweights=None):
         if np.any(t._data < 0):
             raise EmberValueError(f"cov: {name} cannot be negative")
         w = t if w is None else G.mul(w, t)
+    # the weights' sums are computed in their own dtype (as torch), and meet x through casts
+    # (whose gradients return in the weights' dtype)
+    xd = x._data.dtype
+
+    def cast(t):
+        return t if t._data.dtype == xd else G.to(t, xd)
     if w is None:
         wsum = float(n)
         avg = G.mean(x, (1,), True)
     else:
         wsum = G.sum(w)
-        avg = G.sum(G.mul(x, w), (1,), True) / wsum
-    if w is None or correction == 0:
-        norm_factor = wsum - correction
-    elif aweights is None:
+        avg = G.sum(G.mul(x, cast(w)), (1,), True) / cast(wsum)
+    if w is None or correction == 0 or aweights is None:
         norm_factor = wsum - correction
     else:
         norm_factor = wsum - correction * G.sum(G.mul(w, aweights)) / wsum
+    if not isinstance(norm_factor, float):
+        norm_factor = cast(norm_factor) if norm_factor._data.dtype.kind == "f" else \
+            G.to(norm_factor, xd)
     xm = G.sub(x, avg)
-    xw = xm if w is None else G.mul(xm, w)
+    xw = xm if w is None else G.mul(xm, cast(w))
     c = G.matmul(xw, G.transpose(xm, 0, 1))
     if isinstance(norm_factor, float):
         c = G.div(c, max(norm_factor, 0.0))
@@ -166,12 +173,13 @@ def native_layer_norm(input, normalized_shape, weight, bias, eps):
     dims = tuple(range(len(shape) - k, len(shape)))
     mean = G.mean(input, dims, True)
     rstd = G.rsqrt(G.add(G.var(input, dims, correction=0, keepdim=True), eps))
+    saved = mean.detach(), rstd.detach()  # torch's mean and rstd are not differentiable
     out = G.mul(G.sub(input, mean), rstd)
     if weight is not None:
         out = G.mul(out, weight)
     if bias is not None:
         out = G.add(out, bias)
-    return out, mean.detach(), rstd.detach()
+    return (out,) + saved
 
 
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
@@ -184,10 +192,13 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     x = G.reshape(input, (N, group, (C // group) * HxW))
     mean = G.mean(x, (2,), True)
     rstd = G.rsqrt(G.add(G.var(x, (2,), correction=0, keepdim=True), eps))
-    out = G.reshape(G.mul(G.sub(x, mean), rstd), tuple(input._data.shape))
+    saved = G.reshape(mean, (N, group)), G.reshape(rstd, (N, group))
     bshape = (1, C) + (1,) * (input._data.ndim - 2)
-    if weight is not None:
-        out = G.mul(out, G.reshape(weight, bshape))
-    if bias is not None:
-        out = G.add(out, G.reshape(bias, bshape))
-    return out, G.reshape(mean, (N, group)), G.reshape(rstd, (N, group))
+    w = None if weight is None else G.reshape(weight, bshape)
+    b = None if bias is None else G.reshape(bias, bshape)
+    out = G.reshape(G.mul(G.sub(x, mean), rstd), tuple(input._data.shape))
+    if w is not None:
+        out = G.mul(out, w)
+    if b is not None:
+        out = G.add(out, b)
+    return (out,) + saved

@@ -210,7 +210,9 @@ def histogram(a, edges, weight, bins, range, density):
         if edges.ndim != 1 or edges.size < 1:
             raise KernelError(f"histogram: bins must be a 1-d tensor of edges, got shape "
                               f"{edges.shape}")
-        edges = edges.astype(a.dtype)
+        if edges.dtype != a.dtype:
+            raise KernelError(f"histogram: input and bins must have the same dtype, got input "
+                              f"{a.dtype} and bins {edges.dtype}")
     else:
         if bins <= 0:
             raise KernelError(f"histogram: bins must be positive, got {bins}")
