@@ -432,11 +432,12 @@ _LAYER_ARGS = {
     "ReplicationPad3d": (1,), "CircularPad3d": (1,), "InstanceNorm3d": (3,), "Fold": (4, 2),
     "Unfold": (2,), "MaxUnpool1d": (2,), "MaxUnpool2d": (2,), "MaxUnpool3d": (2,),
     "FractionalMaxPool2d": (1, 1), "FractionalMaxPool3d": (1, 1), "LinearCrossEntropyLoss": (3, 2),
-    "AdaptiveLogSoftmaxWithLoss": (8, 4, [2]),
+    "AdaptiveLogSoftmaxWithLoss": (8, 4, [2]), "TransformerDecoderLayer": (4, 2, 8),
 }
 # containers (they run the user's modules), abstract bases, and LazyLinear (UnsupportedError)
 _NOT_LAYERS = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-               "ParameterDict", "TransformerEncoder", "RNNBase", "RNNCellBase", "LazyLinear"}
+               "ParameterDict", "TransformerEncoder", "RNNBase", "RNNCellBase", "LazyLinear",
+               "TransformerDecoder", "Transformer"}
 
 
 def _layers():

@@ -480,3 +480,36 @@ def test_adaptive_log_softmax_with_loss_matches_torch():
         em(ember.tensor(x), ember.tensor(np.array([0, 1, 2, 3, 4, 5, 10])))
     with pytest.raises(ValueError, match="cutoffs"):
         nn.AdaptiveLogSoftmaxWithLoss(8, 10, [6, 3])
+
+
+@pytest.mark.filterwarnings("ignore:enable_nested_tensor")
+@pytest.mark.parametrize("extra", [{}, dict(batch_first=True, norm_first=True,
+                                            activation="gelu")])
+def test_transformer_matches_torch(extra):
+    kw = dict(d_model=8, nhead=2, num_encoder_layers=1, num_decoder_layers=2,
+              dim_feedforward=16, dropout=0.0, **extra)
+    torch.manual_seed(0)
+    tm = torch.nn.Transformer(**kw).double().eval()
+    em = nn.Transformer(**kw).double()
+    assert sorted(em.state_dict()) == sorted(tm.state_dict())
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    rng = np.random.default_rng(17)
+    bf = extra.get("batch_first", False)
+    src = rng.standard_normal((3, 5, 8) if bf else (5, 3, 8))
+    tgt = rng.standard_normal((3, 4, 8) if bf else (4, 3, 8))
+    mask = nn.Transformer.generate_square_subsequent_mask(4, dtype=ember.float64)
+    tmask = torch.nn.Transformer.generate_square_subsequent_mask(4, dtype=torch.float64)
+    np.testing.assert_array_equal(mask.numpy(), tmask.numpy())
+    kpm = np.zeros((3, 5), bool)
+    kpm[1, 3:] = True
+    es, et = ember.tensor(src, requires_grad=True), ember.tensor(tgt, requires_grad=True)
+    ts, tt = torch.tensor(src, requires_grad=True), torch.tensor(tgt, requires_grad=True)
+    a = em(es, et, tgt_mask=mask, src_key_padding_mask=ember.tensor(kpm),
+           memory_key_padding_mask=ember.tensor(kpm))
+    b = tm(ts, tt, tgt_mask=tmask, src_key_padding_mask=torch.tensor(kpm),
+           memory_key_padding_mask=torch.tensor(kpm))
+    np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), atol=1e-12)
+    a.sum().backward()
+    b.sum().backward()
+    np.testing.assert_allclose(es.grad.numpy(), ts.grad.numpy(), atol=1e-12)
+    np.testing.assert_allclose(et.grad.numpy(), tt.grad.numpy(), atol=1e-12)

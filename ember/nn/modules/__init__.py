@@ -40,7 +40,8 @@ from ember.nn.modules.pooling import (AdaptiveAvgPool1d, AdaptiveAvgPool2d, Adap
                                       FractionalMaxPool3d)
 from ember.nn.modules.rnn import GRU, LSTM, RNN, GRUCell, LSTMCell, RNNBase, RNNCell, RNNCellBase
 from ember.nn.modules.sparse import Embedding, EmbeddingBag
-from ember.nn.modules.transformer import (MultiheadAttention, TransformerEncoder,
+from ember.nn.modules.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
+                                          TransformerDecoderLayer, TransformerEncoder,
                                           TransformerEncoderLayer)
 
 
@@ -50,7 +51,7 @@ def _check_forwards():
     user may have written, whose errors stay theirs."""
     from ember.errors import public
     runs_user_modules = (Module, Sequential, ModuleList, ModuleDict, ParameterList, ParameterDict,
-                         TransformerEncoder)
+                         TransformerEncoder, TransformerDecoder, Transformer)
     todo, seen = [Module], set()
     while todo:
         cls = todo.pop()
