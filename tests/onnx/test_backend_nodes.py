@@ -28,6 +28,10 @@ KNOWN_FAILURES = {
     "test_resize_downsample_scales_linear_align_corners": _RESIZE,
     "test_resize_downsample_scales_cubic_align_corners": _RESIZE,
     "test_resize_downsample_sizes_linear_pytorch_half_pixel": _RESIZE,
+    # imaginary parts that are 0 up to 1e-15 (a float64 FFT of the same input agrees) where the
+    # expected output holds the reference's complex64 round-off, 1.9e-7, above the atol of 1e-7
+    "test_dft_inverse": "complex64 round-off of the reference above the case's atol",
+    "test_dft_inverse_opset19": "complex64 round-off of the reference above the case's atol",
 }
 
 

@@ -81,4 +81,4 @@ def _load():
         from ember.onnx.importer import (ops_attention, ops_control,  # noqa: F401
                                          ops_elementwise, ops_loss, ops_nn, ops_quant,
                                          ops_reduce, ops_rnn, ops_sequence, ops_shape,
-                                         ops_training)
+                                         ops_signal, ops_training)

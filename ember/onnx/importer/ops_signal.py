@@ -1,0 +1,66 @@
+"""DFT (opsets 17 and 20) as matrix products with cosine/sine tables, so it is differentiable:
+forward, inverse, one-sided (rfft) and inverse one-sided (irfft), any axis, dft_length."""
+import numpy as np
+
+import ember
+from ember.onnx.importer._util import scalar
+from ember.onnx.importer.registry import importer
+
+
+def _fit(t, need):
+    m = t.shape[-1]
+    if m > need:
+        return ember.narrow(t, -1, 0, need)
+    if m < need:
+        return ember.cat([t, ember.zeros(*t.shape[:-1], need - m, dtype=t.dtype)], -1)
+    return t
+
+
+def _dft(x, n, axis, inverse, onesided):
+    ax = axis % x.dim()
+    xr = ember.movedim(x[..., 0], ax, -1)
+    xi = ember.movedim(x[..., 1], ax, -1) if x.shape[-1] == 2 else None
+    irfft = inverse and onesided
+    if n is None:
+        n = 2 * (xr.shape[-1] - 1) if irfft else xr.shape[-1]
+    rows = n // 2 + 1 if irfft else n
+    cols = n // 2 + 1 if onesided and not inverse else n
+    xr = _fit(xr, rows)
+    xi = None if xi is None else _fit(xi, rows)
+    theta = 2 * np.pi * np.outer(np.arange(rows), np.arange(cols)) / n
+    c, s = np.cos(theta), np.sin(theta)
+    if irfft:
+        w = np.full((rows, 1), 2.0)
+        w[0] = 1.0
+        if n % 2 == 0:
+            w[-1] = 1.0
+        c, s = c * w, s * w
+    dt = x.dtype.numpy
+    C, S = ember.tensor(c.astype(dt)), ember.tensor(s.astype(dt))
+    if not inverse:
+        re = ember.matmul(xr, C)
+        im = -ember.matmul(xr, S)
+        if xi is not None:
+            re, im = re + ember.matmul(xi, S), im + ember.matmul(xi, C)
+    else:
+        re = ember.matmul(xr, C) / n
+        im = ember.matmul(xr, S) / n
+        if xi is not None:
+            re, im = re - ember.matmul(xi, S) / n, im + ember.matmul(xi, C) / n
+    re = ember.movedim(re, -1, ax)
+    if irfft:
+        return re.unsqueeze(-1)
+    return ember.stack([re, ember.movedim(im, -1, ax)], -1)
+
+
+@importer("DFT", since=20, attrs={"inverse": 0, "onesided": 0})
+def dft20(a, x, length=None, axis=None):
+    n = None if length is None else int(scalar(length))
+    ax = -2 if axis is None else int(scalar(axis))
+    return _dft(x, n, ax, a["inverse"], a["onesided"])
+
+
+@importer("DFT", since=17, attrs={"axis": 1, "inverse": 0, "onesided": 0})
+def dft17(a, x, length=None):
+    n = None if length is None else int(scalar(length))
+    return _dft(x, n, a["axis"], a["inverse"], a["onesided"])
