@@ -524,3 +524,45 @@ def causal_conv_with_state(a, x, w, b=None, past=None):
         yf = y.to(ember.float32)
         y = (yf * ember.sigmoid(yf)).to(x.dtype)
     return y, xp[:, :, xp.shape[2] - (k - 1):]
+
+
+@importer("NonMaxSuppression", since=10, attrs={"center_point_box": 0})
+def non_max_suppression(a, boxes, scores, max_out=None, iou_thr=None, score_thr=None):
+    """Greedy per batch and class, by descending score; returns [batch, class, box] rows."""
+    bx = boxes.detach().numpy().astype(np.float64)
+    sc = scores.detach().numpy().astype(np.float64)
+    k = 0 if max_out is None else int(np.asarray(max_out.numpy()).reshape(-1)[0])
+    thr = 0.0 if iou_thr is None else float(iou_thr.numpy().reshape(-1)[0])
+    sthr = None if score_thr is None else float(score_thr.numpy().reshape(-1)[0])
+    if a["center_point_box"]:
+        xc, yc, w, h = bx[..., 0], bx[..., 1], bx[..., 2], bx[..., 3]
+        y1, x1, y2, x2 = yc - h / 2, xc - w / 2, yc + h / 2, xc + w / 2
+    else:
+        y1 = np.minimum(bx[..., 0], bx[..., 2])
+        y2 = np.maximum(bx[..., 0], bx[..., 2])
+        x1 = np.minimum(bx[..., 1], bx[..., 3])
+        x2 = np.maximum(bx[..., 1], bx[..., 3])
+    area = (y2 - y1) * (x2 - x1)
+    rows = []
+    for b in range(sc.shape[0]):
+        for c in range(sc.shape[1]):
+            order = np.argsort(-sc[b, c], kind="stable")
+            if sthr is not None:
+                order = order[sc[b, c, order] > sthr]
+            keep = []
+            for i in order:
+                if len(keep) >= k:
+                    break
+                ok = True
+                for j in keep:
+                    ih = max(0.0, min(y2[b, i], y2[b, j]) - max(y1[b, i], y1[b, j]))
+                    iw = max(0.0, min(x2[b, i], x2[b, j]) - max(x1[b, i], x1[b, j]))
+                    inter = ih * iw
+                    union = area[b, i] + area[b, j] - inter
+                    if union > 0 and inter / union > thr:
+                        ok = False
+                        break
+                if ok:
+                    keep.append(i)
+            rows += [(b, c, int(i)) for i in keep]
+    return ember.tensor(np.array(rows, np.int64).reshape(-1, 3))
