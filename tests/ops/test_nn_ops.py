@@ -458,12 +458,12 @@ def test_interpolate_exports_to_onnx_every_mode():
 
 def test_adaptive_log_softmax_with_loss_matches_torch():
     rng = np.random.default_rng(16)
-    kw = dict(in_features=8, n_classes=10, cutoffs=[3, 6], head_bias=True)
+    kw = dict(in_features=16, n_classes=10, cutoffs=[3, 6], head_bias=True)
     em = nn.AdaptiveLogSoftmaxWithLoss(**kw).double()
     tm = torch.nn.AdaptiveLogSoftmaxWithLoss(**kw).double()
     assert sorted(em.state_dict()) == sorted(tm.state_dict())
     em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
-    x, t = rng.standard_normal((7, 8)), np.array([0, 2, 3, 5, 6, 9, 1])
+    x, t = rng.standard_normal((7, 16)), np.array([0, 2, 3, 5, 6, 9, 1])
     ex, tx = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
     a, b = em(ex, ember.tensor(t)), tm(tx, torch.tensor(t))
     np.testing.assert_allclose(a.output.detach().numpy(), b.output.detach().numpy())
@@ -479,7 +479,7 @@ def test_adaptive_log_softmax_with_loss_matches_torch():
     with pytest.raises(RuntimeError, match="Target values"):
         em(ember.tensor(x), ember.tensor(np.array([0, 1, 2, 3, 4, 5, 10])))
     with pytest.raises(ValueError, match="cutoffs"):
-        nn.AdaptiveLogSoftmaxWithLoss(8, 10, [6, 3])
+        nn.AdaptiveLogSoftmaxWithLoss(16, 10, [6, 3])
 
 
 @pytest.mark.filterwarnings("ignore:enable_nested_tensor")
