@@ -14,6 +14,8 @@ def __getattr__(name):
     import importlib
     if name == "parallel":
         return importlib.import_module("ember.nn.parallel")
+    if name == "DataParallel":
+        return importlib.import_module("ember.nn.parallel").DataParallel
     if name == "SyncBatchNorm":
         return importlib.import_module("ember.nn.parallel.sync_batchnorm").SyncBatchNorm
     raise AttributeError(f"module 'ember.nn' has no attribute {name!r}")

@@ -43,6 +43,9 @@ from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
                                           TransformerDecoderLayer, TransformerEncoder,
                                           TransformerEncoderLayer)
+# torch.nn.modules.<name> paths torch code reaches classes through (re-exports)
+from ember.nn.modules import (batchnorm, channelshuffle, distance, flatten, fold,  # noqa: F401,E402
+                              instancenorm, padding, pixelshuffle, upsampling)
 
 
 def _check_forwards():

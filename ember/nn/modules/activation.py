@@ -141,3 +141,12 @@ class Softmin(_SoftmaxBase):
 class Softmax2d(Module):
     def forward(self, input):
         return F.softmax(input, -3)
+
+
+def __getattr__(name):
+    """``MultiheadAttention`` lives in torch.nn.modules.activation; ember defines it in
+    transformer (imported on first use here)."""
+    if name == "MultiheadAttention":
+        from ember.nn.modules.transformer import MultiheadAttention
+        return MultiheadAttention
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -60,10 +60,46 @@ class Sequential(Module):
         return self
 
     def insert(self, index, module):
+        """Insert ``module`` before position ``index`` (keys renumbered "0", "1", ...)."""
+        if not isinstance(module, Module):
+            raise AssertionError(f"module should be of type: {Module}")
+        n = len(self._modules)
+        if not -n <= index <= n:
+            raise EmberIndexError(f"Index out of range: {index}")
         mods = list(self._modules.values())
-        mods.insert(index, module)
+        mods.insert(index % (n + 1) if index < 0 else index, module)
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
         return self
+
+    def pop(self, key):
+        """Remove and return the module at position ``key``."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def __add__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        return Sequential(*self, *other)
+
+    def __iadd__(self, other):
+        if not isinstance(other, Sequential):
+            raise ValueError(f"add operator supports only objects of Sequential class, but "
+                             f"{type(other)} is given.")
+        return self.extend(other)
+
+    def __mul__(self, other):
+        if not isinstance(other, int) or other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return Sequential(*(list(self) * other))
+
+    __rmul__ = __mul__
+
+    def __imul__(self, other):
+        if not isinstance(other, int) or other <= 0:
+            raise ValueError(f"Non-positive multiplication factor {other} for {type(self)}")
+        return self.extend(list(self) * (other - 1))
 
     def forward(self, input):
         for m in self._modules.values():
@@ -118,9 +154,19 @@ class ModuleList(Module):
         return self
 
     def insert(self, index, module):
+        """Insert ``module`` before position ``index``."""
         mods = list(self._modules.values())
         mods.insert(index, module)
         self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
+
+    def pop(self, key):
+        """Remove and return the module at position ``key``."""
+        v = self[key]
+        del self[key]
+        return v
+
+    def __add__(self, other):
+        return ModuleList(list(self) + list(other))
 
 
 class ModuleDict(Module):

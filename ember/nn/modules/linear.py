@@ -118,3 +118,8 @@ class Unflatten(Module):
 
     def extra_repr(self):
         return f"dim={self.dim}, unflattened_size={tuple(self.unflattened_size)}"
+
+
+class NonDynamicallyQuantizableLinear(Linear):
+    """torch's class of ``MultiheadAttention.out_proj``: a plain Linear (the name only keeps
+    torch's quantization tooling from swapping it)."""

@@ -1,17 +1,27 @@
 """``Module``: the base class of every layer and model, with torch's registration, traversal,
 state-dict and hook semantics (keys such as ``features.0.weight`` match torch's)."""
 import itertools
+import warnings
 from collections import OrderedDict, namedtuple
 
 import numpy as np
 
 from ember import _dtype
+from ember.autograd.function import Function
 from ember.autograd.grad_mode import no_grad
+from ember.autograd.state import STATE
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor, check_device
 from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+
+# global hooks (nn.modules.module.register_module_*_hook): run for every module, before its own
+_global_forward_pre_hooks = OrderedDict()
+_global_forward_hooks = OrderedDict()
+_global_forward_hooks_always_called = set()
+_global_backward_pre_hooks = OrderedDict()
+_global_backward_hooks = OrderedDict()
 
 
 class _RemovableHandle:
@@ -19,12 +29,15 @@ class _RemovableHandle:
 
     _next_id = itertools.count()
 
-    def __init__(self, hooks_dict):
+    def __init__(self, hooks_dict, *extra):
         self.hooks_dict = hooks_dict
+        self.extra = extra  # the sets flagging this hook (with_kwargs, always_call)
         self.id = next(self._next_id)
 
     def remove(self):
         self.hooks_dict.pop(self.id, None)
+        for s in self.extra:
+            s.discard(self.id)
 
     def __enter__(self):
         return self
@@ -56,8 +69,13 @@ class Module:
         d["_forward_hooks_with_kwargs"] = set()
         d["_forward_pre_hooks"] = OrderedDict()
         d["_forward_pre_hooks_with_kwargs"] = set()
+        d["_forward_hooks_always_called"] = set()
+        d["_backward_hooks"] = OrderedDict()
+        d["_backward_pre_hooks"] = OrderedDict()
         d["_state_dict_hooks"] = OrderedDict()
+        d["_state_dict_pre_hooks"] = OrderedDict()
         d["_load_state_dict_pre_hooks"] = OrderedDict()
+        d["_load_state_dict_post_hooks"] = OrderedDict()
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
@@ -65,28 +83,72 @@ class Module:
 
     # ---- calling -------------------------------------------------------------------------
     def __call__(self, *args, **kwargs):
-        for hid, hook in list(self._forward_pre_hooks.items()):
+        d = self.__dict__
+        if not (d["_forward_pre_hooks"] or d["_forward_hooks"] or d.get("_backward_hooks")
+                or d.get("_backward_pre_hooks") or _global_forward_pre_hooks
+                or _global_forward_hooks or _global_backward_hooks
+                or _global_backward_pre_hooks):
+            return self.forward(*args, **kwargs)
+        return self._call_impl(args, kwargs)
+
+    def _call_impl(self, args, kwargs):
+        d = self.__dict__
+        for hid, hook in list(_global_forward_pre_hooks.items()) + \
+                list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
                 res = hook(self, args, kwargs)
                 if res is not None:
+                    if not (isinstance(res, tuple) and len(res) == 2):
+                        raise EmberRuntimeError(f"forward pre-hook must return None or a tuple "
+                                                f"of (new_args, new_kwargs), but got {res}.")
                     args, kwargs = res
             else:
                 res = hook(self, args)
                 if res is not None:
                     args = res if isinstance(res, tuple) else (res,)
-        result = self.forward(*args, **kwargs)
-        for hid, hook in list(self._forward_hooks.items()):
-            if hid in self._forward_hooks_with_kwargs:
-                res = hook(self, args, kwargs, result)
-            else:
-                res = hook(self, args, result)
-            if res is not None:
-                result = res
+        bw_hooks = list(_global_backward_hooks.values()) + \
+            list(d.get("_backward_hooks", {}).values())
+        bw_pre = list(_global_backward_pre_hooks.values()) + \
+            list(d.get("_backward_pre_hooks", {}).values())
+        bw = None
+        if (bw_hooks or bw_pre) and STATE.grad_enabled:
+            bw = _BackwardHook(self, bw_hooks, bw_pre)
+            args = bw.setup_input(args)
+        result, called = None, set()
+        fwd = list(_global_forward_hooks.items()) + list(self._forward_hooks.items())
+        always = _global_forward_hooks_always_called | d.get("_forward_hooks_always_called",
+                                                              set())
+        try:
+            result = self.forward(*args, **kwargs)
+            for hid, hook in fwd:
+                called.add(hid)
+                if hid in self._forward_hooks_with_kwargs:
+                    res = hook(self, args, kwargs, result)
+                else:
+                    res = hook(self, args, result)
+                if res is not None:
+                    result = res
+        except Exception:
+            for hid, hook in fwd:
+                if hid in always and hid not in called:
+                    try:
+                        if hid in self._forward_hooks_with_kwargs:
+                            hook(self, args, kwargs, result)
+                        else:
+                            hook(self, args, result)
+                    except Exception as e:  # noqa: BLE001 - torch silences these too
+                        warnings.warn(f"forward hook with always_call=True raised an exception "
+                                      f"that was silenced, as another error was raised in "
+                                      f"forward: {e!r}")
+            raise
+        if bw is not None:
+            result = bw.setup_output(result)
         return result
 
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
-        """Call ``hook(module, args)`` before forward; it may return replacement args."""
-        h = _RemovableHandle(self._forward_pre_hooks)
+        """Call ``hook(module, args)`` (``hook(module, args, kwargs)`` with ``with_kwargs``)
+        before forward; it may return replacement args (or ``(args, kwargs)``)."""
+        h = _RemovableHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
         self._forward_pre_hooks[h.id] = hook
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs.add(h.id)
@@ -96,14 +158,42 @@ class Module:
 
     def register_forward_hook(self, hook, *, prepend=False, with_kwargs=False,
                               always_call=False):
-        """Call ``hook(module, args, output)`` after forward; it may return a replacement."""
-        h = _RemovableHandle(self._forward_hooks)
+        """Call ``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with
+        ``with_kwargs``) after forward; it may return a replacement output. ``always_call``:
+        run it even when forward raises."""
+        h = _RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
+                             self._forward_hooks_always_called)
         self._forward_hooks[h.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(h.id)
+        if always_call:
+            self._forward_hooks_always_called.add(h.id)
         if prepend:
             self._forward_hooks.move_to_end(h.id, last=False)
         return h
+
+    def register_full_backward_pre_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_output)`` when the gradients of the module's outputs are
+        ready; it may return replacement grad_output."""
+        h = _RemovableHandle(self._backward_pre_hooks)
+        self._backward_pre_hooks[h.id] = hook
+        if prepend:
+            self._backward_pre_hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_full_backward_hook(self, hook, prepend=False):
+        """Call ``hook(module, grad_input, grad_output)`` when the gradients of the module's
+        positional inputs are computed (None for inputs that need none); it may return
+        replacement grad_input."""
+        h = _RemovableHandle(self._backward_hooks)
+        self._backward_hooks[h.id] = hook
+        if prepend:
+            self._backward_hooks.move_to_end(h.id, last=False)
+        return h
+
+    def register_backward_hook(self, hook):
+        """torch's deprecated name; same as ``register_full_backward_hook`` here."""
+        return self.register_full_backward_hook(hook)
 
     # ---- registration --------------------------------------------------------------------
     def register_parameter(self, name, param):
@@ -176,7 +266,7 @@ class Module:
         if isinstance(value, Parameter):
             if params is None:
                 raise AttributeError("cannot assign parameters before Module.__init__() call")
-            _remove_from(self, name)
+            _remove_from(self, name, keep="_parameters")
             self.register_parameter(name, value)
             return
         if params is not None and name in params:
@@ -189,7 +279,7 @@ class Module:
         if isinstance(value, Module):
             if modules is None:
                 raise AttributeError("cannot assign module before Module.__init__() call")
-            _remove_from(self, name)
+            _remove_from(self, name, keep="_modules")
             modules[name] = value
             return
         if modules is not None and name in modules:
@@ -408,6 +498,8 @@ class Module:
             keep_vars = args[2] if len(args) > 2 else keep_vars
         if destination is None:
             destination = OrderedDict()
+        for hook in self.__dict__.get("_state_dict_pre_hooks", {}).values():
+            hook(self, prefix, keep_vars)
         self._save_to_state_dict(destination, prefix, keep_vars)
         for name, m in self._modules.items():
             if m is not None:
@@ -455,23 +547,19 @@ class Module:
         """
         if not hasattr(state_dict, "keys"):
             raise EmberTypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
-        missing, mismatched, expected = [], [], set()
+        missing, mismatched, expected, hook_errors = [], [], set(), []
         for prefix, mod in self.named_modules():
             p = prefix + "." if prefix else ""
-            for hook in mod._load_state_dict_pre_hooks.values():
-                hook(state_dict, p, {}, strict, missing, [], [])
+            for hook, with_module in mod._load_state_dict_pre_hooks.values():
+                pre_args = (state_dict, p, {}, strict, missing, [], hook_errors)
+                hook(mod, *pre_args) if with_module else hook(*pre_args)
             mod._load_check(state_dict, p, missing, None, mismatched)
             expected.update(p + k for k in mod._local_state())
         unexpected = [k for k in state_dict.keys() if k not in expected]
-        errors = []
-        if strict:
-            if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in unexpected) + ". ")
-            if missing:
-                errors.append("Missing key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in missing) + ". ")
-        errors.extend(mismatched)
+        post = [(m, h) for _, m in self.named_modules()
+                for h in m.__dict__.get("_load_state_dict_post_hooks", {}).values()]
+        errors = hook_errors + mismatched if post else \
+            self._strict_errors(strict, missing, unexpected) + hook_errors + mismatched
         if errors:
             raise EmberRuntimeError(f"Error(s) in loading state_dict for "
                                     f"{type(self).__name__}:\n\t" + "\n\t".join(errors))
@@ -487,16 +575,60 @@ class Module:
                         else:
                             np.copyto(t._data, arr, casting="unsafe")
                         t._bump()
+        if post:  # as torch: after loading; they may edit the incompatible keys strict checks
+            keys = _IncompatibleKeys(missing, unexpected)
+            for mod, hook in post:
+                if hook(mod, keys) is not None:
+                    raise EmberRuntimeError("load_state_dict post hooks must return None")
+            errors = self._strict_errors(strict, missing, unexpected)
+            if errors:
+                raise EmberRuntimeError(f"Error(s) in loading state_dict for "
+                                        f"{type(self).__name__}:\n\t" + "\n\t".join(errors))
         return _IncompatibleKeys(missing, unexpected)
 
+    @staticmethod
+    def _strict_errors(strict, missing, unexpected):
+        errors = []
+        if strict:
+            if unexpected:
+                errors.append("Unexpected key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing:
+                errors.append("Missing key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in missing) + ". ")
+        return errors
+
     def register_state_dict_pre_hook(self, hook):
+        """Call ``hook(module, prefix, keep_vars)`` before this module's entries are saved."""
+        h = _RemovableHandle(self._state_dict_pre_hooks)
+        self._state_dict_pre_hooks[h.id] = hook
+        return h
+
+    def register_state_dict_post_hook(self, hook):
+        """Call ``hook(module, state_dict, prefix, local_metadata)`` after this module's
+        entries (and its submodules') are saved; it may return a replacement dict."""
         h = _RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[h.id] = hook
         return h
 
+    _register_state_dict_hook = register_state_dict_post_hook
+
+    def register_load_state_dict_pre_hook(self, hook):
+        """Call ``hook(module, state_dict, prefix, local_metadata, strict, missing_keys,
+        unexpected_keys, error_msgs)`` before this module's entries are loaded."""
+        return self._register_load_state_dict_pre_hook(hook, with_module=True)
+
     def _register_load_state_dict_pre_hook(self, hook, with_module=False):
         h = _RemovableHandle(self._load_state_dict_pre_hooks)
-        self._load_state_dict_pre_hooks[h.id] = hook
+        self._load_state_dict_pre_hooks[h.id] = (hook, with_module)
+        return h
+
+    def register_load_state_dict_post_hook(self, hook):
+        """Call ``hook(module, incompatible_keys)`` after ``load_state_dict``; it may edit
+        ``incompatible_keys.missing_keys`` / ``unexpected_keys`` in place before strict checks
+        them, and must return None."""
+        h = _RemovableHandle(self._load_state_dict_post_hooks)
+        self._load_state_dict_post_hooks[h.id] = hook
         return h
 
     # ---- printing ------------------------------------------------------------------------
@@ -552,11 +684,13 @@ def _check_name(module, name, what):
         raise EmberKeyError(f"attribute '{name}' already exists")
 
 
-def _remove_from(module, name):
+def _remove_from(module, name, keep=None):
+    """Drop ``name`` from every store but ``keep`` (where assigning replaces it in place, so a
+    replaced child keeps its position, as torch)."""
     d = module.__dict__
     for store in ("_parameters", "_buffers", "_modules"):
         s = d.get(store)
-        if s is not None and name in s:
+        if s is not None and name in s and store != keep:
             del s[name]
     d.pop(name, None)
     nps = d.get("_non_persistent_buffers_set")
@@ -570,3 +704,136 @@ def _addindent(s, n):
         return s
     first = lines.pop(0)
     return first + "\n" + "\n".join(" " * n + line for line in lines)
+
+
+# ---------------------------------------------------------------------------- global hooks
+def register_module_forward_pre_hook(hook):
+    """Call ``hook(module, args)`` before every module's forward (before its own pre-hooks)."""
+    h = _RemovableHandle(_global_forward_pre_hooks)
+    _global_forward_pre_hooks[h.id] = hook
+    return h
+
+
+def register_module_forward_hook(hook, *, always_call=False):
+    """Call ``hook(module, args, output)`` after every module's forward (before its own
+    hooks); it may return a replacement output."""
+    h = _RemovableHandle(_global_forward_hooks, _global_forward_hooks_always_called)
+    _global_forward_hooks[h.id] = hook
+    if always_call:
+        _global_forward_hooks_always_called.add(h.id)
+    return h
+
+
+def register_module_full_backward_pre_hook(hook):
+    """``register_full_backward_pre_hook`` for every module."""
+    h = _RemovableHandle(_global_backward_pre_hooks)
+    _global_backward_pre_hooks[h.id] = hook
+    return h
+
+
+def register_module_full_backward_hook(hook):
+    """``register_full_backward_hook`` for every module."""
+    h = _RemovableHandle(_global_backward_hooks)
+    _global_backward_hooks[h.id] = hook
+    return h
+
+
+# ---------------------------------------------------------------------------- backward hooks
+class _HookState:
+    __slots__ = ("module", "hooks", "pre_hooks", "n_args", "tensor_pos", "grad_output",
+                 "inputs_hooked")
+
+
+class _InputHook(Function):
+    """Identity on a module's inputs; its backward sees grad_input and runs the full hooks."""
+
+    @staticmethod
+    def forward(ctx, st, *tensors):
+        ctx.st = st
+        ctx.set_materialize_grads(False)
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        st = ctx.st
+        full = [None] * st.n_args
+        for pos, g in zip(st.tensor_pos, grads):
+            full[pos] = g
+        grad_input = tuple(full)
+        for hook in st.hooks:
+            res = hook(st.module, grad_input, st.grad_output)
+            if res is not None:
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                if len(res) != len(grad_input):
+                    raise EmberRuntimeError(f"backward hook returned an invalid number of "
+                                            f"grad_input, got {len(res)}, but expected "
+                                            f"{len(grad_input)}")
+                grad_input = res
+        return (None,) + tuple(grad_input[p] for p in st.tensor_pos)
+
+
+class _OutputHook(Function):
+    """Identity on a module's outputs; its backward sees grad_output and runs the pre-hooks
+    (and the full hooks when no input needs a gradient)."""
+
+    @staticmethod
+    def forward(ctx, st, *tensors):
+        ctx.st = st
+        return tensors
+
+    @staticmethod
+    def backward(ctx, *grads):
+        st = ctx.st
+        for hook in st.pre_hooks:
+            res = hook(st.module, grads)
+            if res is not None:
+                res = tuple(res) if isinstance(res, (tuple, list)) else (res,)
+                if len(res) != len(grads):
+                    raise EmberRuntimeError(f"backward pre hook returned an invalid number of "
+                                            f"grad_output, got {len(res)}, but expected "
+                                            f"{len(grads)}")
+                grads = res
+        st.grad_output = grads
+        if not st.inputs_hooked:
+            none = (None,) * st.n_args
+            for hook in st.hooks:
+                res = hook(st.module, none, grads)
+                if res is not None and any(r is not None for r in res):
+                    raise EmberRuntimeError("Backward hook for Modules where no input requires "
+                                            "gradient should always return None or None for "
+                                            "all gradients.")
+        return (None,) + tuple(grads)
+
+
+class _BackwardHook:
+    def __init__(self, module, hooks, pre_hooks):
+        st = self.st = _HookState()
+        st.module, st.hooks, st.pre_hooks = module, hooks, pre_hooks
+        st.grad_output, st.inputs_hooked = None, False
+
+    def setup_input(self, args):
+        st = self.st
+        st.n_args = len(args)
+        st.tensor_pos = [i for i, a in enumerate(args) if isinstance(a, Tensor)]
+        if not any(args[i]._requires_grad for i in st.tensor_pos) or not st.hooks:
+            return args
+        st.inputs_hooked = True
+        new = _InputHook.apply(st, *(args[i] for i in st.tensor_pos))
+        args = list(args)
+        for i, t in zip(st.tensor_pos, new):
+            args[i] = t
+        return tuple(args)
+
+    def setup_output(self, result):
+        single = isinstance(result, Tensor)
+        outs = (result,) if single else result
+        if not isinstance(outs, tuple):
+            return result
+        pos = [i for i, o in enumerate(outs) if isinstance(o, Tensor) and o._requires_grad]
+        if not pos:
+            return result
+        new = _OutputHook.apply(self.st, *(outs[i] for i in pos))
+        outs = list(outs)
+        for i, t in zip(pos, new):
+            outs[i] = t
+        return outs[0] if single else tuple(outs)
