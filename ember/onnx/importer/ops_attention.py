@@ -11,6 +11,10 @@ from ember.onnx.importer.registry import importer
 def _check(a, n):
     if a["qk_matmul_output_mode"] not in (0, 1, 2, 3):
         return ("qk_matmul_output_mode", f"= {a['qk_matmul_output_mode']} is not 0 to 3")
+    return _check_precision(a, n)
+
+
+def _check_precision(a, n):
     if a["softmax_precision"] is not None:
         from ember.onnx.importer.load import _EMBER_NP
         d = onnx_np_dtype(a["softmax_precision"])
@@ -154,3 +158,29 @@ def linear_attention(a, q, k, v, past=None, decay=None, beta=None):
         outs.append(scale * ember.einsum("bhd,bhdm->bhm", q4[:, :, i, :], read))
     y = ember.stack(outs, 2).permute(0, 2, 1, 3).reshape(b, t, hq * dv)
     return y.to(out_dt), state.to(state_dt)
+
+
+@importer("FlexAttention", since=1, domain="ai.onnx.preview", check=_check_precision,
+          attrs={"scale": None, "score_mod": None, "prob_mod": None, "softmax_precision": None})
+def flex_attention(a, q, k, v):
+    """Attention whose scores and probabilities pass through the optional one-input graphs
+    ``score_mod`` and ``prob_mod``; float16 inputs take the softmax in float32."""
+    from ember.onnx.importer._util import ember_dtype
+    hq, hk = q.shape[1], k.shape[1]
+    if hq != hk:
+        k = k.repeat_interleave(hq // hk, dim=1)
+        v = v.repeat_interleave(hq // hk, dim=1)
+    scale = a["scale"] if a["scale"] is not None else 1.0 / np.sqrt(q.shape[3])
+    s = float(np.sqrt(np.float32(scale)))
+    scores = ember.matmul(q * s, k.transpose(-1, -2) * s)
+    if a["softmax_precision"] is not None:
+        cdt = ember_dtype(onnx_np_dtype(a["softmax_precision"]))
+    else:
+        cdt = ember.float32 if q.dtype == ember.float16 else q.dtype
+    scores = scores.to(cdt)
+    if a["score_mod"] is not None:
+        scores = a["score_mod"](a["_env"], scores)[0].to(cdt)
+    probs = ember.softmax(scores, -1)
+    if a["prob_mod"] is not None:
+        probs = a["prob_mod"](a["_env"], probs)[0].to(cdt)
+    return ember.matmul(probs, v.to(cdt)).to(v.dtype)
