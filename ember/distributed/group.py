@@ -1,6 +1,7 @@
 """Process groups on MPI communicators: init_process_group, new_group, ranks and sizes."""
 import os
 import sys
+import time
 import traceback
 
 from ember.distributed._mpi import mpi
@@ -49,6 +50,7 @@ def _excepthook(etype, value, tb):
                      f"aborting all ranks.\n{text}")
     sys.stderr.flush()
     sys.stdout.flush()
+    time.sleep(0.5)  # let the launcher forward the traceback before it kills every rank
     MPI.COMM_WORLD.Abort(1)
 
 

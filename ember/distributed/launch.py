@@ -6,6 +6,7 @@ import runpy
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from ember.errors import EmberRuntimeError
@@ -56,6 +57,7 @@ def _bootstrap(argv):
                              "ranks.\n")
             sys.stderr.flush()
             sys.stdout.flush()
+            time.sleep(0.5)  # let the launcher forward the message before it kills every rank
             world.Abort(code)
         raise
 

@@ -22,10 +22,10 @@ def mpiexec():
     return found
 
 
-def run_ranks(script, n, *args, timeout=60, check=True):
+def run_ranks(script, n, *args, timeout=60, check=True, env=None):
     """Run tests/distributed/scripts/``script`` on ``n`` ranks; returns the CompletedProcess."""
     env = dict(os.environ, PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1",
-               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1")
+               OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", **(env or {}))
     cmd = [mpiexec(), "-n", str(n), sys.executable, str(SCRIPTS / script), *map(str, args)]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env, cwd=ROOT)
     if check:
