@@ -147,3 +147,41 @@ def test_selector_runs_a_blas_algorithm_while_direct_compiles(monkeypatch):
     assert calls == [1]
     monkeypatch.undo()
     np.testing.assert_allclose(y, C.conv2d_forward(x, w, None, 1, 0, 1, 1), rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("tbb", [False, True])
+@pytest.mark.parametrize("direction", ["forward", "weight"])
+def test_direct_readiness_checks_the_signature_its_call_compiles(direction, tbb, monkeypatch):
+    """Else a background compile would build a variant no call uses, and the op would stay on
+    its fallback for good."""
+    from ember.kernels import conv as C
+    from ember.kernels.conv import direct
+    from ember.kernels.threads import get_num_threads, set_num_threads
+    if direct.kernels() is None:
+        pytest.skip("needs Numba")
+    if tbb and numba_runtime.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    monkeypatch.setattr(direct, "TBB", tbb)
+    seen = []
+    for name in ("forward", "weight", "forward_parallel", "weight_parallel"):
+        def spy(*a, fn=getattr(direct.kernels(), name), name=name):
+            seen.append((name, numba_runtime.signature(*a)))
+            return fn(*a)
+        monkeypatch.setattr(direct.kernels(), name, spy)
+    before = get_num_threads()
+    set_num_threads(2)
+    try:
+        g = C.geometry("conv2d", (4, 3, 12, 12), (32, 3, 5, 5), 1, 0, 1, 1)
+        for dtype in (np.float32, np.float64):
+            x = np.ones((4, 3, 12, 12), dtype)
+            if direction == "forward":
+                direct.forward(x, np.ones((32, 3, 5, 5), dtype), g)
+            else:
+                direct.weight_grad(np.ones(g.output_shape, dtype), x, g)
+            _, sig = direct._signature(direction, g, dtype)
+            name = direction + ("_parallel" if direct._tbb_parts(g.N) else "")
+            assert seen and all(seen_sig == sig for _, seen_sig in seen), (sig, seen)
+            assert {n for n, _ in seen} == {name}
+            seen.clear()
+    finally:
+        set_num_threads(before)

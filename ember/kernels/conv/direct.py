@@ -48,7 +48,13 @@ def ready(direction, g, dtype, force=False):
     now (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
     compilation, queued and False, so the selector picks a NumPy / BLAS algorithm meanwhile)."""
     from ember.kernels.pointwise import numba_runtime
-    k = kernels()
+    kernel, sig = _signature(direction, g, dtype)
+    return numba_runtime.ready(kernel, sig, force)
+
+
+def _signature(direction, g, dtype):
+    """(dispatcher, Numba argument types) of the call ``forward`` / ``weight_grad`` makes."""
+    from ember.kernels.pointwise import numba_runtime
     parallel_ = bool(_tbb_parts(g.N))
     key = (direction, np.dtype(dtype).str, parallel_)
     sig = _signatures.get(key)
@@ -61,7 +67,7 @@ def ready(direction, g, dtype, force=False):
             args = (a4, a2, off) + (0,) * (6 if parallel_ else 7)
         sig = _signatures[key] = numba_runtime.signature(*args)
     name = ("forward" if direction == "forward" else "weight") + ("_parallel" if parallel_ else "")
-    return numba_runtime.ready(getattr(k, name), sig, force)
+    return getattr(kernels(), name), sig
 
 
 def _lanes(dtype):
