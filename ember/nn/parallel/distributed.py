@@ -10,7 +10,7 @@ from ember.nn.modules.module import Module
 
 
 class _Bucket:
-    __slots__ = ("params", "offsets", "buffer", "pending", "ready", "work", "index")
+    __slots__ = ("params", "offsets", "buffer", "pending", "ready", "used", "work", "index")
 
     def __init__(self, index, params, dtype):
         self.index = index
@@ -22,11 +22,13 @@ class _Bucket:
             off += p._data.size
         self.buffer = np.zeros(off, dtype)
         self.ready = [False] * len(params)
+        self.used = [True] * len(params)
         self.pending = len(params)
         self.work = None
 
     def reset(self):
         self.ready = [False] * len(self.params)
+        self.used = [True] * len(self.params)
         self.pending = len(self.params)
         self.work = None
 
@@ -78,6 +80,7 @@ class DistributedDataParallel(Module):
         self._build_buckets([p for _, p in named], int(bucket_cap_mb * 1024 * 1024))
         self._armed = False
         self._running = False
+        self._unused = []
         self._handles = [p.register_post_accumulate_grad_hook(self._grad_ready)
                          for _, p in named]
 
@@ -150,8 +153,45 @@ class DistributedDataParallel(Module):
             src = g.ranks[0]
             for b in self.module.buffers():
                 self._dist.broadcast(b, src=src, group=g)
-        self._armed = is_grad_enabled() and self.require_backward_grad_sync and g.size() > 0
-        return self.module(*args, **kwargs)
+        self._armed = is_grad_enabled() and self.require_backward_grad_sync
+        out = self.module(*args, **kwargs)
+        if self._armed and self.find_unused_parameters:
+            self._unused = self._find_unused(out)
+        return out
+
+    def _find_unused(self, out):
+        """The parameters the autograd graph of ``out`` does not reach (as torch's
+        find_unused_parameters): they are marked ready, as zeros, when backward starts."""
+        from ember.autograd.node import AccumulateGrad
+        from ember.tensor import Tensor
+        stack, seen, reached = [], set(), set()
+        todo = [out]
+        while todo:
+            o = todo.pop()
+            if isinstance(o, Tensor):
+                if o.grad_fn is not None:
+                    stack.append(o.grad_fn)
+                elif o._requires_grad:
+                    reached.add(id(o))
+            elif isinstance(o, (list, tuple)):
+                todo.extend(o)
+            elif isinstance(o, dict):
+                todo.extend(o.values())
+        while stack:
+            node = stack.pop()
+            if id(node) in seen:
+                continue
+            seen.add(id(node))
+            if isinstance(node, AccumulateGrad):
+                v = node.variable
+                if v is not None:
+                    reached.add(id(v))
+                continue
+            for edge in node.next_functions:
+                if edge is not None:
+                    stack.append(edge[0])
+        return [(b, i) for b in self._buckets for i, p in enumerate(b.params)
+                if id(p) not in reached]
 
     def _grad_ready(self, p):
         if not self._armed:
@@ -163,6 +203,8 @@ class DistributedDataParallel(Module):
             for b in self._buckets:
                 b.reset()
             queue_callback(self._finish_backward)
+            for b, i in self._unused:
+                self._mark_unused(b, i)
         b, i = self._where[id(p)]
         if b.ready[i]:
             return
@@ -170,6 +212,13 @@ class DistributedDataParallel(Module):
         b.ready[i] = True
         b.pending -= 1
         self._launch_ready()
+
+    def _mark_unused(self, b, i):
+        if not b.ready[i]:
+            b.slice(i)[...] = 0
+            b.ready[i] = True
+            b.used[i] = False
+            b.pending -= 1
 
     def _launch_ready(self):
         """Start the all-reduce of every full bucket, in bucket order (the same on every rank,
@@ -197,19 +246,10 @@ class DistributedDataParallel(Module):
         used = None
         if self.find_unused_parameters:
             from ember.tensor import Tensor
-            used = np.ones(sum(len(b.params) for b in self._buckets), np.uint8)
-            k = 0
-            flat = {}
-            for b in self._buckets:
-                for i in range(len(b.params)):
-                    flat[(b.index, i)] = k
-                    k += 1
             for b, i in missing:
-                b.slice(i)[...] = 0
-                b.ready[i] = True
-                b.pending -= 1
-                used[flat[(b.index, i)]] = 0
+                self._mark_unused(b, i)
             self._launch_ready()
+            used = np.concatenate([np.array(b.used, np.uint8) for b in self._buckets])
             self._dist.all_reduce(Tensor._make(used), op="MAX", group=self.process_group)
         n = self.process_group.size()
         k = 0

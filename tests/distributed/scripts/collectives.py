@@ -85,6 +85,17 @@ for dt in DTYPES:
     for j in range(n):
         check(outs[j], np.full(j + r + 1, j * 10 + r, dt), f"all_to_all {dt}")
 
+# zero copy: a contiguous tensor's own ndarray is MPI's buffer, reduced in place
+t = ember.ones(1000, dtype=ember.float64)
+arr, version = t._data, t._version
+w = dist.all_reduce(t, async_op=True)
+w.wait()
+assert t._data is arr and arr[0] == n and t._version == version + 1
+view = ember.zeros(4, 6, dtype=ember.float64)[:, ::2]   # non-contiguous: written back
+view.fill_(r + 1.0)
+dist.all_reduce(view, op=ReduceOp.MAX)
+check(view, np.full((4, 3), float(n)), "non-contiguous all_reduce")
+
 # point to point: a ring
 t = ember.arange(5, dtype=ember.float64) + r
 w = dist.isend(t, dst=(r + 1) % n)

@@ -82,6 +82,17 @@ for cap in (1e-5, 25):
         for p, q in zip(ddp.module.parameters(), ref.parameters()):
             close(p, q, f"params after 3 {opt_name} steps cap={cap}")
 
+# overlap: with one parameter per bucket every all-reduce has started, from the hooks, before
+# backward ends; the buckets hold the parameters in reverse order
+ddp = DDP(make(6), bucket_cap_mb=1e-5, find_unused_parameters=True)
+assert [b.params[0] for b in ddp._buckets] == list(ddp.module.parameters())[::-1]
+started = []
+finish = ddp._finish_backward
+ddp._finish_backward = lambda: (started.append(sum(b.work is not None for b in ddp._buckets)),
+                                finish())
+loss_of(ddp, X[0][sl], Y[0][sl]).backward()
+assert started == [8], started  # all launched from hooks, unused ones at the first
+
 # no_sync: two local micro-batches accumulated, then one synchronised
 ddp, ref = DDP(make(2), bucket_cap_mb=1e-4, find_unused_parameters=True), reference(2)
 with ddp.no_sync():

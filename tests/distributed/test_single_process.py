@@ -1,0 +1,62 @@
+"""ember.distributed without mpiexec: a clear error without mpi4py, a world of one rank, and
+torch's RANK / WORLD_SIZE checked against MPI's."""
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.distributed.helpers import ROOT
+
+
+def test_missing_mpi4py_names_the_extra(monkeypatch):
+    from ember.distributed import _mpi
+    monkeypatch.setattr(_mpi, "_MPI", None)
+    monkeypatch.setitem(sys.modules, "mpi4py", None)
+    import ember.distributed as dist
+    assert not dist.is_available()
+    with pytest.raises(RuntimeError, match=r"ember\[distributed\]"):
+        dist.init_process_group("mpi")
+
+
+def test_uninitialized_and_bad_backend():
+    import ember
+    import ember.distributed as dist
+    assert not dist.is_initialized()
+    with pytest.raises(RuntimeError, match="init_process_group"):
+        dist.all_reduce(ember.ones(2))
+    with pytest.raises(ValueError, match="backend 'nccl' is not supported"):
+        dist.init_process_group("nccl")
+
+
+SCRIPT = """
+import os, ember, ember.distributed as dist
+from ember.nn.parallel import DistributedDataParallel as DDP
+if os.environ.get("RANK"):
+    try:
+        dist.init_process_group("mpi")
+    except RuntimeError as e:
+        print("refused:", e)
+        raise SystemExit(0)
+dist.init_process_group("mpi")
+assert (dist.get_rank(), dist.get_world_size(), dist.is_initialized()) == (0, 1, True)
+t = ember.tensor([1.0, 2.0])
+dist.all_reduce(t, op=dist.ReduceOp.AVG)
+m = DDP(ember.nn.Linear(2, 1))
+m(t).sum().backward()
+assert m.module.weight.grad is not None
+dist.destroy_process_group()
+print("single ok", t.tolist())
+"""
+
+
+@pytest.mark.parametrize("env,want", [({}, "single ok [1.0, 2.0]"),
+                                      ({"RANK": "1", "WORLD_SIZE": "2"}, "refused: init_process_group: world_size=2 from the environment but MPI reports 1")])
+def test_world_of_one(env, want):
+    pytest.importorskip("mpi4py")
+    e = dict(os.environ, PYTHONPATH=str(ROOT), **env)
+    e.pop("RANK", None) if not env else None
+    p = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True, timeout=60,
+                       env=e, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert want in p.stdout, p.stdout
