@@ -185,3 +185,35 @@ def test_direct_readiness_checks_the_signature_its_call_compiles(direction, tbb,
             seen.clear()
     finally:
         set_num_threads(before)
+
+
+@pytest.mark.parametrize("shape", [(1, 16, 20, 20), (8, 16, 12, 12)])
+@pytest.mark.parametrize("direction", ["forward", "weight", "input"])
+def test_winograd_readiness_checks_the_signatures_its_calls_compile(direction, shape,
+                                                                    monkeypatch):
+    from ember.backends import conv as settings
+    from ember.kernels import conv as C
+    from ember.kernels.conv import winograd
+    nb = winograd.kernels()
+    if nb is None:
+        pytest.skip("needs Numba")
+    seen = []
+    for name in ("input_transform", "output_transform", "grad_output_transform"):
+        def spy(*a, fn=getattr(nb, name), name=name):
+            seen.append((name, numba_runtime.signature(*a)))
+            return fn(*a)
+        monkeypatch.setattr(nb, name, spy)
+    monkeypatch.setattr(settings, "algorithm", "winograd")
+    for dtype in (np.float32, np.float64):
+        x = np.ones(shape, dtype)
+        w = np.ones((16, 16, 3, 3), dtype)
+        gy = np.ones((shape[0], 16, shape[2] - 2, shape[3] - 2), dtype)
+        if direction == "forward":
+            C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+        elif direction == "weight":
+            C.conv2d_weight_grad(gy, x, w.shape, 1, 0, 1, 1)
+        else:
+            C.conv2d_input_grad(gy, w, shape, 1, 0, 1, 1)
+        assert seen
+        assert all(sig == winograd._signature(name, dtype) for name, sig in seen), seen
+        seen.clear()

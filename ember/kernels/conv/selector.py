@@ -81,14 +81,15 @@ def capable(direction, g):
             if hasattr(mod, FUNCTIONS[direction]) and mod.supports(g, direction)]
 
 
-def heuristic(direction, g, direct_ok=True):
-    """Algorithm name chosen without timing (see the module docstring); ``direct_ok=False`` leaves
-    out ``direct`` (its kernel is still compiling in the background)."""
+def heuristic(direction, g, direct_ok=True, winograd_ok=True):
+    """Algorithm name chosen without timing (see the module docstring); ``direct_ok=False`` /
+    ``winograd_ok=False`` leave out ``direct`` / ``winograd`` (their kernels are still compiling
+    in the background)."""
     if g.is_depthwise:
         return "depthwise"
     if g.R == 1 and g.S == 1:
         return "direct1x1"
-    if winograd.supports(g, direction):
+    if winograd_ok and winograd.supports(g, direction):
         fg = transposed_geometry(g) if direction == "input" else g
         weight = direction == "weight"
         channels = WEIGHT_MIN_CHANNELS if weight else WINOGRAD_MIN_CHANNELS
@@ -139,9 +140,12 @@ def run(op, direction, g, a, b):
                 f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
         return _call(forced, direction, g, a, b)
     if not settings.benchmark:
-        name = heuristic(direction, g)
-        if name == "direct" and not direct.ready(direction, g, a.dtype):
-            name = heuristic(direction, g, direct_ok=False)   # while its kernel compiles
+        name, without = heuristic(direction, g), {}
+        # while a kernel compiles in the background, the algorithm chosen without it
+        while (name == "direct" and not direct.ready(direction, g, a.dtype)
+               or name == "winograd" and not winograd.ready(direction, a.dtype)):
+            without[name + "_ok"] = False
+            name = heuristic(direction, g, **without)
         return _call(name, direction, g, a, b)
     key = (direction, g.key(), a.dtype.str)
     name = _tuned.get(key)

@@ -69,6 +69,40 @@ def kernels():
     return _numba_kernels or None
 
 
+_signatures = {}
+
+
+def ready(direction, dtype):
+    """Whether the Numba transforms ``direction`` uses can run for ``dtype`` now
+    (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
+    compilation, queued and False, so the selector picks another algorithm meanwhile). True
+    without Numba (the NumPy transforms run)."""
+    nb = kernels()
+    if nb is None:
+        return True
+    from ember.kernels.pointwise import numba_runtime
+    names = ("input_transform", "grad_output_transform" if direction == "weight"
+             else "output_transform")
+    ok = True
+    for name in names:
+        ok = numba_runtime.ready(getattr(nb, name), _signature(name, dtype)) and ok
+    return ok
+
+
+def _signature(name, dtype):
+    """Numba argument types of the calls this module makes to transform ``name``."""
+    key = (name, np.dtype(dtype).str)
+    sig = _signatures.get(key)
+    if sig is None:
+        from ember.kernels.pointwise import numba_runtime
+        a1, a3, a4 = (np.empty((0,) * n, dtype) for n in (1, 3, 4))
+        args = {"input_transform": (a4, 0, 0, 0, 0, a3, a1, 0, 0, 0, 0, 0),
+                "output_transform": (a3, 0, 0, a4, a1, 0, 0, 0, 0, 0),
+                "grad_output_transform": (a4, 0, 0, a3, a1, 0, 0, 0)}[name]
+        sig = _signatures[key] = numba_runtime.signature(*args)
+    return sig
+
+
 _cache = {}   # id(weight) -> (weakref to it, groups, U) for immutable weights
 
 
