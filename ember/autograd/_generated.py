@@ -2681,27 +2681,29 @@ class GatherBackward0(Node):
         return (g0, g1, )
 
 class ScatterBackward0(Node):
-    __slots__ = ('dim', 'index')
+    __slots__ = ('dim', 'index', 'reduce')
     _saved = ('index',)
     _op_name = 'scatter'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, index, src, = tensors
-        dim, = consts
+        dim, reduce, = consts
         ctx.dim = dim if needs[0] or needs[2] else None
         ctx.index = _save(index, 'index') if needs[0] or needs[2] else None
+        ctx.reduce = reduce if needs[0] or needs[2] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
         dim = ctx.dim
         index = unpack(ctx.index, ctx)
+        reduce = ctx.reduce
         g0 = g1 = g2 = None
         if needs[0]:
-            g0 = scatter(grad, dim, index, 0.0)
+            g0 = _F.scatter_self_grad(grad, dim, index, reduce)
         if needs[2]:
-            g2 = gather(grad, dim, index)
+            g2 = _F.scatter_src_grad(grad, dim, index, reduce)
         return (g0, g1, g2, )
 
 class ScatterAddBackward0(Node):
@@ -5780,7 +5782,7 @@ OPS['index_select'] = _op_index_select
 _op_gather = Op('gather', _k_index.gather, GatherBackward0, ('self', 'index'), ('dim', 'sparse_grad'), saves_self=False)
 OPS['gather'] = _op_gather
 
-_op_scatter = Op('scatter', _k_index.scatter, ScatterBackward0, ('self', 'index', 'src'), ('dim',), scalar_ok=True, saves_self=False)
+_op_scatter = Op('scatter', _k_index.scatter, ScatterBackward0, ('self', 'index', 'src'), ('dim', 'reduce'), scalar_ok=True, saves_self=False)
 OPS['scatter'] = _op_scatter
 
 _op_scatter_add = Op('scatter_add', _k_index.scatter_add, ScatterAddBackward0, ('self', 'index', 'src'), ('dim',), saves_self=False)
@@ -7156,13 +7158,13 @@ def gather(input, dim, index, *, sparse_grad=False):
     """gather (see torch.gather)."""
     return dispatch(_op_gather, (input, index, ), (dim, sparse_grad, ))
 
-def scatter(input, dim, index, src):
+def scatter(input, dim, index, src, *, reduce=None):
     """scatter (see torch.scatter)."""
-    return dispatch(_op_scatter, (input, index, src, ), (dim, ))
+    return dispatch(_op_scatter, (input, index, src, ), (dim, reduce, ))
 
-def scatter_(self, dim, index, src):
+def scatter_(self, dim, index, src, *, reduce=None):
     """In-place scatter: writes the result into ``self`` and returns it."""
-    return dispatch_inplace(_op_scatter, (self, index, src, ), (dim, ))
+    return dispatch_inplace(_op_scatter, (self, index, src, ), (dim, reduce, ))
 
 def scatter_add(input, dim, index, src):
     """scatter_add (see torch.scatter_add)."""

@@ -281,8 +281,25 @@ def einsum_grads(grad, operands, equation):
     return [einsum_grad(grad, operands, equation, i) for i in range(len(operands))]
 
 
+def _scatter_multiply_grad(reduce):
+    if reduce == "multiply":
+        from ember.errors import UnsupportedError
+        raise UnsupportedError("scatter: the derivative of reduce='multiply' is not implemented "
+                               "(as in torch)")
+
+
+def scatter_self_grad(grad, dim, index, reduce):
+    _scatter_multiply_grad(reduce)
+    return grad if reduce == "add" else G.scatter(grad, dim, index, 0.0)
+
+
+def scatter_src_grad(grad, dim, index, reduce):
+    _scatter_multiply_grad(reduce)
+    return G.gather(grad, dim, index)
+
+
 def cat_grads(grad, shapes, dim):
-    nd = len(shapes[0])
+    nd = grad.ndim  # not shapes[0]: cat skips legacy 1-d empty inputs of another rank
     d = dim % nd if nd else 0
     sizes = [s[d] if len(s) == nd else 0 for s in shapes]
     parts = G.split_with_sizes(grad, sizes, d)

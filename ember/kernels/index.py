@@ -85,28 +85,52 @@ def _check_gather(a, dim, index, name):
                          f"{a.shape[dim]}")
 
 
+def _lift(x):
+    """torch's gather/scatter family treats a 0-d self, index or src as 1-d of size 1."""
+    return x.reshape(1) if x.__class__ is np.ndarray and x.ndim == 0 else x
+
+
 def gather(a, index, dim, sparse_grad=False):
     d = _dim(dim, a.ndim)
-    _check_gather(a, d, index, "gather")
-    return a[_grid(index, d)]
+    if index.size == 0 and index.dtype.kind in "iu":  # torch: an empty index of any rank
+        return np.empty(index.shape, a.dtype)
+    _check_gather(_lift(a), d, _lift(index), "gather")
+    return _lift(a)[_grid(_lift(index), d)].reshape(index.shape)
 
 
-def scatter(a, index, src, dim):
+_SCATTER_UFUNC = {None: None, "add": np.add, "multiply": np.multiply}
+
+
+def scatter(a, index, src, dim, reduce=None):
+    """``a`` with ``src`` (a tensor or a scalar) written at ``index`` along ``dim``;
+    ``reduce='add'``/``'multiply'`` combine with the values there instead (torch's scatter)."""
+    if reduce not in _SCATTER_UFUNC:
+        raise KernelError(f"scatter(): reduce argument must be either 'add' or 'multiply', got "
+                          f"{reduce!r}")
     d = _dim(dim, a.ndim)
-    _check_gather(a, d, index, "scatter")
-    out = a.copy()
+    if index.size == 0 and index.dtype.kind in "iu":  # torch: an empty index writes nothing
+        return a.copy()
+    out = _lift(a).copy()
+    index = _lift(index)
+    _check_gather(out, d, index, "scatter")
     if src.__class__ is np.ndarray and src.ndim:
         src = src[tuple(slice(0, s) for s in index.shape)]
-    out[_grid(index, d)] = src
-    return out
+    ufunc = _SCATTER_UFUNC[reduce]
+    if ufunc is None:
+        out[_grid(index, d)] = src
+    else:
+        ufunc.at(out, _grid(index, d), np.asarray(src, out.dtype))
+    return out.reshape(a.shape)
 
 
 def scatter_add(a, index, src, dim):
     d = _dim(dim, a.ndim)
-    _check_gather(a, d, index, "scatter_add")
-    out = a.copy()
+    if index.size == 0 and index.dtype.kind in "iu":
+        return a.copy()
+    out, index, src = _lift(a).copy(), _lift(index), _lift(src)
+    _check_gather(out, d, index, "scatter_add")
     np.add.at(out, _grid(index, d), src[tuple(slice(0, s) for s in index.shape)])
-    return out
+    return out.reshape(a.shape)
 
 
 def masked_fill(a, mask, value):

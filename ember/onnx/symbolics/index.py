@@ -147,14 +147,21 @@ def sym_gather(g, node, x, index, dim, sparse_grad=False):
 
 
 @symbolic("scatter")
-def sym_scatter(g, node, x, index, src, dim):
+def sym_scatter(g, node, x, index, src, dim, reduce=None):
     dt = out_dtype(node)
     if not isinstance(src, str):
         src = g.op("Expand", g.const(np.array(src, dt)), g.op("Shape", index))
-    if _rank(node) == 0:
+    if _rank(node) == 0 and reduce is None:
         return g.op("Identity", src)
+    if _rank(node) == 0:
+        raise SymbolicError("scatter: reduce= on a 0-d tensor has no ONNX export")
     src = g.cast(src, dt)
-    return g.op("ScatterElements", x, g.cast(index, np.int64), src, axis=int(dim) % _rank(node))
+    extra = {} if reduce is None else {"reduction": {"add": "add", "multiply": "mul"}[reduce]}
+    if extra and g.opset < 16:
+        raise SymbolicError(f"scatter: reduce={reduce!r} needs ONNX opset 16 or later "
+                               f"(ScatterElements reduction), exporting at opset {g.opset}")
+    return g.op("ScatterElements", x, g.cast(index, np.int64), src,
+                axis=int(dim) % _rank(node), **extra)
 
 
 @symbolic("scatter_add", since=16)
