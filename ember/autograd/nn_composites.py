@@ -125,8 +125,8 @@ def affine_grid_generator(theta, size, align_corners):
     axes = [lin(s) for s in spatial]
     mesh = np.meshgrid(*axes, indexing="ij")  # D, H, W order
     base = np.stack([mesh[nd - 1 - k] for k in range(nd)] + [np.ones(spatial, dt)], -1)
-    from ember.nn.functional import _const
-    b = _const(np.ascontiguousarray(base.reshape(1, -1, nd + 1)))
+    from ember.tensor import Tensor
+    b = Tensor._make(np.ascontiguousarray(base.reshape(1, -1, nd + 1)))
     out = G.matmul(b, G.transpose(theta, 1, 2))
     return G.reshape(out, (int(size[0]),) + tuple(spatial) + (nd,))
 
