@@ -105,6 +105,33 @@ def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
     return histogram_result(hist, edges)
 
 
+_INTERP = ("bilinear", "nearest", "bicubic")
+_PAD = ("zeros", "border", "reflection")
+
+
+def _grid_sampler(name, ndim):
+    def fn(input, grid, interpolation_mode, padding_mode, align_corners):
+        if input.dim() != ndim:
+            raise EmberRuntimeError(f"{name}: expected a {ndim}-d input, got shape "
+                                    f"{tuple(input.shape)}")
+        if interpolation_mode not in builtins.range(len(_INTERP)) or \
+                padding_mode not in builtins.range(len(_PAD)):
+            raise EmberValueError(f"{name}: interpolation_mode must be 0 (bilinear), 1 (nearest) "
+                                  f"or 2 (bicubic) and padding_mode 0 (zeros), 1 (border) or 2 "
+                                  f"(reflection), got {interpolation_mode} and {padding_mode}")
+        return G.grid_sampler(input, grid, _INTERP[interpolation_mode], _PAD[padding_mode],
+                              builtins.bool(align_corners))
+    fn.__name__ = name
+    fn.__doc__ = (f"ATen's ``{name}``: ``grid_sample`` with integer interpolation mode (0 "
+                  f"bilinear, 1 nearest, 2 bicubic) and padding mode (0 zeros, 1 border, 2 "
+                  f"reflection).")
+    return fn
+
+
+grid_sampler_2d = _grid_sampler("grid_sampler_2d", 4)
+grid_sampler_3d = _grid_sampler("grid_sampler_3d", 5)
+
+
 def _fill(kernel, *params):
     def method(self, *args, generator=None, **kwargs):
         values = list(params)
@@ -146,7 +173,7 @@ def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_
 
 METHODS["new_empty_strided"] = _new_empty_strided
 FUNCTIONS = ("logspace", "empty_strided", "empty_permuted", "scalar_tensor", "randint_like",
-             "histogram")
+             "histogram", "grid_sampler_2d", "grid_sampler_3d")
 
 
 def install(namespace, tensor_cls):
