@@ -182,5 +182,7 @@ def install(namespace, tensor_cls):
         namespace[name] = public(globals()[name])
     for name, fn in METHODS.items():
         setattr(tensor_cls, name, public(fn, name))
+    tensor_cls.real = property(G.real, doc="The real part: the tensor itself for ember's real "
+                                           "dtypes (torch's ``Tensor.real``).")
     if "histogram" not in dir(tensor_cls):
         setattr(tensor_cls, "histogram", public(histogram))

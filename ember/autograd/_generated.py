@@ -3,6 +3,7 @@
 # fmt: off
 import builtins as _builtins
 
+from ember.kernels import breadth as _k_breadth
 from ember.kernels import conv as _k_conv
 from ember.kernels import conv3d as _k_conv3d
 from ember.kernels import ctc as _k_ctc
@@ -5341,6 +5342,110 @@ class FillBackward0(Node):
             g0 = _F.zeros_for(grad, self__shape)
         return (g0, )
 
+class ConjBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'conj'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad
+        return (g0, )
+
+class ResolveConjBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'resolve_conj'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad
+        return (g0, )
+
+class ResolveNegBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'resolve_neg'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad
+        return (g0, )
+
+class RealBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'real'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad
+        return (g0, )
+
+class ConjPhysicalBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'conj_physical'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = grad
+        return (g0, )
+
+class AngleBackward0(Node):
+    __slots__ = ('self__shape',)
+    _saved = ()
+    _op_name = 'angle'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.zeros_for(grad, self__shape)
+        return (g0, )
+
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
 OPS['add'] = _op_add
 
@@ -6312,6 +6417,24 @@ OPS['histogram_kernel'] = _op_histogram_kernel
 
 _op_fill = Op('fill', _k_factory.full_like_of, FillBackward0, ('self',), ('value',), saves_self=False)
 OPS['fill'] = _op_fill
+
+_op_conj = Op('conj', _k_breadth.real_view, ConjBackward0, ('self',), (), view=True, saves_self=False)
+OPS['conj'] = _op_conj
+
+_op_resolve_conj = Op('resolve_conj', _k_breadth.real_view, ResolveConjBackward0, ('self',), (), view=True, saves_self=False)
+OPS['resolve_conj'] = _op_resolve_conj
+
+_op_resolve_neg = Op('resolve_neg', _k_breadth.real_view, ResolveNegBackward0, ('self',), (), view=True, saves_self=False)
+OPS['resolve_neg'] = _op_resolve_neg
+
+_op_real = Op('real', _k_breadth.real_view, RealBackward0, ('self',), (), view=True, saves_self=False)
+OPS['real'] = _op_real
+
+_op_conj_physical = Op('conj_physical', _k_breadth.real_copy, ConjPhysicalBackward0, ('self',), (), saves_self=False)
+OPS['conj_physical'] = _op_conj_physical
+
+_op_angle = Op('angle', _k_breadth.angle, AngleBackward0, ('self',), (), saves_self=False)
+OPS['angle'] = _op_angle
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -8627,10 +8750,38 @@ def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """native_group_norm (see torch.native_group_norm)."""
     return _c_breadth_composites.native_group_norm(input, weight, bias, N, C, HxW, group, eps)
 
+def conj(input):
+    """conj (see torch.conj)."""
+    return dispatch(_op_conj, (input, ), ())
+
+def resolve_conj(input):
+    """resolve_conj (see torch.resolve_conj)."""
+    return dispatch(_op_resolve_conj, (input, ), ())
+
+def resolve_neg(input):
+    """resolve_neg (see torch.resolve_neg)."""
+    return dispatch(_op_resolve_neg, (input, ), ())
+
+def real(input):
+    """real (see torch.real)."""
+    return dispatch(_op_real, (input, ), ())
+
+def conj_physical(input):
+    """conj_physical (see torch.conj_physical)."""
+    return dispatch(_op_conj_physical, (input, ), ())
+
+def conj_physical_(self):
+    """In-place conj_physical: writes the result into ``self`` and returns it."""
+    return dispatch_inplace(_op_conj_physical, (self, ), ())
+
+def angle(input):
+    """angle (see torch.angle)."""
+    return dispatch(_op_angle, (input, ), ())
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm', 'conj', 'resolve_conj', 'resolve_neg', 'real', 'conj_physical', 'angle')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -9102,6 +9253,12 @@ TENSOR_METHODS = {
     'renorm': renorm,
     'cov': cov,
     'corrcoef': corrcoef,
+    'conj': conj,
+    'resolve_conj': resolve_conj,
+    'resolve_neg': resolve_neg,
+    'conj_physical': conj_physical,
+    'conj_physical_': conj_physical_,
+    'angle': angle,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,
