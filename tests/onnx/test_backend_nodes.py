@@ -18,16 +18,11 @@ from ember.onnx.importer.errors import UnsupportedOnnxError  # noqa: E402
 
 # case name -> why ember's result differs (each must really fail; checked below)
 _RANDOM = "training-mode dropout is random: the expected mask comes from NumPy's generator"
-_RESIZE = ("ember follows torch's interpolate: ONNX maps a size-1 output to coordinate 0 under "
-           "pytorch_half_pixel, and align_corners with scales uses the unrounded in*scale")
 KNOWN_FAILURES = {
     "test_training_dropout": _RANDOM,
     "test_training_dropout_default": _RANDOM,
     "test_training_dropout_default_mask": _RANDOM,
     "test_training_dropout_mask": _RANDOM,
-    "test_resize_downsample_scales_linear_align_corners": _RESIZE,
-    "test_resize_downsample_scales_cubic_align_corners": _RESIZE,
-    "test_resize_downsample_sizes_linear_pytorch_half_pixel": _RESIZE,
     # imaginary parts that are 0 up to 1e-15 (a float64 FFT of the same input agrees) where the
     # expected output holds the reference's complex64 round-off, 1.9e-7, above the atol of 1e-7
     "test_dft_inverse": "complex64 round-off of the reference above the case's atol",

@@ -274,48 +274,112 @@ def lrn(a, x):
     return F.local_response_norm(x, a["size"], alpha=a["alpha"], beta=a["beta"], k=a["bias"])
 
 
-_RESIZE = {("nearest", "asymmetric", "floor"): ("nearest", None),
-           ("nearest", "half_pixel", "round_prefer_ceil"): ("nearest-exact", None),
-           ("linear", "pytorch_half_pixel", None): ("linear", False),
-           ("linear", "half_pixel", None): ("linear", False),
-           ("linear", "align_corners", None): ("linear", True),
-           ("cubic", "pytorch_half_pixel", None): ("cubic", False),
-           ("cubic", "half_pixel", None): ("cubic", False),
-           ("cubic", "align_corners", None): ("cubic", True)}
-
-
-def _resize_key(a):
-    return (a["mode"], a["coordinate_transformation_mode"],
-            a["nearest_mode"] if a["mode"] == "nearest" else None)
-
-
-_CTM = ("half_pixel", "pytorch_half_pixel", "align_corners", "asymmetric",
-        "half_pixel_symmetric")
+_CTM_ALL = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",
+            "asymmetric", "tf_crop_and_resize")
 
 
 def _check_resize(a, n):
+    if a["mode"] not in ("nearest", "linear", "cubic"):
+        return ("mode", f"= '{a['mode']}' is not nearest, linear or cubic")
+    if a["coordinate_transformation_mode"] not in _CTM_ALL:
+        return ("coordinate_transformation_mode",
+                f"= '{a['coordinate_transformation_mode']}' is not supported")
     if a["mode"] == "nearest":
-        if a["coordinate_transformation_mode"] not in _CTM:
-            return ("coordinate_transformation_mode",
-                    f"= '{a['coordinate_transformation_mode']}' is not supported with mode "
-                    f"'nearest'")
         if a["nearest_mode"] not in ("floor", "ceil", "round_prefer_floor", "round_prefer_ceil"):
             return ("nearest_mode", f"= '{a['nearest_mode']}' is not supported")
-    elif _resize_key(a) not in _RESIZE:
-        return ("coordinate_transformation_mode",
-                f"= '{a['coordinate_transformation_mode']}' with mode '{a['mode']}'"
-                + (f" and nearest_mode '{a['nearest_mode']}'" if a["mode"] == "nearest" else "")
-                + " is not supported (ember runs the modes torch's interpolate has)")
-    if a["mode"] == "cubic" and a["cubic_coeff_a"] != -0.75:
-        return ("cubic_coeff_a", "other than -0.75 is not supported")
-    for k in ("antialias", "exclude_outside"):
-        if a[k]:
-            return (k, "= 1 is not supported")
-    if a["keep_aspect_ratio_policy"] != "stretch":
-        return ("keep_aspect_ratio_policy", "other than 'stretch' is not supported")
-    if a["axes"] is not None:
-        return ("axes", "is not supported")
+        if a["antialias"]:
+            return ("antialias", "= 1 is not defined for mode 'nearest'")
+    if a["keep_aspect_ratio_policy"] not in ("stretch", "not_larger", "not_smaller"):
+        return ("keep_aspect_ratio_policy", f"= '{a['keep_aspect_ratio_policy']}' is not "
+                                            f"supported")
     return None
+
+
+def _coeffs_fn(a):
+    mode, A = a["mode"], a["cubic_coeff_a"]
+    if mode == "nearest":
+        nm = a["nearest_mode"]
+
+        def near(r, scale):
+            if float(r).is_integer():
+                return np.array([0.0, 1.0])
+            return np.array({"round_prefer_floor": [r <= 0.5, r > 0.5],
+                             "round_prefer_ceil": [r < 0.5, r >= 0.5],
+                             "floor": [1, 0], "ceil": [0, 1]}[nm], dtype=np.float64)
+        return near
+    if mode == "linear":
+        if not a["antialias"]:
+            return lambda r, scale: np.array([1 - r, r])
+
+        def lin_aa(r, scale):
+            scale = min(scale, 1.0)
+            start = int(np.floor(-1 / scale) + 1)
+            args = (np.arange(start, start + 2 - 2 * start) - r) * scale
+            c = np.clip(1 - np.abs(args), 0, 1)
+            return c / c.sum()
+        return lin_aa
+    if not a["antialias"]:
+        def cubic(r, scale):
+            return np.array([((A * (r + 1) - 5 * A) * (r + 1) + 8 * A) * (r + 1) - 4 * A,
+                             ((A + 2) * r - (A + 3)) * r * r + 1,
+                             ((A + 2) * (1 - r) - (A + 3)) * (1 - r) * (1 - r) + 1,
+                             ((A * (2 - r) - 5 * A) * (2 - r) + 8 * A) * (2 - r) - 4 * A])
+        return cubic
+
+    def cubic_aa(r, scale):
+        scale = min(scale, 1.0)
+        i0 = int(np.floor(-2 / scale) + 1)
+        xs = np.abs(scale * (np.arange(i0, 2 - i0) - r))
+        c = np.where(xs <= 1, (A + 2) * xs ** 3 - (A + 3) * xs ** 2 + 1,
+                     np.where(xs < 2, A * xs ** 3 - 5 * A * xs ** 2 + 8 * A * xs - 4 * A, 0.0))
+        return c / c.sum()
+    return cubic_aa
+
+
+def _resize_matrix(n_in, n_out, scale, ctm, coeffs_fn, roi, exclude_outside):
+    """The [n_out, n_in] interpolation matrix of one axis (ONNX's Resize rules) and the mask of
+    extrapolated rows (tf_crop_and_resize)."""
+    width = scale * n_in
+    y = np.arange(n_out, dtype=np.float64)
+    extra = None
+    if ctm == "align_corners":
+        x = np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        x = (np.full(n_out, (roi[1] - roi[0]) * (n_in - 1) / 2) if width == 1 else
+             y * (roi[1] - roi[0]) * (n_in - 1) / (width - 1)) + roi[0] * (n_in - 1)
+        extra = (x < 0) | (x > n_in - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    else:
+        x = n_in / 2 * (1 - n_out / width) + (y + 0.5) / scale - 0.5
+    xi = np.floor(x)
+    ratios = np.where(x == xi, 1.0, x - xi)
+    c = np.stack([np.asarray(coeffs_fn(float(r), scale), np.float64) for r in ratios]) \
+        if n_out else np.zeros((0, 2))
+    n = c.shape[1]
+    pad = int(np.ceil(n / 2))
+    xp = x + pad
+    p = np.floor(xp).astype(np.int64)
+    frac = xp - p
+    if n % 2 == 0:
+        off = np.where(frac == 0, -(n // 2), -(n // 2) + 1)
+    else:
+        off = np.where(frac <= 0.5, -((n - 1) // 2), -((n - 1) // 2) + 1)
+    idx = (p + off)[:, None] + np.arange(n)[None, :] - pad
+    if exclude_outside:
+        c = np.where((idx < 0) | (idx >= n_in), 0.0, c)
+        s = c.sum(-1, keepdims=True)
+        c = c / np.where(s == 0, 1.0, s)
+    m = np.zeros((n_out, n_in))
+    np.add.at(m, (np.repeat(np.arange(n_out), n), np.clip(idx, 0, n_in - 1).reshape(-1)),
+              c.reshape(-1))
+    if extra is not None:
+        m[extra] = 0.0
+    return m, extra
 
 
 @importer("Resize", since=11, check=_check_resize,
@@ -324,27 +388,55 @@ def _check_resize(a, n):
                  "exclude_outside": 0, "extrapolation_value": 0.0, "axes": None,
                  "keep_aspect_ratio_policy": "stretch"})
 def resize(a, x, roi=None, scales=None, sizes=None):
+    """Separable: one interpolation matrix per resized axis, applied with matmul (so the
+    result is differentiable in ``x``)."""
+    r = x.dim()
+    axes = list(range(r)) if a["axes"] is None else [norm_axis(v, r) for v in a["axes"]]
     if sizes is not None and not sizes.numel():
         sizes = None
-    if a["mode"] == "nearest" and _resize_key(a) not in _RESIZE or x.dim() < 3:
-        return _resize_nearest(x, ints(sizes), None if scales is None else
-                               [float(v) for v in scales.detach().numpy().reshape(-1)],
-                               a["coordinate_transformation_mode"], a["nearest_mode"])
-    mode, align = _RESIZE[_resize_key(a)]
-    nd = x.dim() - 2
-    if mode in ("linear", "cubic"):
-        mode = {1: "linear", 2: "bilinear", 3: "trilinear"}[nd] if mode == "linear" else "bicubic"
-    kw = {"align_corners": align} if align is not None else {}
+    roi_v = None if roi is None or not roi.numel() else \
+        [float(v) for v in roi.detach().numpy().reshape(-1)]
+    full_roi = [0.0] * r + [1.0] * r
+    if roi_v is not None:
+        for i, d in enumerate(axes):
+            full_roi[d], full_roi[r + d] = roi_v[i], roi_v[len(axes) + i]
+    shape = list(x.shape)
     if sizes is not None:
-        sz = ints(sizes)
-        if sz[:2] != list(x.shape[:2]):
-            raise EmberRuntimeError("Resize of the batch or channel dims is not supported")
-        return F.interpolate(x, size=sz[2:], mode=mode, **kw)
-    sc = [float(v) for v in scales.numpy().reshape(-1)]
-    if sc[:2] != [1.0, 1.0]:
-        raise EmberRuntimeError("Resize of the batch or channel dims is not supported")
-    return F.interpolate(x, scale_factor=sc[2:], mode=mode, **kw)
-
+        out = list(shape)
+        for i, d in enumerate(axes):
+            out[d] = ints(sizes)[i]
+        sc = [out[i] / shape[i] if shape[i] else 1.0 for i in range(r)]
+        pol = a["keep_aspect_ratio_policy"]
+        if pol != "stretch":
+            s = (min if pol == "not_larger" else max)(sc[d] for d in axes)
+            sc = [s if i in axes else 1.0 for i in range(r)]
+            out = [int(s * shape[i] + 0.5) if i in axes else shape[i] for i in range(r)]
+    else:
+        given = [float(v) for v in scales.detach().numpy().reshape(-1)]
+        sc = [1.0] * r
+        for i, d in enumerate(axes):
+            sc[d] = given[i]
+        out = [int(sc[i] * shape[i]) for i in range(r)]
+    ctm = a["coordinate_transformation_mode"]
+    fn = _coeffs_fn(a)
+    dt = x.dtype
+    y = x if dt.is_floating_point else x.to(ember.float64)
+    for d in axes:
+        untouched = (np.isclose(sc[d], 1.0) and out[d] == shape[d] and
+                     np.isclose(full_roi[d], 0.0) and np.isclose(full_roi[d + r], 1.0))
+        if untouched:
+            continue
+        m, extra = _resize_matrix(shape[d], out[d], sc[d], ctm, fn,
+                                  (full_roi[d], full_roi[d + r]), a["exclude_outside"])
+        yt = ember.movedim(y, d, -1)
+        yt = ember.matmul(yt, ember.tensor(m.T.astype(y.dtype.numpy)))
+        if extra is not None and extra.any():
+            yt = yt + ember.tensor((extra * a["extrapolation_value"]).astype(y.dtype.numpy))
+        y = ember.movedim(yt, -1, d)
+    if not dt.is_floating_point:
+        info = np.iinfo(dt.numpy)
+        y = ember.clamp(ember.round(y), float(info.min), float(info.max)).to(dt)
+    return y
 
 @importer("RMSNormalization", since=23, attrs={"axis": -1, "epsilon": 1e-5, "stash_type": 1})
 def rms_norm(a, x, scale):
@@ -405,53 +497,15 @@ def lp_pool(a, x):
     return (y * float(np.prod(k))) ** (1.0 / a["p"])
 
 
-def _nearest_index(n_in, n_out, scale, ctm, mode):
-    o = np.arange(n_out, dtype=np.float64)
-    if ctm == "asymmetric":
-        c = o / scale
-    elif ctm == "half_pixel":
-        c = (o + 0.5) / scale - 0.5
-    elif ctm == "pytorch_half_pixel":
-        c = (o + 0.5) / scale - 0.5 if n_out > 1 else np.zeros_like(o)
-    elif ctm == "align_corners":
-        c = o * (n_in - 1) / (n_out - 1) if n_out > 1 else np.zeros_like(o)
-    elif ctm == "half_pixel_symmetric":
-        adj = n_out / (scale * n_in)
-        c = (n_in / 2) * (1 - adj) + (o + 0.5) / scale - 0.5
-    else:
-        raise EmberRuntimeError(f"Resize: coordinate_transformation_mode '{ctm}'")
-    if mode == "floor":
-        i = np.floor(c)
-    elif mode == "ceil":
-        i = np.ceil(c)
-    elif mode == "round_prefer_floor":
-        i = np.where(c - np.floor(c) == 0.5, np.floor(c), np.round(c))
-    else:
-        i = np.where(c - np.floor(c) == 0.5, np.ceil(c), np.round(c))
-    return np.clip(i, 0, n_in - 1).astype(np.int64)
-
-
-def _resize_nearest(x, sizes, scales, ctm, mode):
-    for ax in range(x.dim()):
-        n = x.shape[ax]
-        if sizes is not None:
-            out = sizes[ax]
-            sc = out / n
-        else:
-            sc = scales[ax]
-            out = int(np.floor(n * sc))
-        if out == n and sc == 1.0:
-            continue
-        idx = _nearest_index(n, out, sc, ctm, mode)
-        x = ember.index_select(x, ax, ember.tensor(idx))
-    return x
-
-
 @importer("Upsample", since=9, attrs={"mode": "nearest"},
-          check=lambda a, n: None if a["mode"] == "nearest" else ("mode", "only 'nearest'"))
+          check=lambda a, n: None if a["mode"] in ("nearest", "linear") else
+          ("mode", "must be 'nearest' or 'linear'"))
 def upsample(a, x, scales):
-    return _resize_nearest(x, None, [float(v) for v in scales.detach().numpy().reshape(-1)],
-                           "asymmetric", "floor")
+    """Resize with asymmetric coordinates (nearest rounds down)."""
+    ra = {"mode": a["mode"], "coordinate_transformation_mode": "asymmetric",
+          "nearest_mode": "floor", "cubic_coeff_a": -0.75, "antialias": 0, "exclude_outside": 0,
+          "extrapolation_value": 0.0, "axes": None, "keep_aspect_ratio_policy": "stretch"}
+    return resize(ra, x, None, scales)
 
 
 _GS_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest",
