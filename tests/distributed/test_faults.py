@@ -2,7 +2,7 @@
 import subprocess
 import sys
 
-from tests.distributed.helpers import ROOT, SCRIPTS, mpiexec, ok_ranks, run_ranks
+from tests.distributed.helpers import ROOT, SCRIPTS, mpiexec, run_ranks
 
 
 def test_raising_rank_aborts_every_rank():
@@ -37,10 +37,18 @@ def test_ember_run_launches_ranks_and_aborts_on_failure():
     assert p.returncode != 0
     assert "rank 1 of 2 exited with status 3" in p.stderr, p.stderr
     assert "not stopped" not in p.stdout
-    cmd = [sys.executable, "-m", "ember", "run", "-n", "3", str(SCRIPTS / "syncbn.py")]
-    p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
+
+
+def test_ember_run_trains_the_example_and_checkpoints(tmp_path):
+    mpiexec()
+    ckpt = tmp_path / "ck.safetensors"
+    cmd = [sys.executable, "-m", "ember", "run", "-n", "2", str(ROOT / "examples" / "ddp_train.py"),
+           "--epochs", "1", "--checkpoint", str(ckpt)]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=90, cwd=ROOT)
     assert p.returncode == 0, p.stderr
-    assert ok_ranks(p.stdout) == [0, 1, 2]
+    assert p.stdout.count("epoch 1:") == 1 and "on 2 ranks" in p.stdout, p.stdout
+    import ember
+    assert ember.load(str(ckpt))["epoch"] == 1
 
 
 def test_ember_run_missing_script():
