@@ -186,3 +186,67 @@ def install(namespace, tensor_cls):
                                            "dtypes (torch's ``Tensor.real``).")
     if "histogram" not in dir(tensor_cls):
         setattr(tensor_cls, "histogram", public(histogram))
+
+
+def _basis(A, q, niter, M):
+    """An orthonormal (..., m, q) basis approximating A's range (Halko et al., algorithm 4.4)."""
+    import ember.linalg as LA
+    n = A.shape[-1]
+    R = G.randn(tuple(A.shape[:-2]) + (n, q), resolve(None), A._data.dtype)
+    X = G.matmul(A, R)
+    if M is not None:
+        X = G.sub(X, G.matmul(M, R))
+    Q = LA.qr(X).Q
+    At = G.transpose(A, -2, -1)
+    Mt = None if M is None else G.transpose(M, -2, -1)
+    for _ in builtins.range(niter):
+        X = G.matmul(At, Q)
+        if Mt is not None:
+            X = G.sub(X, G.matmul(Mt, Q))
+        Q = LA.qr(X).Q
+        X = G.matmul(A, Q)
+        if M is not None:
+            X = G.sub(X, G.matmul(M, Q))
+        Q = LA.qr(X).Q
+    return Q
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """(U, S, V) of a rank-``q`` approximate SVD of ``A`` (or ``A - M``) by randomized subspace
+    iteration (torch.svd_lowrank; ember's default generator draws the test matrix)."""
+    q = 6 if q is None else q
+    m, n = A.shape[-2], A.shape[-1]
+    if not 0 <= q <= builtins.min(m, n):
+        raise EmberValueError(f"svd_lowrank: q={q} must be in [0, min(m, n) = {builtins.min(m, n)}]"
+                              f" for A of shape {tuple(A.shape)}")
+    if niter < 0:
+        raise EmberValueError(f"svd_lowrank: niter must be non-negative, got {niter}")
+    import ember.linalg as LA
+    if M is not None:
+        M = G.broadcast_to(M, tuple(A.shape))
+    if m < n:  # work on the transpose, whose range is the smaller space
+        A, M = G.transpose(A, -2, -1), None if M is None else G.transpose(M, -2, -1)
+    Q = _basis(A, q, niter, M)
+    B = G.matmul(G.transpose(Q, -2, -1), A)
+    if M is not None:
+        B = G.sub(B, G.matmul(G.transpose(Q, -2, -1), M))
+    U, S, Vh = LA.svd(B, full_matrices=False)
+    U, V = G.matmul(Q, U), G.transpose(Vh, -2, -1)
+    return (V, S, U) if m < n else (U, S, V)
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """(U, S, V) of a principal component analysis of ``A``'s rows (torch.pca_lowrank): the
+    low-rank SVD of ``A`` less its column means when ``center``."""
+    m, n = A.shape[-2], A.shape[-1]
+    q = builtins.min(6, m, n) if q is None else q
+    if not 0 <= q <= builtins.min(m, n):
+        raise EmberValueError(f"pca_lowrank: q={q} must be in [0, min(m, n) = {builtins.min(m, n)}]"
+                              f" for A of shape {tuple(A.shape)}")
+    if not center:
+        return svd_lowrank(A, q, niter)
+    C = G.mean(A, (-2,), True)
+    return svd_lowrank(G.sub(A, C), q, niter)
+
+
+FUNCTIONS = FUNCTIONS + ("svd_lowrank", "pca_lowrank")
