@@ -159,12 +159,37 @@ def max_pool(a, x):
 
 
 def _check_avg(a, n):
-    r = _check_auto(a, n)
-    if r:
-        return r
-    if a["dilations"] and any(v != 1 for v in a["dilations"]):
-        return ("dilations", "other than 1 are not supported")
-    return None
+    return _check_auto(a, n)
+
+
+def _avg_pool_dilated(x, k, s, d, pads, ceil, include_pad):
+    """Average pooling with dilation: window sums and window counts as depthwise convolutions
+    with a ones kernel (padding and the ceil-mode overhang excluded from the count as ONNX
+    says)."""
+    nd = len(k)
+    c = x.shape[1]
+    ext, sizes = [], []
+    for i in range(nd):
+        n = x.shape[2 + i]
+        length = n + pads[i][0] + pads[i][1]
+        eff = (k[i] - 1) * d[i] + 1
+        q = (length - eff) / s[i]
+        out = (int(np.ceil(q)) if ceil else int(np.floor(q))) + 1
+        if ceil and (out - 1) * s[i] >= n + pads[i][0]:
+            out -= 1
+        ext.append(max(0, (out - 1) * s[i] + eff - length))
+        sizes.append(n)
+    full = [(p0, p1 + e) for (p0, p1), e in zip(pads, ext)]
+    xp = _explicit_pad(x, full, 0.0)
+    w = ember.ones(c, 1, *k, dtype=x.dtype)
+    total = _CONV[nd](xp, w, None, stride=s, dilation=d, groups=c)
+    ones = ember.ones(1, 1, *sizes, dtype=x.dtype)
+    if include_pad:
+        mask = _explicit_pad(_explicit_pad(ones, pads, 1.0), [(0, e) for e in ext], 0.0)
+    else:
+        mask = _explicit_pad(ones, full, 0.0)
+    count = _CONV[nd](mask, ember.ones(1, 1, *k, dtype=x.dtype), None, stride=s, dilation=d)
+    return total / count
 
 
 @importer("AveragePool", since=7, check=_check_avg,
@@ -174,6 +199,8 @@ def avg_pool(a, x):
     nd, k, s, d = _geom(a, x)
     pads = _pads(a, x, k, s, d)
     ceil = bool(a["ceil_mode"])
+    if any(v != 1 for v in d):
+        return _avg_pool_dilated(x, k, s, d, pads, ceil, bool(a["count_include_pad"]))
     if all(p0 == p1 and p0 <= k[i] // 2 for i, (p0, p1) in enumerate(pads)) and \
             a.get("auto_pad", "NOTSET") == "NOTSET":
         return _AVGP[nd](x, k, stride=s, padding=[p0 for p0, _ in pads], ceil_mode=ceil,
