@@ -14,12 +14,27 @@ or legacy format, plain pickles) with a clear error instead of unpickling them; 
 corrupt file, another format version or a missing tensor is a ``SerializationError`` naming the
 file and the problem. Nothing is ever unpickled or imported.
 
-``add_safe_globals`` (torch's name) registers custom autograd Functions for ``ember.jit.load``,
-which resolves the names a file holds only through that registry.
+Whole modules (``ember.save(model)``, also inside a checkpoint dict) are stored without pickle:
+each module becomes a JSON entry naming its class and holding its attribute dict (parameters,
+buffers and tensor attributes as tensors in the file, submodules nested, shared parameters and
+modules stored once and referenced). ``ember.load(f, weights_only=False)`` rebuilds them with
+``cls.__new__`` and the saved attributes, resolving class names only through a registry:
+ember's own nn classes, and classes and functions the user allowed with ``add_safe_globals``
+(torch's name). With ``weights_only=True`` (the default, as torch) only the latter resolve. A
+name in neither is a SerializationError naming it; nothing is ever imported. Functions held as
+attributes (e.g. ``activation=F.relu``) resolve the same way (ember's functional namespace, or
+registered). A NumPy array saved comes back as a NumPy array, and a ``.npy`` file
+(``numpy.save``) loads as a Tensor (read with ``allow_pickle=False``).
+
+``add_safe_globals`` also registers custom autograd Functions for ``ember.jit.load``, which
+resolves the names a file holds only through that registry.
 """
 import json
 import os
 import struct
+import sys
+import threading
+import types
 from collections import OrderedDict
 
 import numpy as np
@@ -46,33 +61,68 @@ class UnsafeFileError(SerializationError):
 
 
 # ---------------------------------------------------------------------------- safe globals
+_SAFE = {}  # name -> class or function allowed by add_safe_globals (not autograd Functions)
+_safe_lock = threading.Lock()
+
+
+def _is_autograd_function(obj):
+    from ember.autograd.function import Function
+    return isinstance(obj, type) and issubclass(obj, Function)
+
+
+def _default_name(obj):
+    return f"{obj.__module__}.{obj.__qualname__}"
+
+
 def add_safe_globals(safe_globals):
-    """Allow ``ember.jit.load`` to resolve these custom autograd Functions: each entry is a
-    ``Function`` subclass (named ``"<module>.<qualname>"``) or a ``(cls, name)`` pair, as in
-    ``torch.serialization.add_safe_globals``. Same as ``ember.jit.register_function`` per entry;
-    raises its errors."""
+    """Allow these classes and functions to be resolved by name when loading: each entry is a
+    Module subclass, an autograd Function or a Python function (named
+    ``"<module>.<qualname>"``) or a ``(obj, name)`` pair, as in
+    ``torch.serialization.add_safe_globals``. Module subclasses (and functions they hold) become
+    loadable by ``ember.load``; custom autograd Functions are registered for ``ember.jit.load``
+    (``ember.jit.register_function``, raising its errors)."""
     from ember.autograd.function import register_function
     if not isinstance(safe_globals, (list, tuple)):
-        raise EmberTypeError(f"add_safe_globals: expected a list of Function classes or "
-                             f"(class, name) pairs, got {type(safe_globals).__name__}")
+        raise EmberTypeError(f"add_safe_globals: expected a list of classes, functions or "
+                             f"(object, name) pairs, got {type(safe_globals).__name__}")
     for entry in safe_globals:
-        if isinstance(entry, tuple) and len(entry) == 2:
-            register_function(entry[0], entry[1])
-        else:
-            register_function(entry)
+        obj, name = entry if isinstance(entry, tuple) and len(entry) == 2 else (entry, None)
+        if _is_autograd_function(obj):
+            register_function(obj, name) if name is not None else register_function(obj)
+            continue
+        from ember.nn.modules.module import Module
+        if not (isinstance(obj, type) and issubclass(obj, Module)) and \
+                not isinstance(obj, types.FunctionType):
+            raise EmberTypeError(f"add_safe_globals: expected an ember.nn.Module subclass, a "
+                                 f"subclass of ember.autograd.Function or a Python function, "
+                                 f"got {obj!r}")
+        if name is None:
+            name = _default_name(obj)
+        if not isinstance(name, str) or not name:
+            raise EmberTypeError(f"add_safe_globals: name must be a non-empty string, got "
+                                 f"{name!r}")
+        with _safe_lock:
+            held = _SAFE.get(name)
+            if held is not None and held is not obj:
+                raise EmberValueError(f"add_safe_globals: the name {name!r} is already "
+                                      f"registered for {held!r}")
+            _SAFE[name] = obj
 
 
 def get_safe_globals():
-    """The registered Functions, as ``(cls, name)`` pairs."""
+    """The registered classes, functions and autograd Functions, as ``(obj, name)`` pairs."""
     from ember.autograd.function import registered_functions
-    return [(cls, name) for name, cls in registered_functions().items()]
+    return [(cls, name) for name, cls in registered_functions().items()] + \
+        [(obj, name) for name, obj in _SAFE.items()]
 
 
 def clear_safe_globals():
-    """Forget every registered Function."""
+    """Forget every registered class, function and autograd Function."""
     from ember.autograd import function
     with function._named_lock:
         function._NAMED.clear()
+    with _safe_lock:
+        _SAFE.clear()
 
 
 class safe_globals:
@@ -82,12 +132,14 @@ class safe_globals:
     def __init__(self, safe_globals):
         self.entries = safe_globals
         self.added = []
+        self.added_safe = []
 
     def __enter__(self):
         from ember.autograd import function
-        before = set(function.registered_functions())
+        before, before_safe = set(function.registered_functions()), set(_SAFE)
         add_safe_globals(self.entries)
         self.added = [n for n in function.registered_functions() if n not in before]
+        self.added_safe = [n for n in _SAFE if n not in before_safe]
         return self
 
     def __exit__(self, *exc):
@@ -95,13 +147,90 @@ class safe_globals:
         with function._named_lock:
             for name in self.added:
                 function._NAMED.pop(name, None)
+        with _safe_lock:
+            for name in self.added_safe:
+                _SAFE.pop(name, None)
         return False
 
 
+def _ember_classes():
+    """name -> class of ember's own nn modules (the explicit registry whole-module loads
+    resolve without add_safe_globals): every Module subclass defined in ember.nn."""
+    import ember.nn  # noqa: F401 - fixed ember modules, never a name read from a file
+    from ember.nn.modules.module import Module
+    from ember.nn.parallel import data_parallel  # noqa: F401
+    out, todo = {}, [Module]
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        if cls.__module__.startswith("ember.nn."):
+            out[_default_name(cls)] = cls
+    return out
+
+
+def _ember_functions():
+    """name -> function of ember.nn.functional and ember's top-level functions (activations
+    modules hold as attributes)."""
+    import ember
+    from ember.nn import functional
+    out = {}
+    for prefix, mod in (("ember.nn.functional.", functional), ("ember.", ember)):
+        for k, v in vars(mod).items():
+            if not k.startswith("_") and callable(v) and not isinstance(v, type):
+                out.setdefault(prefix + k, v)
+    return out
+
+
+class _ObjCtx:
+    """Identity memo for one save/load: shared modules and parameters are stored once."""
+
+    def __init__(self):
+        self.ids, self.objs, self.funcs = {}, [], None
+
+
+def _function_name(fn):
+    for name, obj in list(_SAFE.items()):
+        if obj is fn:
+            return name
+    for name, obj in _ember_functions().items():
+        if obj is fn:
+            return name
+    return None
+
+
+def _encode_module(obj, path, tensors, ctx):
+    cls = type(obj)
+    name = next((n for n, c in list(_SAFE.items()) if c is cls), None)
+    if name is None and cls.__module__.startswith("ember.nn."):
+        name = _default_name(cls)
+    if name is None:
+        raise EmberTypeError(f"ember.save: cannot save the module at '{path or '<root>'}': its "
+                             f"class {_default_name(cls)} is not an ember.nn class; register it "
+                             f"first with ember.serialization.add_safe_globals([{cls.__name__}]) "
+                             "(loading needs the same registration)")
+    ctx.ids[id(obj)] = len(ctx.ids)
+    ctx.objs.append(obj)  # keep alive so ids stay unique during this save
+    state = {k: _encode(v, _join(path, k), tensors, ctx) for k, v in obj.__dict__.items()}
+    return {"__module__": name, "__id__": ctx.ids[id(obj)], "__state__": state}
+
+
 # ---------------------------------------------------------------------------- encoding
-def _encode(obj, path, tensors):
-    """Replace tensors in ``obj`` by {"__tensor__": key}, filling ``tensors``; return JSON data."""
+def _encode(obj, path, tensors, ctx=None):
+    """Replace tensors in ``obj`` by {"__tensor__": key}, filling ``tensors``; return JSON data.
+    Inside a module (``ctx`` set) shared tensors and modules are stored once and referenced."""
+    if "ember.nn" in sys.modules:  # else no Module exists yet
+        from ember.nn.modules.module import Module
+    else:
+        Module = ()
+    if Module and isinstance(obj, Module):
+        if ctx is None:
+            ctx = _ObjCtx()
+        if id(obj) in ctx.ids:
+            return {"__ref__": ctx.ids[id(obj)]}
+        return _encode_module(obj, path, tensors, ctx)
     if isinstance(obj, Tensor) or _is_torch_tensor(obj) or isinstance(obj, np.ndarray):
+        if ctx is not None and id(obj) in ctx.ids:
+            return {"__ref__": ctx.ids[id(obj)]}
         arr = _as_array(obj)
         key = path or "tensor"
         base, n = key, 1
@@ -109,51 +238,149 @@ def _encode(obj, path, tensors):
             key = f"{base}#{n}"
             n += 1
         tensors[key] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
-        return {"__tensor__": key}
+        out = {"__tensor__": key}
+        if isinstance(obj, np.ndarray):
+            out["__numpy__"] = True
+        elif isinstance(obj, Tensor):
+            from ember.nn.parameter import Parameter
+            if isinstance(obj, Parameter):
+                out["__param__"] = bool(obj.requires_grad)
+            elif obj.requires_grad and obj.grad_fn is None:
+                out["__requires_grad__"] = True
+        if ctx is not None:
+            ctx.ids[id(obj)] = len(ctx.ids)
+            ctx.objs.append(obj)
+            out["__id__"] = ctx.ids[id(obj)]
+        return out
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj) and "__tensor__" not in obj:
-            return {"__dict__": {k: _encode(v, _join(path, k), tensors) for k, v in obj.items()},
+            return {"__dict__": {k: _encode(v, _join(path, k), tensors, ctx)
+                                 for k, v in obj.items()},
                     "__ordered__": isinstance(obj, OrderedDict)}
         items = []
         for k, v in obj.items():
             if not isinstance(k, (str, int, float, bool)) and k is not None:
-                raise EmberTypeError(f"ember.save: dict keys must be str, int, float, bool or None, "
-                                f"got {type(k).__name__}")
-            items.append([k, _encode(v, _join(path, str(k)), tensors)])
-        return {"__items__": items}
+                raise EmberTypeError(f"ember.save: dict keys must be str, int, float, bool or "
+                                     f"None, got {type(k).__name__}")
+            items.append([k, _encode(v, _join(path, str(k)), tensors, ctx)])
+        return {"__items__": items, "__ordered__": isinstance(obj, OrderedDict)}
     if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, _join(path, str(i)), tensors)
+        return {"__tuple__": [_encode(v, _join(path, str(i)), tensors, ctx)
                               for i, v in enumerate(obj)]}
     if isinstance(obj, list):
-        return [_encode(v, _join(path, str(i)), tensors) for i, v in enumerate(obj)]
+        return [_encode(v, _join(path, str(i)), tensors, ctx) for i, v in enumerate(obj)]
+    if isinstance(obj, (set, frozenset)) and ctx is not None:
+        return {"__set__": [_encode(v, path, tensors, ctx) for v in sorted(obj, key=repr)],
+                "__frozen__": isinstance(obj, frozenset)}
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return obj.item()
     if obj is None or isinstance(obj, (bool, int, float, str)):
         return obj
-    raise EmberTypeError(f"ember.save: cannot serialize an object of type {type(obj).__name__} at "
-                    f"'{path or '<root>'}' (supported: tensors, ndarrays, dicts, lists, tuples, "
-                    "numbers, strings, None)")
+    from ember import _dtype
+    if isinstance(obj, _dtype.dtype):
+        return {"__dtype__": obj.name}
+    if ctx is not None and callable(obj):
+        name = _function_name(obj)
+        if name is not None:
+            return {"__function__": name}
+        raise EmberTypeError(f"ember.save: the module attribute at '{path}' is the function "
+                             f"{obj!r}, which is neither an ember function nor registered; "
+                             "register it with ember.serialization.add_safe_globals([fn]) "
+                             "(or remove it, e.g. a hook, before saving)")
+    raise EmberTypeError(f"ember.save: cannot serialize an object of type {type(obj).__name__} "
+                         f"at '{path or '<root>'}' (supported: tensors, ndarrays, dicts, lists, "
+                         "tuples, numbers, strings, None, modules)")
 
 
-def _decode(data, tensors):
+class _Unknown(Exception):
+    """A structure entry naming a class or function no registry holds."""
+
+
+def _decode(data, tensors, ctx=None):
     if isinstance(data, list):
-        return [_decode(v, tensors) for v in data]
+        return [_decode(v, tensors, ctx) for v in data]
     if isinstance(data, dict):
         if "__tensor__" in data:
             key = data["__tensor__"]
             if not isinstance(key, str) or key not in tensors:
                 raise _Missing(key)
-            return Tensor._make(tensors[key])
+            if data.get("__numpy__"):
+                return tensors[key]
+            if "__param__" in data:
+                from ember.nn.parameter import Parameter
+                t = Parameter(Tensor._make(tensors[key]), requires_grad=data["__param__"])
+            else:
+                t = Tensor._make(tensors[key])
+                if data.get("__requires_grad__"):
+                    t.requires_grad_(True)
+            if "__id__" in data and ctx is not None:
+                ctx.objs[data["__id__"]] = t
+            return t
+        if "__ref__" in data:
+            return ctx.objs[data["__ref__"]]
+        if "__module__" in data:
+            return _decode_module(data, tensors, ctx)
         if "__tuple__" in data:
-            return tuple(_decode(v, tensors) for v in data["__tuple__"])
+            return tuple(_decode(v, tensors, ctx) for v in data["__tuple__"])
         if "__items__" in data:
-            return {k: _decode(v, tensors) for k, v in data["__items__"]}
+            d = OrderedDict() if data.get("__ordered__") else {}
+            for k, v in data["__items__"]:
+                d[k] = _decode(v, tensors, ctx)
+            return d
         if "__dict__" in data:
             d = OrderedDict() if data.get("__ordered__") else {}
             for k, v in data["__dict__"].items():
-                d[k] = _decode(v, tensors)
+                d[k] = _decode(v, tensors, ctx)
             return d
+        if "__set__" in data:
+            items = [_decode(v, tensors, ctx) for v in data["__set__"]]
+            return frozenset(items) if data.get("__frozen__") else set(items)
+        if "__dtype__" in data:
+            from ember import _dtype
+            return _dtype._by_name(data["__dtype__"])
+        if "__function__" in data:
+            name = data["__function__"]
+            fn = _SAFE.get(name)
+            if fn is None and not ctx.weights_only:
+                fn = ctx.ember_functions().get(name)
+            if fn is None:
+                raise _Unknown("function", name)
+            return fn
     return data
+
+
+def _decode_module(data, tensors, ctx):
+    name = data["__module__"]
+    cls = _SAFE.get(name)
+    if cls is None and not ctx.weights_only:
+        cls = ctx.ember_classes().get(name)
+    if cls is None:
+        raise _Unknown("class", name)
+    from ember.nn.modules.module import Module
+    if not (isinstance(cls, type) and issubclass(cls, Module)):
+        raise _Unknown("class", name)
+    obj = cls.__new__(cls)
+    ctx.objs[data["__id__"]] = obj
+    state = {k: _decode(v, tensors, ctx) for k, v in data["__state__"].items()}
+    obj.__dict__.update(state)
+    return obj
+
+
+class _LoadCtx:
+    def __init__(self, weights_only):
+        self.weights_only = weights_only
+        self.objs = {}
+        self._classes = self._functions = None
+
+    def ember_classes(self):
+        if self._classes is None:
+            self._classes = _ember_classes()
+        return self._classes
+
+    def ember_functions(self):
+        if self._functions is None:
+            self._functions = _ember_functions()
+        return self._functions
 
 
 def _join(path, key):
@@ -310,6 +537,13 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
             raise EmberRuntimeError(f"ember.load: only the cpu device exists, got "
                                     f"{map_location!r}")
     data, name = read_bytes(f)
+    if data[:6] == b"\x93NUMPY":
+        import io
+        try:
+            return Tensor._make(np.load(io.BytesIO(data), allow_pickle=False))
+        except ValueError as e:
+            raise UnsafeFileError(f"ember.load: {name} is a .npy file ember cannot read "
+                                  f"without unpickling ({e})") from None
     header, metadata, tensors = read_safetensors(data, name)
     meta = metadata.get(_META_KEY)
     if meta is None:
@@ -327,7 +561,18 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         raise SerializationError(f"ember.load: {name} was written in format version "
                                  f"{version!r}; this ember reads version {_FORMAT}")
     try:
-        return _decode(structure, tensors)
+        return _decode(structure, tensors, _LoadCtx(bool(weights_only)))
+    except _Unknown as e:
+        kind, cname = e.args
+        hint = (" It is one of ember's own; pass weights_only=False to load whole modules, or "
+                "allow it with ember.serialization.add_safe_globals.") if weights_only and \
+            (cname.startswith("ember.") and (cname in _ember_classes() or
+                                            cname in _ember_functions())) else \
+            (f" Register it with ember.serialization.add_safe_globals([{cname.rpartition('.')[2]}])"
+             " before loading (and load with weights_only=False for whole modules); ember never "
+             "imports names a file holds.")
+        raise SerializationError(f"ember.load: {name} holds the {kind} {cname!r}, which is not "
+                                 f"an allowed global.{hint}") from None
     except _Missing as e:
         raise SerializationError(f"ember.load: {name}: the structure names tensor "
                                  f"{e.args[0]!r}, which the file does not contain") from None

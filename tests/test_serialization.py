@@ -42,7 +42,8 @@ def test_nested_checkpoint_roundtrip(tmp_path):
     back = ember.load(tmp_path / "ck.st")
     assert back["epoch"] == 3 and back["loss"] == 0.25 and back["name"] == "lenet"
     assert back["flags"] == [True, None, (1, 2.5)] and back["best"] == float("inf")
-    assert back["arr"].dtype == ember.int32 and back["scalar"].item() == 2.0
+    assert isinstance(back["arr"], np.ndarray) and back["arr"].dtype == np.int32  # same type
+    assert isinstance(back["scalar"], ember.Tensor) and back["scalar"].item() == 2.0
     og = back["optimizer"]
     assert og["param_groups"][0]["betas"] == (0.8, 0.9) and list(og["state"]) == list(range(6))
     opt2 = optim.Adam(_model().parameters())
@@ -255,3 +256,78 @@ def test_safe_globals_register_functions_by_name():
         add_safe_globals([os.system])
     with pytest.raises(EmberTypeError, match="a list"):
         add_safe_globals(a)
+
+
+# ---------------------------------------------------------------- whole modules (issue 16)
+class _Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, dropout=0.0), 1)
+        self.head = nn.Linear(8, 3)
+        self.tied = nn.Linear(8, 3)
+        self.tied.weight = self.head.weight  # shared: stored once, shared again after load
+        self.rnn = nn.GRU(8, 4)
+        self.register_buffer("steps", ember.zeros(1))
+        self.scale = 2.5
+        self.kinds = {"a": (1, ember.float64)}
+
+    def forward(self, x):
+        return self.head(self.enc(x)) * self.scale + self.rnn(x)[0].sum()
+
+
+def test_whole_module_roundtrip_through_the_allow_list(tmp_path):
+    from ember.serialization import SerializationError, add_safe_globals, safe_globals
+    m = _Net().eval()
+    x = ember.randn(4, 2, 8)
+    with pytest.raises(ember.errors.EmberTypeError, match="add_safe_globals"):
+        ember.save(m, tmp_path / "m.st")  # a user class not on the list
+    with safe_globals([_Net]):
+        ember.save({"model": m, "epoch": 2}, tmp_path / "m.st")
+        with pytest.raises(SerializationError, match="weights_only=False"):
+            ember.load(tmp_path / "m.st")  # weights_only=True: ember's nn classes not allowed
+        back = ember.load(tmp_path / "m.st", weights_only=False)
+    m2 = back["model"]
+    assert type(m2) is _Net and back["epoch"] == 2 and m2.training is False
+    assert m2.tied.weight is m2.head.weight and isinstance(m2.head.weight, nn.Parameter)
+    assert m2.scale == 2.5 and m2.kinds == {"a": (1, ember.float64)}
+    assert m2.enc.layers[0].activation is nn.functional.relu
+    assert list(m2.state_dict()) == list(m.state_dict())
+    np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+    m2(x).sum().backward()
+    assert m2.head.weight.grad is not None and m.head.weight.grad is None
+    with pytest.raises(SerializationError, match="_Net.*add_safe_globals"):
+        ember.load(tmp_path / "m.st", weights_only=False)  # no longer registered: no import
+    add_safe_globals([_Net])
+    try:
+        assert type(ember.load(tmp_path / "m.st", weights_only=False)["model"]) is _Net
+    finally:
+        ember.serialization.clear_safe_globals()
+
+
+def test_ember_modules_save_whole_and_unregistered_functions_refuse(tmp_path):
+    lstm = nn.LSTM(3, 4, 2)
+    ember.save(lstm, tmp_path / "l.st")
+    l2 = ember.load(tmp_path / "l.st", weights_only=False)
+    x = ember.randn(5, 1, 3)
+    np.testing.assert_array_equal(l2(x)[0].detach().numpy(), lstm(x)[0].detach().numpy())
+    lin = nn.Linear(2, 2)
+    lin.register_forward_hook(lambda *a: None)
+    with pytest.raises(ember.errors.EmberTypeError, match="_forward_hooks.*function"):
+        ember.save(lin, tmp_path / "h.st")
+    with pytest.raises(ember.errors.EmberTypeError, match="Python function"):
+        ember.serialization.add_safe_globals([os.system])
+
+
+def test_numpy_arrays_come_back_as_numpy_and_npy_files_load(tmp_path):
+    a = np.arange(6.0).reshape(2, 3)
+    ember.save(a, tmp_path / "a.st")
+    back = ember.load(tmp_path / "a.st")
+    assert isinstance(back, np.ndarray)
+    np.testing.assert_array_equal(ember.from_numpy(back[1:]).numpy(), a[1:])
+    np.save(tmp_path / "b.npy", a)
+    t = ember.load(tmp_path / "b.npy")
+    assert isinstance(t, ember.Tensor) and t.dtype == ember.float64
+    np.testing.assert_array_equal(t.numpy(), a)
+    np.save(tmp_path / "c.npy", np.array([{"x": 1}], dtype=object))
+    with pytest.raises(ember.serialization.UnsafeFileError, match="unpickling"):
+        ember.load(tmp_path / "c.npy")
