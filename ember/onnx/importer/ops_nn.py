@@ -225,18 +225,24 @@ def global_max_pool(a, x):
 
 
 def _check_bn(a, n):
-    if a.get("training_mode", 0):
-        return ("training_mode", "= 1 is not supported (ember imports batch norm for inference; "
-                                 "train the imported module instead)")
     if a.get("spatial", 1) != 1:
         return ("spatial", "= 0 is not supported")
     return None
 
 
-@importer("BatchNormalization", since=7, check=_check_bn,
+@importer("BatchNormalization", since=7, check=_check_bn, max_outputs=3,
           attrs={"epsilon": 1e-5, "momentum": 0.9, "training_mode": 0, "spatial": 1})
 def batch_norm(a, x, scale, b, mean, var):
-    return F.batch_norm(x, mean, var, scale, b, training=False, eps=a["epsilon"])
+    """Inference: running statistics. ``training_mode=1``: batch statistics, and the updated
+    running mean/var (biased variance, ONNX's momentum convention) as outputs 1 and 2."""
+    if not a["training_mode"]:
+        return F.batch_norm(x, mean, var, scale, b, training=False, eps=a["epsilon"])
+    dims = (0,) + tuple(range(2, x.dim()))
+    mu = x.mean(dim=dims)
+    v = ((x - mu.reshape(1, -1, *([1] * (x.dim() - 2)))) ** 2).mean(dim=dims)
+    y = F.batch_norm(x, mu, v, scale, b, training=False, eps=a["epsilon"])
+    m = a["momentum"]
+    return y, mean * m + mu * (1 - m), var * m + v * (1 - m)
 
 
 @importer("InstanceNormalization", since=6, attrs={"epsilon": 1e-5})
