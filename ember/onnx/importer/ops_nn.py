@@ -143,19 +143,37 @@ def _check_pool(a, n):
     return None
 
 
-@importer("MaxPool", since=8, check=_check_pool,
+@importer("MaxPool", since=8, check=_check_pool, max_outputs=2,
           attrs={"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
                  "pads": None, "storage_order": 0, "strides": None})
 def max_pool(a, x):
+    """Output 1 (Indices) flattens over the whole input (N, C and spatial dims, row-major), as
+    ONNX defines it."""
     nd, k, s, d = _geom(a, x)
     pads = _pads(a, x, k, s, d)
+    shape = x.shape
     ok = all(p0 == p1 and p0 <= k[i] // 2 for i, (p0, p1) in enumerate(pads))
     if ok:
         padding = [p0 for p0, _ in pads]
     else:
         fill = float("-inf") if x.dtype.is_floating_point else int(np.iinfo(x.dtype.numpy).min)
         x, padding = _explicit_pad(x, pads, fill), [0] * nd
-    return _MAXP[nd](x, k, stride=s, padding=padding, dilation=d, ceil_mode=bool(a["ceil_mode"]))
+    kw = dict(stride=s, padding=padding, dilation=d, ceil_mode=bool(a["ceil_mode"]))
+    if a["_n"] < 2:
+        return _MAXP[nd](x, k, **kw)
+    y, idx = _MAXP[nd](x, k, return_indices=True, **kw)
+    spatial = list(shape[2:])
+    if not ok:   # indices of the padded plane -> the input's
+        coords, rest = [], idx
+        for dim, n in reversed(list(enumerate(x.shape[2:]))):
+            coords.insert(0, rest % n - pads[dim][0])
+            rest = rest // n
+        idx = coords[0]
+        for dim in range(1, nd):
+            idx = idx * spatial[dim] + coords[dim]
+    plane = int(np.prod(spatial))
+    nc = ember.arange(shape[0] * shape[1]).reshape(shape[0], shape[1], *([1] * nd))
+    return y, idx + nc * plane
 
 
 def _check_avg(a, n):
