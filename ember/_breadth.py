@@ -250,3 +250,77 @@ def pca_lowrank(A, q=None, center=True, niter=2):
 
 
 FUNCTIONS = FUNCTIONS + ("svd_lowrank", "pca_lowrank")
+
+
+def _part(f, d, start, stop):
+    n = f.shape[d]
+    start, stop = start % n if start < 0 else start, stop % n if stop <= 0 else stop
+    return G.narrow(f, d, start, stop - start)
+
+
+def _along(t, d, ndim):
+    return G.reshape(t, (-1,) + (1,) * (ndim - 1 - d))
+
+
+def _gradient_dim(f, d, h, edge_order):
+    n, nd = f.shape[d], f.dim()
+    if n < edge_order + 1:
+        raise EmberRuntimeError(f"gradient: each dimension must have at least edge_order + 1 = "
+                                f"{edge_order + 1} elements, got {n} along dim {d}")
+    p = lambda a, b: _part(f, d, a, b)  # noqa: E731
+    if not isinstance(h, Tensor):
+        h = builtins.float(h)
+        mid = G.sub(p(2, n), p(0, n - 2)) / (2 * h)
+        if edge_order == 1:
+            first, last = G.sub(p(1, 2), p(0, 1)) / h, G.sub(p(n - 1, n), p(n - 2, n - 1)) / h
+        else:
+            first = (p(0, 1) * -1.5 + p(1, 2) * 2.0 - p(2, 3) * 0.5) / h
+            last = (p(n - 3, n - 2) * 0.5 - p(n - 2, n - 1) * 2.0 + p(n - 1, n) * 1.5) / h
+        return G.cat([first, mid, last], d)
+    if h.dim() != 1 or h.shape[0] != n:
+        raise EmberRuntimeError(f"gradient: the coordinates along dim {d} must be a 1-d tensor "
+                                f"of {n} values, got shape {tuple(h.shape)}")
+    dx = G.diff(h)
+    h1, h2 = _along(G.narrow(dx, 0, 0, n - 2), d, nd), _along(G.narrow(dx, 0, 1, n - 2), d, nd)
+    mid = (p(0, n - 2) * (-h2 / (h1 * (h1 + h2))) + p(1, n - 1) * ((h2 - h1) / (h1 * h2))
+           + p(2, n) * (h1 / (h2 * (h1 + h2))))
+    e = [_along(G.narrow(dx, 0, i, 1), d, nd) for i in (0, 1, n - 3, n - 2)] if n > 2 else \
+        [_along(dx, d, nd)] * 4
+    if edge_order == 1:
+        first = G.sub(p(1, 2), p(0, 1)) / e[0]
+        last = G.sub(p(n - 1, n), p(n - 2, n - 1)) / e[3]
+    else:
+        a1, a2 = e[0], e[1]
+        first = (p(0, 1) * (-(2 * a1 + a2) / (a1 * (a1 + a2))) + p(1, 2) * ((a1 + a2) / (a1 * a2))
+                 + p(2, 3) * (-a1 / (a2 * (a1 + a2))))
+        b1, b2 = e[2], e[3]
+        last = (p(n - 3, n - 2) * (b2 / (b1 * (b1 + b2))) + p(n - 2, n - 1) * (-(b2 + b1) / (b1 * b2))
+                + p(n - 1, n) * ((2 * b2 + b1) / (b2 * (b1 + b2))))
+    return G.cat([first, mid, last], d)
+
+
+def gradient(input, *, spacing=1, dim=None, edge_order=1):
+    """Central-difference estimates of the derivative of ``input`` along each of ``dim`` (all
+    dims by default): one tensor per dim, as torch.gradient. ``spacing`` is one step for every
+    dim, a step per dim, or a 1-d tensor of coordinates per dim; ``edge_order`` 1 or 2 sets the
+    accuracy of the one-sided differences at the ends."""
+    if edge_order not in (1, 2):
+        raise EmberRuntimeError(f"gradient: edge_order must be 1 or 2, got {edge_order}")
+    nd = input.dim()
+    dims = list(builtins.range(nd)) if dim is None else [dim] if isinstance(dim, int) else list(dim)
+    dims = [d % nd if -nd <= d < nd else None for d in dims]
+    if None in dims or len(set(dims)) != len(dims):
+        raise EmberRuntimeError(f"gradient: dims {dim} are out of range or repeated for a "
+                                f"{nd}-d input")
+    if spacing is None:
+        spacing = 1
+    steps = list(spacing) if isinstance(spacing, (list, tuple)) else [spacing] * len(dims)
+    if len(steps) != len(dims):
+        raise EmberRuntimeError(f"gradient: expected spacing to be a scalar or to have one "
+                                f"entry per dimension ({len(dims)}), got {len(steps)}")
+    f = input if input._data.dtype.kind == "f" else G.to(input, _dtype.get_default_dtype().numpy)
+    steps = [s.item() if isinstance(s, Tensor) and s.dim() == 0 else s for s in steps]
+    return tuple(_gradient_dim(f, d, h, edge_order) for d, h in zip(dims, steps))
+
+
+FUNCTIONS = FUNCTIONS + ("gradient",)

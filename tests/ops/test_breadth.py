@@ -188,3 +188,20 @@ def test_svd_lowrank_reconstructs_low_rank():
                                    rtol=1e-8)
     with pytest.raises(EmberError, match="q=5"):
         ember.svd_lowrank(ember.randn(3, 4), q=5)
+
+
+def test_gradient_matches_torch():
+    rng = np.random.default_rng(4)
+    f = rng.standard_normal((4, 6))
+    x = np.cumsum(rng.uniform(0.5, 1.5, 6))
+    for kw, ekw in [({}, {}), ({"spacing": 2.0, "edge_order": 2}, {"spacing": 2.0, "edge_order": 2}),
+                    ({"spacing": (torch.tensor(x),), "dim": 1, "edge_order": 2},
+                     {"spacing": (ember.tensor(x),), "dim": 1, "edge_order": 2}),
+                    ({"spacing": [0.5, 2.0], "dim": [1, 0]}, {"spacing": [0.5, 2.0], "dim": [1, 0]})]:
+        t = torch.gradient(torch.tensor(f), **kw)
+        e = ember.gradient(ember.tensor(f), **ekw)
+        assert len(e) == len(t)
+        for a, b in zip(e, t):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+    with pytest.raises(EmberError, match="edge_order"):
+        ember.gradient(ember.zeros(2, 2), edge_order=2)
