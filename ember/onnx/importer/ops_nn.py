@@ -671,3 +671,47 @@ def non_max_suppression(a, boxes, scores, max_out=None, iou_thr=None, score_thr=
                     keep.append(i)
             rows += [(b, c, int(i)) for i in keep]
     return ember.tensor(np.array(rows, np.int64).reshape(-1, 3))
+
+
+@importer("MaxUnpool", since=9, attrs={"kernel_shape": None, "pads": None, "strides": None})
+def max_unpool(a, x, idx, output_shape=None):
+    """Scatter the values to their (whole-tensor flattened) indices in a zero tensor of the
+    inferred unpooled shape; a larger ``output_shape`` pads it with zeros at the end."""
+    nd = x.dim() - 2
+    k = a["kernel_shape"]
+    s = a["strides"] or [1] * nd
+    p = a["pads"] or [0] * (2 * nd)
+    shape = list(x.shape[:2]) + [(x.shape[2 + i] - 1) * s[i] - (p[i] + p[i + nd]) + k[i]
+                                 for i in range(nd)]
+    flat = ember.zeros(int(np.prod(shape)), dtype=x.dtype)
+    out = ember.index_copy(flat, 0, idx.reshape(-1).to(ember.int64), x.reshape(-1))
+    out = out.reshape(*shape)
+    if output_shape is not None:
+        target = ints(output_shape)
+        out = _explicit_pad(out, [(0, target[2 + i] - shape[2 + i]) for i in range(nd)], 0.0)
+    return out
+
+
+@importer("Col2Im", since=18, attrs={"dilations": None, "pads": None, "strides": None})
+def col2im(a, x, image_shape, block_shape):
+    """Sum the columns back into the image: index_add of every (block offset, position) pair
+    to its pixel, then crop the pads."""
+    img, blk = ints(image_shape), ints(block_shape)
+    nd = len(img)
+    d = a["dilations"] or [1] * nd
+    s = a["strides"] or [1] * nd
+    p = a["pads"] or [0] * (2 * nd)
+    padded = [img[i] + p[i] + p[i + nd] for i in range(nd)]
+    outs = [(padded[i] - ((blk[i] - 1) * d[i] + 1)) // s[i] + 1 for i in range(nd)]
+    kb = np.stack(np.meshgrid(*[np.arange(b) for b in blk], indexing="ij"), -1).reshape(-1, nd)
+    lo = np.stack(np.meshgrid(*[np.arange(o) for o in outs], indexing="ij"), -1).reshape(-1, nd)
+    pos = kb[:, None, :] * np.array(d) + lo[None, :, :] * np.array(s)   # [K, L, nd]
+    lin = np.ravel_multi_index(tuple(pos[..., i] for i in range(nd)), padded).reshape(-1)
+    n, ck, L = x.shape
+    c = ck // int(np.prod(blk))
+    cols = x.reshape(n, c, -1)                                          # [N, C, K*L]
+    acc = ember.zeros(n, c, int(np.prod(padded)), dtype=x.dtype)
+    acc = ember.index_add(acc, 2, ember.tensor(lin.astype(np.int64)), cols)
+    y = acc.reshape(n, c, *padded)
+    idx = (slice(None), slice(None)) + tuple(slice(p[i], p[i] + img[i]) for i in range(nd))
+    return y[idx]

@@ -358,8 +358,15 @@ def depth_to_space(a, x):
 @importer("SpaceToDepth", since=13, attrs={"blocksize": 1})
 def space_to_depth(a, x):
     b, (n, c, h, w) = a["blocksize"], x.shape
-    y = x.reshape(n, c, h // b, b, w // b, b).permute(0, 3, 5, 1, 2, 4)
+    y = x.reshape(n, c, h // b, b, w // b, b)
+    y = y.permute(0, 3, 5, 1, 2, 4) if a.get("mode", "DCR") == "DCR" else \
+        y.permute(0, 1, 3, 5, 2, 4)
     return y.reshape(n, c * b * b, h // b, w // b)
+
+
+importer("SpaceToDepth", since=28, attrs={"blocksize": 1, "mode": "DCR"},
+         check=lambda a, n: None if a["mode"] in ("DCR", "CRD") else
+         ("mode", "must be DCR or CRD"))(space_to_depth)
 
 
 _SCATTER_RED = {"none": None, "add": "sum", "mul": "prod", "max": "amax", "min": "amin"}

@@ -64,3 +64,19 @@ def dft20(a, x, length=None, axis=None):
 def dft17(a, x, length=None):
     n = None if length is None else int(scalar(length))
     return _dft(x, n, a["axis"], a["inverse"], a["onesided"])
+
+
+@importer("STFT", since=17, attrs={"onesided": 1})
+def stft(a, signal, frame_step, window=None, frame_length=None):
+    """Frames of the signal (times the window), each through the DFT."""
+    step = int(scalar(frame_step))
+    n = int(scalar(frame_length)) if frame_length is not None else window.shape[0]
+    length = signal.shape[1]
+    frames = (length - n) // step + 1
+    starts = np.arange(frames) * step
+    idx = ember.tensor((starts[:, None] + np.arange(n)[None, :]).reshape(-1).astype(np.int64))
+    fr = ember.index_select(signal, 1, idx).reshape(signal.shape[0], frames, n,
+                                                   signal.shape[2])
+    if window is not None:
+        fr = fr * window.reshape(1, 1, n, 1)
+    return _dft(fr, n, 2, False, bool(a["onesided"]))
