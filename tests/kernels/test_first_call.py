@@ -217,3 +217,43 @@ def test_winograd_readiness_checks_the_signatures_its_calls_compile(direction, s
         assert seen
         assert all(sig == winograd._signature(name, dtype) for name, sig in seen), seen
         seen.clear()
+
+
+@pytest.mark.parametrize("direction", ["forward", "weight"])
+def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(direction, monkeypatch):
+    """The selector's readiness check and the call agree on the serial or ``prange`` kernel and
+    its signature (else the call would compile the other one, blocking, once the first is
+    ready)."""
+    from ember.kernels import conv as C
+    from ember.kernels.conv import direct, selector
+    from ember.kernels.threads import get_num_threads, set_num_threads
+    if direct.kernels() is None:
+        pytest.skip("needs Numba")
+    checked, called = [], []
+    real_ready = numba_runtime.ready
+
+    def ready(dispatcher, sig, force=False):
+        if not force:
+            checked.append((dispatcher.kernel_name, sig))
+        return real_ready(dispatcher, sig, force)
+    monkeypatch.setattr(numba_runtime, "ready", ready)
+    for name in ("forward", "weight", "forward_parallel", "weight_parallel"):
+        def spy(*a, fn=getattr(direct.kernels(), name), name=name):
+            called.append((name, numba_runtime.signature(*a)))
+            return fn(*a)
+        spy.kernel_name = name
+        monkeypatch.setattr(direct.kernels(), name, spy)
+    before = get_num_threads()
+    set_num_threads(2)
+    try:
+        x = np.ones((64, 6, 14, 14), np.float32)
+        g = C.geometry("conv2d", x.shape, (16, 6, 5, 5), 1, 0, 1, 1)
+        assert selector.heuristic(direction, g) == "direct"
+        if direction == "forward":
+            C.conv2d_forward(x, np.ones((16, 6, 5, 5), np.float32), None, 1, 0, 1, 1)
+        else:
+            C.conv2d_weight_grad(np.ones(g.output_shape, np.float32), x, (16, 6, 5, 5), 1, 0,
+                                 1, 1)
+    finally:
+        set_num_threads(before)
+    assert checked and checked == called, (checked, called)

@@ -142,8 +142,7 @@ def run(op, direction, g, a, b):
     if not settings.benchmark:
         name, without = heuristic(direction, g), {}
         # while a kernel compiles in the background, the algorithm chosen without it
-        while (name == "direct" and not direct.ready(direction, g, a.dtype)
-               or name == "winograd" and not winograd.ready(direction, a.dtype)):
+        while name in ("direct", "winograd") and not _ready(name, direction, g, a.dtype):
             without[name + "_ok"] = False
             name = heuristic(direction, g, **without)
         return _call(name, direction, g, a, b)
@@ -174,10 +173,22 @@ def _thin_wide(g):
             and THIN_OWN_MIN_K <= g.K <= DIRECT_MAX_K)
 
 
+def _own_threads(name, direction, g):
+    return (direction in parallel.OWN_THREADS_DIRECTIONS
+            or name in parallel.OWN_THREADS_ALGORITHMS or _thin_wide(g))
+
+
+def _ready(name, direction, g, dtype):
+    """Whether ``direct`` / ``winograd`` has its kernels for this call (under the thread policy
+    ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
+    with parallel.policy(_own_threads(name, direction, g)):
+        if name == "direct":
+            return direct.ready(direction, g, dtype)
+        return winograd.ready(direction, dtype)
+
+
 def _call(name, direction, g, a, b):
-    own = (direction in parallel.OWN_THREADS_DIRECTIONS
-           or name in parallel.OWN_THREADS_ALGORITHMS or _thin_wide(g))
-    with parallel.policy(own):
+    with parallel.policy(_own_threads(name, direction, g)):
         return getattr(ALGORITHMS[name], FUNCTIONS[direction])(a, b, g)
 
 
