@@ -257,7 +257,9 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     if len(shape) < 2 or shape[1] % num_groups:
         raise RuntimeError(f"group_norm: expected an input (N, C, ...) with C divisible by "
                            f"num_groups={num_groups}, got shape {list(shape)}")
-    x = G.reshape(input, (input.shape[0], num_groups, -1))  # traced batch size
+    # traced batch size; an empty batch cannot infer the -1 (torch gives an empty result)
+    rest = -1 if input._data.size else int(np.prod(shape[1:], dtype=np.int64)) // num_groups
+    x = G.reshape(input, (input.shape[0], num_groups, rest))
     mean = G.mean(x, (2,), True)
     xc = G.sub(x, mean)
     y = G.mul(xc, G.rsqrt(G.add(G.mean(G.mul(xc, xc), (2,), True), eps)))

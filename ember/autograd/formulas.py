@@ -169,6 +169,8 @@ def logsumexp_grad(grad, self, result, dim, keepdim):
 
 def norm_grad(grad, self, result, p, dim, keepdim):
     shape = self._data.shape
+    if p in (0, 0.0):  # counts the nonzeros: zero gradient (torch)
+        return G.zeros_like(self)
     g = expand_reduced(grad, shape, dim, keepdim)
     if p in (2, 2.0, "fro"):
         r = expand_reduced(result, shape, dim, keepdim)

@@ -275,9 +275,14 @@ def _pad_width(ndim, pad):
 def pad(a, pad, mode="constant", value=None):
     width = _pad_width(a.ndim, pad)
     neg = any(l < 0 or r < 0 for l, r in width)
-    if neg:
-        if mode != "constant":
-            raise KernelError(f"negative padding is only supported in constant mode, got {mode}")
+    if neg and mode == "replicate":  # torch: out[i] = a[clip(i - left, 0, n - 1)] per axis
+        for ax, (l, r) in enumerate(width):
+            if l or r:
+                if a.shape[ax] == 0:
+                    raise KernelError(f"replicate padding of the empty dimension {ax}")
+                a = np.take(a, np.clip(np.arange(-l, a.shape[ax] + r), 0, a.shape[ax] - 1), ax)
+        return a
+    if neg:  # crop first (as torch for constant, reflect and circular), then pad the rest
         sl = tuple(slice(-l if l < 0 else 0, a.shape[i] + r if r < 0 else None)
                    for i, (l, r) in enumerate(width))
         a = a[sl]
@@ -286,7 +291,7 @@ def pad(a, pad, mode="constant", value=None):
         return np.pad(a, width, mode="constant", constant_values=0 if value is None else value)
     if mode == "reflect":
         for i, (l, r) in enumerate(width):
-            if l >= a.shape[i] or r >= a.shape[i]:
+            if (l or r) and (l >= a.shape[i] or r >= a.shape[i]):
                 raise KernelError(f"padding size should be less than the corresponding input "
                                   f"dimension, but got padding ({l}, {r}) at dimension {i} of "
                                   f"input {list(a.shape)}")
@@ -315,6 +320,18 @@ def pad_backward(grad, input_shape, pad, mode="constant"):
             return out
         return np.ascontiguousarray(g)
     # reflect / replicate / circular: scatter-add through the index map of each padded axis
+    if mode != "replicate" and any(l < 0 or r < 0 for l, r in width):
+        # the forward cropped first: fold the padding back, then embed the kept part
+        crop = tuple(slice(-l if l < 0 else 0, input_shape[i] + r if r < 0 else None)
+                     for i, (l, r) in enumerate(width))
+        out = np.zeros(tuple(input_shape), grad.dtype)
+        kept = out[crop].shape
+        out[crop] = _fold_pad(grad, kept, [(max(l, 0), max(r, 0)) for l, r in width], mode)
+        return out
+    return _fold_pad(grad, input_shape, width, mode)
+
+
+def _fold_pad(grad, input_shape, width, mode):
     out = grad
     for ax in range(len(input_shape)):
         l, r = width[ax]

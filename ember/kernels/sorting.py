@@ -282,8 +282,9 @@ def searchsorted(sorted_sequence, values, sorter=None, out_int32=False, right=Fa
                           f"N-1 dimensions of boundaries tensor and input value tensor must "
                           f"match, but we got boundaries tensor {list(seq.shape)} and input "
                           f"value tensor {list(vals.shape)}")
-    rows_s = seq.reshape(-1, seq.shape[-1])
-    rows_v = vals.reshape(-1, vals.shape[-1])
+    lead = int(np.prod(seq.shape[:-1], dtype=np.int64))  # not -1: the rows may be empty
+    rows_s = seq.reshape(lead, seq.shape[-1])
+    rows_v = vals.reshape(lead, vals.shape[-1])
     out = np.empty(rows_v.shape, out_dt)
     for i in range(rows_s.shape[0]):
         out[i] = np.searchsorted(rows_s[i], rows_v[i], side=s)

@@ -398,6 +398,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
     Raises EmberRuntimeError when the input has no channel axis or a statistic or affine parameter
     does not have one element per channel."""
+    if getattr(getattr(input, "_data", None), "shape", None) == (0,) and all(
+            t is None or t._data.size == 0 for t in (running_mean, running_var, weight, bias)):
+        return G.clone(input)  # torch: an empty 1-d input (no channels) normalises to itself
     _check_channels("batch_norm", input, running_mean=running_mean, running_var=running_var,
                     weight=weight, bias=bias)
     if training:
@@ -705,6 +708,8 @@ def prelu(input, weight):
     w = weight
     if input.dim() >= 2 and weight.numel() > 1:
         w = G.reshape(weight, (-1,) + (1,) * (input.dim() - 2))
+    elif input.dim() == 0 and weight.numel() == 1:  # keep a 0-d input's shape (torch)
+        w = G.reshape(weight, ())
     return G.where(G.gt(input, 0), input, G.mul(w, input))
 
 
@@ -974,6 +979,9 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     p = _ntuple(padding, 2, "padding")
     s = _ntuple(stride, 2, "stride")
     dt = x._data.dtype
+    if dt.kind in "biu":  # copies values only: exact through float64 (torch's im2col)
+        return G.to(unfold(G.to(input, np.dtype(np.float64)), kernel_size, dilation, padding,
+                           stride), dt)
     if dt not in (np.float32, np.float64):
         raise EmberTypeError(f"unfold: expected a float32 or float64 input, got {dt}")
     if min(k + d + s) <= 0 or min(p) < 0:
@@ -994,7 +1002,8 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     eye = np.eye(kh * kw, dtype=dt).reshape(kh * kw, 1, kh, kw)
     w = _const(np.tile(eye, (c, 1, 1, 1)))
     y = G.conv2d(x, w, None, s, p, d, c)
-    y = G.reshape(y, (y.shape[0], c * kh * kw, -1))
+    n_blocks = -1 if y._data.size else int(np.prod(blocks))  # an empty batch cannot infer -1
+    y = G.reshape(y, (y.shape[0], c * kh * kw, n_blocks))
     return G.squeeze(y, 0) if unb else y
 
 
@@ -1123,8 +1132,9 @@ def margin_ranking_loss(input1, input2, target, margin=0.0, size_average=None, r
 def hinge_embedding_loss(input, target, margin=1.0, size_average=None, reduce=None,
                          reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    pos = G.where(G.eq(target, 1), input, 0.0)
-    neg = G.where(G.eq(target, -1), G.clamp(G.sub(margin, input), 0.0, None), 0.0)
+    # as torch: a target that is neither 1 nor -1 takes both terms
+    pos = G.where(G.ne(target, -1), input, 0.0)
+    neg = G.where(G.ne(target, 1), G.clamp(G.sub(margin, input), 0.0, None), 0.0)
     return _reduce(G.add(pos, neg), reduction)
 
 
@@ -1155,7 +1165,7 @@ def multilabel_soft_margin_loss(input, target, weight=None, size_average=None, r
 def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=None,
                       reduce=None, reduction="mean"):
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    x = input if input.dim() > 1 else G.unsqueeze(input, 0)
+    x = input if input.dim() > 1 else G.reshape(input, (1, -1))  # 0-d: one class
     t = target if target.dim() > 0 else G.unsqueeze(target, 0)
     xy = G.gather(x, 1, G.unsqueeze(t, 1))
     m = G.clamp(G.add(G.sub(margin, xy), x), 0.0, None)
@@ -1165,7 +1175,7 @@ def multi_margin_loss(input, target, p=1, margin=1.0, weight=None, size_average=
         m = G.mul(m, G.unsqueeze(G.index_select(weight, 0, t), 1))
     m = G.scatter(m, 1, G.unsqueeze(t, 1), 0.0)  # the target class does not count
     loss = G.mean(m, (1,), False)
-    if input.dim() == 1:
+    if input.dim() <= 1:
         loss = G.squeeze(loss, 0)
     return _reduce(loss, reduction)
 

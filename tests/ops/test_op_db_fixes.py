@@ -180,3 +180,53 @@ def test_gather_scatter_zero_d_and_empty_index_and_cat_backward_with_empty():
     assert ga.tolist() == (2 * np.ones((5, 2))).tolist() and ge.shape == (0,)
     ref = torch.cat([torch.zeros(0), torch.ones(5, 2)], dim=1)
     assert tuple(ref.shape) == tuple(y.shape)
+
+
+@pytest.mark.parametrize("mode", ["replicate", "circular", "reflect"])
+def test_negative_padding_in_every_mode_matches_torch(mode):
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(2)
+    for pad in [(-1, 2), (2, -1), (-1, 1, -2, 1), (1, -2, -1, 1), (-4, 5, 0, 0), (5, -4, -4, 3)]:
+        x = rng.standard_normal((2, 3, 4, 4)[:len(pad) + 1])
+        try:
+            ref = torch.nn.functional.pad(torch.tensor(x), pad, mode)
+        except RuntimeError:
+            continue
+        g = rng.standard_normal(tuple(ref.shape))
+        tx = torch.tensor(x, requires_grad=True)
+        ty = torch.nn.functional.pad(tx, pad, mode)
+        (tg,) = torch.autograd.grad(ty, tx, torch.tensor(g))
+        ex = ember.tensor(x, requires_grad=True)
+        ey = F.pad(ex, pad, mode)
+        (eg,) = ember.autograd.grad(ey, [ex], ember.tensor(g))
+        np.testing.assert_array_equal(ey.detach().numpy(), ty.detach().numpy())
+        np.testing.assert_allclose(eg.numpy(), tg.numpy(), atol=1e-12)
+    e = F.pad(ember.zeros(0, 3, 3), (1, 2), "reflect")
+    assert e.shape == (0, 3, 6)
+
+
+def test_empty_and_zero_d_inputs_of_nn_functions():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    tF = torch.nn.functional
+    assert F.group_norm(ember.zeros(0, 2), 1).shape == (0, 2)
+    assert F.unfold(ember.zeros(0, 1, 5, 5), 2).shape == (0, 4, 16)
+    b = F.unfold(ember.tensor(np.arange(25).reshape(1, 1, 5, 5) % 2 == 0), 2)
+    assert b.dtype == ember.bool and b.shape == (1, 4, 16)
+    assert F.batch_norm(ember.zeros(0), ember.zeros(0), ember.ones(0), training=True).shape == (0,)
+    assert F.prelu(ember.tensor(-2.0), ember.tensor([0.25])).shape == ()
+    for x, t in ((0.3, 0.7), (0.3, 1.0), (2.5, -1.0)):
+        ref = tF.hinge_embedding_loss(torch.tensor(x), torch.tensor(t))
+        got = F.hinge_embedding_loss(ember.tensor(x), ember.tensor(t))
+        assert float(got) == pytest.approx(float(ref))
+    ref = tF.multi_margin_loss(torch.tensor(0.5), torch.tensor(0))
+    assert float(F.multi_margin_loss(ember.tensor(0.5), ember.tensor(0))) == float(ref)
+    s = ember.searchsorted(ember.zeros(0, 0), ember.zeros(0, 0))
+    assert s.shape == (0, 0) and s.dtype == ember.int64
+
+
+def test_norm_p0_has_zero_gradient():
+    x = ember.tensor([[1.0, 0.0, -2.0]], dtype=ember.float64, requires_grad=True)
+    (g,) = ember.autograd.grad(ember.norm(x, 0), [x])
+    assert g.tolist() == [[0.0, 0.0, 0.0]]

@@ -290,6 +290,13 @@ def sym_pad(g, node, x, pad, mode="constant", value=None):
         raise SymbolicError(f"pad mode {mode!r} has no ONNX equivalent")
     if onnx_mode == "wrap" and g.opset < 19:
         raise SymbolicError("circular padding needs opset 19 or later (Pad mode 'wrap')")
+    if onnx_mode != "constant" and min(begins + ends) < 0:
+        # ember (as torch) crops first, then pads what is left: a Slice, then a positive Pad
+        axes = [d for d in range(rank) if begins[d] < 0 or ends[d] < 0]
+        x = g.op("Slice", x, g.const(np.array([max(-begins[d], 0) for d in axes], np.int64)),
+                 g.const(np.array([ends[d] if ends[d] < 0 else INT64_MAX for d in axes],
+                                  np.int64)), g.const(np.array(axes, np.int64)))
+        begins, ends = [max(b, 0) for b in begins], [max(e, 0) for e in ends]
     pads = g.const(np.array(begins + ends, np.int64))
     if onnx_mode == "constant":
         v = g.const(np.array(0 if value is None else value, out_dtype(node)))
