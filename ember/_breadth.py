@@ -324,3 +324,40 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
 
 
 FUNCTIONS = FUNCTIONS + ("gradient",)
+
+
+histogramdd_result = namedtuple("histogramdd", ["hist", "bin_edges"])
+
+
+def histogramdd(input, bins, *, range=None, weight=None, density=False, out=None):
+    """(hist, bin_edges) of the points in the rows of ``input`` (..., D): ``bins`` a count for
+    every dim, a count per dim, or a 1-d tensor of edges per dim; ``range`` a flat
+    [min0, max0, min1, max1, ...] for counted bins (default each dim's min and max)."""
+    d = input.shape[-1] if input.dim() else 0
+    if isinstance(bins, (int, np.integer)):
+        bins = [builtins.int(bins)] * d
+    bins = list(bins)
+    if len(bins) != d:
+        raise EmberRuntimeError(f"histogramdd: expected {d} bin counts or edge tensors for an "
+                                f"input whose last dim is {d}, got {len(bins)}")
+    if range is not None and len(range) != 2 * d:
+        raise EmberRuntimeError(f"histogramdd: range must hold 2 * {d} values, got {len(range)}")
+    pts = G.reshape(input, (-1, d))
+    edges = []
+    for i, b in enumerate(bins):
+        if isinstance(b, Tensor):
+            if b.dtype != input.dtype:
+                raise EmberRuntimeError(f"histogramdd: input and bins must have the same dtype, "
+                                        f"got input {input.dtype} and bins[{i}] {b.dtype}")
+            edges.append(b)
+            continue
+        col = G.select(pts, 1, i)
+        rng = None if range is None else [builtins.float(range[2 * i]),
+                                          builtins.float(range[2 * i + 1])]
+        edges.append(G.histogram_kernel(col, None, None, builtins.int(b), rng, False)[1])
+    tensors = [input] + edges + ([] if weight is None else [weight])
+    hist = G.histogramdd_kernel(tensors, weight is not None, density)
+    return histogramdd_result(hist, edges)
+
+
+FUNCTIONS = FUNCTIONS + ("histogramdd",)

@@ -6415,6 +6415,9 @@ OPS['bincount'] = _op_bincount
 _op_histogram_kernel = Op('histogram_kernel', _k_factory.histogram, None, ('self', 'edges', 'weight'), ('bins', 'range', 'density'), multi=True, diff_outputs=(True, True), saves_self=False)
 OPS['histogram_kernel'] = _op_histogram_kernel
 
+_op_histogramdd_kernel = Op('histogramdd_kernel', _k_factory.histogramdd, None, ('tensors',), ('weighted', 'density'), list_input=True, saves_self=False)
+OPS['histogramdd_kernel'] = _op_histogramdd_kernel
+
 _op_fill = Op('fill', _k_factory.full_like_of, FillBackward0, ('self',), ('value',), saves_self=False)
 OPS['fill'] = _op_fill
 
@@ -8705,6 +8708,10 @@ def bincount(input, weights=None, minlength=0):
 def histogram_kernel(input, edges, weight, bins, range, density):
     """histogram_kernel (see torch.histogram_kernel)."""
     return dispatch(_op_histogram_kernel, (input, edges, weight, ), (bins, range, density, ))
+
+def histogramdd_kernel(tensors, weighted, density):
+    """histogramdd_kernel (see torch.histogramdd_kernel)."""
+    return dispatch(_op_histogramdd_kernel, tuple(tensors), (weighted, density, ))
 
 def fill(input, value):
     """fill (see torch.fill)."""

@@ -240,3 +240,47 @@ def histogram(a, edges, weight, bins, range, density):
 
 def full_like_of(a, value):
     return np.full_like(a, value)
+
+
+def histogramdd(arrays, weighted, density):
+    """Counts of the rows of ``a`` (N, D) in the D-dimensional bins between ``edges``:
+    ``arrays`` is [a, *edges] and then the weights when ``weighted``."""
+    a, edges = arrays[0], arrays[1:len(arrays) - 1 if weighted else len(arrays)]
+    weight = arrays[-1] if weighted else None
+    if a.dtype.kind != "f":
+        raise KernelError(f"histogramdd: expects a floating point input, got {a.dtype}")
+    d = a.shape[-1] if a.ndim else 0
+    if len(edges) != d:
+        raise KernelError(f"histogramdd: expected {d} bin edge tensors for an input whose last "
+                          f"dim is {d}, got {len(edges)}")
+    for e in edges:
+        if e.ndim != 1 or e.size < 1:
+            raise KernelError(f"histogramdd: bin edges must be non-empty 1-d tensors, got shape "
+                              f"{e.shape}")
+    edges = [e.astype(a.dtype, copy=False) for e in edges]
+    pts = a.reshape(-1, d)
+    w = None if weight is None else weight.reshape(-1)
+    if w is not None and w.shape[0] != pts.shape[0]:
+        raise KernelError(f"histogramdd: weight must hold one value per point ({pts.shape[0]}), "
+                          f"got shape {weight.shape}")
+    # torch's binary search: a point counts when it lies in [edges[0], edges[-1]] in every dim
+    # (no point does for decreasing edges); the last bin is closed
+    shape = tuple(max(e.size - 1, 1) for e in edges)
+    keep = np.ones(pts.shape[0], bool)
+    flat = np.zeros(pts.shape[0], np.int64)
+    for i, e in enumerate(edges):
+        x = pts[:, i]
+        keep &= (x >= e[0]) & (x <= e[-1])
+        pos = np.clip(np.searchsorted(e, x, side="right") - 1, 0, shape[i] - 1)
+        flat = flat * shape[i] + pos
+    counts = np.bincount(flat[keep], None if w is None else w[keep],
+                         int(np.prod(shape))).astype(np.float64)
+    hist = counts.reshape(shape)
+    if density:
+        widths = [np.diff(e) if e.size > 1 else np.zeros(1) for e in edges]
+        vol = np.ones(shape)
+        for i, wd in enumerate(widths):
+            vol = vol * wd.reshape((-1,) + (1,) * (len(shape) - 1 - i))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            hist = hist / hist.sum() / vol
+    return hist.astype(a.dtype)

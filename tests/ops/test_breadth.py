@@ -205,3 +205,21 @@ def test_gradient_matches_torch():
             np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
     with pytest.raises(EmberError, match="edge_order"):
         ember.gradient(ember.zeros(2, 2), edge_order=2)
+
+
+def test_histogramdd_matches_torch():
+    rng = np.random.default_rng(5)
+    v = rng.standard_normal((40, 2))
+    w = rng.uniform(0.5, 2.0, 40)
+    for bins, kw in [((3, 4), {}), (2, {"range": [-1.0, 1.0, -2.0, 2.0], "density": True}),
+                     ([np.array([-1.0, 0.0, 2.0]), np.array([-0.5, 0.5])], {"weight": w})]:
+        tb = [torch.tensor(b) for b in bins] if isinstance(bins, list) else bins
+        eb = [ember.tensor(b) for b in bins] if isinstance(bins, list) else bins
+        tkw = {k: torch.tensor(x) if isinstance(x, np.ndarray) else x for k, x in kw.items()}
+        ekw = {k: ember.tensor(x) if isinstance(x, np.ndarray) else x for k, x in kw.items()}
+        t, e = torch.histogramdd(torch.tensor(v), tb, **tkw), ember.histogramdd(ember.tensor(v), eb, **ekw)
+        np.testing.assert_allclose(e.hist.numpy(), t.hist.numpy(), rtol=1e-12)
+        for a, b in zip(e.bin_edges, t.bin_edges):
+            np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-12)
+    with pytest.raises(EmberError, match="same dtype"):
+        ember.histogramdd(ember.tensor(v), [ember.tensor([0.0, 1.0], dtype=ember.float32)] * 2)
