@@ -361,3 +361,42 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False, out=None
 
 
 FUNCTIONS = FUNCTIONS + ("histogramdd",)
+
+
+def _resize_(self, *size, memory_format=None):
+    """Resize in place to ``size``, keeping the first elements in row-major order (new
+    elements, when it grows, are uninitialised), as torch's ``Tensor.resize_``."""
+    from ember.autograd.state import STATE
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = _ints(size, "size", "resize_")
+    if builtins.any(s < 0 for s in size):
+        raise EmberRuntimeError(f"resize_: sizes must be non-negative, got {list(size)}")
+    if self.requires_grad:
+        raise EmberRuntimeError("resize_: cannot resize a tensor that requires grad")
+    if STATE.tracer is not None:
+        raise EmberRuntimeError("resize_: a tensor cannot change its shape in place inside a "
+                                "trace")
+    n = builtins.int(np.prod(size, dtype=np.int64))
+    flat = self._data.reshape(-1) if self._data.flags.c_contiguous else \
+        np.ascontiguousarray(self._data).reshape(-1)
+    if n <= flat.size:
+        new = flat[:n].reshape(size)
+    else:
+        new = np.empty(n, self._data.dtype)
+        new[:flat.size] = flat
+        new = new.reshape(size)
+    self._data = new
+    self._bump()
+    return self
+
+
+def _resize_as_(self, the_template, *, memory_format=None):
+    """Resize in place to the shape of ``the_template`` (see ``resize_``)."""
+    return _resize_(self, tuple(the_template.shape))
+
+
+METHODS["resize_"] = _resize_
+METHODS["resize_as_"] = _resize_as_
+resize_as_ = _resize_as_
+FUNCTIONS = FUNCTIONS + ("resize_as_",)
