@@ -65,4 +65,6 @@ def install(namespace, tensor_cls):
             setattr(tensor_cls, name + "_", _inplace(name, fn))
     namespace["frexp"] = public(frexp)
     namespace["zero_"] = public(zero_)
+    from ember.autograd.composites import native_batch_norm_outputs
+    namespace["native_batch_norm"] = public(native_batch_norm_outputs, "native_batch_norm")
     tensor_cls.frexp = public(frexp, "frexp")

@@ -237,9 +237,27 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                momentum=0.1, eps=1e-5):
     """torch.nn.functional.batch_norm: normalise with batch statistics (training) or the running
     ones; in training the running statistics are updated in place (outside autograd)."""
-    from ember.autograd.grad_mode import no_grad
     out, mean, var = G.native_batch_norm(input, weight, bias, running_mean, running_var,
                                          training, momentum, eps)
+    _update_running(input, running_mean, running_var, training, momentum, mean, var)
+    return out
+
+
+def native_batch_norm_outputs(input, weight, bias, running_mean, running_var, training,
+                              momentum, eps):
+    """torch.native_batch_norm: (output, save_mean, save_invstd), the running statistics
+    updated in place in training; in evaluation the saved statistics are empty, as torch."""
+    out, mean, var = G.native_batch_norm(input, weight, bias, running_mean, running_var,
+                                         training, momentum, eps)
+    _update_running(input, running_mean, running_var, training, momentum, mean, var)
+    if not training:
+        empty = G.zeros((0,), input._data.dtype)
+        return out, empty, G.clone(empty)
+    return out, mean, G.rsqrt(G.add(var, eps))
+
+
+def _update_running(input, running_mean, running_var, training, momentum, mean, var):
+    from ember.autograd.grad_mode import no_grad
     if training and running_mean is not None and running_var is not None:
         n = input.numel() // input.shape[1]  # traced: the correction follows the batch size
         with no_grad():
@@ -249,7 +267,6 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
             unbiased = G.div(G.mul(G.to(var, running_var._data.dtype, False), n),
                              max(n - 1, 1))
             G.copy_(running_var, G.add(G.mul(running_var, 1.0 - m), G.mul(unbiased, m)))
-    return out
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):

@@ -979,7 +979,7 @@ def unfold(input, kernel_size, dilation=1, padding=0, stride=1):
     p = _ntuple(padding, 2, "padding")
     s = _ntuple(stride, 2, "stride")
     dt = x._data.dtype
-    if dt.kind in "biu":  # copies values only: exact through float64 (torch's im2col)
+    if dt == np.bool_:  # copies values only: exact through float64 (torch: bool, not int)
         return G.to(unfold(G.to(input, np.dtype(np.float64)), kernel_size, dilation, padding,
                            stride), dt)
     if dt not in (np.float32, np.float64):

@@ -230,3 +230,22 @@ def test_norm_p0_has_zero_gradient():
     x = ember.tensor([[1.0, 0.0, -2.0]], dtype=ember.float64, requires_grad=True)
     (g,) = ember.autograd.grad(ember.norm(x, 0), [x])
     assert g.tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_native_batch_norm_returns_torchs_saved_statistics():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 3, 4))
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    for training in (True, False):
+        trm, trv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+        erm, erv = ember.zeros(3, dtype=ember.float64), ember.ones(3, dtype=ember.float64)
+        ref = torch.native_batch_norm(torch.tensor(x), torch.tensor(w), torch.tensor(b), trm, trv,
+                                      training, 0.5, 0.6)
+        got = ember.native_batch_norm(ember.tensor(x), ember.tensor(w), ember.tensor(b), erm,
+                                      erv, training, 0.5, 0.6)
+        for g, r in zip(got, ref):
+            assert tuple(g.shape) == tuple(r.shape)
+            np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(erm.numpy(), trm.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(erv.numpy(), trv.numpy(), rtol=1e-12)
