@@ -143,7 +143,21 @@ def _sendbuf(t):
     return np.ascontiguousarray(arr)
 
 
+def _start(g, name, async_op, *args):
+    """Run MPI's blocking ``name`` (its best algorithms, no polling) and return None, or, when
+    the caller wants a Work or the group has a timeout, start the non-blocking ``I<name>`` and
+    return its request."""
+    if async_op or g.timeout is not None:
+        return getattr(g.comm, "I" + name.lower())(*args)
+    getattr(g.comm, name)(*args)
+    return None
+
+
 def _finish(work, async_op):
+    if work._requests == [None]:  # ran blocking: only the write-back is left
+        work._requests = []
+        work._complete()
+        return work if async_op else None
     if async_op:
         return work
     work.wait()
@@ -186,7 +200,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     buf, back = _buffer(tensor)
     mop = _mpi_op(op, tensor._data.dtype, what)
     MPI = mpi()
-    req = g.comm.Iallreduce(MPI.IN_PLACE, buf, mop)
+    req = _start(g, "Allreduce", async_op, MPI.IN_PLACE, buf, mop)
     n = g.size()
     avg = getattr(op, "name", op) == "AVG"
 
@@ -207,7 +221,7 @@ def broadcast(tensor, src, group=None, async_op=False):
     _debug_check(g, what, tensor, src=src)
     root = g.group_rank(src, what)
     buf, back = _buffer(tensor)
-    req = g.comm.Ibcast(buf, root)
+    req = _start(g, "Bcast", async_op, buf, root)
     return _finish(Work([req], back, what, g.timeout), async_op)
 
 
@@ -224,7 +238,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     MPI = mpi()
     if g.rank() == root:
         buf, back = _buffer(tensor)
-        req = g.comm.Ireduce(MPI.IN_PLACE, buf, mop, root)
+        req = _start(g, "Reduce", async_op, MPI.IN_PLACE, buf, mop, root)
         n = g.size()
         avg = getattr(op, "name", op) == "AVG"
 
@@ -234,7 +248,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
             back()
     else:
         send = _sendbuf(tensor)
-        req = g.comm.Ireduce(send, None, mop, root)
+        req = _start(g, "Reduce", async_op, send, None, mop, root)
         finish = None
     return _finish(Work([req], finish, what, g.timeout), async_op)
 
@@ -267,7 +281,7 @@ def all_gather(tensor_list, tensor, group=None, async_op=False):
     _debug_check(g, what, tensor)
     send = _sendbuf(tensor)
     recv = np.empty((g.size(),) + send.shape, send.dtype)
-    req = g.comm.Iallgather(send, recv)
+    req = _start(g, "Allgather", async_op, send, recv)
     return _finish(Work([req], lambda: _split_into(tensor_list, recv), what, g.timeout), async_op)
 
 
@@ -288,7 +302,7 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
                               f"{tuple(input_tensor.shape)} {input_tensor._data.dtype}")
     _debug_check(g, what, input_tensor)
     buf, back = _buffer(output_tensor)
-    req = g.comm.Iallgather(_sendbuf(input_tensor), buf)
+    req = _start(g, "Allgather", async_op, _sendbuf(input_tensor), buf)
     return _finish(Work([req], back, what, g.timeout), async_op)
 
 
@@ -307,7 +321,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     _debug_check(g, what, input)
     mop = _mpi_op(op, input._data.dtype, what)
     buf, back = _buffer(output)
-    req = g.comm.Ireduce_scatter_block(_sendbuf(input), buf, mop)
+    req = _start(g, "Reduce_scatter_block", async_op, _sendbuf(input), buf, mop)
     avg = getattr(op, "name", op) == "AVG"
 
     def finish():
@@ -330,10 +344,10 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
     if g.rank() == root:
         _check_list(gather_list, g.size(), tensor, what, "gather_list")
         recv = np.empty((g.size(),) + send.shape, send.dtype)
-        req = g.comm.Igather(send, recv, root)
+        req = _start(g, "Gather", async_op, send, recv, root)
         finish = lambda: _split_into(gather_list, recv)  # noqa: E731
     else:
-        req = g.comm.Igather(send, None, root)
+        req = _start(g, "Gather", async_op, send, None, root)
         finish = None
     return _finish(Work([req], finish, what, g.timeout), async_op)
 
@@ -353,7 +367,7 @@ def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
         send = np.stack([_sendbuf(t) for t in scatter_list])
     else:
         send = None
-    req = g.comm.Iscatter(send, buf, root)
+    req = _start(g, "Scatter", async_op, send, buf, root)
     return _finish(Work([req], back, what, g.timeout), async_op)
 
 
@@ -379,7 +393,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(int).tolist()
     rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(int).tolist()
     mt = from_numpy_dtype(send.dtype)
-    req = g.comm.Ialltoallv([send, (scounts, sdispl), mt], [recv, (rcounts, rdispl), mt])
+    req = _start(g, "Alltoallv", async_op, [send, (scounts, sdispl), mt], [recv, (rcounts, rdispl), mt])
 
     def finish():
         for t, off, c in zip(output_tensor_list, rdispl, rcounts):
@@ -392,7 +406,8 @@ def barrier(group=None, async_op=False):
     g = _group(group, "barrier")
     if _not_member(g):
         return _done(async_op)
-    return _finish(Work([g.comm.Ibarrier()], None, "barrier", g.timeout), async_op)
+    req = _start(g, "Barrier", async_op)
+    return _finish(Work([req], None, "barrier", g.timeout), async_op)
 
 
 def _p2p_rank(g, peer, what):

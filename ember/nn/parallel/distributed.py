@@ -212,6 +212,11 @@ class DistributedDataParallel(Module):
         b.ready[i] = True
         b.pending -= 1
         self._launch_ready()
+        # MPI progresses non-blocking collectives only inside MPI calls: poke the ones in flight
+        for k in range(self._next):
+            w = self._buckets[k].work
+            if w is not None and not w._done:
+                w.is_completed()
 
     def _mark_unused(self, b, i):
         if not b.ready[i]:
