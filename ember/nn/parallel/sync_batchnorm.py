@@ -4,7 +4,6 @@ import numpy as np
 from ember.autograd.function import Function
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberValueError
-from ember.nn import functional as F
 from ember.nn.modules.normalization import _BatchNorm
 
 
