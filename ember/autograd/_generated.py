@@ -3148,7 +3148,7 @@ class Conv2dWeightGradBackward0(Node):
         return (g0, g1, )
 
 class ConvTranspose2dBackward0(Node):
-    __slots__ = ('dilation', 'groups', 'padding', 'stride', 'weight', 'input', 'weight_shape')
+    __slots__ = ('dilation', 'groups', 'output_padding', 'padding', 'stride', 'weight', 'input', 'weight_shape')
     _saved = ('weight', 'input')
     _op_name = 'conv_transpose2d'
 
@@ -3158,6 +3158,7 @@ class ConvTranspose2dBackward0(Node):
         stride, padding, output_padding, groups, dilation, = consts
         ctx.dilation = dilation if needs[0] or needs[1] else None
         ctx.groups = groups if needs[0] or needs[1] else None
+        ctx.output_padding = output_padding if needs[0] or needs[1] else None
         ctx.padding = padding if needs[0] or needs[1] else None
         ctx.stride = stride if needs[0] or needs[1] else None
         ctx.weight = _save(weight, 'weight') if needs[0] else None
@@ -3169,6 +3170,7 @@ class ConvTranspose2dBackward0(Node):
         needs = ctx.needs
         dilation = ctx.dilation
         groups = ctx.groups
+        output_padding = ctx.output_padding
         padding = ctx.padding
         stride = ctx.stride
         weight = unpack(ctx.weight, ctx)
@@ -3176,9 +3178,9 @@ class ConvTranspose2dBackward0(Node):
         weight_shape = ctx.weight_shape
         g0 = g1 = g2 = None
         if needs[0]:
-            g0 = conv2d(grad, weight, None, stride, padding, dilation, groups)
+            g0 = _F.conv_transpose2d_input_grad_of(grad, weight, stride, padding, output_padding, dilation, groups)
         if needs[1]:
-            g1 = conv2d_weight_grad(input, grad, weight_shape, stride, padding, dilation, groups)
+            g1 = _F.conv_transpose2d_weight_grad_of(input, grad, weight_shape, stride, padding, output_padding, dilation, groups)
         if needs[2]:
             g2 = _F.conv_bias_grad(grad)
         return (g0, g1, g2, )

@@ -283,6 +283,35 @@ def einsum_grads(grad, operands, equation):
     return [einsum_grad(grad, operands, equation, i) for i in range(len(operands))]
 
 
+def _transpose_grad_geometry(grad, padding, output_padding):
+    """The backward of a 2-d transposed convolution is a convolution of ``grad``: padded (p, p -
+    output_padding) per axis, a negative end meaning the trailing rows no input reaches, cropped
+    (torch's output_padding may reach the stride when below the dilation)."""
+    def pair(v):
+        return (int(v),) * 2 if isinstance(v, (int, np.integer)) else tuple(v)
+
+    pad4 = []
+    for i, (p, op) in enumerate(zip(pair(padding), pair(output_padding))):
+        end = p - op
+        if end < 0:
+            axis = grad.ndim - 2 + i
+            grad = G.narrow(grad, axis, 0, grad.shape[axis] + end)
+        pad4 += [p, max(end, 0)]
+    return grad, tuple(pad4)
+
+
+def conv_transpose2d_input_grad_of(grad, weight, stride, padding, output_padding, dilation,
+                                   groups):
+    g, pad4 = _transpose_grad_geometry(grad, padding, output_padding)
+    return G.conv2d(g, weight, None, stride, pad4, dilation, groups)
+
+
+def conv_transpose2d_weight_grad_of(input, grad, weight_shape, stride, padding, output_padding,
+                                    dilation, groups):
+    g, pad4 = _transpose_grad_geometry(grad, padding, output_padding)
+    return G.conv2d_weight_grad(input, g, weight_shape, stride, pad4, dilation, groups)
+
+
 def _scatter_multiply_grad(reduce):
     if reduce == "multiply":
         from ember.errors import UnsupportedError

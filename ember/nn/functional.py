@@ -1115,7 +1115,20 @@ def poisson_nll_loss(input, target, log_input=True, full=False, size_average=Non
 
 
 def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"):
-    var = G.clamp(var, eps, None)
+    """As torch: a ``var`` of input's shape without its last dim gets one there; var is
+    clamped to ``eps`` outside autograd (its gradient passes through the clamp)."""
+    ishape, vshape = tuple(input.shape), tuple(var.shape)
+    if vshape != ishape:
+        if ishape[:-1] == vshape:
+            var = G.unsqueeze(var, -1)
+        elif not (ishape[:-1] == vshape[:-1] and vshape[-1:] == (1,)):
+            raise EmberValueError(f"gaussian_nll_loss: var of shape {list(vshape)} does not fit "
+                                  f"input of shape {list(ishape)}")
+    if bool(np.any(var._data < 0)):
+        raise EmberValueError("gaussian_nll_loss: var has negative entry/entries")
+    with no_grad():
+        lift = G.sub(G.clamp(var, eps, None), var)
+    var = G.add(var, lift)
     loss = G.mul(G.add(G.log(var), G.div(G.square(G.sub(input, target)), var)), 0.5)
     if full:
         loss = G.add(loss, 0.5 * math.log(2 * math.pi))

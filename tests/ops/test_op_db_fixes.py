@@ -249,3 +249,40 @@ def test_native_batch_norm_returns_torchs_saved_statistics():
             np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-12)
         np.testing.assert_allclose(erm.numpy(), trm.numpy(), rtol=1e-12)
         np.testing.assert_allclose(erv.numpy(), trv.numpy(), rtol=1e-12)
+
+
+def test_conv_transpose2d_gradients_with_output_padding_beyond_the_stride():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 4, 4, 4)), rng.standard_normal((4, 2, 4, 5))
+    kw = dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4))
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv_transpose2d(tx, tw, **kw)
+    g = rng.standard_normal(tuple(ty.shape))
+    ref = torch.autograd.grad(ty, [tx, tw], torch.tensor(g))
+    ex, ew = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+    got = ember.autograd.grad(F.conv_transpose2d(ex, ew, **kw), [ex, ew], ember.tensor(g))
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-10)
+
+
+def test_gaussian_nll_loss_var_shapes_and_clamp_gradient_as_torch():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(5)
+    x, t = rng.standard_normal((5, 4)), rng.standard_normal((5, 4))
+    for var in (np.abs(rng.standard_normal(5)), np.abs(rng.standard_normal((5, 1))),
+                np.full((5, 4), 1e-9)):
+        tv = torch.tensor(var, requires_grad=True)
+        ref = torch.nn.functional.gaussian_nll_loss(torch.tensor(x), torch.tensor(t), tv,
+                                                    full=True, reduction="sum")
+        (tg,) = torch.autograd.grad(ref, [tv])
+        ev = ember.tensor(var, requires_grad=True)
+        got = F.gaussian_nll_loss(ember.tensor(x), ember.tensor(t), ev, full=True,
+                                  reduction="sum")
+        (eg,) = ember.autograd.grad(got, [ev])
+        assert float(got) == pytest.approx(float(ref), rel=1e-12)
+        np.testing.assert_allclose(eg.numpy(), tg.numpy(), rtol=1e-9)
+    with pytest.raises(ValueError, match="var"):
+        F.gaussian_nll_loss(ember.tensor(x), ember.tensor(t), ember.ones(3))
