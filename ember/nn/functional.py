@@ -575,6 +575,16 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
         emb = embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
         if per_sample_weights is not None:
             emb = G.mul(emb, G.unsqueeze(per_sample_weights, -1))
+        if padding_idx is not None:  # as torch: padding entries are left out of their bag
+            valid = G.unsqueeze(G.ne(input, padding_idx % weight.shape[0]), -1)
+            if mode == "max":
+                m = G.amax(G.where(valid, emb, float("-inf")), (1,), False)
+                return G.where(G.any(valid, (1,), False), m, 0.0)
+            total = G.sum(G.where(valid, emb, 0.0), (1,), False)
+            if mode == "sum":
+                return total
+            count = G.sum(G.to(valid, emb._data.dtype, False), (1,), False)
+            return G.div(total, G.clamp(count, 1.0, None))
         if mode == "sum":
             return G.sum(emb, (1,), False)
         if mode == "mean":
@@ -600,6 +610,8 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
     member = G.ge(bag, 0)
     if include_last_offset:
         member = G.logical_and(member, G.lt(pos, G.narrow(offsets, 0, nb, 1)))
+    if padding_idx is not None:  # as torch: padding entries are left out of their bag
+        member = G.logical_and(member, G.ne(input, padding_idx % weight.shape[0]))
     bag = G.clamp(bag, 0, None)
     e = embedding(input, weight, padding_idx, max_norm, norm_type)
     if per_sample_weights is not None:

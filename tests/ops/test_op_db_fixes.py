@@ -286,3 +286,24 @@ def test_gaussian_nll_loss_var_shapes_and_clamp_gradient_as_torch():
         np.testing.assert_allclose(eg.numpy(), tg.numpy(), rtol=1e-9)
     with pytest.raises(ValueError, match="var"):
         F.gaussian_nll_loss(ember.tensor(x), ember.tensor(t), ember.ones(3))
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_leaves_padding_entries_out(mode):
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((5, 3))
+    psw = rng.standard_normal(6) if mode == "sum" else None
+    cases = [(np.array([[0, 2, 2], [2, 2, 2]]), None, 2),
+             (np.array([1, 4, 0, 4, 3, 4]), np.array([0, 2]), -1)]
+    for idx, offsets, pad in cases:
+        kw = dict(mode=mode, padding_idx=pad)
+        p = None if psw is None else psw[:idx.size].reshape(idx.shape)
+        ref = torch.nn.functional.embedding_bag(
+            torch.tensor(idx), torch.tensor(w), None if offsets is None else torch.tensor(offsets),
+            per_sample_weights=None if p is None else torch.tensor(p), **kw)
+        got = F.embedding_bag(ember.tensor(idx), ember.tensor(w),
+                              None if offsets is None else ember.tensor(offsets),
+                              per_sample_weights=None if p is None else ember.tensor(p), **kw)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
