@@ -15,7 +15,7 @@ ALLOWED = {
     "distributed": BASE | {"tensor"},
     "optim": BASE | {"autograd", "kernels", "tensor"},
     "jit": BASE | {"autograd", "kernels", "tensor", "random", "serialization", "utils"},
-    "onnx": BASE | {"autograd", "kernels", "tensor", "jit", "utils", "ember"},
+    "onnx": BASE | {"autograd", "kernels", "tensor", "jit", "utils", "ember", "nn"},
 }
 
 
