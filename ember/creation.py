@@ -178,21 +178,25 @@ def _like(fn, input, dtype, requires_grad, *args):
 
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     """Zeros with ``input``'s shape (and dtype unless given)."""
+    _check_device(device)
     return _like(G.zeros_like, input, dtype, requires_grad)
 
 
 def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     """Ones with ``input``'s shape (and dtype unless given)."""
+    _check_device(device)
     return _like(G.ones_like, input, dtype, requires_grad)
 
 
 def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     """Uninitialised with ``input``'s shape (and dtype unless given)."""
+    _check_device(device)
     return _like(G.empty_like, input, dtype, requires_grad)
 
 
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
     """``fill_value`` with ``input``'s shape (and dtype unless given)."""
+    _check_device(device)
     return _like(G.full_like, input, dtype, requires_grad, fill_value)
 
 
@@ -255,6 +259,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     ``layout`` may only be ``ember.strided``."""
     if layout is not None and layout is not _dtype.strided:
         raise EmberTypeError(f"normal: ember has only the ember.strided layout, got {layout!r}")
+    _check_device(device)
     gen = resolve(generator)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
         ref = mean if isinstance(mean, Tensor) else std
@@ -271,12 +276,14 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
 
 def rand_like(input, dtype=None, generator=None, requires_grad=False, device=None):
     """Uniform [0, 1) samples with ``input``'s shape and dtype."""
+    _check_device(device)
     t = G.uniform_like(input if dtype is None else input.to(dtype), 0.0, 1.0, resolve(generator))
     return _finish(t, requires_grad)
 
 
 def randn_like(input, dtype=None, generator=None, requires_grad=False, device=None):
     """Standard normal samples with ``input``'s shape and dtype."""
+    _check_device(device)
     t = G.normal_like(input if dtype is None else input.to(dtype), 0.0, 1.0, resolve(generator))
     return _finish(t, requires_grad)
 

@@ -148,6 +148,7 @@ def _type(self, dtype=None, non_blocking=False):
         return _to(self, named)
     if isinstance(dtype, str):
         from ember.errors import EmberTypeError
+        from ember.errors import EmberTypeError
         raise EmberTypeError(f"type(): invalid type {dtype!r} (expected a dtype or a legacy "
                              "type name such as 'torch.FloatTensor')")
     return _to(self, dtype)
@@ -187,6 +188,7 @@ def _bernoulli_(self, p=0.5, generator=None):
 def _new(fill):
     def method(self, *size, dtype=None, device=None, requires_grad=False):
         from ember import creation
+        creation._check_device(device)
         dt = self.dtype if dtype is None else dtype
         if fill == "zeros":
             return creation.zeros(*size, dtype=dt, requires_grad=requires_grad)
@@ -198,12 +200,14 @@ def _new(fill):
 
 def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
     from ember import creation
+    creation._check_device(device)
     return creation.full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
                          requires_grad=requires_grad)
 
 
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     from ember import creation
+    creation._check_device(device)
     return creation.tensor(data, dtype=self.dtype if dtype is None else dtype,
                            requires_grad=requires_grad)
 
@@ -331,6 +335,7 @@ def broadcast_shapes(*shapes):
 def _tri_indices(which):
     def indices(row, col, offset=0, *, dtype=None, device=None, layout=None):
         from ember import creation
+        creation._check_device(device)
         if row < 0 or col < 0:
             raise EmberRuntimeError(f"{which}_indices: row and col must be non-negative, got "
                                     f"{row} and {col}")
@@ -394,7 +399,7 @@ METHODS = {
     "to": _to, "float": _cast(_dtype.float32), "double": _cast(_dtype.float64),
     "half": _cast(_dtype.float16), "long": _cast(_dtype.int64), "int": _cast(_dtype.int32),
     "short": _cast(_dtype.int16), "bool": _cast(_dtype.bool_), "byte": _cast(_dtype.uint8),
-    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu, "cuda": _cuda,
+    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu, "cuda": _cuda, "cuda": _cuda,
     "zero_": _zero_, "fill_": _fill_, "uniform_": _uniform_, "normal_": _normal_,
     "bernoulli_": _bernoulli_, "new_zeros": _new("zeros"), "new_ones": _new("ones"),
     "new_empty": _new("empty"), "new_full": _new_full, "new_tensor": _new_tensor,

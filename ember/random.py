@@ -11,6 +11,9 @@ class Generator:
     __slots__ = ("_rng", "_seed", "device")
 
     def __init__(self, device="cpu"):
+        if device != "cpu":
+            from ember.tensor import check_device
+            check_device(device, "Generator")
         self.device = device
         self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
         self._rng = np.random.default_rng(self._seed)

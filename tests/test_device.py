@@ -27,8 +27,10 @@ def test_cpu_device_objects_and_kwargs():
     assert d == "cpu" and d == ember.device("cpu") and ember.device("cpu", 0) == d
     t = ember.zeros(2, device="cpu")
     assert t.to("cpu") is t and t.to(ember.device("cpu")) is t and t.device == "cpu"
-    m = ember.nn.Linear(2, 2)
+    m = ember.nn.Linear(2, 2, device="cpu")
     assert m.to("cpu") is m and m.to(device=d) is m
+    assert ember.nn.Linear(2, 2, True, d).weight.shape == (2, 2)
+    assert ember.ones_like(t, device="cpu").shape == (2,) and ember.Generator("cpu")
 
 
 @pytest.mark.parametrize("call", [
@@ -36,6 +38,13 @@ def test_cpu_device_objects_and_kwargs():
     lambda: ember.ones(2).to(device="cuda:1"), lambda: ember.zeros(2, device="cuda"),
     lambda: ember.tensor([1.0], device="cuda"), lambda: ember.device("cuda"),
     lambda: ember.nn.Linear(2, 2).cuda(), lambda: ember.nn.Linear(2, 2).to("cuda"),
+    lambda: ember.nn.Conv2d(1, 1, 3, device="cuda"),
+    lambda: ember.nn.LayerNorm(3, device="cuda"),
+    lambda: ember.nn.Linear(2, 2, True, "cuda"),
+    lambda: ember.zeros_like(ember.ones(2), device="cuda"),
+    lambda: ember.randn_like(ember.ones(2), device="cuda"),
+    lambda: ember.ones(2).new_zeros(2, device="cuda"),
+    lambda: ember.ones(2).new_tensor([1.0], device="cuda"), lambda: ember.Generator("cuda"),
     lambda: ember.cuda.current_device(), lambda: ember.cuda.synchronize(),
     lambda: ember.accelerator.synchronize()])
 def test_cuda_is_a_clear_unsupported_error(call):

@@ -1,6 +1,6 @@
-"""The nn surface torch programs reach (issue 16): nn.Transformer and its decoder, MultiheadAttention
-laid out as torch's, torch's module paths, DataParallel on the CPU, every module hook, module
-surgery on containers."""
+"""The nn surface torch programs reach (issue 16): nn.Transformer and its decoder,
+MultiheadAttention laid out as torch's, torch's module paths, DataParallel on the CPU, every
+module hook, module surgery on containers."""
 import importlib
 import warnings
 

@@ -28,7 +28,7 @@ from ember.nn.modules.misc import (ChannelShuffle, CircularPad1d, CircularPad2d,
                                    ZeroPad2d,
                                    CircularPad3d, ConstantPad3d, Fold, ReflectionPad3d,
                                    ReplicationPad3d, Unfold, ZeroPad3d)
-from ember.nn.modules.module import Module
+from ember.nn.modules.module import Module, _guard_device_kwargs
 from ember.nn.modules.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
                                             InstanceNorm1d, InstanceNorm2d, LayerNorm,
                                             LocalResponseNorm, RMSNorm, InstanceNorm3d)
@@ -43,6 +43,9 @@ from ember.nn.modules.sparse import Embedding, EmbeddingBag
 from ember.nn.modules.transformer import (MultiheadAttention, Transformer, TransformerDecoder,
                                           TransformerDecoderLayer, TransformerEncoder,
                                           TransformerEncoderLayer)
+# torch.nn.modules.<name> paths torch code reaches classes through (re-exports)
+from ember.nn.modules import (batchnorm, channelshuffle, distance, flatten, fold,  # noqa: F401,E402
+                              instancenorm, padding, pixelshuffle, upsampling)
 # torch.nn.modules.<name> paths torch code reaches classes through (re-exports)
 from ember.nn.modules import (batchnorm, channelshuffle, distance, flatten, fold,  # noqa: F401,E402
                               instancenorm, padding, pixelshuffle, upsampling)
@@ -66,3 +69,4 @@ def _check_forwards():
 
 
 _check_forwards()
+_guard_device_kwargs(__name__)  # device="cuda" raises UnsupportedError naming the layer

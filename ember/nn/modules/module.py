@@ -837,3 +837,41 @@ class _BackwardHook:
         for i, t in zip(pos, new):
             outs[i] = t
         return outs[0] if single else tuple(outs)
+
+
+# ---------------------------------------------------------------------------- device= kwargs
+def _guard_device_kwargs(package):
+    """Make every layer class defined under ``package`` that takes torch's ``device=`` argument
+    check it: "cpu" (or None) is accepted, "cuda" and the rest raise UnsupportedError naming
+    the class."""
+    import functools
+    import inspect
+    todo, seen = [Module], set()
+    while todo:
+        cls = todo.pop()
+        todo.extend(c for c in cls.__subclasses__() if c not in seen)
+        seen.add(cls)
+        init = vars(cls).get("__init__")
+        if not cls.__module__.startswith(package + ".") or init is None or \
+                getattr(init, "_checks_device", False):
+            continue
+        params = list(inspect.signature(init).parameters.values())[1:]
+        names = [p.name for p in params]
+        if "device" not in names:
+            continue
+        pos = names.index("device")
+        if any(p.kind in (p.VAR_POSITIONAL, p.KEYWORD_ONLY) for p in params[:pos + 1]):
+            pos = None
+        cls.__init__ = _device_checked(init, cls.__name__, pos, functools)
+
+
+def _device_checked(init, name, pos, functools):
+    @functools.wraps(init)
+    def __init__(self, *args, **kwargs):
+        dev = kwargs.get("device")
+        if dev is None and pos is not None and len(args) > pos:
+            dev = args[pos]
+        check_device(dev, name)
+        init(self, *args, **kwargs)
+    __init__._checks_device = True
+    return __init__
