@@ -148,7 +148,6 @@ def _type(self, dtype=None, non_blocking=False):
         return _to(self, named)
     if isinstance(dtype, str):
         from ember.errors import EmberTypeError
-        from ember.errors import EmberTypeError
         raise EmberTypeError(f"type(): invalid type {dtype!r} (expected a dtype or a legacy "
                              "type name such as 'torch.FloatTensor')")
     return _to(self, dtype)
@@ -399,7 +398,7 @@ METHODS = {
     "to": _to, "float": _cast(_dtype.float32), "double": _cast(_dtype.float64),
     "half": _cast(_dtype.float16), "long": _cast(_dtype.int64), "int": _cast(_dtype.int32),
     "short": _cast(_dtype.int16), "bool": _cast(_dtype.bool_), "byte": _cast(_dtype.uint8),
-    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu, "cuda": _cuda, "cuda": _cuda,
+    "char": _cast(_dtype.int8), "type": _type, "type_as": _type_as, "cpu": _cpu, "cuda": _cuda,
     "zero_": _zero_, "fill_": _fill_, "uniform_": _uniform_, "normal_": _normal_,
     "bernoulli_": _bernoulli_, "new_zeros": _new("zeros"), "new_ones": _new("ones"),
     "new_empty": _new("empty"), "new_full": _new_full, "new_tensor": _new_tensor,

@@ -46,9 +46,6 @@ from ember.nn.modules.transformer import (MultiheadAttention, Transformer, Trans
 # torch.nn.modules.<name> paths torch code reaches classes through (re-exports)
 from ember.nn.modules import (batchnorm, channelshuffle, distance, flatten, fold,  # noqa: F401,E402
                               instancenorm, padding, pixelshuffle, upsampling)
-# torch.nn.modules.<name> paths torch code reaches classes through (re-exports)
-from ember.nn.modules import (batchnorm, channelshuffle, distance, flatten, fold,  # noqa: F401,E402
-                              instancenorm, padding, pixelshuffle, upsampling)
 
 
 def _check_forwards():
