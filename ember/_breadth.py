@@ -211,16 +211,24 @@ def _basis(A, q, niter, M):
     return Q
 
 
+def _check_count(op, name, v):
+    """``v`` is a non-negative int within int64 (a loop count or a rank)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EmberTypeError(f"{op}: {name} must be an int, got {type(v).__name__} {v!r}")
+    if not 0 <= v < 2 ** 63:
+        raise EmberValueError(f"{op}: {name} must be a non-negative int64, got {v}")
+
+
 def svd_lowrank(A, q=6, niter=2, M=None):
     """(U, S, V) of a rank-``q`` approximate SVD of ``A`` (or ``A - M``) by randomized subspace
     iteration (torch.svd_lowrank; ember's default generator draws the test matrix)."""
     q = 6 if q is None else q
+    _check_count("svd_lowrank", "q", q)
+    _check_count("svd_lowrank", "niter", niter)
     m, n = A.shape[-2], A.shape[-1]
     if not 0 <= q <= builtins.min(m, n):
         raise EmberValueError(f"svd_lowrank: q={q} must be in [0, min(m, n) = {builtins.min(m, n)}]"
                               f" for A of shape {tuple(A.shape)}")
-    if niter < 0:
-        raise EmberValueError(f"svd_lowrank: niter must be non-negative, got {niter}")
     import ember.linalg as LA
     if M is not None:
         M = G.broadcast_to(M, tuple(A.shape))
@@ -240,6 +248,8 @@ def pca_lowrank(A, q=None, center=True, niter=2):
     low-rank SVD of ``A`` less its column means when ``center``."""
     m, n = A.shape[-2], A.shape[-1]
     q = builtins.min(6, m, n) if q is None else q
+    _check_count("pca_lowrank", "q", q)
+    _check_count("pca_lowrank", "niter", niter)
     if not 0 <= q <= builtins.min(m, n):
         raise EmberValueError(f"pca_lowrank: q={q} must be in [0, min(m, n) = {builtins.min(m, n)}]"
                               f" for A of shape {tuple(A.shape)}")
