@@ -38,6 +38,8 @@ _ALIASES = {
     "xor": "bitwise_xor", "invert": "bitwise_not", "getitem": "index", "setitem": "index",
     "square": "mul", "len": "len", "bool": "Boolean value", "iter": "iteration",
     "contains": "eq", "T": "permute", "mT": "transpose", "relu6": "hardtanh",
+    "not_equal": "ne", "greater_equal": "ge", "less_equal": "le",
+    "lshift": "bitwise_left_shift", "rshift": "bitwise_right_shift",
 }
 
 
@@ -180,7 +182,7 @@ def _names(name):
     base = name.strip("_")
     names = {name, base, base.rstrip("_")}
     if name.startswith("__") and base[:1] in "ri" and base[1:] in (
-            "add", "sub", "mul", "truediv", "pow", "and", "or", "xor", "matmul"):
+            "add", "sub", "mul", "truediv", "pow", "and", "or", "xor", "matmul", "lshift", "rshift"):
         names.add(base[1:])
     for n in list(names):
         if n in _ALIASES:

@@ -1136,7 +1136,7 @@ def gaussian_nll_loss(input, target, var, full=False, eps=1e-6, reduction="mean"
         elif not (ishape[:-1] == vshape[:-1] and vshape[-1:] == (1,)):
             raise EmberValueError(f"gaussian_nll_loss: var of shape {list(vshape)} does not fit "
                                   f"input of shape {list(ishape)}")
-    if bool(np.any(var._data < 0)):
+    if bool(np.any(_check_read(var) < 0)):
         raise EmberValueError("gaussian_nll_loss: var has negative entry/entries")
     with no_grad():
         lift = G.sub(G.clamp(var, eps, None), var)
