@@ -333,7 +333,14 @@ def test_dtype_errors():
         C.conv2d_forward(np.zeros((1, 1, 4, 4), np.float32), np.zeros((1, 1, 3, 3)), None, 1, 0,
                          1, 1)
     with pytest.raises(RuntimeError, match="conv2d: expected float32 or float64"):
-        C.conv2d_forward(np.zeros((1, 1, 4, 4), int), np.zeros((1, 1, 3, 3), int), None, 1, 0, 1, 1)
+        C.conv2d_forward(np.zeros((1, 1, 4, 4), int), np.zeros((1, 1, 3, 3)), None, 1, 0, 1, 1)
+
+
+def test_integer_convolution_is_exact_int64():
+    x, w = np.arange(16).reshape(1, 1, 4, 4), np.ones((1, 1, 3, 3), np.int64)
+    out = C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+    assert out.dtype == np.int64
+    np.testing.assert_array_equal(out, [[[[45, 54], [81, 90]]]])
 
 
 def test_forced_algorithm_errors(force):
