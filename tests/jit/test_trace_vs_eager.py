@@ -27,6 +27,8 @@ CANNOT_TRACE = {}
 # cases whose result's shape or values depend on data a trace cannot represent: they must warn
 WARNS = {
     "one_hot[num_classes=-1]": "the number of classes is read from the data (output shape)",
+    "ctc_loss[tensor_lengths]": "the input and target lengths are read from the data (the "
+                                "alignment lattice is built from them)",
 }
 
 
@@ -336,6 +338,161 @@ case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="mean"),
      lambda r: (idx(r, 10, 6), f(r, 10, 3), offsets_with_empty(r, 6, 5)), "empty_bags_mean")
 case("embedding_bag", lambda i, w, o: F.embedding_bag(i, w, o, mode="max"),
      lambda r: (idx(r, 10, 6), f(r, 10, 3), offsets_with_empty(r, 6, 5)), "empty_bags_max")
+
+
+
+# ---------------------------------------------------------------------------- 3-d and more pooling
+def _pooled(pool, x, *a):
+    """(pooled values, argmax indices) of a fresh input: new values give new indices. (The
+    unpool cases that grow keep their spatial sizes: grown ones give indices past the default
+    output size, which eager rejects; a trace warns (its output size is frozen) and raises.)"""
+    y, i = pool(x, *a, return_indices=True)
+    return y.detach(), i
+
+
+def ft(r, grown, tail):
+    """Standard normal of shape ``grown`` (grown like every maker's sizes) + ``tail`` (kept:
+    sizes fixed by the op, a grid's coordinates, an affine matrix, channel groups)."""
+    return ember.tensor(r.standard_normal(_g(grown) + tail).astype(np.float32))
+
+
+def _ml_target(r, n, c):
+    """multilabel_margin_loss targets: class lists ended by a -1 that moves between draws."""
+    n, c = _g((n, c))
+    t = np.stack([r.permutation(c) for _ in range(n)])
+    for row in t:
+        row[r.integers(0, c + 1):] = -1   # may list every class, or none
+    return ember.tensor(t.astype(np.int64))
+
+
+case("conv3d", lambda x, w, b: F.conv3d(x, w, b, padding=1),
+     lambda r: (f(r, 1, 2, 3, 4, 3), f(r, 3, 2, 2, 2, 2), f(r, 3)))
+case("conv_transpose3d", lambda x, w, b: F.conv_transpose3d(x, w, b, stride=2, padding=1),
+     lambda r: (f(r, 1, 2, 3, 2, 3), f(r, 2, 3, 2, 2, 2), f(r, 3)))
+case("conv_tbc", lambda x, w, b: F.conv_tbc(x, w, b, 1),
+     lambda r: (f(r, 5, 2, 3), f(r, 3, 3, 4), f(r, 4)))
+case("avg_pool3d", lambda x: F.avg_pool3d(x, 2, 1, 1, count_include_pad=False),
+     lambda r: (f(r, 1, 2, 3, 4, 3),))
+case("max_pool3d", lambda x: F.max_pool3d(x, 2, return_indices=True),
+     lambda r: (f(r, 1, 2, 4, 4, 4),))
+case("max_pool3d_with_indices", lambda x: F.max_pool3d_with_indices(x, 3, 2, 1, True),
+     lambda r: (f(r, 1, 2, 5, 4, 5),))
+case("max_pool1d_with_indices", lambda x: F.max_pool1d_with_indices(x, 3, 2, 1, True),
+     lambda r: (f(r, 2, 3, 9),))
+case("adaptive_avg_pool3d", lambda x: F.adaptive_avg_pool3d(x, (2, 3, 2)),
+     lambda r: (f(r, 1, 2, 5, 4, 3),))
+case("adaptive_max_pool3d", lambda x: F.adaptive_max_pool3d(x, (2, 1, 3), True),
+     lambda r: (f(r, 1, 2, 5, 4, 4),))
+case("adaptive_max_pool3d_with_indices", lambda x: F.adaptive_max_pool3d_with_indices(x, 2),
+     lambda r: (f(r, 1, 2, 3, 5, 4),))
+case("adaptive_max_pool2d_with_indices", lambda x: F.adaptive_max_pool2d_with_indices(x, (2, 3)),
+     lambda r: (f(r, 2, 3, 5, 7),))
+case("adaptive_max_pool1d_with_indices", lambda x: F.adaptive_max_pool1d_with_indices(x, 3),
+     lambda r: (f(r, 2, 3, 7),))
+case("lp_pool1d", lambda x: F.lp_pool1d(x, 2, 3, 2), lambda r: (f(r, 2, 3, 8),))
+case("lp_pool3d", lambda x: F.lp_pool3d(x, 3, 2), lambda r: (pos(r, 1, 2, 4, 4, 4),))
+case("fractional_max_pool2d", lambda x: F.fractional_max_pool2d(x, 2, output_size=3),
+     lambda r: (f(r, 2, 3, 6, 6),))
+case("fractional_max_pool2d",
+     lambda x, s: F.fractional_max_pool2d(x, (2, 3), output_ratio=0.5, return_indices=True,
+                                          _random_samples=s),
+     lambda r: (f(r, 2, 3, 7, 8), prob(r, 2, 3, 1) * ember.ones(2)), "samples_ratio")
+case("fractional_max_pool2d_with_indices",
+     lambda x: F.fractional_max_pool2d_with_indices(x, 2, (3, 4)),
+     lambda r: (f(r, 1, 2, 6, 7),))
+case("fractional_max_pool3d", lambda x: F.fractional_max_pool3d(x, 2, output_size=(2, 3, 2)),
+     lambda r: (f(r, 1, 2, 5, 6, 4),))
+case("fractional_max_pool3d_with_indices",
+     lambda x, s: F.fractional_max_pool3d_with_indices(x, 2, output_ratio=(0.5, 0.6, 0.5),
+                                                       _random_samples=s),
+     lambda r: (f(r, 2, 2, 5, 6, 4), F.sigmoid(ft(r, (2, 2), (3,)))))
+case("max_unpool1d", lambda y, i: F.max_unpool1d(y, i, 2, 1),
+     lambda r: _pooled(F.max_pool1d, ft(r, (2, 3), (8,)), 2, 1))
+case("max_unpool1d", lambda y, i: F.max_unpool1d(y, i, 3, 2, 1, output_size=(9,)),
+     lambda r: _pooled(F.max_pool1d, f(r, 2, 3, 9), 3, 2, 1), "output_size")
+case("max_unpool2d", lambda y, i: F.max_unpool2d(y, i, 2),
+     lambda r: _pooled(F.max_pool2d, f(r, 2, 3, 4, 6), 2), "stride2")
+case("max_unpool2d", lambda y, i: F.max_unpool2d(y, i, (2, 3), 1),
+     lambda r: _pooled(F.max_pool2d, ft(r, (2, 3), (4, 5)), (2, 3), 1))
+case("max_unpool2d", lambda y, i: F.max_unpool2d(y, i, 3, 2, 1),
+     lambda r: _pooled(F.max_pool2d, f(r, 3, 5, 5), 3, 2, 1), "unbatched_padded")
+case("max_unpool3d", lambda y, i: F.max_unpool3d(y, i, 2),
+     lambda r: _pooled(F.max_pool3d, f(r, 1, 2, 4, 2, 4), 2), "stride2")
+case("max_unpool3d", lambda y, i: F.max_unpool3d(y, i, 2, 1),
+     lambda r: _pooled(F.max_pool3d, ft(r, (2, 2), (3, 4, 3)), 2, 1))
+case("fold", lambda x: F.fold(x, (4, 5), 2, padding=1, stride=2),
+     lambda r: (f(r, 2, 8, 9),))
+case("fold", lambda x: F.fold(x, 4, 3, dilation=1), lambda r: (f(r, 18, 4),), "unbatched")
+case("channel_shuffle", lambda x: F.channel_shuffle(x, 3),
+     lambda r: (ft(r, (2,), (6, 1, 1)) * f(r, 1, 1, 2, 3),))
+case("native_channel_shuffle", lambda x: F.native_channel_shuffle(x, 2),
+     lambda r: (ft(r, (3,), (4,)).unsqueeze(-1) * f(r, 1, 1, 3),))
+case("affine_grid", lambda t: F.affine_grid(t, (2, 3, 4, 5), align_corners=False),
+     lambda r: (f(r, 2, 2, 3),))
+case("affine_grid", lambda t: F.affine_grid(t, (1, 2, 3, 4, 2), align_corners=True),
+     lambda r: (f(r, 1, 3, 4),), "3d")
+case("affine_grid", lambda t, x: F.affine_grid(t, x.shape, align_corners=False),
+     lambda r: (ft(r, (2,), (2, 3)), f(r, 2, 1, 3, 4)), "size_of_input")
+case("grid_sample", lambda x, g: F.grid_sample(x, g, align_corners=False),
+     lambda r: (f(r, 2, 3, 4, 5), ft(r, (2, 3, 2), (2,)) * 0.8))
+case("grid_sample", lambda x, g: F.grid_sample(x, g, "nearest", "border", align_corners=True),
+     lambda r: (f(r, 1, 2, 4, 5), ft(r, (1, 3, 3), (2,))), "nearest_border")
+case("grid_sample", lambda x, g: F.grid_sample(x, g, padding_mode="reflection",
+                                               align_corners=False),
+     lambda r: (f(r, 1, 2, 3, 4, 3), ft(r, (1, 2, 2, 3), (3,)) * 1.5), "3d_reflection")
+
+# ---------------------------------------------------------------------------- more in-place / random
+for _n in ("elu_", "selu_", "celu_", "leaky_relu_"):
+    case(_n, getattr(F, _n), lambda r: (f(r, 3, 4) * 3,))
+case("celu_", lambda x: F.celu_(x, 0.5), lambda r: (f(r, 3, 4),), "alpha")
+case("threshold_", lambda x: F.threshold_(x, 0.2, -3.0), lambda r: (f(r, 3, 4),))
+case("rrelu_", lambda x: F.rrelu_(x), lambda r: (f(r, 3, 4),))
+case("rrelu_", lambda x: F.rrelu_(x, 0.1, 0.4, training=True), lambda r: (f(r, 3, 4),),
+     "training")
+case("feature_alpha_dropout", lambda x: F.feature_alpha_dropout(x, 0.4, True),
+     lambda r: (f(r, 3, 5, 2, 2),))
+case("feature_alpha_dropout", lambda x: F.feature_alpha_dropout(x, 0.5, True, inplace=True),
+     lambda r: (f(r, 2, 6, 3),), "inplace")
+
+# ---------------------------------------------------------------------------- more losses, distances
+case("pdist", F.pdist, lambda r: (f(r, 5, 3),))
+case("pdist", lambda x: F.pdist(x, 1.0), lambda r: (f(r, 4, 6),), "p1")
+case("triplet_margin_with_distance_loss",
+     lambda a, p, n: F.triplet_margin_with_distance_loss(a, p, n, swap=True),
+     lambda r: (f(r, 4, 5), f(r, 4, 5), f(r, 4, 5)))
+case("triplet_margin_with_distance_loss",
+     lambda a, p, n: F.triplet_margin_with_distance_loss(
+         a, p, n, distance_function=lambda u, v: 1.0 - F.cosine_similarity(u, v), margin=0.5,
+         reduction="none"),
+     lambda r: (f(r, 4, 5), f(r, 4, 5), f(r, 4, 5)), "cosine_none")
+case("multilabel_margin_loss", F.multilabel_margin_loss,
+     lambda r: (f(r, 4, 5), _ml_target(r, 4, 5)))
+case("multilabel_margin_loss", lambda x, t: F.multilabel_margin_loss(x, t, reduction="none"),
+     lambda r: (f(r, 6), _ml_target(r, 1, 6)[0]), "1d_none")
+case("linear_cross_entropy", lambda x, w, t, b: F.linear_cross_entropy(x, w, t, linear_bias=b),
+     lambda r: (f(r, 4, 3), f(r, 5, 3), idx(r, 5, 4), f(r, 5)))
+case("linear_cross_entropy",
+     lambda x, w, t, cw: F.linear_cross_entropy(x, w, t, weight=cw, ignore_index=1,
+                                                label_smoothing=0.2),
+     lambda r: (f(r, 6, 3), f(r, 5, 3), _nll_target(r, 1), pos(r, 5)), "ignore_smoothing")
+case("linear_cross_entropy", lambda x, w, t: F.linear_cross_entropy(x, w, t, reduction="sum"),
+     lambda r: (f(r, 2, 3), f(r, 4, 2, 3), idx(r, 4, 2, 2)), "kdim")
+
+
+def _ctc_inputs(r, t, n, c, s):
+    return F.log_softmax(f(r, t, n, c), 2), idx(r, c - 1, n, s) + 1
+
+
+case("ctc_loss", lambda lp, tg: F.ctc_loss(lp, tg, [lp.shape[0]] * lp.shape[1],
+                                           [tg.shape[1]] * tg.shape[1]),
+     lambda r: _ctc_inputs(r, 6, 2, 4, 2))
+case("ctc_loss", lambda lp, tg: F.ctc_loss(lp, tg, (6, 5), (3, 2), reduction="sum"),
+     lambda r: _ctc_inputs(r, 6, 2, 4, 3), "lengths_sum")
+case("ctc_loss", lambda lp, tg: F.ctc_loss(lp, tg, [5], [2], reduction="none", blank=3),
+     lambda r: (F.log_softmax(f(r, 5, 4), 1), idx(r, 3, 2)), "unbatched_blank")
+case("ctc_loss", lambda lp, tg, il, tl: F.ctc_loss(lp, tg, il, tl),
+     lambda r: _ctc_inputs(r, 6, 2, 4, 3) + (ember.tensor([6, 4]), idx(r, 3, 2) + 1),
+     "tensor_lengths")
 
 
 # ---------------------------------------------------------------------------- the checks
