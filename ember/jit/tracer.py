@@ -46,14 +46,16 @@ def active_tracers():
 
 
 _EMBER_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+_NUMPY_DIR = os.path.dirname(os.path.abspath(np.__file__))
 
 
 def user_frame():
-    """(filename, lineno, source line) of the innermost frame outside ember itself."""
+    """(filename, lineno, source line) of the innermost frame outside ember itself and the
+    NumPy that ember calls."""
     f = sys._getframe(1)
     while f is not None:
-        fn = f.f_code.co_filename
-        if not os.path.abspath(fn).startswith(_EMBER_DIR + os.sep):
+        fn = os.path.abspath(f.f_code.co_filename)
+        if not fn.startswith(_EMBER_DIR + os.sep) and not fn.startswith(_NUMPY_DIR + os.sep):
             return fn, f.f_lineno, linecache.getline(fn, f.f_lineno).strip()
         f = f.f_back
     return "<unknown>", 0, ""

@@ -133,6 +133,21 @@ def test_the_warning_names_the_users_line_and_the_call_site():
         t(rand(2, 16))
 
 
+def test_a_read_inside_numpy_names_the_users_line():
+    def model(x):
+        n = int(np.prod(x.shape))  # the read happens inside NumPy
+        return x.reshape(n) * 2.0
+    read_line = model.__code__.co_firstlineno + 1
+    t = jit.trace(model, (rand(2, 8),))
+    with pytest.warns(jit.TracerWarning) as rec:
+        try:
+            t(rand(3, 8))
+        except Exception:
+            pass  # the frozen size no longer fits; the warning came first
+    msg = str(rec[0].message)
+    assert f"{__file__}:{read_line}:" in msg and "np.prod(x.shape)" in msg
+
+
 # ---------------------------------------------------------------------------- more shape reads
 def test_numel_is_traced():
     fn = lambda x: x.sum() / x.numel()  # noqa: E731
