@@ -15,7 +15,9 @@ class Constraint:
     event_dim = 0
 
     def check(self, value):
-        raise NotImplementedError
+        """A bool Tensor: whether each event of ``value`` lies in the region (subclasses)."""
+        raise NotImplementedError(f"{type(self).__name__} is an abstract constraint: it defines "
+                                  "no check()")
 
     def __repr__(self):
         return type(self).__name__.lstrip("_") + "()"
