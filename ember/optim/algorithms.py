@@ -22,6 +22,14 @@ def _grad(p, maximize):
     return -g if maximize else g
 
 
+def _with_grads(group):
+    """(parameter, its gradient array (negated under ``maximize``), its data array) for each
+    parameter of ``group`` that has a gradient."""
+    for p in group["params"]:
+        if p.grad is not None:
+            yield p, _grad(p, group["maximize"]), p._data
+
+
 def _check(name, value, low=0.0):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             and not hasattr(value, "_data"):
@@ -52,11 +60,7 @@ class SGD(Optimizer):
         for g in self.param_groups:
             lr, mom, damp = g["lr"], g["momentum"], g["dampening"]
             wd, nesterov = g["weight_decay"], g["nesterov"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                d = _grad(p, g["maximize"])
-                x = p._data
+            for p, d, x in _with_grads(g):
                 if wd != 0:
                     d = d + wd * x
                 if mom != 0:
@@ -98,11 +102,7 @@ class Adam(Optimizer):
         loss = self._closure(closure)
         for g in self.param_groups:
             lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -171,11 +171,7 @@ class RMSprop(Optimizer):
         for g in self.param_groups:
             lr, alpha, eps, wd, mom = (g["lr"], g["alpha"], g["eps"], g["weight_decay"],
                                        g["momentum"])
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -231,11 +227,7 @@ class Adagrad(Optimizer):
     def step(self, closure=None):
         loss = self._closure(closure)
         for g in self.param_groups:
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 st["step"] += 1
                 if g["weight_decay"] != 0:
@@ -279,11 +271,7 @@ class Adadelta(Optimizer):
         loss = self._closure(closure)
         for g in self.param_groups:
             lr, rho, eps, wd = g["lr"], g["rho"], g["eps"], g["weight_decay"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -322,11 +310,7 @@ class Adamax(Optimizer):
         loss = self._closure(closure)
         for g in self.param_groups:
             lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -369,11 +353,7 @@ class NAdam(Optimizer):
         for g in self.param_groups:
             lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
             md = g["momentum_decay"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -429,11 +409,7 @@ class RAdam(Optimizer):
         loss = self._closure(closure)
         for g in self.param_groups:
             lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -485,11 +461,7 @@ class ASGD(Optimizer):
         for g in self.param_groups:
             lr, lambd, alpha, t0, wd = (g["lr"], g["lambd"], g["alpha"], g["t0"],
                                         g["weight_decay"])
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = _grad(p, g["maximize"])
-                x = p._data
+            for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
@@ -532,11 +504,8 @@ class Rprop(Optimizer):
         loss = self._closure(closure)
         for g in self.param_groups:
             (etaminus, etaplus), (smin, smax) = g["etas"], g["step_sizes"]
-            for p in g["params"]:
-                if p.grad is None:
-                    continue
-                grad = np.array(_grad(p, g["maximize"]), copy=True)
-                x = p._data
+            for p, grad, x in _with_grads(g):
+                grad = np.array(grad, copy=True)
                 st = self.state[p]
                 if not st:
                     st["step"] = 0.0
