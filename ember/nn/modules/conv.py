@@ -134,6 +134,21 @@ class Conv2d(_ConvNd):
 class _ConvTransposeNd(_ConvNd):
     _transposed = True
 
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
+                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
+                 device=None, dtype=None):
+        if padding_mode != "zeros":
+            raise EmberValueError(f'Only "zeros" padding mode is supported for '
+                                  f'{type(self).__name__}')
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype, output_padding)
+
+    def forward(self, input, output_size=None):
+        op = self._output_padding(input, output_size)
+        conv = (F.conv_transpose1d, F.conv_transpose2d, F.conv_transpose3d)[self._n - 1]
+        return conv(input, self.weight, self.bias, self.stride, self.padding, op, self.groups,
+                    self.dilation)
+
     def _output_padding(self, input, output_size):
         if output_size is None:
             return self.output_padding
@@ -157,37 +172,9 @@ class ConvTranspose1d(_ConvTransposeNd):
 
     _n = 1
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 device=None, dtype=None):
-        if padding_mode != "zeros":
-            raise EmberValueError(f'Only "zeros" padding mode is supported for '
-                                  f'{type(self).__name__}')
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device, dtype, output_padding)
-
-    def forward(self, input, output_size=None):
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose1d(input, self.weight, self.bias, self.stride, self.padding, op,
-                                  self.groups, self.dilation)
-
 
 class ConvTranspose2d(_ConvTransposeNd):
     """2-d transposed convolution over (N, C, H, W)."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 device=None, dtype=None):
-        if padding_mode != "zeros":
-            raise EmberValueError(f'Only "zeros" padding mode is supported for '
-                                  f'{type(self).__name__}')
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device, dtype, output_padding)
-
-    def forward(self, input, output_size=None):
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose2d(input, self.weight, self.bias, self.stride, self.padding, op,
-                                  self.groups, self.dilation)
 
 
 class Conv3d(_ConvNd):
@@ -209,17 +196,3 @@ class ConvTranspose3d(_ConvTransposeNd):
     """3-d transposed convolution over (N, C, D, H, W)."""
 
     _n = 3
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0,
-                 output_padding=0, groups=1, bias=True, dilation=1, padding_mode="zeros",
-                 device=None, dtype=None):
-        if padding_mode != "zeros":
-            raise EmberValueError(f'Only "zeros" padding mode is supported for '
-                                  f'{type(self).__name__}')
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device, dtype, output_padding)
-
-    def forward(self, input, output_size=None):
-        op = self._output_padding(input, output_size)
-        return F.conv_transpose3d(input, self.weight, self.bias, self.stride, self.padding, op,
-                                  self.groups, self.dilation)
