@@ -11,6 +11,7 @@ import ember.autograd._generated as G
 from ember.autograd.node import SavedTensor
 from ember.errors import UnsupportedError
 from ember.kernels import constants as C
+from ember.kernels.linalg import explicit_einsum
 from ember.kernels.shape import broadcast_axes
 from ember.tensor import Tensor
 
@@ -258,24 +259,42 @@ def linear_bias_grad(grad):
 
 
 def einsum_grad(grad, operands, equation, i):
-    """Gradient of einsum w.r.t. operand ``i`` (no repeated subscripts within an operand)."""
-    lhs, _, rhs = equation.replace(" ", "").partition("->")
-    subs = lhs.split(",")
-    if not _ or "." in equation:
-        raise UnsupportedError(f"einsum backward needs an explicit '->' without ellipsis: "
-                                  f"'{equation}'")
+    """Gradient of einsum w.r.t. operand ``i``: an einsum of ``grad`` with the other operands
+    (broadcast to full size), summed back over the operand's broadcast size-1 dimensions, with
+    a repeated subscript (a diagonal) written back through identity matrices."""
+    subs, rhs = explicit_einsum(equation, [o.shape for o in operands])
+    sizes = {}
+    for s, o in zip(subs, operands):
+        for c, n in zip(s, o.shape):
+            sizes[c] = max(sizes.get(c, 1), n)
+    full = [G.expand(o, tuple(sizes[c] for c in s)) if o.shape != tuple(sizes[c] for c in s)
+            else o for s, o in zip(subs, operands)]
     mine = subs[i]
-    if len(set(mine)) != len(mine):
-        raise UnsupportedError(f"einsum backward with a repeated subscript in '{mine}'")
     others = [s for j, s in enumerate(subs) if j != i]
-    avail = set(rhs).union(*others) if others else set(rhs)
-    kept = "".join(c for c in mine if c in avail)
-    eq = ",".join([rhs] + others) + "->" + kept
-    g = G.einsum(eq, [grad] + [o for j, o in enumerate(operands) if j != i])
-    if kept != mine:
-        shape = operands[i]._data.shape
-        view = tuple(shape[k] if c in avail else 1 for k, c in enumerate(mine))
-        g = G.expand(G.reshape(g, view), shape)
+    avail = set(rhs).union(*others)
+    unique = "".join(dict.fromkeys(mine))
+    kept = "".join(c for c in unique if c in avail)
+    g = G.einsum(",".join([rhs] + others) + "->" + kept,
+                 [grad] + [o for j, o in enumerate(full) if j != i])
+    if kept != unique:       # a letter only this operand has: its gradient is constant along it
+        g = G.expand(G.reshape(g, tuple(sizes[c] if c in avail else 1 for c in unique)),
+                     tuple(sizes[c] for c in unique))
+    if unique != mine:       # 'ii->i': the gradient lies on the diagonal
+        fresh = [c for c in "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                 if c not in "".join(subs) + rhs]
+        out, eyes, terms = "", [], [unique]
+        for k, c in enumerate(mine):
+            if c in mine[:k]:
+                f = fresh.pop(0)
+                out += f
+                terms.append(c + f)
+                eyes.append(G.eye(sizes[c], None, grad._data.dtype))
+            else:
+                out += c
+        g = G.einsum(",".join(terms) + "->" + out, [g] + eyes)
+    shape = tuple(operands[i].shape)
+    if g.shape != shape:     # dimensions of size 1 that broadcast
+        g = G.sum(g, tuple(k for k, n in enumerate(shape) if n == 1 and g.shape[k] != 1), True)
     return g
 
 

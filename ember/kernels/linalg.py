@@ -82,9 +82,56 @@ def outer(a, b):
     return np.outer(a, b)
 
 
+_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def explicit_einsum(equation, shapes):
+    """``equation`` for operands of ``shapes`` in explicit form: ``(subscripts, output)`` with
+    spaces removed, each ``...`` replaced by letters (right-aligned across operands, as
+    broadcasting aligns them) and the implicit output (``...`` then the letters used once, in
+    ASCII order, as torch) written out, so callers need not handle either form."""
+    eq = equation.replace(" ", "")
+    lhs, arrow, rhs = eq.partition("->")
+    subs = lhs.split(",")
+    if len(subs) != len(shapes):
+        raise KernelError(f"einsum(): '{equation}' names {len(subs)} operands, "
+                          f"{len(shapes)} were given")
+    bad = set(eq) - set(_LETTERS) - set(",.->")
+    if bad:
+        raise KernelError(f"einsum(): invalid subscript {sorted(bad)[0]!r} in '{equation}'; "
+                          f"subscripts are letters a-z and A-Z")
+    unused = [c for c in _LETTERS if c not in eq]
+    n_ell = 0
+    for s, shape in zip(subs, shapes):
+        if "..." in s:
+            n_ell = max(n_ell, len(shape) - len(s.replace("...", "")))
+    ell = "".join(unused[:n_ell])
+    out = []
+    for s, shape in zip(subs, shapes):
+        if "..." in s:
+            k = len(shape) - len(s.replace("...", ""))
+            if k < 0:
+                raise KernelError(f"einsum(): '{s}' has more subscripts than the operand's "
+                                  f"{len(shape)} dimensions")
+            s = s.replace("...", ell[n_ell - k:] if k else "")
+        if len(s) != len(shape) or "." in s:
+            raise KernelError(f"einsum(): the subscripts '{s}' do not match an operand of "
+                              f"shape {tuple(shape)} in '{equation}'")
+        out.append(s)
+    if arrow:
+        rhs = rhs.replace("...", ell)
+    else:
+        joined = "".join(out)
+        rhs = ell + "".join(sorted(c for c in set(joined) if joined.count(c) == 1 and
+                                   c not in ell))
+    return out, rhs
+
+
 def einsum(operands, equation):
+    subs, rhs = explicit_einsum(equation, [o.shape for o in operands])
+    eq = ",".join(subs) + "->" + rhs
     try:
-        return np.asarray(np.einsum(equation, *operands, optimize=len(operands) > 2))
+        return np.asarray(np.einsum(eq, *operands, optimize=len(operands) > 2))
     except ValueError as e:
         raise KernelError(f"einsum('{equation}') failed for operand shapes "
                           f"{[tuple(o.shape) for o in operands]}: {e}") from None
