@@ -96,14 +96,30 @@ class Subgraph:
     def __init__(self, name, inputs, outputs, nodes, consts):
         self.name, self.inputs, self.outputs = name, inputs, outputs
         self.nodes, self.consts = nodes, consts
+        self.state_keys = {}   # initializer name -> the owning module's state key
 
     def __call__(self, env, *inputs):
         e = dict(env)
         e.update(self.consts)
+        state = env.get(_STATE)
+        for oname, key in self.state_keys.items():
+            e[oname] = state[key]
         for name, v in zip(self.inputs, inputs):
             e[name] = v
         _execute(self.nodes, e)
         return [e[o] for o in self.outputs]
+
+
+_STATE = object()   # env key (never an ONNX name) of the module's {state key: tensor}
+
+
+def _subgraphs(nodes):
+    """Every compiled subgraph under ``nodes``, outer ones first."""
+    for n in nodes:
+        for v in n.attrs.values():
+            if isinstance(v, Subgraph):
+                yield v
+                yield from _subgraphs(v.nodes)
 
 
 def _execute(nodes, env):
@@ -278,6 +294,13 @@ class OnnxModule(nn.Module):
             key = self._add_state(t.name, np.array(arr))
             self.onnx_names[key] = t.name
             self._init_keys[t.name] = key
+        # subgraph (If/Loop/Scan body) initializers are module state too, under their names
+        for sg in _subgraphs(nodes):
+            for oname, t in list(sg.consts.items()):
+                key = self._add_state(oname, t.numpy())
+                self.onnx_names[key] = oname
+                sg.state_keys[oname] = key
+                del sg.consts[oname]
 
     @staticmethod
     def _value_info(vi, problems):
@@ -372,6 +395,7 @@ class OnnxModule(nn.Module):
         bufs = dict(self.named_buffers())
         for oname, key in self._init_keys.items():
             env[oname] = params[key] if key in params else bufs[key]
+        env[_STATE] = {**bufs, **params}
         _execute(self._nodes, env)
         res = tuple(env[o] for o in self._outputs)
         return res[0] if len(res) == 1 else res
