@@ -18,6 +18,9 @@ class                  builtin base             raised for
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
 =====================  =======================  ==============================================
 
+``MissingDependencyError`` (a ``ModuleNotFoundError``) is raised for an optional feature whose
+package is not installed; its message names the feature and the extra to install.
+
 Messages start with the name of the op or function (``conv2d: ...``), exactly once.
 """
 
@@ -63,6 +66,11 @@ class EmberOverflowError(EmberError, OverflowError, ValueError):
 
 class UnsupportedError(EmberError, NotImplementedError):
     """A PyTorch feature or argument combination ember does not implement; the message says which."""
+
+
+class MissingDependencyError(EmberError, ModuleNotFoundError):
+    """An optional feature used without its package installed; the message names the feature
+    and what to install (``pip install 'ember[onnx]'``). Raised by ``ember._optional.require``."""
 
 
 _BY_BUILTIN = ((IndexError, EmberIndexError), (OverflowError, EmberOverflowError),
