@@ -22,8 +22,8 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             from_numpy, full, full_like, linspace, multinomial, normal, ones,
                             ones_like, rand, rand_like, randint, randn, randn_like, randperm,
                             tensor, zeros, zeros_like)
-from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, numel,
-                             std, var)
+from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, norm,
+                             numel, std, var)
 from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
                              broadcast_shapes, index_put, nonzero, tril_indices, triu_indices,
                              unravel_index)
@@ -48,7 +48,7 @@ _importlib.import_module("ember._breadth").install(globals(), Tensor)  # issue 1
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
-    if _name not in ("var", "std", "nonzero", "index_put"):
+    if _name not in ("var", "std", "norm", "nonzero", "index_put"):
         globals()[_name] = getattr(_generated, _name)
 # every public function and Tensor method raises ember's errors naming it (ember.errors.public);
 # a spec op's own generated entry is named by dispatch (ember.autograd.dispatch.named_by_dispatch)

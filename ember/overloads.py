@@ -44,6 +44,21 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
     return out
 
 
+def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
+    """``torch.norm``: a vector p-norm over ``dim`` (all elements when None; 'fro' is the 2-norm),
+    or the nuclear norm ``p='nuc'`` of the matrices spanned by the two dims of ``dim`` (a 2-D
+    input when ``dim`` is None)."""
+    if dtype is not None:
+        input = G.to(input, _dtype.to_numpy_dtype(dtype))
+    if isinstance(p, str) and p == "nuc":
+        if dim is None and input.dim() != 2:
+            raise EmberRuntimeError(f"norm: p='nuc' with dim=None needs a 2-D input, got "
+                                    f"{input.dim()}-D {tuple(input.shape)}; pass dim=(d0, d1)")
+        from ember.autograd.linalg_composites import linalg_matrix_norm
+        return linalg_matrix_norm(input, "nuc", (-2, -1) if dim is None else dim, keepdim)
+    return G.norm(input, 2 if isinstance(p, str) and p == "fro" else p, dim, keepdim)
+
+
 def var(input, dim=None, unbiased=None, keepdim=False, *, correction=None):
     """Variance; ``unbiased`` (legacy) or ``correction`` (default 1)."""
     if isinstance(dim, bool) and unbiased is None:
@@ -402,7 +417,7 @@ METHODS = {
     "zero_": _zero_, "fill_": _fill_, "uniform_": _uniform_, "normal_": _normal_,
     "bernoulli_": _bernoulli_, "new_zeros": _new("zeros"), "new_ones": _new("ones"),
     "new_empty": _new("empty"), "new_full": _new_full, "new_tensor": _new_tensor,
-    "max": _max_method, "min": _min_method, "var": var, "std": std, "clip": clip,
+    "max": _max_method, "min": _min_method, "norm": norm, "var": var, "std": std, "clip": clip,
     "clip_": G.clamp_, "softmax": _softmax_method, "log_softmax": _log_softmax_method,
     "copy_": G.copy_, "allclose": _allclose, "equal": _equal, "split": G.split,
     "index_put_": _index_put_, "index_put": index_put, "masked_fill": G.masked_fill,

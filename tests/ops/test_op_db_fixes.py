@@ -307,3 +307,14 @@ def test_embedding_bag_leaves_padding_entries_out(mode):
                               None if offsets is None else ember.tensor(offsets),
                               per_sample_weights=None if p is None else ember.tensor(p), **kw)
         np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_norm_nuc_matches_torch_and_needs_a_matrix():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal((2, 3, 4))
+    np.testing.assert_allclose(ember.norm(ember.tensor(x), "nuc", dim=(1, 2)).numpy(),
+                               torch.norm(torch.tensor(x), "nuc", dim=(1, 2)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ember.tensor(x[0]).norm("nuc").numpy(),
+                               torch.tensor(x[0]).norm("nuc").numpy(), rtol=1e-12)
+    with pytest.raises(ember.EmberError, match="norm: p='nuc' with dim=None needs a 2-D input"):
+        ember.norm(ember.tensor(x), "nuc")
