@@ -11,8 +11,9 @@ import time
 import numpy as np
 
 from ember.distributed._mpi import mpi
-from ember.distributed.group import world_group
+from ember.distributed.group import ProcessGroup, _State, world_group
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.tensor import Tensor
 
 
 class ReduceOp:
@@ -25,6 +26,7 @@ class ReduceOp:
 
 
 _OPS = ("SUM", "AVG", "PRODUCT", "MIN", "MAX")
+_IN_PLACE = [None]  # MPI.IN_PLACE once mpi4py is imported
 
 
 def _mpi_op(op, dtype, what):
@@ -101,8 +103,12 @@ class Work:
 
 
 def _group(group, what):
-    g = world_group(what) if group is None else group
-    return g
+    if group is None:
+        return world_group(what)
+    if not isinstance(group, ProcessGroup):
+        raise EmberTypeError(f"{what}: group must be a ProcessGroup (from new_group) or None, got "
+                             f"{type(group).__name__}")
+    return group
 
 
 def _not_member(g):
@@ -189,8 +195,30 @@ def _debug_check(g, what, *tensors, **extra):
                                     f"{g.ranks[0]} called {ref} but rank {g.ranks[r]} called {s}")
 
 
+# (op, dtype) -> (MPI op, divide for AVG): filled by the checked path, read by the fast one
+_FAST_OPS = {}
+
+
 def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over all ranks of ``group``, in place on every rank."""
+    # Fast path (a blocking call on a contiguous, writeable tensor whose op and dtype were
+    # checked before): straight to MPI_Allreduce(MPI_IN_PLACE) on the tensor's own ndarray.
+    g = _State.world if group is None else group
+    if not async_op and not _DEBUG and isinstance(tensor, Tensor) and type(g) is ProcessGroup \
+            and g.timeout is None and g.comm is not None:
+        arr = tensor._data
+        flags = arr.flags
+        if flags.c_contiguous and flags.writeable:
+            try:
+                mop, avg = _FAST_OPS[op, arr.dtype]
+            except (KeyError, TypeError):
+                pass
+            else:
+                g.comm.Allreduce(_IN_PLACE[0], arr, mop)
+                if avg:
+                    arr /= len(g.ranks)
+                tensor._bump()
+                return None
     what = "all_reduce"
     _check_tensor(tensor, what)
     g = _group(group, what)
@@ -200,6 +228,12 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
     buf, back = _buffer(tensor)
     mop = _mpi_op(op, tensor._data.dtype, what)
     MPI = mpi()
+    if tensor._data.dtype != np.float16:
+        try:
+            _FAST_OPS[op, tensor._data.dtype] = (mop, getattr(op, "name", op) == "AVG")
+            _IN_PLACE[0] = MPI.IN_PLACE
+        except TypeError:  # an unhashable op object: always the checked path
+            pass
     req = _start(g, "Allreduce", async_op, MPI.IN_PLACE, buf, mop)
     n = g.size()
     avg = getattr(op, "name", op) == "AVG"

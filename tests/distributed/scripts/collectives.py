@@ -34,7 +34,8 @@ for dt in DTYPES:
         ops = {"SUM": np.any, "MAX": np.any, "MIN": np.all, "PRODUCT": np.all}
     for name, f in ops.items():
         want = f(np.stack(vals), axis=0).astype(dt)
-        for layout in ("contiguous", "transposed"):
+        # the first contiguous call checks op and dtype, the second takes the fast path
+        for layout in ("contiguous", "contiguous", "transposed"):
             base = value(r, dt).T.copy() if layout == "transposed" else value(r, dt)
             t = ember.from_numpy(base.copy()).t() if layout == "transposed" else ember.from_numpy(base.copy())
             dist.all_reduce(t, op=getattr(ReduceOp, name))
@@ -45,6 +46,10 @@ for dt in DTYPES:
         w.wait()
         assert w.is_completed()
         check(t, (np.stack(vals).astype(np.float64).mean(0)).astype(dt), f"AVG {dt}")
+        for _ in range(2):  # checked path, then fast path
+            t = ember.from_numpy(value(r, dt))
+            assert dist.all_reduce(t, op=ReduceOp.AVG) is None
+            check(t, (np.stack(vals).astype(np.float64).mean(0)).astype(dt), f"AVG {dt}")
     # broadcast from the last rank
     t = ember.from_numpy(value(r, dt))
     dist.broadcast(t, src=n - 1)
@@ -91,6 +96,10 @@ arr, version = t._data, t._version
 w = dist.all_reduce(t, async_op=True)
 w.wait()
 assert t._data is arr and arr[0] == n and t._version == version + 1
+for _ in range(2):  # blocking, checked then fast path: in place too
+    arr, version = t._data, t._version
+    dist.all_reduce(t, op=ReduceOp.MAX)
+    assert t._data is arr and arr[0] == n and t._version == version + 1
 view = ember.zeros(4, 6, dtype=ember.float64)[:, ::2]   # non-contiguous: written back
 view.fill_(r + 1.0)
 dist.all_reduce(view, op=ReduceOp.MAX)
