@@ -18,7 +18,7 @@ class                  builtin base             raised for
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
 =====================  =======================  ==============================================
 
-``MissingDependencyError`` (a ``ModuleNotFoundError``) is raised for an optional feature whose
+``MissingDependencyError`` (a ``ModuleNotFoundError`` and a ``RuntimeError``) is raised for an optional feature whose
 package is not installed; its message names the feature and the extra to install.
 
 Messages start with the name of the op or function (``conv2d: ...``), exactly once.
@@ -68,9 +68,11 @@ class UnsupportedError(EmberError, NotImplementedError):
     """A PyTorch feature or argument combination ember does not implement; the message says which."""
 
 
-class MissingDependencyError(EmberError, ModuleNotFoundError):
+class MissingDependencyError(EmberError, ModuleNotFoundError, RuntimeError):
     """An optional feature used without its package installed; the message names the feature
-    and what to install (``pip install 'ember[onnx]'``). Raised by ``ember._optional.require``."""
+    and what to install (``pip install 'ember[onnx]'``). Raised by ``ember._optional.require``;
+    a ModuleNotFoundError, and a RuntimeError as torch raises for a backend it was built
+    without."""
 
 
 _BY_BUILTIN = ((IndexError, EmberIndexError), (OverflowError, EmberOverflowError),

@@ -39,6 +39,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from ember._optional import require
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.tensor import Tensor
 
@@ -413,7 +414,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
     tensors = {}
     structure = _encode(obj, "", tensors)
     meta = {_META_KEY: json.dumps({"format": _FORMAT, "structure": structure})}
-    from safetensors.numpy import save as st_save
+    st_save = require("safetensors.numpy", feature="ember.save").save
     for k, a in tensors.items():
         if a.dtype.kind not in "biuf":
             raise EmberTypeError(f"ember.save: tensor '{k}' has unsupported dtype {a.dtype}")
@@ -514,7 +515,7 @@ def read_safetensors(data, name, who="ember.load"):
     """(header, metadata, {key: writable ndarray}) of safetensors bytes; the errors of
     ``_check_header``, and SerializationError for data safetensors itself rejects."""
     header = _check_header(data, name, who)
-    from safetensors.numpy import load as st_load
+    st_load = require("safetensors.numpy", feature=who).load
     try:
         tensors = st_load(data)
     except Exception as e:  # noqa: BLE001 - safetensors' own error types; re-raised as ours

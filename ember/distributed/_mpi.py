@@ -1,18 +1,13 @@
 """Lazy access to mpi4py: imported on first use, with an error naming the extra to install."""
-from ember.errors import EmberRuntimeError
+from ember._optional import require
 
 _MPI = None
 
 
 def mpi():
-    """Return ``mpi4py.MPI``. Raises EmberRuntimeError when mpi4py is not installed."""
+    """Return ``mpi4py.MPI``. Raises MissingDependencyError when mpi4py is not installed."""
     global _MPI
     if _MPI is None:
-        try:
-            from mpi4py import MPI
-        except ImportError as e:
-            raise EmberRuntimeError(
-                "ember.distributed needs mpi4py and an MPI library: "
-                "pip install 'ember[distributed]' (mpi4py and mpich)") from e
-        _MPI = MPI
+        _MPI = require("mpi4py.MPI", feature="ember.distributed (mpi4py and an MPI library)",
+                       extra="distributed")
     return _MPI

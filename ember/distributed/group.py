@@ -5,7 +5,7 @@ import time
 import traceback
 
 from ember.distributed._mpi import mpi
-from ember.errors import EmberRuntimeError, EmberValueError
+from ember.errors import EmberRuntimeError, EmberValueError, MissingDependencyError
 
 
 class ProcessGroup:
@@ -99,7 +99,7 @@ def is_available():
     """True when mpi4py can be imported."""
     try:
         mpi()
-    except EmberRuntimeError:
+    except MissingDependencyError:
         return False
     return True
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 
+from ember._optional import require
 from ember.errors import EmberError
 
 __all__ = ["save", "load", "register_function", "FORMAT"]
@@ -42,7 +43,7 @@ def save(traced, path):
 
     Raises SerializationError when the graph calls a custom Function without a registered name.
     """
-    from safetensors.numpy import save as to_bytes
+    to_bytes = require("safetensors.numpy", feature="ember.jit.save").save
     from ember.utils.files import atomic_write
     g = traced.graph
     _check_functions(g, path)

@@ -2,6 +2,7 @@
 (``np.linalg`` works on batches ``(..., m, n)``)."""
 import numpy as np
 
+from ember._optional import require
 from ember.errors import LinAlgError
 from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
@@ -414,12 +415,8 @@ def geqrf(a):
 
 
 def _lapack(name, a):
-    try:
-        from scipy.linalg import lapack
-    except ImportError:   # scipy is in ember's ``fast`` extra
-        from ember.errors import UnsupportedError
-        raise UnsupportedError(f"LDL factorisation needs SciPy's LAPACK ({name}); install "
-                               f"scipy") from None
+    lapack = require("scipy.linalg.lapack", feature=f"LDL factorisation (LAPACK {name})",
+                     extra="fast")
     return lapack.get_lapack_funcs(name, (a,))
 
 

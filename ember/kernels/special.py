@@ -8,6 +8,7 @@ import math
 
 import numpy as np
 
+from ember._optional import message
 from ember.kernels.dtypes import default_float, promote, result_type, to_float
 from ember.kernels.errors import KernelError
 
@@ -21,8 +22,7 @@ def _sp(fn):
         try:
             import scipy.special as sc
         except ImportError:
-            raise KernelError(f"needs scipy.special.{fn}, and scipy is not installed; install "
-                              "it with `pip install scipy` (or ember's `fast` extra)") from None
+            raise KernelError(message("scipy", f"scipy.special.{fn}", "fast")) from None
         _scipy = sc
     return getattr(_scipy, fn)
 

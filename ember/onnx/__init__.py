@@ -9,6 +9,7 @@ it in ONNX's text syntax.
 
 The ``onnx`` package is imported only when these functions run (``import ember`` never does).
 """
+from ember._optional import require
 from ember.onnx.errors import OnnxExportError, UnsupportedOperatorError
 from ember.onnx.exporter import TrainingMode, build_model, export
 from ember.onnx.registry import (MAX_OPSET, MIN_OPSET, lookup, register, registered_ops,
@@ -31,6 +32,7 @@ def to_text(model_or_path, with_summary=True):
 def load_model(model):
     """Read an ONNX model (path, bytes, file object or ``onnx.ModelProto``) as an
     ``ember.nn.Module`` (see ``ember.onnx.importer.load_model``)."""
+    require("onnx", feature="ember.onnx.load_model", extra="onnx")
     from ember.onnx.importer import load_model as _load_model
     return _load_model(model)
 

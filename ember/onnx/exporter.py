@@ -10,6 +10,7 @@ import os
 
 import numpy as np
 
+from ember._optional import require
 from ember.onnx.context import Dyn, GraphContext, SymbolicError
 from ember.onnx.errors import OnnxExportError, UnsupportedOperatorError
 from ember.onnx.registry import check_opset, lookup
@@ -265,7 +266,7 @@ def build_model(model, args, export_params=True, training=TrainingMode.EVAL, inp
                 output_names=None, dynamic_axes=None, opset_version=17, do_constant_folding=True,
                 keep_initializers_as_inputs=False, custom_opsets=None):
     """Trace ``model(*args)`` and return the ONNX ModelProto (see ``export``)."""
-    import onnx
+    onnx = require("onnx", feature="ember.onnx.export", extra="onnx")
     from onnx import helper, numpy_helper
 
     from ember.onnx.tracing import trace_for_export

@@ -3,12 +3,14 @@ summary (opset, inputs and outputs with shapes, initializer count and bytes, op 
 import collections
 import os
 
+from ember._optional import require
+
 __all__ = ["to_text", "summary", "load_model"]
 
 
 def load_model(model_or_path):
     """A ModelProto from a ModelProto, a path, bytes or a binary file object."""
-    import onnx
+    onnx = require("onnx", feature="ember.onnx.to_text", extra="onnx")
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
     if isinstance(model_or_path, (str, os.PathLike)):
@@ -79,9 +81,9 @@ def summary(model_or_path):
 def to_text(model_or_path, with_summary=True, elide_initializers=True):
     """ONNX text syntax of the model (``onnx.printer.to_text``), preceded by ``summary``.
     With ``elide_initializers`` large initializer values are not printed in full."""
+    m = load_model(model_or_path)
     import onnx
     from onnx import printer
-    m = load_model(model_or_path)
     shown = m
     if elide_initializers and any(_nelem(t) > 16 for t in m.graph.initializer):
         shown = onnx.ModelProto()

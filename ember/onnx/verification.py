@@ -3,6 +3,8 @@ import io
 
 import numpy as np
 
+from ember._optional import require
+
 __all__ = ["verify", "VerificationResult"]
 
 
@@ -53,7 +55,7 @@ def _flat_tensors(obj, out):
 
 def run_onnxruntime(model, feeds):
     """Run a ModelProto (or serialized bytes) in onnxruntime on CPU; returns the outputs."""
-    import onnxruntime as ort
+    ort = require("onnxruntime", feature="running an ONNX model in onnxruntime", extra="onnx")
     data = model if isinstance(model, (bytes, bytearray)) else model.SerializeToString()
     so = ort.SessionOptions()
     so.log_severity_level = 3
@@ -67,14 +69,11 @@ def verify(model, args, opset_version=17, rtol=1e-4, atol=1e-5, input_names=None
     """Export ``model`` on ``args``, run it in onnxruntime (on ``check_args`` when given: other
     inputs, e.g. another batch size with ``dynamic_axes``) and compare each output with ember
     eager mode. Returns a ``VerificationResult`` (``.max_abs_diff`` per output, ``.ok``,
-    ``.report()``). Raises ImportError without onnxruntime, AssertionError on a mismatch when
-    ``raise_on_mismatch``, and whatever ``export`` raises."""
+    ``.report()``). Raises MissingDependencyError without onnxruntime, AssertionError on a
+    mismatch when ``raise_on_mismatch``, and whatever ``export`` raises."""
     from ember.autograd.grad_mode import no_grad
     from ember.onnx.exporter import TrainingMode, export
-    try:
-        import onnxruntime  # noqa: F401
-    except ImportError as e:
-        raise ImportError("ember.onnx.verify needs onnxruntime (pip install onnxruntime)") from e
+    require("onnxruntime", feature="ember.onnx.verify", extra="onnx")
     if not isinstance(args, tuple):
         args = (args,)
     buf = io.BytesIO()
