@@ -12,6 +12,7 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
+from ember.nn.utils.rnn import PackedSequence
 from ember.errors import EmberRuntimeError, EmberValueError, UnsupportedError
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
@@ -153,10 +154,81 @@ class RNNBase(Module):
 
     def forward(self, input, hx=None):
         """(output, h_n) for the single-state models (RNN, GRU); LSTM overrides with (h, c)."""
+        if isinstance(input, PackedSequence):
+            out, finals = self._run_packed(input, None if hx is None else (hx,), 1)
+            return out, finals[0]
         x, states, unb = self._prepare(input, None if hx is None else (hx,), 1)
         out, finals = self._run(x, states)
         out, finals = self._finish(out, finals, unb)
         return out, finals[0]
+
+    def _run_packed(self, packed, hx, n_states):
+        """Every layer and direction over a PackedSequence: step t advances only the first
+        ``batch_sizes[t]`` sequences (the others keep their states); the reverse direction starts
+        each sequence at its own last step. Returns (PackedSequence, final states) with the
+        states in the caller's batch order."""
+        data, sizes = packed.data, [int(b) for b in packed.batch_sizes.numpy()]
+        if data.dim() != 2 or data.shape[-1] != self.input_size:
+            raise EmberRuntimeError(f"{type(self).__name__}: packed data must be (N, "
+                                    f"{self.input_size}), got {tuple(data.shape)}")
+        dirs = 2 if self.bidirectional else 1
+        B = sizes[0]
+        expect = (self.num_layers * dirs, B, self.hidden_size)
+        if hx is None:
+            hx = (creation.zeros(expect, dtype=data.dtype),) * n_states
+        for h in hx:
+            if tuple(h.shape) != expect:
+                raise EmberRuntimeError(f"Expected hidden size {expect}, got {tuple(h.shape)}")
+        if packed.sorted_indices is not None:
+            hx = tuple(G.index_select(h, 1, packed.sorted_indices) for h in hx)
+        per_layer = [G.unbind(h, 0) for h in hx]
+        finals = [[] for _ in hx]
+        x = data
+        for layer in range(self.num_layers):
+            outs = []
+            for d in range(dirs):
+                idx = layer * dirs + d
+                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                gx = G.split(self._input_projection(x, w_ih, b_ih, b_hh), sizes, 0)
+                states = [h[idx] for h in per_layer]
+                seq, last = self._packed_direction(gx, sizes, states, w_hh, b_hh, d == 1)
+                outs.append(seq)
+                for k, st in enumerate(last):
+                    finals[k].append(st)
+            x = outs[0] if dirs == 1 else G.cat(outs, 1)
+            if self.dropout and self.training and layer < self.num_layers - 1:
+                x = F.dropout(x, self.dropout, True)
+        finals = [G.stack(f, 0) for f in finals]
+        if packed.unsorted_indices is not None:
+            finals = [G.index_select(f, 1, packed.unsorted_indices) for f in finals]
+        return packed._with_data(x), finals
+
+    def _packed_direction(self, gx, sizes, states, w_hh, b_hh, reverse):
+        T = len(sizes)
+        outs = [None] * T
+        if not reverse:
+            for t in range(T):
+                b = sizes[t]
+                active = [G.narrow(st, 0, 0, b) for st in states]
+                new = self._step(gx[t], active, w_hh, b_hh)
+                outs[t] = new[0]
+                if b < states[0].shape[0]:
+                    new = [G.cat([n, G.narrow(st, 0, b, st.shape[0] - b)], 0)
+                           for n, st in zip(new, states)]
+                states = new
+            return G.cat(outs, 0), states
+        running = None
+        for t in range(T - 1, -1, -1):
+            b = sizes[t]
+            if running is None:
+                running = [G.narrow(st, 0, 0, b) for st in states]
+            elif b > running[0].shape[0]:     # sequences whose last step is t start here
+                k = running[0].shape[0]
+                running = [G.cat([r, G.narrow(st, 0, k, b - k)], 0)
+                           for r, st in zip(running, states)]
+            running = self._step(gx[t], running, w_hh, b_hh)
+            outs[t] = running[0]
+        return G.cat(outs, 0), running
 
 
 class RNN(RNNBase):
@@ -194,6 +266,15 @@ class RNN(RNNBase):
             outs[t] = h
         return G.stack(outs, 0), (h,)
 
+    def _input_projection(self, x, w_ih, b_ih, b_hh):
+        return G.linear(x, w_ih, b_ih)
+
+    def _step(self, gx, states, w_hh, b_hh):
+        pre = G.add(gx, G.matmul(states[0], G.t(w_hh)))
+        if b_hh is not None:
+            pre = G.add(pre, b_hh)
+        return [G.tanh(pre) if self.nonlinearity == "tanh" else G.relu(pre)]
+
 
 class LSTM(RNNBase):
     """Long short-term memory (gates i, f, g, o as torch)."""
@@ -206,7 +287,17 @@ class LSTM(RNNBase):
         out, h, c, _ = G.lstm_layer(G.linear(x, w_ih, b), states[0], states[1], w_hh, reverse)
         return out, (h, c)
 
+    def _input_projection(self, x, w_ih, b_ih, b_hh):
+        return G.linear(x, w_ih, None if b_ih is None else G.add(b_ih, b_hh))
+
+    def _step(self, gx, states, w_hh, b_hh):
+        h, c, _ = G.lstm_step(gx, states[0], states[1], w_hh)
+        return [h, c]
+
     def forward(self, input, hx=None):
+        if isinstance(input, PackedSequence):
+            out, finals = self._run_packed(input, hx, 2)
+            return out, (finals[0], finals[1])
         x, states, unb = self._prepare(input, hx, 2)
         out, finals = self._run(x, states)
         out, finals = self._finish(out, finals, unb)
@@ -228,6 +319,12 @@ class GRU(RNNBase):
             h, _ = G.gru_step(gx[t], h, w_hh, b_hh)
             outs[t] = h
         return G.stack(outs, 0), (h,)
+
+    def _input_projection(self, x, w_ih, b_ih, b_hh):
+        return G.linear(x, w_ih, b_ih)
+
+    def _step(self, gx, states, w_hh, b_hh):
+        return [G.gru_step(gx, states[0], w_hh, b_hh)[0]]
 
 
 class RNNCellBase(Module):
