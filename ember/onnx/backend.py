@@ -10,6 +10,7 @@ from onnx.backend.base import Backend, BackendRep
 
 import ember
 from ember.onnx.importer import load_model
+from ember.onnx.importer import storage_types as st
 
 __all__ = ["EmberBackend", "EmberRep", "prepare", "run_model", "run_node", "supports_device"]
 
@@ -21,20 +22,15 @@ def _array(v):
 
 
 def _value(v):
-    """A backend input as ember: arrays become tensors, lists (sequences) lists, None stays."""
+    """A backend input as ember: arrays of an ember dtype become tensors, lists (sequences)
+    lists, None stays; arrays of other types (bfloat16, float8, uint32, strings...) go to the
+    module as they are, which widens them to their storage dtype (``storage_types``)."""
     if v is None:
         return None
     if isinstance(v, (list, tuple)):
         return [_value(e) for e in v]
-    return ember.tensor(_array(v))
-
-
-def _numpy(v):
-    if v is None:
-        return None
-    if isinstance(v, list):
-        return [_numpy(e) for e in v]
-    return v.numpy()
+    a = _array(v)
+    return ember.tensor(a) if a.dtype in st.NATIVE else a
 
 
 class EmberRep(BackendRep):
@@ -53,8 +49,7 @@ class EmberRep(BackendRep):
             args, named = tuple(_value(v) for v in inputs), {}
         with ember.no_grad():
             out = self.module(*args, **named)
-        out = out if isinstance(out, tuple) else (out,)
-        return [_numpy(o) for o in out]
+        return self.module.declared_outputs(out)
 
 
 class EmberBackend(Backend):

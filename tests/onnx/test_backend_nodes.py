@@ -47,6 +47,9 @@ def _compare(g, e, case):
     assert g.shape == e.shape, f"shape {g.shape}, expected {e.shape}"
     if e.dtype.kind in "fc":
         np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
+    elif e.dtype.name == "bfloat16":   # as ONNX's runner: in float32, rtol of two bf16 ulps
+        np.testing.assert_allclose(g.astype(np.float32), e.astype(np.float32),
+                                   rtol=max(case.rtol, 2 ** -6), atol=case.atol)
     else:
         np.testing.assert_array_equal(g, e)
 

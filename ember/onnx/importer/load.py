@@ -10,6 +10,7 @@ from ember import nn
 from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.onnx.importer.errors import OnnxImportError, UnsupportedOnnxError
 from ember.onnx.importer.registry import lookup, versions
+from ember.onnx.importer import storage_types as st
 
 __all__ = ["load_model", "OnnxModule", "MIN_IMPORT_OPSET"]
 
@@ -82,11 +83,46 @@ def _opsets(model):
 
 
 class _Node:
-    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "fn", "has_graph")
+    __slots__ = ("op", "name", "inputs", "outputs", "attrs", "fn", "has_graph", "narrow")
 
-    def __init__(self, op, name, inputs, outputs, attrs, fn, has_graph=False):
+    def __init__(self, op, name, inputs, outputs, attrs, fn, has_graph=False, narrow=()):
         self.op, self.name, self.inputs, self.outputs = op, name, inputs, outputs
         self.attrs, self.fn, self.has_graph = attrs, fn, has_graph
+        self.narrow = narrow   # [(output index, ONNX type)] of outputs of a simulated type
+
+
+def _elem_types(model):
+    """{value name: ONNX element type} over the whole model (subgraphs included): declared
+    inputs, outputs and initializers, and the value_info of shape inference where it runs."""
+    import onnx
+    try:
+        model = onnx.shape_inference.infer_shapes(model)
+    except Exception:   # inference is a help here, not a requirement
+        pass
+    types = {}
+
+    def tensor_type(t):
+        while t.HasField("optional_type") or t.HasField("sequence_type"):
+            t = (t.optional_type.elem_type if t.HasField("optional_type") else
+                 t.sequence_type.elem_type)
+        return t.tensor_type.elem_type if t.HasField("tensor_type") else 0
+
+    def walk(g):
+        for t in g.initializer:
+            types[t.name] = t.data_type
+        for vi in list(g.input) + list(g.output) + list(g.value_info):
+            et = tensor_type(vi.type)
+            if et:
+                types.setdefault(vi.name, et)
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for sg in a.graphs:
+                        walk(sg)
+    walk(model.graph)
+    return types
 
 
 class Subgraph:
@@ -144,24 +180,46 @@ def _execute(nodes, env):
                 n.attrs.pop("_env", None)
         if not isinstance(out, tuple):   # a list is one value (a sequence)
             out = (out,)
+        if n.narrow:
+            out = list(out)
+            for k, et in n.narrow:
+                if k < len(out):
+                    out[k] = _narrow(out[k], et, n, k)
         for o, v in zip(n.outputs, out):
             if o:
                 env[o] = v
 
 
-def _compile_subgraph(g, opsets, problems, defined):
+def _narrow(v, et, n, k):
+    what = f"onnx model: node '{n.name}' ({n.op}) output '{n.outputs[k]}'"
+    if isinstance(v, list):
+        return [st.narrow(e, et, what) for e in v]
+    return st.narrow(v, et, what)
+
+
+def _initializer(t, problems):
+    """An initializer as an array ember can hold (simulated types widened), or None (problem
+    recorded)."""
     from onnx import numpy_helper
+    if not st.storable(t.data_type):
+        problems.append(("<initializer>", None, t.name, None,
+                         f"dtype {dtype_name(t.data_type)} has no ember dtype"))
+        return None
+    arr = numpy_helper.to_array(t)
+    if st.simulated(t.data_type):
+        return st.widen(arr, t.data_type, f"onnx model: initializer '{t.name}'").numpy()
+    return np.array(arr)
+
+
+def _compile_subgraph(g, opsets, problems, defined, types):
     consts = {}
     for t in g.initializer:
-        arr = numpy_helper.to_array(t)
-        if arr.dtype not in _EMBER_NP:
-            problems.append(("<initializer>", None, t.name, None,
-                             f"dtype {dtype_name(t.data_type)} has no ember dtype"))
-            continue
-        consts[t.name] = ember.tensor(np.array(arr))
+        arr = _initializer(t, problems)
+        if arr is not None:
+            consts[t.name] = ember.tensor(arr)
     inputs = [vi.name for vi in g.input]
     scope = set(defined) | set(consts) | set(inputs)
-    nodes = _check_nodes(g.node, opsets, problems, scope)
+    nodes = _check_nodes(g.node, opsets, problems, scope, types)
     for o in g.output:
         if o.name not in scope:
             raise OnnxImportError(f"onnx.load_model: output '{o.name}' of subgraph '{g.name}' "
@@ -169,7 +227,7 @@ def _compile_subgraph(g, opsets, problems, defined):
     return Subgraph(g.name, inputs, [o.name for o in g.output], nodes, consts)
 
 
-def _check_nodes(graph_nodes, opsets, problems, defined):
+def _check_nodes(graph_nodes, opsets, problems, defined, types):
     """Resolve every node in the registry (recursing into graph attributes); names each node
     reads must be defined before it (``defined`` grows as nodes are read). Returns the nodes."""
     import onnx
@@ -206,7 +264,8 @@ def _check_nodes(graph_nodes, opsets, problems, defined):
                 continue
             try:
                 if a.type == onnx.AttributeProto.GRAPH:
-                    attrs[a.name] = _compile_subgraph(a.g, opsets, problems, defined)
+                    attrs[a.name] = _compile_subgraph(a.g, opsets, problems, defined,
+                                                      types)
                     has_graph = True
                 else:
                     attrs[a.name] = _attr_value(a)
@@ -226,8 +285,14 @@ def _check_nodes(graph_nodes, opsets, problems, defined):
                 problems.append((n.op_type, opset, name, res[0], res[1]))
                 bad = True
         attrs["_n"] = len(n.output)
+        # ONNX element types of the inputs and outputs (0 where unknown): the importers of
+        # CastLike, QuantizeLinear, BitCast... read the declared type of a simulated value
+        attrs["_tin"] = [types.get(i, 0) if i else 0 for i in n.input]
+        attrs["_tout"] = [types.get(o, 0) if o else 0 for o in n.output]
+        narrow = [(k, types[o]) for k, o in enumerate(n.output)
+                  if o and st.simulated(types.get(o))]
         nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), attrs, imp.fn,
-                           has_graph))
+                           has_graph, narrow))
     return nodes
 
 
@@ -253,9 +318,9 @@ class OnnxModule(nn.Module):
 
     def __init__(self, model):
         super().__init__()
-        from onnx import numpy_helper
         g = model.graph
         self.opsets = _opsets(model)
+        types = _elem_types(model)
         problems = []
         init_names = [t.name for t in g.initializer]
         if g.sparse_initializer:
@@ -269,7 +334,7 @@ class OnnxModule(nn.Module):
         # every tensor a node reads must be produced before it (graph inputs, initializers,
         # earlier node outputs)
         defined = set(init_names) | {i[0] for i in input_infos}
-        nodes = _check_nodes(g.node, self.opsets, problems, defined)
+        nodes = _check_nodes(g.node, self.opsets, problems, defined, types)
         outputs = [o.name for o in g.output]
         for o in outputs:
             if o not in defined:
@@ -280,6 +345,8 @@ class OnnxModule(nn.Module):
         self._nodes = nodes
         self._inputs = input_infos
         self._outputs = outputs
+        # ONNX element type of each graph output (0 unknown): see declared_outputs
+        self.output_elem_types = [types.get(o, 0) for o in outputs]
         self.onnx_names = {}
         self._init_keys = {}
         for t in g.initializer:
@@ -287,11 +354,11 @@ class OnnxModule(nn.Module):
                 raise OnnxImportError(f"onnx.load_model: initializer '{t.name}' is stored in an "
                                       f"external file; load the model with onnx.load(path) "
                                       f"(which reads external data) and pass the ModelProto")
-            arr = numpy_helper.to_array(t)
-            if arr.dtype not in _EMBER_NP:
-                why = f"dtype {dtype_name(t.data_type)} has no ember dtype"
-                raise UnsupportedOnnxError([("<initializer>", None, t.name, None, why)])
-            key = self._add_state(t.name, np.array(arr))
+            bad = []
+            arr = _initializer(t, bad)
+            if bad:
+                raise UnsupportedOnnxError(bad)
+            key = self._add_state(t.name, arr)
             self.onnx_names[key] = t.name
             self._init_keys[t.name] = key
         # subgraph (If/Loop/Scan body) initializers are module state too, under their names
@@ -321,7 +388,7 @@ class OnnxModule(nn.Module):
                              "supported (not maps or sparse tensors)"))
             return (vi.name, None, None, "tensor")
         npd = np_dtype_of(tt.elem_type) if tt.elem_type else None
-        if tt.elem_type and (npd is None or npd not in _EMBER_NP):
+        if tt.elem_type and not st.storable(tt.elem_type):
             problems.append(("<graph input>", None, vi.name, None,
                              f"dtype {dtype_name(tt.elem_type)} has no ember dtype"))
         shape = None
@@ -367,6 +434,13 @@ class OnnxModule(nn.Module):
     def _tensor(self, key):
         return self.get_parameter(key) if key in dict(self.named_parameters()) else \
             self.get_buffer(key)
+
+    def declared_outputs(self, outputs):
+        """``forward``'s result (one value or a tuple) as a list of NumPy arrays in the types
+        the graph declares: a bfloat16 / float8 / uint32... output, computed in float32 or
+        int64 (see ``storage_types``), converts back to its ``ml_dtypes`` / NumPy type."""
+        outputs = outputs if isinstance(outputs, tuple) else (outputs,)
+        return [st.to_declared(o, et) for o, et in zip(outputs, self.output_elem_types)]
 
     def input_names(self):
         """The graph inputs forward takes, in order."""
@@ -415,6 +489,11 @@ class OnnxModule(nn.Module):
 
     @staticmethod
     def _check_input(name, npd, shape, x):
+        sim = st.code_of_np(npd)
+        if sim is not None:   # a type ember computes in a wider dtype (storage_types)
+            x = x.detach().numpy() if isinstance(x, ember.Tensor) else x
+            x = st.widen(x, sim, f"onnx model: input '{name}'")
+            npd = x.dtype.numpy
         if not isinstance(x, ember.Tensor):
             x = ember.tensor(np.asarray(x))
         if npd is not None and x.dtype.numpy != npd:

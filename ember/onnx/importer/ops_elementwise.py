@@ -3,7 +3,8 @@ import numpy as np
 
 import ember
 import ember.nn.functional as F
-from ember.onnx.importer._util import ember_dtype, onnx_np_dtype, scalar
+from ember.onnx.importer._util import onnx_np_dtype, scalar
+from ember.onnx.importer import storage_types as st
 from ember.onnx.importer.load import _EMBER_NP
 from ember.onnx.importer.registry import importer
 
@@ -137,26 +138,34 @@ def where(a, c, x, y):
     return ember.where(c, x, y)
 
 
-def _check_cast_like(attr):
+def _check_cast_like(attr, simulated=False):
     def check(a, n):
         d = onnx_np_dtype(a[attr])
-        if d is None or d not in _EMBER_NP:
+        if d is None or d not in _EMBER_NP and not (simulated and st.storable(a[attr])):
             from ember.onnx.importer.load import dtype_name
             return (attr, f"= {dtype_name(a[attr])} has no ember dtype")
+        if a.get("round_mode", "up") not in ("up", "down", "nearest"):
+            return ("round_mode", "must be 'up', 'down' or 'nearest'")
         return None
     return check
 
 
-_check_cast = _check_cast_like("to")
+# bfloat16 / float8 / int4 / uint32... targets round or saturate as ONNX says (storage_types)
+_check_cast = _check_cast_like("to", simulated=True)
 
 
-@importer("Cast", since=6, attrs={"to": 0, "saturate": 1}, check=_check_cast)
+@importer("Cast", since=6, attrs={"to": 0, "saturate": 1, "round_mode": "up"},
+          check=_check_cast)
 def cast(a, x):
-    return x.to(ember_dtype(onnx_np_dtype(a["to"])))
+    return st.cast(x, a["to"], a["saturate"], a["round_mode"])
 
 
-@importer("CastLike", since=15, attrs={"saturate": 1})
+@importer("CastLike", since=15, attrs={"saturate": 1, "round_mode": "up"},
+          check=lambda a, n: _check_cast(dict(a, to=1), n))
 def castlike(a, x, like):
+    to = a["_tin"][1] if len(a.get("_tin", ())) > 1 else 0
+    if to:
+        return st.cast(x, to, a["saturate"], a["round_mode"])
     return x.to(like.dtype)
 
 

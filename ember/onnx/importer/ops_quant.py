@@ -6,7 +6,14 @@ import numpy as np
 import ember
 from ember.errors import EmberRuntimeError
 from ember.onnx.importer._util import ember_dtype, norm_axis, onnx_np_dtype
+from ember.onnx.importer import storage_types as st
 from ember.onnx.importer.registry import importer
+
+# ONNX's integer quantization ranges, by element type name (the 2-, 4- and 16-bit ones are
+# computed in int64: storage_types)
+_INT_RANGE = {"UINT8": (0, 255), "INT8": (-128, 127), "UINT16": (0, 65535),
+              "INT16": (-32768, 32767), "UINT4": (0, 15), "INT4": (-8, 7), "UINT2": (0, 3),
+              "INT2": (-2, 1), "INT32": (-2 ** 31, 2 ** 31 - 1)}
 
 
 def _expand(s, x, axis, block):
@@ -24,9 +31,7 @@ def _expand(s, x, axis, block):
 
 def _check_out(a, n):
     if a.get("output_dtype"):
-        from ember.onnx.importer.load import _EMBER_NP
-        d = onnx_np_dtype(a["output_dtype"])
-        if d is None or d not in _EMBER_NP:
+        if not st.storable(a["output_dtype"]):
             return ("output_dtype", "names a dtype ember does not have")
     if a.get("precision"):
         return ("precision", "is not supported")
@@ -37,6 +42,10 @@ def _check_out(a, n):
           attrs={"axis": 1, "block_size": 0, "output_dtype": 0, "precision": 0})
 def dequantize(a, x, scale, zp=None):
     xf = x.to(scale.dtype)
+    xt = a["_tin"][0] if a.get("_tin") else 0
+    xs = st.simulated(xt)
+    if xs is not None and xs.is_float:   # float8 / float4: no zero point (it must be 0)
+        zp = None
     if zp is not None:
         xf = xf - _expand(zp, x, a["axis"], a["block_size"]).to(scale.dtype)
     y = xf * _expand(scale, x, a["axis"], a["block_size"])
@@ -48,20 +57,26 @@ def dequantize(a, x, scale, zp=None):
 @importer("QuantizeLinear", since=10, check=_check_out,
           attrs={"axis": 1, "block_size": 0, "output_dtype": 0, "saturate": 1, "precision": 0})
 def quantize(a, x, scale, zp=None):
-    if zp is not None:
-        dt = zp.dtype
-    elif a["output_dtype"]:
-        dt = ember_dtype(onnx_np_dtype(a["output_dtype"]))
-    else:
-        dt = ember.uint8
-    if dt.is_floating_point or dt == ember.bool:
-        raise EmberRuntimeError(f"QuantizeLinear to {dt} is not supported")
-    s = _expand(scale, x, a["axis"], a["block_size"]).to(ember.float32)
-    q = ember.round(x.to(ember.float32) / s)
-    if zp is not None:
-        q = q + _expand(zp, x, a["axis"], a["block_size"]).to(ember.float32)
-    info = np.iinfo(dt.numpy)
-    return ember.clamp(q, float(info.min), float(info.max)).to(dt)
+    from ember.onnx.importer.load import dtype_name
+    tin = a.get("_tin") or []
+    et = (tin[2] if len(tin) > 2 and zp is not None else 0) or a["output_dtype"]
+    if not et:   # the zero point's type where inference did not name it; else UINT8
+        et = {ember.int8: 3, ember.int16: 5, ember.int32: 6}.get(getattr(zp, "dtype", None), 2)
+    name = dtype_name(et)
+    s = _expand(scale, x, a["axis"], a["block_size"])
+    y = x / s if x.dtype == s.dtype else x.to(ember.float32) / s.to(ember.float32)
+    if name in _INT_RANGE:
+        q = ember.round(y)
+        if zp is not None:
+            q = q + _expand(zp, x, a["axis"], a["block_size"]).to(q.dtype)
+        lo, hi = _INT_RANGE[name]
+        return st.cast(ember.clamp(q, float(lo), float(hi)), et)
+    sim = st.simulated(et)
+    if sim is None or not sim.is_float:
+        raise EmberRuntimeError(f"QuantizeLinear to {name} is not supported")
+    if name.startswith("FLOAT4") and zp is not None:   # as ONNX's reference: x / s + zp
+        y = y + _expand(zp, x, a["axis"], a["block_size"]).to(y.dtype)
+    return st.cast(y, et, saturate=a["saturate"])
 
 
 @importer("DynamicQuantizeLinear", since=11, max_outputs=3)
