@@ -8,7 +8,8 @@ from ember.distributions.gamma import Beta, Dirichlet, Gamma
 from ember.distributions.multivariate_normal import (Independent, MultivariateNormal,
                                                      _batch_mahalanobis)
 from ember.distributions.normal import Normal, Uniform
-from ember.distributions.utils import sum_rightmost
+from ember.distributions.transformed_distribution import Gumbel, TransformedDistribution
+from ember.distributions.utils import euler_constant, sum_rightmost
 from ember.errors import EmberTypeError, UnsupportedError
 
 _KL_REGISTRY = {}
@@ -145,3 +146,20 @@ def _kl_independent_independent(p, q):
         raise UnsupportedError("KL between Independent distributions with different "
                                "reinterpreted_batch_ndims is not implemented")
     return sum_rightmost(kl_divergence(p.base_dist, q.base_dist), p.reinterpreted_batch_ndims)
+
+
+@register_kl(TransformedDistribution, TransformedDistribution)
+def _kl_transformed_transformed(p, q):
+    """KL is invariant under a shared bijection: the base distributions' KL."""
+    if p.transforms != q.transforms or tuple(p.event_shape) != tuple(q.event_shape):
+        raise UnsupportedError("KL between TransformedDistributions is implemented only for "
+                               "equal transforms and event shapes")
+    return kl_divergence(p.base_dist, q.base_dist)
+
+
+@register_kl(Gumbel, Gumbel)
+def _kl_gumbel_gumbel(p, q):
+    ct1, ct2, ct3 = p.scale / q.scale, q.loc / q.scale, p.loc / q.scale
+    t1 = -ct1.log() - ct2 + ct3
+    t3 = (ct2 + (1 + ct1).lgamma() - ct3).exp()
+    return t1 + ct1 * euler_constant + t3 - (1 + euler_constant)

@@ -163,10 +163,11 @@ def test_transform_errors():
 
 # ---- TransformedDistribution and the families built on it ----------------------------------
 
-def _dist(case, lib, grad=False):
+def _dist(case, lib, grad=False, other=False):
+    """The case's distribution and its parameter leaves; ``other``: shifted parameters."""
     D, T, mk = (ED, ET, ember.tensor) if lib == "e" else (TD, TT, torch.tensor)
     leaf = lambda v: mk(np.asarray(v, dtype=np.float64), requires_grad=grad)  # noqa: E731
-    loc, scale = leaf(LOC), leaf(SCALE)
+    loc, scale = (leaf(LOC + 0.5), leaf(SCALE * 1.3)) if other else (leaf(LOC), leaf(SCALE))
     p = {"loc": loc, "scale": scale}
     if case == "LogNormal":
         return D.LogNormal(loc, scale), p
@@ -408,3 +409,20 @@ def test_biject_to_optimizes_a_constrained_parameter():
         opt.step()
     np.testing.assert_allclose(f(u).detach().numpy(), [0.1, 0.3, 0.6], atol=2e-3)
     assert math.isclose(float(f(u).sum()), 1.0, rel_tol=1e-6)
+
+
+@pytest.mark.parametrize("case", ["LogNormal", "Gumbel", "TanhNormal"])
+def test_kl_divergence_matches_torch(case):
+    e1, pe = _dist(case, "e", True)
+    t1, pt = _dist(case, "t", True)
+    e2, t2 = _dist(case, "e", other=True)[0], _dist(case, "t", other=True)[0]
+    ke, kt = ED.kl_divergence(e1, e2), TD.kl_divergence(t1, t2)
+    np.testing.assert_allclose(ke.detach().numpy(), kt.detach().numpy(), rtol=1e-10)
+    ke.sum().backward()
+    kt.sum().backward()
+    for k in pe:
+        np.testing.assert_allclose(pe[k].grad.numpy(), pt[k].grad.numpy(), rtol=1e-8)
+    other = ED.TransformedDistribution(ED.Normal(0.0, 1.0), ET.SigmoidTransform())
+    with pytest.raises(NotImplementedError, match="equal transforms"):
+        ED.kl_divergence(ED.TransformedDistribution(ED.Normal(0.0, 1.0), ET.ExpTransform()),
+                         other)
