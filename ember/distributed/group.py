@@ -1,4 +1,5 @@
 """Process groups on MPI communicators: init_process_group, new_group, ranks and sizes."""
+import atexit
 import os
 import sys
 import time
@@ -39,25 +40,68 @@ class ProcessGroup:
 class _State:
     world = None
     hook_installed = False
+    exit_status = None  # what sys.exit was last called with (None: not called)
+
+
+def _abort_all(message, code):
+    """Print ``message`` for this rank, give the launcher a moment to forward it, MPI_Abort."""
+    MPI = mpi()
+    sys.stderr.write(message)
+    sys.stderr.flush()
+    sys.stdout.flush()
+    time.sleep(0.5)  # let the launcher forward the output before it kills every rank
+    MPI.COMM_WORLD.Abort(code)
 
 
 def _excepthook(etype, value, tb):
     """Print the failing rank and its traceback, then abort every rank (no hang)."""
     MPI = mpi()
-    rank = MPI.COMM_WORLD.Get_rank()
     text = "".join(traceback.format_exception(etype, value, tb))
-    sys.stderr.write(f"[ember.distributed] rank {rank} of {MPI.COMM_WORLD.Get_size()} failed; "
-                     f"aborting all ranks.\n{text}")
-    sys.stderr.flush()
-    sys.stdout.flush()
-    time.sleep(0.5)  # let the launcher forward the traceback before it kills every rank
-    MPI.COMM_WORLD.Abort(1)
+    _abort_all(f"[ember.distributed] rank {MPI.COMM_WORLD.Get_rank()} of "
+               f"{MPI.COMM_WORLD.Get_size()} failed; aborting all ranks.\n{text}", 1)
+
+
+def exit_code(code):
+    """The process exit status Python gives ``SystemExit(code)``."""
+    if code is None:
+        return 0
+    return code if isinstance(code, int) else 1
+
+
+def abort_on_failed_exit(code):
+    """A rank leaving with a non-zero status while the default group is initialized aborts the
+    job: MPI_Finalize at exit would otherwise wait for ranks stuck in a collective with it."""
+    status = exit_code(code)
+    if status == 0 or _State.world is None:
+        return
+    MPI = mpi()
+    if MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1:
+        return
+    _abort_all(f"[ember.distributed] rank {MPI.COMM_WORLD.Get_rank()} of "
+               f"{MPI.COMM_WORLD.Get_size()} exited with status {code!r}; aborting all ranks.\n",
+               status)
+
+
+def _recording_exit(*args):
+    """sys.exit, remembering its status for the exit handler."""
+    _State.exit_status = args[0] if args else None
+    _State.sys_exit(*args)
+
+
+def _at_exit():
+    if _State.exit_status is not None:
+        abort_on_failed_exit(_State.exit_status)
 
 
 def install_abort_hook():
-    """Make an uncaught exception on any rank print the rank and traceback and abort the job."""
+    """Make a rank that fails abort the job: an uncaught exception prints the rank and its
+    traceback, and ``sys.exit`` with a non-zero status (while the default group is initialized)
+    says so, both then call MPI_Abort. A clean ``sys.exit(0)`` finalizes MPI as usual."""
     if not _State.hook_installed:
         sys.excepthook = _excepthook
+        _State.sys_exit = sys.exit
+        sys.exit = _recording_exit
+        atexit.register(_at_exit)  # runs before mpi4py's MPI_Finalize (registered earlier)
         _State.hook_installed = True
 
 
@@ -121,6 +165,7 @@ def get_backend(group=None):
 
 
 def _world(what):
+    _State.exit_status = None  # the program went on: a SystemExit it caught is not its exit
     if _State.world is None:
         raise EmberRuntimeError(f"{what}: the default process group has not been initialized; "
                                 "call ember.distributed.init_process_group() first")

@@ -6,7 +6,6 @@ import runpy
 import shutil
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from ember.errors import EmberRuntimeError
@@ -39,7 +38,7 @@ def launch(nproc, script, args, mpiexec=None, extra=()):
 
 def _bootstrap(argv):
     from ember.distributed._mpi import mpi
-    from ember.distributed.group import install_abort_hook
+    from ember.distributed.group import _abort_all, exit_code, install_abort_hook
     world = mpi().COMM_WORLD
     if world.Get_size() > 1:
         install_abort_hook()
@@ -50,17 +49,10 @@ def _bootstrap(argv):
         runpy.run_path(script, run_name="__main__")
     except SystemExit as e:
         # MPI_Finalize at exit would wait for the other ranks, stuck in a collective: abort.
-        if e.code not in (None, 0) and world.Get_size() > 1:
-            code = e.code if isinstance(e.code, int) else 1
-            sys.stderr.write(f"[ember.distributed] rank {world.Get_rank()} of "
-                             f"{world.Get_size()} exited with status {e.code!r}; aborting all "
-                             "ranks.\n")
-            sys.stderr.flush()
-            sys.stdout.flush()
-            time.sleep(0.5)  # let the launcher forward the message before it kills every rank
-            world.Abort(code)
+        if exit_code(e.code) != 0 and world.Get_size() > 1:
+            _abort_all(f"[ember.distributed] rank {world.Get_rank()} of {world.Get_size()} "
+                       f"exited with status {e.code!r}; aborting all ranks.\n", exit_code(e.code))
         raise
-
 
 if __name__ == "__main__":
     _bootstrap(sys.argv[1:])

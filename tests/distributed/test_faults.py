@@ -12,6 +12,25 @@ def test_raising_rank_aborts_every_rank():
     assert "not stopped" not in p.stdout
 
 
+def test_rank_calling_sys_exit_aborts_every_rank_under_plain_mpiexec():
+    # without the exit handler rank 1 waits in MPI_Finalize and rank 0 in all_reduce: a hang
+    p = run_ranks("fail.py", 2, "exit", check=False, timeout=30)
+    assert p.returncode == 3, (p.returncode, p.stderr)
+    assert "rank 1 of 2 exited with status 3; aborting all ranks" in p.stderr, p.stderr
+    assert "not stopped" not in p.stdout
+
+
+def test_clean_sys_exit_on_every_rank_is_not_aborted():
+    p = run_ranks("fail.py", 2, "exit0", timeout=30)
+    assert "aborting" not in p.stderr and p.stdout.count("was not stopped") == 2, p.stdout
+
+
+def test_rank_exiting_cleanly_while_others_wait_ends_within_the_timeout():
+    p = run_ranks("fail.py", 2, "exit0early", check=False, timeout=25)
+    assert p.returncode != 0
+    assert "all_reduce: timed out after 1 s on rank 0" in p.stderr, p.stderr
+
+
 def test_collective_timeout_aborts():
     p = run_ranks("fail.py", 2, "timeout", check=False, timeout=25)
     assert p.returncode != 0
