@@ -23,10 +23,11 @@ def lstm_step(gx, hx, cx, w_hh):
     workspace (B, 5H) holds the activated gates and tanh(cy) for the backward pass.
     Raises KernelError for inconsistent shapes.
     """
-    H = hx.shape[-1]
-    if gx.shape[-1] != 4 * H or w_hh.shape != (4 * H, H):
-        raise KernelError(f"lstm_step: gates {list(gx.shape)}, hidden {list(hx.shape)} and "
-                          f"weight_hh {list(w_hh.shape)} do not fit (expected 4*hidden gates)")
+    H = cx.shape[-1]       # hx is (B, H), or (B, proj_size) for a projected LSTM
+    if gx.shape[-1] != 4 * H or w_hh.shape != (4 * H, hx.shape[-1]):
+        raise KernelError(f"lstm_step: gates {list(gx.shape)}, hidden {list(hx.shape)}, cell "
+                          f"{list(cx.shape)} and weight_hh {list(w_hh.shape)} do not fit "
+                          f"(expected 4*hidden gates)")
     gates = gx + hx @ w_hh.T
     ws = np.empty(gates.shape[:-1] + (5 * H,), gates.dtype)
     ws[..., :2 * H] = _sigmoid(gates[..., :2 * H])
@@ -42,7 +43,7 @@ def lstm_step(gx, hx, cx, w_hh):
 
 def lstm_step_backward(dh, dc, ws, hx, cx, w_hh):
     """Gradients (d_gx, d_hx, d_cx, d_w_hh) of ``lstm_step`` from its workspace."""
-    H = hx.shape[-1]
+    H = ws.shape[-1] // 5
     i, f, g, o, tc = (ws[..., k * H:(k + 1) * H] for k in range(5))
     dct = dh * o * (1.0 - tc * tc)
     dct += dc

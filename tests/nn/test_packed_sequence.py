@@ -95,3 +95,55 @@ def test_recurrent_modules_on_packed_input_match_torch(mode, bidirectional):
     for k, p in em.named_parameters():
         np.testing.assert_allclose(p.grad.numpy(), pt[k].grad.numpy(), rtol=1e-9, atol=1e-11,
                                    err_msg=k)
+
+
+@pytest.mark.parametrize("packed", [False, True])
+@pytest.mark.parametrize("bidirectional", [False, True])
+def test_lstm_proj_size_matches_torch(packed, bidirectional):
+    torch.manual_seed(1)
+    kw = dict(num_layers=2, bidirectional=bidirectional, proj_size=2)
+    tm = torch.nn.LSTM(3, 4, **kw).double()
+    em = ember.nn.LSTM(3, 4, **kw).double()
+    assert [k for k, _ in em.named_parameters()] == [k for k, _ in tm.named_parameters()]
+    em.load_state_dict({k: ember.tensor(v.detach().numpy()) for k, v in tm.state_dict().items()})
+    assert repr(em) == repr(tm)
+    x = _padded(seed=4)
+    xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    if packed:
+        xe = R.pack_padded_sequence(xe, LENGTHS, enforce_sorted=False)
+        xt_in = TR.pack_padded_sequence(xt, LENGTHS, enforce_sorted=False)
+    oe, (he, ce) = em(xe)
+    ot, (ht, ct) = tm(xt_in if packed else xt)
+    if packed:
+        oe, ot = R.pad_packed_sequence(oe)[0], TR.pad_packed_sequence(ot)[0]
+    for a, b in [(oe, ot), (he, ht), (ce, ct)]:
+        assert tuple(a.shape) == tuple(b.shape)
+        np.testing.assert_allclose(a.detach().numpy(), b.detach().numpy(), rtol=1e-10,
+                                   atol=1e-12)
+    ((oe * oe).sum() + (ce * he.sum()).sum()).backward()
+    ((ot * ot).sum() + (ct * ht.sum()).sum()).backward()
+    pt = dict(tm.named_parameters())
+    for k, p in em.named_parameters():
+        np.testing.assert_allclose(p.grad.numpy(), pt[k].grad.numpy(), rtol=1e-9, atol=1e-11,
+                                   err_msg=k)
+
+
+def test_proj_size_errors_as_torch():
+    with pytest.raises(ember.EmberError, match="only supported for LSTM"):
+        ember.nn.GRU(3, 4, proj_size=2)
+    with pytest.raises(ember.EmberError, match="smaller than hidden_size"):
+        ember.nn.LSTM(3, 4, proj_size=4)
+
+
+def test_projected_lstm_exports_to_onnx():
+    ort = pytest.importorskip("onnxruntime")
+    pytest.importorskip("onnx")
+    import io
+    m = ember.nn.LSTM(3, 4, proj_size=2, batch_first=True)
+    x = ember.randn(2, 5, 3)
+    f = io.BytesIO()
+    ember.onnx.export(m, (x,), f)
+    sess = ort.InferenceSession(f.getvalue())
+    got = sess.run(None, {sess.get_inputs()[0].name: x.numpy()})
+    out, (h, c) = m(x)
+    np.testing.assert_allclose(got[0], out.detach().numpy(), rtol=1e-5, atol=1e-6)

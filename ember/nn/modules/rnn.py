@@ -13,7 +13,7 @@ from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
 from ember.nn.utils.rnn import PackedSequence
-from ember.errors import EmberRuntimeError, EmberValueError, UnsupportedError
+from ember.errors import EmberRuntimeError, EmberValueError
 
 _GATES = {"LSTM": 4, "GRU": 3, "RNN_TANH": 1, "RNN_RELU": 1}
 
@@ -33,8 +33,13 @@ class RNNBase(Module):
             raise EmberValueError("hidden_size must be a positive integer")
         if num_layers <= 0:
             raise EmberValueError("num_layers must be greater than or equal to 1")
-        if proj_size:
-            raise UnsupportedError("ember's LSTM does not support proj_size")
+        if not isinstance(proj_size, int) or proj_size < 0:
+            raise EmberValueError("proj_size should be a positive integer or zero to disable "
+                                  "projections")
+        if proj_size and mode != "LSTM":
+            raise EmberValueError("proj_size argument is only supported for LSTM, not RNN or GRU")
+        if proj_size >= hidden_size:
+            raise EmberValueError("proj_size has to be smaller than hidden_size")
         self.mode = mode
         self.input_size = input_size
         self.hidden_size = hidden_size
@@ -46,16 +51,20 @@ class RNNBase(Module):
         self.proj_size = proj_size
         dirs = 2 if bidirectional else 1
         gate = _GATES[mode] * hidden_size
+        out_size = proj_size or hidden_size      # the size of h (and of each layer's output)
         self._flat_weights_names = []
         for layer in range(num_layers):
             for d in range(dirs):
-                in_size = input_size if layer == 0 else hidden_size * dirs
+                in_size = input_size if layer == 0 else out_size * dirs
                 sfx = "_reverse" if d == 1 else ""
                 names = [f"weight_ih_l{layer}{sfx}", f"weight_hh_l{layer}{sfx}"]
-                shapes = [(gate, in_size), (gate, hidden_size)]
+                shapes = [(gate, in_size), (gate, out_size)]
                 if bias:
                     names += [f"bias_ih_l{layer}{sfx}", f"bias_hh_l{layer}{sfx}"]
                     shapes += [(gate,), (gate,)]
+                if proj_size:
+                    names.append(f"weight_hr_l{layer}{sfx}")
+                    shapes.append((proj_size, hidden_size))
                 for n, s in zip(names, shapes):
                     setattr(self, n, Parameter(creation.empty(*s, dtype=dtype)))
                 self._flat_weights_names.extend(names)
@@ -68,14 +77,17 @@ class RNNBase(Module):
 
     @property
     def all_weights(self):
-        return [[getattr(self, n) for n in self._flat_weights_names[i:i + (4 if self.bias else 2)]]
-                for i in range(0, len(self._flat_weights_names), 4 if self.bias else 2)]
+        k = (4 if self.bias else 2) + (1 if self.proj_size else 0)
+        return [[getattr(self, n) for n in self._flat_weights_names[i:i + k]]
+                for i in range(0, len(self._flat_weights_names), k)]
 
     def flatten_parameters(self):
         """No-op (kept for torch compatibility)."""
 
     def extra_repr(self):
         s = f"{self.input_size}, {self.hidden_size}"
+        if self.proj_size != 0:
+            s += f", proj_size={self.proj_size}"
         if self.num_layers != 1:
             s += f", num_layers={self.num_layers}"
         if self.bias is not True:
@@ -89,13 +101,27 @@ class RNNBase(Module):
         return s
 
     def _weights(self, layer, direction):
+        """(w_ih, w_hh, b_ih, b_hh, w_hr) of one layer and direction (None where absent)."""
         sfx = "_reverse" if direction == 1 else ""
-        w_ih = getattr(self, f"weight_ih_l{layer}{sfx}")
-        w_hh = getattr(self, f"weight_hh_l{layer}{sfx}")
-        if self.bias:
-            return w_ih, w_hh, getattr(self, f"bias_ih_l{layer}{sfx}"), \
-                getattr(self, f"bias_hh_l{layer}{sfx}")
-        return w_ih, w_hh, None, None
+        get = lambda n: getattr(self, f"{n}_l{layer}{sfx}", None)  # noqa: E731
+        return (get("weight_ih"), get("weight_hh"), get("bias_ih") if self.bias else None,
+                get("bias_hh") if self.bias else None,
+                get("weight_hr") if self.proj_size else None)
+
+    def _state_shapes(self, B, n_states):
+        """The shape of each initial state: h is (L*D, B, proj_size or hidden_size), LSTM's c
+        (L*D, B, hidden_size)."""
+        LD = self.num_layers * (2 if self.bidirectional else 1)
+        return [(LD, B, self.proj_size or self.hidden_size), (LD, B, self.hidden_size)][:n_states]
+
+    def _check_states(self, hx, B, dtype, n_states):
+        shapes = self._state_shapes(B, n_states)
+        if hx is None:   # via dispatch: traces follow the batch
+            return tuple(creation.zeros(e, dtype=dtype) for e in shapes)
+        for h, e in zip(hx, shapes):
+            if tuple(h.shape) != e:
+                raise EmberRuntimeError(f"Expected hidden size {e}, got {tuple(h.shape)}")
+        return hx
 
     def _prepare(self, input, hx, n_states):
         """-> (input as (T, B, I), initial states as tuples of (L*D, B, H), unbatched flag)."""
@@ -112,16 +138,7 @@ class RNNBase(Module):
         if input.shape[-1] != self.input_size:
             raise EmberRuntimeError(f"input.size(-1) must be equal to input_size. Expected "
                                f"{self.input_size}, got {input.shape[-1]}")
-        dirs = 2 if self.bidirectional else 1
-        B = input.shape[1]
-        expect = (self.num_layers * dirs, B, self.hidden_size)
-        if hx is None:
-            z = creation.zeros(expect, dtype=input.dtype)  # via dispatch: traces follow the batch
-            hx = (z,) * n_states
-        for h in hx:
-            if tuple(h.shape) != expect:
-                raise EmberRuntimeError(f"Expected hidden size {expect}, got {tuple(h.shape)}")
-        return input, hx, unbatched
+        return input, self._check_states(hx, input.shape[1], input.dtype, n_states), unbatched
 
     def _run(self, input, hx):
         """Run every layer and direction; returns (output (T, B, D*H), list of final states)."""
@@ -133,9 +150,9 @@ class RNNBase(Module):
             outs = []
             for d in range(dirs):
                 idx = layer * dirs + d
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
+                w = self._weights(layer, d)
                 states = [h[idx] for h in per_layer]
-                seq, last = self._direction(x, states, w_ih, w_hh, b_ih, b_hh, d == 1)
+                seq, last = self._direction(x, states, w, d == 1)
                 outs.append(seq)
                 for k, s in enumerate(last):
                     finals[k].append(s)
@@ -172,13 +189,7 @@ class RNNBase(Module):
             raise EmberRuntimeError(f"{type(self).__name__}: packed data must be (N, "
                                     f"{self.input_size}), got {tuple(data.shape)}")
         dirs = 2 if self.bidirectional else 1
-        B = sizes[0]
-        expect = (self.num_layers * dirs, B, self.hidden_size)
-        if hx is None:
-            hx = (creation.zeros(expect, dtype=data.dtype),) * n_states
-        for h in hx:
-            if tuple(h.shape) != expect:
-                raise EmberRuntimeError(f"Expected hidden size {expect}, got {tuple(h.shape)}")
+        hx = self._check_states(hx, sizes[0], data.dtype, n_states)
         if packed.sorted_indices is not None:
             hx = tuple(G.index_select(h, 1, packed.sorted_indices) for h in hx)
         per_layer = [G.unbind(h, 0) for h in hx]
@@ -188,10 +199,10 @@ class RNNBase(Module):
             outs = []
             for d in range(dirs):
                 idx = layer * dirs + d
-                w_ih, w_hh, b_ih, b_hh = self._weights(layer, d)
-                gx = G.split(self._input_projection(x, w_ih, b_ih, b_hh), sizes, 0)
+                w = self._weights(layer, d)
+                gx = G.split(self._input_projection(x, w), sizes, 0)
                 states = [h[idx] for h in per_layer]
-                seq, last = self._packed_direction(gx, sizes, states, w_hh, b_hh, d == 1)
+                seq, last = self._packed_direction(gx, sizes, states, w, d == 1)
                 outs.append(seq)
                 for k, st in enumerate(last):
                     finals[k].append(st)
@@ -203,14 +214,14 @@ class RNNBase(Module):
             finals = [G.index_select(f, 1, packed.unsorted_indices) for f in finals]
         return packed._with_data(x), finals
 
-    def _packed_direction(self, gx, sizes, states, w_hh, b_hh, reverse):
+    def _packed_direction(self, gx, sizes, states, w, reverse):
         T = len(sizes)
         outs = [None] * T
         if not reverse:
             for t in range(T):
                 b = sizes[t]
                 active = [G.narrow(st, 0, 0, b) for st in states]
-                new = self._step(gx[t], active, w_hh, b_hh)
+                new = self._step(gx[t], active, w)
                 outs[t] = new[0]
                 if b < states[0].shape[0]:
                     new = [G.cat([n, G.narrow(st, 0, b, st.shape[0] - b)], 0)
@@ -226,7 +237,7 @@ class RNNBase(Module):
                 k = running[0].shape[0]
                 running = [G.cat([r, G.narrow(st, 0, k, b - k)], 0)
                            for r, st in zip(running, states)]
-            running = self._step(gx[t], running, w_hh, b_hh)
+            running = self._step(gx[t], running, w)
             outs[t] = running[0]
         return G.cat(outs, 0), running
 
@@ -251,7 +262,8 @@ class RNN(RNNBase):
             return
         super().__setattr__(name, value)
 
-    def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
+    def _direction(self, x, states, w, reverse):
+        w_ih, w_hh, b_ih, b_hh, _ = w
         gx = G.unbind(G.linear(x, w_ih, b_ih), 0)
         h = states[0]
         act = G.tanh if self.nonlinearity == "tanh" else G.relu
@@ -266,10 +278,11 @@ class RNN(RNNBase):
             outs[t] = h
         return G.stack(outs, 0), (h,)
 
-    def _input_projection(self, x, w_ih, b_ih, b_hh):
-        return G.linear(x, w_ih, b_ih)
+    def _input_projection(self, x, w):
+        return G.linear(x, w[0], w[2])
 
-    def _step(self, gx, states, w_hh, b_hh):
+    def _step(self, gx, states, w):
+        w_hh, b_hh = w[1], w[3]
         pre = G.add(gx, G.matmul(states[0], G.t(w_hh)))
         if b_hh is not None:
             pre = G.add(pre, b_hh)
@@ -277,22 +290,31 @@ class RNN(RNNBase):
 
 
 class LSTM(RNNBase):
-    """Long short-term memory (gates i, f, g, o as torch)."""
+    """Long short-term memory (gates i, f, g, o as torch); with ``proj_size`` > 0 the hidden
+    state is projected, h = W_hr (o * tanh(c)), as torch."""
 
     def __init__(self, *args, **kwargs):
         super().__init__("LSTM", *args, **kwargs)
 
-    def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
-        b = None if b_ih is None else G.add(b_ih, b_hh)
-        out, h, c, _ = G.lstm_layer(G.linear(x, w_ih, b), states[0], states[1], w_hh, reverse)
+    def _direction(self, x, states, w, reverse):
+        if w[4] is not None:     # projected: step by step (the fused layer keeps h at size H)
+            gx = G.split(self._input_projection(x, w), 1, 0)
+            outs, st = [None] * len(gx), states
+            for t in (range(len(gx) - 1, -1, -1) if reverse else range(len(gx))):
+                st = self._step(G.squeeze(gx[t], 0), st, w)
+                outs[t] = st[0]
+            return G.stack(outs, 0), tuple(st)
+        out, h, c, _ = G.lstm_layer(self._input_projection(x, w), states[0], states[1], w[1],
+                                    reverse)
         return out, (h, c)
 
-    def _input_projection(self, x, w_ih, b_ih, b_hh):
+    def _input_projection(self, x, w):
+        w_ih, _, b_ih, b_hh, _ = w
         return G.linear(x, w_ih, None if b_ih is None else G.add(b_ih, b_hh))
 
-    def _step(self, gx, states, w_hh, b_hh):
-        h, c, _ = G.lstm_step(gx, states[0], states[1], w_hh)
-        return [h, c]
+    def _step(self, gx, states, w):
+        h, c, _ = G.lstm_step(gx, states[0], states[1], w[1])
+        return [h if w[4] is None else G.matmul(h, G.t(w[4])), c]
 
     def forward(self, input, hx=None):
         if isinstance(input, PackedSequence):
@@ -310,7 +332,8 @@ class GRU(RNNBase):
     def __init__(self, *args, **kwargs):
         super().__init__("GRU", *args, **kwargs)
 
-    def _direction(self, x, states, w_ih, w_hh, b_ih, b_hh, reverse):
+    def _direction(self, x, states, w, reverse):
+        w_ih, w_hh, b_ih, b_hh, _ = w
         gx = G.unbind(G.linear(x, w_ih, b_ih), 0)
         h = states[0]
         order = range(len(gx) - 1, -1, -1) if reverse else range(len(gx))
@@ -320,11 +343,11 @@ class GRU(RNNBase):
             outs[t] = h
         return G.stack(outs, 0), (h,)
 
-    def _input_projection(self, x, w_ih, b_ih, b_hh):
-        return G.linear(x, w_ih, b_ih)
+    def _input_projection(self, x, w):
+        return G.linear(x, w[0], w[2])
 
-    def _step(self, gx, states, w_hh, b_hh):
-        return [G.gru_step(gx, states[0], w_hh, b_hh)[0]]
+    def _step(self, gx, states, w):
+        return [G.gru_step(gx, states[0], w[1], w[3])[0]]
 
 
 class RNNCellBase(Module):

@@ -22,7 +22,7 @@ def _split(g, x, n, h):
 def sym_lstm_step(g, node, gx, hx, cx, w_hh):
     if node.outputs[2].uses:
         raise SymbolicError("the lstm_step workspace output is not exportable")
-    h = node.args[1].shape[-1]
+    h = node.args[2].shape[-1]     # the cell's size (h may be projected to proj_size)
     gates = g.op("Add", gx, g.op("MatMul", hx, g.op("Transpose", w_hh, perm=[1, 0])))
     i, f, gg, o = _split(g, gates, 4, h)
     i, f, o = g.op("Sigmoid", i), g.op("Sigmoid", f), g.op("Sigmoid", o)
