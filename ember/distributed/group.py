@@ -105,36 +105,61 @@ def install_abort_hook():
         _State.hook_installed = True
 
 
+_LAUNCH = ("launch every rank with `ember run -n N script.py` (or `mpiexec -n N python "
+           "script.py`, or your cluster's MPI launcher)")
+
+
+def _rendezvous_error(what):
+    return EmberRuntimeError(
+        f"init_process_group: {what}, but ember forms its process group from MPI's launcher, not "
+        "from env:// / tcp:// rendezvous (MASTER_ADDR, MASTER_PORT): MPI's way to join separately "
+        "started processes (MPI_Comm_accept/connect between singletons) is broken in MPICH 5.0 "
+        f"(pmodels/mpich#7805); {_LAUNCH}")
+
+
 def init_process_group(backend="mpi", init_method=None, timeout=None, world_size=-1, rank=-1,
                        store=None, group_name="", pg_options=None, device_id=None):
     """Join the default process group over ``MPI.COMM_WORLD`` (launch with ``ember run -n N`` or
     ``mpiexec``). ``timeout`` (seconds or a ``timedelta``) bounds how long a collective waits.
+    ``init_method`` may be None or "env://"; ``rank`` / ``world_size`` and torch's ``RANK`` /
+    ``WORLD_SIZE`` variables, when given, are checked against MPI's.
 
-    Raises EmberValueError for a backend other than "mpi", EmberRuntimeError when called twice or
-    when ``rank``/``world_size`` (or the ``RANK``/``WORLD_SIZE`` environment) disagree with MPI's."""
+    Raises EmberValueError for a backend other than "mpi", EmberRuntimeError when called twice,
+    for a ``tcp://`` / ``file://`` init_method or a ``store``, and when ``rank``/``world_size`` (or
+    the environment) disagree with MPI's, as when torchrun started the processes."""
     if backend not in ("mpi", None):
         raise EmberValueError(f"init_process_group: backend {backend!r} is not supported; ember's "
                               "only backend is 'mpi' (launch with `ember run -n N script.py`)")
     if _State.world is not None:
         raise EmberRuntimeError("init_process_group: the default process group is already "
                                 "initialized; call destroy_process_group() first")
+    if init_method not in (None, "env://"):
+        raise _rendezvous_error(f"init_method={init_method!r} was given")
+    if store is not None:
+        raise _rendezvous_error(f"a store ({type(store).__name__}) was given")
     MPI = mpi()
-    comm = MPI.COMM_WORLD.Dup()
-    size, me = comm.Get_size(), comm.Get_rank()
+    size, me = MPI.COMM_WORLD.Get_size(), MPI.COMM_WORLD.Get_rank()
     for name, given, actual in (("world_size", world_size, size), ("rank", rank, me)):
         env = os.environ.get(name.upper())
         for src, val in (("argument", given), ("environment", env)):
-            if val is None or int(val) < 0:
+            if val is None or val == "":
                 continue
-            if int(val) != actual:
-                comm.Free()
-                raise EmberRuntimeError(
-                    f"init_process_group: {name}={val} from the {src} but MPI reports {actual}; "
-                    "ember joins processes through MPI, so launch every rank with "
-                    "`ember run -n N script.py` (or mpiexec -n N)")
+            try:
+                val = int(val)
+            except (TypeError, ValueError):
+                raise EmberValueError(f"init_process_group: {name} from the {src} must be an "
+                                      f"integer, got {val!r}") from None
+            if val < 0 or val == actual:
+                continue
+            if size == 1:
+                raise _rendezvous_error(f"{name}={val} from the {src} but this process was not "
+                                        "started by an MPI launcher (MPI sees a world of 1)")
+            raise EmberRuntimeError(
+                f"init_process_group: {name}={val} from the {src} but MPI reports {actual}; "
+                f"ember joins processes through MPI: {_LAUNCH}")
     if timeout is not None and hasattr(timeout, "total_seconds"):
         timeout = timeout.total_seconds()
-    _State.world = ProcessGroup(comm, range(size), timeout)
+    _State.world = ProcessGroup(MPI.COMM_WORLD.Dup(), range(size), timeout)
     if size > 1:
         install_abort_hook()
 

@@ -1,6 +1,7 @@
 """``ember run -n N script.py args...``: start N ranks of a script under the installed mpiexec.
 Each rank runs the script through a bootstrap that makes an uncaught exception on any rank print
-that rank and its traceback and abort every rank, so a failing rank never leaves others hanging."""
+that rank and its traceback and abort every rank, so a failing rank never leaves others hanging,
+and that sets torchrun's RANK, WORLD_SIZE, LOCAL_RANK and LOCAL_WORLD_SIZE for the script."""
 import os
 import runpy
 import shutil
@@ -39,9 +40,15 @@ def launch(nproc, script, args, mpiexec=None, extra=()):
 def _bootstrap(argv):
     from ember.distributed._mpi import mpi
     from ember.distributed.group import _abort_all, exit_code, install_abort_hook
-    world = mpi().COMM_WORLD
+    MPI = mpi()
+    world = MPI.COMM_WORLD
     if world.Get_size() > 1:
         install_abort_hook()
+    # torchrun's variables, for scripts that read them (LOCAL_RANK: the rank on this node)
+    local = world.Split_type(MPI.COMM_TYPE_SHARED)
+    os.environ.update(RANK=str(world.Get_rank()), WORLD_SIZE=str(world.Get_size()),
+                      LOCAL_RANK=str(local.Get_rank()), LOCAL_WORLD_SIZE=str(local.Get_size()))
+    local.Free()
     script = argv[0]
     sys.argv = list(argv)
     sys.path.insert(0, os.path.dirname(os.path.abspath(script)))

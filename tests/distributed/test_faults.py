@@ -50,6 +50,8 @@ def test_ember_run_launches_ranks_and_aborts_on_failure():
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)
     assert p.returncode != 0
     assert p.stdout.count("['--lr', '3']") == 2, p.stdout  # both ranks got the arguments
+    for r in (0, 1):  # and torchrun's variables
+        assert f"env ['{r}', '2', '{r}', '2']" in p.stdout, p.stdout
     assert "rank 1 of 2 failed" in p.stderr and "boom on purpose" in p.stderr, p.stderr
     cmd = [sys.executable, "-m", "ember", "run", "-n", "2", str(SCRIPTS / "fail.py"), "exit"]
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=60, cwd=ROOT)

@@ -4,6 +4,7 @@ timeout: never joins, rank 0's collective times out (init_process_group(timeout=
 mismatch: calls all_reduce with another shape (run with EMBER_DISTRIBUTED_DEBUG=DETAIL);
 exit0early: calls sys.exit(0) while rank 0 waits (timeout=1: rank 0's collective times out).
 exit0: no fault, every rank calls sys.exit(0) without destroy_process_group: a clean exit."""
+import os
 import sys
 import time
 
@@ -13,7 +14,8 @@ import ember.distributed as dist
 MODES = ("exit", "timeout", "mismatch", "exit0early", "exit0")
 mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in MODES else "raise"
 dist.init_process_group("mpi", timeout=1 if mode in ("timeout", "exit0early") else None)
-print("args", sys.argv[1:], flush=True)
+env = [os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")]
+print("args", sys.argv[1:], "env", env, flush=True)
 shape = 3
 if dist.get_rank() == 1 and mode != "exit0":
     if mode == "exit":
