@@ -296,6 +296,31 @@ def _check_nodes(graph_nodes, opsets, problems, defined, types):
     return nodes
 
 
+def _channel_prelu(model):
+    """Before opset 7 a 1-d PRelu slope of C > 1 values is per channel (axis 1); the version
+    converter keeps it 1-d, which from opset 7 broadcasts on the last axis. Unsqueeze such a
+    slope to [C, 1, ...] first."""
+    from onnx import helper
+    g = model.graph
+    ranks = {vi.name: (len(vi.type.tensor_type.shape.dim), [d.dim_value for d in
+                                                            vi.type.tensor_type.shape.dim])
+             for vi in list(g.input) + list(g.value_info) if vi.type.HasField("tensor_type")}
+    ranks.update({t.name: (len(t.dims), list(t.dims)) for t in g.initializer})
+    nodes = []
+    for i, n in enumerate(g.node):
+        if n.op_type == "PRelu" and n.domain in ("", "ai.onnx") and len(n.input) == 2:
+            xr, sr = ranks.get(n.input[0]), ranks.get(n.input[1])
+            if xr and sr and xr[0] >= 3 and sr[0] == 1 and sr[1][0] > 1:
+                name = f"{n.input[1]}__per_channel_{i}"
+                nodes.append(helper.make_node("Unsqueeze", [n.input[1]], [name],
+                                              axes=list(range(1, xr[0] - 1))))
+                n.input[1] = name
+        nodes.append(n)
+    del g.node[:]
+    g.node.extend(nodes)
+    return model
+
+
 def _convert_old(model):
     import onnx
     from onnx import version_converter
@@ -304,7 +329,8 @@ def _convert_old(model):
         return model
     try:
         # the converter's adapters need the shapes of broadcasting inputs
-        return version_converter.convert_version(onnx.shape_inference.infer_shapes(model), 13)
+        model = _channel_prelu(onnx.shape_inference.infer_shapes(model))
+        return version_converter.convert_version(model, 13)
     except Exception as e:
         raise OnnxImportError(f"onnx.load_model: the model's opset {opset} is older than "
                               f"{MIN_IMPORT_OPSET} and onnx.version_converter could not convert "
