@@ -105,7 +105,8 @@ def sign(a):
 
 def _unary(fn):
     def kernel(a):
-        return fn(to_float(a))
+        with np.errstate(all="ignore"):  # log(0) = -inf, sqrt(-1) = nan: values, as torch
+            return fn(to_float(a))
     kernel.__name__ = fn.__name__
     return kernel
 

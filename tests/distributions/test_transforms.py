@@ -426,3 +426,15 @@ def test_kl_divergence_matches_torch(case):
     with pytest.raises(NotImplementedError, match="equal transforms"):
         ED.kl_divergence(ED.TransformedDistribution(ED.Normal(0.0, 1.0), ET.ExpTransform()),
                          other)
+
+
+def test_unary_kernels_give_inf_and_nan_silently():
+    """log(0), sqrt(-1), exp(1000) are values, as in torch, not NumPy RuntimeWarnings (the
+    word language model's causal mask is log(tril(ones)))."""
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mask = ember.log(ember.tril(ember.ones(3, 3)))
+        assert float(mask[0, 1]) == -math.inf and float(mask[1, 0]) == 0
+        assert math.isnan(float(ember.sqrt(ember.tensor(-1.0))))
+        assert float(ember.exp(ember.tensor(1000.0))) == math.inf
