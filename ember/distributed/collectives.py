@@ -126,7 +126,7 @@ def _buffer(t):
     """(ndarray MPI can use, write-back function or None). float16 travels as float32."""
     arr = t._data
     if arr.dtype == np.float16:
-        tmp = arr.astype(np.float32)
+        tmp = arr.astype(np.float32, order="C")
         return tmp, lambda: _write(t, tmp)
     if arr.flags.c_contiguous and arr.flags.writeable:
         return arr, lambda: t._bump()
@@ -145,7 +145,7 @@ def _write(t, src):
 def _sendbuf(t):
     arr = t._data
     if arr.dtype == np.float16:
-        return arr.astype(np.float32)
+        return arr.astype(np.float32, order="C")
     return np.ascontiguousarray(arr)
 
 
@@ -433,6 +433,55 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
         for t, off, c in zip(output_tensor_list, rdispl, rcounts):
             _write(t, recv[off:off + c])
     return _finish(Work([req], finish, what, g.timeout, result=output_tensor_list), async_op)
+
+
+def _splits(sizes, rows, n, what, name):
+    if sizes is None:
+        if rows % n:
+            raise EmberValueError(f"{what}: {name} has {rows} rows along dim 0, not divisible by "
+                                  f"the group size {n}; pass its split sizes")
+        return [rows // n] * n
+    sizes = [int(k) for k in sizes]
+    if len(sizes) != n or any(k < 0 for k in sizes) or sum(sizes) != rows:
+        raise EmberValueError(f"{what}: {name} split sizes {sizes} must be {n} non-negative "
+                              f"numbers summing to its {rows} rows along dim 0")
+    return sizes
+
+
+def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=None,
+                      group=None, async_op=False):
+    """Split ``input`` along dim 0 (in ``input_split_sizes`` rows, default equal parts), send
+    part j to group rank j, and fill ``output`` with the parts received, in rank order
+    (``output_split_sizes`` rows each). A contiguous ``output`` receives in place."""
+    what = "all_to_all_single"
+    _check_tensor(output, what, "output")
+    _check_tensor(input, what, "input")
+    g = _group(group, what)
+    if _not_member(g):
+        return _done(async_op)
+    n = g.size()
+    a, o = input._data, output._data
+    if a.dtype != o.dtype:
+        raise EmberValueError(f"{what}: output dtype {o.dtype} differs from input dtype {a.dtype}")
+    if a.ndim == 0 or o.ndim == 0:
+        raise EmberValueError(f"{what}: input {tuple(a.shape)} and output {tuple(o.shape)} need "
+                              "a dim 0 to split")
+    row = int(np.prod(a.shape[1:], dtype=np.int64))
+    if int(np.prod(o.shape[1:], dtype=np.int64)) != row:
+        raise EmberValueError(f"{what}: output rows {tuple(o.shape[1:])} and input rows "
+                              f"{tuple(a.shape[1:])} must hold as many elements")
+    scounts = [k * row for k in _splits(input_split_sizes, a.shape[0], n, what, "input")]
+    rcounts = [k * row for k in _splits(output_split_sizes, o.shape[0], n, what, "output")]
+    _debug_check(g, what, input, output)
+    from mpi4py.util.dtlib import from_numpy_dtype
+    send = _sendbuf(input)
+    buf, back = _buffer(output)
+    mt = from_numpy_dtype(send.dtype)
+    sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(int).tolist()
+    rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(int).tolist()
+    req = _start(g, "Alltoallv", async_op, [send, (scounts, sdispl), mt],
+                 [buf, (rcounts, rdispl), mt])
+    return _finish(Work([req], back, what, g.timeout, result=send), async_op)
 
 
 def barrier(group=None, async_op=False):

@@ -71,6 +71,35 @@ for dt in DTYPES:
     t = ember.from_numpy(np.zeros((3, 4), dt))
     dist.scatter(t, [ember.from_numpy(v) for v in vals] if r == 0 else None, src=0)
     check(t, vals[r], f"scatter {dt}")
+    # all_to_all_single, uneven: rank i sends rank j i + j + 1 rows of 2 (value 10 i + j), from
+    # a non-contiguous input (a transposed view), into a contiguous output and a strided one
+    ins = np.concatenate([np.full((r + j + 1, 2), r * 10 + j) for j in range(n)]).astype(dt)
+    want = np.concatenate([np.full((j + r + 1, 2), j * 10 + r) for j in range(n)]).astype(dt)
+    src = ember.from_numpy(ins.T.copy()).t()
+    assert not src.is_contiguous()
+    for strided in (False, True):
+        out = ember.from_numpy(np.zeros((len(want), 4 if strided else 2), dt))
+        out = out[:, ::2] if strided else out
+        w = dist.all_to_all_single(out, src, [j + r + 1 for j in range(n)],
+                                   [r + j + 1 for j in range(n)], async_op=strided)
+        if strided:
+            w.wait()
+        check(out, want, f"all_to_all_single {dt} strided={strided}")
+    out = ember.from_numpy(np.zeros((n, 3), dt))   # equal splits by default
+    dist.all_to_all_single(out, ember.from_numpy(np.stack([value(r, dt)[0, :3]] * n)))
+    check(out, np.stack([value(k, dt)[0, :3] for k in range(n)]), f"all_to_all_single eq {dt}")
+    # non-contiguous inputs and outputs of the other collectives
+    outs = [ember.from_numpy(np.zeros((3, 6), dt))[:, ::2] for _ in range(n)]
+    dist.all_gather(outs, ember.from_numpy(value(r, dt).T.copy()).t()[:, :3])
+    for k in range(n):
+        check(outs[k], vals[k][:, :3], f"strided all_gather {dt}")
+    t = ember.from_numpy(np.zeros((3, 8), dt))[:, ::2]
+    t.copy_(ember.from_numpy(value(r, dt)))
+    dist.broadcast(t, src=0)
+    check(t, vals[0], f"strided broadcast {dt}")
+    t = ember.from_numpy(np.zeros((4, 3), dt)).t()
+    dist.scatter(t, [ember.from_numpy(v) for v in vals] if r == 0 else None, src=0)
+    check(t, vals[r], f"strided scatter {dt}")
     if dt == np.bool_:
         continue
     # reduce to rank 1 and reduce_scatter_tensor
@@ -79,10 +108,16 @@ for dt in DTYPES:
     if r == n - 1:
         check(t, np.max(np.stack(vals), 0), f"reduce {dt}")
     big = [np.concatenate([value(k, dt, (2, 3)) * (j + 1) for j in range(n)]) for k in range(n)]
-    out = ember.from_numpy(np.zeros((2, 3), dt))
-    dist.reduce_scatter_tensor(out, ember.from_numpy(big[r]))
     want = np.sum(np.stack(big), 0, dtype=dt)[2 * r:2 * r + 2]
-    check(out, want, f"reduce_scatter_tensor {dt}")
+    for strided in (False, True):
+        out = ember.from_numpy(np.zeros((2, 3), dt))
+        inp = ember.from_numpy(big[r].T.copy()).t() if strided else ember.from_numpy(big[r])
+        dist.reduce_scatter_tensor(out, inp)
+        check(out, want, f"reduce_scatter_tensor {dt} strided={strided}")
+    # all_gather_into_tensor, stacked output
+    out = ember.from_numpy(np.zeros((n, 3, 4), dt))
+    dist.all_gather_into_tensor(out, ember.from_numpy(value(r, dt)))
+    check(out, np.stack(vals), f"all_gather_into_tensor stacked {dt}")
     # all_to_all with uneven sizes: rank i sends i + j + 1 elements to rank j
     ins = [ember.from_numpy(np.full(r + j + 1, r * 10 + j, dt)) for j in range(n)]
     outs = [ember.from_numpy(np.zeros(j + r + 1, dt)) for j in range(n)]
