@@ -174,12 +174,14 @@ def _done(async_op):
     return Work([], what="noop") if async_op else None
 
 
-_DEBUG = os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() in ("DETAIL", "1", "ON")
+_DEBUG = (os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() in ("DETAIL", "1", "ON")
+          or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL")
 
 
 def _debug_check(g, what, *tensors, **extra):
-    """With EMBER_DISTRIBUTED_DEBUG=DETAIL every collective first checks that all ranks call the
-    same op with the same shapes and dtypes, and says which rank differs."""
+    """With EMBER_DISTRIBUTED_DEBUG=DETAIL (or torch's TORCH_DISTRIBUTED_DEBUG=DETAIL) every
+    collective first checks that all ranks call the
+    same op with the same shapes and dtypes (and root, reduce op), and says which rank differs."""
     if not _DEBUG:
         return
     sig = {"op": what, "tensors": [[list(t.shape), str(t._data.dtype)] for t in tensors]}
@@ -266,7 +268,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     g = _group(group, what)
     if _not_member(g):
         return _done(async_op)
-    _debug_check(g, what, tensor, dst=dst)
+    _debug_check(g, what, tensor, dst=dst, reduce=getattr(op, "name", op))
     root = g.group_rank(dst, what)
     mop = _mpi_op(op, tensor._data.dtype, what)
     MPI = mpi()
@@ -352,7 +354,7 @@ def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=F
     if input._data.size != n * output._data.size or output._data.dtype != input._data.dtype:
         raise EmberValueError(f"{what}: input {tuple(input.shape)} {input._data.dtype} must hold "
                               f"{n} x output {tuple(output.shape)} {output._data.dtype}")
-    _debug_check(g, what, input)
+    _debug_check(g, what, input, reduce=getattr(op, "name", op))
     mop = _mpi_op(op, input._data.dtype, what)
     buf, back = _buffer(output)
     req = _start(g, "Reduce_scatter_block", async_op, _sendbuf(input), buf, mop)
@@ -418,6 +420,7 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     dtypes = {t._data.dtype for t in list(input_tensor_list) + list(output_tensor_list)}
     if len(dtypes) != 1:
         raise EmberValueError(f"{what}: all tensors must share one dtype, got {sorted(map(str, dtypes))}")
+    _debug_check(g, what, dtype=str(dtypes.pop()))
     from mpi4py.util.dtlib import from_numpy_dtype
     parts = [_sendbuf(t).ravel() for t in input_tensor_list]
     send = np.concatenate(parts) if parts else np.empty(0)
@@ -472,7 +475,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
                               f"{tuple(a.shape[1:])} must hold as many elements")
     scounts = [k * row for k in _splits(input_split_sizes, a.shape[0], n, what, "input")]
     rcounts = [k * row for k in _splits(output_split_sizes, o.shape[0], n, what, "output")]
-    _debug_check(g, what, input, output)
+    # shapes differ across ranks with uneven splits: compare the dtype and the rows' shape
+    _debug_check(g, what, dtype=str(a.dtype), rows=list(a.shape[1:]))
     from mpi4py.util.dtlib import from_numpy_dtype
     send = _sendbuf(input)
     buf, back = _buffer(output)
@@ -489,6 +493,7 @@ def barrier(group=None, async_op=False):
     g = _group(group, "barrier")
     if _not_member(g):
         return _done(async_op)
+    _debug_check(g, "barrier")
     req = _start(g, "Barrier", async_op)
     return _finish(Work([req], None, "barrier", g.timeout), async_op)
 

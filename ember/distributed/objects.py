@@ -52,6 +52,7 @@ def broadcast_object_list(object_list, src=0, group=None, device=None):
     if g.comm is None:
         return
     root = g.group_rank(src, what)
+    _debug_check(g, what, src=src)
     n = np.zeros(1, np.int64)
     if g.rank() == root:
         try:
@@ -81,6 +82,7 @@ def all_gather_object(object_list, obj, group=None):
     g = world_group(what) if group is None else group
     if g.comm is None:
         return
+    _debug_check(g, what)
     try:
         data = _encode(obj, what, "obj")
         err = 0
@@ -92,6 +94,11 @@ def all_gather_object(object_list, obj, group=None):
     if values is None:
         raise EmberTypeError(f"{what}: another rank passed a value that is not JSON-compatible")
     object_list[:len(values)] = [_decode(v) for v in values]
+
+
+def _debug_check(g, what, **extra):
+    from ember.distributed.collectives import _debug_check as check
+    check(g, what, **extra)
 
 
 def allgather_bytes(comm, data, count=None):

@@ -44,6 +44,14 @@ def test_debug_mode_names_the_rank_with_another_collective():
     assert "[4]" in p.stderr and "not stopped" not in p.stdout
 
 
+def test_debug_mode_names_the_rank_calling_another_collective():
+    p = run_ranks("fail.py", 2, "mismatch_op", check=False,
+                  env={"TORCH_DISTRIBUTED_DEBUG": "DETAIL"})
+    assert p.returncode != 0
+    assert "collective mismatch" in p.stderr and '"op": "broadcast"' in p.stderr, p.stderr
+    assert "not stopped" not in p.stdout
+
+
 def test_ember_run_launches_ranks_and_aborts_on_failure():
     mpiexec()
     cmd = [sys.executable, "-m", "ember", "run", "-n", "2", str(SCRIPTS / "fail.py"), "--lr", "3"]

@@ -2,6 +2,7 @@
 raise (default): raises while rank 0 waits in a collective; exit: calls sys.exit(3);
 timeout: never joins, rank 0's collective times out (init_process_group(timeout=1));
 mismatch: calls all_reduce with another shape (run with EMBER_DISTRIBUTED_DEBUG=DETAIL);
+mismatch_op: calls broadcast instead (likewise);
 exit0early: calls sys.exit(0) while rank 0 waits (timeout=1: rank 0's collective times out).
 exit0: no fault, every rank calls sys.exit(0) without destroy_process_group: a clean exit."""
 import os
@@ -11,7 +12,7 @@ import time
 import ember
 import ember.distributed as dist
 
-MODES = ("exit", "timeout", "mismatch", "exit0early", "exit0")
+MODES = ("exit", "timeout", "mismatch", "mismatch_op", "exit0early", "exit0")
 mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in MODES else "raise"
 dist.init_process_group("mpi", timeout=1 if mode in ("timeout", "exit0early") else None)
 env = [os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")]
@@ -26,6 +27,8 @@ if dist.get_rank() == 1 and mode != "exit0":
         time.sleep(30)
     if mode == "mismatch":
         shape = 4
+    elif mode == "mismatch_op":
+        dist.broadcast(ember.ones(shape), src=0)
     else:
         raise ValueError("boom on purpose")
 dist.all_reduce(ember.ones(shape))
