@@ -34,7 +34,6 @@ from ember import return_types
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse
-from ember.kernels.pointwise.numba_runtime import set_parallel_layer
 from ember.kernels.threads import (get_conv_blas_limit, get_num_threads, set_conv_blas_limit,
                                    set_num_threads)
 from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
@@ -71,9 +70,33 @@ _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serializatio
          "special", "distributions", "distributed", "signal"}
 
 
+# public functions whose module loads on first use (the pointwise engine is not imported by
+# ``import ember``); wrapped like the eager ones above and then kept in the namespace
+_LAZY_FUNCTIONS = {"set_parallel_layer": "ember.kernels.pointwise.numba_runtime"}
+
+
+def _is_submodule(name):
+    """Whether ``ember.<name>`` is a public module or package of ember (``ember.fft``, ...)."""
+    import importlib.util
+    return name[:1] != "_" and name.isidentifier() and \
+        importlib.util.find_spec(f"ember.{name}") is not None
+
+
 def __getattr__(name):
-    if name in _LAZY:
+    """PEP 562: subpackages (``ember.onnx``, ``ember.distributions``, ``ember.fft``, any
+    ``ember.<module>``) and a few functions load on first attribute access."""
+    if name in _LAZY or name not in _LAZY_FUNCTIONS and _is_submodule(name):
         return _importlib.import_module(f"ember.{name}")
+    if name in _LAZY_FUNCTIONS:
+        fn = getattr(_importlib.import_module(_LAZY_FUNCTIONS[name]), name)
+        globals()[name] = fn = _errors.public(fn) if _errors.needs_public(fn) else fn
+        return fn
     if name in ("save", "load"):
         return getattr(_importlib.import_module("ember.serialization"), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
+
+
+def __dir__():
+    import pkgutil
+    subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
+    return sorted(set(globals()) | _LAZY | set(_LAZY_FUNCTIONS) | subs)

@@ -1,22 +1,37 @@
 """Random number generation: ``ember.Generator`` and the default generator behind ``manual_seed``."""
+import os
+
 import numpy as np
 
 
+def _entropy_seed():
+    """A seed from OS entropy, in [0, 2**63)."""
+    return int.from_bytes(os.urandom(16), "little") % (2 ** 63)
+
+
 class Generator:
-    """A seeded source of random numbers (a NumPy PCG64 generator underneath).
+    """A seeded source of random numbers (a NumPy PCG64 generator underneath, made on first
+    draw so that ``import ember`` does not import ``numpy.random``).
 
     Kernels draw from it through the NumPy Generator methods it forwards.
     """
 
-    __slots__ = ("_rng", "_seed", "device")
+    __slots__ = ("_np_rng", "_seed", "device")
 
     def __init__(self, device="cpu"):
         if device != "cpu":
             from ember.tensor import check_device
             check_device(device, "Generator")
         self.device = device
-        self._seed = int(np.random.SeedSequence().entropy % (2 ** 63))
-        self._rng = np.random.default_rng(self._seed)
+        self._seed = _entropy_seed()
+        self._np_rng = None
+
+    @property
+    def _rng(self):
+        """The NumPy Generator seeded with ``self._seed`` (made on first use)."""
+        if self._np_rng is None:
+            self._np_rng = np.random.default_rng(self._seed)
+        return self._np_rng
 
     def manual_seed(self, seed):
         """Reseed; returns self."""
@@ -24,12 +39,12 @@ class Generator:
         if seed < 0:
             seed &= 0xFFFF_FFFF_FFFF_FFFF
         self._seed = seed
-        self._rng = np.random.default_rng(seed)
+        self._np_rng = None
         return self
 
     def seed(self):
         """Reseed from OS entropy and return the new seed."""
-        self.manual_seed(int(np.random.SeedSequence().entropy % (2 ** 63)))
+        self.manual_seed(_entropy_seed())
         return self._seed
 
     def initial_seed(self):

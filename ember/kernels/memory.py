@@ -17,7 +17,6 @@ threshold has been set with ``mallopt``: only a process that never enabled reuse
 there changes nothing. Everything here is a no-op where glibc is not the C library.
 """
 import ctypes
-import ctypes.util
 import os
 
 import numpy as np
@@ -35,8 +34,7 @@ _touched = False   # whether ember has ever called mallopt in this process
 
 def _mallopt():
     try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        return libc.mallopt
+        return ctypes.CDLL(None).mallopt  # the process's libc (no ldconfig subprocess)
     except (OSError, AttributeError):
         return None
 
