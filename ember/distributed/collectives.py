@@ -189,7 +189,7 @@ def _debug_check(g, what, *tensors, **extra):
     from ember.distributed.objects import allgather_bytes
     text = json.dumps(sig, sort_keys=True)
     every = [bytes(b).decode() for b in
-             allgather_bytes(g.comm, np.frombuffer(text.encode(), np.uint8))]
+             allgather_bytes(g, np.frombuffer(text.encode(), np.uint8), None, what)]
     ref = every[0]
     for r, s in enumerate(every):
         if s != ref:

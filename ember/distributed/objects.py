@@ -60,14 +60,14 @@ def broadcast_object_list(object_list, src=0, group=None, device=None):
             n[0] = data.size
         except EmberTypeError:
             n[0] = -1
-            g.comm.Bcast(n, root)
+            _call(g, what, "Bcast", n, root)
             raise
-    g.comm.Bcast(n, root)
+    _call(g, what, "Bcast", n, root)
     if n[0] < 0:
         raise EmberTypeError(f"{what}: rank {src} passed a value that is not JSON-compatible")
     if g.rank() != root:
         data = np.empty(int(n[0]), np.uint8)
-    g.comm.Bcast(data, root)
+    _call(g, what, "Bcast", data, root)
     if g.rank() != root:
         values = _decode(data)
         object_list[:] = values[:len(object_list)] + object_list[len(values):]
@@ -88,7 +88,7 @@ def all_gather_object(object_list, obj, group=None):
         err = 0
     except EmberTypeError:
         data, err = np.empty(0, np.uint8), 1
-    values = allgather_bytes(g.comm, data, -1 if err else None)
+    values = allgather_bytes(g, data, -1 if err else None, what)
     if err:
         _encode(obj, what, "obj")
     if values is None:
@@ -101,14 +101,26 @@ def _debug_check(g, what, **extra):
     check(g, what, **extra)
 
 
-def allgather_bytes(comm, data, count=None):
-    """Every rank's uint8 ``data`` (a list, in rank order), through buffers only; None when any
-    rank passed ``count=-1`` (an error it reports itself)."""
+def _call(g, what, name, *args):
+    """MPI's blocking ``name`` on ``g``, or, when the group has a timeout, the non-blocking one
+    waited for under it."""
+    if g.timeout is None:
+        getattr(g.comm, name)(*args)
+    else:
+        from ember.distributed.collectives import Work
+        Work([getattr(g.comm, "I" + name.lower())(*args)], None, what, g.timeout).wait()
+
+
+def allgather_bytes(g, data, count=None, what="all_gather_object"):
+    """Every rank's uint8 ``data`` (a list, in rank order) over group ``g``, through buffers only;
+    None when any rank passed ``count=-1`` (an error it reports itself)."""
+    comm = g.comm
     counts = np.empty(comm.Get_size(), np.int64)
-    comm.Allgather(np.array([data.size if count is None else count], np.int64), counts)
+    _call(g, what, "Allgather", np.array([data.size if count is None else count], np.int64),
+          counts)
     if (counts < 0).any():
         return None
     recv = np.empty(int(counts.sum()), np.uint8)
     displ = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(int).tolist()
-    comm.Allgatherv(data, [recv, (counts.astype(int).tolist(), displ)])
+    _call(g, what, "Allgatherv", data, [recv, (counts.astype(int).tolist(), displ)])
     return [recv[d:d + c] for d, c in zip(displ, counts.tolist())]

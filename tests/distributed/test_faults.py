@@ -2,6 +2,8 @@
 import subprocess
 import sys
 
+import pytest
+
 from tests.distributed.helpers import ROOT, SCRIPTS, mpiexec, run_ranks
 
 
@@ -31,10 +33,12 @@ def test_rank_exiting_cleanly_while_others_wait_ends_within_the_timeout():
     assert "all_reduce: timed out after 1 s on rank 0" in p.stderr, p.stderr
 
 
-def test_collective_timeout_aborts():
-    p = run_ranks("fail.py", 2, "timeout", check=False, timeout=25)
+@pytest.mark.parametrize("mode,op", [("timeout", "all_reduce"),
+                                     ("timeout_obj", "all_gather_object")])
+def test_collective_timeout_aborts(mode, op):
+    p = run_ranks("fail.py", 2, mode, check=False, timeout=25)
     assert p.returncode != 0
-    assert "all_reduce: timed out after 1 s on rank 0" in p.stderr, p.stderr
+    assert f"{op}: timed out after 1 s on rank 0" in p.stderr, p.stderr
 
 
 def test_debug_mode_names_the_rank_with_another_collective():

@@ -90,7 +90,8 @@ class DistributedDataParallel(Module):
         g = self.process_group
         desc = [[n, list(p.shape), str(p._data.dtype)] for n, p in named]
         data = np.frombuffer(json.dumps(desc).encode(), np.uint8)
-        every = [json.loads(bytes(b).decode()) for b in allgather_bytes(g.comm, data)]
+        every = [json.loads(bytes(b).decode())
+                 for b in allgather_bytes(g, data, None, "DistributedDataParallel")]
         ref = every[0]
         for r, d in enumerate(every[1:], 1):
             if d == ref:
