@@ -84,8 +84,8 @@ def test_sanitised_names_keep_a_mapping():
     g = helper.make_graph([helper.make_node("Add", ["x", "layer..w/0"], ["y"])], "g", [x], [y],
                           [w, idx])
     m = ember.onnx.load_model(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]))
-    assert m.onnx_names == {"layer__w/0": "layer..w/0", "steps": "steps"}
-    assert isinstance(m.get_parameter("layer__w/0"), nn.Parameter)
+    assert m.onnx_names == {"layer__w_0": "layer..w/0", "steps": "steps"}
+    assert isinstance(m.get_parameter("layer__w_0"), nn.Parameter)
     assert "steps" in dict(m.named_buffers())   # integer initializers are buffers
     out = m(ember.zeros(2, 3))
     np.testing.assert_allclose(out.detach().numpy(), np.ones((2, 3)))

@@ -2,6 +2,7 @@
 ember ops (so it trains, traces and re-exports). Reading a model never runs code: the file is a
 protobuf, parsed by ``onnx``; ops resolve through the importer registry only."""
 import os
+import re
 
 import numpy as np
 
@@ -390,6 +391,8 @@ class OnnxModule(nn.Module):
         # subgraph (If/Loop/Scan body) initializers are module state too, under their names
         for sg in _subgraphs(nodes):
             for oname, t in list(sg.consts.items()):
+                if not isinstance(t, ember.Tensor):   # string constants stay constants
+                    continue
                 key = self._add_state(oname, t.numpy())
                 self.onnx_names[key] = oname
                 sg.state_keys[oname] = key
@@ -427,7 +430,9 @@ class OnnxModule(nn.Module):
 
     def _add_state(self, name, arr):
         """Register an initializer under its ONNX name: nested submodules when the name is a
-        dotted path (``features.0.weight``), else with '.' replaced by '_'."""
+        dotted path (``features.0.weight``), else with every character other than a letter,
+        digit or '_' replaced by '_' (``onnx::LSTM_193`` -> ``onnx__LSTM_193``: a name
+        ember.jit and ember.onnx.export can carry)."""
         parts = name.split(".")
         owner = self
         ok = all(parts) and all(p.isidentifier() or p.isdigit() for p in parts)
@@ -446,7 +451,7 @@ class OnnxModule(nn.Module):
                        leaf in owner._buffers or hasattr(owner, leaf)):
                 ok = False
         if not ok:
-            owner, leaf = self, name.replace(".", "_") or "_"
+            owner, leaf = self, re.sub(r"[^A-Za-z0-9_]", "_", name) or "_"
             while (leaf in self._parameters or leaf in self._buffers or leaf in self._modules
                    or hasattr(self, leaf)):
                 leaf += "_"
