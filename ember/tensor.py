@@ -299,6 +299,37 @@ class Tensor:
         self._requires_grad = False
         return self
 
+    def share_memory_(self):
+        """Move this tensor's data into shared memory in place (a no-op when it is already
+        there; a view moves its base too), so the processes it is sent to through
+        ``ember.multiprocessing`` map the same memory. The gradient is not moved. Returns self.
+        Views taken before the move keep the old memory (docs/multiprocessing.md)."""
+        from ember import _shm
+        if _shm.block_of(self._data) is not None:
+            return self
+        base = self._base
+        if base is not None:
+            old = base._data
+            base.share_memory_()
+            a, new = self._data, base._data
+            lo, hi = _shm.extent(old)
+            at = _shm.address(a) - _shm.address(old)  # where this view starts in its base
+            if new is not old and old.size and lo <= at < hi:
+                blk = _shm.block_of(new)
+                offset = _shm.address(new) - blk.addr + at
+                try:
+                    self._data = _shm.view(blk, a.shape, a.dtype, offset, a.strides)
+                    return self
+                except (TypeError, ValueError):  # not a view of its base's memory after all
+                    pass
+        self._data = _shm.share(self._data)
+        return self
+
+    def is_shared(self):
+        """Whether this tensor's data is in shared memory (``share_memory_``)."""
+        from ember import _shm
+        return _shm.block_of(self._data) is not None
+
     def retain_grad(self):
         """Keep ``.grad`` for this non-leaf tensor after backward."""
         if self.grad_fn is None:

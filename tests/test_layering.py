@@ -5,7 +5,7 @@ import ast
 import os
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BASE = {"errors", "_dtype", "_optional"}  # leaf modules every layer may use
+BASE = {"errors", "_dtype", "_optional", "_shm"}  # leaf modules every layer may use
 ALLOWED = {
     "kernels": BASE | {"backends"},
     "autograd": BASE | {"kernels", "tensor", "random"},
@@ -13,6 +13,7 @@ ALLOWED = {
     "nn": BASE | {"autograd", "kernels", "tensor", "creation", "random", "overloads",
                   "distributed"},
     "distributed": BASE | {"tensor"},
+    "multiprocessing": BASE | {"tensor", "nn"},
     "optim": BASE | {"autograd", "kernels", "tensor"},
     "jit": BASE | {"autograd", "kernels", "tensor", "random", "serialization", "utils"},
     "onnx": BASE | {"autograd", "kernels", "tensor", "jit", "utils", "ember", "nn"},

@@ -478,6 +478,14 @@ class Module:
         return self.to(dst_type)
 
     def share_memory(self):
+        """Move every parameter and buffer into shared memory in place
+        (``Tensor.share_memory_``), for Hogwild training with ``ember.multiprocessing``;
+        gradients stay private to each process. Returns self."""
+        for m in self.modules():
+            for store in (m._parameters, m._buffers):
+                for t in store.values():
+                    if t is not None:
+                        t.share_memory_()
         return self
 
     # ---- state dict ----------------------------------------------------------------------
