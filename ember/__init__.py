@@ -67,7 +67,7 @@ __version__ = "0.1.0"
 
 _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
          "accelerator", "cuda",
-         "special", "distributions", "distributed", "signal"}
+         "special", "distributions", "distributed", "signal", "multiprocessing"}
 
 
 # public functions whose module loads on first use (the pointwise engine is not imported by
