@@ -1,11 +1,14 @@
-"""Datasets, samplers and ``DataLoader`` (single process), following torch.utils.data.
+"""Datasets, samplers and ``DataLoader`` (in the calling process or in worker processes),
+following torch.utils.data.
 
 Shuffling draws from an ``ember.Generator`` (the one given, else one seeded from the default
 generator each epoch), so ``ember.manual_seed`` makes the batch order reproducible.
 """
 import bisect
 import math
+import multiprocessing
 import numbers
+import os
 import warnings
 
 import numpy as np
@@ -13,11 +16,12 @@ import numpy as np
 from ember import random as _random
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError, UnsupportedError
 from ember.tensor import Tensor
+from ember.utils.data._worker import WorkerInfo, get_worker_info, make_fetcher
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
            "random_split", "DataLoader", "Sampler", "SequentialSampler", "RandomSampler",
            "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "default_collate",
-           "default_convert", "get_worker_info"]
+           "default_convert", "get_worker_info", "WorkerInfo"]
 
 
 # ---------------------------------------------------------------------------- datasets
@@ -259,7 +263,7 @@ def default_convert(data):
 
 def default_collate(batch):
     """Stack a list of samples into a batch: Tensors/ndarrays stacked, numbers to tensors,
-    tuples/lists/dicts collated element-wise, strings kept as lists.
+    tuples/lists/dicts collated element-wise, strings kept as they are batched.
 
     Raises TypeError for an element type it cannot batch.
     """
@@ -275,7 +279,7 @@ def default_collate(batch):
     if isinstance(elem, numbers.Real):
         return Tensor._make(np.array(batch, np.float64))
     if isinstance(elem, (str, bytes)):
-        return list(batch)
+        return batch  # as torch: the samples' own sequence (a tuple inside a tuple sample)
     if isinstance(elem, dict):
         return {k: default_collate([d[k] for d in batch]) for k in elem}
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
@@ -290,30 +294,102 @@ def default_collate(batch):
                          f"dicts or lists; found {type(elem)}")
 
 
-def get_worker_info():
-    """Always None: ember's DataLoader loads in the calling process."""
-    return None
-
-
 # ---------------------------------------------------------------------------- loader
+class _InfiniteConstantSampler(Sampler):
+    """None forever: the index of each item read from an IterableDataset."""
+
+    def __iter__(self):
+        while True:
+            yield None
+
+
+def _check_int(name, value, minimum):
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise EmberValueError(f"DataLoader: {name} option should be an int >= {minimum}, but got "
+                              f"{name}={value!r}")
+
+
+def _available_cpus():
+    if hasattr(os, "sched_getaffinity"):
+        return len(os.sched_getaffinity(0))
+    return os.cpu_count()
+
+
 class DataLoader:
-    """Iterates batches of ``dataset`` (torch's arguments; ``num_workers`` > 0 is accepted and
-    loads in the calling process)."""
+    """Iterates batches of ``dataset``, with torch.utils.data.DataLoader's arguments and behavior.
+
+    ``num_workers=0`` loads in the calling process. ``num_workers > 0`` starts that many worker
+    processes (``multiprocessing_context``: ``'fork'``, ``'spawn'``, ``'forkserver'`` or a
+    context object; default the platform's default start method, as torch). The sampler runs in
+    this process; batch indices go to the workers round-robin, ``prefetch_factor`` (default 2)
+    batches in flight per worker, and batches come back in sampler order (``in_order=False``:
+    as they are ready). In a worker, ``collate_fn`` runs on the samples, ``worker_init_fn
+    (worker_id)`` runs once at start, and ``get_worker_info()`` returns ``(id, num_workers,
+    seed, dataset)``. An ``IterableDataset`` is iterated in full by each worker's copy: shard
+    it with ``get_worker_info()``.
+
+    Seeding: each ``iter(loader)`` (with persistent workers, the first) draws ``base_seed``
+    from ``generator`` (else ember's default generator), before the sampler draws; worker
+    ``i`` seeds Python's ``random`` and ember's default generator with ``base_seed + i`` and
+    NumPy's global RNG from a SeedSequence of (i, base_seed), as torch seeds its workers. So the
+    same ``generator`` seed gives the same data, whatever ``num_workers``.
+
+    ``persistent_workers=True`` keeps the workers (and their dataset copies) across epochs.
+    ``timeout`` (seconds, > 0) bounds the wait for each batch. ``pin_memory`` is accepted and
+    does nothing (a CPU framework has no pinned memory; it warns as torch does without an
+    accelerator).
+
+    Transfer: workers pickle their batches to this process (Tensors and NumPy arrays as raw
+    out-of-band buffers written to and read from a pipe without an intermediate copy). The pipe
+    connects this process with its own children, a trusted channel: unpickling can run code,
+    which is only ever code the workers were given. With ``'spawn'``/``'forkserver'`` the
+    dataset, ``collate_fn`` and ``worker_init_fn`` are pickled to the workers, so they must be
+    importable (defined at module level), and the main module needs an
+    ``if __name__ == "__main__":`` guard.
+
+    Errors: an exception in a worker is raised here as an ember error (the matching builtin
+    class, e.g. ValueError -> EmberValueError) whose message names the worker and holds its
+    original traceback; a worker that dies (a signal, the OOM killer) is an EmberRuntimeError
+    naming it. Either way, and when the iterator is dropped or the loop broken, all workers are
+    shut down and joined.
+    """
 
     def __init__(self, dataset, batch_size=1, shuffle=None, sampler=None, batch_sampler=None,
                  num_workers=0, collate_fn=None, pin_memory=False, drop_last=False, timeout=0,
                  worker_init_fn=None, multiprocessing_context=None, generator=None, *,
                  prefetch_factor=None, persistent_workers=False, pin_memory_device="",
                  in_order=True):
-        if num_workers < 0:
+        if isinstance(num_workers, bool) or not isinstance(num_workers, int) or num_workers < 0:
             raise EmberValueError("num_workers option should be non-negative; use num_workers=0 to "
                                   "disable multiprocessing.")
+        if not isinstance(timeout, (int, float)) or timeout < 0:
+            raise EmberValueError("timeout option should be non-negative")
+        if num_workers == 0:
+            if prefetch_factor is not None:
+                raise EmberValueError("prefetch_factor option could only be specified in "
+                                      "multiprocessing. let num_workers > 0 to enable "
+                                      "multiprocessing, otherwise set prefetch_factor to None.")
+            if persistent_workers:
+                raise EmberValueError("persistent_workers option needs num_workers > 0")
+            if timeout:
+                raise EmberValueError("DataLoader: timeout applies to worker processes; it needs "
+                                      "num_workers > 0")
+        elif prefetch_factor is None:
+            prefetch_factor = 2
+        else:
+            _check_int("prefetch_factor", prefetch_factor, 1)
         self.dataset = dataset
         self.num_workers = num_workers
+        self.prefetch_factor = prefetch_factor
         self.pin_memory = pin_memory
+        self.pin_memory_device = pin_memory_device
         self.timeout = timeout
         self.worker_init_fn = worker_init_fn
+        self.multiprocessing_context = self._check_context(multiprocessing_context, num_workers)
         self.generator = generator
+        self.persistent_workers = persistent_workers
+        self.in_order = in_order
+        self._iterator = None
         self._iterable = isinstance(dataset, IterableDataset)
         if self._iterable:
             if shuffle not in (None, False):
@@ -333,55 +409,92 @@ class DataLoader:
         elif batch_size is None and drop_last:
             raise EmberValueError("batch_size=None option disables auto-batching and is mutually "
                                   "exclusive with drop_last")
-        if sampler is None and not self._iterable:
-            sampler = RandomSampler(dataset, generator=generator) if shuffle \
-                else SequentialSampler(dataset)
-        if batch_size is not None and batch_sampler is None and not self._iterable:
+        if sampler is None:
+            if self._iterable:
+                sampler = _InfiniteConstantSampler()
+            else:
+                sampler = RandomSampler(dataset, generator=generator) if shuffle \
+                    else SequentialSampler(dataset)
+        if batch_size is not None and batch_sampler is None:
             batch_sampler = BatchSampler(sampler, batch_size, drop_last)
         self.batch_size = batch_size
         self.drop_last = drop_last
         self.sampler = sampler
         self.batch_sampler = batch_sampler
-        self._auto_collation = batch_sampler is not None or (self._iterable and batch_size)
         if collate_fn is None:
             collate_fn = default_collate if self._auto_collation else default_convert
         self.collate_fn = collate_fn
+        cpus = _available_cpus()
+        if num_workers > 0 and cpus is not None and num_workers > cpus:
+            warnings.warn(f"This DataLoader will create {num_workers} worker processes in total. "
+                          f"Our suggested max number of worker in current system is {cpus}, "
+                          "which is smaller than what this DataLoader is going to create. Please "
+                          "be aware that excessive worker creation might get DataLoader running "
+                          "slow or even freeze, lower the worker number to avoid potential "
+                          "slowness/freeze if necessary.", stacklevel=2)
 
-    def _fast_tensor_batch(self, indices):
-        ds = self.dataset
-        if type(ds) is TensorDataset and self.collate_fn is default_collate:
-            idx = np.asarray(indices, np.int64)
-            return tuple(Tensor._make(t._data[idx]) for t in ds.tensors)
-        return None
+    @staticmethod
+    def _check_context(ctx, num_workers):
+        if ctx is None:
+            return None
+        if num_workers == 0:
+            raise EmberValueError("multiprocessing_context can only be used with multi-process "
+                                  f"loading (num_workers > 0), but got num_workers={num_workers}")
+        if isinstance(ctx, str):
+            methods = multiprocessing.get_all_start_methods()
+            if ctx not in methods:
+                raise EmberValueError(f"multiprocessing_context option should specify a valid "
+                                      f"start method in {methods!r}, but got "
+                                      f"multiprocessing_context={ctx!r}")
+            return multiprocessing.get_context(ctx)
+        if not isinstance(ctx, multiprocessing.context.BaseContext):
+            raise EmberTypeError("multiprocessing_context option should be a valid context object "
+                                 "or a string specifying the start method, but got "
+                                 f"multiprocessing_context={ctx!r}")
+        return ctx
+
+    @property
+    def _auto_collation(self):
+        return self.batch_sampler is not None
+
+    @property
+    def _index_sampler(self):
+        """What the loader iterates: batches of indices (auto-collation), else indices."""
+        return self.batch_sampler if self._auto_collation else self.sampler
+
+    def _fast_tensor(self):
+        return type(self.dataset) is TensorDataset and self.collate_fn is default_collate
+
+    def _base_seed(self):
+        return int(_random.resolve(self.generator).integers(0, 2 ** 63 - 1, ()))
 
     def __iter__(self):
-        if self._iterable:
-            yield from self._iter_iterable()
-            return
-        if self.batch_sampler is None:
-            for i in self.sampler:
-                yield self.collate_fn(self.dataset[i])
-            return
-        for indices in self.batch_sampler:
-            fast = self._fast_tensor_batch(indices)
-            if fast is not None:
-                yield fast
-            else:
-                yield self.collate_fn([self.dataset[i] for i in indices])
+        if self.pin_memory:
+            warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then "
+                          "device pinned memory won't be used.", stacklevel=2)
+        if self.num_workers == 0:
+            self._base_seed()  # drawn as torch does, so the sampler's stream is that of workers
+            return self._single_process_iter()
+        from ember.utils.data._loader_iter import MultiProcessingIter
+        if not self.persistent_workers:
+            return MultiProcessingIter(self, self._base_seed())
+        if self._iterator is None or self._iterator._shutdown:
+            self._iterator = MultiProcessingIter(self, self._base_seed())
+        else:
+            self._iterator._reset()
+        return self._iterator
 
-    def _iter_iterable(self):
-        if not self.batch_size:
-            for item in self.dataset:
-                yield self.collate_fn(item)
-            return
-        batch = []
-        for item in self.dataset:
-            batch.append(item)
-            if len(batch) == self.batch_size:
-                yield self.collate_fn(batch)
-                batch = []
-        if batch and not self.drop_last:
-            yield self.collate_fn(batch)
+    def _single_process_iter(self):
+        fetcher = make_fetcher(self._iterable, self.dataset, self._auto_collation,
+                               self.collate_fn, self.drop_last, self._fast_tensor())
+        for index in self._index_sampler:
+            try:
+                batch = fetcher.fetch(index)
+            except StopIteration:
+                if self._iterable:
+                    return
+                raise
+            yield batch
 
     def __len__(self):
         if self._iterable:
@@ -389,6 +502,4 @@ class DataLoader:
             if self.batch_size:
                 return n // self.batch_size if self.drop_last else -(-n // self.batch_size)
             return n
-        if self.batch_sampler is not None:
-            return len(self.batch_sampler)
-        return len(self.sampler)
+        return len(self._index_sampler)
