@@ -1,10 +1,13 @@
-"""DistributedDataParallel on 2 ranks equals one process on the whole batch."""
+"""DistributedDataParallel on 2 and 4 ranks equals one process on the whole batch."""
+import pytest
+
 from tests.distributed.helpers import ok_ranks, run_ranks
 
 
-def test_ddp_matches_single_process():
-    p = run_ranks("ddp.py", 2)
-    assert ok_ranks(p.stdout) == list(range(2))
+@pytest.mark.parametrize("n", [2, 4])
+def test_ddp_matches_single_process(n):
+    p = run_ranks("ddp.py", n)
+    assert ok_ranks(p.stdout) == list(range(n))
 
 
 def test_ddp_rejects_different_models():

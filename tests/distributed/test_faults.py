@@ -82,6 +82,11 @@ def test_ember_run_trains_the_example_and_checkpoints(tmp_path):
     assert p.stdout.count("epoch 1:") == 1 and "on 2 ranks" in p.stdout, p.stdout
     import ember
     assert ember.load(str(ckpt))["epoch"] == 1
+    p = subprocess.run(cmd[:-3] + ["2", "--checkpoint", str(ckpt), "--resume"],
+                       capture_output=True, text=True, timeout=90, cwd=ROOT)
+    assert p.returncode == 0, p.stderr
+    assert "resumed from" in p.stdout and "epoch 1:" not in p.stdout, p.stdout  # every rank
+    assert p.stdout.count("epoch 2:") == 1 and ember.load(str(ckpt))["epoch"] == 2, p.stdout
 
 
 def test_ember_run_missing_script():

@@ -1,6 +1,9 @@
 """SyncBatchNorm on 2 ranks equals BatchNorm on the whole batch."""
+import pytest
+
 from tests.distributed.helpers import ok_ranks, run_ranks
 
 
-def test_sync_batchnorm_matches_whole_batch():
-    assert ok_ranks(run_ranks("syncbn.py", 2).stdout) == [0, 1]
+@pytest.mark.parametrize("n", [2, 4])
+def test_sync_batchnorm_matches_whole_batch(n):
+    assert ok_ranks(run_ranks("syncbn.py", n).stdout) == list(range(n))

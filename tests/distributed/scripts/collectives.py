@@ -140,6 +140,46 @@ view.fill_(r + 1.0)
 dist.all_reduce(view, op=ReduceOp.MAX)
 check(view, np.full((4, 3), float(n)), "non-contiguous all_reduce")
 
+# async_op=True on every collective: a Work whose wait() leaves the result in place
+vals = [value(k, np.float64) for k in range(n)]
+works, checks = [], []
+t1 = ember.from_numpy(value(r, np.float64))
+works.append(dist.broadcast(t1, src=n - 1, async_op=True))
+checks.append(lambda: check(t1, vals[n - 1], "async broadcast"))
+t2 = ember.from_numpy(value(r, np.float64))
+works.append(dist.reduce(t2, dst=0, op=ReduceOp.SUM, async_op=True))
+checks.append(lambda: r != 0 or check(t2, np.sum(vals, 0), "async reduce"))
+lst = [ember.zeros(3, 4, dtype=ember.float64) for _ in range(n)]
+works.append(dist.all_gather(lst, ember.from_numpy(value(r, np.float64)), async_op=True))
+checks.append(lambda: [check(lst[k], vals[k], "async all_gather") for k in range(n)])
+cat = ember.zeros(3 * n, 4, dtype=ember.float64)
+works.append(dist.all_gather_into_tensor(cat, ember.from_numpy(value(r, np.float64)),
+                                         async_op=True))
+checks.append(lambda: check(cat, np.concatenate(vals), "async all_gather_into_tensor"))
+rs = ember.zeros(1, 4, dtype=ember.float64)
+works.append(dist.reduce_scatter_tensor(rs, ember.from_numpy(value(r, np.float64, (n, 4))),
+                                        async_op=True))
+checks.append(lambda: check(rs, np.sum([value(k, np.float64, (n, 4)) for k in range(n)],
+                                       0)[r:r + 1], "async reduce_scatter_tensor"))
+gl = [ember.zeros(3, 4, dtype=ember.float64) for _ in range(n)] if r == 0 else None
+works.append(dist.gather(ember.from_numpy(value(r, np.float64)), gl, dst=0, async_op=True))
+checks.append(lambda: r != 0 or [check(gl[k], vals[k], "async gather") for k in range(n)])
+sc = ember.zeros(3, 4, dtype=ember.float64)
+works.append(dist.scatter(sc, [ember.from_numpy(v) for v in vals] if r == 0 else None, src=0,
+                          async_op=True))
+checks.append(lambda: check(sc, vals[r], "async scatter"))
+a2a = [ember.zeros(2, dtype=ember.float64) for _ in range(n)]
+works.append(dist.all_to_all(a2a, [ember.full((2,), float(10 * r + j), dtype=ember.float64)
+                                   for j in range(n)], async_op=True))
+checks.append(lambda: [check(a2a[j], np.full(2, 10.0 * j + r), "async all_to_all")
+                       for j in range(n)])
+works.append(dist.barrier(async_op=True))
+checks.append(lambda: None)
+for w, c in zip(works, checks):
+    assert isinstance(w, dist.Work), w
+    assert w.wait() is True and w.is_completed()
+    c()
+
 # point to point: a ring
 t = ember.arange(5, dtype=ember.float64) + r
 w = dist.isend(t, dst=(r + 1) % n)

@@ -1,6 +1,7 @@
 """DDP on N ranks, each on its slice of the global batch, against one process on the whole batch:
 gradients (float64, 1e-10) and parameters after SGD and Adam steps; tiny and large buckets;
-no_sync accumulation; unused parameters; state_dict keys."""
+no_sync accumulation; unused parameters; buffers broadcast from rank 0 at each forward;
+state_dict keys."""
 import numpy as np
 
 import ember
@@ -125,6 +126,24 @@ except RuntimeError as e:
     assert "find_unused_parameters" in str(e) and "never.weight" in str(e), e
 else:
     raise AssertionError("missing gradient accepted")
+
+# buffers: each forward first broadcasts rank 0's (BatchNorm statistics), as torch does
+ember.manual_seed(7 + r)
+bn_ddp = DDP(nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4)))
+bn_ref = nn.Sequential(nn.Linear(5, 4), nn.BatchNorm1d(4))
+bn_ref.load_state_dict(bn_ddp.module.state_dict())   # rank 0's, broadcast at construction
+xs = [ember.from_numpy(rng.standard_normal((4, 5)) + k) for k in range(n)]  # a batch per rank
+bn_ddp(xs[r]).sum().backward()
+rm = bn_ddp.module[1].running_mean.numpy().copy()
+every = ember.zeros(n, 4)
+dist.all_gather_into_tensor(every, ember.from_numpy(rm))
+assert n == 1 or not np.allclose(every[0].numpy(), every[1].numpy())  # diverged locally
+bn_ref(xs[0])                      # rank 0's statistics after its first batch
+bn_ddp(xs[r]).sum().backward()     # start: rank 0's buffers, then this rank's batch
+bn_ref(xs[r])
+close(bn_ddp.module[1].running_mean, bn_ref[1].running_mean, "running_mean from rank 0")
+close(bn_ddp.module[1].running_var, bn_ref[1].running_var, "running_var from rank 0")
+assert int(bn_ddp.module[1].num_batches_tracked) == 2
 
 keys = list(DDP(make(5), find_unused_parameters=True).state_dict())
 assert keys[0] == "module.a.weight", keys
