@@ -274,3 +274,34 @@ def test_run_time_errors_name_the_node():
     mod = ember.onnx.load_model(m)
     with pytest.raises(ember.errors.EmberRuntimeError, match="node 'the_add' \\(Add\\)"):
         mod(ember.zeros(2, 4), ember.zeros(3, 4))
+
+
+def test_more_bad_files_graphs_and_calls():
+    with pytest.raises(OnnxImportError, match="holds no ONNX graph .*0 bytes"):
+        ember.onnx.load_model(b"")
+    tensor = onnx.numpy_helper.from_array(np.ones(3, np.float32), "t").SerializeToString()
+    with pytest.raises(OnnxImportError, match="not a valid ONNX model"):
+        ember.onnx.load_model(tensor)
+    # a dangling input inside an If branch names the inner node
+    then = helper.make_graph([helper.make_node("Add", ["x", "ghost"], ["z"], name="inner_add")],
+                             "then", [], [_vi("z", [2])])
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "else", [],
+                              [_vi("z", [2])])
+    m = _tiny([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+              [_vi("c", [], TensorProto.BOOL), _vi("x", [2])], [_vi("y", [2])])
+    with pytest.raises(OnnxImportError, match="node 'inner_add' \\(Add\\) reads input 1 'ghost'"):
+        ember.onnx.load_model(m)
+    m = _tiny([helper.make_node("Relu", ["x"], ["h"])], [_vi("x", [2])], [_vi("y", [2])])
+    with pytest.raises(OnnxImportError, match="graph output 'y' is produced by no node"):
+        ember.onnx.load_model(m)
+    mod = ember.onnx.load_model(_tiny([helper.make_node("Add", ["a", "b"], ["y"])],
+                                      [_vi("a", [2]), _vi("b", [2])], [_vi("y", [2])]))
+    one = ember.ones(2)
+    with pytest.raises(ember.errors.EmberTypeError, match="missing input 'b'"):
+        mod(one)
+    with pytest.raises(ember.errors.EmberTypeError, match="takes 2 inputs"):
+        mod(one, one, one)
+    with pytest.raises(ember.errors.EmberTypeError, match="no input named 'q'"):
+        mod(a=one, q=one)
+    with pytest.raises(ember.errors.EmberTypeError, match="input 'a' given twice"):
+        mod(one, a=one)
