@@ -23,6 +23,10 @@ KNOWN_FAILURES = {
     "test_training_dropout_default": _RANDOM,
     "test_training_dropout_default_mask": _RANDOM,
     "test_training_dropout_mask": _RANDOM,
+    **{f"test_bernoulli{v}": "Bernoulli samples ember's generator; the expected values come from "
+                             "NumPy's global one" for v in ("", "_double", "_seed", "_expanded",
+                                                            "_double_expanded",
+                                                            "_seed_expanded")},
     # imaginary parts that are 0 up to 1e-15 (a float64 FFT of the same input agrees) where the
     # expected output holds the reference's complex64 round-off, 1.9e-7, above the atol of 1e-7
     "test_dft_inverse": "complex64 round-off of the reference above the case's atol",

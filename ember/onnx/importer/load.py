@@ -191,6 +191,14 @@ def _execute(nodes, env):
                 env[o] = v
 
 
+_STRING = 8   # onnx.TensorProto.STRING
+
+
+def _string_ops():
+    from ember.onnx.importer.registry import registered_string_ops
+    return ", ".join(registered_string_ops())
+
+
 def _narrow(v, et, n, k):
     what = f"onnx model: node '{n.name}' ({n.op}) output '{n.outputs[k]}'"
     if isinstance(v, list):
@@ -202,6 +210,10 @@ def _initializer(t, problems):
     """An initializer as an array ember can hold (simulated types widened), or None (problem
     recorded)."""
     from onnx import numpy_helper
+    if t.data_type == _STRING:   # NumPy object array of str (the string ops only)
+        return np.array([s.decode() if isinstance(s, bytes) else str(s)
+                         for s in numpy_helper.to_array(t).reshape(-1)],
+                        dtype=object).reshape(tuple(t.dims))
     if not st.storable(t.data_type):
         problems.append(("<initializer>", None, t.name, None,
                          f"dtype {dtype_name(t.data_type)} has no ember dtype"))
@@ -217,7 +229,7 @@ def _compile_subgraph(g, opsets, problems, defined, types):
     for t in g.initializer:
         arr = _initializer(t, problems)
         if arr is not None:
-            consts[t.name] = ember.tensor(arr)
+            consts[t.name] = arr if arr.dtype == object else ember.tensor(arr)
     inputs = [vi.name for vi in g.input]
     scope = set(defined) | set(consts) | set(inputs)
     nodes = _check_nodes(g.node, opsets, problems, scope, types)
@@ -275,21 +287,29 @@ def _check_nodes(graph_nodes, opsets, problems, defined, types):
             except Exception as e:
                 problems.append((n.op_type, opset, name, a.name, f"cannot be read ({e})"))
                 bad = True
+        if not imp.strings:
+            io = [(i, "reads") for i in n.input] + [(o, "writes") for o in n.output]
+            s_io = [(v, how) for v, how in io if v and types.get(v) == _STRING]
+            if s_io:
+                problems.append((n.op_type, opset, name, None,
+                                 f"{s_io[0][1]} the STRING tensor '{s_io[0][0]}': string tensors "
+                                 f"are supported only by the string ops ({_string_ops()})"))
+                bad = True
         if len(n.output) > imp.max_outputs and any(n.output[imp.max_outputs:]):
             problems.append((n.op_type, opset, name, None,
                              f"only the first {imp.max_outputs} output(s) are supported, the "
                              f"node asks for {len(n.output)}"))
             bad = True
+        # ONNX element types of the inputs and outputs (0 where unknown): the importers of
+        # CastLike, QuantizeLinear, BitCast... read the declared type of a simulated value
+        attrs["_tin"] = [types.get(i, 0) if i else 0 for i in n.input]
+        attrs["_tout"] = [types.get(o, 0) if o else 0 for o in n.output]
         if not bad and imp.check is not None:
             res = imp.check(attrs, n)
             if res:
                 problems.append((n.op_type, opset, name, res[0], res[1]))
                 bad = True
         attrs["_n"] = len(n.output)
-        # ONNX element types of the inputs and outputs (0 where unknown): the importers of
-        # CastLike, QuantizeLinear, BitCast... read the declared type of a simulated value
-        attrs["_tin"] = [types.get(i, 0) if i else 0 for i in n.input]
-        attrs["_tout"] = [types.get(o, 0) if o else 0 for o in n.output]
         narrow = [(k, types[o]) for k, o in enumerate(n.output)
                   if o and st.simulated(types.get(o))]
         nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), attrs, imp.fn,
@@ -376,6 +396,7 @@ class OnnxModule(nn.Module):
         self.output_elem_types = [types.get(o, 0) for o in outputs]
         self.onnx_names = {}
         self._init_keys = {}
+        self._string_consts = {}
         for t in g.initializer:
             if t.data_location == 1:   # EXTERNAL
                 raise OnnxImportError(f"onnx.load_model: initializer '{t.name}' is stored in an "
@@ -385,6 +406,9 @@ class OnnxModule(nn.Module):
             arr = _initializer(t, bad)
             if bad:
                 raise UnsupportedOnnxError(bad)
+            if arr.dtype == object:   # a string constant: not module state
+                self._string_consts[t.name] = arr
+                continue
             key = self._add_state(t.name, arr)
             self.onnx_names[key] = t.name
             self._init_keys[t.name] = key
@@ -417,7 +441,7 @@ class OnnxModule(nn.Module):
                              "supported (not maps or sparse tensors)"))
             return (vi.name, None, None, "tensor")
         npd = np_dtype_of(tt.elem_type) if tt.elem_type else None
-        if tt.elem_type and not st.storable(tt.elem_type):
+        if tt.elem_type and not st.storable(tt.elem_type) and tt.elem_type != _STRING:
             problems.append(("<graph input>", None, vi.name, None,
                              f"dtype {dtype_name(tt.elem_type)} has no ember dtype"))
         shape = None
@@ -500,6 +524,7 @@ class OnnxModule(nn.Module):
         bufs = dict(self.named_buffers())
         for oname, key in self._init_keys.items():
             env[oname] = params[key] if key in params else bufs[key]
+        env.update(self._string_consts)
         env[_STATE] = {**bufs, **params}
         _execute(self._nodes, env)
         res = tuple(env[o] for o in self._outputs)
@@ -520,6 +545,15 @@ class OnnxModule(nn.Module):
 
     @staticmethod
     def _check_input(name, npd, shape, x):
+        if npd == object:   # STRING: a NumPy array of str, for the string ops
+            if isinstance(x, ember.Tensor):
+                raise EmberTypeError(f"onnx model: input '{name}' is a STRING tensor: pass a "
+                                     f"NumPy array of str, got an ember tensor")
+            x = np.asarray(x)
+            if x.dtype.kind not in "OU":
+                raise EmberTypeError(f"onnx model: input '{name}' is a STRING tensor: pass a "
+                                     f"NumPy array of str, got dtype {x.dtype}")
+            return x.astype(object)
         sim = st.code_of_np(npd)
         if sim is not None:   # a type ember computes in a wider dtype (storage_types)
             x = x.detach().numpy() if isinstance(x, ember.Tensor) else x

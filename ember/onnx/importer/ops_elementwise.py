@@ -86,7 +86,16 @@ def mod(a, x, y):
     return ember.fmod(x, y) if a["fmod"] else ember.remainder(x, y)
 
 
-_CMP = {"Equal": ember.eq, "Less": ember.lt, "Greater": ember.gt, "LessOrEqual": ember.le,
+@importer("Equal", since=7, strings=True)
+def equal(a, x, y):
+    """Elementwise ==; also of two STRING tensors (NumPy object arrays, see ops_text)."""
+    if isinstance(x, np.ndarray) or isinstance(y, np.ndarray):
+        return ember.tensor(np.asarray(np.equal(np.asarray(x, dtype=object),
+                                                np.asarray(y, dtype=object)), dtype=bool))
+    return ember.eq(x, y)
+
+
+_CMP = {"Less": ember.lt, "Greater": ember.gt, "LessOrEqual": ember.le,
         "GreaterOrEqual": ember.ge, "And": ember.logical_and, "Or": ember.logical_or,
         "Xor": ember.logical_xor, "BitwiseAnd": ember.bitwise_and,
         "BitwiseOr": ember.bitwise_or, "BitwiseXor": ember.bitwise_xor}
@@ -167,6 +176,39 @@ def castlike(a, x, like):
     if to:
         return st.cast(x, to, a["saturate"], a["round_mode"])
     return x.to(like.dtype)
+
+
+def _check_bitcast(a, n):
+    from ember.onnx.importer.load import dtype_name
+    src, to = (a["_tin"] or [0])[0], a["to"]
+    if not src:
+        return (None, "the input's element type is unknown (BitCast needs it)")
+    for t in (src, to):
+        s = st.simulated(t)
+        d = st.np_dtype(t)
+        if d is None or d == object or not st.storable(t) or s is not None and 0 < s.bits < 8 \
+                or s is not None and s.is_float and d.itemsize * 8 != _FLOAT_BITS.get(s.name, 8):
+            return ("to" if t == to else None,
+                    f"BitCast of {dtype_name(t)} is not supported (a whole-byte numeric type "
+                    f"is needed)")
+    if st.np_dtype(src).itemsize != st.np_dtype(to).itemsize:
+        return ("to", f"{dtype_name(to)} differs in width from the input's "
+                      f"{dtype_name(src)}")
+    return None
+
+
+_FLOAT_BITS = {"BFLOAT16": 16}   # other simulated floats are 8 bits, one per byte
+
+
+@importer("BitCast", since=26, attrs={"to": 0}, check=_check_bitcast)
+def bitcast(a, x):
+    """The bits of each element read as type ``to`` (same width), through NumPy views of the
+    declared types."""
+    src, to = a["_tin"][0], a["to"]
+    y = st.to_declared(x, src).view(st.np_dtype(to))
+    if st.simulated(to):
+        return st.widen(y, to, "BitCast")
+    return ember.tensor(np.array(y))
 
 
 @importer("Identity", since=1)

@@ -138,8 +138,8 @@ def _check_pool(a, n):
     r = _check_auto(a, n)
     if r:
         return r
-    if a.get("storage_order", 0):
-        return ("storage_order", "= 1 (column-major indices) is not supported")
+    if a.get("storage_order", 0) not in (0, 1):
+        return ("storage_order", "must be 0 (row-major) or 1 (column-major)")
     return None
 
 
@@ -147,8 +147,8 @@ def _check_pool(a, n):
           attrs={"auto_pad": "NOTSET", "ceil_mode": 0, "dilations": None, "kernel_shape": None,
                  "pads": None, "storage_order": 0, "strides": None})
 def max_pool(a, x):
-    """Output 1 (Indices) flattens over the whole input (N, C and spatial dims, row-major), as
-    ONNX defines it."""
+    """Output 1 (Indices) flattens over the whole input (N, C and spatial dims, row-major; the
+    spatial dims column-major with ``storage_order=1``), as ONNX defines it."""
     nd, k, s, d = _geom(a, x)
     pads = _pads(a, x, k, s, d)
     shape = x.shape
@@ -171,6 +171,14 @@ def max_pool(a, x):
         idx = coords[0]
         for dim in range(1, nd):
             idx = idx * spatial[dim] + coords[dim]
+    if a["storage_order"] == 1:   # the plane index column-major: the first dim varies fastest
+        coords, rest = [], idx
+        for n in reversed(spatial):
+            coords.insert(0, rest % n)
+            rest = rest // n
+        idx = coords[-1]
+        for dim in range(nd - 2, -1, -1):
+            idx = idx * spatial[dim] + coords[dim]
     plane = int(np.prod(spatial))
     nc = ember.arange(shape[0] * shape[1]).reshape(shape[0], shape[1], *([1] * nd))
     return y, idx + nc * plane
@@ -180,10 +188,10 @@ def _check_avg(a, n):
     return _check_auto(a, n)
 
 
-def _avg_pool_dilated(x, k, s, d, pads, ceil, include_pad):
+def _avg_pool_dilated(x, k, s, d, pads, ceil, include_pad, sums=False):
     """Average pooling with dilation: window sums and window counts as depthwise convolutions
     with a ones kernel (padding and the ceil-mode overhang excluded from the count as ONNX
-    says)."""
+    says). ``sums``: the window sums alone."""
     nd = len(k)
     c = x.shape[1]
     ext, sizes = [], []
@@ -201,6 +209,8 @@ def _avg_pool_dilated(x, k, s, d, pads, ceil, include_pad):
     xp = _explicit_pad(x, full, 0.0)
     w = ember.ones(c, 1, *k, dtype=x.dtype)
     total = _CONV[nd](xp, w, None, stride=s, dilation=d, groups=c)
+    if sums:
+        return total
     ones = ember.ones(1, 1, *sizes, dtype=x.dtype)
     if include_pad:
         mask = _explicit_pad(_explicit_pad(ones, pads, 1.0), [(0, e) for e in ext], 0.0)
@@ -530,12 +540,7 @@ def mvn(a, x):
 
 
 def _check_lp(a, n):
-    r = _check_auto(a, n)
-    if r:
-        return r
-    if a["dilations"] and any(v != 1 for v in a["dilations"]):
-        return ("dilations", "other than 1 are not supported")
-    return None
+    return _check_auto(a, n)
 
 
 @importer("LpPool", since=11, check=_check_lp,
@@ -543,6 +548,10 @@ def _check_lp(a, n):
                  "p": 2, "pads": None, "strides": None})
 def lp_pool(a, x):
     nd, k, s, d = _geom(a, x)
+    if any(v != 1 for v in d):   # window sums of |x|**p as a dilated depthwise convolution
+        y = _avg_pool_dilated(ember.abs(x) ** a["p"], k, s, d, _pads(a, x, k, s, d),
+                              bool(a["ceil_mode"]), True, sums=True)
+        return y ** (1.0 / a["p"])
     xp = _explicit_pad(ember.abs(x) ** a["p"], _pads(a, x, k, s, d), 0.0)
     y = _AVGP[nd](xp, k, stride=s, padding=0, ceil_mode=bool(a["ceil_mode"]))
     return (y * float(np.prod(k))) ** (1.0 / a["p"])

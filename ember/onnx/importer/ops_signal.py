@@ -80,3 +80,43 @@ def stft(a, signal, frame_step, window=None, frame_length=None):
     if window is not None:
         fr = fr * window.reshape(1, 1, n, 1)
     return _dft(fr, n, 2, False, bool(a["onesided"]))
+
+
+def _check_mel(a, n):
+    from ember.onnx.importer import storage_types as st
+    if not st.storable(a["output_datatype"]):
+        from ember.onnx.importer.load import dtype_name
+        return ("output_datatype", f"= {dtype_name(a['output_datatype'])} has no ember dtype")
+    return None
+
+
+@importer("MelWeightMatrix", since=17, attrs={"output_datatype": 1}, check=_check_mel)
+def mel_weight_matrix(a, num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
+                      upper_edge_hertz):
+    """The [dft_length // 2 + 1, num_mel_bins] matrix of triangular mel filters: num_mel_bins + 2
+    points equally spaced on the mel scale (mel = 2595 log10(1 + f / 700)) between the edges,
+    mapped to DFT bins floor((dft_length + 1) f / sample_rate); filter i rises from point i to
+    point i + 1 and falls to point i + 2."""
+    from ember.onnx.importer import storage_types as st
+    m, n, sr = int(scalar(num_mel_bins)), int(scalar(dft_length)), int(scalar(sample_rate))
+    lo, hi = float(scalar(lower_edge_hertz)), float(scalar(upper_edge_hertz))
+    lo_mel = 2595 * np.log1p(lo / 700) / np.log(10)
+    hi_mel = 2595 * np.log1p(hi / 700) / np.log(10)
+    step = (hi_mel - lo_mel) / (m + 2)
+    hz = 700 * np.expm1((np.arange(m + 2) * step + lo_mel) / 2595 * np.log(10))
+    bins = ((n + 1) * hz // sr).astype(np.int64)
+    out = np.zeros((n // 2 + 1, m))
+    for i in range(m):
+        left, center, right = bins[i], bins[i + 1], bins[i + 2]
+        if center == left:
+            out[center, i] = 1.0
+        else:
+            j = np.arange(left, center + 1)
+            out[j, i] = (j - left) / (center - left)
+        if right > center:
+            j = np.arange(center, right)
+            out[j, i] = (right - j) / (right - center)
+    t = a["output_datatype"]
+    if st.simulated(t):
+        return st.widen(out.astype(st.np_dtype(t)), t, "MelWeightMatrix")
+    return ember.tensor(out.astype(st.np_dtype(t)))

@@ -60,6 +60,8 @@ def _table():
             npd = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(code))
         except Exception:   # an onnx without ml_dtypes support for it
             continue
+        if name not in ints and npd.kind in "iub":   # an onnx that stores it as raw bits
+            continue
         if name in ints:
             bits, signed = ints[name]
             out[code] = Storage(name, npd, ember.int64, bits, signed)
