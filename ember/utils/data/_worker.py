@@ -31,13 +31,15 @@ _POLL_S = 1.0  # how often an idle worker checks that its loader process is stil
 @dataclass(frozen=True)
 class WorkerInfo:
     """What ``get_worker_info()`` returns inside a worker: ``id`` (0 .. num_workers - 1),
-    ``num_workers``, ``seed`` (this worker's seed, ``base_seed + id``) and ``dataset`` (this
-    process's copy of the dataset)."""
+    ``num_workers``, ``seed`` (this worker's seed, ``base_seed + id``), ``dataset`` (this
+    process's copy of the dataset); ``rng`` (None) and ``worker_method`` as torch's."""
 
     id: int
     num_workers: int
     seed: int
     dataset: object
+    rng: object = None
+    worker_method: str = "multiprocessing"
 
 
 _worker_info = None
@@ -205,9 +207,12 @@ class Resume:
 
 
 def _seed_worker(base_seed, worker_id):
-    """Seed Python's ``random``, ember's default generator and NumPy's global RNG as torch
-    seeds its workers (NumPy from a SeedSequence of (worker_id, base_seed), as torch does)."""
+    """One thread for ember's loops and BLAS (as torch's workers run ``set_num_threads(1)``);
+    seed Python's ``random``, ember's default generator and NumPy's global RNG as torch seeds
+    its workers (NumPy from a SeedSequence of (worker_id, base_seed), as torch does)."""
     from ember import random as ember_random
+    from ember.kernels.threads import set_num_threads
+    set_num_threads(1)
     seed = base_seed + worker_id
     random.seed(seed)
     ember_random.manual_seed(seed)
