@@ -1,52 +1,31 @@
-"""Eager overhead of ember vs torch, measured side by side in one run.
+"""Eager overhead of ember vs torch, and ``import`` time, each library in its own process.
 
-Prints: µs per ``a + b`` on small tensors without and with requires_grad; a 20-op pointwise chain
-forward+backward on 1e3 and 1e6 elements; and ``import ember`` vs ``import torch`` time.
-Run: python benchmarks/eager_overhead.py
+Usage: python benchmarks/eager_overhead.py [--quick] [--repeats 3]
+       python benchmarks/eager_overhead.py --worker ember|torch --case ops
+
+Rows: ``a + b`` on 4x4 tensors without and with requires_grad; a 20-op pointwise chain forward +
+backward on 1e3 and 1e6 elements; and ``import ember`` / ``import torch`` in a fresh interpreter
+(bytecode compiled first, as an installed wheel has it; the median over 2 x repeats - 1 fresh
+processes). Each library runs with its default threads (``_harness``).
 """
+import argparse
 import os
 import subprocess
 import sys
 import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness as H  # noqa: E402
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def best_of(fn, repeat=7, number=None):
-    if number is None:
-        t0 = time.perf_counter()
-        fn()
-        dt = time.perf_counter() - t0
-        number = max(1, int(0.05 / max(dt, 1e-7)))
-    best = float("inf")
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        best = min(best, (time.perf_counter() - t0) / number)
-    return best
-
-
-def import_time(mod):
-    """Best of 3 fresh-process imports, with bytecode compiled first as an installed wheel has."""
-    import compileall
-    import importlib.util
-    origin = os.path.dirname(importlib.util.find_spec(mod).origin)
-    compileall.compile_dir(origin, quiet=2)
-    times = []
-    for _ in range(3):
-        r = subprocess.run([sys.executable, "-c", f"import time; t=time.perf_counter(); import {mod}; "
-                            "print(time.perf_counter()-t)"], capture_output=True, text=True,
-                           cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-        times.append(float(r.stdout.strip()))
-    return min(times)
+SCRIPT = "eager_overhead.py"
+ROWS = (("add", "`a + b`, 4x4, no grad"), ("add_grad", "`a + b`, 4x4, requires_grad"),
+        ("chain_1e3", "20-op pointwise chain fwd+bwd, 1e3 elements"),
+        ("chain_1e6", "20-op pointwise chain fwd+bwd, 1e6 elements", "ms"))
 
 
 def chain(x):
     y = x
-    for i in range(5):
+    for _ in range(5):
         y = y * 1.01
         y = y + 0.1
         y = y.tanh()
@@ -54,39 +33,85 @@ def chain(x):
     return y
 
 
-def main():
-    import ember
-    import torch
-    torch.set_num_threads(2)
-    ember.set_num_threads(2)
-    print(f"OPENBLAS_CORETYPE={os.environ.get('OPENBLAS_CORETYPE')!r} "
-          f"OPENBLAS_L2_SIZE={os.environ.get('OPENBLAS_L2_SIZE')!r} (left unchanged)")
-    rows = []
-    a_np = np.random.rand(4, 4).astype(np.float32)
-    ea, eb = ember.from_numpy(a_np.copy()), ember.from_numpy(a_np.copy())
-    ta, tb = torch.from_numpy(a_np.copy()), torch.from_numpy(a_np.copy())
-    rows.append(("a + b, 4x4, no grad (us)", best_of(lambda: ea + eb), best_of(lambda: ta + tb)))
-    ea.requires_grad_()
+def worker(lib, case, opts):
+    import numpy as np
+    if lib.startswith("ember"):
+        import ember
+        make = ember.from_numpy
+    else:
+        import torch
+        make = torch.from_numpy
+    out = {"lib": lib, "case": case, "info": H.library_info(lib)}
+    a = np.random.default_rng(0).random((4, 4), dtype=np.float32)
+    ta, tb = make(a.copy()), make(a.copy())
+    out["add"] = H.measure(lambda: ta + tb, lib, opts)
     ta.requires_grad_()
-    rows.append(("a + b, 4x4, requires_grad (us)", best_of(lambda: ea + eb),
-                 best_of(lambda: ta + tb)))
-    for n in (1000, 1_000_000):
-        x_np = np.random.rand(n).astype(np.float32)
-        ex = ember.from_numpy(x_np.copy()).requires_grad_()
-        tx = torch.from_numpy(x_np.copy()).requires_grad_()
+    out["add_grad"] = H.measure(lambda: ta + tb, lib, opts)
+    for n, key in ((1000, "chain_1e3"), (1_000_000, "chain_1e6")):
+        tx = make(np.random.default_rng(1).random(n, dtype=np.float32)).requires_grad_()
 
-        def e_step():
-            chain(ex).sum().backward()
-
-        def t_step():
+        def step():
+            tx.grad = None
             chain(tx).sum().backward()
-        rows.append((f"20-op chain fwd+bwd, {n:.0e} elems (us)", best_of(e_step, 5),
-                     best_of(t_step, 5)))
-    rows = [(name, e * 1e6, t * 1e6) for name, e, t in rows]
-    rows.append(("import (s)", import_time("ember"), import_time("torch")))
-    print(f"{'case':44s} {'ember':>10s} {'torch':>10s} {'ember/torch':>12s}")
-    for name, e, t in rows:
-        print(f"{name:44s} {e:10.2f} {t:10.2f} {e / t:12.2f}")
+        out[key] = H.measure(step, lib, opts)
+    return out
+
+
+def import_times(mod, runs):
+    """Seconds of ``import mod`` in ``runs`` fresh interpreters, bytecode compiled first."""
+    env = dict(os.environ, PYTHONPATH=H.ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    subprocess.run([sys.executable, "-c", f"import compileall, importlib.util, os; compileall."
+                    f"compile_dir(os.path.dirname(importlib.util.find_spec({mod!r}).origin), "
+                    "quiet=2)"], cwd=H.ROOT, env=env, capture_output=True, timeout=300)
+    code = f"import time; t = time.perf_counter(); import {mod}; print(time.perf_counter() - t)"
+    out = []
+    for _ in range(runs):
+        proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                              cwd=H.ROOT, env=env, timeout=120)
+        try:
+            out.append(float(proc.stdout.strip().splitlines()[-1]) * 1e3)
+        except (IndexError, ValueError):
+            pass
+    return out
+
+
+def collect(opts, machine, log=None, only=None):
+    cols = {"ember": ("ember", None), "torch": ("torch", None)}
+    res = H.run_matrix(SCRIPT, ["ops"], cols, opts, log)
+    runs = 2 * opts.repeats - 1
+    res["import"] = {"ember": [], "torch": []}
+    for r in range(runs):   # alternating, one fresh interpreter each
+        for mod in (("ember", "torch") if r % 2 == 0 else ("torch", "ember")):
+            res["import"][mod] += [{"ms": v} for v in import_times(mod, 1)]
+    if log:
+        log(f"  {SCRIPT} import: {runs} fresh interpreters per library")
+    return res
+
+
+def render(res):
+    rows = []
+    e, t = res.get("ops", {}).get("ember", []), res.get("ops", {}).get("torch", [])
+    for key, label in ROWS:
+        a, b = H.metric(e, key, "median"), H.metric(t, key, "median")
+        rows.append([label, H.cell(a), H.cell(b), H.ratio(a, b)])
+    imp = res.get("import", {})
+    a, b = H.metric(imp.get("ember", []), "ms"), H.metric(imp.get("torch", []), "ms")
+    rows.append(["`import` (bytecode compiled, fresh interpreter)", H.cell(a, "s"), H.cell(b, "s"),
+                 H.ratio(a, b)])
+    return {"eager": H.table(["case", "ember", "torch", "ratio"], rows)}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    H.add_worker_arguments(ap)
+    args = ap.parse_args()
+    if args.worker:
+        H.emit(worker(args.worker, args.case, H.worker_options(args)))
+        return
+    opts = H.Options(quick=args.quick, repeats=args.repeats)
+    machine = H.machine_info()
+    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr))
+    H.report(machine, {"eager": res}, render(res), args.json)
 
 
 if __name__ == "__main__":

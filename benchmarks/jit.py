@@ -1,118 +1,220 @@
-#!/usr/bin/env python3
-"""Inference latency of the tracing JIT: MLP and LeNet(BatchNorm), batch 1 and 64.
+"""Inference latency: ember eager and traced + optimised vs torch eager and frozen vs onnxruntime.
 
-Columns: ember eager, ember traced (unoptimised), ember traced + optimised (frozen, batch norm
-folded), torch eager, torch.jit.trace. All under no_grad / inference, eval mode, same weights.
-Times are medians of repeated runs (microseconds). Usage: ``python benchmarks/jit.py``.
+Usage: python benchmarks/jit.py [--quick] [--repeats 3] [--only lenet,mlp,resnet]
+       python benchmarks/jit.py --worker ember|torch|ort --case lenet [--onnx-dir DIR]
+
+Models (eval mode, float32, the same weights in every library: ``_harness.load_seeded``), each at
+batch 1 and 64: LeNet-5 (28x28), the MLP 784-512-512-10, and a ResNet-style block net (3x32x32
+input, a 16-channel stem, three residual blocks with batch norm, the second strided with a 1x1
+downsample, global average pool, linear). Columns, each library in its own process with its
+default threads:
+  ember eager            ``model(x)`` under ``ember.no_grad()``
+  ember traced + opt     ``ember.jit.optimize(ember.jit.trace(model, (x,)))`` (frozen weights,
+                         batch norm folded, pointwise chains fused)
+  torch eager            ``model(x)`` under ``torch.inference_mode()``
+  torch frozen + opt     ``torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(...)))``
+  onnxruntime            the model exported by ``ember.onnx.export`` (dynamic batch axis), run by
+                         an ``InferenceSession`` with default options (all graph optimisations,
+                         its default thread pool), in a process that imports neither ember nor torch
+The first rows of every variant's output at batch 64 are compared. Nothing is asserted.
 """
+import argparse
 import os
+import shutil
 import sys
-import time
+import tempfile
 
-# torch's OpenMP threads spin after each op by default and steal the cores from the ember runs
-# interleaved with them; make them sleep instead
-os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness as H  # noqa: E402
 
-import numpy as np  # noqa: E402
-
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-import ember  # noqa: E402
-import ember.jit  # noqa: E402
-from tests.jit.models import LeNetBN, MLP  # noqa: E402
-
-
-def _median_us(fn, x, seconds=0.4, min_runs=20):
-    for _ in range(5):
-        fn(x)
-    times = []
-    end = time.perf_counter() + seconds
-    while time.perf_counter() < end or len(times) < min_runs:
-        t0 = time.perf_counter()
-        fn(x)
-        times.append(time.perf_counter() - t0)
-    return float(np.median(times)) * 1e6
+SCRIPT = "jit.py"
+CASES = ("lenet", "mlp", "resnet")
+QUICK_CASES = ("mlp",)
+AVX2_CASES = ("lenet",)
+BATCHES = (1, 64)
+LABELS = {"lenet": "LeNet-5", "mlp": "MLP 784-512-512-10", "resnet": "ResNet-style blocks"}
+INPUT = {"lenet": (1, 28, 28), "mlp": (784,), "resnet": (3, 32, 32)}
 
 
-def build(kind, lib):
-    nn = lib.nn
-    if kind == "MLP":
-        return nn.Sequential(nn.Flatten(), nn.Linear(20, 32), nn.ReLU(), nn.Linear(32, 32),
-                             nn.ReLU(), nn.Linear(32, 10))
-    return nn.Sequential(nn.Conv2d(1, 6, 5), nn.BatchNorm2d(6), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Conv2d(6, 16, 3), nn.BatchNorm2d(16), nn.ReLU(), nn.MaxPool2d(2),
-                         nn.Flatten(), nn.Linear(144, 40), nn.BatchNorm1d(40), nn.ReLU(),
-                         nn.Linear(40, 10))
+def resnet(nn):
+    F = nn.functional
+
+    class Block(nn.Module):
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+            self.bn1 = nn.BatchNorm2d(cout)
+            self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+            self.bn2 = nn.BatchNorm2d(cout)
+            self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                       nn.BatchNorm2d(cout))
+                         if stride != 1 or cin != cout else None)
+
+        def forward(self, x):
+            y = F.relu(self.bn1(self.conv1(x)))
+            y = self.bn2(self.conv2(y))
+            return F.relu(y + (self.down(x) if self.down is not None else x))
+
+    return nn.Sequential(nn.Conv2d(3, 16, 3, 1, 1, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                         Block(16, 16, 1), Block(16, 32, 2), Block(32, 32, 1),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, 10))
 
 
-def models(kind):
-    """(ember model, torch model) with equal weights and random BN statistics, eval mode."""
+def build(case, nn):
+    from train_step import lenet, mlp
+    return {"lenet": lenet, "mlp": mlp, "resnet": resnet}[case](nn)
+
+
+def inputs(case, batch):
+    import numpy as np
+    return np.random.default_rng(batch).standard_normal((batch,) + INPUT[case]).astype(np.float32)
+
+
+def _ember(case, opts):
+    import warnings
+    import ember
+    import ember.jit
+    model = H.load_seeded(build(case, ember.nn), ember.tensor).eval()
+    out = {}
+    for batch in BATCHES:
+        x = ember.tensor(inputs(case, batch))
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fast = ember.jit.optimize(ember.jit.trace(model, (x,)))
+        with ember.no_grad():
+            out[f"eager_{batch}"] = H.measure(lambda: model(x), "ember", opts)
+            out[f"opt_{batch}"] = H.measure(lambda: fast(x), "ember", opts)
+            if batch == BATCHES[-1]:
+                out["sample_eager"] = H.sample(model(x).numpy())
+                out["sample_opt"] = H.sample(fast(x).numpy())
+    return out
+
+
+def _torch(case, opts):
     import torch
-    tm = build(kind, torch)
-    rng = np.random.default_rng(0)
-    with torch.no_grad():
-        for k, v in tm.state_dict().items():
-            if v.dtype.is_floating_point:
-                if k.endswith("running_var"):
-                    v.copy_(torch.from_numpy(rng.uniform(0.5, 1.5, v.shape).astype(np.float32)))
-                elif k.endswith("running_mean"):
-                    v.copy_(torch.from_numpy(rng.normal(0, 0.1, v.shape).astype(np.float32)))
-    tm.eval()
+    model = H.load_seeded(build(case, torch.nn), torch.from_numpy).eval()
+    out = {}
+    for batch in BATCHES:
+        x = torch.from_numpy(inputs(case, batch))
+        with torch.no_grad():
+            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, (x,))))
+        with torch.inference_mode():
+            out[f"eager_{batch}"] = H.measure(lambda: model(x), "torch", opts)
+        with torch.no_grad():
+            out[f"opt_{batch}"] = H.measure(lambda: frozen(x), "torch", opts)
+        if batch == BATCHES[-1]:
+            with torch.no_grad():
+                out["sample_eager"] = H.sample(model(x).numpy())
+                out["sample_opt"] = H.sample(frozen(x).numpy())
+    return out
+
+
+def _ort(case, opts, onnx_dir):
+    import onnxruntime as ort
+    sess = ort.InferenceSession(os.path.join(onnx_dir, f"{case}.onnx"),
+                                providers=["CPUExecutionProvider"])
+    name = sess.get_inputs()[0].name
+    out = {}
+    for batch in BATCHES:
+        feed = {name: inputs(case, batch)}
+        out[f"opt_{batch}"] = H.measure(lambda: sess.run(None, feed), "ort", opts)
+        if batch == BATCHES[-1]:
+            out["sample_opt"] = H.sample(sess.run(None, feed)[0])
+    return out
+
+
+def _export(case, onnx_dir):
+    import ember
+    import ember.onnx
+    model = H.load_seeded(build(case, ember.nn), ember.tensor).eval()
+    x = ember.tensor(inputs(case, 2))
+    ember.onnx.export(model, (x,), os.path.join(onnx_dir, f"{case}.onnx"), input_names=["x"],
+                      dynamic_axes={"x": [0]})
+    return {"exported": os.path.join(onnx_dir, f"{case}.onnx")}
+
+
+def worker(lib, case, opts, onnx_dir=None):
+    out = {"lib": lib, "case": case}
+    if lib == "export":
+        out.update(_export(case, onnx_dir))
+        return out
+    out["info"] = H.library_info(lib)
+    out.update({"ember": _ember, "torch": _torch}[lib](case, opts) if lib != "ort"
+               else _ort(case, opts, onnx_dir))
+    return out
+
+
+# ----------------------------------------------------------------------------- runner
+def collect(opts, machine, log=None, only=None):
+    cases = list(only or (QUICK_CASES if opts.quick else CASES))
+    onnx_dir = tempfile.mkdtemp(prefix="ember-bench-onnx-")
     try:
-        em = build(kind, ember)
-        em.load_state_dict({k: ember.tensor(v.numpy().copy()) for k, v in tm.state_dict().items()})
-    except (AttributeError, ImportError):  # no ember.nn: the functional test models
-        em = (MLP if kind == "MLP" else LeNetBN)()
-        state = dict(em.named_parameters())
-        state.update(em.named_buffers())
-        names = {"MLP": {"1": "fc1", "3": "fc2", "5": "fc3"},
-                 "LeNet-BN": {"0": "conv1", "1": "bn1", "4": "conv2", "5": "bn2", "9": "fc1",
-                              "10": "bn3", "12": "fc2"}}[kind]
-        for k, v in tm.state_dict().items():
-            i, _, rest = k.partition(".")
-            key = f"{names[i]}.{rest}"
-            if key in state:
-                state[key]._data[...] = v.numpy()
-    return em.eval(), tm
+        extra = ("--onnx-dir", onnx_dir)
+        exported = {}
+        for case in cases:
+            exported[case] = H.spawn(SCRIPT, "export", case, opts, extra_args=extra)
+            if log:
+                log(f"  {SCRIPT} {case} export: " + exported[case].get("error", "ok"))
+        cols = {"ember": ("ember", None), "torch": ("torch", None), "ort": ("ort", None)}
+        plan = {"ember": cases, "torch": cases,
+                "ort": [c for c in cases if "error" not in exported[c]]}
+        if machine.get("host_isa") == "avx512":
+            cols["ember_avx2"] = ("ember", {"EMBER_CPU_ISA": "avx2"})
+            plan["ember_avx2"] = [c for c in cases if c in AVX2_CASES]
+        res = H.run_matrix(SCRIPT, plan, cols, opts, log, extra_args=extra)
+    finally:
+        shutil.rmtree(onnx_dir, ignore_errors=True)
+    for case in cases:
+        if "error" in exported[case]:
+            res[case]["ort"] = [exported[case]]
+    return res
 
 
-def bench(name, model, tmodel, shape, batch, out):
-    import torch
-    shape = (batch,) + tuple(shape[1:])
-    x = ember.tensor(np.random.default_rng(0).standard_normal(shape).astype(np.float32))
-    tx = torch.from_numpy(x._data.copy())
-    traced = ember.jit.trace(model, (x,))
-    fast = ember.jit.optimize(traced)
-    ttraced = torch.jit.trace(tmodel, (tx,))
-    row = {}
-    with ember.no_grad():
-        ref = model(x)
-        assert np.allclose(fast(x)._data, ref._data, atol=1e-4)
-        row["ember eager"] = _median_us(model, x)
-        row["traced"] = _median_us(traced, x)
-        row["traced+opt"] = _median_us(fast, x)
-    with torch.inference_mode():
-        assert np.allclose(tmodel(tx).numpy(), ref._data, atol=1e-4)
-        row["torch eager"] = _median_us(tmodel, tx)
-        row["torch.jit.trace"] = _median_us(ttraced, tx)
-    out.append((name, batch, row))
+def render(res):
+    avx2 = any("ember_avx2" in v for v in res.values())
+    rows = []
+    for case, cols in res.items():
+        e, t, o = cols.get("ember", []), cols.get("torch", []), cols.get("ort", [])
+        samples = [{"sample": r.get(k)} for c in cols.values() for r in c
+                   for k in ("sample_eager", "sample_opt")]
+        same = {True: "yes", False: "**no**", None: "-"}[H.agree(samples)]
+        for batch in BATCHES:
+            ee, eo = H.metric(e, f"eager_{batch}", "median"), H.metric(e, f"opt_{batch}", "median")
+            te, to = H.metric(t, f"eager_{batch}", "median"), H.metric(t, f"opt_{batch}", "median")
+            oo = H.metric(o, f"opt_{batch}", "median")
+            row = [LABELS[case], batch, H.cell(ee), H.cell(te), H.ratio(ee, te),
+                   H.cell(eo), H.cell(to), H.cell(oo), H.ratio(eo, to),
+                   H.ratio(eo, oo)]
+            if avx2:
+                a = cols.get("ember_avx2", [])
+                ae, ao = (H.metric(a, f"eager_{batch}", "median"),
+                          H.metric(a, f"opt_{batch}", "median"))
+                row += ([f"{H.cell(ae)} / {H.cell(ao)}",
+                         f"{H.ratio(ae, te)} / {H.ratio(ao, oo)}"] if ae else ["", ""])
+            row.append(same)
+            rows.append(row)
+    head = ["model", "batch", "ember eager", "torch eager", "ratio", "ember traced + opt",
+            "torch frozen + opt", "onnxruntime", "opt / torch frozen", "opt / onnxruntime"]
+    if avx2:
+        head += ["ember forced AVX2 eager / opt", "ratios (/ torch eager, / ORT)"]
+    head.append("same outputs")
+    return {"inference": H.table(head, rows)}
 
 
 def main():
-    import torch
-    torch.set_num_threads(max(1, ember.get_num_threads()))
-    out = []
-    shapes = {"MLP": (1, 20), "LeNet-BN": (1, 1, 20, 20)}
-    for kind in ("MLP", "LeNet-BN"):
-        em, tm = models(kind)
-        for batch in (1, 64):
-            bench(kind, em, tm, shapes[kind], batch, out)
-    cols = ["ember eager", "traced", "traced+opt", "torch eager", "torch.jit.trace"]
-    print(f"{'model':10s} {'batch':>5s} " + " ".join(f"{c:>16s}" for c in cols)
-          + f" {'opt/eager':>10s}")
-    for name, batch, row in out:
-        print(f"{name:10s} {batch:5d} " + " ".join(f"{row[c]:14.1f}us" for c in cols)
-              + f" {row['traced+opt'] / row['ember eager']:10.2f}")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    H.add_worker_arguments(ap)
+    ap.add_argument("--only", default=None)
+    ap.add_argument("--onnx-dir", default=None)
+    args = ap.parse_args()
+    if args.worker:
+        H.emit(worker(args.worker, args.case, H.worker_options(args), args.onnx_dir))
+        return
+    opts = H.Options(quick=args.quick, repeats=args.repeats)
+    machine = H.machine_info()
+    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr),
+                  only=args.only.split(",") if args.only else None)
+    H.report(machine, {"inference": res}, render(res), args.json)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """Training steps with and without ember's freed-memory reuse (glibc mallopt), ember only.
 
 Usage: EMBER_MEMORY_REUSE=1 python benchmarks/memory_reuse.py [--steps 10] [--only lenet,mlp]
+                                                              [--threads N]  (default: ember's)
        EMBER_MEMORY_REUSE=0 python benchmarks/memory_reuse.py ...
 
 Run it once per setting, each in its own process (the setting is made at ``import ember``). Per
@@ -47,13 +48,14 @@ def measure(step, steps, warmup=3):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--only", default="lenet,mlp")
     args = ap.parse_args()
     import ember
-    ember.set_num_threads(args.threads)
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; threads: {args.threads}")
+    if args.threads is not None:
+        ember.set_num_threads(args.threads)
+    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; threads: {ember.get_num_threads()}")
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         print(f"{var} = {os.environ[var]!r}" if var in os.environ else f"{var} is not set")
     print(f"memory reuse: {ember.get_memory_reuse()}; {args.steps} steps after 3 warm-up")

@@ -1,82 +1,64 @@
-"""ONNX export benchmark: export time for the ResNet-style net and the LSTM word language model,
-then inference latency of onnxruntime vs ember eager vs ember traced (ember.jit) at batch 1 and
-64 for the LeNet (with BatchNorm) and the MLP. Models are the JIT test models (tests/jit).
+"""ONNX export time (ember alone): trace + convert + constant folding + checker, to memory.
 
-    python benchmarks/onnx_export.py [--repeat N]
+Usage: python benchmarks/onnx_export.py [--quick] [--repeats 3]
+       python benchmarks/onnx_export.py --worker ember --case export
+
+Models: the JIT test models ``resnet`` (ResNet-style net with batch norm) and ``lstm_lm`` (2-layer
+LSTM word language model, unrolled), tests/jit/models.py. Inference latency of the exported
+models in onnxruntime against ember and torch is in benchmarks/jit.py.
 """
 import argparse
 import io
 import os
 import sys
-import time
 
-import numpy as np
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness as H  # noqa: E402
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, ROOT)
-
-import ember  # noqa: E402
-import ember.onnx  # noqa: E402
-from tests.jit import models as M  # noqa: E402
+SCRIPT = "onnx_export.py"
+MODELS = ("resnet", "lstm_lm")
 
 
-def _best(fn, repeat):
-    fn()
-    times = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return min(times)
-
-
-def export_times(repeat):
-    rows = []
-    for name in ("resnet", "lstm_lm"):
+def worker(lib, case, opts):
+    import ember
+    import ember.onnx
+    from tests.jit import models as M
+    out = {"lib": lib, "case": case, "info": H.library_info(lib)}
+    for name in MODELS:
         m = M.MODELS[name]().eval()
         x = (M.example(m),)
-        t = _best(lambda: ember.onnx.export(m, x, io.BytesIO()), max(2, repeat // 10))
+        out[name] = H.measure(lambda: ember.onnx.export(m, x, io.BytesIO()), lib, opts)
         mp = ember.onnx.build_model(m, x)
-        rows.append((name, t * 1e3, len(mp.graph.node), len(mp.graph.initializer)))
-    print("export time (trace + convert + fold + check)")
-    print(f"  {'model':10s} {'ms':>8s} {'nodes':>6s} {'inits':>6s}")
-    for r in rows:
-        print(f"  {r[0]:10s} {r[1]:8.1f} {r[2]:6d} {r[3]:6d}")
+        out[name].update(nodes=len(mp.graph.node), initializers=len(mp.graph.initializer))
+    return out
 
 
-def latency(repeat):
-    import onnxruntime as ort
-    print("inference latency, best of %d (ms); ratios are ember / onnxruntime" % repeat)
-    print(f"  {'model':8s} {'batch':>5s} {'ort':>8s} {'eager':>8s} {'traced':>8s} "
-          f"{'eager/ort':>9s} {'traced/ort':>10s}")
-    for name in ("lenet_bn", "mlp"):
-        m = M.MODELS[name]().eval()
-        ex = M.example(m, batch=2)
-        buf = io.BytesIO()
-        ember.onnx.export(m, (ex,), buf, input_names=["x"], dynamic_axes={"x": [0]})
-        so = ort.SessionOptions()
-        so.intra_op_num_threads = 1
-        sess = ort.InferenceSession(buf.getvalue(), so, providers=["CPUExecutionProvider"])
-        traced = ember.jit.trace(m, (ex,))
-        for batch in (1, 64):
-            x = M.example(m, batch=batch)
-            feed = {"x": x.numpy()}
-            with ember.no_grad():
-                t_ort = _best(lambda: sess.run(None, feed), repeat)
-                t_eager = _best(lambda: m(x), repeat)
-                t_traced = _best(lambda: traced(x), repeat)
-                diff = float(np.max(np.abs(sess.run(None, feed)[0] - traced(x).numpy())))
-            print(f"  {name:8s} {batch:5d} {t_ort * 1e3:8.3f} {t_eager * 1e3:8.3f} "
-                  f"{t_traced * 1e3:8.3f} {t_eager / t_ort:9.1f} {t_traced / t_ort:10.1f}"
-                  f"   (max diff {diff:.1e})")
+def collect(opts, machine, log=None, only=None):
+    return H.run_matrix(SCRIPT, ["export"], {"ember": ("ember", None)}, opts, log)
+
+
+def render(res):
+    e = res.get("export", {}).get("ember", [])
+    rows = []
+    for name in MODELS:
+        nodes = next((r[name]["nodes"] for r in e if name in r), "-")
+        rows.append([name, H.cell(H.metric(e, name, "median")), H.cell(H.metric(e, name, "first")),
+                     nodes])
+    return {"onnx_export": H.table(["model", "export", "first export in the process",
+                                    "ONNX nodes"], rows)}
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--repeat", type=int, default=30)
-    a = p.parse_args()
-    export_times(a.repeat)
-    latency(a.repeat)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    H.add_worker_arguments(ap)
+    args = ap.parse_args()
+    if args.worker:
+        H.emit(worker(args.worker, args.case, H.worker_options(args)))
+        return
+    opts = H.Options(quick=args.quick, repeats=args.repeats)
+    machine = H.machine_info()
+    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr))
+    H.report(machine, {"onnx_export": res}, render(res), args.json)
 
 
 if __name__ == "__main__":

@@ -1,24 +1,39 @@
-"""Training-step speed: ember vs PyTorch eager, in the same run, float32, 2 threads by default.
+"""Training-step speed: ember vs PyTorch eager, each library in its own process, float32.
 
-Usage: python benchmarks/train_step.py [--threads 2] [--steps 20] [--only mlp,lenet,lm]
+Usage: python benchmarks/train_step.py [--quick] [--repeats 3] [--only mlp,lenet,lm,mlp_adam,lenet_cold]
+       python benchmarks/train_step.py --worker ember|torch --case lenet   (one process's side)
 
-Models (one optimizer step each: zero_grad, forward, cross-entropy, backward, SGD with momentum):
-  mlp    784-512-512-10 MLP, batch 128
-  lenet  LeNet-5 on 28x28 inputs, batch 64
-  lm     word language model: embedding 10000x200, 2-layer LSTM 200, seq 35, batch 20, decoder
-Prints ms per step (median of --steps after warm-up; ember and torch steps alternate so that
-both see the same machine load, each after a 30 ms busy-wait so it does not run next to the other
-library's still-spinning worker threads, see timing.settle) and the ember/torch ratio per model. Also
-reports whether OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (it never changes them). Not a
-test: nothing is asserted.
+Cases (one optimizer step each: zero_grad, forward, cross-entropy, backward, optimizer step):
+  mlp         784-512-512-10 MLP, batch 128, SGD with momentum
+  mlp_adam    the same with Adam (ember's Adam runs its fused one-pass update from 65536
+              elements; torch: ``Adam(fused=True)``)
+  lenet       LeNet-5 on 28x28 inputs, batch 64, SGD with momentum
+  lm          word language model: embedding 10000x200, 2-layer LSTM 200, seq 35, batch 20, decoder
+  lenet_cold  LeNet-5's first step in a fresh process with a fresh (empty) NUMBA_CACHE_DIR and
+              EMBER_CACHE_DIR: a new user's first call
+Each worker times steps back to back after warm-up (``_harness.measure``: for ember, until no
+background compile is pending) with the library's default thread settings, and reports the first
+step separately. Both libraries start from the same weights (``_harness.load_seeded``) and the
+first loss is compared. Nothing is asserted; see benchmarks/run_all.py for the README tables.
 """
 import argparse
 import os
-import statistics
+import shutil
+import sys
+import tempfile
 import time
 
-import numpy as np
-from timing import settle
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import _harness as H  # noqa: E402
+
+SCRIPT = "train_step.py"
+CASES = ("mlp", "mlp_adam", "lenet", "lm", "lenet_cold")
+QUICK_CASES = ("mlp", "lenet_cold")
+AVX2_CASES = ("lenet",)       # the ones that run ember's ISA-specific (direct conv) kernels
+LABELS = {"mlp": "MLP 784-512-512-10, batch 128, SGD momentum",
+          "mlp_adam": "MLP 784-512-512-10, batch 128, Adam (torch `fused=True`)",
+          "lenet": "LeNet-5 28x28, batch 64, SGD momentum",
+          "lm": "word LM (emb 10000x200, 2-layer LSTM 200, seq 35, batch 20), SGD momentum"}
 
 
 def mlp(nn):
@@ -48,49 +63,35 @@ def word_lm(nn):
     return LM()
 
 
-MODELS = {
-    "mlp": (mlp, lambda r: (r.standard_normal((128, 784)).astype(np.float32),
-                            r.integers(0, 10, 128))),
-    "lenet": (lenet, lambda r: (r.standard_normal((64, 1, 28, 28)).astype(np.float32),
-                                r.integers(0, 10, 64))),
-    "lm": (word_lm, lambda r: (r.integers(0, 10000, (35, 20)), r.integers(0, 10000, 700))),
-}
+def _data(shape_x, n_classes, n_y, tokens=False):
+    def make(r):
+        import numpy as np
+        x = (r.integers(0, 10000, shape_x) if tokens
+             else r.standard_normal(shape_x).astype(np.float32))
+        return x, r.integers(0, n_classes, n_y)
+    return make
 
 
-def time_steps(step, steps, warmup=3):
-    """Median ms of ``step`` over ``steps`` calls after ``warmup``."""
-    for _ in range(warmup):
-        step()
-    times = []
-    for _ in range(steps):
-        t = time.perf_counter()
-        step()
-        times.append(time.perf_counter() - t)
-    return statistics.median(times) * 1e3
+MODELS = {"mlp": (mlp, _data((128, 784), 10, 128)),
+          "lenet": (lenet, _data((64, 1, 28, 28), 10, 64)),
+          "lm": (word_lm, _data((35, 20), 10000, 700, tokens=True))}
 
 
-def time_interleaved(steps_by_name, steps, warmup=3):
-    """Median ms per step of each callable, run alternately so that both see the same machine
-    load (a busy machine slows both instead of skewing the ratio), each after ``settle``."""
-    for _ in range(warmup):
-        for fn in steps_by_name.values():
-            fn()
-    times = {k: [] for k in steps_by_name}
-    for _ in range(steps):
-        for k, fn in steps_by_name.items():
-            settle()
-            t = time.perf_counter()
-            fn()
-            times[k].append(time.perf_counter() - t)
-    return {k: statistics.median(v) * 1e3 for k, v in times.items()}
+def _case(case):
+    """(model name, optimizer name) of a case."""
+    return {"mlp_adam": ("mlp", "adam"), "lenet_cold": ("lenet", "sgd")}.get(case, (case, "sgd"))
 
 
-def ember_step(builder, x, y):
+def ember_step(builder, x, y, optimizer="sgd", seeded=False, losses=None):
+    """A callable running one ember training step (also used by memory_reuse.py)."""
     import ember
     from ember import nn, optim
     ember.manual_seed(0)
     model = builder(nn)
-    opt = optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if seeded:
+        H.load_seeded(model, ember.tensor)
+    opt = (optim.Adam(model.parameters(), lr=1e-3) if optimizer == "adam"
+           else optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     xt, yt = ember.tensor(x), ember.tensor(y)
 
     def step():
@@ -98,14 +99,19 @@ def ember_step(builder, x, y):
         loss = nn.functional.cross_entropy(model(xt), yt)
         loss.backward()
         opt.step()
+        if losses is not None and not losses:
+            losses.append(float(loss.item()))
     return step
 
 
-def torch_step(builder, x, y):
+def torch_step(builder, x, y, optimizer="sgd", seeded=False, losses=None):
     import torch
     torch.manual_seed(0)
     model = builder(torch.nn)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    if seeded:
+        H.load_seeded(model, torch.from_numpy)
+    opt = (torch.optim.Adam(model.parameters(), lr=1e-3, fused=True) if optimizer == "adam"
+           else torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9))
     xt, yt = torch.from_numpy(x), torch.from_numpy(y)
 
     def step():
@@ -113,37 +119,132 @@ def torch_step(builder, x, y):
         loss = torch.nn.functional.cross_entropy(model(xt), yt)
         loss.backward()
         opt.step()
+        if losses is not None and not losses:
+            losses.append(float(loss.item()))
     return step
+
+
+def worker(lib, case, opts):
+    import numpy as np
+    t0 = time.perf_counter()
+    if lib.startswith("ember"):
+        import ember  # noqa: F401
+    else:
+        import torch  # noqa: F401
+    import_ms = (time.perf_counter() - t0) * 1e3
+    name, optimizer = _case(case)
+    builder, data = MODELS[name]
+    x, y = data(np.random.default_rng(0))
+    losses = []
+    make = ember_step if lib.startswith("ember") else torch_step
+    step = make(builder, x, y, optimizer, seeded=True, losses=losses)
+    out = {"lib": lib, "case": case, "info": H.library_info(lib), "import_ms": import_ms}
+    if case == "lenet_cold":
+        # the first steps as a new user meets them, then (after waiting for the compiles) warm
+        times = []
+        for _ in range(5):
+            t = time.perf_counter()
+            step()
+            times.append((time.perf_counter() - t) * 1e3)
+        out["first_steps"] = times
+        out["cache_dirs"] = {v: os.environ.get(v) for v in ("NUMBA_CACHE_DIR", "EMBER_CACHE_DIR")}
+    out.update(H.measure(step, lib, opts))
+    out["loss"] = losses[:1]
+    return out
+
+
+# ----------------------------------------------------------------------------- runner
+def columns(avx512):
+    cols = {"ember": ("ember", None), "torch": ("torch", None)}
+    if avx512:
+        cols["ember_avx2"] = ("ember", {"EMBER_CPU_ISA": "avx2"})
+    return cols
+
+
+def collect(opts, machine, log=None, only=None):
+    cases = list(only or (QUICK_CASES if opts.quick else CASES))
+    warm = [c for c in cases if c != "lenet_cold"]
+    cols = columns(machine.get("host_isa") == "avx512")
+    plan = {"ember": warm, "torch": warm}
+    if "ember_avx2" in cols:
+        plan["ember_avx2"] = [c for c in warm if c in AVX2_CASES]
+    res = H.run_matrix(SCRIPT, plan, cols, opts, log) if warm else {}
+    if "lenet_cold" in cases:
+        res["lenet_cold"] = {"ember": [], "torch": []}
+        for r in range(opts.repeats):
+            for lib in (("ember", "torch") if r % 2 == 0 else ("torch", "ember")):
+                tmp = tempfile.mkdtemp(prefix="ember-cold-")
+                try:
+                    env = {"NUMBA_CACHE_DIR": os.path.join(tmp, "numba"),
+                           "EMBER_CACHE_DIR": os.path.join(tmp, "ember")}
+                    out = H.spawn(SCRIPT, lib, "lenet_cold", opts, env)
+                finally:
+                    shutil.rmtree(tmp, ignore_errors=True)
+                res["lenet_cold"][lib].append(out)
+                if log:
+                    log(f"  {SCRIPT} lenet_cold {lib} #{r + 1}: " + out.get("error", "ok"))
+    return res
+
+
+def render(res):
+    """{"train_step": markdown, "first_step": markdown} from ``collect``'s results."""
+    out = {}
+    rows = []
+    avx2 = any("ember_avx2" in v for v in res.values())
+    for case, cols in res.items():
+        if case == "lenet_cold":
+            continue
+        e, t = H.metric(cols.get("ember", []), "median"), H.metric(cols.get("torch", []), "median")
+        row = [LABELS[case], H.cell(e), H.cell(t), H.ratio(e, t),
+               H.cell(H.metric(cols.get("ember", []), "first")),
+               H.cell(H.metric(cols.get("torch", []), "first"))]
+        if avx2:
+            a = H.metric(cols.get("ember_avx2", []), "median")
+            row += [H.cell(a), H.ratio(a, t)] if a else ["", ""]
+        loss = H.agree([{"sample": r.get("loss")} for c in cols.values() for r in c])
+        row.append({True: "yes", False: "**no**", None: "-"}[loss])
+        rows.append(row)
+    head = ["model", "ember", "torch", "ratio", "ember 1st step", "torch 1st step"]
+    if avx2:
+        head += ["ember, forced AVX2", "ratio"]
+    head.append("same 1st loss")
+    if rows:
+        out["train_step"] = H.table(head, rows)
+    cold = res.get("lenet_cold")
+    if cold:
+        rows = []
+        for lib in ("ember", "torch"):
+            rs = [r for r in cold.get(lib, []) if "first_steps" in r]
+            first = H.spread([r["first_steps"][0] for r in rs])
+            nxt = H.spread([max(r["first_steps"][1:]) for r in rs])
+            excess = H.spread([r["first_steps"][0] - r["median"] for r in rs])
+            comp = H.metric(rs, "compiles")
+            compiles = "-"
+            if lib == "ember" and comp is not None:
+                compiles = (f"{comp['median']:.0f} kernels, "
+                            f"{H.cell(H.scaled(H.metric(rs, 'compile_s'), 1e3))}")
+            rows.append([lib, H.cell(H.metric(rs, "import_ms")), H.cell(first),
+                         H.cell(nxt), H.cell(H.metric(rs, "median")), H.cell(excess),
+                         compiles])
+        out["first_step"] = H.table(["library", "import (NumPy already imported)", "1st step", "slowest of steps 2-5",
+                                     "warm step", "1st step - warm step",
+                                     "background compiles (one thread)"], rows)
+    return out
 
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--threads", type=int, default=2)
-    ap.add_argument("--steps", type=int, default=20)
-    ap.add_argument("--only", default="mlp,lenet,lm")
+    H.add_worker_arguments(ap)
+    ap.add_argument("--only", default=None)
     args = ap.parse_args()
-    import ember
-    ember.set_num_threads(args.threads)
-    try:
-        import torch
-        torch.set_num_threads(args.threads)
-    except ImportError:
-        torch = None
-    for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
-        print(f"{var} = {os.environ[var]!r}" if var in os.environ else f"{var} is not set")
-    print(f"threads: {args.threads}; median of {args.steps} steps after 3 warm-up steps")
-    print(f"{'model':8s} {'ember ms':>10s} {'torch ms':>10s} {'ratio':>7s}")
-    for name in args.only.split(","):
-        builder, data = MODELS[name]
-        x, y = data(np.random.default_rng(0))
-        if torch is not None:
-            r = time_interleaved({"ember": ember_step(builder, x, y),
-                                  "torch": torch_step(builder, x, y)}, args.steps)
-            e, t = r["ember"], r["torch"]
-            print(f"{name:8s} {e:10.2f} {t:10.2f} {e / t:7.2f}")
-        else:
-            e = time_steps(ember_step(builder, x, y), args.steps)
-            print(f"{name:8s} {e:10.2f} {'-':>10s} {'-':>7s}")
+    if args.worker:
+        H.emit(worker(args.worker, args.case, H.worker_options(args)))
+        return
+    opts = H.Options(quick=args.quick, repeats=args.repeats)
+    machine = H.machine_info()
+    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr),
+                  only=args.only.split(",") if args.only else None)
+    H.report(machine, {"train_step": res}, render(res), args.json)
 
 
 if __name__ == "__main__":
