@@ -7,8 +7,10 @@ Usage: ember run -n 2 benchmarks/distributed.py [--repeat 15] [--sizes 1e3,1e5,1
 all_reduce: the ember tensor wraps the very ndarray mpi4py is given, so both reduce the same
 memory. Calls alternate (ember then mpi4py, then the other way round) and each figure is the median
 over ``--repeat`` rounds, so load on a shared machine slows both sides rather than skewing the
-ratio; the per-round ratios' interquartile range shows the spread. Per message size (bytes,
+ratio; the per-round ratios' interquartile range shows the spread, and the overhead of the
+fastest rounds ("of mins") is the figure least moved by other load. Per message size (bytes,
 float32): microseconds per call for each, ember's overhead in percent, and the algorithm bandwidth.
+First, ember's own cost per call, on a group of one rank where MPI has nothing to do.
 
 DDP: a 2.1 M-parameter MLP, 64 samples per rank. On rank 0 alone (the other ranks idle without
 polling) the plain module's step on 64 samples (T1) and on the global batch; then the DDP step
@@ -34,7 +36,7 @@ def bench_all_reduce(sizes, repeat, comm, rank):
     from mpi4py import MPI
     if rank == 0:
         print(f"{'bytes':>10} {'ember us':>10} {'mpi4py us':>10} {'overhead':>9} "
-              f"{'per-round IQR':>16} {'GB/s':>7}")
+              f"{'per-round IQR':>16} {'of mins':>9} {'GB/s':>7}")
     for nbytes in sizes:
         n = max(1, int(nbytes) // 4)
         arr = np.zeros(n, np.float32)   # zeros: the sums stay finite
@@ -67,7 +69,38 @@ def bench_all_reduce(sizes, repeat, comm, rank):
         q1, q3 = ratios[len(ratios) // 4], ratios[(3 * len(ratios)) // 4]
         if rank == 0:
             print(f"{n * 4:>10} {e * 1e6:>10.1f} {m * 1e6:>10.1f} {100 * (e / m - 1):>8.1f}% "
-                  f"{100 * q1:>7.1f}%..{100 * q3:.1f}% {n * 4 / e / 1e9:>7.2f}", flush=True)
+                  f"{100 * q1:>7.1f}%..{100 * q3:.1f}% {100 * (min(te) / min(tm) - 1):>8.1f}% "
+                  f"{n * 4 / e / 1e9:>7.2f}", flush=True)
+
+
+def bench_wrapper(comm, rank):
+    """ember's Python cost per all_reduce call, without MPI's: on a group of rank 0 alone, where
+    MPI_Allreduce(MPI_IN_PLACE) has nothing to do."""
+    from mpi4py import MPI
+    solo = dist.new_group([0])
+    if rank == 0:
+        t = ember.zeros(256)
+        arr = t._data
+        per_e, per_m = [], []
+        for _ in range(7):
+            s = time.perf_counter()
+            for _ in range(20000):
+                dist.all_reduce(t, group=solo)
+            per_e.append((time.perf_counter() - s) / 20000)
+            s = time.perf_counter()
+            for _ in range(20000):
+                solo.comm.Allreduce(MPI.IN_PLACE, arr, MPI.SUM)
+            per_m.append((time.perf_counter() - s) / 20000)
+        e, m = min(per_e), min(per_m)
+        print(f"per call, on one rank (no communication): ember all_reduce {e * 1e6:.2f} us, "
+              f"mpi4py Allreduce {m * 1e6:.2f} us: ember adds {(e - m) * 1e6:.2f} us", flush=True)
+        for r in range(1, comm.Get_size()):
+            comm.send(None, dest=r, tag=98)
+    else:
+        while not comm.Iprobe(source=0, tag=98):
+            time.sleep(0.005)
+        comm.recv(source=0, tag=98)
+    dist.destroy_process_group(solo)
 
 
 def _mlp():
@@ -153,6 +186,7 @@ def main():
     if rank == 0:
         print(f"{size} ranks, load average {os.getloadavg()[0]:.2f}", flush=True)
     if args.part in ("all", "allreduce"):
+        bench_wrapper(comm, rank)
         bench_all_reduce([float(s) for s in args.sizes.split(",")], args.repeat, comm, rank)
     if args.part in ("all", "ddp"):
         bench_ddp(args.repeat, comm, rank, size)
