@@ -28,7 +28,7 @@ test: $(STAMP)
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
 
 bench: $(STAMP)
-	$(PY) benchmarks/eager_overhead.py
+	$(PY) benchmarks/run_all.py
 
 gen: $(STAMP)
 	$(PY) tools/gen_autograd.py
