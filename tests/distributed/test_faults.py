@@ -72,6 +72,7 @@ def test_ember_run_launches_ranks_and_aborts_on_failure():
     assert "not stopped" not in p.stdout
 
 
+@pytest.mark.slow  # two short trainings on 2 ranks: ~6 s
 def test_ember_run_trains_the_example_and_checkpoints(tmp_path):
     mpiexec()
     ckpt = tmp_path / "ck.safetensors"
