@@ -191,8 +191,8 @@ def render(res):
             ie, io = H.metric(imp, f"eager_{batch}", "median"), \
                 H.metric(imp, f"opt_{batch}", "median")
             oo, eo = H.metric(o, f"opt_{batch}", "median"), H.metric(e, f"opt_{batch}", "median")
-            rows.append([LABELS[case], batch, H.cell(ie, "us"), H.cell(io, "us"),
-                         H.cell(eo, "us"), H.cell(oo, "us"), H.ratio(ie, oo), H.ratio(io, oo),
+            rows.append([LABELS[case], batch, H.cell(ie), H.cell(io),
+                         H.cell(eo), H.cell(oo), H.ratio(ie, oo), H.ratio(io, oo),
                          H.ratio(io, eo), same])
     head = ["model", "batch", "ember imported", "imported traced + opt", "ember traced + opt",
             "onnxruntime", "imported / ORT", "imported opt / ORT", "imported opt / ember opt",
