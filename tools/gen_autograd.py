@@ -362,8 +362,14 @@ def emit_function(op, w):
         tensors = f"tuple({tnames[0]})" if op.list_input else f"({''.join(t + ', ' for t in tnames)})"
         call = f"dispatch(_op_{op.name}, {tensors}, ({''.join(c + ', ' for c in cnames)}))"
         if e.get("inplace_arg"):
+            # in place, the backward must not save the input that copy_ then overwrites:
+            # the op runs on a clone (torch saves the result instead)
+            x = names[0]
+            w(f"    if inplace and getattr({x}, 'requires_grad', False):")
+            w(f"        {x}_saved = {x}.clone()")
+            w(f"        return {x}.copy_({call.replace(x, x + '_saved', 1)})")
             w(f"    out = {call}")
-            w(f"    return {names[0]}.copy_(out) if inplace else out")
+            w(f"    return {x}.copy_(out) if inplace else out")
         else:
             w(f"    return {call}")
     w("")

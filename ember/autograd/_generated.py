@@ -6851,11 +6851,17 @@ def relu_(self):
 
 def leaky_relu(input, negative_slope=0.01, inplace=False):
     """leaky_relu (see torch.leaky_relu)."""
+    if inplace and getattr(input, 'requires_grad', False):
+        input_saved = input.clone()
+        return input.copy_(dispatch(_op_leaky_relu, (input_saved, ), (negative_slope, )))
     out = dispatch(_op_leaky_relu, (input, ), (negative_slope, ))
     return input.copy_(out) if inplace else out
 
 def elu(input, alpha=1.0, inplace=False):
     """elu (see torch.elu)."""
+    if inplace and getattr(input, 'requires_grad', False):
+        input_saved = input.clone()
+        return input.copy_(dispatch(_op_elu, (input_saved, ), (alpha, )))
     out = dispatch(_op_elu, (input, ), (alpha, ))
     return input.copy_(out) if inplace else out
 
@@ -6877,6 +6883,9 @@ def softplus(input, beta=1.0, threshold=20.0):
 
 def hardtanh(input, min_val=-1.0, max_val=1.0, inplace=False):
     """hardtanh (see torch.hardtanh)."""
+    if inplace and getattr(input, 'requires_grad', False):
+        input_saved = input.clone()
+        return input.copy_(dispatch(_op_hardtanh, (input_saved, ), (min_val, max_val, )))
     out = dispatch(_op_hardtanh, (input, ), (min_val, max_val, ))
     return input.copy_(out) if inplace else out
 
