@@ -4,7 +4,11 @@
 Every case is loaded with ``prepare`` (the importer's load-time checks: op, opset, attributes,
 dtypes); a case the importer accepts must produce the expected outputs (values within the case's
 rtol/atol, same dtype and shape), except the few listed in KNOWN_FAILURES with the reason.
-The pass rate over all cases is printed (run with -s to see it)."""
+Every case the importer refuses must match a pattern of backend_excluded.yaml, which says why.
+The pass rate over all cases, and the refused cases by reason, are printed (run with -s)."""
+import collections
+import fnmatch
+import os
 import warnings
 
 import numpy as np
@@ -58,11 +62,26 @@ def _compare(g, e, case):
         np.testing.assert_array_equal(g, e)
 
 
+def _excluded():
+    """[(pattern, op, why)] from backend_excluded.yaml."""
+    import yaml
+    path = os.path.join(os.path.dirname(__file__), "backend_excluded.yaml")
+    with open(path, encoding="utf-8") as f:
+        entries = yaml.safe_load(f) or []
+    return [(e["pattern"], e.get("op"), e["why"]) for e in entries]
+
+
+def _reason(problems):
+    """A refused case's first problem as 'op: reason' (numbers kept: they name dtypes)."""
+    op, _opset, _node, attr, why = problems[0]
+    return f"{op}: " + (f"attribute '{attr}' {why}" if attr else why)
+
+
 def _run_case(case):
     try:
         rep = backend.prepare(case.model)
-    except UnsupportedOnnxError:
-        return "unsupported", None
+    except UnsupportedOnnxError as e:
+        return "unsupported", _reason(e.problems)
     except OnnxImportError as e:
         return "unsupported", str(e)
     try:
@@ -105,12 +124,36 @@ def test_node_tests_pass_where_the_importer_accepts_the_model():
     print(f"\nONNX backend node tests: {passed}/{total} passed ({100 * passed / total:.1f}%); "
           f"{passed}/{accepted} of the cases the importer accepts; "
           f"{op_passed}/{len(op_cases)} of the cases whose ops are all registered")
+    refused = {k: m for k, (s, m, _) in results.items() if s == "unsupported"}
+    by_reason = collections.Counter(refused.values())
+    for why, n in by_reason.most_common():
+        print(f"  refused {n:3d}: {why}")
     failures = {k: m for k, (s, m, _) in results.items()
                 if s == "fail" and k not in KNOWN_FAILURES}
     assert not failures, "\n".join(f"{k}: {m}" for k, m in sorted(failures.items()))
     stale = [k for k in KNOWN_FAILURES if results.get(k, ("pass",))[0] != "fail"]
     assert not stale, f"KNOWN_FAILURES entries that no longer fail (remove them): {stale}"
+    _check_excluded(refused)
     _check_core_ops(results)
+
+
+def _check_excluded(refused):
+    """Every refused case is explained by a pattern of backend_excluded.yaml (whose op, where
+    given, is the op refused), and every pattern still matches a refused case."""
+    excluded = _excluded()
+    unexplained = []
+    used = set()
+    for name, why in sorted(refused.items()):
+        hit = [p for p, op, _ in excluded if fnmatch.fnmatchcase(name, p) and
+               (op is None or (why or "").startswith(f"{op}:"))]
+        if not hit:
+            unexplained.append(f"{name}: {why}")
+        used.update(hit)
+    assert not unexplained, ("refused cases that backend_excluded.yaml does not explain (add a "
+                             "pattern with the reason, or support them):\n" +
+                             "\n".join(unexplained))
+    stale = [p for p, _, _ in excluded if p not in used]
+    assert not stale, f"backend_excluded.yaml patterns that match no refused case: {stale}"
 
 
 def _check_core_ops(results):
@@ -128,6 +171,16 @@ def _check_core_ops(results):
                  "test_lstm_defaults", "test_gru_defaults", "test_simple_rnn_defaults", "test_if",
                  "test_loop11", "test_scan9_sum", "test_resize_upsample_sizes_nearest"):
         assert results[name][0] == "pass", (name, results[name])
+
+
+def test_a_refusal_without_a_listed_reason_fails():
+    """The exclusion check itself: an unexplained refusal, and a stale pattern, are errors."""
+    with pytest.raises(AssertionError, match="does not explain"):
+        _check_excluded({"test_image_decoder_x": "ImageDecoder: no importer for this op",
+                         "test_new_op": "NewOp: no importer for this op"})
+    with pytest.raises(AssertionError, match="match no refused case"):
+        _check_excluded({})
+    _check_excluded({"test_image_decoder_x": "ImageDecoder: no importer for this op"})
 
 
 def test_supports_device():

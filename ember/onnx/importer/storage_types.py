@@ -182,8 +182,17 @@ def cast(x, to, saturate=True, round_mode="up"):
     s = TABLE.get(to)
     if s is None:
         return x.to(ember_dtype_of(to))
-    import onnx
     arr = x.detach().numpy()
+    with np.errstate(invalid="ignore", over="ignore"):   # out of range: as NumPy converts
+        y = _cast_np(arr, s, saturate, round_mode)
+    out = ember.tensor(y.astype(s.wide.numpy))
+    if s.is_float and x.requires_grad and x.dtype.is_floating_point:
+        return x.to(ember.float32) + (out - x.to(ember.float32)).detach()
+    return out
+
+
+def _cast_np(arr, s, saturate, round_mode):
+    import onnx
     if s.name.startswith("FLOAT8E") and s.name != "FLOAT8E8M0" and saturate:
         y = onnx.numpy_helper.saturate_cast(arr, s.np_dtype)
     elif s.name == "FLOAT8E8M0":
@@ -191,7 +200,4 @@ def cast(x, to, saturate=True, round_mode="up"):
                                             round_mode).astype(s.np_dtype)
     else:
         y = arr.astype(s.np_dtype)
-    out = ember.tensor(y.astype(s.wide.numpy))
-    if s.is_float and x.requires_grad and x.dtype.is_floating_point:
-        return x.to(ember.float32) + (out - x.to(ember.float32)).detach()
-    return out
+    return y
