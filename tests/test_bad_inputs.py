@@ -435,11 +435,13 @@ _LAYER_ARGS = {
     "Unfold": (2,), "MaxUnpool1d": (2,), "MaxUnpool2d": (2,), "MaxUnpool3d": (2,),
     "FractionalMaxPool2d": (1, 1), "FractionalMaxPool3d": (1, 1), "LinearCrossEntropyLoss": (3, 2),
     "AdaptiveLogSoftmaxWithLoss": (8, 4, [2]), "TransformerDecoderLayer": (4, 2, 8),
+    "LazyConv1d": (2, 3), "LazyConv2d": (2, 3), "LazyConv3d": (2, 3),
+    "LazyConvTranspose1d": (2, 3), "LazyConvTranspose2d": (2, 3), "LazyConvTranspose3d": (2, 3),
 }
-# containers (they run the user's modules), abstract bases, and LazyLinear (UnsupportedError)
+# containers (they run the user's modules) and abstract bases
 _NOT_LAYERS = {"Module", "Sequential", "ModuleList", "ModuleDict", "ParameterList",
-               "ParameterDict", "TransformerEncoder", "RNNBase", "RNNCellBase", "LazyLinear",
-               "TransformerDecoder", "Transformer"}
+               "ParameterDict", "TransformerEncoder", "RNNBase", "RNNCellBase",
+               "TransformerDecoder", "Transformer", "LazyModuleMixin"}
 
 
 def _layers():

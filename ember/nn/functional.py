@@ -416,12 +416,32 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
-    """Instance normalisation: per sample and channel (running statistics not supported)."""
+    """Instance normalisation: per sample and channel. With running statistics given, training
+    (``use_input_stats``) moves them towards the batch average of the instances' mean and
+    unbiased variance; otherwise they normalise, as torch."""
     n, c = input.shape[:2]
-    y = G.group_norm(G.reshape(input, (1, n * c) + tuple(input.shape[2:])), n * c, None, None,
-                     eps)
-    y = G.reshape(y, tuple(input.shape))
     shp = (1, c) + (1,) * (input.dim() - 2)
+    if use_input_stats:
+        y = G.group_norm(G.reshape(input, (1, n * c) + tuple(input.shape[2:])), n * c, None,
+                         None, eps)
+        y = G.reshape(y, tuple(input.shape))
+        if running_mean is not None or running_var is not None:
+            dims = tuple(range(2, input.dim()))
+            with no_grad():
+                x = input.detach()
+                if running_mean is not None:
+                    m = G.mean(G.mean(x, dims, False), (0,), False)
+                    running_mean.copy_(G.add(G.mul(running_mean, 1 - momentum),
+                                             G.mul(m, momentum)))
+                if running_var is not None:
+                    v = G.mean(G.var(x, dims, correction=1), (0,), False)
+                    running_var.copy_(G.add(G.mul(running_var, 1 - momentum), G.mul(v, momentum)))
+    else:
+        if running_mean is None or running_var is None:
+            raise EmberValueError("instance_norm: expected running_mean and running_var to be "
+                                  "defined when use_input_stats is false")
+        y = G.div(G.sub(input, G.reshape(running_mean, shp)),
+                  G.sqrt(G.add(G.reshape(running_var, shp), eps)))
     if weight is not None:
         y = G.mul(y, G.reshape(weight, shp))
     if bias is not None:

@@ -1,4 +1,5 @@
-"""``Parameter``: a Tensor that a Module registers as one of its parameters, and ``Buffer``."""
+"""``Parameter``: a Tensor that a Module registers as one of its parameters, ``Buffer``, and
+the lazy modules' placeholders ``UninitializedParameter`` / ``UninitializedBuffer``."""
 import numpy as np
 
 from ember.tensor import Tensor
@@ -47,5 +48,31 @@ class Buffer(Tensor):
         return b
 
 
-class UninitializedParameter(Parameter):
-    """Not supported by ember (lazy modules); present so that isinstance checks import."""
+class _Uninitialized:
+    """A placeholder whose shape is not known yet (a lazy module's, before its first call)."""
+    __slots__ = ()
+
+    def materialize(self, value):
+        """Take the shape, dtype and values of ``value`` in place (the object stays the same,
+        so an optimizer holding it sees the real parameter) and become a plain
+        Parameter / Tensor."""
+        self.data = value
+        self.__class__ = self.cls_to_become
+
+    def __repr__(self):
+        return f"<{type(self).__name__}>"
+
+
+class UninitializedParameter(_Uninitialized, Parameter):
+    """A parameter whose shape is not known yet (see ember.nn.modules.lazy)."""
+    __slots__ = ()
+    cls_to_become = Parameter
+
+
+class UninitializedBuffer(_Uninitialized, Tensor):
+    """A buffer whose shape is not known yet (see ember.nn.modules.lazy)."""
+    __slots__ = ()
+    cls_to_become = Tensor
+
+    def __new__(cls, requires_grad=False):
+        return cls._make(np.empty((0,), np.float32))

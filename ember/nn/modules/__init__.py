@@ -11,7 +11,12 @@ from ember.nn.modules.conv import (Conv1d, Conv2d, Conv3d, ConvTranspose1d, Conv
                                    ConvTranspose3d)
 from ember.nn.modules.dropout import (AlphaDropout, Dropout, Dropout1d, Dropout2d, Dropout3d,
                                       FeatureAlphaDropout)
-from ember.nn.modules.linear import Bilinear, Flatten, Identity, LazyLinear, Linear, Unflatten
+from ember.nn.modules.linear import Bilinear, Flatten, Identity, Linear, Unflatten
+from ember.nn.modules.lazy import (LazyBatchNorm1d, LazyBatchNorm2d, LazyBatchNorm3d, LazyConv1d,
+                                   LazyConv2d, LazyConv3d, LazyConvTranspose1d,
+                                   LazyConvTranspose2d, LazyConvTranspose3d, LazyInstanceNorm1d,
+                                   LazyInstanceNorm2d, LazyInstanceNorm3d, LazyLinear,
+                                   LazyModuleMixin)
 from ember.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLoss,
                                    CrossEntropyLoss, GaussianNLLLoss, HingeEmbeddingLoss,
                                    HuberLoss, KLDivLoss, L1Loss, MarginRankingLoss, MSELoss,
@@ -45,7 +50,7 @@ from ember.nn.modules.transformer import (MultiheadAttention, Transformer, Trans
                                           TransformerEncoderLayer)
 # torch.nn.modules.<name> paths torch code reaches classes through (re-exports)
 from ember.nn.modules import (batchnorm, channelshuffle, distance, flatten, fold,  # noqa: F401,E402
-                              instancenorm, padding, pixelshuffle, upsampling)
+                              instancenorm, lazy, padding, pixelshuffle, upsampling)
 
 
 def _check_forwards():

@@ -7,7 +7,6 @@ from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter
-from ember.errors import UnsupportedError
 
 
 def _empty(*shape, dtype=None):
@@ -51,13 +50,6 @@ class Linear(Module):
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "
                 f"bias={self.bias is not None}")
-
-
-class LazyLinear(Linear):
-    """Not supported: ember needs in_features up front."""
-
-    def __init__(self, *args, **kwargs):
-        raise UnsupportedError("ember does not support lazy modules; use nn.Linear")
 
 
 class Bilinear(Module):

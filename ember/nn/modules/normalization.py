@@ -113,7 +113,9 @@ class _InstanceNorm(_NormBase):
     def forward(self, input):
         unb = input.dim() == self._nd + 1
         x = input.unsqueeze(0) if unb else input
-        y = F.instance_norm(x, None, None, self.weight, self.bias, True, self.momentum, self.eps)
+        y = F.instance_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
+                            self.training or not self.track_running_stats,
+                            0.0 if self.momentum is None else self.momentum, self.eps)
         return y.squeeze(0) if unb else y
 
 
