@@ -164,3 +164,19 @@ def torch_sharded_range(start, end, shard=True):
         def __iter__(self):
             return iter(_shard(start, end, td.get_worker_info() if shard else None))
     return TorchShardedRange()
+
+
+def _unpickle_elsewhere(pid):
+    if os.getpid() != pid:
+        raise ImportError("this dataset cannot be loaded in another process")
+    return LoadsOnlyHere()
+
+
+class LoadsOnlyHere(Squares):
+    """Unpickling it in another process fails (as a class a 'spawn' worker cannot import)."""
+
+    def __init__(self):
+        super().__init__(4)
+
+    def __reduce__(self):
+        return _unpickle_elsewhere, (os.getpid(),)

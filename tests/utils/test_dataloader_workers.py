@@ -15,7 +15,8 @@ import numpy as np
 import pytest
 
 import ember
-from ember.errors import EmberError, EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.errors import (EmberError, EmberKeyError, EmberRuntimeError, EmberTypeError,
+                          EmberValueError)
 from ember.utils.data import DataLoader, TensorDataset, get_worker_info
 from ember.utils.data import _loader_iter
 from tests.utils import _loader_datasets as D
@@ -214,6 +215,14 @@ def test_worker_exception_shows_traceback_and_shuts_down():
     assert len(seen) == 3 and not any(_alive(p) for p in pids)
     with pytest.raises(StopIteration):
         next(it)
+    persistent = _loader(D.FailsAt(4, bad=3), batch_size=2, num_workers=2,
+                         persistent_workers=True)
+    for _ in range(2):  # each epoch after a failed one starts new workers
+        it = iter(persistent)
+        pids = it.worker_pids
+        with pytest.raises(ValueError, match="sample 3 is unreadable"):
+            list(it)
+        assert not any(_alive(p) for p in pids)
     with pytest.raises(EmberKeyError, match="caught KeyError in worker process 0"):
         list(_loader(D.Squares(4), batch_size=2, num_workers=1,
                      collate_fn=lambda b: {}["missing"]))
@@ -263,6 +272,9 @@ def test_spawn_workers():
     with pytest.raises(EmberRuntimeError, match="define them at module level"):
         iter(DataLoader(ds, num_workers=1, multiprocessing_context="spawn",
                         collate_fn=lambda b: b))
+    with pytest.raises(EmberRuntimeError, match="caught ImportError in worker process 0"):
+        list(DataLoader(D.LoadsOnlyHere(), num_workers=1, multiprocessing_context="spawn",
+                        timeout=HARD_TIMEOUT_S / 2))
 
 
 def test_arguments_checked_as_torch():

@@ -207,12 +207,9 @@ class Resume:
 
 
 def _seed_worker(base_seed, worker_id):
-    """One thread for ember's loops and BLAS (as torch's workers run ``set_num_threads(1)``);
-    seed Python's ``random``, ember's default generator and NumPy's global RNG as torch seeds
-    its workers (NumPy from a SeedSequence of (worker_id, base_seed), as torch does)."""
+    """Seed Python's ``random``, ember's default generator and NumPy's global RNG as torch
+    seeds its workers (NumPy from a SeedSequence of (worker_id, base_seed), as torch does)."""
     from ember import random as ember_random
-    from ember.kernels.threads import set_num_threads
-    set_num_threads(1)
     seed = base_seed + worker_id
     random.seed(seed)
     ember_random.manual_seed(seed)
@@ -274,9 +271,8 @@ def worker_loop(spec, index_queue, result_conn, done_event, worker_id, num_worke
             if done_event.is_set() or ended:
                 continue
             task, index = msg
-            if init_error is not None:
+            if init_error is not None:  # worker_init_fn (or iter(dataset)) failed
                 sender.send("error", task, init_error)
-                init_error = None
                 continue
             try:
                 sender.send("data", task, fetcher.fetch(index))
@@ -288,7 +284,6 @@ def worker_loop(spec, index_queue, result_conn, done_event, worker_id, num_worke
                 sender.send("stop", task)
             except Exception:
                 sender.send("error", task, _error_text())
-            del msg, index
     except KeyboardInterrupt:  # the loader's process gets it too and shuts workers down
         pass
     finally:
