@@ -24,6 +24,8 @@ from ember.errors import EmberRuntimeError, EmberTypeError, UnsupportedError
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TIMEOUT = 60
 METHODS = ["fork", "spawn"]
+# spawn starts a fresh interpreter per child (about a second each on a loaded 2-core machine)
+START_METHODS = ["fork", pytest.param("spawn", marks=pytest.mark.slow)]
 
 
 def _run(ctx, target, *args, n=1, timeout=TIMEOUT):
@@ -145,7 +147,7 @@ def _see_and_write(i, t, v, ready, go, out):
     v.fill_(9.0)  # a view: lands in t
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", START_METHODS)
 def test_parent_and_child_see_each_others_writes(method):
     ctx = mp.get_context(method)
     t = ember.zeros(4).share_memory_()
@@ -181,7 +183,7 @@ def _send_back(i, q, ack, out):
     out.put(t.tolist())
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", START_METHODS)
 def test_queue_passes_tensors_through_shared_memory(method):
     ctx = mp.get_context(method)
     q, done = ctx.Queue(), ctx.Queue()
@@ -244,7 +246,7 @@ def _train_head(rank, model, steps):
         opt.step()
 
 
-@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize("method", START_METHODS)
 def test_hogwild_updates_of_each_process_land_in_the_shared_model(method):
     ember.manual_seed(0)
     model = _TwoHeads()
@@ -288,13 +290,13 @@ def _spawned(i, t, fail):
 
 
 def test_spawn_runs_fn_with_index_and_shares_tensors():
-    t = ember.zeros(3).share_memory_()
-    ctx = mp.spawn(_spawned, args=(t, None), nprocs=3, join=False)
-    assert isinstance(ctx, mp.ProcessContext) and len(ctx.pids()) == 3
+    t = ember.zeros(2).share_memory_()
+    ctx = mp.spawn(_spawned, args=(t, None), nprocs=2, join=False)
+    assert isinstance(ctx, mp.ProcessContext) and len(ctx.pids()) == 2
     end = time.monotonic() + TIMEOUT
     while not ctx.join(timeout=1):
         assert time.monotonic() < end, "spawned processes did not finish"
-    assert t.tolist() == [1.0, 2.0, 3.0]
+    assert t.tolist() == [1.0, 2.0]
 
 
 def test_spawn_raises_a_child_exception_with_its_index_and_traceback():
