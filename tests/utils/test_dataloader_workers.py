@@ -300,3 +300,11 @@ def test_arguments_checked_as_torch():
         warnings.simplefilter("always")
         got = [b[1].tolist() for b in _loader(ds, batch_size=2, num_workers=1, pin_memory=True)]
     assert got == [[0, 1], [2, 3]] and any("pin_memory" in str(x.message) for x in w)
+
+
+def test_torch_submodule_paths():
+    import ember.utils.data as data
+    from ember.utils.data import dataloader, dataset, sampler
+    for mod in (dataloader, dataset, sampler):
+        assert all(getattr(mod, n) is getattr(data, n) for n in mod.__all__)
+    assert dataloader.get_worker_info is get_worker_info
