@@ -217,6 +217,7 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
                 pass
             else:
                 g.comm.Allreduce(_IN_PLACE[0], arr, mop)
+                _State.exit_status = None  # as _world(): the program went on after a SystemExit
                 if avg:
                     arr /= len(g.ranks)
                 tensor._bump()

@@ -22,8 +22,9 @@ def test_rank_calling_sys_exit_aborts_every_rank_under_plain_mpiexec():
     assert "not stopped" not in p.stdout
 
 
-def test_clean_sys_exit_on_every_rank_is_not_aborted():
-    p = run_ranks("fail.py", 2, "exit0", timeout=30)
+@pytest.mark.parametrize("mode", ["exit0", "exit_caught"])
+def test_clean_sys_exit_on_every_rank_is_not_aborted(mode):
+    p = run_ranks("fail.py", 2, mode, timeout=30)
     assert "aborting" not in p.stderr and p.stdout.count("was not stopped") == 2, p.stdout
 
 
