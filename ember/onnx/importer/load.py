@@ -92,14 +92,48 @@ class _Node:
         self.narrow = narrow   # [(output index, ONNX type)] of outputs of a simulated type
 
 
+def _mentions_wide_types(model):
+    """Whether any declared type, initializer, tensor attribute or dtype-valued attribute of
+    the model (subgraphs included) is a storage type or STRING."""
+    import onnx
+    special = set(st.TABLE) | {_STRING}
+    A = onnx.AttributeProto
+
+    def tt(t):
+        while t.HasField("optional_type") or t.HasField("sequence_type"):
+            t = (t.optional_type.elem_type if t.HasField("optional_type") else
+                 t.sequence_type.elem_type)
+        return t.tensor_type.elem_type if t.HasField("tensor_type") else 0
+
+    def walk(g):
+        if any(t.data_type in special for t in g.initializer):
+            return True
+        if any(tt(v.type) in special for v in list(g.input) + list(g.output) +
+               list(g.value_info)):
+            return True
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == A.INT and a.i in special and a.name in (
+                        "to", "dtype", "output_dtype", "output_datatype"):
+                    return True
+                if a.type == A.TENSOR and a.t.data_type in special:
+                    return True
+                if a.type == A.GRAPH and walk(a.g) or \
+                        a.type == A.GRAPHS and any(walk(x) for x in a.graphs):
+                    return True
+        return False
+    return walk(model.graph)
+
+
 def _elem_types(model):
     """{value name: ONNX element type} over the whole model (subgraphs included): declared
     inputs, outputs and initializers, and the value_info of shape inference where it runs."""
     import onnx
-    try:
-        model = onnx.shape_inference.infer_shapes(model)
-    except Exception:   # inference is a help here, not a requirement
-        pass
+    if _mentions_wide_types(model):   # only then are intermediate types needed (it copies)
+        try:
+            model = onnx.shape_inference.infer_shapes(model)
+        except Exception:   # inference is a help here, not a requirement
+            pass
     types = {}
 
     def tensor_type(t):
