@@ -81,9 +81,17 @@ def reason(exc):
 
 def run_case(case):
     """``(status, message)`` of one case (an onnx ``TestCase`` with ``model``, ``data_sets``,
-    ``rtol``, ``atol``)."""
+    ``rtol``, ``atol``). A refused case's message is its first problem as ``"op: reason"``."""
     res = _run(case)
     return res.status, res.message
+
+
+def _problem(exc):
+    """The first problem of an UnsupportedOnnxError as 'op: reason' (else the message)."""
+    if not getattr(exc, "problems", None):
+        return str(exc)
+    op, _opset, _node, attr, why = exc.problems[0]
+    return f"{op}: " + (f"attribute '{attr}' {why}" if attr else why)
 
 
 def _run(case):
@@ -93,7 +101,7 @@ def _run(case):
         model = case.model
         rep = backend.prepare(model)
     except OnnxImportError as e:
-        return Result("unsupported", str(e), reason(e), None)
+        return Result("unsupported", _problem(e), reason(e), None)
     except Exception as e:   # noqa: BLE001 - e.g. a model file onnx cannot parse
         return Result("fail", f"{type(e).__name__}: {str(e)[:300]}", reason(e), None)
     try:

@@ -17,8 +17,10 @@ import pytest
 onnx = pytest.importorskip("onnx")
 
 from ember.onnx import backend  # noqa: E402
-from ember.onnx.importer import OnnxImportError, registered_importers  # noqa: E402
-from ember.onnx.importer.errors import UnsupportedOnnxError  # noqa: E402
+# one runner and comparison for this test and `ember onnx check-backend`: (status, message), a
+# refused case's message "op: reason" (its first problem)
+from ember.onnx.backend_check import run_case as _run_case  # noqa: E402
+from ember.onnx.importer import registered_importers  # noqa: E402
 
 # case name -> why ember's result differs (each must really fail; checked below)
 _RANDOM = "training-mode dropout is random: the expected mask comes from NumPy's generator"
@@ -38,30 +40,6 @@ KNOWN_FAILURES = {
 }
 
 
-def _compare(g, e, case):
-    """An output against the expected value: arrays by dtype, shape and value; sequences (lists)
-    element by element; an empty optional is None."""
-    if e is None or isinstance(e, list):
-        assert (g is None) == (e is None) and isinstance(g, (list, type(None))), \
-            f"got {type(g).__name__}, expected {type(e).__name__}"
-        if e is not None:
-            assert len(g) == len(e), f"sequence of {len(g)}, expected {len(e)}"
-            for gi, ei in zip(g, e):
-                _compare(gi, ei, case)
-        return
-    e = onnx.numpy_helper.to_array(e) if isinstance(e, onnx.TensorProto) else np.asarray(e)
-    assert isinstance(g, np.ndarray), f"got {type(g).__name__}, expected an array"
-    assert g.dtype == e.dtype, f"dtype {g.dtype}, expected {e.dtype}"
-    assert g.shape == e.shape, f"shape {g.shape}, expected {e.shape}"
-    if e.dtype.kind in "fc":
-        np.testing.assert_allclose(g, e, rtol=case.rtol, atol=case.atol)
-    elif e.dtype.name == "bfloat16":   # as ONNX's runner: in float32, rtol of two bf16 ulps
-        np.testing.assert_allclose(g.astype(np.float32), e.astype(np.float32),
-                                   rtol=max(case.rtol, 2 ** -6), atol=case.atol)
-    else:
-        np.testing.assert_array_equal(g, e)
-
-
 def _excluded():
     """[(pattern, op, why)] from backend_excluded.yaml."""
     import yaml
@@ -69,30 +47,6 @@ def _excluded():
     with open(path, encoding="utf-8") as f:
         entries = yaml.safe_load(f) or []
     return [(e["pattern"], e.get("op"), e["why"]) for e in entries]
-
-
-def _reason(problems):
-    """A refused case's first problem as 'op: reason' (numbers kept: they name dtypes)."""
-    op, _opset, _node, attr, why = problems[0]
-    return f"{op}: " + (f"attribute '{attr}' {why}" if attr else why)
-
-
-def _run_case(case):
-    try:
-        rep = backend.prepare(case.model)
-    except UnsupportedOnnxError as e:
-        return "unsupported", _reason(e.problems)
-    except OnnxImportError as e:
-        return "unsupported", str(e)
-    try:
-        for inputs, expected in case.data_sets:
-            got = rep.run(inputs)
-            assert len(got) == len(expected), f"{len(got)} outputs, expected {len(expected)}"
-            for g, e in zip(got, expected):
-                _compare(g, e, case)
-    except Exception as e:   # noqa: BLE001 - any failure of a supported case is reported
-        return "fail", f"{type(e).__name__}: {str(e)[:300]}"
-    return "pass", None
 
 
 def _ops_registered(model):
