@@ -22,6 +22,8 @@ MODELS = ("resnet", "lstm_lm")
 def worker(lib, case, opts):
     import ember
     import ember.onnx
+    if H.ROOT not in sys.path:
+        sys.path.insert(0, H.ROOT)
     from tests.jit import models as M
     out = {"lib": lib, "case": case, "info": H.library_info(lib)}
     for name in MODELS:

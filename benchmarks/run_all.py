@@ -8,8 +8,8 @@ Usage: python benchmarks/run_all.py                 full run (~10 minutes on 2 c
                                                     writes nothing unless --json / --readme
        python benchmarks/run_all.py --from-json benchmarks/results/<date>.json
                                                     re-render the README from saved results
-Options: --only eager,train_step,conv,inference,pointwise,onnx_export; --repeats N (processes per
-library and configuration, default 3); --json PATH; --readme PATH (or --no-readme).
+Options: --only eager,train_step,conv,inference,pointwise,onnx_export,onnx_import; --repeats N (per
+library and configuration: processes, default 3); --json PATH; --readme PATH (or --no-readme).
 
 Every figure comes from worker processes that run one library each (benchmarks/_harness.py):
 steps back to back after warm-up, each library's default thread settings, nothing changed in a
@@ -19,6 +19,8 @@ and skipped. Exit status 1 when a worker failed (its cells read ``-``; the JSON 
 """
 import argparse
 import datetime
+import importlib
+import inspect
 import os
 import re
 import sys
@@ -26,19 +28,16 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness as H  # noqa: E402
-import conv  # noqa: E402
-import eager_overhead  # noqa: E402
-import jit  # noqa: E402
-import onnx_export  # noqa: E402
-import pointwise  # noqa: E402
-import train_step  # noqa: E402
 
-# (name, module): each has collect(opts, machine, log) -> results and render(results) -> tables
-SUITES = (("eager", eager_overhead), ("train_step", train_step), ("conv", conv),
-          ("inference", jit), ("pointwise", pointwise), ("onnx_export", onnx_export))
+# (suite name, script module): each has collect(opts, [machine,] log) -> results and
+# render(results) -> {table name: markdown}
+SUITES = tuple((name, importlib.import_module(mod)) for name, mod in (
+    ("eager", "eager_overhead"), ("train_step", "train_step"), ("conv", "conv"),
+    ("inference", "jit"), ("pointwise", "pointwise"), ("onnx_export", "onnx_export"),
+    ("onnx_import", "onnx_import")) if os.path.exists(os.path.join(H.HERE, mod + ".py")))
 README = os.path.join(H.ROOT, "README.md")
 RESULTS = os.path.join(H.HERE, "results")
-MARKER = re.compile(r"(<!-- bench:(?P<name>[a-z_]+) -->\n)(?P<body>.*?)(\n<!-- /bench -->)", re.S)
+MARKER = re.compile(r"(<!-- bench:(?P<name>[^>\n]+?) -->\n)(?P<body>.*?)(\n<!-- /bench -->)", re.S)
 
 
 def render_all(data):
@@ -86,6 +85,19 @@ def failures(results):
     return out
 
 
+def unsteady(results):
+    """(section, case, column, measurement) timed while ember's background compiles still ran
+    (its compile wait ran out), as a list of strings."""
+    out = []
+    for section, cases in results.items():
+        for case, cols in cases.items():
+            for col, runs in cols.items():
+                for r in runs:
+                    out += [f"{section} {case} {col} {k}" for k, v in r.items()
+                            if isinstance(v, dict) and v.get("steady") is False]
+    return out
+
+
 def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true")
@@ -114,9 +126,13 @@ def main(argv=None):
                 continue
             t0 = time.perf_counter()
             log(f"{name} ...")
-            data["results"][name] = mod.collect(opts, machine, log)
+            if "machine" in inspect.signature(mod.collect).parameters:
+                data["results"][name] = mod.collect(opts, machine, log)
+            else:
+                data["results"][name] = mod.collect(opts, log=log)
             log(f"{name}: {time.perf_counter() - t0:.0f} s")
         machine["loadavg_end"] = list(os.getloadavg())
+        data["unsteady"] = unsteady(data["results"])
         data["elapsed_s"] = time.perf_counter() - start
         log(f"all: {data['elapsed_s']:.0f} s")
         json_path = args.json
@@ -133,6 +149,8 @@ def main(argv=None):
     if readme and not args.no_readme:
         missing = write_readme(readme, tables)
         log(f"updated {readme}" + (f"; no marker for: {', '.join(missing)}" if missing else ""))
+    for item in data.get("unsteady", []):
+        log(f"not steady (compiles still running while timed): {item}")
     failed = failures(data["results"])
     for section, case, col, err in failed:
         log(f"FAILED {section} {case} {col}: {err}")

@@ -1,0 +1,145 @@
+"""The benchmark scripts keep working (benchmarks/, run by benchmarks/run_all.py). No timing is
+asserted: the tests check the harness's rules (a worker's environment is the caller's, ember's
+warm-up waits for its background compiles), that every script's workers run and their results
+render into the README's marked tables, and a real ``--quick`` run end to end."""
+import json
+import os
+import re
+import sys
+import threading
+import time
+
+import pytest
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "benchmarks"))
+
+import _harness as H  # noqa: E402
+import run_all  # noqa: E402
+
+
+def tiny():
+    opts = H.Options(quick=True, repeats=1, min_time=0.0)
+    opts.min_steps, opts.warmup, opts.compile_wait = 1, 0, 30.0
+    return opts
+
+
+def test_spawn_passes_the_callers_environment_unchanged(monkeypatch):
+    seen = {}
+
+    class Done:
+        returncode = 0
+        stdout = H.MARK + json.dumps({"ok": 1}) + "\n"
+        stderr = ""
+
+    def fake_run(cmd, env=None, **kw):
+        seen["cmd"], seen["env"] = cmd, env
+        return Done()
+    monkeypatch.setattr(H.subprocess, "run", fake_run)
+    out = H.spawn("train_step.py", "torch", "mlp", tiny(), {"EMBER_CPU_ISA": "avx2"})
+    assert out["ok"] == 1
+    expected = dict(os.environ, EMBER_CPU_ISA="avx2")
+    env = dict(seen["env"])
+    assert env.pop("PYTHONPATH").split(os.pathsep)[0] == ROOT
+    expected.pop("PYTHONPATH", None)
+    assert env == expected      # no thread count, wait policy or BLAS variable added
+    assert seen["cmd"][2:6] == ["--worker", "torch", "--case", "mlp"]
+
+
+def test_measure_waits_until_a_step_queues_no_background_compile():
+    from ember.kernels.pointwise import numba_runtime as R
+    done = []
+    calls = []
+    seen_during_timing = []
+
+    def job(tag):
+        def run():
+            time.sleep(0.2)
+            done.append(tag)
+        return run
+
+    def step():
+        calls.append(len(done))
+        if len(calls) == 1:     # the first call queues a compile ...
+            R.submit(("bench-test", 1), "bench-test-1", job(1))
+        elif len(calls) == 2:   # ... and the call after it another one (a new specialisation)
+            R.submit(("bench-test", 2), "bench-test-2", job(2))
+        if threading.current_thread() is threading.main_thread() and len(calls) > 3:
+            seen_during_timing.append(len(done))
+    res = H.measure(step, "ember", tiny())
+    assert done == [1, 2]
+    assert res["steady"] is True and res["warmup_steps"] >= 3
+    assert calls[1] == 1 and calls[2] == 2      # each step ran after the compiles before it
+    assert seen_during_timing and all(n == 2 for n in seen_during_timing)
+    assert res["compile_wait_s"] >= 0.3
+
+
+def _assemble(specs):
+    """{case: {column: [worker result]}} from in-process worker runs."""
+    out = {}
+    for mod, case, libs in specs:
+        out[case] = {lib: [mod.worker(lib, case, tiny())] for lib in libs}
+    return out
+
+
+@pytest.mark.slow
+def test_every_script_renders_its_readme_table_from_real_worker_results(tmp_path):
+    pytest.importorskip("torch")
+    pytest.importorskip("onnxruntime")
+    import conv
+    import eager_overhead
+    import jit
+    import onnx_export
+    import pointwise
+    import train_step
+    results = {
+        "train_step": _assemble([(train_step, "mlp", ("ember", "torch"))]),
+        "conv": _assemble([(conv, "c3_5x5", ("ember", "torch"))]),
+        "pointwise": _assemble([(pointwise, "1e4", ("ember", "torch"))]),
+        "eager": _assemble([(eager_overhead, "ops", ("ember", "torch"))]),
+        "onnx_export": _assemble([(onnx_export, "export", ("ember",))]),
+    }
+    results["eager"]["import"] = {"ember": [{"ms": 90.0}], "torch": [{"ms": 1000.0}]}
+    cold = dict(results["train_step"]["mlp"]["ember"][0], first_steps=[300.0, 9.0, 8.0, 8.0, 8.0])
+    results["train_step"]["lenet_cold"] = {"ember": [cold], "torch": []}
+    jit.worker("export", "mlp", tiny(), str(tmp_path))
+    results["inference"] = {"mlp": {lib: [jit.worker(lib, "mlp", tiny(), str(tmp_path))]
+                                    for lib in ("ember", "torch", "ort")}}
+    machine = {"cpu": "test CPU", "host_isa": "avx2", "env": {}, "loadavg_start": [0.0] * 3}
+    tables = run_all.render_all({"machine": machine, "results": results})
+    for name in ("machine", "eager", "train_step", "first_step", "conv", "inference",
+                 "pointwise", "onnx_export"):
+        assert name in tables
+    assert "| yes |" in tables["train_step"]          # the same first loss in both libraries
+    assert tables["conv"].count("| yes |") == 1       # the same output
+    assert tables["inference"].count("| yes |") == 2  # batch 1 and 64, every variant agrees
+    timed = re.compile(r"\| [0-9.]+ (µs|ms|s)( \([0-9.]+-[0-9.]+\))? \|")
+    for name in ("eager", "train_step", "first_step", "conv", "inference", "pointwise",
+                 "onnx_export"):
+        assert timed.search(tables[name]), name
+    with open(os.path.join(ROOT, "README.md")) as f:
+        readme = f.read()
+    new, missing = run_all.update_readme(readme, tables)
+    assert missing == []                              # every table has its README markers
+    assert tables["train_step"] in new and tables["inference"] in new
+
+
+@pytest.mark.slow
+def test_quick_run_end_to_end_writes_json_and_readme(tmp_path, monkeypatch):
+    pytest.importorskip("torch")
+    monkeypatch.delenv("EMBER_JIT_COMPILE", raising=False)   # workers run ember's default
+    readme = tmp_path / "README.md"
+    readme.write_text("intro\n<!-- bench:train_step -->\nold\n<!-- /bench -->\n"
+                      "<!-- bench:first_step -->\nold\n<!-- /bench -->\nend\n")
+    out = tmp_path / "quick.json"
+    rc = run_all.main(["--quick", "--only", "train_step", "--json", str(out),
+                       "--readme", str(readme)])
+    assert rc == 0
+    data = json.loads(out.read_text())
+    assert data["machine"]["cpu_count"] >= 1 and data["options"]["quick"] is True
+    cold = data["results"]["train_step"]["lenet_cold"]["ember"][0]
+    assert cold["cache_dirs"]["NUMBA_CACHE_DIR"] and len(cold["first_steps"]) == 5
+    assert cold["info"]["jit_compile"] == "background"
+    text = readme.read_text()
+    assert "old" not in text and text.startswith("intro\n") and text.endswith("end\n")
+    assert "MLP 784-512-512-10" in text and "| ember |" in text
