@@ -113,7 +113,7 @@ def _run(case):
     except AssertionError as e:
         msg = str(e).strip()
         ops = sorted({n.op_type for n in model.graph.node})
-        what = ops[0] if len(ops) == 1 else f"a model of {len(ops)} op types"
+        what = "+".join(ops) if len(ops) <= 3 else f"a model of {len(ops)} op types"
         first = msg.splitlines()[0] if msg else ""
         return Result("fail", f"AssertionError: {msg[:300]}",
                       f"{what}: wrong result ({first[:60]})", None)
