@@ -102,10 +102,13 @@ def _ember_compiles():
 
 def _wait_ember_compiles(limit):
     """Wait up to ``limit`` seconds for ember's background compile queue; True when empty."""
-    if "ember.kernels.pointwise.numba_runtime" not in sys.modules:
+    runtime = sys.modules.get("ember.kernels.pointwise.numba_runtime")
+    queue = getattr(runtime, "_queue", None)
+    if queue is None or queue.unfinished_tasks == 0:
         return True
-    from ember.kernels.pointwise import numba_runtime
-    t = threading.Thread(target=numba_runtime.wait_compiles, daemon=True)
+    if limit <= 0:
+        return False
+    t = threading.Thread(target=runtime.wait_compiles, daemon=True)
     t.start()
     t.join(limit)
     return not t.is_alive()
@@ -144,9 +147,8 @@ def measure(step, lib, opts, wait_for_compiles=True):
     for _ in range(opts.warmup):
         step()
         warm += 1
-    if lib.startswith("ember") and "ember.kernels.pointwise.numba_runtime" in sys.modules:
-        queue = getattr(sys.modules["ember.kernels.pointwise.numba_runtime"], "_queue", None)
-        steady = steady and (queue is None or queue.unfinished_tasks == 0)
+    if lib.startswith("ember"):
+        steady = steady and _wait_ember_compiles(0)
     times = []
     end = time.perf_counter() + opts.min_time
     while len(times) < opts.min_steps or time.perf_counter() < end:

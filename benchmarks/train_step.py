@@ -222,7 +222,8 @@ def render(res):
             compiles = "-"
             if lib == "ember" and comp is not None:
                 compiles = (f"{comp['median']:.0f} kernels, "
-                            f"{H.cell(H.scaled(H.metric(rs, 'compile_s'), 1e3))}")
+                            f"{H.cell(H.scaled(H.metric(rs, 'compile_s'), 1e3))}"
+                            if comp["max"] else "none")
             rows.append([lib, H.cell(H.metric(rs, "import_ms")), H.cell(first),
                          H.cell(nxt), H.cell(H.metric(rs, "median")), H.cell(excess),
                          compiles])
