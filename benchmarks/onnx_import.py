@@ -134,7 +134,7 @@ def _load(lib, opts, onnx_dir):
         def load():
             return ember.onnx.load_model(path)
     res = H.measure(load, lib, opts, wait_for_compiles=False)
-    res["bytes"] = os.path.getsize(path)
+    res["bytes"], res["width"] = os.path.getsize(path), LOAD_WIDTH[_QUICK]
     return {"load": res}
 
 
@@ -200,7 +200,8 @@ def render(res):
     tables = {"imported-model inference": H.table(head, rows)}
     if "load" in res:
         cols = res["load"]
-        size = next((r["load"]["bytes"] for c in cols.values() for r in c if "load" in r), None)
+        done = [r["load"] for c in cols.values() for r in c if "load" in r]
+        size, w = (done[0]["bytes"], done[0]["width"]) if done else (None, "?")
         lrows = []
         for col, label in (("ember_import", "ember.onnx.load_model"),
                            ("ort", "onnxruntime.InferenceSession")):
@@ -208,8 +209,8 @@ def render(res):
             lrows.append([label, H.cell(H.metric(r, "load", "first"), "ms"),
                           H.cell(H.metric(r, "load", "median"), "ms")])
         mb = f"{size / 1e6:.0f} MB" if size else "?"
-        tables[f"load time, {mb} model (MLP 1024-{LOAD_WIDTH[_QUICK]}-{LOAD_WIDTH[_QUICK]}-1024)"] \
-            = H.table(["loader", "first load", "median load"], lrows)
+        tables[f"load time, {mb} model (MLP 1024-{w}-{w}-1024)"] = \
+            H.table(["loader", "first load", "median load"], lrows)
     errs = [f"{case} {col}: {m}" for case, cols in res.items() for col, rs in cols.items()
             for m in H.errors(rs)]
     if errs:
