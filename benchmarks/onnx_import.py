@@ -197,20 +197,21 @@ def render(res):
     head = ["model", "batch", "ember imported", "imported traced + opt", "ember traced + opt",
             "onnxruntime", "imported / ORT", "imported opt / ORT", "imported opt / ember opt",
             "same outputs"]
-    tables = {"imported-model inference": H.table(head, rows)}
+    tables = {"onnx import inference": H.table(head, rows)}
     if "load" in res:
         cols = res["load"]
         done = [r["load"] for c in cols.values() for r in c if "load" in r]
         size, w = (done[0]["bytes"], done[0]["width"]) if done else (None, "?")
         lrows = []
+        mb = f"{size / 1e6:.0f} MB" if size else "?"
         for col, label in (("ember_import", "ember.onnx.load_model"),
                            ("ort", "onnxruntime.InferenceSession")):
             r = cols.get(col, [])
-            lrows.append([label, H.cell(H.metric(r, "load", "first"), "ms"),
+            lrows.append([f"MLP 1024-{w}-{w}-1024, {mb}", label,
+                          H.cell(H.metric(r, "load", "first"), "ms"),
                           H.cell(H.metric(r, "load", "median"), "ms")])
-        mb = f"{size / 1e6:.0f} MB" if size else "?"
-        tables[f"load time, {mb} model (MLP 1024-{w}-{w}-1024)"] = \
-            H.table(["loader", "first load", "median load"], lrows)
+        tables["onnx import load time"] = \
+            H.table(["model", "loader", "first load", "median load"], lrows)
     errs = [f"{case} {col}: {m}" for case, cols in res.items() for col, rs in cols.items()
             for m in H.errors(rs)]
     if errs:
