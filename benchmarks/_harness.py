@@ -52,7 +52,7 @@ class Options:
 
 
 def add_worker_arguments(parser):
-    parser.add_argument("--worker", help="run one library's side (ember, torch, ort) in this process")
+    parser.add_argument("--worker", help="run one library's side (ember, torch, ort) here")
     parser.add_argument("--case", help="the configuration a worker runs")
     parser.add_argument("--min-time", type=float, default=0.4)
     parser.add_argument("--min-steps", type=int, default=10)
@@ -79,7 +79,8 @@ def library_info(lib):
         from ember.kernels import cpu
         from ember.kernels.pointwise import numba_runtime
         info.update(version=getattr(ember, "__version__", "?"), threads=ember.get_num_threads(),
-                    isa=cpu.isa(), host_isa=cpu.host_isa(), jit_compile=numba_runtime.compile_mode())
+                    isa=cpu.isa(), host_isa=cpu.host_isa(),
+                    jit_compile=numba_runtime.compile_mode())
     elif lib == "torch":
         import torch
         info.update(version=torch.__version__, threads=torch.get_num_threads(),
@@ -296,8 +297,9 @@ def errors(results):
 
 
 _PROBES = {
-    "ember": "import ember, numpy, numba; from ember.kernels import cpu; from ember.kernels.pointwise "
-             "import numba_runtime as r; print({'ember': getattr(ember, '__version__', '?'), "
+    "ember": "import ember, numpy, numba; from ember.kernels import cpu; "
+             "from ember.kernels.pointwise import numba_runtime as r; "
+             "print({'ember': getattr(ember, '__version__', '?'), "
              "'numpy': numpy.__version__, 'numba': numba.__version__, 'host_isa': cpu.host_isa(), "
              "'ember_threads': ember.get_num_threads(), 'ember_jit_compile': r.compile_mode()})",
     "torch": "import torch; print({'torch': torch.__version__, 'torch_threads': "

@@ -118,8 +118,8 @@ def collect(opts, machine, log=None, only=None):
         direct = [c for c in cases if SHAPES[c][1] <= 3
                   and any("direct" in r.get("algorithms", "") for r in res[c]["ember"])]
         if direct:
-            extra = H.run_matrix(SCRIPT, direct, {"ember_avx2": ("ember", {"EMBER_CPU_ISA": "avx2"})},
-                                 opts, log)
+            forced = {"ember_avx2": ("ember", {"EMBER_CPU_ISA": "avx2"})}
+            extra = H.run_matrix(SCRIPT, direct, forced, opts, log)
             for c in direct:
                 res[c].update(extra[c])
     return res
@@ -156,7 +156,7 @@ def render(res):
     head = ["N,C,H,W,K,kernel,pad", "ember algorithm f/i/w", "fwd ember", "fwd torch", "ratio",
             "fwd+bwd ember", "fwd+bwd torch", "ratio", "gradients"]
     if avx2:
-        head += ["ember forced AVX2 fwd / fwd+bwd", "ratios"]
+        head += ["ember forced AVX2 (AVX-512 host) fwd / fwd+bwd", "ratios"]
     head.append("same output")
     text = H.table(head, rows)
     if rf:

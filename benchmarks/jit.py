@@ -12,7 +12,8 @@ default threads:
   ember traced + opt     ``ember.jit.optimize(ember.jit.trace(model, (x,)))`` (frozen weights,
                          batch norm folded, pointwise chains fused)
   torch eager            ``model(x)`` under ``torch.inference_mode()``
-  torch frozen + opt     ``torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(...)))``
+  torch frozen + opt     ``torch.jit.optimize_for_inference(torch.jit.freeze(
+                         torch.jit.trace(model, (x,))))``
   onnxruntime            the model exported by ``ember.onnx.export`` (dynamic batch axis), run by
                          an ``InferenceSession`` with default options (all graph optimisations,
                          its default thread pool), in a process that imports neither ember nor torch
@@ -97,7 +98,8 @@ def _torch(case, opts):
     for batch in BATCHES:
         x = torch.from_numpy(inputs(case, batch))
         with torch.no_grad():
-            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(model, (x,))))
+            traced = torch.jit.trace(model, (x,))
+            frozen = torch.jit.optimize_for_inference(torch.jit.freeze(traced))
         with torch.inference_mode():
             out[f"eager_{batch}"] = H.measure(lambda: model(x), "torch", opts)
         with torch.no_grad():
@@ -196,7 +198,7 @@ def render(res):
     head = ["model", "batch", "ember eager", "torch eager", "ratio", "ember traced + opt",
             "torch frozen + opt", "onnxruntime", "opt / torch frozen", "opt / onnxruntime"]
     if avx2:
-        head += ["ember forced AVX2 eager / opt", "ratios (/ torch eager, / ORT)"]
+        head += ["ember forced AVX2 (AVX-512 host) eager / opt", "ratios (/ torch eager, / ORT)"]
     head.append("same outputs")
     return {"inference": H.table(head, rows)}
 

@@ -1,6 +1,7 @@
 """Training-step speed: ember vs PyTorch eager, each library in its own process, float32.
 
-Usage: python benchmarks/train_step.py [--quick] [--repeats 3] [--only mlp,lenet,lm,mlp_adam,lenet_cold]
+Usage: python benchmarks/train_step.py [--quick] [--repeats 3]
+                                       [--only mlp,mlp_adam,lenet,lm,lenet_cold]
        python benchmarks/train_step.py --worker ember|torch --case lenet   (one process's side)
 
 Cases (one optimizer step each: zero_grad, forward, cross-entropy, backward, optimizer step):
@@ -206,7 +207,7 @@ def render(res):
         rows.append(row)
     head = ["model", "ember", "torch", "ratio", "ember 1st step", "torch 1st step"]
     if avx2:
-        head += ["ember, forced AVX2", "ratio"]
+        head += ["ember, forced AVX2 (AVX-512 host)", "ratio"]
     head.append("same 1st loss")
     if rows:
         out["train_step"] = H.table(head, rows)
@@ -227,7 +228,8 @@ def render(res):
             rows.append([lib, H.cell(H.metric(rs, "import_ms")), H.cell(first),
                          H.cell(nxt), H.cell(H.metric(rs, "median")), H.cell(excess),
                          compiles])
-        out["first_step"] = H.table(["library", "import (NumPy already imported)", "1st step", "slowest of steps 2-5",
+        out["first_step"] = H.table(["library", "import (NumPy already imported)", "1st step",
+                                     "slowest of steps 2-5",
                                      "warm step", "1st step - warm step",
                                      "background compiles (one thread)"], rows)
     return out
