@@ -2,7 +2,7 @@
 import operator
 from collections import OrderedDict
 
-from ember.nn.modules.module import Module
+from ember.nn.modules.module import Module, _addindent
 from ember.nn.parameter import Parameter
 from ember.errors import EmberIndexError
 
@@ -167,6 +167,22 @@ class ModuleList(Module):
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
+
+    def __repr__(self):
+        """As torch: consecutive children that print the same are shown once,
+        ``(2-5): 4 x Layer(...)``."""
+        reprs = [repr(m) for m in self]
+        if not reprs:
+            return self._get_name() + "()"
+        runs = []  # [first index, last index, repr]
+        for i, r in enumerate(reprs):
+            if runs and runs[-1][2] == r:
+                runs[-1][1] = i
+            else:
+                runs.append([i, i, r])
+        lines = [_addindent(f"({a}): {r}" if a == b else f"({a}-{b}): {b - a + 1} x {r}", 2)
+                 for a, b, r in runs]
+        return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
 class ModuleDict(Module):
