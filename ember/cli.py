@@ -119,12 +119,13 @@ def demo(epochs=12, seed=0, out="out", batch_size=32, lr=3e-3, progress=True, lo
     log(f"ember demo: LeNet-style CNN ({n_params:,} parameters) on the UCI digits "
         f"({len(train_idx)} train / {len(test_idx)} test images, 8x8), {epochs} epochs, "
         f"seed {seed}")
-    history = []
+    history, batch_seconds = [], []  # wall time of each step of the first epoch
     for epoch in range(1, epochs + 1):
         model.train()
         total, correct, seen = 0.0, 0, 0
         batches, bar = _progress(loader, len(loader), f"epoch {epoch}/{epochs}", progress)
         for xb, yb in batches:
+            t_batch = time.perf_counter()
             opt.zero_grad()
             logits = model(xb)
             loss = loss_fn(logits, yb)
@@ -134,6 +135,8 @@ def demo(epochs=12, seed=0, out="out", batch_size=32, lr=3e-3, progress=True, lo
             total += float(loss) * n
             correct += int((logits.argmax(1) == yb).sum())
             seen += n
+            if epoch == 1:
+                batch_seconds.append(time.perf_counter() - t_batch)
             if bar is not None:
                 bar.set_postfix(loss=f"{total / seen:.4f}", acc=f"{correct / seen:.3f}")
         if bar is not None:
@@ -164,10 +167,13 @@ def demo(epochs=12, seed=0, out="out", batch_size=32, lr=3e-3, progress=True, lo
     log(f"  held-out test    loss {test_loss:.4f}, accuracy {test_acc:.4f} "
         f"({int(round(test_acc * len(test_idx)))}/{len(test_idx)})")
     log(f"  checkpoint       {ckpt} (reloaded: test accuracy {restored_acc:.4f})")
+    if batch_seconds:
+        log(f"  first batch      {batch_seconds[0] * 1e3:.0f} ms (median batch of epoch 1: "
+            f"{float(np.median(batch_seconds)) * 1e3:.1f} ms)")
     log(f"  time             {elapsed:.1f} s")
     return {"test_accuracy": test_acc, "test_loss": test_loss, "checkpoint": ckpt,
             "restored_accuracy": restored_acc, "history": history, "seconds": elapsed,
-            "parameters": n_params}
+            "parameters": n_params, "batch_seconds": batch_seconds}
 
 
 def main(argv=None):

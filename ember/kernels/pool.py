@@ -110,7 +110,9 @@ def _kernels():
     if not USE_NUMBA:
         return None
     if _numba_kernels is None:
-        from ember.kernels.pointwise.numba_runtime import has_compiler
+        from ember.kernels.pointwise.numba_runtime import has_compiler, importing
+        if importing("ember.kernels.pool_numba"):
+            return None   # Numba's first import runs on the compile thread: NumPy meanwhile
         _numba_kernels = False
         if has_compiler():
             from ember.kernels import pool_numba

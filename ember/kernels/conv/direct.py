@@ -37,7 +37,11 @@ def kernels():
 
 
 def supports(g, direction):
-    return g.groups == 1 and direction in ("forward", "weight") and kernels() is not None
+    """Whether the direct kernels can compute ``direction`` for ``g`` (Numba installed; not
+    imported here: ``ready`` says whether the kernel can run now)."""
+    from ember.kernels.pointwise import numba_runtime
+    return g.groups == 1 and direction in ("forward", "weight") and _kernels is not False \
+        and numba_runtime.available()
 
 
 _signatures = {}
@@ -48,6 +52,10 @@ def ready(direction, g, dtype, force=False):
     now (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
     compilation, queued and False, so the selector picks a NumPy / BLAS algorithm meanwhile)."""
     from ember.kernels.pointwise import numba_runtime
+    if not force and numba_runtime.importing(__name__ + "_numba"):
+        return False   # Numba's first import runs on the compile thread
+    if kernels() is None:
+        return False
     kernel, sig = _signature(direction, g, dtype)
     return numba_runtime.ready(kernel, sig, force)
 

@@ -76,11 +76,14 @@ def ready(direction, dtype):
     """Whether the Numba transforms ``direction`` uses can run for ``dtype`` now
     (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
     compilation, queued and False, so the selector picks another algorithm meanwhile). True
-    without Numba (the NumPy transforms run)."""
+    without Numba (the NumPy transforms run); False while Numba's first import runs on the
+    compile thread."""
+    from ember.kernels.pointwise import numba_runtime
+    if USE_NUMBA and numba_runtime.importing(__name__ + "_numba"):
+        return False
     nb = kernels()
     if nb is None:
         return True
-    from ember.kernels.pointwise import numba_runtime
     names = ("input_transform", "grad_output_transform" if direction == "weight"
              else "output_transform")
     ok = True

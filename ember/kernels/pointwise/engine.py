@@ -237,7 +237,8 @@ class PointwiseKernel:
         tiered = backend is None
         if backend is None:
             threshold = MIN_WARM_SIZE if self._variants else MIN_COMPILED_SIZE
-            backend = "numba" if size >= threshold and numba_runtime.has_compiler() else "numpy"
+            backend = "numba" if size >= threshold and not numba_runtime.importing("numba") \
+                and numba_runtime.has_compiler() else "numpy"
         elif backend == "numba":
             if not numba_runtime.has_compiler():
                 raise RuntimeError("pointwise: backend='numba' asked for but numba cannot be imported")

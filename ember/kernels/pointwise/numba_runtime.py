@@ -35,13 +35,52 @@ def numba_module():
     """The ``numba`` module, or None when it cannot be imported."""
     global _numba, _checked
     if not _checked:
-        _checked = True
         try:
             import numba
         except ImportError:
             numba = None
-        _numba = numba
+        _numba, _checked = numba, True
     return _numba
+
+
+def available():
+    """Whether Numba can be imported, without importing it (``has_compiler`` imports it)."""
+    if _checked:
+        return _numba is not None
+    if "numba" in sys.modules:
+        return True
+    import importlib.util
+    return importlib.util.find_spec("numba") is not None
+
+
+_imported = set()   # modules ``importing`` has seen imported (or fail to import)
+
+
+def _imported_now(name):
+    module = sys.modules.get(name)
+    return module is not None and not getattr(getattr(module, "__spec__", None),
+                                              "_initializing", False)
+
+
+def importing(name):
+    """True while module ``name`` (``"numba"`` or a kernel module that imports it, such as
+    ``"ember.kernels.pool_numba"``) is being imported on the compile thread: under "background"
+    the process's first import of Numba (0.2-0.7 s) runs there, like a compile, and the caller
+    runs its NumPy / BLAS path meanwhile. False once it is imported, when Numba is not
+    installed, and under "sync" and "off" (the caller then imports it itself)."""
+    if name in _imported or _imported_now(name):
+        return False
+    if compile_mode() != "background" or not available():
+        return False
+    import importlib
+
+    def job():
+        try:
+            importlib.import_module(name)
+        finally:
+            _imported.add(name)   # imported, or failed: the caller's own import then says so
+    submit(("import", name), f"import {name}", job)
+    return name not in _imported
 
 
 def has_compiler():
@@ -143,6 +182,10 @@ _queue = None
 _pending = set()     # (id(dispatcher), signature) queued or compiling
 _compiled = []       # (name, seconds) of the compiles the background thread ran
 _failed = []         # (name, error) of the ones that raised
+# whether this process has compiled or loaded a kernel: the first one also loads Numba's typing
+# and target registries (numba.np.*, and SciPy for its BLAS check): 0.5-1 s, even for a kernel
+# read from the disk cache, so that first load runs on the compile thread too
+_numba_warm = False
 
 
 def compile_mode():
@@ -231,26 +274,34 @@ def background_compiles():
     return list(_compiled), list(_failed)
 
 
+def _warmed():
+    global _numba_warm
+    _numba_warm = True
+
+
 def ready(dispatcher, sig, force=False):
     """Whether ``dispatcher`` (a Numba ``@njit`` function) can run argument types ``sig`` (see
     ``signature``) now. True when it is compiled for them in this process or, under "background"
-    and "sync", when its disk cache holds them (loaded now) or the mode is "sync" or ``force``
-    (compiled now, blocking). Otherwise False: under "background" its compile is queued on the
-    background thread (once) and the caller runs its NumPy / BLAS path meanwhile. A plain
-    Python callable (a wrapper in place of a dispatcher) is always ready."""
+    and "sync", when its disk cache holds them (loaded now, once the process has loaded one
+    kernel: the first load, which also loads Numba's registries, is queued like a compile) or
+    the mode is "sync" or ``force`` (compiled now, blocking). Otherwise False: under
+    "background" its compile is queued on the background thread (once) and the caller runs its
+    NumPy / BLAS path meanwhile. A plain Python callable (a wrapper in place of a dispatcher) is
+    always ready."""
     overloads = getattr(dispatcher, "overloads", None)
     if overloads is None or sig in overloads:
         return True
     mode = compile_mode()
     if force or mode == "sync":
         dispatcher.compile(sig)
+        _warmed()
         return True
     if mode == "off":
         return False
     key = (id(dispatcher), sig)
     if pending(key):
         return False
-    if _in_disk_cache(dispatcher, sig):
+    if _numba_warm and _in_disk_cache(dispatcher, sig):
         from numba.core.compiler_lock import global_compiler_lock
         lock = getattr(global_compiler_lock, "_lock", None)
         if lock is not None and lock.acquire(blocking=False):  # not while a compile runs
@@ -260,5 +311,9 @@ def ready(dispatcher, sig, force=False):
                 lock.release()
             return True
     name = getattr(dispatcher.py_func, "__qualname__", "kernel")
-    submit(key, f"{dispatcher.py_func.__module__}.{name}", lambda: dispatcher.compile(sig))
+
+    def job():
+        dispatcher.compile(sig)
+        _warmed()
+    submit(key, f"{dispatcher.py_func.__module__}.{name}", job)
     return False

@@ -1,0 +1,67 @@
+"""The first call of a process pays neither Numba's import nor its registry load on the
+calling thread (EMBER_JIT_COMPILE=background): ``import numba`` (0.2-0.7 s) runs on the compile
+thread while the op takes its NumPy / BLAS path, and so does the process's first load of a
+kernel from Numba's disk cache (which also loads Numba's typing and target registries, and
+SciPy for Numba's BLAS check: 0.5-1 s)."""
+import numpy as np
+import pytest
+
+from ember.kernels.pointwise import numba_runtime
+from tests.kernels.test_first_call import run_cold
+
+pytestmark = pytest.mark.skipif(not numba_runtime.has_compiler(), reason="needs Numba")
+
+
+def test_first_conv_and_pool_leave_the_numba_import_to_the_compile_thread():
+    out = run_cold("""
+        import importlib.machinery, sys, threading
+        import numpy as np
+        importers = []   # the thread that runs numba/__init__.py
+        class Spy:
+            def find_spec(self, name, path=None, target=None):
+                if name != "numba":
+                    return None
+                spec = importlib.machinery.PathFinder.find_spec(name, path)
+                run = spec.loader.exec_module
+                def exec_module(module):
+                    importers.append(threading.current_thread().name)
+                    run(module)
+                spec.loader.exec_module = exec_module
+                return spec
+        sys.meta_path.insert(0, Spy())
+        from ember.kernels import conv as C, pool
+        from ember.kernels.pointwise import numba_runtime as nr
+        r = np.random.default_rng(0)
+        x = r.standard_normal((64, 6, 14, 14)).astype(np.float32)
+        w = r.standard_normal((16, 6, 5, 5)).astype(np.float32)
+        y = C.conv2d_forward(x, w, None, 1, 0, 1, 1)           # LeNet's second layer: direct
+        p, i = pool.max_pool2d_forward(y, 2, 2, 0, 1, False)
+        assert importers in ([], ["ember-jit"]), importers
+        nr.wait_compiles()
+        done, failed = nr.background_compiles()
+        assert not failed and {"import ember.kernels.conv.direct_numba",
+                               "import ember.kernels.pool_numba"} <= {n for n, _ in done}, done
+        y2 = C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+        p2, i2 = pool.max_pool2d_forward(y2, 2, 2, 0, 1, False)
+        np.testing.assert_allclose(y2, y, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(i2, i)
+        print("ok", "MainThread" in importers)
+    """)
+    assert out.split() == ["ok", "False"], out
+
+
+def test_first_disk_cache_load_is_queued_later_ones_load_at_once(monkeypatch):
+    import numba
+    previous = numba_runtime.set_compile_mode("background")
+    try:
+        monkeypatch.setattr(numba_runtime, "_in_disk_cache", lambda d, s: True)
+        monkeypatch.setattr(numba_runtime, "_numba_warm", False)
+        first = numba.njit(lambda a: a + 1.0)
+        sig = numba_runtime.signature(np.zeros(3))
+        assert not numba_runtime.ready(first, sig)      # queued, not loaded on this thread
+        numba_runtime.wait_compiles()
+        assert sig in first.overloads and numba_runtime._numba_warm
+        second = numba.njit(lambda a: a * 2.0)
+        assert numba_runtime.ready(second, sig) and sig in second.overloads  # loaded now
+    finally:
+        numba_runtime.set_compile_mode(previous)
