@@ -45,7 +45,10 @@ def render_all(data):
     tables = {"machine": H.machine_line(data["machine"])}
     for name, mod in SUITES:
         if name in data["results"]:
-            tables.update(mod.render(data["results"][name]))
+            try:
+                tables.update(mod.render(data["results"][name]))
+            except Exception as e:   # e.g. results saved by an older version of the script
+                print(f"cannot render {name}: {type(e).__name__}: {e}", file=sys.stderr)
     return tables
 
 
