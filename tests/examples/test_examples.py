@@ -15,6 +15,9 @@ import pytest
 EXAMPLES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))), "examples")
 BACKENDS = ["ember", "torch"]
+pytestmark = pytest.mark.filterwarnings(  # torch's advice on its own fast paths
+    "ignore:enable_nested_tensor is True:UserWarning",
+    "ignore:dropout option adds dropout after all but last:UserWarning")
 
 
 @pytest.fixture(autouse=True)
@@ -158,6 +161,27 @@ def test_dcgan_64_is_pytorchs_network_on_both_backends(monkeypatch, tmp_path):
     gen, disc = shapes["ember"]
     assert gen["main.0.weight"] == (100, 512, 4, 4) and gen["main.12.weight"] == (64, 3, 4, 4)
     assert disc["main.11.weight"] == (1, 512, 4, 4) and len(gen) == 5 + 4 * 5
+
+
+MODELS = [("dcgan.py", "Generator", (1, 100, 64, 3)), ("dcgan.py", "Discriminator", (1, 64, 3)),
+          ("word_language_model.py", "TransformerModel", (50, 16, 2, 32, 2, 0.2)),
+          ("word_language_model.py", "RNNModel", ("LSTM", 50, 16, 16, 2, 0.2, False)),
+          ("mnist.py", "Net", ()), ("vae.py", "VAE", ()), ("reinforce.py", "Policy", ()),
+          ("actor_critic.py", "Policy", ())]
+
+
+@pytest.mark.parametrize("script,cls,args", MODELS, ids=[f"{s}:{c}" for s, c, _ in MODELS])
+def test_models_print_and_lay_out_as_on_torch(script, cls, args, monkeypatch, tmp_path):
+    """Each example's model, built by the same code on both backends: print(model) and the
+    state_dict (keys, shapes, dtypes) are torch's."""
+    seen = {}
+    for backend in ("ember", "torch"):
+        ns = _load(script, backend, monkeypatch, tmp_path)
+        m = ns[cls](*args)
+        seen[backend] = (repr(m), [(k, tuple(v.shape), str(v.dtype).split(".")[-1])
+                                   for k, v in m.state_dict().items()])
+    assert seen["ember"][0] == seen["torch"][0]
+    assert seen["ember"][1] == seen["torch"][1]
 
 
 def _rewards(out):
