@@ -266,7 +266,8 @@ def einsum_grad(grad, operands, equation, i):
     sizes = {}
     for s, o in zip(subs, operands):
         for c, n in zip(s, o.shape):
-            sizes[c] = max(sizes.get(c, 1), n)
+            if sizes.get(c, 1) == 1:      # a size-1 dimension broadcasts (to 0 too)
+                sizes[c] = n
     full = [G.expand(o, tuple(sizes[c] for c in s)) if o.shape != tuple(sizes[c] for c in s)
             else o for s, o in zip(subs, operands)]
     mine = subs[i]
@@ -988,3 +989,78 @@ def linalg_lu_factor_ex_grad(grads, A, LU, pivots):
         gA2 = st(_mT(U), gL2, upper=False, left=False)
         gA = G.cat([gA1, gA2], -2)
     return mm(P, gA)
+
+
+# ---------------------------------------------------------------- complex numbers and FFT (issue 12)
+def _csgn(z):
+    """``z / |z|``, 0 where ``z`` is 0, in ember ops (differentiable)."""
+    m = G.abs(z)
+    zero = G.eq(m, 0)
+    return G.where(zero, zeros((), z._data.dtype), G.div(z, G.where(zero, 1.0, m)))
+
+
+def abs_complex_backward(grad, self):
+    """Gradient of ``abs`` at a complex ``self``: ``grad * sgn(self)`` (torch's)."""
+    return G.mul(grad, _csgn(self))
+
+
+def angle_backward(grad, self):
+    """Gradient of ``angle``: ``grad * 1j * self / |self|**2`` (0 at 0) for a complex input,
+    zeros for a real one."""
+    if self._data.dtype.kind != "c":
+        return zeros_for(grad, self.shape)
+    m2 = G.mul(G.abs(self), G.abs(self))
+    zero = G.eq(m2, 0)
+    g = G.mul(G.div(G.mul(grad, self), G.where(zero, 1.0, m2)), 1j)
+    return G.where(zero, zeros((), g._data.dtype), g)
+
+
+def real_part(grad):
+    """The real part of a (complex) gradient."""
+    return G.real(grad)
+
+
+def imag_part(grad):
+    """The imaginary part of a complex gradient (0 for a real one)."""
+    return G.imag(grad) if grad._data.dtype.kind == "c" else zeros_for(grad, grad.shape)
+
+
+def imag_backward(grad):
+    """Gradient of ``imag`` (a real ``grad``): ``1j * grad`` as a complex tensor."""
+    return G.complex(zeros_for(grad, grad.shape), grad)
+
+
+def polar_abs_grad(grad, result, abs):
+    """Gradient of ``polar`` for ``abs``: ``real(conj(grad) * sgn(result))`` (torch's)."""
+    return G.real(G.mul(G.conj(grad), _csgn(result)))
+
+
+def polar_angle_grad(grad, result):
+    """Gradient of ``polar`` for ``angle``: ``real(conj(grad) * 1j * result)`` (torch's)."""
+    return G.real(G.mul(G.conj(grad), G.mul(result, 1j)))
+
+
+def fft_r2c_backward(grad, dim, normalization, onesided, self_shape):
+    """Gradient of ``fft_r2c``: a one-sided ``grad`` is zero-padded to the full length of the
+    last transformed dim, then the real part of the inverse-direction ``fft_c2c``."""
+    if onesided:
+        nd = len(self_shape)
+        last = dim[-1] % nd
+        extra = self_shape[last] - grad._data.shape[last]
+        if extra > 0:
+            grad = G.pad(grad, (0, 0) * (nd - 1 - last) + (0, extra), "constant", None)
+    return G.real(G.fft_c2c(grad, dim, normalization, False))
+
+
+def fft_c2r_backward(grad, dim, normalization):
+    """Gradient of ``fft_c2r``: the one-sided ``fft_r2c`` of ``grad`` with the bins that stand
+    for two (all but the zero and Nyquist ones) doubled."""
+    g = G.fft_r2c(grad, dim, normalization, True)
+    nd = grad._data.ndim
+    last = dim[-1] % nd
+    double = grad._data.shape[last] - g._data.shape[last]
+    if double > 0:
+        w = np.ones(g._data.shape[last], grad._data.dtype)
+        w[1:1 + double] = 2
+        g = G.mul(g, _const(w.reshape((-1,) + (1,) * (nd - 1 - last))))
+    return g

@@ -23,10 +23,12 @@ CASES = [
     ("ii", [(3, 3)]),
     ("i,i", [(3,), (3,)]),
     ("bn,anm,bm->ba", [(2, 3), (4, 3, 5), (2, 5)]),
+    ("bn,anm,bm->ba", [(0, 3), (4, 3, 5), (0, 5)]),      # empty batch (F.bilinear)
+    ("ij,ij->ij", [(0, 3), (1, 3)]),                      # size 1 broadcast to 0
 ]
 
 
-@pytest.mark.parametrize("eq,shapes", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("eq,shapes", CASES, ids=[f"{c[0]}-{c[1]}" for c in CASES])
 def test_einsum_matches_torch(eq, shapes):
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(s) for s in shapes]
