@@ -1,11 +1,13 @@
 """``ember.distributions``: torch.distributions' Normal, Uniform, Bernoulli, Categorical, Beta,
-Gamma, Dirichlet, MultivariateNormal, Independent, TransformedDistribution (with LogNormal,
-Gumbel, HalfNormal, LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical), the
+Gamma, Dirichlet, MultivariateNormal, Independent, Exponential, Cauchy, TransformedDistribution
+(with LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto, LogisticNormal,
+RelaxedBernoulli, RelaxedOneHotCategorical), the
 ``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence`` (sample, rsample
 with gradients, log_prob, entropy, mean, variance, validate_args with torch's errors)."""
 from ember.distributions import constraints  # noqa: F401
 from ember.distributions import transforms  # noqa: F401
 from ember.distributions.constraint_registry import biject_to, transform_to
+from ember.distributions.continuous import Cauchy, Exponential
 from ember.distributions.discrete import Bernoulli, Categorical
 from ember.distributions.distribution import Distribution
 from ember.distributions.gamma import Beta, Dirichlet, Gamma
@@ -13,8 +15,9 @@ from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.multivariate_normal import Independent, MultivariateNormal
 from ember.distributions.normal import Normal, Uniform
 from ember.distributions.transformed_distribution import (
-    ExpRelaxedCategorical, Gumbel, HalfNormal, LogisticNormal, LogitRelaxedBernoulli, LogNormal,
-    RelaxedBernoulli, RelaxedOneHotCategorical, TransformedDistribution)
+    ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, LogisticNormal, LogitRelaxedBernoulli,
+    LogNormal, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical, TransformedDistribution,
+    Weibull)
 from ember.distributions.transforms import (
     AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
     LowerCholeskyTransform, PowerTransform, ReshapeTransform, SigmoidTransform,
@@ -25,6 +28,7 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "Dirichlet", "MultivariateNormal", "Independent", "kl_divergence", "register_kl",
            "constraints", "transforms", "TransformedDistribution", "LogNormal", "Gumbel",
            "HalfNormal", "LogisticNormal", "RelaxedBernoulli", "RelaxedOneHotCategorical",
+           "Exponential", "Cauchy", "HalfCauchy", "Weibull", "Pareto",
            "biject_to", "transform_to", "Transform", "ComposeTransform", "IndependentTransform",
            "ReshapeTransform", "ExpTransform", "PowerTransform", "SigmoidTransform",
            "SoftplusTransform", "TanhTransform", "AbsTransform", "AffineTransform",

@@ -3,6 +3,7 @@
 import math
 
 import ember
+from ember.distributions.continuous import Exponential
 from ember.distributions.discrete import Bernoulli, Categorical
 from ember.distributions.gamma import Beta, Dirichlet, Gamma
 from ember.distributions.multivariate_normal import (Independent, MultivariateNormal,
@@ -163,3 +164,9 @@ def _kl_gumbel_gumbel(p, q):
     t1 = -ct1.log() - ct2 + ct3
     t3 = (ct2 + (1 + ct1).lgamma() - ct3).exp()
     return t1 + ct1 * euler_constant + t3 - (1 + euler_constant)
+
+
+@register_kl(Exponential, Exponential)
+def _kl_exponential_exponential(p, q):
+    ratio = q.rate / p.rate
+    return -ratio.log() + ratio - 1

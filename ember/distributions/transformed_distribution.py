@@ -1,17 +1,18 @@
 """``TransformedDistribution``: a base distribution pushed through a list of transforms, and
-the families torch builds on it (LogNormal, Gumbel, HalfNormal, LogisticNormal,
-RelaxedBernoulli, RelaxedOneHotCategorical)."""
+the families torch builds on it (LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto,
+LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical)."""
 import math
 from numbers import Number
 
 import ember
 from ember.distributions import constraints
+from ember.distributions.continuous import Cauchy, Exponential
 from ember.distributions.discrete import Categorical
 from ember.distributions.distribution import Distribution
 from ember.distributions.multivariate_normal import Independent
 from ember.distributions.normal import Normal, Uniform
 from ember.distributions.transforms import (AbsTransform, AffineTransform, ComposeTransform,
-                                            ExpTransform, SigmoidTransform,
+                                            ExpTransform, PowerTransform, SigmoidTransform,
                                             StickBreakingTransform, Transform)
 from ember.distributions.utils import (broadcast_all, clamp_probs, euler_constant, finfo,
                                        lazy_property, logits_to_probs, probs_to_logits,
@@ -20,7 +21,7 @@ from ember.errors import EmberValueError
 
 __all__ = ["TransformedDistribution", "LogNormal", "Gumbel", "HalfNormal", "LogisticNormal",
            "LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical",
-           "RelaxedOneHotCategorical"]
+           "RelaxedOneHotCategorical", "HalfCauchy", "Weibull", "Pareto"]
 
 
 class TransformedDistribution(Distribution):
@@ -477,3 +478,134 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     @property
     def probs(self):
         return self.base_dist.probs
+
+
+class HalfCauchy(TransformedDistribution):
+    """HalfCauchy(scale): ``|X|`` for ``X ~ Cauchy(0, scale)``."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        base = Cauchy(0, scale, validate_args=False)
+        super().__init__(base, AbsTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfCauchy, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def scale(self):
+        return self.base_dist.scale
+
+    @property
+    def mean(self):
+        return ember.full(self._extended_shape(), math.inf, dtype=self.scale.dtype)
+
+    @property
+    def mode(self):
+        return ember.zeros_like(self.scale)
+
+    @property
+    def variance(self):
+        return self.base_dist.variance
+
+    def log_prob(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        lp = self.base_dist.log_prob(value) + math.log(2)
+        return ember.where(value >= 0, lp, -math.inf)
+
+    def cdf(self, value):
+        if self._validate_args:
+            self._validate_sample(value)
+        return 2 * self.base_dist.cdf(value) - 1
+
+    def icdf(self, prob):
+        return self.base_dist.icdf((prob + 1) / 2)
+
+    def entropy(self):
+        return self.base_dist.entropy() - math.log(2)
+
+
+class Weibull(TransformedDistribution):
+    """Weibull(scale, concentration): ``scale * E ** (1 / concentration)`` for
+    ``E ~ Exponential(1)``."""
+    arg_constraints = {"scale": constraints.positive, "concentration": constraints.positive}
+    support = constraints.positive
+
+    def __init__(self, scale, concentration, validate_args=None):
+        self.scale, self.concentration = broadcast_all(scale, concentration)
+        self.concentration_reciprocal = self.concentration.reciprocal()
+        base = Exponential(ember.ones_like(self.scale), validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration_reciprocal),
+                      AffineTransform(loc=0, scale=self.scale)]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Weibull, _instance)
+        new.scale = self.scale.expand(batch_shape)
+        new.concentration = self.concentration.expand(batch_shape)
+        new.concentration_reciprocal = new.concentration.reciprocal()
+        base = self.base_dist.expand(batch_shape)
+        transforms = [PowerTransform(exponent=new.concentration_reciprocal),
+                      AffineTransform(loc=0, scale=new.scale)]
+        TransformedDistribution.__init__(new, base, transforms, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
+    @property
+    def mean(self):
+        return self.scale * (1 + self.concentration_reciprocal).lgamma().exp()
+
+    @property
+    def mode(self):
+        return self.scale * ((self.concentration - 1) / self.concentration) \
+            ** self.concentration.reciprocal()
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * ((1 + 2 * self.concentration_reciprocal).lgamma().exp()
+                                    - (2 * (1 + self.concentration_reciprocal).lgamma()).exp())
+
+    def entropy(self):
+        return (euler_constant * (1 - self.concentration_reciprocal)
+                + (self.scale * self.concentration_reciprocal).log() + 1)
+
+
+class Pareto(TransformedDistribution):
+    """Pareto(scale, alpha): ``scale * exp(E)`` for ``E ~ Exponential(alpha)``."""
+    arg_constraints = {"alpha": constraints.positive, "scale": constraints.positive}
+
+    def __init__(self, scale, alpha, validate_args=None):
+        self.scale, self.alpha = broadcast_all(scale, alpha)
+        base = Exponential(self.alpha, validate_args=validate_args)
+        transforms = [ExpTransform(), AffineTransform(loc=0, scale=self.scale)]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Pareto, _instance)
+        new.scale = self.scale.expand(batch_shape)
+        new.alpha = self.alpha.expand(batch_shape)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        a = self.alpha.clamp(min=1)
+        return a * self.scale / (a - 1)
+
+    @property
+    def mode(self):
+        return self.scale
+
+    @property
+    def variance(self):
+        a = self.alpha.clamp(min=2)
+        return self.scale.pow(2) * a / ((a - 1).pow(2) * (a - 2))
+
+    @constraints.dependent_property(is_discrete=False, event_dim=0)
+    def support(self):
+        return constraints.greater_than_eq(self.scale)
+
+    def entropy(self):
+        return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
