@@ -19,8 +19,9 @@ from ember.distributions.transformed_distribution import (
     LogNormal, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical, TransformedDistribution,
     Weibull)
 from ember.distributions.transforms import (
-    AbsTransform, AffineTransform, ComposeTransform, ExpTransform, IndependentTransform,
-    LowerCholeskyTransform, PowerTransform, ReshapeTransform, SigmoidTransform,
+    AbsTransform, AffineTransform, ComposeTransform, CumulativeDistributionTransform, ExpTransform,
+    IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform, PowerTransform,
+    ReshapeTransform, SigmoidTransform,
     SoftmaxTransform, SoftplusTransform, StickBreakingTransform, TanhTransform, Transform,
     identity_transform)
 
@@ -33,4 +34,4 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "ReshapeTransform", "ExpTransform", "PowerTransform", "SigmoidTransform",
            "SoftplusTransform", "TanhTransform", "AbsTransform", "AffineTransform",
            "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform",
-           "identity_transform"]
+           "PositiveDefiniteTransform", "CumulativeDistributionTransform", "identity_transform"]

@@ -15,7 +15,8 @@ from ember.tensor import Tensor
 __all__ = ["Transform", "ComposeTransform", "IndependentTransform", "ReshapeTransform",
            "ExpTransform", "PowerTransform", "SigmoidTransform", "SoftplusTransform",
            "TanhTransform", "AbsTransform", "AffineTransform", "SoftmaxTransform",
-           "StickBreakingTransform", "LowerCholeskyTransform", "identity_transform"]
+           "StickBreakingTransform", "LowerCholeskyTransform", "PositiveDefiniteTransform",
+           "CumulativeDistributionTransform", "identity_transform"]
 
 
 class Transform:
@@ -719,3 +720,51 @@ class LowerCholeskyTransform(Transform):
 
     def _inverse(self, y):
         return y.tril(-1) + ember.diag_embed(y.diagonal(dim1=-2, dim2=-1).log())
+
+
+class PositiveDefiniteTransform(Transform):
+    """Square matrices onto positive-definite ones: ``L L^T`` for ``L`` the
+    LowerCholeskyTransform of the input; not bijective."""
+    domain = constraints.independent(constraints.real, 2)
+    codomain = constraints.positive_definite
+
+    def __eq__(self, other):
+        return isinstance(other, PositiveDefiniteTransform)
+
+    __hash__ = object.__hash__
+
+    def _call(self, x):
+        x = LowerCholeskyTransform()(x)
+        return x @ x.mT
+
+    def _inverse(self, y):
+        return LowerCholeskyTransform().inv(ember.linalg.cholesky(y))
+
+
+class CumulativeDistributionTransform(Transform):
+    """``y = distribution.cdf(x)`` onto the unit interval; log |det J| is the log density."""
+    bijective = True
+    codomain = constraints.unit_interval
+    sign = 1
+
+    def __init__(self, distribution, cache_size=0):
+        super().__init__(cache_size=cache_size)
+        self.distribution = distribution
+
+    @property
+    def domain(self):
+        return self.distribution.support
+
+    def _call(self, x):
+        return self.distribution.cdf(x)
+
+    def _inverse(self, y):
+        return self.distribution.icdf(y)
+
+    def log_abs_det_jacobian(self, x, y):
+        return self.distribution.log_prob(x)
+
+    def with_cache(self, cache_size=1):
+        if self._cache_size == cache_size:
+            return self
+        return CumulativeDistributionTransform(self.distribution, cache_size=cache_size)

@@ -421,8 +421,15 @@ def test_biject_to_and_transform_to_match_torch(which):
                                        ft.log_abs_det_jacobian(torch.tensor(X), yt).numpy(),
                                        rtol=1e-10, atol=1e-12)
         assert fe.bijective == ft.bijective
-    lc = ED.transform_to(EC.lower_cholesky)(ember.tensor(R.standard_normal((2, 3, 3))))
-    assert bool(EC.lower_cholesky.check(lc).all())
+    m = R.standard_normal((2, 3, 3))
+    for c_e, c_t in ((EC.lower_cholesky, TC.lower_cholesky),
+                     (EC.positive_definite, TC.positive_definite)):
+        fe, ft = ED.transform_to(c_e), TD.transform_to(c_t)
+        ye, yt = fe(ember.tensor(m)), ft(torch.tensor(m))
+        np.testing.assert_allclose(ye.numpy(), yt.numpy(), rtol=1e-12)
+        assert bool(c_e.check(ye).all())
+        np.testing.assert_allclose(fe.inv(ye).numpy(), ft.inv(yt).numpy(), rtol=1e-9,
+                                   atol=1e-12)
     with pytest.raises(NotImplementedError, match="Cannot transform _LowerCholesky"):
         ED.biject_to(EC.lower_cholesky)
     with pytest.raises(TypeError, match="Constraint subclass or instance"):
@@ -472,3 +479,20 @@ def test_unary_kernels_give_inf_and_nan_silently():
         assert float(mask[0, 1]) == -math.inf and float(mask[1, 0]) == 0
         assert math.isnan(float(ember.sqrt(ember.tensor(-1.0))))
         assert float(ember.exp(ember.tensor(1000.0))) == math.inf
+
+
+def test_cumulative_distribution_transform_matches_torch():
+    e = ET.CumulativeDistributionTransform(ED.Normal(ember.tensor(LOC), ember.tensor(SCALE)))
+    t = TT.CumulativeDistributionTransform(TD.Normal(torch.tensor(LOC), torch.tensor(SCALE)))
+    ye, yt = e(ember.tensor(X)), t(torch.tensor(X))
+    np.testing.assert_allclose(ye.numpy(), yt.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(e.inv(ye).numpy(), X, rtol=1e-8, atol=1e-10)
+    np.testing.assert_allclose(e.log_abs_det_jacobian(ember.tensor(X), ye).numpy(),
+                               t.log_abs_det_jacobian(torch.tensor(X), yt).numpy(), rtol=1e-12)
+    assert e.bijective and e.sign == 1 and type(e.codomain) is type(EC.unit_interval)
+    # a uniform pushed through the inverse CDF is the distribution itself
+    d = ED.TransformedDistribution(ED.Uniform(ember.zeros(4), ember.ones(4)), e.inv)
+    v = ember.tensor(X[:2])
+    np.testing.assert_allclose(
+        d.log_prob(v).numpy(),
+        ED.Normal(ember.tensor(LOC), ember.tensor(SCALE)).log_prob(v).numpy(), rtol=1e-9)
