@@ -166,11 +166,12 @@ def test_dcgan_64_is_pytorchs_network_on_both_backends(monkeypatch, tmp_path):
 MODELS = [("dcgan.py", "Generator", (1, 100, 64, 3)), ("dcgan.py", "Discriminator", (1, 64, 3)),
           ("word_language_model.py", "TransformerModel", (50, 16, 2, 32, 2, 0.2)),
           ("word_language_model.py", "RNNModel", ("LSTM", 50, 16, 16, 2, 0.2, False)),
+          ("word_language_model.py", "RNNModel", ("RNN_RELU", 50, 16, 16, 1, 0.2, True)),
           ("mnist.py", "Net", ()), ("vae.py", "VAE", ()), ("reinforce.py", "Policy", ()),
           ("actor_critic.py", "Policy", ())]
 
 
-@pytest.mark.parametrize("script,cls,args", MODELS, ids=[f"{s}:{c}" for s, c, _ in MODELS])
+@pytest.mark.parametrize("script,cls,args", MODELS, ids=[f"{s}:{c}:{i}" for i, (s, c, _) in enumerate(MODELS)])
 def test_models_print_and_lay_out_as_on_torch(script, cls, args, monkeypatch, tmp_path):
     """Each example's model, built by the same code on both backends: print(model) and the
     state_dict (keys, shapes, dtypes) are torch's."""
@@ -182,6 +183,10 @@ def test_models_print_and_lay_out_as_on_torch(script, cls, args, monkeypatch, tm
                                    for k, v in m.state_dict().items()])
     assert seen["ember"][0] == seen["torch"][0]
     assert seen["ember"][1] == seen["torch"][1]
+    if args and args[-1] is True:  # --tied: one Parameter, two state_dict entries, as torch
+        m = ns[cls](*args)
+        assert m.decoder.weight is m.encoder.weight
+        assert len(list(m.parameters())) == len(seen["ember"][1]) - 1
 
 
 def _rewards(out):
