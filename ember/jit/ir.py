@@ -276,8 +276,9 @@ class Graph:
         return name
 
     def add_input(self, name, dtype, shape, role="input"):
-        """Append a formal parameter (role 'input', 'param' or 'buffer')."""
-        v = Value(self._fresh(name), dtype, shape, role=role)
+        """Append a formal parameter (role 'input', 'param' or 'buffer'); characters the text
+        form's names do not allow (a state key such as ``onnx::w/1``) become ``_``."""
+        v = Value(self._fresh(re.sub(r"[^A-Za-z0-9_.]", "_", name)), dtype, shape, role=role)
         v.graph = self
         self.inputs.append(v)
         return v

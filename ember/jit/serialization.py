@@ -39,7 +39,8 @@ def _check_functions(graph, path):
 
 
 def save(traced, path):
-    """Write ``traced`` (a TracedFunction/TracedModule, optimised or not) to ``path`` atomically.
+    """Write ``traced`` (a TracedFunction/TracedModule, optimised or not) to ``path`` atomically,
+    or into a binary file object.
 
     Raises SerializationError when the graph calls a custom Function without a registered name.
     """
@@ -60,8 +61,12 @@ def save(traced, path):
                                                                         False))}
     if guards is not None:
         meta["shape_guards"] = guards
-    atomic_write(path, to_bytes(tensors, metadata={"ember_jit_ir": str(g),
-                                                   "ember_jit_meta": json.dumps(meta)}))
+    payload = to_bytes(tensors, metadata={"ember_jit_ir": str(g),
+                                          "ember_jit_meta": json.dumps(meta)})
+    if hasattr(path, "write"):
+        path.write(payload)
+        return
+    atomic_write(path, payload)
 
 
 def _save_guards(traced, tensors, path):

@@ -393,7 +393,8 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     # formals: inputs, then module state in state-dict order, then captured tensors needing grad
     n_in = len(flat)
     inputs = g.inputs[:n_in]
-    bound = sorted(tracer.bound, key=lambda vt: order.get(vt[0].name, 0))
+    key = {id(t): n for t, n, _ in tracer.state.values()}   # formal -> its state-dict key
+    bound = sorted(tracer.bound, key=lambda vt: order.get(key[id(vt[1])], 0))
     g.inputs = inputs + [v for v, _ in bound] + [v for v, _ in tracer.extra]
     guard_table = tracer.guard_table()  # records the guarded sizes' nodes (dead in g)
     pre_dce = g.copy() if guard_table else None
@@ -405,7 +406,8 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     g.inputs = inputs + [v for v, _ in bound] + [v for v, _ in extra]
     g.lint()
     if module is not None and not extra:
-        traced = TracedModule(module, g, in_spec, out_spec, n_in, [v.name for v, _ in bound], name)
+        traced = TracedModule(module, g, in_spec, out_spec, n_in,
+                              [key[id(t)] for _, t in bound], name)
     else:
         traced = TracedFunction(g, in_spec, out_spec, n_in, [t for _, t in bound + extra], name)
         traced.module = module

@@ -252,3 +252,28 @@ def test_file_object_load(tmp_path):
     x = ember.randn(3)
     np.testing.assert_allclose(jit.load(io.BytesIO(data))(x)._data,
                                jit.load(tmp_path / "m.ejit")(x)._data)
+
+
+def test_state_keys_outside_the_ir_charset_trace_save_and_load(tmp_path):
+    """An imported ONNX model's state keys look like 'onnx::w/1': the IR's names take '_' for
+    the characters it does not allow, the traced module still finds its state by key, and the
+    file round-trips (into a path and into a file object, as torch.jit.save accepts)."""
+    import io
+
+    class M(ember.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.register_parameter("onnx::w/1", ember.nn.Parameter(ember.arange(3.0)))
+
+        def forward(self, x):
+            return x * getattr(self, "onnx::w/1")
+
+    tm = ember.jit.trace(M(), ember.ones(3))
+    assert "%onnx__w_1" in str(tm.graph)
+    p = tmp_path / "m.ej"
+    ember.jit.save(tm, p)
+    buf = io.BytesIO()
+    ember.jit.save(tm, buf)
+    for src in (p, io.BytesIO(buf.getvalue())):
+        np.testing.assert_array_equal(ember.jit.load(src)(ember.ones(3)).detach().numpy(),
+                                      [0.0, 1.0, 2.0])
