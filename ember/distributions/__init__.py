@@ -1,7 +1,7 @@
 """``ember.distributions``: torch.distributions' Normal, Uniform, Bernoulli, Categorical, Beta,
 Gamma, Dirichlet, MultivariateNormal, Independent, Exponential, Cauchy, TransformedDistribution
-(with LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto, LogisticNormal,
-RelaxedBernoulli, RelaxedOneHotCategorical), the
+(with LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto, InverseGamma, Kumaraswamy,
+LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical), the
 ``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence`` (sample, rsample
 with gradients, log_prob, entropy, mean, variance, validate_args with torch's errors)."""
 from ember.distributions import constraints  # noqa: F401
@@ -15,8 +15,8 @@ from ember.distributions.kl import kl_divergence, register_kl
 from ember.distributions.multivariate_normal import Independent, MultivariateNormal
 from ember.distributions.normal import Normal, Uniform
 from ember.distributions.transformed_distribution import (
-    ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, LogisticNormal, LogitRelaxedBernoulli,
-    LogNormal, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical, TransformedDistribution,
+    ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy,
+    LogisticNormal, LogitRelaxedBernoulli, LogNormal, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical, TransformedDistribution,
     Weibull)
 from ember.distributions.transforms import (
     AbsTransform, AffineTransform, ComposeTransform, CumulativeDistributionTransform, ExpTransform,
@@ -29,7 +29,8 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "Dirichlet", "MultivariateNormal", "Independent", "kl_divergence", "register_kl",
            "constraints", "transforms", "TransformedDistribution", "LogNormal", "Gumbel",
            "HalfNormal", "LogisticNormal", "RelaxedBernoulli", "RelaxedOneHotCategorical",
-           "Exponential", "Cauchy", "HalfCauchy", "Weibull", "Pareto",
+           "Exponential", "Cauchy", "HalfCauchy", "Weibull", "Pareto", "InverseGamma",
+           "Kumaraswamy",
            "biject_to", "transform_to", "Transform", "ComposeTransform", "IndependentTransform",
            "ReshapeTransform", "ExpTransform", "PowerTransform", "SigmoidTransform",
            "SoftplusTransform", "TanhTransform", "AbsTransform", "AffineTransform",

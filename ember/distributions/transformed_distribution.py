@@ -1,6 +1,6 @@
 """``TransformedDistribution``: a base distribution pushed through a list of transforms, and
 the families torch builds on it (LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto,
-LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical)."""
+InverseGamma, Kumaraswamy, LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical)."""
 import math
 from numbers import Number
 
@@ -9,6 +9,7 @@ from ember.distributions import constraints
 from ember.distributions.continuous import Cauchy, Exponential
 from ember.distributions.discrete import Categorical
 from ember.distributions.distribution import Distribution
+from ember.distributions.gamma import Gamma
 from ember.distributions.multivariate_normal import Independent
 from ember.distributions.normal import Normal, Uniform
 from ember.distributions.transforms import (AbsTransform, AffineTransform, ComposeTransform,
@@ -21,7 +22,8 @@ from ember.errors import EmberValueError
 
 __all__ = ["TransformedDistribution", "LogNormal", "Gumbel", "HalfNormal", "LogisticNormal",
            "LogitRelaxedBernoulli", "RelaxedBernoulli", "ExpRelaxedCategorical",
-           "RelaxedOneHotCategorical", "HalfCauchy", "Weibull", "Pareto"]
+           "RelaxedOneHotCategorical", "HalfCauchy", "Weibull", "Pareto", "InverseGamma",
+           "Kumaraswamy"]
 
 
 class TransformedDistribution(Distribution):
@@ -609,3 +611,97 @@ class Pareto(TransformedDistribution):
 
     def entropy(self):
         return (self.scale / self.alpha).log() + (1 + self.alpha.reciprocal())
+
+
+class InverseGamma(TransformedDistribution):
+    """InverseGamma(concentration, rate): ``1 / X`` for ``X ~ Gamma(concentration, rate)``."""
+    arg_constraints = {"concentration": constraints.positive, "rate": constraints.positive}
+    support = constraints.positive
+    has_rsample = True
+
+    def __init__(self, concentration, rate, validate_args=None):
+        base = Gamma(concentration, rate, validate_args=validate_args)
+        neg_one = -ember.ones((), dtype=base.rate.dtype)
+        super().__init__(base, PowerTransform(neg_one), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(InverseGamma, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def concentration(self):
+        return self.base_dist.concentration
+
+    @property
+    def rate(self):
+        return self.base_dist.rate
+
+    @property
+    def mean(self):
+        return ember.where(self.concentration > 1, self.rate / (self.concentration - 1),
+                           math.inf)
+
+    @property
+    def mode(self):
+        return self.rate / (self.concentration + 1)
+
+    @property
+    def variance(self):
+        c = self.concentration
+        return ember.where(c > 2, self.rate.square() / ((c - 1).square() * (c - 2)), math.inf)
+
+    def entropy(self):
+        c = self.concentration
+        return c + self.rate.log() + c.lgamma() - (1 + c) * c.digamma()
+
+
+def _kumaraswamy_moment(a, b, n):
+    arg1 = 1 + n / a
+    return b * (arg1.lgamma() + b.lgamma() - (arg1 + b).lgamma()).exp()
+
+
+class Kumaraswamy(TransformedDistribution):
+    """Kumaraswamy(concentration1, concentration0): ``(1 - U ** (1 / c0)) ** (1 / c1)`` for
+    uniform ``U``, a Beta-like law on the unit interval with a closed-form cdf."""
+    arg_constraints = {"concentration1": constraints.positive,
+                       "concentration0": constraints.positive}
+    support = constraints.unit_interval
+    has_rsample = True
+
+    def __init__(self, concentration1, concentration0, validate_args=None):
+        self.concentration1, self.concentration0 = broadcast_all(concentration1, concentration0)
+        base = Uniform(ember.full_like(self.concentration0, 0),
+                       ember.full_like(self.concentration0, 1), validate_args=validate_args)
+        transforms = [PowerTransform(exponent=self.concentration0.reciprocal()),
+                      AffineTransform(loc=1.0, scale=-1.0),
+                      PowerTransform(exponent=self.concentration1.reciprocal())]
+        super().__init__(base, transforms, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(Kumaraswamy, _instance)
+        new.concentration1 = self.concentration1.expand(batch_shape)
+        new.concentration0 = self.concentration0.expand(batch_shape)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        return _kumaraswamy_moment(self.concentration1, self.concentration0, 1)
+
+    @property
+    def mode(self):
+        """``((a - 1) / (a b - 1)) ** (1 / a)``, NaN where a or b is below 1 (torch's own
+        formula gives NaN whenever b > 1)."""
+        a, b = self.concentration1, self.concentration0
+        m = ((a - 1) / (a * b - 1)).pow(a.reciprocal())
+        return ember.where((a < 1) | (b < 1), math.nan, m)
+
+    @property
+    def variance(self):
+        return (_kumaraswamy_moment(self.concentration1, self.concentration0, 2)
+                - self.mean.pow(2))
+
+    def entropy(self):
+        t1 = 1 - self.concentration1.reciprocal()
+        t0 = 1 - self.concentration0.reciprocal()
+        h0 = (self.concentration0 + 1).digamma() + euler_constant
+        return t0 + t1 * h0 - self.concentration1.log() - self.concentration0.log()

@@ -199,6 +199,12 @@ def _dist(case, lib, grad=False, other=False):
     if case == "Pareto":
         alpha = leaf(np.array([0.7, 1.5, 2.5, 4.0]))
         return D.Pareto(scale, alpha), {"scale": scale, "alpha": alpha}
+    if case == "InverseGamma":
+        conc = leaf(np.array([0.5, 1.5, 2.5, 4.0]))
+        return D.InverseGamma(conc, scale), {"concentration": conc, "rate": scale}
+    if case == "Kumaraswamy":
+        c1, c0 = leaf(np.array([0.5, 1.5, 2.5, 4.0])), leaf(np.array([2.0, 0.7, 3.0, 1.2]))
+        return D.Kumaraswamy(c1, c0), {"concentration1": c1, "concentration0": c0}
     probs = leaf(np.array([0.2, 0.5, 0.7, 0.9]))
     temp = leaf(0.7)
     if case == "RelaxedBernoulli":
@@ -212,9 +218,9 @@ def _dist(case, lib, grad=False, other=False):
 
 DCASES = ["LogNormal", "Gumbel", "HalfNormal", "LogisticNormal", "TanhNormal", "Logistic",
           "RelaxedBernoulli", "RelaxedOneHotCategorical", "Exponential", "Cauchy", "HalfCauchy",
-          "Weibull", "Pareto"]
+          "Weibull", "Pareto", "InverseGamma", "Kumaraswamy"]
 CDF_CASES = ("LogNormal", "Gumbel", "HalfNormal", "TanhNormal", "Logistic", "Exponential",
-             "Cauchy", "HalfCauchy", "Weibull", "Pareto")
+             "Cauchy", "HalfCauchy", "Weibull", "Pareto", "Kumaraswamy")
 
 
 def _value(case):
@@ -226,6 +232,8 @@ def _value(case):
         return v / v.sum(-1, keepdims=True)
     if case == "TanhNormal":
         return R.uniform(-0.9, 2.9, (2, 4))
+    if case == "Kumaraswamy":
+        return R.uniform(0.05, 0.95, (2, 4))
     if case in ("RelaxedBernoulli", "Logistic"):
         return R.uniform(0.05, 0.95, (2, 4)) if case == "RelaxedBernoulli" else X[:2]
     if case in ("Gumbel", "Cauchy"):
@@ -256,6 +264,10 @@ def test_distribution_matches_torch(case):
                 getattr(e, prop)
             continue
         ev = getattr(e, prop)
+        if case == "Kumaraswamy" and prop == "mode":  # torch's formula is NaN whenever c0 > 1
+            c1, c0 = pe["concentration1"].detach().numpy(), pe["concentration0"].detach().numpy()
+            tv = torch.tensor(np.where((c1 < 1) | (c0 < 1), np.nan,
+                                       ((c1 - 1) / (c1 * c0 - 1)) ** (1 / c1)))
         np.testing.assert_allclose(ev.detach().numpy(), tv.detach().numpy(), rtol=1e-10,
                                    atol=1e-12, err_msg=prop)
     try:
@@ -310,6 +322,10 @@ def _noise_to_torch(case, x, t):
         c = np.array([0.5, 1.5, 2.0, 3.0])
         e = torch.tensor((xs / SCALE) ** c)
         return t.scale * e ** t.concentration.reciprocal()
+    if case == "Kumaraswamy":
+        c1, c0 = np.array([0.5, 1.5, 2.5, 4.0]), np.array([2.0, 0.7, 3.0, 1.2])
+        u = torch.tensor((1 - xs ** c1) ** c0)
+        return (1 - u ** t.concentration0.reciprocal()) ** t.concentration1.reciprocal()
     if case == "RelaxedBernoulli":
         T, p = 0.7, np.array([0.2, 0.5, 0.7, 0.9])
         logit_u = torch.tensor(T * np.log(xs / (1 - xs)) - np.log(p / (1 - p)))
@@ -321,7 +337,8 @@ def _noise_to_torch(case, x, t):
 
 
 @pytest.mark.parametrize("case", ["LogNormal", "Gumbel", "TanhNormal", "RelaxedBernoulli",
-                                  "RelaxedOneHotCategorical", "Exponential", "Weibull"])
+                                  "RelaxedOneHotCategorical", "Exponential", "Weibull",
+                                  "Kumaraswamy"])
 def test_rsample_gradient_matches_torch(case):
     ember.manual_seed(0)
     e, pe = _dist(case, "e", True)
@@ -339,7 +356,7 @@ def test_rsample_gradient_matches_torch(case):
 
 
 @pytest.mark.parametrize("case", ["LogNormal", "Gumbel", "HalfNormal", "Exponential",
-                                  "Weibull"])
+                                  "Weibull", "Kumaraswamy"])
 def test_sample_moments(case):
     ember.manual_seed(4)
     e, _ = _dist(case, "e")
@@ -368,6 +385,8 @@ def test_sample_moments(case):
     ("HalfCauchy", dict(scale=np.array([-1.0]))),
     ("Weibull", dict(scale=np.ones(2), concentration=np.array([1.0, 0.0]))),
     ("Pareto", dict(scale=np.ones(2), alpha=np.array([-1.0, 1.0]))),
+    ("InverseGamma", dict(concentration=np.array([1.0, -1.0]), rate=np.ones(2))),
+    ("Kumaraswamy", dict(concentration1=np.ones(2), concentration0=np.array([0.0, 1.0]))),
 ])
 def test_invalid_parameters_raise_as_torch(ctor, kw):
     with pytest.raises(ValueError) as te:
