@@ -515,3 +515,16 @@ def test_cumulative_distribution_transform_matches_torch():
     np.testing.assert_allclose(
         d.log_prob(v).numpy(),
         ED.Normal(ember.tensor(LOC), ember.tensor(SCALE)).log_prob(v).numpy(), rtol=1e-9)
+
+
+def test_docs_example_runs():
+    import os
+    import re
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(root, "docs", "distributions.md")) as f:
+        blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
+    assert blocks
+    for code in blocks:
+        ns = {}
+        exec(compile(code, "docs/distributions.md", "exec"), ns)
+        assert ns["mu"].grad is not None and float(ns["a"].abs().max()) < 2
