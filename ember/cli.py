@@ -205,7 +205,12 @@ def main(argv=None):
     r.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
     args = parser.parse_args(argv)
     if args.command == "onnx":
-        return _run_onnx(args)
+        from ember.errors import MissingDependencyError
+        try:
+            return _run_onnx(args)
+        except MissingDependencyError as e:   # names the extra to install
+            print(f"ember onnx: {e}", file=sys.stderr)
+            return 1
     if args.command == "run":
         from ember.distributed.launch import launch
         from ember.errors import EmberRuntimeError

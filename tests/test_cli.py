@@ -21,6 +21,7 @@ def test_demo_short_run(tmp_path):
     assert ck["epoch"] == 3 and "model" in ck and "optimizer" in ck
     text = "\n".join(lines)
     assert "epoch  1/3" in text and "held-out test" in text and "summary" in text
+    assert len(res["batch_seconds"]) == 45 and "first batch" in text  # 1438 images / 32
 
 
 def test_demo_is_deterministic(tmp_path):

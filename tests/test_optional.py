@@ -69,6 +69,15 @@ def test_missing_package_names_feature_and_extra(case, monkeypatch, tmp_path):
     assert hint in str(e.value) and packages[0] in str(e.value), str(e.value)
 
 
+def test_ember_onnx_command_names_the_extra(monkeypatch, tmp_path, capsys):
+    from ember import cli
+    path = tmp_path / "m.onnx"
+    path.write_bytes(b"\x08\x07")
+    _hide(monkeypatch, "onnx")
+    assert cli.main(["onnx", "show", str(path)]) == 1
+    assert "pip install 'ember[onnx]'" in capsys.readouterr().err
+
+
 def test_numpy_paths_need_no_scipy(monkeypatch):
     """erf falls back to math.erf without scipy (core ops never need an extra)."""
     import ember.kernels.elementwise as ew
