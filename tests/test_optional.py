@@ -69,6 +69,15 @@ def test_missing_package_names_feature_and_extra(case, monkeypatch, tmp_path):
     assert hint in str(e.value) and packages[0] in str(e.value), str(e.value)
 
 
+@pytest.mark.parametrize("module", ["ember.onnx.backend", "ember.onnx.backend_check"])
+def test_onnx_backend_modules_name_the_extra(module, monkeypatch):
+    for name in [m for m in sys.modules if m == module or m.startswith("ember.onnx.importer")]:
+        monkeypatch.delitem(sys.modules, name)
+    _hide(monkeypatch, "onnx")
+    with pytest.raises(MissingDependencyError, match=r"pip install 'ember\[onnx\]'"):
+        __import__(module)
+
+
 def test_ember_onnx_command_names_the_extra(monkeypatch, tmp_path, capsys):
     from ember import cli
     path = tmp_path / "m.onnx"

@@ -5,12 +5,15 @@ ONNX's own test runner can drive the importer.
     outputs = rep.run([x])                             # a list of NumPy arrays
 """
 import numpy as np
-import onnx
-from onnx.backend.base import Backend, BackendRep
 
-import ember
-from ember.onnx.importer import load_model
-from ember.onnx.importer import storage_types as st
+from ember._optional import require
+
+onnx = require("onnx", feature="ember.onnx.backend", extra="onnx")
+from onnx.backend.base import Backend, BackendRep  # noqa: E402
+
+import ember  # noqa: E402
+from ember.onnx.importer import load_model  # noqa: E402
+from ember.onnx.importer import storage_types as st  # noqa: E402
 
 __all__ = ["EmberBackend", "EmberRep", "prepare", "run_model", "run_node", "supports_device"]
 

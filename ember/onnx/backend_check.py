@@ -18,8 +18,11 @@ import re
 import warnings
 
 import numpy as np
-import onnx
-from onnx import numpy_helper
+
+from ember._optional import require
+
+onnx = require("onnx", feature="ember onnx check-backend", extra="onnx")
+from onnx import numpy_helper  # noqa: E402
 
 __all__ = ["Result", "compare", "run_case", "node_cases", "model_cases", "MODEL_KINDS",
            "run_cases", "summary", "reason"]
