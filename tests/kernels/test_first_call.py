@@ -45,12 +45,12 @@ def test_cold_max_pool_runs_numpy_while_compiling_then_switches():
         event.register("numba:compile", L())
         x = np.random.default_rng(0).standard_normal((8, 6, 28, 28)).astype(np.float32)
         first = [pool.max_pool2d_forward(x, 2, 2, 0, 1, False) for _ in range(3)]
-        assert not pool_numba.planes.overloads and not on_main, on_main
+        assert not pool_numba.planes_2x2.overloads and not on_main, on_main
         nr.wait_compiles()
         done, failed = nr.background_compiles()
-        assert [n for n, _ in done] == ["ember.kernels.pool_numba.planes"] and not failed, (done, failed)
+        assert [n for n, _ in done] == ["ember.kernels.pool_numba.planes_2x2"] and not failed, (done, failed)
         y, i = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
-        assert len(pool_numba.planes.overloads) == 1 and not on_main, on_main
+        assert len(pool_numba.planes_2x2.overloads) == 1 and not on_main, on_main
         for y0, i0 in first:
             np.testing.assert_array_equal(y0, y)
             np.testing.assert_array_equal(i0, i)

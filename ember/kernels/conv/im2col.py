@@ -175,6 +175,33 @@ def input_grad(gy, w, g):
     return gx
 
 
+USE_NUMBA = True
+_numba_kernels = None
+
+
+def _numba_add_runs(dtype):
+    """``im2col_numba.add_runs`` when it can run now for ``dtype`` (float32/float64; compiled or
+    in the disk cache), else None: the NumPy adds run (under background compilation, while it
+    compiles)."""
+    global _numba_kernels
+    if not USE_NUMBA or dtype not in (np.float32, np.float64):
+        return None
+    from ember.kernels.pointwise import numba_runtime
+    if _numba_kernels is None:
+        if numba_runtime.importing(__name__ + "_numba"):
+            return None
+        _numba_kernels = False
+        if numba_runtime.has_compiler():
+            from . import im2col_numba
+            _numba_kernels = im2col_numba
+    if not _numba_kernels:
+        return None
+    kernel = _numba_kernels.add_runs
+    a3, a1, i1 = np.empty((1, 1, 1), dtype), np.empty(1, dtype), np.empty(1, np.int64)
+    sig = numba_runtime.signature(a3, i1, 0, 0, 0, a1, a3)
+    return kernel if numba_runtime.ready(kernel, sig) else None
+
+
 def _input_grad_rows(gy, w, g):
     """Stride-1 input gradient by GEMM + col2im on rows of the padded width.
 
@@ -191,6 +218,8 @@ def _input_grad_rows(gy, w, g):
     gx = np.empty(g.input_shape, gy.dtype)
     nb = max(1, SUBBATCH_BYTES // max(1, CRS * g.groups * Lp * gy.itemsize))
     offsets = [r * dh * g.Wp + s * dw for r in range(g.R) for s in range(g.S)]
+    offs = np.array(offsets, np.int64)
+    nb_add = _numba_add_runs(gy.dtype)
 
     def chunk(lo, hi):
         for n0 in range(lo, hi, nb):
@@ -203,6 +232,10 @@ def _input_grad_rows(gy, w, g):
             parallel.matmul(wt, gyp.reshape(n, g.groups, g.Kg, Lp), gcols)
             taps = gcols.reshape(n * g.C, g.R * g.S, Lp)
             plane = g.Hp * g.Wp + tail
+            if nb_add is not None:
+                nb_add(taps, offs, g.Wp, pt, pl, np.empty(plane, gy.dtype),
+                       gx[n0:n1].reshape(n * g.C, g.H, g.W))
+                continue
             gxp = buffer("im2col.gxrows", (n * g.C, plane), gy.dtype)
             gxp.fill(0)
             for t, off in enumerate(offsets):

@@ -1,0 +1,153 @@
+"""Fast paths of LeNet's kernels (issue 13) against their general paths and torch: ``where`` by
+bit masks, the 2x2 max pool and the Numba scatter of its gradient, the Numba col2im of the
+stride-1 input gradient. Each compared in float32 and float64, on odd shapes and views."""
+import numpy as np
+import pytest
+
+from ember.kernels import elementwise, pool
+from ember.kernels.conv import im2col
+
+rng = np.random.default_rng(0)
+
+
+def _numba():
+    from ember.kernels.pointwise import has_compiler
+    if not has_compiler():
+        pytest.skip("numba not importable")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int64,
+                                   np.uint16, np.bool_])
+def test_where_bit_select_equals_numpy_where(dtype):
+    a = (rng.standard_normal((8, 3, 200)) * 5).astype(dtype)
+    b = (rng.standard_normal((3, 1)) * 5).astype(dtype)
+    c = rng.random((8, 1, 200)) > 0.5
+    assert a.size >= elementwise.SELECT_MIN_SIZE
+    for x, y in [(a, b), (b, a), (a, a[::-1])]:
+        out = elementwise.where(c, x, y)
+        assert out.dtype == np.dtype(dtype) and out.shape == (8, 3, 200)
+        np.testing.assert_array_equal(out, np.where(c, x, y))
+    np.testing.assert_array_equal(elementwise.where(c, a, 0), np.where(c, a, dtype(0)))
+    np.testing.assert_array_equal(elementwise.where(c, 1, a), np.where(c, dtype(1), a))
+    t = a.transpose(2, 0, 1)   # non-contiguous
+    np.testing.assert_array_equal(elementwise.where(c.transpose(2, 0, 1), t, b.T[None]),
+                                  np.where(c.transpose(2, 0, 1), t, b.T[None]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_bit_select_keeps_nan_signed_zero_and_infinity(dtype):
+    x = np.full(5000, -0.0, dtype)
+    x[::3], x[1::7] = np.nan, -np.inf
+    c = rng.random(5000) > 0.3
+    for fill in (0.0, 1.5, -0.0):
+        out = elementwise.where(c, x, fill)
+        ref = np.where(c, x, dtype(fill))
+        assert out.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+
+
+def test_relu_backward_through_where_matches_torch():
+    torch = pytest.importorskip("torch")
+    import ember
+    x = rng.standard_normal((64, 6, 28, 28)).astype(np.float32)
+    x[0, 0, 0, :4] = 0.0
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    g[0, 0, 1, :4] = np.nan           # masked-off NaN gradients stay zero, as torch's
+    ex = ember.tensor(x, requires_grad=True)
+    ember.relu(ex).backward(ember.tensor(g))
+    tx = torch.tensor(x, requires_grad=True)
+    torch.relu(tx).backward(torch.tensor(g))
+    np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+
+
+POOL_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
+    ((3, 5, 28, 28), 2, 2, 0, 1, False),     # the 2x2 kernel
+    ((3, 5, 9, 11), 2, 2, 0, 1, False),      # 2x2, odd sizes floor: still the 2x2 kernel
+    ((3, 5, 9, 11), 2, 2, 0, 1, True),       # ceil_mode: partial windows, general kernel
+    ((3, 5, 10, 10), 2, 2, 1, 1, False),     # padded
+    ((3, 5, 10, 10), 2, 2, 0, 2, False),     # dilated
+    ((3, 5, 10, 10), 3, 1, 1, 1, False),     # overlapping windows: repeated indices
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", POOL_CASES, ids=[str(i) for i in range(len(POOL_CASES))])
+def test_max_pool2d_fast_paths_match_torch(case, dtype, monkeypatch):
+    _numba()
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    shape, k, s, p, d, ceil = case
+    x = rng.integers(-4, 5, shape).astype(dtype)     # ties
+    x[0, 0, 1, 1] = np.nan
+    x[1, 1] = -np.inf
+    x = x.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)   # non-contiguous input
+    y, idx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    gy = rng.standard_normal(y.shape).astype(dtype)[..., ::-1]   # non-contiguous gradient
+    tx = torch.tensor(x, requires_grad=True)
+    ty, tidx = F.max_pool2d(tx, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    ty.backward(torch.tensor(gy.copy()))
+    np.testing.assert_array_equal(y, ty.detach().numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    gx = pool.max_pool2d_backward(gy, idx, x.shape)
+    assert gx.dtype == dtype
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+    monkeypatch.setattr(pool, "USE_NUMBA", False)
+    ry, ridx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    np.testing.assert_array_equal(y, ry)
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_allclose(pool.max_pool2d_backward(gy, idx, x.shape), gx, rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_max_pool2d_2x2_kernel_and_scatter_run(monkeypatch):
+    _numba()
+    from ember.kernels import pool_numba
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    pool.max_pool2d_backward(y, idx, x.shape)
+    assert pool_numba.planes_2x2.overloads and pool_numba.scatter.overloads
+
+
+def test_max_pool2d_scatter_refuses_indices_outside_the_plane(monkeypatch):
+    _numba()
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    gy = np.ones((1, 2, 2, 2), np.float32)
+    idx = np.zeros((1, 2, 2, 2), np.int64)
+    idx[0, 1, 1, 1] = 16
+    with pytest.raises(ValueError, match="max_pool2d_backward: indices outside"):
+        pool.max_pool2d_backward(gy, idx, (1, 2, 4, 4))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("xs,ws,pad,dil", [
+    ((64, 6, 14, 14), (16, 6, 5, 5), (0, 0), (1, 1)),    # LeNet conv2
+    ((3, 2, 9, 11), (8, 2, 3, 4), (1, 2), (2, 1)),
+    ((2, 3, 7, 7), (5, 3, 5, 5), (2, 2), (1, 1)),
+])
+def test_input_grad_rows_numba_col2im_equals_numpy_and_torch(xs, ws, pad, dil, dtype,
+                                                             monkeypatch):
+    _numba()
+    torch = pytest.importorskip("torch")
+    import ember.kernels.conv as C
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    ho = torch.conv2d(torch.tensor(x), torch.tensor(w), None, 1, pad, dil).shape
+    gy = rng.standard_normal(ho).astype(dtype)
+    ref = torch.ops.aten.convolution_backward(
+        torch.tensor(gy), torch.tensor(x), torch.tensor(w), None, [1, 1], list(pad), list(dil),
+        False, [0, 0], 1, [True, False, False])[0].numpy()
+    calls = []
+    monkeypatch.setattr(im2col, "_input_grad_rows",
+                        lambda *a, f=im2col._input_grad_rows: calls.append(1) or f(*a))
+    from ember.backends import conv as settings
+    monkeypatch.setattr(settings, "algorithm", "im2col")
+    fast = C.conv2d_input_grad(gy, w, xs, 1, pad, dil, 1)
+    monkeypatch.setattr(im2col, "USE_NUMBA", False)
+    slow = C.conv2d_input_grad(gy, w, xs, 1, pad, dil, 1)
+    assert len(calls) == 2
+    np.testing.assert_array_equal(fast, slow)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(fast, ref, rtol=tol, atol=tol)
