@@ -16,8 +16,8 @@ from ember.distributions.multivariate_normal import Independent, MultivariateNor
 from ember.distributions.normal import Normal, Uniform
 from ember.distributions.transformed_distribution import (
     ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy,
-    LogisticNormal, LogitRelaxedBernoulli, LogNormal, Pareto, RelaxedBernoulli, RelaxedOneHotCategorical, TransformedDistribution,
-    Weibull)
+    LogisticNormal, LogitRelaxedBernoulli, LogNormal, Pareto, RelaxedBernoulli,
+    RelaxedOneHotCategorical, TransformedDistribution, Weibull)
 from ember.distributions.transforms import (
     AbsTransform, AffineTransform, ComposeTransform, CumulativeDistributionTransform, ExpTransform,
     IndependentTransform, LowerCholeskyTransform, PositiveDefiniteTransform, PowerTransform,

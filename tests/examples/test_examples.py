@@ -174,7 +174,8 @@ MODELS = [("dcgan.py", "Generator", (1, 100, 64, 3)), ("dcgan.py", "Discriminato
           ("actor_critic.py", "Policy", ())]
 
 
-@pytest.mark.parametrize("script,cls,args", MODELS, ids=[f"{s}:{c}:{i}" for i, (s, c, _) in enumerate(MODELS)])
+@pytest.mark.parametrize("script,cls,args", MODELS,
+                         ids=[f"{s}:{c}:{i}" for i, (s, c, _) in enumerate(MODELS)])
 def test_models_print_and_lay_out_as_on_torch(script, cls, args, monkeypatch, tmp_path):
     """Each example's model, built by the same code on both backends: print(model) and the
     state_dict (keys, shapes, dtypes) are torch's."""
