@@ -120,6 +120,20 @@ def _kernels():
     return _numba_kernels or None
 
 
+_signatures = {}
+
+
+def _signature(name, *args):
+    """``numba_runtime.signature`` of a call to kernel ``name`` whose arrays are C-contiguous
+    and aligned, kept per dtype (``numba.typeof`` per call costs more than the small kernels)."""
+    key = (name, args[0].dtype.str)
+    sig = _signatures.get(key)
+    if sig is None:
+        from ember.kernels.pointwise import numba_runtime
+        sig = _signatures[key] = numba_runtime.signature(*args)
+    return sig
+
+
 def _max_pool2d_numba(nb, x, k, s, p, d, out):
     """Max pooling with indices by the Numba kernel: planes split over Numba's TBB layer when it
     runs, else over ember's thread pool."""
@@ -134,7 +148,7 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     n = get_num_threads()
     if (k == s == (2, 2) and p == (0, 0) and d == (1, 1) and 2 * out[0] <= x.shape[2]
             and 2 * out[1] <= x.shape[3]):
-        if not numba_runtime.ready(nb.planes_2x2, numba_runtime.signature(x, y, idx, 0, 0)):
+        if not numba_runtime.ready(nb.planes_2x2, _signature("planes_2x2", x, y, idx, 0, 0)):
             return None
         threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
                               min(planes, 4 * n), n)
@@ -211,7 +225,7 @@ def _scatter_numba(gy, indices, input_shape):
     g = np.ascontiguousarray(gy).reshape(P, -1)
     at = np.ascontiguousarray(indices, np.int64).reshape(P, -1)
     gx = np.zeros((P, H * W), gy.dtype)
-    if not numba_runtime.ready(nb.scatter, numba_runtime.signature(g, at, gx, 0, 0)):
+    if not numba_runtime.ready(nb.scatter, _signature("scatter", g, at, gx, 0, 0)):
         return None
     n = get_num_threads()
     bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, min(P, 4 * n), n)

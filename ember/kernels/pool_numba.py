@@ -65,27 +65,35 @@ def planes_parallel(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, parts):
 @njit(cache=True, nogil=True)
 def planes_2x2(x, y, idx, lo, hi):
     """``planes`` for a 2x2 window at stride 2 without padding or dilation, every window inside
-    the plane (MaxPool2d(2) with even sizes or floor mode): four loads and three selects per
-    output, no bounds tests (LeNet's first pool 0.72 -> 0.53 ms, one thread)."""
+    the plane (MaxPool2d(2) with even sizes or floor mode), in two passes per output row: the
+    winner of each column pair (top or bottom) over the contiguous row, which vectorizes, then
+    of the two columns of each window; ties and NaNs go to the earlier element in window order
+    (the lower row within a column, the smaller flat position across the two). LeNet's first
+    pool, one thread: 0.72 ms (``planes``) -> 0.36 ms."""
     C, W = x.shape[1], x.shape[3]
     Ho, Wo = y.shape[2], y.shape[3]
+    W2 = 2 * Wo
+    col = np.empty(W2, x.dtype)
+    low = np.empty(W2, np.int64)      # W where the bottom element won, else 0
     for nc in range(lo, hi):
         n, c = nc // C, nc % C
         xp, yp, ip = x[n, c], y[n, c], idx[n, c]
         for i in range(Ho):
             top, bot, yr, ir = xp[2 * i], xp[2 * i + 1], yp[i], ip[i]
+            for w in range(W2):
+                a, b = top[w], bot[w]
+                take = (a == a) & ((b > a) | (b != b))
+                col[w] = b if take else a
+                low[w] = W if take else 0
             base = 2 * i * W
             for j in range(Wo):
-                v0, v1, v2, v3 = top[2 * j], top[2 * j + 1], bot[2 * j], bot[2 * j + 1]
-                at = base + 2 * j
-                best, pos, nan = v0, at, v0 != v0
-                take = (not nan) & ((v1 > best) | (v1 != v1))
-                best, pos, nan = (v1 if take else best), (at + 1 if take else pos), nan | (v1 != v1)
-                take = (not nan) & ((v2 > best) | (v2 != v2))
-                best, pos, nan = (v2 if take else best), (at + W if take else pos), nan | (v2 != v2)
-                take = (not nan) & ((v3 > best) | (v3 != v3))
-                yr[j] = v3 if take else best
-                ir[j] = at + W + 1 if take else pos
+                left, right = col[2 * j], col[2 * j + 1]
+                rl, rr = low[2 * j], low[2 * j + 1]
+                earlier = rr < rl
+                take = (((left == left) & ((right > left) | (right != right)))
+                        | ((right == left) & earlier) | ((right != right) & (left != left) & earlier))
+                yr[j] = right if take else left
+                ir[j] = base + 2 * j + (rr + 1 if take else rl)
 
 
 @njit(cache=True, nogil=True)

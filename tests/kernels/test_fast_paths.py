@@ -151,3 +151,20 @@ def test_input_grad_rows_numba_col2im_equals_numpy_and_torch(xs, ws, pad, dil, d
     np.testing.assert_array_equal(fast, slow)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(fast, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_2x2_kernel_equals_general_kernel_on_ties_nan_and_inf(dtype):
+    """Dense ties, several NaNs and -inf per window: the 2x2 kernel's column-pair order gives
+    the general kernel's window-order winner (first maximum, first NaN)."""
+    _numba()
+    from ember.kernels import pool_numba
+    x = rng.integers(-2, 2, (4, 3, 10, 12)).astype(dtype)
+    x[x == 1] = np.nan
+    x[x == -2] = -np.inf
+    y, idx = np.empty((4, 3, 5, 6), dtype), np.empty((4, 3, 5, 6), np.int64)
+    ry, ridx = y.copy(), idx.copy()
+    pool_numba.planes_2x2(x, y, idx, 0, 12)
+    pool_numba.planes(x, 2, 2, 2, 2, 0, 0, 1, 1, ry, ridx, 0, 12)
+    np.testing.assert_array_equal(y, ry)
+    np.testing.assert_array_equal(idx, ridx)

@@ -177,6 +177,7 @@ def input_grad(gy, w, g):
 
 USE_NUMBA = True
 _numba_kernels = None
+_add_runs_signatures = {}
 
 
 def _numba_add_runs(dtype):
@@ -197,8 +198,10 @@ def _numba_add_runs(dtype):
     if not _numba_kernels:
         return None
     kernel = _numba_kernels.add_runs
-    a3, a1, i1 = np.empty((1, 1, 1), dtype), np.empty(1, dtype), np.empty(1, np.int64)
-    sig = numba_runtime.signature(a3, i1, 0, 0, 0, a1, a3)
+    sig = _add_runs_signatures.get(dtype)
+    if sig is None:
+        a3, a1, i1 = np.empty((1, 1, 1), dtype), np.empty(1, dtype), np.empty(1, np.int64)
+        sig = _add_runs_signatures[dtype] = numba_runtime.signature(a3, i1, 0, 0, 0, a1, a3)
     return kernel if numba_runtime.ready(kernel, sig) else None
 
 
