@@ -33,17 +33,21 @@ def adam_expr():
 
 
 def usable(*arrays):
-    """True when the fused update applies: large float arrays of one dtype, Numba importable."""
-    from ember.kernels.pointwise import has_compiler
+    """True when the fused update applies: large float arrays of one dtype, Numba installed
+    (not imported here: see ``adam_``)."""
+    from ember.kernels.pointwise import numba_runtime
     x = arrays[0]
     return (x.size >= MIN_SIZE and x.dtype.kind == "f" and x.dtype != np.float16
-            and all(a.dtype == x.dtype and a.shape == x.shape for a in arrays) and has_compiler())
+            and all(a.dtype == x.dtype and a.shape == x.shape for a in arrays)
+            and numba_runtime.available())
 
 
 def adam_(x, g, m, v, b1, b2, bc2_sqrt, eps, step_size):
-    """In place: m, v and x updated as ember's Adam step (no amsgrad)."""
+    """In place: m, v and x updated as ember's Adam step (no amsgrad). Tiered like every
+    pointwise kernel (``EMBER_JIT_COMPILE``): until the kernel is built (or Numba imported) on
+    the compile thread, the same expression runs on NumPy."""
     from ember.kernels.pointwise import compile_pointwise
     k = _kernels.get(x.dtype)
     if k is None:
         k = _kernels[x.dtype] = compile_pointwise(adam_expr(), (x, x, x, x) + (float,) * 6)
-    k(x, g, m, v, 1.0 - b1, b2, 1.0 - b2, bc2_sqrt, eps, step_size, out=(x, m, v), backend="numba")
+    k(x, g, m, v, 1.0 - b1, b2, 1.0 - b2, bc2_sqrt, eps, step_size, out=(x, m, v))
