@@ -5,6 +5,7 @@
 """
 import importlib as _importlib
 
+from ember._dtype import cdouble, cfloat, complex64, complex128  # noqa: F401
 from ember._dtype import (bool_, double, dtype, float, float16, float32, float64,  # noqa: A004
                           get_default_dtype, half, int, int8, int16, int32, int64, long,
                           set_default_dtype, short, uint8)
@@ -22,8 +23,8 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             from_numpy, full, full_like, linspace, multinomial, normal, ones,
                             ones_like, rand, rand_like, randint, randn, randn_like, randperm,
                             tensor, zeros, zeros_like)
-from ember.overloads import (clip, dropout, is_floating_point, is_tensor, max, min, norm,
-                             numel, std, var)
+from ember.overloads import (clip, dropout, is_complex, is_floating_point, is_tensor, max, min,
+                             norm, numel, std, var)
 from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
                              broadcast_shapes, index_put, nonzero, tril_indices, triu_indices,
                              unravel_index)

@@ -176,14 +176,25 @@ FUNCTIONS = ("logspace", "empty_strided", "empty_permuted", "scalar_tensor", "ra
              "histogram", "grid_sampler_2d", "grid_sampler_3d")
 
 
+def _set_part(part):
+    def setter(self, value):
+        view = part(self)
+        G.copy_(view, value if hasattr(value, "_data") else G.fill(view, value))
+    return setter
+
+
 def install(namespace, tensor_cls):
     """Add the functions to ``ember``'s namespace and the methods to Tensor."""
     for name in FUNCTIONS:
         namespace[name] = public(globals()[name])
     for name, fn in METHODS.items():
         setattr(tensor_cls, name, public(fn, name))
-    tensor_cls.real = property(G.real, doc="The real part: the tensor itself for ember's real "
-                                           "dtypes (torch's ``Tensor.real``).")
+    tensor_cls.real = property(G.real, _set_part(G.real), doc=(
+        "The real part (a view; the tensor itself for real dtypes), as torch's ``Tensor.real``; "
+        "assigning to it writes into the tensor."))
+    tensor_cls.imag = property(G.imag, _set_part(G.imag), doc=(
+        "The imaginary part of a complex tensor (a view), as torch's ``Tensor.imag``; assigning "
+        "to it writes into the tensor. Raises for real dtypes."))
     if "histogram" not in dir(tensor_cls):
         setattr(tensor_cls, "histogram", public(histogram))
 

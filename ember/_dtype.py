@@ -9,13 +9,15 @@ from ember.errors import EmberTypeError
 class dtype:
     """A tensor element type. ``ember.float32.numpy`` is the matching NumPy dtype."""
 
-    __slots__ = ("name", "numpy", "is_floating_point", "is_signed", "itemsize", "short")
+    __slots__ = ("name", "numpy", "is_floating_point", "is_complex", "is_signed", "itemsize",
+                 "short")
 
     def __init__(self, name, np_dtype, short):
         self.name = name
         self.numpy = np.dtype(np_dtype)
         self.is_floating_point = self.numpy.kind == "f"
-        self.is_signed = self.numpy.kind in "fi"
+        self.is_complex = self.numpy.kind == "c"
+        self.is_signed = self.numpy.kind in "fic"
         self.itemsize = self.numpy.itemsize
         self.short = short
 
@@ -35,6 +37,8 @@ int16 = dtype("int16", np.int16, "i16")
 int8 = dtype("int8", np.int8, "i8")
 uint8 = dtype("uint8", np.uint8, "u8")
 bool_ = dtype("bool", np.bool_, "b8")
+complex64 = dtype("complex64", np.complex64, "c64")
+complex128 = dtype("complex128", np.complex128, "c128")
 
 float = float32  # noqa: A001  (torch aliases)
 double = float64
@@ -43,8 +47,10 @@ long = int64
 int = int32  # noqa: A001
 short = int16
 bool = bool_  # noqa: A001
+cfloat = complex64
+cdouble = complex128
 
-ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_)
+ALL = (float32, float64, float16, int64, int32, int16, int8, uint8, bool_, complex64, complex128)
 _FROM_NUMPY = {d.numpy: d for d in ALL}
 _BY_NAME = {d.name: d for d in ALL}
 _BY_SHORT = {d.short: d for d in ALL}
@@ -83,6 +89,8 @@ def to_numpy_dtype(d):
         return int64.numpy
     if d is _builtins.bool:
         return bool_.numpy
+    if d is _builtins.complex:
+        return default_complex().numpy
     if isinstance(d, (np.dtype, type, str)):
         try:
             np_d = np.dtype(d)
@@ -105,6 +113,12 @@ _default = float32
 def get_default_dtype():
     """Return the dtype used for floating-point tensors created from Python floats."""
     return _default
+
+
+def default_complex():
+    """The complex dtype matching the default float dtype (complex64, or complex128 when the
+    default is float64), as torch gives Python complex numbers."""
+    return complex128 if _default is float64 else complex64
 
 
 def set_default_dtype(d):

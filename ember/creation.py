@@ -105,6 +105,8 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             _check_int64(data)
         if arr.dtype.kind == "f" and not typed and dtype is None:
             arr = arr.astype(_dtype.get_default_dtype().numpy)
+        elif arr.dtype.kind == "c" and not typed and dtype is None:
+            arr = arr.astype(_dtype.default_complex().numpy)
         elif arr.dtype.kind in "iu" and not typed:
             arr = arr.astype(np.int64)
     if arr.dtype.kind in "OUSV":
@@ -167,7 +169,8 @@ def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=Non
                                  f"[{_INT64.min}, {_INT64.max}]")
     if dtype is None:
         dtype = _dtype.bool_ if isinstance(fill_value, bool) else (
-            _dtype.int64 if isinstance(fill_value, int) else None)
+            _dtype.int64 if isinstance(fill_value, int) else (
+                _dtype.default_complex() if isinstance(fill_value, complex) else None))
     return _finish(G.full(_size((size,)), fill_value, _np(dtype)), requires_grad)
 
 

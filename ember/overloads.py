@@ -97,6 +97,11 @@ def is_floating_point(input):
     return input.is_floating_point()
 
 
+def is_complex(input):
+    """Whether ``input`` has a complex dtype (complex64 or complex128)."""
+    return input.is_complex()
+
+
 def _atleast(op):
     def front(*tensors):
         if len(tensors) == 1 and isinstance(tensors[0], Tensor):

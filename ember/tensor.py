@@ -227,6 +227,10 @@ class Tensor:
         """Whether the dtype is a floating-point type."""
         return self._data.dtype.kind == "f"
 
+    def is_complex(self):
+        """Whether the dtype is a complex type (complex64 or complex128)."""
+        return self._data.dtype.kind == "c"
+
     def data_ptr(self):
         """Address of the first element."""
         return self._data.__array_interface__["data"][0]
@@ -619,14 +623,15 @@ def _format(t):
         body = "[]" if a.ndim == 1 else "[]"
         suffix = [f"size={tuple(a.shape)}"]
     else:
-        if a.dtype.kind == "f":
+        if a.dtype.kind in "fc":
             kw = {"formatter": None, "precision": 4, "floatmode": "maxprec_equal"}
         else:
             kw = {}
         body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
                                **kw)
         suffix = []
-    if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_) or (a.size == 0 and dt is not _dtype.float32):
+    if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_, _dtype.complex64) or (
+            a.size == 0 and dt is not _dtype.float32):
         suffix.append(f"dtype=ember.{dt.name}")
     if t.grad_fn is not None:
         suffix.append(f"grad_fn=<{t.grad_fn.name()}>")

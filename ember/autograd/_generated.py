@@ -4,11 +4,13 @@
 import builtins as _builtins
 
 from ember.kernels import breadth as _k_breadth
+from ember.kernels import complex as _k_complex
 from ember.kernels import conv as _k_conv
 from ember.kernels import conv3d as _k_conv3d
 from ember.kernels import ctc as _k_ctc
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
+from ember.kernels import fft as _k_fft
 from ember.kernels import fractional_pool as _k_fractional_pool
 from ember.kernels import index as _k_index
 from ember.kernels import interpolate as _k_interpolate
@@ -5358,7 +5360,7 @@ class ConjBackward0(Node):
         needs = ctx.needs
         g0 = None
         if needs[0]:
-            g0 = grad
+            g0 = conj(grad)
         return (g0, )
 
 class ResolveConjBackward0(Node):
@@ -5396,20 +5398,22 @@ class ResolveNegBackward0(Node):
         return (g0, )
 
 class RealBackward0(Node):
-    __slots__ = ()
+    __slots__ = ('self__dtype',)
     _saved = ()
     _op_name = 'real'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, = tensors
+        ctx.self__dtype = _dtype(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
+        self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = grad
+            g0 = _F.cast_to(grad, self__dtype)
         return (g0, )
 
 class ConjPhysicalBackward0(Node):
@@ -5426,26 +5430,199 @@ class ConjPhysicalBackward0(Node):
         needs = ctx.needs
         g0 = None
         if needs[0]:
-            g0 = grad
+            g0 = conj(grad)
         return (g0, )
 
 class AngleBackward0(Node):
-    __slots__ = ('self__shape',)
-    _saved = ()
+    __slots__ = ('self_',)
+    _saved = ('self_',)
     _op_name = 'angle'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, = tensors
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.angle_backward(grad, self_)
+        return (g0, )
+
+class ImagBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'imag'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = _F.imag_backward(grad)
+        return (g0, )
+
+class ViewAsRealBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'view_as_real'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = view_as_complex(contiguous(grad))
+        return (g0, )
+
+class ViewAsComplexBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'view_as_complex'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = None
+        if needs[0]:
+            g0 = view_as_real(grad)
+        return (g0, )
+
+class ComplexBackward0(Node):
+    __slots__ = ('real_shape', 'imag_shape')
+    _saved = ()
+    _op_name = 'complex'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        real, imag, = tensors
+        ctx.real_shape = _shape(real) if needs[0] else None
+        ctx.imag_shape = _shape(imag) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        real_shape = ctx.real_shape
+        imag_shape = ctx.imag_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(_F.real_part(grad), real_shape)
+        if needs[1]:
+            g1 = _F.sum_to(_F.imag_part(grad), imag_shape)
+        return (g0, g1, )
+
+class PolarBackward0(Node):
+    __slots__ = ('abs', 'abs_shape', 'result', 'angle_shape')
+    _saved = ('abs', 'result')
+    _op_name = 'polar'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        abs, angle, = tensors
+        ctx.abs = _save(abs, 'abs') if needs[0] else None
+        ctx.abs_shape = _shape(abs) if needs[0] else None
+        ctx.result = _save_out(outs[0], 'result', 0) if needs[0] or needs[1] else None
+        ctx.angle_shape = _shape(angle) if needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        abs = unpack(ctx.abs, ctx)
+        abs_shape = ctx.abs_shape
+        result = unpack(ctx.result, ctx)
+        angle_shape = ctx.angle_shape
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(_F.polar_abs_grad(grad, result, abs), abs_shape)
+        if needs[1]:
+            g1 = _F.sum_to(_F.polar_angle_grad(grad, result), angle_shape)
+        return (g0, g1, )
+
+class FftC2cBackward0(Node):
+    __slots__ = ('dim', 'forward', 'normalization')
+    _saved = ()
+    _op_name = 'fft_c2c'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, normalization, forward, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.forward = forward if needs[0] else None
+        ctx.normalization = normalization if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        forward = ctx.forward
+        normalization = ctx.normalization
+        g0 = None
+        if needs[0]:
+            g0 = fft_c2c(grad, dim, normalization, not forward)
+        return (g0, )
+
+class FftR2cBackward0(Node):
+    __slots__ = ('dim', 'normalization', 'onesided', 'self__shape')
+    _saved = ()
+    _op_name = 'fft_r2c'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, normalization, onesided, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.normalization = normalization if needs[0] else None
+        ctx.onesided = onesided if needs[0] else None
         ctx.self__shape = _shape(self_) if needs[0] else None
 
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
+        dim = ctx.dim
+        normalization = ctx.normalization
+        onesided = ctx.onesided
         self__shape = ctx.self__shape
         g0 = None
         if needs[0]:
-            g0 = _F.zeros_for(grad, self__shape)
+            g0 = _F.fft_r2c_backward(grad, dim, normalization, onesided, self__shape)
+        return (g0, )
+
+class FftC2rBackward0(Node):
+    __slots__ = ('dim', 'normalization')
+    _saved = ()
+    _op_name = 'fft_c2r'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        dim, normalization, last_dim_size, = consts
+        ctx.dim = dim if needs[0] else None
+        ctx.normalization = normalization if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        dim = ctx.dim
+        normalization = ctx.normalization
+        g0 = None
+        if needs[0]:
+            g0 = _F.fft_c2r_backward(grad, dim, normalization)
         return (g0, )
 
 _op_add = Op('add', _k_elementwise.add, AddBackward0, ('self', 'other'), ('alpha',), scalar_ok=True, saves_self=False)
@@ -6423,7 +6600,7 @@ OPS['histogramdd_kernel'] = _op_histogramdd_kernel
 _op_fill = Op('fill', _k_factory.full_like_of, FillBackward0, ('self',), ('value',), saves_self=False)
 OPS['fill'] = _op_fill
 
-_op_conj = Op('conj', _k_breadth.real_view, ConjBackward0, ('self',), (), view=True, saves_self=False)
+_op_conj = Op('conj', _k_complex.conj, ConjBackward0, ('self',), (), view=True, saves_self=False)
 OPS['conj'] = _op_conj
 
 _op_resolve_conj = Op('resolve_conj', _k_breadth.real_view, ResolveConjBackward0, ('self',), (), view=True, saves_self=False)
@@ -6432,14 +6609,38 @@ OPS['resolve_conj'] = _op_resolve_conj
 _op_resolve_neg = Op('resolve_neg', _k_breadth.real_view, ResolveNegBackward0, ('self',), (), view=True, saves_self=False)
 OPS['resolve_neg'] = _op_resolve_neg
 
-_op_real = Op('real', _k_breadth.real_view, RealBackward0, ('self',), (), view=True, saves_self=False)
+_op_real = Op('real', _k_complex.real, RealBackward0, ('self',), (), view=True, saves_self=False)
 OPS['real'] = _op_real
 
-_op_conj_physical = Op('conj_physical', _k_breadth.real_copy, ConjPhysicalBackward0, ('self',), (), saves_self=False)
+_op_conj_physical = Op('conj_physical', _k_complex.conj_physical, ConjPhysicalBackward0, ('self',), (), saves_self=False)
 OPS['conj_physical'] = _op_conj_physical
 
-_op_angle = Op('angle', _k_breadth.angle, AngleBackward0, ('self',), (), saves_self=False)
+_op_angle = Op('angle', _k_complex.angle, AngleBackward0, ('self',), (), saves_self=True)
 OPS['angle'] = _op_angle
+
+_op_imag = Op('imag', _k_complex.imag, ImagBackward0, ('self',), (), view=True, saves_self=False)
+OPS['imag'] = _op_imag
+
+_op_view_as_real = Op('view_as_real', _k_complex.view_as_real, ViewAsRealBackward0, ('self',), (), view=True, saves_self=False)
+OPS['view_as_real'] = _op_view_as_real
+
+_op_view_as_complex = Op('view_as_complex', _k_complex.view_as_complex, ViewAsComplexBackward0, ('self',), (), view=True, saves_self=False)
+OPS['view_as_complex'] = _op_view_as_complex
+
+_op_complex = Op('complex', _k_complex.complex, ComplexBackward0, ('real', 'imag'), (), saves_self=False)
+OPS['complex'] = _op_complex
+
+_op_polar = Op('polar', _k_complex.polar, PolarBackward0, ('abs', 'angle'), (), saves_self=True)
+OPS['polar'] = _op_polar
+
+_op_fft_c2c = Op('fft_c2c', _k_fft.fft_c2c, FftC2cBackward0, ('self',), ('dim', 'normalization', 'forward'), saves_self=False)
+OPS['fft_c2c'] = _op_fft_c2c
+
+_op_fft_r2c = Op('fft_r2c', _k_fft.fft_r2c, FftR2cBackward0, ('self',), ('dim', 'normalization', 'onesided'), saves_self=False)
+OPS['fft_r2c'] = _op_fft_r2c
+
+_op_fft_c2r = Op('fft_c2r', _k_fft.fft_c2r, FftC2rBackward0, ('self',), ('dim', 'normalization', 'last_dim_size'), saves_self=False)
+OPS['fft_c2r'] = _op_fft_c2r
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -8796,10 +8997,42 @@ def angle(input):
     """angle (see torch.angle)."""
     return dispatch(_op_angle, (input, ), ())
 
+def imag(input):
+    """imag (see torch.imag)."""
+    return dispatch(_op_imag, (input, ), ())
+
+def view_as_real(input):
+    """view_as_real (see torch.view_as_real)."""
+    return dispatch(_op_view_as_real, (input, ), ())
+
+def view_as_complex(input):
+    """view_as_complex (see torch.view_as_complex)."""
+    return dispatch(_op_view_as_complex, (input, ), ())
+
+def complex(real, imag):
+    """complex (see torch.complex)."""
+    return dispatch(_op_complex, (real, imag, ), ())
+
+def polar(abs, angle):
+    """polar (see torch.polar)."""
+    return dispatch(_op_polar, (abs, angle, ), ())
+
+def fft_c2c(input, dim, normalization, forward):
+    """fft_c2c (see torch.fft_c2c)."""
+    return dispatch(_op_fft_c2c, (input, ), (dim, normalization, forward, ))
+
+def fft_r2c(input, dim, normalization, onesided):
+    """fft_r2c (see torch.fft_r2c)."""
+    return dispatch(_op_fft_r2c, (input, ), (dim, normalization, onesided, ))
+
+def fft_c2r(input, dim, normalization, last_dim_size):
+    """fft_c2r (see torch.fft_c2r)."""
+    return dispatch(_op_fft_c2r, (input, ), (dim, normalization, last_dim_size, ))
+
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm', 'conj', 'resolve_conj', 'resolve_neg', 'real', 'conj_physical', 'angle')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm', 'conj', 'resolve_conj', 'resolve_neg', 'real', 'conj_physical', 'angle', 'imag', 'view_as_real', 'view_as_complex', 'complex', 'polar')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -9277,6 +9510,9 @@ TENSOR_METHODS = {
     'conj_physical': conj_physical,
     'conj_physical_': conj_physical_,
     'angle': angle,
+    'fft_c2c': fft_c2c,
+    'fft_r2c': fft_r2c,
+    'fft_c2r': fft_c2r,
     '__add__': add,
     '__radd__': _op__radd__,
     '__iadd__': add_,

@@ -12,6 +12,7 @@ Tracer protocol (installed in ``ember.autograd.state.STATE.tracer`` by the JIT):
 """
 import numpy as np
 
+from ember.autograd import complex_support as _complex
 from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
 from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, EmberTypeError,
@@ -22,7 +23,7 @@ Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
 _make = None  # Tensor._make, bound with it
 ndarray = np.ndarray
 _new = object.__new__
-_SCALARS = frozenset((float, int, bool))
+_SCALARS = frozenset((float, int, bool, complex))
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
 # what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
 # Numba's included); these, ember's own bugs, pass through unchanged
@@ -188,6 +189,8 @@ def dispatch(op, tensors, consts):
         return _finish_multi(op, tensors, consts, out, need_grad)
     res = _new(Tensor)
     res._data = out if out.__class__ is ndarray else np.asarray(out)
+    if res._data.dtype.kind == "c":
+        _complex.check_result(op, res._data)
     res._requires_grad = False
     res.grad_fn = None
     if op.view:
@@ -202,6 +205,9 @@ def dispatch(op, tensors, consts):
 
 def _finish_multi(op, tensors, consts, out, need_grad):
     outs = tuple(_make(o if o.__class__ is ndarray else np.asarray(o)) for o in out)
+    for o in outs:
+        if o._data.dtype.kind == "c":
+            _complex.check_result(op, o._data)
     if op.view:
         _link_view(tensors[0], outs)
     if need_grad and op.backward is not None and STATE.grad_enabled:
@@ -225,12 +231,15 @@ def _link_view(src, outs):
 def _link(op, tensors, consts, outs):
     needs = []
     edges = []
+    cx = False
     for t in tensors:
         try:
             if t._requires_grad:
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
                 needs.append(True)
+                if t._data.dtype.kind == "c":
+                    cx = True
                 continue
         except AttributeError:
             pass
@@ -245,10 +254,19 @@ def _link(op, tensors, consts, outs):
         node._trace = "".join(traceback.format_stack()[:-3])
     if not op.multi:
         o = outs[0]
-        if o._data.dtype.kind in "fc":
+        kind = o._data.dtype.kind
+        if kind == "f":
+            o.grad_fn = node
+            o._requires_grad = True
+            if cx:
+                _complex.link(op, tensors, outs, node)
+        elif kind == "c":
+            _complex.link(op, tensors, outs, node)
             o.grad_fn = node
             o._requires_grad = True
         return
+    if cx or any(o._data.dtype.kind == "c" for o in outs):
+        _complex.link(op, tensors, outs, node)
     node._out_meta = [(o._data.shape, o._data.dtype) for o in outs]
     diff = op.diff_outputs
     for i, o in enumerate(outs):

@@ -3,6 +3,7 @@ import heapq
 
 import numpy as np
 
+from ember.autograd import complex_support as _complex
 from ember.autograd.node import AccumulateGrad, SavedTensor, accumulate_into, grad_accumulator
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError
@@ -361,7 +362,7 @@ def _apply(node, grads):
     if node._out_meta is not None and (_has_none(grads) or len(grads) < len(node._out_meta)):
         grads = _fill_missing(node, grads)
     try:
-        results = node.apply(grads)
+        results = node.apply(grads) if node._cplx is None else _complex.apply(node, grads)
     except Exception as e:
         if node._trace:
             raise EmberRuntimeError(f"Error in {node.name()}: {e}\nThe forward call that created "

@@ -462,12 +462,27 @@ def pow_exponent_grad(grad, self, exponent, result):
     number = isinstance(self, (int, float, np.number))
     if number:
         lg = float(np.log(self)) if self > 0 else 0.0
+    elif _is_complex(self) or _is_complex(exponent):
+        return _pow_exponent_grad_complex(grad, self, exponent, result)
     else:
         lg = O.log(O.where(O.le(self, 0), 1.0, self))
     r = O.mul(O.mul(grad, result), lg)
     if not number:
         r = O.where(O.logical_and(O.eq(self, 0), O.ge(exponent, 0)), _zero(grad), r)
     return r
+
+
+def _is_complex(x):
+    return isinstance(x, Tensor) and x._data.dtype.kind == "c"
+
+
+def _pow_exponent_grad_complex(grad, self, exponent, result):
+    """The holomorphic form ``grad * result * log(self)`` (0 where ``self`` is 0 and the
+    exponent's real part is >= 0), for complex base or exponent (see complex_support)."""
+    zero = G.eq(self, 0)
+    r = G.mul(G.mul(grad, result), G.log(G.where(zero, 1.0, self)))
+    e = G.real(exponent) if _is_complex(exponent) else exponent
+    return G.where(G.logical_and(zero, G.ge(e, 0)), zeros((), r._data.dtype), r)
 
 
 def pow_self_grad(grad, self, exponent):

@@ -32,6 +32,7 @@ class Node:
     _released = False
     _trace = None
     _out_meta = None
+    _cplx = None  # (mode, real inputs) on nodes with complex values: complex_support.apply
 
     # results are arrays the kernels just made, unless they alias an input (see engine._claims):
     # true for the spec-generated backward classes only, never for user code

@@ -40,7 +40,10 @@ def fix(input):
 
 
 def sgn(input):
-    """``sign``: torch's ``sgn`` is ``sign`` for real tensors (x/|x| for complex ones)."""
+    """``sign`` for real tensors, ``x / |x|`` (0 at 0) for complex ones."""
+    if input._data.dtype.kind == "c":
+        from ember.autograd.formulas import _csgn
+        return _csgn(input)
     return G.sign(input)
 
 

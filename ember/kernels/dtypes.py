@@ -16,13 +16,33 @@ def _scalar_cat(x):
         return 0
     if isinstance(x, (int, np.integer)):
         return 1
+    if isinstance(x, (complex, np.complexfloating)):
+        return 3
     return 2
+
+
+_C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
+
+
+def _to_complex(dt):
+    """torch's toComplexType: the complex dtype whose parts are ``dt`` (float16 -> complex64,
+    as ember has no complex32)."""
+    return _C128 if dt.itemsize == 8 else _C64
 
 
 def _combine(dtypes):
     top = max(_CAT[d.kind] for d in dtypes)
-    same = [d for d in dtypes if _CAT[d.kind] == top]
+    same = [d for d in dtypes if _CAT[d.kind] >= top - (top == 3)]  # complex: floats count too
     return same[0] if len(same) == 1 else np.result_type(*same)
+
+
+def _over(higher, lower):
+    """torch's combine_categories: a lower-priority dtype changes the result only when its
+    category is higher; a complex one over a float keeps the float's precision."""
+    ch, cl = _CAT[higher.kind], _CAT[lower.kind]
+    if cl <= ch:
+        return higher
+    return _to_complex(higher) if cl == 3 and ch == 2 else lower
 
 
 def result_type(*xs):
@@ -35,14 +55,12 @@ def result_type(*xs):
         if not group:
             continue
         dt = group[0] if len(group) == 1 else _combine(group)
-        if best is None or _CAT[dt.kind] > _CAT[best.kind]:
-            best = dt
+        best = dt if best is None else _over(best, dt)
     if scal:
         c = max(scal)
-        if best is None:
-            return np.dtype(np.bool_) if c == 0 else (np.dtype(np.int64) if c == 1 else default_float())
-        if c > _CAT[best.kind]:
-            best = np.dtype(np.int64) if c == 1 else default_float()
+        sdt = (np.dtype(np.bool_), np.dtype(np.int64), default_float(),
+               _to_complex(default_float()))[c]
+        best = sdt if best is None else _over(best, sdt)
     return best
 
 
@@ -57,19 +75,21 @@ def promote(a, b):
             if a.dtype == b.dtype:
                 return a, b
         elif cb is float or cb is int:
-            if a.dtype.kind == "f" or (cb is int and a.dtype.kind in "iu"):
+            if a.dtype.kind in "fc" or (cb is int and a.dtype.kind in "iu"):
                 return a, b  # NumPy treats Python scalars weakly, like torch
     elif cb is _nd and (ca is float or ca is int):
-        if b.dtype.kind == "f" or (ca is int and b.dtype.kind in "iu"):
+        if b.dtype.kind in "fc" or (ca is int and b.dtype.kind in "iu"):
             return a, b
     dt = result_type(a, b)
     if a.__class__ is np.ndarray and a.dtype != dt:
         a = a.astype(dt)
     if b.__class__ is np.ndarray and b.dtype != dt:
         b = b.astype(dt)
-    elif b.__class__ is not np.ndarray and b is not None and dt.kind in "fc" and isinstance(b, (int, float)):
+    elif b.__class__ is not np.ndarray and b is not None and dt.kind in "fc" and isinstance(
+            b, (int, float, complex)):
         b = dt.type(b)
-    if a.__class__ is not np.ndarray and a is not None and dt.kind in "fc" and isinstance(a, (int, float)):
+    if a.__class__ is not np.ndarray and a is not None and dt.kind in "fc" and isinstance(
+            a, (int, float, complex)):
         a = dt.type(a)
     return a, b
 

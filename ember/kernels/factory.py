@@ -96,6 +96,9 @@ def rand(size, generator, dtype):
 
 
 def randn(size, generator, dtype):
+    if np.dtype(dtype).kind == "c":  # as torch: real and imaginary parts each of variance 1/2
+        parts = generator.standard_normal(_size(size) + (2,)) * np.sqrt(0.5)
+        return (parts[..., 0] + 1j * parts[..., 1]).astype(dtype)
     return generator.standard_normal(_size(size)).astype(dtype, copy=False)
 
 

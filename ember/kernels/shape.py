@@ -246,6 +246,8 @@ def clone(a):
 def to_dtype(a, dtype, copy=False):
     if a.dtype == dtype and not copy:
         return a
+    if a.dtype.kind == "c" and np.dtype(dtype).kind != "c":
+        a = a.real  # complex to real keeps the real part, as torch
     return a.astype(dtype)
 
 

@@ -23,7 +23,8 @@ HERE = os.path.dirname(__file__)
 # Tolerances per output dtype (rtol, atol; atol is scaled by the output's largest magnitude);
 # float32 is looser than torch's defaults because ember's NumPy kernels accumulate in a
 # different order.
-TOLERANCES = {"float16": (1e-3, 1e-3), "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7)}
+TOLERANCES = {"float16": (1e-3, 1e-3), "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7),
+              "complex64": (1e-4, 1e-5), "complex128": (1e-7, 1e-7)}
 GRAD_TOLERANCES = {"float32": (1e-3, 1e-4), "float64": (1e-6, 1e-7)}
 # dtypes tried, in this order, when the OpInfo lists them and ember has them (by torch's name)
 DTYPES = ("float32", "float64", "int64", "bool", "complex64", "complex128")
@@ -585,6 +586,23 @@ def _run_sample(op, call, sample, dtype, torch, noncontiguous, with_grad, shape_
         compare_values(tg, eg, torch, what=label, tolerances=GRAD_TOLERANCES)
 
 
+def takes_complex(op):
+    """Whether ember takes complex tensors for this entry (``ember.fft`` and the ops listed in
+    ember/autograd/complex_support.py): only those run their complex64/complex128 samples."""
+    from ember.autograd.complex_support import FORWARD
+    base = op.name.split(".")[0]
+    return op.name.startswith("fft.") or (base in FORWARD and base == op.name) or \
+        op.name in COMPLEX_ENTRIES
+
+
+# entries that, as in torch, refuse an input whose last dim is not contiguous (torch's own
+# samples are contiguous; the non-contiguous pass would hand ember what torch never sees)
+CONTIGUOUS_ONLY = {"view_as_complex"}
+# op_db entries beyond the spec-op names of complex_support.FORWARD that take complex inputs
+COMPLEX_ENTRIES = {"view_as_real", "view_as_complex", "polar", "complex", "imag", "real",
+                   "conj", "conj_physical", "resolve_conj", "resolve_neg", "angle", "abs"}
+
+
 def run_entry(op, resolved, torch):
     """Run every sample of ``op`` through torch and ember; a :class:`Result`."""
     result = Result()
@@ -593,13 +611,15 @@ def run_entry(op, resolved, torch):
     supported = {str(d).replace("torch.", "") for d in op.supported_dtypes("cpu")}
     backward_ok = {str(d).replace("torch.", "") for d in op.supported_backward_dtypes("cpu")}
     dtypes = [d for d in DTYPES if d in supported and isinstance(getattr(ember, d, None),
-                                                                 ember.dtype)]
+                                                                 ember.dtype)
+              and (not d.startswith("complex") or takes_complex(op))]
     if not dtypes:
         result.fail(f"no dtype of {sorted(supported)} exists in ember")
         return result
     plan = [(d, False) for d in dtypes]
     # non-contiguous inputs: in float64 where available (with gradients), else the first dtype
-    plan.append(("float64" if "float64" in dtypes else dtypes[0], True))
+    if op.name not in CONTIGUOUS_ONLY:
+        plan.append(("float64" if "float64" in dtypes else dtypes[0], True))
     for dtype_name, noncontiguous in plan:
         tdtype = getattr(torch, dtype_name)
         with_grad = (op.supports_autograd and dtype_name == "float64"

@@ -6,19 +6,29 @@ a float16 array gives float16, not NumPy's float64). Operands come in three prio
 arrays with dimensions, 0-d arrays (and NumPy scalars), and Python scalars. A lower-priority operand
 only changes the result when its category is higher, and a Python float then gives float32 (the
 default dtype), a Python int int64.
+
+Complex is a fourth category above floating, as in torch: float64 with complex64 gives
+complex128, and a complex operand of lower priority over a floating one gives the complex dtype of
+the floating one's precision. ``promote_types`` knows complex dtypes; the engine itself does not
+compute on them (``check_dtype`` refuses them: complex arithmetic runs in ember's NumPy kernels,
+never in compiled pointwise kernels).
 """
 import numpy as np
 
 SUPPORTED = tuple(np.dtype(n) for n in
                   ("bool", "uint8", "int8", "int16", "int32", "int64", "float16", "float32", "float64"))
 DEFAULT_FLOAT = np.dtype("float32")
+DEFAULT_COMPLEX = np.dtype("complex64")
 
 TENSOR, ZERO_DIM, SCALAR = 2, 1, 0
 
 
+_CATEGORY = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
 def category(dtype):
-    """0 for bool, 1 for integers, 2 for floating dtypes."""
-    return 0 if dtype.kind == "b" else (2 if dtype.kind == "f" else 1)
+    """0 for bool, 1 for integers, 2 for floating, 3 for complex dtypes."""
+    return _CATEGORY[dtype.kind]
 
 
 def check_dtype(dtype):
@@ -36,7 +46,7 @@ def promote_types(a, b):
     if b is None:
         return a
     ca, cb = category(a), category(b)
-    if ca != cb:
+    if ca != cb and ca + cb != 5:  # float with complex: NumPy's rule is torch's (f64, c64 -> c128)
         return a if ca > cb else b
     return np.promote_types(a, b)
 
@@ -50,13 +60,22 @@ def scalar_dtype(value):
         return np.dtype(np.int64)
     if issubclass(kind, (float, np.floating)):
         return DEFAULT_FLOAT
-    raise TypeError(f"pointwise: expected a bool, int or float scalar, got {kind.__name__}")
+    if issubclass(kind, (complex, np.complexfloating)):
+        return DEFAULT_COMPLEX
+    raise TypeError(f"pointwise: expected a bool, int, float or complex scalar, got "
+                    f"{kind.__name__}")
 
 
 def _combine(higher, lower):
     if higher is None:
         return lower
-    if lower is None or category(higher) == 2:
+    if lower is None or category(higher) == 3:
+        return higher
+    if category(lower) == 3:  # torch keeps a floating operand's precision (toComplexType)
+        if category(higher) == 2:
+            return np.dtype(np.complex128 if higher.itemsize == 8 else np.complex64)
+        return lower
+    if category(higher) == 2:
         return higher
     if higher.kind == "b" or category(lower) == 2:
         return promote_types(higher, lower)
