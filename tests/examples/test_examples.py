@@ -237,3 +237,16 @@ def test_example_runs_as_a_script():
                        env={**os.environ, "EXAMPLE_BACKEND": "ember"})
     assert r.returncode == 0, r.stderr
     assert len(_rewards(r.stdout)) == 2
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_dataloader_with_two_persistent_workers(backend, monkeypatch, tmp_path, capsys):
+    ns = _load("dataloader_workers.py", backend, monkeypatch, tmp_path)
+    ns["main"](["--epochs", "2", "--train-size", "256", "--batch-size", "32"])
+    out = capsys.readouterr().out
+    epochs = re.findall(r"Epoch \d+: loss ([\d.]+), train accuracy (\d+)/(\d+), "
+                        r"loaded by \[(\d+), (\d+)\] \(main process (\d+)\)", out)
+    assert len(epochs) == 2, out
+    (l1, *_, a1, b1, main1), (l2, *_, a2, b2, main2) = epochs
+    assert float(l2) < float(l1), out
+    assert (a1, b1) == (a2, b2) and len({a1, b1, main1}) == 3, out   # persistent, 2 processes
