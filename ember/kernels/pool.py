@@ -100,7 +100,7 @@ def _running_max(taps, out_shape, dtype, start):
 
 
 USE_NUMBA = True
-MIN_NUMBA_SIZE = 4096      # output elements from which the Numba kernel runs
+MIN_NUMBA_SIZE = 4096      # output elements from which the Numba kernels run (the 2x2 one at any size)
 _numba_kernels = None
 
 
@@ -134,6 +134,14 @@ def _signature(name, *args):
     return sig
 
 
+def _is_2x2(shape, k, s, p, d, out):
+    """Whether ``pool_numba.planes_2x2`` computes this pool: 2x2 windows at stride 2, no
+    padding or dilation, every window inside the plane. It runs at any size (a batch of one:
+    (1, 6, 28, 28) 12 us against 150 us for the NumPy taps)."""
+    return (k == s == (2, 2) and p == (0, 0) and d == (1, 1) and 2 * out[0] <= shape[2]
+            and 2 * out[1] <= shape[3])
+
+
 def _max_pool2d_numba(nb, x, k, s, p, d, out):
     """Max pooling with indices by the Numba kernel: planes split over Numba's TBB layer when it
     runs, else over ember's thread pool."""
@@ -146,12 +154,11 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
     planes = x.shape[0] * x.shape[1]
     n = get_num_threads()
-    if (k == s == (2, 2) and p == (0, 0) and d == (1, 1) and 2 * out[0] <= x.shape[2]
-            and 2 * out[1] <= x.shape[3]):
+    if _is_2x2(x.shape, k, s, p, d, out):
         if not numba_runtime.ready(nb.planes_2x2, _signature("planes_2x2", x, y, idx, 0, 0)):
             return None
-        threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
-                              min(planes, 4 * n), n)
+        parts = min(planes, 4 * n) if y.size >= MIN_NUMBA_SIZE else 1
+        threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes, parts, n)
         return y, idx
     parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(planes, n)
     kernel = nb.planes_parallel if parts else nb.planes
@@ -173,7 +180,8 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     op = "max_pool2d"
     k, s, p, d, out = _params(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     nb = _kernels() if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else None
-    if nb is not None and x.shape[0] * x.shape[1] * out[0] * out[1] >= MIN_NUMBA_SIZE:
+    if nb is not None and (x.shape[0] * x.shape[1] * out[0] * out[1] >= MIN_NUMBA_SIZE
+                           or _is_2x2(x.shape, k, s, p, d, out)):
         result = _max_pool2d_numba(nb, x, k, s, p, d, out)
         if result is not None:
             return result
