@@ -32,6 +32,7 @@ from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # 
                             nanmedian, sort, std_mean, topk, unique, unique_consecutive,
                             var_mean)
 from ember import return_types
+from ember._printing import set_printoptions
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse

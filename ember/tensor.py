@@ -1,5 +1,6 @@
 """Tensor: an ndarray plus autograd state. There is no separate Variable."""
 import builtins
+import sys
 import weakref
 
 import numpy as np
@@ -616,19 +617,34 @@ def _init(t, arr):
     t.grad_fn = None
 
 
+# how tensors print (ember.set_printoptions; torch's defaults)
+PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
+                 "sci_mode": None}
+
+
 def _format(t):
     a = t._data
     dt = t.dtype
+    opts = PRINT_OPTIONS
     if a.size == 0:
         body = "[]" if a.ndim == 1 else "[]"
         suffix = [f"size={tuple(a.shape)}"]
     else:
         if a.dtype.kind in "fc":
-            kw = {"formatter": None, "precision": 4, "floatmode": "maxprec_equal"}
+            p = int(opts["precision"])
+            kw = {"formatter": None, "precision": p, "floatmode": "maxprec_equal"}
+            if opts["sci_mode"] is True:
+                kw = {"formatter": {"float_kind": lambda v: f"{v:.{p}e}"}}
+            elif opts["sci_mode"] is False:
+                kw["suppress"] = True
+                kw["floatmode"] = "fixed"
         else:
             kw = {}
-        body = np.array2string(a, separator=", ", prefix="tensor(", threshold=1000, edgeitems=3,
-                               **kw)
+        thr = opts["threshold"]
+        body = np.array2string(a, separator=", ", prefix="tensor(",
+                               threshold=sys.maxsize if thr == float("inf") else int(thr),
+                               edgeitems=int(opts["edgeitems"]),
+                               max_line_width=int(opts["linewidth"]), **kw)
         suffix = []
     if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_, _dtype.complex64) or (
             a.size == 0 and dt is not _dtype.float32):
