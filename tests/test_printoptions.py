@@ -2,9 +2,8 @@
 the profiles change how tensors print; options are restored after each test."""
 import pytest
 
-import ember._printing
-
 import ember
+import ember._printing
 
 torch = pytest.importorskip("torch")
 
