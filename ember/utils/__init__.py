@@ -1,2 +1,2 @@
-"""``ember.utils``: ``data`` (Dataset, DataLoader, ...)."""
-from ember.utils import data  # noqa: F401
+"""``ember.utils``: ``data`` (Dataset, DataLoader, ...), ``checkpoint``."""
+from ember.utils import checkpoint, data  # noqa: F401
