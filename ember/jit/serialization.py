@@ -192,6 +192,7 @@ def _build(ir_text, meta, arrays, fail):
                             meta["name"])
     traced.state_names = [n for n, _ in meta["state"]]
     traced.traced_random = meta.get("random", False)
+    traced.inference_plan = not state  # no live parameters: inference plans (ember.jit.plan)
     traced._guards = _load_guards(meta, meta["name"], arrays,
                                   dict(zip(traced.state_names, state)), fail)
     return traced

@@ -114,6 +114,8 @@ class TracedFunction:
         self._ndims = tuple(len(v.shape) for v in graph.inputs[:n_inputs])
         self._dtypes = tuple(v.dtype for v in graph.inputs[:n_inputs])
         self._guards = None  # ShapeGuards: sizes the trace froze, re-checked on new shapes
+        self._planner = None
+        self.inference_plan = False  # frozen traces: ``ember.jit.plan`` (set by optimize/load)
 
     @property
     def shape_guards(self):
@@ -137,6 +139,7 @@ class TracedFunction:
         """Regenerate the code after editing ``graph`` in place."""
         self.graph.lint()
         self._fast = self._slow = self._code = None
+        self._planner = None
         self._ndims = tuple(len(v.shape) for v in self.graph.inputs[:self._n_inputs])
         self._dtypes = tuple(v.dtype for v in self.graph.inputs[:self._n_inputs])
 
@@ -189,7 +192,15 @@ class TracedFunction:
             for t in state:
                 arrays.append(t._data)
         try:
-            res = fast_fn(*arrays)
+            res = None
+            if self.inference_plan and not state:
+                planner = self._planner
+                if planner is None:
+                    from ember.jit.plan import Planner
+                    planner = self._planner = Planner(self.graph)
+                res = planner.run(arrays)
+            if res is None:
+                res = fast_fn(*arrays)
         except Exception:  # noqa: BLE001 - reported as eager mode would report it
             return self._explain_failure(args)
         make = _tensor_cls()._make

@@ -84,4 +84,5 @@ def optimize(traced, freeze_params=True, passes=None):
     out.traced_random = getattr(traced, "traced_random", False)
     out._guards = getattr(traced, "_guards", None)  # the sizes the trace froze, as before
     out.optimized = True
+    out.inference_plan = not state  # frozen: inference plans (ember.jit.plan) on fast calls
     return out

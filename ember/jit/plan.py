@@ -1,0 +1,573 @@
+"""Inference plans: a frozen traced graph compiled for one set of input shapes.
+
+A plan is built on the first call of a frozen trace (``ember.jit.optimize``, or a loaded file
+without live parameters) with input shapes it has not seen, when no gradient is needed and
+Numba is available. Building it runs the graph once with the reference interpreter (array mode)
+to learn every value's shape and every traced size, then generates one Python function whose
+statements are the graph's steps with everything static bound in advance:
+
+- ``conv2d`` (groups 1, float) with its epilogue -- the bias, a residual ``add`` whose other
+  operand already exists, a ``relu``, a max pool without padding whose indices nobody reads --
+  is one step: ``im2col`` into a column buffer shared by every convolution of the plan, one BLAS
+  GEMM into a shared (K, N*Ho*Wo) buffer (``np.matmul(..., out=)``), and one fused epilogue
+  kernel writing the NCHW result (``ember.kernels.inference_numba``). The same path serves
+  batch 1 and batch 64: no algorithm set-up, no per-call workspace look-up;
+- ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
+  preallocated buffer followed by one in-place bias + ReLU kernel;
+- sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
+- every other node calls its kernel, as the generated array-mode code does.
+
+Step outputs live in buffers allocated once per plan and reused by every call; an output of the
+graph (or a view of a buffer that is returned) is copied, so a caller never sees a result change
+under it. A plan is not re-entrant: a call that finds the plan busy (another thread) takes the
+ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently used evicted).
+While the kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``) the
+call takes the ordinary path and the plan is built on a later call.
+"""
+import threading
+from collections import OrderedDict
+
+import numpy as np
+
+from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
+from ember.kernels.threads import LIMITED, blas_mode
+
+__all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
+
+MAX_PLANS = 8
+MAX_COL_BYTES = 256 << 20   # larger column buffers: the convolution's own kernel instead
+ONE_BLAS_THREAD = False
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_EXCLUDED = ("copy_", "python_function")
+
+
+def _kernels():
+    from ember.kernels.pointwise import numba_runtime
+    if not numba_runtime.available() or numba_runtime.compile_mode() == "off":
+        return None
+    try:
+        from ember.kernels import inference_numba
+    except Exception:  # noqa: BLE001 - Numba present but unusable: the ordinary path
+        return None
+    return inference_numba
+
+
+def supported(graph):
+    """Whether a plan can run ``graph``: no in-place writes, custom Functions or random ops."""
+    from ember.autograd._generated import OPS
+    for n in _inlined(graph).nodes:
+        if n.kind in _EXCLUDED:
+            return False
+        op = OPS.get(n.kind)
+        if n.kind != "constant" and (op is None or getattr(op, "random", False)):
+            return False
+        if any(isinstance(a, GenRef) for a in list(n.args) + list(n.attrs.values())):
+            return False
+    return True
+
+
+def _inlined(graph):
+    """A copy of ``graph`` with every ``fusion_group`` replaced by its member nodes (the plan's
+    patterns see bias adds and ReLUs; a group's fused kernel is for large tensors)."""
+    if not any(n.kind == "fusion_group" for n in graph.nodes):
+        return graph
+    g = graph.copy()
+    for node in list(g.nodes):
+        if node.kind != "fusion_group":
+            continue
+        sub = node.attrs["graph"]
+        env = {id(f): a for f, a in zip(sub.inputs, node.args)}
+
+        def m(x):
+            if isinstance(x, Value):
+                return env[id(x)]
+            if isinstance(x, SymRef):
+                return SymRef(env[id(x.value)])
+            if isinstance(x, (list, tuple)):
+                return type(x)(m(y) for y in x)
+            return x
+        prev = node
+        for sn in sub.nodes:
+            if sn.kind == "constant":
+                name = sn.attrs["name"]
+                new = g.add_constant(sub.constants[name], name=name) \
+                    if name not in g.constants else None
+                if new is not None:
+                    env[id(sn.output)] = new
+                    continue
+            nn = g.create_node(sn.kind, [m(a) for a in sn.args],
+                               {k: m(v) for k, v in sn.attrs.items()},
+                               [(o.dtype, o.shape) for o in sn.outputs])
+            g.insert(nn, after=prev)
+            prev = nn
+            for so, no in zip(sn.outputs, nn.outputs):
+                env[id(so)] = no
+        for o, so in zip(node.outputs, sub.outputs):
+            o.replace_all_uses_with(env[id(so)])
+        g.remove(node)
+    return g
+
+
+def _pair(v, name):
+    if isinstance(v, (tuple, list)):
+        if len(v) == 2 and all(isinstance(x, int) for x in v):
+            return int(v[0]), int(v[1])
+        if len(v) == 1 and isinstance(v[0], int):
+            return int(v[0]), int(v[0])
+        return None
+    if isinstance(v, int) and not isinstance(v, bool):
+        return int(v), int(v)
+    return None
+
+
+# ------------------------------------------------------------------------------------ steps
+class _Buffers:
+    """The plan's shared scratch (column and GEMM buffers, grown to the largest user)."""
+
+    def __init__(self):
+        self.sizes = {}
+        self.arrays = {}
+
+    def need(self, key, dtype, n):
+        k = (key, np.dtype(dtype).str)
+        self.sizes[k] = max(self.sizes.get(k, 0), int(n))
+        return k
+
+    def get(self, k, shape):
+        a = self.arrays.get(k)
+        if a is None:
+            a = self.arrays[k] = np.empty(self.sizes[k], np.dtype(k[1]))
+        return a[:int(np.prod(shape))].reshape(shape)
+
+
+class _ConvStep:
+    def __init__(self, kn, shared, x_shape, dtype, w, b, stride, padding, dilation, res, relu,
+                 pool, out_shape, fresh):
+        N, C, H, W = x_shape
+        K, _, R, S = w.shape
+        (sh, sw), (ph, pw), (dh, dw) = stride, padding, dilation
+        Ho = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
+        Wo = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
+        self.kn, self.shared = kn, shared
+        self.args = (R, S, sh, sw, ph, pw, dh, dw)
+        self.w2 = np.array(w.reshape(K, -1), order="C")  # owned copy: see _owned
+        self.b = b if b is not None else np.zeros(K, dtype)
+        self.has_b = b is not None
+        self.res, self.relu, self.pool = res, relu, pool
+        self.direct_cols = (R == S == 1 and sh == sw == 1 and ph == pw == 0 and N == 1)
+        self.col_key = shared.need("col", dtype, C * R * S * N * Ho * Wo)
+        self.z_key = shared.need("z", dtype, K * N * Ho * Wo)
+        self.col_shape, self.z_shape = (C * R * S, N, Ho, Wo), (K, N, Ho, Wo)
+        self.out_shape, self.dtype, self.fresh = tuple(out_shape), dtype, fresh
+        self.y = None if fresh else np.empty(out_shape, dtype)
+        self.dummy = np.zeros((1, 1, 1), dtype)
+
+    def signatures(self, x):
+        from ember.kernels.pointwise import numba_runtime as rt
+        kn = self.kn
+        col = np.empty(self.col_shape, self.dtype)
+        z = np.empty(self.z_shape, self.dtype)
+        y = np.empty(self.out_shape, self.dtype)
+        out = [(kn.im2col, rt.signature(x, *self.args, col))]
+        if self.pool is not None:
+            out.append((kn.conv_pool_epilogue, rt.signature(z, self.b, y, True, True,
+                                                            *self.pool)))
+        else:
+            K, N = self.z_shape[:2]
+            out.append((kn.conv_epilogue, rt.signature(z.reshape(K, N, -1), self.b,
+                                                        self.dummy, y.reshape(N, K, -1), True,
+                                                        True, True)))
+        return out
+
+    def __call__(self, x, res=None):
+        shared = self.shared
+        K, N, Ho, Wo = self.z_shape
+        CRS = self.col_shape[0]
+        if self.direct_cols:
+            col2 = x.reshape(CRS, Ho * Wo)
+        else:
+            col = shared.get(self.col_key, self.col_shape)
+            self.kn.im2col(x, *self.args, col)
+            col2 = col.reshape(CRS, N * Ho * Wo)
+        z = shared.get(self.z_key, (K, N * Ho * Wo))
+        np.matmul(self.w2, col2, out=z)
+        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        if self.pool is not None:
+            self.kn.conv_pool_epilogue(z.reshape(K, N, Ho, Wo), self.b, y, self.has_b,
+                                       self.relu, *self.pool)
+        else:
+            r = res.reshape(N, K, Ho * Wo) if res is not None else self.dummy
+            self.kn.conv_epilogue(z.reshape(K, N, Ho * Wo), self.b, r, y.reshape(N, K, -1),
+                                  self.has_b, res is not None, self.relu)
+        return y
+
+
+class _LinearStep:
+    def __init__(self, kn, w, b, relu, out_shape, dtype, fresh):
+        self.kn, self.wt = kn, np.array(w.T, order="C")
+        self.b = b if b is not None else np.zeros(w.shape[0], dtype)
+        self.has_b, self.relu = b is not None, relu
+        self.out_shape, self.dtype, self.fresh = tuple(out_shape), dtype, fresh
+        self.y = None if fresh else np.empty(out_shape, dtype)
+
+    def signatures(self, x):
+        from ember.kernels.pointwise import numba_runtime as rt
+        y = np.empty(self.out_shape, self.dtype)
+        return [(self.kn.bias_act, rt.signature(y, self.b, True, True))]
+
+    def __call__(self, x):
+        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        np.matmul(x, self.wt, out=y)
+        if self.has_b or self.relu:
+            self.kn.bias_act(y, self.b, self.has_b, self.relu)
+        return y
+
+
+def _generic(fn, args, consts_after, multi, values_at):
+    """A step calling ``fn`` with ``args`` (Values at ``values_at`` filled in per call)."""
+    template = list(args) + list(consts_after)
+    slots = tuple(values_at)
+
+    if not slots:
+        def call():
+            return fn(*template)
+        return call
+    if len(slots) == 1:
+        i0 = slots[0]
+
+        def call1(a):
+            t = template[:]
+            t[i0] = a
+            return fn(*t)
+        return call1
+
+    def calln(*vals):
+        t = template[:]
+        for i, v in zip(slots, vals):
+            t[i] = v
+        return fn(*t)
+    return calln
+
+
+# ------------------------------------------------------------------------------------ plan
+class InferencePlan:
+    """One compiled function for ``graph`` at the recorded input shapes (see the module)."""
+
+    def __init__(self, graph, formals, kn):
+        from ember.autograd._generated import OPS
+        from ember.jit.codegen import node_callable
+        from ember.jit.fastpath import int_values, max_pool2d_values
+        from ember.jit.interpreter import Interpreter
+        g = _inlined(graph)
+        self.graph = g
+        self.in_shapes = tuple(a.shape for a in formals)
+        env = _record(Interpreter(g, "array"), formals)
+        ints = int_values(g)
+        outs = {id(o) for o in g.outputs}
+        index = {id(n): i for i, n in enumerate(g.nodes)}
+        consumed = set()     # ids of nodes folded into an earlier step
+        self.shared = _Buffers()
+        self._steps = []
+        self._lock = threading.Lock()
+        names = {}
+        glob = {}
+        lines = []
+
+        def name_of(v):
+            k = id(v)
+            if k not in names:
+                names[k] = f"v{len(names)}"
+            return names[k]
+
+        def const_of(v):
+            return v.node is not None and v.node.kind == "constant"
+
+        def single_use(v, kind=None):
+            if len(v.uses) != 1 or id(v) in outs:
+                return None
+            n = v.uses[0]
+            return n if kind is None or n.kind in kind else None
+
+        def value_arg(v):
+            """Source for a Value read by a step (constants are globals)."""
+            if const_of(v):
+                ident = f"c_{len(glob)}"
+                glob[ident] = g.constants[v.node.attrs["name"]]
+                return ident
+            return name_of(v)
+
+        def resolve(x):
+            if isinstance(x, SymRef):
+                return int(env[id(x.value)])
+            if isinstance(x, ArrayRef):
+                return g.constants[x.name]
+            if isinstance(x, list):
+                return [resolve(y) for y in x]
+            if isinstance(x, tuple):
+                return tuple(resolve(y) for y in x)
+            if isinstance(x, slice):
+                return slice(resolve(x.start), resolve(x.stop), resolve(x.step))
+            return x
+
+        params = [name_of(v) for v in g.inputs]
+        self._sigs = []
+        for node in g.nodes:
+            if node.kind == "constant" or id(node) in consumed:
+                continue
+            o0 = node.outputs[0] if node.outputs else None
+            if o0 is not None and id(o0) in ints and len(node.outputs) == 1:
+                ident = f"c_{len(glob)}"  # a traced size: a constant of this plan
+                glob[ident] = np.asarray(env[id(o0)])
+                lines.append(f"    {name_of(o0)} = {ident}")
+                continue
+            step = None
+            if node.kind == "conv2d":
+                step, reads, last = self._conv(node, env, kn, const_of, single_use, index,
+                                               consumed, outs)
+            elif node.kind == "linear":
+                step, reads, last = self._linear(node, env, kn, const_of, single_use, consumed,
+                                                 outs)
+            if step is not None:
+                ident = f"s_{len(glob)}"
+                glob[ident] = step
+                self._steps.append(step)
+                self._sigs += step.signatures(env[id(node.args[0])])
+                lines.append(f"    {name_of(last)} = {ident}("
+                             f"{', '.join(value_arg(v) for v in reads)})")
+                continue
+            # any other node: its kernel
+            op = OPS.get(node.kind)
+            fn = node_callable(node.kind, "array")
+            extra = [resolve(node.attrs[k]) for k in op.const_names if k in node.attrs]
+            if node.kind == "max_pool2d_with_indices" and not node.outputs[1].uses and \
+                    id(node.outputs[1]) not in outs and node.args[0].dtype.kind == "f":
+                fn, multi = max_pool2d_values, False
+            else:
+                multi = op.multi
+            args, reads, at = [], [], []
+            for i, a in enumerate(node.args):
+                if isinstance(a, Value):
+                    if const_of(a):
+                        args.append(g.constants[a.node.attrs["name"]])
+                    else:
+                        args.append(None)
+                        reads.append(a)
+                        at.append(i)
+                elif isinstance(a, list) and any(isinstance(y, Value) for y in a):
+                    args.append(None)  # a Tensor[] slot: the list is built per call
+                    reads.append(a)
+                    at.append(i)
+                else:
+                    args.append(resolve(a))
+            ident = f"s_{len(glob)}"
+            glob[ident] = _generic(fn, args, extra, multi, at)
+            argsrc = []
+            for r in reads:
+                if isinstance(r, list):
+                    argsrc.append("[" + ", ".join(value_arg(y) if isinstance(y, Value)
+                                                  else repr(y) for y in r) + "]")
+                else:
+                    argsrc.append(value_arg(r))
+            if multi:
+                lhs = ", ".join(name_of(o) for o in node.outputs) + ","
+            elif node.kind == "max_pool2d_with_indices":
+                lhs = name_of(node.outputs[0])
+            else:
+                lhs = name_of(o0)
+            call = f"{ident}({', '.join(argsrc)})"
+            if not multi and o0 is not None and o0.shape == ():
+                call = f"asarray({call})"
+            lines.append(f"    {lhs} = {call}")
+        ret = ", ".join(value_arg(o) for o in g.outputs)
+        src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
+            f"\n    return ({ret},)\n"
+        glob["asarray"] = np.asarray
+        self.source = src
+        exec(compile(src, "<ember.jit plan>", "exec"), glob)  # noqa: S102 - our own source
+        self._fn = glob["plan"]
+        self._copy = None   # per output: whether it may alias a reused buffer (first run)
+
+    # ---- patterns -------------------------------------------------------------------------
+    def _conv(self, node, env, kn, const_of, single_use, index, consumed, outs):
+        x, w, b = (list(node.args) + [None] * 3)[:3]
+        xa = env[id(x)] if isinstance(x, Value) else None
+        if xa is None or xa.dtype not in _FLOATS or xa.ndim != 4 or not const_of(w) or \
+                (b is not None and not (isinstance(b, Value) and const_of(b))):
+            return None, None, None
+        wa = env[id(w)]
+        ba = env[id(b)] if b is not None else None
+        if wa.dtype != xa.dtype or wa.ndim != 4 or (ba is not None and ba.dtype != xa.dtype):
+            return None, None, None
+        a = node.attrs
+        stride, padding = _pair(a.get("stride"), "stride"), _pair(a.get("padding"), "padding")
+        dilation = _pair(a.get("dilation"), "dilation")
+        if None in (stride, padding, dilation) or a.get("groups", 1) != 1 or \
+                wa.shape[1] != xa.shape[1] or not xa.flags.c_contiguous:
+            return None, None, None
+        y = node.outputs[0]
+        ya = env[id(y)]
+        N, C, H, W = xa.shape
+        K, _, R, S = wa.shape
+        if ya.size == 0 or C * R * S * ya.size // K * xa.itemsize > MAX_COL_BYTES:
+            return None, None, None
+        last, reads, res, relu, pool = y, [x], None, False, None
+        nxt = single_use(last, ("add",))
+        if nxt is not None and nxt.attrs.get("alpha", 1) == 1 and len(nxt.args) == 2:
+            other = nxt.args[1] if nxt.args[0] is last else nxt.args[0]
+            if isinstance(other, Value) and other is not last and \
+                    (other.node is None or index[id(other.node)] < index[id(node)]) and \
+                    other.dtype == ya.dtype and env[id(other)].shape == ya.shape and \
+                    nxt.outputs[0].dtype == ya.dtype:
+                res = other
+                consumed.add(id(nxt))
+                last = nxt.outputs[0]
+                reads.append(other)
+        nxt = single_use(last, ("relu",))
+        if nxt is not None:
+            relu = True
+            consumed.add(id(nxt))
+            last = nxt.output
+        nxt = single_use(last, ("max_pool2d_with_indices",))
+        if nxt is not None and res is None and not nxt.outputs[1].uses and \
+                nxt.outputs[1] not in self.graph.outputs:
+            k = _pair(nxt.attrs.get("kernel_size"), "kernel_size")
+            s = nxt.attrs.get("stride")
+            s = k if s in (None, (), []) else _pair(s, "stride")
+            if k is not None and s is not None and \
+                    _pair(nxt.attrs.get("padding", 0), "padding") == (0, 0) and \
+                    _pair(nxt.attrs.get("dilation", 1), "dilation") == (1, 1) and \
+                    not nxt.attrs.get("ceil_mode", False):
+                pool = (k[0], k[1], s[0], s[1])
+                consumed.add(id(nxt))
+                last = nxt.outputs[0]
+        out_shape = env[id(last)].shape
+        step = _ConvStep(kn, self.shared, xa.shape, xa.dtype, wa, ba, stride, padding, dilation,
+                         res, relu, pool, out_shape, id(last) in outs)
+        return step, reads, last
+
+    def _linear(self, node, env, kn, const_of, single_use, consumed, outs):
+        x, w, b = (list(node.args) + [None] * 3)[:3]
+        xa = env[id(x)] if isinstance(x, Value) else None
+        if xa is None or xa.dtype not in _FLOATS or xa.ndim != 2 or not const_of(w) or \
+                (b is not None and not (isinstance(b, Value) and const_of(b))):
+            return None, None, None
+        wa = env[id(w)]
+        ba = env[id(b)] if b is not None else None
+        if wa.dtype != xa.dtype or wa.ndim != 2 or (ba is not None and ba.dtype != xa.dtype):
+            return None, None, None
+        last, relu = node.outputs[0], False
+        if ba is None:
+            nxt = single_use(last, ("add",))
+            if nxt is not None and nxt.attrs.get("alpha", 1) == 1 and len(nxt.args) == 2:
+                other = nxt.args[1] if nxt.args[0] is last else nxt.args[0]
+                if isinstance(other, Value) and const_of(other) and \
+                        env[id(other)].shape == (wa.shape[0],) and other.dtype == xa.dtype:
+                    ba = env[id(other)]
+                    consumed.add(id(nxt))
+                    last = nxt.outputs[0]
+        nxt = single_use(last, ("relu",))
+        if nxt is not None:
+            relu = True
+            consumed.add(id(nxt))
+            last = nxt.output
+        step = _LinearStep(kn, wa, ba, relu, env[id(last)].shape, xa.dtype, id(last) in outs)
+        return step, [x], last
+
+    # ---- running ----------------------------------------------------------------------------
+    def ready(self):
+        """Whether every kernel is compiled (queues the missing ones in the background)."""
+        from ember.kernels.pointwise import numba_runtime as rt
+        ok = True
+        for disp, sig in self._sigs:
+            if not rt.ready(disp, sig):
+                ok = False
+        return ok
+
+    def run(self, arrays):
+        """The graph's outputs for ``arrays`` (a tuple), or None when the plan is busy."""
+        if not self._lock.acquire(blocking=False):
+            return None
+        try:
+            arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
+            if ONE_BLAS_THREAD:
+                with blas_mode(LIMITED):
+                    res = self._fn(*arrays)
+            else:
+                res = self._fn(*arrays)
+            copy = self._copy
+            if copy is None:
+                bufs = [s.y for s in self._steps if s.y is not None] + \
+                    list(self.shared.arrays.values())
+                copy = self._copy = [isinstance(r, np.ndarray) and
+                                     any(np.shares_memory(r, b) for b in bufs) for r in res]
+            if any(copy):
+                res = tuple(np.array(r) if c else r for r, c in zip(res, copy))
+            return res
+        finally:
+            self._lock.release()
+
+
+def _record(interp, formals):
+    """Every value's array for one run of the interpreter (array mode, nothing freed)."""
+    from ember.autograd._generated import OPS
+    g = interp.graph
+    env = {id(v): x for v, x in zip(g.inputs, formals)}
+    for n in g.nodes:
+        if n.kind == "constant":
+            env[id(n.output)] = g.constants[n.attrs["name"]]
+            continue
+        args = [interp._resolve(a, env) for a in n.args]
+        op = OPS.get(n.kind)
+        if op is not None:
+            args += [interp._resolve(n.attrs[k], env) for k in op.const_names if k in n.attrs]
+        out = interp._fn(n)(*args)
+        res = tuple(out) if op is not None and op.multi else (out,)
+        for o, r in zip(n.outputs, res):
+            env[id(o)] = r if isinstance(r, np.ndarray) else np.asarray(r)
+    return env
+
+
+class Planner:
+    """The plans of one traced callable, by input shapes (built on demand, LRU-cached)."""
+
+    def __init__(self, graph):
+        self.graph = graph
+        self.enabled = supported(graph)
+        self._plans = OrderedDict()
+        self._failed = set()
+        self.errors = []   # why a plan could not be built (those shapes take the ordinary path)
+
+    def run(self, arrays):
+        """The outputs through the plan for these shapes, or None (ordinary path this call)."""
+        if not self.enabled:
+            return None
+        key = tuple(a.shape for a in arrays)
+        plan = self._plans.get(key)
+        if plan is None:
+            if key in self._failed:
+                return None
+            kn = _kernels()
+            if kn is None:
+                self.enabled = False
+                return None
+            try:
+                plan = InferencePlan(self.graph, arrays, kn)
+            except Exception as e:  # noqa: BLE001 - a graph the plan cannot run: ordinary path
+                self._failed.add(key)
+                self.errors.append(f"{type(e).__name__}: {e}")
+                return None
+            plan.ready_now = False
+            self._plans[key] = plan
+            while len(self._plans) > MAX_PLANS:
+                self._plans.popitem(last=False)
+        else:
+            self._plans.move_to_end(key)
+        if not plan.ready_now:
+            if not plan.ready():
+                return None
+            plan.ready_now = True
+        return plan.run(arrays)
+
+    def plans(self):
+        """{input shapes: InferencePlan} built so far."""
+        return dict(self._plans)

@@ -1,0 +1,206 @@
+"""Inference plans (ember.jit.plan): a frozen trace's fast calls run one generated function per
+input shape, with fused conv/linear epilogues and reused buffers; outputs equal eager's."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.jit as jit
+import ember.nn as nn
+import ember.nn.functional as F
+
+pytest.importorskip("numba")
+
+
+def _fast(model, x):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return jit.optimize(jit.trace(model.eval(), (x,)))
+
+
+def _lenet():
+    return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                         nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                         nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                         nn.Linear(84, 10))
+
+
+def _mlp():
+    return nn.Sequential(nn.Linear(784, 64), nn.ReLU(), nn.Linear(64, 32), nn.ReLU(),
+                         nn.Linear(32, 10))
+
+
+class _Block(nn.Module):
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.down = (nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False),
+                                   nn.BatchNorm2d(cout)) if stride != 1 or cin != cout else None)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        return F.relu(y + (self.down(x) if self.down is not None else x))
+
+
+def _resnet():
+    m = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1, bias=False), nn.BatchNorm2d(8), nn.ReLU(),
+                      _Block(8, 8, 1), _Block(8, 16, 2), nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                      nn.Linear(16, 10))
+    with ember.no_grad():  # non-trivial batch-norm statistics
+        for mod in m.modules():
+            if isinstance(mod, nn.BatchNorm2d):
+                mod.running_mean.copy_(ember.randn(mod.running_mean.shape) * 0.1)
+                mod.running_var.copy_(ember.rand(mod.running_var.shape) + 0.5)
+    return m
+
+
+MODELS = {"lenet": (_lenet, (1, 28, 28)), "mlp": (_mlp, (784,)),
+          "resnet": (_resnet, (3, 12, 12))}
+
+
+def _planned(fast):
+    planner = fast._planner
+    assert planner is not None and not planner.errors
+    return planner.plans()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", sorted(MODELS))
+def test_plan_equals_eager(name, dtype):
+    ember.manual_seed(0)
+    build, shape = MODELS[name]
+    model = build().to(getattr(ember, dtype)).eval()
+    x = ember.randn((2,) + shape, dtype=getattr(ember, dtype))
+    fast = _fast(model, x)
+    assert fast.inference_plan
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    with ember.no_grad():
+        for batch in (1, 3):   # another batch size: a plan of its own
+            xb = ember.randn((batch,) + shape, dtype=getattr(ember, dtype))
+            want = model(xb).numpy()
+            got = fast(xb)
+            assert got.numpy().dtype == want.dtype and got.shape == want.shape
+            np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+            again = fast(xb).numpy()
+            np.testing.assert_allclose(got.numpy(), again, rtol=0, atol=0)
+    assert {k[0][0] for k in _planned(fast)} == {1, 3}
+
+
+def test_plan_matches_torch_lenet():
+    torch = pytest.importorskip("torch")
+    ember.manual_seed(1)
+    model = _lenet().eval()
+    tm = torch.nn.Sequential(torch.nn.Conv2d(1, 6, 5, padding=2), torch.nn.ReLU(),
+                             torch.nn.MaxPool2d(2), torch.nn.Conv2d(6, 16, 5), torch.nn.ReLU(),
+                             torch.nn.MaxPool2d(2), torch.nn.Flatten(),
+                             torch.nn.Linear(400, 120), torch.nn.ReLU(), torch.nn.Linear(120, 84),
+                             torch.nn.ReLU(), torch.nn.Linear(84, 10)).eval()
+    tm.load_state_dict({k: torch.from_numpy(v.numpy().copy())
+                        for k, v in model.state_dict().items()})
+    x = ember.randn(5, 1, 28, 28)
+    fast = _fast(model, x)
+    with torch.no_grad():
+        want = tm(torch.from_numpy(x.numpy().copy())).numpy()
+    np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-4, atol=1e-5)
+    assert _planned(fast)
+
+
+class _Odd(nn.Module):
+    """Strided, dilated, padded, non-square convolutions; a pool that drops a row; a 1x1
+    convolution; a residual add whose other operand comes later; a returned intermediate and
+    a returned view of a reused buffer."""
+
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 5, (3, 2), stride=(2, 1), padding=(1, 2), dilation=(1, 2))
+        self.b = nn.Conv2d(5, 5, 1)
+        self.c = nn.Conv2d(5, 5, 3, padding=1)
+        self.d = nn.Conv2d(5, 4, 3)
+
+    def forward(self, x):
+        y = F.relu(self.a(x))
+        z = self.c(y)
+        w = F.relu(z + self.b(y))         # the 1x1 conv's epilogue adds z
+        p = F.max_pool2d(F.relu(self.d(w)), 2)
+        return p.flatten(1), y
+
+
+@pytest.mark.parametrize("batch", [1, 2])
+def test_plan_odd_shapes_and_returned_buffers(batch):
+    ember.manual_seed(2)
+    model = _Odd().eval()
+    x = ember.randn(batch, 3, 11, 9)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = [t.numpy() for t in model(x)]
+        first = [t.numpy().copy() for t in fast(x)]
+        kept = fast(x)
+        fast(ember.randn(batch, 3, 11, 9))   # must not overwrite what the last call returned
+    for a, b, c in zip(first, [t.numpy() for t in kept], want):
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(a, b)
+    plan = next(iter(_planned(fast).values()))
+    assert len(plan._steps) == 4   # every convolution fused with its epilogue
+
+
+def test_plan_nan_propagates_like_eager():
+    ember.manual_seed(3)
+    model = _lenet().eval()
+    x = ember.randn(2, 1, 28, 28)
+    fast = _fast(model, x)
+    xn = x.numpy().copy()
+    xn[0, 0, 3, 4] = np.nan
+    xn = ember.tensor(xn)
+    with ember.no_grad():
+        want, got = model(xn).numpy(), fast(xn).numpy()
+    np.testing.assert_array_equal(np.isnan(got), np.isnan(want))
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert _planned(fast)
+
+
+def test_plan_changed_shape_and_rank():
+    ember.manual_seed(4)
+    model = _lenet().eval()
+    fast = _fast(model, ember.randn(1, 1, 28, 28))
+    with ember.no_grad():
+        fast(ember.randn(1, 1, 28, 28))
+        with pytest.raises(ember.errors.EmberValueError, match="4-d input"):
+            fast(ember.randn(1, 28, 28))
+        # a spatial size the layers cannot take: the error eager mode gives, naming the op
+        with pytest.raises(Exception, match="linear|shape"):
+            fast(ember.randn(1, 1, 32, 32))
+    # the bad shape's plan failed at its recording run, and that call took the ordinary path
+    assert list(fast._planner.plans()) == [((1, 1, 28, 28),)]
+    assert len(fast._planner.errors) == 1
+
+
+def test_plan_not_used_when_grad_or_live_params():
+    ember.manual_seed(5)
+    model = _lenet().eval()
+    x = ember.randn(2, 1, 28, 28)
+    live = jit.optimize(jit.trace(model, (x,)), freeze_params=False)
+    assert not live.inference_plan
+    fast = _fast(model, x)
+    xg = x.detach().requires_grad_(True)
+    out = fast(xg)                    # needs a gradient: the dispatch path, autograd records
+    out.sum().backward()
+    assert xg.grad is not None and fast._planner is None
+
+
+def test_plan_after_save_load(tmp_path):
+    ember.manual_seed(6)
+    model = _resnet().eval()
+    x = ember.randn(2, 3, 12, 12)
+    fast = _fast(model, x)
+    path = tmp_path / "m.ejit"
+    jit.save(fast, str(path))
+    loaded = jit.load(str(path))
+    assert loaded.inference_plan
+    with ember.no_grad():
+        np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
+    assert _planned(loaded)
