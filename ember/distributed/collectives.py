@@ -38,8 +38,13 @@ def _mpi_op(op, dtype, what):
         if name == "AVG":
             raise EmberTypeError(f"{what}: ReduceOp.AVG is not defined for bool tensors")
         return MPI.LOR if name in ("SUM", "MAX") else MPI.LAND
-    if name == "AVG" and not np.issubdtype(dtype, np.floating):
-        raise EmberTypeError(f"{what}: ReduceOp.AVG needs a floating tensor, got {dtype}")
+    if np.issubdtype(dtype, np.complexfloating):
+        if name in ("MIN", "MAX"):
+            raise EmberTypeError(f"{what}: ReduceOp.{name} is not defined for complex tensors "
+                                 f"({dtype}); complex values have no order")
+    elif name == "AVG" and not np.issubdtype(dtype, np.floating):
+        raise EmberTypeError(f"{what}: ReduceOp.AVG needs a floating or complex tensor, got "
+                             f"{dtype}")
     return {"SUM": MPI.SUM, "AVG": MPI.SUM, "PRODUCT": MPI.PROD, "MIN": MPI.MIN,
             "MAX": MPI.MAX}[name]
 

@@ -7,22 +7,29 @@ from ember.distributed import ReduceOp
 
 dist.init_process_group("mpi")
 r, n = dist.get_rank(), dist.get_world_size()
-DTYPES = [np.float32, np.float64, np.float16, np.int64, np.int32, np.int16, np.int8, np.uint8,
-          np.bool_]
+DTYPES = [np.float32, np.float64, np.float16, np.complex64, np.complex128, np.int64, np.int32,
+          np.int16, np.int8, np.uint8, np.bool_]
 
 
 def value(rank, dt, shape=(3, 4)):
     a = (np.arange(np.prod(shape)).reshape(shape) % 5 + rank + 1)
     if dt == np.bool_:
         return (a + rank) % 2 == 0
+    if np.issubdtype(dt, np.complexfloating):
+        return (a + 1j * (a % 3 - 1)).astype(dt)
     return a.astype(dt)
+
+
+def mean_of(vals, dt):
+    m = np.stack(vals).astype(np.complex128).mean(0)
+    return (m if np.issubdtype(dt, np.complexfloating) else m.real).astype(dt)
 
 
 def check(got, want, what):
     got = got.numpy() if hasattr(got, "numpy") else got
     assert got.dtype == want.dtype, (what, got.dtype, want.dtype)
     tol = 1e-3 if want.dtype == np.float16 else 0
-    assert np.allclose(got.astype(np.float64), want.astype(np.float64), rtol=tol, atol=tol), \
+    assert np.allclose(got.astype(np.complex128), want.astype(np.complex128), rtol=tol, atol=tol), \
         (what, r, got, want)
 
 
@@ -32,6 +39,15 @@ for dt in DTYPES:
     ops = {"SUM": np.sum, "MIN": np.min, "MAX": np.max, "PRODUCT": np.prod}
     if dt == np.bool_:
         ops = {"SUM": np.any, "MAX": np.any, "MIN": np.all, "PRODUCT": np.all}
+    if np.issubdtype(dt, np.complexfloating):
+        ops = {"SUM": np.sum, "PRODUCT": np.prod}
+        for name in ("MIN", "MAX"):
+            try:
+                dist.all_reduce(ember.from_numpy(value(r, dt)), op=getattr(ReduceOp, name))
+            except TypeError as e:
+                assert "not defined for complex" in str(e), e
+            else:
+                raise AssertionError(f"complex {name} accepted")
     for name, f in ops.items():
         want = f(np.stack(vals), axis=0).astype(dt)
         # the first contiguous call checks op and dtype, the second takes the fast path
@@ -40,16 +56,16 @@ for dt in DTYPES:
             t = ember.from_numpy(base.copy()).t() if layout == "transposed" else ember.from_numpy(base.copy())
             dist.all_reduce(t, op=getattr(ReduceOp, name))
             check(t, want, f"all_reduce {name} {dt} {layout}")
-    if np.issubdtype(dt, np.floating):
+    if np.issubdtype(dt, np.inexact):
         t = ember.from_numpy(value(r, dt))
         w = dist.all_reduce(t, op=ReduceOp.AVG, async_op=True)
         w.wait()
         assert w.is_completed()
-        check(t, (np.stack(vals).astype(np.float64).mean(0)).astype(dt), f"AVG {dt}")
+        check(t, mean_of(vals, dt), f"AVG {dt}")
         for _ in range(2):  # checked path, then fast path
             t = ember.from_numpy(value(r, dt))
             assert dist.all_reduce(t, op=ReduceOp.AVG) is None
-            check(t, (np.stack(vals).astype(np.float64).mean(0)).astype(dt), f"AVG {dt}")
+            check(t, mean_of(vals, dt), f"AVG {dt}")
     # broadcast from the last rank
     t = ember.from_numpy(value(r, dt))
     dist.broadcast(t, src=n - 1)
@@ -104,9 +120,10 @@ for dt in DTYPES:
         continue
     # reduce to rank 1 and reduce_scatter_tensor
     t = ember.from_numpy(value(r, dt))
-    dist.reduce(t, dst=n - 1, op=ReduceOp.MAX)
+    cplx = np.issubdtype(dt, np.complexfloating)
+    dist.reduce(t, dst=n - 1, op=ReduceOp.SUM if cplx else ReduceOp.MAX)
     if r == n - 1:
-        check(t, np.max(np.stack(vals), 0), f"reduce {dt}")
+        check(t, (np.sum if cplx else np.max)(np.stack(vals), 0), f"reduce {dt}")
     big = [np.concatenate([value(k, dt, (2, 3)) * (j + 1) for j in range(n)]) for k in range(n)]
     want = np.sum(np.stack(big), 0, dtype=dt)[2 * r:2 * r + 2]
     for strided in (False, True):
