@@ -27,6 +27,23 @@ class dtype:
     def __reduce__(self):
         return (_by_name, (self.name,))
 
+    def to_complex(self):
+        """The complex dtype with this dtype's parts (float32 -> complex64, float64 ->
+        complex128; a complex dtype itself), as torch's ``dtype.to_complex``."""
+        if self.is_complex:
+            return self
+        if self.name not in ("float32", "float64"):
+            raise EmberTypeError(f"to_complex is not supported for ember.{self.name} (ember's "
+                                 "complex dtypes are complex64 and complex128)")
+        return complex64 if self.name == "float32" else complex128
+
+    def to_real(self):
+        """The real dtype of this dtype's parts (complex64 -> float32, complex128 -> float64;
+        any other dtype itself), as torch's ``dtype.to_real``."""
+        if not self.is_complex:
+            return self
+        return float32 if self.name == "complex64" else float64
+
 
 float32 = dtype("float32", np.float32, "f32")
 float64 = dtype("float64", np.float64, "f64")

@@ -13,7 +13,7 @@ Gradients follow torch's convention: a tensor's ``.grad`` is dL/d(conj z) for a 
   sums, concatenation, ...), right for complex values as written.
 - ``EXPLICIT``: formulas written for complex inputs (``real``, ``imag``, ``conj``, ``angle``,
   ``view_as_real``, ``complex``, ``polar``, the FFT kernels), or an override in ``OVERRIDES``
-  (``abs``, ``to``) used instead of the real-dtype formula for complex nodes only.
+  (``abs``, ``to``, ``acosh``) used instead of the real-dtype formula for complex nodes only.
 
 In the first two modes, an input that is real but meets a complex gradient (``x * z`` with ``x``
 real) gets the real part, as in torch. An op missing from these tables raises, at forward time,
@@ -24,19 +24,20 @@ from ember.errors import EmberRuntimeError
 
 HOLOMORPHIC = frozenset("""
     add sub mul div neg pow reciprocal exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan
-    tanh sigmoid sinh cosh asin acos atan asinh acosh atanh sum mean matmul mm bmm dot outer
+    tanh sigmoid sinh cosh asin acos atan asinh atanh sum mean matmul mm bmm dot outer
     addmm linear einsum cumsum square tanh_backward sigmoid_backward
 """.split())
 LINEAR = frozenset("""
     view reshape flatten unflatten permute transpose t squeeze unsqueeze expand repeat tile cat
     stack split split_with_sizes chunk unbind narrow flip roll contiguous clone tril triu
     getitem getitem_backward index_select gather scatter scatter_add index_add index_put
-    index_copy masked_fill masked_select masked_scatter where pad pad_backward diagonal
-    diag_embed positive resolve_conj resolve_neg unfold copy
+    index_copy masked_fill masked_select masked_select_backward masked_scatter where pad
+    pad_backward diagonal diagonal_backward diag_embed positive resolve_conj resolve_neg unfold
+    unfold_backward copy
 """.split())
 EXPLICIT = frozenset("""
     conj conj_physical real imag angle view_as_real view_as_complex complex polar
-    fft_c2c fft_r2c fft_c2r abs to
+    fft_c2c fft_r2c fft_c2r abs to acosh
 """.split())
 # ops that may produce complex results without a gradient (factories, predicates, fills)
 FORWARD = HOLOMORPHIC | LINEAR | EXPLICIT | frozenset("""
@@ -120,4 +121,14 @@ def _to(node, grads):
     return (g if g._data.dtype == dt else G.to(g, dt),)
 
 
-OVERRIDES = {"abs": _abs, "to": _to}
+def _acosh(node, grads):
+    """``grad * conj(1 / (sqrt(z - 1) sqrt(z + 1)))``: the principal branch's derivative (the
+    real-dtype formula's ``rsqrt(z * z - 1)`` is another branch for complex z), as torch."""
+    from ember.autograd import _generated as G
+    from ember.autograd.node import unpack
+    z = unpack(node.self_, node)
+    d = G.mul(G.rsqrt(G.sub(z, 1)), G.rsqrt(G.add(z, 1)))
+    return (G.mul(grads[0], G.conj(d)),)
+
+
+OVERRIDES = {"abs": _abs, "to": _to, "acosh": _acosh}

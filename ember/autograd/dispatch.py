@@ -24,6 +24,7 @@ _make = None  # Tensor._make, bound with it
 ndarray = np.ndarray
 _new = object.__new__
 _SCALARS = frozenset((float, int, bool, complex))
+_C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
 # what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
 # Numba's included); these, ember's own bugs, pass through unchanged
@@ -35,7 +36,8 @@ class Op:
     """Static description of one spec op, built by the generated module."""
 
     __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
-                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random")
+                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random",
+                 "complex_ok")
 
     def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
                  multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
@@ -53,6 +55,8 @@ class Op:
         self.saves_self = saves_self
         self.returns_list = returns_list
         self.random = random
+        # may return complex results (complex_support.FORWARD): the others' results are checked
+        self.complex_ok = name in _complex.FORWARD
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -189,8 +193,10 @@ def dispatch(op, tensors, consts):
         return _finish_multi(op, tensors, consts, out, need_grad)
     res = _new(Tensor)
     res._data = out if out.__class__ is ndarray else np.asarray(out)
-    if res._data.dtype.kind == "c":
-        _complex.check_result(op, res._data)
+    if not op.complex_ok:
+        dt = res._data.dtype
+        if dt is _C64 or dt is _C128:
+            _complex.check_result(op, res._data)
     res._requires_grad = False
     res.grad_fn = None
     if op.view:
@@ -205,9 +211,10 @@ def dispatch(op, tensors, consts):
 
 def _finish_multi(op, tensors, consts, out, need_grad):
     outs = tuple(_make(o if o.__class__ is ndarray else np.asarray(o)) for o in out)
-    for o in outs:
-        if o._data.dtype.kind == "c":
-            _complex.check_result(op, o._data)
+    if not op.complex_ok:
+        for o in outs:
+            if o._data.dtype.kind == "c":
+                _complex.check_result(op, o._data)
     if op.view:
         _link_view(tensors[0], outs)
     if need_grad and op.backward is not None and STATE.grad_enabled:
@@ -238,7 +245,8 @@ def _link(op, tensors, consts, outs):
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
                 needs.append(True)
-                if t._data.dtype.kind == "c":
+                d = t._data.dtype
+                if d is _C64 or d is _C128:
                     cx = True
                 continue
         except AttributeError:

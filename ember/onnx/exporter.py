@@ -128,6 +128,9 @@ def _symbolic_for(node, opset, functions):
             flat = args[0] if args else []
             return fn(g, *flat)
         return call, label
+    from ember.onnx.symbolics.complex import COMPLEX, is_complex_node
+    if is_complex_node(node):  # complex values: their own symbolics (symbolics/complex.py)
+        return COMPLEX.get(kind), f"{kind} on complex tensors"
     return lookup(kind, opset), kind
 
 
@@ -151,8 +154,15 @@ class _Converter:
         if callable(r):
             r = r()
             self.env[id(v)] = r
-            self.g.set_type(r, v.dtype, v.shape)
+            self._set_type(r, v)
         return r
+
+    def _set_type(self, name, v):
+        if v.dtype is not None and np.dtype(v.dtype).kind == "c":
+            from ember.onnx.symbolics.complex import layout_type
+            self.g.set_type(name, *layout_type(v.dtype, v.shape))
+        else:
+            self.g.set_type(name, v.dtype, v.shape)
 
     def arg(self, a):
         from ember.jit.ir import SymRef, Value
@@ -190,7 +200,7 @@ class _Converter:
                 continue
             self.env[id(v)] = r
             if isinstance(r, str):
-                self.g.set_type(r, v.dtype, v.shape)
+                self._set_type(r, v)
 
     def check_supported(self, skip):
         missing, seen = [], set()
@@ -291,6 +301,11 @@ def build_model(model, args, export_params=True, training=TrainingMode.EVAL, inp
     in_names = _check_names("input_names", input_names, n_in)
     out_names = _check_names("output_names", output_names, len(graph.outputs))
 
+    for v in list(graph.inputs) + list(graph.outputs):
+        if v.dtype is not None and np.dtype(v.dtype).kind == "c":
+            raise OnnxExportError(f"%{v.name} is a complex ({np.dtype(v.dtype)}) graph input or "
+                                  "output: ONNX models take and return real tensors (return "
+                                  "ember.view_as_real(z), or z.real / z.imag, instead)")
     conv = _Converter(graph, opset, functions)
     g = conv.g
     for v in graph.values():

@@ -49,6 +49,19 @@ def test_dtypes_and_aliases():
     assert not ember.ones(2).is_complex()
 
 
+def test_dtype_conversions_and_cast_methods():
+    assert ember.float32.to_complex() is ember.complex64
+    assert ember.float64.to_complex() is ember.complex128
+    assert ember.complex64.to_complex() is ember.complex64
+    assert ember.complex128.to_real() is ember.float64 and ember.int64.to_real() is ember.int64
+    with pytest.raises(EmberError, match="to_complex"):
+        ember.int64.to_complex()
+    x = ember.tensor([1.5, -2.0])
+    _same(x.cfloat(), torch.tensor([1.5, -2.0]).cfloat())
+    _same(x.cdouble(), torch.tensor([1.5, -2.0]).cdouble())
+    assert not x.cfloat().conj().is_conj()
+
+
 def test_creation():
     assert ember.tensor([1 + 2j, 3]).dtype is ember.complex64
     assert ember.tensor(1j).dtype is ember.complex64
@@ -138,7 +151,8 @@ def test_binary_ops_promote_like_torch(a, b):
 # ---------------------------------------------------------------- elementwise forward
 UNARY = ["exp", "log", "sqrt", "rsqrt", "sin", "cos", "tan", "tanh", "sigmoid", "expm1", "log1p",
          "neg", "reciprocal", "sinh", "cosh", "asin", "acos", "atan", "abs", "angle", "real",
-         "conj", "conj_physical", "isnan", "isinf", "isfinite", "square", "sgn"]
+         "conj", "conj_physical", "isnan", "isinf", "isfinite", "square", "sgn", "asinh", "acosh",
+         "atanh", "exp2", "log2", "log10"]
 
 
 @pytest.mark.parametrize("dtype", ["complex64", "complex128"])
@@ -274,6 +288,18 @@ def test_unary_grad(name):
     ("chain", lambda L, v: (v.sin() * v.conj()).exp() / (1 + v.abs())),
     ("sub_alpha", lambda L, v: L.sub(v, L.tensor(Z2), alpha=2)),
     ("mean_dim", lambda L, v: v.mean(0, keepdim=True) * v),
+    ("linear", lambda L, v: L.nn.functional.linear(v, L.tensor(Z2[:2]), L.tensor(Z2[2, :2]))),
+    ("einsum", lambda L, v: L.einsum("ij,kj->ik", v, L.tensor(Z2))),
+    ("cumsum", lambda L, v: v.cumsum(1)),
+    ("addmm", lambda L, v: L.addmm(L.tensor(Z2[:, :3]), v, L.tensor(Z2.T[:, :3].copy()))),
+    ("gather", lambda L, v: L.gather(v, 1, L.tensor([[0, 1], [2, 3], [1, 1]]))),
+    ("roll_flip", lambda L, v: L.flip(L.roll(v, 1, 0), (1,))),
+    ("tril_diagonal", lambda L, v: L.tril(v) + L.diagonal(v).sum()),
+    ("masked_fill", lambda L, v: v.masked_fill(L.tensor(Z2.real > 0), 0.0)),
+    ("pad", lambda L, v: L.nn.functional.pad(v, (1, 2))),
+    ("mH", lambda L, v: v.mH @ v),
+    ("scatter_add", lambda L, v: L.zeros(3, 4, dtype=L.complex128).scatter_add(
+        1, L.tensor([[0, 1, 0, 1]] * 3), v)),
 ], ids=lambda c: c[0])
 def test_complex_input_grad(case):
     _, fn = case
