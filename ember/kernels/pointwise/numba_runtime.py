@@ -50,7 +50,10 @@ def available():
     if "numba" in sys.modules:
         return True
     import importlib.util
-    return importlib.util.find_spec("numba") is not None
+    if importlib.util.find_spec("numba") is None:
+        numba_module()   # not installed: remember (the import fails at once)
+        return False
+    return True
 
 
 _imported = set()   # modules ``importing`` has seen imported (or fail to import)
