@@ -6,7 +6,8 @@ import numpy as np
 
 from ember.kernels.errors import KernelError
 
-_PART = {np.dtype(np.complex64): np.dtype(np.float32), np.dtype(np.complex128): np.dtype(np.float64)}
+_PART = {np.dtype(np.complex64): np.dtype(np.float32),
+         np.dtype(np.complex128): np.dtype(np.float64)}
 _WHOLE = {v: k for k, v in _PART.items()}
 
 

@@ -80,7 +80,8 @@ def test_creation():
     assert ember.as_tensor(a)._data is a
     for fn in (ember.zeros, ember.ones):
         for d in (ember.complex64, ember.complex128):
-            _same(fn(2, 3, dtype=d), getattr(torch, fn.__name__)(2, 3, dtype=getattr(torch, d.name)))
+            want = getattr(torch, fn.__name__)(2, 3, dtype=getattr(torch, d.name))
+            _same(fn(2, 3, dtype=d), want)
     _same(ember.full((2,), 1 + 1j), torch.full((2,), 1 + 1j))
     _same(ember.zeros_like(ember.tensor([1j])), torch.zeros_like(torch.tensor([1j])))
     ember.manual_seed(0)
@@ -180,12 +181,14 @@ def test_binary_forward(name, dtype):
 def test_where_sum_mean_matmul_cast():
     a, b = _z((3, 4)), _z((4, 2))
     ea, ta = ember.tensor(a), torch.tensor(a)
-    _same(ember.where(ember.tensor(a.real > 0), ea, 0.0), torch.where(torch.tensor(a.real > 0), ta, 0.0))
+    _same(ember.where(ember.tensor(a.real > 0), ea, 0.0),
+          torch.where(torch.tensor(a.real > 0), ta, 0.0))
     _same(ea.sum(1), ta.sum(1))
     _same(ea.mean(), ta.mean())
     _same(ea @ ember.tensor(b), ta @ torch.tensor(b))
     _same(ea.to(ember.complex64), ta.to(torch.complex64))
-    _same(ember.tensor([1.0, 2.0]).to(ember.complex128), torch.tensor([1.0, 2.0]).to(torch.complex128))
+    _same(ember.tensor([1.0, 2.0]).to(ember.complex128),
+          torch.tensor([1.0, 2.0]).to(torch.complex128))
     # complex to real keeps the real part (torch warns; NumPy's ComplexWarning is not raised)
     with warnings.catch_warnings():
         warnings.simplefilter("error")

@@ -63,8 +63,8 @@ def test_forward_matches_torch(name, kw, single):
     for x in _inputs(name, single):
         if name in N_D and "s" in kw and "dim" not in kw and len(kw["s"]) > x.ndim:
             continue
-        _same(getattr(EF, name)(ember.tensor(x), **kw), getattr(torch.fft, name)(torch.tensor(x), **kw),
-              tol)
+        _same(getattr(EF, name)(ember.tensor(x), **kw),
+              getattr(torch.fft, name)(torch.tensor(x), **kw), tol)
 
 
 def _loss(y, a, b, lib):
@@ -89,8 +89,8 @@ def _check_grad(fe, ft, x):
                          ids=_id)
 def test_gradient_matches_torch(name, kw):
     for x in _inputs(name, False):
-        _check_grad(lambda v: getattr(EF, name)(v, **kw), lambda v: getattr(torch.fft, name)(v, **kw),
-                    x)
+        _check_grad(lambda v: getattr(EF, name)(v, **kw),
+                    lambda v: getattr(torch.fft, name)(v, **kw), x)
 
 
 def test_gradient_of_abs_squared_spectrum():
@@ -115,10 +115,10 @@ def test_round_trips():
 @pytest.mark.parametrize("dim", [None, 0, (0, 1), -1])
 def test_shifts(name, dim):
     x = RNG.standard_normal((5, 4))
-    _same(getattr(EF, name)(ember.tensor(x), dim=dim), getattr(torch.fft, name)(torch.tensor(x), dim=dim),
-          0)
-    _check_grad(lambda v: getattr(EF, name)(v, dim=dim), lambda v: getattr(torch.fft, name)(v, dim=dim),
-                XC)
+    _same(getattr(EF, name)(ember.tensor(x), dim=dim),
+          getattr(torch.fft, name)(torch.tensor(x), dim=dim), 0)
+    _check_grad(lambda v: getattr(EF, name)(v, dim=dim),
+                lambda v: getattr(torch.fft, name)(v, dim=dim), XC)
 
 
 @pytest.mark.parametrize("n", [1, 4, 5, 8])
