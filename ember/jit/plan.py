@@ -36,7 +36,7 @@ __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"
 
 MAX_PLANS = 8
 MAX_COL_BYTES = 256 << 20   # larger column buffers: the convolution's own kernel instead
-ONE_BLAS_THREAD = False
+ONE_BLAS_THREAD = True
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EXCLUDED = ("copy_", "python_function")
 
@@ -149,10 +149,12 @@ class _ConvStep:
         Ho = (H + 2 * ph - dh * (R - 1) - 1) // sh + 1
         Wo = (W + 2 * pw - dw * (S - 1) - 1) // sw + 1
         self.kn, self.shared = kn, shared
-        self.args = (R, S, sh, sw, ph, pw, dh, dw)
-        self.w2 = np.array(w.reshape(K, -1), order="C")  # owned copy: see _owned
-        self.b = b if b is not None else np.zeros(K, dtype)
-        self.has_b = b is not None
+        self.args = (R, S, sh, sw, dh, dw)
+        self.unit = sh == sw == dh == dw == 1   # im2col_s1
+        self.pad = (ph, pw)
+        self.xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype) if ph or pw else None
+        self.w2 = np.array(w.reshape(K, -1), order="C")  # an owned copy (see docs/jit.md)
+        self.b = np.array(b, order="C") if b is not None else np.zeros(K, dtype)
         self.res, self.relu, self.pool = res, relu, pool
         self.direct_cols = (R == S == 1 and sh == sw == 1 and ph == pw == 0 and N == 1)
         self.col_key = shared.need("col", dtype, C * R * S * N * Ho * Wo)
@@ -162,50 +164,71 @@ class _ConvStep:
         self.y = None if fresh else np.empty(out_shape, dtype)
         self.dummy = np.zeros((1, 1, 1), dtype)
 
+    def bind(self):
+        """Take this step's views of the plan's shared buffers (once, after every step has
+        said what it needs)."""
+        K, N, Ho, Wo = self.z_shape
+        self.col = self.shared.get(self.col_key, self.col_shape)
+        self.col2 = self.col.reshape(self.col_shape[0], N * Ho * Wo)
+        self.z2 = self.shared.get(self.z_key, (K, N * Ho * Wo))
+        self.z3 = self.z2.reshape(K, N, Ho * Wo)
+        self.z4 = self.z2.reshape(K, N, Ho, Wo)
+
     def signatures(self, x):
         from ember.kernels.pointwise import numba_runtime as rt
         kn = self.kn
         col = np.empty(self.col_shape, self.dtype)
         z = np.empty(self.z_shape, self.dtype)
         y = np.empty(self.out_shape, self.dtype)
-        out = [(kn.im2col, rt.signature(x, *self.args, col))]
-        if self.pool is not None:
-            out.append((kn.conv_pool_epilogue, rt.signature(z, self.b, y, True, True,
-                                                            *self.pool)))
+        xp = self.xp if self.xp is not None else x
+        out = [(kn.im2col_s1, rt.signature(xp, 1, 1, col)) if self.unit else
+               (kn.im2col, rt.signature(xp, *self.args, col))]
+        if self.xp is not None:
+            out.append((kn.pad_into, rt.signature(x, 0, 0, self.xp)))
+        if self.pool == (2, 2, 2, 2):
+            out.append((kn.conv_pool2_epilogue, rt.signature(z, self.b, y, True)))
+        elif self.pool is not None:
+            out.append((kn.conv_pool_epilogue, rt.signature(z, self.b, y, True, *self.pool)))
         else:
             K, N = self.z_shape[:2]
             out.append((kn.conv_epilogue, rt.signature(z.reshape(K, N, -1), self.b,
                                                         self.dummy, y.reshape(N, K, -1), True,
-                                                        True, True)))
+                                                        True)))
         return out
 
     def __call__(self, x, res=None):
-        shared = self.shared
-        K, N, Ho, Wo = self.z_shape
-        CRS = self.col_shape[0]
+        kn = self.kn
         if self.direct_cols:
-            col2 = x.reshape(CRS, Ho * Wo)
+            col2 = x.reshape(self.col2.shape)
         else:
-            col = shared.get(self.col_key, self.col_shape)
-            self.kn.im2col(x, *self.args, col)
-            col2 = col.reshape(CRS, N * Ho * Wo)
-        z = shared.get(self.z_key, (K, N * Ho * Wo))
-        np.matmul(self.w2, col2, out=z)
+            xp = self.xp
+            if xp is not None:
+                kn.pad_into(x, self.pad[0], self.pad[1], xp)
+            else:
+                xp = x
+            if self.unit:
+                kn.im2col_s1(xp, self.args[0], self.args[1], self.col)
+            else:
+                kn.im2col(xp, *self.args, self.col)
+            col2 = self.col2
+        np.matmul(self.w2, col2, out=self.z2)
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
-        if self.pool is not None:
-            self.kn.conv_pool_epilogue(z.reshape(K, N, Ho, Wo), self.b, y, self.has_b,
-                                       self.relu, *self.pool)
+        if self.pool == (2, 2, 2, 2):
+            kn.conv_pool2_epilogue(self.z4, self.b, y, self.relu)
+        elif self.pool is not None:
+            kn.conv_pool_epilogue(self.z4, self.b, y, self.relu, *self.pool)
         else:
-            r = res.reshape(N, K, Ho * Wo) if res is not None else self.dummy
-            self.kn.conv_epilogue(z.reshape(K, N, Ho * Wo), self.b, r, y.reshape(N, K, -1),
-                                  self.has_b, res is not None, self.relu)
+            N, K = y.shape[:2]
+            r = res.reshape(N, K, -1) if res is not None else self.dummy
+            kn.conv_epilogue(self.z3, self.b, r, y.reshape(N, K, -1), res is not None,
+                             self.relu)
         return y
 
 
 class _LinearStep:
     def __init__(self, kn, w, b, relu, out_shape, dtype, fresh):
         self.kn, self.wt = kn, np.array(w.T, order="C")
-        self.b = b if b is not None else np.zeros(w.shape[0], dtype)
+        self.b = np.array(b, order="C") if b is not None else np.zeros(w.shape[0], dtype)
         self.has_b, self.relu = b is not None, relu
         self.out_shape, self.dtype, self.fresh = tuple(out_shape), dtype, fresh
         self.y = None if fresh else np.empty(out_shape, dtype)
@@ -213,13 +236,16 @@ class _LinearStep:
     def signatures(self, x):
         from ember.kernels.pointwise import numba_runtime as rt
         y = np.empty(self.out_shape, self.dtype)
-        return [(self.kn.bias_act, rt.signature(y, self.b, True, True))]
+        return [(self.kn.bias_act, rt.signature(y, self.b, True))]
+
+    def bind(self):
+        pass
 
     def __call__(self, x):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
         np.matmul(x, self.wt, out=y)
         if self.has_b or self.relu:
-            self.kn.bias_act(y, self.b, self.has_b, self.relu)
+            self.kn.bias_act(y, self.b, self.relu)
         return y
 
 
@@ -378,6 +404,8 @@ class InferencePlan:
             if not multi and o0 is not None and o0.shape == ():
                 call = f"asarray({call})"
             lines.append(f"    {lhs} = {call}")
+        for step in self._steps:
+            step.bind()
         ret = ", ".join(value_arg(o) for o in g.outputs)
         src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
             f"\n    return ({ret},)\n"

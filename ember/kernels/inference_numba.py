@@ -4,14 +4,15 @@ buffer and the fused epilogues that follow a convolution's or a linear layer's G
 Imported lazily (never by ``import ember``); compiled once per dtype and cached on disk. Each
 kernel is serial and releases the GIL; the GEMM between them runs on BLAS's threads.
 
-- ``im2col(x, R, S, sh, sw, ph, pw, dh, dw, col)``: x (N, C, H, W) -> col (C*R*S, N, Ho, Wo),
-  zeros where a tap falls in the padding; col's row order is the weight's (c, r, s) order, so
-  ``w.reshape(K, -1) @ col.reshape(C*R*S, -1)`` is the convolution in (K, N, Ho*Wo) layout.
-- ``conv_epilogue(z, b, res, y, has_b, has_res, relu)``: y[n, k, p] = act(z[k, n, p] + b[k] +
-  res[n, k, p]) (bias, residual add and ReLU in one pass, into NCHW order).
-- ``conv_pool_epilogue(z, b, y, has_b, relu, kh, kw, sh, sw)``: the same followed by a max pool
-  without padding (every window inside the plane), written only at the pooled size.
-- ``bias_act(y, b, has_b, relu)``: y += b, then ReLU, in place on a (M, K) GEMM result.
+- ``pad_into(x, ph, pw, xp)``: the input into a preallocated zero-bordered buffer;
+- ``im2col(xp, R, S, sh, sw, dh, dw, col)``: xp (N, C, H, W) -> col (C*R*S, N, Ho, Wo); col's
+  row order is the weight's (c, r, s) order, so ``w.reshape(K, -1) @ col.reshape(C*R*S, -1)``
+  is the convolution in (K, N, Ho*Wo) layout;
+- ``conv_epilogue(z, b, res, y, has_res, relu)``: y[n, k, p] = act(z[k, n, p] + b[k] +
+  res[n, k, p]) (bias, residual add and ReLU in one pass, into NCHW order);
+- ``conv_pool_epilogue(z, b, y, relu, kh, kw, sh, sw)``: the same followed by a max pool
+  without padding (every window inside the plane), written only at the pooled size;
+- ``bias_act(y, b, relu)``: y += b, then ReLU, in place on a (M, K) GEMM result.
 
 The arithmetic is eager's: the bias is added to the GEMM's sum, then the residual, then ReLU
 (``max(v, 0)``, NaN propagating), and the max pool's first maximum wins, NaN propagating.
@@ -21,93 +22,128 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def im2col(x, R, S, sh, sw, ph, pw, dh, dw, col):
+def pad_into(x, ph, pw, xp):
+    """x (N, C, H, W) into the interior of xp (N, C, H + 2ph, W + 2pw), whose border stays 0."""
     N, C, H, W = x.shape
+    for n in range(N):
+        for c in range(C):
+            for i in range(H):
+                for j in range(W):
+                    xp[n, c, i + ph, j + pw] = x[n, c, i, j]
+
+
+@njit(cache=True, nogil=True)
+def im2col(xp, R, S, sh, sw, dh, dw, col):
+    """col[(c, r, s), n, oy, ox] = xp[n, c, oy*sh + r*dh, ox*sw + s*dw] (xp already padded)."""
+    N, C = xp.shape[0], xp.shape[1]
     Ho, Wo = col.shape[2], col.shape[3]
-    zero = x.dtype.type(0)
     for c in range(C):
         for r in range(R):
             for s in range(S):
                 row = (c * R + r) * S + s
-                # output columns whose input column q = ox*sw - pw + s*dw lies in [0, W)
-                off = s * dw - pw
-                lo = 0
-                while lo < Wo and lo * sw + off < 0:
-                    lo += 1
-                hi = Wo
-                while hi > lo and (hi - 1) * sw + off >= W:
-                    hi -= 1
                 for n in range(N):
                     for oy in range(Ho):
-                        q = oy * sh - ph + r * dh
-                        if q < 0 or q >= H:
-                            for ox in range(Wo):
-                                col[row, n, oy, ox] = zero
-                            continue
-                        for ox in range(lo):
-                            col[row, n, oy, ox] = zero
+                        q = oy * sh + r * dh
                         if sw == 1:
-                            for ox in range(lo, hi):
-                                col[row, n, oy, ox] = x[n, c, q, ox + off]
+                            for ox in range(Wo):
+                                col[row, n, oy, ox] = xp[n, c, q, ox + s * dw]
                         else:
-                            for ox in range(lo, hi):
-                                col[row, n, oy, ox] = x[n, c, q, ox * sw + off]
-                        for ox in range(hi, Wo):
-                            col[row, n, oy, ox] = zero
+                            for ox in range(Wo):
+                                col[row, n, oy, ox] = xp[n, c, q, ox * sw + s * dw]
 
 
 @njit(cache=True, nogil=True)
-def conv_epilogue(z, b, res, y, has_b, has_res, relu):
+def conv_epilogue(z, b, res, y, has_res, relu):
+    """y[n, k, p] = act(z[k, n, p] + b[k] (+ res[n, k, p]))."""
     K, N, P = z.shape
     zero = z.dtype.type(0)
     for n in range(N):
         for k in range(K):
-            bk = b[k] if has_b else zero
-            for p in range(P):
-                v = z[k, n, p]
-                if has_b:
-                    v = v + bk
-                if has_res:
-                    v = v + res[n, k, p]
-                if relu and v < zero:
-                    v = zero
-                y[n, k, p] = v
+            bk = b[k]
+            if has_res and relu:
+                for p in range(P):
+                    v = (z[k, n, p] + bk) + res[n, k, p]
+                    y[n, k, p] = zero if v < zero else v
+            elif has_res:
+                for p in range(P):
+                    y[n, k, p] = (z[k, n, p] + bk) + res[n, k, p]
+            elif relu:
+                for p in range(P):
+                    v = z[k, n, p] + bk
+                    y[n, k, p] = zero if v < zero else v
+            else:
+                for p in range(P):
+                    y[n, k, p] = z[k, n, p] + bk
 
 
 @njit(cache=True, nogil=True)
-def conv_pool_epilogue(z, b, y, has_b, relu, kh, kw, sh, sw):
+def conv_pool_epilogue(z, b, y, relu, kh, kw, sh, sw):
+    """y[n, k] = max pool (kh, kw, stride sh, sw, no padding) of act(z[k, n] + b[k]); the
+    window maximum comes first (ReLU and the per-channel bias are monotone), NaN propagating."""
     K, N, Ho, Wo = z.shape
     Hp, Wp = y.shape[2], y.shape[3]
     zero = z.dtype.type(0)
     for n in range(N):
         for k in range(K):
-            bk = b[k] if has_b else zero
+            bk = b[k]
             for i in range(Hp):
                 for j in range(Wp):
-                    best = zero
-                    first = True
+                    m = z[k, n, i * sh, j * sw]
                     for a in range(kh):
                         for c in range(kw):
                             v = z[k, n, i * sh + a, j * sw + c]
-                            if has_b:
-                                v = v + bk
-                            if relu and v < zero:
-                                v = zero
-                            if first or v > best or (v != v and best == best):
-                                best = v
-                                first = False
-                    y[n, k, i, j] = best
+                            m = v if (v > m or v != v) and m == m else m
+                    m = m + bk
+                    y[n, k, i, j] = zero if (relu and m < zero) else m
 
 
 @njit(cache=True, nogil=True)
-def bias_act(y, b, has_b, relu):
+def bias_act(y, b, relu):
+    """y += b, then ReLU (when ``relu``), in place on a (M, K) GEMM result."""
     M, K = y.shape
     zero = y.dtype.type(0)
     for m in range(M):
+        if relu:
+            for k in range(K):
+                v = y[m, k] + b[k]
+                y[m, k] = zero if v < zero else v
+        else:
+            for k in range(K):
+                y[m, k] = y[m, k] + b[k]
+
+
+@njit(cache=True, nogil=True)
+def im2col_s1(xp, R, S, col):
+    """``im2col`` for stride 1 and dilation 1 (the common case, its inner loop a plain copy)."""
+    N, C = xp.shape[0], xp.shape[1]
+    Ho, Wo = col.shape[2], col.shape[3]
+    for c in range(C):
+        for r in range(R):
+            for s in range(S):
+                row = (c * R + r) * S + s
+                for n in range(N):
+                    for oy in range(Ho):
+                        for ox in range(Wo):
+                            col[row, n, oy, ox] = xp[n, c, oy + r, ox + s]
+
+
+@njit(cache=True, nogil=True)
+def conv_pool2_epilogue(z, b, y, relu):
+    """``conv_pool_epilogue`` for 2x2 windows with stride 2."""
+    K, N = z.shape[0], z.shape[1]
+    Hp, Wp = y.shape[2], y.shape[3]
+    zero = z.dtype.type(0)
+    for n in range(N):
         for k in range(K):
-            v = y[m, k]
-            if has_b:
-                v = v + b[k]
-            if relu and v < zero:
-                v = zero
-            y[m, k] = v
+            bk = b[k]
+            for i in range(Hp):
+                for j in range(Wp):
+                    a0 = z[k, n, 2 * i, 2 * j]
+                    a1 = z[k, n, 2 * i, 2 * j + 1]
+                    a2 = z[k, n, 2 * i + 1, 2 * j]
+                    a3 = z[k, n, 2 * i + 1, 2 * j + 1]
+                    m0 = a0 if a0 >= a1 or a0 != a0 else a1
+                    m1 = a2 if a2 >= a3 or a2 != a2 else a3
+                    m = m0 if m0 >= m1 or m0 != m0 else m1
+                    m = m + bk
+                    y[n, k, i, j] = zero if (relu and m < zero) else m
