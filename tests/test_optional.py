@@ -87,6 +87,34 @@ def test_ember_onnx_command_names_the_extra(monkeypatch, tmp_path, capsys):
     assert "pip install 'ember[onnx]'" in capsys.readouterr().err
 
 
+def test_without_numba_kernels_take_their_numpy_paths(monkeypatch):
+    """Numba missing: remembered after one look (no search per call), and convolution, pooling
+    and the fused Adam update take their NumPy paths."""
+    from ember.kernels import conv as C, pool
+    from ember.kernels.conv import direct, winograd
+    from ember.kernels.pointwise import numba_runtime as nr
+    from ember.optim import _fused
+    r = np.random.default_rng(0)
+    x = r.standard_normal((4, 6, 14, 14)).astype(np.float32)
+    w = r.standard_normal((16, 6, 5, 5)).astype(np.float32)
+    want_y, (want_p, want_i) = C.conv2d_forward(x, w, None, 1, 0, 1, 1), \
+        pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    for mod, name, value in ((nr, "_checked", False), (nr, "_numba", None), (nr, "_mode", None),
+                             (direct, "_kernels", None), (winograd, "_numba_kernels", None),
+                             (pool, "_numba_kernels", None)):
+        monkeypatch.setattr(mod, name, value)
+    monkeypatch.setenv("EMBER_JIT_COMPILE", "background")
+    _hide(monkeypatch, "numba")
+    assert not nr.available() and nr._checked and not nr.has_compiler()
+    g = C.geometry("conv2d", x.shape, w.shape, 1, 0, 1, 1)
+    assert not direct.supports(g, "forward") and not _fused.usable(x, x, x, x)
+    np.testing.assert_allclose(C.conv2d_forward(x, w, None, 1, 0, 1, 1), want_y, rtol=1e-4,
+                               atol=1e-4)
+    p, i = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    np.testing.assert_array_equal(p, want_p)
+    np.testing.assert_array_equal(i, want_i)
+
+
 def test_numpy_paths_need_no_scipy(monkeypatch):
     """erf falls back to math.erf without scipy (core ops never need an extra)."""
     import ember.kernels.elementwise as ew

@@ -47,7 +47,7 @@ def available():
     """Whether Numba can be imported, without importing it (``has_compiler`` imports it)."""
     if _checked:
         return _numba is not None
-    if "numba" in sys.modules:
+    if sys.modules.get("numba") is not None:
         return True
     import importlib.util
     if importlib.util.find_spec("numba") is None:
