@@ -30,15 +30,18 @@ from collections import OrderedDict
 import numpy as np
 
 from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
-from ember.kernels.threads import LIMITED, blas_mode
 
 __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
 
 MAX_PLANS = 8
 MAX_COL_BYTES = 256 << 20   # larger column buffers: the convolution's own kernel instead
-ONE_BLAS_THREAD = True
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EXCLUDED = ("copy_", "python_function")
+
+
+def _parallel():
+    from ember.kernels.conv import parallel
+    return parallel
 
 
 def _kernels():
@@ -181,47 +184,68 @@ class _ConvStep:
         z = np.empty(self.z_shape, self.dtype)
         y = np.empty(self.out_shape, self.dtype)
         xp = self.xp if self.xp is not None else x
-        out = [(kn.im2col_s1, rt.signature(xp, 1, 1, col)) if self.unit else
-               (kn.im2col, rt.signature(xp, *self.args, col))]
+        out = [(kn.im2col_s1, rt.signature(xp, 1, 1, col, 0, 1)) if self.unit else
+               (kn.im2col, rt.signature(xp, *self.args, col, 0, 1))]
         if self.xp is not None:
-            out.append((kn.pad_into, rt.signature(x, 0, 0, self.xp)))
+            out.append((kn.pad_into, rt.signature(x, 0, 0, self.xp, 0, 1)))
         if self.pool == (2, 2, 2, 2):
-            out.append((kn.conv_pool2_epilogue, rt.signature(z, self.b, y, True)))
+            out.append((kn.conv_pool2_epilogue, rt.signature(z, self.b, y, True, 0, 1)))
         elif self.pool is not None:
-            out.append((kn.conv_pool_epilogue, rt.signature(z, self.b, y, True, *self.pool)))
+            out.append((kn.conv_pool_epilogue, rt.signature(z, self.b, y, True, *self.pool,
+                                                            0, 1)))
         else:
             K, N = self.z_shape[:2]
             out.append((kn.conv_epilogue, rt.signature(z.reshape(K, N, -1), self.b,
                                                         self.dummy, y.reshape(N, K, -1), True,
-                                                        True)))
+                                                        True, 0, 1)))
         return out
 
-    def __call__(self, x, res=None):
-        kn = self.kn
-        if self.direct_cols:
-            col2 = x.reshape(self.col2.shape)
+    def flops(self):
+        return 2.0 * self.w2.size * self.col2.shape[1]
+
+    def _prologue(self, x, lo, hi):
+        kn, xp = self.kn, self.xp
+        if xp is not None:
+            kn.pad_into(x, self.pad[0], self.pad[1], xp, lo, hi)
         else:
-            xp = self.xp
-            if xp is not None:
-                kn.pad_into(x, self.pad[0], self.pad[1], xp)
-            else:
-                xp = x
-            if self.unit:
-                kn.im2col_s1(xp, self.args[0], self.args[1], self.col)
-            else:
-                kn.im2col(xp, *self.args, self.col)
-            col2 = self.col2
-        np.matmul(self.w2, col2, out=self.z2)
-        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+            xp = x
+        if self.unit:
+            kn.im2col_s1(xp, self.args[0], self.args[1], self.col, lo, hi)
+        else:
+            kn.im2col(xp, *self.args, self.col, lo, hi)
+
+    def _epilogue(self, y, res, lo, hi):
+        kn = self.kn
         if self.pool == (2, 2, 2, 2):
-            kn.conv_pool2_epilogue(self.z4, self.b, y, self.relu)
+            kn.conv_pool2_epilogue(self.z4, self.b, y, self.relu, lo, hi)
         elif self.pool is not None:
-            kn.conv_pool_epilogue(self.z4, self.b, y, self.relu, *self.pool)
+            kn.conv_pool_epilogue(self.z4, self.b, y, self.relu, *self.pool, lo, hi)
         else:
             N, K = y.shape[:2]
             r = res.reshape(N, K, -1) if res is not None else self.dummy
             kn.conv_epilogue(self.z3, self.b, r, y.reshape(N, K, -1), res is not None,
-                             self.relu)
+                             self.relu, lo, hi)
+
+    def __call__(self, x, res=None):
+        N = x.shape[0]
+        split = N > 1 and _parallel().parallel_possible()
+        if self.direct_cols:
+            col2 = x.reshape(self.col2.shape)
+        else:
+            if split:
+                _parallel().run(lambda lo, hi: self._prologue(x, lo, hi), N)
+            else:
+                self._prologue(x, 0, N)
+            col2 = self.col2
+        if split:
+            _parallel().matmul(self.w2, col2, self.z2)
+        else:
+            np.matmul(self.w2, col2, out=self.z2)
+        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        if split:
+            _parallel().run(lambda lo, hi: self._epilogue(y, res, lo, hi), N)
+        else:
+            self._epilogue(y, res, 0, N)
         return y
 
 
@@ -241,9 +265,15 @@ class _LinearStep:
     def bind(self):
         pass
 
+    def flops(self):
+        return 2.0 * self.wt.size * self.out_shape[0]
+
     def __call__(self, x):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
-        np.matmul(x, self.wt, out=y)
+        if _parallel().parallel_possible():
+            _parallel().matmul(x, self.wt, y)
+        else:
+            np.matmul(x, self.wt, out=y)
         if self.has_b or self.relu:
             self.kn.bias_act(y, self.b, self.relu)
         return y
@@ -406,6 +436,9 @@ class InferencePlan:
             lines.append(f"    {lhs} = {call}")
         for step in self._steps:
             step.bind()
+        # ember's own threads (BLAS at one thread, batches and GEMM columns split into chunks)
+        # once a GEMM is large enough to split; small plans leave BLAS's thread count alone
+        self.parallel = any(st.flops() >= _parallel().MIN_FLOPS for st in self._steps)
         ret = ", ".join(value_arg(o) for o in g.outputs)
         src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
             f"\n    return ({ret},)\n"
@@ -517,8 +550,8 @@ class InferencePlan:
             return None
         try:
             arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
-            if ONE_BLAS_THREAD:
-                with blas_mode(LIMITED):
+            if self.parallel:
+                with _parallel().policy(True):
                     res = self._fn(*arrays)
             else:
                 res = self._fn(*arrays)

@@ -2,7 +2,8 @@
 buffer and the fused epilogues that follow a convolution's or a linear layer's GEMM.
 
 Imported lazily (never by ``import ember``); compiled once per dtype and cached on disk. Each
-kernel is serial and releases the GIL; the GEMM between them runs on BLAS's threads.
+kernel is serial, releases the GIL and works on the images [n0, n1), so a plan splits a batch
+over ember's threads.
 
 - ``pad_into(x, ph, pw, xp)``: the input into a preallocated zero-bordered buffer;
 - ``im2col(xp, R, S, sh, sw, dh, dw, col)``: xp (N, C, H, W) -> col (C*R*S, N, Ho, Wo); col's
@@ -22,10 +23,10 @@ from numba import njit
 
 
 @njit(cache=True, nogil=True)
-def pad_into(x, ph, pw, xp):
+def pad_into(x, ph, pw, xp, n0, n1):
     """x (N, C, H, W) into the interior of xp (N, C, H + 2ph, W + 2pw), whose border stays 0."""
     N, C, H, W = x.shape
-    for n in range(N):
+    for n in range(n0, n1):
         for c in range(C):
             for i in range(H):
                 for j in range(W):
@@ -33,7 +34,7 @@ def pad_into(x, ph, pw, xp):
 
 
 @njit(cache=True, nogil=True)
-def im2col(xp, R, S, sh, sw, dh, dw, col):
+def im2col(xp, R, S, sh, sw, dh, dw, col, n0, n1):
     """col[(c, r, s), n, oy, ox] = xp[n, c, oy*sh + r*dh, ox*sw + s*dw] (xp already padded)."""
     N, C = xp.shape[0], xp.shape[1]
     Ho, Wo = col.shape[2], col.shape[3]
@@ -41,7 +42,7 @@ def im2col(xp, R, S, sh, sw, dh, dw, col):
         for r in range(R):
             for s in range(S):
                 row = (c * R + r) * S + s
-                for n in range(N):
+                for n in range(n0, n1):
                     for oy in range(Ho):
                         q = oy * sh + r * dh
                         if sw == 1:
@@ -53,11 +54,11 @@ def im2col(xp, R, S, sh, sw, dh, dw, col):
 
 
 @njit(cache=True, nogil=True)
-def conv_epilogue(z, b, res, y, has_res, relu):
+def conv_epilogue(z, b, res, y, has_res, relu, n0, n1):
     """y[n, k, p] = act(z[k, n, p] + b[k] (+ res[n, k, p]))."""
     K, N, P = z.shape
     zero = z.dtype.type(0)
-    for n in range(N):
+    for n in range(n0, n1):
         for k in range(K):
             bk = b[k]
             if has_res and relu:
@@ -77,13 +78,13 @@ def conv_epilogue(z, b, res, y, has_res, relu):
 
 
 @njit(cache=True, nogil=True)
-def conv_pool_epilogue(z, b, y, relu, kh, kw, sh, sw):
+def conv_pool_epilogue(z, b, y, relu, kh, kw, sh, sw, n0, n1):
     """y[n, k] = max pool (kh, kw, stride sh, sw, no padding) of act(z[k, n] + b[k]); the
     window maximum comes first (ReLU and the per-channel bias are monotone), NaN propagating."""
     K, N, Ho, Wo = z.shape
     Hp, Wp = y.shape[2], y.shape[3]
     zero = z.dtype.type(0)
-    for n in range(N):
+    for n in range(n0, n1):
         for k in range(K):
             bk = b[k]
             for i in range(Hp):
@@ -113,7 +114,7 @@ def bias_act(y, b, relu):
 
 
 @njit(cache=True, nogil=True)
-def im2col_s1(xp, R, S, col):
+def im2col_s1(xp, R, S, col, n0, n1):
     """``im2col`` for stride 1 and dilation 1 (the common case, its inner loop a plain copy)."""
     N, C = xp.shape[0], xp.shape[1]
     Ho, Wo = col.shape[2], col.shape[3]
@@ -121,19 +122,19 @@ def im2col_s1(xp, R, S, col):
         for r in range(R):
             for s in range(S):
                 row = (c * R + r) * S + s
-                for n in range(N):
+                for n in range(n0, n1):
                     for oy in range(Ho):
                         for ox in range(Wo):
                             col[row, n, oy, ox] = xp[n, c, oy + r, ox + s]
 
 
 @njit(cache=True, nogil=True)
-def conv_pool2_epilogue(z, b, y, relu):
+def conv_pool2_epilogue(z, b, y, relu, n0, n1):
     """``conv_pool_epilogue`` for 2x2 windows with stride 2."""
     K, N = z.shape[0], z.shape[1]
     Hp, Wp = y.shape[2], y.shape[3]
     zero = z.dtype.type(0)
-    for n in range(N):
+    for n in range(n0, n1):
         for k in range(K):
             bk = b[k]
             for i in range(Hp):

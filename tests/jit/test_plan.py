@@ -204,3 +204,16 @@ def test_plan_after_save_load(tmp_path):
     with ember.no_grad():
         np.testing.assert_allclose(loaded(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-6)
     assert _planned(loaded)
+
+
+def test_plan_large_batch_splits_over_threads():
+    ember.manual_seed(7)
+    model = _lenet().eval()
+    x = ember.randn(33, 1, 28, 28)    # GEMMs above parallel.MIN_FLOPS; an odd batch
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x).numpy()
+        got = fast(x).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    plan = next(iter(_planned(fast).values()))
+    assert plan.parallel
