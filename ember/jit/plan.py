@@ -391,6 +391,12 @@ class InferencePlan:
                 lines.append(f"    {name_of(last)} = {ident}("
                              f"{', '.join(value_arg(v) for v in reads)})")
                 continue
+            if node.kind in ("flatten", "reshape", "view") and isinstance(node.args[0], Value) \
+                    and not const_of(node.args[0]):
+                # a static shape: NumPy's reshape (a view of a contiguous input, as the kernel)
+                lines.append(f"    {name_of(o0)} = {name_of(node.args[0])}.reshape("
+                             f"{tuple(env[id(o0)].shape)!r})")
+                continue
             # any other node: its kernel
             op = OPS.get(node.kind)
             fn = node_callable(node.kind, "array")
