@@ -134,6 +134,22 @@ def _signature(name, *args):
     return sig
 
 
+_runnable_keys = set()
+
+
+def _runnable(nb, name, *args):
+    """Whether kernel ``name`` of ``nb`` can run these arguments now (``numba_runtime.ready``),
+    remembered once True: its check hashes Numba types, which costs more than a small pool."""
+    key = (name, args[0].dtype.str)
+    if key in _runnable_keys:
+        return True
+    from ember.kernels.pointwise import numba_runtime
+    ok = numba_runtime.ready(getattr(nb, name), _signature(name, *args))
+    if ok:
+        _runnable_keys.add(key)
+    return ok
+
+
 def _is_2x2(shape, k, s, p, d, out):
     """Whether ``pool_numba.planes_2x2`` computes this pool: 2x2 windows at stride 2, no
     padding or dilation, every window inside the plane. It runs at any size (a batch of one:
@@ -155,7 +171,7 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     planes = x.shape[0] * x.shape[1]
     n = get_num_threads()
     if _is_2x2(x.shape, k, s, p, d, out):
-        if not numba_runtime.ready(nb.planes_2x2, _signature("planes_2x2", x, y, idx, 0, 0)):
+        if not _runnable(nb, "planes_2x2", x, y, idx, 0, 0):
             return None
         parts = min(planes, 4 * n) if y.size >= MIN_NUMBA_SIZE else 1
         threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes, parts, n)
@@ -233,7 +249,7 @@ def _scatter_numba(gy, indices, input_shape):
     g = np.ascontiguousarray(gy).reshape(P, -1)
     at = np.ascontiguousarray(indices, np.int64).reshape(P, -1)
     gx = np.zeros((P, H * W), gy.dtype)
-    if not numba_runtime.ready(nb.scatter, _signature("scatter", g, at, gx, 0, 0)):
+    if not _runnable(nb, "scatter", g, at, gx, 0, 0):
         return None
     n = get_num_threads()
     bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, min(P, 4 * n), n)
