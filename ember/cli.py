@@ -119,6 +119,10 @@ def demo(epochs=12, seed=0, out="out", batch_size=32, lr=3e-3, progress=True, lo
     log(f"ember demo: LeNet-style CNN ({n_params:,} parameters) on the UCI digits "
         f"({len(train_idx)} train / {len(test_idx)} test images, 8x8), {epochs} epochs, "
         f"seed {seed}")
+    if progress and sys.stdout.isatty():
+        import importlib.util
+        if importlib.util.find_spec("tqdm") is None:
+            log("progress bar: skipped (install ember[io] for tqdm)")
     history, batch_seconds = [], []  # wall time of each step of the first epoch
     for epoch in range(1, epochs + 1):
         model.train()

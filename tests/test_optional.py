@@ -115,6 +115,15 @@ def test_without_numba_kernels_take_their_numpy_paths(monkeypatch):
     np.testing.assert_array_equal(i, want_i)
 
 
+def test_demo_names_the_extra_for_its_progress_bar(monkeypatch, tmp_path):
+    from ember import cli
+    _hide(monkeypatch, "tqdm")
+    monkeypatch.setattr(sys.stdout, "isatty", lambda: True, raising=False)
+    lines = []
+    cli.demo(epochs=0, out=str(tmp_path), progress=True, log=lines.append)
+    assert "progress bar: skipped (install ember[io] for tqdm)" in lines
+
+
 def test_numpy_paths_need_no_scipy(monkeypatch):
     """erf falls back to math.erf without scipy (core ops never need an extra)."""
     import ember.kernels.elementwise as ew
