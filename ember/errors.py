@@ -18,8 +18,9 @@ class                  builtin base             raised for
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
 =====================  =======================  ==============================================
 
-``MissingDependencyError`` (a ``ModuleNotFoundError`` and a ``RuntimeError``) is raised for an optional feature whose
-package is not installed; its message names the feature and the extra to install.
+``MissingDependencyError`` (a ``ModuleNotFoundError`` and a ``RuntimeError``) is raised for an
+optional feature whose package is not installed; its message names the feature and the extra
+to install.
 
 Messages start with the name of the op or function (``conv2d: ...``), exactly once.
 """
