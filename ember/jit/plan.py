@@ -30,11 +30,17 @@ from collections import OrderedDict
 import numpy as np
 
 from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
+from ember.kernels.threads import LIMITED, blas_mode
 
 __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
 
 MAX_PLANS = 8
-MAX_COL_BYTES = 256 << 20   # larger column buffers: the convolution's own kernel instead
+MAX_COL_BYTES = 256 << 20
+# a plan whose largest GEMM has this many flops runs on ember's threads (BLAS at one thread, the
+# batch and the GEMM's columns split into chunks); a smaller one whose GEMMs add up to
+# parallel.MIN_FLOPS holds BLAS at one thread (OpenBLAS's lock-step threads stall on a shared
+# machine); the smallest leave BLAS alone (no thread-count switch per call)
+PARALLEL_MIN_FLOPS = 2e7   # larger column buffers: the convolution's own kernel instead
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EXCLUDED = ("copy_", "python_function")
 
@@ -397,6 +403,13 @@ class InferencePlan:
                 lines.append(f"    {name_of(o0)} = {name_of(node.args[0])}.reshape("
                              f"{tuple(env[id(o0)].shape)!r})")
                 continue
+            if node.kind == "adaptive_avg_pool2d" and env[id(o0)].shape[2:] == (1, 1) and \
+                    o0.dtype.kind == "f" and not const_of(node.args[0]):
+                # a global average pool: one mean over the plane (the kernel builds averaging
+                # matrices and runs two batched GEMMs)
+                lines.append(f"    {name_of(o0)} = {name_of(node.args[0])}.mean(axis=(2, 3), "
+                             "keepdims=True)")
+                continue
             # any other node: its kernel
             op = OPS.get(node.kind)
             fn = node_callable(node.kind, "array")
@@ -444,7 +457,9 @@ class InferencePlan:
             step.bind()
         # ember's own threads (BLAS at one thread, batches and GEMM columns split into chunks)
         # once a GEMM is large enough to split; small plans leave BLAS's thread count alone
-        self.parallel = any(st.flops() >= _parallel().MIN_FLOPS for st in self._steps)
+        flops = [st.flops() for st in self._steps] or [0.0]
+        self.parallel = max(flops) >= PARALLEL_MIN_FLOPS
+        self.one_blas_thread = not self.parallel and sum(flops) >= _parallel().MIN_FLOPS
         ret = ", ".join(value_arg(o) for o in g.outputs)
         src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
             f"\n    return ({ret},)\n"
@@ -558,6 +573,9 @@ class InferencePlan:
             arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
             if self.parallel:
                 with _parallel().policy(True):
+                    res = self._fn(*arrays)
+            elif self.one_blas_thread:
+                with blas_mode(LIMITED):
                     res = self._fn(*arrays)
             else:
                 res = self._fn(*arrays)

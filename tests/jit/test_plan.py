@@ -209,7 +209,7 @@ def test_plan_after_save_load(tmp_path):
 def test_plan_large_batch_splits_over_threads():
     ember.manual_seed(7)
     model = _lenet().eval()
-    x = ember.randn(33, 1, 28, 28)    # GEMMs above parallel.MIN_FLOPS; an odd batch
+    x = ember.randn(65, 1, 28, 28)    # GEMMs above plan.PARALLEL_MIN_FLOPS; an odd batch
     fast = _fast(model, x)
     with ember.no_grad():
         want = model(x).numpy()
