@@ -33,7 +33,7 @@ LINEAR = frozenset("""
     getitem getitem_backward index_select gather scatter scatter_add index_add index_put
     index_copy masked_fill masked_select masked_select_backward masked_scatter where pad
     pad_backward diagonal diagonal_backward diag_embed positive resolve_conj resolve_neg unfold
-    unfold_backward copy
+    unfold_backward copy fill index_fill
 """.split())
 EXPLICIT = frozenset("""
     conj conj_physical real imag angle view_as_real view_as_complex complex polar
@@ -41,7 +41,7 @@ EXPLICIT = frozenset("""
 """.split())
 # ops that may produce complex results without a gradient (factories, predicates, fills)
 FORWARD = HOLOMORPHIC | LINEAR | EXPLICIT | frozenset("""
-    zeros ones full empty randn eye zeros_like ones_like empty_like full_like fill isclose
+    zeros ones full empty randn eye zeros_like ones_like empty_like full_like isclose
     nonzero count_nonzero all any eq ne isnan isinf isfinite logical_not logical_and logical_or
     logical_xor sgn size
 """.split())

@@ -25,7 +25,8 @@ HERE = os.path.dirname(__file__)
 # different order.
 TOLERANCES = {"float16": (1e-3, 1e-3), "float32": (1e-4, 1e-5), "float64": (1e-7, 1e-7),
               "complex64": (1e-4, 1e-5), "complex128": (1e-7, 1e-7)}
-GRAD_TOLERANCES = {"float32": (1e-3, 1e-4), "float64": (1e-6, 1e-7)}
+GRAD_TOLERANCES = {"float32": (1e-3, 1e-4), "float64": (1e-6, 1e-7),
+                   "complex128": (1e-6, 1e-7)}
 # dtypes tried, in this order, when the OpInfo lists them and ember has them (by torch's name)
 DTYPES = ("float32", "float64", "int64", "bool", "complex64", "complex128")
 # Entries whose values come from a random generator or are uninitialised memory: only the
@@ -549,12 +550,15 @@ def _run_sample(op, call, sample, dtype, torch, noncontiguous, with_grad, shape_
     t_out, e_out = _gradient_outputs(op, call, sample, (e_in, e_args, e_kwargs), t_out, e_out)
     t_flat, e_flat = flatten(t_out), flatten(e_out)
     pairs = [(t, e) for t, e in zip(t_flat, e_flat)
-             if isinstance(t, torch.Tensor) and t.requires_grad and t.dtype.is_floating_point]
+             if isinstance(t, torch.Tensor) and t.requires_grad and (
+                 t.dtype.is_floating_point or t.dtype.is_complex)]
     leaves = conv.leaves
     if not pairs or not leaves:
         return
     rng = np.random.default_rng(0)
-    gos = [rng.standard_normal(tuple(t.shape)) for t, _ in pairs]
+    gos = [rng.standard_normal(tuple(t.shape)) + (
+        1j * rng.standard_normal(tuple(t.shape)) if t.dtype.is_complex else 0)
+        for t, _ in pairs]
     try:
         t_grads = torch.autograd.grad([t for t, _ in pairs], [t for t, _ in leaves],
                                       [torch.from_numpy(g).to(t.dtype) for g, (t, _) in
@@ -622,7 +626,7 @@ def run_entry(op, resolved, torch):
         plan.append(("float64" if "float64" in dtypes else dtypes[0], True))
     for dtype_name, noncontiguous in plan:
         tdtype = getattr(torch, dtype_name)
-        with_grad = (op.supports_autograd and dtype_name == "float64"
+        with_grad = (op.supports_autograd and dtype_name in ("float64", "complex128")
                      and dtype_name in backward_ok)
         # The OpInfo's generator itself: op.sample_inputs wraps it in an iterator that calls
         # inspect.stack() and torch.manual_seed (which records a stack trace for lazy CUDA
