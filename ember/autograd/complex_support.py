@@ -25,7 +25,7 @@ from ember.errors import EmberRuntimeError
 HOLOMORPHIC = frozenset("""
     add sub mul div neg pow reciprocal exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan
     tanh sigmoid sinh cosh asin acos atan asinh atanh sum mean matmul mm bmm dot outer
-    addmm linear einsum cumsum square tanh_backward sigmoid_backward
+    addmm linear einsum cumsum square tanh_backward sigmoid_backward silu
 """.split())
 LINEAR = frozenset("""
     view reshape flatten unflatten permute transpose t squeeze unsqueeze expand repeat tile cat

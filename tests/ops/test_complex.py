@@ -291,6 +291,7 @@ def test_unary_grad(name):
     ("chain", lambda L, v: (v.sin() * v.conj()).exp() / (1 + v.abs())),
     ("sub_alpha", lambda L, v: L.sub(v, L.tensor(Z2), alpha=2)),
     ("mean_dim", lambda L, v: v.mean(0, keepdim=True) * v),
+    ("silu", lambda L, v: L.nn.functional.silu(v)),
     ("linear", lambda L, v: L.nn.functional.linear(v, L.tensor(Z2[:2]), L.tensor(Z2[2, :2]))),
     ("einsum", lambda L, v: L.einsum("ij,kj->ik", v, L.tensor(Z2))),
     ("cumsum", lambda L, v: v.cumsum(1)),
