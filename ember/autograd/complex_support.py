@@ -25,7 +25,7 @@ from ember.errors import EmberRuntimeError
 HOLOMORPHIC = frozenset("""
     add sub mul div neg pow reciprocal exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan
     tanh sigmoid sinh cosh asin acos atan asinh atanh sum mean matmul mm bmm dot outer
-    addmm linear einsum cumsum square tanh_backward sigmoid_backward silu
+    addmm linear einsum cumsum square tanh_backward sigmoid_backward
 """.split())
 LINEAR = frozenset("""
     view reshape flatten unflatten permute transpose t squeeze unsqueeze expand repeat tile cat
@@ -43,7 +43,7 @@ EXPLICIT = frozenset("""
 FORWARD = HOLOMORPHIC | LINEAR | EXPLICIT | frozenset("""
     zeros ones full empty randn eye zeros_like ones_like empty_like full_like isclose
     nonzero count_nonzero all any eq ne isnan isinf isfinite logical_not logical_and logical_or
-    logical_xor sgn size
+    logical_xor sgn size silu
 """.split())
 
 
