@@ -29,7 +29,7 @@ OWN_THREADS_DIRECTIONS = ("weight",)
 # Algorithms run with ember's own chunks in every direction: Winograd's Numba transforms are split
 # over ember's threads only under this policy, and its 36 small GEMMs split by batch entry beat
 # OpenBLAS's threads on them (8x64x56x56 forward 9.7 vs 14.0 ms, input 9.9 vs 14.0 ms).
-OWN_THREADS_ALGORITHMS = ("winograd", "direct")
+OWN_THREADS_ALGORITHMS = ("winograd", "direct", "thin")
 CHUNKS_PER_THREAD = 4
 MIN_FLOPS = 4e6      # below this a GEMM runs inline: splitting costs more than it saves
 MIN_COLUMNS = 128    # narrowest column block worth a chunk of its own

@@ -34,6 +34,10 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   0.59/1.16; (8,16,32,32)->32 3x3 0.81/1.04, 1.12/1.57; (16,3,64,64)->16 3x3 0.89/1.05,
   2.09/2.78; (16,3,32,32)->64 5x5 1.50/1.56, 2.82/3.16; at 288 taps ((8,32,16,16)->64 3x3)
   the forward only ties (0.87/0.89), hence the tap limit. The input gradient has no direct kernel;
+- stride-1 forward passes with at most THIN_MAX_MACS multiply-adds per output pixel
+  (K*C*R*S) and K < DIRECT_MIN_K_FORWARD -> ``thin`` (one axpy per tap along the image rows;
+  LeNet conv1 (64,1,28,28)->6 5x5, one thread: 0.70 vs 0.95 ms im2col, batch of one 11 vs 59
+  us; at (64,3,32,32)->6 5x5, 450 MACs, it only ties: 2.25 vs 2.48 ms);
 - otherwise ``im2col`` (chunked over images and threads; it beat the shifted-GEMM path on every
   measured shape but LeNet's first layer weight gradient, by 1.3-10x), unless the column buffer of
   one image (its smallest sub-batch) would exceed IM2COL_MAX_BYTES, in which case stride-1 problems use
@@ -44,13 +48,13 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
 import threading
 import time
 
-from . import (depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, winograd,
+from . import (depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, thin, winograd,
                winograd2x2)
 from .grad_as_forward import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
               "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise, "direct": direct,
-              "winograd2x2": winograd2x2}
+              "winograd2x2": winograd2x2, "thin": thin}
 FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad"}
 
 BATCH_THRESHOLD = 2
@@ -65,6 +69,7 @@ DIRECT_MAX_TAPS = 150
 DIRECT_MAX_K = 64
 DIRECT_MIN_K_FORWARD = 16
 THIN_OWN_MIN_K = 32
+THIN_MAX_MACS = 160
 
 _tuned = {}
 _lock = threading.Lock()
@@ -81,10 +86,10 @@ def capable(direction, g):
             if hasattr(mod, FUNCTIONS[direction]) and mod.supports(g, direction)]
 
 
-def heuristic(direction, g, direct_ok=True, winograd_ok=True):
+def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     """Algorithm name chosen without timing (see the module docstring); ``direct_ok=False`` /
-    ``winograd_ok=False`` leave out ``direct`` / ``winograd`` (their kernels are still compiling
-    in the background)."""
+    ``winograd_ok=False`` / ``thin_ok=False`` leave out ``direct`` / ``winograd`` / ``thin``
+    (their kernels are still compiling in the background)."""
     if g.is_depthwise:
         return "depthwise"
     if g.R == 1 and g.S == 1:
@@ -98,6 +103,9 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True):
             return "winograd"
         if weight and min(g.Cg, g.Kg) >= WIDE_CHANNELS:
             return "winograd" if _tiles(g) >= WIDE_MIN_TILES else "winograd2x2"
+    if (thin_ok and g.K * g.C * g.R * g.S <= THIN_MAX_MACS and g.K < DIRECT_MIN_K_FORWARD
+            and thin.supports(g, direction)):
+        return "thin"
     if (direct_ok and g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
             and (direction == "weight" or g.K >= DIRECT_MIN_K_FORWARD)
             and direct.supports(g, direction)):
@@ -142,7 +150,7 @@ def run(op, direction, g, a, b):
     if not settings.benchmark:
         name, without = heuristic(direction, g), {}
         # while a kernel compiles in the background, the algorithm chosen without it
-        while name in ("direct", "winograd") and not _ready(name, direction, g, a.dtype):
+        while name in ("direct", "winograd", "thin") and not _ready(name, direction, g, a.dtype):
             without[name + "_ok"] = False
             name = heuristic(direction, g, **without)
         return _call(name, direction, g, a, b)
@@ -179,8 +187,10 @@ def _own_threads(name, direction, g):
 
 
 def _ready(name, direction, g, dtype):
-    """Whether ``direct`` / ``winograd`` has its kernels for this call (under the thread policy
-    ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
+    """Whether ``direct`` / ``winograd`` / ``thin`` has its kernels for this call (under the thread
+    policy ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
+    if name == "thin":
+        return thin.ready(dtype)
     with parallel.policy(_own_threads(name, direction, g)):
         if name == "direct":
             return direct.ready(direction, g, dtype)

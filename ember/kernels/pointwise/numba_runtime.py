@@ -282,6 +282,9 @@ def _warmed():
     _numba_warm = True
 
 
+_ready_seen = {}     # (id(dispatcher), id(sig)) -> sig, of signatures found compiled
+
+
 def ready(dispatcher, sig, force=False):
     """Whether ``dispatcher`` (a Numba ``@njit`` function) can run argument types ``sig`` (see
     ``signature``) now. True when it is compiled for them in this process or, under "background"
@@ -290,9 +293,15 @@ def ready(dispatcher, sig, force=False):
     the mode is "sync" or ``force`` (compiled now, blocking). Otherwise False: under
     "background" its compile is queued on the background thread (once) and the caller runs its
     NumPy / BLAS path meanwhile. A plain Python callable (a wrapper in place of a dispatcher) is
-    always ready."""
+    always ready. A (dispatcher, sig object) found ready is remembered by identity: the lookup
+    hashes every Numba type of ``sig`` (~1 us each), more than a batch-of-one kernel runs."""
+    key = (id(dispatcher), id(sig))
+    if _ready_seen.get(key) is sig:
+        return True
     overloads = getattr(dispatcher, "overloads", None)
     if overloads is None or sig in overloads:
+        if overloads is not None:
+            _ready_seen[key] = sig   # keeps sig alive, so its id is not reused
         return True
     mode = compile_mode()
     if force or mode == "sync":
