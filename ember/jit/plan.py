@@ -165,6 +165,9 @@ class _ConvStep:
         self.w2 = np.array(w.reshape(K, -1), order="C")  # an owned copy (see docs/jit.md)
         self.b = np.array(b, order="C") if b is not None else np.zeros(K, dtype)
         self.res, self.relu, self.pool = res, relu, pool
+        self.conv_args = (stride, padding, dilation, 1)
+        self.w = np.array(w, order="C")
+        self.engine = False       # True: ember's convolution engine computes the sum (autotune)
         self.direct_cols = (R == S == 1 and sh == sw == 1 and ph == pw == 0 and N == 1)
         self.col_key = shared.need("col", dtype, C * R * S * N * Ho * Wo)
         self.z_key = shared.need("z", dtype, K * N * Ho * Wo)
@@ -209,6 +212,43 @@ class _ConvStep:
     def flops(self):
         return 2.0 * self.w2.size * self.col2.shape[1]
 
+    def can_use_engine(self):
+        return self.pool is None or self.pool == (2, 2, 2, 2)
+
+    def engine_signatures(self, x):
+        from ember.kernels.pointwise import numba_runtime as rt
+        kn = self.kn
+        z = np.empty((self.z_shape[1], self.z_shape[0]) + self.z_shape[2:], self.dtype)
+        y = np.empty(self.out_shape, self.dtype)
+        if self.pool is not None:
+            return [(kn.nchw_pool2_epilogue, rt.signature(z, self.b, y, True, 0, 1))]
+        N, K = z.shape[:2]
+        return [(kn.nchw_epilogue, rt.signature(z.reshape(N, K, -1), self.b, self.dummy,
+                                                y.reshape(N, K, -1), True, True, 0, 1))]
+
+    def _engine_call(self, x, res):
+        from ember.kernels.conv import conv2d_forward
+        z = conv2d_forward(x, self.w, None, *self.conv_args)
+        N = x.shape[0]
+        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        split = N > 1 and _parallel().parallel_possible()
+        kn = self.kn
+        if self.pool is not None:
+            def epi(lo, hi):
+                kn.nchw_pool2_epilogue(z, self.b, y, self.relu, lo, hi)
+        else:
+            K = y.shape[1]
+            z3, y3 = z.reshape(N, K, -1), y.reshape(N, K, -1)
+            r = res.reshape(N, K, -1) if res is not None else self.dummy
+
+            def epi(lo, hi):
+                kn.nchw_epilogue(z3, self.b, r, y3, res is not None, self.relu, lo, hi)
+        if split:
+            _parallel().run(epi, N)
+        else:
+            epi(0, N)
+        return y
+
     def _prologue(self, x, lo, hi):
         kn, xp = self.kn, self.xp
         if xp is not None:
@@ -233,6 +273,8 @@ class _ConvStep:
                              self.relu, lo, hi)
 
     def __call__(self, x, res=None):
+        if self.engine:
+            return self._engine_call(x, res)
         N = x.shape[0]
         split = N > 1 and _parallel().parallel_possible()
         if self.direct_cols:
@@ -373,6 +415,7 @@ class InferencePlan:
 
         params = [name_of(v) for v in g.inputs]
         self._sigs = []
+        tune = []
         for node in g.nodes:
             if node.kind == "constant" or id(node) in consumed:
                 continue
@@ -394,6 +437,8 @@ class InferencePlan:
                 glob[ident] = step
                 self._steps.append(step)
                 self._sigs += step.signatures(env[id(node.args[0])])
+                if node.kind == "conv2d":
+                    tune.append((step, node.args[0], step.res))
                 lines.append(f"    {name_of(last)} = {ident}("
                              f"{', '.join(value_arg(v) for v in reads)})")
                 continue
@@ -460,6 +505,8 @@ class InferencePlan:
         flops = [st.flops() for st in self._steps] or [0.0]
         self.parallel = max(flops) >= PARALLEL_MIN_FLOPS
         self.one_blas_thread = not self.parallel and sum(flops) >= _parallel().MIN_FLOPS
+        self._tune = [(st, env[id(x)], env[id(r)] if r is not None else None)
+                      for st, x, r in tune if st.can_use_engine()]
         ret = ", ".join(value_arg(o) for o in g.outputs)
         src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
             f"\n    return ({ret},)\n"
@@ -557,13 +604,47 @@ class InferencePlan:
 
     # ---- running ----------------------------------------------------------------------------
     def ready(self):
-        """Whether every kernel is compiled (queues the missing ones in the background)."""
+        """Whether every kernel is compiled (queues the missing ones in the background); the
+        first time they all are, each convolution step is timed both ways (``autotune``)."""
         from ember.kernels.pointwise import numba_runtime as rt
+        sigs = list(self._sigs)
+        for st, x, _ in self._tune:
+            sigs += st.engine_signatures(x)
         ok = True
-        for disp, sig in self._sigs:
+        for disp, sig in sigs:
             if not rt.ready(disp, sig):
                 ok = False
+        if ok and self._tune:
+            self.autotune()
         return ok
+
+    def autotune(self, repeats=3):
+        """For each convolution step, time im2col + GEMM against ember's convolution engine
+        (``ember.kernels.conv``: direct, Winograd, ... as its selector picks for the shape)
+        on the recorded input, and keep the faster (the engine's result then gets the same
+        fused epilogue, in NCHW order)."""
+        import time
+        tune, self._tune = self._tune, []
+        for st, x, r in tune:
+            best = {}
+            for engine in (False, True, False, True):
+                st.engine = engine
+                with self._threads():
+                    st(x, r)        # warm: workspaces, selector, BLAS
+                    t0 = time.perf_counter()
+                    for _ in range(repeats):
+                        st(x, r)
+                    dt = time.perf_counter() - t0
+                best[engine] = min(dt, best.get(engine, dt))
+            st.engine = best[True] < best[False]
+
+    def _threads(self):
+        import contextlib
+        if self.parallel:
+            return _parallel().policy(True)
+        if self.one_blas_thread:
+            return blas_mode(LIMITED)
+        return contextlib.nullcontext()
 
     def run(self, arrays):
         """The graph's outputs for ``arrays`` (a tuple), or None when the plan is busy."""
@@ -571,11 +652,8 @@ class InferencePlan:
             return None
         try:
             arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
-            if self.parallel:
-                with _parallel().policy(True):
-                    res = self._fn(*arrays)
-            elif self.one_blas_thread:
-                with blas_mode(LIMITED):
+            if self.parallel or self.one_blas_thread:
+                with self._threads():
                     res = self._fn(*arrays)
             else:
                 res = self._fn(*arrays)

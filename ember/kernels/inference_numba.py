@@ -148,3 +148,40 @@ def conv_pool2_epilogue(z, b, y, relu, n0, n1):
                     m = m0 if m0 >= m1 or m0 != m0 else m1
                     m = m + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m
+
+
+@njit(cache=True, nogil=True)
+def nchw_epilogue(z, b, res, y, has_res, relu, n0, n1):
+    """``conv_epilogue`` for a convolution result already in (N, K, P) order (the engine's)."""
+    K, P = z.shape[1], z.shape[2]
+    zero = z.dtype.type(0)
+    for n in range(n0, n1):
+        for k in range(K):
+            bk = b[k]
+            for p in range(P):
+                v = z[n, k, p] + bk
+                if has_res:
+                    v = v + res[n, k, p]
+                y[n, k, p] = zero if (relu and v < zero) else v
+
+
+@njit(cache=True, nogil=True)
+def nchw_pool2_epilogue(z, b, y, relu, n0, n1):
+    """``conv_pool2_epilogue`` for a convolution result in (N, K, Ho, Wo) order."""
+    K = z.shape[1]
+    Hp, Wp = y.shape[2], y.shape[3]
+    zero = z.dtype.type(0)
+    for n in range(n0, n1):
+        for k in range(K):
+            bk = b[k]
+            for i in range(Hp):
+                for j in range(Wp):
+                    a0 = z[n, k, 2 * i, 2 * j]
+                    a1 = z[n, k, 2 * i, 2 * j + 1]
+                    a2 = z[n, k, 2 * i + 1, 2 * j]
+                    a3 = z[n, k, 2 * i + 1, 2 * j + 1]
+                    m0 = a0 if a0 >= a1 or a0 != a0 else a1
+                    m1 = a2 if a2 >= a3 or a2 != a2 else a3
+                    m = m0 if m0 >= m1 or m0 != m0 else m1
+                    m = m + bk
+                    y[n, k, i, j] = zero if (relu and m < zero) else m

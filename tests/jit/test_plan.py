@@ -217,3 +217,29 @@ def test_plan_large_batch_splits_over_threads():
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     plan = next(iter(_planned(fast).values()))
     assert plan.parallel
+
+
+@pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
+def test_plan_engine_convolutions_equal_eager(name):
+    """The autotuner's other choice: ember's convolution engine for the sum, then the fused
+    epilogue in NCHW order."""
+    ember.manual_seed(8)
+    if name == "odd":
+        model, x = _Odd().eval(), ember.randn(3, 3, 11, 9)
+    else:
+        build, shape = MODELS[name]
+        model, x = build().eval(), ember.randn((3,) + shape)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x)
+        fast(x)
+        plan = next(iter(_planned(fast).values()))
+        engine = [s for s in plan._steps if hasattr(s, "can_use_engine") and s.can_use_engine()]
+        assert engine
+        for s in engine:
+            s.engine = True
+        got = fast(x)
+    want = want if isinstance(want, tuple) else (want,)
+    got = got if isinstance(got, tuple) else (got,)
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
