@@ -441,7 +441,12 @@ class Tensor:
             raise EmberRuntimeError(f"{what}: only a Tensor with one element can be converted to "
                                     f"a Python scalar, got shape {list(self._data.shape)}")
         self._python_value(what)
-        return cast(self._data.reshape(()).item())
+        v = self._data.reshape(()).item()
+        if v.__class__ is builtins.complex and cast is not builtins.complex and \
+                cast is not builtins.bool:
+            raise EmberRuntimeError(f"{what}: a complex value ({v}) cannot be converted to "
+                                    f"{cast.__name__}")
+        return cast(v)
 
     def __bool__(self):
         if self._data.size != 1:

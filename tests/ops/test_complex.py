@@ -364,6 +364,15 @@ def test_unsupported_ops_raise_naming_the_op(call, name):
         call(z)
 
 
+def test_python_scalars():
+    z = ember.tensor(1 + 2j)
+    assert complex(z) == 1 + 2j and z.item() == 1 + 2j and bool(z)
+    assert ember.tensor([1j, 2]).tolist() == [1j, 2 + 0j]
+    for cast in (float, int):
+        with pytest.raises(EmberError, match=f"{cast.__name__}: a complex value"):
+            cast(z)
+
+
 def test_unsupported_autograd_raises_at_forward():
     z = ember.tensor(Z, requires_grad=True)
     with pytest.raises(EmberError, match="autograd of var on complex tensors is not supported"):
@@ -393,3 +402,8 @@ def test_trace_of_a_complex_function_matches_eager():
     traced = jit.trace(f, (z, w))
     z2, w2 = ember.tensor(_z((4,), np.complex64)), ember.tensor(_z((4,), np.complex64))
     _same(traced(z2, w2), f(z2, w2)._data)
+    from ember.jit.passes.fuse import fuse
+    # the pointwise engine never compiles complex kernels: complex chains stay unfused
+    assert "fusion_group" not in [n.kind for n in fuse(traced.graph).nodes]
+    real = jit.trace(lambda a: ((a * 2).exp() + 1).abs(), (ember.ones(4),))
+    assert [n.kind for n in fuse(real.graph).nodes] == ["fusion_group"]
