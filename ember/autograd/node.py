@@ -203,6 +203,31 @@ class AccumulateGrad(Node):
         return ()
 
 
+def graph_leaves(tensors):
+    """The leaf tensors requiring grad that the graphs of ``tensors`` reach (a leaf among
+    ``tensors`` itself included), each once, in no particular order."""
+    stack, seen, leaves = [], set(), {}
+    for t in tensors:
+        if t.grad_fn is not None:
+            stack.append(t.grad_fn)
+        elif t._requires_grad:
+            leaves[id(t)] = t
+    while stack:
+        node = stack.pop()
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        if isinstance(node, AccumulateGrad):
+            v = node.variable
+            if v is not None:
+                leaves[id(v)] = v
+            continue
+        for edge in node.next_functions:
+            if edge is not None:
+                stack.append(edge[0])
+    return list(leaves.values())
+
+
 def accumulate_into(var, g, owned):
     """Add gradient ``g`` into ``var.grad`` as torch does.
 

@@ -9,31 +9,11 @@ version), then drops that graph. ``use_reentrant`` is accepted and both values b
 from ember import random as _random
 from ember.autograd.function import Function
 from ember.autograd.grad_mode import enable_grad
-from ember.autograd.node import AccumulateGrad
+from ember.autograd.node import graph_leaves
 from ember.errors import EmberTypeError, EmberValueError
 from ember.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
-
-
-def _leaves_of(outputs):
-    """The leaf tensors requiring grad that ``outputs`` were computed from."""
-    stack = [o.grad_fn for o in outputs if o.grad_fn is not None]
-    seen, leaves = set(), []
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        if isinstance(node, AccumulateGrad):
-            v = node.variable
-            if v is not None:
-                leaves.append(v)
-            continue
-        for edge in node.next_functions:
-            if edge is not None:
-                stack.append(edge[0])
-    return leaves
 
 
 def _detached(args):
@@ -104,7 +84,7 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         probe_args = _detached(args)
         outs = run.call(probe_args)
     probes = {id(a) for a in probe_args if isinstance(a, Tensor)}
-    leaves = [t for t in _leaves_of(outs) if id(t) not in probes]
+    leaves = [t for t in graph_leaves(outs) if id(t) not in probes]
     run.outputs = tuple(o.detach() for o in outs)
     del outs, probe_args
     tensors = [a for a in args if isinstance(a, Tensor)]

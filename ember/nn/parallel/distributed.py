@@ -163,34 +163,18 @@ class DistributedDataParallel(Module):
     def _find_unused(self, out):
         """The parameters the autograd graph of ``out`` does not reach (as torch's
         find_unused_parameters): they are marked ready, as zeros, when backward starts."""
-        from ember.autograd.node import AccumulateGrad
+        from ember.autograd.node import graph_leaves
         from ember.tensor import Tensor
-        stack, seen, reached = [], set(), set()
-        todo = [out]
+        outputs, todo = [], [out]
         while todo:
             o = todo.pop()
             if isinstance(o, Tensor):
-                if o.grad_fn is not None:
-                    stack.append(o.grad_fn)
-                elif o._requires_grad:
-                    reached.add(id(o))
+                outputs.append(o)
             elif isinstance(o, (list, tuple)):
                 todo.extend(o)
             elif isinstance(o, dict):
                 todo.extend(o.values())
-        while stack:
-            node = stack.pop()
-            if id(node) in seen:
-                continue
-            seen.add(id(node))
-            if isinstance(node, AccumulateGrad):
-                v = node.variable
-                if v is not None:
-                    reached.add(id(v))
-                continue
-            for edge in node.next_functions:
-                if edge is not None:
-                    stack.append(edge[0])
+        reached = {id(v) for v in graph_leaves(outputs)}
         return [(b, i) for b in self._buckets for i, p in enumerate(b.params)
                 if id(p) not in reached]
 
