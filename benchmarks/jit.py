@@ -10,7 +10,8 @@ downsample, global average pool, linear). Columns, each library in its own proce
 default threads:
   ember eager            ``model(x)`` under ``ember.no_grad()``
   ember traced + opt     ``ember.jit.optimize(ember.jit.trace(model, (x,)))`` (frozen weights,
-                         batch norm folded, pointwise chains fused)
+                         batch norm folded, pointwise chains fused; calls run through an
+                         inference plan per input shape, docs/jit.md)
   torch eager            ``model(x)`` under ``torch.inference_mode()``
   torch frozen + opt     ``torch.jit.optimize_for_inference(torch.jit.freeze(
                          torch.jit.trace(model, (x,))))``
