@@ -36,16 +36,8 @@ class Bernoulli(Distribution):
         super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Bernoulli, _instance)
-        batch_shape = ember.Size(batch_shape)
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_attrs(Bernoulli, batch_shape, _instance, ("probs", "logits"))
+        new._param = new.__dict__.get("logits", new.__dict__.get("probs"))
         return new
 
     @lazy_property

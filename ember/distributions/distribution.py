@@ -109,6 +109,21 @@ class Distribution:
         return ember.Size(tuple(sample_shape) + tuple(self._batch_shape)
                           + tuple(self._event_shape))
 
+    def _expand_attrs(self, cls, batch_shape, _instance, names, keep=()):
+        """The ``expand`` most distributions need: a new ``cls`` instance whose attributes
+        ``names`` (those this instance holds: of a lazily paired ``probs``/``logits``, the ones
+        computed) are expanded to ``batch_shape`` and whose ``keep`` attributes are shared."""
+        new = self._get_checked_instance(cls, _instance)
+        batch_shape = ember.Size(batch_shape)
+        for n in names:
+            if n in self.__dict__:
+                setattr(new, n, self.__dict__[n].expand(batch_shape))
+        for n in keep:
+            setattr(new, n, getattr(self, n))
+        Distribution.__init__(new, batch_shape, validate_args=False)
+        new._validate_args = self._validate_args
+        return new
+
     def _get_checked_instance(self, cls, _instance=None):
         if _instance is None and type(self).__init__ != cls.__init__:
             raise NotImplementedError(f"Subclass {type(self).__name__} of {cls.__name__} that "

@@ -69,13 +69,7 @@ class Gamma(Distribution):
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Gamma, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.concentration = self.concentration.expand(batch_shape)
-        new.rate = self.rate.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_attrs(Gamma, batch_shape, _instance, ("concentration", "rate"))
 
     @property
     def mean(self):
@@ -193,12 +187,7 @@ class Beta(Distribution):
         super().__init__(self._dirichlet._batch_shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Beta, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new._dirichlet = self._dirichlet.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_attrs(Beta, batch_shape, _instance, ("_dirichlet",))
 
     @property
     def concentration1(self):

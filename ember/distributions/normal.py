@@ -20,12 +20,7 @@ class Normal(Distribution):
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Normal, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.loc, new.scale = self.loc.expand(batch_shape), self.scale.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_attrs(Normal, batch_shape, _instance, ("loc", "scale"))
 
     @property
     def mean(self):
@@ -87,12 +82,7 @@ class Uniform(Distribution):
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(Uniform, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.low, new.high = self.low.expand(batch_shape), self.high.expand(batch_shape)
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
-        return new
+        return self._expand_attrs(Uniform, batch_shape, _instance, ("low", "high"))
 
     @constraints.dependent_property(is_discrete=False, event_dim=0)
     def support(self):

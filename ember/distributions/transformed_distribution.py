@@ -332,17 +332,9 @@ class LogitRelaxedBernoulli(Distribution):
         super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(LogitRelaxedBernoulli, _instance)
-        batch_shape = ember.Size(batch_shape)
-        new.temperature = self.temperature
-        if "probs" in self.__dict__:
-            new.probs = self.probs.expand(batch_shape)
-            new._param = new.probs
-        if "logits" in self.__dict__:
-            new.logits = self.logits.expand(batch_shape)
-            new._param = new.logits
-        Distribution.__init__(new, batch_shape, validate_args=False)
-        new._validate_args = self._validate_args
+        new = self._expand_attrs(LogitRelaxedBernoulli, batch_shape, _instance,
+                                 ("probs", "logits"), keep=("temperature",))
+        new._param = new.__dict__.get("logits", new.__dict__.get("probs"))
         return new
 
     @lazy_property
@@ -372,7 +364,23 @@ class LogitRelaxedBernoulli(Distribution):
         return self.temperature.log() + diff - 2 * diff.exp().log1p()
 
 
-class RelaxedBernoulli(TransformedDistribution):
+class _RelaxedParams:
+    """``temperature``, ``logits`` and ``probs`` of a relaxed distribution are its base's."""
+
+    @property
+    def temperature(self):
+        return self.base_dist.temperature
+
+    @property
+    def logits(self):
+        return self.base_dist.logits
+
+    @property
+    def probs(self):
+        return self.base_dist.probs
+
+
+class RelaxedBernoulli(_RelaxedParams, TransformedDistribution):
     """RelaxedBernoulli(temperature, probs=None, logits=None): a reparameterizable relaxation
     of Bernoulli on the unit interval (sigmoid of a LogitRelaxedBernoulli)."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
@@ -387,18 +395,6 @@ class RelaxedBernoulli(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedBernoulli, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
 
 
 class ExpRelaxedCategorical(Distribution):
@@ -454,7 +450,7 @@ class ExpRelaxedCategorical(Distribution):
         return score + log_scale
 
 
-class RelaxedOneHotCategorical(TransformedDistribution):
+class RelaxedOneHotCategorical(_RelaxedParams, TransformedDistribution):
     """RelaxedOneHotCategorical(temperature, probs=None, logits=None): a reparameterizable
     relaxation of OneHotCategorical on the simplex (Gumbel-softmax)."""
     arg_constraints = {"probs": constraints.simplex, "logits": constraints.real_vector}
@@ -468,18 +464,6 @@ class RelaxedOneHotCategorical(TransformedDistribution):
     def expand(self, batch_shape, _instance=None):
         new = self._get_checked_instance(RelaxedOneHotCategorical, _instance)
         return super().expand(batch_shape, _instance=new)
-
-    @property
-    def temperature(self):
-        return self.base_dist.temperature
-
-    @property
-    def logits(self):
-        return self.base_dist.logits
-
-    @property
-    def probs(self):
-        return self.base_dist.probs
 
 
 class HalfCauchy(TransformedDistribution):
