@@ -51,25 +51,44 @@ def ready(dtype):
     return numba_runtime.ready(_kernels.rows_forward, sig)
 
 
+_offsets = {}
+
+
+def _tap_offsets(g):
+    """Offset of each tap (r, s) into a flattened padded plane (kept per geometry: a batch of
+    one spends more on building it than on the kernel)."""
+    key = (g.Wp, g.R, g.S, g.dilation)
+    off = _offsets.get(key)
+    if off is None:
+        (dh, dw), Wp = g.dilation, g.Wp
+        off = np.array([r * dh * Wp + s * dw for r in range(g.R) for s in range(g.S)], np.int64)
+        if len(_offsets) > 256:
+            _offsets.clear()
+        _offsets[key] = off
+    return off
+
+
 def forward(x, w, g):
     k = kernels()
     ready(x.dtype)
-    (dh, dw), tail = g.dilation, g.dilation[1] * (g.S - 1)
     pt, pl = g.padding[0], g.padding[2]
-    plane = g.Hp * g.Wp + tail
-    Wp = g.Wp
-    offsets = np.array([r * dh * Wp + s * dw for r in range(g.R) for s in range(g.S)], np.int64)
+    Hp, Wp = g.Hp, g.Wp
+    plane = Hp * Wp + g.dilation[1] * (g.S - 1)
+    offsets = _tap_offsets(g)
     wt = np.ascontiguousarray(w.reshape(g.K, g.C, g.R * g.S))
     y = np.empty(g.output_shape, x.dtype)
 
     def chunk(lo, hi):
         n = hi - lo
         xp = buffer("thin.xrows", (n, g.C, plane), x.dtype)
-        xp[:, :, g.Hp * g.Wp:] = 0
-        body = xp[:, :, :g.Hp * g.Wp].reshape(n, g.C, g.Hp, g.Wp)
+        xp[:, :, Hp * Wp:] = 0
+        body = xp[:, :, :Hp * Wp].reshape(n, g.C, Hp, Wp)
         zero_border(body, g.padding)
         body[:, :, pt:pt + g.H, pl:pl + g.W] = x[lo:hi]
-        acc = buffer("thin.acc", (g.K, g.Ho * g.Wp), x.dtype)
+        acc = buffer("thin.acc", (g.K, g.Ho * Wp), x.dtype)
         k.rows_forward(xp, wt, offsets, acc, y[lo:hi], 0, n)
-    parallel.run(chunk, g.N)
+    if g.N == 1:
+        chunk(0, 1)
+    else:
+        parallel.run(chunk, g.N)
     return y
