@@ -35,7 +35,7 @@ from ember.kernels.threads import LIMITED, blas_mode
 __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
 
 MAX_PLANS = 8
-MAX_COL_BYTES = 256 << 20
+MAX_COL_BYTES = 64 << 20   # larger column buffers: the convolution op's own kernel instead
 # a plan whose largest GEMM has this many flops runs on ember's threads (BLAS at one thread, the
 # batch and the GEMM's columns split into chunks); a smaller one whose GEMMs add up to
 # parallel.MIN_FLOPS holds BLAS at one thread (OpenBLAS's lock-step threads stall on a shared

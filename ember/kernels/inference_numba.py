@@ -18,7 +18,6 @@ over ember's threads.
 The arithmetic is eager's: the bias is added to the GEMM's sum, then the residual, then ReLU
 (``max(v, 0)``, NaN propagating), and the max pool's first maximum wins, NaN propagating.
 """
-import numpy as np
 from numba import njit
 
 
