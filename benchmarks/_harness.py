@@ -388,6 +388,18 @@ def report(machine, raw, tables, json_path=None):
         write_json(json_path, {"machine": machine, "results": raw})
 
 
+def collect_and_report(args, key, collect, render, machine_arg=True):
+    """A benchmark script's main run: ``collect`` (with ``--only`` when the script has it) and
+    print / save the report under ``key``."""
+    opts = Options(quick=args.quick, repeats=args.repeats)
+    machine = machine_info()
+    kw = {"log": lambda s: print(s, file=sys.stderr)}
+    if hasattr(args, "only"):
+        kw["only"] = args.only.split(",") if args.only else None
+    res = collect(opts, machine, **kw) if machine_arg else collect(opts, **kw)
+    report(machine, {key: res}, render(res), args.json)
+
+
 def write_json(path, obj):
     """Write ``obj`` as JSON to ``path`` atomically (temporary file, then rename)."""
     d = os.path.dirname(os.path.abspath(path))

@@ -257,11 +257,7 @@ def main():
     if args.details:
         details(args.shapes.split(",") if args.shapes else list(SHAPES))
         return
-    opts = H.Options(quick=args.quick, repeats=args.repeats)
-    machine = H.machine_info()
-    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr),
-                  only=args.only.split(",") if args.only else None)
-    H.report(machine, {"conv": res}, render(res), args.json)
+    H.collect_and_report(args, "conv", collect, render)
 
 
 if __name__ == "__main__":

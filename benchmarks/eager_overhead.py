@@ -108,10 +108,7 @@ def main():
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args)))
         return
-    opts = H.Options(quick=args.quick, repeats=args.repeats)
-    machine = H.machine_info()
-    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr))
-    H.report(machine, {"eager": res}, render(res), args.json)
+    H.collect_and_report(args, "eager", collect, render)
 
 
 if __name__ == "__main__":

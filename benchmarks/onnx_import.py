@@ -230,11 +230,7 @@ def main():
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args), args.onnx_dir))
         return
-    opts = H.Options(quick=args.quick, repeats=args.repeats)
-    machine = H.machine_info()
-    res = collect(opts, log=lambda s: print(s, file=sys.stderr),
-                  only=args.only.split(",") if args.only else None)
-    H.report(machine, {"onnx_import": res}, render(res), args.json)
+    H.collect_and_report(args, "onnx_import", collect, render, machine_arg=False)
 
 
 if __name__ == "__main__":

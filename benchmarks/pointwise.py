@@ -215,11 +215,7 @@ def main():
     if args.compile:
         compile_section(int(float(args.size)))
         return
-    opts = H.Options(quick=args.quick, repeats=args.repeats)
-    machine = H.machine_info()
-    res = collect(opts, machine, log=lambda s: print(s, file=sys.stderr),
-                  only=args.only.split(",") if args.only else None)
-    H.report(machine, {"pointwise": res}, render(res), args.json)
+    H.collect_and_report(args, "pointwise", collect, render)
 
 
 if __name__ == "__main__":
