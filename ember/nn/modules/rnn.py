@@ -140,8 +140,11 @@ class RNNBase(Module):
                                f"{self.input_size}, got {input.shape[-1]}")
         return input, self._check_states(hx, input.shape[1], input.dtype, n_states), unbatched
 
-    def _run(self, input, hx):
-        """Run every layer and direction; returns (output (T, B, D*H), list of final states)."""
+    def _run(self, input, hx, direction=None):
+        """Run every layer and direction; returns (output (T, B, D*H) or packed data (N, D*H),
+        list of final states). ``direction(x, states, weights, reverse)`` runs one layer's
+        direction (``_direction`` unless given)."""
+        direction = direction or self._direction
         dirs = 2 if self.bidirectional else 1
         finals = [[] for _ in hx]
         per_layer = [G.unbind(h, 0) for h in hx]
@@ -149,14 +152,12 @@ class RNNBase(Module):
         for layer in range(self.num_layers):
             outs = []
             for d in range(dirs):
-                idx = layer * dirs + d
-                w = self._weights(layer, d)
-                states = [h[idx] for h in per_layer]
-                seq, last = self._direction(x, states, w, d == 1)
+                states = [h[layer * dirs + d] for h in per_layer]
+                seq, last = direction(x, states, self._weights(layer, d), d == 1)
                 outs.append(seq)
                 for k, s in enumerate(last):
                     finals[k].append(s)
-            x = outs[0] if dirs == 1 else G.cat(outs, 2)
+            x = outs[0] if dirs == 1 else G.cat(outs, -1)
             if self.dropout and self.training and layer < self.num_layers - 1:
                 x = F.dropout(x, self.dropout, True)
         return x, [G.stack(f, 0) for f in finals]
@@ -188,28 +189,14 @@ class RNNBase(Module):
         if data.dim() != 2 or data.shape[-1] != self.input_size:
             raise EmberRuntimeError(f"{type(self).__name__}: packed data must be (N, "
                                     f"{self.input_size}), got {tuple(data.shape)}")
-        dirs = 2 if self.bidirectional else 1
         hx = self._check_states(hx, sizes[0], data.dtype, n_states)
         if packed.sorted_indices is not None:
             hx = tuple(G.index_select(h, 1, packed.sorted_indices) for h in hx)
-        per_layer = [G.unbind(h, 0) for h in hx]
-        finals = [[] for _ in hx]
-        x = data
-        for layer in range(self.num_layers):
-            outs = []
-            for d in range(dirs):
-                idx = layer * dirs + d
-                w = self._weights(layer, d)
-                gx = G.split(self._input_projection(x, w), sizes, 0)
-                states = [h[idx] for h in per_layer]
-                seq, last = self._packed_direction(gx, sizes, states, w, d == 1)
-                outs.append(seq)
-                for k, st in enumerate(last):
-                    finals[k].append(st)
-            x = outs[0] if dirs == 1 else G.cat(outs, 1)
-            if self.dropout and self.training and layer < self.num_layers - 1:
-                x = F.dropout(x, self.dropout, True)
-        finals = [G.stack(f, 0) for f in finals]
+
+        def direction(x, states, w, reverse):
+            gx = G.split(self._input_projection(x, w), sizes, 0)
+            return self._packed_direction(gx, sizes, states, w, reverse)
+        x, finals = self._run(data, hx, direction)
         if packed.unsorted_indices is not None:
             finals = [G.index_select(f, 1, packed.unsorted_indices) for f in finals]
         return packed._with_data(x), finals
