@@ -40,7 +40,10 @@ MAX_COL_BYTES = 64 << 20   # larger column buffers: the convolution op's own ker
 # batch and the GEMM's columns split into chunks); a smaller one whose GEMMs add up to
 # parallel.MIN_FLOPS holds BLAS at one thread (OpenBLAS's lock-step threads stall on a shared
 # machine); the smallest leave BLAS alone (no thread-count switch per call)
-PARALLEL_MIN_FLOPS = 2e7   # larger column buffers: the convolution's own kernel instead
+PARALLEL_MIN_FLOPS = 2e7
+# a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
+# is at most this size (it stays in L2 between im2col and the GEMM)
+BLOCK_BYTES = 512 << 10   # larger column buffers: the convolution's own kernel instead
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EXCLUDED = ("copy_", "python_function")
 
@@ -175,6 +178,8 @@ class _ConvStep:
         self.out_shape, self.dtype, self.fresh = tuple(out_shape), dtype, fresh
         self.y = None if fresh else np.empty(out_shape, dtype)
         self.dummy = np.zeros((1, 1, 1), dtype)
+        per_image = C * R * S * Ho * Wo * np.dtype(dtype).itemsize
+        self.block = max(1, BLOCK_BYTES // max(1, per_image))
 
     def bind(self):
         """Take this step's views of the plan's shared buffers (once, after every step has
@@ -272,28 +277,30 @@ class _ConvStep:
             kn.conv_epilogue(self.z3, self.b, r, y.reshape(N, K, -1), res is not None,
                              self.relu, lo, hi)
 
+    def _block(self, x, res, y, lo, hi):
+        """Images [lo, hi): im2col, GEMM and epilogue, in blocks whose column buffer stays in
+        cache (``BLOCK_BYTES``)."""
+        K, N, Ho, Wo = self.z_shape
+        P = Ho * Wo
+        step = self.block
+        for a in range(lo, hi, step):
+            b = min(hi, a + step)
+            self._prologue(x, a, b)
+            np.matmul(self.w2, self.col2[:, a * P:b * P], out=self.z2[:, a * P:b * P])
+            self._epilogue(y, res, a, b)
+
     def __call__(self, x, res=None):
         if self.engine:
             return self._engine_call(x, res)
         N = x.shape[0]
-        split = N > 1 and _parallel().parallel_possible()
-        if self.direct_cols:
-            col2 = x.reshape(self.col2.shape)
-        else:
-            if split:
-                _parallel().run(lambda lo, hi: self._prologue(x, lo, hi), N)
-            else:
-                self._prologue(x, 0, N)
-            col2 = self.col2
-        if split:
-            _parallel().matmul(self.w2, col2, self.z2)
-        else:
-            np.matmul(self.w2, col2, out=self.z2)
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
-        if split:
-            _parallel().run(lambda lo, hi: self._epilogue(y, res, lo, hi), N)
-        else:
+        if self.direct_cols:        # a 1x1 convolution of one image: x is its column matrix
+            np.matmul(self.w2, x.reshape(self.col2.shape), out=self.z2)
             self._epilogue(y, res, 0, N)
+        elif N > 1 and _parallel().parallel_possible():
+            _parallel().run(lambda lo, hi: self._block(x, res, y, lo, hi), N)
+        else:
+            self._block(x, res, y, 0, N)
         return y
 
 
