@@ -39,6 +39,11 @@ EXPLICIT = frozenset("""
     conj conj_physical real imag angle view_as_real view_as_complex complex polar
     fft_c2c fft_r2c fft_c2r abs to acosh
 """.split())
+# ops of the tables above whose result may be real for a complex input (the others give complex
+# results for complex inputs, which is how dispatch notices them without looking at the inputs)
+REAL_RESULTS = frozenset("""
+    abs angle real imag view_as_real fft_c2r to eq ne isnan isinf isfinite isclose
+""".split())
 # ops that may produce complex results without a gradient (factories, predicates, fills)
 FORWARD = HOLOMORPHIC | LINEAR | EXPLICIT | frozenset("""
     zeros ones full empty randn eye zeros_like ones_like empty_like full_like isclose

@@ -37,7 +37,7 @@ class Op:
 
     __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
                  "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random",
-                 "complex_ok")
+                 "complex_ok", "scan_complex")
 
     def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
                  multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
@@ -57,6 +57,8 @@ class Op:
         self.random = random
         # may return complex results (complex_support.FORWARD): the others' results are checked
         self.complex_ok = name in _complex.FORWARD
+        # whether a complex input can give a real result, so _link must look at the inputs
+        self.scan_complex = not self.complex_ok or name in _complex.REAL_RESULTS
 
     def __repr__(self):
         return f"<op {self.name}>"
@@ -239,15 +241,17 @@ def _link(op, tensors, consts, outs):
     needs = []
     edges = []
     cx = False
+    scan = op.scan_complex
     for t in tensors:
         try:
             if t._requires_grad:
                 fn = t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
                 needs.append(True)
-                d = t._data.dtype
-                if d is _C64 or d is _C128:
-                    cx = True
+                if scan:
+                    d = t._data.dtype
+                    if d is _C64 or d is _C128:
+                        cx = True
                 continue
         except AttributeError:
             pass
