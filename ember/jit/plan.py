@@ -10,8 +10,10 @@ statements are the graph's steps with everything static bound in advance:
   operand already exists, a ``relu``, a max pool without padding whose indices nobody reads --
   is one step: ``im2col`` into a column buffer shared by every convolution of the plan, one BLAS
   GEMM into a shared (K, N*Ho*Wo) buffer (``np.matmul(..., out=)``), and one fused epilogue
-  kernel writing the NCHW result (``ember.kernels.inference_numba``). The same path serves
-  batch 1 and batch 64: no algorithm set-up, no per-call workspace look-up;
+  kernel writing the NCHW result (``ember.kernels.inference_numba``), over blocks of images
+  whose columns stay in cache. Once its kernels are ready, each such step is timed against
+  ember's convolution engine (its own algorithm choice) followed by the same epilogue, and the
+  faster is kept (``InferencePlan.autotune``);
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
   preallocated buffer followed by one in-place bias + ReLU kernel;
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
@@ -43,7 +45,7 @@ MAX_COL_BYTES = 64 << 20   # larger column buffers: the convolution op's own ker
 PARALLEL_MIN_FLOPS = 2e7
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
-BLOCK_BYTES = 512 << 10   # larger column buffers: the convolution's own kernel instead
+BLOCK_BYTES = 512 << 10
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _EXCLUDED = ("copy_", "python_function")
 
@@ -100,13 +102,8 @@ def _inlined(graph):
             return x
         prev = node
         for sn in sub.nodes:
-            if sn.kind == "constant":
-                name = sn.attrs["name"]
-                new = g.add_constant(sub.constants[name], name=name) \
-                    if name not in g.constants else None
-                if new is not None:
-                    env[id(sn.output)] = new
-                    continue
+            if sn.kind == "constant" and sn.attrs["name"] not in g.constants:
+                g.constants[sn.attrs["name"]] = sub.constants[sn.attrs["name"]]
             nn = g.create_node(sn.kind, [m(a) for a in sn.args],
                                {k: m(v) for k, v in sn.attrs.items()},
                                [(o.dtype, o.shape) for o in sn.outputs])
@@ -120,7 +117,7 @@ def _inlined(graph):
     return g
 
 
-def _pair(v, name):
+def _pair(v):
     if isinstance(v, (tuple, list)):
         if len(v) == 2 and all(isinstance(x, int) for x in v):
             return int(v[0]), int(v[1])
@@ -535,8 +532,8 @@ class InferencePlan:
         if wa.dtype != xa.dtype or wa.ndim != 4 or (ba is not None and ba.dtype != xa.dtype):
             return None, None, None
         a = node.attrs
-        stride, padding = _pair(a.get("stride"), "stride"), _pair(a.get("padding"), "padding")
-        dilation = _pair(a.get("dilation"), "dilation")
+        stride, padding = _pair(a.get("stride")), _pair(a.get("padding"))
+        dilation = _pair(a.get("dilation"))
         if None in (stride, padding, dilation) or a.get("groups", 1) != 1 or \
                 wa.shape[1] != xa.shape[1] or not xa.flags.c_contiguous:
             return None, None, None
@@ -566,12 +563,12 @@ class InferencePlan:
         nxt = single_use(last, ("max_pool2d_with_indices",))
         if nxt is not None and res is None and not nxt.outputs[1].uses and \
                 nxt.outputs[1] not in self.graph.outputs:
-            k = _pair(nxt.attrs.get("kernel_size"), "kernel_size")
+            k = _pair(nxt.attrs.get("kernel_size"))
             s = nxt.attrs.get("stride")
-            s = k if s in (None, (), []) else _pair(s, "stride")
+            s = k if s in (None, (), []) else _pair(s)
             if k is not None and s is not None and \
-                    _pair(nxt.attrs.get("padding", 0), "padding") == (0, 0) and \
-                    _pair(nxt.attrs.get("dilation", 1), "dilation") == (1, 1) and \
+                    _pair(nxt.attrs.get("padding", 0)) == (0, 0) and \
+                    _pair(nxt.attrs.get("dilation", 1)) == (1, 1) and \
                     not nxt.attrs.get("ceil_mode", False):
                 pool = (k[0], k[1], s[0], s[1])
                 consumed.add(id(nxt))
