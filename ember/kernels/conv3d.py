@@ -128,9 +128,12 @@ def _weight(gy, x, w_shape, s, p, d, g):
 
 
 def _check_dtype(*arrays):
+    """One dtype for all: float32/float64, or an integer dtype (exact integer arithmetic, as
+    torch's CPU convolutions of integer tensors; not differentiable)."""
     dt = arrays[0].dtype
-    if dt not in (np.float32, np.float64) or any(a.dtype != dt for a in arrays):
-        raise KernelError(f"expected float32 or float64 arrays of one dtype, got "
+    if (dt not in (np.float32, np.float64) and dt.kind not in "iu") or \
+            any(a.dtype != dt for a in arrays):
+        raise KernelError(f"expected float32, float64 or integer arrays of one dtype, got "
                           f"{[str(a.dtype) for a in arrays]}")
 
 

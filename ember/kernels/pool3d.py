@@ -50,7 +50,8 @@ def _max_taps(x, k, s, p, d, out):
     sp = x.shape[2:]
     need = tuple(max(sp[i] + p[i], (out[i] - 1) * s[i] + d[i] * (k[i] - 1) + 1)
                  for i in range(ND))
-    xp = np.full(x.shape[:2] + need, -np.inf, x.dtype)
+    low = -np.inf if x.dtype.kind == "f" else np.iinfo(x.dtype).min
+    xp = np.full(x.shape[:2] + need, low, x.dtype)
     xp[(slice(None), slice(None)) + tuple(slice(p[i], p[i] + sp[i]) for i in range(ND))] = x
     st = xp.strides
     pos = [np.arange(out[i]) * s[i] - p[i] for i in range(ND)]
@@ -75,8 +76,8 @@ def _max_taps(x, k, s, p, d, out):
 def max_pool3d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     """(y, indices into each D*H*W volume) of 3-d max pooling."""
     k, s, p, d, out = _params(x.shape, kernel_size, stride, padding, dilation, ceil_mode)
-    if x.dtype.kind != "f":
-        raise KernelError(f"expected a floating-point input, got {x.dtype}")
+    if x.dtype.kind not in "fiu":
+        raise KernelError(f"expected a floating-point or integer input, got {x.dtype}")
     taps, start = _max_taps(x, k, s, p, d, out)
     return _running_max(taps, x.shape[:2] + out, x.dtype, start)
 
@@ -108,8 +109,8 @@ def _adaptive(shape, output_size):
 def adaptive_max_pool3d_forward(x, output_size):
     """(y, indices into each D*H*W volume) of adaptive 3-d max pooling."""
     out = _adaptive(x.shape, output_size)
-    if x.dtype.kind != "f":
-        raise KernelError(f"expected a floating-point input, got {x.dtype}")
+    if x.dtype.kind not in "fiu":
+        raise KernelError(f"expected a floating-point or integer input, got {x.dtype}")
     sp = x.shape[2:]
     rows = []
     for i in range(ND):
@@ -160,9 +161,21 @@ def _avg_setup(shape, kernel_size, stride, padding, ceil_mode, count_include_pad
 
 def avg_pool3d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        divisor_override):
-    """3-d average pooling, as torch's avg_pool3d."""
+    """3-d average pooling, as torch's avg_pool3d (integer inputs: means truncated toward zero,
+    as torch's CPU kernel)."""
+    if x.dtype.kind in "iu":   # exact: integer window sums over integer divisors
+        args = (kernel_size, stride, padding, ceil_mode, count_include_pad)
+        sums = np.rint(avg_pool3d_forward(x.astype(np.float64), *args, 1)).astype(np.int64)
+        if divisor_override:
+            div = np.int64(int(divisor_override))
+        else:
+            ones = np.ones(x.shape, np.float64)
+            div = np.rint(avg_pool3d_forward(ones, *args, 1) /
+                          avg_pool3d_forward(ones, *args, None)).astype(np.int64)
+        q = np.abs(sums) // np.abs(div)
+        return (np.sign(sums) * np.sign(div) * q).astype(x.dtype)
     if x.dtype.kind != "f":
-        raise KernelError(f"expected a floating-point input, got {x.dtype}")
+        raise KernelError(f"expected a floating-point or integer input, got {x.dtype}")
     _, tables = _avg_setup(x.shape, kernel_size, stride, padding, ceil_mode, count_include_pad,
                            divisor_override, x.dtype)
     return apply_tables(x, tables)

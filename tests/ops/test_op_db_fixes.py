@@ -318,3 +318,25 @@ def test_norm_nuc_matches_torch_and_needs_a_matrix():
                                torch.tensor(x[0]).norm("nuc").numpy(), rtol=1e-12)
     with pytest.raises(ember.EmberError, match="norm: p='nuc' with dim=None needs a 2-D input"):
         ember.norm(ember.tensor(x), "nuc")
+
+
+def test_integer_3d_pooling_and_convolution_match_torch():
+    """avg_pool3d truncates integer means toward zero from exact integer sums (a float mean
+    gave 0 where torch gives -1); max_pool3d pads with the dtype's minimum; conv3d is exact."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        x = rng.integers(-20, 20, (1, 2, 5, 6, 7))
+        k = tuple(int(v) for v in rng.integers(1, 4, 3))
+        p = tuple(int(v) // 2 for v in k)
+        for cip in (True, False):
+            a = torch.nn.functional.avg_pool3d(torch.tensor(x), k, 1, p, False, cip).numpy()
+            b = ember.nn.functional.avg_pool3d(ember.tensor(x), k, 1, p, False, cip).numpy()
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(
+            torch.nn.functional.max_pool3d(torch.tensor(x), k, 1, p).numpy(),
+            ember.nn.functional.max_pool3d(ember.tensor(x), k, 1, p).numpy())
+    w = rng.integers(-3, 3, (3, 2, 2, 2, 2))
+    np.testing.assert_array_equal(
+        torch.nn.functional.conv3d(torch.tensor(x), torch.tensor(w)).numpy(),
+        ember.nn.functional.conv3d(ember.tensor(x), ember.tensor(w)).numpy())
