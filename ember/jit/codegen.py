@@ -97,6 +97,8 @@ def generate(graph, name="forward", specialize=False):
             ident = f"dtype_{x.name}"
             glob[ident] = ("dtype", x)
             return ident
+        if isinstance(x, complex) and not (math.isfinite(x.real) and math.isfinite(x.imag)):
+            return f"complex({ref(x.real)}, {ref(x.imag)})"
         if x is None or isinstance(x, (bool, int, str, complex)):
             return repr(x)
         ident = _ident("obj", taken)

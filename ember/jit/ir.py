@@ -601,6 +601,11 @@ class _ConstEval:
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
             v = self(node.operand)
             return -v
+        if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
+            a, b = self(node.left), self(node.right)  # a complex literal, as repr writes it
+            if not (isinstance(b, complex) and isinstance(a, (int, float))):
+                raise ValueError(f"cannot read constant {ast.unparse(node)!r}")
+            return complex(a, 0) + b if isinstance(node.op, ast.Add) else complex(a, 0) - b
         if isinstance(node, ast.Name):
             if node.id.startswith("__v_"):
                 return self._value(node.id)
@@ -608,6 +613,8 @@ class _ConstEval:
                 return math.inf
             if node.id == "nan":
                 return math.nan
+            if node.id in ("infj", "nanj"):
+                return complex(0, math.inf if node.id == "infj" else math.nan)
             if node.id == "default_generator":
                 return GenRef("default")
             return np.dtype(node.id)

@@ -436,3 +436,19 @@ def test_gradcheck_through_complex_values(case):
     x = ember.tensor(np.random.default_rng(3).standard_normal((3, 4, 2)), requires_grad=True)
     assert ember.autograd.gradcheck(fn, (x,), eps=1e-6, atol=1e-6, rtol=1e-4)
     assert ember.autograd.gradgradcheck(fn, (x,), eps=1e-6, atol=1e-5, rtol=1e-3)
+
+
+@pytest.mark.parametrize("c", [1 + 2j, -3j, -0.5 - 1j, complex(1, float("inf"))])
+def test_traced_complex_constants_save_and_load(c, tmp_path):
+    from ember import jit
+
+    def f(x):
+        return (ember.fft.rfft(x) * c).abs()
+
+    x = ember.tensor(RNG.standard_normal((3, 8)))
+    traced = jit.trace(f, (x,))
+    path = str(tmp_path / "g.ember")
+    jit.save(traced, path)
+    loaded = jit.load(path)
+    for fn in (traced, loaded):
+        np.testing.assert_allclose(fn(x)._data, f(x)._data, equal_nan=True)
