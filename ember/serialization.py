@@ -240,6 +240,10 @@ def _encode(obj, path, tensors, ctx=None):
             n += 1
         tensors[key] = arr if arr.flags.c_contiguous else np.array(arr, order="C")
         out = {"__tensor__": key}
+        if arr.dtype.kind == "c":  # as its real view (..., 2): safetensors has no complex128
+            part = np.float32 if arr.dtype == np.complex64 else np.float64
+            tensors[key] = tensors[key].view(part).reshape(arr.shape + (2,))
+            out["__complex__"] = True
         if isinstance(obj, np.ndarray):
             out["__numpy__"] = True
         elif isinstance(obj, Tensor):
@@ -297,6 +301,16 @@ class _Unknown(Exception):
     """A structure entry naming a class or function no registry holds."""
 
 
+def _complex_of(arr, key):
+    """The complex array stored as its real view ``arr`` (float32/float64, last dim 2)."""
+    if arr.dtype not in (np.float32, np.float64) or arr.ndim == 0 or arr.shape[-1] != 2:
+        raise SerializationError(f"ember.load: tensor {key!r} is marked complex but holds "
+                                 f"{arr.dtype}{list(arr.shape)} (expected float32/float64 with "
+                                 "a last dimension of 2)")
+    whole = np.complex64 if arr.dtype == np.float32 else np.complex128
+    return np.ascontiguousarray(arr).view(whole)[..., 0]
+
+
 def _decode(data, tensors, ctx=None):
     if isinstance(data, list):
         return [_decode(v, tensors, ctx) for v in data]
@@ -305,6 +319,8 @@ def _decode(data, tensors, ctx=None):
             key = data["__tensor__"]
             if not isinstance(key, str) or key not in tensors:
                 raise _Missing(key)
+            if data.get("__complex__"):
+                tensors[key] = _complex_of(tensors[key], key)
             if data.get("__numpy__"):
                 return tensors[key]
             if "__param__" in data:

@@ -452,3 +452,19 @@ def test_traced_complex_constants_save_and_load(c, tmp_path):
     loaded = jit.load(path)
     for fn in (traced, loaded):
         np.testing.assert_allclose(fn(x)._data, f(x)._data, equal_nan=True)
+
+
+def test_save_and_load(tmp_path):
+    z = ember.tensor(_z((2, 3), np.complex64)[:, ::2])  # non-contiguous
+    w = ember.tensor(_z((3,)), requires_grad=True)
+    path = str(tmp_path / "c.safetensors")
+    a = _z((2,))
+    ember.save({"z": z, "w": w, "a": a, "r": ember.ones(2)}, path)
+    d = ember.load(path)
+    _same(d["z"], z._data)
+    _same(d["w"], w._data)
+    assert d["w"].requires_grad and d["z"].dtype is ember.complex64
+    assert d["a"].dtype == np.complex128 and np.array_equal(d["a"], a)
+    from ember.serialization import SerializationError, _complex_of
+    with pytest.raises(SerializationError, match="marked complex"):
+        _complex_of(np.ones((2, 3)), "x")
