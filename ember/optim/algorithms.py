@@ -13,12 +13,21 @@ from ember.tensor import Tensor
 from ember.errors import EmberTypeError, EmberValueError
 
 
+def _real(a):
+    """A complex array as its real view (..., 2), as torch's optimizers update complex
+    parameters (``torch.view_as_real``); a real array itself."""
+    if a.dtype.kind != "c":
+        return a
+    part = np.dtype(np.float32 if a.dtype == np.complex64 else np.float64)
+    return np.lib.stride_tricks.as_strided(a.real, a.shape + (2,), a.strides + (part.itemsize,))
+
+
 def _zeros_like(p):
-    return Tensor._make(np.zeros_like(p._data))
+    return Tensor._make(np.zeros_like(_real(p._data)))
 
 
 def _grad(p, maximize):
-    g = p.grad._data
+    g = _real(p.grad._data)
     return -g if maximize else g
 
 
@@ -27,7 +36,7 @@ def _with_grads(group):
     parameter of ``group`` that has a gradient."""
     for p in group["params"]:
         if p.grad is not None:
-            yield p, _grad(p, group["maximize"]), p._data
+            yield p, _grad(p, group["maximize"]), _real(p._data)
 
 
 def _check(name, value, low=0.0):
@@ -222,7 +231,7 @@ class Adagrad(Optimizer):
             for p in g["params"]:
                 st = self.state[p]
                 st["step"] = 0.0
-                st["sum"] = Tensor._make(np.full_like(p._data, initial_accumulator_value))
+                st["sum"] = Tensor._make(np.full_like(_real(p._data), initial_accumulator_value))
 
     def step(self, closure=None):
         loss = self._closure(closure)

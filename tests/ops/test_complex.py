@@ -468,3 +468,21 @@ def test_save_and_load(tmp_path):
     from ember.serialization import SerializationError, _complex_of
     with pytest.raises(SerializationError, match="marked complex"):
         _complex_of(np.ones((2, 3)), "x")
+
+
+@pytest.mark.parametrize("name", ["SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta",
+                                  "Adamax", "NAdam", "RAdam", "ASGD", "Rprop"])
+@pytest.mark.parametrize("dtype", ["complex64", "complex128"])
+def test_optimizers_update_complex_parameters_as_torch(name, dtype):
+    """As torch: the update of a complex parameter is that of its real view (..., 2)."""
+    z0 = _z((5,), dtype)
+    kw = {"lr": 0.1, **({"momentum": 0.9} if name == "SGD" else {})}
+    pe, pt = ember.nn.Parameter(ember.tensor(z0)), torch.nn.Parameter(torch.tensor(z0))
+    oe, ot = getattr(ember.optim, name)([pe], **kw), getattr(torch.optim, name)([pt], **kw)
+    for _ in range(3):
+        for p, o in ((pe, oe), (pt, ot)):
+            o.zero_grad()
+            (p.abs() ** 2 + p.real ** 3).sum().backward()
+            o.step()
+    assert pe.dtype.name == dtype
+    _same(pe, pt, 1e-5 if dtype == "complex64" else 1e-9)
