@@ -101,6 +101,7 @@ def _running_max(taps, out_shape, dtype, start):
 
 USE_NUMBA = True
 MIN_NUMBA_SIZE = 4096      # output elements from which the Numba kernels run (the 2x2 one at any size)
+SCATTER_PARALLEL_SIZE = 1 << 18   # gradient elements from which the scatter splits over threads
 _numba_kernels = None
 
 
@@ -252,7 +253,9 @@ def _scatter_numba(gy, indices, input_shape):
     if not _runnable(nb, "scatter", g, at, gx, 0, 0):
         return None
     n = get_num_threads()
-    bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, min(P, 4 * n), n)
+    # ~1 ns per element: a hand-over to the pool (~0.1 ms) pays only on large gradients
+    parts = min(P, 4 * n) if g.size >= SCATTER_PARALLEL_SIZE else 1
+    bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, parts, n)
     if any(bad):
         raise ValueError(f"max_pool2d_backward: indices outside the {H}x{W} input planes")
     return gx.reshape(input_shape)

@@ -189,3 +189,21 @@ def test_thin_forward_of_lenet_conv1_matches_torch_on_a_view(n, dtype):
     assert y.dtype == dtype and y.flags.c_contiguous
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)
+
+
+def test_max_pool2d_scatter_split_over_threads_equals_inline(monkeypatch):
+    _numba()
+    from ember.kernels.threads import get_num_threads, set_num_threads
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    x = rng.standard_normal((4, 6, 12, 12))
+    y, idx = pool.max_pool2d_forward(x, 3, 1, 1, 1, False)     # overlapping windows
+    gy = rng.standard_normal(y.shape)
+    inline = pool.max_pool2d_backward(gy, idx, x.shape)
+    before = get_num_threads()
+    monkeypatch.setattr(pool, "SCATTER_PARALLEL_SIZE", 0)
+    set_num_threads(2)
+    try:
+        split = pool.max_pool2d_backward(gy, idx, x.shape)
+    finally:
+        set_num_threads(before)
+    np.testing.assert_array_equal(split, inline)
