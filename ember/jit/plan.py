@@ -11,9 +11,10 @@ statements are the graph's steps with everything static bound in advance:
   is one step: ``im2col`` into a column buffer shared by every convolution of the plan, one BLAS
   GEMM into a shared (K, N*Ho*Wo) buffer (``np.matmul(..., out=)``), and one fused epilogue
   kernel writing the NCHW result (``ember.kernels.inference_numba``), over blocks of images
-  whose columns stay in cache. Once its kernels are ready, each such step is timed against
-  ember's convolution engine (its own algorithm choice) followed by the same epilogue, and the
-  faster is kept (``InferencePlan.autotune``);
+  whose columns stay in cache. Once its kernels are ready, each such step is timed against the
+  transposed GEMM orientation and against ember's convolution engine (its own algorithm
+  choice), each followed by the same epilogue, and the fastest is kept
+  (``InferencePlan.autotune``);
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
   preallocated buffer followed by one in-place bias + ReLU kernel;
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
@@ -43,6 +44,7 @@ MAX_COL_BYTES = 64 << 20   # larger column buffers: the convolution op's own ker
 # parallel.MIN_FLOPS holds BLAS at one thread (OpenBLAS's lock-step threads stall on a shared
 # machine); the smallest leave BLAS alone (no thread-count switch per call)
 PARALLEL_MIN_FLOPS = 2e7
+ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS alone too)
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -167,7 +169,9 @@ class _ConvStep:
         self.res, self.relu, self.pool = res, relu, pool
         self.conv_args = (stride, padding, dilation, 1)
         self.w = np.array(w, order="C")
-        self.engine = False       # True: ember's convolution engine computes the sum (autotune)
+        # how the sum is computed (``autotune``): "kxp" (W @ col, K rows), "pxk" (col.T @ W.T,
+        # one row per output pixel) or "engine" (ember's convolution engine)
+        self.mode = "kxp"
         self.direct_cols = (R == S == 1 and sh == sw == 1 and ph == pw == 0 and N == 1)
         self.col_key = shared.need("col", dtype, C * R * S * N * Ho * Wo)
         self.z_key = shared.need("z", dtype, K * N * Ho * Wo)
@@ -187,6 +191,11 @@ class _ConvStep:
         self.z2 = self.shared.get(self.z_key, (K, N * Ho * Wo))
         self.z3 = self.z2.reshape(K, N, Ho * Wo)
         self.z4 = self.z2.reshape(K, N, Ho, Wo)
+        CRS, P = self.col_shape[0], Ho * Wo
+        self.colt = self.col.reshape(-1)[:N * P * CRS].reshape(N * P, CRS)
+        self.zt2 = self.z2.reshape(-1).reshape(N * P, K)
+        self.zt4 = self.zt2.reshape(N, Ho, Wo, K)
+        self.wt = np.ascontiguousarray(self.w2.T)
 
     def signatures(self, x):
         from ember.kernels.pointwise import numba_runtime as rt
@@ -216,6 +225,39 @@ class _ConvStep:
 
     def can_use_engine(self):
         return self.pool is None or self.pool == (2, 2, 2, 2)
+
+    @property
+    def engine(self):
+        return self.mode == "engine"
+
+    @engine.setter
+    def engine(self, on):
+        self.mode = "engine" if on else "kxp"
+
+    def modes(self):
+        """The ways this step can compute its sum (``autotune`` times them)."""
+        return ("kxp", "pxk", "engine") if self.can_use_engine() else ("kxp",)
+
+    def mode_signatures(self, x):
+        """Kernels (dispatcher, signature) the modes other than "kxp" need."""
+        from ember.kernels.pointwise import numba_runtime as rt
+        if not self.can_use_engine():
+            return []
+        kn = self.kn
+        K, N, Ho, Wo = self.z_shape
+        P = Ho * Wo
+        xp = self.xp if self.xp is not None else x
+        colt = np.empty((N * P, self.col_shape[0]), self.dtype)
+        y = np.empty(self.out_shape, self.dtype)
+        out = [(kn.im2col_t, rt.signature(xp, *self.args, Ho, Wo, colt, 0, 1))]
+        if self.pool is not None:
+            zt = np.empty((N, Ho, Wo, K), self.dtype)
+            out.append((kn.t_pool2_epilogue, rt.signature(zt, self.b, y, True, 0, 1)))
+        else:
+            zt = np.empty((N * P, K), self.dtype)
+            out.append((kn.t_epilogue, rt.signature(zt, self.b, self.dummy,
+                                                     y.reshape(N, K, -1), True, True, 0, 1)))
+        return out + self.engine_signatures(x)
 
     def engine_signatures(self, x):
         from ember.kernels.pointwise import numba_runtime as rt
@@ -280,6 +322,24 @@ class _ConvStep:
         K, N, Ho, Wo = self.z_shape
         P = Ho * Wo
         step = self.block
+        if self.mode == "pxk":
+            kn = self.kn
+            for a in range(lo, hi, step):
+                b = min(hi, a + step)
+                xp = self.xp
+                if xp is not None:
+                    kn.pad_into(x, self.pad[0], self.pad[1], xp, a, b)
+                else:
+                    xp = x
+                kn.im2col_t(xp, *self.args, Ho, Wo, self.colt, a, b)
+                np.matmul(self.colt[a * P:b * P], self.wt, out=self.zt2[a * P:b * P])
+                if self.pool is not None:
+                    kn.t_pool2_epilogue(self.zt4, self.b, y, self.relu, a, b)
+                else:
+                    r = res.reshape(N, K, P) if res is not None else self.dummy
+                    kn.t_epilogue(self.zt2, self.b, r, y.reshape(N, K, P), res is not None,
+                                  self.relu, a, b)
+            return
         for a in range(lo, hi, step):
             b = min(hi, a + step)
             self._prologue(x, a, b)
@@ -291,7 +351,7 @@ class _ConvStep:
             return self._engine_call(x, res)
         N = x.shape[0]
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
-        if self.direct_cols:        # a 1x1 convolution of one image: x is its column matrix
+        if self.direct_cols and self.mode == "kxp":   # 1x1, one image: x is its column matrix
             np.matmul(self.w2, x.reshape(self.col2.shape), out=self.z2)
             self._epilogue(y, res, 0, N)
         elif N > 1 and _parallel().parallel_possible():
@@ -508,7 +568,8 @@ class InferencePlan:
         # once a GEMM is large enough to split; small plans leave BLAS's thread count alone
         flops = [st.flops() for st in self._steps] or [0.0]
         self.parallel = max(flops) >= PARALLEL_MIN_FLOPS
-        self.one_blas_thread = not self.parallel and sum(flops) >= _parallel().MIN_FLOPS
+        self.one_blas_thread = ONE_BLAS_THREAD and not self.parallel and \
+            sum(flops) >= _parallel().MIN_FLOPS
         self._tune = [(st, env[id(x)], env[id(r)] if r is not None else None)
                       for st, x, r in tune if st.can_use_engine()]
         ret = ", ".join(value_arg(o) for o in g.outputs)
@@ -613,7 +674,7 @@ class InferencePlan:
         from ember.kernels.pointwise import numba_runtime as rt
         sigs = list(self._sigs)
         for st, x, _ in self._tune:
-            sigs += st.engine_signatures(x)
+            sigs += st.mode_signatures(x)
         ok = True
         for disp, sig in sigs:
             if not rt.ready(disp, sig):
@@ -623,24 +684,25 @@ class InferencePlan:
         return ok
 
     def autotune(self, repeats=3):
-        """For each convolution step, time im2col + GEMM against ember's convolution engine
-        (``ember.kernels.conv``: direct, Winograd, ... as its selector picks for the shape)
-        on the recorded input, and keep the faster (the engine's result then gets the same
-        fused epilogue, in NCHW order)."""
+        """For each convolution step, time its modes on the recorded input under the plan's
+        thread setting -- im2col + ``W @ col`` ("kxp"), transposed im2col + ``col.T @ W.T``
+        ("pxk": one GEMM row per output pixel, which BLAS splits better when K is small) and
+        ember's convolution engine ("engine": direct, Winograd, ... as its selector picks for
+        the shape) -- each with its fused epilogue, twice in turn, and keep the fastest."""
         import time
         tune, self._tune = self._tune, []
         for st, x, r in tune:
             best = {}
-            for engine in (False, True, False, True):
-                st.engine = engine
+            for mode in st.modes() * 2:
+                st.mode = mode
                 with self._threads():
                     st(x, r)        # warm: workspaces, selector, BLAS
                     t0 = time.perf_counter()
                     for _ in range(repeats):
                         st(x, r)
                     dt = time.perf_counter() - t0
-                best[engine] = min(dt, best.get(engine, dt))
-            st.engine = best[True] < best[False]
+                best[mode] = min(dt, best.get(mode, dt))
+            st.mode = min(best, key=best.get)
 
     def _threads(self):
         import contextlib

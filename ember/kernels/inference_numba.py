@@ -184,3 +184,59 @@ def nchw_pool2_epilogue(z, b, y, relu, n0, n1):
                     m = m0 if m0 >= m1 or m0 != m0 else m1
                     m = m + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m
+
+
+@njit(cache=True, nogil=True)
+def im2col_t(xp, R, S, sh, sw, dh, dw, Ho, Wo, colt, n0, n1):
+    """The transposed column matrix: colt[(n, oy, ox), (c, r, s)] (one image row per output
+    pixel), for the (N*Ho*Wo, C*R*S) @ (C*R*S, K) orientation of the GEMM."""
+    C = xp.shape[1]
+    for n in range(n0, n1):
+        for oy in range(Ho):
+            for ox in range(Wo):
+                row = (n * Ho + oy) * Wo + ox
+                for c in range(C):
+                    for r in range(R):
+                        q = oy * sh + r * dh
+                        base = (c * R + r) * S
+                        for s in range(S):
+                            colt[row, base + s] = xp[n, c, q, ox * sw + s * dw]
+
+
+@njit(cache=True, nogil=True)
+def t_epilogue(zt, b, res, y, has_res, relu, n0, n1):
+    """``conv_epilogue`` for a GEMM result in (N*P, K) order: y[n, k, p] = act(zt[n*P + p, k]
+    + b[k] (+ res[n, k, p]))."""
+    K = zt.shape[1]
+    P = y.shape[2]
+    zero = zt.dtype.type(0)
+    for n in range(n0, n1):
+        for k in range(K):
+            bk = b[k]
+            for p in range(P):
+                v = zt[n * P + p, k] + bk
+                if has_res:
+                    v = v + res[n, k, p]
+                y[n, k, p] = zero if (relu and v < zero) else v
+
+
+@njit(cache=True, nogil=True)
+def t_pool2_epilogue(zt, b, y, relu, n0, n1):
+    """``conv_pool2_epilogue`` for a GEMM result in (N, Ho, Wo, K) order."""
+    K = zt.shape[3]
+    Hp, Wp = y.shape[2], y.shape[3]
+    zero = zt.dtype.type(0)
+    for n in range(n0, n1):
+        for k in range(K):
+            bk = b[k]
+            for i in range(Hp):
+                for j in range(Wp):
+                    a0 = zt[n, 2 * i, 2 * j, k]
+                    a1 = zt[n, 2 * i, 2 * j + 1, k]
+                    a2 = zt[n, 2 * i + 1, 2 * j, k]
+                    a3 = zt[n, 2 * i + 1, 2 * j + 1, k]
+                    m0 = a0 if a0 >= a1 or a0 != a0 else a1
+                    m1 = a2 if a2 >= a3 or a2 != a2 else a3
+                    m = m0 if m0 >= m1 or m0 != m0 else m1
+                    m = m + bk
+                    y[n, k, i, j] = zero if (relu and m < zero) else m

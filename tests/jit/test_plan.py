@@ -219,10 +219,11 @@ def test_plan_large_batch_splits_over_threads():
     assert plan.parallel
 
 
+@pytest.mark.parametrize("mode", ["engine", "pxk", "kxp"])
 @pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
-def test_plan_engine_convolutions_equal_eager(name):
-    """The autotuner's other choice: ember's convolution engine for the sum, then the fused
-    epilogue in NCHW order."""
+def test_plan_convolution_modes_equal_eager(name, mode):
+    """Each of the autotuner's choices: W @ col ("kxp"), col.T @ W.T ("pxk", one GEMM row per
+    output pixel) and ember's convolution engine, each with its fused epilogue."""
     ember.manual_seed(8)
     if name == "odd":
         model, x = _Odd().eval(), ember.randn(3, 3, 11, 9)
@@ -237,7 +238,8 @@ def test_plan_engine_convolutions_equal_eager(name):
         engine = [s for s in plan._steps if hasattr(s, "can_use_engine") and s.can_use_engine()]
         assert engine
         for s in engine:
-            s.engine = True
+            assert mode in s.modes()
+            s.mode = mode
         got = fast(x)
     want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
