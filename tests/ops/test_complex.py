@@ -486,3 +486,15 @@ def test_optimizers_update_complex_parameters_as_torch(name, dtype):
             o.step()
     assert pe.dtype.name == dtype
     _same(pe, pt, 1e-5 if dtype == "complex64" else 1e-9)
+
+
+@pytest.mark.parametrize("norm_type", [2.0, 1.0, float("inf")])
+def test_clip_grad_norm_of_complex_gradients(norm_type):
+    pe, pt = ember.nn.Parameter(ember.tensor(Z)), torch.nn.Parameter(torch.tensor(Z))
+    for p in (pe, pt):
+        (p.abs() ** 2).sum().backward()
+    _same(ember.nn.utils.clip_grad_norm_([pe], 1.0, norm_type),
+          torch.nn.utils.clip_grad_norm_([pt], 1.0, norm_type), 1e-9)
+    _same(pe.grad, pt.grad, 1e-9)
+    with pytest.raises(EmberError, match="clip_grad_value_.*complex"):
+        ember.nn.utils.clip_grad_value_([pe], 0.5)

@@ -22,10 +22,12 @@ def get_total_norm(tensors, norm_type=2.0, error_if_nonfinite=False, foreach=Non
     if not tensors:
         return Tensor._make(np.array(0.0, np.float32))
     dt = tensors[0]._data.dtype
+    if dt.kind == "c":  # complex gradients: the norm of their magnitudes, a real number
+        dt = np.dtype(np.float32 if dt == np.complex64 else np.float64)
     if math.isinf(norm_type):
         total = max(float(np.abs(t._data).max()) if t._data.size else 0.0 for t in tensors)
     else:
-        total = sum(float(np.sum(np.abs(t._data.astype(np.float64)) ** norm_type))
+        total = sum(float(np.sum(np.abs(t._data).astype(np.float64) ** norm_type))
                     for t in tensors) ** (1.0 / norm_type)
     if error_if_nonfinite and not math.isfinite(total):
         raise EmberRuntimeError(f"The total norm of order {norm_type} for gradients from "
@@ -60,5 +62,8 @@ def clip_grad_value_(parameters, clip_value, foreach=None):
     """Clamp every gradient element to [-clip_value, clip_value]."""
     clip_value = float(clip_value)
     for g in _grads(parameters):
+        if g._data.dtype.kind == "c":
+            raise EmberRuntimeError("clip_grad_value_: clamp is not supported for complex "
+                                    "gradients (as torch)")
         np.clip(g._data, -clip_value, clip_value, out=g._data)
         g._bump()
