@@ -1,0 +1,77 @@
+"""Fast paths of the word-LM step (issue 13): the whole-layer LSTM kernels (one BLAS thread per
+step, preallocated buffers, one weight-gradient GEMM) against the per-step kernels, and the
+stacked-matrix ``matmul`` (one GEMM over the stacked rows) against NumPy's batched matmul."""
+import numpy as np
+import pytest
+
+from ember.kernels import linalg, rnn
+
+rng = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4, 5), (5, 6)), ((2, 2, 3, 4), (4, 1)), ((2, 3, 0), (0, 5)),
+                                   ((0, 3, 4), (4, 5)), ((2, 0, 4), (4, 0)), ((1, 1, 7), (7, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.bool_])
+def test_stacked_matmul_equals_numpy(sa, sb, dtype):
+    a = (rng.standard_normal(sa) * 3).astype(dtype)
+    b = (rng.standard_normal(sb) * 3).astype(dtype)
+    out, ref = linalg.matmul(a, b), np.matmul(a, b)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=2e-3,
+                               atol=1e-5)
+
+
+def test_stacked_matmul_of_a_transposed_view():
+    a = rng.standard_normal((6, 4, 5)).astype(np.float32).transpose(1, 0, 2)
+    b = rng.standard_normal((8, 3)).astype(np.float32)[:5]
+    np.testing.assert_allclose(linalg.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def _reference(gx, h0, c0, w, d_out, d_h, d_c, reverse):
+    """The layer as a loop of lstm_step / lstm_step_backward."""
+    T = gx.shape[0]
+    order = list(range(T - 1, -1, -1)) if reverse else list(range(T))
+    h, c, saved, outs = h0, c0, {}, [None] * T
+    for t in order:
+        hy, cy, ws = rnn.lstm_step(gx[t], h, c, w)
+        saved[t] = (ws, h, c)
+        outs[t], h, c = hy, hy, cy
+    dgx, dw = [None] * T, np.zeros_like(w)
+    for t in reversed(order):
+        ws, hp, cp = saved[t]
+        dg, d_h, d_c, dwt = rnn.lstm_step_backward(d_h + d_out[t], d_c, ws, hp, cp, w)
+        dgx[t], dw = dg, dw + dwt
+    return np.stack(outs), h, c, np.stack(dgx), d_h, d_c, dw
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
+def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol):
+    T, B, H = 7, 3, 5
+    gx = rng.standard_normal((T, B, 4 * H)).astype(dtype)
+    h0, c0 = (rng.standard_normal((B, H)).astype(dtype) for _ in range(2))
+    w = (rng.standard_normal((4 * H, H)) * 0.5).astype(dtype)
+    d_out = rng.standard_normal((T, B, H)).astype(dtype)
+    d_h, d_c = (rng.standard_normal((B, H)).astype(dtype) for _ in range(2))
+    out, hT, cT, ws = rnn.lstm_layer(gx, h0, c0, w, reverse)
+    r_out, r_h, r_c, r_dgx, r_dh, r_dc, r_dw = _reference(gx, h0, c0, w, d_out, d_h, d_c,
+                                                         reverse)
+    for got, ref in [(out, r_out), (hT, r_h), (cT, r_c)]:
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(got, ref, rtol=tol, atol=tol)
+    d_h0, d_c0 = d_h.copy(), d_c.copy()
+    grads = rnn.lstm_layer_backward(d_out, d_h, d_c, ws, out, h0, c0, w, reverse)
+    np.testing.assert_array_equal(d_h, d_h0)      # the incoming gradients are not written to
+    np.testing.assert_array_equal(d_c, d_c0)
+    for got, ref in zip(grads, (r_dgx, r_dh, r_dc, r_dw)):
+        assert got.dtype == np.dtype(dtype) and got.shape == ref.shape
+        np.testing.assert_allclose(got, ref, rtol=10 * tol, atol=10 * tol)
+
+
+def test_lstm_layer_of_no_steps_returns_the_initial_states():
+    h0, c0 = rng.standard_normal((2, 3)), rng.standard_normal((2, 3))
+    out, h, c, ws = rnn.lstm_layer(np.zeros((0, 2, 12)), h0, c0, np.zeros((12, 3)))
+    assert out.shape == (0, 2, 3) and ws.shape == (0, 2, 18)
+    np.testing.assert_array_equal(h, h0)
+    np.testing.assert_array_equal(c, c0)
+    assert h is not h0 and c is not c0
