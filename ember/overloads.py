@@ -7,6 +7,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.autograd import _generated as G
+from ember.autograd import shape_ops as _shape_ops
 from ember.errors import EmberRuntimeError, public
 from ember.random import resolve
 from ember.tensor import Tensor, view_dtype
@@ -438,6 +439,7 @@ METHODS = {
     "clamp_max_": lambda self, max: G.clamp_(self, None, max),
     "floor_divide_": _ifloordiv, "__rfloordiv__": _rfloordiv, "__ifloordiv__": _ifloordiv,
     "__rmod__": _rmod, "__imod__": _imod, "put_": _put_,
+    "storage_offset": _shape_ops.storage_offset,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 _NAMED = {"view"}

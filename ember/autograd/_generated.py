@@ -24,6 +24,7 @@ from ember.kernels import rnn as _k_rnn
 from ember.kernels import shape as _k_shape
 from ember.kernels import sorting as _k_sorting
 from ember.kernels import special as _k_special
+from ember.kernels import strided as _k_strided
 from ember.autograd import breadth_composites as _c_breadth_composites
 from ember.autograd import composites as _c_composites
 from ember.autograd import linalg_composites as _c_linalg_composites
@@ -4833,6 +4834,32 @@ class DiagEmbedBackward0(Node):
             g0 = diagonal(grad, offset, dim1, dim2)
         return (g0, )
 
+class AsStridedBackward0(Node):
+    __slots__ = ('self_', 'size', 'storage_offset', 'stride')
+    _saved = ('self_',)
+    _op_name = 'as_strided'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        size, stride, storage_offset, = consts
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.size = size if needs[0] else None
+        ctx.storage_offset = storage_offset if needs[0] else None
+        ctx.stride = stride if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self_ = unpack(ctx.self_, ctx)
+        size = ctx.size
+        storage_offset = ctx.storage_offset
+        stride = ctx.stride
+        g0 = None
+        if needs[0]:
+            g0 = _F.as_strided_grad(grad, self_, size, stride, storage_offset)
+        return (g0, )
+
 class UnfoldBackward0(Node):
     __slots__ = ('dimension', 'self__shape', 'size', 'step')
     _saved = ()
@@ -6491,6 +6518,9 @@ OPS['diagonal_backward'] = _op_diagonal_backward
 
 _op_diag_embed = Op('diag_embed', _k_shape.diag_embed, DiagEmbedBackward0, ('self',), ('offset', 'dim1', 'dim2'), saves_self=False)
 OPS['diag_embed'] = _op_diag_embed
+
+_op_as_strided = Op('as_strided', _k_strided.as_strided, AsStridedBackward0, ('self',), ('size', 'stride', 'storage_offset'), view=True, saves_self=True)
+OPS['as_strided'] = _op_as_strided
 
 _op_unfold = Op('unfold', _k_shape.unfold, UnfoldBackward0, ('self',), ('dimension', 'size', 'step'), view=True, saves_self=False)
 OPS['unfold'] = _op_unfold
@@ -8390,6 +8420,18 @@ def select(input, dim, index):
     """select (see torch.select)."""
     return _c_shape_ops.select(input, dim, index)
 
+def as_strided(input, size, stride, storage_offset=None):
+    """as_strided (see torch.as_strided)."""
+    return dispatch(_op_as_strided, (input, ), (size, stride, storage_offset, ))
+
+def as_strided_copy(input, size, stride, storage_offset=None):
+    """as_strided_copy (see torch.as_strided_copy)."""
+    return _c_shape_ops.as_strided_copy(input, size, stride, storage_offset)
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """as_strided_scatter (see torch.as_strided_scatter)."""
+    return _c_shape_ops.as_strided_scatter(input, src, size, stride, storage_offset)
+
 def take_along_dim(input, indices, dim=None):
     """take_along_dim (see torch.take_along_dim)."""
     return _c_shape_ops.take_along_dim(input, indices, dim)
@@ -9032,7 +9074,7 @@ def fft_c2r(input, dim, normalization, last_dim_size):
 # Python operator -> (spec op, the constants under which the op is that operator)
 INFIX = {'+': ('add', {'alpha': 1}), '-': ('sub', {'alpha': 1}), '*': ('mul', {}), '/': ('div', {'rounding_mode': None}), '//': ('div', {'rounding_mode': 'floor'}), '%': ('remainder', {}), '**': ('pow', {}), '==': ('eq', {}), '!=': ('ne', {}), '<': ('lt', {}), '<=': ('le', {}), '>': ('gt', {}), '>=': ('ge', {}), '&': ('bitwise_and', {}), '|': ('bitwise_or', {}), '^': ('bitwise_xor', {}), '@': ('matmul', {})}
 PREFIX = {'~': ('bitwise_not', {}), '-': ('neg', {})}
-EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm', 'conj', 'resolve_conj', 'resolve_neg', 'real', 'conj_physical', 'angle', 'imag', 'view_as_real', 'view_as_complex', 'complex', 'polar')
+EMBER_FUNCTIONS = ('add', 'sub', 'mul', 'div', 'remainder', 'pow', 'maximum', 'minimum', 'atan2', 'where', 'lerp', 'eq', 'ne', 'lt', 'le', 'gt', 'ge', 'logical_and', 'logical_or', 'logical_xor', 'logical_not', 'bitwise_and', 'bitwise_or', 'bitwise_xor', 'bitwise_not', 'isnan', 'isfinite', 'isinf', 'neg', 'reciprocal', 'abs', 'sign', 'exp', 'exp2', 'log', 'log2', 'log10', 'log1p', 'expm1', 'sqrt', 'rsqrt', 'sin', 'cos', 'tan', 'asin', 'acos', 'atan', 'sinh', 'cosh', 'tanh', 'sigmoid', 'erf', 'relu', 'selu', 'clamp', 'floor', 'ceil', 'trunc', 'round', 'frac', 'sum', 'mean', 'prod', 'amax', 'amin', 'argmax', 'argmin', 'var', 'std', 'logsumexp', 'norm', 'cumsum', 'all', 'any', 'argsort', 'msort', 'cumprod', 'logcumsumexp', 'count_nonzero', 'nansum', 'nanmean', 'quantile', 'nanquantile', 'searchsorted', 'bucketize', 'isin', 'histc', 'matmul', 'mm', 'bmm', 'addmm', 'dot', 'outer', 'einsum', 'view', 'reshape', 'flatten', 'unflatten', 'permute', 'transpose', 't', 'squeeze', 'unsqueeze', 'expand', 'repeat', 'tile', 'cat', 'stack', 'split', 'chunk', 'unbind', 'narrow', 'flip', 'roll', 'contiguous', 'clone', 'tril', 'triu', 'index_put', 'index_select', 'gather', 'scatter', 'scatter_add', 'index_add', 'masked_fill', 'masked_select', 'nonzero', 'softmax', 'log_softmax', 'expand_as', 'view_as', 'reshape_as', 'square', 'addcmul', 'addcdiv', 'erfc', 'erfinv', 'lgamma', 'digamma', 'polygamma', 'mvlgamma', 'i0', 'sinc', 'logit', 'xlogy', 'logaddexp', 'logaddexp2', 'hypot', 'copysign', 'nextafter', 'fmod', 'heaviside', 'deg2rad', 'rad2deg', 'ldexp', 'float_power', 'fix', 'sgn', 'positive', 'signbit', 'igamma', 'igammac', 'acosh', 'asinh', 'atanh', 'fmax', 'fmin', 'gcd', 'lcm', 'isposinf', 'isneginf', 'bitwise_left_shift', 'bitwise_right_shift', 'true_divide', 'rsub', 'isreal', 'movedim', 'moveaxis', 'diagonal', 'diag_embed', 'diag', 'diagflat', 'broadcast_to', 'broadcast_tensors', 'meshgrid', 'hstack', 'vstack', 'dstack', 'column_stack', 'select', 'as_strided', 'as_strided_copy', 'as_strided_scatter', 'take_along_dim', 'rot90', 'repeat_interleave', 'clamp_min', 'clamp_max', 'floor_divide', 'nan_to_num', 'isclose', 'scatter_reduce', 'index_copy', 'index_fill', 'masked_scatter', 'fliplr', 'flipud', 'ravel', 'tensor_split', 'hsplit', 'vsplit', 'dsplit', 'take', 'put', 'argwhere', 'nonzero_static', 'expand_copy', 'diagonal_copy', 'permute_copy', 'narrow_copy', 'view_copy', 'unbind_copy', 'unfold_copy', 'squeeze_copy', 'unsqueeze_copy', 'transpose_copy', 't_copy', 'alias_copy', 'split_with_sizes_copy', 'unsafe_split', 'unsafe_chunk', 'diagonal_scatter', 'select_scatter', 'slice_scatter', 'cartesian_prod', 'combinations', 'block_diag', 'index_reduce', 'diff', 'constant_pad_nd', 'trace', 'det', 'logdet', 'inverse', 'cholesky', 'cholesky_solve', 'cross', 'matrix_power', 'pinverse', 'lu_solve', 'mv', 'vdot', 'inner', 'kron', 'tensordot', 'addmv', 'addr', 'baddbmm', 'addbmm', 'cholesky_inverse', 'matrix_exp', 'ormqr', 'bincount', 'fill', 'trapezoid', 'trapz', 'cumulative_trapezoid', 'dist', 'renorm', 'cov', 'corrcoef', 'cdist', 'native_layer_norm', 'native_group_norm', 'conj', 'resolve_conj', 'resolve_neg', 'real', 'conj_physical', 'angle', 'imag', 'view_as_real', 'view_as_complex', 'complex', 'polar')
 FUNCTIONAL = ('leaky_relu', 'elu', 'gelu', 'silu', 'softplus', 'hardtanh', 'linear', 'pad', 'embedding', 'layer_norm', 'relu6', 'mish', 'hardsigmoid', 'hardswish', 'logsigmoid', 'softsign', 'cosine_similarity')
 
 def _op__radd__(self, other):
@@ -9434,6 +9476,8 @@ TENSOR_METHODS = {
     'diagflat': diagflat,
     'broadcast_to': broadcast_to,
     'select': select,
+    'as_strided': as_strided,
+    'as_strided_scatter': as_strided_scatter,
     'take_along_dim': take_along_dim,
     'rot90': rot90,
     'unfold': unfold,

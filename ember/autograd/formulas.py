@@ -1079,3 +1079,23 @@ def fft_c2r_backward(grad, dim, normalization):
         w[1:1 + double] = 2
         g = G.mul(g, _const(w.reshape((-1,) + (1,) * (nd - 1 - last))))
     return g
+
+
+def as_strided_grad(grad, self, size, stride, storage_offset):
+    """Gradient of ``self.as_strided(size, stride, storage_offset)``: ``grad`` summed into the
+    storage positions the view reads (overlapping ones accumulate), read back at the positions
+    ``self`` covers (divided among an overlapping input's aliases), as torch's."""
+    from ember.kernels import strided
+    _, own = strided.storage(self._data)
+    in_idx = strided.flat_indices(tuple(self._data.shape), self.stride(), own).ravel()
+    out_idx = strided.flat_indices(tuple(int(s) for s in size), tuple(int(s) for s in stride),
+                                   own if storage_offset is None else int(storage_offset)).ravel()
+    pos = np.unique(np.concatenate([in_idx, out_idx]))
+    o = Tensor._make(np.searchsorted(pos, out_idx).astype(np.int64))
+    i = np.searchsorted(pos, in_idx).astype(np.int64)
+    acc = G.index_add(G.zeros((len(pos),), grad._data.dtype), 0, o, G.reshape(grad, (-1,)))
+    g = G.index_select(acc, 0, Tensor._make(i))
+    counts = np.bincount(i, minlength=len(pos))[i]
+    if counts.max(initial=1) > 1:
+        g = G.div(g, Tensor._make(counts.astype(grad._data.dtype)))
+    return G.reshape(g, tuple(self._data.shape))

@@ -629,3 +629,29 @@ for _n, _f in list(globals().items()):
     if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:
         globals()[_n] = _public(_f)
 del _n, _f
+
+
+def as_strided_copy(input, size, stride, storage_offset=None):
+    """A contiguous copy of ``input.as_strided(size, stride, storage_offset)``."""
+    return G.clone(G.as_strided(input, size, stride, storage_offset))
+
+
+def as_strided_scatter(input, src, size, stride, storage_offset=None):
+    """A copy of ``input`` (contiguous) with ``src`` written where
+    ``copy.as_strided(size, stride, storage_offset)`` reads."""
+    from ember.kernels.strided import scatter_indices
+    idx = scatter_indices(tuple(input.shape), size, stride, storage_offset)
+    if tuple(src.shape) != tuple(idx.shape):
+        raise EmberRuntimeError(f"as_strided_scatter: expected src to have a size equal to the "
+                                f"slice of self: src {list(src.shape)}, slice "
+                                f"{list(idx.shape)}")
+    flat = G.index_copy(G.reshape(input, (-1,)), 0, Tensor._make(idx.ravel()),
+                        G.reshape(src, (-1,)))
+    return G.reshape(flat, tuple(input.shape))
+
+
+def storage_offset(self):
+    """``Tensor.storage_offset()``: the offset, in elements, of the tensor's first element in its
+    storage (the array at the root of its memory), like torch."""
+    from ember.kernels.strided import storage_offset as offset
+    return offset(self._data)

@@ -191,7 +191,12 @@ def _torch_leaves(targs, tkw, torch):
     return out
 
 
-@pytest.mark.parametrize("case", [c for c in TESTED if c.differentiable], ids=_ids)
+# ops whose result depends on the memory layout (as_strided reads the storage itself)
+LAYOUT_DEPENDENT = {"as_strided", "as_strided_copy"}
+
+
+@pytest.mark.parametrize("case", [c for c in TESTED if c.differentiable and
+                                  c.name not in LAYOUT_DEPENDENT], ids=_ids)
 def test_noncontiguous_matches_contiguous(case):
     args, kwargs = case.samples[0]
     a = _materialize(case, args, kwargs, np.float64, np.random.default_rng(1), True)

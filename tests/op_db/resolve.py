@@ -601,7 +601,10 @@ def takes_complex(op):
 
 # entries that, as in torch, refuse an input whose last dim is not contiguous (torch's own
 # samples are contiguous; the non-contiguous pass would hand ember what torch never sees)
-CONTIGUOUS_ONLY = {"view_as_complex"}
+CONTIGUOUS_ONLY = {"view_as_complex",
+                   # as_strided reads the storage: a non-contiguous copy with the same values
+                   # lays them out differently, so the same sizes and strides read others
+                   "as_strided", "as_strided_copy"}
 # op_db entries beyond the spec-op names of complex_support.FORWARD that take complex inputs
 COMPLEX_ENTRIES = {"view_as_real", "view_as_complex", "polar", "complex", "imag", "real",
                    "conj", "conj_physical", "resolve_conj", "resolve_neg", "angle", "abs",
