@@ -1,4 +1,4 @@
-"""Fused optimizer updates on the pointwise engine (``ember.kernels.pointwise``).
+"""Fused optimizer updates (Adam, SGD with momentum) on the pointwise engine (``ember.kernels.pointwise``).
 
 One compiled pass over parameter, gradient and state, in place and on all threads, instead of
 NumPy's ~10 passes with temporaries. Used from ``MIN_SIZE`` elements when Numba is importable;
@@ -32,6 +32,23 @@ def adam_expr():
     return b.expr(*adam_update(*b.inputs))
 
 
+_SGD_INPUTS = ("x", "g", "buf", "momentum", "one_m_dampening", "lr")
+
+
+def sgd_momentum_update(x, g, buf, momentum, one_m_dampening, lr):
+    """SGD's momentum update as ember's NumPy step computes it (same operations, same order):
+    returns the new ``(x, buf)``."""
+    buf = buf * momentum + one_m_dampening * g
+    return x - lr * buf, buf
+
+
+def sgd_momentum_expr():
+    """The pointwise ``Expr`` of ``sgd_momentum_update``."""
+    from ember.kernels.pointwise.expr import Builder
+    b = Builder(_SGD_INPUTS)
+    return b.expr(*sgd_momentum_update(*b.inputs))
+
+
 def usable(*arrays):
     """True when the fused update applies: large float arrays of one dtype, Numba installed
     (not imported here: see ``adam_``)."""
@@ -51,3 +68,14 @@ def adam_(x, g, m, v, b1, b2, bc2_sqrt, eps, step_size):
     if k is None:
         k = _kernels[x.dtype] = compile_pointwise(adam_expr(), (x, x, x, x) + (float,) * 6)
     k(x, g, m, v, 1.0 - b1, b2, 1.0 - b2, bc2_sqrt, eps, step_size, out=(x, m, v))
+
+
+def sgd_momentum_(x, g, buf, momentum, dampening, lr):
+    """In place: buf and x updated as ember's SGD step with momentum (not Nesterov), in one
+    pass; tiered as ``adam_``."""
+    from ember.kernels.pointwise import compile_pointwise
+    key = ("sgd", x.dtype)
+    k = _kernels.get(key)
+    if k is None:
+        k = _kernels[key] = compile_pointwise(sgd_momentum_expr(), (x, x, x) + (float,) * 3)
+    k(x, g, buf, momentum, 1.0 - dampening, lr, out=(x, buf))

@@ -77,6 +77,10 @@ class SGD(Optimizer):
                     buf = st.get("momentum_buffer")
                     if buf is None:
                         buf = st["momentum_buffer"] = Tensor._make(np.array(d, x.dtype, copy=True))
+                    elif not nesterov and _fused.usable(x, d, buf._data):
+                        _fused.sgd_momentum_(x, d, buf._data, mom, damp, lr)   # one pass
+                        p._bump()
+                        continue
                     else:
                         b = buf._data
                         b *= mom
