@@ -2869,7 +2869,7 @@ class LogSoftmaxBackward0(Node):
         self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = _F.cast_to(grad - exp(result) * sum(grad, (dim,), True), self__dtype)
+            g0 = _F.log_softmax_grad(grad, result, dim, self__dtype)
         return (g0, )
 
 class NativeDropoutBackward0(Node):

@@ -715,6 +715,21 @@ def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs)
 
 
 # ---------------------------------------------------------------- sorting, scans (issue 12)
+def log_softmax_grad(grad, result, dim, dtype):
+    """Gradient of log_softmax: grad - exp(result) * sum(grad, dim), in the input's dtype.
+    A first-order backward computes it in place in NumPy (one temporary instead of five ops'
+    arrays: the vocabulary-sized gradient of a language model's loss); with grad mode on
+    (create_graph) in ember ops."""
+    if _grad_mode():
+        return cast_to(G.sub(grad, G.mul(G.exp(result), G.sum(grad, (dim,), True))), dtype)
+    g, r = grad._data, result._data
+    out = np.empty(r.shape, np.result_type(g, r))
+    np.exp(r, out=out)
+    out *= np.sum(g, axis=dim if g.ndim else None, keepdims=True)
+    np.subtract(g, out, out=out)
+    return _wrap(out if out.dtype == dtype else out.astype(dtype))
+
+
 def cast_to(grad, dtype):
     """``grad`` in the input's dtype (reductions with ``dtype=`` compute in another one)."""
     return grad if grad._data.dtype == dtype else G.to(grad, dtype)

@@ -75,3 +75,25 @@ def test_lstm_layer_of_no_steps_returns_the_initial_states():
     np.testing.assert_array_equal(h, h0)
     np.testing.assert_array_equal(c, c0)
     assert h is not h0 and c is not c0
+
+
+@pytest.mark.parametrize("shape,dim,dtype", [((4, 7), 1, None), ((3, 4, 5), 0, None),
+                                             ((5,), -1, "float64"), ((), 0, None)])
+def test_log_softmax_backward_matches_torch_first_and_second_order(shape, dim, dtype):
+    """The first-order gradient is computed in NumPy (in place); create_graph keeps ember ops."""
+    torch = pytest.importorskip("torch")
+    import ember
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(shape).astype(np.float64 if dtype else np.float32)
+    grads = []
+    for lib in (ember, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        y = lib.log_softmax(xt, dim, dtype=getattr(lib, dtype) if dtype else None)
+        (g,) = lib.autograd.grad((y * lib.tensor(w)).sum(), xt, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), xt)
+        (g1,) = lib.autograd.grad((lib.log_softmax(xt, dim) * lib.tensor(w.astype(np.float32)))
+                                  .sum(), xt)
+        grads.append([a.detach().numpy() for a in (g, gg, g1)])
+    for e, t in zip(*grads):
+        assert e.dtype == np.float32 and e.shape == shape
+        np.testing.assert_allclose(e, t, rtol=1e-5, atol=1e-5)
