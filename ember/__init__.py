@@ -10,6 +10,7 @@ from ember._dtype import (bool_, double, dtype, float, float16, float32, float64
                           get_default_dtype, half, int, int8, int16, int32, int64, long,
                           set_default_dtype, short, uint8)
 from ember._dtype import bool_ as bool  # noqa: A004
+from ember import _dtype as _dtype_mod
 from ember._dtype import (channels_last, channels_last_3d, contiguous_format, layout,
                           memory_format, preserve_format, strided)
 from ember.tensor import Size, Tensor, device
@@ -93,6 +94,8 @@ def __getattr__(name):
         fn = getattr(_importlib.import_module(_LAZY_FUNCTIONS[name]), name)
         globals()[name] = fn = _errors.public(fn) if _errors.needs_public(fn) else fn
         return fn
+    if name == "bfloat16":
+        return _dtype_mod.bfloat16_dtype()
     if name in ("save", "load"):
         return getattr(_importlib.import_module("ember.serialization"), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")

@@ -73,8 +73,29 @@ _BY_NAME = {d.name: d for d in ALL}
 _BY_SHORT = {d.short: d for d in ALL}
 
 
+_bfloat16 = None
+# [NumPy's bfloat16 dtype] once ember.bfloat16 exists, else [None]; read by dispatch
+# (ember.autograd.bfloat16), which turns on its compute rule when it is set
+BFLOAT16 = [None]
+
+
+def bfloat16_dtype():
+    """``ember.bfloat16``, made on first use. Tensors hold ml_dtypes' bfloat16 values; ops
+    compute them in float32 and round the result (ember.autograd.bfloat16)."""
+    global _bfloat16
+    if _bfloat16 is None:
+        from ember._optional import require
+        ml = require("ml_dtypes", feature="ember.bfloat16")
+        d = dtype("bfloat16", ml.bfloat16, "bf16")
+        d.is_floating_point = d.is_signed = True
+        _FROM_NUMPY[d.numpy] = _BY_NAME[d.name] = _BY_SHORT[d.short] = d
+        _bfloat16 = d
+        BFLOAT16[0] = d.numpy
+    return _bfloat16
+
+
 def _by_name(name):
-    return _BY_NAME[name]
+    return bfloat16_dtype() if name == "bfloat16" else _BY_NAME[name]
 
 
 def from_numpy_dtype(np_dtype):
@@ -83,6 +104,8 @@ def from_numpy_dtype(np_dtype):
         return _FROM_NUMPY[np_dtype]
     except KeyError:
         d = _FROM_NUMPY.get(np.dtype(np_dtype))
+        if d is None and np.dtype(np_dtype).name == "bfloat16":
+            return bfloat16_dtype()
         if d is None:
             raise EmberTypeError(f"ember does not support NumPy dtype {np.dtype(np_dtype)} "
                                  f"(supported: {', '.join(d.name for d in ALL)})") from None
@@ -96,6 +119,8 @@ def to_numpy_dtype(d):
     if d is None:
         return None
     if isinstance(d, str):
+        if d in ("bfloat16", "bf16"):
+            return bfloat16_dtype().numpy
         if d in _BY_NAME:
             return _BY_NAME[d].numpy
         if d in _BY_SHORT:

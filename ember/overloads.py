@@ -158,6 +158,11 @@ def _cast(dt):
     return method
 
 
+def _bfloat16(self, memory_format=None):
+    """Return this tensor as bfloat16 (self if it already is)."""
+    return _to(self, _dtype.bfloat16_dtype())
+
+
 def _type(self, dtype=None, non_blocking=False):
     """No argument: the legacy type name, as torch ("ember.FloatTensor"); a dtype, a legacy
     type or its name ("torch.LongTensor"): this tensor cast to it."""
@@ -419,7 +424,7 @@ METHODS = {
     "to": _to, "float": _cast(_dtype.float32), "double": _cast(_dtype.float64),
     "half": _cast(_dtype.float16), "long": _cast(_dtype.int64), "int": _cast(_dtype.int32),
     "short": _cast(_dtype.int16), "bool": _cast(_dtype.bool_), "byte": _cast(_dtype.uint8),
-    "char": _cast(_dtype.int8), "cfloat": _cast(_dtype.complex64),
+    "char": _cast(_dtype.int8), "bfloat16": _bfloat16, "cfloat": _cast(_dtype.complex64),
     "cdouble": _cast(_dtype.complex128), "is_conj": lambda self: False, "type": _type,
     "type_as": _type_as, "cpu": _cpu, "cuda": _cuda,
     "zero_": _zero_, "fill_": _fill_, "uniform_": _uniform_, "normal_": _normal_,

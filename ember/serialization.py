@@ -432,7 +432,7 @@ def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_seri
     meta = {_META_KEY: json.dumps({"format": _FORMAT, "structure": structure})}
     st_save = require("safetensors.numpy", feature="ember.save").save
     for k, a in tensors.items():
-        if a.dtype.kind not in "biuf":
+        if a.dtype.kind not in "biuf" and a.dtype.name != "bfloat16":
             raise EmberTypeError(f"ember.save: tensor '{k}' has unsupported dtype {a.dtype}")
     payload = st_save(tensors, metadata=meta)
     if hasattr(f, "write"):
@@ -532,12 +532,20 @@ def read_safetensors(data, name, who="ember.load"):
     ``_check_header``, and SerializationError for data safetensors itself rejects."""
     header = _check_header(data, name, who)
     st_load = require("safetensors.numpy", feature=who).load
+    bf16 = [k for k, v in header.items() if k != "__metadata__" and v["dtype"] == "BF16"]
+    if bf16:   # safetensors' NumPy reader has no bfloat16: read the bits as int16 (same width)
+        (n,) = struct.unpack("<Q", data[:8])
+        data = data[:8] + data[8:8 + n].replace(b'"BF16"', b'"I16" ') + data[8 + n:]
     try:
         tensors = st_load(data)
     except Exception as e:  # noqa: BLE001 - safetensors' own error types; re-raised as ours
         raise SerializationError(f"{who}: {name} is not a valid safetensors file: {e}") from None
     tensors = {k: np.array(v, copy=True) if not v.flags.writeable else v
                for k, v in tensors.items()}
+    if bf16:
+        from ember._dtype import bfloat16_dtype
+        for k in bf16:
+            tensors[k] = tensors[k].view(bfloat16_dtype().numpy)
     return header, header.get("__metadata__") or {}, tensors
 
 

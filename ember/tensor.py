@@ -225,8 +225,8 @@ class Tensor:
         return self._data.flags.c_contiguous
 
     def is_floating_point(self):
-        """Whether the dtype is a floating-point type."""
-        return self._data.dtype.kind == "f"
+        """Whether the dtype is a floating-point type (bfloat16 included)."""
+        return self._data.dtype.kind == "f" or self._data.dtype.name == "bfloat16"
 
     def is_complex(self):
         """Whether the dtype is a complex type (complex64 or complex128)."""
@@ -268,7 +268,8 @@ class Tensor:
                     "a computed variable in a subgraph that doesn't require differentiation use "
                     "var_no_grad = var.detach().")
             return self
-        if requires_grad and self._data.dtype.kind not in "fc":
+        if requires_grad and self._data.dtype.kind not in "fc" and \
+                self._data.dtype.name != "bfloat16":
             raise EmberRuntimeError(f"requires_grad_: only Tensors of floating point dtype can "
                                     f"require gradients, got {self.dtype}")
         self._requires_grad = bool(requires_grad)
@@ -631,6 +632,8 @@ def _format(t):
     a = t._data
     dt = t.dtype
     opts = PRINT_OPTIONS
+    if dt.name == "bfloat16":   # printed through float32, as torch prints bfloat16
+        a = a.astype(np.float32)
     if a.size == 0:
         body = "[]" if a.ndim == 1 else "[]"
         suffix = [f"size={tuple(a.shape)}"]

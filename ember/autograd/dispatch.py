@@ -12,6 +12,8 @@ Tracer protocol (installed in ``ember.autograd.state.STATE.tracer`` by the JIT):
 """
 import numpy as np
 
+from ember._dtype import BFLOAT16 as _BFLOAT16
+from ember.autograd import bfloat16 as _bf16
 from ember.autograd import complex_support as _complex
 from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
@@ -184,6 +186,9 @@ def dispatch(op, tensors, consts):
                 need_grad = True
         except AttributeError:
             arrays.append(_check_slot(op, len(arrays), t))
+    back = False
+    if _BFLOAT16[0] is not None:
+        arrays, back = _bf16.upcast(op, arrays)
     try:
         if op.list_input:
             out = op.kernel(arrays, *consts)
@@ -191,6 +196,8 @@ def dispatch(op, tensors, consts):
             out = op.kernel(*arrays, *consts)
     except Exception as e:  # noqa: BLE001 - converted to ember's error by kernel_error
         raise kernel_error(op, tensors, e) from None
+    if back:
+        out = _bf16.round_back(out)
     if op.multi:
         return _finish_multi(op, tensors, consts, out, need_grad)
     res = _new(Tensor)
@@ -267,7 +274,7 @@ def _link(op, tensors, consts, outs):
     if not op.multi:
         o = outs[0]
         kind = o._data.dtype.kind
-        if kind == "f":
+        if kind == "f" or kind == "V":   # "V": bfloat16, the one such dtype a tensor holds
             o.grad_fn = node
             o._requires_grad = True
             if cx:
@@ -282,7 +289,7 @@ def _link(op, tensors, consts, outs):
     node._out_meta = [(o._data.shape, o._data.dtype) for o in outs]
     diff = op.diff_outputs
     for i, o in enumerate(outs):
-        if (diff[i] if i < len(diff) else diff[-1]) and o._data.dtype.kind in "fc":
+        if (diff[i] if i < len(diff) else diff[-1]) and o._data.dtype.kind in "fcV":
             o.grad_fn = node
             o._requires_grad = True
             if i:

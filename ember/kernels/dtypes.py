@@ -3,7 +3,7 @@ import numpy as np
 
 from ember import _dtype
 
-_CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+_CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3, "V": 2}  # "V": ml_dtypes' bfloat16
 
 
 def default_float():

@@ -451,11 +451,11 @@ class Module:
         if dtype is None:
             return self
         npd = _dtype.to_numpy_dtype(dtype)
-        if npd.kind != "f":
+        if not _dtype.from_numpy_dtype(npd).is_floating_point:
             raise EmberTypeError(f"nn.Module.to only accepts floating point dtypes, but got "
                             f"desired dtype={dtype}")
-        return self._apply(lambda a: a.astype(npd) if a.dtype.kind == "f" and a.dtype != npd
-                           else a)
+        return self._apply(lambda a: a.astype(npd) if _dtype.from_numpy_dtype(
+            a.dtype).is_floating_point and a.dtype != npd else a)
 
     def float(self):
         return self.to(_dtype.float32)
