@@ -722,11 +722,8 @@ def log_softmax_grad(grad, result, dim, dtype):
     (create_graph) in ember ops."""
     if _grad_mode():
         return cast_to(G.sub(grad, G.mul(G.exp(result), G.sum(grad, (dim,), True))), dtype)
-    g, r = grad._data, result._data
-    out = np.empty(r.shape, np.result_type(g, r))
-    np.exp(r, out=out)
-    out *= np.sum(g, axis=dim if g.ndim else None, keepdims=True)
-    np.subtract(g, out, out=out)
+    from ember.kernels import nn as nn_kernels
+    out = nn_kernels.log_softmax_backward(grad._data, result._data, dim)
     return _wrap(out if out.dtype == dtype else out.astype(dtype))
 
 

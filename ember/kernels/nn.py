@@ -21,6 +21,41 @@ def softmax(a, dim, dtype=None):
     return e
 
 
+# From this many elements, a softmax over contiguous rows (the last dimension) runs in blocks
+# of about _ROW_BLOCK elements (the exponentials stay in cache) split over ember's threads
+# (NumPy's loops release the GIL): a language model's (700, 10000) log_softmax 3x faster.
+ROWS_MIN_SIZE = 1 << 18
+_ROW_BLOCK = 1 << 15
+
+
+def _by_rows(fn, arrays, d):
+    """Run ``fn(*row_blocks)`` over blocks of rows of the same-shape C-contiguous ``arrays``
+    (the first is the output) when ``d`` is the last axis and they are large; False when not
+    applicable (the caller then runs its whole-array path)."""
+    a = arrays[0]
+    if a.size < ROWS_MIN_SIZE or d != a.ndim - 1 or \
+            not all(x.flags.c_contiguous and x.shape == a.shape for x in arrays):
+        return False
+    from ember.kernels import threadpool
+    from ember.kernels.threads import get_num_threads
+    c = a.shape[-1]
+    rows = [x.reshape(-1, c) for x in arrays]
+    n = rows[0].shape[0]
+    step = max(1, _ROW_BLOCK // max(c, 1))
+
+    def chunk(lo, hi):
+        for r in range(lo, hi, step):
+            fn(*(x[r:min(r + step, hi)] for x in rows))
+    threads = get_num_threads()
+    threadpool.run_chunks(chunk, n, min(4 * threads, max(1, n // step)), threads)
+    return True
+
+
+def _log_softmax_rows(out, x):
+    np.subtract(x, np.max(x, axis=1, keepdims=True), out=out)
+    out -= np.log(np.sum(np.exp(out), axis=1, keepdims=True))
+
+
 def log_softmax(a, dim, dtype=None):
     a = to_float(a) if dtype is None else a.astype(_dtype.to_numpy_dtype(dtype))
     d = _dim(dim, a.ndim)
@@ -28,9 +63,32 @@ def log_softmax(a, dim, dtype=None):
         return np.zeros_like(a)
     if a.size == 0:
         return a.copy()
+    out = np.empty(a.shape, a.dtype)
+    if _by_rows(_log_softmax_rows, (out, a), d):
+        return out
     s = a - np.max(a, axis=d, keepdims=True)
     s -= np.log(np.sum(np.exp(s), axis=d, keepdims=True))
     return s
+
+
+def _log_softmax_backward_rows(out, grad, result):
+    np.exp(result, out=out)
+    out *= np.sum(grad, axis=1, keepdims=True)
+    np.subtract(grad, out, out=out)
+
+
+def log_softmax_backward(grad, result, dim):
+    """grad - exp(result) * sum(grad, dim): the gradient of log_softmax from its output, in
+    their common dtype."""
+    out = np.empty(result.shape, np.result_type(grad, result))
+    d = _dim(dim, result.ndim)
+    if grad.shape == result.shape and _by_rows(_log_softmax_backward_rows,
+                                               (out, grad, result), d):
+        return out
+    np.exp(result, out=out)
+    out *= np.sum(grad, axis=d, keepdims=True)
+    np.subtract(grad, out, out=out)
+    return out
 
 
 def native_dropout(a, p, train, generator):

@@ -97,3 +97,21 @@ def test_log_softmax_backward_matches_torch_first_and_second_order(shape, dim, d
     for e, t in zip(*grads):
         assert e.dtype == np.float32 and e.shape == shape
         np.testing.assert_allclose(e, t, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,dim", [((70, 5000), 1), ((3, 40, 3000), -1), ((700, 400), 0)])
+def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
+    from ember.kernels import nn as nn_kernels
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    blocked = nn_kernels.log_softmax(x, dim), None
+    blocked = blocked[0], nn_kernels.log_softmax_backward(g, blocked[0], dim)
+    monkeypatch.setattr(nn_kernels, "ROWS_MIN_SIZE", 1 << 62)
+    whole = nn_kernels.log_softmax(x, dim)
+    whole = whole, nn_kernels.log_softmax_backward(g, whole, dim)
+    for b, w in zip(blocked, whole):
+        assert b.dtype == np.float32 and b.shape == shape
+        np.testing.assert_array_equal(b, w)
+    ref = x - x.max(dim, keepdims=True)
+    ref = ref - np.log(np.exp(ref.astype(np.float64)).sum(dim, keepdims=True))
+    np.testing.assert_allclose(blocked[0], ref, rtol=1e-5, atol=1e-5)
