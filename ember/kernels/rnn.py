@@ -100,6 +100,48 @@ def gru_step_backward(dh, ws, hx, w_hh):
     return dgx, dh * z + dgh @ w_hh, dgh.T @ hx, dgh.sum(axis=0)
 
 
+USE_NUMBA = True
+_numba_kernels = None
+_runnable = {}      # (kernel name, dtype) -> signature found compiled
+
+
+def _kernels():
+    """The Numba module (``rnn_numba``), or None when Numba is unavailable, disabled, or its
+    first import is still running on the compile thread (NumPy meanwhile)."""
+    global _numba_kernels
+    if not USE_NUMBA:
+        return None
+    if _numba_kernels is None:
+        from ember.kernels.pointwise.numba_runtime import has_compiler, importing
+        if importing("ember.kernels.rnn_numba"):
+            return None
+        _numba_kernels = False
+        if has_compiler():
+            from ember.kernels import rnn_numba
+            _numba_kernels = rnn_numba
+    return _numba_kernels or None
+
+
+def _step_kernel(name, *args):
+    """Kernel ``name`` of ``rnn_numba`` when it can run these (C-contiguous, one-dtype) arrays
+    now; None otherwise: not compiled yet (queued on the compile thread under "background", the
+    caller runs its NumPy step meanwhile), or Numba unavailable."""
+    arrays = [x for x in args if isinstance(x, np.ndarray)]
+    dt = arrays[0].dtype
+    if dt.kind != "f" or dt.itemsize < 4 or any(x.dtype != dt for x in arrays):
+        return None
+    nb = _kernels()
+    if nb is None:
+        return None
+    key = (name, dt.str)
+    if key not in _runnable:
+        from ember.kernels.pointwise import numba_runtime
+        if not numba_runtime.ready(getattr(nb, name), numba_runtime.signature(*args)):
+            return None
+        _runnable[key] = True
+    return getattr(nb, name)
+
+
 def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     """A whole LSTM layer direction over time: ``gx`` (T, B, 4H) input projections (with both
     biases), initial states (B, H). Returns (out (T, B, H), h_T, c_T, workspace (T, B, 6H) of
@@ -168,6 +210,18 @@ def _lstm_backward_loop(d_out, ws, c0, w_hh, dgx, dh, dc, reverse):
     """Backwards through time, in place: fills ``dgx``; ``dh`` / ``dc`` end as d_h0 / d_c0."""
     T = ws.shape[0]
     H = dh.shape[-1]
+    c0k = np.ascontiguousarray(c0)
+    step = (_step_kernel("backward_step", dh, d_out[0], dc, ws[0], c0k, 0, dgx[0])
+            if T and d_out.flags.c_contiguous and ws.flags.c_contiguous else None)
+    if step is not None:
+        for t in (range(T) if reverse else range(T - 1, -1, -1)):
+            prev = t + 1 if reverse else t - 1
+            if prev < 0 or prev >= T:
+                step(dh, d_out[t], dc, ws[t], c0k, 0, dgx[t])
+            else:
+                step(dh, d_out[t], dc, ws[t], ws[prev], 5 * H, dgx[t])
+            np.matmul(dgx[t], w_hh, out=dh)
+        return
     dct = np.empty_like(dh)
     tmp = np.empty_like(dh)
     for t in (range(T) if reverse else range(T - 1, -1, -1)):

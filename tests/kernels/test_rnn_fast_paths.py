@@ -1,5 +1,6 @@
 """Fast paths of the word-LM step (issue 13): the whole-layer LSTM kernels (one BLAS thread per
-step, preallocated buffers, one weight-gradient GEMM) against the per-step kernels, and the
+step, preallocated buffers, the Numba step kernels of rnn_numba and the NumPy steps, one
+weight-gradient GEMM) against the per-step kernels; log_softmax by row blocks; and the
 stacked-matrix ``matmul`` (one GEMM over the stacked rows) against NumPy's batched matmul."""
 import numpy as np
 import pytest
@@ -44,9 +45,21 @@ def _reference(gx, h0, c0, w, d_out, d_h, d_c, reverse):
     return np.stack(outs), h, c, np.stack(dgx), d_h, d_c, dw
 
 
+@pytest.mark.parametrize("use_numba", [True, False])
 @pytest.mark.parametrize("reverse", [False, True])
 @pytest.mark.parametrize("dtype,tol", [(np.float64, 1e-12), (np.float32, 2e-5)])
-def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol):
+def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol, use_numba,
+                                                           monkeypatch):
+    if use_numba:
+        from ember.kernels.pointwise import has_compiler, numba_runtime
+        if not has_compiler():
+            pytest.skip("numba not importable")
+        monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    else:
+        monkeypatch.setattr(rnn, "USE_NUMBA", False)
+    calls = []
+    real = rnn._step_kernel
+    monkeypatch.setattr(rnn, "_step_kernel", lambda *a: calls.append(real(*a)) or calls[-1])
     T, B, H = 7, 3, 5
     gx = rng.standard_normal((T, B, 4 * H)).astype(dtype)
     h0, c0 = (rng.standard_normal((B, H)).astype(dtype) for _ in range(2))
@@ -66,6 +79,7 @@ def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol)
     for got, ref in zip(grads, (r_dgx, r_dh, r_dc, r_dw)):
         assert got.dtype == np.dtype(dtype) and got.shape == ref.shape
         np.testing.assert_allclose(got, ref, rtol=10 * tol, atol=10 * tol)
+    assert len(calls) == 1 and all((k is not None) == use_numba for k in calls)
 
 
 def test_lstm_layer_of_no_steps_returns_the_initial_states():
@@ -115,3 +129,30 @@ def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
     ref = x - x.max(dim, keepdims=True)
     ref = ref - np.log(np.exp(ref.astype(np.float64)).sum(dim, keepdims=True))
     np.testing.assert_allclose(blocked[0], ref, rtol=1e-5, atol=1e-5)
+
+
+def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
+    """Under "background" the first backward queues the step kernel's compile and runs NumPy."""
+    numba = pytest.importorskip("numba")
+    from types import SimpleNamespace
+    from ember.kernels import rnn_numba
+    from ember.kernels.pointwise import numba_runtime
+    fresh = SimpleNamespace(backward_step=numba.njit(rnn_numba.backward_step.py_func))
+    monkeypatch.setattr(rnn, "_numba_kernels", fresh)
+    monkeypatch.setattr(rnn, "_runnable", {})
+    queued = []
+    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")
+    gx = rng.standard_normal((4, 2, 12)).astype(np.float32)
+    h0, c0 = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
+    w = rng.standard_normal((12, 3)).astype(np.float32)
+    out, h, c, ws = rnn.lstm_layer(gx, h0, c0, w)
+    grads = rnn.lstm_layer_backward(out, h, c, ws, out, h0, c0, w)
+    assert [q.rsplit(".", 1)[-1] for q in queued] == ["backward_step"]
+    assert not fresh.backward_step.overloads
+    monkeypatch.setattr(rnn, "USE_NUMBA", False)
+    ref = rnn.lstm_layer(gx, h0, c0, w)
+    for a, b in zip((out, h, c, ws) + grads,
+                    ref + rnn.lstm_layer_backward(ref[0], ref[1], ref[2], ref[3], ref[0], h0, c0,
+                                                  w)):
+        np.testing.assert_array_equal(a, b)
