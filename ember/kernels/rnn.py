@@ -6,7 +6,7 @@ ndarrays in, ndarrays out; no Tensor, autograd or tracing here.
 import numpy as np
 
 from ember.kernels.errors import KernelError
-from ember.kernels.threads import FREE, LIMITED, blas_mode
+from ember.kernels.threads import FREE, blas_mode
 
 
 def _sigmoid(a):
@@ -157,9 +157,10 @@ def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     ws = np.empty(gx.shape[:2] + (6 * H,), gx.dtype)
     w_t = np.ascontiguousarray(w_hh.T)
     gates = np.empty(gx.shape[1:], gx.dtype)
-    # the per-step (B, H) @ (H, 4H) GEMMs are too small for BLAS threads: one thread each
-    # (measured 1.5-3x faster on 2 cores) and the same bits whatever the BLAS thread count
-    with blas_mode(LIMITED):
+    # the per-step GEMMs run at BLAS's configured thread count (FREE): on an idle 2-core
+    # machine 10% faster than one thread; with other processes busy on the cores, one thread
+    # was 1.5-3x faster (BLAS threads waiting for a core), which is not the user's case
+    with blas_mode(FREE):
         _lstm_layer_loop(gx, h0, c0, w_t, out, ws, gates, reverse)
     if T == 0:
         return out, h0.copy(), c0.copy(), ws
@@ -195,13 +196,12 @@ def lstm_layer_backward(d_out, d_hT, d_cT, ws, out, h0, c0, w_hh, reverse=False)
     dgx = np.empty(ws.shape[:2] + (4 * H,), dt)
     dh = np.array(d_hT, dtype=np.result_type(d_hT, dt), copy=True)
     dc = np.array(d_cT, dtype=np.result_type(d_cT, dt), copy=True)
-    with blas_mode(LIMITED):    # small per-step GEMMs: one BLAS thread (see lstm_layer)
-        _lstm_backward_loop(d_out, ws, c0, w_hh, dgx, dh, dc, reverse)
     if reverse:
         h_prev = np.concatenate([out[1:], h0[None]], 0)
     else:
         h_prev = np.concatenate([h0[None], out[:-1]], 0)
-    with blas_mode(FREE):
+    with blas_mode(FREE):       # (see lstm_layer)
+        _lstm_backward_loop(d_out, ws, c0, w_hh, dgx, dh, dc, reverse)
         d_w = dgx.reshape(-1, 4 * H).T @ h_prev.reshape(-1, H)
     return dgx, dh, dc, d_w
 

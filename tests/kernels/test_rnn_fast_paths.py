@@ -1,7 +1,7 @@
-"""Fast paths of the word-LM step (issue 13): the whole-layer LSTM kernels (one BLAS thread per
-step, preallocated buffers, the Numba step kernels of rnn_numba and the NumPy steps, one
-weight-gradient GEMM) against the per-step kernels; log_softmax by row blocks; and the
-stacked-matrix ``matmul`` (one GEMM over the stacked rows) against NumPy's batched matmul."""
+"""Fast paths of the word-LM step (issue 13): the whole-layer LSTM kernels (preallocated
+buffers, the Numba backward step of rnn_numba and the NumPy steps, one weight-gradient GEMM)
+against the per-step kernels; log_softmax by row blocks; and the stacked-matrix ``matmul`` (one
+GEMM over the stacked rows) against NumPy's batched matmul."""
 import numpy as np
 import pytest
 
