@@ -34,6 +34,7 @@ from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # 
                             var_mean)
 from ember import return_types
 from ember._printing import set_printoptions
+from ember._spectral import istft, stft  # noqa: E402
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse
@@ -43,6 +44,7 @@ from ember.random import (Generator, default_generator, get_rng_state, initial_s
                           manual_seed, seed, set_rng_state)
 
 _overloads.install()
+Tensor.stft, Tensor.istft = stft, istft
 _importlib.import_module("ember._aliases").install(globals(), Tensor)  # arcsin, ...
 _importlib.import_module("ember._sorting").install(Tensor)
 _importlib.import_module("ember.linalg").install(Tensor, globals())  # issue 12

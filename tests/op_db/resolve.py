@@ -610,6 +610,7 @@ CONTIGUOUS_ONLY = {"view_as_complex",
 # op_db entries beyond the spec-op names of complex_support.FORWARD that take complex inputs
 COMPLEX_ENTRIES = {"view_as_real", "view_as_complex", "polar", "complex", "imag", "real",
                    "conj", "conj_physical", "resolve_conj", "resolve_neg", "angle", "abs",
+                   "stft", "istft",
                    "nn.functional.silu"}
 
 

@@ -1,0 +1,164 @@
+"""``stft`` and ``istft``, as torch's, written in spec ops (framing by ``unfold``, the FFT ops of
+``ember.fft``, overlap-add by ``fold``), so autograd and tracing follow from theirs."""
+import warnings
+
+import numpy as np
+
+from ember.autograd import _generated as G
+from ember.errors import EmberRuntimeError, EmberValueError
+from ember.tensor import Tensor
+
+__all__ = ["stft", "istft"]
+
+
+def _window(window, win_length, n_fft, dtype, op):
+    """The window zero-padded on both sides to ``n_fft`` (a rectangular one when None)."""
+    if window is None:
+        w = G.ones((win_length,), dtype.numpy)
+    else:
+        if window.dim() != 1 or window.shape[0] != win_length:
+            raise EmberRuntimeError(f"{op}: expected a 1D window tensor of size equal to "
+                                    f"win_length={win_length}, but got window with size "
+                                    f"{list(window.shape)}")
+        w = window
+    left = (n_fft - win_length) // 2
+    if left or n_fft - win_length - left:
+        w = G.pad(w, (left, n_fft - win_length - left), "constant", 0.0)
+    return w
+
+
+def _lengths(n_fft, hop_length, win_length, op):
+    hop = n_fft // 4 if hop_length is None else int(hop_length)
+    win = n_fft if win_length is None else int(win_length)
+    if n_fft <= 0 or hop <= 0:
+        raise EmberRuntimeError(f"{op}: expected n_fft > 0 and hop_length > 0, got n_fft="
+                                f"{n_fft} and hop_length={hop}")
+    if not 0 < win <= n_fft:
+        raise EmberRuntimeError(f"{op}: expected 0 < win_length <= n_fft, but got "
+                                f"win_length={win}")
+    return hop, win
+
+
+def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
+         pad_mode="reflect", normalized=False, onesided=None, return_complex=None,
+         align_to_window=None):
+    """Short-time Fourier transform of a 1-D (L) or 2-D (B, L) signal: ``(B?, n_freq,
+    n_frames)`` complex (``return_complex=False``: its real view ``(..., 2)``), as torch.stft."""
+    op = "stft"
+    if return_complex is None:
+        if not input.is_complex() and (window is None or not window.is_complex()):
+            raise EmberRuntimeError("stft requires the return_complex parameter be given for "
+                                    "real inputs, and will further require that "
+                                    "return_complex=True in a future PyTorch release.")
+        return_complex = True
+    if align_to_window is not None and center:
+        raise EmberValueError("stft: align_to_window should only be set when center = False")
+    if window is None:
+        warnings.warn("A window was not provided. A rectangular window will be applied,which is "
+                      "known to cause spectral leakage. Other windows such as "
+                      "ember.hann_window or ember.hamming_window are recommended to reduce "
+                      "spectral leakage.To suppress this warning and use a rectangular window, "
+                      "explicitly set `window=ember.ones(n_fft)`.", UserWarning, stacklevel=2)
+    if input.dim() not in (1, 2):
+        raise EmberRuntimeError(f"stft: expected a 1D or 2D tensor, but got {input.dim()}D "
+                                f"{list(input.shape)}")
+    n_fft = int(n_fft)
+    hop, win = _lengths(n_fft, hop_length, win_length, op)
+    x = input if input.dim() == 2 else G.unsqueeze(input, 0)
+    if center:
+        p = n_fft // 2
+        x = G.squeeze(G.pad(G.unsqueeze(x, 1), (p, p), pad_mode, 0.0), [1])
+    elif align_to_window:
+        x = G.pad(x, ((n_fft - win) // 2, 0), "constant", 0.0) if n_fft > win else x
+    L = x.shape[-1]
+    if not 0 < n_fft <= L:
+        raise EmberRuntimeError(f"stft: expected 0 < n_fft <= {L} (the padded signal's "
+                                f"length), but got n_fft={n_fft}")
+    w = _window(window, win, n_fft, x.dtype if not x.is_complex() else
+                x.dtype.to_real(), op)
+    frames = G.mul(G.unfold(x, -1, n_fft, hop), w)          # (B, n_frames, n_fft)
+    complex_in = input.is_complex() or (window is not None and window.is_complex())
+    if onesided is None:
+        onesided = not complex_in
+    if onesided and complex_in:
+        raise EmberRuntimeError("stft: cannot have onesided output if window or input is "
+                                "complex")
+    from ember import fft
+    norm = "ortho" if normalized else "backward"
+    spec = fft.rfft(frames, dim=-1, norm=norm) if onesided else fft.fft(frames, dim=-1,
+                                                                         norm=norm)
+    spec = G.transpose(spec, -1, -2)                        # (B, n_freq, n_frames)
+    if input.dim() == 1:
+        spec = G.squeeze(spec, [0])
+    return spec if return_complex else G.view_as_real(spec)
+
+
+def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=True,
+          normalized=False, onesided=None, length=None, return_complex=False):
+    """Inverse of ``stft``: the signal whose short-time transform is ``input`` (B?, n_freq,
+    n_frames), by inverse FFTs, the window and overlap-add divided by the summed squared
+    window, as torch.istft."""
+    op = "istft"
+    if not input.is_complex():
+        raise EmberRuntimeError("istft requires a complex-valued input tensor matching the "
+                                "output from stft with return_complex=True.")
+    if input.dim() not in (2, 3):
+        raise EmberRuntimeError(f"istft: expected a tensor with 2 or 3 dimensions of complex "
+                                f"dtype, got {input.dim()}D {list(input.shape)}")
+    n_fft = int(n_fft)
+    hop, win = _lengths(n_fft, hop_length, win_length, op)
+    x = input if input.dim() == 3 else G.unsqueeze(input, 0)
+    n_freq, n_frames = x.shape[-2], x.shape[-1]
+    if onesided is None:
+        onesided = n_freq != n_fft
+    expected = n_fft // 2 + 1 if onesided else n_fft
+    if n_freq != expected:
+        raise EmberRuntimeError(f"istft: expected the frequency dimension (size -2) of the "
+                                f"input to be {'onesided (n_fft / 2 + 1)' if onesided else 'equal to n_fft'}"
+                                f" = {expected}, but got {n_freq}")
+    if onesided and return_complex:
+        raise EmberRuntimeError("istft: cannot have onesided output if window or input is "
+                                "complex")
+    from ember import fft
+    norm = "ortho" if normalized else "backward"
+    spec = G.transpose(x, -1, -2)                           # (B, n_frames, n_freq)
+    if not return_complex:
+        if window is not None and window.is_complex():
+            raise EmberRuntimeError("istft: complex windows need return_complex=True")
+        if not onesided:     # a real signal: its spectrum is Hermitian, use the first half
+            spec = G.narrow(spec, -1, 0, n_fft // 2 + 1)
+        frames = fft.irfft(spec, n=n_fft, dim=-1, norm=norm)
+    else:
+        frames = fft.ifft(spec, dim=-1, norm=norm)
+    real_dtype = frames.dtype if not frames.is_complex() else frames.dtype.to_real()
+    w = _window(window, win, n_fft, real_dtype, op)
+    frames = G.mul(frames, w)
+    total = n_fft + hop * (n_frames - 1)
+    y = _overlap_add(frames, hop, total)                    # (B, total)
+    # the divisor: w**2 (complex for a complex window) summed as the frames overlap; it
+    # depends on the window, so the window's gradient goes through it too, as torch's
+    wsq = G.mul(w, w)
+    env = _overlap_add(G.expand(G.unsqueeze(G.unsqueeze(wsq, 0), 0), (1, n_frames, n_fft)),
+                       hop, total)[0]
+    start = n_fft // 2 if center else 0
+    end = total - n_fft // 2 if center else total
+    if length is not None:
+        end = start + int(length)
+    seg = G.narrow(env, 0, start, min(end, total) - start)
+    if seg.numel() and float(np.abs(seg._data).min()) < 1e-11:
+        raise EmberRuntimeError("istft: window overlap add min: the window's squared overlap "
+                                "is below 1e-11 somewhere in the output (choose another "
+                                "window or hop_length)")
+    y = G.div(G.narrow(y, -1, start, min(end, total) - start), seg)
+    if end > total:                                          # length beyond the frames
+        y = G.pad(y, (0, end - total), "constant", 0.0)
+    return y if input.dim() == 3 else G.squeeze(y, [0])
+
+
+def _overlap_add(frames, hop, total):
+    """Sum of ``frames`` (B, n_frames, n_fft) placed every ``hop`` samples: (B, total)."""
+    n_frames, n_fft = frames.shape[-2], frames.shape[-1]
+    idx = (np.arange(n_frames)[:, None] * hop + np.arange(n_fft)[None, :]).reshape(-1)
+    flat = G.reshape(frames, (frames.shape[0], n_frames * n_fft))
+    out = G.zeros((frames.shape[0], total), frames._data.dtype)
+    return G.index_add(out, 1, Tensor._make(idx.astype(np.int64)), flat)

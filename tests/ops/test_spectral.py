@@ -1,0 +1,110 @@
+"""stft / istft against torch: forward on its cases (centering, hop, win_length, windows,
+normalized, onesided, return_complex, length), gradients of the signal and of the window, and the
+errors torch gives. Where torch's istft gives the window no gradient (a real window, or one
+shorter than n_fft) ember's is checked by float64 gradcheck instead."""
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+from ember.autograd import gradcheck
+
+torch = pytest.importorskip("torch")
+pytestmark = pytest.mark.filterwarnings("ignore:A window was not provided:UserWarning")
+
+STFT = [((100,), dict(n_fft=10, return_complex=True)),
+        ((100,), dict(n_fft=10, return_complex=False)),
+        ((10,), dict(n_fft=7, center=False, return_complex=True)),
+        ((10, 100), dict(n_fft=16, hop_length=4, center=False, return_complex=True)),
+        ((10,), dict(n_fft=7, center=True, return_complex=True)),
+        ((3, 100), dict(n_fft=16, hop_length=4, win_length=12, normalized=True,
+                        return_complex=True, window="hann")),
+        ((50,), dict(n_fft=8, onesided=False, return_complex=True, window="hann")),
+        ((64,), dict(n_fft=16, pad_mode="constant", return_complex=True, window="hann"))]
+
+
+def _windows(kw, rng=None, complex_window=False):
+    kt, ke = dict(kw), dict(kw)
+    if kw.get("window") == "hann":
+        wl = kw.get("win_length", kw["n_fft"])
+        w = torch.hann_window(wl, dtype=torch.float64).numpy()
+        if complex_window:
+            w = w + 0.3j * rng.standard_normal(wl)
+        kt["window"] = torch.tensor(w, requires_grad=True)
+        ke["window"] = ember.tensor(w, requires_grad=True)
+    return kt, ke
+
+
+@pytest.mark.parametrize("shape,kw", STFT, ids=[str(i) for i in range(len(STFT))])
+def test_stft_matches_torch(shape, kw):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal(shape)
+    kt, ke = _windows(kw)
+    xt, xe = torch.tensor(x, requires_grad=True), ember.tensor(x, requires_grad=True)
+    yt, ye = torch.stft(xt, **kt), ember.stft(xe, **ke)
+    assert tuple(ye.shape) == tuple(yt.shape) and ye.is_complex() == yt.is_complex()
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), atol=1e-10)
+    rt = torch.view_as_real(yt) if yt.is_complex() else yt
+    re = ember.view_as_real(ye) if ye.is_complex() else ye
+    g = rng.standard_normal(tuple(rt.shape))
+    (rt * torch.tensor(g)).sum().backward()
+    (re * ember.tensor(g)).sum().backward()
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), atol=1e-10)
+    if "window" in kw:
+        np.testing.assert_allclose(ke["window"].grad.numpy(), kt["window"].grad.numpy(),
+                                   atol=1e-9)
+
+
+ISTFT = [((6, 11), dict(n_fft=10)),
+         ((6, 3), dict(n_fft=6, onesided=False, return_complex=True)),
+         ((10, 3), dict(n_fft=10, onesided=False)),            # Hermitian: first half used
+         ((6, 4), dict(n_fft=10, onesided=True)),
+         ((10, 6, 11), dict(n_fft=10, center=False)),
+         ((10, 6, 11), dict(n_fft=10, center=True, length=30)),
+         ((9, 20), dict(n_fft=16, hop_length=4, win_length=12, window="hann",
+                        normalized=True, length=60)),
+         ((10, 6), dict(n_fft=10, return_complex=True, window="hann", complex=True))]
+
+
+@pytest.mark.parametrize("shape,kw", ISTFT, ids=[str(i) for i in range(len(ISTFT))])
+def test_istft_matches_torch(shape, kw):
+    rng = np.random.default_rng(1)
+    kw = dict(kw)
+    cw = kw.pop("complex", False)
+    x = rng.standard_normal(shape) + 1j * rng.standard_normal(shape)
+    kt, ke = _windows(kw, rng, cw)
+    xt, xe = torch.tensor(x, requires_grad=True), ember.tensor(x, requires_grad=True)
+    yt, ye = torch.istft(xt, **kt), ember.istft(xe, **ke)
+    assert tuple(ye.shape) == tuple(yt.shape) and ye.is_complex() == yt.is_complex()
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), atol=1e-10)
+    w = rng.standard_normal(tuple(yt.shape))
+    (yt.real if yt.is_complex() else yt).mul(torch.tensor(w)).sum().backward()
+    (ye.real if ye.is_complex() else ye).mul(ember.tensor(w)).sum().backward()
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), atol=1e-10)
+    if "window" in kw and kt["window"].grad is not None:
+        np.testing.assert_allclose(ke["window"].grad.numpy(), kt["window"].grad.numpy(),
+                                   atol=1e-9)
+
+
+@pytest.mark.parametrize("win_length", [8, 12])
+def test_istft_window_gradient_by_gradcheck(win_length):
+    """torch gives the window no gradient in these cases (a real window; one shorter than
+    n_fft): ember's is checked against finite differences."""
+    rng = np.random.default_rng(2)
+    x = ember.tensor(rng.standard_normal((7, 6)) + 1j * rng.standard_normal((7, 6)))
+    w = ember.tensor(np.hanning(win_length + 2)[1:-1] + 0.1, requires_grad=True)
+    assert gradcheck(lambda w: ember.istft(x, 12, hop_length=3, win_length=win_length,
+                                           window=w), (w,))
+
+
+def test_spectral_errors_as_torch():
+    with pytest.raises(ember.EmberError, match="requires the return_complex parameter"):
+        ember.stft(ember.randn(32), 8)
+    with pytest.raises(ember.EmberError, match="complex-valued input"):
+        ember.istft(ember.randn(5, 4), 8)
+    with pytest.raises(ember.EmberError, match="window overlap add min"):
+        ember.istft(ember.randn(9, 10, dtype=ember.float64).to(ember.complex128), 16,
+                    hop_length=4, window=ember.tensor(np.hanning(16)), center=False)
+    with pytest.warns(UserWarning, match="A window was not provided"):
+        ember.stft(ember.randn(32), 8, return_complex=True)
