@@ -60,6 +60,18 @@ def svdvals(A, *, driver=None):
     return _G.linalg_svdvals(A)
 
 
+def eig(A):
+    """Eigenvalues and eigenvectors (columns, unit norm) of general square ``A`` (..., n, n),
+    complex as torch's; the gradient needs distinct eigenvalues and a loss that does not depend
+    on the eigenvectors' phases."""
+    return _R.linalg_eig(*_G.linalg_eig(A))
+
+
+def eigvals(A):
+    """The eigenvalues of general square ``A`` (complex)."""
+    return _G.linalg_eig(A)[0]
+
+
 def eigh(A, UPLO="L"):
     """Eigenvalues (ascending) and eigenvectors of symmetric ``A``, from its ``UPLO`` triangle."""
     return _R.linalg_eigh(*_G.linalg_eigh(A, UPLO))
@@ -115,7 +127,7 @@ def ldl_factor_ex(A, *, hermitian=False, check_errors=False):
                                                              check_errors=check_errors))
 
 
-_NAMED = ("svdvals", "ldl_factor", "ldl_factor_ex", "slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
+_NAMED = ("eig", "eigvals", "svdvals", "ldl_factor", "ldl_factor_ex", "slogdet", "qr", "svd", "eigh", "lstsq", "lu_factor", "lu_factor_ex", "lu", "inv_ex",
           "solve_ex", "cholesky_ex")
 for _name in _NAMED:
     globals()[_name] = _public(globals()[_name], _name)

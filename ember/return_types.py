@@ -19,6 +19,7 @@ linalg_qr = namedtuple("linalg_qr", ["Q", "R"])
 svd = namedtuple("svd", ["U", "S", "V"])
 linalg_svd = namedtuple("linalg_svd", ["U", "S", "Vh"])
 linalg_eigh = namedtuple("linalg_eigh", ["eigenvalues", "eigenvectors"])
+linalg_eig = namedtuple("linalg_eig", ["eigenvalues", "eigenvectors"])
 linalg_lstsq = namedtuple("linalg_lstsq", ["solution", "residuals", "rank", "singular_values"])
 linalg_lu_factor = namedtuple("linalg_lu_factor", ["LU", "pivots"])
 linalg_lu_factor_ex = namedtuple("linalg_lu_factor_ex", ["LU", "pivots", "info"])
@@ -31,7 +32,7 @@ triangular_solve = namedtuple("triangular_solve", ["solution", "cloned_coefficie
 geqrf = namedtuple("geqrf", ["a", "tau"])
 linalg_ldl_factor = namedtuple("linalg_ldl_factor", ["LD", "pivots"])
 linalg_ldl_factor_ex = namedtuple("linalg_ldl_factor_ex", ["LD", "pivots", "info"])
-_LINALG = (linalg_ldl_factor, linalg_ldl_factor_ex, geqrf, triangular_solve, linalg_inv_ex, linalg_solve_ex, linalg_cholesky_ex, slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
+_LINALG = (linalg_eig, linalg_ldl_factor, linalg_ldl_factor_ex, geqrf, triangular_solve, linalg_inv_ex, linalg_solve_ex, linalg_cholesky_ex, slogdet, linalg_slogdet, qr, linalg_qr, svd, linalg_svd, linalg_eigh, linalg_lstsq,
            linalg_lu_factor, linalg_lu_factor_ex, linalg_lu, lu_unpack)
 
 for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:

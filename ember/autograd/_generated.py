@@ -5263,6 +5263,29 @@ class LinalgSvdBackward0(Node):
             g0 = _F.linalg_svd_grad(grads, A, U, S, Vh, full_matrices)
         return (g0, )
 
+class LinalgEigBackward0(Node):
+    __slots__ = ('A', 'eigenvalues', 'eigenvectors')
+    _saved = ('A', 'eigenvalues', 'eigenvectors')
+    _op_name = 'linalg_eig'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        A, = tensors
+        ctx.A = _save(A, 'A') if needs[0] else None
+        ctx.eigenvalues = _save_out(outs[0], 'eigenvalues', 0) if needs[0] else None
+        ctx.eigenvectors = _save_out(outs[1], 'eigenvectors', 1) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        A = unpack(ctx.A, ctx)
+        eigenvalues = unpack(ctx.eigenvalues, ctx)
+        eigenvectors = unpack(ctx.eigenvectors, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _F.linalg_eig_grad(grads, A, eigenvalues, eigenvectors)
+        return (g0, )
+
 class LinalgEighBackward0(Node):
     __slots__ = ('eigenvalues', 'eigenvectors')
     _saved = ('eigenvalues', 'eigenvectors')
@@ -6575,6 +6598,9 @@ OPS['linalg_qr'] = _op_linalg_qr
 
 _op_linalg_svd = Op('linalg_svd', _k_linalg_decomp.svd, LinalgSvdBackward0, ('A',), ('full_matrices',), multi=True, diff_outputs=(True, True, True), saves_self=True)
 OPS['linalg_svd'] = _op_linalg_svd
+
+_op_linalg_eig = Op('linalg_eig', _k_linalg_decomp.eig, LinalgEigBackward0, ('A',), (), multi=True, diff_outputs=(True, True), saves_self=True)
+OPS['linalg_eig'] = _op_linalg_eig
 
 _op_linalg_eigh = Op('linalg_eigh', _k_linalg_decomp.eigh, LinalgEighBackward0, ('A',), ('UPLO',), multi=True, diff_outputs=(True, True), saves_self=False)
 OPS['linalg_eigh'] = _op_linalg_eigh
@@ -8774,6 +8800,10 @@ def svd(input, some=True, compute_uv=True):
 def linalg_svdvals(A):
     """linalg_svdvals (see torch.linalg_svdvals)."""
     return _c_linalg_composites.linalg_svdvals(A)
+
+def linalg_eig(A):
+    """linalg_eig (see torch.linalg_eig)."""
+    return dispatch(_op_linalg_eig, (A, ), ())
 
 def linalg_eigh(A, UPLO='L'):
     """linalg_eigh (see torch.linalg_eigh)."""

@@ -25,7 +25,7 @@ from ember.errors import EmberRuntimeError
 HOLOMORPHIC = frozenset("""
     add sub mul div neg pow reciprocal exp exp2 log log2 log10 log1p expm1 sqrt rsqrt sin cos tan
     tanh sigmoid sinh cosh asin acos atan asinh atanh sum mean matmul mm bmm dot outer
-    addmm linear einsum cumsum square tanh_backward sigmoid_backward
+    addmm linear einsum cumsum square tanh_backward sigmoid_backward linalg_solve
 """.split())
 LINEAR = frozenset("""
     view reshape flatten unflatten permute transpose t squeeze unsqueeze expand repeat tile cat
@@ -37,7 +37,7 @@ LINEAR = frozenset("""
 """.split())
 EXPLICIT = frozenset("""
     conj conj_physical real imag angle view_as_real view_as_complex complex polar
-    fft_c2c fft_r2c fft_c2r abs to acosh
+    fft_c2c fft_r2c fft_c2r abs to acosh linalg_eig
 """.split())
 # ops of the tables above whose result may be real for a complex input (the others give complex
 # results for complex inputs, which is how dispatch notices them without looking at the inputs)

@@ -1111,3 +1111,27 @@ def as_strided_grad(grad, self, size, stride, storage_offset):
     if counts.max(initial=1) > 1:
         g = G.div(g, Tensor._make(counts.astype(grad._data.dtype)))
     return G.reshape(g, tuple(self._data.shape))
+
+
+def linalg_eig_grad(grads, A, L, V):
+    """torch's linalg_eig_backward: with gV' = V^H gV - V^H V re(diag(V^H gV)) (the part a
+    phase-invariant loss sees), gA = V^-H (gV' / conj(L_j - L_i) + diag(gL)) V^H; the real part
+    for a real ``A``. Defined where the eigenvalues are distinct."""
+    gL, gV = grads
+    n = L._data.shape[-1]
+    Vh = G.conj(_mT(V))
+    inner = None
+    if gV is not None:
+        VhgV = G.matmul(Vh, gV)
+        re_diag = G.real(G.diagonal(VhgV, 0, -2, -1))
+        inner = G.sub(VhgV, G.matmul(Vh, G.mul(V, G.unsqueeze(re_diag, -2))))
+        Lc = G.conj(L)
+        E = G.add(G.sub(G.unsqueeze(Lc, -2), G.unsqueeze(Lc, -1)), _eye_like(n, L))
+        inner = G.div(inner, E)
+    if gL is not None:
+        d = G.diag_embed(gL)
+        inner = d if inner is None else G.add(inner, d)
+    if inner is None:
+        return None
+    gA = G.linalg_solve(Vh, G.matmul(inner, Vh))
+    return gA if A._data.dtype.kind == "c" else G.real(gA)

@@ -9,14 +9,15 @@ from ember.kernels.errors import KernelError
 from ember.kernels.threads import FREE, blas_mode
 
 
-def _float(a):
-    if a.dtype.kind != "f":
+def _float(a, complex_ok=False):
+    """``a`` if floating (or complex, for the kernels that support it: solve, eig)."""
+    if a.dtype.kind not in ("fc" if complex_ok else "f"):
         raise KernelError(f"expected a floating point tensor as input, got {a.dtype}")
     return a
 
 
-def _square(a, name="A"):
-    _float(a)
+def _square(a, name="A", complex_ok=False):
+    _float(a, complex_ok)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise KernelError(f"{name} must be a batch of square matrices (..., n, n), got shape "
                           f"{tuple(a.shape)}")
@@ -62,8 +63,8 @@ def _solve_is_vector(a, b):
 
 
 def solve(a, b, left):
-    _square(a)
-    _float(b)
+    _square(a, complex_ok=True)
+    _float(b, complex_ok=True)
     a, b = promote(a, b)
     vector = _solve_is_vector(a, b)
     n = a.shape[-1]
@@ -219,6 +220,19 @@ def svd(a, full_matrices):
     sv[..., :k, :] = np.swapaxes(su[..., :, :k], -1, -2)  # the pair (u_i, v_i) flips together
     vh = vh * sv
     return u, s.astype(a.dtype, copy=False), vh
+
+
+def eig(a):
+    """Eigenvalues and unit-norm eigenvectors of general square ``a`` (LAPACK geev, as torch),
+    always complex: complex64 for float32 input, complex128 for float64."""
+    _square(a, complex_ok=True)
+    out = np.complex64 if a.dtype in (np.float32, np.complex64) else np.complex128
+    with blas_mode(FREE):
+        try:
+            w, v = np.linalg.eig(a)
+        except np.linalg.LinAlgError:
+            raise LinAlgError("the algorithm failed to converge") from None
+    return w.astype(out, copy=False), v.astype(out, copy=False)
 
 
 def eigh(a, UPLO):

@@ -42,7 +42,8 @@ SHAPE_ONLY = {
 }
 # Decompositions whose vectors are defined up to sign: {name: {output: axis of each vector}}.
 # Each vector is compared after flipping it so that its largest entry is positive.
-SIGN_FREE = {"linalg.eigh": {1: -2}, "linalg.svd": {0: -2, 2: -1}, "svd": {0: -2, 2: -2}}
+SIGN_FREE = {"linalg.eigh": {1: -2}, "linalg.svd": {0: -2, 2: -1}, "svd": {0: -2, 2: -2},
+             "linalg.eig": {1: -2}}   # complex vectors: defined up to a phase
 # Ops whose index output may legitimately differ from torch's where values tie:
 # {name: (index output, position of dim in args, position of keepdim in args or None)}.
 # There the indices are checked by what they select, not compared.
@@ -372,6 +373,8 @@ def _sign_normalized(arr, axis):
     if arr.size == 0 or arr.ndim < 2:
         return arr
     pick = np.take_along_axis(arr, np.expand_dims(np.abs(arr).argmax(axis=axis), axis), axis)
+    if arr.dtype.kind == "c":   # the phase that makes the largest entry real and positive
+        return arr * (np.conj(pick) / np.maximum(np.abs(pick), 1e-300)).astype(arr.dtype)
     return arr * np.where(pick < 0, -1, 1).astype(arr.dtype)
 
 
