@@ -6,7 +6,7 @@ ndarrays in, ndarrays out; no Tensor, autograd or tracing here.
 import numpy as np
 
 from ember.kernels.errors import KernelError
-from ember.kernels.threads import FREE, blas_mode
+from ember.kernels.threads import FREE, LIMITED, blas_mode
 
 
 def _sigmoid(a):
@@ -157,10 +157,11 @@ def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     ws = np.empty(gx.shape[:2] + (6 * H,), gx.dtype)
     w_t = np.ascontiguousarray(w_hh.T)
     gates = np.empty(gx.shape[1:], gx.dtype)
-    # the per-step GEMMs run at BLAS's configured thread count (FREE): on an idle 2-core
-    # machine 10% faster than one thread; with other processes busy on the cores, one thread
-    # was 1.5-3x faster (BLAS threads waiting for a core), which is not the user's case
-    with blas_mode(FREE):
+    # the per-step (B, H) @ (H, 4H) GEMMs run on one BLAS thread (LIMITED): on an idle 2-core
+    # machine two threads are 7% faster (word-LM layer 4.1 vs 4.4 ms), but when another
+    # process holds a core each step waits for the second BLAS thread to be scheduled:
+    # measured 1.5-3x slower, and runs of 540 ms instead of 8 (35 steps)
+    with blas_mode(LIMITED):
         _lstm_layer_loop(gx, h0, c0, w_t, out, ws, gates, reverse)
     if T == 0:
         return out, h0.copy(), c0.copy(), ws
@@ -200,8 +201,9 @@ def lstm_layer_backward(d_out, d_hT, d_cT, ws, out, h0, c0, w_hh, reverse=False)
         h_prev = np.concatenate([out[1:], h0[None]], 0)
     else:
         h_prev = np.concatenate([h0[None], out[:-1]], 0)
-    with blas_mode(FREE):       # (see lstm_layer)
+    with blas_mode(LIMITED):    # small per-step GEMMs: one BLAS thread (see lstm_layer)
         _lstm_backward_loop(d_out, ws, c0, w_hh, dgx, dh, dc, reverse)
+    with blas_mode(FREE):       # one (4H, T*B) @ (T*B, H) GEMM: all threads
         d_w = dgx.reshape(-1, 4 * H).T @ h_prev.reshape(-1, H)
     return dgx, dh, dc, d_w
 
