@@ -21,11 +21,12 @@ def softmax(a, dim, dtype=None):
     return e
 
 
-# From this many elements, a softmax over contiguous rows (the last dimension) runs in blocks
-# of about _ROW_BLOCK elements (the exponentials stay in cache) split over ember's threads
-# (NumPy's loops release the GIL): a language model's (700, 10000) log_softmax 3x faster.
+# From this many elements, a log_softmax over contiguous rows (the last dimension) runs in
+# blocks of about _ROW_BLOCK elements (the exponentials stay in cache) split over ember's threads
+# (NumPy's loops release the GIL): a language model's (700, 10000) float32 on 2 cores, forward
+# 14.8 -> 6.0 ms, backward 11.0 -> 6.6 ms (blocks of 2^15: 10 / 10 ms, the GIL hand-overs).
 ROWS_MIN_SIZE = 1 << 18
-_ROW_BLOCK = 1 << 15
+_ROW_BLOCK = 1 << 17
 
 
 def _by_rows(fn, arrays, d):

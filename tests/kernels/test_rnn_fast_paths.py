@@ -113,7 +113,7 @@ def test_log_softmax_backward_matches_torch_first_and_second_order(shape, dim, d
         np.testing.assert_allclose(e, t, rtol=1e-5, atol=1e-5)
 
 
-@pytest.mark.parametrize("shape,dim", [((70, 5000), 1), ((3, 40, 3000), -1), ((700, 400), 0)])
+@pytest.mark.parametrize("shape,dim", [((70, 5000), 1), ((3, 90, 3000), -1), ((700, 400), 0)])
 def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
     from ember.kernels import nn as nn_kernels
     x = (rng.standard_normal(shape) * 4).astype(np.float32)
