@@ -205,15 +205,16 @@ def _lstm_backward_loop(d_out, ws, c0, w_hh, dgx, dh, dc, reverse):
     T = ws.shape[0]
     H = dh.shape[-1]
     c0k = np.ascontiguousarray(c0)
-    step = (_step_kernel("backward_step", dh, d_out[0], dc, ws[0], c0k, 0, dgx[0])
-            if T and d_out.flags.c_contiguous and ws.flags.c_contiguous else None)
+    d_outk = np.ascontiguousarray(d_out)     # (a broadcast gradient, e.g. of a sum)
+    step = (_step_kernel("backward_step", dh, d_outk[0], dc, ws[0], c0k, 0, dgx[0])
+            if T and ws.flags.c_contiguous else None)
     if step is not None:
         for t in (range(T) if reverse else range(T - 1, -1, -1)):
             prev = t + 1 if reverse else t - 1
             if prev < 0 or prev >= T:
-                step(dh, d_out[t], dc, ws[t], c0k, 0, dgx[t])
+                step(dh, d_outk[t], dc, ws[t], c0k, 0, dgx[t])
             else:
-                step(dh, d_out[t], dc, ws[t], ws[prev], 5 * H, dgx[t])
+                step(dh, d_outk[t], dc, ws[t], ws[prev], 5 * H, dgx[t])
             np.matmul(dgx[t], w_hh, out=dh)
         return
     dct = np.empty_like(dh)

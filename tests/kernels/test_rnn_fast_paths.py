@@ -156,3 +156,16 @@ def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
                     ref + rnn.lstm_layer_backward(ref[0], ref[1], ref[2], ref[3], ref[0], h0, c0,
                                                   w)):
         np.testing.assert_array_equal(a, b)
+
+
+def test_lstm_layer_backward_of_a_broadcast_output_gradient():
+    """The gradient of ``out.sum()`` arrives as a broadcast (stride-0) array."""
+    gx = rng.standard_normal((5, 2, 12))
+    h0, c0, w = np.zeros((2, 3)), np.zeros((2, 3)), rng.standard_normal((12, 3))
+    out, h, c, ws = rnn.lstm_layer(gx, h0, c0, w)
+    ones = np.broadcast_to(np.ones(()), out.shape)
+    zeros = np.zeros((2, 3))
+    got = rnn.lstm_layer_backward(ones, zeros, zeros, ws, out, h0, c0, w)
+    ref = rnn.lstm_layer_backward(np.ones(out.shape), zeros, zeros, ws, out, h0, c0, w)
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
