@@ -37,7 +37,10 @@ SUITES = tuple((name, importlib.import_module(mod)) for name, mod in (
     ("onnx_import", "onnx_import")) if os.path.exists(os.path.join(H.HERE, mod + ".py")))
 README = os.path.join(H.ROOT, "README.md")
 RESULTS = os.path.join(H.HERE, "results")
-MARKER = re.compile(r"(<!-- bench:(?P<name>[^>\n]+?) -->\n)(?P<body>.*?)(\n<!-- /bench -->)", re.S)
+# a section: its opening marker, a body (possibly empty, never another section's marker), the
+# closing marker
+MARKER = re.compile(r"(<!-- bench:(?P<name>[^>\n]+?) -->\n)(?P<body>(?:(?!<!-- bench:).)*?)"
+                    r"(\n?<!-- /bench -->)", re.S)
 
 
 def render_all(data):
@@ -62,7 +65,7 @@ def update_readme(text, tables):
         if name not in tables:
             return m.group(0)
         seen.add(name)
-        return m.group(1) + tables[name] + m.group(4)
+        return m.group(1) + tables[name] + "\n" + m.group(4).lstrip("\n")
     new = MARKER.sub(sub, text)
     return new, sorted(set(tables) - seen)
 

@@ -143,3 +143,12 @@ def test_quick_run_end_to_end_writes_json_and_readme(tmp_path, monkeypatch):
     text = readme.read_text()
     assert "old" not in text and text.startswith("intro\n") and text.endswith("end\n")
     assert "MLP 784-512-512-10" in text and "| ember |" in text
+
+
+def test_readme_sections_with_empty_bodies_are_filled_each_on_its_own():
+    """An empty section (a new marker pair) must not swallow the next one (it did: the body
+    matched across to the next section's closing marker)."""
+    text = "a\n<!-- bench:x -->\n<!-- /bench -->\n\n<!-- bench:y -->\nold\n<!-- /bench -->\n"
+    new, missing = run_all.update_readme(text, {"x": "X", "y": "Y"})
+    assert new == "a\n<!-- bench:x -->\nX\n<!-- /bench -->\n\n<!-- bench:y -->\nY\n<!-- /bench -->\n"
+    assert missing == []
