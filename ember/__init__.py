@@ -34,7 +34,8 @@ from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # 
                             var_mean)
 from ember import return_types
 from ember._printing import set_printoptions
-from ember._spectral import istft, stft  # noqa: E402
+from ember._spectral import (bartlett_window, blackman_window, hamming_window,  # noqa: E402
+                             hann_window, istft, kaiser_window, stft)
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
 from ember.kernels.memory import get_memory_reuse, set_memory_reuse

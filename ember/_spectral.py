@@ -1,5 +1,6 @@
 """``stft`` and ``istft``, as torch's, written in spec ops (framing by ``unfold``, the FFT ops of
-``ember.fft``, overlap-add by ``fold``), so autograd and tracing follow from theirs."""
+``ember.fft``, overlap-add by ``index_add``), so autograd and tracing follow from theirs; and
+torch's window factories (``hann_window``, ...)."""
 import warnings
 
 import numpy as np
@@ -8,7 +9,8 @@ from ember.autograd import _generated as G
 from ember.errors import EmberRuntimeError, EmberValueError
 from ember.tensor import Tensor
 
-__all__ = ["stft", "istft"]
+__all__ = ["stft", "istft", "hann_window", "hamming_window", "blackman_window",
+           "bartlett_window", "kaiser_window"]
 
 
 def _window(window, win_length, n_fft, dtype, op):
@@ -162,3 +164,71 @@ def _overlap_add(frames, hop, total):
     flat = G.reshape(frames, (frames.shape[0], n_frames * n_fft))
     out = G.zeros((frames.shape[0], total), frames._data.dtype)
     return G.index_add(out, 1, Tensor._make(idx.astype(np.int64)), flat)
+
+
+# ------------------------------------------------------------------ window functions (torch.*_window)
+def _window_array(name, window_length, periodic, fn, dtype, requires_grad):
+    from ember import creation
+    if not isinstance(window_length, int) or isinstance(window_length, bool) or \
+            window_length < 0:
+        raise EmberRuntimeError(f"{name}: window_length must be a non-negative integer, got "
+                                f"{window_length!r}")
+    if window_length <= 1:
+        w = np.ones(window_length)
+    else:
+        n = window_length + 1 if periodic else window_length
+        w = fn(np.arange(n, dtype=np.float64), n)[:window_length]
+    out = creation.tensor(w, dtype=dtype)
+    if dtype is None:
+        out = out.to(_default_float())
+    return out.requires_grad_(requires_grad) if requires_grad else out
+
+
+def _default_float():
+    from ember._dtype import get_default_dtype
+    return get_default_dtype()
+
+
+def _cosine_sum(*a):
+    def fn(k, n):
+        x = 2 * np.pi * k / (n - 1)
+        return sum((-1) ** i * c * np.cos(i * x) for i, c in enumerate(a))
+    return fn
+
+
+def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
+                requires_grad=False):
+    """The Hann window, 0.5 - 0.5 cos(2 pi n / N) (N = window_length when ``periodic``, else
+    window_length - 1), as torch.hann_window."""
+    return _window_array("hann_window", window_length, periodic, _cosine_sum(0.5, 0.5), dtype,
+                         requires_grad)
+
+
+def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype=None,
+                   layout=None, device=None, requires_grad=False):
+    """The Hamming window, alpha - beta cos(2 pi n / N), as torch.hamming_window."""
+    return _window_array("hamming_window", window_length, periodic,
+                         _cosine_sum(alpha, beta), dtype, requires_grad)
+
+
+def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
+                    requires_grad=False):
+    """The Blackman window, 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)."""
+    return _window_array("blackman_window", window_length, periodic,
+                         _cosine_sum(0.42, 0.5, 0.08), dtype, requires_grad)
+
+
+def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
+                    requires_grad=False):
+    """The Bartlett (triangular) window, 1 - |2n / N - 1|, as torch.bartlett_window."""
+    return _window_array("bartlett_window", window_length, periodic,
+                         lambda k, n: 1 - np.abs(2 * k / (n - 1) - 1), dtype, requires_grad)
+
+
+def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,
+                  device=None, requires_grad=False):
+    """The Kaiser window, I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), as torch.kaiser_window."""
+    return _window_array("kaiser_window", window_length, periodic,
+                         lambda k, n: np.i0(beta * np.sqrt(np.clip(
+                             1 - (2 * k / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta),
+                         dtype, requires_grad)

@@ -641,6 +641,10 @@ def _format(t):
         if a.dtype.kind in "fc":
             p = int(opts["precision"])
             kw = {"formatter": None, "precision": p, "floatmode": "maxprec_equal"}
+            if a.dtype.kind == "f":   # as torch: `precision` digits unless every value is whole
+                fin = a[np.isfinite(a)]
+                if fin.size and not np.all(np.equal(np.mod(fin, 1), 0)):
+                    kw["floatmode"] = "fixed"
             if opts["sci_mode"] is True:
                 kw = {"formatter": {"float_kind": lambda v: f"{v:.{p}e}"}}
             elif opts["sci_mode"] is False:

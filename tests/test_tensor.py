@@ -216,3 +216,12 @@ def test_numpy_scalars_defer_to_tensor_operators():
     assert isinstance(out, ember.Tensor) and out.tolist() == [2.0, 4.0]
     assert isinstance(np.float64(1.0) + t, ember.Tensor)
     assert 2.0 in t and 3.0 not in t
+
+
+@pytest.mark.parametrize("values", [[0.0, 0.5, 1.0, 0.5], [1.0, 2.0], [1.5, 2.25, 3.1],
+                                    [1e-5, 1.0], [1e6, 1.5], [0.1], [3.14159265],
+                                    [float("nan"), 1.5], [100.5, 2.0], [[1.25, -2.0], [0.0, 3.5]]])
+def test_float_repr_matches_torch(values):
+    """Four digits unless every value is whole (ember printed 0.5 where torch prints 0.5000)."""
+    torch = pytest.importorskip("torch")
+    assert repr(ember.tensor(values)) == repr(torch.tensor(values))

@@ -108,3 +108,17 @@ def test_spectral_errors_as_torch():
                     hop_length=4, window=ember.tensor(np.hanning(16)), center=False)
     with pytest.warns(UserWarning, match="A window was not provided"):
         ember.stft(ember.randn(32), 8, return_complex=True)
+
+
+@pytest.mark.parametrize("name", ["hann", "hamming", "blackman", "bartlett", "kaiser"])
+@pytest.mark.parametrize("periodic", [True, False])
+def test_window_factories_match_torch(name, periodic):
+    for n in (0, 1, 2, 7, 8):
+        t = getattr(torch, name + "_window")(n, periodic=periodic, dtype=torch.float64)
+        e = getattr(ember, name + "_window")(n, periodic=periodic, dtype=ember.float64)
+        np.testing.assert_allclose(e.numpy(), t.numpy(), atol=1e-12)
+    assert ember.hann_window(4).dtype == ember.get_default_dtype()
+    np.testing.assert_allclose(ember.hamming_window(9, False, 0.6, 0.3).numpy(),
+                               torch.hamming_window(9, False, 0.6, 0.3).numpy(), rtol=1e-6)
+    np.testing.assert_allclose(ember.kaiser_window(9, True, 5.0).numpy(),
+                               torch.kaiser_window(9, True, 5.0).numpy(), rtol=1e-6)
