@@ -70,8 +70,9 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if center:
         p = n_fft // 2
         x = G.squeeze(G.pad(G.unsqueeze(x, 1), (p, p), pad_mode, 0.0), [1])
-    elif align_to_window:
-        x = G.pad(x, ((n_fft - win) // 2, 0), "constant", 0.0) if n_fft > win else x
+    elif align_to_window and n_fft > win:   # frames start where the (centred) window does
+        left = (n_fft - win) // 2
+        x = G.pad(x, (left, n_fft - win - left), "constant", 0.0)
     L = x.shape[-1]
     if not 0 < n_fft <= L:
         raise EmberRuntimeError(f"stft: expected 0 < n_fft <= {L} (the padded signal's "

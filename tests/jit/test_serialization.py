@@ -277,3 +277,20 @@ def test_state_keys_outside_the_ir_charset_trace_save_and_load(tmp_path):
     for src in (p, io.BytesIO(buf.getvalue())):
         np.testing.assert_array_equal(ember.jit.load(src)(ember.ones(3)).detach().numpy(),
                                       [0.0, 1.0, 2.0])
+
+
+def test_strings_from_the_file_reach_generated_code_only_as_literals(tmp_path):
+    """The traced function's Python source is generated from the file's graph: a string
+    attribute holding Python code stays a string literal (an unknown pad mode, reported as
+    such) and names outside the IR's charset cannot be written, so nothing is imported."""
+    path = tmp_path / "evil_str.ejit"
+    _jit_file(path, "graph(%x : f32[3]):\n  %1 : f32[5] = pad(%x, pad=(1, 1), "
+                    "mode='__import__(\"this\")', value=0.0)\n  return (%1)")
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    res = subprocess.run([sys.executable, "-c", CRAFTED, str(path)], capture_output=True,
+                         text=True, env=env, cwd=str(tmp_path), timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert "Beautiful is better than ugly" not in res.stdout
+    out = json.loads(res.stdout.strip().splitlines()[-1])[0]
+    assert out["imported"] is False and "loaded" not in out, out
+    assert "__import__" in out["msg"], out

@@ -21,7 +21,9 @@ STFT = [((100,), dict(n_fft=10, return_complex=True)),
         ((3, 100), dict(n_fft=16, hop_length=4, win_length=12, normalized=True,
                         return_complex=True, window="hann")),
         ((50,), dict(n_fft=8, onesided=False, return_complex=True, window="hann")),
-        ((64,), dict(n_fft=16, pad_mode="constant", return_complex=True, window="hann"))]
+        ((64,), dict(n_fft=16, pad_mode="constant", return_complex=True, window="hann")),
+        ((62,), dict(n_fft=16, hop_length=4, win_length=9, center=False, align_to_window=True,
+                     return_complex=True, window="hann"))]
 
 
 def _windows(kw, rng=None, complex_window=False):
