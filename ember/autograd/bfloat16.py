@@ -30,10 +30,18 @@ def upcast(op, arrays):
     float32 results go back to bfloat16; ``arrays`` unchanged for native ops."""
     if op.view or op.name in NATIVE:
         return arrays, False
-    bf16 = BFLOAT16[0]
+    out, seen, other = _read(arrays, BFLOAT16[0])
+    if not seen:
+        return arrays, False
+    return out, not other
+
+
+def _read(items, bf16):
+    """``(items with bfloat16 arrays as float32, any bfloat16 seen, any other floating array
+    with dimensions seen)``, through a ``Tensor[]`` slot's list too."""
     seen = other = False
     out = []
-    for a in arrays:
+    for a in items:
         if a.__class__ is _NDARRAY:
             dt = a.dtype
             if dt == bf16:
@@ -41,22 +49,8 @@ def upcast(op, arrays):
             elif dt.kind == "f" and a.ndim:
                 other = True
         elif a.__class__ in (list, tuple):
-            inner, s, o = _upcast_list(a, bf16)
-            a, seen, other = inner, seen or s, other or o
-        out.append(a)
-    if not seen:
-        return arrays, False
-    return out, not other
-
-
-def _upcast_list(items, bf16):
-    seen = other = False
-    out = []
-    for a in items:
-        if a.__class__ is _NDARRAY and a.dtype == bf16:
-            a, seen = a.astype(_F32), True
-        elif a.__class__ is _NDARRAY and a.dtype.kind == "f" and a.ndim:
-            other = True
+            a, s, o = _read(a, bf16)
+            seen, other = seen or s, other or o
         out.append(a)
     return out, seen, other
 

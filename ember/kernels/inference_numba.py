@@ -27,6 +27,14 @@ The arithmetic is eager's: the bias is added to the GEMM's sum, then the residua
 from numba import njit
 
 
+@njit(inline="always")
+def _max4(a0, a1, a2, a3):
+    """The 2x2 window's maximum: the first maximum wins, NaN propagates (eager's rule)."""
+    m0 = a0 if a0 >= a1 or a0 != a0 else a1
+    m1 = a2 if a2 >= a3 or a2 != a2 else a3
+    return m0 if m0 >= m1 or m0 != m0 else m1
+
+
 @njit(cache=True, nogil=True)
 def pad_into(x, ph, pw, xp, n0, n1):
     """x (N, C, H, W) into the interior of xp (N, C, H + 2ph, W + 2pw), whose border stays 0."""
@@ -148,10 +156,7 @@ def conv_pool2_epilogue(z, b, y, relu, n0, n1):
                     a1 = z[k, n, 2 * i, 2 * j + 1]
                     a2 = z[k, n, 2 * i + 1, 2 * j]
                     a3 = z[k, n, 2 * i + 1, 2 * j + 1]
-                    m0 = a0 if a0 >= a1 or a0 != a0 else a1
-                    m1 = a2 if a2 >= a3 or a2 != a2 else a3
-                    m = m0 if m0 >= m1 or m0 != m0 else m1
-                    m = m + bk
+                    m = _max4(a0, a1, a2, a3) + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m
 
 
@@ -185,10 +190,7 @@ def nchw_pool2_epilogue(z, b, y, relu, n0, n1):
                     a1 = z[n, k, 2 * i, 2 * j + 1]
                     a2 = z[n, k, 2 * i + 1, 2 * j]
                     a3 = z[n, k, 2 * i + 1, 2 * j + 1]
-                    m0 = a0 if a0 >= a1 or a0 != a0 else a1
-                    m1 = a2 if a2 >= a3 or a2 != a2 else a3
-                    m = m0 if m0 >= m1 or m0 != m0 else m1
-                    m = m + bk
+                    m = _max4(a0, a1, a2, a3) + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m
 
 
@@ -241,8 +243,5 @@ def t_pool2_epilogue(zt, b, y, relu, n0, n1):
                     a1 = zt[n, 2 * i, 2 * j + 1, k]
                     a2 = zt[n, 2 * i + 1, 2 * j, k]
                     a3 = zt[n, 2 * i + 1, 2 * j + 1, k]
-                    m0 = a0 if a0 >= a1 or a0 != a0 else a1
-                    m1 = a2 if a2 >= a3 or a2 != a2 else a3
-                    m = m0 if m0 >= m1 or m0 != m0 else m1
-                    m = m + bk
+                    m = _max4(a0, a1, a2, a3) + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m

@@ -99,10 +99,7 @@ class Adam(Optimizer):
                  differentiable=False, fused=None, decoupled_weight_decay=False):
         _check("learning rate", lr)
         _check("epsilon value", eps)
-        if not 0.0 <= betas[0] < 1.0:
-            raise EmberValueError(f"Invalid beta parameter at index 0: {betas[0]}")
-        if not 0.0 <= betas[1] < 1.0:
-            raise EmberValueError(f"Invalid beta parameter at index 1: {betas[1]}")
+        _check_betas(betas)
         _check("weight_decay value", weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,

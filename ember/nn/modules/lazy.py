@@ -42,7 +42,7 @@ class LazyModuleMixin:
             self.register_parameter(name, UninitializedParameter())
         for name in buffers:
             self.register_buffer(name, UninitializedBuffer())
-        self._lazy_hook = self.register_forward_pre_hook(_LazyModuleMixin_infer)
+        self._lazy_hook = self.register_forward_pre_hook(_infer_on_first_call)
         self._register_load_state_dict_pre_hook(self._lazy_load_hook)
 
     def extra_repr(self):
@@ -87,7 +87,7 @@ class LazyModuleMixin:
         self.__class__ = self.cls_to_become
 
 
-def _LazyModuleMixin_infer(module, args):
+def _infer_on_first_call(module, args):
     if not args or not isinstance(args[0], Tensor):
         raise EmberValueError(f"{type(module).__name__}: the first call needs a tensor input to "
                               f"infer the module's size")

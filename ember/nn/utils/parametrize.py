@@ -41,6 +41,15 @@ def check_module(module, op):
     return module
 
 
+def find_hook(module, cls, name):
+    """``(key, hook)`` of the ``cls`` forward pre-hook for parameter ``name`` (the legacy
+    weight_norm / spectral_norm), or ``(None, None)``."""
+    for key, hook in module._forward_pre_hooks.items():
+        if isinstance(hook, cls) and hook.name == name:
+            return key, hook
+    return None, None
+
+
 def _set_value(original, value):
     """Replace ``original``'s values (and shape) by ``value``, keeping the object (torch's set_)."""
     with no_grad():

@@ -6,7 +6,7 @@ from ember import creation
 from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberValueError
-from ember.nn.utils.parametrize import check_module
+from ember.nn.utils.parametrize import check_module, find_hook
 from ember.nn import functional as F
 
 __all__ = ["spectral_norm", "remove_spectral_norm"]
@@ -47,10 +47,9 @@ class SpectralNorm:
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
     """Divide ``module.<name>`` by its largest singular value, estimated by power iteration."""
     check_module(module, "spectral_norm")
-    for hook in module._forward_pre_hooks.values():
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            raise EmberValueError(f"spectral_norm: cannot register two spectral_norm hooks on "
-                                  f"the same parameter {name}")
+    if find_hook(module, SpectralNorm, name)[0] is not None:
+        raise EmberValueError(f"spectral_norm: cannot register two spectral_norm hooks on "
+                              f"the same parameter {name}")
     weight = module._parameters.get(name)
     if weight is None:
         raise EmberValueError(f"spectral_norm: module {type(module).__name__} has no parameter "
@@ -76,15 +75,15 @@ def remove_spectral_norm(module, name="weight"):
     """Make ``module.<name>`` a plain parameter again, holding its normalised value."""
     check_module(module, "remove_spectral_norm")
     from ember.nn.parameter import Parameter
-    for key, hook in list(module._forward_pre_hooks.items()):
-        if isinstance(hook, SpectralNorm) and hook.name == name:
-            with no_grad():
-                weight = hook.compute_weight(module, False).detach()
-            delattr(module, name)
-            del module._parameters[name + "_orig"]
-            del module._buffers[name + "_u"]
-            del module._buffers[name + "_v"]
-            module.register_parameter(name, Parameter(weight))
-            del module._forward_pre_hooks[key]
-            return module
-    raise EmberValueError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
+    key, hook = find_hook(module, SpectralNorm, name)
+    if key is None:
+        raise EmberValueError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
+    with no_grad():
+        weight = hook.compute_weight(module, False).detach()
+    delattr(module, name)
+    del module._parameters[name + "_orig"]
+    del module._buffers[name + "_u"]
+    del module._buffers[name + "_v"]
+    module.register_parameter(name, Parameter(weight))
+    del module._forward_pre_hooks[key]
+    return module
