@@ -189,9 +189,9 @@ def _own_threads(name, direction, g):
 def _ready(name, direction, g, dtype):
     """Whether ``direct`` / ``winograd`` / ``thin`` has its kernels for this call (under the thread
     policy ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
-    if name == "thin":
-        return thin.ready(dtype)
     with parallel.policy(_own_threads(name, direction, g)):
+        if name == "thin":
+            return thin.ready(dtype, g.N)
         if name == "direct":
             return direct.ready(direction, g, dtype)
         return winograd.ready(direction, dtype)
