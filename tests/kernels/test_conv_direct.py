@@ -222,7 +222,7 @@ def test_heuristic_picks_direct_for_thin_layers():
     assert selector.heuristic("forward", C.geometry("conv2d", (64, 1, 28, 28), (6, 1, 5, 5), 1,
                                                     2, 1, 1), thin_ok=False) == "im2col"
     assert pick((64, 3, 32, 32), (6, 3, 5, 5)) == "im2col"   # 450 multiply-adds per pixel
-    assert pick((64, 1, 28, 28), (6, 1, 5, 5), 2, direction="weight") == "direct"
+    assert pick((64, 1, 28, 28), (6, 1, 5, 5), 2, direction="weight") == "thin"
     assert pick((32, 3, 32, 32), (32, 3, 5, 5), direction="input") == "im2col"
     assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
 

@@ -191,7 +191,7 @@ def _ready(name, direction, g, dtype):
     policy ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
     with parallel.policy(_own_threads(name, direction, g)):
         if name == "thin":
-            return thin.ready(dtype, g.N)
+            return thin.ready(dtype, g.N, direction)
         if name == "direct":
             return direct.ready(direction, g, dtype)
         return winograd.ready(direction, dtype)

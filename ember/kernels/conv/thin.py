@@ -1,18 +1,18 @@
-"""Stride-1 forward pass of thin layers by one axpy per tap over rows of the padded width.
+"""Stride-1 forward pass of thin layers along rows of the padded width, no im2col, no GEMM.
 
 For output row i and tap (c, r, s) the inputs of columns j = 0..Wp-1 are one contiguous run of
-the flattened, zero-padded plane c starting at (i + r*dh)*Wp + s*dw, so each tap adds one run of
-Ho*Wp inputs, scaled by its weight, into each output plane (``thin_numba.rows_forward``), with
-no column buffer and no GEMM; the Wp - Wo junk columns of each row are dropped by the crop.
-It wins where a GEMM is thin: few multiply-adds per output pixel (K*C*R*S, ``selector``'s
-``THIN_MAX_MACS``). LeNet's first layer (64,1,28,28)->6 5x5 pad 2, one thread: im2col 0.95 ms,
-this 0.70 ms; a batch of one 59 -> 11 us. Images are split over ember's threads. Needs Numba:
-without it ``supports`` is False.
+the flattened, zero-padded image starting at c*Hp*Wp + (i + r*dh)*Wp + s*dw, so a strip of
+output positions of every channel is a sum over taps of one contiguous input run scaled by the
+tap's weight (``thin_numba``: the strip's accumulators stay in vector registers over all taps);
+the Wp - Wo junk columns of each row are dropped by the crop. It wins where a GEMM is thin: few
+multiply-adds per output pixel (K*C*R*S, ``selector``'s ``THIN_MAX_MACS``). LeNet's first layer
+(64,1,28,28)->6 5x5 pad 2, one thread: im2col 0.95 ms, the first version of this (one axpy per
+tap through memory) 0.70 ms. Images run in a ``prange`` on Numba's TBB layer (else over ember's
+threads); a batch of one runs serially. Needs Numba: without it ``supports`` is False.
 """
 import numpy as np
 
 from . import parallel
-from .workspace import buffer, zero_border
 
 _kernels = None
 _signatures = {}
@@ -32,36 +32,48 @@ def kernels():
 
 def supports(g, direction):
     from ember.kernels.pointwise import numba_runtime
-    return (direction == "forward" and g.groups == 1 and g.stride == (1, 1)
+    return (direction in ("forward", "weight") and g.groups == 1 and g.stride == (1, 1)
             and _kernels is not False and numba_runtime.available())
 
 
-def ready(dtype):
-    """Whether the kernel can run ``dtype`` now (compiled or in the disk cache); else, under
-    background compilation, it is queued and the selector picks another algorithm meanwhile."""
+def _parts(n_images):
+    """Runs of images for the ``prange`` driver on Numba's TBB layer (0: run serially)."""
+    from .direct import _tbb_parts
+    return _tbb_parts(n_images) if n_images > 1 else 0
+
+
+def ready(dtype, n_images=1, direction="forward"):
+    """Whether the kernel ``forward`` / ``weight_grad`` calls for ``n_images`` images can run
+    ``dtype`` now (compiled or in the disk cache); else, under background compilation, it is
+    queued and the selector picks another algorithm meanwhile."""
     from ember.kernels.pointwise import numba_runtime
     if numba_runtime.importing(__name__ + "_numba") or kernels() is None:
         return False
-    key = np.dtype(dtype).str
+    parallel_ = bool(_parts(n_images))
+    key = (direction, np.dtype(dtype).str, parallel_)
     sig = _signatures.get(key)
     if sig is None:
-        a3, a2 = np.empty((1, 1, 1), dtype), np.empty((1, 1), dtype)
-        sig = _signatures[key] = numba_runtime.signature(
-            a3, a3, np.empty(1, np.int64), a2, np.empty((1, 1, 1, 1), dtype), 0, 0)
-    return numba_runtime.ready(_kernels.rows_forward, sig)
+        a2, a4, off = np.empty((1, 1), dtype), np.empty((1, 1, 1, 1), dtype), np.empty(1, np.int64)
+        tail = (0,) * (5 if parallel_ else 6)
+        args = (a4, a2, off, a4) + tail if direction == "forward" else (a4, a4, off) + tail
+        sig = _signatures[key] = numba_runtime.signature(*args)
+    name = ("rows_forward" if direction == "forward" else "rows_weight") + \
+        ("_parallel" if parallel_ else "")
+    return numba_runtime.ready(getattr(_kernels, name), sig)
 
 
 _offsets = {}
 
 
 def _tap_offsets(g):
-    """Offset of each tap (r, s) into a flattened padded plane (kept per geometry: a batch of
+    """Offset of each tap (c, r, s) into a flattened padded image (kept per geometry: a batch of
     one spends more on building it than on the kernel)."""
-    key = (g.Wp, g.R, g.S, g.dilation)
+    key = (g.C, g.Hp, g.Wp, g.R, g.S, g.dilation)
     off = _offsets.get(key)
     if off is None:
         (dh, dw), Wp = g.dilation, g.Wp
-        off = np.array([r * dh * Wp + s * dw for r in range(g.R) for s in range(g.S)], np.int64)
+        off = np.array([c * g.Hp * Wp + r * dh * Wp + s * dw for c in range(g.C)
+                        for r in range(g.R) for s in range(g.S)], np.int64)
         if len(_offsets) > 256:
             _offsets.clear()
         _offsets[key] = off
@@ -70,25 +82,34 @@ def _tap_offsets(g):
 
 def forward(x, w, g):
     k = kernels()
-    ready(x.dtype)
-    pt, pl = g.padding[0], g.padding[2]
-    Hp, Wp = g.Hp, g.Wp
-    plane = Hp * Wp + g.dilation[1] * (g.S - 1)
-    offsets = _tap_offsets(g)
-    wt = np.ascontiguousarray(w.reshape(g.K, g.C, g.R * g.S))
+    ready(x.dtype, g.N)
+    x = np.ascontiguousarray(x)
+    wt = np.ascontiguousarray(w.reshape(g.K, -1).T)
     y = np.empty(g.output_shape, x.dtype)
-
-    def chunk(lo, hi):
-        n = hi - lo
-        xp = buffer("thin.xrows", (n, g.C, plane), x.dtype)
-        xp[:, :, Hp * Wp:] = 0
-        body = xp[:, :, :Hp * Wp].reshape(n, g.C, Hp, Wp)
-        zero_border(body, g.padding)
-        body[:, :, pt:pt + g.H, pl:pl + g.W] = x[lo:hi]
-        acc = buffer("thin.acc", (g.K, g.Ho * Wp), x.dtype)
-        k.rows_forward(xp, wt, offsets, acc, y[lo:hi], 0, n)
-    if g.N == 1:
-        chunk(0, 1)
+    args = (x, wt, _tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
+    parts = _parts(g.N)
+    if parts:
+        k.rows_forward_parallel(*args, parts)
+    elif g.N == 1 or not parallel.parallel_possible():
+        k.rows_forward(*args, 0, g.N)
     else:
-        parallel.run(chunk, g.N)
+        parallel.run(lambda lo, hi: k.rows_forward(*args, lo, hi), g.N)
     return y
+
+
+def weight_grad(gy, x, g):
+    k = kernels()
+    ready(x.dtype, g.N, "weight")
+    x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
+    args = (gy, x, _tap_offsets(g), g.padding[0], g.padding[2], g.Hp, g.Wp)
+    parts = _parts(g.N)
+    if parts:
+        part = k.rows_weight_parallel(*args, parts)
+    elif g.N == 1 or not parallel.parallel_possible():
+        part = k.rows_weight(*args, 0, g.N)
+    else:
+        chunks = parallel.run(lambda lo, hi: k.rows_weight(*args, lo, hi), g.N)
+        part = chunks[0]
+        for c in chunks[1:]:
+            part += c
+    return np.ascontiguousarray(part.sum(-1).T).reshape(g.weight_shape)
