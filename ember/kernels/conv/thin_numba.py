@@ -91,7 +91,7 @@ def rows_forward(x, w, off, y, pt, pl, Hp, Wp, lo, hi):
     S = V * VECTOR_BYTES // w.itemsize
     Lp = -(-(Ho * Wp) // S) * S
     plane = Hp * Wp
-    xs = np.zeros(off.max() + Lp, w.dtype)
+    xs = np.zeros(max(off.max() + Lp, C * plane), w.dtype)  # every tap run, every image row
     acc = np.empty(K * Lp, w.dtype)
     A, X, Wt, O = _data(acc), _data(xs), _data(w), _data(off)
     for n in range(lo, hi):
@@ -157,8 +157,9 @@ def _emit_weight(builder, fma, vty, size, args, KB, TB):
 def _weight_block(typingctx, part, pbase, tstride, x, off, t0, TB, g, gbase, gstride, KB, nvec):
     """part[pbase + t*tstride + k*L + l] += sum over q < nvec of x[off[t0 + t] + q*L + l] *
     g[gbase + k*gstride + q*L + l] for t < TB, k < KB, l < L lanes: lane-wise partial sums of
-    dW[k, t0 + t], in registers over the whole loop. TB (1..WT) and KB (1..WK) are runtime
-    values: a switch over one unrolled kernel per pair."""
+    dW[k, t0 + t], in registers over the whole loop. TB (WT or 1: the last taps of a layer go
+    one at a time) and KB (1..WK) are runtime values: a switch over one unrolled kernel per pair
+    (fewer pairs, less to compile on a cold cache)."""
     def codegen(context, builder, sig, args):
         vty, size = _vector(context, part.dtype)
         fma = _fma(builder, vty, size)
@@ -166,7 +167,7 @@ def _weight_block(typingctx, part, pbase, tstride, x, off, t0, TB, g, gbase, gst
         key = builder.add(builder.mul(TB_, ir.Constant(I64, 16)), KB_)
         done = builder.append_basic_block("rowsw.done")
         switch = builder.switch(key, done)
-        for tb in range(1, WT + 1):
+        for tb in sorted({1, WT}):
             for kb in range(1, WK + 1):
                 case = builder.append_basic_block("rowsw.T%dK%d" % (tb, kb))
                 switch.add_case(ir.Constant(I64, tb * 16 + kb), case)
@@ -192,7 +193,7 @@ def rows_weight(gy, x, off, pt, pl, Hp, Wp, lo, hi):
     L = VECTOR_BYTES // x.itemsize
     Lp = -(-(Ho * Wp) // L) * L
     plane = Hp * Wp
-    xs = np.zeros(off.max() + Lp, x.dtype)
+    xs = np.zeros(max(off.max() + Lp, C * plane), x.dtype)  # every tap run, every image row
     gs = np.zeros(K * Lp, x.dtype)
     part = np.zeros(taps * K * L, x.dtype)
     P, X, G, O = _data(part), _data(xs), _data(gs), _data(off)
@@ -209,12 +210,14 @@ def rows_weight(gy, x, off, pt, pl, Hp, Wp, lo, hi):
                 src = gy[n, k, i]
                 for j in range(Wo):
                     dst[j] = src[j]
-        for t0 in range(0, taps, WT):
-            tb = min(WT, taps - t0)
+        t0 = 0
+        while t0 < taps:
+            tb = WT if taps - t0 >= WT else 1
             for k0 in range(0, K, WK):
                 kb = min(WK, K - k0)
                 _weight_block(P, (t0 * K + k0) * L, K * L, X, O, t0, tb, G, k0 * Lp, Lp, kb,
                               Lp // L)
+            t0 += tb
     return part.reshape(taps, K, L)
 
 
