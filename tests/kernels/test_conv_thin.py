@@ -81,6 +81,14 @@ def test_every_thread_route_matches_reference(route, forced, monkeypatch):
     assert len(calls) == (4 if route == "tbb" else 0)
 
 
+def test_bias_in_the_kernel_is_the_separate_add():
+    """The bias the forward kernel adds in its crop gives the bits of adding it afterwards."""
+    x, w, _ = ref.problem(CASES[3], np.float64)
+    b = rng.standard_normal(w.shape[0])
+    g = C.geometry("conv2d", x.shape, w.shape, *CASES[3][7:])
+    np.testing.assert_array_equal(thin.forward(x, w, g, b), thin.forward(x, w, g) + b[:, None, None])
+
+
 def test_gradcheck_weight_float64(forced):
     import ember
     import ember.nn.functional as F

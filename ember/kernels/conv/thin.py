@@ -55,7 +55,8 @@ def ready(dtype, n_images=1, direction="forward"):
     if sig is None:
         a2, a4, off = np.empty((1, 1), dtype), np.empty((1, 1, 1, 1), dtype), np.empty(1, np.int64)
         tail = (0,) * (5 if parallel_ else 6)
-        args = (a4, a2, off, a4) + tail if direction == "forward" else (a4, a4, off) + tail
+        args = ((a4, a2, np.empty(1, dtype), off, a4) + tail if direction == "forward"
+                else (a4, a4, off) + tail)
         sig = _signatures[key] = numba_runtime.signature(*args)
     name = ("rows_forward" if direction == "forward" else "rows_weight") + \
         ("_parallel" if parallel_ else "")
@@ -80,13 +81,15 @@ def _tap_offsets(g):
     return off
 
 
-def forward(x, w, g):
+def forward(x, w, g, bias=None):
+    """The convolution of x by w, plus ``bias`` (K,) when given (added in the kernel's crop)."""
     k = kernels()
     ready(x.dtype, g.N)
     x = np.ascontiguousarray(x)
     wt = np.ascontiguousarray(w.reshape(g.K, -1).T)
+    b = np.zeros(g.K, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
     y = np.empty(g.output_shape, x.dtype)
-    args = (x, wt, _tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
+    args = (x, wt, b, _tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
     parts = _parts(g.N)
     if parts:
         k.rows_forward_parallel(*args, parts)

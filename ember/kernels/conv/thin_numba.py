@@ -79,8 +79,9 @@ def _rows_block(typingctx, acc, abase, astride, x, xbase, w, wbase, wrow, off, t
 
 
 @njit(cache=CACHE, nogil=True)
-def rows_forward(x, w, off, y, pt, pl, Hp, Wp, lo, hi):
-    """y[n] (K, Ho, Wo) for images n in [lo, hi) of x (N, C, H, W), stride 1: w is (taps, K)
+def rows_forward(x, w, b, off, y, pt, pl, Hp, Wp, lo, hi):
+    """y[n] (K, Ho, Wo) for images n in [lo, hi) of x (N, C, H, W), stride 1, plus the bias
+    b (K,) (added in the crop, after the taps' sum, as a separate add would): w is (taps, K)
     with tap t = (c, r, s) reading the zero-padded image at ``off[t]`` (c*Hp*Wp + r*dh*Wp +
     s*dw). Each image is padded into a flat scratch row (its border zeroed once); output rows
     are computed Wp wide (Wp - Wo junk columns each, dropped by the crop) in strips of
@@ -107,15 +108,16 @@ def rows_forward(x, w, off, y, pt, pl, Hp, Wp, lo, hi):
                 _rows_block(A, k0 * Lp + p, Lp, X, p, Wt, k0, K, O, taps, kb)
         for k in range(K):
             out = y[n, k]
+            bk = b[k]
             for i in range(Ho):
                 row = acc[k * Lp + i * Wp:]
                 dst = out[i]
                 for j in range(Wo):
-                    dst[j] = row[j]
+                    dst[j] = row[j] + bk
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)
-def rows_forward_parallel(x, w, off, y, pt, pl, Hp, Wp, parts):
+def rows_forward_parallel(x, w, b, off, y, pt, pl, Hp, Wp, parts):
     """``rows_forward`` over all images in ``parts`` runs of a ``prange`` (Numba's TBB layer)."""
     N = x.shape[0]
     per = (N + parts - 1) // parts
@@ -123,7 +125,7 @@ def rows_forward_parallel(x, w, off, y, pt, pl, Hp, Wp, parts):
         lo = r * per
         hi = min(N, lo + per)
         if lo < hi:
-            rows_forward(x, w, off, y, pt, pl, Hp, Wp, lo, hi)
+            rows_forward(x, w, b, off, y, pt, pl, Hp, Wp, lo, hi)
 
 
 # The weight micro-kernel's block: WK channels x WT taps of vector accumulators plus WK gy and WT
