@@ -402,8 +402,12 @@ def test_thin_wide_layers_run_every_direction_on_own_threads(monkeypatch):
     x = rng.standard_normal((2, 3, 12, 12)).astype(np.float32)
     w = rng.standard_normal((32, 3, 5, 5)).astype(np.float32)
     gy = rng.standard_normal((2, 32, 8, 8)).astype(np.float32)
-    C.conv2d_input_grad(gy, w, x.shape, 1, 0, 1, 1)              # im2col, still own threads
-    C.conv2d_input_grad(gy[:, :16], w[:16], x.shape, 1, 0, 1, 1)  # K = 16: BLAS threads
+    settings.algorithm = "im2col"   # the heuristic runs these on ``direct`` (own threads)
+    try:
+        C.conv2d_input_grad(gy, w, x.shape, 1, 0, 1, 1)              # im2col, still own threads
+        C.conv2d_input_grad(gy[:, :16], w[:16], x.shape, 1, 0, 1, 1)  # K = 16: BLAS threads
+    finally:
+        settings.algorithm = None
     assert seen == [True, False]
 
 

@@ -1,5 +1,5 @@
-"""The register-blocked direct convolution (``direct``) forced: forward and weight gradient against
-a float64 reference and torch, over strides, paddings, dilations, odd sizes and batch sizes;
+"""The register-blocked direct convolution (``direct``) forced: forward, weight gradient and (stride
+1) input gradient against a float64 reference and torch, over strides, paddings, dilations, odd sizes and batch sizes;
 gradcheck through ember.nn.functional.conv2d; selection and the no-Numba fallback."""
 import numpy as np
 import pytest
@@ -49,6 +49,20 @@ def ref_weight_grad(gy, x, case):
     return np.einsum("ncrshw,nkhw->kcrs", windows(x, case), gy.astype(np.float64))
 
 
+def ref_input_grad(gy, w, case):
+    """Stride 1: every tap (r, s) adds gy @ w[:, :, r, s] into the padded input under it."""
+    N, Ci, H, W, K, R, S, st, pad, dil, g = case
+    assert st == (1, 1)
+    pt, pb, pl, pr = pad if len(pad) == 4 else (pad[0], pad[0], pad[1], pad[1])
+    Ho, Wo = gy.shape[2:]
+    gxp = np.zeros((N, Ci, H + pt + pb, W + pl + pr))
+    for r in range(R):
+        for s in range(S):
+            gxp[:, :, r * dil[0]:r * dil[0] + Ho, s * dil[1]:s * dil[1] + Wo] += np.einsum(
+                "nkhw,kc->nchw", gy.astype(np.float64), w[:, :, r, s].astype(np.float64))
+    return gxp[:, :, pt:pt + H, pl:pl + W]
+
+
 @pytest.fixture
 def force():
     settings.algorithm = "direct"
@@ -80,6 +94,47 @@ def test_forward_and_weight_grad_match_reference(case, dtype, force):
           dtype)
     close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
           ref_weight_grad(gy.astype(np.float64), x, case), dtype)
+    if st == (1, 1):
+        close(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), ref_input_grad(gy, w, case),
+              dtype)
+
+
+# (N, C, H, W, K, R, S, stride, padding, dilation, groups), stride 1: input-gradient blocks of one
+# and two rows (H = 1, odd H), rows of one or two vectors and wider (shifted last segment), channel
+# blocks with remainders, padding wider than the kernel, rows without any tap
+INPUT_CASES = [
+    (1, 1, 1, 1, 2, 1, 1, (1, 1), (0, 0), (1, 1), 1),
+    (2, 7, 1, 9, 3, 1, 3, (1, 1), (0, 1), (1, 1), 1),
+    (2, 17, 5, 30, 9, 3, 5, (1, 1), (0, 3), (1, 1), 1),
+    (3, 2, 7, 7, 4, 5, 5, (1, 1), (4, 4), (1, 1), 1),
+    (2, 10, 40, 3, 3, 2, 2, (1, 1), (0, 0), (1, 2), 1),
+    (1, 9, 6, 41, 5, 3, 3, (1, 1), (2, 0, 0, 3), (2, 3), 1),
+    (2, 13, 11, 8, 20, 4, 2, (1, 1), (3, 3), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", INPUT_CASES, ids=[str(i) for i in range(len(INPUT_CASES))])
+def test_input_grad_matches_reference(case, dtype, force):
+    x, w, gy = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    close(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), ref_input_grad(gy, w, case),
+          dtype)
+
+
+def test_input_grad_plan_fits_registers():
+    """Every (rows, vectors, channels) block the plan picks is one the kernel is compiled for."""
+    k = direct.kernels()
+    for case in CASES + INPUT_CASES:
+        N, Ci, H, W, K, R, S, st, pad, dil, g = case
+        if st != (1, 1):
+            continue
+        geo = C.geometry("conv2d", (N, Ci, H, W), (K, Ci, R, S), st, pad, dil, g)
+        for dtype in (np.float32, np.float64):
+            P, VX, CB = direct._input_plan(geo, dtype)[:3]
+            assert P in k.INPUT_ROWS and P <= H and VX in k.INPUT_VECTORS
+            assert 1 <= CB <= min(Ci, k.input_channels(P, VX))
+            assert P * VX * CB + P * VX + 1 <= k.REGISTERS
 
 
 @pytest.mark.parametrize("case", CASES, ids=IDS)
@@ -94,6 +149,8 @@ def test_matches_torch(case, force):
     ty.backward(torch.tensor(gy))
     close(C.conv2d_forward(x, w, None, st, pad, dil, g), ty.detach().numpy(), np.float32)
     close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), tw.grad.numpy(), np.float32)
+    if st == (1, 1):
+        close(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), tx.grad.numpy(), np.float32)
 
 
 def test_weight_tap_blocks_split_taps_exactly():
@@ -156,19 +213,22 @@ def test_forward_row_transpose_writes_only_its_tile(cols, count, dtype):
     np.testing.assert_array_equal(y, expected)
 
 
-def test_input_gradient_and_groups_are_not_supported(force):
+def test_strided_input_gradient_and_groups_are_not_supported(force):
     g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
     assert direct.supports(g, "forward") and direct.supports(g, "weight")
-    assert not direct.supports(g, "input")
+    assert direct.supports(g, "input")
+    assert not direct.supports(C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 2, 1, 1, 1),
+                               "input")
     assert not direct.supports(C.geometry("conv2d", (2, 4, 8, 8), (4, 2, 3, 3), 1, 1, 1, 2),
                                "forward")
     with pytest.raises(ValueError, match="algorithm 'direct' cannot compute the input"):
-        C.conv2d_input_grad(np.zeros((2, 4, 8, 8)), np.zeros((4, 4, 3, 3)), (2, 4, 8, 8), 1, 1, 1,
+        C.conv2d_input_grad(np.zeros((2, 4, 4, 4)), np.zeros((4, 4, 3, 3)), (2, 4, 8, 8), 2, 1, 1,
                             1)
 
 
 def test_gradcheck_through_functional_conv2d(force):
-    """Weight gradient only: with ``direct`` forced the input gradient would raise."""
+    """Weight gradient at stride 2 (with ``direct`` forced the strided input gradient would
+    raise), input and weight gradient at stride 1."""
     import ember
     from ember.autograd import gradcheck
     import ember.nn.functional as F
@@ -176,7 +236,9 @@ def test_gradcheck_through_functional_conv2d(force):
     w = ember.tensor(rng.standard_normal((5, 3, 3, 2)), requires_grad=True)
     assert gradcheck(lambda w: F.conv2d(x, w, None, stride=(2, 1), padding=1, dilation=(1, 2)),
                      (w,))
-    assert gradcheck(lambda w: F.conv2d(x, w, None), (w,))
+    x.requires_grad_(True)
+    assert gradcheck(lambda x, w: F.conv2d(x, w, None, padding=(1, 2), dilation=(1, 2)), (x, w))
+    assert gradcheck(lambda x, w: F.conv2d(x, w, None), (x, w))
 
 
 @pytest.mark.parametrize("tbb", [False, True])
@@ -188,7 +250,7 @@ def test_thread_counts_give_matching_results(tbb, force, monkeypatch):
         pytest.skip("Numba's TBB threading layer is not available")
     monkeypatch.setattr(direct, "TBB", tbb)
     calls = []
-    for name in ("forward_parallel", "weight_parallel"):
+    for name in ("forward_parallel", "weight_parallel", "input_grad_parallel"):
         def spy(*a, fn=getattr(direct.kernels(), name)):
             calls.append(fn)
             return fn(*a)
@@ -200,12 +262,14 @@ def test_thread_counts_give_matching_results(tbb, force, monkeypatch):
         for n in (1, 2, 3):
             set_num_threads(n)
             results.append((C.conv2d_forward(x, w, None, 1, 0, 1, 1),
-                            C.conv2d_weight_grad(gy, x, w.shape, 1, 0, 1, 1)))
+                            C.conv2d_weight_grad(gy, x, w.shape, 1, 0, 1, 1),
+                            C.conv2d_input_grad(gy, w, x.shape, 1, 0, 1, 1)))
     finally:
         set_num_threads(before)
-    assert len(calls) == (4 if tbb else 0)   # the prange drivers, at 2 and 3 threads
+    assert len(calls) == (6 if tbb else 0)   # the prange drivers, at 2 and 3 threads
     for other in results[1:]:
         np.testing.assert_array_equal(other[0], results[0][0])  # images are independent
+        np.testing.assert_array_equal(other[2], results[0][2])
         np.testing.assert_allclose(other[1], results[0][1], rtol=1e-12, atol=1e-12)
     assert "direct" in parallel.OWN_THREADS_ALGORITHMS
 
@@ -223,7 +287,9 @@ def test_heuristic_picks_direct_for_thin_layers():
                                                     2, 1, 1), thin_ok=False) == "im2col"
     assert pick((64, 3, 32, 32), (6, 3, 5, 5)) == "im2col"   # 450 multiply-adds per pixel
     assert pick((64, 1, 28, 28), (6, 1, 5, 5), 2, direction="weight") == "thin"
-    assert pick((32, 3, 32, 32), (32, 3, 5, 5), direction="input") == "im2col"
+    # stride-1 input gradient of thin layers with K >= 16: direct
+    assert pick((32, 3, 32, 32), (32, 3, 5, 5), direction="input") == "direct"
+    assert pick((64, 6, 14, 14), (16, 6, 5, 5), direction="input") == "direct"
     assert pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
 
 
@@ -257,6 +323,14 @@ for i in (0, 2, 4, 5):
         t.close(C.conv2d_forward(x, w, None, st, pad, dil, g), t.ref_forward(x, w, case), dtype)
         t.close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
                 t.ref_weight_grad(gy.astype(np.float64), x, case), dtype)
+        if st == (1, 1):
+            t.close(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g),
+                    t.ref_input_grad(gy, w, case), dtype)
+for case in t.INPUT_CASES[1:4]:
+    x, w, gy = t.problem(case, np.float32)
+    st, pad, dil, g = case[7:]
+    t.close(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), t.ref_input_grad(gy, w, case),
+            np.float32)
 print("ok")
 """
 

@@ -40,8 +40,9 @@ def supports(g, direction):
     """Whether the direct kernels can compute ``direction`` for ``g`` (Numba installed; not
     imported here: ``ready`` says whether the kernel can run now)."""
     from ember.kernels.pointwise import numba_runtime
-    return g.groups == 1 and direction in ("forward", "weight") and _kernels is not False \
-        and numba_runtime.available()
+    return (g.groups == 1 and (direction in ("forward", "weight")
+                               or (direction == "input" and g.stride == (1, 1)))
+            and _kernels is not False and numba_runtime.available())
 
 
 _signatures = {}
@@ -71,10 +72,13 @@ def _signature(direction, g, dtype):
         off = np.empty(0, np.int64)
         if direction == "forward":
             args = (a2, a2, off, a4) + (0,) * (6 if parallel_ else 7)
+        elif direction == "input":
+            args = (a4, a2, off, a4) + (0,) * (12 if parallel_ else 13)
         else:
             args = (a4, a2, off) + (0,) * (6 if parallel_ else 7)
         sig = _signatures[key] = numba_runtime.signature(*args)
-    name = ("forward" if direction == "forward" else "weight") + ("_parallel" if parallel_ else "")
+    name = {"forward": "forward", "input": "input_grad", "weight": "weight"}[direction] + \
+        ("_parallel" if parallel_ else "")
     return getattr(kernels(), name), sig
 
 
@@ -88,24 +92,35 @@ def _vectors(K, dtype):
 
 
 def _pixels(Wo, V=1):
-    """Output pixels per block: the P in (8, 7, 6, 5) whose P*V accumulators, V weight vectors and
-    a broadcast fit the host's vector registers (``direct_numba.REGISTERS``: with 16, P <= 6 at
-    V = 2) with the fewest blocks per row, then the fewest wasted (recomputed) pixels; 1 for
-    rows shorter than 5."""
+    """Output pixels per block: the P of ``direct_numba.forward_pixels(V)`` (those whose P*V
+    accumulators, V weight vectors and a broadcast fit the host's vector registers) with the
+    fewest wasted (recomputed) pixels per row, then the largest; 1 for rows shorter than 5.
+    Large blocks matter at V = 1: five accumulators (P = 5 for a row of 10, LeNet conv2 at
+    AVX-512) leave the FMA units waiting on their 4-cycle latency."""
     if Wo < 5:
         return 1
-    regs = kernels().REGISTERS
-    fits = [p for p in (8, 7, 6, 5) if p * V + V + 1 <= regs]
+    fits = [p for p in kernels().forward_pixels(V) if 1 < p <= Wo]
     return min(fits, key=lambda p: (-(-Wo // p) * p - Wo, -p))
 
 
+_offset_cache = {}
+
+
 def _offsets(g):
-    """Offset of each tap (c, r, s) in one flattened zero-padded image."""
-    dh, dw = g.dilation
-    c = np.arange(g.C)[:, None, None] * (g.Hp * g.Wp)
-    r = np.arange(g.R)[None, :, None] * (dh * g.Wp)
-    s = np.arange(g.S)[None, None, :] * dw
-    return (c + r + s).reshape(-1).astype(np.int64)
+    """Offset of each tap (c, r, s) in one flattened zero-padded image (kept per geometry: it
+    costs ~5 us, a few percent of a LeNet-sized call)."""
+    key = (g.C, g.Hp, g.Wp, g.R, g.S, g.dilation)
+    off = _offset_cache.get(key)
+    if off is None:
+        dh, dw = g.dilation
+        c = np.arange(g.C)[:, None, None] * (g.Hp * g.Wp)
+        r = np.arange(g.R)[None, :, None] * (dh * g.Wp)
+        s = np.arange(g.S)[None, None, :] * dw
+        off = (c + r + s).reshape(-1).astype(np.int64)
+        if len(_offset_cache) > 256:
+            _offset_cache.clear()
+        _offset_cache[key] = off
+    return off
 
 
 def _images(x, g, lo, hi, slot):
@@ -175,3 +190,76 @@ def weight_grad(gy, x, g):
     for p in parts[1:]:
         gw += p
     return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)
+
+
+_input_plans = {}
+
+
+def _input_plan(g, dtype):
+    """(P, VX, CB, PT, QL, Hq, Wq, off) of the input-gradient kernel for ``g`` (kept per
+    geometry): VX vectors of columns per segment (1 when a gx row fits one vector), and the rows
+    per block P in ``INPUT_ROWS`` (at most H) with
+    the lowest estimated cost: per tap and channel block max(FMAs / 2, loads / 2, 4 cycles of FMA
+    latency), times the taps each row block runs (blocks near the top and bottom run fewer).
+    The padded gy image is (K, Hq, Wq) with PT = P - 1 zero rows above and below and QL zero
+    columns on the left; ``off`` holds the taps' offsets in it, ordered (r, k, s) so that the
+    taps of a row block are one contiguous run of rows r."""
+    key = (g.key(), np.dtype(dtype).str)
+    plan = _input_plans.get(key)
+    if plan is not None:
+        return plan
+    k = kernels()
+    L = _lanes(dtype)
+    VX = 1 if g.W <= L else 2
+    pt, dh = g.padding[0], g.dilation[0]
+    best = None
+    for P in k.INPUT_ROWS:
+        if P > g.H:
+            continue
+        cbmax = k.input_channels(P, VX)
+        nb = -(-g.C // cbmax)
+        CB = -(-g.C // nb)
+        blocks = [CB] * (g.C // CB) + ([g.C % CB] if g.C % CB else [])
+        per_tap = sum(max(P * VX * cb / 2, (P * VX + cb) / 2, 4) for cb in blocks)
+        rows = 0
+        for y0 in range(0, g.H, P):
+            y0 = min(y0, g.H - P)
+            r_lo = max(0, -((g.Ho - 1 - y0 - pt) // dh))
+            r_hi = min(g.R - 1, (y0 + P - 1 + pt) // dh)
+            rows += max(0, r_hi - r_lo + 1)
+        cost = rows * per_tap
+        if best is None or cost < best[0]:
+            best = (cost, P, CB)
+    _, P, CB = best
+    pl, dw = g.padding[2], g.dilation[1]
+    PT = P - 1
+    QL = max(0, (g.S - 1) * dw - pl)
+    Hq = g.Ho + 2 * PT
+    Wq = max(g.Wo, max(g.W, VX * L) + pl) + QL
+    r = np.arange(g.R)[:, None, None] * (dh * Wq)
+    kk = np.arange(g.K)[None, :, None] * (Hq * Wq)
+    s = np.arange(g.S)[None, None, :] * dw
+    off = (kk - r - s).reshape(-1).astype(np.int64)
+    if len(_input_plans) > 256:
+        _input_plans.clear()
+    plan = _input_plans[key] = (P, VX, CB, PT, QL, Hq, Wq, off)
+    return plan
+
+
+def input_grad(gy, w, g):
+    """Stride-1 input gradient: gx[n, c, y, x] = sum over (k, r, s) of w[k, c, r, s] *
+    gy[n, k, y + pt - r*dh, x + pl - s*dw] along rows of gx (``direct_numba.input_grad``)."""
+    k = kernels()
+    ready("input", g, gy.dtype, force=True)
+    P, VX, CB, PT, QL, Hq, Wq, off = _input_plan(g, gy.dtype)
+    wt = np.ascontiguousarray(w.transpose(2, 0, 3, 1)).reshape(g.R * g.K * g.S, g.C)
+    gy = np.ascontiguousarray(gy)
+    gx = np.empty(g.input_shape, gy.dtype)
+    args = (gy, wt, off, gx, g.padding[0], g.padding[2], g.dilation[0], g.R, PT, QL, Hq, Wq,
+            P, VX, CB)
+    parts = _tbb_parts(g.N)
+    if parts:
+        k.input_grad_parallel(*args, parts)
+    else:
+        parallel.run(lambda lo, hi: k.input_grad(*args, lo, hi), g.N)
+    return gx

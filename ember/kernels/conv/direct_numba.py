@@ -116,46 +116,70 @@ def _data(typingctx, arr):
     return types.CPointer(arr.dtype)(arr), codegen
 
 
+def forward_pixels(V):
+    """Pixel blocks the forward micro-kernel is compiled for at V vectors: those of
+    (14, 10, 8, 7, 6, 5) whose P*V accumulators, V weight vectors and a broadcast fit the
+    vector registers, and 1 (rows shorter than 5)."""
+    return [p for p in (14, 10, 8, 7, 6, 5) if p * V + V + 1 <= REGISTERS] + [1]
+
+
+def _emit_forward(builder, fma, vty, size, args, P, V, sw_):
+    """The forward micro-kernel for literal P, V (see ``_forward_block``) with stride ``sw_``
+    (an ``ir.Constant`` 1 or the runtime value)."""
+    accp, abase, xp, wp, op, n, base, _, wcol, wrow = args
+    L = vty.count
+
+    def body(t, accs):
+        o = builder.add(builder.load(_at(builder, op, t)), base)
+        row = builder.add(builder.mul(t, wrow), wcol)
+        ws = [_vload(builder, wp, builder.add(row, ir.Constant(I64, v * L)), vty, size)
+              for v in range(V)]
+        out = []
+        for p in range(P):
+            xi = builder.add(o, builder.mul(sw_, ir.Constant(I64, p)))
+            xb = _broadcast(builder, builder.load(_at(builder, xp, xi)), vty)
+            out += [builder.call(fma, [xb, ws[v], accs[p * V + v]]) for v in range(V)]
+        return out
+    zero = ir.Constant(vty, [0.0] * L)
+    accs = _loop(builder, n, [zero] * (P * V), body)
+    start = builder.add(abase, wcol)
+    for p in range(P):
+        row = builder.add(start, builder.mul(wrow, ir.Constant(I64, p)))
+        for v in range(V):
+            _vstore(builder, accs[p * V + v], accp,
+                    builder.add(row, ir.Constant(I64, v * L)), vty, size)
+
+
 @intrinsic
 def _forward_block(typingctx, acc, abase, x, w, off, taps, base, sw, wcol, wrow, P, V):
     """acc[abase + p*wrow + wcol + v*L + l] = sum over t < taps of x[off[t] + base + p*sw] *
     w[t*wrow + wcol + v*L + l] for p < P, v < V, l < L lanes: P*V vector accumulators in
-    registers, stored once (``acc`` is laid out like rows of ``w``). ``sw`` may be a literal
-    (constant addressing) or a runtime stride."""
-    P_, V_, SW = _literal(P), _literal(V), _literal(sw)
-    if P_ is None or V_ is None:
-        return None
-
+    registers, stored once (``acc`` is laid out like rows of ``w``). P (one of
+    ``forward_pixels(V)``) and V (1 or 2) are runtime values: a switch over one unrolled kernel
+    per (P, V, stride == 1); the stride-1 variants use constant addressing (with a runtime
+    stride LLVM steps one x pointer per pixel and spills them)."""
     def codegen(context, builder, sig, args):
-        accp, abase, xp, wp, op, n, base, sw_, wcol, wrow = args[:10]
-        if SW is not None:
-            sw_ = ir.Constant(I64, SW)
         vty, size = _vector(context, acc.dtype)
         fma = _fma(builder, vty, size)
-        L = vty.count
-
-        def body(t, accs):
-            o = builder.add(builder.load(_at(builder, op, t)), base)
-            row = builder.add(builder.mul(t, wrow), wcol)
-            ws = [_vload(builder, wp, builder.add(row, ir.Constant(I64, v * L)), vty, size)
-                  for v in range(V_)]
-            out = []
-            for p in range(P_):
-                xi = builder.add(o, builder.mul(sw_, ir.Constant(I64, p)))
-                xb = _broadcast(builder, builder.load(_at(builder, xp, xi)), vty)
-                out += [builder.call(fma, [xb, ws[v], accs[p * V_ + v]]) for v in range(V_)]
-            return out
-        zero = ir.Constant(vty, [0.0] * L)
-        accs = _loop(builder, n, [zero] * (P_ * V_), body)
-        start = builder.add(abase, wcol)
-        for p in range(P_):
-            row = builder.add(start, builder.mul(wrow, ir.Constant(I64, p)))
-            for v in range(V_):
-                _vstore(builder, accs[p * V_ + v], accp,
-                        builder.add(row, ir.Constant(I64, v * L)), vty, size)
+        P_, V_, sw_ = args[10], args[11], args[7]
+        unit = builder.zext(builder.icmp_signed("==", sw_, ir.Constant(I64, 1)), I64)
+        key = builder.add(builder.mul(builder.add(builder.mul(V_, ir.Constant(I64, 64)), P_),
+                                      ir.Constant(I64, 2)), unit)
+        done = builder.append_basic_block("forward.done")
+        switch = builder.switch(key, done)
+        for v in (1, 2):
+            for p in forward_pixels(v):
+                for u in (0, 1):
+                    case = builder.append_basic_block("forward.P%dV%d%s" % (p, v, "s1" * u))
+                    switch.add_case(ir.Constant(I64, (v * 64 + p) * 2 + u), case)
+                    builder.position_at_end(case)
+                    _emit_forward(builder, fma, vty, size, args[:10], p, v,
+                                  ir.Constant(I64, 1) if u else sw_)
+                    builder.branch(done)
+        builder.position_at_end(done)
         return context.get_dummy_value()
-    sig = types.void(acc, types.intp, x, w, off, types.intp, types.intp,
-                     sw if SW is not None else types.intp, types.intp, types.intp, P, V)
+    sig = types.void(acc, types.intp, x, w, off, types.intp, types.intp, types.intp, types.intp,
+                     types.intp, types.intp, types.intp)
     return sig, codegen
 
 
@@ -321,63 +345,13 @@ def _transpose_tile_masked(typingctx, dst, dbase, drow, src, sbase, srow, cols, 
 
 
 @njit(cache=CACHE, nogil=True)
-def _forward_span(acc, abase, X, W, O, taps, base, sw, kb, Kp, P, V):
-    # one literal (P, V, stride-1) instantiation per branch
-    if V == 2:
-        if sw == 1:
-            if P == 8:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 8, 2)
-            elif P == 7:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 7, 2)
-            elif P == 6:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 6, 2)
-            elif P == 5:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 5, 2)
-            else:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 1, 2)
-        else:
-            if P == 8:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 8, 2)
-            elif P == 7:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 7, 2)
-            elif P == 6:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 6, 2)
-            elif P == 5:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 5, 2)
-            else:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 1, 2)
-    else:
-        if sw == 1:
-            if P == 8:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 8, 1)
-            elif P == 7:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 7, 1)
-            elif P == 6:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 6, 1)
-            elif P == 5:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 5, 1)
-            else:
-                _forward_block(acc, abase, X, W, O, taps, base, 1, kb, Kp, 1, 1)
-        else:
-            if P == 8:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 8, 1)
-            elif P == 7:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 7, 1)
-            elif P == 6:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 6, 1)
-            elif P == 5:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 5, 1)
-            else:
-                _forward_block(acc, abase, X, W, O, taps, base, sw, kb, Kp, 1, 1)
-
-
-@njit(cache=CACHE, nogil=True)
 def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
     """y[n, k, i, j] = sum_t xp[n - lo, off[t] + i*sh*Wp + j*sw] * wp[t, k] for images n in
     [lo, hi): ``xp`` holds those images padded and flattened (n, C*Hp*Wp), ``wp`` the weight
     repacked as (C*R*S, Kp) with Kp a multiple of V vectors (zero columns beyond K), ``off`` the
     offset of each tap (c, r, s) in a flattened padded image. Output pixels are done P at a time
-    (the last block of a row shifted left to end at the row's end); P is 8, 7, 6, 5 or 1. Each
+    (the last block of a row shifted left to end at the row's end); P is one of
+    ``forward_pixels(V)``. Each
     block's accumulators go to a row buffer (pixels, Kp) as whole vectors, and the finished row
     is transposed into y in L x L register tiles (masked stores at the row's end and beyond K).
     ``y`` must be C-contiguous."""
@@ -397,7 +371,7 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, lo, hi):
                 j0 = min(j0, Wo - P)
                 base = xb + i * sh * Wp + j0 * sw
                 for kb in range(0, Kp, KB):
-                    _forward_span(R, j0 * Kp, X, W, O, taps, base, sw, kb, Kp, P, V)
+                    _forward_block(R, j0 * Kp, X, W, O, taps, base, sw, kb, Kp, P, V)
             for kb in range(0, K, L):
                 for q0 in range(0, Wo, L):
                     _transpose_tile_masked(Y, (n * K + kb) * HW + i * Wo + q0, HW,
@@ -495,3 +469,144 @@ def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, parts):
     for r in range(1, parts):
         gw += partial[r]
     return gw
+
+
+# ------------------------------------------------------------------------------ input gradient
+# Stride-1 input gradient along rows of gx: a block of P gx rows x VX vectors of columns x CB
+# channels of vector accumulators; per tap (r, k, s) P*VX vector loads of the zero-padded gy and
+# one broadcast weight per channel feed P*VX*CB FMAs (the layout of ``thin``'s forward, here
+# without a full zero-padded problem: only the taps whose gy rows exist are run).
+INPUT_ROWS = (1, 2)
+INPUT_VECTORS = (1, 2)
+INPUT_MAX_CHANNELS = 8
+
+
+def input_channels(P, VX):
+    """Largest channel block of the input-gradient micro-kernel at P rows x VX vectors: P*VX*CB
+    accumulators, P*VX gy vectors and a broadcast within the vector registers (at most
+    INPUT_MAX_CHANNELS)."""
+    return min(INPUT_MAX_CHANNELS, (REGISTERS - 1 - P * VX) // (P * VX))
+
+
+def _emit_input(builder, fma, vty, size, args, P, VX, CB):
+    gxp, gxbase, gxrow, gxplane, gqp, base, gqrow, wtp, wbase, wrow, op, t0, nt, cols = args
+    L = vty.count
+
+    def tap(t, accs):
+        ti = builder.add(t0, t)
+        o = builder.add(builder.load(_at(builder, op, ti)), base)
+        gs = [_vload(builder, gqp, builder.add(o, builder.add(
+            builder.mul(gqrow, ir.Constant(I64, p)), ir.Constant(I64, v * L))), vty, size)
+            for p in range(P) for v in range(VX)]
+        row = builder.add(builder.mul(ti, wrow), wbase)
+        out = []
+        for c in range(CB):
+            wc = _broadcast(builder, builder.load(_at(builder, wtp, builder.add(
+                row, ir.Constant(I64, c)))), vty)
+            out += [builder.call(fma, [gs[q], wc, accs[c * P * VX + q]]) for q in range(P * VX)]
+        return out
+    zero = ir.Constant(vty, [0.0] * L)
+    accs = _loop(builder, nt, [zero] * (CB * P * VX), tap)
+    one = ir.Constant(I64, 1)
+    izero = ir.Constant(I64, 0)
+    bits = []
+    for v in range(VX):
+        n = builder.sub(cols, ir.Constant(I64, v * L))
+        n = builder.select(builder.icmp_signed("<", n, izero), izero, n)
+        n = builder.select(builder.icmp_signed(">", n, ir.Constant(I64, L)), ir.Constant(I64, L), n)
+        bits.append(builder.sub(builder.shl(one, n), one))
+    for c in range(CB):
+        cbase = builder.add(gxbase, builder.mul(gxplane, ir.Constant(I64, c)))
+        for p in range(P):
+            rbase = builder.add(cbase, builder.mul(gxrow, ir.Constant(I64, p)))
+            for v in range(VX):
+                _masked_store(builder, accs[c * P * VX + p * VX + v], gxp,
+                              builder.add(rbase, ir.Constant(I64, v * L)), bits[v], vty, size)
+
+
+@intrinsic
+def _input_block(typingctx, gx, gxbase, gxrow, gxplane, gq, base, gqrow, wt, wbase, wrow, off,
+                 t0, nt, cols, P, VX, CB):
+    """gx[gxbase + c*gxplane + p*gxrow + q] = sum over taps t in [t0, t0 + nt) of
+    gq[base + off[t] + p*gqrow + q] * wt[t*wrow + wbase + c] for c < CB, p < P and the first
+    ``cols`` of q < VX*L columns (masked stores): CB*P*VX vector accumulators in registers. P, VX
+    and CB are runtime values: a switch over one unrolled kernel per (P, VX, CB)."""
+    def codegen(context, builder, sig, args):
+        vty, size = _vector(context, gx.dtype)
+        fma = _fma(builder, vty, size)
+        P_, VX_, CB_ = args[14], args[15], args[16]
+        key = builder.add(builder.mul(builder.add(builder.mul(P_, ir.Constant(I64, 4)), VX_),
+                                      ir.Constant(I64, 64)), CB_)
+        done = builder.append_basic_block("input.done")
+        switch = builder.switch(key, done)
+        for p in INPUT_ROWS:
+            for v in INPUT_VECTORS:
+                for cb in range(1, input_channels(p, v) + 1):
+                    case = builder.append_basic_block("input.P%dV%dC%d" % (p, v, cb))
+                    switch.add_case(ir.Constant(I64, (p * 4 + v) * 64 + cb), case)
+                    builder.position_at_end(case)
+                    _emit_input(builder, fma, vty, size, args[:14], p, v, cb)
+                    builder.branch(done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+    sig = types.void(gx, *[types.intp] * 3, gq, types.intp, types.intp, wt, types.intp,
+                     types.intp, off, *[types.intp] * 6)
+    return sig, codegen
+
+
+@njit(cache=CACHE, nogil=True)
+def input_grad(gy, wt, off, gx, pt, pl, dh, R, PT, QL, Hq, Wq, P, VX, CB, lo, hi):
+    """gx[n, c, y, x] = sum over (r, k, s) of wt[(r*K + k)*S + s, c] * gy[n, k, y + pt - r*dh,
+    x + pl - s*dw] (zero outside gy) for images n in [lo, hi), stride 1. ``off[t]`` is tap t's
+    offset in the padded gy image (k*Hq*Wq - r*dh*Wq - s*dw); each image of gy is copied into a
+    zeroed (K, Hq, Wq) scratch with PT rows above and QL columns left of it. gx rows are done P
+    at a time (the last block shifted up to end at H), each running only the taps r whose gy row
+    exists for one of its rows; columns in segments of VX vectors (the last shifted left), and
+    channels CB at a time (the remainder as a smaller block). ``gx`` must be C-contiguous."""
+    N, K, Ho, Wo = gy.shape
+    C, H, W = gx.shape[1], gx.shape[2], gx.shape[3]
+    taps = off.shape[0]
+    KS = taps // R
+    L = VECTOR_BYTES // wt.itemsize
+    XV = VX * L
+    plane = Hq * Wq
+    gq = np.zeros(K * plane, wt.dtype)
+    GX, GQ, WT, O = _data(gx), _data(gq), _data(wt), _data(off)
+    HW = H * W
+    for n in range(lo, hi):
+        for k in range(K):
+            for i in range(Ho):
+                dst = gq[k * plane + (PT + i) * Wq + QL:]
+                src = gy[n, k, i]
+                for j in range(Wo):
+                    dst[j] = src[j]
+        for y0 in range(0, H, P):
+            y0 = min(y0, H - P)
+            # taps r whose gy row y + pt - r*dh lies in [0, Ho) for a row y of the block
+            r_lo = max(0, -((Ho - 1 - y0 - pt) // dh))
+            r_hi = min(R - 1, (y0 + P - 1 + pt) // dh)
+            t0 = r_lo * KS
+            nt = (r_hi - r_lo + 1) * KS
+            if nt < 0:
+                nt = 0
+            for x0 in range(0, W, XV):
+                if W >= XV:
+                    x0 = min(x0, W - XV)
+                cols = min(XV, W - x0)
+                base = (PT + y0 + pt) * Wq + x0 + pl + QL
+                for c0 in range(0, C, CB):
+                    cb = min(CB, C - c0)
+                    _input_block(GX, (n * C + c0) * HW + y0 * W + x0, W, HW, GQ, base, Wq, WT,
+                                 c0, C, O, t0, nt, cols, P, VX, cb)
+
+
+@njit(cache=CACHE, nogil=True, parallel=True)
+def input_grad_parallel(gy, wt, off, gx, pt, pl, dh, R, PT, QL, Hq, Wq, P, VX, CB, parts):
+    """``input_grad`` over all images, ``parts`` runs of images in a ``prange``."""
+    N = gy.shape[0]
+    per = (N + parts - 1) // parts
+    for r in prange(parts):
+        lo = r * per
+        hi = min(N, lo + per)
+        if lo < hi:
+            input_grad(gy, wt, off, gx, pt, pl, dh, R, PT, QL, Hq, Wq, P, VX, CB, lo, hi)
