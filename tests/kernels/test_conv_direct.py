@@ -25,6 +25,7 @@ CASES = [
     (1, 2, 5, 6, 3, 5, 4, (3, 2), (0, 0), (1, 1), 1),       # output rows shorter than 5
     (5, 7, 10, 23, 33, 2, 3, (2, 3), (1, 0), (2, 2), 1),
     (2, 3, 9, 9, 8, 1, 1, (1, 1), (0, 0), (1, 1), 1),       # 1x1
+    (2, 5, 12, 13, 12, 3, 3, (1, 1), (1, 1), (1, 1), 1),    # sliding forward of width 3
 ]
 IDS = [str(i) for i in range(len(CASES))]
 
@@ -151,6 +152,23 @@ def test_matches_torch(case, force):
     close(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), tw.grad.numpy(), np.float32)
     if st == (1, 1):
         close(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), tx.grad.numpy(), np.float32)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("i", [2, 10])
+def test_sliding_forward_gives_the_plain_kernels_bits(i, dtype, force, monkeypatch):
+    """The sliding variant (each input broadcast once for its S taps) runs the same products in
+    the same order as the plain kernel."""
+    case = CASES[i]
+    x, w, _ = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    geo = C.geometry("conv2d", x.shape, w.shape, st, pad, dil, g)
+    slide = direct._slide(geo, direct._vectors(geo.K, dtype))
+    if not slide:
+        pytest.skip("no sliding variant fits this host's registers here")
+    y = C.conv2d_forward(x, w, None, st, pad, dil, g)
+    monkeypatch.setattr(direct, "SLIDE", False)
+    np.testing.assert_array_equal(C.conv2d_forward(x, w, None, st, pad, dil, g), y)
 
 
 def test_weight_tap_blocks_split_taps_exactly():

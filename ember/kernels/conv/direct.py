@@ -21,6 +21,7 @@ from .workspace import padded
 
 _kernels = None
 TBB = True   # run on Numba's TBB layer when it is the threading layer (``_tbb_parts``)
+SLIDE = True   # the forward's sliding variant where it applies (``_slide``)
 
 
 def kernels():
@@ -71,7 +72,7 @@ def _signature(direction, g, dtype):
         a2, a4 = np.empty((0, 0), dtype), np.empty((0, 0, 0, 0), dtype)
         off = np.empty(0, np.int64)
         if direction == "forward":
-            args = (a2, a2, off, a4) + (0,) * (6 if parallel_ else 7)
+            args = (a2, a2, off, a4) + (0,) * (7 if parallel_ else 8)
         elif direction == "input":
             args = (a4, a2, off, a4) + (0,) * (12 if parallel_ else 13)
         else:
@@ -91,16 +92,27 @@ def _vectors(K, dtype):
     return 2 if K > _lanes(dtype) else 1
 
 
-def _pixels(Wo, V=1):
+def _pixels(Wo, V=1, S=0):
     """Output pixels per block: the P of ``direct_numba.forward_pixels(V)`` (those whose P*V
-    accumulators, V weight vectors and a broadcast fit the host's vector registers) with the
-    fewest wasted (recomputed) pixels per row, then the largest; 1 for rows shorter than 5.
-    Large blocks matter at V = 1: five accumulators (P = 5 for a row of 10, LeNet conv2 at
-    AVX-512) leave the FMA units waiting on their 4-cycle latency."""
+    accumulators, V weight vectors and a broadcast fit the host's vector registers; with a
+    sliding width S, ``slide_pixels(V, S)``) with the fewest wasted (recomputed) pixels per row,
+    then the largest; 1 for rows shorter than 5. Large blocks matter at V = 1: five
+    accumulators (P = 5 for a row of 10, LeNet conv2 at AVX-512) leave the FMA units waiting on
+    their 4-cycle latency."""
     if Wo < 5:
         return 1
-    fits = [p for p in kernels().forward_pixels(V) if 1 < p <= Wo]
-    return min(fits, key=lambda p: (-(-Wo // p) * p - Wo, -p))
+    k = kernels()
+    fits = [p for p in (k.slide_pixels(V, S) if S else k.forward_pixels(V)) if 1 < p <= Wo]
+    return min(fits, key=lambda p: (-(-Wo // p) * p - Wo, -p)) if fits else 1
+
+
+def _slide(g, V):
+    """Sliding width of the forward kernel for ``g`` (its S when stride and dilation along rows
+    are 1, S is one of ``SLIDE_WIDTHS`` and a block of at least 8 accumulators fits), else 0."""
+    k = kernels()
+    if g.stride[1] != 1 or g.dilation[1] != 1 or g.S not in k.SLIDE_WIDTHS or g.Wo < 5:
+        return 0
+    return g.S if any(p <= g.Wo for p in k.slide_pixels(V, g.S)) else 0
 
 
 _offset_cache = {}
@@ -150,18 +162,20 @@ def forward(x, w, g):
     wp = np.zeros((g.C * g.R * g.S, Kp), x.dtype)
     wp[:, :g.K] = w.reshape(g.K, -1).T
     off = _offsets(g)
-    P = _pixels(g.Wo, V)
+    S = SLIDE and _slide(g, V)
+    P = _pixels(g.Wo, V, S)
     y = np.empty(g.output_shape, x.dtype)
     sh, sw = g.stride
 
     parts = _tbb_parts(g.N)
     if parts:
         k.forward_parallel(_images(x, g, 0, g.N, "direct.pad"), wp, off, y, g.Wp, sh, sw, P, V,
-                           parts)
+                           S, parts)
         return y
 
     def chunk(lo, hi):
-        k.forward(_images(x, g, lo, hi, "direct.pad"), wp, off, y, g.Wp, sh, sw, P, V, lo, hi)
+        k.forward(_images(x, g, lo, hi, "direct.pad"), wp, off, y, g.Wp, sh, sw, P, V, S, lo,
+                  hi)
     parallel.run(chunk, g.N)
     return y
 
