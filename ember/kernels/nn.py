@@ -177,7 +177,23 @@ def _nll_prepare(x, target, weight, ignore_index):
     return x, safe_t, wt
 
 
+def _nll_plain(shape, dtype, target, weight, reduction, ignore_index):
+    """Whether ``nll_loss`` of a 2-D input (``shape``, float ``dtype``) at class indices
+    ``target`` may take the plain path: no weight, a reduction, every target a valid class and
+    none ``ignore_index`` (then every row counts once: the mean divides by the row count)."""
+    if weight is not None or len(shape) != 2 or reduction not in ("mean", "sum") or \
+            target.ndim != 1 or target.dtype.kind not in "iu" or \
+            target.shape[0] != shape[0] or not target.size or dtype.kind != "f":
+        return False
+    lo, hi = target.min(), target.max()
+    return 0 <= lo and hi < shape[1] and not lo <= ignore_index <= hi
+
+
 def nll_loss(x, target, weight=None, reduction="mean", ignore_index=-100):
+    if _nll_plain(x.shape, x.dtype, target, weight, reduction, ignore_index):
+        # the general path's sums on the same values (its weights are all ones): same bits
+        total = -x[np.arange(x.shape[0]), target].sum()
+        return np.asarray(total / x.dtype.type(x.shape[0]) if reduction == "mean" else total)
     xs, t, wt = _nll_prepare(x, target, weight, ignore_index)
     picked = np.take_along_axis(xs, t[:, None], axis=1)[:, 0]
     losses = -picked * wt
@@ -193,6 +209,12 @@ def nll_loss(x, target, weight=None, reduction="mean", ignore_index=-100):
 def nll_loss_backward(grad, target, weight, x_shape, reduction="mean", ignore_index=-100):
     """Gradient of ``nll_loss`` w.r.t. its input of shape ``x_shape``."""
     x_shape = tuple(x_shape)
+    if grad.ndim == 0 and _nll_plain(x_shape, grad.dtype, target, weight, reduction,
+                                     ignore_index):
+        n = x_shape[0]
+        out = np.zeros(x_shape, grad.dtype)
+        out[np.arange(n), target] = -(grad / grad.dtype.type(n)) if reduction == "mean" else -grad
+        return out
     x = np.empty((1,) * len(x_shape), grad.dtype)
     x = np.broadcast_to(x, x_shape)
     xs, t, wt = _nll_prepare(x, target, weight, ignore_index)
