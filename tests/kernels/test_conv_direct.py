@@ -171,6 +171,23 @@ def test_sliding_forward_gives_the_plain_kernels_bits(i, dtype, force, monkeypat
     np.testing.assert_array_equal(C.conv2d_forward(x, w, None, st, pad, dil, g), y)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("i", [1, 2, 10])
+def test_sliding_weight_grad_gives_the_plain_kernels_bits(i, dtype, force, monkeypatch):
+    """The sliding weight kernel (a window of S broadcasts carried from pixel to pixel, groups
+    of runs with a remainder block: 25 = 3*5 + 2*5 taps at AVX-512) sums the same products in
+    the same order as the plain one."""
+    case = CASES[i]
+    x, w, gy = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    geo = C.geometry("conv2d", x.shape, w.shape, st, pad, dil, g)
+    if not direct._weight_slide(geo, direct._vectors(geo.K, dtype)):
+        pytest.skip("no sliding weight variant for this host and dtype")
+    gw = C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g)
+    monkeypatch.setattr(direct, "SLIDE", False)
+    np.testing.assert_array_equal(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), gw)
+
+
 def test_weight_tap_blocks_split_taps_exactly():
     k = direct.kernels()
     for V in (1, 2):
@@ -333,7 +350,7 @@ import test_conv_direct as t
 k = direct.kernels()
 assert k.ISA == {isa!r} and k.VECTOR_BYTES == {width}, (k.ISA, k.VECTOR_BYTES)
 settings.algorithm = "direct"
-for i in (0, 2, 4, 5):
+for i in (0, 1, 2, 4, 5, 10):
     case = t.CASES[i]
     for dtype in (np.float32, np.float64):
         x, w, gy = t.problem(case, dtype)

@@ -76,7 +76,7 @@ def _signature(direction, g, dtype):
         elif direction == "input":
             args = (a4, a2, off, a4) + (0,) * (12 if parallel_ else 13)
         else:
-            args = (a4, a2, off) + (0,) * (6 if parallel_ else 7)
+            args = (a4, a2, off) + (0,) * (7 if parallel_ else 8)
         sig = _signatures[key] = numba_runtime.signature(*args)
     name = {"forward": "forward", "input": "input_grad", "weight": "weight"}[direction] + \
         ("_parallel" if parallel_ else "")
@@ -180,6 +180,16 @@ def forward(x, w, g):
     return y
 
 
+def _weight_slide(g, V):
+    """Sliding width of the weight kernel for ``g`` (its S when V = 1, stride and dilation along
+    rows are 1 and S is one of ``SLIDE_WIDTHS``), else 0."""
+    k = kernels()
+    if (not SLIDE or V != 1 or g.stride[1] != 1 or g.dilation[1] != 1
+            or g.S not in k.SLIDE_WIDTHS or k.slide_groups(g.S) < 1):
+        return 0
+    return g.S
+
+
 def weight_grad(gy, x, g):
     k = kernels()
     ready("weight", g, x.dtype, force=True)
@@ -189,16 +199,17 @@ def weight_grad(gy, x, g):
     off = _offsets(g)
     gy = np.ascontiguousarray(gy)
     sh, sw = g.stride
+    S = _weight_slide(g, V)
 
     parts = _tbb_parts(g.N)
     if parts:
         gw = k.weight_parallel(gy, _images(x, g, 0, g.N, "direct.pad"), off, g.Wp, sh, sw, Kp, V,
-                               parts)
+                               S, parts)
         return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)
 
     def chunk(lo, hi):
         return k.weight(gy[lo:hi], _images(x, g, lo, hi, "direct.pad"), off, g.Wp, sh, sw, Kp, V,
-                        0, hi - lo)
+                        S, 0, hi - lo)
     parts = parallel.run(chunk, g.N)
     gw = parts[0]
     for p in parts[1:]:

@@ -312,6 +312,77 @@ def _weight_block(typingctx, acc, abase, x, g, off, obase, xbase, rows, xrow, co
     return sig, codegen
 
 
+def slide_groups(S):
+    """Largest group count G of the sliding weight kernel at width S (V = 1): G*S accumulators,
+    G windows of S broadcasts and one gy vector fit the registers."""
+    return (REGISTERS - 1) // (2 * S)
+
+
+def _emit_weight_slide(builder, fma, vty, size, args, G, S):
+    """The sliding weight micro-kernel for literal G groups of S taps (see ``_weight_slide``)."""
+    accp, abase, xp, gp, op, obase, xbase, rows, xrow, cols, gbase, kp = args
+    L = vty.count
+    T = G * S
+    offs = [builder.add(builder.load(_at(builder, op, builder.add(
+        obase, ir.Constant(I64, g * S)))), xbase) for g in range(G)]
+    slots = [builder.add(abase, builder.mul(kp, ir.Constant(I64, t))) for t in range(T)]
+    inits = [_vload(builder, accp, s_, vty, size) for s_ in slots]
+    gpix = builder.mul(cols, kp)
+
+    def bcast(index):
+        return _broadcast(builder, builder.load(_at(builder, xp, index)), vty)
+
+    def row(i, accs):
+        xi = builder.mul(i, xrow)
+        gi = builder.add(gbase, builder.mul(i, gpix))
+        xrs = [builder.add(o, xi) for o in offs]
+        # window of each group: x[xr + j + s] for s < S - 1, carried from pixel to pixel
+        wins = [bcast(builder.add(xr, ir.Constant(I64, s_))) for xr in xrs for s_ in range(S - 1)]
+
+        def pixel(j, state):
+            accs, wins = list(state[:T]), state[T:]
+            gv = _vload(builder, gp, builder.add(gi, builder.mul(j, kp)), vty, size)
+            new_wins = []
+            for g in range(G):
+                w = list(wins[g * (S - 1):(g + 1) * (S - 1)])
+                w.append(bcast(builder.add(builder.add(xrs[g], j), ir.Constant(I64, S - 1))))
+                for s_ in range(S):
+                    accs[g * S + s_] = builder.call(fma, [w[s_], gv, accs[g * S + s_]])
+                new_wins += w[1:]
+            return accs + new_wins
+        return _loop(builder, cols, list(accs) + wins, pixel)[:T]
+    accs = _loop(builder, rows, inits, row)
+    for s_, a in zip(slots, accs):
+        _vstore(builder, a, accp, s_, vty, size)
+
+
+@intrinsic
+def _weight_slide(typingctx, acc, abase, x, g, off, obase, xbase, rows, xrow, cols, gbase, Kp,
+                  G, S):
+    """``_weight_block`` at V = 1 and unit stride for T = G*S taps in G runs of S unit steps
+    (off[obase + g*S + s] == off[obase + g*S] + s): per pixel each group broadcasts one new
+    input and reuses S - 1 from the pixel before (a window carried in registers), instead of one
+    broadcast per FMA; same products in the same order. G in 1..``slide_groups(S)``, S one of
+    SLIDE_WIDTHS (runtime values: a switch over the unrolled kernels)."""
+    def codegen(context, builder, sig, args):
+        vty, size = _vector(context, acc.dtype)
+        fma = _fma(builder, vty, size)
+        key = builder.add(builder.mul(args[12], ir.Constant(I64, 16)), args[13])
+        done = builder.append_basic_block("wslide.done")
+        switch = builder.switch(key, done)
+        for w_ in SLIDE_WIDTHS:
+            for g in range(1, slide_groups(w_) + 1):
+                case = builder.append_basic_block("wslide.G%dS%d" % (g, w_))
+                switch.add_case(ir.Constant(I64, g * 16 + w_), case)
+                builder.position_at_end(case)
+                _emit_weight_slide(builder, fma, vty, size, args[:12], g, w_)
+                builder.branch(done)
+        builder.position_at_end(done)
+        return context.get_dummy_value()
+    sig = types.void(acc, types.intp, x, g, off, *[types.intp] * 9)
+    return sig, codegen
+
+
 def _transpose_registers(builder, vs):
     """Transpose the L x L tile held in the L vectors ``vs`` (row r in vs[r]): log2(L) rounds of
     L two-vector shuffles, round b swapping the off-diagonal b x b blocks of every 2b x 2b
@@ -471,11 +542,13 @@ def _transpose(G, Kp, GY, src, K, HW, L):
 
 
 @njit(cache=CACHE, nogil=True)
-def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
+def weight(gy, xp, off, Wp, sh, sw, Kp, V, S, lo, hi):
     """Return gw (taps, Kp) with gw[t, k] = sum over images n in [lo, hi) and output pixels (i, j)
     of xp[n - lo, off[t] + i*sh*Wp + j*sw] * gy[n, k, i, j] (columns k >= K are zero). Per image,
     gy is transposed to gt (Ho*Wo, Kp); then per tap block (``_tap_block``) and K block of V
-    vectors one ``_weight_block`` call runs over the whole image. ``gy`` must be C-contiguous."""
+    vectors one ``_weight_block`` call runs over the whole image; S > 0 (V = 1, stride 1, taps
+    in runs of S unit steps): ``_weight_slide`` blocks of ``slide_groups(S)`` runs instead.
+    ``gy`` must be C-contiguous."""
     N, K, Ho, Wo = gy.shape
     taps = off.shape[0]
     plane = xp.shape[1]
@@ -488,6 +561,14 @@ def weight(gy, xp, off, Wp, sh, sw, Kp, V, lo, hi):
         _transpose(G, Kp, GY, n * K * HW, K, HW, L)
         xb = (n - lo) * plane
         t0 = 0
+        if S > 0:
+            GS = (REGISTERS - 1) // (2 * S) * S   # slide_groups(S) runs
+            while t0 < taps:
+                T = min(GS, taps - t0)
+                for kb in range(0, Kp, L):
+                    _weight_slide(A, t0 * Kp + kb, X, G, O, t0, xb, Ho, sh * Wp, Wo, kb, Kp,
+                                  T // S, S)
+                t0 += T
         while t0 < taps:
             T = _tap_block(taps - t0, V)
             for kb in range(0, Kp, V * L):
@@ -511,7 +592,7 @@ def forward_parallel(xp, wp, off, y, Wp, sh, sw, P, V, S, parts):
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)
-def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, parts):
+def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, S, parts):
     """``weight`` over all images, ``parts`` runs of images in a ``prange``; the runs' partial
     sums are added in run order (the same bits for a given ``parts``)."""
     N = gy.shape[0]
@@ -522,7 +603,7 @@ def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, parts):
         lo = r * per
         hi = min(N, lo + per)
         if lo < hi:
-            g = weight(gy[lo:hi], xp[lo:hi], off, Wp, sh, sw, Kp, V, 0, hi - lo)
+            g = weight(gy[lo:hi], xp[lo:hi], off, Wp, sh, sw, Kp, V, S, 0, hi - lo)
             # element loop: ``partial[r] = g`` compiles Numba's shape-mismatch message code
             # (string formatting, several seconds of a cold first call)
             for t in range(taps):
