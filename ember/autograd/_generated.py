@@ -868,7 +868,7 @@ class ReluBackward0(Node):
         result = unpack(ctx.result, ctx)
         g0 = None
         if needs[0]:
-            g0 = where(gt(result, 0), grad, 0.0)
+            g0 = _F.relu_grad(grad, result)
         return (g0, )
 
 class LeakyReluBackward0(Node):
@@ -1927,7 +1927,7 @@ class LinearBackward0(Node):
         bias_shape = ctx.bias_shape
         g0 = g1 = g2 = None
         if needs[0]:
-            g0 = _F.sum_to(matmul(grad, weight), input_shape)
+            g0 = _F.sum_to(_F.linear_input_grad(grad, weight), input_shape)
         if needs[1]:
             g1 = _F.sum_to(_F.linear_weight_grad(grad, input), weight_shape)
         if needs[2]:

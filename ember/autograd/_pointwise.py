@@ -435,7 +435,7 @@ def _d_erf(grad, self_, *, result=None):
 
 
 def _d_relu(grad, self_, *, result=None):
-    return ((where(gt(result, 0), grad, 0.0)) if _is_sym(self_) else None, )
+    return ((_F.relu_grad(grad, result)) if _is_sym(self_) else None, )
 
 
 def _d_leaky_relu(grad, self_, negative_slope=0.01, *, result=None):

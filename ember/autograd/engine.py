@@ -121,8 +121,9 @@ def _exclusive_root(a):
     return _root(a)
 
 
-def _aliases_saved(node, root):
-    """Whether ``root`` holds the memory of a tensor ``node`` saved for backward."""
+def _saved_roots(node):
+    """The ndarrays owning the memory of the tensors ``node`` saved for backward (by id)."""
+    roots = set()
     for name in node._saved:
         v = getattr(node, name, None)
         for x in (v if v.__class__ is list or v.__class__ is tuple else (v,)):
@@ -132,24 +133,30 @@ def _aliases_saved(node, root):
                 arr = getattr(x, "_data", None)
                 if arr is None or not isinstance(arr, np.ndarray):
                     continue
-            if arr is root or (arr.base is not None and _root(arr) is root):
-                return True
-    return False
+            roots.add(id(arr))
+            if arr.base is not None:
+                r = _root(arr)
+                if r is not None:
+                    roots.add(id(r))
+    return roots
 
 
-def _claim(node, grads, in_owned, root):
+def _claim(grads, in_owned, root, saved):
     for g, o in zip(grads, in_owned):
         if g is not None:
             a = g._data
             if a is root or (a.base is not None and _root(a) is root):
                 return o  # passed on: owned only if the incoming gradient was
-    return not _aliases_saved(node, root)
+    if saved is None:
+        return True
+    return id(root) not in saved
 
 
 def _claims(node, grads, in_owned, results):
     """Which results of a generated node the engine owns (see the note above): a result whose
     memory is fresh (no incoming gradient's, no saved tensor's), or an owned incoming
     gradient's passed on; never memory shared by two results."""
+    saved = _saved_roots(node) if node._saved else None
     n = len(results)
     if n == 1 or (n == 2 and (results[0] is None or results[1] is None)):
         k = 0 if results[0] is not None else 1
@@ -157,7 +164,7 @@ def _claims(node, grads, in_owned, results):
         root = None if r is None else _exclusive_root(r._data)
         if root is None:
             return (False,) * n
-        claim = _claim(node, grads, in_owned, root)
+        claim = _claim(grads, in_owned, root, saved)
         return (claim,) if n == 1 else ((claim, False) if k == 0 else (False, claim))
     out = []
     roots = []
@@ -173,7 +180,7 @@ def _claims(node, grads, in_owned, results):
         out.append(root is not None)
     for k, root in enumerate(roots):
         if out[k]:
-            out[k] = _claim(node, grads, in_owned, root)
+            out[k] = _claim(grads, in_owned, root, saved)
     return out
 
 
@@ -259,12 +266,17 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
     heapq.heapify(ready)
     prev_mode = STATE.grad_enabled
     STATE.grad_enabled = bool(create_graph)
+    heappop, heappush = heapq.heappop, heapq.heappush
     try:
         while ready:
-            _, _, node = heapq.heappop(ready)
-            buf = buffers.pop(node, {})
-            n_out = max(buf) + 1 if buf else 1
-            grads = [buf.get(k) for k in range(n_out)]
+            node = heappop(ready)[2]
+            buf = buffers.pop(node, None)
+            if buf is None:
+                grads = [None]
+            elif len(buf) == 1 and 0 in buf:
+                grads = [buf[0]]
+            else:
+                grads = [buf.get(k) for k in range(max(buf) + 1)]
             if node._pre_hooks:
                 for nr, hook in list(node._pre_hooks):
                     if nr is None:
@@ -338,7 +350,7 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
                 d = deps[nxt] - 1
                 deps[nxt] = d
                 if d == 0:
-                    heapq.heappush(ready, (-nxt._seq, id(nxt), nxt))
+                    heappush(ready, (-nxt._seq, id(nxt), nxt))
     finally:
         STATE.grad_enabled = prev_mode
     return captured
@@ -368,7 +380,7 @@ def _apply(node, grads):
             raise EmberRuntimeError(f"Error in {node.name()}: {e}\nThe forward call that created "
                                     f"it:\n{node._trace}") from e
         raise
-    if STATE.anomaly == "nan":
+    if STATE.anomaly and STATE.anomaly == "nan":
         for r in results:
             if r is not None and r._data.dtype.kind == "f" and np.isnan(r._data).any():
                 raise EmberRuntimeError(f"Function '{node.name()}' returned nan values in its "

@@ -9,8 +9,11 @@ import numpy as np
 
 import ember.autograd._generated as G
 from ember.autograd.node import SavedTensor
+from ember.autograd.state import STATE as _STATE
 from ember.errors import UnsupportedError
 from ember.kernels import constants as C
+from ember.kernels import elementwise as _elementwise
+from ember.kernels import linalg as _linalg
 from ember.kernels.linalg import explicit_einsum
 from ember.kernels.shape import broadcast_axes
 from ember.tensor import Tensor
@@ -244,7 +247,46 @@ def matmul_grad_b(grad, a, b):
     return sum_to(G.matmul(G.transpose(a, -1, -2), grad), b._data.shape)
 
 
+def _numpy_first_order(*ts):
+    """Whether a first-order backward may compute on the arrays of tensors ``ts`` in NumPy
+    directly (the ops' kernels, without dispatch): grad mode off (no create_graph), no tracer
+    recording the ops, every tensor float32 or float64 of one dtype (bfloat16, float16 and
+    complex take the ember ops)."""
+    if _STATE.grad_enabled or _STATE.tracer is not None:
+        return False
+    dt = ts[0]._data.dtype
+    if dt is not _F32 and dt is not _F64 and dt != _F32 and dt != _F64:
+        return False
+    for t in ts[1:]:
+        if t._data.dtype is not dt and t._data.dtype != dt:
+            return False
+    return True
+
+
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def linear_input_grad(grad, weight):
+    """d linear(x, W) / dx: ``grad @ W`` (a first-order backward runs the GEMM itself, no
+    dispatch)."""
+    g, w = grad._data, weight._data
+    if g.ndim >= 2 and w.ndim == 2 and _numpy_first_order(grad, weight):
+        if g.ndim == 2:
+            return _const(_linalg.gemm(g, w))
+        # stacked rows times one matrix: one GEMM, as the matmul kernel runs it
+        out = _linalg.gemm(g.reshape(-1, g.shape[-1]), w)
+        return _const(out.reshape(g.shape[:-1] + (w.shape[1],)))
+    return G.matmul(grad, weight)
+
+
 def linear_weight_grad(grad, x):
+    """d linear(x, W) / dW: ``grad^T @ x`` over the flattened leading dimensions (a first-order
+    backward runs the GEMM on the transposed view itself: BLAS reads it in place)."""
+    g, a = grad._data, x._data
+    if g.ndim >= 2 and a.ndim == g.ndim and _numpy_first_order(grad, x):
+        if g.ndim != 2:
+            g, a = g.reshape(-1, g.shape[-1]), a.reshape(-1, a.shape[-1])
+        return _const(_linalg.gemm(g.T, a))
     g2 = G.reshape(grad, (-1, grad._data.shape[-1])) if grad.dim() != 2 else grad
     x2 = G.reshape(x, (-1, x._data.shape[-1])) if x.dim() != 2 else x
     if grad.dim() == 1:
@@ -253,9 +295,14 @@ def linear_weight_grad(grad, x):
 
 
 def linear_bias_grad(grad):
-    if grad.dim() <= 1:
+    """d linear / d bias: ``grad`` summed over every dimension but the last."""
+    nd = grad._data.ndim
+    if nd <= 1:
         return grad
-    return G.sum(grad, tuple(range(grad.dim() - 1)), False)
+    dims = tuple(range(nd - 1))
+    if _numpy_first_order(grad):
+        return _const(np.add.reduce(grad._data, axis=dims))   # the sum kernel's reduction
+    return G.sum(grad, dims, False)
 
 
 def einsum_grad(grad, operands, equation, i):
@@ -405,6 +452,15 @@ def narrow_grad(grad, shape, dim, start, length):
 def where_grad(grad, condition, take_first):
     O, z = _ops(grad), _zero(grad)
     return O.where(condition, grad, z) if take_first else O.where(condition, z, grad)
+
+
+def relu_grad(grad, result):
+    """Gradient of relu from its output: ``grad`` where ``result > 0``, else 0. A first-order
+    backward calls the gt and where kernels itself (same arrays, no dispatch)."""
+    if grad.__class__ is Tensor and _numpy_first_order(grad, result):
+        return _const(_elementwise.where(_elementwise.gt(result._data, 0), grad._data, 0.0))
+    O = _ops(grad)
+    return O.where(O.gt(result, 0), grad, 0.0)
 
 
 def clamp_grad(grad, self, min, max):

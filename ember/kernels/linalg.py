@@ -31,6 +31,14 @@ def matmul(a, b):
                           f"{tuple(b.shape)}") from None
 
 
+def gemm(a, b):
+    """``a @ b`` for 2-D float arrays of one dtype known to fit (autograd's first-order linear
+    backward): one BLAS call, read in place for C- or F-ordered operands (a transposed view is
+    a transposed GEMM, no copy), under the FREE BLAS mode; none of ``matmul``'s checks."""
+    with blas_mode(FREE):
+        return np.matmul(a, b)
+
+
 def mm(a, b):
     if a.ndim != 2 or b.ndim != 2:
         raise KernelError(f"expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
