@@ -25,7 +25,9 @@ graph (or a view of a buffer that is returned) is copied, so a caller never sees
 under it. A plan is not re-entrant: a call that finds the plan busy (another thread) takes the
 ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently used evicted).
 While the kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``) the
-call takes the ordinary path and the plan is built on a later call.
+call takes the ordinary path and the plan is built on a later call. The first call that finds
+every kernel ready also times the plan under its thread setting against BLAS's own threads and
+keeps the faster (``InferencePlan.tune_threads``).
 """
 import threading
 from collections import OrderedDict
@@ -583,6 +585,7 @@ class InferencePlan:
         exec(compile(src, "<ember.jit plan>", "exec"), glob)  # noqa: S102 - our own source
         self._fn = glob["plan"]
         self._copy = None   # per output: whether it may alias a reused buffer (first run)
+        self.thread_timings = None   # the whole plan's best time per thread setting (tune_threads)
 
     # ---- patterns -------------------------------------------------------------------------
     def _conv(self, node, env, kn, const_of, single_use, index, consumed, outs):
@@ -713,6 +716,28 @@ class InferencePlan:
                     best[mode] = min(best[mode], timed(st, x, r))
             st.mode = min(best, key=best.get)
 
+    def tune_threads(self, arrays):
+        """Time the whole plan on ``arrays`` under its thread setting and with BLAS left to its
+        own threads (no chunks on ember's pool), interleaved, and keep the faster: which wins
+        depends on the host and on the plan (on the 2-core VM, MLP 784-512-512-10 at batch 64
+        ran 843 us on ember's chunks against 451 us on OpenBLAS's threads; LeNet at batch 64,
+        dominated by convolutions, 1.20 against 1.40 ms). Plans that leave BLAS alone already
+        have nothing to choose."""
+        import time
+        if not (self.parallel or self.one_blas_thread):
+            return
+        settings = [(self.parallel, self.one_blas_thread), (False, False)]
+        best = [float("inf")] * len(settings)
+        for _ in range(3):
+            for i, (par, one) in enumerate(settings):
+                self.parallel, self.one_blas_thread = par, one
+                self.run(arrays)        # warm: the setting's BLAS threads
+                t0 = time.perf_counter()
+                self.run(arrays)
+                best[i] = min(best[i], time.perf_counter() - t0)
+        self.parallel, self.one_blas_thread = settings[best.index(min(best))]
+        self.thread_timings = dict(zip(("ember's chunks", "BLAS threads"), best))
+
     def _threads(self):
         import contextlib
         if self.parallel:
@@ -804,6 +829,7 @@ class Planner:
             if not plan.ready():
                 return None
             plan.ready_now = True
+            plan.tune_threads(arrays)
         return plan.run(arrays)
 
     def plans(self):

@@ -206,17 +206,24 @@ def test_plan_after_save_load(tmp_path):
     assert _planned(loaded)
 
 
-def test_plan_large_batch_splits_over_threads():
+def test_plan_large_batch_runs_under_either_thread_setting():
+    """A plan with GEMMs above plan.PARALLEL_MIN_FLOPS times itself on ember's chunks and on
+    BLAS's threads (``tune_threads``) and keeps the faster; both give eager's result."""
     ember.manual_seed(7)
     model = _lenet().eval()
-    x = ember.randn(65, 1, 28, 28)    # GEMMs above plan.PARALLEL_MIN_FLOPS; an odd batch
+    x = ember.randn(65, 1, 28, 28)    # an odd batch
     fast = _fast(model, x)
     with ember.no_grad():
         want = model(x).numpy()
         got = fast(x).numpy()
-    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-    plan = next(iter(_planned(fast).values()))
-    assert plan.parallel
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        plan = next(iter(_planned(fast).values()))
+        timings = plan.thread_timings
+        assert set(timings) == {"ember's chunks", "BLAS threads"}
+        assert plan.parallel == (timings["ember's chunks"] <= timings["BLAS threads"])
+        for setting in ((True, False), (False, False)):
+            plan.parallel, plan.one_blas_thread = setting
+            np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("mode", ["engine", "pxk", "kxp"])
