@@ -76,3 +76,14 @@ def test_nll_loss_ignored_or_bad_target_takes_the_general_path():
     assert np.isclose(loss, np.log(4.0))
     with pytest.raises(IndexError):
         K.nll_loss(x, np.array([0, 4, 3]))
+
+
+def test_log_softmax_rows_read_at_argmax_keep_nan_inf_and_signed_zeros():
+    x = np.array([[np.nan, 1, 2], [1, np.nan, np.inf], [np.inf, np.inf, 1],
+                  [-0.0, 0.0, -1], [0.0, -0.0, 3], [-0.0, -1e30, -1e30], [1, 2, 3]],
+                 np.float32)
+    with np.errstate(invalid="ignore"):
+        got = K.log_softmax(x, 1)
+        want = x - np.max(x, axis=1, keepdims=True)
+        want -= np.log(np.sum(np.exp(want), axis=1, keepdims=True))
+    assert got.tobytes() == want.tobytes()
