@@ -47,6 +47,9 @@ MAX_COL_BYTES = 64 << 20   # larger column buffers: the convolution op's own ker
 # machine); the smallest leave BLAS alone (no thread-count switch per call)
 PARALLEL_MIN_FLOPS = 2e7
 ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS alone too)
+# ``tune_threads`` leaves a plan to BLAS's own threads when they run it in less than this share
+# of the time of the setting above
+BLAS_THREADS_MARGIN = 0.85
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -718,7 +721,8 @@ class InferencePlan:
 
     def tune_threads(self, arrays):
         """Time the whole plan on ``arrays`` under its thread setting and with BLAS left to its
-        own threads (no chunks on ember's pool), interleaved, and keep the faster: which wins
+        own threads (no chunks on ember's pool), interleaved, and keep BLAS's threads when they
+        take under ``BLAS_THREADS_MARGIN`` of the time: which wins
         depends on the host and on the plan (on the 2-core VM, MLP 784-512-512-10 at batch 64
         ran 843 us on ember's chunks against 451 us on OpenBLAS's threads; LeNet at batch 64,
         dominated by convolutions, 1.20 against 1.40 ms). Plans that leave BLAS alone already
@@ -735,7 +739,10 @@ class InferencePlan:
                 t0 = time.perf_counter()
                 self.run(arrays)
                 best[i] = min(best[i], time.perf_counter() - t0)
-        self.parallel, self.one_blas_thread = settings[best.index(min(best))]
+        # BLAS's threads only when clearly faster: a threaded GEMM stalls whenever another
+        # process holds a core (lock-step hand-offs), the plan's own setting does not
+        free = best[1] < BLAS_THREADS_MARGIN * best[0]
+        self.parallel, self.one_blas_thread = settings[1 if free else 0]
         self.thread_timings = dict(zip(("ember's chunks", "BLAS threads"), best))
 
     def _threads(self):

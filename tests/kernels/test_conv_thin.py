@@ -86,7 +86,8 @@ def test_bias_in_the_kernel_is_the_separate_add():
     x, w, _ = ref.problem(CASES[3], np.float64)
     b = rng.standard_normal(w.shape[0])
     g = C.geometry("conv2d", x.shape, w.shape, *CASES[3][7:])
-    np.testing.assert_array_equal(thin.forward(x, w, g, b), thin.forward(x, w, g) + b[:, None, None])
+    np.testing.assert_array_equal(thin.forward(x, w, g, b),
+                                  thin.forward(x, w, g) + b[:, None, None])
 
 
 def test_gradcheck_weight_float64(forced):
