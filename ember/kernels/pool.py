@@ -28,8 +28,32 @@ def _out(size, k, s, p, d, ceil_mode):
     return n
 
 
+_checked = {}
+_CHECKED_MAX = 512
+
+
 def _params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode):
-    """Validate and return (k, s, p, d, (Ho, Wo)) for 2-d pooling."""
+    """Validate and return (k, s, p, d, (Ho, Wo)) for 2-d pooling.
+
+    Valid arguments are remembered per input shape (a batch of one spends longer here than in
+    its kernel); the key holds each argument with its class, so a bool or float that the checks
+    refuse never meets the entry of an int; unhashable arguments (lists) are not kept."""
+    try:
+        key = (x_shape, kernel_size.__class__, kernel_size, stride.__class__, stride,
+               padding.__class__, padding, dilation.__class__, dilation, ceil_mode.__class__,
+               ceil_mode)
+        hit = _checked.get(key)
+    except TypeError:   # a list among the arguments
+        return _check_params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode)
+    if hit is None:
+        hit = _check_params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode)
+        if len(_checked) >= _CHECKED_MAX:
+            _checked.clear()
+        _checked[key] = hit
+    return hit
+
+
+def _check_params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode):
     if len(x_shape) != 4:
         raise ValueError(f"{op}: expected a 4-d input (N, C, H, W), got shape {tuple(x_shape)}")
     k = _pair(kernel_size, "kernel_size", op)
@@ -166,17 +190,22 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     from ember.kernels.pointwise import numba_runtime
     from ember.kernels.threads import get_num_threads
     x = np.ascontiguousarray(x)
-    y = np.empty(x.shape[:2] + out, x.dtype)
-    idx = np.empty(x.shape[:2] + out, np.int64)
-    args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
+    shape = x.shape[:2] + out
+    y = np.empty(shape, x.dtype)
+    idx = np.empty(shape, np.int64)
     planes = x.shape[0] * x.shape[1]
-    n = get_num_threads()
     if _is_2x2(x.shape, k, s, p, d, out):
         if not _runnable(nb, "planes_2x2", x, y, idx, 0, 0):
             return None
-        parts = min(planes, 4 * n) if y.size >= MIN_NUMBA_SIZE else 1
-        threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes, parts, n)
+        n = get_num_threads()
+        if y.size < MIN_NUMBA_SIZE or n <= 1:
+            nb.planes_2x2(x, y, idx, 0, planes)   # one chunk, in this thread
+        else:
+            threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
+                                  min(planes, 4 * n), n)
         return y, idx
+    args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
+    n = get_num_threads()
     parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(planes, n)
     kernel = nb.planes_parallel if parts else nb.planes
     if not numba_runtime.ready(kernel, numba_runtime.signature(*args, 0) if parts else

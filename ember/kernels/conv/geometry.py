@@ -101,12 +101,23 @@ def out_size(size, pad_total, kernel, stride, dilation):
     return (size + pad_total - dilation * (kernel - 1) - 1) // stride + 1
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
 def check_dtype(op, *arrays):
     """Raise RuntimeError unless every array is float32 or float64 and all share one dtype."""
+    if len(arrays) == 2:   # every caller's case, without building a set
+        a, b = arrays[0].dtype, arrays[1].dtype
+        if a == b and (a == _F32 or a == _F64):
+            return
     dtypes = {a.dtype for a in arrays}
     if len(dtypes) != 1 or next(iter(dtypes)).type not in DTYPES:
         names = ", ".join(str(a.dtype) for a in arrays)
         raise RuntimeError(f"{op}: expected float32 or float64 arrays of one dtype, got {names}")
+
+
+_geometries = {}
+_GEOMETRIES_MAX = 512
 
 
 def geometry(op, input_shape, weight_shape, stride, padding, dilation, groups):
@@ -115,7 +126,26 @@ def geometry(op, input_shape, weight_shape, stride, padding, dilation, groups):
     Raises ValueError naming ``op``, the input and weight shapes and what does not fit: ranks,
     channels versus groups, non-positive stride/dilation, kernel larger than the padded input or a
     non-positive output size.
+
+    Valid problems are remembered (a batch-of-one layer spends longer validating than its kernel
+    runs): the key holds each argument with its class, so ``stride=True`` or ``1.0``, which the
+    checks refuse, never meets the entry of ``1``; unhashable arguments (lists) are not kept.
     """
+    try:
+        key = (input_shape, weight_shape, stride.__class__, stride, padding.__class__, padding,
+               dilation.__class__, dilation, groups.__class__, groups)
+        g = _geometries.get(key)
+    except TypeError:   # a list among the arguments
+        return _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups)
+    if g is None:
+        g = _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups)
+        if len(_geometries) >= _GEOMETRIES_MAX:
+            _geometries.clear()
+        _geometries[key] = g
+    return g
+
+
+def _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups):
     input_shape, weight_shape = tuple(input_shape), tuple(weight_shape)
     where = f"{op}: input {input_shape}, weight {weight_shape}"
     if len(input_shape) != 4 or len(weight_shape) != 4:

@@ -71,13 +71,23 @@ DIRECT_MIN_K_FORWARD = 16
 THIN_OWN_MIN_K = 32
 THIN_MAX_MACS = 160
 
+# Algorithms whose calls are Numba kernels only (no BLAS call) and run one image serially under
+# any thread policy: a batch of one runs them without ``parallel.policy``, whose BLAS lock (and,
+# in the LIMITED mode, two BLAS thread-count changes through threadpoolctl) costs ~5 us per
+# entry, as much as their whole kernel for one image (LeNet's first layer).
+_SERIAL_FOR_ONE = ("thin", "direct")
+
 _tuned = {}
 _lock = threading.Lock()
+_settings_module = None
 
 
 def _settings():
-    from ember.backends import conv as settings
-    return settings
+    global _settings_module
+    if _settings_module is None:
+        from ember.backends import conv as settings
+        _settings_module = settings
+    return _settings_module
 
 
 def capable(direction, g):
@@ -189,17 +199,26 @@ def _own_threads(name, direction, g):
 def _ready(name, direction, g, dtype):
     """Whether ``direct`` / ``winograd`` / ``thin`` has its kernels for this call (under the thread
     policy ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
+    if g.N == 1 and name in _SERIAL_FOR_ONE:
+        return _ready_now(name, direction, g, dtype)
     with parallel.policy(_own_threads(name, direction, g)):
-        if name == "thin":
-            return thin.ready(dtype, g.N, direction)
-        if name == "direct":
-            return direct.ready(direction, g, dtype)
-        return winograd.ready(direction, dtype)
+        return _ready_now(name, direction, g, dtype)
+
+
+def _ready_now(name, direction, g, dtype):
+    if name == "thin":
+        return thin.ready(dtype, g.N, direction)
+    if name == "direct":
+        return direct.ready(direction, g, dtype)
+    return winograd.ready(direction, dtype)
 
 
 def _call(name, direction, g, a, b):
+    fn = getattr(ALGORITHMS[name], FUNCTIONS[direction])
+    if g.N == 1 and name in _SERIAL_FOR_ONE:
+        return fn(a, b, g)
     with parallel.policy(_own_threads(name, direction, g)):
-        return getattr(ALGORITHMS[name], FUNCTIONS[direction])(a, b, g)
+        return fn(a, b, g)
 
 
 def tuned():
