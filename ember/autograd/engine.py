@@ -141,46 +141,48 @@ def _saved_roots(node):
     return roots
 
 
-def _claim(grads, in_owned, root, saved):
-    for g, o in zip(grads, in_owned):
-        if g is not None:
-            a = g._data
-            if a is root or (a.base is not None and _root(a) is root):
-                return o  # passed on: owned only if the incoming gradient was
-    if saved is None:
-        return True
-    return id(root) not in saved
-
-
 def _claims(node, grads, in_owned, results):
     """Which results of a generated node the engine owns (see the note above): a result whose
     memory is fresh (no incoming gradient's, no saved tensor's), or an owned incoming
     gradient's passed on; never memory shared by two results."""
-    saved = _saved_roots(node) if node._saved else None
-    n = len(results)
-    if n == 1 or (n == 2 and (results[0] is None or results[1] is None)):
-        k = 0 if results[0] is not None else 1
-        r = results[k] if k < n else None
-        root = None if r is None else _exclusive_root(r._data)
-        if root is None:
-            return (False,) * n
-        claim = _claim(grads, in_owned, root, saved)
-        return (claim,) if n == 1 else ((claim, False) if k == 0 else (False, claim))
-    out = []
     roots = []
+    shared = False
     for r in results:
-        root = None if r is None else _exclusive_root(r._data)
-        if root is not None:
-            for k, other in enumerate(roots):
-                if other is root:  # two results share memory: neither is owned
-                    out[k] = False
-                    root = None
-                    break
+        root = None
+        if r is not None:
+            a = r._data
+            if a.base is None:   # the common case: an array the formula just made
+                f = a.flags
+                if f.owndata and f.writeable:
+                    root = a
+            else:
+                root = _exclusive_root(a)
+            if root is not None:
+                for other in roots:
+                    if other is root:
+                        shared = True
+                        break
         roots.append(root)
-        out.append(root is not None)
-    for k, root in enumerate(roots):
-        if out[k]:
-            out[k] = _claim(grads, in_owned, root, saved)
+    if shared:   # results sharing memory: none of them is owned
+        roots = [None if r is not None and sum(o is r for o in roots) > 1 else r for r in roots]
+    incoming = None
+    saved = None
+    out = []
+    for root in roots:
+        if root is None:
+            out.append(False)
+            continue
+        if incoming is None:
+            incoming = [(g._data if g._data.base is None else _root(g._data), o)
+                        for g, o in zip(grads, in_owned) if g is not None]
+        for groot, o in incoming:
+            if groot is root:
+                out.append(o)   # passed on: owned only if the incoming gradient was
+                break
+        else:
+            if saved is None:
+                saved = _saved_roots(node) if node._saved else ()
+            out.append(id(root) not in saved)
     return out
 
 
