@@ -87,3 +87,27 @@ def test_log_softmax_rows_read_at_argmax_keep_nan_inf_and_signed_zeros():
         want = x - np.max(x, axis=1, keepdims=True)
         want -= np.log(np.sum(np.exp(want), axis=1, keepdims=True))
     assert got.tobytes() == want.tobytes()
+
+
+class _FakeNode:
+    _saved = ("kept",)
+
+    def __init__(self, kept):
+        self.kept = kept
+
+
+def test_engine_claims_fresh_results_only():
+    from ember.autograd.engine import _claims
+    T = ember.Tensor._make
+    base = np.zeros((4, 3), np.float32)
+    saved = np.ones((2, 2), np.float32)
+    incoming = T(np.ones((2, 3), np.float32))
+    fresh = T(np.zeros((2, 2), np.float32))
+    node = _FakeNode(T(saved))
+    # three results on one buffer: none owned; a saved tensor's memory: not owned
+    assert _claims(node, [incoming], (True,), [T(base[:2]), T(base[2:]), T(base)]) == \
+        [False, False, False]
+    assert _claims(node, [incoming], (True,), [T(saved), fresh, None]) == [False, True, False]
+    # an incoming gradient passed on keeps that gradient's ownership
+    assert _claims(node, [incoming], (True,), [T(incoming._data[:1])]) == [True]
+    assert _claims(node, [incoming], (False,), [T(incoming._data[:1])]) == [False]
