@@ -1,5 +1,6 @@
-"""The register-blocked direct convolution (``direct``) forced: forward, weight gradient and (stride
-1) input gradient against a float64 reference and torch, over strides, paddings, dilations, odd sizes and batch sizes;
+"""The register-blocked direct convolution (``direct``) forced: forward, weight gradient and
+(stride 1) input gradient against a float64 reference and torch, over strides, paddings,
+dilations, odd sizes and batch sizes;
 gradcheck through ember.nn.functional.conv2d; selection and the no-Numba fallback."""
 import numpy as np
 import pytest
