@@ -8,6 +8,8 @@ H*W plane, first maximum wins, NaN propagates) follow torch. Errors are ValueErr
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ember.kernels import threadpool, threads
+
 
 def _pair(v, name, op):
     if isinstance(v, (int, np.integer)) and not isinstance(v, bool):
@@ -186,9 +188,6 @@ def _is_2x2(shape, k, s, p, d, out):
 def _max_pool2d_numba(nb, x, k, s, p, d, out):
     """Max pooling with indices by the Numba kernel: planes split over Numba's TBB layer when it
     runs, else over ember's thread pool."""
-    from ember.kernels import threadpool
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads
     x = np.ascontiguousarray(x)
     shape = x.shape[:2] + out
     y = np.empty(shape, x.dtype)
@@ -197,15 +196,16 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     if _is_2x2(x.shape, k, s, p, d, out):
         if not _runnable(nb, "planes_2x2", x, y, idx, 0, 0):
             return None
-        n = get_num_threads()
+        n = threads.get_num_threads()
         if y.size < MIN_NUMBA_SIZE or n <= 1:
             nb.planes_2x2(x, y, idx, 0, planes)   # one chunk, in this thread
         else:
             threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
                                   min(planes, 4 * n), n)
         return y, idx
+    from ember.kernels.pointwise import numba_runtime
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
-    n = get_num_threads()
+    n = threads.get_num_threads()
     parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(planes, n)
     kernel = nb.planes_parallel if parts else nb.planes
     if not numba_runtime.ready(kernel, numba_runtime.signature(*args, 0) if parts else
@@ -271,9 +271,6 @@ def _scatter_numba(gy, indices, input_shape):
     nb = _kernels()
     if nb is None:
         return None
-    from ember.kernels import threadpool
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads
     N, C, H, W = input_shape
     P = N * C
     g = np.ascontiguousarray(gy).reshape(P, -1)
@@ -281,7 +278,7 @@ def _scatter_numba(gy, indices, input_shape):
     gx = np.zeros((P, H * W), gy.dtype)
     if not _runnable(nb, "scatter", g, at, gx, 0, 0):
         return None
-    n = get_num_threads()
+    n = threads.get_num_threads()
     # ~1 ns per element: a hand-over to the pool (~0.1 ms) pays only on large gradients
     parts = min(P, 4 * n) if g.size >= SCATTER_PARALLEL_SIZE else 1
     bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, parts, n)

@@ -27,6 +27,15 @@ __all__ = []  # filled at the end
 
 # ---------------------------------------------------------------------------- helpers
 def _ntuple(v, n, name="argument"):
+    cls = v.__class__
+    if cls is int:
+        return (v,) * n
+    if cls is tuple and len(v) == n:   # a module's own (already normalised) tuple
+        for a in v:
+            if a.__class__ is not int:
+                break
+        else:
+            return v
     if isinstance(v, (int, np.integer)):
         return (int(v),) * n
     t = tuple(int(a) for a in v)

@@ -105,3 +105,25 @@ def test_a_batch_of_one_runs_numba_only_algorithms_without_the_blas_lock(name, m
     many = C.conv2d_forward(x, w, None, 1, 0, 1, 1)
     assert entered
     np.testing.assert_allclose(one, many[:1], rtol=1e-5, atol=1e-5)
+
+
+def test_a_batch_of_one_in_directs_territory_runs_thin():
+    """One image, stride 1: ``thin`` (no per-call weight repacking) instead of ``direct``; a
+    batch keeps ``direct``, and a strided layer (thin is stride-1 only) too."""
+    from ember.kernels.conv import thin
+    one = C.geometry("conv2d", (1, 6, 14, 14), (16, 6, 5, 5), 1, 0, 1, 1)
+    if not thin.supports(one, "forward"):
+        pytest.skip("needs Numba")
+    assert selector.heuristic("forward", one) == "thin"
+    assert selector.heuristic("forward", one, thin_ok=False) == "direct"   # thin compiling
+    assert selector.heuristic("weight", one) == "direct"
+    assert selector.heuristic("forward", C.geometry("conv2d", (64, 6, 14, 14), (16, 6, 5, 5), 1,
+                                                    0, 1, 1)) == "direct"
+    assert selector.heuristic("forward", C.geometry("conv2d", (1, 6, 14, 14), (16, 6, 5, 5), 2,
+                                                    0, 1, 1)) == "direct"
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 6, 14, 14))
+    w = rng.standard_normal((16, 6, 5, 5))
+    expected = selector.ALGORITHMS["im2col"].forward(x, w, one)
+    np.testing.assert_allclose(C.conv2d_forward(x, w, None, 1, 0, 1, 1), expected, rtol=1e-12,
+                               atol=1e-12)

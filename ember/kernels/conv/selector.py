@@ -33,7 +33,11 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   (32,3,32,32)->32 5x5 1.30/1.69, 1.07/1.6-2.8; LeNet conv2 (64,6,14,14)->16 5x5 0.43/0.71,
   0.59/1.16; (8,16,32,32)->32 3x3 0.81/1.04, 1.12/1.57; (16,3,64,64)->16 3x3 0.89/1.05,
   2.09/2.78; (16,3,32,32)->64 5x5 1.50/1.56, 2.82/3.16; at 288 taps ((8,32,16,16)->64 3x3)
-  the forward only ties (0.87/0.89), hence the tap limit. The input gradient has no direct kernel;
+  the forward only ties (0.87/0.89), hence the tap limit. The input gradient has no direct kernel.
+  A batch of one image with stride 1 runs ``thin`` there instead (no per-call weight repacking,
+  one serial row kernel), us thin / direct under load: LeNet conv2 (1,6,14,14)->16 5x5 27/37,
+  (1,3,32,32)->32 5x5 75/80, (1,16,32,32)->32 3x3 72/82, (1,3,64,64)->16 3x3 40/50,
+  (1,6,14,14)->64 5x5 pad 2 40/43;
 - stride-1 forward passes with at most THIN_MAX_MACS multiply-adds per output pixel
   (K*C*R*S) and K < DIRECT_MIN_K_FORWARD -> ``thin`` (one axpy per tap along the image rows;
   LeNet conv1 (64,1,28,28)->6 5x5, one thread: 0.70 vs 0.95 ms im2col, batch of one 11 vs 59
@@ -116,7 +120,10 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     if (thin_ok and g.K * g.C * g.R * g.S <= THIN_MAX_MACS and g.K < DIRECT_MIN_K_FORWARD
             and thin.supports(g, direction)):
         return "thin"
-    if (direct_ok and g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
+    if (thin_ok and g.N == 1 and direction == "forward" and _direct_territory(g)
+            and thin.supports(g, direction)):
+        return "thin"
+    if (direct_ok and _direct_territory(g)
             and (direction == "weight" or g.K >= DIRECT_MIN_K_FORWARD)
             and direct.supports(g, direction)):
         return "direct"
@@ -124,6 +131,10 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
         return "implicit_gemm"
     return "im2col"
+
+
+def _direct_territory(g):
+    return g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
 
 
 def _tiles(g):
