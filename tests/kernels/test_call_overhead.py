@@ -127,3 +127,23 @@ def test_a_batch_of_one_in_directs_territory_runs_thin():
     expected = selector.ALGORITHMS["im2col"].forward(x, w, one)
     np.testing.assert_allclose(C.conv2d_forward(x, w, None, 1, 0, 1, 1), expected, rtol=1e-12,
                                atol=1e-12)
+
+
+def test_the_2x2_pool_split_over_threads_equals_one_chunk(monkeypatch):
+    """The 2x2 forward runs in one chunk below ``POOL_2X2_PARALLEL_SIZE`` outputs (a pool
+    hand-over costs more than LeNet's pools) and split from there: same values and indices."""
+    if pool._kernels() is None:
+        pytest.skip("needs Numba")
+    from ember.kernels.threads import get_num_threads, set_num_threads
+    x = np.random.default_rng(3).standard_normal((4, 6, 12, 12)).astype(np.float32)
+    x[0, 0, :2, :2] = np.nan
+    one = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    before = get_num_threads()
+    monkeypatch.setattr(pool, "POOL_2X2_PARALLEL_SIZE", 0)
+    set_num_threads(2)
+    try:
+        split = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    finally:
+        set_num_threads(before)
+    np.testing.assert_array_equal(one[0], split[0])
+    np.testing.assert_array_equal(one[1], split[1])
