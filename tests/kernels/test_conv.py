@@ -375,17 +375,24 @@ def test_heuristic_choices():
     assert pick((1, 512, 7, 7), (512, 512, 3, 3), direction="weight") == "winograd2x2"
     assert pick((8, 512, 7, 7), (512, 512, 3, 3), direction="weight") == "winograd"  # 32 tiles
     assert pick((1, 512, 7, 7), (512, 512, 3, 3)) == "im2col"
-    assert pick((1, 128, 14, 14), (128, 128, 3, 3), direction="weight") == "im2col"
+    assert pick((1, 128, 14, 14), (128, 128, 3, 3), direction="weight") == "direct"  # 1152 taps
+    assert pick((1, 128, 14, 14), (128, 128, 3, 3)) == "im2col"   # K > 64: forward ties
+    assert pick((1, 256, 14, 14), (128, 256, 3, 3), direction="weight") == "im2col"  # 2304 taps
+    assert pick((1, 32, 16, 16), (32, 32, 3, 3)) == "direct"      # 288 taps
+    assert pick((1, 64, 8, 8), (64, 64, 3, 3)) == "direct"        # 576 taps
+    assert pick((1, 96, 8, 8), (64, 96, 3, 3)) == "im2col"        # 864 taps
+    assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="input") == "im2col"
     assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 128 tiles, all directions
     assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="input") == "winograd"
     assert pick((4, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 64 tiles
     assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "winograd"
-    assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "im2col"  # 32 channels: forward ties
-    assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "winograd"
+    assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "direct"  # 32 channels: not Winograd's
+    assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "direct"
+    assert pick((8, 64, 28, 28), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "direct"  # thin: see test_conv_direct
     assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
     assert pick((8, 32, 28, 28), (32, 1, 3, 3), groups=32) == "depthwise"
-    assert pick((1, 64, 8, 8), (64, 64, 3, 3)) == "im2col"  # batch of one, too few tiles
+    assert pick((1, 64, 8, 8), (64, 64, 3, 3)) == "direct"  # batch of one, too few tiles
 
 
 def test_thin_wide_layers_run_every_direction_on_own_threads(monkeypatch):

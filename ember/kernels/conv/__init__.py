@@ -64,10 +64,10 @@ def _forward(op, x, w, b, stride, padding, dilation, groups):
     check_dtype(op, x, w)
     g = geometry(op, x.shape, w.shape, stride, padding, dilation, groups)
     b = _check_bias(op, b, g.K, x.dtype)
-    y = np.zeros(g.output_shape, x.dtype) if g.N == 0 else selector.run(op, "forward", g, x, w)
-    if b is not None:
-        y += b[:, None, None]
-    return y
+    if g.N == 0:
+        y = np.zeros(g.output_shape, x.dtype)
+        return y + b[:, None, None] if b is not None else y
+    return selector.run(op, "forward", g, x, w, b)
 
 
 def _input_grad(op, gy, w, input_shape, stride, padding, dilation, groups):

@@ -33,7 +33,17 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   (32,3,32,32)->32 5x5 1.30/1.69, 1.07/1.6-2.8; LeNet conv2 (64,6,14,14)->16 5x5 0.43/0.71,
   0.59/1.16; (8,16,32,32)->32 3x3 0.81/1.04, 1.12/1.57; (16,3,64,64)->16 3x3 0.89/1.05,
   2.09/2.78; (16,3,32,32)->64 5x5 1.50/1.56, 2.82/3.16; at 288 taps ((8,32,16,16)->64 3x3)
-  the forward only ties (0.87/0.89), hence the tap limit. The input gradient has no direct kernel.
+  the forward only ties (0.87/0.89), hence the tap limit. Since the kernels' larger pixel blocks
+  and sliding variants the limits are wider: forward up to DIRECT_MAX_TAPS_FORWARD taps (K <= 64),
+  weight gradient up to DIRECT_MAX_TAPS_WEIGHT taps and DIRECT_MAX_K_WEIGHT filters, and for the
+  weight gradient ``direct`` also beats Winograd below WINOGRAD_MIN_CHANNELS. Quiet machine, two
+  threads, us direct / im2col (/ winograd): (1,32,16,16)->32 3x3 forward 55/86, weight 52/171;
+  (8,32,16,16)->32 forward 311/588, weight 334/815/811; (1,64,8,8)->64 forward 60/94, weight
+  90/245; (8,32,56,56)->32 forward 1913/6090, weight 1848/3736/3782; (8,64,14,14)->128 stride 2
+  weight 636/1110; (1,128,14,14)->128 weight 521/751 (its forward ties: K > 64 stays on
+  im2col). With the AVX2 kernels forced (one thread, under load) direct still led at K <= 64 and
+  tied the weight gradient at K = 128. The input gradient's ``direct`` kernel (stride 1, K >= 16)
+  runs in the thin-layer territory (DIRECT_MAX_TAPS).
   A batch of one image with stride 1 runs ``thin`` there instead (no per-call weight repacking,
   one serial row kernel), us thin / direct under load: LeNet conv2 (1,6,14,14)->16 5x5 27/37,
   (1,3,32,32)->32 5x5 75/80, (1,16,32,32)->32 3x3 72/82, (1,3,64,64)->16 3x3 40/50,
@@ -69,8 +79,11 @@ WEIGHT_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
 WIDE_CHANNELS = 256
 WIDE_MIN_TILES = 32
-DIRECT_MAX_TAPS = 150
+DIRECT_MAX_TAPS = 150           # thin layers: input gradient, a batch of one by ``thin``
 DIRECT_MAX_K = 64
+DIRECT_MAX_TAPS_FORWARD = 576   # the forward pass (K <= DIRECT_MAX_K)
+DIRECT_MAX_TAPS_WEIGHT = 1152   # the weight gradient (K <= DIRECT_MAX_K_WEIGHT)
+DIRECT_MAX_K_WEIGHT = 128
 DIRECT_MIN_K_FORWARD = 16
 THIN_OWN_MIN_K = 32
 THIN_MAX_MACS = 160
@@ -112,6 +125,8 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
         fg = transposed_geometry(g) if direction == "input" else g
         weight = direction == "weight"
         channels = WEIGHT_MIN_CHANNELS if weight else WINOGRAD_MIN_CHANNELS
+        if weight and direct_ok and _direct_weight(g):
+            channels = WINOGRAD_MIN_CHANNELS   # below it ``direct`` wins (docstring)
         tiles = WEIGHT_MIN_TILES if weight else WINOGRAD_MIN_TILES
         if min(fg.Cg, fg.Kg) >= channels and _tiles(fg) >= tiles:
             return "winograd"
@@ -123,9 +138,11 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     if (thin_ok and g.N == 1 and direction == "forward" and _direct_territory(g)
             and thin.supports(g, direction)):
         return "thin"
-    if (direct_ok and _direct_territory(g)
-            and (direction == "weight" or g.K >= DIRECT_MIN_K_FORWARD)
-            and direct.supports(g, direction)):
+    if direct_ok and direct.supports(g, direction) and (
+            (direction == "weight" and _direct_weight(g))
+            or (direction == "forward" and g.K >= DIRECT_MIN_K_FORWARD and g.groups == 1
+                and g.C * g.R * g.S <= DIRECT_MAX_TAPS_FORWARD and g.K <= DIRECT_MAX_K)
+            or (direction == "input" and g.K >= DIRECT_MIN_K_FORWARD and _direct_territory(g))):
         return "direct"
     cols = g.C * g.R * g.S * g.Ho * g.Wo * 8
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
@@ -137,13 +154,20 @@ def _direct_territory(g):
     return g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS and g.K <= DIRECT_MAX_K
 
 
+def _direct_weight(g):
+    return (g.groups == 1 and g.C * g.R * g.S <= DIRECT_MAX_TAPS_WEIGHT
+            and g.K <= DIRECT_MAX_K_WEIGHT)
+
+
 def _tiles(g):
     per_image = -(-g.Ho // 4) * -(-g.Wo // 4)
     return per_image * (g.N if g.N >= BATCH_THRESHOLD else 1)
 
 
-def run(op, direction, g, a, b):
-    """Run ``direction`` ("forward", "input" or "weight") on arrays (a, b) for geometry ``g``.
+def run(op, direction, g, a, b, bias=None):
+    """Run ``direction`` ("forward", "input" or "weight") on arrays (a, b) for geometry ``g``;
+    a forward pass adds ``bias`` (K,) when given, inside the kernel for the algorithms in
+    ``FUSED_BIAS``, else afterwards.
 
     Each algorithm runs under ``parallel.policy``: for the directions in
     ``parallel.OWN_THREADS_DIRECTIONS`` (the weight gradient: small outputs, long reductions, where
@@ -167,23 +191,23 @@ def run(op, direction, g, a, b):
                 f"{op}: algorithm {forced!r} cannot compute the {direction} direction for input "
                 f"{g.input_shape}, weight {g.weight_shape}, stride {g.stride}, dilation "
                 f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
-        return _call(forced, direction, g, a, b)
+        return _call(forced, direction, g, a, b, bias)
     if not settings.benchmark:
         name, without = heuristic(direction, g), {}
         # while a kernel compiles in the background, the algorithm chosen without it
         while name in ("direct", "winograd", "thin") and not _ready(name, direction, g, a.dtype):
             without[name + "_ok"] = False
             name = heuristic(direction, g, **without)
-        return _call(name, direction, g, a, b)
+        return _call(name, direction, g, a, b, bias)
     key = (direction, g.key(), a.dtype.str)
     name = _tuned.get(key)
     if name is not None:
-        return _call(name, direction, g, a, b)
+        return _call(name, direction, g, a, b, bias)
     best = None
     for name in capable(direction, g):
-        out = _call(name, direction, g, a, b)  # warm-up: JIT compilation, workspace growth
+        out = _call(name, direction, g, a, b, bias)  # warm-up: JIT compilation, workspaces
         start = time.perf_counter()
-        out = _call(name, direction, g, a, b)
+        out = _call(name, direction, g, a, b, bias)
         elapsed = time.perf_counter() - start
         if best is None or elapsed < best[0]:
             best = (elapsed, name, out)
@@ -224,12 +248,23 @@ def _ready_now(name, direction, g, dtype):
     return winograd.ready(direction, dtype)
 
 
-def _call(name, direction, g, a, b):
+FUSED_BIAS = ("thin",)   # algorithms whose forward takes the bias: forward(x, w, g, bias)
+
+
+def _call(name, direction, g, a, b, bias=None):
     fn = getattr(ALGORITHMS[name], FUNCTIONS[direction])
+    args = (a, b, g)
+    fused = bias is not None and name in FUSED_BIAS
+    if fused:
+        args += (bias,)
     if g.N == 1 and name in _SERIAL_FOR_ONE:
-        return fn(a, b, g)
-    with parallel.policy(_own_threads(name, direction, g)):
-        return fn(a, b, g)
+        y = fn(*args)
+    else:
+        with parallel.policy(_own_threads(name, direction, g)):
+            y = fn(*args)
+    if bias is not None and not fused:
+        y += bias[:, None, None]
+    return y
 
 
 def tuned():
