@@ -635,3 +635,17 @@ def test_gradcheck_float64_with_each_algorithm_forced(algorithm, force):
         args.update(zip(wrt, ts))
         return F.conv2d(args["x"], args["w"], None, padding=1, groups=groups)
     assert gradcheck(conv, tuple(dict(x=x, w=w)[n] for n in wrt))
+
+
+@pytest.mark.parametrize("algorithm", selector.FUSED_BIAS)
+@pytest.mark.parametrize("n", [1, 5])
+def test_bias_added_in_the_kernel_is_the_separate_add(algorithm, n, force):
+    """Algorithms that add the forward's bias in their kernel give the bits of adding it to the
+    result (the other algorithms add it afterwards)."""
+    x = rng.standard_normal((n, 6, 14, 13)).astype(np.float32)
+    w = rng.standard_normal((20, 6, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(20).astype(np.float32)
+    force(algorithm)
+    with_bias = C.conv2d_forward(x, w, b, 1, 1, 1, 1)
+    np.testing.assert_array_equal(with_bias, C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+                                  + b[:, None, None])

@@ -468,7 +468,7 @@ def _transpose_tile_masked(typingctx, dst, dbase, drow, src, sbase, srow, cols, 
 
 
 @njit(cache=CACHE, nogil=True)
-def forward(xp, wp, off, y, Wp, sh, sw, P, V, S, lo, hi):
+def forward(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, lo, hi):
     """y[n, k, i, j] = sum_t xp[n - lo, off[t] + i*sh*Wp + j*sw] * wp[t, k] for images n in
     [lo, hi): ``xp`` holds those images padded and flattened (n, C*Hp*Wp), ``wp`` the weight
     repacked as (C*R*S, Kp) with Kp a multiple of V vectors (zero columns beyond K), ``off`` the
@@ -477,9 +477,11 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, S, lo, hi):
     ``forward_pixels(V)``; S > 0 runs the sliding variant of width S (see ``_forward_block``).
     Each
     block's accumulators go to a row buffer (pixels, Kp) as whole vectors, and the finished row
-    is transposed into y in L x L register tiles (masked stores at the row's end and beyond K).
-    ``y`` must be C-contiguous."""
+    is transposed into y in L x L register tiles (masked stores at the row's end and beyond K),
+    after adding the bias ``bp`` (Kp,) to its sums when bp is not empty (as a separate add of
+    the bias would). ``y`` must be C-contiguous."""
     N, K, Ho, Wo = y.shape
+    bias = bp.shape[0] > 0
     taps, Kp = wp.shape
     plane = xp.shape[1]
     L = VECTOR_BYTES // wp.itemsize
@@ -500,16 +502,29 @@ def forward(xp, wp, off, y, Wp, sh, sw, P, V, S, lo, hi):
                 base = xb + i * sh * Wp + j0 * sw
                 for kb in range(0, Kp, KB):
                     _forward_block(R, (rb + j0) * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+            if bias and not short:
+                _add_bias(rowbuf, bp, 0, Wo, Kp)
             if not short:
                 for kb in range(0, K, L):
                     for q0 in range(0, Wo, L):
                         _transpose_tile_masked(Y, (n * K + kb) * HW + i * Wo + q0, HW,
                                                R, q0 * Kp + kb, Kp, min(L, Wo - q0), K - kb)
         if short:
+            if bias:
+                _add_bias(rowbuf, bp, 0, HW, Kp)
             for kb in range(0, K, L):
                 for q0 in range(0, HW, L):
                     _transpose_tile_masked(Y, (n * K + kb) * HW + q0, HW, R, q0 * Kp + kb, Kp,
                                            min(L, HW - q0), K - kb)
+
+
+@njit(cache=CACHE, nogil=True)
+def _add_bias(buf, bp, p0, p1, Kp):
+    """buf[p*Kp + k] += bp[k] for pixels p in [p0, p1) of a (pixels, Kp) row buffer."""
+    for p in range(p0, p1):
+        row = buf[p * Kp:]
+        for k in range(Kp):
+            row[k] += bp[k]
 
 
 @njit(cache=CACHE, nogil=True)
@@ -578,7 +593,7 @@ def weight(gy, xp, off, Wp, sh, sw, Kp, V, S, lo, hi):
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)
-def forward_parallel(xp, wp, off, y, Wp, sh, sw, P, V, S, parts):
+def forward_parallel(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, parts):
     """``forward`` over all images, ``parts`` runs of images in a ``prange`` on Numba's threading
     layer (used when it is TBB, see ``ember.kernels.pointwise.numba_runtime``); ``xp`` holds every
     image padded and flattened."""
@@ -588,7 +603,7 @@ def forward_parallel(xp, wp, off, y, Wp, sh, sw, P, V, S, parts):
         lo = r * per
         hi = min(N, lo + per)
         if lo < hi:
-            forward(xp[lo:hi], wp, off, y, Wp, sh, sw, P, V, S, lo, hi)
+            forward(xp[lo:hi], wp, bp, off, y, Wp, sh, sw, P, V, S, lo, hi)
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)

@@ -248,7 +248,7 @@ def _ready_now(name, direction, g, dtype):
     return winograd.ready(direction, dtype)
 
 
-FUSED_BIAS = ("thin",)   # algorithms whose forward takes the bias: forward(x, w, g, bias)
+FUSED_BIAS = ("thin", "direct")   # their forward takes the bias: forward(x, w, g, bias)
 
 
 def _call(name, direction, g, a, b, bias=None):
