@@ -19,12 +19,12 @@ over ember's threads.
 - ``im2col_t``, ``t_epilogue``, ``t_pool2_epilogue``: the transposed orientation, col (N*Ho*Wo,
   C*R*S) and a (N*Ho*Wo, K) GEMM result;
 - ``nchw_epilogue``, ``nchw_pool2_epilogue``: the epilogues of a sum already in NCHW order (from
-  ember's convolution engine).
+  ember's convolution engine), and their ``_runs`` drivers: runs of images in a ``prange``.
 
 The arithmetic is eager's: the bias is added to the GEMM's sum, then the residual, then ReLU
 (``max(v, 0)``, NaN propagating), and the max pool's first maximum wins, NaN propagating.
 """
-from numba import njit
+from numba import njit, prange
 
 
 @njit(inline="always")
@@ -245,3 +245,28 @@ def t_pool2_epilogue(zt, b, y, relu, n0, n1):
                     a3 = zt[n, 2 * i + 1, 2 * j + 1, k]
                     m = _max4(a0, a1, a2, a3) + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def nchw_epilogue_runs(z, b, res, y, has_res, relu, parts):
+    """``nchw_epilogue`` over all images in ``parts`` runs of a ``prange`` (Numba's TBB layer:
+    its workers take a run within microseconds, where ember's pool costs ~0.1 ms a hand-over)."""
+    N = z.shape[0]
+    per = (N + parts - 1) // parts
+    for r in prange(parts):
+        lo = r * per
+        hi = min(N, lo + per)
+        if lo < hi:
+            nchw_epilogue(z, b, res, y, has_res, relu, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def nchw_pool2_epilogue_runs(z, b, y, relu, parts):
+    """``nchw_pool2_epilogue`` over all images in ``parts`` runs of a ``prange``."""
+    N = z.shape[0]
+    per = (N + parts - 1) // parts
+    for r in prange(parts):
+        lo = r * per
+        hi = min(N, lo + per)
+        if lo < hi:
+            nchw_pool2_epilogue(z, b, y, relu, lo, hi)
