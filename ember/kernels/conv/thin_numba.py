@@ -79,6 +79,19 @@ def _rows_block(typingctx, acc, abase, astride, x, xbase, w, wbase, wrow, off, t
 
 
 @njit(cache=CACHE, nogil=True)
+def _rows_into(flat, planes, start, pitch, Wp):
+    """Plane c of ``planes`` (C, H, W) into ``flat`` from c*pitch + start, in rows Wp apart (the
+    padding around them left as it is)."""
+    C, H, W = planes.shape
+    for c in range(C):
+        for i in range(H):
+            dst = flat[c * pitch + start + i * Wp:]
+            src = planes[c, i]
+            for j in range(W):
+                dst[j] = src[j]
+
+
+@njit(cache=CACHE, nogil=True)
 def rows_forward(x, w, b, off, y, pt, pl, Hp, Wp, lo, hi):
     """y[n] (K, Ho, Wo) for images n in [lo, hi) of x (N, C, H, W), stride 1, plus the bias
     b (K,) (added in the crop, after the taps' sum, as a separate add would): w is (taps, K)
@@ -96,12 +109,7 @@ def rows_forward(x, w, b, off, y, pt, pl, Hp, Wp, lo, hi):
     acc = np.empty(K * Lp, w.dtype)
     A, X, Wt, O = _data(acc), _data(xs), _data(w), _data(off)
     for n in range(lo, hi):
-        for c in range(C):
-            for i in range(H):
-                dst = xs[c * plane + (pt + i) * Wp + pl:]
-                src = x[n, c, i]
-                for j in range(W):
-                    dst[j] = src[j]
+        _rows_into(xs, x[n], pt * Wp + pl, Hp * Wp, Wp)
         for k0 in range(0, K, MAX_K):
             kb = min(MAX_K, K - k0)
             for p in range(0, Lp, S):
@@ -200,18 +208,8 @@ def rows_weight(gy, x, off, pt, pl, Hp, Wp, lo, hi):
     part = np.zeros(taps * K * L, x.dtype)
     P, X, G, O = _data(part), _data(xs), _data(gs), _data(off)
     for n in range(lo, hi):
-        for c in range(C):
-            for i in range(H):
-                dst = xs[c * plane + (pt + i) * Wp + pl:]
-                src = x[n, c, i]
-                for j in range(W):
-                    dst[j] = src[j]
-        for k in range(K):
-            for i in range(Ho):
-                dst = gs[k * Lp + i * Wp:]
-                src = gy[n, k, i]
-                for j in range(Wo):
-                    dst[j] = src[j]
+        _rows_into(xs, x[n], pt * Wp + pl, Hp * Wp, Wp)
+        _rows_into(gs, gy[n], 0, Lp, Wp)
         t0 = 0
         while t0 < taps:
             tb = WT if taps - t0 >= WT else 1
