@@ -176,6 +176,8 @@ class _ConvStep:
         self.xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype) if ph or pw else None
         self.w2 = np.array(w.reshape(K, -1), order="C")  # an owned copy (see docs/jit.md)
         self.b = np.array(b, order="C") if b is not None else np.zeros(K, dtype)
+        self.has_b = b is not None
+        self._fused = None   # see ``_fused_geometry``
         self.res, self.relu, self.pool = res, relu, pool
         self.conv_args = (stride, padding, dilation, 1)
         self.w = np.array(w, order="C")
@@ -285,9 +287,28 @@ class _ConvStep:
                                                             self.dummy, True, True, 2)))
         return out
 
+    def _fused_geometry(self, x):
+        """The convolution's geometry when the engine would run it with an algorithm that adds
+        the bias, the residual and ReLU in its own kernel (``selector.FUSED_EPILOGUE``), else
+        None (decided on the first engine call)."""
+        if self._fused is None:
+            from ember.backends import conv as settings
+            from ember.kernels.conv import selector
+            from ember.kernels.conv.geometry import geometry
+            g = geometry("conv2d", x.shape, self.w.shape, *self.conv_args)
+            fused = (self.pool is None and settings.algorithm is None and not settings.benchmark
+                     and selector.heuristic("forward", g) in selector.FUSED_EPILOGUE)
+            self._fused = g if fused else False
+        return self._fused or None
+
     def _engine_call(self, x, res):
         from ember.kernels.conv import conv2d_forward
         from ember.kernels.pointwise import numba_runtime as rt
+        g = self._fused_geometry(x)
+        if g is not None:   # one pass: bias, residual and ReLU inside the kernel
+            from ember.kernels.conv import selector
+            return selector.run("conv2d", "forward", g, x, self.w,
+                                self.b if self.has_b else None, res, self.relu)
         z = conv2d_forward(x, self.w, None, *self.conv_args)
         N = x.shape[0]
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y

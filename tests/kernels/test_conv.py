@@ -649,3 +649,27 @@ def test_bias_added_in_the_kernel_is_the_separate_add(algorithm, n, force):
     with_bias = C.conv2d_forward(x, w, b, 1, 1, 1, 1)
     np.testing.assert_array_equal(with_bias, C.conv2d_forward(x, w, None, 1, 1, 1, 1)
                                   + b[:, None, None])
+
+
+@pytest.mark.parametrize("algorithm", ["direct", "im2col"])
+@pytest.mark.parametrize("n", [1, 5])
+def test_residual_and_relu_epilogue_is_eagers_order(algorithm, n, force):
+    """``selector.run`` with a residual and ReLU: inside the kernel (``FUSED_EPILOGUE``) or
+    after it, the bits of ((conv + bias) + residual) then ReLU, NaN kept."""
+    x = rng.standard_normal((n, 6, 11, 12)).astype(np.float32)
+    w = rng.standard_normal((16, 6, 3, 3)).astype(np.float32)
+    b = rng.standard_normal(16).astype(np.float32)
+    res = rng.standard_normal((n, 16, 11, 12)).astype(np.float32)
+    res[0, 3, 2, 5] = np.nan
+    g = C.geometry("conv2d", x.shape, w.shape, 1, 1, 1, 1)
+    force(algorithm)
+    want = C.conv2d_forward(x, w, b, 1, 1, 1, 1) + res
+    want = np.where(want < 0, np.float32(0), want)
+    for r, relu in ((res, True), (None, True), (res, False)):
+        got = selector.run("conv2d", "forward", g, x, w, b, r, relu)
+        expect = C.conv2d_forward(x, w, b, 1, 1, 1, 1) + (r if r is not None else 0)
+        if relu:
+            expect = np.where(expect < 0, np.float32(0), expect)
+        np.testing.assert_array_equal(got, expect)
+    assert np.isnan(selector.run("conv2d", "forward", g, x, w, b, res, True)[0, 3, 2, 5])
+    np.testing.assert_array_equal(selector.run("conv2d", "forward", g, x, w, b, res, True), want)

@@ -72,7 +72,8 @@ def _signature(direction, g, dtype):
         a2, a4 = np.empty((0, 0), dtype), np.empty((0, 0, 0, 0), dtype)
         off = np.empty(0, np.int64)
         if direction == "forward":
-            args = (a2, a2, np.empty(0, dtype), off, a4) + (0,) * (7 if parallel_ else 8)
+            args = (a2, a2, np.empty(0, dtype), a2, off, a4) + (0,) * 6 + (False,) + \
+                (0,) * (1 if parallel_ else 2)
         elif direction == "input":
             args = (a4, a2, off, a4) + (0,) * (12 if parallel_ else 13)
         else:
@@ -172,9 +173,10 @@ def _forward_plan(g, dtype):
     return plan
 
 
-def forward(x, w, g, bias=None):
+def forward(x, w, g, bias=None, residual=None, relu=False):
     """The convolution of x by w, plus ``bias`` (K,) when given (added to each row's sums in
-    the kernel, before the transpose into NCHW)."""
+    the kernel, before the transpose into NCHW), plus ``residual`` (the output's shape) when
+    given, then ReLU when ``relu`` (per image in the kernel, eager's order of operations)."""
     k = kernels()
     ready("forward", g, x.dtype, force=True)
     V, Kp, off, S, P = _forward_plan(g, x.dtype)
@@ -186,18 +188,20 @@ def forward(x, w, g, bias=None):
     bp = np.zeros(Kp if bias is not None else 0, x.dtype)
     if bias is not None:
         bp[:g.K] = bias
+    rs = (np.empty((0, 0), x.dtype) if residual is None
+          else np.ascontiguousarray(residual, x.dtype).reshape(g.N, -1))
     y = np.empty(g.output_shape, x.dtype)
     sh, sw = g.stride
 
     parts = _tbb_parts(g.N)
     if parts:
-        k.forward_parallel(_images(x, g, 0, g.N, "direct.pad"), wp, bp, off, y, g.Wp, sh, sw, P,
-                           V, S, parts)
+        k.forward_parallel(_images(x, g, 0, g.N, "direct.pad"), wp, bp, rs, off, y, g.Wp, sh,
+                           sw, P, V, S, bool(relu), parts)
         return y
 
     def chunk(lo, hi):
-        k.forward(_images(x, g, lo, hi, "direct.pad"), wp, bp, off, y, g.Wp, sh, sw, P, V, S,
-                  lo, hi)
+        k.forward(_images(x, g, lo, hi, "direct.pad"), wp, bp, rs, off, y, g.Wp, sh, sw, P, V,
+                  S, bool(relu), lo, hi)
     parallel.run(chunk, g.N)
     return y
 

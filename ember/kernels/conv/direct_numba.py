@@ -468,7 +468,7 @@ def _transpose_tile_masked(typingctx, dst, dbase, drow, src, sbase, srow, cols, 
 
 
 @njit(cache=CACHE, nogil=True)
-def forward(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, lo, hi):
+def forward(xp, wp, bp, rs, off, y, Wp, sh, sw, P, V, S, relu, lo, hi):
     """y[n, k, i, j] = sum_t xp[n - lo, off[t] + i*sh*Wp + j*sw] * wp[t, k] for images n in
     [lo, hi): ``xp`` holds those images padded and flattened (n, C*Hp*Wp), ``wp`` the weight
     repacked as (C*R*S, Kp) with Kp a multiple of V vectors (zero columns beyond K), ``off`` the
@@ -479,7 +479,9 @@ def forward(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, lo, hi):
     block's accumulators go to a row buffer (pixels, Kp) as whole vectors, and the finished row
     is transposed into y in L x L register tiles (masked stores at the row's end and beyond K),
     after adding the bias ``bp`` (Kp,) to its sums when bp is not empty (as a separate add of
-    the bias would). ``y`` must be C-contiguous."""
+    the bias would). Then, per image while it is in cache, the residual ``rs`` (N, K*Ho*Wo; when
+    not empty) is added and ReLU applied when ``relu`` (NaN propagates), in eager's order.
+    ``y`` must be C-contiguous."""
     N, K, Ho, Wo = y.shape
     bias = bp.shape[0] > 0
     taps, Kp = wp.shape
@@ -516,6 +518,23 @@ def forward(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, lo, hi):
                 for q0 in range(0, HW, L):
                     _transpose_tile_masked(Y, (n * K + kb) * HW + q0, HW, R, q0 * Kp + kb, Kp,
                                            min(L, HW - q0), K - kb)
+        if rs.shape[0] > 0 or relu:
+            _residual_relu(y[n].reshape(K * HW), rs, n, relu)
+
+
+@njit(cache=CACHE, nogil=True)
+def _residual_relu(out, rs, n, relu):
+    """out += rs[n] (when rs is not empty), then ReLU (``v < 0`` -> 0: NaN stays) if ``relu``."""
+    zero = out.dtype.type(0)
+    if rs.shape[0] > 0:
+        r = rs[n]
+        for p in range(out.shape[0]):
+            v = out[p] + r[p]
+            out[p] = zero if (relu and v < zero) else v
+    else:
+        for p in range(out.shape[0]):
+            v = out[p]
+            out[p] = zero if v < zero else v
 
 
 @njit(cache=CACHE, nogil=True)
@@ -593,7 +612,7 @@ def weight(gy, xp, off, Wp, sh, sw, Kp, V, S, lo, hi):
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)
-def forward_parallel(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, parts):
+def forward_parallel(xp, wp, bp, rs, off, y, Wp, sh, sw, P, V, S, relu, parts):
     """``forward`` over all images, ``parts`` runs of images in a ``prange`` on Numba's threading
     layer (used when it is TBB, see ``ember.kernels.pointwise.numba_runtime``); ``xp`` holds every
     image padded and flattened."""
@@ -603,7 +622,7 @@ def forward_parallel(xp, wp, bp, off, y, Wp, sh, sw, P, V, S, parts):
         lo = r * per
         hi = min(N, lo + per)
         if lo < hi:
-            forward(xp[lo:hi], wp, bp, off, y, Wp, sh, sw, P, V, S, lo, hi)
+            forward(xp[lo:hi], wp, bp, rs, off, y, Wp, sh, sw, P, V, S, relu, lo, hi)
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)

@@ -164,10 +164,11 @@ def _tiles(g):
     return per_image * (g.N if g.N >= BATCH_THRESHOLD else 1)
 
 
-def run(op, direction, g, a, b, bias=None):
+def run(op, direction, g, a, b, bias=None, residual=None, relu=False):
     """Run ``direction`` ("forward", "input" or "weight") on arrays (a, b) for geometry ``g``;
     a forward pass adds ``bias`` (K,) when given, inside the kernel for the algorithms in
-    ``FUSED_BIAS``, else afterwards.
+    ``FUSED_BIAS``, else afterwards; then ``residual`` (the output's shape) and ReLU when
+    ``relu``, inside the kernel for those in ``FUSED_EPILOGUE`` (eager's order either way).
 
     Each algorithm runs under ``parallel.policy``: for the directions in
     ``parallel.OWN_THREADS_DIRECTIONS`` (the weight gradient: small outputs, long reductions, where
@@ -191,23 +192,24 @@ def run(op, direction, g, a, b, bias=None):
                 f"{op}: algorithm {forced!r} cannot compute the {direction} direction for input "
                 f"{g.input_shape}, weight {g.weight_shape}, stride {g.stride}, dilation "
                 f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
-        return _call(forced, direction, g, a, b, bias)
+        return _call(forced, direction, g, a, b, bias, residual, relu)
     if not settings.benchmark:
         name, without = heuristic(direction, g), {}
         # while a kernel compiles in the background, the algorithm chosen without it
         while name in ("direct", "winograd", "thin") and not _ready(name, direction, g, a.dtype):
             without[name + "_ok"] = False
             name = heuristic(direction, g, **without)
-        return _call(name, direction, g, a, b, bias)
+        return _call(name, direction, g, a, b, bias, residual, relu)
     key = (direction, g.key(), a.dtype.str)
     name = _tuned.get(key)
     if name is not None:
-        return _call(name, direction, g, a, b, bias)
+        return _call(name, direction, g, a, b, bias, residual, relu)
     best = None
     for name in capable(direction, g):
-        out = _call(name, direction, g, a, b, bias)  # warm-up: JIT compilation, workspaces
+        # warm-up: JIT compilation, workspace growth
+        out = _call(name, direction, g, a, b, bias, residual, relu)
         start = time.perf_counter()
-        out = _call(name, direction, g, a, b, bias)
+        out = _call(name, direction, g, a, b, bias, residual, relu)
         elapsed = time.perf_counter() - start
         if best is None or elapsed < best[0]:
             best = (elapsed, name, out)
@@ -249,14 +251,19 @@ def _ready_now(name, direction, g, dtype):
 
 
 FUSED_BIAS = ("thin", "direct")   # their forward takes the bias: forward(x, w, g, bias)
+FUSED_EPILOGUE = ("direct",)      # and the residual and ReLU: forward(x, w, g, bias, res, relu)
 
 
-def _call(name, direction, g, a, b, bias=None):
+def _call(name, direction, g, a, b, bias=None, residual=None, relu=False):
     fn = getattr(ALGORITHMS[name], FUNCTIONS[direction])
     args = (a, b, g)
     fused = bias is not None and name in FUSED_BIAS
-    if fused:
+    epilogue = residual is not None or relu
+    fused_epilogue = epilogue and name in FUSED_EPILOGUE
+    if fused or fused_epilogue:
         args += (bias,)
+    if fused_epilogue:
+        args += (residual, relu)
     if g.N == 1 and name in _SERIAL_FOR_ONE:
         y = fn(*args)
     else:
@@ -264,6 +271,11 @@ def _call(name, direction, g, a, b, bias=None):
             y = fn(*args)
     if bias is not None and not fused:
         y += bias[:, None, None]
+    if epilogue and not fused_epilogue:
+        if residual is not None:
+            y += residual
+        if relu:
+            y[y < 0] = 0   # NaN stays (as ``v < 0 -> 0``)
     return y
 
 
