@@ -391,6 +391,11 @@ def test_heuristic_choices():
     assert pick((8, 64, 28, 28), (64, 64, 3, 3), direction="weight") == "winograd"
     assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "direct"  # thin: see test_conv_direct
     assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
+    assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0, direction="weight") == "direct1x1"
+    assert pick((8, 64, 56, 56), (128, 64, 1, 1), 2, 0, direction="weight") == "direct"
+    assert pick((8, 64, 56, 56), (128, 64, 1, 1), 2, 0) == "direct1x1"   # 64 channels
+    assert pick((64, 16, 32, 32), (32, 16, 1, 1), 2, 0) == "direct"       # strided, 16 channels
+    assert pick((64, 16, 32, 32), (32, 16, 1, 1), 1, 0) == "direct1x1"
     assert pick((8, 32, 28, 28), (32, 1, 3, 3), groups=32) == "depthwise"
     assert pick((1, 64, 8, 8), (64, 64, 3, 3)) == "direct"  # batch of one, too few tiles
 

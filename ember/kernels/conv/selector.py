@@ -43,7 +43,12 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   weight 636/1110; (1,128,14,14)->128 weight 521/751 (its forward ties: K > 64 stays on
   im2col). With the AVX2 kernels forced (one thread, under load) direct still led at K <= 64 and
   tied the weight gradient at K = 128. The input gradient's ``direct`` kernel (stride 1, K >= 16)
-  runs in the thin-layer territory (DIRECT_MAX_TAPS).
+  runs in the thin-layer territory (DIRECT_MAX_TAPS). For 1x1 kernels ``direct`` also takes the
+  weight gradient (ms direct / direct1x1, two threads: (64,16,32,32)->32 stride 2 0.26/0.96,
+  (8,64,56,56)->128 stride 2 0.59/1.30, (8,64,56,56)->64 0.92/1.32; AVX2 forced 0.30/0.98,
+  0.82/1.34, and (1,64,56,56)->128 0.17/0.15, the one loss) and strided forward passes of up to
+  DIRECT_1X1_MAX_C channels ((64,16,32,32)->32 stride 2: 0.21/0.48; at 64 channels and 128
+  filters direct1x1 won, 0.93/1.02 and 0.09/0.19 for one image).
   A batch of one image with stride 1 runs ``thin`` there instead (no per-call weight repacking,
   one serial row kernel), us thin / direct under load: LeNet conv2 (1,6,14,14)->16 5x5 27/37,
   (1,3,32,32)->32 5x5 75/80, (1,16,32,32)->32 3x3 72/82, (1,3,64,64)->16 3x3 40/50,
@@ -84,6 +89,7 @@ DIRECT_MAX_K = 64
 DIRECT_MAX_TAPS_FORWARD = 576   # the forward pass (K <= DIRECT_MAX_K)
 DIRECT_MAX_TAPS_WEIGHT = 1152   # the weight gradient (K <= DIRECT_MAX_K_WEIGHT)
 DIRECT_MAX_K_WEIGHT = 128
+DIRECT_1X1_MAX_C = 32           # strided 1x1 forward passes run ``direct`` up to this many channels
 DIRECT_MIN_K_FORWARD = 16
 THIN_OWN_MIN_K = 32
 THIN_MAX_MACS = 160
@@ -120,6 +126,13 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     if g.is_depthwise:
         return "depthwise"
     if g.R == 1 and g.S == 1:
+        # 1x1: ``direct`` for weight gradients in its territory and for strided forward passes
+        # of few channels (docstring), ``direct1x1`` otherwise
+        if direct_ok and direct.supports(g, direction) and (
+                (direction == "weight" and _direct_weight(g))
+                or (direction == "forward" and g.stride != (1, 1) and g.C <= DIRECT_1X1_MAX_C
+                    and g.K <= DIRECT_MAX_K)):
+            return "direct"
         return "direct1x1"
     if winograd_ok and winograd.supports(g, direction):
         fg = transposed_geometry(g) if direction == "input" else g
