@@ -292,11 +292,12 @@ class _ConvStep:
         the bias, the residual and ReLU in its own kernel (``selector.FUSED_EPILOGUE``), else
         None (decided on the first engine call)."""
         if self._fused is None:
-            from ember.backends import conv as settings
             from ember.kernels.conv import selector
             from ember.kernels.conv.geometry import geometry
             g = geometry("conv2d", x.shape, self.w.shape, *self.conv_args)
-            fused = (self.pool is None and settings.algorithm is None and not settings.benchmark
+            # (a forced algorithm or the autotuner may still pick another one: ``selector.run``
+            # then adds the bias, residual and ReLU after it, in the same order)
+            fused = (self.pool is None
                      and selector.heuristic("forward", g) in selector.FUSED_EPILOGUE)
             self._fused = g if fused else False
         return self._fused or None
