@@ -26,6 +26,8 @@ The arithmetic is eager's: the bias is added to the GEMM's sum, then the residua
 """
 from numba import njit, prange
 
+from ember.kernels.pointwise._nbhelpers import run_bounds
+
 
 @njit(inline="always")
 def _max4(a0, a1, a2, a3):
@@ -252,10 +254,8 @@ def nchw_epilogue_runs(z, b, res, y, has_res, relu, parts):
     """``nchw_epilogue`` over all images in ``parts`` runs of a ``prange`` (Numba's TBB layer:
     its workers take a run within microseconds, where ember's pool costs ~0.1 ms a hand-over)."""
     N = z.shape[0]
-    per = (N + parts - 1) // parts
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             nchw_epilogue(z, b, res, y, has_res, relu, lo, hi)
 
@@ -264,9 +264,7 @@ def nchw_epilogue_runs(z, b, res, y, has_res, relu, parts):
 def nchw_pool2_epilogue_runs(z, b, y, relu, parts):
     """``nchw_pool2_epilogue`` over all images in ``parts`` runs of a ``prange``."""
     N = z.shape[0]
-    per = (N + parts - 1) // parts
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             nchw_pool2_epilogue(z, b, y, relu, lo, hi)

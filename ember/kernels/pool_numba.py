@@ -13,6 +13,8 @@ bounds tests. ``scatter`` is the backward: each plane's gradients added at its a
 import numpy as np
 from numba import njit, prange
 
+from ember.kernels.pointwise._nbhelpers import run_bounds
+
 
 @njit(cache=True, nogil=True)
 def planes(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, lo, hi):
@@ -54,10 +56,8 @@ def planes(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, lo, hi):
 @njit(cache=True, nogil=True, parallel=True)
 def planes_parallel(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, parts):
     total = x.shape[0] * x.shape[1]
-    per = (total + parts - 1) // parts
     for r in prange(parts):
-        lo = r * per
-        hi = min(total, lo + per)
+        lo, hi = run_bounds(total, parts, r)
         if lo < hi:
             planes(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, lo, hi)
 

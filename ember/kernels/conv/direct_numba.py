@@ -21,6 +21,7 @@ from numba.core import cgutils
 from numba.extending import intrinsic
 
 from ember.kernels import cpu
+from ember.kernels.pointwise._nbhelpers import run_bounds
 
 ISA = cpu.isa()
 VECTOR_BYTES = cpu.VECTOR_BYTES[ISA]
@@ -617,10 +618,8 @@ def forward_parallel(xp, wp, bp, rs, off, y, Wp, sh, sw, P, V, S, relu, parts):
     layer (used when it is TBB, see ``ember.kernels.pointwise.numba_runtime``); ``xp`` holds every
     image padded and flattened."""
     N = y.shape[0]
-    per = (N + parts - 1) // parts
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             forward(xp[lo:hi], wp, bp, rs, off, y, Wp, sh, sw, P, V, S, relu, lo, hi)
 
@@ -630,12 +629,10 @@ def weight_parallel(gy, xp, off, Wp, sh, sw, Kp, V, S, parts):
     """``weight`` over all images, ``parts`` runs of images in a ``prange``; the runs' partial
     sums are added in run order (the same bits for a given ``parts``)."""
     N = gy.shape[0]
-    per = (N + parts - 1) // parts
     taps = off.shape[0]
     partial = np.zeros((parts, taps, Kp), xp.dtype)
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             g = weight(gy[lo:hi], xp[lo:hi], off, Wp, sh, sw, Kp, V, S, 0, hi - lo)
             # element loop: ``partial[r] = g`` compiles Numba's shape-mismatch message code
@@ -823,9 +820,7 @@ def input_grad(gy, wt, off, gx, pt, pl, dh, R, PT, QL, Hq, Wq, P, VX, CB, lo, hi
 def input_grad_parallel(gy, wt, off, gx, pt, pl, dh, R, PT, QL, Hq, Wq, P, VX, CB, parts):
     """``input_grad`` over all images, ``parts`` runs of images in a ``prange``."""
     N = gy.shape[0]
-    per = (N + parts - 1) // parts
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             input_grad(gy, wt, off, gx, pt, pl, dh, R, PT, QL, Hq, Wq, P, VX, CB, lo, hi)

@@ -19,6 +19,7 @@ from numba.extending import intrinsic
 from ember.kernels.conv.direct_numba import (CACHE, I64, REGISTERS, VECTOR_BYTES, _at,
                                              _broadcast, _data, _fma, _loop, _vector,
                                              _vload, _vstore)
+from ember.kernels.pointwise._nbhelpers import run_bounds
 
 # KB*V accumulators, V input vectors and a broadcast fit the vector registers: 6*4 + 4 + 1 of 32
 # with AVX-512, 6*2 + 2 + 1 of 16 otherwise.
@@ -128,10 +129,8 @@ def rows_forward(x, w, b, off, y, pt, pl, Hp, Wp, lo, hi):
 def rows_forward_parallel(x, w, b, off, y, pt, pl, Hp, Wp, parts):
     """``rows_forward`` over all images in ``parts`` runs of a ``prange`` (Numba's TBB layer)."""
     N = x.shape[0]
-    per = (N + parts - 1) // parts
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             rows_forward(x, w, b, off, y, pt, pl, Hp, Wp, lo, hi)
 
@@ -226,13 +225,11 @@ def rows_weight_parallel(gy, x, off, pt, pl, Hp, Wp, parts):
     """``rows_weight`` over all images in ``parts`` runs of a ``prange``; the runs' partial sums
     are added in run order (the same bits for a given ``parts``)."""
     N = x.shape[0]
-    per = (N + parts - 1) // parts
     taps, K = off.shape[0], gy.shape[1]
     L = VECTOR_BYTES // x.itemsize
     partial = np.zeros((parts, taps, K, L), x.dtype)
     for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
+        lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             p = rows_weight(gy, x, off, pt, pl, Hp, Wp, lo, hi)
             for t in range(taps):

@@ -1,6 +1,8 @@
 """Numba helpers imported by generated kernels (never by ``import ember``).
 
 ``sel`` is a branch-free select (keeps kernels small for Numba and vectorisable for LLVM).
+``run_bounds`` is the item range of one run of a ``prange`` driver (the kernels' ``*_parallel``
+functions cut their items into ``parts`` equal runs).
 float16: Numba cannot compute in float16, so float16 arrays travel as uint16 bit patterns and
 float16 values live in float32 registers, rounded to float16 precision (nearest even, as NumPy).
 ``exp_f32`` and ``tanh_f32`` are straight-line float32 versions that vectorise (Numba calls libm
@@ -140,3 +142,12 @@ def floordiv_float(a, b):
     if div - floordiv > 0.5:
         floordiv += 1
     return floordiv
+
+
+@njit(inline="always")
+def run_bounds(n_items, parts, r):
+    """[lo, hi) of run ``r`` when ``n_items`` are cut into ``parts`` runs of equal length (the
+    last shorter, possibly empty: callers skip lo >= hi)."""
+    per = (n_items + parts - 1) // parts
+    lo = r * per
+    return lo, min(n_items, lo + per)
