@@ -17,6 +17,7 @@ bits. Needs Numba: without it ``supports`` is False and the selector falls back.
 import numpy as np
 
 from . import parallel
+from .geometry import tap_offsets
 from .workspace import padded
 
 _kernels = None
@@ -116,26 +117,6 @@ def _slide(g, V):
     return g.S if any(p <= g.Wo for p in k.slide_pixels(V, g.S)) else 0
 
 
-_offset_cache = {}
-
-
-def _offsets(g):
-    """Offset of each tap (c, r, s) in one flattened zero-padded image (kept per geometry: it
-    costs ~5 us, a few percent of a LeNet-sized call)."""
-    key = (g.C, g.Hp, g.Wp, g.R, g.S, g.dilation)
-    off = _offset_cache.get(key)
-    if off is None:
-        dh, dw = g.dilation
-        c = np.arange(g.C)[:, None, None] * (g.Hp * g.Wp)
-        r = np.arange(g.R)[None, :, None] * (dh * g.Wp)
-        s = np.arange(g.S)[None, None, :] * dw
-        off = (c + r + s).reshape(-1).astype(np.int64)
-        if len(_offset_cache) > 256:
-            _offset_cache.clear()
-        _offset_cache[key] = off
-    return off
-
-
 def _images(x, g, lo, hi, slot):
     """Images [lo, hi) zero-padded and flattened to (n, C*Hp*Wp)."""
     xp = padded(x[lo:hi], g.padding, slot)
@@ -166,7 +147,7 @@ def _forward_plan(g, dtype):
         V = _vectors(g.K, dtype)
         KB = V * _lanes(dtype)
         S = _slide(g, V) if SLIDE else 0
-        plan = (V, -(-g.K // KB) * KB, _offsets(g), S, _pixels(g.Wo, V, S))
+        plan = (V, -(-g.K // KB) * KB, tap_offsets(g), S, _pixels(g.Wo, V, S))
         if len(_forward_plans) > 256:
             _forward_plans.clear()
         _forward_plans[key] = plan
@@ -222,7 +203,7 @@ def weight_grad(gy, x, g):
     V = _vectors(g.K, x.dtype)
     KB = V * _lanes(x.dtype)
     Kp = -(-g.K // KB) * KB
-    off = _offsets(g)
+    off = tap_offsets(g)
     gy = np.ascontiguousarray(gy)
     sh, sw = g.stride
     S = _weight_slide(g, V)

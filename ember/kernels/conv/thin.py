@@ -13,6 +13,7 @@ threads); a batch of one runs serially. Needs Numba: without it ``supports`` is 
 import numpy as np
 
 from . import parallel
+from .geometry import tap_offsets
 
 _kernels = None
 _signatures = {}
@@ -63,24 +64,6 @@ def ready(dtype, n_images=1, direction="forward"):
     return numba_runtime.ready(getattr(_kernels, name), sig)
 
 
-_offsets = {}
-
-
-def _tap_offsets(g):
-    """Offset of each tap (c, r, s) into a flattened padded image (kept per geometry: a batch of
-    one spends more on building it than on the kernel)."""
-    key = (g.C, g.Hp, g.Wp, g.R, g.S, g.dilation)
-    off = _offsets.get(key)
-    if off is None:
-        (dh, dw), Wp = g.dilation, g.Wp
-        off = np.array([c * g.Hp * Wp + r * dh * Wp + s * dw for c in range(g.C)
-                        for r in range(g.R) for s in range(g.S)], np.int64)
-        if len(_offsets) > 256:
-            _offsets.clear()
-        _offsets[key] = off
-    return off
-
-
 def forward(x, w, g, bias=None):
     """The convolution of x by w, plus ``bias`` (K,) when given (added in the kernel's crop)."""
     k = kernels()
@@ -89,7 +72,7 @@ def forward(x, w, g, bias=None):
     wt = np.ascontiguousarray(w.reshape(g.K, -1).T)
     b = np.zeros(g.K, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
     y = np.empty(g.output_shape, x.dtype)
-    args = (x, wt, b, _tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
+    args = (x, wt, b, tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
     parts = _parts(g.N)
     if parts:
         k.rows_forward_parallel(*args, parts)
@@ -104,7 +87,7 @@ def weight_grad(gy, x, g):
     k = kernels()
     ready(x.dtype, g.N, "weight")
     x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
-    args = (gy, x, _tap_offsets(g), g.padding[0], g.padding[2], g.Hp, g.Wp)
+    args = (gy, x, tap_offsets(g), g.padding[0], g.padding[2], g.Hp, g.Wp)
     parts = _parts(g.N)
     if parts:
         part = k.rows_weight_parallel(*args, parts)
