@@ -512,6 +512,13 @@ class InferencePlan:
                 return ident
             return name_of(v)
 
+        def bound(x):
+            """A global holding ``x``: values (from a loaded file, too) reach the generated
+            source as names, never as text."""
+            ident = f"k_{len(glob)}"
+            glob[ident] = x
+            return ident
+
         def resolve(x):
             if isinstance(x, SymRef):
                 return int(env[id(x.value)])
@@ -597,7 +604,7 @@ class InferencePlan:
             for r in reads:
                 if isinstance(r, list):
                     argsrc.append("[" + ", ".join(value_arg(y) if isinstance(y, Value)
-                                                  else repr(y) for y in r) + "]")
+                                                  else bound(y) for y in r) + "]")
                 else:
                     argsrc.append(value_arg(r))
             if multi:
