@@ -277,9 +277,11 @@ def test_gradcheck_through_functional_conv2d(force):
     assert gradcheck(lambda x, w: F.conv2d(x, w, None), (x, w))
 
 
+@pytest.mark.parametrize("case", [CASES[2], CASES[10]], ids=["unpadded", "padded"])
 @pytest.mark.parametrize("tbb", [False, True])
-def test_thread_counts_give_matching_results(tbb, force, monkeypatch):
-    """Images split over ember's pool, or (when Numba's layer is TBB) over a prange."""
+def test_thread_counts_give_matching_results(tbb, case, force, monkeypatch):
+    """Images split over ember's pool, or (when Numba's layer is TBB) over a prange; each run
+    pads its own images."""
     from ember.kernels.conv import direct
     from ember.kernels.pointwise import numba_runtime
     if tbb and numba_runtime.parallel_layer() != "tbb":
@@ -292,17 +294,20 @@ def test_thread_counts_give_matching_results(tbb, force, monkeypatch):
             return fn(*a)
         monkeypatch.setattr(direct.kernels(), name, spy)
     before = get_num_threads()
-    x, w, gy = problem(CASES[2], np.float64)
+    x, w, gy = problem(case, np.float64)
+    pad = case[8]
     results = []
     try:
         for n in (1, 2, 3):
             set_num_threads(n)
-            results.append((C.conv2d_forward(x, w, None, 1, 0, 1, 1),
-                            C.conv2d_weight_grad(gy, x, w.shape, 1, 0, 1, 1),
-                            C.conv2d_input_grad(gy, w, x.shape, 1, 0, 1, 1)))
+            results.append((C.conv2d_forward(x, w, None, 1, pad, 1, 1),
+                            C.conv2d_weight_grad(gy, x, w.shape, 1, pad, 1, 1),
+                            C.conv2d_input_grad(gy, w, x.shape, 1, pad, 1, 1)))
     finally:
         set_num_threads(before)
     assert len(calls) == (6 if tbb else 0)   # the prange drivers, at 2 and 3 threads
+    close(results[1][0], ref_forward(x, w, case), np.float64)
+    close(results[1][1], ref_weight_grad(gy, x, case), np.float64)
     for other in results[1:]:
         np.testing.assert_array_equal(other[0], results[0][0])  # images are independent
         np.testing.assert_array_equal(other[2], results[0][2])

@@ -18,7 +18,6 @@ import numpy as np
 
 from . import parallel
 from .geometry import tap_offsets
-from .workspace import padded
 
 _kernels = None
 TBB = True   # run on Numba's TBB layer when it is the threading layer (``_tbb_parts``)
@@ -73,12 +72,12 @@ def _signature(direction, g, dtype):
         a2, a4 = np.empty((0, 0), dtype), np.empty((0, 0, 0, 0), dtype)
         off = np.empty(0, np.int64)
         if direction == "forward":
-            args = (a2, a2, np.empty(0, dtype), a2, off, a4) + (0,) * 6 + (False,) + \
-                (0,) * (1 if parallel_ else 2)
+            args = (a4, 0, 0, 0, 0, a2, np.empty(0, dtype), a2, off, a4) + (0,) * 5 + \
+                (False,) + (0,) * (1 if parallel_ else 2)
         elif direction == "input":
             args = (a4, a2, off, a4) + (0,) * (12 if parallel_ else 13)
         else:
-            args = (a4, a2, off) + (0,) * (7 if parallel_ else 8)
+            args = (a4, a4, 0, 0, 0, 0, off) + (0,) * (6 if parallel_ else 7)
         sig = _signatures[key] = numba_runtime.signature(*args)
     name = {"forward": "forward", "input": "input_grad", "weight": "weight"}[direction] + \
         ("_parallel" if parallel_ else "")
@@ -115,14 +114,6 @@ def _slide(g, V):
     if g.stride[1] != 1 or g.dilation[1] != 1 or g.S not in k.SLIDE_WIDTHS or g.Wo < 5:
         return 0
     return g.S if any(p <= g.Wo for p in k.slide_pixels(V, g.S)) else 0
-
-
-def _images(x, g, lo, hi, slot):
-    """Images [lo, hi) zero-padded and flattened to (n, C*Hp*Wp)."""
-    xp = padded(x[lo:hi], g.padding, slot)
-    if not xp.flags.c_contiguous:
-        xp = np.ascontiguousarray(xp)
-    return xp.reshape(hi - lo, -1)
 
 
 def _tbb_parts(n_images):
@@ -174,15 +165,16 @@ def forward(x, w, g, bias=None, residual=None, relu=False):
     y = np.empty(g.output_shape, x.dtype)
     sh, sw = g.stride
 
+    x = np.ascontiguousarray(x)     # padded image by image in the kernel
+    pt, pb, pl, pr = g.padding
     parts = _tbb_parts(g.N)
     if parts:
-        k.forward_parallel(_images(x, g, 0, g.N, "direct.pad"), wp, bp, rs, off, y, g.Wp, sh,
-                           sw, P, V, S, bool(relu), parts)
+        k.forward_parallel(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu),
+                           parts)
         return y
 
     def chunk(lo, hi):
-        k.forward(_images(x, g, lo, hi, "direct.pad"), wp, bp, rs, off, y, g.Wp, sh, sw, P, V,
-                  S, bool(relu), lo, hi)
+        k.forward(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu), lo, hi)
     parallel.run(chunk, g.N)
     return y
 
@@ -208,15 +200,15 @@ def weight_grad(gy, x, g):
     sh, sw = g.stride
     S = _weight_slide(g, V)
 
+    x = np.ascontiguousarray(x)     # padded image by image in the kernel
+    pt, pb, pl, pr = g.padding
     parts = _tbb_parts(g.N)
     if parts:
-        gw = k.weight_parallel(gy, _images(x, g, 0, g.N, "direct.pad"), off, g.Wp, sh, sw, Kp, V,
-                               S, parts)
+        gw = k.weight_parallel(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, parts)
         return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)
 
     def chunk(lo, hi):
-        return k.weight(gy[lo:hi], _images(x, g, lo, hi, "direct.pad"), off, g.Wp, sh, sw, Kp, V,
-                        S, 0, hi - lo)
+        return k.weight(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, lo, hi)
     parts = parallel.run(chunk, g.N)
     gw = parts[0]
     for p in parts[1:]:
