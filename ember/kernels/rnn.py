@@ -161,11 +161,39 @@ def lstm_layer(gx, h0, c0, w_hh, reverse=False):
     return out, out[last].copy(), ws[last, :, 5 * H:].copy(), ws
 
 
+def _kernel_array(x):
+    """``x`` as a C-contiguous, writeable array (a copy when it is not), so that a step kernel
+    always sees the argument types it was compiled for."""
+    if x.flags.c_contiguous and x.flags.writeable:
+        return x
+    return np.array(x, order="C", copy=True)
+
+
 def _lstm_layer_loop(gx, h0, c0, w_t, out, ws, reverse):
     T = gx.shape[0]
     H = h0.shape[-1]
+    order = range(T - 1, -1, -1) if reverse else range(T)
+    step = None
+    if T and gx.dtype == np.float32:    # float64: NumPy's exp / tanh (see rnn_numba)
+        gx = _kernel_array(gx)
+        c0 = _kernel_array(c0)
+        gates = np.empty(gx.shape[1:], gx.dtype)
+        step = _step_kernel("forward_step", gates, gx[0], c0, 0, ws[0], out[0])
+    if step is not None:
+        h, c_src, c_col = h0, c0, 0
+        for t in order:
+            np.matmul(h, w_t, out=gates)
+            step(gates, gx[t], c_src, c_col, ws[t], out[t])
+            h, c_src, c_col = out[t], ws[t], 5 * H
+        return
+    with np.errstate(over="ignore"):     # exp(-x) of a saturated gate: sigmoid 0, as torch
+        _lstm_numpy_steps(gx, h0, c0, w_t, out, ws, order)
+
+
+def _lstm_numpy_steps(gx, h0, c0, w_t, out, ws, order):
+    H = h0.shape[-1]
     h, c = h0, c0
-    for t in (range(T - 1, -1, -1) if reverse else range(T)):
+    for t in order:
         gates = h @ w_t          # (measured: faster than writing the slices of ws in place)
         gates += gx[t]
         a = ws[t]
@@ -204,8 +232,8 @@ def _lstm_backward_loop(d_out, ws, c0, w_hh, dgx, dh, dc, reverse):
     """Backwards through time, in place: fills ``dgx``; ``dh`` / ``dc`` end as d_h0 / d_c0."""
     T = ws.shape[0]
     H = dh.shape[-1]
-    c0k = np.ascontiguousarray(c0)
-    d_outk = np.ascontiguousarray(d_out)     # (a broadcast gradient, e.g. of a sum)
+    c0k = _kernel_array(c0)
+    d_outk = _kernel_array(d_out)     # (a broadcast gradient, e.g. of a sum: copied)
     step = (_step_kernel("backward_step", dh, d_outk[0], dc, ws[0], c0k, 0, dgx[0])
             if T and ws.flags.c_contiguous else None)
     if step is not None:

@@ -59,7 +59,8 @@ def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol,
         monkeypatch.setattr(rnn, "USE_NUMBA", False)
     calls = []
     real = rnn._step_kernel
-    monkeypatch.setattr(rnn, "_step_kernel", lambda *a: calls.append(real(*a)) or calls[-1])
+    monkeypatch.setattr(rnn, "_step_kernel",
+                        lambda *a: calls.append((a[0], real(*a))) or calls[-1][1])
     T, B, H = 7, 3, 5
     gx = rng.standard_normal((T, B, 4 * H)).astype(dtype)
     h0, c0 = (rng.standard_normal((B, H)).astype(dtype) for _ in range(2))
@@ -79,7 +80,10 @@ def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol,
     for got, ref in zip(grads, (r_dgx, r_dh, r_dc, r_dw)):
         assert got.dtype == np.dtype(dtype) and got.shape == ref.shape
         np.testing.assert_allclose(got, ref, rtol=10 * tol, atol=10 * tol)
-    assert len(calls) == 1 and all((k is not None) == use_numba for k in calls)
+    # the forward step kernel is float32 only (float64 runs NumPy's exp / tanh)
+    names = ["forward_step"] * (dtype == np.float32) + ["backward_step"]
+    assert [n for n, _ in calls] == names
+    assert all((k is not None) == use_numba for _, k in calls)
 
 
 def test_lstm_layer_of_no_steps_returns_the_initial_states():
@@ -132,12 +136,14 @@ def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
 
 
 def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
-    """Under "background" the first backward queues the step kernel's compile and runs NumPy."""
+    """Under "background" the first forward and backward queue their step kernels' compiles and
+    run NumPy."""
     numba = pytest.importorskip("numba")
     from types import SimpleNamespace
     from ember.kernels import rnn_numba
     from ember.kernels.pointwise import numba_runtime
-    fresh = SimpleNamespace(backward_step=numba.njit(rnn_numba.backward_step.py_func))
+    fresh = SimpleNamespace(forward_step=numba.njit(rnn_numba.forward_step.py_func),
+                            backward_step=numba.njit(rnn_numba.backward_step.py_func))
     monkeypatch.setattr(rnn, "_numba_kernels", fresh)
     monkeypatch.setattr(rnn, "_runnable", {})
     queued = []
@@ -148,8 +154,8 @@ def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
     w = rng.standard_normal((12, 3)).astype(np.float32)
     out, h, c, ws = rnn.lstm_layer(gx, h0, c0, w)
     grads = rnn.lstm_layer_backward(out, h, c, ws, out, h0, c0, w)
-    assert [q.rsplit(".", 1)[-1] for q in queued] == ["backward_step"]
-    assert not fresh.backward_step.overloads
+    assert [q.rsplit(".", 1)[-1] for q in queued] == ["forward_step", "backward_step"]
+    assert not fresh.forward_step.overloads and not fresh.backward_step.overloads
     monkeypatch.setattr(rnn, "USE_NUMBA", False)
     ref = rnn.lstm_layer(gx, h0, c0, w)
     for a, b in zip((out, h, c, ws) + grads,

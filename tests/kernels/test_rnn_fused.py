@@ -1,0 +1,132 @@
+"""The fused float32 LSTM forward step (rnn_numba.forward_step) against the NumPy step, torch,
+and the argument types it is compiled for."""
+import numpy as np
+import pytest
+
+from ember.kernels import rnn
+
+rng = np.random.default_rng(3)
+
+
+@pytest.fixture
+def sync_numba(monkeypatch):
+    from ember.kernels.pointwise import has_compiler, numba_runtime
+    if not has_compiler():
+        pytest.skip("numba not importable")
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    from ember.kernels import rnn_numba
+    return rnn_numba
+
+
+def _layer_inputs(T, B, H, scale, dtype=np.float32):
+    gx = (rng.standard_normal((T, B, 4 * H)) * scale).astype(dtype)
+    h0, c0 = (rng.standard_normal((B, H)).astype(dtype) for _ in range(2))
+    w = (rng.standard_normal((4 * H, H)) * 0.3).astype(dtype)
+    return gx, h0, c0, w
+
+
+def _numpy_layer(monkeypatch, *args):
+    with monkeypatch.context() as m:
+        m.setattr(rnn, "USE_NUMBA", False)
+        return rnn.lstm_layer(*args)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("scale", [1.0, 40.0])     # 40: saturated gates, exp beyond float32
+def test_fused_forward_equals_the_numpy_step(sync_numba, monkeypatch, reverse, scale):
+    args = _layer_inputs(9, 4, 33, scale)
+    calls = []
+    real = rnn._step_kernel
+    monkeypatch.setattr(rnn, "_step_kernel",
+                        lambda *a: calls.append((a[0], real(*a))) or calls[-1][1])
+    got = rnn.lstm_layer(*args, reverse)
+    assert [n for n, k in calls if k is not None] == ["forward_step"]
+    ref = _numpy_layer(monkeypatch, *args, reverse)
+    for g, r in zip(got, ref):
+        assert g.dtype == np.float32 and g.shape == r.shape
+        assert np.isfinite(g).all()
+        np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6)
+
+
+def test_fused_forward_propagates_nan_to_its_batch_row_only(sync_numba, monkeypatch):
+    gx, h0, c0, w = _layer_inputs(4, 3, 8, 1.0)
+    gx[1, 2, 5] = np.nan
+    out, h, c, ws = rnn.lstm_layer(gx, h0, c0, w)
+    ref = _numpy_layer(monkeypatch, gx, h0, c0, w)
+    np.testing.assert_array_equal(np.isnan(out), np.isnan(ref[0]))
+    assert not np.isnan(out[:, :2]).any() and np.isnan(out[1:, 2]).any()
+    np.testing.assert_allclose(out, ref[0], rtol=2e-6, atol=2e-6)
+
+
+def test_fused_forward_of_read_only_and_strided_states_compiles_no_new_variant(sync_numba,
+                                                                             monkeypatch):
+    """Initial states that are read-only or strided are copied to the one compiled layout."""
+    gx, h0, c0, w = _layer_inputs(3, 4, 6, 1.0)
+    rnn.lstm_layer(gx, h0, c0, w)
+    n_sigs = len(sync_numba.forward_step.signatures)
+    ro = c0.copy()
+    ro.setflags(write=False)
+    strided = np.asfortranarray(c0)
+    gx_ro = gx.copy()
+    gx_ro.setflags(write=False)
+    ref = _numpy_layer(monkeypatch, gx, h0, c0, w)
+    for g, c in [(gx, ro), (gx, strided), (gx_ro, c0)]:
+        got = rnn.lstm_layer(g, h0, c, w)
+        for a, b in zip(got, ref):
+            np.testing.assert_allclose(a, b, rtol=2e-6, atol=2e-6)
+    assert len(sync_numba.forward_step.signatures) == n_sigs
+
+
+def test_float64_layer_runs_the_numpy_forward_step(sync_numba, monkeypatch):
+    args = _layer_inputs(5, 2, 7, 2.0, np.float64)
+    got = rnn.lstm_layer(*args)
+    ref = _numpy_layer(monkeypatch, *args)
+    for a, b in zip(got, ref):
+        np.testing.assert_array_equal(a, b)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_lstm_forward_and_backward_match_torch(sync_numba, dtype):
+    torch = pytest.importorskip("torch")
+    import ember
+    T, B, I, H = 6, 5, 7, 9
+    x = rng.standard_normal((T, B, I)).astype(dtype)
+    res = []
+    for lib in (ember, torch):
+        lib.manual_seed(0)
+        m = lib.nn.LSTM(I, H, 2)
+        if lib is torch:    # the same weights in both
+            with torch.no_grad():
+                for p, q in zip(m.parameters(), ref_params):
+                    p.copy_(torch.from_numpy(q))
+        else:
+            ref_params = [p.detach().numpy().copy() for p in m.parameters()]
+        m = m.double() if dtype == "float64" else m
+        xt = lib.tensor(x, requires_grad=True)
+        out, (h, c) = m(xt)
+        (out.sum() + (h * h).sum() + c.sum()).backward()
+        res.append([out.detach().numpy(), h.detach().numpy(), c.detach().numpy(),
+                    xt.grad.numpy()] + [p.grad.numpy() for p in m.parameters()])
+    tol = 2e-5 if dtype == "float32" else 1e-10
+    for e, t in zip(*res):
+        assert e.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(e, t, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+def test_lstm_layer_gradcheck_float64(sync_numba, reverse):
+    """First and second order through the fused layer (Numba backward step, float64)."""
+    import ember
+    from ember.autograd import gradcheck, gradgradcheck
+    from ember.autograd import _generated as G
+    T, B, H = 3, 2, 3
+    gx, h0, c0 = (ember.tensor(rng.standard_normal(s), requires_grad=True)
+                  for s in [(T, B, 4 * H), (B, H), (B, H)])
+    w = ember.tensor(rng.standard_normal((4 * H, H)) * 0.5, requires_grad=True)
+
+    def f(gx, h0, c0, w):
+        out, h, c, _ = G.lstm_layer(gx, h0, c0, w, reverse)
+        return out, h, c
+
+    assert gradcheck(f, (gx, h0, c0, w))
+    assert gradgradcheck(f, (gx, h0, c0, w))
