@@ -3021,6 +3021,36 @@ class NllLossBackwardBackward0(Node):
             g0 = nll_loss(grad, target, weight, reduction, ignore_index)
         return (g0, g1, g2, )
 
+class CrossEntropyLossBackward0(Node):
+    __slots__ = ('ignore_index', 'lse', 'reduction', 'self_', 'target', 'weight')
+    _saved = ('lse', 'self_', 'target', 'weight')
+    _op_name = 'cross_entropy_loss'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, target, weight, = tensors
+        reduction, ignore_index, = consts
+        ctx.ignore_index = ignore_index if needs[0] else None
+        ctx.lse = _save(outs[1], 'lse') if needs[0] else None
+        ctx.reduction = reduction if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.target = _save(target, 'target') if needs[0] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        ignore_index = ctx.ignore_index
+        lse = unpack(ctx.lse, ctx)
+        reduction = ctx.reduction
+        self_ = unpack(ctx.self_, ctx)
+        target = unpack(ctx.target, ctx)
+        weight = unpack(ctx.weight, ctx)
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = _F.cross_entropy_loss_grad(grads[0], self_, lse, target, weight, reduction, ignore_index)
+        return (g0, g1, g2, )
+
 class CopyBackward0(Node):
     __slots__ = ('self__shape', 'src_shape')
     _saved = ()
@@ -6161,6 +6191,9 @@ OPS['nll_loss'] = _op_nll_loss
 _op_nll_loss_backward = Op('nll_loss_backward', _k_nn.nll_loss_backward, NllLossBackwardBackward0, ('grad_output', 'target', 'weight'), ('self_shape', 'reduction', 'ignore_index'), saves_self=False)
 OPS['nll_loss_backward'] = _op_nll_loss_backward
 
+_op_cross_entropy_loss = Op('cross_entropy_loss', _k_nn.cross_entropy_loss, CrossEntropyLossBackward0, ('self', 'target', 'weight'), ('reduction', 'ignore_index'), multi=True, diff_outputs=(True, False), saves_self=True)
+OPS['cross_entropy_loss'] = _op_cross_entropy_loss
+
 _op_zeros = Op('zeros', _k_factory.zeros, None, (), ('size', 'dtype'), saves_self=False)
 OPS['zeros'] = _op_zeros
 
@@ -7627,6 +7660,10 @@ def nll_loss(input, target, weight=None, reduction='mean', ignore_index=-100):
 def nll_loss_backward(grad_output, target, weight, self_shape, reduction='mean', ignore_index=-100):
     """nll_loss_backward (see torch.nll_loss_backward)."""
     return dispatch(_op_nll_loss_backward, (grad_output, target, weight, ), (self_shape, reduction, ignore_index, ))
+
+def cross_entropy_loss(input, target, weight=None, reduction='mean', ignore_index=-100):
+    """cross_entropy_loss (see torch.cross_entropy_loss)."""
+    return dispatch(_op_cross_entropy_loss, (input, target, weight, ), (reduction, ignore_index, ))
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction='mean', label_smoothing=0.0):
     """cross_entropy (see torch.cross_entropy)."""
@@ -9355,6 +9392,7 @@ TENSOR_METHODS = {
     'embedding_backward': embedding_backward,
     'nll_loss': nll_loss,
     'nll_loss_backward': nll_loss_backward,
+    'cross_entropy_loss': cross_entropy_loss,
     'cross_entropy': cross_entropy,
     'mse_loss': mse_loss,
     'l1_loss': l1_loss,

@@ -93,6 +93,9 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
         raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
                          f"{label_smoothing}")
     cdim = 1 if input.dim() > 1 else 0
+    if target._data.dtype.kind != "f" and label_smoothing <= 0:
+        # one op: its backward is softmax - onehot in one pass (no dense nll gradient)
+        return G.cross_entropy_loss(input, target, weight, reduction, ignore_index)[0]
     logp = G.log_softmax(input, cdim, None)
     if target._data.dtype.kind == "f":  # class probabilities
         if tuple(target._data.shape) != tuple(input._data.shape):

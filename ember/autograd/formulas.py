@@ -783,6 +783,22 @@ def log_softmax_grad(grad, result, dim, dtype):
     return _wrap(out if out.dtype == dtype else out.astype(dtype))
 
 
+def cross_entropy_loss_grad(grad, self, lse, target, weight, reduction, ignore_index):
+    """Gradient of cross_entropy_loss w.r.t. its logits: g * (softmax - onehot) per position. A
+    first-order backward writes it in one NumPy / Numba pass from the forward's log-sum-exp;
+    with grad mode on (create_graph) it is log_softmax's gradient of nll_loss's, in ember ops
+    (recomputed from ``self``, so that higher derivatives are right)."""
+    if _grad_mode():
+        d = 1 if self.dim() > 1 else 0
+        logp = G.log_softmax(self, d, None)
+        g = G.nll_loss_backward(grad, target, weight, tuple(self.shape), reduction, ignore_index)
+        return G.sub(g, G.mul(G.exp(logp), G.sum(g, (d,), True)))
+    from ember.kernels import nn as nn_kernels
+    return _wrap(nn_kernels.cross_entropy_loss_backward(
+        grad._data, self._data, lse._data, target._data,
+        None if weight is None else weight._data, reduction, ignore_index))
+
+
 def cast_to(grad, dtype):
     """``grad`` in the input's dtype (reductions with ``dtype=`` compute in another one)."""
     return grad if grad._data.dtype == dtype else G.to(grad, dtype)

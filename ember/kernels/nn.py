@@ -236,6 +236,165 @@ def nll_loss_backward(grad, target, weight, x_shape, reduction="mean", ignore_in
     return out.reshape(x_shape)
 
 
+
+# ---------------------------------------------------------------------------- cross entropy
+# cross_entropy at class indices as one op: the forward keeps each row's log-sum-exp (float64,
+# shape of the target), the backward writes w * (softmax - onehot) in one pass, without the
+# dense log-probabilities and nll_loss's dense gradient. float32 rows of at least
+# CE_NUMBA_MIN_SIZE elements run the Numba kernels (``nn_numba``, compiled in the background
+# while NumPy serves); from CE_PARALLEL_SIZE they split over threads. A language model's
+# (700, 10000) float32, 2 cores: see docs/performance.md.
+CE_NUMBA_MIN_SIZE = 1 << 15
+CE_PARALLEL_SIZE = 1 << 17
+USE_NUMBA = True
+_numba_kernels = None
+_ce_signatures = {}
+
+
+def _ce_numba():
+    """``nn_numba``, or None when Numba is unavailable, disabled, or its first import is still
+    running on the compile thread (NumPy meanwhile)."""
+    global _numba_kernels
+    if not USE_NUMBA:
+        return None
+    if _numba_kernels is None:
+        from ember.kernels.pointwise.numba_runtime import has_compiler, importing
+        if importing("ember.kernels.nn_numba"):
+            return None
+        _numba_kernels = False
+        if has_compiler():
+            from ember.kernels import nn_numba
+            _numba_kernels = nn_numba
+    return _numba_kernels or None
+
+
+def _ce_run(name, rows, *args):
+    """Run ``nn_numba``'s ``<name>_rows(rows, *args, lo, hi)`` over the rows of float32 ``rows``
+    (on Numba's TBB layer, ember's pool, or this thread); False when the kernel is not
+    compiled yet or Numba is unavailable (the caller runs NumPy)."""
+    nb = _ce_numba()
+    if nb is None:
+        return False
+    from ember.kernels import threadpool
+    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.threads import get_num_threads
+    n = rows.shape[0]
+    threads = get_num_threads() if rows.size >= CE_PARALLEL_SIZE else 1
+    parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(n, threads)
+    fn = getattr(nb, f"{name}_parallel" if parts else f"{name}_rows")
+    key = (fn, bool(parts))
+    sig = _ce_signatures.get(key)
+    if sig is None:
+        sig = numba_runtime.signature(rows, *args, 0) if parts else \
+            numba_runtime.signature(rows, *args, 0, 0)
+    if not numba_runtime.ready(fn, sig):
+        return False
+    _ce_signatures[key] = sig
+    if parts:
+        fn(rows, *args, parts)
+    else:
+        threadpool.run_chunks(lambda lo, hi: fn(rows, *args, lo, hi), n,
+                              min(n, 4 * threads), threads)
+    return True
+
+
+def _ce_numba_fits(rows):
+    return rows.dtype == np.float32 and rows.size >= CE_NUMBA_MIN_SIZE and \
+        rows.flags.c_contiguous and rows.shape[1] > 1
+
+
+def _ce_rows(x, target, weight, ignore_index):
+    """(rows (M, C) of ``x`` with the classes last, target (M,) made valid, weights (M,),
+    valid (M,)) of cross_entropy's input (C,) or (N, C, d1, ...) and target (), (N, d1, ...)."""
+    xs, t, wt = _nll_prepare(x, target, weight, ignore_index)
+    valid = (target != ignore_index).reshape(-1)
+    if xs.ndim > 2:
+        xs = np.moveaxis(xs, 1, -1).reshape(-1, xs.shape[1])
+    return xs, t.reshape(-1), wt.reshape(-1), valid
+
+
+def _lse_numpy(rows):
+    """Log-sum-exp of each row, in float64 (from the row's max and sum in the rows' dtype)."""
+    if rows.shape[1] <= 64:
+        # short rows: the max read at argmax (the first NaN where there is one, as max)
+        m = rows[np.arange(rows.shape[0]), rows.argmax(1)]
+    else:
+        m = np.max(rows, axis=1)
+    with np.errstate(invalid="ignore"):
+        s = np.add.reduce(np.exp(rows - m[:, None]), axis=1)
+    return m.astype(np.float64) + np.log(s.astype(np.float64))
+
+
+def cross_entropy_loss(x, target, weight=None, reduction="mean", ignore_index=-100):
+    """Softmax cross entropy of logits ``x`` (C,) or (N, C, d1, ...) at class indices
+    ``target``; classes along dim 1 (dim 0 of a 1-D input). Returns (loss, lse): lse is each
+    position's log-sum-exp over the classes (float64, the target's shape), for the backward."""
+    if reduction not in ("none", "sum", "mean"):
+        raise KernelError(f"{reduction} is not a valid value for reduction")
+    x = to_float(x)
+    if x.ndim == 0:
+        raise KernelError("input tensor should be 1D or more")
+    rows, t, wt, valid = _ce_rows(x, target, weight, ignore_index)
+    m = rows.shape[0]
+    if not rows.size:
+        lse = np.full(m, -np.inf if rows.shape[1] == 0 else 0.0)
+    elif _ce_numba_fits(rows):
+        lse = np.empty(m, np.float64)
+        if not _ce_run("lse", rows, lse):
+            lse = _lse_numpy(rows)
+    else:
+        lse = _lse_numpy(rows)
+    picked = rows[np.arange(m), t] if rows.shape[1] else np.zeros(m, x.dtype)
+    with np.errstate(invalid="ignore"):
+        losses = np.where(valid, (lse - picked) * wt, 0.0)
+    lse_out = lse.reshape(target.shape)
+    if reduction == "none":
+        return losses.astype(x.dtype).reshape(target.shape), lse_out
+    total = losses.sum()
+    if reduction == "sum":
+        return np.asarray(total, x.dtype), lse_out
+    with np.errstate(invalid="ignore", divide="ignore"):
+        return np.asarray(total / wt.sum(dtype=np.float64), x.dtype), lse_out
+
+
+def cross_entropy_loss_backward(grad, x, lse, target, weight=None, reduction="mean",
+                                ignore_index=-100):
+    """Gradient of ``cross_entropy_loss`` w.r.t. its logits ``x``: g * (softmax(x) - onehot)
+    per position, g the incoming gradient times the target's weight (over the weights' sum for
+    "mean"), in x's dtype."""
+    x = to_float(x)
+    dt = x.dtype
+    rows, t, wt, valid = _ce_rows(x, target, weight, ignore_index)
+    if reduction == "none":
+        g = grad.reshape(-1) * wt
+    elif reduction == "sum":
+        g = grad * wt
+    else:   # ignored positions get 0, also where every one is (0 / 0 elsewhere, as torch)
+        with np.errstate(invalid="ignore", divide="ignore"):
+            g = np.where(valid, grad * wt / wt.sum(), 0)
+    g = np.ascontiguousarray(g, dt)
+    lse = lse.reshape(-1)
+    # lse as hi + lo in x's dtype: exp((x - hi) - lo) keeps the precision of x - max
+    hi = lse.astype(dt)
+    lo = (lse - hi).astype(dt)
+    out = np.empty(rows.shape, dt)
+    if not (_ce_numba_fits(rows) and
+            _ce_run("grad", rows, hi, lo, t, g, out)):
+        with np.errstate(invalid="ignore"):
+            np.subtract(rows, hi[:, None], out=out)
+            out -= lo[:, None]
+            np.exp(out, out=out)
+            out *= g[:, None]
+        if out.size:
+            out[np.arange(rows.shape[0]), t] -= g
+    if x.ndim == 1:
+        return out.reshape(x.shape)
+    if x.ndim > 2:
+        shape = (x.shape[0],) + x.shape[2:] + (x.shape[1],)
+        return np.ascontiguousarray(np.moveaxis(out.reshape(shape), -1, 1))
+    return out
+
+
 # ---------------------------------------------------------------------------- batch norm
 def _bn_axes(x):
     if x.ndim < 2:

@@ -40,6 +40,22 @@ def sym_cross_entropy(g, node, x, target, weight=None, ignore_index=-100, reduct
                 reduction=reduction, ignore_index=int(ignore_index))
 
 
+@symbolic("cross_entropy_loss")
+def sym_cross_entropy_loss(g, node, x, target, weight=None, reduction="mean", ignore_index=-100):
+    """cross_entropy at class indices (ember's one-op form): SoftmaxCrossEntropyLoss, and the
+    per-position log-sum-exp output as ReduceLogSumExp (float64, as ember's)."""
+    one_d = len(node.args[0].shape) == 1
+    xs = g.unsqueeze(x, [0]) if one_d else x
+    ts = g.unsqueeze(g.cast(target, np.int64), [0]) if one_d else g.cast(target, np.int64)
+    loss = g.op("SoftmaxCrossEntropyLoss", xs, ts, weight, reduction=reduction,
+                ignore_index=int(ignore_index))
+    if one_d and reduction == "none":
+        loss = g.squeeze(loss, [0])
+    lse = g.reduce("ReduceLogSumExp", x, [0 if one_d else 1], False)
+    g.set_type(lse, node.args[0].dtype, node.outputs[1].shape)
+    return loss, g.cast(lse, node.outputs[1].dtype)
+
+
 @symbolic("mse_loss")
 def sym_mse_loss(g, node, x, t, reduction="mean"):
     d = g.op("Sub", x, t)

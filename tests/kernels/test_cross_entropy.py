@@ -1,0 +1,146 @@
+"""cross_entropy at class indices as one op (``cross_entropy_loss``): loss and logits' gradient
+against torch on long rows (the Numba kernels) and short ones (NumPy), float32 and float64, with
+class weights, ignore_index, label_smoothing, every reduction, classes on dim 1 of an N-d input
+and a 1-d input; the Numba and NumPy paths agree (NaN and inf rows included); gradcheck and
+double backward in float64."""
+import numpy as np
+import pytest
+
+import ember
+import ember.nn.functional as F
+from ember.kernels import nn as K
+
+torch = pytest.importorskip("torch")
+
+# (input shape, Numba path for float32): rows of 1000 classes reach CE_NUMBA_MIN_SIZE (and
+# CE_PARALLEL_SIZE for 160 of them); an N-d input's rows are its positions
+SHAPES = [((160, 1000), True), ((40, 1000), True), ((8, 1000, 2, 3), True), ((7, 11), False),
+          ((3, 5, 4), False), ((9,), False)]
+
+
+def _data(shape, dtype, ignore, seed=0):
+    r = np.random.default_rng(seed)
+    x = (r.standard_normal(shape) * 3).astype(dtype)
+    c = shape[1] if len(shape) > 1 else shape[0]
+    tshape = (shape[0],) + shape[2:] if len(shape) > 1 else ()
+    t = r.integers(0, c, tshape)
+    if ignore and t.ndim:
+        t.reshape(-1)[::3] = -100
+    w = r.uniform(0.5, 2.0, c).astype(dtype)
+    return x, t, w
+
+
+def _both(x, t, w, **kw):
+    """(loss, grad) of ember and of torch, the loss's gradient seeded with ones."""
+    out = []
+    for lib in (ember, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        wt = None if w is None else lib.tensor(w)
+        fn = F.cross_entropy if lib is ember else torch.nn.functional.cross_entropy
+        loss = fn(xt, lib.tensor(t), wt, **kw)
+        loss.backward(lib.ones_like(loss))
+        out.append((loss.detach().numpy(), xt.grad.numpy()))
+    return out
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-5), (np.float64, 1e-11)])
+@pytest.mark.parametrize("shape,numba", SHAPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@pytest.mark.parametrize("weighted,ignore", [(False, False), (True, True)])
+def test_loss_and_grad_match_torch(dtype, tol, shape, numba, reduction, weighted, ignore,
+                                   monkeypatch):
+    x, t, w = _data(shape, dtype, ignore)
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append(run(*a)) or ran[-1])
+    (got, gx), (want, wx) = _both(x, t, w if weighted else None, reduction=reduction)
+    assert got.dtype == dtype and got.shape == want.shape and gx.dtype == dtype
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    np.testing.assert_allclose(gx, wx, rtol=tol, atol=tol)
+    # float32 long rows take the Numba kernels (forward and backward), the others NumPy
+    assert ran == ([True, True] if numba and dtype == np.float32 else [])
+
+
+@pytest.mark.parametrize("shape", [(40, 1000), (5, 7, 3)])
+@pytest.mark.parametrize("smoothing", [0.1, 0.3])
+def test_label_smoothing_matches_torch(shape, smoothing):
+    x, t, w = _data(shape, np.float32, True)
+    for weight in (None, w):
+        (got, gx), (want, wx) = _both(x, t, weight, label_smoothing=smoothing)
+        np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-5)
+        np.testing.assert_allclose(gx, wx, rtol=2e-5, atol=2e-5)
+
+
+def test_all_targets_ignored_mean_is_nan_and_grad_zero():
+    x, t, _ = _data((40, 1000), np.float32, False)
+    (got, gx), (want, wx) = _both(x, np.full_like(t, 3), None, ignore_index=3)
+    assert np.isnan(got) and np.isnan(want)
+    assert not gx.any() and not wx.any()
+
+
+@pytest.mark.parametrize("reduction", ["mean", "none"])
+def test_numba_and_numpy_paths_agree_with_nan_and_inf_rows(reduction, monkeypatch):
+    x, t, w = _data((64, 1000), np.float32, True)
+    x[1, 5] = np.nan
+    x[2] = -np.inf
+    x[3, 7] = np.inf
+    x[4, 0] = 1e30      # a huge logit: loss = 1e30 - x[target] or 0, exp(x - lse) exact
+    t[4] = 0
+    runs = []
+    for use in (True, False):
+        monkeypatch.setattr(K, "USE_NUMBA", use)
+        loss, lse = K.cross_entropy_loss(x, t, w, reduction)
+        g = np.ones_like(loss)
+        runs.append((loss, lse, K.cross_entropy_loss_backward(g, x, lse, t, w, reduction)))
+    (l1, s1, g1), (l2, s2, g2) = runs
+    np.testing.assert_allclose(s1, s2, rtol=1e-6, atol=1e-6)
+    np.testing.assert_allclose(l1, l2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(g1, g2, rtol=1e-5, atol=1e-7)
+    assert np.isnan(s1[1:4]).all() and np.isfinite(s1[np.r_[0, 4:64]]).all()
+    if reduction == "none":
+        assert l1[4] == 0 and (np.isnan(l1[1:4]) | (t[1:4] == -100)).all()
+
+
+def test_huge_logits_keep_float32_precision():
+    # lse ~ 1e4: exp(x - lse) from a float32 lse would lose ~1e-3 relative
+    x, t, _ = _data((40, 1000), np.float32, False)
+    x += 1e4
+    (got, gx), (want, wx) = _both(x, t, None)
+    np.testing.assert_allclose(gx, wx, rtol=1e-4, atol=1e-9)
+
+
+@pytest.mark.parametrize("shape", [(4, 6), (3, 5, 2), (6,)])
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+def test_gradcheck_and_gradgradcheck_float64(shape, reduction):
+    x, t, w = _data(shape, np.float64, len(shape) > 1)
+    if t.ndim and (t == -100).all():
+        t[...] = 1
+    xe = ember.tensor(x, requires_grad=True)
+    te, we = ember.tensor(t), ember.tensor(w)
+    fn = lambda a: F.cross_entropy(a, te, we, reduction=reduction)  # noqa: E731
+    assert ember.autograd.gradcheck(fn, (xe,))
+    assert ember.autograd.gradgradcheck(fn, (xe,))
+
+
+def test_double_backward_matches_torch():
+    x, t, w = _data((6, 1000), np.float64, True)
+    v = np.random.default_rng(3).standard_normal(x.shape)
+    got = []
+    for lib, fn in ((ember, F.cross_entropy), (torch, torch.nn.functional.cross_entropy)):
+        xt = lib.tensor(x, requires_grad=True)
+        loss = fn(xt, lib.tensor(t), lib.tensor(w))
+        (g,) = lib.autograd.grad(loss, (xt,), create_graph=True)
+        (h,) = lib.autograd.grad((g * lib.tensor(v)).sum(), (xt,))
+        got.append((g.detach().numpy(), h.numpy()))
+    np.testing.assert_allclose(got[0][0], got[1][0], rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(got[0][1], got[1][1], rtol=1e-10, atol=1e-12)
+
+
+def test_traced_cross_entropy_is_one_op_and_runs_backward():
+    x, t, _ = _data((40, 1000), np.float32, False)
+    xe = ember.tensor(x, requires_grad=True)
+    fn = ember.jit.trace(lambda a, b: F.cross_entropy(a, b), (xe, ember.tensor(t)))
+    assert [n.kind for n in fn.graph.nodes] == ["cross_entropy_loss"]
+    fn(xe, ember.tensor(t)).backward()
+    (_, _), (want, wx) = _both(x, t, None)
+    np.testing.assert_allclose(xe.grad.numpy(), wx, rtol=2e-5, atol=2e-5)
