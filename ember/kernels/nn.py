@@ -282,7 +282,7 @@ def _ce_run(name, rows, *args):
     threads = get_num_threads() if rows.size >= CE_PARALLEL_SIZE else 1
     parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(n, threads)
     fn = getattr(nb, f"{name}_parallel" if parts else f"{name}_rows")
-    key = (fn, bool(parts))
+    key = (fn, rows.flags.writeable)   # the other arrays' types are fixed by the callers
     sig = _ce_signatures.get(key)
     if sig is None:
         sig = numba_runtime.signature(rows, *args, 0) if parts else \
@@ -310,19 +310,43 @@ def _ce_rows(x, target, weight, ignore_index):
     valid = (target != ignore_index).reshape(-1)
     if xs.ndim > 2:
         xs = np.moveaxis(xs, 1, -1).reshape(-1, xs.shape[1])
-    return xs, t.reshape(-1), wt.reshape(-1), valid
+    return xs, t.reshape(-1).astype(np.int64, copy=False), wt.reshape(-1), valid
+
+
+def _in_row_blocks(fn, rows):
+    """``fn(lo, hi)`` over row ranges: one call, or for ROWS_MIN_SIZE elements and more blocks
+    of about _ROW_BLOCK elements (in cache) split over ember's threads."""
+    n, c = rows.shape
+    if rows.size < ROWS_MIN_SIZE:
+        fn(0, n)
+        return
+    from ember.kernels import threadpool
+    from ember.kernels.threads import get_num_threads
+    step = max(1, _ROW_BLOCK // max(c, 1))
+
+    def chunk(lo, hi):
+        for r in range(lo, hi, step):
+            fn(r, min(r + step, hi))
+    threads = get_num_threads()
+    threadpool.run_chunks(chunk, n, min(4 * threads, max(1, n // step)), threads)
 
 
 def _lse_numpy(rows):
     """Log-sum-exp of each row, in float64 (from the row's max and sum in the rows' dtype)."""
-    if rows.shape[1] <= 64:
-        # short rows: the max read at argmax (the first NaN where there is one, as max)
-        m = rows[np.arange(rows.shape[0]), rows.argmax(1)]
-    else:
-        m = np.max(rows, axis=1)
-    with np.errstate(invalid="ignore"):
-        s = np.add.reduce(np.exp(rows - m[:, None]), axis=1)
-    return m.astype(np.float64) + np.log(s.astype(np.float64))
+    lse = np.empty(rows.shape[0], np.float64)
+
+    def block(lo, hi):
+        x = rows[lo:hi]
+        if x.shape[1] <= 64:
+            # short rows: the max read at argmax (the first NaN where there is one, as max)
+            m = x[np.arange(x.shape[0]), x.argmax(1)]
+        else:
+            m = np.max(x, axis=1)
+        with np.errstate(invalid="ignore"):
+            s = np.add.reduce(np.exp(x - m[:, None]), axis=1)
+        lse[lo:hi] = m.astype(np.float64) + np.log(s.astype(np.float64))
+    _in_row_blocks(block, rows)
+    return lse
 
 
 def cross_entropy_loss(x, target, weight=None, reduction="mean", ignore_index=-100):
@@ -380,11 +404,14 @@ def cross_entropy_loss_backward(grad, x, lse, target, weight=None, reduction="me
     out = np.empty(rows.shape, dt)
     if not (_ce_numba_fits(rows) and
             _ce_run("grad", rows, hi, lo, t, g, out)):
-        with np.errstate(invalid="ignore"):
-            np.subtract(rows, hi[:, None], out=out)
-            out -= lo[:, None]
-            np.exp(out, out=out)
-            out *= g[:, None]
+        def block(a, b):
+            o = out[a:b]
+            with np.errstate(invalid="ignore"):
+                np.subtract(rows[a:b], hi[a:b, None], out=o)
+                o -= lo[a:b, None]
+                np.exp(o, out=o)
+                o *= g[a:b, None]
+        _in_row_blocks(block, rows)
         if out.size:
             out[np.arange(rows.shape[0]), t] -= g
     if x.ndim == 1:

@@ -4,8 +4,8 @@ Imported lazily (never by ``import ember``); compiled once and cached on disk. E
 sample's class scores, C-contiguous) is read from memory once: its maximum, then the sum of
 ``exp(x - max)`` while the row is still in cache, give its log-sum-exp ``lse``; the backward
 writes ``g * (exp(x - lse) - onehot(target))`` in one pass (the gradient of the logits, without
-the dense log-probabilities or nll_loss's dense gradient). ``exp_f32`` vectorises (Numba's own
-``np.exp`` calls the C library per element). The sums are reassociated into vector lanes (LLVM
+the dense log-probabilities or nll_loss's dense gradient). ``_exp_softmax`` vectorises (Numba's
+own ``np.exp`` calls the C library per element). The sums are reassociated into vector lanes (LLVM
 ``reassoc``): results may differ from NumPy's pairwise sums in the last bits. A row holding a
 NaN gives a NaN ``lse``, a row of -inf a NaN, a row with +inf a NaN, as log_softmax does.
 ``*_rows`` work on rows [lo, hi) and release the GIL (ember's thread pool splits them);
@@ -16,7 +16,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core.extending import intrinsic
 
-from ember.kernels.pointwise._nbhelpers import exp_f32, run_bounds
+from ember.kernels.pointwise._nbhelpers import _bits_f32, run_bounds, sel
 
 # reassociated float sums (vector lanes) and fused multiply-adds; NaN / inf semantics kept
 _FAST = {"reassoc", "contract", "nsz"}
@@ -36,6 +36,27 @@ def _maxnum(typingctx, a, b):
     return a(a, b), codegen
 
 
+@njit(cache=True, nogil=True, error_model="numpy")
+def _exp_softmax(x):
+    """float32 exp of a softmax argument ``x - max`` (at most ~0, or NaN): ``exp_f32``'s Cephes
+    polynomial (within 2 ulp) without its overflow handling, results below exp(-87) (1.6e-38:
+    nothing next to the max's 1) flushed to 0; ~30% fewer instructions (7M values summed: 1.9
+    against 2.7 ms)."""
+    xc = sel(x < np.float32(-87.0), np.float32(-87.0), x)
+    n = np.floor(xc * np.float32(1.4426950408889634) + np.float32(0.5))
+    r = xc - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
+    p = np.float32(1.9875691500e-4)
+    p = p * r + np.float32(1.3981999507e-3)
+    p = p * r + np.float32(8.3334519073e-3)
+    p = p * r + np.float32(4.1665795894e-2)
+    p = p * r + np.float32(1.6666665459e-1)
+    p = p * r + np.float32(5.0000001201e-1)
+    p = p * r * r + r + np.float32(1.0)
+    res = p * _bits_f32(np.uint32((np.int32(n) + 127) << 23))
+    res = sel(x < np.float32(-87.0), np.float32(0.0), res)
+    return sel(x != x, x, res)
+
+
 @njit(cache=True, nogil=True, fastmath=_FAST)
 def lse_rows(x, lse, lo, hi):
     """lse[r] = log(sum(exp(x[r]))) (float64) for rows r in [lo, hi) of x (N, C) float32: the
@@ -47,7 +68,7 @@ def lse_rows(x, lse, lo, hi):
             m = _maxnum(m, x[r, c])   # skips a NaN, which makes the sum below NaN
         s = np.float32(0.0)
         for c in range(C):
-            s += exp_f32(x[r, c] - m)
+            s += _exp_softmax(x[r, c] - m)
         lse[r] = np.float64(m) + np.log(np.float64(s))
 
 
@@ -72,7 +93,7 @@ def grad_rows(x, lse_hi, lse_lo, target, g, out, lo, hi):
         a = lse_hi[r]
         b = lse_lo[r]
         for c in range(C):
-            out[r, c] = gr * exp_f32((x[r, c] - a) - b)
+            out[r, c] = gr * _exp_softmax((x[r, c] - a) - b)
         out[r, target[r]] -= gr
 
 

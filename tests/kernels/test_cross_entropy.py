@@ -12,9 +12,10 @@ from ember.kernels import nn as K
 
 torch = pytest.importorskip("torch")
 
-# (input shape, Numba path for float32): rows of 1000 classes reach CE_NUMBA_MIN_SIZE (and
-# CE_PARALLEL_SIZE for 160 of them); an N-d input's rows are its positions
-SHAPES = [((160, 1000), True), ((40, 1000), True), ((8, 1000, 2, 3), True), ((7, 11), False),
+# (input shape, Numba path for float32): rows of 1000 classes reach CE_NUMBA_MIN_SIZE (300 of
+# them CE_PARALLEL_SIZE, and the NumPy path's row blocks: ROWS_MIN_SIZE); an N-d input's rows
+# are its positions
+SHAPES = [((300, 1000), True), ((40, 1000), True), ((8, 1000, 2, 3), True), ((7, 11), False),
           ((3, 5, 4), False), ((9,), False)]
 
 
@@ -80,7 +81,8 @@ def test_all_targets_ignored_mean_is_nan_and_grad_zero():
 
 @pytest.mark.parametrize("reduction", ["mean", "none"])
 def test_numba_and_numpy_paths_agree_with_nan_and_inf_rows(reduction, monkeypatch):
-    x, t, w = _data((64, 1000), np.float32, True)
+    x, t, w = _data((300, 1000), np.float32, True)
+    assert x.size >= K.ROWS_MIN_SIZE and x.size >= K.CE_PARALLEL_SIZE
     x[1, 5] = np.nan
     x[2] = -np.inf
     x[3, 7] = np.inf
@@ -96,7 +98,7 @@ def test_numba_and_numpy_paths_agree_with_nan_and_inf_rows(reduction, monkeypatc
     np.testing.assert_allclose(s1, s2, rtol=1e-6, atol=1e-6)
     np.testing.assert_allclose(l1, l2, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(g1, g2, rtol=1e-5, atol=1e-7)
-    assert np.isnan(s1[1:4]).all() and np.isfinite(s1[np.r_[0, 4:64]]).all()
+    assert np.isnan(s1[1:4]).all() and np.isfinite(s1[np.r_[0, 4:300]]).all()
     if reduction == "none":
         assert l1[4] == 0 and (np.isnan(l1[1:4]) | (t[1:4] == -100)).all()
 
