@@ -27,7 +27,9 @@ ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently 
 While the kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``) the
 call takes the ordinary path and the plan is built on a later call. The first call that finds
 every kernel ready also times the plan under its thread setting against BLAS's own threads and
-keeps the faster (``InferencePlan.tune_threads``).
+keeps the faster (``InferencePlan.tune_threads``). The ``RETUNE_AFTER``-th run times the
+convolution modes and the thread settings once more and keeps, for each, the best time of the two
+moments (``InferencePlan.retune``).
 """
 import threading
 from collections import OrderedDict
@@ -50,6 +52,8 @@ ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS a
 # ``tune_threads`` leaves a plan to BLAS's own threads when they run it in less than this share
 # of the time of the setting above
 BLAS_THREADS_MARGIN = 0.85
+# the plan's run at which its choices are timed a second time (``InferencePlan.retune``)
+RETUNE_AFTER = 100
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -184,6 +188,7 @@ class _ConvStep:
         # how the sum is computed (``autotune``): "kxp" (W @ col, K rows), "pxk" (col.T @ W.T,
         # one row per output pixel) or "engine" (ember's convolution engine)
         self.mode = "kxp"
+        self.mode_times = {}   # mode -> best time seen by ``autotune``
         self.direct_cols = (R == S == 1 and sh == sw == 1 and ph == pw == 0 and N == 1)
         self.col_key = shared.need("col", dtype, C * R * S * N * Ho * Wo)
         self.z_key = shared.need("z", dtype, K * N * Ho * Wo)
@@ -636,6 +641,9 @@ class InferencePlan:
         self._fn = glob["plan"]
         self._copy = None   # per output: whether it may alias a reused buffer (first run)
         self.thread_timings = None   # the whole plan's best time per thread setting (tune_threads)
+        self._thread_settings = None
+        self._tuned = []
+        self.calls = 0   # runs since the plan was first tuned (``RETUNE_AFTER``)
 
     # ---- patterns -------------------------------------------------------------------------
     def _conv(self, node, env, kn, const_of, single_use, index, consumed, outs):
@@ -746,21 +754,23 @@ class InferencePlan:
         ember's convolution engine ("engine": direct, Winograd, ... as its selector picks for
         the shape) -- each with its fused epilogue, and keep the fastest: one warm-up and one
         timed run of each, then two interleaved rounds of timed runs of those within 1.5x of the
-        best (the minimum counts)."""
+        best (the minimum counts). Called again by ``retune``: the times of both moments
+        count (each mode's minimum over them)."""
         import time
         tune, self._tune = self._tune, []
+        self._tuned = tune
 
         def timed(st, x, r):
             t0 = time.perf_counter()
             st(x, r)
             return time.perf_counter() - t0
         for st, x, r in tune:
-            best = {}
+            best = st.mode_times
             with self._threads():
                 for mode in st.modes():
                     st.mode = mode
                     st(x, r)        # warm: workspaces, the engine's selector, BLAS
-                    best[mode] = timed(st, x, r)
+                    best[mode] = min(best.get(mode, float("inf")), timed(st, x, r))
                 low = min(best.values())
                 close = [m for m, t in best.items() if t <= 1.5 * low]
                 for _ in range(2):      # interleaved: a busy moment does not decide alone
@@ -780,8 +790,12 @@ class InferencePlan:
         import time
         if not (self.parallel or self.one_blas_thread):
             return
-        settings = [(self.parallel, self.one_blas_thread), (False, False)]
-        best = [float("inf")] * len(settings)
+        settings = self._thread_settings
+        if settings is None:
+            settings = self._thread_settings = [(self.parallel, self.one_blas_thread),
+                                                (False, False)]
+        best = list(self.thread_timings.values()) if self.thread_timings else \
+            [float("inf")] * len(settings)
         for _ in range(3):
             for i, (par, one) in enumerate(settings):
                 self.parallel, self.one_blas_thread = par, one
@@ -794,6 +808,18 @@ class InferencePlan:
         free = best[1] < BLAS_THREADS_MARGIN * best[0]
         self.parallel, self.one_blas_thread = settings[1 if free else 0]
         self.thread_timings = dict(zip(("ember's chunks", "BLAS threads"), best))
+
+    def retune(self, arrays):
+        """Time the convolution steps' modes and the thread settings once more (at the
+        ``RETUNE_AFTER``-th run): the choices rest on the best times of two moments, so a busy
+        moment during the first tuning (another process on a core) does not fix a slow plan for
+        the process's life."""
+        self._tune = self._tuned
+        if self._tune:
+            self.autotune()
+        if self._thread_settings is not None:
+            self.parallel, self.one_blas_thread = self._thread_settings[0]
+            self.tune_threads(arrays)
 
     def _threads(self):
         import contextlib
@@ -887,6 +913,9 @@ class Planner:
                 return None
             plan.ready_now = True
             plan.tune_threads(arrays)
+        plan.calls += 1
+        if plan.calls == RETUNE_AFTER:
+            plan.retune(arrays)
         return plan.run(arrays)
 
     def plans(self):

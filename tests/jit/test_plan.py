@@ -228,6 +228,35 @@ def test_plan_large_batch_runs_under_either_thread_setting():
             np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
+def test_plan_retunes_once_keeping_the_best_times_of_both_moments(monkeypatch):
+    """At the RETUNE_AFTER-th run the plan times its convolution modes and thread settings again;
+    each choice rests on the minimum over both timings (a slow moment cannot raise a time)."""
+    monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
+    ember.manual_seed(7)
+    model = _lenet().eval()
+    x = ember.randn(65, 1, 28, 28)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x).numpy()
+        fast(x)
+        plan = next(iter(_planned(fast).values()))
+        steps = [s for s, _, _ in plan._tuned]
+        assert steps and all(s.mode_times for s in steps)
+        first = [dict(s.mode_times) for s in steps]
+        first_threads = dict(plan.thread_timings)
+        calls = []
+        real = plan.retune
+        monkeypatch.setattr(plan, "retune", lambda a: calls.append(1) or real(a))
+        for _ in range(4):
+            np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
+    assert calls == [1]                       # once, at the third run
+    for s, before in zip(steps, first):
+        assert set(s.mode_times) == set(before)
+        assert all(s.mode_times[m] <= before[m] for m in before)
+        assert s.mode == min(s.mode_times, key=s.mode_times.get)
+    assert all(plan.thread_timings[k] <= first_threads[k] for k in first_threads)
+
+
 @pytest.mark.parametrize("mode", ["engine", "pxk", "kxp"])
 @pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
 def test_plan_convolution_modes_equal_eager(name, mode):
