@@ -58,18 +58,23 @@ def _exp_softmax(x):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_lse(x, r):
+    """log(sum(exp(x[r]))) (float64) of row r of x (N, C) float32: the row's max, then the sum
+    of exp(x - max) in float32 lanes."""
+    m = np.float32(-np.inf)
+    for c in range(x.shape[1]):
+        m = _maxnum(m, x[r, c])   # skips a NaN, which makes the sum below NaN
+    s = np.float32(0.0)
+    for c in range(x.shape[1]):
+        s += _exp_softmax(x[r, c] - m)
+    return np.float64(m) + np.log(np.float64(s))
+
+
+@njit(cache=True, nogil=True)
 def lse_rows(x, lse, lo, hi):
-    """lse[r] = log(sum(exp(x[r]))) (float64) for rows r in [lo, hi) of x (N, C) float32: the
-    row's max, then the sum of exp(x - max) in float32 lanes."""
-    C = x.shape[1]
+    """lse[r] = the log-sum-exp of row r of x, for rows r in [lo, hi)."""
     for r in range(lo, hi):
-        m = np.float32(-np.inf)
-        for c in range(C):
-            m = _maxnum(m, x[r, c])   # skips a NaN, which makes the sum below NaN
-        s = np.float32(0.0)
-        for c in range(C):
-            s += _exp_softmax(x[r, c] - m)
-        lse[r] = np.float64(m) + np.log(np.float64(s))
+        lse[r] = _row_lse(x, r)
 
 
 @njit(cache=True, nogil=True, parallel=True)
@@ -104,3 +109,52 @@ def grad_parallel(x, lse_hi, lse_lo, target, g, out, parts):
         lo, hi = run_bounds(n, parts, p)
         if lo < hi:
             grad_rows(x, lse_hi, lse_lo, target, g, out, lo, hi)
+
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def log_softmax_rows(x, out, lo, hi):
+    """out[r] = (x[r] - a) - b for rows r in [lo, hi), a + b the row's log-sum-exp (a its
+    float32 rounding: x - a keeps the precision of x - max)."""
+    for r in range(lo, hi):
+        lse = _row_lse(x, r)
+        a = np.float32(lse)
+        b = np.float32(lse - np.float64(a))
+        for c in range(x.shape[1]):
+            out[r, c] = (x[r, c] - a) - b
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def log_softmax_parallel(x, out, parts):
+    n = x.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            log_softmax_rows(x, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_sum(g, r):
+    s = np.float32(0.0)
+    for c in range(g.shape[1]):
+        s += g[r, c]
+    return s
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def log_softmax_backward_rows(grad, result, out, lo, hi):
+    """out[r] = grad[r] - exp(result[r]) * sum(grad[r]) for rows r in [lo, hi) (result: the
+    log_softmax output, at most ~0)."""
+    for r in range(lo, hi):
+        s = _row_sum(grad, r)
+        for c in range(grad.shape[1]):
+            out[r, c] = grad[r, c] - _exp_softmax(result[r, c]) * s
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def log_softmax_backward_parallel(grad, result, out, parts):
+    n = grad.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            log_softmax_backward_rows(grad, result, out, lo, hi)

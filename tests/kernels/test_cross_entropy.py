@@ -146,3 +146,44 @@ def test_traced_cross_entropy_is_one_op_and_runs_backward():
     fn(xe, ember.tensor(t)).backward()
     (_, _), (want, wx) = _both(x, t, None)
     np.testing.assert_allclose(xe.grad.numpy(), wx, rtol=2e-5, atol=2e-5)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-5), (np.float64, 1e-11)])
+@pytest.mark.parametrize("shape,dim,numba", [((300, 1000), 1, True), ((4, 10, 1000), -1, True),
+                                             ((300, 1000), 0, False), ((7, 11), 1, False)])
+def test_log_softmax_forward_backward_match_torch(dtype, tol, shape, dim, numba, monkeypatch):
+    r = np.random.default_rng(4)
+    x = (r.standard_normal(shape) * 3).astype(dtype)
+    v = r.standard_normal(shape).astype(dtype)
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append(run(*a)) or ran[-1])
+    got = []
+    for lib, fn in ((ember, F.log_softmax), (torch, torch.nn.functional.log_softmax)):
+        xt = lib.tensor(x, requires_grad=True)
+        y = fn(xt, dim)
+        y.backward(lib.tensor(v))
+        got.append((y.detach().numpy(), xt.grad.numpy()))
+    for a, b in zip(*got):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    assert ran == ([True, True] if numba and dtype == np.float32 else [])
+
+
+def test_log_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypatch):
+    x = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
+    x[1, 5] = np.nan
+    x[2] = -np.inf
+    x[3, 7] = np.inf
+    x[4, 0] = 1e30
+    g = np.random.default_rng(6).standard_normal(x.shape).astype(np.float32)
+    runs = []
+    for use in (True, False):
+        monkeypatch.setattr(K, "USE_NUMBA", use)
+        with np.errstate(invalid="ignore"):
+            y = K.log_softmax(x, 1)
+            runs.append((y, K.log_softmax_backward(g, y, 1)))
+    (y1, g1), (y2, g2) = runs
+    np.testing.assert_allclose(y1, y2, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(g1, g2, rtol=1e-5, atol=1e-5)
+    assert np.isnan(y1[1:4]).all() and np.isfinite(y1[np.r_[0, 5:300]]).all()
