@@ -1,4 +1,5 @@
-"""Numba kernels of softmax cross entropy over long float32 rows (see ``nn.cross_entropy_loss``).
+"""Numba kernels of softmax cross entropy and log_softmax over long float32 rows (see
+``nn.cross_entropy_loss``, ``nn.log_softmax``).
 
 Imported lazily (never by ``import ember``); compiled once and cached on disk. Each row (one
 sample's class scores, C-contiguous) is read from memory once: its maximum, then the sum of
@@ -8,6 +9,8 @@ the dense log-probabilities or nll_loss's dense gradient). ``_exp_softmax`` vect
 own ``np.exp`` calls the C library per element). The sums are reassociated into vector lanes (LLVM
 ``reassoc``): results may differ from NumPy's pairwise sums in the last bits. A row holding a
 NaN gives a NaN ``lse``, a row of -inf a NaN, a row with +inf a NaN, as log_softmax does.
+``log_softmax_rows`` writes ``x - lse`` after the same two passes, ``log_softmax_backward_rows``
+``grad - exp(result) * sum(grad)`` after a sum pass.
 ``*_rows`` work on rows [lo, hi) and release the GIL (ember's thread pool splits them);
 ``*_parallel`` run ``parts`` runs of rows in a ``prange`` (Numba's TBB layer).
 """
