@@ -1,8 +1,11 @@
 """Recurrent ONNX ops (RNN, GRU, LSTM) as a step loop of ember ops, so autograd runs through them.
 Directions forward / reverse / bidirectional, sequence_lens (steps past a sequence's length keep
-its state and write zeros), initial states, LSTM peepholes, clip, layout 0 and 1."""
+its state and write zeros), initial states, LSTM peepholes, clip, layout 0 and 1. An LSTM of the
+default activations without clip, peepholes or sequence lengths (what torch exports for
+``nn.LSTM``) runs each direction as one ``lstm_layer`` op instead, as ``nn.LSTM`` does."""
 import ember
 import ember.nn.functional as F
+from ember.autograd import _generated as G
 from ember.onnx.importer.registry import importer
 
 _ACT = {"Sigmoid": ember.sigmoid, "Tanh": ember.tanh, "Relu": ember.relu,
@@ -137,9 +140,43 @@ def gru(a, x, w, r, b=None, seq_lens=None, h0=None):
     return _run(a, x, lens, [h0], cell, ndir)
 
 
+def _torch_gates(v, H):
+    """ONNX's LSTM gate blocks (i, o, f, c) along dim 0 in torch's order (i, f, g, o)."""
+    return ember.cat([v[:H], v[2 * H:3 * H], v[3 * H:], v[H:2 * H]], 0)
+
+
+def _lstm_layers(a, x, w, r, b, h0, c0, ndir, H):
+    """The LSTM of the default activations, without clip, peepholes or sequence lengths: each
+    direction one fused ``lstm_layer`` op (the whole time loop in one kernel, as ``nn.LSTM``
+    runs), the gate blocks reordered to torch's."""
+    if a["layout"]:
+        x, h0, c0 = x.transpose(0, 1), h0.transpose(0, 1), c0.transpose(0, 1)
+    ys, hs, cs = [], [], []
+    for d in range(ndir):
+        wd = _torch_gates(w[d], H)
+        bd = None if b is None else _torch_gates(b[d, :4 * H] + b[d, 4 * H:], H)
+        reverse = a["direction"] == "reverse" or d == 1
+        y, h, c, _ = G.lstm_layer(F.linear(x, wd, bd), h0[d], c0[d], _torch_gates(r[d], H),
+                                  reverse)
+        ys.append(y)
+        hs.append(h)
+        cs.append(c)
+    y, hn, cn = ember.stack(ys, 1), ember.stack(hs, 0), ember.stack(cs, 0)   # [T, dirs, B, H]
+    if a["layout"]:
+        return y.permute(2, 0, 1, 3), hn.transpose(0, 1), cn.transpose(0, 1)
+    return y, hn, cn
+
+
 @importer("LSTM", since=7, attrs=dict(_ATTRS, input_forget=0), check=_check(3), max_outputs=3)
 def lstm(a, x, w, r, b=None, seq_lens=None, h0=None, c0=None, p=None):
     H = a["hidden_size"] or r.shape[-1]
+    ndir = 2 if a["direction"] == "bidirectional" else 1
+    acts = a["activations"]
+    if p is None and seq_lens is None and a["clip"] is None and \
+            (acts is None or list(acts) == ["Sigmoid", "Tanh", "Tanh"] * ndir):
+        h0 = _zeros_state(x, a, ndir, H) if h0 is None else h0
+        c0 = _zeros_state(x, a, ndir, H) if c0 is None else c0
+        return _lstm_layers(a, x, w, r, b, h0, c0, ndir, H)
     ndir, xw, lens = _prep(a, x, w, seq_lens)
     h0 = _zeros_state(x, a, ndir, H) if h0 is None else h0
     c0 = _zeros_state(x, a, ndir, H) if c0 is None else c0
