@@ -658,13 +658,15 @@ def test_bias_added_in_the_kernel_is_the_separate_add(algorithm, n, force):
 
 @pytest.mark.parametrize("algorithm", ["direct", "im2col"])
 @pytest.mark.parametrize("n", [1, 5])
-def test_residual_and_relu_epilogue_is_eagers_order(algorithm, n, force):
+@pytest.mark.parametrize("hw", [(11, 12), (9, 20)])
+def test_residual_and_relu_epilogue_is_eagers_order(algorithm, n, hw, force):
     """``selector.run`` with a residual and ReLU: inside the kernel (``FUSED_EPILOGUE``) or
-    after it, the bits of ((conv + bias) + residual) then ReLU, NaN kept."""
-    x = rng.standard_normal((n, 6, 11, 12)).astype(np.float32)
+    after it, the bits of ((conv + bias) + residual) then ReLU, NaN kept (rows shorter and
+    longer than a vector: ``direct`` transposes a short image whole, a long one row by row)."""
+    x = rng.standard_normal((n, 6) + hw).astype(np.float32)
     w = rng.standard_normal((16, 6, 3, 3)).astype(np.float32)
     b = rng.standard_normal(16).astype(np.float32)
-    res = rng.standard_normal((n, 16, 11, 12)).astype(np.float32)
+    res = rng.standard_normal((n, 16) + hw).astype(np.float32)
     res[0, 3, 2, 5] = np.nan
     g = C.geometry("conv2d", x.shape, w.shape, 1, 1, 1, 1)
     force(algorithm)
