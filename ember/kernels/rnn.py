@@ -71,7 +71,15 @@ def gru_step(gx, hx, w_hh, b_hh):
     if b_hh is not None:
         gh += b_hh
     ws = np.empty(gx.shape[:-1] + (4 * H,), gx.dtype)
-    ws[..., :2 * H] = _sigmoid(gx[..., :2 * H] + gh[..., :2 * H])
+    if gx.ndim == 2 and gx.dtype == np.float32 and gh.dtype == gx.dtype and len(gx):
+        gx, hx = _kernel_array(gx), _kernel_array(hx)    # (float64: NumPy's exp / tanh)
+        hy = np.empty(hx.shape, gx.dtype)
+        step = _step_kernel("gru_forward_step", gx, gh, hx, ws, hy)
+        if step is not None:
+            step(gx, gh, hx, ws, hy)
+            return hy, ws
+    with np.errstate(over="ignore"):     # exp(-x) of a saturated gate: sigmoid 0, as torch
+        ws[..., :2 * H] = _sigmoid(gx[..., :2 * H] + gh[..., :2 * H])
     r, z = ws[..., :H], ws[..., H:2 * H]
     ws[..., 3 * H:] = gh[..., 2 * H:]
     n = np.tanh(gx[..., 2 * H:] + r * gh[..., 2 * H:], out=ws[..., 2 * H:3 * H])
@@ -82,6 +90,16 @@ def gru_step(gx, hx, w_hh, b_hh):
 def gru_step_backward(dh, ws, hx, w_hh):
     """Gradients (d_gx, d_hx, d_w_hh, d_b_hh) of ``gru_step`` from its workspace."""
     H = hx.shape[-1]
+    if ws.ndim == 2 and len(ws) and dh.dtype == ws.dtype and hx.dtype == ws.dtype:
+        dhk, wsk, hxk = _kernel_array(dh), _kernel_array(ws), _kernel_array(hx)
+        dgx = np.empty(ws.shape[:-1] + (3 * H,), ws.dtype)
+        dgh, dhz = np.empty_like(dgx), np.empty_like(dhk)
+        step = _step_kernel("gru_backward_step", dhk, wsk, hxk, dgx, dgh, dhz)
+        if step is not None:
+            step(dhk, wsk, hxk, dgx, dgh, dhz)
+            dhx = dgh @ w_hh
+            dhx += dhz                          # (dh * z + dgh @ w_hh, as below)
+            return dgx, dhx, dgh.T @ hx, dgh.sum(axis=0)
     r, z, n, ghn = (ws[..., k * H:(k + 1) * H] for k in range(4))
     dn = dh * (1.0 - z) * (1.0 - n * n)
     dgx = np.empty(ws.shape[:-1] + (3 * H,), ws.dtype)

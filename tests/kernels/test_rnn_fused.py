@@ -130,3 +130,134 @@ def test_lstm_layer_gradcheck_float64(sync_numba, reverse):
 
     assert gradcheck(f, (gx, h0, c0, w))
     assert gradgradcheck(f, (gx, h0, c0, w))
+
+
+def _gru_inputs(B, H, scale, dtype=np.float32):
+    gx = (rng.standard_normal((B, 3 * H)) * scale).astype(dtype)
+    hx = rng.standard_normal((B, H)).astype(dtype)
+    w = (rng.standard_normal((3 * H, H)) * 0.3).astype(dtype)
+    b = rng.standard_normal(3 * H).astype(dtype)
+    return gx, hx, w, b
+
+
+@pytest.mark.parametrize("scale", [1.0, 40.0])
+@pytest.mark.parametrize("bias", [True, False])
+def test_fused_gru_step_equals_the_numpy_step(sync_numba, monkeypatch, scale, bias):
+    gx, hx, w, b = _gru_inputs(6, 37, scale)
+    b = b if bias else None
+    dh = rng.standard_normal(hx.shape).astype(np.float32)
+    calls = []
+    real = rnn._step_kernel
+    monkeypatch.setattr(rnn, "_step_kernel",
+                        lambda *a: calls.append((a[0], real(*a))) or calls[-1][1])
+    hy, ws = rnn.gru_step(gx, hx, w, b)
+    grads = rnn.gru_step_backward(dh, ws, hx, w)
+    assert [n for n, k in calls if k is not None] == ["gru_forward_step", "gru_backward_step"]
+    with monkeypatch.context() as m:
+        m.setattr(rnn, "USE_NUMBA", False)
+        ref_hy, ref_ws = rnn.gru_step(gx, hx, w, b)
+        ref_grads = rnn.gru_step_backward(dh, ws, hx, w)    # from the same workspace
+    for g, r in [(hy, ref_hy), (ws, ref_ws)]:
+        assert g.dtype == np.float32 and g.shape == r.shape and np.isfinite(g).all()
+        np.testing.assert_allclose(g, r, rtol=2e-6, atol=2e-6)
+    for g, r in zip(grads, ref_grads):         # the same formulas in the same order
+        assert g.dtype == np.float32 and g.shape == r.shape
+        np.testing.assert_array_equal(g, r)
+
+
+def test_gru_step_of_other_layouts_runs_the_compiled_variant_or_numpy(sync_numba, monkeypatch):
+    """float64 forward and read-only / strided arrays: results as NumPy's, and no second
+    compiled variant of the kernels."""
+    gx, hx, w, b = _gru_inputs(4, 5, 1.0)
+    rnn.gru_step_backward(hx, rnn.gru_step(gx, hx, w, b)[1], hx, w)
+    n_sigs = (len(sync_numba.gru_forward_step.signatures),
+              len(sync_numba.gru_backward_step.signatures))
+    ro = hx.copy()
+    ro.setflags(write=False)
+    cases = [(gx, ro), (np.asfortranarray(gx), np.asfortranarray(hx))]
+    for g, h in cases:
+        hy, ws = rnn.gru_step(g, h, w, b)
+        d = rnn.gru_step_backward(np.broadcast_to(np.float32(1), h.shape), ws, h, w)
+        with monkeypatch.context() as m:
+            m.setattr(rnn, "USE_NUMBA", False)
+            ref = rnn.gru_step(g, h, w, b)
+            ref_d = rnn.gru_step_backward(np.ones(h.shape, np.float32), ws, h, w)
+        for a, r in zip((hy, ws) + d, ref + ref_d):
+            np.testing.assert_allclose(a, r, rtol=2e-6, atol=2e-6)
+    assert (len(sync_numba.gru_forward_step.signatures),
+            len(sync_numba.gru_backward_step.signatures)) == n_sigs
+    args = _gru_inputs(3, 4, 2.0, np.float64)
+    got = rnn.gru_step(*args)
+    with monkeypatch.context() as m:
+        m.setattr(rnn, "USE_NUMBA", False)
+        ref = rnn.gru_step(*args)
+    for a, r in zip(got, ref):
+        np.testing.assert_array_equal(a, r)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gru_forward_and_backward_match_torch(sync_numba, dtype):
+    torch = pytest.importorskip("torch")
+    import ember
+    T, B, I, H = 5, 4, 6, 7
+    x = rng.standard_normal((T, B, I)).astype(dtype)
+    res = []
+    for lib in (ember, torch):
+        m = lib.nn.GRU(I, H, 2)
+        if lib is torch:
+            with torch.no_grad():
+                for p, q in zip(m.parameters(), ref_params):
+                    p.copy_(torch.from_numpy(q))
+        else:
+            ref_params = [p.detach().numpy().copy() for p in m.parameters()]
+        m = m.double() if dtype == "float64" else m
+        xt = lib.tensor(x, requires_grad=True)
+        out, h = m(xt)
+        (out.sum() + (h * h).sum()).backward()
+        res.append([out.detach().numpy(), h.detach().numpy(), xt.grad.numpy()]
+                   + [p.grad.numpy() for p in m.parameters()])
+    tol = 2e-5 if dtype == "float32" else 1e-10
+    for e, t in zip(*res):
+        assert e.dtype == np.dtype(dtype)
+        np.testing.assert_allclose(e, t, rtol=tol, atol=tol)
+
+
+def test_gru_step_runs_numpy_while_its_kernels_compile(monkeypatch):
+    """Under "background" the first GRU step and its backward queue their kernels' compiles
+    and return NumPy's results."""
+    numba = pytest.importorskip("numba")
+    from types import SimpleNamespace
+    from ember.kernels import rnn_numba
+    from ember.kernels.pointwise import numba_runtime
+    fresh = SimpleNamespace(gru_forward_step=numba.njit(rnn_numba.gru_forward_step.py_func),
+                            gru_backward_step=numba.njit(rnn_numba.gru_backward_step.py_func))
+    monkeypatch.setattr(rnn, "_numba_kernels", fresh)
+    monkeypatch.setattr(rnn, "_runnable", {})
+    queued = []
+    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")
+    gx, hx, w, b = _gru_inputs(3, 4, 1.0)
+    hy, ws = rnn.gru_step(gx, hx, w, b)
+    grads = rnn.gru_step_backward(hy, ws, hx, w)
+    assert [q.rsplit(".", 1)[-1] for q in queued] == ["gru_forward_step", "gru_backward_step"]
+    assert not fresh.gru_forward_step.overloads and not fresh.gru_backward_step.overloads
+    monkeypatch.setattr(rnn, "USE_NUMBA", False)
+    ref = rnn.gru_step(gx, hx, w, b)
+    for a, r in zip((hy, ws) + grads, ref + rnn.gru_step_backward(ref[0], ref[1], hx, w)):
+        np.testing.assert_array_equal(a, r)
+
+
+def test_gru_step_gradcheck_float64(sync_numba):
+    """First and second order through gru_step (Numba backward step, float64)."""
+    import ember
+    from ember.autograd import gradcheck, gradgradcheck
+    from ember.autograd import _generated as G
+    B, H = 2, 3
+    gx, hx, w, b = (ember.tensor(rng.standard_normal(s) * 0.7, requires_grad=True)
+                    for s in [(B, 3 * H), (B, H), (3 * H, H), (3 * H,)])
+
+    def f(gx, hx, w, b):
+        return G.gru_step(gx, hx, w, b)[0]
+
+    assert gradcheck(f, (gx, hx, w, b))
+    assert gradgradcheck(f, (gx, hx, w, b))
