@@ -1,20 +1,21 @@
-"""Numba kernels of one LSTM time step's pointwise part, forward and backward (see
-``rnn.lstm_layer`` and ``rnn.lstm_layer_backward``).
+"""Numba kernels of one LSTM or GRU time step's pointwise part, forward and backward (see
+``rnn.lstm_layer``, ``rnn.lstm_layer_backward``, ``rnn.gru_step`` and ``rnn.gru_step_backward``).
 
-Imported lazily (never by ``import ember``); compiled on the first LSTM layer that runs (on the
-background compile thread, the NumPy step serving meanwhile) and cached on disk. The NumPy step
-runs 10-20 array operations on (batch, hidden) slices, each a Python call; these do a step's
-gates, cell state and output (forward) or the gates' and the cell state's gradients (backward)
-in one call. The recurrent GEMM stays on BLAS.
+Imported lazily (never by ``import ember``); each is compiled on the first step that needs it
+(on the background compile thread, the NumPy step serving meanwhile) and cached on disk. The
+NumPy step runs 10-20 array operations on (batch, hidden) slices, each a Python call; these do
+a step's gates, cell state and output (forward) or the gates' and the state's gradients
+(backward) in one call. The recurrent GEMM stays on BLAS.
 
 Each row runs as a few simple loops over the hidden units, one output region each: LLVM
 vectorises those, while one loop writing all six workspace regions and the output (seven
 pointers that may alias) stays scalar (measured 158 against 27 us for a (20, 200) forward
-step). The forward step is float32 only: its exp and tanh are ``exp_f32`` / ``tanh_f32``
+step). The forward steps are float32 only: their exp and tanh are ``exp_f32`` / ``tanh_f32``
 (vectorised straight-line float32, within 2 ulp); Numba's float64 ``np.exp`` calls the C
 library's scalar function (a float64 step: 173 us against NumPy's 64), so float64 runs the
-NumPy step. The backward step is plain arithmetic, any float dtype. Both evaluate the NumPy
-path's formulas; products are grouped differently, so results may differ in the last bits.
+NumPy step. The backward steps are plain arithmetic, any float dtype. The LSTM kernels group
+some products differently from the NumPy step (results may differ in the last bits); the GRU
+backward step evaluates the NumPy step's expressions in its order (the same bits).
 """
 import numpy as np
 from numba import njit
