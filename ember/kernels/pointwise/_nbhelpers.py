@@ -90,10 +90,10 @@ def rf16(f):
     return h2f(f2h(f))
 
 
-@njit(error_model="numpy")
-def exp_f32(x):
-    """float32 exp in straight-line arithmetic (Cephes expf polynomial, within 2 ulp)."""
-    xc = min(max(x, np.float32(-104.0)), np.float32(88.8))
+@njit(error_model="numpy", inline="always")
+def expf_reduced(xc):
+    """(p, n) with exp(xc) = p * 2^n for a float32 ``xc`` in range: n = round(xc / ln 2) and p
+    the Cephes expf polynomial of the remainder (within 2 ulp); callers scale by 2^n."""
     n = np.floor(xc * np.float32(1.4426950408889634) + np.float32(0.5))
     r = xc - n * np.float32(0.693359375) - n * np.float32(-2.12194440e-4)
     p = np.float32(1.9875691500e-4)
@@ -102,7 +102,14 @@ def exp_f32(x):
     p = p * r + np.float32(4.1665795894e-2)
     p = p * r + np.float32(1.6666665459e-1)
     p = p * r + np.float32(5.0000001201e-1)
-    p = p * r * r + r + np.float32(1.0)
+    return p * r * r + r + np.float32(1.0), n
+
+
+@njit(error_model="numpy")
+def exp_f32(x):
+    """float32 exp in straight-line arithmetic (Cephes expf polynomial, within 2 ulp)."""
+    xc = min(max(x, np.float32(-104.0)), np.float32(88.8))
+    p, n = expf_reduced(xc)
     ni = np.int32(n)
     half = ni >> 1
     res = (p * _bits_f32(np.uint32((half + 127) << 23))) * _bits_f32(np.uint32((ni - half + 127) << 23))

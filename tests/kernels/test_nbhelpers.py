@@ -1,0 +1,61 @@
+"""The straight-line float32 exp and tanh the Numba kernels share (``_nbhelpers``): against
+float64 NumPy over a dense sweep, the range ends and the special values."""
+import numpy as np
+import pytest
+
+pytest.importorskip("numba")
+from numba import njit  # noqa: E402
+
+from ember.kernels.pointwise._nbhelpers import exp_f32, tanh_f32  # noqa: E402
+
+
+@njit(cache=False)
+def _apply(fn_id, x, out):
+    for i in range(x.shape[0]):
+        out[i] = exp_f32(x[i]) if fn_id == 0 else tanh_f32(x[i])
+
+
+def _run(fn_id, x):
+    out = np.empty_like(x)
+    _apply(fn_id, x, out)
+    return out
+
+
+def _ulps(got, want):
+    """Distance in float32 units in the last place at the reference value."""
+    want32 = want.astype(np.float32)
+    spacing = np.spacing(np.abs(want32)).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want) / spacing
+
+
+def test_exp_f32_within_two_ulp_over_its_normal_range():
+    x = np.linspace(-87.3, 88.7, 400_001, dtype=np.float32)
+    want = np.exp(x.astype(np.float64))
+    assert _ulps(_run(0, x), want).max() <= 2.0
+
+
+def test_exp_f32_range_ends_and_specials():
+    x = np.array([-np.inf, -200.0, -104.5, 89.0, 200.0, np.inf, np.nan, 0.0, -0.0],
+                 np.float32)
+    got = _run(0, x)
+    np.testing.assert_array_equal(got[:2], [0.0, 0.0])
+    assert got[2] == 0.0                        # below the smallest denormal's exponent
+    assert np.isposinf(got[3:6]).all()
+    assert np.isnan(got[6])
+    np.testing.assert_array_equal(got[7:], [1.0, 1.0])
+    sub = np.linspace(-103.0, -88.0, 2001, dtype=np.float32)   # float32 denormal results
+    want = np.exp(sub.astype(np.float64))
+    assert np.abs(_run(0, sub) - want).max() <= 2 * np.float64(np.finfo(np.float32).smallest_subnormal)
+
+
+def test_tanh_f32_close_to_float64_and_odd():
+    x = np.linspace(-12.0, 12.0, 240_001, dtype=np.float32)
+    got = _run(1, x)
+    want = np.tanh(x.astype(np.float64))
+    assert np.abs(got - want).max() <= 4 * np.finfo(np.float32).eps
+    small = np.abs(x) < 0.625
+    assert _ulps(got[small & (x != 0)], want[small & (x != 0)]).max() <= 3.0
+    np.testing.assert_array_equal(got, -_run(1, -x))
+    specials = _run(1, np.array([np.inf, -np.inf, np.nan, 0.0, 40.0], np.float32))
+    np.testing.assert_array_equal(specials[[0, 1, 3, 4]], [1.0, -1.0, 0.0, 1.0])
+    assert np.isnan(specials[2])
