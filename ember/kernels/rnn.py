@@ -192,8 +192,8 @@ def _lstm_layer_loop(gx, h0, c0, w_t, out, ws, reverse):
     H = h0.shape[-1]
     order = range(T - 1, -1, -1) if reverse else range(T)
     step = None
-    if T and gx.dtype == np.float32:    # float64: NumPy's exp / tanh (see rnn_numba)
-        gx = _kernel_array(gx)
+    if T and gx.dtype == h0.dtype == w_t.dtype == np.float32:   # (float64: NumPy's exp,
+        gx = _kernel_array(gx)                                  # tanh; see rnn_numba)
         c0 = _kernel_array(c0)
         gates = np.empty(gx.shape[1:], gx.dtype)
         step = _step_kernel("forward_step", gates, gx[0], c0, 0, ws[0], out[0])
