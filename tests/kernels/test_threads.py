@@ -333,3 +333,29 @@ def test_parallel_layer_switch():
         assert numba_runtime.parallel_layer() == "pool"
     finally:
         ember.set_parallel_layer(before)
+
+
+def test_a_parallel_kernels_first_compile_starts_embers_threading_layer():
+    """Compiling a ``parallel=True`` kernel through ``numba_runtime.ready`` before any other
+    parallel work starts ember's layer (TBB), not Numba's default (OpenMP): otherwise every
+    ``prange`` of the process would run there and the TBB-only paths would turn off."""
+    from ember.kernels.pointwise import numba_runtime
+    if numba_runtime.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    code = (
+        "import numba, numpy as np\n"
+        "from numba import njit, prange\n"
+        "from ember.kernels.pointwise import numba_runtime as rt\n"
+        "@njit(parallel=True)\n"
+        "def k(a):\n"
+        "    for i in prange(a.shape[0]):\n"
+        "        a[i] = i\n"
+        "a = np.zeros(4)\n"
+        "assert rt.ready(k, rt.signature(a), force=True)\n"
+        "k(a)\n"
+        "print(numba.threading_layer(), rt.parallel_layer())\n")
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("NUMBA_THREADING_LAYER", "EMBER_THREADING_LAYER")}
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
+                         timeout=120)
+    assert out.stdout.split() == ["tbb", "tbb"], out.stderr

@@ -285,6 +285,16 @@ def _warmed():
 _ready_seen = {}     # (id(dispatcher), id(sig)) -> sig, of signatures found compiled
 
 
+def _compile(dispatcher, sig):
+    """Compile (or load from the disk cache) ``dispatcher`` for ``sig``; a ``parallel=True``
+    kernel starts Numba's threading layer, so ember picks it first (``parallel_layer``):
+    otherwise the first such compile starts Numba's default choice (OpenMP here), every
+    ``prange`` then runs on it and ember's TBB-only paths turn themselves off."""
+    if dispatcher.targetoptions.get("parallel"):
+        parallel_layer()
+    dispatcher.compile(sig)
+
+
 def ready(dispatcher, sig, force=False):
     """Whether ``dispatcher`` (a Numba ``@njit`` function) can run argument types ``sig`` (see
     ``signature``) now. True when it is compiled for them in this process or, under "background"
@@ -305,7 +315,7 @@ def ready(dispatcher, sig, force=False):
         return True
     mode = compile_mode()
     if force or mode == "sync":
-        dispatcher.compile(sig)
+        _compile(dispatcher, sig)
         _warmed()
         return True
     if mode == "off":
@@ -318,14 +328,14 @@ def ready(dispatcher, sig, force=False):
         lock = getattr(global_compiler_lock, "_lock", None)
         if lock is not None and lock.acquire(blocking=False):  # not while a compile runs
             try:
-                dispatcher.compile(sig)
+                _compile(dispatcher, sig)
             finally:
                 lock.release()
             return True
     name = getattr(dispatcher.py_func, "__qualname__", "kernel")
 
     def job():
-        dispatcher.compile(sig)
+        _compile(dispatcher, sig)
         _warmed()
     submit(key, f"{dispatcher.py_func.__module__}.{name}", job)
     return False
