@@ -296,3 +296,45 @@ def test_plan_skips_random_graphs():
         a, b = fast(x).numpy(), fast(x).numpy()
     assert not np.array_equal(a, b)          # fresh masks: the ordinary path ran
     assert fast._planner is not None and not fast._planner.enabled
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_plan_linear_of_few_rows_is_a_gemv_equal_to_eager(rows, dtype, monkeypatch):
+    """Linear layers of at most GEMV_MAX_ROWS input rows run ``gemv_runs`` / ``gemv_rows``
+    (split over TBB from GEMV_MIN_BYTES of weight: lowered here so a small model takes both);
+    more rows take the GEMM. Bias and ReLU as eager, NaN kept."""
+    monkeypatch.setattr(plan_module, "GEMV_MIN_BYTES", 8 << 10)
+    ember.manual_seed(5)
+    model = nn.Sequential(nn.Linear(300, 37), nn.ReLU(), nn.Linear(37, 10, bias=False)).eval()
+    model = model.to(getattr(ember, dtype))
+    x = ember.randn(rows, 300, dtype=getattr(ember, dtype))
+    x[0, 3] = float("nan")
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x).numpy()
+        got = fast(x).numpy()
+    plan = next(iter(_planned(fast).values()))
+    linear = [s for s in plan._steps if isinstance(s, plan_module._LinearStep)]
+    assert [s.gemv for s in linear] == [rows <= plan_module.GEMV_MAX_ROWS] * 2
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert np.isnan(got[0]).all() and not np.isnan(got[1:]).any()
+
+
+@pytest.mark.parametrize("n", [1, 3, 4, 5, 37, 130])
+def test_gemv_runs_cover_every_row_for_any_part_count(n):
+    kn = plan_module._kernels()
+    if kn is None:
+        pytest.skip("needs Numba")
+    r = np.random.default_rng(n)
+    w = r.standard_normal((n, 19))
+    x = r.standard_normal((2, 19))
+    b = r.standard_normal(n)
+    want = x @ w.T + b
+    for relu in (False, True):
+        for parts in (1, 2, 3, 7):
+            y = np.full((2, n), np.nan)
+            kn.gemv_runs(w, x, b, y, relu, parts)
+            np.testing.assert_allclose(y, np.maximum(want, 0) if relu else want, rtol=1e-12,
+                                       atol=1e-12)
