@@ -286,8 +286,12 @@ def _link(op, tensors, consts, outs):
         return
     if cx or any(o._data.dtype.kind == "c" for o in outs):
         _complex.link(op, tensors, outs, node)
-    node._out_meta = [(o._data.shape, o._data.dtype) for o in outs]
     diff = op.diff_outputs
+    # (shape, dtype) of the outputs a gradient can reach (the engine fills a missing one with
+    # zeros); None for the others (indices, masks, workspaces), whose gradient stays None
+    node._out_meta = [(o._data.shape, o._data.dtype)
+                      if (diff[i] if i < len(diff) else diff[-1]) else None
+                      for i, o in enumerate(outs)]
     for i, o in enumerate(outs):
         if (diff[i] if i < len(diff) else diff[-1]) and o._data.dtype.kind in "fcV":
             o.grad_fn = node

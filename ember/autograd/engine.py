@@ -405,10 +405,13 @@ def _has_none(grads):
 
 
 def _fill_missing(node, grads):
-    shapes = node._out_meta
+    """Zeros for the missing gradients of a node's differentiable outputs (None stays None for
+    the others: indices, masks and workspaces no gradient reaches; a max pool's int64 indices
+    were a zero-filled array per pool per step)."""
+    metas = node._out_meta
     Tensor = _tensor_cls()
-    return [g if g is not None else Tensor._make(np.zeros(s, dt)) for g, (s, dt)
-            in zip(grads + [None] * (len(shapes) - len(grads)), shapes)]
+    return [g if g is not None or m is None else Tensor._make(np.zeros(m[0], m[1]))
+            for g, m in zip(grads + [None] * (len(metas) - len(grads)), metas)]
 
 
 def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, inputs=None):

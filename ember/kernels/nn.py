@@ -96,8 +96,9 @@ def log_softmax_backward(grad, result, dim):
     their common dtype."""
     out = np.empty(result.shape, np.result_type(grad, result))
     d = _dim(dim, result.ndim)
-    if grad.shape == result.shape and d == result.ndim - 1 and grad.dtype == result.dtype and \
-            grad.flags.c_contiguous and _ce_numba_fits(result.reshape(-1, result.shape[-1])):
+    if result.size and grad.shape == result.shape and d == result.ndim - 1 and \
+            grad.dtype == result.dtype and grad.flags.c_contiguous and \
+            _ce_numba_fits(result.reshape(-1, result.shape[-1])):
         c = result.shape[-1]
         if _ce_run("log_softmax_backward", grad.reshape(-1, c), result.reshape(-1, c),
                    out.reshape(-1, c)):

@@ -230,3 +230,25 @@ def test_detect_anomaly_reports_nan_and_forward_trace():
         y = (x.sqrt() * 0).sum()
         with pytest.raises(RuntimeError, match="nan"):
             y.backward()
+
+
+def test_missing_gradients_are_zeros_only_for_differentiable_outputs(monkeypatch):
+    """A node whose later outputs no gradient can reach (a max pool's indices, an LSTM layer's
+    workspace) gets None for them, not a zero-filled array per backward; a differentiable output
+    that received no gradient still gets zeros."""
+    from ember.autograd import engine
+    seen = []
+    real = engine._fill_missing
+    monkeypatch.setattr(engine, "_fill_missing", lambda node, g: seen.append(real(node, g))
+                        or seen[-1])
+    x = ember.randn(2, 3, 8, 8, requires_grad=True)
+    y, idx = ember.nn.functional.max_pool2d(x, 2, return_indices=True)
+    y.sum().backward()
+    assert [g is None for g in seen[-1]] == [False, True]
+    lstm = ember.nn.LSTM(4, 5)
+    out, (h, c) = lstm(ember.randn(3, 2, 4, requires_grad=True))
+    h.sum().backward()      # no gradient for out or c: zeros of their shapes; none for ws
+    fill = seen[-1]
+    assert [g is None for g in fill] == [False, False, False, True]
+    assert fill[0].shape == out.shape and not fill[0].numpy().any()
+    assert fill[2].shape == c.shape[1:] and not fill[2].numpy().any()   # (layers, B, H)
