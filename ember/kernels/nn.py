@@ -260,25 +260,16 @@ def nll_loss_backward(grad, target, weight, x_shape, reduction="mean", ignore_in
 CE_NUMBA_MIN_SIZE = 1 << 15
 CE_PARALLEL_SIZE = 1 << 17
 USE_NUMBA = True
-_numba_kernels = None
 _ce_signatures = {}
 
 
 def _ce_numba():
     """``nn_numba``, or None when Numba is unavailable, disabled, or its first import is still
     running on the compile thread (NumPy meanwhile)."""
-    global _numba_kernels
     if not USE_NUMBA:
         return None
-    if _numba_kernels is None:
-        from ember.kernels.pointwise.numba_runtime import has_compiler, importing
-        if importing("ember.kernels.nn_numba"):
-            return None
-        _numba_kernels = False
-        if has_compiler():
-            from ember.kernels import nn_numba
-            _numba_kernels = nn_numba
-    return _numba_kernels or None
+    from ember.kernels.pointwise.numba_runtime import kernel_module
+    return kernel_module("ember.kernels.nn_numba")
 
 
 def _ce_run(name, rows, *args):

@@ -133,23 +133,15 @@ SCATTER_PARALLEL_SIZE = 1 << 18   # gradient elements from which the scatter spl
 # layers. LeNet-5 at batch 64, default threads, eager no_grad forward: 1.56-1.66 ms with its first
 # pool (75k outputs) split, 1.35-1.44 ms unsplit (load ~1.4, interleaved)
 POOL_2X2_PARALLEL_SIZE = 1 << 18
-_numba_kernels = None
 
 
 def _kernels():
-    """The Numba module (``pool_numba``), or None when Numba is unavailable or disabled."""
-    global _numba_kernels
+    """The Numba module (``pool_numba``), or None when Numba is unavailable or disabled, or
+    while its first import runs on the compile thread (NumPy meanwhile)."""
     if not USE_NUMBA:
         return None
-    if _numba_kernels is None:
-        from ember.kernels.pointwise.numba_runtime import has_compiler, importing
-        if importing("ember.kernels.pool_numba"):
-            return None   # Numba's first import runs on the compile thread: NumPy meanwhile
-        _numba_kernels = False
-        if has_compiler():
-            from ember.kernels import pool_numba
-            _numba_kernels = pool_numba
-    return _numba_kernels or None
+    from ember.kernels.pointwise.numba_runtime import kernel_module
+    return kernel_module("ember.kernels.pool_numba")
 
 
 _signatures = {}

@@ -112,25 +112,16 @@ def gru_step_backward(dh, ws, hx, w_hh):
 
 
 USE_NUMBA = True
-_numba_kernels = None
 _runnable = {}      # (kernel name, dtype) -> signature found compiled
 
 
 def _kernels():
     """The Numba module (``rnn_numba``), or None when Numba is unavailable, disabled, or its
     first import is still running on the compile thread (NumPy meanwhile)."""
-    global _numba_kernels
     if not USE_NUMBA:
         return None
-    if _numba_kernels is None:
-        from ember.kernels.pointwise.numba_runtime import has_compiler, importing
-        if importing("ember.kernels.rnn_numba"):
-            return None
-        _numba_kernels = False
-        if has_compiler():
-            from ember.kernels import rnn_numba
-            _numba_kernels = rnn_numba
-    return _numba_kernels or None
+    from ember.kernels.pointwise.numba_runtime import kernel_module
+    return kernel_module("ember.kernels.rnn_numba")
 
 
 def _step_kernel(name, *args):

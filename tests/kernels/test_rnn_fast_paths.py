@@ -144,7 +144,7 @@ def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
     from ember.kernels.pointwise import numba_runtime
     fresh = SimpleNamespace(forward_step=numba.njit(rnn_numba.forward_step.py_func),
                             backward_step=numba.njit(rnn_numba.backward_step.py_func))
-    monkeypatch.setattr(rnn, "_numba_kernels", fresh)
+    monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
     monkeypatch.setattr(rnn, "_runnable", {})
     queued = []
     monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))

@@ -231,7 +231,7 @@ def test_gru_step_runs_numpy_while_its_kernels_compile(monkeypatch):
     from ember.kernels.pointwise import numba_runtime
     fresh = SimpleNamespace(gru_forward_step=numba.njit(rnn_numba.gru_forward_step.py_func),
                             gru_backward_step=numba.njit(rnn_numba.gru_backward_step.py_func))
-    monkeypatch.setattr(rnn, "_numba_kernels", fresh)
+    monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
     monkeypatch.setattr(rnn, "_runnable", {})
     queued = []
     monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))

@@ -176,7 +176,6 @@ def input_grad(gy, w, g):
 
 
 USE_NUMBA = True
-_numba_kernels = None
 _add_runs_signatures = {}
 
 
@@ -184,20 +183,13 @@ def _numba_add_runs(dtype):
     """``im2col_numba.add_runs`` when it can run now for ``dtype`` (float32/float64; compiled or
     in the disk cache), else None: the NumPy adds run (under background compilation, while it
     compiles)."""
-    global _numba_kernels
     if not USE_NUMBA or dtype not in (np.float32, np.float64):
         return None
     from ember.kernels.pointwise import numba_runtime
-    if _numba_kernels is None:
-        if numba_runtime.importing(__name__ + "_numba"):
-            return None
-        _numba_kernels = False
-        if numba_runtime.has_compiler():
-            from . import im2col_numba
-            _numba_kernels = im2col_numba
-    if not _numba_kernels:
+    nb = numba_runtime.kernel_module(__name__ + "_numba")
+    if nb is None:
         return None
-    kernel = _numba_kernels.add_runs
+    kernel = nb.add_runs
     sig = _add_runs_signatures.get(dtype)
     if sig is None:
         a3, a1, i1 = np.empty((1, 1, 1), dtype), np.empty(1, dtype), np.empty(1, np.int64)

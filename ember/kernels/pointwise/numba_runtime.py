@@ -86,6 +86,26 @@ def importing(name):
     return name not in _imported
 
 
+_modules = {}   # kernel module name -> module, or False (Numba has no compiler here)
+
+
+def kernel_module(name):
+    """The Numba kernel module ``name`` of ember (``"ember.kernels.pool_numba"``), imported on
+    first use (never by ``import ember``), or None: Numba has no compiler here, or its first
+    import is still running on the compile thread (``importing``: the caller runs its NumPy path
+    meanwhile and asks again on its next call)."""
+    mod = _modules.get(name)
+    if mod is None:
+        if importing(name):
+            return None
+        mod = False
+        if has_compiler():
+            import importlib
+            mod = importlib.import_module(name)
+        _modules[name] = mod
+    return mod or None
+
+
 def has_compiler():
     """True when Numba is importable, so expressions run as compiled kernels."""
     return numba_module() is not None
