@@ -844,14 +844,18 @@ class InferencePlan:
         self.thread_timings = dict(zip(("ember's chunks", "BLAS threads"), best))
 
     def retune(self, arrays):
-        """Time the convolution steps' modes and the thread settings once more (at the
-        ``RETUNE_AFTER``-th run): the choices rest on the best times of two moments, so a busy
-        moment during the first tuning (another process on a core) does not fix a slow plan for
-        the process's life."""
+        """Time the convolution steps' modes once more (at the ``RETUNE_AFTER``-th run), and the
+        thread settings when the first tuning left the plan to BLAS's threads: the choices rest
+        on the best times of two moments, so a busy moment during the first tuning (another
+        process on a core) does not fix a slow plan for the process's life. A plan on ember's
+        chunks does not time BLAS's threads again: OpenBLAS's woken threads spin for ~0.1 s
+        after their last call and took the core from the next ~200 runs of LeNet at batch 64
+        (0.8 instead of 0.53 ms)."""
         self._tune = self._tuned
         if self._tune:
             self.autotune()
-        if self._thread_settings is not None:
+        if self._thread_settings is not None and \
+                (self.parallel, self.one_blas_thread) == self._thread_settings[1]:
             self.parallel, self.one_blas_thread = self._thread_settings[0]
             self.tune_threads(arrays)
 

@@ -228,9 +228,11 @@ def test_plan_large_batch_runs_under_either_thread_setting():
             np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
 
 
-def test_plan_retunes_once_keeping_the_best_times_of_both_moments(monkeypatch):
-    """At the RETUNE_AFTER-th run the plan times its convolution modes and thread settings again;
-    each choice rests on the minimum over both timings (a slow moment cannot raise a time)."""
+@pytest.mark.parametrize("on_blas_threads", [False, True])
+def test_plan_retunes_once_keeping_the_best_times_of_both_moments(on_blas_threads, monkeypatch):
+    """At the RETUNE_AFTER-th run the plan times its convolution modes again, and its thread
+    settings when it runs on BLAS's threads; each choice rests on the minimum over both timings
+    (a slow moment cannot raise a time)."""
     monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
     ember.manual_seed(7)
     model = _lenet().eval()
@@ -243,13 +245,21 @@ def test_plan_retunes_once_keeping_the_best_times_of_both_moments(monkeypatch):
         steps = [s for s, _, _ in plan._tuned]
         assert steps and all(s.mode_times for s in steps)
         first = [dict(s.mode_times) for s in steps]
+        if on_blas_threads:
+            plan.parallel, plan.one_blas_thread = plan._thread_settings[1]
+        else:
+            plan.parallel, plan.one_blas_thread = plan._thread_settings[0]
         first_threads = dict(plan.thread_timings)
+        timed = []
+        real_threads = plan.tune_threads
+        monkeypatch.setattr(plan, "tune_threads", lambda a: timed.append(1) or real_threads(a))
         calls = []
         real = plan.retune
         monkeypatch.setattr(plan, "retune", lambda a: calls.append(1) or real(a))
         for _ in range(4):
             np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
     assert calls == [1]                       # once, at the third run
+    assert timed == ([1] if on_blas_threads else [])
     for s, before in zip(steps, first):
         assert set(s.mode_times) == set(before)
         assert all(s.mode_times[m] <= before[m] for m in before)
