@@ -54,12 +54,10 @@ ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS a
 BLAS_THREADS_MARGIN = 0.85
 # the plan's run at which its choices are timed a second time (``InferencePlan.retune``)
 RETUNE_AFTER = 100
-# a linear layer of at most this many input rows is a matrix-vector product in Numba (bias and
-# ReLU in the same pass), split over the TBB threads from a weight of this many bytes
-# (``_gemv_parts``); GEMV = False: BLAS's GEMM and a bias kernel
+# a linear step of at most ``linalg.GEMV_MAX_ROWS`` input rows is a matrix-vector product in
+# Numba (bias and ReLU in the same pass; split over the TBB threads as ``linalg.gemv_parts``
+# says); GEMV = False: BLAS's GEMM and a bias kernel
 GEMV = True
-GEMV_MAX_ROWS = 2
-GEMV_MIN_BYTES = 256 << 10
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -75,6 +73,11 @@ def _like(shape, dtype):
 def _parallel():
     from ember.kernels.conv import parallel
     return parallel
+
+
+def _linalg():
+    from ember.kernels import linalg
+    return linalg
 
 
 def _kernels():
@@ -420,23 +423,10 @@ class _ConvStep:
         return y
 
 
-def _gemv_parts(w):
-    """Runs of the weight's rows for ``inference_numba.gemv_runs``: for a weight of
-    GEMV_MIN_BYTES or more when more than one thread may run on Numba's TBB layer; else 0 (one
-    ``gemv_rows`` call). MLP 784-512-512-10 at batch 1 on two cores, quiet: plan 87 us with
-    OpenBLAS (its GEMV streams the 2.7 MB of weights on one core), 42 us."""
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads
-    n = get_num_threads()
-    if w.nbytes < GEMV_MIN_BYTES or n < 2 or numba_runtime.parallel_layer() != "tbb":
-        return 0
-    return numba_runtime.tbb_parts(w.shape[0], n, 1)
-
-
 class _LinearStep:
     def __init__(self, kn, w, b, relu, out_shape, dtype, fresh):
         self.kn = kn
-        self.gemv = GEMV and out_shape[0] <= GEMV_MAX_ROWS
+        self.gemv = GEMV and out_shape[0] <= _linalg().GEMV_MAX_ROWS
         # the GEMV reads the weight's rows (N, K); the GEMM its transpose (K, N)
         self.wt = np.array(w if self.gemv else w.T, order="C")
         self.b = np.array(b, order="C") if b is not None else np.zeros(w.shape[0], dtype)
@@ -463,7 +453,7 @@ class _LinearStep:
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
         if self.gemv:
             x = np.ascontiguousarray(x)
-            parts = _gemv_parts(self.wt)
+            parts = _linalg().gemv_parts(self.wt)
             if parts:
                 self.kn.gemv_runs(self.wt, x, self.b, y, self.relu, parts)
             else:

@@ -20,16 +20,15 @@ over ember's threads.
   C*R*S) and a (N*Ho*Wo, K) GEMM result;
 - ``nchw_epilogue``, ``nchw_pool2_epilogue``: the epilogues of a sum already in NCHW order (from
   ember's convolution engine), and their ``_runs`` drivers: runs of images in a ``prange``;
-- ``gemv_runs(w, x, b, y, relu, parts)``: a linear layer of a few input rows, y = act(x @ w.T +
-  b), the weight's rows in ``parts`` runs of a ``prange``, each run one contiguous block of the
-  weight read by one thread (a batch of one is a matrix-vector product bound by the weight's
-  reads; BLAS's GEMV ran on one core).
+- ``gemv_rows`` / ``gemv_runs`` (from ``gemv_numba``, shared with eager ``linear``): a linear
+  layer of a few input rows with its bias and ReLU.
 
 The arithmetic is eager's: the bias is added to the GEMM's sum, then the residual, then ReLU
 (``max(v, 0)``, NaN propagating), and the max pool's first maximum wins, NaN propagating.
 """
 from numba import njit, prange
 
+from ember.kernels.gemv_numba import gemv_rows, gemv_runs  # noqa: F401 (the plan's linear steps)
 from ember.kernels.pointwise._nbhelpers import run_bounds
 
 
@@ -272,52 +271,3 @@ def nchw_pool2_epilogue_runs(z, b, y, relu, parts):
         lo, hi = run_bounds(N, parts, r)
         if lo < hi:
             nchw_pool2_epilogue(z, b, y, relu, lo, hi)
-
-
-@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
-def gemv_rows(w, x, b, y, relu, lo, hi):
-    """y[m, j] = act(sum_k x[m, k] * w[j, k] + b[j]) for the weight's rows j in [lo, hi) and
-    every row m of x: four weight rows at a time share the loads of x; each sum in vector lanes
-    (reassociated: the order differs from BLAS's in the last bits), then the bias, then ReLU
-    (``v < 0`` -> 0, NaN kept) when ``relu``."""
-    M, K = x.shape
-    zero = y.dtype.type(0)
-    for m in range(M):
-        j = lo
-        while j + 4 <= hi:
-            s0 = zero
-            s1 = zero
-            s2 = zero
-            s3 = zero
-            for k in range(K):
-                xk = x[m, k]
-                s0 += w[j, k] * xk
-                s1 += w[j + 1, k] * xk
-                s2 += w[j + 2, k] * xk
-                s3 += w[j + 3, k] * xk
-            v0, v1, v2, v3 = s0 + b[j], s1 + b[j + 1], s2 + b[j + 2], s3 + b[j + 3]
-            y[m, j] = zero if (relu and v0 < zero) else v0
-            y[m, j + 1] = zero if (relu and v1 < zero) else v1
-            y[m, j + 2] = zero if (relu and v2 < zero) else v2
-            y[m, j + 3] = zero if (relu and v3 < zero) else v3
-            j += 4
-        while j < hi:
-            s0 = zero
-            for k in range(K):
-                s0 += w[j, k] * x[m, k]
-            v0 = s0 + b[j]
-            y[m, j] = zero if (relu and v0 < zero) else v0
-            j += 1
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def gemv_runs(w, x, b, y, relu, parts):
-    """``gemv_rows`` over all of the weight's rows in ``parts`` runs of a ``prange`` (runs of a
-    multiple of four rows)."""
-    N = w.shape[0]
-    per = -(-(-(-N // parts)) // 4) * 4
-    for r in prange(parts):
-        lo = r * per
-        hi = min(N, lo + per)
-        if lo < hi:
-            gemv_rows(w, x, b, y, relu, lo, hi)

@@ -62,6 +62,56 @@ def addmm(c, a, b, beta=1, alpha=1):
     return out + (c if beta == 1 else beta * c)
 
 
+# a linear layer of at most GEMV_MAX_ROWS input rows and a weight of at least GEMV_MIN_BYTES is
+# a matrix-vector product on the TBB threads (``gemv_numba``), where BLAS's GEMV streams the
+# weight on one core
+GEMV = True
+GEMV_MAX_ROWS = 2
+GEMV_MIN_BYTES = 256 << 10
+
+
+def gemv_parts(w):
+    """Runs of the weight's rows for ``gemv_numba.gemv_runs``: two or more when the weight
+    (N, K) has GEMV_MIN_BYTES or more and more than one thread may run on Numba's TBB layer;
+    else 0 (one thread would only match BLAS)."""
+    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.threads import get_num_threads
+    n = get_num_threads()
+    if w.nbytes < GEMV_MIN_BYTES or n < 2 or numba_runtime.parallel_layer() != "tbb":
+        return 0
+    return numba_runtime.tbb_parts(w.shape[0], n, 1)
+
+
+_gemv_signatures = {}
+
+
+def _gemv_linear(x, w, b):
+    """x @ w.T + b through ``gemv_numba.gemv_runs`` for a few rows x (M, K) and a large weight
+    (N, K) of one float dtype when it can run now; None otherwise (not applicable, or compiling
+    in the background: BLAS meanwhile)."""
+    if not GEMV or x.ndim != 2 or w.ndim != 2 or x.shape[0] > GEMV_MAX_ROWS or \
+            x.dtype.kind != "f" or x.dtype != w.dtype or (b is not None and b.dtype != w.dtype) \
+            or w.dtype.itemsize < 4:
+        return None
+    parts = gemv_parts(w)
+    if not parts:
+        return None
+    from ember.kernels.pointwise import numba_runtime
+    nb = numba_runtime.kernel_module("ember.kernels.gemv_numba")
+    if nb is None:
+        return None
+    x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
+    b = np.zeros(w.shape[0], w.dtype) if b is None else np.ascontiguousarray(b)
+    y = np.empty((x.shape[0], w.shape[0]), w.dtype)
+    sig = _gemv_signatures.get(w.dtype)
+    if sig is None:
+        sig = _gemv_signatures[w.dtype] = numba_runtime.signature(w, x, b, y, False, 0)
+    if not numba_runtime.ready(nb.gemv_runs, sig):
+        return None
+    nb.gemv_runs(w, x, b, y, False, parts)
+    return y
+
+
 def linear(x, w, b=None):
     if w.ndim not in (1, 2):
         raise KernelError(f"weight must be 1-D or 2-D, got shape {tuple(w.shape)}")
@@ -69,6 +119,10 @@ def linear(x, w, b=None):
         raise KernelError(f"input feature size {x.shape[-1] if x.ndim else None} does not match "
                           f"weight {tuple(w.shape)} (input shape {tuple(x.shape)})")
     x, w = promote(x, w)
+    if b is None or b.ndim == 1:
+        y = _gemv_linear(x, w, b)
+        if y is not None:
+            return y
     with blas_mode(FREE):
         if x.ndim > 2 and w.ndim == 2:
             out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))

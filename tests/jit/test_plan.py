@@ -311,10 +311,11 @@ def test_plan_skips_random_graphs():
 @pytest.mark.parametrize("rows", [1, 2, 3])
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 def test_plan_linear_of_few_rows_is_a_gemv_equal_to_eager(rows, dtype, monkeypatch):
-    """Linear layers of at most GEMV_MAX_ROWS input rows run ``gemv_runs`` / ``gemv_rows``
-    (split over TBB from GEMV_MIN_BYTES of weight: lowered here so a small model takes both);
-    more rows take the GEMM. Bias and ReLU as eager, NaN kept."""
-    monkeypatch.setattr(plan_module, "GEMV_MIN_BYTES", 8 << 10)
+    """Linear layers of at most linalg.GEMV_MAX_ROWS input rows run ``gemv_runs`` /
+    ``gemv_rows`` (split over TBB from linalg.GEMV_MIN_BYTES of weight: lowered here so a small
+    model takes both); more rows take the GEMM. Bias and ReLU as eager, NaN kept."""
+    from ember.kernels import linalg
+    monkeypatch.setattr(linalg, "GEMV_MIN_BYTES", 8 << 10)
     ember.manual_seed(5)
     model = nn.Sequential(nn.Linear(300, 37), nn.ReLU(), nn.Linear(37, 10, bias=False)).eval()
     model = model.to(getattr(ember, dtype))
@@ -326,7 +327,7 @@ def test_plan_linear_of_few_rows_is_a_gemv_equal_to_eager(rows, dtype, monkeypat
         got = fast(x).numpy()
     plan = next(iter(_planned(fast).values()))
     linear = [s for s in plan._steps if isinstance(s, plan_module._LinearStep)]
-    assert [s.gemv for s in linear] == [rows <= plan_module.GEMV_MAX_ROWS] * 2
+    assert [s.gemv for s in linear] == [rows <= linalg.GEMV_MAX_ROWS] * 2
     tol = 1e-5 if dtype == "float32" else 1e-12
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     assert np.isnan(got[0]).all() and not np.isnan(got[1:]).any()
