@@ -28,8 +28,8 @@ While the kernels are still compiling in the background (``EMBER_JIT_COMPILE=bac
 call takes the ordinary path and the plan is built on a later call. The first call that finds
 every kernel ready also times the plan under its thread setting against BLAS's own threads and
 keeps the faster (``InferencePlan.tune_threads``). The ``RETUNE_AFTER``-th run times the
-convolution modes and the thread settings once more and keeps, for each, the best time of the two
-moments (``InferencePlan.retune``).
+convolution modes once more (and the thread settings, when BLAS's threads won) and keeps, for
+each, the best time of the two moments (``InferencePlan.retune``).
 """
 import threading
 from collections import OrderedDict
