@@ -3,7 +3,18 @@ import numpy as np
 
 from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
-from ember.kernels.threads import FREE, blas_mode
+from ember.kernels.threads import FREE, LIMITED, blas_mode
+
+# GEMMs of fewer multiply-adds than this run on one BLAS thread: a second OpenBLAS thread gains
+# little on them and, once woken, spins for ~0.1 s after its call, taking the core that the
+# next convolution's TBB workers (or another process) need. LeNet's training step, 2 cores:
+# 4.10 -> 3.62 ms with one BLAS thread, and 72 ms against 3.96 while another process held a core
+SMALL_GEMM_MACS = 4e6
+
+
+def _threads_for(macs):
+    """The BLAS mode of a GEMM of ``macs`` multiply-adds (see SMALL_GEMM_MACS)."""
+    return LIMITED if macs < SMALL_GEMM_MACS else FREE
 
 
 def _inner_error(a, b):
@@ -17,8 +28,10 @@ def matmul(a, b):
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise _inner_error(a, b)
     a, b = promote(a, b)
+    macs = (a.size // max(1, a.shape[-1])) * b.size if b.ndim == 2 else None
     try:
-        with blas_mode(FREE):   # never under another thread's one-thread BLAS limit
+        # never under another thread's one-thread BLAS limit; small 2-d products on one thread
+        with blas_mode(FREE if macs is None else _threads_for(macs)):
             if a.ndim > 2 and b.ndim == 2:
                 # a stack times one matrix is one GEMM over the stacked rows (NumPy's batched
                 # matmul runs one small GEMM per matrix of the stack: 4x slower measured)
@@ -35,7 +48,7 @@ def gemm(a, b):
     """``a @ b`` for 2-D float arrays of one dtype known to fit (autograd's first-order linear
     backward): one BLAS call, read in place for C- or F-ordered operands (a transposed view is
     a transposed GEMM, no copy), under the FREE BLAS mode; none of ``matmul``'s checks."""
-    with blas_mode(FREE):
+    with blas_mode(_threads_for(a.shape[0] * a.shape[1] * b.shape[1])):
         return np.matmul(a, b)
 
 
@@ -123,7 +136,8 @@ def linear(x, w, b=None):
         y = _gemv_linear(x, w, b)
         if y is not None:
             return y
-    with blas_mode(FREE):
+    macs = (x.size // max(1, x.shape[-1])) * w.size
+    with blas_mode(_threads_for(macs)):
         if x.ndim > 2 and w.ndim == 2:
             out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
         else:

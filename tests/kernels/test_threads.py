@@ -113,16 +113,21 @@ def test_convolution_in_a_worker_thread_limits_blas(restore_threads):
 
 def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads):
     """While a convolution holds BLAS at one thread, ember's GEMMs elsewhere wait (they would
-    otherwise run at a thread count that changes their bits)."""
+    otherwise run at a thread count that changes their bits); one below SMALL_GEMM_MACS runs on
+    one thread anyway and goes at once."""
     ember.set_num_threads(2)
-    a = np.ones((8, 8))
-    done = threading.Event()
+    n = int(round(linalg.SMALL_GEMM_MACS ** (1 / 3))) + 2
+    a, small = np.ones((n, n)), np.ones((8, 8))
+    done, small_done = threading.Event(), threading.Event()
     with parallel.policy(True):
-        assert all(n == 1 for n in _blas_counts())
+        assert all(c == 1 for c in _blas_counts())
+        t_small = _daemon(lambda: (linalg.matmul(small, small), small_done.set()))
+        assert small_done.wait(HARD_TIMEOUT)
         t = _daemon(lambda: (linalg.matmul(a, a), done.set()))
         assert not done.wait(0.3)
     assert done.wait(HARD_TIMEOUT)
     t.join(HARD_TIMEOUT)
+    t_small.join(HARD_TIMEOUT)
 
 
 def test_limited_convolution_waits_for_a_gemm_in_flight(restore_threads):
