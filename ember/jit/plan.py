@@ -58,6 +58,9 @@ RETUNE_AFTER = 100
 # Numba (bias and ReLU in the same pass; split over the TBB threads as ``linalg.gemv_parts``
 # says); GEMV = False: BLAS's GEMM and a bias kernel
 GEMV = True
+# a convolution step of a batch of one may run the direct kernel on operands packed at build
+# time (mode "direct", timed by ``autotune`` with the others); False: never
+DIRECT = True
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -207,6 +210,8 @@ class _ConvStep:
         self.dummy = np.zeros((1, 1, 1), dtype)
         per_image = C * R * S * Ho * Wo * np.dtype(dtype).itemsize
         self.block = max(1, BLOCK_BYTES // max(1, per_image))
+        self.direct = _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype) \
+            if DIRECT else None
 
     def bind(self):
         """Take this step's views of the plan's shared buffers (once, after every step has
@@ -261,7 +266,8 @@ class _ConvStep:
 
     def modes(self):
         """The ways this step can compute its sum (``autotune`` times them)."""
-        return ("kxp", "pxk", "engine") if self.can_use_engine() else ("kxp",)
+        modes = ("kxp", "pxk", "engine") if self.can_use_engine() else ("kxp",)
+        return modes + ("direct",) if self.direct is not None else modes
 
     def mode_signatures(self, x):
         """Kernels (dispatcher, signature) the modes other than "kxp" need."""
@@ -269,12 +275,21 @@ class _ConvStep:
         if not self.can_use_engine():
             return []
         kn = self.kn
+        out = []
+        if self.direct is not None:
+            d = self.direct
+            xp = self.xp if self.xp is not None else x
+            if self.xp is not None:
+                out.append((d.k.pad_rows, rt.signature(x, 0, 0, self.xp)))
+            out.append((d.k.forward_rows, rt.signature(
+                xp, d.wp, d.bp, d.rs, d.off, _like(self.out_shape, self.dtype), *d.args,
+                True, d.rowbuf, 0, 1)))
         K, N, Ho, Wo = self.z_shape
         P = Ho * Wo
         xp = self.xp if self.xp is not None else x
         colt = _like((N * P, self.col_shape[0]), self.dtype)
         y = _like(self.out_shape, self.dtype)
-        out = [(kn.im2col_t, rt.signature(xp, *self.args, Ho, Wo, colt, 0, 1))]
+        out.append((kn.im2col_t, rt.signature(xp, *self.args, Ho, Wo, colt, 0, 1)))
         if self.pool is not None:
             zt = _like((N, Ho, Wo, K), self.dtype)
             out.append((kn.t_pool2_epilogue, rt.signature(zt, self.b, y, True, 0, 1)))
@@ -408,7 +423,25 @@ class _ConvStep:
             np.matmul(self.w2, self.col2[:, a * P:b * P], out=self.z2[:, a * P:b * P])
             self._epilogue(y, res, a, b)
 
+    def _direct_call(self, x, res):
+        """The direct kernel (``direct_numba.forward_rows``) on the padded input with the
+        weight, bias and row buffer packed at build time: no per-call repacking or dispatch
+        through the convolution selector (~15 us of Python per call at batch 1)."""
+        d = self.direct
+        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        xp = self.xp
+        if xp is not None:
+            d.k.pad_rows(x, self.pad[0], self.pad[1], xp)
+        else:
+            xp = x
+        rs = d.rs if res is None else np.ascontiguousarray(res).reshape(y.shape[0], -1)
+        d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
+                         y.shape[2])
+        return y
+
     def __call__(self, x, res=None):
+        if self.mode == "direct":
+            return self._direct_call(x, res)
         if self.engine:
             return self._engine_call(x, res)
         N = x.shape[0]
@@ -421,6 +454,42 @@ class _ConvStep:
         else:
             self._block(x, res, y, 0, N)
         return y
+
+
+class _Direct:
+    """A convolution step's packed operands for ``direct_numba.forward_rows``."""
+
+    def __init__(self, k, wp, bp, rs, off, args, rowbuf):
+        self.k, self.wp, self.bp, self.rs, self.off, self.args = k, wp, bp, rs, off, args
+        self.rowbuf = rowbuf
+
+
+def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
+    """The direct mode of a convolution step (a batch of one, no pool, rows of at least one
+    vector, the direct kernels available), else None."""
+    from ember.kernels.conv import direct
+    from ember.kernels.conv.geometry import geometry, tap_offsets
+    if x_shape[0] != 1 or pool is not None:
+        return None
+    g = geometry("conv2d", x_shape, w.shape, stride, padding, dilation, 1)
+    if not direct.supports(g, "forward"):
+        return None
+    k = direct.kernels()
+    if k is None:
+        return None
+    L = k.lanes(np.dtype(dtype).itemsize)
+    K, Wo = g.K, g.output_shape[3]
+    if Wo < L:
+        return None
+    V, Kp, off, S, P = direct._forward_plan(g, dtype)
+    wp = np.zeros((g.C * g.R * g.S, Kp), dtype)
+    wp[:, :K] = w.reshape(K, -1).T
+    bp = np.zeros(Kp if b is not None else 0, dtype)
+    if b is not None:
+        bp[:K] = b
+    rowbuf = np.empty(-(-Wo // L) * L * Kp, dtype)
+    return _Direct(k, wp, bp, np.empty((0, 0), dtype), tap_offsets(g).copy(),
+                   (g.stride[0], g.stride[1], P, V, S), rowbuf)
 
 
 class _LinearStep:
@@ -562,6 +631,8 @@ class InferencePlan:
             return x
 
         params = [name_of(v) for v in g.inputs]
+        self._generic_calls = 0   # nodes run by their kernels (which may call BLAS)
+        self.blas_free = False    # see ``_check_blas_free``
         self._sigs = []
         tune = []
         for node in g.nodes:
@@ -629,6 +700,7 @@ class InferencePlan:
                     args.append(resolve(a))
             ident = f"s_{len(glob)}"
             glob[ident] = _generic(fn, args, extra, multi, at)
+            self._generic_calls += 1
             argsrc = []
             for r in reads:
                 if isinstance(r, list):
@@ -802,6 +874,15 @@ class InferencePlan:
                         st.mode = mode
                         best[mode] = min(best[mode], timed(st, x, r))
             st.mode = min(best, key=best.get)
+        self._check_blas_free()
+
+    def _check_blas_free(self):
+        """Whether no step of the plan calls BLAS (every convolution in mode "direct", every
+        linear a GEMV, no node run by its own kernel): such a plan runs without switching BLAS's
+        thread count (~3 us per call)."""
+        self.blas_free = self._generic_calls == 0 and all(
+            (isinstance(st, _ConvStep) and st.mode == "direct")
+            or (isinstance(st, _LinearStep) and st.gemv) for st in self._steps)
 
     def tune_threads(self, arrays):
         """Time the whole plan on ``arrays`` under its thread setting and with BLAS left to its
@@ -812,7 +893,7 @@ class InferencePlan:
         dominated by convolutions, 1.20 against 1.40 ms). Plans that leave BLAS alone already
         have nothing to choose."""
         import time
-        if not (self.parallel or self.one_blas_thread):
+        if not (self.parallel or self.one_blas_thread) or self.blas_free:
             return
         settings = self._thread_settings
         if settings is None:
@@ -863,7 +944,7 @@ class InferencePlan:
             return None
         try:
             arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
-            if self.parallel or self.one_blas_thread:
+            if (self.parallel or self.one_blas_thread) and not self.blas_free:
                 with self._threads():
                     res = self._fn(*arrays)
             else:

@@ -295,6 +295,45 @@ def test_plan_convolution_modes_equal_eager(name, mode):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_plan_direct_mode_at_batch_one_equals_eager(dtype, monkeypatch):
+    """A batch of one: each convolution step can run the direct kernel on operands packed at
+    build time (mode "direct"); all in it (with the linear a GEMV) the plan calls no BLAS and
+    runs without a thread-count switch. Equal to eager, also with NaN in the input, and with
+    direct disabled (``plan.DIRECT``) the mode is not offered."""
+    ember.manual_seed(9)
+    model = _resnet().to(getattr(ember, dtype)).eval()
+    x = ember.randn(1, 3, 32, 32, dtype=getattr(ember, dtype))
+    xn = x.clone()
+    xn[0, 1, 5, 7] = float("nan")
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want, want_n = model(x).numpy(), model(xn).numpy()
+        fast(x)
+        plan = next(iter(_planned(fast).values()))
+        convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
+        assert convs and all("direct" in s.modes() for s in convs)
+        for s in convs:
+            s.mode = "direct"
+        plan._check_blas_free()
+        assert plan.blas_free
+        got, got_n = fast(x).numpy(), fast(xn).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_array_equal(np.isnan(got_n), np.isnan(want_n))
+        np.testing.assert_allclose(got_n, want_n, rtol=1e-5, atol=1e-6)
+        convs[0].mode = "kxp"
+        plan._check_blas_free()
+        assert not plan.blas_free
+        np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
+    monkeypatch.setattr(plan_module, "DIRECT", False)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
+        plan = next(iter(_planned(fast).values()))
+        assert not any("direct" in s.modes() for s in plan._steps
+                       if isinstance(s, plan_module._ConvStep))
+
+
 def test_plan_skips_random_graphs():
     def f(x):
         return F.dropout(F.relu(x), 0.5, training=True)

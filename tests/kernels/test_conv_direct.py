@@ -251,6 +251,45 @@ def test_forward_row_transpose_writes_only_its_tile(cols, count, dtype):
     np.testing.assert_array_equal(y, expected)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("K, st, extras", [(16, 1, "relu"), (35, 1, "bias+res"),
+                                           (20, 2, "bias+res+relu"), (8, 1, "")])
+def test_forward_rows_on_a_padded_input_gives_forward_bits(K, st, extras, dtype):
+    """``forward_rows`` (the inference plan's batch-of-one kernel: input padded by
+    ``pad_rows``, operands packed by the caller) over row ranges that split the output gives
+    ``forward``'s bits, with bias, residual and ReLU in the same order; NaN propagates."""
+    from ember.kernels.conv.geometry import tap_offsets
+    k = direct.kernels()
+    L = k.lanes(np.dtype(dtype).itemsize)
+    H = W = 2 * L + 3
+    x = rng.standard_normal((1, 5, H, W)).astype(dtype)
+    x[0, 1, 3, 4] = np.nan
+    w = rng.standard_normal((K, 5, 3, 3)).astype(dtype)
+    geo = C.geometry("conv2d", x.shape, w.shape, (st, st), (1, 1), (1, 1), 1)
+    V, Kp, off, S, P = direct._forward_plan(geo, dtype)
+    wp = np.zeros((45, Kp), dtype)
+    wp[:, :K] = w.reshape(K, -1).T
+    b = rng.standard_normal(K).astype(dtype) if "bias" in extras else None
+    bp = np.zeros(Kp if b is not None else 0, dtype)
+    if b is not None:
+        bp[:K] = b
+    res = rng.standard_normal(geo.output_shape).astype(dtype) if "res" in extras else None
+    relu = "relu" in extras
+    want = direct.forward(x, w, geo, b, res, relu)
+    xp = np.zeros((1, 5, H + 2, W + 2), dtype)
+    k.pad_rows(x, 1, 1, xp)
+    np.testing.assert_array_equal(xp, np.pad(x, ((0, 0), (0, 0), (1, 1), (1, 1))))
+    rs = res.reshape(1, -1) if res is not None else np.empty((0, 0), dtype)
+    Ho, Wo = geo.output_shape[2:]
+    rowbuf = np.empty(-(-Wo // L) * L * Kp, dtype)
+    y = np.full(geo.output_shape, -7.0, dtype)
+    for lo, hi in ((0, 3), (3, Ho)):
+        k.forward_rows(xp, wp, bp, rs, tap_offsets(geo), y, st, st, P, V, S, relu, rowbuf, lo,
+                       hi)
+    np.testing.assert_array_equal(y, want)
+    assert np.isnan(y).any()
+
+
 def test_strided_input_gradient_and_groups_are_not_supported(force):
     g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
     assert direct.supports(g, "forward") and direct.supports(g, "weight")

@@ -654,6 +654,86 @@ def forward_parallel(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, rel
             forward(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, relu, lo, hi)
 
 
+@njit(cache=CACHE, nogil=True)
+def forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbuf, i0, i1):
+    """Output rows [i0, i1) of every image of ``forward`` on an input ``xp`` that is already
+    zero-padded (no scratch plane), with a caller's ``rowbuf`` (at least Wo rounded up to L
+    pixels times Kp): the inference plan's convolutions of a batch of one (``ember.jit.plan``,
+    mode "direct"). Rows at least L pixels long only (no whole-image transpose); bias, residual
+    and ReLU as in ``forward``, in the same order (the same bits), the residual and ReLU per
+    channel over the rows just written."""
+    N, K, Ho, Wo = y.shape
+    bias = bp.shape[0] > 0
+    taps, Kp = wp.shape
+    Hp, Wp = xp.shape[2], xp.shape[3]
+    plane = xp.shape[1] * Hp * Wp
+    L = VECTOR_BYTES // wp.itemsize
+    KB = V * L
+    HW = Ho * Wo
+    res = rs.shape[0] > 0
+    yf = y.reshape(N * K * HW)
+    R, W, O, Y, X = _data(rowbuf), _data(wp), _data(off), _data(y), _data(xp)
+    for n in range(N):
+        xb = n * plane
+        for i in range(i0, i1):
+            for j0 in range(0, Wo, P):
+                j0 = min(j0, Wo - P)
+                base = xb + i * sh * Wp + j0 * sw
+                for kb in range(0, Kp, KB):
+                    _forward_block(R, j0 * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+            if bias:
+                _add_bias(rowbuf, bp, 0, Wo, Kp)
+            for kb in range(0, K, L):
+                for q0 in range(0, Wo, L):
+                    _transpose_tile_masked(Y, (n * K + kb) * HW + i * Wo + q0, HW,
+                                           R, q0 * Kp + kb, Kp, min(L, Wo - q0), K - kb)
+        if res or relu:     # per channel, its rows [i0, i1): one contiguous run
+            for k in range(K):
+                o = (n * K + k) * HW + i0 * Wo
+                m = (i1 - i0) * Wo
+                if res:
+                    q = k * HW + i0 * Wo
+                    _add_relu_run(yf[o:o + m], rs[n, q:q + m], relu)
+                else:
+                    _relu_run(yf[o:o + m])
+
+
+@njit(cache=CACHE, nogil=True)
+def _add_relu_run(out, r, relu):
+    """out += r, then ReLU (``v < 0`` -> 0: NaN stays) if ``relu``."""
+    zero = out.dtype.type(0)
+    if relu:
+        for p in range(out.shape[0]):
+            v = out[p] + r[p]
+            out[p] = zero if v < zero else v
+    else:
+        for p in range(out.shape[0]):
+            out[p] += r[p]
+
+
+@njit(cache=CACHE, nogil=True)
+def _relu_run(out):
+    zero = out.dtype.type(0)
+    for p in range(out.shape[0]):
+        v = out[p]
+        out[p] = zero if v < zero else v
+
+
+@njit(cache=CACHE, nogil=True)
+def pad_rows(x, ph, pw, xp):
+    """x (N, C, H, W) into the interior of xp (N, C, H + 2ph, W + 2pw; its border stays zero)
+    row by row with vector copies (``_copy_run``): 2.3 us for (1, 16, 32, 32), where an
+    element loop took 6. Both C-contiguous."""
+    N, C, H, W = x.shape
+    Hp, Wp = xp.shape[2], xp.shape[3]
+    X, XP = _data(x), _data(xp)
+    for n in range(N):
+        for c in range(C):
+            for i in range(H):
+                _copy_run(XP, ((n * C + c) * Hp + i + ph) * Wp + pw, X,
+                          ((n * C + c) * H + i) * W, W)
+
+
 @njit(cache=CACHE, nogil=True, parallel=True)
 def weight_parallel(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, parts):
     """``weight`` over all images, ``parts`` runs of images in a ``prange``; the runs' partial
