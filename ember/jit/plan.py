@@ -13,7 +13,8 @@ statements are the graph's steps with everything static bound in advance:
   kernel writing the NCHW result (``ember.kernels.inference_numba``), over blocks of images
   whose columns stay in cache. Once its kernels are ready, each such step is timed against the
   transposed GEMM orientation and against ember's convolution engine (its own algorithm
-  choice), each followed by the same epilogue, and the fastest is kept
+  choice), each followed by the same epilogue, and, for a batch of one, against the direct
+  kernel on operands packed at build time (mode "direct"); the fastest is kept
   (``InferencePlan.autotune``);
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
   preallocated buffer followed by one in-place bias + ReLU kernel;

@@ -324,7 +324,9 @@ def test_plan_direct_mode_at_batch_one_equals_eager(dtype, monkeypatch):
         convs[0].mode = "kxp"
         plan._check_blas_free()
         assert not plan.blas_free
-        np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
+        for setting in ((True, False), (False, True), (False, False)):
+            plan.parallel, plan.one_blas_thread = setting
+            np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(plan_module, "DIRECT", False)
     fast = _fast(model, x)
     with ember.no_grad():
