@@ -5,16 +5,20 @@ from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
 from ember.kernels.threads import FREE, LIMITED, blas_mode
 
-# GEMMs of fewer multiply-adds than this run on one BLAS thread: a second OpenBLAS thread gains
-# little on them and, once woken, spins for ~0.1 s after its call, taking the core that the
-# next convolution's TBB workers (or another process) need. LeNet's training step, 2 cores:
-# 4.10 -> 3.62 ms with one BLAS thread, and 72 ms against 3.96 while another process held a core
+# GEMMs of fewer multiply-adds than SMALL_GEMM_MACS run on one BLAS thread: a second OpenBLAS
+# thread gains little on them and, once woken, spins for ~0.1 s after its call, taking the core
+# that the next convolution's TBB workers (or another process) need (LeNet's training step, 2
+# cores, all BLAS on one thread: 3.62-3.96 ms against 4.10, and 72 ms while another process
+# held a core). Up to BLAS_SERIAL_MACS OpenBLAS runs a GEMM on one thread by itself
+# (SMP_THRESHOLD_MIN * GEMM_MULTITHREAD_THRESHOLD): no thread-count switch there, which costs
+# two threadpoolctl calls (LeNet's batch-of-one inference: 130 -> 169 us with the switch)
 SMALL_GEMM_MACS = 4e6
+BLAS_SERIAL_MACS = 65536 * 4
 
 
 def _threads_for(macs):
     """The BLAS mode of a GEMM of ``macs`` multiply-adds (see SMALL_GEMM_MACS)."""
-    return LIMITED if macs < SMALL_GEMM_MACS else FREE
+    return LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE
 
 
 def _inner_error(a, b):
@@ -103,8 +107,8 @@ def _gemv_linear(x, w, b):
     (N, K) of one float dtype when it can run now; None otherwise (not applicable, or compiling
     in the background: BLAS meanwhile)."""
     if not GEMV or x.ndim != 2 or w.ndim != 2 or x.shape[0] > GEMV_MAX_ROWS or \
-            x.dtype.kind != "f" or x.dtype != w.dtype or (b is not None and b.dtype != w.dtype) \
-            or w.dtype.itemsize < 4:
+            w.nbytes < GEMV_MIN_BYTES or x.dtype.kind != "f" or x.dtype != w.dtype or \
+            (b is not None and b.dtype != w.dtype) or w.dtype.itemsize < 4:
         return None
     parts = gemv_parts(w)
     if not parts:
@@ -132,12 +136,13 @@ def linear(x, w, b=None):
         raise KernelError(f"input feature size {x.shape[-1] if x.ndim else None} does not match "
                           f"weight {tuple(w.shape)} (input shape {tuple(x.shape)})")
     x, w = promote(x, w)
-    if b is None or b.ndim == 1:
+    if x.ndim == 2 and x.shape[0] <= GEMV_MAX_ROWS and w.nbytes >= GEMV_MIN_BYTES and \
+            (b is None or b.ndim == 1):
         y = _gemv_linear(x, w, b)
         if y is not None:
             return y
-    macs = (x.size // max(1, x.shape[-1])) * w.size
-    with blas_mode(_threads_for(macs)):
+    macs = (x.size // x.shape[-1] if x.shape[-1] else 0) * w.size
+    with blas_mode(LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE):
         if x.ndim > 2 and w.ndim == 2:
             out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
         else:

@@ -117,7 +117,8 @@ def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads)
     one thread anyway and goes at once."""
     ember.set_num_threads(2)
     n = int(round(linalg.SMALL_GEMM_MACS ** (1 / 3))) + 2
-    a, small = np.ones((n, n)), np.ones((8, 8))
+    m = int(round(linalg.BLAS_SERIAL_MACS ** (1 / 3))) + 2     # one BLAS thread: LIMITED
+    a, small = np.ones((n, n)), np.ones((m, m))
     done, small_done = threading.Event(), threading.Event()
     with parallel.policy(True):
         assert all(c == 1 for c in _blas_counts())
