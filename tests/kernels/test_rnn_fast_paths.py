@@ -138,17 +138,8 @@ def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
 def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
     """Under "background" the first forward and backward queue their step kernels' compiles and
     run NumPy."""
-    numba = pytest.importorskip("numba")
-    from types import SimpleNamespace
-    from ember.kernels import rnn_numba
-    from ember.kernels.pointwise import numba_runtime
-    fresh = SimpleNamespace(forward_step=numba.njit(rnn_numba.forward_step.py_func),
-                            backward_step=numba.njit(rnn_numba.backward_step.py_func))
-    monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
-    monkeypatch.setattr(rnn, "_runnable", {})
-    queued = []
-    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")
+    from tests.kernels.test_rnn_fused import uncompiled_step_kernels
+    fresh, queued = uncompiled_step_kernels(monkeypatch, "forward_step", "backward_step")
     gx = rng.standard_normal((4, 2, 12)).astype(np.float32)
     h0, c0 = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
     w = rng.standard_normal((12, 3)).astype(np.float32)

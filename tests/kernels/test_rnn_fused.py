@@ -86,15 +86,17 @@ def test_float64_layer_runs_the_numpy_forward_step(sync_numba, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_lstm_forward_and_backward_match_torch(sync_numba, dtype):
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_layers_forward_and_backward_match_torch(sync_numba, kind, dtype):
+    """nn.LSTM / nn.GRU (2 layers) on the fused steps: outputs, final states and every
+    gradient as torch's, from the same weights."""
     torch = pytest.importorskip("torch")
     import ember
     T, B, I, H = 6, 5, 7, 9
     x = rng.standard_normal((T, B, I)).astype(dtype)
     res = []
     for lib in (ember, torch):
-        lib.manual_seed(0)
-        m = lib.nn.LSTM(I, H, 2)
+        m = getattr(lib.nn, kind)(I, H, 2)
         if lib is torch:    # the same weights in both
             with torch.no_grad():
                 for p, q in zip(m.parameters(), ref_params):
@@ -103,7 +105,8 @@ def test_lstm_forward_and_backward_match_torch(sync_numba, dtype):
             ref_params = [p.detach().numpy().copy() for p in m.parameters()]
         m = m.double() if dtype == "float64" else m
         xt = lib.tensor(x, requires_grad=True)
-        out, (h, c) = m(xt)
+        out, state = m(xt)
+        h, c = state if kind == "LSTM" else (state, state)
         (out.sum() + (h * h).sum() + c.sum()).backward()
         res.append([out.detach().numpy(), h.detach().numpy(), c.detach().numpy(),
                     xt.grad.numpy()] + [p.grad.numpy() for p in m.parameters()])
@@ -195,47 +198,10 @@ def test_gru_step_of_other_layouts_runs_the_compiled_variant_or_numpy(sync_numba
         np.testing.assert_array_equal(a, r)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_gru_forward_and_backward_match_torch(sync_numba, dtype):
-    torch = pytest.importorskip("torch")
-    import ember
-    T, B, I, H = 5, 4, 6, 7
-    x = rng.standard_normal((T, B, I)).astype(dtype)
-    res = []
-    for lib in (ember, torch):
-        m = lib.nn.GRU(I, H, 2)
-        if lib is torch:
-            with torch.no_grad():
-                for p, q in zip(m.parameters(), ref_params):
-                    p.copy_(torch.from_numpy(q))
-        else:
-            ref_params = [p.detach().numpy().copy() for p in m.parameters()]
-        m = m.double() if dtype == "float64" else m
-        xt = lib.tensor(x, requires_grad=True)
-        out, h = m(xt)
-        (out.sum() + (h * h).sum()).backward()
-        res.append([out.detach().numpy(), h.detach().numpy(), xt.grad.numpy()]
-                   + [p.grad.numpy() for p in m.parameters()])
-    tol = 2e-5 if dtype == "float32" else 1e-10
-    for e, t in zip(*res):
-        assert e.dtype == np.dtype(dtype)
-        np.testing.assert_allclose(e, t, rtol=tol, atol=tol)
-
-
 def test_gru_step_runs_numpy_while_its_kernels_compile(monkeypatch):
     """Under "background" the first GRU step and its backward queue their kernels' compiles
     and return NumPy's results."""
-    numba = pytest.importorskip("numba")
-    from types import SimpleNamespace
-    from ember.kernels import rnn_numba
-    from ember.kernels.pointwise import numba_runtime
-    fresh = SimpleNamespace(gru_forward_step=numba.njit(rnn_numba.gru_forward_step.py_func),
-                            gru_backward_step=numba.njit(rnn_numba.gru_backward_step.py_func))
-    monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
-    monkeypatch.setattr(rnn, "_runnable", {})
-    queued = []
-    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")
+    fresh, queued = uncompiled_step_kernels(monkeypatch, "gru_forward_step", "gru_backward_step")
     gx, hx, w, b = _gru_inputs(3, 4, 1.0)
     hy, ws = rnn.gru_step(gx, hx, w, b)
     grads = rnn.gru_step_backward(hy, ws, hx, w)
@@ -261,3 +227,20 @@ def test_gru_step_gradcheck_float64(sync_numba):
 
     assert gradcheck(f, (gx, hx, w, b))
     assert gradgradcheck(f, (gx, hx, w, b))
+
+
+def uncompiled_step_kernels(monkeypatch, *names):
+    """Fresh (never compiled) copies of ``rnn_numba``'s kernels ``names`` in place of the module,
+    under "background" compilation with the compile queue recorded instead of run: returns
+    (the namespace of kernels, the list of queued compile names)."""
+    numba = pytest.importorskip("numba")
+    from types import SimpleNamespace
+    from ember.kernels import rnn_numba
+    from ember.kernels.pointwise import numba_runtime
+    fresh = SimpleNamespace(**{n: numba.njit(getattr(rnn_numba, n).py_func) for n in names})
+    monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
+    monkeypatch.setattr(rnn, "_runnable", {})
+    queued = []
+    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")
+    return fresh, queued
