@@ -1,10 +1,12 @@
 """A bounded, thread-safe least-recently-used cache for compiled kernels and the objects that hold
 them (``pointwise.engine``'s kernels, ``jit.fused``'s fusion groups), so that a program making
-ever new expressions keeps a bounded number of them alive."""
+ever new expressions keeps a bounded number of them alive; and ``remembered``, the lock-free
+memo of validated call arguments on per-call hot paths (convolution geometries, pooling
+arguments)."""
 import threading
 from collections import OrderedDict
 
-__all__ = ["LRUCache"]
+__all__ = ["LRUCache", "remembered"]
 
 
 class LRUCache:
@@ -78,3 +80,21 @@ class LRUCache:
 
 
 _MISSING = object()
+
+
+def remembered(cache, limit, key, compute, *args):
+    """``compute(*args)``, kept in the dict ``cache`` under ``key`` (emptied when it holds
+    ``limit`` entries); a key that cannot be hashed (a list among the arguments) is computed every
+    call. A ``compute`` that raises keeps nothing. No lock: two threads may compute the same
+    entry. Callers key each argument with its class, so that ``stride=True`` or ``1.0``, which
+    a check refuses, never meets the entry of ``1``."""
+    try:
+        hit = cache.get(key)
+    except TypeError:
+        return compute(*args)
+    if hit is None:
+        hit = compute(*args)
+        if len(cache) >= limit:
+            cache.clear()
+        cache[key] = hit
+    return hit

@@ -9,6 +9,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ember.kernels import threadpool, threads
+from ember.kernels.lru import remembered
 
 
 def _pair(v, name, op):
@@ -40,19 +41,11 @@ def _params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode):
     Valid arguments are remembered per input shape (a batch of one spends longer here than in
     its kernel); the key holds each argument with its class, so a bool or float that the checks
     refuse never meets the entry of an int; unhashable arguments (lists) are not kept."""
-    try:
-        key = (x_shape, kernel_size.__class__, kernel_size, stride.__class__, stride,
-               padding.__class__, padding, dilation.__class__, dilation, ceil_mode.__class__,
-               ceil_mode)
-        hit = _checked.get(key)
-    except TypeError:   # a list among the arguments
-        return _check_params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode)
-    if hit is None:
-        hit = _check_params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode)
-        if len(_checked) >= _CHECKED_MAX:
-            _checked.clear()
-        _checked[key] = hit
-    return hit
+    key = (x_shape, kernel_size.__class__, kernel_size, stride.__class__, stride,
+           padding.__class__, padding, dilation.__class__, dilation, ceil_mode.__class__,
+           ceil_mode)
+    return remembered(_checked, _CHECKED_MAX, key, _check_params, op, x_shape, kernel_size,
+                      stride, padding, dilation, ceil_mode)
 
 
 def _check_params(op, x_shape, kernel_size, stride, padding, dilation, ceil_mode):

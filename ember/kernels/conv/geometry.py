@@ -8,6 +8,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ember.kernels.lru import remembered
+
 DTYPES = (np.float32, np.float64)
 
 
@@ -131,18 +133,10 @@ def geometry(op, input_shape, weight_shape, stride, padding, dilation, groups):
     runs): the key holds each argument with its class, so ``stride=True`` or ``1.0``, which the
     checks refuse, never meets the entry of ``1``; unhashable arguments (lists) are not kept.
     """
-    try:
-        key = (input_shape, weight_shape, stride.__class__, stride, padding.__class__, padding,
-               dilation.__class__, dilation, groups.__class__, groups)
-        g = _geometries.get(key)
-    except TypeError:   # a list among the arguments
-        return _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups)
-    if g is None:
-        g = _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups)
-        if len(_geometries) >= _GEOMETRIES_MAX:
-            _geometries.clear()
-        _geometries[key] = g
-    return g
+    key = (input_shape, weight_shape, stride.__class__, stride, padding.__class__, padding,
+           dilation.__class__, dilation, groups.__class__, groups)
+    return remembered(_geometries, _GEOMETRIES_MAX, key, _geometry, op, input_shape,
+                      weight_shape, stride, padding, dilation, groups)
 
 
 def _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups):
