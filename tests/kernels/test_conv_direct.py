@@ -417,10 +417,11 @@ print("ok")
 """
 
 
-@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
-def test_every_isa_variant_the_host_executes_matches_reference(isa):
-    """EMBER_CPU_ISA forces a narrower variant (vector width, tap blocks, pixel blocks) in a fresh
-    process; the host's own variant is the one every other test runs."""
+def run_forced_isa(isa, script):
+    """Run ``script`` (formatted with ``tests``, ``isa`` and ``width``, the forced variant's
+    vector bytes) in a fresh process under ``EMBER_CPU_ISA=isa`` and ember's own pool; it must
+    print "ok". Skips when the host cannot execute ``isa`` or ``isa`` is the host's own variant
+    (which every other test runs)."""
     import os
     import subprocess
     import sys
@@ -428,13 +429,19 @@ def test_every_isa_variant_the_host_executes_matches_reference(isa):
     if isa not in cpu.variants():
         pytest.skip(f"this CPU executes at most {cpu.host_isa()}")
     if isa == cpu.host_isa():
-        pytest.skip("the host's own variant: every other test here runs it")
+        pytest.skip("the host's own variant: every other test runs it")
     env = dict(os.environ, EMBER_CPU_ISA=isa, EMBER_THREADING_LAYER="pool")
-    script = _VARIANT_SCRIPT.format(tests=os.path.dirname(__file__), isa=isa,
-                                    width=cpu.VECTOR_BYTES[isa])
+    script = script.format(tests=os.path.dirname(__file__), isa=isa, width=cpu.VECTOR_BYTES[isa])
     r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
                        timeout=600)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+@pytest.mark.parametrize("isa", ["generic", "avx2", "avx512"])
+def test_every_isa_variant_the_host_executes_matches_reference(isa):
+    """EMBER_CPU_ISA forces a narrower variant (vector width, tap blocks, pixel blocks) in a fresh
+    process; the host's own variant is the one every other test runs."""
+    run_forced_isa(isa, _VARIANT_SCRIPT)
 
 
 def test_forcing_a_wider_isa_than_the_host_is_an_error(monkeypatch):

@@ -3,7 +3,6 @@ reference over channel and tap counts that leave partial register blocks, paddin
 and batch sizes; every thread route (serial, TBB prange, ember's pool); every ISA variant the
 host executes; and the selector's choice for LeNet's first layer."""
 import os
-import subprocess
 import sys
 
 import numpy as np
@@ -129,13 +128,5 @@ print("ok")
 def test_every_isa_variant_the_host_executes_matches_reference(isa):
     """EMBER_CPU_ISA forces a narrower variant (vector width, register blocks) in a fresh
     process; the host's own variant is the one the other tests run."""
-    from ember.kernels import cpu
-    if isa not in cpu.variants():
-        pytest.skip(f"this CPU executes at most {cpu.host_isa()}")
-    if isa == cpu.host_isa():
-        pytest.skip("the host's own variant: the other tests run it")
-    env = dict(os.environ, EMBER_CPU_ISA=isa, EMBER_THREADING_LAYER="pool")
-    script = _VARIANT_SCRIPT.format(tests=os.path.dirname(__file__), width=cpu.VECTOR_BYTES[isa])
-    r = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True,
-                       timeout=600)
-    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+    from tests.kernels.test_conv_direct import run_forced_isa
+    run_forced_isa(isa, _VARIANT_SCRIPT)
