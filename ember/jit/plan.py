@@ -469,7 +469,7 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     """The direct mode of a convolution step (a batch of one, no pool, rows of at least one
     vector, the direct kernels available), else None."""
     from ember.kernels.conv import direct
-    from ember.kernels.conv.geometry import geometry, tap_offsets
+    from ember.kernels.conv.geometry import geometry
     if x_shape[0] != 1 or pool is not None:
         return None
     g = geometry("conv2d", x_shape, w.shape, stride, padding, dilation, 1)
@@ -479,17 +479,12 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     if k is None:
         return None
     L = k.lanes(np.dtype(dtype).itemsize)
-    K, Wo = g.K, g.output_shape[3]
+    Wo = g.output_shape[3]
     if Wo < L:
         return None
-    V, Kp, off, S, P = direct._forward_plan(g, dtype)
-    wp = np.zeros((g.C * g.R * g.S, Kp), dtype)
-    wp[:, :K] = w.reshape(K, -1).T
-    bp = np.zeros(Kp if b is not None else 0, dtype)
-    if b is not None:
-        bp[:K] = b
+    wp, bp, (V, Kp, off, S, P) = direct.pack(w, b, g, dtype)
     rowbuf = np.empty(-(-Wo // L) * L * Kp, dtype)
-    return _Direct(k, wp, bp, np.empty((0, 0), dtype), tap_offsets(g).copy(),
+    return _Direct(k, wp, bp, np.empty((0, 0), dtype), off.copy(),
                    (g.stride[0], g.stride[1], P, V, S), rowbuf)
 
 

@@ -145,21 +145,30 @@ def _forward_plan(g, dtype):
     return plan
 
 
+def pack(w, bias, g, dtype):
+    """The forward kernel's operands for weight ``w`` and ``bias`` (or None): (wp (C*R*S, Kp),
+    the weight transposed with zero columns beyond K; bp (Kp,) the bias zero-padded, or empty
+    without one) and the kernel's plan (V, Kp, off, S, P)."""
+    plan = _forward_plan(g, dtype)
+    Kp = plan[1]
+    if Kp == g.K:
+        wp = np.ascontiguousarray(w.reshape(g.K, -1).T, dtype)
+    else:
+        wp = np.zeros((g.C * g.R * g.S, Kp), dtype)
+        wp[:, :g.K] = w.reshape(g.K, -1).T
+    bp = np.zeros(Kp if bias is not None else 0, dtype)
+    if bias is not None:
+        bp[:g.K] = bias
+    return wp, bp, plan
+
+
 def forward(x, w, g, bias=None, residual=None, relu=False):
     """The convolution of x by w, plus ``bias`` (K,) when given (added to each row's sums in
     the kernel, before the transpose into NCHW), plus ``residual`` (the output's shape) when
     given, then ReLU when ``relu`` (per image in the kernel, eager's order of operations)."""
     k = kernels()
     ready("forward", g, x.dtype, force=True)
-    V, Kp, off, S, P = _forward_plan(g, x.dtype)
-    if Kp == g.K:
-        wp = np.ascontiguousarray(w.reshape(g.K, -1).T)
-    else:
-        wp = np.zeros((g.C * g.R * g.S, Kp), x.dtype)
-        wp[:, :g.K] = w.reshape(g.K, -1).T
-    bp = np.zeros(Kp if bias is not None else 0, x.dtype)
-    if bias is not None:
-        bp[:g.K] = bias
+    wp, bp, (V, Kp, off, S, P) = pack(w, bias, g, x.dtype)
     rs = (np.empty((0, 0), x.dtype) if residual is None
           else np.ascontiguousarray(residual, x.dtype).reshape(g.N, -1))
     y = np.empty(g.output_shape, x.dtype)
