@@ -18,7 +18,7 @@ MODES = ("exit", "timeout", "timeout_obj", "mismatch", "mismatch_op", "exit0earl
 mode = sys.argv[1] if len(sys.argv) > 1 and sys.argv[1] in MODES else "raise"
 dist.init_process_group("mpi", timeout=1 if mode in ("timeout", "timeout_obj", "exit0early") else None)
 env = [os.environ.get(k) for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE")]
-print("args", sys.argv[1:], "env", env, flush=True)
+print(f"args {sys.argv[1:]} env {env}", flush=True)  # one write: ranks share stdout
 shape = 3
 if mode == "exit_caught" and dist.get_rank() == 1:
     try:
