@@ -32,7 +32,7 @@ def _problem():
 
 
 def _cached(w):
-    hit = winograd._cache.get(id(w))
+    hit = winograd._cache.get((id(w), False))
     return hit is not None and hit[0]() is w
 
 
@@ -70,12 +70,12 @@ def test_immutable_weight_transform_is_computed_once(forced_winograd):
     w = frozen_copy(w)
     first = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
     assert _cached(w)
-    U = winograd._cache[id(w)][2]
+    U = winograd._cache[(id(w), False)][2]
     second = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
-    assert winograd._cache[id(w)][2] is U
+    assert winograd._cache[(id(w), False)][2] is U
     np.testing.assert_array_equal(first, expected)
     np.testing.assert_array_equal(second, expected)
-    key = id(w)
+    key = (id(w), False)
     del w
     gc.collect()
     assert key not in winograd._cache                # freed with its weight
@@ -104,7 +104,7 @@ def test_weight_freed_by_a_collection_during_caching_does_not_deadlock(forced_wi
     assert _cached(doomed)
     cycle = [doomed]
     cycle.append(cycle)                               # freed only by a collection
-    key = id(doomed)
+    key = (id(doomed), False)
     del doomed, cycle
 
     class CollectingWeakref:

@@ -57,3 +57,38 @@ def test_output_transform_whole_and_blocked(N, K, Ho, Wo, dtype):
     rows = slice(4 * ty0, Ho)
     np.testing.assert_allclose(yb[n0, :, rows], ref[n0, :, rows], atol=tol * np.abs(ref).max())
     assert np.isnan(yb[:n0]).all() and np.isnan(yb[n0, :, :4 * ty0]).all()
+
+
+def _flipped(w, groups):
+    """The input gradient's weight by its definition: row g*C/g + c, column q is
+    w[g*K/g + q, c] turned by 180 degrees."""
+    K, Cg = w.shape[:2]
+    Kg = K // groups
+    return np.array([[w[(r // Cg) * Kg + q, r % Cg, ::-1, ::-1] for q in range(Kg)]
+                     for r in range(groups * Cg)])
+
+
+@pytest.mark.parametrize("K, Cg, groups", [(5, 3, 1), (6, 2, 3), (1, 1, 1)])
+@pytest.mark.parametrize("flip", [False, True])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_weight_transform_and_adjoint(K, Cg, groups, flip, dtype):
+    w = rng.standard_normal((K, Cg, 3, 3)).astype(dtype)
+    v = _flipped(w.astype(np.float64), groups) if flip else w.astype(np.float64)
+    R, Q = v.shape[:2]
+    ref = np.einsum("ai,rqij,bj->abrq", winograd.G, v, winograd.G).reshape(36, R * Q)
+    k, tol = np.array([1 / 4, 1 / 6, 1 / 12, 1 / 24], dtype), (1e-6 if dtype == np.float32 else 1e-14)
+    U = np.full((36, R * Q), np.nan, dtype)
+    nb.weight_transform(w, U, groups, flip, k, 0, R)
+    np.testing.assert_allclose(U, ref, atol=tol * np.abs(ref).max())
+    Ub = np.full((36, R * Q), np.nan, dtype)                  # rows [1, R) only
+    nb.weight_transform(w, Ub, groups, flip, k, 1, R)
+    assert np.isnan(Ub[:, :Q]).all()
+    np.testing.assert_array_equal(Ub[:, Q:], U[:, Q:])
+    if flip:
+        return
+    M = rng.standard_normal((36, K * Cg)).astype(dtype)
+    ref = np.einsum("ai,abrq,bj->rqij", winograd.G, M.astype(np.float64).reshape(6, 6, K, Cg),
+                    winograd.G)
+    gw = np.full((K, Cg, 3, 3), np.nan, dtype)
+    nb.weight_transform_adjoint(M, gw, k, 0, K)
+    np.testing.assert_allclose(gw, ref, atol=tol * np.abs(ref).max())

@@ -15,12 +15,18 @@ def flipped_transposed(w, groups):
     return np.ascontiguousarray(wg).reshape(groups * Cg, K // groups, R, S)
 
 
-def input_grad_problem(gy, w, g):
-    """Return (gy', w', g') whose forward convolution equals the stride-1 input gradient of ``g``."""
+def input_grad_input(gy, g):
+    """(gy', g'): the input and the geometry of the forward convolution that, with the weight
+    ``flipped_transposed(w)``, equals the stride-1 input gradient of ``g``."""
     g2 = transposed_geometry(g)
     ct = max(0, g.padding[0] - g.dilation[0] * (g.R - 1))
     cl = max(0, g.padding[2] - g.dilation[1] * (g.S - 1))
-    gy = gy[:, :, ct:ct + g2.H, cl:cl + g2.W]
+    return gy[:, :, ct:ct + g2.H, cl:cl + g2.W], g2
+
+
+def input_grad_problem(gy, w, g):
+    """Return (gy', w', g') whose forward convolution equals the stride-1 input gradient of ``g``."""
+    gy, g2 = input_grad_input(gy, g)
     return gy, flipped_transposed(w, g.groups), g2
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from . import parallel
-from .grad_as_forward import input_grad_via_forward
+from .grad_as_forward import flipped_transposed, input_grad_input
 from .workspace import buffer, zero_border
 
 USE_NUMBA = True
@@ -84,8 +84,9 @@ def ready(direction, dtype):
     nb = kernels()
     if nb is None:
         return True
-    names = ("input_transform", "grad_output_transform" if direction == "weight"
-             else "output_transform")
+    names = (("input_transform", "grad_output_transform", "weight_transform_adjoint")
+             if direction == "weight" else
+             ("input_transform", "output_transform", "weight_transform"))
     ok = True
     for name in names:
         ok = numba_runtime.ready(getattr(nb, name), _signature(name, dtype)) and ok
@@ -98,10 +99,12 @@ def _signature(name, dtype):
     sig = _signatures.get(key)
     if sig is None:
         from ember.kernels.pointwise import numba_runtime
-        a1, a3, a4 = (np.empty((0,) * n, dtype) for n in (1, 3, 4))
+        a1, a2, a3, a4 = (np.empty((0,) * n, dtype) for n in (1, 2, 3, 4))
         args = {"input_transform": (a4, 0, 0, 0, 0, a3, a1, 0, 0, 0, 0, 0),
                 "output_transform": (a3, 0, 0, a4, a1, 0, 0, 0, 0, 0),
-                "grad_output_transform": (a4, 0, 0, a3, a1, 0, 0, 0)}[name]
+                "grad_output_transform": (a4, 0, 0, a3, a1, 0, 0, 0),
+                "weight_transform": (a4, a2, 0, False, a1, 0, 0),
+                "weight_transform_adjoint": (a2, a4, a1, 0, 0)}[name]
         sig = _signatures[key] = numba_runtime.signature(*args)
     return sig
 
@@ -131,22 +134,35 @@ def _forget(key, ref):
         _cache.pop(key, None)
 
 
-def weight_transform(w, g):
-    """U (36, groups, K/groups, C/groups) = G w G^T per (k, c), as one GEMM with kron(G, G),
+def weight_transform(w, g, flipped=False):
+    """U (36, groups, K/groups, C/groups) = G v G^T per (k, c) for the weights v of the forward
+    geometry ``g``: ``w``'s own or, when ``flipped``, those of ``flipped_transposed(w)`` (the
+    input gradient's problem; ``w`` is then the original weight, (C, K/g) of ``g``'s K and C),
     in the workspace; for an ``immutable`` weight, computed once and kept while ``w`` lives."""
     if immutable(w):
-        key = id(w)
+        key = (id(w), flipped)
         hit = _cache.get(key)
         if hit is not None and hit[0]() is w and hit[1] == g.groups:
             return hit[2]
-        U = np.empty((36, g.K * g.Cg), w.dtype)
-        parallel.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, U)
-        U = U.reshape(36, g.groups, g.Kg, g.Cg)
+        U = _weight_transform(w, g, flipped, np.empty((36, g.K * g.Cg), w.dtype))
         U.setflags(write=False)
         _cache[key] = (weakref.ref(w, lambda ref, key=key: _forget(key, ref)), g.groups, U)
         return U
-    U = buffer("winograd.U", (36, g.K * g.Cg), w.dtype)
-    parallel.matmul(GG.astype(w.dtype), w.reshape(g.K * g.Cg, 9).T, U)
+    return _weight_transform(w, g, flipped, buffer("winograd.U", (36, g.K * g.Cg), w.dtype))
+
+
+def _weight_transform(w, g, flipped, U):
+    """``weight_transform`` into U (36, K*C/g): the Numba kernel over rows of U split over
+    ember's threads (8x256x14x14, two threads: 0.94 ms as one GEMM with kron(G, G), whose
+    9-deep reduction over a transposed view left OpenBLAS streaming), else that GEMM."""
+    nb = kernels()
+    if nb is not None:
+        wc, k = np.ascontiguousarray(w), np.array([1 / 4, 1 / 6, 1 / 12, 1 / 24], w.dtype)
+        parallel.run(lambda lo, hi: nb.weight_transform(wc, U, g.groups, flipped, k, lo, hi),
+                     g.K)
+    else:
+        v = flipped_transposed(w, g.groups) if flipped else w
+        parallel.matmul(GG.astype(w.dtype), v.reshape(g.K * g.Cg, 9).T, U)
     return U.reshape(36, g.groups, g.Kg, g.Cg)
 
 
@@ -211,11 +227,13 @@ def _forward_blocked(x, U, g, th, tw, nb, blocks):
     return y
 
 
-def forward(x, w, g):
+def forward(x, w, g, flipped=False):
+    """The convolution of geometry ``g``; ``flipped``: of the weight ``flipped_transposed(w)``
+    (see ``weight_transform``)."""
     th, tw = -(-g.Ho // 4), -(-g.Wo // 4)
     T = g.N * th * tw
     dtype = x.dtype
-    U = weight_transform(w, g)
+    U = weight_transform(w, g, flipped)
     nb = kernels()
     if nb is not None:
         per_block = images_per_block(g, th, tw, x.itemsize)
@@ -313,7 +331,14 @@ def weight_grad(gy, x, g):
 
 
 def _weight_transform_adjoint(M, g):
-    """gw (K, C/g, 3, 3) = G^T M G per (k, c) for M (36, groups, K/g, C/g)."""
+    """gw (K, C/g, 3, 3) = G^T M G per (k, c) for M (36, groups, K/g, C/g): the Numba kernel
+    over the rows of gw split over ember's threads, else one GEMM with kron(G, G)^T."""
+    nb = kernels()
+    if nb is not None:
+        gw = np.empty(g.weight_shape, M.dtype)
+        Mc, k = M.reshape(36, g.K * g.Cg), np.array([1 / 4, 1 / 6, 1 / 12, 1 / 24], M.dtype)
+        parallel.run(lambda lo, hi: nb.weight_transform_adjoint(Mc, gw, k, lo, hi), g.K)
+        return gw
     # gw^T (9, K*C/g) = kron(G, G)^T M: a wide GEMM split over ember's threads (the (K*C/g x 36) @
     # (36 x 9) form ran single-threaded at ~18 GFLOP/s: 2.3 of 12 ms on 8x256x14x14)
     gwt = parallel.matmul(np.ascontiguousarray(GG.T, dtype=M.dtype), M.reshape(36, g.K * g.Cg),
@@ -321,4 +346,8 @@ def _weight_transform_adjoint(M, g):
     return np.ascontiguousarray(gwt.T).reshape(g.weight_shape)
 
 
-input_grad = input_grad_via_forward(forward)
+def input_grad(gy, w, g):
+    """The stride-1 input gradient as the forward pass of the flipped, transposed problem
+    (``grad_as_forward``), its weight transform read from ``w`` itself."""
+    gy, g2 = input_grad_input(gy, g)
+    return forward(gy, w, g2, flipped=True)
