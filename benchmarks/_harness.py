@@ -388,14 +388,18 @@ def report(machine, raw, tables, json_path=None):
         write_json(json_path, {"machine": machine, "results": raw})
 
 
-def collect_and_report(args, key, collect, render, machine_arg=True):
+def collect_and_report(args, key, collect, render, machine_arg=True, cases=None):
     """A benchmark script's main run: ``collect`` (with ``--only`` when the script has it) and
-    print / save the report under ``key``."""
+    print / save the report under ``key``. With ``cases`` (the script's case names) an unknown
+    ``--only`` name stops the run before anything is measured, naming the known ones."""
     opts = Options(quick=args.quick, repeats=args.repeats)
-    machine = machine_info()
     kw = {"log": lambda s: print(s, file=sys.stderr)}
     if hasattr(args, "only"):
         kw["only"] = args.only.split(",") if args.only else None
+        unknown = sorted(set(kw["only"] or ()) - set(cases or kw["only"] or ()))
+        if unknown:
+            sys.exit(f"--only: unknown case(s) {', '.join(unknown)}; known: {', '.join(cases)}")
+    machine = machine_info()
     res = collect(opts, machine, **kw) if machine_arg else collect(opts, **kw)
     report(machine, {key: res}, render(res), args.json)
 

@@ -257,7 +257,7 @@ def main():
     if args.details:
         details(args.shapes.split(",") if args.shapes else list(SHAPES))
         return
-    H.collect_and_report(args, "conv", collect, render)
+    H.collect_and_report(args, "conv", collect, render, cases=list(SHAPES))
 
 
 if __name__ == "__main__":

@@ -213,7 +213,7 @@ def main():
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args), args.onnx_dir))
         return
-    H.collect_and_report(args, "inference", collect, render)
+    H.collect_and_report(args, "inference", collect, render, cases=CASES)
 
 
 if __name__ == "__main__":

@@ -230,7 +230,7 @@ def main():
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args), args.onnx_dir))
         return
-    H.collect_and_report(args, "onnx_import", collect, render, machine_arg=False)
+    H.collect_and_report(args, "onnx_import", collect, render, machine_arg=False, cases=CASES)
 
 
 if __name__ == "__main__":

@@ -243,7 +243,7 @@ def main():
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args)))
         return
-    H.collect_and_report(args, "train_step", collect, render)
+    H.collect_and_report(args, "train_step", collect, render, cases=CASES)
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ render into the README's marked tables, and a real ``--quick`` run end to end.""
 import json
 import os
 import re
+import subprocess
 import sys
 import threading
 import time
@@ -152,3 +153,11 @@ def test_readme_sections_with_empty_bodies_are_filled_each_on_its_own():
     new, missing = run_all.update_readme(text, {"x": "X", "y": "Y"})
     assert new == "a\n<!-- bench:x -->\nX\n<!-- /bench -->\n\n<!-- bench:y -->\nY\n<!-- /bench -->\n"
     assert missing == []
+
+
+@pytest.mark.parametrize("script", ["conv.py", "train_step.py", "jit.py", "onnx_import.py"])
+def test_unknown_only_case_stops_before_measuring_and_names_the_known_ones(script):
+    p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), "--only", "no_such_case"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode != 0 and "unknown case(s) no_such_case; known: " in p.stderr, p.stderr
+    assert "Traceback" not in p.stderr
