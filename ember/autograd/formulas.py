@@ -456,9 +456,9 @@ def where_grad(grad, condition, take_first):
 
 def relu_grad(grad, result):
     """Gradient of relu from its output: ``grad`` where ``result > 0``, else 0. A first-order
-    backward calls the gt and where kernels itself (same arrays, no dispatch)."""
+    backward calls the kernel itself (``elementwise.relu_grad``: same arrays, no dispatch)."""
     if grad.__class__ is Tensor and _numpy_first_order(grad, result):
-        return _const(_elementwise.where(_elementwise.gt(result._data, 0), grad._data, 0.0))
+        return _const(_elementwise.relu_grad(grad._data, result._data))
     O = _ops(grad)
     return O.where(O.gt(result, 0), grad, 0.0)
 

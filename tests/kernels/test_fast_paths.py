@@ -61,6 +61,27 @@ def test_relu_backward_through_where_matches_torch():
     np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_grad_engine_pass_equals_the_bit_select(dtype, monkeypatch):
+    """``elementwise.relu_grad``'s one engine pass gives the bits of gt + where's bit select:
+    NaN and -0.0 results give +0, the gradient's NaN, -0.0 and infinities are copied."""
+    _numba()
+    from ember.kernels.pointwise import numba_runtime
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    y = np.maximum(rng.standard_normal((64, 6, 28, 28)), 0).astype(dtype)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    y.reshape(-1)[:40:4] = [np.nan, -0.0, np.inf, -np.inf, 1e-30, 0.0, 2.0, np.nan, 3.0, 1.0]
+    g.reshape(-1)[:40:3] = [np.nan, -0.0, np.inf, -np.inf, 5.0, np.nan, -0.0, 1.0, 2.0, 3.0,
+                            4.0, 5.0, 6.0, 7.0]
+    got = elementwise.relu_grad(g, y)
+    assert elementwise._relu_grad_kernels[np.dtype(dtype)](g, y, fallback=False) is not None
+    want = elementwise.where(elementwise.gt(y, 0), g, 0.0)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.view(f"i{got.itemsize}"), want.view(f"i{got.itemsize}"))
+    small = elementwise.relu_grad(g[0, 0], y[0, 0])          # below the engine's threshold
+    np.testing.assert_array_equal(small, want[0, 0])
+
+
 POOL_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
     ((3, 5, 28, 28), 2, 2, 0, 1, False),     # the 2x2 kernel
     ((3, 5, 9, 11), 2, 2, 0, 1, False),      # 2x2, odd sizes floor: still the 2x2 kernel

@@ -284,3 +284,18 @@ def test_expr_validation():
     assert "z = gelu(y, 'tanh')" in str(e)
     int_one = Expr(("x",), [("y", "add", ("x", 1))], ("y",))
     assert int_one.key() != Expr(("x",), [("y", "add", ("x", 1.0))], ("y",)).key()
+
+
+def test_no_fallback_returns_none_until_the_compiled_variant_runs(monkeypatch):
+    """``fallback=False``: None below the size threshold and while the variant is not built
+    (compiling off), the outputs once it is (sync)."""
+    from ember.kernels.pointwise import numba_runtime
+    k = compile_pointwise(Expr(("x", "y"), [("z", "mul", ("x", "y")), ("w", "sub", ("z", "y"))], ("w",)),
+                          (np.float64, np.float64))
+    big = np.arange(float(engine.MIN_COMPILED_SIZE))
+    assert k(big[:10], big[:10], fallback=False) is None
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "off")
+    assert k(big, big, fallback=False) is None
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    out = k(big, big, fallback=False)
+    np.testing.assert_array_equal(out[0], big * big - big)

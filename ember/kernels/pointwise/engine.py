@@ -194,8 +194,10 @@ class PointwiseKernel:
         ins = ", ".join(f"{n}: {'scalar ' if p == SCALAR else ''}{d}" for n, d, p in self.typing.inputs)
         return f"PointwiseKernel({ins}) -> ({', '.join(d.name for d in self.out_dtypes)})\n{self.expr}"
 
-    def __call__(self, *operands, out=None, backend=None):
+    def __call__(self, *operands, out=None, backend=None, fallback=True):
         """Evaluate on ``operands``, broadcasting them together; return a tuple of outputs.
+        ``fallback=False``: None instead of the NumPy path (below the size threshold, or the
+        compiled variant still building), for callers with a NumPy path of their own.
 
         Arrays must have the dtypes the kernel was compiled for; scalar inputs take Python or
         NumPy scalars. ``out`` is None (outputs are allocated in the inputs' memory order), an
@@ -244,6 +246,8 @@ class PointwiseKernel:
                 raise RuntimeError("pointwise: backend='numba' asked for but numba cannot be imported")
         elif backend != "numpy":
             raise ValueError(f"pointwise: backend must be None, 'numba' or 'numpy', got {backend!r}")
+        if backend == "numpy" and not fallback:
+            return None
         if outs is None:
             if all(a.flags.c_contiguous for a in arrays):
                 outs = tuple(np.empty(shape, dt) for dt in self.out_dtypes)
@@ -259,6 +263,8 @@ class PointwiseKernel:
             return outs
         if backend == "numba" and self._run_compiled(inputs, arrays, outs, shape, fresh, tiered):
             return outs
+        if not fallback:
+            return None
         # the NumPy path: asked for, below the size threshold, or the kernel is still compiling
         if not fresh:
             inputs = [x if s or not any(np.may_share_memory(x, o) for o in outs) else x.copy()
