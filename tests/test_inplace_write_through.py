@@ -1,5 +1,6 @@
-"""In-place arithmetic without autograd (``dispatch._write_through``): the same values, dtypes,
-errors and version bumps as torch, and as ember's general in-place path (autograd on)."""
+"""In-place arithmetic written into self (``dispatch._write_through``): without autograd the
+same values, dtypes, errors and version bumps as torch and as the path with autograd on (the
+general path for mul_ / div_); with autograd, add_ / sub_ link the graph torch builds."""
 import numpy as np
 import pytest
 
@@ -116,3 +117,38 @@ def test_out_of_range_python_ints_get_embers_error():
         with ember.no_grad(), pytest.raises(OverflowError, match="add: Python int"):
             t.add_(value)
         assert t.tolist() == [1, 1, 1]
+
+
+def test_add_and_sub_with_autograd_write_through_and_match_torch_gradients():
+    """With grad on, add_ / sub_ (whose backward keeps no operand) write into self and link
+    the same graph as the out-of-place path: values and gradients as torch's."""
+    x, y, z = (rng.standard_normal((4, 5)) for _ in range(3))
+    bias = rng.standard_normal(5)
+
+    def run(lib, wrap):
+        a, b, c, d = (wrap(v) for v in (x, y, z, bias))
+        for t in (a, b, c, d):
+            t.requires_grad_(True)
+        out = a * 2.0
+        out += b
+        out.sub_(c, alpha=0.5)
+        out.add_(d)                                   # broadcast operand
+        out += 1.5
+        (out * out).sum().backward()
+        return out.detach().numpy(), [t.grad.numpy() for t in (a, b, c, d)]
+    eo, eg = run(ember, ember.tensor)
+    to, tg = run(torch, torch.tensor)
+    np.testing.assert_allclose(eo, to, rtol=1e-12)
+    for e, t in zip(eg, tg):
+        np.testing.assert_allclose(e, t, rtol=1e-12)
+
+
+def test_write_through_of_a_saved_result_is_caught_at_backward():
+    x = ember.tensor(rng.standard_normal(6), requires_grad=True)
+    y = x.exp()                                       # exp's backward keeps its result
+    y += 1
+    with pytest.raises(RuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+    leaf = ember.tensor(rng.standard_normal(6), requires_grad=True)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        leaf += 1

@@ -312,53 +312,51 @@ def _write_through(op, tensors, consts):
     out-of-place result exactly: add, sub (alpha applied to other first, as the kernels do), mul,
     div (true division only) of a numeric, writeable self by a tensor of self's dtype that
     broadcasts to self's shape, or by a Python number of self's kind (float or complex self; an
-    int for an int self, not for div). Returns self, or None where the general path must run
-    (its checks raise the errors)."""
+    int for an int self, not for div). Returns True once written (the caller bumps the version),
+    False where the general path must run (its checks raise the errors)."""
     ufunc = _UFUNCS.get(op.name)
     if ufunc is None or len(tensors) != 2:
-        return None
+        return False
     self, other = tensors
     dst = self._data
     kind = dst.dtype.kind
     if kind not in "iufc" or not dst.flags.writeable:
-        return None
+        return False
     alpha = 1
     if op.name in ("add", "sub"):
         alpha = consts[0]
         if alpha.__class__ is not int and alpha.__class__ is not float:
-            return None      # bool, complex, a tensor...: the general path checks it
+            return False     # bool, complex, a tensor...: the general path checks it
     elif op.name == "div" and (consts[0] is not None or kind in "iu"):
-        return None
+        return False
     cls = other.__class__
     if cls is Tensor:
         b = other._data
         if b.dtype != dst.dtype or b.ndim > dst.ndim or \
                 any(m != 1 and m != n for m, n in zip(b.shape[::-1], dst.shape[::-1])):
-            return None
+            return False
     elif cls is float or cls is int or (cls is complex and kind == "c"):
         if kind in "iu" and cls is not int or cls is int and not _I64_MIN <= other <= _I64_MAX:
-            return None
+            return False
         b = other
     else:
-        return None
+        return False
     if alpha != 1:
         if kind != "f":
-            return None
+            return False
         if op.name == "sub":
             alpha = -alpha
         from ember.kernels.pointwise import add_scaled   # not at import: it loads the engine
         if cls is Tensor and add_scaled.usable(dst, b):
             add_scaled.add_scaled_(dst, b, alpha)       # one pass, no temporary
-            self._bump()
-            return self
+            return True
         b = b * alpha if cls is not Tensor else np.multiply(b, dst.dtype.type(alpha))
         ufunc = np.add
     try:
         ufunc(dst, b, out=dst)
     except (OverflowError, TypeError, ValueError):   # before any write (a number out of the
-        return None                                  # dtype's range): the general path's error
-    self._bump()
-    return self
+        return False                                 # dtype's range): the general path's error
+    return True
 
 
 def dispatch_inplace(op, tensors, consts):
@@ -371,9 +369,9 @@ def dispatch_inplace(op, tensors, consts):
     self = tensors[0]
     grad_on = STATE.grad_enabled and any(isinstance(t, Tensor) and t._requires_grad for t in tensors)
     if not grad_on and STATE.tracer is None and self.__class__ is Tensor:
-        done = _write_through(op, tensors, consts)
-        if done is not None:
-            return done
+        if _write_through(op, tensors, consts):
+            self._bump()
+            return self
     if grad_on:
         if self.grad_fn is None and self._requires_grad:
             raise EmberRuntimeError(
@@ -383,6 +381,20 @@ def dispatch_inplace(op, tensors, consts):
             raise EmberRuntimeError(
                 f"{op.name}_: in-place operation on a view of a tensor that requires grad is not "
                 "supported by ember; use the out-of-place op instead.")
+        if op.name in _UFUNCS and STATE.tracer is None and self.__class__ is Tensor and \
+                op.backward is not None and not op.backward._saved and \
+                self._data.dtype.kind == "f" and _write_through(op, tensors, consts):
+            # a backward that keeps no operand (add, sub) is linked as for the out-of-place
+            # result, whose values are now self's: (8, 64, 56, 56) float32 ``out += x`` with
+            # grad 1.19 -> 0.46 ms, torch 0.26 (no temporary, no copy back)
+            res = _new(Tensor)
+            res._data, res._requires_grad, res.grad_fn = self._data, False, None
+            _link(op, tensors, consts, (res,))
+            self._bump()
+            self.grad_fn, self._requires_grad = res.grad_fn, True
+            if self._output_nr:
+                self._output_nr = 0
+            return self
         if op.saves_self:
             old = Tensor._make(self._data.copy())
             old.grad_fn = self.grad_fn
