@@ -169,6 +169,32 @@ def grad_output_transform(gy, th, tw, GY, k, lo, hi, n0):
                     GY[6 * a + 5, kk, base + tx] = g3
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _g_rows(a0, a1, a2, o0, o1, o2, o3, o4, o5, k):
+    """o = G (a0, a1, a2) elementwise along the rows: G's six rows applied to three unit-stride
+    vectors. ``k`` holds (1/4, 1/6, 1/12, 1/24)."""
+    c4, c6, c12, c24 = k[0], k[1], k[2], k[3]
+    for q in range(a0.shape[0]):
+        x0, x1, x2 = a0[q], a1[q], a2[q]
+        o0[q] = c4 * x0
+        o1[q] = -c6 * (x0 + x1 + x2)
+        o2[q] = -c6 * (x0 - x1 + x2)
+        o3[q] = c24 * x0 + c12 * x1 + c6 * x2
+        o4[q] = c24 * x0 - c12 * x1 + c6 * x2
+        o5[q] = x2
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _gt_rows(a0, a1, a2, a3, a4, a5, o0, o1, o2, k):
+    """o = G^T (a0, ..., a5) elementwise along the rows (the adjoint of ``_g_rows``)."""
+    c4, c6, c12, c24 = k[0], k[1], k[2], k[3]
+    for q in range(a0.shape[0]):
+        x0, x1, x2, x3, x4, x5 = a0[q], a1[q], a2[q], a3[q], a4[q], a5[q]
+        o0[q] = c4 * x0 - c6 * (x1 + x2) + c24 * (x3 + x4)
+        o1[q] = c6 * (x2 - x1) + c12 * (x3 - x4)
+        o2[q] = c6 * (x3 + x4 - x1 - x2) + x5
+
+
 @njit(cache=True, nogil=True)
 def weight_transform(w, U, groups, flip, k, lo, hi):
     """U[6a+b, r*Q + q] = (G v G^T)[a, b] for the rows r in [lo, hi) of the transformed weight,
@@ -183,7 +209,6 @@ def weight_transform(w, U, groups, flip, k, lo, hi):
     K, Cg = w.shape[0], w.shape[1]
     Kg = K // groups
     Q = Kg if flip else Cg
-    c4, c6, c12, c24 = k[0], k[1], k[2], k[3]
     t = np.empty((9, Q), dtype=w.dtype)
     h = np.empty((6, 3, Q), dtype=w.dtype)
     for r in range(lo, hi):
@@ -199,32 +224,14 @@ def weight_transform(w, U, groups, flip, k, lo, hi):
                     for j in range(3):
                         t[3 * i + j, q] = w[r, q, i, j]
         for j in range(3):
-            w0, w1, w2 = t[j], t[3 + j], t[6 + j]
-            h0, h1, h2 = h[0, j], h[1, j], h[2, j]
-            h3, h4, h5 = h[3, j], h[4, j], h[5, j]
-            for q in range(Q):
-                a0, a1, a2 = w0[q], w1[q], w2[q]
-                h0[q] = c4 * a0
-                h1[q] = -c6 * (a0 + a1 + a2)
-                h2[q] = -c6 * (a0 - a1 + a2)
-                h3[q] = c24 * a0 + c12 * a1 + c6 * a2
-                h4[q] = c24 * a0 - c12 * a1 + c6 * a2
-                h5[q] = a2
+            _g_rows(t[j], t[3 + j], t[6 + j], h[0, j], h[1, j], h[2, j], h[3, j], h[4, j],
+                    h[5, j], k)
         base = r * Q
         for a in range(6):
-            x0, x1, x2 = h[a, 0], h[a, 1], h[a, 2]
-            u0, u1, u2 = U[6 * a, base:base + Q], U[6 * a + 1, base:base + Q], \
-                U[6 * a + 2, base:base + Q]
-            u3, u4, u5 = U[6 * a + 3, base:base + Q], U[6 * a + 4, base:base + Q], \
-                U[6 * a + 5, base:base + Q]
-            for q in range(Q):
-                a0, a1, a2 = x0[q], x1[q], x2[q]
-                u0[q] = c4 * a0
-                u1[q] = -c6 * (a0 + a1 + a2)
-                u2[q] = -c6 * (a0 - a1 + a2)
-                u3[q] = c24 * a0 + c12 * a1 + c6 * a2
-                u4[q] = c24 * a0 - c12 * a1 + c6 * a2
-                u5[q] = a2
+            _g_rows(h[a, 0], h[a, 1], h[a, 2], U[6 * a, base:base + Q],
+                    U[6 * a + 1, base:base + Q], U[6 * a + 2, base:base + Q],
+                    U[6 * a + 3, base:base + Q], U[6 * a + 4, base:base + Q],
+                    U[6 * a + 5, base:base + Q], k)
 
 
 @njit(cache=True, nogil=True)
@@ -233,29 +240,17 @@ def weight_transform_adjoint(M, gw, k, lo, hi):
     (R, Q, 3, 3): the adjoint of ``weight_transform`` (not flipped), as vector loops over each
     row, then the nine planes interleaved into gw. ``k`` as in ``weight_transform``."""
     Q = gw.shape[1]
-    c4, c6, c12, c24 = k[0], k[1], k[2], k[3]
     h = np.empty((3, 6, Q), dtype=M.dtype)
     t = np.empty((9, Q), dtype=M.dtype)
     for r in range(lo, hi):
         base = r * Q
         for b in range(6):
-            m0, m1, m2 = M[b, base:base + Q], M[6 + b, base:base + Q], M[12 + b, base:base + Q]
-            m3, m4, m5 = M[18 + b, base:base + Q], M[24 + b, base:base + Q], \
-                M[30 + b, base:base + Q]
-            s0, s1, s2 = h[0, b], h[1, b], h[2, b]
-            for q in range(Q):
-                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
-                s0[q] = c4 * a0 - c6 * (a1 + a2) + c24 * (a3 + a4)
-                s1[q] = c6 * (a2 - a1) + c12 * (a3 - a4)
-                s2[q] = c6 * (a3 + a4 - a1 - a2) + a5
+            _gt_rows(M[b, base:base + Q], M[6 + b, base:base + Q], M[12 + b, base:base + Q],
+                     M[18 + b, base:base + Q], M[24 + b, base:base + Q],
+                     M[30 + b, base:base + Q], h[0, b], h[1, b], h[2, b], k)
         for i in range(3):
-            m0, m1, m2, m3, m4, m5 = h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5]
-            s0, s1, s2 = t[3 * i], t[3 * i + 1], t[3 * i + 2]
-            for q in range(Q):
-                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
-                s0[q] = c4 * a0 - c6 * (a1 + a2) + c24 * (a3 + a4)
-                s1[q] = c6 * (a2 - a1) + c12 * (a3 - a4)
-                s2[q] = c6 * (a3 + a4 - a1 - a2) + a5
+            _gt_rows(h[i, 0], h[i, 1], h[i, 2], h[i, 3], h[i, 4], h[i, 5], t[3 * i],
+                     t[3 * i + 1], t[3 * i + 2], k)
         for q in range(Q):
             for i in range(3):
                 for j in range(3):
