@@ -46,6 +46,7 @@ AT = np.array([[1, 1, 1, 1, 1, 0],
                [0, 1, -1, 8, -8, 1]], dtype=np.float64)
 
 GG = np.kron(G, G)
+G_MAGNITUDES = (1 / 4, 1 / 6, 1 / 12, 1 / 24)   # the constants of G's rows (the Numba kernels' k)
 
 _numba_kernels = None
 
@@ -157,7 +158,7 @@ def _weight_transform(w, g, flipped, U):
     9-deep reduction over a transposed view left OpenBLAS streaming), else that GEMM."""
     nb = kernels()
     if nb is not None:
-        wc, k = np.ascontiguousarray(w), np.array([1 / 4, 1 / 6, 1 / 12, 1 / 24], w.dtype)
+        wc, k = np.ascontiguousarray(w), np.array(G_MAGNITUDES, w.dtype)
         parallel.run(lambda lo, hi: nb.weight_transform(wc, U, g.groups, flipped, k, lo, hi),
                      g.K)
     else:
@@ -336,7 +337,7 @@ def _weight_transform_adjoint(M, g):
     nb = kernels()
     if nb is not None:
         gw = np.empty(g.weight_shape, M.dtype)
-        Mc, k = M.reshape(36, g.K * g.Cg), np.array([1 / 4, 1 / 6, 1 / 12, 1 / 24], M.dtype)
+        Mc, k = M.reshape(36, g.K * g.Cg), np.array(G_MAGNITUDES, M.dtype)
         parallel.run(lambda lo, hi: nb.weight_transform_adjoint(Mc, gw, k, lo, hi), g.K)
         return gw
     # gw^T (9, K*C/g) = kron(G, G)^T M: a wide GEMM split over ember's threads (the (K*C/g x 36) @
