@@ -74,12 +74,36 @@ def test_relu_grad_engine_pass_equals_the_bit_select(dtype, monkeypatch):
     g.reshape(-1)[:40:3] = [np.nan, -0.0, np.inf, -np.inf, 5.0, np.nan, -0.0, 1.0, 2.0, 3.0,
                             4.0, 5.0, 6.0, 7.0]
     got = elementwise.relu_grad(g, y)
-    assert elementwise._relu_grad_kernels[np.dtype(dtype)](g, y, fallback=False) is not None
+    assert elementwise._grad_kernels["relu_grad", np.dtype(dtype)](g, y, fallback=False) \
+        is not None
     want = elementwise.where(elementwise.gt(y, 0), g, 0.0)
     assert got.dtype == np.dtype(dtype)
     np.testing.assert_array_equal(got.view(f"i{got.itemsize}"), want.view(f"i{got.itemsize}"))
     small = elementwise.relu_grad(g[0, 0], y[0, 0])          # below the engine's threshold
     np.testing.assert_array_equal(small, want[0, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_and_sigmoid_backward_engine_pass_equals_numpy(dtype, monkeypatch):
+    """The one-pass engine kernels of tanh_backward / sigmoid_backward give the bits of the
+    NumPy operations in the same order; a broadcast or mixed-dtype call takes the NumPy path."""
+    _numba()
+    from ember.kernels.pointwise import numba_runtime
+    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    y = np.tanh(rng.standard_normal((300, 400))).astype(dtype)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    y[0, :4], g[1, :4] = [np.nan, -0.0, 1.0, -1.0], [np.nan, np.inf, -0.0, 1e30]
+    one = dtype(1)
+    forms = {"tanh_backward": lambda g, y: g * (one - y * y),
+             "sigmoid_backward": lambda g, y: g * ((one - y) * y)}
+    for name, form in forms.items():
+        got, want = getattr(elementwise, name)(g, y), form(g, y)
+        assert elementwise._grad_kernels[name, np.dtype(dtype)](g, y, fallback=False) is not None
+        assert got.dtype == np.dtype(dtype)
+        bits = f"i{got.itemsize}"
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+        broadcast = getattr(elementwise, name)(g[:1], y)        # the NumPy path
+        np.testing.assert_array_equal(broadcast.view(bits), form(g[:1], y).view(bits))
 
 
 POOL_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
