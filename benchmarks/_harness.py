@@ -396,7 +396,7 @@ def collect_and_report(args, key, collect, render, machine_arg=True, cases=None)
     kw = {"log": lambda s: print(s, file=sys.stderr)}
     if hasattr(args, "only"):
         kw["only"] = args.only.split(",") if args.only else None
-        unknown = sorted(set(kw["only"] or ()) - set(cases or kw["only"] or ()))
+        unknown = sorted(set(kw["only"]) - set(cases)) if cases and kw["only"] else ()
         if unknown:
             sys.exit(f"--only: unknown case(s) {', '.join(unknown)}; known: {', '.join(cases)}")
     machine = machine_info()

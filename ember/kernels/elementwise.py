@@ -255,11 +255,10 @@ def _select_bits(cond, a, b):
     return out.view(a.dtype)
 
 
-_grad_kernels = {}
 ONE_PASS_MIN_SIZE = 1 << 14   # below, NumPy's passes won: (64, 120) relu_grad 8.9 against 11.7 us
 
 
-def _one_pass(name, form, grad, output):
+def _one_pass(form, grad, output):
     """``form(grad, output)`` as one pass of the pointwise engine for float arrays of one shape
     and dtype, from ONE_PASS_MIN_SIZE elements, once its kernel is compiled
     (``PointwiseKernel``, ``fallback=False``), else None: the callers' NumPy paths run the same
@@ -269,14 +268,8 @@ def _one_pass(name, form, grad, output):
             and grad.dtype.kind == "f" and grad.dtype.itemsize >= 4
             and grad.shape == output.shape and grad.size >= ONE_PASS_MIN_SIZE):
         return None
-    key = (name, grad.dtype)
-    k = _grad_kernels.get(key)
-    if k is None:
-        from ember.kernels.pointwise import compile_pointwise
-        from ember.kernels.pointwise.expr import Builder
-        bld = Builder(("grad", "output"))
-        k = _grad_kernels[key] = compile_pointwise(bld.expr(form(*bld.inputs)), (grad, output))
-    out = k(grad, output, fallback=False)
+    from ember.kernels.pointwise import compile_form
+    out = compile_form(form, ("grad", "output"), (grad, output))(grad, output, fallback=False)
     return None if out is None else out[0]
 
 
@@ -289,7 +282,7 @@ def relu_grad(grad, result):
     0, the gradient's bits are copied): one engine pass (``_one_pass``) for float arrays of one
     shape, else the comparison and ``where``'s bit select. (64, 6, 28, 28) float32, two threads,
     187 -> 44 us; (128, 512) 27 -> 19 us."""
-    out = _one_pass("relu_grad", _relu_grad_form, grad, result)
+    out = _one_pass(_relu_grad_form, grad, result)
     return out if out is not None else where(gt(result, 0), grad, 0.0)
 
 
@@ -443,7 +436,7 @@ def _sigmoid_backward_form(g, y):
 
 def tanh_backward(grad, output):
     """grad * (1 - output**2): one engine pass (``_one_pass``), else in one output buffer."""
-    t = _one_pass("tanh_backward", _tanh_backward_form, grad, output)
+    t = _one_pass(_tanh_backward_form, grad, output)
     if t is not None:
         return t
     t = _out_like(grad, output)
@@ -456,7 +449,7 @@ def tanh_backward(grad, output):
 def sigmoid_backward(grad, output):
     """grad * ((1 - output) * output): one engine pass (``_one_pass``), else in one output
     buffer."""
-    t = _one_pass("sigmoid_backward", _sigmoid_backward_form, grad, output)
+    t = _one_pass(_sigmoid_backward_form, grad, output)
     if t is not None:
         return t
     t = _out_like(grad, output)

@@ -12,7 +12,6 @@ import numpy as np
 
 MIN_SIZE = 1 << 16
 
-_kernels = {}
 _ADAM_INPUTS = ("x", "g", "m", "v", "one_m_b1", "b2", "one_m_b2", "bc2_sqrt", "eps", "step_size")
 
 
@@ -25,13 +24,6 @@ def adam_update(x, g, m, v, one_m_b1, b2, one_m_b2, bc2_sqrt, eps, step_size):
     return x - step_size * m / denom, m, v
 
 
-def adam_expr():
-    """The pointwise ``Expr`` of ``adam_update``."""
-    from ember.kernels.pointwise.expr import Builder
-    b = Builder(_ADAM_INPUTS)
-    return b.expr(*adam_update(*b.inputs))
-
-
 _SGD_INPUTS = ("x", "g", "buf", "momentum", "one_m_dampening", "lr")
 
 
@@ -40,13 +32,6 @@ def sgd_momentum_update(x, g, buf, momentum, one_m_dampening, lr):
     returns the new ``(x, buf)``."""
     buf = buf * momentum + one_m_dampening * g
     return x - lr * buf, buf
-
-
-def sgd_momentum_expr():
-    """The pointwise ``Expr`` of ``sgd_momentum_update``."""
-    from ember.kernels.pointwise.expr import Builder
-    b = Builder(_SGD_INPUTS)
-    return b.expr(*sgd_momentum_update(*b.inputs))
 
 
 def usable(*arrays):
@@ -63,19 +48,14 @@ def adam_(x, g, m, v, b1, b2, bc2_sqrt, eps, step_size):
     """In place: m, v and x updated as ember's Adam step (no amsgrad). Tiered like every
     pointwise kernel (``EMBER_JIT_COMPILE``): until the kernel is built (or Numba imported) on
     the compile thread, the same expression runs on NumPy."""
-    from ember.kernels.pointwise import compile_pointwise
-    k = _kernels.get(x.dtype)
-    if k is None:
-        k = _kernels[x.dtype] = compile_pointwise(adam_expr(), (x, x, x, x) + (float,) * 6)
+    from ember.kernels.pointwise import compile_form
+    k = compile_form(adam_update, _ADAM_INPUTS, (x, x, x, x) + (float,) * 6)
     k(x, g, m, v, 1.0 - b1, b2, 1.0 - b2, bc2_sqrt, eps, step_size, out=(x, m, v))
 
 
 def sgd_momentum_(x, g, buf, momentum, dampening, lr):
     """In place: buf and x updated as ember's SGD step with momentum (not Nesterov), in one
     pass; tiered as ``adam_``."""
-    from ember.kernels.pointwise import compile_pointwise
-    key = ("sgd", x.dtype)
-    k = _kernels.get(key)
-    if k is None:
-        k = _kernels[key] = compile_pointwise(sgd_momentum_expr(), (x, x, x) + (float,) * 3)
+    from ember.kernels.pointwise import compile_form
+    k = compile_form(sgd_momentum_update, _SGD_INPUTS, (x, x, x) + (float,) * 3)
     k(x, g, buf, momentum, 1.0 - dampening, lr, out=(x, buf))

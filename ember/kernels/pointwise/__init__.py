@@ -63,11 +63,11 @@ when Numba is missing (``has_compiler()``), go through NumPy op by op (``numpy_e
 what is lost).
 '''
 from .collapse import Collapsed, collapse_dims, iteration_order
-from .engine import PointwiseKernel, apply, compile_pointwise
+from .engine import PointwiseKernel, apply, compile_form, compile_pointwise
 from .expr import Builder, Expr, Sym, infer_types
 from .numba_runtime import has_compiler
 from .ops import OPS
 from .promotion import promote_types, result_dtype
 
-__all__ = ["Builder", "Collapsed", "Expr", "OPS", "Sym", "PointwiseKernel", "apply", "collapse_dims", "compile_pointwise",
+__all__ = ["Builder", "Collapsed", "Expr", "OPS", "Sym", "PointwiseKernel", "apply", "collapse_dims", "compile_form", "compile_pointwise",
            "has_compiler", "infer_types", "iteration_order", "promote_types", "result_dtype"]

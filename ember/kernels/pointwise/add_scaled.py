@@ -6,10 +6,6 @@ against 56 us here (two threads) once compiled; tiered like every engine kernel
 (``EMBER_JIT_COMPILE``), so NumPy evaluates the same expression meanwhile."""
 MIN_SIZE = 1 << 16     # elements from which the engine beats NumPy's temporaries
 
-_INPUTS = ("x", "b", "alpha")
-_kernels = {}
-
-
 def update(x, b, alpha):
     """``x + b * alpha`` as eager ``add`` computes it (b scaled first, then added)."""
     return x + b * alpha
@@ -26,11 +22,5 @@ def usable(x, b):
 
 def add_scaled_(x, b, alpha):
     """In place: x = x + b * alpha (b broadcast to x's shape), one pass over x."""
-    from ember.kernels.pointwise import compile_pointwise
-    from ember.kernels.pointwise.expr import Builder
-    key = (x.dtype, b.ndim)
-    k = _kernels.get(key)
-    if k is None:
-        bld = Builder(_INPUTS)
-        k = _kernels[key] = compile_pointwise(bld.expr(update(*bld.inputs)), (x, b, float))
-    k(x, b, float(alpha), out=(x,))
+    from ember.kernels.pointwise import compile_form
+    compile_form(update, ("x", "b", "alpha"), (x, b, float))(x, b, float(alpha), out=(x,))

@@ -113,6 +113,26 @@ def compile_pointwise(expr, in_types):
     return _kernels.get_or_create(key, lambda: PointwiseKernel(expr, typed))
 
 
+_forms = {}
+
+
+def compile_form(form, names, in_types):
+    """The ``PointwiseKernel`` of ``form`` (a Python function of symbolic values, ``names`` its
+    inputs, returning one value or a tuple) for inputs typed by ``in_types`` (as in
+    ``compile_pointwise``): the expression is built once per form and operand dtypes, so a
+    caller on a hot path (an optimizer step, a backward) pays one dict lookup per call."""
+    key = (form, tuple([(t.dtype, t.ndim == 0) if t.__class__ is np.ndarray else t
+                        for t in in_types]))
+    k = _forms.get(key)
+    if k is None:
+        from .expr import Builder
+        b = Builder(names)
+        outs = form(*b.inputs)
+        k = _forms[key] = compile_pointwise(b.expr(*(outs if isinstance(outs, tuple)
+                                                     else (outs,))), in_types)
+    return k
+
+
 def apply(expr, *operands, out=None, backend=None):
     """Evaluate ``expr`` (an ``Expr`` or one op's name) on ``operands``: ``compile_pointwise``
     then ``PointwiseKernel.__call__``. Returns the tuple of outputs."""
