@@ -885,19 +885,29 @@ def _unsq2(x):
 
 
 def linalg_det_grad(grad, A, result):
-    """d det(A) = det(A) A^-T; where some matrix is singular, the cofactor matrix from the SVD
-    (c U diag(prod_{j != i} s_j) Vh, c = det(U) det(Vh)), as torch does for singular inputs."""
+    """grad times the cofactor matrix of A: det(A) A^-T while every det is nonzero and that
+    product has no NaN, else from the SVD (_det_grad_svd). Both are the adjugate whichever way
+    LAPACK rounds a singular pivot: where LU leaves a tiny nonzero pivot, det and A^-T carry it
+    as a factor and its reciprocal, which cancel (rank n-1: the adjugate; rank <= n-2: ~0)."""
     from ember.errors import EmberRuntimeError
     if A._data.size and not np.all(result._data):
         return _det_grad_svd(grad, A)
     try:
-        inv = G.linalg_inv(A)
+        out = _det_grad_inv(grad, A, result)
     except EmberRuntimeError:
         return _det_grad_svd(grad, A)
-    return G.mul(_unsq2(G.mul(grad, result)), _mT(inv))
+    if not np.any(np.isnan(out._data)) or not np.all(np.isfinite(A._data)):
+        return out
+    return _det_grad_svd(grad, A)  # A^-T overflowed: inf times a tiny det
+
+
+def _det_grad_inv(grad, A, result):
+    return G.mul(_unsq2(G.mul(grad, result)), _mT(G.linalg_inv(A)))
 
 
 def _det_grad_svd(grad, A):
+    """grad times the cofactor matrix c U diag(prod_{j != i} s_j) Vh, c = det(U) det(Vh): exact
+    at singular A (zero where the rank is <= n-2)."""
     U, S, Vh = G.linalg_svd(A, False)
     n = S._data.shape[-1]
     others = G.where(Tensor._make(np.eye(n, dtype=bool)), 1.0, G.unsqueeze(S, -2))
