@@ -336,13 +336,13 @@ def nonzero(input, *, out=None, as_tuple=False):
 def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` put at ``indices`` (a tuple of index tensors), added there when
     ``accumulate``."""
-    from ember.autograd.indexing import to_key
-    return G.index_put(input, to_key(tuple(indices)), values, accumulate)
+    from ember.autograd.indexing import index_put as put
+    return put(input, indices, values, accumulate)
 
 
 def _index_put_(self, indices, values, accumulate=False):
-    from ember.autograd.indexing import to_key
-    return G.index_put_(self, to_key(tuple(indices)), values, accumulate)
+    from ember.autograd.indexing import index_put as put
+    return put(self, indices, values, accumulate, inplace=True)
 
 
 def broadcast_shapes(*shapes):
