@@ -6,6 +6,7 @@ import ember.autograd._generated as G
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
 from ember.errors import public as _public
 from ember.tensor import Tensor
+from ember.kernels.index import check_range
 
 
 def _norm(op, d, nd):
@@ -184,6 +185,12 @@ def take_along_dim(input, indices, dim=None):
         input = G.expand(input, tuple(a_to))
     if tuple(i_to) != indices._data.shape:
         indices = G.expand(indices, tuple(i_to))
+    n = input._data.shape[d]
+    if n:   # as torch 2.13: indices wrap modulo the size (an op, so a trace keeps it)
+        indices = G.remainder(indices, n)
+    elif indices._data.size:
+        raise EmberRuntimeError(f"take_along_dim(): ZeroDivisionError: indices into dimension "
+                                f"{d} of size 0 (input: {list(input._data.shape)})")
     return G.gather(input, d, indices)
 
 
@@ -400,6 +407,8 @@ def take(input, index):
     i = index._data
     if i.size and (i.max() >= n or i.min() < -n):
         raise EmberIndexError(f"take: index out of range in self of {n} elements")
+    if n:   # take reads [-n, n), index_select [0, n)
+        index = G.remainder(index, n)
     return G.reshape(G.index_select(flat, 0, G.reshape(index, (-1,))), tuple(i.shape))
 
 
@@ -583,6 +592,7 @@ def index_reduce(input, dim, index, source, reduce, include_self=True):
         return G.reshape(index_reduce(G.reshape(input, (1,)), 0, index,
                                       G.reshape(source, (-1,)), reduce, include_self), ())
     d = _norm("index_reduce", dim, input.ndim)
+    check_range(i, input._data.shape[d], "index_reduce", d, EmberIndexError)
     src_shape = source._data.shape if source.ndim else (1,)
     if len(src_shape) != input.ndim or src_shape[d] != i.size:
         raise EmberIndexError(f"index_reduce(): source {list(source._data.shape)} must have "

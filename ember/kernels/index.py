@@ -9,6 +9,19 @@ def _dim(d, ndim):
     return norm_dims(d, ndim)[0] if ndim else 0
 
 
+def check_range(index, n, name, dim=0, error=KernelError, wrap=False):
+    """Raise ``error`` naming ``name``, an index outside ``[0, n)`` (``[-n, n)`` where negative
+    indices ``wrap``) and the size, as torch's gather/scatter/index_* kernels do (most do not
+    wrap negative indices): one min and one max over ``index``."""
+    if not index.size:
+        return
+    lo, hi = index.min(), index.max()
+    low = -n if wrap else 0
+    if lo < low or hi >= n:
+        bad = int(lo if lo < low else hi)
+        raise error(f"{name}(): index {bad} is out of bounds for dimension {dim} with size {n}")
+
+
 def getitem(a, key):
     try:
         return a[key]
@@ -43,8 +56,7 @@ def index_select(a, index, dim):
         raise KernelError(f"index_select(): Expected dtype int32/int64 for index, got {index.dtype}")
     d = _dim(dim, a.ndim)
     n = a.shape[d] if a.ndim else 1
-    if index.size and (index.max() >= n or index.min() < -n):
-        raise IndexError(f"index_select(): index out of range in self (size {n} at dim {d})")
+    check_range(index, n, "index_select", d, IndexError)
     if a.ndim == 0:
         out = np.take(a.reshape(1), index.reshape(-1))
         return out.reshape(()) if out.size == 1 else out
@@ -57,6 +69,7 @@ def index_add(a, index, source, dim, alpha=1):
                          alpha).reshape(())
     out = a.copy()
     d = _dim(dim, a.ndim)
+    check_range(index, a.shape[d], "index_add", d)
     src = source if alpha == 1 else source * alpha
     moved = np.moveaxis(out, d, 0)
     np.add.at(moved, index, np.moveaxis(np.asarray(src, a.dtype), d, 0))
@@ -80,9 +93,7 @@ def _check_gather(a, dim, index, name):
             raise KernelError(f"{name}(): Size does not match at dimension {i} expected index "
                               f"{list(index.shape)} to be smaller than self {list(a.shape)} "
                               f"apart from dimension {dim}")
-    if index.size and (index.max() >= a.shape[dim] or index.min() < -a.shape[dim]):
-        raise IndexError(f"{name}(): index out of bounds for dimension {dim} with size "
-                         f"{a.shape[dim]}")
+    check_range(index, a.shape[dim], name, dim)
 
 
 def _lift(x):
@@ -256,9 +267,7 @@ def _check_index_along(a, dim, index, name):
     if index.ndim > 1:
         raise KernelError(f"{name}(): Index should have dimension 1 or 0 (got {index.ndim})")
     d = _dim(dim, a.ndim)
-    n = a.shape[d] if a.ndim else 1
-    if index.size and (index.max() >= n or index.min() < -n):
-        raise IndexError(f"{name}(): index out of range for dimension {d} with size {n}")
+    check_range(index, a.shape[d] if a.ndim else 1, name, d, IndexError, wrap=True)
     return d
 
 

@@ -133,7 +133,7 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     if weight.ndim != 2:
         raise KernelError(f"'weight' must be 2-D, got shape {list(weight.shape)}")
     n = weight.shape[0]
-    if indices.size and (indices.max() >= n or indices.min() < -n):
+    if indices.size and (indices.max() >= n or indices.min() < 0):
         raise IndexError(f"embedding: index out of range in self (num_embeddings={n}, got "
                          f"indices in [{indices.min()}, {indices.max()}])")
     return weight[indices]

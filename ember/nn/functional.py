@@ -600,6 +600,11 @@ def embedding_bag(input, weight, offsets=None, max_norm=None, norm_type=2, scale
                   mode="mean", sparse=False, per_sample_weights=None, include_last_offset=False,
                   padding_idx=None):
     """Sums / means / maxes of embedding rows per bag (2-d input, or 1-d input with offsets)."""
+    idx, n = getattr(input, "_data", None), weight.shape[0]
+    if idx is not None and idx.size and (idx.min() < 0 or idx.max() >= n):
+        k = int(np.argmax((idx.reshape(-1) < 0) | (idx.reshape(-1) >= n)))
+        raise EmberRuntimeError(f"embedding_bag: Index {k} of input takes value "
+                                f"{idx.reshape(-1)[k]} which is not in the valid range [0, {n})")
     if input.dim() == 2:
         emb = embedding(input, weight, padding_idx, max_norm, norm_type, scale_grad_by_freq)
         if per_sample_weights is not None:

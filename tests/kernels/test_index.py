@@ -1,0 +1,69 @@
+"""Indexing kernels (ember.kernels.index) against torch: index ranges."""
+import pytest
+import torch
+
+import ember
+import ember.nn.functional as EF
+import torch.nn.functional as TF
+
+OPS = {
+    "embedding": lambda m, F, x, i: F.embedding(i, x),
+    "embedding_bag": lambda m, F, x, i: F.embedding_bag(i.view(1, 2), x),
+    "gather": lambda m, F, x, i: m.gather(x, 0, i.view(2, 1)),
+    "scatter": lambda m, F, x, i: m.scatter(x, 0, i.view(2, 1), m.ones(2, 1)),
+    "scatter value": lambda m, F, x, i: m.scatter(x, 0, i.view(2, 1), 5.0),
+    "scatter_add": lambda m, F, x, i: m.scatter_add(x, 0, i.view(2, 1), m.ones(2, 1)),
+    "scatter_reduce": lambda m, F, x, i: m.scatter_reduce(x, 0, i.view(2, 1), m.ones(2, 1),
+                                                         "sum"),
+    "index_select": lambda m, F, x, i: m.index_select(x, 0, i),
+    "index_add": lambda m, F, x, i: m.index_add(x, 0, i, m.ones(2, 4)),
+    "index_copy": lambda m, F, x, i: m.index_copy(x, 0, i, m.ones(2, 4)),
+    "index_fill": lambda m, F, x, i: m.index_fill(x, 0, i, 3.0),
+    "index_reduce": lambda m, F, x, i: x.index_reduce(0, i, m.ones(2, 4), "prod"),
+    "take_along_dim": lambda m, F, x, i: m.take_along_dim(x, i.view(2, 1), 0),
+    "take_along_dim flat": lambda m, F, x, i: m.take_along_dim(x, i),
+    "take": lambda m, F, x, i: m.take(x, i),
+    "put": lambda m, F, x, i: m.put(x, i, m.ones(2)),
+}
+INDICES = {"negative": [-1, 0], "too negative": [-4, 0], "too large": [3, 0], "both": [100, -1],
+           "far": [100, 0]}
+
+
+def _outcome(m, F, op, idx):
+    x = m.arange(12.0).reshape(3, 4)
+    try:
+        return OPS[op](m, F, x, m.tensor(idx)).tolist()
+    except (IndexError, RuntimeError) as e:
+        return IndexError if isinstance(e, IndexError) else RuntimeError, str(e)
+
+
+@pytest.mark.filterwarnings("ignore:index_reduce")
+@pytest.mark.parametrize("which", sorted(INDICES))
+@pytest.mark.parametrize("op", sorted(OPS))
+def test_index_range_as_torch(op, which):
+    """Negative indices wrap where torch's op wraps them (index_fill, take, put; take_along_dim
+    with a dim wraps modulo the size) and raise, with torch's error class, where it raises."""
+    got = _outcome(ember, EF, op, INDICES[which])
+    want = _outcome(torch, TF, op, INDICES[which])
+    if isinstance(want, list):
+        assert got == want
+    else:
+        assert isinstance(got, tuple) and got[0] is want[0], got
+        assert got[1].startswith(op.split()[0]), got[1]
+        named = [str(v) for v in INDICES[which] if v and str(v) in got[1]]
+        assert named or op in ("embedding", "take", "put"), got[1]
+
+
+def test_take_along_dim_wrapped_gradient_as_torch():
+    idx = [[-1, 4, 0, 0]]
+    x = ember.arange(12.0).reshape(3, 4).requires_grad_()
+    ember.take_along_dim(x, ember.tensor(idx), 0).sum().backward()
+    tx = torch.arange(12.0).reshape(3, 4).requires_grad_()
+    torch.take_along_dim(tx, torch.tensor(idx), 0).sum().backward()
+    assert x.grad.tolist() == tx.grad.tolist()
+
+
+def test_range_error_names_size_and_dim():
+    with pytest.raises(ember.EmberError, match=r"gather\(\): index -2 is out of bounds for "
+                                               r"dimension 1 with size 4"):
+        ember.gather(ember.zeros(3, 4), 1, ember.tensor([[0, -2]]))
