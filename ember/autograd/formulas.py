@@ -194,24 +194,31 @@ def norm_grad(grad, self, result, p, dim, keepdim):
 
 
 def prod_grad(grad, self, result, dim, keepdim):
+    """Gradient of prod (torch's prod_backward): ``grad * (result / self)`` without zeros, else
+    the product of the other elements as exclusive cumulative products from both sides (O(n),
+    exact with any number of zeros). Written in ops, so higher derivatives are exact too."""
     shape = self._data.shape
-    g = expand_reduced(grad, shape, dim, keepdim)
     if len(shape) == 0:  # the product of one element
-        return g
+        return grad
     if not np.any(self._data == 0):
-        return G.div(G.mul(g, expand_reduced(result, shape, dim, keepdim)), self)
-    # zeros present: product of all other elements, computed without division
-    dims = _reduced_dims(shape, dim)
-    x = self._data
-    others = np.ones_like(x)
-    moved = np.moveaxis(x, dims, tuple(range(len(dims)))).reshape((-1,) + tuple(
-        s for i, s in enumerate(shape) if i not in dims))
-    excl = np.empty_like(moved)
-    for i in range(moved.shape[0]):
-        excl[i] = np.prod(np.delete(moved, i, axis=0), axis=0)
-    others = np.moveaxis(excl.reshape(tuple(shape[d] for d in dims) + tuple(
-        s for i, s in enumerate(shape) if i not in dims)), tuple(range(len(dims))), dims)
-    return G.mul(g, _const(np.ascontiguousarray(others)))
+        return G.mul(expand_reduced(grad, shape, dim, keepdim),
+                     G.div(expand_reduced(result, shape, dim, keepdim), self))
+    g = expand_reduced(grad, shape, dim, keepdim)
+    if dim is None:
+        return G.mul(g, G.reshape(_prod_others(G.reshape(self, (-1,)), 0), shape))
+    return G.mul(g, _prod_others(self, dim % len(shape)))
+
+
+def _prod_others(x, d):
+    """For each element along ``d``, the product of the other elements there: the exclusive
+    cumulative products from the front and from the back, multiplied (safe with zeros)."""
+    n = x._data.shape[d]
+    one_shape = list(x._data.shape)
+    one_shape[d] = 1
+    ones = _const(np.ones(one_shape, x._data.dtype))
+    front = G.cumprod(G.cat([ones, G.narrow(x, d, 0, n - 1)], d), d)
+    back = G.flip(G.cumprod(G.cat([ones, G.flip(G.narrow(x, d, 1, n - 1), (d,))], d), d), (d,))
+    return G.mul(front, back)
 
 
 def cumsum_grad(grad, dim):
@@ -514,18 +521,20 @@ def minimum_grad(grad, a, b, first):
 
 
 def pow_exponent_grad(grad, self, exponent, result):
+    """d(self ** exponent)/d exponent as torch: ``grad * (result * log(self))``, with 0 where
+    ``self`` is 0 and ``exponent >= 0`` (the limit from a positive base); hence -inf where
+    ``self`` is 0 and ``exponent < 0``, and nan for a negative base (log of it)."""
     O = _ops(grad)
-    number = isinstance(self, (int, float, np.number))
-    if number:
-        lg = float(np.log(self)) if self > 0 else 0.0
-    elif _is_complex(self) or _is_complex(exponent):
+    if _is_complex(self) or _is_complex(exponent):
         return _pow_exponent_grad_complex(grad, self, exponent, result)
-    else:
-        lg = O.log(O.where(O.le(self, 0), 1.0, self))
-    r = O.mul(O.mul(grad, result), lg)
-    if not number:
-        r = O.where(O.logical_and(O.eq(self, 0), O.ge(exponent, 0)), _zero(grad), r)
-    return r
+    if isinstance(self, (int, float, np.number)):
+        lg = float(np.log(self)) if self > 0 else float("-inf") if self == 0 else float("nan")
+        r = O.mul(result, lg)
+        return O.mul(grad, O.where(O.ge(exponent, 0), _zero(grad), r) if self == 0 else r)
+    if isinstance(result, Tensor) and self._data.dtype != result._data.dtype:
+        self = G.to(self, result._data.dtype)   # an integer base: its log in the result dtype
+    r = O.mul(result, O.log(self))
+    return O.mul(grad, O.where(O.logical_and(O.eq(self, 0), O.ge(exponent, 0)), _zero(grad), r))
 
 
 def _is_complex(x):
@@ -542,12 +551,15 @@ def _pow_exponent_grad_complex(grad, self, exponent, result):
 
 
 def pow_self_grad(grad, self, exponent):
+    """d(self ** exponent)/d self as torch: ``grad * (exponent * self ** (exponent - 1))``, 0
+    where the exponent is 0 (also at ``self == 0``, where the formula reads 0 * inf)."""
     O = _ops(grad)
     if isinstance(exponent, (int, float)):
         if exponent == 0:
-            return O.mul(grad, 0.0)
-        return O.mul(O.mul(grad, exponent), O.pow(self, exponent - 1))
-    return O.mul(O.mul(grad, exponent), O.pow(self, O.sub(exponent, 1)))
+            return zeros_for(grad, _shape(grad))
+        return O.mul(grad, O.mul(O.pow(self, exponent - 1), exponent))
+    d = O.mul(grad, O.mul(O.pow(self, O.sub(exponent, 1)), exponent))
+    return O.where(O.eq(exponent, 0), _zero(grad), d)
 
 
 def gelu_grad(grad, self, approximate):
