@@ -15,12 +15,24 @@ on ``n_items`` and the part count, never on the schedule, so results are the sam
 The chunk function must release the GIL for the threads to overlap (NumPy's BLAS calls and
 ``nogil`` Numba kernels do).
 """
+import os
 import threading
 
 _pool = None
 _pool_size = 0
 _pool_lock = threading.Lock()
 _inside = threading.local()
+
+
+def _after_fork_in_child():
+    """A forked child has none of the workers: it starts a pool of its own on its first parallel
+    call (the lock may have been held by a thread that does not exist there)."""
+    global _pool, _pool_size, _pool_lock
+    _pool, _pool_size, _pool_lock = None, 0, threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def inside():

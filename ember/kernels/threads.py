@@ -228,6 +228,39 @@ def blas_mode(mode):
     return _HOLDS[mode]
 
 
+def _before_fork():
+    _lock.acquire()
+
+
+def _after_fork_in_parent():
+    _lock.release()
+
+
+def _after_fork_in_child():
+    """Only the forking thread runs in a child: the BLAS modes held by the others are dropped
+    (the BLAS counts a limited convolution of theirs saved are restored) and the lock, which
+    the fork caught held, is new."""
+    global _lock, _cond, _mode, _active, _n_waiting
+    mine = _held.__dict__.get("mode")
+    if _mode == LIMITED and mine is None:
+        for c in _controllers or ():
+            n = _saved.get(c.filepath, 1)
+            if n != 1:
+                _set_count(c, n)
+        _saved.clear()
+    _lock = threading.Lock()
+    _cond = threading.Condition(_lock)
+    _mode, _active = mine, (1 if mine is not None else 0)
+    _n_waiting = 0
+    for k in _waiting:
+        _waiting[k] = 0
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+
+
 def set_num_threads(n):
     """Set the thread count for ember's parallel loops and every BLAS library in the process.
 

@@ -72,6 +72,14 @@ def test_background_compile_never_keeps_the_process_from_exiting():
     assert out.strip() == "exiting"
 
 
+@pytest.fixture(autouse=True)
+def fresh_tiers():
+    """Tests here swap kernels' readiness: each starts and ends with no tier kept."""
+    numba_runtime.forget_tiers()
+    yield
+    numba_runtime.forget_tiers()
+
+
 @pytest.fixture
 def mode():
     previous = numba_runtime.compile_mode()
@@ -257,3 +265,79 @@ def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(directio
     finally:
         set_num_threads(before)
     assert checked and checked == called, (checked, called)
+
+
+# A fork while the compile thread imports Numba or compiles: the child must neither inherit a lock
+# held by a thread it does not have (it hung forever in ``import numba``) nor wait for a compile
+# thread that does not exist there; the parent's compile still completes.
+_FORK_PRELUDE = """
+    import os, sys, numpy as np
+    import ember, ember.nn.functional as F
+    from ember.kernels.pointwise import numba_runtime as nr
+    ember.set_num_threads(2)
+    rng = np.random.default_rng(0)
+    x = ember.tensor(rng.standard_normal((8, 16, 28, 28)).astype(np.float32))
+    k = ember.tensor(rng.standard_normal((16, 16, 3, 3)).astype(np.float32))
+    w = ember.tensor(rng.standard_normal((512, 256)).astype(np.float32))   # a GEMV-sized linear
+    v = ember.tensor(rng.standard_normal((1, 256)).astype(np.float32))
+    y_conv = F.conv2d(x, k)              # queues Numba's import, then the compile
+    assert nr._pending, "a compile should be in flight"
+    y_lin = F.linear(v, w)
+
+    def child_check():
+        assert np.array_equal(F.conv2d(x, k).numpy(), y_conv.numpy())
+        assert np.array_equal(F.linear(v, w).numpy(), y_lin.numpy())
+"""
+
+
+def _fork_code(body, wait_for_import):
+    return textwrap.dedent(_FORK_PRELUDE) + textwrap.dedent(f"""
+        if {wait_for_import}:   # Numba imported: the fork then lands during a compile
+            import time
+            while nr.kernel_module('ember.kernels.conv.direct_numba') is None:
+                time.sleep(0.01)
+            x = x[:4]                    # a new shape queues the compile
+            y_conv = F.conv2d(x, k)
+            assert nr._pending, "a compile should be in flight"
+    """) + textwrap.dedent(body) + textwrap.dedent("""
+        nr.wait_compiles()
+        done, failed = nr.background_compiles()
+        assert not failed and any("direct_numba" in n for n, _ in done), (done, failed)
+        print("ok")
+    """)
+
+
+@pytest.mark.parametrize("during", ["import", "compile"])
+@pytest.mark.parametrize("how", ["os.fork", "multiprocessing", "DataLoader"])
+def test_fork_while_compiling_is_safe(how, during):
+    body = {
+        "os.fork": """
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    child_check()
+                    code = 0
+                finally:
+                    os._exit(code)
+            assert os.waitpid(pid, 0)[1] == 0
+        """,
+        "multiprocessing": """
+            import multiprocessing as mp
+            p = mp.get_context("fork").Process(target=child_check)
+            p.start(); p.join()
+            assert p.exitcode == 0
+        """,
+        "DataLoader": """
+            from ember.utils.data import DataLoader, Dataset
+            class DS(Dataset):
+                def __len__(self): return 4
+                def __getitem__(self, i):
+                    child_check()
+                    return F.linear(v, w)[0]
+            for b in DataLoader(DS(), batch_size=2, num_workers=1):
+                assert np.array_equal(b[0].numpy(), y_lin[0].numpy())
+        """,
+    }[how]
+    out = run_cold(_fork_code(body, during == "compile"), timeout=120)
+    assert out.strip().endswith("ok")

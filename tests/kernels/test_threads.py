@@ -365,3 +365,44 @@ def test_a_parallel_kernels_first_compile_starts_embers_threading_layer():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
                          timeout=120)
     assert out.stdout.split() == ["tbb", "tbb"], out.stderr
+
+
+def test_fork_while_other_threads_hold_the_blas_lock_and_the_pool():
+    """A forked child has only the forking thread: a BLAS mode held by another thread (a limited
+    convolution in flight) is dropped there, its saved BLAS counts restored, and the child's
+    parallel loops start a pool of their own (they waited forever for the parent's)."""
+    code = """
+        import os, threading, numpy as np
+        import ember
+        from ember.kernels import threadpool, threads
+        ember.set_num_threads(2)
+        assert threadpool.run_chunks(lambda lo, hi: hi - lo, 8, 4, 2) == [2, 2, 2, 2]
+        held, release = threading.Event(), threading.Event()
+        def hold():
+            with threads.blas_mode(threads.LIMITED):
+                held.set()
+                release.wait()
+        t = threading.Thread(target=hold, daemon=True)
+        t.start()
+        held.wait()
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                with threads.blas_mode(threads.FREE):
+                    a = np.ones((64, 64), np.float32)
+                    assert (a @ a == 64).all()
+                assert threadpool.run_chunks(lambda lo, hi: hi - lo, 8, 4, 2) == [2, 2, 2, 2]
+                counts = {c.get_num_threads() for c in threads.blas_controllers()}
+                assert counts <= {2}, counts
+                code = 0
+            finally:
+                os._exit(code)
+        release.set()
+        assert os.waitpid(pid, 0)[1] == 0
+        print("ok")
+    """
+    import textwrap
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=HARD_TIMEOUT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]

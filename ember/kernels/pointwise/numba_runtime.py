@@ -253,7 +253,8 @@ def _worker():
         key, name, job = _queue.get()
         start = time.perf_counter()
         try:
-            job()
+            with _job_lock:
+                job()
         except Exception as e:   # the caller's NumPy path stays in use
             _failed.append((name, f"{type(e).__name__}: {e}"))
         else:
@@ -268,16 +269,95 @@ def submit(key, name, job):
     """Run ``job()`` (a compile) on the background compile thread unless ``key`` is already
     queued; compiles run one at a time, in order. The thread is a daemon: it never keeps the
     process from exiting (a compile cut short is simply not cached)."""
-    global _queue
+    global _queue, _thread
     with _lock:
         if key in _pending:
             return
         _pending.add(key)
         if _queue is None:
             import queue
+            _register_fork_hooks()
             _queue = queue.Queue()
-            threading.Thread(target=_worker, name="ember-jit", daemon=True).start()
+            _thread = threading.Thread(target=_worker, name="ember-jit", daemon=True)
+            _thread.start()
     _queue.put((key, name, job))
+
+
+# ---------------------------------------------------------------------------------- fork safety
+# A job of the compile thread holds locks a forked child could never take again: Python's import
+# lock of the module it imports (``import numba`` takes 0.2-0.7 s), Numba's compiler lock, LLVM's
+# own mutexes (llvmlite drops the GIL in its calls, so a fork can land inside one). A fork from
+# any other thread therefore waits for the job in flight to end (``_job_lock``) and holds the
+# thread before its next job; the child starts without it: no queue, nothing pending, so an op
+# whose kernel is not built queues it again in the child (a new compile thread there) and runs
+# its NumPy path meanwhile, and the parent's thread goes on with its queue. See docs/process.md.
+_job_lock = threading.Lock()
+_thread = None
+_fork_held = []      # the locks ``_before_fork`` took, released after the fork
+_hooks_registered = False
+
+
+def _before_fork():
+    if _thread is None or threading.current_thread() is _thread:
+        return
+    _job_lock.acquire()
+    _lock.acquire()
+    _fork_held.extend((_lock, _job_lock))
+
+
+def _after_fork_in_parent():
+    while _fork_held:
+        _fork_held.pop(0).release()
+
+
+def _after_fork_in_child():
+    global _queue, _thread, _lock, _job_lock
+    _fork_held.clear()
+    _lock, _job_lock = threading.Lock(), threading.Lock()
+    _queue = _thread = None
+    _pending.clear()
+
+
+def _register_fork_hooks():
+    """Register the fork hooks (once per process, before the thread starts). Registered last,
+    ``_before_fork`` runs first: the "before" hooks of modules imported earlier, ``logging``'s
+    lock among them, would otherwise be held while it waits for a job that needs them. Numba
+    imports two modules that register hooks, ``logging`` and ``random``: they are imported
+    first, so that neither registers while a fork waits (its "before" would be skipped)."""
+    global _hooks_registered
+    if _hooks_registered or not hasattr(os, "register_at_fork"):
+        return
+    import logging  # noqa: F401
+    import random  # noqa: F401
+    os.register_at_fork(before=_before_fork, after_in_parent=_after_fork_in_parent,
+                        after_in_child=_after_fork_in_child)
+    _hooks_registered = True
+
+
+# ------------------------------------------------------------------------------ stable tiers
+# The same call gives the same bits every time in a process. Where an op's compiled kernel and
+# its fallback differ in the last bits (a BLAS GEMM against a Numba loop, sums in another order),
+# the op asks ``tier`` which one a call runs: the choice of its key's first call in the process
+# is kept, so a call that ran its fallback while the kernel compiled keeps running it, and keys
+# first seen once the kernel is ready run compiled. Fallbacks that give the kernel's bits
+# (max pooling, the col2im adds, relu/tanh/sigmoid backward) switch freely.
+_tiers = {}
+
+
+def tier(key, choose):
+    """The tier call ``key`` (a hashable naming the op, its shapes, dtypes and arguments) runs
+    on: ``choose()`` on the key's first call in this process, that same value on every later
+    one."""
+    t = _tiers.get(key)
+    if t is None:
+        t = _tiers.setdefault(key, choose())
+    return t
+
+
+def forget_tiers():
+    """Forget the tiers ``tier`` kept: each key chooses again on its next call, which may then
+    give other bits than before (tests that swap a kernel's readiness use it)."""
+    _tiers.clear()
 
 
 def pending(key):
