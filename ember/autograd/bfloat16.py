@@ -1,8 +1,10 @@
 """bfloat16 tensors (``ember.bfloat16``) compute as torch's CPU kernels compute them: an op
 reads its bfloat16 inputs as float32 and rounds its floating results back to bfloat16 when
-every floating input with dimensions was bfloat16 (a float32/float64 tensor input makes the
-result that dtype, torch's promotion). Ops that only move values (views, cat, stack, clone,
-copy_, to, indexing, ...) run on the bfloat16 memory itself, so views stay views.
+torch's promotion gives bfloat16: every floating input with dimensions was bfloat16 (a
+float32/float64 tensor input makes the result that dtype), and, where every bfloat16 input is
+0-d, no other floating input is (0-d bfloat16 * 0-d float32 is float32). Ops that only move
+values (views, cat, stack, clone, copy_, to, indexing, ...) run on the bfloat16 memory itself,
+so views stay views.
 
 The rule is on once ``ember.bfloat16`` has been made (``ember._dtype.BFLOAT16``): programs that
 never use bfloat16 pay one list read per op."""
@@ -22,6 +24,7 @@ NATIVE = frozenset((
     "ones_like", "empty_like", "full_like", "split", "chunk", "unbind", "tensor_split",
     "movedim", "swapaxes", "scatter", "select_scatter", "slice_scatter", "diagonal_scatter",
     "as_strided_scatter", "broadcast_to", "expand_as", "fill_", "zero_",
+    "nextafter",   # the next bfloat16, not the next float32 rounded back
 ))
 
 
@@ -30,29 +33,34 @@ def upcast(op, arrays):
     float32 results go back to bfloat16; ``arrays`` unchanged for native ops."""
     if op.view or op.name in NATIVE:
         return arrays, False
-    out, seen, other = _read(arrays, BFLOAT16[0])
-    if not seen:
+    out, seen = _read(arrays, BFLOAT16[0])
+    if not seen[0]:
         return arrays, False
-    return out, not other
+    # torch's result is bfloat16 unless another floating dtype outranks it: one with
+    # dimensions, or a 0-d one when every bfloat16 input is 0-d too (bf16 0-d * f32 0-d is f32)
+    return out, not (seen[3] or (seen[2] and not seen[1]))
 
 
-def _read(items, bf16):
-    """``(items with bfloat16 arrays as float32, any bfloat16 seen, any other floating array
-    with dimensions seen)``, through a ``Tensor[]`` slot's list too."""
-    seen = other = False
+def _read(items, bf16, seen=None):
+    """``(items with bfloat16 arrays as float32, seen)``, through a ``Tensor[]`` slot's list
+    too; ``seen``: [any bfloat16, a bfloat16 with dimensions, another floating array without,
+    another floating array with]."""
+    seen = [False] * 4 if seen is None else seen
     out = []
     for a in items:
         if a.__class__ is _NDARRAY:
             dt = a.dtype
             if dt == bf16:
-                a, seen = a.astype(_F32), True
-            elif dt.kind == "f" and a.ndim:
-                other = True
+                seen[0] = True
+                if a.ndim:
+                    seen[1] = True
+                a = a.astype(_F32)
+            elif dt.kind == "f":
+                seen[3 if a.ndim else 2] = True
         elif a.__class__ in (list, tuple):
-            a, s, o = _read(a, bf16)
-            seen, other = seen or s, other or o
+            a, _ = _read(a, bf16, seen)
         out.append(a)
-    return out, seen, other
+    return out, seen
 
 
 def round_back(out):

@@ -6,6 +6,7 @@ import numpy as np
 
 import ember.autograd._generated as G
 from ember.errors import EmberValueError
+from ember.kernels.dtypes import float_operands
 
 
 def mvlgamma(input, p):
@@ -23,15 +24,22 @@ def mvlgamma(input, p):
 
 
 def ldexp(input, other):
-    """``input * 2**other``."""
-    return G.mul(input, G.exp2(other))
+    """``input * 2**other``, of torch's result type of the two (the default float for
+    integers): float16 * 2**int64 is float16, computed in float32."""
+    out = float_operands(getattr(input, "_data", input), getattr(other, "_data", other))[2]
+    r = G.mul(input, G.exp2(other))
+    return r if r._data.dtype == out else G.to(r, out)
 
 
 def float_power(input, exponent):
-    """``pow`` computed in float64."""
-    def f64(x):
-        return G.to(x, np.dtype(np.float64)) if hasattr(x, "_data") else float(x)
-    return G.pow(f64(input), f64(exponent))
+    """``pow`` computed in float64, or complex128 when either operand is complex (as torch)."""
+    cx = any(x._data.dtype.kind == "c" if hasattr(x, "_data") else isinstance(x, complex)
+             for x in (input, exponent))
+    dt, py = (np.dtype(np.complex128), complex) if cx else (np.dtype(np.float64), float)
+
+    def wide(x):
+        return G.to(x, dt) if hasattr(x, "_data") else py(x)
+    return G.pow(wide(input), wide(exponent))
 
 
 def fix(input):

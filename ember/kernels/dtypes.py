@@ -94,6 +94,17 @@ def promote(a, b):
     return a, b
 
 
+def float_operands(a, b):
+    """Two operands of a floating-only binary op (atan2, xlogy, ...) as arrays of their compute
+    type, and the result dtype: torch's result type, the default float when that is integral;
+    float16 computes in float32."""
+    out = result_type(a, b)
+    if out.kind not in "fcV":   # "V": bfloat16
+        out = default_float()
+    work = np.dtype(np.float32) if out.kind == "V" or out == np.float16 else out
+    return np.asarray(a, dtype=work), np.asarray(b, dtype=work), out
+
+
 def to_float(a):
     """Integer and bool arrays become the default float dtype; floats pass through."""
     if a.__class__ is not np.ndarray:

@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
-from ember.kernels.dtypes import promote, to_float
+from ember.kernels.dtypes import float_operands, promote, to_float
 from ember.kernels.errors import KernelError
 
 
@@ -26,8 +26,10 @@ def add(a, b, alpha=1):
 
 def sub(a, b, alpha=1):
     a, b = promote(a, b)
-    if _arr(a).dtype == np.bool_:
-        raise KernelError("subtraction with two bool tensors is not supported; use logical_xor")
+    if _is_bool(a) or _is_bool(b):
+        both = "two bool tensors" if _is_bool(a) and _is_bool(b) else "a bool tensor"
+        raise KernelError(f"Subtraction, the `-` operator, with {both} is not supported; use "
+                          "logical_xor / logical_not")
     if alpha != 1:
         b = b * alpha
     return np.subtract(a, b)
@@ -49,21 +51,35 @@ def div(a, b, rounding_mode=None):
     if rounding_mode == "trunc":
         if _arr(a).dtype.kind in "fc":
             return np.trunc(np.true_divide(a, b))
-        if np.any(_arr(b) == 0):
-            raise KernelError("ZeroDivisionError: integer division by zero")
+        check_integer_divisor("division", a, b)
         q = np.floor_divide(a, b)
         r = np.remainder(a, b)
         return np.where((r != 0) & ((_arr(a) < 0) != (_arr(b) < 0)), q + 1, q)
     if rounding_mode == "floor":
-        if _arr(a).dtype.kind not in "fc" and np.any(_arr(b) == 0):
-            raise KernelError("ZeroDivisionError: integer division by zero")
-        return np.floor_divide(a, b)
+        check_integer_divisor("division", a, b)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return np.floor_divide(a, b)
     raise KernelError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
 def remainder(a, b):
+def _is_bool(x):
+    return x.__class__ is bool or x.__class__ is _nd and x.dtype == np.bool_
+
+
+def check_integer_divisor(name, a, b):
+    """Refuse a bool computation, and an integer one by zero, as torch ("ZeroDivisionError")."""
+    kind = _arr(a).dtype.kind
+    if kind == "b":
+        raise KernelError(f"{name} is not implemented for bool")
+    if kind in "iu" and np.any(_arr(b) == 0):
+        raise KernelError(f"ZeroDivisionError: integer {name} by zero")
+
+
     a, b = promote(a, b)
-    return np.remainder(a, b)
+    check_integer_divisor("remainder", a, b)
+    with np.errstate(divide="ignore", invalid="ignore"):   # x % 0.0 is nan, as torch
+        return np.remainder(a, b)
 
 
 def neg(a):
@@ -75,6 +91,8 @@ def neg(a):
 def pow(a, exponent):
     a, e = promote(a, exponent)
     if _arr(a).dtype.kind in "iu" and _arr(e).dtype.kind in "iu" and np.any(_arr(e) < 0):
+    if _arr(a).dtype == np.bool_:
+        raise KernelError("pow is not implemented for bool")
         if e.__class__ is not np.ndarray:
             raise KernelError("integers to negative integer powers are not allowed")
         # as torch: 1 and -1 keep their magnitude, every other base gives 0
@@ -402,8 +420,8 @@ def lerp(start, end, weight):
 
 
 def atan2(a, b):
-    a, b = promote(to_float(a), to_float(b))
-    return np.arctan2(a, b)
+    a, b, out = float_operands(a, b)
+    return np.arctan2(a, b).astype(out, copy=False)
 
 
 def bitwise_and(a, b):

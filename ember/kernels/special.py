@@ -9,7 +9,9 @@ import math
 import numpy as np
 
 from ember._optional import message
-from ember.kernels.dtypes import default_float, promote, result_type, to_float
+from ember.kernels.dtypes import float_operands as _floats
+from ember.kernels.dtypes import promote, result_type, to_float
+from ember.kernels.elementwise import check_integer_divisor
 from ember.kernels.errors import KernelError
 
 _scipy = None
@@ -53,16 +55,6 @@ def _unary(compute):
     return kernel
 
 
-def _floats(a, b):
-    """Two operands at their torch result type (the default float for integers), computed in
-    float32 for float16; and the result dtype."""
-    out = result_type(a, b)
-    if out.kind not in "fc":
-        out = default_float()
-    work = np.dtype(np.float32) if out == np.float16 else out
-    return np.asarray(a, dtype=work), np.asarray(b, dtype=work), out
-
-
 def _binary(compute):
     def kernel(a, b):
         a, b, out = _floats(a, b)
@@ -72,10 +64,12 @@ def _binary(compute):
 
 
 def _require_float(*xs):
-    for x in xs:
-        dt = np.asarray(x).dtype if not isinstance(x, (int, float)) else None
-        if dt is not None and dt.kind not in "fc":
-            raise KernelError(f"not implemented for {dt} tensors (floating point only)")
+    """Refuse operands whose common dtype (torch's promotion) is not floating, as torch's
+    floating-only kernels do: hypot(float16, int64) computes in float16, hypot(int32, int64)
+    is refused."""
+    dt = result_type(*xs)
+    if dt.kind not in "fcV":   # "V": bfloat16, for the ops that run on it natively
+        raise KernelError(f"not implemented for {dt} tensors (floating point only)")
 
 
 def _scipy_unary(name):
@@ -193,14 +187,13 @@ logaddexp2 = _float_binary(np.logaddexp2)
 def nextafter(a, b):
     _require_float(a, b)
     a, b = promote(a, b)
-    return np.asarray(np.nextafter(a, b), dtype=np.result_type(a, b))
+    return np.asarray(np.nextafter(a, b))
 
 
 def fmod(a, b):
     a, b = promote(a, b)
     if np.asarray(a).dtype.kind in "iub":
-        if np.any(np.asarray(b) == 0):
-            raise KernelError("ZeroDivisionError: integer fmod by zero")
+        check_integer_divisor("fmod", a, b)
         return np.asarray(np.fmod(a, b))
     with np.errstate(divide="ignore", invalid="ignore"):
         return np.asarray(np.fmod(a, b))
