@@ -7,6 +7,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.autograd import dispatch as _dispatch_mod
+from ember.autograd import views as _views
 from ember.autograd.state import STATE
 from ember.errors import (EmberError, EmberIndexError, EmberRuntimeError, EmberTypeError,
                           ember_class, named)
@@ -120,9 +121,10 @@ class Tensor:
 
     # Hot attributes live in slots; rarely set ones default at class level and land in the
     # (lazily created) instance dict only when set, so making a Tensor sets three slots.
-    __slots__ = ("_data", "_requires_grad", "grad_fn", "_vc", "__weakref__", "__dict__")
+    __slots__ = ("_data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
     grad = None
     _base = None
+    _view = None   # autograd view info (ember.autograd.views.ViewInfo) of a differentiable view
     _output_nr = 0
     _acc = None
     _hooks = None
@@ -141,7 +143,7 @@ class Tensor:
         t = _new(cls)
         t._data = arr
         t._requires_grad = False
-        t.grad_fn = None
+        t._grad_fn = None
         return t
 
     # ---- version counter -------------------------------------------------------------------
@@ -245,8 +247,21 @@ class Tensor:
 
     # ---- autograd state ---------------------------------------------------------------------
     @property
+    def grad_fn(self):
+        """The backward node that made this tensor (None for a leaf). A view's is regenerated
+        from its base's current history when its version changed since it was computed."""
+        info = self._view
+        if info is None or info.version == self._vc.v:
+            return self._grad_fn
+        return _views.refresh(self, info)
+
+    @grad_fn.setter
+    def grad_fn(self, node):
+        self._grad_fn = node
+
+    @property
     def requires_grad(self):
-        return self._requires_grad
+        return self._requires_grad or (self._view is not None and _views.inherits_grad(self))
 
     @requires_grad.setter
     def requires_grad(self, value):
@@ -260,7 +275,7 @@ class Tensor:
         if not isinstance(requires_grad, (builtins.bool, builtins.int, np.bool_)):
             raise EmberTypeError(f"requires_grad_(): argument 'requires_grad' must be bool, not "
                                  f"{type(requires_grad).__name__}")
-        if self.grad_fn is not None:
+        if self._grad_fn is not None:
             if not requires_grad:
                 raise EmberRuntimeError(
                     "requires_grad_: you can only change requires_grad flags of leaf variables. "
@@ -277,13 +292,13 @@ class Tensor:
 
     @property
     def is_leaf(self):
-        return self.grad_fn is None
+        return self._grad_fn is None
 
     @property
     def data(self):
-        t = Tensor._make(self._data)
-        t._vc = self._get_vc()
-        return t
+        """This tensor's memory as a new leaf outside autograd, with a version counter of its
+        own (as torch's: in-place changes through it are not tracked)."""
+        return Tensor._make(self._data)
 
     @data.setter
     def data(self, value):
@@ -300,8 +315,11 @@ class Tensor:
         return t
 
     def detach_(self):
-        """Detach this tensor from the graph in place."""
-        self.grad_fn = None
+        """Detach this tensor from the graph in place. Raises EmberRuntimeError on a view."""
+        if self._view is not None:
+            raise EmberRuntimeError("detach_: Can't detach views in-place. Use detach() "
+                                    "instead.")
+        self._grad_fn = None
         self._requires_grad = False
         return self
 
@@ -620,7 +638,7 @@ def _index_error(err, t):
 def _init(t, arr):
     t._data = arr
     t._requires_grad = False
-    t.grad_fn = None
+    t._grad_fn = None
 
 
 # how tensors print (ember.set_printoptions; torch's defaults)
@@ -661,8 +679,12 @@ def _format(t):
     if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_, _dtype.complex64) or (
             a.size == 0 and dt is not _dtype.float32):
         suffix.append(f"dtype=ember.{dt.name}")
-    if t.grad_fn is not None:
-        suffix.append(f"grad_fn=<{t.grad_fn.name()}>")
+    try:
+        fn = t.grad_fn
+    except EmberError:   # a stale view torch refuses to regenerate still prints
+        fn = t._grad_fn
+    if fn is not None:
+        suffix.append(f"grad_fn=<{fn.name()}>")
     elif t._requires_grad:
         suffix.append("requires_grad=True")
     extra = "".join(", " + s for s in suffix)

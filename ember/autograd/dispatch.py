@@ -15,6 +15,7 @@ import numpy as np
 from ember._dtype import BFLOAT16 as _BFLOAT16
 from ember.autograd import bfloat16 as _bf16
 from ember.autograd import complex_support as _complex
+from ember.autograd import views as _views
 from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
 from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, EmberTypeError,
@@ -28,6 +29,9 @@ _new = object.__new__
 _SCALARS = frozenset((float, int, bool, complex))
 _C64, _C128 = np.dtype(np.complex64), np.dtype(np.complex128)
 _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
+# set once a base that did not require grad got history through an in-place op on a view: its
+# other views may then require grad through it, which dispatch checks from then on
+_views_gained_grad = False
 # what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
 # Numba's included); these, ember's own bugs, pass through unchanged
 _BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, SystemError,
@@ -157,7 +161,7 @@ def _check_slot(op, i, value):
 
 
 def _edge(t):
-    fn = t.grad_fn
+    fn = t.grad_fn   # a view's regenerated one
     if fn is not None:
         return (fn, t._output_nr)
     return (grad_accumulator(t), 0)
@@ -186,6 +190,8 @@ def dispatch(op, tensors, consts):
                 need_grad = True
         except AttributeError:
             arrays.append(_check_slot(op, len(arrays), t))
+    if not need_grad and _views_gained_grad and STATE.grad_enabled:
+        need_grad = _views.refresh_inputs(tensors)
     back = False
     if _BFLOAT16[0] is not None:
         arrays, back = _bf16.upcast(op, arrays)
@@ -207,9 +213,9 @@ def dispatch(op, tensors, consts):
         if dt is _C64 or dt is _C128:
             _complex.check_result(op, res._data)
     res._requires_grad = False
-    res.grad_fn = None
+    res._grad_fn = None
     if op.view:
-        _link_view(tensors[0], (res,))
+        _views.link_view(op, tensors[0], consts, (res,), False)
     if need_grad and op.backward is not None and STATE.grad_enabled:
         _link(op, tensors, consts, (res,))
     tracer = STATE.tracer
@@ -225,23 +231,13 @@ def _finish_multi(op, tensors, consts, out, need_grad):
             if o._data.dtype.kind == "c":
                 _complex.check_result(op, o._data)
     if op.view:
-        _link_view(tensors[0], outs)
+        _views.link_view(op, tensors[0], consts, outs, True)
     if need_grad and op.backward is not None and STATE.grad_enabled:
         _link(op, tensors, consts, outs)
     tracer = STATE.tracer
     if tracer is not None:
         tracer.record(op, tensors, consts, outs)
     return list(outs) if op.returns_list else outs
-
-
-def _link_view(src, outs):
-    """Outputs that alias ``src`` share its version counter and base."""
-    vc = src._get_vc()
-    base = src._base if src._base is not None else src
-    for o in outs:
-        if np.may_share_memory(o._data, src._data):
-            o._vc = vc
-            o._base = base
 
 
 def _link(op, tensors, consts, outs):
@@ -252,7 +248,7 @@ def _link(op, tensors, consts, outs):
     for t in tensors:
         try:
             if t._requires_grad:
-                fn = t.grad_fn
+                fn = t._grad_fn if t._view is None else t.grad_fn
                 edges.append((fn, t._output_nr) if fn is not None else (grad_accumulator(t), 0))
                 needs.append(True)
                 if scan:
@@ -275,13 +271,13 @@ def _link(op, tensors, consts, outs):
         o = outs[0]
         kind = o._data.dtype.kind
         if kind == "f" or kind == "V":   # "V": bfloat16, the one such dtype a tensor holds
-            o.grad_fn = node
+            o._grad_fn = node
             o._requires_grad = True
             if cx:
                 _complex.link(op, tensors, outs, node)
         elif kind == "c":
             _complex.link(op, tensors, outs, node)
-            o.grad_fn = node
+            o._grad_fn = node
             o._requires_grad = True
         return
     if cx or any(o._data.dtype.kind == "c" for o in outs):
@@ -294,7 +290,7 @@ def _link(op, tensors, consts, outs):
                       for i, o in enumerate(outs)]
     for i, o in enumerate(outs):
         if (diff[i] if i < len(diff) else diff[-1]) and o._data.dtype.kind in "fcV":
-            o.grad_fn = node
+            o._grad_fn = node
             o._requires_grad = True
             if i:
                 o._output_nr = i
@@ -359,28 +355,76 @@ def _write_through(op, tensors, consts):
     return True
 
 
+def _any_requires_grad(tensors):
+    for t in tensors:
+        if isinstance(t, Tensor) and (t._requires_grad or
+                                      (t._view is not None and t._view.base._requires_grad)):
+            return True
+    return False
+
+
+def _check_inputs(op, self, tensors, consts):
+    """torch's refusal of an input that partially overlaps the written memory (for
+    ``index_put_``: the indexed region, or with advanced indices any of self's memory)."""
+    dst = self._data
+    name = op.name
+    whole = False
+    if name == "index_put":
+        region = _views.basic_region(dst, consts[0])
+        if region is None:
+            whole = True
+        else:
+            dst = region
+    elif name == "masked_fill":   # its value is read once, as a number
+        return
+    for t in tensors:
+        if t is not self and isinstance(t, Tensor):
+            b = t._data
+            if b is not dst and (b.base is not None or dst.base is not None):
+                _views.check_overlap(op, dst, b, whole)
+
+
+def _set_history(self, info, result):
+    """Make ``result``'s history (that of the out-of-place op) ``self``'s after the write; on a
+    view, rebase its base's history (views.rebase)."""
+    if info is None:
+        self._grad_fn = result._grad_fn
+        self._requires_grad = True
+        if result._output_nr or self._output_nr:
+            self._output_nr = result._output_nr
+    elif _views.rebase(self, info, result._grad_fn):
+        global _views_gained_grad
+        _views_gained_grad = True
+
+
 def dispatch_inplace(op, tensors, consts):
     """Run ``op`` out of place, then write the result into ``tensors[0]`` and rebase its history
     (without autograd or a trace, arithmetic writes into self directly: ``_write_through``).
+    On a view, the base's history is rebased (ember.autograd.views).
 
-    Raises EmberRuntimeError for a leaf that requires grad (outside no_grad), for an in-place op on
-    a view whose history would need rewriting, and when the result dtype cannot be cast to self's.
+    Raises EmberRuntimeError for a leaf that requires grad, or a view of one (outside no_grad),
+    for a view made in no_grad mode or as one of several outputs (with autograd on), for an
+    input that partially overlaps self's memory, and when the result dtype cannot be cast to
+    self's.
     """
     self = tensors[0]
-    grad_on = STATE.grad_enabled and any(isinstance(t, Tensor) and t._requires_grad for t in tensors)
+    if len(tensors) > 1:
+        _check_inputs(op, self, tensors, consts)
+    grad_on = STATE.grad_enabled and _any_requires_grad(tensors)
     if not grad_on and STATE.tracer is None and self.__class__ is Tensor:
         if _write_through(op, tensors, consts):
             self._bump()
             return self
+    info = self._view
     if grad_on:
-        if self.grad_fn is None and self._requires_grad:
+        _views.refresh_inputs(tensors)
+        if info is not None:
+            _views.check_inplace(op, self)
+            self.grad_fn  # noqa: B018 - brings the view's history up to date
+        elif self._grad_fn is None and self._requires_grad:
             raise EmberRuntimeError(
                 f"{op.name}_: a leaf Variable that requires grad is being used in an in-place "
                 "operation.")
-        if self._base is not None and (self._base._requires_grad or self._requires_grad):
-            raise EmberRuntimeError(
-                f"{op.name}_: in-place operation on a view of a tensor that requires grad is not "
-                "supported by ember; use the out-of-place op instead.")
         if op.name in _UFUNCS and STATE.tracer is None and self.__class__ is Tensor and \
                 op.backward is not None and not op.backward._saved and \
                 self._data.dtype.kind == "f" and _write_through(op, tensors, consts):
@@ -388,16 +432,14 @@ def dispatch_inplace(op, tensors, consts):
             # result, whose values are now self's: (8, 64, 56, 56) float32 ``out += x`` with
             # grad 1.19 -> 0.46 ms, torch 0.26 (no temporary, no copy back)
             res = _new(Tensor)
-            res._data, res._requires_grad, res.grad_fn = self._data, False, None
+            res._data, res._requires_grad, res._grad_fn = self._data, False, None
             _link(op, tensors, consts, (res,))
             self._bump()
-            self.grad_fn, self._requires_grad = res.grad_fn, True
-            if self._output_nr:
-                self._output_nr = 0
+            _set_history(self, info, res)
             return self
         if op.saves_self:
             old = Tensor._make(self._data.copy())
-            old.grad_fn = self.grad_fn
+            old._grad_fn = self.grad_fn
             old._requires_grad = self._requires_grad
             if self._output_nr:
                 old._output_nr = self._output_nr
@@ -423,14 +465,12 @@ def dispatch_inplace(op, tensors, consts):
         raise EmberRuntimeError(f"{op.name}_: output with shape {list(dst.shape)} doesn't match "
                                 f"the broadcast shape {list(res.shape)}")
     if not dst.flags.writeable:
-        raise EmberRuntimeError(f"{op.name}_: the tensor's memory is read-only")
+        raise EmberRuntimeError(_views.internal_overlap_message(op, dst) or
+                                f"{op.name}_: the tensor's memory is read-only")
     np.copyto(dst, res, casting="unsafe")
     self._bump()
     if grad_on:
-        self.grad_fn = result.grad_fn
-        self._requires_grad = True
-        if result._output_nr or self._output_nr:
-            self._output_nr = result._output_nr
+        _set_history(self, info, result)
     if tracer is not None:
         tracer.record_inplace(self, result)
     return self

@@ -322,9 +322,6 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
             elif not grads or _all_none(grads):
                 results = ()
             else:
-                if node._released:
-                    from ember.autograd.node import _FREED
-                    raise EmberRuntimeError(_FREED)
                 results = _apply(node, grads)
                 if node._post_hooks:
                     for hook in node._post_hooks:

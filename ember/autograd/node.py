@@ -73,9 +73,11 @@ class Node:
         return _RemovableHandle(self._pre_hooks, entry)
 
     def release(self):
-        """Free the saved tensors (after a backward without retain_graph)."""
+        """Free the saved tensors (after a backward without retain_graph): unpacking one then
+        raises, as in torch; a node that saved nothing can run again."""
         for slot in self._saved:
-            setattr(self, slot, _RELEASED)
+            if getattr(self, slot) is not None:
+                setattr(self, slot, _RELEASED)
         self._released = True
 
     def __repr__(self):
@@ -145,7 +147,7 @@ class SavedTensor:
         out = Tensor._make(self.data)
         out._vc = self.vc
         if STATE.grad_enabled:
-            out.grad_fn = node
+            out._grad_fn = node
             out._requires_grad = True
             out._output_nr = self.output_nr
         return out

@@ -24,9 +24,12 @@ def check_range(index, n, name, dim=0, error=KernelError, wrap=False):
 
 def getitem(a, key):
     try:
-        return a[key]
+        r = a[key]
     except IndexError as e:
         raise IndexError(f"index out of range: {e}") from None
+    if r.__class__ is not np.ndarray:   # an all-integer index: NumPy copies out a scalar, torch
+        r = a[(key if isinstance(key, tuple) else (key,)) + (Ellipsis,)]   # gives a 0-d view
+    return r
 
 
 def getitem_backward(grad, shape, key):
