@@ -126,16 +126,18 @@ def as_tensor(data, dtype=None, device=None):
         return data if dtype is None or data.dtype == dtype else data.to(dtype)
     if isinstance(data, np.ndarray) and (dtype is None or data.dtype == _dtype.to_numpy_dtype(dtype)):
         _dtype.from_numpy_dtype(data.dtype)
-        return Tensor._make(data)
+        return Tensor._make(np.asarray(data))   # a subclass's (memmap, matrix) memory as ndarray
     return tensor(data, dtype=dtype)
 
 
 def from_numpy(arr):
-    """A tensor sharing memory with ``arr`` (zero-copy). TypeError for unsupported dtypes."""
+    """A tensor sharing memory with ``arr`` (zero-copy; an ndarray subclass such as np.memmap
+    is held as a plain ndarray view of the same memory, so it promotes as a tensor). TypeError
+    for unsupported dtypes."""
     if not isinstance(arr, np.ndarray):
         raise EmberTypeError(f"from_numpy expects an np.ndarray, got {type(arr).__name__}")
     _dtype.from_numpy_dtype(arr.dtype)
-    return Tensor._make(arr)
+    return Tensor._make(np.asarray(arr))
 
 
 def from_dlpack(ext):

@@ -270,8 +270,8 @@ def default_collate(batch):
     elem = batch[0]
     if isinstance(elem, Tensor):
         return Tensor._make(np.stack([b._data for b in batch]))
-    if isinstance(elem, np.ndarray):
-        return Tensor._make(np.stack(batch))
+    if isinstance(elem, np.ndarray):   # subclasses (memmap, matrix) as plain ndarrays
+        return Tensor._make(np.stack([np.asarray(b) for b in batch]))
     if isinstance(elem, (bool, np.bool_)):
         return Tensor._make(np.array(batch, np.bool_))
     if isinstance(elem, numbers.Integral):
