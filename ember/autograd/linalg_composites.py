@@ -175,6 +175,16 @@ def matrix_power(input, n):
 
 
 def linalg_vecdot(x, y, dim=-1):
+    """sum(conj(x) * y) over ``dim`` (torch.linalg.vecdot). Raises EmberRuntimeError for a
+    tensor that is not floating point or complex, or for x and y of different dtypes."""
+    if not (x.dtype.is_floating_point or x.dtype.is_complex):
+        raise EmberRuntimeError(f"linalg.vecdot: expected a floating point or complex tensor as "
+                                f"input, got {x.dtype.name}")
+    if x.dtype != y.dtype:
+        raise EmberRuntimeError(f"linalg.vecdot: expected x and y to have the same dtype, got "
+                                f"x of type {x.dtype.name} and y of type {y.dtype.name}")
+    if x.dtype.is_complex:
+        x = G.conj(x)
     return G.sum(G.mul(x, y), (dim,))
 
 

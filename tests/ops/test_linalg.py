@@ -455,3 +455,25 @@ def test_svd_driver_is_cuda_only_as_in_torch():
     assert L.svdvals(a, driver=None).shape == (2,)
     with pytest.raises(EmberError, match="svd.*driver"):
         L.svd(a, driver="gesvd")
+
+
+def test_vecdot_conjugates_x_and_checks_dtypes_like_torch():
+    """linalg.vecdot is sum(conj(x) * y) (it multiplied without conjugating); integer inputs and
+    mixed dtypes raise as in torch (found by tests/differential)."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    y = rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))
+    ex, ey = (ember.from_numpy(a.copy()).requires_grad_(True) for a in (x, y))
+    tx, ty = (torch.from_numpy(a.copy()).requires_grad_(True) for a in (x, y))
+    out, want = L.vecdot(ex, ey), torch.linalg.vecdot(tx, ty)
+    np.testing.assert_allclose(out._data, want.detach().numpy(), rtol=1e-12)
+    grads = ember.autograd.grad(out.abs().sum(), [ex, ey])
+    tgrads = torch.autograd.grad(want.abs().sum(), [tx, ty])
+    for g, tg in zip(grads, tgrads):
+        np.testing.assert_allclose(g._data, tg.resolve_conj().numpy(), rtol=1e-10)
+    assert gradcheck(lambda a, b: L.vecdot(a, b, dim=0), [_t(x.real, True), _t(y.real, True)])
+    with pytest.raises(RuntimeError, match="linalg.vecdot: expected a floating point"):
+        L.vecdot(ember.ones(3, dtype=ember.int64), ember.ones(3, dtype=ember.int64))
+    with pytest.raises(RuntimeError, match="same dtype"):
+        L.vecdot(ember.ones(3), ember.ones(3, dtype=ember.float64))
