@@ -29,12 +29,13 @@ def to_text(model_or_path, with_summary=True):
     return _to_text(model_or_path, with_summary=with_summary)
 
 
-def load_model(model):
+def load_model(model, base_dir=None):
     """Read an ONNX model (path, bytes, file object or ``onnx.ModelProto``) as an
-    ``ember.nn.Module`` (see ``ember.onnx.importer.load_model``)."""
+    ``ember.nn.Module``, external data only from ``base_dir`` (default: the model file's folder;
+    see ``ember.onnx.importer.load_model``)."""
     require("onnx", feature="ember.onnx.load_model", extra="onnx")
     from ember.onnx.importer import load_model as _load_model
-    return _load_model(model)
+    return _load_model(model, base_dir)
 
 
 def register_custom_op_symbolic(op_name, fn, opset_version=MIN_OPSET):

@@ -140,15 +140,10 @@ def _describe_input(name, vi):
 
 
 def _read_proto(path):
-    """The ModelProto (external data read); an unreadable file raises ember's OnnxImportError
-    naming it (load_model's checks)."""
-    import onnx
-    try:
-        return onnx.load(path)
-    except Exception:   # noqa: BLE001 - truncated/corrupt: let the importer say what it is
-        from ember.onnx.importer import load_model
-        load_model(path)   # raises a clear OnnxImportError
-        raise
+    """The ModelProto, external data read from the model's folder only; an unreadable file
+    raises ember's OnnxImportError naming it (``importer.load.read_model``)."""
+    from ember.onnx.importer.load import read_model
+    return read_model(path)
 
 
 def _load_array(path, what):

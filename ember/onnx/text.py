@@ -9,17 +9,18 @@ __all__ = ["to_text", "summary", "load_model"]
 
 
 def load_model(model_or_path):
-    """A ModelProto from a ModelProto, a path, bytes or a binary file object."""
+    """A ModelProto from a ModelProto, a path, bytes or a binary file object (a file's external
+    data read from its folder only, ``importer.load.read_model``)."""
     onnx = require("onnx", feature="ember.onnx.to_text", extra="onnx")
+    from ember.errors import EmberTypeError
     if isinstance(model_or_path, onnx.ModelProto):
         return model_or_path
-    if isinstance(model_or_path, (str, os.PathLike)):
-        return onnx.load(os.fspath(model_or_path))
-    if isinstance(model_or_path, (bytes, bytearray)):
+    if isinstance(model_or_path, (bytes, bytearray)):   # external data stays unread
         return onnx.load_from_string(bytes(model_or_path))
-    if hasattr(model_or_path, "read"):
-        return onnx.load(model_or_path)
-    raise TypeError(f"expected an onnx.ModelProto, a path, bytes or a file, got "
+    if isinstance(model_or_path, (str, os.PathLike)) or hasattr(model_or_path, "read"):
+        from ember.onnx.importer.load import read_model
+        return read_model(model_or_path)
+    raise EmberTypeError(f"expected an onnx.ModelProto, a path, bytes or a file, got "
                     f"{type(model_or_path).__name__}")
 
 

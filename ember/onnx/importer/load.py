@@ -12,6 +12,7 @@ from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.onnx.importer.errors import OnnxImportError, UnsupportedOnnxError
 from ember.onnx.importer.registry import lookup, versions
 from ember.onnx.importer import storage_types as st
+from ember.onnx.importer.tensor_data import model_dir, read_external_data, tensor_array
 
 __all__ = ["load_model", "OnnxModule", "MIN_IMPORT_OPSET"]
 
@@ -63,14 +64,13 @@ def dtype_name(elem_type):
         return str(elem_type)
 
 
-def _attr_value(a):
+def _attr_value(a, what="attribute"):
     import onnx
-    from onnx import numpy_helper
+    if a.type == onnx.AttributeProto.TENSOR:
+        return tensor_array(a.t, f"tensor '{a.t.name}' in {what}")
     v = onnx.helper.get_attribute_value(a)
     if isinstance(v, bytes):
         return v.decode()
-    if isinstance(v, onnx.TensorProto):
-        return numpy_helper.to_array(v)
     if isinstance(v, list) and v and isinstance(v[0], bytes):
         return [s.decode() for s in v]
     return v
@@ -194,7 +194,11 @@ def _subgraphs(nodes):
 
 
 def _execute(nodes, env):
-    from ember.errors import EmberError
+    """Run ``nodes`` over ``env``. An error names the node: an ember error gets the node in
+    front, any other exception an importer's NumPy code raises on the model's values
+    (ValueError, ZeroDivisionError, MemoryError...) becomes the matching ember error class;
+    ember's own bugs (AssertionError, NameError...) pass through unchanged."""
+    from ember.errors import _BUGS, EmberError, ember_class
     for n in nodes:
         args = [env[i] if i else None for i in n.inputs]
         if n.has_graph:
@@ -210,6 +214,13 @@ def _execute(nodes, env):
             except Exception:   # an error class with its own constructor: keep it as it is
                 raise e from None
             raise new from e
+        except _BUGS:
+            raise
+        except Exception as e:   # noqa: BLE001 - converted to ember's error naming the node
+            cls = EmberRuntimeError if isinstance(e, (MemoryError, ArithmeticError)) and \
+                not isinstance(e, OverflowError) else ember_class(e)
+            raise cls(f"onnx model: node '{n.name}' ({n.op}): {type(e).__name__}: "
+                      f"{e}") from e
         finally:
             if n.has_graph:
                 n.attrs.pop("_env", None)
@@ -243,16 +254,16 @@ def _narrow(v, et, n, k):
 def _initializer(t, problems):
     """An initializer as an array ember can hold (simulated types widened), or None (problem
     recorded)."""
-    from onnx import numpy_helper
+    what = f"initializer '{t.name}'"
     if t.data_type == _STRING:   # NumPy object array of str (the string ops only)
         return np.array([s.decode() if isinstance(s, bytes) else str(s)
-                         for s in numpy_helper.to_array(t).reshape(-1)],
+                         for s in tensor_array(t, what).reshape(-1)],
                         dtype=object).reshape(tuple(t.dims))
     if not st.storable(t.data_type):
         problems.append(("<initializer>", None, t.name, None,
                          f"dtype {dtype_name(t.data_type)} has no ember dtype"))
         return None
-    arr = numpy_helper.to_array(t)
+    arr = tensor_array(t, what)
     if st.simulated(t.data_type):
         return st.widen(arr, t.data_type, f"onnx model: initializer '{t.name}'").numpy()
     return np.array(arr)
@@ -315,7 +326,8 @@ def _check_nodes(graph_nodes, opsets, problems, defined, types):
                                                       types)
                     has_graph = True
                 else:
-                    attrs[a.name] = _attr_value(a)
+                    attrs[a.name] = _attr_value(
+                        a, f"attribute '{a.name}' of node '{name}' ({n.op_type})")
             except OnnxImportError:
                 raise
             except Exception as e:
@@ -432,10 +444,6 @@ class OnnxModule(nn.Module):
         self._init_keys = {}
         self._string_consts = {}
         for t in g.initializer:
-            if t.data_location == 1:   # EXTERNAL
-                raise OnnxImportError(f"onnx.load_model: initializer '{t.name}' is stored in an "
-                                      f"external file; load the model with onnx.load(path) "
-                                      f"(which reads external data) and pass the ModelProto")
             bad = []
             arr = _initializer(t, bad)
             if bad:
@@ -610,12 +618,26 @@ class OnnxModule(nn.Module):
         return x
 
 
-def load_model(model):
+def read_model(model, base_dir=None):
+    """The ``onnx.ModelProto`` of ``model`` (a path, bytes, a binary file object or a
+    ModelProto, which is not changed) with its external data read from ``base_dir``, by default
+    the model file's folder (``tensor_data.read_external_data``: never outside that folder, and
+    not at all for bytes, nameless file objects or ModelProtos without ``base_dir``). Raises
+    OnnxImportError naming the file or the tensor."""
+    proto, where = _read(model)
+    if base_dir is None:
+        base_dir = model_dir(model)
+    given = {"<ModelProto>": "a ModelProto", "<bytes>": "bytes"}.get(where, "a file object")
+    return read_external_data(proto, base_dir, given)
+
+
+def load_model(model, base_dir=None):
     """Read an ONNX model (a path, bytes, a binary file object or an ``onnx.ModelProto``) as an
-    ``ember.nn.Module``. Every node is resolved in the importer registry and checked when the
-    model is loaded: an unsupported op, opset or attribute raises ``UnsupportedOnnxError`` naming
-    the op, its opset, the node and the attribute."""
-    proto, _ = _read(model)
+    ``ember.nn.Module``; external data is read from ``base_dir``, by default the model file's
+    folder, never outside it (see ``read_model``). Every node is resolved in the importer
+    registry and checked when the model is loaded: an unsupported op, opset or attribute raises
+    ``UnsupportedOnnxError`` naming the op, its opset, the node and the attribute."""
+    proto = read_model(model, base_dir)
     proto = _convert_old(proto)
     try:
         return OnnxModule(proto)

@@ -3,7 +3,7 @@ import numpy as np
 
 import ember
 import ember.nn.functional as F
-from ember.onnx.importer._util import onnx_np_dtype, scalar
+from ember.onnx.importer._util import alloc_shape, onnx_np_dtype, scalar
 from ember.onnx.importer import storage_types as st
 from ember.onnx.importer.load import _EMBER_NP
 from ember.onnx.importer.registry import importer
@@ -314,6 +314,7 @@ def _window(kind):
     def run(a, size):
         from ember.onnx.importer._util import onnx_np_dtype
         n = int(scalar(size))
+        alloc_shape((n,), np.float64, "output")
         denom = n if a["periodic"] else n - 1
         k = np.arange(n, dtype=np.float64)
         w = 2 * np.pi * k / max(denom, 1)

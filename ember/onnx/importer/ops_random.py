@@ -8,6 +8,7 @@ import numpy as np
 
 import ember
 from ember.onnx.importer import storage_types as st
+from ember.onnx.importer._util import alloc_shape
 from ember.onnx.importer.registry import importer
 
 
@@ -27,12 +28,14 @@ def _check_dtype(a, n):
 
 
 def _uniform(a, shape):
+    shape = alloc_shape(shape, np.float64, "output")
     if a.get("seed") is not None:
         return ember.tensor(np.random.default_rng(int(a["seed"])).random(shape))
     return ember.rand(*shape, dtype=ember.float64)
 
 
 def _normal(a, shape):
+    shape = alloc_shape(shape, np.float64, "output")
     if a.get("seed") is not None:
         return ember.tensor(np.random.default_rng(int(a["seed"])).standard_normal(shape))
     return ember.randn(*shape, dtype=ember.float64)

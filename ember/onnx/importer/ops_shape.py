@@ -5,7 +5,7 @@ import numpy as np
 import ember
 import ember.nn.functional as F
 from ember.errors import EmberRuntimeError
-from ember.onnx.importer._util import const, ints, norm_axis, scalar
+from ember.onnx.importer._util import alloc_shape, const, ints, norm_axis, scalar
 from ember.onnx.importer.registry import importer
 
 
@@ -158,7 +158,11 @@ def constant(a, *unused):
 @importer("ConstantOfShape", since=9, attrs={"value": None})
 def constant_of_shape(a, shape):
     v = np.zeros(1, np.float32) if a["value"] is None else np.asarray(a["value"]).reshape(-1)
-    return const(np.full(ints(shape), v[0], dtype=v.dtype))
+    if v.size != 1:
+        raise EmberRuntimeError(f"attribute 'value' must hold one element, it "
+                                f"holds {v.size}")
+    return const(np.full(alloc_shape(ints(shape), v.dtype, "output"), v[0],
+                         dtype=v.dtype))
 
 
 @importer("Expand", since=8)
@@ -294,7 +298,17 @@ def tile(a, x, repeats):
 @importer("Range", since=11)
 def range_(a, start, limit, delta):
     s, l, d = scalar(start), scalar(limit), scalar(delta)
-    n = max(int(np.ceil((l - s) / d)), 0)
+    if d == 0:
+        raise EmberRuntimeError(f"delta must be nonzero (start {s}, limit {l}, delta 0)")
+    if isinstance(s, int) and isinstance(l, int) and isinstance(d, int):
+        n = max(-((s - l) // d), 0)   # exact ceil((l - s) / d) for int64 values
+    else:
+        count = np.ceil((l - s) / d)
+        if not np.isfinite(count):
+            raise EmberRuntimeError(f"start {s}, limit {l}, delta {d} give no finite "
+                                    f"number of elements")
+        n = max(int(count), 0)
+    alloc_shape((n,), start.dtype.numpy, f"output (start {s}, limit {l}, delta {d})")
     return const((s + np.arange(n) * d).astype(start.dtype.numpy))
 
 
