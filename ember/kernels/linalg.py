@@ -104,8 +104,10 @@ _gemv_signatures = {}
 
 def _gemv_linear(x, w, b):
     """x @ w.T + b through ``gemv_numba.gemv_runs`` for a few rows x (M, K) and a large weight
-    (N, K) of one float dtype when it can run now; None otherwise (not applicable, or compiling
-    in the background: BLAS meanwhile)."""
+    (N, K) of one float dtype; None when BLAS runs instead: not applicable, or the kernel could
+    not run on the first call with these shapes (compiling in the background, or Numba
+    unavailable). The kernel's sums and BLAS's differ in the last bits, so that first choice is
+    kept for the process (``numba_runtime.tier``)."""
     if not GEMV or x.ndim != 2 or w.ndim != 2 or x.shape[0] > GEMV_MAX_ROWS or \
             w.nbytes < GEMV_MIN_BYTES or x.dtype.kind != "f" or x.dtype != w.dtype or \
             (b is not None and b.dtype != w.dtype) or w.dtype.itemsize < 4:
@@ -114,19 +116,28 @@ def _gemv_linear(x, w, b):
     if not parts:
         return None
     from ember.kernels.pointwise import numba_runtime
-    nb = numba_runtime.kernel_module("ember.kernels.gemv_numba")
-    if nb is None:
+    if not numba_runtime.tier(("linear", x.shape, w.shape, w.dtype.str),
+                              lambda: _gemv_ready(w.dtype)):
         return None
+    nb = numba_runtime.kernel_module("ember.kernels.gemv_numba")
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     b = np.zeros(w.shape[0], w.dtype) if b is None else np.ascontiguousarray(b)
     y = np.empty((x.shape[0], w.shape[0]), w.dtype)
-    sig = _gemv_signatures.get(w.dtype)
-    if sig is None:
-        sig = _gemv_signatures[w.dtype] = numba_runtime.signature(w, x, b, y, False, 0)
-    if not numba_runtime.ready(nb.gemv_runs, sig):
-        return None
     nb.gemv_runs(w, x, b, y, False, parts)
     return y
+
+
+def _gemv_ready(dtype):
+    """Whether ``gemv_numba.gemv_runs`` can run for ``dtype`` now (``numba_runtime.ready``)."""
+    from ember.kernels.pointwise import numba_runtime
+    nb = numba_runtime.kernel_module("ember.kernels.gemv_numba")
+    if nb is None:
+        return False
+    sig = _gemv_signatures.get(dtype)
+    if sig is None:
+        a2, a1 = np.empty((1, 1), dtype), np.empty(1, dtype)
+        sig = _gemv_signatures[dtype] = numba_runtime.signature(a2, a2, a1, a2, False, 0)
+    return numba_runtime.ready(nb.gemv_runs, sig)
 
 
 def linear(x, w, b=None):
@@ -218,6 +229,9 @@ def einsum(operands, equation):
     subs, rhs = explicit_einsum(equation, [o.shape for o in operands])
     eq = ",".join(subs) + "->" + rhs
     try:
+        if len(operands) == 1 and operands[0].dtype.kind in "biu" and set(subs[0]) - set(rhs):
+            # one operand summed over a label is torch's sum: integers and bools give int64
+            return np.asarray(np.einsum(eq, operands[0], dtype=np.int64, casting="unsafe"))
         return np.asarray(np.einsum(eq, *operands, optimize=len(operands) > 2))
     except ValueError as e:
         raise KernelError(f"einsum('{equation}') failed for operand shapes "

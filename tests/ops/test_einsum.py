@@ -55,3 +55,21 @@ def test_einsum_matches_torch(eq, shapes):
 def test_einsum_errors_name_the_equation(eq, shapes, msg):
     with pytest.raises(EmberError, match=msg):
         ember.einsum(eq, *[ember.ones(*s) for s in shapes])
+
+
+@pytest.mark.parametrize("eq,n", [("ij->j", 1), ("ij->", 1), ("ii", 1), ("ii->i", 1),
+                                  ("ij->ji", 1), ("ij,jk->ik", 2), ("i,i->", 2)])
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "bool"])
+def test_einsum_integer_dtypes_like_torch(eq, n, dtype):
+    """One operand summed over a label is torch's sum (int64 for integers and bools; int8
+    kept and wrapped before); with more operands, or no label summed, the dtype stays (found by
+    tests/differential)."""
+    a = np.arange(16).reshape(4, 4).astype(dtype) * (1 if dtype == "bool" else 50)
+    ops = [a if eq.split("->")[0].split(",")[k].__len__() == 2 else a[0] for k in range(n)]
+    try:
+        want = torch.einsum(eq, *[torch.from_numpy(o.copy()) for o in ops])
+    except (RuntimeError, NotImplementedError):
+        pytest.skip("torch has no kernel for this dtype")
+    got = ember.einsum(eq, *[ember.from_numpy(o.copy()) for o in ops])
+    assert got.dtype.name == str(want.dtype).replace("torch.", "")
+    np.testing.assert_array_equal(got._data, want.numpy())
