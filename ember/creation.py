@@ -8,6 +8,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.autograd import _generated as G
+from ember.kernels.dtypes import storable_range
 from ember.errors import (EmberOverflowError, EmberRuntimeError, EmberTypeError, EmberValueError,
                           public)
 from ember.random import resolve
@@ -113,10 +114,25 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
         raise EmberTypeError(f"tensor: can't convert {type(data).__name__} with elements of type "
                         f"{arr.dtype} to a tensor")
     if dtype is not None:
-        arr = arr.astype(_dtype.to_numpy_dtype(dtype))
+        target = _dtype.to_numpy_dtype(dtype)
+        if target.kind in "iu" and arr.size and arr.dtype.kind in "iuf" and \
+                not isinstance(data, np.ndarray) and not _typed_leaves(data):
+            _check_storable(arr, target)
+        arr = arr.astype(target)
     else:
         _dtype.from_numpy_dtype(arr.dtype)
     return _finish(Tensor._make(np.asarray(arr, order="C")), requires_grad)
+
+
+def _check_storable(arr, target):
+    """Python numbers given for an integer dtype must fit it as torch converts them (uint8
+    takes -255..255, a negative wrapping)."""
+    lo, hi = storable_range(target)
+    low, high = arr.min(), arr.max()
+    if not (lo <= low and high <= hi):
+        bad = low if not lo <= low else high
+        raise EmberRuntimeError(f"tensor: value {bad.item()!r} cannot be converted to type "
+                                f"{target} without overflow")
 
 
 def as_tensor(data, dtype=None, device=None):

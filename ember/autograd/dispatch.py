@@ -20,6 +20,7 @@ from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
 from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, EmberTypeError,
                           ember_class, named)
+from ember.kernels.dtypes import can_cast
 from ember.kernels.errors import KernelError
 
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
@@ -458,7 +459,7 @@ def dispatch_inplace(op, tensors, consts):
         tracer.record(op, (self,) + tuple(tensors[1:]), consts, (result,))
     res = result._data
     dst = self._data
-    if res.dtype != dst.dtype and not np.can_cast(res.dtype, dst.dtype, "same_kind"):
+    if res.dtype != dst.dtype and not can_cast(res.dtype, dst.dtype):
         raise EmberRuntimeError(f"{op.name}_: result type {res.dtype} can't be cast to the "
                                 f"desired output type {dst.dtype}")
     if res.shape != dst.shape:

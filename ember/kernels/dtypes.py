@@ -2,6 +2,7 @@
 import numpy as np
 
 from ember import _dtype
+from ember.kernels.errors import KernelError
 
 _CAT = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3, "V": 2}  # "V": ml_dtypes' bfloat16
 
@@ -65,6 +66,43 @@ def result_type(*xs):
 
 
 _nd = np.ndarray
+_INT_LIMITS = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
+               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8)}
+
+
+def wrap_int(x, dt):
+    """Python int ``x`` as an operand of integer dtype ``dt``, wrapped modulo 2**bits when out
+    of range, as torch casts a scalar operand (int8 tensor + 300 adds 44, uint8 - 1 wraps)."""
+    lo, hi = _INT_LIMITS[dt]
+    return x if lo <= x <= hi else np.array(x).astype(dt)[()]
+
+
+def storable_range(dt):
+    """The (low, high) Python numbers torch's checked conversion stores into integer dtype
+    ``dt``: [min, max], and [-max, max] for uint8 (negatives wrap: -1 stores 255)."""
+    lo, hi = _INT_LIMITS[dt]
+    return (-hi if dt.kind == "u" else lo), hi
+
+
+def fill_value(x, dt, name="value"):
+    """Python number ``x`` stored into a tensor of dtype ``dt`` (fill_, full, setitem,
+    masked_fill, where, clamp's bounds, ...) with torch's checked conversion: an integer dtype
+    takes [min, max] ([-max, max] for uint8, a negative wrapping: -1 stores 255); KernelError
+    otherwise (NaN included)."""
+    if x.__class__ is not int and x.__class__ is not float or dt.kind not in "iu":
+        return x
+    lo, hi = storable_range(dt)
+    if not lo <= x <= hi:
+        raise KernelError(f"{name} {x!r} cannot be converted to type {dt} without overflow")
+    return np.array(int(x)).astype(dt)[()]
+
+
+def can_cast(src, dst):
+    """torch.can_cast on NumPy dtypes: whether an op's result of dtype ``src`` may be written
+    into a tensor of dtype ``dst`` (not complex to real, floating to integral, or anything but
+    bool to bool; integral to a narrower integral is allowed and wraps)."""
+    cs, cd = _CAT[src.kind], _CAT[dst.kind]
+    return cs <= cd or (cs == 1 and cd == 1)
 
 
 def promote(a, b):
@@ -75,12 +113,21 @@ def promote(a, b):
             if a.dtype == b.dtype:
                 return a, b
         elif cb is float or cb is int:
-            if a.dtype.kind in "fc" or (cb is int and a.dtype.kind in "iu"):
+            if a.dtype.kind in "fc":
                 return a, b  # NumPy treats Python scalars weakly, like torch
+            if cb is int and a.dtype.kind in "iu":
+                return a, wrap_int(b, a.dtype)
     elif cb is _nd and (ca is float or ca is int):
-        if b.dtype.kind in "fc" or (ca is int and b.dtype.kind in "iu"):
+        if b.dtype.kind in "fc":
             return a, b
+        if ca is int and b.dtype.kind in "iu":
+            return wrap_int(a, b.dtype), b
     dt = result_type(a, b)
+    if dt.kind in "iu":
+        if a.__class__ is int:
+            a = wrap_int(a, dt)
+        if b.__class__ is int:
+            b = wrap_int(b, dt)
     if a.__class__ is np.ndarray and a.dtype != dt:
         a = a.astype(dt)
     if b.__class__ is np.ndarray and b.dtype != dt:

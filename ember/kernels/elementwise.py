@@ -5,7 +5,7 @@ import math
 import numpy as np
 
 from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
-from ember.kernels.dtypes import float_operands, promote, to_float
+from ember.kernels.dtypes import fill_value, float_operands, promote, to_float
 from ember.kernels.errors import KernelError
 
 
@@ -89,7 +89,11 @@ def neg(a):
 
 
 def pow(a, exponent):
-    a, e = promote(a, exponent)
+    if exponent.__class__ is int and a.__class__ is _nd and a.dtype.kind in "iu":
+        fill_value(exponent, a.dtype, "exponent")   # torch's checked conversion, no wrapping
+        e = exponent
+    else:
+        a, e = promote(a, exponent)
     if _arr(a).dtype.kind in "iu" and _arr(e).dtype.kind in "iu" and np.any(_arr(e) < 0):
     if _arr(a).dtype == np.bool_:
         raise KernelError("pow is not implemented for bool")
@@ -238,6 +242,7 @@ def clamp(a, min=None, max=None):
     if min is None and max is None:
         raise KernelError("at least one of 'min' or 'max' must not be None")
     dt = a.dtype
+    min, max = fill_value(min, dt, "min"), fill_value(max, dt, "max")
     for bound in (min, max):
         if bound is not None:
             a, _ = promote(a, bound)
@@ -308,6 +313,10 @@ def where(condition, a, b):
     cond = _arr(condition)
     if cond.dtype != np.bool_:
         raise KernelError(f"where expected condition to be a bool tensor, got {cond.dtype}")
+    if b.__class__ is _nd and a.__class__ is not _nd:
+        a = fill_value(a, b.dtype, "other")
+    elif a.__class__ is _nd and b.__class__ is not _nd:
+        b = fill_value(b, a.dtype, "other")
     a, b = promote(a, b)
     if cond.size >= SELECT_MIN_SIZE or (a.__class__ is _nd and a.size >= SELECT_MIN_SIZE):
         if a.__class__ is not _nd and b.__class__ is _nd and b.dtype.kind == "f":

@@ -1,6 +1,7 @@
 """Tensor factories. ``generator`` arguments are objects with NumPy Generator methods."""
 import numpy as np
 
+from ember.kernels.dtypes import fill_value as checked
 from ember.kernels.errors import KernelError
 
 
@@ -21,7 +22,7 @@ def ones(size, dtype):
 
 
 def full(size, fill_value, dtype):
-    return np.full(_size(size), fill_value, dtype)
+    return np.full(_size(size), checked(fill_value, np.dtype(dtype), "fill_value"), dtype)
 
 
 def empty(size, dtype):
@@ -37,7 +38,8 @@ def ones_like(a, dtype=None):
 
 
 def full_like(a, fill_value, dtype=None):
-    return np.full(a.shape, fill_value, dtype or a.dtype)
+    dtype = np.dtype(dtype or a.dtype)
+    return np.full(a.shape, checked(fill_value, dtype, "fill_value"), dtype)
 
 
 def empty_like(a, dtype=None):

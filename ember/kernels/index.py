@@ -1,6 +1,7 @@
 """Indexing kernels: basic and advanced getitem, index_put, gather/scatter, masks."""
 import numpy as np
 
+from ember.kernels.dtypes import fill_value
 from ember.kernels.errors import KernelError
 from ember.kernels.reduce import norm_dims
 
@@ -40,7 +41,8 @@ def getitem_backward(grad, shape, key):
 
 def index_put(a, values, key, accumulate=False):
     out = a.copy()
-    values = np.asarray(values, dtype=a.dtype) if values.__class__ is not np.ndarray else values.astype(a.dtype, copy=False)
+    values = np.asarray(fill_value(values, a.dtype), dtype=a.dtype) \
+        if values.__class__ is not np.ndarray else values.astype(a.dtype, copy=False)
     try:
         if accumulate:
             np.add.at(out, key, values)
@@ -130,6 +132,7 @@ def scatter(a, index, src, dim, reduce=None):
     if src.__class__ is np.ndarray and src.ndim:
         src = src[tuple(slice(0, s) for s in index.shape)]
     ufunc = _SCATTER_UFUNC[reduce]
+    src = fill_value(src, out.dtype)
     if ufunc is None:
         out[_grid(index, d)] = src
     else:
@@ -160,7 +163,7 @@ def masked_fill(a, mask, value):
         raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast with the input "
                           f"shape {list(a.shape)}") from None
     # out of place, as torch: the result has the broadcast shape (masked_fill_ keeps self's)
-    return np.where(mask, np.asarray(value, dtype=a.dtype), a)
+    return np.where(mask, np.asarray(fill_value(value, a.dtype), dtype=a.dtype), a)
 
 
 def masked_select(a, mask):
@@ -302,6 +305,7 @@ def index_fill(a, index, value, dim):
         raise KernelError(f"index_fill(): only supports a 0-dimensional value tensor, got "
                           f"{np.ndim(value)} dimension(s)")
     out = a.copy()
+    value = fill_value(value, a.dtype)
     if a.ndim == 0:
         if index.size:
             out[...] = value

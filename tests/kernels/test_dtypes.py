@@ -1,6 +1,8 @@
-"""Type promotion (ember.kernels.dtypes, ember.autograd.bfloat16) against torch.result_type."""
+"""Type promotion (ember.kernels.dtypes, ember.autograd.bfloat16) against torch.result_type;
+integer scalar operands and stored values against torch."""
 import itertools
 
+import pytest
 import torch
 
 import ember
@@ -45,3 +47,47 @@ def test_binary_op_result_dtype_is_torch_result_type():
         if got != want:
             wrong.append((a, b, got, want))
     assert not wrong
+
+
+def _setitem(t, key, value):
+    t[key] = value
+    return t
+
+
+# integer scalars: operands wrap into the tensor's dtype; stored values are range-checked
+INTEGER_SCALARS = [
+    "i8 + 300", "i8 * 300", "i8 - 300", "300 - i8", "i8 < 300", "i8 == 300", "u8 > -1",
+    "u8 + (-1)", "u8 - 2", "i8 // 300", "i8 % 300", "u8 & 300", "u8 | -1", "i8.add(300, alpha=2)",
+    "m.ones(2, dtype=m.uint8) * -1", "m.tensor([1], dtype=m.int16) + 70000",
+    "m.ones(3, dtype=m.int32) + (2 ** 40 + 5)", "i8 + m.tensor(300)",
+    "u8.clone().add_(300)", "u8.clone().add_(m.tensor([300, 1]))", "u8.clone().sub_(m.tensor([3]))",
+    "u8.clone().mul_(200)", "i8.clone().add_(1.5)", "u8.clone().add_(m.tensor([1.5]))",
+    "_setitem(u8.clone(), 0, -1)", "_setitem(u8.clone(), 0, -255)", "_setitem(u8.clone(), 0, 256)",
+    "_setitem(i8.clone(), 0, -129)", "_setitem(i8.clone(), 0, 2.5e3)",
+    "_setitem(i8.clone(), 0, 127.9)", "_setitem(i8.clone(), 0, -128)",
+    "m.full((2,), -1, dtype=m.uint8)", "m.full((2,), 300, dtype=m.uint8)",
+    "m.full((2,), -129, dtype=m.int8)", "u8.clone().fill_(-1)", "u8.clone().fill_(300)",
+    "u8.clone().masked_fill_(u8 > 0, -1)", "u8.clone().masked_fill_(u8 > 0, 256)",
+    "u8.clone().index_fill_(0, m.tensor([0]), -1)", "m.scatter(u8, 0, m.tensor([0]), -1)",
+    "m.where(i8 > 0, i8, 300)", "m.where(u8 > 1, u8, -1)", "m.clamp(i8, max=300)",
+    "m.clamp(i8, min=-1)", "i8.pow(300)", "i8.pow(2)",
+    "m.tensor([300], dtype=m.uint8)", "m.tensor([-1], dtype=m.uint8)",
+    "m.tensor([[-255, 255]], dtype=m.uint8)", "m.tensor([1.5], dtype=m.int8)",
+    "m.zeros(2, dtype=m.int8).new_full((2,), 300)",
+]
+
+
+@pytest.mark.parametrize("expr", INTEGER_SCALARS)
+def test_integer_scalars_wrap_or_raise_as_torch(expr):
+    """``int8 + 300`` wraps 300 into int8 (was an OverflowError), ``u8[0] = -1`` stores 255,
+    ``uint8.add_(int64 tensor)`` wraps (was refused); fill-type ops refuse what torch's checked
+    conversion refuses, as a RuntimeError."""
+    out = []
+    for m in (torch, ember):
+        i8, u8 = m.tensor([1, 100], dtype=m.int8), m.tensor([1, 2], dtype=m.uint8)
+        try:
+            r = eval(expr, {"m": m, "i8": i8, "u8": u8, "_setitem": _setitem})
+            out.append((repr(r.dtype).split(".")[-1], r.tolist()))
+        except RuntimeError:
+            out.append(RuntimeError)
+    assert out[1] == out[0]
