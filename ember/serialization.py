@@ -7,9 +7,10 @@ integer dict keys (optimizer state) — goes to a JSON document in the header me
 ``"ember"``. A safetensors file without that entry (e.g. written by PyTorch) loads as a flat
 dict of tensors.
 
-Writes are atomic: the bytes go to a temporary file in the destination folder, are flushed and
-fsync'ed, then ``os.replace``d over the destination, so a failed save leaves the previous file
-intact. ``load`` checks the header first and refuses pickle-based files (``torch.save``'s zip
+Writes are atomic (``ember.utils.files.atomic_write``): the bytes go to a temporary file in the
+destination folder, are flushed and fsync'ed, then ``os.replace``d over the destination, so a
+failed save leaves the previous file intact; a symbolic link is written through to its target
+(as ``torch.save``), and the file gets ``open()``'s mode. ``load`` checks the header first and refuses pickle-based files (``torch.save``'s zip
 or legacy format, plain pickles) with a clear error instead of unpickling them; a truncated or
 corrupt file, another format version or a missing tensor is a ``SerializationError`` naming the
 file and the problem. Nothing is ever unpickled or imported.

@@ -195,13 +195,20 @@ def _writers():
     def ember_save(path):
         ember.save({"w": ember.ones(2)}, path)
 
-    def jit_save(path):
-        ember.jit.save(ember.jit.trace(lambda x: x + 1, (ember.randn(2),)), path)
+    traced = []
+
+    def jit_save(path):   # one traced function: the same bytes on every save
+        traced[:] = traced or [ember.jit.trace(lambda x: x + 1, (ember.randn(2),))]
+        ember.jit.save(traced[0], path)
 
     def onnx_export(path):
         pytest.importorskip("onnx")
         ember.onnx.export(lambda x: x + 1, (ember.randn(2),), path)
-    return [ember_save, jit_save, onnx_export]
+
+    def onnx_run_save(path):   # ember onnx run --save
+        from ember.onnx.cli import _save_outputs
+        _save_outputs(path, ["y"], [np.arange(3.0)])
+    return [ember_save, jit_save, onnx_export, onnx_run_save]
 
 
 @pytest.fixture
@@ -227,6 +234,53 @@ def test_saved_files_get_the_umask_mode_and_keep_an_existing_mode(tmp_path, writ
     write(path)
     assert path.read_bytes() != b"old" and stat.S_IMODE(os.stat(path).st_mode) == 0o604
     assert sorted(p.name for p in tmp_path.iterdir()) == ["existing", "new2", "new22", "new27"]
+
+
+@pytest.mark.skipif(not hasattr(os, "symlink") or os.name != "posix", reason="POSIX symlinks")
+@pytest.mark.parametrize("write", _writers(), ids=lambda w: w.__name__)
+def test_saving_to_a_symlink_writes_through_to_its_target(tmp_path, write, umask):
+    """As open(path, "wb") and torch.save: the link stays a link, its target gets the new bytes
+    (atomically, the temp file in the target's folder, the target's mode kept), also through a
+    relative link, a chain of links, a linked folder, and a dangling link (target created)."""
+    import stat
+    umask(0o022)
+    real, links = tmp_path / "real", tmp_path / "links"
+    real.mkdir()
+    links.mkdir()
+    target = real / "model.bin"
+    target.write_bytes(b"stale")
+    os.chmod(target, 0o640)
+    os.symlink(target, links / "abs")
+    os.symlink(os.path.join("..", "real", "model.bin"), links / "rel")
+    os.symlink(links / "abs", links / "chain")
+    os.symlink(real, tmp_path / "folder_link")
+    via = [links / "abs", links / "rel", links / "chain", tmp_path / "folder_link" / "model.bin"]
+    fresh = tmp_path / "direct.bin"
+    write(fresh)
+    want = fresh.read_bytes()
+    for link in via:
+        target.write_bytes(b"stale")
+        write(link)
+        got = target.read_bytes()   # safetensors' metadata order varies: compare by size
+        assert got != b"stale" and len(got) == len(want) and got[:8] == want[:8], link
+        assert stat.S_IMODE(os.stat(target).st_mode) == 0o640
+        if link.parent == links:
+            assert os.path.islink(link)
+    assert sorted(os.listdir(real)) == ["model.bin"]
+    assert sorted(os.listdir(links)) == ["abs", "chain", "rel"]
+    os.symlink(real / "new.bin", links / "dangling")
+    write(links / "dangling")
+    assert os.path.islink(links / "dangling") and len((real / "new.bin").read_bytes()) == len(want)
+    assert stat.S_IMODE(os.stat(real / "new.bin").st_mode) == 0o644
+
+
+def test_torch_save_writes_through_a_symlink_too(tmp_path):
+    torch = pytest.importorskip("torch")
+    target = tmp_path / "t.pt"
+    target.write_bytes(b"stale")
+    os.symlink(target, tmp_path / "link.pt")
+    torch.save({"w": torch.ones(2)}, tmp_path / "link.pt")
+    assert os.path.islink(tmp_path / "link.pt") and target.read_bytes() != b"stale"
 
 
 # ---------------------------------------------------------------------------- safe globals

@@ -219,23 +219,18 @@ def _value_summary(v):
 
 
 def _save_outputs(path, names, outs):
-    import tempfile
+    import io
     import numpy as np
+    from ember.utils.files import atomic_write
     arrays = {}
     for n, v in zip(names, outs):
         if isinstance(v, list):
             arrays.update({f"{n}.{i}": np.asarray(e) for i, e in enumerate(v)})
         elif v is not None:
             arrays[n] = np.asarray(v)
-    d = os.path.dirname(os.path.abspath(path))
-    fd, tmp = tempfile.mkstemp(dir=d, prefix=".tmp-", suffix=".npz")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            np.savez(f, **arrays)
-        os.replace(tmp, path)   # atomic: a reader never sees half a file
-    except BaseException:
-        os.unlink(tmp)
-        raise
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    atomic_write(path, buf.getvalue())   # a reader never sees half a file
 
 
 def _run_model(args):

@@ -1,6 +1,10 @@
 """Atomic file writes: a temp file in the destination's folder, fsync, then ``os.replace``, so a
-failed write leaves any previous file intact. Used by ``ember.save``, ``ember.jit.save`` and
-``ember.onnx.export``.
+failed write leaves any previous file intact. The one writer of files a user names: used by
+``ember.save``, ``ember.jit.save``, ``ember.onnx.export`` and ``ember onnx run --save``.
+
+A path that is a symbolic link (or passes through one) is written through, as ``open(path,
+"wb")`` and ``torch.save`` do: the link's target (``os.path.realpath``, created when the link
+dangles) is replaced, in the target's folder, and the link stays a link.
 
 The new file gets the mode a plain ``open(path, "wb")`` would give it: ``0o666`` less the
 process umask for a new file, the existing file's mode when it replaces one (the temporary file
@@ -34,9 +38,10 @@ def _target_mode(path):
 
 
 def atomic_write(path, payload):
-    """Write bytes ``payload`` to ``path`` atomically; the temp file is removed on failure."""
-    path = os.fspath(path)
-    folder = os.path.dirname(os.path.abspath(path))
+    """Write bytes ``payload`` to ``path`` (through a symbolic link to its target) atomically,
+    with ``open``'s mode (see the module docstring); the temp file is removed on failure."""
+    path = os.path.realpath(os.fspath(path))   # through symbolic links, as open() writes
+    folder = os.path.dirname(path)
     mode = _target_mode(path)
     fd, tmp = tempfile.mkstemp(prefix="." + os.path.basename(path) + ".", suffix=".tmp",
                                dir=folder)
