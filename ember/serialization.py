@@ -528,15 +528,28 @@ def _safetensors_header(data, name, who):
     return header
 
 
+def _bf16_as_i16(data, header):
+    """``data`` with the header's BF16 entries declared I16 (same width): safetensors' NumPy
+    reader has no bfloat16, the bits are viewed back as bfloat16 after reading. Only the dtype
+    fields change (the header is re-encoded from the parsed JSON, so a tensor name or metadata
+    string equal to a dtype name is left alone); data offsets are relative to the data section,
+    which is kept as it is."""
+    (n,) = struct.unpack("<Q", data[:8])
+    edited = {k: (dict(v, dtype="I16") if k != "__metadata__" and v["dtype"] == "BF16" else v)
+              for k, v in header.items()}
+    text = json.dumps(edited, separators=(",", ":")).encode()
+    text += b" " * (-len(text) % 8)   # safetensors pads its header to 8 bytes with spaces
+    return struct.pack("<Q", len(text)) + text + data[8 + n:]
+
+
 def read_safetensors(data, name, who="ember.load"):
     """(header, metadata, {key: writable ndarray}) of safetensors bytes; the errors of
     ``_check_header``, and SerializationError for data safetensors itself rejects."""
     header = _check_header(data, name, who)
     st_load = require("safetensors.numpy", feature=who).load
     bf16 = [k for k, v in header.items() if k != "__metadata__" and v["dtype"] == "BF16"]
-    if bf16:   # safetensors' NumPy reader has no bfloat16: read the bits as int16 (same width)
-        (n,) = struct.unpack("<Q", data[:8])
-        data = data[:8] + data[8:8 + n].replace(b'"BF16"', b'"I16" ') + data[8 + n:]
+    if bf16:
+        data = _bf16_as_i16(data, header)
     try:
         tensors = st_load(data)
     except Exception as e:  # noqa: BLE001 - safetensors' own error types; re-raised as ours

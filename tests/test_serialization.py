@@ -385,3 +385,47 @@ def test_numpy_arrays_come_back_as_numpy_and_npy_files_load(tmp_path):
     np.save(tmp_path / "c.npy", np.array([{"x": 1}], dtype=object))
     with pytest.raises(ember.serialization.UnsafeFileError, match="unpickling"):
         ember.load(tmp_path / "c.npy")
+
+
+# ---------------------------------------------------------------------------- adversarial names
+DTYPE_NAMES = ["BF16", "I16", "F16", "F32", "BOOL", "U8", "dtype", "shape", "data_offsets",
+               "__metadata__x", '"BF16"', 'a"b', "back\\slash", '{"dtype":"BF16"}', "ü名 ✓",
+               "new\nline", " BF16 ", "BF16\u0000"]
+
+
+@pytest.mark.parametrize("with_bf16", [True, False])
+def test_tensor_names_equal_to_dtype_names_or_json_round_trip(tmp_path, with_bf16):
+    """Names are data: a tensor named "BF16" beside a bfloat16 tensor kept its name and dtype
+    (the header was rewritten by string replacement, so it loaded as "I16", and ember could not
+    reload its own file: "invalid offset")."""
+    rng = np.random.default_rng(0)
+    d = {name: ember.tensor(rng.standard_normal(i + 1).astype(np.float32))
+         for i, name in enumerate(DTYPE_NAMES)}
+    d["I16"] = ember.arange(3, dtype=ember.int16)
+    if with_bf16:
+        d["BF16"] = ember.tensor([1.5, -2.0, 3.25], dtype=ember.bfloat16)
+        d['"BF16"'] = ember.tensor([0.5], dtype=ember.bfloat16)
+    path = tmp_path / "names.st"
+    ember.save(d, path)
+    back = ember.load(path)
+    assert list(back) == list(d)
+    for k, v in d.items():
+        assert back[k].dtype == v.dtype, k
+        np.testing.assert_array_equal(back[k].float().numpy(), v.float().numpy(), err_msg=k)
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors.torch")
+    t = st.load_file(str(path))   # the file itself is a plain safetensors file torch reads
+    assert set(t) == set(d)
+    assert (t["BF16"].dtype == torch.bfloat16) == with_bf16 and t["I16"].dtype == torch.int16
+
+
+def test_torch_written_bfloat16_with_adversarial_names_loads(tmp_path):
+    torch = pytest.importorskip("torch")
+    st = pytest.importorskip("safetensors.torch")
+    sd = {"BF16": torch.tensor([1.5, -2.0], dtype=torch.bfloat16),
+          "I16": torch.tensor([7], dtype=torch.int16), 'x"BF16"y': torch.ones(2)}
+    st.save_file(sd, str(tmp_path / "t.st"), metadata={"note": '"BF16" I16'})
+    back = ember.load(tmp_path / "t.st")
+    assert back["BF16"].dtype == ember.bfloat16 and back["BF16"].float().tolist() == [1.5, -2.0]
+    assert back["I16"].dtype == ember.int16 and back["I16"].tolist() == [7]
+    assert back['x"BF16"y'].tolist() == [1.0, 1.0]
