@@ -9,6 +9,7 @@ from ember.autograd.dispatch import _edge
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.autograd.node import Node, SavedTensor
 from ember.autograd.state import STATE
+from ember.autograd.views import CUSTOM as IN_CUSTOM_FUNCTION
 
 
 class FunctionCtx:
@@ -115,6 +116,9 @@ class Function:
                     o.grad_fn = node
                     o._requires_grad = True
                     o._output_nr = i
+                    if o._view is not None:   # a view made in forward: torch's CreationMeta
+                        o._view.creation = IN_CUSTOM_FUNCTION
+                        o._view.version = o._vc.v
         tracer = STATE.tracer
         if tracer is not None and hasattr(tracer, "record_function"):
             tracer.record_function(cls, args, outs)

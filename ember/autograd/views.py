@@ -20,7 +20,7 @@ from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError
 
 # torch's CreationMeta
-DEFAULT, NO_GRAD, MULTI = 0, 1, 2
+DEFAULT, NO_GRAD, MULTI, CUSTOM = 0, 1, 2, 3
 
 _new = object.__new__
 # views whose elements are parts (real, imaginary) of the base's elements
@@ -96,6 +96,12 @@ def _rebase_message(t, info, indirect):
         return msg + (" This view is the output of a function that returns multiple views. Such "
                       "functions do not allow the output views to be modified inplace. You "
                       "should replace the inplace operation by an out-of-place one.")
+    if info.creation == CUSTOM:
+        return msg + (" This view was created inside a custom Function (or because an input was "
+                      "returned as-is) and the autograd logic to handle view+inplace would "
+                      "override the custom backward associated with the custom Function, leading "
+                      "to incorrect gradients. This behavior is forbidden. You can fix this by "
+                      "cloning the output of the custom Function.")
     return msg + (" Given that this use case is ambiguous and error-prone, it is forbidden. You "
                   "can clarify your code by moving both the view and the inplace either both "
                   "inside the no_grad block (if you don't want the inplace to be tracked) or "
@@ -104,12 +110,13 @@ def _rebase_message(t, info, indirect):
 
 def check_inplace(op, t):
     """Raise torch's errors for an in-place op with autograd on view ``t``: one not made in
-    grad mode by a single-output view op, or a view of a leaf that requires grad."""
+    grad mode by a single-output view op (or made inside a custom Function), or a view that
+    requires grad of a leaf."""
     info = t._view
     if info.creation != DEFAULT:
         raise EmberRuntimeError(f"{op.name}_: {_rebase_message(t, info, False)}")
     base = info.base
-    if base._requires_grad and base._grad_fn is None:
+    if (base._requires_grad or t._requires_grad) and base._grad_fn is None:
         raise EmberRuntimeError(f"{op.name}_: a view of a leaf Variable that requires grad is "
                                 "being used in an in-place operation.")
 

@@ -399,3 +399,30 @@ def test_writing_an_expanded_tensor_is_refused():
         lib.ones(3).expand(2, 3).mul_(2)
     _both_raise(fn, "more than one element of the written-to tensor refers to a single memory "
                     "location")
+
+
+def test_inplace_on_a_view_returned_by_a_custom_function_is_refused():
+    def fn(lib):
+        class Head(lib.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                return x[0]
+
+            @staticmethod
+            def backward(ctx, g):
+                return g.expand(2, 3)   # not the real gradient; never reached
+
+        y = lib.ones(2, 3, requires_grad=True) * 1
+        Head.apply(y).mul_(2)
+    _both_raise(fn, "is a view and is being modified inplace",
+                "This view was created inside a custom Function")
+
+
+def test_inplace_on_a_view_that_is_a_leaf_requiring_grad_is_refused():
+    def fn(lib):
+        z = lib.zeros(3)
+        v = z[0:2]
+        v.requires_grad_()
+        v.mul_(2)
+    _both_raise(fn, "a view of a leaf Variable that requires grad is being used in an in-place "
+                    "operation.")
