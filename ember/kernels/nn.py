@@ -274,10 +274,12 @@ def _ce_numba():
 
 def _ce_run(name, rows, *args):
     """Run ``nn_numba``'s ``<name>_rows(rows, *args, lo, hi)`` over the rows of float32 ``rows``
-    (on Numba's TBB layer, ember's pool, or this thread); False when the kernel is not
-    compiled yet or Numba is unavailable (the caller runs NumPy)."""
-    nb = _ce_numba()
-    if nb is None:
+    (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs NumPy.
+    The kernel's sums and NumPy's differ in the last bits, so the choice made on the first call
+    with these shapes is kept for the process (``numba_runtime.tier``): the kernel when it
+    could run then, else (not compiled yet: queued on the compile thread under "background";
+    or Numba unavailable) NumPy for good. ``USE_NUMBA = False`` always runs NumPy."""
+    if not USE_NUMBA:
         return False
     from ember.kernels import threadpool
     from ember.kernels.pointwise import numba_runtime
@@ -285,15 +287,29 @@ def _ce_run(name, rows, *args):
     n = rows.shape[0]
     threads = get_num_threads() if rows.size >= CE_PARALLEL_SIZE else 1
     parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(n, threads)
-    fn = getattr(nb, f"{name}_parallel" if parts else f"{name}_rows")
-    key = (fn,) + tuple(x.flags.writeable for x in (rows,) + args if isinstance(x, np.ndarray))
-    sig = _ce_signatures.get(key)
-    if sig is None:
-        sig = numba_runtime.signature(rows, *args, 0) if parts else \
-            numba_runtime.signature(rows, *args, 0, 0)
-    if not numba_runtime.ready(fn, sig):
+
+    def kernel():
+        nb = _ce_numba()
+        if nb is None:
+            return None, None
+        fn = getattr(nb, f"{name}_parallel" if parts else f"{name}_rows")
+        key = (fn,) + tuple(x.flags.writeable for x in (rows,) + args
+                            if isinstance(x, np.ndarray))
+        sig = _ce_signatures.get(key)
+        if sig is None:
+            sig = _ce_signatures[key] = numba_runtime.signature(rows, *args, 0) if parts else \
+                numba_runtime.signature(rows, *args, 0, 0)
+        return fn, sig
+
+    def choose():
+        fn, sig = kernel()
+        return fn is not None and numba_runtime.ready(fn, sig)
+    shapes = tuple(x.shape for x in args if isinstance(x, np.ndarray))
+    if not numba_runtime.tier(("cross_entropy", name, rows.shape) + shapes, choose):
         return False
-    _ce_signatures[key] = sig
+    fn, sig = kernel()
+    # kept on the kernel: the variant a changed thread count needs compiles now if it must
+    numba_runtime.ready(fn, sig, force=True)
     if parts:
         fn(rows, *args, parts)
     else:

@@ -112,7 +112,6 @@ def gru_step_backward(dh, ws, hx, w_hh):
 
 
 USE_NUMBA = True
-_runnable = {}      # (kernel name, dtype) -> signature found compiled
 
 
 def _kernels():
@@ -125,23 +124,28 @@ def _kernels():
 
 
 def _step_kernel(name, *args):
-    """Kernel ``name`` of ``rnn_numba`` when it can run these (C-contiguous, one-dtype) arrays
-    now; None otherwise: not compiled yet (queued on the compile thread under "background", the
-    caller runs its NumPy step meanwhile), or Numba unavailable."""
+    """Kernel ``name`` of ``rnn_numba`` for these (C-contiguous, one-dtype) arrays, or None: the
+    caller runs its NumPy step. The kernel's exp / tanh and NumPy's differ in the last bits, so
+    the choice made on the first call with these shapes is kept for the process
+    (``numba_runtime.tier``): the kernel when it could run then, else (not compiled yet: queued
+    on the compile thread under "background"; or Numba unavailable) NumPy for good. A layer's
+    steps thus never mix the two. ``USE_NUMBA = False`` always runs NumPy."""
     arrays = [x for x in args if isinstance(x, np.ndarray)]
     dt = arrays[0].dtype
-    if dt.kind != "f" or dt.itemsize < 4 or any(x.dtype != dt for x in arrays):
+    if not USE_NUMBA or dt.kind != "f" or dt.itemsize < 4 or any(x.dtype != dt for x in arrays):
         return None
+    from ember.kernels.pointwise import numba_runtime
+    key = ("rnn", name, dt.str) + tuple(x.shape for x in arrays)
+    return numba_runtime.tier(key, lambda: _ready_kernel(name, args))
+
+
+def _ready_kernel(name, args):
     nb = _kernels()
     if nb is None:
         return None
-    key = (name, dt.str)
-    if key not in _runnable:
-        from ember.kernels.pointwise import numba_runtime
-        if not numba_runtime.ready(getattr(nb, name), numba_runtime.signature(*args)):
-            return None
-        _runnable[key] = True
-    return getattr(nb, name)
+    from ember.kernels.pointwise import numba_runtime
+    kernel = getattr(nb, name)
+    return kernel if numba_runtime.ready(kernel, numba_runtime.signature(*args)) else None
 
 
 def lstm_layer(gx, h0, c0, w_hh, reverse=False):

@@ -239,7 +239,7 @@ def uncompiled_step_kernels(monkeypatch, *names):
     from ember.kernels.pointwise import numba_runtime
     fresh = SimpleNamespace(**{n: numba.njit(getattr(rnn_numba, n).py_func) for n in names})
     monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
-    monkeypatch.setattr(rnn, "_runnable", {})
+    monkeypatch.setattr(numba_runtime, "_tiers", {})
     queued = []
     monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
     monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")

@@ -250,7 +250,7 @@ def _in_disk_cache(dispatcher, sig):
 def _worker():
     import time
     while True:
-        key, name, job = _queue.get()
+        key, name, job, record = _queue.get()
         start = time.perf_counter()
         try:
             with _job_lock:
@@ -258,17 +258,19 @@ def _worker():
         except Exception as e:   # the caller's NumPy path stays in use
             _failed.append((name, f"{type(e).__name__}: {e}"))
         else:
-            _compiled.append((name, time.perf_counter() - start))
+            if record:
+                _compiled.append((name, time.perf_counter() - start))
         finally:
             with _lock:
                 _pending.discard(key)
             _queue.task_done()
 
 
-def submit(key, name, job):
+def submit(key, name, job, record=True):
     """Run ``job()`` (a compile) on the background compile thread unless ``key`` is already
-    queued; compiles run one at a time, in order. The thread is a daemon: it never keeps the
-    process from exiting (a compile cut short is simply not cached)."""
+    queued; compiles run one at a time, in order, each listed by ``background_compiles`` under
+    ``name`` unless not ``record``. The thread is a daemon: it never keeps the process from
+    exiting (a compile cut short is simply not cached)."""
     global _queue, _thread
     with _lock:
         if key in _pending:
@@ -280,7 +282,7 @@ def submit(key, name, job):
             _queue = queue.Queue()
             _thread = threading.Thread(target=_worker, name="ember-jit", daemon=True)
             _thread.start()
-    _queue.put((key, name, job))
+    _queue.put((key, name, job, record))
 
 
 # ---------------------------------------------------------------------------------- fork safety
@@ -342,16 +344,37 @@ def _register_fork_hooks():
 # first seen once the kernel is ready run compiled. Fallbacks that give the kernel's bits
 # (max pooling, the col2im adds, relu/tanh/sigmoid backward) switch freely.
 _tiers = {}
+_UNSEEN = object()
 
 
 def tier(key, choose):
     """The tier call ``key`` (a hashable naming the op, its shapes, dtypes and arguments) runs
-    on: ``choose()`` on the key's first call in this process, that same value on every later
-    one."""
-    t = _tiers.get(key)
-    if t is None:
+    on: ``choose()`` on the key's first call in this process (any value, None included), that
+    same value on every later one; of two threads making a key's first call at once, both get
+    the first value stored."""
+    t = _tiers.get(key, _UNSEEN)
+    if t is _UNSEEN:
         t = _tiers.setdefault(key, choose())
+        if _importing_now():
+            submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3), record=False)
     return t
+
+
+def _importing_now():
+    with _lock:
+        return any(k[0] == "import" for k in _pending)
+
+
+def _choose_again(key, choose, left):
+    """Compile-thread job: run a kept call's ``choose`` again once the imports queued before it
+    are done, so that the compiles it stopped short of (its kernel module was still being
+    imported) are queued: the call keeps its fallback, but new shapes, and later processes
+    through the disk cache, get the kernel. Again after any import it queued in turn (at most
+    ``left`` times)."""
+    choose()
+    if left > 1 and _importing_now():
+        submit(("tier", key, left), f"tier {key}", lambda: _choose_again(key, choose, left - 1),
+               record=False)
 
 
 def forget_tiers():
