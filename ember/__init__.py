@@ -28,7 +28,7 @@ from ember.overloads import (clip, dropout, is_complex, is_floating_point, is_te
                              norm, numel, std, var)
 from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
                              broadcast_shapes, index_put, nonzero, tril_indices, triu_indices,
-                             unravel_index)
+                             unravel_index, where)
 from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
                             nanmedian, sort, std_mean, topk, unique, unique_consecutive,
                             var_mean)
@@ -53,8 +53,9 @@ _importlib.import_module("ember._breadth").install(globals(), Tensor)  # issue 1
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
-    if _name not in ("var", "std", "norm", "nonzero", "index_put"):
+    if _name not in ("var", "std", "norm", "nonzero", "index_put", "where"):
         globals()[_name] = getattr(_generated, _name)
+_importlib.import_module("ember.autograd.out").install(globals())  # out= (torch's semantics)
 # every public function and Tensor method raises ember's errors naming it (ember.errors.public);
 # a spec op's own generated entry is named by dispatch (ember.autograd.dispatch.named_by_dispatch)
 from ember.autograd.dispatch import named_by_dispatch as _named_by_dispatch  # noqa: E402

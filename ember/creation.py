@@ -3,6 +3,7 @@
 Factories dispatch like every other op (so the tracer records them); this module only turns
 torch-style arguments (varargs sizes, dtypes, ``requires_grad``) into the spec's."""
 import builtins
+import functools
 
 import numpy as np
 
@@ -36,6 +37,31 @@ def _finish(t, requires_grad):
     if requires_grad:
         t.requires_grad_(True)
     return t
+
+
+def _takes_out(fn):
+    """``fn`` (a factory) with torch's ``out=``: the result has ``out``'s dtype unless ``dtype``
+    is given (then the two must match) and is written into ``out``, resized to its shape
+    (ember.autograd.out)."""
+    name = fn.__name__
+
+    @functools.wraps(fn)
+    def make(*args, out=None, **kwargs):
+        if out is None:
+            return fn(*args, **kwargs)
+        from ember.autograd.out import check_grad, write
+        if not isinstance(out, Tensor):
+            raise EmberTypeError(f"{name}(): argument 'out' must be Tensor, not "
+                                 f"{type(out).__name__}")
+        dtype = kwargs.get("dtype")
+        if dtype is None:
+            kwargs["dtype"] = out.dtype
+        elif _dtype.to_numpy_dtype(dtype) != out._data.dtype:
+            raise EmberRuntimeError(f"{name}(): dtype {dtype} does not match dtype of out "
+                                    f"parameter ({out.dtype})")
+        check_grad(name, (), kwargs, out)
+        return write(name, fn(*args, **kwargs), out, warn=False)
+    return make
 
 
 def _check_device(device):
@@ -161,25 +187,29 @@ def from_dlpack(ext):
     return from_numpy(np.from_dlpack(ext))
 
 
-def zeros(*size, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def zeros(*size, dtype=None, device=None, requires_grad=False):
     """A tensor of zeros with the given shape."""
     _check_device(device)
     return _finish(G.zeros(_size(size), _np(dtype)), requires_grad)
 
 
-def ones(*size, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def ones(*size, dtype=None, device=None, requires_grad=False):
     """A tensor of ones with the given shape."""
     _check_device(device)
     return _finish(G.ones(_size(size), _np(dtype)), requires_grad)
 
 
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, out=None):
+@_takes_out
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
     """An uninitialised tensor with the given shape."""
     _check_device(device)
     return _finish(G.empty(_size(size), _np(dtype)), requires_grad)
 
 
-def full(size, fill_value, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
     _check_device(device)
     if isinstance(fill_value, builtins.int) and not _INT64.min <= fill_value <= _INT64.max:
@@ -221,7 +251,8 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, m
     return _like(G.full_like, input, dtype, requires_grad, fill_value)
 
 
-def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless a bound is a float."""
     _check_device(device)
     if end is None:
@@ -233,30 +264,35 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
     return _finish(G.arange(*vals, _np(dtype)), requires_grad)
 
 
-def linspace(start, end, steps, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     _check_device(device)
     return _finish(G.linspace(start, end, steps, _np(dtype)), requires_grad)
 
 
-def eye(n, m=None, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     """A 2-D tensor with ones on the diagonal."""
     _check_device(device)
     return _finish(G.eye(n, m, _np(dtype)), requires_grad)
 
 
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Uniform samples in [0, 1)."""
     _check_device(device)
     return _finish(G.rand(_size(size), resolve(generator), _np(dtype)), requires_grad)
 
 
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, out=None):
+@_takes_out
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
     """Standard normal samples."""
     _check_device(device)
     return _finish(G.randn(_size(size), resolve(generator), _np(dtype)), requires_grad)
 
 
+@_takes_out
 def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
             requires_grad=False):
     """Integers uniform in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
@@ -274,8 +310,9 @@ def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False)
     return G.randperm(n, resolve(generator), _np(dtype, _dtype.int64))
 
 
+@_takes_out
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False, out=None, layout=None):
+           requires_grad=False, layout=None):
     """Normal samples; ``mean``/``std`` may be tensors (then the shape follows them).
     ``layout`` may only be ``ember.strided``."""
     if layout is not None and layout is not _dtype.strided:

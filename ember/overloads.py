@@ -15,7 +15,7 @@ from ember.tensor import Tensor, view_dtype
 ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
 
 
-def max(input, dim=None, keepdim=False, *, out=None):
+def max(input, dim=None, keepdim=False):
     """``max(x)``, ``max(x, dim, keepdim)`` -> (values, indices), or ``max(x, other)`` elementwise."""
     if isinstance(dim, Tensor):
         return G.maximum(input, dim)
@@ -24,7 +24,7 @@ def max(input, dim=None, keepdim=False, *, out=None):
     return ValuesIndices(*G.max_dim(input, dim, keepdim))
 
 
-def min(input, dim=None, keepdim=False, *, out=None):
+def min(input, dim=None, keepdim=False):
     """``min(x)``, ``min(x, dim, keepdim)`` -> (values, indices), or ``min(x, other)`` elementwise."""
     if isinstance(dim, Tensor):
         return G.minimum(input, dim)
@@ -333,6 +333,17 @@ def nonzero(input, *, out=None, as_tuple=False):
     return tuple(G.unbind(idx, 1))
 
 
+def where(condition, input=None, other=None):
+    """``input`` where ``condition`` is true, else ``other``; ``where(condition)`` alone is
+    ``nonzero(condition, as_tuple=True)``, as torch."""
+    if input is None and other is None:
+        return nonzero(condition, as_tuple=True)
+    if input is None or other is None:
+        raise TypeError("where() takes a condition alone, or a condition, input and other "
+                        f"(got {'input' if other is None else 'other'} without the other)")
+    return G.where(condition, input, other)
+
+
 def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` put at ``indices`` (a tuple of index tensors), added there when
     ``accumulate``."""
@@ -465,6 +476,6 @@ def install():
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
            "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose",
-           "nonzero", "index_put", "broadcast_shapes", "unravel_index"):
+           "nonzero", "index_put", "where", "broadcast_shapes", "unravel_index"):
     globals()[_n] = public(globals()[_n])
 del _n
