@@ -146,7 +146,7 @@ class DivBackward0(Node):
         if needs[0]:
             g0 = _F.sum_to(grad / other if rounding_mode is None else _F.zeros_for(grad, self__shape), self__shape)
         if needs[1]:
-            g1 = _F.sum_to(neg(grad) * self_ / (other * other) if rounding_mode is None else _F.zeros_for(grad, other_shape), other_shape)
+            g1 = _F.sum_to(neg(grad) * (self_ / other / other) if rounding_mode is None else _F.zeros_for(grad, other_shape), other_shape)
         return (g0, g1, )
 
 class RemainderBackward0(Node):
@@ -972,7 +972,7 @@ class SiluBackward0(Node):
         self_ = unpack(ctx.self_, ctx)
         g0 = None
         if needs[0]:
-            g0 = grad * sigmoid(self_) * (1 + self_ * (1 - sigmoid(self_)))
+            g0 = _F.silu_grad(grad, self_)
         return (g0, )
 
 class SoftplusBackward0(Node):
@@ -2845,7 +2845,7 @@ class SoftmaxBackward0(Node):
         self__dtype = ctx.self__dtype
         g0 = None
         if needs[0]:
-            g0 = _F.cast_to(result * (grad - sum(grad * result, (dim,), True)), self__dtype)
+            g0 = _F.softmax_grad(grad, result, dim, self__dtype)
         return (g0, )
 
 class LogSoftmaxBackward0(Node):

@@ -327,7 +327,7 @@ def _d_mul(grad, self_, other, *, result=None, other_shape=None, self__shape=Non
 
 
 def _d_div(grad, self_, other, rounding_mode=None, *, result=None, other_shape=None, self__shape=None):
-    return ((grad / other if rounding_mode is None else _F.zeros_for(grad, self__shape)) if _is_sym(self_) else None, (neg(grad) * self_ / (other * other) if rounding_mode is None else _F.zeros_for(grad, other_shape)) if _is_sym(other) else None, )
+    return ((grad / other if rounding_mode is None else _F.zeros_for(grad, self__shape)) if _is_sym(self_) else None, (neg(grad) * (self_ / other / other) if rounding_mode is None else _F.zeros_for(grad, other_shape)) if _is_sym(other) else None, )
 
 
 def _d_remainder(grad, self_, other, *, result=None, other_shape=None, self__shape=None):
@@ -455,7 +455,7 @@ def _d_gelu(grad, self_, approximate='none', *, result=None):
 
 
 def _d_silu(grad, self_, *, result=None):
-    return ((grad * sigmoid(self_) * (1 + self_ * (1 - sigmoid(self_)))) if _is_sym(self_) else None, )
+    return ((_F.silu_grad(grad, self_)) if _is_sym(self_) else None, )
 
 
 def _d_softplus(grad, self_, beta=1.0, threshold=20.0, *, result=None):

@@ -159,12 +159,25 @@ def square(input):
     return G.mul(input, input)
 
 
+def _float32(*xs):
+    from ember.autograd.formulas import _float32
+    return _float32(*xs)
+
+
 def addcmul(input, tensor1, tensor2, value=1):
-    return G.add(input, G.mul(G.mul(tensor1, tensor2), value))
+    """``input + value * tensor1 * tensor2`` (float16/bfloat16 computed in float32 and rounded
+    once, as torch's kernel)."""
+    (input, tensor1, tensor2), low = _float32(input, tensor1, tensor2)
+    out = G.add(input, G.mul(G.mul(tensor1, tensor2), value))
+    return out if low is None else G.to(out, low)
 
 
 def addcdiv(input, tensor1, tensor2, value=1):
-    return G.add(input, G.mul(G.div(tensor1, tensor2), value))
+    """``input + value * tensor1 / tensor2`` (float16/bfloat16 computed in float32 and rounded
+    once, as torch's kernel)."""
+    (input, tensor1, tensor2), low = _float32(input, tensor1, tensor2)
+    out = G.add(input, G.mul(G.div(tensor1, tensor2), value))
+    return out if low is None else G.to(out, low)
 
 
 def relu6(input):
@@ -203,10 +216,11 @@ def _broadcast_shape(a, b):
 def cosine_similarity(x1, x2, dim=1, eps=1e-8):
     shape = _broadcast_shape(tuple(x1.shape), tuple(x2.shape))  # traced sizes
     x1, x2 = G.expand(x1, shape), G.expand(x2, shape)
-    num = G.sum(G.mul(x1, x2), (dim,), False)
-    n1 = G.clamp(G.norm(x1, 2, (dim,), False), eps, None)
-    n2 = G.clamp(G.norm(x2, 2, (dim,), False), eps, None)
-    return G.div(num, G.mul(n1, n2))
+    # torch's order: each input divided by its norm first, then the sum of products (the
+    # product of the norms, or the dot product, overflows float16 where this does not)
+    n1 = G.clamp(G.norm(x1, 2, (dim,), True), eps, None)
+    n2 = G.clamp(G.norm(x2, 2, (dim,), True), eps, None)
+    return G.sum(G.mul(G.div(x1, n1), G.div(x2, n2)), (dim,), False)
 
 
 def kl_div(input, target, reduction="mean", log_target=False):
@@ -273,6 +287,11 @@ def _update_running(input, running_mean, running_var, training, momentum, mean, 
 
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
+    """torch.nn.functional.group_norm (float16/bfloat16 computed in float32 and rounded once,
+    as torch's kernel)."""
+    (x32, w32, b32), low = _float32(input, weight, bias)
+    if low is not None:
+        return G.to(group_norm(x32, num_groups, w32, b32, eps), low)
     shape = tuple(input.shape)  # traced sizes (instance_norm passes a traced num_groups)
     if len(shape) < 2 or shape[1] % num_groups:
         raise RuntimeError(f"group_norm: expected an input (N, C, ...) with C divisible by "

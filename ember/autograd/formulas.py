@@ -15,6 +15,7 @@ from ember.kernels import constants as C
 from ember.kernels import elementwise as _elementwise
 from ember.kernels import linalg as _linalg
 from ember.kernels.linalg import explicit_einsum
+from ember.kernels.opmath import F32 as _F32, is_reduced
 from ember.kernels.shape import broadcast_axes
 from ember.tensor import Tensor
 
@@ -61,6 +62,26 @@ def _zero(x):
     """A zero operand of ``x``'s dtype: a 0-d constant tensor, or ``0.0`` for a symbolic value
     (the pointwise engine keeps a Python number at the other operand's dtype)."""
     return zeros((), x._data.dtype) if isinstance(x, Tensor) else 0.0
+
+
+def _float32(*xs):
+    """``(xs, low)``: float16/bfloat16 Tensors among ``xs`` as float32 and that dtype (None when
+    there are none, or for symbolic values). The backward kernels torch runs for these dtypes
+    compute in float32 and round once; a formula computing through ``to`` (differentiable)
+    does the same, ``_round_back`` rounding its results."""
+    low = None
+    for x in xs:
+        if isinstance(x, Tensor) and is_reduced(x._data.dtype):
+            low = x._data.dtype
+            break
+    if low is None:
+        return xs, None
+    return tuple(G.to(x, _F32) if isinstance(x, Tensor) and x._data.dtype == low else x
+                 for x in xs), low
+
+
+def _round_back(t, low):
+    return t if low is None or t is None else G.to(t, low)
 
 
 def zeros_for(grad, shape):
@@ -150,19 +171,23 @@ def index_reduction_grad(grad, indices, shape, dim, keepdim):
 
 
 def var_grad(grad, self, dim, correction, keepdim):
+    """torch's var_backward: ``(2 / (n - correction)) * grad * (self - mean)``, in that order."""
     shape = self._data.shape
     n = reduced_count(shape, dim)
     mean = G.mean(self, _reduced_dims(shape, dim), True)
     g = expand_reduced(grad, shape, dim, keepdim)
-    return G.mul(G.mul(g, G.sub(self, mean)), 2.0 / max(n - correction, 0) if n - correction > 0 else float("nan"))
+    scale = 2.0 / (n - correction) if n - correction > 0 else float("nan")
+    return G.mul(G.mul(g, scale), G.sub(self, mean))
 
 
 def std_grad(grad, self, result, dim, correction, keepdim):
+    """torch's std_backward: var's gradient of ``grad / (2 * result)``, 0 where the result is 0
+    (a constant slice)."""
     shape = self._data.shape
-    n = reduced_count(shape, dim)
-    mean = G.mean(self, _reduced_dims(shape, dim), True)
-    g = G.div(expand_reduced(grad, shape, dim, keepdim), expand_reduced(result, shape, dim, keepdim))
-    return G.mul(G.mul(g, G.sub(self, mean)), 1.0 / (n - correction) if n - correction > 0 else float("nan"))
+    r = expand_reduced(result, shape, dim, keepdim)
+    zero = G.eq(r, 0)
+    gv = G.masked_fill(G.div(expand_reduced(grad, shape, dim, keepdim), G.mul(r, 2.0)), zero, 0.0)
+    return var_grad(gv, self, dim, correction, True)
 
 
 def logsumexp_grad(grad, self, result, dim, keepdim):
@@ -177,9 +202,9 @@ def norm_grad(grad, self, result, p, dim, keepdim):
         return G.zeros_like(self)
     g = expand_reduced(grad, shape, dim, keepdim)
     if p in (2, 2.0, "fro"):
-        r = expand_reduced(result, shape, dim, keepdim)
-        safe = G.masked_fill(r, G.eq(r, 0), 1.0)
-        return G.masked_fill(G.div(G.mul(self, g), safe), G.eq(r, 0), 0.0)
+        r = expand_reduced(result, shape, dim, keepdim)   # torch: grad * (self / norm)
+        zero = G.eq(r, 0)
+        return G.mul(g, G.masked_fill(G.div(self, G.masked_fill(r, zero, 1.0)), zero, 0.0))
     if p in (1, 1.0):
         return G.mul(G.sign(self), g)
     if p in (float("inf"), float("-inf"), "inf"):
@@ -563,6 +588,28 @@ def pow_self_grad(grad, self, exponent):
 
 
 def gelu_grad(grad, self, approximate):
+    """Gradient of gelu (float16/bfloat16 computed in float32, rounded once, as torch)."""
+    (grad, self), low = _float32(grad, self)
+    return _round_back(_gelu_grad(grad, self, approximate), low)
+
+
+def silu_grad(grad, self):
+    """Gradient of silu: ``grad * s * (1 + self * (1 - s))``, ``s = sigmoid(self)`` (float16/
+    bfloat16 computed in float32, rounded once, as torch)."""
+    (grad, self), low = _float32(grad, self)
+    s = _ops(grad).sigmoid(self)
+    return _round_back(grad * s * (1 + self * (1 - s)), low)
+
+
+def softmax_grad(grad, result, dim, dtype):
+    """Gradient of softmax: ``result * (grad - sum(grad * result, dim))`` in the input's dtype
+    (float16/bfloat16 computed in float32, rounded once, as torch)."""
+    (grad, result), low = _float32(grad, result)
+    g = G.mul(result, G.sub(grad, G.sum(G.mul(grad, result), (dim,), True)))
+    return cast_to(g, dtype) if low is None else G.to(g, dtype)
+
+
+def _gelu_grad(grad, self, approximate):
     O = _ops(grad)
     if approximate == "tanh":
         k, kappa = C.GELU_TANH_BETA, C.GELU_TANH_KAPPA
@@ -590,7 +637,14 @@ def elu_grad(grad, self, alpha, scale=1.0):
 
 
 def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
-    """Gradients of layer_norm for (input, weight, bias), written in ember ops."""
+    """Gradients of layer_norm for (input, weight, bias), written in ember ops (float16/
+    bfloat16 computed in float32, each gradient rounded once to its input's dtype, as torch)."""
+    (grad, xf, weight_f), low = _float32(grad, x, weight)
+    if low is not None:
+        gx, gw, gb = layer_norm_grads(grad, xf, normalized_shape, weight_f, bias, eps, needs)
+        return (_round_back(gx, x._data.dtype if gx is not None else None),
+                _round_back(gw, weight._data.dtype if gw is not None else None),
+                _round_back(gb, bias._data.dtype if gb is not None else None))
     k = len(normalized_shape)
     axes = tuple(range(x.dim() - k, x.dim()))
     mean = G.mean(x, axes, True)

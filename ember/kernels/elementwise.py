@@ -7,6 +7,7 @@ import numpy as np
 from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
 from ember.kernels.dtypes import fill_value, float_operands, promote, to_float
 from ember.kernels.errors import KernelError
+from ember.kernels.opmath import in_float32
 
 
 def _arr(x):
@@ -25,23 +26,43 @@ def add(a, b, alpha=1):
 
 
 def sub(a, b, alpha=1):
-    a, b = promote(a, b)
     if _is_bool(a) or _is_bool(b):
         both = "two bool tensors" if _is_bool(a) and _is_bool(b) else "a bool tensor"
         raise KernelError(f"Subtraction, the `-` operator, with {both} is not supported; use "
                           "logical_xor / logical_not")
+    a, b = promote(a, b)
     if alpha != 1:
         b = b * alpha
     return np.subtract(a, b)
 
 
+_F16 = np.dtype(np.float16)
+
+
+def _number(x):
+    """A Python number or a 0-d real array: what torch reads as a CPU scalar at float32
+    precision against a float16 tensor (``original_scalar_value<opmath_t>``)."""
+    c = x.__class__
+    return c is float or c is int or (c is _nd and x.ndim == 0 and x.dtype.kind in "fiu")
+
+
+def _half_by_number(a, b):
+    """``a`` is a float16 array and ``b`` a number: torch's mul and true division compute
+    ``float(a) op float(b)`` and round once; NumPy would round ``b`` to float16 first."""
+    return a.__class__ is _nd and a.dtype is _F16 and _number(b)
+
+
 def mul(a, b):
     if not (a.__class__ is _nd and b.__class__ is _nd and a.dtype is b.dtype):
+        if _half_by_number(a, b) or _half_by_number(b, a):
+            return np.multiply(a, b, dtype=np.float32).astype(_F16)
         a, b = promote(a, b)
     return np.multiply(a, b)
 
 
 def div(a, b, rounding_mode=None):
+    if rounding_mode is None and _half_by_number(a, b):
+        return np.true_divide(a, b, dtype=np.float32).astype(_F16)
     a, b = promote(a, b)
     if rounding_mode is None:
         if _arr(a).dtype.kind not in "fc":
@@ -62,7 +83,6 @@ def div(a, b, rounding_mode=None):
     raise KernelError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
-def remainder(a, b):
 def _is_bool(x):
     return x.__class__ is bool or x.__class__ is _nd and x.dtype == np.bool_
 
@@ -76,6 +96,7 @@ def check_integer_divisor(name, a, b):
         raise KernelError(f"ZeroDivisionError: integer {name} by zero")
 
 
+def remainder(a, b):
     a, b = promote(a, b)
     check_integer_divisor("remainder", a, b)
     with np.errstate(divide="ignore", invalid="ignore"):   # x % 0.0 is nan, as torch
@@ -94,9 +115,9 @@ def pow(a, exponent):
         e = exponent
     else:
         a, e = promote(a, exponent)
-    if _arr(a).dtype.kind in "iu" and _arr(e).dtype.kind in "iu" and np.any(_arr(e) < 0):
     if _arr(a).dtype == np.bool_:
         raise KernelError("pow is not implemented for bool")
+    if _arr(a).dtype.kind in "iu" and _arr(e).dtype.kind in "iu" and np.any(_arr(e) < 0):
         if e.__class__ is not np.ndarray:
             raise KernelError("integers to negative integer powers are not allowed")
         # as torch: 1 and -1 keep their magnitude, every other base gives 0
@@ -152,11 +173,13 @@ sinh = _unary(np.sinh)
 cosh = _unary(np.cosh)
 
 
+@in_float32
 def rsqrt(a):
     a = to_float(a)
     return np.reciprocal(np.sqrt(a))
 
 
+@in_float32
 def sigmoid(a):
     a = to_float(a)
     if a.dtype.kind == "c":
@@ -195,17 +218,20 @@ def leaky_relu(a, negative_slope):
     return np.where(a > 0, a, a * a.dtype.type(negative_slope))
 
 
+@in_float32
 def elu(a, alpha):
     a = to_float(a)
     return np.where(a > 0, a, a.dtype.type(alpha) * np.expm1(np.minimum(a, 0)))
 
 
+@in_float32
 def selu(a):
     a = to_float(a)
     t = a.dtype.type
     return t(SELU_SCALE) * np.where(a > 0, a, t(SELU_ALPHA) * np.expm1(np.minimum(a, 0)))
 
 
+@in_float32
 def gelu(a, approximate):
     a = to_float(a)
     t = a.dtype.type
@@ -217,11 +243,13 @@ def gelu(a, approximate):
     return t(0.5) * a * (t(1) + erf(a * t(SQRT1_2)))
 
 
+@in_float32
 def silu(a):
     a = to_float(a)
     return a * sigmoid(a)
 
 
+@in_float32
 def softplus(a, beta, threshold):
     a = to_float(a)
     t = a.dtype.type
@@ -422,6 +450,7 @@ def isinf(a):
     return np.isinf(a) if a.dtype.kind in "fc" else np.zeros(a.shape, np.bool_)
 
 
+@in_float32
 def lerp(start, end, weight):
     start, end = promote(start, end)
     start, weight = promote(start, weight)
@@ -458,9 +487,10 @@ def _tanh_backward_form(g, y):
 
 
 def _sigmoid_backward_form(g, y):
-    return g * ((1 - y) * y)
+    return g * (1 - y) * y
 
 
+@in_float32
 def tanh_backward(grad, output):
     """grad * (1 - output**2): one engine pass (``_one_pass``), else in one output buffer."""
     t = _one_pass(_tanh_backward_form, grad, output)
@@ -474,13 +504,14 @@ def tanh_backward(grad, output):
 
 
 def sigmoid_backward(grad, output):
-    """grad * ((1 - output) * output): one engine pass (``_one_pass``), else in one output
+    """grad * (1 - output) * output, in torch's order (float16 rounds each step, as torch's
+    CPU kernel; not ``in_float32``): one engine pass (``_one_pass``), else in one output
     buffer."""
     t = _one_pass(_sigmoid_backward_form, grad, output)
     if t is not None:
         return t
     t = _out_like(grad, output)
     np.subtract(t.dtype.type(1), output, out=t)
-    np.multiply(t, output, out=t)
     np.multiply(grad, t, out=t)
+    np.multiply(t, output, out=t)
     return t

@@ -4,6 +4,7 @@ import numpy as np
 from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
+from ember.kernels.opmath import in_float32
 from ember.kernels.reduce import norm_dims
 
 
@@ -11,6 +12,7 @@ def _dim(d, ndim):
     return norm_dims(d, ndim)[0] if ndim else None
 
 
+@in_float32
 def softmax(a, dim, dtype=None):
     a = to_float(a) if dtype is None else a.astype(_dtype.to_numpy_dtype(dtype))
     d = _dim(dim, a.ndim)
@@ -59,6 +61,7 @@ def _log_softmax_rows(out, x):
     out -= np.log(np.sum(np.exp(out), axis=1, keepdims=True))
 
 
+@in_float32
 def log_softmax(a, dim, dtype=None):
     a = to_float(a) if dtype is None else a.astype(_dtype.to_numpy_dtype(dtype))
     d = _dim(dim, a.ndim)
@@ -91,6 +94,7 @@ def _log_softmax_backward_rows(out, grad, result):
     np.subtract(grad, out, out=out)
 
 
+@in_float32
 def log_softmax_backward(grad, result, dim):
     """grad - exp(result) * sum(grad, dim): the gradient of log_softmax from its output, in
     their common dtype."""
@@ -156,6 +160,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx=None, scale_grad_
     return out
 
 
+@in_float32
 def layer_norm(a, weight, bias, normalized_shape, eps=1e-5):
     normalized_shape = tuple(normalized_shape)
     k = len(normalized_shape)
@@ -454,6 +459,7 @@ def bn_param_shape(ndim, c):
     return (1, c) + (1,) * (ndim - 2)
 
 
+@in_float32
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Batch normalisation over every axis but 1. Returns (output, mean, var) where mean and var
     are the batch statistics (biased var) when ``training``, else the running ones.
@@ -489,6 +495,7 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
 
 
+@in_float32
 def native_batch_norm_backward(grad, x, weight, mean, var, training, eps, needs):
     """Gradients of ``native_batch_norm`` for (input, weight, bias) as ndarrays (or None)."""
     axes = _bn_axes(x)

@@ -10,6 +10,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from ember.kernels import threadpool, threads
 from ember.kernels.lru import remembered
+from ember.kernels.opmath import in_float32
 
 
 def _pair(v, name, op):
@@ -323,6 +324,7 @@ def _avg_setup(op, shape, kernel_size, stride, padding, ceil_mode, count_include
     return k, s, p, d, out, div
 
 
+@in_float32
 def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        divisor_override):
     """Average pooling of x (N, C, H, W) with torch's divisor rules.
@@ -348,6 +350,7 @@ def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include
     return y
 
 
+@in_float32
 def avg_pool2d_backward(gy, input_shape, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     """Gradient of avg_pool2d: gy / divisor spread evenly over each window.
@@ -398,6 +401,7 @@ def _averaging_matrix(size, out, dtype):
     return (inside / (end - start)[:, None]).astype(dtype)
 
 
+@in_float32
 def adaptive_avg_pool2d_forward(x, output_size):
     """Adaptive average pooling to ``output_size`` (int, pair, None keeps that input size).
 
@@ -409,6 +413,7 @@ def adaptive_avg_pool2d_forward(x, output_size):
     return np.ascontiguousarray(np.matmul(np.matmul(ph, x), pw.T))
 
 
+@in_float32
 def adaptive_avg_pool2d_backward(gy, input_shape):
     """Gradient of adaptive_avg_pool2d for an input of ``input_shape``.
 

@@ -8,6 +8,7 @@ resamplings by tap tables (``interpolate.apply_tables``), as is adaptive average
 Errors are KernelError (ValueError) with the shapes and the reason.
 """
 import numpy as np
+from ember.kernels.opmath import in_float32
 from numpy.lib.stride_tricks import as_strided
 
 from .errors import KernelError
@@ -159,6 +160,7 @@ def _avg_setup(shape, kernel_size, stride, padding, ceil_mode, count_include_pad
                             dtype)
 
 
+@in_float32
 def avg_pool3d_forward(x, kernel_size, stride, padding, ceil_mode, count_include_pad,
                        divisor_override):
     """3-d average pooling, as torch's avg_pool3d (integer inputs: means truncated toward zero,
@@ -181,6 +183,7 @@ def avg_pool3d_forward(x, kernel_size, stride, padding, ceil_mode, count_include
     return apply_tables(x, tables)
 
 
+@in_float32
 def avg_pool3d_backward(gy, input_shape, kernel_size, stride, padding, ceil_mode,
                         count_include_pad, divisor_override):
     """Gradient of avg_pool3d for an input of ``input_shape``."""
@@ -198,6 +201,7 @@ def _area_tables(shape, out, dtype):
             for i in range(ND)]
 
 
+@in_float32
 def adaptive_avg_pool3d_forward(x, output_size):
     """Adaptive 3-d average pooling to ``output_size`` (int or 3; None keeps that size)."""
     out = _adaptive(x.shape, output_size)
@@ -206,6 +210,7 @@ def adaptive_avg_pool3d_forward(x, output_size):
     return apply_tables(x, _area_tables(x.shape, out, x.dtype))
 
 
+@in_float32
 def adaptive_avg_pool3d_backward(gy, input_shape):
     """Gradient of adaptive_avg_pool3d for an input of ``input_shape``."""
     input_shape = tuple(int(a) for a in input_shape)

@@ -4,6 +4,7 @@ import numpy as np
 from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
+from ember.kernels.opmath import in_float32
 
 
 def norm_dims(dim, ndim):
@@ -53,6 +54,7 @@ def mean(a, dim=None, keepdim=False, dtype=None):
     return np.mean(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
 
 
+@in_float32
 def prod(a, dim=None, keepdim=False, dtype=None):
     dtype = _np_dtype(dtype)
     if dtype is None and a.dtype.kind in "bui":
@@ -136,16 +138,19 @@ def argmin(a, dim=None, keepdim=False):
     return np.argmin(a, axis=d, keepdims=keepdim).astype(np.int64, copy=False)
 
 
+@in_float32
 def var(a, dim=None, correction=1, keepdim=False):
     a = to_float(a)
     return np.var(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
 
 
+@in_float32
 def std(a, dim=None, correction=1, keepdim=False):
     a = to_float(a)
     return np.std(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
 
 
+@in_float32
 def logsumexp(a, dim, keepdim=False):
     a = to_float(a)
     ax = _axis(dim, a)
@@ -157,6 +162,7 @@ def logsumexp(a, dim, keepdim=False):
     return out if keepdim else np.squeeze(out, axis=ax if ax is not None else None)
 
 
+@in_float32
 def norm(a, p=2, dim=None, keepdim=False):
     a = to_float(a)
     ax = _axis(dim, a)
@@ -175,6 +181,7 @@ def norm(a, p=2, dim=None, keepdim=False):
     raise KernelError(f"unsupported norm type {p!r}")
 
 
+@in_float32
 def cumsum(a, dim, dtype=None):
     dtype = _np_dtype(dtype)
     d = norm_dims(dim, a.ndim)[0] if a.ndim else None
@@ -185,6 +192,7 @@ def cumsum(a, dim, dtype=None):
     return np.cumsum(a, axis=d, dtype=dtype)
 
 
+@in_float32
 def cumprod(a, dim, dtype=None):
     dtype = _np_dtype(dtype)
     d = norm_dims(dim, a.ndim)[0] if a.ndim else None
