@@ -97,7 +97,44 @@ def _save_guards(traced, tensors, path):
     return out
 
 
-def _load_guards(meta, name, arrays, state_by_name, fail):
+def _is_int(x):
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_number(x):
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _guard_side(x, n_out):
+    """A guard operand as ShapeGuards holds it: ('out', i) of the guard graph, or a number."""
+    if isinstance(x, list) and len(x) == 2 and x[0] == "out" and _is_int(x[1]) and \
+            0 <= x[1] < n_out:
+        return ("out", x[1])
+    if x is None or _is_number(x):
+        return x
+    raise ValueError(f"operand {x!r}")
+
+
+def _guard_check(c, n_out):
+    from ember.jit.guards import CMP
+    if not (isinstance(c, list) and len(c) == 7):
+        raise ValueError(f"check {c!r} (expected 7 fields)")
+    kind, lhs, rhs, expected, how, where, text = c
+    lhs, rhs = _guard_side(lhs, n_out), _guard_side(rhs, n_out)
+    if kind not in ("value", "cmp") or not isinstance(how, str) or not isinstance(text, str) \
+            or (kind == "cmp" and how not in CMP) or not _is_number(expected) and \
+            not isinstance(expected, bool):
+        raise ValueError(f"check {c!r}")
+    if not (isinstance(where, list) and len(where) == 3 and isinstance(where[0], str) and
+            _is_int(where[1]) and isinstance(where[2], str)):
+        raise ValueError(f"check {c!r} (where)")
+    return (kind, lhs, rhs, expected, how, tuple(where), text)
+
+
+def _load_guards(meta, name, arrays, state_by_name, n_inputs, fail):
+    """The ShapeGuards of the file's 'shape_guards' metadata, every field checked (their graph
+    takes the traced inputs then the tensors named in 'state'; a check reads an output of that
+    graph, or a number); SerializationError naming what is wrong."""
     from ember.jit.guards import ShapeGuards
     from ember.jit.ir import parse
     from ember.tensor import Tensor
@@ -106,15 +143,16 @@ def _load_guards(meta, name, arrays, state_by_name, fail):
         return None
     if not isinstance(spec, dict) or not all(k in spec for k in ("checks", "shapes", "ir",
                                                                  "state")):
-        raise fail("corrupt 'shape_guards' metadata")
-    checks = []
-    for c in spec["checks"]:
-        kind, lhs, rhs, expected, how, where, text = c
-        if kind not in ("value", "cmp"):
-            raise fail(f"corrupt 'shape_guards' metadata (kind {kind!r})")
-        side = [tuple(x) if isinstance(x, list) else x for x in (lhs, rhs)]
-        checks.append((kind, side[0], side[1], expected, str(how),
-                       (str(where[0]), int(where[1]), str(where[2])), str(text)))
+        raise fail("corrupt 'shape_guards' metadata (expected checks, shapes, ir and state)")
+    if not isinstance(spec["checks"], list) or not isinstance(spec["state"], list) or \
+            not (spec["ir"] is None or isinstance(spec["ir"], str)):
+        raise fail("corrupt 'shape_guards' metadata (checks and state must be lists, ir a "
+                   "string or null)")
+    shapes = spec["shapes"]
+    if not (isinstance(shapes, list) and len(shapes) == n_inputs and
+            all(isinstance(s, list) and all(_is_int(n) and n >= 0 for n in s) for s in shapes)):
+        raise fail(f"corrupt 'shape_guards' metadata (shapes {shapes!r}: expected {n_inputs} "
+                   f"lists of sizes)")
     g, state = None, []
     if spec["ir"] is not None:
         consts = {k[len("__guard_const__/"):]: a for k, a in arrays.items()
@@ -122,14 +160,98 @@ def _load_guards(meta, name, arrays, state_by_name, fail):
         g = parse(spec["ir"], constants=consts)
         g.lint()
         for sname in spec["state"]:
+            if not isinstance(sname, str):
+                raise fail(f"corrupt 'shape_guards' metadata (state name {sname!r})")
             if sname in state_by_name:
                 state.append(state_by_name[sname])
             elif sname in arrays:
                 state.append(Tensor._make(np.array(arrays[sname])))
             else:
                 raise fail(f"the shape guards' tensor {sname!r} is missing from the file")
-    shapes = tuple(tuple(int(n) for n in s) for s in spec["shapes"])
-    return ShapeGuards(name, g, checks, shapes, state)
+        if len(g.inputs) != n_inputs + len(state):
+            raise fail(f"corrupt 'shape_guards' metadata (its graph takes {len(g.inputs)} "
+                       f"inputs, the file gives {n_inputs} + {len(state)})")
+    n_out = 0 if g is None else len(g.outputs)
+    try:
+        checks = [_guard_check(c, n_out) for c in spec["checks"]]
+    except ValueError as e:
+        raise fail(f"corrupt 'shape_guards' metadata ({e})") from None
+    return ShapeGuards(name, g, checks, tuple(tuple(s) for s in shapes), state)
+
+
+_MAX_SPEC_DEPTH = 64
+
+
+def _spec_tensors(spec, what, fail, depth=0):
+    """The number of tensors ("T") in call-structure spec ``spec`` (ember.jit.traced.flatten's
+    form), after checking that form; SerializationError naming ``what`` otherwise."""
+    if spec == "T":
+        return 1
+    bad = fail(f"corrupt '{what}' metadata ({json.dumps(spec)[:80]} is not a tensor, tuple, "
+               f"list, dict or constant)")
+    if depth > _MAX_SPEC_DEPTH or not isinstance(spec, dict) or len(spec) != 1:
+        raise bad
+    ((kind, body),) = spec.items()
+    if kind in ("tuple", "list") and isinstance(body, list):
+        return sum(_spec_tensors(s, what, fail, depth + 1) for s in body)
+    if kind == "dict" and isinstance(body, list) and all(
+            isinstance(it, list) and len(it) == 2 and isinstance(it[0], str) or
+            isinstance(it, list) and len(it) == 2 and _is_int(it[0]) for it in body):
+        return sum(_spec_tensors(v, what, fail, depth + 1) for _, v in body)
+    if kind == "const" and (body is None or isinstance(body, (bool, int, float, str))):
+        return 0
+    raise bad
+
+
+def _check_meta(meta, g, arrays, fail):
+    """Every field of the file's 'ember_jit_meta' checked against its graph ``g`` and tensors
+    ``arrays`` (a crafted file is refused here, not at its first call)."""
+    import re
+    for key in ("name", "n_inputs", "in_spec", "out_spec", "state", "generators"):
+        if key not in meta:
+            raise fail(f"corrupt 'ember_jit_meta' metadata (no {key!r} field)")
+    name = meta["name"]
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z0-9_.]{1,256}", name):
+        raise fail(f"corrupt 'ember_jit_meta' metadata (name {name!r}: expected 1 to 256 "
+                   f"letters, digits, '_' or '.')")
+    n_in = meta["n_inputs"]
+    if not _is_int(n_in) or not 0 <= n_in <= len(g.inputs):
+        raise fail(f"corrupt 'ember_jit_meta' metadata (n_inputs {n_in!r}: the graph has "
+                   f"{len(g.inputs)} formals)")
+    in_spec = meta["in_spec"]
+    if not (isinstance(in_spec, dict) and list(in_spec) == ["tuple"]):
+        raise fail(f"corrupt 'in_spec' metadata ({json.dumps(in_spec)[:80]}: expected the tuple "
+                   f"of the call's arguments)")
+    if _spec_tensors(in_spec, "in_spec", fail) != n_in:
+        raise fail(f"corrupt 'in_spec' metadata: it holds {_spec_tensors(in_spec, '', fail)} "
+                   f"tensors, n_inputs is {n_in}")
+    n_out = _spec_tensors(meta["out_spec"], "out_spec", fail)
+    if n_out != len(g.outputs):
+        raise fail(f"corrupt 'out_spec' metadata: it holds {n_out} tensors, the graph returns "
+                   f"{len(g.outputs)}")
+    state = meta["state"]
+    if not isinstance(state, list) or not all(
+            isinstance(e, list) and len(e) == 2 and isinstance(e[0], str) and
+            isinstance(e[1], bool) for e in state):
+        raise fail("corrupt 'ember_jit_meta' metadata (state: expected [name, requires_grad] "
+                   "pairs)")
+    if len({e[0] for e in state}) != len(state) or n_in + len(state) != len(g.inputs):
+        raise fail(f"corrupt 'ember_jit_meta' metadata: {n_in} inputs and {len(state)} state "
+                   f"tensors (names unique) for a graph of {len(g.inputs)} formals")
+    for (sname, _), v in zip(state, g.inputs[n_in:]):
+        a = arrays.get(sname)
+        if a is None:
+            raise fail(f"the state tensor {sname!r} is missing from the file")
+        if a.shape != v.shape or a.dtype != v.dtype:
+            raise fail(f"the state tensor {sname!r} is {a.dtype}{list(a.shape)}, its formal "
+                       f"%{v.name} is {v.type_str}")
+    gens = meta["generators"]
+    if not isinstance(gens, list) or not all(isinstance(n, str) for n in gens) or \
+            len(set(gens)) != len(gens):
+        raise fail(f"corrupt 'ember_jit_meta' metadata (generators {gens!r}: expected distinct "
+                   f"names)")
+    if not isinstance(meta.get("random", False), bool):
+        raise fail(f"corrupt 'ember_jit_meta' metadata (random {meta['random']!r})")
 
 
 def load(f):
@@ -173,13 +295,17 @@ def _build(ir_text, meta, arrays, fail):
     for key in ("name", "n_inputs", "in_spec", "out_spec", "state", "generators"):
         if key not in meta:
             raise fail(f"corrupt 'ember_jit_meta' metadata (no {key!r} field)")
+    gens = meta["generators"]
+    if not isinstance(gens, list) or not all(isinstance(n, str) for n in gens):
+        raise fail(f"corrupt 'ember_jit_meta' metadata (generators {gens!r})")
     consts = {k[len("__const__/"):]: a for k, a in arrays.items() if k.startswith("__const__/")}
-    g = parse(ir_text, constants=consts, generators={n: Generator() for n in meta["generators"]})
+    g = parse(ir_text, constants=consts, generators={n: Generator() for n in gens})
     for n in g.nodes:
         if n.kind == "constant" and n.attrs.get("name") not in consts:
             raise fail(f"the graph's constant %{n.output.name} names tensor "
                        f"'__const__/{n.attrs.get('name')}', which the file does not contain")
     g.lint()
+    _check_meta(meta, g, arrays, fail)
     state = []
     for sname, rg in meta["state"]:
         if sname not in arrays:
@@ -194,5 +320,6 @@ def _build(ir_text, meta, arrays, fail):
     traced.traced_random = meta.get("random", False)
     traced.inference_plan = not state  # no live parameters: inference plans (ember.jit.plan)
     traced._guards = _load_guards(meta, meta["name"], arrays,
-                                  dict(zip(traced.state_names, state)), fail)
+                                  dict(zip(traced.state_names, state)), meta["n_inputs"], fail)
+    traced._compile()   # the generated code too: a file that loads can be called
     return traced

@@ -154,6 +154,11 @@ class TracedFunction:
                 raise EmberTypeError(f"{self.name}: expected {self._n_inputs} inputs, got "
                                      f"{len(args)}")
             flat = args
+            Tensor = _tensor_cls()
+            for i, t in enumerate(flat):
+                if not isinstance(t, Tensor):
+                    raise EmberTypeError(f"{self.name}: input {i} must be a Tensor, got "
+                                         f"{type(t).__name__}")
         else:
             flat = []
             _flatten_call(self._in_spec, args, flat)
@@ -176,8 +181,8 @@ class TracedFunction:
         grad = STATE.grad_enabled
         arrays = []
         for t, nd, dt in zip(args, self._ndims, self._dtypes):
-            d = t._data
-            if d.dtype != dt or d.ndim != nd or (grad and t._requires_grad):
+            d = getattr(t, "_data", None)   # None: not a Tensor, named by _flat_inputs
+            if d is None or d.dtype != dt or d.ndim != nd or (grad and t._requires_grad):
                 return self._call_general(args)
             arrays.append(d)
         guards = self._guards

@@ -294,3 +294,177 @@ def test_strings_from_the_file_reach_generated_code_only_as_literals(tmp_path):
     out = json.loads(res.stdout.strip().splitlines()[-1])[0]
     assert out["imported"] is False and "loaded" not in out, out
     assert "__import__" in out["msg"], out
+
+
+# ------------------------------------------------------------------ crafted metadata, fuzzed
+def _rich_file(path):
+    """A trace with a parameter, nested inputs, a dict/list output and a shape guard."""
+    import warnings
+    w = ember.randn(3, requires_grad=True)
+
+    def f(x, y):
+        h = x * w + y[0].reshape(2, 3)
+        return {"a": h.sum(), "b": [h * 2 if x.shape[0] > 1 else h]}
+    args = (ember.randn(2, 3), (ember.randn(6),))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        jit.save(jit.trace(f, args), path)
+    return path.read_bytes(), args
+
+
+def _meta_of(data):
+    import struct
+    (n,) = struct.unpack("<Q", data[:8])
+    return json.loads(json.loads(data[8:8 + n])["__metadata__"]["ember_jit_meta"])
+
+
+def _with_meta(data, meta_text):
+    return _rewrite(data, lambda md, a: md.update(ember_jit_meta=meta_text))
+
+
+def _deep(n):
+    spec = "T"
+    for _ in range(n):
+        spec = {"tuple": [spec]}
+    return spec
+
+
+GUARDS = {"checks": [["cmp", ["out", 0], 1, True, ">", ["f.py", 5, ""], "x.size(0) > 1"]],
+          "shapes": [[2, 3], [6]], "state": [],
+          "ir": "graph(%x : f32[2, 3], %y.0 : f32[6], %param0 : f32[3] = param):\n"
+                "  %2 : i64[] = size(%x, dim=0)\n  return (%2)\n"}
+BAD_META = {
+    "name": [None, 5, "", "a b", "\u00b2", "x" * 300, ["x"], {"a": 1}, "__import__('os')"],
+    "n_inputs": [None, "2", 2.0, True, -1, 1, 3, 10 ** 9, [2]],
+    "in_spec": [None, "T", [], {"tuple": "T"}, {"list": ["T", {"tuple": ["T"]}]},
+                {"tuple": ["T"]}, {"tuple": ["T", {"tuple": ["T"]}], "x": 1},
+                {"tuple": ["T", {"dict": [[None, "T"]]}]}, {"tuple": ["T", {"const": [1]}]},
+                {"tuple": ["T", {"set": ["T"]}]}, {"tuple": ["T", _deep(200)]},
+                {"tuple": ["T", {"dict": [["k"]]}]}, {"tuple": ["T", "T", "T"]}],
+    "out_spec": [None, "X", "T", {"dict": [["a", "T"]]}, {"dict": "T"},
+                 {"dict": [["a"], ["b", "T"]]}, [["a", "T"], ["b", "T"]],
+                 {"dict": [["a", "T"], ["b", {"list": ["T", "T"]}]]}, _deep(100)],
+    "state": [None, "param0", [["param0"]], [["param0", 1]], [[1, True]], [["nope", True]],
+              [], [["param0", True], ["param0", True]], [["param0", True, 3]], {"param0": True}],
+    "generators": [None, "g", [1], ["g", "g"], {"g": 1}],
+    "random": ["yes", 1, None, []],
+    "shape_guards": ["x", [], {"checks": []}, dict(GUARDS, checks="x"),
+                     dict(GUARDS, shapes=[[2, 3]]), dict(GUARDS, shapes=[[2, -3], [6]]),
+                     dict(GUARDS, shapes=[["2", 3], [6]]), dict(GUARDS, state=[1]),
+                     dict(GUARDS, state=["missing"]), dict(GUARDS, ir=5),
+                     dict(GUARDS, ir="graph(%x : f32[2, 3]):\n  return (%x)\n"),
+                     dict(GUARDS, checks=[["cmp", ["out", 5], 1, True, ">", ["f", 1, ""], ""]]),
+                     dict(GUARDS, checks=[["cmp", ["out", 0], 1, True, "<>", ["f", 1, ""], ""]]),
+                     dict(GUARDS, checks=[["eval", ["out", 0], 1, True, ">", ["f", 1, ""], ""]]),
+                     dict(GUARDS, checks=[["cmp", ["out", 0], 1, True, ">", ["f", "1"], ""]]),
+                     dict(GUARDS, checks=[["cmp", ["out", 0], 1, True, ">", ["f", 1, ""]]]),
+                     dict(GUARDS, checks=[["cmp", "out", 1, True, ">", ["f", 1, ""], ""]]),
+                     dict(GUARDS, checks=[["cmp", ["out", 0], "1", True, ">", ["f", 1, ""], 3]]),
+                     dict(GUARDS, checks=[["value", ["out", 0], None, "2", "int", ["f", 1, ""],
+                                           ""]]),
+                     dict(GUARDS, checks=[None])],
+}
+CASES = [(k, v) for k, vs in BAD_META.items() for v in vs] + \
+    [(k, "<missing>") for k in ("format", "name", "n_inputs", "in_spec", "out_spec", "state",
+                                "generators")]
+
+
+@pytest.mark.parametrize("key,value", CASES, ids=[f"{k}-{i}" for i, (k, _) in enumerate(CASES)])
+def test_crafted_metadata_is_refused_at_load(tmp_path, key, value):
+    """Every field of the metadata is checked when the file is read: a bad name, call spec,
+    state list or guard used to load and then fail at the first call with a raw IndexError,
+    AttributeError, TypeError or KeyError (or a SyntaxError from generated code)."""
+    from ember.serialization import SerializationError
+    data, args = _rich_file(tmp_path / "good.ejit")
+    assert jit.load(tmp_path / "good.ejit")(*args)["a"] is not None
+    meta = _meta_of(data)
+    if value == "<missing>":
+        del meta[key]
+    else:
+        meta[key] = value
+    path = tmp_path / "bad.ejit"
+    path.write_bytes(_with_meta(data, json.dumps(meta)))
+    with pytest.raises(SerializationError, match="bad.ejit"):
+        jit.load(path)
+
+
+def test_truncated_metadata_and_ir_are_refused_at_load(tmp_path):
+    from ember.serialization import SerializationError
+    data, _ = _rich_file(tmp_path / "good.ejit")
+    text = json.dumps(_meta_of(data))
+    path = tmp_path / "cut.ejit"
+    for cut in range(0, len(text), 7):
+        path.write_bytes(_with_meta(data, text[:cut]))
+        with pytest.raises(SerializationError, match="cut.ejit"):
+            jit.load(path)
+    ir = jit.load(tmp_path / "good.ejit").graph.__str__()
+    for cut in range(0, len(ir), 11):
+        path.write_bytes(_rewrite(data, lambda md, a: md.update(ember_jit_ir=ir[:cut])))
+        try:
+            loaded = jit.load(path)
+        except SerializationError:
+            continue
+        assert len(loaded.graph.outputs) == 2   # a cut that still parses is a whole graph
+
+
+def _random_json(rng, depth=0):
+    r = rng.integers(9)
+    if depth > 2 or r < 5:
+        return [None, True, -1, 0, 1, 2, 10 ** 6, 1.5, "", "T", "out", "param0", "x",
+                ">"][rng.integers(14)]
+    if r < 7:
+        return [_random_json(rng, depth + 1) for _ in range(rng.integers(4))]
+    return {str(_random_json(rng, depth + 1)): _random_json(rng, depth + 1)
+            for _ in range(rng.integers(3))}
+
+
+def _paths(obj, prefix=()):
+    yield prefix
+    items = obj.items() if isinstance(obj, dict) else enumerate(obj) if isinstance(obj, list) \
+        else ()
+    for k, v in items:
+        yield from _paths(v, prefix + (k,))
+
+
+def test_fuzzed_metadata_never_gives_a_raw_error(tmp_path):
+    """Random replacements anywhere in the metadata: each file is refused at load with ember's
+    SerializationError, or loads and runs (an ember error at most); never a raw exception."""
+    import warnings
+    from ember.errors import EmberError
+    from ember.serialization import SerializationError
+    data, args = _rich_file(tmp_path / "good.ejit")
+    meta = _meta_of(data)
+    meta["shape_guards"] = meta.get("shape_guards") or GUARDS
+    paths = [p for p in _paths(meta) if p]
+    rng = np.random.default_rng(0)
+    path = tmp_path / "fuzz.ejit"
+    refused = 0
+    for _ in range(150):
+        m = json.loads(json.dumps(meta))
+        where = paths[rng.integers(len(paths))]
+        parent = m
+        for k in where[:-1]:
+            parent = parent[k]
+        parent[where[-1]] = _random_json(rng)
+        path.write_bytes(_with_meta(data, json.dumps(m)))
+        try:
+            loaded = jit.load(path)
+        except SerializationError:
+            refused += 1
+            continue
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                loaded(*args)
+            except EmberError:
+                pass
+    assert refused > 100
+
+
+def test_a_loaded_trace_called_with_a_non_tensor_names_the_input(tmp_path):
+    t = jit.trace(lambda x, y: x + y, (ember.randn(2), ember.randn(2)))
+    jit.save(t, tmp_path / "add.ejit")
+    loaded = jit.load(tmp_path / "add.ejit")
+    for f in (t, loaded):
+        with pytest.raises(ember.errors.EmberTypeError, match="input 1 must be a Tensor, got tuple"):
+            f(ember.randn(2), (ember.randn(2),))
