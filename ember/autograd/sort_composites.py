@@ -59,9 +59,9 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     q*(n-1) (n: the non-NaN count for nanquantile; a slice with a NaN gives NaN for quantile)
     and interpolate; differentiable in ``input`` and in a tensor ``q``."""
     x = input._data
-    if x.dtype.kind != "f":
-        raise EmberTypeError(f"{op}: input tensor must be either float or double dtype, got "
-                             f"{input.dtype}")
+    if x.dtype not in (np.float32, np.float64):
+        raise EmberRuntimeError(f"{op}: input tensor must be either float or double dtype, got "
+                                f"{input.dtype}")
     q_t = q if isinstance(q, Tensor) else None
     if q_t is not None:
         q_t._python_value(op)  # q's values are checked in Python (as torch does)

@@ -7,6 +7,7 @@ import pytest
 
 import ember
 from ember.autograd.gradcheck import gradcheck, gradgradcheck
+from ember.errors import EmberRuntimeError
 
 torch = pytest.importorskip("torch")
 
@@ -245,6 +246,19 @@ def test_nanquantile_all_nan_slice_and_quantile_gradient_through_q():
     torch.quantile(ta, tq, 1).sum().backward()
     np.testing.assert_allclose(q.grad.numpy(), tq.grad.numpy())
     np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "int64", "bool"])
+@pytest.mark.parametrize("name", ["quantile", "nanquantile"])
+def test_quantile_refuses_other_dtypes_with_runtime_error_like_torch(name, dtype):
+    """torch takes float32/float64 only and raises RuntimeError (ember raised TypeError, and
+    computed float16; found by tests/differential)."""
+    with pytest.raises(RuntimeError) as want:
+        getattr(torch, name)(torch.ones(3, dtype=getattr(torch, dtype)), 0.5)
+    with pytest.raises(EmberRuntimeError, match=f"{name}: input tensor must be either float "
+                                                "or double dtype") as got:
+        getattr(ember, name)(ember.ones(3, dtype=getattr(ember, dtype)), 0.5)
+    assert not isinstance(got.value, TypeError) and "float or double" in str(want.value)
 
 
 @pytest.mark.parametrize("call,match", [
