@@ -116,7 +116,7 @@ class Formula:
         class Rewrite(ast.NodeTransformer):
             def visit_Attribute(self, node):
                 if (isinstance(node.value, ast.Name) and node.value.id in tensor_names
-                        and node.attr in ("shape", "dtype")):
+                        and node.attr in ("shape", "dtype", "geometry")):
                     base = "self_" if node.value.id == "self" else node.value.id
                     key = f"{base}_{node.attr}"
                     outer.uses.add(key)
@@ -272,6 +272,8 @@ def emit_backward(op, w):
             val = f"_shape({k[:-6]})"
         elif k.endswith("_dtype") and k[:-6] in tensor_index:
             val = f"_dtype({k[:-6]})"
+        elif k.endswith("_geometry") and k[:-9] in tensor_index:
+            val = f"_geometry({k[:-9]})"
         elif k == "result":
             val = "_save_out(outs[0], 'result', 0)"
         elif k in op.out_names:
@@ -548,7 +550,7 @@ def main():
     w("from ember.autograd import formulas as _F")
     w("from ember.autograd.dispatch import Op, dispatch, dispatch_inplace")
     w("from ember.autograd.node import Node, next_seq, unpack")
-    w("from ember.autograd.formulas import _save, _save_out, _shape, _dtype")
+    w("from ember.autograd.formulas import _save, _save_out, _shape, _dtype, _geometry")
     w("from ember.kernels import constants as _C")
     w("")
     w("OPS = {}")

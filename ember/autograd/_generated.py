@@ -35,7 +35,7 @@ from ember.autograd import special_composites as _c_special_composites
 from ember.autograd import formulas as _F
 from ember.autograd.dispatch import Op, dispatch, dispatch_inplace
 from ember.autograd.node import Node, next_seq, unpack
-from ember.autograd.formulas import _save, _save_out, _shape, _dtype
+from ember.autograd.formulas import _save, _save_out, _shape, _dtype, _geometry
 from ember.kernels import constants as _C
 
 OPS = {}
@@ -4865,15 +4865,15 @@ class DiagEmbedBackward0(Node):
         return (g0, )
 
 class AsStridedBackward0(Node):
-    __slots__ = ('self_', 'size', 'storage_offset', 'stride')
-    _saved = ('self_',)
+    __slots__ = ('self__geometry', 'size', 'storage_offset', 'stride')
+    _saved = ()
     _op_name = 'as_strided'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, = tensors
         size, stride, storage_offset, = consts
-        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+        ctx.self__geometry = _geometry(self_) if needs[0] else None
         ctx.size = size if needs[0] else None
         ctx.storage_offset = storage_offset if needs[0] else None
         ctx.stride = stride if needs[0] else None
@@ -4881,13 +4881,13 @@ class AsStridedBackward0(Node):
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
-        self_ = unpack(ctx.self_, ctx)
+        self__geometry = ctx.self__geometry
         size = ctx.size
         storage_offset = ctx.storage_offset
         stride = ctx.stride
         g0 = None
         if needs[0]:
-            g0 = _F.as_strided_grad(grad, self_, size, stride, storage_offset)
+            g0 = _F.as_strided_grad(grad, self__geometry, size, stride, storage_offset)
         return (g0, )
 
 class UnfoldBackward0(Node):
@@ -6575,7 +6575,7 @@ OPS['diagonal_backward'] = _op_diagonal_backward
 _op_diag_embed = Op('diag_embed', _k_shape.diag_embed, DiagEmbedBackward0, ('self',), ('offset', 'dim1', 'dim2'), saves_self=False)
 OPS['diag_embed'] = _op_diag_embed
 
-_op_as_strided = Op('as_strided', _k_strided.as_strided, AsStridedBackward0, ('self',), ('size', 'stride', 'storage_offset'), view=True, saves_self=True)
+_op_as_strided = Op('as_strided', _k_strided.as_strided, AsStridedBackward0, ('self',), ('size', 'stride', 'storage_offset'), view=True, saves_self=False)
 OPS['as_strided'] = _op_as_strided
 
 _op_unfold = Op('unfold', _k_shape.unfold, UnfoldBackward0, ('self',), ('dimension', 'size', 'step'), view=True, saves_self=False)

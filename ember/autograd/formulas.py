@@ -38,6 +38,14 @@ def _dtype(x):
     return x._data.dtype if isinstance(x, Tensor) else None
 
 
+def _geometry(x):
+    """``(shape, strides in elements, storage offset)`` of tensor ``x`` (``x.geometry`` in a
+    formula): what a view of its storage needs, without keeping ``x``."""
+    from ember.kernels import strided
+    a = x._data
+    return tuple(a.shape), tuple(st // a.itemsize for st in a.strides), strided.storage(a)[1]
+
+
 def _const(arr):
     return Tensor._make(arr)
 
@@ -1241,13 +1249,14 @@ def fft_c2r_backward(grad, dim, normalization):
     return g
 
 
-def as_strided_grad(grad, self, size, stride, storage_offset):
-    """Gradient of ``self.as_strided(size, stride, storage_offset)``: ``grad`` summed into the
-    storage positions the view reads (overlapping ones accumulate), read back at the positions
-    ``self`` covers (divided among an overlapping input's aliases), as torch's."""
+def as_strided_grad(grad, geometry, size, stride, storage_offset):
+    """Gradient of ``self.as_strided(size, stride, storage_offset)`` for ``self`` of
+    ``geometry`` (``_geometry``): ``grad`` summed into the storage positions the view reads
+    (overlapping ones accumulate), read back at the positions ``self`` covers (divided among an
+    overlapping input's aliases), as torch's."""
     from ember.kernels import strided
-    _, own = strided.storage(self._data)
-    in_idx = strided.flat_indices(tuple(self._data.shape), self.stride(), own).ravel()
+    shape, strides, own = geometry
+    in_idx = strided.flat_indices(shape, strides, own).ravel()
     out_idx = strided.flat_indices(tuple(int(s) for s in size), tuple(int(s) for s in stride),
                                    own if storage_offset is None else int(storage_offset)).ravel()
     pos = np.unique(np.concatenate([in_idx, out_idx]))
@@ -1258,7 +1267,7 @@ def as_strided_grad(grad, self, size, stride, storage_offset):
     counts = np.bincount(i, minlength=len(pos))[i]
     if counts.max(initial=1) > 1:
         g = G.div(g, Tensor._make(counts.astype(grad._data.dtype)))
-    return G.reshape(g, tuple(self._data.shape))
+    return G.reshape(g, shape)
 
 
 def linalg_eig_grad(grads, A, L, V):
