@@ -1,12 +1,13 @@
-# Two entry points for a fresh machine with Python 3.11:
+# Entry points for a fresh machine with Python 3.11:
 #   make demo   - create .venv, install ember, run the main job (ember demo)
 #   make test   - create .venv, install ember with test dependencies, run the whole test suite
+#   make differential - the differential tester against torch in its long mode
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test bench gen clean
+.PHONY: demo test differential bench gen clean
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +27,10 @@ demo: $(VENV)/.installed
 test: $(STAMP)
 	$(PY) tools/gen_autograd.py --check
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# the differential tester's long mode (docs/differential.md): 50x the examples, a random seed
+differential: $(STAMP)
+	EMBER_DIFFERENTIAL=long $(PY) -m pytest -q tests/differential
 
 bench: $(STAMP)
 	$(PY) benchmarks/run_all.py
