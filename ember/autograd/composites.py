@@ -159,15 +159,25 @@ def square(input):
     return G.mul(input, input)
 
 
-def _float32(*xs):
-    from ember.autograd.formulas import _float32
-    return _float32(*xs)
+def _opmath(*xs):
+    """``(xs, out)``: the Tensors among ``xs`` cast to the dtype torch computes a one-kernel
+    floating op in (their common dtype; float32 for float16/bfloat16), and the dtype to round
+    the result to (None when it is the compute dtype, or the common dtype is not floating)."""
+    from ember.kernels.dtypes import result_type
+    from ember.kernels.opmath import F32, is_reduced
+    from ember.tensor import Tensor
+    common = result_type(*(x._data for x in xs if isinstance(x, Tensor)))
+    if common is None or common.kind not in "fV":
+        return xs, None
+    compute = F32 if is_reduced(common) else common
+    return (tuple(G.to(x, compute) if isinstance(x, Tensor) and x._data.dtype != compute else x
+                  for x in xs), common if compute != common else None)
 
 
 def addcmul(input, tensor1, tensor2, value=1):
     """``input + value * tensor1 * tensor2`` (float16/bfloat16 computed in float32 and rounded
     once, as torch's kernel)."""
-    (input, tensor1, tensor2), low = _float32(input, tensor1, tensor2)
+    (input, tensor1, tensor2), low = _opmath(input, tensor1, tensor2)
     out = G.add(input, G.mul(G.mul(tensor1, tensor2), value))
     return out if low is None else G.to(out, low)
 
@@ -175,7 +185,7 @@ def addcmul(input, tensor1, tensor2, value=1):
 def addcdiv(input, tensor1, tensor2, value=1):
     """``input + value * tensor1 / tensor2`` (float16/bfloat16 computed in float32 and rounded
     once, as torch's kernel)."""
-    (input, tensor1, tensor2), low = _float32(input, tensor1, tensor2)
+    (input, tensor1, tensor2), low = _opmath(input, tensor1, tensor2)
     out = G.add(input, G.mul(G.div(tensor1, tensor2), value))
     return out if low is None else G.to(out, low)
 
@@ -289,7 +299,7 @@ def _update_running(input, running_mean, running_var, training, momentum, mean, 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """torch.nn.functional.group_norm (float16/bfloat16 computed in float32 and rounded once,
     as torch's kernel)."""
-    (x32, w32, b32), low = _float32(input, weight, bias)
+    (x32, w32, b32), low = _opmath(input, weight, bias)
     if low is not None:
         return G.to(group_norm(x32, num_groups, w32, b32, eps), low)
     shape = tuple(input.shape)  # traced sizes (instance_norm passes a traced num_groups)

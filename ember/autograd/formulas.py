@@ -82,8 +82,9 @@ def _float32(*xs):
         if isinstance(x, Tensor) and is_reduced(x._data.dtype):
             low = x._data.dtype
             break
-    if low is None:
-        return xs, None
+    if low is None or any(isinstance(x, Tensor) and x._data.ndim and x._data.dtype != low
+                          and x._data.dtype.kind in "fcV" for x in xs):
+        return xs, None   # none, or a wider floating operand: torch's result is that dtype
     return tuple(G.to(x, _F32) if isinstance(x, Tensor) and x._data.dtype == low else x
                  for x in xs), low
 

@@ -175,3 +175,18 @@ def test_in_float32_rounds_back_only_low_precision_results():
     assert seen[-1] == np.float32 and out.dtype == np.float32
     out, _ = k(np.ones(3, np.float32))
     assert out.dtype == np.float32
+
+
+def test_mixed_float16_and_float32_operands_give_float32_as_torch():
+    a = RNG.standard_normal((3, 4))
+    got, want = [], []
+    for L, out in ((ember, got), (torch, want)):
+        x = L.tensor(a.astype(np.float32), requires_grad=True)
+        h = L.tensor(a.astype(np.float16), requires_grad=True)
+        y = L.addcmul(x, h, h, value=0.5)
+        y.sum().backward()
+        out += [y.dtype, x.grad.dtype, y.detach().to(L.float64).numpy(),
+                h.grad.to(L.float64).numpy()]
+    assert [str(d).split(".")[-1] for d in got[:2]] == [str(d).split(".")[-1] for d in want[:2]]
+    np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+    np.testing.assert_allclose(got[3], want[3], rtol=1e-3)
