@@ -130,6 +130,7 @@ class Tensor:
     _hooks = None
     _post_acc_hooks = None
     _retains_grad = False
+    _retain_handle = None
 
     def __init__(self, *args, requires_grad=False, device=None):
         """torch's ``Tensor(*sizes)`` (uninitialised), ``Tensor(data)`` or ``Tensor()``, all
@@ -368,7 +369,16 @@ class Tensor:
             if t is not None and grad is not None:
                 g = Tensor._make(grad._data.copy()) if not STATE.grad_enabled else grad
                 t.grad = g if t.grad is None else t.grad + g
-        self.grad_fn._add_pre_hook(self._output_nr, _retain)
+        self._retain_handle = self.grad_fn._add_pre_hook(self._output_nr, _retain)
+
+    def _move_retain_grad(self):
+        """After an in-place op gave this tensor a new ``grad_fn``: ``retain_grad`` follows it
+        (torch keeps the gradient of the tensor's latest value; other hooks stay)."""
+        h = self._retain_handle
+        fn = self._grad_fn
+        if h is not None and fn is not None:
+            h.remove()
+            self._retain_handle = fn._add_pre_hook(self._output_nr, h._item[1])
 
     @property
     def retains_grad(self):

@@ -393,6 +393,8 @@ def _set_history(self, info, result):
         self._requires_grad = True
         if result._output_nr or self._output_nr:
             self._output_nr = result._output_nr
+        if self._retains_grad:
+            self._move_retain_grad()
     elif _views.rebase(self, info, result._grad_fn):
         global _views_gained_grad
         _views_gained_grad = True

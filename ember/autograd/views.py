@@ -192,6 +192,7 @@ class CopySlices(Node):
     def release(self):
         if self.fn is not None:
             self.fn.release()
+        self.mask = None
         self._released = True
 
     def _scatter(self, w):
@@ -275,6 +276,8 @@ def rebase(view, info, fn):
     base._requires_grad = True
     if base._output_nr:
         base._output_nr = 0
+    if base._retains_grad:
+        base._move_retain_grad()
     view._requires_grad = True
     return gained
 

@@ -477,3 +477,16 @@ def test_as_strided_backward_keeps_the_geometry_not_the_input():
         z.backward()
         res[lib] = x.grad.numpy().copy()
     np.testing.assert_array_equal(res[ember], res[torch])
+
+
+@pytest.mark.parametrize("write", [lambda y: y.mul_(3), lambda y: y[1:].mul_(3)])
+def test_retain_grad_follows_the_tensors_latest_value(write):
+    res = {}
+    for lib in (torch, ember):
+        x = lib.ones(3, requires_grad=True)
+        y = x * 2
+        y.retain_grad()
+        write(y)
+        (y * lib.arange(3.0)).sum().backward()
+        res[lib] = y.grad.numpy().copy()
+    np.testing.assert_array_equal(res[ember], res[torch])
