@@ -344,6 +344,27 @@ def where(condition, input=None, other=None):
     return G.where(condition, input, other)
 
 
+def result_type(tensor1, tensor2):
+    """The dtype an arithmetic op on ``tensor1`` and ``tensor2`` (tensors or Python numbers)
+    gives, by torch's promotion (dimensioned tensors, then 0-d ones, then numbers)."""
+    from ember.kernels.dtypes import result_type as rt
+    return _dtype.from_numpy_dtype(rt(*(getattr(t, "_data", t) for t in (tensor1, tensor2))))
+
+
+def promote_types(type1, type2):
+    """The smallest dtype both ``type1`` and ``type2`` promote to, as ``torch.promote_types``."""
+    from ember.kernels.dtypes import result_type as rt
+    a, b = (np.ones(1, _dtype.to_numpy_dtype(t)) for t in (type1, type2))
+    return _dtype.from_numpy_dtype(rt(a, b))
+
+
+def can_cast(from_, to):
+    """Whether an op's result of dtype ``from_`` may be written into a tensor of dtype ``to``
+    (not complex to real, floating to integral, or a non-bool to bool), as ``torch.can_cast``."""
+    from ember.kernels.dtypes import can_cast as cc
+    return cc(_dtype.to_numpy_dtype(from_), _dtype.to_numpy_dtype(to))
+
+
 def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` put at ``indices`` (a tuple of index tensors), added there when
     ``accumulate``."""
@@ -476,6 +497,7 @@ def install():
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
            "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose",
-           "nonzero", "index_put", "where", "broadcast_shapes", "unravel_index"):
+           "nonzero", "index_put", "where", "broadcast_shapes", "unravel_index", "result_type",
+           "promote_types", "can_cast"):
     globals()[_n] = public(globals()[_n])
 del _n

@@ -49,7 +49,8 @@ def _number(x):
 def _half_by_number(a, b):
     """``a`` is a float16 array and ``b`` a number: torch's mul and true division compute
     ``float(a) op float(b)`` and round once; NumPy would round ``b`` to float16 first."""
-    return a.__class__ is _nd and a.dtype is _F16 and _number(b)
+    return a.__class__ is _nd and a.dtype is _F16 and _number(b) and (
+        a.ndim or b.__class__ is not _nd or b.dtype.kind != "f")  # 0-d f16 * 0-d f32 is f32
 
 
 def mul(a, b):

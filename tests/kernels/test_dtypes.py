@@ -46,6 +46,20 @@ def test_binary_op_result_dtype_is_torch_result_type():
         got = _name(ember.mul(_make(ember, *a), _make(ember, *b)).dtype)
         if got != want:
             wrong.append((a, b, got, want))
+        got = _name(ember.result_type(_make(ember, *a), _make(ember, *b)))
+        if got != want:
+            wrong.append(("result_type", a, b, got, want))
+    assert not wrong
+
+
+def test_promote_types_and_can_cast_as_torch():
+    wrong = []
+    for a, b in itertools.product(DTYPES, repeat=2):
+        ta, tb, ea, eb = getattr(torch, a), getattr(torch, b), getattr(ember, a), getattr(ember, b)
+        if _name(ember.promote_types(ea, eb)) != _name(torch.promote_types(ta, tb)):
+            wrong.append(("promote_types", a, b))
+        if ember.can_cast(ea, eb) != torch.can_cast(ta, tb):
+            wrong.append(("can_cast", a, b))
     assert not wrong
 
 
