@@ -466,13 +466,19 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
-    """Root-mean-square normalisation over the trailing dims."""
+    """Root-mean-square normalisation over the trailing dims. float16/bfloat16 compute in
+    float32 (eps defaults to float32's) and round before the weight, as torch."""
+    from ember.kernels.opmath import F32, is_reduced
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
     dims = tuple(range(-len(normalized_shape), 0))
+    dtype = input._data.dtype
+    x = G.to(input, F32) if is_reduced(dtype) else input
     if eps is None:
-        eps = float(np.finfo(input._data.dtype).eps)
-    y = G.mul(input, G.rsqrt(G.add(G.mean(G.mul(input, input), dims, True), eps)))
+        eps = float(np.finfo(x._data.dtype).eps)
+    y = G.mul(x, G.rsqrt(G.add(G.mean(G.mul(x, x), dims, True), eps)))
+    if x is not input:
+        y = G.to(y, dtype)
     return G.mul(y, weight) if weight is not None else y
 
 

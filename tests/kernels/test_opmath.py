@@ -41,6 +41,7 @@ CASES = {
     "layer_norm": (WIDE, lambda L, F, t: F.layer_norm(t, (768,)), False),
     "batch_norm": (IMG, lambda L, F, t: F.batch_norm(t, None, None, training=True), False),
     "group_norm": (IMG, lambda L, F, t: F.group_norm(t, 2), False),
+    "rms_norm": (WIDE * 10, lambda L, F, t: F.rms_norm(t, (768,)), True),
     "gelu": (UNIT, lambda L, F, t: F.gelu(t), True),
     "gelu_tanh": (UNIT, lambda L, F, t: F.gelu(t, approximate="tanh"), True),
     "sigmoid": (UNIT, lambda L, F, t: t.sigmoid(), True),
