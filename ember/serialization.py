@@ -16,16 +16,21 @@ corrupt file, another format version or a missing tensor is a ``SerializationErr
 file and the problem. Nothing is ever unpickled or imported.
 
 Whole modules (``ember.save(model)``, also inside a checkpoint dict) are stored without pickle:
-each module becomes a JSON entry naming its class and holding its attribute dict (parameters,
-buffers and tensor attributes as tensors in the file, submodules nested, shared parameters and
-modules stored once and referenced). ``ember.load(f, weights_only=False)`` rebuilds them with
-``cls.__new__`` and the saved attributes, resolving class names only through a registry:
-ember's own nn classes, and classes and functions the user allowed with ``add_safe_globals``
-(torch's name). With ``weights_only=True`` (the default, as torch) only the latter resolve. A
-name in neither is a SerializationError naming it; nothing is ever imported. Functions held as
-attributes (e.g. ``activation=F.relu``) resolve the same way (ember's functional namespace, or
-registered). A NumPy array saved comes back as a NumPy array, and a ``.npy`` file
-(``numpy.save``) loads as a Tensor (read with ``allow_pickle=False``).
+each module becomes a JSON entry naming its class (module and qualified name) and holding its
+attribute dict (parameters, buffers and tensor attributes as tensors in the file, submodules
+nested, plain values and dtypes as JSON, shared parameters and modules stored once and
+referenced). An attribute that is none of these (an arbitrary object, a function that is not
+ember's nor registered, a hook) is an EmberTypeError at save time naming it. ``ember.load``
+rebuilds modules whatever ``weights_only`` says (building one runs no code): the class resolves
+among classes registered with ``add_safe_globals`` (torch's name), ember's own nn classes, and
+``nn.Module`` subclasses of modules the program has already imported (``sys.modules``, the
+script's ``__main__`` included) — never by importing. The object is made with
+``object.__new__`` and its attribute dict restored, without calling ``__init__``,
+``__setstate__`` or anything the file names. Any other name is a SerializationError saying which
+module to import or what to register. Functions held as attributes (e.g. ``activation=F.relu``)
+resolve among ember's functional namespace and registered functions only. A NumPy array saved
+comes back as a NumPy array, and a ``.npy`` file (``numpy.save``) loads as a Tensor (read with
+``allow_pickle=False``).
 
 ``add_safe_globals`` also registers custom autograd Functions for ``ember.jit.load``, which
 resolves the names a file holds only through that registry.
@@ -184,10 +189,16 @@ def _ember_functions():
 
 
 class _ObjCtx:
-    """Identity memo for one save/load: shared modules and parameters are stored once."""
+    """Identity memo for one save: shared modules (anywhere) and shared tensors (inside
+    modules) are stored once."""
 
     def __init__(self):
-        self.ids, self.objs, self.funcs = {}, [], None
+        self.ids, self.objs = {}, []
+
+    def add(self, obj):
+        self.ids[id(obj)] = len(self.ids)
+        self.objs.append(obj)  # keep alive so ids stay unique during this save
+        return self.ids[id(obj)]
 
 
 def _function_name(fn):
@@ -200,39 +211,78 @@ def _function_name(fn):
     return None
 
 
-def _encode_module(obj, path, tensors, ctx):
-    cls = type(obj)
+def _lookup(modname, qualname):
+    """The object ``qualname`` names in the already imported module ``modname``: plain
+    dictionary lookups in ``sys.modules`` and class namespaces, never an import, a module
+    ``__getattr__`` or a descriptor. Raises _Unknown (kind, name, reason)."""
+    full = f"{modname}.{qualname}"
+    mod = sys.modules.get(modname) if isinstance(modname, str) else None
+    if not isinstance(mod, types.ModuleType):
+        raise _Unknown("class", full, "not_imported", modname)
+    obj, parts = mod, qualname.split(".") if isinstance(qualname, str) else [""]
+    for part in parts:
+        space = vars(obj) if isinstance(obj, (types.ModuleType, type)) else {}
+        if not part or part not in space:
+            raise _Unknown("class", full, "missing", modname)
+        obj = space[part]
+    return obj
+
+
+def _module_class_where(cls, path):
+    """[module, qualname] of a Module subclass, checked to resolve back to ``cls`` (a class
+    made inside a function, or shadowed since, cannot be found again at load)."""
+    where = [cls.__module__, cls.__qualname__]
+    try:
+        found = _lookup(*where)
+    except _Unknown:
+        found = None
+    if found is not cls:
+        raise EmberTypeError(
+            f"ember.save: cannot save the module at '{path or '<root>'}': its class "
+            f"{_default_name(cls)} cannot be found by that name in its module (a class defined "
+            "inside a function, or replaced since), so ember.load could not resolve it; define "
+            "it at module level or register it with "
+            f"ember.serialization.add_safe_globals([({cls.__name__}, 'a.unique.name')])")
+    return where
+
+
+def _class_ref(cls, path):
+    """The JSON reference to a Module subclass: its registered name, or its module and
+    qualified name."""
     name = next((n for n, c in list(_SAFE.items()) if c is cls), None)
-    if name is None and cls.__module__.startswith("ember.nn."):
-        name = _default_name(cls)
-    if name is None:
-        raise EmberTypeError(f"ember.save: cannot save the module at '{path or '<root>'}': its "
-                             f"class {_default_name(cls)} is not an ember.nn class; register it "
-                             f"first with ember.serialization.add_safe_globals([{cls.__name__}]) "
-                             "(loading needs the same registration)")
-    ctx.ids[id(obj)] = len(ctx.ids)
-    ctx.objs.append(obj)  # keep alive so ids stay unique during this save
-    state = {k: _encode(v, _join(path, k), tensors, ctx) for k, v in obj.__dict__.items()}
-    return {"__module__": name, "__id__": ctx.ids[id(obj)], "__state__": state}
+    if name is not None:
+        return {"__module__": name}
+    return {"__module__": _default_name(cls), "__where__": _module_class_where(cls, path)}
+
+
+_MEMBERS = ("_parameters", "_buffers", "_modules")  # named by the module's path, as state_dict
+
+
+def _encode_module(obj, path, tensors, memo):
+    out = _class_ref(type(obj), path)
+    out["__id__"] = memo.add(obj)
+    out["__state__"] = {k: _encode(v, path if k in _MEMBERS else _join(path, k), tensors, memo,
+                                   True)
+                        for k, v in obj.__dict__.items()}
+    return out
 
 
 # ---------------------------------------------------------------------------- encoding
-def _encode(obj, path, tensors, ctx=None):
+def _encode(obj, path, tensors, memo, inside=False):
     """Replace tensors in ``obj`` by {"__tensor__": key}, filling ``tensors``; return JSON data.
-    Inside a module (``ctx`` set) shared tensors and modules are stored once and referenced."""
+    Modules are stored once per save (``memo``); inside a module (``inside``) shared tensors are
+    too, and sets, devices, Module classes and named functions are accepted as attributes."""
     if "ember.nn" in sys.modules:  # else no Module exists yet
         from ember.nn.modules.module import Module
     else:
         Module = ()
     if Module and isinstance(obj, Module):
-        if ctx is None:
-            ctx = _ObjCtx()
-        if id(obj) in ctx.ids:
-            return {"__ref__": ctx.ids[id(obj)]}
-        return _encode_module(obj, path, tensors, ctx)
+        if id(obj) in memo.ids:
+            return {"__ref__": memo.ids[id(obj)]}
+        return _encode_module(obj, path, tensors, memo)
     if isinstance(obj, Tensor) or _is_torch_tensor(obj) or isinstance(obj, np.ndarray):
-        if ctx is not None and id(obj) in ctx.ids:
-            return {"__ref__": ctx.ids[id(obj)]}
+        if inside and id(obj) in memo.ids:
+            return {"__ref__": memo.ids[id(obj)]}
         arr = _as_array(obj)
         key = path or "tensor"
         base, n = key, 1
@@ -253,30 +303,32 @@ def _encode(obj, path, tensors, ctx=None):
                 out["__param__"] = bool(obj.requires_grad)
             elif obj.requires_grad and obj.grad_fn is None:
                 out["__requires_grad__"] = True
-        if ctx is not None:
-            ctx.ids[id(obj)] = len(ctx.ids)
-            ctx.objs.append(obj)
-            out["__id__"] = ctx.ids[id(obj)]
+        if inside:
+            out["__id__"] = memo.add(obj)
         return out
     if isinstance(obj, dict):
         if all(isinstance(k, str) for k in obj) and "__tensor__" not in obj:
-            return {"__dict__": {k: _encode(v, _join(path, k), tensors, ctx)
+            return {"__dict__": {k: _encode(v, _join(path, k), tensors, memo, inside)
                                  for k, v in obj.items()},
                     "__ordered__": isinstance(obj, OrderedDict)}
         items = []
         for k, v in obj.items():
             if not isinstance(k, (str, int, float, bool)) and k is not None:
                 raise EmberTypeError(f"ember.save: dict keys must be str, int, float, bool or "
-                                     f"None, got {type(k).__name__}")
-            items.append([k, _encode(v, _join(path, str(k)), tensors, ctx)])
+                                     f"None, got {type(k).__name__} at '{path or '<root>'}'")
+            items.append([k, _encode(v, _join(path, str(k)), tensors, memo, inside)])
         return {"__items__": items, "__ordered__": isinstance(obj, OrderedDict)}
+    from ember.tensor import Size, device
+    if isinstance(obj, Size):
+        return {"__size__": [int(d) for d in obj]}
     if isinstance(obj, tuple):
-        return {"__tuple__": [_encode(v, _join(path, str(i)), tensors, ctx)
+        return {"__tuple__": [_encode(v, _join(path, str(i)), tensors, memo, inside)
                               for i, v in enumerate(obj)]}
     if isinstance(obj, list):
-        return [_encode(v, _join(path, str(i)), tensors, ctx) for i, v in enumerate(obj)]
-    if isinstance(obj, (set, frozenset)) and ctx is not None:
-        return {"__set__": [_encode(v, path, tensors, ctx) for v in sorted(obj, key=repr)],
+        return [_encode(v, _join(path, str(i)), tensors, memo, inside) for i, v in enumerate(obj)]
+    if isinstance(obj, (set, frozenset)) and inside:
+        return {"__set__": [_encode(v, path, tensors, memo, inside)
+                            for v in sorted(obj, key=repr)],
                 "__frozen__": isinstance(obj, frozenset)}
     if isinstance(obj, (np.integer, np.floating, np.bool_)):
         return obj.item()
@@ -285,7 +337,11 @@ def _encode(obj, path, tensors, ctx=None):
     from ember import _dtype
     if isinstance(obj, _dtype.dtype):
         return {"__dtype__": obj.name}
-    if ctx is not None and callable(obj):
+    if isinstance(obj, device):
+        return {"__device__": str(obj)}
+    if inside and Module and isinstance(obj, type) and issubclass(obj, Module):
+        return {"__type__": _class_ref(obj, path)}
+    if inside and callable(obj) and not isinstance(obj, type):
         name = _function_name(obj)
         if name is not None:
             return {"__function__": name}
@@ -293,13 +349,16 @@ def _encode(obj, path, tensors, ctx=None):
                              f"{obj!r}, which is neither an ember function nor registered; "
                              "register it with ember.serialization.add_safe_globals([fn]) "
                              "(or remove it, e.g. a hook, before saving)")
-    raise EmberTypeError(f"ember.save: cannot serialize an object of type {type(obj).__name__} "
-                         f"at '{path or '<root>'}' (supported: tensors, ndarrays, dicts, lists, "
-                         "tuples, numbers, strings, None, modules)")
+    what = "the module attribute" if inside else "the object"
+    raise EmberTypeError(
+        f"ember.save: cannot serialize {what} at '{path or '<root>'}' of type "
+        f"{type(obj).__module__}.{type(obj).__qualname__} (supported: tensors, ndarrays, dicts, "
+        "lists, tuples, numbers, strings, None, dtypes, devices, modules; ember never pickles)")
 
 
 class _Unknown(Exception):
-    """A structure entry naming a class or function no registry holds."""
+    """A structure entry naming a class or function ember does not resolve:
+    (kind, name, reason, module name)."""
 
 
 def _complex_of(arr, key):
@@ -338,6 +397,14 @@ def _decode(data, tensors, ctx=None):
             return ctx.objs[data["__ref__"]]
         if "__module__" in data:
             return _decode_module(data, tensors, ctx)
+        if "__type__" in data:
+            return _resolve_class(data["__type__"], ctx)
+        if "__size__" in data:
+            from ember.tensor import Size
+            return Size(int(d) for d in data["__size__"])
+        if "__device__" in data:
+            from ember.tensor import device
+            return device(str(data["__device__"]))
         if "__tuple__" in data:
             return tuple(_decode(v, tensors, ctx) for v in data["__tuple__"])
         if "__items__" in data:
@@ -359,25 +426,39 @@ def _decode(data, tensors, ctx=None):
         if "__function__" in data:
             name = data["__function__"]
             fn = _SAFE.get(name)
-            if fn is None and not ctx.weights_only:
-                fn = ctx.ember_functions().get(name)
             if fn is None:
-                raise _Unknown("function", name)
+                fn = ctx.ember_functions().get(name)
+            if fn is None or isinstance(fn, type):
+                raise _Unknown("function", name, "function", None)
             return fn
     return data
 
 
-def _decode_module(data, tensors, ctx):
-    name = data["__module__"]
+def _resolve_class(ref, ctx):
+    """The Module subclass a class reference names: a registered name, one of ember's nn
+    classes, or (``__where__``) a class of an already imported module; _Unknown otherwise."""
+    from ember.nn.modules.module import Module
+    name = ref["__module__"]
+    if not isinstance(name, str):
+        raise _Unknown("class", repr(name), "unregistered", None)
     cls = _SAFE.get(name)
-    if cls is None and not ctx.weights_only:
+    if cls is None:
         cls = ctx.ember_classes().get(name)
     if cls is None:
-        raise _Unknown("class", name)
-    from ember.nn.modules.module import Module
+        where = ref.get("__where__")
+        if where is None:
+            raise _Unknown("class", name, "unregistered", None)
+        modname, qualname = where
+        cls = _lookup(modname, qualname)
+        name = f"{modname}.{qualname}"
     if not (isinstance(cls, type) and issubclass(cls, Module)):
-        raise _Unknown("class", name)
-    obj = cls.__new__(cls)
+        raise _Unknown("class", name, "not_module", None)
+    return cls
+
+
+def _decode_module(data, tensors, ctx):
+    cls = _resolve_class(data, ctx)
+    obj = object.__new__(cls)  # no __init__, __new__ or __setstate__ of the class runs
     ctx.objs[data["__id__"]] = obj
     state = {k: _decode(v, tensors, ctx) for k, v in data["__state__"].items()}
     obj.__dict__.update(state)
@@ -385,8 +466,7 @@ def _decode_module(data, tensors, ctx):
 
 
 class _LoadCtx:
-    def __init__(self, weights_only):
-        self.weights_only = weights_only
+    def __init__(self):
         self.objs = {}
         self._classes = self._functions = None
 
@@ -420,16 +500,17 @@ def _as_array(obj):
 
 # ---------------------------------------------------------------------------- save
 def save(obj, f, pickle_module=None, pickle_protocol=None, _use_new_zipfile_serialization=True):
-    """Write ``obj`` (a tensor, or dicts/lists/tuples of tensors, numbers and strings: state
-    dicts, optimizer state dicts, checkpoints) to the path or binary file object ``f``.
+    """Write ``obj`` (a tensor, a whole ``nn.Module``, or dicts/lists/tuples of these, numbers
+    and strings: state dicts, optimizer state dicts, checkpoints) to the path or binary file
+    object ``f``.
 
-    Writing to a path is atomic. Raises TypeError for objects it cannot store (there is no
-    pickle fallback).
+    Writing to a path is atomic. Raises EmberTypeError (a TypeError) naming the object or
+    module attribute it cannot store (there is no pickle fallback).
     """
     if pickle_module is not None:
         raise EmberValueError("ember.save never pickles; pickle_module is not supported")
     tensors = {}
-    structure = _encode(obj, "", tensors)
+    structure = _encode(obj, "", tensors, _ObjCtx())
     meta = {_META_KEY: json.dumps({"format": _FORMAT, "structure": structure})}
     st_save = require("safetensors.numpy", feature="ember.save").save
     for k, a in tensors.items():
@@ -563,13 +644,40 @@ def read_safetensors(data, name, who="ember.load"):
     return header, header.get("__metadata__") or {}, tensors
 
 
+def _unknown_message(kind, cname, reason, modname):
+    """The explanation of a name ember.load does not resolve (see _Unknown)."""
+    short = cname.rpartition(".")[2]
+    register = (f"register it with ember.serialization.add_safe_globals([{short}]) before "
+                "loading")
+    if reason == "not_imported":
+        where = "the script that saved it (define the class in the script that loads, or " \
+            "import it)" if modname == "__main__" else f"module {modname!r}"
+        return (f"the class {cname!r} from {where}, which this program has not imported; "
+                f"import {modname} before ember.load, or {register}. ember never imports a "
+                "module a file names")
+    if reason == "missing":
+        return (f"the class {cname!r}, which module {modname!r} does not define; import the "
+                f"module that defines it, or {register}")
+    if reason == "not_module":
+        return (f"the name {cname!r}, which is not an ember.nn.Module subclass; ember.load "
+                "rebuilds only Module subclasses and never calls anything a file names")
+    if kind == "function":
+        return (f"the function {cname!r}, which is neither one of ember's functions nor an "
+                f"allowed global; {register}")
+    return f"the class {cname!r}, which is not an allowed global; {register}"
+
+
 def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=None, **kwargs):
     """Read an object written by ``save`` (or any safetensors file, as a flat dict of tensors)
     from a path or binary file object.
 
-    Raises UnsafeFileError (a RuntimeError) for pickle files and anything that is not
-    safetensors, SerializationError for a truncated or corrupt file, a format version this
-    ember does not read or a missing tensor; ``map_location`` may only name the cpu.
+    Whole modules load whatever ``weights_only`` says: their classes resolve only among
+    registered classes, ember's nn classes and Module subclasses of already imported modules,
+    and rebuilding them runs none of their code. Raises UnsafeFileError (a RuntimeError) for
+    pickle files and anything that is not safetensors, SerializationError for a truncated or
+    corrupt file, a format version this ember does not read, a missing tensor or a name that
+    does not resolve (saying which module to import or what to register); ``map_location`` may
+    only name the cpu.
     """
     if map_location is not None and str(map_location).split(":")[0] not in ("cpu",):
         if not callable(map_location) and not isinstance(map_location, dict):
@@ -600,18 +708,10 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         raise SerializationError(f"ember.load: {name} was written in format version "
                                  f"{version!r}; this ember reads version {_FORMAT}")
     try:
-        return _decode(structure, tensors, _LoadCtx(bool(weights_only)))
+        return _decode(structure, tensors, _LoadCtx())
     except _Unknown as e:
-        kind, cname = e.args
-        hint = (" It is one of ember's own; pass weights_only=False to load whole modules, or "
-                "allow it with ember.serialization.add_safe_globals.") if weights_only and \
-            (cname.startswith("ember.") and (cname in _ember_classes() or
-                                            cname in _ember_functions())) else \
-            (f" Register it with ember.serialization.add_safe_globals([{cname.rpartition('.')[2]}])"
-             " before loading (and load with weights_only=False for whole modules); ember never "
-             "imports names a file holds.")
-        raise SerializationError(f"ember.load: {name} holds the {kind} {cname!r}, which is not "
-                                 f"an allowed global.{hint}") from None
+        raise SerializationError(f"ember.load: {name} holds {_unknown_message(*e.args)}") \
+            from None
     except _Missing as e:
         raise SerializationError(f"ember.load: {name}: the structure names tensor "
                                  f"{e.args[0]!r}, which the file does not contain") from None

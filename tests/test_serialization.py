@@ -329,39 +329,240 @@ class _Net(nn.Module):
         return self.head(self.enc(x)) * self.scale + self.rnn(x)[0].sum()
 
 
-def test_whole_module_roundtrip_through_the_allow_list(tmp_path):
-    from ember.serialization import SerializationError, add_safe_globals, safe_globals
+class _Counted(nn.Module):
+    """Counts __init__ calls: loading must not run it."""
+    inits = 0
+
+    def __init__(self, n=3):
+        super().__init__()
+        type(self).inits += 1
+        self.fc = nn.Linear(n, 2)
+        self.act = nn.functional.relu
+        self.norm_layer = nn.BatchNorm1d          # a Module class as an attribute (torchvision)
+        self.where = ember.device("cpu")
+        self.shape = ember.Size([2, n])
+
+    def forward(self, x):
+        return self.act(self.fc(x))
+
+    def __setstate__(self, state):
+        raise AssertionError("ember.load must not call __setstate__")
+
+
+def _rewrite_structure(path, edit):
+    """Rewrite the JSON structure of an ember file in place with ``edit(structure)``."""
+    import json
+    import struct
+    data = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", data[:8])
+    header = json.loads(data[8:8 + n])
+    doc = json.loads(header["__metadata__"]["ember"])
+    edit(doc["structure"])
+    header["__metadata__"]["ember"] = json.dumps(doc)
+    text = json.dumps(header).encode()
+    text += b" " * (-len(text) % 8)
+    open(path, "wb").write(struct.pack("<Q", len(text)) + text + data[8 + n:])
+
+
+def test_whole_model_of_a_user_class_roundtrips_without_registration(tmp_path):
+    """torch.save(model, f) / torch.load(f) of a user's Module subclass: the class resolves in
+    its already imported module, whatever weights_only says; tied parameters stay tied, the
+    training flag and plain attributes come back, no hooks appear."""
+    import pathlib
     m = _Net().eval()
     x = ember.randn(4, 2, 8)
-    with pytest.raises(ember.errors.EmberTypeError, match="add_safe_globals"):
-        ember.save(m, tmp_path / "m.st")  # a user class not on the list
-    with safe_globals([_Net]):
-        ember.save({"model": m, "epoch": 2}, tmp_path / "m.st")
-        with pytest.raises(SerializationError, match="weights_only=False"):
-            ember.load(tmp_path / "m.st")  # weights_only=True: ember's nn classes not allowed
-        back = ember.load(tmp_path / "m.st", weights_only=False)
-    m2 = back["model"]
-    assert type(m2) is _Net and back["epoch"] == 2 and m2.training is False
-    assert m2.tied.weight is m2.head.weight and isinstance(m2.head.weight, nn.Parameter)
-    assert m2.scale == 2.5 and m2.kinds == {"a": (1, ember.float64)}
-    assert m2.enc.layers[0].activation is nn.functional.relu
-    assert list(m2.state_dict()) == list(m.state_dict())
-    np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+    for dest, kw in ((tmp_path / "m.pt", {}), (str(tmp_path / "s.pt"), {"weights_only": False}),
+                     (io.BytesIO(), {"map_location": "cpu"}),
+                     (pathlib.Path(tmp_path / "d.pt"), {"map_location": ember.device("cpu")})):
+        ember.save(m, dest)
+        if isinstance(dest, io.BytesIO):
+            dest.seek(0)
+        m2 = ember.load(dest, **kw)
+        assert type(m2) is _Net and m2.training is False and m2.enc.training is False
+        assert m2.tied.weight is m2.head.weight and isinstance(m2.head.weight, nn.Parameter)
+        assert m2.scale == 2.5 and m2.kinds == {"a": (1, ember.float64)}
+        assert m2.enc.layers[0].activation is nn.functional.relu
+        assert list(m2.state_dict()) == list(m.state_dict())
+        assert not m2._forward_hooks and not m2._forward_pre_hooks and not m2._backward_hooks
+        np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+    m2.train()
+    assert m2.head.training and not m.head.training
     m2(x).sum().backward()
     assert m2.head.weight.grad is not None and m.head.weight.grad is None
-    with pytest.raises(SerializationError, match="_Net.*add_safe_globals"):
-        ember.load(tmp_path / "m.st", weights_only=False)  # no longer registered: no import
-    add_safe_globals([_Net])
-    try:
-        assert type(ember.load(tmp_path / "m.st", weights_only=False)["model"]) is _Net
-    finally:
-        ember.serialization.clear_safe_globals()
+
+
+def test_whole_model_is_built_without_running_its_code(tmp_path):
+    m = _Counted()
+    before = _Counted.inits
+    ember.save(m, tmp_path / "c.pt")
+    m2 = ember.load(tmp_path / "c.pt")
+    assert _Counted.inits == before and type(m2) is _Counted
+    assert m2.act is nn.functional.relu and m2.norm_layer is nn.BatchNorm1d
+    assert m2.where == ember.device("cpu") and m2.shape == ember.Size([2, 3])
+    assert isinstance(m2.shape, ember.Size)
+    x = ember.randn(5, 3)
+    np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+
+
+def test_checkpoint_dict_with_models_and_optimizer_state(tmp_path):
+    m = _Counted()
+    opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+    m(ember.randn(4, 3)).sum().backward()
+    opt.step()
+    shared = nn.Linear(3, 3)
+    ember.save({"model": m, "opt": opt.state_dict(), "epoch": 3,
+                "pair": [shared, nn.Sequential(shared, nn.ReLU())]}, tmp_path / "ck.pt")
+    ck = ember.load(tmp_path / "ck.pt")
+    assert ck["epoch"] == 3 and type(ck["model"]) is _Counted
+    a, seq = ck["pair"]
+    assert seq[0] is a  # a module shared across entries stays shared
+    opt2 = optim.SGD(ck["model"].parameters(), lr=1.0)
+    opt2.load_state_dict(ck["opt"])
+    assert opt2.param_groups[0]["lr"] == 0.1 and opt2.param_groups[0]["momentum"] == 0.9
+    np.testing.assert_array_equal(ck["model"].fc.weight.detach().numpy(),
+                                  m.fc.weight.detach().numpy())
+
+
+def test_registered_names_still_resolve(tmp_path):
+    from ember.serialization import safe_globals
+    m = _Counted()
+    with safe_globals([(_Counted, "mylib.Counted")]):
+        ember.save(m, tmp_path / "r.pt")
+        assert type(ember.load(tmp_path / "r.pt")) is _Counted
+    with pytest.raises(ember.serialization.SerializationError,
+                       match="'mylib.Counted'.*add_safe_globals"):
+        ember.load(tmp_path / "r.pt")  # saved under the registered name only
+
+
+def test_a_class_of_a_module_not_imported_is_refused_naming_the_module(tmp_path, monkeypatch):
+    import importlib
+    import sys
+    (tmp_path / "ember_user_models.py").write_text(
+        "import ember.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(2, 2)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    mod = importlib.import_module("ember_user_models")
+    ember.save(mod.Net(), tmp_path / "n.pt")
+    monkeypatch.delitem(sys.modules, "ember_user_models")
+    with pytest.raises(ember.serialization.SerializationError,
+                       match="'ember_user_models.Net'.*not imported; import ember_user_models "
+                             "before ember.load"):
+        ember.load(tmp_path / "n.pt")
+    assert "ember_user_models" not in sys.modules  # ember never imported it
+    importlib.import_module("ember_user_models")
+    assert type(ember.load(tmp_path / "n.pt")).__name__ == "Net"
+
+
+@pytest.mark.parametrize("where, match", [
+    (["os", "system"], "'os.system', which is not an ember.nn.Module subclass"),
+    (["collections", "OrderedDict"], "not an ember.nn.Module subclass"),
+    (["builtins", "eval"], "not an ember.nn.Module subclass"),
+    (["ember_never_imported_mod", "Net"], "import ember_never_imported_mod before"),
+    (["os", "path.join"], "not an ember.nn.Module subclass"),
+    ([__name__, "_Net.forward"], "not an ember.nn.Module subclass"),
+    ([__name__, "Nope"], "does not define"),
+    ([__name__, "_Net.__init__.<locals>.X"], "does not define"),
+])
+def test_files_naming_other_objects_are_refused(tmp_path, where, match):
+    import sys
+    ember.save(nn.Sequential(_Counted()), tmp_path / "e.pt")
+
+    def edit(st):
+        inner = st["__state__"]["_modules"]["__dict__"]["0"]
+        inner["__module__"] = ".".join(where)
+        inner["__where__"] = where
+    _rewrite_structure(tmp_path / "e.pt", edit)
+    with pytest.raises(ember.serialization.SerializationError, match=match):
+        ember.load(tmp_path / "e.pt")
+    assert "ember_never_imported_mod" not in sys.modules
+
+
+def test_unrepresentable_attributes_and_local_classes_fail_at_save_naming_them(tmp_path):
+    m = _Counted()
+    m.fc.helper = object()
+    with pytest.raises(ember.errors.EmberTypeError, match="'fc.helper' of type builtins.object"):
+        ember.save(m, tmp_path / "a.pt")
+    m = _Counted()
+    m.post = lambda x: x
+    with pytest.raises(ember.errors.EmberTypeError, match="'post' is the function"):
+        ember.save(m, tmp_path / "b.pt")
+
+    class Local(nn.Module):
+        pass
+    with pytest.raises(ember.errors.EmberTypeError, match="Local cannot be found by that name"):
+        ember.save({"m": Local()}, tmp_path / "c.pt")
+    assert not os.listdir(tmp_path)
+
+
+def test_a_class_defined_in_the_main_script_saves_and_loads(tmp_path):
+    import subprocess
+    import sys
+    script = tmp_path / "train.py"
+    script.write_text(
+        "import ember as torch\n"
+        "import ember.nn as nn\n"
+        "class Net(nn.Module):\n"
+        "    def __init__(self):\n"
+        "        super().__init__()\n"
+        "        self.fc = nn.Linear(3, 1)\n"
+        "    def forward(self, x):\n"
+        "        return self.fc(x)\n"
+        "if __name__ == '__main__':\n"
+        "    m = Net()\n"
+        "    torch.save(m, 'net.pt')\n"
+        "    m2 = torch.load('net.pt', weights_only=False)\n"
+        "    x = torch.ones(2, 3)\n"
+        "    assert type(m2) is Net and torch.allclose(m2(x), m(x))\n"
+        "    print('ok')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+        [os.path.dirname(os.path.dirname(os.path.dirname(ember.__file__)))] +
+        [p for p in [os.environ.get("PYTHONPATH")] if p]))
+    r = subprocess.run([sys.executable, str(script)], cwd=tmp_path, env=env,
+                       capture_output=True, text=True, timeout=240)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
+
+
+STANDARD_MODULES = [
+    lambda: nn.Linear(4, 3), lambda: nn.Conv2d(2, 3, 3, padding=1), lambda: nn.LSTM(4, 5, 2),
+    lambda: nn.GRU(4, 3, batch_first=True), lambda: nn.Embedding(10, 4),
+    lambda: nn.BatchNorm1d(4), lambda: nn.LayerNorm(4), lambda: nn.Dropout(0.5),
+    lambda: nn.Sequential(nn.Linear(4, 4), nn.Tanh(), nn.Linear(4, 2)),
+    lambda: nn.ModuleList([nn.Linear(4, 4)]), lambda: nn.MultiheadAttention(4, 2),
+    lambda: nn.TransformerEncoderLayer(4, 2, 8, dropout=0.0), lambda: nn.PReLU(),
+]
+
+
+@pytest.mark.parametrize("make", STANDARD_MODULES)
+def test_standard_modules_roundtrip_whole(tmp_path, make):
+    m = make().eval()
+    ember.save(m, tmp_path / "m.pt")
+    m2 = ember.load(tmp_path / "m.pt")
+    assert type(m2) is type(m) and m2.training is False
+    assert {k: v.tolist() for k, v in m2.state_dict().items()} == \
+        {k: v.tolist() for k, v in m.state_dict().items()}
+    assert repr(m2) == repr(m)
+    x = ember.randint(0, 10, (2, 3)) if isinstance(m, nn.Embedding) else ember.randn(3, 2, 4)
+    if isinstance(m, nn.Conv2d):
+        x = ember.randn(1, 2, 5, 5)
+    if isinstance(m, nn.BatchNorm1d):
+        x = ember.randn(3, 4)
+    if isinstance(m, nn.ModuleList):
+        m, m2 = m[0], m2[0]
+    args = (x, x, x) if isinstance(m, nn.MultiheadAttention) else (x,)
+    out, out2 = m(*args), m2(*args)
+    out, out2 = (out[0], out2[0]) if isinstance(out, tuple) else (out, out2)
+    np.testing.assert_array_equal(out2.detach().numpy(), out.detach().numpy())
 
 
 def test_ember_modules_save_whole_and_unregistered_functions_refuse(tmp_path):
     lstm = nn.LSTM(3, 4, 2)
     ember.save(lstm, tmp_path / "l.st")
-    l2 = ember.load(tmp_path / "l.st", weights_only=False)
+    l2 = ember.load(tmp_path / "l.st")
     x = ember.randn(5, 1, 3)
     np.testing.assert_array_equal(l2(x)[0].detach().numpy(), lstm(x)[0].detach().numpy())
     lin = nn.Linear(2, 2)
