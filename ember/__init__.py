@@ -103,6 +103,8 @@ def __getattr__(name):
         return _dtype_mod.bfloat16_dtype()
     if name in ("save", "load"):
         return getattr(_importlib.import_module("ember.serialization"), name)
+    if name in ("finfo", "iinfo"):
+        return getattr(_importlib.import_module("ember._finfo"), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
