@@ -193,6 +193,56 @@ class Tensor:
         return False
 
     @property
+    def is_cpu(self):
+        """True: every ember tensor lives in CPU memory."""
+        return True
+
+    # torch's other device and layout predicates: False for ember's strided CPU tensors
+    is_xpu = is_mps = is_meta = is_ipu = is_xla = is_maia = is_mtia = is_vulkan = is_mkldnn = \
+        property(lambda self: False)
+    is_quantized = is_sparse = is_sparse_csr = is_nested = property(lambda self: False)
+
+    def is_pinned(self, device=None):
+        """False: ember has no page-locked host memory."""
+        return False
+
+    def is_neg(self):
+        """False: ember has no lazy negation bit."""
+        return False
+
+    def is_distributed(self):
+        """False, as torch for every local tensor."""
+        return False
+
+    def is_signed(self):
+        """Whether this tensor's dtype is signed (floating point, complex and signed
+        integers)."""
+        return self.dtype.is_signed
+
+    def is_same_size(self, other):
+        """Whether ``other`` has this tensor's shape."""
+        return self.shape == other.shape
+
+    def is_nonzero(self):
+        """The truth value of a one-element tensor; EmberRuntimeError for any other size."""
+        if self._data.size != 1:
+            what = "no values" if self._data.size == 0 else "more than one value"
+            raise EmberRuntimeError(f"is_nonzero: Boolean value of Tensor with {what} is "
+                                    f"ambiguous (shape {list(self._data.shape)})")
+        return builtins.bool(self._data.reshape(()))
+
+    def is_coalesced(self):
+        """EmberRuntimeError as torch: only sparse COO tensors are coalesced or not."""
+        raise EmberRuntimeError("is_coalesced expected sparse coordinate tensor layout but got "
+                                "Strided")
+
+    def is_set_to(self, tensor):
+        """Whether ``tensor`` views the same memory with the same shape and strides."""
+        a, b = self._data, tensor._data
+        return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and \
+            a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
+
+    @property
     def ndim(self):
         return self._data.ndim
 

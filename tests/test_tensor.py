@@ -225,3 +225,41 @@ def test_float_repr_matches_torch(values):
     """Four digits unless every value is whole (ember printed 0.5 where torch prints 0.5000)."""
     torch = pytest.importorskip("torch")
     assert repr(ember.tensor(values)) == repr(torch.tensor(values))
+
+
+def test_device_and_layout_predicates_match_torch():
+    """Every is_* property of torch 2.13's Tensor exists and answers as for a CPU tensor."""
+    torch = pytest.importorskip("torch")
+    t, e = torch.ones(2), ember.ones(2)
+    props = [n for n in dir(torch.Tensor) if n.startswith("is_") and not callable(getattr(t, n))]
+    assert {"is_xpu", "is_mps", "is_meta", "is_quantized", "is_sparse", "is_nested",
+            "is_cpu"} <= set(props)
+    for name in props:
+        assert getattr(e, name) == getattr(t, name), name
+
+
+@pytest.mark.parametrize("expr", [
+    "x.is_pinned()", "x.is_neg()", "x.is_distributed()", "x.is_signed()", "u.is_signed()",
+    "x.is_same_size(y)", "x.is_same_size(x[:1])", "s.is_nonzero()", "z.is_nonzero()",
+    "x.is_set_to(x)", "x.is_set_to(x.view(2))", "x.is_set_to(x[:1])", "x.is_set_to(y)",
+])
+def test_predicate_methods_match_torch(expr):
+    torch = pytest.importorskip("torch")
+
+    def env(lib):
+        return {"x": lib.ones(2), "y": lib.zeros(2), "u": lib.ones(2, dtype=lib.uint8),
+                "s": lib.tensor(3.0), "z": lib.zeros(())}
+    assert eval(expr, env(ember)) == eval(expr, env(torch))
+
+
+@pytest.mark.parametrize("expr, match", [
+    ("lib.ones(2).is_nonzero()", "more than one value"), ("lib.tensor([]).is_nonzero()",
+                                                          "no values"),
+    ("lib.ones(2).is_coalesced()", "expected sparse coordinate tensor layout"),
+])
+def test_predicate_method_errors_match_torch(expr, match):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(RuntimeError, match=match):
+        eval(expr, {"lib": torch})
+    with pytest.raises(ember.errors.EmberRuntimeError, match=match):
+        eval(expr, {"lib": ember})
