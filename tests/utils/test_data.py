@@ -82,6 +82,91 @@ def test_samplers():
         DataLoader(ds, sampler=[0], shuffle=True)
 
 
+def _first(iterable, k):
+    import itertools
+    return list(itertools.islice(iter(iterable), k))
+
+
+def _peak_bytes(fn):
+    import tracemalloc
+    tracemalloc.start()
+    try:
+        out = fn()
+        return out, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("make", [
+    lambda g: RandomSampler(range(1000), replacement=True, num_samples=10 ** 10, generator=g),
+    lambda g: RandomSampler(range(1000), num_samples=10 ** 10, generator=g),
+    lambda g: WeightedRandomSampler(ember.linspace(0.1, 1.0, 1000), 10 ** 10, generator=g),
+])
+def test_samplers_draw_lazily_for_huge_num_samples(make):
+    """RandomSampler(replacement=True, num_samples=10**10) allocated every index up front
+    (80 GB); the first 100 indices now cost a few KiB, as torch's 32-at-a-time draws."""
+    s = make(ember.Generator().manual_seed(0))
+    assert len(s) == 10 ** 10
+    first, peak = _peak_bytes(lambda: _first(s, 100))
+    assert peak < 2 ** 20, peak
+    assert len(first) == 100 and all(0 <= i < 1000 for i in first)
+    again = _first(make(ember.Generator().manual_seed(0)), 100)
+    assert again == first  # generator= honoured: same seed, same indices
+
+
+def test_random_sampler_semantics():
+    n = 10
+    perm = list(RandomSampler(range(n), num_samples=25))
+    assert sorted(perm[:10]) == list(range(n)) and sorted(perm[10:20]) == list(range(n))
+    assert len(perm) == 25 and len(set(perm[20:])) == 5
+    draws = list(RandomSampler(range(n), replacement=True, num_samples=20000,
+                               generator=ember.Generator().manual_seed(1)))
+    counts = np.bincount(draws, minlength=n)
+    assert len(draws) == 20000 and counts.min() > 1700 and counts.max() < 2300
+    it = iter(RandomSampler(range(n), replacement=True, num_samples=33))
+    assert len(list(it)) == 33
+
+
+def test_weighted_sampler_semantics():
+    w = [0.0, 1.0, 3.0, 0.0, 4.0]
+    s = WeightedRandomSampler(w, 40000, generator=ember.Generator().manual_seed(2))
+    draws = list(s)
+    freq = np.bincount(draws, minlength=5) / len(draws)
+    np.testing.assert_allclose(freq, np.array(w) / 8, atol=0.01)
+    assert s.weights.dtype == ember.float64 and s.weights.tolist() == w
+    picks = list(WeightedRandomSampler(w, 3, replacement=False))
+    assert sorted(picks) == [1, 2, 4]
+    picks = list(WeightedRandomSampler(w, 5, replacement=False))  # zero weights last, as torch
+    assert sorted(picks[:3]) == [1, 2, 4] and sorted(picks[3:]) == [0, 3]
+    # without replacement the first pick follows the weights
+    first = [list(WeightedRandomSampler([1.0, 3.0], 2, replacement=False,
+                                        generator=ember.Generator().manual_seed(i)))[0]
+             for i in range(2000)]
+    assert 0.7 < np.mean(first) < 0.8
+
+
+@pytest.mark.parametrize("make, err, match", [
+    ("W([1., 2.], 3, replacement=False)", RuntimeError, "cannot sample n_sample > prob_dist"),
+    ("W([-1., 2.], 3)", RuntimeError, r"probability entry < 0"),
+    ("W([0., 0.], 3)", RuntimeError, r"sum of probabilities <= 0"),
+    ("W([float('inf'), 1.], 3)", RuntimeError, "infinity or NaN"),
+    ("W([[1., 2.]], 3)", ValueError, r"1d sequence but given weights have shape \(1, 2\)"),
+    ("W([1., 2.], 0)", ValueError, "num_samples=0"),
+    ("W([1., 2.], True)", ValueError, "num_samples=True"),
+    ("W([1., 2.], 2, replacement=1)", ValueError, "replacement=1"),
+    ("R(range(3), replacement=1)", TypeError, "replacement=1"),
+    ("R(range(3), num_samples=0)", ValueError, "num_samples=0"),
+    ("R(range(0))", ValueError, "num_samples=0"),
+])
+def test_sampler_errors_match_torch(make, err, match):
+    torch = pytest.importorskip("torch")
+    from torch.utils import data as tdata
+    for W, R in ((tdata.WeightedRandomSampler, tdata.RandomSampler),
+                 (WeightedRandomSampler, RandomSampler)):
+        with pytest.raises(err, match=match):
+            list(eval(make))
+
+
 def test_subset_concat_random_split():
     ds = _ds(10)
     s = Subset(ds, [9, 0, 4])

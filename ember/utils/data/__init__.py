@@ -160,14 +160,30 @@ def _epoch_generator(generator):
     return _random.Generator().manual_seed(seed)
 
 
+_CHUNK = 32  # indices drawn per generator call when sampling with replacement (torch's)
+
+
+def _check_num_samples(num_samples):
+    if not isinstance(num_samples, int) or isinstance(num_samples, bool) or num_samples <= 0:
+        raise EmberValueError(f"num_samples should be a positive integer value, but got "
+                              f"num_samples={num_samples}")
+
+
 class RandomSampler(Sampler):
-    """A random permutation (or draws with replacement) of the dataset's indices."""
+    """A random permutation of the dataset's indices, or (``replacement=True``)
+    ``num_samples`` uniform draws, as torch's. Indices are drawn lazily while iterating:
+    32 at a time with replacement, one permutation at a time without, so a huge
+    ``num_samples`` costs no memory up front. Raises EmberTypeError for a non-bool
+    ``replacement``, EmberValueError for a ``num_samples`` that is not a positive integer."""
 
     def __init__(self, data_source, replacement=False, num_samples=None, generator=None):
         self.data_source = data_source
         self.replacement = replacement
         self._num_samples = num_samples
         self.generator = generator
+        if not isinstance(replacement, bool):
+            raise EmberTypeError(f"replacement should be a boolean value, but got "
+                                 f"replacement={replacement}")
         if not isinstance(self.num_samples, int) or self.num_samples <= 0:
             raise EmberValueError(f"num_samples should be a positive integer value, but got "
                                   f"num_samples={self.num_samples}")
@@ -180,12 +196,13 @@ class RandomSampler(Sampler):
         n = len(self.data_source)
         g = _epoch_generator(self.generator)
         if self.replacement:
-            return iter(g.integers(0, n, (self.num_samples,)).tolist())
-        out = []
+            for _ in range(self.num_samples // _CHUNK):
+                yield from g.integers(0, n, (_CHUNK,)).tolist()
+            yield from g.integers(0, n, (self.num_samples % _CHUNK,)).tolist()
+            return
         for _ in range(self.num_samples // n):
-            out.extend(g.permutation(n).tolist())
-        out.extend(g.permutation(n).tolist()[:self.num_samples % n])
-        return iter(out)
+            yield from g.permutation(n).tolist()
+        yield from g.permutation(n).tolist()[:self.num_samples % n]
 
     def __len__(self):
         return self.num_samples
@@ -205,17 +222,65 @@ class SubsetRandomSampler(Sampler):
 
 
 class WeightedRandomSampler(Sampler):
+    """``num_samples`` indices in ``[0, len(weights))`` drawn with probabilities proportional
+    to ``weights`` (a 1-d sequence, kept as a float64 tensor), as torch's. With replacement the
+    draws are made lazily, 32 at a time (memory independent of ``num_samples``); without,
+    ``num_samples`` may not exceed ``len(weights)`` and each index appears at most once, in
+    the order of successive weighted draws (zero-weight indices last). Raises EmberValueError for bad arguments, and
+    EmberRuntimeError while iterating over weights that are no distribution (as torch's
+    ``multinomial``)."""
+
     def __init__(self, weights, num_samples, replacement=True, generator=None):
-        w = weights._data if isinstance(weights, Tensor) else np.asarray(weights)
-        self.weights = np.asarray(w, np.float64)
+        _check_num_samples(num_samples)
+        if not isinstance(replacement, bool):
+            raise EmberValueError(f"replacement should be a boolean value, but got "
+                                  f"replacement={replacement}")
+        w = weights._data if isinstance(weights, Tensor) else weights
+        w = np.array(w, dtype=np.float64)
+        if w.ndim != 1:
+            raise EmberValueError(f"weights should be a 1d sequence but given weights have "
+                                  f"shape {tuple(w.shape)}")
+        self.weights = Tensor._make(w)
         self.num_samples = num_samples
         self.replacement = replacement
         self.generator = generator
 
+    def _checked_weights(self):
+        w = self.weights._data
+        if not np.isfinite(w).all():
+            raise EmberRuntimeError("invalid multinomial distribution (encountering "
+                                    "probability entry = infinity or NaN)")
+        if (w < 0).any():
+            raise EmberRuntimeError("invalid multinomial distribution (encountering "
+                                    "probability entry < 0)")
+        if not w.sum() > 0:
+            raise EmberRuntimeError("invalid multinomial distribution (sum of probabilities "
+                                    "<= 0)")
+        if not self.replacement:
+            if self.num_samples > w.shape[0]:
+                raise EmberRuntimeError(f"cannot sample n_sample > prob_dist.size(-1) samples "
+                                        f"without replacement (num_samples="
+                                        f"{self.num_samples}, {w.shape[0]} weights)")
+        return w
+
     def __iter__(self):
+        w = self._checked_weights()
         g = _epoch_generator(self.generator)
-        p = self.weights / self.weights.sum()
-        return iter(g.choice(len(p), self.num_samples, replace=self.replacement, p=p).tolist())
+        if not self.replacement:
+            # successive draws without replacement = the smallest exponential race times
+            # E_i / w_i (E_i ~ Exp(1)), in increasing order; as torch, zero-weight indices
+            # come last, in random order, once the others are exhausted
+            zero = w == 0
+            race = -np.log1p(-g.random(w.shape[0])) / np.where(zero, 1.0, w)
+            yield from np.lexsort((race, zero))[:self.num_samples].tolist()
+            return
+        cdf = np.cumsum(w)
+        total, last = cdf[-1], int(np.flatnonzero(w)[-1])
+        chunks, rest = divmod(self.num_samples, _CHUNK)
+        for i in range(chunks + 1):
+            idx = np.searchsorted(cdf, g.random(_CHUNK if i < chunks else rest) * total,
+                                  side="right")
+            yield from np.minimum(idx, last).tolist()
 
     def __len__(self):
         return self.num_samples
