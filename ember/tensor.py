@@ -124,7 +124,7 @@ class Tensor:
     __slots__ = ("_data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
     grad = None
     _base = None
-    _view = None   # autograd view info (ember.autograd.views.ViewInfo) of a differentiable view
+    _view = None   # (base, view ops, creation) of a differentiable view: ember/autograd/views.py
     _output_nr = 0
     _acc = None
     _hooks = None
@@ -302,7 +302,7 @@ class Tensor:
         """The backward node that made this tensor (None for a leaf). A view's is regenerated
         from its base's current history when its version changed since it was computed."""
         info = self._view
-        if info is None or info.version == self._vc.v:
+        if info is None or self._view_v == self._vc.v:
             return self._grad_fn
         return _views.refresh(self, info)
 

@@ -359,7 +359,7 @@ def _write_through(op, tensors, consts):
 def _any_requires_grad(tensors):
     for t in tensors:
         if isinstance(t, Tensor) and (t._requires_grad or
-                                      (t._view is not None and t._view.base._requires_grad)):
+                                      (t._view is not None and t._view[0]._requires_grad)):
             return True
     return False
 

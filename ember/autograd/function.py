@@ -117,8 +117,8 @@ class Function:
                     o._requires_grad = True
                     o._output_nr = i
                     if o._view is not None:   # a view made in forward: torch's CreationMeta
-                        o._view.creation = IN_CUSTOM_FUNCTION
-                        o._view.version = o._vc.v
+                        o._view = o._view[:2] + (IN_CUSTOM_FUNCTION,)
+                        o._view_v = o._vc.v
         tracer = STATE.tracer
         if tracer is not None and hasattr(tracer, "record_function"):
             tracer.record_function(cls, args, outs)

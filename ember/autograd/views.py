@@ -1,9 +1,11 @@
 """Autograd of views and in-place ops, as torch's.
 
-A view op's output that aliases its input carries a ``ViewInfo``: its autograd base (the first
-tensor of the chain that is not itself such a view), the view ops that make it from that base
-(replayed on demand), how it was created (torch's CreationMeta: in grad mode, in no_grad mode,
-as one of several outputs) and the version its ``grad_fn`` was computed at.
+A view op's output that aliases its input carries its view info ``t._view = (base, ops,
+creation)``: its autograd base (the first tensor of the chain that is not itself such a view),
+the view ops that make it from that base, ``((op, consts, output index or -1), ...)``
+(replayed on demand), and how it was created (torch's CreationMeta: in grad mode, in no_grad
+mode, as one of several outputs, inside a custom Function); ``t._view_v`` is the version its
+``grad_fn`` was computed at.
 
 - An in-place op with autograd on a view rebases its base's history: the base's ``grad_fn``
   becomes a ``CopySlices`` node whose gradient is the incoming one with the view's region
@@ -27,46 +29,38 @@ _new = object.__new__
 _PART_VIEWS = frozenset(("real", "imag", "view_as_real", "view_as_complex"))
 
 
-class ViewInfo:
-    """How a view was made from its autograd base (see the module docstring)."""
-
-    __slots__ = ("base", "ops", "creation", "version")
-
-
 def link_view(op, src, consts, outs, multi):
     """Outputs of view op ``op`` that alias ``src`` share its version counter and memory base;
-    those of a differentiable dtype get a ViewInfo extending ``src``'s."""
+    those of a differentiable dtype get view info extending ``src``'s."""
     vc = src._get_vc()
     mem = src._base if src._base is not None else src
     info = src._view
     if info is None:
         base, ops, creation = src, (), DEFAULT
     else:
-        base, ops, creation = info.base, info.ops, info.creation
+        base, ops, creation = info
     if multi:
         creation = MULTI
     elif not STATE.grad_enabled:
         creation = NO_GRAD
     sdata = src._data
+    sdt = sdata.dtype
+    diff = sdt.kind in "fcV"
     for k, o in enumerate(outs):
         a = o._data
         if np.may_share_memory(a, sdata):
             o._vc = vc
             o._base = mem
-            if a.dtype.kind in "fcV":
-                v = _new(ViewInfo)
-                v.base = base
-                v.ops = ops + ((op, consts, k if multi else -1),)
-                v.creation = creation
-                v.version = vc.v
-                o._view = v
+            if diff if a.dtype is sdt else a.dtype.kind in "fcV":
+                o._view = (base, ops + ((op, consts, k if multi else -1),), creation)
+                o._view_v = vc.v
 
 
 def inherits_grad(t):
     """Whether view ``t`` requires grad through its base (a view made in grad mode of a base
     that required grad later, when a gradient-carrying value was written into it)."""
     info = t._view
-    return info is not None and info.creation == DEFAULT and info.base._requires_grad
+    return info is not None and info[2] == DEFAULT and info[0]._requires_grad
 
 
 def refresh_inputs(tensors):
@@ -81,22 +75,22 @@ def refresh_inputs(tensors):
     return found
 
 
-def _rebase_message(t, info, indirect):
+def _rebase_message(t, creation, indirect):
     """torch's handle_view_on_rebase message for a view not made in grad mode by a single-
     output view op."""
     fn = t._grad_fn
     what = "its base or another view of its base has been" if indirect else "is being"
-    if info.creation == NO_GRAD or fn is None:
+    if creation == NO_GRAD or fn is None:
         prefix = (f"Output {t._output_nr} of {fn.name()} is a view of a view which was created "
                   f"in" if fn is not None else "A view was created in")
         msg = f"{prefix} no_grad mode and {what} modified inplace with grad mode enabled."
     else:
         msg = f"Output {t._output_nr} of {fn.name()} is a view and {what} modified inplace."
-    if info.creation == MULTI:
+    if creation == MULTI:
         return msg + (" This view is the output of a function that returns multiple views. Such "
                       "functions do not allow the output views to be modified inplace. You "
                       "should replace the inplace operation by an out-of-place one.")
-    if info.creation == CUSTOM:
+    if creation == CUSTOM:
         return msg + (" This view was created inside a custom Function (or because an input was "
                       "returned as-is) and the autograd logic to handle view+inplace would "
                       "override the custom backward associated with the custom Function, leading "
@@ -112,10 +106,9 @@ def check_inplace(op, t):
     """Raise torch's errors for an in-place op with autograd on view ``t``: one not made in
     grad mode by a single-output view op (or made inside a custom Function), or a view that
     requires grad of a leaf."""
-    info = t._view
-    if info.creation != DEFAULT:
-        raise EmberRuntimeError(f"{op.name}_: {_rebase_message(t, info, False)}")
-    base = info.base
+    base, _, creation = t._view
+    if creation != DEFAULT:
+        raise EmberRuntimeError(f"{op.name}_: {_rebase_message(t, creation, False)}")
     if (base._requires_grad or t._requires_grad) and base._grad_fn is None:
         raise EmberRuntimeError(f"{op.name}_: a view of a leaf Variable that requires grad is "
                                 "being used in an in-place operation.")
@@ -163,17 +156,17 @@ def refresh(t, info):
     from its base's current history by replaying its view ops (torch's view regeneration).
     Raises EmberRuntimeError for a view made in no_grad mode or as one of several outputs
     whose base requires grad, as torch does."""
-    base = info.base
+    base, ops, creation = info
     if t._grad_fn is None and not base._requires_grad:
         return None
-    if info.creation != DEFAULT:
-        raise EmberRuntimeError(_rebase_message(t, info, True))
-    out = _replay_recorded(info.ops, _alias(base, True))
+    if creation != DEFAULT:
+        raise EmberRuntimeError(_rebase_message(t, creation, True))
+    out = _replay_recorded(ops, _alias(base, True))
     t._grad_fn = out._grad_fn
     if out._output_nr or t._output_nr:
         t._output_nr = out._output_nr
     t._requires_grad = out._requires_grad
-    info.version = t._vc.v
+    t._view_v = t._vc.v
     return t._grad_fn
 
 
@@ -245,8 +238,7 @@ def rebase(view, info, fn):
     ``CopySlices`` the history of the view's base (the view's own ``grad_fn`` is regenerated
     when next read: its version changed). Returns whether the base did not require grad
     before."""
-    base = info.base
-    ops = info.ops
+    base, ops, _ = info
     out = _replay_recorded(ops, _alias(base, False))
     chain = []
     node, nr = out._grad_fn, out._output_nr
