@@ -13,10 +13,16 @@ contribution per operand: a Sym, ``ZERO`` (the gradient exists and is all zeros:
 ``ember/autograd/derivatives.yaml`` evaluated on symbolic values
 (``ember.autograd._pointwise.RULES``, generated). ``cast`` needs no rule: its gradient is cast
 back to the operand's dtype. Only floating values carry gradients, so comparisons, logical ops
-and predicates are never differentiated.
+and predicates are never differentiated. A float16 step's rule runs on float32 casts of its
+operands and its gradient, and its contributions are rounded once to float16, as eager
+autograd's float16 backward formulas compute.
 """
+import numpy as np
+
 from .expr import Builder, Expr, Sym, infer_types
 from .ops import OPS
+
+F16 = np.dtype(np.float16)
 
 __all__ = ["derive", "ZERO", "Backward"]
 
@@ -85,8 +91,15 @@ def derive(expr, typing, grads, needs, rules):
             rule = rules.get(op)
             if rule is None:
                 raise KeyError(f"pointwise derive: no derivative rule for {op!r} (step {name})")
-            contribs = [c.name if isinstance(c, Sym) else c for c in
-                        rule(b.value(g), *(b.value(a) for a in x), *p, result=b.value(name))]
+            if dtypes[name] == F16:   # the op's derivative in float32, rounded once (eager's)
+                up = [emit("cast", a, "float32") if differentiable(a) else a for a in x]
+                contribs = rule(b.value(emit("cast", g, "float32")), *(b.value(a) for a in up),
+                                *p, result=b.value(emit("cast", name, "float32")))
+                contribs = [emit("cast", c.name, "float16") if isinstance(c, Sym) else c
+                            for c in contribs]
+            else:
+                contribs = [c.name if isinstance(c, Sym) else c for c in
+                            rule(b.value(g), *(b.value(a) for a in x), *p, result=b.value(name))]
         for xi, c in zip(x, contribs):
             accumulate(xi, c)
     kinds, outs = [], []
