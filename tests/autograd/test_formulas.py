@@ -183,3 +183,19 @@ def test_pow_fused_backward_masks_as_eager(monkeypatch, backend):
     for got in grads:
         np.testing.assert_allclose(got[0], ta.grad.numpy(), rtol=1e-6, atol=0)
         np.testing.assert_allclose(got[1], tb.grad.numpy(), rtol=1e-6, atol=0)
+
+
+# -- std / var / norm ------------------------------------------------------------------------
+
+def test_std_gradient_is_zero_on_a_constant_slice_as_torch():
+    """std's gradient divided by the std: a constant slice gave nan (0/0); torch masks it."""
+    x = [[1.0, 1.0, 1.0], [1.0, 2.0, 4.0]]
+    got, want = [], []
+    for lib, out in ((ember, got), (torch, want)):
+        t = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+        g, = lib.autograd.grad(t.std(dim=1).sum(), t, create_graph=True)
+        h, = lib.autograd.grad((g * g).sum(), t)
+        out += [g.detach().numpy(), h.numpy()]
+    for a, b in zip(got, want):
+        np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
+    assert np.all(got[0][0] == 0.0)
