@@ -91,6 +91,11 @@ def setitem(t, key, value):
 def index_put(t, indices, values, accumulate=False, inplace=False):
     """``index_put`` / ``index_put_`` with ``indices`` a tuple of index tensors."""
     name = "index_put_" if inplace else "index_put"
+    src, dst = getattr(values, "_data", None), getattr(t, "_data", None)
+    if src is not None and dst is not None and src.dtype != dst.dtype:
+        raise EmberRuntimeError(f"{name}: Index put requires the source and destination dtypes "
+                                f"match, got {dst.dtype} for the destination and {src.dtype} "
+                                "for the source (setitem casts; index_put does not)")
     _check_byte_mask_fill(name, tuple(indices), values, accumulate)
     fn = G.index_put_ if inplace else G.index_put
     return fn(t, to_key(tuple(indices)), values, accumulate)

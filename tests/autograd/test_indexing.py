@@ -55,6 +55,10 @@ CASES = {
                                                   m.tensor(5.), accumulate=True),
     "index_put one-element": lambda m: m.index_put(m.arange(6.), ((m.arange(6) > 2).to(m.uint8),),
                                                    m.tensor(5.)),
+    "index_put other dtype": lambda m: m.index_put(m.zeros(3), (m.tensor([0, 1]),),
+                                                   m.tensor([1.0, 2.0], dtype=m.float64)),
+    "index_put_ long value": lambda m: m.zeros(3).index_put_((m.tensor([0]),), m.tensor(1)),
+    "setitem casts": _setitem(lambda m: m.tensor([0, 1]), lambda m: m.tensor([1.5, 2.5])),
     "index_put_": lambda m: m.arange(6.).index_put_(((m.arange(6) > 2).to(m.uint8),),
                                                     m.tensor([7., 8., 9.])),
 }
