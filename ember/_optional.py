@@ -1,7 +1,7 @@
 """Optional dependencies: one place that imports them and says what to install when one is
 missing. ember's core needs NumPy and safetensors; everything else is an extra
 (pyproject.toml): ``onnx`` (onnx, onnxruntime), ``fast`` (numba, scipy, threadpoolctl),
-``io`` (tqdm), ``distributed`` (mpi4py, mpich).
+``io`` (tqdm), ``distributed`` (mpi4py, mpich), ``tensorboard`` (tensorboard).
 
     onnx = require("onnx", feature="ONNX export", extra="onnx")
 
