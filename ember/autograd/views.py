@@ -19,7 +19,7 @@ import numpy as np
 
 from ember.autograd.node import Node, grad_accumulator
 from ember.autograd.state import STATE
-from ember.errors import EmberRuntimeError
+from ember.errors import EmberRuntimeError, UnsupportedError
 
 # torch's CreationMeta
 DEFAULT, NO_GRAD, MULTI, CUSTOM = 0, 1, 2, 3
@@ -105,13 +105,19 @@ def _rebase_message(t, creation, indirect):
 def check_inplace(op, t):
     """Raise torch's errors for an in-place op with autograd on view ``t``: one not made in
     grad mode by a single-output view op (or made inside a custom Function), or a view that
-    requires grad of a leaf."""
-    base, _, creation = t._view
+    requires grad of a leaf; UnsupportedError for an as_strided view of a tensor that is not
+    its own contiguous storage (docs/unsupported.md)."""
+    base, ops, creation = t._view
     if creation != DEFAULT:
         raise EmberRuntimeError(f"{op.name}_: {_rebase_message(t, creation, False)}")
     if (base._requires_grad or t._requires_grad) and base._grad_fn is None:
         raise EmberRuntimeError(f"{op.name}_: a view of a leaf Variable that requires grad is "
                                 "being used in an in-place operation.")
+    if _through_as_strided(ops) and not _is_own_storage(base._data):
+        raise UnsupportedError(
+            f"{op.name}_: in-place op with autograd on an as_strided view of a tensor that is "
+            "not a contiguous tensor owning its whole storage: its backward could not place "
+            "the view in a gradient (docs/unsupported.md); clone() the base first")
 
 
 def _replay(ops, t):
@@ -250,7 +256,7 @@ def rebase(view, info, fn):
     cs.ops = ops
     cs.chain = tuple(chain)
     cs.changes_dtype = any(op.name in _PART_VIEWS for op, _, _ in ops)
-    cs.own_storage = any(op.name == "as_strided" for op, _, _ in ops)
+    cs.own_storage = _through_as_strided(ops)
     cs.mask = None
     if base._grad_fn is not None:
         edge = (base._grad_fn, base._output_nr)
@@ -272,6 +278,23 @@ def rebase(view, info, fn):
         base._move_retain_grad()
     view._requires_grad = True
     return gained
+
+
+def _through_as_strided(ops):
+    for op, _, _ in ops:
+        if op.name == "as_strided":
+            return True
+    return False
+
+
+def _is_own_storage(a):
+    """Whether ndarray ``a`` is C-contiguous and the whole of its storage (what as_strided's
+    offsets count from), as a fresh contiguous gradient is."""
+    from ember.kernels import strided
+    if not a.flags.c_contiguous:
+        return False
+    flat, offset = strided.storage(a)
+    return offset == 0 and flat.size == a.size
 
 
 def _dense(a):

@@ -490,3 +490,15 @@ def test_retain_grad_follows_the_tensors_latest_value(write):
         (y * lib.arange(3.0)).sum().backward()
         res[lib] = y.grad.numpy().copy()
     np.testing.assert_array_equal(res[ember], res[torch])
+
+
+def test_inplace_on_as_strided_view_of_a_tensor_not_owning_its_storage_is_unsupported():
+    w = ember.ones(2, dtype=ember.float64, requires_grad=True)
+    b = ember.from_numpy(np.zeros(8)[2:])     # its storage starts before it
+    with pytest.raises(ember.errors.UnsupportedError, match="as_strided view"):
+        b.as_strided((2,), (2,), 3).copy_(w * 2)
+    assert not b.requires_grad and b.tolist() == [0.0] * 6     # refused before writing
+    y = (ember.ones(8, dtype=ember.float64, requires_grad=True) * 1)[2:]
+    y.as_strided((2,), (2,), 3).mul_(w)       # a view of a tensor owning its storage: fine
+    y.sum().backward()
+    np.testing.assert_array_equal(w.grad.numpy(), [1.0, 1.0])
