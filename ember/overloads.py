@@ -48,7 +48,11 @@ def dropout(input, p=0.5, training=True, inplace=False, generator=None):
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
     """``torch.norm``: a vector p-norm over ``dim`` (all elements when None; 'fro' is the 2-norm),
     or the nuclear norm ``p='nuc'`` of the matrices spanned by the two dims of ``dim`` (a 2-D
-    input when ``dim`` is None)."""
+    input when ``dim`` is None); ``out`` given by position is written as by keyword."""
+    if out is not None:
+        from ember.autograd.out import check_grad, write
+        check_grad("norm", (input,), {}, out)
+        return write("norm", norm(input, p, dim, keepdim, None, dtype), out)
     if dtype is not None:
         input = G.to(input, _dtype.to_numpy_dtype(dtype))
     if isinstance(p, str) and p == "nuc":

@@ -509,9 +509,14 @@ def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
 
 
 def normalize(input, p=2.0, dim=1, eps=1e-12, out=None):
-    """``input`` divided by its p-norm along ``dim`` (at least ``eps``)."""
+    """``input`` divided by its p-norm along ``dim`` (at least ``eps``); written into ``out``
+    when given (ember.autograd.out)."""
     n = G.clamp(G.norm(input, p, (dim,), True), eps, None)
-    return G.div(input, n)
+    if out is None:
+        return G.div(input, n)
+    from ember.autograd.out import check_grad, write
+    check_grad("normalize", (input,), {}, out)
+    return write("normalize", G.div(input, n), out)
 
 
 # ---------------------------------------------------------------------------- dropout
