@@ -73,7 +73,7 @@ def importing(name):
     installed, and under "sync" and "off" (the caller then imports it itself)."""
     if name in _imported or _imported_now(name):
         return False
-    if compile_mode() != "background" or not available():
+    if compile_mode() != "background" or not available() or compiled_before(name):
         return False
     import importlib
 
@@ -405,6 +405,47 @@ def _warmed():
     _numba_warm = True
 
 
+# A process that meets a kernel before it is ready keeps that call on its fallback (``tier``), so
+# the kernels an earlier process compiled into Numba's disk cache are loaded on first use,
+# blocking, Numba's import included (0.3-1 s once) rather than on the compile thread. Which
+# modules' kernels were compiled is known without importing Numba: a marker file per module
+# (and Numba cache directory) under ``$EMBER_CACHE_DIR/numba-compiled``, written after a
+# compile. Only its existence is read; a stale one costs a blocking import, then the compile is
+# queued as usual.
+_before = {}         # module name -> whether its marker existed when first asked
+_marked = set()
+
+
+def _marker(module):
+    import hashlib
+    from . import diskcache
+    ident = "\0".join((module, os.environ.get("NUMBA_CACHE_DIR", ""), os.path.dirname(__file__)))
+    return os.path.join(os.path.dirname(diskcache.configured_dir()), "numba-compiled",
+                        hashlib.sha256(ident.encode()).hexdigest()[:32])
+
+
+def compiled_before(module):
+    """Whether an earlier process compiled kernels of ember's module ``module`` (its marker
+    existed when this process first asked; read once per module)."""
+    known = _before.get(module)
+    if known is None:
+        known = _before[module] = module.startswith("ember.") and os.path.exists(_marker(module))
+    return known
+
+
+def _mark_compiled(module):
+    if module in _marked or not module.startswith("ember."):
+        return
+    _marked.add(module)
+    path = _marker(module)
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        with open(path, "a"):
+            pass
+    except OSError:   # an unwritable cache: later processes fall back while they compile
+        pass
+
+
 _ready_seen = {}     # (id(dispatcher), id(sig)) -> sig, of signatures found compiled
 
 
@@ -416,6 +457,7 @@ def _compile(dispatcher, sig):
     if dispatcher.targetoptions.get("parallel"):
         parallel_layer()
     dispatcher.compile(sig)
+    _mark_compiled(dispatcher.py_func.__module__)
 
 
 def ready(dispatcher, sig, force=False):
@@ -446,14 +488,18 @@ def ready(dispatcher, sig, force=False):
     key = (id(dispatcher), sig)
     if pending(key):
         return False
-    if _numba_warm and _in_disk_cache(dispatcher, sig):
+    warm = compiled_before(dispatcher.py_func.__module__)
+    if (_numba_warm or warm) and _in_disk_cache(dispatcher, sig):
         from numba.core.compiler_lock import global_compiler_lock
         lock = getattr(global_compiler_lock, "_lock", None)
-        if lock is not None and lock.acquire(blocking=False):  # not while a compile runs
+        # not while a compile runs, unless the module's kernels are expected on disk: a call
+        # that ran its fallback now would keep it (``tier``)
+        if lock is not None and lock.acquire(blocking=warm):
             try:
                 _compile(dispatcher, sig)
             finally:
                 lock.release()
+            _warmed()
             return True
     name = getattr(dispatcher.py_func, "__qualname__", "kernel")
 
