@@ -14,8 +14,13 @@ def _dim(x, dim, op):
     return dim % n
 
 
-def _float(x):
-    return x if x._data.dtype.kind == "f" else G.to(x, np.dtype(np.float32))
+def _float(x, bfloat16=False):
+    """``x`` when floating point or complex, else ``x`` in float32 (integers, bool; bfloat16
+    too unless ``bfloat16``, for ops computed in its precision as torch's)."""
+    d = x.dtype
+    if d.is_complex or d.is_floating_point and (bfloat16 or d.name != "bfloat16"):
+        return x
+    return G.to(x, np.dtype(np.float32))
 
 
 def _spacing(y, x, dx, dim, op):
@@ -42,7 +47,7 @@ def trapezoid(y, x=None, dx=None, dim=-1):
     if x is not None and dx is not None:
         raise EmberValueError("trapezoid: pass either x or dx, not both")
     d = _dim(y, dim, "trapezoid")
-    y = _float(y)
+    y = _float(y, bfloat16=True)
     if y._data.shape[d] == 0:
         return G.sum(y, (d,))
     h = _spacing(y, x, dx, d, "trapezoid")
@@ -59,7 +64,7 @@ def cumulative_trapezoid(y, x=None, dx=None, dim=-1):
     if x is not None and dx is not None:
         raise EmberValueError("cumulative_trapezoid: pass either x or dx, not both")
     d = _dim(y, dim, "cumulative_trapezoid")
-    y = _float(y)
+    y = _float(y, bfloat16=True)
     if y._data.shape[d] == 0:
         return y
     h = _spacing(y, x, dx, d, "cumulative_trapezoid")
@@ -127,7 +132,7 @@ def cov(input, correction=1, fweights=None, aweights=None):
             G.to(norm_factor, xd)
     xm = G.sub(x, avg)
     xw = xm if w is None else G.mul(xm, cast(w))
-    c = G.matmul(xw, G.transpose(xm, 0, 1))
+    c = G.matmul(xw, G.transpose(G.conj(xm) if xd.kind == "c" else xm, 0, 1))
     if isinstance(norm_factor, float):
         c = G.div(c, max(norm_factor, 0.0))
     else:
@@ -141,8 +146,10 @@ def corrcoef(input):
     if c._data.ndim == 0:
         return c / c
     d = G.diagonal(c)
-    s = G.sqrt(d)
+    s = G.sqrt(G.real(d) if c.dtype.is_complex else d)
     c = c / G.unsqueeze(s, 1) / G.unsqueeze(s, 0)
+    if c.dtype.is_complex:  # torch clips the real and imaginary parts
+        return G.complex(G.clamp(G.real(c), -1.0, 1.0), G.clamp(G.imag(c), -1.0, 1.0))
     return G.clamp(c, -1.0, 1.0)
 
 
