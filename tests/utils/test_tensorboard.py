@@ -40,6 +40,17 @@ def _log(lib, writer_cls, folder):
         w.add_image("img_hw", lib.tensor(img[0]), 0, dataformats="HW")
         w.add_images("batch", lib.tensor(batch), 0, dataformats="NHWC")
         w.add_text("note", "hello *world*", 4)
+        for dt in ("float32", "float64", "float16", "int64", "int32", "uint8", "bool"):
+            w.add_tensor(f"t_{dt}", lib.tensor([[1, 0, 3]], dtype=getattr(lib, dt)), 1)
+        w.add_tensor("t_c64", lib.tensor([1 + 2j, 3 - 1j], dtype=lib.complex64), 1)
+        w.add_histogram_raw("raw", 0.0, 3.0, 4, 6.0, 14.0, [1.0, 2.0, 3.0], [1, 2, 1], 2)
+        labels = (rng.random(50) > 0.5).astype(np.int64)
+        w.add_pr_curve("pr", lib.tensor(labels), lib.tensor(rng.random(50)), 3,
+                       num_thresholds=20)
+        w.add_pr_curve_raw("pr_raw", [3, 2], [1, 0], [0, 1], [0, 1], [0.75, 1.0], [1.0, 0.7],
+                           3, num_thresholds=2)
+        w.add_custom_scalars({"cat": {"loss": ["Multiline", ["loss", "lr"]],
+                                      "band": ["Margin", ["loss", "lo", "hi"]]}})
 
 
 def test_event_files_hold_what_torch_writes(tmp_path):
@@ -64,6 +75,12 @@ def test_event_files_hold_what_torch_writes(tmp_path):
     (te,), (tt,) = e.Tensors("note/text_summary"), t.Tensors("note/text_summary")
     assert te.step == tt.step == 4 and te.tensor_proto == tt.tensor_proto
     (le,), (lt,) = e.Tensors("lr")[1:2], t.Tensors("lr")[1:2]
+    for tag in [k for k in t.Tags()["tensors"] if k.startswith(("t_", "pr"))] + \
+            ["custom_scalars__config__"]:
+        (xe,), (xt,) = e.Tensors(tag), t.Tensors(tag)
+        assert xe.step == xt.step and xe.tensor_proto == xt.tensor_proto, tag
+        assert e.SummaryMetadata(tag) == t.SummaryMetadata(tag), tag
+    assert e.Histograms("raw")[0].histogram_value == t.Histograms("raw")[0].histogram_value
     assert le.tensor_proto == lt.tensor_proto
     for sub in ("run_a", "run_b"):
         se = _read(tmp_path / "ember" / sub).Scalars("run")

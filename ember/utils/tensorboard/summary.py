@@ -89,6 +89,137 @@ def histogram(name, values, bins, max_bins=None):
     return s.Summary(value=[s.Summary.Value(tag=name, histo=hist)])
 
 
+def _as_list(a):
+    return a.reshape(-1).tolist()
+
+
+def _half_bits(a):
+    """torch's ``half_val`` encoding: each value's float32 bit pattern as an int32."""
+    return _as_list(a.astype(np.float32).view(np.int32))
+
+
+def _complex_parts(a):
+    return _as_list(np.stack([a.real, a.imag], -1))
+
+
+# dtype name -> (TensorProto dtype, value field, conversion), as torch's _TENSOR_TYPE_MAP
+_TENSOR_TYPES = {
+    "float16": ("DT_HALF", "half_val", _half_bits),
+    "bfloat16": ("DT_BFLOAT16", "half_val", _half_bits),
+    "float32": ("DT_FLOAT", "float_val", _as_list),
+    "float64": ("DT_DOUBLE", "double_val", _as_list),
+    "int8": ("DT_INT8", "int_val", _as_list),
+    "uint8": ("DT_UINT8", "uint32_val", _as_list),
+    "int16": ("DT_INT16", "int_val", _as_list),
+    "int32": ("DT_INT32", "int_val", _as_list),
+    "int64": ("DT_INT64", "int64_val", _as_list),
+    "complex64": ("DT_COMPLEX64", "scomplex_val", _complex_parts),
+    "complex128": ("DT_COMPLEX128", "dcomplex_val", _complex_parts),
+    "bool": ("DT_BOOL", "bool_val", _as_list),
+}
+
+
+def tensor_proto(tag, tensor):
+    """A Summary holding the whole tensor (TensorBoard's ``tensor`` plugin). Raises
+    EmberValueError over protobuf's 2 GB limit or for a dtype TensorProto lacks."""
+    s, t = _protos("summary_pb2"), _protos("tensor_pb2")
+    shape = _protos("tensor_shape_pb2")
+    arr = tensor.detach()._data if isinstance(tensor, Tensor) else np.asarray(tensor)
+    if arr.size * arr.itemsize >= 1 << 31:
+        raise EmberValueError("add_tensor: tensor is bigger than protocol buffer's hard limit "
+                              "of 2GB in size")
+    if arr.dtype.name not in _TENSOR_TYPES:
+        raise EmberValueError(f"add_tensor: {tag} has unsupported tensor dtype {arr.dtype}")
+    kind, field, convert = _TENSOR_TYPES[arr.dtype.name]
+    proto = t.TensorProto(dtype=kind, tensor_shape=shape.TensorShapeProto(
+        dim=[shape.TensorShapeProto.Dim(size=int(d)) for d in arr.shape]),
+        **{field: convert(arr)})
+    meta = s.SummaryMetadata(plugin_data=s.SummaryMetadata.PluginData(plugin_name="tensor"))
+    return s.Summary(value=[s.Summary.Value(tag=tag, metadata=meta, tensor=proto)])
+
+
+def histogram_raw(name, min, max, num, sum, sum_squares, bucket_limits, bucket_counts):
+    """A Summary of a histogram given by its statistics and buckets."""
+    s = _protos("summary_pb2")
+    hist = s.HistogramProto(min=min, max=max, num=num, sum=sum, sum_squares=sum_squares,
+                            bucket_limit=bucket_limits, bucket=bucket_counts)
+    return s.Summary(value=[s.Summary.Value(tag=name, histo=hist)])
+
+
+def compute_curve(labels, predictions, num_thresholds, weights=None):
+    """The 6 x num_thresholds (tp, fp, tn, fn, precision, recall) of binary ``labels`` and
+    ``predictions`` in [0, 1], as TensorBoard's pr_curves plugin computes them."""
+    weights = 1.0 if weights is None else weights
+    buckets = np.int32(np.floor(predictions * (num_thresholds - 1)))
+    lab = labels.astype(np.float64)
+    span = (0, num_thresholds - 1)
+    tp_b, _ = np.histogram(buckets, bins=num_thresholds, range=span, weights=lab * weights)
+    fp_b, _ = np.histogram(buckets, bins=num_thresholds, range=span,
+                           weights=(1.0 - lab) * weights)
+    tp, fp = np.cumsum(tp_b[::-1])[::-1], np.cumsum(fp_b[::-1])[::-1]
+    tn, fn = fp[0] - fp, tp[0] - tp
+    precision = tp / np.maximum(1e-07, tp + fp)
+    recall = tp / np.maximum(1e-07, tp + fn)
+    return np.stack((tp, fp, tn, fn, precision, recall))
+
+
+def _pr_summary(tag, data, num_thresholds):
+    s, t = _protos("summary_pb2"), _protos("tensor_pb2")
+    shape = _protos("tensor_shape_pb2")
+    plugin = require("tensorboard.plugins.pr_curve.plugin_data_pb2", feature=_FEATURE,
+                     extra="tensorboard")
+    content = plugin.PrCurvePluginData(version=0, num_thresholds=num_thresholds)
+    meta = s.SummaryMetadata(plugin_data=s.SummaryMetadata.PluginData(
+        plugin_name="pr_curves", content=content.SerializeToString()))
+    proto = t.TensorProto(dtype="DT_FLOAT", float_val=data.reshape(-1).tolist(),
+                          tensor_shape=shape.TensorShapeProto(dim=[
+                              shape.TensorShapeProto.Dim(size=d) for d in data.shape]))
+    return s.Summary(value=[s.Summary.Value(tag=tag, metadata=meta, tensor=proto)])
+
+
+def pr_curve(tag, labels, predictions, num_thresholds=127, weights=None):
+    """A precision-recall curve Summary (at most 127 thresholds, as torch)."""
+    num_thresholds = min(num_thresholds, 127)
+    return _pr_summary(tag, compute_curve(labels, predictions, num_thresholds, weights),
+                       num_thresholds)
+
+
+def pr_curve_raw(tag, tp, fp, tn, fn, precision, recall, num_thresholds=127):
+    """A precision-recall curve Summary from precomputed counts."""
+    data = np.stack([make_np(a) if isinstance(a, Tensor) else np.asarray(a) for a in
+                     (tp, fp, tn, fn, precision, recall)])
+    return _pr_summary(tag, data, min(num_thresholds, 127))
+
+
+def custom_scalars(layout):
+    """The layout Summary of TensorBoard's custom_scalars plugin: ``{category: {title:
+    ["Multiline", tags] or ["Margin", [value, lower, upper]]}}``."""
+    s, t = _protos("summary_pb2"), _protos("tensor_pb2")
+    shape = _protos("tensor_shape_pb2")
+    lp = require("tensorboard.plugins.custom_scalar.layout_pb2", feature=_FEATURE,
+                 extra="tensorboard")
+    categories = []
+    for cat, charts in layout.items():
+        out = []
+        for title, (kind, tags) in charts.items():
+            if kind == "Margin":
+                if len(tags) != 3:
+                    raise EmberValueError(f"add_custom_scalars: a Margin chart takes 3 tags "
+                                          f"(value, lower, upper), got {len(tags)}")
+                out.append(lp.Chart(title=title, margin=lp.MarginChartContent(series=[
+                    lp.MarginChartContent.Series(value=tags[0], lower=tags[1],
+                                                 upper=tags[2])])))
+            else:
+                out.append(lp.Chart(title=title, multiline=lp.MultilineChartContent(tag=tags)))
+        categories.append(lp.Category(title=cat, chart=out))
+    meta = s.SummaryMetadata(plugin_data=s.SummaryMetadata.PluginData(
+        plugin_name="custom_scalars"))
+    proto = t.TensorProto(dtype="DT_STRING", tensor_shape=shape.TensorShapeProto(),
+                          string_val=[lp.Layout(category=categories).SerializeToString()])
+    return s.Summary(value=[s.Summary.Value(tag="custom_scalars__config__", tensor=proto,
+                                            metadata=meta)])
+
+
 def _grid(images, ncols=8):
     """N x C x H x W images (C 1 or 3) tiled into one 3 x H' x W' canvas, ``ncols`` wide."""
     if images.shape[1] == 1:

@@ -6,7 +6,7 @@ import time
 from datetime import datetime
 
 from ember._optional import require
-from ember.errors import EmberRuntimeError
+from ember.errors import EmberRuntimeError, EmberValueError
 from ember.utils.tensorboard import summary as _summary
 
 __all__ = ["FileWriter", "SummaryWriter"]
@@ -127,6 +127,53 @@ class SummaryWriter:
                                                            self.flush_secs,
                                                            self.filename_suffix)
             fw.add_summary(_summary.scalar(main_tag, value), global_step, walltime)
+
+    def add_tensor(self, tag, tensor, global_step=None, walltime=None):
+        """Log a whole tensor (TensorBoard's tensor plugin)."""
+        self._get_file_writer().add_summary(_summary.tensor_proto(tag, tensor), global_step,
+                                            walltime)
+
+    def add_histogram_raw(self, tag, min, max, num, sum, sum_squares, bucket_limits,
+                          bucket_counts, global_step=None, walltime=None):
+        """Log a histogram given by its statistics and buckets (EmberValueError when the
+        bucket limits and counts differ in length)."""
+        if len(bucket_limits) != len(bucket_counts):
+            raise EmberValueError("add_histogram_raw: len(bucket_limits) != "
+                                  "len(bucket_counts), see the document.")
+        self._get_file_writer().add_summary(
+            _summary.histogram_raw(tag, min, max, num, sum, sum_squares, bucket_limits,
+                                   bucket_counts), global_step, walltime)
+
+    def add_pr_curve(self, tag, labels, predictions, global_step=None, num_thresholds=127,
+                     weights=None, walltime=None):
+        """Log the precision-recall curve of binary ``labels`` and ``predictions``."""
+        labels = _summary.make_np(labels, "add_pr_curve")
+        predictions = _summary.make_np(predictions, "add_pr_curve")
+        self._get_file_writer().add_summary(
+            _summary.pr_curve(tag, labels, predictions, num_thresholds, weights), global_step,
+            walltime)
+
+    def add_pr_curve_raw(self, tag, true_positive_counts, false_positive_counts,
+                         true_negative_counts, false_negative_counts, precision, recall,
+                         global_step=None, num_thresholds=127, weights=None, walltime=None):
+        """Log a precision-recall curve from precomputed counts."""
+        self._get_file_writer().add_summary(
+            _summary.pr_curve_raw(tag, true_positive_counts, false_positive_counts,
+                                  true_negative_counts, false_negative_counts, precision,
+                                  recall, num_thresholds), global_step, walltime)
+
+    def add_custom_scalars(self, layout):
+        """Log a custom_scalars layout: ``{category: {title: ["Multiline", tags]}}`` or
+        ``["Margin", [value, lower, upper]]`` charts."""
+        self._get_file_writer().add_summary(_summary.custom_scalars(layout))
+
+    def add_custom_scalars_multilinechart(self, tags, category="default", title="untitled"):
+        """A custom_scalars layout of one multiline chart of ``tags``."""
+        self.add_custom_scalars({category: {title: ["Multiline", tags]}})
+
+    def add_custom_scalars_marginchart(self, tags, category="default", title="untitled"):
+        """A custom_scalars layout of one margin chart of ``[value, lower, upper]``."""
+        self.add_custom_scalars({category: {title: ["Margin", tags]}})
 
     def add_histogram(self, tag, values, global_step=None, bins="tensorflow", walltime=None,
                       max_bins=None):
