@@ -70,7 +70,8 @@ def importing(name):
     ``"ember.kernels.pool_numba"``) is being imported on the compile thread: under "background"
     the process's first import of Numba (0.2-0.7 s) runs there, like a compile, and the caller
     runs its NumPy / BLAS path meanwhile. False once it is imported, when Numba is not
-    installed, and under "sync" and "off" (the caller then imports it itself)."""
+    installed, under "sync" and "off", and for a module whose kernels an earlier process
+    compiled (``compiled_before``): the caller then imports it itself."""
     if name in _imported or _imported_now(name):
         return False
     if compile_mode() != "background" or not available() or compiled_before(name):
