@@ -258,8 +258,8 @@ def _igamma(upper):
     return compute
 
 
-gammainc = _binary(_igamma(False))
-gammaincc = _binary(_igamma(True))
+gammainc = _float_binary(_igamma(False))   # torch refuses an integral common dtype
+gammaincc = _float_binary(_igamma(True))
 
 
 # ---------------------------------------------------------------- orthogonal polynomials

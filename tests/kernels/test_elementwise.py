@@ -7,7 +7,8 @@ import torch
 import ember
 
 FLOAT_BINARY = ["atan2", "ldexp", "hypot", "copysign", "fmod", "remainder", "nextafter", "xlogy",
-                "logaddexp", "logaddexp2", "float_power", "div", "pow", "fmax", "maximum"]
+                "logaddexp", "logaddexp2", "float_power", "div", "pow", "fmax", "maximum",
+                "igamma", "igammac"]
 PAIRS = [("float16", "int64"), ("bfloat16", "int32"), ("int32", "float16"), ("int32", "int64"),
          ("uint8", "bfloat16"), ("float64", "int8"), ("bool", "float16")]
 
