@@ -13,8 +13,8 @@ class                  builtin base             raised for
 ``EmberValueError``    ``ValueError``           an argument value torch rejects with ValueError
 ``EmberIndexError``    ``IndexError``           an index or dimension out of range
 ``EmberKeyError``      ``KeyError``             a name that is invalid or already taken
-``EmberOverflowError`` ``OverflowError``,       a Python int that does not fit int64 or the
-                       ``ValueError``           tensor dtype
+``EmberOverflowError`` ``OverflowError``,       a Python int that does not fit int64 (one
+                       ``ValueError``           that does wraps into a narrower operand dtype)
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
 =====================  =======================  ==============================================
 
@@ -61,8 +61,10 @@ class EmberKeyError(EmberError, KeyError):
 
 
 class EmberOverflowError(EmberError, OverflowError, ValueError):
-    """A Python int too large for int64 or for the tensor's dtype (torch raises ValueError from
-    ``torch.tensor`` and OverflowError from ops, so this is both)."""
+    """A Python int too large for int64 (torch raises ValueError from ``torch.tensor`` and
+    OverflowError from ops, so this is both). Within int64, an operand wraps into a narrower
+    integer tensor's dtype and a stored value out of the dtype's range is an EmberRuntimeError,
+    as torch."""
 
 
 class UnsupportedError(EmberError, NotImplementedError):
