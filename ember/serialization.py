@@ -655,6 +655,10 @@ def _unknown_message(kind, cname, reason, modname):
         return (f"the class {cname!r} from {where}, which this program has not imported; "
                 f"import {modname} before ember.load, or {register}. ember never imports a "
                 "module a file names")
+    if reason == "missing" and modname == "__main__":
+        return (f"the class {cname!r} of the script that saved it, which the running script "
+                f"does not define; define or import {short} in the script before ember.load "
+                f"(as torch.load needs), or {register}")
     if reason == "missing":
         return (f"the class {cname!r}, which module {modname!r} does not define; import the "
                 f"module that defines it, or {register}")

@@ -467,6 +467,8 @@ def test_a_class_of_a_module_not_imported_is_refused_naming_the_module(tmp_path,
     ([__name__, "_Net.forward"], "not an ember.nn.Module subclass"),
     ([__name__, "Nope"], "does not define"),
     ([__name__, "_Net.__init__.<locals>.X"], "does not define"),
+    (["__main__", "NotInTheScript"], "running script does not define; define or import "
+                                     "NotInTheScript in the script"),
 ])
 def test_files_naming_other_objects_are_refused(tmp_path, where, match):
     import sys
