@@ -67,7 +67,6 @@ class _FunctionNode(Node):
     def release(self):
         from ember.autograd.node import _RELEASED
         self.ctx._saved = _RELEASED
-        self._released = True
 
 
 class Function:

@@ -29,7 +29,6 @@ class Node:
     # rarely set: class defaults, stored in the instance dict only when set
     _pre_hooks = None
     _post_hooks = None
-    _released = False
     _trace = None
     _out_meta = None
     _cplx = None  # (mode, real inputs) on nodes with complex values: complex_support.apply
@@ -78,7 +77,6 @@ class Node:
         for slot in self._saved:
             if getattr(self, slot) is not None:
                 setattr(self, slot, _RELEASED)
-        self._released = True
 
     def __repr__(self):
         return f"<{self.name()}>"

@@ -192,7 +192,6 @@ class CopySlices(Node):
         if self.fn is not None:
             self.fn.release()
         self.mask = None
-        self._released = True
 
     def _scatter(self, w):
         """``w`` (view-shaped) mapped back to the base's shape, zero outside the view: the
