@@ -226,9 +226,9 @@ class WeightedRandomSampler(Sampler):
     to ``weights`` (a 1-d sequence, kept as a float64 tensor), as torch's. With replacement the
     draws are made lazily, 32 at a time (memory independent of ``num_samples``); without,
     ``num_samples`` may not exceed ``len(weights)`` and each index appears at most once, in
-    the order of successive weighted draws (zero-weight indices last). Raises EmberValueError for bad arguments, and
-    EmberRuntimeError while iterating over weights that are no distribution (as torch's
-    ``multinomial``)."""
+    the order of successive weighted draws (zero-weight indices last). Raises EmberValueError
+    for bad arguments, and EmberRuntimeError while iterating over weights that are no
+    distribution (as torch's ``multinomial``)."""
 
     def __init__(self, weights, num_samples, replacement=True, generator=None):
         _check_num_samples(num_samples)
