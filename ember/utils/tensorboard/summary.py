@@ -276,6 +276,30 @@ def image(tag, img, rescale=1, dataformats="NCHW"):
         height=h, width=w, colorspace=c, encoded_image_string=out.getvalue()))])
 
 
+def audio(tag, sound, sample_rate=44100):
+    """A Summary holding a mono sound (values in [-1, 1], clipped beyond) as 16-bit WAV."""
+    import wave
+    s = _protos("summary_pb2")
+    arr = make_np(sound, "add_audio").squeeze()
+    if arr.ndim != 1:
+        raise EmberValueError(f"add_audio: the sound should be 1-dimensional, got shape "
+                              f"{list(arr.shape)}")
+    if np.abs(arr).max() > 1:
+        print("warning: audio amplitude out of range, auto clipped.")
+        arr = arr.clip(-1, 1)
+    pcm = (arr * np.iinfo(np.int16).max).astype("<i2")
+    out = io.BytesIO()
+    with wave.open(out, "wb") as w:
+        w.setnchannels(1)
+        w.setsampwidth(2)
+        w.setframerate(sample_rate)
+        w.writeframes(pcm.data)
+    clip = s.Summary.Audio(sample_rate=sample_rate, num_channels=1,
+                           length_frames=pcm.shape[-1], encoded_audio_string=out.getvalue(),
+                           content_type="audio/wav")
+    return s.Summary(value=[s.Summary.Value(tag=tag, audio=clip)])
+
+
 def text(tag, text_string):
     """A Summary for TensorBoard's text plugin, under ``<tag>/text_summary`` as torch."""
     s, t = _protos("summary_pb2"), _protos("tensor_pb2")

@@ -200,6 +200,27 @@ class SummaryWriter:
         self._get_file_writer().add_summary(_summary.text(tag, text_string), global_step,
                                             walltime)
 
+    def add_audio(self, tag, snd_tensor, global_step=None, sample_rate=44100, walltime=None):
+        """Log a mono sound (1-d, values in [-1, 1]) at ``sample_rate``."""
+        self._get_file_writer().add_summary(
+            _summary.audio(tag, snd_tensor, sample_rate=sample_rate), global_step, walltime)
+
+    def add_embedding(self, mat, metadata=None, label_img=None, global_step=None,
+                      tag="default", metadata_header=None):
+        """Log points (``mat``: N x D) for TensorBoard's projector, with optional labels
+        (``metadata``, a column per ``metadata_header`` entry) and N x C x H x W
+        ``label_img`` thumbnails; files go to ``<log_dir>/<step>/<tag>``."""
+        from ember.utils.tensorboard import _embedding
+        logdir = self._get_file_writer().get_logdir()
+        info = _embedding.write_embedding(logdir, mat, metadata, label_img, global_step, tag,
+                                          metadata_header)
+        if getattr(self, "_projector_config", None) is None:
+            proj = require("tensorboard.plugins.projector.projector_config_pb2",
+                           feature=_FEATURE, extra="tensorboard")
+            self._projector_config = proj.ProjectorConfig()
+        self._projector_config.embeddings.extend([info])
+        _embedding.write_config(logdir, self._projector_config)
+
     def add_graph(self, model, input_to_model=None, verbose=False, use_strict_trace=True):
         """Log the graph of ``model`` traced with ``ember.jit.trace`` on ``input_to_model``
         (a tensor or a tuple of them)."""
