@@ -118,6 +118,8 @@ def with_out(name, fn):
     op.__doc__ = fn.__doc__
     op.__wrapped__ = fn
     op.__module__ = fn.__module__   # a spec op's errors stay named by dispatch (no extra wrapper)
+    if hasattr(fn, "__wrapped_public__"):     # already naming its errors: not wrapped again
+        op.__wrapped_public__ = fn.__wrapped_public__
     return op
 
 
