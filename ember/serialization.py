@@ -228,6 +228,16 @@ def _lookup(modname, qualname):
     return obj
 
 
+def _class_method(cls, name):
+    """The plain function ``name`` defined on ``cls`` or a base (class dictionaries only, no
+    descriptor runs), or None."""
+    for klass in cls.__mro__:
+        fn = vars(klass).get(name)
+        if fn is not None:
+            return fn if isinstance(fn, types.FunctionType) else None
+    return None
+
+
 def _module_class_where(cls, path):
     """[module, qualname] of a Module subclass, checked to resolve back to ``cls`` (a class
     made inside a function, or shadowed since, cannot be found again at load)."""
@@ -341,6 +351,12 @@ def _encode(obj, path, tensors, memo, inside=False):
         return {"__device__": str(obj)}
     if inside and Module and isinstance(obj, type) and issubclass(obj, Module):
         return {"__type__": _class_ref(obj, path)}
+    if inside and Module and isinstance(obj, types.MethodType) and \
+            isinstance(obj.__self__, Module):
+        name = obj.__func__.__name__
+        if _class_method(type(obj.__self__), name) is obj.__func__:
+            return {"__method__": name,
+                    "__self__": _encode(obj.__self__, path, tensors, memo, inside)}
     if inside and callable(obj) and not isinstance(obj, type):
         name = _function_name(obj)
         if name is not None:
@@ -399,6 +415,15 @@ def _decode(data, tensors, ctx=None):
             return _decode_module(data, tensors, ctx)
         if "__type__" in data:
             return _resolve_class(data["__type__"], ctx)
+        if "__method__" in data:  # a module's own method (e.g. a hook it registered)
+            from ember.nn.modules.module import Module
+            owner, name = _decode(data["__self__"], tensors, ctx), data["__method__"]
+            fn = _class_method(type(owner), name) if isinstance(owner, Module) and \
+                isinstance(name, str) else None
+            if fn is None:
+                raise _Unknown("function", f"{type(owner).__qualname__}.{name}", "function",
+                               None)
+            return types.MethodType(fn, owner)
         if "__size__" in data:
             from ember.tensor import Size
             return Size(int(d) for d in data["__size__"])

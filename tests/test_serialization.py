@@ -404,6 +404,39 @@ def test_whole_model_is_built_without_running_its_code(tmp_path):
     np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
 
 
+class _Hooked(nn.Module):
+    """Registers its own method as a forward hook (a common pattern)."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = nn.Linear(2, 2)
+        self.calls = 0
+        self.register_forward_hook(self._count)
+
+    def _count(self, module, args, out):
+        self.calls += 1
+
+    def forward(self, x):
+        return self.fc(x)
+
+
+def test_a_module_method_registered_as_hook_is_saved_bound_to_the_loaded_module(tmp_path):
+    m = _Hooked()
+    m(ember.ones(1, 2))
+    ember.save(m, tmp_path / "h.pt")
+    m2 = ember.load(tmp_path / "h.pt")
+    (hook,) = m2._forward_hooks.values()
+    assert hook.__self__ is m2 and hook.__func__ is _Hooked._count
+    m2(ember.ones(1, 2))
+    assert m2.calls == 2 and m.calls == 1
+
+    def edit(st):  # a file naming another method, or one of another object, is refused
+        st["__state__"]["_forward_hooks"]["__items__"][0][1]["__method__"] = "nope"
+    _rewrite_structure(tmp_path / "h.pt", edit)
+    with pytest.raises(ember.serialization.SerializationError, match="_Hooked.nope"):
+        ember.load(tmp_path / "h.pt")
+
+
 def test_checkpoint_dict_with_models_and_optimizer_state(tmp_path):
     m = _Counted()
     opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)

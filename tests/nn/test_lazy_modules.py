@@ -81,3 +81,21 @@ def test_state_dict_loaded_before_the_first_call_materializes_the_parameters():
 def test_lazy_module_errors_name_the_module():
     with pytest.raises(ember.EmberError, match="LazyConv2d: expected a 3-D or 4-D input"):
         ember.nn.LazyConv2d(3, 3)(ember.randn(5, 5))
+
+
+def test_initialized_lazy_module_keeps_no_hook_of_the_lazy_class():
+    """As torch: the first call removes the load_state_dict pre-hook too (it stayed, bound to
+    a method of the lazy class the module no longer has, and blocked ember.save(model))."""
+    import io
+    t = torch.nn.LazyLinear(3)
+    t(torch.randn(2, 5))
+    m = ember.nn.LazyLinear(3)
+    m(ember.randn(2, 5))
+    assert len(m._load_state_dict_pre_hooks) == len(t._load_state_dict_pre_hooks) == 0
+    assert len(m._forward_pre_hooks) == len(t._forward_pre_hooks) == 0
+    buf = io.BytesIO()
+    ember.save(m, buf)
+    buf.seek(0)
+    m2 = ember.load(buf)
+    x = ember.randn(4, 5)
+    assert type(m2) is ember.nn.Linear and ember.allclose(m2(x), m(x))

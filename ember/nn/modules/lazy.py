@@ -43,7 +43,7 @@ class LazyModuleMixin:
         for name in buffers:
             self.register_buffer(name, UninitializedBuffer())
         self._lazy_hook = self.register_forward_pre_hook(_infer_on_first_call)
-        self._register_load_state_dict_pre_hook(self._lazy_load_hook)
+        self._lazy_load = self._register_load_state_dict_pre_hook(self._lazy_load_hook)
 
     def extra_repr(self):
         return self.cls_to_become.extra_repr(self)
@@ -82,7 +82,8 @@ class LazyModuleMixin:
 
     def _finish_lazy(self):
         self._lazy_hook.remove()
-        for k in ("_lazy_args", "_lazy_hook"):
+        self._lazy_load.remove()  # as torch: no hook of the lazy class outlives it
+        for k in ("_lazy_args", "_lazy_hook", "_lazy_load"):
             self.__dict__.pop(k, None)
         self.__class__ = self.cls_to_become
 
