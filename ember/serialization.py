@@ -175,6 +175,15 @@ def _ember_classes():
     return out
 
 
+def _ember_hook_classes():
+    """name -> class of the hook objects ember's own nn utilities register on modules
+    (``nn.utils.weight_norm``, ``spectral_norm``): plain attribute holders, rebuilt like
+    modules. A fixed list, never a name read from a file."""
+    from ember.nn.utils.spectral_norm import SpectralNorm
+    from ember.nn.utils.weight_norm import WeightNorm
+    return {_default_name(c): c for c in (WeightNorm, SpectralNorm)}
+
+
 def _ember_functions():
     """name -> function of ember.nn.functional and ember's top-level functions (activations
     modules hold as attributes)."""
@@ -269,6 +278,10 @@ _MEMBERS = ("_parameters", "_buffers", "_modules")  # named by the module's path
 
 
 def _encode_module(obj, path, tensors, memo):
+    if "parametrizations" in obj.__dict__.get("_modules", {}):
+        raise EmberRuntimeError(f"ember.save: serialization of parametrized modules is only "
+                                f"supported through state_dict() (as torch); the module at "
+                                f"'{path or '<root>'}' is parametrized")
     out = _class_ref(type(obj), path)
     out["__id__"] = memo.add(obj)
     out["__state__"] = {k: _encode(v, path if k in _MEMBERS else _join(path, k), tensors, memo,
@@ -351,6 +364,11 @@ def _encode(obj, path, tensors, memo, inside=False):
         return {"__device__": str(obj)}
     if inside and Module and isinstance(obj, type) and issubclass(obj, Module):
         return {"__type__": _class_ref(obj, path)}
+    if inside and type(obj).__module__.startswith("ember.nn.utils.") and \
+            _ember_hook_classes().get(_default_name(type(obj))) is type(obj):
+        return {"__hook__": _default_name(type(obj)),
+                "__state__": {k: _encode(v, _join(path, k), tensors, memo, inside)
+                              for k, v in vars(obj).items()}}
     if inside and Module and isinstance(obj, types.MethodType) and \
             isinstance(obj.__self__, Module):
         name = obj.__func__.__name__
@@ -415,6 +433,14 @@ def _decode(data, tensors, ctx=None):
             return _decode_module(data, tensors, ctx)
         if "__type__" in data:
             return _resolve_class(data["__type__"], ctx)
+        if "__hook__" in data:  # a hook object of ember's nn utilities
+            cls = _ember_hook_classes().get(data["__hook__"])
+            if cls is None:
+                raise _Unknown("class", str(data["__hook__"]), "unregistered", None)
+            hook = object.__new__(cls)
+            hook.__dict__.update({k: _decode(v, tensors, ctx)
+                                  for k, v in data["__state__"].items()})
+            return hook
         if "__method__" in data:  # a module's own method (e.g. a hook it registered)
             from ember.nn.modules.module import Module
             owner, name = _decode(data["__self__"], tensors, ctx), data["__method__"]

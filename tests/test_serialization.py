@@ -437,6 +437,39 @@ def test_a_module_method_registered_as_hook_is_saved_bound_to_the_loaded_module(
         ember.load(tmp_path / "h.pt")
 
 
+@pytest.mark.filterwarnings("ignore:.*is deprecated in favor of")
+@pytest.mark.parametrize("wrap", ["weight_norm", "spectral_norm"])
+def test_modules_with_weight_or_spectral_norm_hooks_save_whole(tmp_path, wrap):
+    """torch pickles the WeightNorm/SpectralNorm hook objects; ember stores them as ember hook
+    classes from a fixed list (they were refused as unknown callables)."""
+    m = getattr(nn.utils, wrap)(nn.Linear(3, 4)).eval()
+    ember.save(m, tmp_path / "w.pt")
+    m2 = ember.load(tmp_path / "w.pt")
+    (hook,) = m2._forward_pre_hooks.values()
+    (orig,) = m._forward_pre_hooks.values()
+    assert type(hook) is type(orig) and vars(hook) == vars(orig)
+    x = ember.randn(2, 3)
+    np.testing.assert_allclose(m2(x).detach().numpy(), m(x).detach().numpy(), rtol=1e-6)
+
+    def edit(st):
+        st["__state__"]["_forward_pre_hooks"]["__items__"][0][1]["__hook__"] = "os.system"
+    _rewrite_structure(tmp_path / "w.pt", edit)
+    with pytest.raises(ember.serialization.SerializationError, match="'os.system'"):
+        ember.load(tmp_path / "w.pt")
+
+
+def test_parametrized_modules_are_refused_as_torch(tmp_path):
+    torch = pytest.importorskip("torch")
+    tm = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(3, 3))
+    with pytest.raises(RuntimeError, match="only supported through state_dict"):
+        torch.save(tm, io.BytesIO())
+    m = nn.Sequential(nn.utils.parametrizations.weight_norm(nn.Linear(3, 3)))
+    with pytest.raises(ember.errors.EmberRuntimeError,
+                       match="only supported through state_dict.*module at '0'"):
+        ember.save(m, tmp_path / "p.pt")
+    ember.save(m.state_dict(), tmp_path / "sd.pt")  # the supported way
+
+
 def test_checkpoint_dict_with_models_and_optimizer_state(tmp_path):
     m = _Counted()
     opt = optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
