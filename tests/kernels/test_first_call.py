@@ -448,3 +448,30 @@ def test_a_later_process_loads_the_kernels_an_earlier_one_compiled_on_first_use(
     print("ok")
     """, timeout=600)
     assert out.strip() == "ok"
+
+
+def test_fork_after_numba_tbb_threads_ran():
+    """A child forked after parallel kernels ran on Numba's TBB layer runs them again (Numba's
+    TBB pool starts anew in the child) with the parent's bits."""
+    out = run_cold("""
+        import os, numpy as np
+        import ember, ember.nn.functional as F
+        from ember.kernels.pointwise import numba_runtime as nr
+        ember.set_num_threads(2)
+        if nr.parallel_layer() != "tbb":
+            print("ok")
+            raise SystemExit
+        x, k = ember.randn(64, 6, 14, 14), ember.randn(16, 6, 5, 5)
+        y = F.conv2d(x, k)
+        pid = os.fork()
+        if pid == 0:
+            code = 1
+            try:
+                assert np.array_equal(F.conv2d(x, k).numpy(), y.numpy())
+                code = 0
+            finally:
+                os._exit(code)
+        assert os.waitpid(pid, 0)[1] == 0
+        print("ok")
+    """, timeout=300, EMBER_THREADING_LAYER="tbb", EMBER_JIT_COMPILE="sync")
+    assert out.strip() == "ok"
