@@ -180,3 +180,20 @@ class LoadsOnlyHere(Squares):
 
     def __reduce__(self):
         return _unpickle_elsewhere, (os.getpid(),)
+
+
+class ThreadCounts:
+    """Sample i: the thread count (``get_num_threads``) of the worker that reads it, torch's or
+    ember's by ``lib``."""
+
+    def __init__(self, n, lib="ember"):
+        self.n, self.lib = n, lib
+
+    def __len__(self):
+        return self.n
+
+    def __getitem__(self, i):
+        if self.lib == "torch":
+            import torch
+            return torch.get_num_threads()
+        return ember.get_num_threads()

@@ -308,3 +308,19 @@ def test_torch_submodule_paths():
     for mod in (dataloader, dataset, sampler):
         assert all(getattr(mod, n) is getattr(data, n) for n in mod.__all__)
     assert dataloader.get_worker_info is get_worker_info
+
+
+def test_workers_run_one_thread_as_torchs():
+    """A worker's ember loops and BLAS run one thread (torch's workers set 1), so N workers do
+    not each take the parent's count; the parent's count is unchanged."""
+    torch = pytest.importorskip("torch")
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    try:
+        ours = [b.tolist() for b in _loader(D.ThreadCounts(4), batch_size=2, num_workers=2)]
+        assert ember.get_num_threads() == 2
+    finally:
+        ember.set_num_threads(before)
+    theirs = [b.tolist() for b in torch.utils.data.DataLoader(
+        D.ThreadCounts(4, "torch"), batch_size=2, num_workers=2, multiprocessing_context=CTX)]
+    assert ours == theirs == [[1, 1], [1, 1]]
