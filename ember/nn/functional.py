@@ -533,13 +533,17 @@ def _check_p(p, name):
                               f"{p!r}")
 
 
-def _feature_dropout(input, p, training, inplace, nd, name):
-    _check_p(p, name)
+def _feature_dropout(input, p, training, inplace, name):
+    """torch's ``feature_dropout``: one keep/drop draw per (N, C) channel of an input with at
+    least 2 dims (dims 0 and 1 are taken as N and C whatever the rank), kept ones scaled by
+    1/(1-p)."""
     if not training or p == 0.0:
         return input
-    batched = input.dim() == nd + 2
+    if input.dim() < 2:
+        raise EmberRuntimeError(f"{name}: Feature dropout requires at least 2 dimensions in the "
+                                f"input, got shape {list(input.shape)}")
     shape = tuple(input.shape)
-    mshape = (shape[:2] if batched else shape[:1]) + (1,) * nd
+    mshape = shape[:2] + (1,) * (len(shape) - 2)
     dt = input._data.dtype
     if p == 1.0:
         out = G.mul(input, 0.0)
@@ -549,19 +553,65 @@ def _feature_dropout(input, p, training, inplace, nd, name):
     return input.copy_(out) if inplace else out
 
 
+def _unbatched_feature_dropout(input, p, training, inplace, name):
+    """feature dropout of ``input`` with a batch dim added in front (and removed after)."""
+    out = _feature_dropout(input.unsqueeze(0), p, training, False, name).squeeze(0)
+    return input.copy_(out) if inplace and training and p != 0.0 else out
+
+
 def dropout1d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, L) input."""
-    return _feature_dropout(input, p, training, inplace, 1, "dropout1d")
+    """Zero whole channels of (N, C, L) or (C, L) input.
+
+    Raises EmberRuntimeError for other ranks (as torch)."""
+    _check_p(p, "dropout1d")
+    if input.dim() not in (2, 3):
+        raise EmberRuntimeError(
+            f"dropout1d: Expected 2D or 3D input, but received a {input.dim()}D input. Note that "
+            "dropout1d exists to provide channel-wise dropout on inputs with 1 spatial dimension, "
+            "a channel dimension, and an optional batch dimension (i.e. 2D or 3D inputs).")
+    if input.dim() == 3:
+        return _feature_dropout(input, p, training, inplace, "dropout1d")
+    return _unbatched_feature_dropout(input, p, training, inplace, "dropout1d")
+
+
+def _warn_feature_rank(input, nd, name):
+    d = input.dim()
+    if d not in (nd + 1, nd + 2):
+        warnings.warn(
+            f"{name}: Received a {d}-D input to {name}, which is deprecated and will result in an "
+            f"error in a future release. To retain the behavior and silence this warning, please "
+            f"use dropout instead. Note that {name} exists to provide channel-wise dropout on "
+            f"inputs with {nd} spatial dimensions, a channel dimension, and an optional batch "
+            f"dimension (i.e. {nd + 1}D or {nd + 2}D inputs).", stacklevel=3)
 
 
 def dropout2d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, H, W) input."""
-    return _feature_dropout(input, p, training, inplace, 2, "dropout2d")
+    """Zero whole channels of (N, C, H, W) input.
+
+    As torch 2.13: a 3-D input is read as (N, C, L) (channel-wise 1-D dropout, with torch's
+    warning), not as an unbatched (C, H, W); other ranks than 3/4 warn and use dims 0/1 as N/C."""
+    _check_p(p, "dropout2d")
+    _warn_feature_rank(input, 2, "dropout2d")
+    if input.dim() == 3:
+        warnings.warn(
+            "dropout2d: Received a 3D input to dropout2d and assuming that channel-wise 1D "
+            "dropout behavior is desired - input is interpreted as shape (N, C, L), where C is "
+            "the channel dim. This behavior will change in a future release to interpret the "
+            "input as one without a batch dimension, i.e. shape (C, H, W). To maintain the 1D "
+            "channel-wise dropout behavior, please switch to using dropout1d instead.",
+            stacklevel=2)
+    return _feature_dropout(input, p, training, inplace, "dropout2d")
 
 
 def dropout3d(input, p=0.5, training=True, inplace=False):
-    """Zero whole channels of (N, C, D, H, W) input."""
-    return _feature_dropout(input, p, training, inplace, 3, "dropout3d")
+    """Zero whole channels of (N, C, D, H, W) or unbatched (C, D, H, W) input.
+
+    Other ranks warn (as torch); a non-5-D input gets a batch dim added, so its dim 0 is C."""
+    _check_p(p, "dropout3d")
+    _warn_feature_rank(input, 3, "dropout3d")
+    if input.dim() == 5:
+        return _feature_dropout(input, p, training, inplace, "dropout3d")
+    return _unbatched_feature_dropout(input, p, training, inplace, "dropout3d")
 
 
 def alpha_dropout(input, p=0.5, training=False, inplace=False):
