@@ -67,7 +67,8 @@ def result_type(*xs):
 
 _nd = np.ndarray
 _INT_LIMITS = {np.dtype(t): (int(np.iinfo(t).min), int(np.iinfo(t).max))
-               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8)}
+               for t in (np.int8, np.int16, np.int32, np.int64, np.uint8, np.uint16, np.uint32,
+                         np.uint64)}
 
 
 def wrap_int(x, dt):
@@ -79,9 +80,12 @@ def wrap_int(x, dt):
 
 def storable_range(dt):
     """The (low, high) Python numbers torch's checked conversion stores into integer dtype
-    ``dt``: [min, max], and [-max, max] for uint8 (negatives wrap: -1 stores 255)."""
+    ``dt``: [min, max], and [-max, max] for unsigned types (negatives wrap: -1 stores 255),
+    uint64 from int64's minimum."""
     lo, hi = _INT_LIMITS[dt]
-    return (-hi if dt.kind == "u" else lo), hi
+    if dt.kind == "u":
+        lo = max(-hi, -2 ** 63)
+    return lo, hi
 
 
 def fill_value(x, dt, name="value"):
