@@ -96,7 +96,7 @@ def test_tanh_and_sigmoid_backward_engine_pass_equals_numpy(dtype, monkeypatch):
     y[0, :4], g[1, :4] = [np.nan, -0.0, 1.0, -1.0], [np.nan, np.inf, -0.0, 1e30]
     one = dtype(1)
     forms = {"tanh_backward": lambda g, y: g * (one - y * y),
-             "sigmoid_backward": lambda g, y: g * ((one - y) * y)}
+             "sigmoid_backward": lambda g, y: g * (one - y) * y}   # torch's order
     for name, form in forms.items():
         got, want = getattr(elementwise, name)(g, y), form(g, y)
         kernel = compile_form(getattr(elementwise, f"_{name}_form"), ("grad", "output"), (g, y))

@@ -223,3 +223,23 @@ def test_fused_float16_backward_rounds_once_as_eager(monkeypatch, name):
     # the engine's sigmoid/erf/tanh are other float32 implementations: at most a last-bit
     # difference after the one rounding (the float16 steps were hundreds of ulps apart)
     assert _err(grads[1], grads[0], "float16").max() <= 1.0
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+def test_tanh_and_sigmoid_backward_bits_equal_torch(dtype):
+    """torch's kernels: sigmoid_backward ``grad * (1 - y) * y`` (float16 rounding each step),
+    float16 tanh_backward ``grad * (1 - y * y)`` in float32, rounded once. The order was
+    ``grad * ((1 - y) * y)``, and float16 tanh_backward rounded each step. (torch's float32
+    tanh_backward fuses ``1 - y * y`` into one rounding, an FMA: not compared.)"""
+    from ember.kernels import elementwise
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal(20000).astype(dtype)
+    g = rng.standard_normal(20000).astype(dtype)
+    for name, fwd in (("sigmoid_backward", torch.sigmoid), ("tanh_backward", torch.tanh)):
+        if name == "tanh_backward" and dtype != np.float16:
+            continue
+        y = fwd(torch.tensor(x))
+        want = getattr(torch.ops.aten, name)(torch.tensor(g), y).numpy()
+        got = getattr(elementwise, name)(g, y.numpy())
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(got, want, err_msg=name)
