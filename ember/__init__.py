@@ -29,7 +29,7 @@ from ember.overloads import (clip, dropout, is_complex, is_floating_point, is_te
 from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
                              broadcast_shapes, index_put, nonzero, tril_indices, triu_indices,
                              unravel_index, where)
-from ember.overloads import can_cast, promote_types, result_type
+from ember.overloads import can_cast, equal, promote_types, result_type
 from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
                             nanmedian, sort, std_mean, topk, unique, unique_consecutive,
                             var_mean)

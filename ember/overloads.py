@@ -8,7 +8,7 @@ import numpy as np
 from ember import _dtype
 from ember.autograd import _generated as G
 from ember.autograd import shape_ops as _shape_ops
-from ember.errors import EmberRuntimeError, public
+from ember.errors import EmberRuntimeError, EmberTypeError, public
 from ember.random import resolve
 from ember.tensor import Tensor, view_dtype
 
@@ -320,6 +320,15 @@ def _allclose(self, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     return builtins.bool(np.allclose(self._data, other._data, rtol, atol, equal_nan))
 
 
+def equal(input, other):
+    """Whether ``input`` and ``other`` have the same shape and the same values (a Python bool;
+    the dtypes may differ, NaN is unequal to itself), as ``torch.equal``."""
+    if not isinstance(input, Tensor):
+        raise EmberTypeError(f"equal(): argument 'input' (position 1) must be Tensor, not "
+                             f"{type(input).__name__}")
+    return _equal(input, other)
+
+
 def allclose(input, other, rtol=1e-05, atol=1e-08, equal_nan=False):
     """Whether ``isclose(input, other, rtol, atol, equal_nan)`` holds everywhere (a Python bool)."""
     return builtins.bool(G.all(G.isclose(input, other, rtol, atol, equal_nan)).item())
@@ -450,6 +459,9 @@ def _imod(self, other):
 
 
 def _equal(self, other):
+    if not isinstance(other, Tensor):
+        raise EmberTypeError(f"equal(): argument 'other' (position 2) must be Tensor, not "
+                             f"{type(other).__name__}")
     self._python_value("equal")
     other._python_value("equal")
     return self._data.shape == other._data.shape and builtins.bool(np.array_equal(self._data,
@@ -500,7 +512,7 @@ def install():
 
 
 for _n in ("max", "min", "dropout", "var", "std", "clip", "numel", "is_tensor",
-           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose",
+           "is_floating_point", "atleast_1d", "atleast_2d", "atleast_3d", "allclose", "equal",
            "nonzero", "index_put", "where", "broadcast_shapes", "unravel_index", "result_type",
            "promote_types", "can_cast"):
     globals()[_n] = public(globals()[_n])

@@ -172,6 +172,21 @@ def test_isclose_allclose():
         ember.isclose(a, _t(np.array([1.0, 2.0, 3.0], np.float32)))
 
 
+def test_equal_matches_torch():
+    torch = pytest.importorskip("torch")
+    cases = [([1, 2], [1.0, 2.0]), ([float("nan")], [float("nan")]), ([1, 2], [1, 3]),
+             ([[1, 2]], [1, 2]), ([], [])]
+    for a, b in cases:
+        want = torch.equal(torch.tensor(a), torch.tensor(b))
+        assert ember.equal(ember.tensor(a), ember.tensor(b)) is want
+        assert ember.tensor(a).equal(ember.tensor(b)) is want
+    for bad in ([1, 2], 1.0, None):
+        with pytest.raises(TypeError, match="equal.*must be Tensor"):
+            ember.equal(ember.tensor([1, 2]), bad)
+    with pytest.raises(TypeError, match="equal.*must be Tensor"):
+        ember.equal([1, 2], ember.tensor([1, 2]))
+
+
 def test_clamp_min_max_inplace_and_floor_divide():
     x = _t(np.array([-2.0, 0.5, 3.0]))
     assert ember.clamp_min(x, 0.0).tolist() == [0.0, 0.5, 3.0]
