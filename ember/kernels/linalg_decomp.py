@@ -206,8 +206,22 @@ def _column_signs(x):
     return sgn
 
 
+def _nan_svd(a, full_matrices):
+    """(U, S, Vh) all NaN, for a matrix holding inf or NaN: OpenBLAS's gesdd may never return on
+    one (a 3x4 matrix with one inf), and torch's SVD gives NaN there."""
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    batch = a.shape[:-2]
+    real = np.zeros((), a.dtype).real.dtype
+    return (np.full(batch + (m, m if full_matrices else k), np.nan, a.dtype),
+            np.full(batch + (k,), np.nan, real),
+            np.full(batch + (n if full_matrices else k, n), np.nan, a.dtype))
+
+
 def svd(a, full_matrices):
     _matrix(a)
+    if not np.isfinite(a).all():
+        return _nan_svd(a, full_matrices)
     with blas_mode(FREE):
         try:
             u, s, vh = np.linalg.svd(a, full_matrices=full_matrices)
@@ -263,7 +277,8 @@ def lstsq_info(a, b, rcond, driver):
     if bm.shape[-2] != m:
         raise KernelError(f"incompatible shapes of A {tuple(a.shape)} and B {tuple(b.shape)}")
     with blas_mode(FREE):
-        s = np.linalg.svd(a, compute_uv=False)
+        s = np.linalg.svd(a, compute_uv=False) if np.isfinite(a).all() else \
+            _nan_svd(a, False)[1]  # rank 0, as torch's gelsy
         if rcond is None:
             rcond = np.finfo(a.dtype).eps * max(m, n)
         tol = rcond * (s[..., :1] if s.shape[-1] else 0)
@@ -299,6 +314,8 @@ def pinv(a, atol, rtol, hermitian):
             winv = np.where(aw > tol, 1 / np.where(aw > tol, w, 1), 0)
             return np.ascontiguousarray((v * winv[..., None, :]) @ np.swapaxes(v, -1, -2)).astype(
                 a.dtype, copy=False)
+        if not np.isfinite(a).all():
+            return np.full(a.shape[:-2] + (n, m), np.nan, a.dtype)
         u, s, vh = np.linalg.svd(a, full_matrices=False)
         tol = np.maximum(atol, rtol * s.max(axis=-1, keepdims=True, initial=0.0))
         sinv = np.where(s > tol, 1 / np.where(s > tol, s, 1), 0)

@@ -477,3 +477,36 @@ def test_vecdot_conjugates_x_and_checks_dtypes_like_torch():
         L.vecdot(ember.ones(3, dtype=ember.int64), ember.ones(3, dtype=ember.int64))
     with pytest.raises(RuntimeError, match="same dtype"):
         L.vecdot(ember.ones(3), ember.ones(3, dtype=ember.float64))
+
+
+def test_svd_family_gives_nan_for_non_finite_matrices_instead_of_hanging():
+    """OpenBLAS's gesdd never returns on a 3x4 matrix holding one inf: svd, svdvals, pinv,
+    matrix_rank, the nuclear norm and lstsq hung; they give what torch gives there (NaN, rank 0;
+    found by tests/differential). Run in a subprocess so that a regression fails instead of
+    hanging the suite."""
+    import json
+    import subprocess
+    import sys
+    torch = pytest.importorskip("torch")
+    code = (
+        "import json, numpy as np, ember\n"
+        "a = np.random.default_rng(0).standard_normal((3, 4)); a[0, 1] = np.inf\n"
+        "A = ember.from_numpy(a)\n"
+        "u, s, vh = ember.linalg.svd(A)\n"
+        "out = [u.shape == (3, 3) and vh.shape == (4, 4), ember.linalg.svdvals(A).tolist(),\n"
+        "       ember.linalg.pinv(A).shape == (4, 3) and bool(ember.linalg.pinv(A).isnan().all()),\n"
+        "       int(ember.linalg.matrix_rank(A)), float(ember.linalg.matrix_norm(A, 'nuc')),\n"
+        "       int(ember.linalg.lstsq(ember.from_numpy(a.T.copy()), ember.ones(4, 2,\n"
+        "           dtype=ember.float64)).rank)]\n"
+        "print(json.dumps(out))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-2000:]
+    shapes, svals, pinv_nan, rank, nuc, lstsq_rank = json.loads(done.stdout)
+    a = np.random.default_rng(0).standard_normal((3, 4))
+    a[0, 1] = np.inf
+    ta = torch.from_numpy(a)
+    assert shapes and pinv_nan and np.isnan(svals).all() and np.isnan(nuc)
+    assert np.isnan(torch.linalg.svdvals(ta).numpy()).all()
+    assert rank == int(torch.linalg.matrix_rank(ta)) == 0
+    assert lstsq_rank == 0  # torch's gelsy reports what LAPACK left there (1 here)
