@@ -243,3 +243,20 @@ def test_tanh_and_sigmoid_backward_bits_equal_torch(dtype):
         got = getattr(elementwise, name)(g, y.numpy())
         assert got.dtype == want.dtype
         np.testing.assert_array_equal(got, want, err_msg=name)
+
+
+def test_float16_with_a_python_number_as_torch():
+    """torch multiplies and divides a float16 tensor by a number at float32 precision (NumPy
+    rounded the number to float16 first: 0.7 -> 0.7002); it adds and subtracts the number
+    rounded to float16, as NumPy does."""
+    x = (np.random.default_rng(8).standard_normal(50000) * 3).astype(np.float16)
+    e, t = ember.tensor(x), torch.tensor(x)
+    cases = [lambda a: a * 0.7, lambda a: 0.7 * a, lambda a: a / 0.3, lambda a: a * 3,
+             lambda a: a + 0.1, lambda a: a - 0.1, lambda a: 0.1 - a]
+    for i, f in enumerate(cases):
+        got, want = f(e), f(t)
+        assert got.dtype == ember.float16, i
+        np.testing.assert_array_equal(got.numpy(), want.numpy(), err_msg=str(i))
+    s = torch.tensor(0.7, dtype=torch.float64)
+    np.testing.assert_array_equal((e * ember.tensor(0.7, dtype=ember.float64)).numpy(),
+                                  (t * s).numpy())
