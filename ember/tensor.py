@@ -116,6 +116,12 @@ def new_tensor(args, dt, who, device=None):
                          f"({', '.join(type(a).__name__ for a in args)})")
 
 
+def _check_tensor_argument(method, name, value):
+    if not isinstance(value, Tensor):
+        raise EmberTypeError(f"{method}(): argument '{name}' (position 1) must be Tensor, not "
+                             f"{type(value).__name__}")
+
+
 class Tensor:
     """An n-dimensional array that can take part in automatic differentiation."""
 
@@ -221,6 +227,7 @@ class Tensor:
 
     def is_same_size(self, other):
         """Whether ``other`` has this tensor's shape."""
+        _check_tensor_argument("is_same_size", "other", other)
         return self.shape == other.shape
 
     def is_nonzero(self):
@@ -238,6 +245,7 @@ class Tensor:
 
     def is_set_to(self, tensor):
         """Whether ``tensor`` views the same memory with the same shape and strides."""
+        _check_tensor_argument("is_set_to", "tensor", tensor)
         a, b = self._data, tensor._data
         return a.__array_interface__["data"][0] == b.__array_interface__["data"][0] and \
             a.shape == b.shape and a.strides == b.strides and a.dtype == b.dtype
