@@ -84,11 +84,13 @@ def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=Fals
 def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
                  requires_grad=False, memory_format=None, generator=None):
     """Integers uniform in [low, high) with ``input``'s shape (and dtype unless given)."""
+    from ember.creation import _check_random_bounds, _int_arg
     if high is None:
         low, high = 0, low
+    low, high = _int_arg("randint_like", "low", low, 2), _int_arg("randint_like", "high", high, 3)
     ref = input if dtype is None else G.to(input, _dtype.to_numpy_dtype(dtype))
-    return _finish(G.randint_like(ref, builtins.int(low), builtins.int(high),
-                                  resolve(generator)), requires_grad)
+    _check_random_bounds("randint_like", low, high, ref._data.dtype)
+    return _finish(G.randint_like(ref, low, high, resolve(generator)), requires_grad)
 
 
 def histogram(input, bins, *, range=None, weight=None, density=False, out=None):

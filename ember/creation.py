@@ -10,8 +10,9 @@ import numpy as np
 from ember import _dtype
 from ember.autograd import _generated as G
 from ember.kernels.dtypes import storable_range
+from ember.autograd.function import Function
 from ember.errors import (EmberOverflowError, EmberRuntimeError, EmberTypeError, EmberValueError,
-                          public)
+                          UnsupportedError, public)
 from ember.random import resolve
 from ember.tensor import Tensor
 
@@ -278,81 +279,265 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     return _finish(G.eye(n, m, _np(dtype)), requires_grad)
 
 
-@_takes_out
-def rand(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    """Uniform samples in [0, 1)."""
-    _check_device(device)
-    return _finish(G.rand(_size(size), resolve(generator), _np(dtype)), requires_grad)
+def _random_size(name, size, kw_size):
+    """``size`` of rand/randn: varargs ints, one sequence, or ``size=`` (not both)."""
+    if kw_size is not None:
+        if size:
+            raise EmberTypeError(f"{name}() got multiple values for argument 'size'")
+        size = (kw_size,)
+    return _size(size)
+
+
+def _floating(dt, complex_ok=False):
+    """``dt`` is a floating dtype (bfloat16 included), or complex when ``complex_ok``."""
+    return dt.kind in ("fc" if complex_ok else "f") or (
+        _dtype._bfloat16 is not None and dt == _dtype._bfloat16)
+
+
+def _float_sample(name, dtype, kernel):
+    """torch's check for rand/randn and their ``_like``: floating or complex dtypes only."""
+    dt = _np(dtype) if not isinstance(dtype, np.dtype) else dtype
+    if not _floating(dt, complex_ok=True):
+        raise UnsupportedError(f'{name}: "{kernel}" not implemented for '
+                               f"'{_scalar_name(dt)}'")
 
 
 @_takes_out
-def randn(*size, generator=None, dtype=None, device=None, requires_grad=False):
-    """Standard normal samples."""
+def rand(*size, generator=None, dtype=None, device=None, requires_grad=False,
+         **kw):
+    """Uniform samples in [0, 1): ``rand(2, 3)``, ``rand((2, 3))`` or ``rand(size=(2, 3))``.
+
+    Raises EmberTypeError for a bad size, UnsupportedError for a non-floating dtype (as torch)."""
     _check_device(device)
-    return _finish(G.randn(_size(size), resolve(generator), _np(dtype)), requires_grad)
+    shape = _random_size("rand", size, _kw_size("rand", kw))
+    _float_sample("rand", dtype, "check_uniform_bounds")
+    return _finish(G.rand(shape, resolve(generator), _np(dtype)), requires_grad)
 
 
 @_takes_out
-def randint(low=0, high=None, size=None, *, generator=None, dtype=None, device=None,
-            requires_grad=False):
-    """Integers uniform in [low, high): ``randint(high, size)`` or ``randint(low, high, size)``."""
+def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
+    """Standard normal samples: ``randn(2, 3)``, ``randn((2, 3))`` or ``randn(size=(2, 3))``.
+
+    Raises EmberTypeError for a bad size, UnsupportedError for a non-floating dtype (as torch)."""
     _check_device(device)
-    if size is None:
-        if high is None:
-            raise EmberTypeError("randint() missing required argument 'size'")
-        low, high, size = 0, low, high
-    return G.randint(low, high, _size((size,)), resolve(generator), _np(dtype, _dtype.int64))
+    shape = _random_size("randn", size, _kw_size("randn", kw))
+    _float_sample("randn", dtype, "normal_kernel_cpu")
+    return _finish(G.randn(shape, resolve(generator), _np(dtype)), requires_grad)
 
 
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
-    """A random permutation of 0..n-1."""
+def _kw_size(name, kw):
+    size = kw.pop("size", None)
+    if kw:
+        raise EmberTypeError(f"{name}() got an unexpected keyword argument "
+                             f"'{next(iter(kw))}'")
+    return size
+
+
+def _int_arg(name, arg, value, pos):
+    """``value`` as a Python int (torch: int-like only; bool and float are refused)."""
+    if isinstance(value, (builtins.bool, np.bool_)) or not (
+            isinstance(value, (builtins.int, np.integer)) or
+            isinstance(value, Tensor) and value.numel() == 1 and value._data.dtype.kind in "iu"):
+        raise EmberTypeError(f"{name}(): argument '{arg}' (position {pos}) must be int, not "
+                             f"{type(value).__name__}")
+    return builtins.int(value)
+
+
+def _check_random_bounds(name, low, high, dt):
+    """torch's random_(from, to) checks: from < to, both storable in ``dt``."""
+    if low >= high:
+        raise EmberRuntimeError(f"{name}: random_ expects 'from' to be less than 'to', but got "
+                                f"from={low} >= to={high}")
+    if dt.kind in "iub":
+        lo, hi = (0, 1) if dt.kind == "b" else (np.iinfo(dt).min, np.iinfo(dt).max)
+        tname = _C_NAMES[dt.str[1:]]
+        if not lo <= low <= hi:
+            raise EmberRuntimeError(f"{name}: from is out of bounds for {tname}")
+        if not lo <= high - 1 <= hi:
+            raise EmberRuntimeError(f"{name}: to - 1 is out of bounds for {tname}")
+
+
+_C_NAMES = {"b1": "bool", "u1": "unsigned char", "i1": "signed char", "i2": "short", "i4": "int",
+            "i8": "long", "u2": "unsigned short", "u4": "unsigned int", "u8": "unsigned long"}
+_SCALAR_NAMES = {"b1": "Bool", "u1": "Byte", "i1": "Char", "i2": "Short", "i4": "Int", "i8": "Long",
+                 "u2": "UInt16", "u4": "UInt32", "u8": "UInt64"}
+
+
+def _scalar_name(dt):
+    """torch's ScalarType name of numpy dtype ``dt`` in kernel errors ('Long', 'Int', ...)."""
+    return _SCALAR_NAMES.get(np.dtype(dt).str[1:], str(_dtype.from_numpy_dtype(dt)))
+
+
+@_takes_out
+def randint(*args, generator=None, dtype=None, device=None, requires_grad=False, layout=None,
+            pin_memory=False, **kw):
+    """Integers uniform in [low, high), torch's two overloads: ``randint(high, size)`` and
+    ``randint(low=0, high, size)``, positional or by keyword (int64 unless ``dtype``).
+
+    Raises EmberTypeError for a missing or non-int bound or a size that is not a sequence of
+    ints, EmberRuntimeError for ``low >= high`` or bounds the dtype cannot hold."""
     _check_device(device)
-    return G.randperm(n, resolve(generator), _np(dtype, _dtype.int64))
+    for k in kw:
+        if k not in ("low", "high", "size"):
+            raise EmberTypeError(f"randint() got an unexpected keyword argument '{k}'")
+    names = ("high", "size") if "low" not in kw and len(args) <= 2 and not (
+        len(args) == 2 and "size" in kw) else ("low", "high", "size")
+    if len(args) > len(names):
+        raise EmberTypeError(f"randint() takes at most 3 positional arguments "
+                             f"({len(args)} given)")
+    bound = dict(zip(names, args))
+    for k, v in kw.items():
+        if k in bound:
+            raise EmberTypeError(f"randint() got multiple values for argument '{k}'")
+        bound[k] = v
+    missing = [n for n in names if n not in bound]
+    if missing:
+        raise EmberTypeError(f"randint() missing required argument "
+                             f"{', '.join(repr(m) for m in missing)}")
+    off = 0 if names[0] == "low" else -1
+    low = _int_arg("randint", "low", bound["low"], 1) if "low" in bound else 0
+    high = _int_arg("randint", "high", bound["high"], 2 + off)
+    size = bound["size"]
+    if not isinstance(size, (tuple, list)):
+        raise EmberTypeError(f"randint(): argument 'size' (position {3 + off}) must be tuple of "
+                             f"ints, not {type(size).__name__}")
+    dt = _np(dtype, _dtype.int64)
+    _check_random_bounds("randint", low, high, dt)
+    return _finish(G.randint(low, high, _size((size,)), resolve(generator), dt), requires_grad)
+
+
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, layout=None,
+             pin_memory=False):
+    """A random permutation of 0..n-1 (int64 unless ``dtype``).
+
+    Raises EmberTypeError for a non-int ``n``, EmberRuntimeError for a negative ``n`` or one
+    the dtype cannot hold."""
+    _check_device(device)
+    n = _int_arg("randperm", "n", n, 1)
+    if n < 0:
+        raise EmberRuntimeError(f"randperm: Trying to create tensor with negative dimension {n}: "
+                                f"[{n}]")
+    dt = _np(dtype, _dtype.int64)
+    if n > 0 and dt.kind in "iu" and n - 1 > np.iinfo(dt).max:
+        raise EmberRuntimeError(f"randperm: value cannot be converted to type {dt.name}_t "
+                                f"without overflow (n={n})")
+    return _finish(G.randperm(n, resolve(generator), dt), requires_grad)
+
+
+class _ZeroGradNormal(Function):
+    """torch's ``normal(Tensor mean, Tensor std)``: the sample's gradient with respect to
+    ``mean`` and ``std`` is zero (a fresh draw, not a reparametrised one)."""
+
+    @staticmethod
+    def forward(ctx, sample, mean, std):
+        ctx.shapes = [getattr(a, "shape", None) for a in (mean, std)]
+        ctx.dtypes = [getattr(a, "dtype", None) for a in (mean, std)]
+        return sample
+
+    @staticmethod
+    def backward(ctx, grad):
+        return (None,) + tuple(None if s is None else zeros(s, dtype=d)
+                               for s, d in zip(ctx.shapes, ctx.dtypes))
 
 
 @_takes_out
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
            requires_grad=False, layout=None):
-    """Normal samples; ``mean``/``std`` may be tensors (then the shape follows them).
-    ``layout`` may only be ``ember.strided``."""
+    """Normal samples: ``normal(mean_tensor, std)``, ``normal(mean, std_tensor)``,
+    ``normal(mean_tensor, std_tensor)`` (shape follows the tensors; zero gradient to them, as
+    torch) or ``normal(mean, std, size)`` with floats. ``layout`` may only be ``ember.strided``.
+
+    Raises EmberRuntimeError for a negative std, EmberTypeError for a ``size`` given with
+    tensor arguments or missing with float ones."""
     if layout is not None and layout is not _dtype.strided:
         raise EmberTypeError(f"normal: ember has only the ember.strided layout, got {layout!r}")
     _check_device(device)
     gen = resolve(generator)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
+        if size is not None:
+            raise EmberTypeError("normal(): 'size' is only taken with float mean and std, got "
+                                 "a Tensor mean or std")
         ref = mean if isinstance(mean, Tensor) else std
+        if isinstance(std, Tensor):
+            if bool(np.any(std._data < 0)):
+                raise EmberRuntimeError("normal expects all elements of std >= 0.0")
+        elif std < 0:
+            raise EmberRuntimeError(f"normal expects std >= 0.0, but found std {std}")
         shape = np.broadcast_shapes(np.shape(getattr(mean, "_data", mean)),
                                     np.shape(getattr(std, "_data", std)))
-        z = G.randn(shape, gen, ref._data.dtype)
         from ember.autograd.grad_mode import no_grad
         with no_grad():
-            return G.add(G.mul(z, std), mean)
+            out = G.add(G.mul(G.randn(shape, gen, ref._data.dtype), std), mean)
+        return _ZeroGradNormal.apply(out, mean, std)
     if size is None:
-        size = ()
+        raise EmberTypeError("normal() missing required argument 'size' (with float mean and "
+                             "std)")
     return _finish(G.normal(mean, std, _size((size,)), gen, _np(dtype)), requires_grad)
 
 
-def rand_like(input, dtype=None, generator=None, requires_grad=False, device=None):
-    """Uniform [0, 1) samples with ``input``'s shape and dtype."""
+def rand_like(input, dtype=None, generator=None, requires_grad=False, device=None, **kw):
+    """Uniform [0, 1) samples with ``input``'s shape and dtype (a floating dtype, as torch)."""
     _check_device(device)
-    t = G.uniform_like(input if dtype is None else input.to(dtype), 0.0, 1.0, resolve(generator))
+    ref = input if dtype is None else input.to(dtype)
+    _float_sample("rand_like", ref._data.dtype, "check_uniform_bounds")
+    t = G.uniform_like(ref, 0.0, 1.0, resolve(generator))
     return _finish(t, requires_grad)
 
 
-def randn_like(input, dtype=None, generator=None, requires_grad=False, device=None):
-    """Standard normal samples with ``input``'s shape and dtype."""
+def randn_like(input, dtype=None, generator=None, requires_grad=False, device=None, **kw):
+    """Standard normal samples with ``input``'s shape and dtype (a floating dtype, as torch)."""
     _check_device(device)
-    t = G.normal_like(input if dtype is None else input.to(dtype), 0.0, 1.0, resolve(generator))
+    ref = input if dtype is None else input.to(dtype)
+    _float_sample("randn_like", ref._data.dtype, "normal_kernel_cpu")
+    t = G.normal_like(ref, 0.0, 1.0, resolve(generator))
     return _finish(t, requires_grad)
 
 
-def bernoulli(input, *, generator=None):
-    """0/1 samples with probabilities ``input``."""
+def bernoulli(input, p=None, *, generator=None):
+    """0/1 samples with probabilities ``input`` (or the float ``p`` everywhere), in
+    ``input``'s dtype.
+
+    Raises EmberRuntimeError for a probability outside [0, 1], UnsupportedError for integer
+    probabilities (as torch)."""
+    if p is not None:
+        if not 0.0 <= p <= 1.0:
+            raise EmberRuntimeError(f"bernoulli_ expects p to be in [0, 1], but got p={p}")
+        return G.lt(G.uniform_like(G.to(input, np.dtype(np.float64)), 0.0, 1.0,
+                                   resolve(generator)), float(p)).to(input.dtype)
+    if not _floating(input._data.dtype):
+        raise UnsupportedError(f'bernoulli: "bernoulli_tensor_cpu_p_" not implemented for '
+                               f"'{_scalar_name(input._data.dtype)}'")
+    if not bool(np.all((input._data >= 0) & (input._data <= 1))):
+        raise EmberRuntimeError("bernoulli: Expected p_in >= 0 && p_in <= 1 to be true, but got "
+                                "false.")
     return G.bernoulli(input, resolve(generator))
 
 
 def multinomial(input, num_samples, replacement=False, *, generator=None):
-    """Indices sampled from the rows of ``input`` (unnormalised probabilities)."""
+    """Indices sampled from the rows of ``input`` (unnormalised probabilities, 1-d or 2-d).
+
+    Raises EmberRuntimeError as torch: non-floating input, other ranks, ``num_samples <= 0``,
+    more samples than categories without replacement, negative/inf/nan entries, a zero row."""
+    d = input._data
+    if not _floating(d.dtype):
+        raise EmberRuntimeError(f"multinomial only supports floating-point dtypes for input, "
+                                f"got: {_scalar_name(d.dtype)}")
+    if d.ndim not in (1, 2):
+        raise EmberRuntimeError(f"multinomial: prob_dist must be 1 or 2 dim, got shape "
+                                f"{list(d.shape)}")
+    num_samples = _int_arg("multinomial", "num_samples", num_samples, 2)
+    if num_samples <= 0:
+        raise EmberRuntimeError("multinomial: cannot sample n_sample <= 0 samples")
+    if not replacement and num_samples > d.shape[-1]:
+        raise EmberRuntimeError("multinomial: cannot sample n_sample > prob_dist.size(-1) "
+                                "samples without replacement")
+    f = d.astype(np.float64)
+    if not bool(np.all(np.isfinite(f) & (f >= 0))):
+        raise EmberRuntimeError("multinomial: probability tensor contains either `inf`, `nan` "
+                                "or element < 0")
+    if bool(np.any(f.sum(axis=-1) <= 0)):
+        raise EmberRuntimeError("multinomial: invalid multinomial distribution (sum of "
+                                "probabilities <= 0)")
     return G.multinomial(input, num_samples, replacement, resolve(generator))
 
 

@@ -44,3 +44,176 @@ def test_matrix_becomes_a_plain_tensor_as_torch():
         assert (t[0] * t[0]).tolist() == getattr(torch, make)(mat)[0].pow(2).tolist()
     assert list(default_collate([mat, mat]).shape) == list(
         torch.utils.data.default_collate([mat, mat]).shape)
+
+
+# ------------------------------------------------------------------ random creators' overloads
+def _rand_cases(m):
+    x, xi = m.ones(2, 3), m.ones(2, 3, dtype=m.int32)
+    return {
+        "randint(high, size)": lambda: m.randint(10, (3,)),
+        "randint(low, high, size)": lambda: m.randint(3, 10, (3,)),
+        "randint(high=, size=)": lambda: m.randint(high=10, size=(3,)),
+        "randint(low=, high=, size=)": lambda: m.randint(low=2, high=10, size=(3,)),
+        "randint(high, size=)": lambda: m.randint(10, size=(3,)),
+        "randint(low, high, size=list)": lambda: m.randint(2, 10, size=[2, 2]),
+        "randint dtype": lambda: m.randint(10, (3,), dtype=m.float32),
+        "randint requires_grad": lambda: m.randint(10, (2, 3), dtype=m.float32,
+                                                   requires_grad=True),
+        "randint bool": lambda: m.randint(2, (3,), dtype=m.bool),
+        "randint uint8 full range": lambda: m.randint(0, 256, (3,), dtype=m.uint8),
+        "rand(2, 3)": lambda: m.rand(2, 3),
+        "rand((2, 3))": lambda: m.rand((2, 3)),
+        "rand([2, 3])": lambda: m.rand([2, 3]),
+        "rand(size=)": lambda: m.rand(size=(2, 3)),
+        "rand(()) 0-d": lambda: m.rand(()),
+        "rand float64 requires_grad": lambda: m.rand(2, 3, dtype=m.float64, requires_grad=True),
+        "randn(2, 3)": lambda: m.randn(2, 3),
+        "randn(size=)": lambda: m.randn(size=[2]),
+        "randn float64 requires_grad": lambda: m.randn((2, 3), dtype=m.float64,
+                                                       requires_grad=True),
+        "randn complex": lambda: m.randn(2, dtype=m.complex64),
+        "randperm": lambda: m.randperm(5),
+        "randperm(n=)": lambda: m.randperm(n=4),
+        "randperm dtype requires_grad": lambda: m.randperm(5, dtype=m.float32,
+                                                           requires_grad=True),
+        "randperm(0)": lambda: m.randperm(0),
+        "randint_like(x, high)": lambda: m.randint_like(x, 10),
+        "randint_like(x, low, high)": lambda: m.randint_like(x, 3, 10),
+        "randint_like(x, high=)": lambda: m.randint_like(x, high=10),
+        "randint_like(xi, dtype)": lambda: m.randint_like(xi, 10, dtype=m.float64),
+        "rand_like": lambda: m.rand_like(x),
+        "rand_like(xi, dtype)": lambda: m.rand_like(xi, dtype=m.float64),
+        "randn_like dtype": lambda: m.randn_like(x, dtype=m.float64),
+        "normal(float, float, size)": lambda: m.normal(0., 1., (2, 3)),
+        "normal(size=)": lambda: m.normal(0., 1., size=(2, 3)),
+        "normal(tensor, float)": lambda: m.normal(x, 1.),
+        "normal(float, tensor)": lambda: m.normal(0., x),
+        "normal(tensor, tensor)": lambda: m.normal(x, x),
+        "normal(mean=tensor)": lambda: m.normal(mean=x),
+        "normal(float64 tensor)": lambda: m.normal(m.ones(2, dtype=m.float64), 1.),
+        "normal(requires_grad mean)": lambda: m.normal(m.ones(2, requires_grad=True), 1.),
+        "bernoulli(p tensor)": lambda: m.bernoulli(x * 0.5),
+        "bernoulli(x, p)": lambda: m.bernoulli(x, 0.3),
+        "bernoulli(x, p=)": lambda: m.bernoulli(x, p=0.3),
+        "bernoulli(int x, p)": lambda: m.bernoulli(m.ones(2, 3, dtype=m.int64), 0.3),
+        "multinomial": lambda: m.multinomial(x, 2),
+        "multinomial replacement": lambda: m.multinomial(x, 5, True),
+        "multinomial 1-d": lambda: m.multinomial(x[0], 2),
+        "multinomial keywords": lambda: m.multinomial(x, num_samples=2, replacement=True),
+    }
+
+
+_RAND_ERRORS = {
+    "randint(high) no size": lambda m: m.randint(10),
+    "randint low >= high": lambda m: m.randint(5, 3, (2,)),
+    "randint int size": lambda m: m.randint(10, 3),
+    "randint(low=, size=) no high": lambda m: m.randint(low=2, size=(3,)),
+    "randint float high": lambda m: m.randint(10., (3,)),
+    "randint bool high": lambda m: m.randint(True, (3,)),
+    "randint beyond uint8": lambda m: m.randint(300, (3,), dtype=m.uint8),
+    "randint negative uint8": lambda m: m.randint(-1, 10, (3,), dtype=m.uint8),
+    "randint beyond bool": lambda m: m.randint(10, (3,), dtype=m.bool),
+    "randint int requires_grad": lambda m: m.randint(10, (2,), requires_grad=True),
+    "rand int dtype": lambda m: m.rand(2, dtype=m.int64),
+    "rand bool dtype": lambda m: m.rand(2, dtype=m.bool),
+    "rand float size": lambda m: m.rand(2.),
+    "rand negative size": lambda m: m.rand(-1),
+    "rand size twice": lambda m: m.rand(2, size=(2,)),
+    "randn int dtype": lambda m: m.randn(2, dtype=m.int32),
+    "randperm negative": lambda m: m.randperm(-1),
+    "randperm float": lambda m: m.randperm(3.),
+    "randperm beyond uint8": lambda m: m.randperm(300, dtype=m.uint8),
+    "randint_like low >= high": lambda m: m.randint_like(m.ones(2), 5, 3),
+    "randint_like float bound": lambda m: m.randint_like(m.ones(2), 2.5),
+    "rand_like int": lambda m: m.rand_like(m.ones(2, dtype=m.int32)),
+    "randn_like int": lambda m: m.randn_like(m.ones(2, dtype=m.int32)),
+    "normal negative std": lambda m: m.normal(0., -1., (2,)),
+    "normal tensor negative float std": lambda m: m.normal(m.ones(2), -1.),
+    "normal negative std tensor": lambda m: m.normal(m.ones(2), -m.ones(2)),
+    "normal floats no size": lambda m: m.normal(0., 1.),
+    "normal tensors with size": lambda m: m.normal(m.ones(2), m.ones(2), (2,)),
+    "bernoulli p > 1 tensor": lambda m: m.bernoulli(m.ones(2) * 2),
+    "bernoulli p > 1 float": lambda m: m.bernoulli(m.ones(2), 1.5),
+    "bernoulli int tensor": lambda m: m.bernoulli(m.ones(2, dtype=m.int32)),
+    "multinomial too many": lambda m: m.multinomial(m.ones(2, 3), 5),
+    "multinomial negative": lambda m: m.multinomial(-m.ones(2, 3), 2),
+    "multinomial nan": lambda m: m.multinomial(m.tensor([1., float("nan")]), 1),
+    "multinomial int": lambda m: m.multinomial(m.ones(2, 3, dtype=m.int32), 2),
+    "multinomial zero samples": lambda m: m.multinomial(m.ones(2, 3), 0),
+    "multinomial zero row": lambda m: m.multinomial(m.zeros(2, 3), 1),
+    "multinomial 3-d": lambda m: m.multinomial(m.ones(2, 3, 4), 1),
+}
+
+
+@pytest.mark.parametrize("case", list(_rand_cases(torch)))
+def test_random_creator_overloads_match_torch(case):
+    """Every overload of the random creators: same shape, dtype, requires_grad and range as
+    torch (values are random)."""
+    t, e = _rand_cases(torch)[case](), _rand_cases(ember)[case]()
+    assert tuple(e.shape) == tuple(t.shape)
+    assert str(e.dtype).split(".")[-1] == str(t.dtype).split(".")[-1]
+    assert e.requires_grad == t.requires_grad
+    lo, hi, integral = _RANGES.get(case, (-np.inf, np.inf, False))
+    for v in (e, t):
+        if v.numel() and not v.dtype.is_complex:
+            a = v.detach().double().numpy()
+            assert lo <= a.min() and a.max() <= hi, (case, a)
+            assert not integral or np.array_equal(a, np.round(a))
+
+
+_RANGES = {  # case -> (lowest, highest, integral) a sample may take
+    "randint(high, size)": (0, 9, True), "randint(low, high, size)": (3, 9, True),
+    "randint(high=, size=)": (0, 9, True), "randint(low=, high=, size=)": (2, 9, True),
+    "randint(high, size=)": (0, 9, True), "randint(low, high, size=list)": (2, 9, True),
+    "randint dtype": (0, 9, True), "randint requires_grad": (0, 9, True),
+    "randint bool": (0, 1, True), "randint uint8 full range": (0, 255, True),
+    "rand(2, 3)": (0, 1, False), "rand((2, 3))": (0, 1, False), "rand([2, 3])": (0, 1, False),
+    "rand(size=)": (0, 1, False), "rand(()) 0-d": (0, 1, False),
+    "rand float64 requires_grad": (0, 1, False), "rand_like": (0, 1, False),
+    "rand_like(xi, dtype)": (0, 1, False),
+    "randperm": (0, 4, True), "randperm(n=)": (0, 3, True),
+    "randperm dtype requires_grad": (0, 4, True),
+    "randint_like(x, high)": (0, 9, True), "randint_like(x, low, high)": (3, 9, True),
+    "randint_like(x, high=)": (0, 9, True), "randint_like(xi, dtype)": (0, 9, True),
+    "bernoulli(p tensor)": (0, 1, True), "bernoulli(x, p)": (0, 1, True),
+    "bernoulli(x, p=)": (0, 1, True), "bernoulli(int x, p)": (0, 1, True),
+    "multinomial": (0, 2, True), "multinomial replacement": (0, 2, True),
+    "multinomial 1-d": (0, 2, True), "multinomial keywords": (0, 2, True),
+}
+
+
+@pytest.mark.parametrize("case", list(_RAND_ERRORS))
+def test_random_creator_bad_arguments_raise_as_torch(case):
+    with pytest.raises(Exception) as te:
+        _RAND_ERRORS[case](torch)
+    with pytest.raises(ember.errors.EmberError) as ee:
+        _RAND_ERRORS[case](ember)
+    tt = type(te.value)
+    assert isinstance(ee.value, tt), (tt, type(ee.value), str(ee.value))
+    name = case.split(" ")[0].split("(")[0]
+    assert name in str(ee.value) or "normal" in str(ee.value) or "bernoulli" in str(ee.value)
+
+
+def test_randperm_is_a_permutation_and_multinomial_without_replacement_distinct():
+    assert sorted(ember.randperm(7).tolist()) == list(range(7))
+    rows = ember.multinomial(ember.ones(4, 6), 6).tolist()
+    assert all(sorted(r) == list(range(6)) for r in rows)
+
+
+def test_normal_tensor_arguments_get_zero_gradient_as_torch():
+    for m in (torch, ember):
+        mean = m.ones(3, dtype=m.float64, requires_grad=True)
+        std = m.ones(3, dtype=m.float64, requires_grad=True)
+        y = m.normal(mean, std)
+        assert y.grad_fn is not None
+        y.sum().backward()
+        assert mean.grad.tolist() == [0.0] * 3 and std.grad.tolist() == [0.0] * 3
+
+
+def test_randint_dtype_bounds_and_generator_reproducible():
+    g1, g2 = ember.Generator().manual_seed(3), ember.Generator().manual_seed(3)
+    a = ember.randint(2, 10, (50,), generator=g1)
+    assert ember.equal(a, ember.randint(2, 10, (50,), generator=g2))
+    assert 2 <= a.min().item() and a.max().item() <= 9
+    u = ember.randint(0, 256, (2000,), dtype=ember.uint8)
+    assert u.dtype == ember.uint8 and u.max().item() > 200
