@@ -163,12 +163,12 @@ def _opmath(*xs):
     """``(xs, out)``: the Tensors among ``xs`` cast to the dtype torch computes a one-kernel
     floating op in (their common dtype; float32 for float16/bfloat16), and the dtype to round
     the result to (None when it is the compute dtype, or the common dtype is not floating)."""
-    from ember.kernels.dtypes import promote
+    from ember.kernels.dtypes import promote_categories
     from ember.kernels.opmath import F32, is_reduced
     from ember.tensor import Tensor
     ts = [x for x in xs if isinstance(x, Tensor)]
-    common = promote([t._data.dtype for t in ts if t._data.ndim],
-                     [t._data.dtype for t in ts if not t._data.ndim])
+    common = promote_categories([t._data.dtype for t in ts if t._data.ndim],
+                                [t._data.dtype for t in ts if not t._data.ndim])
     if common is None or common.kind not in "fV":
         return xs, None
     compute = F32 if is_reduced(common) else common

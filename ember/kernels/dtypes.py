@@ -51,10 +51,10 @@ def result_type(*xs):
     dims = [x.dtype for x in xs if x.__class__ is np.ndarray and x.ndim > 0]
     zero = [x.dtype for x in xs if x.__class__ is np.ndarray and x.ndim == 0]
     scal = [_scalar_cat(x) for x in xs if x.__class__ is not np.ndarray and x is not None]
-    return promote(dims, zero, scal)
+    return promote_categories(dims, zero, scal)
 
 
-def promote(dims, zero, scal=()):
+def promote_categories(dims, zero, scal=()):
     """torch's promotion of the dtypes of dimensioned operands ``dims``, of 0-d ones ``zero``
     and of Python scalars by category ``scal`` (0 bool, 1 int, 2 float, 3 complex); None for
     no operand."""
