@@ -81,6 +81,10 @@ _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serializatio
 # public functions whose module loads on first use (the pointwise engine is not imported by
 # ``import ember``); wrapped like the eager ones above and then kept in the namespace
 _LAZY_FUNCTIONS = {"set_parallel_layer": "ember.kernels.pointwise.numba_runtime"}
+_AMP_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+              "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
+              "clear_autocast_cache", "autocast_increment_nesting",
+              "autocast_decrement_nesting", "is_autocast_cpu_enabled", "get_autocast_cpu_dtype")
 
 
 def _is_submodule(name):
@@ -103,6 +107,8 @@ def __getattr__(name):
         return _dtype_mod.bfloat16_dtype()
     if name in ("save", "load"):
         return getattr(_importlib.import_module("ember.serialization"), name)
+    if name in _AMP_NAMES:   # torch.autocast, torch.is_autocast_enabled, ... (ember.amp)
+        return getattr(_importlib.import_module("ember.amp.autocast_mode"), name)
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
@@ -111,4 +117,4 @@ def __getattr__(name):
 def __dir__():
     import pkgutil
     subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
-    return sorted(set(globals()) | _LAZY | set(_LAZY_FUNCTIONS) | subs)
+    return sorted(set(globals()) | _LAZY | set(_LAZY_FUNCTIONS) | set(_AMP_NAMES) | subs)

@@ -291,7 +291,7 @@ def _random_size(name, size, kw_size):
 def _floating(dt, complex_ok=False):
     """``dt`` is a floating dtype (bfloat16 included), or complex when ``complex_ok``."""
     return dt.kind in ("fc" if complex_ok else "f") or (
-        _dtype._bfloat16 is not None and dt == _dtype._bfloat16)
+        _dtype.BFLOAT16[0] is not None and dt == _dtype.BFLOAT16[0])
 
 
 def _float_sample(name, dtype, kernel):

@@ -1,12 +1,18 @@
 """``ember.cuda`` (torch.cuda): ember is CPU-only. The queries answer as torch does on a machine
 without CUDA (``is_available()`` False, ``device_count()`` 0, seeding and ``empty_cache`` do
 nothing); anything that needs a CUDA device raises UnsupportedError."""
+import sys as _sys
+
 from ember.errors import UnsupportedError
+
+# ``ember.cuda.amp`` (torch.cuda.amp): warns and is disabled, as torch without CUDA
+from ember.amp import cuda_amp as amp  # noqa: E402
+_sys.modules[__name__ + ".amp"] = amp
 
 __all__ = ["is_available", "device_count", "is_initialized", "manual_seed", "manual_seed_all",
            "seed", "seed_all", "empty_cache", "current_device", "set_device", "get_device_name",
            "get_device_properties", "get_device_capability", "synchronize", "is_bf16_supported",
-           "memory_allocated", "max_memory_allocated", "memory_reserved", "init"]
+           "memory_allocated", "max_memory_allocated", "memory_reserved", "init", "amp"]
 
 
 def _no_cuda(who):

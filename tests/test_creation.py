@@ -217,3 +217,12 @@ def test_randint_dtype_bounds_and_generator_reproducible():
     assert 2 <= a.min().item() and a.max().item() <= 9
     u = ember.randint(0, 256, (2000,), dtype=ember.uint8)
     assert u.dtype == ember.uint8 and u.max().item() > 200
+
+
+def test_random_creators_take_bfloat16_as_torch():
+    for m in (torch, ember):
+        bf = m.bfloat16
+        assert m.rand(2, dtype=bf).dtype == bf and m.randn(2, dtype=bf).dtype == bf
+        assert m.rand_like(m.ones(2, dtype=bf)).dtype == bf
+        assert m.bernoulli(m.ones(2, dtype=bf) * 0.5).dtype == bf
+        assert m.multinomial(m.ones(2, 3, dtype=bf), 2).dtype == m.int64

@@ -14,6 +14,7 @@ import numpy as np
 
 from ember._dtype import BFLOAT16 as _BFLOAT16
 from ember.autograd import bfloat16 as _bf16
+from ember.autograd import autocast as _autocast
 from ember.autograd import complex_support as _complex
 from ember.autograd import views as _views
 from ember.autograd.node import grad_accumulator
@@ -170,6 +171,8 @@ def _edge(t):
 
 def dispatch(op, tensors, consts):
     """Run ``op`` on ``tensors`` (Tensors, or scalars where allowed) and constant args ``consts``."""
+    if STATE.autocast is not None:   # an ember.amp.autocast region (ember.autograd.autocast)
+        tensors = _autocast.cast_inputs(op, tensors)
     arrays = []
     need_grad = False
     for t in tensors:

@@ -266,8 +266,9 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
             seen_roots.add(node)
             ready.append((-node._seq, id(node), node))
     heapq.heapify(ready)
-    prev_mode = STATE.grad_enabled
+    prev_mode, prev_autocast = STATE.grad_enabled, STATE.autocast
     STATE.grad_enabled = bool(create_graph)
+    STATE.autocast = None   # backward ops run in the forward's dtypes, as torch
     heappop, heappush = heapq.heappop, heapq.heappush
     try:
         while ready:
@@ -352,6 +353,7 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
                     heappush(ready, (-nxt._seq, id(nxt), nxt))
     finally:
         STATE.grad_enabled = prev_mode
+        STATE.autocast = prev_autocast
     return captured
 
 

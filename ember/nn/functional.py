@@ -15,6 +15,7 @@ import numpy as np
 
 from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
+from ember.autograd import autocast as _autocast
 from ember.autograd.state import STATE
 from ember.overloads import dropout as _dropout
 from ember.random import resolve
@@ -1799,6 +1800,11 @@ def rrelu_(input, lower=1.0 / 8, upper=1.0 / 3, training=False):
 
 __all__ = [n for n, v in list(globals().items()) if callable(v) and not n.startswith("_")
            and getattr(v, "__module__", None) == __name__]
+# autocast (ember.amp) casts the arguments of torch's listed functions at their public entry,
+# so a function made of several ops gets torch's one-op dtype rule (ember.autograd.autocast)
+for _n in __all__:
+    if _n in _autocast.LOWER or _n in _autocast.FP32:
+        globals()[_n] = _autocast.autocast_entry(globals()[_n], _n)
 # every public function raises ember's errors naming it (ember.errors.public)
 for _n in __all__:
     globals()[_n] = _public(globals()[_n], _n)
