@@ -66,5 +66,8 @@ def rsub(input, other, alpha=1):
 
 
 def isreal(input):
-    """True for every element of a real tensor (ember's tensors are real)."""
+    """True where the element is real: every element of a real tensor, those with a zero
+    imaginary part of a complex one."""
+    if input.dtype.is_complex:
+        return G.eq(G.imag(input), 0)
     return G.ones_like(input, np.dtype(np.bool_))

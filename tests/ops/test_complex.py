@@ -498,3 +498,18 @@ def test_clip_grad_norm_of_complex_gradients(norm_type):
     _same(pe.grad, pt.grad, 1e-9)
     with pytest.raises(EmberError, match="clip_grad_value_.*complex"):
         ember.nn.utils.clip_grad_value_([pe], 0.5)
+
+
+@pytest.mark.parametrize("dtype", ["complex64", "complex128", "float32", "int64", "bool"])
+def test_isreal_like_torch(dtype):
+    """isreal of a complex tensor is imag == 0 (it was True everywhere; found by
+    tests/differential)."""
+    torch = pytest.importorskip("torch")
+    values = np.array([1 + 2j, 3 + 0j, -0.0 - 0.0j, 0 + 1e-30j, np.nan + 0j])
+    if not dtype.startswith("complex"):
+        values = values.real
+    arr = values.astype(dtype)
+    got = ember.isreal(ember.from_numpy(arr.copy()))
+    want = torch.isreal(torch.from_numpy(arr.copy()))
+    assert got.dtype == ember.bool
+    np.testing.assert_array_equal(got.numpy(), want.numpy())
