@@ -334,13 +334,14 @@ def _kw_size(name, kw):
 
 
 def _int_arg(name, arg, value, pos):
-    """``value`` as a Python int (torch: int-like only; bool and float are refused)."""
+    """``value`` as a Python int (torch: int-like only; bool and float are refused); an int
+    subclass (the JIT's traced sizes) passes through unchanged."""
     if isinstance(value, (builtins.bool, np.bool_)) or not (
             isinstance(value, (builtins.int, np.integer)) or
             isinstance(value, Tensor) and value.numel() == 1 and value._data.dtype.kind in "iu"):
         raise EmberTypeError(f"{name}(): argument '{arg}' (position {pos}) must be int, not "
                              f"{type(value).__name__}")
-    return builtins.int(value)
+    return value if isinstance(value, builtins.int) else builtins.int(value)
 
 
 def _check_random_bounds(name, low, high, dt):
