@@ -72,6 +72,7 @@ def _rand_cases(m):
         "randn float64 requires_grad": lambda: m.randn((2, 3), dtype=m.float64,
                                                        requires_grad=True),
         "randn complex": lambda: m.randn(2, dtype=m.complex64),
+        "rand complex": lambda: m.rand(2, 3, dtype=m.complex128),
         "randperm": lambda: m.randperm(5),
         "randperm(n=)": lambda: m.randperm(n=4),
         "randperm dtype requires_grad": lambda: m.randperm(5, dtype=m.float32,
@@ -226,3 +227,10 @@ def test_random_creators_take_bfloat16_as_torch():
         assert m.rand_like(m.ones(2, dtype=bf)).dtype == bf
         assert m.bernoulli(m.ones(2, dtype=bf) * 0.5).dtype == bf
         assert m.multinomial(m.ones(2, 3, dtype=bf), 2).dtype == m.int64
+
+
+def test_rand_complex_draws_each_part_uniform_as_torch():
+    z = ember.rand(4000, dtype=ember.complex64, generator=ember.Generator().manual_seed(0))
+    assert z.dtype == ember.complex64
+    for part in (z.real.numpy(), z.imag.numpy()):
+        assert 0 <= part.min() and part.max() < 1 and abs(part.mean() - 0.5) < 0.05

@@ -46,7 +46,7 @@ REAL_RESULTS = frozenset("""
 """.split())
 # ops that may produce complex results without a gradient (factories, predicates, fills)
 FORWARD = HOLOMORPHIC | LINEAR | EXPLICIT | frozenset("""
-    zeros ones full empty randn eye zeros_like ones_like empty_like full_like isclose
+    zeros ones full empty rand randn eye zeros_like ones_like empty_like full_like isclose
     nonzero count_nonzero all any eq ne isnan isinf isfinite logical_not logical_and logical_or
     logical_xor sgn size silu
 """.split())

@@ -94,6 +94,9 @@ def eye(n, m, dtype):
 
 
 def rand(size, generator, dtype):
+    if np.dtype(dtype).kind == "c":  # as torch: real and imaginary parts each uniform in [0, 1)
+        parts = generator.random(_size(size) + (2,))
+        return (parts[..., 0] + 1j * parts[..., 1]).astype(dtype)
     return generator.random(_size(size)).astype(dtype, copy=False)
 
 
