@@ -46,7 +46,9 @@ INEXACT = ("float16", "bfloat16", "float32", "float64", "complex64", "complex128
 # intermediate rounded to the narrow type (or a narrow accumulator).
 TOLERANCES = {"float16": (2e-3, 1e-3), "bfloat16": (1.6e-2, 8e-3), "float32": (1e-4, 1e-5),
               "float64": (1e-7, 1e-7), "complex64": (1e-4, 1e-5), "complex128": (1e-7, 1e-7)}
-GRAD_TOLERANCES = {"float64": (1e-6, 1e-7), "complex128": (1e-6, 1e-7)}
+GRAD_TOLERANCES = {"float64": (1e-6, 1e-7), "complex128": (1e-6, 1e-7),
+                   "float32": (1e-4, 1e-5), "complex64": (1e-4, 1e-5)}  # float32 leaves of
+# mixed samples (cov's weights)
 FILL = 5  # what the unused elements of a strided buffer hold (reading one shows)
 
 
@@ -354,7 +356,11 @@ def opdb_samples(eid, dtype, grad):
     torch = _torch()
     op, _ = _opdb_by_id()[eid]
     torch.default_generator.manual_seed(0)
-    state = random.getstate()  # a few generators use the random module: leave it as it was
+    # a few generators draw from the random module or NumPy's global generator: seed both,
+    # and leave them as they were
+    state, np_state = random.getstate(), np.random.get_state()
+    random.seed(0)
+    np.random.seed(0)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -364,6 +370,7 @@ def opdb_samples(eid, dtype, grad):
         return ()
     finally:
         random.setstate(state)
+        np.random.set_state(np_state)
 
 
 def _opdb_dtypes(op):
@@ -634,8 +641,8 @@ def _callables(case):
         op, resolved = _opdb_by_id()[case.op]
         if case.form == "function":
             return op.op, R.ember_callable(op, resolved)
-        if case.form == "out":
-            return op.op, resolved.target
+        if case.form == "out":  # a torch-side wrapper (argument order) runs transplanted
+            return op.op, R.ember_callable(op, resolved)
         name = op.name + "_"
         if case.form == "inplace":
             return op.inplace_variant, _method(name)
@@ -736,6 +743,7 @@ def check(case, torch=None):
                 return Outcome("divergence", div.what)
             raise
         outcome = Outcome(status, name)
+        STATS[f"{status}: {name}"] += 1
     STATS[outcome.status] += 1
     if outcome.status != "skipped":
         COMBOS.add(case.signature())
@@ -871,7 +879,12 @@ def _mismatch(want, got, dtype, tolerances):
         finite = np.abs(want[np.isfinite(want)])
         scale = max(1.0, float(finite.max())) if finite.size else 1.0
         with np.errstate(all="ignore"):
-            ok = np.isclose(got, want, rtol=rtol, atol=atol * scale, equal_nan=True)
+            if want.dtype.kind == "c":  # by parts: inf + xj next to inf + yj is inf - inf away
+                ok = np.isclose(got.real, want.real, rtol=rtol, atol=atol * scale,
+                                equal_nan=True) & np.isclose(
+                    got.imag, want.imag, rtol=rtol, atol=atol * scale, equal_nan=True)
+            else:
+                ok = np.isclose(got, want, rtol=rtol, atol=atol * scale, equal_nan=True)
     else:
         ok = got == want
     ok = np.asarray(ok)

@@ -12,7 +12,7 @@ pytest.importorskip("torch")
 pytest.importorskip("expecttest")
 
 
-@differential(H.examples(1400))
+@differential(H.examples(2800))
 @given(st.data())
 def test_opdb_entry_matches_torch(data):
     H.check(data.draw(H.opdb_cases(), label="case"))

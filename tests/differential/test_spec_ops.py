@@ -12,13 +12,13 @@ from tests.differential.settings import differential
 pytest.importorskip("torch")
 
 
-@differential(H.examples(1500))
+@differential(H.examples(3000))
 @given(st.data())
 def test_spec_op_matches_torch(data):
     H.check(data.draw(H.spec_cases(), label="case"))
 
 
-@differential(H.examples(700))
+@differential(H.examples(1400))
 @given(st.data())
 def test_spec_op_gradients_match_torch(data):
     """Only float64 cases with gradients (half of the drawn cases of differentiable ops have
