@@ -726,10 +726,14 @@ COMBOS = set()
 def check(case, torch=None):
     """Compare ember with torch on ``case``; raises Divergence unless they agree or an
     exclusion table names the difference. Returns an :class:`Outcome`."""
-    from tests.differential.exclusions import classify
+    from tests.differential.exclusions import classify, never_run
     if case is None:
         STATS["skipped"] += 1
         return Outcome("skipped")
+    crash = never_run(case)
+    if crash is not None:
+        STATS[f"not run: {crash}"] += 1
+        return Outcome("excluded", crash)
     try:
         outcome = _check(case)
     except _Skip as exc:
