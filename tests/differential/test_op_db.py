@@ -1,18 +1,20 @@
-"""ember against torch on the OpInfo entries of torch's op_db that ember resolves: torch's own
-sample inputs in a drawn dtype (every one the entry lists), each tensor in a drawn layout, in a
-drawn form (function, in-place, out=), with float64 gradients at first and second order.
-EMBER_DIFFERENTIAL=long: 50x the examples, a random seed."""
-import pytest
-from hypothesis import given, strategies as st
+"""Runs tests/differential/opdb_body.py (ember against torch on op_db's entries) in a child
+process: after its examples the process's heap is corrupted (a later test in the same process
+aborts with "double free or corruption"; the op responsible is not pinned yet), so they must not
+share a process with the rest of the suite."""
+import os
+import subprocess
+import sys
 
-from tests.differential import harness as H
-from tests.differential.settings import differential
+import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("expecttest")
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-@differential(H.examples(2800))
-@given(st.data())
-def test_opdb_entry_matches_torch(data):
-    H.check(data.draw(H.opdb_cases(), label="case"))
+def test_opdb_entry_matches_torch():
+    body = os.path.join(os.path.dirname(os.path.abspath(__file__)), "opdb_body.py")
+    done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                           body], cwd=ROOT, capture_output=True, text=True)
+    assert done.returncode == 0, (done.stdout + done.stderr)[-20000:]
