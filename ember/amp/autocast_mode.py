@@ -9,7 +9,7 @@ import warnings
 from ember import _dtype
 from ember.autograd import autocast as _rule
 from ember.autograd.state import STATE
-from ember.errors import EmberRuntimeError, EmberValueError
+from ember.errors import EmberRuntimeError, EmberValueError, public
 
 __all__ = ["autocast", "is_autocast_available", "custom_fwd", "custom_bwd"]
 # the names ``ember.<name>`` gives (torch.autocast, torch.is_autocast_enabled, ...)
@@ -233,3 +233,12 @@ def _cast_floating(value, dtype):
     if isinstance(value, (list, tuple)):
         return type(value)(_cast_floating(v, dtype) for v in value)
     return value
+
+
+# errors name the function they came from (ember.errors.public)
+for _n in ("is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
+           "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
+           "is_autocast_cpu_enabled", "get_autocast_cpu_dtype", "clear_autocast_cache",
+           "autocast_increment_nesting", "autocast_decrement_nesting"):
+    globals()[_n] = public(globals()[_n])
+del _n

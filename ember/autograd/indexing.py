@@ -89,10 +89,13 @@ def setitem(t, key, value):
 
 
 def index_put(t, indices, values, accumulate=False, inplace=False):
-    """``index_put`` / ``index_put_`` with ``indices`` a tuple of index tensors."""
+    """``index_put`` / ``index_put_`` with ``indices`` a tuple of index tensors (torch's
+    dtype rule: the values' dtype must be the tensor's); other keys (slices, ints) write as
+    ``t[key] = values``, which casts."""
     name = "index_put_" if inplace else "index_put"
     src, dst = getattr(values, "_data", None), getattr(t, "_data", None)
-    if src is not None and dst is not None and src.dtype != dst.dtype:
+    tensor_keys = all(isinstance(getattr(i, "_data", i), np.ndarray) for i in indices)
+    if tensor_keys and src is not None and dst is not None and src.dtype != dst.dtype:
         raise EmberRuntimeError(f"{name}: Index put requires the source and destination dtypes "
                                 f"match, got {dst.dtype} for the destination and {src.dtype} "
                                 "for the source (setitem casts; index_put does not)")
