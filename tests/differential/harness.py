@@ -655,19 +655,14 @@ def _method(name):
     return call
 
 
-def _opdb_converter():
-    if not hasattr(_opdb_converter, "conv"):
-        from tests.op_db import resolve as R
-        _opdb_converter.conv = R.Converter(_torch())
-    return _opdb_converter.conv
-
-
 def _inputs(case, lib):
     leaves = []
     conv = None
     if case.source == "op_db" and lib == "ember":
         from tests.op_db import resolve as R
-        base = _opdb_converter()
+        # one converter per case: its memo is keyed by id() of torch tensors, which a later
+        # case's tensors reuse once these are freed (a shared one handed stale inputs over)
+        base = R.Converter(_torch())
 
         def conv(v):
             try:
