@@ -223,6 +223,15 @@ LEGITIMATE = [
 ]
 
 KNOWN_OPEN = [
+    Entry("integer addmm with float alpha/beta", "addmm of integer or bool matrices with a float "
+          "alpha or beta: ember's NumPy cast refuses (EmberTypeError) where torch computes, or "
+          "refuses with RuntimeError for mixed Byte/Bool matrices",
+          ops={"addmm"}, dtypes={"uint8", "int8", "int16", "int32", "int64", "bool"},
+          what=r"Cannot cast ufunc|must have the same dtype"),
+    Entry("negative floats into unsigned tensors", "a negative float value written into a uint8 "
+          "tensor (index_put/setitem with basic keys) saturates to 0 in ember; torch converts "
+          "through int64 and wraps (-1.9 -> 255, -2.7 -> 254)",
+          ops={"index_put"}, dtypes={"uint8"}, what=r"values differ"),
     Entry("out=", "a few functions do not take out= yet (nansum, ...); the dtype/indexing "
           "helper is adding it", forms={"out"}, what=r"unexpected keyword argument 'out'"),
     Entry("mixed dtypes accepted", "ember promotes mixed dtypes where torch requires one "
