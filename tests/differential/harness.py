@@ -31,6 +31,7 @@ from hypothesis import strategies as st
 
 import ember
 from ember.autograd import _generated as G
+from tests.op_db.resolve import _is_size, flatten
 
 LONG = os.environ.get("EMBER_DIFFERENTIAL", "") == "long"
 # EMBER_DIFFERENTIAL_SURVEY=<file>: record every divergence there (JSON lines) instead of failing
@@ -253,9 +254,6 @@ def _convert(v, lib, leaves, opdb_convert):
         return opdb_convert(v)
     return v
 
-
-def _is_size(v):
-    return type(v).__name__ == "Size"
 
 
 # ---------------------------------------------------------------- ops: the spec
@@ -824,16 +822,6 @@ def _compare_errors(case, t_exc, e_exc):
 def _first_line(exc):
     text = str(exc).strip().splitlines()
     return (text[0] if text else "")[:300]
-
-
-def flatten(out):
-    """Tensors and Python values of a (nested) result, in order."""
-    if isinstance(out, (tuple, list)) and not _is_size(out):
-        res = []
-        for o in out:
-            res.extend(flatten(o))
-        return res
-    return [out]
 
 
 def _compare(t_res, e_res, case, what, tolerances=TOLERANCES):
