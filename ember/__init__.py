@@ -26,11 +26,11 @@ from ember.creation import (arange, as_tensor, bernoulli, empty, empty_like, eye
                             tensor, zeros, zeros_like)
 from ember.overloads import (clip, dropout, is_complex, is_floating_point, is_tensor, max, min,
                              norm, numel, std, var)
-from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,  # issue 12
+from ember.overloads import (allclose, atleast_1d, atleast_2d, atleast_3d,
                              broadcast_shapes, index_put, nonzero, tril_indices, triu_indices,
                              unravel_index, where)
 from ember.overloads import can_cast, equal, promote_types, result_type
-from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,  # issue 12
+from ember._sorting import (aminmax, cummax, cummin, kthvalue, median, mode,
                             nanmedian, sort, std_mean, topk, unique, unique_consecutive,
                             var_mean)
 from ember import return_types
@@ -49,8 +49,8 @@ _overloads.install()
 Tensor.stft, Tensor.istft = stft, istft
 _importlib.import_module("ember._aliases").install(globals(), Tensor)  # arcsin, ...
 _importlib.import_module("ember._sorting").install(Tensor)
-_importlib.import_module("ember.linalg").install(Tensor, globals())  # issue 12
-_importlib.import_module("ember._breadth").install(globals(), Tensor)  # issue 12
+_importlib.import_module("ember.linalg").install(Tensor, globals())
+_importlib.import_module("ember._breadth").install(globals(), Tensor)
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:

@@ -1,4 +1,4 @@
-"""torch's entry points of the op_db breadth work (issue 12) that take torch-style arguments:
+"""torch's entry points of the op_db breadth work that take torch-style arguments:
 factories (``logspace``, ``empty_strided``, ``empty_permuted``, ``scalar_tensor``,
 ``randint_like``), ``histogram`` with its named result, and the in-place random fills
 (``Tensor.cauchy_``, ``exponential_``, ``geometric_``, ``log_normal_``). Each dispatches spec ops."""

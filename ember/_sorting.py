@@ -1,4 +1,4 @@
-"""Front ends of the sorting, selection and scan ops (issue 12): torch's signatures and named
+"""Front ends of the sorting, selection and scan ops: torch's signatures and named
 results (``ember.return_types``) over the spec ops, which return plain tuples."""
 from ember import return_types as R
 from ember.autograd import _generated as G

@@ -11,7 +11,7 @@ mode = namedtuple("mode", ["values", "indices"])
 cummax = namedtuple("cummax", ["values", "indices"])
 cummin = namedtuple("cummin", ["values", "indices"])
 aminmax = namedtuple("aminmax", ["min", "max"])
-# linalg (issue 12)
+# linalg
 slogdet = namedtuple("slogdet", ["sign", "logabsdet"])
 linalg_slogdet = namedtuple("linalg_slogdet", ["sign", "logabsdet"])
 qr = namedtuple("qr", ["Q", "R"])
@@ -38,6 +38,6 @@ _LINALG = (linalg_eig, linalg_ldl_factor, linalg_ldl_factor_ex, geqrf, triangula
 for _t in (sort, topk, kthvalue, median, nanmedian, mode, cummax, cummin, aminmax) + _LINALG:
     _t.__module__ = "ember.return_types"
 del _t
-# special functions (issue 12)
+# special functions
 frexp = namedtuple("frexp", ["mantissa", "exponent"])
 frexp.__module__ = "ember.return_types"

@@ -1,4 +1,4 @@
-"""Composite ops of the op_db breadth work (issue 12): integration, statistics, distances and
+"""Composite ops of the op_db breadth work: integration, statistics, distances and
 the ``native_*`` normalisations, written in spec ops (so autograd and tracing come with them)."""
 import numpy as np
 

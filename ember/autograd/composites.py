@@ -253,7 +253,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
     return _reduce(G.where(G.lt(d, delta), quad, lin), reduction, "huber_loss")
 
 
-# ---------------------------------------------------------------- nn layers (issue 3)
+# ---------------------------------------------------------------- nn layers
 import numpy as np  # noqa: E402
 
 

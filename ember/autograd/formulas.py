@@ -687,7 +687,7 @@ def lerp_weight_grad(grad, start, end):
     return O.mul(grad, O.sub(end, start))
 
 
-# ---------------------------------------------------------------- nn layers (issue 3)
+# ---------------------------------------------------------------- nn layers
 def _grad_mode():
     from ember.autograd.state import STATE
     return STATE.grad_enabled
@@ -845,7 +845,7 @@ def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs)
             d_c if needs[2] else None, dw if needs[3] else None)
 
 
-# ---------------------------------------------------------------- sorting, scans (issue 12)
+# ---------------------------------------------------------------- sorting, scans
 def log_softmax_grad(grad, result, dim, dtype):
     """Gradient of log_softmax: grad - exp(result) * sum(grad, dim), in the input's dtype.
     A first-order backward computes it in place in NumPy (one temporary instead of five ops'
@@ -950,7 +950,7 @@ def scan_index_grad(grad, indices, shape, dim):
     return G.scatter_add(zeros(shape, grad._data.dtype), dim % len(shape), indices, grad)
 
 
-# ---------------------------------------------------------------- linalg (issue 12)
+# ---------------------------------------------------------------- linalg
 def _mT(x):
     return G.transpose(x, -2, -1)
 
@@ -1175,7 +1175,7 @@ def linalg_lu_factor_ex_grad(grads, A, LU, pivots):
     return mm(P, gA)
 
 
-# ---------------------------------------------------------------- complex numbers and FFT (issue 12)
+# ---------------------------------------------------------------- complex numbers and FFT
 def _csgn(z):
     """``z / |z|``, 0 where ``z`` is 0, in ember ops (differentiable)."""
     m = G.abs(z)

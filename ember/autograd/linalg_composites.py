@@ -1,4 +1,4 @@
-"""Composite ops of ``ember.linalg`` (issue 12), written in spec ops."""
+"""Composite ops of ``ember.linalg``, written in spec ops."""
 import numpy as np
 
 import ember.autograd._generated as G

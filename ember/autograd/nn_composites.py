@@ -1,4 +1,4 @@
-"""nn ops of issue 12 written in other spec ops (declared ``composite`` in derivatives.yaml):
+"""nn ops written in other spec ops (declared ``composite`` in derivatives.yaml):
 grid sampling and affine grids. Gradients (wrt input and grid, any order), tracing and export come
 from the ops they are written in."""
 import numpy as np

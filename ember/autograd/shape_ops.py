@@ -1,4 +1,4 @@
-"""Shape and indexing ops declared ``composite`` in derivatives.yaml (issue 12): written in other
+"""Shape and indexing ops declared ``composite`` in derivatives.yaml: written in other
 spec ops, so their gradients, views, tracing and export come from those ops."""
 import numpy as np
 

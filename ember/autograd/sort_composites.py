@@ -1,4 +1,4 @@
-"""Composite ops of the sorting and reductions family (issue 12), written in spec ops."""
+"""Composite ops of the sorting and reductions family, written in spec ops."""
 import numpy as np
 
 import ember.autograd._generated as G

@@ -1,4 +1,4 @@
-"""Special-function and pointwise-math ops declared ``composite`` in derivatives.yaml (issue 12):
+"""Special-function and pointwise-math ops declared ``composite`` in derivatives.yaml:
 written in other spec ops, as torch's CompositeImplicitAutograd versions are."""
 import math
 

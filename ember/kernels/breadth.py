@@ -1,4 +1,4 @@
-"""Kernels of the op_db breadth work (issue 12): the complex-number accessors on ember's real
+"""Kernels of the op_db breadth work: the complex-number accessors on ember's real
 dtypes, where torch's ``conj``/``real``/``resolve_*`` are the identity and ``angle`` is 0 or pi."""
 import numpy as np
 

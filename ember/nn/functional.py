@@ -1444,7 +1444,7 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
     return out, weights
 
 
-# ---------------------------------------------------------------------------- issue 12 nn ops
+# ------------------------------------------ shuffles, distances, unpooling, fold, fractional pools
 def _shape_guard(t, dims, op, why):
     """``t``'s sizes ``dims`` for a constant built in Python: a trace guards them."""
     tracer = STATE.tracer

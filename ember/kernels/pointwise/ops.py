@@ -317,7 +317,7 @@ _OPS = [
     Op("isfinite", 1, "predicate", _predicate_src("isfinite"), _np_predicate("isfinite")),
     Op("cast", 1, "cast", lambda K, p, a: a, lambda out, p, a: np.copyto(out, a, casting="unsafe"),
        params=(("dtype", REQUIRED),)),
-    # special functions (issue 12)
+    # special functions
     Op("xlogy", 2, "float", _nb_xlog("log"), _np_xlog(np.log), cost="transcendental"),
     Op("special_xlog1py", 2, "float", _nb_xlog("log1p"), _np_xlog(np.log1p), cost="transcendental"),
     Op("erfc", 1, "float", lambda K, p, a: f"math.erfc({a})", _np_erfc, cost="transcendental"),

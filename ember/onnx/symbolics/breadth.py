@@ -1,4 +1,4 @@
-"""op_db breadth ops (issue 12): the complex-number accessors on ember's real dtypes."""
+"""op_db breadth ops: the complex-number accessors on ember's real dtypes."""
 import numpy as np
 
 from ember.onnx.registry import symbolic

@@ -1,4 +1,4 @@
-"""ONNX export of complex values (issue 12): ONNX operators take no complex element type, so a
+"""ONNX export of complex values: ONNX operators take no complex element type, so a
 complex IR value is exported as a real tensor with a trailing dimension of 2 (real, imaginary),
 the layout of ONNX's ``DFT``. An IR node that reads or writes a complex value is exported by the
 symbolic registered here for its op (``COMPLEX``), never by its real-dtype one; a complex graph

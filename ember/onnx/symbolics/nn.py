@@ -364,7 +364,7 @@ def sym_interpolate_nd(g, node, x, output_size, mode, align_corners=False, scale
     return g.op("Resize", x, "", "", sizes, **kw)
 
 
-# ---------------------------------------------------------------------------- 3-d (issue 12)
+# ---------------------------------------------------------------------------- 3-d
 def _pads3(padding):
     p = pair(padding, 3, "padding")
     if len(p) == 3:

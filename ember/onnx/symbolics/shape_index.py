@@ -1,4 +1,4 @@
-"""Shape and indexing ops of issue 12: diagonal and diag_embed (Gather over the flattened
+"""Shape and indexing ops: diagonal and diag_embed (Gather over the flattened
 matrix), Tensor.unfold (Gather of window indices), nan_to_num, isclose. The sizes of the
 dimensions these ops index (the matrix dims, the unfolded dim) are fixed at export; the other
 dimensions may be dynamic."""

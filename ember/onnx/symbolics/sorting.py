@@ -1,4 +1,4 @@
-"""Sorting and selection (issue 12): sort, argsort and topk as TopK (its ties: the lower index
+"""Sorting and selection: sort, argsort and topk as TopK (its ties: the lower index
 first, which is ember's stable order)."""
 import numpy as np
 

@@ -1,4 +1,4 @@
-"""Special functions and the pointwise math around them (issue 12), where ONNX has the op or a
+"""Special functions and the pointwise math around them, where ONNX has the op or a
 short exact composition; the others (erfinv, lgamma, digamma, i0, ndtri, zeta, ...) have none."""
 import math
 
