@@ -99,7 +99,10 @@ def fill_value(x, dt, name="value"):
     """Python number ``x`` stored into a tensor of dtype ``dt`` (fill_, full, setitem,
     masked_fill, where, clamp's bounds, ...) with torch's checked conversion: an integer dtype
     takes [min, max] ([-max, max] for uint8, a negative wrapping: -1 stores 255); KernelError
-    otherwise (NaN included)."""
+    otherwise (NaN included). A complex number into a real or integer dtype is a KernelError
+    too, whatever its imaginary part (torch does not drop it)."""
+    if x.__class__ is complex and dt.kind != "c":
+        raise KernelError(f"{name} {x!r} cannot be converted to type {dt} without overflow")
     if x.__class__ is not int and x.__class__ is not float or dt.kind not in "iu":
         return x
     lo, hi = storable_range(dt)

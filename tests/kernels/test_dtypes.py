@@ -105,3 +105,29 @@ def test_integer_scalars_wrap_or_raise_as_torch(expr):
         except RuntimeError:
             out.append(RuntimeError)
     assert out[1] == out[0]
+
+
+# complex scalars stored into real or integer tensors: torch refuses (it never drops the
+# imaginary part); into complex tensors, or as an operand that promotes, they are kept
+COMPLEX_SCALARS = [
+    "f64.clone().fill_(1.5 + 0.5j)", "m.full((2,), 1j, dtype=m.float64)",
+    "f64.new_full((2,), 1j)", "f64.clone().masked_fill_(f64 > 0, 1 + 1j)",
+    "f64.clone().index_fill_(0, m.tensor([0]), 1j)", "m.scatter(f64, 0, m.tensor([0]), 1j)",
+    "_setitem(f64.clone(), 0, 2j)", "u8.clone().fill_(1j)", "m.full((2,), 1j)",
+    "m.zeros(2, dtype=m.complex64).fill_(1 - 2j)", "f64 + 1j",
+]
+
+
+@pytest.mark.parametrize("expr", COMPLEX_SCALARS)
+def test_complex_scalars_are_refused_by_real_tensors_as_torch(expr):
+    """``float64.fill_(1.5+0.5j)`` stored 1.5 and ``full((2,), 1j, dtype=float64)`` zeros,
+    silently: torch raises RuntimeError ('cannot be converted ... without overflow')."""
+    out = []
+    for m in (torch, ember):
+        f64, u8 = m.tensor([0.5, 2.0], dtype=m.float64), m.tensor([1, 2], dtype=m.uint8)
+        try:
+            r = eval(expr, {"m": m, "f64": f64, "u8": u8, "_setitem": _setitem})
+            out.append((repr(r.dtype).split(".")[-1], r.tolist()))
+        except RuntimeError:
+            out.append(RuntimeError)
+    assert out[1] == out[0]
