@@ -6,7 +6,6 @@ import builtins as _builtins
 from ember.kernels import breadth as _k_breadth
 from ember.kernels import complex as _k_complex
 from ember.kernels import conv as _k_conv
-from ember.kernels import conv3d as _k_conv3d
 from ember.kernels import ctc as _k_ctc
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import factory as _k_factory
@@ -6308,22 +6307,22 @@ OPS['interpolate_nd'] = _op_interpolate_nd
 _op_interpolate_nd_backward = Op('interpolate_nd_backward', _k_interpolate.interpolate_backward, InterpolateNdBackwardBackward0, ('grad_output',), ('input_shape', 'output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
 OPS['interpolate_nd_backward'] = _op_interpolate_nd_backward
 
-_op_conv3d = Op('conv3d', _k_conv3d.conv3d_forward, Conv3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), saves_self=True)
+_op_conv3d = Op('conv3d', _k_conv.conv3d_forward, Conv3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), saves_self=True)
 OPS['conv3d'] = _op_conv3d
 
-_op_conv3d_input_grad = Op('conv3d_input_grad', _k_conv3d.conv3d_input_grad, Conv3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
+_op_conv3d_input_grad = Op('conv3d_input_grad', _k_conv.conv3d_input_grad, Conv3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
 OPS['conv3d_input_grad'] = _op_conv3d_input_grad
 
-_op_conv3d_weight_grad = Op('conv3d_weight_grad', _k_conv3d.conv3d_weight_grad, Conv3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
+_op_conv3d_weight_grad = Op('conv3d_weight_grad', _k_conv.conv3d_weight_grad, Conv3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
 OPS['conv3d_weight_grad'] = _op_conv3d_weight_grad
 
-_op_conv_transpose3d = Op('conv_transpose3d', _k_conv3d.conv_transpose3d_forward, ConvTranspose3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+_op_conv_transpose3d = Op('conv_transpose3d', _k_conv.conv_transpose3d_forward, ConvTranspose3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
 OPS['conv_transpose3d'] = _op_conv_transpose3d
 
-_op_conv_transpose3d_input_grad = Op('conv_transpose3d_input_grad', _k_conv3d.conv_transpose3d_input_grad, ConvTranspose3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+_op_conv_transpose3d_input_grad = Op('conv_transpose3d_input_grad', _k_conv.conv_transpose3d_input_grad, ConvTranspose3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
 OPS['conv_transpose3d_input_grad'] = _op_conv_transpose3d_input_grad
 
-_op_conv_transpose3d_weight_grad = Op('conv_transpose3d_weight_grad', _k_conv3d.conv_transpose3d_weight_grad, ConvTranspose3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
+_op_conv_transpose3d_weight_grad = Op('conv_transpose3d_weight_grad', _k_conv.conv_transpose3d_weight_grad, ConvTranspose3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'output_padding', 'groups', 'dilation'), saves_self=True)
 OPS['conv_transpose3d_weight_grad'] = _op_conv_transpose3d_weight_grad
 
 _op_max_pool3d_with_indices = Op('max_pool3d_with_indices', _k_pool3d.max_pool3d_forward, MaxPool3dWithIndicesBackward0, ('self',), ('kernel_size', 'stride', 'padding', 'dilation', 'ceil_mode'), multi=True, diff_outputs=(True, False), saves_self=False)

@@ -1,15 +1,18 @@
-"""Convolution kernels on ndarrays: 1-d/2-d convolution and transposed convolution, NCHW.
+"""Convolution kernels on ndarrays: 1-d/2-d/3-d convolution and transposed convolution, NCHW.
 
 Every entry point checks shapes before any work (ValueError naming the op, the shapes and the
 reason; RuntimeError for unsupported dtypes), then runs the algorithm chosen by ``selector``.
 Semantics equal torch.nn.functional.conv2d / conv_transpose2d (cross-correlation). Inputs are
 float32 or float64 (one dtype per call); results keep it and are fresh C-contiguous arrays.
 Padding is an int, a pair (symmetric) or (top, bottom, left, right); 1-d: an int, (p,) or
-(left, right).
+(left, right). 3-d convolutions (``conv3d``) check their own arguments and raise KernelError.
 """
 import numpy as np
 
 from . import selector
+from .conv3d import (conv3d_forward, conv3d_input_grad, conv3d_weight_grad,
+                     conv_transpose3d_forward, conv_transpose3d_input_grad,
+                     conv_transpose3d_weight_grad)
 from .geometry import check_dtype, check_shape, geometry, pair, padding4
 
 __all__ = [
@@ -18,6 +21,8 @@ __all__ = [
     "conv1d_forward", "conv1d_input_grad", "conv1d_weight_grad", "conv1d_bias_grad",
     "conv_transpose1d_forward", "conv_transpose1d_input_grad", "conv_transpose1d_weight_grad",
     "conv_output_shape", "conv_transpose_output_shape", "conv_transpose2d",
+    "conv3d_forward", "conv3d_input_grad", "conv3d_weight_grad", "conv_transpose3d_forward",
+    "conv_transpose3d_input_grad", "conv_transpose3d_weight_grad",
 ]
 
 

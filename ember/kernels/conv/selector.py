@@ -1,4 +1,5 @@
-"""Choose the convolution algorithm per (geometry, dtype, direction).
+"""Choose the convolution algorithm per (geometry, dtype, direction): ``run`` for 1-d (a 2-d
+problem of height 1) and 2-d convolutions, ``run_3d`` for 3-d ones.
 
 Order of precedence: ``ember.backends.conv.algorithm`` (forced; ValueError if it cannot handle the
 problem), then the autotuner when ``ember.backends.conv.benchmark`` is True (times every capable
@@ -67,8 +68,8 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
 import threading
 import time
 
-from . import (depthwise, direct, direct1x1, fft, im2col, implicit_gemm, parallel, thin, winograd,
-               winograd2x2)
+from . import (depthwise, direct, direct1x1, fft, im2col, im2col3d, implicit_gemm, parallel, thin,
+               winograd, winograd2x2)
 from .grad_as_forward import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
@@ -299,6 +300,13 @@ def _call(name, direction, g, a, b, bias=None, residual=None, relu=False):
         if relu:
             y[y < 0] = 0   # NaN stays (as ``v < 0 -> 0``)
     return y
+
+
+def run_3d(direction, *args):
+    """Run ``direction`` of a 3-d convolution (arguments as ``im2col3d``'s function of that
+    direction). It has one algorithm, ``im2col3d``; ``ember.backends.conv``'s settings apply to
+    1-d and 2-d problems only."""
+    return getattr(im2col3d, FUNCTIONS[direction])(*args)
 
 
 def tuned():

@@ -1,14 +1,12 @@
-"""3-d convolution and transposed convolution on ndarrays (N, C, D, H, W), forward and backward,
-by im2col: a strided view of the padded input (one window per output position) contracted with
-the weight by BLAS (``np.tensordot``), one contraction per group; the input gradient scatters the
-column gradient back one kernel tap at a time (strided slice adds, no per-element loop).
+"""3-d convolution and transposed convolution on ndarrays (N, C, D, H, W), forward and backward:
+the entry points check shapes and arguments, then ``selector.run_3d`` runs the algorithm.
 Semantics equal torch's conv3d / conv_transpose3d (cross-correlation). Padding: 3 ints
 (symmetric) or 6 (d_lo, d_hi, h_lo, h_hi, w_lo, w_hi). Errors are KernelError (ValueError).
 """
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
-from .errors import KernelError
+from ..errors import KernelError
+from . import selector
 
 ND = 3
 
@@ -67,66 +65,6 @@ def _out_sizes(spatial, k, s, p, d):
     return out
 
 
-def _padded(x, p):
-    if not any(lo or hi for lo, hi in p):
-        return x
-    return np.pad(x, ((0, 0), (0, 0)) + tuple(p))
-
-
-def _cols(xp, k, s, d, out):
-    """(N, C, *out, *k) window view of the padded input."""
-    n, c = xp.shape[:2]
-    st = xp.strides
-    return as_strided(xp, (n, c) + tuple(out) + tuple(k),
-                      st[:2] + tuple(st[2 + i] * s[i] for i in range(ND))
-                      + tuple(st[2 + i] * d[i] for i in range(ND)), writeable=False)
-
-
-def _contract(cols, w, g):
-    """y (N, K, *out) = sum over (c, taps) of cols (N, C, *out, *k) * w (K, C/g, *k)."""
-    n, c = cols.shape[:2]
-    cg, kg = c // g, w.shape[0] // g
-    red = [1] + list(range(2 + ND, 2 + 2 * ND))
-    parts = [np.tensordot(cols[:, i * cg:(i + 1) * cg], w[i * kg:(i + 1) * kg],
-                          axes=(red, [1] + list(range(2, 2 + ND)))) for i in range(g)]
-    y = parts[0] if g == 1 else np.concatenate(parts, axis=-1)
-    return np.ascontiguousarray(np.moveaxis(y, -1, 1))
-
-
-def _scatter(gy, w, in_shape, s, p, d, g):
-    """Adjoint of the forward: gx (in_shape) from gy (N, K, *out), w (K, C/g, *k)."""
-    n, kk = gy.shape[:2]
-    out, k = gy.shape[2:], w.shape[2:]
-    c = in_shape[1]
-    cg, kg = c // g, kk // g
-    # column gradient (N, *out, C, *k)
-    parts = [np.tensordot(gy[:, i * kg:(i + 1) * kg], w[i * kg:(i + 1) * kg], axes=([1], [0]))
-             for i in range(g)]
-    gc = parts[0] if g == 1 else np.concatenate(parts, axis=1 + ND)
-    padded = tuple(in_shape[2 + i] + p[i][0] + p[i][1] for i in range(ND))
-    gx = np.zeros((n, c) + padded, gy.dtype)
-    gc = np.moveaxis(gc, 1 + ND, 1)  # (N, C, *out, *k)
-    for tap in np.ndindex(*k):
-        sl = tuple(slice(tap[i] * d[i], tap[i] * d[i] + s[i] * (out[i] - 1) + 1, s[i])
-                   for i in range(ND))
-        gx[(slice(None), slice(None)) + sl] += gc[(Ellipsis,) + tap]
-    crop = tuple(slice(p[i][0], p[i][0] + in_shape[2 + i]) for i in range(ND))
-    return np.ascontiguousarray(gx[(slice(None), slice(None)) + crop])
-
-
-def _weight(gy, x, w_shape, s, p, d, g):
-    """gw (K, C/g, *k) = sum over (n, out) of gy (N, K, *out) * cols (N, C, *out, *k)."""
-    k = tuple(w_shape[2:])
-    out = gy.shape[2:]
-    cols = _cols(_padded(x, p), k, s, d, out)
-    kk, c = gy.shape[1], x.shape[1]
-    cg, kg = c // g, kk // g
-    red = [0] + list(range(2, 2 + ND))
-    parts = [np.tensordot(gy[:, i * kg:(i + 1) * kg], cols[:, i * cg:(i + 1) * cg],
-                          axes=(red, red)) for i in range(g)]
-    return np.ascontiguousarray(parts[0] if g == 1 else np.concatenate(parts, axis=0))
-
-
 def _check_dtype(*arrays):
     """One dtype for all: float32/float64, or an integer dtype (exact integer arithmetic, as
     torch's CPU convolutions of integer tensors; not differentiable)."""
@@ -151,7 +89,7 @@ def conv3d_forward(x, w, b, stride, padding, dilation, groups):
     _check_dtype(x, w)
     s, p, d, g, k, _, cout = _geometry(x.shape, w.shape, stride, padding, dilation, groups)
     out = _out_sizes(x.shape[2:], k, s, p, d)
-    y = _contract(_cols(_padded(x, p), k, s, d, out), w, g)
+    y = selector.run_3d("forward", x, w, s, p, d, g, out)
     bb = _bias(b, cout, x.dtype)
     return y + bb if bb is not None else y
 
@@ -165,7 +103,7 @@ def conv3d_input_grad(gy, w, input_shape, stride, padding, dilation, groups):
     if tuple(gy.shape) != (input_shape[0], cout) + out:
         raise KernelError(f"grad_output has shape {list(gy.shape)}, expected "
                           f"{[input_shape[0], cout, *out]}")
-    return _scatter(gy, w, input_shape, s, p, d, g)
+    return selector.run_3d("input", gy, w, input_shape, s, p, d, g)
 
 
 def conv3d_weight_grad(gy, x, weight_shape, stride, padding, dilation, groups):
@@ -177,7 +115,7 @@ def conv3d_weight_grad(gy, x, weight_shape, stride, padding, dilation, groups):
     if tuple(gy.shape) != (x.shape[0], cout) + out:
         raise KernelError(f"grad_output has shape {list(gy.shape)}, expected "
                           f"{[x.shape[0], cout, *out]}")
-    return _weight(gy, x, weight_shape, s, p, d, g)
+    return selector.run_3d("weight", gy, x, weight_shape, s, p, d, g)
 
 
 # ------------------------------------------------------------------------------ transposed
@@ -200,7 +138,7 @@ def conv_transpose3d_forward(x, w, b, stride, padding, output_padding, groups, d
     _check_dtype(x, w)
     s, p, d, g, k, _, cout = _geometry(x.shape, w.shape, stride, padding, dilation, groups, True)
     out = _transposed_out(x.shape, k, s, p, output_padding, d)
-    y = _scatter(x, w, (x.shape[0], cout) + out, s, p, d, g)
+    y = selector.run_3d("input", x, w, (x.shape[0], cout) + out, s, p, d, g)
     bb = _bias(b, cout, x.dtype)
     return y + bb if bb is not None else y
 
@@ -216,7 +154,7 @@ def conv_transpose3d_input_grad(gy, w, input_shape, stride, padding, output_padd
     if tuple(gy.shape) != (input_shape[0], cout) + out:
         raise KernelError(f"grad_output has shape {list(gy.shape)}, expected "
                           f"{[input_shape[0], cout, *out]}")
-    return _contract(_cols(_padded(gy, p), k, s, d, input_shape[2:]), w, g)
+    return selector.run_3d("forward", gy, w, s, p, d, g, input_shape[2:])
 
 
 def conv_transpose3d_weight_grad(gy, x, weight_shape, stride, padding, output_padding, groups,
@@ -230,5 +168,6 @@ def conv_transpose3d_weight_grad(gy, x, weight_shape, stride, padding, output_pa
     if tuple(gy.shape) != (x.shape[0], cout) + out:
         raise KernelError(f"grad_output has shape {list(gy.shape)}, expected "
                           f"{[x.shape[0], cout, *out]}")
-    # y = scatter(x, w): dL/dw[ci, co, tap] = sum x[n, ci, pos] * gy_padded[n, co, pos*s + tap*d]
-    return _weight(x, gy, weight_shape, s, p, d, g)
+    # y is the input gradient of x:
+    # dL/dw[ci, co, tap] = sum x[n, ci, pos] * gy_padded[n, co, pos*s + tap*d]
+    return selector.run_3d("weight", x, gy, weight_shape, s, p, d, g)
