@@ -1,4 +1,4 @@
-"""Turn the ``test:`` fields of derivatives.yaml into concrete sample calls.
+"""Turn the ``test:`` fields of the op spec (ember/ops/spec/*.yaml) into concrete sample calls.
 
 Tokens: ``f3,4`` normal floats, ``p3,4`` positive, ``u3,4`` in (0.1, 0.9), ``i5:3,4`` int64 in
 [0, 5), ``b3,4`` bool, ``w3,3`` well-conditioned square matrices (normal + 3 I), ``h2,3,3``
@@ -10,20 +10,14 @@ import re
 import sys
 
 import numpy as np
-import yaml
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "tools"))
-from gen_autograd import parse_signature  # noqa: E402
+from gen_autograd import load_spec, parse_signature  # noqa: E402
 
 UNARY = ["f3,4", "f5", "f", "f0,3", "f1,1"]
 BINARY = ["f3,4 f3,4", "f3,4 f4", "f3,1 f1,4", "f3,4 s2.5", "f f3", "f0,4 f4", "f1 f1"]
 _TOKEN = re.compile(r"^([fpuibwh])(\d*):?([\d,]*)$")
-
-
-def load_spec():
-    with open(os.path.join(ROOT, "ember", "autograd", "derivatives.yaml")) as fh:
-        return yaml.safe_load(fh)
 
 
 class Leaf:
