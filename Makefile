@@ -7,7 +7,7 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-dev
 
-.PHONY: demo test differential bench gen clean
+.PHONY: demo test differential bench gen clean pytorch-examples
 
 $(VENV)/bin/python:
 	$(PYTHON) -m venv $(VENV)
@@ -24,9 +24,19 @@ $(STAMP): $(VENV)/bin/python pyproject.toml
 demo: $(VENV)/.installed
 	$(VENV)/bin/ember demo
 
-test: $(STAMP)
+test: $(STAMP) pytorch-examples
 	$(PY) tools/gen_autograd.py --check
 	$(PY) -m pytest -q -n 2 --dist loadfile tests
+
+# pytorch/examples at the commit pinned in tests/programs/pytorch_examples/SOURCE.md (git
+# objects only, git-ignored), read by tests/programs; offline, those tests skip
+PE_DIR := tests/programs/pytorch_examples/upstream
+PE_COMMIT := $(shell sed -n 's/.*commit `\([0-9a-f]\{40\}\)`.*/\1/p' tests/programs/pytorch_examples/SOURCE.md)
+pytorch-examples:
+	@git --git-dir=$(PE_DIR)/.git cat-file -e $(PE_COMMIT) 2>/dev/null || \
+	 (git init -q $(PE_DIR) && git -C $(PE_DIR) fetch -q --depth 1 \
+	  https://github.com/pytorch/examples $(PE_COMMIT)) || \
+	 echo "pytorch/examples not fetched: tests/programs will skip its programs"
 
 # the differential tester's long mode (docs/differential.md): 50x the examples, a random seed
 differential: $(STAMP)

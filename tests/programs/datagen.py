@@ -1,0 +1,72 @@
+"""Small data in the formats pytorch/examples programs read, generated instead of downloaded:
+MNIST idx files, a word corpus, RGB images (NumPy and PIL only, no framework)."""
+import os
+
+import numpy as np
+
+# ember's bundled UCI digits (ember/datasets/README.md), read as NumPy arrays
+DIGITS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(
+    __file__)))), "ember", "datasets", "digits.npz")
+
+
+def write_idx(path, array):
+    """``array`` (uint8) as an idx file: zero, zero, type 0x08, ndim, big-endian sizes, data."""
+    array = np.ascontiguousarray(array, dtype=np.uint8)
+    with open(path, "wb") as f:
+        f.write(bytes([0, 0, 0x08, array.ndim]))
+        for n in array.shape:
+            f.write(int(n).to_bytes(4, "big"))
+        f.write(array.tobytes())
+
+
+def write_mnist(root, train_size=512, test_size=128):
+    """``root/MNIST/raw`` as torchvision lays it out: the bundled UCI digits (8x8, 0..16),
+    each pixel a 3x3 block, padded to 28x28 and scaled to 0..255; the test images follow the
+    training images in the digits' order."""
+    with np.load(DIGITS, allow_pickle=False) as f:
+        images, labels = f["images"], f["labels"]
+    if train_size + test_size > len(images):
+        raise ValueError(f"write_mnist: {train_size} + {test_size} > {len(images)} digits")
+    big = np.kron(images.astype(np.float64), np.ones((3, 3)))           # (N, 24, 24)
+    big = np.pad(big, ((0, 0), (2, 2), (2, 2))) * (255.0 / 16.0)
+    big = np.rint(big).astype(np.uint8)
+    raw = os.path.join(root, "MNIST", "raw")
+    os.makedirs(raw, exist_ok=True)
+    splits = {"train": slice(0, train_size), "t10k": slice(train_size, train_size + test_size)}
+    for stem, part in splits.items():
+        write_idx(os.path.join(raw, f"{stem}-images-idx3-ubyte"), big[part])
+        write_idx(os.path.join(raw, f"{stem}-labels-idx1-ubyte"), labels[part])
+
+
+def write_corpus(folder, train_lines=300, other_lines=40, seed=0):
+    """train.txt, valid.txt, test.txt as in wikitext-2 (one sentence a line, words split by
+    spaces) from a small grammar, so that a language model has context to learn."""
+    rng = np.random.default_rng(seed)
+    subjects, verbs = ["the cat", "a dog", "the bird", "my friend"], ["sees", "likes", "finds"]
+    objects, places = ["the ball", "a tree", "the house"], ["in the park", "at home", "today"]
+
+    def sentence():
+        parts = [subjects[rng.integers(4)], verbs[rng.integers(3)], objects[rng.integers(3)]]
+        if rng.random() < 0.5:
+            parts.append(places[rng.integers(3)])
+        return " " + " ".join(parts) + " . "
+
+    os.makedirs(folder, exist_ok=True)
+    for name, n in (("train", train_lines), ("valid", other_lines), ("test", other_lines)):
+        with open(os.path.join(folder, name + ".txt"), "w", encoding="utf8") as f:
+            f.write("\n".join(sentence() for _ in range(n)) + "\n")
+
+
+def write_images(folder, count, size, seed=0, ext=".png"):
+    """``count`` smooth RGB images of ``size`` x ``size`` (sums of random sinusoids), PIL-saved."""
+    from PIL import Image
+    rng = np.random.default_rng(seed)
+    os.makedirs(folder, exist_ok=True)
+    yy, xx = np.mgrid[0:size, 0:size] / size
+    for i in range(count):
+        img = np.zeros((size, size, 3))
+        for c in range(3):
+            fx, fy, phase = rng.uniform(1, 6, size=3)
+            img[:, :, c] = 0.5 + 0.5 * np.sin(2 * np.pi * (fx * xx + fy * yy) + phase)
+        Image.fromarray(np.rint(img * 255).astype(np.uint8)).save(
+            os.path.join(folder, f"img{i:03d}{ext}"))

@@ -1,0 +1,80 @@
+"""torchvision.datasets.MNIST (idx files under ``root/MNIST/raw``) and FakeData."""
+import gzip
+import os
+
+import numpy as np
+import torch
+from PIL import Image
+
+_SPLITS = {True: "train", False: "t10k"}
+
+
+def read_idx(path):
+    """An idx file (MNIST's format: big-endian header, then uint8 data) as a NumPy array."""
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rb") as f:
+        data = f.read()
+    if data[0] != 0 or data[1] != 0 or data[2] != 0x08:
+        raise RuntimeError(f"{path}: not an unsigned-byte idx file")
+    ndim = data[3]
+    shape = tuple(int.from_bytes(data[4 + 4 * i:8 + 4 * i], "big") for i in range(ndim))
+    return np.frombuffer(data, dtype=np.uint8, offset=4 + 4 * ndim).reshape(shape)
+
+
+class MNIST(torch.utils.data.Dataset):
+    """(PIL image of mode 'L', int label) pairs; ``data`` uint8 (N, 28, 28), ``targets`` int64."""
+
+    def __init__(self, root, train=True, transform=None, target_transform=None, download=False):
+        self.root, self.train = root, train
+        self.transform, self.target_transform = transform, target_transform
+        raw = os.path.join(root, "MNIST", "raw")
+        stem = _SPLITS[bool(train)]
+        files = []
+        for kind in ("images-idx3", "labels-idx1"):
+            name = os.path.join(raw, f"{stem}-{kind}-ubyte")
+            name = name if os.path.exists(name) else name + ".gz"
+            if not os.path.exists(name):
+                raise RuntimeError(f"Dataset not found at {raw} (this stand-in never downloads)")
+            files.append(name)
+        self.data = torch.from_numpy(read_idx(files[0]).copy())
+        self.targets = torch.from_numpy(read_idx(files[1]).astype(np.int64))
+
+    def __len__(self):
+        return len(self.data)
+
+    def __getitem__(self, index):
+        img = Image.fromarray(self.data[index].numpy(), mode="L")
+        target = int(self.targets[index])
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target
+
+
+class FakeData(torch.utils.data.Dataset):
+    """``size`` random RGB images of ``image_size`` (C, H, W) with random labels; image i is
+    the same on every access, as torchvision's (seeded by ``random_offset + i``)."""
+
+    def __init__(self, size=1000, image_size=(3, 224, 224), num_classes=10, transform=None,
+                 target_transform=None, random_offset=0):
+        self.size, self.image_size, self.num_classes = size, tuple(image_size), num_classes
+        self.transform, self.target_transform = transform, target_transform
+        self.random_offset = random_offset
+
+    def __len__(self):
+        return self.size
+
+    def __getitem__(self, index):
+        if index >= len(self):
+            raise IndexError(f"{type(self).__name__} index out of range")
+        rng = np.random.default_rng(index + self.random_offset)
+        c, h, w = self.image_size
+        pixels = rng.integers(0, 256, size=(h, w, c), dtype=np.uint8)
+        img = Image.fromarray(pixels[:, :, 0] if c == 1 else pixels, mode="L" if c == 1 else "RGB")
+        target = int(rng.integers(0, self.num_classes))
+        if self.transform is not None:
+            img = self.transform(img)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return img, target

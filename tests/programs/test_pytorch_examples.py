@@ -1,0 +1,233 @@
+"""Programs from the public pytorch/examples repository, run unchanged on ember through the
+``torch`` -> ``ember`` import alias (run_program.py), and on torch as the control (slow).
+
+The programs are not copied into this repository: they are read byte-identical from a
+pytorch/examples checkout (or bare git directory) at the commit pinned in
+pytorch_examples/SOURCE.md, found at ``$PYTORCH_EXAMPLES`` or pytorch_examples/upstream
+(``make pytorch-examples`` clones it there); each file's git blob id is checked against
+SOURCE.md. Downloads are replaced by small generated data in the same formats (datagen.py),
+and torchvision by the stand-in in standins/. Each program runs in a subprocess in its own
+folder under tmp_path, with the small flags it offers, under a hard timeout."""
+import hashlib
+import math
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from tests.programs import datagen
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+RUNNER = os.path.join(HERE, "run_program.py")
+SOURCE_MD = os.path.join(HERE, "pytorch_examples", "SOURCE.md")
+TIMEOUT_S = 240          # a hard stop far above a run's ~5-60 s on a slow, shared machine
+
+
+def _source_table():
+    """(pinned commit, {path: git blob id}) from SOURCE.md."""
+    with open(SOURCE_MD, encoding="utf8") as f:
+        text = f.read()
+    commit = re.search(r"commit `([0-9a-f]{40})`", text).group(1)
+    return commit, dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
+
+
+COMMIT, BLOBS = _source_table()
+
+
+def _upstream():
+    return os.environ.get("PYTORCH_EXAMPLES") or os.path.join(HERE, "pytorch_examples",
+                                                              "upstream")
+
+
+def _read_upstream(path):
+    """The bytes of ``path`` at the pinned commit: from a bare git directory or a repository's
+    history when there is one, else from the checked-out file."""
+    root = _upstream()
+    git_dir = root if os.path.isfile(os.path.join(root, "HEAD")) else os.path.join(root, ".git")
+    if os.path.isdir(git_dir):
+        out = subprocess.run(["git", "--git-dir", git_dir, "show", f"{COMMIT}:{path}"],
+                             capture_output=True)
+        if out.returncode == 0:
+            return out.stdout
+    with open(os.path.join(root, path), "rb") as f:
+        return f.read()
+
+
+def _blob_id(data):
+    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+
+
+def _vendor(paths, dest):
+    """Copy ``paths`` byte-identical under ``dest``, each checked against its blob id."""
+    for path in paths:
+        try:
+            data = _read_upstream(path)
+        except OSError:
+            pytest.skip(f"no pytorch/examples checkout at {_upstream()} (make pytorch-examples)")
+        assert _blob_id(data) == BLOBS[path], f"{path} differs from pytorch/examples@{COMMIT}"
+        target = os.path.join(dest, path)
+        os.makedirs(os.path.dirname(target), exist_ok=True)
+        with open(target, "wb") as f:
+            f.write(data)
+
+
+def run(backend, root, program, args, timeout=TIMEOUT_S):
+    """Run ``root/program`` with ``args`` from the program's folder; its stdout+stderr."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", MPLBACKEND="Agg")
+    if backend == "torch":
+        env["OMP_NUM_THREADS"] = "1"     # torch's spinning OpenMP workers crawl on 2 shared cores
+    path = os.path.join(root, program)
+    proc = subprocess.run([sys.executable, RUNNER, backend, path] + args,
+                          cwd=os.path.dirname(path), env=env, capture_output=True, text=True,
+                          timeout=timeout)
+    out = proc.stdout + proc.stderr
+    assert proc.returncode == 0, f"{program} on {backend} exited {proc.returncode}:\n{out[-4000:]}"
+    return out
+
+
+def floats(pattern, text, least=1):
+    """The numbers the first group of ``pattern`` matches in ``text``; at least ``least`` of
+    them, all finite."""
+    values = [float(m) for m in re.findall(pattern, text)]
+    assert len(values) >= least and all(map(math.isfinite, values)), (pattern, text[-3000:])
+    return values
+
+
+MNIST_TRAIN_LOG = r"Train Epoch: \d+ .*Loss: ([-\d.naif]+)"
+MNIST_TEST_LOG = r"Test set: Average loss: ([-\d.naif]+), Accuracy"
+
+
+def _regression(backend, root):
+    out = run(backend, root, "regression/main.py", [])
+    (loss,) = floats(r"Loss: ([-\d.naif]+) after \d+ batches", out)
+    assert loss < 1e-3 and "==> Learned function:" in out
+
+
+def _word_language_model(backend, root):
+    datagen.write_corpus(os.path.join(root, "corpus"))
+    common = ["--data", "../corpus", "--emsize", "16", "--nhid", "16", "--bptt", "10"]
+    for model in ("LSTM", "Transformer"):
+        lr = ["--lr", "20"] if model == "LSTM" else ["--lr", "0.5"]
+        out = run(backend, root, "word_language_model/main.py", common + lr + [
+            "--model", model, "--epochs", "1", "--batch_size", "8", "--log-interval", "10",
+            "--save", f"{model}.pt"])
+        floats(r"\| loss\s+([-\d.naif]+) \| ppl", out, least=2)
+        (test_loss,) = floats(r"test loss\s+([-\d.naif]+)", out)
+        assert test_loss < math.log(30), out          # below a uniform guess over the words
+        out = run(backend, root, "word_language_model/generate.py", [
+            "--data", "../corpus", "--checkpoint", f"{model}.pt", "--words", "20",
+            "--outf", f"{model}.txt", "--log-interval", "10"])
+        assert "| Generated 10/20 words" in out
+        with open(os.path.join(root, "word_language_model", f"{model}.txt")) as f:
+            assert len(f.read().split()) == 20
+
+
+def _mnist(backend, root):
+    datagen.write_mnist(os.path.join(root, "data"), train_size=256, test_size=128)
+    out = run(backend, root, "mnist/main.py", [
+        "--epochs", "1", "--batch-size", "32", "--test-batch-size", "128", "--log-interval",
+        "2", "--save-model"])
+    floats(MNIST_TRAIN_LOG, out, least=2)
+    floats(MNIST_TEST_LOG, out)
+    assert os.path.exists(os.path.join(root, "mnist", "mnist_cnn.pt"))
+
+
+def _mnist_rnn(backend, root):
+    datagen.write_mnist(os.path.join(root, "data"), train_size=256, test_size=128)
+    out = run(backend, root, "mnist_rnn/main.py", [
+        "--epochs", "1", "--batch-size", "32", "--test-batch-size", "128", "--log-interval",
+        "2"])
+    floats(MNIST_TRAIN_LOG, out, least=2)
+    floats(MNIST_TEST_LOG, out)
+
+
+def _mnist_forward_forward(backend, root):
+    datagen.write_mnist(os.path.join(root, "mnist_forward_forward", "data"), train_size=256,
+                        test_size=128)
+    out = run(backend, root, "mnist_forward_forward/main.py", [
+        "--epochs", "20", "--train_size", "256", "--test_size", "128", "--log-interval", "10"])
+    floats(r"Loss:\s+([-\d.naif]+)", out, least=4)
+    (train_err,) = floats(r"train error: ([-\d.naif]+)", out)
+    (test_err,) = floats(r"test error: ([-\d.naif]+)", out)
+    assert 0 <= train_err <= 1 and 0 <= test_err <= 1
+
+
+def _mnist_hogwild(backend, root):
+    datagen.write_mnist(os.path.join(root, "data"), train_size=256, test_size=128)
+    out = run(backend, root, "mnist_hogwild/main.py", [
+        "--epochs", "1", "--num-processes", "2", "--batch-size", "32", "--test-batch-size",
+        "128", "--log-interval", "2"])
+    floats(r"Train Epoch: \d+ .*Loss: ([-\d.naif]+)", out, least=2)
+    floats(MNIST_TEST_LOG, out)
+
+
+def _vae(backend, root):
+    datagen.write_mnist(os.path.join(root, "data"), train_size=256, test_size=128)
+    os.makedirs(os.path.join(root, "vae", "results"))
+    out = run(backend, root, "vae/main.py", ["--epochs", "1", "--batch-size", "64",
+                                             "--log-interval", "2"])
+    floats(r"Epoch: \d+ Average loss: ([-\d.naif]+)", out)
+    floats(r"Test set loss: ([-\d.naif]+)", out)
+    results = os.listdir(os.path.join(root, "vae", "results"))
+    assert sorted(results) == ["reconstruction_1.png", "sample_1.png"]
+
+
+def _dcgan(backend, root):
+    out = run(backend, root, "dcgan/main.py", [
+        "--dataset", "fake", "--dry-run", "--workers", "0", "--batchSize", "8", "--imageSize",
+        "64", "--ngf", "8", "--ndf", "8", "--nz", "16", "--niter", "1", "--outf", "out",
+        "--manualSeed", "1"])
+    floats(r"Loss_D: ([-\d.naif]+)", out)
+    assert {"real_samples.png", "fake_samples_epoch_000.png", "netG_epoch_0.pth",
+            "netD_epoch_0.pth"} <= set(os.listdir(os.path.join(root, "dcgan", "out")))
+
+
+def _super_resolution(backend, root):
+    pytest.importorskip("six")                         # data.py imports six.moves.urllib
+    base = os.path.join(root, "super_resolution", "dataset", "BSDS300", "images")
+    datagen.write_images(os.path.join(base, "train"), 4, 256, seed=0, ext=".jpg")
+    datagen.write_images(os.path.join(base, "test"), 2, 256, seed=1, ext=".jpg")
+    out = run(backend, root, "super_resolution/main.py", [
+        "--upscale_factor", "3", "--batchSize", "2", "--testBatchSize", "2", "--nEpochs", "1",
+        "--threads", "0", "--lr", "0.001"])
+    floats(r"Loss: ([-\d.naif]+)", out, least=2)
+    floats(r"Avg. PSNR: ([-\d.naif]+) dB", out)
+    datagen.write_images(os.path.join(root, "super_resolution"), 1, 32, seed=2, ext=".jpg")
+    run(backend, root, "super_resolution/super_resolve.py", [
+        "--input_image", "img000.jpg", "--model", "model_epoch_1.pth", "--output_filename",
+        "out.png"])
+    assert os.path.exists(os.path.join(root, "super_resolution", "out.png"))
+
+
+PROGRAMS = {   # name: (files to vendor, run and check)
+    "regression": (["regression/main.py"], _regression),
+    "word_language_model": ([f"word_language_model/{f}.py" for f in
+                             ("main", "data", "model", "generate")], _word_language_model),
+    "mnist": (["mnist/main.py"], _mnist),
+    "mnist_rnn": (["mnist_rnn/main.py"], _mnist_rnn),
+    "mnist_forward_forward": (["mnist_forward_forward/main.py"], _mnist_forward_forward),
+    "mnist_hogwild": (["mnist_hogwild/main.py", "mnist_hogwild/train.py"], _mnist_hogwild),
+    "vae": (["vae/main.py"], _vae),
+    "dcgan": (["dcgan/main.py"], _dcgan),
+    "super_resolution": ([f"super_resolution/{f}.py" for f in
+                          ("main", "data", "dataset", "model", "super_resolve")],
+                         _super_resolution),
+}
+
+
+@pytest.mark.parametrize("backend", ["ember", pytest.param("torch", marks=pytest.mark.slow)])
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_program(name, backend, tmp_path):
+    if backend == "torch":
+        pytest.importorskip("torch")
+    files, check = PROGRAMS[name]
+    _vendor(files, str(tmp_path))
+    check(backend, str(tmp_path))
+
+
+def test_source_table_lists_every_vendored_file():
+    vendored = {f for files, _ in PROGRAMS.values() for f in files}
+    assert vendored <= set(BLOBS), sorted(vendored - set(BLOBS))
+    assert re.fullmatch(r"[0-9a-f]{40}", COMMIT)
