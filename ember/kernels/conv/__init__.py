@@ -1,11 +1,12 @@
-"""Convolution kernels on ndarrays: 1-d/2-d/3-d convolution and transposed convolution, NCHW.
+"""Convolution kernels on ndarrays: 2-d and 3-d convolution and transposed convolution, NCHW
+(``ember.nn.functional`` runs a 1-d one as a 2-d one of height 1).
 
 Every entry point checks shapes before any work (ValueError naming the op, the shapes and the
 reason; RuntimeError for unsupported dtypes), then runs the algorithm chosen by ``selector``.
 Semantics equal torch.nn.functional.conv2d / conv_transpose2d (cross-correlation). Inputs are
 float32 or float64 (one dtype per call); results keep it and are fresh C-contiguous arrays.
-Padding is an int, a pair (symmetric) or (top, bottom, left, right); 1-d: an int, (p,) or
-(left, right). 3-d convolutions (``conv3d``) check their own arguments and raise KernelError.
+Padding is an int, a pair (symmetric) or (top, bottom, left, right). 3-d convolutions
+(``conv3d``) check their own arguments and raise KernelError.
 """
 import numpy as np
 
@@ -16,11 +17,7 @@ from .conv3d import (conv3d_forward, conv3d_input_grad, conv3d_weight_grad,
 from .geometry import check_dtype, check_shape, geometry, pair, padding4
 
 __all__ = [
-    "conv2d_forward", "conv2d_input_grad", "conv2d_weight_grad", "conv2d_bias_grad",
-    "conv_transpose2d_forward", "conv_transpose2d_input_grad", "conv_transpose2d_weight_grad",
-    "conv1d_forward", "conv1d_input_grad", "conv1d_weight_grad", "conv1d_bias_grad",
-    "conv_transpose1d_forward", "conv_transpose1d_input_grad", "conv_transpose1d_weight_grad",
-    "conv_output_shape", "conv_transpose_output_shape", "conv_transpose2d",
+    "conv2d_forward", "conv2d_input_grad", "conv2d_weight_grad", "conv_transpose2d",
     "conv3d_forward", "conv3d_input_grad", "conv3d_weight_grad", "conv_transpose3d_forward",
     "conv_transpose3d_input_grad", "conv_transpose3d_weight_grad",
 ]
@@ -120,29 +117,7 @@ def conv2d_weight_grad(gy, x, weight_shape, stride, padding, dilation, groups):
                         groups)
 
 
-def conv2d_bias_grad(gy):
-    """Gradient of the bias: ``gy`` summed over every axis but 1 (channels), in gy's dtype."""
-    gy = _array(gy)
-    if gy.ndim < 2:
-        raise ValueError(f"conv2d_bias_grad: grad_output must have a channel axis, got {gy.shape}")
-    axes = (0,) + tuple(range(2, gy.ndim))
-    return np.ascontiguousarray(gy.sum(axis=axes, dtype=gy.dtype))
-
-
-conv1d_bias_grad = conv2d_bias_grad
-
-
 # ---------------------------------------------------------------------------- transposed 2-d
-def conv_transpose_output_shape(input_shape, weight_shape, stride=1, padding=0,
-                                output_padding=0, dilation=1, groups=1, op="conv_transpose2d"):
-    """Output shape of conv_transpose2d (4-d shapes) or conv_transpose1d (3-d shapes).
-
-    Raises ValueError naming ``op`` and the shapes when they do not fit.
-    """
-    return _transpose_problem(op, tuple(input_shape), tuple(weight_shape), stride, padding,
-                              output_padding, dilation, groups)[0]
-
-
 def _transpose_problem(op, x_shape, w_shape, stride, padding, output_padding, dilation, groups):
     """Return (output shape, conv geometry whose input gradient is the transposed conv, crop).
 
@@ -150,15 +125,6 @@ def _transpose_problem(op, x_shape, w_shape, stride, padding, output_padding, di
     Wout) and padding (top, bottom - output_padding, ...); a negative side is a crop of the
     bottom/right rows, which receive zeros. ``crop`` is (bottom, right).
     """
-    if len(x_shape) == 3 and len(w_shape) == 3:
-        x_shape, w_shape = _as_2d_shape(x_shape), _as_2d_shape(w_shape)
-        stride, dilation = (1,) + pair(stride, "stride", op, 1), (1,) + pair(dilation, "dilation",
-                                                                             op, 1)
-        padding = (0, 0) + _padding1d(padding, op)
-        output_padding = (0,) + pair(output_padding, "output_padding", op, 1)
-        shape, g, crop = _transpose_problem(op, x_shape, w_shape, stride, padding,
-                                            output_padding, dilation, groups)
-        return (shape[0], shape[1], shape[3]), g, crop
     where = f"{op}: input {x_shape}, weight {w_shape}"
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ValueError(f"{where}: expected 4-d input (N, C, H, W) and weight (C, K/groups, R, S)")
@@ -198,15 +164,6 @@ def _uncrop(a, shape, crop):
     return out
 
 
-def conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
-    """y = conv_transpose2d(x, w) + b for x (N, C, H, W), w (C, K/groups, R, S), b (K,) or None.
-
-    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
-    """
-    return _transpose_forward("conv_transpose2d", x, w, b, stride, padding, output_padding,
-                              dilation, groups)
-
-
 def _transpose_forward(op, x, w, b, stride, padding, output_padding, dilation, groups):
     x, w = _array(x), _array(w)
     y = _integer(op, x, w, b, lambda x, w, b: _transpose_forward(
@@ -228,176 +185,11 @@ def _transpose_forward(op, x, w, b, stride, padding, output_padding, dilation, g
     return y
 
 
-def conv_transpose2d_input_grad(gy, w, input_shape, stride, padding, output_padding, dilation,
-                                groups):
-    """Gradient of conv_transpose2d with respect to its input (a convolution of gy with w).
-
-    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
-    """
-    return _transpose_input_grad("conv_transpose2d_input_grad", gy, w, input_shape, stride,
-                                 padding, output_padding, dilation, groups)
-
-
-def _transpose_input_grad(op, gy, w, input_shape, stride, padding, output_padding, dilation,
-                          groups):
-    gy, w = _array(gy), _array(w)
-    check_dtype(op, gy, w)
-    shape, g, crop = _transpose_problem(op, tuple(input_shape), w.shape, stride, padding,
-                                        output_padding, dilation, groups)
-    check_shape(op, "grad_output", gy.shape, shape, g)
-    if g.N == 0:
-        return np.zeros(tuple(input_shape), gy.dtype)
-    gy4 = gy.reshape(g.input_shape[:2] + (-1, shape[-1]))[:, :, :g.H, :g.W]
-    gx = selector.run(op, "forward", g, gy4, w.reshape(g.weight_shape))
-    return gx.reshape(tuple(input_shape))
-
-
-def conv_transpose2d_weight_grad(gy, x, weight_shape, stride, padding, output_padding, dilation,
-                                 groups):
-    """Gradient of conv_transpose2d with respect to its weight (C, K/groups, R, S).
-
-    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
-    """
-    return _transpose_weight_grad("conv_transpose2d_weight_grad", gy, x, weight_shape, stride,
-                                  padding, output_padding, dilation, groups)
-
-
-def _transpose_weight_grad(op, gy, x, weight_shape, stride, padding, output_padding, dilation,
-                           groups):
-    gy, x = _array(gy), _array(x)
-    check_dtype(op, gy, x)
-    shape, g, crop = _transpose_problem(op, x.shape, tuple(weight_shape), stride, padding,
-                                        output_padding, dilation, groups)
-    check_shape(op, "grad_output", gy.shape, shape, g)
-    if g.N == 0:
-        return np.zeros(tuple(weight_shape), gy.dtype)
-    gy4 = gy.reshape(g.input_shape[:2] + (-1, shape[-1]))[:, :, :g.H, :g.W]
-    gw = selector.run(op, "weight", g, x.reshape(g.output_shape), gy4)
-    return gw.reshape(tuple(weight_shape))
-
-
-# ---------------------------------------------------------------------------------------- 1-d
-def _as_2d_shape(shape):
-    return (shape[0], shape[1], 1, shape[2])
-
-
-def _padding1d(padding, op):
-    if isinstance(padding, (int, np.integer)) and not isinstance(padding, bool):
-        return (int(padding),) * 2
-    p = tuple(int(v) for v in padding)
-    if len(p) == 1:
-        return p * 2
-    if len(p) != 2:
-        raise ValueError(f"{op}: padding must be an int, (p,) or (left, right), got {padding!r}")
-    return p
-
-
-def _args1d(op, stride, padding, dilation):
-    return ((1,) + pair(stride, "stride", op, 1), (0, 0) + _padding1d(padding, op),
-            (1,) + pair(dilation, "dilation", op, 1))
-
-
-def _check_rank(op, arrays, names):
-    for a, name in zip(arrays, names):
-        if np.ndim(a) != 3:
-            raise ValueError(f"{op}: expected a 3-d {name}, got shape {np.shape(a)}")
-
-
-def _squeeze(a):
-    return a.reshape(a.shape[0], a.shape[1], a.shape[3])
-
-
-def conv1d_forward(x, w, b, stride, padding, dilation, groups):
-    """y = conv1d(x, w) + b for x (N, C, L), w (K, C/groups, R), b (K,) or None.
-
-    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
-    """
-    op = "conv1d"
-    _check_rank(op, (x, w), ("input", "weight"))
-    x, w = _array(x), _array(w)
-    s, p, d = _args1d(op, stride, padding, dilation)
-    return _squeeze(_forward(op, x[:, :, None], w[:, :, None], b, s, p, d, groups))
-
-
-def conv1d_input_grad(gy, w, input_shape, stride, padding, dilation, groups):
-    """Gradient of conv1d with respect to its input (N, C, L).
-
-    Raises ValueError when ``gy`` is not the output shape of that convolution.
-    """
-    op = "conv1d_input_grad"
-    _check_rank(op, (gy, w), ("grad_output", "weight"))
-    if len(tuple(input_shape)) != 3:
-        raise ValueError(f"{op}: expected a 3-d input shape, got {tuple(input_shape)}")
-    gy, w = _array(gy), _array(w)
-    s, p, d = _args1d(op, stride, padding, dilation)
-    return _squeeze(_input_grad(op, gy[:, :, None], w[:, :, None], _as_2d_shape(input_shape),
-                                s, p, d, groups))
-
-
-def conv1d_weight_grad(gy, x, weight_shape, stride, padding, dilation, groups):
-    """Gradient of conv1d with respect to its weight (K, C/groups, R).
-
-    Raises ValueError when ``gy`` is not the output shape of that convolution.
-    """
-    op = "conv1d_weight_grad"
-    _check_rank(op, (gy, x), ("grad_output", "input"))
-    if len(tuple(weight_shape)) != 3:
-        raise ValueError(f"{op}: expected a 3-d weight shape, got {tuple(weight_shape)}")
-    gy, x = _array(gy), _array(x)
-    s, p, d = _args1d(op, stride, padding, dilation)
-    return _squeeze(_weight_grad(op, gy[:, :, None], x[:, :, None], _as_2d_shape(weight_shape),
-                                 s, p, d, groups))
-
-
-def conv_transpose1d_forward(x, w, b, stride, padding, output_padding, dilation, groups):
-    """y = conv_transpose1d(x, w) + b for x (N, C, L), w (C, K/groups, R), b (K,) or None.
-
-    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
-    """
-    op = "conv_transpose1d"
-    _check_rank(op, (x, w), ("input", "weight"))
-    return _transpose_forward(op, x, w, b, stride, padding, output_padding, dilation, groups)
-
-
-def conv_transpose1d_input_grad(gy, w, input_shape, stride, padding, output_padding, dilation,
-                                groups):
-    """Gradient of conv_transpose1d with respect to its input (N, C, L).
-
-    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
-    """
-    op = "conv_transpose1d_input_grad"
-    _check_rank(op, (gy, w), ("grad_output", "weight"))
-    return _transpose_input_grad(op, gy, w, input_shape, stride, padding, output_padding,
-                                 dilation, groups)
-
-
-def conv_transpose1d_weight_grad(gy, x, weight_shape, stride, padding, output_padding, dilation,
-                                 groups):
-    """Gradient of conv_transpose1d with respect to its weight (C, K/groups, R).
-
-    Raises ValueError when ``gy`` is not the output shape of that transposed convolution.
-    """
-    op = "conv_transpose1d_weight_grad"
-    _check_rank(op, (gy, x), ("grad_output", "input"))
-    return _transpose_weight_grad(op, gy, x, weight_shape, stride, padding, output_padding,
-                                  dilation, groups)
-
-
-def conv_output_shape(input_shape, weight_shape, stride=1, padding=0, dilation=1, groups=1,
-                      op="conv2d"):
-    """Output shape of conv2d (4-d shapes) or conv1d (3-d shapes).
-
-    Raises ValueError naming ``op``, the shapes and what does not fit.
-    """
-    input_shape, weight_shape = tuple(input_shape), tuple(weight_shape)
-    if len(input_shape) == 3 and len(weight_shape) == 3:
-        s, p, d = _args1d(op, stride, padding, dilation)
-        N, K, _, L = geometry(op, _as_2d_shape(input_shape), _as_2d_shape(weight_shape), s, p, d,
-                              groups).output_shape
-        return (N, K, L)
-    return geometry(op, input_shape, weight_shape, stride, padding, dilation, groups).output_shape
-
-
 def conv_transpose2d(x, w, b, stride, padding, output_padding, groups, dilation):
-    """torch's argument order (…, groups, dilation) onto the conv engine's (…, dilation, groups)."""
-    return conv_transpose2d_forward(x, w, b, stride, padding, output_padding, dilation, groups)
+    """y = conv_transpose2d(x, w) + b for x (N, C, H, W), w (C, K/groups, R, S), b (K,) or None,
+    in torch's argument order.
+
+    Raises ValueError for inconsistent shapes or arguments, RuntimeError for unsupported dtypes.
+    """
+    return _transpose_forward("conv_transpose2d", x, w, b, stride, padding, output_padding,
+                              dilation, groups)
