@@ -78,11 +78,11 @@ def library_info(lib):
     info = {"pid": os.getpid()}
     if lib.startswith("ember"):
         import ember
-        from ember.kernels import cpu
-        from ember.kernels.pointwise import numba_runtime
+        from ember.kernels.runtime import cpu
+        from ember.kernels.runtime import compiler
         info.update(version=getattr(ember, "__version__", "?"), threads=ember.get_num_threads(),
                     isa=cpu.isa(), host_isa=cpu.host_isa(),
-                    jit_compile=numba_runtime.compile_mode())
+                    jit_compile=compiler.compile_mode())
     elif lib == "torch":
         import torch
         info.update(version=torch.__version__, threads=torch.get_num_threads(),
@@ -96,16 +96,16 @@ def library_info(lib):
 
 def _ember_compiles():
     """(number of background compiles finished or failed so far, seconds they took)."""
-    if "ember.kernels.pointwise.numba_runtime" not in sys.modules:
+    if "ember.kernels.runtime.compiler" not in sys.modules:
         return 0, 0.0
-    from ember.kernels.pointwise import numba_runtime
-    done, failed = numba_runtime.background_compiles()
+    from ember.kernels.runtime import compiler
+    done, failed = compiler.background_compiles()
     return len(done) + len(failed), sum(s for _, s in done)
 
 
 def _wait_ember_compiles(limit):
     """Wait up to ``limit`` seconds for ember's background compile queue; True when empty."""
-    runtime = sys.modules.get("ember.kernels.pointwise.numba_runtime")
+    runtime = sys.modules.get("ember.kernels.runtime.compiler")
     queue = getattr(runtime, "_queue", None)
     if queue is None or queue.unfinished_tasks == 0:
         return True
@@ -304,8 +304,8 @@ def errors(results):
 
 
 _PROBES = {
-    "ember": "import ember, numpy, numba; from ember.kernels import cpu; "
-             "from ember.kernels.pointwise import numba_runtime as r; "
+    "ember": "import ember, numpy, numba; from ember.kernels.runtime import cpu; "
+             "from ember.kernels.runtime import compiler as r; "
              "print({'ember': getattr(ember, '__version__', '?'), "
              "'numpy': numpy.__version__, 'numba': numba.__version__, 'host_isa': cpu.host_isa(), "
              "'ember_threads': ember.get_num_threads(), 'ember_jit_compile': r.compile_mode()})",

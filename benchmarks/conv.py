@@ -195,9 +195,9 @@ def details(names, repeat=5):
     import tracemalloc
     from ember.backends import conv as settings
     from ember.kernels.conv import selector
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads, set_num_threads
-    numba_runtime.set_compile_mode("sync")   # forced algorithms compile anyway; no fallbacks
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+    compiler.set_compile_mode("sync")   # forced algorithms compile anyway; no fallbacks
     threads = get_num_threads()
     print(f"ember alone; {threads} threads (its default); ms per call, median of {repeat} rounds")
     print("\nms with each capable algorithm forced (- = cannot handle), per direction:")

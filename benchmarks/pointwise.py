@@ -170,8 +170,8 @@ def first_calls(n):
     """Seconds of each fused workload's first call in this process (compile or disk load)."""
     result = {}
     import ember.jit as jit  # noqa: F401  (imported before timing)
-    from ember.kernels.pointwise import numba_runtime
-    numba_runtime.set_compile_mode("sync")   # the first call compiles, blocking: its cost
+    from ember.kernels.runtime import compiler
+    compiler.set_compile_mode("sync")   # the first call compiles, blocking: its cost
     for name, variants in _calls("ember", n).items():
         start = time.perf_counter()
         variants["fused"]()

@@ -39,9 +39,9 @@ from ember._spectral import (bartlett_window, blackman_window, hamming_window,  
                              hann_window, istft, kaiser_window, stft)
 from ember import errors as _errors
 from ember.errors import EmberError, UnsupportedError
-from ember.kernels.memory import get_memory_reuse, set_memory_reuse
-from ember.kernels.threads import (get_conv_blas_limit, get_num_threads, set_conv_blas_limit,
-                                   set_num_threads)
+from ember.kernels.runtime.memory import get_memory_reuse, set_memory_reuse
+from ember.kernels.runtime.threads import (get_conv_blas_limit, get_num_threads,
+                                           set_conv_blas_limit, set_num_threads, set_parallel_layer)
 from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
                           manual_seed, seed, set_rng_state)
 
@@ -52,7 +52,7 @@ _importlib.import_module("ember._sorting").install(Tensor)
 _importlib.import_module("ember.linalg").install(Tensor, globals())
 _importlib.import_module("ember._breadth").install(globals(), Tensor)
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
-_importlib.import_module("ember.kernels.memory").configure_from_environment()
+_importlib.import_module("ember.kernels.runtime.memory").configure_from_environment()
 for _name in _generated.EMBER_FUNCTIONS:
     if _name not in ("var", "std", "norm", "nonzero", "index_put", "where"):
         globals()[_name] = getattr(_generated, _name)
@@ -78,9 +78,6 @@ _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serializatio
          "special", "distributions", "distributed", "signal", "multiprocessing"}
 
 
-# public functions whose module loads on first use (the pointwise engine is not imported by
-# ``import ember``); wrapped like the eager ones above and then kept in the namespace
-_LAZY_FUNCTIONS = {"set_parallel_layer": "ember.kernels.pointwise.numba_runtime"}
 _AMP_NAMES = ("autocast", "is_autocast_enabled", "get_autocast_dtype", "set_autocast_enabled",
               "set_autocast_dtype", "is_autocast_cache_enabled", "set_autocast_cache_enabled",
               "clear_autocast_cache", "autocast_increment_nesting",
@@ -97,12 +94,8 @@ def _is_submodule(name):
 def __getattr__(name):
     """PEP 562: subpackages (``ember.onnx``, ``ember.distributions``, ``ember.fft``, any
     ``ember.<module>``) and a few functions load on first attribute access."""
-    if name in _LAZY or name not in _LAZY_FUNCTIONS and _is_submodule(name):
+    if name in _LAZY or _is_submodule(name):
         return _importlib.import_module(f"ember.{name}")
-    if name in _LAZY_FUNCTIONS:
-        fn = getattr(_importlib.import_module(_LAZY_FUNCTIONS[name]), name)
-        globals()[name] = fn = _errors.public(fn) if _errors.needs_public(fn) else fn
-        return fn
     if name == "bfloat16":
         return _dtype_mod.bfloat16_dtype()
     if name in ("save", "load"):
@@ -117,4 +110,4 @@ def __getattr__(name):
 def __dir__():
     import pkgutil
     subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
-    return sorted(set(globals()) | _LAZY | set(_LAZY_FUNCTIONS) | set(_AMP_NAMES) | subs)
+    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs)

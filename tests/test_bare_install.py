@@ -85,7 +85,7 @@ def test_bare_install_runs_the_demo_without_numba(tmp_path):
     assert not _installed(py, optional), "a bare install brought optional packages"
     assert _installed(py, ("numpy", "safetensors")) == {"numpy", "safetensors"}
 
-    r = _run([py, "-c", "from ember.kernels.pointwise import numba_runtime as n; "
+    r = _run([py, "-c", "from ember.kernels.runtime import compiler as n; "
               "print(n.has_compiler())"], timeout=120, cwd=str(tmp_path))
     assert r.returncode == 0 and r.stdout.strip() == "False", r.stdout + r.stderr
 

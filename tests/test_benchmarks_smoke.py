@@ -48,7 +48,7 @@ def test_spawn_passes_the_callers_environment_unchanged(monkeypatch):
 
 
 def test_measure_waits_until_a_step_queues_no_background_compile():
-    from ember.kernels.pointwise import numba_runtime as R
+    from ember.kernels.runtime import compiler as R
     done = []
     calls = []
     seen_during_timing = []

@@ -92,7 +92,7 @@ def test_without_numba_kernels_take_their_numpy_paths(monkeypatch):
     and the fused Adam update take their NumPy paths."""
     from ember.kernels import conv as C, pool
     from ember.kernels.conv import direct, winograd
-    from ember.kernels.pointwise import numba_runtime as nr
+    from ember.kernels.runtime import compiler as nr
     from ember.optim import _fused
     r = np.random.default_rng(0)
     x = r.standard_normal((4, 6, 14, 14)).astype(np.float32)

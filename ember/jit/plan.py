@@ -38,7 +38,7 @@ from collections import OrderedDict
 import numpy as np
 
 from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
-from ember.kernels.threads import LIMITED, blas_mode
+from ember.kernels.runtime.threads import LIMITED, blas_mode
 
 __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
 
@@ -85,8 +85,8 @@ def _linalg():
 
 
 def _kernels():
-    from ember.kernels.pointwise import numba_runtime
-    if not numba_runtime.available() or numba_runtime.compile_mode() == "off":
+    from ember.kernels.runtime import compiler
+    if not compiler.available() or compiler.compile_mode() == "off":
         return None
     try:
         from ember.kernels import inference_numba
@@ -230,7 +230,7 @@ class _ConvStep:
         self.wt = np.ascontiguousarray(self.w2.T)
 
     def signatures(self, x):
-        from ember.kernels.pointwise import numba_runtime as rt
+        from ember.kernels.runtime import compiler as rt
         kn = self.kn
         col = _like(self.col_shape, self.dtype)
         z = _like(self.z_shape, self.dtype)
@@ -272,7 +272,7 @@ class _ConvStep:
 
     def mode_signatures(self, x):
         """Kernels (dispatcher, signature) the modes other than "kxp" need."""
-        from ember.kernels.pointwise import numba_runtime as rt
+        from ember.kernels.runtime import compiler as rt
         if not self.can_use_engine():
             return []
         kn = self.kn
@@ -301,18 +301,19 @@ class _ConvStep:
         return out + self.engine_signatures(x)
 
     def engine_signatures(self, x):
-        from ember.kernels.pointwise import numba_runtime as rt
+        from ember.kernels.runtime import compiler as rt
+        from ember.kernels.runtime.threads import parallel_layer
         kn = self.kn
         z = _like((self.z_shape[1], self.z_shape[0]) + self.z_shape[2:], self.dtype)
         y = _like(self.out_shape, self.dtype)
         if self.pool is not None:
             out = [(kn.nchw_pool2_epilogue, rt.signature(z, self.b, y, True, 0, 1))]
-            if rt.parallel_layer() == "tbb":
+            if parallel_layer() == "tbb":
                 out.append((kn.nchw_pool2_epilogue_runs, rt.signature(z, self.b, y, True, 2)))
             return out
         out = [(kn.nchw_epilogue, rt.signature(self.dummy, self.b, self.dummy, self.dummy,
                                                True, True, 0, 1))]
-        if rt.parallel_layer() == "tbb":
+        if parallel_layer() == "tbb":
             out.append((kn.nchw_epilogue_runs, rt.signature(self.dummy, self.b, self.dummy,
                                                             self.dummy, True, True, 2)))
         return out
@@ -334,7 +335,7 @@ class _ConvStep:
 
     def _engine_call(self, x, res):
         from ember.kernels.conv import conv2d_forward
-        from ember.kernels.pointwise import numba_runtime as rt
+        from ember.kernels.runtime.threads import tbb_parts
         g = self._fused_geometry(x)
         if g is not None:   # one pass: bias, residual and ReLU inside the kernel
             from ember.kernels.conv import selector
@@ -346,7 +347,7 @@ class _ConvStep:
         split = N > 1 and _parallel().parallel_possible()
         # the epilogue's images on TBB's workers (a prange) rather than ember's pool: LeNet's
         # first conv + bias + ReLU + pool epilogue at batch 64, serial 112 us, pool 137 us
-        parts = rt.tbb_parts(N, _parallel().threads()) if split else 0
+        parts = tbb_parts(N, _parallel().threads()) if split else 0
         kn = self.kn
         if self.pool is not None:
             if parts:
@@ -500,7 +501,7 @@ class _LinearStep:
         self.y = None if fresh else np.empty(out_shape, dtype)
 
     def signatures(self, x):
-        from ember.kernels.pointwise import numba_runtime as rt
+        from ember.kernels.runtime import compiler as rt
         y = _like(self.out_shape, self.dtype)
         if self.gemv:
             x = np.ascontiguousarray(x)
@@ -827,7 +828,7 @@ class InferencePlan:
     def ready(self):
         """Whether every kernel is compiled (queues the missing ones in the background); the
         first time they all are, each convolution step is timed both ways (``autotune``)."""
-        from ember.kernels.pointwise import numba_runtime as rt
+        from ember.kernels.runtime import compiler as rt
         sigs = list(self._sigs)
         for st, x, _ in self._tune:
             sigs += st.mode_signatures(x)

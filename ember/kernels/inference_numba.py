@@ -29,7 +29,7 @@ The arithmetic is eager's: the bias is added to the GEMM's sum, then the residua
 from numba import njit, prange
 
 from ember.kernels.gemv_numba import gemv_rows, gemv_runs  # noqa: F401 (the plan's linear steps)
-from ember.kernels.pointwise._nbhelpers import run_bounds
+from ember.kernels.runtime.nbhelpers import run_bounds
 
 
 @njit(inline="always")

@@ -3,7 +3,7 @@ import numpy as np
 
 from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
-from ember.kernels.threads import FREE, LIMITED, blas_mode
+from ember.kernels.runtime.threads import FREE, LIMITED, blas_mode
 
 # GEMMs of fewer multiply-adds than SMALL_GEMM_MACS run on one BLAS thread: a second OpenBLAS
 # thread gains little on them and, once woken, spins for ~0.1 s after its call, taking the core
@@ -91,12 +91,11 @@ def gemv_parts(w):
     """Runs of the weight's rows for ``gemv_numba.gemv_runs``: two or more when the weight
     (N, K) has GEMV_MIN_BYTES or more and more than one thread may run on Numba's TBB layer;
     else 0 (one thread would only match BLAS)."""
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads
-    n = get_num_threads()
-    if w.nbytes < GEMV_MIN_BYTES or n < 2 or numba_runtime.parallel_layer() != "tbb":
+    from ember.kernels.runtime import threads
+    n = threads.get_num_threads()
+    if w.nbytes < GEMV_MIN_BYTES or n < 2 or threads.parallel_layer() != "tbb":
         return 0
-    return numba_runtime.tbb_parts(w.shape[0], n, 1)
+    return threads.tbb_parts(w.shape[0], n, 1)
 
 
 _gemv_signatures = {}
@@ -107,7 +106,7 @@ def _gemv_linear(x, w, b):
     (N, K) of one float dtype; None when BLAS runs instead: not applicable, or the kernel could
     not run on the first call with these shapes (compiling in the background, or Numba
     unavailable). The kernel's sums and BLAS's differ in the last bits, so that first choice is
-    kept for the process (``numba_runtime.tier``)."""
+    kept for the process (``compiler.tier``)."""
     if not GEMV or x.ndim != 2 or w.ndim != 2 or x.shape[0] > GEMV_MAX_ROWS or \
             w.nbytes < GEMV_MIN_BYTES or x.dtype.kind != "f" or x.dtype != w.dtype or \
             (b is not None and b.dtype != w.dtype) or w.dtype.itemsize < 4:
@@ -115,11 +114,11 @@ def _gemv_linear(x, w, b):
     parts = gemv_parts(w)
     if not parts:
         return None
-    from ember.kernels.pointwise import numba_runtime
-    if not numba_runtime.tier(("linear", x.shape, w.shape, w.dtype.str),
+    from ember.kernels.runtime import compiler
+    if not compiler.tier(("linear", x.shape, w.shape, w.dtype.str),
                               lambda: _gemv_ready(w.dtype)):
         return None
-    nb = numba_runtime.kernel_module("ember.kernels.gemv_numba")
+    nb = compiler.kernel_module("ember.kernels.gemv_numba")
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     b = np.zeros(w.shape[0], w.dtype) if b is None else np.ascontiguousarray(b)
     y = np.empty((x.shape[0], w.shape[0]), w.dtype)
@@ -128,16 +127,16 @@ def _gemv_linear(x, w, b):
 
 
 def _gemv_ready(dtype):
-    """Whether ``gemv_numba.gemv_runs`` can run for ``dtype`` now (``numba_runtime.ready``)."""
-    from ember.kernels.pointwise import numba_runtime
-    nb = numba_runtime.kernel_module("ember.kernels.gemv_numba")
+    """Whether ``gemv_numba.gemv_runs`` can run for ``dtype`` now (``compiler.ready``)."""
+    from ember.kernels.runtime import compiler
+    nb = compiler.kernel_module("ember.kernels.gemv_numba")
     if nb is None:
         return False
     sig = _gemv_signatures.get(dtype)
     if sig is None:
         a2, a1 = np.empty((1, 1), dtype), np.empty(1, dtype)
-        sig = _gemv_signatures[dtype] = numba_runtime.signature(a2, a2, a1, a2, False, 0)
-    return numba_runtime.ready(nb.gemv_runs, sig)
+        sig = _gemv_signatures[dtype] = compiler.signature(a2, a2, a1, a2, False, 0)
+    return compiler.ready(nb.gemv_runs, sig)
 
 
 def linear(x, w, b=None):

@@ -6,7 +6,7 @@ from ember._optional import require
 from ember.errors import LinAlgError
 from ember.kernels.dtypes import promote
 from ember.kernels.errors import KernelError
-from ember.kernels.threads import FREE, blas_mode
+from ember.kernels.runtime.threads import FREE, blas_mode
 
 
 def _float(a, complex_ok=False):

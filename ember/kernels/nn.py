@@ -41,8 +41,8 @@ def _by_rows(fn, arrays, d):
     if a.size < ROWS_MIN_SIZE or d != a.ndim - 1 or \
             not all(x.flags.c_contiguous and x.shape == a.shape for x in arrays):
         return False
-    from ember.kernels import threadpool
-    from ember.kernels.threads import get_num_threads
+    from ember.kernels.runtime import threadpool
+    from ember.kernels.runtime.threads import get_num_threads
     c = a.shape[-1]
     rows = [x.reshape(-1, c) for x in arrays]
     n = rows[0].shape[0]
@@ -273,7 +273,7 @@ def _ce_numba():
     running on the compile thread (NumPy meanwhile)."""
     if not USE_NUMBA:
         return None
-    from ember.kernels.pointwise.numba_runtime import kernel_module
+    from ember.kernels.runtime.compiler import kernel_module
     return kernel_module("ember.kernels.nn_numba")
 
 
@@ -281,17 +281,17 @@ def _ce_run(name, rows, *args):
     """Run ``nn_numba``'s ``<name>_rows(rows, *args, lo, hi)`` over the rows of float32 ``rows``
     (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs NumPy.
     The kernel's sums and NumPy's differ in the last bits, so the choice made on the first call
-    with these shapes is kept for the process (``numba_runtime.tier``): the kernel when it
+    with these shapes is kept for the process (``compiler.tier``): the kernel when it
     could run then, else (not compiled yet: queued on the compile thread under "background";
     or Numba unavailable) NumPy for good. ``USE_NUMBA = False`` always runs NumPy."""
     if not USE_NUMBA:
         return False
-    from ember.kernels import threadpool
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads
+    from ember.kernels.runtime import threadpool
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, tbb_parts
     n = rows.shape[0]
     threads = get_num_threads() if rows.size >= CE_PARALLEL_SIZE else 1
-    parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(n, threads)
+    parts = 0 if threadpool.inside() else tbb_parts(n, threads)
 
     def kernel():
         nb = _ce_numba()
@@ -302,19 +302,19 @@ def _ce_run(name, rows, *args):
                             if isinstance(x, np.ndarray))
         sig = _ce_signatures.get(key)
         if sig is None:
-            sig = _ce_signatures[key] = numba_runtime.signature(rows, *args, 0) if parts else \
-                numba_runtime.signature(rows, *args, 0, 0)
+            sig = _ce_signatures[key] = compiler.signature(rows, *args, 0) if parts else \
+                compiler.signature(rows, *args, 0, 0)
         return fn, sig
 
     def choose():
         fn, sig = kernel()
-        return fn is not None and numba_runtime.ready(fn, sig)
+        return fn is not None and compiler.ready(fn, sig)
     shapes = tuple(x.shape for x in args if isinstance(x, np.ndarray))
-    if not numba_runtime.tier(("cross_entropy", name, rows.shape) + shapes, choose):
+    if not compiler.tier(("cross_entropy", name, rows.shape) + shapes, choose):
         return False
     fn, sig = kernel()
     # kept on the kernel: the variant a changed thread count needs compiles now if it must
-    numba_runtime.ready(fn, sig, force=True)
+    compiler.ready(fn, sig, force=True)
     if parts:
         fn(rows, *args, parts)
     else:
@@ -345,8 +345,8 @@ def _in_row_blocks(fn, rows):
     if rows.size < ROWS_MIN_SIZE:
         fn(0, n)
         return
-    from ember.kernels import threadpool
-    from ember.kernels.threads import get_num_threads
+    from ember.kernels.runtime import threadpool
+    from ember.kernels.runtime.threads import get_num_threads
     step = max(1, _ROW_BLOCK // max(c, 1))
 
     def chunk(lo, hi):

@@ -19,7 +19,7 @@ from llvmlite import ir
 from numba import njit, prange, types
 from numba.core.extending import intrinsic
 
-from ember.kernels.pointwise._nbhelpers import _bits_f32, expf_reduced, run_bounds, sel
+from ember.kernels.runtime.nbhelpers import _bits_f32, expf_reduced, run_bounds, sel
 
 # reassociated float sums (vector lanes) and fused multiply-adds; NaN / inf semantics kept
 _FAST = {"reassoc", "contract", "nsz"}

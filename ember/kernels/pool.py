@@ -8,7 +8,7 @@ H*W plane, first maximum wins, NaN propagates) follow torch. Errors are ValueErr
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from ember.kernels import threadpool, threads
+from ember.kernels.runtime import threadpool, threads
 from ember.kernels.lru import remembered
 from ember.kernels.opmath import in_float32
 
@@ -134,7 +134,7 @@ def _kernels():
     while its first import runs on the compile thread (NumPy meanwhile)."""
     if not USE_NUMBA:
         return None
-    from ember.kernels.pointwise.numba_runtime import kernel_module
+    from ember.kernels.runtime.compiler import kernel_module
     return kernel_module("ember.kernels.pool_numba")
 
 
@@ -142,13 +142,13 @@ _signatures = {}
 
 
 def _signature(name, *args):
-    """``numba_runtime.signature`` of a call to kernel ``name`` whose arrays are C-contiguous
+    """``compiler.signature`` of a call to kernel ``name`` whose arrays are C-contiguous
     and aligned, kept per dtype (``numba.typeof`` per call costs more than the small kernels)."""
     key = (name, args[0].dtype.str)
     sig = _signatures.get(key)
     if sig is None:
-        from ember.kernels.pointwise import numba_runtime
-        sig = _signatures[key] = numba_runtime.signature(*args)
+        from ember.kernels.runtime import compiler
+        sig = _signatures[key] = compiler.signature(*args)
     return sig
 
 
@@ -156,13 +156,13 @@ _runnable_keys = set()
 
 
 def _runnable(nb, name, *args):
-    """Whether kernel ``name`` of ``nb`` can run these arguments now (``numba_runtime.ready``),
+    """Whether kernel ``name`` of ``nb`` can run these arguments now (``compiler.ready``),
     remembered once True: its check hashes Numba types, which costs more than a small pool."""
     key = (name, args[0].dtype.str)
     if key in _runnable_keys:
         return True
-    from ember.kernels.pointwise import numba_runtime
-    ok = numba_runtime.ready(getattr(nb, name), _signature(name, *args))
+    from ember.kernels.runtime import compiler
+    ok = compiler.ready(getattr(nb, name), _signature(name, *args))
     if ok:
         _runnable_keys.add(key)
     return ok
@@ -194,13 +194,13 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
             threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
                                   min(planes, 4 * n), n)
         return y, idx
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
     n = threads.get_num_threads()
-    parts = 0 if threadpool.inside() else numba_runtime.tbb_parts(planes, n)
+    parts = 0 if threadpool.inside() else threads.tbb_parts(planes, n)
     kernel = nb.planes_parallel if parts else nb.planes
-    if not numba_runtime.ready(kernel, numba_runtime.signature(*args, 0) if parts else
-                               numba_runtime.signature(*args, 0, 0)):
+    if not compiler.ready(kernel, compiler.signature(*args, 0) if parts else
+                               compiler.signature(*args, 0, 0)):
         return None   # compiling in the background: the NumPy path (the same results) runs
     if parts:
         nb.planes_parallel(*args, parts)

@@ -13,7 +13,7 @@ bounds tests. ``scatter`` is the backward: each plane's gradients added at its a
 import numpy as np
 from numba import njit, prange
 
-from ember.kernels.pointwise._nbhelpers import run_bounds
+from ember.kernels.runtime.nbhelpers import run_bounds
 
 
 @njit(cache=True, nogil=True)

@@ -6,7 +6,7 @@ ndarrays in, ndarrays out; no Tensor, autograd or tracing here.
 import numpy as np
 
 from ember.kernels.errors import KernelError
-from ember.kernels.threads import FREE, LIMITED, blas_mode
+from ember.kernels.runtime.threads import FREE, LIMITED, blas_mode
 
 
 def _sigmoid(a):
@@ -119,7 +119,7 @@ def _kernels():
     first import is still running on the compile thread (NumPy meanwhile)."""
     if not USE_NUMBA:
         return None
-    from ember.kernels.pointwise.numba_runtime import kernel_module
+    from ember.kernels.runtime.compiler import kernel_module
     return kernel_module("ember.kernels.rnn_numba")
 
 
@@ -127,25 +127,25 @@ def _step_kernel(name, *args):
     """Kernel ``name`` of ``rnn_numba`` for these (C-contiguous, one-dtype) arrays, or None: the
     caller runs its NumPy step. The kernel's exp / tanh and NumPy's differ in the last bits, so
     the choice made on the first call with these shapes is kept for the process
-    (``numba_runtime.tier``): the kernel when it could run then, else (not compiled yet: queued
+    (``compiler.tier``): the kernel when it could run then, else (not compiled yet: queued
     on the compile thread under "background"; or Numba unavailable) NumPy for good. A layer's
     steps thus never mix the two. ``USE_NUMBA = False`` always runs NumPy."""
     arrays = [x for x in args if isinstance(x, np.ndarray)]
     dt = arrays[0].dtype
     if not USE_NUMBA or dt.kind != "f" or dt.itemsize < 4 or any(x.dtype != dt for x in arrays):
         return None
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     key = ("rnn", name, dt.str) + tuple(x.shape for x in arrays)
-    return numba_runtime.tier(key, lambda: _ready_kernel(name, args))
+    return compiler.tier(key, lambda: _ready_kernel(name, args))
 
 
 def _ready_kernel(name, args):
     nb = _kernels()
     if nb is None:
         return None
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     kernel = getattr(nb, name)
-    return kernel if numba_runtime.ready(kernel, numba_runtime.signature(*args)) else None
+    return kernel if compiler.ready(kernel, compiler.signature(*args)) else None
 
 
 def lstm_layer(gx, h0, c0, w_hh, reverse=False):

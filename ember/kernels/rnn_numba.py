@@ -20,7 +20,7 @@ backward step evaluates the NumPy step's expressions in its order (the same bits
 import numpy as np
 from numba import njit
 
-from ember.kernels.pointwise._nbhelpers import exp_f32, tanh_f32
+from ember.kernels.runtime.nbhelpers import exp_f32, tanh_f32
 
 
 @njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)

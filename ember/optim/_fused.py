@@ -37,11 +37,11 @@ def sgd_momentum_update(x, g, buf, momentum, one_m_dampening, lr):
 def usable(*arrays):
     """True when the fused update applies: large float arrays of one dtype, Numba installed
     (not imported here: see ``adam_``)."""
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     x = arrays[0]
     return (x.size >= MIN_SIZE and x.dtype.kind == "f" and x.dtype != np.float16
             and all(a.dtype == x.dtype and a.shape == x.shape for a in arrays)
-            and numba_runtime.available())
+            and compiler.available())
 
 
 def adam_(x, g, m, v, b1, b2, bc2_sqrt, eps, step_size):

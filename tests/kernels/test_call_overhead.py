@@ -134,7 +134,7 @@ def test_the_2x2_pool_split_over_threads_equals_one_chunk(monkeypatch):
     hand-over costs more than LeNet's pools) and split from there: same values and indices."""
     if pool._kernels() is None:
         pytest.skip("needs Numba")
-    from ember.kernels.threads import get_num_threads, set_num_threads
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
     x = np.random.default_rng(3).standard_normal((4, 6, 12, 12)).astype(np.float32)
     x[0, 0, :2, :2] = np.nan
     one = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)

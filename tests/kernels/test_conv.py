@@ -9,7 +9,7 @@ import pytest
 from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import im2col, parallel, selector, winograd, workspace
-from ember.kernels.threads import get_num_threads, set_num_threads
+from ember.kernels.runtime.threads import get_num_threads, set_num_threads
 
 rng = np.random.default_rng(1)
 ALGORITHMS = settings.ALGORITHMS
@@ -543,7 +543,7 @@ def test_parallel_matmul_splits(shapes, monkeypatch, threads):
 
 def test_blas_threads_restored_after_a_call():
     """The BLAS NumPy's matmul uses is held at one thread during an own-threads call and
-    restored after (a BLAS loaded later, e.g. SciPy's: tests/kernels/test_threads.py)."""
+    restored after (a BLAS loaded later, e.g. SciPy's: tests/kernels/runtime/test_threads.py)."""
     threadpoolctl = pytest.importorskip("threadpoolctl")
     numpy_blas = {c.filepath for c in parallel._controllers()}
     assert numpy_blas

@@ -8,7 +8,7 @@ import pytest
 from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct, parallel, selector
-from ember.kernels.threads import get_num_threads, set_num_threads
+from ember.kernels.runtime.threads import get_num_threads, set_num_threads
 
 
 pytestmark = pytest.mark.skipif(direct.kernels() is None, reason="needs Numba")
@@ -324,8 +324,8 @@ def test_thread_counts_give_matching_results(tbb, case, force, monkeypatch):
     """Images split over ember's pool, or (when Numba's layer is TBB) over a prange; each run
     pads its own images."""
     from ember.kernels.conv import direct
-    from ember.kernels.pointwise import numba_runtime
-    if tbb and numba_runtime.parallel_layer() != "tbb":
+    from ember.kernels.runtime import threads
+    if tbb and threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
     monkeypatch.setattr(direct, "TBB", tbb)
     calls = []
@@ -425,7 +425,7 @@ def run_forced_isa(isa, script):
     import os
     import subprocess
     import sys
-    from ember.kernels import cpu
+    from ember.kernels.runtime import cpu
     if isa not in cpu.variants():
         pytest.skip(f"this CPU executes at most {cpu.host_isa()}")
     if isa == cpu.host_isa():
@@ -445,7 +445,7 @@ def test_every_isa_variant_the_host_executes_matches_reference(isa):
 
 
 def test_forcing_a_wider_isa_than_the_host_is_an_error(monkeypatch):
-    from ember.kernels import cpu
+    from ember.kernels.runtime import cpu
     monkeypatch.setattr(cpu, "_host", "sse")
     monkeypatch.setenv("EMBER_CPU_ISA", "avx2")
     with pytest.raises(ValueError, match="EMBER_CPU_ISA=avx2: this CPU executes at most 'sse'"):

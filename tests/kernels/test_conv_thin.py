@@ -11,7 +11,7 @@ import pytest
 from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct, selector, thin
-from ember.kernels.threads import get_num_threads, set_num_threads
+from ember.kernels.runtime.threads import get_num_threads, set_num_threads
 
 sys.path.insert(0, os.path.dirname(__file__))
 import test_conv as ref  # noqa: E402  (the float64 references)
@@ -58,8 +58,8 @@ def test_forward_and_weight_match_reference(case, dtype, forced):
 @pytest.mark.parametrize("route", ["serial", "tbb", "pool"])
 def test_every_thread_route_matches_reference(route, forced, monkeypatch):
     """One thread (serial kernel), two over a TBB prange, or two over ember's pool."""
-    from ember.kernels.pointwise import numba_runtime
-    if route == "tbb" and numba_runtime.parallel_layer() != "tbb":
+    from ember.kernels.runtime import threads
+    if route == "tbb" and threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
     monkeypatch.setattr(direct, "TBB", route == "tbb")
     calls = []

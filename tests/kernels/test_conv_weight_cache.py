@@ -13,7 +13,7 @@ import ember.nn as nn
 from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import winograd
-from ember.kernels.memory import frozen_copy
+from ember.kernels.runtime.memory import frozen_copy
 
 rng = np.random.default_rng(0)
 

@@ -67,8 +67,8 @@ def test_relu_grad_engine_pass_equals_the_bit_select(dtype, monkeypatch):
     """``elementwise.relu_grad``'s one engine pass gives the bits of gt + where's bit select:
     NaN and -0.0 results give +0, the gradient's NaN, -0.0 and infinities are copied."""
     _numba()
-    from ember.kernels.pointwise import numba_runtime
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     y = np.maximum(rng.standard_normal((64, 6, 28, 28)), 0).astype(dtype)
     g = rng.standard_normal(y.shape).astype(dtype)
     y.reshape(-1)[:40:4] = [np.nan, -0.0, np.inf, -np.inf, 1e-30, 0.0, 2.0, np.nan, 3.0, 1.0]
@@ -89,8 +89,8 @@ def test_tanh_and_sigmoid_backward_engine_pass_equals_numpy(dtype, monkeypatch):
     """The one-pass engine kernels of tanh_backward / sigmoid_backward give the bits of the
     NumPy operations in the same order; a broadcast or mixed-dtype call takes the NumPy path."""
     _numba()
-    from ember.kernels.pointwise import numba_runtime
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     y = np.tanh(rng.standard_normal((300, 400))).astype(dtype)
     g = rng.standard_normal(y.shape).astype(dtype)
     y[0, :4], g[1, :4] = [np.nan, -0.0, 1.0, -1.0], [np.nan, np.inf, -0.0, 1e30]
@@ -240,7 +240,7 @@ def test_thin_forward_of_lenet_conv1_matches_torch_on_a_view(n, dtype):
 
 def test_max_pool2d_scatter_split_over_threads_equals_inline(monkeypatch):
     _numba()
-    from ember.kernels.threads import get_num_threads, set_num_threads
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
     monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
     x = rng.standard_normal((4, 6, 12, 12))
     y, idx = pool.max_pool2d_forward(x, 3, 1, 1, 1, False)     # overlapping windows
@@ -264,11 +264,11 @@ def test_linear_of_few_rows_on_the_gemv_kernel_equals_blas(dtype, rows, bias, mo
     TBB threads (when there are two); the result is BLAS's up to summation order, NaN kept."""
     _numba()
     from ember.kernels import linalg
-    from ember.kernels.pointwise import numba_runtime
-    from ember.kernels.threads import get_num_threads
-    if numba_runtime.parallel_layer() != "tbb" or get_num_threads() < 2:
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, parallel_layer
+    if parallel_layer() != "tbb" or get_num_threads() < 2:
         pytest.skip("needs Numba's TBB layer and two threads")
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     w = rng.standard_normal((301, 257)).astype(dtype)        # 301 rows: runs of 4 and a rest
     x = rng.standard_normal((rows, 257)).astype(dtype)
     x[0, 5] = np.nan

@@ -4,7 +4,7 @@ import threading
 import numpy as np
 import pytest
 
-from ember.kernels import threads
+from ember.kernels.runtime import threads
 from ember.kernels.pointwise import Expr, apply, compile_pointwise, engine, has_compiler
 
 pytestmark = pytest.mark.skipif(not has_compiler(), reason="numba not importable")
@@ -231,10 +231,10 @@ def test_thread_count_and_python_threads():
 def test_parallel_split_on_every_layout(n_threads, layer, monkeypatch):
     """Forced parallel (any size) on ember's pool and on Numba's TBB layer: contiguous,
     transposed, broadcast-row and sliced operands, in place, give the one-thread bits."""
-    from ember.kernels.pointwise import numba_runtime
-    if layer == "tbb" and numba_runtime.parallel_layer() != "tbb":
+    from ember.kernels.runtime import compiler
+    if layer == "tbb" and threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
-    monkeypatch.setattr(numba_runtime, "_layer", layer)
+    monkeypatch.setattr(compiler, "_layer", layer)
     monkeypatch.setattr(engine, "PARALLEL_MIN_NS", 0)
     monkeypatch.setattr(engine, "TBB_MIN_NS", 0)
     rng = np.random.default_rng(9)
@@ -289,13 +289,13 @@ def test_expr_validation():
 def test_no_fallback_returns_none_until_the_compiled_variant_runs(monkeypatch):
     """``fallback=False``: None below the size threshold and while the variant is not built
     (compiling off), the outputs once it is (sync)."""
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     k = compile_pointwise(Expr(("x", "y"), [("z", "mul", ("x", "y")), ("w", "sub", ("z", "y"))], ("w",)),
                           (np.float64, np.float64))
     big = np.arange(float(engine.MIN_COMPILED_SIZE))
     assert k(big[:10], big[:10], fallback=False) is None
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "off")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "off")
     assert k(big, big, fallback=False) is None
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     out = k(big, big, fallback=False)
     np.testing.assert_array_equal(out[0], big * big - big)

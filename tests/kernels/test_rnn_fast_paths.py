@@ -51,10 +51,11 @@ def _reference(gx, h0, c0, w, d_out, d_h, d_c, reverse):
 def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol, use_numba,
                                                            monkeypatch):
     if use_numba:
-        from ember.kernels.pointwise import has_compiler, numba_runtime
+        from ember.kernels.pointwise import has_compiler
+        from ember.kernels.runtime import compiler
         if not has_compiler():
             pytest.skip("numba not importable")
-        monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+        monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     else:
         monkeypatch.setattr(rnn, "USE_NUMBA", False)
     calls = []

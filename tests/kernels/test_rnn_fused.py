@@ -10,10 +10,11 @@ rng = np.random.default_rng(3)
 
 @pytest.fixture
 def sync_numba(monkeypatch):
-    from ember.kernels.pointwise import has_compiler, numba_runtime
+    from ember.kernels.pointwise import has_compiler
+    from ember.kernels.runtime import compiler
     if not has_compiler():
         pytest.skip("numba not importable")
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "sync")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     from ember.kernels import rnn_numba
     return rnn_numba
 
@@ -236,11 +237,11 @@ def uncompiled_step_kernels(monkeypatch, *names):
     numba = pytest.importorskip("numba")
     from types import SimpleNamespace
     from ember.kernels import rnn_numba
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     fresh = SimpleNamespace(**{n: numba.njit(getattr(rnn_numba, n).py_func) for n in names})
     monkeypatch.setattr(rnn, "_kernels", lambda: fresh)
-    monkeypatch.setattr(numba_runtime, "_tiers", {})
+    monkeypatch.setattr(compiler, "_tiers", {})
     queued = []
-    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(name))
-    monkeypatch.setattr(numba_runtime, "compile_mode", lambda: "background")
+    monkeypatch.setattr(compiler, "submit", lambda key, name, job: queued.append(name))
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "background")
     return fresh, queued

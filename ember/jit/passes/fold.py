@@ -5,7 +5,7 @@ import numpy as np
 
 from ember.jit.codegen import node_callable
 from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
-from ember.kernels.memory import frozen_copy
+from ember.kernels.runtime.memory import frozen_copy
 
 _MAX_GROWTH = 1 << 20  # do not materialise outputs over 1M elements larger than their inputs
 

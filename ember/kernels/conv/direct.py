@@ -40,10 +40,10 @@ def kernels():
 def supports(g, direction):
     """Whether the direct kernels can compute ``direction`` for ``g`` (Numba installed; not
     imported here: ``ready`` says whether the kernel can run now)."""
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     return (g.groups == 1 and (direction in ("forward", "weight")
                                or (direction == "input" and g.stride == (1, 1)))
-            and _kernels is not False and numba_runtime.available())
+            and _kernels is not False and compiler.available())
 
 
 _signatures = {}
@@ -51,20 +51,20 @@ _signatures = {}
 
 def ready(direction, g, dtype, force=False):
     """Whether the kernel ``forward`` / ``weight_grad`` would call for ``g`` and ``dtype`` can run
-    now (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
+    now (``compiler.ready``: compiled or loaded from the disk cache; else, under background
     compilation, queued and False, so the selector picks a NumPy / BLAS algorithm meanwhile)."""
-    from ember.kernels.pointwise import numba_runtime
-    if not force and numba_runtime.importing(__name__ + "_numba"):
+    from ember.kernels.runtime import compiler
+    if not force and compiler.importing(__name__ + "_numba"):
         return False   # Numba's first import runs on the compile thread
     if kernels() is None:
         return False
     kernel, sig = _signature(direction, g, dtype)
-    return numba_runtime.ready(kernel, sig, force)
+    return compiler.ready(kernel, sig, force)
 
 
 def _signature(direction, g, dtype):
     """(dispatcher, Numba argument types) of the call ``forward`` / ``weight_grad`` makes."""
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     parallel_ = bool(_tbb_parts(g.N))
     key = (direction, np.dtype(dtype).str, parallel_)
     sig = _signatures.get(key)
@@ -78,7 +78,7 @@ def _signature(direction, g, dtype):
             args = (a4, a2, off, a4) + (0,) * (12 if parallel_ else 13)
         else:
             args = (a4, a4, 0, 0, 0, 0, off) + (0,) * (6 if parallel_ else 7)
-        sig = _signatures[key] = numba_runtime.signature(*args)
+        sig = _signatures[key] = compiler.signature(*args)
     name = {"forward": "forward", "input": "input_grad", "weight": "weight"}[direction] + \
         ("_parallel" if parallel_ else "")
     return getattr(kernels(), name), sig
@@ -120,10 +120,10 @@ def _tbb_parts(n_images):
     """Runs of images for the ``prange`` drivers when Numba's threading layer is TBB and more
     than one thread may run (its workers take work within microseconds; ember's pool costs ~100
     us per hand-over on this VM), else 0 (split over ember's pool with ``parallel.run``)."""
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import threads
     if not TBB or not parallel.parallel_possible():
         return 0
-    return numba_runtime.tbb_parts(n_images, parallel.threads(), parallel.CHUNKS_PER_THREAD)
+    return threads.tbb_parts(n_images, parallel.threads(), parallel.CHUNKS_PER_THREAD)
 
 
 _forward_plans = {}

@@ -3,7 +3,7 @@
 Imported lazily by ``direct`` (never by ``import ember``); compiled once per dtype and cached on
 disk (cache=True). The inner loops are LLVM-level micro-kernels (``numba.extending.intrinsic``)
 that keep a block of accumulators in vector registers and issue one ``llvm.fma`` per vector (the
-vector width and tap blocks follow the host's ISA, ``ember.kernels.cpu``: 512-bit vectors and 32
+vector width and tap blocks follow the host's ISA, ``kernels.runtime.cpu``: 512-bit vectors and 32
 registers with AVX-512, 256-bit and 16 with AVX2, 128-bit otherwise; a variant forced narrower
 with ``EMBER_CPU_ISA`` is compiled without the disk cache, whose key is the host CPU only): Numba's own loops over small
 accumulator arrays were either spilled to memory or scalarised by LLVM (19-24 ms against 1.4 ms
@@ -20,8 +20,8 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
-from ember.kernels import cpu
-from ember.kernels.pointwise._nbhelpers import run_bounds
+from ember.kernels.runtime import cpu
+from ember.kernels.runtime.nbhelpers import run_bounds
 
 ISA = cpu.isa()
 VECTOR_BYTES = cpu.VECTOR_BYTES[ISA]
@@ -646,7 +646,7 @@ def weight(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, lo, hi):
 @njit(cache=CACHE, nogil=True, parallel=True)
 def forward_parallel(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, relu, parts):
     """``forward`` over all images, ``parts`` runs of images in a ``prange`` on Numba's threading
-    layer (used when it is TBB, see ``ember.kernels.pointwise.numba_runtime``)."""
+    layer (used when it is TBB, see ``ember.kernels.runtime.threads``)."""
     N = y.shape[0]
     for r in prange(parts):
         lo, hi = run_bounds(N, parts, r)

@@ -185,16 +185,16 @@ def _numba_add_runs(dtype):
     compiles)."""
     if not USE_NUMBA or dtype not in (np.float32, np.float64):
         return None
-    from ember.kernels.pointwise import numba_runtime
-    nb = numba_runtime.kernel_module(__name__ + "_numba")
+    from ember.kernels.runtime import compiler
+    nb = compiler.kernel_module(__name__ + "_numba")
     if nb is None:
         return None
     kernel = nb.add_runs
     sig = _add_runs_signatures.get(dtype)
     if sig is None:
         a3, a1, i1 = np.empty((1, 1, 1), dtype), np.empty(1, dtype), np.empty(1, np.int64)
-        sig = _add_runs_signatures[dtype] = numba_runtime.signature(a3, i1, 0, 0, 0, a1, a3)
-    return kernel if numba_runtime.ready(kernel, sig) else None
+        sig = _add_runs_signatures[dtype] = compiler.signature(a3, i1, 0, 0, 0, a1, a3)
+    return kernel if compiler.ready(kernel, sig) else None
 
 
 def _input_grad_rows(gy, w, g):

@@ -20,8 +20,9 @@ import threading
 
 import numpy as np
 
-from ember.kernels import threadpool
-from ember.kernels.threads import FREE, LIMITED, blas_controllers, blas_mode, get_num_threads
+from ember.kernels.runtime import threadpool
+from ember.kernels.runtime.threads import (FREE, LIMITED, blas_controllers, blas_mode,
+                                           get_num_threads)
 
 # Directions run with ember's own chunks (BLAS at one thread); the others call BLAS with its own
 # threads and do not chunk. See the module docstring and docs/conv.md for the measurements.
@@ -50,7 +51,7 @@ def _own():
 
 class policy:
     """Context manager for one convolution call: ``own=True`` holds the BLAS lock in the
-    ``LIMITED`` mode (every BLAS at one thread, ``ember.kernels.threads``) and lets
+    ``LIMITED`` mode (every BLAS at one thread, ``ember.kernels.runtime.threads``) and lets
     ``run``/``matmul`` split work over ember's threads; ``own=False`` holds it in the ``FREE``
     mode and runs everything inline, leaving BLAS threading to BLAS. A nested call keeps the
     mode already held (an own-threads request inside a ``FREE`` call runs inline), and the

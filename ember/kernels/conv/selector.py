@@ -208,8 +208,8 @@ def run(op, direction, g, a, b, bias=None, residual=None, relu=False):
                 f"{g.dilation}, groups {g.groups}; capable: {capable(direction, g)}")
         return _call(forced, direction, g, a, b, bias, residual, relu)
     if not settings.benchmark:
-        from ember.kernels.pointwise import numba_runtime
-        name = numba_runtime.tier(("conv2d", direction, g.key(), a.dtype.str),
+        from ember.kernels.runtime import compiler
+        name = compiler.tier(("conv2d", direction, g.key(), a.dtype.str),
                                   lambda: _heuristic_now(direction, g, a.dtype))
         return _call(name, direction, g, a, b, bias, residual, relu)
     key = (direction, g.key(), a.dtype.str)
@@ -233,7 +233,7 @@ def run(op, direction, g, a, b, bias=None, residual=None, relu=False):
 def _heuristic_now(direction, g, dtype):
     """The heuristic's algorithm, or while its compiled kernels are not ready (compiling in the
     background) the one it picks without them. Algorithms differ in the last bits, so ``run``
-    keeps this first choice per call key for the process (``numba_runtime.tier``)."""
+    keeps this first choice per call key for the process (``compiler.tier``)."""
     name, without = heuristic(direction, g), {}
     while name in ("direct", "winograd", "thin") and not _ready(name, direction, g, dtype):
         without[name + "_ok"] = False

@@ -23,18 +23,18 @@ def kernels():
     """The Numba kernel module, or None when Numba is unavailable."""
     global _kernels
     if _kernels is None:
-        from ember.kernels.pointwise import numba_runtime
+        from ember.kernels.runtime import compiler
         _kernels = False
-        if numba_runtime.has_compiler():
+        if compiler.has_compiler():
             from . import thin_numba
             _kernels = thin_numba
     return _kernels or None
 
 
 def supports(g, direction):
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     return (direction in ("forward", "weight") and g.groups == 1 and g.stride == (1, 1)
-            and _kernels is not False and numba_runtime.available())
+            and _kernels is not False and compiler.available())
 
 
 def _parts(n_images):
@@ -47,8 +47,8 @@ def ready(dtype, n_images=1, direction="forward"):
     """Whether the kernel ``forward`` / ``weight_grad`` calls for ``n_images`` images can run
     ``dtype`` now (compiled or in the disk cache); else, under background compilation, it is
     queued and the selector picks another algorithm meanwhile."""
-    from ember.kernels.pointwise import numba_runtime
-    if numba_runtime.importing(__name__ + "_numba") or kernels() is None:
+    from ember.kernels.runtime import compiler
+    if compiler.importing(__name__ + "_numba") or kernels() is None:
         return False
     parallel_ = bool(_parts(n_images))
     key = (direction, np.dtype(dtype).str, parallel_)
@@ -58,10 +58,10 @@ def ready(dtype, n_images=1, direction="forward"):
         tail = (0,) * (5 if parallel_ else 6)
         args = ((a4, a2, np.empty(1, dtype), off, a4) + tail if direction == "forward"
                 else (a4, a4, off) + tail)
-        sig = _signatures[key] = numba_runtime.signature(*args)
+        sig = _signatures[key] = compiler.signature(*args)
     name = ("rows_forward" if direction == "forward" else "rows_weight") + \
         ("_parallel" if parallel_ else "")
-    return numba_runtime.ready(getattr(_kernels, name), sig)
+    return compiler.ready(getattr(_kernels, name), sig)
 
 
 def forward(x, w, g, bias=None):

@@ -8,7 +8,7 @@ padded input and one broadcast weight per channel feed KB*V FMAs, so it is bound
 units, not by loads and stores (the first version added one tap at a time into rows of an
 accumulator in memory: two loads and a store per FMA, 0.62 ms against this kernel's ~0.2 ms for
 LeNet's first layer on one thread). V and ``MAX_K`` follow the host's registers
-(``ember.kernels.cpu``). Every product is one exact FMA in a fixed tap order, so results do not
+(``kernels.runtime.cpu``). Every product is one exact FMA in a fixed tap order, so results do not
 depend on the schedule.
 """
 import numpy as np
@@ -19,7 +19,7 @@ from numba.extending import intrinsic
 from ember.kernels.conv.direct_numba import (CACHE, I64, REGISTERS, VECTOR_BYTES, _at,
                                              _broadcast, _data, _fma, _loop, _vector,
                                              _vload, _vstore)
-from ember.kernels.pointwise._nbhelpers import run_bounds
+from ember.kernels.runtime.nbhelpers import run_bounds
 
 # KB*V accumulators, V input vectors and a broadcast fit the vector registers: 6*4 + 4 + 1 of 32
 # with AVX-512, 6*2 + 2 + 1 of 16 otherwise.

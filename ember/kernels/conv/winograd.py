@@ -75,12 +75,12 @@ _signatures = {}
 
 def ready(direction, dtype):
     """Whether the Numba transforms ``direction`` uses can run for ``dtype`` now
-    (``numba_runtime.ready``: compiled or loaded from the disk cache; else, under background
+    (``compiler.ready``: compiled or loaded from the disk cache; else, under background
     compilation, queued and False, so the selector picks another algorithm meanwhile). True
     without Numba (the NumPy transforms run); False while Numba's first import runs on the
     compile thread."""
-    from ember.kernels.pointwise import numba_runtime
-    if USE_NUMBA and numba_runtime.importing(__name__ + "_numba"):
+    from ember.kernels.runtime import compiler
+    if USE_NUMBA and compiler.importing(__name__ + "_numba"):
         return False
     nb = kernels()
     if nb is None:
@@ -90,7 +90,7 @@ def ready(direction, dtype):
              ("input_transform", "output_transform", "weight_transform"))
     ok = True
     for name in names:
-        ok = numba_runtime.ready(getattr(nb, name), _signature(name, dtype)) and ok
+        ok = compiler.ready(getattr(nb, name), _signature(name, dtype)) and ok
     return ok
 
 
@@ -99,14 +99,14 @@ def _signature(name, dtype):
     key = (name, np.dtype(dtype).str)
     sig = _signatures.get(key)
     if sig is None:
-        from ember.kernels.pointwise import numba_runtime
+        from ember.kernels.runtime import compiler
         a1, a2, a3, a4 = (np.empty((0,) * n, dtype) for n in (1, 2, 3, 4))
         args = {"input_transform": (a4, 0, 0, 0, 0, a3, a1, 0, 0, 0, 0, 0),
                 "output_transform": (a3, 0, 0, a4, a1, 0, 0, 0, 0, 0),
                 "grad_output_transform": (a4, 0, 0, a3, a1, 0, 0, 0),
                 "weight_transform": (a4, a2, 0, False, a1, 0, 0),
                 "weight_transform_adjoint": (a2, a4, a1, 0, 0)}[name]
-        sig = _signatures[key] = numba_runtime.signature(*args)
+        sig = _signatures[key] = compiler.signature(*args)
     return sig
 
 
@@ -116,7 +116,7 @@ _cache = {}   # id(weight) -> (weakref to it, groups, U) for immutable weights
 def immutable(a):
     """True when nothing can ever write ``a``'s memory: every array down ``a``'s ``base`` chain is
     read-only and owns no memory, and the chain ends in a ``bytes`` object (NumPy refuses
-    ``setflags(write=True)`` on arrays over it; ``ember.kernels.memory.frozen_copy`` makes one).
+    ``setflags(write=True)`` on arrays over it; ``runtime.memory.frozen_copy`` makes one).
     A read-only array that owns its memory is not immutable: ``setflags(write=True)`` makes it
     writeable again, and so is any view of it."""
     while isinstance(a, np.ndarray):

@@ -15,9 +15,9 @@ def usable(x, b):
     """Whether ``add_scaled_`` applies: float x of MIN_SIZE elements or more, b an array of x's
     dtype and no more dimensions (the caller has checked that b broadcasts to x's shape), Numba
     installed (not imported here)."""
-    from ember.kernels.pointwise import numba_runtime
+    from ember.kernels.runtime import compiler
     return (x.size >= MIN_SIZE and x.dtype.kind == "f" and x.dtype.itemsize >= 4
-            and b.dtype == x.dtype and b.ndim <= x.ndim and numba_runtime.available())
+            and b.dtype == x.dtype and b.ndim <= x.ndim and compiler.available())
 
 
 def add_scaled_(x, b, alpha):

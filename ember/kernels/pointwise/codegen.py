@@ -2,8 +2,8 @@
 
 The serial kernel runs tasks ``task_lo <= t < task_hi``; task ``t`` covers row ``t // nchunks`` of
 the collapsed outer dimensions and chunk ``t % nchunks`` of the innermost one; the engine splits the
-tasks over ember's own threads (``ember.kernels.threadpool``). The parallel kernel (when Numba runs
-on its TBB threading layer, see ``numba_runtime``) takes all ``ntasks`` tasks and a run count and
+tasks over ember's own threads (``kernels.runtime.threadpool``). The parallel kernel (when Numba runs
+on its TBB threading layer, see ``runtime.threads``) takes all ``ntasks`` tasks and a run count and
 executes the runs in a ``prange``, each run a call of the same loop body (``tasks``). Each array
 operand is a flat
 1-d buffer with an element offset and element strides; its innermost stride is specialised at
@@ -171,7 +171,7 @@ def kernel_source(typing, out_dtypes, classes, aliases, parallel=False):
         "import math",
         "import numpy as np",
         "from numba import njit, prange, types as nt",
-        "from ember.kernels.pointwise._nbhelpers import exp_f32, f2h, floordiv_float, h2f, rf16, sel, tanh_f32",
+        "from ember.kernels.runtime.nbhelpers import exp_f32, f2h, floordiv_float, h2f, rf16, sel, tanh_f32",
         "",
     ]
     task_params = ", ".join(["task_lo", "task_hi"] + common + operands)

@@ -6,9 +6,9 @@ import threading
 
 import numpy as np
 
-from .. import threadpool, threads
+from ember.kernels.runtime import compiler, diskcache, threadpool, threads
 from ..lru import LRUCache
-from . import codegen, diskcache, numba_runtime
+from . import codegen
 from .collapse import collapse_dims, iteration_order
 from .expr import Expr, infer_typed
 from .numpy_eval import NumpyPlan
@@ -27,7 +27,7 @@ MIN_WARM_SIZE = 1 << 11
 # bias+ReLU 0.14 vs 0.17 ms (estimate 0.13 ms), Adam 0.44 vs 0.34 ms (0.57), tanh-GELU 1.15
 # vs 0.58 ms (1.02); at 2^18: Adam 0.15 vs 0.19 ms, GELU 0.26 vs 0.22 ms.
 PARALLEL_MIN_NS = 250_000
-# The same threshold on Numba's TBB layer (``numba_runtime.parallel_layer``), whose workers take
+# The same threshold on Numba's TBB layer (``threads.parallel_layer``), whose workers take
 # work within microseconds: bias+ReLU at 1e6 elements 0.09 ms on one thread, 0.05 on two.
 TBB_MIN_NS = 40_000
 ARRAY_NS, CHEAP_NS, MID_NS, TRANSCENDENTAL_NS = 0.03, 0.02, 0.06, 0.8
@@ -259,10 +259,10 @@ class PointwiseKernel:
         tiered = backend is None
         if backend is None:
             threshold = MIN_WARM_SIZE if self._variants else MIN_COMPILED_SIZE
-            backend = "numba" if size >= threshold and not numba_runtime.importing("numba") \
-                and numba_runtime.has_compiler() else "numpy"
+            backend = "numba" if size >= threshold and not compiler.importing("numba") \
+                and compiler.has_compiler() else "numpy"
         elif backend == "numba":
-            if not numba_runtime.has_compiler():
+            if not compiler.has_compiler():
                 raise RuntimeError("pointwise: backend='numba' asked for but numba cannot be imported")
         elif backend != "numpy":
             raise ValueError(f"pointwise: backend must be None, 'numba' or 'numpy', got {backend!r}")
@@ -315,7 +315,7 @@ class PointwiseKernel:
 
     def _run_compiled(self, inputs, arrays, outs, shape, fresh, tiered=False):
         """Run the compiled variant for these operands; return False without touching ``outs``
-        when ``tiered`` and the variant is not built yet under ``numba_runtime.compile_mode()``
+        when ``tiered`` and the variant is not built yet under ``compiler.compile_mode()``
         "background" (its compile is queued) or "off"."""
         writes = []
         aliases = (-1,) * len(arrays)
@@ -361,7 +361,7 @@ class PointwiseKernel:
         size = math.prod(cshape)
         inner = cshape[-1]
         rows = size // inner
-        tbb = numba_runtime.parallel_layer() == "tbb"
+        tbb = threads.parallel_layer() == "tbb"
         cost = size * self.ns_per_element
         n_threads = 1 if cost < (TBB_MIN_NS if tbb else PARALLEL_MIN_NS) else _thread_count()
         runs = n_threads * RUNS_PER_THREAD if n_threads > 1 else 1
@@ -373,11 +373,11 @@ class PointwiseKernel:
         key = (tuple(o.dtype for o in targets), classes, aliases, parallel and tbb)
         fn = self._variants.get(key)
         if fn is None:
-            mode = numba_runtime.compile_mode() if tiered else "sync"
+            mode = compiler.compile_mode() if tiered else "sync"
             if mode == "off":
                 return False
             if mode == "background":
-                numba_runtime.submit((id(self), key), "pointwise kernel",
+                compiler.submit((id(self), key), "pointwise kernel",
                                      lambda: self._compile(key))
                 return False
             fn = self._compile(key)
@@ -385,7 +385,7 @@ class PointwiseKernel:
         if not parallel:
             fn(0, ntasks, *common, *buffers)
         elif tbb:
-            numba_runtime.sync_threads(n_threads)
+            threads.sync_threads(n_threads)
             fn(*common, ntasks, min(runs, ntasks), *buffers)
         else:
             threadpool.run_chunks(lambda t0, t1: fn(t0, t1, *common, *buffers), ntasks,
@@ -399,7 +399,7 @@ class PointwiseKernel:
             fn = self._variants.get(key)
             if fn is None:
                 source = codegen.kernel_source(self.typing, *key)
-                module = diskcache.load_source(source, numba_runtime.numba_module().__version__)
+                module = diskcache.load_source(source, compiler.numba_module().__version__)
                 self._modules.append(module)
                 fn = self._variants[key] = module.kernel
         return fn

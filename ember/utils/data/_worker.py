@@ -240,7 +240,7 @@ def worker_loop(spec, index_queue, result_conn, done_event, worker_id, num_worke
         iterable, dataset, auto_collation, collate_fn, drop_last, fast, init_fn = spec
         # one thread per worker, as torch's workers (ember's loops and BLAS): N workers with
         # the parent's count each would oversubscribe the cores
-        from ember.kernels.threads import set_num_threads
+        from ember.kernels.runtime.threads import set_num_threads
         set_num_threads(1)
         seed = _seed_worker(base_seed, worker_id)
         _worker_info = WorkerInfo(worker_id, num_workers, seed, dataset)

@@ -124,7 +124,7 @@ def cache_dir():
 def _helpers_hash():
     global _helpers_digest
     if _helpers_digest is None:
-        helpers = os.path.join(os.path.dirname(__file__), "_nbhelpers.py")
+        helpers = os.path.join(os.path.dirname(__file__), "nbhelpers.py")
         with open(helpers, "rb") as f:
             _helpers_digest = hashlib.sha256(f.read()).hexdigest()
     return _helpers_digest

@@ -11,7 +11,8 @@ import pytest
 
 import ember
 from ember.kernels import conv as C
-from ember.kernels import linalg, threadpool, threads
+from ember.kernels import linalg
+from ember.kernels.runtime import threadpool, threads
 from ember.kernels.conv import parallel
 
 HARD_TIMEOUT = 60   # seconds before a blocked thread counts as a hang (normal runs take < 2 s)
@@ -320,7 +321,7 @@ def test_concurrent_kernels_while_the_thread_count_changes(restore_threads, monk
 
 
 def test_environment_switches_apply_at_import():
-    code = ("import ember; from ember.kernels.pointwise import numba_runtime as r; "
+    code = ("import ember; from ember.kernels.runtime import threads as r; "
             "print(ember.get_memory_reuse(), ember.get_conv_blas_limit(), r._requested)")
     env = {**os.environ, "EMBER_MEMORY_REUSE": "0", "EMBER_CONV_BLAS_LIMIT": "0",
            "EMBER_THREADING_LAYER": "pool"}
@@ -330,28 +331,27 @@ def test_environment_switches_apply_at_import():
 
 
 def test_parallel_layer_switch():
-    from ember.kernels.pointwise import numba_runtime
     with pytest.raises(ValueError, match="set_parallel_layer"):
         ember.set_parallel_layer("omp")
-    before = numba_runtime._requested
+    before = threads._requested
     try:
         ember.set_parallel_layer("pool")
-        assert numba_runtime.parallel_layer() == "pool"
+        assert threads.parallel_layer() == "pool"
     finally:
         ember.set_parallel_layer(before)
 
 
 def test_a_parallel_kernels_first_compile_starts_embers_threading_layer():
-    """Compiling a ``parallel=True`` kernel through ``numba_runtime.ready`` before any other
+    """Compiling a ``parallel=True`` kernel through ``compiler.ready`` before any other
     parallel work starts ember's layer (TBB), not Numba's default (OpenMP): otherwise every
     ``prange`` of the process would run there and the TBB-only paths would turn off."""
-    from ember.kernels.pointwise import numba_runtime
-    if numba_runtime.parallel_layer() != "tbb":
+    if threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
     code = (
         "import numba, numpy as np\n"
         "from numba import njit, prange\n"
-        "from ember.kernels.pointwise import numba_runtime as rt\n"
+        "from ember.kernels.runtime import compiler as rt\n"
+        "from ember.kernels.runtime.threads import parallel_layer\n"
         "@njit(parallel=True)\n"
         "def k(a):\n"
         "    for i in prange(a.shape[0]):\n"
@@ -359,7 +359,7 @@ def test_a_parallel_kernels_first_compile_starts_embers_threading_layer():
         "a = np.zeros(4)\n"
         "assert rt.ready(k, rt.signature(a), force=True)\n"
         "k(a)\n"
-        "print(numba.threading_layer(), rt.parallel_layer())\n")
+        "print(numba.threading_layer(), parallel_layer())\n")
     env = {k: v for k, v in os.environ.items()
            if k not in ("NUMBA_THREADING_LAYER", "EMBER_THREADING_LAYER")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env,
@@ -374,7 +374,7 @@ def test_fork_while_other_threads_hold_the_blas_lock_and_the_pool():
     code = """
         import os, threading, numpy as np
         import ember
-        from ember.kernels import threadpool, threads
+        from ember.kernels.runtime import threadpool, threads
         ember.set_num_threads(2)
         assert threadpool.run_chunks(lambda lo, hi: hi - lo, 8, 4, 2) == [2, 2, 2, 2]
         held, release = threading.Event(), threading.Event()

@@ -8,7 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from ember.kernels.pointwise import Expr, compile_pointwise, diskcache, engine
+from ember.kernels.pointwise import Expr, compile_pointwise, engine
+from ember.kernels.runtime import diskcache
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX ownership and modes")
 

@@ -2,7 +2,7 @@
 
 Convolution chunks (GEMMs and Numba kernels) run here; compiled loops that need no Python between
 chunks (pointwise kernels, the direct convolution, max pooling) run on Numba's TBB layer when it
-is available (``ember.kernels.pointwise.numba_runtime``) and here otherwise. Never an OpenMP pool:
+is available (``ember.kernels.runtime.threads``) and here otherwise. Never an OpenMP pool:
 OpenMP and OpenBLAS threads spin-wait when idle, and on a machine with few cores a spinning pool
 next to another pool's working threads halves both (measured here: a GEMM followed by a Numba
 OpenMP pointwise kernel 5-10x slower than the two alone). Pool workers here block on a queue

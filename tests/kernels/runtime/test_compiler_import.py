@@ -6,10 +6,10 @@ SciPy for Numba's BLAS check: 0.5-1 s)."""
 import numpy as np
 import pytest
 
-from ember.kernels.pointwise import numba_runtime
-from tests.kernels.test_first_call import run_cold
+from ember.kernels.runtime import compiler
+from tests.kernels.runtime.test_compiler import run_cold
 
-pytestmark = pytest.mark.skipif(not numba_runtime.has_compiler(), reason="needs Numba")
+pytestmark = pytest.mark.skipif(not compiler.has_compiler(), reason="needs Numba")
 
 
 def test_first_conv_and_pool_leave_the_numba_import_to_the_compile_thread():
@@ -30,7 +30,7 @@ def test_first_conv_and_pool_leave_the_numba_import_to_the_compile_thread():
                 return spec
         sys.meta_path.insert(0, Spy())
         from ember.kernels import conv as C, pool
-        from ember.kernels.pointwise import numba_runtime as nr
+        from ember.kernels.runtime import compiler as nr
         r = np.random.default_rng(0)
         x = r.standard_normal((64, 6, 14, 14)).astype(np.float32)
         w = r.standard_normal((16, 6, 5, 5)).astype(np.float32)
@@ -52,19 +52,19 @@ def test_first_conv_and_pool_leave_the_numba_import_to_the_compile_thread():
 
 def test_first_disk_cache_load_is_queued_later_ones_load_at_once(monkeypatch):
     import numba
-    previous = numba_runtime.set_compile_mode("background")
+    previous = compiler.set_compile_mode("background")
     try:
-        monkeypatch.setattr(numba_runtime, "_in_disk_cache", lambda d, s: True)
-        monkeypatch.setattr(numba_runtime, "_numba_warm", False)
+        monkeypatch.setattr(compiler, "_in_disk_cache", lambda d, s: True)
+        monkeypatch.setattr(compiler, "_numba_warm", False)
         first = numba.njit(lambda a: a + 1.0)
-        sig = numba_runtime.signature(np.zeros(3))
-        assert not numba_runtime.ready(first, sig)      # queued, not loaded on this thread
-        numba_runtime.wait_compiles()
-        assert sig in first.overloads and numba_runtime._numba_warm
+        sig = compiler.signature(np.zeros(3))
+        assert not compiler.ready(first, sig)      # queued, not loaded on this thread
+        compiler.wait_compiles()
+        assert sig in first.overloads and compiler._numba_warm
         second = numba.njit(lambda a: a * 2.0)
-        assert numba_runtime.ready(second, sig) and sig in second.overloads  # loaded now
+        assert compiler.ready(second, sig) and sig in second.overloads  # loaded now
     finally:
-        numba_runtime.set_compile_mode(previous)
+        compiler.set_compile_mode(previous)
 
 
 def test_fused_adam_runs_numpy_while_its_kernel_compiles(monkeypatch):
@@ -77,8 +77,8 @@ def test_fused_adam_runs_numpy_while_its_kernel_compiles(monkeypatch):
     # the compile thread's jobs run here when the test says (a disk-cache hit on that thread
     # would otherwise race the check that the first call did not compile)
     queued = []
-    monkeypatch.setattr(numba_runtime, "submit", lambda key, name, job: queued.append(job))
-    previous = numba_runtime.set_compile_mode("background")
+    monkeypatch.setattr(compiler, "submit", lambda key, name, job: queued.append(job))
+    previous = compiler.set_compile_mode("background")
     try:
         r = np.random.default_rng(0)
         x, g = r.standard_normal((2, 1 << 16))
@@ -100,4 +100,4 @@ def test_fused_adam_runs_numpy_while_its_kernel_compiles(monkeypatch):
         for first, compiled in zip(*runs):
             np.testing.assert_allclose(first, compiled, rtol=1e-12, atol=1e-15)
     finally:
-        numba_runtime.set_compile_mode(previous)
+        compiler.set_compile_mode(previous)

@@ -9,9 +9,9 @@ import textwrap
 import numpy as np
 import pytest
 
-from ember.kernels.pointwise import numba_runtime
+from ember.kernels.runtime import compiler
 
-pytestmark = pytest.mark.skipif(not numba_runtime.has_compiler(), reason="needs Numba")
+pytestmark = pytest.mark.skipif(not compiler.has_compiler(), reason="needs Numba")
 
 
 def run_cold(code, timeout=300, then=None, **env):
@@ -36,7 +36,7 @@ def test_cold_max_pool_runs_numpy_while_compiling_then_switches():
         import threading, numpy as np
         from numba.core import event
         from ember.kernels import pool, pool_numba
-        from ember.kernels.pointwise import numba_runtime as nr
+        from ember.kernels.runtime import compiler as nr
         main = threading.get_ident()
         on_main = []
         class L(event.Listener):
@@ -66,7 +66,7 @@ def test_background_compile_never_keeps_the_process_from_exiting():
     out = run_cold("""
         import numpy as np
         from ember.kernels import pool
-        from ember.kernels.pointwise import numba_runtime as nr
+        from ember.kernels.runtime import compiler as nr
         x = np.zeros((8, 6, 28, 28), np.float32)
         pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
         assert nr._pending, "a compile should be queued"
@@ -78,16 +78,16 @@ def test_background_compile_never_keeps_the_process_from_exiting():
 @pytest.fixture(autouse=True)
 def fresh_tiers():
     """Tests here swap kernels' readiness: each starts and ends with no tier kept."""
-    numba_runtime.forget_tiers()
+    compiler.forget_tiers()
     yield
-    numba_runtime.forget_tiers()
+    compiler.forget_tiers()
 
 
 @pytest.fixture
 def mode():
-    previous = numba_runtime.compile_mode()
-    yield numba_runtime.set_compile_mode
-    numba_runtime.set_compile_mode(previous)
+    previous = compiler.compile_mode()
+    yield compiler.set_compile_mode
+    compiler.set_compile_mode(previous)
 
 
 _made = [0]
@@ -112,7 +112,7 @@ def test_pointwise_background_then_compiled(mode):
     b = np.linspace(2, -1, 1 << 15)
     first = k(a, b)[0]
     assert not k._variants   # NumPy ran; the compile is queued
-    numba_runtime.wait_compiles()
+    compiler.wait_compiles()
     second = k(a, b)[0]
     assert len(k._variants) == 1
     np.testing.assert_allclose(second, np.tanh((a + b) * (a - b)) * c, rtol=1e-12, atol=1e-15)
@@ -132,12 +132,12 @@ def test_off_never_compiles_and_explicit_backend_still_does(mode):
 def test_modes_are_validated(mode, monkeypatch):
     with pytest.raises(ValueError, match="set_compile_mode: expected one of"):
         mode("lazy")
-    monkeypatch.setattr(numba_runtime, "_mode", None)
+    monkeypatch.setattr(compiler, "_mode", None)
     monkeypatch.setenv("EMBER_JIT_COMPILE", "later")
     with pytest.raises(ValueError, match="EMBER_JIT_COMPILE: expected one of"):
-        numba_runtime.compile_mode()
+        compiler.compile_mode()
     monkeypatch.setenv("EMBER_JIT_COMPILE", "sync")
-    assert numba_runtime.compile_mode() == "sync"
+    assert compiler.compile_mode() == "sync"
 
 
 def test_selector_runs_a_blas_algorithm_while_direct_compiles(monkeypatch):
@@ -167,16 +167,16 @@ def test_direct_readiness_checks_the_signature_its_call_compiles(direction, tbb,
     its fallback for good."""
     from ember.kernels import conv as C
     from ember.kernels.conv import direct
-    from ember.kernels.threads import get_num_threads, set_num_threads
+    from ember.kernels.runtime.threads import get_num_threads, parallel_layer, set_num_threads
     if direct.kernels() is None:
         pytest.skip("needs Numba")
-    if tbb and numba_runtime.parallel_layer() != "tbb":
+    if tbb and parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
     monkeypatch.setattr(direct, "TBB", tbb)
     seen = []
     for name in ("forward", "weight", "forward_parallel", "weight_parallel"):
         def spy(*a, fn=getattr(direct.kernels(), name), name=name):
-            seen.append((name, numba_runtime.signature(*a)))
+            seen.append((name, compiler.signature(*a)))
             return fn(*a)
         monkeypatch.setattr(direct.kernels(), name, spy)
     before = get_num_threads()
@@ -211,7 +211,7 @@ def test_winograd_readiness_checks_the_signatures_its_calls_compile(direction, s
     seen = []
     for name in ("input_transform", "output_transform", "grad_output_transform"):
         def spy(*a, fn=getattr(nb, name), name=name):
-            seen.append((name, numba_runtime.signature(*a)))
+            seen.append((name, compiler.signature(*a)))
             return fn(*a)
         monkeypatch.setattr(nb, name, spy)
     monkeypatch.setattr(settings, "algorithm", "winograd")
@@ -237,20 +237,20 @@ def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(directio
     ready)."""
     from ember.kernels import conv as C
     from ember.kernels.conv import direct, selector
-    from ember.kernels.threads import get_num_threads, set_num_threads
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
     if direct.kernels() is None:
         pytest.skip("needs Numba")
     checked, called = [], []
-    real_ready = numba_runtime.ready
+    real_ready = compiler.ready
 
     def ready(dispatcher, sig, force=False):
         if not force:
             checked.append((dispatcher.kernel_name, sig))
         return real_ready(dispatcher, sig, force)
-    monkeypatch.setattr(numba_runtime, "ready", ready)
+    monkeypatch.setattr(compiler, "ready", ready)
     for name in ("forward", "weight", "forward_parallel", "weight_parallel"):
         def spy(*a, fn=getattr(direct.kernels(), name), name=name):
-            called.append((name, numba_runtime.signature(*a)))
+            called.append((name, compiler.signature(*a)))
             return fn(*a)
         spy.kernel_name = name
         monkeypatch.setattr(direct.kernels(), name, spy)
@@ -276,7 +276,7 @@ def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(directio
 _FORK_PRELUDE = """
     import os, sys, numpy as np
     import ember, ember.nn.functional as F
-    from ember.kernels.pointwise import numba_runtime as nr
+    from ember.kernels.runtime import compiler as nr
     ember.set_num_threads(2)
     rng = np.random.default_rng(0)
     x = ember.tensor(rng.standard_normal((8, 16, 28, 28)).astype(np.float32))
@@ -350,12 +350,12 @@ def test_fork_while_compiling_is_safe(how, during):
 # kernel compiled in the background (im2col for the direct convolution, NumPy steps for the LSTM
 # and GRU kernels, NumPy rows for cross_entropy's, BLAS for the GEMV kernel) gave other bits once
 # the kernel was ready (conv2d (8,16,28,28): 21,938 of 200,704 outputs, up to 2.4e-6). Each call
-# keeps the tier of its first call (numba_runtime.tier); a shape first seen once the kernel is
+# keeps the tier of its first call (compiler.tier); a shape first seen once the kernel is
 # ready runs it.
 _SAME_BITS = """
     import numpy as np
     import ember, ember.nn as nn, ember.nn.functional as F
-    from ember.kernels.pointwise import numba_runtime as nr
+    from ember.kernels.runtime import compiler as nr
     ember.set_num_threads(2)
     rng = np.random.default_rng(0)
     used = []
@@ -435,7 +435,7 @@ def test_a_later_process_loads_the_kernels_an_earlier_one_compiled_on_first_use(
     the direct kernels, loaded machine)."""
     first = """
         import ember, ember.nn.functional as F
-        from ember.kernels.pointwise import numba_runtime as nr
+        from ember.kernels.runtime import compiler as nr
         nr.set_compile_mode("sync")
         F.conv2d(ember.randn(8, 16, 28, 28), ember.randn(16, 16, 3, 3))
     """
@@ -456,9 +456,9 @@ def test_fork_after_numba_tbb_threads_ran():
     out = run_cold("""
         import os, numpy as np
         import ember, ember.nn.functional as F
-        from ember.kernels.pointwise import numba_runtime as nr
+        from ember.kernels.runtime.threads import parallel_layer
         ember.set_num_threads(2)
-        if nr.parallel_layer() != "tbb":
+        if parallel_layer() != "tbb":
             print("ok")
             raise SystemExit
         x, k = ember.randn(64, 6, 14, 14), ember.randn(16, 6, 5, 5)

@@ -1,4 +1,4 @@
-"""The straight-line float32 exp and tanh the Numba kernels share (``_nbhelpers``): against
+"""The straight-line float32 exp and tanh the Numba kernels share (``nbhelpers``): against
 float64 NumPy over a dense sweep, the range ends and the special values."""
 import numpy as np
 import pytest
@@ -6,7 +6,7 @@ import pytest
 pytest.importorskip("numba")
 from numba import njit  # noqa: E402
 
-from ember.kernels.pointwise._nbhelpers import exp_f32, tanh_f32  # noqa: E402
+from ember.kernels.runtime.nbhelpers import exp_f32, tanh_f32  # noqa: E402
 
 
 @njit(cache=False)

@@ -1,8 +1,9 @@
-"""Process-wide thread settings: ember's thread count and the BLAS libraries' threads.
+"""Process-wide thread settings: ember's thread count, the BLAS libraries' threads, and which
+threads run ember's parallel compiled kernels (Numba's TBB layer or ember's pool).
 
 ``set_num_threads(n)`` sets the thread count of ember's own parallel loops
-(``ember.kernels.threadpool``: convolution chunks, compiled pointwise kernels, pooling) and of
-every BLAS library in the process that threadpoolctl can see (imported lazily, optional).
+(``ember.kernels.runtime.threadpool``: convolution chunks, compiled pointwise kernels, pooling)
+and of every BLAS library in the process that threadpoolctl can see (imported lazily, optional).
 
 BLAS thread counts are process-wide: OpenBLAS's pthreads build (what NumPy and SciPy wheels
 ship) has one count for the whole process (``openblas_set_num_threads_local`` sets that same
@@ -29,12 +30,29 @@ threads.
 The BLAS libraries are found again (threadpoolctl's controller is rebuilt) whenever modules have
 been imported since the last look, so a BLAS loaded after ember (SciPy's own OpenBLAS) is limited
 too and gets the count set by ``set_num_threads``.
+
+Parallel compiled kernels run on Numba's TBB threading layer when the ``tbb`` package is
+installed (``parallel_layer() == "tbb"``), else as serial ``nogil`` kernels split over ember's
+own pool (``"pool"``). Measured on the project's 2-core VM, bias+ReLU over 1e6 float32 elements:
+one thread 0.09 ms; TBB 0.05 ms; ember's pool 0.17 ms (waking a blocked Python worker and handing
+it the GIL costs ~100 us here); Numba's OpenMP layer 0.055 ms, but a GEMM followed by it took
+8.0 ms instead of 0.84 (its spinning workers next to OpenBLAS's), and the workqueue layer
+0.22 ms. TBB's workers spin briefly and then sleep, so they neither pay the wake-up on
+back-to-back calls nor fight OpenBLAS's threads. ember starts the layer itself unless Numba's
+threads are already running (then TBB is used only if it is the running layer) or
+``NUMBA_THREADING_LAYER`` names another. Starting Numba's threads is a setting of the whole
+process: Numba launches its threading layer once, so the host program's own ``parallel=True``
+Numba code then runs on TBB too (TBB is also Numba's own first choice when it can load it).
+``set_parallel_layer("pool")`` before the first parallel kernel, or
+``EMBER_THREADING_LAYER=pool``, keeps ember from starting them: its parallel kernels then run on
+ember's pool (see docs/process.md).
 """
+import ctypes
 import os
 import sys
 import threading
 
-from ember.kernels import threadpool
+from ember.kernels.runtime import threadpool
 
 _CPU_COUNT = os.cpu_count() or 1
 _num_threads = None
@@ -240,7 +258,7 @@ def _after_fork_in_child():
     """Only the forking thread runs in a child: the BLAS modes held by the others are dropped
     (the BLAS counts a limited convolution of theirs saved are restored) and the lock, which
     the fork caught held, is new."""
-    global _lock, _cond, _mode, _active, _n_waiting
+    global _lock, _cond, _mode, _active, _n_waiting, _layer_lock
     mine = _held.__dict__.get("mode")
     if _mode == LIMITED and mine is None:
         for c in _controllers or ():
@@ -250,6 +268,7 @@ def _after_fork_in_child():
         _saved.clear()
     _lock = threading.Lock()
     _cond = threading.Condition(_lock)
+    _layer_lock = threading.Lock()
     _mode, _active = mine, (1 if mine is not None else 0)
     _n_waiting = 0
     for k in _waiting:
@@ -292,3 +311,98 @@ def set_conv_blas_limit(enabled):
 def get_conv_blas_limit():
     """Whether convolutions may hold BLAS at one thread (see ``set_conv_blas_limit``)."""
     return _limit_enabled
+
+
+# ------------------------------------------------------------------ Numba's threading layer
+_layer = None
+_LAYERS = ("tbb", "pool")
+_requested = os.environ.get("EMBER_THREADING_LAYER", "tbb")
+_layer_lock = threading.Lock()
+_current = threading.local()   # this Python thread's Numba thread count (``sync_threads``)
+
+
+def _preload_tbb():
+    """Load the TBB runtime of the ``tbb`` wheel (installed in ``sys.prefix/lib``, off the loader
+    path in a virtual environment) so Numba's TBB extension can link to it."""
+    for name in ("libtbb.so.12", "libtbb.12.dylib"):
+        path = os.path.join(sys.prefix, "lib", name)
+        if os.path.exists(path):
+            try:
+                ctypes.CDLL(path, mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                pass
+            return
+
+
+def _numba():
+    from ember.kernels.runtime.compiler import numba_module
+    return numba_module()
+
+
+def _start():
+    numba = _numba()
+    if numba is None or _requested == "pool":
+        return "pool"
+    from numba.np.ufunc import parallel
+    if parallel._is_initialized:
+        return "tbb" if numba.threading_layer() == "tbb" else "pool"
+    if os.environ.get("NUMBA_THREADING_LAYER", "tbb") != "tbb":
+        return "pool"
+    _preload_tbb()
+    try:
+        from numba.np.ufunc import tbbpool  # noqa: F401  (fails without a usable TBB)
+    except ImportError:
+        return "pool"
+    saved = numba.config.THREADING_LAYER
+    numba.config.THREADING_LAYER = "tbb"
+    try:
+        parallel._launch_threads()
+    except (ValueError, ImportError, OSError):
+        numba.config.THREADING_LAYER = saved
+        return "pool"
+    return "tbb" if numba.threading_layer() == "tbb" else "pool"
+
+
+def parallel_layer():
+    """``"tbb"`` when parallel kernels run on Numba's TBB layer, else ``"pool"`` (ember's own
+    thread pool running serial kernels). Decided once per process."""
+    global _layer
+    if _layer is None:
+        with _layer_lock:
+            if _layer is None:
+                _layer = _start()
+    return _layer
+
+
+def set_parallel_layer(name):
+    """Run ember's parallel compiled kernels on Numba's TBB layer (``"tbb"``, the default unless
+    ``EMBER_THREADING_LAYER=pool``; ember starts Numba's threads for it) or on ember's own pool
+    (``"pool"``: ember never starts Numba's threads). Threads Numba has started stay running;
+    ``"tbb"`` then applies only if TBB is the layer they run. Raises ValueError for another name."""
+    global _layer, _requested
+    if name not in _LAYERS:
+        raise ValueError(f"set_parallel_layer: expected one of {_LAYERS}, got {name!r}")
+    with _layer_lock:
+        _requested, _layer = name, None
+
+
+def sync_threads(n):
+    """Use ``n`` threads (capped by ``NUMBA_NUM_THREADS``) in Numba's parallel loops launched from
+    this Python thread (Numba's count is per thread); return the count used."""
+    numba = sys.modules.get("numba") or _numba()
+    n = max(1, min(n, numba.config.NUMBA_NUM_THREADS))
+    if getattr(_current, "n", None) != n:
+        numba.set_num_threads(n)
+        _current.n = n
+    return n
+
+
+def tbb_parts(n_items, n_threads, per_thread=4):
+    """Runs of a ``prange`` over ``n_items`` independent items on Numba's TBB layer with
+    ``n_threads`` threads (``per_thread`` runs each, so a late thread takes fewer), or 0 when
+    that does not apply (TBB is not the layer, one thread or one item): then the caller splits
+    the items over ember's pool instead."""
+    if n_threads <= 1 or n_items <= 1 or parallel_layer() != "tbb":
+        return 0
+    n = sync_threads(n_threads)
+    return min(n_items, per_thread * n) if n > 1 else 0
