@@ -12,7 +12,7 @@ from ember._dtype import (bool_, double, dtype, float, float16, float32, float64
 from ember._dtype import bool_ as bool  # noqa: A004
 from ember import _dtype as _dtype_mod
 from ember._dtype import (channels_last, channels_last_3d, contiguous_format, layout,
-                          memory_format, preserve_format, strided)
+                          memory_format, preserve_format, sparse_coo, strided)
 from ember.tensor import Size, Tensor, device
 from ember._legacy import LEGACY as _LEGACY_TYPES
 globals().update(_LEGACY_TYPES)  # FloatTensor, LongTensor, ... (torch legacy types)
@@ -71,6 +71,15 @@ for _name, _fn in list(vars(Tensor).items()):
 del _name, _fn
 autograd = _importlib.import_module("ember.autograd")
 
+
+def _to_sparse(self, sparse_dim=None, **kwargs):
+    """The sparse COO form of this tensor (ember.sparse.to_sparse; loads ember.sparse)."""
+    return _importlib.import_module("ember.sparse").to_sparse(self, sparse_dim, **kwargs)
+
+
+Tensor.to_sparse = _to_sparse
+_SPARSE_FUNCTIONS = ("sparse_coo_tensor", "sparse_csr_tensor")
+
 __version__ = "0.1.0"
 
 _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
@@ -102,6 +111,8 @@ def __getattr__(name):
         return getattr(_importlib.import_module("ember.serialization"), name)
     if name in _AMP_NAMES:   # torch.autocast, torch.is_autocast_enabled, ... (ember.amp)
         return getattr(_importlib.import_module("ember.amp.autocast_mode"), name)
+    if name in _SPARSE_FUNCTIONS:   # ember.sparse_coo_tensor (ember.sparse loads on first use)
+        return getattr(_importlib.import_module("ember.sparse"), name)
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
@@ -110,4 +121,5 @@ def __getattr__(name):
 def __dir__():
     import pkgutil
     subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
-    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs)
+    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs |
+                  set(_SPARSE_FUNCTIONS))

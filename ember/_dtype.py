@@ -188,7 +188,8 @@ class memory_format:
 
 
 class layout:
-    """A tensor layout tag, as ``torch.layout``; ember has ``ember.strided`` only."""
+    """A tensor layout tag, as ``torch.layout``: ``ember.strided`` (dense) and
+    ``ember.sparse_coo`` (ember.sparse)."""
 
     __slots__ = ("name",)
 
@@ -207,3 +208,4 @@ preserve_format = memory_format("preserve_format")
 channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 strided = layout("strided")
+sparse_coo = layout("sparse_coo")

@@ -207,6 +207,24 @@ class Tensor:
     is_xpu = is_mps = is_meta = is_ipu = is_xla = is_maia = is_mtia = is_vulkan = is_mkldnn = \
         property(lambda self: False)
     is_quantized = is_sparse = is_sparse_csr = is_nested = property(lambda self: False)
+    layout = _dtype.strided   # ember.sparse.SparseTensor: ember.sparse_coo
+
+    def to_dense(self, dtype=None, *, masked_grad=None):
+        """This (strided) tensor itself, or cast to ``dtype``, as torch's ``to_dense``."""
+        return self if dtype is None else self.to(dtype)
+
+    def is_coalesced(self):
+        """EmberRuntimeError as torch: only sparse COO tensors are coalesced or not."""
+        raise EmberRuntimeError("is_coalesced expected sparse coordinate tensor layout but got "
+                                "Strided")
+
+    def sparse_dim(self):
+        """0 for a strided tensor, as torch."""
+        return 0
+
+    def dense_dim(self):
+        """The number of dimensions of a strided tensor, as torch."""
+        return self._data.ndim
 
     def is_pinned(self, device=None):
         """False: ember has no page-locked host memory."""
@@ -237,11 +255,6 @@ class Tensor:
             raise EmberRuntimeError(f"is_nonzero: Boolean value of Tensor with {what} is "
                                     f"ambiguous (shape {list(self._data.shape)})")
         return builtins.bool(self._data.reshape(()))
-
-    def is_coalesced(self):
-        """EmberRuntimeError as torch: only sparse COO tensors are coalesced or not."""
-        raise EmberRuntimeError("is_coalesced expected sparse coordinate tensor layout but got "
-                                "Strided")
 
     def is_set_to(self, tensor):
         """Whether ``tensor`` views the same memory with the same shape and strides."""
@@ -714,7 +727,8 @@ PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth":
                  "sci_mode": None}
 
 
-def _format(t):
+def _format(t, indent=0):
+    """``repr(t)``; ``indent``: columns the text starts right of (a sparse tensor's values)."""
     a = t._data
     dt = t.dtype
     opts = PRINT_OPTIONS
@@ -742,7 +756,7 @@ def _format(t):
         body = np.array2string(a, separator=", ", prefix="tensor(",
                                threshold=sys.maxsize if thr == float("inf") else int(thr),
                                edgeitems=int(opts["edgeitems"]),
-                               max_line_width=int(opts["linewidth"]), **kw)
+                               max_line_width=int(opts["linewidth"]) - indent, **kw)
         suffix = []
     if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_, _dtype.complex64) or (
             a.size == 0 and dt is not _dtype.float32):

@@ -188,6 +188,8 @@ def dispatch(op, tensors, consts):
                                          f"[{_I64_MIN}, {_I64_MAX}] ({_describe(op, tensors)})")
             arrays.append(t if op.scalar_ok else _check_slot(op, len(arrays), t))
             continue
+        if getattr(cls, "is_sparse", False) is True:   # a sparse COO tensor: ember.sparse
+            return sparse_dispatch(op, tensors, consts)
         try:
             arrays.append(t._data)
             if t._requires_grad:
@@ -226,6 +228,37 @@ def dispatch(op, tensors, consts):
     if tracer is not None:
         tracer.record(op, tensors, consts, (res,))
     return res
+
+
+# op name -> handler(op, tensors, consts) for calls with a sparse COO operand; filled by
+# ember.sparse when it loads (a sparse tensor exists only after that)
+SPARSE_OPS = {}
+
+
+def sparse_dispatch(op, tensors, consts):
+    """Run ``op`` with a sparse COO tensor among ``tensors`` through its ember.sparse handler.
+
+    Raises UnsupportedError naming the op when ember has no sparse COO implementation of it."""
+    handler = SPARSE_OPS.get(op.name)
+    if handler is None:
+        from ember.errors import UnsupportedError
+        raise UnsupportedError(
+            f"{op.name}: sparse COO tensors (layout=ember.sparse_coo) are not supported by this "
+            f"op ({_describe_sparse(op, tensors)}); convert with .to_dense() first "
+            f"(docs/sparse.md lists the sparse ops)")
+    return handler(op, tensors, consts)
+
+
+def _describe_sparse(op, tensors):
+    parts = []
+    for i, t in enumerate(tensors):
+        name = op.tensor_names[i] if i < len(op.tensor_names) and not op.list_input \
+            else f"tensors[{i}]"
+        if getattr(t, "is_sparse", False) is True:
+            parts.append(f"{name}: sparse_coo {t.dtype.name}{list(t.shape)}")
+        elif isinstance(t, Tensor):
+            parts.append(f"{name}: {t._data.dtype}{list(t._data.shape)}")
+    return ", ".join(parts)
 
 
 def _finish_multi(op, tensors, consts, out, need_grad):
@@ -414,6 +447,11 @@ def dispatch_inplace(op, tensors, consts):
     self's.
     """
     self = tensors[0]
+    if self.__class__ is not Tensor and getattr(self.__class__, "is_sparse", False) is True:
+        from ember.errors import UnsupportedError
+        raise UnsupportedError(f"{op.name}_: in-place ops on sparse COO tensors are not "
+                               f"supported ({_describe_sparse(op, tensors)}); use the "
+                               f"out-of-place {op.name}")
     if len(tensors) > 1:
         _check_inputs(op, self, tensors, consts)
     grad_on = STATE.grad_enabled and _any_requires_grad(tensors)
