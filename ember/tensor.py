@@ -607,7 +607,7 @@ class Tensor:
         return t
 
     def __setitem__(self, key, value):
-        from ember.autograd.indexing import setitem
+        from ember.ops.indexing import setitem
         try:
             setitem(self, key, value)
         except EmberError:
@@ -616,7 +616,7 @@ class Tensor:
             raise _index_error(e, self) from None
 
     def __getitem__(self, key):
-        from ember.autograd.indexing import getitem
+        from ember.ops.indexing import getitem
         try:
             return getitem(self, key)
         except EmberError:

@@ -560,7 +560,7 @@ def main():
         w(f"from ember.kernels import {m} as _k_{m}")
     cmods = sorted({op.composite.rsplit(".", 1)[0] for op in ops if op.composite})
     for m in cmods:
-        w(f"from ember.autograd import {m} as _c_{m}")
+        w(f"from ember.ops import {m} as _c_{m}")
     w("from ember.autograd import formulas as _F")
     w("from ember.autograd.dispatch import Op, dispatch, dispatch_inplace")
     w("from ember.autograd.node import Node, next_seq, unpack")

@@ -24,13 +24,14 @@ from ember.kernels import shape as _k_shape
 from ember.kernels import sorting as _k_sorting
 from ember.kernels import special as _k_special
 from ember.kernels import strided as _k_strided
-from ember.autograd import breadth_composites as _c_breadth_composites
-from ember.autograd import composites as _c_composites
-from ember.autograd import linalg_composites as _c_linalg_composites
-from ember.autograd import nn_composites as _c_nn_composites
-from ember.autograd import shape_ops as _c_shape_ops
-from ember.autograd import sort_composites as _c_sort_composites
-from ember.autograd import special_composites as _c_special_composites
+from ember.ops import indexing as _c_indexing
+from ember.ops import linalg as _c_linalg
+from ember.ops import loss as _c_loss
+from ember.ops import nn as _c_nn
+from ember.ops import pointwise as _c_pointwise
+from ember.ops import reduction as _c_reduction
+from ember.ops import shape as _c_shape
+from ember.ops import sorting as _c_sorting
 from ember.autograd import formulas as _F
 from ember.autograd.dispatch import Op, dispatch, dispatch_inplace
 from ember.autograd.node import Node, next_seq, unpack
@@ -6900,15 +6901,15 @@ def nonzero(input):
 
 def select(input, dim, index):
     """select (see torch.select)."""
-    return _c_shape_ops.select(input, dim, index)
+    return _c_indexing.select(input, dim, index)
 
 def as_strided_scatter(input, src, size, stride, storage_offset=None):
     """as_strided_scatter (see torch.as_strided_scatter)."""
-    return _c_shape_ops.as_strided_scatter(input, src, size, stride, storage_offset)
+    return _c_indexing.as_strided_scatter(input, src, size, stride, storage_offset)
 
 def take_along_dim(input, indices, dim=None):
     """take_along_dim (see torch.take_along_dim)."""
-    return _c_shape_ops.take_along_dim(input, indices, dim)
+    return _c_indexing.take_along_dim(input, indices, dim)
 
 def scatter_reduce(input, dim, index, src, reduce, *, include_self=True):
     """scatter_reduce (see torch.scatter_reduce)."""
@@ -6920,7 +6921,7 @@ def scatter_reduce_(self, dim, index, src, reduce, *, include_self=True):
 
 def scatter_reduce_backward(grad_output, self, index, src, result, dim, reduce, include_self, needs):
     """scatter_reduce_backward (see torch.scatter_reduce_backward)."""
-    return _c_shape_ops.scatter_reduce_backward(grad_output, self, index, src, result, dim, reduce, include_self, needs)
+    return _c_indexing.scatter_reduce_backward(grad_output, self, index, src, result, dim, reduce, include_self, needs)
 
 def index_copy(input, dim, index, source):
     """index_copy (see torch.index_copy)."""
@@ -6948,39 +6949,39 @@ def masked_scatter_(self, mask, source):
 
 def masked_scatter_source_grad(grad, mask, source_shape):
     """masked_scatter_source_grad (see torch.masked_scatter_source_grad)."""
-    return _c_shape_ops.masked_scatter_source_grad(grad, mask, source_shape)
+    return _c_indexing.masked_scatter_source_grad(grad, mask, source_shape)
 
 def take(input, index):
     """take (see torch.take)."""
-    return _c_shape_ops.take(input, index)
+    return _c_indexing.take(input, index)
 
 def put(input, index, source, accumulate=False):
     """put (see torch.put)."""
-    return _c_shape_ops.put(input, index, source, accumulate)
+    return _c_indexing.put(input, index, source, accumulate)
 
 def argwhere(input):
     """argwhere (see torch.argwhere)."""
-    return _c_shape_ops.argwhere(input)
+    return _c_indexing.argwhere(input)
 
 def nonzero_static(input, *, size, fill_value=-1):
     """nonzero_static (see torch.nonzero_static)."""
-    return _c_shape_ops.nonzero_static(input, size, fill_value)
+    return _c_indexing.nonzero_static(input, size, fill_value)
 
 def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
     """diagonal_scatter (see torch.diagonal_scatter)."""
-    return _c_shape_ops.diagonal_scatter(input, src, offset, dim1, dim2)
+    return _c_indexing.diagonal_scatter(input, src, offset, dim1, dim2)
 
 def select_scatter(input, src, dim, index):
     """select_scatter (see torch.select_scatter)."""
-    return _c_shape_ops.select_scatter(input, src, dim, index)
+    return _c_indexing.select_scatter(input, src, dim, index)
 
 def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
     """slice_scatter (see torch.slice_scatter)."""
-    return _c_shape_ops.slice_scatter(input, src, dim, start, end, step)
+    return _c_indexing.slice_scatter(input, src, dim, start, end, step)
 
 def index_reduce(input, dim, index, source, reduce, *, include_self=True):
     """index_reduce (see torch.index_reduce)."""
-    return _c_shape_ops.index_reduce(input, dim, index, source, reduce, include_self)
+    return _c_indexing.index_reduce(input, dim, index, source, reduce, include_self)
 
 def matmul(input, other):
     """matmul (see torch.matmul)."""
@@ -7013,19 +7014,19 @@ def einsum(equation, *operands):
 
 def trace(input):
     """trace (see torch.trace)."""
-    return _c_shape_ops.trace(input)
+    return _c_linalg.trace(input)
 
 def linalg_vector_norm(x, ord=2, dim=None, keepdim=False, *, dtype=None):
     """linalg_vector_norm (see torch.linalg_vector_norm)."""
-    return _c_linalg_composites.linalg_vector_norm(x, ord, dim, keepdim, dtype)
+    return _c_linalg.linalg_vector_norm(x, ord, dim, keepdim, dtype)
 
 def linalg_matrix_norm(A, ord='fro', dim=(-2,-1), keepdim=False, *, dtype=None):
     """linalg_matrix_norm (see torch.linalg_matrix_norm)."""
-    return _c_linalg_composites.linalg_matrix_norm(A, ord, dim, keepdim, dtype)
+    return _c_linalg.linalg_matrix_norm(A, ord, dim, keepdim, dtype)
 
 def linalg_norm(A, ord=None, dim=None, keepdim=False, *, dtype=None):
     """linalg_norm (see torch.linalg_norm)."""
-    return _c_linalg_composites.linalg_norm(A, ord, dim, keepdim, dtype)
+    return _c_linalg.linalg_norm(A, ord, dim, keepdim, dtype)
 
 def linalg_det(A):
     """linalg_det (see torch.linalg_det)."""
@@ -7033,7 +7034,7 @@ def linalg_det(A):
 
 def det(input):
     """det (see torch.det)."""
-    return _c_linalg_composites.det(input)
+    return _c_linalg.det(input)
 
 def linalg_slogdet(A):
     """linalg_slogdet (see torch.linalg_slogdet)."""
@@ -7041,11 +7042,11 @@ def linalg_slogdet(A):
 
 def slogdet(input):
     """slogdet (see torch.slogdet)."""
-    return _c_linalg_composites.slogdet(input)
+    return _c_linalg.slogdet(input)
 
 def logdet(input):
     """logdet (see torch.logdet)."""
-    return _c_linalg_composites.logdet(input)
+    return _c_linalg.logdet(input)
 
 def linalg_inv(A):
     """linalg_inv (see torch.linalg_inv)."""
@@ -7053,7 +7054,7 @@ def linalg_inv(A):
 
 def inverse(input):
     """inverse (see torch.inverse)."""
-    return _c_linalg_composites.inverse(input)
+    return _c_linalg.inverse(input)
 
 def linalg_solve(A, B, *, left=True):
     """linalg_solve (see torch.linalg_solve)."""
@@ -7069,7 +7070,7 @@ def linalg_cholesky(A, *, upper=False):
 
 def cholesky(input, upper=False):
     """cholesky (see torch.cholesky)."""
-    return _c_linalg_composites.cholesky(input, upper)
+    return _c_linalg.cholesky(input, upper)
 
 def cholesky_solve(input, input2, upper=False):
     """cholesky_solve (see torch.cholesky_solve)."""
@@ -7081,27 +7082,27 @@ def linalg_cross(input, other, *, dim=-1):
 
 def cross(input, other, dim=None):
     """cross (see torch.cross)."""
-    return _c_linalg_composites.cross(input, other, dim)
+    return _c_linalg.cross(input, other, dim)
 
 def linalg_multi_dot(tensors):
     """linalg_multi_dot (see torch.linalg_multi_dot)."""
-    return _c_linalg_composites.linalg_multi_dot(tensors)
+    return _c_linalg.linalg_multi_dot(tensors)
 
 def linalg_matrix_power(A, n):
     """linalg_matrix_power (see torch.linalg_matrix_power)."""
-    return _c_linalg_composites.linalg_matrix_power(A, n)
+    return _c_linalg.linalg_matrix_power(A, n)
 
 def matrix_power(input, n):
     """matrix_power (see torch.matrix_power)."""
-    return _c_linalg_composites.matrix_power(input, n)
+    return _c_linalg.matrix_power(input, n)
 
 def linalg_vecdot(x, y, *, dim=-1):
     """linalg_vecdot (see torch.linalg_vecdot)."""
-    return _c_linalg_composites.linalg_vecdot(x, y, dim)
+    return _c_linalg.linalg_vecdot(x, y, dim)
 
 def linalg_diagonal(A, *, offset=0, dim1=-2, dim2=-1):
     """linalg_diagonal (see torch.linalg_diagonal)."""
-    return _c_linalg_composites.linalg_diagonal(A, offset, dim1, dim2)
+    return _c_linalg.linalg_diagonal(A, offset, dim1, dim2)
 
 def linalg_qr(A, mode='reduced'):
     """linalg_qr (see torch.linalg_qr)."""
@@ -7109,7 +7110,7 @@ def linalg_qr(A, mode='reduced'):
 
 def qr(input, some=True):
     """qr (see torch.qr)."""
-    return _c_linalg_composites.qr(input, some)
+    return _c_linalg.qr(input, some)
 
 def linalg_svd(A, full_matrices=True):
     """linalg_svd (see torch.linalg_svd)."""
@@ -7117,11 +7118,11 @@ def linalg_svd(A, full_matrices=True):
 
 def svd(input, some=True, compute_uv=True):
     """svd (see torch.svd)."""
-    return _c_linalg_composites.svd(input, some, compute_uv)
+    return _c_linalg.svd(input, some, compute_uv)
 
 def linalg_svdvals(A):
     """linalg_svdvals (see torch.linalg_svdvals)."""
-    return _c_linalg_composites.linalg_svdvals(A)
+    return _c_linalg.linalg_svdvals(A)
 
 def linalg_eig(A):
     """linalg_eig (see torch.linalg_eig)."""
@@ -7133,7 +7134,7 @@ def linalg_eigh(A, UPLO='L'):
 
 def linalg_eigvalsh(A, UPLO='L'):
     """linalg_eigvalsh (see torch.linalg_eigvalsh)."""
-    return _c_linalg_composites.linalg_eigvalsh(A, UPLO)
+    return _c_linalg.linalg_eigvalsh(A, UPLO)
 
 def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
     """linalg_pinv (see torch.linalg_pinv)."""
@@ -7141,11 +7142,11 @@ def linalg_pinv(A, *, atol=None, rtol=None, hermitian=False):
 
 def pinverse(input, rcond=1e-15):
     """pinverse (see torch.pinverse)."""
-    return _c_linalg_composites.pinverse(input, rcond)
+    return _c_linalg.pinverse(input, rcond)
 
 def linalg_matrix_rank(A, *, atol=None, rtol=None, hermitian=False):
     """linalg_matrix_rank (see torch.linalg_matrix_rank)."""
-    return _c_linalg_composites.linalg_matrix_rank(A, atol, rtol, hermitian)
+    return _c_linalg.linalg_matrix_rank(A, atol, rtol, hermitian)
 
 def linalg_lstsq_info(A, B, rcond, driver):
     """linalg_lstsq_info (see torch.linalg_lstsq_info)."""
@@ -7153,23 +7154,23 @@ def linalg_lstsq_info(A, B, rcond, driver):
 
 def linalg_lstsq(A, B, rcond=None, *, driver=None):
     """linalg_lstsq (see torch.linalg_lstsq)."""
-    return _c_linalg_composites.linalg_lstsq(A, B, rcond, driver)
+    return _c_linalg.linalg_lstsq(A, B, rcond, driver)
 
 def linalg_cond(A, p=None):
     """linalg_cond (see torch.linalg_cond)."""
-    return _c_linalg_composites.linalg_cond(A, p)
+    return _c_linalg.linalg_cond(A, p)
 
 def linalg_tensorinv(A, ind=2):
     """linalg_tensorinv (see torch.linalg_tensorinv)."""
-    return _c_linalg_composites.linalg_tensorinv(A, ind)
+    return _c_linalg.linalg_tensorinv(A, ind)
 
 def linalg_tensorsolve(A, B, dims=None):
     """linalg_tensorsolve (see torch.linalg_tensorsolve)."""
-    return _c_linalg_composites.linalg_tensorsolve(A, B, dims)
+    return _c_linalg.linalg_tensorsolve(A, B, dims)
 
 def linalg_vander(x, *, N=None):
     """linalg_vander (see torch.linalg_vander)."""
-    return _c_linalg_composites.linalg_vander(x, N)
+    return _c_linalg.linalg_vander(x, N)
 
 def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
     """linalg_lu_factor_ex (see torch.linalg_lu_factor_ex)."""
@@ -7177,31 +7178,31 @@ def linalg_lu_factor_ex(A, *, pivot=True, check_errors=False):
 
 def linalg_lu_factor(A, *, pivot=True):
     """linalg_lu_factor (see torch.linalg_lu_factor)."""
-    return _c_linalg_composites.linalg_lu_factor(A, pivot)
+    return _c_linalg.linalg_lu_factor(A, pivot)
 
 def linalg_lu(A, *, pivot=True):
     """linalg_lu (see torch.linalg_lu)."""
-    return _c_linalg_composites.linalg_lu(A, pivot)
+    return _c_linalg.linalg_lu(A, pivot)
 
 def lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """lu_unpack (see torch.lu_unpack)."""
-    return _c_linalg_composites.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
+    return _c_linalg.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots)
 
 def linalg_lu_solve(LU, pivots, B, *, left=True, adjoint=False):
     """linalg_lu_solve (see torch.linalg_lu_solve)."""
-    return _c_linalg_composites.linalg_lu_solve(LU, pivots, B, left, adjoint)
+    return _c_linalg.linalg_lu_solve(LU, pivots, B, left, adjoint)
 
 def lu_solve(input, LU_data, LU_pivots):
     """lu_solve (see torch.lu_solve)."""
-    return _c_linalg_composites.lu_solve(input, LU_data, LU_pivots)
+    return _c_linalg.lu_solve(input, LU_data, LU_pivots)
 
 def linalg_inv_ex(A, *, check_errors=False):
     """linalg_inv_ex (see torch.linalg_inv_ex)."""
-    return _c_linalg_composites.linalg_inv_ex(A, check_errors)
+    return _c_linalg.linalg_inv_ex(A, check_errors)
 
 def linalg_solve_ex(A, B, *, left=True, check_errors=False):
     """linalg_solve_ex (see torch.linalg_solve_ex)."""
-    return _c_linalg_composites.linalg_solve_ex(A, B, left, check_errors)
+    return _c_linalg.linalg_solve_ex(A, B, left, check_errors)
 
 def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
     """linalg_cholesky_ex (see torch.linalg_cholesky_ex)."""
@@ -7209,55 +7210,55 @@ def linalg_cholesky_ex(A, *, upper=False, check_errors=False):
 
 def mv(input, vec):
     """mv (see torch.mv)."""
-    return _c_linalg_composites.mv(input, vec)
+    return _c_linalg.mv(input, vec)
 
 def vdot(input, other):
     """vdot (see torch.vdot)."""
-    return _c_linalg_composites.vdot(input, other)
+    return _c_linalg.vdot(input, other)
 
 def inner(input, other):
     """inner (see torch.inner)."""
-    return _c_linalg_composites.inner(input, other)
+    return _c_linalg.inner(input, other)
 
 def kron(input, other):
     """kron (see torch.kron)."""
-    return _c_linalg_composites.kron(input, other)
+    return _c_linalg.kron(input, other)
 
 def tensordot(a, b, dims=2):
     """tensordot (see torch.tensordot)."""
-    return _c_linalg_composites.tensordot(a, b, dims)
+    return _c_linalg.tensordot(a, b, dims)
 
 def addmv(input, mat, vec, *, beta=1, alpha=1):
     """addmv (see torch.addmv)."""
-    return _c_linalg_composites.addmv(input, mat, vec, beta, alpha)
+    return _c_linalg.addmv(input, mat, vec, beta, alpha)
 
 def addr(input, vec1, vec2, *, beta=1, alpha=1):
     """addr (see torch.addr)."""
-    return _c_linalg_composites.addr(input, vec1, vec2, beta, alpha)
+    return _c_linalg.addr(input, vec1, vec2, beta, alpha)
 
 def baddbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """baddbmm (see torch.baddbmm)."""
-    return _c_linalg_composites.baddbmm(input, batch1, batch2, beta, alpha)
+    return _c_linalg.baddbmm(input, batch1, batch2, beta, alpha)
 
 def addbmm(input, batch1, batch2, *, beta=1, alpha=1):
     """addbmm (see torch.addbmm)."""
-    return _c_linalg_composites.addbmm(input, batch1, batch2, beta, alpha)
+    return _c_linalg.addbmm(input, batch1, batch2, beta, alpha)
 
 def triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
     """triangular_solve (see torch.triangular_solve)."""
-    return _c_linalg_composites.triangular_solve(input, A, upper, transpose, unitriangular)
+    return _c_linalg.triangular_solve(input, A, upper, transpose, unitriangular)
 
 def cholesky_inverse(input, upper=False):
     """cholesky_inverse (see torch.cholesky_inverse)."""
-    return _c_linalg_composites.cholesky_inverse(input, upper)
+    return _c_linalg.cholesky_inverse(input, upper)
 
 def linalg_matrix_exp(A):
     """linalg_matrix_exp (see torch.linalg_matrix_exp)."""
-    return _c_linalg_composites.linalg_matrix_exp(A)
+    return _c_linalg.linalg_matrix_exp(A)
 
 def matrix_exp(input):
     """matrix_exp (see torch.matrix_exp)."""
-    return _c_linalg_composites.linalg_matrix_exp(input)
+    return _c_linalg.linalg_matrix_exp(input)
 
 def geqrf(input):
     """geqrf (see torch.geqrf)."""
@@ -7265,11 +7266,11 @@ def geqrf(input):
 
 def linalg_householder_product(A, tau):
     """linalg_householder_product (see torch.linalg_householder_product)."""
-    return _c_linalg_composites.linalg_householder_product(A, tau)
+    return _c_linalg.linalg_householder_product(A, tau)
 
 def ormqr(input, input2, input3, left=True, transpose=False):
     """ormqr (see torch.ormqr)."""
-    return _c_linalg_composites.ormqr(input, input2, input3, left, transpose)
+    return _c_linalg.ormqr(input, input2, input3, left, transpose)
 
 def linalg_ldl_factor_ex(A, *, hermitian=False, check_errors=False):
     """linalg_ldl_factor_ex (see torch.linalg_ldl_factor_ex)."""
@@ -7277,7 +7278,7 @@ def linalg_ldl_factor_ex(A, *, hermitian=False, check_errors=False):
 
 def linalg_ldl_factor(A, *, hermitian=False):
     """linalg_ldl_factor (see torch.linalg_ldl_factor)."""
-    return _c_linalg_composites.linalg_ldl_factor(A, hermitian)
+    return _c_linalg.linalg_ldl_factor(A, hermitian)
 
 def linalg_ldl_solve(LD, pivots, B, *, hermitian=False):
     """linalg_ldl_solve (see torch.linalg_ldl_solve)."""
@@ -7285,15 +7286,15 @@ def linalg_ldl_solve(LD, pivots, B, *, hermitian=False):
 
 def dist(input, other, p=2):
     """dist (see torch.dist)."""
-    return _c_breadth_composites.dist(input, other, p)
+    return _c_linalg.dist(input, other, p)
 
 def renorm(input, p, dim, maxnorm):
     """renorm (see torch.renorm)."""
-    return _c_breadth_composites.renorm(input, p, dim, maxnorm)
+    return _c_linalg.renorm(input, p, dim, maxnorm)
 
 def cdist(x1, x2, p=2.0, compute_mode=None):
     """cdist (see torch.cdist)."""
-    return _c_breadth_composites.cdist(x1, x2, p, compute_mode)
+    return _c_linalg.cdist(x1, x2, p, compute_mode)
 
 def nll_loss(input, target, weight=None, reduction='mean', ignore_index=-100):
     """nll_loss (see torch.nll_loss)."""
@@ -7309,35 +7310,35 @@ def cross_entropy_loss(input, target, weight=None, reduction='mean', ignore_inde
 
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction='mean', label_smoothing=0.0):
     """cross_entropy (see torch.cross_entropy)."""
-    return _c_composites.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
+    return _c_loss.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)
 
 def mse_loss(input, target, reduction='mean'):
     """mse_loss (see torch.mse_loss)."""
-    return _c_composites.mse_loss(input, target, reduction)
+    return _c_loss.mse_loss(input, target, reduction)
 
 def l1_loss(input, target, reduction='mean'):
     """l1_loss (see torch.l1_loss)."""
-    return _c_composites.l1_loss(input, target, reduction)
+    return _c_loss.l1_loss(input, target, reduction)
 
 def smooth_l1_loss(input, target, reduction='mean', beta=1.0):
     """smooth_l1_loss (see torch.smooth_l1_loss)."""
-    return _c_composites.smooth_l1_loss(input, target, reduction, beta)
+    return _c_loss.smooth_l1_loss(input, target, reduction, beta)
 
 def binary_cross_entropy(input, target, weight=None, reduction='mean'):
     """binary_cross_entropy (see torch.binary_cross_entropy)."""
-    return _c_composites.binary_cross_entropy(input, target, weight, reduction)
+    return _c_loss.binary_cross_entropy(input, target, weight, reduction)
 
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None):
     """binary_cross_entropy_with_logits (see torch.binary_cross_entropy_with_logits)."""
-    return _c_composites.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+    return _c_loss.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
 
 def kl_div(input, target, reduction='mean', log_target=False):
     """kl_div (see torch.kl_div)."""
-    return _c_composites.kl_div(input, target, reduction, log_target)
+    return _c_loss.kl_div(input, target, reduction, log_target)
 
 def huber_loss(input, target, reduction='mean', delta=1.0):
     """huber_loss (see torch.huber_loss)."""
-    return _c_composites.huber_loss(input, target, reduction, delta)
+    return _c_loss.huber_loss(input, target, reduction, delta)
 
 def ctc_loss_nll(log_probs, targets, input_lengths, target_lengths, blank=0, zero_infinity=False):
     """ctc_loss_nll (see torch.ctc_loss_nll)."""
@@ -7377,7 +7378,7 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
 
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
     """cosine_similarity (see torch.cosine_similarity)."""
-    return _c_composites.cosine_similarity(x1, x2, dim, eps)
+    return _c_nn.cosine_similarity(x1, x2, dim, eps)
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv2d (see torch.conv2d)."""
@@ -7429,27 +7430,27 @@ def native_batch_norm(input, weight, bias, running_mean, running_var, training, 
 
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False, momentum=0.1, eps=1e-05):
     """batch_norm (see torch.batch_norm)."""
-    return _c_composites.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    return _c_nn.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-05):
     """group_norm (see torch.group_norm)."""
-    return _c_composites.group_norm(input, num_groups, weight, bias, eps)
+    return _c_nn.group_norm(input, num_groups, weight, bias, eps)
 
 def pixel_shuffle(input, upscale_factor):
     """pixel_shuffle (see torch.pixel_shuffle)."""
-    return _c_composites.pixel_shuffle(input, upscale_factor)
+    return _c_nn.pixel_shuffle(input, upscale_factor)
 
 def pixel_unshuffle(input, downscale_factor):
     """pixel_unshuffle (see torch.pixel_unshuffle)."""
-    return _c_composites.pixel_unshuffle(input, downscale_factor)
+    return _c_nn.pixel_unshuffle(input, downscale_factor)
 
 def upsample_nearest2d(input, output_size):
     """upsample_nearest2d (see torch.upsample_nearest2d)."""
-    return _c_composites.upsample_nearest2d(input, output_size)
+    return _c_nn.upsample_nearest2d(input, output_size)
 
 def upsample_bilinear2d(input, output_size, align_corners=False):
     """upsample_bilinear2d (see torch.upsample_bilinear2d)."""
-    return _c_composites.upsample_bilinear2d(input, output_size, align_corners)
+    return _c_nn.upsample_bilinear2d(input, output_size, align_corners)
 
 def lstm_step(gx, hx, cx, w_hh):
     """lstm_step (see torch.lstm_step)."""
@@ -7473,11 +7474,11 @@ def interpolate_nd_backward(grad_output, input_shape, output_size, mode, align_c
 
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     """grid_sampler (see torch.grid_sampler)."""
-    return _c_nn_composites.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
+    return _c_nn.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)
 
 def affine_grid_generator(theta, size, align_corners):
     """affine_grid_generator (see torch.affine_grid_generator)."""
-    return _c_nn_composites.affine_grid_generator(theta, size, align_corners)
+    return _c_nn.affine_grid_generator(theta, size, align_corners)
 
 def conv3d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """conv3d (see torch.conv3d)."""
@@ -7541,11 +7542,11 @@ def fractional_max_pool3d(input, kernel_size, output_size, random_samples):
 
 def native_layer_norm(input, normalized_shape, weight, bias, eps):
     """native_layer_norm (see torch.native_layer_norm)."""
-    return _c_breadth_composites.native_layer_norm(input, normalized_shape, weight, bias, eps)
+    return _c_nn.native_layer_norm(input, normalized_shape, weight, bias, eps)
 
 def native_group_norm(input, weight, bias, N, C, HxW, group, eps):
     """native_group_norm (see torch.native_group_norm)."""
-    return _c_breadth_composites.native_group_norm(input, weight, bias, N, C, HxW, group, eps)
+    return _c_nn.native_group_norm(input, weight, bias, N, C, HxW, group, eps)
 
 def add(input, other, *, alpha=1):
     """add (see torch.add)."""
@@ -8045,39 +8046,39 @@ def frac_(self):
 
 def square(input):
     """square (see torch.square)."""
-    return _c_composites.square(input)
+    return _c_pointwise.square(input)
 
 def addcmul(input, tensor1, tensor2, *, value=1):
     """addcmul (see torch.addcmul)."""
-    return _c_composites.addcmul(input, tensor1, tensor2, value)
+    return _c_pointwise.addcmul(input, tensor1, tensor2, value)
 
 def addcdiv(input, tensor1, tensor2, *, value=1):
     """addcdiv (see torch.addcdiv)."""
-    return _c_composites.addcdiv(input, tensor1, tensor2, value)
+    return _c_pointwise.addcdiv(input, tensor1, tensor2, value)
 
 def relu6(input):
     """relu6 (see torch.relu6)."""
-    return _c_composites.relu6(input)
+    return _c_pointwise.relu6(input)
 
 def mish(input):
     """mish (see torch.mish)."""
-    return _c_composites.mish(input)
+    return _c_pointwise.mish(input)
 
 def hardsigmoid(input):
     """hardsigmoid (see torch.hardsigmoid)."""
-    return _c_composites.hardsigmoid(input)
+    return _c_pointwise.hardsigmoid(input)
 
 def hardswish(input):
     """hardswish (see torch.hardswish)."""
-    return _c_composites.hardswish(input)
+    return _c_pointwise.hardswish(input)
 
 def logsigmoid(input):
     """logsigmoid (see torch.logsigmoid)."""
-    return _c_composites.logsigmoid(input)
+    return _c_pointwise.logsigmoid(input)
 
 def softsign(input):
     """softsign (see torch.softsign)."""
-    return _c_composites.softsign(input)
+    return _c_pointwise.softsign(input)
 
 def logaddexp(input, other):
     """logaddexp (see torch.logaddexp)."""
@@ -8149,19 +8150,19 @@ def frexp(input):
 
 def ldexp(input, other):
     """ldexp (see torch.ldexp)."""
-    return _c_special_composites.ldexp(input, other)
+    return _c_pointwise.ldexp(input, other)
 
 def float_power(input, exponent):
     """float_power (see torch.float_power)."""
-    return _c_special_composites.float_power(input, exponent)
+    return _c_pointwise.float_power(input, exponent)
 
 def fix(input):
     """fix (see torch.fix)."""
-    return _c_special_composites.fix(input)
+    return _c_pointwise.fix(input)
 
 def sgn(input):
     """sgn (see torch.sgn)."""
-    return _c_special_composites.sgn(input)
+    return _c_pointwise.sgn(input)
 
 def positive(input):
     """positive (see torch.positive)."""
@@ -8245,27 +8246,27 @@ def bitwise_right_shift_(self, other):
 
 def true_divide(input, other):
     """true_divide (see torch.true_divide)."""
-    return _c_special_composites.true_divide(input, other)
+    return _c_pointwise.true_divide(input, other)
 
 def rsub(input, other, *, alpha=1):
     """rsub (see torch.rsub)."""
-    return _c_special_composites.rsub(input, other, alpha)
+    return _c_pointwise.rsub(input, other, alpha)
 
 def isreal(input):
     """isreal (see torch.isreal)."""
-    return _c_special_composites.isreal(input)
+    return _c_pointwise.isreal(input)
 
 def clamp_min(input, min):
     """clamp_min (see torch.clamp_min)."""
-    return _c_shape_ops.clamp_min(input, min)
+    return _c_pointwise.clamp_min(input, min)
 
 def clamp_max(input, max):
     """clamp_max (see torch.clamp_max)."""
-    return _c_shape_ops.clamp_max(input, max)
+    return _c_pointwise.clamp_max(input, max)
 
 def floor_divide(input, other):
     """floor_divide (see torch.floor_divide)."""
-    return _c_shape_ops.floor_divide(input, other)
+    return _c_pointwise.floor_divide(input, other)
 
 def nan_to_num(input, nan=0.0, posinf=None, neginf=None):
     """nan_to_num (see torch.nan_to_num)."""
@@ -8425,11 +8426,11 @@ def logcumsumexp(input, dim):
 
 def var_mean(input, dim=None, *, correction=1, keepdim=False):
     """var_mean (see torch.var_mean)."""
-    return _c_sort_composites.var_mean(input, dim, correction, keepdim)
+    return _c_reduction.var_mean(input, dim, correction, keepdim)
 
 def std_mean(input, dim=None, *, correction=1, keepdim=False):
     """std_mean (see torch.std_mean)."""
-    return _c_sort_composites.std_mean(input, dim, correction, keepdim)
+    return _c_reduction.std_mean(input, dim, correction, keepdim)
 
 def count_nonzero(input, dim=None):
     """count_nonzero (see torch.count_nonzero)."""
@@ -8437,23 +8438,23 @@ def count_nonzero(input, dim=None):
 
 def nansum(input, dim=None, keepdim=False, *, dtype=None):
     """nansum (see torch.nansum)."""
-    return _c_sort_composites.nansum(input, dim, keepdim, dtype)
+    return _c_reduction.nansum(input, dim, keepdim, dtype)
 
 def nanmean(input, dim=None, keepdim=False, *, dtype=None):
     """nanmean (see torch.nanmean)."""
-    return _c_sort_composites.nanmean(input, dim, keepdim, dtype)
+    return _c_reduction.nanmean(input, dim, keepdim, dtype)
 
 def aminmax(input, *, dim=None, keepdim=False):
     """aminmax (see torch.aminmax)."""
-    return _c_sort_composites.aminmax(input, dim, keepdim)
+    return _c_reduction.aminmax(input, dim, keepdim)
 
 def quantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
     """quantile (see torch.quantile)."""
-    return _c_sort_composites.quantile(input, q, dim, keepdim, interpolation)
+    return _c_reduction.quantile(input, q, dim, keepdim, interpolation)
 
 def nanquantile(input, q, dim=None, keepdim=False, *, interpolation='linear'):
     """nanquantile (see torch.nanquantile)."""
-    return _c_sort_composites.nanquantile(input, q, dim, keepdim, interpolation)
+    return _c_reduction.nanquantile(input, q, dim, keepdim, interpolation)
 
 def histc(input, bins=100, min=0, max=0):
     """histc (see torch.histc)."""
@@ -8473,23 +8474,23 @@ def histogramdd_kernel(tensors, weighted, density):
 
 def trapezoid(y, x=None, *, dx=None, dim=-1):
     """trapezoid (see torch.trapezoid)."""
-    return _c_breadth_composites.trapezoid(y, x, dx, dim)
+    return _c_reduction.trapezoid(y, x, dx, dim)
 
 def trapz(y, x=None, *, dx=None, dim=-1):
     """trapz (see torch.trapz)."""
-    return _c_breadth_composites.trapz(y, x, dx, dim)
+    return _c_reduction.trapz(y, x, dx, dim)
 
 def cumulative_trapezoid(y, x=None, *, dx=None, dim=-1):
     """cumulative_trapezoid (see torch.cumulative_trapezoid)."""
-    return _c_breadth_composites.cumulative_trapezoid(y, x, dx, dim)
+    return _c_reduction.cumulative_trapezoid(y, x, dx, dim)
 
 def cov(input, *, correction=1, fweights=None, aweights=None):
     """cov (see torch.cov)."""
-    return _c_breadth_composites.cov(input, correction, fweights, aweights)
+    return _c_reduction.cov(input, correction, fweights, aweights)
 
 def corrcoef(input):
     """corrcoef (see torch.corrcoef)."""
-    return _c_breadth_composites.corrcoef(input)
+    return _c_reduction.corrcoef(input)
 
 def view(input, *size):
     """view (see torch.view)."""
@@ -8610,15 +8611,15 @@ def pad_backward(grad_output, input_shape, padding, mode='constant'):
 
 def expand_as(input, other):
     """expand_as (see torch.expand_as)."""
-    return _c_composites.expand_as(input, other)
+    return _c_shape.expand_as(input, other)
 
 def view_as(input, other):
     """view_as (see torch.view_as)."""
-    return _c_composites.view_as(input, other)
+    return _c_shape.view_as(input, other)
 
 def reshape_as(input, other):
     """reshape_as (see torch.reshape_as)."""
-    return _c_composites.reshape_as(input, other)
+    return _c_shape.reshape_as(input, other)
 
 def copy(input, src):
     """copy (see torch.copy)."""
@@ -8634,11 +8635,11 @@ def size(input, dim):
 
 def movedim(input, source, destination):
     """movedim (see torch.movedim)."""
-    return _c_shape_ops.movedim(input, source, destination)
+    return _c_shape.movedim(input, source, destination)
 
 def moveaxis(input, source, destination):
     """moveaxis (see torch.moveaxis)."""
-    return _c_shape_ops.moveaxis(input, source, destination)
+    return _c_shape.moveaxis(input, source, destination)
 
 def diagonal(input, offset=0, dim1=0, dim2=1):
     """diagonal (see torch.diagonal)."""
@@ -8654,53 +8655,53 @@ def diag_embed(input, offset=0, dim1=-2, dim2=-1):
 
 def diag(input, diagonal=0):
     """diag (see torch.diag)."""
-    return _c_shape_ops.diag(input, diagonal)
+    return _c_shape.diag(input, diagonal)
 
 def diagflat(input, offset=0):
     """diagflat (see torch.diagflat)."""
-    return _c_shape_ops.diagflat(input, offset)
+    return _c_shape.diagflat(input, offset)
 
 def broadcast_to(input, size):
     """broadcast_to (see torch.broadcast_to)."""
-    return _c_shape_ops.broadcast_to(input, size)
+    return _c_shape.broadcast_to(input, size)
 
 def broadcast_tensors(*tensors):
     """broadcast_tensors (see torch.broadcast_tensors)."""
     tensors = _F._varargs(tensors)
-    return _c_shape_ops.broadcast_tensors(tensors)
+    return _c_shape.broadcast_tensors(tensors)
 
 def meshgrid(*tensors, indexing=None):
     """meshgrid (see torch.meshgrid)."""
     tensors = _F._varargs(tensors)
-    return _c_shape_ops.meshgrid(tensors, indexing)
+    return _c_shape.meshgrid(tensors, indexing)
 
 def atleast_1d(input):
     """atleast_1d (see torch.atleast_1d)."""
-    return _c_shape_ops.atleast_1d(input)
+    return _c_shape.atleast_1d(input)
 
 def atleast_2d(input):
     """atleast_2d (see torch.atleast_2d)."""
-    return _c_shape_ops.atleast_2d(input)
+    return _c_shape.atleast_2d(input)
 
 def atleast_3d(input):
     """atleast_3d (see torch.atleast_3d)."""
-    return _c_shape_ops.atleast_3d(input)
+    return _c_shape.atleast_3d(input)
 
 def hstack(tensors):
     """hstack (see torch.hstack)."""
-    return _c_shape_ops.hstack(tensors)
+    return _c_shape.hstack(tensors)
 
 def vstack(tensors):
     """vstack (see torch.vstack)."""
-    return _c_shape_ops.vstack(tensors)
+    return _c_shape.vstack(tensors)
 
 def dstack(tensors):
     """dstack (see torch.dstack)."""
-    return _c_shape_ops.dstack(tensors)
+    return _c_shape.dstack(tensors)
 
 def column_stack(tensors):
     """column_stack (see torch.column_stack)."""
-    return _c_shape_ops.column_stack(tensors)
+    return _c_shape.column_stack(tensors)
 
 def as_strided(input, size, stride, storage_offset=None):
     """as_strided (see torch.as_strided)."""
@@ -8708,11 +8709,11 @@ def as_strided(input, size, stride, storage_offset=None):
 
 def as_strided_copy(input, size, stride, storage_offset=None):
     """as_strided_copy (see torch.as_strided_copy)."""
-    return _c_shape_ops.as_strided_copy(input, size, stride, storage_offset)
+    return _c_shape.as_strided_copy(input, size, stride, storage_offset)
 
 def rot90(input, k=1, dims=[0,1]):
     """rot90 (see torch.rot90)."""
-    return _c_shape_ops.rot90(input, k, dims)
+    return _c_shape.rot90(input, k, dims)
 
 def unfold(input, dimension, size, step):
     """unfold (see torch.unfold)."""
@@ -8724,122 +8725,122 @@ def unfold_backward(grad_output, input_sizes, dim, size, step):
 
 def repeat_interleave(input, repeats=None, dim=None, *, output_size=None):
     """repeat_interleave (see torch.repeat_interleave)."""
-    return _c_shape_ops.repeat_interleave(input, repeats, dim, output_size)
+    return _c_shape.repeat_interleave(input, repeats, dim, output_size)
 
 def fliplr(input):
     """fliplr (see torch.fliplr)."""
-    return _c_shape_ops.fliplr(input)
+    return _c_shape.fliplr(input)
 
 def flipud(input):
     """flipud (see torch.flipud)."""
-    return _c_shape_ops.flipud(input)
+    return _c_shape.flipud(input)
 
 def ravel(input):
     """ravel (see torch.ravel)."""
-    return _c_shape_ops.ravel(input)
+    return _c_shape.ravel(input)
 
 def tensor_split(input, indices_or_sections, dim=0):
     """tensor_split (see torch.tensor_split)."""
-    return _c_shape_ops.tensor_split(input, indices_or_sections, dim)
+    return _c_shape.tensor_split(input, indices_or_sections, dim)
 
 def hsplit(input, indices_or_sections):
     """hsplit (see torch.hsplit)."""
-    return _c_shape_ops.hsplit(input, indices_or_sections)
+    return _c_shape.hsplit(input, indices_or_sections)
 
 def vsplit(input, indices_or_sections):
     """vsplit (see torch.vsplit)."""
-    return _c_shape_ops.vsplit(input, indices_or_sections)
+    return _c_shape.vsplit(input, indices_or_sections)
 
 def dsplit(input, indices_or_sections):
     """dsplit (see torch.dsplit)."""
-    return _c_shape_ops.dsplit(input, indices_or_sections)
+    return _c_shape.dsplit(input, indices_or_sections)
 
 def expand_copy(input, size):
     """expand_copy (see torch.expand_copy)."""
-    return _c_shape_ops.expand_copy(input, size)
+    return _c_shape.expand_copy(input, size)
 
 def diagonal_copy(input, offset=0, dim1=0, dim2=1):
     """diagonal_copy (see torch.diagonal_copy)."""
-    return _c_shape_ops.diagonal_copy(input, offset, dim1, dim2)
+    return _c_shape.diagonal_copy(input, offset, dim1, dim2)
 
 def permute_copy(input, dims):
     """permute_copy (see torch.permute_copy)."""
-    return _c_shape_ops.permute_copy(input, dims)
+    return _c_shape.permute_copy(input, dims)
 
 def narrow_copy(input, dim, start, length):
     """narrow_copy (see torch.narrow_copy)."""
-    return _c_shape_ops.narrow_copy(input, dim, start, length)
+    return _c_shape.narrow_copy(input, dim, start, length)
 
 def view_copy(input, size):
     """view_copy (see torch.view_copy)."""
-    return _c_shape_ops.view_copy(input, size)
+    return _c_shape.view_copy(input, size)
 
 def unbind_copy(input, dim=0):
     """unbind_copy (see torch.unbind_copy)."""
-    return _c_shape_ops.unbind_copy(input, dim)
+    return _c_shape.unbind_copy(input, dim)
 
 def unfold_copy(input, dimension, size, step):
     """unfold_copy (see torch.unfold_copy)."""
-    return _c_shape_ops.unfold_copy(input, dimension, size, step)
+    return _c_shape.unfold_copy(input, dimension, size, step)
 
 def squeeze_copy(input, dim=None):
     """squeeze_copy (see torch.squeeze_copy)."""
-    return _c_shape_ops.squeeze_copy(input, dim)
+    return _c_shape.squeeze_copy(input, dim)
 
 def unsqueeze_copy(input, dim):
     """unsqueeze_copy (see torch.unsqueeze_copy)."""
-    return _c_shape_ops.unsqueeze_copy(input, dim)
+    return _c_shape.unsqueeze_copy(input, dim)
 
 def transpose_copy(input, dim0, dim1):
     """transpose_copy (see torch.transpose_copy)."""
-    return _c_shape_ops.transpose_copy(input, dim0, dim1)
+    return _c_shape.transpose_copy(input, dim0, dim1)
 
 def t_copy(input):
     """t_copy (see torch.t_copy)."""
-    return _c_shape_ops.t_copy(input)
+    return _c_shape.t_copy(input)
 
 def alias_copy(input):
     """alias_copy (see torch.alias_copy)."""
-    return _c_shape_ops.alias_copy(input)
+    return _c_shape.alias_copy(input)
 
 def split_with_sizes_copy(input, split_sizes, dim=0):
     """split_with_sizes_copy (see torch.split_with_sizes_copy)."""
-    return _c_shape_ops.split_with_sizes_copy(input, split_sizes, dim)
+    return _c_shape.split_with_sizes_copy(input, split_sizes, dim)
 
 def unsafe_split(input, split_size, dim=0):
     """unsafe_split (see torch.unsafe_split)."""
-    return _c_shape_ops.unsafe_split(input, split_size, dim)
+    return _c_shape.unsafe_split(input, split_size, dim)
 
 def unsafe_chunk(input, chunks, dim=0):
     """unsafe_chunk (see torch.unsafe_chunk)."""
-    return _c_shape_ops.unsafe_chunk(input, chunks, dim)
+    return _c_shape.unsafe_chunk(input, chunks, dim)
 
 def sum_to_size(input, *size):
     """sum_to_size (see torch.sum_to_size)."""
     size = _F._varargs(size)
-    return _c_shape_ops.sum_to_size(input, size)
+    return _c_shape.sum_to_size(input, size)
 
 def cartesian_prod(*tensors):
     """cartesian_prod (see torch.cartesian_prod)."""
     tensors = _F._varargs(tensors)
-    return _c_shape_ops.cartesian_prod(tensors)
+    return _c_shape.cartesian_prod(tensors)
 
 def combinations(input, r=2, with_replacement=False):
     """combinations (see torch.combinations)."""
-    return _c_shape_ops.combinations(input, r, with_replacement)
+    return _c_shape.combinations(input, r, with_replacement)
 
 def block_diag(*tensors):
     """block_diag (see torch.block_diag)."""
     tensors = _F._varargs(tensors)
-    return _c_shape_ops.block_diag(tensors)
+    return _c_shape.block_diag(tensors)
 
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     """diff (see torch.diff)."""
-    return _c_shape_ops.diff(input, n, dim, prepend, append)
+    return _c_shape.diff(input, n, dim, prepend, append)
 
 def constant_pad_nd(input, pad, value=0):
     """constant_pad_nd (see torch.constant_pad_nd)."""
-    return _c_shape_ops.constant_pad_nd(input, pad, value)
+    return _c_shape.constant_pad_nd(input, pad, value)
 
 def sort(input, dim=-1, descending=False, *, stable=False):
     """sort (see torch.sort)."""
@@ -8851,7 +8852,7 @@ def argsort(input, dim=-1, descending=False, *, stable=False):
 
 def msort(input):
     """msort (see torch.msort)."""
-    return _c_sort_composites.msort(input)
+    return _c_sorting.msort(input)
 
 def topk(input, k, dim=-1, largest=True, sorted=True):
     """topk (see torch.topk)."""
@@ -8943,7 +8944,7 @@ def polygamma(n, self):
 
 def mvlgamma(input, p):
     """mvlgamma (see torch.mvlgamma)."""
-    return _c_special_composites.mvlgamma(input, p)
+    return _c_pointwise.mvlgamma(input, p)
 
 def i0(input):
     """i0 (see torch.i0)."""

@@ -17,7 +17,7 @@ from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
 from ember.autograd import autocast as _autocast
 from ember.autograd.state import STATE
-from ember.overloads import dropout as _dropout
+from ember.ops.nn import dropout as _dropout
 from ember.random import resolve
 from ember.tensor import Tensor
 from ember.errors import (EmberRuntimeError, EmberTypeError, EmberValueError, UnsupportedError,

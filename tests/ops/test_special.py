@@ -390,7 +390,7 @@ def test_onnx_export_of_compositions():
 
 
 def test_torch_aliases_of_pointwise_ops():
-    from ember._aliases import ALIASES
+    from ember.ops.namespace import ALIASES
     x = np.array([0.5, -0.25, 0.0])
     y = np.array([1.5, -0.25, 2.0])
     binary = {"arctan2", "divide", "multiply", "subtract", "greater", "greater_equal", "less",

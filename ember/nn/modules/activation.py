@@ -1,7 +1,7 @@
 """Activation modules (ReLU, GELU, Softmax, ...)."""
 import inspect
 
-from ember import creation
+from ember.ops import creation
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 from ember.nn.parameter import Parameter

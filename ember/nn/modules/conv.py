@@ -1,7 +1,7 @@
 """Conv1d-3d, ConvTranspose1d-3d (weights, init and repr as torch)."""
 import math
 
-from ember import creation
+from ember.ops import creation
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

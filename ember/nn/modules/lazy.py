@@ -7,7 +7,7 @@ full class (``LazyLinear`` -> ``Linear``). A state_dict loaded before the first 
 materializes them with the loaded shapes."""
 import warnings
 
-from ember import creation
+from ember.ops import creation
 from ember.errors import EmberValueError
 from ember.nn.modules import batchnorm, conv, instancenorm, linear
 from ember.nn.modules.module import Module

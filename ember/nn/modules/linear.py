@@ -1,7 +1,7 @@
 """Identity, Linear, Bilinear, Flatten, Unflatten."""
 import math
 
-from ember import creation
+from ember.ops import creation
 from ember.autograd import _generated as G
 from ember.nn import functional as F
 from ember.nn import init

@@ -3,7 +3,7 @@ import numbers
 
 import numpy as np
 
-from ember import creation
+from ember.ops import creation
 from ember.autograd.grad_mode import no_grad
 from ember.nn import functional as F
 from ember.nn import init

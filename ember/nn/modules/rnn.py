@@ -6,7 +6,7 @@ runs one fused op (``lstm_step`` / ``gru_step`` in derivatives.yaml).
 """
 import math
 
-from ember import creation
+from ember.ops import creation
 from ember.autograd import _generated as G
 from ember.nn import functional as F
 from ember.nn import init

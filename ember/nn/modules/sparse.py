@@ -1,5 +1,5 @@
 """Embedding and EmbeddingBag."""
-from ember import creation
+from ember.ops import creation
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

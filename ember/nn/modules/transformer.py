@@ -2,7 +2,7 @@
 parameter names, so state-dict keys match, initialisation and post-/pre-norm layouts)."""
 import copy
 
-from ember import creation
+from ember.ops import creation
 from ember.autograd import _generated as G
 from ember.nn import functional as F
 from ember.nn import init

@@ -1,7 +1,7 @@
 """torch.nn.utils.parametrizations: ``weight_norm`` and ``spectral_norm`` registered through
 ``parametrize`` (state_dict keys ``parametrizations.weight.original0/1`` and
 ``parametrizations.weight.original`` + ``...0._u/_v``, as torch)."""
-from ember import creation
+from ember.ops import creation
 from ember.autograd import _generated as G
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberValueError

@@ -6,7 +6,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ember import creation
+from ember.ops import creation
 from ember.autograd import _generated as G
 from ember.errors import EmberRuntimeError, EmberValueError
 from ember.tensor import Tensor

@@ -1,12 +1,15 @@
 """Shape and indexing ops declared ``composite`` in derivatives.yaml: written in other
 spec ops, so their gradients, views, tracing and export come from those ops."""
+import builtins
+
 import numpy as np
 
-import ember.autograd._generated as G
+from ember.autograd import _generated as G
+from ember import _dtype
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
 from ember.errors import public as _public
-from ember.tensor import Tensor
-from ember.kernels.index import check_range
+from ember.ops.creation import _ints
+from ember.tensor import Tensor, view_dtype
 
 
 def _norm(op, d, nd):
@@ -54,18 +57,6 @@ def movedim(input, source, destination):
 
 def moveaxis(input, source, destination):
     return movedim(input, source, destination)
-
-
-def select(input, dim, index):
-    nd = input.ndim
-    if nd == 0:
-        raise EmberIndexError("select() cannot be applied to a 0-dim tensor.")
-    d = _norm("select", dim, nd)
-    n = input._data.shape[d]
-    if not -n <= index < n:
-        raise EmberIndexError(f"select(): index {index} out of range for tensor of size "
-                              f"{list(input._data.shape)} at dimension {dim}")
-    return G.getitem(input, (slice(None),) * d + (index % n,))
 
 
 def diag(input, diagonal=0):
@@ -168,32 +159,6 @@ def column_stack(tensors):
     return G.cat(ts, 1)
 
 
-def take_along_dim(input, indices, dim=None):
-    if dim is None:
-        return G.gather(G.reshape(input, (-1,)), 0, G.reshape(indices, (-1,)))
-    if input.ndim != indices.ndim:
-        raise EmberRuntimeError(f"take_along_dim(): input and indices should have the same "
-                                f"number of dimensions, but got {input.ndim} dimensions for "
-                                f"input, and {indices.ndim} dimensions for indices")
-    d = _norm("take_along_dim", dim, input.ndim)
-    a_shape, i_shape = list(input._data.shape), list(indices._data.shape)
-    a_shape[d] = i_shape[d] = 1
-    shape = list(_broadcast_shape("take_along_dim", [a_shape, i_shape]))
-    a_to, i_to = list(shape), list(shape)
-    a_to[d], i_to[d] = input._data.shape[d], indices._data.shape[d]
-    if tuple(a_to) != input._data.shape:
-        input = G.expand(input, tuple(a_to))
-    if tuple(i_to) != indices._data.shape:
-        indices = G.expand(indices, tuple(i_to))
-    n = input._data.shape[d]
-    if n:   # as torch 2.13: indices wrap modulo the size (an op, so a trace keeps it)
-        indices = G.remainder(indices, n)
-    elif indices._data.size:
-        raise EmberRuntimeError(f"take_along_dim(): ZeroDivisionError: indices into dimension "
-                                f"{d} of size 0 (input: {list(input._data.shape)})")
-    return G.gather(input, d, indices)
-
-
 def rot90(input, k=1, dims=(0, 1)):
     dims = tuple(dims)
     if len(dims) != 2:
@@ -256,77 +221,6 @@ def repeat_interleave(input, repeats=None, dim=None, output_size=None):
         raise EmberRuntimeError(f"repeat_interleave: output_size {output_size} does not match "
                                 f"the sum of repeats {index.size}")
     return G.index_select(input, d, Tensor._make(index))
-
-
-def clamp_min(input, min):
-    return G.clamp(input, min, None)
-
-
-def clamp_max(input, max):
-    return G.clamp(input, None, max)
-
-
-def floor_divide(input, other):
-    return G.div(input, other, rounding_mode="floor")
-
-
-def _embed(g, shape):
-    """``g`` (the leading block of a tensor of ``shape``) padded with zeros to ``shape``."""
-    if tuple(g._data.shape) == tuple(shape):
-        return g
-    key = tuple(slice(0, s) for s in g._data.shape)
-    return G.index_put(Tensor._make(np.zeros(tuple(shape), g._data.dtype)), key, g, False)
-
-
-def scatter_reduce_backward(grad, input, index, src, result, dim, reduce, include_self, needs):
-    from ember.kernels.index import scatter_count
-    if input.ndim == 0:  # as the kernel: a 0-d self is a 1-element vector
-        flat = [G.reshape(t, (-1,)) for t in (grad, input, index, src, result)]
-        gs = scatter_reduce_backward(*flat, 0, reduce, include_self, needs)
-        return tuple(None if g is None else G.reshape(g, ()) for g in gs)
-    d = _norm("scatter_reduce", dim, input.ndim)
-    idx = index._data
-    src_s = src if src._data.shape == idx.shape else \
-        G.getitem(src, tuple(slice(0, s) for s in idx.shape))
-    dt = grad._data.dtype
-    if reduce == "sum":
-        g_self, g_src = grad, G.gather(grad, d, index)
-    elif reduce == "mean":
-        count = Tensor._make(scatter_count(input._data.shape, idx, d, include_self).astype(dt))
-        g_self, g_src = G.div(grad, count), G.gather(G.div(grad, count), d, index)
-    elif reduce == "prod":  # zeros handled as torch does: the product of the others
-        masked_self = G.masked_fill(input, G.eq(input, 0.0), 1.0)
-        masked_self_result = G.scatter_reduce(masked_self, d, index, src_s, "prod",
-                                              include_self=include_self)
-        g_self = G.div(G.mul(grad, masked_self_result), masked_self)
-        src_zero = G.eq(src_s, 0.0)
-        zeros_at = G.scatter_add(Tensor._make(np.zeros(input._data.shape, dt)), d, index,
-                                 G.to(src_zero, dt, False))
-        single = G.logical_and(src_zero, G.eq(G.gather(zeros_at, d, index), 1.0))
-        masked_src_result = G.scatter_reduce(input, d, index, G.masked_fill(src_s, single, 1.0),
-                                             "prod", include_self=include_self)
-        g_src = G.where(single, G.gather(G.mul(grad, masked_src_result), d, index),
-                        G.div(G.gather(G.mul(grad, result), d, index),
-                              G.masked_fill(src_s, src_zero, 1.0)))
-    else:  # amax / amin: shared evenly among the values equal to the result (self counted as
-        # torch counts it, also with include_self=False)
-        mask_self = G.to(G.eq(input, result), dt, False)
-        mask_src = G.to(G.eq(src_s, G.gather(result, d, index)), dt, False)
-        share = G.div(grad, G.scatter_add(mask_self, d, index, mask_src))
-        g_self = G.mul(share, mask_self)
-        g_src = G.mul(G.gather(share, d, index), mask_src)
-    if not include_self:
-        g_self = G.scatter(g_self, d, index, 0.0)
-    return (g_self if needs[0] else None, None,
-            _embed(g_src, src._data.shape) if needs[2] else None)
-
-
-def masked_scatter_source_grad(grad, mask, source_shape):
-    taken = G.masked_select(grad, mask)
-    n, total = taken._data.size, int(np.prod(source_shape))
-    if n < total:
-        taken = G.cat([taken, Tensor._make(np.zeros(total - n, grad._data.dtype))], 0)
-    return G.reshape(taken, tuple(source_shape))
 
 
 def fliplr(input):
@@ -401,47 +295,6 @@ def dsplit(input, indices_or_sections):
     return _split_along("dsplit", input, indices_or_sections, 2)
 
 
-def take(input, index):
-    flat = G.reshape(input, (-1,))
-    n = flat._data.shape[0]
-    i = index._data
-    if i.size and (i.max() >= n or i.min() < -n):
-        raise EmberIndexError(f"take: index out of range in self of {n} elements")
-    if n:   # take reads [-n, n), index_select [0, n)
-        index = G.remainder(index, n)
-    return G.reshape(G.index_select(flat, 0, G.reshape(index, (-1,))), tuple(i.shape))
-
-
-def put(input, index, source, accumulate=False):
-    n = input._data.size
-    i = index._data
-    if i.size and (i.max() >= n or i.min() < -n):
-        raise EmberIndexError(f"put: index out of range in self of {n} elements")
-    if i.size != source._data.size:
-        raise EmberRuntimeError(f"put: expected source and index to have the same number of "
-                                f"elements, but got {source._data.size} and {i.size}")
-    flat = G.index_put(G.reshape(input, (-1,)), (i.reshape(-1).astype(np.int64),),
-                       G.reshape(source, (-1,)), accumulate)
-    return G.reshape(flat, tuple(input._data.shape))
-
-
-def argwhere(input):
-    return G.nonzero(input)
-
-
-def nonzero_static(input, size, fill_value=-1):
-    if size < 0:
-        raise EmberRuntimeError(f"nonzero_static: 'size' must be an non-negative integer, got "
-                                f"{size}")
-    idx = G.nonzero(input)
-    _data_read(input, "nonzero_static", "how much is padded follows the values")
-    k, nd = idx._data.shape
-    if k >= size:
-        return G.narrow(idx, 0, 0, size)
-    pad = Tensor._make(np.full((size - k, nd), fill_value, np.int64))
-    return G.cat([idx, pad], 0)
-
-
 def _copy_of(view):
     def copy(*args, **kwargs):
         out = view(*args, **kwargs)
@@ -479,40 +332,6 @@ def unsafe_split(input, split_size, dim=0):
 
 def unsafe_chunk(input, chunks, dim=0):
     return tuple(G.chunk(input, chunks, dim))
-
-
-def diagonal_scatter(input, src, offset=0, dim1=0, dim2=1):
-    from ember.kernels.shape import diagonal
-    m = np.zeros(input._data.shape, bool)
-    diagonal(m, offset, dim1, dim2)[...] = True
-    placed = G.diagonal_backward(src, tuple(input._data.shape), offset, dim1, dim2)
-    return G.where(Tensor._make(m), placed, input)
-
-
-def select_scatter(input, src, dim, index):
-    d = _norm("select_scatter", dim, input.ndim)
-    n = input._data.shape[d]
-    if not -n <= index < n:
-        raise EmberIndexError(f"select_scatter(): index {index} out of range for tensor of size "
-                              f"{list(input._data.shape)} at dimension {dim}")
-    key = (slice(None),) * d + (index % n,)
-    want = input._data[key].shape
-    if tuple(src._data.shape) != want:
-        raise EmberRuntimeError(f"select_scatter: expected src to have a size equal to the slice "
-                                f"of self, src size = {list(src._data.shape)}, slice size = "
-                                f"{list(want)}")
-    return G.index_put(input, key, src, False)
-
-
-def slice_scatter(input, src, dim=0, start=None, end=None, step=1):
-    d = _norm("slice_scatter", dim, input.ndim)
-    key = (slice(None),) * d + (slice(start, end, step),)
-    want = input._data[key].shape
-    if tuple(src._data.shape) != want:
-        raise EmberRuntimeError(f"slice_scatter: expected src to have a size equal to the slice "
-                                f"of self, src size = {list(src._data.shape)}, slice size = "
-                                f"{list(want)}")
-    return G.index_put(input, key, src, False)
 
 
 def sum_to_size(input, size):
@@ -580,31 +399,6 @@ def block_diag(tensors):
     return G.cat(rows, 0)
 
 
-def index_reduce(input, dim, index, source, reduce, include_self=True):
-    if reduce not in ("prod", "mean", "amax", "amin"):
-        raise EmberRuntimeError(f"index_reduce(): Expected reduce to be one of prod, mean, amax "
-                                f"or amin but got {reduce}.")
-    i = index._data
-    if i.ndim > 1 or i.dtype.kind not in "iu":
-        raise EmberIndexError(f"index_reduce(): Index is supposed to be a vector of integers, "
-                              f"got {i.dtype} of shape {list(i.shape)}")
-    if input.ndim == 0:
-        return G.reshape(index_reduce(G.reshape(input, (1,)), 0, index,
-                                      G.reshape(source, (-1,)), reduce, include_self), ())
-    d = _norm("index_reduce", dim, input.ndim)
-    check_range(i, input._data.shape[d], "index_reduce", d, EmberIndexError)
-    src_shape = source._data.shape if source.ndim else (1,)
-    if len(src_shape) != input.ndim or src_shape[d] != i.size:
-        raise EmberIndexError(f"index_reduce(): source {list(source._data.shape)} must have "
-                              f"self's dimensions {list(input._data.shape)} with index.numel() "
-                              f"= {i.size} entries along dim {d}")
-    view = [1] * input.ndim
-    view[d] = i.size
-    full = G.expand(G.reshape(index, tuple(view)), tuple(src_shape))
-    return G.scatter_reduce(input, d, full, G.reshape(source, src_shape), reduce,
-                            include_self=include_self)
-
-
 def diff(input, n=1, dim=-1, prepend=None, append=None):
     if input.ndim == 0:
         raise EmberRuntimeError("diff expects input to be at least one-dimensional")
@@ -628,36 +422,9 @@ def constant_pad_nd(input, pad, value=0):
     return G.pad(input, tuple(pad), "constant", value)
 
 
-def trace(input):
-    if input.ndim != 2:
-        raise EmberRuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
-    return G.sum(G.diagonal(input, 0, 0, 1))
-
-
-# every composite raises ember's errors naming it (ember.errors.public)
-for _n, _f in list(globals().items()):
-    if not _n.startswith("_") and callable(_f) and getattr(_f, "__module__", None) == __name__:
-        globals()[_n] = _public(_f)
-del _n, _f
-
-
 def as_strided_copy(input, size, stride, storage_offset=None):
     """A contiguous copy of ``input.as_strided(size, stride, storage_offset)``."""
     return G.clone(G.as_strided(input, size, stride, storage_offset))
-
-
-def as_strided_scatter(input, src, size, stride, storage_offset=None):
-    """A copy of ``input`` (contiguous) with ``src`` written where
-    ``copy.as_strided(size, stride, storage_offset)`` reads."""
-    from ember.kernels.strided import scatter_indices
-    idx = scatter_indices(tuple(input.shape), size, stride, storage_offset)
-    if tuple(src.shape) != tuple(idx.shape):
-        raise EmberRuntimeError(f"as_strided_scatter: expected src to have a size equal to the "
-                                f"slice of self: src {list(src.shape)}, slice "
-                                f"{list(idx.shape)}")
-    flat = G.index_copy(G.reshape(input, (-1,)), 0, Tensor._make(idx.ravel()),
-                        G.reshape(src, (-1,)))
-    return G.reshape(flat, tuple(input.shape))
 
 
 def storage_offset(self):
@@ -665,3 +432,132 @@ def storage_offset(self):
     storage (the array at the root of its memory), like torch."""
     from ember.kernels.strided import storage_offset as offset
     return offset(self._data)
+
+
+def atleast(name):
+    """torch's ``atleast_Nd`` entry point over the spec op ``name``: one tensor -> the tensor
+    viewed with at least N dimensions; several tensors (or one sequence) -> a tuple."""
+    def front(*tensors):
+        op = getattr(G, name)
+        if len(tensors) == 1 and isinstance(tensors[0], Tensor):
+            return op(tensors[0])
+        if len(tensors) == 1 and isinstance(tensors[0], (tuple, list)):
+            tensors = tensors[0]
+        return tuple(op(t) for t in tensors)
+    front.__name__ = front.__qualname__ = name
+    front.__doc__ = (f"``{name}(x)`` -> x viewed with at least {name[-2]} dimensions; several "
+                     f"tensors (or one sequence) -> a tuple.")
+    return front
+
+
+def _view(self, *shape):
+    """``view(*shape)``: the same data in another shape; ``view(dtype)``: the same memory read as
+    another dtype (``ember.tensor.view_dtype``)."""
+    if len(shape) == 1 and shape[0].__class__ is _dtype.dtype:
+        return view_dtype(self, shape[0])
+    return G.view(self, *shape)
+
+
+def _T(self):
+    nd = self._data.ndim
+    return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
+
+
+def _mT(self):
+    if self._data.ndim < 2:
+        raise EmberRuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "
+                                f"Got {self._data.ndim}-D tensor.")
+    return G.transpose(self, -2, -1)
+
+
+def _adjoint(t):
+    return t.conj() if t._data.dtype.kind == "c" else t
+
+
+def _mH(self):
+    if self._data.ndim < 2:
+        raise EmberRuntimeError(f"tensor.mH is only supported on matrices or batches of matrices. "
+                                f"Got {self._data.ndim}-D tensor.")
+    return _adjoint(G.transpose(self, -2, -1))
+
+
+def _H(self):
+    nd = self._data.ndim
+    if nd not in (0, 2):
+        raise EmberRuntimeError(f"tensor.H is only supported on matrices (2-D tensors). Got "
+                                f"{nd}-D tensor.")
+    return _adjoint(self if nd == 0 else G.transpose(self, 0, 1))
+
+
+def broadcast_shapes(*shapes):
+    """The shape that ``shapes`` (sizes or ints) broadcast to, as an ember Size."""
+    from ember.errors import EmberRuntimeError as _E
+    from ember.tensor import Size
+    norm = [(s,) if isinstance(s, (int, np.integer)) else tuple(s) for s in shapes]
+    try:
+        return Size(np.broadcast_shapes(*norm))
+    except ValueError:
+        raise _E(f"broadcast_shapes: shapes {[list(s) for s in norm]} cannot be broadcast "
+                 f"together") from None
+
+
+def _resize_(self, *size, memory_format=None):
+    """Resize in place to ``size``, keeping the first elements in row-major order (new
+    elements, when it grows, are uninitialised), as torch's ``Tensor.resize_``."""
+    from ember.autograd.state import STATE
+    if len(size) == 1 and isinstance(size[0], (tuple, list)):
+        size = tuple(size[0])
+    size = _ints(size, "size", "resize_")
+    if builtins.any(s < 0 for s in size):
+        raise EmberRuntimeError(f"resize_: sizes must be non-negative, got {list(size)}")
+    if self.requires_grad:
+        raise EmberRuntimeError("resize_: cannot resize a tensor that requires grad")
+    if STATE.tracer is not None:
+        raise EmberRuntimeError("resize_: a tensor cannot change its shape in place inside a "
+                                "trace")
+    n = builtins.int(np.prod(size, dtype=np.int64))
+    flat = self._data.reshape(-1) if self._data.flags.c_contiguous else \
+        np.ascontiguousarray(self._data).reshape(-1)
+    if n <= flat.size:
+        new = flat[:n].reshape(size)
+    else:
+        new = np.empty(n, self._data.dtype)
+        new[:flat.size] = flat
+        new = new.reshape(size)
+    self._data = new
+    self._bump()
+    return self
+
+
+def _resize_as_(self, the_template, *, memory_format=None):
+    """Resize in place to the shape of ``the_template`` (see ``resize_``)."""
+    return _resize_(self, tuple(the_template.shape))
+
+
+resize_as_ = _resize_as_
+
+
+def expand_as(input, other):
+    return G.expand(input, tuple(other.shape))
+
+
+def view_as(input, other):
+    return G.view(input, tuple(other.shape))
+
+
+def reshape_as(input, other):
+    return G.reshape(input, tuple(other.shape))
+
+
+# these raise ember's errors naming them (ember.errors.public)
+for _n in ("movedim", "moveaxis", "diag", "diagflat", "broadcast_to", "broadcast_tensors",
+           "meshgrid", "atleast_1d", "atleast_2d", "atleast_3d", "hstack", "vstack",
+           "dstack", "column_stack", "rot90", "repeat_interleave", "fliplr", "flipud",
+           "ravel", "tensor_split", "hsplit", "vsplit", "dsplit", "expand_copy",
+           "diagonal_copy", "permute_copy", "narrow_copy", "view_copy", "unbind_copy",
+           "unfold_copy", "squeeze_copy", "unsqueeze_copy", "transpose_copy", "t_copy",
+           "alias_copy", "split_with_sizes_copy", "unsafe_split", "unsafe_chunk",
+           "sum_to_size", "cartesian_prod", "combinations", "block_diag", "diff",
+           "constant_pad_nd", "broadcast_shapes", "expand_as", "view_as", "reshape_as"):
+    globals()[_n] = _public(globals()[_n])
+del _n

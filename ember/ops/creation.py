@@ -12,7 +12,8 @@ from ember.autograd import _generated as G
 from ember.kernels.dtypes import storable_range
 from ember.autograd.function import Function
 from ember.errors import (EmberOverflowError, EmberRuntimeError, EmberTypeError, EmberValueError,
-                          UnsupportedError, public)
+                          UnsupportedError)
+from ember.errors import public as _public
 from ember.random import resolve
 from ember.tensor import Tensor
 
@@ -542,10 +543,163 @@ def multinomial(input, num_samples, replacement=False, *, generator=None):
     return G.multinomial(input, num_samples, replacement, resolve(generator))
 
 
-# every public function raises ember's errors naming it (ember.errors.public)
-for _n in ("tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty", "full",
-           "zeros_like", "ones_like", "empty_like", "full_like", "arange", "linspace", "eye",
-           "rand", "randn", "randint", "randperm", "normal", "rand_like", "randn_like",
-           "bernoulli", "multinomial"):
-    globals()[_n] = public(globals()[_n])
+def _zero_(self):
+    return G.copy_(self, G.zeros_like(self))
+
+
+def _fill_(self, value):
+    return G.copy_(self, value if isinstance(value, Tensor) else G.full_like(self, value))
+
+
+def _uniform_(self, a=0.0, b=1.0, generator=None):
+    return G.copy_(self, G.uniform_like(self, a, b, resolve(generator)))
+
+
+def _normal_(self, mean=0.0, std=1.0, generator=None):
+    return G.copy_(self, G.normal_like(self, mean, std, resolve(generator)))
+
+
+def _bernoulli_(self, p=0.5, generator=None):
+    probs = G.full_like(self, p) if not isinstance(p, Tensor) else p
+    return G.copy_(self, G.bernoulli(probs, resolve(generator)))
+
+
+def _new(fill):
+    def method(self, *size, dtype=None, device=None, requires_grad=False):
+        _check_device(device)
+        dt = self.dtype if dtype is None else dtype
+        if fill == "zeros":
+            return zeros(*size, dtype=dt, requires_grad=requires_grad)
+        if fill == "ones":
+            return ones(*size, dtype=dt, requires_grad=requires_grad)
+        return empty(*size, dtype=dt, requires_grad=requires_grad)
+    return method
+
+
+def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
+                         requires_grad=requires_grad)
+
+
+def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
+    _check_device(device)
+    return tensor(data, dtype=self.dtype if dtype is None else dtype,
+                           requires_grad=requires_grad)
+
+
+def _multinomial_method(self, num_samples, replacement=False, *, generator=None):
+    return G.multinomial(self, num_samples, replacement, resolve(generator))
+
+
+def _ints(seq, what, op):
+    if isinstance(seq, (int, np.integer)):
+        seq = (seq,)
+    if not isinstance(seq, (tuple, list)) or not builtins.all(
+            isinstance(s, (int, np.integer)) for s in seq):
+        raise EmberTypeError(f"{op}: {what} must be a sequence of ints, got {seq!r}")
+    return tuple(builtins.int(s) for s in seq)
+
+
+def _scalar(v):
+    if isinstance(v, Tensor):
+        if v.numel() != 1:
+            raise EmberRuntimeError(f"logspace: expected a 0-d tensor bound, got shape "
+                                    f"{tuple(v.shape)}")
+        return v.item()
+    return v
+
+
+def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None,
+             requires_grad=False, out=None):
+    """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end``."""
+    return _finish(G.logspace(_scalar(start), _scalar(end), steps, float(base), _np(dtype)),
+                   requires_grad)
+
+
+def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """An uninitialised tensor of ``size`` (ember's arrays keep their own strides)."""
+    size = _ints(size, "size", "empty_strided")
+    stride = _ints(stride, "stride", "empty_strided")
+    if len(size) != len(stride):
+        raise EmberRuntimeError(f"empty_strided: mismatch in length of strides and shape: "
+                                f"{len(stride)} strides for shape {size}")
+    return _finish(G.empty(size, _np(dtype)), requires_grad)
+
+
+def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
+                   requires_grad=False, pin_memory=False):
+    """An uninitialised tensor of ``size``; ``physical_layout`` must permute its dims."""
+    size = _ints(size, "size", "empty_permuted")
+    perm = _ints(physical_layout, "physical_layout", "empty_permuted")
+    if sorted(perm) != list(range(len(size))):
+        raise EmberRuntimeError(f"empty_permuted: physical_layout {list(perm)} is not a "
+                                f"permutation of the {len(size)} dims of size {size}")
+    return _finish(G.empty(size, _np(dtype)), requires_grad)
+
+
+def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False,
+                  pin_memory=False):
+    """A 0-d tensor holding ``s`` (default dtype unless given)."""
+    if isinstance(s, Tensor):
+        s = s.item()
+    return _finish(G.full((), s, _np(dtype)), requires_grad)
+
+
+def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
+                 requires_grad=False, memory_format=None, generator=None):
+    """Integers uniform in [low, high) with ``input``'s shape (and dtype unless given)."""
+    if high is None:
+        low, high = 0, low
+    low, high = _int_arg("randint_like", "low", low, 2), _int_arg("randint_like", "high", high, 3)
+    ref = input if dtype is None else G.to(input, _dtype.to_numpy_dtype(dtype))
+    _check_random_bounds("randint_like", low, high, ref._data.dtype)
+    return _finish(G.randint_like(ref, low, high, resolve(generator)), requires_grad)
+
+
+def _fill(kernel, *params):
+    def method(self, *args, generator=None, **kwargs):
+        values = list(params)
+        names = [p[0] for p in params]
+        if len(args) > len(values):
+            raise EmberTypeError(f"{kernel}: takes at most {len(values)} arguments, got "
+                                 f"{len(args)}")
+        for i, a in enumerate(args):
+            values[i] = (names[i], a)
+        for k, v in kwargs.items():
+            if k not in names:
+                raise EmberTypeError(f"{kernel}: got an unexpected keyword argument {k!r}")
+            values[names.index(k)] = (k, v)
+        if self._data.dtype.kind != "f" and kernel != "geometric_":
+            raise EmberRuntimeError(f"{kernel}: expects a floating point tensor, got "
+                                    f"{self._data.dtype}")
+        draw = getattr(G, kernel[:-1] + "_like")
+        return G.copy_(self, draw(self, *(float(v) for _, v in values), resolve(generator)))
+    method.__name__ = kernel
+    method.__doc__ = (f"Fill in place with samples (torch's ``Tensor.{kernel}``; parameters "
+                      f"{', '.join(f'{n}={d}' for n, d in params)}).")
+    return method
+
+
+_NO_DEFAULT = None
+
+
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
+                       layout=None, pin_memory=False):
+    return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
+                         requires_grad=requires_grad)
+
+
+def zero_(input):
+    """Fill ``input`` with zeros in place and return it (``torch.zero_``)."""
+    return input.zero_()
+
+
+# these raise ember's errors naming them (ember.errors.public)
+for _n in ("tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty",
+           "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange",
+           "linspace", "eye", "rand", "randn", "randint", "randperm", "normal",
+           "rand_like", "randn_like", "bernoulli", "multinomial"):
+    globals()[_n] = _public(globals()[_n])
 del _n

@@ -86,7 +86,7 @@ def stft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tru
     if onesided and complex_in:
         raise EmberRuntimeError("stft: cannot have onesided output if window or input is "
                                 "complex")
-    from ember import fft
+    from ember.ops import fft
     norm = "ortho" if normalized else "backward"
     spec = fft.rfft(frames, dim=-1, norm=norm) if onesided else fft.fft(frames, dim=-1,
                                                                          norm=norm)
@@ -122,7 +122,7 @@ def istft(input, n_fft, hop_length=None, win_length=None, window=None, center=Tr
     if onesided and return_complex:
         raise EmberRuntimeError("istft: cannot have onesided output if window or input is "
                                 "complex")
-    from ember import fft
+    from ember.ops import fft
     norm = "ortho" if normalized else "backward"
     spec = G.transpose(x, -1, -2)                           # (B, n_frames, n_freq)
     if not return_complex:
@@ -169,7 +169,7 @@ def _overlap_add(frames, hop, total):
 
 # ------------------------------------------------------------------ window functions (torch.*_window)
 def _window_array(name, window_length, periodic, fn, dtype, requires_grad):
-    from ember import creation
+    from ember.ops import creation
     if not isinstance(window_length, int) or isinstance(window_length, bool) or \
             window_length < 0:
         raise EmberRuntimeError(f"{name}: window_length must be a non-negative integer, got "

@@ -1,9 +1,15 @@
 """Composite ops of ``ember.linalg``, written in spec ops."""
+import builtins
+
 import numpy as np
 
-import ember.autograd._generated as G
+from ember.autograd import _generated as G
+from ember import return_types as R
 from ember._dtype import to_numpy_dtype
-from ember.errors import EmberRuntimeError, LinAlgError
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError, LinAlgError
+from ember.errors import public as _public
+from ember.ops.reduction import _dim
+from ember.random import resolve
 from ember.tensor import Tensor
 
 _INF = float("inf")
@@ -621,3 +627,175 @@ def ormqr(input, input2, input3, left=True, transpose=False):
 def linalg_ldl_factor(A, hermitian=False):
     LD, pivots, _ = G.linalg_ldl_factor_ex(A, hermitian=hermitian, check_errors=True)
     return LD, pivots
+
+
+# top-level torch functions returning named tuples (torch.slogdet, torch.qr, torch.svd)
+def _top_slogdet(input):
+    """(sign, logabsdet) of the determinants of ``input``."""
+    return R.slogdet(*G.slogdet(input))
+
+
+def _top_qr(input, some=True):
+    """Q, R (reduced when ``some``, else complete)."""
+    return R.qr(*G.qr(input, some))
+
+
+def _top_svd(input, some=True, compute_uv=True):
+    """U, S, V with input = U diag(S) V^T (torch.svd; note V, not Vh)."""
+    return R.svd(*G.svd(input, some, compute_uv))
+
+
+def _top_triangular_solve(input, A, upper=True, transpose=False, unitriangular=False):
+    """(solution, cloned_coefficient) of A X = input (torch.triangular_solve)."""
+    return R.triangular_solve(*G.triangular_solve(input, A, upper, transpose, unitriangular))
+
+
+def _top_geqrf(input):
+    """(a, tau): LAPACK geqrf's packed QR (torch.geqrf; not differentiable, as in torch)."""
+    return R.geqrf(*G.geqrf(input))
+
+
+def _top_lu(A, pivot=True, get_infos=False):
+    """(LU, pivots), with the infos when ``get_infos`` (torch.lu; raises on a zero pivot
+    otherwise)."""
+    LU, pivots, info = G.linalg_lu_factor_ex(A, pivot=pivot, check_errors=not get_infos)
+    return (LU, pivots, info) if get_infos else (LU, pivots)
+
+
+def _top_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
+    """P, L, U from packed LU factors and pivots."""
+    return R.lu_unpack(*G.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots))
+
+
+TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, "qr"),
+            "svd": _public(_top_svd, "svd"), "lu": _public(_top_lu, "lu"),
+            "lu_unpack": _public(_top_lu_unpack, "lu_unpack"),
+            "triangular_solve": _public(_top_triangular_solve, "triangular_solve"),
+            "geqrf": _public(_top_geqrf, "geqrf")}
+
+
+def _inplace(name):
+    op = getattr(G, name)
+
+    def method(self, *args, **kwargs):
+        return self.copy_(op(self, *args, **kwargs))
+    method.__name__ = method.__qualname__ = name + "_"
+    method.__doc__ = f"In-place {name}: writes the result into ``self`` and returns it."
+    return _public(method, name + "_")
+
+
+def _basis(A, q, niter, M):
+    """An orthonormal (..., m, q) basis approximating A's range (Halko et al., algorithm 4.4)."""
+    n = A.shape[-1]
+    R = G.randn(tuple(A.shape[:-2]) + (n, q), resolve(None), A._data.dtype)
+    X = G.matmul(A, R)
+    if M is not None:
+        X = G.sub(X, G.matmul(M, R))
+    Q = G.linalg_qr(X, "reduced")[0]
+    At = G.transpose(A, -2, -1)
+    Mt = None if M is None else G.transpose(M, -2, -1)
+    for _ in builtins.range(niter):
+        X = G.matmul(At, Q)
+        if Mt is not None:
+            X = G.sub(X, G.matmul(Mt, Q))
+        Q = G.linalg_qr(X, "reduced")[0]
+        X = G.matmul(A, Q)
+        if M is not None:
+            X = G.sub(X, G.matmul(M, Q))
+        Q = G.linalg_qr(X, "reduced")[0]
+    return Q
+
+
+def _check_count(op, name, v):
+    """``v`` is a non-negative int within int64 (a loop count or a rank)."""
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise EmberTypeError(f"{op}: {name} must be an int, got {type(v).__name__} {v!r}")
+    if not 0 <= v < 2 ** 63:
+        raise EmberValueError(f"{op}: {name} must be a non-negative int64, got {v}")
+
+
+def svd_lowrank(A, q=6, niter=2, M=None):
+    """(U, S, V) of a rank-``q`` approximate SVD of ``A`` (or ``A - M``) by randomized subspace
+    iteration (torch.svd_lowrank; ember's default generator draws the test matrix)."""
+    q = 6 if q is None else q
+    _check_count("svd_lowrank", "q", q)
+    _check_count("svd_lowrank", "niter", niter)
+    m, n = A.shape[-2], A.shape[-1]
+    if not 0 <= q <= builtins.min(m, n):
+        raise EmberValueError(f"svd_lowrank: q={q} must be in [0, min(m, n) = {builtins.min(m, n)}]"
+                              f" for A of shape {tuple(A.shape)}")
+    if M is not None:
+        M = G.broadcast_to(M, tuple(A.shape))
+    if m < n:  # work on the transpose, whose range is the smaller space
+        A, M = G.transpose(A, -2, -1), None if M is None else G.transpose(M, -2, -1)
+    Q = _basis(A, q, niter, M)
+    B = G.matmul(G.transpose(Q, -2, -1), A)
+    if M is not None:
+        B = G.sub(B, G.matmul(G.transpose(Q, -2, -1), M))
+    U, S, Vh = G.linalg_svd(B, False)
+    U, V = G.matmul(Q, U), G.transpose(Vh, -2, -1)
+    return (V, S, U) if m < n else (U, S, V)
+
+
+def pca_lowrank(A, q=None, center=True, niter=2):
+    """(U, S, V) of a principal component analysis of ``A``'s rows (torch.pca_lowrank): the
+    low-rank SVD of ``A`` less its column means when ``center``."""
+    m, n = A.shape[-2], A.shape[-1]
+    q = builtins.min(6, m, n) if q is None else q
+    _check_count("pca_lowrank", "q", q)
+    _check_count("pca_lowrank", "niter", niter)
+    if not 0 <= q <= builtins.min(m, n):
+        raise EmberValueError(f"pca_lowrank: q={q} must be in [0, min(m, n) = {builtins.min(m, n)}]"
+                              f" for A of shape {tuple(A.shape)}")
+    if not center:
+        return svd_lowrank(A, q, niter)
+    C = G.mean(A, (-2,), True)
+    return svd_lowrank(G.sub(A, C), q, niter)
+
+
+def dist(input, other, p=2):
+    """The p-norm of ``input - other`` (broadcast)."""
+    return G.linalg_vector_norm(G.sub(input, other), p)
+
+
+def renorm(input, p, dim, maxnorm):
+    """Each slice along ``dim`` rescaled so that its p-norm is at most ``maxnorm``."""
+    n = input._data.ndim
+    d = _dim(input, dim, "renorm")
+    if p <= 0:
+        raise EmberRuntimeError(f"renorm: non-positive norm p={p} is not supported")
+    if maxnorm < 0:
+        raise EmberRuntimeError(f"renorm: non-negative maxnorm expected, got {maxnorm}")
+    others = tuple(i for i in range(n) if i != d)
+    norm = G.linalg_vector_norm(input, p, others, True)
+    scale = G.where(G.gt(norm, maxnorm), maxnorm / G.add(norm, 1e-7), G.ones_like(norm))
+    return G.mul(input, scale)
+
+
+def cdist(x1, x2, p=2.0, compute_mode=None):
+    """p-norm distances between each row of ``x1`` and each row of ``x2`` (batched)."""
+    if x1._data.ndim < 2 or x2._data.ndim < 2:
+        raise EmberRuntimeError(f"cdist: expected x1 and x2 with at least 2 dimensions, got "
+                                f"shapes {tuple(x1._data.shape)} and {tuple(x2._data.shape)}")
+    if x1._data.shape[-1] != x2._data.shape[-1]:
+        raise EmberRuntimeError(f"cdist: x1 and x2 must have the same number of columns, got "
+                                f"{x1._data.shape[-1]} and {x2._data.shape[-1]}")
+    if p < 0:
+        raise EmberRuntimeError(f"cdist: p must be non-negative, got {p}")
+    if compute_mode not in (None, "use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
+                            "donot_use_mm_for_euclid_dist"):
+        raise EmberValueError(f"cdist: {compute_mode} is not a valid value for compute_mode")
+    diff = G.sub(G.unsqueeze(x1, -2), G.unsqueeze(x2, -3))
+    return G.linalg_vector_norm(diff, p, (-1,))
+
+
+def trace(input):
+    if input.ndim != 2:
+        raise EmberRuntimeError(f"trace: expected a matrix, but got tensor with dim {input.ndim}")
+    return G.sum(G.diagonal(input, 0, 0, 1))
+
+
+# these raise ember's errors naming them (ember.errors.public)
+for _n in ("trace",):
+    globals()[_n] = _public(globals()[_n])
+del _n

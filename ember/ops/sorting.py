@@ -2,7 +2,8 @@
 results (``ember.return_types``) over the spec ops, which return plain tuples."""
 from ember import return_types as R
 from ember.autograd import _generated as G
-from ember.errors import EmberTypeError, UnsupportedError, public
+from ember.errors import EmberTypeError, UnsupportedError
+from ember.errors import public as _public
 
 
 def _no_out(op, out):
@@ -115,17 +116,12 @@ def unique_consecutive(input, return_inverse=False, return_counts=False, dim=Non
                  return_inverse, return_counts)
 
 
-FUNCTIONS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
-             "var_mean", "std_mean", "aminmax", "unique", "unique_consecutive")
-METHODS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
-           "aminmax", "unique", "unique_consecutive")
-for _n in FUNCTIONS:
-    globals()[_n] = public(globals()[_n])
+def msort(input):
+    return G.sort(input, 0)[0]
+
+
+# these raise ember's errors naming them (ember.errors.public)
+for _n in ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax", "cummin",
+           "var_mean", "std_mean", "aminmax", "unique", "unique_consecutive"):
+    globals()[_n] = _public(globals()[_n])
 del _n
-
-
-def install(tensor_cls):
-    """Attach the Tensor methods of these functions."""
-    for name in METHODS:
-        fn = globals()[name]
-        setattr(tensor_cls, name, fn)

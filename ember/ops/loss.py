@@ -1,0 +1,157 @@
+"""Loss functions written in other spec ops (declared ``composite`` in ember/ops/spec/loss.yaml),
+so their gradients, tracing and export come from those ops."""
+from ember.autograd import _generated as G
+from ember.errors import public as _public
+from ember.ops.nn import _static_sizes
+
+
+_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _reduce(loss, reduction, op):
+    if reduction == "mean":
+        return G.mean(loss)
+    if reduction == "sum":
+        return G.sum(loss)
+    if reduction == "none":
+        return loss
+    raise ValueError(f"{op}: {reduction!r} is not a valid value for reduction "
+                     f"(expected one of {_REDUCTIONS})")
+
+
+def _check_same_shape(op, input, target):
+    if hasattr(target, "_data") and input._data.shape != target._data.shape:
+        import warnings
+        warnings.warn(f"{op}: using a target size ({list(target._data.shape)}) that is different "
+                      f"to the input size ({list(input._data.shape)}); this will likely lead to "
+                      "incorrect results due to broadcasting.", stacklevel=4)
+
+
+def mse_loss(input, target, reduction="mean"):
+    _check_same_shape("mse_loss", input, target)
+    d = G.sub(input, target)
+    return _reduce(G.mul(d, d), reduction, "mse_loss")
+
+
+def l1_loss(input, target, reduction="mean"):
+    _check_same_shape("l1_loss", input, target)
+    return _reduce(G.abs(G.sub(input, target)), reduction, "l1_loss")
+
+
+def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
+    _check_same_shape("smooth_l1_loss", input, target)
+    d = G.abs(G.sub(input, target))
+    if beta == 0:
+        return _reduce(d, reduction, "smooth_l1_loss")
+    quad = G.div(G.mul(G.mul(d, d), 0.5), beta)
+    lin = G.sub(d, 0.5 * beta)
+    return _reduce(G.where(G.lt(d, beta), quad, lin), reduction, "smooth_l1_loss")
+
+
+def binary_cross_entropy(input, target, weight=None, reduction="mean"):
+    if tuple(input._data.shape) != tuple(target._data.shape):
+        raise ValueError(f"binary_cross_entropy: target size ({list(target._data.shape)}) must be "
+                         f"the same as input size ({list(input._data.shape)})")
+    logx = G.clamp(G.log(input), -100.0, None)
+    log1mx = G.clamp(G.log(G.sub(1.0, input)), -100.0, None)
+    loss = G.neg(G.add(G.mul(target, logx), G.mul(G.sub(1.0, target), log1mx)))
+    if weight is not None:
+        loss = G.mul(loss, weight)
+    return _reduce(loss, reduction, "binary_cross_entropy")
+
+
+def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
+                                     pos_weight=None):
+    if tuple(input._data.shape) != tuple(target._data.shape):
+        raise ValueError(f"binary_cross_entropy_with_logits: target size "
+                         f"({list(target._data.shape)}) must be the same as input size "
+                         f"({list(input._data.shape)})")
+    # log(sigmoid(x)) = -softplus(-x); log(1 - sigmoid(x)) = -softplus(x)
+    log_sig = G.neg(G.softplus(G.neg(input), 1.0, 20.0))
+    log_1m = G.neg(G.softplus(input, 1.0, 20.0))
+    pos = G.mul(target, log_sig)
+    if pos_weight is not None:
+        pos = G.mul(pos, pos_weight)
+    loss = G.neg(G.add(pos, G.mul(G.sub(1.0, target), log_1m)))
+    if weight is not None:
+        loss = G.mul(loss, weight)
+    return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
+
+
+def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
+                  label_smoothing=0.0):
+    if not 0.0 <= label_smoothing <= 1.0:
+        raise ValueError(f"cross_entropy: label_smoothing must be between 0.0 and 1.0, got "
+                         f"{label_smoothing}")
+    cdim = 1 if input.dim() > 1 else 0
+    if target._data.dtype.kind != "f" and label_smoothing <= 0:
+        # one op: its backward is softmax - onehot in one pass (no dense nll gradient)
+        return G.cross_entropy_loss(input, target, weight, reduction, ignore_index)[0]
+    logp = G.log_softmax(input, cdim, None)
+    if target._data.dtype.kind == "f":  # class probabilities
+        if tuple(target._data.shape) != tuple(input._data.shape):
+            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
+                             f"{list(input._data.shape)}, got {list(target._data.shape)}")
+        n_cls = input._data.shape[cdim]
+        if label_smoothing > 0:
+            _static_sizes(input, (cdim,), "cross_entropy", "label_smoothing / classes")
+            target = G.add(G.mul(target, 1 - label_smoothing), label_smoothing / n_cls)
+        prod = G.mul(logp, target)
+        if weight is not None:
+            shape = [1] * input.dim()
+            shape[cdim] = n_cls
+            prod = G.mul(prod, G.reshape(weight, tuple(shape)))
+        loss = G.neg(G.sum(prod, (cdim,), False))
+        if reduction == "mean":  # traced sizes: the divisor follows the input's shape
+            n = input.shape[0] if input.dim() > 1 else 1
+            for s in input.shape[2:]:
+                n *= s
+            return G.div(G.sum(loss), n)
+        return _reduce(loss, reduction, "cross_entropy")
+    nll = G.nll_loss(logp, target, weight, reduction, ignore_index)
+    if label_smoothing <= 0:
+        return nll
+    n_cls = _static_sizes(input, (cdim,), "cross_entropy", "label_smoothing / classes")[0]
+    lp = logp
+    if weight is not None:
+        shape = [1] * input.dim()
+        shape[cdim] = n_cls
+        lp = G.mul(lp, G.reshape(weight, tuple(shape)))
+    smooth = G.neg(G.sum(lp, (cdim,), False))
+    valid = G.ne(target, ignore_index)
+    smooth = G.where(valid, smooth, G.mul(smooth, 0.0))
+    if reduction == "mean":
+        if weight is not None:
+            w = G.where(valid, G.index_select(weight, 0, G.where(valid, target, 0).reshape(-1))
+                        .reshape(target._data.shape), 0.0 * G.sum(weight))
+            smooth = G.div(G.sum(smooth), G.sum(w))
+        else:
+            smooth = G.div(G.sum(smooth), G.sum(G.to(valid, smooth._data.dtype)))
+    elif reduction == "sum":
+        smooth = G.sum(smooth)
+    return G.add(G.mul(nll, 1 - label_smoothing), G.mul(smooth, label_smoothing / n_cls))
+
+
+def kl_div(input, target, reduction="mean", log_target=False):
+    if log_target:
+        loss = G.mul(G.exp(target), G.sub(target, input))
+    else:
+        safe = G.where(G.gt(target, 0), target, 1.0)
+        loss = G.where(G.gt(target, 0), G.mul(target, G.sub(G.log(safe), input)), 0.0)
+    if reduction == "batchmean":
+        return G.div(G.sum(loss), input.shape[0] if input.dim() else 1)  # traced batch size
+    return _reduce(loss, reduction, "kl_div")
+
+
+def huber_loss(input, target, reduction="mean", delta=1.0):
+    d = G.abs(G.sub(input, target))
+    quad = G.mul(G.mul(d, d), 0.5)
+    lin = G.mul(G.sub(d, 0.5 * delta), delta)
+    return _reduce(G.where(G.lt(d, delta), quad, lin), reduction, "huber_loss")
+
+
+# these raise ember's errors naming them (ember.errors.public)
+for _n in ("mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
+           "binary_cross_entropy_with_logits", "cross_entropy", "kl_div", "huber_loss"):
+    globals()[_n] = _public(globals()[_n])
+del _n
