@@ -1,4 +1,6 @@
-"""Tensor creation: ``tensor``, ``zeros``, ``arange``, ``rand`` and friends (torch's signatures).
+"""Tensor creation and random sampling: ``tensor``, ``zeros``, ``arange``, ``rand``, ``logspace``,
+``empty_strided``, ``randint_like`` and friends (torch's signatures), and the Tensor methods that
+create or fill (``new_zeros``, ``fill_``, ``uniform_``, ``cauchy_``, ...).
 
 Factories dispatch like every other op (so the tracer records them); this module only turns
 torch-style arguments (varargs sizes, dtypes, ``requires_grad``) into the spec's."""

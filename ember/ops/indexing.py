@@ -1,4 +1,7 @@
-"""``Tensor.__getitem__`` / ``__setitem__``: turn a Python index into a kernel key, then dispatch."""
+"""Indexing: ``Tensor.__getitem__`` / ``__setitem__`` (a Python index turned into a kernel key,
+then dispatched), torch's ``where``, ``nonzero``, ``index_put``, ``tril_indices``,
+``unravel_index``, and the composites of ember/ops/spec/indexing.yaml (``take``,
+``take_along_dim``, ``select_scatter``, ``index_reduce``, ...)."""
 import warnings
 
 import numpy as np

@@ -1,4 +1,8 @@
-"""Composite ops of ``ember.linalg``, written in spec ops."""
+"""Linear algebra: the composites of ember/ops/spec/linalg.yaml (norms, ``det``, ``lstsq``, LU,
+``matrix_exp``, ``tensordot``, ``cdist``, ...), written in spec ops, and torch's top-level entry
+points with named results (``torch.slogdet``, ``qr``, ``svd``, ``lu``, ``triangular_solve``,
+``geqrf``), ``svd_lowrank`` / ``pca_lowrank`` and the in-place ``addmv_`` family.
+``ember.linalg`` (torch.linalg) is ember/linalg.py."""
 import builtins
 
 import numpy as np

@@ -1,5 +1,7 @@
-"""Ops declared ``composite`` in derivatives.yaml: written in other spec ops, so their gradients,
-tracing and export come from those ops (as torch's CompositeImplicitAutograd ops do)."""
+"""Neural-network ops declared ``composite`` in ember/ops/spec/nn.yaml (normalisations, pixel
+shuffle, upsampling, grid sampling, cosine similarity): written in other spec ops, so their
+gradients, tracing and export come from those ops (as torch's CompositeImplicitAutograd ops
+do); and torch's ``dropout``, ``grid_sampler_2d/3d`` and the ``softmax`` methods."""
 import builtins
 
 from ember.autograd import _generated as G

@@ -1,5 +1,8 @@
-"""Special-function and pointwise-math ops declared ``composite`` in derivatives.yaml:
-written in other spec ops, as torch's CompositeImplicitAutograd versions are."""
+"""Pointwise ops declared ``composite`` in ember/ops/spec/pointwise.yaml and special.yaml
+(``rsub``, ``true_divide``, ``sgn``, ``square``, ``addcmul``, activations such as ``mish``,
+``mvlgamma``, ...): written in other spec ops, as torch's CompositeImplicitAutograd versions are;
+and torch's pointwise entry points that are not one spec op (``clip``, ``equal``, ``allclose``,
+``frexp``, reverse operators, in-place forms of composites)."""
 import builtins
 import math
 

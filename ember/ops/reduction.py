@@ -1,4 +1,7 @@
-"""Composite ops of the sorting and reductions family, written in spec ops."""
+"""Reductions: the composites of ember/ops/spec/reduction.yaml (``var_mean``, ``nansum``,
+``quantile``, ``trapezoid``, ``cov``, ...), written in spec ops, and torch's overloaded entry
+points (``max``/``min`` with their (values, indices), ``var``/``std`` with ``unbiased``, ``norm``),
+``histogram``/``histogramdd`` with their named results, and ``gradient``."""
 import builtins
 from collections import namedtuple
 

@@ -1,5 +1,8 @@
-"""Shape and indexing ops declared ``composite`` in derivatives.yaml: written in other
-spec ops, so their gradients, views, tracing and export come from those ops."""
+"""Shape ops declared ``composite`` in ember/ops/spec/shape.yaml (``movedim``, ``hstack``,
+``tensor_split``, the ``*_copy`` ops, ...): written in other spec ops, so their gradients, views,
+tracing and export come from those ops; and torch's entry points and Tensor methods of the
+family (``atleast_*d`` on several tensors, ``broadcast_shapes``, ``view(dtype)``, ``T``/``mT``/
+``mH``/``H``, ``resize_``)."""
 import builtins
 
 import numpy as np

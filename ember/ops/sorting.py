@@ -1,5 +1,5 @@
 """Front ends of the sorting, selection and scan ops: torch's signatures and named
-results (``ember.return_types``) over the spec ops, which return plain tuples."""
+results (``ember.return_types``) over the spec ops, which return plain tuples; and ``msort``."""
 from ember import return_types as R
 from ember.autograd import _generated as G
 from ember.errors import EmberTypeError, UnsupportedError

@@ -1,5 +1,5 @@
 """``stft`` and ``istft``, as torch's, written in spec ops (framing by ``unfold``, the FFT ops of
-``ember.fft``, overlap-add by ``index_add``), so autograd and tracing follow from theirs; and
+``ember.ops.fft``, overlap-add by ``index_add``), so autograd and tracing follow from theirs; and
 torch's window factories (``hann_window``, ...)."""
 import warnings
 

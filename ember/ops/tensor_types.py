@@ -1,4 +1,6 @@
-"""torch's legacy tensor types: ``FloatTensor``, ``DoubleTensor``, ``HalfTensor``,
+"""Tensor types and conversions: ``Tensor.to`` / ``float()`` / ``type()`` / ``cpu()``, dtype
+queries (``is_tensor``, ``result_type``, ``promote_types``, ``can_cast``), and torch's legacy
+tensor types: ``FloatTensor``, ``DoubleTensor``, ``HalfTensor``,
 ``LongTensor``, ``IntTensor``, ``ShortTensor``, ``CharTensor``, ``ByteTensor``, ``BoolTensor``.
 
 Each is a constructor as in torch (``FloatTensor(2, 3)`` an uninitialised tensor of that shape,
