@@ -513,3 +513,15 @@ def test_isreal_like_torch(dtype):
     want = torch.isreal(torch.from_numpy(arr.copy()))
     assert got.dtype == ember.bool
     np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_real_dtype_complex_accessors():
+    x = ember.randn(4, 6)[:, ::2].requires_grad_(True)
+    for y in (x.conj(), ember.resolve_conj(x), x.resolve_neg(), x.real, ember.real(x),
+              ember.conj_physical(x)):
+        assert y.equal(x) and y.requires_grad
+    assert ember.angle(ember.tensor([-2, 0, 3])).tolist() == pytest.approx([np.pi, 0.0, 0.0])
+    a = ember.angle(ember.tensor([-1.0, float("nan"), 1.0], requires_grad=True))
+    assert np.isnan(a[1].item())
+    (g,) = ember.autograd.grad(x.angle().sum(), x)
+    assert (g == 0).all().item()

@@ -510,3 +510,20 @@ def test_svd_family_gives_nan_for_non_finite_matrices_instead_of_hanging():
     assert np.isnan(torch.linalg.svdvals(ta).numpy()).all()
     assert rank == int(torch.linalg.matrix_rank(ta)) == 0
     assert lstsq_rank == 0  # torch's gelsy reports what LAPACK left there (1 here)
+
+
+def test_svd_lowrank_reconstructs_low_rank():
+    torch = pytest.importorskip("torch")
+    ember.manual_seed(0)
+    for m, n in ((6, 4), (3, 7)):
+        A = ember.randn(m, 2, dtype=ember.float64) @ ember.randn(2, n, dtype=ember.float64)
+        U, S, V = ember.svd_lowrank(A, q=2)
+        assert U.shape == (m, 2) and S.shape == (2,) and V.shape == (n, 2)
+        assert ember.allclose(U @ ember.diag(S) @ V.mT, A, atol=1e-10)
+        np.testing.assert_allclose(S.numpy(), torch.linalg.svdvals(torch.from_numpy(A.numpy()))[:2].numpy())
+        U, S, V = ember.pca_lowrank(A, q=2)
+        C = A - A.mean(-2, keepdim=True)
+        np.testing.assert_allclose(S.numpy(), torch.linalg.svdvals(torch.from_numpy(C.detach().numpy()))[:2].numpy(),
+                                   rtol=1e-8)
+    with pytest.raises(EmberError, match="q=5"):
+        ember.svd_lowrank(ember.randn(3, 4), q=5)

@@ -6,6 +6,7 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
+from ember.errors import EmberError
 from ember.errors import UnsupportedError
 
 torch = pytest.importorskip("torch")
@@ -513,3 +514,24 @@ def test_transformer_matches_torch(extra):
     b.sum().backward()
     np.testing.assert_allclose(es.grad.numpy(), ts.grad.numpy(), atol=1e-12)
     np.testing.assert_allclose(et.grad.numpy(), tt.grad.numpy(), atol=1e-12)
+
+
+def test_native_norms_outputs():
+    x = ember.randn(2, 3, 4, requires_grad=True)
+    out, mean, rstd = ember.native_layer_norm(x, [4], None, None, 1e-5)
+    assert out.requires_grad and not mean.requires_grad and not rstd.requires_grad
+    assert mean.shape == (2, 3, 1)
+    out, mean, rstd = ember.native_group_norm(x, None, None, 2, 3, 4, 3, 1e-5)
+    assert mean.shape == (2, 3) and rstd.shape == (2, 3)
+    with pytest.raises(EmberError, match="divisible"):
+        ember.native_group_norm(x, None, None, 2, 3, 4, 2, 1e-5)
+
+
+def test_grid_sampler_entry_points():
+    x, g = ember.randn(1, 2, 4, 5), ember.rand(1, 3, 3, 2) * 2 - 1
+    for i, mode in enumerate(("bilinear", "nearest", "bicubic")):
+        for j, pad in enumerate(("zeros", "border", "reflection")):
+            assert ember.allclose(ember.grid_sampler_2d(x, g, i, j, True),
+                                  F.grid_sample(x, g, mode, pad, True))
+    with pytest.raises(EmberError, match="4-d"):
+        ember.grid_sampler_2d(ember.randn(1, 1, 2, 2, 2), ember.rand(1, 1, 1, 1, 3), 0, 0, False)

@@ -478,3 +478,17 @@ def test_edge_cases_as_torch():
     assert ember.block_diag().shape == (1, 0)
     with pytest.raises(IndexError, match="index_copy"):
         ember.zeros(3).index_copy(0, ember.tensor([-1]), ember.ones(1))
+
+
+def test_resize_():
+    x = ember.arange(6.0)
+    assert x.resize_(2, 2) is x and x.tolist() == [[0.0, 1.0], [2.0, 3.0]]
+    v = x._version
+    y = ember.arange(4.0).reshape(2, 2).t()  # non-contiguous: row-major order of its values
+    assert y.resize_((4,)).tolist() == [0.0, 2.0, 1.0, 3.0]
+    z = ember.zeros(2).resize_as_(ember.ones(3, 1))
+    assert z.shape == (3, 1) and z[:2].flatten().tolist() == [0.0, 0.0]
+    assert ember.resize_as_(ember.zeros(4), ember.ones(2, 2)).shape == (2, 2)
+    assert x.resize_(1, 2)._version == v + 1
+    with pytest.raises(EmberError, match="requires grad"):
+        ember.zeros(3, requires_grad=True).resize_(2)

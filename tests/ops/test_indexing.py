@@ -1,4 +1,4 @@
-"""Index keys (ember.autograd.indexing) against torch: uint8 masks."""
+"""Index keys (ember/ops/indexing.py) against torch: uint8 masks."""
 import warnings
 
 import numpy as np

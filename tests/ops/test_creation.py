@@ -1,9 +1,11 @@
-"""Tensor creation (ember.creation) against torch: ndarray subclasses."""
+"""Tensor creation (ember/ops/creation.py) against torch: ndarray subclasses, the factories
+(logspace, empty_strided, scalar_tensor, randint_like, ...) and the in-place random fills."""
 import numpy as np
 import pytest
 import torch
 
 import ember
+from ember.errors import EmberError
 from ember.utils.data import default_collate
 
 
@@ -234,3 +236,44 @@ def test_rand_complex_draws_each_part_uniform_as_torch():
     assert z.dtype == ember.complex64
     for part in (z.real.numpy(), z.imag.numpy()):
         assert 0 <= part.min() and part.max() < 1 and abs(part.mean() - 0.5) < 0.05
+
+
+def test_factories():
+    assert ember.logspace(0, 1.9, 3, dtype=ember.int64).tolist() == \
+        torch.logspace(0, 1.9, 3, dtype=torch.int64).tolist()
+    np.testing.assert_allclose(ember.logspace(-1, 2, 4, base=2.0).numpy(),
+                               torch.logspace(-1, 2, 4, base=2.0).numpy())
+    assert ember.logspace(ember.tensor(0), ember.tensor(2), 3).tolist() == [1.0, 10.0, 100.0]
+    s = ember.scalar_tensor(3)
+    assert s.shape == () and s.dtype == ember.float32 and s.item() == 3.0
+    assert ember.empty_strided((2, 3), (3, 1), dtype=ember.float64).shape == (2, 3)
+    assert ember.randn(2).new_empty_strided((4,), (1,)).dtype == ember.float32
+    assert ember.empty_permuted((2, 3, 4), (0, 2, 1)).shape == (2, 3, 4)
+    with pytest.raises(EmberError, match="strides"):
+        ember.empty_strided((2, 3), (1,))
+    with pytest.raises(EmberError, match="permutation"):
+        ember.empty_permuted((2, 3), (0, 0))
+    r = ember.randint_like(ember.zeros(50, 4), 3, 7)
+    assert r.dtype == ember.float32 and 3 <= r.min().item() and r.max().item() < 7
+    x = ember.randn(3, requires_grad=True)
+    y = ember.fill(x, 2.5)
+    assert y.tolist() == [2.5] * 3 and y.requires_grad
+
+
+def test_random_fills():
+    x = ember.empty(2000, dtype=ember.float64)
+    ember.manual_seed(3)
+    a = x.exponential_(2.0).clone()
+    assert a.min().item() > 0 and abs(a.mean().item() - 0.5) < 0.05
+    ember.manual_seed(3)
+    assert x.exponential_(lambd=2.0).equal(a)  # seeded: reproducible
+    g = x.geometric_(0.25)
+    assert g is x and (g >= 1).all().item() and g.equal(g.round())
+    assert abs(g.mean().item() - 4.0) < 0.4
+    assert (x.log_normal_(0.0, 0.5) > 0).all().item()
+    c = x.cauchy_(median=3.0, sigma=0.1)
+    assert abs(c.median().item() - 3.0) < 0.05
+    with pytest.raises(EmberError, match="p to be in"):
+        x.geometric_(1.5)
+    with pytest.raises(EmberError, match="floating point"):
+        ember.zeros(3, dtype=ember.int64).exponential_()
