@@ -12,7 +12,8 @@ from ember._dtype import (bool_, double, dtype, float, float16, float32, float64
 from ember._dtype import bool_ as bool  # noqa: A004
 from ember import _dtype as _dtype_mod
 from ember._dtype import (channels_last, channels_last_3d, contiguous_format, layout,
-                          memory_format, preserve_format, sparse_coo, strided)
+                          memory_format, preserve_format, sparse_bsc, sparse_bsr,
+                          sparse_coo, sparse_csc, sparse_csr, strided)
 from ember.tensor import Size, Tensor, device
 from ember.autograd.grad_mode import (enable_grad, inference_mode, is_grad_enabled,
                                       is_inference_mode_enabled, no_grad, set_grad_enabled)

@@ -189,7 +189,7 @@ class memory_format:
 
 class layout:
     """A tensor layout tag, as ``torch.layout``: ``ember.strided`` (dense) and
-    ``ember.sparse_coo`` (ember.sparse)."""
+    ``ember.sparse_coo`` (ember.sparse); the compressed sparse layouts are unsupported."""
 
     __slots__ = ("name",)
 
@@ -209,3 +209,9 @@ channels_last = memory_format("channels_last")
 channels_last_3d = memory_format("channels_last_3d")
 strided = layout("strided")
 sparse_coo = layout("sparse_coo")
+# torch's compressed sparse layouts: named so that code passing them gets ember's
+# UnsupportedError (ember's sparse tensors are COO only), not an AttributeError
+sparse_csr = layout("sparse_csr")
+sparse_csc = layout("sparse_csc")
+sparse_bsr = layout("sparse_bsr")
+sparse_bsc = layout("sparse_bsc")

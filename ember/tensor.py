@@ -218,6 +218,22 @@ class Tensor:
         raise EmberRuntimeError("is_coalesced expected sparse coordinate tensor layout but got "
                                 "Strided")
 
+    def to_sparse_csr(self, dense_dim=None):
+        """UnsupportedError: ember's sparse tensors are COO only (``to_sparse()``)."""
+        raise _compressed_layout("to_sparse_csr")
+
+    def to_sparse_csc(self, dense_dim=None):
+        """UnsupportedError: ember's sparse tensors are COO only (``to_sparse()``)."""
+        raise _compressed_layout("to_sparse_csc")
+
+    def to_sparse_bsr(self, blocksize, dense_dim=None):
+        """UnsupportedError: ember's sparse tensors are COO only (``to_sparse()``)."""
+        raise _compressed_layout("to_sparse_bsr")
+
+    def to_sparse_bsc(self, blocksize, dense_dim=None):
+        """UnsupportedError: ember's sparse tensors are COO only (``to_sparse()``)."""
+        raise _compressed_layout("to_sparse_bsc")
+
     def sparse_dim(self):
         """0 for a strided tensor, as torch."""
         return 0
@@ -641,6 +657,13 @@ class Size(tuple):
 
 
 _new = object.__new__
+
+
+def _compressed_layout(who):
+    from ember.errors import UnsupportedError
+    return UnsupportedError(f"{who}: the compressed sparse layouts (CSR, CSC, BSR, BSC) are not "
+                            f"supported; ember has sparse COO tensors only (to_sparse(), "
+                            f"docs/sparse.md)")
 
 
 def _check_dim(what, dim, nd):

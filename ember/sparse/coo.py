@@ -15,7 +15,8 @@ from ember.autograd.function import Function
 from ember.errors import (EmberIndexError, EmberRuntimeError, EmberTypeError,
                           UnsupportedError)
 from ember.kernels import sparse as _k
-from ember.tensor import PRINT_OPTIONS, Size, Tensor, _format
+from ember.ops.creation import tensor as _tensor
+from ember.tensor import PRINT_OPTIONS, Size, Tensor, _format, check_device
 
 sparse_coo = _dtype.sparse_coo
 
@@ -31,6 +32,20 @@ class SparseCooTensorWithDimsAndTensors(Function):
     @staticmethod
     def backward(ctx, grad):
         return grad
+
+
+def _caller():
+    """The name of the ember function the user called that reached a sparse tensor's storage:
+    the outermost public function among the calling frames inside ember (``save``, ``trace``,
+    ``item``), else the innermost name without its leading underscores."""
+    frame = sys._getframe(2)
+    first, found = frame.f_code.co_name, None
+    while frame is not None and str(frame.f_globals.get("__name__", "")).startswith("ember."):
+        name = frame.f_code.co_name
+        if (not name.startswith("_") or name.endswith("__")) and name != "checked":
+            found = name
+        frame = frame.f_back
+    return found or first.lstrip("_")
 
 
 def _unsupported(what):
@@ -49,7 +64,17 @@ class SparseTensor(Tensor):
 
     @property
     def _data(self):
-        raise _unsupported(sys._getframe(1).f_code.co_name)
+        raise _unsupported(_caller())
+
+    @property
+    def T(self):
+        """The transpose of a sparse tensor of at most 2 dimensions (``t()``)."""
+        return self.t()
+
+    @property
+    def mT(self):
+        """The last two dimensions swapped."""
+        return self.transpose(-2, -1)
 
     @classmethod
     def _build(cls, indices, values, size, coalesced):
@@ -389,8 +414,6 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
     indices and values, a size of the wrong length, and (always, as torch with
     ``check_invariants=True``) an index outside ``size``; EmberTypeError for non-integer
     indices."""
-    import ember
-    from ember.tensor import check_device
     who = "sparse_coo_tensor"
     check_device(device, who)
     idx = _as_index_array(indices, who)
@@ -399,7 +422,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
             raise EmberTypeError(f"{who}: values must be a dense tensor, got a sparse one")
         v = values if dtype is None else values.to(dtype)
     else:
-        v = ember.tensor(values, dtype=dtype)
+        v = _tensor(values, dtype=dtype)
     if idx.ndim != 2:
         raise EmberRuntimeError(f"{who}: indices must be sparse_dim x nnz, but got: "
                                 f"{list(idx.shape)}")
