@@ -342,9 +342,10 @@ def where(condition, a, b):
     cond = _arr(condition)
     if cond.dtype != np.bool_:
         raise KernelError(f"where expected condition to be a bool tensor, got {cond.dtype}")
-    if b.__class__ is _nd and a.__class__ is not _nd:
+    # a real scalar is range-checked into the tensor's dtype; a complex one promotes (as torch)
+    if b.__class__ is _nd and a.__class__ is not _nd and a.__class__ is not complex:
         a = fill_value(a, b.dtype, "other")
-    elif a.__class__ is _nd and b.__class__ is not _nd:
+    elif a.__class__ is _nd and b.__class__ is not _nd and b.__class__ is not complex:
         b = fill_value(b, a.dtype, "other")
     a, b = promote(a, b)
     if cond.size >= SELECT_MIN_SIZE or (a.__class__ is _nd and a.size >= SELECT_MIN_SIZE):

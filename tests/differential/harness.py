@@ -30,7 +30,7 @@ import numpy as np
 from hypothesis import strategies as st
 
 import ember
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from tests.op_db.resolve import _is_size, flatten
 
 LONG = os.environ.get("EMBER_DIFFERENTIAL", "") == "long"
@@ -483,13 +483,19 @@ def _differentiable_spec_ops():
     return [op for op in spec_ops() if op.case.differentiable]
 
 
+def spec_op_names(grad_only=False):
+    """The names of the spec ops the tester draws cases for (``grad_only``: differentiable)."""
+    return [op.name for op in (_differentiable_spec_ops() if grad_only else spec_ops())]
+
+
 @st.composite
-def spec_cases(draw, grad_only=False):
-    """A Case over a spec entry: one of its samples with dtypes, layouts, scalar types and a
-    form drawn; ``grad`` cases are float64 throughout (``grad_only``: only those)."""
+def spec_cases(draw, name, grad_only=False):
+    """A Case over the spec entry ``name``: one of its samples with dtypes, layouts, scalar
+    types and a form drawn; ``grad`` cases are float64 throughout (``grad_only``: only those).
+    The draws depend on this entry alone, so adding or reordering other entries leaves its
+    cases as they were."""
     from tests.autograd.spec_samples import Leaf
-    op = draw(st.sampled_from(_differentiable_spec_ops() if grad_only else spec_ops()),
-              label="op")
+    op = _spec_by_name()[name]
     case = op.case
     sample_i = draw(st.integers(0, len(case.samples) - 1), label="sample")
     args, kwargs = case.samples[sample_i]

@@ -114,7 +114,8 @@ COMPLEX_SCALARS = [
     "f64.new_full((2,), 1j)", "f64.clone().masked_fill_(f64 > 0, 1 + 1j)",
     "f64.clone().index_fill_(0, m.tensor([0]), 1j)", "m.scatter(f64, 0, m.tensor([0]), 1j)",
     "_setitem(f64.clone(), 0, 2j)", "u8.clone().fill_(1j)", "m.full((2,), 1j)",
-    "m.zeros(2, dtype=m.complex64).fill_(1 - 2j)", "f64 + 1j",
+    "m.zeros(2, dtype=m.complex64).fill_(1 - 2j)", "f64 + 1j", "m.where(f64 > 1, f64, 0.5j)",
+    "m.where(f64 > 1, 0.5j, f64)",
 ]
 
 
