@@ -10,7 +10,7 @@ statements are the graph's steps with everything static bound in advance:
   operand already exists, a ``relu``, a max pool without padding whose indices nobody reads --
   is one step: ``im2col`` into a column buffer shared by every convolution of the plan, one BLAS
   GEMM into a shared (K, N*Ho*Wo) buffer (``np.matmul(..., out=)``), and one fused epilogue
-  kernel writing the NCHW result (``ember.kernels.inference_numba``), over blocks of images
+  kernel writing the NCHW result (``ember.kernels.conv.fused_numba``), over blocks of images
   whose columns stay in cache. Once its kernels are ready, each such step is timed against the
   transposed GEMM orientation and against ember's convolution engine (its own algorithm
   choice), each followed by the same epilogue, and, for a batch of one, against the direct
@@ -33,7 +33,7 @@ convolution modes once more (and the thread settings, when BLAS's threads won) a
 each, the best time of the two moments (``InferencePlan.retune``).
 """
 import threading
-from collections import OrderedDict
+from collections import OrderedDict, namedtuple
 
 import numpy as np
 
@@ -84,15 +84,21 @@ def _linalg():
     return linalg
 
 
+_Kernels = namedtuple("_Kernels", "conv linear")
+
+
 def _kernels():
+    """The plan's Numba kernel modules (``conv``: its convolution steps', ``linear``: its linear
+    steps'), or None when Numba is missing, off or unusable."""
     from ember.kernels.runtime import compiler
     if not compiler.available() or compiler.compile_mode() == "off":
         return None
     try:
-        from ember.kernels import inference_numba
+        from ember.kernels import gemv_numba
+        from ember.kernels.conv import fused_numba
     except Exception:  # noqa: BLE001 - Numba present but unusable: the ordinary path
         return None
-    return inference_numba
+    return _Kernels(fused_numba, gemv_numba)
 
 
 def supported(graph):
@@ -792,7 +798,7 @@ class InferencePlan:
                 consumed.add(id(nxt))
                 last = nxt.outputs[0]
         out_shape = env[id(last)].shape
-        step = _ConvStep(kn, self.shared, xa.shape, xa.dtype, wa, ba, stride, padding, dilation,
+        step = _ConvStep(kn.conv, self.shared, xa.shape, xa.dtype, wa, ba, stride, padding, dilation,
                          res, relu, pool, out_shape, id(last) in outs)
         return step, reads, last
 
@@ -821,7 +827,7 @@ class InferencePlan:
             relu = True
             consumed.add(id(nxt))
             last = nxt.output
-        step = _LinearStep(kn, wa, ba, relu, env[id(last)].shape, xa.dtype, id(last) in outs)
+        step = _LinearStep(kn.linear, wa, ba, relu, env[id(last)].shape, xa.dtype, id(last) in outs)
         return step, [x], last
 
     # ---- running ----------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """Numba kernels of a linear layer of a few input rows (a batch of one or two): y = act(x @ w.T
-+ b) as matrix-vector products over the weight's rows (N, K), bias and ReLU in the same pass.
++ b) as matrix-vector products over the weight's rows (N, K), bias and ReLU in the same pass;
+and ``bias_act``, the bias and ReLU after a GEMM (the inference plan's linear steps of more rows).
 
 Imported lazily (never by ``import ember``), compiled once per dtype and cached on disk; used by
 eager ``linear`` (``ember.kernels.linalg``) and the inference plan's linear steps. Such a layer is
@@ -57,3 +58,18 @@ def gemv_runs(w, x, b, y, relu, parts):
         hi = min(N, lo + per)
         if lo < hi:
             gemv_rows(w, x, b, y, relu, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def bias_act(y, b, relu):
+    """y += b, then ReLU (when ``relu``), in place on a (M, K) GEMM result."""
+    M, K = y.shape
+    zero = y.dtype.type(0)
+    for m in range(M):
+        if relu:
+            for k in range(K):
+                v = y[m, k] + b[k]
+                y[m, k] = zero if v < zero else v
+        else:
+            for k in range(K):
+                y[m, k] = y[m, k] + b[k]

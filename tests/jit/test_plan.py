@@ -387,6 +387,6 @@ def test_gemv_runs_cover_every_row_for_any_part_count(n):
     for relu in (False, True):
         for parts in (1, 2, 3, 7):
             y = np.full((2, n), np.nan)
-            kn.gemv_runs(w, x, b, y, relu, parts)
+            kn.linear.gemv_runs(w, x, b, y, relu, parts)
             np.testing.assert_allclose(y, np.maximum(want, 0) if relu else want, rtol=1e-12,
                                        atol=1e-12)

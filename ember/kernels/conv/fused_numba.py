@@ -1,5 +1,7 @@
-"""Numba kernels of the inference plan (``ember.jit.plan``): im2col into a preallocated column
-buffer and the fused epilogues that follow a convolution's or a linear layer's GEMM.
+"""Numba kernels of a convolution fused with what follows it: the inference plan's convolution
+steps (``ember.jit.plan``). The input is padded and unrolled (im2col) into a preallocated column
+buffer, one BLAS GEMM forms the sum, and one epilogue kernel adds the bias, the residual and ReLU
+(and a max pool) while writing the NCHW result.
 
 Imported lazily (never by ``import ember``); compiled once per dtype and cached on disk. Each
 kernel is serial, releases the GIL and works on the images [n0, n1), so a plan splits a batch
@@ -13,22 +15,18 @@ over ember's threads.
   res[n, k, p]) (bias, residual add and ReLU in one pass, into NCHW order);
 - ``conv_pool_epilogue(z, b, y, relu, kh, kw, sh, sw)``: the same followed by a max pool
   without padding (every window inside the plane), written only at the pooled size;
-- ``bias_act(y, b, relu)``: y += b, then ReLU, in place on a (M, K) GEMM result;
 - ``im2col_s1`` / ``conv_pool2_epilogue``: the stride-1 im2col and the 2x2 / stride-2 pool
   epilogue without run-time strides (their inner loops vectorise: 3x faster on LeNet);
 - ``im2col_t``, ``t_epilogue``, ``t_pool2_epilogue``: the transposed orientation, col (N*Ho*Wo,
   C*R*S) and a (N*Ho*Wo, K) GEMM result;
 - ``nchw_epilogue``, ``nchw_pool2_epilogue``: the epilogues of a sum already in NCHW order (from
-  ember's convolution engine), and their ``_runs`` drivers: runs of images in a ``prange``;
-- ``gemv_rows`` / ``gemv_runs`` (from ``gemv_numba``, shared with eager ``linear``): a linear
-  layer of a few input rows with its bias and ReLU.
+  ember's convolution engine), and their ``_runs`` drivers: runs of images in a ``prange``.
 
 The arithmetic is eager's: the bias is added to the GEMM's sum, then the residual, then ReLU
 (``max(v, 0)``, NaN propagating), and the max pool's first maximum wins, NaN propagating.
 """
 from numba import njit, prange
 
-from ember.kernels.gemv_numba import gemv_rows, gemv_runs  # noqa: F401 (the plan's linear steps)
 from ember.kernels.runtime.nbhelpers import run_bounds
 
 
@@ -114,21 +112,6 @@ def conv_pool_epilogue(z, b, y, relu, kh, kw, sh, sw, n0, n1):
                             m = v if (v > m or v != v) and m == m else m
                     m = m + bk
                     y[n, k, i, j] = zero if (relu and m < zero) else m
-
-
-@njit(cache=True, nogil=True)
-def bias_act(y, b, relu):
-    """y += b, then ReLU (when ``relu``), in place on a (M, K) GEMM result."""
-    M, K = y.shape
-    zero = y.dtype.type(0)
-    for m in range(M):
-        if relu:
-            for k in range(K):
-                v = y[m, k] + b[k]
-                y[m, k] = zero if v < zero else v
-        else:
-            for k in range(K):
-                y[m, k] = y[m, k] + b[k]
 
 
 @njit(cache=True, nogil=True)
