@@ -40,7 +40,9 @@ def _to_sparse(self, sparse_dim=None, **kwargs):
 
 
 Tensor.to_sparse = _to_sparse
-_SPARSE_FUNCTIONS = ("sparse_coo_tensor", "sparse_csr_tensor")
+# functions of ember.sparse in ember's namespace (ember.sparse loads on first use)
+_SPARSE_FUNCTIONS = {"sparse_coo_tensor": "ember.sparse", "sparse_csr_tensor": "ember.sparse",
+                     "spmm": "ember.sparse.ops"}
 
 __version__ = "0.1.0"
 
@@ -73,8 +75,8 @@ def __getattr__(name):
         return getattr(_importlib.import_module("ember.serialization"), name)
     if name in _AMP_NAMES:   # torch.autocast, torch.is_autocast_enabled, ... (ember.amp)
         return getattr(_importlib.import_module("ember.amp.autocast_mode"), name)
-    if name in _SPARSE_FUNCTIONS:   # ember.sparse_coo_tensor (ember.sparse loads on first use)
-        return getattr(_importlib.import_module("ember.sparse"), name)
+    if name in _SPARSE_FUNCTIONS:
+        return getattr(_importlib.import_module(_SPARSE_FUNCTIONS[name]), name)
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
     raise AttributeError(f"module 'ember' has no attribute {name!r}")

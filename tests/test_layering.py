@@ -13,7 +13,7 @@ ALLOWED = {
     "tensor": BASE | {"autograd", "ops"},   # ops.indexing: __getitem__ / __setitem__
     "ops": BASE | {"autograd", "kernels", "tensor", "random", "return_types"},
     "nn": BASE | {"autograd", "kernels", "tensor", "ops", "random", "distributed"},
-    "sparse": BASE | {"autograd", "kernels", "tensor", "ops"},
+    "sparse": BASE | {"autograd", "kernels", "tensor", "ember"},  # ember.tensor, ember.cat, ...
     "distributed": BASE | {"tensor"},
     "multiprocessing": BASE | {"tensor", "nn"},
     "optim": BASE | {"autograd", "kernels", "tensor"},

@@ -10,12 +10,12 @@ import sys
 
 import numpy as np
 
+import ember
 from ember import _dtype
 from ember.autograd.function import Function
 from ember.errors import (EmberIndexError, EmberRuntimeError, EmberTypeError,
                           UnsupportedError)
 from ember.kernels import sparse as _k
-from ember.ops.creation import tensor as _tensor
 from ember.tensor import PRINT_OPTIONS, Size, Tensor, _format, check_device
 
 sparse_coo = _dtype.sparse_coo
@@ -422,7 +422,7 @@ def sparse_coo_tensor(indices, values, size=None, *, dtype=None, device=None, pi
             raise EmberTypeError(f"{who}: values must be a dense tensor, got a sparse one")
         v = values if dtype is None else values.to(dtype)
     else:
-        v = _tensor(values, dtype=dtype)
+        v = ember.tensor(values, dtype=dtype)
     if idx.ndim != 2:
         raise EmberRuntimeError(f"{who}: indices must be sparse_dim x nnz, but got: "
                                 f"{list(idx.shape)}")

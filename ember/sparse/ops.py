@@ -6,7 +6,7 @@ dense tensor or a scalar, ``add`` / ``sub``, transposition and the zero-preservi
 (``ember.autograd.dispatch.SPARSE_OPS``); any other op raises UnsupportedError there."""
 import numpy as np
 
-from ember.autograd._generated import functions as F
+import ember
 from ember.autograd.dispatch import dispatch
 from ember.errors import EmberRuntimeError, EmberTypeError, UnsupportedError
 from ember.kernels import sparse as _k
@@ -72,6 +72,14 @@ def mm(mat1, mat2):
     return out.index_add(0, _index(rows), contrib)
 
 
+def spmm(input, mat2):
+    """``torch.spmm``: the matrix product of 2-d ``input`` and ``mat2``, either of them sparse
+    COO or both dense (then ``ember.mm``); a dense result."""
+    if not _is_sparse(input) and not _is_sparse(mat2):
+        return ember.mm(input, mat2)
+    return mm(input, mat2)
+
+
 def matmul(input, other):
     """``input @ other`` with a sparse COO operand: 2-d operands as ``mm``; a 1-d dense
     ``other`` is a matrix-vector product. Other ranks raise UnsupportedError."""
@@ -93,8 +101,8 @@ def sum(input, dim=None, dtype=None, *, keepdim=False):
         raise EmberTypeError(f"{who}: expected a sparse COO tensor, got {_desc(input)}")
     v = input._v if dtype is None else input._v.to(dtype)
     if dim is None:
-        return F.sum(v, None, False, dtype=None) if not keepdim else \
-            F.sum(v, None, False).reshape((1,) * input.ndim)
+        return ember.sum(v, None, False, dtype=None) if not keepdim else \
+            ember.sum(v, None, False).reshape((1,) * input.ndim)
     nd = input.ndim
     dims = (dim,) if isinstance(dim, (int, np.integer)) else tuple(dim)
     dims = sorted({_dim(d, nd, who) for d in dims})
@@ -104,14 +112,14 @@ def sum(input, dim=None, dtype=None, *, keepdim=False):
     sparse_red = [d for d in dims if d < sd]
     dense_red = [d - sd + 1 for d in dims if d >= sd]
     if dense_red:
-        v = F.sum(v, dense_red, keepdim)
+        v = ember.sum(v, dense_red, keepdim)
     keep = [d for d in range(sd) if d not in sparse_red]
     dense_shape = tuple(v.shape[1:])
     if not sparse_red:
         size = _kept_size(input.shape, dims, keepdim)
         return SparseTensor._build(input._idx, v, size, input.is_coalesced())
     if not keep:   # every sparse dimension summed: dense
-        out = F.sum(v, [0], False)
+        out = ember.sum(v, [0], False)
         if keepdim:
             out = out.reshape((1,) * sd + tuple(out.shape))
         return out
@@ -230,7 +238,7 @@ def div(input, other, rounding_mode=None):
     _need(_is_sparse(input) and not _is_sparse(other) and rounding_mode is None and
           (isinstance(other, _SCALARS) or isinstance(other, Tensor) and other.ndim == 0),
           "div", "division other than sparse / scalar")
-    return SparseTensor._build(input._idx, F.div(input._v, other), input.shape,
+    return SparseTensor._build(input._idx, ember.div(input._v, other), input.shape,
                                input.is_coalesced())
 
 
@@ -244,7 +252,7 @@ def add(input, other, alpha=1):
                                     f"{_desc(other)}")
         _need(input.sparse_dim() == other.sparse_dim(), who, "operands of unequal sparse_dim")
         ov = other._v if alpha == 1 else other._v * alpha
-        v = F.cat([input._v, ov], 0)
+        v = ember.cat([input._v, ov], 0)
         idx = np.concatenate([input._idx, other._idx], axis=1)
         return SparseTensor._build(idx, v, input.shape, idx.shape[1] <= 1)
     if _is_sparse(input):
@@ -252,7 +260,7 @@ def add(input, other, alpha=1):
                                 f"add(dense, sparse) instead ({_desc(input)} + {_desc(other)})")
     if not isinstance(input, Tensor):
         raise EmberTypeError(f"{who}: expected a Tensor, got {type(input).__name__}")
-    return F.add(input, other.to_dense(), alpha=alpha)
+    return ember.add(input, other.to_dense(), alpha=alpha)
 
 
 def sub(input, other, alpha=1):
@@ -270,7 +278,7 @@ def addmm(input, mat1, mat2, *, beta=1, alpha=1):
         raise UnsupportedError("addmm: a sparse 'input' is not supported for sparse COO tensors; "
                                "pass it dense")
     prod = mm(mat1, mat2)
-    return F.add(input * beta if beta != 1 else input, prod * alpha if alpha != 1 else prod)
+    return ember.add(input * beta if beta != 1 else input, prod * alpha if alpha != 1 else prod)
 
 
 # zero-preserving unary ops: applied to the values (nonlinear ones after coalescing)

@@ -251,6 +251,15 @@ def test_dense_at_sparse_matvec_and_addmm():
     _same(ember.addmm(ce, e, me), torch.addmm(ct, t, mt))
 
 
+def test_spmm():
+    rng = np.random.default_rng(14)
+    e, t = _pair()
+    de, dt = _dense(rng, 4, 2)
+    _same(ember.spmm(e, de), torch.spmm(t, dt))
+    _same(ember.spmm(de.t(), e.t()), torch.spmm(dt.t(), t.t()))
+    _same(ember.spmm(de.t(), de), torch.spmm(dt.t(), dt))
+
+
 def test_mm_errors():
     e, _ = _pair()
     with pytest.raises(EmberRuntimeError, match="mm: mat1 and mat2 shapes cannot be multiplied"):
