@@ -146,12 +146,13 @@ def linear(x, w, b=None):
         raise KernelError(f"input feature size {x.shape[-1] if x.ndim else None} does not match "
                           f"weight {tuple(w.shape)} (input shape {tuple(x.shape)})")
     x, w = promote(x, w)
-    if x.ndim == 2 and x.shape[0] <= GEMV_MAX_ROWS and w.nbytes >= GEMV_MIN_BYTES and \
-            (b is None or b.ndim == 1):
-        y = _gemv_linear(x, w, b)
+    rows = x.size // x.shape[-1] if x.shape[-1] else 0
+    if x.ndim >= 2 and rows <= GEMV_MAX_ROWS and w.nbytes >= GEMV_MIN_BYTES and \
+            (b is None or b.ndim == 1):     # (a (T, B, K) input of one token: its rows)
+        y = _gemv_linear(x.reshape(rows, x.shape[-1]), w, b)
         if y is not None:
-            return y
-    macs = (x.size // x.shape[-1] if x.shape[-1] else 0) * w.size
+            return y.reshape(x.shape[:-1] + y.shape[-1:])
+    macs = rows * w.size
     with blas_mode(LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE):
         if x.ndim > 2 and w.ndim == 2:
             out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))

@@ -5,6 +5,7 @@ ndarrays in, ndarrays out; no Tensor, autograd or tracing here.
 """
 import numpy as np
 
+from ember.kernels import linalg
 from ember.kernels.errors import KernelError
 from ember.kernels.runtime.threads import FREE, LIMITED, blas_mode
 
@@ -29,7 +30,7 @@ def lstm_step(gx, hx, cx, w_hh):
         raise KernelError(f"lstm_step: gates {list(gx.shape)}, hidden {list(hx.shape)}, cell "
                           f"{list(cx.shape)} and weight_hh {list(w_hh.shape)} do not fit "
                           f"(expected 4*hidden gates)")
-    gates = gx + hx @ w_hh.T
+    gates = gx + linalg.linear(hx, w_hh)
     ws = np.empty(gates.shape[:-1] + (5 * H,), gates.dtype)
     ws[..., :2 * H] = _sigmoid(gates[..., :2 * H])
     np.tanh(gates[..., 2 * H:3 * H], out=ws[..., 2 * H:3 * H])
@@ -67,7 +68,7 @@ def gru_step(gx, hx, w_hh, b_hh):
     if gx.shape[-1] != 3 * H or w_hh.shape != (3 * H, H):
         raise KernelError(f"gru_step: gates {list(gx.shape)}, hidden {list(hx.shape)} and "
                           f"weight_hh {list(w_hh.shape)} do not fit (expected 3*hidden gates)")
-    gh = hx @ w_hh.T
+    gh = linalg.linear(hx, w_hh)
     if b_hh is not None:
         gh += b_hh
     ws = np.empty(gx.shape[:-1] + (4 * H,), gx.dtype)
@@ -161,13 +162,12 @@ def lstm_layer(gx, h0, c0, w_hh, reverse=False):
                           f"weight_hh {list(w_hh.shape)} do not fit (expected (T, B, 4*hidden))")
     out = np.empty(gx.shape[:2] + (H,), gx.dtype)
     ws = np.empty(gx.shape[:2] + (6 * H,), gx.dtype)
-    w_t = np.ascontiguousarray(w_hh.T)
     # the per-step (B, H) @ (H, 4H) GEMMs run on one BLAS thread (LIMITED): on an idle 2-core
     # machine two threads are faster (word-LM layer forward 3.2 vs 3.8 ms), but when another
     # process holds a core each step waits for the second BLAS thread to be scheduled:
     # measured 1.5-3x slower, and runs of 540 ms instead of 8 (35 steps)
     with blas_mode(LIMITED):
-        _lstm_layer_loop(gx, h0, c0, w_t, out, ws, reverse)
+        _lstm_layer_loop(gx, h0, c0, w_hh, out, ws, reverse)
     if T == 0:
         return out, h0.copy(), c0.copy(), ws
     last = 0 if reverse else T - 1
@@ -182,12 +182,22 @@ def _kernel_array(x):
     return np.array(x, order="C", copy=True)
 
 
-def _lstm_layer_loop(gx, h0, c0, w_t, out, ws, reverse):
+def _hidden_product(h, w_hh, out):
+    """``h @ w_hh.T``, reading the weight (4H, H) as it is stored, never a transposed copy (one
+    per call cost more than the steps: 38 ms for hidden size 1024): a batch of one or two
+    through ``linalg.linear`` (its matrix-vector kernel on the TBB threads), else one BLAS GEMM
+    into ``out`` (a transposed GEMM; a new array when ``out`` is None)."""
+    if h.shape[0] <= linalg.GEMV_MAX_ROWS:
+        return linalg.linear(h, w_hh)
+    return np.matmul(h, w_hh.T, out=out)
+
+
+def _lstm_layer_loop(gx, h0, c0, w_hh, out, ws, reverse):
     T = gx.shape[0]
     H = h0.shape[-1]
     order = range(T - 1, -1, -1) if reverse else range(T)
     step = None
-    if T and gx.dtype == h0.dtype == w_t.dtype == np.float32:   # (float64: NumPy's exp,
+    if T and gx.dtype == h0.dtype == w_hh.dtype == np.float32:   # (float64: NumPy's exp,
         gx = _kernel_array(gx)                                  # tanh; see rnn_numba)
         c0 = _kernel_array(c0)
         gates = np.empty(gx.shape[1:], gx.dtype)
@@ -195,20 +205,19 @@ def _lstm_layer_loop(gx, h0, c0, w_t, out, ws, reverse):
     if step is not None:
         h, c_src, c_col = h0, c0, 0
         for t in order:
-            np.matmul(h, w_t, out=gates)
-            step(gates, gx[t], c_src, c_col, ws[t], out[t])
+            step(_hidden_product(h, w_hh, gates), gx[t], c_src, c_col, ws[t], out[t])
             h, c_src, c_col = out[t], ws[t], 5 * H
         return
     with np.errstate(over="ignore"):     # exp(-x) of a saturated gate: sigmoid 0, as torch
-        _lstm_numpy_steps(gx, h0, c0, w_t, out, ws, order)
+        _lstm_numpy_steps(gx, h0, c0, w_hh, out, ws, order)
 
 
-def _lstm_numpy_steps(gx, h0, c0, w_t, out, ws, order):
+def _lstm_numpy_steps(gx, h0, c0, w_hh, out, ws, order):
     H = h0.shape[-1]
     h, c = h0, c0
     for t in order:
-        gates = h @ w_t          # (measured: faster than writing the slices of ws in place)
-        gates += gx[t]
+        gates = _hidden_product(h, w_hh, None)   # (measured: faster than writing the slices of
+        gates += gx[t]                            # ws in place)
         a = ws[t]
         a[:, :2 * H] = _sigmoid(gates[:, :2 * H])
         np.tanh(gates[:, 2 * H:3 * H], out=a[:, 2 * H:3 * H])
