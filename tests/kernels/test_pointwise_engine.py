@@ -231,10 +231,9 @@ def test_thread_count_and_python_threads():
 def test_parallel_split_on_every_layout(n_threads, layer, monkeypatch):
     """Forced parallel (any size) on ember's pool and on Numba's TBB layer: contiguous,
     transposed, broadcast-row and sliced operands, in place, give the one-thread bits."""
-    from ember.kernels.runtime import compiler
     if layer == "tbb" and threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
-    monkeypatch.setattr(compiler, "_layer", layer)
+    monkeypatch.setattr(threads, "_layer", layer)
     monkeypatch.setattr(engine, "PARALLEL_MIN_NS", 0)
     monkeypatch.setattr(engine, "TBB_MIN_NS", 0)
     rng = np.random.default_rng(9)

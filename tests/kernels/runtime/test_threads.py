@@ -406,3 +406,26 @@ def test_fork_while_other_threads_hold_the_blas_lock_and_the_pool():
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                        text=True, timeout=HARD_TIMEOUT)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+def test_fork_while_another_thread_chooses_the_threading_layer():
+    """The lock guarding the choice of Numba's threading layer (held for a whole ``import numba``
+    when a parallel kernel comes first) is new in a forked child, which can choose its layer
+    (it waited forever for the parent's thread)."""
+    code = """
+        import os, signal
+        from ember.kernels.runtime import threads
+        threads.set_parallel_layer("pool")   # not chosen yet; choosing it needs no Numba
+        threads._layer_lock.acquire()        # as a thread starting the layer holds it
+        pid = os.fork()
+        if pid == 0:
+            signal.alarm(20)
+            os._exit(0 if threads.parallel_layer() == "pool" else 1)
+        threads._layer_lock.release()
+        assert os.waitpid(pid, 0)[1] == 0
+        print("ok")
+    """
+    import textwrap
+    r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
+                       text=True, timeout=HARD_TIMEOUT)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
