@@ -67,6 +67,12 @@ class SparseTensor(Tensor):
         raise _unsupported(_caller())
 
     @property
+    def _requires_grad(self):
+        raise UnsupportedError(f"{_caller()}: autograd with respect to a sparse COO tensor itself "
+                               f"is not supported; differentiate with respect to the values it "
+                               f"was built from, or read its .grad after backward()")
+
+    @property
     def T(self):
         """The transpose of a sparse tensor of at most 2 dimensions (``t()``)."""
         return self.t()
@@ -81,7 +87,6 @@ class SparseTensor(Tensor):
         """A sparse tensor of int64 ndarray ``indices``, values Tensor ``values`` and ``size``
         (trusted: callers have checked them)."""
         t = object.__new__(cls)
-        t._requires_grad = False
         t._grad_fn = None
         t._idx = indices
         t._v = values
@@ -253,6 +258,9 @@ class SparseTensor(Tensor):
 
     def register_hook(self, hook):
         raise _unsupported("register_hook")
+
+    def detach_(self):
+        raise _unsupported("detach_")
 
     def retain_grad(self):
         raise _unsupported("retain_grad")

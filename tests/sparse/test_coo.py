@@ -436,6 +436,15 @@ def test_storage_readers_name_the_call(call, name, tmp_path, monkeypatch):
     assert not list(tmp_path.iterdir())
 
 
+def test_autograd_grad_with_respect_to_a_sparse_tensor_is_unsupported():
+    e, _ = _pair(grad=True)
+    out = ember.sparse.mm(e, ember.ones(4, 2, dtype=ember.float64)).sum()
+    with pytest.raises(UnsupportedError, match="^grad: autograd with respect to a sparse COO"):
+        ember.autograd.grad(out, [e])
+    with pytest.raises(UnsupportedError, match="^backward: "):
+        e.backward()
+
+
 @pytest.mark.parametrize("name", ["to_sparse_csr", "to_sparse_csc", "to_sparse_bsr",
                                   "to_sparse_bsc"])
 def test_compressed_layouts_are_unsupported(name):
