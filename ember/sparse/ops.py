@@ -38,12 +38,14 @@ def _index(a):
 # ---------------------------------------------------------------------------------- matmul
 def mm(mat1, mat2):
     """``mat1 @ mat2`` with a sparse COO operand (``torch.sparse.mm``): sparse @ dense and
-    dense @ sparse give a dense result. Gradients reach the dense operand (dense) and the
+    dense @ sparse give a dense result (dense @ dense is ``ember.mm``). Gradients reach the dense operand (dense) and the
     sparse operand's values (a sparse gradient with its pattern).
 
     Raises EmberRuntimeError for operands that are not 2-d, sizes that do not fit, or unequal
     dtypes; UnsupportedError for sparse @ sparse and for hybrid sparse operands."""
     who = "mm"
+    if not _is_sparse(mat1) and not _is_sparse(mat2):   # torch.sparse.mm of dense operands
+        return ember.mm(mat1, mat2)
     if _is_sparse(mat1) and _is_sparse(mat2):
         raise UnsupportedError(f"{who}: sparse @ sparse ({_desc(mat1)} @ {_desc(mat2)}) is not "
                                f"supported for sparse COO tensors; convert one operand with "
@@ -73,10 +75,7 @@ def mm(mat1, mat2):
 
 
 def spmm(input, mat2):
-    """``torch.spmm``: the matrix product of 2-d ``input`` and ``mat2``, either of them sparse
-    COO or both dense (then ``ember.mm``); a dense result."""
-    if not _is_sparse(input) and not _is_sparse(mat2):
-        return ember.mm(input, mat2)
+    """``torch.spmm``: ``mm``, either operand sparse COO or both dense; a dense result."""
     return mm(input, mat2)
 
 
@@ -98,7 +97,7 @@ def sum(input, dim=None, dtype=None, *, keepdim=False):
     a dense tensor when every sparse dimension is summed. Differentiable in the values."""
     who = "sparse.sum"
     if not _is_sparse(input):
-        raise EmberTypeError(f"{who}: expected a sparse COO tensor, got {_desc(input)}")
+        raise EmberRuntimeError(f"{who}: expected a sparse COO tensor, got {_desc(input)}")
     v = input._v if dtype is None else input._v.to(dtype)
     if dim is None:
         return ember.sum(v, None, False, dtype=None) if not keepdim else \
@@ -140,7 +139,8 @@ def _kept_size(shape, dims, keepdim):
 # -------------------------------------------------------------------------------- softmax
 def _softmax_parts(input, dim, dtype, who):
     if not _is_sparse(input):
-        raise EmberTypeError(f"{who}: expected a sparse COO tensor, got {_desc(input)}")
+        raise UnsupportedError(f"{who}: defined for sparse COO tensors, got {_desc(input)} "
+                               f"(ember.softmax / log_softmax take dense ones)")
     _need(input.dense_dim() == 0, who, "a hybrid tensor (dense_dim > 0)")
     d = _dim(dim, input.ndim, who)
     s = input.coalesce()

@@ -260,6 +260,18 @@ def test_spmm():
     _same(ember.spmm(de.t(), de), torch.spmm(dt.t(), dt))
 
 
+def test_sparse_namespace_on_dense_tensors():
+    rng = np.random.default_rng(15)
+    (ae, at), (be, bt), (ce, ct) = (_dense(rng, 2, 2) for _ in range(3))
+    _same(ember.sparse.mm(ae, be), torch.sparse.mm(at, bt))
+    _same(ember.sparse.addmm(ce, ae, be), torch.sparse.addmm(ct, at, bt))
+    with pytest.raises(EmberRuntimeError, match="sparse.sum: expected a sparse COO tensor"):
+        ember.sparse.sum(ae)
+    for fn in ("softmax", "log_softmax"):
+        with pytest.raises(UnsupportedError, match=f"sparse.{fn}: defined for sparse COO"):
+            getattr(ember.sparse, fn)(ae, 1)
+
+
 def test_mm_errors():
     e, _ = _pair()
     with pytest.raises(EmberRuntimeError, match="mm: mat1 and mat2 shapes cannot be multiplied"):
