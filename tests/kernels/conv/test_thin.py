@@ -14,7 +14,7 @@ from ember.kernels.conv import direct, selector, thin
 from ember.kernels.runtime.threads import get_num_threads, set_num_threads
 
 sys.path.insert(0, os.path.dirname(__file__))
-import test_conv as ref  # noqa: E402  (the float64 references)
+import test_selector as ref  # noqa: E402  (the float64 references)
 
 pytestmark = pytest.mark.skipif(thin.kernels() is None, reason="needs Numba")
 rng = np.random.default_rng(11)
@@ -112,7 +112,7 @@ import sys, numpy as np
 sys.path.insert(0, {tests!r})
 from ember.backends import conv as settings
 from ember.kernels.conv import thin
-import test_conv as ref, test_conv_thin as t
+import test_selector as ref, test_thin as t
 k = thin.kernels()
 assert k.VECTOR_BYTES == {width}, k.VECTOR_BYTES
 settings.algorithm = "thin"
@@ -128,5 +128,5 @@ print("ok")
 def test_every_isa_variant_the_host_executes_matches_reference(isa):
     """EMBER_CPU_ISA forces a narrower variant (vector width, register blocks) in a fresh
     process; the host's own variant is the one the other tests run."""
-    from tests.kernels.test_conv_direct import run_forced_isa
+    from tests.kernels.conv.test_direct import run_forced_isa
     run_forced_isa(isa, _VARIANT_SCRIPT)

@@ -348,7 +348,7 @@ def test_heuristic_choices():
     assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "direct"  # 32 channels: not Winograd's
     assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "direct"
     assert pick((8, 64, 28, 28), (64, 64, 3, 3), direction="weight") == "winograd"
-    assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "direct"  # thin: see test_conv_direct
+    assert pick((32, 3, 32, 32), (32, 3, 5, 5), padding=0) == "direct"  # thin: see test_direct
     assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
     assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0, direction="weight") == "direct1x1"
     assert pick((8, 64, 56, 56), (128, 64, 1, 1), 2, 0, direction="weight") == "direct"

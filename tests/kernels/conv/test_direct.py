@@ -393,7 +393,7 @@ sys.path.insert(0, {tests!r})
 from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct
-import test_conv_direct as t
+import test_direct as t
 k = direct.kernels()
 assert k.ISA == {isa!r} and k.VECTOR_BYTES == {width}, (k.ISA, k.VECTOR_BYTES)
 settings.algorithm = "direct"
