@@ -79,11 +79,15 @@ def __getattr__(name):
         return getattr(_importlib.import_module(_SPARSE_FUNCTIONS[name]), name)
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
+    if name in ("compile", "explain"):   # torch.compile (ember.jit.compile, loads on first use)
+        return getattr(_importlib.import_module("ember.jit.compile"), name)
+    if name == "_dynamo":
+        return _importlib.import_module("ember._dynamo")
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
 def __dir__():
     import pkgutil
     subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
-    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs |
+    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs | {"compile", "explain"} |
                   set(_SPARSE_FUNCTIONS))

@@ -220,6 +220,9 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
 
     Returns the list of captured gradients (None where nothing flowed).
     """
+    tracer = STATE.tracer
+    if tracer is not None and hasattr(tracer, "graph_break"):  # ember.compile: not captured
+        tracer.graph_break("a backward pass (loss.backward() or autograd.grad)")
     outer = not _DEPTH[0]
     _DEPTH[0] += 1
     try:

@@ -369,6 +369,20 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     from ember.random import default_generator
     if not isinstance(example_inputs, tuple):
         example_inputs = (example_inputs,)
+    gen_state = default_generator.get_state()
+    traced, _, flat_out, _ = record(fn, example_inputs, Tracer, strict, name)
+    if check_trace:
+        _check(traced, example_inputs, flat_out, gen_state, strict, check_tolerance)
+    if optimize:
+        from ember.jit.passes import optimize as _optimize
+        traced = _optimize(traced)
+    return traced
+
+
+def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None):
+    """Run ``fn(*example_inputs)`` (a tuple) once under a ``tracer_cls`` tracer: returns the
+    traced callable, the run's own (eager) result, its flattened tensors and the tracer. ``trace`` and
+    ``ember.compile`` (whose first call returns that eager result) share it."""
     module = fn if _is_module(fn) else None
     if name is None:
         name = type(fn).__name__ if module is not None else getattr(fn, "__name__", "forward")
@@ -393,8 +407,7 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     flat, paths = [], []
     in_spec = {"tuple": [flatten(a, argnames[i], flat, paths) for i, a in
                          enumerate(example_inputs)]}
-    gen_state = default_generator.get_state()
-    tracer = Tracer(name, state)
+    tracer = tracer_cls(name, state)
     for t, p in zip(flat, paths):
         tracer.add_input(t, _clean(p))
     with tracer:
@@ -430,12 +443,7 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     traced.traced_random = tracer.random
     traced._guards = build_guards(name, pre_dce, guard_table, [v.name for v in g.inputs],
                                   tuple(t._data.shape for t in flat), traced.state_tensors())
-    if check_trace:
-        _check(traced, example_inputs, flat_out, gen_state, strict, check_tolerance)
-    if optimize:
-        from ember.jit.passes import optimize as _optimize
-        traced = _optimize(traced)
-    return traced
+    return traced, out, flat_out, tracer
 
 
 def _check(traced, example_inputs, expected, gen_state, strict, tol):

@@ -4,10 +4,12 @@ Updates run on the parameters' NumPy storage, in place and outside autograd (no 
 built); each write bumps the parameter's version counter.
 """
 import copy
+import functools
 from collections import defaultdict
 
 import numpy as np
 
+from ember.autograd.state import STATE
 from ember.tensor import Tensor
 from ember.errors import EmberTypeError, EmberValueError
 
@@ -86,6 +88,9 @@ class Optimizer:
 
     def zero_grad(self, set_to_none=True):
         """Reset the gradients of every optimized parameter (to None by default)."""
+        tracer = STATE.tracer
+        if tracer is not None and hasattr(tracer, "graph_break"):  # ember.compile
+            tracer.graph_break(f"{type(self).__name__}.zero_grad()")
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad is not None:
@@ -94,6 +99,21 @@ class Optimizer:
                     else:
                         p.grad._data[...] = 0
                         p.grad._bump()
+
+    def __init_subclass__(cls, **kwargs):
+        """An optimizer's ``step`` inside a function being compiled is a graph break
+        (``ember.compile`` does not capture it: it reads ``.grad`` and writes parameters
+        outside the traced ops)."""
+        super().__init_subclass__(**kwargs)
+        step = cls.__dict__.get("step")
+        if step is not None:
+            @functools.wraps(step)
+            def checked_step(self, *args, **kw):
+                tracer = STATE.tracer
+                if tracer is not None and hasattr(tracer, "graph_break"):
+                    tracer.graph_break(f"{cls.__name__}.step()")
+                return step(self, *args, **kw)
+            cls.step = checked_step
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} must implement step(closure=None)")

@@ -1,0 +1,389 @@
+"""``ember.compile`` (ember/jit/compile.py): torch.compile's API, compiled forward against eager
+(float64), training steps, guards and recompiles, graph breaks, torch's OptimizedModule layout."""
+import copy
+import subprocess
+import sys
+import textwrap
+import warnings
+
+import numpy as np
+import pytest
+
+import ember
+import ember.nn as nn
+import ember.nn.functional as F
+from ember.jit.compile import GraphBreakError, GraphBreakWarning, InvalidBackend, RecompileWarning
+
+f64 = ember.float64
+
+
+class MLP(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.fc1 = nn.Linear(20, 32)
+        self.fc2 = nn.Linear(32, 32)
+        self.fc3 = nn.Linear(32, 5)
+
+    def forward(self, x):
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = x.reshape(x.shape[0], -1)
+        return self.fc3(F.relu(self.fc2(F.relu(self.fc1(x)))))
+
+
+def _data(model, batch, seed=0):
+    g = np.random.default_rng(seed)
+    if isinstance(model, LeNet5):
+        x = g.standard_normal((batch, 1, 28, 28))
+        n = 10
+    else:
+        x = g.standard_normal((batch, 20))
+        n = 5
+    return ember.tensor(x, dtype=f64), ember.tensor(g.integers(0, n, batch))
+
+
+def _pair(cls):
+    ember.manual_seed(0)
+    eager = cls().double()
+    return eager, copy.deepcopy(eager)
+
+
+@pytest.fixture(autouse=True)
+def _reset():
+    ember.compiler.reset()
+    yield
+    ember.compiler.reset()
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5])
+def test_forward_matches_eager(cls):
+    eager, _ = _pair(cls)
+    compiled = ember.compile(eager)
+    x, _ = _data(eager, 4)
+    for _ in range(2):   # the tracing call, then the compiled code
+        np.testing.assert_allclose(compiled(x).numpy(force=True), eager(x).numpy(force=True),
+                                   rtol=0, atol=1e-12)
+    with ember.no_grad():  # array-mode code
+        for _ in range(2):
+            np.testing.assert_allclose(compiled(x).numpy(), eager(x).numpy(), rtol=0,
+                                       atol=1e-12)
+    assert compiled.graph is not None and "linear" in str(compiled.graph)
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5])
+@pytest.mark.parametrize("opt", ["sgd", "adamw"])
+def test_training_steps_match_eager(cls, opt):
+    eager, twin = _pair(cls)
+    compiled = ember.compile(twin)
+
+    def make(m):
+        if opt == "sgd":
+            return ember.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+        return ember.optim.AdamW(m.parameters(), lr=1e-3, weight_decay=0.01)
+    oe, oc = make(eager), make(twin)
+    for step in range(10):
+        x, y = _data(eager, 8, seed=step)
+        for model, o in ((eager, oe), (compiled, oc)):
+            o.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            o.step()
+    for (n, p), (n2, q) in zip(eager.named_parameters(), twin.named_parameters()):
+        assert n == n2
+        np.testing.assert_allclose(q.numpy(force=True), p.numpy(force=True), rtol=0, atol=1e-10)
+    assert len(compiled._compiled.graphs) == 1   # one trace served every step
+
+
+def test_grad_accumulates_as_eager():
+    eager, twin = _pair(MLP)
+    compiled = ember.compile(twin)
+    x, _ = _data(eager, 3)
+    for _ in range(3):
+        eager(x).pow(2).sum().backward()
+        compiled(x).pow(2).sum().backward()
+    for p, q in zip(eager.parameters(), twin.parameters()):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_inplace_parameter_update_is_seen():
+    m = MLP().double()
+    compiled = ember.compile(m)
+    x, _ = _data(m, 4)
+    with ember.no_grad():
+        compiled(x)
+        compiled(x)   # compiled code
+        m.fc1.weight.mul_(0.5)
+        m.fc3.bias.add_(1.0)
+        np.testing.assert_allclose(compiled(x).numpy(), m(x).numpy(), rtol=0, atol=1e-12)
+    assert len(compiled._compiled.graphs) == 1
+
+
+def test_new_batch_size_recompiles():
+    m = MLP().double()
+    compiled = ember.compile(m)
+    for b in (4, 7, 4):
+        x, _ = _data(m, b)
+        np.testing.assert_allclose(compiled(x).numpy(force=True), m(x).numpy(force=True),
+                                   rtol=0, atol=1e-12)
+    cf = compiled._compiled
+    assert len(cf.graphs) == 2
+    assert cf.recompiles == ["an input's shape changed: [7, 20] (traced for [4, 20])"]
+
+
+def test_guards_grad_mode_training_flag_and_parameter_identity():
+    m = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5)).double()
+    compiled = ember.compile(m)
+    x = ember.randn(3, 6, dtype=f64)
+    compiled(x)
+    m.eval()
+    np.testing.assert_allclose(compiled(x).numpy(force=True), m(x).numpy(force=True), atol=1e-12)
+    with ember.no_grad():
+        compiled(x)
+    m[0].weight = nn.Parameter(ember.zeros(6, 6, dtype=f64))
+    np.testing.assert_allclose(compiled(x).numpy(force=True), m(x).numpy(force=True), atol=1e-12)
+    rec = compiled._compiled.recompiles
+    assert rec[0] == "a module's training flag or a parameter's identity changed"
+    assert rec[1] == "the grad mode changed"
+    assert len(rec) == 3
+
+
+def test_dropout_draws_as_eager():
+    m = nn.Sequential(nn.Linear(6, 6), nn.Dropout(0.5)).double()
+    compiled = ember.compile(m)
+    x = ember.randn(3, 6, dtype=f64)
+    for _ in range(3):
+        ember.manual_seed(5)
+        a = m(x)
+        ember.manual_seed(5)
+        b = compiled(x)
+        np.testing.assert_allclose(b.numpy(force=True), a.numpy(force=True), atol=1e-12)
+
+
+def test_captured_tensor_modified_in_place_retraces():
+    scale = ember.tensor([2.0], dtype=f64)
+
+    @ember.compile
+    def f(x):
+        return x * scale + 1
+
+    x = ember.ones(3, dtype=f64)
+    f(x)
+    f(x)
+    scale.add_(1.0)
+    np.testing.assert_allclose(f(x).numpy(), np.full(3, 4.0))
+
+
+def test_graph_break_falls_back_with_warning_naming_the_line():
+    @ember.compile
+    def f(x):
+        if x.sum() > 0:   # the break
+            return x * 2
+        return x - 1
+
+    pos, neg = ember.ones(3, dtype=f64), -ember.ones(3, dtype=f64)
+    with pytest.warns(GraphBreakWarning, match=r"bool\(\).*test_compile.py:\d+: `if x.sum\(\) > 0"):
+        assert f(pos).tolist() == [2.0, 2.0, 2.0]
+    # same guards, other data: eager, never the traced branch
+    assert f(neg).tolist() == [-2.0, -2.0, -2.0]
+
+
+@pytest.mark.parametrize("body", ["x.sum().item()", "x.tolist()", "float(x.mean())"])
+def test_fullgraph_raises_on_break(body):
+    fn = eval(f"lambda x: {body}")
+    compiled = ember.compile(fn, fullgraph=True)
+    with pytest.raises(GraphBreakError, match="fullgraph=True"):
+        compiled(ember.ones(3, dtype=f64))
+
+
+def _stepper(model):
+    opt = ember.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+
+    def step(x, y):
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    return step
+
+
+def test_backward_and_optimizer_step_inside_are_breaks():
+    eager, twin = _pair(MLP)
+    step_e, compiled = _stepper(eager), ember.compile(_stepper(twin))
+    with pytest.warns(GraphBreakWarning, match=r"SGD.zero_grad\(\) at .*test_compile.py"):
+        for i in range(4):
+            x, y = _data(eager, 4, seed=i)
+            le, lc = step_e(x, y), compiled(x, y)
+            assert abs(le.item() - lc.item()) < 1e-12
+    for p, q in zip(eager.parameters(), twin.parameters()):
+        np.testing.assert_allclose(q.numpy(force=True), p.numpy(force=True), rtol=0, atol=1e-12)
+    x, y = _data(eager, 4)
+    e = ember.explain(_stepper(MLP().double()), x, y)
+    reasons = [b.reason for b in e.break_reasons]
+    assert reasons[:2] == ["SGD.zero_grad()", "a backward pass (loss.backward() or autograd.grad)"]
+    assert "SGD.step()" in reasons and e.graph_count == 0
+    with pytest.raises(GraphBreakError, match="a backward pass"):
+        ember.compile(_stepper(MLP().double()), fullgraph=True)(x, y)
+
+
+def test_cache_limit_then_eager_with_warning(monkeypatch):
+    monkeypatch.setattr(ember._dynamo.config, "cache_size_limit", 2)
+
+    @ember.compile
+    def f(x):
+        return x * 2
+
+    f(ember.ones(1))
+    f(ember.ones(2))
+    with pytest.warns(RecompileWarning, match=r"cache size limit \(2.*shape changed: \[3\]"):
+        assert f(ember.ones(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+def test_reset_clears_caches():
+    m = MLP().double()
+    compiled = ember.compile(m)
+    compiled(_data(m, 2)[0])
+    assert len(compiled._compiled.graphs) == 1
+    ember._dynamo.reset()
+    assert compiled._compiled.graphs == []
+    compiled(_data(m, 2)[0])
+    ember.compiler.reset()
+    assert compiled._compiled.graphs == []
+
+
+def test_optimized_module_layout_matches_torch():
+    torch = pytest.importorskip("torch")
+    tm = torch.compile(torch.nn.Linear(2, 2))
+    m = nn.Linear(2, 2)
+    c = ember.compile(m)
+    assert list(c.state_dict()) == list(tm.state_dict())
+    assert [n for n, _ in c.named_parameters()] == [n for n, _ in tm.named_parameters()]
+    assert c._orig_mod is m and c.weight is m.weight and c.in_features == 2
+    assert type(c).__name__ == type(tm).__name__ == "OptimizedModule"
+    c.eval()
+    assert not m.training
+    assert repr(c).startswith("OptimizedModule(\n  (_orig_mod): Linear(")
+    m2 = nn.Linear(2, 2)
+    c2 = ember.compile(m2)
+    c2.load_state_dict(c.state_dict())
+    assert ember.equal(m2.weight, m.weight)
+
+
+def test_decorator_forms_and_disable():
+    def f(x):
+        return x + 1
+
+    @ember.compile
+    def g(x):
+        return x + 1
+
+    @ember.compile(fullgraph=True, mode="max-autotune")
+    def h(x):
+        return x + 1
+
+    x = ember.ones(2)
+    assert g(x).tolist() == h(x).tolist() == [2.0, 2.0]
+    assert g.__name__ == "g" and h.__name__ == "h"
+    assert ember.compile(f, disable=True) is f
+    m = nn.Linear(2, 2)
+    assert ember.compile(m, disable=True) is m
+    for backend in ("inductor", "eager", "aot_eager", "ember", None):
+        assert ember.compile(f, backend=backend)(x).tolist() == [2.0, 2.0]
+
+
+def test_invalid_backend_and_mode():
+    with pytest.raises(InvalidBackend, match="invalid backend 'foo'"):
+        ember.compile(lambda x: x, backend="foo")
+    with pytest.raises(ember.errors.EmberRuntimeError, match="unrecognized mode=foo"):
+        ember.compile(lambda x: x, mode="foo")
+    assert issubclass(InvalidBackend, RuntimeError)
+
+
+def test_debug_mode_prints_graph_breaks_and_recompiles(capsys):
+    m = MLP().double()
+    c = ember.compile(m, mode="debug")
+    c(_data(m, 2)[0])
+    c(_data(m, 3)[0])
+    out = capsys.readouterr().out
+    assert "[ember.compile] traced 'MLP'" in out and "fusion groups" in out
+    assert "recompiling 'MLP': an input's shape changed" in out
+
+
+def test_explain_counts_graphs_and_breaks():
+    def f(x):
+        y = x * 2
+        if y.sum().item() > 0:
+            return y
+        return -y
+
+    e = ember.explain(f, ember.ones(3))
+    assert e.graph_count == 0 and e.graph_break_count == 1
+    assert "item()" in str(e.break_reasons[0])
+    e = ember.explain(lambda x: x * 2 + 1, ember.ones(3))
+    assert e.graph_count == 1 and e.graph_break_count == 0
+    assert "Graph Count: 1" in str(e)
+
+
+def test_kwargs_and_non_tensor_arguments():
+    @ember.compile
+    def f(x, *, scale=1.0, bias=None):
+        return x * scale + (0 if bias is None else bias)
+
+    x = ember.ones(2, dtype=f64)
+    assert f(x, scale=2.0).tolist() == [2.0, 2.0]
+    assert f(x, scale=3.0).tolist() == [3.0, 3.0]          # a Python scalar is guarded
+    assert f(x, scale=2.0, bias=ember.ones(2, dtype=f64)).tolist() == [3.0, 3.0]
+    assert f(x, scale=2.0, bias=ember.full((2,), 5.0, dtype=f64)).tolist() == [7.0, 7.0]
+
+
+def test_torch_program_runs_unchanged():
+    program = textwrap.dedent("""
+        import ember as torch
+        import ember.nn as nn
+        import ember.nn.functional as F
+
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Linear(10, 16), nn.ReLU(), nn.Linear(16, 3))
+        model = torch.compile(model)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+        x = torch.randn(32, 10)
+        y = torch.randint(0, 3, (32,))
+        first = None
+        for epoch in range(20):
+            opt.zero_grad()
+            loss = F.cross_entropy(model(x), y)
+            loss.backward()
+            opt.step()
+            first = first if first is not None else loss.item()
+        model.eval()
+        with torch.no_grad():
+            acc = (model(x).argmax(1) == y).float().mean().item()
+        torch._dynamo.reset()
+        torch.compiler.reset()
+        print(first > loss.item(), acc > 0.5, list(model.state_dict())[0])
+    """)
+    r = subprocess.run([sys.executable, "-c", program], capture_output=True, text=True,
+                       timeout=240)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["True", "True", "_orig_mod.0.weight"]
+
+
+def test_import_ember_does_not_load_the_compiler():
+    r = subprocess.run([sys.executable, "-c", "import sys, ember; "
+                        "print('ember.jit' in sys.modules, ember.compile.__module__)"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["False", "ember.jit.compile"]
