@@ -192,24 +192,28 @@ def from_dlpack(ext):
 
 
 @_takes_out
-def zeros(*size, dtype=None, device=None, requires_grad=False):
-    """A tensor of zeros with the given shape."""
+def zeros(*size, dtype=None, device=None, requires_grad=False, **kw):
+    """A tensor of zeros with the given shape: ``zeros(2, 3)``, ``zeros((2, 3))`` or
+    ``zeros(size=(2, 3))``."""
     _check_device(device)
-    return _finish(G.zeros(_size(size), _np(dtype)), requires_grad)
+    shape = _random_size("zeros", size, _kw_size("zeros", kw))
+    return _finish(G.zeros(shape, _np(dtype)), requires_grad)
 
 
 @_takes_out
-def ones(*size, dtype=None, device=None, requires_grad=False):
-    """A tensor of ones with the given shape."""
+def ones(*size, dtype=None, device=None, requires_grad=False, **kw):
+    """A tensor of ones with the given shape (as ``zeros``, ``size=`` included)."""
     _check_device(device)
-    return _finish(G.ones(_size(size), _np(dtype)), requires_grad)
+    shape = _random_size("ones", size, _kw_size("ones", kw))
+    return _finish(G.ones(shape, _np(dtype)), requires_grad)
 
 
 @_takes_out
-def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None):
-    """An uninitialised tensor with the given shape."""
+def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
+    """An uninitialised tensor with the given shape (as ``zeros``, ``size=`` included)."""
     _check_device(device)
-    return _finish(G.empty(_size(size), _np(dtype)), requires_grad)
+    shape = _random_size("empty", size, _kw_size("empty", kw))
+    return _finish(G.empty(shape, _np(dtype)), requires_grad)
 
 
 @_takes_out
@@ -283,7 +287,8 @@ def eye(n, m=None, dtype=None, device=None, requires_grad=False):
 
 
 def _random_size(name, size, kw_size):
-    """``size`` of rand/randn: varargs ints, one sequence, or ``size=`` (not both)."""
+    """``size`` of a factory (zeros, ones, empty, rand, randn): varargs ints, one sequence,
+    or ``size=`` (not both)."""
     if kw_size is not None:
         if size:
             raise EmberTypeError(f"{name}() got multiple values for argument 'size'")

@@ -238,6 +238,18 @@ def test_rand_complex_draws_each_part_uniform_as_torch():
         assert 0 <= part.min() and part.max() < 1 and abs(part.mean() - 0.5) < 0.05
 
 
+@pytest.mark.parametrize("name", ["zeros", "ones", "empty"])
+def test_size_keyword_as_torch(name):
+    for kw in ({"size": (2, 3)}, {"size": [4]}, {"size": ()}):
+        e, t = getattr(ember, name)(**kw), getattr(torch, name)(**kw)
+        assert tuple(e.shape) == tuple(t.shape) and e.dtype == ember.float32
+    assert getattr(ember, name)(size=(2,), dtype=ember.float64).dtype == ember.float64
+    with pytest.raises(EmberError, match=f"{name}\\(\\) got multiple values for argument 'size'"):
+        getattr(ember, name)(2, size=(2,))
+    with pytest.raises(TypeError):
+        getattr(torch, name)(2, size=(2,))
+
+
 def test_factories():
     assert ember.logspace(0, 1.9, 3, dtype=ember.int64).tolist() == \
         torch.logspace(0, 1.9, 3, dtype=torch.int64).tolist()
