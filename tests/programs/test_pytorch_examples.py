@@ -107,15 +107,17 @@ def _regression(backend, root):
 
 def _word_language_model(backend, root):
     datagen.write_corpus(os.path.join(root, "corpus"))
+    with open(os.path.join(root, "corpus", "train.txt"), encoding="utf8") as f:
+        vocabulary = set(f.read().split()) | {"<eos>"}
     common = ["--data", "../corpus", "--emsize", "16", "--nhid", "16", "--bptt", "10"]
     for model in ("LSTM", "Transformer"):
-        lr = ["--lr", "20"] if model == "LSTM" else ["--lr", "0.5"]
+        lr = ["--lr", "2"] if model == "LSTM" else ["--lr", "0.5"]
         out = run(backend, root, "word_language_model/main.py", common + lr + [
             "--model", model, "--epochs", "1", "--batch_size", "8", "--log-interval", "10",
             "--save", f"{model}.pt"])
         floats(r"\| loss\s+([-\d.naif]+) \| ppl", out, least=2)
         (test_loss,) = floats(r"test loss\s+([-\d.naif]+)", out)
-        assert test_loss < math.log(30), out          # below a uniform guess over the words
+        assert test_loss < math.log(len(vocabulary)), out     # beats a uniform guess
         out = run(backend, root, "word_language_model/generate.py", [
             "--data", "../corpus", "--checkpoint", f"{model}.pt", "--words", "20",
             "--outf", f"{model}.txt", "--log-interval", "10"])
@@ -187,12 +189,12 @@ def _dcgan(backend, root):
 def _super_resolution(backend, root):
     pytest.importorskip("six")                         # data.py imports six.moves.urllib
     base = os.path.join(root, "super_resolution", "dataset", "BSDS300", "images")
-    datagen.write_images(os.path.join(base, "train"), 4, 256, seed=0, ext=".jpg")
-    datagen.write_images(os.path.join(base, "test"), 2, 256, seed=1, ext=".jpg")
+    datagen.write_images(os.path.join(base, "train"), 2, 256, seed=0, ext=".jpg")
+    datagen.write_images(os.path.join(base, "test"), 1, 256, seed=1, ext=".jpg")
     out = run(backend, root, "super_resolution/main.py", [
         "--upscale_factor", "3", "--batchSize", "2", "--testBatchSize", "2", "--nEpochs", "1",
         "--threads", "0", "--lr", "0.001"])
-    floats(r"Loss: ([-\d.naif]+)", out, least=2)
+    floats(r"Loss: ([-\d.naif]+)", out)
     floats(r"Avg. PSNR: ([-\d.naif]+) dB", out)
     datagen.write_images(os.path.join(root, "super_resolution"), 1, 32, seed=2, ext=".jpg")
     run(backend, root, "super_resolution/super_resolve.py", [
