@@ -1,4 +1,4 @@
-"""``ember.linalg``: torch.linalg's functions over the spec ops of derivatives.yaml (``linalg_*``),
+"""``ember.linalg``: torch.linalg's functions over the spec ops (``linalg_*``),
 with torch's names, arguments, batching ``(..., m, n)`` and gradients; decompositions return
 ``ember.return_types`` named tuples as torch does.
 
@@ -8,7 +8,7 @@ do not depend on the LAPACK build. The gradient of ``det`` needs an invertible m
 differentiates singular ones); ``eigh``/``cholesky`` read one triangle and, as in torch, return
 symmetric gradients."""
 from ember import return_types as _R
-from ember.autograd import _generated as _G
+from ember.autograd._generated import functions as _G
 from ember.errors import LinAlgError
 from ember.errors import public as _public
 

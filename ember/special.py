@@ -1,9 +1,9 @@
-"""``ember.special``: torch.special's functions (the spec ops of derivatives.yaml under torch's
+"""``ember.special``: torch.special's functions (the spec ops under torch's
 ``special_*`` names, and aliases of the top-level ops), with torch's gradients.
 
 Functions NumPy lacks (erfinv, digamma, i0e, ndtri, zeta, ...) are computed by ``scipy.special``,
 imported on their first call (scipy is in ember's ``fast`` extra)."""
-from ember.autograd import _generated as _G
+from ember.autograd._generated import functions as _G
 from ember.errors import public as _public
 
 # torch.special name -> the spec op computing it

@@ -14,7 +14,7 @@ OPTIONAL = ("numba", "llvmlite", "scipy", "onnx", "onnxruntime", "safetensors", 
 # ember's own parts that load on first use
 LAZY = ("ember.nn", "ember.optim", "ember.jit", "ember.onnx", "ember.distributions",
         "ember.distributed", "ember.special", "ember.serialization", "ember.utils",
-        "ember.kernels.pointwise", "ember.autograd._pointwise", "numpy.random")
+        "ember.kernels.pointwise", "ember.autograd._generated.pointwise", "numpy.random")
 
 
 def _run(code, *flags):

@@ -14,13 +14,16 @@ def test_generated_code_is_up_to_date():
 
 def test_generator_check_fails_when_stale(tmp_path):
     """--check on a copy of the generated files (no tracked file is rewritten): fresh passes,
-    one stale line in either file fails and names it."""
+    one stale line in any of them fails and names it; a missing one fails too."""
     gen = [sys.executable, os.path.join(ROOT, "tools", "gen_autograd.py"), "--out-dir",
            str(tmp_path)]
     assert subprocess.run(gen, capture_output=True).returncode == 0
     r = subprocess.run(gen + ["--check"], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
-    for name in ("_generated.py", "_pointwise.py"):
+    names = sorted(os.listdir(tmp_path))
+    assert names == ["__init__.py", "functions.py", "methods.py", "nodes.py", "pointwise.py",
+                     "records.py"], names
+    for name in names:
         with open(tmp_path / name) as fh:
             fresh = fh.read()
         with open(tmp_path / name, "a") as fh:
@@ -29,6 +32,9 @@ def test_generator_check_fails_when_stale(tmp_path):
         assert r.returncode == 1 and "stale" in r.stdout and name in r.stdout
         with open(tmp_path / name, "w") as fh:
             fh.write(fresh)
+    os.remove(tmp_path / "records.py")
+    r = subprocess.run(gen + ["--check"], capture_output=True, text=True)
+    assert r.returncode == 1 and "records.py" in r.stdout
 
 
 def test_import_ember_loads_no_optional_dependency():

@@ -64,7 +64,7 @@ def _eligible(a, bf16):
 
 
 def _cast(t, target, cache_on):
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     cls = getattr(t, "__class__", None)
     if cls in (list, tuple):
         return cls(_cast(x, target, cache_on) for x in t)
@@ -144,7 +144,7 @@ def install():
     when the first autocast region is entered."""
     if _INSTALLED[0]:
         return
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     for mod in {v for k, v in vars(G).items() if k.startswith("_c_")}:
         for name in LOWER | FP32:
             fn = getattr(mod, name, None)

@@ -85,13 +85,13 @@ def link(op, tensors, outs, node):
 
 
 def _conj(g):
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     return g if g is None or g._data.dtype.kind != "c" else G.conj(g)
 
 
 def apply(node, grads):
     """Run a complex-marked node's backward (see the module docstring)."""
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     mode, real = node._cplx
     override = OVERRIDES.get(node._op_name) if mode == "e" else None
     if override is not None:
@@ -119,7 +119,7 @@ def _abs(node, grads):
 
 
 def _to(node, grads):
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     g, dt = grads[0], node.self__dtype
     if g._data.dtype.kind == "c" and dt.kind != "c":
         g = G.real(g)  # a real input cast to complex: the real part, as torch
@@ -129,7 +129,7 @@ def _to(node, grads):
 def _acosh(node, grads):
     """``grad * conj(1 / (sqrt(z - 1) sqrt(z + 1)))``: the principal branch's derivative (the
     real-dtype formula's ``rsqrt(z * z - 1)`` is another branch for complex z), as torch."""
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     from ember.autograd.node import unpack
     z = unpack(node.self_, node)
     d = G.mul(G.rsqrt(G.sub(z, 1)), G.rsqrt(G.add(z, 1)))

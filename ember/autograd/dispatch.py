@@ -41,15 +41,17 @@ _BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, Sy
 
 
 class Op:
-    """Static description of one spec op, built by the generated module."""
+    """Static description of one spec op, built by the generated records
+    (``ember.autograd._generated.records``). ``optional``: the tensor inputs that may be None
+    (``Tensor?`` in the spec)."""
 
     __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
                  "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random",
-                 "complex_ok", "scan_complex")
+                 "optional", "complex_ok", "scan_complex")
 
     def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
                  multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
-                 saves_self=True, returns_list=False, random=False):
+                 saves_self=True, returns_list=False, random=False, optional=()):
         self.name = name
         self.kernel = kernel
         self.backward = backward
@@ -63,6 +65,7 @@ class Op:
         self.saves_self = saves_self
         self.returns_list = returns_list
         self.random = random
+        self.optional = optional
         # may return complex results (complex_support.FORWARD): the others' results are checked
         self.complex_ok = name in _complex.FORWARD
         # whether a complex input can give a real result, so _link must look at the inputs
@@ -110,38 +113,18 @@ def kernel_error(op, tensors, err):
     return cls(named(op.name, msg) + (f" ({described})" if described else ""))
 
 
-_SPEC_OPTIONAL = None
-
-
-def _optional_inputs(op):
-    """Names of ``op``'s tensor inputs that may be None (``Tensor?`` in derivatives.yaml); read
-    from the spec on the first None handed to an op."""
-    global _SPEC_OPTIONAL
-    if _SPEC_OPTIONAL is None:
-        import os
-        import re
-        path = os.path.join(os.path.dirname(__file__), "derivatives.yaml")
-        with open(path, encoding="utf-8") as f:
-            spec = f.read()
-        _SPEC_OPTIONAL = {
-            m.group(1): frozenset(re.findall(r"Tensor\?(?:\[\])? (\w+)", m.group(2)))
-            for m in re.finditer(r"^- func: (\w+)\((.*)\) ->", spec, re.M)}
-    opt = _SPEC_OPTIONAL.get(op.name)
-    return frozenset(op.tensor_names) if opt is None else opt  # unknown op: None passes
-
-
 def named_by_dispatch(name, fn):
     """Whether public function or Tensor method ``fn`` (called ``name``: ``add``, ``add_``,
     ``__radd__``) is the generated entry of the spec op of that name, whose errors dispatch names
     (so it needs no ember.errors.public wrapper)."""
-    from ember.autograd import _generated
-    if getattr(fn, "__module__", None) != _generated.__name__:
+    from ember.autograd._generated import functions, methods, records
+    if getattr(fn, "__module__", None) not in (functions.__name__, methods.__name__):
         return False
     for n in (name, fn.__name__):  # the attribute's name, and the generated function's own
         base = n.strip("_")
         for candidate in (base, base[1:] if n.startswith("__") and base[:1] in "ri" else None,
                           _DUNDER_OPS.get(base.lstrip("ri") if n.startswith("__") else None)):
-            op = _generated.OPS.get(candidate)
+            op = records.OPS.get(candidate)
             if op is not None:
                 return not op.list_input
     return False
@@ -154,7 +137,7 @@ _DUNDER_OPS = {"truediv": "div", "floordiv": "div", "mod": "remainder", "and": "
 def _check_slot(op, i, value):
     name = op.tensor_names[i] if i < len(op.tensor_names) and not op.list_input else f"tensors[{i}]"
     if value is None:
-        if op.list_input or name in _optional_inputs(op):
+        if op.list_input or name in op.optional:
             return value
     elif op.scalar_ok and isinstance(value, (int, float, bool, np.number)):
         return value

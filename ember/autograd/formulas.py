@@ -1,13 +1,14 @@
-"""Helpers used by derivative formulas in derivatives.yaml, written in ember ops (so that double
+"""Helpers used by derivative formulas in the op spec, written in ember ops (so that double
 backward works). The generator prefixes these names with ``_F.``; names starting with ``_``
 are used by generated code itself.
 
 The helpers of pointwise ops take their ops from ``_ops(grad)``: the generated Tensor ops, or,
 when a fused backward is derived, the same ops' pointwise forms on symbolic values
-(``ember.autograd._pointwise``). One helper thus serves eager autograd and the fused kernels."""
+(``ember.autograd._generated.pointwise``). One helper thus serves eager autograd and the fused
+kernels."""
 import numpy as np
 
-import ember.autograd._generated as G
+from ember.autograd._generated import functions as G
 from ember.autograd.node import SavedTensor
 from ember.autograd.state import STATE as _STATE
 from ember.errors import UnsupportedError
@@ -62,7 +63,7 @@ def _ops(grad):
     symbolic value (see the module docstring)."""
     if isinstance(grad, Tensor):
         return G
-    import ember.autograd._pointwise as P
+    from ember.autograd._generated import pointwise as P
     return P
 
 

@@ -39,7 +39,7 @@ class Node:
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
-        cls._fresh_results = cls.__module__ == "ember.autograd._generated"
+        cls._fresh_results = cls.__module__ == "ember.autograd._generated.nodes"
 
     def __init__(self):
         self.next_functions = ()

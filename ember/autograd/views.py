@@ -204,7 +204,7 @@ class CopySlices(Node):
         return w
 
     def apply(self, grads):
-        from ember.autograd import _generated as G
+        from ember.autograd._generated import functions as G
         from ember.autograd.engine import _apply
         g = grads[0]
         n = len(self.next_functions)
@@ -225,7 +225,7 @@ class CopySlices(Node):
         return tuple(out)
 
     def _region(self, gs):
-        from ember.autograd import _generated as G
+        from ember.autograd._generated import functions as G
         mask = self.mask
         if mask is None:
             grad = STATE.grad_enabled

@@ -43,7 +43,7 @@ def generate(graph, name="forward", specialize=False):
     """(source, info): the Python source of ``graph`` and the names it refers to
     (info['names']: Value -> identifier; info['globals']: identifier -> what it binds).
     ``specialize``: array-mode source using ``fastpath`` emitters where they apply."""
-    from ember.autograd._generated import OPS
+    from ember.autograd._generated.records import OPS
     from ember.jit import fastpath
     taken = set(_RESERVED) | {"linear_t", "linear_t_relu", "relu_",
                               "max_pool2d_values"}
@@ -202,7 +202,7 @@ def _tensor_sym(t):
 
 def node_callable(kind, mode):
     """The function a node of ``kind`` calls in ``mode`` ('array' or 'tensor')."""
-    from ember.autograd._generated import OPS
+    from ember.autograd._generated.records import OPS
     from ember.kernels import shape as shape_kernels
     if kind == "detach":
         if mode == "array":

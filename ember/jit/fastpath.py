@@ -17,7 +17,7 @@ Which op is which Python operator (and under which constants: ``add`` is ``+`` w
 """
 import numpy as np
 
-from ember.autograd._generated import INFIX, PREFIX
+from ember.autograd._generated.methods import INFIX, PREFIX
 from ember.jit.ir import SymRef, Value
 from ember.kernels.elementwise import relu
 

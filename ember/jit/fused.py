@@ -2,7 +2,7 @@
 
 ``group_expr(subgraph)`` translates the subgraph's spec ops into the engine's ``Expr`` vocabulary
 (``TRANSLATE``: the pointwise form of every spec op with a ``pointwise:`` entry in
-derivatives.yaml, generated into ``ember.autograd._pointwise``). ``FusedGroup`` runs it:
+the op spec, generated into ``ember.autograd._generated.pointwise``). ``FusedGroup`` runs it:
 
 * ``run_arrays`` (the array-mode code): from ``MIN_FUSED_SIZE`` elements (and with Numba
   importable) one compiled kernel, one pass over memory, on all threads; below it the subgraph's
@@ -11,7 +11,7 @@ derivatives.yaml, generated into ``ember.autograd._pointwise``). ``FusedGroup`` 
   through dispatch (autograd and enclosing traces see the ops). Large tensors that need a
   gradient go through ``FusedFunction``: forward is the fused kernel; backward is a second
   fused kernel derived from the forward expression (``pointwise.autodiff.derive`` with ``RULES``:
-  the derivative formulas of derivatives.yaml evaluated on symbolic values), recomputing the forward intermediates from the saved inputs
+  the derivative formulas of the op spec evaluated on symbolic values), recomputing the forward intermediates from the saved inputs
   instead of storing them. Gradients of broadcast inputs are summed back to their shapes. Under
   ``create_graph`` the backward is differentiated op by op instead (double backward works).
 
@@ -23,7 +23,7 @@ import numpy as np
 from ember.autograd.function import Function
 from ember.autograd.state import STATE
 from ember.jit.ir import Value
-from ember.autograd import _pointwise
+from ember.autograd._generated import pointwise as _pointwise
 from ember.kernels.pointwise import compile_pointwise, has_compiler
 from ember.kernels.pointwise import engine as _engine
 from ember.kernels.pointwise.autodiff import derive
@@ -47,7 +47,7 @@ BACKEND = None
 
 # ---------------------------------------------------------------------------------- translation
 # spec op -> its pointwise form, f(*operands, **constants) -> Sym (None: not fusible), generated
-# from the ``pointwise:`` entries of derivatives.yaml; RULES: the derivative rule of each
+# from the ``pointwise:`` entries of the op spec; RULES: the derivative rule of each
 # vocabulary op, the spec's formulas evaluated on symbolic values
 TRANSLATE = _pointwise.FORWARD
 RULES = _pointwise.RULES

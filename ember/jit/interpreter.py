@@ -79,7 +79,7 @@ class Interpreter:
 
     def run(self, *formals, free=True):
         """Evaluate; returns the tuple of outputs."""
-        from ember.autograd._generated import OPS
+        from ember.autograd._generated.records import OPS
         from ember.tensor import Tensor
         g = self.graph
         if len(formals) != len(g.inputs):

@@ -4,7 +4,7 @@ A ``Graph`` has formal parameters (``graph.inputs``: the traced function's tenso
 parameters and buffers it reads, named by their state-dict keys), an ordered list of ``Node``s
 each binding one or more fresh ``Value``s, and a return tuple (``graph.outputs``).
 
-A ``Node`` has ``kind`` (the op's name in derivatives.yaml, or one of the few JIT kinds in
+A ``Node`` has ``kind`` (the op's name in the op spec, or one of the few JIT kinds in
 ``SPECIAL_KINDS``), ``args`` (the op's tensor slots, in spec order: a ``Value``, a Python scalar
 where the op accepts one, ``None`` for an absent optional tensor, or a list of those for a
 ``Tensor[]`` slot), ``attrs`` (the op's constant arguments by spec name, as Python values) and
@@ -204,7 +204,7 @@ class Node:
     @property
     def op(self):
         """The spec ``Op`` record for this node's kind (None for JIT-only kinds)."""
-        from ember.autograd._generated import OPS
+        from ember.autograd._generated.records import OPS
         return OPS.get(self.kind)
 
     def arg(self, name):
@@ -370,7 +370,7 @@ class Graph:
 
     def lint(self):
         """Check the invariants; raise LintError naming the first violation. Returns self."""
-        from ember.autograd._generated import OPS
+        from ember.autograd._generated.records import OPS
         defined = set()
         names = set()
 

@@ -103,7 +103,7 @@ def _kernels():
 
 def supported(graph):
     """Whether a plan can run ``graph``: no in-place writes, custom Functions or random ops."""
-    from ember.autograd._generated import OPS
+    from ember.autograd._generated.records import OPS
     for n in _inlined(graph).nodes:
         if n.kind in _EXCLUDED:
             return False
@@ -571,7 +571,7 @@ class InferencePlan:
     """One compiled function for ``graph`` at the recorded input shapes (see the module)."""
 
     def __init__(self, graph, formals, kn):
-        from ember.autograd._generated import OPS
+        from ember.autograd._generated.records import OPS
         from ember.jit.codegen import node_callable
         from ember.jit.fastpath import int_values, max_pool2d_values
         from ember.jit.interpreter import Interpreter
@@ -967,7 +967,7 @@ class InferencePlan:
 
 def _record(interp, formals):
     """Every value's array for one run of the interpreter (array mode, nothing freed)."""
-    from ember.autograd._generated import OPS
+    from ember.autograd._generated.records import OPS
     g = interp.graph
     env = {id(v): x for v, x in zip(g.inputs, formals)}
     for n in g.nodes:

@@ -1,5 +1,5 @@
 """Numeric constants of ember's ops, in one place: the eager kernels, the pointwise-engine
-vocabulary, the derivative formulas of derivatives.yaml (UPPERCASE names there) and the ONNX
+vocabulary, the derivative formulas of the op spec (UPPERCASE names there) and the ONNX
 symbolics read them from here."""
 import math
 

@@ -1,7 +1,7 @@
 """``ember.nn.functional``: torch.nn.functional's names and signatures on ember's spec ops.
 
-Every function here calls ops of ``ember/autograd/derivatives.yaml`` (through
-``ember.autograd._generated``), so gradients, tracing and export come from those ops.
+Every function here calls ops of the op spec, ``ember/ops/spec/`` (through
+``ember.autograd._generated.functions``), so gradients, tracing and export come from those ops.
 Values computed from tensor data (masks from a target, bag offsets, an argmax, random masks)
 are computed by ops too, so a trace recomputes them on new inputs; the few that cannot be
 (an output shape read from the data) go through ``_read``, which makes a trace warn
@@ -13,7 +13,7 @@ import warnings
 
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.autograd.grad_mode import no_grad
 from ember.autograd import autocast as _autocast
 from ember.autograd.state import STATE
@@ -796,7 +796,7 @@ def relu6(input, inplace=False):
     return _inplace(input, G.relu6(input), inplace)
 
 
-elu = G.elu  # spec ops: signature and defaults from derivatives.yaml
+elu = G.elu  # spec ops: signature and defaults from the op spec
 leaky_relu = G.leaky_relu
 hardtanh = G.hardtanh
 gelu = G.gelu

@@ -10,7 +10,7 @@ import functools
 import numpy as np
 
 from ember import _dtype
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.kernels.dtypes import storable_range
 from ember.autograd.function import Function
 from ember.errors import (EmberOverflowError, EmberRuntimeError, EmberTypeError, EmberValueError,

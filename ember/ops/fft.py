@@ -9,7 +9,7 @@ import builtins
 import numpy as np
 
 from ember import _dtype
-from ember.autograd import _generated as _G
+from ember.autograd._generated import functions as _G
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.errors import public as _public
 

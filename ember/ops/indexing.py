@@ -7,7 +7,7 @@ import warnings
 import numpy as np
 
 from ember import _dtype
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import EmberIndexError, EmberRuntimeError
 from ember.errors import public as _public
 from ember.kernels.index import check_range

@@ -7,7 +7,7 @@ import builtins
 
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember import return_types as R
 from ember._dtype import to_numpy_dtype
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError, LinAlgError

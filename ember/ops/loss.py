@@ -1,6 +1,6 @@
 """Loss functions written in other spec ops (declared ``composite`` in ember/ops/spec/loss.yaml),
 so their gradients, tracing and export come from those ops."""
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import public as _public
 from ember.ops.nn import _static_sizes
 

@@ -8,7 +8,8 @@ the entry points of the op families (``ember.ops.<family>``), the generated spec
 by ``ember.errors.public``, so that what it raises is an ember error naming it; a spec op's
 generated entry is not (dispatch names its errors)."""
 from ember import _dtype
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
+from ember.autograd._generated import methods as _methods
 from ember.autograd import out as _out
 from ember.autograd.dispatch import named_by_dispatch
 from ember.errors import needs_public, public
@@ -35,6 +36,7 @@ FUNCTIONS = {
                "kaiser_window", "stft"),
     linalg: ("svd_lowrank", "pca_lowrank"),
 }
+# ember.<name> of a function with another name (its errors name <name>)
 RENAMED = {"native_batch_norm": nn.native_batch_norm_outputs,
            **{n: shape.atleast(n) for n in ("atleast_1d", "atleast_2d", "atleast_3d")}}
 
@@ -133,8 +135,8 @@ def build(namespace, tensor_cls):
     namespace.update(tensor_types.LEGACY)   # FloatTensor, LongTensor, ... (torch legacy types)
     for family, names in FUNCTIONS.items():
         namespace.update({name: getattr(family, name) for name in names})
-    namespace.update(RENAMED)
-    for name, fn in G.TENSOR_METHODS.items():
+    namespace.update({name: public(fn, name) for name, fn in RENAMED.items()})
+    for name, fn in _methods.TENSOR_METHODS.items():
         setattr(tensor_cls, name, fn)
     for name, fn in METHODS.items():
         setattr(tensor_cls, name, fn)

@@ -4,7 +4,7 @@ gradients, tracing and export come from those ops (as torch's CompositeImplicitA
 do); and torch's ``dropout``, ``grid_sampler_2d/3d`` and the ``softmax`` methods."""
 import builtins
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import EmberRuntimeError, EmberValueError
 from ember.errors import public as _public
 from ember.ops.pointwise import _opmath

@@ -8,7 +8,7 @@ import math
 
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember import return_types as R
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.errors import public as _public

@@ -7,7 +7,7 @@ import builtins
 
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember import _dtype
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
 from ember.errors import public as _public

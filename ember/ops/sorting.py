@@ -1,7 +1,7 @@
 """Front ends of the sorting, selection and scan ops: torch's signatures and named
 results (``ember.return_types``) over the spec ops, which return plain tuples; and ``msort``."""
 from ember import return_types as R
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import EmberTypeError, UnsupportedError
 from ember.errors import public as _public
 

@@ -5,7 +5,7 @@ import warnings
 
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import EmberRuntimeError, EmberValueError
 from ember.tensor import Tensor
 

@@ -11,7 +11,7 @@ and ``Tensor.type("torch.FloatTensor")`` / ``type(ember.FloatTensor)`` casts to 
 import numpy as np
 
 from ember import _dtype
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import public as _public
 from ember.tensor import Tensor, new_tensor
 

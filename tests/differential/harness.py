@@ -1,7 +1,7 @@
 """Draw cases and compare ember with torch 2.13 (docs/differential.md).
 
 A :class:`Case` is one call, fully described: the op (a spec entry of
-ember/autograd/derivatives.yaml or an OpInfo of torch's op_db), the form (function, method,
+ember/ops/spec/ or an OpInfo of torch's op_db), the form (function, method,
 in-place, ``out=``), every argument (tensors as :class:`T`: values, dtype, layout; Python scalars
 and constants as themselves) and whether gradients are compared. :func:`check` builds the same
 inputs in both libraries, runs the call and compares

@@ -6,7 +6,7 @@ import math
 import numpy as np
 
 import ember
-import ember.autograd._generated as G
+from ember.autograd._generated import functions as G
 
 
 class Net:

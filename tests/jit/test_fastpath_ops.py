@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 
 import ember
-import ember.autograd._generated as G
+from ember.autograd._generated import functions as G
 from ember import jit
 from ember.jit import fastpath
 from ember.jit.codegen import compile_graph

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import ember
-import ember.autograd._generated as G
+from ember.autograd._generated import functions as G
 import ember.jit as jit
 from ember.jit import fused
 from ember.jit.passes import fuse

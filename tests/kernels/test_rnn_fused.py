@@ -122,7 +122,7 @@ def test_lstm_layer_gradcheck_float64(sync_numba, reverse):
     """First and second order through the fused layer (Numba backward step, float64)."""
     import ember
     from ember.autograd import gradcheck, gradgradcheck
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     T, B, H = 3, 2, 3
     gx, h0, c0 = (ember.tensor(rng.standard_normal(s), requires_grad=True)
                   for s in [(T, B, 4 * H), (B, H), (B, H)])
@@ -218,7 +218,7 @@ def test_gru_step_gradcheck_float64(sync_numba):
     """First and second order through gru_step (Numba backward step, float64)."""
     import ember
     from ember.autograd import gradcheck, gradgradcheck
-    from ember.autograd import _generated as G
+    from ember.autograd._generated import functions as G
     B, H = 2, 3
     gx, hx, w, b = (ember.tensor(rng.standard_normal(s) * 0.7, requires_grad=True)
                     for s in [(B, 3 * H), (B, H), (3 * H, H), (3 * H,)])

@@ -12,7 +12,7 @@ onnx = pytest.importorskip("onnx")
 import ember  # noqa: E402
 import ember.onnx  # noqa: E402
 from ember import nn  # noqa: E402
-from ember.autograd import _generated as G  # noqa: E402
+from ember.autograd._generated import functions as G  # noqa: E402
 from tests.jit import models as jit_models  # noqa: E402
 from tests.onnx.models import NN_MODELS  # noqa: E402
 

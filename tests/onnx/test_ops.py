@@ -1,5 +1,5 @@
 """Per-op export tests generated from the symbolic registry: every registered op is exported on
-its spec samples (derivatives.yaml ``test:``), checked by onnx.checker (full) and run in
+its spec samples (``test:`` in ember/ops/spec/), checked by onnx.checker (full) and run in
 onnxruntime against ember, at opsets 13, 17 and 21 (or the op's first opset)."""
 import io
 
@@ -11,7 +11,7 @@ ort = pytest.importorskip("onnxruntime")
 
 import ember  # noqa: E402
 import ember.onnx  # noqa: E402
-from ember.autograd import _generated as G  # noqa: E402
+from ember.autograd._generated import functions as G  # noqa: E402
 from tests.autograd.spec_samples import Leaf, cases  # noqa: E402
 
 CASES = {c.name: c for c in cases()}

@@ -1,5 +1,5 @@
 """nn ops of issue 12 against torch: interpolate (all modes, scale_factor semantics), forward and
-backward; errors. Spec samples (derivatives.yaml) add gradcheck in float64."""
+backward; errors. Spec samples (ember/ops/spec/) add gradcheck in float64."""
 import numpy as np
 import pytest
 

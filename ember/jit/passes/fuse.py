@@ -2,7 +2,7 @@
 holding the run as a subgraph (``node.attrs["graph"]``), run as one pointwise-engine kernel
 (``ember.jit.fused``).
 
-What fuses: nodes of the spec ops with a ``pointwise:`` entry in derivatives.yaml
+What fuses: nodes of the spec ops with a ``pointwise:`` entry in the op spec
 (``ember.jit.fused.TRANSLATE``: arithmetic with broadcasting and Python-scalar operands,
 comparisons and logic, ``where``/``lerp``/``clamp``, unary math, the activations, ``to`` casts),
 one output each, on float or bool values (``to`` also on integers), whose

@@ -42,8 +42,8 @@ and rounded per op, integers wrap. Example, tanh-GELU forward and its backward::
 The same expressions can be written with symbolic values (``expr.Builder``, ``expr.Sym``):
 operators and one method per op emit the steps, so ``b = Builder(("x",)); (x,) = b.inputs;
 e = b.expr((x * 2.0).tanh())`` binds ``t0 = mul(x, 2.0)``, ``t1 = tanh(t0)``. ember's op spec
-is evaluated this way to translate spec ops (``ember.autograd._pointwise.FORWARD``) and to derive
-backward kernels (``autodiff.derive`` with the spec's formulas as rules).
+is evaluated this way to translate spec ops (``ember.autograd._generated.pointwise.FORWARD``)
+and to derive backward kernels (``autodiff.derive`` with the spec's formulas as rules).
 
 Running
 -------

@@ -10,9 +10,8 @@ kernel (nothing but the inputs is stored), and steps no gradient needs are dropp
 result=...)`` on symbolic values (``expr.Sym``; constants stay Python values), returning one
 contribution per operand: a Sym, ``ZERO`` (the gradient exists and is all zeros: ``sign``,
 ``floor``, ...) or None (no gradient). ember's rules are the derivative formulas of
-``ember/autograd/derivatives.yaml`` evaluated on symbolic values
-(``ember.autograd._pointwise.RULES``, generated). ``cast`` needs no rule: its gradient is cast
-back to the operand's dtype. Only floating values carry gradients, so comparisons, logical ops
+``ember/ops/spec/`` evaluated on symbolic values (``ember.autograd._generated.pointwise.RULES``,
+generated). ``cast`` needs no rule: its gradient is cast back to the operand's dtype. Only floating values carry gradients, so comparisons, logical ops
 and predicates are never differentiated. A float16 step's rule runs on float32 casts of its
 operands and its gradient, and its contributions are rounded once to float16, as eager
 autograd's float16 backward formulas compute.

@@ -38,7 +38,7 @@ class Op:
     numba: Callable  # (K, params, *operand sources) -> source of the result in the compute register
     numpy: Callable  # (out, params, *operands in compute type) -> None, writes out; errors ignored
     params: tuple = ()  # ((name, default), ...); default REQUIRED for a required parameter
-    # (numeric defaults of activations live in the op spec, derivatives.yaml, not here)
+    # (numeric defaults of activations live in the op spec, ember/ops/spec/, not here)
     bool_ok: bool = True
     optional: tuple = ()  # operand positions that may be None
     cost: str = "cheap"  # per-element work class: cheap (add, compare), mid (div, sqrt), transcendental

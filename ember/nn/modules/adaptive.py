@@ -5,7 +5,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import EmberRuntimeError, EmberValueError
 from ember.nn import functional as F
 from ember.nn.modules.container import ModuleList, Sequential

@@ -2,7 +2,7 @@
 import math
 
 from ember.ops import creation
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

@@ -1,6 +1,6 @@
 """Shape and resampling modules: PixelShuffle, PixelUnshuffle, Upsample, padding layers,
 CosineSimilarity, PairwiseDistance, ChannelShuffle."""
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.nn import functional as F
 from ember.nn.modules.module import Module
 

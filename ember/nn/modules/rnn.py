@@ -2,12 +2,12 @@
 ``bias_hh_l1_reverse``, ...), gate order (LSTM i,f,g,o; GRU r,z,n) and initialisation.
 
 The input projection of every time step is one matmul per layer and direction; each step then
-runs one fused op (``lstm_step`` / ``gru_step`` in derivatives.yaml).
+runs one fused op (``lstm_step`` / ``gru_step`` in the op spec).
 """
 import math
 
 from ember.ops import creation
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.module import Module

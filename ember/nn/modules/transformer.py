@@ -3,7 +3,7 @@ parameter names, so state-dict keys match, initialisation and post-/pre-norm lay
 import copy
 
 from ember.ops import creation
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.nn import functional as F
 from ember.nn import init
 from ember.nn.modules.container import ModuleList

@@ -1,7 +1,7 @@
 """Flatten parameters into one vector and back."""
 import numpy as np
 
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.autograd.grad_mode import no_grad
 from ember.tensor import Tensor
 from ember.errors import EmberTypeError

@@ -2,7 +2,7 @@
 ``parametrize`` (state_dict keys ``parametrizations.weight.original0/1`` and
 ``parametrizations.weight.original`` + ``...0._u/_v``, as torch)."""
 from ember.ops import creation
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberValueError
 from ember.nn import functional as F

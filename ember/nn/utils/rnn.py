@@ -7,7 +7,7 @@ from collections import namedtuple
 import numpy as np
 
 from ember.ops import creation
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.errors import EmberRuntimeError, EmberValueError
 from ember.tensor import Tensor
 

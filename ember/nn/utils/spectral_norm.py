@@ -3,7 +3,7 @@ buffers ``weight_u``/``weight_v``; ``weight`` recomputed before every forward by
 power iteration per training-mode call, v then u as torch's legacy version). New code:
 ``nn.utils.parametrizations.spectral_norm``."""
 from ember.ops import creation
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberValueError
 from ember.nn.utils.parametrize import check_module, find_hook

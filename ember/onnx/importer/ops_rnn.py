@@ -5,7 +5,7 @@ default activations without clip, peepholes or sequence lengths (what torch expo
 ``nn.LSTM``) runs each direction as one ``lstm_layer`` op instead, as ``nn.LSTM`` does."""
 import ember
 import ember.nn.functional as F
-from ember.autograd import _generated as G
+from ember.autograd._generated import functions as G
 from ember.onnx.importer.registry import importer
 
 _ACT = {"Sigmoid": ember.sigmoid, "Tanh": ember.tanh, "Relu": ember.relu,

@@ -5,7 +5,7 @@ The pointwise form of every spec op with a ``pointwise:`` entry, on the symbolic
 op's pointwise-engine steps and returns its value (None: not fusible with these constants);
 ``RULES[vocabulary op](grad, *operands, *parameters, result=...)`` returns one gradient
 contribution per operand (a Sym, ``ZERO`` or None): the op's derivative formulas, the code
-of _generated.py, evaluated on symbolic values. The functions carry the spec ops' names so
+of nodes.py, evaluated on symbolic values. The functions carry the spec ops' names so
 that formulas calling other ops (``neg(grad)``) call their pointwise forms.
 """
 # flake8: noqa
