@@ -20,7 +20,7 @@ class ToTensor:
     """PIL image or HxW[xC] uint8 array -> float32 tensor (C, H, W) in [0, 1]."""
 
     def __call__(self, pic):
-        a = np.asarray(pic)
+        a = np.array(pic)                  # a writable copy, as torchvision's
         a = a[:, :, None] if a.ndim == 2 else a
         t = torch.from_numpy(np.ascontiguousarray(a.transpose(2, 0, 1)))
         return t.float().div(255) if a.dtype == np.uint8 else t.float()

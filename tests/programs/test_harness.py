@@ -1,0 +1,106 @@
+"""The harness that runs other people's PyTorch programs on ember (no upstream files needed):
+the torch -> ember import alias, in this process and in spawned children, the data generators
+and the torchvision stand-in, checked against torch."""
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tests.programs import datagen
+from tests.programs.test_pytorch_examples import RUNNER
+
+PROGRAM = '''
+import multiprocessing as mp
+import sys
+import torch, torch.nn.functional as F
+from torch.optim.lr_scheduler import StepLR
+import ember, ember.nn.functional
+
+def child(q):
+    import torch
+    q.put(torch.__name__)
+
+if __name__ == "__main__":
+    assert torch is ember and F is ember.nn.functional, (torch, F)
+    assert StepLR is ember.optim.lr_scheduler.StepLR
+    assert sys.argv[1:] == ["--flag", "1"], sys.argv
+    ctx = mp.get_context("spawn")
+    q = ctx.Queue()
+    p = ctx.Process(target=child, args=(q,))
+    p.start()
+    print("child:", q.get(timeout=60))
+    p.join()
+    try:
+        import torch.no_such_module
+    except ModuleNotFoundError as e:
+        print("missing:", e.name)
+'''
+
+
+def test_alias_gives_ember_here_and_in_spawned_children(tmp_path):
+    program = tmp_path / "prog.py"
+    program.write_text(PROGRAM)
+    out = subprocess.run([sys.executable, RUNNER, "ember", str(program), "--flag", "1"],
+                         cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "child: ember" in out.stdout and "missing: torch.no_such_module" in out.stdout
+
+
+def test_runner_rejects_an_unknown_backend(tmp_path):
+    (tmp_path / "p.py").write_text("")
+    out = subprocess.run([sys.executable, RUNNER, "jax", str(tmp_path / "p.py")],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode != 0 and "backend must be 'ember' or 'torch'" in out.stderr
+
+
+def test_mnist_idx_files_round_trip(tmp_path):
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "standins"))
+    try:
+        from torchvision.datasets import read_idx
+    finally:
+        sys.path.pop(0)
+    datagen.write_mnist(str(tmp_path), train_size=20, test_size=10)
+    raw = tmp_path / "MNIST" / "raw"
+    images = read_idx(str(raw / "train-images-idx3-ubyte"))
+    labels = read_idx(str(raw / "t10k-labels-idx1-ubyte"))
+    assert images.shape == (20, 28, 28) and images.dtype == np.uint8 and labels.shape == (10,)
+    assert images.max() == 255 and images[:, :2].max() == 0      # the digits, padded by 2
+    header = (raw / "train-labels-idx1-ubyte").read_bytes()[:8]
+    assert header == bytes([0, 0, 8, 1, 0, 0, 0, 20])              # MNIST's own header
+
+
+@pytest.mark.parametrize("backend", ["ember", "torch"])
+def test_torchvision_standin_matches_torchvision_semantics(backend, tmp_path, monkeypatch):
+    """ToTensor + Normalize on an MNIST image, and save_image, on each framework."""
+    torch = pytest.importorskip(backend)
+    monkeypatch.setitem(sys.modules, "torch", torch)
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "standins"))
+    _forget_torchvision()
+    try:
+        _check_standin(torch, tmp_path)
+    finally:
+        _forget_torchvision()                      # it was imported against this framework
+
+
+def _forget_torchvision():
+    for name in [m for m in sys.modules if m == "torchvision" or m.startswith("torchvision.")]:
+        del sys.modules[name]
+
+
+def _check_standin(torch, tmp_path):
+    from torchvision import datasets, transforms, utils
+    datagen.write_mnist(str(tmp_path), train_size=8, test_size=4)
+    t = transforms.Compose([transforms.ToTensor(), transforms.Normalize((0.1307,), (0.3081,))])
+    ds = datasets.MNIST(str(tmp_path), train=True, download=True, transform=t)
+    x, y = ds[3]
+    raw = ds.data[3].numpy().astype(np.float32) / 255
+    assert tuple(x.shape) == (1, 28, 28) and x.dtype == torch.float32 and y == int(ds.targets[3])
+    np.testing.assert_allclose(x.numpy()[0], (raw - 0.1307) / 0.3081, rtol=1e-6, atol=1e-6)
+    batch = torch.stack([ds[i][0] for i in range(4)]) * 0.3081 + 0.1307
+    utils.save_image(batch, str(tmp_path / "grid.png"), nrow=2)
+    from PIL import Image
+    grid = np.asarray(Image.open(tmp_path / "grid.png"))
+    assert grid.shape == (2 * 30 + 2, 2 * 30 + 2, 3)               # 2x2 tiles, padding 2
+    np.testing.assert_array_equal(grid[2:30, 2:30, 0], ds.data[0].numpy())
