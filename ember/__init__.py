@@ -34,12 +34,6 @@ _importlib.import_module("ember.ops.namespace").build(globals(), Tensor)
 autograd = _importlib.import_module("ember.autograd")
 
 
-def _to_sparse(self, sparse_dim=None, **kwargs):
-    """The sparse COO form of this tensor (ember.sparse.to_sparse; loads ember.sparse)."""
-    return _importlib.import_module("ember.sparse").to_sparse(self, sparse_dim, **kwargs)
-
-
-Tensor.to_sparse = _to_sparse
 # functions of ember.sparse in ember's namespace (ember.sparse loads on first use)
 _SPARSE_FUNCTIONS = {"sparse_coo_tensor": "ember.sparse", "sparse_csr_tensor": "ember.sparse",
                      "spmm": "ember.sparse.ops"}

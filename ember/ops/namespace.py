@@ -50,7 +50,7 @@ METHODS = {
     "bfloat16": tensor_types._bfloat16, "cfloat": tensor_types._cast(_dtype.complex64),
     "cdouble": tensor_types._cast(_dtype.complex128), "is_conj": tensor_types._is_conj,
     "type": tensor_types._type, "type_as": tensor_types._type_as, "cpu": tensor_types._cpu,
-    "cuda": tensor_types._cuda,
+    "cuda": tensor_types._cuda, "to_sparse": tensor_types._to_sparse,
     "zero_": creation._zero_, "fill_": creation._fill_, "uniform_": creation._uniform_,
     "normal_": creation._normal_, "bernoulli_": creation._bernoulli_,
     "new_zeros": creation._new("zeros"), "new_ones": creation._new("ones"),

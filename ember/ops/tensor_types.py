@@ -8,6 +8,8 @@ Each is a constructor as in torch (``FloatTensor(2, 3)`` an uninitialised tensor
 ``isinstance`` (a tensor of that dtype). ``Tensor.type()`` names them (``"ember.FloatTensor"``)
 and ``Tensor.type("torch.FloatTensor")`` / ``type(ember.FloatTensor)`` casts to them.
 """
+import importlib
+
 import numpy as np
 
 from ember import _dtype
@@ -146,6 +148,11 @@ def _type_as(self, other):
 
 def _is_conj(self):
     return False
+
+
+def _to_sparse(self, sparse_dim=None, **kwargs):
+    """The sparse COO form of this tensor (ember.sparse.to_sparse; loads ember.sparse)."""
+    return importlib.import_module("ember.sparse").to_sparse(self, sparse_dim, **kwargs)
 
 
 def _cpu(self):
