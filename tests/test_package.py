@@ -14,7 +14,8 @@ def test_generated_code_is_up_to_date():
 
 def test_generator_check_fails_when_stale(tmp_path):
     """--check on a copy of the generated files (no tracked file is rewritten): fresh passes,
-    one stale line in any of them fails and names it; a missing one fails too."""
+    one stale line in any of them fails and names it; a missing one, or a file there that is not
+    generated, fails too."""
     gen = [sys.executable, os.path.join(ROOT, "tools", "gen_autograd.py"), "--out-dir",
            str(tmp_path)]
     assert subprocess.run(gen, capture_output=True).returncode == 0
@@ -35,6 +36,10 @@ def test_generator_check_fails_when_stale(tmp_path):
     os.remove(tmp_path / "records.py")
     r = subprocess.run(gen + ["--check"], capture_output=True, text=True)
     assert r.returncode == 1 and "records.py" in r.stdout
+    assert subprocess.run(gen, capture_output=True).returncode == 0
+    (tmp_path / "by_hand.py").write_text("x = 1\n")
+    r = subprocess.run(gen + ["--check"], capture_output=True, text=True)
+    assert r.returncode == 1 and "by_hand.py" in r.stdout and "not generated" in r.stdout
 
 
 def test_import_ember_loads_no_optional_dependency():

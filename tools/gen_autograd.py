@@ -15,7 +15,8 @@ One module per kind of generated code, for every op in the spec:
                 values: what a fused backward is derived with)
   __init__.py   the package, which loads the modules in the order their import cycle needs
 
-Usage: ``python tools/gen_autograd.py`` (write) or ``--check`` (exit 1 when a file is stale);
+Usage: ``python tools/gen_autograd.py`` (write) or ``--check`` (exit 1 when a file is stale or
+missing, or the package holds a file it does not generate);
 ``--out-dir DIR`` writes or checks the files in DIR instead of ember/autograd/_generated (tests
 check a copy, never rewriting a tracked file).
 """
@@ -757,6 +758,11 @@ def main():
                 stale.append(path if "--out-dir" in sys.argv else os.path.relpath(path, ROOT))
         if stale:
             print(f"{', '.join(stale)} stale: run python tools/gen_autograd.py")
+            return 1
+        extra = sorted(set(os.listdir(out_dir)) - set(MODULES) - {"__pycache__"})
+        if extra:
+            print(f"{', '.join(extra)} in {os.path.relpath(out_dir, ROOT)}: not generated (the "
+                  "package holds generated modules only)")
             return 1
         print("generated code is up to date")
         return 0
