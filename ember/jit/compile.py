@@ -127,12 +127,23 @@ class CompileTracer(Tracer):
             return
         self.graph_break(what)
 
+    joint_backward = False   # True while ember.compile itself traces the backward pass
+
     def graph_break(self, reason):
         """Record a break at the user's current line (also called by the autograd engine and
         by optimizers' ``step`` while a compiled function is traced)."""
+        if self.joint_backward and reason.startswith("a backward pass"):
+            return
         self.breaks.append(GraphBreak(reason, user_frame()))
 
     def _outside(self, t):
+        if self.joint_backward and (self.state.get(id(t)) or (None,))[0] is not t:
+            # a saved forward result, unpacked by the engine as a new Tensor over its array
+            for known, kv in list(self.env.values()):
+                if getattr(known, "_data", None) is t._data and kv.role != "buffer" and \
+                        not (kv.node is not None and kv.node.kind == "constant"):
+                    self.env[id(t)] = (t, kv)
+                    return kv
         v = super()._outside(t)
         if v.node is not None and v.node.kind == "constant":
             self.captured.append((t, t._version))
@@ -266,6 +277,7 @@ class CompiledFunction:
         self._over_limit = set()
         self.breaks = []
         self.recompiles = []
+        self.backward_fallbacks = []
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -339,6 +351,12 @@ class CompiledFunction:
                 print(f"[ember.compile] recompiling '{self.__name__}': {reason}")
         return self._trace(key, args, kwargs)
 
+    def _note_backward(self, why):
+        self.backward_fallbacks.append(why)
+        if self.debug:
+            print(f"[ember.compile] '{self.__name__}': backward runs through eager autograd: "
+                  f"{why}")
+
     def _eager(self, key, reason, args, kwargs):
         brk = GraphBreak(reason, user_frame())
         self._record_breaks(key, [brk])
@@ -368,12 +386,31 @@ class CompiledFunction:
             target = (lambda a, k: fn(*a, **k)) if kwargs else fn
         example = (tuple(args), dict(kwargs)) if kwargs else tuple(args)
         name = self.__name__ if self.module is None else type(self.module).__name__
-        traced, out, _, tracer = record(target, example, CompileTracer, strict=False, name=name)
+        joint = _JointRecorder() if STATE.grad_enabled and self.options.get(
+            "compiled_backward", True) else None
+        traced, out, _, tracer = record(target, example, CompileTracer, strict=False, name=name,
+                                        after=joint)
         if tracer.breaks:
             self._record_breaks(key, tracer.breaks)
             return out
+        backward = None
+        if joint is not None and joint.ok:
+            backward, why = joint.split(traced, self.__name__)
+            if backward is None:
+                self._note_backward(why)
+        elif joint is not None and joint.why:
+            self._note_backward(joint.why)
+        if joint is not None:   # the forward alone: outputs past the call's own are the joint's
+            traced = _forward_only(traced, joint)
         fast = optimize(traced, freeze_params=False)
         fast.inference_plan = False
+        if backward is not None:
+            backward.fallback = fast
+            why = _verify(backward, args, kwargs)
+            if why is None:
+                fast = backward
+            else:
+                self._note_backward(why)
         self._entries[key] = self._last = _Entry(key, fast, tracer.captured)
         if self.debug:
             groups = fast.graph.find_nodes("fusion_group")
@@ -535,3 +572,354 @@ def explain(fn, *args, **kwargs):
     graphs = cf.graphs
     ops = [[n.kind for n in g.nodes] for g in graphs]
     return ExplainOutput(graphs, list(cf.breaks), ops)
+
+
+# ---------------------------------------------------------------------------------- backward
+class _JointRecorder:
+    """``record``'s ``after`` hook: with the forward traced, run the autograd engine over it
+    with the tracer still on (``create_graph=True``, so every gradient sum is a dispatched op),
+    seeded by cotangent formals: the backward pass becomes IR in the same (joint) graph."""
+
+    def __init__(self):
+        self.ok = False
+        self.why = None
+
+    def __call__(self, tracer, out):
+        from ember.autograd import grad
+        from ember.jit.traced import flatten
+        Tensor = _tensor_cls()
+        flat_out = []
+        try:
+            flatten(out, "output", flat_out, [], [])
+        except Exception:  # noqa: BLE001 - the forward trace reports it
+            return [], []
+        self.n_out = len(flat_out)
+        if tracer.breaks or not flat_out:
+            return [], []
+        if not all(o._requires_grad for o in flat_out):
+            if any(o._requires_grad for o in flat_out):
+                self.why = "an output that does not require grad beside one that does"
+            return [], []
+        if any(o._data.dtype.kind != "f" for o in flat_out):
+            self.why = "an output that is not real floating point"
+            return [], []
+        g = tracer.graph
+        by_value = {id(v): t for t, v in tracer.env.values() if v.node is None}
+        needs = [(v, by_value[id(v)]) for v in g.inputs
+                 if id(v) in by_value and by_value[id(v)]._requires_grad]
+        if not needs:
+            return [], []
+        rng = np.random.default_rng(0)
+        cot = [Tensor._make(rng.standard_normal(o._data.shape).astype(o._data.dtype))
+               for o in flat_out]
+        for i, c in enumerate(cot):
+            tracer.add_input(c, f"grad_out{i}")
+        self.fwd_nodes = {id(n) for n in g.nodes}
+        n_breaks = len(tracer.breaks)
+        tracer.joint_backward = True
+        try:
+            grads = grad(flat_out, [t for _, t in needs], cot, create_graph=True,
+                         allow_unused=True)
+        except Exception as e:  # noqa: BLE001 - the backward stays eager's
+            self.why = f"tracing the backward pass failed ({type(e).__name__}: {e})"
+            return [], []
+        finally:
+            tracer.joint_backward = False
+        if len(tracer.breaks) > n_breaks:
+            self.why = "the backward pass " + "; ".join(str(b) for b in tracer.breaks[n_breaks:])
+            del tracer.breaks[n_breaks:]
+            return [], []
+        kept = [(v, gr) for (v, _), gr in zip(needs, grads) if gr is not None]
+        self.grad_formals = [v for v, _ in kept]
+        self.cot_values = [tracer.known(c) for c in cot]
+        self.ok = True
+        return cot, [gr for _, gr in kept]
+
+    def split(self, traced, name):
+        """(runner, None) or (None, why): the joint graph split into a forward program (the
+        call's outputs, then the values the backward reads) and a backward program
+        (cotangents and saved values -> gradients of the formals that require grad)."""
+        from ember.jit.codegen import compile_graph
+        from ember.jit.passes import dce, run_passes
+        g = traced.graph
+        n_out = self.n_out
+        cot = {id(v) for v in self.cot_values}
+        fwd = [n for n in g.nodes if id(n) in self.fwd_nodes]
+        bwd = [n for n in g.nodes if id(n) not in self.fwd_nodes]
+        if any(n.kind in ("copy_", "python_function") or _is_random(n) for n in bwd):
+            return None, "the backward pass writes in place, draws random numbers or calls a " \
+                         "custom Function"
+        fwd_ids = {id(n) for n in fwd}
+        saved, seen = [], set()
+
+        def note(v):
+            if id(v) in seen or id(v) in cot:
+                return
+            if v.node is None or id(v.node) in fwd_ids:
+                seen.add(id(v))
+                saved.append(v)
+        for n in bwd:
+            for v in n.inputs:
+                note(v)
+        grad_outs = g.outputs[n_out:]
+        for v in grad_outs:
+            note(v)
+        saved = [v for v in saved if v.node is None] + [v for v in saved if v.node is not None]
+        formals = g.inputs
+        pos = {id(v): i for i, v in enumerate(v for v in formals if id(v) not in cot)}
+        fnames, bnames = _names(fwd), _names(bwd)
+        # forward program: formals without the cotangents -> outputs + saved node values
+        gf = g.copy()
+        fmap = {v.name: v for v in gf.values()}
+        saved_nodes = [v for v in saved if v.node is not None]
+        gf.outputs = [fmap[v.name] for v in g.outputs[:n_out]] + \
+            [fmap[v.name] for v in saved_nodes]
+        _drop(gf, bnames)
+        gf.inputs = [fmap[v.name] for v in formals if id(v) not in cot]
+        dce(gf)
+        gf.lint()
+        # backward program: cotangents + saved -> gradients
+        gb = g.copy()
+        bmap = {v.name: v for v in gb.values()}
+        new = {}
+        for v in saved:
+            nv = gb.add_input(f"saved_{v.name}", v.dtype, v.shape)
+            bmap[v.name].replace_all_uses_with(nv)
+            new[v.name] = nv
+        gb.outputs = [new.get(v.name, bmap[v.name]) for v in grad_outs]
+        _drop(gb, fnames)
+        gb.inputs = [bmap[v.name] for v in self.cot_values] + [new[v.name] for v in saved]
+        dce(gb)
+        gb.lint()
+        gf = run_passes(gf)
+        gb = run_passes(gb)
+        fwd_fn, _ = compile_graph(gf, "array", f"{name}_forward")
+        bwd_fn, _ = compile_graph(gb, "array", f"{name}_backward")
+        runner = CompiledAutograd(traced, gf, gb, fwd_fn, bwd_fn, n_out,
+                                  [pos[id(v)] for v in saved if v.node is None],
+                                  len(saved_nodes), [pos[id(v)] for v in self.grad_formals],
+                                  len(self.cot_values))
+        return runner, None
+
+
+def _is_random(n):
+    try:
+        return bool(getattr(n.op, "random", False))
+    except Exception:  # noqa: BLE001 - constant, fusion_group, ...: not an op record
+        return False
+
+
+def _names(nodes):
+    return {o.name for n in nodes for o in n.outputs}
+
+
+def _drop(g, names):
+    """Remove the nodes of ``g`` defining ``names`` (last first: each one's readers go first)."""
+    for n in reversed(list(g.nodes)):
+        if any(o.name in names for o in n.outputs):
+            g.remove(n)
+
+
+def _forward_only(traced, joint):
+    """The joint trace without the backward: outputs the call's own, cotangent formals gone."""
+    from ember.jit.passes import dce
+    from ember.jit.traced import TracedFunction, TracedModule
+    g = traced.graph.copy()
+    n_out = getattr(joint, "n_out", len(g.outputs))
+    g.outputs = g.outputs[:n_out]
+    cot = {v.name for v in getattr(joint, "cot_values", ())}
+    if cot:
+        _drop(g, _names(n for n in traced.graph.nodes if id(n) not in joint.fwd_nodes))
+        n_in = traced._n_inputs
+        g.inputs = g.inputs[:n_in] + [v for v in g.inputs[n_in:] if v.name not in cot]
+    dce(g)
+    g.lint()
+    if isinstance(traced, TracedModule):
+        out = TracedModule(traced.module, g, traced._in_spec, traced._out_spec, traced._n_inputs,
+                           traced._names, traced.name)
+    else:
+        out = TracedFunction(g, traced._in_spec, traced._out_spec, traced._n_inputs,
+                             traced.state_tensors(), traced.name)
+        out.module = getattr(traced, "module", None)
+    out.traced_random = getattr(traced, "traced_random", False)
+    out._guards = getattr(traced, "_guards", None)
+    return out
+
+
+class CompiledAutograd:
+    """A compiled forward whose backward is compiled too: the forward program runs in array
+    mode inside an autograd Function whose backward runs the backward program (``graph`` /
+    ``backward_graph``; ``code`` / ``backward_code``). Calls that need no gradient, run
+    inside another trace or under ``create_graph`` needs take ``fallback`` (the forward-only
+    trace: array-mode code, or tensor-mode code with eager autograd)."""
+
+    def __init__(self, traced, gf, gb, fwd_fn, bwd_fn, n_out, saved_formals, n_saved,
+                 grad_pos, n_cot):
+        self.graph = gf
+        self.backward_graph = gb
+        self._fwd = fwd_fn
+        self._bwd = bwd_fn
+        self._n_out = n_out
+        self._saved_formals = saved_formals   # formal positions the backward reads
+        self._n_saved = n_saved
+        self._grad_pos = grad_pos             # formal position of each gradient output
+        self._traced = traced                 # the joint trace: call structure, bindings
+        self.fallback = None
+        self.name = traced.name
+
+    @property
+    def code(self):
+        from ember.jit.codegen import generate
+        return generate(self.graph, f"{self.name}_forward", True)[0]
+
+    @property
+    def backward_code(self):
+        from ember.jit.codegen import generate
+        return generate(self.backward_graph, f"{self.name}_backward", True)[0]
+
+    def __call__(self, *args):
+        fb = self.fallback
+        if not STATE.grad_enabled or STATE.tracer is not None:
+            return fb(*args)
+        flat = fb._flat_inputs(args)
+        for t, dt in zip(flat, fb._dtypes):
+            if t._data.dtype != dt:
+                return fb(*args)
+        formals = list(flat) + list(fb.state_tensors())
+        outs = _CompiledStep.apply(self, *formals)
+        if not isinstance(outs, tuple):
+            outs = (outs,)
+        from ember.jit.traced import unflatten
+        if fb._single_out:
+            return outs[0]
+        return unflatten(fb._out_spec, iter(outs))
+
+
+class _LazyStep:
+    """``_CompiledStep``: the autograd Function, defined on first use (ember.autograd is
+    imported by then)."""
+
+    cls = None
+
+    def __get__(self, obj, owner):
+        return self
+
+    def apply(self, runner, *formals):
+        if _LazyStep.cls is None:
+            _LazyStep.cls = _make_step()
+        return _LazyStep.cls.apply(runner, *formals)
+
+
+def _make_step():
+    from ember.autograd.function import Function
+
+    class CompiledStep(Function):
+        @staticmethod
+        def forward(ctx, runner, *formals):
+            Tensor = _tensor_cls()
+            arrays = [t._data for t in formals]
+            res = runner._fwd(*arrays)
+            n = runner._n_out
+            ctx.runner = runner
+            ctx.n_formals = len(formals)
+            ctx.saved_arrays = [arrays[i] for i in runner._saved_formals] + \
+                [r if r.__class__ is np.ndarray else np.asarray(r) for r in res[n:]]
+            ctx.versions = [(formals[i], formals[i]._version) for i in runner._saved_formals]
+            return tuple(Tensor._make(r if r.__class__ is np.ndarray else np.asarray(r))
+                         for r in res[:n])
+
+        @staticmethod
+        def backward(ctx, *grads):
+            Tensor = _tensor_cls()
+            runner = ctx.runner
+            if STATE.grad_enabled:
+                raise EmberRuntimeError(
+                    f"ember.compile: '{runner.name}': double backward (create_graph=True) "
+                    "through a compiled backward is not supported; compile with "
+                    "options={'compiled_backward': False}")
+            for t, v in ctx.versions:
+                if t._version != v:
+                    raise EmberRuntimeError(
+                        f"one of the variables needed for gradient computation has been "
+                        f"modified by an inplace operation: [{t._data.dtype} "
+                        f"{list(t._data.shape)}] is at version {t._version}; expected "
+                        f"version {v} instead (ember.compile: '{runner.name}')")
+            res = runner._bwd(*[g._data for g in grads], *ctx.saved_arrays)
+            out = [None] * (1 + ctx.n_formals)
+            for p, r in zip(runner._grad_pos, res):
+                out[1 + p] = Tensor._make(r if r.__class__ is np.ndarray else np.asarray(r))
+            return tuple(out)
+
+    return CompiledStep
+
+
+_CompiledStep = _LazyStep()
+
+
+def _verify(runner, args, kwargs):
+    """None when the compiled forward and backward give eager autograd's outputs and gradients
+    (over the forward trace's tensor-mode code) on inputs other than the traced ones — a value
+    the backward read outside the traced ops would show as a frozen constant here; else why
+    not. State tensors and random generators are restored after each run."""
+    from ember.autograd import grad
+    from ember.jit.traced import flatten
+    from ember.random import default_generator
+    Tensor = _tensor_cls()
+    fb = runner.fallback
+
+    def perturb(a):
+        if isinstance(a, Tensor):
+            if a._data.dtype.kind != "f":
+                return a
+            t = Tensor._make(a._data * 1.0625)
+            t.requires_grad_(a._requires_grad)
+            return t
+        if isinstance(a, (tuple, list)):
+            return type(a)(perturb(x) for x in a)
+        if isinstance(a, dict):
+            return {k: perturb(v) for k, v in a.items()}
+        return a
+    pargs = perturb(tuple(args))
+    pkw = perturb(dict(kwargs))
+    call_args = (pargs, pkw) if kwargs else pargs
+    flat_in = []
+    flatten(call_args, "in", flat_in, [], [])
+    needs = [t for t in flat_in if t._requires_grad] + \
+        [t for t in fb.state_tensors() if t._requires_grad]
+    state = [(t, t._data.copy()) for t in fb.state_tensors()]
+    gens = [default_generator] + list(fb.graph.generators.values())
+    gstate = [g.get_state() for g in gens]
+    results = []
+    try:
+        for fn in (lambda *a: fb._call_general(a), runner):
+            for g, st in zip(gens, gstate):
+                g.set_state(st)
+            out = fn(*call_args)
+            flat_out = []
+            flatten(out, "out", flat_out, [], [])
+            rng = np.random.default_rng(1)
+            cot = [Tensor._make(rng.standard_normal(o._data.shape).astype(o._data.dtype))
+                   for o in flat_out]
+            gr = grad(flat_out, needs, cot, allow_unused=True)
+            results.append([o._data for o in flat_out] +
+                           [None if x is None else x._data for x in gr])
+            for t, d in state:
+                np.copyto(t._data, d)
+    except Exception as e:  # noqa: BLE001 - the compiled backward is not used
+        return f"checking the compiled backward failed ({type(e).__name__}: {e})"
+    finally:
+        for g, st in zip(gens, gstate):
+            g.set_state(st)
+        for t, d in state:
+            np.copyto(t._data, d)
+    for a, b in zip(*results):
+        if (a is None) != (b is None):
+            return "the compiled backward's gradients differ from eager autograd's"
+        if a is None:
+            continue
+        tol = 1e-9 if a.dtype == np.float64 else 1e-3
+        scale = max(1.0, float(np.max(np.abs(a))) if a.size else 1.0)
+        if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol * scale,
+                                                 equal_nan=True):
+            return "the compiled backward's gradients differ from eager autograd's"
+    return None

@@ -379,10 +379,13 @@ def trace(fn, example_inputs, check_trace=True, strict=True, optimize=False, nam
     return traced
 
 
-def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None):
+def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None, after=None):
     """Run ``fn(*example_inputs)`` (a tuple) once under a ``tracer_cls`` tracer: returns the
-    traced callable, the run's own (eager) result, its flattened tensors and the tracer. ``trace`` and
-    ``ember.compile`` (whose first call returns that eager result) share it."""
+    traced callable, the run's own (eager) result, its flattened tensors and the tracer. ``trace``
+    and ``ember.compile`` (whose first call returns that eager result) share it.
+    ``after(tracer, out)``, called while the tracer still records, returns ``(inputs, outputs)``:
+    tensors made formals after the call's inputs and tensors appended to the graph's outputs
+    (``ember.compile`` traces the backward pass there)."""
     module = fn if _is_module(fn) else None
     if name is None:
         name = type(fn).__name__ if module is not None else getattr(fn, "__name__", "forward")
@@ -410,18 +413,21 @@ def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None):
     tracer = tracer_cls(name, state)
     for t, p in zip(flat, paths):
         tracer.add_input(t, _clean(p))
+    extra_in, extra_out = [], []
     with tracer:
         out = fn(*example_inputs)
+        if after is not None:
+            extra_in, extra_out = after(tracer, out)
     flat_out, leaves = [], []
     out_spec = flatten(out, "output", flat_out, [], leaves)
     if leaves and strict:
         raise TracingError(f"trace: the output holds non-tensor values {leaves} (they would be "
                            "frozen); return tensors only, or pass strict=False")
     g = tracer.graph
-    g.outputs = [tracer.value_of(t) for t in flat_out]
+    g.outputs = [tracer.value_of(t) for t in flat_out + list(extra_out)]
     # formals: inputs, then module state in state-dict order, then captured tensors needing grad
     n_in = len(flat)
-    inputs = g.inputs[:n_in]
+    inputs = g.inputs[:n_in] + [tracer.known(t) for t in extra_in]
     key = {id(t): n for t, n, _ in tracer.state.values()}   # formal -> its state-dict key
     bound = sorted(tracer.bound, key=lambda vt: order.get(key[id(vt[1])], 0))
     g.inputs = inputs + [v for v, _ in bound] + [v for v, _ in tracer.extra]
@@ -429,7 +435,7 @@ def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None):
     pre_dce = g.copy() if guard_table else None
     from ember.jit.passes import dce
     dce(g)
-    keep = {id(v) for v in g.inputs[:n_in]} | {id(v) for v in g.inputs if v.uses or v in g.outputs}
+    keep = {id(v) for v in inputs} | {id(v) for v in g.inputs if v.uses or v in g.outputs}
     bound = [(v, t) for v, t in bound if id(v) in keep]
     extra = [(v, t) for v, t in tracer.extra if id(v) in keep]
     g.inputs = inputs + [v for v, _ in bound] + [v for v, _ in extra]

@@ -12,7 +12,7 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
-from ember.jit.compile import GraphBreakError, GraphBreakWarning, InvalidBackend, RecompileWarning
+from ember.jit.compile import CompiledAutograd, GraphBreakError, GraphBreakWarning, InvalidBackend, RecompileWarning
 
 f64 = ember.float64
 
@@ -104,7 +104,9 @@ def test_training_steps_match_eager(cls, opt):
     for (n, p), (n2, q) in zip(eager.named_parameters(), twin.named_parameters()):
         assert n == n2
         np.testing.assert_allclose(q.numpy(force=True), p.numpy(force=True), rtol=0, atol=1e-10)
-    assert len(compiled._compiled.graphs) == 1   # one trace served every step
+    cf = compiled._compiled
+    assert len(cf.graphs) == 1   # one trace served every step
+    assert isinstance(cf._last.traced, CompiledAutograd) and cf.backward_fallbacks == []
 
 
 def test_grad_accumulates_as_eager():
@@ -116,6 +118,63 @@ def test_grad_accumulates_as_eager():
         compiled(x).pow(2).sum().backward()
     for p, q in zip(eager.parameters(), twin.parameters()):
         np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_backward_is_a_compiled_program():
+    m = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), nn.Dropout(0.3), nn.Tanh(),
+                      nn.LayerNorm(6)).double()
+    twin = copy.deepcopy(m)
+    compiled = ember.compile(twin)
+    x = ember.randn(4, 6, dtype=f64)
+    for _ in range(3):
+        ember.manual_seed(3)
+        m(x).pow(2).sum().backward()
+        ember.manual_seed(3)
+        compiled(x).pow(2).sum().backward()
+    runner = compiled._compiled._last.traced
+    assert isinstance(runner, CompiledAutograd)
+    assert runner.backward_graph.inputs[0].name == "grad_out0"
+    assert "def Sequential_backward(grad_out0" in runner.backward_code
+    for p, q in zip(m.parameters(), twin.parameters()):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(twin[1].running_var.numpy(), m[1].running_var.numpy(), atol=1e-14)
+
+
+def test_double_backward_needs_the_eager_backward():
+    w = ember.randn(3, dtype=f64, requires_grad=True)
+    x = ember.randn(3, dtype=f64)
+
+    def f(x):
+        return (x * w).tanh()
+
+    y = ember.compile(f)(x)   # tracing call: eager result, double backward works
+    (g,) = ember.autograd.grad(y.sum(), w, create_graph=True)
+    y = ember.compile(f)(x)
+    y = ember.compile(f)(x)
+    compiled = ember.compile(f)
+    compiled(x)
+    y = compiled(x)
+    with pytest.raises(ember.errors.EmberRuntimeError, match="double backward"):
+        ember.autograd.grad(y.sum(), w, create_graph=True)
+    eager = ember.compile(f, options={"compiled_backward": False})
+    eager(x)
+    (g2,) = ember.autograd.grad(eager(x).sum(), w, create_graph=True)
+    np.testing.assert_allclose(g2.numpy(force=True), g.numpy(force=True), atol=1e-14)
+    g2.sum().backward()
+
+
+def test_saved_parameter_modified_before_backward_raises():
+    m = nn.Linear(3, 3).double()
+    compiled = ember.compile(m)
+    x = ember.randn(2, 3, dtype=f64, requires_grad=True)   # so the weight is saved
+    compiled(x)
+    for model in (m, compiled):   # as eager
+        y = model(x).tanh().sum()
+        with ember.no_grad():
+            m.weight.mul_(2.0)
+        with pytest.raises(ember.errors.EmberRuntimeError,
+                           match="modified by an inplace operation"):
+            y.backward()
 
 
 def test_inplace_parameter_update_is_seen():
