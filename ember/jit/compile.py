@@ -7,9 +7,11 @@ buffer's identity — optimises the trace (``ember.jit.passes``, parameters kept
 it while the guards hold. The first call's result is the tracing run's own eager result.
 
 * Parameters are formals read at every call, so optimizer steps (in-place updates) are seen.
-* With no gradient needed the trace runs its array-mode code (kernels on ndarrays); when one is
-  needed it runs the tensor-mode code, every op through autograd, so ``loss.backward()`` and
-  ``.grad`` accumulation are eager's.
+* With no gradient needed the trace runs its array-mode code (kernels on ndarrays). When one is
+  needed, the first call also traces the backward pass into the same (joint) graph, which is
+  split into a forward and a backward program (``CompiledAutograd``), checked once against eager
+  autograd; where that is not possible the forward trace's tensor-mode code runs, every op
+  through autograd. Either way ``loss.backward()`` and ``.grad`` accumulation are eager's.
 * A *graph break* — Python reading a traced tensor's values (``.item()``, ``.tolist()``,
   ``bool(t)``, ``if x.sum() > 0``, a tensor index, NumPy conversion), a backward pass or an
   optimizer step inside the function — makes the function run eagerly for those guards, with a
