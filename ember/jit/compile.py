@@ -397,7 +397,11 @@ class CompiledFunction:
             return out
         backward = None
         if joint is not None and joint.ok:
-            backward, why = joint.split(traced, self.__name__)
+            try:
+                backward, why = joint.split(traced, self.__name__)
+            except Exception as e:  # noqa: BLE001 - the backward stays eager's
+                backward, why = None, f"splitting the joint graph failed ({type(e).__name__}: " \
+                    f"{e})"
             if backward is None:
                 self._note_backward(why)
         elif joint is not None and joint.why:
@@ -606,6 +610,14 @@ class _JointRecorder:
             self.why = "an output that is not real floating point"
             return [], []
         g = tracer.graph
+        for t, v in list(tracer.env.values()):
+            if v.node is None or v.node.kind == "constant":
+                continue
+            fn = getattr(t, "grad_fn", None)
+            if getattr(t, "_hooks", None) or (fn is not None and fn._pre_hooks):
+                tracer.graph_break("a hook registered on a tensor the function computes (the "
+                                   "trace does not record hooks)")
+                return [], []
         by_value = {id(v): t for t, v in tracer.env.values() if v.node is None}
         needs = [(v, by_value[id(v)]) for v in g.inputs
                  if id(v) in by_value and by_value[id(v)]._requires_grad]
@@ -619,6 +631,7 @@ class _JointRecorder:
         self.fwd_nodes = {id(n) for n in g.nodes}
         n_breaks = len(tracer.breaks)
         tracer.joint_backward = True
+        quiet = _quiet_hooks([t for _, t in needs])
         try:
             grads = grad(flat_out, [t for _, t in needs], cot, create_graph=True,
                          allow_unused=True)
@@ -627,6 +640,7 @@ class _JointRecorder:
             return [], []
         finally:
             tracer.joint_backward = False
+            quiet()
         if len(tracer.breaks) > n_breaks:
             self.why = "the backward pass " + "; ".join(str(b) for b in tracer.breaks[n_breaks:])
             del tracer.breaks[n_breaks:]
@@ -702,6 +716,24 @@ class _JointRecorder:
                                   len(saved_nodes), [pos[id(v)] for v in self.grad_formals],
                                   len(self.cot_values))
         return runner, None
+
+
+def _quiet_hooks(tensors):
+    """Detach the user's hooks from ``tensors`` (leaf hooks, their grad_fn's pre-hooks) while
+    ember.compile runs its own backward passes; returns the function that restores them."""
+    saved = []
+    for t in tensors:
+        saved.append((t, "_hooks", t._hooks))
+        t._hooks = None
+        fn = t.grad_fn
+        if fn is not None and fn._pre_hooks:
+            saved.append((fn, "_pre_hooks", fn._pre_hooks))
+            fn._pre_hooks = type(fn._pre_hooks)()
+
+    def restore():
+        for obj, attr, val in saved:
+            setattr(obj, attr, val)
+    return restore
 
 
 def _is_random(n):
@@ -889,6 +921,7 @@ def _verify(runner, args, kwargs):
     needs = [t for t in flat_in if t._requires_grad] + \
         [t for t in fb.state_tensors() if t._requires_grad]
     state = [(t, t._data.copy()) for t in fb.state_tensors()]
+    quiet = _quiet_hooks(needs)
     gens = [default_generator] + list(fb.graph.generators.values())
     gstate = [g.get_state() for g in gens]
     results = []
@@ -910,6 +943,7 @@ def _verify(runner, args, kwargs):
     except Exception as e:  # noqa: BLE001 - the compiled backward is not used
         return f"checking the compiled backward failed ({type(e).__name__}: {e})"
     finally:
+        quiet()
         for g, st in zip(gens, gstate):
             g.set_state(st)
         for t, d in state:

@@ -177,6 +177,45 @@ def test_saved_parameter_modified_before_backward_raises():
             y.backward()
 
 
+def test_leaf_hooks_run_once_per_backward():
+    w = ember.randn(3, dtype=f64, requires_grad=True)
+    calls = []
+    w.register_hook(lambda g: calls.append(g.tolist()))
+    f = ember.compile(lambda x: (x * w).sum())
+    for _ in range(3):   # the first call traces and checks the backward: no extra hook calls
+        f(ember.full((3,), 2.0, dtype=f64)).backward()
+    assert calls == [[2.0, 2.0, 2.0]] * 3
+    assert isinstance(f._compiled._last.traced, CompiledAutograd)
+
+
+def test_hook_on_a_computed_tensor_is_a_break():
+    w = ember.randn(3, dtype=f64, requires_grad=True)
+    seen = []
+
+    def f(x):
+        y = x * w
+        y.register_hook(lambda g: seen.append(1))
+        return y.sum()
+
+    compiled = ember.compile(f)
+    with pytest.warns(GraphBreakWarning, match="hook registered"):
+        for _ in range(2):
+            compiled(ember.ones(3, dtype=f64)).backward()
+    assert len(seen) == 2
+
+
+def test_output_without_grad_keeps_eager_backward():
+    w = ember.randn(3, dtype=f64, requires_grad=True)
+    f = ember.compile(lambda x: ((x * w).tanh(), x.argmax()))
+    for _ in range(2):
+        a, i = f(ember.ones(3, dtype=f64))
+        a.sum().backward()
+    np.testing.assert_allclose(w.grad.numpy(), 2 * (1 - np.tanh(w.numpy(force=True)) ** 2))
+    assert i.item() == 0
+    assert f._compiled.backward_fallbacks == [
+        "an output that does not require grad beside one that does"]
+
+
 def test_inplace_parameter_update_is_seen():
     m = MLP().double()
     compiled = ember.compile(m)
