@@ -184,6 +184,8 @@ def _module_key(module, out):
     for m in module.modules():
         d = m.__dict__
         out.append(d["training"])
+        out.append(bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or
+                        d.get("_backward_hooks") or d.get("_backward_pre_hooks")))
         for t in d["_parameters"].values():
             out.append(None if t is None else (id(t), t._requires_grad))
         for t in d["_buffers"].values():
@@ -191,7 +193,7 @@ def _module_key(module, out):
 
 
 _PART_NAMES = ("the grad mode", "the autocast state", "the argument structure",
-               "a module's training flag or a parameter's identity")
+               "a module's training flag, hooks or a parameter's identity")
 
 
 def _describe_change(old, new, argnames):

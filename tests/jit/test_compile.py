@@ -204,6 +204,23 @@ def test_hook_on_a_computed_tensor_is_a_break():
     assert len(seen) == 2
 
 
+def test_module_hooks_are_a_break():
+    m = MLP().double()
+    compiled = ember.compile(m)
+    x, _ = _data(m, 2)
+    compiled(x)
+    compiled(x)
+    seen = []
+    handle = m.fc2.register_forward_hook(lambda mod, i, o: seen.append(o.shape))
+    with pytest.warns(GraphBreakWarning, match="a call of Linear with hooks"):
+        compiled(x)
+    compiled(x)
+    assert seen == [(2, 32), (2, 32)]
+    handle.remove()
+    compiled(x)
+    assert len(seen) == 2
+
+
 def test_output_without_grad_keeps_eager_backward():
     w = ember.randn(3, dtype=f64, requires_grad=True)
     f = ember.compile(lambda x: ((x * w).tanh(), x.argmax()))
@@ -253,7 +270,7 @@ def test_guards_grad_mode_training_flag_and_parameter_identity():
     m[0].weight = nn.Parameter(ember.zeros(6, 6, dtype=f64))
     np.testing.assert_allclose(compiled(x).numpy(force=True), m(x).numpy(force=True), atol=1e-12)
     rec = compiled._compiled.recompiles
-    assert rec[0] == "a module's training flag or a parameter's identity changed"
+    assert rec[0] == "a module's training flag, hooks or a parameter's identity changed"
     assert rec[1] == "the grad mode changed"
     assert len(rec) == 3
 

@@ -93,6 +93,10 @@ class Module:
 
     def _call_impl(self, args, kwargs):
         d = self.__dict__
+        tracer = STATE.tracer
+        if tracer is not None and hasattr(tracer, "graph_break"):   # ember.compile
+            tracer.graph_break(f"a call of {type(self).__name__} with hooks (module hooks are "
+                               "not traced)")
         for hid, hook in list(_global_forward_pre_hooks.items()) + \
                 list(self._forward_pre_hooks.items()):
             if hid in self._forward_pre_hooks_with_kwargs:
