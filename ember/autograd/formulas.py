@@ -597,8 +597,27 @@ def pow_self_grad(grad, self, exponent):
     return O.where(O.eq(exponent, 0), _zero(grad), d)
 
 
+def _gelu_grad_none(grad, self):
+    return _gelu_grad(grad, self, "none")
+
+
+def _gelu_grad_tanh(grad, self):
+    return _gelu_grad(grad, self, "tanh")
+
+
+_GELU_GRAD_FORMS = {"none": _gelu_grad_none, "tanh": _gelu_grad_tanh}
+
+
 def gelu_grad(grad, self, approximate):
-    """Gradient of gelu (float16/bfloat16 computed in float32, rounded once, as torch)."""
+    """Gradient of gelu (float16/bfloat16 computed in float32, rounded once, as torch). A
+    first-order backward of float32/float64 tensors runs this same formula on symbolic values
+    as one compiled pass of the pointwise engine (``elementwise.kept_pass``)."""
+    if isinstance(grad, Tensor) and isinstance(self, Tensor) and \
+            approximate in _GELU_GRAD_FORMS and _numpy_first_order(grad, self):
+        out = _elementwise.kept_pass(("gelu_grad", approximate), _GELU_GRAD_FORMS[approximate],
+                                     ("grad", "self"), (grad._data, self._data))
+        if out is not None:
+            return Tensor._make(out)
     (grad, self), low = _float32(grad, self)
     return _round_back(_gelu_grad(grad, self, approximate), low)
 

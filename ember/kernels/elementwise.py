@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
+from ember.kernels.constants import SELU_ALPHA, SELU_SCALE
 from ember.kernels.dtypes import fill_value, float_operands, promote, to_float
 from ember.kernels.errors import KernelError
 from ember.kernels.opmath import in_float32
@@ -232,16 +232,33 @@ def selu(a):
     return t(SELU_SCALE) * np.where(a > 0, a, t(SELU_ALPHA) * np.expm1(np.minimum(a, 0)))
 
 
+def _gelu_form_none(x):
+    return x.gelu("none")
+
+
+def _gelu_form_tanh(x):
+    return x.gelu("tanh")
+
+
+_GELU_FORMS = {"none": _gelu_form_none, "tanh": _gelu_form_tanh}
+
+
 @in_float32
 def gelu(a, approximate):
-    a = to_float(a)
-    t = a.dtype.type
-    if approximate == "tanh":
-        inner = t(GELU_TANH_BETA) * (a + t(GELU_TANH_KAPPA) * a * a * a)
-        return t(0.5) * a * (t(1) + np.tanh(inner))
-    if approximate != "none":
+    """GELU by the pointwise engine's ``gelu`` row, its one home: one compiled pass for a
+    float32/float64 array (``kept_pass``), else the row's NumPy evaluation. (524288,) float32,
+    exact GELU: one erf per element on ``erf_f32``, vectorised, instead of SciPy's per-element
+    erf and five NumPy passes."""
+    if approximate not in _GELU_FORMS:
         raise KernelError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
-    return t(0.5) * a * (t(1) + erf(a * t(SQRT1_2)))
+    a = to_float(a)
+    out = kept_pass(("gelu", approximate), _GELU_FORMS[approximate], ("x",), (a,))
+    if out is not None:
+        return out
+    from ember.kernels.pointwise import OPS
+    out = np.empty(a.shape, a.dtype)
+    OPS["gelu"].numpy(out, (approximate,), a)
+    return out
 
 
 @in_float32
@@ -322,6 +339,38 @@ def _one_pass(form, grad, output):
         return None
     from ember.kernels.pointwise import compile_form
     out = compile_form(form, ("grad", "output"), (grad, output))(grad, output, fallback=False)
+    return None if out is None else out[0]
+
+
+def kept_pass(key, form, names, arrays):
+    """``form(*arrays)`` (``form`` a function of symbolic values returning one) as one compiled
+    pass of the pointwise engine, for float32/float64 arrays of one shape, layout and dtype
+    from ONE_PASS_MIN_SIZE elements; else None, and the caller runs its NumPy path. The kernel's
+    erf / exp / tanh and NumPy's differ in the last bits, so the choice made on the first call
+    of ``key`` (a tuple: the op and its constants) with this shape, layout and dtype is kept
+    for the process (``compiler.tier``): the kernel, built on that call if need be (blocking,
+    even under "background", where a NumPy choice would be kept for good; later processes
+    load it from the disk cache), unless Numba is unavailable or compiling is "off". Each
+    element is computed alone, so the bits do not depend on the thread count."""
+    a0 = arrays[0]
+    if a0.__class__ is not _nd or a0.dtype.kind != "f" or a0.dtype.itemsize < 4 or \
+            a0.size < ONE_PASS_MIN_SIZE or \
+            any(a.__class__ is not _nd or a.dtype != a0.dtype or a.shape != a0.shape or
+                a.strides != a0.strides for a in arrays):
+        return None
+    from ember.kernels.pointwise import compile_form
+    from ember.kernels.runtime import compiler
+    kernel = compile_form(form, names, arrays)
+    first = []
+
+    def choose():
+        if compiler.compile_mode() != "off" and compiler.has_compiler():
+            first.append(kernel(*arrays, backend="numba"))
+        return bool(first)
+    if not compiler.tier(("pointwise",) + key + (a0.shape, a0.strides, a0.dtype.str),
+                         choose):
+        return None
+    out = first[0] if first else kernel(*arrays, fallback=False)
     return None if out is None else out[0]
 
 

@@ -99,3 +99,102 @@ def test_float_power_complex_gradient_as_torch():
     torch.float_power(tx, 2).abs().sum().backward()
     assert x.grad.dtype == ember.complex64
     np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-6)
+
+
+@pytest.fixture
+def sync_compile(monkeypatch):
+    from ember.kernels.pointwise import has_compiler
+    from ember.kernels.runtime import compiler
+    if not has_compiler():
+        pytest.skip("numba not importable")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+
+
+def _gelu_input(dtype, n=40_000):
+    """Values over GELU's whole range (its negative tail, the knee, large positives, signed
+    zeros), more than the engine's one-pass threshold."""
+    x = np.random.default_rng(1).standard_normal(n) * 3
+    x[:6] = [0.0, -0.0, -12.0, 12.0, 1e-20, -5.5]
+    return x.astype(dtype)
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_gelu_forward_and_backward_on_the_engine_match_torch(sync_compile, dtype, approximate):
+    """One compiled engine pass each way (the ``gelu`` row; its backward the spec's formula on
+    symbolic values) on an array large enough to take it: values and gradients as torch's.
+    float32: within 1e-6 relative, plus an absolute 3e-7 |x| (gradient: 3e-7 (1 + |x|) |grad|)
+    for the cancellation in 1 + erf(x / sqrt 2) of the negative tail, which both libraries
+    compute so (torch's own float32 erf is a polynomial fit to 1.5e-7; against float64 math,
+    ember's gradient is off by 4.3e-7 at most here, torch's by 7.8e-7)."""
+    from ember.kernels import elementwise
+    calls = []
+    real = elementwise.kept_pass
+    spy = lambda *a: calls.append(a[0]) or real(*a)   # noqa: E731
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(elementwise, "kept_pass", spy)
+        x = _gelu_input(dtype)
+        g = np.random.default_rng(2).standard_normal(x.shape).astype(dtype)
+        xe = ember.tensor(x, requires_grad=True)
+        ye = ember.nn.functional.gelu(xe, approximate=approximate)
+        ye.backward(ember.tensor(g))
+    assert calls == [("gelu", approximate), ("gelu_grad", approximate)]
+    xt = torch.tensor(x, requires_grad=True)
+    yt = torch.nn.functional.gelu(xt, approximate=approximate)
+    yt.backward(torch.tensor(g))
+    assert ye.dtype == getattr(ember, dtype) and xe.grad.dtype == getattr(ember, dtype)
+    f32 = dtype == "float32"
+    rtol = 1e-6 if f32 else 1e-12
+    atol = 3e-7 * np.abs(x) if f32 else 1e-13
+    gatol = 3e-7 * (1 + np.abs(x)) * np.abs(g) if f32 else 1e-13
+    for got, want, tol in [(ye.detach().numpy(), yt.detach().numpy(), atol),
+                           (xe.grad.numpy(), xt.grad.numpy(), gatol)]:
+        assert np.all(np.abs(got - want) <= tol + rtol * np.abs(want))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_gelu_engine_pass_bits_do_not_depend_on_the_thread_count(sync_compile, approximate):
+    from ember.kernels import elementwise
+    x = _gelu_input(np.float32, 300_000)
+    before = ember.get_num_threads()
+    try:
+        outs = []
+        for n in (1, 2, 3):
+            ember.set_num_threads(n)
+            xe = ember.tensor(x, requires_grad=True)
+            y = ember.nn.functional.gelu(xe, approximate=approximate)
+            y.backward(ember.ones_like(y))
+            outs.append((y.detach().numpy(), xe.grad.numpy()))
+    finally:
+        ember.set_num_threads(before)
+    for y, gx in outs[1:]:
+        np.testing.assert_array_equal(y, outs[0][0])
+        np.testing.assert_array_equal(gx, outs[0][1])
+    assert elementwise.ONE_PASS_MIN_SIZE <= x.size
+
+
+def test_gelu_is_the_engine_row():
+    """``elementwise.gelu`` evaluates the pointwise engine's ``gelu`` row (GELU's one home):
+    compiled, the same bits as the row run by the engine; else the row's NumPy evaluation."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import OPS, apply, has_compiler
+    small = _gelu_input(np.float32, 1000)
+    want = np.empty_like(small)
+    OPS["gelu"].numpy(want, ("none",), small)
+    np.testing.assert_array_equal(elementwise.gelu(small, "none"), want)
+    if has_compiler():
+        from ember.kernels.runtime import compiler
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(compiler, "compile_mode", lambda: "sync")
+            big = _gelu_input(np.float32, 50_000)
+            np.testing.assert_array_equal(elementwise.gelu(big, "none"),
+                                          apply("gelu", big, backend="numba")[0])
+
+
+def test_gelu_float64_gradcheck():
+    from ember.autograd import gradcheck, gradgradcheck
+    for approximate in ("none", "tanh"):
+        x = ember.tensor(np.linspace(-4, 4, 13), requires_grad=True)
+        f = lambda t: ember.nn.functional.gelu(t, approximate=approximate)  # noqa: E731
+        assert gradcheck(f, (x,))
+        assert gradgradcheck(f, (x,))

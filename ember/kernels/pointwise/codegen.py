@@ -53,9 +53,12 @@ class Literal:
         self.is_bool = dtype == BOOL
 
     def fn(self, name):
-        """The Numba function computing ``name`` (exp, tanh) in this register type: float32 gets
-        the vectorisable helpers, others NumPy's scalar functions."""
-        return f"{name}_f32" if opmath(self.dtype) == F32 else f"np.{name}"
+        """The Numba function computing ``name`` (exp, tanh, erf) in this register type: float32
+        gets the vectorisable helpers, others NumPy's scalar functions (``math.erf``: NumPy has
+        no erf)."""
+        if opmath(self.dtype) == F32:
+            return f"{name}_f32"
+        return "math.erf" if name == "erf" else f"np.{name}"
 
     def __call__(self, value):
         if self.is_bool:
@@ -171,7 +174,8 @@ def kernel_source(typing, out_dtypes, classes, aliases, parallel=False):
         "import math",
         "import numpy as np",
         "from numba import njit, prange, types as nt",
-        "from ember.kernels.runtime.nbhelpers import exp_f32, f2h, floordiv_float, h2f, rf16, sel, tanh_f32",
+        "from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, f2h, floordiv_float, h2f, rf16, sel, "
+        "tanh_f32",
         "",
     ]
     task_params = ", ".join(["task_lo", "task_hi"] + common + operands)

@@ -87,7 +87,8 @@ def _np_sigmoid(out, params, a):
 
 
 def _np_erf(a):
-    return np.asarray(np.frompyfunc(math.erf, 1, 1)(a.astype(np.float64))).astype(a.dtype)
+    from ember.kernels.elementwise import erf
+    return erf(a)
 
 
 def _np_gelu(out, params, a):
@@ -258,7 +259,7 @@ _OPS = [
     Op("tan", 1, "float", lambda K, p, a: f"np.tan({a})", _np_unary_float(np.tan), cost="transcendental"),
     Op("tanh", 1, "float", lambda K, p, a: f"{K.fn('tanh')}({a})", _np_unary_float(np.tanh),
        cost="transcendental"),
-    Op("erf", 1, "float", lambda K, p, a: f"math.erf({a})",
+    Op("erf", 1, "float", lambda K, p, a: f"{K.fn('erf')}({a})",
        lambda out, p, a: np.copyto(out, _np_erf(np.asarray(a)), casting="unsafe"), cost="transcendental"),
     Op("sigmoid", 1, "float", lambda K, p, a: f"{K(1)} / ({K(1)} + {K.fn('exp')}(-{a}))", (_np_sigmoid),
        cost="transcendental"),
@@ -283,7 +284,7 @@ _OPS = [
     Op("gelu", 1, "float",
        lambda K, p, a: (f"{K(0.5)} * {a} * ({K(1)} + {K.fn('tanh')}({K(GELU_TANH_BETA)} * "
                         f"({a} + {K(GELU_TANH_KAPPA)} * {a} * {a} * {a})))") if p[0] == "tanh"
-       else f"{K(0.5)} * {a} * ({K(1)} + math.erf({a} * {K(SQRT1_2)}))",
+       else f"{K(0.5)} * {a} * ({K(1)} + {K.fn('erf')}({a} * {K(SQRT1_2)}))",
        (_np_gelu), params=(("approximate", "none"),), cost="transcendental"),
     Op("softplus", 1, "float",
        lambda K, p, a: f"sel({a} * {K(p[0])} > {K(p[1])}, {a}, np.log1p({K.fn('exp')}({a} * {K(p[0])})) / {K(p[0])})",

@@ -5,7 +5,7 @@
 functions cut their items into ``parts`` equal runs).
 float16: Numba cannot compute in float16, so float16 arrays travel as uint16 bit patterns and
 float16 values live in float32 registers, rounded to float16 precision (nearest even, as NumPy).
-``exp_f32`` and ``tanh_f32`` are straight-line float32 versions that vectorise (Numba calls libm
+``exp_f32``, ``tanh_f32`` and ``erf_f32`` are straight-line float32 versions that vectorise (Numba calls libm
 per element otherwise, 5 to 40 times slower than NumPy's SIMD loops).
 """
 import numpy as np
@@ -132,6 +132,39 @@ def tanh_f32(x):
     big = np.float32(1.0) - np.float32(2.0) / (exp_f32(ax + ax) + np.float32(1.0))
     big = sel(x >= np.float32(0.0), big, -big)
     return sel(ax < np.float32(0.625), small, big)
+
+
+ERF_SMALL = 0.3   # erf_f32's Taylor branch below, erfcc above (8 ulp at most near it)
+
+
+@njit(error_model="numpy")
+def erf_f32(x):
+    """float32 erf in straight-line arithmetic: x P(x^2), its Taylor series to x^7, for |x| <
+    ERF_SMALL; above, 1 - erfc(|x|) with Numerical Recipes' erfcc (Chebyshev fit, relative error
+    below 1.2e-7) on ``exp_f32``, the sign restored. Within 8 ulp (relative 5e-7; 3 ulp for
+    |x| > 0.5); erf(+-inf) = +-1, NaN kept. (A longer series stops LLVM vectorising the
+    loop that calls it: 27 against 1.2 ms on 524288 elements.)"""
+    one = np.float32(1.0)
+    ax = min(abs(x), np.float32(10.0))
+    z = x * x
+    p = np.float32(-0.026866170645131252)
+    p = p * z + np.float32(0.11283791670955126)
+    p = p * z + np.float32(-0.37612638903183754)
+    p = p * z + np.float32(1.1283791670955126)
+    t = one / (one + np.float32(0.5) * ax)
+    r = np.float32(0.17087277)
+    r = r * t + np.float32(-0.82215223)
+    r = r * t + np.float32(1.48851587)
+    r = r * t + np.float32(-1.13520398)
+    r = r * t + np.float32(0.27886807)
+    r = r * t + np.float32(-0.18628806)
+    r = r * t + np.float32(0.09678418)
+    r = r * t + np.float32(0.37409196)
+    r = r * t + np.float32(1.00002368)
+    r = r * t + np.float32(-1.26551223)
+    big = one - t * exp_f32(r - ax * ax)
+    res = sel(ax < np.float32(ERF_SMALL), x * p, sel(x < np.float32(0.0), -big, big))
+    return sel(x != x, x, res)
 
 
 @njit(error_model="numpy")
