@@ -70,3 +70,27 @@ def write_images(folder, count, size, seed=0, ext=".png"):
             img[:, :, c] = 0.5 + 0.5 * np.sin(2 * np.pi * (fx * xx + fy * yy) + phase)
         Image.fromarray(np.rint(img * 255).astype(np.uint8)).save(
             os.path.join(folder, f"img{i:03d}{ext}"))
+
+
+def write_cora(folder, nodes=1800, features=64, classes=7, edges_per_node=2, seed=0):
+    """``cora.content`` (paper id, binary word features, class name a line) and ``cora.cites``
+    (cited id, citing id a line), Cora's layout: features drawn with class-dependent rates,
+    and citations mostly between papers of one class."""
+    rng = np.random.default_rng(seed)
+    ids = rng.choice(10 ** 6, size=nodes, replace=False) + 1
+    labels = rng.integers(classes, size=nodes)
+    rates = np.full((classes, features), 0.05)
+    for c in range(classes):
+        rates[c, rng.choice(features, size=features // classes, replace=False)] = 0.5
+    x = (rng.random((nodes, features)) < rates[labels]).astype(np.int64)
+    os.makedirs(folder, exist_ok=True)
+    with open(os.path.join(folder, "cora.content"), "w") as f:
+        for i in range(nodes):
+            f.write(f"{ids[i]}\t" + "\t".join(map(str, x[i])) + f"\tClass_{labels[i]}\n")
+    with open(os.path.join(folder, "cora.cites"), "w") as f:
+        for i in range(nodes):
+            for _ in range(edges_per_node):
+                same = np.flatnonzero(labels == labels[i])
+                j = rng.choice(same) if rng.random() < 0.8 else rng.integers(nodes)
+                if j != i:
+                    f.write(f"{ids[j]}\t{ids[i]}\n")

@@ -1,5 +1,6 @@
 """Programs from the public pytorch/examples repository, run unchanged on ember through the
-``torch`` -> ``ember`` import alias (run_program.py), and on torch as the control (slow).
+``torch`` -> ``ember`` import alias (run_program.py); test_pytorch_examples_control.py runs the
+same on torch (slow; a file of its own, so that ``--dist loadfile`` gives it another worker).
 
 The programs are not copied into this repository: they are read byte-identical from a
 pytorch/examples checkout (or bare git directory) at the commit pinned in
@@ -203,6 +204,16 @@ def _super_resolution(backend, root):
     assert os.path.exists(os.path.join(root, "super_resolution", "out.png"))
 
 
+def _gat(backend, root):
+    pytest.importorskip("requests")                    # imported at the top, unused offline
+    datagen.write_cora(os.path.join(root, "gat", "cora"))
+    out = run(backend, root, "gat/main.py", ["--epochs", "2", "--val-every", "1"])
+    assert "Dataset already downloaded..." in out
+    floats(r"loss_train: ([-\d.naif]+)", out, least=2)
+    (acc,) = floats(r"Test set results: loss [-\d.naif]+ accuracy ([-\d.naif]+)", out)
+    assert 0 <= acc <= 1
+
+
 PROGRAMS = {   # name: (files to vendor, run and check)
     "regression": (["regression/main.py"], _regression),
     "word_language_model": ([f"word_language_model/{f}.py" for f in
@@ -216,17 +227,19 @@ PROGRAMS = {   # name: (files to vendor, run and check)
     "super_resolution": ([f"super_resolution/{f}.py" for f in
                           ("main", "data", "dataset", "model", "super_resolve")],
                          _super_resolution),
+    "gat": (["gat/main.py"], _gat),
 }
 
 
-@pytest.mark.parametrize("backend", ["ember", pytest.param("torch", marks=pytest.mark.slow)])
-@pytest.mark.parametrize("name", list(PROGRAMS))
-def test_program(name, backend, tmp_path):
-    if backend == "torch":
-        pytest.importorskip("torch")
+def run_program(name, backend, tmp_path):
     files, check = PROGRAMS[name]
     _vendor(files, str(tmp_path))
     check(backend, str(tmp_path))
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_program(name, tmp_path):
+    run_program(name, "ember", tmp_path)
 
 
 def test_source_table_lists_every_vendored_file():
