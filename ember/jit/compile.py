@@ -181,8 +181,10 @@ def _arg_key(obj, out):
 def _module_key(module, out):
     """Training flags of every submodule, identity and requires_grad of every parameter and
     buffer (an assigned new Parameter retraces; in-place updates do not)."""
-    for m in module.modules():
-        d = m.__dict__
+    stack = [module]
+    while stack:   # every submodule (a shared one twice: the key only needs to be stable)
+        d = stack.pop().__dict__
+        stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
         out.append(d["training"])
         out.append(bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or
                         d.get("_backward_hooks") or d.get("_backward_pre_hooks")))
