@@ -94,11 +94,11 @@ def _kernels():
     if not compiler.available() or compiler.compile_mode() == "off":
         return None
     try:
-        from ember.kernels import gemv_numba
+        from ember.kernels import linear_numba
         from ember.kernels.conv import fused_numba
     except Exception:  # noqa: BLE001 - Numba present but unusable: the ordinary path
         return None
-    return _Kernels(fused_numba, gemv_numba)
+    return _Kernels(fused_numba, linear_numba)
 
 
 def supported(graph):

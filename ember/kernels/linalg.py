@@ -80,7 +80,7 @@ def addmm(c, a, b, beta=1, alpha=1):
 
 
 # a linear layer of at most GEMV_MAX_ROWS input rows and a weight of at least GEMV_MIN_BYTES is
-# a matrix-vector product on the TBB threads (``gemv_numba``), where BLAS's GEMV streams the
+# a matrix-vector product on the TBB threads (``linear_numba``), where BLAS's GEMV streams the
 # weight on one core
 GEMV = True
 GEMV_MAX_ROWS = 2
@@ -88,7 +88,7 @@ GEMV_MIN_BYTES = 256 << 10
 
 
 def gemv_parts(w):
-    """Runs of the weight's rows for ``gemv_numba.gemv_runs``: two or more when the weight
+    """Runs of the weight's rows for ``linear_numba.gemv_runs``: two or more when the weight
     (N, K) has GEMV_MIN_BYTES or more and more than one thread may run on Numba's TBB layer;
     else 0 (one thread would only match BLAS)."""
     from ember.kernels.runtime import threads
@@ -102,7 +102,7 @@ _gemv_signatures = {}
 
 
 def _gemv_linear(x, w, b):
-    """x @ w.T + b through ``gemv_numba.gemv_runs`` for a few rows x (M, K) and a large weight
+    """x @ w.T + b through ``linear_numba.gemv_runs`` for a few rows x (M, K) and a large weight
     (N, K) of one float dtype; None when BLAS runs instead: not applicable, or the kernel could
     not run on the first call with these shapes (compiling in the background, or Numba
     unavailable). The kernel's sums and BLAS's differ in the last bits, so that first choice is
@@ -118,7 +118,7 @@ def _gemv_linear(x, w, b):
     if not compiler.tier(("linear", x.shape, w.shape, w.dtype.str),
                               lambda: _gemv_ready(w.dtype)):
         return None
-    nb = compiler.kernel_module("ember.kernels.gemv_numba")
+    nb = compiler.kernel_module("ember.kernels.linear_numba")
     x, w = np.ascontiguousarray(x), np.ascontiguousarray(w)
     b = np.zeros(w.shape[0], w.dtype) if b is None else np.ascontiguousarray(b)
     y = np.empty((x.shape[0], w.shape[0]), w.dtype)
@@ -127,9 +127,9 @@ def _gemv_linear(x, w, b):
 
 
 def _gemv_ready(dtype):
-    """Whether ``gemv_numba.gemv_runs`` can run for ``dtype`` now (``compiler.ready``)."""
+    """Whether ``linear_numba.gemv_runs`` can run for ``dtype`` now (``compiler.ready``)."""
     from ember.kernels.runtime import compiler
-    nb = compiler.kernel_module("ember.kernels.gemv_numba")
+    nb = compiler.kernel_module("ember.kernels.linear_numba")
     if nb is None:
         return False
     sig = _gemv_signatures.get(dtype)

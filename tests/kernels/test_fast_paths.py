@@ -260,7 +260,7 @@ def test_max_pool2d_scatter_split_over_threads_equals_inline(monkeypatch):
 @pytest.mark.parametrize("rows", [1, 2, 3])
 @pytest.mark.parametrize("bias", [True, False])
 def test_linear_of_few_rows_on_the_gemv_kernel_equals_blas(dtype, rows, bias, monkeypatch):
-    """``linear`` with at most GEMV_MAX_ROWS rows and a large weight runs ``gemv_numba`` on the
+    """``linear`` with at most GEMV_MAX_ROWS rows and a large weight runs ``linear_numba`` on the
     TBB threads (when there are two); the result is BLAS's up to summation order, NaN kept."""
     _numba()
     from ember.kernels import linalg

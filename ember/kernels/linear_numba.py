@@ -1,6 +1,7 @@
-"""Numba kernels of a linear layer of a few input rows (a batch of one or two): y = act(x @ w.T
-+ b) as matrix-vector products over the weight's rows (N, K), bias and ReLU in the same pass;
-and ``bias_act``, the bias and ReLU after a GEMM (the inference plan's linear steps of more rows).
+"""Numba kernels of a linear layer: for a few input rows (a batch of one or two), y = act(x @ w.T
++ b) as matrix-vector products over the weight's rows (N, K), bias and ReLU in the same pass
+(``gemv_rows``, ``gemv_runs``); for more rows, ``bias_act``, the bias and ReLU after BLAS's GEMM
+(the inference plan's linear steps).
 
 Imported lazily (never by ``import ember``), compiled once per dtype and cached on disk; used by
 eager ``linear`` (``ember.kernels.linalg``) and the inference plan's linear steps. Such a layer is
