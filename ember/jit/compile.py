@@ -227,7 +227,7 @@ def _fmt(v):
 
 # ---------------------------------------------------------------------------------- entries
 class _Entry:
-    __slots__ = ("key", "traced", "captured", "breaks", "eager_reason")
+    __slots__ = ("key", "traced", "captured", "breaks", "eager_reason", "objects")
 
     def __init__(self, key, traced=None, captured=(), breaks=(), eager_reason=None):
         self.key = key
@@ -235,12 +235,36 @@ class _Entry:
         self.captured = list(captured)
         self.breaks = list(breaks)
         self.eager_reason = eager_reason
+        self.objects = ()
 
     def valid(self):
         for t, v in self.captured:
             if t._version != v:
                 return False
         return True
+
+
+def _is_object(a):
+    return not _arg_key(a, [])
+
+
+def _strip(args, kwargs):
+    """The call's arguments with top-level objects (not tensors, containers or scalars)
+    replaced by None, and {position or keyword: object}."""
+    objects = {}
+    if any(_is_object(a) for a in (*args, *kwargs.values())):
+        objects = {i: a for i, a in enumerate(args) if _is_object(a)}
+        objects.update({k: a for k, a in kwargs.items() if _is_object(a)})
+        args = tuple(None if i in objects else a for i, a in enumerate(args))
+        kwargs = {k: None if k in objects else a for k, a in kwargs.items()}
+    return args, kwargs, objects
+
+
+def _positional(target):
+    def call(*a):
+        return target(a)
+    call.__name__ = target.__name__
+    return call
 
 
 class _KwargsCall:
@@ -312,9 +336,19 @@ class CompiledFunction:
         return None if e is None or e.traced is None else e.traced.code
 
     def _key(self, args, kwargs):
-        parts = []
-        ok = _arg_key(args, parts) and _arg_key(kwargs, parts)
-        mod = []
+        parts, mod = [], []
+        ok = True
+        for a in (*args, *kwargs.values()):
+            n = len(parts)
+            if not _arg_key(a, parts):
+                if isinstance(a, (tuple, list, dict)):
+                    ok = False
+                    break
+                del parts[n:]   # an object (a Module, an optimizer): guarded by identity
+                parts.append(("object", id(a)))
+                if isinstance(a, _module_base()):
+                    _module_key(a, mod)
+        parts.append(tuple(kwargs))
         if self.module is not None:
             _module_key(self.module, mod)
         return (STATE.grad_enabled, repr(STATE.autocast), tuple(parts) if ok else None,
@@ -329,6 +363,8 @@ class CompiledFunction:
             self._last = entry
             if entry.traced is None:
                 return self.fn(*args, **kwargs)
+            if entry.objects:
+                args, kwargs, _ = _strip(args, kwargs)
             return entry.traced(args, kwargs) if kwargs else entry.traced(*args)
         return self._miss(key, entry, args, kwargs)
 
@@ -341,8 +377,8 @@ class CompiledFunction:
         else:
             reason = None
         if key[2] is None:
-            return self._eager(key, "an argument that is not a tensor, container or Python "
-                               "scalar", args, kwargs)
+            return self._eager(key, "a container argument holding an object that is not a "
+                               "tensor, container or Python scalar", args, kwargs)
         if stale is None and len(self._entries) >= config.limit():
             if key not in self._over_limit:
                 self._over_limit.add(key)
@@ -385,8 +421,23 @@ class CompiledFunction:
     def _trace(self, key, args, kwargs):
         from ember.jit.passes import optimize
         from ember.jit.traced import record
+        sargs, skwargs, objects = _strip(args, kwargs)
+        if self.module is not None and objects:
+            return self._eager(key, "a Module called with an argument that is not a tensor, "
+                               "container or Python scalar", args, kwargs)
         if self.module is not None:
             target = _KwargsCall(self.module) if kwargs else self.module
+        elif objects:   # object arguments are the trace's Python values (guarded by identity)
+            fn = self.fn
+
+            def target(a, k=None):
+                a = tuple(objects.get(i, x) for i, x in enumerate(a))
+                k = {n: objects.get(n, x) for n, x in (k or {}).items()}
+                return fn(*a, **k)
+            target.__name__ = self.__name__
+            args, kwargs = sargs, skwargs
+            if not kwargs:
+                target = _positional(target)
         else:
             fn = self.fn
             target = (lambda a, k: fn(*a, **k)) if kwargs else fn
@@ -421,7 +472,8 @@ class CompiledFunction:
                 fast = backward
             else:
                 self._note_backward(why)
-        self._entries[key] = self._last = _Entry(key, fast, tracer.captured)
+        entry = self._entries[key] = self._last = _Entry(key, fast, tracer.captured)
+        entry.objects = list(objects.values())   # alive: their ids stay theirs
         if self.debug:
             groups = fast.graph.find_nodes("fusion_group")
             print(f"[ember.compile] traced '{self.__name__}': {len(fast.graph.nodes)} nodes, "

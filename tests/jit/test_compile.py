@@ -354,6 +354,28 @@ def test_backward_and_optimizer_step_inside_are_breaks():
         ember.compile(_stepper(MLP().double()), fullgraph=True)(x, y)
 
 
+def test_module_argument_is_guarded_by_identity():
+    @ember.compile
+    def predict(model, x, *, temperature=1.0):
+        return (model(x) / temperature).softmax(-1)
+
+    m1, m2 = MLP().double(), MLP().double()
+    twin = copy.deepcopy(m1)
+    x, _ = _data(m1, 3)
+    for m in (m1, m2, m1, m2):
+        np.testing.assert_allclose(predict(m, x).numpy(force=True),
+                                   m(x).softmax(-1).numpy(force=True), rtol=0, atol=1e-12)
+    assert len(predict._compiled.graphs) == 2
+    for _ in range(2):
+        predict(m1, x, temperature=2.0).pow(2).sum().backward()
+        (twin(x) / 2.0).softmax(-1).pow(2).sum().backward()
+    for p, q in zip(m1.parameters(), twin.parameters()):
+        np.testing.assert_allclose(p.grad.numpy(), q.grad.numpy(), rtol=0, atol=1e-12)
+    m1.fc1.weight = nn.Parameter(m1.fc1.weight.detach() * 2)   # a new Parameter: retraced
+    np.testing.assert_allclose(predict(m1, x).numpy(force=True),
+                               m1(x).softmax(-1).numpy(force=True), rtol=0, atol=1e-12)
+
+
 def test_cache_limit_then_eager_with_warning(monkeypatch):
     monkeypatch.setattr(ember._dynamo.config, "cache_size_limit", 2)
 
