@@ -365,7 +365,10 @@ class CompiledFunction:
                 return self.fn(*args, **kwargs)
             if entry.objects:
                 args, kwargs, _ = _strip(args, kwargs)
-            return entry.traced(args, kwargs) if kwargs else entry.traced(*args)
+            out = entry.traced(args, kwargs) if kwargs else entry.traced(*args)
+            if entry.captured:   # the trace's own in-place writes are not a change
+                entry.captured = [(t, t._version) for t, _ in entry.captured]
+            return out
         return self._miss(key, entry, args, kwargs)
 
     # ---- tracing ------------------------------------------------------------------------
@@ -472,7 +475,8 @@ class CompiledFunction:
                 fast = backward
             else:
                 self._note_backward(why)
-        entry = self._entries[key] = self._last = _Entry(key, fast, tracer.captured)
+        entry = self._entries[key] = self._last = _Entry(
+            key, fast, [(t, t._version) for t, _ in tracer.captured])  # after the run's writes
         entry.objects = list(objects.values())   # alive: their ids stay theirs
         if self.debug:
             groups = fast.graph.find_nodes("fusion_group")

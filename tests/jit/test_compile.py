@@ -376,6 +376,19 @@ def test_module_argument_is_guarded_by_identity():
                                m1(x).softmax(-1).numpy(force=True), rtol=0, atol=1e-12)
 
 
+def test_batchnorm_module_argument_updates_running_stats_without_retracing():
+    bn = nn.BatchNorm1d(4).double()
+    twin = copy.deepcopy(bn)
+    f = ember.compile(lambda m, x: m(x) * 2)
+    x = ember.randn(6, 4, dtype=f64)
+    for _ in range(4):
+        with ember.no_grad():
+            a, b = twin(x) * 2, f(bn, x)
+        np.testing.assert_allclose(b.numpy(), a.numpy(), rtol=0, atol=1e-12)
+    np.testing.assert_allclose(bn.running_mean.numpy(), twin.running_mean.numpy(), atol=1e-14)
+    assert len(f._compiled.graphs) == 1 and f._compiled.recompiles == []
+
+
 def test_cache_limit_then_eager_with_warning(monkeypatch):
     monkeypatch.setattr(ember._dynamo.config, "cache_size_limit", 2)
 
