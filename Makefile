@@ -34,10 +34,10 @@ PE_DIR := tests/programs/pytorch_examples/upstream
 PE_COMMIT := $(shell sed -n 's/.*commit `\([0-9a-f]\{40\}\)`.*/\1/p' tests/programs/pytorch_examples/SOURCE.md)
 # a local mirror of the repository (a bare git directory), if the machine keeps one, is used
 # before the network
-PE_MIRROR ?= /work/.mirror/pytorch+examples/repo
+PE_MIRROR ?= $(firstword $(wildcard ../.mirror/pytorch+examples/repo /work/.mirror/pytorch+examples/repo))
 pytorch-examples:
 	@git --git-dir=$(PE_DIR)/.git cat-file -e $(PE_COMMIT) 2>/dev/null || \
-	 (git --git-dir=$(PE_MIRROR) cat-file -e $(PE_COMMIT) 2>/dev/null && \
+	 (test -n "$(PE_MIRROR)" && git --git-dir=$(PE_MIRROR) cat-file -e $(PE_COMMIT) 2>/dev/null && \
 	  rm -rf $(PE_DIR) && mkdir -p $(PE_DIR) && ln -s $(abspath $(PE_MIRROR)) $(PE_DIR)/.git) || \
 	 (rm -rf $(PE_DIR) && git init -q $(PE_DIR) && timeout 120 git -C $(PE_DIR) fetch -q \
 	  --depth 1 https://github.com/pytorch/examples $(PE_COMMIT)) || \
