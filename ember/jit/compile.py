@@ -895,9 +895,6 @@ class _LazyStep:
 
     cls = None
 
-    def __get__(self, obj, owner):
-        return self
-
     def apply(self, runner, *formals):
         if _LazyStep.cls is None:
             _LazyStep.cls = _make_step()

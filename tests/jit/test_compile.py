@@ -4,7 +4,6 @@ import copy
 import subprocess
 import sys
 import textwrap
-import warnings
 
 import numpy as np
 import pytest
@@ -12,7 +11,8 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
-from ember.jit.compile import CompiledAutograd, GraphBreakError, GraphBreakWarning, InvalidBackend, RecompileWarning
+from ember.jit.compile import (CompiledAutograd, GraphBreakError, GraphBreakWarning, InvalidBackend,
+                               RecompileWarning)
 
 f64 = ember.float64
 
