@@ -1,4 +1,5 @@
-"""Process-level behaviour: lazy numba import, the NumPy fallback without numba, the disk cache."""
+"""The NumPy path in a fresh process: a tiny array never imports numba, and without numba every
+expression still evaluates (an explicit ``backend="numba"`` raises)."""
 import json
 import os
 import subprocess
@@ -7,7 +8,7 @@ import textwrap
 
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
 def _run(code, env=None):
@@ -54,28 +55,3 @@ def test_fallback_without_numba():
     assert out == {"compiler": False, "gelu_err": pytest.approx(0, abs=1e-6), "relu_ok": True, "h": "float16",
                    "h_ok": True, "raised": True}
 
-
-LOAD = """
-    import json, time
-    import numpy as np
-    from ember.kernels.pointwise import Expr, compile_pointwise
-    x = np.linspace(-3, 3, 50000).astype(np.float32)
-    k = compile_pointwise(Expr(("x",), [("t", "tanh", ("x",)), ("y", "mul", ("t", 1.75))], ("y",)), (x,))
-    start = time.perf_counter()
-    (y,) = k(x, backend="numba")
-    elapsed = time.perf_counter() - start
-    (fn,) = k._variants.values()
-    assert np.allclose(y, np.tanh(x) * 1.75, rtol=1e-6, atol=1e-6)
-    print(json.dumps({"hits": sum(fn.stats.cache_hits.values()), "misses": sum(fn.stats.cache_misses.values()),
-                      "seconds": elapsed}))
-"""
-
-
-def test_second_process_loads_from_the_disk_cache(tmp_path):
-    env = {"EMBER_CACHE_DIR": str(tmp_path)}
-    first = _run(LOAD, env)
-    second = _run(LOAD, env)
-    assert first["hits"] == 0 and first["misses"] == 1
-    assert second["hits"] == 1 and second["misses"] == 0
-    sources = [p for p in os.listdir(tmp_path / "pointwise") if p.endswith(".py")]
-    assert len(sources) == 1 and not [p for p in os.listdir(tmp_path / "pointwise") if p.endswith(".tmp")]

@@ -1,15 +1,18 @@
 """The pointwise kernel disk cache trusts nothing it finds: an owner-only directory, sources
 compared byte for byte before use, one fallback directory per process; bounded memory caches."""
+import json
 import os
 import stat
+import subprocess
 import sys
+import textwrap
 import warnings
 
 import numpy as np
 import pytest
 
 from ember.kernels.pointwise import Expr, compile_pointwise, engine
-from ember.kernels.runtime import diskcache
+from ember.kernels.runtime import compiler, diskcache
 
 pytestmark = pytest.mark.skipif(os.name != "posix", reason="POSIX ownership and modes")
 
@@ -133,3 +136,40 @@ def test_fusion_group_cache_is_bounded(monkeypatch):
     assert len(fused._GROUPS) == 2
     assert fused.fused_group(sub("tanh")) is groups[-1]
     assert fused.fused_group(sub("relu")) is not groups[0]
+
+
+def _run_process(code, **env):
+    """Run ``code`` in a fresh process from the checkout; return its last stdout line as JSON."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+    full = dict(os.environ, PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""), **env)
+    proc = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True,
+                          env=full, cwd=root, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+LOAD = """
+    import json, time
+    import numpy as np
+    from ember.kernels.pointwise import Expr, compile_pointwise
+    x = np.linspace(-3, 3, 50000).astype(np.float32)
+    k = compile_pointwise(Expr(("x",), [("t", "tanh", ("x",)), ("y", "mul", ("t", 1.75))], ("y",)), (x,))
+    start = time.perf_counter()
+    (y,) = k(x, backend="numba")
+    elapsed = time.perf_counter() - start
+    (fn,) = k._variants.values()
+    assert np.allclose(y, np.tanh(x) * 1.75, rtol=1e-6, atol=1e-6)
+    print(json.dumps({"hits": sum(fn.stats.cache_hits.values()), "misses": sum(fn.stats.cache_misses.values()),
+                      "seconds": elapsed}))
+"""
+
+
+@pytest.mark.skipif(not compiler.has_compiler(), reason="numba not importable")
+def test_second_process_loads_from_the_disk_cache(tmp_path):
+    env = {"EMBER_CACHE_DIR": str(tmp_path)}
+    first = _run_process(LOAD, **env)
+    second = _run_process(LOAD, **env)
+    assert first["hits"] == 0 and first["misses"] == 1
+    assert second["hits"] == 1 and second["misses"] == 0
+    sources = [p for p in os.listdir(tmp_path / "pointwise") if p.endswith(".py")]
+    assert len(sources) == 1 and not [p for p in os.listdir(tmp_path / "pointwise") if p.endswith(".tmp")]
