@@ -21,6 +21,12 @@ def conj_physical(a):
     return np.conjugate(a) if a.dtype.kind == "c" else a.copy()
 
 
+def resolve(a):
+    """``resolve_conj``/``resolve_neg``: ember keeps no lazy conjugate or negation bit, so both
+    are the identity (a view)."""
+    return a.view()
+
+
 def real(a):
     """The real part: a view of a complex array's real parts; a real array itself (a view)."""
     return a.real if a.dtype.kind == "c" else a.view()

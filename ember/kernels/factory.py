@@ -144,7 +144,7 @@ def multinomial(probs, num_samples, replacement, generator):
                      for row in p]).astype(np.int64)
 
 
-# ---------------------------------------------------------------- op_db breadth
+# ---------------------------------------------------------------- in-place random fills
 def cauchy_like(a, median, sigma, generator):
     return (median + sigma * np.tan(np.pi * (generator.random(a.shape) - 0.5))).astype(
         a.dtype, copy=False)

@@ -8,7 +8,6 @@ be None, output kinds), bound to the op's name; ``OPS`` maps each name to its re
 # fmt: off
 from ember.autograd._generated import nodes as _N
 from ember.autograd.dispatch import Op
-from ember.kernels import breadth as _k_breadth
 from ember.kernels import complex as _k_complex
 from ember.kernels import conv as _k_conv
 from ember.kernels import ctc as _k_ctc
@@ -32,8 +31,8 @@ from ember.kernels import strided as _k_strided
 
 
 conj = Op('conj', _k_complex.conj, _N.ConjBackward0, ('self',), (), view=True, saves_self=False)
-resolve_conj = Op('resolve_conj', _k_breadth.real_view, _N.ResolveConjBackward0, ('self',), (), view=True, saves_self=False)
-resolve_neg = Op('resolve_neg', _k_breadth.real_view, _N.ResolveNegBackward0, ('self',), (), view=True, saves_self=False)
+resolve_conj = Op('resolve_conj', _k_complex.resolve, _N.ResolveConjBackward0, ('self',), (), view=True, saves_self=False)
+resolve_neg = Op('resolve_neg', _k_complex.resolve, _N.ResolveNegBackward0, ('self',), (), view=True, saves_self=False)
 real = Op('real', _k_complex.real, _N.RealBackward0, ('self',), (), view=True, saves_self=False)
 conj_physical = Op('conj_physical', _k_complex.conj_physical, _N.ConjPhysicalBackward0, ('self',), (), saves_self=False)
 angle = Op('angle', _k_complex.angle, _N.AngleBackward0, ('self',), (), saves_self=True)
