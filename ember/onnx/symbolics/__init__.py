@@ -1,4 +1,3 @@
-"""Symbolic functions, one module per area; importing this package registers them all."""
-from ember.onnx.symbolics import (creation, elementwise, index, linalg, loss, nn, reduce,  # noqa
-                                  rnn, shape, shape_index, sorting, special)
-from ember.onnx.symbolics import breadth  # noqa: F401
+"""Symbolic functions, one module per op family; importing this package registers them all."""
+from ember.onnx.symbolics import (creation, index, linalg, loss, nn, pointwise, reduce,  # noqa
+                                  rnn, shape, shape_index, sorting)

@@ -1,0 +1,394 @@
+"""Pointwise ops in ONNX: one table, and the evaluator of a spec op's pointwise form.
+
+A spec op with a ``pointwise:`` entry (``ember/ops/spec/``) is exported by evaluating its pointwise
+form (``ember.autograd._generated.pointwise.FORWARD``, the same steps the fused kernels run) on
+ONNX values: every step is a pointwise-engine vocabulary op (``ember/kernels/pointwise/ops.py``),
+typed exactly as the engine types it (``expr.infer_typed``: torch promotion per step, float16
+computed in float32 and rounded per step), and lowered by its row in ``VOCABULARY``: the
+native ONNX op with its attributes where ONNX has one (``leaky_relu`` -> ``LeakyRelu(alpha)``,
+``gelu`` -> ``Gelu`` from opset 20), else a short composition of ONNX ops. So an op's math is
+written in its spec entry and engine row only; this table says how each engine op is spelled in
+ONNX, as ``ops.py`` says it for Numba and NumPy.
+
+``NATIVE`` maps the spec ops that are pointwise but not engine ops (``asin``, ``hardswish``,
+...) to their ONNX op.
+"""
+import math
+
+import numpy as np
+
+from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
+from ember.onnx.context import Dyn, SymbolicError
+
+__all__ = ["VOCABULARY", "NATIVE", "export_pointwise", "pointwise_ops"]
+
+_BOOL = np.dtype(bool)
+_F64 = np.dtype(np.float64)
+
+
+class _E:
+    """What a table row builds with: ``g`` and the compute dtype ``dt`` of the step."""
+
+    __slots__ = ("g", "dt")
+
+    def __init__(self, g, dt):
+        self.g, self.dt = g, dt
+
+    def op(self, op_type, *xs, **attrs):
+        return self.g.op(op_type, *xs, **attrs)
+
+    def c(self, v):
+        """A constant of the compute dtype."""
+        return self.g.const(np.array(v, self.dt))
+
+    @property
+    def is_float(self):
+        return self.dt.kind == "f"
+
+
+# ---------------------------------------------------------------------------------- rows
+# row(e, params, *operands) -> ONNX name; operands are ONNX names in the compute dtype (None
+# for an omitted optional operand). Compare, predicate and logical rows return bool values.
+def _native(op_type, **attrs):
+    def row(e, p, *xs):
+        return e.op(op_type, *xs, **{k: f(p) for k, f in attrs.items()})
+    row.__name__ = f"native_{op_type}"
+    return row
+
+
+def _bool_or(op_type, bool_op):
+    """``op_type``; on bool operands ``bool_op`` (ONNX arithmetic takes no bool)."""
+    def row(e, p, *xs):
+        return e.op(bool_op if e.dt == _BOOL else op_type, *xs)
+    return row
+
+
+def _float_or_identity(op_type):
+    def row(e, p, x):
+        return e.op(op_type, x) if e.is_float else x
+    return row
+
+
+def _trunc(e, p, x):
+    if not e.is_float:
+        return x
+    return e.op("Mul", e.op("Sign", x), e.op("Floor", e.op("Abs", x)))
+
+
+def _floor_divide(e, p, a, b):
+    if e.is_float:
+        return e.op("Floor", e.op("Div", a, b))
+    return e.op("Div", e.op("Sub", a, e.op("Mod", a, b, fmod=0)), b)
+
+
+def _remainder(e, p, a, b):
+    if not e.is_float:
+        return e.op("Mod", a, b, fmod=0)
+    return e.op("Sub", a, e.op("Mul", e.op("Floor", e.op("Div", a, b)), b))
+
+
+def _relu(e, p, x):
+    if e.is_float:
+        return e.op("Relu", x)
+    return x if e.dt == _BOOL else e.op("Max", x, e.c(0))
+
+
+def _gelu(e, p, x):
+    if e.g.opset >= 20:
+        return e.op("Gelu", x, approximate=p[0])
+    if p[0] == "tanh":
+        cube = e.op("Mul", e.op("Mul", x, x), x)
+        inner = e.op("Mul", e.c(GELU_TANH_BETA), e.op("Add", x, e.op("Mul", e.c(GELU_TANH_KAPPA), cube)))
+        s = e.op("Tanh", inner)
+    else:
+        s = e.op("Erf", e.op("Mul", x, e.c(SQRT1_2)))
+    return e.op("Mul", e.op("Mul", e.c(0.5), x), e.op("Add", e.c(1.0), s))
+
+
+def _softplus(e, p, x):
+    beta, threshold = p
+    bx = x if beta == 1 else e.op("Mul", x, e.c(beta))
+    soft = e.op("Softplus", bx)
+    if beta != 1:
+        soft = e.op("Div", soft, e.c(beta))
+    return e.op("Where", e.op("Greater", bx, e.c(threshold)), x, soft)
+
+
+def _clamp(e, p, x, lo, hi):
+    """Torch's clamp: a NaN bound gives NaN. Constant bounds (0-d constants) are ``Clip``."""
+    g = e.g
+    if all(b is None or b in g.initializers or _is_const(g, b) for b in (lo, hi)) and e.is_float:
+        return e.op("Clip", x, lo, hi)
+    if lo is not None:
+        below = e.op("Less", x, lo)
+        if e.is_float:
+            below = e.op("Or", below, e.op("IsNaN", lo))
+        x = e.op("Where", below, lo, x)
+    if hi is not None:
+        above = e.op("Greater", x, hi)
+        if e.is_float:
+            above = e.op("Or", above, e.op("IsNaN", hi))
+        x = e.op("Where", above, hi, x)
+    return x
+
+
+def _is_const(g, name):
+    return name in g._consts.values()
+
+
+def _hardtanh(e, p, x):
+    return _clamp(e, p, x, e.c(p[0]), e.c(p[1]))
+
+
+def _lerp(e, p, a, b, w):
+    d = e.op("Sub", b, a)
+    lo = e.op("Add", a, e.op("Mul", w, d))
+    hi = e.op("Sub", b, e.op("Mul", d, e.op("Sub", e.c(1), w)))
+    return e.op("Where", e.op("Less", e.op("Abs", w), e.c(0.5)), lo, hi)
+
+
+def _ordered(op_type):
+    """Less/Greater/...: ONNX orders no bools, so they compare as uint8."""
+    def row(e, p, a, b):
+        if e.dt == _BOOL:
+            a, b = e.g.cast(a, np.uint8), e.g.cast(b, np.uint8)
+        return e.op(op_type, a, b)
+    return row
+
+
+def _predicate(name):
+    def row(e, p, x):
+        if not e.is_float:  # integers are never NaN or infinite
+            same = e.op("Equal", x, x)
+            return same if name == "isfinite" else e.op("Not", same)
+        if name == "isfinite":
+            return e.op("Not", e.op("Or", e.op("IsNaN", x), e.op("IsInf", x)))
+        return e.op("IsNaN" if name == "isnan" else "IsInf", x)
+    return row
+
+
+def _xlog(shift):
+    def row(e, p, a, b):
+        arg = b if not shift else e.op("Add", b, e.c(1.0))
+        prod = e.op("Mul", a, e.op("Log", arg))
+        res = e.op("Where", e.op("Equal", a, e.c(0.0)), e.c(0.0), prod)
+        return e.op("Where", e.op("IsNaN", b), b, res)
+    return row
+
+
+def _inverse_hyperbolic(name):
+    def row(e, p, x):
+        if e.dt != _F64:
+            return e.op(name.capitalize(), x)
+        # onnxruntime implements Acosh/Asinh/Atanh in float32 only: their log forms in float64
+        one = e.c(1.0)
+        if name == "acosh":
+            return e.op("Log", e.op("Add", x, e.op("Sqrt", e.op("Sub", e.op("Mul", x, x), one))))
+        if name == "asinh":
+            mag = e.op("Log", e.op("Add", e.op("Abs", x), e.op("Sqrt", e.op("Add", e.op("Mul", x, x), one))))
+            return e.op("Mul", e.op("Sign", x), mag)
+        ratio = e.op("Div", e.op("Add", one, x), e.op("Sub", one, x))
+        return e.op("Mul", e.op("Log", ratio), e.c(0.5))
+    return row
+
+
+def _hypot(e, p, a, b):
+    """max * sqrt(1 + (min/max)^2): no overflow of a*a; inf when either is infinite."""
+    a, b = e.op("Abs", a), e.op("Abs", b)
+    hi, lo = e.op("Max", a, b), e.op("Min", a, b)
+    safe = e.op("Where", e.op("Equal", hi, e.c(0.0)), e.c(1.0), hi)
+    r = e.op("Div", lo, safe)
+    out = e.op("Mul", hi, e.op("Sqrt", e.op("Add", e.c(1.0), e.op("Mul", r, r))))
+    inf = e.op("Or", e.op("IsInf", a), e.op("IsInf", b))
+    return e.op("Where", inf, e.c(math.inf), out)
+
+
+def _copysign(e, p, a, b):
+    """|a| with b's sign; -0.0 counts as negative (1 / -0.0 < 0). ONNX cannot read the sign bit
+    of a NaN, so a NaN ``b`` counts as positive."""
+    zero = e.c(0.0)
+    neg = e.op("Or", e.op("Less", b, zero),
+               e.op("And", e.op("Equal", b, zero), e.op("Less", e.op("Reciprocal", b), zero)))
+    mag = e.op("Abs", a)
+    return e.op("Where", neg, e.op("Neg", mag), mag)
+
+
+VOCABULARY = {
+    "add": _bool_or("Add", "Or"),
+    "sub": _native("Sub"),
+    "mul": _bool_or("Mul", "And"),
+    "div": _native("Div"),
+    "floor_divide": _floor_divide,
+    "remainder": _remainder,
+    "pow": _native("Pow"),
+    "maximum": _bool_or("Max", "Or"),
+    "minimum": _bool_or("Min", "And"),
+    "neg": _native("Neg"),
+    "abs": lambda e, p, x: x if e.dt == _BOOL else e.op("Abs", x),
+    "sign": lambda e, p, x: x if e.dt == _BOOL else e.op("Sign", x),
+    "reciprocal": _native("Reciprocal"),
+    "exp": _native("Exp"),
+    "exp2": lambda e, p, x: e.op("Pow", e.c(2.0), x),
+    "expm1": lambda e, p, x: e.op("Sub", e.op("Exp", x), e.c(1.0)),
+    "log": _native("Log"),
+    "log2": lambda e, p, x: e.op("Div", e.op("Log", x), e.c(math.log(2.0))),
+    "log1p": lambda e, p, x: e.op("Log", e.op("Add", x, e.c(1.0))),
+    "sqrt": _native("Sqrt"),
+    "rsqrt": lambda e, p, x: e.op("Reciprocal", e.op("Sqrt", x)),
+    "sin": _native("Sin"),
+    "cos": _native("Cos"),
+    "tan": _native("Tan"),
+    "tanh": _native("Tanh"),
+    "erf": _native("Erf"),
+    "sigmoid": _native("Sigmoid"),
+    "silu": lambda e, p, x: e.op("Mul", x, e.op("Sigmoid", x)),
+    "relu": _relu,
+    "leaky_relu": _native("LeakyRelu", alpha=lambda p: float(p[0])),
+    "elu": _native("Elu", alpha=lambda p: float(p[0])),
+    "selu": _native("Selu", alpha=lambda p: SELU_ALPHA, gamma=lambda p: SELU_SCALE),
+    "gelu": _gelu,
+    "softplus": _softplus,
+    "hardtanh": _hardtanh,
+    "clamp": _clamp,
+    "where": _native("Where"),
+    "lerp": _lerp,
+    "floor": _float_or_identity("Floor"),
+    "ceil": _float_or_identity("Ceil"),
+    "trunc": _trunc,
+    "round": _float_or_identity("Round"),   # half to even, as NumPy's rint and torch
+    "eq": _native("Equal"),
+    "ne": lambda e, p, a, b: e.op("Not", e.op("Equal", a, b)),
+    "lt": _ordered("Less"),
+    "le": _ordered("LessOrEqual"),
+    "gt": _ordered("Greater"),
+    "ge": _ordered("GreaterOrEqual"),
+    "logical_and": _native("And"),
+    "logical_or": _native("Or"),
+    "logical_xor": _native("Xor"),
+    "logical_not": _native("Not"),
+    "isnan": _predicate("isnan"),
+    "isinf": _predicate("isinf"),
+    "isfinite": _predicate("isfinite"),
+    "cast": lambda e, p, x: x,   # the step's result dtype is the cast's (see _evaluate)
+    "xlogy": _xlog(False),
+    "special_xlog1py": _xlog(True),
+    "erfc": lambda e, p, x: e.op("Sub", e.c(1.0), e.op("Erf", x)),
+    "acosh": _inverse_hyperbolic("acosh"),
+    "asinh": _inverse_hyperbolic("asinh"),
+    "atanh": _inverse_hyperbolic("atanh"),
+    "hypot": _hypot,
+    "copysign": _copysign,
+}
+
+# pointwise spec ops outside the engine's vocabulary that ONNX has as one op: (op, attributes)
+NATIVE = {
+    "asin": ("Asin", {}), "acos": ("Acos", {}), "atan": ("Atan", {}), "sinh": ("Sinh", {}),
+    "cosh": ("Cosh", {}), "softsign": ("Softsign", {}), "hardswish": ("HardSwish", {}),
+    "hardsigmoid": ("HardSigmoid", {"alpha": 1.0 / 6, "beta": 0.5}),
+    "contiguous": ("Identity", {}), "clone": ("Identity", {}), "positive": ("Identity", {}),
+}
+
+
+# ---------------------------------------------------------------------------------- evaluator
+def pointwise_ops():
+    """The spec ops exported by their pointwise form: {name: FORWARD function}."""
+    from ember.autograd._generated.pointwise import FORWARD
+    return FORWARD
+
+
+def _operand_type(v):
+    from ember.kernels.pointwise.promotion import TENSOR, ZERO_DIM
+    return np.dtype(v.dtype), (ZERO_DIM if v.shape == () else TENSOR)
+
+
+def export_pointwise(g, node, *args, **consts):
+    """The ONNX value of spec op ``node.kind`` on ``args`` (ONNX names, traced sizes as ``Dyn``,
+    Python scalars, None), evaluating its pointwise form step by step.
+
+    Returns None when the form does not cover these constants (``round(decimals=2)``); raises
+    SymbolicError when a step's types are not the engine's or a step has no row."""
+    from ember.jit.ir import Value
+    from ember.kernels.pointwise.expr import Builder, Sym, infer_typed
+    from ember.kernels.pointwise.promotion import SCALAR
+    op = node.kind
+    out_dt = np.dtype(node.outputs[0].dtype)
+    if op == "to" and consts.get("dtype") is None:
+        consts["dtype"] = out_dt   # to(device) / to(other): the dtype the trace recorded
+    names, typed, operands = [], [], []
+    for i, a in enumerate(args):
+        if isinstance(a, str):
+            names.append(a)
+            typed.append(_operand_type(node.args[i]) if isinstance(node.args[i], Value)
+                         else (g.dtype(a), SCALAR))
+            operands.append(f"a{len(names) - 1}")
+        elif isinstance(a, Dyn):
+            names.append(a.name)
+            typed.append((np.dtype(np.int64), SCALAR))
+            operands.append(f"a{len(names) - 1}")
+        elif isinstance(a, np.generic):
+            operands.append(a.item())
+        else:
+            operands.append(a)
+    b = Builder(tuple(f"a{i}" for i in range(len(names))))
+    try:
+        out = pointwise_ops()[op](*(b.value(o) for o in operands), **consts)
+    except (TypeError, ValueError) as e:
+        raise SymbolicError(f"its pointwise form does not take these arguments: {e}") from None
+    if out is None:
+        return None
+    if not isinstance(out, Sym):   # a constant result (e.g. an op folded on scalars)
+        return g.const(np.array(out, out_dt))
+    expr = b.expr(out)
+    try:
+        typing = infer_typed(expr, typed)
+    except TypeError as e:
+        raise SymbolicError(str(e)) from None
+    result = _evaluate(g, op, typing, dict(zip(expr.inputs, names)))
+    result = g.cast(result, out_dt)
+    return g.op("Identity", result) if result in names else result
+
+
+def _conversions(frm, to):
+    from ember.kernels.pointwise.ops import opmath
+    steps = []
+    if frm != to:
+        steps.append(to)
+    if opmath(to) != to:
+        steps.append(opmath(to))
+    return steps
+
+
+def _evaluate(g, spec_op, typing, onnx_names):
+    from ember.kernels.pointwise.ops import opmath
+    from ember.kernels.pointwise.promotion import SCALAR
+    values = {}
+    for name, dtype, prio in typing.inputs:
+        onnx = onnx_names[name]
+        g.set_type(onnx, dtype) if g.dtype(onnx) is None else None
+        values[name] = (onnx, dtype, prio == SCALAR)
+    for step in typing.steps:
+        row = VOCABULARY.get(step.op.name)
+        if row is None:
+            raise SymbolicError(f"the pointwise form of '{spec_op}' uses the engine op "
+                                f"'{step.op.name}', which has no ONNX form")
+        xs = []
+        for a, dt in zip(step.operands, step.cast_to):
+            if a is None:
+                xs.append(None)
+            elif isinstance(a, str):
+                onnx, frm, scalar = values[a]
+                for to in ([dt, opmath(dt)] if scalar else _conversions(frm, dt)):
+                    onnx = g.cast(onnx, to)
+                xs.append(onnx)
+            else:
+                xs.append(g.const(np.array(np.asarray(a).astype(dt), opmath(dt))))
+        compute = opmath(step.ct)
+        out = row(_E(g, compute), step.params, *xs)
+        kind = step.op.kind
+        made = _BOOL if kind in ("compare", "predicate", "logical") else \
+            (compute if kind != "cast" else opmath(step.cast_to[0]))
+        if g.dtype(out) is None:
+            g.set_type(out, made)
+        out = g.cast(out, step.result)
+        values[step.name] = (out, np.dtype(step.result), False)
+    return values[typing.outputs[0][0]][0]
