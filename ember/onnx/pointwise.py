@@ -82,9 +82,15 @@ def _floor_divide(e, p, a, b):
 
 
 def _remainder(e, p, a, b):
+    """Python's modulo (the sign of ``b``): C's exact fmod, moved by ``b`` where the signs differ
+    (``a - floor(a / b) * b`` rounds: 20.5 mod 0.001 would be -2e-6, not 0.000999)."""
     if not e.is_float:
         return e.op("Mod", a, b, fmod=0)
-    return e.op("Sub", a, e.op("Mul", e.op("Floor", e.op("Div", a, b)), b))
+    r = e.op("Mod", a, b, fmod=1)
+    zero = e.c(0.0)
+    differ = e.op("And", e.op("Not", e.op("Equal", r, zero)),
+                  e.op("Xor", e.op("Less", r, zero), e.op("Less", b, zero)))
+    return e.op("Where", differ, e.op("Add", r, b), r)
 
 
 def _relu(e, p, x):
