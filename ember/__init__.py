@@ -73,8 +73,8 @@ def __getattr__(name):
         return getattr(_importlib.import_module(_SPARSE_FUNCTIONS[name]), name)
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
-    if name in ("compile", "explain"):   # torch.compile (ember.jit.compile, loads on first use)
-        return getattr(_importlib.import_module("ember.jit.compile"), name)
+    if name in ("compile", "explain"):   # torch.compile (ember.compiler.frontend, on first use)
+        return getattr(_importlib.import_module("ember.compiler.frontend"), name)
     if name == "_dynamo":
         return _importlib.import_module("ember._dynamo")
     raise AttributeError(f"module 'ember' has no attribute {name!r}")

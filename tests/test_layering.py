@@ -19,6 +19,8 @@ ALLOWED = {
     "optim": BASE | {"autograd", "kernels", "tensor"},
     "jit": BASE | {"autograd", "kernels", "tensor", "random", "serialization", "utils"},
     "onnx": BASE | {"autograd", "kernels", "tensor", "jit", "utils", "ember", "nn"},
+    # ember.compile: traces modules (nn) with the JIT and recognises optimizers' calls
+    "compiler": BASE | {"autograd", "kernels", "tensor", "random", "jit", "nn", "optim"},
 }
 
 

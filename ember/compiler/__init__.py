@@ -1,7 +1,7 @@
 """``ember.compiler`` (torch.compiler): ``reset`` clears every compiled function's traces,
 ``is_compiling`` tells whether a compiled function is being traced, ``disable`` marks a function
-to run eagerly. The compiler itself is ``ember.jit.compile``."""
-from ember.jit.compile import is_compiling, reset
+to run eagerly. The compiler itself is ``ember.compiler.frontend``."""
+from ember.compiler.frontend import is_compiling, reset
 
 __all__ = ["reset", "is_compiling", "disable"]
 

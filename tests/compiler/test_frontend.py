@@ -1,4 +1,4 @@
-"""``ember.compile`` (ember/jit/compile.py): torch.compile's API, compiled forward against eager
+"""``ember.compile`` (ember/compiler/frontend.py): torch.compile's API, compiled forward against eager
 (float64), training steps, guards and recompiles, graph breaks, torch's OptimizedModule layout."""
 import copy
 import subprocess
@@ -11,7 +11,7 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
-from ember.jit.compile import (CompiledAutograd, GraphBreakError, GraphBreakWarning, InvalidBackend,
+from ember.compiler.frontend import (CompiledAutograd, GraphBreakError, GraphBreakWarning, InvalidBackend,
                                RecompileWarning)
 
 f64 = ember.float64
@@ -309,7 +309,7 @@ def test_graph_break_falls_back_with_warning_naming_the_line():
         return x - 1
 
     pos, neg = ember.ones(3, dtype=f64), -ember.ones(3, dtype=f64)
-    with pytest.warns(GraphBreakWarning, match=r"bool\(\).*test_compile.py:\d+: `if x.sum\(\) > 0"):
+    with pytest.warns(GraphBreakWarning, match=r"bool\(\).*test_frontend.py:\d+: `if x.sum\(\) > 0"):
         assert f(pos).tolist() == [2.0, 2.0, 2.0]
     # same guards, other data: eager, never the traced branch
     assert f(neg).tolist() == [-2.0, -2.0, -2.0]
@@ -338,7 +338,7 @@ def _stepper(model):
 def test_backward_and_optimizer_step_inside_are_breaks():
     eager, twin = _pair(MLP)
     step_e, compiled = _stepper(eager), ember.compile(_stepper(twin))
-    with pytest.warns(GraphBreakWarning, match=r"SGD.zero_grad\(\) at .*test_compile.py"):
+    with pytest.warns(GraphBreakWarning, match=r"SGD.zero_grad\(\) at .*test_frontend.py"):
         for i in range(4):
             x, y = _data(eager, 4, seed=i)
             le, lc = step_e(x, y), compiled(x, y)
@@ -536,4 +536,4 @@ def test_import_ember_does_not_load_the_compiler():
                         "print('ember.jit' in sys.modules, ember.compile.__module__)"],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
-    assert r.stdout.split() == ["False", "ember.jit.compile"]
+    assert r.stdout.split() == ["False", "ember.compiler.frontend"]
