@@ -1,3 +1,5 @@
-"""Symbolic functions, one module per op family; importing this package registers them all."""
-from ember.onnx.symbolics import (creation, index, linalg, loss, nn, pointwise, reduce,  # noqa
-                                  rnn, shape, shape_index, sorting)
+"""Symbolic functions, one module per op family (the families of ``ember/ops/``; ``complex``:
+complex values, ``rnn``: recurrent layers as ONNX LSTM/GRU); importing this package registers
+them all."""
+from ember.onnx.symbolics import (creation, indexing, linalg, loss, nn, pointwise,  # noqa
+                                  reduction, rnn, shape, sorting)

@@ -4,7 +4,7 @@ import numpy as np
 from ember.onnx.context import Dyn, SymbolicError
 
 __all__ = ["out_dtype", "in_dtype", "tensor_or_scalar", "pair", "static", "SymbolicError", "Dyn",
-           "onnx_dtype", "promote"]
+           "onnx_dtype", "promote", "arg_shape", "Rank1"]
 
 
 def out_dtype(node, i=0):
@@ -55,3 +55,21 @@ def static(v, what="argument"):
     if isinstance(v, Dyn):
         raise SymbolicError(f"{what} is a traced size; ONNX needs a fixed value here")
     return v
+
+
+def arg_shape(node, i=0):
+    """The shape of IR argument ``i``."""
+    return node.args[i].shape
+
+
+class Rank1:
+    """A node whose 0-d tensor arguments are seen as 1-element vectors."""
+
+    class _Arg:
+        def __init__(self, a):
+            self.shape = tuple(getattr(a, "shape", ())) or (1,)
+            self.dtype = getattr(a, "dtype", None)
+
+    def __init__(self, node):
+        self.args = [self._Arg(a) for a in node.args]
+        self.outputs = [self._Arg(o) for o in node.outputs]

@@ -168,3 +168,33 @@ def sym_angle(g, node, x):
     if np.dtype(it).kind == "f":
         out = g.op("Where", g.op("IsNaN", x), g.cast(x, dt), out)
     return out
+
+
+@symbolic("nan_to_num")
+def sym_nan_to_num(g, node, x, nan=0.0, posinf=None, neginf=None):
+    dt = np.dtype(node.args[0].dtype)
+    if dt.kind != "f":
+        return g.op("Identity", x)
+    fi = np.finfo(dt)
+    big = g.const(np.array(fi.max if posinf is None else posinf, dt))
+    small = g.const(np.array(fi.min if neginf is None else neginf, dt))
+    out = g.op("Where", g.op("IsNaN", x), g.const(np.array(nan, dt)), x)
+    out = g.op("Where", g.op("IsInf", x, detect_negative=0, detect_positive=1), big, out)
+    return g.op("Where", g.op("IsInf", x, detect_negative=1, detect_positive=0), small, out)
+
+
+@symbolic("isclose")
+def sym_isclose(g, node, a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    dt = np.dtype(node.args[0].dtype)
+    if dt == np.bool_:
+        return g.op("Equal", g.cast(a, np.int64), g.cast(b, np.int64))
+    if dt.kind != "f":
+        dt = np.dtype(np.float64)
+        a, b = g.cast(a, dt), g.cast(b, dt)
+    tol = g.op("Add", g.const(np.array(atol, dt)),
+               g.op("Mul", g.const(np.array(rtol, dt)), g.op("Abs", b)))
+    close = g.op("LessOrEqual", g.op("Abs", g.op("Sub", a, b)), tol)
+    out = g.op("Or", g.op("Equal", a, b), close)
+    if equal_nan:
+        out = g.op("Or", out, g.op("And", g.op("IsNaN", a), g.op("IsNaN", b)))
+    return out

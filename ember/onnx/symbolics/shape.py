@@ -1,10 +1,12 @@
 """Shape ops: reshape family (traced sizes become Shape/Gather values), transposes, squeeze,
-expand/tile, cat/stack/split, narrow/flip/roll, tril/triu, pad, ``size``."""
+expand/tile, cat/stack/split, narrow/flip/roll, tril/triu, pad, ``size``, diagonal and
+diag_embed (Gather over the flattened matrix, whose dims are fixed at export), Tensor.unfold
+(Gather of window indices; the unfolded dim is fixed at export)."""
 import numpy as np
 
 from ember.onnx.context import INT64_MAX, INT64_MIN, Dyn
 from ember.onnx.registry import symbolic
-from ember.onnx.symbolics._util import SymbolicError, out_dtype, static
+from ember.onnx.symbolics._util import SymbolicError, arg_shape, out_dtype, static
 
 
 def _rank(node, i=0):
@@ -308,3 +310,68 @@ def sym_pad(g, node, x, pad, mode="constant", value=None):
 def sym_copy(g, node, x, src):
     s = g.cast(src, out_dtype(node))
     return g.op("Expand", s, g.op("Shape", x))
+
+
+def _diag_positions(rows, cols, offset):
+    """Flat (row * cols + col) positions of the diagonal ``offset`` of a rows x cols matrix."""
+    r0, c0 = max(-offset, 0), max(offset, 0)
+    n = max(min(rows - r0, cols - c0), 0)
+    i = np.arange(n, dtype=np.int64)
+    return (i + r0) * cols + (i + c0)
+
+
+@symbolic("diagonal")
+def sym_diagonal(g, node, x, offset=0, dim1=0, dim2=1):
+    shape = arg_shape(node)
+    rank = len(shape)
+    d1, d2 = int(dim1) % rank, int(dim2) % rank
+    rest = [i for i in range(rank) if i not in (d1, d2)]
+    t = g.op("Transpose", x, perm=rest + [d1, d2])
+    area = shape[d1] * shape[d2]
+    target = g.const(np.array([area], np.int64))
+    if rest:
+        target = g.op("Concat", g.shape_of(t, 0, len(rest)), target, axis=0)
+    kw = {}
+    if area == 0:
+        if g.opset < 14:
+            raise SymbolicError("diagonal of an empty matrix needs opset 14 or later (allowzero)")
+        kw["allowzero"] = 1
+    flat = g.op("Reshape", t, target, **kw)
+    idx = _diag_positions(shape[d1], shape[d2], int(offset))
+    return g.op("Gather", flat, g.const(idx), axis=len(rest))
+
+
+@symbolic("diag_embed")
+def sym_diag_embed(g, node, x, offset=0, dim1=-2, dim2=-1):
+    shape = arg_shape(node)
+    n = shape[-1]
+    m = n + abs(int(offset))
+    nd = len(shape) + 1
+    d1, d2 = int(dim1) % nd, int(dim2) % nd
+    # [0, x...] along the last dim, then gather m*m entries: 0 off the diagonal, x on it
+    padded = g.op("Pad", x, g.const(np.array([0] * (nd - 2) + [1] + [0] * (nd - 1), np.int64)))
+    idx = np.zeros(m * m, np.int64)
+    idx[_diag_positions(m, m, int(offset))] = np.arange(1, n + 1)
+    flat = g.op("Gather", padded, g.const(idx), axis=nd - 2)
+    mat = g.op("Reshape", flat, g.ints([0] * (nd - 2) + [m, m]))
+    rest = iter(range(nd - 2))
+    perm = [nd - 2 if j == d1 else nd - 1 if j == d2 else next(rest) for j in range(nd)]
+    return g.op("Transpose", mat, perm=perm)
+
+
+@symbolic("unfold")
+def sym_unfold(g, node, x, dimension, size, step):
+    shape = arg_shape(node)
+    rank = len(shape)
+    if rank == 0:
+        return g.op("Gather", g.op("Reshape", x, g.ints([1])),
+                    g.const(np.zeros(int(size), np.int64)), axis=0)
+    d = int(dimension) % rank
+    nwin = (shape[d] - int(size)) // int(step) + 1
+    idx = (np.arange(nwin, dtype=np.int64)[:, None] * int(step)
+           + np.arange(int(size), dtype=np.int64)[None, :])
+    out = g.op("Gather", x, g.const(idx), axis=d)     # shape[:d] + (nwin, size) + shape[d+1:]
+    if d == rank - 1:
+        return out
+    perm = list(range(d + 1)) + list(range(d + 2, rank + 1)) + [d + 1]
+    return g.op("Transpose", out, perm=perm)

@@ -1,10 +1,11 @@
 """Indexing: getitem (ints, slices, None, Ellipsis, one index array or mask), gather/scatter,
-index_select/index_add/index_put, masked ops, nonzero, embedding."""
+index_select/index_add/index_put, masked ops, nonzero, embedding, scatter_reduce, index_copy,
+index_fill, masked_scatter."""
 import numpy as np
 
 from ember.onnx.context import INT64_MAX, Dyn
 from ember.onnx.registry import symbolic
-from ember.onnx.symbolics._util import SymbolicError, out_dtype
+from ember.onnx.symbolics._util import Rank1, SymbolicError, arg_shape, out_dtype
 
 
 def _rank(node, i=0):
@@ -252,3 +253,103 @@ def sym_embedding(g, node, input, weight, padding_idx=None, max_norm=None, norm_
         raise SymbolicError("embedding with max_norm (renormalises the weight in place) is not "
                             "exportable")
     return g.op("Gather", weight, g.cast(input, np.int64), axis=0)
+
+
+_REDUCTION = {"sum": ("add", 16), "mean": ("add", 16), "prod": ("mul", 16), "amax": ("max", 18),
+              "amin": ("min", 18)}
+
+
+@symbolic("scatter_reduce")
+def sym_scatter_reduce(g, node, x, index, src, dim, reduce, include_self=True):
+    rank = len(arg_shape(node))
+    if rank == 0:  # a 0-d tensor is a 1-element vector
+        one = g.ints([1])
+        out = sym_scatter_reduce(g, Rank1(node), g.op("Reshape", x, one),
+                                 g.op("Reshape", index, one), g.op("Reshape", src, one), 0,
+                                 reduce, include_self)
+        return g.op("Reshape", out, g.ints([]))
+    red, first = _REDUCTION[reduce]
+    if g.opset < first:
+        raise SymbolicError(f"scatter_reduce(reduce={reduce!r}) needs opset {first} or later "
+                            f"(ScatterElements reduction={red!r})")
+    d = int(dim) % rank
+    dt = np.dtype(node.args[0].dtype)
+    idx_shape, src_shape = arg_shape(node, 1), arg_shape(node, 2)
+    idx = g.cast(index, np.int64)
+    if tuple(src_shape) != tuple(idx_shape):
+        n = len(idx_shape)
+        src = g.op("Slice", src, g.const(np.zeros(n, np.int64)),
+                   g.const(np.array(idx_shape, np.int64)), g.const(np.arange(n, dtype=np.int64)))
+    fill = g.op("Shape", idx)
+    if not include_self:
+        if reduce in ("sum", "mean"):
+            init = 0
+        elif reduce == "prod":
+            init = 1
+        elif dt.kind == "f":
+            init = -np.inf if reduce == "amax" else np.inf
+        else:
+            info = np.iinfo(dt)
+            init = info.min if reduce == "amax" else info.max
+        x = g.op("ScatterElements", x, idx, g.op("Expand", g.const(np.array(init, dt)), fill),
+                 axis=d)
+    out = g.op("ScatterElements", x, idx, src, axis=d, reduction=red)
+    if reduce != "mean":
+        return out
+    ones = g.op("Expand", g.const(np.array(1, dt)), fill)
+    start = g.op("Expand", g.const(np.array(1 if include_self else 0, dt)), g.op("Shape", x))
+    count = g.op("ScatterElements", start, idx, ones, axis=d, reduction="add")
+    count = g.op("Max", count, g.const(np.array(1, dt)))
+    return g.op("Div", out, count)
+
+
+def _to_front(g, x, d, rank):
+    perm = [d] + [i for i in range(rank) if i != d]
+    return g.op("Transpose", x, perm=perm), [perm.index(i) for i in range(rank)]
+
+
+@symbolic("index_copy")
+def sym_index_copy(g, node, x, index, source, dim):
+    rank = len(arg_shape(node))
+    if rank == 0:  # a 0-d tensor is a 1-element vector
+        one = g.ints([1])
+        out = sym_index_copy(g, Rank1(node), g.op("Reshape", x, one), index,
+                             g.op("Reshape", source, one), 0)
+        return g.op("Reshape", out, g.ints([]))
+    d = int(dim) % rank
+    xt, back = _to_front(g, x, d, rank)
+    st, _ = _to_front(g, source, d, rank)
+    idx = g.unsqueeze(g.op("Reshape", g.cast(index, np.int64), g.ints([-1])), [1])
+    return g.op("Transpose", g.op("ScatterND", xt, idx, st), perm=back)
+
+
+@symbolic("index_fill")
+def sym_index_fill(g, node, x, index, value, dim):
+    shape = arg_shape(node)
+    rank = len(shape)
+    if rank == 0:  # a 0-d tensor is a 1-element vector
+        out = sym_index_fill(g, Rank1(node), g.op("Reshape", x, g.ints([1])), index, value, 0)
+        return g.op("Reshape", out, g.ints([]))
+    d = int(dim) % rank
+    dt = np.dtype(node.args[0].dtype)
+    idx = g.op("Reshape", g.cast(index, np.int64), g.ints([-1]))
+    hit = g.op("ScatterElements", g.const(np.zeros(shape[d], np.int64)), idx,
+               g.op("Expand", g.const(np.array(1, np.int64)), g.op("Shape", idx)), axis=0)
+    view = [1] * rank
+    view[d] = shape[d]
+    mask = g.op("Cast", g.op("Reshape", hit, g.ints(view)), to=9)   # BOOL
+    val = g.cast(value, dt) if isinstance(value, str) else g.const(np.array(value, dt))
+    return g.op("Where", mask, val, x)
+
+
+@symbolic("masked_scatter")
+def sym_masked_scatter(g, node, x, mask, source):
+    out_shape = node.outputs[0].shape
+    target = g.ints(out_shape)
+    xb = g.op("Expand", x, target)
+    where = g.op("Transpose", g.op("NonZero", g.op("Expand", mask, target)), perm=[1, 0])
+    count = g.op("Slice", g.op("Shape", where), g.const(np.array([0], np.int64)),
+                 g.const(np.array([1], np.int64)))
+    flat = g.op("Reshape", source, g.ints([-1]))
+    taken = g.op("Slice", flat, g.const(np.array([0], np.int64)), count)
+    return g.op("ScatterND", xb, where, taken)
