@@ -191,3 +191,46 @@ def test_max_pool_values_only_path_matches_torch(shape, k, s, p, d, ceil):
     x[0, 1, 1:3, 1:3] = -np.inf
     ref = torch.nn.functional.max_pool2d(torch.from_numpy(x), k, s, p, d, ceil).numpy()
     np.testing.assert_array_equal(max_pool2d_values(x, k, s, p, d, ceil), ref)
+
+
+@pytest.mark.parametrize("bad", [{"kernel_size": True}, {"kernel_size": 2.0}, {"stride": 0},
+                                 {"padding": 2}, {"dilation": 1.0}])
+def test_remembered_pool_arguments_never_hide_an_error(bad):
+    x = np.zeros((1, 2, 6, 6), np.float32)
+    args = dict(kernel_size=2, stride=2, padding=0, dilation=1)
+    pool.max_pool2d_forward(x, args["kernel_size"], args["stride"], args["padding"],
+                            args["dilation"], False)
+    args.update(bad)
+    with pytest.raises((ValueError, TypeError)):
+        pool.max_pool2d_forward(x, args["kernel_size"], args["stride"], args["padding"],
+                                args["dilation"], False)
+
+
+def test_remembered_pool_arguments_give_the_same_result():
+    x = np.random.default_rng(0).standard_normal((2, 3, 7, 7)).astype(np.float32)
+    first = pool.max_pool2d_forward(x, (3, 2), (2, 1), (1, 0), 1, True)
+    again = pool.max_pool2d_forward(x, (3, 2), (2, 1), (1, 0), 1, True)
+    listed = pool.max_pool2d_forward(x, [3, 2], [2, 1], [1, 0], [1, 1], True)
+    for a, b in ((first, again), (first, listed)):
+        np.testing.assert_array_equal(a[0], b[0])
+        np.testing.assert_array_equal(a[1], b[1])
+
+
+def test_the_2x2_pool_split_over_threads_equals_one_chunk(monkeypatch):
+    """The 2x2 forward runs in one chunk below ``POOL_2X2_PARALLEL_SIZE`` outputs (a pool
+    hand-over costs more than LeNet's pools) and split from there: same values and indices."""
+    if pool._kernels() is None:
+        pytest.skip("needs Numba")
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+    x = np.random.default_rng(3).standard_normal((4, 6, 12, 12)).astype(np.float32)
+    x[0, 0, :2, :2] = np.nan
+    one = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    before = get_num_threads()
+    monkeypatch.setattr(pool, "POOL_2X2_PARALLEL_SIZE", 0)
+    set_num_threads(2)
+    try:
+        split = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    finally:
+        set_num_threads(before)
+    np.testing.assert_array_equal(one[0], split[0])
+    np.testing.assert_array_equal(one[1], split[1])

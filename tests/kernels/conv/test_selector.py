@@ -639,3 +639,54 @@ def test_residual_and_relu_epilogue_is_eagers_order(algorithm, n, hw, force):
         np.testing.assert_array_equal(got, expect)
     assert np.isnan(selector.run("conv2d", "forward", g, x, w, b, res, True)[0, 3, 2, 5])
     np.testing.assert_array_equal(selector.run("conv2d", "forward", g, x, w, b, res, True), want)
+
+
+@pytest.mark.parametrize("name", ["thin", "direct"])
+def test_a_batch_of_one_runs_numba_only_algorithms_without_the_blas_lock(name, monkeypatch):
+    """``thin`` and ``direct`` call no BLAS and run one image serially under any policy, so a
+    batch of one skips ``parallel.policy`` (its BLAS lock and thread-count changes); bigger
+    batches still take it."""
+    from ember.backends import conv as settings
+    mod = selector.ALGORITHMS[name]
+    if not mod.supports(C.geometry("conv2d", (1, 6, 14, 14), (16, 6, 5, 5), 1, 0, 1, 1),
+                        "forward"):
+        pytest.skip("needs Numba")
+    entered = []
+    real = parallel.policy
+
+    class Counting(real):
+        def __enter__(self):
+            entered.append(self.own)
+            return super().__enter__()
+    monkeypatch.setattr(parallel, "policy", Counting)
+    monkeypatch.setattr(settings, "algorithm", name)
+    rng = np.random.default_rng(1)
+    w = rng.standard_normal((16, 6, 5, 5)).astype(np.float32)
+    x = rng.standard_normal((3, 6, 14, 14)).astype(np.float32)
+    one = C.conv2d_forward(x[:1], w, None, 1, 0, 1, 1)
+    assert entered == []
+    many = C.conv2d_forward(x, w, None, 1, 0, 1, 1)
+    assert entered
+    np.testing.assert_allclose(one, many[:1], rtol=1e-5, atol=1e-5)
+
+
+def test_a_batch_of_one_in_directs_territory_runs_thin():
+    """One image, stride 1: ``thin`` (no per-call weight repacking) instead of ``direct``; a
+    batch keeps ``direct``, and a strided layer (thin is stride-1 only) too."""
+    from ember.kernels.conv import thin
+    one = C.geometry("conv2d", (1, 6, 14, 14), (16, 6, 5, 5), 1, 0, 1, 1)
+    if not thin.supports(one, "forward"):
+        pytest.skip("needs Numba")
+    assert selector.heuristic("forward", one) == "thin"
+    assert selector.heuristic("forward", one, thin_ok=False) == "direct"   # thin compiling
+    assert selector.heuristic("weight", one) == "direct"
+    assert selector.heuristic("forward", C.geometry("conv2d", (64, 6, 14, 14), (16, 6, 5, 5), 1,
+                                                    0, 1, 1)) == "direct"
+    assert selector.heuristic("forward", C.geometry("conv2d", (1, 6, 14, 14), (16, 6, 5, 5), 2,
+                                                    0, 1, 1)) == "direct"
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((1, 6, 14, 14))
+    w = rng.standard_normal((16, 6, 5, 5))
+    expected = selector.ALGORITHMS["im2col"].forward(x, w, one)
+    np.testing.assert_allclose(C.conv2d_forward(x, w, None, 1, 0, 1, 1), expected, rtol=1e-12,
+                               atol=1e-12)
