@@ -1,8 +1,9 @@
 """The symbolic-function registry: one function per spec op, per starting opset.
 
-``@symbolic("conv2d")`` registers a function for every opset from 13; ``@symbolic("gelu",
-since=20)`` adds a version that is chosen from opset 20 on (the highest ``since`` not above the
-requested opset wins). A symbolic is called as ``fn(g, node, *tensor_args, **const_args)``:
+``@symbolic("conv2d")`` registers a function for every opset from 13; ``@symbolic("tril",
+since=14)`` adds a version that is chosen from opset 14 on (the highest ``since`` not above the
+requested opset wins). Pointwise spec ops are registered from the one table of
+``ember.onnx.pointwise`` (``symbolics/pointwise.py``). A symbolic is called as ``fn(g, node, *tensor_args, **const_args)``:
 ``g`` is the ``GraphContext`` being built, ``node`` the JIT IR node (its outputs carry dtype and
 shape), tensor slots arrive as ONNX value names (Python scalars and ``None`` stay as they are;
 a ``Tensor[]`` slot is a list of names), and constant arguments arrive by their spec names
