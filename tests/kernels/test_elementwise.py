@@ -198,3 +198,104 @@ def test_gelu_float64_gradcheck():
         f = lambda t: ember.nn.functional.gelu(t, approximate=approximate)  # noqa: E731
         assert gradcheck(f, (x,))
         assert gradgradcheck(f, (x,))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int64,
+                                   np.uint16, np.bool_])
+def test_where_bit_select_equals_numpy_where(dtype):
+    from ember.kernels import elementwise
+    rng = np.random.default_rng(0)
+    a = (rng.standard_normal((8, 3, 200)) * 5).astype(dtype)
+    b = (rng.standard_normal((3, 1)) * 5).astype(dtype)
+    c = rng.random((8, 1, 200)) > 0.5
+    assert a.size >= elementwise.SELECT_MIN_SIZE
+    for x, y in [(a, b), (b, a), (a, a[::-1])]:
+        out = elementwise.where(c, x, y)
+        assert out.dtype == np.dtype(dtype) and out.shape == (8, 3, 200)
+        np.testing.assert_array_equal(out, np.where(c, x, y))
+    np.testing.assert_array_equal(elementwise.where(c, a, 0), np.where(c, a, dtype(0)))
+    np.testing.assert_array_equal(elementwise.where(c, 1, a), np.where(c, dtype(1), a))
+    t = a.transpose(2, 0, 1)   # non-contiguous
+    np.testing.assert_array_equal(elementwise.where(c.transpose(2, 0, 1), t, b.T[None]),
+                                  np.where(c.transpose(2, 0, 1), t, b.T[None]))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_where_bit_select_keeps_nan_signed_zero_and_infinity(dtype):
+    from ember.kernels import elementwise
+    rng = np.random.default_rng(0)
+    x = np.full(5000, -0.0, dtype)
+    x[::3], x[1::7] = np.nan, -np.inf
+    c = rng.random(5000) > 0.3
+    for fill in (0.0, 1.5, -0.0):
+        out = elementwise.where(c, x, fill)
+        ref = np.where(c, x, dtype(fill))
+        assert out.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(out, ref)
+        np.testing.assert_array_equal(np.signbit(out), np.signbit(ref))
+
+
+def test_relu_backward_through_where_matches_torch():
+    rng = np.random.default_rng(0)
+    torch = pytest.importorskip("torch")
+    x = rng.standard_normal((64, 6, 28, 28)).astype(np.float32)
+    x[0, 0, 0, :4] = 0.0
+    g = rng.standard_normal(x.shape).astype(np.float32)
+    g[0, 0, 1, :4] = np.nan           # masked-off NaN gradients stay zero, as torch's
+    ex = ember.tensor(x, requires_grad=True)
+    ember.relu(ex).backward(ember.tensor(g))
+    tx = torch.tensor(x, requires_grad=True)
+    torch.relu(tx).backward(torch.tensor(g))
+    np.testing.assert_array_equal(ex.grad.numpy(), tx.grad.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_relu_grad_engine_pass_equals_the_bit_select(dtype, monkeypatch):
+    """``elementwise.relu_grad``'s one engine pass gives the bits of gt + where's bit select:
+    NaN and -0.0 results give +0, the gradient's NaN, -0.0 and infinities are copied."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import compile_form
+    rng = np.random.default_rng(0)
+    pytest.importorskip("numba")
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    y = np.maximum(rng.standard_normal((64, 6, 28, 28)), 0).astype(dtype)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    y.reshape(-1)[:40:4] = [np.nan, -0.0, np.inf, -np.inf, 1e-30, 0.0, 2.0, np.nan, 3.0, 1.0]
+    g.reshape(-1)[:40:3] = [np.nan, -0.0, np.inf, -np.inf, 5.0, np.nan, -0.0, 1.0, 2.0, 3.0,
+                            4.0, 5.0, 6.0, 7.0]
+    got = elementwise.relu_grad(g, y)
+    assert compile_form(elementwise._relu_grad_form, ("grad", "output"), (g, y))(
+        g, y, fallback=False) is not None
+    want = elementwise.where(elementwise.gt(y, 0), g, 0.0)
+    assert got.dtype == np.dtype(dtype)
+    np.testing.assert_array_equal(got.view(f"i{got.itemsize}"), want.view(f"i{got.itemsize}"))
+    small = elementwise.relu_grad(g[0, 0], y[0, 0])          # below the engine's threshold
+    np.testing.assert_array_equal(small, want[0, 0])
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_tanh_and_sigmoid_backward_engine_pass_equals_numpy(dtype, monkeypatch):
+    """The one-pass engine kernels of tanh_backward / sigmoid_backward give the bits of the
+    NumPy operations in the same order; a broadcast or mixed-dtype call takes the NumPy path."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import compile_form
+    rng = np.random.default_rng(0)
+    pytest.importorskip("numba")
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    y = np.tanh(rng.standard_normal((300, 400))).astype(dtype)
+    g = rng.standard_normal(y.shape).astype(dtype)
+    y[0, :4], g[1, :4] = [np.nan, -0.0, 1.0, -1.0], [np.nan, np.inf, -0.0, 1e30]
+    one = dtype(1)
+    forms = {"tanh_backward": lambda g, y: g * (one - y * y),
+             "sigmoid_backward": lambda g, y: g * (one - y) * y}   # torch's order
+    for name, form in forms.items():
+        got, want = getattr(elementwise, name)(g, y), form(g, y)
+        kernel = compile_form(getattr(elementwise, f"_{name}_form"), ("grad", "output"), (g, y))
+        assert kernel(g, y, fallback=False) is not None
+        assert got.dtype == np.dtype(dtype)
+        bits = f"i{got.itemsize}"
+        np.testing.assert_array_equal(got.view(bits), want.view(bits))
+        broadcast = getattr(elementwise, name)(g[:1], y)        # the NumPy path
+        np.testing.assert_array_equal(broadcast.view(bits), form(g[:1], y).view(bits))

@@ -234,3 +234,98 @@ def test_the_2x2_pool_split_over_threads_equals_one_chunk(monkeypatch):
         set_num_threads(before)
     np.testing.assert_array_equal(one[0], split[0])
     np.testing.assert_array_equal(one[1], split[1])
+
+
+POOL_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
+    ((3, 5, 28, 28), 2, 2, 0, 1, False),     # the 2x2 kernel
+    ((3, 5, 9, 11), 2, 2, 0, 1, False),      # 2x2, odd sizes floor: still the 2x2 kernel
+    ((3, 5, 9, 11), 2, 2, 0, 1, True),       # ceil_mode: partial windows, general kernel
+    ((3, 5, 10, 10), 2, 2, 1, 1, False),     # padded
+    ((3, 5, 10, 10), 2, 2, 0, 2, False),     # dilated
+    ((3, 5, 10, 10), 3, 1, 1, 1, False),     # overlapping windows: repeated indices
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", POOL_CASES, ids=[str(i) for i in range(len(POOL_CASES))])
+def test_max_pool2d_fast_paths_match_torch(case, dtype, monkeypatch):
+    pytest.importorskip("numba")
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    shape, k, s, p, d, ceil = case
+    x = rng.integers(-4, 5, shape).astype(dtype)     # ties
+    x[0, 0, 1, 1] = np.nan
+    x[1, 1] = -np.inf
+    x = x.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)   # non-contiguous input
+    y, idx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    gy = rng.standard_normal(y.shape).astype(dtype)[..., ::-1]   # non-contiguous gradient
+    tx = torch.tensor(x, requires_grad=True)
+    ty, tidx = F.max_pool2d(tx, k, s, p, d, ceil_mode=ceil, return_indices=True)
+    ty.backward(torch.tensor(gy.copy()))
+    np.testing.assert_array_equal(y, ty.detach().numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    gx = pool.max_pool2d_backward(gy, idx, x.shape)
+    assert gx.dtype == dtype
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=1e-6, atol=1e-6)
+    monkeypatch.setattr(pool, "USE_NUMBA", False)
+    ry, ridx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    np.testing.assert_array_equal(y, ry)
+    np.testing.assert_array_equal(idx, ridx)
+    np.testing.assert_allclose(pool.max_pool2d_backward(gy, idx, x.shape), gx, rtol=1e-6,
+                               atol=1e-6)
+
+
+def test_max_pool2d_2x2_kernel_and_scatter_run(monkeypatch):
+    pytest.importorskip("numba")
+    from ember.kernels import pool_numba
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
+    y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    pool.max_pool2d_backward(y, idx, x.shape)
+    assert pool_numba.planes_2x2.overloads and pool_numba.scatter.overloads
+
+
+def test_max_pool2d_scatter_refuses_indices_outside_the_plane(monkeypatch):
+    pytest.importorskip("numba")
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    gy = np.ones((1, 2, 2, 2), np.float32)
+    idx = np.zeros((1, 2, 2, 2), np.int64)
+    idx[0, 1, 1, 1] = 16
+    with pytest.raises(ValueError, match="max_pool2d_backward: indices outside"):
+        pool.max_pool2d_backward(gy, idx, (1, 2, 4, 4))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_2x2_kernel_equals_general_kernel_on_ties_nan_and_inf(dtype):
+    """Dense ties, several NaNs and -inf per window: the 2x2 kernel's column-pair order gives
+    the general kernel's window-order winner (first maximum, first NaN)."""
+    pytest.importorskip("numba")
+    from ember.kernels import pool_numba
+    x = rng.integers(-2, 2, (4, 3, 10, 12)).astype(dtype)
+    x[x == 1] = np.nan
+    x[x == -2] = -np.inf
+    y, idx = np.empty((4, 3, 5, 6), dtype), np.empty((4, 3, 5, 6), np.int64)
+    ry, ridx = y.copy(), idx.copy()
+    pool_numba.planes_2x2(x, y, idx, 0, 12)
+    pool_numba.planes(x, 2, 2, 2, 2, 0, 0, 1, 1, ry, ridx, 0, 12)
+    np.testing.assert_array_equal(y, ry)
+    np.testing.assert_array_equal(idx, ridx)
+
+
+def test_max_pool2d_scatter_split_over_threads_equals_inline(monkeypatch):
+    pytest.importorskip("numba")
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    x = rng.standard_normal((4, 6, 12, 12))
+    y, idx = pool.max_pool2d_forward(x, 3, 1, 1, 1, False)     # overlapping windows
+    gy = rng.standard_normal(y.shape)
+    inline = pool.max_pool2d_backward(gy, idx, x.shape)
+    before = get_num_threads()
+    monkeypatch.setattr(pool, "SCATTER_PARALLEL_SIZE", 0)
+    set_num_threads(2)
+    try:
+        split = pool.max_pool2d_backward(gy, idx, x.shape)
+    finally:
+        set_num_threads(before)
+    np.testing.assert_array_equal(split, inline)

@@ -130,3 +130,24 @@ def test_every_isa_variant_the_host_executes_matches_reference(isa):
     process; the host's own variant is the one the other tests run."""
     from tests.kernels.conv.test_direct import run_forced_isa
     run_forced_isa(isa, _VARIANT_SCRIPT)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [1, 5])
+def test_thin_forward_of_lenet_conv1_matches_torch_on_a_view(n, dtype):
+    """LeNet's first layer takes ``thin`` (heuristic), on a non-contiguous input, batch of one
+    and several images (split over threads)."""
+    pytest.importorskip("numba")
+    torch = pytest.importorskip("torch")
+    import ember.kernels.conv as C
+    from ember.kernels.conv import selector
+    x = rng.standard_normal((n, 1, 28, 30)).astype(dtype)[..., 1:29]
+    w = rng.standard_normal((6, 1, 5, 5)).astype(dtype)
+    b = rng.standard_normal(6).astype(dtype)
+    assert selector.heuristic("forward", C.geometry("conv2d", x.shape, w.shape, 1, 2, 1, 1)) \
+        == "thin"
+    y = C.conv2d_forward(x, w, b, 1, 2, 1, 1)
+    ref = torch.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b), 1, 2).numpy()
+    assert y.dtype == dtype and y.flags.c_contiguous
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(y, ref, rtol=tol, atol=tol)

@@ -1,0 +1,39 @@
+"""Linear-algebra kernels (ember.kernels.linalg): the stacked-matrix ``matmul`` (one GEMM over
+the stacked rows) against NumPy's batched matmul; a linear layer of few rows on the GEMV kernel
+against BLAS."""
+import numpy as np
+import pytest
+
+from ember.kernels import linalg
+
+rng = np.random.default_rng(0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("rows", [1, 2, 3])
+@pytest.mark.parametrize("bias", [True, False])
+def test_linear_of_few_rows_on_the_gemv_kernel_equals_blas(dtype, rows, bias, monkeypatch):
+    """``linear`` with at most GEMV_MAX_ROWS rows and a large weight runs ``linear_numba`` on the
+    TBB threads (when there are two); the result is BLAS's up to summation order, NaN kept."""
+    pytest.importorskip("numba")
+    from ember.kernels import linalg
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, parallel_layer
+    if parallel_layer() != "tbb" or get_num_threads() < 2:
+        pytest.skip("needs Numba's TBB layer and two threads")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    w = rng.standard_normal((301, 257)).astype(dtype)        # 301 rows: runs of 4 and a rest
+    x = rng.standard_normal((rows, 257)).astype(dtype)
+    x[0, 5] = np.nan
+    b = rng.standard_normal(301).astype(dtype) if bias else None
+    monkeypatch.setattr(linalg, "GEMV_MIN_BYTES", w.nbytes)
+    calls = []
+    real = linalg._gemv_linear
+    monkeypatch.setattr(linalg, "_gemv_linear", lambda *a: calls.append(real(*a)) or calls[-1])
+    got = linalg.linear(x, w, b)
+    want = x.astype(np.float64) @ w.T.astype(np.float64) + (0 if b is None else b)
+    assert got.dtype == dtype and got.shape == (rows, 301)
+    assert [c is not None for c in calls] == ([True] if rows <= linalg.GEMV_MAX_ROWS else [])
+    tol = 1e-4 if dtype == np.float32 else 1e-11
+    np.testing.assert_allclose(got[1:], want[1:], rtol=tol, atol=tol * 20)
+    assert np.isnan(got[0]).all()
