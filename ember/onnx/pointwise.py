@@ -27,12 +27,13 @@ _F64 = np.dtype(np.float64)
 
 
 class _E:
-    """What a table row builds with: ``g`` and the compute dtype ``dt`` of the step."""
+    """What a table row builds with: ``g``, the compute dtype ``dt`` of the step and the names of
+    its operands that are constants (``consts``)."""
 
-    __slots__ = ("g", "dt")
+    __slots__ = ("g", "dt", "consts")
 
-    def __init__(self, g, dt):
-        self.g, self.dt = g, dt
+    def __init__(self, g, dt, consts=()):
+        self.g, self.dt, self.consts = g, dt, frozenset(consts)
 
     def op(self, op_type, *xs, **attrs):
         return self.g.op(op_type, *xs, **attrs)
@@ -122,8 +123,7 @@ def _softplus(e, p, x):
 
 def _clamp(e, p, x, lo, hi):
     """Torch's clamp: a NaN bound gives NaN. Constant bounds (0-d constants) are ``Clip``."""
-    g = e.g
-    if all(b is None or b in g.initializers or _is_const(g, b) for b in (lo, hi)) and e.is_float:
+    if e.is_float and all(b is None or b in e.consts for b in (lo, hi)):
         return e.op("Clip", x, lo, hi)
     if lo is not None:
         below = e.op("Less", x, lo)
@@ -138,12 +138,9 @@ def _clamp(e, p, x, lo, hi):
     return x
 
 
-def _is_const(g, name):
-    return name in g._consts.values()
-
-
 def _hardtanh(e, p, x):
-    return _clamp(e, p, x, e.c(p[0]), e.c(p[1]))
+    lo, hi = e.c(p[0]), e.c(p[1])
+    return _clamp(_E(e.g, e.dt, (lo, hi)), p, x, lo, hi)
 
 
 def _lerp(e, p, a, b, w):
@@ -377,7 +374,7 @@ def _evaluate(g, spec_op, typing, onnx_names):
         if row is None:
             raise SymbolicError(f"the pointwise form of '{spec_op}' uses the engine op "
                                 f"'{step.op.name}', which has no ONNX form")
-        xs = []
+        xs, consts = [], []
         for a, dt in zip(step.operands, step.cast_to):
             if a is None:
                 xs.append(None)
@@ -388,8 +385,9 @@ def _evaluate(g, spec_op, typing, onnx_names):
                 xs.append(onnx)
             else:
                 xs.append(g.const(np.array(np.asarray(a).astype(dt), opmath(dt))))
+                consts.append(xs[-1])
         compute = opmath(step.ct)
-        out = row(_E(g, compute), step.params, *xs)
+        out = row(_E(g, compute, consts), step.params, *xs)
         kind = step.op.kind
         made = _BOOL if kind in ("compare", "predicate", "logical") else \
             (compute if kind != "cast" else opmath(step.cast_to[0]))

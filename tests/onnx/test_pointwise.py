@@ -97,8 +97,10 @@ def test_gelu_is_native_from_opset_20_and_its_formula_before(opset, native):
 def test_float16_and_int_inputs_follow_engine_typing():
     h = ember.from_numpy(VALUES.astype(np.float16))
     i = ember.from_numpy(np.arange(-6, 12, dtype=np.int64).reshape(3, 6))
-    fn = lambda a, b: (G.sigmoid(a), G.div(b, 4), G.relu(b), G.add(a, b), G.floor_divide(b, 4)  # noqa: E731
-                      if hasattr(G, "floor_divide") else G.div(b, 4, rounding_mode="floor"))
+
+    def fn(a, b):
+        return (G.sigmoid(a), G.div(b, 4), G.relu(b), G.add(a, b), G.floor_divide(b, 4),
+                G.remainder(b, -4), G.maximum(a, b))
     _, got = _run(fn, [h, i], 17)
     for g_, e in zip(got, fn(h, i)):
         e = e.numpy()
@@ -131,3 +133,24 @@ def test_no_hand_written_symbolic_for_a_table_op():
     src = inspect.getsource(__import__("ember.onnx.symbolics.pointwise", fromlist=["x"]))
     for name in covered:
         assert f'@symbolic("{name}"' not in src and f'symbolic("{name}")' not in src
+
+
+def test_clamp_constant_bounds_are_clip_and_tensor_bounds_keep_nan():
+    x = ember.from_numpy(VALUES.copy())
+    lo = ember.from_numpy(np.where(VALUES > 10, np.nan, -2.0).astype(np.float32))
+    mp, got = _run(lambda t, b: (G.clamp(t, -1.0, 2.0), G.clamp(t, b)), [x, lo], 17)
+    assert "Clip" in {n.op_type for n in mp.graph.node}
+    for g_, e in zip(got, (G.clamp(x, -1.0, 2.0), G.clamp(x, lo))):
+        np.testing.assert_allclose(g_, e.numpy(), rtol=1e-6, atol=0, equal_nan=True)
+
+
+def test_traced_size_operand_follows_the_batch():
+    def f(x):
+        return x / x.shape[0] + x * x.shape[0]
+    buf = io.BytesIO()
+    ember.onnx.export(f, (ember.randn(4, 3),), buf, input_names=["x"], dynamic_axes={"x": [0]})
+    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
+    for n in (4, 7):
+        xn = ember.randn(n, 3)
+        (got,) = sess.run(None, {"x": xn.numpy()})
+        np.testing.assert_allclose(got, f(xn).numpy(), rtol=1e-6, atol=1e-6)
