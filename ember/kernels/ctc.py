@@ -6,18 +6,14 @@ an input length get 0. Errors are KernelError naming the bad lengths or labels."
 import numpy as np
 
 from .errors import KernelError
+from .reduce import log_sum_exp
 
 _NEG = -np.inf
 
 
 def _lse(*xs):
-    m = xs[0]
-    for x in xs[1:]:
-        m = np.maximum(m, x)
-    safe = np.where(np.isfinite(m), m, 0.0)
-    s = sum(np.exp(x - safe) for x in xs)
-    with np.errstate(divide="ignore"):
-        return np.where(np.isfinite(m), np.log(s) + safe, m)
+    """log(exp(x0) + exp(x1) + ...) elementwise."""
+    return log_sum_exp(np.stack(np.broadcast_arrays(*xs)), 0)
 
 
 def _setup(log_probs, targets, input_lengths, target_lengths, blank):

@@ -5,7 +5,7 @@ from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
 from ember.kernels.opmath import in_float32
-from ember.kernels.reduce import norm_dims
+from ember.kernels.reduce import norm_dims, shifted_log_sum_exp
 
 
 def _dim(d, ndim):
@@ -57,8 +57,8 @@ def _by_rows(fn, arrays, d):
 
 
 def _log_softmax_rows(out, x):
-    np.subtract(x, np.max(x, axis=1, keepdims=True), out=out)
-    out -= np.log(np.sum(np.exp(out), axis=1, keepdims=True))
+    s, log_sum = shifted_log_sum_exp(x, 1, np.max(x, axis=1, keepdims=True), out=out)
+    s -= log_sum
 
 
 @in_float32
@@ -83,8 +83,8 @@ def log_softmax(a, dim, dtype=None):
         m = a[np.arange(a.shape[0]), a.argmax(1)][:, None]
     else:
         m = np.maximum.reduce(a, axis=d, keepdims=True)
-    s = np.subtract(a, m, out=out)
-    s -= np.log(np.add.reduce(np.exp(s), axis=d, keepdims=True))
+    s, log_sum = shifted_log_sum_exp(a, d, m, out=out)
+    s -= log_sum
     return s
 
 
@@ -368,8 +368,8 @@ def _lse_numpy(rows):
         else:
             m = np.max(x, axis=1)
         with np.errstate(invalid="ignore"):
-            s = np.add.reduce(np.exp(x - m[:, None]), axis=1)
-        lse[lo:hi] = m.astype(np.float64) + np.log(s.astype(np.float64))
+            log_sum = shifted_log_sum_exp(x, 1, m[:, None], log_dtype=np.float64)[1]
+        lse[lo:hi] = m.astype(np.float64) + log_sum[:, 0]
     _in_row_blocks(block, rows)
     return lse
 

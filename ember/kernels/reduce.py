@@ -150,16 +150,33 @@ def std(a, dim=None, correction=1, keepdim=False):
     return np.std(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
 
 
+def shifted_log_sum_exp(x, axis, m, out=None, log_dtype=None):
+    """The log-sum-exp sequence, its one home: ``(s, log(sum(exp(s), axis)))`` with ``s = x - m``
+    (written into ``out`` when given) for ``m`` the maximum over ``axis`` (kept dims; where
+    it is not finite the caller decides what to shift by), the sum's dims kept; the log taken
+    in ``log_dtype`` when given (cross entropy's float64). logsumexp, log_softmax, the cross
+    entropy's NumPy path and CTC's recursions use it."""
+    s = np.subtract(x, m, out=out)
+    total = np.add.reduce(np.exp(s), axis=axis, keepdims=True)
+    return s, np.log(total if log_dtype is None else total.astype(log_dtype))
+
+
+def log_sum_exp(a, axis, keepdim=False):
+    """log(sum(exp(a), axis)) of a float array, shifted by the finite maxima (an all -inf
+    slice gives -inf, one holding +inf gives +inf, NaN stays NaN)."""
+    if a.size == 0:
+        return np.log(np.sum(np.exp(a), axis=axis, keepdims=keepdim))
+    m = np.max(a, axis=axis, keepdims=True)
+    m = np.where(np.isfinite(m), m, 0)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = shifted_log_sum_exp(a, axis, m)[1] + m
+    return out if keepdim else np.squeeze(out, axis=axis if axis is not None else None)
+
+
 @in_float32
 def logsumexp(a, dim, keepdim=False):
     a = to_float(a)
-    ax = _axis(dim, a)
-    if a.size == 0:
-        return np.log(np.sum(np.exp(a), axis=ax, keepdims=keepdim))
-    m = np.max(a, axis=ax, keepdims=True)
-    m = np.where(np.isfinite(m), m, 0)
-    out = np.log(np.sum(np.exp(a - m), axis=ax, keepdims=True)) + m
-    return out if keepdim else np.squeeze(out, axis=ax if ax is not None else None)
+    return log_sum_exp(a, _axis(dim, a), keepdim)
 
 
 @in_float32

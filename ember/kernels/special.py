@@ -152,20 +152,18 @@ def logit(a, eps=None):
     return _unary(compute)(a)
 
 
-def _xlogy(x, y):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = x * np.log(y)
-    return np.where(np.isnan(y), y, np.where(x == 0, 0, r))
+def _row_math(name):
+    """The math of pointwise-engine row ``name`` (``pointwise/ops.py``, its one definition) on
+    promoted float operands; the engine is imported on the first call."""
+    def compute(x, y):
+        from ember.kernels.pointwise.ops import OPS, NumpyMath
+        return OPS[name].math(NumpyMath.of(np.result_type(x, y)), (), x, y)
+    compute.__name__ = name
+    return compute
 
 
-def _xlog1py(x, y):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = x * np.log1p(y)
-    return np.where(np.isnan(y), y, np.where(x == 0, 0, r))
-
-
-xlogy = _binary(_xlogy)
-xlog1py = _binary(_xlog1py)
+xlogy = _binary(_row_math("xlogy"))
+xlog1py = _binary(_row_math("special_xlog1py"))
 zeta = _binary(_zeta)
 copysign = _binary(np.copysign)
 

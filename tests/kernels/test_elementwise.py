@@ -200,6 +200,98 @@ def test_gelu_float64_gradcheck():
         assert gradgradcheck(f, (x,))
 
 
+# ------------------------------------------------- each pointwise op's forward math written once
+def _spec_kernels():
+    import os
+    import sys
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    sys.path.insert(0, os.path.join(root, "tools"))
+    from gen_autograd import load_spec
+    out = {}
+    for e in load_spec():
+        name = e["func"].split("(")[0]
+        if e.get("pointwise") is True and str(e.get("kernel", "")).startswith("elementwise."):
+            out[name] = e["kernel"].split(".", 1)[1]
+    return out
+
+
+def test_math_rows_derive_both_back_ends():
+    """A row written as ``math`` has its Numba template and NumPy evaluation derived from it;
+    a row without it is one primitive (a ufunc / NumPy function, or its dtype special cases)."""
+    from ember.kernels.pointwise import OPS
+    primitive = {"_ufunc", "_np_unary_float", "_np_predicate", "_np_float_or_identity"}
+    special = {"floor_divide", "sign", "erf", "erfc", "cast"}   # algorithms, not compositions
+    for op in OPS.values():
+        if op.math is not None:
+            assert op.numba.__qualname__.startswith("_from_math") and \
+                op.numpy.__qualname__.startswith("_from_math"), op.name
+        else:
+            assert op.numpy.__qualname__.split(".")[0] in primitive or op.name in special, op.name
+
+
+def test_eager_kernel_of_a_math_row_evaluates_the_row():
+    """The eager kernel (spec ``kernel:``) of a ``pointwise: true`` op whose row is written as
+    ``math`` runs the row (``_row``) unless it is a named fast path: its math is not restated
+    in kernels/elementwise.py."""
+    import inspect
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import OPS
+    checked = []
+    for op, kernel in _spec_kernels().items():
+        row = OPS.get(op)
+        if row is None or row.math is None or kernel in elementwise.FAST_PATHS:
+            continue
+        src = inspect.getsource(inspect.unwrap(getattr(elementwise, kernel)))
+        assert f'_row("{op}"' in src, f"elementwise.{kernel} restates the {op} row's math"
+        checked.append(op)
+    assert {"sigmoid", "silu", "leaky_relu", "elu", "selu", "gelu", "softplus", "rsqrt"} <= set(checked)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("op,args,torch_fn", [
+    ("leaky_relu", (0.01,), lambda x: torch.nn.functional.leaky_relu(x, 0.01)),
+    ("elu", (1.0,), torch.nn.functional.elu),
+    ("selu", (), torch.selu),
+    ("silu", (), torch.nn.functional.silu),
+    ("sigmoid", (), torch.sigmoid),
+    ("softplus", (1.0, 20.0), torch.nn.functional.softplus),
+    ("rsqrt", (), torch.rsqrt),
+])
+def test_eager_kernel_is_the_rows_numpy_evaluation(op, args, torch_fn, dtype):
+    """Same bits as the row's NumPy evaluation (the engine's no-compiler path) and torch's
+    values: float16 computed in float32 with torch's float32 constants (leaky_relu's slope was
+    rounded to float16, 1 ulp off torch), sigmoid/silu 1/(1 + exp(-x)) as torch (sigmoid(-100)
+    is 0 in float32, was 3.8e-44)."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import Expr, OPS, compile_pointwise
+    x = np.concatenate([np.linspace(-100, 30, 97), [0.0, -0.0, np.inf, -np.inf, np.nan]]).astype(dtype)
+    if op == "rsqrt":
+        x = np.abs(x)
+    eager = getattr(elementwise, op)(x, *args)
+    if dtype != "float16":
+        plan = compile_pointwise(Expr.single(op, None, *args), (x,))(x, backend="numpy")[0]
+        assert eager.dtype == plan.dtype and np.array_equal(eager.view(np.uint8), plan.view(np.uint8))
+    want = torch_fn(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(eager.astype(np.float64), want.astype(np.float64),
+                               rtol={"float16": 1e-3, "float32": 2e-6, "float64": 1e-14}[dtype],
+                               atol=float(np.finfo(dtype).tiny), equal_nan=True)   # subnormals: exp's last bits
+    assert OPS[op].math is not None
+
+
+def test_lerp_follows_torch_two_sided_formula():
+    """lerp is torch's formula (the row's): end exactly at weight 1, same bits for a scalar
+    weight (the fast path) and a tensor one (the row)."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal(50).astype(np.float32), (rng.standard_normal(50) * 1e3).astype(np.float32)
+    for w in (0.25, 0.75, 1.0):
+        r = ember.lerp(ember.tensor(a), ember.tensor(b), w).numpy()
+        t = torch.lerp(torch.from_numpy(a), torch.from_numpy(b), w).numpy()
+        assert np.array_equal(r, t)
+        rt = ember.lerp(ember.tensor(a), ember.tensor(b), ember.full((50,), w)).numpy()
+        assert np.array_equal(r, rt)
+    assert np.array_equal(ember.lerp(ember.tensor(a), ember.tensor(b), 1.0).numpy(), b)
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int8, np.int64,
                                    np.uint16, np.bool_])
 def test_where_bit_select_equals_numpy_where(dtype):

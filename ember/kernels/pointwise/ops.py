@@ -5,6 +5,14 @@ constant parameters, a typing kind, a Numba source template and a NumPy evaluati
 compute an op in its *compute type* (float16 is computed in float32, as torch does on the CPU) and
 round the result to the op's result dtype.
 
+An op composed of other operations (the activations, ``lerp``, ``clamp``, ``xlogy``) is written
+once, as ``math``: a function ``(m, params, *operands)`` over a math namespace ``m`` (``m.c`` a
+constant in the compute type, ``m.where``, ``m.exp``, ``m.erf``, ..., and Python's operators). Its
+Numba template evaluates ``math`` on source fragments (``NumbaMath``), its NumPy evaluation on
+arrays (``NumpyMath``), so both run the same operations in the same order; ember's eager kernels
+of these ops (``kernels/elementwise.py``) are ``evaluate`` of the row. Ops that are one NumPy
+ufunc / one Numba function keep a template and a ufunc (the same primitive, named twice).
+
 Typing kinds (p = torch promotion of the operands, see ``promotion``):
   same       result p                         add sub mul pow maximum clamp relu floor ...
   float      result p, or float32 when p is bool/int    div exp log sigmoid gelu lerp ...
@@ -42,6 +50,7 @@ class Op:
     bool_ok: bool = True
     optional: tuple = ()  # operand positions that may be None
     cost: str = "cheap"  # per-element work class: cheap (add, compare), mid (div, sqrt), transcendental
+    math: Callable = None  # (m, params, *operands) -> result: the one definition both derive from
 
 
 REQUIRED = object()
@@ -79,39 +88,9 @@ def _ufunc(uf):
     return lambda out, params, *args: uf(*args, out=out, casting="unsafe")
 
 
-def _np_sigmoid(out, params, a):
-    t = np.asarray(np.negative(a))
-    np.exp(t, out=t)
-    t += 1
-    np.reciprocal(t, out=out, casting="unsafe")
-
-
 def _np_erf(a):
     from ember.kernels.elementwise import erf
     return erf(a)
-
-
-def _np_gelu(out, params, a):
-    if params[0] == "tanh":
-        t = np.asarray(a * a)
-        t *= a
-        t *= a.dtype.type(GELU_TANH_KAPPA)
-        t += a
-        t *= a.dtype.type(GELU_TANH_BETA)
-        np.tanh(t, out=t)
-    else:
-        t = _np_erf(np.asarray(a * a.dtype.type(SQRT1_2)))
-    t += 1
-    t *= a
-    t *= a.dtype.type(0.5)
-    np.copyto(out, t, casting="unsafe")
-
-
-def _np_softplus(out, params, a):
-    beta, threshold = (a.dtype.type(v) for v in params)
-    bx = a * beta
-    soft = np.log1p(np.exp(bx)) / beta
-    np.copyto(out, np.where(bx > threshold, a, soft), casting="unsafe")
 
 
 def _np_floor_divide(out, params, a, b):
@@ -135,20 +114,6 @@ def _np_sign(out, params, a):
     pos = (a > 0).astype(np.int8)
     pos -= a < 0
     np.copyto(out, pos, casting="unsafe")
-
-
-def _np_clamp(out, params, a, lo, hi):
-    t = np.asarray(a)
-    if lo is not None:
-        t = np.where((t < lo) | (lo != lo), lo, t)
-    if hi is not None:
-        t = np.where((t > hi) | (hi != hi), hi, t)
-    np.copyto(out, t, casting="unsafe")
-
-
-def _np_lerp(out, params, a, b, w):
-    d = b - a
-    np.copyto(out, np.where(np.abs(w) < 0.5, a + w * d, b - d * (1 - w)), casting="unsafe")
 
 
 def _np_predicate(name):
@@ -175,15 +140,6 @@ def _nb_float_or_identity(fn):
     return lambda K, params, a: f"np.{fn}({a})" if K.is_float else a
 
 
-def _clamp_src(K, params, a, lo, hi):
-    src = a
-    if lo is not None:
-        src = f"sel(({src} < {lo}) | ({lo} != {lo}), {lo}, {src})"
-    if hi is not None:
-        src = f"sel(({src} > {hi}) | ({hi} != {hi}), {hi}, {src})"
-    return src
-
-
 def _sign_src(K, params, a):
     if K.is_bool:
         return a
@@ -206,23 +162,171 @@ def _nb_bool_aware(arith, boolean):
     return lambda K, params, a, b: (boolean if K.is_bool else arith).format(a=a, b=b)
 
 
-def _np_xlog(uf):
-    """xlogy-style ops: ``a * uf(b)``, 0 where a == 0, nan where b is nan (torch.xlogy)."""
-    def run(out, params, a, b):
-        with np.errstate(all="ignore"):
-            r = np.asarray(a * uf(b))
-        np.copyto(out, np.where(b != b, b, np.where(a == 0, 0, r)), casting="unsafe")
-    return run
-
-
 def _np_erfc(out, params, a):
     a = np.asarray(a)
     r = np.asarray(np.frompyfunc(math.erfc, 1, 1)(a.astype(np.float64))).astype(a.dtype)
     np.copyto(out, r, casting="unsafe")
 
 
-def _nb_xlog(fn):
-    return lambda K, p, a, b: f"sel({b} != {b}, {b}, sel({a} == {K(0)}, {K(0)}, {a} * np.{fn}({b})))"
+class Src:
+    """A Numba source fragment; Python's operators build bigger fragments (``NumbaMath``)."""
+
+    __slots__ = ("s",)
+
+    def __init__(self, s):
+        self.s = s
+
+    def __str__(self):
+        return self.s
+
+    __hash__ = object.__hash__
+
+
+def _src_binary(fmt):
+    return lambda self, other: Src(fmt.format(a=self, b=other))
+
+
+for _dunder, _fmt in (("add", "({a} + {b})"), ("radd", "({b} + {a})"), ("sub", "({a} - {b})"),
+                      ("rsub", "({b} - {a})"), ("mul", "({a} * {b})"), ("rmul", "({b} * {a})"),
+                      ("truediv", "({a} / {b})"), ("rtruediv", "({b} / {a})"),
+                      ("lt", "({a} < {b})"), ("le", "({a} <= {b})"), ("gt", "({a} > {b})"),
+                      ("ge", "({a} >= {b})"), ("eq", "({a} == {b})"), ("ne", "({a} != {b})"),
+                      ("and", "({a} & {b})"), ("or", "({a} | {b})")):
+    setattr(Src, f"__{_dunder}__", _src_binary(_fmt))
+Src.__neg__ = lambda self: Src(f"(-{self})")
+del _dunder, _fmt
+
+
+class NumbaMath:
+    """``math``'s namespace generating Numba source in the compute register of ``K``
+    (``codegen.Literal``); float32 exp / tanh / erf are the vectorisable helpers."""
+
+    def __init__(self, K):
+        self.K = K
+        self.is_float, self.is_bool = K.is_float, K.is_bool
+
+    def c(self, value):
+        return Src(self.K(value))
+
+    def where(self, cond, a, b):
+        return Src(f"sel({cond}, {a}, {b})")
+
+    def abs(self, a):
+        return Src(f"abs({a})")
+
+    def __getattr__(self, name):   # exp, tanh, erf: the register's function; others NumPy's
+        fn = self.K.fn(name) if name in ("exp", "tanh", "erf") else f"np.{name}"
+        return lambda a: Src(f"{fn}({a})")
+
+
+class NumpyMath:
+    """``math``'s namespace on NumPy arrays already in the compute type of ``dtype`` (the
+    op's compute dtype: a constant is rounded to it, then widened to its compute type, as
+    ``codegen.Literal``). One per dtype (``of``), its constants cached."""
+
+    abs = staticmethod(np.abs)
+    exp, expm1, log, log1p = np.exp, np.expm1, np.log, np.log1p
+    tanh, sqrt = np.tanh, np.sqrt
+    _by_dtype = {}
+
+    def __init__(self, dtype):
+        self.dtype = dtype
+        self.is_float, self.is_bool = dtype.kind == "f", dtype == BOOL
+        self._consts = {}
+
+    @classmethod
+    def of(cls, dtype):
+        m = cls._by_dtype.get(dtype)
+        if m is None:
+            m = cls._by_dtype[dtype] = cls(dtype)
+        return m
+
+    def c(self, value):
+        key = (value.__class__, value)
+        got = self._consts.get(key)
+        if got is None:
+            if len(self._consts) > 256:
+                self._consts.clear()
+            got = self._consts[key] = np.asarray(value).astype(self.dtype).astype(opmath(self.dtype))[()]
+        return got
+
+    @staticmethod
+    def where(cond, a, b):
+        """``np.where``, by bit masks for large arrays of one dtype (``elementwise._select_bits``:
+        exact, and branch-free where ``np.where`` mispredicts on a random condition)."""
+        if cond.__class__ is np.ndarray and cond.size >= _SELECT_MIN_SIZE:
+            a, b = np.asarray(a), np.asarray(b)
+            if a.dtype == b.dtype and a.dtype.kind in "biuf" and a.dtype.itemsize in (1, 2, 4, 8):
+                from ember.kernels.elementwise import _select_bits
+                return _select_bits(cond, a, b)
+        return np.where(cond, a, b)
+
+    def erf(self, a):
+        return _np_erf(np.asarray(a))
+
+    def __getattr__(self, name):
+        return getattr(np, name)
+
+
+_SELECT_MIN_SIZE = 4096   # elementwise.SELECT_MIN_SIZE
+
+
+def _from_math(math_fn):
+    """The Numba template and the NumPy evaluation of an op written as ``math``."""
+    def numba(K, params, *srcs):
+        return str(math_fn(NumbaMath(K), params, *(None if a is None else Src(a) for a in srcs)))
+
+    def numpy(out, params, *args):
+        np.copyto(out, math_fn(NumpyMath.of(out.dtype), params, *args), casting="unsafe")
+    return numba, numpy
+
+
+def _row(name, arity, kind, math_fn, **kw):
+    """An ``Op`` written once, as ``math`` (see the module docstring)."""
+    numba, numpy = _from_math(math_fn)
+    return Op(name, arity, kind, numba, numpy, math=math_fn, **kw)
+
+
+def evaluate(name, params, *operands):
+    """Op ``name`` with constants ``params`` on ndarrays of one float dtype (broadcast) by its
+    NumPy evaluation: computed in the compute type, returned in the result dtype. The eager
+    kernels of the ``math`` rows are this (``kernels/elementwise.py``)."""
+    op = OPS[name]
+    dtype = operands[0].dtype
+    ct = opmath(dtype)
+    args = [a if a is None or a.dtype == ct else a.astype(ct) for a in operands]
+    with np.errstate(all="ignore"):
+        if op.math is not None:
+            r = np.asarray(op.math(NumpyMath.of(dtype), params, *args))
+            return r if r.dtype == dtype else r.astype(dtype)
+        out = np.empty(np.broadcast_shapes(*(a.shape for a in operands if a is not None)), dtype)
+        op.numpy(out, params, *args)
+        return out
+
+
+def _clamp(m, p, a, lo, hi):
+    if lo is not None:
+        a = m.where((a < lo) | (lo != lo), lo, a)
+    if hi is not None:
+        a = m.where((a > hi) | (hi != hi), hi, a)
+    return a
+
+
+def _gelu(m, p, a):
+    if p[0] == "tanh":
+        inner = m.c(GELU_TANH_BETA) * (a + m.c(GELU_TANH_KAPPA) * a * a * a)
+        return m.c(0.5) * a * (m.c(1) + m.tanh(inner))
+    return m.c(0.5) * a * (m.c(1) + m.erf(a * m.c(SQRT1_2)))
+
+
+def _softplus(m, p, a):
+    bx = a * m.c(p[0])
+    return m.where(bx > m.c(p[1]), a, m.log1p(m.exp(bx)) / m.c(p[0]))
+
+
+def _xlog(fn):
+    """xlogy-style ops: ``a * fn(b)``, 0 where a == 0, nan where b is nan (torch.xlogy)."""
+    return lambda m, p, a, b: m.where(b != b, b, m.where(a == m.c(0), m.c(0), a * getattr(m, fn)(b)))
 
 
 _OPS = [
@@ -252,8 +356,7 @@ _OPS = [
     Op("log1p", 1, "float", lambda K, p, a: f"np.log1p({a})", _np_unary_float(np.log1p),
        cost="transcendental"),
     Op("sqrt", 1, "float", lambda K, p, a: f"np.sqrt({a})", _np_unary_float(np.sqrt), cost="mid"),
-    Op("rsqrt", 1, "float", lambda K, p, a: f"{K(1)} / np.sqrt({a})",
-       (lambda out, p, a: np.divide(1, np.sqrt(a), out=out, casting="unsafe")), cost="mid"),
+    _row("rsqrt", 1, "float", lambda m, p, a: m.c(1) / m.sqrt(a), cost="mid"),
     Op("sin", 1, "float", lambda K, p, a: f"np.sin({a})", _np_unary_float(np.sin), cost="transcendental"),
     Op("cos", 1, "float", lambda K, p, a: f"np.cos({a})", _np_unary_float(np.cos), cost="transcendental"),
     Op("tan", 1, "float", lambda K, p, a: f"np.tan({a})", _np_unary_float(np.tan), cost="transcendental"),
@@ -261,44 +364,25 @@ _OPS = [
        cost="transcendental"),
     Op("erf", 1, "float", lambda K, p, a: f"{K.fn('erf')}({a})",
        lambda out, p, a: np.copyto(out, _np_erf(np.asarray(a)), casting="unsafe"), cost="transcendental"),
-    Op("sigmoid", 1, "float", lambda K, p, a: f"{K(1)} / ({K(1)} + {K.fn('exp')}(-{a}))", (_np_sigmoid),
-       cost="transcendental"),
-    Op("silu", 1, "float", lambda K, p, a: f"{a} / ({K(1)} + {K.fn('exp')}(-{a}))",
-       (lambda out, p, a: (_np_sigmoid(out, p, a), np.multiply(out, a, out=out, casting="unsafe"))),
-       cost="transcendental"),
-    Op("relu", 1, "same", lambda K, p, a: f"sel({a} <= {K(0)}, {K(0)}, {a})" if not K.is_bool else a,
-       (lambda out, p, a: np.copyto(out, np.where(a <= 0, np.zeros((), np.asarray(a).dtype), a),
-                                             casting="unsafe"))),
-    Op("leaky_relu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {a} * {K(p[0])})",
-       (lambda out, p, a: np.copyto(out, np.where(a > 0, a, a * a.dtype.type(p[0])), casting="unsafe")),
-       params=(("negative_slope", REQUIRED),)),
-    Op("elu", 1, "float", lambda K, p, a: f"sel({a} > {K(0)}, {a}, {K(p[0])} * np.expm1({a}))",
-       (lambda out, p, a: np.copyto(out, np.where(a > 0, a, a.dtype.type(p[0]) * np.expm1(a)),
-                                             casting="unsafe")),
-       params=(("alpha", REQUIRED),), cost="transcendental"),
-    Op("selu", 1, "float",
-       lambda K, p, a: f"{K(SELU_SCALE)} * sel({a} > {K(0)}, {a}, {K(SELU_ALPHA)} * np.expm1({a}))",
-       (lambda out, p, a: np.copyto(
-           out, a.dtype.type(SELU_SCALE) * np.where(a > 0, a, a.dtype.type(SELU_ALPHA) * np.expm1(a)),
-           casting="unsafe")), cost="transcendental"),
-    Op("gelu", 1, "float",
-       lambda K, p, a: (f"{K(0.5)} * {a} * ({K(1)} + {K.fn('tanh')}({K(GELU_TANH_BETA)} * "
-                        f"({a} + {K(GELU_TANH_KAPPA)} * {a} * {a} * {a})))") if p[0] == "tanh"
-       else f"{K(0.5)} * {a} * ({K(1)} + {K.fn('erf')}({a} * {K(SQRT1_2)}))",
-       (_np_gelu), params=(("approximate", "none"),), cost="transcendental"),
-    Op("softplus", 1, "float",
-       lambda K, p, a: f"sel({a} * {K(p[0])} > {K(p[1])}, {a}, np.log1p({K.fn('exp')}({a} * {K(p[0])})) / {K(p[0])})",
-       (_np_softplus), params=(("beta", REQUIRED), ("threshold", REQUIRED)), cost="transcendental"),
-    Op("hardtanh", 1, "same",
-       lambda K, p, a: _clamp_src(K, p, a, K(p[0]), K(p[1])),
-       lambda out, p, a: _np_clamp(out, p, a, a.dtype.type(p[0]), a.dtype.type(p[1])),
-       params=(("min_val", REQUIRED), ("max_val", REQUIRED)), bool_ok=False),
-    Op("clamp", 3, "same", _clamp_src, _np_clamp, optional=(1, 2), bool_ok=False),
-    Op("where", 3, "where", lambda K, p, c, a, b: f"sel({c}, {a}, {b})",
-       lambda out, p, c, a, b: np.copyto(out, np.where(c, a, b), casting="unsafe")),
-    Op("lerp", 3, "float", lambda K, p, a, b, w: f"sel(abs({w}) < {K(0.5)}, {a} + {w} * ({b} - {a}), "
-                                                 f"{b} - ({b} - {a}) * ({K(1)} - {w}))",
-       (_np_lerp)),
+    _row("sigmoid", 1, "float", lambda m, p, a: m.c(1) / (m.c(1) + m.exp(-a)), cost="transcendental"),
+    _row("silu", 1, "float", lambda m, p, a: a / (m.c(1) + m.exp(-a)), cost="transcendental"),
+    _row("relu", 1, "same", lambda m, p, a: a if m.is_bool else m.where(a <= m.c(0), m.c(0), a)),
+    _row("leaky_relu", 1, "float", lambda m, p, a: m.where(a > m.c(0), a, a * m.c(p[0])),
+         params=(("negative_slope", REQUIRED),)),
+    _row("elu", 1, "float", lambda m, p, a: m.where(a > m.c(0), a, m.c(p[0]) * m.expm1(a)),
+         params=(("alpha", REQUIRED),), cost="transcendental"),
+    _row("selu", 1, "float",
+         lambda m, p, a: m.c(SELU_SCALE) * m.where(a > m.c(0), a, m.c(SELU_ALPHA) * m.expm1(a)),
+         cost="transcendental"),
+    _row("gelu", 1, "float", _gelu, params=(("approximate", "none"),), cost="transcendental"),
+    _row("softplus", 1, "float", _softplus, params=(("beta", REQUIRED), ("threshold", REQUIRED)),
+         cost="transcendental"),
+    _row("hardtanh", 1, "same", lambda m, p, a: _clamp(m, p, a, m.c(p[0]), m.c(p[1])),
+         params=(("min_val", REQUIRED), ("max_val", REQUIRED)), bool_ok=False),
+    _row("clamp", 3, "same", _clamp, optional=(1, 2), bool_ok=False),
+    _row("where", 3, "where", lambda m, p, c, a, b: m.where(c, a, b)),
+    _row("lerp", 3, "float", lambda m, p, a, b, w: m.where(m.abs(w) < m.c(0.5), a + w * (b - a),
+                                                            b - (b - a) * (m.c(1) - w))),
     Op("floor", 1, "same", _nb_float_or_identity("floor"), _np_float_or_identity(np.floor)),
     Op("ceil", 1, "same", _nb_float_or_identity("ceil"), _np_float_or_identity(np.ceil)),
     Op("trunc", 1, "same", _nb_float_or_identity("trunc"), _np_float_or_identity(np.trunc)),
@@ -319,8 +403,8 @@ _OPS = [
     Op("cast", 1, "cast", lambda K, p, a: a, lambda out, p, a: np.copyto(out, a, casting="unsafe"),
        params=(("dtype", REQUIRED),)),
     # special functions
-    Op("xlogy", 2, "float", _nb_xlog("log"), _np_xlog(np.log), cost="transcendental"),
-    Op("special_xlog1py", 2, "float", _nb_xlog("log1p"), _np_xlog(np.log1p), cost="transcendental"),
+    _row("xlogy", 2, "float", _xlog("log"), cost="transcendental"),
+    _row("special_xlog1py", 2, "float", _xlog("log1p"), cost="transcendental"),
     Op("erfc", 1, "float", lambda K, p, a: f"math.erfc({a})", _np_erfc, cost="transcendental"),
     Op("acosh", 1, "float", lambda K, p, a: f"np.arccosh({a})", _np_unary_float(np.arccosh),
        cost="transcendental"),

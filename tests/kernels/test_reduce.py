@@ -1,0 +1,60 @@
+"""ember.kernels.reduce: the log-sum-exp sequence, written once (``shifted_log_sum_exp``) and
+used by logsumexp, log_softmax, the cross entropy's NumPy path and CTC."""
+import os
+import re
+
+import numpy as np
+import pytest
+import torch
+
+import ember
+from ember.kernels import ctc, nn, reduce
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def test_log_sum_exp_sequence_written_once():
+    """No module restates log(sum(exp(...))): it lives in reduce.shifted_log_sum_exp."""
+    pattern = re.compile(r"np\.log\(\s*np\.(sum|add\.reduce)\(\s*np\.exp\(")
+    found = []
+    for dirpath, _, files in os.walk(os.path.join(ROOT, "ember")):
+        for f in files:
+            if f.endswith(".py"):
+                path = os.path.join(dirpath, f)
+                with open(path) as fh:
+                    if pattern.search(fh.read()):
+                        found.append(os.path.relpath(path, ROOT))
+    assert found == [] or found == [os.path.join("ember", "kernels", "reduce.py")], found
+
+
+SLICES = [[0.0, 1.0, -2.0], [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, -np.inf], [np.nan, 1.0, 2.0],
+          [1e30, 1e30, -1e30], [-1e30, -3e30, -2e30]]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_logsumexp_and_ctc_lse_match_torch(dtype):
+    x = np.array(SLICES, dtype)
+    want = torch.logsumexp(torch.from_numpy(x), 1).numpy()
+    got = ember.logsumexp(ember.tensor(x), 1).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-6, equal_nan=True)
+    # CTC's elementwise lse over several arrays: the same function over a stacked axis
+    np.testing.assert_allclose(ctc._lse(x[:, 0], x[:, 1], x[:, 2]), want, rtol=1e-6, equal_nan=True)
+
+
+def test_log_softmax_and_cross_entropy_rows_match_torch():
+    rng = np.random.default_rng(0)
+    x = (rng.standard_normal((6, 70)) * 5).astype(np.float32)
+    want = torch.log_softmax(torch.from_numpy(x), 1).numpy()
+    np.testing.assert_allclose(nn.log_softmax(x, 1), want, rtol=1e-5, atol=1e-6)
+    out = np.empty_like(x)
+    nn._log_softmax_rows(out, x)
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-6)
+    lse = nn._lse_numpy(x)
+    assert lse.dtype == np.float64
+    np.testing.assert_allclose(lse, torch.logsumexp(torch.from_numpy(x).double(), 1).numpy(), rtol=1e-6)
+
+
+def test_shifted_log_sum_exp_log_dtype():
+    x = np.array([[1.0, 2.0, 3.0]], np.float32)
+    s, log_sum = reduce.shifted_log_sum_exp(x, 1, np.max(x, 1, keepdims=True), log_dtype=np.float64)
+    assert s.dtype == np.float32 and log_sum.dtype == np.float64 and log_sum.shape == (1, 1)
