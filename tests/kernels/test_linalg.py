@@ -37,3 +37,21 @@ def test_linear_of_few_rows_on_the_gemv_kernel_equals_blas(dtype, rows, bias, mo
     tol = 1e-4 if dtype == np.float32 else 1e-11
     np.testing.assert_allclose(got[1:], want[1:], rtol=tol, atol=tol * 20)
     assert np.isnan(got[0]).all()
+
+
+@pytest.mark.parametrize("sa,sb", [((3, 4, 5), (5, 6)), ((2, 2, 3, 4), (4, 1)), ((2, 3, 0), (0, 5)),
+                                   ((0, 3, 4), (4, 5)), ((2, 0, 4), (4, 0)), ((1, 1, 7), (7, 2))])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.bool_])
+def test_stacked_matmul_equals_numpy(sa, sb, dtype):
+    a = (rng.standard_normal(sa) * 3).astype(dtype)
+    b = (rng.standard_normal(sb) * 3).astype(dtype)
+    out, ref = linalg.matmul(a, b), np.matmul(a, b)
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=2e-3,
+                               atol=1e-5)
+
+
+def test_stacked_matmul_of_a_transposed_view():
+    a = rng.standard_normal((6, 4, 5)).astype(np.float32).transpose(1, 0, 2)
+    b = rng.standard_normal((8, 3)).astype(np.float32)[:5]
+    np.testing.assert_allclose(linalg.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)

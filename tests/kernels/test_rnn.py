@@ -1,31 +1,12 @@
-"""Fast paths of the word-LM step (issue 13): the whole-layer LSTM kernels (preallocated
-buffers, the Numba backward step of rnn_numba and the NumPy steps, one weight-gradient GEMM)
-against the per-step kernels; log_softmax by row blocks; and the stacked-matrix ``matmul`` (one
-GEMM over the stacked rows) against NumPy's batched matmul."""
+"""Recurrent kernels (ember.kernels.rnn): the whole-layer LSTM kernels (preallocated buffers, the
+Numba backward step of rnn_numba and the NumPy steps, one weight-gradient GEMM) against the
+per-step kernels."""
 import numpy as np
 import pytest
 
-from ember.kernels import linalg, rnn
+from ember.kernels import rnn
 
 rng = np.random.default_rng(0)
-
-
-@pytest.mark.parametrize("sa,sb", [((3, 4, 5), (5, 6)), ((2, 2, 3, 4), (4, 1)), ((2, 3, 0), (0, 5)),
-                                   ((0, 3, 4), (4, 5)), ((2, 0, 4), (4, 0)), ((1, 1, 7), (7, 2))])
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, np.int64, np.bool_])
-def test_stacked_matmul_equals_numpy(sa, sb, dtype):
-    a = (rng.standard_normal(sa) * 3).astype(dtype)
-    b = (rng.standard_normal(sb) * 3).astype(dtype)
-    out, ref = linalg.matmul(a, b), np.matmul(a, b)
-    assert out.shape == ref.shape and out.dtype == ref.dtype
-    np.testing.assert_allclose(out.astype(np.float64), ref.astype(np.float64), rtol=2e-3,
-                               atol=1e-5)
-
-
-def test_stacked_matmul_of_a_transposed_view():
-    a = rng.standard_normal((6, 4, 5)).astype(np.float32).transpose(1, 0, 2)
-    b = rng.standard_normal((8, 3)).astype(np.float32)[:5]
-    np.testing.assert_allclose(linalg.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
 
 
 def _reference(gx, h0, c0, w, d_out, d_h, d_c, reverse):
@@ -96,50 +77,10 @@ def test_lstm_layer_of_no_steps_returns_the_initial_states():
     assert h is not h0 and c is not c0
 
 
-@pytest.mark.parametrize("shape,dim,dtype", [((4, 7), 1, None), ((3, 4, 5), 0, None),
-                                             ((5,), -1, "float64"), ((), 0, None)])
-def test_log_softmax_backward_matches_torch_first_and_second_order(shape, dim, dtype):
-    """The first-order gradient is computed in NumPy (in place); create_graph keeps ember ops."""
-    torch = pytest.importorskip("torch")
-    import ember
-    x = rng.standard_normal(shape).astype(np.float32)
-    w = rng.standard_normal(shape).astype(np.float64 if dtype else np.float32)
-    grads = []
-    for lib in (ember, torch):
-        xt = lib.tensor(x, requires_grad=True)
-        y = lib.log_softmax(xt, dim, dtype=getattr(lib, dtype) if dtype else None)
-        (g,) = lib.autograd.grad((y * lib.tensor(w)).sum(), xt, create_graph=True)
-        (gg,) = lib.autograd.grad((g * g).sum(), xt)
-        (g1,) = lib.autograd.grad((lib.log_softmax(xt, dim) * lib.tensor(w.astype(np.float32)))
-                                  .sum(), xt)
-        grads.append([a.detach().numpy() for a in (g, gg, g1)])
-    for e, t in zip(*grads):
-        assert e.dtype == np.float32 and e.shape == shape
-        np.testing.assert_allclose(e, t, rtol=1e-5, atol=1e-5)
-
-
-@pytest.mark.parametrize("shape,dim", [((70, 5000), 1), ((3, 90, 3000), -1), ((700, 400), 0)])
-def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
-    from ember.kernels import nn as nn_kernels
-    x = (rng.standard_normal(shape) * 4).astype(np.float32)
-    g = rng.standard_normal(shape).astype(np.float32)
-    blocked = nn_kernels.log_softmax(x, dim), None
-    blocked = blocked[0], nn_kernels.log_softmax_backward(g, blocked[0], dim)
-    monkeypatch.setattr(nn_kernels, "ROWS_MIN_SIZE", 1 << 62)
-    whole = nn_kernels.log_softmax(x, dim)
-    whole = whole, nn_kernels.log_softmax_backward(g, whole, dim)
-    for b, w in zip(blocked, whole):
-        assert b.dtype == np.float32 and b.shape == shape
-        np.testing.assert_array_equal(b, w)
-    ref = x - x.max(dim, keepdims=True)
-    ref = ref - np.log(np.exp(ref.astype(np.float64)).sum(dim, keepdims=True))
-    np.testing.assert_allclose(blocked[0], ref, rtol=1e-5, atol=1e-5)
-
-
 def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
     """Under "background" the first forward and backward queue their step kernels' compiles and
     run NumPy."""
-    from tests.kernels.test_rnn_fused import uncompiled_step_kernels
+    from tests.kernels.test_rnn_numba import uncompiled_step_kernels
     fresh, queued = uncompiled_step_kernels(monkeypatch, "forward_step", "backward_step")
     gx = rng.standard_normal((4, 2, 12)).astype(np.float32)
     h0, c0 = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)

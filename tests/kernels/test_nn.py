@@ -1,8 +1,9 @@
-"""cross_entropy at class indices as one op (``cross_entropy_loss``): loss and logits' gradient
-against torch on long rows (the Numba kernels) and short ones (NumPy), float32 and float64, with
-class weights, ignore_index, label_smoothing, every reduction, classes on dim 1 of an N-d input
-and a 1-d input; the Numba and NumPy paths agree (NaN and inf rows included); gradcheck and
-double backward in float64."""
+"""Kernels of ember.kernels.nn. cross_entropy at class indices as one op (``cross_entropy_loss``):
+loss and logits' gradient against torch on long rows (the Numba kernels) and short ones (NumPy),
+float32 and float64, with class weights, ignore_index, label_smoothing, every reduction, classes
+on dim 1 of an N-d input and a 1-d input; the Numba and NumPy paths agree (NaN and inf rows
+included); gradcheck and double backward in float64. log_softmax: first and second order against
+torch, by row blocks."""
 import numpy as np
 import pytest
 
@@ -11,6 +12,7 @@ import ember.nn.functional as F
 from ember.kernels import nn as K
 
 torch = pytest.importorskip("torch")
+rng = np.random.default_rng(0)
 
 # (input shape, Numba path for float32): rows of 1000 classes reach CE_NUMBA_MIN_SIZE (300 of
 # them CE_PARALLEL_SIZE, and the NumPy path's row blocks: ROWS_MIN_SIZE); an N-d input's rows
@@ -187,3 +189,43 @@ def test_log_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypat
     np.testing.assert_allclose(y1, y2, rtol=1e-6, atol=1e-5)
     np.testing.assert_allclose(g1, g2, rtol=1e-5, atol=1e-5)
     assert np.isnan(y1[1:4]).all() and np.isfinite(y1[np.r_[0, 5:300]]).all()
+
+
+@pytest.mark.parametrize("shape,dim,dtype", [((4, 7), 1, None), ((3, 4, 5), 0, None),
+                                             ((5,), -1, "float64"), ((), 0, None)])
+def test_log_softmax_backward_matches_torch_first_and_second_order(shape, dim, dtype):
+    """The first-order gradient is computed in NumPy (in place); create_graph keeps ember ops."""
+    torch = pytest.importorskip("torch")
+    import ember
+    x = rng.standard_normal(shape).astype(np.float32)
+    w = rng.standard_normal(shape).astype(np.float64 if dtype else np.float32)
+    grads = []
+    for lib in (ember, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        y = lib.log_softmax(xt, dim, dtype=getattr(lib, dtype) if dtype else None)
+        (g,) = lib.autograd.grad((y * lib.tensor(w)).sum(), xt, create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), xt)
+        (g1,) = lib.autograd.grad((lib.log_softmax(xt, dim) * lib.tensor(w.astype(np.float32)))
+                                  .sum(), xt)
+        grads.append([a.detach().numpy() for a in (g, gg, g1)])
+    for e, t in zip(*grads):
+        assert e.dtype == np.float32 and e.shape == shape
+        np.testing.assert_allclose(e, t, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape,dim", [((70, 5000), 1), ((3, 90, 3000), -1), ((700, 400), 0)])
+def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
+    from ember.kernels import nn as nn_kernels
+    x = (rng.standard_normal(shape) * 4).astype(np.float32)
+    g = rng.standard_normal(shape).astype(np.float32)
+    blocked = nn_kernels.log_softmax(x, dim), None
+    blocked = blocked[0], nn_kernels.log_softmax_backward(g, blocked[0], dim)
+    monkeypatch.setattr(nn_kernels, "ROWS_MIN_SIZE", 1 << 62)
+    whole = nn_kernels.log_softmax(x, dim)
+    whole = whole, nn_kernels.log_softmax_backward(g, whole, dim)
+    for b, w in zip(blocked, whole):
+        assert b.dtype == np.float32 and b.shape == shape
+        np.testing.assert_array_equal(b, w)
+    ref = x - x.max(dim, keepdims=True)
+    ref = ref - np.log(np.exp(ref.astype(np.float64)).sum(dim, keepdims=True))
+    np.testing.assert_allclose(blocked[0], ref, rtol=1e-5, atol=1e-5)
