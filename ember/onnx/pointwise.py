@@ -367,7 +367,8 @@ def _evaluate(g, spec_op, typing, onnx_names):
     values = {}
     for name, dtype, prio in typing.inputs:
         onnx = onnx_names[name]
-        g.set_type(onnx, dtype) if g.dtype(onnx) is None else None
+        if g.dtype(onnx) is None:   # a traced size
+            g.set_type(onnx, dtype)
         values[name] = (onnx, dtype, prio == SCALAR)
     for step in typing.steps:
         row = VOCABULARY.get(step.op.name)
