@@ -289,3 +289,32 @@ def test_random_fills():
         x.geometric_(1.5)
     with pytest.raises(EmberError, match="floating point"):
         ember.zeros(3, dtype=ember.int64).exponential_()
+
+
+def test_integer_arange_and_linspace_match_torch():
+    torch = pytest.importorskip("torch")
+    cases = [(-8.000001, -4.0), (-8.000001, -4.0, 1.5), (0.5, 5.7, 1.3), (5, 0, -2),
+             (-1.1, 4.0, 0.6)]
+    for args in cases:
+        for tdt, edt in ((torch.int64, ember.int64), (torch.int32, ember.int32)):
+            try:
+                ref = torch.arange(*args, dtype=tdt).tolist()
+            except (RuntimeError, ValueError):
+                with pytest.raises(RuntimeError, match="step must be nonzero"):
+                    ember.arange(*args, dtype=edt)
+                continue
+            assert ember.arange(*args, dtype=edt).tolist() == ref, (args, edt)
+    for start, end, steps in ((-5, 3, 7), (10.0, -6.0, 7), (-3.2, 7.0, 7), (0, 100, 9),
+                              (2.7, 2.7, 1), (1, 5, 0)):
+        ref = torch.linspace(start, end, steps, dtype=torch.int64).tolist()
+        assert ember.linspace(start, end, steps, dtype=ember.int64).tolist() == ref
+
+
+def test_square_of_bool_zero_function_and_normal_layout():
+    s = ember.square(ember.tensor([True, False]))
+    assert s.dtype == ember.int64 and s.tolist() == [1, 0]
+    z = ember.ones(3)
+    assert ember.zero_(z) is z and z.tolist() == [0.0, 0.0, 0.0]
+    assert ember.normal(0.0, 1.0, (2, 3), layout=ember.strided).shape == (2, 3)
+    with pytest.raises(TypeError):
+        ember.normal(0.0, 1.0, (2,), layout="sparse")

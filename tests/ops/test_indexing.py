@@ -1,4 +1,6 @@
-"""Index keys (ember/ops/indexing.py) against torch: uint8 masks."""
+"""Indexing ops (ember/ops/indexing.py) against torch: uint8 masks, masked_fill, gather and
+scatter (reduce keyword, 0-d and empty indices)."""
+import importlib
 import warnings
 
 import numpy as np
@@ -80,3 +82,72 @@ def test_uint8_mask_gradient_matches_bool_mask():
     with pytest.warns(UserWarning, match="uint8"):
         x[(x > 2).to(ember.uint8)].sum().backward()
     assert x.grad.tolist() == [0, 0, 0, 1, 1, 1]
+
+
+def test_masked_fill_broadcasts_self_out_of_place():
+    x = ember.randn(5, requires_grad=True)
+    m = ember.tensor([[True, False, True, False, False]] * 3)
+    y = x.masked_fill(m, 2.0)
+    assert y.shape == (3, 5)
+    y.sum().backward()
+    assert x.grad.tolist() == [0.0, 3.0, 0.0, 3.0, 3.0]
+    with pytest.raises(RuntimeError, match="masked_fill_"):
+        ember.zeros(5).masked_fill_(m, 1.0)
+
+
+@pytest.mark.filterwarnings("ignore:The reduce argument of torch.scatter")
+def test_scatter_reduce_keyword_matches_torch_and_exports():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(1)
+    x, s = rng.standard_normal((4, 3)), rng.standard_normal((2, 3))
+    i = np.array([[0, 1, 2], [0, 0, 1]])
+    for reduce in ("add", "multiply"):
+        for src in (s, 2.5):
+            ref = torch.tensor(x).scatter(0, torch.tensor(i), torch.tensor(src) if
+                                          isinstance(src, np.ndarray) else src, reduce=reduce)
+            got = ember.tensor(x).scatter(0, ember.tensor(i), ember.tensor(src) if
+                                          isinstance(src, np.ndarray) else src, reduce=reduce)
+            np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12)
+    X = ember.tensor(x, requires_grad=True)
+    S = ember.tensor(s, requires_grad=True)
+    gx, gs = ember.autograd.grad(ember.scatter(X, 0, ember.tensor(i), S, reduce="add").sum(),
+                                 [X, S])
+    assert gx.tolist() == np.ones((4, 3)).tolist() and gs.tolist() == np.ones((2, 3)).tolist()
+    with pytest.raises(ember.UnsupportedError, match="multiply"):
+        ember.autograd.grad(ember.scatter(X, 0, ember.tensor(i), S, reduce="multiply").sum(), [X])
+    with pytest.raises(RuntimeError, match="reduce argument"):
+        ember.scatter(ember.tensor(x), 0, ember.tensor(i), 1.0, reduce="max")
+    ort = pytest.importorskip("onnxruntime")
+    import io
+    onnx_export = importlib.import_module("ember.onnx").export
+
+    class M(ember.nn.Module):
+        def forward(self, a, b):
+            return a.scatter(0, ember.tensor(i), b, reduce="multiply")
+
+    buf = io.BytesIO()
+    onnx_export(M(), (ember.tensor(x), ember.tensor(s)), buf, opset_version=17)
+    sess = ort.InferenceSession(buf.getvalue())
+    names = [n.name for n in sess.get_inputs()]
+    out = sess.run(None, dict(zip(names, (x, s))))[0]
+    np.testing.assert_allclose(out, M()(ember.tensor(x), ember.tensor(s)).numpy(), rtol=1e-12)
+
+
+def test_gather_scatter_zero_d_and_empty_index_and_cat_backward_with_empty():
+    torch = pytest.importorskip("torch")
+    assert ember.gather(ember.tensor(3.0), 0, ember.tensor([0])).tolist() == [3.0]
+    assert ember.gather(ember.tensor(3.0), 0, ember.tensor(0)).shape == ()
+    x = ember.randn(5, requires_grad=True)
+    g = ember.gather(x, 0, ember.zeros(2, 0, dtype=ember.int64))
+    assert g.shape == (2, 0)
+    (gx,) = ember.autograd.grad(g.sum(), [x])
+    assert gx.tolist() == [0.0] * 5
+    assert float(ember.scatter_add(ember.tensor(3.0), 0, ember.tensor(0), ember.tensor(2.0))) == 5.0
+    assert float(ember.scatter(ember.tensor(3.0), 0, ember.tensor(0), ember.tensor(2.0))) == 2.0
+    a = ember.randn(5, 2, requires_grad=True)
+    e = ember.zeros(0, requires_grad=True)
+    y = ember.cat([e, a, e], dim=1)
+    ga, ge = ember.autograd.grad((y * 2).sum(), [a, e])
+    assert ga.tolist() == (2 * np.ones((5, 2))).tolist() and ge.shape == (0,)
+    ref = torch.cat([torch.zeros(0), torch.ones(5, 2)], dim=1)
+    assert tuple(ref.shape) == tuple(y.shape)

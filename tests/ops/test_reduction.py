@@ -137,3 +137,20 @@ def test_trapezoid_keeps_bfloat16_like_torch():
     got = ember.trapezoid(ember.tensor([0.5, 1.25, -2.0, 3.5]).to(ember.bfloat16), dx=0.5)
     assert got.dtype == ember.bfloat16
     assert got.float().item() == torch.trapezoid(y, dx=0.5).float().item()
+
+
+def test_norm_p0_has_zero_gradient():
+    x = ember.tensor([[1.0, 0.0, -2.0]], dtype=ember.float64, requires_grad=True)
+    (g,) = ember.autograd.grad(ember.norm(x, 0), [x])
+    assert g.tolist() == [[0.0, 0.0, 0.0]]
+
+
+def test_norm_nuc_matches_torch_and_needs_a_matrix():
+    torch = pytest.importorskip("torch")
+    x = np.random.default_rng(1).standard_normal((2, 3, 4))
+    np.testing.assert_allclose(ember.norm(ember.tensor(x), "nuc", dim=(1, 2)).numpy(),
+                               torch.norm(torch.tensor(x), "nuc", dim=(1, 2)).numpy(), rtol=1e-12)
+    np.testing.assert_allclose(ember.tensor(x[0]).norm("nuc").numpy(),
+                               torch.tensor(x[0]).norm("nuc").numpy(), rtol=1e-12)
+    with pytest.raises(ember.EmberError, match="norm: p='nuc' with dim=None needs a 2-D input"):
+        ember.norm(ember.tensor(x), "nuc")

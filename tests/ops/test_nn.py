@@ -1,5 +1,7 @@
-"""nn ops of issue 12 against torch: interpolate (all modes, scale_factor semantics), forward and
-backward; errors. Spec samples (ember/ops/spec/) add gradcheck in float64."""
+"""nn ops (ember/ops/nn.py) against torch: interpolate (all modes, scale_factor semantics),
+forward and backward; integer convolutions and pooling, negative padding, empty inputs, batch
+norm's saved statistics, embedding_bag; errors. Spec samples (ember/ops/spec/) add gradcheck in
+float64."""
 import numpy as np
 import pytest
 
@@ -535,3 +537,180 @@ def test_grid_sampler_entry_points():
                                   F.grid_sample(x, g, mode, pad, True))
     with pytest.raises(EmberError, match="4-d"):
         ember.grid_sampler_2d(ember.randn(1, 1, 2, 2, 2), ember.rand(1, 1, 1, 1, 3), 0, 0, False)
+
+
+def test_softmax_dtype_keyword_takes_ember_dtype():
+    x = ember.randn(3, 4, requires_grad=True)
+    for fn in (ember.softmax, ember.log_softmax):
+        y = fn(x, 1, dtype=ember.float64)
+        assert y.dtype == ember.float64
+        (g,) = ember.autograd.grad(y.sum(), [x])
+        assert g.dtype == ember.float32
+    assert x.softmax(0, dtype=ember.float64).dtype == ember.float64
+
+
+def test_integer_convolutions_match_torch():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(0)
+    x = rng.integers(-9, 9, (2, 4, 6, 5))
+    w = rng.integers(-9, 9, (6, 2, 3, 2))
+    b = rng.integers(-9, 9, (6,))
+    y = F.conv2d(ember.tensor(x), ember.tensor(w), ember.tensor(b), stride=(2, 1), padding=1,
+                 groups=2)
+    ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), torch.tensor(b),
+                                     stride=(2, 1), padding=1, groups=2)
+    assert y.dtype == ember.int64
+    np.testing.assert_array_equal(y.numpy(), ref.numpy())
+    y1 = F.conv1d(ember.tensor(x[:, :, 0]), ember.tensor(w[:4, :, 0]), groups=2)
+    ref1 = torch.nn.functional.conv1d(torch.tensor(x[:, :, 0]), torch.tensor(w[:4, :, 0]),
+                                      groups=2)
+    np.testing.assert_array_equal(y1.numpy(), ref1.numpy())
+    wt = rng.integers(-9, 9, (4, 3, 3))
+    yt = F.conv_transpose1d(ember.tensor(x[:, :, 0]), ember.tensor(wt), stride=2, padding=1)
+    reft = torch.nn.functional.conv_transpose1d(torch.tensor(x[:, :, 0]), torch.tensor(wt),
+                                                stride=2, padding=1)
+    np.testing.assert_array_equal(yt.numpy(), reft.numpy())
+
+
+def test_integer_avg_pool_truncates_and_clamps_keep_dtype():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    x = np.array([[[-7, 2, -3, 1, 5, 6, -1]]])
+    for args in ((2,), (3, 1, 1)):
+        y = F.avg_pool1d(ember.tensor(x), *args)
+        ref = torch.nn.functional.avg_pool1d(torch.tensor(x), *args)
+        assert y.dtype == ember.int64
+        np.testing.assert_array_equal(y.numpy(), ref.numpy())
+    y2 = F.avg_pool2d(ember.tensor(x[None]), (1, 2), divisor_override=3)
+    np.testing.assert_array_equal(
+        y2.numpy(), torch.nn.functional.avg_pool2d(torch.tensor(x[None]), (1, 2),
+                                                   divisor_override=3).numpy())
+    h = F.hardtanh(ember.tensor([-3, 0, 4]), -1.5, 2.5)
+    assert h.dtype == ember.int64 and h.tolist() == [-1, 0, 2]
+    r = F.relu6(ember.tensor([-3, 0, 8]))
+    assert r.dtype == ember.int64 and r.tolist() == [0, 0, 6]
+    e = ember.zeros(0, 1, 2, dtype=ember.int64)
+    assert F.local_response_norm(e, 1).dtype == ember.int64
+
+
+@pytest.mark.parametrize("mode", ["replicate", "circular", "reflect"])
+def test_negative_padding_in_every_mode_matches_torch(mode):
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(2)
+    for pad in [(-1, 2), (2, -1), (-1, 1, -2, 1), (1, -2, -1, 1), (-4, 5, 0, 0), (5, -4, -4, 3)]:
+        x = rng.standard_normal((2, 3, 4, 4)[:len(pad) + 1])
+        try:
+            ref = torch.nn.functional.pad(torch.tensor(x), pad, mode)
+        except RuntimeError:
+            continue
+        g = rng.standard_normal(tuple(ref.shape))
+        tx = torch.tensor(x, requires_grad=True)
+        ty = torch.nn.functional.pad(tx, pad, mode)
+        (tg,) = torch.autograd.grad(ty, tx, torch.tensor(g))
+        ex = ember.tensor(x, requires_grad=True)
+        ey = F.pad(ex, pad, mode)
+        (eg,) = ember.autograd.grad(ey, [ex], ember.tensor(g))
+        np.testing.assert_array_equal(ey.detach().numpy(), ty.detach().numpy())
+        np.testing.assert_allclose(eg.numpy(), tg.numpy(), atol=1e-12)
+    e = F.pad(ember.zeros(0, 3, 3), (1, 2), "reflect")
+    assert e.shape == (0, 3, 6)
+
+
+def test_empty_and_zero_d_inputs_of_nn_functions():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    tF = torch.nn.functional
+    assert F.group_norm(ember.zeros(0, 2), 1).shape == (0, 2)
+    assert F.unfold(ember.zeros(0, 1, 5, 5), 2).shape == (0, 4, 16)
+    b = F.unfold(ember.tensor(np.arange(25).reshape(1, 1, 5, 5) % 2 == 0), 2)
+    assert b.dtype == ember.bool and b.shape == (1, 4, 16)
+    assert F.batch_norm(ember.zeros(0), ember.zeros(0), ember.ones(0), training=True).shape == (0,)
+    assert F.prelu(ember.tensor(-2.0), ember.tensor([0.25])).shape == ()
+    for x, t in ((0.3, 0.7), (0.3, 1.0), (2.5, -1.0)):
+        ref = tF.hinge_embedding_loss(torch.tensor(x), torch.tensor(t))
+        got = F.hinge_embedding_loss(ember.tensor(x), ember.tensor(t))
+        assert float(got) == pytest.approx(float(ref))
+    ref = tF.multi_margin_loss(torch.tensor(0.5), torch.tensor(0))
+    assert float(F.multi_margin_loss(ember.tensor(0.5), ember.tensor(0))) == float(ref)
+    s = ember.searchsorted(ember.zeros(0, 0), ember.zeros(0, 0))
+    assert s.shape == (0, 0) and s.dtype == ember.int64
+
+
+def test_native_batch_norm_returns_torchs_saved_statistics():
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((5, 3, 4))
+    w, b = rng.standard_normal(3), rng.standard_normal(3)
+    for training in (True, False):
+        trm, trv = torch.zeros(3, dtype=torch.float64), torch.ones(3, dtype=torch.float64)
+        erm, erv = ember.zeros(3, dtype=ember.float64), ember.ones(3, dtype=ember.float64)
+        ref = torch.native_batch_norm(torch.tensor(x), torch.tensor(w), torch.tensor(b), trm, trv,
+                                      training, 0.5, 0.6)
+        got = ember.native_batch_norm(ember.tensor(x), ember.tensor(w), ember.tensor(b), erm,
+                                      erv, training, 0.5, 0.6)
+        for g, r in zip(got, ref):
+            assert tuple(g.shape) == tuple(r.shape)
+            np.testing.assert_allclose(g.numpy(), r.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(erm.numpy(), trm.numpy(), rtol=1e-12)
+        np.testing.assert_allclose(erv.numpy(), trv.numpy(), rtol=1e-12)
+
+
+def test_conv_transpose2d_gradients_with_output_padding_beyond_the_stride():
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(4)
+    x, w = rng.standard_normal((2, 4, 4, 4)), rng.standard_normal((4, 2, 4, 5))
+    kw = dict(stride=(3, 2), padding=(1, 2), output_padding=(2, 3), groups=2, dilation=(4, 4))
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = torch.nn.functional.conv_transpose2d(tx, tw, **kw)
+    g = rng.standard_normal(tuple(ty.shape))
+    ref = torch.autograd.grad(ty, [tx, tw], torch.tensor(g))
+    ex, ew = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+    got = ember.autograd.grad(F.conv_transpose2d(ex, ew, **kw), [ex, ew], ember.tensor(g))
+    for a, b in zip(got, ref):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("mode", ["sum", "mean", "max"])
+def test_embedding_bag_leaves_padding_entries_out(mode):
+    torch = pytest.importorskip("torch")
+    import ember.nn.functional as F
+    rng = np.random.default_rng(6)
+    w = rng.standard_normal((5, 3))
+    psw = rng.standard_normal(6) if mode == "sum" else None
+    cases = [(np.array([[0, 2, 2], [2, 2, 2]]), None, 2),
+             (np.array([1, 4, 0, 4, 3, 4]), np.array([0, 2]), -1)]
+    for idx, offsets, pad in cases:
+        kw = dict(mode=mode, padding_idx=pad)
+        p = None if psw is None else psw[:idx.size].reshape(idx.shape)
+        ref = torch.nn.functional.embedding_bag(
+            torch.tensor(idx), torch.tensor(w), None if offsets is None else torch.tensor(offsets),
+            per_sample_weights=None if p is None else torch.tensor(p), **kw)
+        got = F.embedding_bag(ember.tensor(idx), ember.tensor(w),
+                              None if offsets is None else ember.tensor(offsets),
+                              per_sample_weights=None if p is None else ember.tensor(p), **kw)
+        np.testing.assert_allclose(got.numpy(), ref.numpy(), rtol=1e-12, atol=1e-12)
+
+
+def test_integer_3d_pooling_and_convolution_match_torch():
+    """avg_pool3d truncates integer means toward zero from exact integer sums (a float mean
+    gave 0 where torch gives -1); max_pool3d pads with the dtype's minimum; conv3d is exact."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    for _ in range(10):
+        x = rng.integers(-20, 20, (1, 2, 5, 6, 7))
+        k = tuple(int(v) for v in rng.integers(1, 4, 3))
+        p = tuple(int(v) // 2 for v in k)
+        for cip in (True, False):
+            a = torch.nn.functional.avg_pool3d(torch.tensor(x), k, 1, p, False, cip).numpy()
+            b = ember.nn.functional.avg_pool3d(ember.tensor(x), k, 1, p, False, cip).numpy()
+            np.testing.assert_array_equal(a, b)
+        np.testing.assert_array_equal(
+            torch.nn.functional.max_pool3d(torch.tensor(x), k, 1, p).numpy(),
+            ember.nn.functional.max_pool3d(ember.tensor(x), k, 1, p).numpy())
+    w = rng.integers(-3, 3, (3, 2, 2, 2, 2))
+    np.testing.assert_array_equal(
+        torch.nn.functional.conv3d(torch.tensor(x), torch.tensor(w)).numpy(),
+        ember.nn.functional.conv3d(ember.tensor(x), ember.tensor(w)).numpy())
