@@ -779,6 +779,58 @@ def batch_norm_grads(grads, x, weight, bias, training, eps, save_mean, save_var,
     return gx, gw, gb, None, None
 
 
+def attention_probs(query, key, attn_mask, is_causal, scale):
+    """softmax(query key^T * scale + mask) over the last dim, in spec ops: the probabilities
+    of scaled_dot_product_attention where its fused kernel does not run (float16/bfloat16,
+    broadcast batch dims) and for a differentiable (create_graph) backward. ``attn_mask`` is
+    a bool mask (True = attend) or an additive float mask; a row masked everywhere gives zeros
+    (torch's safe softmax)."""
+    L, S = query.shape[-2], key.shape[-2]
+    scores = G.mul(G.matmul(query, G.transpose(key, -2, -1)), scale)
+    if is_causal:
+        above = G.logical_not(G.tril(G.ones((L, S), np.dtype(np.bool_)), 0))  # traced L, S
+        scores = G.masked_fill(scores, above, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask._data.dtype == np.bool_:
+            scores = G.masked_fill(scores, G.logical_not(attn_mask), float("-inf"))
+        else:
+            scores = G.add(scores, attn_mask)
+    if not (is_causal or attn_mask is not None):
+        return G.softmax(scores, -1, None)
+    dead = G.all(G.isneginf(scores), -1, True)
+    attn = G.softmax(G.masked_fill(scores, dead, 0.0), -1, None)
+    return G.masked_fill(attn, dead, 0.0)
+
+
+def sdpa_grads(grads, q, k, v, attn_mask, dropout_mask, is_causal, scale, output, logsumexp,
+               needs):
+    """Gradients of scaled_dot_product_attention_fused for (query, key, value, attn_mask):
+    NumPy recomputing the probabilities from the saved log-sum-exp for a first-order backward
+    (ember/kernels/attention.py), ember ops recomputing them from q and k when building a
+    graph (create_graph), so that higher derivatives are right."""
+    from ember.kernels import attention
+    grad = grads[0]
+    float_mask = attn_mask is not None and attn_mask._data.dtype != np.bool_
+    if not _grad_mode():
+        out = attention.sdpa_backward(
+            grad._data, q._data, k._data, v._data, _arr(attn_mask), _arr(dropout_mask),
+            output._data, logsumexp._data, is_causal, scale,
+            (needs[0], needs[1], needs[2], float_mask and needs[3]))
+        return tuple(_wrap(o) for o in out) + (None,)
+    p = attention_probs(q, k, attn_mask, is_causal, scale)
+    pd = p if dropout_mask is None else G.mul(p, dropout_mask)
+    dv = G.matmul(G.transpose(pd, -2, -1), grad) if needs[2] else None
+    dp = G.matmul(grad, G.transpose(v, -2, -1))
+    if dropout_mask is not None:
+        dp = G.mul(dp, dropout_mask)
+    ds = G.mul(p, G.sub(dp, G.sum(G.mul(dp, p), (-1,), True)))
+    dm = sum_to(ds, attn_mask._data.shape) if float_mask and needs[3] else None
+    ds = G.mul(ds, scale)
+    dq = G.matmul(ds, k) if needs[0] else None
+    dk = G.matmul(G.transpose(ds, -2, -1), q) if needs[1] else None
+    return dq, dk, dv, dm, None
+
+
 def lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs):
     """Gradients of lstm_step for (gx, hx, cx, w_hh): NumPy from the workspace for a first-order
     backward, ember ops recomputing the gates when building a graph (create_graph)."""

@@ -1315,8 +1315,14 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims. ``attn_mask`` is a bool mask
-    (True = attend) or an additive float mask; a fully masked row gives zeros (as torch)."""
-    L, S = query.shape[-2], key.shape[-2]
+    (True = attend) or an additive float mask; a fully masked row gives zeros (as torch).
+
+    float32/float64 inputs whose batch dims match (after ``enable_gqa``'s repeat) run the fused
+    kernel (ember/kernels/attention.py: it keeps one score buffer and each row's log-sum-exp,
+    the backward recomputes the probabilities); dropout then draws its mask as ``dropout`` on
+    the probabilities would (the same generator calls, so the same result). Others run
+    ``autograd.formulas.attention_probs`` and a matmul."""
+    from ember.autograd.formulas import attention_probs
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa and query.shape[-3] != key.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
@@ -1330,26 +1336,38 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if is_causal and attn_mask is not None:
         raise EmberRuntimeError("scaled_dot_product_attention: explicit attn_mask should not be "
                                 "set when is_causal=True")
-    scores = G.mul(G.matmul(query, G.transpose(key, -2, -1)), scale)
-    if is_causal:
-        above = G.logical_not(G.tril(G.ones((L, S), np.dtype(np.bool_)), 0))  # traced L, S
-        scores = G.masked_fill(scores, above, float("-inf"))
-    if attn_mask is not None:
-        if attn_mask._data.dtype == np.bool_:
-            scores = G.masked_fill(scores, G.logical_not(attn_mask), float("-inf"))
-        else:
-            scores = G.add(scores, attn_mask)
-    dead = None
-    if is_causal or attn_mask is not None:
-        # a row masked everywhere attends to nothing: zeros, as torch's safe softmax
-        dead = G.all(G.isneginf(scores), -1, True)
-        scores = G.masked_fill(scores, dead, 0.0)
-    attn = G.softmax(scores, -1, None)
-    if dead is not None:
-        attn = G.masked_fill(attn, dead, 0.0)
+    dt = query._data.dtype
+    if dt in _SDPA_FUSED_DTYPES and key._data.dtype == dt and value._data.dtype == dt and \
+            query.dim() >= 2 and tuple(query.shape[:-2]) == tuple(key.shape[:-2]) == \
+            tuple(value.shape[:-2]) and _sdpa_mask_fits(attn_mask, query, key, dt):
+        drop = None
+        if dropout_p > 0.0:
+            _check_p(dropout_p, "scaled_dot_product_attention")
+            shape = tuple(query.shape[:-1]) + (key.shape[-2],)
+            drop = G.native_dropout(G.ones(shape, dt), dropout_p, True, resolve(None))[1]
+        return G.scaled_dot_product_attention_fused(query, key, value, attn_mask, drop,
+                                                    bool(is_causal), float(scale))[0]
+    attn = attention_probs(query, key, attn_mask, is_causal, scale)
     if dropout_p > 0.0:
         attn = dropout(attn, dropout_p, True)
     return G.matmul(attn, value)
+
+
+_SDPA_FUSED_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
+
+
+def _sdpa_mask_fits(mask, query, key, dt):
+    """The fused kernel's masks: None, or bool / ``dt`` broadcasting to the scores' shape
+    without widening it."""
+    if mask is None:
+        return True
+    if mask._data.dtype not in (np.dtype(np.bool_), dt):
+        return False
+    scores = tuple(query.shape[:-1]) + (key.shape[-2],)
+    try:
+        return tuple(np.broadcast_shapes(scores, tuple(mask.shape))) == scores
+    except ValueError:
+        return False
 
 
 def _in_projection_packed(q, k, v, w, b=None):

@@ -714,3 +714,115 @@ def test_integer_3d_pooling_and_convolution_match_torch():
     np.testing.assert_array_equal(
         torch.nn.functional.conv3d(torch.tensor(x), torch.tensor(w)).numpy(),
         ember.nn.functional.conv3d(ember.tensor(x), ember.tensor(w)).numpy())
+
+
+# scaled_dot_product_attention's fused kernel (ember/kernels/attention.py) against torch
+SDPA_CASES = [  # (q, k, v shapes, mask kind, is_causal, scale)
+    (((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)), None, False, None),
+    (((2, 3, 6, 4), (2, 3, 6, 4), (2, 3, 6, 3)), None, True, 0.3),
+    (((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)), "bool", False, None),
+    (((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)), "float", False, 0.7),
+    (((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)), "float_broadcast", False, None),
+    (((5, 4), (7, 4), (7, 3)), "bool", False, None),
+]
+
+
+def _sdpa_mask(kind, dtype, rng):
+    m = rng.random((5, 7)) > 0.4
+    m[1] = False  # a row that attends to nothing
+    if kind == "bool":
+        return m
+    if kind == "float":
+        return np.where(m, rng.standard_normal((5, 7)), -np.inf).astype(dtype)
+    if kind == "float_broadcast":
+        return rng.standard_normal((3, 1, 7)).astype(dtype)
+    return None
+
+
+@pytest.mark.parametrize("dtype,atol", [(np.float32, 2e-6), (np.float64, 1e-12)])
+@pytest.mark.parametrize("case", range(len(SDPA_CASES)))
+def test_sdpa_fused_matches_torch_forward_and_backward(case, dtype, atol):
+    shapes, kind, causal, scale = SDPA_CASES[case]
+    rng = np.random.default_rng(case)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    mask = _sdpa_mask(kind, dtype, rng)
+    e = [ember.tensor(a, requires_grad=True) for a in arrays]
+    t = [torch.tensor(a, requires_grad=True) for a in arrays]
+    em = None if mask is None else ember.tensor(mask)
+    tm = None if mask is None else torch.tensor(mask)
+    y = F.scaled_dot_product_attention(*e, em, is_causal=causal, scale=scale)
+    ty = TF.scaled_dot_product_attention(*t, tm, is_causal=causal, scale=scale)
+    assert type(y.grad_fn).__name__ == "ScaledDotProductAttentionFusedBackward0"
+    assert y.dtype == ember.float32 if dtype == np.float32 else y.dtype == ember.float64
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), atol=atol)
+    g = rng.standard_normal(tuple(ty.shape)).astype(dtype)
+    y.backward(ember.tensor(g))
+    ty.backward(torch.tensor(g))
+    for a, b in zip(e, t):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=atol)
+
+
+def test_sdpa_fused_float_mask_gradient_matches_torch():
+    rng = np.random.default_rng(3)
+    q, k, v = (rng.standard_normal(s) for s in ((2, 3, 5, 4), (2, 3, 7, 4), (2, 3, 7, 3)))
+    m = rng.standard_normal((3, 1, 7))
+    e = [ember.tensor(a, requires_grad=True) for a in (q, k, v, m)]
+    t = [torch.tensor(a, requires_grad=True) for a in (q, k, v, m)]
+    (F.scaled_dot_product_attention(*e[:3], e[3]) ** 2).sum().backward()
+    (TF.scaled_dot_product_attention(*t[:3], t[3]) ** 2).sum().backward()
+    for a, b in zip(e, t):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-12)
+
+
+def test_sdpa_fused_gradcheck_and_gradgradcheck_in_float64():
+    from ember.autograd.gradcheck import gradcheck, gradgradcheck
+    rng = np.random.default_rng(4)
+    q, k, v = (ember.tensor(rng.standard_normal(s), requires_grad=True)
+               for s in ((1, 2, 4, 3), (1, 2, 5, 3), (1, 2, 5, 2)))
+    mask = ember.tensor(rng.standard_normal((4, 5)), requires_grad=True)
+    bmask = ember.tensor(rng.random((4, 5)) > 0.3)
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c), (q, k, v))
+    assert gradcheck(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, m),
+                     (q, k, v, mask))
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, bmask, scale=0.4),
+                     (q, k, v))
+    qc = ember.tensor(rng.standard_normal((1, 2, 5, 3)), requires_grad=True)
+    assert gradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True),
+                     (qc, k, v))
+    # create_graph: the backward in ember ops recomputes the probabilities from q and k
+    assert gradgradcheck(lambda a, b, c: F.scaled_dot_product_attention(a, b, c, is_causal=True),
+                         (qc, k, v))
+    assert gradgradcheck(lambda a, b, c, m: F.scaled_dot_product_attention(a, b, c, m),
+                         (q, k, v, mask))
+
+
+def test_sdpa_fused_dropout_equals_unfused_path_and_keeps_expectation():
+    from ember.autograd.formulas import attention_probs
+    rng = np.random.default_rng(5)
+    q, k, v = (ember.tensor(rng.standard_normal(s).astype(np.float32), requires_grad=True)
+               for s in ((2, 2, 6, 4), (2, 2, 6, 4), (2, 2, 6, 3)))
+    ember.manual_seed(7)
+    y = F.scaled_dot_product_attention(q, k, v, dropout_p=0.3, is_causal=True)
+    ember.manual_seed(7)  # the unfused form: dropout on the probabilities, same generator
+    p = attention_probs(q, k, None, True, 0.5)
+    want = F.dropout(p, 0.3, True) @ v
+    np.testing.assert_allclose(y.detach().numpy(), want.detach().numpy(), rtol=1e-6, atol=1e-6)
+    grads = ember.autograd.grad(y.sum(), (q, k, v))
+    wgrads = ember.autograd.grad(want.sum(), (q, k, v))
+    for a, b in zip(grads, wgrads):
+        np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-5)
+    # dropout_p=0 is deterministic; the mean over many draws is the undropped output
+    y0 = F.scaled_dot_product_attention(q, k, v, is_causal=True).detach().numpy()
+    np.testing.assert_array_equal(
+        F.scaled_dot_product_attention(q, k, v, dropout_p=0.0, is_causal=True).detach().numpy(),
+        y0)
+    with ember.no_grad():
+        draws = np.stack([F.scaled_dot_product_attention(q, k, v, dropout_p=0.5,
+                                                         is_causal=True).numpy()
+                          for _ in range(400)])
+    se = draws.std(0) / np.sqrt(len(draws))  # the mean within 5 standard errors
+    assert np.all(np.abs(draws.mean(0) - y0) <= 5 * se + 1e-6)
+    # row 0 attends to one key: each draw keeps it (scaled by 2) or zeroes it
+    kept = np.mean(np.isclose(draws[..., 0, :], 2 * y0[..., 0, :]))
+    assert np.all(np.isclose(draws[..., 0, :], 2 * y0[..., 0, :]) | (draws[..., 0, :] == 0))
+    assert 0.4 < kept < 0.6

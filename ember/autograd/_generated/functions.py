@@ -744,6 +744,10 @@ def lstm_step(gx, hx, cx, w_hh):
     """lstm_step (see torch.lstm_step)."""
     return dispatch(_R.lstm_step, (gx, hx, cx, w_hh, ), ())
 
+def scaled_dot_product_attention_fused(query, key, value, attn_mask, dropout_mask, is_causal, scale):
+    """scaled_dot_product_attention_fused (see torch.scaled_dot_product_attention_fused)."""
+    return dispatch(_R.scaled_dot_product_attention_fused, (query, key, value, attn_mask, dropout_mask, ), (is_causal, scale, ))
+
 def gru_step(gx, hx, w_hh, b_hh):
     """gru_step (see torch.gru_step)."""
     return dispatch(_R.gru_step, (gx, hx, w_hh, b_hh, ), ())

@@ -178,6 +178,7 @@ TENSOR_METHODS = {
     'upsample_nearest2d': _fn.upsample_nearest2d,
     'upsample_bilinear2d': _fn.upsample_bilinear2d,
     'lstm_step': _fn.lstm_step,
+    'scaled_dot_product_attention_fused': _fn.scaled_dot_product_attention_fused,
     'gru_step': _fn.gru_step,
     'lstm_layer': _fn.lstm_layer,
     'interpolate_nd': _fn.interpolate_nd,

@@ -1844,6 +1844,40 @@ class LstmStepBackward0(Node):
         return tuple(_F.lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs))
 
 
+class ScaledDotProductAttentionFusedBackward0(Node):
+    __slots__ = ('attn_mask', 'dropout_mask', 'is_causal', 'key', 'logsumexp', 'output', 'query', 'scale', 'value')
+    _saved = ('attn_mask', 'dropout_mask', 'key', 'logsumexp', 'output', 'query', 'value')
+    _op_name = 'scaled_dot_product_attention_fused'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        query, key, value, attn_mask, dropout_mask, = tensors
+        is_causal, scale, = consts
+        ctx.attn_mask = _save(attn_mask, 'attn_mask') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.dropout_mask = _save(dropout_mask, 'dropout_mask') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.is_causal = is_causal if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.key = _save(key, 'key') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.logsumexp = _save(outs[1], 'logsumexp') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.output = _save_out(outs[0], 'output', 0) if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.query = _save(query, 'query') if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.scale = scale if needs[0] or needs[1] or needs[2] or needs[3] else None
+        ctx.value = _save(value, 'value') if needs[0] or needs[1] or needs[2] or needs[3] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        attn_mask = unpack(ctx.attn_mask, ctx)
+        dropout_mask = unpack(ctx.dropout_mask, ctx)
+        is_causal = ctx.is_causal
+        key = unpack(ctx.key, ctx)
+        logsumexp = unpack(ctx.logsumexp, ctx)
+        output = unpack(ctx.output, ctx)
+        query = unpack(ctx.query, ctx)
+        scale = ctx.scale
+        value = unpack(ctx.value, ctx)
+        return tuple(_F.sdpa_grads(grads, query, key, value, attn_mask, dropout_mask, is_causal, scale, output, logsumexp, needs))
+
+
 class GruStepBackward0(Node):
     __slots__ = ('b_hh', 'gx', 'hx', 'w_hh', 'workspace')
     _saved = ('b_hh', 'gx', 'hx', 'w_hh', 'workspace')

@@ -8,6 +8,7 @@ be None, output kinds), bound to the op's name; ``OPS`` maps each name to its re
 # fmt: off
 from ember.autograd._generated import nodes as _N
 from ember.autograd.dispatch import Op
+from ember.kernels import attention as _k_attention
 from ember.kernels import complex as _k_complex
 from ember.kernels import conv as _k_conv
 from ember.kernels import ctc as _k_ctc
@@ -121,6 +122,7 @@ adaptive_avg_pool2d_backward = Op('adaptive_avg_pool2d_backward', _k_pool.adapti
 adaptive_max_pool2d = Op('adaptive_max_pool2d', _k_pool.adaptive_max_pool2d_forward, _N.AdaptiveMaxPool2dBackward0, ('self',), ('output_size',), multi=True, diff_outputs=(True, False), saves_self=False)
 native_batch_norm = Op('native_batch_norm', _k_nn.native_batch_norm, _N.NativeBatchNormBackward0, ('input', 'weight', 'bias', 'running_mean', 'running_var'), ('training', 'momentum', 'eps'), multi=True, diff_outputs=(True, False, False), optional=('weight', 'bias', 'running_mean', 'running_var'), saves_self=True)
 lstm_step = Op('lstm_step', _k_rnn.lstm_step, _N.LstmStepBackward0, ('gx', 'hx', 'cx', 'w_hh'), (), multi=True, diff_outputs=(True, True, False), saves_self=True)
+scaled_dot_product_attention_fused = Op('scaled_dot_product_attention_fused', _k_attention.sdpa_forward, _N.ScaledDotProductAttentionFusedBackward0, ('query', 'key', 'value', 'attn_mask', 'dropout_mask'), ('is_causal', 'scale'), multi=True, diff_outputs=(True, False), optional=('attn_mask', 'dropout_mask'), saves_self=True)
 gru_step = Op('gru_step', _k_rnn.gru_step, _N.GruStepBackward0, ('gx', 'hx', 'w_hh', 'b_hh'), (), multi=True, diff_outputs=(True, False), optional=('b_hh',), saves_self=True)
 lstm_layer = Op('lstm_layer', _k_rnn.lstm_layer, _N.LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
 interpolate_nd = Op('interpolate_nd', _k_interpolate.interpolate_forward, _N.InterpolateNdBackward0, ('self',), ('output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
@@ -465,6 +467,7 @@ OPS = {
     'adaptive_max_pool2d': adaptive_max_pool2d,
     'native_batch_norm': native_batch_norm,
     'lstm_step': lstm_step,
+    'scaled_dot_product_attention_fused': scaled_dot_product_attention_fused,
     'gru_step': gru_step,
     'lstm_layer': lstm_layer,
     'interpolate_nd': interpolate_nd,

@@ -263,6 +263,38 @@ def sym_group_norm(g, node, x, weight=None, bias=None, num_groups=1, eps=1e-5):
     return y
 
 
+@symbolic("scaled_dot_product_attention_fused")
+def sym_sdpa_fused(g, node, q, k, v, attn_mask=None, dropout_mask=None, is_causal=False,
+                   scale=1.0):
+    """softmax(q k^T * scale + mask) (* dropout multiplier) v, decomposed; a row masked
+    everywhere (Softmax's NaN there) gives zeros, as ember's kernel. The second output is the
+    rows' log-sum-exp (+inf for such a row)."""
+    dt = out_dtype(node)
+    rank = len(node.args[0].shape)
+    L, S = node.args[0].shape[-2], node.args[1].shape[-2]
+    perm = list(range(rank - 2)) + [rank - 1, rank - 2]
+    s = g.op("Mul", g.op("MatMul", q, g.op("Transpose", k, perm=perm)),
+             g.const(np.array(scale, dt)))
+    ninf = g.const(np.array(-np.inf, dt))
+    if is_causal:
+        s = g.op("Where", g.const(np.tri(L, S, 0, bool)), s, ninf)
+    if attn_mask is not None:
+        if node.args[3].dtype == np.bool_:
+            s = g.op("Where", attn_mask, s, ninf)
+        else:
+            s = g.op("Add", s, attn_mask)
+    p = g.op("Softmax", s, axis=-1)
+    lse = g.op("Squeeze", g.reduce("ReduceLogSumExp", s, [rank - 1], True),
+               g.const(np.array([-1], np.int64)))
+    if is_causal or attn_mask is not None:
+        p = g.op("Where", g.op("IsNaN", p), g.const(np.array(0, dt)), p)
+        lse = g.op("Where", g.op("IsInf", lse, detect_positive=0),
+                   g.const(np.array(np.inf, dt)), lse)
+    if dropout_mask is not None:
+        p = g.op("Mul", p, dropout_mask)
+    return g.op("MatMul", p, v), lse
+
+
 @symbolic("native_dropout")
 def sym_native_dropout(g, node, x, p, train, generator=None):
     if not train or p == 0:

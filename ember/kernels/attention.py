@@ -1,0 +1,95 @@
+"""Scaled dot-product attention, fused: the forward computes softmax(q k^T * scale + mask) v
+per (batch, head) and keeps only each row's log-sum-exp; the backward recomputes the
+probabilities from q, k and that log-sum-exp (flash attention's split of the work).
+
+At the sizes a CPU trains (T of 64-1024, head dim 32-128) a product over the stacked heads is
+one batched BLAS call, so each pass is: batched GEMM for the scores, the scale/mask/softmax
+steps in place on that one buffer, batched GEMM(s) for the results. The one (..., L, S) buffer
+is the only score-sized memory a pass holds (the unfused form holds several: scores, the masked
+scores, the probabilities, and the autograd graph keeps them all for the backward).
+"""
+import numpy as np
+
+from ember.kernels.errors import KernelError
+from ember.kernels.shape import sum_to_shape
+
+
+def _scores(q, k, mask, is_causal, scale):
+    """q k^T * scale with the causal mask (-inf above the diagonal) and ``mask`` (bool: False
+    -> -inf; float: added) applied, in a new C-contiguous (..., L, S) buffer."""
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    s *= s.dtype.type(scale)
+    L, S = s.shape[-2:]
+    if is_causal:
+        np.copyto(s, -np.inf, where=~np.tri(L, S, 0, bool))
+    if mask is not None:
+        if mask.dtype == np.bool_:
+            np.copyto(s, -np.inf, where=~mask)
+        else:
+            s += mask
+    return s
+
+
+def _check(q, k, v, mask, is_causal):
+    if q.shape[:-2] != k.shape[:-2] or k.shape[:-1] != v.shape[:-1] or \
+            q.shape[-1] != k.shape[-1]:
+        raise KernelError(f"scaled_dot_product_attention: query {list(q.shape)}, key "
+                          f"{list(k.shape)} and value {list(v.shape)} do not fit")
+    if is_causal and mask is not None:
+        raise KernelError("scaled_dot_product_attention: explicit attn_mask should not be set "
+                          "when is_causal=True")
+
+
+def sdpa_forward(q, k, v, mask, drop, is_causal, scale):
+    """(softmax(q k^T * scale + mask) * drop) v and the rows' log-sum-exp (..., L): +inf for a
+    row masked everywhere, whose output is zeros (torch's safe softmax). ``drop`` is None or
+    the dropout multiplier (0 or 1/(1-p)) of the probabilities."""
+    _check(q, k, v, mask, is_causal)
+    s = _scores(q, k, mask, is_causal, scale)
+    m = np.max(s, axis=-1, keepdims=True) if s.shape[-1] else \
+        np.full(s.shape[:-1] + (1,), -np.inf, s.dtype)
+    dead = None
+    if is_causal or mask is not None or not s.shape[-1]:
+        dead = np.isneginf(m)
+        if dead.any():
+            m[dead] = 0
+        else:
+            dead = None
+    s -= m
+    np.exp(s, out=s)
+    total = np.sum(s, axis=-1, keepdims=True)
+    if dead is not None:
+        total[dead] = np.inf  # exp(-inf) / inf: the row's probabilities are zeros
+    s /= total
+    lse = np.log(total)
+    lse += m
+    if drop is not None:
+        s *= drop
+    return np.matmul(s, v), lse[..., 0]
+
+
+def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):
+    """Gradients (query, key, value, attn_mask) of ``sdpa_forward``'s output: the probabilities
+    recomputed as exp(scores - lse), the softmax backward through D = rowsum(grad * out)
+    (equal to rowsum(P * dP), dropout included). The attn_mask gradient (a float mask that
+    requires grad) is that of the masked scores summed to the mask's shape; None when not
+    needed."""
+    p = _scores(q, k, mask, is_causal, scale)
+    p -= lse[..., None]
+    np.exp(p, out=p)
+    pd = p if drop is None else p * drop
+    dv = np.matmul(np.swapaxes(pd, -1, -2), grad) if needs[2] else None
+    del pd
+    ds = np.matmul(grad, np.swapaxes(v, -1, -2))
+    if drop is not None:
+        ds *= drop
+    ds -= np.sum(grad * out, axis=-1, keepdims=True)
+    ds *= p
+    del p
+    dmask = None
+    if mask is not None and needs[3]:
+        dmask = sum_to_shape(ds, mask.shape)
+    ds *= ds.dtype.type(scale)
+    dq = np.matmul(ds, k) if needs[0] else None
+    dk = np.matmul(np.swapaxes(ds, -1, -2), q) if needs[1] else None
+    return dq, dk, dv, dmask

@@ -1,0 +1,65 @@
+"""ember/kernels/attention.py: the fused attention forward's saved log-sum-exp and the backward
+that recomputes the probabilities from it (the functional against torch: tests/ops/test_nn_ops.py)."""
+import numpy as np
+import pytest
+import torch
+
+from ember.kernels import attention
+from ember.kernels.errors import KernelError
+
+
+def _inputs(seed=0, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    q, k, v = (rng.standard_normal(s).astype(dtype) for s in ((2, 3, 5, 4), (2, 3, 7, 4),
+                                                              (2, 3, 7, 2)))
+    mask = rng.random((5, 7)) > 0.4
+    mask[2] = False
+    return q, k, v, mask
+
+
+def test_forward_saves_rows_logsumexp_and_masked_rows_give_zeros():
+    q, k, v, mask = _inputs()
+    out, lse = attention.sdpa_forward(q, k, v, mask, None, False, 0.5)
+    s = torch.tensor(q @ np.swapaxes(k, -1, -2) * 0.5).masked_fill(~torch.tensor(mask), -np.inf)
+    want = torch.logsumexp(s, -1).numpy()
+    live = mask.any(-1)
+    np.testing.assert_allclose(lse[..., live], want[..., live], rtol=1e-13)
+    assert np.all(lse[..., 2] == np.inf)  # exp(score - lse) = 0 in the backward
+    assert np.all(out[..., 2, :] == 0)
+    np.testing.assert_allclose(out, (torch.softmax(s, -1).nan_to_num(0.0) @ torch.tensor(v))
+                               .numpy(), atol=1e-13)
+
+
+def test_backward_from_logsumexp_matches_torch_with_dropout_multiplier():
+    q, k, v, mask = _inputs(1)
+    drop = (np.random.default_rng(2).random((2, 3, 5, 7)) > 0.3) / 0.7
+    out, lse = attention.sdpa_forward(q, k, v, mask, drop, False, 0.5)
+    g = np.random.default_rng(3).standard_normal(out.shape)
+    dq, dk, dv, dmask = attention.sdpa_backward(g, q, k, v, mask, drop, out, lse, False, 0.5,
+                                                (True, True, True, False))
+    assert dmask is None
+    tq, tk, tv = (torch.tensor(a, requires_grad=True) for a in (q, k, v))
+    s = (tq @ tk.transpose(-1, -2) * 0.5).masked_fill(~torch.tensor(mask), -np.inf)
+    p = torch.softmax(s, -1).nan_to_num(0.0) * torch.tensor(drop)
+    ty = p @ tv
+    np.testing.assert_allclose(out, ty.detach().numpy(), atol=1e-13)
+    ty.backward(torch.tensor(g))
+    for got, t in ((dq, tq), (dk, tk), (dv, tv)):
+        np.testing.assert_allclose(got, t.grad.numpy(), atol=1e-12)
+
+
+def test_backward_skips_gradients_not_needed():
+    q, k, v, _ = _inputs(4, np.float32)
+    out, lse = attention.sdpa_forward(q, k, v, None, None, True, 0.5)
+    dq, dk, dv, dmask = attention.sdpa_backward(np.ones_like(out), q, k, v, None, None, out, lse,
+                                                True, 0.5, (True, False, False, False))
+    assert dq.dtype == np.float32 and dq.shape == q.shape
+    assert dk is None and dv is None and dmask is None
+
+
+def test_mismatched_shapes_and_causal_with_mask_raise():
+    q, k, v, mask = _inputs()
+    with pytest.raises(KernelError, match="do not fit"):
+        attention.sdpa_forward(q, k[..., :3], v, None, None, False, 1.0)
+    with pytest.raises(KernelError, match="is_causal"):
+        attention.sdpa_forward(q, k, v, mask, None, True, 1.0)
