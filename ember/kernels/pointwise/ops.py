@@ -179,6 +179,10 @@ class Src:
     def __str__(self):
         return self.s
 
+    def __bool__(self):
+        raise TypeError(f"pointwise: the source fragment {self.s} has no truth value (an op's math "
+                        "branches on a value: use m.where)")
+
     __hash__ = object.__hash__
 
 
