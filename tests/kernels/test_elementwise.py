@@ -391,3 +391,23 @@ def test_tanh_and_sigmoid_backward_engine_pass_equals_numpy(dtype, monkeypatch):
         np.testing.assert_array_equal(got.view(bits), want.view(bits))
         broadcast = getattr(elementwise, name)(g[:1], y)        # the NumPy path
         np.testing.assert_array_equal(broadcast.view(bits), form(g[:1], y).view(bits))
+
+
+def test_row_evaluate_selects_by_bits_on_large_arrays():
+    """``pointwise.ops.evaluate`` (the eager kernels' row evaluation) on arrays past
+    SELECT_MIN_SIZE, where the row's selects run as bit masks: the same bits as np.where (NaN,
+    signed zeros, a where's bool condition kept); a compare op is refused."""
+    from ember.kernels.pointwise.ops import evaluate
+    rng = np.random.default_rng(1)
+    for dt in (np.float32, np.float64):
+        x = rng.standard_normal(10000).astype(dt)
+        x[:4] = [np.nan, -0.0, 0.0, np.inf]
+        y = rng.standard_normal(10000).astype(dt)
+        c = x > 0.3
+        for got, want in [(evaluate("relu", (), x), np.where(x <= 0, dt(0), x)),
+                          (evaluate("leaky_relu", (0.1,), x), np.where(x > 0, x, x * dt(0.1))),
+                          (evaluate("where", (), c, x, y), np.where(c, x, y)),
+                          (evaluate("where", (), c, x, np.asarray(dt(0))), np.where(c, x, dt(0)))]:
+            assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
+    with pytest.raises(ValueError, match="gt is a compare op"):
+        evaluate("gt", (), x, y)

@@ -292,13 +292,20 @@ def _row(name, arity, kind, math_fn, **kw):
 
 
 def evaluate(name, params, *operands):
-    """Op ``name`` with constants ``params`` on ndarrays of one float dtype (broadcast) by its
-    NumPy evaluation: computed in the compute type, returned in the result dtype. The eager
-    kernels of the ``math`` rows are this (``kernels/elementwise.py``)."""
+    """Op ``name`` with constants ``params`` on ndarrays of one float dtype (broadcast; a
+    ``where``'s condition is bool) by its NumPy evaluation: computed in the compute type,
+    returned in that dtype. The eager kernels of the ``math`` rows are this
+    (``kernels/elementwise.py``). Raises ValueError for an op whose result is not of its
+    operands' dtype (compare, predicate, logical, cast)."""
     op = OPS[name]
-    dtype = operands[0].dtype
+    if op.kind not in ("float", "same", "where"):
+        raise ValueError(f"pointwise.evaluate: {name} is a {op.kind} op; evaluate takes ops whose "
+                         "result has the operands' dtype")
+    first = 1 if op.kind == "where" else 0
+    dtype = operands[first].dtype
     ct = opmath(dtype)
-    args = [a if a is None or a.dtype == ct else a.astype(ct) for a in operands]
+    args = [a if a is None or i < first or a.dtype == ct else a.astype(ct)
+            for i, a in enumerate(operands)]
     with np.errstate(all="ignore"):
         if op.math is not None:
             r = np.asarray(op.math(NumpyMath.of(dtype), params, *args))
