@@ -411,3 +411,13 @@ def test_row_evaluate_selects_by_bits_on_large_arrays():
             assert got.dtype == want.dtype and np.array_equal(got.view(np.uint8), want.view(np.uint8))
     with pytest.raises(ValueError, match="gt is a compare op"):
         evaluate("gt", (), x, y)
+
+
+def test_row_evaluate_never_returns_an_operand():
+    """A row whose math returns an operand unchanged (relu of bool, clamp without bounds)
+    still gives a fresh array: an eager kernel's result is never its input."""
+    from ember.kernels.pointwise.ops import evaluate
+    a = np.array([True, False])
+    x = np.ones(3, np.float32)
+    for r, src in ((evaluate("relu", (), a), a), (evaluate("clamp", (), x, None, None), x)):
+        assert r is not src and np.array_equal(r, src)

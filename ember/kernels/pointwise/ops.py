@@ -309,7 +309,9 @@ def evaluate(name, params, *operands):
     with np.errstate(all="ignore"):
         if op.math is not None:
             r = np.asarray(op.math(NumpyMath.of(dtype), params, *args))
-            return r if r.dtype == dtype else r.astype(dtype)
+            if r.dtype != dtype:
+                return r.astype(dtype)
+            return r.copy() if any(r is a for a in operands) else r   # relu of bool: a fresh array
         out = np.empty(np.broadcast_shapes(*(a.shape for a in operands if a is not None)), dtype)
         op.numpy(out, params, *args)
         return out
