@@ -1,4 +1,4 @@
-"""The device API a CPU-only framework answers (issue 16): accelerator/cuda/backends queries,
+"""The device API a CPU-only framework answers: accelerator/cuda/backends queries,
 cpu devices accepted everywhere, CUDA a clear UnsupportedError; torch's legacy tensor types."""
 import numpy as np
 import pytest

@@ -66,7 +66,7 @@ def test_unsupported_features_raise_a_specific_error():
     assert issubclass(ember.UnsupportedError, NotImplementedError)
 
 
-# ---------------------------------------------------------------- issue 11: known escapes
+# ---------------------------------------------------------------- known escapes
 from ember.errors import EmberError, EmberOverflowError  # noqa: E402
 import ember.nn.functional as F  # noqa: E402
 

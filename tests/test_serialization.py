@@ -312,7 +312,7 @@ def test_safe_globals_register_functions_by_name():
         add_safe_globals(a)
 
 
-# ---------------------------------------------------------------- whole modules (issue 16)
+# ---------------------------------------------------------------- whole modules
 class _Net(nn.Module):
     def __init__(self):
         super().__init__()

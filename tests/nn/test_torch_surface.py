@@ -1,4 +1,4 @@
-"""The nn surface torch programs reach (issue 16): nn.Transformer and its decoder,
+"""The nn surface torch programs reach: nn.Transformer and its decoder,
 MultiheadAttention laid out as torch's, torch's module paths, DataParallel on the CPU, every
 module hook, module surgery on containers."""
 import importlib

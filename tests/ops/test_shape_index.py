@@ -1,4 +1,4 @@
-"""Shape and indexing ops (issue 12): views, edge cases and errors the spec samples do not reach."""
+"""Shape and indexing ops: views, edge cases and errors the spec samples do not reach."""
 import numpy as np
 import pytest
 

@@ -1,4 +1,4 @@
-"""Sorting, selection, scans and the reductions of issue 12, beyond the spec samples: named
+"""Sorting, selection, scans and their reductions, beyond the spec samples: named
 results, NaN order, ties, gradients through zeros, 0-d and empty inputs, errors, ONNX export."""
 import io
 

@@ -1,4 +1,4 @@
-"""ember.special and the pointwise math ops around it (issue 12), against torch on edge values
+"""ember.special and the pointwise math ops around it, against torch on edge values
 (0, -0, negatives, poles, +-inf, nan), integer and float16 inputs, gradients at the special points,
 errors, the namespace listing, the scipy-less path and ONNX export. Gradcheck and the comparison on
 random samples come from the spec (tests/autograd/test_spec_ops.py)."""
