@@ -674,6 +674,13 @@ def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
         return (_round_back(gx, x._data.dtype if gx is not None else None),
                 _round_back(gw, weight._data.dtype if gw is not None else None),
                 _round_back(gb, bias._data.dtype if gb is not None else None))
+    if not _grad_mode() and x._data.dtype.kind == "f":
+        # a first-order backward: NumPy / nn_numba's one-pass kernel (ember/kernels/nn.py)
+        from ember.kernels import nn as nn_kernels
+        out = nn_kernels.layer_norm_backward(
+            grad._data, x._data, _arr(weight), tuple(normalized_shape), eps,
+            (needs[0], needs[1] and weight is not None, needs[2] and bias is not None))
+        return tuple(_wrap(o) for o in out)
     k = len(normalized_shape)
     axes = tuple(range(x.dim() - k, x.dim()))
     mean = G.mean(x, axes, True)

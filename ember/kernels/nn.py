@@ -168,6 +168,14 @@ def layer_norm(a, weight, bias, normalized_shape, eps=1e-5):
         raise KernelError(f"Given normalized_shape={list(normalized_shape)}, expected input with "
                           f"shape [*, {', '.join(map(str, normalized_shape))}], but got input of "
                           f"size{list(a.shape)}")
+    rows = _ln_rows(a, normalized_shape)
+    if rows is not None and _ln_params_fit(rows, weight, bias):
+        c = rows.shape[1]
+        out = np.empty(a.shape, a.dtype)
+        w = np.ones(c, a.dtype) if weight is None else weight.reshape(c)
+        b = np.zeros(c, a.dtype) if bias is None else bias.reshape(c)
+        if _ce_run("layer_norm", rows, w, b, np.float32(eps), out.reshape(-1, c)):
+            return out
     axes = tuple(range(a.ndim - k, a.ndim))
     mean = np.mean(a, axis=axes, keepdims=True)
     xc = a - mean
@@ -178,6 +186,68 @@ def layer_norm(a, weight, bias, normalized_shape, eps=1e-5):
     if bias is not None:
         out += bias
     return out
+
+
+# layer_norm over float32 rows of at least LN_NUMBA_MIN_SIZE elements in all runs nn_numba's
+# one-pass kernels once compiled (the statistics and the normalised row while it is in cache;
+# the backward recomputes the statistics and writes dx and g * xhat in one pass over each row).
+# (1024, 128) float32, forward / forward+backward: see docs/performance.md.
+LN_NUMBA_MIN_SIZE = 1 << 12
+
+
+def _ln_rows(a, normalized_shape):
+    """``a`` as (N, C) rows over its normalized dims when the Numba kernels fit (float32,
+    C-contiguous, large enough), else None."""
+    c = 1
+    for n in normalized_shape:
+        c *= int(n)
+    if a.dtype != np.float32 or not a.flags.c_contiguous or a.size < LN_NUMBA_MIN_SIZE or \
+            c < 2:
+        return None
+    return a.reshape(-1, c)
+
+
+def _ln_params_fit(rows, *params):
+    return all(p is None or (p.dtype == np.float32 and p.size == rows.shape[1] and
+                             p.flags.c_contiguous) for p in params)
+
+
+def layer_norm_backward(grad, x, weight, normalized_shape, eps, needs):
+    """(input, weight, bias) gradients of ``layer_norm`` (None where not needed), its statistics
+    recomputed from ``x``: float32 rows run nn_numba's one-pass kernel, others NumPy."""
+    k = len(normalized_shape)
+    lead = tuple(range(x.ndim - k))
+    gx = gw = gb = None
+    rows = _ln_rows(x, normalized_shape)
+    if rows is not None and grad.shape == x.shape and grad.dtype == np.float32 and \
+            grad.flags.c_contiguous and _ln_params_fit(rows, weight):
+        c = rows.shape[1]
+        dx = np.empty(x.shape, x.dtype)
+        gxhat = np.empty(x.shape, x.dtype)
+        w = np.ones(c, x.dtype) if weight is None else weight.reshape(c)
+        if _ce_run("layer_norm_backward", grad.reshape(-1, c), rows, w, np.float32(eps),
+                   dx.reshape(-1, c), gxhat.reshape(-1, c)):
+            gx = dx if needs[0] else None
+            if needs[1] and weight is not None:
+                gw = np.sum(gxhat, axis=lead) if lead else gxhat
+            if needs[2]:
+                gb = np.sum(grad, axis=lead) if lead else grad.copy()
+            return gx, gw, gb
+    axes = tuple(range(x.ndim - k, x.ndim))
+    mean = np.mean(x, axis=axes, keepdims=True)
+    xc = x - mean
+    rstd = (1.0 / np.sqrt(np.mean(xc * xc, axis=axes, keepdims=True) + eps)).astype(x.dtype)
+    xhat = xc * rstd
+    if needs[1] and weight is not None:
+        gw = np.sum(grad * xhat, axis=lead) if lead else grad * xhat
+    if needs[2]:
+        gb = np.sum(grad, axis=lead) if lead else grad.copy()
+    if needs[0]:
+        gxh = grad * weight if weight is not None else grad
+        m1 = np.mean(gxh, axis=axes, keepdims=True)
+        m2 = np.mean(gxh * xhat, axis=axes, keepdims=True)
+        gx = (gxh - m1 - xhat * m2) * rstd
+    return gx, gw, gb
 
 
 def _nll_prepare(x, target, weight, ignore_index):

@@ -1,4 +1,4 @@
-"""Numba kernels of softmax cross entropy and log_softmax over long float32 rows (see
+"""Numba kernels of softmax cross entropy, log_softmax and layer_norm over float32 rows (see
 ``nn.cross_entropy_loss``, ``nn.log_softmax``).
 
 Imported lazily (never by ``import ember``); compiled once and cached on disk. Each row (one
@@ -153,3 +153,72 @@ def log_softmax_backward_parallel(grad, result, out, parts):
         lo, hi = run_bounds(n, parts, p)
         if lo < hi:
             log_softmax_backward_rows(grad, result, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_moments(x, r):
+    """(mean, 1 / sqrt(var + eps) argument var) of row r of x (N, C) float32: two passes over
+    the row while it is in cache (the variance of x - mean, as NumPy's two-pass form)."""
+    C = x.shape[1]
+    s = np.float32(0.0)
+    for c in range(C):
+        s += x[r, c]
+    mean = s / np.float32(C)
+    v = np.float32(0.0)
+    for c in range(C):
+        d = x[r, c] - mean
+        v += d * d
+    return mean, v / np.float32(C)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def layer_norm_rows(x, w, b, eps, out, lo, hi):
+    """out[r] = (x[r] - mean) / sqrt(var + eps) * w + b for rows r in [lo, hi) of x (N, C)
+    float32; w, b (C,)."""
+    for r in range(lo, hi):
+        mean, var = _row_moments(x, r)
+        rstd = np.float32(1.0) / np.sqrt(var + eps)
+        for c in range(x.shape[1]):
+            out[r, c] = (x[r, c] - mean) * rstd * w[c] + b[c]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def layer_norm_parallel(x, w, b, eps, out, parts):
+    n = x.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            layer_norm_rows(x, w, b, eps, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def layer_norm_backward_rows(g, x, w, eps, dx, gxhat, lo, hi):
+    """For rows r in [lo, hi): the input gradient of layer_norm, dx[r] = (g w - mean(g w) -
+    xhat mean(g w xhat)) * rstd (the statistics recomputed from x), and gxhat[r] = g[r] *
+    xhat[r] (summed over rows by the caller: the weight's gradient)."""
+    C = x.shape[1]
+    for r in range(lo, hi):
+        mean, var = _row_moments(x, r)
+        rstd = np.float32(1.0) / np.sqrt(var + eps)
+        m1 = np.float32(0.0)
+        m2 = np.float32(0.0)
+        for c in range(C):
+            xh = (x[r, c] - mean) * rstd
+            gw = g[r, c] * w[c]
+            m1 += gw
+            m2 += gw * xh
+            gxhat[r, c] = g[r, c] * xh
+        m1 /= np.float32(C)
+        m2 /= np.float32(C)
+        for c in range(C):
+            xh = (x[r, c] - mean) * rstd
+            dx[r, c] = (g[r, c] * w[c] - m1 - xh * m2) * rstd
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def layer_norm_backward_parallel(g, x, w, eps, dx, gxhat, parts):
+    n = x.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            layer_norm_backward_rows(g, x, w, eps, dx, gxhat, lo, hi)

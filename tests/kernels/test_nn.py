@@ -229,3 +229,56 @@ def test_log_softmax_by_row_blocks_equals_whole_array(shape, dim, monkeypatch):
     ref = x - x.max(dim, keepdims=True)
     ref = ref - np.log(np.exp(ref.astype(np.float64)).sum(dim, keepdims=True))
     np.testing.assert_allclose(blocked[0], ref, rtol=1e-5, atol=1e-5)
+
+
+# layer_norm: float32 rows of at least LN_NUMBA_MIN_SIZE elements run nn_numba's one-pass
+# forward and backward kernels, the others NumPy; both against torch
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 3e-4), (np.float64, 1e-11)])
+@pytest.mark.parametrize("shape,ns,numba", [((16, 64, 128), (128,), True),
+                                            ((8, 40, 6, 20), (6, 20), True),
+                                            ((3, 4), (4,), False)])
+@pytest.mark.parametrize("affine", [True, False])
+def test_layer_norm_forward_backward_match_torch(dtype, tol, shape, ns, numba, affine,
+                                                 monkeypatch):
+    r = np.random.default_rng(5)
+    arrays = [(r.standard_normal(shape) * 3 + 1).astype(dtype),
+              r.standard_normal(ns).astype(dtype), r.standard_normal(ns).astype(dtype)]
+    g = r.standard_normal(shape).astype(dtype)
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
+    got = []
+    for lib, fn in ((ember, F.layer_norm), (torch, torch.nn.functional.layer_norm)):
+        ts = [lib.tensor(a, requires_grad=True) for a in arrays]
+        y = fn(ts[0], ns, *(ts[1:] if affine else (None, None)))
+        y.backward(lib.tensor(g))
+        got.append([y.detach().numpy()] + [t.grad.numpy() for t in ts[:3 if affine else 1]])
+    for a, b in zip(*got):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    want = ["layer_norm", "layer_norm_backward"] if numba and dtype == np.float32 else []
+    assert [name for name, ok in ran if ok] == want
+
+
+def test_layer_norm_backward_kernel_numba_equals_numpy_and_skips_unneeded(monkeypatch):
+    r = np.random.default_rng(6)
+    x = r.standard_normal((64, 128)).astype(np.float32)
+    w = r.standard_normal(128).astype(np.float32)
+    g = r.standard_normal((64, 128)).astype(np.float32)
+    fast = K.layer_norm_backward(g, x, w, (128,), 1e-5, (True, True, True))
+    monkeypatch.setattr(K, "_ce_run", lambda *a: False)
+    slow = K.layer_norm_backward(g, x, w, (128,), 1e-5, (True, True, True))
+    for a, b in zip(fast, slow):
+        assert a.dtype == np.float32
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
+    gx, gw, gb = K.layer_norm_backward(g, x, None, (128,), 1e-5, (True, False, False))
+    assert gw is None and gb is None and gx.shape == x.shape
+
+
+def test_layer_norm_gradgradcheck_float64():
+    from ember.autograd.gradcheck import gradcheck, gradgradcheck
+    r = np.random.default_rng(7)
+    x, w, b = (ember.tensor(r.standard_normal(s), requires_grad=True)
+               for s in ((3, 5), (5,), (5,)))
+    assert gradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
+    assert gradgradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
