@@ -13,7 +13,9 @@ _NEG = -np.inf
 
 def _lse(*xs):
     """log(exp(x0) + exp(x1) + ...) elementwise."""
-    return log_sum_exp(np.stack(np.broadcast_arrays(*xs)), 0)
+    if any(np.shape(x) != np.shape(xs[0]) for x in xs):
+        xs = np.broadcast_arrays(*xs)
+    return log_sum_exp(np.stack(xs), 0)
 
 
 def _setup(log_probs, targets, input_lengths, target_lengths, blank):
