@@ -160,6 +160,11 @@ class safe_globals:
         return False
 
 
+# the modules that hold what ember.nn.modules.misc held until it was split by torch's names
+_FORMERLY_MISC = {f"ember.nn.modules.{m}" for m in ("channelshuffle", "distance", "fold", "padding",
+                                                     "pixelshuffle", "upsampling")}
+
+
 def _ember_classes():
     """name -> class of ember's own nn modules (the explicit registry whole-module loads
     resolve without add_safe_globals): every Module subclass defined in ember.nn."""
@@ -172,6 +177,8 @@ def _ember_classes():
         todo.extend(cls.__subclasses__())
         if cls.__module__.startswith("ember.nn."):
             out[_default_name(cls)] = cls
+            if cls.__module__ in _FORMERLY_MISC:   # files saved before the move name them so
+                out[f"ember.nn.modules.misc.{cls.__qualname__}"] = cls
     return out
 
 

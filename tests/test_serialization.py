@@ -698,3 +698,17 @@ def test_torch_written_bfloat16_with_adversarial_names_loads(tmp_path):
     assert back["BF16"].dtype == ember.bfloat16 and back["BF16"].float().tolist() == [1.5, -2.0]
     assert back["I16"].dtype == ember.int16 and back["I16"].tolist() == [7]
     assert back['x"BF16"y'].tolist() == [1.0, 1.0]
+
+
+def test_files_naming_the_former_misc_module_still_load(tmp_path):
+    """ember.nn.modules.misc was split into torch's module names (padding, pixelshuffle, ...);
+    a whole Module saved while its classes lived there still loads."""
+    from ember.serialization import safe_globals
+    m = ember.nn.Sequential(ember.nn.ZeroPad2d(1), ember.nn.PixelShuffle(2),
+                            ember.nn.Fold((4, 4), 2))
+    old = [(type(c), f"ember.nn.modules.misc.{type(c).__name__}") for c in m]
+    with safe_globals(old):
+        ember.save(m, tmp_path / "m.pt")
+    loaded = ember.load(tmp_path / "m.pt")
+    assert [type(c) for c in loaded] == [type(c) for c in m]
+    assert loaded[0].padding == (1, 1, 1, 1) and loaded[1].upscale_factor == 2

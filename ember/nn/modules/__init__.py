@@ -25,14 +25,16 @@ from ember.nn.modules.loss import (BCELoss, BCEWithLogitsLoss, CosineEmbeddingLo
                                    TripletMarginLoss,
                                    MultiLabelMarginLoss, TripletMarginWithDistanceLoss, CTCLoss,
                                    LinearCrossEntropyLoss)
-from ember.nn.modules.misc import (ChannelShuffle, CircularPad1d, CircularPad2d, ConstantPad1d,
-                                   ConstantPad2d, CosineSimilarity, PairwiseDistance,
-                                   PixelShuffle, PixelUnshuffle, ReflectionPad1d,
-                                   ReflectionPad2d, ReplicationPad1d, ReplicationPad2d, Upsample,
-                                   UpsamplingBilinear2d, UpsamplingNearest2d, ZeroPad1d,
-                                   ZeroPad2d,
-                                   CircularPad3d, ConstantPad3d, Fold, ReflectionPad3d,
-                                   ReplicationPad3d, Unfold, ZeroPad3d)
+from ember.nn.modules.channelshuffle import ChannelShuffle
+from ember.nn.modules.distance import CosineSimilarity, PairwiseDistance
+from ember.nn.modules.fold import Fold, Unfold
+from ember.nn.modules.padding import (CircularPad1d, CircularPad2d, CircularPad3d, ConstantPad1d,
+                                      ConstantPad2d, ConstantPad3d, ReflectionPad1d,
+                                      ReflectionPad2d, ReflectionPad3d, ReplicationPad1d,
+                                      ReplicationPad2d, ReplicationPad3d, ZeroPad1d, ZeroPad2d,
+                                      ZeroPad3d)
+from ember.nn.modules.pixelshuffle import PixelShuffle, PixelUnshuffle
+from ember.nn.modules.upsampling import Upsample, UpsamplingBilinear2d, UpsamplingNearest2d
 from ember.nn.modules.module import Module, _guard_device_kwargs
 from ember.nn.modules.normalization import (BatchNorm1d, BatchNorm2d, BatchNorm3d, GroupNorm,
                                             InstanceNorm1d, InstanceNorm2d, LayerNorm,
