@@ -183,6 +183,131 @@ class Formula:
         return ast.unparse(ast.fix_missing_locations(Qualify().visit(tree)))
 
 
+PASS_KERNEL = "elementwise.kept_pass"   # ``backward_kernel: pointwise`` runs the formula so
+
+
+class BackwardKernel:
+    """An op's ``backward_kernel:``, the kernel its node calls for a first-order backward (grad
+    mode off, no tracer): ``<module>.<fn>(args)``, the arguments in formula names (tensors are
+    passed as their ndarrays, None stays None), or ``pointwise``: the op's own formula on
+    symbolic values as one compiled pass (``PASS_KERNEL``), for a pointwise op with one tensor
+    input. It may read only what the formulas read (the node saves nothing more for it)."""
+
+    def __init__(self, text, op):
+        self.op = op
+        self.text = str(text).strip()
+        if not op.formulas or op.list_input:
+            raise SystemExit(f"{op.name}: backward_kernel needs derivative formulas of its inputs")
+        if self.text == "pointwise":
+            self._pointwise(op)
+            return
+        m = re.fullmatch(r"([\w.]+)\.(\w+)\((.*)\)", self.text, re.S)
+        if not m:
+            raise SystemExit(f"{op.name}: backward_kernel is '<module>.<function>(arguments)' "
+                             f"or 'pointwise', got {self.text!r}")
+        self.module, self.fn, args = m.groups()
+        self.args = Formula(f"({args},)" if args.strip() else "()", op)
+        self.uses = self.args.uses
+        self._check_uses(op)
+
+    def _pointwise(self, op):
+        if op.pointwise is None or len(op.tensor_args) != 1 or op.joint is not None:
+            raise SystemExit(f"{op.name}: backward_kernel: pointwise needs a pointwise: entry and "
+                             "one tensor input")
+        self.module, self.fn = PASS_KERNEL.rsplit(".", 1)
+        self.args = None
+        f = op.formulas[op.tensor_args[0].name]
+        if any(k.endswith(("_dtype", "_shape", "_shapes", "_geometry")) for k in f.uses):
+            raise SystemExit(f"{op.name}: backward_kernel: pointwise needs a formula of tensors "
+                             "and constants only")
+        self.uses = set(f.uses)
+        self._check_uses(op)
+
+    def _check_uses(self, op):
+        read = set().union(*(f.uses for f in op.formulas.values()))
+        extra = self.uses - read
+        if extra:
+            raise SystemExit(f"{op.name}: backward_kernel reads {sorted(extra)}, which no formula "
+                             "reads (the node would save it for the kernel alone)")
+
+    def form_name(self):
+        return f"_{self.op.name}_grad_form"
+
+    def pass_inputs(self):
+        """``(spec names, Python names)`` of the compiled pass's inputs: grad, then the tensors
+        and ``result`` the formula reads."""
+        op = self.op
+        names, py = ["grad"], ["grad"]
+        for a in op.tensor_args:
+            if a.py in self.uses:
+                names.append(a.name)
+                py.append(a.py)
+        if "result" in self.uses:
+            names.append("result")
+            py.append("result")
+        return names, py
+
+    def pass_consts(self):
+        return [a.name for a in self.op.const_args if a.name in self.uses]
+
+    def call_code(self):
+        """The kernel call a node runs, on the unpacked saved values."""
+        op = self.op
+        alias = module_alias("ember.kernels", self.module)[1]
+        if self.args is None:
+            names, py = self.pass_inputs()
+            consts = self.pass_consts()
+            key = "(" + "".join(f"{x}, " for x in [repr(op.name + "_grad")] + consts) + ")"
+            arrays = "(" + "".join(f"{x}._data, " for x in py) + ")"
+            return (f"{alias}.{self.fn}({key}, {self.form_name()}({', '.join(consts)}), "
+                    f"{tuple(names)!r}, {arrays})")
+        tensors = {a.py for a in op.tensor_args} | {"result"} | set(op.out_names)
+        keys = op.saved_keys()
+        users = {i for i, a in enumerate(op.tensor_args) if a.name in op.formulas}
+        # present whenever the node runs: saved for every differentiable input, not optional
+        always = {k for k, u in keys.items() if u == users} - {
+            a.py for a in op.tensor_args if a.type == "Tensor?"}
+
+        def array(node, present):
+            if present:
+                return ast.copy_location(ast.Attribute(node, "_data", ast.Load()), node)
+            return ast.copy_location(ast.Call(ast.Attribute(
+                ast.Name("_F", ast.Load()), "_arr", ast.Load()), [node], []), node)
+
+        class Arrays(ast.NodeTransformer):
+            def visit_Name(self, node):
+                if node.id == "grad":
+                    return array(node, True)
+                if node.id in tensors:
+                    return array(node, node.id in always)
+                return node
+
+            def visit_Subscript(self, node):
+                if isinstance(node.value, ast.Name) and node.value.id == "grads":
+                    return array(node, True)
+                return self.generic_visit(node)
+
+        tree = ast.fix_missing_locations(Arrays().visit(copy.deepcopy(self.args.tree)))
+        args = ", ".join(ast.unparse(e) for e in tree.body.elts)
+        return f"{alias}.{self.fn}({args})"
+
+    def emit_form(self, w):
+        """For ``pointwise``: the cached function of symbolic values the pass compiles (the
+        op's derivative rule in the generated pointwise module, its constants bound)."""
+        op = self.op
+        _, py = self.pass_inputs()
+        consts = self.pass_consts()
+        kw = "".join(f", {c}={c}" for c in consts)
+        w("@_functools.lru_cache(maxsize=None)")
+        w(f"def {self.form_name()}({', '.join(consts)}):")
+        w(f'    """{op.name}\'s formula on symbolic values (backward_kernel: pointwise)."""')
+        w(f"    from {PACKAGE}.pointwise import _d_{op.name}")
+        args = ", ".join(p for p in py if p != "result")
+        res = ", result=result" if "result" in py else ""
+        w(f"    return lambda {', '.join(py)}: _d_{op.name}({args}{kw}{res})[0]")
+        w("")
+
+
 class OpSpec:
     def __init__(self, entry, helpers, op_names, constants=frozenset()):
         self.entry = entry
@@ -221,6 +346,9 @@ class OpSpec:
             for a in self.tensor_args:
                 if a.name in self.formulas:
                     self.formulas[a.name].uses.add(f"{a.py}_shape")
+        self.backward_kernel = None
+        if entry.get("backward_kernel") is not None:
+            self.backward_kernel = BackwardKernel(entry["backward_kernel"], self)
 
     @property
     def cls(self):
@@ -322,13 +450,22 @@ def emit_backward(op, w):
             w(f"        {k} = unpack(ctx.{k}, ctx)")
         else:
             w(f"        {k} = ctx.{k}")
-    if op.list_input or op.joint is not None:
+    bk = op.backward_kernel
+    n = len(op.tensor_args)
+    joint = op.list_input or op.joint is not None
+    if not joint:
+        w("        " + " = ".join(f"g{i}" for i in range(n)) + " = None")
+    if bk is not None:   # a first-order backward: the kernel, unless it declines the arrays
+        w("        if not _STATE.grad_enabled and _STATE.tracer is None:")
+        w(f"            gs = _kernel_grads({bk.call_code()}, needs, {n})")
+        w("            if gs is not None:")
+        w("                return gs" if joint else
+          f"                {''.join(f'g{i}, ' for i in range(n))}= gs")
+    if joint:
         f = op.joint or op.formulas[op.tensor_args[0].name]
         w(f"        return tuple({f.node_code})")
         w("")
         return
-    n = len(op.tensor_args)
-    w("        " + " = ".join(f"g{i}" for i in range(n)) + " = None")
     for i, a in enumerate(op.tensor_args):
         f = op.formulas.get(a.name)
         if f is None:
@@ -336,7 +473,7 @@ def emit_backward(op, w):
         code = f.node_code
         if op.broadcast:
             code = f"_F.sum_to({code}, {a.py}_shape)"
-        w(f"        if needs[{i}]:")
+        w(f"        if needs[{i}]{'' if bk is None else f' and g{i} is None'}:")
         w(f"            g{i} = {code}")
     w(f"        return ({''.join(f'g{i}, ' for i in range(n))})")
     w("")
@@ -600,17 +737,26 @@ def emit_nodes_module(ops):
     for op in ops:
         if op.differentiable and not op.composite:
             lines.append("")
+            if op.backward_kernel is not None and op.backward_kernel.args is None:
+                op.backward_kernel.emit_form(lines.append)
+                lines.append("")
             emit_backward(op, lines.append)
     doc = """
 Backward nodes: one ``Node`` class per differentiable spec op (``<Op>Backward0``), saving
 exactly what its derivative formulas read; ``apply`` evaluates the formulas, whose calls of spec
-ops run the generated functions (``_fn``)."""
-    imports = ["import builtins as _builtins", "",
+ops run the generated functions (``_fn``), or for a first-order backward (grad mode off, no
+tracer) the op's ``backward_kernel`` on the arrays, where it has one."""
+    kmods = sorted({op.backward_kernel.module for op in ops
+                    if op.backward_kernel is not None and op.differentiable})
+    imports = ["import builtins as _builtins", "import functools as _functools", "",
                "from ember.autograd import formulas as _F",
                f"from {PACKAGE} import functions as _fn",
                "from ember.autograd.formulas import _save, _save_out, _shape, _dtype, _geometry",
-               "from ember.autograd.node import Node, next_seq, unpack",
+               "from ember.autograd.node import Node, kernel_grads as _kernel_grads, next_seq, "
+               "unpack",
+               "from ember.autograd.state import STATE as _STATE",
                "from ember.kernels import constants as _C"]
+    imports += [module_alias("ember.kernels", m)[0] for m in kmods]
     return module_source(doc, imports, lines)
 
 

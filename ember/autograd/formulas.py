@@ -10,11 +10,8 @@ import numpy as np
 
 from ember.autograd._generated import functions as G
 from ember.autograd.node import SavedTensor
-from ember.autograd.state import STATE as _STATE
 from ember.errors import UnsupportedError
 from ember.kernels import constants as C
-from ember.kernels import elementwise as _elementwise
-from ember.kernels import linalg as _linalg
 from ember.kernels.linalg import explicit_einsum
 from ember.kernels.opmath import F32 as _F32, is_reduced
 from ember.kernels.shape import broadcast_axes
@@ -45,6 +42,11 @@ def _geometry(x):
     from ember.kernels import strided
     a = x._data
     return tuple(a.shape), tuple(st // a.itemsize for st in a.strides), strided.storage(a)[1]
+
+
+def _arr(t):
+    """The array of ``t`` (None stays None): a backward kernel's argument."""
+    return None if t is None else t._data
 
 
 def _const(arr):
@@ -289,46 +291,13 @@ def matmul_grad_b(grad, a, b):
     return sum_to(G.matmul(G.transpose(a, -1, -2), grad), b._data.shape)
 
 
-def _numpy_first_order(*ts):
-    """Whether a first-order backward may compute on the arrays of tensors ``ts`` in NumPy
-    directly (the ops' kernels, without dispatch): grad mode off (no create_graph), no tracer
-    recording the ops, every tensor float32 or float64 of one dtype (bfloat16, float16 and
-    complex take the ember ops)."""
-    if _STATE.grad_enabled or _STATE.tracer is not None:
-        return False
-    dt = ts[0]._data.dtype
-    if dt is not _F32 and dt is not _F64 and dt != _F32 and dt != _F64:
-        return False
-    for t in ts[1:]:
-        if t._data.dtype is not dt and t._data.dtype != dt:
-            return False
-    return True
-
-
-_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
-
-
 def linear_input_grad(grad, weight):
-    """d linear(x, W) / dx: ``grad @ W`` (a first-order backward runs the GEMM itself, no
-    dispatch)."""
-    g, w = grad._data, weight._data
-    if g.ndim >= 2 and w.ndim == 2 and _numpy_first_order(grad, weight):
-        if g.ndim == 2:
-            return _const(_linalg.gemm(g, w))
-        # stacked rows times one matrix: one GEMM, as the matmul kernel runs it
-        out = _linalg.gemm(g.reshape(-1, g.shape[-1]), w)
-        return _const(out.reshape(g.shape[:-1] + (w.shape[1],)))
+    """d linear(x, W) / dx: ``grad @ W``."""
     return G.matmul(grad, weight)
 
 
 def linear_weight_grad(grad, x):
-    """d linear(x, W) / dW: ``grad^T @ x`` over the flattened leading dimensions (a first-order
-    backward runs the GEMM on the transposed view itself: BLAS reads it in place)."""
-    g, a = grad._data, x._data
-    if g.ndim >= 2 and a.ndim == g.ndim and _numpy_first_order(grad, x):
-        if g.ndim != 2:
-            g, a = g.reshape(-1, g.shape[-1]), a.reshape(-1, a.shape[-1])
-        return _const(_linalg.gemm(g.T, a))
+    """d linear(x, W) / dW: ``grad^T @ x`` over the flattened leading dimensions."""
     g2 = G.reshape(grad, (-1, grad._data.shape[-1])) if grad.dim() != 2 else grad
     x2 = G.reshape(x, (-1, x._data.shape[-1])) if x.dim() != 2 else x
     if grad.dim() == 1:
@@ -341,10 +310,7 @@ def linear_bias_grad(grad):
     nd = grad._data.ndim
     if nd <= 1:
         return grad
-    dims = tuple(range(nd - 1))
-    if _numpy_first_order(grad):
-        return _const(np.add.reduce(grad._data, axis=dims))   # the sum kernel's reduction
-    return G.sum(grad, dims, False)
+    return G.sum(grad, tuple(range(nd - 1)), False)
 
 
 def einsum_grad(grad, operands, equation, i):
@@ -497,10 +463,7 @@ def where_grad(grad, condition, take_first):
 
 
 def relu_grad(grad, result):
-    """Gradient of relu from its output: ``grad`` where ``result > 0``, else 0. A first-order
-    backward calls the kernel itself (``elementwise.relu_grad``: same arrays, no dispatch)."""
-    if grad.__class__ is Tensor and _numpy_first_order(grad, result):
-        return _const(_elementwise.relu_grad(grad._data, result._data))
+    """Gradient of relu from its output: ``grad`` where ``result > 0``, else 0."""
     O = _ops(grad)
     return O.where(O.gt(result, 0), grad, 0.0)
 
@@ -597,27 +560,8 @@ def pow_self_grad(grad, self, exponent):
     return O.where(O.eq(exponent, 0), _zero(grad), d)
 
 
-def _gelu_grad_none(grad, self):
-    return _gelu_grad(grad, self, "none")
-
-
-def _gelu_grad_tanh(grad, self):
-    return _gelu_grad(grad, self, "tanh")
-
-
-_GELU_GRAD_FORMS = {"none": _gelu_grad_none, "tanh": _gelu_grad_tanh}
-
-
 def gelu_grad(grad, self, approximate):
-    """Gradient of gelu (float16/bfloat16 computed in float32, rounded once, as torch). A
-    first-order backward of float32/float64 tensors runs this same formula on symbolic values
-    as one compiled pass of the pointwise engine (``elementwise.kept_pass``)."""
-    if isinstance(grad, Tensor) and isinstance(self, Tensor) and \
-            approximate in _GELU_GRAD_FORMS and _numpy_first_order(grad, self):
-        out = _elementwise.kept_pass(("gelu_grad", approximate), _GELU_GRAD_FORMS[approximate],
-                                     ("grad", "self"), (grad._data, self._data))
-        if out is not None:
-            return Tensor._make(out)
+    """Gradient of gelu (float16/bfloat16 computed in float32, rounded once, as torch)."""
     (grad, self), low = _float32(grad, self)
     return _round_back(_gelu_grad(grad, self, approximate), low)
 
@@ -674,13 +618,6 @@ def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
         return (_round_back(gx, x._data.dtype if gx is not None else None),
                 _round_back(gw, weight._data.dtype if gw is not None else None),
                 _round_back(gb, bias._data.dtype if gb is not None else None))
-    if not _grad_mode() and x._data.dtype.kind == "f":
-        # a first-order backward: NumPy / nn_numba's one-pass kernel (ember/kernels/nn.py)
-        from ember.kernels import nn as nn_kernels
-        out = nn_kernels.layer_norm_backward(
-            grad._data, x._data, _arr(weight), tuple(normalized_shape), eps,
-            (needs[0], needs[1] and weight is not None, needs[2] and bias is not None))
-        return tuple(_wrap(o) for o in out)
     k = len(normalized_shape)
     axes = tuple(range(x.dim() - k, x.dim()))
     mean = G.mean(x, axes, True)
@@ -720,14 +657,6 @@ def _grad_mode():
     return STATE.grad_enabled
 
 
-def _arr(t):
-    return None if t is None else t._data
-
-
-def _wrap(a):
-    return None if a is None else _const(a if a.flags.c_contiguous else np.array(a, order="C"))
-
-
 def conv_bias_grad(grad):
     """Gradient of a convolution bias: ``grad`` summed over every axis but channels."""
     return G.sum(grad, (0,) + tuple(range(2, grad.dim())), False)
@@ -743,21 +672,11 @@ def pool_gather(grad, indices):
 
 
 def batch_norm_grads(grads, x, weight, bias, training, eps, save_mean, save_var, needs):
-    """Gradients of native_batch_norm for (input, weight, bias, running_mean, running_var);
-    the statistics come from the op's own outputs (the running ones may change in place).
-
-    Without grad mode (a first-order backward) they are computed in NumPy from the saved
-    statistics; with it (create_graph) in ember ops that recompute the statistics from the input,
-    so that higher derivatives are right.
-    """
+    """Gradients of native_batch_norm for (input, weight, bias, running_mean, running_var), in
+    ember ops that recompute the training statistics from the input (so that higher derivatives
+    are right; evaluation uses the saved ones)."""
     from ember.kernels import nn as nn_kernels
     grad = grads[0]
-    needs3 = (needs[0], needs[1], needs[2])
-    if not _grad_mode():
-        gx, gw, gb = nn_kernels.native_batch_norm_backward(
-            grad._data, x._data, _arr(weight), save_mean._data, save_var._data, training, eps,
-            needs3)
-        return _wrap(gx), _wrap(gw), _wrap(gb), None, None
     nd = x.dim()
     c = x._data.shape[1]
     shp = nn_kernels.bn_param_shape(nd, c)
@@ -811,19 +730,11 @@ def attention_probs(query, key, attn_mask, is_causal, scale):
 
 def sdpa_grads(grads, q, k, v, attn_mask, dropout_mask, is_causal, scale, output, logsumexp,
                needs):
-    """Gradients of scaled_dot_product_attention_fused for (query, key, value, attn_mask):
-    NumPy recomputing the probabilities from the saved log-sum-exp for a first-order backward
-    (ember/kernels/attention.py), ember ops recomputing them from q and k when building a
-    graph (create_graph), so that higher derivatives are right."""
-    from ember.kernels import attention
+    """Gradients of scaled_dot_product_attention_fused for (query, key, value, attn_mask), in
+    ember ops recomputing the probabilities from q and k (so that higher derivatives are right;
+    ``output`` and ``logsumexp`` serve the first-order kernel)."""
     grad = grads[0]
     float_mask = attn_mask is not None and attn_mask._data.dtype != np.bool_
-    if not _grad_mode():
-        out = attention.sdpa_backward(
-            grad._data, q._data, k._data, v._data, _arr(attn_mask), _arr(dropout_mask),
-            output._data, logsumexp._data, is_causal, scale,
-            (needs[0], needs[1], needs[2], float_mask and needs[3]))
-        return tuple(_wrap(o) for o in out) + (None,)
     p = attention_probs(q, k, attn_mask, is_causal, scale)
     pd = p if dropout_mask is None else G.mul(p, dropout_mask)
     dv = G.matmul(G.transpose(pd, -2, -1), grad) if needs[2] else None
@@ -839,14 +750,8 @@ def sdpa_grads(grads, q, k, v, attn_mask, dropout_mask, is_causal, scale, output
 
 
 def lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs):
-    """Gradients of lstm_step for (gx, hx, cx, w_hh): NumPy from the workspace for a first-order
-    backward, ember ops recomputing the gates when building a graph (create_graph)."""
-    from ember.kernels import rnn
+    """Gradients of lstm_step for (gx, hx, cx, w_hh), recomputing the gates."""
     dh, dc = grads[0], grads[1]
-    if not _grad_mode():
-        out = rnn.lstm_step_backward(dh._data, dc._data, workspace._data, hx._data,
-                                           cx._data, w_hh._data)
-        return tuple(_wrap(o) if n else None for o, n in zip(out, needs))
     gates = G.add(gx, G.matmul(hx, G.t(w_hh)))
     gi, gf, gg, go = G.chunk(gates, 4, -1)
     i, f, g, o = G.sigmoid(gi), G.sigmoid(gf), G.tanh(gg), G.sigmoid(go)
@@ -863,16 +768,8 @@ def lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs):
 
 
 def gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs):
-    """Gradients of gru_step for (gx, hx, w_hh, b_hh): NumPy from the workspace for a first-order
-    backward, ember ops recomputing the gates when building a graph (create_graph)."""
-    from ember.kernels import rnn
+    """Gradients of gru_step for (gx, hx, w_hh, b_hh), recomputing the gates."""
     dh = grads[0]
-    if not _grad_mode():
-        dgx, dhx, dw, db = rnn.gru_step_backward(dh._data, workspace._data, hx._data,
-                                                       w_hh._data)
-        return (_wrap(dgx) if needs[0] else None, _wrap(dhx) if needs[1] else None,
-                _wrap(dw) if needs[2] else None,
-                _wrap(db) if len(needs) > 3 and needs[3] else None)
     gh = G.matmul(hx, G.t(w_hh))
     if b_hh is not None:
         gh = G.add(gh, b_hh)
@@ -892,16 +789,8 @@ def gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs):
 
 
 def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs):
-    """Gradients of lstm_layer for (gx, h0, c0, w_hh): one NumPy pass backwards through time for
-    a first-order backward; with grad mode on (create_graph), ember ops that replay the steps
-    with lstm_step so that higher derivatives are right."""
-    from ember.kernels import rnn
+    """Gradients of lstm_layer for (gx, h0, c0, w_hh): the steps replayed with lstm_step."""
     d_out, d_h, d_c = grads[0], grads[1], grads[2]
-    if not _grad_mode():
-        res = rnn.lstm_layer_backward(d_out._data, d_h._data, d_c._data, workspace._data,
-                                            output._data, h0._data, c0._data, w_hh._data,
-                                            reverse)
-        return tuple(_wrap(r) if n else None for r, n in zip(res, needs))
     T = gx._data.shape[0]
     steps = G.unbind(gx, 0)
     d_outs = G.unbind(d_out, 0)
@@ -926,31 +815,18 @@ def lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs)
 
 # ---------------------------------------------------------------- sorting, scans
 def log_softmax_grad(grad, result, dim, dtype):
-    """Gradient of log_softmax: grad - exp(result) * sum(grad, dim), in the input's dtype.
-    A first-order backward computes it in place in NumPy (one temporary instead of five ops'
-    arrays: the vocabulary-sized gradient of a language model's loss); with grad mode on
-    (create_graph) in ember ops."""
-    if _grad_mode():
-        return cast_to(G.sub(grad, G.mul(G.exp(result), G.sum(grad, (dim,), True))), dtype)
-    from ember.kernels import nn as nn_kernels
-    out = nn_kernels.log_softmax_backward(grad._data, result._data, dim)
-    return _wrap(out if out.dtype == dtype else out.astype(dtype))
+    """Gradient of log_softmax: grad - exp(result) * sum(grad, dim), in the input's dtype."""
+    return cast_to(G.sub(grad, G.mul(G.exp(result), G.sum(grad, (dim,), True))), dtype)
 
 
 def cross_entropy_loss_grad(grad, self, lse, target, weight, reduction, ignore_index):
-    """Gradient of cross_entropy_loss w.r.t. its logits: g * (softmax - onehot) per position. A
-    first-order backward writes it in one NumPy / Numba pass from the forward's log-sum-exp;
-    with grad mode on (create_graph) it is log_softmax's gradient of nll_loss's, in ember ops
-    (recomputed from ``self``, so that higher derivatives are right)."""
-    if _grad_mode():
-        d = 1 if self.dim() > 1 else 0
-        logp = G.log_softmax(self, d, None)
-        g = G.nll_loss_backward(grad, target, weight, tuple(self.shape), reduction, ignore_index)
-        return G.sub(g, G.mul(G.exp(logp), G.sum(g, (d,), True)))
-    from ember.kernels import nn as nn_kernels
-    return _wrap(nn_kernels.cross_entropy_loss_backward(
-        grad._data, self._data, lse._data, target._data,
-        None if weight is None else weight._data, reduction, ignore_index))
+    """Gradient of cross_entropy_loss w.r.t. its logits: g * (softmax - onehot) per position,
+    log_softmax's gradient of nll_loss's (recomputed from ``self``, so that higher derivatives
+    are right; ``lse`` serves the first-order kernel)."""
+    d = 1 if self.dim() > 1 else 0
+    logp = G.log_softmax(self, d, None)
+    g = G.nll_loss_backward(grad, target, weight, tuple(self.shape), reduction, ignore_index)
+    return G.sub(g, G.mul(G.exp(logp), G.sum(g, (d,), True)))
 
 
 def cast_to(grad, dtype):

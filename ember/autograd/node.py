@@ -2,6 +2,8 @@
 import itertools
 import weakref
 
+import numpy as np
+
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError
 
@@ -156,6 +158,33 @@ def unpack(saved, node):
     if saved.__class__ is SavedTensor or saved is _RELEASED:
         return saved.unpack(node)
     return saved
+
+
+_make = None   # Tensor._make, bound on first use (ember.tensor imports this module)
+
+
+def kernel_grads(out, needs, n):
+    """The gradients a first-order backward kernel returned (``backward_kernel:`` in the op
+    spec) as an ``n``-tuple of tensors, one per tensor input: ``out`` is one ndarray (the first
+    input's gradient) or a tuple of ndarrays or None, one per input in order (missing trailing
+    entries are None); entries of inputs that need no gradient are dropped. None when ``out``
+    is None (the kernel declines these arrays: the formulas run). Each array becomes a
+    C-contiguous tensor."""
+    global _make
+    if out is None:
+        return None
+    make = _make
+    if make is None:
+        from ember.tensor import Tensor
+        make = _make = Tensor._make
+    if out.__class__ is not tuple:
+        out = make(out if out.flags.c_contiguous else np.array(out, order="C"))
+        return (out,) if n == 1 else (out,) + (None,) * (n - 1)
+    gs = [None] * n
+    for i, a in enumerate(out):
+        if a is not None and needs[i]:
+            gs[i] = make(a if a.flags.c_contiguous else np.array(a, order="C"))
+    return tuple(gs)
 
 
 class AccumulateGrad(Node):

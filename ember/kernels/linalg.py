@@ -139,6 +139,36 @@ def _gemv_ready(dtype):
     return compiler.ready(nb.gemv_runs, sig)
 
 
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+
+
+def _float_pair(a, b):
+    """Whether arrays ``a`` and ``b`` are float32 or float64 of one dtype."""
+    return a.dtype == b.dtype and (a.dtype == _F32 or a.dtype == _F64)
+
+
+def linear_backward(grad, x, w, needs):
+    """First-order gradients of ``linear(x, w, b)`` for (x, w, b), the op spec's
+    ``backward_kernel`` (None for an input that needs none, or that this kernel leaves to the
+    formulas: a 1-D ``grad``, a 1-D weight, bfloat16/float16/complex or mixed dtypes):
+    ``grad @ w``, ``grad^T @ x`` over the flattened leading dimensions (BLAS reads the
+    transposed view in place) and ``grad`` summed over all but its last dimension."""
+    gx = gw = gb = None
+    nd = grad.ndim
+    if needs[0] and nd >= 2 and w.ndim == 2 and _float_pair(grad, w):
+        if nd == 2:
+            gx = gemm(grad, w)
+        else:   # stacked rows times one matrix: one GEMM, as the matmul kernel runs it
+            gx = gemm(grad.reshape(-1, grad.shape[-1]), w).reshape(grad.shape[:-1] + (w.shape[1],))
+    if needs[1] and nd >= 2 and x.ndim == nd and _float_pair(grad, x):
+        g, a = (grad, x) if nd == 2 else (grad.reshape(-1, grad.shape[-1]),
+                                          x.reshape(-1, x.shape[-1]))
+        gw = gemm(g.T, a)
+    if len(needs) > 2 and needs[2] and nd > 1 and (grad.dtype == _F32 or grad.dtype == _F64):
+        gb = np.add.reduce(grad, axis=tuple(range(nd - 1)))   # the sum kernel's reduction
+    return gx, gw, gb
+
+
 def linear(x, w, b=None):
     if w.ndim not in (1, 2):
         raise KernelError(f"weight must be 1-D or 2-D, got shape {tuple(w.shape)}")

@@ -4,7 +4,7 @@ import numpy as np
 from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
-from ember.kernels.opmath import in_float32
+from ember.kernels.opmath import in_float32, is_reduced
 from ember.kernels.reduce import norm_dims, shifted_log_sum_exp
 
 
@@ -92,6 +92,13 @@ def _log_softmax_backward_rows(out, grad, result):
     np.exp(result, out=out)
     out *= np.sum(grad, axis=1, keepdims=True)
     np.subtract(grad, out, out=out)
+
+
+def log_softmax_input_grad(grad, result, dim, dtype):
+    """``log_softmax_backward`` cast to ``dtype``, the input's (``log_softmax(x, dim, dtype)``
+    computes in another one): log_softmax's first-order backward (``backward_kernel``)."""
+    out = log_softmax_backward(grad, result, dim)
+    return out if out.dtype == dtype else out.astype(dtype)
 
 
 @in_float32
@@ -210,6 +217,32 @@ def _ln_rows(a, normalized_shape):
 def _ln_params_fit(rows, *params):
     return all(p is None or (p.dtype == np.float32 and p.size == rows.shape[1] and
                              p.flags.c_contiguous) for p in params)
+
+
+def layer_norm_input_grads(grad, x, weight, bias, normalized_shape, eps, needs):
+    """layer_norm's first-order backward (``backward_kernel``): ``layer_norm_backward``, float16/
+    bfloat16 operands computed in float32 and each gradient rounded once to its input's dtype
+    (as the formula does; not when another floating operand is wider); None for a complex
+    input (the formula)."""
+    arrays = (grad, x, weight)
+    low = next((a.dtype for a in arrays if a is not None and is_reduced(a.dtype)), None)
+    if low is not None and any(a is not None and a.ndim and a.dtype != low and
+                               a.dtype.kind in "fcV" for a in arrays):
+        low = None
+    if low is not None:
+        grad, x32, w32 = (a.astype(np.float32) if a is not None and a.dtype == low else a
+                          for a in arrays)
+    else:
+        x32, w32 = x, weight
+    if x32.dtype.kind != "f":
+        return None
+    out = layer_norm_backward(grad, x32, w32, tuple(normalized_shape), eps,
+                              (needs[0], needs[1] and weight is not None,
+                               needs[2] and bias is not None))
+    if low is None:
+        return out
+    return tuple(None if g is None else g.astype(a.dtype)
+                 for g, a in zip(out, (x, weight, bias)))
 
 
 def layer_norm_backward(grad, x, weight, normalized_shape, eps, needs):

@@ -2,17 +2,25 @@
 
 Backward nodes: one ``Node`` class per differentiable spec op (``<Op>Backward0``), saving
 exactly what its derivative formulas read; ``apply`` evaluates the formulas, whose calls of spec
-ops run the generated functions (``_fn``).
+ops run the generated functions (``_fn``), or for a first-order backward (grad mode off, no
+tracer) the op's ``backward_kernel`` on the arrays, where it has one.
 """
 # flake8: noqa
 # fmt: off
 import builtins as _builtins
+import functools as _functools
 
 from ember.autograd import formulas as _F
 from ember.autograd._generated import functions as _fn
 from ember.autograd.formulas import _save, _save_out, _shape, _dtype, _geometry
-from ember.autograd.node import Node, next_seq, unpack
+from ember.autograd.node import Node, kernel_grads as _kernel_grads, next_seq, unpack
+from ember.autograd.state import STATE as _STATE
 from ember.kernels import constants as _C
+from ember.kernels import attention as _k_attention
+from ember.kernels import elementwise as _k_elementwise
+from ember.kernels import linalg as _k_linalg
+from ember.kernels import nn as _k_nn
+from ember.kernels import rnn as _k_rnn
 
 
 class ConjBackward0(Node):
@@ -1247,7 +1255,11 @@ class CrossEntropyLossBackward0(Node):
         target = unpack(ctx.target, ctx)
         weight = unpack(ctx.weight, ctx)
         g0 = g1 = g2 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_nn.cross_entropy_loss_backward(grads[0]._data, self_._data, lse._data, target._data, _F._arr(weight), reduction, ignore_index), needs, 3)
+            if gs is not None:
+                g0, g1, g2, = gs
+        if needs[0] and g0 is None:
             g0 = _F.cross_entropy_loss_grad(grads[0], self_, lse, target, weight, reduction, ignore_index)
         return (g0, g1, g2, )
 
@@ -1310,11 +1322,15 @@ class LinearBackward0(Node):
         weight_shape = ctx.weight_shape
         bias_shape = ctx.bias_shape
         g0 = g1 = g2 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_linalg.linear_backward(grad._data, _F._arr(input), _F._arr(weight), needs), needs, 3)
+            if gs is not None:
+                g0, g1, g2, = gs
+        if needs[0] and g0 is None:
             g0 = _F.sum_to(_F.linear_input_grad(grad, weight), input_shape)
-        if needs[1]:
+        if needs[1] and g1 is None:
             g1 = _F.sum_to(_F.linear_weight_grad(grad, input), weight_shape)
-        if needs[2]:
+        if needs[2] and g2 is None:
             g2 = _F.sum_to(_F.linear_bias_grad(grad), bias_shape)
         return (g0, g1, g2, )
 
@@ -1364,7 +1380,11 @@ class LogSoftmaxBackward0(Node):
         result = unpack(ctx.result, ctx)
         self__dtype = ctx.self__dtype
         g0 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_nn.log_softmax_input_grad(grad._data, result._data, dim, self__dtype), needs, 1)
+            if gs is not None:
+                g0, = gs
+        if needs[0] and g0 is None:
             g0 = _F.log_softmax_grad(grad, result, dim, self__dtype)
         return (g0, )
 
@@ -1465,6 +1485,10 @@ class LayerNormBackward0(Node):
         input = unpack(ctx.input, ctx)
         normalized_shape = ctx.normalized_shape
         weight = unpack(ctx.weight, ctx)
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_nn.layer_norm_input_grads(grad._data, input._data, _F._arr(weight), _F._arr(bias), normalized_shape, eps, needs), needs, 3)
+            if gs is not None:
+                return gs
         return tuple(_F.layer_norm_grads(grad, input, normalized_shape, weight, bias, eps, needs))
 
 
@@ -1816,6 +1840,10 @@ class NativeBatchNormBackward0(Node):
         save_var = unpack(ctx.save_var, ctx)
         training = ctx.training
         weight = unpack(ctx.weight, ctx)
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_nn.native_batch_norm_backward(grads[0]._data, input._data, _F._arr(weight), save_mean._data, save_var._data, training, eps, needs), needs, 5)
+            if gs is not None:
+                return gs
         return tuple(_F.batch_norm_grads(grads, input, weight, bias, training, eps, save_mean, save_var, needs))
 
 
@@ -1841,6 +1869,10 @@ class LstmStepBackward0(Node):
         hx = unpack(ctx.hx, ctx)
         w_hh = unpack(ctx.w_hh, ctx)
         workspace = unpack(ctx.workspace, ctx)
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_rnn.lstm_step_backward(grads[0]._data, grads[1]._data, workspace._data, hx._data, cx._data, w_hh._data), needs, 4)
+            if gs is not None:
+                return gs
         return tuple(_F.lstm_step_grads(grads, gx, hx, cx, w_hh, workspace, needs))
 
 
@@ -1875,6 +1907,10 @@ class ScaledDotProductAttentionFusedBackward0(Node):
         query = unpack(ctx.query, ctx)
         scale = ctx.scale
         value = unpack(ctx.value, ctx)
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_attention.sdpa_backward(grads[0]._data, query._data, key._data, value._data, _F._arr(attn_mask), _F._arr(dropout_mask), output._data, logsumexp._data, is_causal, scale, needs), needs, 5)
+            if gs is not None:
+                return gs
         return tuple(_F.sdpa_grads(grads, query, key, value, attn_mask, dropout_mask, is_causal, scale, output, logsumexp, needs))
 
 
@@ -1900,6 +1936,10 @@ class GruStepBackward0(Node):
         hx = unpack(ctx.hx, ctx)
         w_hh = unpack(ctx.w_hh, ctx)
         workspace = unpack(ctx.workspace, ctx)
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_rnn.gru_step_backward(grads[0]._data, workspace._data, hx._data, w_hh._data), needs, 4)
+            if gs is not None:
+                return gs
         return tuple(_F.gru_step_grads(grads, gx, hx, w_hh, b_hh, workspace, needs))
 
 
@@ -1930,6 +1970,10 @@ class LstmLayerBackward0(Node):
         reverse = ctx.reverse
         w_hh = unpack(ctx.w_hh, ctx)
         workspace = unpack(ctx.workspace, ctx)
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_rnn.lstm_layer_backward(grads[0]._data, grads[1]._data, grads[2]._data, workspace._data, output._data, h0._data, c0._data, w_hh._data, reverse), needs, 4)
+            if gs is not None:
+                return gs
         return tuple(_F.lstm_layer_grads(grads, gx, h0, c0, w_hh, reverse, output, workspace, needs))
 
 
@@ -3296,7 +3340,11 @@ class ReluBackward0(Node):
         needs = ctx.needs
         result = unpack(ctx.result, ctx)
         g0 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_elementwise.relu_grad(grad._data, result._data), needs, 1)
+            if gs is not None:
+                g0, = gs
+        if needs[0] and g0 is None:
             g0 = _F.relu_grad(grad, result)
         return (g0, )
 
@@ -3367,6 +3415,13 @@ class SeluBackward0(Node):
         return (g0, )
 
 
+@_functools.lru_cache(maxsize=None)
+def _gelu_grad_form(approximate):
+    """gelu's formula on symbolic values (backward_kernel: pointwise)."""
+    from ember.autograd._generated.pointwise import _d_gelu
+    return lambda grad, self_: _d_gelu(grad, self_, approximate=approximate)[0]
+
+
 class GeluBackward0(Node):
     __slots__ = ('approximate', 'self_')
     _saved = ('self_',)
@@ -3385,7 +3440,11 @@ class GeluBackward0(Node):
         approximate = ctx.approximate
         self_ = unpack(ctx.self_, ctx)
         g0 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_elementwise.kept_pass(('gelu_grad', approximate, ), _gelu_grad_form(approximate), ('grad', 'self'), (grad._data, self_._data, )), needs, 1)
+            if gs is not None:
+                g0, = gs
+        if needs[0] and g0 is None:
             g0 = _F.gelu_grad(grad, self_, approximate)
         return (g0, )
 
