@@ -10,28 +10,13 @@ eager elementwise kernels do not use the engine.
 """
 import numpy as np
 
+from ember.optim._updates import adam_update, sgd_momentum_update
+
 MIN_SIZE = 1 << 16
 
+# the compiled passes' inputs: the update functions' arguments (their math: ember.optim._updates)
 _ADAM_INPUTS = ("x", "g", "m", "v", "one_m_b1", "b2", "one_m_b2", "bc2_sqrt", "eps", "step_size")
-
-
-def adam_update(x, g, m, v, one_m_b1, b2, one_m_b2, bc2_sqrt, eps, step_size):
-    """Adam's update as ember's NumPy step computes it (same operations, same order), on
-    symbolic pointwise values: returns the new ``(x, m, v)``."""
-    m = m + (g - m) * one_m_b1
-    v = v * b2 + one_m_b2 * g * g
-    denom = v.sqrt() / bc2_sqrt + eps
-    return x - step_size * m / denom, m, v
-
-
 _SGD_INPUTS = ("x", "g", "buf", "momentum", "one_m_dampening", "lr")
-
-
-def sgd_momentum_update(x, g, buf, momentum, one_m_dampening, lr):
-    """SGD's momentum update as ember's NumPy step computes it (same operations, same order):
-    returns the new ``(x, buf)``."""
-    buf = buf * momentum + one_m_dampening * g
-    return x - lr * buf, buf
 
 
 def usable(*arrays):

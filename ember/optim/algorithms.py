@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ember.optim import _fused
+from ember.optim._updates import NUMPY, adam_update, sgd_momentum_update, sgd_update
 from ember.optim.optimizer import Optimizer, required
 from ember.tensor import Tensor
 from ember.errors import EmberTypeError, EmberValueError
@@ -72,21 +73,19 @@ class SGD(Optimizer):
             for p, d, x in _with_grads(g):
                 if wd != 0:
                     d = d + wd * x
-                if mom != 0:
+                if mom == 0:
+                    sgd_update(x, d, lr, NUMPY)
+                else:
                     st = self.state[p]
                     buf = st.get("momentum_buffer")
-                    if buf is None:
+                    first = buf is None
+                    if first:
                         buf = st["momentum_buffer"] = Tensor._make(np.array(d, x.dtype, copy=True))
-                    elif not nesterov and _fused.usable(x, d, buf._data):
+                    if not first and not nesterov and _fused.usable(x, d, buf._data):
                         _fused.sgd_momentum_(x, d, buf._data, mom, damp, lr)   # one pass
-                        p._bump()
-                        continue
                     else:
-                        b = buf._data
-                        b *= mom
-                        b += (1 - damp) * d
-                    d = d + mom * buf._data if nesterov else buf._data
-                x -= (lr * d).astype(x.dtype, copy=False)
+                        sgd_momentum_update(x, d, buf._data, mom, 1 - damp, lr, NUMPY, nesterov,
+                                            first)
                 p._bump()
         return loss
 
@@ -128,23 +127,12 @@ class Adam(Optimizer):
                 st["step"] += 1
                 step = st["step"]
                 m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
+                bc2_sqrt, step_size = math.sqrt(1 - b2 ** step), lr / (1 - b1 ** step)
                 if not g["amsgrad"] and _fused.usable(x, grad, m, v):  # one pass (ember.optim._fused)
-                    _fused.adam_(x, grad, m, v, b1, b2, math.sqrt(1 - b2 ** step), eps,
-                                 lr / (1 - b1 ** step))
-                    p._bump()
-                    continue
-                m += (grad - m) * (1 - b1)
-                v *= b2
-                v += (1 - b2) * grad * grad
-                bc1 = 1 - b1 ** step
-                bc2_sqrt = math.sqrt(1 - b2 ** step)
-                if g["amsgrad"]:
-                    vm = st["max_exp_avg_sq"]._data
-                    np.maximum(vm, v, out=vm)
-                    denom = np.sqrt(vm) / bc2_sqrt + eps
+                    _fused.adam_(x, grad, m, v, b1, b2, bc2_sqrt, eps, step_size)
                 else:
-                    denom = np.sqrt(v) / bc2_sqrt + eps
-                x -= ((lr / bc1) * m / denom).astype(x.dtype, copy=False)
+                    adam_update(x, grad, m, v, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, step_size, NUMPY,
+                                st["max_exp_avg_sq"]._data if g["amsgrad"] else None)
                 p._bump()
         return loss
 
