@@ -1,13 +1,15 @@
 """GPT training-step speed (nanoGPT shape): ember vs PyTorch eager, one library per process.
 
 Usage: python benchmarks/gpt_step.py --lib ember|torch [--attn manual|sdpa] [--steps 40]
-                                     [--warmup 15]
+                                     [--warmup 15] [--threads N]
 
 Model: 4 layers, width 128, 4 heads, block 64, vocabulary 65, batch 16, exact GELU MLP (4x),
 pre-LayerNorm, AdamW(lr 3e-4) and ``clip_grad_norm_(1.0)``; one step = zero_grad, forward,
 cross-entropy, backward, clip, step. ``--attn sdpa`` uses ``F.scaled_dot_product_attention``
 (causal), ``manual`` the masked-softmax form. Each library runs with its defaults (threads,
-kernels); prints the median and minimum step in ms. Nothing is asserted.
+kernels) unless ``--threads`` sets its thread count (``set_num_threads``: on a machine other
+processes load, spinning BLAS threads of either library make the default figures mostly
+noise); prints the median and minimum step in ms. Nothing is asserted.
 """
 import argparse
 import math
@@ -95,7 +97,15 @@ def main():
     p.add_argument("--attn", choices=("manual", "sdpa"), default="manual")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=15)
+    p.add_argument("--threads", type=int, default=0)
     a = p.parse_args()
+    if a.threads:
+        if a.lib == "torch":
+            import torch
+            torch.set_num_threads(a.threads)
+        else:
+            import ember
+            ember.set_num_threads(a.threads)
     step = build(a.lib, a.attn)
     for _ in range(a.warmup):
         step()
@@ -109,7 +119,7 @@ def main():
         t0 = time.perf_counter()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
-    print(f"{a.lib} {a.attn}: median {statistics.median(times):.1f} ms, "
+    print(f"{a.lib} {a.attn}{' threads=%d' % a.threads if a.threads else ''}: median {statistics.median(times):.1f} ms, "
           f"min {min(times):.1f} ms over {a.steps} steps")
 
 
