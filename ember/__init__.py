@@ -58,6 +58,16 @@ def _is_submodule(name):
         importlib.util.find_spec(f"ember.{name}") is not None
 
 
+def _public(name, fn):
+    """``ember.<name>``, a function loaded on first use, raising errors that name it as the
+    eager ones do (kept in the namespace once loaded)."""
+    from ember import errors
+    if errors.needs_public(fn):
+        fn = errors.public(fn, name)
+    globals()[name] = fn
+    return fn
+
+
 def __getattr__(name):
     """PEP 562: subpackages (``ember.onnx``, ``ember.distributions``, ``ember.fft``, any
     ``ember.<module>``) and a few functions load on first attribute access."""
@@ -70,11 +80,11 @@ def __getattr__(name):
     if name in _AMP_NAMES:   # torch.autocast, torch.is_autocast_enabled, ... (ember.amp)
         return getattr(_importlib.import_module("ember.amp.autocast_mode"), name)
     if name in _SPARSE_FUNCTIONS:
-        return getattr(_importlib.import_module(_SPARSE_FUNCTIONS[name]), name)
+        return _public(name, getattr(_importlib.import_module(_SPARSE_FUNCTIONS[name]), name))
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
     if name in ("compile", "explain"):   # torch.compile (ember.compiler.frontend, on first use)
-        return getattr(_importlib.import_module("ember.compiler.frontend"), name)
+        return _public(name, getattr(_importlib.import_module("ember.compiler.frontend"), name))
     if name == "_dynamo":
         return _importlib.import_module("ember._dynamo")
     raise AttributeError(f"module 'ember' has no attribute {name!r}")

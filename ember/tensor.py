@@ -211,7 +211,12 @@ class Tensor:
 
     def to_dense(self, dtype=None, *, masked_grad=None):
         """This (strided) tensor itself, or cast to ``dtype``, as torch's ``to_dense``."""
-        return self if dtype is None else self.to(dtype)
+        if dtype is None:
+            return self
+        if not isinstance(dtype, _dtype.dtype):
+            raise EmberTypeError(f"to_dense(): argument 'dtype' must be an ember.dtype, not "
+                                 f"{type(dtype).__name__}")
+        return self.to(dtype)
 
     def is_coalesced(self):
         """EmberRuntimeError as torch: only sparse COO tensors are coalesced or not."""

@@ -26,7 +26,7 @@ import warnings
 import numpy as np
 
 from ember.autograd.state import STATE
-from ember.errors import EmberRuntimeError, EmberValueError
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.jit.tracer import Tracer, user_frame
 
 __all__ = ["compile", "CompiledFunction", "OptimizedModule", "GraphBreakError", "InvalidBackend",
@@ -307,6 +307,7 @@ class CompiledFunction:
         self._over_limit = set()
         self.breaks = []
         self.recompiles = []
+        self.recompile_limit = None   # compile(recompile_limit=): this function's own limit
         self.backward_fallbacks = []
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
@@ -382,11 +383,13 @@ class CompiledFunction:
         if key[2] is None:
             return self._eager(key, "a container argument holding an object that is not a "
                                "tensor, container or Python scalar", args, kwargs)
-        if stale is None and len(self._entries) >= config.limit():
+        limit = config.limit() if self.recompile_limit is None else \
+            min(config.limit(), self.recompile_limit)
+        if stale is None and len(self._entries) >= limit:
             if key not in self._over_limit:
                 self._over_limit.add(key)
                 warnings.warn(f"ember.compile: '{self.__name__}' reached the cache size limit "
-                              f"({config.limit()}, ember._dynamo.config.cache_size_limit) and "
+                              f"({limit}, ember._dynamo.config.cache_size_limit) and "
                               f"runs eagerly for these inputs; the last retrace was because "
                               f"{reason}", RecompileWarning, stacklevel=3)
             return self.fn(*args, **kwargs)
@@ -548,10 +551,21 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="ember", mode=
     returns ``model`` itself."""
     if backend is None:
         backend = "ember"
+    for arg, value, kinds in (("fullgraph", fullgraph, (bool,)), ("disable", disable, (bool,)),
+                              ("mode", mode, (str, type(None))),
+                              ("dynamic", dynamic, (bool, type(None)))):
+        if not isinstance(value, kinds):
+            raise EmberTypeError(f"ember.compile: {arg} must be {_kind_names(kinds)}, got "
+                                 f"{type(value).__name__}")
+    if recompile_limit is not None and (not isinstance(recompile_limit, int) or
+                                        isinstance(recompile_limit, bool) or
+                                        recompile_limit < 1):
+        raise EmberTypeError(f"ember.compile: recompile_limit must be a positive int, got "
+                             f"{recompile_limit!r}")
     if callable(backend) and not isinstance(backend, str):
         raise InvalidBackend(f"ember.compile: backend={backend!r}: ember compiles with its own "
                              f"backend only (one of {', '.join(BACKENDS)})")
-    if backend not in BACKENDS:
+    if not isinstance(backend, str) or backend not in BACKENDS:
         raise InvalidBackend(f"ember.compile: invalid backend {backend!r}; ember accepts "
                              f"{', '.join(repr(b) for b in BACKENDS)} (all compiled by ember)")
     if mode is not None and mode not in MODES:
@@ -563,19 +577,19 @@ def compile(model=None, *, fullgraph=False, dynamic=None, backend="ember", mode=
     if options is not None and not isinstance(options, dict):
         raise EmberValueError(f"ember.compile: options must be a dict, got "
                               f"{type(options).__name__}")
-    if dynamic not in (None, True, False):
-        raise EmberValueError(f"ember.compile: dynamic must be None, True or False, got "
-                              f"{dynamic!r}")
-    if recompile_limit is not None:
-        config.recompile_limit = int(recompile_limit)
     kw = dict(fullgraph=fullgraph, dynamic=dynamic, backend=backend, mode=mode,
-              options=options, disable=disable)
+              options=options, disable=disable, recompile_limit=recompile_limit)
     if model is None:
         return functools.partial(_compile_one, **kw)
     return _compile_one(model, **kw)
 
 
-def _compile_one(model, *, fullgraph, dynamic, backend, mode, options, disable):
+def _kind_names(kinds):
+    return " or ".join("None" if k is type(None) else k.__name__ for k in kinds)
+
+
+def _compile_one(model, *, fullgraph, dynamic, backend, mode, options, disable,
+                 recompile_limit):
     if not callable(model):
         raise EmberRuntimeError(f"ember.compile: model must be callable, got "
                                 f"{type(model).__name__}")
@@ -586,8 +600,10 @@ def _compile_one(model, *, fullgraph, dynamic, backend, mode, options, disable):
         cf = CompiledFunction(model.forward, model, fullgraph, dynamic, mode, options)
         cf.fn = model   # called as the module (hooks run as in eager)
         cf.__name__ = cf.__qualname__ = type(model).__name__
+        cf.recompile_limit = recompile_limit
         return _optimized_module_cls()(model, cf)
     cf = CompiledFunction(model, None, fullgraph, dynamic, mode, options)
+    cf.recompile_limit = recompile_limit
     if inspect.isfunction(model) or inspect.ismethod(model):
         return functools.update_wrapper(_as_function(cf), model)
     return cf

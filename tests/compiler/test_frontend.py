@@ -1,5 +1,6 @@
-"""``ember.compile`` (ember/compiler/frontend.py): torch.compile's API, compiled forward against eager
-(float64), training steps, guards and recompiles, graph breaks, torch's OptimizedModule layout."""
+"""``ember.compile`` (ember/compiler/frontend.py): torch.compile's API, compiled forward
+against eager (float64), training steps, guards and recompiles, graph breaks, torch's
+OptimizedModule layout."""
 import copy
 import subprocess
 import sys
@@ -11,8 +12,8 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
-from ember.compiler.frontend import (CompiledAutograd, GraphBreakError, GraphBreakWarning, InvalidBackend,
-                               RecompileWarning)
+from ember.compiler.frontend import (CompiledAutograd, GraphBreakError, GraphBreakWarning,
+                                     InvalidBackend, RecompileWarning)
 
 f64 = ember.float64
 
@@ -309,7 +310,8 @@ def test_graph_break_falls_back_with_warning_naming_the_line():
         return x - 1
 
     pos, neg = ember.ones(3, dtype=f64), -ember.ones(3, dtype=f64)
-    with pytest.warns(GraphBreakWarning, match=r"bool\(\).*test_frontend.py:\d+: `if x.sum\(\) > 0"):
+    with pytest.warns(GraphBreakWarning,
+                      match=r"bool\(\).*test_frontend.py:\d+: `if x.sum\(\) > 0"):
         assert f(pos).tolist() == [2.0, 2.0, 2.0]
     # same guards, other data: eager, never the traced branch
     assert f(neg).tolist() == [-2.0, -2.0, -2.0]
@@ -537,3 +539,21 @@ def test_import_ember_does_not_load_the_compiler():
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr[-2000:]
     assert r.stdout.split() == ["False", "ember.compiler.frontend"]
+
+
+def test_recompile_limit_is_the_functions_own_and_arguments_are_checked():
+    """compile(recompile_limit=2) set the process-wide limit, so every later compiled function
+    stopped retracing after two traces; arguments of the wrong type named eq() instead of
+    compile's argument."""
+    f = ember.compile(lambda x: x * 2, recompile_limit=1)
+    f(ember.ones(2))
+    with pytest.warns(RecompileWarning):
+        f(ember.ones(3))
+    g = ember.compile(lambda x: x + 1)
+    for n in range(2, 5):
+        g(ember.ones(n))
+    assert len(g._compiled.recompiles) == 2
+    for kw in (dict(dynamic=ember.ones(2)), dict(mode=ember.ones(2)), dict(fullgraph="yes"),
+               dict(backend=ember.ones(2)), dict(recompile_limit=0)):
+        with pytest.raises(ember.errors.EmberError, match="compile"):
+            ember.compile(nn.Linear(2, 2), **kw)
