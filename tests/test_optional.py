@@ -90,7 +90,8 @@ def test_ember_onnx_command_names_the_extra(monkeypatch, tmp_path, capsys):
 def test_without_numba_kernels_take_their_numpy_paths(monkeypatch):
     """Numba missing: remembered after one look (no search per call), and convolution, pooling
     and the fused Adam update take their NumPy paths."""
-    from ember.kernels import conv as C, pool
+    from ember.kernels import conv as C
+        from ember.kernels.pool import pool2d as pool
     from ember.kernels.conv import direct, winograd
     from ember.kernels.runtime import compiler as nr
     from ember.optim import _fused

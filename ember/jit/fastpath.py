@@ -50,7 +50,7 @@ def _pair(v):
 
 def max_pool2d_values(x, kernel_size, stride, padding, dilation, ceil_mode):
     """max_pool2d_with_indices(...)[0] without computing the indices."""
-    from ember.kernels.pool import max_pool2d_values as values
+    from ember.kernels.pool.pool2d import max_pool2d_values as values
     return values(x, kernel_size, stride, padding, dilation, ceil_mode)
 
 

@@ -6,7 +6,7 @@ an input length get 0. Errors are KernelError naming the bad lengths or labels."
 import numpy as np
 
 from .errors import KernelError
-from .reduce import log_sum_exp
+from .reduction import log_sum_exp
 
 _NEG = -np.inf
 

@@ -5,7 +5,7 @@ from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
 from ember.kernels.opmath import in_float32, is_reduced
-from ember.kernels.reduce import norm_dims, shifted_log_sum_exp
+from ember.kernels.reduction import norm_dims, shifted_log_sum_exp
 
 
 def _dim(d, ndim):

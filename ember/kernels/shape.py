@@ -2,7 +2,7 @@
 import numpy as np
 
 from ember.kernels.errors import KernelError
-from ember.kernels.reduce import norm_dims
+from ember.kernels.reduction import norm_dims
 
 
 def infer_shape(shape, numel):

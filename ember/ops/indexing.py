@@ -10,7 +10,7 @@ from ember import _dtype
 from ember.autograd._generated import functions as G
 from ember.errors import EmberIndexError, EmberRuntimeError
 from ember.errors import public as _public
-from ember.kernels.index import check_range
+from ember.kernels.indexing import check_range
 from ember.ops.shape import _broadcast_shape, _data_read, _norm
 from ember.tensor import Tensor
 
@@ -220,7 +220,7 @@ def _embed(g, shape):
 
 
 def scatter_reduce_backward(grad, input, index, src, result, dim, reduce, include_self, needs):
-    from ember.kernels.index import scatter_count
+    from ember.kernels.indexing import scatter_count
     if input.ndim == 0:  # as the kernel: a 0-d self is a 1-element vector
         flat = [G.reshape(t, (-1,)) for t in (grad, input, index, src, result)]
         gs = scatter_reduce_backward(*flat, 0, reduce, include_self, needs)

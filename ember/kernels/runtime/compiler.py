@@ -53,7 +53,7 @@ def _imported_now(name):
 
 def importing(name):
     """True while module ``name`` (``"numba"`` or a kernel module that imports it, such as
-    ``"ember.kernels.pool_numba"``) is being imported on the compile thread: under "background"
+    ``"ember.kernels.pool.pool2d_numba"``) is being imported on the compile thread: under "background"
     the process's first import of Numba (0.2-0.7 s) runs there, like a compile, and the caller
     runs its NumPy / BLAS path meanwhile. False once it is imported, when Numba is not
     installed, under "sync" and "off", and for a module whose kernels an earlier process
@@ -77,7 +77,7 @@ _modules = {}   # kernel module name -> module, or False (Numba has no compiler 
 
 
 def kernel_module(name):
-    """The Numba kernel module ``name`` of ember (``"ember.kernels.pool_numba"``), imported on
+    """The Numba kernel module ``name`` of ember (``"ember.kernels.pool.pool2d_numba"``), imported on
     first use (never by ``import ember``), or None: Numba has no compiler here, or its first
     import is still running on the compile thread (``importing``: the caller runs its NumPy path
     meanwhile and asks again on its next call)."""

@@ -35,7 +35,7 @@ def test_cold_max_pool_runs_numpy_while_compiling_then_switches():
     out = run_cold("""
         import threading, numpy as np
         from numba.core import event
-        from ember.kernels import pool, pool_numba
+        from ember.kernels.pool import pool2d as pool, pool2d_numba as pool_numba
         from ember.kernels.runtime import compiler as nr
         main = threading.get_ident()
         on_main = []
@@ -51,7 +51,7 @@ def test_cold_max_pool_runs_numpy_while_compiling_then_switches():
         assert not pool_numba.planes_2x2.overloads and not on_main, on_main
         nr.wait_compiles()
         done, failed = nr.background_compiles()
-        assert [n for n, _ in done] == ["ember.kernels.pool_numba.planes_2x2"] and not failed, (done, failed)
+        assert [n for n, _ in done] == ["ember.kernels.pool.pool2d_numba.planes_2x2"] and not failed, (done, failed)
         y, i = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
         assert len(pool_numba.planes_2x2.overloads) == 1 and not on_main, on_main
         for y0, i0 in first:
@@ -65,7 +65,7 @@ def test_cold_max_pool_runs_numpy_while_compiling_then_switches():
 def test_background_compile_never_keeps_the_process_from_exiting():
     out = run_cold("""
         import numpy as np
-        from ember.kernels import pool
+        from ember.kernels.pool import pool2d as pool
         from ember.kernels.runtime import compiler as nr
         x = np.zeros((8, 6, 28, 28), np.float32)
         pool.max_pool2d_forward(x, 2, 2, 0, 1, False)

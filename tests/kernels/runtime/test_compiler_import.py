@@ -29,7 +29,8 @@ def test_first_conv_and_pool_leave_the_numba_import_to_the_compile_thread():
                 spec.loader.exec_module = exec_module
                 return spec
         sys.meta_path.insert(0, Spy())
-        from ember.kernels import conv as C, pool
+        from ember.kernels import conv as C
+        from ember.kernels.pool import pool2d as pool
         from ember.kernels.runtime import compiler as nr
         r = np.random.default_rng(0)
         x = r.standard_normal((64, 6, 14, 14)).astype(np.float32)
@@ -40,7 +41,7 @@ def test_first_conv_and_pool_leave_the_numba_import_to_the_compile_thread():
         nr.wait_compiles()
         done, failed = nr.background_compiles()
         assert not failed and {"import ember.kernels.conv.direct_numba",
-                               "import ember.kernels.pool_numba"} <= {n for n, _ in done}, done
+                               "import ember.kernels.pool.pool2d_numba"} <= {n for n, _ in done}, done
         y2 = C.conv2d_forward(x, w, None, 1, 0, 1, 1)
         p2, i2 = pool.max_pool2d_forward(y2, 2, 2, 0, 1, False)
         np.testing.assert_allclose(y2, y, rtol=1e-4, atol=1e-4)

@@ -4,7 +4,7 @@ as torch's CPU kernels: per (batch, plane) pseudo-random window starts from ``ra
 Ties keep the first maximum, a NaN wins (the last NaN, as torch). Errors are KernelError."""
 import numpy as np
 
-from .errors import KernelError
+from ..errors import KernelError
 
 
 def _starts(samples, in_size, out_size, k, dtype):

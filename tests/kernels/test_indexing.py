@@ -1,4 +1,4 @@
-"""Indexing kernels (ember.kernels.index) against torch: index ranges."""
+"""Indexing kernels (ember.kernels.indexing) against torch: index ranges."""
 import pytest
 import torch
 

@@ -3,7 +3,7 @@ import numpy as np
 
 from ember.kernels.dtypes import fill_value
 from ember.kernels.errors import KernelError
-from ember.kernels.reduce import norm_dims
+from ember.kernels.reduction import norm_dims
 
 
 def _dim(d, ndim):

@@ -1,4 +1,4 @@
-"""ember.kernels.reduce: the log-sum-exp sequence, written once (``shifted_log_sum_exp``) and
+"""ember.kernels.reduction: the log-sum-exp sequence, written once (``shifted_log_sum_exp``) and
 used by logsumexp, log_softmax, the cross entropy's NumPy path and CTC."""
 import os
 import re
@@ -8,13 +8,13 @@ import pytest
 import torch
 
 import ember
-from ember.kernels import ctc, nn, reduce
+from ember.kernels import ctc, nn, reduction
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def test_log_sum_exp_sequence_written_once():
-    """No module restates log(sum(exp(...))): it lives in reduce.shifted_log_sum_exp."""
+    """No module restates log(sum(exp(...))): it lives in reduction.shifted_log_sum_exp."""
     pattern = re.compile(r"np\.log\(\s*np\.(sum|add\.reduce)\(\s*np\.exp\(")
     found = []
     for dirpath, _, files in os.walk(os.path.join(ROOT, "ember")):
@@ -24,7 +24,7 @@ def test_log_sum_exp_sequence_written_once():
                 with open(path) as fh:
                     if pattern.search(fh.read()):
                         found.append(os.path.relpath(path, ROOT))
-    assert found == [] or found == [os.path.join("ember", "kernels", "reduce.py")], found
+    assert found == [] or found == [os.path.join("ember", "kernels", "reduction.py")], found
 
 
 SLICES = [[0.0, 1.0, -2.0], [-np.inf, -np.inf, -np.inf], [np.inf, 1.0, -np.inf], [np.nan, 1.0, 2.0],
@@ -56,5 +56,5 @@ def test_log_softmax_and_cross_entropy_rows_match_torch():
 
 def test_shifted_log_sum_exp_log_dtype():
     x = np.array([[1.0, 2.0, 3.0]], np.float32)
-    s, log_sum = reduce.shifted_log_sum_exp(x, 1, np.max(x, 1, keepdims=True), log_dtype=np.float64)
+    s, log_sum = reduction.shifted_log_sum_exp(x, 1, np.max(x, 1, keepdims=True), log_dtype=np.float64)
     assert s.dtype == np.float32 and log_sum.dtype == np.float64 and log_sum.shape == (1, 1)

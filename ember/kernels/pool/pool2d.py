@@ -130,12 +130,12 @@ POOL_2X2_PARALLEL_SIZE = 1 << 18
 
 
 def _kernels():
-    """The Numba module (``pool_numba``), or None when Numba is unavailable or disabled, or
+    """The Numba module (``pool2d_numba``), or None when Numba is unavailable or disabled, or
     while its first import runs on the compile thread (NumPy meanwhile)."""
     if not USE_NUMBA:
         return None
     from ember.kernels.runtime.compiler import kernel_module
-    return kernel_module("ember.kernels.pool_numba")
+    return kernel_module("ember.kernels.pool.pool2d_numba")
 
 
 _signatures = {}
@@ -169,7 +169,7 @@ def _runnable(nb, name, *args):
 
 
 def _is_2x2(shape, k, s, p, d, out):
-    """Whether ``pool_numba.planes_2x2`` computes this pool: 2x2 windows at stride 2, no
+    """Whether ``pool2d_numba.planes_2x2`` computes this pool: 2x2 windows at stride 2, no
     padding or dilation, every window inside the plane. It runs at any size (a batch of one:
     (1, 6, 28, 28) 12 us against 150 us for the NumPy taps)."""
     return (k == s == (2, 2) and p == (0, 0) and d == (1, 1) and 2 * out[0] <= shape[2]

@@ -2,7 +2,7 @@
 import numpy as np
 import pytest
 
-from ember.kernels import pool
+from ember.kernels.pool import pool2d as pool
 
 torch = pytest.importorskip("torch")
 F = torch.nn.functional
@@ -185,7 +185,7 @@ def test_padding_limits_match_torch():
                                                 ((1, 2, 7, 7), 2, 3, 1, 1, True)])
 def test_max_pool_values_only_path_matches_torch(shape, k, s, p, d, ceil):
     torch = pytest.importorskip("torch")
-    from ember.kernels.pool import max_pool2d_values
+    from ember.kernels.pool.pool2d import max_pool2d_values
     x = np.random.default_rng(0).standard_normal(shape).astype(np.float32)
     x[0, 0, 0, 0] = np.nan
     x[0, 1, 1:3, 1:3] = -np.inf
@@ -278,7 +278,7 @@ def test_max_pool2d_fast_paths_match_torch(case, dtype, monkeypatch):
 
 def test_max_pool2d_2x2_kernel_and_scatter_run(monkeypatch):
     pytest.importorskip("numba")
-    from ember.kernels import pool_numba
+    from ember.kernels.pool import pool2d_numba as pool_numba
     monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
     x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
     y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
@@ -301,7 +301,7 @@ def test_max_pool2d_2x2_kernel_equals_general_kernel_on_ties_nan_and_inf(dtype):
     """Dense ties, several NaNs and -inf per window: the 2x2 kernel's column-pair order gives
     the general kernel's window-order winner (first maximum, first NaN)."""
     pytest.importorskip("numba")
-    from ember.kernels import pool_numba
+    from ember.kernels.pool import pool2d_numba as pool_numba
     x = rng.integers(-2, 2, (4, 3, 10, 12)).astype(dtype)
     x[x == 1] = np.nan
     x[x == -2] = -np.inf

@@ -11,9 +11,9 @@ import numpy as np
 from ember.kernels.opmath import in_float32
 from numpy.lib.stride_tricks import as_strided
 
-from .errors import KernelError
-from .interpolate import _taps as _interp_taps, apply_tables, apply_tables_adjoint
-from .pool import _out, _running_max, _scatter
+from ..errors import KernelError
+from ..interpolate import _taps as _interp_taps, apply_tables, apply_tables_adjoint
+from .pool2d import _out, _running_max, _scatter
 
 ND = 3
 
