@@ -1,11 +1,10 @@
 """Exponential and Cauchy distributions (the bases of Weibull, Pareto and HalfCauchy)."""
 import math
-from numbers import Number
 
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import broadcast_params
 
 
 class Exponential(Distribution):
@@ -15,9 +14,8 @@ class Exponential(Distribution):
     has_rsample = True
 
     def __init__(self, rate, validate_args=None):
-        (self.rate,) = broadcast_all(rate)
-        super().__init__(() if isinstance(rate, Number) else self.rate.shape,
-                         validate_args=validate_args)
+        (self.rate,), batch = broadcast_params(rate)
+        super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expand_attrs(Exponential, batch_shape, _instance, ("rate",))
@@ -68,8 +66,7 @@ class Cauchy(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch = () if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
+        (self.loc, self.scale), batch = broadcast_params(loc, scale)
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

@@ -1,14 +1,13 @@
 """Bernoulli and Categorical distributions."""
 import math
-from numbers import Number
 
 import numpy as np
 
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import (broadcast_all, finfo, lazy_property, logits_to_probs,
-                                       probs_to_logits)
+from ember.distributions.utils import (broadcast_all, broadcast_params, finfo, lazy_property,
+                                       logits_to_probs, probs_to_logits)
 from ember.errors import EmberValueError
 
 
@@ -17,26 +16,22 @@ def _one_of(probs, logits):
         raise EmberValueError("Either `probs` or `logits` must be specified, but not both.")
 
 
-class Bernoulli(Distribution):
-    """Bernoulli(probs=None, logits=None): 1 with probability ``probs``
-    (``sigmoid(logits)``), else 0."""
-    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
-    support = constraints.boolean
-    has_enumerate_support = True
+class _BinaryParams:
+    """The event probability of a binary distribution, given as ``probs`` or as ``logits``
+    (exactly one), the other computed when first asked for."""
 
-    def __init__(self, probs=None, logits=None, validate_args=None):
+    def _set_binary_params(self, probs, logits):
+        """Store the parameter given; returns the batch shape (``()`` for a number)."""
         _one_of(probs, logits)
         if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
+            (self.probs,), batch = broadcast_params(probs)
         else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
+            (self.logits,), batch = broadcast_params(logits)
         self._param = self.probs if probs is not None else self.logits
-        super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
+        return batch
 
-    def expand(self, batch_shape, _instance=None):
-        new = self._expand_attrs(Bernoulli, batch_shape, _instance, ("probs", "logits"))
+    def _expand_binary(self, cls, batch_shape, _instance, keep=()):
+        new = self._expand_attrs(cls, batch_shape, _instance, ("probs", "logits"), keep=keep)
         new._param = new.__dict__.get("logits", new.__dict__.get("probs"))
         return new
 
@@ -51,6 +46,21 @@ class Bernoulli(Distribution):
     @property
     def param_shape(self):
         return self._param.shape
+
+
+class Bernoulli(_BinaryParams, Distribution):
+    """Bernoulli(probs=None, logits=None): 1 with probability ``probs``
+    (``sigmoid(logits)``), else 0."""
+    arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
+    support = constraints.boolean
+    has_enumerate_support = True
+
+    def __init__(self, probs=None, logits=None, validate_args=None):
+        batch = self._set_binary_params(probs, logits)
+        super().__init__(batch, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_binary(Bernoulli, batch_shape, _instance)
 
     @property
     def mean(self):

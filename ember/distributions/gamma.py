@@ -14,7 +14,7 @@ import ember
 from ember.autograd.function import Function
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution, _arg_repr
-from ember.distributions.utils import broadcast_all
+from ember.distributions.utils import broadcast_all, broadcast_params
 from ember.errors import EmberValueError
 from ember.random import resolve
 from ember.tensor import Tensor
@@ -63,9 +63,7 @@ class Gamma(Distribution):
     has_rsample = True
 
     def __init__(self, concentration, rate, validate_args=None):
-        self.concentration, self.rate = broadcast_all(concentration, rate)
-        batch = () if isinstance(concentration, Number) and isinstance(rate, Number) \
-            else self.concentration.shape
+        (self.concentration, self.rate), batch = broadcast_params(concentration, rate)
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

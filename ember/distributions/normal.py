@@ -1,11 +1,10 @@
 """Normal and Uniform distributions."""
 import math
-from numbers import Number
 
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
-from ember.distributions.utils import LOG_2PI, broadcast_all
+from ember.distributions.utils import LOG_2PI, broadcast_params
 
 
 class Normal(Distribution):
@@ -15,8 +14,7 @@ class Normal(Distribution):
     has_rsample = True
 
     def __init__(self, loc, scale, validate_args=None):
-        self.loc, self.scale = broadcast_all(loc, scale)
-        batch = () if isinstance(loc, Number) and isinstance(scale, Number) else self.loc.shape
+        (self.loc, self.scale), batch = broadcast_params(loc, scale)
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
@@ -77,8 +75,7 @@ class Uniform(Distribution):
                 "high": constraints.greater_than(self.low)}
 
     def __init__(self, low, high, validate_args=None):
-        self.low, self.high = broadcast_all(low, high)
-        batch = () if isinstance(low, Number) and isinstance(high, Number) else self.low.shape
+        (self.low, self.high), batch = broadcast_params(low, high)
         super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):

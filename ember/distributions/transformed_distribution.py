@@ -7,7 +7,7 @@ from numbers import Number
 import ember
 from ember.distributions import constraints
 from ember.distributions.continuous import Cauchy, Exponential
-from ember.distributions.discrete import Categorical
+from ember.distributions.discrete import Categorical, _BinaryParams
 from ember.distributions.distribution import Distribution
 from ember.distributions.gamma import Gamma
 from ember.distributions.multivariate_normal import Independent
@@ -16,7 +16,6 @@ from ember.distributions.transforms import (AbsTransform, AffineTransform, Compo
                                             ExpTransform, PowerTransform, SigmoidTransform,
                                             StickBreakingTransform, Transform)
 from ember.distributions.utils import (broadcast_all, clamp_probs, euler_constant, finfo,
-                                       lazy_property, logits_to_probs, probs_to_logits,
                                        sum_rightmost)
 from ember.errors import EmberValueError
 
@@ -231,35 +230,17 @@ class Gumbel(TransformedDistribution):
         return self.scale.log() + (1 + euler_constant)
 
 
-class HalfNormal(TransformedDistribution):
-    """HalfNormal(scale): ``|X|`` for ``X ~ Normal(0, scale)``."""
-    arg_constraints = {"scale": constraints.positive}
-    support = constraints.nonnegative
-    has_rsample = True
-
-    def __init__(self, scale, validate_args=None):
-        base = Normal(0, scale, validate_args=False)
-        super().__init__(base, AbsTransform(), validate_args=validate_args)
-
-    def expand(self, batch_shape, _instance=None):
-        new = self._get_checked_instance(HalfNormal, _instance)
-        return super().expand(batch_shape, _instance=new)
+class _Folded:
+    """``|X|`` for ``X`` symmetric about zero with scale ``scale`` (the base): the density,
+    cdf, quantile and entropy of the fold, and its mode at zero."""
 
     @property
     def scale(self):
         return self.base_dist.scale
 
     @property
-    def mean(self):
-        return self.scale * math.sqrt(2 / math.pi)
-
-    @property
     def mode(self):
         return ember.zeros_like(self.scale)
-
-    @property
-    def variance(self):
-        return self.scale.pow(2) * (1 - 2 / math.pi)
 
     def log_prob(self, value):
         if self._validate_args:
@@ -277,6 +258,29 @@ class HalfNormal(TransformedDistribution):
 
     def entropy(self):
         return self.base_dist.entropy() - math.log(2)
+
+
+class HalfNormal(_Folded, TransformedDistribution):
+    """HalfNormal(scale): ``|X|`` for ``X ~ Normal(0, scale)``."""
+    arg_constraints = {"scale": constraints.positive}
+    support = constraints.nonnegative
+    has_rsample = True
+
+    def __init__(self, scale, validate_args=None):
+        base = Normal(0, scale, validate_args=False)
+        super().__init__(base, AbsTransform(), validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        new = self._get_checked_instance(HalfNormal, _instance)
+        return super().expand(batch_shape, _instance=new)
+
+    @property
+    def mean(self):
+        return self.scale * math.sqrt(2 / math.pi)
+
+    @property
+    def variance(self):
+        return self.scale.pow(2) * (1 - 2 / math.pi)
 
 
 class LogisticNormal(TransformedDistribution):
@@ -312,42 +316,20 @@ def _as_tensor(value, like=None):
     return value
 
 
-class LogitRelaxedBernoulli(Distribution):
+class LogitRelaxedBernoulli(_BinaryParams, Distribution):
     """The logit of a RelaxedBernoulli sample (Concrete / Gumbel-softmax, binary case)."""
     arg_constraints = {"probs": constraints.unit_interval, "logits": constraints.real}
     support = constraints.real
     has_rsample = True
 
     def __init__(self, temperature, probs=None, logits=None, validate_args=None):
-        if (probs is None) == (logits is None):
-            raise EmberValueError("Either `probs` or `logits` must be specified, but not both.")
-        if probs is not None:
-            is_scalar = isinstance(probs, Number)
-            (self.probs,) = broadcast_all(probs)
-        else:
-            is_scalar = isinstance(logits, Number)
-            (self.logits,) = broadcast_all(logits)
-        self._param = self.probs if probs is not None else self.logits
+        batch = self._set_binary_params(probs, logits)
         self.temperature = _as_tensor(temperature, self._param)
-        super().__init__(() if is_scalar else self._param.shape, validate_args=validate_args)
+        super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
-        new = self._expand_attrs(LogitRelaxedBernoulli, batch_shape, _instance,
-                                 ("probs", "logits"), keep=("temperature",))
-        new._param = new.__dict__.get("logits", new.__dict__.get("probs"))
-        return new
-
-    @lazy_property
-    def logits(self):
-        return probs_to_logits(self.probs, is_binary=True)
-
-    @lazy_property
-    def probs(self):
-        return logits_to_probs(self.logits, is_binary=True)
-
-    @property
-    def param_shape(self):
-        return self._param.shape
+        return self._expand_binary(LogitRelaxedBernoulli, batch_shape, _instance,
+                                   keep=("temperature",))
 
     def rsample(self, sample_shape=()):
         """``(logit(U) + logit(probs)) / temperature``: differentiable in probs/logits."""
@@ -466,7 +448,7 @@ class RelaxedOneHotCategorical(_RelaxedParams, TransformedDistribution):
         return super().expand(batch_shape, _instance=new)
 
 
-class HalfCauchy(TransformedDistribution):
+class HalfCauchy(_Folded, TransformedDistribution):
     """HalfCauchy(scale): ``|X|`` for ``X ~ Cauchy(0, scale)``."""
     arg_constraints = {"scale": constraints.positive}
     support = constraints.nonnegative
@@ -481,37 +463,12 @@ class HalfCauchy(TransformedDistribution):
         return super().expand(batch_shape, _instance=new)
 
     @property
-    def scale(self):
-        return self.base_dist.scale
-
-    @property
     def mean(self):
         return ember.full(self._extended_shape(), math.inf, dtype=self.scale.dtype)
 
     @property
-    def mode(self):
-        return ember.zeros_like(self.scale)
-
-    @property
     def variance(self):
         return self.base_dist.variance
-
-    def log_prob(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        lp = self.base_dist.log_prob(value) + math.log(2)
-        return ember.where(value >= 0, lp, -math.inf)
-
-    def cdf(self, value):
-        if self._validate_args:
-            self._validate_sample(value)
-        return 2 * self.base_dist.cdf(value) - 1
-
-    def icdf(self, prob):
-        return self.base_dist.icdf((prob + 1) / 2)
-
-    def entropy(self):
-        return self.base_dist.entropy() - math.log(2)
 
 
 class Weibull(TransformedDistribution):

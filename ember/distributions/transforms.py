@@ -462,9 +462,14 @@ def _broadcast_params(*values):
     return out
 
 
+def _clip_open_unit(p):
+    """``p`` clamped into ``[tiny, 1 - eps]`` of its dtype (inside the open unit interval)."""
+    fi = finfo(p)
+    return p.clamp(min=float(fi.tiny), max=1.0 - float(fi.eps))
+
+
 def _clipped_sigmoid(x):
-    fi = finfo(x)
-    return x.sigmoid().clamp(min=float(fi.tiny), max=1.0 - float(fi.eps))
+    return _clip_open_unit(x.sigmoid())
 
 
 class SigmoidTransform(Transform):
@@ -483,8 +488,7 @@ class SigmoidTransform(Transform):
         return _clipped_sigmoid(x)
 
     def _inverse(self, y):
-        fi = finfo(y)
-        y = y.clamp(min=float(fi.tiny), max=1.0 - float(fi.eps))
+        y = _clip_open_unit(y)
         return y.log() - (-y).log1p()
 
     def log_abs_det_jacobian(self, x, y):

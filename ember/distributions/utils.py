@@ -25,6 +25,14 @@ def broadcast_all(*values):
     return tuple(ember.broadcast_tensors(*vals))
 
 
+def broadcast_params(*values):
+    """``broadcast_all(*values)`` and the batch shape of a distribution with those parameters:
+    ``()`` when every value is a number, else the broadcast shape."""
+    tensors = broadcast_all(*values)
+    batch = () if all(isinstance(v, Number) for v in values) else tensors[0].shape
+    return tensors, batch
+
+
 def finfo(t):
     return np.finfo(ember.empty(0, dtype=t.dtype).numpy().dtype)
 
