@@ -48,6 +48,39 @@ def _check(name, value, low=0.0):
         raise EmberValueError(f"Invalid {name}: {value}")
 
 
+def _start(st, p, *buffers, scalars=()):
+    """A parameter's state before its first update: ``step`` 0, the float32 ``scalars``
+    (name, value pairs), then the zero ``buffers``, in the order torch's ``state_dict`` lists
+    them."""
+    st["step"] = 0.0
+    for name, value in scalars:
+        st[name] = _scalar32(value)
+    for name in buffers:
+        st[name] = _zeros_like(p)
+
+
+def _decay(grad, x, lr, wd, decoupled=False):
+    """Weight decay ``wd``: added to the gradient as ``wd * x`` (returned), or with
+    ``decoupled`` (AdamW) applied to the parameter ``x`` in place as ``x *= 1 - lr * wd``."""
+    if wd != 0:
+        if decoupled:
+            x *= 1 - lr * wd
+        else:
+            grad = grad + wd * x
+    return grad
+
+
+def _average_(avg, value, beta):
+    """The running average ``avg += (value - avg) * (1 - beta)``, in place."""
+    avg += (value - avg) * (1 - beta)
+
+
+def _average_sq_(avg, value, beta):
+    """The running average of squares ``avg = beta * avg + (1 - beta) * value**2``, in place."""
+    avg *= beta
+    avg += (1 - beta) * value * value
+
+
 class SGD(Optimizer):
     """Stochastic gradient descent with optional momentum, dampening, Nesterov, weight decay."""
 
@@ -71,8 +104,7 @@ class SGD(Optimizer):
             lr, mom, damp = g["lr"], g["momentum"], g["dampening"]
             wd, nesterov = g["weight_decay"], g["nesterov"]
             for p, d, x in _with_grads(g):
-                if wd != 0:
-                    d = d + wd * x
+                d = _decay(d, x, lr, wd)
                 if mom == 0:
                     sgd_update(x, d, lr, NUMPY)
                 else:
@@ -114,16 +146,9 @@ class Adam(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["exp_avg"] = _zeros_like(p)
-                    st["exp_avg_sq"] = _zeros_like(p)
-                    if g["amsgrad"]:
-                        st["max_exp_avg_sq"] = _zeros_like(p)
-                if wd != 0:
-                    if g["decoupled_weight_decay"]:
-                        x *= 1 - lr * wd
-                    else:
-                        grad = grad + wd * x
+                    _start(st, p, "exp_avg", "exp_avg_sq",
+                           *(("max_exp_avg_sq",) if g["amsgrad"] else ()))
+                grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
                 st["step"] += 1
                 step = st["step"]
                 m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
@@ -172,21 +197,15 @@ class RMSprop(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["square_avg"] = _zeros_like(p)
-                    if mom > 0:
-                        st["momentum_buffer"] = _zeros_like(p)
-                    if g["centered"]:
-                        st["grad_avg"] = _zeros_like(p)
+                    _start(st, p, "square_avg", *(("momentum_buffer",) if mom > 0 else ()),
+                           *(("grad_avg",) if g["centered"] else ()))
                 st["step"] += 1
-                if wd != 0:
-                    grad = grad + wd * x
+                grad = _decay(grad, x, lr, wd)
                 sq = st["square_avg"]._data
-                sq *= alpha
-                sq += (1 - alpha) * grad * grad
+                _average_sq_(sq, grad, alpha)
                 if g["centered"]:
                     ga = st["grad_avg"]._data
-                    ga += (grad - ga) * (1 - alpha)
+                    _average_(ga, grad, alpha)
                     avg = np.sqrt(sq - ga * ga) + eps
                 else:
                     avg = np.sqrt(sq) + eps
@@ -228,8 +247,7 @@ class Adagrad(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 st["step"] += 1
-                if g["weight_decay"] != 0:
-                    grad = grad + g["weight_decay"] * x
+                grad = _decay(grad, x, g["lr"], g["weight_decay"])
                 clr = g["lr"] / (1 + (st["step"] - 1) * g["lr_decay"])
                 s = st["sum"]._data
                 s += grad * grad
@@ -272,18 +290,13 @@ class Adadelta(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["square_avg"] = _zeros_like(p)
-                    st["acc_delta"] = _zeros_like(p)
+                    _start(st, p, "square_avg", "acc_delta")
                 st["step"] += 1
-                if wd != 0:
-                    grad = grad + wd * x
+                grad = _decay(grad, x, lr, wd)
                 sq, acc = st["square_avg"]._data, st["acc_delta"]._data
-                sq *= rho
-                sq += (1 - rho) * grad * grad
+                _average_sq_(sq, grad, rho)
                 delta = np.sqrt(acc + eps) / np.sqrt(sq + eps) * grad
-                acc *= rho
-                acc += (1 - rho) * delta * delta
+                _average_sq_(acc, delta, rho)
                 x -= (lr * delta).astype(x.dtype, copy=False)
                 p._bump()
         return loss
@@ -311,14 +324,11 @@ class Adamax(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["exp_avg"] = _zeros_like(p)
-                    st["exp_inf"] = _zeros_like(p)
+                    _start(st, p, "exp_avg", "exp_inf")
                 st["step"] += 1
-                if wd != 0:
-                    grad = grad + wd * x
+                grad = _decay(grad, x, lr, wd)
                 m, u = st["exp_avg"]._data, st["exp_inf"]._data
-                m += (grad - m) * (1 - b1)
+                _average_(m, grad, b1)
                 u *= b2
                 np.maximum(u, np.abs(grad) + eps, out=u)
                 clr = lr / (1 - b1 ** st["step"])
@@ -354,17 +364,10 @@ class NAdam(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["mu_product"] = _scalar32(1.0)
-                    st["exp_avg"] = _zeros_like(p)
-                    st["exp_avg_sq"] = _zeros_like(p)
+                    _start(st, p, "exp_avg", "exp_avg_sq", scalars=(("mu_product", 1.0),))
                 st["step"] += 1
                 step = st["step"]
-                if wd != 0:
-                    if g["decoupled_weight_decay"]:
-                        x *= 1 - lr * wd
-                    else:
-                        grad = grad + wd * x
+                grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
                 mu = b1 * (1.0 - 0.5 * 0.96 ** (step * md))
                 mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * md))
                 # torch keeps mu_product as a float32 scalar and multiplies it in float32
@@ -373,9 +376,8 @@ class NAdam(Optimizer):
                 st["mu_product"] = _scalar32(mu_prod)
                 mu_prod = float(mu_prod)
                 m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
-                m += (grad - m) * (1 - b1)
-                v *= b2
-                v += (1 - b2) * grad * grad
+                _average_(m, grad, b1)
+                _average_sq_(v, grad, b2)
                 denom = np.sqrt(v / (1 - b2 ** step)) + eps
                 upd = (-lr * (1.0 - mu) / (1.0 - mu_prod)) * grad / denom
                 upd2 = ((-lr * mu_next) / (1.0 - mu_prod * mu_next)) * m / denom
@@ -410,20 +412,13 @@ class RAdam(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["exp_avg"] = _zeros_like(p)
-                    st["exp_avg_sq"] = _zeros_like(p)
+                    _start(st, p, "exp_avg", "exp_avg_sq")
                 st["step"] += 1
                 step = st["step"]
-                if wd != 0:
-                    if g["decoupled_weight_decay"]:
-                        x *= 1 - lr * wd
-                    else:
-                        grad = grad + wd * x
+                grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
                 m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
-                m += (grad - m) * (1 - b1)
-                v *= b2
-                v += (1 - b2) * grad * grad
+                _average_(m, grad, b1)
+                _average_sq_(v, grad, b2)
                 bc1 = 1 - b1 ** step
                 bc2 = 1 - b2 ** step
                 m_hat = m / bc1
@@ -462,14 +457,10 @@ class ASGD(Optimizer):
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
-                    st["step"] = 0.0
-                    st["eta"] = _scalar32(lr)
-                    st["mu"] = _scalar32(1.0)
-                    st["ax"] = _zeros_like(p)
+                    _start(st, p, "ax", scalars=(("eta", lr), ("mu", 1.0)))
                 st["step"] += 1
                 step = st["step"]
-                if wd != 0:
-                    grad = grad + wd * x
+                grad = _decay(grad, x, lr, wd)
                 eta = float(st["eta"]._data)
                 x *= 1 - lambd * eta
                 x -= (eta * grad).astype(x.dtype, copy=False)
