@@ -185,40 +185,55 @@ class ModuleList(Module):
         return self._get_name() + "(\n  " + "\n  ".join(lines) + "\n)"
 
 
-class ModuleDict(Module):
+class _DictContainer(Module):
+    """The mapping methods of ModuleDict and ParameterDict, over the registry named by
+    ``_registry`` (``"_modules"`` or ``"_parameters"``); ``__setitem__`` registers."""
+    _registry = None
+
+    def _entries(self):
+        return self.__dict__[self._registry]
+
+    def _update(self, entries):
+        items = entries.items() if hasattr(entries, "items") else entries
+        for k, v in items:
+            self[k] = v
+
+    def __getitem__(self, key):
+        return self._entries()[key]
+
+    def __delitem__(self, key):
+        del self._entries()[key]
+
+    def __len__(self):
+        return len(self._entries())
+
+    def __iter__(self):
+        return iter(self._entries())
+
+    def __contains__(self, key):
+        return key in self._entries()
+
+    def keys(self):
+        return self._entries().keys()
+
+    def items(self):
+        return self._entries().items()
+
+    def values(self):
+        return self._entries().values()
+
+
+class ModuleDict(_DictContainer):
     """An ordered dict of modules."""
+    _registry = "_modules"
 
     def __init__(self, modules=None):
         super().__init__()
         if modules is not None:
             self.update(modules)
 
-    def __getitem__(self, key):
-        return self._modules[key]
-
     def __setitem__(self, key, module):
         self.add_module(key, module)
-
-    def __delitem__(self, key):
-        del self._modules[key]
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules)
-
-    def __contains__(self, key):
-        return key in self._modules
-
-    def keys(self):
-        return self._modules.keys()
-
-    def items(self):
-        return self._modules.items()
-
-    def values(self):
-        return self._modules.values()
 
     def pop(self, key):
         v = self[key]
@@ -229,9 +244,7 @@ class ModuleDict(Module):
         self._modules.clear()
 
     def update(self, modules):
-        items = modules.items() if hasattr(modules, "items") else modules
-        for k, m in items:
-            self[k] = m
+        self._update(modules)
 
 
 class ParameterList(Module):
@@ -281,44 +294,19 @@ class ParameterList(Module):
                          for i, p in enumerate(self))
 
 
-class ParameterDict(Module):
+class ParameterDict(_DictContainer):
     """An ordered dict of parameters."""
+    _registry = "_parameters"
 
     def __init__(self, parameters=None):
         super().__init__()
         if parameters is not None:
             self.update(parameters)
 
-    def __getitem__(self, key):
-        return self._parameters[key]
-
     def __setitem__(self, key, value):
         if not isinstance(value, Parameter):
             value = Parameter(value)
         self.register_parameter(key, value)
 
-    def __delitem__(self, key):
-        del self._parameters[key]
-
-    def __len__(self):
-        return len(self._parameters)
-
-    def __iter__(self):
-        return iter(self._parameters)
-
-    def __contains__(self, key):
-        return key in self._parameters
-
-    def keys(self):
-        return self._parameters.keys()
-
-    def items(self):
-        return self._parameters.items()
-
-    def values(self):
-        return self._parameters.values()
-
     def update(self, parameters):
-        items = parameters.items() if hasattr(parameters, "items") else parameters
-        for k, v in items:
-            self[k] = v
+        self._update(parameters)
