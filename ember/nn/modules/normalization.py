@@ -13,6 +13,28 @@ from ember.tensor import Tensor
 from ember.errors import EmberValueError
 
 
+def _affine_parameters(module, affine, bias, shape, dtype):
+    """Register the affine ``weight`` (ones) and ``bias`` (zeros; None without ``bias``) of
+    ``shape`` on ``module``, or both as None without ``affine``."""
+    if affine:
+        module.weight = Parameter(creation.ones(*shape, dtype=dtype))
+        if bias:
+            module.bias = Parameter(creation.zeros(*shape, dtype=dtype))
+        else:
+            module.register_parameter("bias", None)
+    else:
+        module.register_parameter("weight", None)
+        module.register_parameter("bias", None)
+
+
+def _reset_affine(module, affine):
+    """Refill the affine ``weight`` with ones and ``bias`` (if any) with zeros."""
+    if affine:
+        init.ones_(module.weight)
+        if module.bias is not None:
+            init.zeros_(module.bias)
+
+
 class _NormBase(Module):
     def __init__(self, num_features, eps=1e-5, momentum=0.1, affine=True,
                  track_running_stats=True, device=None, dtype=None, *, bias=True):
@@ -22,15 +44,7 @@ class _NormBase(Module):
         self.momentum = momentum
         self.affine = affine
         self.track_running_stats = track_running_stats
-        if affine:
-            self.weight = Parameter(creation.empty(num_features, dtype=dtype))
-            if bias:
-                self.bias = Parameter(creation.empty(num_features, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_features,), dtype)
         if track_running_stats:
             self.register_buffer("running_mean", creation.zeros(num_features, dtype=dtype))
             self.register_buffer("running_var", creation.ones(num_features, dtype=dtype))
@@ -49,10 +63,7 @@ class _NormBase(Module):
 
     def reset_parameters(self):
         self.reset_running_stats()
-        if self.affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.affine)
 
     def _may_miss(self, name):
         return name == "num_batches_tracked"
@@ -142,21 +153,10 @@ class LayerNorm(Module):
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
-        if elementwise_affine:
-            self.weight = Parameter(creation.ones(*self.normalized_shape, dtype=dtype))
-            if bias:
-                self.bias = Parameter(creation.zeros(*self.normalized_shape, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, elementwise_affine, bias, self.normalized_shape, dtype)
 
     def reset_parameters(self):
-        if self.elementwise_affine:
-            init.ones_(self.weight)
-            if self.bias is not None:
-                init.zeros_(self.bias)
+        _reset_affine(self, self.elementwise_affine)
 
     def forward(self, input):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
@@ -200,15 +200,7 @@ class GroupNorm(Module):
         self.num_channels = num_channels
         self.eps = eps
         self.affine = affine
-        if affine:
-            self.weight = Parameter(creation.ones(num_channels, dtype=dtype))
-            if bias:
-                self.bias = Parameter(creation.zeros(num_channels, dtype=dtype))
-            else:
-                self.register_parameter("bias", None)
-        else:
-            self.register_parameter("weight", None)
-            self.register_parameter("bias", None)
+        _affine_parameters(self, affine, bias, (num_channels,), dtype)
 
     def forward(self, input):
         return F.group_norm(input, self.num_groups, self.weight, self.bias, self.eps)
