@@ -221,8 +221,13 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
     Returns the list of captured gradients (None where nothing flowed).
     """
     tracer = STATE.tracer
-    if tracer is not None and hasattr(tracer, "graph_break"):  # ember.compile: not captured
-        tracer.graph_break("a backward pass (loss.backward() or autograd.grad)")
+    if tracer is not None and hasattr(tracer, "graph_break"):  # ember.compile
+        why = "a backward pass (loss.backward() or autograd.grad)"
+        if capture is None and accumulate and hasattr(tracer, "capture_backward"):
+            why = tracer.capture_backward(tensors, grad_tensors, retain_graph, create_graph)
+            if why is None:   # traced into the compiled function's graph (a whole step)
+                return []
+        tracer.graph_break(why)
     outer = not _DEPTH[0]
     _DEPTH[0] += 1
     try:

@@ -27,6 +27,7 @@ import numpy as np
 
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.compiler.step import StepCapture, WholeStep
 from ember.jit.tracer import Tracer, user_frame
 
 __all__ = ["compile", "CompiledFunction", "OptimizedModule", "GraphBreakError", "InvalidBackend",
@@ -130,6 +131,26 @@ class CompileTracer(Tracer):
         self.graph_break(what)
 
     joint_backward = False   # True while ember.compile itself traces the backward pass
+    step_capture = None      # ember.compiler.step.StepCapture: backward/step/zero_grad traced
+
+    def capture_backward(self, tensors, grad_tensors, retain_graph, create_graph):
+        """None when ``loss.backward()`` was traced into the graph, else why not."""
+        cap = self.step_capture
+        if cap is None or self.joint_backward:
+            return "a backward pass (loss.backward() or autograd.grad)"
+        return cap.backward(self, tensors, grad_tensors, retain_graph, create_graph)
+
+    def capture_step(self, opt, closure=None):
+        """None when ``opt.step()`` was traced, "" to run it eagerly unrecorded (its state's
+        first step: the trace is then discarded), else why it breaks the graph."""
+        if self.step_capture is None:
+            return f"{type(opt).__name__}.step()"
+        return self.step_capture.step(self, opt, closure)
+
+    def capture_zero_grad(self, opt, set_to_none=True):
+        if self.step_capture is None:
+            return f"{type(opt).__name__}.zero_grad()"
+        return self.step_capture.zero_grad(self, opt, set_to_none)
 
     def graph_break(self, reason):
         """Record a break at the user's current line (also called by the autograd engine and
@@ -241,7 +262,8 @@ class _Entry:
         for t, v in self.captured:
             if t._version != v:
                 return False
-        return True
+        stale = getattr(self.traced, "stale", None)
+        return stale is None or stale() is None
 
 
 def _is_object(a):
@@ -309,6 +331,8 @@ class CompiledFunction:
         self.recompiles = []
         self.recompile_limit = None   # compile(recompile_limit=): this function's own limit
         self.backward_fallbacks = []
+        self.traces = 0    # traces kept (compiled programs made)
+        self.warmups = 0   # calls that ran an optimizer's first step eagerly
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -375,7 +399,8 @@ class CompiledFunction:
     # ---- tracing ------------------------------------------------------------------------
     def _miss(self, key, stale, args, kwargs):
         if stale is not None:
-            reason = "a captured tensor was modified in place"
+            why = getattr(stale.traced, "stale", None)
+            reason = (why and why()) or "a captured tensor was modified in place"
         elif self._last is not None:
             reason = _describe_change(self._last.key, key, None)
         else:
@@ -451,11 +476,31 @@ class CompiledFunction:
         name = self.__name__ if self.module is None else type(self.module).__name__
         joint = _JointRecorder() if STATE.grad_enabled and self.options.get(
             "compiled_backward", True) else None
-        traced, out, _, tracer = record(target, example, CompileTracer, strict=False, name=name,
-                                        after=joint)
+        cap = StepCapture() if self.options.get("whole_step", True) else None
+
+        def make_tracer(*a):
+            t = CompileTracer(*a)
+            t.step_capture = cap
+            return t
+
+        def after(tracer, out):
+            if cap is not None and (cap.used or cap.warmup):
+                return cap.finish(tracer, out)
+            return joint(tracer, out) if joint is not None else ([], [])
+        traced, out, flat_out, tracer = record(target, example, make_tracer, strict=False,
+                                               name=name, after=after)
         if tracer.breaks:
             self._record_breaks(key, tracer.breaks)
             return out
+        if cap is not None and cap.warmup:   # the optimizer's state was just created
+            self.warmups += 1
+            if self.debug:
+                print(f"[ember.compile] '{self.__name__}': first optimizer step ran eagerly "
+                      "(its state created); the next call traces the whole step")
+            return out
+        if cap is not None and cap.used:
+            return self._whole_step(key, traced, cap, len(flat_out), tracer, objects, out)
+        self.traces += 1
         backward = None
         if joint is not None and joint.ok:
             try:
@@ -485,6 +530,27 @@ class CompiledFunction:
             groups = fast.graph.find_nodes("fusion_group")
             print(f"[ember.compile] traced '{self.__name__}': {len(fast.graph.nodes)} nodes, "
                   f"{len(groups)} fusion groups\n{fast.graph}")
+        return out
+
+    def _whole_step(self, key, traced, cap, n_out, tracer, objects, out):
+        """Keep the traced training step (backward and optimizer update in the graph) as one
+        program (``ember.compiler.step.WholeStep``)."""
+        try:
+            runner = WholeStep(traced, cap, n_out, self.__name__)
+        except Exception as e:  # noqa: BLE001 - the step stays eager's, reported as a break
+            self._record_breaks(key, [GraphBreak(
+                f"compiling the captured training step failed ({type(e).__name__}: {e})",
+                user_frame())])
+            return out
+        self.traces += 1
+        entry = self._entries[key] = self._last = _Entry(
+            key, runner, [(t, t._version) for t, _ in tracer.captured])
+        entry.objects = list(objects.values())
+        if self.debug:
+            groups = runner.graph.find_nodes("fusion_group")
+            print(f"[ember.compile] traced the training step '{self.__name__}': "
+                  f"{len(runner.graph.nodes)} nodes, {len(groups)} fusion groups\n"
+                  f"{runner.graph}")
         return out
 
 

@@ -90,7 +90,11 @@ class Optimizer:
         """Reset the gradients of every optimized parameter (to None by default)."""
         tracer = STATE.tracer
         if tracer is not None and hasattr(tracer, "graph_break"):  # ember.compile
-            tracer.graph_break(f"{type(self).__name__}.zero_grad()")
+            why = tracer.capture_zero_grad(self, set_to_none) if hasattr(
+                tracer, "capture_zero_grad") else f"{type(self).__name__}.zero_grad()"
+            if why is None:   # captured: the compiled step sets the gradients
+                return
+            tracer.graph_break(why)
         for g in self.param_groups:
             for p in g["params"]:
                 if p.grad is not None:
@@ -101,9 +105,9 @@ class Optimizer:
                         p.grad._bump()
 
     def __init_subclass__(cls, **kwargs):
-        """An optimizer's ``step`` inside a function being compiled is a graph break
-        (``ember.compile`` does not capture it: it reads ``.grad`` and writes parameters
-        outside the traced ops)."""
+        """An optimizer's ``step`` inside a function being compiled is offered to the
+        compiler (``ember.compiler.step``), which traces SGD's and Adam's updates into the
+        graph; any other step is a graph break naming why."""
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None:
@@ -111,7 +115,14 @@ class Optimizer:
             def checked_step(self, *args, **kw):
                 tracer = STATE.tracer
                 if tracer is not None and hasattr(tracer, "graph_break"):
-                    tracer.graph_break(f"{cls.__name__}.step()")
+                    # ember.compile: None when the update was traced, "" to run it eagerly
+                    # unrecorded (the state's first step), else why it breaks the graph
+                    why = tracer.capture_step(self, *args, **kw) if hasattr(
+                        tracer, "capture_step") else f"{type(self).__name__}.step()"
+                    if why is None:
+                        return None
+                    if why:
+                        tracer.graph_break(why)
                 return step(self, *args, **kw)
             cls.step = checked_step
 

@@ -337,9 +337,12 @@ def _stepper(model):
     return step
 
 
-def test_backward_and_optimizer_step_inside_are_breaks():
+def test_backward_and_optimizer_step_inside_are_breaks_without_step_capture():
+    # options={"whole_step": False}: backward, step and zero_grad break the graph (the
+    # captured whole step is tests/compiler/test_step.py)
     eager, twin = _pair(MLP)
-    step_e, compiled = _stepper(eager), ember.compile(_stepper(twin))
+    step_e = _stepper(eager)
+    compiled = ember.compile(_stepper(twin), options={"whole_step": False})
     with pytest.warns(GraphBreakWarning, match=r"SGD.zero_grad\(\) at .*test_frontend.py"):
         for i in range(4):
             x, y = _data(eager, 4, seed=i)
@@ -348,12 +351,23 @@ def test_backward_and_optimizer_step_inside_are_breaks():
     for p, q in zip(eager.parameters(), twin.parameters()):
         np.testing.assert_allclose(q.numpy(force=True), p.numpy(force=True), rtol=0, atol=1e-12)
     x, y = _data(eager, 4)
-    e = ember.explain(_stepper(MLP().double()), x, y)
-    reasons = [b.reason for b in e.break_reasons]
-    assert reasons[:2] == ["SGD.zero_grad()", "a backward pass (loss.backward() or autograd.grad)"]
-    assert "SGD.step()" in reasons and e.graph_count == 0
     with pytest.raises(GraphBreakError, match="a backward pass"):
-        ember.compile(_stepper(MLP().double()), fullgraph=True)(x, y)
+        ember.compile(_stepper(MLP().double()), fullgraph=True,
+                      options={"whole_step": False})(x, y)
+
+
+def test_explain_names_an_optimizer_step_that_is_not_captured():
+    model = MLP().double()
+    opt = ember.optim.RMSprop(model.parameters(), lr=0.01)
+
+    def step(x, y):
+        opt.zero_grad()
+        F.cross_entropy(model(x), y).backward()
+        opt.step()
+    e = ember.explain(step, *_data(model, 4))
+    assert e.graph_count == 0 and [b.reason for b in e.break_reasons] == [
+        "RMSprop.step(): ember.compile traces the updates of SGD, Adam and AdamW; this "
+        "optimizer's step runs eagerly"]
 
 
 def test_module_argument_is_guarded_by_identity():

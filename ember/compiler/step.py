@@ -1,0 +1,390 @@
+"""Whole-step capture for ``ember.compile``: ``loss.backward()``, ``opt.step()`` and
+``opt.zero_grad()`` inside a compiled function traced into its one graph.
+
+While the function is traced (``CompileTracer``), the autograd engine and the optimizers offer
+these calls to a ``StepCapture`` instead of breaking the graph:
+
+* ``backward``: the engine runs over the traced forward with the tracer on (``create_graph``:
+  every derivative formula and gradient sum is a traced op); each leaf's ``.grad`` becomes the
+  traced (detached) gradient, added to a ``.grad`` the function computed earlier.
+* ``step`` of SGD, Adam and AdamW: the update math of ``ember.optim._updates`` (the functions the
+  eager step runs on arrays) evaluated on traced tensors, then one in-place write (``copy_``) per
+  parameter and state tensor. Hyper-parameters (lr, momentum, dampening, betas, eps, weight
+  decay) and the bias corrections of Adam's step count are formals read at every call, so an LR
+  scheduler does not retrace; the step counts are advanced by the runner as eager does.
+* ``zero_grad()`` (``set_to_none``): the runner sets those ``.grad`` to None.
+
+``WholeStep`` runs the optimised graph as one array-mode program and applies its effects (the
+final ``.grad`` of each leaf, parameter versions). Anything else is a graph break naming why,
+and the function then runs eagerly for those guards.
+"""
+import math
+
+import numpy as np
+
+__all__ = ["StepCapture", "WholeStep"]
+
+
+def _tensor_cls():
+    from ember.tensor import Tensor
+    return Tensor
+
+
+def _shape(t):
+    return f"[{t._data.dtype} {list(t._data.shape)}]"
+
+
+class _Sym:
+    """A traced tensor with out-of-place arithmetic, so the augmented assignments of
+    ``ember.optim._updates`` rebind (as on the pointwise engine's symbolic values)."""
+
+    __slots__ = ("t",)
+
+    def __init__(self, t):
+        self.t = t
+
+    def __add__(self, o):
+        return _Sym(self.t + _raw(o))
+
+    def __radd__(self, o):
+        return _Sym(_raw(o) + self.t)
+
+    def __sub__(self, o):
+        return _Sym(self.t - _raw(o))
+
+    def __rsub__(self, o):
+        return _Sym(_raw(o) - self.t)
+
+    def __mul__(self, o):
+        return _Sym(self.t * _raw(o))
+
+    def __rmul__(self, o):
+        return _Sym(_raw(o) * self.t)
+
+    def __truediv__(self, o):
+        return _Sym(self.t / _raw(o))
+
+    def __rtruediv__(self, o):
+        return _Sym(_raw(o) / self.t)
+
+    def __neg__(self):
+        return _Sym(-self.t)
+
+
+def _raw(o):
+    return o.t if isinstance(o, _Sym) else o
+
+
+class _TracedOps:
+    """``_updates``' operations on traced tensors (``maximum_`` keeps its result: the update
+    returns ``x, m, v`` only)."""
+
+    def __init__(self):
+        self.max = None
+
+    @staticmethod
+    def sqrt(s):
+        return _Sym(s.t.sqrt())
+
+    def maximum_(self, a, b):
+        import ember
+        self.max = _Sym(ember.maximum(a.t, b.t))
+        return self.max
+
+    @staticmethod
+    def like(t, x):
+        return t
+
+
+def _kind(opt):
+    """'sgd' / 'adam' when ``opt``'s step is SGD's or Adam's (AdamW's), else None."""
+    from ember.optim.algorithms import SGD, Adam
+    step = type(opt).step
+    return "sgd" if step is SGD.step else "adam" if step is Adam.step else None
+
+
+def structure(opt):
+    """What the traced update is specialised on: per group its parameters and the options that
+    choose a branch of the update; per parameter which state tensors exist."""
+    out = []
+    for g in opt.param_groups:
+        out.append((tuple(id(p) for p in g["params"]), g.get("momentum", 0) != 0,
+                    g.get("weight_decay", 0) != 0, g.get("nesterov"), g.get("maximize"),
+                    g.get("amsgrad"), g.get("decoupled_weight_decay")))
+        out.append(tuple(tuple(opt.state[p]) if p in opt.state else () for p in g["params"]))
+    return tuple(out)
+
+
+class StepCapture:
+    """What a traced whole step did besides its ops: the formals it added (optimizer state and
+    hyper-parameters, each with the getter that reads it at a call), the step counters it
+    advanced, the leaves whose ``.grad`` it sets, and what a later call must still satisfy."""
+
+    def __init__(self):
+        self.inputs = []        # (tensor, getter -> ndarray, Value): formals after the inputs
+        self.bumps = []         # optimizer state dicts whose "step" a call advances
+        self._scalars = {}
+        self.touched = []       # leaves whose final .grad the function determines
+        self._touched = set()
+        self.require_none = []  # leaves whose .grad must be None when a call starts
+        self.optimizers = []    # (optimizer, structure(optimizer))
+        self.written = []       # parameters the update writes (versions bumped per call)
+        self.warmup = False     # an optimizer's state was created: run eagerly, trace again
+        self.used = False
+
+    def _touch(self, t):
+        if id(t) not in self._touched:
+            self._touched.add(id(t))
+            self.touched.append(t)
+
+    # ---- backward ---------------------------------------------------------------------
+    def backward(self, tracer, tensors, grad_tensors, retain_graph, create_graph):
+        from ember.autograd import grad
+        from ember.autograd.grad_mode import enable_grad, no_grad
+        if create_graph:
+            return "a backward pass with create_graph=True (double backward is not captured)"
+        leaves = [t for t, v in list(tracer.env.values())
+                  if v.node is None and t._requires_grad and t.grad_fn is None]
+        if not leaves:
+            return "a backward pass reaching no parameter or input of the traced function"
+        for t in leaves:
+            if t._hooks:
+                return "a backward pass into a tensor with hooks (hooks are not traced)"
+            if t.grad is not None and tracer.known(t.grad) is None:
+                return (f"a backward pass accumulating into the .grad of a tensor {_shape(t)} "
+                        f"that the compiled function did not compute (zero the gradients "
+                        f"inside the function, e.g. opt.zero_grad(), or before calling it)")
+        for t, v in list(tracer.env.values()):
+            fn = getattr(t, "grad_fn", None)
+            if v.node is not None and (getattr(t, "_hooks", None) or
+                                       (fn is not None and fn._pre_hooks)):
+                return "a backward pass through a tensor with hooks (hooks are not traced)"
+        tracer.joint_backward = True
+        n_breaks = len(tracer.breaks)
+        try:
+            with enable_grad():
+                grads = grad(tensors, leaves, grad_tensors, True, True, allow_unused=True)
+        except Exception as e:  # noqa: BLE001 - eager's backward then runs (and reports it)
+            return f"a backward pass that could not be traced ({type(e).__name__}: {e})"
+        finally:
+            tracer.joint_backward = False
+        if len(tracer.breaks) > n_breaks:
+            why = "; ".join(str(b) for b in tracer.breaks[n_breaks:])
+            del tracer.breaks[n_breaks:]
+            return f"a backward pass that could not be traced ({why})"
+        with no_grad():
+            for leaf, g in zip(leaves, grads):
+                if g is None:
+                    continue
+                d = g.detach()
+                if leaf.grad is None:
+                    if id(leaf) not in self._touched:
+                        self.require_none.append(leaf)
+                    leaf.grad = d
+                else:
+                    leaf.grad = leaf.grad + d
+                self._touch(leaf)
+        self.used = True
+        return None
+
+    # ---- zero_grad --------------------------------------------------------------------
+    def zero_grad(self, tracer, opt, set_to_none=True):
+        if not set_to_none:
+            return (f"{type(opt).__name__}.zero_grad(set_to_none=False) (gradients zeroed in "
+                    f"place are not captured)")
+        for g in opt.param_groups:
+            for p in g["params"]:
+                p.grad = None
+                self._touch(p)
+        self.used = True
+        return None
+
+    # ---- step -------------------------------------------------------------------------
+    def step(self, tracer, opt, closure=None):
+        name = type(opt).__name__
+        if closure is not None:
+            return f"{name}.step(closure) (the closure is not captured)"
+        kind = _kind(opt)
+        if kind is None:
+            return (f"{name}.step(): ember.compile traces the updates of SGD, Adam and AdamW; "
+                    f"this optimizer's step runs eagerly")
+        work = []
+        for gi, group in enumerate(opt.param_groups):
+            for p in group["params"]:
+                if p.grad is None:
+                    continue
+                if tracer.known(p.grad) is None:
+                    return (f"{name}.step() reading a .grad {_shape(p)} computed outside the "
+                            f"compiled function (call loss.backward() inside it)")
+                if p._data.dtype.kind != "f":
+                    return f"{name}.step() on a {p._data.dtype} parameter (not captured)"
+                work.append((gi, group, p))
+        for _, group, p in work:
+            st = opt.state.get(p)
+            if (kind == "adam" and not st) or (kind == "sgd" and group["momentum"] != 0 and
+                                               not (st and "momentum_buffer" in st)):
+                self.warmup = True   # the first step creates the state: eager, unrecorded
+                return ""
+        self.optimizers.append((opt, structure(opt)))
+        from ember.autograd.grad_mode import no_grad
+        with no_grad():
+            for gi, group, p in work:
+                (self._sgd if kind == "sgd" else self._adam)(tracer, opt, gi, group, p)
+        self.used = True
+        return None
+
+    def _scalar(self, tracer, key, name, fn, dtype):
+        """A hyper-parameter formal: ``fn()`` (read again at each call) as a 0-d tensor of the
+        parameter's dtype (eager's scalar arithmetic casts a Python float to it the same way)."""
+        t = self._scalars.get(key)
+        if t is None:
+            t = _tensor_cls()._make(np.array(fn(), dtype))
+            self.inputs.append((t, lambda: np.array(fn(), dtype), tracer.add_input(t, name)))
+            self._scalars[key] = t
+        return _Sym(t)
+
+    def _state(self, tracer, opt, p, key):
+        t = opt.state[p][key]
+        if tracer.known(t) is None:
+            v = tracer.add_input(t, f"{key}{len(self.inputs)}")
+            self.inputs.append((t, lambda: opt.state[p][key]._data, v))
+        return _Sym(t)
+
+    def _write(self, target, value):
+        if value.t is not target:
+            target.copy_(value.t)
+
+    def _group_scalars(self, tracer, opt, gi, dtype):
+        def s(key, fn=None):
+            get = fn or (lambda: opt.param_groups[gi][key])
+            return self._scalar(tracer, (id(opt), gi, key, dtype.str), key, get, dtype)
+        return s
+
+    def _sgd(self, tracer, opt, gi, group, p):
+        from ember.optim._updates import sgd_momentum_update, sgd_update
+        s = self._group_scalars(tracer, opt, gi, p._data.dtype)
+        x, d = _Sym(p), _Sym(p.grad)
+        if group["maximize"]:
+            d = -d
+        if group["weight_decay"] != 0:
+            d = d + s("weight_decay") * x
+        if group["momentum"] == 0:
+            x = sgd_update(x, d, s("lr"), _TracedOps())
+        else:
+            buf = self._state(tracer, opt, p, "momentum_buffer")
+            x, buf2 = sgd_momentum_update(
+                x, d, buf, s("momentum"),
+                s("one_m_dampening", lambda: 1 - opt.param_groups[gi]["dampening"]), s("lr"),
+                _TracedOps(), group["nesterov"])
+            self._write(buf.t, buf2)
+        self._write(p, x)
+        self.written.append(p)
+
+    def _adam(self, tracer, opt, gi, group, p):
+        from ember.optim._updates import adam_update
+        dt = p._data.dtype
+        s = self._group_scalars(tracer, opt, gi, dt)
+        st = opt.state[p]
+        x, g = _Sym(p), _Sym(p.grad)
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"] != 0:
+            if group["decoupled_weight_decay"]:
+                x = x * s("decay", lambda: 1 - opt.param_groups[gi]["lr"] *
+                          opt.param_groups[gi]["weight_decay"])
+            else:
+                g = g + s("weight_decay") * x
+        st["step"] += 1
+        self.bumps.append(st)
+
+        def b(i):
+            return lambda: opt.param_groups[gi]["betas"][i]
+        step_size = self._scalar(
+            tracer, (id(p), "step_size"), "step_size",
+            lambda: opt.param_groups[gi]["lr"] / (1 - opt.param_groups[gi]["betas"][0] **
+                                                  st["step"]), dt)
+        bc2 = self._scalar(
+            tracer, (id(p), "bc2_sqrt"), "bc2_sqrt",
+            lambda: math.sqrt(1 - opt.param_groups[gi]["betas"][1] ** st["step"]), dt)
+        m = self._state(tracer, opt, p, "exp_avg")
+        v = self._state(tracer, opt, p, "exp_avg_sq")
+        ops = _TracedOps()
+        vmax = self._state(tracer, opt, p, "max_exp_avg_sq") if group["amsgrad"] else None
+        x, m2, v2 = adam_update(x, g, m, v, s("one_m_b1", lambda: 1 - b(0)()), s("b2", b(1)),
+                                s("one_m_b2", lambda: 1 - b(1)()), bc2, s("eps"), step_size,
+                                ops, vmax)
+        self._write(m.t, m2)
+        self._write(v.t, v2)
+        if vmax is not None:
+            self._write(vmax.t, ops.max)
+        self._write(p, x)
+        self.written.append(p)
+
+    # ---- end of the trace ---------------------------------------------------------------
+    def finish(self, tracer, out):
+        """``record``'s ``after`` hook: (formals added, outputs added): the optimizer state and
+        hyper-parameter formals, and the final ``.grad`` of each leaf that has one."""
+        self.grad_out = [t for t in self.touched if t.grad is not None]
+        self.grad_none = [t for t in self.touched if t.grad is None]
+        for t in self.grad_out:
+            if tracer.known(t.grad) is None:
+                tracer.graph_break(f"a .grad {_shape(t)} set from outside the traced ops")
+                return [], []
+        for t, _, v in self.inputs:   # the formal, not the value its in-place update made
+            tracer.env[id(t)] = (t, v)
+        return [t for t, _, _ in self.inputs], [t.grad for t in self.grad_out]
+
+
+class WholeStep:
+    """A captured training step: one array-mode program (``graph``, ``code``) over the call's
+    inputs, optimizer state, hyper-parameters and parameters; returns the call's outputs and
+    sets each leaf's ``.grad`` as the eager step would."""
+
+    def __init__(self, traced, cap, n_out, name):
+        from ember.jit.codegen import compile_graph
+        from ember.jit.passes import run_passes
+        self._traced = traced
+        self._cap = cap
+        self._n_out = n_out
+        self.name = name
+        self.graph = run_passes(traced.graph.copy())
+        self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step")
+        self._state = list(traced.state_tensors())
+        self._getters = [get for _, get, _ in cap.inputs]
+
+    def stale(self):
+        """Why this program no longer applies (None while it does)."""
+        for t in self._cap.require_none:
+            if t.grad is not None:
+                return (f"a .grad {_shape(t)} the step expected to be None (it accumulates "
+                        f"into it) is set")
+        for opt, st in self._cap.optimizers:
+            if structure(opt) != st:
+                return f"the {type(opt).__name__}'s parameter groups, options or state changed"
+        return None
+
+    def __call__(self, *args):
+        Tensor = _tensor_cls()
+        tr = self._traced
+        flat = tr._flat_inputs(args)
+        cap = self._cap
+        for st in cap.bumps:
+            st["step"] += 1
+        arrays = [t._data for t in flat]
+        arrays += [get() for get in self._getters]
+        arrays += [t._data for t in self._state]
+        res = self._fn(*arrays)
+        make = Tensor._make
+        n = self._n_out
+        for t in cap.grad_none:
+            t.grad = None
+        for t, r in zip(cap.grad_out, res[n:]):
+            t.grad = make(r if r.__class__ is np.ndarray else np.asarray(r))
+        for p in cap.written:
+            p._bump()
+        outs = [make(r if r.__class__ is np.ndarray else np.asarray(r)) for r in res[:n]]
+        if tr._single_out:
+            return outs[0]
+        from ember.jit.traced import unflatten
+        return unflatten(tr._out_spec, iter(outs))
+
