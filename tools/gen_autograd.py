@@ -486,14 +486,28 @@ def module_alias(prefix, path):
     return f"from {parent} import {leaf} as {alias}", alias
 
 
+ROW_KERNEL = "pointwise"   # ``kernel: pointwise``: the eager kernel is the engine row's evaluation
+
+
+def kernel_module(entry):
+    """The ``ember.kernels`` module an entry's kernel is in."""
+    k = entry["kernel"]
+    return "elementwise" if k == ROW_KERNEL else k.rsplit(".", 1)[0]
+
+
 def emit_record(op, w):
     e = op.entry
     tn = tuple(a.name for a in op.tensor_args)
     cn = tuple(a.name for a in op.const_args)
     if op.composite:
         return
-    mod, fn = e["kernel"].rsplit(".", 1)
+    mod, fn = kernel_module(e), e["kernel"].rsplit(".", 1)[-1]
     kernel = f"{module_alias('ember.kernels', mod)[1]}.{fn}"
+    if e["kernel"] == ROW_KERNEL:   # the engine row is the kernel: elementwise.row_kernel
+        if e.get("pointwise") is not True:
+            raise SystemExit(f"{op.name}: 'kernel: {ROW_KERNEL}' needs 'pointwise: true' (the "
+                             "engine row of the same name is the kernel)")
+        kernel = f"{module_alias('ember.kernels', mod)[1]}.row_kernel({op.name!r}, {len(op.tensor_args)})"
     backward = f"_N.{op.cls}" if op.differentiable else "None"
     kw = []
     if e.get("view"):
@@ -775,7 +789,7 @@ def emit_records_module(ops):
 Op records: per spec op with a kernel, the ``ember.autograd.dispatch.Op`` that dispatch runs
 (its kernel, backward node class, tensor and constant argument names, the tensor inputs that may
 be None, output kinds), bound to the op's name; ``OPS`` maps each name to its record."""
-    kmods = sorted({op.entry["kernel"].rsplit(".", 1)[0] for op in ops if not op.composite})
+    kmods = sorted({kernel_module(op.entry) for op in ops if not op.composite})
     imports = [f"from {PACKAGE} import nodes as _N", "from ember.autograd.dispatch import Op"]
     imports += [module_alias("ember.kernels", m)[0] for m in kmods]
     return module_source(doc, imports, lines)

@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from ember.kernels.dtypes import fill_value, float_operands, promote, to_float
+from ember.kernels.dtypes import default_float, fill_value, float_operands, promote, result_type, to_float
 from ember.kernels.errors import KernelError
 from ember.kernels.opmath import in_float32
 
@@ -193,6 +193,28 @@ def _row(name, params, *arrays):
         from ember.kernels.pointwise.ops import evaluate
         _evaluate = evaluate
     return _evaluate(name, params, *arrays)
+
+
+def row_kernel(name, arity):
+    """The eager kernel of a spec op declared ``kernel: pointwise``: the engine row ``name`` on
+    the op's ``arity`` tensor inputs (torch's promotion to one dtype; integers become the default
+    float for a float row and are refused by a floating-only one), the constants after them its
+    parameters. The generated record calls this; the op's math is its row alone."""
+    @in_float32
+    def kernel(*args):
+        arrays = [_arr(a) for a in args[:arity]]
+        dt = result_type(*arrays)
+        if dt.kind in "biu":
+            from ember.kernels.pointwise.ops import OPS
+            op = OPS[name]
+            if not op.int_ok or (dt.kind == "b" and not op.bool_ok):
+                raise KernelError(f"not implemented for {dt} tensors (floating point only)"
+                                  if not op.int_ok else "not implemented for bool tensors")
+            if op.kind == "float":
+                dt = default_float()
+        return _row(name, args[arity:], *(a if a.dtype == dt else a.astype(dt) for a in arrays))
+    kernel.__name__ = kernel.__qualname__ = name
+    return kernel
 
 
 @in_float32

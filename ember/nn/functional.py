@@ -801,6 +801,7 @@ leaky_relu = G.leaky_relu
 hardtanh = G.hardtanh
 gelu = G.gelu
 softplus = G.softplus
+hardshrink = G.hardshrink
 
 
 def selu(input, inplace=False):
@@ -848,10 +849,6 @@ def hardsigmoid(input, inplace=False):
 
 def hardswish(input, inplace=False):
     return _inplace(input, G.hardswish(input), inplace)
-
-
-def hardshrink(input, lambd=0.5):
-    return G.where(G.gt(G.abs(input), lambd), input, 0.0)
 
 
 def softshrink(input, lambd=0.5):

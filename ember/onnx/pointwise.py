@@ -8,7 +8,9 @@ computed in float32 and rounded per step), and lowered by its row in ``VOCABULAR
 native ONNX op with its attributes where ONNX has one (``leaky_relu`` -> ``LeakyRelu(alpha)``,
 ``gelu`` -> ``Gelu`` from opset 20), else a short composition of ONNX ops. So an op's math is
 written in its spec entry and engine row only; this table says how each engine op is spelled in
-ONNX, as ``ops.py`` says it for Numba and NumPy.
+ONNX, as ``ops.py`` says it for Numba and NumPy. An engine row written as ``math`` that the
+table does not list (``hardshrink``) is its ``math`` evaluated on ONNX values (``_from_math``),
+so a new such row exports with no entry here.
 
 ``NATIVE`` maps the spec ops that are pointwise but not engine ops (``asin``, ``hardswish``,
 ...) to their ONNX op.
@@ -292,6 +294,75 @@ NATIVE = {
 }
 
 
+# ------------------------------------------------------------------- rows derived from ``math``
+class _Value:
+    """An ONNX value inside an engine row's ``math``: Python's operators emit ONNX ops."""
+
+    __slots__ = ("e", "name")
+
+    def __init__(self, e, name):
+        self.e, self.name = e, name
+
+    def __bool__(self):
+        raise TypeError("pointwise: an ONNX value has no truth value (an op's math branches on a "
+                        "value: use m.where)")
+
+    __hash__ = object.__hash__
+
+
+def _name(e, x):
+    return x.name if isinstance(x, _Value) else e.c(x)
+
+
+def _value_op(op_type, reverse=False, negate=False):
+    def op(self, other):
+        a, b = self.name, _name(self.e, other)
+        out = self.e.op(op_type, *((b, a) if reverse else (a, b)))
+        return _Value(self.e, self.e.op("Not", out) if negate else out)
+    return op
+
+
+for _dunder, _op_type in (("add", "Add"), ("sub", "Sub"), ("mul", "Mul"), ("truediv", "Div"),
+                          ("lt", "Less"), ("le", "LessOrEqual"), ("gt", "Greater"),
+                          ("ge", "GreaterOrEqual"), ("eq", "Equal"), ("and", "And"), ("or", "Or")):
+    setattr(_Value, f"__{_dunder}__", _value_op(_op_type))
+    if _dunder in ("add", "sub", "mul", "truediv"):
+        setattr(_Value, f"__r{_dunder}__", _value_op(_op_type, reverse=True))
+_Value.__ne__ = _value_op("Equal", negate=True)
+_Value.__neg__ = lambda self: _Value(self.e, self.e.op("Neg", self.name))
+del _dunder, _op_type
+
+
+class _Math:
+    """``math``'s namespace on ONNX values (as ``NumbaMath`` / ``NumpyMath`` of the engine):
+    ``m.c`` a constant of the step's compute dtype, ``m.where``, and each vocabulary op's row."""
+
+    def __init__(self, e):
+        self.e = e
+        self.is_float, self.is_bool = e.is_float, e.dt == _BOOL
+
+    def c(self, value):
+        return _Value(self.e, self.e.c(value))
+
+    def where(self, cond, a, b):
+        return _Value(self.e, self.e.op("Where", cond.name, _name(self.e, a), _name(self.e, b)))
+
+    def __getattr__(self, name):   # exp, log1p, sqrt, erf, abs, ...: the vocabulary op's row
+        row = VOCABULARY.get(name)
+        if row is None:
+            raise AttributeError(f"pointwise: the engine op '{name}' has no ONNX form")
+        return lambda a: _Value(self.e, row(self.e, (), a.name))
+
+
+def _from_math(math_fn):
+    """The ONNX row of an engine row written as ``math`` that ``VOCABULARY`` does not spell:
+    its ``math`` evaluated on ONNX values (``hardshrink``)."""
+    def row(e, p, *xs):
+        out = math_fn(_Math(e), p, *(None if x is None else _Value(e, x) for x in xs))
+        return out.name if isinstance(out, _Value) else e.c(out)
+    return row
+
+
 # ---------------------------------------------------------------------------------- evaluator
 def pointwise_ops():
     """The spec ops exported by their pointwise form: {name: FORWARD function}."""
@@ -372,6 +443,8 @@ def _evaluate(g, spec_op, typing, onnx_names):
         values[name] = (onnx, dtype, prio == SCALAR)
     for step in typing.steps:
         row = VOCABULARY.get(step.op.name)
+        if row is None and step.op.math is not None:
+            row = _from_math(step.op.math)
         if row is None:
             raise SymbolicError(f"the pointwise form of '{spec_op}' uses the engine op "
                                 f"'{step.op.name}', which has no ONNX form")

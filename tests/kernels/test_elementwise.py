@@ -278,6 +278,46 @@ def test_eager_kernel_is_the_rows_numpy_evaluation(op, args, torch_fn, dtype):
     assert OPS[op].math is not None
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("lambd", [0.5, 1.25, -1.0])
+def test_row_kernel_hardshrink_is_its_row_and_matches_torch(dtype, lambd):
+    """``kernel: pointwise`` (hardshrink): the record's kernel is ``row_kernel``, the engine
+    row's NumPy evaluation, and gives torch's bits at the bounds (|x| == lambd is 0), NaN and
+    infinities, float16/bfloat16 computed in float32; the backward is torch's (1 at NaN)."""
+    from ember.autograd._generated.records import OPS as RECORDS
+    from ember.kernels.pointwise import Expr, compile_pointwise
+    assert RECORDS["hardshrink"].kernel.__name__ == "hardshrink"
+    x = np.concatenate([np.linspace(-3, 3, 61), [lambd, -lambd, 0.0, -0.0, np.inf, -np.inf, np.nan]])
+    t = torch.tensor(x, dtype=getattr(torch, dtype), requires_grad=True)
+    e = ember.tensor(x, dtype=getattr(ember, dtype), requires_grad=True)
+    want, got = torch.hardshrink(t, lambd), e.hardshrink(lambd)
+    assert str(got.dtype).split(".")[1] == dtype
+    np.testing.assert_array_equal(got.detach().float().numpy(), want.detach().float().numpy())
+    want.backward(torch.ones_like(want))
+    got.backward(ember.ones_like(got))
+    np.testing.assert_array_equal(e.grad.float().numpy(), t.grad.float().numpy())
+    if dtype in ("float32", "float64"):
+        a = x.astype(dtype)
+        plan = compile_pointwise(Expr.single("hardshrink", None, lambd), (a,))(a, backend="numpy")[0]
+        assert np.array_equal(RECORDS["hardshrink"].kernel(a, lambd).view(np.uint8), plan.view(np.uint8))
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.bool_])
+def test_row_kernel_of_a_floating_only_row_refuses_integers(dtype):
+    """torch.hardshrink of an integer or bool tensor is not implemented: ember refuses it with
+    an error naming the op and the dtype (the fused path's typing refuses it too)."""
+    from ember.kernels.pointwise import OPS
+    from ember.kernels.pointwise.ops import op_types
+    from ember.kernels.pointwise.promotion import TENSOR
+    with pytest.raises(NotImplementedError):
+        torch.hardshrink(torch.tensor(np.array([1, 0], dtype)))
+    with pytest.raises(ember.errors.EmberRuntimeError,
+                       match=rf"hardshrink: not implemented for {np.dtype(dtype)} tensors"):
+        ember.hardshrink(ember.tensor(np.array([1, 0], dtype)))
+    with pytest.raises(TypeError, match="hardshrink does not take"):
+        op_types(OPS["hardshrink"], [(np.dtype(dtype), TENSOR)], (0.5,))
+
+
 def test_lerp_follows_torch_two_sided_formula():
     """lerp is torch's formula (the row's): end exactly at weight 1, same bits for a scalar
     weight (the fast path) and a tensor one (the row)."""

@@ -109,7 +109,34 @@ def test_float16_and_int_inputs_follow_engine_typing():
 
 
 def test_every_vocabulary_op_has_an_onnx_row():
-    assert set(VOCABULARY_OPS) == set(P.VOCABULARY)
+    """A row of the table, or the op's ``math`` on ONNX values (a row the table does not list)."""
+    assert set(P.VOCABULARY) <= set(VOCABULARY_OPS)
+    derived = {n for n, op in VOCABULARY_OPS.items() if n not in P.VOCABULARY}
+    assert "hardshrink" in derived and all(VOCABULARY_OPS[n].math is not None for n in derived)
+
+
+MATH_ROWS = sorted(n for n, op in VOCABULARY_OPS.items() if op.math is not None and n in RECORDS)
+
+
+@pytest.mark.parametrize("op", MATH_ROWS)
+def test_a_math_row_exports_by_its_math_without_a_table_entry(monkeypatch, op):
+    """Every engine row written as ``math``, its table entry removed, exports as its ``math``
+    on ONNX values (``_from_math``) and matches ember in onnxruntime."""
+    monkeypatch.delitem(P.VOCABULARY, op, raising=False)
+    xs = _inputs(op)
+    expected = getattr(G, op)(*xs).numpy()
+    _, (got,) = _run(lambda *ts: getattr(G, op)(*ts), xs, 17)
+    assert got.dtype == expected.dtype
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-5, equal_nan=True)
+
+
+def test_hardshrink_exports_by_its_math_in_float64_with_nan_and_its_bounds():
+    x = ember.tensor([-0.5, 0.5, -0.7, 0.7, 0.3, float("nan"), float("inf"), -float("inf"), 1.25],
+                     dtype=ember.float64)
+    mp, (got,) = _run(lambda t: ember.hardshrink(t, 0.7), [x], 17)
+    assert {n.op_type for n in mp.graph.node} <= {"Where", "GreaterOrEqual", "LessOrEqual", "And",
+                                                  "Constant", "Cast", "Identity"}
+    np.testing.assert_array_equal(got, [0.0, 0.0, 0.0, 0.0, 0.0, np.nan, np.inf, -np.inf, 1.25])
 
 
 def test_a_step_without_a_row_is_an_error_naming_the_op(monkeypatch):

@@ -301,6 +301,7 @@ TENSOR_METHODS = {
     'erf_': _fn.erf_,
     'relu': _fn.relu,
     'relu_': _fn.relu_,
+    'hardshrink': _fn.hardshrink,
     'clamp': _fn.clamp,
     'clamp_': _fn.clamp_,
     'floor': _fn.floor,

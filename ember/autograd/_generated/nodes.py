@@ -3519,6 +3519,29 @@ class HardtanhBackward0(Node):
         return (g0, )
 
 
+class HardshrinkBackward0(Node):
+    __slots__ = ('lambd', 'self_')
+    _saved = ('self_',)
+    _op_name = 'hardshrink'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        lambd, = consts
+        ctx.lambd = lambd if needs[0] else None
+        ctx.self_ = _save(self_, 'self_') if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        lambd = ctx.lambd
+        self_ = unpack(ctx.self_, ctx)
+        g0 = None
+        if needs[0]:
+            g0 = _fn.where(_fn.logical_and(_fn.ge(self_, -lambd), _fn.le(self_, lambd)), 0.0, grad)
+        return (g0, )
+
+
 class ClampBackward0(Node):
     __slots__ = ('max', 'min', 'self_', 'self__shape', 'min_shape', 'max_shape')
     _saved = ('max', 'min', 'self_')

@@ -226,6 +226,10 @@ def hardtanh(self_, min_val=-1.0, max_val=1.0):
     return _V.hardtanh(self_, min_val, max_val)
 
 
+def hardshrink(self_, lambd=0.5):
+    return _V.hardshrink(self_, lambd)
+
+
 def clamp(self_, min=None, max=None):
     return _V.clamp(self_, min, max)
 
@@ -466,6 +470,10 @@ def _d_hardtanh(grad, self_, min_val=-1.0, max_val=1.0, *, result=None):
     return ((where(logical_and(gt(self_, min_val), lt(self_, max_val)), grad, 0.0)) if _is_sym(self_) else None, )
 
 
+def _d_hardshrink(grad, self_, lambd=0.5, *, result=None):
+    return ((where(logical_and(ge(self_, -lambd), le(self_, lambd)), 0.0, grad)) if _is_sym(self_) else None, )
+
+
 def _d_clamp(grad, self_, min=None, max=None, *, result=None, max_shape=None, min_shape=None, self__shape=None):
     return ((_F.clamp_grad(grad, self_, min, max)) if _is_sym(self_) else None, (_F.clamp_bound_grad(grad, self_, min, max, True)) if _is_sym(min) else None, (_F.clamp_bound_grad(grad, self_, max, min, False)) if _is_sym(max) else None, )
 
@@ -602,6 +610,7 @@ FORWARD = {
     'silu': silu,
     'softplus': softplus,
     'hardtanh': hardtanh,
+    'hardshrink': hardshrink,
     'clamp': clamp,
     'floor': floor,
     'ceil': ceil,
@@ -665,6 +674,7 @@ RULES = {
     'silu': _d_silu,
     'softplus': _d_softplus,
     'hardtanh': _d_hardtanh,
+    'hardshrink': _d_hardshrink,
     'clamp': _d_clamp,
     'floor': _d_floor,
     'ceil': _d_ceil,

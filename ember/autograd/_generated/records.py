@@ -204,6 +204,7 @@ gelu = Op('gelu', _k_elementwise.gelu, _N.GeluBackward0, ('self',), ('approximat
 silu = Op('silu', _k_elementwise.silu, _N.SiluBackward0, ('self',), (), saves_self=True)
 softplus = Op('softplus', _k_elementwise.softplus, _N.SoftplusBackward0, ('self',), ('beta', 'threshold'), saves_self=True)
 hardtanh = Op('hardtanh', _k_elementwise.hardtanh, _N.HardtanhBackward0, ('self',), ('min_val', 'max_val'), saves_self=True)
+hardshrink = Op('hardshrink', _k_elementwise.row_kernel('hardshrink', 1), _N.HardshrinkBackward0, ('self',), ('lambd',), saves_self=True)
 clamp = Op('clamp', _k_elementwise.clamp, _N.ClampBackward0, ('self', 'min', 'max'), (), scalar_ok=True, optional=('min', 'max'), saves_self=True)
 floor = Op('floor', _k_elementwise.floor, _N.FloorBackward0, ('self',), (), saves_self=False)
 ceil = Op('ceil', _k_elementwise.ceil, _N.CeilBackward0, ('self',), (), saves_self=False)
@@ -549,6 +550,7 @@ OPS = {
     'silu': silu,
     'softplus': softplus,
     'hardtanh': hardtanh,
+    'hardshrink': hardshrink,
     'clamp': clamp,
     'floor': floor,
     'ceil': ceil,

@@ -48,6 +48,7 @@ class Op:
     params: tuple = ()  # ((name, default), ...); default REQUIRED for a required parameter
     # (numeric defaults of activations live in the op spec, ember/ops/spec/, not here)
     bool_ok: bool = True
+    int_ok: bool = True   # False: floating operands only (torch's floating-only kernels)
     optional: tuple = ()  # operand positions that may be None
     cost: str = "cheap"  # per-element work class: cheap (add, compare), mid (div, sqrt), transcendental
     math: Callable = None  # (m, params, *operands) -> result: the one definition both derive from
@@ -78,6 +79,8 @@ def op_types(op, typed_operands, params):
         return [p], p, check_dtype(params[0])
     if p.kind == "b" and not op.bool_ok:
         raise TypeError(f"pointwise: {op.name} does not take bool operands")
+    if p.kind in "biu" and not op.int_ok:
+        raise TypeError(f"pointwise: {op.name} does not take {p} operands (floating point only)")
     if op.kind == "float" and category(p) < 2:
         p = DEFAULT_FLOAT
     result = BOOL if op.kind in ("compare", "predicate") else p
@@ -392,6 +395,8 @@ _OPS = [
          cost="transcendental"),
     _row("hardtanh", 1, "same", lambda m, p, a: _clamp(m, p, a, m.c(p[0]), m.c(p[1])),
          params=(("min_val", REQUIRED), ("max_val", REQUIRED)), bool_ok=False),
+    _row("hardshrink", 1, "same", lambda m, p, a: m.where((a >= m.c(-p[0])) & (a <= m.c(p[0])), m.c(0), a),
+         params=(("lambd", REQUIRED),), bool_ok=False, int_ok=False),
     _row("clamp", 3, "same", _clamp, optional=(1, 2), bool_ok=False),
     _row("where", 3, "where", lambda m, p, c, a, b: m.where(c, a, b)),
     _row("lerp", 3, "float", lambda m, p, a, b, w: m.where(m.abs(w) < m.c(0.5), a + w * (b - a),
