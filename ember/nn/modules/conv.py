@@ -1,11 +1,10 @@
 """Conv1d-3d, ConvTranspose1d-3d (weights, init and repr as torch)."""
 import math
 
-from ember.ops import creation
 from ember.nn import functional as F
 from ember.nn import init
+from ember.nn.modules.linear import _weight_and_bias
 from ember.nn.modules.module import Module
-from ember.nn.parameter import Parameter
 from ember.errors import EmberValueError
 
 
@@ -65,11 +64,7 @@ class _ConvNd(Module):
             shape = (in_channels, out_channels // groups) + self.kernel_size
         else:
             shape = (out_channels, in_channels // groups) + self.kernel_size
-        self.weight = Parameter(creation.empty(*shape, dtype=dtype))
-        if bias:
-            self.bias = Parameter(creation.empty(out_channels, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, shape, out_channels if bias else None, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -103,32 +98,29 @@ class _ConvNd(Module):
         return F.pad(input, self._reversed_padding_repeated_twice, mode=mode), 0
 
 
-class Conv1d(_ConvNd):
+class _Conv(_ConvNd):
+    """Conv1d-3d: torch's constructor (no ``output_padding``) and the forward through
+    ``F.conv{1,2,3}d`` after any non-zero padding mode's pad."""
+
+    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
+                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
+        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
+                         groups, bias, padding_mode, device, dtype)
+
+    def forward(self, input):
+        x, pad = self._padded(input)
+        conv = (F.conv1d, F.conv2d, F.conv3d)[self._n - 1]
+        return conv(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
+
+
+class Conv1d(_Conv):
     """1-d convolution over (N, C, L)."""
 
     _n = 1
 
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device, dtype)
 
-    def forward(self, input):
-        x, pad = self._padded(input)
-        return F.conv1d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
-
-
-class Conv2d(_ConvNd):
+class Conv2d(_Conv):
     """2-d convolution over (N, C, H, W)."""
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device, dtype)
-
-    def forward(self, input):
-        x, pad = self._padded(input)
-        return F.conv2d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
 class _ConvTransposeNd(_ConvNd):
@@ -177,19 +169,10 @@ class ConvTranspose2d(_ConvTransposeNd):
     """2-d transposed convolution over (N, C, H, W)."""
 
 
-class Conv3d(_ConvNd):
+class Conv3d(_Conv):
     """3-d convolution over (N, C, D, H, W)."""
 
     _n = 3
-
-    def __init__(self, in_channels, out_channels, kernel_size, stride=1, padding=0, dilation=1,
-                 groups=1, bias=True, padding_mode="zeros", device=None, dtype=None):
-        super().__init__(in_channels, out_channels, kernel_size, stride, padding, dilation,
-                         groups, bias, padding_mode, device, dtype)
-
-    def forward(self, input):
-        x, pad = self._padded(input)
-        return F.conv3d(x, self.weight, self.bias, self.stride, pad, self.dilation, self.groups)
 
 
 class ConvTranspose3d(_ConvTransposeNd):

@@ -13,6 +13,16 @@ def _empty(*shape, dtype=None):
     return creation.empty(*shape, dtype=dtype)
 
 
+def _weight_and_bias(module, weight_shape, bias_size, dtype):
+    """Register an (uninitialised) ``weight`` of ``weight_shape`` and a ``bias`` of
+    ``bias_size`` on ``module``; ``bias_size`` None registers ``bias`` as None."""
+    module.weight = Parameter(_empty(*weight_shape, dtype=dtype))
+    if bias_size is not None:
+        module.bias = Parameter(_empty(bias_size, dtype=dtype))
+    else:
+        module.register_parameter("bias", None)
+
+
 class Identity(Module):
     """Returns its input (any constructor arguments are ignored)."""
 
@@ -30,11 +40,8 @@ class Linear(Module):
         super().__init__()
         self.in_features = in_features
         self.out_features = out_features
-        self.weight = Parameter(_empty(out_features, in_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in_features), out_features if bias else None,
+                         dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
@@ -61,11 +68,8 @@ class Bilinear(Module):
         self.in1_features = in1_features
         self.in2_features = in2_features
         self.out_features = out_features
-        self.weight = Parameter(_empty(out_features, in1_features, in2_features, dtype=dtype))
-        if bias:
-            self.bias = Parameter(_empty(out_features, dtype=dtype))
-        else:
-            self.register_parameter("bias", None)
+        _weight_and_bias(self, (out_features, in1_features, in2_features),
+                         out_features if bias else None, dtype)
         self.reset_parameters()
 
     def reset_parameters(self):
