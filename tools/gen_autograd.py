@@ -801,7 +801,8 @@ def emit_functions_module(ops):
     ns = {"ember": [], "functional": [], "internal": []}
     for op in ops:
         emit_function(op, lines.append)
-        ns[op.entry.get("namespace", "ember")].append(op.name)
+        for n in str(op.entry.get("namespace", "ember")).split(","):   # "ember, functional": both
+            ns[n.strip()].append(op.name)
     lines.append("# the functions of the ember namespace and of ember.nn.functional")
     lines.append(f"EMBER_FUNCTIONS = {tuple(ns['ember'])!r}")
     lines.append(f"FUNCTIONAL = {tuple(ns['functional'])!r}")

@@ -796,12 +796,11 @@ def relu6(input, inplace=False):
     return _inplace(input, G.relu6(input), inplace)
 
 
-elu = G.elu  # spec ops: signature and defaults from the op spec
-leaky_relu = G.leaky_relu
-hardtanh = G.hardtanh
-gelu = G.gelu
-softplus = G.softplus
-hardshrink = G.hardshrink
+# the spec ops of torch.nn.functional (namespace: functional in ember/ops/spec/: elu, leaky_relu,
+# hardtanh, gelu, softplus, hardshrink, ...) are the generated functions, signature and defaults
+# from the spec; a function this module defines by hand (linear, relu6, mish, ...) is its own
+for _n in G.FUNCTIONAL:
+    globals().setdefault(_n, getattr(G, _n))
 
 
 def selu(input, inplace=False):
