@@ -171,36 +171,33 @@ def set_default_dtype(d):
     _default = d
 
 
-class memory_format:
+class _Tag:
+    """A named singleton of the ``ember`` namespace: shown and pickled as ``ember.<name>``."""
+
+    __slots__ = ("name",)
+
+    def __init__(self, name):
+        self.name = name
+
+    def __repr__(self):
+        return f"ember.{self.name}"
+
+    def __reduce__(self):
+        return self.name
+
+
+class memory_format(_Tag):
     """A memory-format tag, as ``torch.memory_format``. ember's tensors are always C-contiguous,
     so every format is accepted and gives the same (contiguous) layout and values."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"ember.{self.name}"
-
-    def __reduce__(self):
-        return self.name
+    __slots__ = ()
 
 
-class layout:
+class layout(_Tag):
     """A tensor layout tag, as ``torch.layout``: ``ember.strided`` (dense) and
     ``ember.sparse_coo`` (ember.sparse); the compressed sparse layouts are unsupported."""
 
-    __slots__ = ("name",)
-
-    def __init__(self, name):
-        self.name = name
-
-    def __repr__(self):
-        return f"ember.{self.name}"
-
-    def __reduce__(self):
-        return self.name
+    __slots__ = ()
 
 
 contiguous_format = memory_format("contiguous_format")
