@@ -50,6 +50,37 @@ def find_hook(module, cls, name):
     return None, None
 
 
+def legacy_target(module, cls, name, op):
+    """The parameter ``name`` that the legacy ``op`` (weight_norm / spectral_norm, hook class
+    ``cls``) is to take over; EmberValueError when it already has or there is no such one."""
+    if find_hook(module, cls, name)[0] is not None:
+        raise EmberValueError(f"{op}: cannot register two {op} hooks on the same parameter "
+                              f"{name}")
+    weight = module._parameters.get(name)
+    if weight is None:
+        raise EmberValueError(f"{op}: module {type(module).__name__} has no parameter "
+                              f"'{name}'")
+    return weight
+
+
+def legacy_remove(module, cls, name, op, compute, parameters=(), buffers=()):
+    """Undo the legacy ``op`` on ``name``: its value ``compute(hook)`` (detached) becomes the
+    plain parameter ``name`` again; the parameters and buffers ``name + suffix`` of the
+    suffixes given and the hook go. EmberValueError when there is no such hook."""
+    key, hook = find_hook(module, cls, name)
+    if key is None:
+        raise EmberValueError(f"{op} of '{name}' not found in {type(module).__name__}")
+    weight = compute(hook).detach()
+    delattr(module, name)
+    for suffix in parameters:
+        del module._parameters[name + suffix]
+    for suffix in buffers:
+        del module._buffers[name + suffix]
+    module.register_parameter(name, Parameter(weight))
+    del module._forward_pre_hooks[key]
+    return module
+
+
 def _set_value(original, value):
     """Replace ``original``'s values (and shape) by ``value``, keeping the object (torch's set_)."""
     with no_grad():

@@ -6,7 +6,7 @@ from ember.ops import creation
 from ember.autograd._generated import functions as G
 from ember.autograd.grad_mode import no_grad
 from ember.errors import EmberValueError
-from ember.nn.utils.parametrize import check_module, find_hook
+from ember.nn.utils.parametrize import check_module, legacy_remove, legacy_target
 from ember.nn import functional as F
 
 __all__ = ["spectral_norm", "remove_spectral_norm"]
@@ -47,13 +47,7 @@ class SpectralNorm:
 def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=None):
     """Divide ``module.<name>`` by its largest singular value, estimated by power iteration."""
     check_module(module, "spectral_norm")
-    if find_hook(module, SpectralNorm, name)[0] is not None:
-        raise EmberValueError(f"spectral_norm: cannot register two spectral_norm hooks on "
-                              f"the same parameter {name}")
-    weight = module._parameters.get(name)
-    if weight is None:
-        raise EmberValueError(f"spectral_norm: module {type(module).__name__} has no parameter "
-                              f"'{name}'")
+    weight = legacy_target(module, SpectralNorm, name, "spectral_norm")
     if dim is None:
         from ember.nn.modules.conv import _ConvTransposeNd
         dim = 1 if isinstance(module, _ConvTransposeNd) else 0
@@ -74,16 +68,9 @@ def spectral_norm(module, name="weight", n_power_iterations=1, eps=1e-12, dim=No
 def remove_spectral_norm(module, name="weight"):
     """Make ``module.<name>`` a plain parameter again, holding its normalised value."""
     check_module(module, "remove_spectral_norm")
-    from ember.nn.parameter import Parameter
-    key, hook = find_hook(module, SpectralNorm, name)
-    if key is None:
-        raise EmberValueError(f"spectral_norm of '{name}' not found in {type(module).__name__}")
-    with no_grad():
-        weight = hook.compute_weight(module, False).detach()
-    delattr(module, name)
-    del module._parameters[name + "_orig"]
-    del module._buffers[name + "_u"]
-    del module._buffers[name + "_v"]
-    module.register_parameter(name, Parameter(weight))
-    del module._forward_pre_hooks[key]
-    return module
+
+    def compute(hook):
+        with no_grad():
+            return hook.compute_weight(module, False)
+    return legacy_remove(module, SpectralNorm, name, "spectral_norm", compute,
+                         parameters=("_orig",), buffers=("_u", "_v"))

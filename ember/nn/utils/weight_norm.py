@@ -3,8 +3,7 @@
 old checkpoints. New code: ``nn.utils.parametrizations.weight_norm``."""
 import warnings
 
-from ember.errors import EmberValueError
-from ember.nn.utils.parametrize import check_module, find_hook
+from ember.nn.utils.parametrize import check_module, legacy_remove, legacy_target
 from ember.nn.parameter import Parameter
 from ember.nn.utils.parametrizations import _weight_norm, norm_except_dim
 
@@ -32,13 +31,7 @@ def weight_norm(module, name="weight", dim=0):
     warnings.warn("`ember.nn.utils.weight_norm` is deprecated in favor of "
                   "`ember.nn.utils.parametrizations.weight_norm` (as torch's)", FutureWarning,
                   stacklevel=2)
-    if find_hook(module, WeightNorm, name)[0] is not None:
-        raise EmberValueError(f"weight_norm: cannot register two weight_norm hooks on the "
-                              f"same parameter {name}")
-    weight = module._parameters.get(name)
-    if weight is None:
-        raise EmberValueError(f"weight_norm: module {type(module).__name__} has no parameter "
-                              f"'{name}'")
+    weight = legacy_target(module, WeightNorm, name, "weight_norm")
     fn = WeightNorm(name, dim)
     del module._parameters[name]
     module.register_parameter(name + "_g", Parameter(norm_except_dim(weight, 2, fn.dim).detach()))
@@ -51,13 +44,5 @@ def weight_norm(module, name="weight", dim=0):
 def remove_weight_norm(module, name="weight"):
     """Fold ``<name>_g`` and ``<name>_v`` back into one parameter ``<name>``."""
     check_module(module, "remove_weight_norm")
-    key, hook = find_hook(module, WeightNorm, name)
-    if key is None:
-        raise EmberValueError(f"weight_norm of '{name}' not found in {type(module).__name__}")
-    weight = hook.compute_weight(module).detach()
-    delattr(module, name)
-    del module._parameters[name + "_g"]
-    del module._parameters[name + "_v"]
-    module.register_parameter(name, Parameter(weight))
-    del module._forward_pre_hooks[key]
-    return module
+    return legacy_remove(module, WeightNorm, name, "weight_norm",
+                         lambda hook: hook.compute_weight(module), parameters=("_g", "_v"))
