@@ -1,5 +1,6 @@
 """Indexing ops (ember/ops/indexing.py) against torch: uint8 masks, masked_fill, gather and
-scatter (reduce keyword, 0-d and empty indices)."""
+scatter (reduce keyword, 0-d and empty indices), scatter_reduce, index_put/copy/fill, masked_scatter,
+nonzero, indexing with ranges and lists, take/put and the scatters, index helpers."""
 import importlib
 import warnings
 
@@ -8,6 +9,8 @@ import pytest
 import torch
 
 import ember
+from ember.errors import EmberError
+from tests.ops.helpers import t_of
 
 
 def _run(lib, fn):
@@ -151,3 +154,162 @@ def test_gather_scatter_zero_d_and_empty_index_and_cat_backward_with_empty():
     assert ga.tolist() == (2 * np.ones((5, 2))).tolist() and ge.shape == (0,)
     ref = torch.cat([torch.zeros(0), torch.ones(5, 2)], dim=1)
     assert tuple(ref.shape) == tuple(y.shape)
+
+
+@pytest.mark.parametrize("reduce", ["sum", "prod", "mean", "amax", "amin"])
+@pytest.mark.parametrize("include_self", [True, False])
+def test_scatter_reduce_with_duplicates_and_ties_matches_torch(reduce, include_self):
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((3, 4))
+    src = np.round(rng.standard_normal((3, 5)))       # rounded: ties among src values
+    src[0, :] = 0.5
+    a[0, 0] = 0.5                                        # a tie between self and src
+    idx = np.array([[0, 0, 0, 2, 2], [1, 1, 3, 3, 3], [0, 1, 2, 3, 0]])
+    x, s = t_of(a, grad=True), t_of(src, grad=True)
+    tx, ts = (torch.tensor(v, requires_grad=True) for v in (a, src))
+    out = x.scatter_reduce(1, t_of(idx), s, reduce, include_self=include_self)
+    tout = tx.scatter_reduce(1, torch.tensor(idx), ts, reduce, include_self=include_self)
+    np.testing.assert_allclose(out.detach().numpy(), tout.detach().numpy(), rtol=1e-12)
+    w = rng.standard_normal(out.shape)
+    (out * t_of(w)).sum().backward()
+    (tout * torch.tensor(w)).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_scatter_reduce_inplace_and_errors():
+    x = t_of(np.zeros(3))
+    x.scatter_reduce_(0, ember.tensor([0, 0, 2]), t_of(np.array([1.0, 2.0, 3.0])), "sum")
+    assert x.tolist() == [3.0, 0.0, 3.0]
+    with pytest.raises(EmberError, match="reduce argument must be one of"):
+        x.scatter_reduce(0, ember.tensor([0]), t_of(np.ones(1)), "max")
+    with pytest.raises(RuntimeError, match="scatter_reduce"):   # torch's class
+        x.scatter_reduce(0, ember.tensor([5]), t_of(np.ones(1)), "sum")
+
+
+def test_index_put_accumulate_duplicates_and_gradient():
+    x = t_of(np.zeros(4), grad=True)
+    v = t_of(np.array([1.0, 2.0, 3.0]), grad=True)
+    out = x.index_put((ember.tensor([1, 1, 3]),), v, accumulate=True)
+    assert out.tolist() == [0.0, 3.0, 0.0, 3.0]
+    (out * t_of(np.arange(4.0))).sum().backward()
+    assert x.grad.tolist() == [0.0, 1.0, 2.0, 3.0] and v.grad.tolist() == [1.0, 1.0, 3.0]
+    y = t_of(np.zeros((2, 2)))
+    y.index_put_((ember.tensor([0, 0]), ember.tensor([1, 1])), t_of(np.array(2.0)), True)
+    assert y.tolist() == [[0.0, 4.0], [0.0, 0.0]]
+
+
+def test_index_copy_index_fill_inplace_and_errors():
+    x = t_of(np.zeros((3, 2)))
+    x.index_copy_(0, ember.tensor([2, 0]), t_of(np.array([[1.0, 2.0], [3.0, 4.0]])))
+    assert x.tolist() == [[3.0, 4.0], [0.0, 0.0], [1.0, 2.0]]
+    assert x.index_fill(1, ember.tensor([0]), -1.0).tolist() == [[-1, 4], [-1, 0], [-1, 2]]
+    x.index_fill_(0, ember.tensor([1]), 7.0)
+    assert x[1].tolist() == [7.0, 7.0]
+    with pytest.raises(IndexError, match="index_fill"):
+        x.index_fill(0, ember.tensor([3]), 0.0)
+    with pytest.raises(EmberError, match="index_copy"):
+        x.index_copy(0, ember.tensor([0]), t_of(np.ones((2, 2))))
+
+
+def test_masked_scatter_order_and_errors():
+    x = t_of(np.zeros((2, 3)))
+    m = ember.tensor([[True, False, True], [False, True, False]])
+    assert x.masked_scatter(m, t_of(np.arange(1.0, 6.0))).tolist() == [[1, 0, 2], [0, 3, 0]]
+    x.masked_scatter_(ember.tensor([False, True, False]), t_of(np.array([9.0, 8.0])))
+    assert x.tolist() == [[0, 9, 0], [0, 8, 0]]
+    with pytest.raises(EmberError, match="at least 3 elements"):
+        x.masked_scatter(m, t_of(np.ones(2)))
+
+
+def test_nonzero_as_tuple():
+    z = t_of(np.array([[0.0, 1.0], [2.0, 0.0]]))
+    rows, cols = ember.nonzero(z, as_tuple=True)
+    assert rows.tolist() == [0, 1] and cols.tolist() == [1, 0]
+    assert z[z.nonzero(as_tuple=True)].tolist() == [1.0, 2.0]
+    assert [t.tolist() for t in ember.tensor(3.0).nonzero(as_tuple=True)] == [[0]]
+    assert ember.nonzero(z).shape == (2, 2)
+
+
+def test_indexing_with_range_and_lists_matches_torch():
+    torch = pytest.importorskip("torch")
+    a = np.arange(12.0).reshape(3, 4)
+    for key in [range(1, 3), range(2, -1, -2), [], [0, -1], [True, False, True],
+                (range(2), [1, 3]), (slice(None), range(0, 4, 2)), ([[0, 1], [2, 2]],)]:
+        np.testing.assert_array_equal(t_of(a)[key].numpy(), torch.tensor(a)[key].numpy())
+    x, tx = t_of(a), torch.tensor(a)
+    x[range(0, 2), [1, 2]] = 5.0
+    tx[range(0, 2), [1, 2]] = 5.0
+    np.testing.assert_array_equal(x.numpy(), tx.numpy())
+    g = t_of(a, grad=True)
+    g[range(1, 3)].sum().backward()
+    assert g.grad.sum().item() == 8.0
+
+
+def test_index_put_function_with_tensor_indices_gradient():
+    x = t_of(np.zeros((5, 5)), grad=True)
+    v = t_of(np.ones((1, 5)), grad=True)
+    out = ember.index_put(x, (ember.tensor([1]),), v)
+    assert out[1].tolist() == [1.0] * 5
+    out.sum().backward()
+    assert v.grad.shape == (1, 5) and x.grad[1].sum().item() == 0.0
+
+
+def test_index_fill_tensor_value_gradient_and_masked_scatter_broadcast():
+    x = t_of(np.arange(6.0).reshape(2, 3), grad=True)
+    val = t_of(np.array(2.0), grad=True)
+    out = x.index_fill(1, ember.tensor([0, 2, 2]), val)
+    assert out.tolist() == [[2, 1, 2], [2, 4, 2]]
+    out.sum().backward()
+    assert val.grad.item() == 4.0 and x.grad.tolist() == [[0, 1, 0], [0, 1, 0]]
+    y = t_of(np.zeros(3))
+    m = ember.tensor([[True, False, False], [False, False, True]])
+    assert ember.masked_scatter(y, m, t_of(np.array([1.0, 2.0]))).tolist() == [[1, 0, 0], [0, 0, 2]]
+
+
+def test_zero_dim_scatter_reduce_index_select_index_add():
+    x = t_of(np.array(1.5), grad=True)
+    out = x.scatter_reduce(0, ember.tensor(0), t_of(np.array(2.0)), "amax")
+    assert out.shape == () and out.item() == 2.0
+    assert ember.index_select(x, 0, ember.tensor([0])).shape == ()
+    s = ember.index_add(x, 0, ember.tensor([0]), t_of(np.array(1.0)))
+    assert s.item() == 2.5
+    s.backward()
+    assert x.grad.item() == 1.0
+
+
+def test_take_put_scatters_and_block_diag():
+    x = t_of(np.arange(6.0).reshape(2, 3))
+    assert ember.take(x, ember.tensor([[5, -6]])).tolist() == [[5.0, 0.0]]
+    p = x.put(ember.tensor([0, 0]), t_of(np.array([1.0, 2.0])), accumulate=True)
+    assert p.tolist() == [[3.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
+    with pytest.raises(IndexError, match="take"):
+        ember.take(x, ember.tensor([6]))
+    assert ember.select_scatter(x, t_of(np.zeros(3)), 0, -1).tolist() == [[0, 1, 2], [0, 0, 0]]
+    assert ember.slice_scatter(x, t_of(np.zeros((2, 2))), 1, 0, None, 2).tolist() == \
+        [[0, 1, 0], [0, 4, 0]]
+    assert ember.diagonal_scatter(x, t_of(np.array([9.0, 9.0]))).tolist() == [[9, 1, 2], [3, 9, 5]]
+    b = ember.block_diag(t_of(np.ones((1, 2))), t_of(np.array(2.0)))
+    assert b.tolist() == [[1, 1, 0], [0, 0, 2]]
+    assert ember.nonzero_static(x, size=7).shape == (7, 2)
+
+
+def test_index_helpers_match_torch():
+    torch = pytest.importorskip("torch")
+    assert ember.broadcast_shapes((3, 1), (4,), 1) == torch.broadcast_shapes((3, 1), (4,), 1)
+    with pytest.raises(EmberError, match="broadcast_shapes"):
+        ember.broadcast_shapes((3,), (4,))
+    for args in [(3, 4, 1), (4, 3, -1), (0, 2)]:
+        assert ember.triu_indices(*args).tolist() == torch.triu_indices(*args).tolist()
+        assert ember.tril_indices(*args).tolist() == torch.tril_indices(*args).tolist()
+    got = ember.unravel_index(ember.tensor([5, 7, -1]), (2, 4))
+    want = torch.unravel_index(torch.tensor([5, 7, -1]), (2, 4))
+    assert [g.tolist() for g in got] == [w.tolist() for w in want]
+    x = ember.zeros(2, 2)
+    x.put_(ember.tensor([3]), ember.tensor([1.0]))
+    assert x.tolist() == [[0.0, 0.0], [0.0, 1.0]]
+    y = ember.zeros(3, 2)
+    out = y.index_reduce(0, ember.tensor([0, 0, 2]), ember.ones(3, 2) * 2, "prod",
+                         include_self=False)
+    assert out.tolist() == [[4.0, 4.0], [0.0, 0.0], [2.0, 2.0]]

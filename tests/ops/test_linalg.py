@@ -527,3 +527,9 @@ def test_svd_lowrank_reconstructs_low_rank():
                                    rtol=1e-8)
     with pytest.raises(EmberError, match="q=5"):
         ember.svd_lowrank(ember.randn(3, 4), q=5)
+
+
+def test_trace_of_a_matrix_only():
+    assert ember.trace(_t(np.arange(6.0).reshape(2, 3))).item() == 4.0
+    with pytest.raises(EmberError, match="trace: expected a matrix"):
+        ember.trace(_t(np.ones(3)))
