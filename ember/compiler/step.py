@@ -347,7 +347,7 @@ class WholeStep:
         self._cap = cap
         self._n_out = n_out
         self.name = name
-        self.graph = run_passes(traced.graph.copy())
+        self.graph = _in_place(run_passes(_array_only(traced.graph.copy())))
         self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step")
         self._state = list(traced.state_tensors())
         self._getters = [get for _, get, _ in cap.inputs]
@@ -388,3 +388,49 @@ class WholeStep:
         from ember.jit.traced import unflatten
         return unflatten(tr._out_spec, iter(outs))
 
+
+def _array_only(g):
+    """The step runs in array mode only: ``detach`` is the identity and ``copy`` of a value of
+    the target's dtype and shape is the value itself (the ``copy_`` after it writes it)."""
+    for n in list(g.nodes):
+        if n.kind == "detach" or (n.kind == "copy" and len(n.args) >= 2 and
+                                  _same(n.args[1], n.output)):
+            n.output.replace_all_uses_with(n.args[0] if n.kind == "detach" else n.args[1])
+            g.remove(n)
+    return g
+
+
+def _same(a, b):
+    return hasattr(a, "shape") and a.shape == b.shape and a.dtype == b.dtype
+
+
+def _in_place(g):
+    """``copy_(%state, %new)`` with ``%new`` an output of a fusion group that reads
+    ``%state``: the group writes that output into ``%state``'s memory (``attrs["into"]``,
+    ``FusedGroup.run_arrays_into``) and the copy goes: the optimizer's update is one pass over
+    each parameter and its state, as eager's fused step. Only when nothing between the group and
+    the copy reads ``%state`` or a value computed from it."""
+    pos = {id(n): i for i, n in enumerate(g.nodes)}
+    for c in list(g.nodes):
+        if c.kind != "copy_":
+            continue
+        target, new = c.args[0], c.args[1]
+        grp = getattr(new, "node", None)
+        if target.node is not None or grp is None or grp.kind != "fusion_group" or \
+                not _same(target, new) or target not in grp.args or c.output in g.outputs:
+            continue
+        into = list(grp.attrs.get("into") or [None] * len(grp.outputs))
+        if into[new.index] is not None or grp.args.index(target) in into:
+            continue
+        readers = {id(n) for n in target.users}
+        derived = [o for n in target.users if n is not grp for o in n.outputs]
+        between = g.nodes[pos[id(grp)] + 1:pos[id(c)]]
+        if any(id(n) in readers or any(d in n.args for d in derived) for n in between):
+            continue
+        into[new.index] = grp.args.index(target)
+        grp.attrs["into"] = tuple(into)
+        c.output.replace_all_uses_with(new)
+        g.remove(c)
+        pos = {id(n): i for i, n in enumerate(g.nodes)}
+    g.lint()
+    return g

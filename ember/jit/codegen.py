@@ -10,6 +10,7 @@ bind its names differently:
 - ``tensor``: each op name goes through ``dispatch`` on Tensors, so autograd records a backward
   graph and an enclosing tracer sees every op (used when grad is needed or while tracing).
 """
+import functools
 import keyword
 import math
 import re
@@ -147,7 +148,9 @@ def generate(graph, name="forward", specialize=False):
             continue
         if n.kind == "fusion_group":  # one fused pointwise kernel (ember.jit.fused)
             ident = _ident("fusion_group", taken)
-            glob[ident] = ("fusion", n.attrs["graph"])
+            into = n.attrs.get("into")   # outputs written into arguments (ember.compiler.step)
+            glob[ident] = ("fusion", n.attrs["graph"]) if into is None else \
+                ("fusion_into", (n.attrs["graph"], into))
             lines.append(f"    {lhs} = {ident}({', '.join(ref(a) for a in n.args)})")
             _free(lines, frees.get(i), names, undefined)
             continue
@@ -283,6 +286,11 @@ def namespace(graph, info, mode):
             from ember.jit.fused import fused_group
             fg = fused_group(x)
             ns[ident] = fg.run_arrays if mode == "array" else fg.run_tensors
+        elif what == "fusion_into":
+            from ember.jit.fused import fused_group
+            fg = fused_group(x[0])
+            ns[ident] = functools.partial(fg.run_arrays_into, x[1]) if mode == "array" else \
+                fg.run_tensors
         elif what == "function":
             ns[ident] = _function_callable(resolve_class(x), mode)
         else:

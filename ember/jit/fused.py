@@ -142,6 +142,19 @@ class FusedGroup:
             return self.kernel(arrays)(*arrays, backend=BACKEND)
         return self.unfused("array")(*arrays)
 
+    def run_arrays_into(self, into, *arrays):
+        """``run_arrays`` writing output ``j`` into ``arrays[into[j]]`` (None: a new array)
+        where ``into`` names an argument: an optimizer's in-place update in one pass."""
+        if self._use_kernel(arrays):
+            outs = tuple(np.empty(v.shape, v.dtype) if i is None else arrays[i]
+                         for i, v in zip(into, self.graph.outputs))
+            return self.kernel(arrays)(*arrays, out=outs, backend=BACKEND)
+        res = self.unfused("array")(*arrays)
+        for i, r in zip(into, res):
+            if i is not None:
+                np.copyto(arrays[i], r)
+        return tuple(r if i is None else arrays[i] for i, r in zip(into, res))
+
     def run_tensors(self, *tensors):
         """Tensor mode: a tuple of Tensors (autograd records through ``FusedFunction``)."""
         from ember.tensor import Tensor

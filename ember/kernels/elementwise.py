@@ -12,6 +12,7 @@ import numpy as np
 
 from ember.kernels.dtypes import default_float, fill_value, float_operands, promote, result_type, to_float
 from ember.kernels.errors import KernelError
+from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
 from ember.kernels.opmath import in_float32
 
 
@@ -154,8 +155,12 @@ def sign(a):
 
 def _unary(fn):
     def kernel(a):
-        with np.errstate(all="ignore"):  # log(0) = -inf, sqrt(-1) = nan: values, as torch
-            return fn(to_float(a))
+        a = to_float(a)
+        token = _fp_quiet()   # log(0) = -inf, sqrt(-1) = nan: values, as torch
+        try:
+            return fn(a)
+        finally:
+            _fp_restore(token)
     kernel.__name__ = fn.__name__
     return kernel
 
@@ -217,14 +222,32 @@ def row_kernel(name, arity):
     return kernel
 
 
-@in_float32
-def rsqrt(a):
-    return _row("rsqrt", (), to_float(a))
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 
 
-@in_float32
-def sigmoid(a):
-    return _row("sigmoid", (), to_float(a))
+def _unary_row(name):
+    """The eager kernel of the unary row ``name``, ``kernel(a, *params)`` with the row's
+    constants in its order: the row on ``a``, an integer array made float, float16/bfloat16
+    computed in float32 (``in_float32``). A float32/float64 array goes to the row straight:
+    the decorator's and ``to_float``'s checks cost a quarter of a 256-element row (the first
+    call, which imports the engine, takes the general path)."""
+    @in_float32
+    def general(a, *params):
+        return _row(name, params, to_float(a))
+
+    def kernel(a, *params):
+        if a.__class__ is _nd and _evaluate is not None:
+            dt = a.dtype
+            if dt is _F32 or dt is _F64:
+                return _evaluate(name, params, a)
+        return general(a, *params)
+    kernel.__name__ = kernel.__qualname__ = name
+    kernel.row = name
+    return kernel
+
+
+rsqrt = _unary_row("rsqrt")
+sigmoid = _unary_row("sigmoid")
 
 
 _erf_impl = None
@@ -251,19 +274,9 @@ def relu(a, out=False):
     return np.maximum(a, a.dtype.type(0), out=a if out else None)
 
 
-@in_float32
-def leaky_relu(a, negative_slope):
-    return _row("leaky_relu", (negative_slope,), to_float(a))
-
-
-@in_float32
-def elu(a, alpha):
-    return _row("elu", (alpha,), to_float(a))
-
-
-@in_float32
-def selu(a):
-    return _row("selu", (), to_float(a))
+leaky_relu = _unary_row("leaky_relu")   # (a, negative_slope)
+elu = _unary_row("elu")                 # (a, alpha)
+selu = _unary_row("selu")
 
 
 def _gelu_form_none(x):
@@ -277,12 +290,20 @@ def _gelu_form_tanh(x):
 _GELU_FORMS = {"none": _gelu_form_none, "tanh": _gelu_form_tanh}
 
 
-@in_float32
 def gelu(a, approximate):
     """GELU by the pointwise engine's ``gelu`` row, its one home: one compiled pass for a
     float32/float64 array (``kept_pass``), else the row's NumPy evaluation. (524288,) float32,
     exact GELU: one erf per element on ``erf_f32``, vectorised, instead of SciPy's per-element
-    erf and five NumPy passes."""
+    erf and five NumPy passes. A float32/float64 array under ONE_PASS_MIN_SIZE elements goes to
+    the row straight (as ``_unary_row``)."""
+    if a.__class__ is _nd and _evaluate is not None and a.size < ONE_PASS_MIN_SIZE and (
+            a.dtype is _F32 or a.dtype is _F64) and approximate in _GELU_FORMS:
+        return _evaluate("gelu", (approximate,), a)
+    return _gelu(a, approximate)
+
+
+@in_float32
+def _gelu(a, approximate):
     if approximate not in _GELU_FORMS:
         raise KernelError(f"approximate must be 'none' or 'tanh', got {approximate!r}")
     a = to_float(a)
@@ -290,14 +311,8 @@ def gelu(a, approximate):
     return out if out is not None else _row("gelu", (approximate,), a)
 
 
-@in_float32
-def silu(a):
-    return _row("silu", (), to_float(a))
-
-
-@in_float32
-def softplus(a, beta, threshold):
-    return _row("softplus", (beta, threshold), to_float(a))
+silu = _unary_row("silu")
+softplus = _unary_row("softplus")       # (a, beta, threshold)
 
 
 def hardtanh(a, min_val, max_val):
@@ -531,8 +546,23 @@ def isinf(a):
     return np.isinf(a) if a.dtype.kind in "fc" else np.zeros(a.shape, np.bool_)
 
 
-@in_float32
 def lerp(start, end, weight):
+    """The ``lerp`` row with torch's promotion of the three operands. Two float32/float64
+    arrays of one dtype with a Python-number weight or a weight array of that dtype go
+    straight to the computation (the promotions cost as much as a 256-element row)."""
+    if start.__class__ is _nd and end.__class__ is _nd and _evaluate is not None:
+        dt = start.dtype
+        if (dt is _F32 or dt is _F64) and end.dtype is dt:
+            wc = weight.__class__
+            if wc is float or wc is int:
+                return _lerp_one_weight(start, end, dt.type(weight), dt)
+            if wc is _nd and weight.dtype is dt and weight.ndim:
+                return _evaluate("lerp", (), start, end, weight)
+    return _lerp(start, end, weight)
+
+
+@in_float32
+def _lerp(start, end, weight):
     start, end = promote(start, end)
     start, weight = promote(start, weight)
     dt = _arr(start).dtype
@@ -540,11 +570,20 @@ def lerp(start, end, weight):
         dt = to_float(_arr(start)).dtype
     start, end, weight = np.asarray(start, dt), np.asarray(end, dt), np.asarray(weight, dt)
     if weight.ndim == 0 and dt.kind == "f":
-        # fast path of the lerp row for one weight (an optimizer's EMA): only the branch the
-        # row selects, 3 passes not 8 ((200000,) float32: 0.12 against 0.74 ms); same bits
+        return _lerp_one_weight(start, end, weight, dt)
+    return _row("lerp", (), start, end, weight)
+
+
+def _lerp_one_weight(start, end, weight, dt):
+    """Fast path of the lerp row for one weight (an optimizer's EMA): only the branch the row
+    selects, 3 passes not 8 ((200000,) float32: 0.12 against 0.74 ms); same bits. Overflow
+    is the value (inf), as torch, no warning."""
+    token = _fp_quiet()
+    try:
         d = end - start
         return start + weight * d if abs(weight) < 0.5 else end - d * (dt.type(1) - weight)
-    return _row("lerp", (), start, end, weight)
+    finally:
+        _fp_restore(token)
 
 
 def atan2(a, b):

@@ -13,6 +13,7 @@ from ember.kernels.dtypes import float_operands as _floats
 from ember.kernels.dtypes import promote, result_type, to_float
 from ember.kernels.elementwise import check_integer_divisor
 from ember.kernels.errors import KernelError
+from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
 _scipy = None
 
@@ -58,8 +59,11 @@ def _unary(compute):
 def _binary(compute):
     def kernel(a, b):
         a, b, out = _floats(a, b)
-        with np.errstate(all="ignore"):
+        token = _fp_quiet()
+        try:
             return np.asarray(compute(a, b)).astype(out, copy=False)
+        finally:
+            _fp_restore(token)
     return kernel
 
 
@@ -155,9 +159,13 @@ def logit(a, eps=None):
 def _row_math(name):
     """The math of pointwise-engine row ``name`` (``pointwise/ops.py``, its one definition) on
     promoted float operands; the engine is imported on the first call."""
+    row = []
+
     def compute(x, y):
-        from ember.kernels.pointwise.ops import OPS, NumpyMath
-        return OPS[name].math(NumpyMath.of(np.result_type(x, y)), (), x, y)
+        if not row:
+            from ember.kernels.pointwise.ops import OPS, NumpyMath
+            row.extend((OPS[name].math, NumpyMath.of))
+        return row[0](row[1](x.dtype if x.dtype is y.dtype else np.result_type(x, y)), (), x, y)
     compute.__name__ = name
     return compute
 

@@ -68,6 +68,28 @@ def test_chain_fuses_into_one_group_and_roundtrips():
         np.testing.assert_allclose(o(x, b)._data, f(x, b)._data, rtol=1e-6)
 
 
+@pytest.mark.parametrize("mode", [None, "kernel", "unfused"])
+def test_run_arrays_into_writes_outputs_into_arguments(mode, monkeypatch):
+    # ember.compile's whole step: an optimizer update's outputs written into the parameter
+    # and its state (attrs["into"]), one pass, same values as the allocating run
+    monkeypatch.setattr(fused, "FORCE", mode)
+    t = _trace(lambda x, m, g: (m * 0.9 + g, x - 0.1 * (m * 0.9 + g)), x_(300, 300),
+               x_(300, 300, seed=1), x_(300, 300, seed=2))
+    (grp,) = _groups(jit.optimize(t).graph)
+    fg = fused.fused_group(grp.attrs["graph"])
+    x, m, g = (x_(300, 300, seed=s)._data for s in range(3))
+    names = [v.name for v in grp.args]
+    args = [{"x": x, "m": m, "g": g}[n] for n in names]
+    want = fg.run_arrays(*args)
+    into = tuple(names.index(n) for n in ("m", "x"))
+    keep = [a.copy() for a in (x, m, g)]
+    got = fg.run_arrays_into(into, *args)
+    assert got[0] is m and got[1] is x
+    np.testing.assert_allclose(m, want[0], rtol=1e-6)
+    np.testing.assert_allclose(x, want[1], rtol=1e-6)
+    np.testing.assert_array_equal(g, keep[2])
+
+
 def test_not_fused_across_a_non_pointwise_consumer():
     def f(x):
         e = x.exp()

@@ -241,8 +241,11 @@ def test_eager_kernel_of_a_math_row_evaluates_the_row():
         row = OPS.get(op)
         if row is None or row.math is None or kernel in elementwise.FAST_PATHS:
             continue
-        src = inspect.getsource(inspect.unwrap(getattr(elementwise, kernel)))
-        assert f'_row("{op}"' in src, f"elementwise.{kernel} restates the {op} row's math"
+        fn = getattr(elementwise, kernel)
+        src = inspect.getsource(inspect.unwrap(fn))
+        assert getattr(fn, "row", None) == op or f'_row("{op}"' in src or \
+            f'_evaluate("{op}"' in src, \
+            f"elementwise.{kernel} restates the {op} row's math"
         checked.append(op)
     assert {"sigmoid", "silu", "leaky_relu", "elu", "selu", "gelu", "softplus", "rsqrt"} <= set(checked)
 
@@ -461,3 +464,81 @@ def test_row_evaluate_never_returns_an_operand():
     x = np.ones(3, np.float32)
     for r, src in ((evaluate("relu", (), a), a), (evaluate("clamp", (), x, None, None), x)):
         assert r is not src and np.array_equal(r, src)
+
+
+EDGE = [0.0, -0.0, 1.0, -1.0, 0.5, -0.5, 20.0, 20.5, 100.0, -100.0, 1e30, -1e30, 3e38, -3e38, 1e-40,
+        float("inf"), float("-inf"), float("nan")]
+ROW_OPS = [
+    ("sigmoid", lambda L, x, y: L.sigmoid(x)),
+    ("silu", lambda L, x, y: L.nn.functional.silu(x)),
+    ("leaky_relu", lambda L, x, y: L.nn.functional.leaky_relu(x, 0.01)),
+    ("leaky_relu_steep", lambda L, x, y: L.nn.functional.leaky_relu(x, 2.5)),
+    ("leaky_relu_flat", lambda L, x, y: L.nn.functional.leaky_relu(x, 0.0)),
+    ("elu", lambda L, x, y: L.nn.functional.elu(x)),
+    ("selu", lambda L, x, y: L.nn.functional.selu(x)),
+    ("softplus", lambda L, x, y: L.nn.functional.softplus(x)),
+    ("rsqrt", lambda L, x, y: L.rsqrt(x)),
+    ("gelu", lambda L, x, y: L.nn.functional.gelu(x)),
+    ("gelu_tanh", lambda L, x, y: L.nn.functional.gelu(x, approximate="tanh")),
+    ("lerp_tensor", lambda L, x, y: L.lerp(x, y, L.full_like(x, 0.3))),
+    ("lerp_low", lambda L, x, y: L.lerp(x, y, 0.3)),
+    ("lerp_high", lambda L, x, y: L.lerp(x, y, 0.7)),
+    ("xlogy", lambda L, x, y: L.xlogy(x, y)),
+]
+
+
+@pytest.mark.parametrize("size", [1, 256, 20000])   # 20000: gelu's compiled pass
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16"])
+@pytest.mark.parametrize("name,fn", ROW_OPS, ids=[n for n, _ in ROW_OPS])
+def test_row_ops_on_edge_values_warn_of_nothing_as_torch(name, fn, dtype, size):
+    """Overflow, log(0), sqrt(-1), inf - inf are values, as torch's, and no RuntimeWarning (the
+    floating-point error state is ignored on every path, ``fpstate``: lerp with a scalar weight
+    warned of inf - inf); float32/float64 take the kernels' direct path, float16 the general
+    one."""
+    import warnings
+    rng = np.random.default_rng(0)
+    x = np.resize(np.array(EDGE + list(rng.standard_normal(64) * 30)), size)
+    y = np.roll(x, 5)
+    with np.errstate(over="ignore"):   # 3e38 is inf in float16
+        x, y = x.astype(dtype), y.astype(dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = fn(ember, ember.from_numpy(x), ember.from_numpy(y)).numpy()
+    want = fn(torch, torch.from_numpy(x), torch.from_numpy(y)).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
+                               rtol={"float16": 2e-3, "float32": 2e-6, "float64": 1e-13}[dtype],
+                               atol={"float16": 1e-4, "float32": 1e-6, "float64": 1e-13}[dtype],
+                               equal_nan=True)   # atol: gelu's erf near x = -5
+
+
+@pytest.mark.parametrize("name", ["sigmoid", "silu", "elu", "selu", "softplus", "rsqrt", "gelu",
+                                  "leaky_relu"])
+def test_row_kernel_direct_path_equals_general_path(name):
+    """A float32 array goes to the row straight; one of another byte order takes the general
+    path (``in_float32``, ``to_float``): the same bits."""
+    from ember.kernels import elementwise
+    args = {"elu": (1.0,), "softplus": (1.0, 20.0), "gelu": ("none",), "leaky_relu": (0.01,)}
+    x = np.concatenate([np.array(EDGE), np.linspace(-50, 50, 301)]).astype(np.float32)
+    direct = getattr(elementwise, name)(x, *args.get(name, ()))
+    general = getattr(elementwise, name)(x.astype(">f4"), *args.get(name, ()))
+    assert direct.dtype == np.float32 and direct.tobytes() == general.astype(np.float32).tobytes()
+
+
+def test_row_kernels_keep_the_callers_error_state():
+    """The kernels ignore floating-point errors only while they run: a caller's ``np.errstate``
+    (and NumPy's default) holds before and after, also when the kernel raises."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise.ops import evaluate
+    x = np.array([-1.0, 0.0, 1e30], np.float32)
+    before = np.geterr()
+    with np.errstate(all="raise"):
+        elementwise.rsqrt(x)
+        elementwise.lerp(x, -x, 0.3)
+        with pytest.raises(FloatingPointError):
+            np.sqrt(x)
+        with pytest.raises(IndexError):
+            evaluate("softplus", (1.0,), x)   # threshold missing: the row's math raises
+        with pytest.raises(FloatingPointError):
+            np.sqrt(x)
+    assert np.geterr() == before

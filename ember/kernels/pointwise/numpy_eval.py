@@ -7,6 +7,8 @@ per live intermediate, runs on one thread (NumPy's ufuncs do not thread), and ev
 """
 import numpy as np
 
+from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+
 from .ops import opmath
 from .promotion import SCALAR
 
@@ -69,7 +71,8 @@ class NumpyPlan:
         for slot, out in zip(self.outputs, outs):
             direct.setdefault(slot, out)
         pool = {}
-        with np.errstate(all="ignore"):
+        token = _fp_quiet()
+        try:
             for j, (fn, params, operands, result, frees) in enumerate(self.steps):
                 args = []
                 for slot, const, conv in operands:
@@ -88,6 +91,8 @@ class NumpyPlan:
                     buf = values[f]
                     if all(buf is not o for o in outs):
                         pool.setdefault(buf.dtype, []).append(buf)
+        finally:
+            _fp_restore(token)
         for slot, out in zip(self.outputs, outs):
             if values[slot] is not out:
                 np.copyto(out, values[slot], casting="unsafe")

@@ -30,6 +30,8 @@ import numpy as np
 
 from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
 
+from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+
 from .promotion import DEFAULT_FLOAT, category, check_dtype, promote_typed
 
 FLOAT32 = np.dtype(np.float32)
@@ -92,8 +94,13 @@ def _ufunc(uf):
 
 
 def _np_erf(a):
-    from ember.kernels.elementwise import erf
-    return erf(a)
+    global _erf_kernel
+    if _erf_kernel is None:
+        from ember.kernels.elementwise import erf as _erf_kernel
+    return _erf_kernel(a)
+
+
+_erf_kernel = None
 
 
 def _np_floor_divide(out, params, a, b):
@@ -238,6 +245,7 @@ class NumpyMath:
 
     def __init__(self, dtype):
         self.dtype = dtype
+        self.compute = opmath(dtype)
         self.is_float, self.is_bool = dtype.kind == "f", dtype == BOOL
         self._consts = {}
 
@@ -297,27 +305,44 @@ def _row(name, arity, kind, math_fn, **kw):
 def evaluate(name, params, *operands):
     """Op ``name`` with constants ``params`` on ndarrays of one float dtype (broadcast; a
     ``where``'s condition is bool) by its NumPy evaluation: computed in the compute type,
-    returned in that dtype. The eager kernels of the ``math`` rows are this
-    (``kernels/elementwise.py``). Raises ValueError for an op whose result is not of its
-    operands' dtype (compare, predicate, logical, cast)."""
-    op = OPS[name]
-    if op.kind not in ("float", "same", "where"):
+    returned in that dtype, floating-point errors ignored (``fpstate``: the values, as torch,
+    no warnings). The eager kernels of the ``math`` rows are this (``kernels/elementwise.py``).
+    Raises ValueError for an op whose result is not of its operands' dtype (compare,
+    predicate, logical, cast). Its cost per call is what a tiny array pays: one dict look-up
+    for the op, no conversion when the dtype is its own compute type, and the cheap error
+    state."""
+    op = _EVALUABLE.get(name)
+    if op is None:
+        op = OPS[name]   # KeyError for an unknown op
         raise ValueError(f"pointwise.evaluate: {name} is a {op.kind} op; evaluate takes ops whose "
                          "result has the operands' dtype")
     first = 1 if op.kind == "where" else 0
     dtype = operands[first].dtype
-    ct = opmath(dtype)
-    args = [a if a is None or i < first or a.dtype == ct else a.astype(ct)
-            for i, a in enumerate(operands)]
-    with np.errstate(all="ignore"):
+    m = NumpyMath._by_dtype.get(dtype) or NumpyMath.of(dtype)
+    ct = m.compute
+    args = operands
+    for a in operands:
+        if a is not None and a.dtype is not ct and a.dtype != ct:
+            args = [a if a is None or i < first or a.dtype == ct else a.astype(ct)
+                    for i, a in enumerate(operands)]
+            break
+    token = _fp_quiet()
+    try:
         if op.math is not None:
-            r = np.asarray(op.math(NumpyMath.of(dtype), params, *args))
-            if r.dtype != dtype:
+            r = op.math(m, params, *args)
+            if r.__class__ is not np.ndarray:
+                r = np.asarray(r)
+            if r.dtype is not dtype and r.dtype != dtype:
                 return r.astype(dtype)
-            return r.copy() if any(r is a for a in operands) else r   # relu of bool: a fresh array
+            for a in operands:
+                if r is a:
+                    return r.copy()   # relu of bool: a fresh array
+            return r
         out = np.empty(np.broadcast_shapes(*(a.shape for a in operands if a is not None)), dtype)
         op.numpy(out, params, *args)
         return out
+    finally:
+        _fp_restore(token)
 
 
 def _clamp(m, p, a, lo, hi):
@@ -435,3 +460,4 @@ _OPS = [
 ]
 
 OPS = {op.name: op for op in _OPS}
+_EVALUABLE = {op.name: op for op in _OPS if op.kind in ("float", "same", "where")}
