@@ -92,6 +92,15 @@ class _Node:
         self.narrow = narrow   # [(output index, ONNX type)] of outputs of a simulated type
 
 
+def _tensor_elem_type(t):
+    """The element type of a TypeProto's tensor (through optional and sequence wrappers);
+    0 when it holds none."""
+    while t.HasField("optional_type") or t.HasField("sequence_type"):
+        t = (t.optional_type.elem_type if t.HasField("optional_type") else
+             t.sequence_type.elem_type)
+    return t.tensor_type.elem_type if t.HasField("tensor_type") else 0
+
+
 def _mentions_wide_types(model):
     """Whether any declared type, initializer, tensor attribute or dtype-valued attribute of
     the model (subgraphs included) is a storage type or STRING."""
@@ -99,16 +108,10 @@ def _mentions_wide_types(model):
     special = set(st.TABLE) | {_STRING}
     A = onnx.AttributeProto
 
-    def tt(t):
-        while t.HasField("optional_type") or t.HasField("sequence_type"):
-            t = (t.optional_type.elem_type if t.HasField("optional_type") else
-                 t.sequence_type.elem_type)
-        return t.tensor_type.elem_type if t.HasField("tensor_type") else 0
-
     def walk(g):
         if any(t.data_type in special for t in g.initializer):
             return True
-        if any(tt(v.type) in special for v in list(g.input) + list(g.output) +
+        if any(_tensor_elem_type(v.type) in special for v in list(g.input) + list(g.output) +
                list(g.value_info)):
             return True
         for n in g.node:
@@ -136,17 +139,11 @@ def _elem_types(model):
             pass
     types = {}
 
-    def tensor_type(t):
-        while t.HasField("optional_type") or t.HasField("sequence_type"):
-            t = (t.optional_type.elem_type if t.HasField("optional_type") else
-                 t.sequence_type.elem_type)
-        return t.tensor_type.elem_type if t.HasField("tensor_type") else 0
-
     def walk(g):
         for t in g.initializer:
             types[t.name] = t.data_type
         for vi in list(g.input) + list(g.output) + list(g.value_info):
-            et = tensor_type(vi.type)
+            et = _tensor_elem_type(vi.type)
             if et:
                 types.setdefault(vi.name, et)
         for n in g.node:

@@ -329,14 +329,20 @@ def trilu(a, x, k=None):
     return ember.triu(x, kk) if a["upper"] else ember.tril(x, kk)
 
 
-@importer("CumSum", since=11, attrs={"exclusive": 0, "reverse": 0})
-def cumsum(a, x, axis):
+def _scan(a, x, axis, scan, exclude):
+    """CumSum/CumProd: ``scan(y, ax)`` in ``x``'s dtype along ``axis``, run from the end
+    under ``reverse`` (flipped around it) and made ``exclusive`` by ``exclude(c, y, ax)``."""
     ax = norm_axis(int(scalar(axis)), x.dim())
     y = ember.flip(x, [ax]) if a["reverse"] else x
-    c = ember.cumsum(y, ax).to(x.dtype)
+    c = scan(y, ax).to(x.dtype)
     if a["exclusive"]:
-        c = c - y
+        c = exclude(c, y, ax)
     return ember.flip(c, [ax]) if a["reverse"] else c
+
+
+@importer("CumSum", since=11, attrs={"exclusive": 0, "reverse": 0})
+def cumsum(a, x, axis):
+    return _scan(a, x, axis, ember.cumsum, lambda c, y, ax: c - y)
 
 
 @importer("OneHot", since=11, attrs={"axis": -1})
@@ -433,15 +439,15 @@ def scatter_nd(a, x, idx, upd):
     return out.reshape(*x.shape)
 
 
+def _shift_in_one(c, y, ax):
+    """``c`` moved one step along ``ax``, a one entering first (an exclusive product)."""
+    one = ember.ones_like(ember.narrow(c, ax, 0, 1))
+    return ember.cat([one, ember.narrow(c, ax, 0, c.shape[ax] - 1)], ax)
+
+
 @importer("CumProd", since=26, attrs={"exclusive": 0, "reverse": 0})
 def cumprod(a, x, axis):
-    ax = norm_axis(int(scalar(axis)), x.dim())
-    y = ember.flip(x, [ax]) if a["reverse"] else x
-    c = ember.cumprod(y, ax).to(x.dtype)
-    if a["exclusive"]:
-        one = ember.ones_like(ember.narrow(c, ax, 0, 1))
-        c = ember.cat([one, ember.narrow(c, ax, 0, c.shape[ax] - 1)], ax)
-    return ember.flip(c, [ax]) if a["reverse"] else c
+    return _scan(a, x, axis, ember.cumprod, _shift_in_one)
 
 
 @importer("Compress", since=11, attrs={"axis": None})
