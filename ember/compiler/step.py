@@ -342,12 +342,15 @@ class WholeStep:
 
     def __init__(self, traced, cap, n_out, name):
         from ember.jit.codegen import compile_graph
-        from ember.jit.passes import run_passes
+        from ember.jit.passes import PIPELINE, run_passes
         self._traced = traced
         self._cap = cap
         self._n_out = n_out
         self.name = name
-        self.graph = _in_place(run_passes(_array_only(traced.graph.copy())))
+        # no ``decompose``: a bias stays in its linear and ReLU runs in place on the GEMM's
+        # output (the codegen's relu_), cheaper than a bias+ReLU fusion group at these sizes
+        passes = [n for n, _ in PIPELINE if n != "decompose"]
+        self.graph = _in_place(run_passes(_array_only(traced.graph.copy()), passes))
         self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step")
         self._state = list(traced.state_tensors())
         self._getters = [get for _, get, _ in cap.inputs]
