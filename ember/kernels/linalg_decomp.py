@@ -36,6 +36,23 @@ def _singular(what="the input matrix is singular"):
     return LinAlgError(f"{what}, the computation could not be completed")
 
 
+def _solve_broadcast(a, b, pair, singular="the input matrix is singular"):
+    """``np.linalg.solve(a, b)`` over the broadcast batch dims of ``a`` and ``b``: a
+    KernelError "batch dimensions of <pair> cannot be broadcast" when they do not, a
+    LinAlgError ``_singular(singular)`` when a matrix is singular."""
+    try:
+        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    except ValueError:
+        raise KernelError(f"batch dimensions of {pair} cannot be broadcast") from None
+    a = np.broadcast_to(a, batch + a.shape[-2:])
+    b = np.broadcast_to(b, batch + b.shape[-2:])
+    try:
+        with blas_mode(FREE):
+            return np.linalg.solve(a, b)
+    except np.linalg.LinAlgError:
+        raise _singular(singular) from None
+
+
 def det(a):
     _square(a)
     with blas_mode(FREE):
@@ -82,18 +99,7 @@ def solve(a, b, left):
                               f"B {tuple(b.shape)}")
         if not left:
             a, b = np.swapaxes(a, -1, -2), np.swapaxes(b, -1, -2)
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise KernelError(f"batch dimensions of A {tuple(a.shape)} and "
-                          f"B {tuple(b.shape)} cannot be broadcast") from None
-    a = np.broadcast_to(a, batch + a.shape[-2:])
-    b = np.broadcast_to(b, batch + b.shape[-2:])
-    try:
-        with blas_mode(FREE):
-            x = np.linalg.solve(a, b)
-    except np.linalg.LinAlgError:
-        raise _singular() from None
+    x = _solve_broadcast(a, b, f"A {tuple(a.shape)} and B {tuple(b.shape)}")
     if vector:
         return x[..., 0]
     return x if left else np.ascontiguousarray(np.swapaxes(x, -1, -2))
@@ -113,18 +119,7 @@ def solve_triangular(a, b, upper, left, unitriangular):
         t[..., idx, idx] = 1
     if not left:
         t, b = np.swapaxes(t, -1, -2), np.swapaxes(b, -1, -2)
-    try:
-        batch = np.broadcast_shapes(t.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise KernelError(f"batch dimensions of A {tuple(a.shape)} and B {tuple(b.shape)} "
-                          f"cannot be broadcast") from None
-    t = np.broadcast_to(t, batch + t.shape[-2:])
-    b = np.broadcast_to(b, batch + b.shape[-2:])
-    try:
-        with blas_mode(FREE):
-            x = np.linalg.solve(t, b)
-    except np.linalg.LinAlgError:
-        raise _singular() from None
+    x = _solve_broadcast(t, b, f"A {tuple(a.shape)} and B {tuple(b.shape)}")
     return x if left else np.ascontiguousarray(np.swapaxes(x, -1, -2))
 
 
@@ -148,17 +143,8 @@ def cholesky_solve(b, l, upper):
                           f"{tuple(l.shape)}")
     t = np.triu(l) if upper else np.tril(l)
     a = np.swapaxes(t, -1, -2) @ t if upper else t @ np.swapaxes(t, -1, -2)
-    try:
-        batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise KernelError(f"batch dimensions of input {tuple(b.shape)} and input2 "
-                          f"{tuple(l.shape)} cannot be broadcast") from None
-    try:
-        with blas_mode(FREE):
-            return np.linalg.solve(np.broadcast_to(a, batch + a.shape[-2:]),
-                                   np.broadcast_to(b, batch + b.shape[-2:]))
-    except np.linalg.LinAlgError:
-        raise _singular("the factor is singular") from None
+    return _solve_broadcast(a, b, f"input {tuple(b.shape)} and input2 {tuple(l.shape)}",
+                            "the factor is singular")
 
 
 def cross(a, b, dim):
