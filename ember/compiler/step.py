@@ -246,7 +246,7 @@ class StepCapture:
     def _state(self, tracer, opt, p, key):
         t = opt.state[p][key]
         if tracer.known(t) is None:
-            v = tracer.add_input(t, f"{key}{len(self.inputs)}")
+            v = tracer.add_input(t, f"{tracer.value_of(p).name}_{key}")
             self.inputs.append((t, lambda: opt.state[p][key]._data, v))
         return _Sym(t)
 
@@ -300,11 +300,11 @@ class StepCapture:
         def b(i):
             return lambda: opt.param_groups[gi]["betas"][i]
         step_size = self._scalar(
-            tracer, (id(p), "step_size"), "step_size",
+            tracer, (id(p), "step_size"), f"{tracer.value_of(p).name}_step_size",
             lambda: opt.param_groups[gi]["lr"] / (1 - opt.param_groups[gi]["betas"][0] **
                                                   st["step"]), dt)
         bc2 = self._scalar(
-            tracer, (id(p), "bc2_sqrt"), "bc2_sqrt",
+            tracer, (id(p), "bc2_sqrt"), f"{tracer.value_of(p).name}_bc2_sqrt",
             lambda: math.sqrt(1 - opt.param_groups[gi]["betas"][1] ** st["step"]), dt)
         m = self._state(tracer, opt, p, "exp_avg")
         v = self._state(tracer, opt, p, "exp_avg_sq")
@@ -354,6 +354,17 @@ class WholeStep:
         self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step")
         self._state = list(traced.state_tensors())
         self._getters = [get for _, get, _ in cap.inputs]
+
+    @property
+    def writes(self):
+        """{formal: value}: the in-place writes of the program (a fusion group's output stored
+        into a parameter's or a state tensor's memory; not part of the graph's text form)."""
+        out = {}
+        for n in self.graph.find_nodes("fusion_group"):
+            for o, i in zip(n.outputs, n.attrs.get("into") or ()):
+                if i is not None:
+                    out[n.args[i].name] = o.name
+        return out
 
     def stale(self):
         """Why this program no longer applies (None while it does)."""
