@@ -6,7 +6,7 @@ and ``real``, whose models are the weight-free ``light`` copies run on ONNX's du
     results = run_cases(node_cases())          # {name: Result}
     print(summary(results))                    # pass rate, failure and unsupported reasons
 
-Used by ``ember onnx check-backend`` and tests/onnx/test_backend_nodes.py (one comparison for
+Used by ``ember onnx check-backend`` and tests/onnx/test_backend.py (one comparison for
 both). A case is "unsupported" when ``prepare`` refuses it at load time (the importer's checks),
 "fail" when a loaded case raises or differs from the expected outputs, else "pass".
 """
