@@ -188,8 +188,9 @@ def run(op, direction, g, a, b, bias=None, residual=None, relu=False):
     ``parallel.OWN_THREADS_DIRECTIONS`` (the weight gradient: small outputs, long reductions, where
     OpenBLAS's lock-step threads stall under load) and the algorithms in
     ``parallel.OWN_THREADS_ALGORITHMS`` (Winograd, whose Numba transforms split over ember's threads
-    only under this policy) BLAS is held at one thread and the algorithms split their work into
-    independent chunks; the others use BLAS's own threads.
+    only under this policy) and for a forward pass of one image (``_own_threads``) BLAS is held at
+    one thread and the algorithms split their work into independent chunks; the others use BLAS's
+    own threads.
 
     Raises ValueError when a forced algorithm is unknown or cannot handle ``g``.
     """
@@ -253,7 +254,16 @@ def _thin_wide(g):
 
 def _own_threads(name, direction, g):
     return (direction in parallel.OWN_THREADS_DIRECTIONS
-            or name in parallel.OWN_THREADS_ALGORITHMS or _thin_wide(g))
+            or name in parallel.OWN_THREADS_ALGORITHMS or _thin_wide(g)
+            or (direction == "forward" and g.N < BATCH_THRESHOLD))
+
+
+# A forward pass of a batch below BATCH_THRESHOLD images (batch-of-one inference) runs every
+# algorithm on ember's own chunks (``_own_threads``): its GEMMs are short (ResNet-18's at 224x224
+# take 0.5-3 ms each), so OpenBLAS's lock-step hand-offs between its threads cost more than they
+# share whenever another process holds a core. ResNet-18, batch 1, eval, two threads, 2-core VM
+# shared with other jobs (load 7-8), interleaved runs, min ms, OpenBLAS threads -> own chunks:
+# 633-698 -> 256-370 (one thread: 445-533; torch 770-836).
 
 
 def _ready(name, direction, g, dtype):

@@ -690,3 +690,94 @@ def test_a_batch_of_one_in_directs_territory_runs_thin():
     expected = selector.ALGORITHMS["im2col"].forward(x, w, one)
     np.testing.assert_allclose(C.conv2d_forward(x, w, None, 1, 0, 1, 1), expected, rtol=1e-12,
                                atol=1e-12)
+
+
+# ResNet-18's batch-of-one layers (issue 24): (input shape, weight shape, stride, padding)
+RESNET_ONE = [((1, 3, 56, 56), (64, 3, 7, 7), 2, 3), ((1, 64, 28, 28), (128, 64, 3, 3), 2, 1),
+              ((1, 64, 28, 28), (128, 64, 1, 1), 2, 0), ((1, 128, 14, 14), (128, 128, 3, 3), 1, 1),
+              ((1, 256, 7, 7), (256, 256, 3, 3), 1, 1)]
+
+
+def test_batch_of_one_forward_runs_on_own_threads(monkeypatch, threads):
+    """A forward pass of one image runs every algorithm on ember's chunks with BLAS at one
+    thread (its short GEMMs stalled in OpenBLAS's lock-step threads whenever another process
+    held a core); batches and the other directions keep the policy they had. The results are
+    torch's."""
+    torch = pytest.importorskip("torch")
+    from ember.kernels.conv.geometry import geometry
+    one = geometry("conv2d", (1, 128, 28, 28), (128, 128, 3, 3), 1, 1, 1, 1)
+    batch = geometry("conv2d", (8, 128, 28, 28), (128, 128, 3, 3), 1, 1, 1, 1)
+    down = geometry("conv2d", (1, 64, 56, 56), (128, 64, 1, 1), 2, 0, 1, 1)
+    assert selector.heuristic("forward", one) == "im2col"
+    assert selector._own_threads("im2col", "forward", one)
+    assert selector._own_threads("direct1x1", "forward", down)
+    assert not selector._own_threads("im2col", "forward", batch)
+    assert not selector._own_threads("im2col", "input", one)
+    threads(2)
+    seen = []
+    real = parallel.matmul
+
+    def spy(a, b, out):
+        seen.append(parallel.parallel_possible())
+        return real(a, b, out)
+    monkeypatch.setattr(parallel, "matmul", spy)
+    for xs, ws, st, pad in RESNET_ONE:
+        x = rng.standard_normal(xs).astype(np.float32)
+        w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(np.float32)
+        y = C.conv2d_forward(x, w, None, st, pad, 1, 1)
+        ref = torch.nn.functional.conv2d(torch.tensor(x), torch.tensor(w), None, st, pad).numpy()
+        np.testing.assert_allclose(y, ref, rtol=1e-4, atol=1e-4)
+    assert seen and all(seen), seen
+
+
+@pytest.mark.parametrize("shape", [((8, 64, 56, 56), (64, 64, 3, 3), 1),
+                                   ((1, 64, 56, 56), (64, 64, 3, 3), 1),
+                                   ((2, 32, 20, 20), (32, 32, 5, 5), 2),
+                                   ((1, 64, 28, 28), (128, 64, 1, 1), 0)])
+def test_forward_only_and_training_choose_the_same_algorithm(shape, monkeypatch):
+    """Issue 24: the forward of an inference call (no gradient, ``no_grad``, eval) and of a
+    training call run the same algorithm for the same problem: the selector keys on the geometry,
+    dtype and direction only (``requires_grad`` and the grad mode do not reach it)."""
+    import ember
+    from ember.kernels.runtime import compiler
+    xs, ws, pad = shape
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    chosen = []
+    real = selector._call
+
+    def spy(name, direction, *args, **kwargs):
+        chosen.append((direction, name))
+        return real(name, direction, *args, **kwargs)
+    monkeypatch.setattr(selector, "_call", spy)
+    mode = compiler.compile_mode()
+    compiler.set_compile_mode("sync")   # every kernel ready: the heuristic's own choice
+    try:
+        runs = {}
+        for how in ("plain", "no_grad", "eval", "training"):
+            compiler.forget_tiers()
+            del chosen[:]
+            grad = how == "training"
+            tx = ember.tensor(x, requires_grad=grad)
+            conv = ember.nn.Conv2d(ws[1], ws[0], ws[2], padding=pad, bias=False)
+            with ember.no_grad():
+                conv.weight.copy_(ember.tensor(w))
+            if how == "eval":
+                conv.eval()
+            if how == "plain":
+                conv.weight.requires_grad_(False)
+            if how == "no_grad":
+                with ember.no_grad():
+                    conv(tx)
+            else:
+                y = conv(tx)
+                if grad:
+                    y.sum().backward()
+            runs[how] = dict(chosen)
+    finally:
+        compiler.set_compile_mode(mode)
+        compiler.forget_tiers()
+    g = C.geometry("conv2d", xs, ws, 1, pad, 1, 1)
+    expected = selector.heuristic("forward", g)
+    assert {how: r["forward"] for how, r in runs.items()} == dict.fromkeys(runs, expected)
+    assert set(runs["training"]) == {"forward", "input", "weight"}
