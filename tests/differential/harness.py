@@ -268,11 +268,11 @@ class SpecOp:
         entry = case.entry
         custom = case.test.get("torch")
         self.torch_expr = custom or self._torch_name()
-        ns = entry.get("namespace", "ember")
+        ns = {n.strip() for n in str(entry.get("namespace", "ember")).split(",")}  # "ember, functional"
         variants = entry.get("variants", "function, method")
-        if ns == "ember" and "function" in variants and callable(getattr(ember, self.name, None)):
+        if "ember" in ns and "function" in variants and callable(getattr(ember, self.name, None)):
             self.ember_expr = f"ember.{self.name}"
-        elif ns == "functional" and hasattr(ember.nn.functional, self.name):
+        elif "functional" in ns and hasattr(ember.nn.functional, self.name):
             self.ember_expr = f"ember.nn.functional.{self.name}"
         else:
             self.ember_expr = f"G.{self.name}"
