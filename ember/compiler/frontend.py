@@ -388,6 +388,8 @@ class CompiledFunction:
             self._last = entry
             if entry.traced is None:
                 return self.fn(*args, **kwargs)
+            if getattr(entry.traced, "verified", True) is False:
+                return self._check_step(entry, args, kwargs)
             if entry.objects:
                 args, kwargs, _ = _strip(args, kwargs)
             out = entry.traced(args, kwargs) if kwargs else entry.traced(*args)
@@ -530,6 +532,32 @@ class CompiledFunction:
             groups = fast.graph.find_nodes("fusion_group")
             print(f"[ember.compile] traced '{self.__name__}': {len(fast.graph.nodes)} nodes, "
                   f"{len(groups)} fusion groups\n{fast.graph}")
+        return out
+
+    def _check_step(self, entry, args, kwargs):
+        """The first run of a captured step: the program, then (state restored) the function
+        eagerly; their outputs, parameters, optimizer state and gradients must agree, else the
+        step runs eagerly from now on (Python code changed tensors outside the traced ops,
+        e.g. ``clip_grad_norm_`` scaling ``.grad`` in place). Eager's results are kept."""
+        runner = entry.traced
+        snap = runner.snapshot()
+        sargs, skwargs, _ = _strip(args, kwargs) if entry.objects else (args, kwargs, None)
+        try:
+            got = runner.observe(runner(sargs, skwargs) if skwargs else runner(*sargs))
+        except Exception as e:  # noqa: BLE001 - reported as a break below
+            got, why = None, f"running it failed ({type(e).__name__}: {e})"
+        runner.restore(snap)
+        out = self.fn(*args, **kwargs)
+        runner.verified = True
+        if got is not None:
+            why = runner.differ(got, runner.observe(out))
+        if why is not None:
+            self._record_breaks(entry.key, [GraphBreak(
+                f"the captured training step differs from eager ({why}): Python code changed "
+                "tensors outside the traced ops (e.g. clip_grad_norm_ scaling .grad in place)",
+                (self.fn.__code__.co_filename if hasattr(self.fn, "__code__") else "<unknown>",
+                 getattr(getattr(self.fn, "__code__", None), "co_firstlineno", 0),
+                 self.__name__))])
         return out
 
     def _whole_step(self, key, traced, cap, n_out, tracer, objects, out):

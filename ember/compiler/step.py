@@ -354,6 +354,65 @@ class WholeStep:
         self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step")
         self._state = list(traced.state_tensors())
         self._getters = [get for _, get, _ in cap.inputs]
+        self.verified = False
+
+    # ---- the check against eager on first use ----------------------------------------------
+    def snapshot(self):
+        from ember.random import default_generator
+        cap = self._cap
+        gens = [default_generator] + list(self.graph.generators.values())
+        return ([(t, t._data.copy()) for t in self._state],
+                [(opt, {p: {k: (v._data.copy() if hasattr(v, "_data") else v)
+                            for k, v in st.items()} for p, st in opt.state.items()})
+                 for opt, _ in cap.optimizers],
+                [(t, t.grad) for t in cap.touched + cap.require_none],
+                [(g, g.get_state()) for g in gens])
+
+    def restore(self, snap):
+        params, opts, grads, gens = snap
+        for t, d in params:
+            np.copyto(t._data, d)
+        for opt, state in opts:
+            for p, st in state.items():
+                for k, v in st.items():
+                    cur = opt.state[p].get(k)
+                    if hasattr(cur, "_data"):
+                        np.copyto(cur._data, v)
+                    else:
+                        opt.state[p][k] = v
+        for t, g in grads:
+            t.grad = g
+        for g, st in gens:
+            g.set_state(st)
+
+    def observe(self, out):
+        """The arrays a call leaves: its outputs, the parameters, the optimizer's state, the
+        gradients it sets (None where it sets none)."""
+        from ember.jit.traced import flatten
+        flat = []
+        flatten(out, "out", flat, [], [])
+        cap = self._cap
+        state = [v._data.copy() if hasattr(v, "_data") else np.asarray(v)
+                 for opt, _ in cap.optimizers for st in opt.state.values() for v in st.values()]
+        return ([o._data.copy() for o in flat] + [t._data.copy() for t in self._state] + state +
+                [None if t.grad is None else t.grad._data.copy() for t in cap.touched])
+
+    @staticmethod
+    def differ(got, want):
+        """Why two ``observe`` results differ beyond rounding (None when they agree)."""
+        if len(got) != len(want):
+            return "a different number of results"
+        for a, b in zip(got, want):
+            if (a is None) != (b is None):
+                return "a gradient set in one and not the other"
+            if a is None:
+                continue
+            tol = 1e-9 if a.dtype == np.float64 else 1e-3
+            scale = max(1.0, float(np.max(np.abs(b))) if b.size and b.dtype.kind == "f" else 1.0)
+            if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol * scale,
+                                                     equal_nan=True):
+                return f"values of shape {list(b.shape)} differ"
+        return None
 
     @property
     def writes(self):

@@ -255,3 +255,28 @@ def test_step_with_closure_is_a_named_break():
     with pytest.warns(GraphBreakWarning, match=r"SGD.step\(closure\) \(the closure is not "
                       r"captured\)"):
         ember.compile(step)()
+
+
+def test_gradient_clipping_outside_the_traced_ops_falls_back_to_eager():
+    # clip_grad_norm_ scales .grad through its arrays (invisible to the tracer): the first
+    # run of the program is checked against eager, differs, and the step runs eagerly
+    ember.manual_seed(0)
+    model = MLP().double()
+    twin = copy.deepcopy(model)
+    steps = []
+    for m in (model, twin):
+        o = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, m=m, o=o):
+            o.zero_grad()
+            F.cross_entropy(m(x), y).backward()
+            nn.utils.clip_grad_norm_(m.parameters(), 0.01)
+            o.step()
+        steps.append(step)
+    compiled = ember.compile(steps[1])
+    with pytest.warns(GraphBreakWarning, match=r"the captured training step differs from eager"):
+        for i in range(5):
+            x, y = _data(model, 4, i, ember.float64)
+            steps[0](x, y)
+            compiled(x, y)
+    _close(model, twin, ember.float64)
