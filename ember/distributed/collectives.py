@@ -179,6 +179,47 @@ def _done(async_op):
     return Work([], what="noop") if async_op else None
 
 
+def _enter(what, group, *tensors):
+    """The start of a collective: check ``tensors`` (``(tensor, name)`` pairs), then resolve
+    ``group``; returns the group, or None when this rank is not a member (nothing to do)."""
+    for t, name in tensors:
+        _check_tensor(t, what, name)
+    g = _group(group, what)
+    return None if _not_member(g) else g
+
+
+def _then_average(op, buf, n, back):
+    """The finish of a reduction into ``buf`` on a group of ``n``: for AVG (which MPI lacks, so
+    it ran as SUM) divide by ``n``; then the write-back ``back``."""
+    avg = getattr(op, "name", op) == "AVG"
+
+    def finish():
+        if avg:
+            buf[...] /= n
+        back()
+    return finish
+
+
+def _check_holds(what, big, big_name, small, small_name, n):
+    """EmberValueError unless ``big`` has ``n`` times ``small``'s elements and its dtype."""
+    if big._data.size != n * small._data.size or big._data.dtype != small._data.dtype:
+        raise EmberValueError(f"{what}: {big_name} {tuple(big.shape)} {big._data.dtype} must "
+                              f"hold {n} x {small_name} {tuple(small.shape)} "
+                              f"{small._data.dtype}")
+
+
+def _alltoallv(g, async_op, send, scounts, recv, rcounts):
+    """Start MPI's Alltoallv of the flat ``send`` (``scounts[r]`` elements to rank r) into
+    ``recv`` (``rcounts[r]`` from rank r); returns (request, offsets of the parts in recv)."""
+    from mpi4py.util.dtlib import from_numpy_dtype
+    mt = from_numpy_dtype(send.dtype)
+    sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(int).tolist()
+    rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(int).tolist()
+    req = _start(g, "Alltoallv", async_op, [send, (scounts, sdispl), mt],
+                 [recv, (rcounts, rdispl), mt])
+    return req, rdispl
+
+
 _DEBUG = (os.environ.get("EMBER_DISTRIBUTED_DEBUG", "").upper() in ("DETAIL", "1", "ON")
           or os.environ.get("TORCH_DISTRIBUTED_DEBUG", "").upper() == "DETAIL")
 
@@ -228,9 +269,8 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
                 tensor._bump()
                 return None
     what = "all_reduce"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (tensor, "tensor"))
+    if g is None:
         return _done(async_op)
     _debug_check(g, what, tensor, reduce=getattr(op, "name", op))
     buf, back = _buffer(tensor)
@@ -243,22 +283,15 @@ def all_reduce(tensor, op=ReduceOp.SUM, group=None, async_op=False):
         except TypeError:  # an unhashable op object: always the checked path
             pass
     req = _start(g, "Allreduce", async_op, MPI.IN_PLACE, buf, mop)
-    n = g.size()
-    avg = getattr(op, "name", op) == "AVG"
-
-    def finish():
-        if avg:
-            buf[...] /= n
-        back()
+    finish = _then_average(op, buf, g.size(), back)
     return _finish(Work([req], finish, what, g.timeout), async_op)
 
 
 def broadcast(tensor, src, group=None, async_op=False):
     """Copy ``tensor`` from global rank ``src`` to every rank of ``group``, in place."""
     what = "broadcast"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (tensor, "tensor"))
+    if g is None:
         return _done(async_op)
     _debug_check(g, what, tensor, src=src)
     root = g.group_rank(src, what)
@@ -270,9 +303,8 @@ def broadcast(tensor, src, group=None, async_op=False):
 def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``tensor`` over ``group`` into ``tensor`` on global rank ``dst`` only."""
     what = "reduce"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (tensor, "tensor"))
+    if g is None:
         return _done(async_op)
     _debug_check(g, what, tensor, dst=dst, reduce=getattr(op, "name", op))
     root = g.group_rank(dst, what)
@@ -281,13 +313,7 @@ def reduce(tensor, dst, op=ReduceOp.SUM, group=None, async_op=False):
     if g.rank() == root:
         buf, back = _buffer(tensor)
         req = _start(g, "Reduce", async_op, MPI.IN_PLACE, buf, mop, root)
-        n = g.size()
-        avg = getattr(op, "name", op) == "AVG"
-
-        def finish():
-            if avg:
-                buf[...] /= n
-            back()
+        finish = _then_average(op, buf, g.size(), back)
     else:
         send = _sendbuf(tensor)
         req = _start(g, "Reduce", async_op, send, None, mop, root)
@@ -315,9 +341,8 @@ def _split_into(outputs, stacked):
 def all_gather(tensor_list, tensor, group=None, async_op=False):
     """Fill ``tensor_list[r]`` with rank r's ``tensor`` on every rank of ``group``."""
     what = "all_gather"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (tensor, "tensor"))
+    if g is None:
         return _done(async_op)
     _check_list(tensor_list, g.size(), tensor, what, "tensor_list")
     _debug_check(g, what, tensor)
@@ -331,17 +356,10 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
     """Concatenate every rank's ``input_tensor`` along dim 0 (or stack them, when
     ``output_tensor`` has a leading dim of the group size) into ``output_tensor``."""
     what = "all_gather_into_tensor"
-    _check_tensor(output_tensor, what, "output_tensor")
-    _check_tensor(input_tensor, what, "input_tensor")
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (output_tensor, "output_tensor"), (input_tensor, "input_tensor"))
+    if g is None:
         return _done(async_op)
-    n = g.size()
-    if output_tensor._data.size != n * input_tensor._data.size or \
-            output_tensor._data.dtype != input_tensor._data.dtype:
-        raise EmberValueError(f"{what}: output_tensor {tuple(output_tensor.shape)} "
-                              f"{output_tensor._data.dtype} must hold {n} x input_tensor "
-                              f"{tuple(input_tensor.shape)} {input_tensor._data.dtype}")
+    _check_holds(what, output_tensor, "output_tensor", input_tensor, "input_tensor", g.size())
     _debug_check(g, what, input_tensor)
     buf, back = _buffer(output_tensor)
     req = _start(g, "Allgather", async_op, _sendbuf(input_tensor), buf)
@@ -351,34 +369,23 @@ def all_gather_into_tensor(output_tensor, input_tensor, group=None, async_op=Fal
 def reduce_scatter_tensor(output, input, op=ReduceOp.SUM, group=None, async_op=False):
     """Reduce ``input`` over ``group`` and give rank r the r-th of its equal dim-0 chunks."""
     what = "reduce_scatter_tensor"
-    _check_tensor(output, what, "output")
-    _check_tensor(input, what, "input")
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (output, "output"), (input, "input"))
+    if g is None:
         return _done(async_op)
-    n = g.size()
-    if input._data.size != n * output._data.size or output._data.dtype != input._data.dtype:
-        raise EmberValueError(f"{what}: input {tuple(input.shape)} {input._data.dtype} must hold "
-                              f"{n} x output {tuple(output.shape)} {output._data.dtype}")
+    _check_holds(what, input, "input", output, "output", g.size())
     _debug_check(g, what, input, reduce=getattr(op, "name", op))
     mop = _mpi_op(op, input._data.dtype, what)
     buf, back = _buffer(output)
     req = _start(g, "Reduce_scatter_block", async_op, _sendbuf(input), buf, mop)
-    avg = getattr(op, "name", op) == "AVG"
-
-    def finish():
-        if avg:
-            buf[...] /= n
-        back()
+    finish = _then_average(op, buf, g.size(), back)
     return _finish(Work([req], finish, what, g.timeout), async_op)
 
 
 def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
     """Collect every rank's ``tensor`` into ``gather_list`` on global rank ``dst``."""
     what = "gather"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (tensor, "tensor"))
+    if g is None:
         return _done(async_op)
     root = g.group_rank(dst, what)
     _debug_check(g, what, tensor, dst=dst)
@@ -397,9 +404,8 @@ def gather(tensor, gather_list=None, dst=0, group=None, async_op=False):
 def scatter(tensor, scatter_list=None, src=0, group=None, async_op=False):
     """Give rank r ``scatter_list[r]`` from global rank ``src``, written into ``tensor``."""
     what = "scatter"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (tensor, "tensor"))
+    if g is None:
         return _done(async_op)
     root = g.group_rank(src, what)
     _debug_check(g, what, tensor, src=src)
@@ -417,8 +423,8 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     """Send ``input_tensor_list[r]`` to rank r and receive rank r's into
     ``output_tensor_list[r]``; sizes may differ per rank pair (dtypes must match)."""
     what = "all_to_all"
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group)
+    if g is None:
         return _done(async_op)
     n = g.size()
     _check_list(input_tensor_list, n, None, what, "input_tensor_list")
@@ -427,16 +433,11 @@ def all_to_all(output_tensor_list, input_tensor_list, group=None, async_op=False
     if len(dtypes) != 1:
         raise EmberValueError(f"{what}: all tensors must share one dtype, got {sorted(map(str, dtypes))}")
     _debug_check(g, what, dtype=str(dtypes.pop()))
-    from mpi4py.util.dtlib import from_numpy_dtype
     parts = [_sendbuf(t).ravel() for t in input_tensor_list]
     send = np.concatenate(parts) if parts else np.empty(0)
-    scounts = [p.size for p in parts]
     rcounts = [t._data.size for t in output_tensor_list]
     recv = np.empty(sum(rcounts), send.dtype)
-    sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(int).tolist()
-    rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(int).tolist()
-    mt = from_numpy_dtype(send.dtype)
-    req = _start(g, "Alltoallv", async_op, [send, (scounts, sdispl), mt], [recv, (rcounts, rdispl), mt])
+    req, rdispl = _alltoallv(g, async_op, send, [p.size for p in parts], recv, rcounts)
 
     def finish():
         for t, off, c in zip(output_tensor_list, rdispl, rcounts):
@@ -463,10 +464,8 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     part j to group rank j, and fill ``output`` with the parts received, in rank order
     (``output_split_sizes`` rows each). A contiguous ``output`` receives in place."""
     what = "all_to_all_single"
-    _check_tensor(output, what, "output")
-    _check_tensor(input, what, "input")
-    g = _group(group, what)
-    if _not_member(g):
+    g = _enter(what, group, (output, "output"), (input, "input"))
+    if g is None:
         return _done(async_op)
     n = g.size()
     a, o = input._data, output._data
@@ -483,21 +482,16 @@ def all_to_all_single(output, input, output_split_sizes=None, input_split_sizes=
     rcounts = [k * row for k in _splits(output_split_sizes, o.shape[0], n, what, "output")]
     # shapes differ across ranks with uneven splits: compare the dtype and the rows' shape
     _debug_check(g, what, dtype=str(a.dtype), rows=list(a.shape[1:]))
-    from mpi4py.util.dtlib import from_numpy_dtype
     send = _sendbuf(input)
     buf, back = _buffer(output)
-    mt = from_numpy_dtype(send.dtype)
-    sdispl = np.concatenate([[0], np.cumsum(scounts)[:-1]]).astype(int).tolist()
-    rdispl = np.concatenate([[0], np.cumsum(rcounts)[:-1]]).astype(int).tolist()
-    req = _start(g, "Alltoallv", async_op, [send, (scounts, sdispl), mt],
-                 [buf, (rcounts, rdispl), mt])
+    req, _ = _alltoallv(g, async_op, send, scounts, buf, rcounts)
     return _finish(Work([req], back, what, g.timeout, result=send), async_op)
 
 
 def barrier(group=None, async_op=False):
     """Block until every rank of ``group`` has reached the barrier."""
-    g = _group(group, "barrier")
-    if _not_member(g):
+    g = _enter("barrier", group)
+    if g is None:
         return _done(async_op)
     _debug_check(g, "barrier")
     req = _start(g, "Barrier", async_op)
@@ -518,16 +512,23 @@ def isend(tensor, dst, group=None, tag=0):
     return Work([req], None, what, g.timeout, result=send)
 
 
-def irecv(tensor, src=None, group=None, tag=0):
-    """Start receiving into ``tensor`` from global rank ``src`` (any rank when None)."""
-    what = "irecv"
+def _post_recv(tensor, src, group, tag, what, with_status=False):
+    """Post the receive into ``tensor`` from global rank ``src`` (any rank when None, any tag
+    when ``tag`` is None): (group, Work, its MPI.Status when ``with_status`` else None)."""
     _check_tensor(tensor, what)
     g = _group(group, what)
     MPI = mpi()
     buf, back = _buffer(tensor)
+    status = MPI.Status() if with_status else None
     source = MPI.ANY_SOURCE if src is None else _p2p_rank(g, src, what)
     req = g.comm.Irecv(buf, source, MPI.ANY_TAG if tag is None else tag)
-    return Work([req], back, what, g.timeout)
+    work = Work([req], back, what, g.timeout, statuses=None if status is None else [status])
+    return g, work, status
+
+
+def irecv(tensor, src=None, group=None, tag=0):
+    """Start receiving into ``tensor`` from global rank ``src`` (any rank when None)."""
+    return _post_recv(tensor, src, group, tag, "irecv")[1]
 
 
 def send(tensor, dst, group=None, tag=0):
@@ -538,13 +539,6 @@ def send(tensor, dst, group=None, tag=0):
 def recv(tensor, src=None, group=None, tag=0):
     """Receive into ``tensor`` from global rank ``src`` (any when None); returns the sender's
     global rank."""
-    what = "recv"
-    _check_tensor(tensor, what)
-    g = _group(group, what)
-    MPI = mpi()
-    buf, back = _buffer(tensor)
-    status = MPI.Status()
-    source = MPI.ANY_SOURCE if src is None else _p2p_rank(g, src, what)
-    req = g.comm.Irecv(buf, source, MPI.ANY_TAG if tag is None else tag)
-    Work([req], back, what, g.timeout, statuses=[status]).wait()
+    g, work, status = _post_recv(tensor, src, group, tag, "recv", with_status=True)
+    work.wait()
     return g.ranks[status.Get_source()]
