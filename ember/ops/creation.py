@@ -558,11 +558,25 @@ def _fill_(self, value):
     return G.copy_(self, value if isinstance(value, Tensor) else G.full_like(self, value))
 
 
+def _double(op, name, position, value):
+    """A ``float`` argument as torch's parser takes it: a number, or a 0-dim tensor that does
+    not require grad (its value; torchvision's RandomResizedCrop passes ``log_ratio[0]``)."""
+    if isinstance(value, Tensor):
+        if value.dim() == 0 and not value.requires_grad:
+            return value.item()
+        raise EmberTypeError(f"{op}(): argument '{name}' (position {position}) must be float, "
+                             f"not Tensor (of shape {list(value.shape)}"
+                             f"{', requiring grad' if value.requires_grad else ''})")
+    return value
+
+
 def _uniform_(self, a=0.0, b=1.0, generator=None):
+    a, b = _double("uniform_", "from", 1, a), _double("uniform_", "to", 2, b)
     return G.copy_(self, G.uniform_like(self, a, b, resolve(generator)))
 
 
 def _normal_(self, mean=0.0, std=1.0, generator=None):
+    mean, std = _double("normal_", "mean", 1, mean), _double("normal_", "std", 2, std)
     return G.copy_(self, G.normal_like(self, mean, std, resolve(generator)))
 
 

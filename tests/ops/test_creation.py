@@ -291,6 +291,27 @@ def test_random_fills():
         ember.zeros(3, dtype=ember.int64).exponential_()
 
 
+def test_uniform_and_normal_take_zero_dim_tensors_as_torch():
+    """A 0-dim tensor not requiring grad is a float argument to uniform_ / normal_ (torch's
+    parser; torchvision's RandomResizedCrop draws ``uniform_(log_ratio[0], log_ratio[1])``);
+    a tensor of more elements or requiring grad is a TypeError naming the argument."""
+    for m in (ember, torch):
+        lo, hi = m.tensor(2.0), m.tensor(3, dtype=m.int64)
+        m.manual_seed(0)
+        x = m.empty(500, dtype=m.float64).uniform_(lo, hi)
+        assert 2.0 <= x.min().item() and x.max().item() <= 3.0
+        y = m.empty(500, dtype=m.float64).normal_(m.tensor(5.0), m.tensor(0.1))
+        assert abs(y.mean().item() - 5.0) < 0.05
+        with pytest.raises(TypeError, match="argument 'from' .* must be float, not Tensor"):
+            m.empty(2).uniform_(m.tensor([0.0]), 1.0)
+        with pytest.raises(TypeError, match="argument 'std' .* must be float, not Tensor"):
+            m.empty(2).normal_(0.0, m.tensor(1.0, requires_grad=True))
+    ember.manual_seed(1)
+    a = ember.empty(4).uniform_(ember.tensor(-1.0), ember.tensor(1.0))
+    ember.manual_seed(1)
+    assert a.equal(ember.empty(4).uniform_(-1.0, 1.0))
+
+
 def test_integer_arange_and_linspace_match_torch():
     torch = pytest.importorskip("torch")
     cases = [(-8.000001, -4.0), (-8.000001, -4.0, 1.5), (0.5, 5.7, 1.3), (5, 0, -2),

@@ -1,5 +1,5 @@
 """Small data in the formats pytorch/examples programs read, generated instead of downloaded:
-MNIST idx files, a word corpus, RGB images (NumPy and PIL only, no framework)."""
+MNIST idx files, a word corpus, RGB images, Cora (NumPy and PIL only, no framework)."""
 import os
 
 import numpy as np
@@ -94,3 +94,14 @@ def write_cora(folder, nodes=1800, features=64, classes=7, edges_per_node=2, see
                 j = rng.choice(same) if rng.random() < 0.8 else rng.integers(nodes)
                 if j != i:
                     f.write(f"{ids[j]}\t{ids[i]}\n")
+
+
+def write_cora_tgz(path, **kwargs):
+    """``cora.tgz`` as linqs-data serves it: a gzip tar holding the folder ``cora/`` with
+    ``cora.content`` and ``cora.cites`` (write_cora's, ``kwargs`` passed on)."""
+    import tarfile
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        write_cora(os.path.join(tmp, "cora"), **kwargs)
+        with tarfile.open(path, "w:gz") as tar:
+            tar.add(os.path.join(tmp, "cora"), arcname="cora")

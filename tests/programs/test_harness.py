@@ -1,6 +1,6 @@
 """The harness that runs other people's PyTorch programs on ember (no upstream files needed):
 the torch -> ember import alias, in this process and in spawned children, the data generators
-and the torchvision stand-in, checked against torch."""
+and the torchvision and requests stand-ins, checked against torch."""
 import os
 import subprocess
 import sys
@@ -104,3 +104,67 @@ def _check_standin(torch, tmp_path):
     grid = np.asarray(Image.open(tmp_path / "grid.png"))
     assert grid.shape == (2 * 30 + 2, 2 * 30 + 2, 3)               # 2x2 tiles, padding 2
     np.testing.assert_array_equal(grid[2:30, 2:30, 0], ds.data[0].numpy())
+    _check_models(torch)
+    _check_image_folder(torch, tmp_path)
+
+
+def _check_models(torch):
+    """ResNet-18's layout and size as torchvision's (11,689,512 parameters, 122 state dict
+    entries, children in torchvision's order); the generated 'pretrained' weights are the same
+    numbers on either framework, He-normal in scale."""
+    from torchvision import models
+    net = models.resnet18(weights=None)
+    assert sum(p.numel() for p in net.parameters()) == 11689512
+    keys = list(net.state_dict())
+    assert len(keys) == 122 and keys[:2] == ["conv1.weight", "bn1.weight"]
+    assert "layer2.0.downsample.0.weight" in keys and keys[-2:] == ["fc.weight", "fc.bias"]
+    assert [n for n, _ in net.named_children()] == [
+        "conv1", "bn1", "relu", "maxpool", "layer1", "layer2", "layer3", "layer4", "avgpool",
+        "fc"]
+    assert tuple(net(torch.zeros(2, 3, 32, 32)).shape) == (2, 1000)
+    a = models.resnet18(weights=models.ResNet18_Weights.IMAGENET1K_V1).conv1.weight.detach()
+    b = models.resnet18(pretrained=True).conv1.weight.detach()
+    np.testing.assert_array_equal(a.numpy(), b.numpy())
+    assert abs(float(a.std()) / np.sqrt(2 / 147) - 1) < 0.05
+    assert abs(float(a.sum()) + 13.8173) < 1e-3                    # pinned: same on both
+    with pytest.raises(ValueError, match="num_classes"):
+        models.resnet18(weights="DEFAULT", num_classes=10)
+    features = models.vgg16(weights=None).features
+    assert len(features) == 31 and isinstance(features[4], torch.nn.MaxPool2d)
+    assert tuple(features[28].weight.shape) == (512, 512, 3, 3)
+
+
+def _check_image_folder(torch, tmp_path):
+    from torchvision import datasets, transforms
+    datagen.write_images(str(tmp_path / "folder" / "b"), 2, 8, seed=0)
+    datagen.write_images(str(tmp_path / "folder" / "a"), 1, 8, seed=1, ext=".jpg")
+    (tmp_path / "folder" / "a" / "notes.txt").write_text("not an image")
+    ds = datasets.ImageFolder(str(tmp_path / "folder"), transforms.ToTensor())
+    assert ds.classes == ["a", "b"] and ds.class_to_idx == {"a": 0, "b": 1}
+    assert [os.path.basename(p) for p, _ in ds.samples] == ["img000.jpg", "img000.png",
+                                                           "img001.png"]
+    assert ds.targets == [0, 1, 1] and len(ds) == 3
+    x, y = ds[2]
+    assert tuple(x.shape) == (3, 8, 8) and x.dtype == torch.float32 and y == 1
+
+
+def test_requests_standin_serves_only_mapped_files(tmp_path, monkeypatch):
+    import json
+    import tarfile
+    monkeypatch.syspath_prepend(os.path.join(os.path.dirname(__file__), "standins"))
+    monkeypatch.delitem(sys.modules, "requests", raising=False)
+    import requests
+    try:
+        assert requests.__version__ == "0.0-standin"
+        archive = tmp_path / "cora.tgz"
+        datagen.write_cora_tgz(str(archive), nodes=20, features=8)
+        url = "https://example.org/cora.tgz"
+        monkeypatch.setenv("REQUESTS_STANDIN_FILES", json.dumps({url: str(archive)}))
+        with requests.get(url, stream=True) as r:
+            with tarfile.open(fileobj=r.raw, mode="r:gz") as tar:
+                assert sorted(tar.getnames()) == ["cora", "cora/cora.cites",
+                                                  "cora/cora.content"]
+        with pytest.raises(requests.exceptions.ConnectionError, match="no network"):
+            requests.get("https://example.org/other.tgz")
+    finally:
+        del sys.modules["requests"], sys.modules["requests.exceptions"]

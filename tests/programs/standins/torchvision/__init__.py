@@ -2,6 +2,6 @@
 against ``torch`` so that it runs unchanged on torch and, through the import alias, on ember
 (tests/programs/run_program.py). It never downloads: data sets are read from files the tests
 generate in torchvision's formats. Semantics follow torchvision's."""
-from . import datasets, transforms, utils  # noqa: F401
+from . import datasets, models, transforms, utils  # noqa: F401
 
 __version__ = "0.0-standin"

@@ -1,4 +1,4 @@
-"""torchvision.datasets.MNIST (idx files under ``root/MNIST/raw``) and FakeData."""
+"""torchvision.datasets.MNIST (idx files under ``root/MNIST/raw``), FakeData, ImageFolder."""
 import gzip
 import os
 
@@ -78,3 +78,48 @@ class FakeData(torch.utils.data.Dataset):
         if self.target_transform is not None:
             target = self.target_transform(target)
         return img, target
+
+
+IMG_EXTENSIONS = (".jpg", ".jpeg", ".png", ".ppm", ".bmp", ".pgm", ".tif", ".tiff", ".webp")
+
+
+def pil_loader(path):
+    with open(path, "rb") as f:
+        return Image.open(f).convert("RGB")
+
+
+class ImageFolder(torch.utils.data.Dataset):
+    """``root/<class>/**/<image>``: (loaded image, class index) pairs; classes are the sorted
+    sub-folder names, samples sorted by path within each class, as torchvision's."""
+
+    def __init__(self, root, transform=None, target_transform=None, loader=pil_loader,
+                 is_valid_file=None, allow_empty=False):
+        self.root, self.loader = root, loader
+        self.transform, self.target_transform = transform, target_transform
+        self.extensions = IMG_EXTENSIONS if is_valid_file is None else None
+        valid = is_valid_file or (lambda p: p.lower().endswith(IMG_EXTENSIONS))
+        self.classes = sorted(e.name for e in os.scandir(root) if e.is_dir())
+        if not self.classes:
+            raise FileNotFoundError(f"Couldn't find any class folder in {root}.")
+        self.class_to_idx = {c: i for i, c in enumerate(self.classes)}
+        self.samples = []
+        for c in self.classes:
+            for folder, _, names in sorted(os.walk(os.path.join(root, c), followlinks=True)):
+                self.samples += [(os.path.join(folder, n), self.class_to_idx[c])
+                                 for n in sorted(names) if valid(os.path.join(folder, n))]
+        if not self.samples and not allow_empty:
+            raise FileNotFoundError(f"Found no valid file for the classes {self.classes} in "
+                                    f"{root}.")
+        self.imgs, self.targets = self.samples, [t for _, t in self.samples]
+
+    def __len__(self):
+        return len(self.samples)
+
+    def __getitem__(self, index):
+        path, target = self.samples[index]
+        sample = self.loader(path)
+        if self.transform is not None:
+            sample = self.transform(sample)
+        if self.target_transform is not None:
+            target = self.target_transform(target)
+        return sample, target

@@ -1,4 +1,7 @@
-"""torchvision.transforms: Compose, ToTensor, Normalize, Lambda, Resize, CenterCrop."""
+"""torchvision.transforms: Compose, ToTensor, Normalize, Lambda, Resize, CenterCrop,
+RandomResizedCrop, RandomHorizontalFlip (their random draws from torch's generator, as
+torchvision's)."""
+import math
 import numbers
 
 import numpy as np
@@ -74,3 +77,51 @@ class CenterCrop:
         th, tw = self.size
         top, left = int(round((h - th) / 2.0)), int(round((w - tw) / 2.0))
         return img.crop((left, top, left + tw, top + th))
+
+
+class RandomResizedCrop:
+    """A crop of random area (``scale`` of the image's) and aspect ratio (``ratio``, drawn
+    log-uniformly), resized to ``size``; after 10 misses, the central crop of the ratio
+    clamped to ``ratio``."""
+
+    def __init__(self, size, scale=(0.08, 1.0), ratio=(3.0 / 4.0, 4.0 / 3.0),
+                 interpolation=Image.BILINEAR, antialias=True):
+        self.size, self.scale, self.ratio = _size(size), scale, ratio
+        self.interpolation = interpolation
+
+    @staticmethod
+    def get_params(img, scale, ratio):
+        width, height = img.size
+        area = height * width
+        log_ratio = torch.log(torch.tensor(ratio))
+        for _ in range(10):
+            target_area = area * torch.empty(1).uniform_(scale[0], scale[1]).item()
+            aspect = math.exp(torch.empty(1).uniform_(log_ratio[0], log_ratio[1]).item())
+            w = int(round(math.sqrt(target_area * aspect)))
+            h = int(round(math.sqrt(target_area / aspect)))
+            if 0 < w <= width and 0 < h <= height:
+                i = torch.randint(0, height - h + 1, size=(1,)).item()
+                j = torch.randint(0, width - w + 1, size=(1,)).item()
+                return i, j, h, w
+        in_ratio = float(width) / float(height)
+        if in_ratio < min(ratio):
+            w, h = width, int(round(width / min(ratio)))
+        elif in_ratio > max(ratio):
+            h, w = height, int(round(height * max(ratio)))
+        else:
+            w, h = width, height
+        return (height - h) // 2, (width - w) // 2, h, w
+
+    def __call__(self, img):
+        i, j, h, w = self.get_params(img, self.scale, self.ratio)
+        return img.crop((j, i, j + w, i + h)).resize(self.size[::-1], self.interpolation)
+
+
+class RandomHorizontalFlip:
+    def __init__(self, p=0.5):
+        self.p = p
+
+    def __call__(self, img):
+        if torch.rand(1) < self.p:
+            return img.transpose(Image.FLIP_LEFT_RIGHT)
+        return img
