@@ -115,6 +115,10 @@ def structure(opt):
     return tuple(out)
 
 
+def _hyper(opt):
+    return [{k: v for k, v in g.items() if k != "params"} for g in opt.param_groups]
+
+
 class StepCapture:
     """What a traced whole step did besides its ops: the formals it added (optimizer state and
     hyper-parameters, each with the getter that reads it at a call), the step counters it
@@ -129,6 +133,7 @@ class StepCapture:
         self.require_none = []  # leaves whose .grad must be None when a call starts
         self.optimizers = []    # (optimizer, structure(optimizer))
         self.written = []       # parameters the update writes (versions bumped per call)
+        self.hyper = []         # (optimizer, its hyper-parameter values when its step ran)
         self.warmup = False     # an optimizer's state was created: run eagerly, trace again
         self.used = False
 
@@ -226,6 +231,7 @@ class StepCapture:
                 self.warmup = True   # the first step creates the state: eager, unrecorded
                 return ""
         self.optimizers.append((opt, structure(opt)))
+        self.hyper.append((opt, _hyper(opt)))
         from ember.autograd.grad_mode import no_grad
         with no_grad():
             for gi, group, p in work:
@@ -323,16 +329,24 @@ class StepCapture:
     # ---- end of the trace ---------------------------------------------------------------
     def finish(self, tracer, out):
         """``record``'s ``after`` hook: (formals added, outputs added): the optimizer state and
-        hyper-parameter formals, and the final ``.grad`` of each leaf that has one."""
+        hyper-parameter formals, and the final ``.grad`` of each leaf that has one (a graph
+        break recorded instead where the trace cannot stand for the step)."""
+        for t, _, v in self.inputs:   # the formal, not the value its in-place update made
+            tracer.env[id(t)] = (t, v)
+        inputs = [t for t, _, _ in self.inputs]
+        for opt, values in self.hyper:
+            if _hyper(opt) != values:
+                tracer.graph_break(f"{type(opt).__name__}'s hyper-parameters changed after its "
+                                   f"step inside the function (an LR scheduler's step is not "
+                                   f"captured: call it outside the compiled function)")
+                return inputs, []
         self.grad_out = [t for t in self.touched if t.grad is not None]
         self.grad_none = [t for t in self.touched if t.grad is None]
         for t in self.grad_out:
             if tracer.known(t.grad) is None:
                 tracer.graph_break(f"a .grad {_shape(t)} set from outside the traced ops")
-                return [], []
-        for t, _, v in self.inputs:   # the formal, not the value its in-place update made
-            tracer.env[id(t)] = (t, v)
-        return [t for t, _, _ in self.inputs], [t.grad for t in self.grad_out]
+                return inputs, []
+        return inputs, [t.grad for t in self.grad_out]
 
 
 class WholeStep:

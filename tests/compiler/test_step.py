@@ -280,3 +280,28 @@ def test_gradient_clipping_outside_the_traced_ops_falls_back_to_eager():
             steps[0](x, y)
             compiled(x, y)
     _close(model, twin, ember.float64)
+
+
+def test_lr_scheduler_stepped_inside_the_function_is_a_named_break():
+    ember.manual_seed(0)
+    model = MLP().double()
+    twin = copy.deepcopy(model)
+    steps = []
+    for m in (model, twin):
+        o = ember.optim.SGD(m.parameters(), lr=0.1)
+        s = ember.optim.lr_scheduler.StepLR(o, 1, 0.5)
+
+        def step(x, y, m=m, o=o, s=s):
+            o.zero_grad()
+            F.cross_entropy(m(x), y).backward()
+            o.step()
+            s.step()
+        steps.append(step)
+    compiled = ember.compile(steps[1])
+    with pytest.warns(GraphBreakWarning, match=r"SGD's hyper-parameters changed after its step "
+                      r"inside the function"):
+        for i in range(4):
+            x, y = _data(model, 4, i, ember.float64)
+            steps[0](x, y)
+            compiled(x, y)
+    _close(model, twin, ember.float64)
