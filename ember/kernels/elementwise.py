@@ -346,7 +346,10 @@ def clamp(a, min=None, max=None):
 
 
 _SELECT_INT = {1: np.int8, 2: np.int16, 4: np.int32, 8: np.int64}
-SELECT_MIN_SIZE = 4096   # output elements from which ``where`` selects by bit masks
+# output elements from which ``where`` selects by bit masks: below, np.where's branches are
+# cheaper on a random condition ((4096,) float32 6.3 against 12.1 us; (16384,) 21 against 23,
+# (32768,) 113 against 42)
+SELECT_MIN_SIZE = 1 << 14
 
 
 def _select_bits(cond, a, b):

@@ -340,13 +340,13 @@ def test_lerp_follows_torch_two_sided_formula():
 def test_where_bit_select_equals_numpy_where(dtype):
     from ember.kernels import elementwise
     rng = np.random.default_rng(0)
-    a = (rng.standard_normal((8, 3, 200)) * 5).astype(dtype)
+    a = (rng.standard_normal((8, 3, 700)) * 5).astype(dtype)
     b = (rng.standard_normal((3, 1)) * 5).astype(dtype)
-    c = rng.random((8, 1, 200)) > 0.5
+    c = rng.random((8, 1, 700)) > 0.5
     assert a.size >= elementwise.SELECT_MIN_SIZE
     for x, y in [(a, b), (b, a), (a, a[::-1])]:
         out = elementwise.where(c, x, y)
-        assert out.dtype == np.dtype(dtype) and out.shape == (8, 3, 200)
+        assert out.dtype == np.dtype(dtype) and out.shape == (8, 3, 700)
         np.testing.assert_array_equal(out, np.where(c, x, y))
     np.testing.assert_array_equal(elementwise.where(c, a, 0), np.where(c, a, dtype(0)))
     np.testing.assert_array_equal(elementwise.where(c, 1, a), np.where(c, dtype(1), a))
@@ -443,9 +443,9 @@ def test_row_evaluate_selects_by_bits_on_large_arrays():
     from ember.kernels.pointwise.ops import evaluate
     rng = np.random.default_rng(1)
     for dt in (np.float32, np.float64):
-        x = rng.standard_normal(10000).astype(dt)
+        x = rng.standard_normal(20000).astype(dt)
         x[:4] = [np.nan, -0.0, 0.0, np.inf]
-        y = rng.standard_normal(10000).astype(dt)
+        y = rng.standard_normal(20000).astype(dt)
         c = x > 0.3
         for got, want in [(evaluate("relu", (), x), np.where(x <= 0, dt(0), x)),
                           (evaluate("leaky_relu", (0.1,), x), np.where(x > 0, x, x * dt(0.1))),

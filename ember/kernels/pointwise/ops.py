@@ -283,7 +283,7 @@ class NumpyMath:
         return getattr(np, name)
 
 
-_SELECT_MIN_SIZE = 4096   # elementwise.SELECT_MIN_SIZE
+_SELECT_MIN_SIZE = 1 << 14   # elementwise.SELECT_MIN_SIZE
 
 
 def _from_math(math_fn):
@@ -360,6 +360,14 @@ def _gelu(m, p, a):
     return m.c(0.5) * a * (m.c(1) + m.erf(a * m.c(SQRT1_2)))
 
 
+def _elu(m, alpha, a):
+    """``a`` where ``a > 0``, else ``alpha * expm1(a)``. expm1 reads 0 where its result is not
+    taken (the same bits: a NaN or a signed zero goes through): expm1 of a positive float32
+    costs what a select does many times over ((200000,) normal float32: 3.7 -> 2.0 ms)."""
+    pos = a > m.c(0)
+    return m.where(pos, a, alpha * m.expm1(m.where(pos, m.c(0), a)))
+
+
 def _softplus(m, p, a):
     bx = a * m.c(p[0])
     return m.where(bx > m.c(p[1]), a, m.log1p(m.exp(bx)) / m.c(p[0]))
@@ -410,10 +418,9 @@ _OPS = [
     _row("relu", 1, "same", lambda m, p, a: a if m.is_bool else m.where(a <= m.c(0), m.c(0), a)),
     _row("leaky_relu", 1, "float", lambda m, p, a: m.where(a > m.c(0), a, a * m.c(p[0])),
          params=(("negative_slope", REQUIRED),)),
-    _row("elu", 1, "float", lambda m, p, a: m.where(a > m.c(0), a, m.c(p[0]) * m.expm1(a)),
+    _row("elu", 1, "float", lambda m, p, a: _elu(m, m.c(p[0]), a),
          params=(("alpha", REQUIRED),), cost="transcendental"),
-    _row("selu", 1, "float",
-         lambda m, p, a: m.c(SELU_SCALE) * m.where(a > m.c(0), a, m.c(SELU_ALPHA) * m.expm1(a)),
+    _row("selu", 1, "float", lambda m, p, a: m.c(SELU_SCALE) * _elu(m, m.c(SELU_ALPHA), a),
          cost="transcendental"),
     _row("gelu", 1, "float", _gelu, params=(("approximate", "none"),), cost="transcendental"),
     _row("softplus", 1, "float", _softplus, params=(("beta", REQUIRED), ("threshold", REQUIRED)),
