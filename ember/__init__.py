@@ -25,6 +25,14 @@ from ember.kernels.runtime.threads import (get_conv_blas_limit, get_num_threads,
                                            set_conv_blas_limit, set_num_threads, set_parallel_layer)
 from ember.random import (Generator, default_generator, get_rng_state, initial_seed,
                           manual_seed, seed, set_rng_state)
+from ember._settings import (are_deterministic_algorithms_enabled, get_default_device,
+                             get_deterministic_debug_mode, get_float32_matmul_precision,
+                             get_num_interop_threads,
+                             is_deterministic_algorithms_warn_only_enabled,
+                             is_storage, is_warn_always_enabled, set_default_device,
+                             set_deterministic_debug_mode, set_float32_matmul_precision,
+                             set_flush_denormal, set_num_interop_threads, set_warn_always,
+                             typename, use_deterministic_algorithms)
 
 # the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
 _importlib.import_module("ember.kernels.runtime.memory").configure_from_environment()
@@ -32,6 +40,7 @@ _importlib.import_module("ember.kernels.runtime.memory").configure_from_environm
 # errors naming it (ember/ops/namespace.py)
 _importlib.import_module("ember.ops.namespace").build(globals(), Tensor)
 autograd = _importlib.import_module("ember.autograd")
+_ops_namespace = _importlib.import_module("ember.ops.namespace")
 
 
 # functions of ember.sparse in ember's namespace (ember.sparse loads on first use)
@@ -83,6 +92,8 @@ def __getattr__(name):
         return _public(name, getattr(_importlib.import_module(_SPARSE_FUNCTIONS[name]), name))
     if name in ("finfo", "iinfo"):
         return getattr(_importlib.import_module("ember._finfo"), name)
+    if name in _ops_namespace.NN_TOPLEVEL:   # torch.conv2d, torch.batch_norm, ... (ember.nn)
+        return _public(name, getattr(_importlib.import_module("ember.nn.toplevel"), name))
     if name in ("compile", "explain"):   # torch.compile (ember.compiler.frontend, on first use)
         return _public(name, getattr(_importlib.import_module("ember.compiler.frontend"), name))
     if name == "_dynamo":
@@ -94,4 +105,4 @@ def __dir__():
     import pkgutil
     subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
     return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs | {"compile", "explain"} |
-                  set(_SPARSE_FUNCTIONS))
+                  set(_SPARSE_FUNCTIONS) | set(_ops_namespace.NN_TOPLEVEL))

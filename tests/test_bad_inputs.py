@@ -104,6 +104,12 @@ _GOOD = {
     "adaptive_max_pool1d": lambda: ([ember.ones(1, 2, 4), 2], {}),
     "batch_norm": lambda: ([ember.ones(2, 3, 4), ember.zeros(3), ember.ones(3)], {}),
     "instance_norm": lambda: ([ember.ones(2, 3, 4)], {}),
+    # torch's top-level forms (ember/nn/toplevel.py): torch's argument order, not F's
+    "ember.batch_norm": lambda: ([ember.ones(2, 3, 4), ember.ones(3), ember.zeros(3),
+                                 ember.zeros(3), ember.ones(3), True, 0.1, 1e-5, False], {}),
+    "ember.instance_norm": lambda: ([ember.ones(2, 3, 4), None, None, None, None, True, 0.1,
+                                    1e-5, False], {}),
+    "ember.embedding": lambda: ([ember.ones(3, 4), _i64(0, 1)], {}),
     "layer_norm": lambda: ([_t(), (3,)], {}),
     "rms_norm": lambda: ([_t(), (3,)], {}),
     "group_norm": lambda: ([ember.ones(2, 4, 3), 2], {}),

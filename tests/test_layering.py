@@ -21,6 +21,7 @@ RULES = {
     "_dtype": (set(), set()),
     "_optional": (set(), set()),
     "_shm": (set(), set()),
+    "_settings": (set(), {"tensor"}),   # ember.device, Tensor.type() inside functions
     "kernels": ({"backends"}, set()),
     "backends": (set(), set()),
     "autograd": ({"kernels", "tensor", "random"}, set()),

@@ -95,3 +95,23 @@ def is_grad_enabled():
 def is_inference_mode_enabled():
     """Return whether inference mode is on in this thread."""
     return STATE.inference
+
+
+def is_anomaly_enabled():
+    """torch.is_anomaly_enabled: whether anomaly detection (``detect_anomaly``) is on."""
+    return bool(STATE.anomaly)
+
+
+def is_anomaly_check_nan_enabled():
+    """torch.is_anomaly_check_nan_enabled: whether anomaly detection also checks for NaN."""
+    return STATE.anomaly == "nan"
+
+
+def set_anomaly_enabled(enabled, check_nan=True):
+    """torch.set_anomaly_enabled: turn anomaly detection on or off in this thread (what
+    ``detect_anomaly`` does for a block)."""
+    if not isinstance(enabled, bool) or not isinstance(check_nan, bool):
+        from ember.errors import EmberTypeError
+        raise EmberTypeError(f"set_anomaly_enabled(): enabled and check_nan must be bool, got "
+                             f"{type(enabled).__name__} and {type(check_nan).__name__}")
+    STATE.anomaly = ("nan" if check_nan else True) if enabled else False

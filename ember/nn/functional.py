@@ -822,9 +822,14 @@ def prelu(input, weight):
 
 
 def rrelu(input, lower=1.0 / 8, upper=1.0 / 3, training=False, inplace=False):
+    return _rrelu(input, lower, upper, training, inplace, None)
+
+
+def _rrelu(input, lower, upper, training, inplace, generator):
+    """rrelu drawing its training slopes from ``generator`` (torch.rrelu's argument)."""
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
-    a = G.uniform_like(input, lower, upper, resolve(None))
+    a = G.uniform_like(input, lower, upper, resolve(generator))
     out = G.where(G.ge(input, 0), input, G.mul(input, a))
     return _inplace(input, out, inplace)
 

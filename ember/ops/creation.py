@@ -191,6 +191,94 @@ def from_dlpack(ext):
     return from_numpy(np.from_dlpack(ext))
 
 
+def asarray(obj, *, dtype=None, device=None, copy=None, requires_grad=None):
+    """torch.asarray: ``obj`` as a tensor, sharing memory with a tensor, an ndarray, a DLPack
+    capsule or a buffer (read as ``dtype``, else the default dtype) when no copy is needed and
+    ``copy`` is not True (``obj`` itself for a tensor); ``copy=False`` where a copy is needed
+    raises EmberValueError. A non-contiguous ndarray is copied (ember tensors are contiguous)."""
+    _check_device(device)
+    target = None if dtype is None else _dtype.to_numpy_dtype(dtype)
+    if isinstance(obj, Tensor):
+        out = _alias_or_copy(obj._data, target, copy, "tensor")
+        out = obj if out is obj._data else Tensor._make(out)
+    else:
+        arr = _array_of(obj, target)
+        if arr is None:
+            if copy is False:
+                raise EmberValueError("asarray: can't alias arbitrary sequence into a tensor.")
+            out = tensor(obj, dtype=dtype)
+        else:
+            _dtype.from_numpy_dtype(arr.dtype)
+            out = Tensor._make(np.ascontiguousarray(_alias_or_copy(arr, target, copy,
+                                                                   "ndarray")))
+    if requires_grad:
+        if out._data.dtype.kind not in "fcV":
+            raise EmberRuntimeError(f"asarray: Only Tensors of floating point and complex dtype "
+                                    f"can require gradients, got {out.dtype}")
+        out.requires_grad_(True)
+    return out
+
+
+def _array_of(obj, target):
+    """The ndarray ``obj`` shares (an ndarray, a NumPy scalar, a DLPack exporter, a buffer read
+    as ``target`` or the default dtype), or None for sequences and Python scalars."""
+    if isinstance(obj, (np.ndarray, np.generic)):
+        return np.asarray(obj)
+    if hasattr(obj, "__dlpack__"):
+        return np.from_dlpack(obj)
+    try:
+        view = memoryview(obj)
+    except TypeError:
+        return None
+    return np.frombuffer(view, target if target is not None else _np(None))
+
+
+def _alias_or_copy(arr, target, copy, what):
+    if target is not None and arr.dtype != target:
+        if copy is False:
+            raise EmberValueError(f"asarray: can't alias {what} with dtype {arr.dtype} into "
+                                  f"dtype {target}.")
+        return arr.astype(target)
+    return arr.copy() if copy else arr
+
+
+_WARNED_READONLY = []
+
+
+def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
+    """torch.frombuffer: a 1-d tensor sharing memory with an object of the buffer protocol,
+    ``count`` elements (all that fit when -1) of ``dtype`` from byte ``offset``."""
+    view = memoryview(buffer)
+    n = view.nbytes
+    np_dtype = _dtype.to_numpy_dtype(dtype)
+    size = np_dtype.itemsize
+    if n <= 0 or count == 0:
+        raise EmberValueError(f"frombuffer: both buffer length ({n}) and count ({count}) must "
+                              f"not be 0")
+    if not 0 <= offset < n:
+        raise EmberValueError(f"frombuffer: offset ({offset} bytes) must be non-negative and no "
+                              f"greater than buffer length ({n} bytes) minus 1")
+    if count < 0:
+        if (n - offset) % size:
+            raise EmberValueError(f"frombuffer: buffer length ({n - offset} bytes) after offset "
+                                  f"({offset} bytes) must be a multiple of element size "
+                                  f"({size})")
+        count = (n - offset) // size
+    elif offset + count * size > n:
+        raise EmberValueError(f"frombuffer: requested buffer length ({count} * {size} bytes) "
+                              f"after offset ({offset} bytes) must not be greater than actual "
+                              f"buffer length ({n} bytes)")
+    if view.readonly and not _WARNED_READONLY:
+        import warnings
+        _WARNED_READONLY.append(True)
+        warnings.warn("The given buffer is not writable: the tensor is read-only (writing to it "
+                      "raises); copy the buffer or make it writable before converting it to a "
+                      "tensor.", UserWarning, stacklevel=3)
+    arr = np.frombuffer(view.cast("B") if view.ndim != 1 or view.format != "B" else view,
+                        np_dtype, count, offset)
+    return _finish(Tensor._make(arr), requires_grad)
+
+
 @_takes_out
 def zeros(*size, dtype=None, device=None, requires_grad=False, **kw):
     """A tensor of zeros with the given shape: ``zeros(2, 3)``, ``zeros((2, 3))`` or

@@ -330,9 +330,31 @@ def linalg_vander(x, N=None):
     n = shape[-1] if N is None else N
     if n <= 1:
         raise EmberRuntimeError(f"linalg.vander: N must be greater than 1, got {n}")
+    return _powers(x, n)
+
+
+def _powers(x, n):
+    """(..., len, n): x^0 .. x^(n-1) of each element of ``x`` (n >= 1)."""
     col = G.unsqueeze(x, -1)
     ones = G.ones_like(col)
     return G.cumprod(G.cat([ones] + [col] * (n - 1), -1), -1)
+
+
+def vander(x, N=None, increasing=False):
+    """torch.vander: the (len(x), N) Vandermonde matrix of a 1-d ``x``, powers decreasing unless
+    ``increasing`` (bool and integer inputs give int64, as torch)."""
+    if x._data.ndim != 1:
+        raise EmberRuntimeError(f"vander: x must be a one-dimensional tensor, got shape "
+                                f"{list(x._data.shape)}")
+    n = x._data.shape[0] if N is None else N
+    if n < 0:
+        raise EmberRuntimeError(f"vander: N must be non-negative, got {n}")
+    if x._data.dtype.kind in "biu":
+        x = G.to(x, np.dtype(np.int64), False)
+    if n == 0:
+        return G.narrow(_powers(x, 1), -1, 0, 0)
+    out = _powers(x, n)
+    return out if increasing else G.flip(out, (-1,))
 
 
 def _lu_parts(LU, pivots, data=True, perm=True):
@@ -669,6 +691,78 @@ def _top_lu(A, pivot=True, get_infos=False):
 def _top_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     """P, L, U from packed LU factors and pivots."""
     return R.lu_unpack(*G.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots))
+
+
+def chain_matmul(*matrices, out=None):
+    """torch.chain_matmul (deprecated in torch, with its warning): the product of the matrices,
+    as ``linalg.multi_dot``; one matrix is returned as a copy."""
+    import warnings
+    warnings.warn("torch.chain_matmul is deprecated and will be removed in a future PyTorch "
+                  "release. Use torch.linalg.multi_dot instead, which accepts a list of two or "
+                  "more tensors rather than multiple parameters.", UserWarning, stacklevel=3)
+    if len(matrices) == 1 and isinstance(matrices[0], (list, tuple)):
+        matrices = tuple(matrices[0])
+    if not matrices:
+        raise EmberRuntimeError("chain_matmul(): Expected one or more matrices")
+    for i, m in enumerate(matrices):
+        if m._data.ndim != 2:
+            raise EmberRuntimeError(f"chain_matmul(): Tensor {i} must be 2D, got "
+                                    f"{m._data.ndim}D (shape {list(m._data.shape)})")
+    res = G.clone(matrices[0]) if len(matrices) == 1 else G.linalg_multi_dot(list(matrices))
+    return res if out is None else out.resize_(tuple(res.shape)).copy_(res)
+
+
+def frobenius_norm(input, dim, keepdim=False):
+    """torch.frobenius_norm (deprecated in torch): the 2-norm over at most two ``dim``, as
+    ``linalg.vector_norm(input, 2, dim, keepdim)``."""
+    dims = (dim,) if isinstance(dim, int) else tuple(dim)
+    if len(dims) > 2:
+        raise EmberRuntimeError(f"frobenius_norm: Expected at most 2 dimensions, but got "
+                                f"{len(dims)} dimensions instead.")
+    return G.linalg_vector_norm(input, 2.0, dims, keepdim)
+
+
+def nuclear_norm(input, dim=None, keepdim=False):
+    """torch.nuclear_norm (deprecated in torch): ``nuclear_norm(input, keepdim=False)`` over the
+    last two dims or ``nuclear_norm(input, dim, keepdim=False)``, as ``linalg.matrix_norm(input,
+    'nuc', dim, keepdim)``."""
+    if isinstance(dim, bool):   # the nuclear_norm(input, keepdim) overload
+        dim, keepdim = None, dim
+    return G.linalg_matrix_norm(input, "nuc", (-2, -1) if dim is None else tuple(dim), keepdim)
+
+
+def ger(input, vec2):
+    """torch.ger: torch.outer's old name."""
+    return G.outer(input, vec2)
+
+
+_REMOVED = {
+    "matrix_rank": "Please use the `torch.linalg.matrix_rank` function instead. The parameter "
+                   "'symmetric' was renamed in `torch.linalg.matrix_rank()` to 'hermitian'.",
+    "lstsq": "`torch.lstsq` is deprecated in favor of `torch.linalg.lstsq`. `torch.linalg.lstsq` "
+             "has reversed arguments and does not return the QR decomposition in the returned "
+             "tuple; X = torch.linalg.lstsq(A, B).solution",
+    "eig": "`torch.linalg.eig` returns complex tensors of dtype `cfloat` or `cdouble` rather than "
+           "real tensors mimicking complex tensors: L_complex = torch.linalg.eigvals(A), or "
+           "L_complex, V_complex = torch.linalg.eig(A)",
+    "symeig": "The default behavior has changed from using the upper triangular portion of the "
+              "matrix by default to using the lower triangular portion: L = "
+              "torch.linalg.eigvalsh(A, UPLO='U' if upper else 'L'), or L, V = "
+              "torch.linalg.eigh(A, UPLO='U' if upper else 'L')",
+    "solve": "`torch.solve` is deprecated in favor of `torch.linalg.solve`. `torch.linalg.solve` "
+             "has its arguments reversed and does not return the LU factorization: X = "
+             "torch.linalg.solve(A, B)",
+}
+
+
+def _removed(name):
+    """torch.<name>, removed in torch 1.9 and kept only to raise (as torch does)."""
+    def removed(*args, **kwargs):
+        raise EmberRuntimeError(f"{name}: This function was deprecated since version 1.9 and is "
+                                f"now removed. {_REMOVED[name]}")
+    removed.__name__ = removed.__qualname__ = name
+    removed.__doc__ = f"torch.{name}: removed in torch 1.9; raises, naming its replacement."
+    return removed
 
 
 TOPLEVEL = {"slogdet": _public(_top_slogdet, "slogdet"), "qr": _public(_top_qr, "qr"),

@@ -11,8 +11,9 @@ from ember import _dtype
 from ember.autograd._generated import functions as G
 from ember.autograd._generated import methods as _methods
 from ember.autograd import out as _out
+from ember.autograd import grad_mode
 from ember.autograd.dispatch import named_by_dispatch
-from ember.errors import needs_public, public
+from ember.errors import EmberTypeError, needs_public, public
 from ember.ops import (creation, indexing, linalg, nn, pointwise, reduction, shape, sorting,
                        spectral, tensor_types)
 
@@ -22,23 +23,60 @@ FUNCTIONS = {
                "from_numpy", "full", "full_like", "linspace", "multinomial", "normal", "ones",
                "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
                "tensor", "zeros", "zeros_like", "logspace", "empty_strided", "empty_permuted",
-               "scalar_tensor", "randint_like", "zero_"),
+               "scalar_tensor", "randint_like", "zero_", "asarray", "frombuffer"),
     pointwise: ("clip", "allclose", "equal", "frexp"),
     reduction: ("max", "min", "norm", "std", "var", "histogram", "histogramdd", "gradient"),
     tensor_types: ("is_complex", "is_floating_point", "is_tensor", "numel", "can_cast",
                    "promote_types", "result_type"),
-    shape: ("broadcast_shapes", "resize_as_"),
+    shape: ("broadcast_shapes", "resize_as_", "concat", "concatenate", "swapaxes", "swapdims",
+            "row_stack", "adjoint", "select_copy", "slice_copy", "split_copy", "detach_copy",
+            "view_as_real_copy", "view_as_complex_copy"),
     indexing: ("index_put", "nonzero", "tril_indices", "triu_indices", "unravel_index", "where"),
-    nn: ("dropout", "grid_sampler_2d", "grid_sampler_3d"),
+    nn: ("dropout", "grid_sampler_2d", "grid_sampler_3d", "cosine_similarity", "lstm_cell",
+         "gru_cell", "rnn_tanh_cell", "rnn_relu_cell"),
     sorting: ("aminmax", "cummax", "cummin", "kthvalue", "median", "mode", "nanmedian", "sort",
               "std_mean", "topk", "unique", "unique_consecutive", "var_mean"),
     spectral: ("bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
                "kaiser_window", "stft"),
-    linalg: ("svd_lowrank", "pca_lowrank"),
+    linalg: ("svd_lowrank", "pca_lowrank", "vander", "chain_matmul", "frobenius_norm",
+             "nuclear_norm", "ger"),
+    grad_mode: ("is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_anomaly_enabled"),
 }
 # ember.<name> of a function with another name (its errors name <name>)
 RENAMED = {"native_batch_norm": nn.native_batch_norm_outputs,
-           **{n: shape.atleast(n) for n in ("atleast_1d", "atleast_2d", "atleast_3d")}}
+           **{n: shape.atleast(n) for n in ("atleast_1d", "atleast_2d", "atleast_3d")},
+           **{n: linalg._removed(n) for n in linalg._REMOVED}}
+# ember.<name> loaded on first use from ember.nn.toplevel (ember.__getattr__): torch's top-level
+# forms of nn functions and losses (torch.conv2d, torch.batch_norm, torch.kl_div, ...), which
+# call ember.nn.functional (above ops, so not imported by import ember)
+NN_TOPLEVEL = (
+    "conv1d", "conv2d", "conv3d", "conv_transpose1d", "conv_transpose2d", "conv_transpose3d",
+    "convolution", "batch_norm", "instance_norm", "layer_norm", "group_norm", "rms_norm",
+    "embedding", "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
+    "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "channel_shuffle",
+    "native_channel_shuffle", "pairwise_distance", "pdist", "prelu", "rrelu", "rrelu_", "celu",
+    "celu_", "selu_", "hardshrink", "threshold", "threshold_", "bilinear", "dropout_",
+    "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_",
+    "feature_dropout", "feature_dropout_", "kl_div", "binary_cross_entropy_with_logits",
+    "ctc_loss", "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
+    "triplet_margin_loss", "poisson_nll_loss", "conv_tbc")
+# ember.<name> that is the spec op's generated function (its signature is torch's top-level one)
+SPEC_FUNCTIONS = nn.SPEC_TOPLEVEL
+# ember.<name> that is another ember function (torch's other names)
+TOPLEVEL_ALIASES = {"unsafe_split_with_sizes": "split_with_sizes",
+                    "orgqr": "linalg_householder_product"}
+# ember.<name>(input, ...) that is input.<name>(...): torch's top-level in-place variants and
+# tensor queries, each the Tensor method of the same name
+METHOD_FUNCTIONS = (
+    "abs_", "acos_", "acosh_", "addmv_", "arccos_", "arccosh_", "arcsin_", "arcsinh_",
+    "arctan_", "arctanh_", "asin_", "asinh_", "atan_", "atanh_", "ceil_", "clamp_",
+    "clamp_max_", "clamp_min_", "clip_", "conj_physical_", "cos_", "cosh_", "deg2rad_", "erf_",
+    "erfc_", "exp2_", "exp_", "expm1_", "fill_", "fix_", "floor_", "frac_", "gcd_", "i0_",
+    "index_put_", "lcm_", "ldexp_", "log10_", "log1p_", "log2_", "log_", "logit_",
+    "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_",
+    "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_",
+    "xlogy_", "detach", "detach_", "is_conj", "is_neg", "is_nonzero", "is_same_size",
+    "is_signed", "is_distributed")
 
 # Tensor.<name>: methods that are not one spec op's generated method
 METHODS = {
@@ -69,7 +107,8 @@ METHODS = {
     "clamp_max_": pointwise._clamp_max_, "floor_divide_": pointwise._ifloordiv,
     "__rfloordiv__": pointwise._rfloordiv, "__ifloordiv__": pointwise._ifloordiv,
     "__rmod__": pointwise._rmod, "__imod__": pointwise._imod, "put_": indexing._put_,
-    "storage_offset": shape.storage_offset,
+    "storage_offset": shape.storage_offset, "adjoint": shape.adjoint,
+    "swapaxes": shape.swapaxes, "swapdims": shape.swapdims,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 NOT_WRAPPED = {"view"}
@@ -116,6 +155,18 @@ def _install_aliases(namespace, tensor_cls):
             setattr(tensor_cls, name + "_", pointwise._inplace(name, fn))
 
 
+def _method_function(name, tensor_cls):
+    """``ember.<name>(input, *args, **kwargs)``: ``input.<name>(*args, **kwargs)``."""
+    def fn(input, *args, **kwargs):
+        if not isinstance(input, tensor_cls):
+            raise EmberTypeError(f"{name}(): argument 'input' (position 1) must be Tensor, not "
+                                 f"{type(input).__name__}")
+        return getattr(input, name)(*args, **kwargs)
+    fn.__name__ = fn.__qualname__ = name
+    fn.__doc__ = f"``input.{name}(...)`` (torch.{name})."
+    return fn
+
+
 def _wrap_public(namespace, tensor_cls):
     """Wrap every hand-written public function and Tensor method (``ember.errors.public``)."""
     for name, fn in list(namespace.items()):
@@ -136,6 +187,7 @@ def build(namespace, tensor_cls):
     for family, names in FUNCTIONS.items():
         namespace.update({name: getattr(family, name) for name in names})
     namespace.update({name: public(fn, name) for name, fn in RENAMED.items()})
+    namespace.update({name: _method_function(name, tensor_cls) for name in METHOD_FUNCTIONS})
     for name, fn in _methods.TENSOR_METHODS.items():
         setattr(tensor_cls, name, fn)
     for name, fn in METHODS.items():
@@ -166,5 +218,9 @@ def build(namespace, tensor_cls):
     for name in G.EMBER_FUNCTIONS:
         if name not in ENTRY_POINTS_OVER_SPEC_OPS:
             namespace[name] = getattr(G, name)
+    for name in SPEC_FUNCTIONS:
+        namespace[name] = getattr(G, name)
+    for name, target in TOPLEVEL_ALIASES.items():
+        namespace[name] = public(getattr(G, target), name)
     _out.install(namespace)   # out= (torch's semantics)
     _wrap_public(namespace, tensor_cls)

@@ -412,3 +412,40 @@ for _n in ("cosine_similarity", "batch_norm", "native_batch_norm_outputs", "grou
            "upsample_bilinear2d", "dropout", "grid_sampler", "affine_grid_generator"):
     globals()[_n] = _public(globals()[_n])
 del _n
+
+
+# RNN cells (torch.lstm_cell, ...): the one home of the cells' math; nn.RNNCell, nn.LSTMCell
+# and nn.GRUCell call these
+def _bias_sum(b_ih, b_hh):
+    if b_ih is None:
+        return b_hh
+    return b_ih if b_hh is None else G.add(b_ih, b_hh)
+
+
+def lstm_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """torch.lstm_cell: (h', c') of one LSTM step; ``hx`` is the pair (h, c)."""
+    if len(hx) != 2:
+        raise EmberRuntimeError(f"lstm_cell: expected hx to hold two tensors (h, c), got "
+                                f"{len(hx)}")
+    h, c, _ = G.lstm_step(G.linear(input, w_ih, _bias_sum(b_ih, b_hh)), hx[0], hx[1], w_hh)
+    return h, c
+
+
+def gru_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """torch.gru_cell: h' of one GRU step."""
+    return G.gru_step(G.linear(input, w_ih, b_ih), hx, w_hh, b_hh)[0]
+
+
+def rnn_tanh_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """torch.rnn_tanh_cell: tanh(input w_ih^T + b_ih + hx w_hh^T + b_hh)."""
+    return G.tanh(G.add(G.linear(input, w_ih, b_ih), G.linear(hx, w_hh, b_hh)))
+
+
+def rnn_relu_cell(input, hx, w_ih, w_hh, b_ih=None, b_hh=None):
+    """torch.rnn_relu_cell: relu(input w_ih^T + b_ih + hx w_hh^T + b_hh)."""
+    return G.relu(G.add(G.linear(input, w_ih, b_ih), G.linear(hx, w_hh, b_hh)))
+
+
+# torch.<name> of these is the spec op's function itself (same signature as torch's)
+SPEC_TOPLEVEL = ("grid_sampler", "affine_grid_generator", "native_dropout", "pixel_shuffle",
+                 "pixel_unshuffle", "split_with_sizes")

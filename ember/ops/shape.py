@@ -322,9 +322,18 @@ t_copy = _copy_of(lambda input: G.t(input))
 alias_copy = _copy_of(lambda input: input)
 split_with_sizes_copy = _copy_of(lambda input, split_sizes, dim=0:
                                  tuple(G.split_with_sizes(input, tuple(split_sizes), dim)))
+select_copy = _copy_of(lambda input, dim, index: G.select(input, dim, index))
+split_copy = _copy_of(lambda input, split_size, dim=0: tuple(G.split(input, split_size, dim)))
+view_as_real_copy = _copy_of(lambda input: G.view_as_real(input))
+view_as_complex_copy = _copy_of(lambda input: G.view_as_complex(input))
+detach_copy = _copy_of(lambda input: input.detach())
+slice_copy = _copy_of(lambda input, dim=0, start=None, end=None, step=1:
+                      input[(slice(None),) * (dim % builtins.max(input.dim(), 1))
+                            + (slice(start, end, step),)])
 for _n in ("expand_copy", "diagonal_copy", "permute_copy", "narrow_copy", "view_copy",
            "unbind_copy", "unfold_copy", "squeeze_copy", "unsqueeze_copy", "transpose_copy",
-           "t_copy", "alias_copy", "split_with_sizes_copy"):
+           "t_copy", "alias_copy", "split_with_sizes_copy", "select_copy", "split_copy",
+           "view_as_real_copy", "view_as_complex_copy", "detach_copy", "slice_copy"):
     globals()[_n].__name__ = globals()[_n].__qualname__ = _n
     globals()[_n].__module__ = __name__
 
@@ -550,6 +559,40 @@ def view_as(input, other):
 
 def reshape_as(input, other):
     return G.reshape(input, tuple(other.shape))
+
+
+def concat(tensors, dim=0):
+    """torch.concat: torch.cat's other name."""
+    return G.cat(tensors, dim)
+
+
+def concatenate(tensors, axis=0):
+    """torch.concatenate: torch.cat's NumPy-style name (its dim is called ``axis``)."""
+    return G.cat(tensors, axis)
+
+
+def swapaxes(input, axis0, axis1):
+    """torch.swapaxes: torch.transpose's NumPy name (a view)."""
+    return G.transpose(input, axis0, axis1)
+
+
+def swapdims(input, dim0, dim1):
+    """torch.swapdims: torch.transpose's other name (a view)."""
+    return G.transpose(input, dim0, dim1)
+
+
+def row_stack(tensors):
+    """torch.row_stack: torch.vstack's other name."""
+    return G.vstack(tensors)
+
+
+def adjoint(input):
+    """torch.adjoint / Tensor.adjoint: the conjugate transpose of the last two dims (a view for
+    real tensors, as ``mH``)."""
+    if input._data.ndim < 2:
+        raise EmberRuntimeError(f"adjoint: tensor.adjoint() is only supported on matrices or "
+                                f"batches of matrices. Got {input._data.ndim}-D tensor.")
+    return _mH(input)
 
 
 # these raise ember's errors naming them (ember.errors.public)

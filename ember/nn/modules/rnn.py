@@ -7,6 +7,7 @@ runs one fused op (``lstm_step`` / ``gru_step`` in the op spec).
 import math
 
 from ember.ops import creation
+from ember.ops import nn as _cells
 from ember.autograd._generated import functions as G
 from ember.nn import functional as F
 from ember.nn import init
@@ -389,9 +390,8 @@ class RNNCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h,), unb = self._batched(input, None if hx is None else (hx,), 1)
-        pre = G.add(G.linear(x, self.weight_ih, self.bias_ih),
-                    G.linear(h, self.weight_hh, self.bias_hh))
-        h = G.tanh(pre) if self.nonlinearity == "tanh" else G.relu(pre)
+        cell = _cells.rnn_tanh_cell if self.nonlinearity == "tanh" else _cells.rnn_relu_cell
+        h = cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return G.squeeze(h, 0) if unb else h
 
 
@@ -401,8 +401,8 @@ class LSTMCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h, c), unb = self._batched(input, hx, 2)
-        b = None if self.bias_ih is None else G.add(self.bias_ih, self.bias_hh)
-        h, c, _ = G.lstm_step(G.linear(x, self.weight_ih, b), h, c, self.weight_hh)
+        h, c = _cells.lstm_cell(x, (h, c), self.weight_ih, self.weight_hh, self.bias_ih,
+                                self.bias_hh)
         if unb:
             return G.squeeze(h, 0), G.squeeze(c, 0)
         return h, c
@@ -414,6 +414,5 @@ class GRUCell(RNNCellBase):
 
     def forward(self, input, hx=None):
         x, (h,), unb = self._batched(input, None if hx is None else (hx,), 1)
-        h, _ = G.gru_step(G.linear(x, self.weight_ih, self.bias_ih), h, self.weight_hh,
-                          self.bias_hh)
+        h = _cells.gru_cell(x, h, self.weight_ih, self.weight_hh, self.bias_ih, self.bias_hh)
         return G.squeeze(h, 0) if unb else h
