@@ -7,42 +7,20 @@ from ember.nn.parameter import Parameter
 from ember.errors import EmberIndexError
 
 
-class Sequential(Module):
-    """Modules called in order, each on the previous one's output. Takes modules or one
-    OrderedDict of them; keys are "0", "1", ... (or the dict's)."""
+class _ModuleSequence(Module):
+    """What Sequential and ModuleList share: positions checked against the length, iteration
+    over the modules, append/extend/pop, and renumbering the keys "0", "1", ..."""
 
-    def __init__(self, *args):
-        super().__init__()
-        if len(args) == 1 and isinstance(args[0], OrderedDict):
-            for k, m in args[0].items():
-                self.add_module(k, m)
-        else:
-            for i, m in enumerate(args):
-                self.add_module(str(i), m)
-
-    def _idx(self, idx):
+    def _position(self, idx):
+        """``idx`` (an int, negative from the end) as a position; EmberIndexError outside."""
         n = len(self._modules)
         idx = operator.index(idx)
         if not -n <= idx < n:
             raise EmberIndexError(f"index {idx} is out of range")
-        return list(self._modules)[idx % n]
+        return idx % n
 
-    def __getitem__(self, idx):
-        if isinstance(idx, slice):
-            return type(self)(OrderedDict(list(self._modules.items())[idx]))
-        return self._modules[self._idx(idx)]
-
-    def __setitem__(self, idx, module):
-        setattr(self, self._idx(idx), module)
-
-    def __delitem__(self, idx):
-        if isinstance(idx, slice):
-            for k in list(self._modules)[idx]:
-                delattr(self, k)
-        else:
-            delattr(self, self._idx(idx))
-        self.__dict__["_modules"] = OrderedDict(
-            (str(i), m) for i, m in enumerate(self._modules.values()))
+    def _renumber(self, mods):
+        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
 
     def __len__(self):
         return len(self._modules)
@@ -59,6 +37,45 @@ class Sequential(Module):
             self.append(m)
         return self
 
+    def pop(self, key):
+        """Remove and return the module at position ``key``."""
+        v = self[key]
+        del self[key]
+        return v
+
+
+class Sequential(_ModuleSequence):
+    """Modules called in order, each on the previous one's output. Takes modules or one
+    OrderedDict of them; keys are "0", "1", ... (or the dict's)."""
+
+    def __init__(self, *args):
+        super().__init__()
+        if len(args) == 1 and isinstance(args[0], OrderedDict):
+            for k, m in args[0].items():
+                self.add_module(k, m)
+        else:
+            for i, m in enumerate(args):
+                self.add_module(str(i), m)
+
+    def _idx(self, idx):
+        return list(self._modules)[self._position(idx)]
+
+    def __getitem__(self, idx):
+        if isinstance(idx, slice):
+            return type(self)(OrderedDict(list(self._modules.items())[idx]))
+        return self._modules[self._idx(idx)]
+
+    def __setitem__(self, idx, module):
+        setattr(self, self._idx(idx), module)
+
+    def __delitem__(self, idx):
+        if isinstance(idx, slice):
+            for k in list(self._modules)[idx]:
+                delattr(self, k)
+        else:
+            delattr(self, self._idx(idx))
+        self._renumber(list(self._modules.values()))
+
     def insert(self, index, module):
         """Insert ``module`` before position ``index`` (keys renumbered "0", "1", ...)."""
         if not isinstance(module, Module):
@@ -68,14 +85,8 @@ class Sequential(Module):
             raise EmberIndexError(f"Index out of range: {index}")
         mods = list(self._modules.values())
         mods.insert(index % (n + 1) if index < 0 else index, module)
-        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
+        self._renumber(mods)
         return self
-
-    def pop(self, key):
-        """Remove and return the module at position ``key``."""
-        v = self[key]
-        del self[key]
-        return v
 
     def __add__(self, other):
         if not isinstance(other, Sequential):
@@ -107,7 +118,7 @@ class Sequential(Module):
         return input
 
 
-class ModuleList(Module):
+class ModuleList(_ModuleSequence):
     """A list of modules, registered as "0", "1", ..."""
 
     def __init__(self, modules=None):
@@ -116,11 +127,7 @@ class ModuleList(Module):
             self.extend(modules)
 
     def _idx(self, idx):
-        n = len(self._modules)
-        idx = operator.index(idx)
-        if not -n <= idx < n:
-            raise EmberIndexError(f"index {idx} is out of range")
-        return str(idx % n)
+        return str(self._position(idx))
 
     def __getitem__(self, idx):
         if isinstance(idx, slice):
@@ -133,37 +140,16 @@ class ModuleList(Module):
     def __delitem__(self, idx):
         mods = list(self._modules.values())
         del mods[idx]
-        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
-
-    def __len__(self):
-        return len(self._modules)
-
-    def __iter__(self):
-        return iter(self._modules.values())
+        self._renumber(mods)
 
     def __iadd__(self, modules):
         return self.extend(modules)
-
-    def append(self, module):
-        self.add_module(str(len(self)), module)
-        return self
-
-    def extend(self, modules):
-        for m in modules:
-            self.append(m)
-        return self
 
     def insert(self, index, module):
         """Insert ``module`` before position ``index``."""
         mods = list(self._modules.values())
         mods.insert(index, module)
-        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
-
-    def pop(self, key):
-        """Remove and return the module at position ``key``."""
-        v = self[key]
-        del self[key]
-        return v
+        self._renumber(mods)
 
     def __add__(self, other):
         return ModuleList(list(self) + list(other))
