@@ -242,6 +242,30 @@ def _alias_or_copy(arr, target, copy, what):
     return arr.copy() if copy else arr
 
 
+def _range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_grad=False,
+           pin_memory=False):
+    """torch.range (deprecated in torch, with its warning): start, start + step, ... up to and
+    including ``end``, in the default float dtype unless ``dtype`` is given."""
+    import math
+    import warnings
+    warnings.warn("torch.range is deprecated and will be removed in a future release because its "
+                  "behavior is inconsistent with Python's range builtin. Instead, use "
+                  "torch.arange, which produces values in [start, end).", UserWarning,
+                  stacklevel=3)
+    _check_device(device)
+    start, end, step = (v.item() if isinstance(v, Tensor) else v for v in (start, end, step))
+    if not (math.isfinite(start) and math.isfinite(end)):
+        raise EmberRuntimeError(f"range: unsupported range: {start} -> {end}")
+    if step == 0:
+        raise EmberRuntimeError("range: step must be nonzero")
+    if (step > 0 and end < start) or (step < 0 and end > start):
+        raise EmberRuntimeError(f"range: upper bound and lower bound inconsistent with step sign "
+                                f"(start {start}, end {end}, step {step})")
+    n = builtins.int(math.floor((end - start) / step)) + 1
+    arr = (start + np.arange(n, dtype=np.float64) * step).astype(_np(dtype))
+    return _finish(Tensor._make(arr), requires_grad)
+
+
 _WARNED_READONLY = []
 
 

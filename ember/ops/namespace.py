@@ -45,7 +45,7 @@ FUNCTIONS = {
 # ember.<name> of a function with another name (its errors name <name>)
 RENAMED = {"native_batch_norm": nn.native_batch_norm_outputs,
            **{n: shape.atleast(n) for n in ("atleast_1d", "atleast_2d", "atleast_3d")},
-           **{n: linalg._removed(n) for n in linalg._REMOVED}}
+           **{n: linalg._removed(n) for n in linalg._REMOVED}, "range": creation._range}
 # ember.<name> loaded on first use from ember.nn.toplevel (ember.__getattr__): torch's top-level
 # forms of nn functions and losses (torch.conv2d, torch.batch_norm, torch.kl_div, ...), which
 # call ember.nn.functional (above ops, so not imported by import ember)
@@ -76,7 +76,7 @@ METHOD_FUNCTIONS = (
     "nan_to_num_", "neg_", "negative_", "rad2deg_", "reciprocal_", "relu_", "round_", "rsqrt_",
     "sigmoid_", "sin_", "sinc_", "sinh_", "sqrt_", "square_", "tan_", "tanh_", "trunc_",
     "xlogy_", "detach", "detach_", "is_conj", "is_neg", "is_nonzero", "is_same_size",
-    "is_signed", "is_distributed")
+    "is_signed", "is_distributed", "get_device")
 
 # Tensor.<name>: methods that are not one spec op's generated method
 METHODS = {
@@ -88,7 +88,7 @@ METHODS = {
     "bfloat16": tensor_types._bfloat16, "cfloat": tensor_types._cast(_dtype.complex64),
     "cdouble": tensor_types._cast(_dtype.complex128), "is_conj": tensor_types._is_conj,
     "type": tensor_types._type, "type_as": tensor_types._type_as, "cpu": tensor_types._cpu,
-    "cuda": tensor_types._cuda, "to_sparse": tensor_types._to_sparse,
+    "cuda": tensor_types._cuda, "get_device": tensor_types._get_device, "to_sparse": tensor_types._to_sparse,
     "zero_": creation._zero_, "fill_": creation._fill_, "uniform_": creation._uniform_,
     "normal_": creation._normal_, "bernoulli_": creation._bernoulli_,
     "new_zeros": creation._new("zeros"), "new_ones": creation._new("ones"),

@@ -159,6 +159,11 @@ def _cpu(self):
     return self
 
 
+def _get_device(self):
+    """Tensor.get_device: -1, the index torch gives a CPU tensor."""
+    return -1
+
+
 def result_type(tensor1, tensor2):
     """The dtype an arithmetic op on ``tensor1`` and ``tensor2`` (tensors or Python numbers)
     gives, by torch's promotion (dimensioned tensors, then 0-d ones, then numbers)."""

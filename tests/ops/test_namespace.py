@@ -397,6 +397,28 @@ def test_chain_matmul_vander_and_norm_errors():
            torch.nuclear_norm(torch.tensor(ms[0]), True))
 
 
+def test_range_includes_its_end_as_torch():
+    for args, kw in [((0, 3), {}), ((1, 2, 0.3), {}), ((0, 3), {"dtype": ember.int64}),
+                     ((3, 0, -1), {}), ((0.5, 2.5, 0.5), {"dtype": ember.float64})]:
+        tkw = {"dtype": getattr(torch, str(kw["dtype"]).split(".")[-1])} if kw else {}
+        with pytest.warns(UserWarning, match="deprecated"):
+            e = ember.range(*args, **kw)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _close(e, torch.range(*args, **tkw))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for args, msg in [((0, 3, 0), "nonzero"), ((3, 0), "inconsistent"),
+                          ((0, float("inf")), "unsupported range")]:
+            with pytest.raises(RuntimeError, match=msg):
+                ember.range(*args)
+            with pytest.raises(RuntimeError, match=msg):
+                torch.range(*args)
+        assert ember.range(0, 1, requires_grad=True).requires_grad
+    assert ember.get_device(ember.ones(2)) == ember.ones(2).get_device() == -1 == \
+        torch.get_device(torch.ones(2))
+
+
 @pytest.mark.parametrize("name", ["matrix_rank", "lstsq", "eig", "symeig", "solve"])
 def test_removed_functions_raise_as_torch(name):
     with pytest.raises(RuntimeError, match="deprecated since version 1.9 and is now removed"):
