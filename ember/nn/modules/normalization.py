@@ -142,17 +142,29 @@ class InstanceNorm3d(_InstanceNorm):
     _nd = 3
 
 
-class LayerNorm(Module):
-    """Normalise over the trailing ``normalized_shape`` dims, with elementwise affine."""
+class _TrailingNorm(Module):
+    """LayerNorm and RMSNorm: the trailing ``normalized_shape`` (an int is one dim), ``eps``
+    and ``elementwise_affine``, and the repr of the three."""
 
-    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
-                 device=None, dtype=None):
+    def __init__(self, normalized_shape, eps, elementwise_affine):
         super().__init__()
         if isinstance(normalized_shape, numbers.Integral):
             normalized_shape = (normalized_shape,)
         self.normalized_shape = tuple(normalized_shape)
         self.eps = eps
         self.elementwise_affine = elementwise_affine
+
+    def extra_repr(self):
+        return (f"{self.normalized_shape}, eps={self.eps}, "
+                f"elementwise_affine={self.elementwise_affine}")
+
+
+class LayerNorm(_TrailingNorm):
+    """Normalise over the trailing ``normalized_shape`` dims, with elementwise affine."""
+
+    def __init__(self, normalized_shape, eps=1e-5, elementwise_affine=True, bias=True,
+                 device=None, dtype=None):
+        super().__init__(normalized_shape, eps, elementwise_affine)
         _affine_parameters(self, elementwise_affine, bias, self.normalized_shape, dtype)
 
     def reset_parameters(self):
@@ -162,19 +174,13 @@ class LayerNorm(Module):
         return F.layer_norm(input, self.normalized_shape, self.weight, self.bias, self.eps)
 
     def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}, bias={self.bias is not None}")
+        return super().extra_repr() + f", bias={self.bias is not None}"
 
 
-class RMSNorm(Module):
+class RMSNorm(_TrailingNorm):
     def __init__(self, normalized_shape, eps=None, elementwise_affine=True, device=None,
                  dtype=None):
-        super().__init__()
-        if isinstance(normalized_shape, numbers.Integral):
-            normalized_shape = (normalized_shape,)
-        self.normalized_shape = tuple(normalized_shape)
-        self.eps = eps
-        self.elementwise_affine = elementwise_affine
+        super().__init__(normalized_shape, eps, elementwise_affine)
         if elementwise_affine:
             self.weight = Parameter(creation.ones(*self.normalized_shape, dtype=dtype))
         else:
@@ -182,10 +188,6 @@ class RMSNorm(Module):
 
     def forward(self, x):
         return F.rms_norm(x, self.normalized_shape, self.weight, self.eps)
-
-    def extra_repr(self):
-        return (f"{self.normalized_shape}, eps={self.eps}, "
-                f"elementwise_affine={self.elementwise_affine}")
 
 
 class GroupNorm(Module):
