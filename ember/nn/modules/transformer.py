@@ -266,22 +266,19 @@ class Transformer(Module):
                  custom_decoder=None, layer_norm_eps=1e-5, batch_first=False, norm_first=False,
                  bias=True, device=None, dtype=None):
         super().__init__()
-        if custom_encoder is not None:
-            self.encoder = custom_encoder
-        else:
-            layer = TransformerEncoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
-                                            layer_norm_eps, batch_first, norm_first, bias,
-                                            dtype=dtype)
-            self.encoder = TransformerEncoder(layer, num_encoder_layers, LayerNorm(
-                d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
-        if custom_decoder is not None:
-            self.decoder = custom_decoder
-        else:
-            layer = TransformerDecoderLayer(d_model, nhead, dim_feedforward, dropout, activation,
-                                            layer_norm_eps, batch_first, norm_first, bias,
-                                            dtype=dtype)
-            self.decoder = TransformerDecoder(layer, num_decoder_layers, LayerNorm(
-                d_model, eps=layer_norm_eps, bias=bias, dtype=dtype))
+
+        def stack(custom, layer_cls, stack_cls, num_layers):
+            """``custom`` when given, else ``num_layers`` copies of one layer and a final norm."""
+            if custom is not None:
+                return custom
+            layer = layer_cls(d_model, nhead, dim_feedforward, dropout, activation,
+                              layer_norm_eps, batch_first, norm_first, bias, dtype=dtype)
+            return stack_cls(layer, num_layers, LayerNorm(d_model, eps=layer_norm_eps, bias=bias,
+                                                          dtype=dtype))
+        self.encoder = stack(custom_encoder, TransformerEncoderLayer, TransformerEncoder,
+                             num_encoder_layers)
+        self.decoder = stack(custom_decoder, TransformerDecoderLayer, TransformerDecoder,
+                             num_decoder_layers)
         self._reset_parameters()
         self.d_model = d_model
         self.nhead = nhead
