@@ -542,3 +542,22 @@ def test_row_kernels_keep_the_callers_error_state():
         with pytest.raises(FloatingPointError):
             np.sqrt(x)
     assert np.geterr() == before
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_lerp_tensor_weight_one_pass_has_the_rows_bits(dtype):
+    """lerp of three arrays from ONE_PASS_MIN_SIZE elements (one compiled pass where Numba is
+    there): the bits of the row's NumPy evaluation, inf/NaN/signed zeros included, and torch's
+    values (to an ulp: torch's vectorised lerp fuses a multiply-add)."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise.ops import evaluate
+    rng = np.random.default_rng(3)
+    n = elementwise.ONE_PASS_MIN_SIZE + 100
+    a, b = (rng.standard_normal(n) * 10).astype(dtype), (rng.standard_normal(n) * 1e3).astype(dtype)
+    w = (rng.random(n) * 1.5 - 0.25).astype(dtype)
+    a[:5], b[:5], w[:5] = [np.nan, -0.0, np.inf, -np.inf, 1.0], [1, 0.0, np.inf, np.inf, -2.0], 0.7
+    got = elementwise.lerp(a, b, w)
+    assert got.tobytes() == evaluate("lerp", (), a, b, w).tobytes()
+    want = torch.lerp(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(w)).numpy()
+    eps = float(np.finfo(dtype).eps)
+    np.testing.assert_allclose(got, want, rtol=2 * eps, atol=1e4 * eps, equal_nan=True)   # |end| ~ 1e3
