@@ -135,7 +135,7 @@ def test_unsupported_op_names_op_opset_and_user_line(monkeypatch):
         ember.onnx.export(f, (ember.randn(3, 4),), io.BytesIO(), opset_version=15)
     msg = str(ei.value)
     assert "'cumsum'" in msg and "opset 15" in msg
-    assert "test_export.py" in msg and "return y.cumsum(0)" in msg
+    assert "test_exporter.py" in msg and "return y.cumsum(0)" in msg
     assert ei.value.ops[0][:2] == ("cumsum", 15)
 
 
