@@ -4,6 +4,7 @@ import math
 import ember
 from ember.distributions import constraints
 from ember.distributions.distribution import Distribution
+from ember.distributions.normal import _LocScale
 from ember.distributions.utils import broadcast_params
 
 
@@ -58,16 +59,9 @@ class Exponential(Distribution):
         return 1.0 - self.rate.log()
 
 
-class Cauchy(Distribution):
+class Cauchy(_LocScale):
     """Cauchy(loc, scale): density ``1 / (pi scale (1 + ((x - loc) / scale)^2))``; no mean or
     variance (NaN and inf, as torch)."""
-    arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
-    support = constraints.real
-    has_rsample = True
-
-    def __init__(self, loc, scale, validate_args=None):
-        (self.loc, self.scale), batch = broadcast_params(loc, scale)
-        super().__init__(batch, validate_args=validate_args)
 
     def expand(self, batch_shape, _instance=None):
         return self._expand_attrs(Cauchy, batch_shape, _instance, ("loc", "scale"))
@@ -75,10 +69,6 @@ class Cauchy(Distribution):
     @property
     def mean(self):
         return ember.full(self._extended_shape(), math.nan, dtype=self.loc.dtype)
-
-    @property
-    def mode(self):
-        return self.loc
 
     @property
     def variance(self):

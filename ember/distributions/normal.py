@@ -7,8 +7,9 @@ from ember.distributions.distribution import Distribution
 from ember.distributions.utils import LOG_2PI, broadcast_params
 
 
-class Normal(Distribution):
-    """Normal(loc, scale): the Gaussian with mean ``loc`` and standard deviation ``scale``."""
+class _LocScale(Distribution):
+    """A real location-scale family (Normal, Cauchy): parameters ``loc`` and positive
+    ``scale`` broadcast together, reparameterized sampling, its mode at ``loc``."""
     arg_constraints = {"loc": constraints.real, "scale": constraints.positive}
     support = constraints.real
     has_rsample = True
@@ -17,15 +18,19 @@ class Normal(Distribution):
         (self.loc, self.scale), batch = broadcast_params(loc, scale)
         super().__init__(batch, validate_args=validate_args)
 
+    @property
+    def mode(self):
+        return self.loc
+
+
+class Normal(_LocScale):
+    """Normal(loc, scale): the Gaussian with mean ``loc`` and standard deviation ``scale``."""
+
     def expand(self, batch_shape, _instance=None):
         return self._expand_attrs(Normal, batch_shape, _instance, ("loc", "scale"))
 
     @property
     def mean(self):
-        return self.loc
-
-    @property
-    def mode(self):
         return self.loc
 
     @property
