@@ -17,6 +17,19 @@ def _dim(op, dim, ndim):
     return int(dim) % n
 
 
+def _of_scalar(a):
+    """The (values, indices) every sort and selection gives a 0-d ``a``: itself and 0."""
+    return a.copy(), np.zeros((), np.int64)
+
+
+def _check_k(op, noun, k, low, a, d):
+    """KernelError unless ``low <= k <=`` the size of dim ``d`` (1 for a 0-d ``a``)."""
+    n = a.shape[d] if a.ndim else 1
+    if not low <= k <= n:
+        raise KernelError(f"{op}(): selected {noun} k={k} out of range for dimension {d} of "
+                          f"size {n} (shape {list(a.shape)})")
+
+
 def _argsort(a, d, descending):
     """Stable argsort along ``d``; descending keeps equal elements in their original order."""
     if not descending:
@@ -29,7 +42,7 @@ def _argsort(a, d, descending):
 def sort(a, dim=-1, descending=False, stable=False):
     d = _dim("sort", dim, a.ndim)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     idx = _argsort(a, d, descending)
     return np.take_along_axis(a, idx, d), idx.astype(np.int64, copy=False)
 
@@ -40,12 +53,9 @@ def argsort(a, dim=-1, descending=False, stable=False):
 
 def topk(a, k, dim=-1, largest=True, sorted=True):
     d = _dim("topk", dim, a.ndim)
-    n = a.shape[d] if a.ndim else 1
-    if not 0 <= k <= n:
-        raise KernelError(f"topk(): selected index k={k} out of range for dimension {d} of size "
-                          f"{n} (shape {list(a.shape)})")
+    _check_k("topk", "index", k, 0, a, d)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     idx = np.take(_argsort(a, d, largest), np.arange(k), axis=d)
     return np.take_along_axis(a, idx, d), idx.astype(np.int64, copy=False)
 
@@ -64,12 +74,9 @@ def _select(a, d, pos, keepdim):
 
 def kthvalue(a, k, dim=-1, keepdim=False):
     d = _dim("kthvalue", dim, a.ndim)
-    n = a.shape[d] if a.ndim else 1
-    if not 1 <= k <= n:
-        raise KernelError(f"kthvalue(): selected number k={k} out of range for dimension {d} of "
-                          f"size {n} (shape {list(a.shape)})")
+    _check_k("kthvalue", "number", k, 1, a, d)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     return _select(a, d, k - 1, keepdim)
 
 
@@ -89,7 +96,7 @@ def median_dim(a, dim, keepdim=False):
     d = _dim("median", dim, a.ndim)
     _nonempty("median", a, d)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     v, i = _select(a, d, (a.shape[d] - 1) // 2, True)
     if a.dtype.kind in "fc":
         has, first = _first_nan(a, d)
@@ -104,7 +111,7 @@ def nanmedian_dim(a, dim, keepdim=False):
     d = _dim("nanmedian", dim, a.ndim)
     _nonempty("nanmedian", a, d)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     if a.dtype.kind not in "fc":
         return median_dim(a, dim, keepdim)
     valid = np.sum(~np.isnan(a), axis=d, keepdims=True)
@@ -129,7 +136,7 @@ def mode(a, dim=-1, keepdim=False):
     d = _dim("mode", dim, a.ndim)
     _nonempty("mode", a, d)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     m = np.moveaxis(a, d, -1)
     lead, n = m.shape[:-1], m.shape[-1]
     m = m.reshape(-1, n)
@@ -152,7 +159,7 @@ def mode(a, dim=-1, keepdim=False):
 def _scan_extreme(op, a, dim, ufunc):
     d = _dim(op, dim, a.ndim)
     if a.ndim == 0:
-        return a.copy(), np.zeros((), np.int64)
+        return _of_scalar(a)
     vals = ufunc.accumulate(a, axis=d)
     shape = [1] * a.ndim
     shape[d] = a.shape[d]
