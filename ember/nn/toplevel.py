@@ -161,10 +161,6 @@ def selu_(input):
     return F.selu(input, True)
 
 
-def hardshrink(input, lambd=0.5):
-    return F.hardshrink(input, lambd)
-
-
 def threshold(input, threshold, value):
     return F.threshold(input, threshold, value)
 

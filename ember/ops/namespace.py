@@ -55,7 +55,7 @@ NN_TOPLEVEL = (
     "embedding", "max_pool1d", "max_pool2d", "max_pool3d", "max_pool1d_with_indices",
     "avg_pool1d", "adaptive_avg_pool1d", "adaptive_max_pool1d", "channel_shuffle",
     "native_channel_shuffle", "pairwise_distance", "pdist", "prelu", "rrelu", "rrelu_", "celu",
-    "celu_", "selu_", "hardshrink", "threshold", "threshold_", "bilinear", "dropout_",
+    "celu_", "selu_", "threshold", "threshold_", "bilinear", "dropout_",
     "alpha_dropout", "alpha_dropout_", "feature_alpha_dropout", "feature_alpha_dropout_",
     "feature_dropout", "feature_dropout_", "kl_div", "binary_cross_entropy_with_logits",
     "ctc_loss", "margin_ranking_loss", "hinge_embedding_loss", "cosine_embedding_loss",
