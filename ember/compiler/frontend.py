@@ -167,10 +167,19 @@ class CompileTracer(Tracer):
                         not (kv.node is not None and kv.node.kind == "constant"):
                     self.env[id(t)] = (t, kv)
                     return kv
+        n_extra = len(self.extra)
         v = super()._outside(t)
         if v.node is not None and v.node.kind == "constant":
             self.captured.append((t, t._version))
+        elif len(self.extra) > n_extra and id(t) in self.param_names:
+            # a parameter the function reaches through a Module it names: its path
+            # (model.fc1.weight), not "param0"
+            g = self.graph
+            g._names.discard(v.name)
+            v.name = g._fresh(self.param_names[id(t)])
         return v
+
+    param_names = {}   # id(parameter) -> "<variable>.<module path>" (_param_names)
 
 
 # ---------------------------------------------------------------------------------- guards
@@ -480,9 +489,12 @@ class CompiledFunction:
             "compiled_backward", True) else None
         cap = StepCapture() if self.options.get("whole_step", True) else None
 
+        names = _param_names(self.fn, objects) if self.module is None else {}
+
         def make_tracer(*a):
             t = CompileTracer(*a)
             t.step_capture = cap
+            t.param_names = names
             return t
 
         def after(tracer, out):
@@ -580,6 +592,37 @@ class CompiledFunction:
                   f"{len(runner.graph.nodes)} nodes, {len(groups)} fusion groups\n"
                   f"{runner.graph}")
         return out
+
+
+def _param_names(fn, objects):
+    """{id(parameter): name} for the Modules a compiled function reaches by name — its
+    globals, closure cells, default arguments and object arguments —, each parameter named
+    ``<variable>.<path in the module>`` (``model.fc1.weight``), so that a captured parameter's
+    formal reads as what it is rather than ``param0``."""
+    Module = _module_base()
+    code = getattr(fn, "__code__", None)
+    if code is None:
+        return {}
+    found = []
+    glob = getattr(fn, "__globals__", {})
+    found += [(n, glob.get(n)) for n in code.co_names]
+    for n, cell in zip(code.co_freevars, getattr(fn, "__closure__", None) or ()):
+        try:
+            found.append((n, cell.cell_contents))
+        except ValueError:   # an empty cell
+            pass
+    argnames = code.co_varnames[:code.co_argcount]
+    defaults = getattr(fn, "__defaults__", None) or ()
+    found += list(zip(argnames[len(argnames) - len(defaults):], defaults))
+    found += list((getattr(fn, "__kwdefaults__", None) or {}).items())
+    found += [(argnames[k] if isinstance(k, int) and k < len(argnames) else str(k), o)
+              for k, o in objects.items()]
+    out = {}
+    for var, obj in found:
+        if isinstance(obj, Module):
+            for path, p in obj.named_parameters():
+                out.setdefault(id(p), f"{var}.{path}")
+    return out
 
 
 # ---------------------------------------------------------------------------------- modules
