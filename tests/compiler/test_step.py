@@ -12,7 +12,7 @@ import pytest
 import ember
 import ember.nn as nn
 import ember.nn.functional as F
-from ember.compiler.frontend import GraphBreakWarning
+from ember.compiler.frontend import GraphBreakError, GraphBreakWarning
 from ember.compiler.step import WholeStep
 
 
@@ -329,3 +329,23 @@ def test_captured_parameters_are_named_by_their_module_path():
     assert "model.0.weight_momentum_buffer" in {v.name for v in g.inputs}
     # (the in-place writes, attrs["into"], are not in the text form: runner.writes)
     assert str(parse(str(g))) == str(g)
+
+
+def test_fullgraph_accepts_a_captured_step_and_raises_on_an_uncaptured_one():
+    ember.manual_seed(0)
+    model = MLP().double()
+    for opt, ok in ((ember.optim.AdamW(model.parameters()), True),
+                    (ember.optim.Adagrad(model.parameters()), False)):
+        def step(x, y, o=opt):
+            o.zero_grad()
+            F.cross_entropy(model(x), y).backward()
+            o.step()
+        compiled = ember.compile(step, fullgraph=True)
+        x, y = _data(model, 4, 0, ember.float64)
+        if ok:
+            for _ in range(3):
+                compiled(x, y)
+            assert compiled._compiled.traces == 1
+        else:
+            with pytest.raises(GraphBreakError, match=r"Adagrad.step\(\): ember.compile traces"):
+                compiled(x, y)
