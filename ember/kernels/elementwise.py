@@ -555,7 +555,7 @@ def lerp(start, end, weight):
     straight to the computation (the promotions cost as much as a 256-element row); three
     arrays of one shape and layout from ONE_PASS_MIN_SIZE elements run as one compiled pass of
     the row (``kept_pass``; exact arithmetic, NumPy's bits) where NumPy takes ten ((200000,)
-    float32: 0.66 -> 0.1 ms)."""
+    float32: 0.66 -> 0.14 ms)."""
     if start.__class__ is _nd and end.__class__ is _nd and _evaluate is not None:
         dt = start.dtype
         if (dt is _F32 or dt is _F64) and end.dtype is dt:
