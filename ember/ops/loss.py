@@ -136,8 +136,7 @@ def kl_div(input, target, reduction="mean", log_target=False):
     if log_target:
         loss = G.mul(G.exp(target), G.sub(target, input))
     else:
-        safe = G.where(G.gt(target, 0), target, 1.0)
-        loss = G.where(G.gt(target, 0), G.mul(target, G.sub(G.log(safe), input)), 0.0)
+        loss = G.sub(G.xlogy(target, target), G.mul(target, input))   # NaN where target < 0
     if reduction == "batchmean":
         return G.div(G.sum(loss), input.shape[0] if input.dim() else 1)  # traced batch size
     return _reduce(loss, reduction, "kl_div")

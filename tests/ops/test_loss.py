@@ -24,3 +24,21 @@ def test_gaussian_nll_loss_var_shapes_and_clamp_gradient_as_torch():
         np.testing.assert_allclose(eg.numpy(), tg.numpy(), rtol=1e-9)
     with pytest.raises(ValueError, match="var"):
         F.gaussian_nll_loss(ember.tensor(x), ember.tensor(t), ember.ones(3))
+
+
+@pytest.mark.parametrize("log_target", [False, True])
+def test_kl_div_at_zero_and_negative_targets_as_torch(log_target):
+    """kl_div is xlogy(t, t) - t * x: NaN where a probability target is negative (0 was returned),
+    0 where it is 0, and the input's gradient -t everywhere, as torch's."""
+    import torch
+    x = [[-1.0, -2.0, -0.5, -0.1]]
+    t = [[-0.5, 0.0, 0.3, 1.2]]
+    outs = []
+    for lib in (torch, ember):
+        a = lib.tensor(x, dtype=lib.float64, requires_grad=True)
+        b = lib.tensor(t, dtype=lib.float64, requires_grad=True)
+        y = lib.nn.functional.kl_div(a, b, reduction="none", log_target=log_target)
+        y.sum().backward()
+        outs.append([np.asarray(v.detach().numpy()) for v in (y, a.grad, b.grad)])
+    for got, want in zip(outs[1], outs[0]):
+        np.testing.assert_allclose(got, want, rtol=1e-12, equal_nan=True)
