@@ -262,8 +262,8 @@ def _own_threads(name, direction, g):
 # algorithm on ember's own chunks (``_own_threads``): its GEMMs are short (ResNet-18's at 224x224
 # take 0.5-3 ms each), so OpenBLAS's lock-step hand-offs between its threads cost more than they
 # share whenever another process holds a core. ResNet-18, batch 1, eval, two threads, 2-core VM
-# shared with other jobs (load 7-8), interleaved runs, min ms, OpenBLAS threads -> own chunks:
-# 633-698 -> 256-370 (one thread: 445-533; torch 770-836).
+# shared with other jobs (load 4-8), interleaved runs, min ms, OpenBLAS threads -> own chunks:
+# 328-785 -> 97-398 (torch 63-1472; docs/conv.md).
 
 
 def _ready(name, direction, g, dtype):
