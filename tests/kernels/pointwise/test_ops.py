@@ -26,6 +26,7 @@ CASES = [
     ("gelu", "a", (), F.gelu), ("gelu", "a", ("tanh",), lambda x: F.gelu(x, approximate="tanh")),
     ("softplus", "a", (2.0, 5.0), lambda x: F.softplus(x, 2.0, 5.0)),
     ("hardtanh", "a", (-0.5, 0.7), lambda x: F.hardtanh(x, -0.5, 0.7)),
+    ("hardshrink", "a", (0.5,), lambda x: F.hardshrink(x, 0.5)),
     ("clamp", "abc", (), torch.clamp), ("where", "cab", (), lambda c, a, b: torch.where(c.bool(), a, b)),
     ("lerp", "abc", (), torch.lerp),
     ("floor", "a", (), torch.floor), ("ceil", "a", (), torch.ceil), ("trunc", "a", (), torch.trunc),
