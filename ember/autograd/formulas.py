@@ -829,6 +829,49 @@ def cross_entropy_loss_grad(grad, self, lse, target, weight, reduction, ignore_i
     return G.sub(g, G.mul(G.exp(logp), G.sum(g, (d,), True)))
 
 
+
+# binary_cross_entropy's higher derivatives: torch's (FunctionsManual.cpp), in ember ops.
+def _bce_scaled(g, self, weight, reduction):
+    """``g`` times the weight, divided by the input's size for reduction 'mean'."""
+    if weight is not None:
+        g = G.mul(g, weight)
+    return G.div(g, self._data.size) if reduction == "mean" else g
+
+
+def bce_target_grad(grad, self, weight, reduction):
+    """binary_cross_entropy w.r.t. its target: -logit(x) * grad * w (infinite at x = 0, 1)."""
+    return _bce_scaled(G.mul(G.neg(G.logit(self, None)), grad), self, weight, reduction)
+
+
+def bce_backward_self_grad(grad, grad_output, self, target, weight, reduction):
+    """binary_cross_entropy_backward w.r.t. its input:
+    grad * grad_output * (x^2 - 2 x t + t) / ((x + eps)^2 (1 - x + eps)^2) * w."""
+    eps = C.BCE_EPSILON
+    num = G.add(G.sub(G.mul(self, self), G.mul(G.mul(self, target), 2.0)), target)
+    a, b = G.add(self, eps), G.add(G.sub(1.0, self), eps)
+    gi = G.mul(G.div(num, G.mul(G.mul(a, a), G.mul(b, b))), G.mul(grad, grad_output))
+    return _bce_scaled(gi, self, weight, reduction)
+
+
+def bce_backward_target_grad(grad, grad_output, self, target, weight, reduction):
+    """binary_cross_entropy_backward w.r.t. its target:
+    -grad * grad_output / max(x (1 - x), eps) * w."""
+    den = G.clamp(G.mul(G.sub(1.0, self), self), C.BCE_EPSILON, None)
+    return _bce_scaled(G.div(G.neg(G.mul(grad, grad_output)), den), self, weight, reduction)
+
+
+def bce_backward_grad_output_grad(grad, self, target, weight, reduction):
+    """binary_cross_entropy_backward w.r.t. its grad_output:
+    grad * (x - t) / ((x + eps) (1 - x + eps)) * w, reduced as the loss was."""
+    eps = C.BCE_EPSILON
+    den = G.mul(G.add(self, eps), G.add(G.sub(1.0, self), eps))
+    g = G.mul(G.div(G.sub(self, target), den), grad)
+    if weight is not None:
+        g = G.mul(g, weight)
+    if reduction == "none":
+        return g
+    return G.div(G.sum(g), self._data.size) if reduction == "mean" else G.sum(g)
+
 def cast_to(grad, dtype):
     """``grad`` in the input's dtype (reductions with ``dtype=`` compute in another one)."""
     return grad if grad._data.dtype == dtype else G.to(grad, dtype)

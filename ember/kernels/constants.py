@@ -22,4 +22,6 @@ LOG2E = 1.0 / math.log(2.0)
 DEG2RAD = math.pi / 180.0
 RAD2DEG = 180.0 / math.pi
 NAN = math.nan
+# binary_cross_entropy's gradient (x - t) / max(x (1 - x), BCE_EPSILON): torch's EPSILON
+BCE_EPSILON = 1e-12
 NEG_INF = -math.inf

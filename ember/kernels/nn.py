@@ -3,6 +3,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.kernels.dtypes import to_float
+from ember.kernels import constants as C
 from ember.kernels.errors import KernelError
 from ember.kernels.opmath import in_float32, is_reduced
 from ember.kernels.reduction import norm_dims, shifted_log_sum_exp
@@ -355,6 +356,70 @@ def nll_loss_backward(grad, target, weight, x_shape, reduction="mean", ignore_in
     out = np.zeros(xs.shape, grad.dtype)
     np.put_along_axis(out, t[:, None], -g[:, None].astype(grad.dtype), axis=1)
     return out.reshape(x_shape)
+
+
+# ---------------------------------------------------------------------------- binary cross entropy
+# torch's kernels (aten/src/ATen/native/Loss.cpp): the loss clamps each log at -100; the gradient
+# is grad * (x - t) / max(x * (1 - x), EPSILON), finite at x == 0 and x == 1; EPSILON is
+# float32(1e-12) in every dtype, as torch's kernel has it. float16 computes in float32 with
+# EPSILON rounded to float16 (0: 1 / 0 and 0 / 0 there, as torch's).
+_BCE_REDUCTIONS = ("none", "mean", "sum")
+
+
+def _bce_check(x, t, weight, reduction):
+    from ember.errors import EmberValueError
+    if reduction not in _BCE_REDUCTIONS:
+        raise EmberValueError(f"{reduction} is not a valid value for reduction")
+    if x.shape != t.shape:
+        raise EmberValueError(f"target size ({list(t.shape)}) must be the same as input size "
+                              f"({list(x.shape)})")
+    for name, a in (("input", x), ("target", t), ("weight", weight)):
+        if a is not None and a.dtype != x.dtype:
+            raise KernelError(f"expected {name} of dtype {x.dtype.name} (the input's), "
+                              f"got {a.dtype.name}")
+    if not (x.dtype.kind == "f" or is_reduced(x.dtype)):
+        raise KernelError(f"not implemented for {x.dtype.name} input")
+    w = None if weight is None else np.broadcast_to(weight, x.shape)
+    if is_reduced(x.dtype):
+        return (x.astype(np.float32), t.astype(np.float32),
+                None if w is None else w.astype(np.float32))
+    return x, t, w
+
+
+def binary_cross_entropy(x, target, weight, reduction):
+    """torch.nn.functional.binary_cross_entropy: -w (t log x + (1 - t) log(1 - x)), each log
+    clamped at -100, reduced."""
+    xs, t, w = _bce_check(x, target, weight, reduction)
+    if xs.size and not ((xs >= 0) & (xs <= 1)).all():  # NaN fails too, as in torch
+        raise KernelError("all elements of input should be between 0 and 1")
+    one = xs.dtype.type(1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        loss = ((t - one) * np.maximum(np.log1p(-xs), xs.dtype.type(-100))
+                - t * np.maximum(np.log(xs), xs.dtype.type(-100)))
+        if w is not None:
+            loss = loss * w
+        if reduction == "sum":
+            loss = loss.sum()
+        elif reduction == "mean":
+            loss = loss.sum() / xs.dtype.type(loss.size) if loss.size else xs.dtype.type(np.nan)
+    return np.asarray(loss).astype(x.dtype, copy=False)
+
+
+def binary_cross_entropy_backward(grad, x, target, weight, reduction):
+    """Gradient of ``binary_cross_entropy`` w.r.t. its input, torch's formula:
+    grad * (x - t) / max(x (1 - x), EPSILON) * w (divided by the size for 'mean')."""
+    xs, t, w = _bce_check(x, target, weight, reduction)
+    eps = np.float32(C.BCE_EPSILON)  # torch's kernel: a float EPSILON, in every dtype
+    eps = xs.dtype.type(x.dtype.type(eps) if is_reduced(x.dtype) else eps)
+    g = grad.astype(xs.dtype, copy=False)
+    one = xs.dtype.type(1)
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        out = g * (xs - t) / np.maximum((one - xs) * xs, eps)
+        if w is not None:
+            out = out * w
+        if reduction == "mean":
+            out = out / xs.dtype.type(xs.size)
+    return np.asarray(np.broadcast_to(out, x.shape)).astype(x.dtype)
 
 
 

@@ -48,18 +48,6 @@ def smooth_l1_loss(input, target, reduction="mean", beta=1.0):
     return _reduce(G.where(G.lt(d, beta), quad, lin), reduction, "smooth_l1_loss")
 
 
-def binary_cross_entropy(input, target, weight=None, reduction="mean"):
-    if tuple(input._data.shape) != tuple(target._data.shape):
-        raise ValueError(f"binary_cross_entropy: target size ({list(target._data.shape)}) must be "
-                         f"the same as input size ({list(input._data.shape)})")
-    logx = G.clamp(G.log(input), -100.0, None)
-    log1mx = G.clamp(G.log(G.sub(1.0, input)), -100.0, None)
-    loss = G.neg(G.add(G.mul(target, logx), G.mul(G.sub(1.0, target), log1mx)))
-    if weight is not None:
-        loss = G.mul(loss, weight)
-    return _reduce(loss, reduction, "binary_cross_entropy")
-
-
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean",
                                      pos_weight=None):
     if tuple(input._data.shape) != tuple(target._data.shape):
@@ -150,7 +138,7 @@ def huber_loss(input, target, reduction="mean", delta=1.0):
 
 
 # these raise ember's errors naming them (ember.errors.public)
-for _n in ("mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy",
-           "binary_cross_entropy_with_logits", "cross_entropy", "kl_div", "huber_loss"):
+for _n in ("mse_loss", "l1_loss", "smooth_l1_loss", "binary_cross_entropy_with_logits",
+           "cross_entropy", "kl_div", "huber_loss"):
     globals()[_n] = _public(globals()[_n])
 del _n

@@ -614,7 +614,11 @@ def smooth_l1_loss(input, target, reduction='mean', beta=1.0):
 
 def binary_cross_entropy(input, target, weight=None, reduction='mean'):
     """binary_cross_entropy (see torch.binary_cross_entropy)."""
-    return _c_loss.binary_cross_entropy(input, target, weight, reduction)
+    return dispatch(_R.binary_cross_entropy, (input, target, weight, ), (reduction, ))
+
+def binary_cross_entropy_backward(grad_output, input, target, weight=None, reduction='mean'):
+    """binary_cross_entropy_backward (see torch.binary_cross_entropy_backward)."""
+    return dispatch(_R.binary_cross_entropy_backward, (grad_output, input, target, weight, ), (reduction, ))
 
 def binary_cross_entropy_with_logits(input, target, weight=None, reduction='mean', pos_weight=None):
     """binary_cross_entropy_with_logits (see torch.binary_cross_entropy_with_logits)."""

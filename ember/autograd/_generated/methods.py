@@ -150,6 +150,7 @@ TENSOR_METHODS = {
     'l1_loss': _fn.l1_loss,
     'smooth_l1_loss': _fn.smooth_l1_loss,
     'binary_cross_entropy': _fn.binary_cross_entropy,
+    'binary_cross_entropy_backward': _fn.binary_cross_entropy_backward,
     'binary_cross_entropy_with_logits': _fn.binary_cross_entropy_with_logits,
     'kl_div': _fn.kl_div,
     'huber_loss': _fn.huber_loss,

@@ -1264,6 +1264,68 @@ class CrossEntropyLossBackward0(Node):
         return (g0, g1, g2, )
 
 
+class BinaryCrossEntropyBackward0(Node):
+    __slots__ = ('input', 'reduction', 'target', 'weight')
+    _saved = ('input', 'target', 'weight')
+    _op_name = 'binary_cross_entropy'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        input, target, weight, = tensors
+        reduction, = consts
+        ctx.input = _save(input, 'input') if needs[0] or needs[1] else None
+        ctx.reduction = reduction if needs[0] or needs[1] else None
+        ctx.target = _save(target, 'target') if needs[0] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] or needs[1] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        input = unpack(ctx.input, ctx)
+        reduction = ctx.reduction
+        target = unpack(ctx.target, ctx)
+        weight = unpack(ctx.weight, ctx)
+        g0 = g1 = g2 = None
+        if needs[0]:
+            g0 = _fn.binary_cross_entropy_backward(grad, input, target, weight, reduction)
+        if needs[1]:
+            g1 = _F.bce_target_grad(grad, input, weight, reduction)
+        return (g0, g1, g2, )
+
+
+class BinaryCrossEntropyBackwardBackward0(Node):
+    __slots__ = ('input', 'reduction', 'target', 'weight', 'grad_output')
+    _saved = ('input', 'target', 'weight', 'grad_output')
+    _op_name = 'binary_cross_entropy_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, input, target, weight, = tensors
+        reduction, = consts
+        ctx.input = _save(input, 'input') if needs[0] or needs[1] or needs[2] else None
+        ctx.reduction = reduction if needs[0] or needs[1] or needs[2] else None
+        ctx.target = _save(target, 'target') if needs[0] or needs[1] or needs[2] else None
+        ctx.weight = _save(weight, 'weight') if needs[0] or needs[1] or needs[2] else None
+        ctx.grad_output = _save(grad_output, 'grad_output') if needs[1] or needs[2] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        input = unpack(ctx.input, ctx)
+        reduction = ctx.reduction
+        target = unpack(ctx.target, ctx)
+        weight = unpack(ctx.weight, ctx)
+        grad_output = unpack(ctx.grad_output, ctx)
+        g0 = g1 = g2 = g3 = None
+        if needs[0]:
+            g0 = _F.bce_backward_grad_output_grad(grad, input, target, weight, reduction)
+        if needs[1]:
+            g1 = _F.bce_backward_self_grad(grad, grad_output, input, target, weight, reduction)
+        if needs[2]:
+            g2 = _F.bce_backward_target_grad(grad, grad_output, input, target, weight, reduction)
+        return (g0, g1, g2, g3, )
+
+
 class CtcLossNllBackward0(Node):
     __slots__ = ('blank', 'input_lengths', 'log_alpha', 'log_probs', 'neg_log_likelihood', 'target_lengths', 'targets', 'zero_infinity')
     _saved = ('log_alpha', 'log_probs', 'neg_log_likelihood', 'targets')

@@ -100,6 +100,8 @@ linalg_ldl_solve = Op('linalg_ldl_solve', _k_linalg_decomp.ldl_solve, None, ('LD
 nll_loss = Op('nll_loss', _k_nn.nll_loss, _N.NllLossBackward0, ('self', 'target', 'weight'), ('reduction', 'ignore_index'), optional=('weight',), saves_self=False)
 nll_loss_backward = Op('nll_loss_backward', _k_nn.nll_loss_backward, _N.NllLossBackwardBackward0, ('grad_output', 'target', 'weight'), ('self_shape', 'reduction', 'ignore_index'), optional=('weight',), saves_self=False)
 cross_entropy_loss = Op('cross_entropy_loss', _k_nn.cross_entropy_loss, _N.CrossEntropyLossBackward0, ('self', 'target', 'weight'), ('reduction', 'ignore_index'), multi=True, diff_outputs=(True, False), optional=('weight',), saves_self=True)
+binary_cross_entropy = Op('binary_cross_entropy', _k_nn.binary_cross_entropy, _N.BinaryCrossEntropyBackward0, ('input', 'target', 'weight'), ('reduction',), optional=('weight',), saves_self=True)
+binary_cross_entropy_backward = Op('binary_cross_entropy_backward', _k_nn.binary_cross_entropy_backward, _N.BinaryCrossEntropyBackwardBackward0, ('grad_output', 'input', 'target', 'weight'), ('reduction',), optional=('weight',), saves_self=True)
 ctc_loss_nll = Op('ctc_loss_nll', _k_ctc.ctc_loss_forward, _N.CtcLossNllBackward0, ('log_probs', 'targets'), ('input_lengths', 'target_lengths', 'blank', 'zero_infinity'), multi=True, diff_outputs=(True, False), saves_self=True)
 ctc_loss_backward = Op('ctc_loss_backward', _k_ctc.ctc_loss_backward, None, ('grad', 'log_probs', 'targets', 'neg_log_likelihood', 'log_alpha'), ('input_lengths', 'target_lengths', 'blank', 'zero_infinity'), saves_self=False)
 linear = Op('linear', _k_linalg.linear, _N.LinearBackward0, ('input', 'weight', 'bias'), (), optional=('bias',), saves_self=True)
@@ -446,6 +448,8 @@ OPS = {
     'nll_loss': nll_loss,
     'nll_loss_backward': nll_loss_backward,
     'cross_entropy_loss': cross_entropy_loss,
+    'binary_cross_entropy': binary_cross_entropy,
+    'binary_cross_entropy_backward': binary_cross_entropy_backward,
     'ctc_loss_nll': ctc_loss_nll,
     'ctc_loss_backward': ctc_loss_backward,
     'linear': linear,
