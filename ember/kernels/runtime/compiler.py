@@ -69,7 +69,7 @@ def importing(name):
             importlib.import_module(name)
         finally:
             _imported.add(name)   # imported, or failed: the caller's own import then says so
-    submit(("import", name), f"import {name}", job)
+    submit(("import", name), f"import {name}", job, priority=NOW)
     return name not in _imported
 
 
@@ -107,7 +107,8 @@ def has_compiler():
 _MODES = ("background", "sync", "off")
 _mode = None
 _queue = None
-_pending = set()     # (id(dispatcher), signature) queued or compiling
+_pending = {}        # key ((id(dispatcher), signature), ...) queued or compiling -> (priority, seq)
+                     # of its live queue entry
 _compiled = []       # (name, seconds) of the compiles the background thread ran
 _failed = []         # (name, error) of the ones that raised
 # whether this process has compiled or loaded a kernel: the first one also loads Numba's typing
@@ -155,7 +156,12 @@ def _in_disk_cache(dispatcher, sig):
 def _worker():
     import time
     while True:
-        key, name, job, record = _queue.get()
+        priority, seq, key, name, job, record = _queue.get()
+        with _lock:
+            live = _pending.get(key) == (priority, seq)
+        if not live:   # an entry a later ``submit`` moved up: it has run already
+            _queue.task_done()
+            continue
         start = time.perf_counter()
         try:
             with _job_lock:
@@ -167,27 +173,53 @@ def _worker():
                 _compiled.append((name, time.perf_counter() - start))
         finally:
             with _lock:
-                _pending.discard(key)
+                _pending.pop(key, None)
             _queue.task_done()
 
 
-def submit(key, name, job, record=True):
+# Queue order: a compile whose caller switches to the kernel as soon as it is ready (pooling,
+# the col2im adds: their fallbacks give the kernel's bits) runs before one queued while a
+# ``tier`` chose (a convolution algorithm): that call keeps its fallback for the process, so its
+# kernel serves only keys first seen later, and later processes through the disk cache. A key
+# queued LATER and asked for again outside a ``tier`` moves up to NOW. Measured on a cold LeNet-5
+# run (docs/performance.md, "Cold start: compile volume"): the pooling, col2im and pointwise
+# kernels (8 s under load) waited behind 110-170 s (under load) of convolution compiles whose
+# kernels that process never ran.
+NOW, LATER = 0, 1     # ``submit`` priorities
+_seq = 0              # submission counter: first in, first out within a priority
+_choosing = threading.local()   # .depth > 0 while this thread runs a ``tier``'s ``choose``
+
+
+def _priority():
+    return LATER if getattr(_choosing, "depth", 0) else NOW
+
+
+def submit(key, name, job, record=True, priority=None):
     """Run ``job()`` (a compile) on the background compile thread unless ``key`` is already
-    queued; compiles run one at a time, in order, each listed by ``background_compiles`` under
-    ``name`` unless not ``record``. The thread is a daemon: it never keeps the process from
-    exiting (a compile cut short is simply not cached)."""
-    global _queue, _thread
+    queued; compiles run one at a time, each listed by ``background_compiles`` under ``name``
+    unless not ``record``. ``priority`` NOW runs before LATER, in submission order within each;
+    by default LATER for a compile queued while a ``tier`` chooses, else NOW. The thread is a
+    daemon: it never keeps the process from exiting (a compile cut short is simply not
+    cached)."""
+    global _queue, _thread, _seq
+    if priority is None:
+        priority = _priority()
     with _lock:
-        if key in _pending:
+        queued = _pending.get(key)
+        if queued is not None and queued[0] <= priority:
             return
-        _pending.add(key)
         if _queue is None:
             import queue
             _register_fork_hooks()
-            _queue = queue.Queue()
+            _queue = queue.PriorityQueue()
             _thread = threading.Thread(target=_worker, name="ember-jit", daemon=True)
             _thread.start()
-    _queue.put((key, name, job, record))
+        _seq += 1
+        # queued LATER and now asked for NOW: a second entry, NOW; the first is skipped (a job
+        # already running keeps its entry: a NOW entry then runs nothing, see ``_worker``)
+        _pending[key] = (priority, _seq)
+        item = (priority, _seq, key, name, job, record)
+    _queue.put(item)
 
 
 # ---------------------------------------------------------------------------------- fork safety
@@ -259,10 +291,20 @@ def tier(key, choose):
     the first value stored."""
     t = _tiers.get(key, _UNSEEN)
     if t is _UNSEEN:
-        t = _tiers.setdefault(key, choose())
+        t = _tiers.setdefault(key, _choosing_with(choose))
         if _importing_now():
-            submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3), record=False)
+            submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3), record=False,
+                   priority=NOW)
     return t
+
+
+def _choosing_with(choose):
+    """``choose()``, with the compiles it queues put LATER (see ``submit``)."""
+    _choosing.depth = getattr(_choosing, "depth", 0) + 1
+    try:
+        return choose()
+    finally:
+        _choosing.depth -= 1
 
 
 def _importing_now():
@@ -276,10 +318,10 @@ def _choose_again(key, choose, left):
     imported) are queued: the call keeps its fallback, but new shapes, and later processes
     through the disk cache, get the kernel. Again after any import it queued in turn (at most
     ``left`` times)."""
-    choose()
+    _choosing_with(choose)
     if left > 1 and _importing_now():
         submit(("tier", key, left), f"tier {key}", lambda: _choose_again(key, choose, left - 1),
-               record=False)
+               record=False, priority=NOW)
 
 
 def forget_tiers():

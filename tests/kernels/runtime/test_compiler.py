@@ -475,3 +475,45 @@ def test_fork_after_numba_tbb_threads_ran():
         print("ok")
     """, timeout=300, EMBER_THREADING_LAYER="tbb", EMBER_JIT_COMPILE="sync")
     assert out.strip() == "ok"
+
+
+def test_compiles_queued_while_a_tier_chooses_run_after_the_others():
+    """A compile queued while a ``tier`` chooses serves only later keys and processes (the call
+    keeps its choice): those that callers switch to at once (pooling) run first, in order."""
+    import threading
+    ran, gate = [], threading.Event()
+    compiler.submit(("test-gate", id(gate)), "gate", gate.wait, record=False)
+
+    def queue(tag):
+        compiler.submit(("test-order", id(ran), tag), tag, lambda: ran.append(tag), record=False)
+        return tag
+    assert compiler.tier(("test-order", id(ran), 1), lambda: queue("kept 1")) == "kept 1"
+    queue("switches 1")
+    compiler.tier(("test-order", id(ran), 2), lambda: queue("kept 2"))
+    queue("switches 2")
+    compiler.submit(("test-order", id(ran), "asked"), "asked", lambda: ran.append("asked"),
+                    record=False, priority=compiler.LATER)
+    gate.set()
+    compiler.wait_compiles()
+    assert ran == ["switches 1", "switches 2", "kept 1", "kept 2", "asked"]
+
+
+def test_a_compile_queued_later_moves_up_when_asked_for_outside_a_tier_and_runs_once():
+    """A kernel first queued while a ``tier`` chose (LATER) that a freely switching caller then
+    asks for moves ahead of the other LATER compiles, and still runs once."""
+    import threading
+    ran, gate = [], threading.Event()
+    compiler.submit(("test-gate", id(gate)), "gate", gate.wait, record=False)
+
+    def queue(tag):
+        compiler.submit(("test-up", id(ran), tag), tag, lambda: ran.append(tag), record=False)
+        return tag
+    compiler.tier(("test-up", id(ran), 1), lambda: queue("conv"))
+    compiler.tier(("test-up", id(ran), 2), lambda: queue("shared"))
+    queue("shared")
+    queue("shared")
+    assert compiler.pending(("test-up", id(ran), "shared"))
+    gate.set()
+    compiler.wait_compiles()
+    assert ran == ["shared", "conv"]
+    assert not compiler.pending(("test-up", id(ran), "shared"))
