@@ -234,12 +234,12 @@ def _gcn(backend, root):
 
 def _siamese_network(backend, root):
     # every digit class at least twice in each split (the program draws a second image of the
-    # class until it differs from the first); --lr 0.01, not the default 1.0: there the sigmoid
-    # saturates to exactly 1.0 in float32 within a few steps and ember's binary_cross_entropy
-    # gradient is NaN at an input of exactly 0 or 1 (torch's is finite: LEFT_OUT.md)
+    # class until it differs from the first); the default --lr 1.0, where the sigmoid saturates
+    # to exactly 1.0 in float32 within a few steps: binary_cross_entropy's gradient is finite
+    # there, as torch's
     datagen.write_mnist(os.path.join(root, "data"), train_size=48, test_size=48)
     out = run(backend, root, "siamese_network/main.py", [
-        "--epochs", "1", "--batch-size", "16", "--test-batch-size", "48", "--lr", "0.01",
+        "--epochs", "1", "--batch-size", "16", "--test-batch-size", "48",
         "--log-interval", "1", "--save-model"])
     assert len(floats(MNIST_TRAIN_LOG, out, least=3)) == 3
     floats(MNIST_TEST_LOG, out)
