@@ -91,7 +91,7 @@ def test_without_numba_kernels_take_their_numpy_paths(monkeypatch):
     """Numba missing: remembered after one look (no search per call), and convolution, pooling
     and the fused Adam update take their NumPy paths."""
     from ember.kernels import conv as C
-        from ember.kernels.pool import pool2d as pool
+    from ember.kernels.pool import pool2d as pool
     from ember.kernels.conv import direct, winograd
     from ember.kernels.runtime import compiler as nr
     from ember.optim import _fused
