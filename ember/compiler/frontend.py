@@ -257,7 +257,7 @@ def _fmt(v):
 
 # ---------------------------------------------------------------------------------- entries
 class _Entry:
-    __slots__ = ("key", "traced", "captured", "breaks", "eager_reason", "objects")
+    __slots__ = ("key", "traced", "captured", "breaks", "eager_reason", "objects", "batch")
 
     def __init__(self, key, traced=None, captured=(), breaks=(), eager_reason=None):
         self.key = key
@@ -266,6 +266,7 @@ class _Entry:
         self.breaks = list(breaks)
         self.eager_reason = eager_reason
         self.objects = ()
+        self.batch = None   # the batch size it was traced for, when it runs at any batch size
 
     def valid(self):
         for t, v in self.captured:
@@ -334,6 +335,9 @@ class CompiledFunction:
         self.options = dict(options or {})
         self.debug = self.mode == "debug" or bool(self.options.get("trace.enabled"))
         self._entries = {}
+        self._dynamic = {}   # batch-erased guard key -> entry that runs at any batch size
+        self._dynamic_why = None
+        self.dynamic_fallbacks = []   # why a trace could not make the batch size symbolic
         self._last = None
         self._over_limit = set()
         self.breaks = []
@@ -350,6 +354,8 @@ class CompiledFunction:
 
     def reset(self):
         self._entries.clear()
+        self._dynamic.clear()
+        self.dynamic_fallbacks.clear()
         self._last = None
         self._over_limit.clear()
         self.breaks.clear()
@@ -393,6 +399,8 @@ class CompiledFunction:
             return self.fn(*args, **kwargs)
         key = self._key(args, kwargs)
         entry = self._entries.get(key)
+        if entry is None and self._dynamic:
+            entry = self._dynamic_entry(key, args, kwargs)
         if entry is not None and entry.valid():
             self._last = entry
             if entry.traced is None:
@@ -412,6 +420,8 @@ class CompiledFunction:
         if stale is not None:
             why = getattr(stale.traced, "stale", None)
             reason = (why and why()) or "a captured tensor was modified in place"
+        elif self._dynamic_why is not None:
+            reason, self._dynamic_why = self._dynamic_why, None
         elif self._last is not None:
             reason = _describe_change(self._last.key, key, None)
         else:
@@ -434,6 +444,78 @@ class CompiledFunction:
             if self.debug:
                 print(f"[ember.compile] recompiling '{self.__name__}': {reason}")
         return self._trace(key, args, kwargs)
+
+    # ---- dynamic batch size ---------------------------------------------------------------
+    def _dynamic_entry(self, key, args, kwargs):
+        """The entry that runs this call at its batch size without a retrace: one traced for
+        the same guards but the batch size (``_make_dynamic``) whose shape guards hold for
+        these shapes; None (the reason kept for the recompile) otherwise."""
+        b = _key_batch(key)
+        if b is None or b < 2 or self.dynamic is False:
+            return None
+        entry = self._dynamic.get(_batch_key(key))
+        if entry is None:
+            return None
+        sargs, skwargs, _ = _strip(args, kwargs) if entry.objects else (args, kwargs, None)
+        for traced in _guarded(entry.traced):
+            guards = traced._guards
+            flat = traced._flat_inputs((sargs, skwargs) if skwargs else sargs)
+            arrays = [t._data for t in flat]
+            sig = tuple(a.shape for a in arrays)
+            if sig in guards.ok:
+                continue
+            bad = guards.violations(arrays)
+            if bad:
+                c = bad[0][0]
+                fn, line, src = c[5]
+                self._dynamic_why = (f"a size the trace read in Python changed with the batch "
+                                     f"size {b} (traced for {entry.batch}): {c[6]} at {fn}:"
+                                     f"{line}: `{src}`")
+                return None
+            guards.ok.add(sig)
+        return entry
+
+    def _make_dynamic(self, entry):
+        """Let ``entry`` run at any batch size (the leading dimension of every tensor input)
+        when ``dynamic=True`` (its programs must not hold the batch size as a constant) or, with
+        ``dynamic=None``, when an entry for the same guards at another batch size exists (torch's
+        automatic dynamic): the two traces must be the same program but for the batch size,
+        which becomes a ``size`` of a batch input where an attribute holds it (a reshape in a
+        backward pass). Otherwise each batch size keeps its own trace and the reason is kept
+        in ``dynamic_fallbacks`` (warned once)."""
+        if self.dynamic is False or entry.traced is None:
+            return
+        key = entry.key
+        b = _key_batch(key)
+        if b is None or b < 2:
+            return
+        bkey = _batch_key(key)
+        if bkey in self._dynamic:
+            return
+        why = None
+        if self.dynamic:
+            why = _frozen_batch(entry.traced, b)
+        if self.dynamic is None or why is not None:
+            prev = [e for e in self._entries.values() if e is not entry and
+                    e.traced is not None and e.key[2] is not None and
+                    _batch_key(e.key) == bkey and _key_batch(e.key) not in (None, b)]
+            if not prev:   # dynamic=None: the first batch size specialises, as torch's;
+                return     # dynamic=True: the second one compares the two traces
+            else:
+                why = _generalise(prev[-1].traced, entry.traced, _key_batch(prev[-1].key), b)
+        if why is not None:
+            self.dynamic_fallbacks.append(why)
+            if len(self.dynamic_fallbacks) == 1:
+                warnings.warn(f"ember.compile: '{self.__name__}' cannot make the batch size "
+                              f"dynamic: {why}; each batch size is traced again",
+                              RecompileWarning, stacklevel=4)
+            if self.debug:
+                print(f"[ember.compile] '{self.__name__}': batch size stays static: {why}")
+            return
+        entry.batch = b
+        self._dynamic[bkey] = entry
+        if self.debug:
+            print(f"[ember.compile] '{self.__name__}': the batch size is dynamic (traced at {b})")
 
     def _note_backward(self, why):
         self.backward_fallbacks.append(why)
@@ -503,6 +585,8 @@ class CompiledFunction:
             return joint(tracer, out) if joint is not None else ([], [])
         traced, out, flat_out, tracer = record(target, example, make_tracer, strict=False,
                                                name=name, after=after)
+        if self.module is not None:
+            _name_state(traced.graph)
         if tracer.breaks:
             self._record_breaks(key, tracer.breaks)
             return out
@@ -540,6 +624,7 @@ class CompiledFunction:
         entry = self._entries[key] = self._last = _Entry(
             key, fast, [(t, t._version) for t, _ in tracer.captured])  # after the run's writes
         entry.objects = list(objects.values())   # alive: their ids stay theirs
+        self._make_dynamic(entry)
         if self.debug:
             groups = fast.graph.find_nodes("fusion_group")
             print(f"[ember.compile] traced '{self.__name__}': {len(fast.graph.nodes)} nodes, "
@@ -586,12 +671,241 @@ class CompiledFunction:
         entry = self._entries[key] = self._last = _Entry(
             key, runner, [(t, t._version) for t, _ in tracer.captured])
         entry.objects = list(objects.values())
+        self._make_dynamic(entry)
         if self.debug:
             groups = runner.graph.find_nodes("fusion_group")
             print(f"[ember.compile] traced the training step '{self.__name__}': "
                   f"{len(runner.graph.nodes)} nodes, {len(groups)} fusion groups\n"
                   f"{runner.graph}")
         return out
+
+
+# ---------------------------------------------------------------------------- dynamic batch
+def _is_tensor_part(p):
+    return isinstance(p, tuple) and len(p) == 3 and isinstance(p[0], tuple) and \
+        isinstance(p[1], str)
+
+
+def _key_batch(key):
+    """The leading dimension every tensor argument of guard key ``key`` shares; None when
+    there is no tensor argument, a 0-d one, or their leading dimensions differ."""
+    if key[2] is None:
+        return None
+    dims = {p[0][0] if p[0] else None for p in key[2] if _is_tensor_part(p)}
+    return dims.pop() if len(dims) == 1 else None
+
+
+def _batch_key(key):
+    """``key`` with every tensor argument's leading dimension erased."""
+    parts = tuple(((None,) + p[0][1:], p[1], p[2]) if _is_tensor_part(p) else p
+                  for p in key[2])
+    return key[0], key[1], parts, key[3]
+
+
+def _guarded(runner):
+    """The traced callables behind a compiled entry that hold shape guards."""
+    out = []
+    for t in (runner, getattr(runner, "fallback", None), getattr(runner, "_traced", None)):
+        if t is not None and getattr(t, "_guards", None) is not None and \
+                all(t is not o for o in out):
+            out.append(t)
+    return out
+
+
+def _programs(runner):
+    """[(label, graph, recompile)] of a compiled entry's generated programs."""
+    from ember.jit.codegen import compile_graph
+    if isinstance(runner, CompiledAutograd):
+        def fwd():
+            runner._fwd = compile_graph(runner.graph, "array", f"{runner.name}_forward")[0]
+
+        def bwd():
+            runner._bwd = compile_graph(runner.backward_graph, "array",
+                                        f"{runner.name}_backward")[0]
+        return [("the forward", runner.graph, fwd),
+                ("the backward", runner.backward_graph, bwd)] + _programs(runner.fallback)
+    if isinstance(runner, WholeStep):
+        def step():
+            runner._fn, runner.code = compile_graph(runner.graph, "array", f"{runner.name}_step")
+        return [("the training step", runner.graph, step)]
+    return [("the forward (no gradient)", runner.graph, runner.recompile)]
+
+
+def _all_nodes(g):
+    for n in g.nodes:
+        yield g, n
+        sub = n.attrs.get("graph") if n.kind == "fusion_group" else None
+        if sub is not None:
+            yield from _all_nodes(sub)
+
+
+def _holds(x, b):
+    if isinstance(x, (list, tuple)):
+        return any(_holds(y, b) for y in x)
+    return type(x) is int and x == b
+
+
+def _where(n):
+    return f" (from {n.source})" if n.source else ""
+
+
+def _frozen_batch(runner, b):
+    """Why ``runner``'s programs, traced at batch size ``b``, may hold it as a constant (an
+    attribute equal to ``b``, a constant array with a dimension ``b``); None when none does.
+    Conservative: a feature size equal to ``b`` counts too (the next batch size then compares
+    two traces instead)."""
+    for label, g, _ in _programs(runner):
+        for owner, n in _all_nodes(g):
+            if n.kind == "constant":
+                arr = owner.constants.get(n.attrs.get("name"))
+                if arr is not None and b in arr.shape:
+                    return (f"{label} holds a constant of shape {list(arr.shape)} at batch "
+                            f"size {b}{_where(n)}")
+                continue
+            for k, v in n.attrs.items():
+                if k != "graph" and _holds(v, b):
+                    return f"{label}'s {n.kind}({k}={v!r}) holds the batch size {b}{_where(n)}"
+    return None
+
+
+def _generalise(old, new, b1, b2):
+    """None when compiled entry ``new`` (traced at batch size ``b2``) runs at every batch size:
+    its programs equal ``old``'s (traced at ``b1``) but for the batch size; an attribute that
+    is ``b1`` in one and ``b2`` in the other (a reshape's shape in a backward pass) becomes the
+    ``size`` of a batch formal, and the program is regenerated. Else why not, in words."""
+    from ember.jit.ir import SymRef
+    if type(old) is not type(new):
+        return f"the traces at batch sizes {b1} and {b2} differ in kind"
+    po, pn = _programs(old), _programs(new)
+    if len(po) != len(pn):
+        return f"the traces at batch sizes {b1} and {b2} differ"
+    plan = []
+    for (label, go, _), (_, gn, regen) in zip(po, pn):
+        edits = []
+        why = _diff_graph(go, gn, b1, b2, edits, label)
+        if why is not None:
+            return why
+        if edits:
+            formal = next((v for v in gn.inputs if v.role == "input" and v.shape and
+                           v.shape[0] == b2), None)
+            if formal is None:
+                n, k, _ = edits[0]
+                return (f"{label}'s {n.kind}({k}=...) holds the batch size and no input of it "
+                        f"has the batch as its leading dimension")
+            plan.append((gn, formal, edits, regen))
+    for gn, formal, edits, regen in plan:
+        size = gn.create_node("size", [formal], {"dim": 0}, [(np.dtype(np.int64), ())])
+        gn.insert(size, index=0)
+        sv = size.output
+        for n, k, pairs in edits:
+            n.attrs[k] = _symbolise(n.attrs[k], pairs, SymRef(sv))
+            sv.uses.append(n)
+        gn.lint()
+        regen()
+    return None
+
+
+def _diff_graph(go, gn, b1, b2, edits, label):
+    """Compare two traces node by node (``edits``: the attributes to make symbolic)."""
+    if len(go.inputs) != len(gn.inputs) or len(go.nodes) != len(gn.nodes) or \
+            len(go.outputs) != len(gn.outputs):
+        return f"{label} differs between batch sizes {b1} and {b2} (other ops)"
+    for vo, vn in zip(go.inputs, gn.inputs):
+        if vo.name != vn.name or vo.dtype != vn.dtype or len(vo.shape) != len(vn.shape) or \
+                any(x != y and (x, y) != (b1, b2) for x, y in zip(vo.shape, vn.shape)):
+            return (f"{label}'s input %{vn.name} is {vn.type_str} at batch size {b2} and "
+                    f"{vo.type_str} at {b1}")
+    if [v.name for v in go.outputs] != [v.name for v in gn.outputs]:
+        return f"{label} differs between batch sizes {b1} and {b2} (other outputs)"
+    for no, nn in zip(go.nodes, gn.nodes):
+        if no.kind != nn.kind or [o.name for o in no.outputs] != [o.name for o in nn.outputs] \
+                or _args_key(no.args) != _args_key(nn.args) or set(no.attrs) != set(nn.attrs):
+            return (f"{label} differs between batch sizes {b1} and {b2}: `{_fmt_node(no)}` "
+                    f"at {b1}, `{_fmt_node(nn)}` at {b2}{_where(nn)}")
+        if nn.kind == "constant":
+            a = go.constants.get(no.attrs.get("name"))
+            c = gn.constants.get(nn.attrs.get("name"))
+            if a is None or c is None or a.shape != c.shape or a.dtype != c.dtype or \
+                    not np.array_equal(a, c, equal_nan=True):
+                return (f"{label} holds a constant that depends on the batch size (shape "
+                        f"{list(c.shape) if c is not None else '?'} at batch size {b2}){_where(nn)}")
+            continue
+        for k in nn.attrs:
+            x, y = no.attrs[k], nn.attrs[k]
+            if k == "graph" and nn.kind == "fusion_group":
+                inner = []
+                why = _diff_graph(x, y, b1, b2, inner, label)
+                if why is None and inner:
+                    why = (f"{label}'s fused {inner[0][0].kind}({inner[0][1]}=...) holds the "
+                           f"batch size{_where(nn)}")
+                if why is not None:
+                    return why
+                continue
+            if _attr_key(x) == _attr_key(y):
+                continue
+            pairs = _batch_positions(x, y, b1, b2)
+            if pairs is None:
+                return (f"{label}'s {nn.kind}({k}=...) is {y!r} at batch size {b2} and {x!r} "
+                        f"at {b1}{_where(nn)}")
+            edits.append((nn, k, pairs))
+    return None
+
+
+def _fmt_node(n):
+    from ember.jit.ir import _fmt_node as fmt
+    return fmt(n, "fusion_group" if n.kind == "fusion_group" else None)
+
+
+def _args_key(args):
+    from ember.jit.ir import SymRef, Value
+    if isinstance(args, Value):
+        return ("%", args.name)
+    if isinstance(args, SymRef):
+        return ("int", args.value.name)
+    if isinstance(args, (list, tuple)):
+        return (type(args).__name__, tuple(_args_key(a) for a in args))
+    return repr(args)
+
+
+_attr_key = _args_key
+
+
+def _batch_positions(x, y, b1, b2, path=()):
+    """The paths inside attribute ``y`` where ``x`` holds ``b1`` and ``y`` ``b2`` (every other
+    element equal); None when they differ otherwise."""
+    if type(x) is int and type(y) is int:
+        if x == y:
+            return []
+        return [path] if (x, y) == (b1, b2) else None
+    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)) and \
+            type(x) is type(y) and len(x) == len(y):
+        out = []
+        for i, (p, q) in enumerate(zip(x, y)):
+            sub = _batch_positions(p, q, b1, b2, path + (i,))
+            if sub is None:
+                return None
+            out.extend(sub)
+        return out
+    return [] if _attr_key(x) == _attr_key(y) else None
+
+
+def _symbolise(v, paths, ref):
+    if () in paths:
+        return ref
+    if isinstance(v, (list, tuple)):
+        items = [_symbolise(x, [p[1:] for p in paths if p and p[0] == i], ref)
+                 for i, x in enumerate(v)]
+        return type(v)(items)
+    return v
+
+
+def _name_state(g):
+    """A compiled Module's parameter and buffer formals named ``self.<path>`` (``self.0.weight``,
+    ``self.fc1.bias``), so that none reads as a value (``%0.weight`` beside ``%0``)."""
+    for v in g.inputs:
+        if v.role in ("param", "buffer") and not v.name.startswith("self."):
+            g._names.discard(v.name)
+            v.name = g._fresh("self." + v.name)
 
 
 def _param_names(fn, objects):

@@ -249,7 +249,7 @@ def test_inplace_parameter_update_is_seen():
 
 def test_new_batch_size_recompiles():
     m = MLP().double()
-    compiled = ember.compile(m)
+    compiled = ember.compile(m, dynamic=False)
     for b in (4, 7, 4):
         x, _ = _data(m, b)
         np.testing.assert_allclose(compiled(x).numpy(force=True), m(x).numpy(force=True),
@@ -408,7 +408,7 @@ def test_batchnorm_module_argument_updates_running_stats_without_retracing():
 def test_cache_limit_then_eager_with_warning(monkeypatch):
     monkeypatch.setattr(ember._dynamo.config, "cache_size_limit", 2)
 
-    @ember.compile
+    @ember.compile(dynamic=False)
     def f(x):
         return x * 2
 
@@ -563,7 +563,7 @@ def test_recompile_limit_is_the_functions_own_and_arguments_are_checked():
     f(ember.ones(2))
     with pytest.warns(RecompileWarning):
         f(ember.ones(3))
-    g = ember.compile(lambda x: x + 1)
+    g = ember.compile(lambda x: x + 1, dynamic=False)
     for n in range(2, 5):
         g(ember.ones(n))
     assert len(g._compiled.recompiles) == 2
@@ -571,3 +571,117 @@ def test_recompile_limit_is_the_functions_own_and_arguments_are_checked():
                dict(backend=ember.ones(2)), dict(recompile_limit=0)):
         with pytest.raises(ember.errors.EmberError, match="compile"):
             ember.compile(nn.Linear(2, 2), **kw)
+
+
+# ---------------------------------------------------------------------- dynamic batch size
+class ViewFlatten(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 2, 3)
+        self.fc = nn.Linear(2 * 4 * 4, 3)
+
+    def forward(self, x):
+        y = F.relu(self.conv(x))
+        return self.fc(y.view(y.size(0), -1))
+
+
+def _batch(model, b, seed):
+    if isinstance(model, ViewFlatten):
+        return ember.tensor(np.random.default_rng(seed).standard_normal((b, 1, 6, 6)),
+                            dtype=f64)
+    return _data(model, b, seed)[0]
+
+
+def _run_batches(cls, dynamic, sizes=(8, 16, 5, 16, 8)):
+    """Forward + backward through the compiled module at each batch size, and a no-grad
+    forward, against eager (float64); returns the CompiledFunction."""
+    eager, twin = _pair(cls)
+    compiled = ember.compile(twin, dynamic=dynamic)
+    for i, b in enumerate(sizes):
+        x = _batch(eager, b, i)
+        for m in (eager, compiled):
+            for p in m.parameters():
+                p.grad = None
+        ye, yc = eager(x), compiled(x)
+        np.testing.assert_allclose(yc.numpy(force=True), ye.numpy(force=True), rtol=0,
+                                   atol=1e-10)
+        (ye * ye).sum().backward()
+        (yc * yc).sum().backward()
+        for p, q in zip(eager.parameters(), twin.parameters()):
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=0, atol=1e-10)
+    return compiled._compiled
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5, ViewFlatten])
+def test_second_batch_size_makes_the_batch_dynamic(cls):
+    # dynamic=None (torch's automatic dynamic): 8 is traced, 16 traced again and found the
+    # same program but for the batch size, which becomes symbolic; 5 and later sizes reuse it
+    cf = _run_batches(cls, None)
+    assert cf.traces == 2 and len(cf.recompiles) == 1 and cf.dynamic_fallbacks == []
+    assert isinstance(cf._last.traced, CompiledAutograd)
+    assert [e.batch for e in cf._dynamic.values()] == [16]
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5, ViewFlatten])
+def test_dynamic_true_and_false(cls):
+    cf = _run_batches(cls, True)
+    # the MLP's programs hold no batch size: one trace; the flatten's backward reshapes to the
+    # traced batch size ((8, 16, 5, 5)): the second batch size compares two traces
+    assert cf.traces == (1 if cls is MLP else 2) and cf.dynamic_fallbacks == []
+    assert _run_batches(cls, False).traces == 3   # static: one trace per batch size
+
+
+def test_view_flatten_backward_reads_the_batch_size_from_an_input():
+    cf = _run_batches(ViewFlatten, None, sizes=(8, 16))
+    fwd, bwd = str(cf._last.traced.graph), str(cf._last.traced.backward_graph)
+    assert "view(%2, size=(int(%3), -1))" in fwd
+    assert "reshape(%" in bwd and "shape=(int(%" in bwd and "(16, 2, 4, 4)" not in bwd
+    with ember.no_grad():   # the no-grad forward is dynamic from its second batch size too
+        m = cf.module
+        for b in (8, 3, 11):
+            x = _batch(m, b, b)
+            np.testing.assert_allclose(cf(x).numpy(), m(x).numpy(), rtol=0, atol=1e-12)
+    assert cf.traces == 4   # 2 with grad, 2 without (8, then 3)
+
+
+def test_batch_size_read_as_a_python_number_stays_static():
+    def f(x):
+        return x.sum(0) / float(x.shape[0])   # the batch size frozen as a constant
+    compiled = ember.compile(f)
+    with pytest.warns(RecompileWarning, match=r"cannot make the batch size dynamic: the "
+                      r"forward \(no gradient\) differs between batch sizes 8 and 16: .*div"):
+        for b in (8, 16, 5):
+            x = ember.tensor(np.random.default_rng(b).standard_normal((b, 3)))
+            np.testing.assert_allclose(compiled(x).numpy(), x.numpy().mean(0), rtol=0,
+                                       atol=1e-12)
+    cf = compiled._compiled
+    assert cf.traces == 3 and len(cf.dynamic_fallbacks) == 2
+
+
+def test_dynamic_batch_rechecks_shape_guards():
+    def f(x):
+        if x.shape[0] > 10:    # a branch on the batch size: guarded
+            return x * 2
+        return x * 3
+    compiled = ember.compile(f, dynamic=True)
+    for b in (8, 9, 16, 5):
+        x = ember.ones(b, 2, dtype=f64)
+        assert compiled(x).tolist() == (x * (2 if b > 10 else 3)).tolist()
+    cf = compiled._compiled
+    assert cf.traces == 2
+    assert cf.recompiles[-1].startswith("a size the trace read in Python changed with the "
+                                        "batch size 16 (traced for 8): %x.size(0) > 10 at ")
+
+
+def test_compiled_module_names_parameters_by_path():
+    from ember.jit.ir import parse
+    m = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 2)).double()
+    compiled = ember.compile(m)
+    compiled(ember.randn(2, 4, dtype=f64)).sum().backward()
+    runner = compiled._compiled._last.traced
+    names = [v.name for v in runner.graph.inputs]
+    assert names == ["input", "self.0.weight", "self.0.bias", "self.2.weight", "self.2.bias"]
+    assert "%saved_self.2.weight" in str(runner.backward_graph)
+    for g in (runner.graph, runner.backward_graph):
+        assert parse(str(g)) == g
+    assert [n for n, _ in compiled.named_parameters()][0] == "_orig_mod.0.weight"

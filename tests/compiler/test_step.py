@@ -93,13 +93,14 @@ def _setup(cls, opt, dtype, zero_first=True, sched=False):
     return out
 
 
-def _train(cls, opt, dtype, steps=10, batch=4, **kw):
+def _train(cls, opt, dtype, steps=10, batch=4, batches=None, dynamic=None, **kw):
     (me, oe, se, step_e), (mc, oc, sc, step_c) = _setup(cls, opt, dtype, **kw)
-    compiled = ember.compile(step_c)
+    compiled = ember.compile(step_c, dynamic=dynamic)
+    batches = batches or [batch] * steps
     with warnings.catch_warnings():
         warnings.simplefilter("error", GraphBreakWarning)
-        for i in range(steps):
-            x, y = _data(me, batch, i, dtype)
+        for i, b in enumerate(batches):
+            x, y = _data(me, b, i, dtype)
             le, lc = step_e(x, y), compiled(x, y)
             assert abs(le.item() - lc.item()) <= 1e-10 * max(1.0, abs(le.item())) \
                 if dtype == ember.float64 else abs(le.item() - lc.item()) < 1e-4
@@ -134,6 +135,23 @@ def test_whole_step_matches_eager_float64(cls, opt):
     # one trace after the state-creating first step; the other 8 calls ran the program
     assert (cf.traces, cf.warmups, cf.breaks, cf.recompiles) == (1, 1, [], [])
     assert isinstance(cf._last.traced, WholeStep)
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5])
+@pytest.mark.parametrize("opt", ["sgd_momentum", "adamw"])
+def test_whole_step_dynamic_batch_matches_eager(cls, opt):
+    # 8: the optimizer state is created (eager), 8 traced, 16 traced again and found the same
+    # step but for the batch size (LeNet-5's flatten backward reshape then reads it from the
+    # input): 5, 7 and 16 run that program without a retrace
+    sizes = [8, 8, 16, 16, 5, 5, 16, 8, 5, 7]
+    me, mc, oe, oc, cf = _train(cls, opt, ember.float64, batches=sizes)
+    _close(me, mc, ember.float64)
+    assert (cf.traces, cf.warmups, cf.breaks, cf.dynamic_fallbacks) == (2, 1, [], [])
+    assert [e.batch for e in cf._dynamic.values()] == [16]
+    assert isinstance(cf._last.traced, WholeStep)
+    me, mc, oe, oc, cf = _train(cls, opt, ember.float64, batches=sizes[:6], dynamic=False)
+    _close(me, mc, ember.float64)
+    assert cf.traces == 3
 
 
 @pytest.mark.parametrize("opt", ["sgd_nesterov_maximize", "sgd_dampening", "sgd_plain",
