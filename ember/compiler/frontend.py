@@ -740,9 +740,10 @@ def _all_nodes(g):
 
 
 def _holds(x, b):
+    """Whether attribute ``x`` holds ``b`` or a multiple of it."""
     if isinstance(x, (list, tuple)):
         return any(_holds(y, b) for y in x)
-    return type(x) is int and x == b
+    return type(x) is int and x != 0 and x % b == 0
 
 
 def _where(n):
@@ -751,14 +752,15 @@ def _where(n):
 
 def _frozen_batch(runner, b):
     """Why ``runner``'s programs, traced at batch size ``b``, may hold it as a constant (an
-    attribute equal to ``b``, a constant array with a dimension ``b``); None when none does.
+    int attribute equal to ``b`` or a multiple of it, a constant array with such a dimension);
+    None when none does (a size Python read as a number is a shape guard, checked per call).
     Conservative: a feature size equal to ``b`` counts too (the next batch size then compares
     two traces instead)."""
     for label, g, _ in _programs(runner):
         for owner, n in _all_nodes(g):
             if n.kind == "constant":
                 arr = owner.constants.get(n.attrs.get("name"))
-                if arr is not None and b in arr.shape:
+                if arr is not None and _holds(arr.shape, b):
                     return (f"{label} holds a constant of shape {list(arr.shape)} at batch "
                             f"size {b}{_where(n)}")
                 continue
@@ -785,9 +787,9 @@ def _generalise(old, new, b1, b2):
         why = _diff_graph(go, gn, b1, b2, edits, label)
         if why is not None:
             return why
-        if edits:
-            formal = next((v for v in gn.inputs if v.role == "input" and v.shape and
-                           v.shape[0] == b2), None)
+        if edits:   # an input whose leading dimension is the batch in both traces
+            formal = next((v for u, v in zip(go.inputs, gn.inputs) if v.role == "input" and
+                           v.shape and v.shape[0] == b2 and u.shape[0] == b1), None)
             if formal is None:
                 n, k, _ = edits[0]
                 return (f"{label}'s {n.kind}({k}=...) holds the batch size and no input of it "

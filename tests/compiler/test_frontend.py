@@ -644,6 +644,37 @@ def test_view_flatten_backward_reads_the_batch_size_from_an_input():
     assert cf.traces == 4   # 2 with grad, 2 without (8, then 3)
 
 
+class LossNet(nn.Module):
+    """A scalar output (its cotangent is 0-d) and a weight of 16 output features: at batch
+    size 16 the backward's first saved formal with a leading 16 is that weight."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(1, 16, 3)
+        self.fc = nn.Linear(16 * 2 * 2, 16)
+
+    def forward(self, x):
+        y = F.relu(self.conv(x))
+        return self.fc(y.flatten(1)).pow(2).sum()
+
+
+def test_symbolic_batch_is_read_from_a_batch_input_not_a_same_sized_weight():
+    eager, twin = _pair(LossNet)
+    compiled = ember.compile(twin)
+    for i, b in enumerate((8, 16, 5)):
+        x = ember.tensor(np.random.default_rng(i).standard_normal((b, 1, 4, 4)), dtype=f64)
+        for m in (eager, twin):
+            m.zero_grad()
+        le, lc = eager(x), compiled(x)
+        assert abs(le.item() - lc.item()) <= 1e-10 * abs(le.item())
+        le.backward()
+        lc.backward()
+        for p, q in zip(eager.parameters(), twin.parameters()):
+            np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=0, atol=1e-10)
+    cf = compiled._compiled
+    assert cf.traces == 2 and "size(%saved_x, dim=0)" in str(cf._last.traced.backward_graph)
+
+
 def test_batch_size_read_as_a_python_number_stays_static():
     def f(x):
         return x.sum(0) / float(x.shape[0])   # the batch size frozen as a constant
