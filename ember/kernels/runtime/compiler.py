@@ -162,6 +162,15 @@ def _worker():
         if not live:   # an entry a later ``submit`` moved up: it has run already
             _queue.task_done()
             continue
+        if priority == LATER and seq not in _graced:
+            # a LATER compile runs for seconds: first let the callers that switch at once (the
+            # next training step, after an import this thread ran) queue theirs ahead of it
+            _graced.add(seq)
+            _grace()
+            _queue.put((priority, seq, key, name, job, record))
+            _queue.task_done()
+            continue
+        _graced.discard(seq)
         start = time.perf_counter()
         try:
             with _job_lock:
@@ -187,6 +196,13 @@ def _worker():
 # kernels that process never ran.
 NOW, LATER = 0, 1     # ``submit`` priorities
 _seq = 0              # submission counter: first in, first out within a priority
+_graced = set()       # seqs of LATER entries the worker has already held back once
+LATER_GRACE_S = 0.25  # how long the worker waits before starting a LATER compile
+
+
+def _grace():
+    import time
+    time.sleep(LATER_GRACE_S)
 _choosing = threading.local()   # .depth > 0 while this thread runs a ``tier``'s ``choose``
 
 

@@ -517,3 +517,24 @@ def test_a_compile_queued_later_moves_up_when_asked_for_outside_a_tier_and_runs_
     compiler.wait_compiles()
     assert ran == ["shared", "conv"]
     assert not compiler.pending(("test-up", id(ran), "shared"))
+
+
+def test_a_later_compile_lets_a_compile_queued_meanwhile_run_first(monkeypatch):
+    """Before a LATER compile starts, the worker gives the callers that switch at once (their
+    next call, after an import the worker ran) the chance to queue theirs ahead of it."""
+    import threading
+    ran, holding, release = [], threading.Event(), threading.Event()
+
+    def grace():
+        holding.set()
+        release.wait()
+    monkeypatch.setattr(compiler, "_grace", grace)
+    compiler.wait_compiles()
+    compiler.tier(("test-grace", id(ran)), lambda: compiler.submit(
+        ("test-grace", id(ran), "conv"), "conv", lambda: ran.append("conv"), record=False))
+    assert holding.wait(60)
+    compiler.submit(("test-grace", id(ran), "pool"), "pool", lambda: ran.append("pool"),
+                    record=False)
+    release.set()
+    compiler.wait_compiles()
+    assert ran == ["pool", "conv"]
