@@ -457,18 +457,18 @@ class CompiledFunction:
         if entry is None:
             return None
         sargs, skwargs, _ = _strip(args, kwargs) if entry.objects else (args, kwargs, None)
-        for traced in _guarded(entry.traced):
-            guards = traced._guards
+        for traced, guards in _guarded(entry.traced):
             flat = traced._flat_inputs((sargs, skwargs) if skwargs else sargs)
             arrays = [t._data for t in flat]
             sig = tuple(a.shape for a in arrays)
             if sig in guards.ok:
                 continue
-            bad = guards.violations(arrays)
+            bad = _violations(guards, arrays)
             if bad:
-                c = bad[0][0]
+                c, now = bad[0]
                 fn, line, src = c[5]
-                self._dynamic_why = (f"a size the trace read in Python changed with the batch "
+                what = "changed with" if now is not None else "could not be re-checked at"
+                self._dynamic_why = (f"a size the trace read in Python {what} the batch "
                                      f"size {b} (traced for {entry.batch}): {c[6]} at {fn}:"
                                      f"{line}: `{src}`")
                 return None
@@ -703,13 +703,26 @@ def _batch_key(key):
 
 
 def _guarded(runner):
-    """The traced callables behind a compiled entry that hold shape guards."""
+    """[(traced callable, its ShapeGuards)] behind a compiled entry, each guard set once."""
     out = []
     for t in (runner, getattr(runner, "fallback", None), getattr(runner, "_traced", None)):
-        if t is not None and getattr(t, "_guards", None) is not None and \
-                all(t is not o for o in out):
-            out.append(t)
+        g = getattr(t, "_guards", None)
+        if g is not None and all(g is not o for _, o in out):
+            out.append((t, g))
     return out
+
+
+def _violations(guards, arrays):
+    """``guards.violations`` for a call's input arrays: formals of the guard graph between the
+    inputs and the state (a joint trace's cotangents) get placeholders when no guard reads
+    them; a guard that reads one counts as violated (the call retraces)."""
+    g = guards.graph
+    if g is not None:
+        extra = g.inputs[len(arrays):len(g.inputs) - len(guards.state)]
+        if any(v.uses for v in extra):
+            return [(c, None) for c in guards.checks]
+        arrays = list(arrays) + [np.empty((0,))] * len(extra)
+    return guards.violations(arrays)
 
 
 def _programs(runner):

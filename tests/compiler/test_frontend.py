@@ -675,6 +675,32 @@ def test_symbolic_batch_is_read_from_a_batch_input_not_a_same_sized_weight():
     assert cf.traces == 2 and "size(%saved_x, dim=0)" in str(cf._last.traced.backward_graph)
 
 
+def test_dynamic_batch_with_batchnorm_and_dropout_matches_eager():
+    # batch norm's training-mode check (size(0) == 1) is a shape guard of the joint trace, whose
+    # guard graph also has the cotangent formals: re-checked at 5 and 7, it holds (no retrace)
+    ember.manual_seed(0)
+    eager = nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.Dropout(0.3), nn.Tanh(),
+                          nn.Linear(8, 2)).double()
+    twin = copy.deepcopy(eager)
+    compiled = ember.compile(twin)
+    for i, b in enumerate((8, 16, 5, 16, 7)):
+        x = ember.tensor(np.random.default_rng(i).standard_normal((b, 6)))
+        ember.manual_seed(100 + i)
+        ye = eager(x)
+        ember.manual_seed(100 + i)
+        yc = compiled(x)
+        np.testing.assert_allclose(yc.numpy(force=True), ye.numpy(force=True), rtol=0,
+                                   atol=1e-10)
+        (ye * ye).sum().backward()
+        (yc * yc).sum().backward()
+    for p, q in zip(eager.parameters(), twin.parameters()):
+        np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), rtol=0, atol=1e-10)
+    for p, q in zip(eager.buffers(), twin.buffers()):   # running statistics
+        np.testing.assert_allclose(q.numpy(), p.numpy(), rtol=0, atol=1e-10)
+    cf = compiled._compiled
+    assert cf.traces == 2 and len(cf.recompiles) == 1 and cf.backward_fallbacks == []
+
+
 def test_batch_size_read_as_a_python_number_stays_static():
     def f(x):
         return x.sum(0) / float(x.shape[0])   # the batch size frozen as a constant
