@@ -3,7 +3,8 @@
 Windows are strided views of a padded copy; reductions run once per kernel tap over whole arrays
 (no Python loop over elements). Output sizes, ``ceil_mode`` (the last window must start inside
 the input or the left padding), the padding limit and the argmax convention (flat index into the
-H*W plane, first maximum wins, NaN propagates) follow torch. Errors are ValueError naming the op.
+H*W plane, first maximum wins, NaN propagates, the last NaN gives the index) follow torch.
+Errors are ValueError naming the op.
 """
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -96,11 +97,13 @@ def _tap(a, r, c, s, d, out):
 
 
 def _running_max(taps, out_shape, dtype, start):
-    """Max over (value view, flat index) taps with torch's rule: first max wins, NaN propagates.
+    """Max over (value view, flat index) taps with torch's rule: first max wins, NaN propagates
+    and the last NaN in window order gives the index (torch's walk replaces on ``v > max`` or NaN).
 
     Values: one ``np.maximum`` pass per tap. Indices: taps visited last to first, each writing
-    where it equals the max, so the first maximum wins. ``start`` is the index reported where
-    every tap is -inf (the window's first valid element, never a padding position).
+    where it equals the max, so the first maximum wins; then first to last where NaN. ``start``
+    is the index reported where every tap is -inf (the window's first valid element, never a
+    padding position).
     """
     y = np.array(taps[0][0], dtype=dtype, order="C")
     for v, _ in taps[1:]:
@@ -109,10 +112,10 @@ def _running_max(taps, out_shape, dtype, start):
     nan = np.isnan(y)
     has_nan = nan.any()
     for v, i in reversed(taps):
-        hit = v == y
-        if has_nan:
-            hit |= np.isnan(v)
-        np.copyto(idx, i, where=hit)
+        np.copyto(idx, i, where=v == y)
+    if has_nan:
+        for v, i in taps:
+            np.copyto(idx, i, where=np.isnan(v))
     neg_inf = y == -np.inf
     if neg_inf.any():
         np.copyto(idx, np.broadcast_to(start, out_shape), where=neg_inf)

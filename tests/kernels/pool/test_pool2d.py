@@ -84,6 +84,46 @@ def test_max_pool2d_numba_kernel_equals_numpy_taps(monkeypatch):
         np.testing.assert_array_equal(idx, ridx)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,k,s,p,d,ceil", [
+    ((1, 64, 112, 112), 3, 2, 1, 1, False),     # ResNet's stem pool at batch 1
+    ((1, 5, 17, 13), 3, 2, 1, 1, True),
+    ((2, 3, 15, 11), 3, 2, 1, 1, False),
+    ((1, 4, 9, 10), (3, 2), (2, 3), (1, 1), (2, 1), True),
+    ((1, 3, 8, 8), 2, 2, 0, 1, False),
+    ((1, 2, 7, 9), 3, 1, 1, 1, True),
+])
+def test_max_pool2d_several_nans_ties_and_inf_per_window_match_torch(shape, k, s, p, d, ceil,
+                                                                     dtype, max_path):
+    """Dense ties, -inf and several NaNs per window, batch 1 and odd sizes, through the NumPy
+    taps and the Numba kernels: values and indices as torch's, whose walk replaces on a larger
+    value or a NaN (the first maximum, the last NaN in window order). Both paths reported the
+    first NaN; the separable Numba kernel on NaN-free planes is checked on the plain planes."""
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    x[x == 2] = -np.inf
+    x[:, ::2][x[:, ::2] == -2] = np.nan        # even planes hold NaNs, odd planes none
+    y, idx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    ty, tidx = F.max_pool2d(torch.tensor(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    np.testing.assert_array_equal(y, ty.numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+    x = rng.standard_normal(shape).astype(dtype)
+    y, idx = pool.max_pool2d_forward(x, k, s, p, d, ceil)
+    ty, tidx = F.max_pool2d(torch.tensor(x), k, s, p, d, ceil_mode=ceil, return_indices=True)
+    np.testing.assert_array_equal(y, ty.numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+
+
+def test_adaptive_max_pool2d_several_nans_per_window_match_torch():
+    x = rng.integers(-2, 3, (1, 3, 7, 9)).astype(np.float64)
+    x[x == 2] = np.nan
+    x[x == -2] = -np.inf
+    for out in [(3, 4), (2, 2), (5, 7)]:
+        y, idx = pool.adaptive_max_pool2d_forward(x, out)
+        ty, tidx = F.adaptive_max_pool2d(torch.tensor(x), out, return_indices=True)
+        np.testing.assert_array_equal(y, ty.numpy())
+        np.testing.assert_array_equal(idx, tidx.numpy())
+
+
 AVG_CASES = [  # (shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
     ((2, 3, 9, 8), 2, 2, 0, False, True, None),
     ((2, 3, 9, 8), 3, 2, 1, True, True, None),
@@ -299,7 +339,7 @@ def test_max_pool2d_scatter_refuses_indices_outside_the_plane(monkeypatch):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_max_pool2d_2x2_kernel_equals_general_kernel_on_ties_nan_and_inf(dtype):
     """Dense ties, several NaNs and -inf per window: the 2x2 kernel's column-pair order gives
-    the general kernel's window-order winner (first maximum, first NaN)."""
+    the general kernel's window-order winner (first maximum, last NaN)."""
     pytest.importorskip("numba")
     from ember.kernels.pool import pool2d_numba as pool_numba
     x = rng.integers(-2, 2, (4, 3, 10, 12)).astype(dtype)
