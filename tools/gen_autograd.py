@@ -183,6 +183,11 @@ class Formula:
         return ast.unparse(ast.fix_missing_locations(Qualify().visit(tree)))
 
 
+# an input without a formula: 'non_differentiable' (no gradient flows to it), or 'refuses_grad'
+# (none flows, and a tensor that requires grad is refused while autograd records, as torch's
+# check_no_requires_grad: nll_loss's weight)
+REFUSES_GRAD = "refuses_grad"
+NO_FORMULA = ("non_differentiable", REFUSES_GRAD)
 PASS_KERNEL = "elementwise.kept_pass"   # ``backward_kernel: pointwise`` runs the formula so
 
 
@@ -331,15 +336,15 @@ class OpSpec:
         if "joint" in entry:
             self.joint = Formula(entry["joint"], self)
             for a in self.tensor_args:
-                if entry.get(a.name) != "non_differentiable":
+                if entry.get(a.name) not in NO_FORMULA:
                     self.formulas[a.name] = self.joint
         elif not self.nondiff and not self.composite:
             for a in self.tensor_args:
                 f = entry.get(a.name)
                 if f is None:
                     raise SystemExit(f"{self.name}: no derivative for input '{a.name}' (write a "
-                                     "formula or 'non_differentiable')")
-                if f != "non_differentiable":
+                                     "formula, 'non_differentiable' or 'refuses_grad')")
+                if f not in NO_FORMULA:
                     self.formulas[a.name] = Formula(f, self)
         self.broadcast = bool(entry.get("broadcast"))
         if self.broadcast:
@@ -527,6 +532,9 @@ def emit_record(op, w):
     optional = tuple(a.name for a in op.tensor_args if a.type == "Tensor?")
     if optional:
         kw.append(f"optional={optional!r}")
+    refused = tuple(i for i, a in enumerate(op.tensor_args) if e.get(a.name) == REFUSES_GRAD)
+    if refused:
+        kw.append(f"refuses_grad={refused!r}")
     saves_self = bool(op.tensor_args) and op.tensor_args[0].py in op.saved_keys()
     kw.append(f"saves_self={saves_self}")
     w(f"{op.name} = Op({op.name!r}, {kernel}, {backward}, {tn!r}, {cn!r}, {', '.join(kw)})")

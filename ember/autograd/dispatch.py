@@ -43,15 +43,18 @@ _BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, Sy
 class Op:
     """Static description of one spec op, built by the generated records
     (``ember.autograd._generated.records``). ``optional``: the tensor inputs that may be None
-    (``Tensor?`` in the spec)."""
+    (``Tensor?`` in the spec); ``refuses_grad``: the indices of tensor inputs that must not
+    require grad when autograd records (``refuses_grad`` in the spec, torch's
+    ``check_no_requires_grad``)."""
 
     __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
                  "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random",
-                 "optional", "complex_ok", "scan_complex")
+                 "optional", "refuses_grad", "complex_ok", "scan_complex")
 
     def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
                  multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
-                 saves_self=True, returns_list=False, random=False, optional=()):
+                 saves_self=True, returns_list=False, random=False, optional=(),
+                 refuses_grad=()):
         self.name = name
         self.kernel = kernel
         self.backward = backward
@@ -66,6 +69,7 @@ class Op:
         self.returns_list = returns_list
         self.random = random
         self.optional = optional
+        self.refuses_grad = refuses_grad
         # may return complex results (complex_support.FORWARD): the others' results are checked
         self.complex_ok = name in _complex.FORWARD
         # whether a complex input can give a real result, so _link must look at the inputs
@@ -260,7 +264,18 @@ def _finish_multi(op, tensors, consts, out, need_grad):
     return list(outs) if op.returns_list else outs
 
 
+def _refuse_grad(op, tensors):
+    for i in op.refuses_grad:
+        t = tensors[i] if i < len(tensors) else None
+        if getattr(t, "_requires_grad", False):
+            raise EmberRuntimeError(
+                f"The function '{op.name}' is not differentiable with respect to argument "
+                f"'{op.tensor_names[i]}'. This input cannot have requires_grad True.")
+
+
 def _link(op, tensors, consts, outs):
+    if op.refuses_grad:
+        _refuse_grad(op, tensors)
     needs = []
     edges = []
     cx = False

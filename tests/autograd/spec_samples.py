@@ -149,7 +149,7 @@ class OpCase:
             return False
         if self.entry.get("composite"):
             return True
-        return any(self.entry.get(a.name) not in (None, "non_differentiable") for a in self.args
+        return any(self.entry.get(a.name) not in (None, "non_differentiable", "refuses_grad") for a in self.args
                    if a.is_tensor) or "joint" in self.entry
 
     def tensor_positions(self):

@@ -25,7 +25,7 @@ def _materialize(case, args, kwargs, dtype, rng, requires_grad, noncontig=False)
     tnames = case.tensor_names()
     nograd = set(case.test.get("nograd", []))
     nograd |= {i for i, a in enumerate(case.args)
-               if case.entry.get(a.name) == "non_differentiable"}
+               if case.entry.get(a.name) in ("non_differentiable", "refuses_grad")}
     names = [a.name for a in case.args]
     leaves = []
 

@@ -509,7 +509,8 @@ def spec_cases(draw, name, grad_only=False):
     tpos, tnames = case.tensor_positions(), case.tensor_names()
     names = [a.name for a in case.args]
     nograd = set(case.test.get("nograd", [])) | {
-        i for i, a in enumerate(case.args) if case.entry.get(a.name) == "non_differentiable"}
+        i for i, a in enumerate(case.args)
+        if case.entry.get(a.name) in ("non_differentiable", "refuses_grad")}
     first = []
 
     def leaf_dtype(leaf):
