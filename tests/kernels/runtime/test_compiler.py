@@ -240,6 +240,27 @@ def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(directio
     from ember.kernels.runtime.threads import get_num_threads, set_num_threads
     if direct.kernels() is None:
         pytest.skip("needs Numba")
+    x = np.ones((64, 6, 14, 14), np.float32)
+    g = C.geometry("conv2d", x.shape, (16, 6, 5, 5), 1, 0, 1, 1)
+
+    def run():
+        if direction == "forward":
+            C.conv2d_forward(x, np.ones((16, 6, 5, 5), np.float32), None, 1, 0, 1, 1)
+        else:
+            C.conv2d_weight_grad(np.ones(g.output_shape, np.float32), x, (16, 6, 5, 5), 1, 0,
+                                 1, 1)
+    # compile the real kernels first: a Numba compile while the spies below replace the
+    # module's globals would fail to type them (a cold cache, as in CI)
+    before = get_num_threads()
+    set_num_threads(2)
+    mode = compiler.set_compile_mode("sync")
+    try:
+        run()
+    finally:
+        compiler.set_compile_mode(mode)
+        set_num_threads(before)
+    compiler.wait_compiles()
+    compiler.forget_tiers()
     checked, called = [], []
     real_ready = compiler.ready
 
@@ -254,17 +275,10 @@ def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(directio
             return fn(*a)
         spy.kernel_name = name
         monkeypatch.setattr(direct.kernels(), name, spy)
-    before = get_num_threads()
     set_num_threads(2)
     try:
-        x = np.ones((64, 6, 14, 14), np.float32)
-        g = C.geometry("conv2d", x.shape, (16, 6, 5, 5), 1, 0, 1, 1)
         assert selector.heuristic(direction, g) == "direct"
-        if direction == "forward":
-            C.conv2d_forward(x, np.ones((16, 6, 5, 5), np.float32), None, 1, 0, 1, 1)
-        else:
-            C.conv2d_weight_grad(np.ones(g.output_shape, np.float32), x, (16, 6, 5, 5), 1, 0,
-                                 1, 1)
+        run()
     finally:
         set_num_threads(before)
     assert checked and checked == called, (checked, called)
