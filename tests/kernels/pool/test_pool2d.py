@@ -113,6 +113,26 @@ def test_max_pool2d_several_nans_ties_and_inf_per_window_match_torch(shape, k, s
     np.testing.assert_array_equal(idx, tidx.numpy())
 
 
+def test_max_pool2d_runs_the_serial_kernel_while_the_parallel_one_compiles(monkeypatch):
+    """With the parallel kernel not compiled yet (its compile takes tens of seconds), the serial
+    Numba kernel over ember's threads runs, not the NumPy taps (~10x slower: ResNet-18's stem
+    pool spent a cold process's first minute there)."""
+    pytest.importorskip("numba")
+    from ember.kernels.runtime import compiler, threads
+    nb = pool._kernels()
+    real = compiler.ready
+    monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False:
+                        False if f is nb.planes_parallel else real(f, sig, True))
+    monkeypatch.setattr(threads, "tbb_parts", lambda n, t, per_thread=4: 4)
+    monkeypatch.setattr(pool, "_running_max", lambda *a: pytest.fail("the NumPy taps ran"))
+    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
+    x = rng.standard_normal((1, 8, 15, 13)).astype(np.float32)
+    y, idx = pool.max_pool2d_forward(x, 3, 2, 1, 1, False)
+    ty, tidx = F.max_pool2d(torch.tensor(x), 3, 2, 1, return_indices=True)
+    np.testing.assert_array_equal(y, ty.numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+
+
 def test_adaptive_max_pool2d_several_nans_per_window_match_torch():
     x = rng.integers(-2, 3, (1, 3, 7, 9)).astype(np.float64)
     x[x == 2] = np.nan
