@@ -571,10 +571,15 @@ class CompiledFunction:
             "compiled_backward", True) else None
         cap = StepCapture() if self.options.get("whole_step", True) else None
 
-        names = _param_names(self.fn, objects) if self.module is None else {}
+        names, buffers = _param_names(self.fn, objects) if self.module is None else ({}, {})
 
-        def make_tracer(*a):
-            t = CompileTracer(*a)
+        def make_tracer(name, state, *a):
+            # a compiled function's captured buffers (batch norm's running statistics) are
+            # state formals as a compiled Module's: read and written at every call, restored
+            # with the parameters by the step's check, never frozen constants
+            for k, v in buffers.items():
+                state.setdefault(k, v)
+            t = CompileTracer(name, state, *a)
             t.step_capture = cap
             t.param_names = names
             return t
@@ -924,14 +929,15 @@ def _name_state(g):
 
 
 def _param_names(fn, objects):
-    """{id(parameter): name} for the Modules a compiled function reaches by name — its
-    globals, closure cells, default arguments and object arguments —, each parameter named
-    ``<variable>.<path in the module>`` (``model.fc1.weight``), so that a captured parameter's
-    formal reads as what it is rather than ``param0``."""
+    """({id(parameter): name}, {id(buffer): (buffer, name, "buffer")}) for the Modules a
+    compiled function reaches by name — its globals, closure cells, default arguments and
+    object arguments —, each parameter and buffer named ``<variable>.<path in the module>``
+    (``model.fc1.weight``), so that a captured parameter's formal reads as what it is rather
+    than ``param0``; the buffers become the trace's state formals (``record``'s ``state``)."""
     Module = _module_base()
     code = getattr(fn, "__code__", None)
     if code is None:
-        return {}
+        return {}, {}
     found = []
     glob = getattr(fn, "__globals__", {})
     found += [(n, glob.get(n)) for n in code.co_names]
@@ -946,12 +952,15 @@ def _param_names(fn, objects):
     found += list((getattr(fn, "__kwdefaults__", None) or {}).items())
     found += [(argnames[k] if isinstance(k, int) and k < len(argnames) else str(k), o)
               for k, o in objects.items()]
-    out = {}
+    out, buffers = {}, {}
     for var, obj in found:
         if isinstance(obj, Module):
             for path, p in obj.named_parameters():
                 out.setdefault(id(p), f"{var}.{path}")
-    return out
+            for path, b in obj.named_buffers():
+                if b is not None:
+                    buffers.setdefault(id(b), (b, f"{var}.{path}", "buffer"))
+    return out, buffers
 
 
 # ---------------------------------------------------------------------------------- modules
