@@ -127,7 +127,9 @@ def emit(node, ref, ints, graph, fused):
         sym = python_operator(node)
         if sym in _FLOAT_INFIX and any(_float(x) for x in a) and \
                 all((_float(x) and x.dtype == out.dtype) or _num(x) for x in a):
-            return f"({ref(a[0])} {sym} {ref(a[1])})"
+            # a 0-d result stays an array: a NumPy float64 scalar is a Python float, which a
+            # kernel after it would read as a weak scalar (clamp, pow: a float32 result)
+            return f"{'asarray' if out.shape == () else ''}({ref(a[0])} {sym} {ref(a[1])})"
     if k == "linear":
         x, w, b = (list(a) + [None] * 3)[:3]
         if _float(x) and isinstance(w, Value) and len(w.shape) == 2 and w.dtype == x.dtype and \

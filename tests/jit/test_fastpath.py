@@ -39,3 +39,15 @@ def test_relu_of_a_fresh_result_runs_in_place_through_its_kernel():
     fn, src = compile_graph(_graph(f, x), "array")
     assert "relu_(" in src
     np.testing.assert_array_equal(fn(x._data)[0], f(x)._data)
+
+
+def test_zero_d_float_arithmetic_stays_an_array_for_the_kernel_after_it():
+    # `a * 0.05` on a 0-d float64 array is a NumPy float64 scalar, which clamp's and pow's
+    # kernels read as a Python float (a weak scalar: float32 results, 1e-9 off)
+    a = ember.tensor(1.2087781271743623, dtype=ember.float64)
+    for fn in (lambda a: (a * 0.05).clamp(max=1.0), lambda a: (a * 0.05) ** (1 / 3)):
+        g = _graph(fn, a)
+        run, src = compile_graph(g, "array")
+        got = run(a._data)[0]
+        assert got.dtype == np.float64 and "asarray(a * 0.05)" in src
+        assert got == fn(a).item()
