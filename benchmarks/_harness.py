@@ -308,6 +308,7 @@ _PROBES = {
              "from ember.kernels.runtime import compiler as r; "
              "print({'ember': getattr(ember, '__version__', '?'), "
              "'numpy': numpy.__version__, 'numba': numba.__version__, 'host_isa': cpu.host_isa(), "
+             "'ember_isa': cpu.isa(), "
              "'ember_threads': ember.get_num_threads(), 'ember_jit_compile': r.compile_mode()})",
     "torch": "import torch; print({'torch': torch.__version__, 'torch_threads': "
              "torch.get_num_threads(), 'torch_interop_threads': torch.get_num_interop_threads(), "
@@ -317,7 +318,8 @@ _PROBES = {
 
 
 def _cpuinfo():
-    model, flags = "unknown", set()
+    """(model name, vendor, feature flags) of the first CPU in /proc/cpuinfo."""
+    model, vendor, flags = "unknown", "unknown", set()
     try:
         with open("/proc/cpuinfo") as f:
             for line in f:
@@ -325,22 +327,29 @@ def _cpuinfo():
                 key = key.strip()
                 if key == "model name" and model == "unknown":
                     model = value.strip()
+                elif key == "vendor_id" and vendor == "unknown":
+                    vendor = value.strip()
                 elif key == "flags" and not flags:
                     flags = set(value.split())
     except OSError:
         import platform
         model = platform.processor() or "unknown"
-    return model, flags
+    return model, vendor, flags
 
 
 def machine_info():
-    """The machine and the libraries as each runs by default (each probed in its own process)."""
+    """The machine and the libraries as each runs by default (each probed in its own process):
+    CPU model and vendor, ember's detected ISA (``host_isa``) and the one its kernels use
+    (``ember_isa``), and whether ``OPENBLAS_CORETYPE`` / ``OPENBLAS_L2_SIZE`` were set
+    (``openblas_set``), with the environment variables of ``ENV_REPORTED``."""
     import ast
     import datetime
     import platform
-    model, flags = _cpuinfo()
+    model, vendor, flags = _cpuinfo()
     info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-            "cpu": model, "cpu_count": os.cpu_count(),
+            "cpu": model, "vendor": vendor, "cpu_count": os.cpu_count(),
+            "openblas_set": {v: v in os.environ for v in ("OPENBLAS_CORETYPE",
+                                                          "OPENBLAS_L2_SIZE")},
             "affinity": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
             "flags": sorted(flags & {"avx", "avx2", "fma", "avx512f", "avx512bw", "avx512_vnni",
                                      "avx512_bf16", "amx_tile"}),
@@ -367,8 +376,13 @@ def machine_line(m):
                        if k not in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"))
     isa = {"avx512": "AVX-512", "avx2": "AVX2 + FMA", "sse": "SSE2"}.get(m.get("host_isa"),
                                                                         m.get("host_isa"))
-    return (f"Measured {m.get('date')} on {m.get('cpu')} ({m.get('cpu_count')} logical CPUs; "
-            f"vector ISA: {isa} as ember detects it (flags: {' '.join(m.get('flags', []))}), "
+    used = m.get("ember_isa")
+    used = f", kernels built for {used} (`EMBER_CPU_ISA`)" if used and used != m.get(
+        "host_isa") else ""
+    return (f"Measured {m.get('date')} on {m.get('cpu')} (vendor {m.get('vendor', '?')}, "
+            f"{m.get('cpu_count')} logical CPUs; "
+            f"vector ISA: {isa} as ember detects it{used} (flags: "
+            f"{' '.join(m.get('flags', []))}), "
             f"torch's CPU capability "
             f"{m.get('torch_isa')}), Python {m.get('python')}, ember {m.get('ember')} (NumPy "
             f"{m.get('numpy')}, Numba {m.get('numba')}), PyTorch {m.get('torch')}, onnxruntime "

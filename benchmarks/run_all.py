@@ -1,6 +1,7 @@
 """Run every benchmark and regenerate the README's speed tables.
 
-Usage: python benchmarks/run_all.py                 full run (~10 minutes on 2 cores): writes
+Usage: python benchmarks/run_all.py                 full run (30 minutes or more on 2 cores, the
+                                                    ResNet and ONNX zoo rows most of it): writes
                                                     benchmarks/results/<date>.json and the tables
                                                     between the README's bench markers
        python benchmarks/run_all.py --quick         smoke run: one small case per script, one
@@ -8,8 +9,9 @@ Usage: python benchmarks/run_all.py                 full run (~10 minutes on 2 c
                                                     writes nothing unless --json / --readme
        python benchmarks/run_all.py --from-json benchmarks/results/<date>.json
                                                     re-render the README from saved results
-Options: --only eager,train_step,conv,inference,pointwise,onnx_export,onnx_import; --repeats N (per
-library and configuration: processes, default 3); --json PATH; --readme PATH (or --no-readme).
+Options: --only eager,train_step,networks,conv,inference,pointwise,onnx_export,onnx_import,onnx_zoo;
+--repeats N (per library and configuration: processes, default 3); --json PATH; --readme PATH (or
+--no-readme).
 
 Every figure comes from worker processes that run one library each (benchmarks/_harness.py):
 steps back to back after warm-up, each library's default thread settings, nothing changed in a
@@ -32,9 +34,10 @@ import _harness as H  # noqa: E402
 # (suite name, script module): each has collect(opts, [machine,] log) -> results and
 # render(results) -> {table name: markdown}
 SUITES = tuple((name, importlib.import_module(mod)) for name, mod in (
-    ("eager", "eager_overhead"), ("train_step", "train_step"), ("conv", "conv"),
-    ("inference", "jit"), ("pointwise", "pointwise"), ("onnx_export", "onnx_export"),
-    ("onnx_import", "onnx_import")) if os.path.exists(os.path.join(H.HERE, mod + ".py")))
+    ("eager", "eager_overhead"), ("train_step", "train_step"), ("networks", "networks"),
+    ("conv", "conv"), ("inference", "jit"), ("pointwise", "pointwise"),
+    ("onnx_export", "onnx_export"), ("onnx_import", "onnx_import"), ("onnx_zoo", "onnx_zoo"))
+    if os.path.exists(os.path.join(H.HERE, mod + ".py")))
 README = os.path.join(H.ROOT, "README.md")
 RESULTS = os.path.join(H.HERE, "results")
 # a section: its opening marker, a body (possibly empty, never another section's marker), the

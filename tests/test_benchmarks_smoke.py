@@ -90,11 +90,14 @@ def test_every_script_renders_its_readme_table_from_real_worker_results(tmp_path
     import conv
     import eager_overhead
     import jit
+    import networks
     import onnx_export
+    import onnx_zoo
     import pointwise
     import train_step
     results = {
         "train_step": _assemble([(train_step, "mlp", ("ember", "torch"))]),
+        "networks": _assemble([(networks, "gpt_sdpa", ("ember", "torch"))]),
         "conv": _assemble([(conv, "c3_5x5", ("ember", "torch"))]),
         "pointwise": _assemble([(pointwise, "1e4", ("ember", "torch"))]),
         "eager": _assemble([(eager_overhead, "ops", ("ember", "torch"))]),
@@ -103,20 +106,36 @@ def test_every_script_renders_its_readme_table_from_real_worker_results(tmp_path
     results["eager"]["import"] = {"ember": [{"ms": 90.0}], "torch": [{"ms": 1000.0}]}
     cold = dict(results["train_step"]["mlp"]["ember"][0], first_steps=[300.0, 9.0, 8.0, 8.0, 8.0])
     results["train_step"]["lenet_cold"] = {"ember": [cold], "torch": []}
+    results["train_step"]["lenet_cold10"] = {
+        "ember": [{"steps_in_window": 70, "first_step_end_s": 1.3, "import_ms": 150.0,
+                   "compiles_in_window": 7, "compile_s_in_window": 8.5}],
+        "torch": [{"steps_in_window": 35, "first_step_end_s": 2.5, "import_ms": 900.0,
+                   "compiles_in_window": 0, "compile_s_in_window": 0.0}]}
+    results["networks"]["resnet18"] = {   # its workers run in their own processes (see below)
+        lib: [{"infer_1": {"median": m}, "train_8": {"median": 20 * m}, "sample": [1.0, 2.0],
+               "loss": [7.0]}] for lib, m in (("ember", 30.0), ("torch", 20.0))}
+    onnx_zoo.worker("export", "squeezenet1_1", tiny(), str(tmp_path))
+    results["onnx_zoo"] = {"squeezenet1_1": {lib: [onnx_zoo.worker(lib, "squeezenet1_1", tiny(),
+                                                                   str(tmp_path))]
+                                             for lib in ("ember", "ort")}}
     jit.worker("export", "mlp", tiny(), str(tmp_path))
     results["inference"] = {"mlp": {lib: [jit.worker(lib, "mlp", tiny(), str(tmp_path))]
                                     for lib in ("ember", "torch", "ort")}}
     machine = {"cpu": "test CPU", "host_isa": "avx2", "env": {}, "loadavg_start": [0.0] * 3}
     tables = run_all.render_all({"machine": machine, "results": results})
-    for name in ("machine", "eager", "train_step", "first_step", "conv", "inference",
-                 "pointwise", "onnx_export"):
+    for name in ("machine", "eager", "train_step", "first_step", "cold_start", "gpt", "resnet",
+                 "conv", "inference", "batch1", "pointwise", "onnx_export", "onnx zoo"):
         assert name in tables
     assert "| yes |" in tables["train_step"]          # the same first loss in both libraries
+    assert "| yes |" in tables["gpt"]                 # gpt_step's model, seeded the same
+    assert "| ember / torch | 2.00 |" in tables["cold_start"]
+    assert "| 70 |" in tables["cold_start"] and "| 1.50 |" in tables["resnet"]
+    assert tables["onnx zoo"].count("| yes |") == 1   # eager, traced + opt and ORT agree
     assert tables["conv"].count("| yes |") == 1       # the same output
     assert tables["inference"].count("| yes |") == 2  # batch 1 and 64, every variant agrees
     timed = re.compile(r"\| [0-9.]+ (µs|ms|s)( \([0-9.]+-[0-9.]+\))? \|")
-    for name in ("eager", "train_step", "first_step", "conv", "inference", "pointwise",
-                 "onnx_export"):
+    for name in ("eager", "train_step", "first_step", "gpt", "conv", "inference", "batch1",
+                 "pointwise", "onnx_export", "onnx zoo"):
         assert timed.search(tables[name]), name
     with open(os.path.join(ROOT, "README.md")) as f:
         readme = f.read()
@@ -141,9 +160,67 @@ def test_quick_run_end_to_end_writes_json_and_readme(tmp_path, monkeypatch):
     cold = data["results"]["train_step"]["lenet_cold"]["ember"][0]
     assert cold["cache_dirs"]["NUMBA_CACHE_DIR"] and len(cold["first_steps"]) == 5
     assert cold["info"]["jit_compile"] == "background"
+    cold10 = data["results"]["train_step"]["lenet_cold10"]
+    for lib in ("ember", "torch"):       # a count, whatever the machine's speed
+        r = cold10[lib][0]
+        assert r["window_s"] == 10.0 and r["steps_in_window"] >= 0, r
+        assert r["cache_dirs"]["EMBER_CACHE_DIR"] and r["loss"]
     text = readme.read_text()
     assert "old" not in text and text.startswith("intro\n") and text.endswith("end\n")
     assert "MLP 784-512-512-10" in text and "| ember |" in text
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lib", ["ember", "torch"])
+def test_resnet_worker_runs_torchvisions_definition_in_its_own_process(lib):
+    """networks.py's ResNet rows: the torchvision stand-in, on ember through the import-torch
+    alias (which is why its workers are never run inside this test process)."""
+    pytest.importorskip("torch")
+    import networks
+    out = H.spawn("networks.py", lib, "resnet18", tiny())
+    assert "error" not in out, out
+    assert out["info"]["version"] and len(out["sample"]) == 8 and out["loss"]
+    assert out["infer_1"]["steps"] >= 1 and out["train_8"]["steps"] >= 1
+    assert networks.TRAIN_BATCH == 8
+
+
+def test_machine_record_names_vendor_isa_and_the_openblas_variables(monkeypatch):
+    monkeypatch.setattr(H.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(
+        H.subprocess.TimeoutExpired("probe", 1)))       # no library probes here
+    monkeypatch.setenv("OPENBLAS_L2_SIZE", "1048576")
+    monkeypatch.delenv("OPENBLAS_CORETYPE", raising=False)
+    m = H.machine_info()
+    assert m["vendor"] and m["cpu"]
+    assert m["openblas_set"] == {"OPENBLAS_CORETYPE": False, "OPENBLAS_L2_SIZE": True}
+    m.update(host_isa="avx512", ember_isa="avx2")
+    line = H.machine_line(m)
+    assert f"vendor {m['vendor']}" in line and "AVX-512 as ember detects it" in line
+    assert "kernels built for avx2" in line and "`OPENBLAS_L2_SIZE=1048576`" in line
+
+
+def test_cold_window_counts_only_the_steps_finished_within_the_window(monkeypatch):
+    import train_step
+    clock = [100.0]
+    monkeypatch.setattr(train_step.time, "perf_counter", lambda: clock[0])
+    monkeypatch.setattr(train_step, "process_age", lambda: 2.0)    # started 2 s ago
+
+    def step():
+        clock[0] += 3.0        # steps end 5, 8 and 11 s after the process started
+    out = train_step.cold_window(step, "torch")
+    assert out["steps_in_window"] == 2 and out["first_step_end_s"] == 5.0
+    assert out["compiles_in_window"] == 0
+
+
+def test_process_age_is_the_time_since_this_process_started():
+    """A fresh interpreter is seconds old, not the machine's uptime; this process is at least as
+    old as the time since train_step was imported (less /proc's 10 ms tick)."""
+    import train_step
+    assert train_step.process_age() >= time.perf_counter() - train_step._IMPORTED - 0.02
+    p = subprocess.run([sys.executable, "-c", "import sys; sys.path.insert(0, 'benchmarks'); "
+                        "import train_step; print(train_step.process_age())"],
+                       cwd=ROOT, capture_output=True, text=True, timeout=120)
+    age = float(p.stdout.strip().splitlines()[-1])
+    assert 0.0 <= age < 60.0, p.stderr
 
 
 def test_readme_sections_with_empty_bodies_are_filled_each_on_its_own():
@@ -155,7 +232,8 @@ def test_readme_sections_with_empty_bodies_are_filled_each_on_its_own():
     assert missing == []
 
 
-@pytest.mark.parametrize("script", ["conv.py", "train_step.py", "jit.py", "onnx_import.py"])
+@pytest.mark.parametrize("script", ["conv.py", "train_step.py", "jit.py", "onnx_import.py",
+                                    "networks.py", "onnx_zoo.py"])
 def test_unknown_only_case_stops_before_measuring_and_names_the_known_ones(script):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), "--only", "no_such_case"],
                        capture_output=True, text=True, timeout=120)
