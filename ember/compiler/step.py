@@ -13,6 +13,8 @@ these calls to a ``StepCapture`` instead of breaking the graph:
   decay) and the bias corrections of Adam's step count are formals read at every call, so an LR
   scheduler does not retrace; the step counts are advanced by the runner as eager does.
 * ``zero_grad()`` (``set_to_none``): the runner sets those ``.grad`` to None.
+* ``clip_grad_norm_`` / ``clip_grad_value_``: their math (``ember.nn.utils.clip_grad``, the
+  one the eager path runs on arrays) on the traced gradients; the clipped ones rebind ``.grad``.
 
 ``WholeStep`` runs the optimised graph as one array-mode program and applies its effects (the
 final ``.grad`` of each leaf, parameter versions). Anything else is a graph break naming why,
@@ -200,6 +202,21 @@ class StepCapture:
             for p in g["params"]:
                 p.grad = None
                 self._touch(p)
+        self.used = True
+        return None
+
+    # ---- gradient clipping ------------------------------------------------------------
+    def clip(self, tracer, what, parameters):
+        """``clip_grad_norm_`` / ``clip_grad_value_`` on gradients the trace computed: None
+        (``ember.nn.utils.clip_grad`` then runs its math on the traced gradients and rebinds
+        ``.grad``; each such leaf's final ``.grad`` is an output), else why not."""
+        params = [p for p in parameters if p.grad is not None]
+        for p in params:
+            if tracer.known(p.grad) is None:
+                return (f"{what} on a .grad {_shape(p)} computed outside the compiled function "
+                        f"(call loss.backward() inside it)")
+        for p in params:
+            self._touch(p)
         self.used = True
         return None
 

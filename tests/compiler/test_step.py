@@ -45,7 +45,7 @@ def _data(model, batch, seed, dtype):
     return ember.tensor(x, dtype=dtype), ember.tensor(g.integers(0, n, batch))
 
 
-def _setup(cls, opt, dtype, zero_first=True, sched=False):
+def _setup(cls, opt, dtype, zero_first=True, sched=False, clip=None):
     ember.manual_seed(0)
     model = cls().to(dtype)
     twin = copy.deepcopy(model)
@@ -59,6 +59,8 @@ def _setup(cls, opt, dtype, zero_first=True, sched=False):
                 o.zero_grad()
             loss = F.cross_entropy(m(x), y)
             loss.backward()
+            if clip is not None:
+                clip(m)
             o.step()
             if not zero_first:
                 o.zero_grad()
@@ -249,9 +251,69 @@ def test_step_with_closure_is_a_named_break():
         ember.compile(step)()
 
 
-def test_gradient_clipping_outside_the_traced_ops_falls_back_to_eager():
-    # clip_grad_norm_ scales .grad through its arrays (invisible to the tracer): the first
-    # run of the program is checked against eager, differs, and the step runs eagerly
+CLIPS = {
+    "norm2": lambda m: nn.utils.clip_grad_norm_(m.parameters(), 0.5),
+    "norm1": lambda m: nn.utils.clip_grad_norm_(m.parameters(), 0.5, 1, foreach=True),
+    "norm3": lambda m: nn.utils.clip_grad_norm_(m.parameters(), 0.2, 3.0),
+    "norm_inf": lambda m: nn.utils.clip_grad_norm_(m.parameters(), 0.05, "inf"),
+    "norm0": lambda m: nn.utils.clip_grad_norm_(list(m.parameters()), 3.0, 0),
+    "value": lambda m: nn.utils.clip_grad_value_(m.parameters(), 0.01),
+}
+
+
+@pytest.mark.parametrize("clip", list(CLIPS))
+def test_gradient_clipping_is_captured_and_matches_eager_float64(clip):
+    # GPT-style: loss.backward(); clip_grad_norm_(...); opt.step() is one program; the clip's
+    # math (ember.nn.utils.clip_grad) traced on the gradients, which the program returns clipped
+    me, mc, oe, oc, cf = _train(MLP, "sgd_momentum" if clip != "norm2" else "adamw",
+                                ember.float64, clip=CLIPS[clip])
+    _close(me, mc, ember.float64)
+    for p, q in zip(me.parameters(), mc.parameters()):
+        for k, v in oe.state[p].items():
+            if not isinstance(v, float):
+                np.testing.assert_allclose(oc.state[q][k].numpy(), v.numpy(), rtol=0, atol=1e-10)
+    assert (cf.traces, cf.breaks) == (1, []) and isinstance(cf._last.traced, WholeStep)
+    kinds = {n.kind for n in cf._last.traced.graph.nodes}
+    assert {"amax", "sum"} & kinds and "mm" in kinds
+
+
+def test_gradient_clipping_is_captured_float32_close():
+    me, mc, *_, cf = _train(LeNet5, "sgd_momentum", ember.float32, batch=8,
+                            clip=CLIPS["norm2"])
+    _close(me, mc, ember.float32)
+    assert (cf.traces, cf.breaks) == (1, [])
+
+
+def test_clip_returns_the_traced_norm_and_lr_scheduler_does_not_retrace():
+    ember.manual_seed(0)
+    model = MLP().double()
+    twin = copy.deepcopy(model)
+    runs = []
+    for m in (model, twin):
+        o = ember.optim.AdamW(m.parameters(), lr=1e-2)
+        s = ember.optim.lr_scheduler.StepLR(o, 2, 0.5)
+
+        def step(x, y, m=m, o=o):
+            o.zero_grad()
+            F.cross_entropy(m(x), y).backward()
+            norm = nn.utils.clip_grad_norm_(m.parameters(), 0.1)
+            o.step()
+            return norm
+        runs.append((step, s))
+    compiled = ember.compile(runs[1][0])
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphBreakWarning)
+        for i in range(10):
+            x, y = _data(model, 4, i, ember.float64)
+            ne, nc = runs[0][0](x, y), compiled(x, y)
+            assert abs(ne.item() - nc.item()) <= 1e-12 and nc.dtype == ember.float64
+            for _, s in runs:
+                s.step()
+    _close(model, twin, ember.float64)
+    assert compiled._compiled.traces == 1
+
+
+def test_clip_with_error_if_nonfinite_is_a_named_break():
     ember.manual_seed(0)
     model = MLP().double()
     twin = copy.deepcopy(model)
@@ -262,7 +324,34 @@ def test_gradient_clipping_outside_the_traced_ops_falls_back_to_eager():
         def step(x, y, m=m, o=o):
             o.zero_grad()
             F.cross_entropy(m(x), y).backward()
-            nn.utils.clip_grad_norm_(m.parameters(), 0.01)
+            nn.utils.clip_grad_norm_(m.parameters(), 0.01, error_if_nonfinite=True)
+            o.step()
+        steps.append(step)
+    compiled = ember.compile(steps[1])
+    with pytest.warns(GraphBreakWarning, match=r"clip_grad_norm_\(error_if_nonfinite=True\) "
+                      r"\(raising on the norm's value is data-dependent control flow\)"):
+        for i in range(4):
+            x, y = _data(model, 4, i, ember.float64)
+            steps[0](x, y)
+            compiled(x, y)
+    _close(model, twin, ember.float64)
+
+
+def test_gradients_changed_outside_the_traced_ops_fall_back_to_eager():
+    # Python scaling .grad through its arrays (invisible to the tracer): the first run of the
+    # program is checked against eager, differs, and the step runs eagerly
+    ember.manual_seed(0)
+    model = MLP().double()
+    twin = copy.deepcopy(model)
+    steps = []
+    for m in (model, twin):
+        o = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
+
+        def step(x, y, m=m, o=o):
+            o.zero_grad()
+            F.cross_entropy(m(x), y).backward()
+            for p in m.parameters():
+                p.grad._data *= 0.5
             o.step()
         steps.append(step)
     compiled = ember.compile(steps[1])
