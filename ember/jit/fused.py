@@ -53,6 +53,20 @@ TRANSLATE = _pointwise.FORWARD
 RULES = _pointwise.RULES
 
 
+def use_kernel(arrays):
+    """Whether a group over ``arrays`` runs as its fused kernel (``FORCE``, else from
+    ``MIN_FUSED_SIZE`` elements of the largest, with Numba importable)."""
+    if FORCE is not None:
+        return FORCE == "kernel"
+    if not has_compiler():
+        return False
+    size = 0
+    for a in arrays:
+        if a.size > size:
+            size = a.size
+    return size >= MIN_FUSED_SIZE
+
+
 def _operand(x, names):
     if isinstance(x, Value):
         return names[id(x)]
@@ -118,15 +132,7 @@ class FusedGroup:
         return k
 
     def _use_kernel(self, arrays):
-        if FORCE is not None:
-            return FORCE == "kernel"
-        if not has_compiler():
-            return False
-        size = 0
-        for a in arrays:
-            if a.size > size:
-                size = a.size
-        return size >= MIN_FUSED_SIZE
+        return use_kernel(arrays)
 
     def unfused(self, mode):
         """The subgraph's own generated code for ``mode`` ('array' or 'tensor')."""

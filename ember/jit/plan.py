@@ -19,6 +19,8 @@ statements are the graph's steps with everything static bound in advance:
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
   preallocated buffer followed by one in-place bias + ReLU kernel;
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
+- a fusion group none of whose nodes a pattern above takes runs as its one fused kernel from
+  ``fused.MIN_FUSED_SIZE`` elements, op by op below, as the generated array-mode code runs it;
 - every other node calls its kernel, as the generated array-mode code does.
 
 Step outputs live in buffers allocated once per plan and reused by every call; an output of the
@@ -115,9 +117,11 @@ def supported(graph):
     return True
 
 
-def _inlined(graph):
+def _inlined(graph, groups=None):
     """A copy of ``graph`` with every ``fusion_group`` replaced by its member nodes (the plan's
-    patterns see bias adds and ReLUs; a group's fused kernel is for large tensors)."""
+    patterns see bias adds and ReLUs). ``groups`` (a list) receives, per group, ``(subgraph,
+    args, members, outputs)`` in the copy's terms: members the plan's patterns do not take
+    run as the group's one fused kernel again."""
     if not any(n.kind == "fusion_group" for n in graph.nodes):
         return graph
     g = graph.copy()
@@ -136,6 +140,7 @@ def _inlined(graph):
                 return type(x)(m(y) for y in x)
             return x
         prev = node
+        members = []
         for sn in sub.nodes:
             if sn.kind == "constant" and sn.attrs["name"] not in g.constants:
                 g.constants[sn.attrs["name"]] = sub.constants[sn.attrs["name"]]
@@ -144,8 +149,11 @@ def _inlined(graph):
                                [(o.dtype, o.shape) for o in sn.outputs])
             g.insert(nn, after=prev)
             prev = nn
+            members.append(nn)
             for so, no in zip(sn.outputs, nn.outputs):
                 env[id(so)] = no
+        if groups is not None:
+            groups.append((sub, list(node.args), members, [env[id(so)] for so in sub.outputs]))
         for o, so in zip(node.outputs, sub.outputs):
             o.replace_all_uses_with(env[id(so)])
         g.remove(node)
@@ -575,8 +583,10 @@ class InferencePlan:
         from ember.jit.codegen import node_callable
         from ember.jit.fastpath import int_values, max_pool2d_values
         from ember.jit.interpreter import Interpreter
-        g = _inlined(graph)
+        groups = []
+        g = _inlined(graph, groups)
         self.graph = g
+        group_of = {id(gr[2][0]): gr for gr in groups if gr[2]}   # first member -> group
         self.in_shapes = tuple(a.shape for a in formals)
         env = _record(Interpreter(g, "array"), formals)
         ints = int_values(g)
@@ -664,6 +674,17 @@ class InferencePlan:
                 lines.append(f"    {name_of(last)} = {ident}("
                              f"{', '.join(value_arg(v) for v in reads)})")
                 continue
+            grp = group_of.get(id(node))
+            if grp is not None and self._fused_group(grp, env, consumed):
+                sub, gargs, members, gouts = grp
+                from ember.jit.fused import fused_group
+                ident = f"s_{len(glob)}"
+                glob[ident] = fused_group(sub).run_arrays
+                consumed.update(id(n) for n in members)
+                args = ", ".join(value_arg(a) if isinstance(a, Value) else bound(a)
+                                 for a in gargs)
+                lines.append(f"    {', '.join(name_of(o) for o in gouts)}, = {ident}({args})")
+                continue
             if node.kind in ("flatten", "reshape", "view") and isinstance(node.args[0], Value) \
                     and not const_of(node.args[0]):
                 # a static shape: NumPy's reshape (a view of a contiguous input, as the kernel)
@@ -745,6 +766,19 @@ class InferencePlan:
         self.calls = 0   # runs since the plan was first tuned (``RETUNE_AFTER``)
 
     # ---- patterns -------------------------------------------------------------------------
+    @staticmethod
+    def _fused_group(grp, env, consumed):
+        """Whether a fusion group none of whose members a pattern took runs as its fused kernel:
+        from ``fused.MIN_FUSED_SIZE`` elements, as the graph's own code runs it (a GELU over
+        1e6 elements: one pass instead of nine kernels)."""
+        from ember.jit.fused import use_kernel
+        sub, gargs, members, gouts = grp
+        if any(id(n) in consumed for n in members):
+            return False
+        arrays = [env[id(a)] for a in gargs if isinstance(a, Value)]
+        return use_kernel(arrays) and \
+            all(isinstance(env.get(id(o)), np.ndarray) for o in gouts)
+
     def _conv(self, node, env, kn, const_of, single_use, index, consumed, outs):
         x, w, b = (list(node.args) + [None] * 3)[:3]
         xa = env[id(x)] if isinstance(x, Value) else None
