@@ -134,37 +134,33 @@ def tanh_f32(x):
     return sel(ax < np.float32(0.625), small, big)
 
 
-ERF_SMALL = 0.3   # erf_f32's Taylor branch below, erfcc above (8 ulp at most near it)
+ERF_CUT = 3.925   # erf_f32 is +-1 from here (erf(x) > 1 - 2^-25 above 3.9193: 1.0 in float32)
 
 
-@njit(error_model="numpy")
+@njit(error_model="numpy", fastmath={"contract"})
 def erf_f32(x):
-    """float32 erf in straight-line arithmetic: x P(x^2), its Taylor series to x^7, for |x| <
-    ERF_SMALL; above, 1 - erfc(|x|) with Numerical Recipes' erfcc (Chebyshev fit, relative error
-    below 1.2e-7) on ``exp_f32``, the sign restored. Within 8 ulp (relative 5e-7; 3 ulp for
-    |x| > 0.5); erf(+-inf) = +-1, NaN kept. (A longer series stops LLVM vectorising the
-    loop that calls it: 27 against 1.2 ms on 524288 elements.)"""
-    one = np.float32(1.0)
-    ax = min(abs(x), np.float32(10.0))
-    z = x * x
-    p = np.float32(-0.026866170645131252)
-    p = p * z + np.float32(0.11283791670955126)
-    p = p * z + np.float32(-0.37612638903183754)
-    p = p * z + np.float32(1.1283791670955126)
-    t = one / (one + np.float32(0.5) * ax)
-    r = np.float32(0.17087277)
-    r = r * t + np.float32(-0.82215223)
-    r = r * t + np.float32(1.48851587)
-    r = r * t + np.float32(-1.13520398)
-    r = r * t + np.float32(0.27886807)
-    r = r * t + np.float32(-0.18628806)
-    r = r * t + np.float32(0.09678418)
-    r = r * t + np.float32(0.37409196)
-    r = r * t + np.float32(1.00002368)
-    r = r * t + np.float32(-1.26551223)
-    big = one - t * exp_f32(r - ax * ax)
-    res = sel(ax < np.float32(ERF_SMALL), x * p, sel(x < np.float32(0.0), -big, big))
-    return sel(x != x, x, res)
+    """float32 erf as x P(x^2) / Q(x^2) evaluated in float64, P of degree 6 and Q of degree 5
+    fitted for ember (iteratively reweighted linearised least squares, minimax relative error
+    1.8e-9 on |x| <= ERF_CUT); +-1 above. Within 0.54 ulp (98% of float32 inputs correctly
+    rounded), odd, erf(+-inf) = +-1, NaN kept. No exp and one division: vectorises to 0.46 ms
+    on 524288 elements, one thread, where the former series + erfcc on ``exp_f32`` took 1.65
+    (``contract`` lets LLVM fuse the multiply-adds; the float64 sums round once, to float32)."""
+    xc = min(max(np.float64(x), -ERF_CUT), ERF_CUT)
+    z = xc * xc
+    p = -1.2829286573093122e-08
+    p = p * z + 4.614718962032483e-06
+    p = p * z + 0.0003769659448999624
+    p = p * z + 0.0038394693529185545
+    p = p * z + 0.05424943420079917
+    p = p * z + 0.18514158004561782
+    p = p * z + 1.1283791691625342
+    q = 6.245069581182171e-05
+    q = q * z + 0.001301973074301861
+    q = q * z + 0.015432476644521286
+    q = q * z + 0.1138804463186863
+    q = q * z + 0.4974108600658329
+    q = q * z + 1.0
+    return sel(x != x, x, np.float32(xc * p / q))
 
 
 @njit(error_model="numpy")
