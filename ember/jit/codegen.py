@@ -75,9 +75,9 @@ def generate(graph, name="forward", specialize=False):
             ident = "default_generator" if x.name == "default" else f"gen_{x.name}"
             glob[ident] = ("gen", x.name)
             return ident
-        if isinstance(x, ArrayRef):
+        if isinstance(x, ArrayRef):   # an ndarray attribute (an index): one in both modes
             ident = _ident(f"const_{x.name}", taken)
-            glob[ident] = ("array", x.name)
+            glob[ident] = ("array_attr", x.name)
             return ident
         if isinstance(x, list):
             return "[" + ", ".join(ref(y) for y in x) + "]"
@@ -275,6 +275,8 @@ def namespace(graph, info, mode):
         if what == "array":
             a = graph.constants[x]
             ns[ident] = a if mode == "array" else Tensor._make(a)
+        elif what == "array_attr":   # the op took an ndarray when traced, not a Tensor
+            ns[ident] = graph.constants[x]
         elif what == "array_T":
             ns[ident] = np.ascontiguousarray(graph.constants[x].T)
         elif what == "gen":
