@@ -293,7 +293,10 @@ def render(res):
             rows.append([lib, _count(counts[lib]), H.cell(H.metric(rs, "import_ms")),
                          H.cell(H.scaled(H.metric(rs, "first_step_end_s"), 1e3), "s"),
                          compiles])
-        rows.append(["ember / torch", H.ratio(counts["ember"], counts["torch"]), "", "", ""])
+        e, t = counts["ember"], counts["torch"]
+        ratio = ("torch finished none" if e and t and not t["median"] and e["median"]
+                 else H.ratio(e, t))
+        rows.append(["ember / torch", ratio, "", "", ""])
         out["cold_start"] = H.table(
             ["library", f"steps finished in the process's first {WINDOW_S:g} s",
              "import (NumPy already imported)", "1st step done, since process start",

@@ -211,6 +211,16 @@ def test_cold_window_counts_only_the_steps_finished_within_the_window(monkeypatc
     assert out["compiles_in_window"] == 0
 
 
+def test_cold_start_table_says_when_torch_finished_no_step_in_the_window():
+    import train_step
+    res = {"lenet_cold10": {lib: [{"steps_in_window": n, "first_step_end_s": None,
+                                   "import_ms": 100.0, "compiles_in_window": 0,
+                                   "compile_s_in_window": 0.0}]
+                            for lib, n in (("ember", 60), ("torch", 0))}}
+    table = train_step.render(res)["cold_start"]
+    assert "| ember / torch | torch finished none |" in table and "| 0 |" in table
+
+
 def test_process_age_is_the_time_since_this_process_started():
     """A fresh interpreter is seconds old, not the machine's uptime; this process is at least as
     old as the time since train_step was imported (less /proc's 10 ms tick)."""
