@@ -7,11 +7,14 @@ these calls to a ``StepCapture`` instead of breaking the graph:
 * ``backward``: the engine runs over the traced forward with the tracer on (``create_graph``:
   every derivative formula and gradient sum is a traced op); each leaf's ``.grad`` becomes the
   traced (detached) gradient, added to a ``.grad`` the function computed earlier.
-* ``step`` of SGD, Adam and AdamW: the update math of ``ember.optim._updates`` (the functions the
-  eager step runs on arrays) evaluated on traced tensors, then one in-place write (``copy_``) per
-  parameter and state tensor. Hyper-parameters (lr, momentum, dampening, betas, eps, weight
-  decay) and the bias corrections of Adam's step count are formals read at every call, so an LR
-  scheduler does not retrace; the step counts are advanced by the runner as eager does.
+* ``step`` of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam: the update
+  math of ``ember.optim._updates`` (the functions the eager step runs on arrays) evaluated on
+  traced tensors, then one in-place write (``copy_``) per parameter and state tensor.
+  Hyper-parameters (lr, momentum, dampening, betas, eps, weight decay, ...) and what the step
+  count determines (bias corrections, NAdam's momentum schedule) are formals read at every
+  call, so an LR scheduler does not retrace; the runner advances the step counts (and NAdam's
+  ``mu_product``) as eager does; a branch the step count chooses (RAdam's rectification) is
+  part of the guard (one retrace when it flips).
 * ``zero_grad()`` (``set_to_none``): the runner sets those ``.grad`` to None.
 * ``clip_grad_norm_`` / ``clip_grad_value_``: their math (``ember.nn.utils.clip_grad``, the
   one the eager path runs on arrays) on the traced gradients; the clipped ones rebind ``.grad``.
@@ -88,6 +91,10 @@ class _TracedOps:
     def sqrt(s):
         return _Sym(s.t.sqrt())
 
+    @staticmethod
+    def abs(s):
+        return _Sym(s.t.abs())
+
     def maximum_(self, a, b):
         self.max = _Sym(a.t.maximum(b.t))
         return self.max
@@ -98,21 +105,31 @@ class _TracedOps:
 
 
 def _kind(opt):
-    """'sgd' / 'adam' when ``opt``'s step is SGD's or Adam's (AdamW's), else None."""
-    from ember.optim.algorithms import SGD, Adam
+    """'sgd' / 'adam' when ``opt``'s step is SGD's or Adam's (AdamW's), 'update' when it is
+    the step of an optimizer whose update is one function of ``ember.optim._updates``
+    (``algorithms._Traceable``: RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam), else None."""
+    from ember.optim.algorithms import SGD, Adam, _Traceable
     step = type(opt).step
-    return "sgd" if step is SGD.step else "adam" if step is Adam.step else None
+    return "sgd" if step is SGD.step else "adam" if step is Adam.step else \
+        "update" if step is _Traceable.step else None
+
+
+_CAPTURED = "SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam"
 
 
 def structure(opt):
     """What the traced update is specialised on: per group its parameters and the options that
     choose a branch of the update; per parameter which state tensors exist."""
     out = []
+    flags = getattr(opt, "_flags", None)
     for g in opt.param_groups:
         out.append((tuple(id(p) for p in g["params"]), g.get("momentum", 0) != 0,
                     g.get("weight_decay", 0) != 0, g.get("nesterov"), g.get("maximize"),
-                    g.get("amsgrad"), g.get("decoupled_weight_decay")))
+                    g.get("amsgrad"), g.get("decoupled_weight_decay"), g.get("centered")))
         out.append(tuple(tuple(opt.state[p]) if p in opt.state else () for p in g["params"]))
+        if flags is not None:   # e.g. RAdam's rectification at the next step
+            out.append(tuple(tuple(flags(g, opt.state[p].get("step", 0) + 1).items())
+                             for p in g["params"] if p in opt.state))
     return tuple(out)
 
 
@@ -127,7 +144,7 @@ class StepCapture:
 
     def __init__(self):
         self.inputs = []        # (tensor, getter -> ndarray, Value): formals after the inputs
-        self.bumps = []         # optimizer state dicts whose "step" a call advances
+        self.bumps = []         # what a call advances first (the optimizers' step counts)
         self._scalars = {}
         self.touched = []       # leaves whose final .grad the function determines
         self._touched = set()
@@ -227,8 +244,8 @@ class StepCapture:
             return f"{name}.step(closure) (the closure is not captured)"
         kind = _kind(opt)
         if kind is None:
-            return (f"{name}.step(): ember.compile traces the updates of SGD, Adam and AdamW; "
-                    f"this optimizer's step runs eagerly")
+            return (f"{name}.step(): ember.compile traces the updates of {_CAPTURED}; this "
+                    f"optimizer's step runs eagerly")
         work = []
         for gi, group in enumerate(opt.param_groups):
             for p in group["params"]:
@@ -242,16 +259,19 @@ class StepCapture:
                 work.append((gi, group, p))
         for _, group, p in work:
             st = opt.state.get(p)
-            if (kind == "adam" and not st) or (kind == "sgd" and group["momentum"] != 0 and
-                                               not (st and "momentum_buffer" in st)):
+            if (kind in ("adam", "update") and not st) or \
+                    (kind == "update" and any(k not in st for k in opt._slots(group) if k)) or \
+                    (kind == "sgd" and group["momentum"] != 0 and
+                     not (st and "momentum_buffer" in st)):
                 self.warmup = True   # the first step creates the state: eager, unrecorded
                 return ""
         self.optimizers.append((opt, structure(opt)))
         self.hyper.append((opt, _hyper(opt)))
         from ember.autograd.grad_mode import no_grad
         with no_grad():
+            update = {"sgd": self._sgd, "adam": self._adam, "update": self._update}[kind]
             for gi, group, p in work:
-                (self._sgd if kind == "sgd" else self._adam)(tracer, opt, gi, group, p)
+                update(tracer, opt, gi, group, p)
         self.used = True
         return None
 
@@ -317,17 +337,17 @@ class StepCapture:
             else:
                 g = g + s("weight_decay") * x
         st["step"] += 1
-        self.bumps.append(st)
+        self.bumps.append(lambda: opt.state[p].__setitem__("step", opt.state[p]["step"] + 1))
 
         def b(i):
             return lambda: opt.param_groups[gi]["betas"][i]
         step_size = self._scalar(
             tracer, (id(p), "step_size"), f"{tracer.value_of(p).name}_step_size",
             lambda: opt.param_groups[gi]["lr"] / (1 - opt.param_groups[gi]["betas"][0] **
-                                                  st["step"]), dt)
+                                                  opt.state[p]["step"]), dt)
         bc2 = self._scalar(
             tracer, (id(p), "bc2_sqrt"), f"{tracer.value_of(p).name}_bc2_sqrt",
-            lambda: math.sqrt(1 - opt.param_groups[gi]["betas"][1] ** st["step"]), dt)
+            lambda: math.sqrt(1 - opt.param_groups[gi]["betas"][1] ** opt.state[p]["step"]), dt)
         m = self._state(tracer, opt, p, "exp_avg")
         v = self._state(tracer, opt, p, "exp_avg_sq")
         ops = _TracedOps()
@@ -340,6 +360,40 @@ class StepCapture:
         if vmax is not None:
             self._write(vmax.t, ops.max)
         self._write(p, x)
+        self.written.append(p)
+
+    def _update(self, tracer, opt, gi, group, p):
+        """An ``algorithms._Traceable`` optimizer: its ``update`` on traced tensors, the
+        group's scalars (shared formals) and the step count's (this parameter's formals, read
+        after the runner advanced the state as eager's step does)."""
+        dt = p._data.dtype
+        s = self._group_scalars(tracer, opt, gi, dt)
+        x, g = _Sym(p), _Sym(p.grad)
+        if group["maximize"]:
+            g = -g
+        if group["weight_decay"] != 0:
+            if group.get("decoupled_weight_decay"):
+                x = x * s("decay", lambda: 1 - opt.param_groups[gi]["lr"] *
+                          opt.param_groups[gi]["weight_decay"])
+            else:
+                g = g + s("weight_decay") * x
+        opt._advance(group, opt.state[p])
+        self.bumps.append(lambda: opt._advance(opt.param_groups[gi], opt.state[p]))
+        scalars = {k: s(k, lambda k=k: opt._scalars(opt.param_groups[gi])[k])
+                   for k in opt._scalars(group)}
+        name = tracer.value_of(p).name
+        for k in opt._step_scalars(group, opt.state[p]):
+            scalars[k] = self._scalar(
+                tracer, (id(p), k), f"{name}_{k}",
+                lambda k=k: opt._step_scalars(opt.param_groups[gi], opt.state[p])[k], dt)
+        slots = opt._slots(group)
+        state = [self._state(tracer, opt, p, k) if k else None for k in slots]
+        new = type(opt).update(x, g, *state, **scalars,
+                               **opt._flags(group, opt.state[p]["step"]), ops=_TracedOps())
+        for old, value in zip(state, new[1:]):
+            if old is not None:
+                self._write(old.t, value)
+        self._write(p, new[0])
         self.written.append(p)
 
     # ---- end of the trace ---------------------------------------------------------------
@@ -463,7 +517,8 @@ class WholeStep:
                         f"into it) is set")
         for opt, st in self._cap.optimizers:
             if structure(opt) != st:
-                return f"the {type(opt).__name__}'s parameter groups, options or state changed"
+                return (f"the {type(opt).__name__}'s parameter groups, options, state or a branch "
+                        f"its step count chooses (RAdam's rectification) changed")
         return None
 
     def __call__(self, *args):
@@ -471,8 +526,8 @@ class WholeStep:
         tr = self._traced
         flat = tr._flat_inputs(args)
         cap = self._cap
-        for st in cap.bumps:
-            st["step"] += 1
+        for advance in cap.bumps:
+            advance()
         arrays = [t._data for t in flat]
         arrays += [get() for get in self._getters]
         arrays += [t._data for t in self._state]

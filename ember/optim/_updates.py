@@ -1,14 +1,21 @@
-"""The update math of the optimizers with two paths, written once: each function runs on NumPy
-arrays, in place (``NUMPY``: the eager step), or on the pointwise engine's symbolic values
-(``SYMBOLIC``: the expression ``ember.optim._fused`` compiles into one pass), where the
-augmented assignments rebind instead (symbolic values have no in-place form). Both evaluate the
-same operations in the same order. Returns the new values of the updated arguments."""
+"""The update math of the optimizers, written once: each function runs on NumPy arrays, in
+place (``NUMPY``: the eager step), on the pointwise engine's symbolic values (``SYMBOLIC``: the
+expression ``ember.optim._fused`` compiles into one pass) or on traced tensors
+(``ember.compiler.step``: a compiled training step), where the augmented assignments rebind
+instead (those values have no in-place form). All evaluate the same operations in the same
+order. Returns the new values of the updated arguments.
+
+The functions after ``sgd_momentum_update`` are the ``update`` of an optimizer built on
+``ember.optim.algorithms._Traceable``: ``(x, g, *state, **scalars, ops)`` returning
+``(x, *state)``, a state slot None where the options leave it unused; the scalars are the
+optimizer's ``_scalars`` (from the group) and ``_step_scalars`` (from the step count)."""
 import numpy as np
 
 
 class NUMPY:
     """Array operations of the eager step."""
     sqrt = staticmethod(np.sqrt)
+    abs = staticmethod(np.abs)
 
     @staticmethod
     def maximum_(a, b):
@@ -26,6 +33,10 @@ class SYMBOLIC:
     @staticmethod
     def sqrt(s):
         return s.sqrt()
+
+    @staticmethod
+    def abs(s):
+        return s.abs()
 
     @staticmethod
     def maximum_(a, b):
@@ -66,3 +77,78 @@ def sgd_momentum_update(x, g, buf, momentum, one_m_dampening, lr, ops=SYMBOLIC, 
         buf *= momentum
         buf += one_m_dampening * g
     return sgd_update(x, g + momentum * buf if nesterov else buf, lr, ops), buf
+
+
+def rmsprop_update(x, g, square_avg, grad_avg, momentum_buffer, *, alpha, one_m_alpha, eps,
+                   lr, momentum, ops=SYMBOLIC):
+    """RMSprop: the running average of squares (and of gradients when centered), then a step
+    along ``g / avg`` (through the momentum buffer when there is one)."""
+    square_avg *= alpha
+    square_avg += one_m_alpha * g * g
+    if grad_avg is not None:
+        grad_avg += (g - grad_avg) * one_m_alpha
+        avg = ops.sqrt(square_avg - grad_avg * grad_avg) + eps
+    else:
+        avg = ops.sqrt(square_avg) + eps
+    if momentum_buffer is not None:
+        momentum_buffer *= momentum
+        momentum_buffer += g / avg
+        x -= ops.like(lr * momentum_buffer, x)
+    else:
+        x -= ops.like(lr * g / avg, x)
+    return x, square_avg, grad_avg, momentum_buffer
+
+
+def adagrad_update(x, g, sum_, *, eps, clr, ops=SYMBOLIC):
+    """Adagrad: ``clr = lr / (1 + (t - 1) * lr_decay)``."""
+    sum_ += g * g
+    x -= ops.like(clr * g / (ops.sqrt(sum_) + eps), x)
+    return x, sum_
+
+
+def adadelta_update(x, g, square_avg, acc_delta, *, rho, one_m_rho, eps, lr, ops=SYMBOLIC):
+    """Adadelta: running averages of squared gradients and squared updates."""
+    square_avg *= rho
+    square_avg += one_m_rho * g * g
+    delta = ops.sqrt(acc_delta + eps) / ops.sqrt(square_avg + eps) * g
+    acc_delta *= rho
+    acc_delta += one_m_rho * delta * delta
+    x -= ops.like(lr * delta, x)
+    return x, square_avg, acc_delta
+
+
+def adamax_update(x, g, exp_avg, exp_inf, *, one_m_b1, b2, eps, clr, ops=SYMBOLIC):
+    """Adamax: ``clr = lr / (1 - b1**t)``; the infinity norm ``max(b2 * u, |g| + eps)``."""
+    exp_avg += (g - exp_avg) * one_m_b1
+    exp_inf *= b2
+    exp_inf = ops.maximum_(exp_inf, ops.abs(g) + eps)
+    x -= ops.like(clr * exp_avg / exp_inf, x)
+    return x, exp_avg, exp_inf
+
+
+def nadam_update(x, g, exp_avg, exp_avg_sq, *, one_m_b1, b2, one_m_b2, eps, bc2, c_grad,
+                 c_avg, ops=SYMBOLIC):
+    """NAdam: ``bc2 = 1 - b2**t``; ``c_grad = -lr (1 - mu_t) / (1 - prod mu)``, ``c_avg =
+    -lr mu_{t+1} / (1 - prod mu * mu_{t+1})`` (the momentum schedule, from the step count)."""
+    exp_avg += (g - exp_avg) * one_m_b1
+    exp_avg_sq *= b2
+    exp_avg_sq += one_m_b2 * g * g
+    denom = ops.sqrt(exp_avg_sq / bc2) + eps
+    x += ops.like(c_grad * g / denom, x)
+    x += ops.like(c_avg * exp_avg / denom, x)
+    return x, exp_avg, exp_avg_sq
+
+
+def radam_update(x, g, exp_avg, exp_avg_sq, *, one_m_b1, b2, one_m_b2, eps, step_size, adapt,
+                 rectified, ops=SYMBOLIC):
+    """RAdam: ``step_size = lr / (1 - b1**t)``; while the variance is tractable (``rectified``:
+    ``rho_t > 5``, a function of the step count) the step is scaled by ``adapt / (sqrt(v) +
+    eps)`` with ``adapt = sqrt(1 - b2**t) * rect``, else it is plain momentum SGD."""
+    exp_avg += (g - exp_avg) * one_m_b1
+    exp_avg_sq *= b2
+    exp_avg_sq += one_m_b2 * g * g
+    if rectified:
+        x -= ops.like(exp_avg * step_size * (adapt / (ops.sqrt(exp_avg_sq) + eps)), x)
+    else:
+        x -= ops.like(exp_avg * step_size, x)
+    return x, exp_avg, exp_avg_sq

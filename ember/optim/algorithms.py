@@ -1,4 +1,6 @@
-"""SGD, Adam, AdamW, RMSprop, Adagrad: torch's update rules (single-tensor form) on NumPy.
+"""torch's optimizers' update rules (single-tensor form) on NumPy; the math of SGD, Adam(W),
+RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam lives in ``ember.optim._updates``, which
+``ember.compile`` also traces into a captured training step.
 
 State tensors live in ``optimizer.state[param]`` as ember Tensors (``step`` as a float); each
 update writes the parameter's storage in place.
@@ -8,6 +10,7 @@ import math
 import numpy as np
 
 from ember.optim import _fused
+from ember.optim import _updates
 from ember.optim._updates import NUMPY, adam_update, sgd_momentum_update, sgd_update
 from ember.optim.optimizer import Optimizer, required
 from ember.tensor import Tensor
@@ -68,17 +71,6 @@ def _decay(grad, x, lr, wd, decoupled=False):
         else:
             grad = grad + wd * x
     return grad
-
-
-def _average_(avg, value, beta):
-    """The running average ``avg += (value - avg) * (1 - beta)``, in place."""
-    avg += (value - avg) * (1 - beta)
-
-
-def _average_sq_(avg, value, beta):
-    """The running average of squares ``avg = beta * avg + (1 - beta) * value**2``, in place."""
-    avg *= beta
-    avg += (1 - beta) * value * value
 
 
 class SGD(Optimizer):
@@ -173,7 +165,63 @@ class AdamW(Adam):
                          fused=fused, decoupled_weight_decay=True)
 
 
-class RMSprop(Optimizer):
+class _Traceable(Optimizer):
+    """An optimizer whose per-parameter update is one function of ``ember.optim._updates``
+    (``update``), run by this ``step`` on arrays and traced by ``ember.compile``'s captured
+    training step (``ember.compiler.step``) on the same terms: the state ``_slots`` in the
+    update's order (None: unused under the group's options), the scalars from the group
+    (``_scalars``) and from the step count (``_step_scalars``, after ``_advance``), the
+    branch-choosing ``_flags`` of a step number. Weight decay (``_decay``) and ``maximize``
+    come before the update."""
+
+    update = None
+
+    def _init_state(self, group, p, st):
+        raise NotImplementedError
+
+    def _slots(self, group):
+        raise NotImplementedError
+
+    def _scalars(self, group):
+        return {}
+
+    def _step_scalars(self, group, st):
+        return {}
+
+    def _flags(self, group, step):
+        return {}
+
+    def _advance(self, group, st):
+        st["step"] += 1
+
+    def step(self, closure=None):
+        """One update of every parameter with a gradient; returns the closure's loss."""
+        loss = self._closure(closure)
+        cls = type(self)
+        update = cls.update
+        per_step = cls._step_scalars is not _Traceable._step_scalars
+        flags = cls._flags is not _Traceable._flags
+        for g in self.param_groups:
+            kw = self._scalars(g)
+            kw["ops"] = NUMPY
+            slots = self._slots(g)
+            lr, wd, decoupled = g["lr"], g["weight_decay"], g.get("decoupled_weight_decay", False)
+            for p, grad, x in _with_grads(g):
+                st = self.state[p]
+                if not st:
+                    self._init_state(g, p, st)
+                self._advance(g, st)
+                grad = _decay(grad, x, lr, wd, decoupled)
+                if per_step:
+                    kw.update(self._step_scalars(g, st))
+                if flags:
+                    kw.update(self._flags(g, st["step"]))
+                update(x, grad, *[st[k]._data if k else None for k in slots], **kw)
+                p._bump()
+        return loss
+
+
+class RMSprop(_Traceable):
     """RMSprop with optional momentum and centering."""
 
     def __init__(self, params, lr=1e-2, alpha=0.99, eps=1e-8, weight_decay=0, momentum=0,
@@ -189,38 +237,22 @@ class RMSprop(Optimizer):
                                       capturable=capturable, foreach=foreach,
                                       differentiable=differentiable))
 
-    def step(self, closure=None):
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            lr, alpha, eps, wd, mom = (g["lr"], g["alpha"], g["eps"], g["weight_decay"],
-                                       g["momentum"])
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                if not st:
-                    _start(st, p, "square_avg", *(("momentum_buffer",) if mom > 0 else ()),
-                           *(("grad_avg",) if g["centered"] else ()))
-                st["step"] += 1
-                grad = _decay(grad, x, lr, wd)
-                sq = st["square_avg"]._data
-                _average_sq_(sq, grad, alpha)
-                if g["centered"]:
-                    ga = st["grad_avg"]._data
-                    _average_(ga, grad, alpha)
-                    avg = np.sqrt(sq - ga * ga) + eps
-                else:
-                    avg = np.sqrt(sq) + eps
-                if mom > 0:
-                    buf = st["momentum_buffer"]._data
-                    buf *= mom
-                    buf += grad / avg
-                    x -= (lr * buf).astype(x.dtype, copy=False)
-                else:
-                    x -= (lr * grad / avg).astype(x.dtype, copy=False)
-                p._bump()
-        return loss
+    update = staticmethod(_updates.rmsprop_update)
+
+    def _init_state(self, group, p, st):
+        _start(st, p, "square_avg", *(("momentum_buffer",) if group["momentum"] > 0 else ()),
+               *(("grad_avg",) if group["centered"] else ()))
+
+    def _slots(self, group):
+        return ("square_avg", "grad_avg" if group["centered"] else None,
+                "momentum_buffer" if group["momentum"] > 0 else None)
+
+    def _scalars(self, group):
+        return dict(alpha=group["alpha"], one_m_alpha=1 - group["alpha"], eps=group["eps"],
+                    lr=group["lr"], momentum=group["momentum"])
 
 
-class Adagrad(Optimizer):
+class Adagrad(_Traceable):
     """Adagrad with learning-rate decay and an initial accumulator value."""
 
     def __init__(self, params, lr=1e-2, lr_decay=0, weight_decay=0, initial_accumulator_value=0,
@@ -237,23 +269,22 @@ class Adagrad(Optimizer):
                                       differentiable=differentiable, fused=fused))
         for g in self.param_groups:
             for p in g["params"]:
-                st = self.state[p]
-                st["step"] = 0.0
-                st["sum"] = Tensor._make(np.full_like(_real(p._data), initial_accumulator_value))
+                self._init_state(g, p, self.state[p])
 
-    def step(self, closure=None):
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                st["step"] += 1
-                grad = _decay(grad, x, g["lr"], g["weight_decay"])
-                clr = g["lr"] / (1 + (st["step"] - 1) * g["lr_decay"])
-                s = st["sum"]._data
-                s += grad * grad
-                x -= (clr * grad / (np.sqrt(s) + g["eps"])).astype(x.dtype, copy=False)
-                p._bump()
-        return loss
+    update = staticmethod(_updates.adagrad_update)
+
+    def _init_state(self, group, p, st):
+        st["step"] = 0.0
+        st["sum"] = Tensor._make(np.full_like(_real(p._data), group["initial_accumulator_value"]))
+
+    def _slots(self, group):
+        return ("sum",)
+
+    def _scalars(self, group):
+        return dict(eps=group["eps"])
+
+    def _step_scalars(self, group, st):
+        return dict(clr=group["lr"] / (1 + (st["step"] - 1) * group["lr_decay"]))
 
 
 def _check_betas(betas):
@@ -268,7 +299,7 @@ def _scalar32(value):
     return Tensor._make(np.array(value, np.float32))
 
 
-class Adadelta(Optimizer):
+class Adadelta(_Traceable):
     """Adadelta: running averages of squared gradients and squared updates (``rho``)."""
 
     def __init__(self, params, lr=1.0, rho=0.9, eps=1e-6, weight_decay=0, foreach=None, *,
@@ -282,27 +313,20 @@ class Adadelta(Optimizer):
                                       maximize=maximize, capturable=capturable, foreach=foreach,
                                       differentiable=differentiable))
 
-    def step(self, closure=None):
-        """One Adadelta update of every parameter with a gradient; returns the closure's loss."""
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            lr, rho, eps, wd = g["lr"], g["rho"], g["eps"], g["weight_decay"]
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                if not st:
-                    _start(st, p, "square_avg", "acc_delta")
-                st["step"] += 1
-                grad = _decay(grad, x, lr, wd)
-                sq, acc = st["square_avg"]._data, st["acc_delta"]._data
-                _average_sq_(sq, grad, rho)
-                delta = np.sqrt(acc + eps) / np.sqrt(sq + eps) * grad
-                _average_sq_(acc, delta, rho)
-                x -= (lr * delta).astype(x.dtype, copy=False)
-                p._bump()
-        return loss
+    update = staticmethod(_updates.adadelta_update)
+
+    def _init_state(self, group, p, st):
+        _start(st, p, "square_avg", "acc_delta")
+
+    def _slots(self, group):
+        return ("square_avg", "acc_delta")
+
+    def _scalars(self, group):
+        return dict(rho=group["rho"], one_m_rho=1 - group["rho"], eps=group["eps"],
+                    lr=group["lr"])
 
 
-class Adamax(Optimizer):
+class Adamax(_Traceable):
     """Adamax: Adam with the infinity norm of past gradients in the denominator."""
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
@@ -316,28 +340,23 @@ class Adamax(Optimizer):
                                       maximize=maximize, differentiable=differentiable,
                                       capturable=capturable))
 
-    def step(self, closure=None):
-        """One Adamax update of every parameter with a gradient; returns the closure's loss."""
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                if not st:
-                    _start(st, p, "exp_avg", "exp_inf")
-                st["step"] += 1
-                grad = _decay(grad, x, lr, wd)
-                m, u = st["exp_avg"]._data, st["exp_inf"]._data
-                _average_(m, grad, b1)
-                u *= b2
-                np.maximum(u, np.abs(grad) + eps, out=u)
-                clr = lr / (1 - b1 ** st["step"])
-                x -= (clr * m / u).astype(x.dtype, copy=False)
-                p._bump()
-        return loss
+    update = staticmethod(_updates.adamax_update)
+
+    def _init_state(self, group, p, st):
+        _start(st, p, "exp_avg", "exp_inf")
+
+    def _slots(self, group):
+        return ("exp_avg", "exp_inf")
+
+    def _scalars(self, group):
+        b1, b2 = group["betas"]
+        return dict(one_m_b1=1 - b1, b2=b2, eps=group["eps"])
+
+    def _step_scalars(self, group, st):
+        return dict(clr=group["lr"] / (1 - group["betas"][0] ** st["step"]))
 
 
-class NAdam(Optimizer):
+class NAdam(_Traceable):
     """NAdam: Adam with Nesterov momentum and a momentum schedule (``momentum_decay``);
     ``decoupled_weight_decay`` decays the weights as AdamW does."""
 
@@ -355,39 +374,39 @@ class NAdam(Optimizer):
                                       maximize=maximize, foreach=foreach, capturable=capturable,
                                       differentiable=differentiable))
 
-    def step(self, closure=None):
-        """One NAdam update of every parameter with a gradient; returns the closure's loss."""
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
-            md = g["momentum_decay"]
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                if not st:
-                    _start(st, p, "exp_avg", "exp_avg_sq", scalars=(("mu_product", 1.0),))
-                st["step"] += 1
-                step = st["step"]
-                grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
-                mu = b1 * (1.0 - 0.5 * 0.96 ** (step * md))
-                mu_next = b1 * (1.0 - 0.5 * 0.96 ** ((step + 1) * md))
-                # torch keeps mu_product as a float32 scalar and multiplies it in float32
-                mu_prod = np.float32(np.asarray(st["mu_product"]._data, np.float32) *
-                                     np.float32(mu))
-                st["mu_product"] = _scalar32(mu_prod)
-                mu_prod = float(mu_prod)
-                m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
-                _average_(m, grad, b1)
-                _average_sq_(v, grad, b2)
-                denom = np.sqrt(v / (1 - b2 ** step)) + eps
-                upd = (-lr * (1.0 - mu) / (1.0 - mu_prod)) * grad / denom
-                upd2 = ((-lr * mu_next) / (1.0 - mu_prod * mu_next)) * m / denom
-                x += upd.astype(x.dtype, copy=False)
-                x += upd2.astype(x.dtype, copy=False)
-                p._bump()
-        return loss
+    update = staticmethod(_updates.nadam_update)
+
+    def _init_state(self, group, p, st):
+        _start(st, p, "exp_avg", "exp_avg_sq", scalars=(("mu_product", 1.0),))
+
+    def _slots(self, group):
+        return ("exp_avg", "exp_avg_sq")
+
+    def _scalars(self, group):
+        b1, b2 = group["betas"]
+        return dict(one_m_b1=1 - b1, b2=b2, one_m_b2=1 - b2, eps=group["eps"])
+
+    @staticmethod
+    def _mu(group, step):
+        return group["betas"][0] * (1.0 - 0.5 * 0.96 ** (step * group["momentum_decay"]))
+
+    def _advance(self, group, st):
+        """The step count, and the product of the momentum schedule (torch keeps it as a
+        float32 scalar and multiplies it in float32)."""
+        st["step"] += 1
+        st["mu_product"] = _scalar32(np.float32(np.asarray(st["mu_product"]._data, np.float32)
+                                                * np.float32(self._mu(group, st["step"]))))
+
+    def _step_scalars(self, group, st):
+        step, lr = st["step"], group["lr"]
+        mu, mu_next = self._mu(group, step), self._mu(group, step + 1)
+        mu_prod = float(st["mu_product"]._data)
+        return dict(bc2=1 - group["betas"][1] ** step,
+                    c_grad=(-lr * (1.0 - mu) / (1.0 - mu_prod)),
+                    c_avg=((-lr * mu_next) / (1.0 - mu_prod * mu_next)))
 
 
-class RAdam(Optimizer):
+class RAdam(_Traceable):
     """RAdam: Adam with the variance of the adaptive learning rate rectified (plain momentum
     SGD while it is intractable, ``rho_t <= 5``); ``decoupled_weight_decay`` as AdamW."""
 
@@ -404,35 +423,35 @@ class RAdam(Optimizer):
                                       decoupled_weight_decay=decoupled_weight_decay,
                                       differentiable=differentiable))
 
-    def step(self, closure=None):
-        """One RAdam update of every parameter with a gradient; returns the closure's loss."""
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                if not st:
-                    _start(st, p, "exp_avg", "exp_avg_sq")
-                st["step"] += 1
-                step = st["step"]
-                grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
-                m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
-                _average_(m, grad, b1)
-                _average_sq_(v, grad, b2)
-                bc1 = 1 - b1 ** step
-                bc2 = 1 - b2 ** step
-                m_hat = m / bc1
-                rho_inf = 2 / (1 - b2) - 1
-                rho_t = rho_inf - 2 * step * (b2 ** step) / bc2
-                if rho_t > 5.0:
-                    rect = ((rho_t - 4) * (rho_t - 2) * rho_inf
-                            / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) ** 0.5
-                    upd = m_hat * lr * (bc2 ** 0.5 / (np.sqrt(v) + eps)) * rect
-                else:
-                    upd = m_hat * lr
-                x -= upd.astype(x.dtype, copy=False)
-                p._bump()
-        return loss
+    update = staticmethod(_updates.radam_update)
+
+    def _init_state(self, group, p, st):
+        _start(st, p, "exp_avg", "exp_avg_sq")
+
+    def _slots(self, group):
+        return ("exp_avg", "exp_avg_sq")
+
+    def _scalars(self, group):
+        b1, b2 = group["betas"]
+        return dict(one_m_b1=1 - b1, b2=b2, one_m_b2=1 - b2, eps=group["eps"])
+
+    @staticmethod
+    def _rho(group, step):
+        """(rho_t, rho_inf): the length of the approximated simple moving average."""
+        b2 = group["betas"][1]
+        rho_inf = 2 / (1 - b2) - 1
+        return rho_inf - 2 * step * (b2 ** step) / (1 - b2 ** step), rho_inf
+
+    def _step_scalars(self, group, st):
+        step = st["step"]
+        (b1, b2), lr = group["betas"], group["lr"]
+        rho_t, rho_inf = self._rho(group, step)
+        rect = ((rho_t - 4) * (rho_t - 2) * rho_inf / ((rho_inf - 4) * (rho_inf - 2) * rho_t)) \
+            ** 0.5 if rho_t > 5.0 else 0.0
+        return dict(step_size=lr / (1 - b1 ** step), adapt=(1 - b2 ** step) ** 0.5 * rect)
+
+    def _flags(self, group, step):
+        return dict(rectified=self._rho(group, step)[0] > 5.0)
 
 
 class ASGD(Optimizer):

@@ -26,7 +26,22 @@ OPTS = {
     "sgd_plain": lambda ps: ember.optim.SGD(ps, lr=0.05),
     "adam_l2_amsgrad": lambda ps: ember.optim.Adam(ps, lr=1e-2, weight_decay=1e-2,
                                                     amsgrad=True),
+    # the optimizers of ember.optim.algorithms._Traceable (update math in ember.optim._updates)
+    "rmsprop": lambda ps: ember.optim.RMSprop(ps, lr=1e-2),
+    "rmsprop_centered_momentum": lambda ps: ember.optim.RMSprop(
+        ps, lr=1e-2, momentum=0.9, centered=True, weight_decay=1e-2, maximize=True),
+    "adagrad": lambda ps: ember.optim.Adagrad(ps, lr=1e-2, lr_decay=0.1, weight_decay=1e-2,
+                                              initial_accumulator_value=0.1),
+    "adadelta": lambda ps: ember.optim.Adadelta(ps, lr=0.5, weight_decay=1e-2),
+    "adamax": lambda ps: ember.optim.Adamax(ps, lr=1e-2, weight_decay=1e-2),
+    "nadam": lambda ps: ember.optim.NAdam(ps, lr=1e-2, weight_decay=1e-2),
+    "nadam_decoupled": lambda ps: ember.optim.NAdam(ps, lr=1e-2, weight_decay=1e-2,
+                                                    decoupled_weight_decay=True),
+    # betas[1] = 0.9: rho_t > 5 from step 6, both of RAdam's branches run
+    "radam": lambda ps: ember.optim.RAdam(ps, lr=1e-2, betas=(0.8, 0.9), weight_decay=1e-2),
 }
+TRACEABLE = ["rmsprop", "rmsprop_centered_momentum", "adagrad", "adadelta", "adamax", "nadam",
+             "nadam_decoupled", "radam"]
 
 
 @pytest.fixture(autouse=True)
@@ -184,13 +199,59 @@ def test_lr_scheduler_changes_lr_without_retrace():
         assert cf.traces == 1 and cf.recompiles == []
 
 
+def _state_close(me, mc, oe, oc, tol):
+    for p, q in zip(me.parameters(), mc.parameters()):
+        assert set(oe.state[p]) == set(oc.state[q])
+        for k, v in oe.state[p].items():
+            w = oc.state[q][k]
+            if isinstance(v, float):
+                assert v == w
+            else:
+                np.testing.assert_allclose(w.numpy(), v.numpy(), **tol)
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5])
+@pytest.mark.parametrize("opt", TRACEABLE)
+def test_other_optimizers_whole_step_matches_eager_float64(cls, opt):
+    if cls is LeNet5 and opt not in ("rmsprop", "nadam", "radam"):
+        pytest.skip("LeNet-5 with three of them: the MLP runs every optimizer")
+    me, mc, oe, oc, cf = _train(cls, opt, ember.float64)
+    _close(me, mc, ember.float64)
+    _state_close(me, mc, oe, oc, dict(rtol=0, atol=1e-10))
+    # Adagrad's state exists from its constructor: no eager first step; RAdam retraces once,
+    # when rho_t > 5 switches its update to the rectified one (a branch of the step count)
+    assert cf.traces == (2 if opt == "radam" else 1) and cf.breaks == []
+    assert cf.warmups == (0 if opt == "adagrad" else 1)
+    assert isinstance(cf._last.traced, WholeStep)
+    assert len(cf._last.traced.writes) >= 2 * len(list(mc.parameters()))
+
+
+@pytest.mark.parametrize("opt", ["rmsprop_centered_momentum", "adamax", "nadam", "radam"])
+def test_other_optimizers_whole_step_float32_close(opt):
+    me, mc, oe, oc, cf = _train(MLP, opt, ember.float32, batch=8)
+    _close(me, mc, ember.float32)
+    _state_close(me, mc, oe, oc, dict(rtol=1e-4, atol=1e-5))
+    assert cf.breaks == []
+
+
+@pytest.mark.parametrize("opt", ["rmsprop", "adagrad", "nadam"])
+def test_other_optimizers_lr_scheduler_does_not_retrace(opt):
+    me, mc, oe, oc, cf = _train(MLP, opt, ember.float64, sched=True)
+    assert oc.param_groups[0]["lr"] == oe.param_groups[0]["lr"] < OPTS[opt](
+        [nn.Parameter(ember.zeros(1))]).param_groups[0]["lr"] / 8
+    _close(me, mc, ember.float64)
+    assert cf.traces == 1 and cf.recompiles == []
+    names = {v.name for v in cf._last.traced.graph.inputs}
+    assert "lr" in names or any(n.endswith("_clr") or n.endswith("_c_grad") for n in names)
+
+
 def test_unknown_optimizer_runs_eagerly_with_a_warning():
     ember.manual_seed(0)
     model = MLP().double()
     twin = copy.deepcopy(model)
     steps = []
     for m in (model, twin):
-        o = ember.optim.RMSprop(m.parameters(), lr=1e-2)
+        o = ember.optim.Rprop(m.parameters(), lr=1e-2)
 
         def step(x, y, m=m, o=o):
             o.zero_grad()
@@ -198,8 +259,9 @@ def test_unknown_optimizer_runs_eagerly_with_a_warning():
             o.step()
         steps.append(step)
     compiled = ember.compile(steps[1])
-    with pytest.warns(GraphBreakWarning, match=r"RMSprop.step\(\): ember.compile traces the "
-                      r"updates of SGD, Adam and AdamW.*test_step.py:\d+: `o.step\(\)`"):
+    with pytest.warns(GraphBreakWarning, match=r"Rprop.step\(\): ember.compile traces the "
+                      r"updates of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam "
+                      r"and RAdam.*test_step.py:\d+: `o.step\(\)`"):
         for i in range(3):
             x, y = _data(model, 4, i, ember.float64)
             steps[0](x, y)
@@ -416,7 +478,7 @@ def test_fullgraph_accepts_a_captured_step_and_raises_on_an_uncaptured_one():
     ember.manual_seed(0)
     model = MLP().double()
     for opt, ok in ((ember.optim.AdamW(model.parameters()), True),
-                    (ember.optim.Adagrad(model.parameters()), False)):
+                    (ember.optim.ASGD(model.parameters()), False)):
         def step(x, y, o=opt):
             o.zero_grad()
             F.cross_entropy(model(x), y).backward()
@@ -428,5 +490,5 @@ def test_fullgraph_accepts_a_captured_step_and_raises_on_an_uncaptured_one():
                 compiled(x, y)
             assert compiled._compiled.traces == 1
         else:
-            with pytest.raises(GraphBreakError, match=r"Adagrad.step\(\): ember.compile traces"):
+            with pytest.raises(GraphBreakError, match=r"ASGD.step\(\): ember.compile traces"):
                 compiled(x, y)

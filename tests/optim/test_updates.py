@@ -60,3 +60,34 @@ def test_sgd_momentum_steps_match_torch(kw):
         opt.step()
         topt.step()
     np.testing.assert_allclose(p._data, tp.detach().numpy(), rtol=1e-6, atol=1e-7)
+
+
+def test_the_traceable_optimizers_steps_run_their_update_function():
+    # one home per update: the eager step of each runs the _updates function that
+    # ember.compile's captured step traces (ember/compiler/step.py)
+    for cls, fn in ((ember.optim.RMSprop, _updates.rmsprop_update),
+                    (ember.optim.Adagrad, _updates.adagrad_update),
+                    (ember.optim.Adadelta, _updates.adadelta_update),
+                    (ember.optim.Adamax, _updates.adamax_update),
+                    (ember.optim.NAdam, _updates.nadam_update),
+                    (ember.optim.RAdam, _updates.radam_update)):
+        assert cls.update is fn and cls.step is algorithms._Traceable.step
+
+
+@pytest.mark.parametrize("name,kw", [("RMSprop", dict(momentum=0.9, centered=True,
+                                                      weight_decay=0.1)),
+                                     ("RMSprop", dict(maximize=True)),
+                                     ("Adagrad", dict(lr_decay=0.1, weight_decay=0.1,
+                                                      initial_accumulator_value=0.2))])
+def test_rmsprop_and_adagrad_match_torch(name, kw):
+    w = np.random.default_rng(0).standard_normal(30)
+    p, tp = ember.tensor(w.copy(), requires_grad=True), torch.tensor(w.copy(), requires_grad=True)
+    opt, topt = getattr(ember.optim, name)([p], lr=0.05, **kw), \
+        getattr(torch.optim, name)([tp], lr=0.05, **kw)
+    r = np.random.default_rng(1)
+    for _ in range(6):
+        g = r.standard_normal(30)
+        p.grad, tp.grad = ember.tensor(g), torch.from_numpy(g.copy())
+        opt.step()
+        topt.step()
+    np.testing.assert_allclose(p._data, tp.detach().numpy(), rtol=1e-12, atol=1e-12)
