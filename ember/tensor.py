@@ -709,7 +709,8 @@ def view_dtype(t, dtype):
     merged. Not differentiable (as in torch) and not traceable (UnsupportedError)."""
     from ember.errors import UnsupportedError
     if STATE.tracer is not None:
-        raise UnsupportedError("view(dtype): a trace cannot record a dtype reinterpretation")
+        STATE.tracer.untraceable("view(dtype): a trace cannot record a dtype reinterpretation",
+                                 UnsupportedError)
     a = t._data
     new = dtype.numpy
     old_size, new_size = a.itemsize, new.itemsize

@@ -152,6 +152,10 @@ class CompileTracer(Tracer):
             return f"{type(opt).__name__}.zero_grad()"
         return self.step_capture.zero_grad(self, opt, set_to_none)
 
+    def untraceable(self, what, cls=None):
+        """An op no trace can record: a graph break; the op runs (the trace is discarded)."""
+        self.graph_break(what)
+
     def graph_break(self, reason):
         """Record a break at the user's current line (also called by the autograd engine and
         by optimizers' ``step`` while a compiled function is traced)."""

@@ -188,11 +188,11 @@ def _spec_tensors(spec, what, fail, depth=0):
     if spec == "T":
         return 1
     bad = fail(f"corrupt '{what}' metadata ({json.dumps(spec)[:80]} is not a tensor, tuple, "
-               f"list, dict or constant)")
+               f"list, size, dict or constant)")
     if depth > _MAX_SPEC_DEPTH or not isinstance(spec, dict) or len(spec) != 1:
         raise bad
     ((kind, body),) = spec.items()
-    if kind in ("tuple", "list") and isinstance(body, list):
+    if kind in ("tuple", "list", "size") and isinstance(body, list):
         return sum(_spec_tensors(s, what, fail, depth + 1) for s in body)
     if kind == "dict" and isinstance(body, list) and all(
             isinstance(it, list) and len(it) == 2 and isinstance(it[0], str) or

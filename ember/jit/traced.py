@@ -36,7 +36,8 @@ def flatten(obj, path, out_tensors, out_paths, strict_leaves=None):
         out_paths.append(path)
         return "T"
     if isinstance(obj, (tuple, list)):
-        kind = "list" if isinstance(obj, list) else "tuple"
+        kind = "list" if isinstance(obj, list) else "size" if type(obj) is _size_cls() else \
+            "tuple"
         return {kind: [flatten(x, f"{path}.{i}", out_tensors, out_paths, strict_leaves)
                        for i, x in enumerate(obj)]}
     if isinstance(obj, dict):
@@ -55,11 +56,18 @@ def flatten(obj, path, out_tensors, out_paths, strict_leaves=None):
                          "tensors, tuples, lists, dicts and Python scalars)")
 
 
+def _size_cls():
+    from ember.tensor import Size
+    return Size
+
+
 def unflatten(spec, it):
     if spec == "T":
         return next(it)
     if "tuple" in spec:
         return tuple(unflatten(s, it) for s in spec["tuple"])
+    if "size" in spec:   # a shape (ember.Size) returned by the traced function stays one
+        return _size_cls()(unflatten(s, it) for s in spec["size"])
     if "list" in spec:
         return [unflatten(s, it) for s in spec["list"]]
     if "dict" in spec:
@@ -74,8 +82,8 @@ def _flatten_call(spec, obj, out):
         if not isinstance(obj, Tensor):
             raise EmberTypeError(f"traced function expected a Tensor, got {type(obj).__name__}")
         out.append(obj)
-    elif "tuple" in spec or "list" in spec:
-        sub = spec.get("tuple", spec.get("list"))
+    elif "tuple" in spec or "list" in spec or "size" in spec:
+        sub = spec.get("tuple", spec.get("list", spec.get("size")))
         if not isinstance(obj, (tuple, list)) or len(obj) != len(sub):
             raise EmberTypeError(f"traced function expected a sequence of {len(sub)} items, "
                                  f"got {type(obj).__name__}")

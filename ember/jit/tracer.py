@@ -639,6 +639,12 @@ class Tracer:
         if self.parent is not None:
             self.parent.data_read(tensor, op, why)
 
+    def untraceable(self, what, cls=EmberRuntimeError):
+        """An op no trace can record (``resize_``, ``view(dtype)``) was called: raises
+        ``cls(what)``; ``ember.compile``'s tracer records a graph break instead and the op runs
+        (the function then runs eagerly for those inputs)."""
+        raise cls(what)
+
     # ---- helpers -----------------------------------------------------------------------------
     def warn(self, what, key):
         fn, line, src = user_frame()

@@ -525,8 +525,8 @@ def _resize_(self, *size, memory_format=None):
     if self.requires_grad:
         raise EmberRuntimeError("resize_: cannot resize a tensor that requires grad")
     if STATE.tracer is not None:
-        raise EmberRuntimeError("resize_: a tensor cannot change its shape in place inside a "
-                                "trace")
+        STATE.tracer.untraceable("resize_: a tensor cannot change its shape in place inside a "
+                                 "trace")
     n = builtins.int(np.prod(size, dtype=np.int64))
     flat = self._data.reshape(-1) if self._data.flags.c_contiguous else \
         np.ascontiguousarray(self._data).reshape(-1)

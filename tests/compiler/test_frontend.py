@@ -716,3 +716,44 @@ def test_compiled_module_names_parameters_by_path():
     for g in (runner.graph, runner.backward_graph):
         assert parse(str(g)) == g
     assert [n for n, _ in compiled.named_parameters()][0] == "_orig_mod.0.weight"
+
+
+def test_an_op_no_trace_can_record_is_a_named_break():
+    # resize_ and view(dtype) raised inside ember.compile's trace (the compiled call failed
+    # where eager runs); they are graph breaks naming the op, and the function runs eagerly
+    def grow(x):
+        y = x.clone()
+        y.resize_(2, 3)
+        return y * 2
+
+    def bits(x):
+        return x.view(ember.int32) + 1
+    x = ember.arange(12.0).reshape(3, 4)
+    for fn, what in ((grow, r"resize_: a tensor cannot change its shape"),
+                     (bits, r"view\(dtype\): a trace cannot record")):
+        c = ember.compile(fn)
+        with pytest.warns(GraphBreakWarning, match=what + r".*test_frontend.py:\d+"):
+            got = c(x)
+        np.testing.assert_array_equal(got.numpy(), fn(x).numpy())
+        np.testing.assert_array_equal(c(x).numpy(), fn(x).numpy())
+        with pytest.raises(GraphBreakError, match=what):
+            ember.compile(fn, fullgraph=True)(x)
+    # ember.jit.trace cannot break a graph: it raises, as before
+    with pytest.raises(ember.errors.EmberRuntimeError, match="resize_: a tensor cannot"):
+        ember.jit.trace(grow, (x,))
+
+
+def test_a_returned_shape_stays_a_size():
+    # the call structure flattened ember.Size as a tuple: the compiled call returned (3, 2)
+    # where eager returns Size([3, 2]) (op_db broadcast_shapes through ember.compile)
+    for fn, args in ((lambda *a: ember.broadcast_shapes(*a), ((1, 2), (3, 1))),
+                     (lambda x: (x.shape, x * 2), (ember.ones(2, 3),)),
+                     (lambda *a: ember.broadcast_shapes(*a), ((),))):
+        c = ember.compile(fn)
+        for _ in range(2):
+            got, want = c(*args), fn(*args)
+            got, want = (got[0], want[0]) if isinstance(want, tuple) and \
+                not isinstance(want, ember.Size) else (got, want)
+            assert type(got) is ember.Size and got == want
+    traced = ember.jit.trace(lambda x: (x.shape, x + 1), (ember.ones(2, 3),), strict=False)
+    assert type(traced(ember.ones(2, 3))[0]) is ember.Size

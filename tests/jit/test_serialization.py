@@ -468,3 +468,10 @@ def test_a_loaded_trace_called_with_a_non_tensor_names_the_input(tmp_path):
     for f in (t, loaded):
         with pytest.raises(ember.errors.EmberTypeError, match="input 1 must be a Tensor, got tuple"):
             f(ember.randn(2), (ember.randn(2),))
+
+
+def test_a_returned_size_round_trips(tmp_path):
+    traced = jit.trace(lambda x: (x.shape, x + 1), (ember.ones(2, 3),), strict=False)
+    jit.save(traced, tmp_path / "f.ejit")
+    shape, y = jit.load(tmp_path / "f.ejit")(ember.ones(2, 3))
+    assert type(shape) is ember.Size and shape == (2, 3)
