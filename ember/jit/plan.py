@@ -39,7 +39,7 @@ from collections import OrderedDict, namedtuple
 
 import numpy as np
 
-from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
+from ember.jit.ir import SPECIAL_KINDS, ArrayRef, GenRef, SymRef, Value
 from ember.kernels.runtime.threads import LIMITED, blas_mode
 
 __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
@@ -157,6 +157,52 @@ def _inlined(graph, groups=None):
         for o, so in zip(node.outputs, sub.outputs):
             o.replace_all_uses_with(env[id(so)])
         g.remove(node)
+    return g
+
+
+def _fresh(v):
+    """Whether value ``v`` is the result of an op that allocates it (not a formal, a constant, a
+    view or another in-place write), so that no other value shares its memory."""
+    n = v.node
+    if n is None or n.kind in SPECIAL_KINDS:
+        return False
+    op = n.op
+    return op is not None and not op.view
+
+
+def _without_local_writes(graph):
+    """``graph``, or a copy of it without the in-place writes that only replace a local value:
+    ``copy_(dst, src)`` where ``dst`` and ``src`` are fresh results (``_fresh``) of the same
+    dtype and shape, nothing reads ``dst`` after the write and nothing before it took a view of
+    it. Later readers of the write read ``src`` instead, as eager's values are the same. These
+    are the writes of ``nn.ReLU(inplace=True)`` and ``out += identity`` (torchvision's ResNets:
+    65 writes in ResNet-50, each of which kept the whole graph off the plan). Writes into
+    formals, parameters, buffers or views stay, and such a graph takes the ordinary path."""
+    def removable(g, node):
+        dst, src = node.args
+        if not (isinstance(dst, Value) and isinstance(src, Value) and _fresh(dst)
+                and _fresh(src) and dst.dtype == src.dtype and dst.shape == src.shape
+                and dst not in g.outputs):
+            return False
+        at = g.index(node)
+        for v in (dst, src):
+            for u in v.users:
+                if u is node:
+                    continue
+                op = u.op
+                if u.kind in SPECIAL_KINDS or op is None or op.view:
+                    return False   # a view (or a write) of it: it may be read after the write
+                if v is dst and g.index(u) > at:
+                    return False
+        return True
+
+    if not any(n.kind == "copy_" for n in graph.nodes):
+        return graph
+    g = graph.copy()
+    for node in list(g.nodes):
+        if node.kind == "copy_" and removable(g, node):
+            node.output.replace_all_uses_with(node.args[1])
+            g.remove(node)
     return g
 
 
@@ -1023,8 +1069,8 @@ class Planner:
     """The plans of one traced callable, by input shapes (built on demand, LRU-cached)."""
 
     def __init__(self, graph):
-        self.graph = graph
-        self.enabled = supported(graph)
+        self.graph = _without_local_writes(graph)
+        self.enabled = supported(self.graph)
         self._plans = OrderedDict()
         self._failed = set()
         self.errors = []   # why a plan could not be built (those shapes take the ordinary path)

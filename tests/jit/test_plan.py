@@ -422,3 +422,68 @@ def test_plan_runs_a_large_fusion_group_as_one_fused_kernel(dtype, monkeypatch):
         assert bool(calls) == fused_run and all(c == n for c in calls)
         tol = 2e-6 if dtype == "float32" else 1e-14
         np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+class _InplaceBlock(nn.Module):
+    """torchvision's BasicBlock form: ``nn.ReLU(inplace=True)`` and ``out += identity``."""
+
+    def __init__(self, c):
+        super().__init__()
+        self.conv1 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.relu = nn.ReLU(inplace=True)
+        self.conv2 = nn.Conv2d(c, c, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(c)
+
+    def forward(self, x):
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        out += x
+        return self.relu(out)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_plan_runs_graphs_with_in_place_writes_of_local_values(dtype):
+    """In-place ReLUs and ``out += identity`` (every torchvision ResNet) are ``copy_`` nodes
+    into values the graph itself made; the plan drops them (their readers read the written
+    value) instead of refusing the whole graph (ResNet-50 never got a plan). Equal to eager."""
+    ember.manual_seed(0)
+    dt = getattr(ember, dtype)
+    model = nn.Sequential(nn.Conv2d(3, 8, 3, 1, 1), nn.ReLU(inplace=True), _InplaceBlock(8),
+                          _InplaceBlock(8)).to(dt).eval()
+    x = ember.randn(2, 3, 10, 10, dtype=dt)
+    fast = _fast(model, x)
+    assert fast.graph.find_nodes("copy_")
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    with ember.no_grad():
+        for _ in range(3):
+            want = model(x).numpy()
+            got = fast(x).numpy()
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert _planned(fast) and fast._planner.enabled
+    assert not fast._planner.graph.find_nodes("copy_")
+
+
+def test_plan_keeps_in_place_writes_that_a_view_or_an_input_sees():
+    """A write into a value a view was taken of (the view is read after the write) or into an
+    input changes what other readers see: such a ``copy_`` stays and the graph runs the
+    ordinary path, with eager's results."""
+    def viewed(x):
+        a = x * 2.0
+        v = a.view(-1)
+        a.relu_()
+        return v + 1.0
+
+    def into_input(x):
+        y = x * 3.0
+        x.add_(1.0)
+        return x + y
+
+    for f in (viewed, into_input):
+        x = ember.randn(3, 4)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            fast = jit.optimize(jit.trace(f, (x.clone(),), check_trace=False))
+        with ember.no_grad():
+            want = f(x.clone()).numpy()
+            got = fast(x.clone()).numpy()
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+        assert fast._planner is None or fast._planner.graph.find_nodes("copy_")
