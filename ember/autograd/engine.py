@@ -227,6 +227,12 @@ def run(tensors, grad_tensors, retain_graph, create_graph, capture=None, accumul
             why = tracer.capture_backward(tensors, grad_tensors, retain_graph, create_graph)
             if why is None:   # traced into the compiled function's graph (a whole step)
                 return []
+        elif capture is not None and not accumulate and not tracer.joint_backward and \
+                getattr(tracer, "step_capture", None) is not None:   # autograd.grad
+            got, why = tracer.step_capture.grad(tracer, tensors, grad_tensors, create_graph,
+                                                capture)
+            if why is None:
+                return got
         tracer.graph_break(why)
     outer = not _DEPTH[0]
     _DEPTH[0] += 1

@@ -16,6 +16,8 @@ these calls to a ``StepCapture`` instead of breaking the graph:
   ``mu_product``) as eager does; a branch the step count chooses (RAdam's rectification) is
   part of the guard (one retrace when it flips).
 * ``zero_grad()`` (``set_to_none``): the runner sets those ``.grad`` to None.
+* ``autograd.grad`` (without ``create_graph``): traced as ``backward`` is, its gradients
+  returned (detached) instead of accumulated into ``.grad``.
 * ``clip_grad_norm_`` / ``clip_grad_value_``: their math (``ember.nn.utils.clip_grad``, the
   one the eager path runs on arrays) on the traced gradients; the clipped ones rebind ``.grad``.
 
@@ -161,9 +163,42 @@ class StepCapture:
             self.touched.append(t)
 
     # ---- backward ---------------------------------------------------------------------
+    @staticmethod
+    def _hooked(tracer, leaves):
+        """Why a traced backward cannot stand for eager's (hooks run Python), else None."""
+        for t in leaves:
+            if t._hooks:
+                return "a backward pass into a tensor with hooks (hooks are not traced)"
+        for t, v in list(tracer.env.values()):
+            fn = getattr(t, "grad_fn", None)
+            if v.node is not None and (getattr(t, "_hooks", None) or
+                                       (fn is not None and fn._pre_hooks)):
+                return "a backward pass through a tensor with hooks (hooks are not traced)"
+        return None
+
+    @staticmethod
+    def _traced_backward(tracer, run):
+        """``run()`` (the engine over the traced forward, ``create_graph``) with the tracer
+        recording the derivative ops: (result, None), or (None, why it could not be traced)."""
+        from ember.autograd.grad_mode import enable_grad
+        tracer.joint_backward = True
+        n_breaks = len(tracer.breaks)
+        try:
+            with enable_grad():
+                out = run()
+        except Exception as e:  # noqa: BLE001 - eager's backward then runs (and reports it)
+            return None, f"a backward pass that could not be traced ({type(e).__name__}: {e})"
+        finally:
+            tracer.joint_backward = False
+        if len(tracer.breaks) > n_breaks:
+            why = "; ".join(str(b) for b in tracer.breaks[n_breaks:])
+            del tracer.breaks[n_breaks:]
+            return None, f"a backward pass that could not be traced ({why})"
+        return out, None
+
     def backward(self, tracer, tensors, grad_tensors, retain_graph, create_graph):
         from ember.autograd import grad
-        from ember.autograd.grad_mode import enable_grad, no_grad
+        from ember.autograd.grad_mode import no_grad
         if create_graph:
             return "a backward pass with create_graph=True (double backward is not captured)"
         leaves = [t for t, v in list(tracer.env.values())
@@ -171,30 +206,17 @@ class StepCapture:
         if not leaves:
             return "a backward pass reaching no parameter or input of the traced function"
         for t in leaves:
-            if t._hooks:
-                return "a backward pass into a tensor with hooks (hooks are not traced)"
             if t.grad is not None and tracer.known(t.grad) is None:
                 return (f"a backward pass accumulating into the .grad of a tensor {_shape(t)} "
                         f"that the compiled function did not compute (zero the gradients "
                         f"inside the function, e.g. opt.zero_grad(), or before calling it)")
-        for t, v in list(tracer.env.values()):
-            fn = getattr(t, "grad_fn", None)
-            if v.node is not None and (getattr(t, "_hooks", None) or
-                                       (fn is not None and fn._pre_hooks)):
-                return "a backward pass through a tensor with hooks (hooks are not traced)"
-        tracer.joint_backward = True
-        n_breaks = len(tracer.breaks)
-        try:
-            with enable_grad():
-                grads = grad(tensors, leaves, grad_tensors, True, True, allow_unused=True)
-        except Exception as e:  # noqa: BLE001 - eager's backward then runs (and reports it)
-            return f"a backward pass that could not be traced ({type(e).__name__}: {e})"
-        finally:
-            tracer.joint_backward = False
-        if len(tracer.breaks) > n_breaks:
-            why = "; ".join(str(b) for b in tracer.breaks[n_breaks:])
-            del tracer.breaks[n_breaks:]
-            return f"a backward pass that could not be traced ({why})"
+        why = self._hooked(tracer, leaves)
+        if why is not None:
+            return why
+        grads, why = self._traced_backward(
+            tracer, lambda: grad(tensors, leaves, grad_tensors, True, True, allow_unused=True))
+        if why is not None:
+            return why
         with no_grad():
             for leaf, g in zip(leaves, grads):
                 if g is None:
@@ -209,6 +231,27 @@ class StepCapture:
                 self._touch(leaf)
         self.used = True
         return None
+
+    # ---- autograd.grad ----------------------------------------------------------------
+    def grad(self, tracer, tensors, grad_tensors, create_graph, capture):
+        """``autograd.grad`` (the engine's ``run`` with ``capture``): the gradients traced as
+        ``backward``'s, returned detached (``.grad`` untouched): (gradients, None), else (None,
+        why not)."""
+        from ember.autograd import engine
+        from ember.autograd.grad_mode import no_grad
+        if create_graph:
+            return None, ("autograd.grad(create_graph=True) (double backward is not captured)")
+        why = self._hooked(tracer, [t for t, v in list(tracer.env.values()) if v.node is None])
+        if why is not None:
+            return None, why
+        res, why = self._traced_backward(
+            tracer, lambda: engine.run(tensors, grad_tensors, True, True, capture, False))
+        if why is not None:
+            return None, why
+        with no_grad():
+            res = [None if g is None else g.detach() for g in res]
+        self.used = True
+        return res, None
 
     # ---- zero_grad --------------------------------------------------------------------
     def zero_grad(self, tracer, opt, set_to_none=True):

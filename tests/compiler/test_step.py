@@ -492,3 +492,72 @@ def test_fullgraph_accepts_a_captured_step_and_raises_on_an_uncaptured_one():
         else:
             with pytest.raises(GraphBreakError, match=r"ASGD.step\(\): ember.compile traces"):
                 compiled(x, y)
+
+
+def _grad_step(model, lr):
+    def step(x, y):
+        loss = F.cross_entropy(model(x), y)
+        grads = ember.autograd.grad(loss, list(model.parameters()))
+        with ember.no_grad():
+            for p, g in zip(model.parameters(), grads):
+                p.sub_(lr * g)
+        return loss.detach(), grads
+    return step
+
+
+@pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
+def test_autograd_grad_is_traced_into_the_program(dtype):
+    # autograd.grad inside a compiled function (not a whole step: no .grad, no optimizer): the
+    # gradients are traced as loss.backward()'s and returned; a manual SGD update with them in
+    # the same program; 10 steps against eager
+    ember.manual_seed(0)
+    model = MLP().to(dtype)
+    twin = copy.deepcopy(model)
+    eager, compiled = _grad_step(model, 0.1), ember.compile(_grad_step(twin, 0.1))
+    tol = dict(rtol=0, atol=1e-10) if dtype == ember.float64 else dict(rtol=1e-4, atol=1e-5)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphBreakWarning)
+        for i in range(10):
+            x, y = _data(model, 4, i, dtype)
+            (le, ge), (lc, gc) = eager(x, y), compiled(x, y)
+            np.testing.assert_allclose(lc.numpy(), le.numpy(), **tol)
+            for a, b in zip(gc, ge):
+                assert a.dtype == b.dtype and not a.requires_grad
+                np.testing.assert_allclose(a.numpy(), b.numpy(), **tol)
+    _close(model, twin, dtype)
+    cf = compiled._compiled
+    assert (cf.traces, cf.breaks) == (1, []) and isinstance(cf._last.traced, WholeStep)
+    assert all(p.grad is None for p in twin.parameters())
+
+
+def test_autograd_grad_with_respect_to_an_input():
+    ember.manual_seed(0)
+    model = MLP().double()
+
+    def f(x, y):
+        loss = F.cross_entropy(model(x), y)
+        (dx,) = ember.autograd.grad(loss, x)
+        return dx.abs().sum(dim=1)
+    compiled = ember.compile(f)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphBreakWarning)
+        for i in range(3):
+            x, y = _data(model, 4, i, ember.float64)
+            x.requires_grad_(True)
+            np.testing.assert_allclose(compiled(x, y).numpy(), f(x, y).numpy(), rtol=0,
+                                       atol=1e-12)
+    assert compiled._compiled.traces == 1 and compiled._compiled.breaks == []
+
+
+def test_autograd_grad_with_create_graph_is_a_named_break():
+    model = MLP().double()
+
+    def f(x, y):
+        loss = F.cross_entropy(model(x), y)
+        g = ember.autograd.grad(loss, list(model.parameters()), create_graph=True)
+        return loss + sum((t * t).sum() for t in g)
+    x, y = _data(model, 4, 0, ember.float64)
+    with pytest.warns(GraphBreakWarning, match=r"autograd.grad\(create_graph=True\) \(double "
+                      r"backward is not captured\)"):
+        out = ember.compile(f)(x, y)
+    np.testing.assert_allclose(out.detach().numpy(), f(x, y).detach().numpy(), rtol=1e-12)
