@@ -19,6 +19,11 @@ def softmax(a, dim, dtype=None):
     d = _dim(dim, a.ndim)
     if a.ndim == 0:
         return np.ones_like(a)
+    if d == a.ndim - 1 and a.flags.c_contiguous and _ce_numba_fits(a.reshape(-1, a.shape[-1])):
+        out = np.empty(a.shape, a.dtype)
+        c = a.shape[-1]
+        if _ce_run("softmax", a.reshape(-1, c), out.reshape(-1, c)):
+            return out
     e = np.exp(a - np.max(a, axis=d, keepdims=True)) if a.size else a.copy()
     e /= np.sum(e, axis=d, keepdims=True)
     return e
@@ -93,6 +98,24 @@ def _log_softmax_backward_rows(out, grad, result):
     np.exp(result, out=out)
     out *= np.sum(grad, axis=1, keepdims=True)
     np.subtract(grad, out, out=out)
+
+
+def softmax_input_grad(grad, result, dim, dtype):
+    """softmax's first-order backward (``backward_kernel``): ``result * (grad - sum(grad *
+    result, dim))`` in one Numba pass per row (``nn_numba.softmax_backward_rows``) for float32
+    C-contiguous rows over the last dimension, as ``_ce_run`` chooses; else None (the formula
+    ``softmax_grad`` runs). An attention's (16, 4, 64, 64): four dispatched ops -> one pass."""
+    if dtype != np.float32 or grad.dtype != np.float32 or result.dtype != np.float32 or \
+            grad.shape != result.shape or result.ndim == 0 or \
+            _dim(dim, result.ndim) != result.ndim - 1 or not grad.flags.c_contiguous or \
+            not _ce_numba_fits(result.reshape(-1, result.shape[-1])):
+        return None
+    c = result.shape[-1]
+    out = np.empty(result.shape, np.float32)
+    if _ce_run("softmax_backward", grad.reshape(-1, c), result.reshape(-1, c),
+               out.reshape(-1, c)):
+        return out
+    return None
 
 
 def log_softmax_input_grad(grad, result, dim, dtype):

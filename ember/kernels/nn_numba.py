@@ -1,4 +1,4 @@
-"""Numba kernels of softmax cross entropy, log_softmax and layer_norm over float32 rows (see
+"""Numba kernels of softmax cross entropy, softmax, log_softmax and layer_norm over float32 rows (see
 ``nn.cross_entropy_loss``, ``nn.log_softmax``).
 
 Imported lazily (never by ``import ember``); compiled once and cached on disk. Each row (one
@@ -10,7 +10,8 @@ own ``np.exp`` calls the C library per element). The sums are reassociated into 
 ``reassoc``): results may differ from NumPy's pairwise sums in the last bits. A row holding a
 NaN gives a NaN ``lse``, a row of -inf a NaN, a row with +inf a NaN, as log_softmax does.
 ``log_softmax_rows`` writes ``x - lse`` after the same two passes, ``log_softmax_backward_rows``
-``grad - exp(result) * sum(grad)`` after a sum pass.
+``grad - exp(result) * sum(grad)`` after a sum pass; ``softmax_rows`` the exponentials times
+1 / their sum, ``softmax_backward_rows`` ``result * (grad - sum(grad * result))``.
 ``*_rows`` work on rows [lo, hi) and release the GIL (ember's thread pool splits them);
 ``*_parallel`` run ``parts`` runs of rows in a ``prange`` (Numba's TBB layer).
 """
@@ -153,6 +154,67 @@ def log_softmax_backward_parallel(grad, result, out, parts):
         lo, hi = run_bounds(n, parts, p)
         if lo < hi:
             log_softmax_backward_rows(grad, result, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_exp_sum(x, out, r, m):
+    """out[r] = exp(x[r] - m) and their float32 sum (lanes reassociated)."""
+    s = np.float32(0.0)
+    for c in range(x.shape[1]):
+        e = _exp_softmax(x[r, c] - m)
+        out[r, c] = e
+        s += e
+    return s
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def softmax_rows(x, out, lo, hi):
+    """out[r] = exp(x[r] - max) * (1 / sum(exp(x[r] - max))) for rows r in [lo, hi): the max,
+    then the exponentials stored and summed, then scaled, while the row is in cache (a row
+    holding a NaN, +inf, or only -inf is all NaN, as NumPy's and torch's)."""
+    for r in range(lo, hi):
+        m = np.float32(-np.inf)
+        for c in range(x.shape[1]):
+            m = _maxnum(m, x[r, c])
+        inv = np.float32(1.0) / _row_exp_sum(x, out, r, m)
+        for c in range(x.shape[1]):
+            out[r, c] *= inv
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def softmax_parallel(x, out, parts):
+    n = x.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            softmax_rows(x, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_dot(g, y, r):
+    s = np.float32(0.0)
+    for c in range(g.shape[1]):
+        s += g[r, c] * y[r, c]
+    return s
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def softmax_backward_rows(grad, result, out, lo, hi):
+    """out[r] = result[r] * (grad[r] - sum(grad[r] * result[r])) for rows r in [lo, hi) (result:
+    the softmax output)."""
+    for r in range(lo, hi):
+        s = _row_dot(grad, result, r)
+        for c in range(grad.shape[1]):
+            out[r, c] = result[r, c] * (grad[r, c] - s)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def softmax_backward_parallel(grad, result, out, parts):
+    n = grad.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            softmax_backward_rows(grad, result, out, lo, hi)
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)

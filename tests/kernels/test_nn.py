@@ -3,7 +3,8 @@ loss and logits' gradient against torch on long rows (the Numba kernels) and sho
 float32 and float64, with class weights, ignore_index, label_smoothing, every reduction, classes
 on dim 1 of an N-d input and a 1-d input; the Numba and NumPy paths agree (NaN and inf rows
 included); gradcheck and double backward in float64. log_softmax: first and second order against
-torch, by row blocks."""
+torch, by row blocks. softmax: the Numba rows (forward and backward kernel) against torch, NaN
+and inf rows, second order."""
 import numpy as np
 import pytest
 
@@ -189,6 +190,85 @@ def test_log_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypat
     np.testing.assert_allclose(y1, y2, rtol=1e-6, atol=1e-5)
     np.testing.assert_allclose(g1, g2, rtol=1e-5, atol=1e-5)
     assert np.isnan(y1[1:4]).all() and np.isfinite(y1[np.r_[0, 5:300]]).all()
+
+
+def _causal_scores(shape, dtype, seed):
+    """Attention-like scores: standard normal times 3 with -inf above the diagonal of the last
+    two dimensions (each row keeps at least its diagonal)."""
+    x = (np.random.default_rng(seed).standard_normal(shape) * 3).astype(dtype)
+    if len(shape) == 4:
+        x[..., np.triu(np.ones(shape[-2:], bool), 1)] = -np.inf
+    return x
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-12)])
+@pytest.mark.parametrize("shape,dim,numba", [((16, 4, 64, 64), -1, True), ((300, 1000), 1, True),
+                                             ((300, 1000), 0, False), ((7, 11), 1, False)])
+def test_softmax_forward_backward_match_torch(dtype, tol, shape, dim, numba, monkeypatch):
+    """float32 rows over the last dimension run nn_numba's softmax_rows and, as the backward
+    kernel, softmax_backward_rows (one pass each; the attention's causal -inf entries give
+    exact zeros); the rest NumPy and the formula."""
+    x = _causal_scores(shape, dtype, 7)
+    v = np.random.default_rng(8).standard_normal(shape).astype(dtype)
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
+    got = []
+    for lib, fn in ((ember, F.softmax), (torch, torch.nn.functional.softmax)):
+        xt = lib.tensor(x, requires_grad=True)
+        y = fn(xt, dim)
+        y.backward(lib.tensor(v))
+        got.append((y.detach().numpy(), xt.grad.numpy()))
+    for a, b in zip(*got):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    if len(shape) == 4:
+        assert (got[0][0][np.isneginf(x)] == 0).all() and (got[0][1][np.isneginf(x)] == 0).all()
+    assert ran == ([("softmax", True), ("softmax_backward", True)]
+                   if numba and dtype == np.float32 else [])
+
+
+def test_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypatch):
+    x = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
+    x[1, 5] = np.nan
+    x[2] = -np.inf
+    x[3, 7] = np.inf
+    x[4, 0] = 1e30
+    x[5, 1:] = -np.inf
+    g = np.random.default_rng(6).standard_normal(x.shape).astype(np.float32)
+    runs = []
+    for use in (True, False):
+        monkeypatch.setattr(K, "USE_NUMBA", use)
+        with np.errstate(invalid="ignore"):
+            y = K.softmax(x, 1)
+            gx = K.softmax_input_grad(g, y, 1, np.float32)
+            runs.append((y, gx))
+    (y1, g1), (y2, g2) = runs
+    assert g2 is None    # without the kernel the formula runs
+    np.testing.assert_allclose(y1, y2, rtol=1e-6, atol=1e-7)
+    ref = y2 * (g - (g * y2).sum(1, keepdims=True))
+    np.testing.assert_allclose(g1, ref, rtol=1e-5, atol=1e-6)
+    assert np.isnan(y1[1:4]).all() and np.isfinite(y1[np.r_[0, 4:300]]).all()
+    np.testing.assert_array_equal(y1[4], np.eye(1000, dtype=np.float32)[0])
+    np.testing.assert_array_equal(y1[5], y1[4])
+
+
+def test_softmax_kernel_backward_second_order_matches_torch():
+    """create_graph runs the formula (differentiable), a plain backward the kernel: both as
+    torch on rows the kernel takes."""
+    x = _causal_scores((2, 2, 64, 64), np.float32, 9)
+    w = np.random.default_rng(10).standard_normal(x.shape).astype(np.float32)
+    grads = []
+    for lib in (ember, torch):
+        xt = lib.tensor(x, requires_grad=True)
+        (g,) = lib.autograd.grad((lib.softmax(xt, -1) * lib.tensor(w)).sum(), xt,
+                                 create_graph=True)
+        (gg,) = lib.autograd.grad((g * g).sum(), xt)
+        (g1,) = lib.autograd.grad((lib.softmax(xt, -1) * lib.tensor(w)).sum(), xt)
+        grads.append([a.detach().numpy() for a in (g, gg, g1)])
+    for e, t in zip(*grads):
+        assert e.dtype == np.float32
+        np.testing.assert_allclose(e, t, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("shape,dim,dtype", [((4, 7), 1, None), ((3, 4, 5), 0, None),

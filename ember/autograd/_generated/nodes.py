@@ -1417,7 +1417,11 @@ class SoftmaxBackward0(Node):
         result = unpack(ctx.result, ctx)
         self__dtype = ctx.self__dtype
         g0 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_nn.softmax_input_grad(grad._data, result._data, dim, self__dtype), needs, 1)
+            if gs is not None:
+                g0, = gs
+        if needs[0] and g0 is None:
             g0 = _F.softmax_grad(grad, result, dim, self__dtype)
         return (g0, )
 
