@@ -18,7 +18,8 @@ default threads:
   onnxruntime            the model exported by ``ember.onnx.export`` (dynamic batch axis), run by
                          an ``InferenceSession`` with default options (all graph optimisations,
                          its default thread pool), in a process that imports neither ember nor torch
-The first rows of every variant's output at batch 64 are compared. Nothing is asserted.
+The first rows of every variant's output at batch 64 are compared. Nothing is asserted. README
+tables: ``inference`` (every row) and ``batch1`` (the batch-1 rows on their own).
 """
 import argparse
 import os

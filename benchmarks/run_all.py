@@ -4,7 +4,7 @@ Usage: python benchmarks/run_all.py                 full run (30 minutes or more
                                                     ResNet and ONNX zoo rows most of it): writes
                                                     benchmarks/results/<date>.json and the tables
                                                     between the README's bench markers
-       python benchmarks/run_all.py --quick         smoke run: one small case per script, one
+       python benchmarks/run_all.py --quick         smoke run: one or two small cases a script, one
                                                     process per library; prints the tables,
                                                     writes nothing unless --json / --readme
        python benchmarks/run_all.py --from-json benchmarks/results/<date>.json
