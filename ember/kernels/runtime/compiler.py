@@ -174,6 +174,8 @@ def _worker():
         start = time.perf_counter()
         try:
             with _job_lock:
+                if _closing:     # the interpreter is exiting (``_at_exit``): run nothing more
+                    continue
                 job()
         except Exception as e:   # the caller's NumPy path stays in use
             _failed.append((name, f"{type(e).__name__}: {e}"))
@@ -215,8 +217,8 @@ def submit(key, name, job, record=True, priority=None):
     queued; compiles run one at a time, each listed by ``background_compiles`` under ``name``
     unless not ``record``. ``priority`` NOW runs before LATER, in submission order within each;
     by default LATER for a compile queued while a ``tier`` chooses, else NOW. The thread is a
-    daemon: it never keeps the process from exiting (a compile cut short is simply not
-    cached)."""
+    daemon, and at exit the queue is dropped; a compile in flight is finished first
+    (``_at_exit``)."""
     global _queue, _thread, _seq
     if priority is None:
         priority = _priority()
@@ -228,6 +230,8 @@ def submit(key, name, job, record=True, priority=None):
             import queue
             _register_fork_hooks()
             _queue = queue.PriorityQueue()
+            import atexit
+            atexit.register(_at_exit)
             _thread = threading.Thread(target=_worker, name="ember-jit", daemon=True)
             _thread.start()
         _seq += 1
@@ -236,6 +240,19 @@ def submit(key, name, job, record=True, priority=None):
         _pending[key] = (priority, _seq)
         item = (priority, _seq, key, name, job, record)
     _queue.put(item)
+
+
+_closing = False
+
+
+def _at_exit():
+    """At interpreter exit: no further job starts, and the one in flight ends first. A compile
+    is LLVM work outside the GIL; a process that exited under it tore LLVM down mid-compile (a
+    segmentation fault after the program's last line, seen with convolution kernels compiling)."""
+    global _closing
+    _closing = True
+    with _job_lock:
+        pass
 
 
 # ---------------------------------------------------------------------------------- fork safety

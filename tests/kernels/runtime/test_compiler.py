@@ -552,3 +552,28 @@ def test_a_later_compile_lets_a_compile_queued_meanwhile_run_first(monkeypatch):
     release.set()
     compiler.wait_compiles()
     assert ran == ["pool", "conv"]
+
+
+def test_exit_finishes_the_compile_in_flight_and_drops_the_queue(tmp_path):
+    """A process that ends while its compile thread runs a job waits for that job (a compile
+    is LLVM work outside the GIL: tearing the interpreter down under it crashed the process after
+    the program's last line) and starts no queued one."""
+    mark = str(tmp_path / "job")
+    run_cold(f"""
+        import threading, time
+        from ember.kernels.runtime import compiler
+        started = threading.Event()
+
+        def first():
+            started.set()
+            time.sleep(1.0)
+            open({mark!r} + ".first", "w").close()
+
+        def second():
+            open({mark!r} + ".second", "w").close()
+        compiler.submit(("exit-test", 1), "first", first)
+        compiler.submit(("exit-test", 2), "second", second)
+        assert started.wait(30)
+    """, timeout=120)
+    assert os.path.exists(mark + ".first")
+    assert not os.path.exists(mark + ".second")
