@@ -174,6 +174,32 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
     return weight[indices]
 
 
+_scatter_signatures = {}
+
+
+def _scatter_add_rows(out, idx, g):
+    """``np.add.at(out, idx, g)`` over rows: ``nn_numba.scatter_add_rows`` for float32/float64
+    rows once it is compiled (compiled in the background meanwhile), else ``np.add.at``. Both add
+    the rows in index order, so the bits are the same whichever runs. A GPT's token embedding
+    (65, 128) from 1024 rows, one thread: add.at 0.8 ms, the kernel ~0.03 ms."""
+    if USE_NUMBA and g.ndim == 2 and out.dtype == g.dtype and \
+            (g.dtype == np.float32 or g.dtype == np.float64) and idx.size and out.shape[0] and \
+            -out.shape[0] <= idx.min() and idx.max() < out.shape[0]:
+        nb = _ce_numba()
+        if nb is not None:
+            from ember.kernels.runtime import compiler
+            idx = np.ascontiguousarray(idx, np.int64)
+            g = np.ascontiguousarray(g)
+            key = (g.dtype, g.flags.writeable, idx.flags.writeable)
+            sig = _scatter_signatures.get(key)
+            if sig is None:
+                sig = _scatter_signatures[key] = compiler.signature(g, idx, out)
+            if compiler.ready(nb.scatter_add_rows, sig):
+                nb.scatter_add_rows(g, idx, out)
+                return
+    np.add.at(out, idx, g)
+
+
 def embedding_backward(grad, indices, num_weights, padding_idx=None, scale_grad_by_freq=False):
     """Gradient of ``embedding`` w.r.t. its weight: rows scatter-added by index."""
     d = grad.shape[-1]
@@ -183,7 +209,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx=None, scale_grad_
         counts = np.bincount(flat_idx % num_weights, minlength=num_weights)
         g = g / counts[flat_idx][:, None]
     out = np.zeros((num_weights, d), grad.dtype)
-    np.add.at(out, flat_idx, g)
+    _scatter_add_rows(out, flat_idx, g)
     if padding_idx is not None and padding_idx >= 0:
         out[padding_idx] = 0
     elif padding_idx is not None:

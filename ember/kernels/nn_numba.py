@@ -12,6 +12,7 @@ NaN gives a NaN ``lse``, a row of -inf a NaN, a row with +inf a NaN, as log_soft
 ``log_softmax_rows`` writes ``x - lse`` after the same two passes, ``log_softmax_backward_rows``
 ``grad - exp(result) * sum(grad)`` after a sum pass; ``softmax_rows`` the exponentials times
 1 / their sum, ``softmax_backward_rows`` ``result * (grad - sum(grad * result))``.
+``scatter_add_rows`` is embedding's backward (``np.add.at`` over rows, in its order).
 ``*_rows`` work on rows [lo, hi) and release the GIL (ember's thread pool splits them);
 ``*_parallel`` run ``parts`` runs of rows in a ``prange`` (Numba's TBB layer).
 """
@@ -215,6 +216,19 @@ def softmax_backward_parallel(grad, result, out, parts):
         lo, hi = run_bounds(n, parts, p)
         if lo < hi:
             softmax_backward_rows(grad, result, out, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def scatter_add_rows(g, idx, out):
+    """out[idx[i]] += g[i] for the rows i of g (N, D) in order, as ``np.add.at`` adds them (the
+    same bits); idx within [-len(out), len(out)) (callers check), a negative one from the end."""
+    n = out.shape[0]
+    for i in range(idx.shape[0]):
+        r = idx[i]
+        if r < 0:
+            r += n
+        for c in range(g.shape[1]):
+            out[r, c] += g[i, c]
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)

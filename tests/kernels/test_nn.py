@@ -362,3 +362,39 @@ def test_layer_norm_gradgradcheck_float64():
                for s in ((3, 5), (5,), (5,)))
     assert gradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
     assert gradgradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("padding_idx,scale", [(None, False), (3, False), (-2, False),
+                                               (None, True)])
+def test_embedding_backward_scatter_kernel_same_bits_as_add_at_and_torch(dtype, padding_idx,
+                                                                        scale, monkeypatch):
+    """The weight's gradient (nn_numba.scatter_add_rows: the rows added in index order) has
+    np.add.at's bits, repeated indices included, and torch's values."""
+    r = np.random.default_rng(11)
+    idx = r.integers(0, 65, (16, 64))
+    w = r.standard_normal((65, 128)).astype(dtype)
+    v = r.standard_normal((16, 64, 128)).astype(dtype)
+    calls = []
+    from ember.kernels.runtime import compiler
+    nb = compiler.kernel_module("ember.kernels.nn_numba")
+    real = nb.scatter_add_rows
+    monkeypatch.setattr(nb, "scatter_add_rows", lambda *a: calls.append(1) or real(*a))
+    got = K.embedding_backward(v, idx, 65, padding_idx, scale)
+    assert calls == ([] if scale and dtype == np.float32 else [1])  # float32 / counts: float64
+    want = np.zeros((65, 128), dtype)
+    g = v.reshape(-1, 128)
+    if scale:
+        g = g / np.bincount(idx.reshape(-1), minlength=65)[idx.reshape(-1)][:, None]
+    np.add.at(want, idx.reshape(-1), g)
+    if padding_idx is not None:
+        want[padding_idx] = 0
+    assert got.dtype == dtype and got.tobytes() == want.tobytes()
+    wt = torch.tensor(w, requires_grad=True)
+    torch.nn.functional.embedding(torch.tensor(idx), wt, padding_idx=padding_idx,
+                                  scale_grad_by_freq=scale).backward(torch.tensor(v))
+    we = ember.tensor(w, requires_grad=True)
+    F.embedding(ember.tensor(idx), we, padding_idx=padding_idx,
+                scale_grad_by_freq=scale).backward(ember.tensor(v))
+    np.testing.assert_allclose(we.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-5)
+    assert we.grad.numpy().dtype == dtype
