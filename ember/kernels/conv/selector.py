@@ -20,7 +20,12 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   vs 15-19 ms); at 32 channels they tie with im2col (14.6 vs 13.4 ms, 8x32x56x56). At 16-32
   tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches below BATCH_THRESHOLD images are the
   batch-of-one inference path: the single image alone must give WINOGRAD_MIN_TILES tiles, else its
-  36 GEMMs are too thin and im2col (per-image layout, output already in NCHW order) runs instead;
+  36 GEMMs are too thin and im2col (per-image layout, output already in NCHW order) runs instead.
+  WINOGRAD_MIN_TILES was 128 until issue 24 measured ResNet's batch-of-one layers (one thread, CPU
+  ms im2col / winograd, forward and forward+input gradient): 1x128x28x28 (49 tiles, ResNet-18/50's
+  layer2) 3.32 / 1.62 and 7.24 / 3.58; 1x64x28x28 (49) 1.06 / 0.52 (``direct`` 0.88); 1x128x24x24
+  (36) 2.69 / 1.41; 1x256x24x24 (36) 9.09 / 6.90; 3x256x14x14 (48) 10.2 / 9.0; 2x256x14x14 (32
+  tiles) ties (13.8 / 14.4) and 3x512x7x7 (12) loses (26.5 / 47.4): from 36 tiles;
 - weight gradients of wide 3x3 layers (min(C/g, K/g) >= WIDE_CHANNELS) with fewer tiles than that:
   ``winograd`` from WIDE_MIN_TILES F(4x4) tiles, below it ``winograd2x2`` (F(2x2,3x3): four times
   the tiles, additions-only transforms). ms im2col / F(4x4) / F(2x2), two threads: 1x512x7x7 (4
@@ -80,7 +85,7 @@ FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad
 BATCH_THRESHOLD = 2
 WINOGRAD_MIN_CHANNELS = 64
 WEIGHT_MIN_CHANNELS = 32
-WINOGRAD_MIN_TILES = 128
+WINOGRAD_MIN_TILES = 36
 WEIGHT_MIN_TILES = 128
 IM2COL_MAX_BYTES = 512 << 20
 WIDE_CHANNELS = 256

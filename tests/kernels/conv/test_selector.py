@@ -230,6 +230,32 @@ def test_conv2d_matches_torch(case):
                                tw.grad.numpy(), atol=1e-10)
 
 
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(1, 64, 24, 24, 64), (1, 128, 28, 28, 128)])
+def test_batch_of_one_winograd_layers_match_torch(shape, dtype):
+    """Batch-of-one 3x3 layers of 36-49 tiles (ResNet's layer2) run Winograd since issue 24
+    (they ran im2col): forward, input and weight gradient equal torch's."""
+    torch = pytest.importorskip("torch")
+    F = torch.nn.functional
+    N, Ci, H, W, K = shape
+    g = C.geometry("conv2d", (N, Ci, H, W), (K, Ci, 3, 3), 1, 1, 1, 1)
+    assert selector.heuristic("forward", g) == "winograd"
+    x = rng.standard_normal((N, Ci, H, W)).astype(dtype)
+    w = (rng.standard_normal((K, Ci, 3, 3)) / np.sqrt(9 * Ci)).astype(dtype)
+    gy = rng.standard_normal((N, K, H, W)).astype(dtype)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    ty = F.conv2d(tx, tw, None, 1, 1)
+    ty.backward(torch.tensor(gy))
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    y = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(C.conv2d_input_grad(gy, w, x.shape, 1, 1, 1, 1),
+                               tx.grad.numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(C.conv2d_weight_grad(gy, x, w.shape, 1, 1, 1, 1),
+                               tw.grad.numpy(), rtol=tol, atol=tol * 10)
+
 TRANSPOSE_CASES = [  # (N, C_in, H, W, K, R, S, stride, padding, output_padding, dilation, groups)
     (2, 4, 5, 6, 6, 3, 3, (2, 2), (1, 1), (1, 0), (1, 1), 2),
     (1, 3, 4, 4, 2, 3, 2, (1, 2), (0, 1), (0, 1), (2, 1), 1),
@@ -343,7 +369,13 @@ def test_heuristic_choices():
     assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="input") == "im2col"
     assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 128 tiles, all directions
     assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="input") == "winograd"
-    assert pick((4, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 64 tiles
+    assert pick((4, 256, 14, 14), (256, 256, 3, 3)) == "winograd"  # 64 tiles
+    assert pick((2, 256, 14, 14), (256, 256, 3, 3)) == "im2col"  # 32 tiles
+    # ResNet-18/50's layer2 at batch 1: one image's 49 tiles (was im2col, 2x slower)
+    assert pick((1, 128, 28, 28), (128, 128, 3, 3)) == "winograd"
+    assert pick((1, 128, 28, 28), (128, 128, 3, 3), direction="input") == "winograd"
+    assert pick((1, 64, 24, 24), (64, 64, 3, 3)) == "winograd"    # 36 tiles
+    assert pick((1, 256, 14, 14), (256, 256, 3, 3)) == "im2col"   # 16 tiles
     assert pick((8, 256, 14, 14), (256, 256, 3, 3), direction="weight") == "winograd"
     assert pick((8, 32, 56, 56), (32, 32, 3, 3)) == "direct"  # 32 channels: not Winograd's
     assert pick((8, 32, 56, 56), (32, 32, 3, 3), direction="weight") == "direct"
@@ -705,7 +737,7 @@ def test_batch_of_one_forward_runs_on_own_threads(monkeypatch, threads):
     torch's."""
     torch = pytest.importorskip("torch")
     from ember.kernels.conv.geometry import geometry
-    one = geometry("conv2d", (1, 128, 28, 28), (128, 128, 3, 3), 1, 1, 1, 1)
+    one = geometry("conv2d", (1, 256, 14, 14), (256, 256, 3, 3), 1, 1, 1, 1)   # 16 tiles
     batch = geometry("conv2d", (8, 128, 28, 28), (128, 128, 3, 3), 1, 1, 1, 1)
     down = geometry("conv2d", (1, 64, 56, 56), (128, 64, 1, 1), 2, 0, 1, 1)
     assert selector.heuristic("forward", one) == "im2col"
