@@ -23,6 +23,7 @@ from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, Emb
                           ember_class, named)
 from ember.kernels.dtypes import can_cast
 from ember.kernels.errors import KernelError
+from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
 _make = None  # Tensor._make, bound with it
@@ -188,6 +189,7 @@ def dispatch(op, tensors, consts):
     back = False
     if _BFLOAT16[0] is not None:
         arrays, back = _bf16.upcast(op, arrays)
+    fp = _fp_enter(_FP_IGNORE)   # inf, nan: values, no NumPy warning (kernels/fpstate.py)
     try:
         if op.list_input:
             out = op.kernel(arrays, *consts)
@@ -195,6 +197,8 @@ def dispatch(op, tensors, consts):
             out = op.kernel(*arrays, *consts)
     except Exception as e:  # noqa: BLE001 - converted to ember's error by kernel_error
         raise kernel_error(op, tensors, e) from None
+    finally:
+        _fp_leave(fp)
     if back:
         out = _bf16.round_back(out)
     if op.multi:
@@ -381,12 +385,16 @@ def _write_through(op, tensors, consts):
         if cls is Tensor and add_scaled.usable(dst, b):
             add_scaled.add_scaled_(dst, b, alpha)       # one pass, no temporary
             return True
-        b = b * alpha if cls is not Tensor else np.multiply(b, dst.dtype.type(alpha))
-        ufunc = np.add
+    fp = _fp_enter(_FP_IGNORE)   # as a kernel: inf - inf is nan, no NumPy warning
     try:
+        if alpha != 1:
+            b = b * alpha if cls is not Tensor else np.multiply(b, dst.dtype.type(alpha))
+            ufunc = np.add
         ufunc(dst, b, out=dst)
     except (OverflowError, TypeError, ValueError):   # before any write (a number out of the
         return False                                 # dtype's range): the general path's error
+    finally:
+        _fp_leave(fp)
     return True
 
 

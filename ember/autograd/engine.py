@@ -6,7 +6,9 @@ import numpy as np
 from ember.autograd import complex_support as _complex
 from ember.autograd.node import AccumulateGrad, SavedTensor, accumulate_into, grad_accumulator
 from ember.autograd.state import STATE
+from ember.autograd.function import _FunctionNode, ember_own
 from ember.errors import EmberRuntimeError
+from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 
 def _tensor_cls():
@@ -192,7 +194,11 @@ def _sum(old, g, owned):
         if id(old) in owned and g is not old:
             a, b = old._data, g._data
             if a.shape == b.shape and a.dtype == b.dtype:
-                np.add(a, b, out=a)
+                fp = _fp_enter(_FP_IGNORE)   # inf + -inf is nan, no NumPy warning
+                try:
+                    np.add(a, b, out=a)
+                finally:
+                    _fp_leave(fp)
                 owned.pop(id(g), None)
                 return old
         owned.pop(id(old), None)
@@ -388,6 +394,10 @@ def _leaf_hooks(acc, g, owned):
 def _apply(node, grads):
     if node._out_meta is not None and (_has_none(grads) or len(grads) < len(node._out_meta)):
         grads = _fill_missing(node, grads)
+    # a backward kernel's inf and nan are values, with no NumPy warning (kernels/fpstate.py);
+    # the backward of a user's custom Function is the user's code, under the user's own state
+    fp = None if node.__class__ is _FunctionNode and not ember_own(node.fn_cls) else \
+        _fp_enter(_FP_IGNORE)
     try:
         results = node.apply(grads) if node._cplx is None else _complex.apply(node, grads)
     except Exception as e:
@@ -395,6 +405,9 @@ def _apply(node, grads):
             raise EmberRuntimeError(f"Error in {node.name()}: {e}\nThe forward call that created "
                                     f"it:\n{node._trace}") from e
         raise
+    finally:
+        if fp is not None:
+            _fp_leave(fp)
     if STATE.anomaly and STATE.anomaly == "nan":
         for r in results:
             if r is not None and r._data.dtype.kind == "f" and np.isnan(r._data).any():

@@ -10,6 +10,7 @@ from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.autograd.node import Node, SavedTensor
 from ember.autograd.state import STATE
 from ember.autograd.views import CUSTOM as IN_CUSTOM_FUNCTION
+from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 
 class FunctionCtx:
@@ -44,6 +45,13 @@ class FunctionCtx:
 
     def mark_dirty(self, *tensors):
         """Accepted for compatibility; in-place inputs are tracked by version counters."""
+
+
+def ember_own(cls):
+    """Whether Function subclass ``cls`` is one of ember's own (the compiler's compiled step):
+    its forward and backward run with NumPy's floating-point errors ignored, as kernels do
+    (``kernels/fpstate.py``); a user's run under the user's own error state."""
+    return cls.__module__.startswith("ember.")
 
 
 class _FunctionNode(Node):
@@ -90,10 +98,13 @@ class Function:
         ctx.needs_input_grad = needs
         prev = STATE.grad_enabled
         STATE.grad_enabled = False
+        fp = _fp_enter(_FP_IGNORE) if ember_own(cls) else None
         try:
             out = cls.forward(ctx, *args)
         finally:
             STATE.grad_enabled = prev
+            if fp is not None:
+                _fp_leave(fp)
         single = not isinstance(out, tuple)
         outs = (out,) if single else out
         outs = tuple(Tensor._make(o._data) if isinstance(o, Tensor) and any(o is a for a in tensors)

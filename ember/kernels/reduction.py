@@ -1,4 +1,7 @@
 """Reduction kernels: ``dim`` is None, an int or a tuple of ints; ``keepdim`` keeps reduced axes."""
+import sys
+import warnings
+
 import numpy as np
 
 from ember import _dtype
@@ -46,12 +49,29 @@ def sum(a, dim=None, keepdim=False, dtype=None):
     return np.sum(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
 
 
+def _count(a, axis):
+    """The number of elements each slice of a reduction of ``a`` over ``axis`` holds."""
+    if axis is None:
+        return a.size
+    n = 1
+    for d in axis:
+        n *= a.shape[d]
+    return n
+
+
 def mean(a, dim=None, keepdim=False, dtype=None):
     dtype = _np_dtype(dtype)
     if dtype is None and a.dtype.kind not in "fc":
         raise KernelError(f"mean(): could not infer output dtype. Input dtype must be either a "
                           f"floating point or complex dtype. Got: {a.dtype}")
-    return np.mean(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
+    axis = _axis(dim, a)
+    if a.size == 0 and _count(a, axis) == 0:
+        # the mean of no elements is NaN, silently as torch (np.mean warns "Mean of empty slice")
+        total = np.sum(a, axis=axis, keepdims=keepdim, dtype=dtype)
+        if total.dtype.kind in "fc":
+            return np.full(total.shape, complex(np.nan, np.nan) if total.dtype.kind == "c"
+                           else np.nan, total.dtype)
+    return np.mean(a, axis=axis, keepdims=keepdim, dtype=dtype)
 
 
 @in_float32
@@ -141,13 +161,45 @@ def argmin(a, dim=None, keepdim=False):
 @in_float32
 def var(a, dim=None, correction=1, keepdim=False):
     a = to_float(a)
-    return np.var(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
+    axis = _axis(dim, a)
+    if correction >= _count(a, axis):
+        return _var_no_dof("var", a, axis, keepdim)
+    return np.var(a, axis=axis, ddof=correction, keepdims=keepdim)
 
 
 @in_float32
 def std(a, dim=None, correction=1, keepdim=False):
     a = to_float(a)
-    return np.std(a, axis=_axis(dim, a), ddof=correction, keepdims=keepdim)
+    axis = _axis(dim, a)
+    if correction >= _count(a, axis):
+        return np.sqrt(_var_no_dof("std", a, axis, keepdim))
+    return np.std(a, axis=axis, ddof=correction, keepdims=keepdim)
+
+
+def _var_no_dof(name, a, axis, keepdim):
+    """The variance when the correction is at least the element count, as torch: the squared
+    deviations' sum over max(count - correction, 0) = 0, inf (NaN where there is no spread),
+    from ``np.var``'s deviations; of a complex input the real part's plus the imaginary
+    part's (NaN where either has no spread, where ``np.var`` gives inf). torch's UserWarning,
+    for the user's line, in place of NumPy's RuntimeWarning "Degrees of freedom <= 0"."""
+    frame, level = sys._getframe(0), 1
+    while frame is not None and frame.f_globals.get("__name__", "").startswith("ember."):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(f"{name}(): degrees of freedom is <= 0. Correction should be strictly less "
+                  "than the reduction factor (input numel divided by output numel).",
+                  UserWarning, stacklevel=level)
+    n = np.intp(_count(a, axis))
+    m = np.sum(a, axis=axis, keepdims=True)
+    m = np.true_divide(m, n, out=m, casting="unsafe") if isinstance(m, np.ndarray) else \
+        m.dtype.type(m / n)
+    x = np.asarray(a - m)
+
+    def over_no_dof(part):
+        total = np.sum(part * part, axis=axis, keepdims=keepdim)
+        return np.true_divide(total, np.intp(0)).astype(total.dtype, copy=False)
+    if x.dtype.kind == "c":
+        return over_no_dof(x.real) + over_no_dof(x.imag)
+    return over_no_dof(x)
 
 
 def shifted_log_sum_exp(x, axis, m, out=None, log_dtype=None):

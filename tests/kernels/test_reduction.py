@@ -58,3 +58,42 @@ def test_shifted_log_sum_exp_log_dtype():
     x = np.array([[1.0, 2.0, 3.0]], np.float32)
     s, log_sum = reduction.shifted_log_sum_exp(x, 1, np.max(x, 1, keepdims=True), log_dtype=np.float64)
     assert s.dtype == np.float32 and log_sum.dtype == np.float64 and log_sum.shape == (1, 1)
+
+
+@pytest.mark.parametrize("values,dim,correction", [
+    ([1.0], None, 1), ([[1.0], [2.0]], 1, 1), ([1.0, 2.0], None, 3), ([2.0, 2.0], None, 2),
+    ([1.0, 2.0], None, 2.5), ([[]], 1, 1), ([np.inf, 1.0], None, 2), ([1 + 0j, 1 + 3j], None, 2),
+    ([1 + 1j, 2 + 2j], None, 2), ([[1 + 1j, 1 + 1j]], 1, 2)])
+def test_var_std_without_degrees_of_freedom_warn_as_torch(values, dim, correction):
+    """A correction of at least the element count: torch's value (inf, NaN where there is no
+    spread; a complex input's real and imaginary parts apart, NaN where one has no spread,
+    where np.var gave inf) and torch's UserWarning for the caller's line, not NumPy's
+    RuntimeWarning "Degrees of freedom <= 0 for slice"."""
+    kw = {} if dim is None else {"dim": dim}
+    for name in ("var", "std"):
+        with pytest.warns(UserWarning) as log:
+            want = getattr(torch, name)(torch.tensor(values), correction=correction, **kw)
+        with pytest.warns(UserWarning) as got_log:
+            got = getattr(ember, name)(ember.tensor(values), correction=correction, **kw)
+        assert {str(w.message) for w in got_log} == {   # (torch: once per part of a complex)
+            str(w.message).split(" (Triggered internally")[0] for w in log}
+        assert [w.filename for w in got_log] == [__file__]
+        assert not [w for w in got_log if issubclass(w.category, RuntimeWarning)]
+        assert str(got.dtype)[6:] == str(want.dtype)[6:]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_mean_of_no_elements_is_nan_silently():
+    """torch's mean of no elements is NaN (NaN + NaN j for complex) without a warning; NumPy's
+    warned "Mean of empty slice"."""
+    import warnings
+    for dtype in ("float32", "float16", "complex64"):
+        for shape, dim in (((0,), None), ((0, 3), 0), ((2, 0), 1), ((2, 0), 0)):
+            want = torch.zeros(shape, dtype=getattr(torch, dtype)).mean(*(() if dim is None
+                                                                          else (dim,)))
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                got = ember.zeros(shape, dtype=getattr(ember, dtype)).mean(
+                    *(() if dim is None else (dim,)))
+            assert str(got.dtype)[6:] == str(want.dtype)[6:]
+            np.testing.assert_array_equal(got.numpy(), want.numpy())

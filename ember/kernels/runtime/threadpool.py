@@ -18,6 +18,8 @@ The chunk function must release the GIL for the threads to overlap (NumPy's BLAS
 import os
 import threading
 
+from ember.kernels.fpstate import current as _fp_current, enter as _fp_enter, leave as _fp_leave
+
 _pool = None
 _pool_size = 0
 _pool_lock = threading.Lock()
@@ -118,7 +120,16 @@ def run_chunks(fn, n_items, parts, n_threads):
         finally:
             _inside.flag = False
 
-    _submit(work, n_threads - 1)
+    state = _fp_current()
+
+    def worker():   # NumPy's error state is per thread: the caller's (a kernel's "ignore")
+        token = _fp_enter(state)
+        try:
+            work()
+        finally:
+            _fp_leave(token)
+
+    _submit(worker, n_threads - 1)
     work()
     job.finished.wait()
     if job.error is not None:
