@@ -7,14 +7,15 @@ these calls to a ``StepCapture`` instead of breaking the graph:
 * ``backward``: the engine runs over the traced forward with the tracer on (``create_graph``:
   every derivative formula and gradient sum is a traced op); each leaf's ``.grad`` becomes the
   traced (detached) gradient, added to a ``.grad`` the function computed earlier.
-* ``step`` of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam: the update
-  math of ``ember.optim._updates`` (the functions the eager step runs on arrays) evaluated on
-  traced tensors, then one in-place write (``copy_``) per parameter and state tensor.
-  Hyper-parameters (lr, momentum, dampening, betas, eps, weight decay, ...) and what the step
-  count determines (bias corrections, NAdam's momentum schedule) are formals read at every
-  call, so an LR scheduler does not retrace; the runner advances the step counts (and NAdam's
-  ``mu_product``) as eager does; a branch the step count chooses (RAdam's rectification) is
-  part of the guard (one retrace when it flips).
+* ``step`` of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD and
+  Rprop: the update math of ``ember.optim._updates`` (the functions the eager step runs on
+  arrays) evaluated on traced tensors, then one in-place write (``copy_``) per parameter and
+  state tensor. Hyper-parameters (lr, momentum, dampening, betas, eps, weight decay, ...) and
+  what the step count determines (bias corrections, NAdam's momentum schedule, ASGD's eta and
+  mu) are formals read at every call, so an LR scheduler does not retrace; the runner advances
+  the step counts (NAdam's ``mu_product``; after the program ASGD's schedules) as eager does; a
+  branch the state chooses (RAdam's rectification, ASGD's averaging) is part of the guard (one
+  retrace when it flips).
 * ``zero_grad()`` (``set_to_none``): the runner sets those ``.grad`` to None.
 * ``autograd.grad`` (without ``create_graph``): traced as ``backward`` is, its gradients
   returned (detached) instead of accumulated into ``.grad``.
@@ -77,6 +78,12 @@ class _Sym:
     def __neg__(self):
         return _Sym(-self.t)
 
+    def __gt__(self, o):
+        return _Sym(self.t > _raw(o))
+
+    def __lt__(self, o):
+        return _Sym(self.t < _raw(o))
+
 
 def _raw(o):
     return o.t if isinstance(o, _Sym) else o
@@ -97,6 +104,23 @@ class _TracedOps:
     def abs(s):
         return _Sym(s.t.abs())
 
+    @staticmethod
+    def sign(s):
+        return _Sym(s.t.sign())
+
+    @staticmethod
+    def where(c, a, b):
+        from ember import where
+        return _Sym(where(_raw(c), _raw(a), _raw(b)))
+
+    @staticmethod
+    def clamp_(a, lo, hi):
+        return _Sym(a.t.maximum(_raw(lo)).minimum(_raw(hi)))
+
+    @staticmethod
+    def assign_(dst, src):
+        return src
+
     def maximum_(self, a, b):
         self.max = _Sym(a.t.maximum(b.t))
         return self.max
@@ -116,7 +140,8 @@ def _kind(opt):
         "update" if step is _Traceable.step else None
 
 
-_CAPTURED = "SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam"
+_CAPTURED = ("SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD and Rprop "
+             "(not LBFGS: its step needs a closure)")
 
 
 def structure(opt):
@@ -130,8 +155,8 @@ def structure(opt):
                     g.get("amsgrad"), g.get("decoupled_weight_decay"), g.get("centered")))
         out.append(tuple(tuple(opt.state[p]) if p in opt.state else () for p in g["params"]))
         if flags is not None:   # e.g. RAdam's rectification at the next step
-            out.append(tuple(tuple(flags(g, opt.state[p].get("step", 0) + 1).items())
-                             for p in g["params"] if p in opt.state))
+            out.append(tuple(tuple(flags(g, opt.state[p], opt.state[p].get("step", 0) + 1)
+                                   .items()) for p in g["params"] if opt.state.get(p)))
     return tuple(out)
 
 
@@ -147,6 +172,7 @@ class StepCapture:
     def __init__(self):
         self.inputs = []        # (tensor, getter -> ndarray, Value): formals after the inputs
         self.bumps = []         # what a call advances first (the optimizers' step counts)
+        self.finishes = []      # what it updates last (ASGD's eta and mu schedules)
         self._scalars = {}
         self.touched = []       # leaves whose final .grad the function determines
         self._touched = set()
@@ -414,7 +440,7 @@ class StepCapture:
         x, g = _Sym(p), _Sym(p.grad)
         if group["maximize"]:
             g = -g
-        if group["weight_decay"] != 0:
+        if group.get("weight_decay", 0) != 0:
             if group.get("decoupled_weight_decay"):
                 x = x * s("decay", lambda: 1 - opt.param_groups[gi]["lr"] *
                           opt.param_groups[gi]["weight_decay"])
@@ -432,12 +458,15 @@ class StepCapture:
         slots = opt._slots(group)
         state = [self._state(tracer, opt, p, k) if k else None for k in slots]
         new = type(opt).update(x, g, *state, **scalars,
-                               **opt._flags(group, opt.state[p]["step"]), ops=_TracedOps())
+                               **opt._flags(group, opt.state[p], opt.state[p]["step"]),
+                               ops=_TracedOps())
         for old, value in zip(state, new[1:]):
             if old is not None:
                 self._write(old.t, value)
         self._write(p, new[0])
         self.written.append(p)
+        opt._finish(group, opt.state[p])
+        self.finishes.append(lambda: opt._finish(opt.param_groups[gi], opt.state[p]))
 
     # ---- end of the trace ---------------------------------------------------------------
     def finish(self, tracer, out):
@@ -561,7 +590,7 @@ class WholeStep:
         for opt, st in self._cap.optimizers:
             if structure(opt) != st:
                 return (f"the {type(opt).__name__}'s parameter groups, options, state or a branch "
-                        f"its step count chooses (RAdam's rectification) changed")
+                        f"its state chooses (RAdam's rectification, ASGD's averaging) changed")
         return None
 
     def __call__(self, *args):
@@ -575,6 +604,8 @@ class WholeStep:
         arrays += [get() for get in self._getters]
         arrays += [t._data for t in self._state]
         res = self._fn(*arrays)
+        for finish in cap.finishes:
+            finish()
         make = Tensor._make
         n = self._n_out
         for t in cap.grad_none:

@@ -16,6 +16,17 @@ class NUMPY:
     """Array operations of the eager step."""
     sqrt = staticmethod(np.sqrt)
     abs = staticmethod(np.abs)
+    sign = staticmethod(np.sign)
+    where = staticmethod(np.where)
+
+    @staticmethod
+    def clamp_(a, lo, hi):
+        return np.clip(a, lo, hi, out=a)
+
+    @staticmethod
+    def assign_(dst, src):
+        dst[...] = src
+        return dst
 
     @staticmethod
     def maximum_(a, b):
@@ -152,3 +163,29 @@ def radam_update(x, g, exp_avg, exp_avg_sq, *, one_m_b1, b2, one_m_b2, eps, step
     else:
         x -= ops.like(exp_avg * step_size, x)
     return x, exp_avg, exp_avg_sq
+
+
+def rprop_update(x, g, prev, step_size, *, etaminus, etaplus, step_min, step_max,
+                 ops=SYMBOLIC):
+    """Rprop: each element's step size grows by ``etaplus`` while its gradient keeps its sign
+    and shrinks by ``etaminus`` when it flips (clamped to ``[step_min, step_max]``); a flipped
+    gradient counts as 0 (no step, and the next step does not grow)."""
+    s = ops.sign(g * prev)
+    step_size *= ops.like(ops.where(s > 0, etaplus, ops.where(s < 0, etaminus, 1.0)), step_size)
+    step_size = ops.clamp_(step_size, step_min, step_max)
+    g = ops.where(s < 0, 0.0, g)
+    x -= ops.like(ops.sign(g) * step_size, x)
+    prev = ops.assign_(prev, g)
+    return x, prev, step_size
+
+
+def asgd_update(x, g, ax, *, decay, eta, mu, averaging, ops=SYMBOLIC):
+    """ASGD: ``decay = 1 - lambd * eta``; the averaged iterate ``ax`` moves towards ``x`` by
+    ``mu`` once ``averaging`` (``mu != 1``), else it is ``x``."""
+    x *= decay
+    x -= ops.like(eta * g, x)
+    if averaging:
+        ax += ops.like((x - ax) * mu, ax)
+    else:
+        ax = ops.assign_(ax, x)
+    return x, ax

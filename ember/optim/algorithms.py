@@ -1,6 +1,6 @@
 """torch's optimizers' update rules (single-tensor form) on NumPy; the math of SGD, Adam(W),
-RMSprop, Adagrad, Adadelta, Adamax, NAdam and RAdam lives in ``ember.optim._updates``, which
-``ember.compile`` also traces into a captured training step.
+RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD and Rprop lives in
+``ember.optim._updates``, which ``ember.compile`` also traces into a captured training step.
 
 State tensors live in ``optimizer.state[param]`` as ember Tensors (``step`` as a float); each
 update writes the parameter's storage in place.
@@ -171,8 +171,9 @@ class _Traceable(Optimizer):
     training step (``ember.compiler.step``) on the same terms: the state ``_slots`` in the
     update's order (None: unused under the group's options), the scalars from the group
     (``_scalars``) and from the step count (``_step_scalars``, after ``_advance``), the
-    branch-choosing ``_flags`` of a step number. Weight decay (``_decay``) and ``maximize``
-    come before the update."""
+    branch-choosing ``_flags`` (of the state and the step number the update runs at), and
+    ``_finish`` after it (ASGD's schedules). Weight decay (``_decay``) and ``maximize`` come
+    before the update."""
 
     update = None
 
@@ -188,11 +189,14 @@ class _Traceable(Optimizer):
     def _step_scalars(self, group, st):
         return {}
 
-    def _flags(self, group, step):
+    def _flags(self, group, st, step):
         return {}
 
     def _advance(self, group, st):
         st["step"] += 1
+
+    def _finish(self, group, st):
+        pass
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns the closure's loss."""
@@ -201,11 +205,13 @@ class _Traceable(Optimizer):
         update = cls.update
         per_step = cls._step_scalars is not _Traceable._step_scalars
         flags = cls._flags is not _Traceable._flags
+        finish = cls._finish is not _Traceable._finish
         for g in self.param_groups:
             kw = self._scalars(g)
             kw["ops"] = NUMPY
             slots = self._slots(g)
-            lr, wd, decoupled = g["lr"], g["weight_decay"], g.get("decoupled_weight_decay", False)
+            lr, wd = g["lr"], g.get("weight_decay", 0)
+            decoupled = g.get("decoupled_weight_decay", False)
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
                 if not st:
@@ -215,8 +221,10 @@ class _Traceable(Optimizer):
                 if per_step:
                     kw.update(self._step_scalars(g, st))
                 if flags:
-                    kw.update(self._flags(g, st["step"]))
+                    kw.update(self._flags(g, st, st["step"]))
                 update(x, grad, *[st[k]._data if k else None for k in slots], **kw)
+                if finish:
+                    self._finish(g, st)
                 p._bump()
         return loss
 
@@ -450,11 +458,11 @@ class RAdam(_Traceable):
             ** 0.5 if rho_t > 5.0 else 0.0
         return dict(step_size=lr / (1 - b1 ** step), adapt=(1 - b2 ** step) ** 0.5 * rect)
 
-    def _flags(self, group, step):
+    def _flags(self, group, st, step):
         return dict(rectified=self._rho(group, step)[0] > 5.0)
 
 
-class ASGD(Optimizer):
+class ASGD(_Traceable):
     """Averaged SGD: the running average of the iterates is ``state['ax']``; ``eta`` and
     ``mu`` (float32 scalars, as torch keeps them) follow torch's schedules."""
 
@@ -467,34 +475,30 @@ class ASGD(Optimizer):
                                       maximize=maximize, differentiable=differentiable,
                                       capturable=capturable))
 
-    def step(self, closure=None):
-        """One ASGD update of every parameter with a gradient; returns the closure's loss."""
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            lr, lambd, alpha, t0, wd = (g["lr"], g["lambd"], g["alpha"], g["t0"],
-                                        g["weight_decay"])
-            for p, grad, x in _with_grads(g):
-                st = self.state[p]
-                if not st:
-                    _start(st, p, "ax", scalars=(("eta", lr), ("mu", 1.0)))
-                st["step"] += 1
-                step = st["step"]
-                grad = _decay(grad, x, lr, wd)
-                eta = float(st["eta"]._data)
-                x *= 1 - lambd * eta
-                x -= (eta * grad).astype(x.dtype, copy=False)
-                ax, mu = st["ax"]._data, float(st["mu"]._data)
-                if mu != 1:
-                    ax += ((x - ax) * mu).astype(ax.dtype, copy=False)
-                else:
-                    ax[...] = x
-                st["eta"] = _scalar32(lr / ((1 + lambd * lr * step) ** alpha))
-                st["mu"] = _scalar32(1 / max(1, step - t0))
-                p._bump()
-        return loss
+    update = staticmethod(_updates.asgd_update)
+
+    def _init_state(self, group, p, st):
+        _start(st, p, "ax", scalars=(("eta", group["lr"]), ("mu", 1.0)))
+
+    def _slots(self, group):
+        return ("ax",)
+
+    def _step_scalars(self, group, st):
+        """``eta`` and ``mu`` as the previous step left them (float32, as torch)."""
+        eta = float(st["eta"]._data)
+        return dict(decay=1 - group["lambd"] * eta, eta=eta, mu=float(st["mu"]._data))
+
+    def _flags(self, group, st, step):
+        return dict(averaging=float(st["mu"]._data) != 1)
+
+    def _finish(self, group, st):
+        """torch's schedules of ``eta`` and ``mu`` for the next step."""
+        lr, step = group["lr"], st["step"]
+        st["eta"] = _scalar32(lr / ((1 + group["lambd"] * lr * step) ** group["alpha"]))
+        st["mu"] = _scalar32(1 / max(1, step - group["t0"]))
 
 
-class Rprop(Optimizer):
+class Rprop(_Traceable):
     """Resilient backpropagation: per-element step sizes grown by ``etas[1]`` while the
     gradient keeps its sign and shrunk by ``etas[0]`` when it flips, within ``step_sizes``."""
 
@@ -507,26 +511,16 @@ class Rprop(Optimizer):
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, capturable=capturable))
 
-    def step(self, closure=None):
-        """One Rprop update of every parameter with a gradient; returns the closure's loss."""
-        loss = self._closure(closure)
-        for g in self.param_groups:
-            (etaminus, etaplus), (smin, smax) = g["etas"], g["step_sizes"]
-            for p, grad, x in _with_grads(g):
-                grad = np.array(grad, copy=True)
-                st = self.state[p]
-                if not st:
-                    st["step"] = 0.0
-                    st["prev"] = _zeros_like(p)
-                    st["step_size"] = Tensor._make(np.full_like(x, g["lr"]))
-                st["step"] += 1
-                prev, size = st["prev"]._data, st["step_size"]._data
-                s = np.sign(grad * prev)
-                factor = np.where(s > 0, etaplus, np.where(s < 0, etaminus, 1.0))
-                size *= factor.astype(size.dtype, copy=False)
-                np.clip(size, smin, smax, out=size)
-                grad[s < 0] = 0
-                x -= (np.sign(grad) * size).astype(x.dtype, copy=False)
-                prev[...] = grad
-                p._bump()
-        return loss
+    update = staticmethod(_updates.rprop_update)
+
+    def _init_state(self, group, p, st):
+        st["step"] = 0.0
+        st["prev"] = _zeros_like(p)
+        st["step_size"] = Tensor._make(np.full_like(_real(p._data), group["lr"]))
+
+    def _slots(self, group):
+        return ("prev", "step_size")
+
+    def _scalars(self, group):
+        (etaminus, etaplus), (smin, smax) = group["etas"], group["step_sizes"]
+        return dict(etaminus=etaminus, etaplus=etaplus, step_min=smin, step_max=smax)

@@ -39,9 +39,30 @@ OPTS = {
                                                     decoupled_weight_decay=True),
     # betas[1] = 0.9: rho_t > 5 from step 6, both of RAdam's branches run
     "radam": lambda ps: ember.optim.RAdam(ps, lr=1e-2, betas=(0.8, 0.9), weight_decay=1e-2),
+    "asgd": lambda ps: ember.optim.ASGD(ps, lr=1e-2),
+    # t0=3: the averaging starts (mu != 1) at step 5
+    "asgd_t0": lambda ps: ember.optim.ASGD(ps, lr=0.05, lambd=0.01, alpha=0.5, t0=3,
+                                           weight_decay=0.1, maximize=True),
+    "rprop": lambda ps: ember.optim.Rprop(ps, lr=1e-2),
+    "rprop_maximize": lambda ps: ember.optim.Rprop(ps, lr=0.05, etas=(0.3, 1.5),
+                                                   step_sizes=(1e-3, 0.1), maximize=True),
 }
 TRACEABLE = ["rmsprop", "rmsprop_centered_momentum", "adagrad", "adadelta", "adamax", "nadam",
-             "nadam_decoupled", "radam"]
+             "nadam_decoupled", "radam", "asgd", "asgd_t0", "rprop", "rprop_maximize"]
+
+
+class _CustomSGD(ember.optim.Optimizer):
+    """A user's optimizer: its own step (not traced)."""
+
+    def __init__(self, params, lr=0.01):
+        super().__init__(params, dict(lr=lr))
+
+    def step(self, closure=None):
+        with ember.no_grad():
+            for g in self.param_groups:
+                for p in g["params"]:
+                    if p.grad is not None:
+                        p.sub_(g["lr"] * p.grad)
 
 
 @pytest.fixture(autouse=True)
@@ -213,20 +234,24 @@ def _state_close(me, mc, oe, oc, tol):
 @pytest.mark.parametrize("cls", [MLP, LeNet5])
 @pytest.mark.parametrize("opt", TRACEABLE)
 def test_other_optimizers_whole_step_matches_eager_float64(cls, opt):
-    if cls is LeNet5 and opt not in ("rmsprop", "nadam", "radam"):
+    if cls is LeNet5 and opt not in ("rmsprop", "nadam", "radam", "asgd_t0", "rprop"):
         pytest.skip("LeNet-5 with three of them: the MLP runs every optimizer")
     me, mc, oe, oc, cf = _train(cls, opt, ember.float64)
     _close(me, mc, ember.float64)
     _state_close(me, mc, oe, oc, dict(rtol=0, atol=1e-10))
     # Adagrad's state exists from its constructor: no eager first step; RAdam retraces once,
-    # when rho_t > 5 switches its update to the rectified one (a branch of the step count)
-    assert cf.traces == (2 if opt == "radam" else 1) and cf.breaks == []
+    # when rho_t > 5 switches its update to the rectified one (a branch of the step count),
+    # ASGD with t0=3 when its averaging starts
+    assert cf.traces == (2 if opt in ("radam", "asgd_t0") else 1) and cf.breaks == []
     assert cf.warmups == (0 if opt == "adagrad" else 1)
     assert isinstance(cf._last.traced, WholeStep)
-    assert len(cf._last.traced.writes) >= 2 * len(list(mc.parameters()))
+    assert len(cf._last.traced.writes) >= len(list(mc.parameters()))
+    if opt.startswith("asgd"):   # eta and mu advanced by the runner after each program
+        assert oc.state[next(iter(mc.parameters()))]["eta"].dtype == ember.float32
 
 
-@pytest.mark.parametrize("opt", ["rmsprop_centered_momentum", "adamax", "nadam", "radam"])
+@pytest.mark.parametrize("opt", ["rmsprop_centered_momentum", "adamax", "nadam", "radam",
+                                 "asgd_t0", "rprop"])
 def test_other_optimizers_whole_step_float32_close(opt):
     me, mc, oe, oc, cf = _train(MLP, opt, ember.float32, batch=8)
     _close(me, mc, ember.float32)
@@ -251,7 +276,7 @@ def test_unknown_optimizer_runs_eagerly_with_a_warning():
     twin = copy.deepcopy(model)
     steps = []
     for m in (model, twin):
-        o = ember.optim.Rprop(m.parameters(), lr=1e-2)
+        o = _CustomSGD(m.parameters(), lr=1e-2)
 
         def step(x, y, m=m, o=o):
             o.zero_grad()
@@ -259,9 +284,10 @@ def test_unknown_optimizer_runs_eagerly_with_a_warning():
             o.step()
         steps.append(step)
     compiled = ember.compile(steps[1])
-    with pytest.warns(GraphBreakWarning, match=r"Rprop.step\(\): ember.compile traces the "
-                      r"updates of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam "
-                      r"and RAdam.*test_step.py:\d+: `o.step\(\)`"):
+    with pytest.warns(GraphBreakWarning, match=r"_CustomSGD.step\(\): ember.compile traces the "
+                      r"updates of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, "
+                      r"RAdam, ASGD and Rprop \(not LBFGS: its step needs a closure\); this "
+                      r"optimizer's step runs eagerly.*test_step.py:\d+: `o.step\(\)`"):
         for i in range(3):
             x, y = _data(model, 4, i, ember.float64)
             steps[0](x, y)
@@ -478,7 +504,7 @@ def test_fullgraph_accepts_a_captured_step_and_raises_on_an_uncaptured_one():
     ember.manual_seed(0)
     model = MLP().double()
     for opt, ok in ((ember.optim.AdamW(model.parameters()), True),
-                    (ember.optim.ASGD(model.parameters()), False)):
+                    (_CustomSGD(model.parameters()), False)):
         def step(x, y, o=opt):
             o.zero_grad()
             F.cross_entropy(model(x), y).backward()
@@ -490,7 +516,8 @@ def test_fullgraph_accepts_a_captured_step_and_raises_on_an_uncaptured_one():
                 compiled(x, y)
             assert compiled._compiled.traces == 1
         else:
-            with pytest.raises(GraphBreakError, match=r"ASGD.step\(\): ember.compile traces"):
+            with pytest.raises(GraphBreakError, match=r"_CustomSGD.step\(\): ember.compile "
+                               r"traces"):
                 compiled(x, y)
 
 

@@ -70,7 +70,9 @@ def test_the_traceable_optimizers_steps_run_their_update_function():
                     (ember.optim.Adadelta, _updates.adadelta_update),
                     (ember.optim.Adamax, _updates.adamax_update),
                     (ember.optim.NAdam, _updates.nadam_update),
-                    (ember.optim.RAdam, _updates.radam_update)):
+                    (ember.optim.RAdam, _updates.radam_update),
+                    (ember.optim.ASGD, _updates.asgd_update),
+                    (ember.optim.Rprop, _updates.rprop_update)):
         assert cls.update is fn and cls.step is algorithms._Traceable.step
 
 
