@@ -644,7 +644,7 @@ class CompiledFunction:
         """The first run of a captured step: the program, then (state restored) the function
         eagerly; their outputs, parameters, optimizer state and gradients must agree, else the
         step runs eagerly from now on (Python code changed tensors outside the traced ops,
-        e.g. ``clip_grad_norm_`` scaling ``.grad`` in place). Eager's results are kept."""
+        e.g. scaling ``.grad`` through its array). Eager's results are kept."""
         runner = entry.traced
         snap = runner.snapshot()
         sargs, skwargs, _ = _strip(args, kwargs) if entry.objects else (args, kwargs, None)
@@ -660,7 +660,7 @@ class CompiledFunction:
         if why is not None:
             self._record_breaks(entry.key, [GraphBreak(
                 f"the captured training step differs from eager ({why}): Python code changed "
-                "tensors outside the traced ops (e.g. clip_grad_norm_ scaling .grad in place)",
+                "tensors outside the traced ops (e.g. scaling .grad through its array)",
                 (self.fn.__code__.co_filename if hasattr(self.fn, "__code__") else "<unknown>",
                  getattr(getattr(self.fn, "__code__", None), "co_firstlineno", 0),
                  self.__name__))])
