@@ -85,8 +85,11 @@ def div(a, b, rounding_mode=None):
         return np.where((r != 0) & ((_arr(a) < 0) != (_arr(b) < 0)), q + 1, q)
     if rounding_mode == "floor":
         check_integer_divisor("division", a, b)
-        with np.errstate(divide="ignore", invalid="ignore"):
+        token = _fp_quiet()
+        try:
             return np.floor_divide(a, b)
+        finally:
+            _fp_restore(token)
     raise KernelError(f"rounding_mode must be None, 'trunc' or 'floor', got {rounding_mode!r}")
 
 
@@ -106,8 +109,11 @@ def check_integer_divisor(name, a, b):
 def remainder(a, b):
     a, b = promote(a, b)
     check_integer_divisor("remainder", a, b)
-    with np.errstate(divide="ignore", invalid="ignore"):   # x % 0.0 is nan, as torch
+    token = _fp_quiet()   # x % 0.0 is nan, as torch
+    try:
         return np.remainder(a, b)
+    finally:
+        _fp_restore(token)
 
 
 def neg(a):

@@ -7,6 +7,7 @@ import numpy as np
 from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
+from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
 from ember.kernels.opmath import in_float32
 
 
@@ -220,8 +221,11 @@ def log_sum_exp(a, axis, keepdim=False):
         return np.log(np.sum(np.exp(a), axis=axis, keepdims=keepdim))
     m = np.max(a, axis=axis, keepdims=True)
     m = np.where(np.isfinite(m), m, 0)
-    with np.errstate(divide="ignore", invalid="ignore"):
+    token = _fp_quiet()   # log(0) = -inf, inf - inf = nan: values
+    try:
         out = shifted_log_sum_exp(a, axis, m)[1] + m
+    finally:
+        _fp_restore(token)
     return out if keepdim else np.squeeze(out, axis=axis if axis is not None else None)
 
 

@@ -51,8 +51,11 @@ def _unary(compute):
     def kernel(a):
         a = to_float(a)
         work = a.astype(np.float32) if a.dtype == np.float16 else a
-        with np.errstate(all="ignore"):  # nan/inf results are the values, as in torch
+        token = _fp_quiet()   # nan/inf results are the values, as in torch
+        try:
             return np.asarray(compute(work)).astype(a.dtype, copy=False)
+        finally:
+            _fp_restore(token)
     return kernel
 
 
@@ -139,8 +142,7 @@ sinc = _unary(np.sinc)
 
 
 def _entr(x):
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r = -x * np.log(np.where(x > 0, x, 1))
+    r = -x * np.log(np.where(x > 0, x, 1))   # (errors ignored by _unary)
     return np.where(x > 0, r, np.where(x == 0, 0, np.where(np.isnan(x), x, -np.inf)))
 
 
@@ -151,8 +153,7 @@ def logit(a, eps=None):
     def compute(x):
         if eps is not None:
             x = np.clip(x, eps, 1 - eps)
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return np.log(x / (1 - x))
+        return np.log(x / (1 - x))   # (errors ignored by _unary)
     return _unary(compute)(a)
 
 
@@ -201,8 +202,11 @@ def fmod(a, b):
     if np.asarray(a).dtype.kind in "iub":
         check_integer_divisor("fmod", a, b)
         return np.asarray(np.fmod(a, b))
-    with np.errstate(divide="ignore", invalid="ignore"):
+    token = _fp_quiet()   # x fmod 0.0 is nan, as torch
+    try:
         return np.asarray(np.fmod(a, b))
+    finally:
+        _fp_restore(token)
 
 
 def heaviside(a, values):
@@ -293,8 +297,7 @@ def _ones(x):
 def _cheb_t(x, n):
     out, deg = _recurrence(x, n, _ones, lambda x: x, lambda k, x, p, q: 2 * x * p - q)
     ax = np.abs(x)
-    with np.errstate(invalid="ignore"):
-        trig = np.cos(deg * np.arccos(np.clip(x, -1, 1)))
+    trig = np.cos(deg * np.arccos(np.clip(x, -1, 1)))   # (errors ignored by _binary)
     out = np.where((deg > 6) & (ax < 1), trig, out)
     edge = np.where((x > 0) | (deg % 2 == 0), 1.0, -1.0)
     return np.where((ax == 1) & (deg >= 0), edge, out)
