@@ -588,3 +588,25 @@ def test_autograd_grad_with_create_graph_is_a_named_break():
                       r"backward is not captured\)"):
         out = ember.compile(f)(x, y)
     np.testing.assert_allclose(out.detach().numpy(), f(x, y).detach().numpy(), rtol=1e-12)
+
+
+@pytest.mark.parametrize("opt", ["adamw", "nadam", "asgd_t0"])
+def test_load_state_dict_between_calls_keeps_the_program_exact(opt):
+    # load_state_dict replaces each parameter's state dict: the program's step counts and
+    # bias corrections are read from opt.state at every call (they were the dicts seen when
+    # tracing: the loaded state's step stayed put while the old dict's advanced)
+    ember.manual_seed(0)
+    (me, oe, _, step_e), (mc, oc, _, step_c) = _setup(MLP, opt, ember.float64)
+    compiled = ember.compile(step_c)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphBreakWarning)
+        for i in range(8):
+            if i == 4:
+                for o in (oe, oc):
+                    o.load_state_dict(o.state_dict())
+            x, y = _data(me, 4, i, ember.float64)
+            step_e(x, y)
+            compiled(x, y)
+    _close(me, mc, ember.float64)
+    _state_close(me, mc, oe, oc, dict(rtol=0, atol=1e-10))
+    assert oc.state[next(iter(mc.parameters()))]["step"] == 8
