@@ -7,6 +7,10 @@ one batched BLAS call, so each pass is: batched GEMM for the scores, the scale/m
 steps in place on that one buffer, batched GEMM(s) for the results. The one (..., L, S) buffer
 is the only score-sized memory a pass holds (the unfused form holds several: scores, the masked
 scores, the probabilities, and the autograd graph keeps them all for the backward).
+float32 without a mask or dropout runs the steps between the GEMMs as Numba row passes
+(``nn_numba.sdpa_*_rows``, chosen per shape as ``nn._ce_run`` does): the forward's scale, causal
+mask, softmax and log-sum-exp in one; the backward's probabilities in one and the scores'
+gradient in another.
 """
 import numpy as np
 
@@ -40,11 +44,39 @@ def _check(q, k, v, mask, is_causal):
                           "when is_causal=True")
 
 
+def _rows(q, k, mask, drop):
+    """The scores q k^T (unscaled, unmasked) as C-contiguous rows (B*H*L, S) for the Numba row
+    passes (``nn_numba.sdpa_*_rows``): float32 q, k, v without a mask or dropout, rows long
+    enough (``nn._ce_numba_fits``); else None (the NumPy passes)."""
+    if mask is not None or drop is not None or q.dtype != np.float32 or \
+            k.dtype != np.float32 or q.ndim < 2 or k.shape[-2] < 2:
+        return None
+    from ember.kernels import nn
+    s = np.matmul(q, np.swapaxes(k, -1, -2))
+    rows = s.reshape(-1, s.shape[-1])
+    return rows if nn._ce_numba_fits(rows) else None
+
+
+def _run(name, rows, *args):
+    from ember.kernels import nn
+    return nn._ce_run(name, rows, *args)
+
+
 def sdpa_forward(q, k, v, mask, drop, is_causal, scale):
     """(softmax(q k^T * scale + mask) * drop) v and the rows' log-sum-exp (..., L): +inf for a
     row masked everywhere, whose output is zeros (torch's safe softmax). ``drop`` is None or
-    the dropout multiplier (0 or 1/(1-p)) of the probabilities."""
+    the dropout multiplier (0 or 1/(1-p)) of the probabilities. float32 without a mask or
+    dropout: scale, causal mask, softmax and log-sum-exp in one Numba pass per row between the
+    two GEMMs (``nn_numba.sdpa_probs_rows``; (16, 4, 64, 32) causal, one thread: 1.70 -> 0.93
+    ms)."""
     _check(q, k, v, mask, is_causal)
+    rows = _rows(q, k, mask, drop) if v.dtype == np.float32 else None
+    if rows is not None:
+        L = q.shape[-2]
+        lse = np.empty(rows.shape[0], np.float32)
+        if _run("sdpa_probs", rows, np.float32(scale), L, bool(is_causal), lse):
+            p = rows.reshape(q.shape[:-1] + (k.shape[-2],))
+            return np.matmul(p, v), lse.reshape(q.shape[:-1])
     s = _scores(q, k, mask, is_causal, scale)
     m = np.max(s, axis=-1, keepdims=True) if s.shape[-1] else \
         np.full(s.shape[:-1] + (1,), -np.inf, s.dtype)
@@ -74,6 +106,21 @@ def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):
     (equal to rowsum(P * dP), dropout included). The attn_mask gradient (a float mask that
     requires grad) is that of the masked scores summed to the mask's shape; None when not
     needed."""
+    rows = _rows(q, k, mask, drop) if grad.dtype == np.float32 and lse.dtype == np.float32 and \
+        out.dtype == np.float32 and v.dtype == np.float32 else None
+    if rows is not None:
+        L = q.shape[-2]
+        lse_rows = np.ascontiguousarray(lse).reshape(-1)
+        if _run("sdpa_recompute", rows, np.float32(scale), L, bool(is_causal), lse_rows):
+            p = rows.reshape(q.shape[:-1] + (k.shape[-2],))
+            dv = np.matmul(np.swapaxes(p, -1, -2), grad) if needs[2] else None
+            ds = np.matmul(grad, np.swapaxes(v, -1, -2))
+            d = np.ascontiguousarray(np.sum(grad * out, axis=-1)).reshape(-1)
+            if _run("sdpa_dscores", ds.reshape(rows.shape), rows, d, np.float32(scale)):
+                dq = np.matmul(ds, k) if needs[0] else None
+                dk = np.matmul(np.swapaxes(ds, -1, -2), q) if needs[1] else None
+                return dq, dk, dv, None
+            p = None
     p = _scores(q, k, mask, is_causal, scale)
     p -= lse[..., None]
     np.exp(p, out=p)

@@ -13,6 +13,8 @@ NaN gives a NaN ``lse``, a row of -inf a NaN, a row with +inf a NaN, as log_soft
 ``grad - exp(result) * sum(grad)`` after a sum pass; ``softmax_rows`` the exponentials times
 1 / their sum, ``softmax_backward_rows`` ``result * (grad - sum(grad * result))``.
 ``scatter_add_rows`` is embedding's backward (``np.add.at`` over rows, in its order).
+``sdpa_probs_rows``, ``sdpa_recompute_rows`` and ``sdpa_dscores_rows`` are fused attention's
+row passes between its GEMMs (``attention.sdpa_forward`` / ``sdpa_backward``).
 ``*_rows`` work on rows [lo, hi) and release the GIL (ember's thread pool splits them);
 ``*_parallel`` run ``parts`` runs of rows in a ``prange`` (Numba's TBB layer).
 """
@@ -216,6 +218,96 @@ def softmax_backward_parallel(grad, result, out, parts):
         lo, hi = run_bounds(n, parts, p)
         if lo < hi:
             softmax_backward_rows(grad, result, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def _row_scaled_exp_sum(s, r, n, scale, m):
+    """s[r, :n] = exp(s[r, :n] * scale - m) and their float32 sum (lanes reassociated)."""
+    t = np.float32(0.0)
+    for c in range(n):
+        e = _exp_softmax(s[r, c] * scale - m)
+        s[r, c] = e
+        t += e
+    return t
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def sdpa_probs_rows(s, scale, L, causal, lse, lo, hi):
+    """Attention probabilities in place: row r of the scores s (B*H*L, S) float32 becomes
+    softmax(s[r] * scale) over its first n columns (n = r % L + 1 under ``causal``, as
+    ``np.tri``, else all), zeros after; lse[r] = max + log(sum) (float32). A causal row of
+    -inf only (infinite inputs) gives zeros and lse = +inf (``attention.sdpa_forward``'s dead
+    row); elsewhere a NaN or infinite score makes the row NaN, as the NumPy path."""
+    S = s.shape[1]
+    for r in range(lo, hi):
+        n = min(r % L + 1, S) if causal else S
+        m = np.float32(-np.inf)
+        for c in range(n):
+            m = _maxnum(m, s[r, c] * scale)
+        if causal and m == np.float32(-np.inf):
+            for c in range(S):
+                s[r, c] = np.float32(0.0)
+            lse[r] = np.float32(np.inf)
+            continue
+        t = _row_scaled_exp_sum(s, r, n, scale, m)
+        inv = np.float32(1.0) / t
+        for c in range(n):
+            s[r, c] *= inv
+        for c in range(n, S):
+            s[r, c] = np.float32(0.0)
+        lse[r] = m + np.float32(np.log(t))
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sdpa_probs_parallel(s, scale, L, causal, lse, parts):
+    n = s.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            sdpa_probs_rows(s, scale, L, causal, lse, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def sdpa_recompute_rows(s, scale, L, causal, lse, lo, hi):
+    """The probabilities again from the scores s (B*H*L, S) and the forward's lse, in place:
+    exp(s[r] * scale - lse[r]) over the row's first n columns (as ``sdpa_probs_rows``), zeros
+    after (lse = +inf: zeros)."""
+    S = s.shape[1]
+    for r in range(lo, hi):
+        n = min(r % L + 1, S) if causal else S
+        a = lse[r]
+        for c in range(n):
+            s[r, c] = _exp_softmax(s[r, c] * scale - a)
+        for c in range(n, S):
+            s[r, c] = np.float32(0.0)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sdpa_recompute_parallel(s, scale, L, causal, lse, parts):
+    n = s.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            sdpa_recompute_rows(s, scale, L, causal, lse, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def sdpa_dscores_rows(ds, p, d, scale, lo, hi):
+    """The scores' gradient in place: ds[r] = (ds[r] - d[r]) * p[r] * scale (ds = grad v^T,
+    d = rowsum(grad * out), p the probabilities)."""
+    for r in range(lo, hi):
+        a = d[r]
+        for c in range(ds.shape[1]):
+            ds[r, c] = (ds[r, c] - a) * p[r, c] * scale
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def sdpa_dscores_parallel(ds, p, d, scale, parts):
+    n = ds.shape[0]
+    for q in prange(parts):
+        lo, hi = run_bounds(n, parts, q)
+        if lo < hi:
+            sdpa_dscores_rows(ds, p, d, scale, lo, hi)
 
 
 @njit(cache=True, nogil=True)

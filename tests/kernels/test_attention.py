@@ -63,3 +63,59 @@ def test_mismatched_shapes_and_causal_with_mask_raise():
         attention.sdpa_forward(q, k[..., :3], v, None, None, False, 1.0)
     with pytest.raises(KernelError, match="is_causal"):
         attention.sdpa_forward(q, k, v, mask, None, True, 1.0)
+
+
+@pytest.mark.parametrize("causal,L,S", [(True, 64, 64), (False, 64, 64), (True, 48, 80),
+                                        (True, 80, 48)])
+def test_float32_rows_run_the_fused_numba_passes_and_match_torch(causal, L, S, monkeypatch):
+    """float32 without mask or dropout: scale, causal mask, softmax and log-sum-exp in one
+    Numba pass per row (nn_numba.sdpa_probs_rows), the backward's probabilities and score
+    gradient in two (sdpa_recompute_rows, sdpa_dscores_rows); against torch's SDPA in float64."""
+    from ember.kernels import nn
+    ran = []
+    real = nn._ce_run
+    monkeypatch.setattr(nn, "_ce_run", lambda name, *a: ran.append((name, real(name, *a)))
+                        or ran[-1][1])
+    rng = np.random.default_rng(5)
+    q = (rng.standard_normal((4, 4, L, 32)) * 2).astype(np.float32)
+    k = (rng.standard_normal((4, 4, S, 32)) * 2).astype(np.float32)
+    v = rng.standard_normal((4, 4, S, 16)).astype(np.float32)
+    g = rng.standard_normal((4, 4, L, 16)).astype(np.float32)
+    scale = 1 / np.sqrt(32)
+    out, lse = attention.sdpa_forward(q, k, v, None, None, causal, scale)
+    dq, dk, dv, dmask = attention.sdpa_backward(g, q, k, v, None, None, out, lse, causal, scale,
+                                                (True, True, True, False))
+    assert ran == [("sdpa_probs", True), ("sdpa_recompute", True), ("sdpa_dscores", True)]
+    assert out.dtype == lse.dtype == dq.dtype == dk.dtype == dv.dtype == np.float32
+    assert lse.shape == (4, 4, L) and dmask is None
+    tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
+    s = tq @ tk.transpose(-1, -2) * scale
+    if causal:
+        s = s.masked_fill(~torch.ones(L, S, dtype=torch.bool).tril(), -np.inf)
+    ty = torch.softmax(s, -1) @ tv
+    ty.backward(torch.tensor(g, dtype=torch.float64))
+    np.testing.assert_allclose(out, ty.detach().numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(lse, torch.logsumexp(s, -1).detach().numpy(), rtol=1e-5,
+                               atol=1e-5)
+    for got, t in ((dq, tq), (dk, tk), (dv, tv)):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=1e-4, atol=1e-4)
+    # the NumPy passes on the same inputs (the kernels off): the same values
+    monkeypatch.setattr(nn, "USE_NUMBA", False)
+    out2, lse2 = attention.sdpa_forward(q, k, v, None, None, causal, scale)
+    np.testing.assert_allclose(out, out2, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(lse, lse2, rtol=1e-6, atol=1e-6)
+
+
+def test_fused_rows_causal_row_of_minus_inf_is_zeros_with_infinite_lse():
+    """A causal row whose live scores are all -inf (infinite inputs) gives zeros and lse +inf,
+    as the NumPy passes (a dead row)."""
+    rng = np.random.default_rng(6)
+    q = rng.standard_normal((4, 4, 64, 32)).astype(np.float32)
+    k = rng.standard_normal((4, 4, 64, 32)).astype(np.float32)
+    v = rng.standard_normal((4, 4, 64, 8)).astype(np.float32)
+    q[0, 0, 0] = -np.inf
+    k[0, 0, 0] = 1.0        # row 0 sees only key 0: score -inf
+    with np.errstate(invalid="ignore"):   # -inf * keys of both signs above the diagonal
+        out, lse = attention.sdpa_forward(q, k, v, None, None, True, 0.25)
+    assert lse[0, 0, 0] == np.inf and (out[0, 0, 0] == 0).all()
+    assert np.isfinite(out[0, 1:]).all() and np.isfinite(out[1:]).all()
