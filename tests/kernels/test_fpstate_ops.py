@@ -1,7 +1,9 @@
-"""No op of the spec gives a NumPy floating-point RuntimeWarning ("divide by zero encountered",
-"invalid value encountered", "overflow encountered"): torch gives none, the values (inf, nan)
-are the results. Every spec entry's ``test:`` samples run forward (float16, float32, float64)
-and backward (float64) with their float inputs holding inf, -inf, nan, 0, -0, negatives and
+"""No op gives a NumPy RuntimeWarning ("divide by zero encountered", "invalid value
+encountered", "overflow encountered", "Mean of empty slice"): torch gives none, the values
+(inf, nan) are the results. Every spec entry's ``test:`` samples run forward (float16,
+float32, float64) and backward (float64), and torch's op_db samples of every entry ember
+resolves (the public functions and methods, composites included) forward (float32, float64)
+and backward (float64), with their float inputs holding inf, -inf, nan, 0, -0, negatives and
 near-overflow values, under ``warnings.simplefilter("error", RuntimeWarning)`` and again
 recording; the ops that warn are listed (none may)."""
 import math
@@ -137,6 +139,99 @@ def test_no_op_gives_a_floating_point_runtime_warning():
         f"{name}: {what}" for name, what in sorted(seen.items()))
 
 
+def _fill(t, shift):
+    """Element i of float tensor ``t`` (in place) set to ``specials[(i + shift) % n]``."""
+    a = t._data
+    if a.dtype.kind == "f" and a.size:
+        specials = _specials(a.dtype)
+        a[...] = np.array([specials[(i + shift) % len(specials)] for i in range(a.size)],
+                          a.dtype).reshape(a.shape)
+
+
+def opdb_warning_entries(torch, samples=3, shifts=(0, 3, 6)):
+    """{op_db entry id: first warning seen} over the entries ember resolves: torch's first
+    ``samples`` samples per dtype, converted to ember, their float tensors filled with the
+    specials (each shift), run forward and (float64) backward."""
+    from tests.op_db import resolve as R
+    seen = {}
+    for op in R.op_db():
+        status, resolved = R.classify(op)
+        if status != "resolved":
+            continue
+        eid = R.entry_id(op)
+        call = R.ember_callable(op, resolved)
+        supported = {str(d).replace("torch.", "") for d in op.supported_dtypes("cpu")}
+        for dname in ("float32", "float64"):
+            if dname not in supported or eid in seen:
+                continue
+            grad = dname == "float64" and op.supports_autograd
+            torch.default_generator.manual_seed(0)
+            try:
+                found = list(op.sample_inputs_func(op, "cpu", getattr(torch, dname), grad))
+            except Exception:  # noqa: BLE001 - torch's own generator failing
+                continue
+            for sample in found[:samples]:
+                for shift in shifts:
+                    conv = R.Converter(torch)
+                    try:
+                        args = (conv(sample.input), conv(sample.args), conv(sample.kwargs))
+                    except Exception:  # noqa: BLE001 - a sample ember cannot express
+                        break
+                    for v in conv._memo.values():
+                        if isinstance(v, ember.Tensor):
+                            _fill(v, shift)
+                    leaves = [e for _, e in conv.leaves]
+                    warned = _opdb_warns(call, args, leaves)
+                    if warned:
+                        seen[eid] = f"{warned} [{dname}, shift {shift}]"
+                        break
+                if eid in seen:
+                    break
+    return seen
+
+
+def _opdb_warns(call, args, leaves):
+    from tests.op_db import resolve as R
+
+    def run():
+        out = call(args[0], *args[1], **args[2])
+        outs = [o for o in R.flatten(out) if isinstance(o, ember.Tensor) and o.requires_grad]
+        if outs and leaves:
+            ember.autograd.grad(outs, leaves, [ember.ones_like(o) for o in outs],
+                                allow_unused=True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        try:
+            run()
+        except RuntimeWarning as w:
+            return f"{type(w).__name__}: {w}"
+        except Exception:  # noqa: BLE001 - an op's error on these values is not tested here
+            pass
+    with warnings.catch_warnings(record=True) as log:
+        warnings.simplefilter("always")
+        try:
+            run()
+        except Exception:  # noqa: BLE001 - as above
+            pass
+    for w in log:
+        if issubclass(w.category, RuntimeWarning):
+            return f"{w.category.__name__}: {w.message} ({w.filename}:{w.lineno})"
+    return None
+
+
+@pytest.mark.slow
+def test_no_op_db_entry_gives_a_runtime_warning():
+    """The public functions and methods op_db reaches (composites included): var/std with no
+    degrees of freedom and the mean of no elements warned (NumPy's words) before."""
+    torch = pytest.importorskip("torch")
+    pytest.importorskip("expecttest")
+    before = np.geterr()
+    seen = opdb_warning_entries(torch)
+    assert np.geterr() == before
+    assert not seen, f"{len(seen)} op_db entries warn:\n" + "\n".join(
+        f"{name}: {what}" for name, what in sorted(seen.items()))
+
+
 if __name__ == "__main__":
     import sys
     import time
@@ -145,3 +240,9 @@ if __name__ == "__main__":
     for name, what in sorted(result.items()):
         print(f"{name}: {what}")
     print(f"{len(result)} ops warn ({time.time() - t0:.0f} s)", file=sys.stderr)
+    import torch
+    t0 = time.time()
+    result = opdb_warning_entries(torch)
+    for name, what in sorted(result.items()):
+        print(f"{name}: {what}")
+    print(f"{len(result)} op_db entries warn ({time.time() - t0:.0f} s)", file=sys.stderr)
