@@ -446,22 +446,34 @@ class Tracer:
             return slice(self.lift(c.start), self.lift(c.stop), self.lift(c.step))
         if isinstance(c, np.generic):
             return c.item()
+        if isinstance(c, self._Tensor):
+            # a tensor where the op takes a value it reads in Python (linalg.pinv's atol):
+            # stored as its array (what the kernel reads); a traced one's values are frozen
+            v = self.known(c)
+            if v is not None and v.role not in ("param", "buffer") and \
+                    not (v.node is not None and v.node.kind == "constant"):
+                self.warn("a traced tensor passed as a value the op reads in Python",
+                          "tensor_value")
+            return self._array_ref(c._data)
         if isinstance(c, np.ndarray):
             for t, v in self.env.values():
                 if isinstance(t, self._Tensor) and t._data is c and v.role != "param" and \
                         v.role != "buffer" and not (v.node is not None and v.node.kind == "constant"):
                     self.warn("a traced tensor used as an index", "index")
                     break
-            name = f"c{len(self.graph.constants)}"
-            while name in self.graph.constants:
-                name += "_"
-            self.graph.constants[name] = c
-            return ArrayRef(name)
+            return self._array_ref(c)
         if isinstance(c, type) and issubclass(c, np.generic):
             return np.dtype(c)
         if hasattr(c, "standard_normal") and hasattr(c, "manual_seed"):
             return self._gen(c)
         return c  # dtypes and other plain values
+
+    def _array_ref(self, c):
+        name = f"c{len(self.graph.constants)}"
+        while name in self.graph.constants:
+            name += "_"
+        self.graph.constants[name] = c
+        return ArrayRef(name)
 
     def _arg(self, t):
         if isinstance(t, self._Tensor):

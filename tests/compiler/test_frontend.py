@@ -766,3 +766,15 @@ def test_a_returned_shape_stays_a_size():
             assert type(got) is ember.Size and got == want
     traced = ember.jit.trace(lambda x: (x.shape, x + 1), (ember.ones(2, 3),), strict=False)
     assert type(traced(ember.ones(2, 3))[0]) is ember.Size
+
+
+def test_a_tensor_argument_read_as_a_value_is_a_break():
+    # pinv's atol as an input tensor: its values are read in Python, so the compiled call
+    # breaks (it raised TypeError writing the IR before) and runs eagerly; each atol is right
+    x = ember.randn(4, 3, dtype=ember.float64)
+    f = ember.compile(lambda x, atol: ember.linalg.pinv(x, atol=atol))
+    with pytest.warns(GraphBreakWarning, match="a traced tensor passed as a value the op reads"):
+        for a in (1.0, 0.1):
+            t = ember.tensor(a, dtype=ember.float64)
+            np.testing.assert_allclose(f(x, t).numpy(), ember.linalg.pinv(x, atol=t).numpy(),
+                                       rtol=0, atol=1e-12)

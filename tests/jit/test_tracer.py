@@ -172,3 +172,24 @@ def test_tracer_is_thread_local_and_uninstalled():
     with pytest.raises(ZeroDivisionError):
         jit.trace(lambda x: 1 / 0, (ember.randn(2),))
     assert STATE.tracer is None
+
+
+def test_a_tensor_passed_as_a_value_is_stored_as_its_array():
+    # linalg.pinv(x, atol=<tensor>): the kernel reads atol's values in Python; the tensor was
+    # stored in the node's attributes as is, and the graph could not be written or copied
+    # ("cannot write constant tensor(1.) (Tensor) in the IR text")
+    from ember.jit.ir import ArrayRef, parse
+    x = ember.randn(3, 3, dtype=ember.float64)
+    c = ember.tensor(0.5, dtype=ember.float64)
+    traced = jit.trace(lambda x: ember.linalg.pinv(x, atol=c), (x,))
+    node = traced.graph.find_nodes("linalg_pinv")[0]
+    assert isinstance(node.attrs["atol"], ArrayRef)
+    assert str(parse(str(traced.graph), constants=dict(traced.graph.constants))) == \
+        str(traced.graph)
+    y = ember.randn(3, 3, dtype=ember.float64)
+    np.testing.assert_allclose(traced(y).numpy(), ember.linalg.pinv(y, atol=c).numpy(),
+                               rtol=0, atol=1e-12)
+    # a traced tensor there is a value read in Python: warned (frozen)
+    with pytest.warns(jit.TracerWarning, match="a traced tensor passed as a value the op "
+                      "reads in Python"):
+        jit.trace(lambda x, a: ember.linalg.pinv(x, atol=a), (x, c), check_trace=False)
