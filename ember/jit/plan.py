@@ -27,9 +27,12 @@ Step outputs live in buffers allocated once per plan and reused by every call; a
 graph (or a view of a buffer that is returned) is copied, so a caller never sees a result change
 under it. A plan is not re-entrant: a call that finds the plan busy (another thread) takes the
 ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently used evicted).
-While the kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``) the
-call takes the ordinary path and the plan is built on a later call. The first call that finds
-every kernel ready also times the plan under its thread setting against BLAS's own threads and
+While the plan's own kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``)
+the call takes the ordinary path and the plan is built on a later call. The kernels only the
+other convolution modes need (transposed im2col, the engine's epilogues, the direct kernel) do
+not hold it back: until they are ready every convolution step runs "kxp", and the first call
+that finds them ready times the modes (``InferencePlan.ready``). The first call that finds
+the plan's kernels ready also times the plan under its thread setting against BLAS's own threads and
 keeps the faster (``InferencePlan.tune_threads``). The ``RETUNE_AFTER``-th run times the
 convolution modes once more (and the thread settings, when BLAS's threads won) and keeps, for
 each, the best time of the two moments (``InferencePlan.retune``).
@@ -912,19 +915,31 @@ class InferencePlan:
 
     # ---- running ----------------------------------------------------------------------------
     def ready(self):
-        """Whether every kernel is compiled (queues the missing ones in the background); the
-        first time they all are, each convolution step is timed both ways (``autotune``)."""
+        """Whether the plan's own kernels are compiled, so that it can run with every
+        convolution step in mode "kxp" (queues the missing ones, and those of the other modes,
+        in the background). The first call that finds the other modes' kernels ready too
+        times each step's modes (``autotune``); ``Planner.run`` asks again on each call until
+        then. (The plan waited for all of them: on a kernel cache warmed by eager runs only,
+        ResNet-50's plan waited ~28 s of compiles, 20 of them for the other modes' kernels,
+        while its calls took the ordinary path.)"""
         from ember.kernels.runtime import compiler as rt
-        sigs = list(self._sigs)
-        for st, x, _ in self._tune:
-            sigs += st.mode_signatures(x)
         ok = True
-        for disp, sig in sigs:
+        for disp, sig in self._sigs:
             if not rt.ready(disp, sig):
                 ok = False
-        if ok and self._tune:
+        modes_ok = True
+        for st, x, _ in self._tune:
+            for disp, sig in st.mode_signatures(x):
+                if not rt.ready(disp, sig):
+                    modes_ok = False
+        if ok and modes_ok and self._tune:
             self.autotune()
         return ok
+
+    @property
+    def tuning_pending(self):
+        """Whether the convolution steps still wait for their first ``autotune``."""
+        return bool(self._tune) and not self._tuned
 
     def autotune(self):
         """For each convolution step, time its modes on the recorded input under the plan's
@@ -1005,8 +1020,8 @@ class InferencePlan:
         chunks does not time BLAS's threads again: OpenBLAS's woken threads spin for ~0.1 s
         after their last call and took the core from the next ~200 runs of LeNet at batch 64
         (0.8 instead of 0.53 ms)."""
-        self._tune = self._tuned
-        if self._tune:
+        if self._tuned:   # else the first tuning still waits for its kernels (``ready``)
+            self._tune = self._tuned
             self.autotune()
         if self._thread_settings is not None and \
                 (self.parallel, self.one_blas_thread) == self._thread_settings[1]:
@@ -1105,6 +1120,8 @@ class Planner:
                 return None
             plan.ready_now = True
             plan.tune_threads(arrays)
+        elif plan.tuning_pending:
+            plan.ready()    # times the convolution modes once their kernels are ready
         plan.calls += 1
         if plan.calls == RETUNE_AFTER:
             plan.retune(arrays)

@@ -487,3 +487,36 @@ def test_plan_keeps_in_place_writes_that_a_view_or_an_input_sees():
             got = fast(x.clone()).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
         assert fast._planner is None or fast._planner.graph.find_nodes("copy_")
+
+
+def test_plan_runs_before_the_other_modes_kernels_are_ready(monkeypatch):
+    """The plan runs once its own kernels are compiled, every convolution step in mode "kxp",
+    while the kernels only the other modes need still compile (it took the ordinary path until
+    all were ready); the first call that finds them ready times the modes. Equal to eager."""
+    from ember.kernels.conv import fused_numba
+    from ember.kernels.runtime import compiler as rt
+    real, held = rt.ready, [True]
+
+    def ready(disp, sig, force=False):
+        if held[0] and disp is fused_numba.im2col_t:   # a kernel of mode "pxk" only
+            return False
+        return real(disp, sig, force)
+    monkeypatch.setattr(rt, "ready", ready)
+    ember.manual_seed(0)
+    model = _resnet().eval()
+    x = ember.randn(1, 3, 12, 12)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x).numpy()
+        got = fast(x).numpy()
+        (plan,) = _planned(fast).values()
+        assert plan.ready_now and plan.tuning_pending
+        assert all(st.mode == "kxp" and not st.mode_times for st, _, _ in plan._tune)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+        fast(x)
+        assert plan.tuning_pending
+        held[0] = False
+        got = fast(x).numpy()
+        assert not plan.tuning_pending
+        assert plan._tuned and all(st.mode_times for st, _, _ in plan._tuned)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
