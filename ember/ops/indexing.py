@@ -220,7 +220,6 @@ def _embed(g, shape):
 
 
 def scatter_reduce_backward(grad, input, index, src, result, dim, reduce, include_self, needs):
-    from ember.kernels.indexing import scatter_count
     if input.ndim == 0:  # as the kernel: a 0-d self is a 1-element vector
         flat = [G.reshape(t, (-1,)) for t in (grad, input, index, src, result)]
         gs = scatter_reduce_backward(*flat, 0, reduce, include_self, needs)
@@ -232,8 +231,11 @@ def scatter_reduce_backward(grad, input, index, src, result, dim, reduce, includ
     dt = grad._data.dtype
     if reduce == "sum":
         g_self, g_src = grad, G.gather(grad, d, index)
-    elif reduce == "mean":
-        count = Tensor._make(scatter_count(input._data.shape, idx, d, include_self).astype(dt))
+    elif reduce == "mean":   # the count of each position (kernels.indexing.scatter_count's
+        # rule) as ops on index, not read from its values: a trace follows the index
+        base = Tensor._make(np.full(input._data.shape, 1.0 if include_self else 0.0, dt))
+        count = G.clamp(G.scatter_add(base, d, index, Tensor._make(np.ones(idx.shape, dt))),
+                        1.0)
         g_self, g_src = G.div(grad, count), G.gather(G.div(grad, count), d, index)
     elif reduce == "prod":  # zeros handled as torch does: the product of the others
         masked_self = G.masked_fill(input, G.eq(input, 0.0), 1.0)

@@ -313,3 +313,25 @@ def test_index_helpers_match_torch():
     out = y.index_reduce(0, ember.tensor([0, 0, 2]), ember.ones(3, 2) * 2, "prod",
                          include_self=False)
     assert out.tolist() == [[4.0, 4.0], [0.0, 0.0], [2.0, 2.0]]
+
+
+def test_scatter_reduce_mean_backward_follows_the_index_when_compiled():
+    # the mean's counts were read from index's values in Python (a constant in a trace): a
+    # compiled backward kept the first call's counts, and the second call's gradient with
+    # another index was off (2x where counts differed); now they are ops on index
+    torch = pytest.importorskip("torch")
+    g = np.random.default_rng(0)
+    x = g.standard_normal((3, 5))
+    src = g.standard_normal((3, 4))
+    f = ember.compile(lambda a, i, s: a.scatter_reduce(1, i, s, "mean", include_self=False))
+    for idx in ([[0, 0, 1, 2], [4, 4, 4, 0], [1, 2, 3, 3]], [[0, 1, 2, 3], [4, 0, 4, 1],
+                                                            [2, 2, 2, 2]]):
+        a = ember.tensor(x, requires_grad=True)
+        s = ember.tensor(src, requires_grad=True)
+        f(a, ember.tensor(idx), s).pow(2).sum().backward()
+        ta = torch.tensor(x, requires_grad=True)
+        ts = torch.tensor(src, requires_grad=True)
+        ta.scatter_reduce(1, torch.tensor(idx), ts, "mean", include_self=False).pow(2) \
+            .sum().backward()
+        np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=0, atol=1e-12)
+        np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=0, atol=1e-12)
