@@ -291,6 +291,8 @@ def put(input, index, source, accumulate=False):
     if i.size != source._data.size:
         raise EmberRuntimeError(f"put: expected source and index to have the same number of "
                                 f"elements, but got {source._data.size} and {i.size}")
+    # the positions are an array made from index's values: a trace would freeze them
+    _data_read(index, "put", "the positions written follow index")
     flat = G.index_put(G.reshape(input, (-1,)), (i.reshape(-1).astype(np.int64),),
                        G.reshape(source, (-1,)), accumulate)
     return G.reshape(flat, tuple(input._data.shape))

@@ -335,3 +335,20 @@ def test_scatter_reduce_mean_backward_follows_the_index_when_compiled():
             .sum().backward()
         np.testing.assert_allclose(a.grad.numpy(), ta.grad.numpy(), rtol=0, atol=1e-12)
         np.testing.assert_allclose(s.grad.numpy(), ts.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_put_with_a_traced_index_is_not_frozen_when_compiled():
+    # put derived an int64 array from index's values and passed it to index_put: a trace held
+    # the first call's index as a constant (the second call wrote at [0, 1] instead of [4, 5]);
+    # put tells the tracer it reads index's values (a named graph break; eager runs)
+    from ember.compiler.frontend import GraphBreakWarning
+    x = ember.zeros(6, dtype=ember.float64)
+    s = ember.tensor([1.0, 2.0], dtype=ember.float64)
+    f = ember.compile(lambda x, i, s: x.put(i, s))
+    with pytest.warns(GraphBreakWarning):
+        for idx in ([0, 1], [4, 5], [-1, 2]):
+            i = ember.tensor(idx)
+            np.testing.assert_array_equal(f(x, i, s).numpy(), x.put(i, s).numpy())
+    want = torch.zeros(6, dtype=torch.float64).put(torch.tensor([-1, 2]),
+                                                   torch.tensor([1.0, 2.0], dtype=torch.float64))
+    np.testing.assert_array_equal(x.put(ember.tensor([-1, 2]), s).numpy(), want.numpy())
