@@ -1444,9 +1444,9 @@ _CompiledStep = _LazyStep()
 
 def _verify(runner, args, kwargs):
     """None when the compiled forward and backward give eager autograd's outputs and gradients
-    (over the forward trace's tensor-mode code) on inputs other than the traced ones — a value
-    the backward read outside the traced ops would show as a frozen constant here; else why
-    not. State tensors and random generators are restored after each run."""
+    (over the forward trace's tensor-mode code) on inputs other than the traced ones (floats
+    scaled, integer and bool elements permuted) — a value the backward read outside the traced
+    ops would show as a frozen constant here; else why not. State tensors and random generators are restored after each run."""
     from ember.autograd import grad
     from ember.jit.traced import flatten
     from ember.random import default_generator
@@ -1455,9 +1455,15 @@ def _verify(runner, args, kwargs):
 
     def perturb(a):
         if isinstance(a, Tensor):
-            if a._data.dtype.kind != "f":
+            d = a._data
+            if d.dtype.kind in "iub" and d.size > 1:
+                # integer and bool inputs (indices, targets, masks) with their elements
+                # permuted: a backward formula that read their values in Python shows
+                return Tensor._make(np.random.default_rng(d.size).permutation(
+                    d.reshape(-1)).reshape(d.shape))
+            if d.dtype.kind != "f":
                 return a
-            t = Tensor._make(a._data * 1.0625)
+            t = Tensor._make(d * 1.0625)
             t.requires_grad_(a._requires_grad)
             return t
         if isinstance(a, (tuple, list)):

@@ -778,3 +778,36 @@ def test_a_tensor_argument_read_as_a_value_is_a_break():
             t = ember.tensor(a, dtype=ember.float64)
             np.testing.assert_allclose(f(x, t).numpy(), ember.linalg.pinv(x, atol=t).numpy(),
                                        rtol=0, atol=1e-12)
+
+
+def test_the_backward_check_permutes_integer_inputs(monkeypatch):
+    # a derivative formula reading an index's values in Python (scatter_reduce(mean)'s counts
+    # did) is a frozen constant in the compiled backward; the check once ran on the same
+    # indices (floats scaled only) and passed, and a call with other indices got the first
+    # call's gradient. Integer inputs are permuted in the check now: it differs, the backward
+    # stays eager's, and every call's gradient is right
+    import ember.ops.indexing as indexing
+    from ember.autograd._generated import functions as G
+    orig = indexing.scatter_reduce_backward
+
+    def reads_index(grad, input, index, src, *rest):
+        k = float(index._data.reshape(-1)[0] + 1)    # a value of index, read in Python
+        return tuple(None if g is None else G.mul(g, k)
+                     for g in orig(grad, input, index, src, *rest))
+    monkeypatch.setattr(indexing, "scatter_reduce_backward", reads_index)
+
+    def fn(a, i, s):
+        return a.scatter_reduce(1, i, s, "sum").sin()
+    f = ember.compile(fn)
+    g = np.random.default_rng(0)
+    x, src = g.standard_normal((2, 4)), g.standard_normal((2, 3))
+    for idx in ([[0, 1, 3], [2, 2, 0]], [[3, 1, 0], [1, 2, 0]], [[1, 1, 1], [0, 0, 0]]):
+        grads = []
+        for h in (fn, f):
+            a = ember.tensor(x, requires_grad=True)
+            s = ember.tensor(src, requires_grad=True)
+            h(a, ember.tensor(idx), s).sum().backward()
+            grads.append((a.grad.numpy(), s.grad.numpy()))
+        for w, c in zip(*grads):
+            np.testing.assert_allclose(c, w, rtol=0, atol=1e-12)
+    assert any("differ from eager" in w for w in f._compiled.backward_fallbacks)
