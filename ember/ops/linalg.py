@@ -367,6 +367,9 @@ def _lu_parts(LU, pivots, data=True, perm=True):
     if data:
         L = G.add(G.tril(G.narrow(LU, -1, 0, k), -1), Tensor._make(np.eye(m, k, dtype=dt)))
         U = G.triu(G.narrow(LU, -2, 0, k))
+    if perm:   # P is built from the pivots' values in Python: a trace would freeze it
+        from ember.ops.shape import _data_read
+        _data_read(pivots, "lu_unpack", "the permutation follows the pivots")
     P = G.clone(Tensor._make(lu_pivots_to_permutation(pivots._data, m).astype(dt))) if perm \
         else None
     return P, L, U

@@ -533,3 +533,22 @@ def test_trace_of_a_matrix_only():
     assert ember.trace(_t(np.arange(6.0).reshape(2, 3))).item() == 4.0
     with pytest.raises(EmberError, match="trace: expected a matrix"):
         ember.trace(_t(np.ones(3)))
+
+
+def test_lu_permutation_is_not_frozen_when_compiled():
+    # P was built from the pivots' values in Python: ember.compile froze the first matrix's
+    # permutation, and linalg.lu of another matrix returned a P with P L U != A, silently
+    # (lu_unpack/lu_solve likewise); the read is reported to the tracer: a named graph break
+    from ember.compiler.frontend import GraphBreakWarning
+    g = np.random.default_rng(0)
+    f = ember.compile(lambda a: ember.linalg.lu(a))
+    s = ember.compile(lambda lu, piv, b: ember.linalg.lu_solve(lu, piv, b))
+    with pytest.warns(GraphBreakWarning, match="lu_unpack: the permutation follows the pivots"):
+        for _ in range(3):
+            a = ember.tensor(g.standard_normal((4, 4)))
+            b = ember.tensor(g.standard_normal((4, 2)))
+            P, L, U = f(a)
+            np.testing.assert_allclose((P @ L @ U).numpy(), a.numpy(), rtol=0, atol=1e-12)
+            lu, piv = ember.linalg.lu_factor(a)
+            np.testing.assert_allclose((a @ s(lu, piv, b)).numpy(), b.numpy(), rtol=0,
+                                       atol=1e-10)
