@@ -592,6 +592,8 @@ def linalg_matrix_exp(A):
     n = A._data.shape[-1]
     if n == 0:
         return G.clone(A)
+    from ember.ops.shape import _data_read
+    _data_read(A, "linalg.matrix_exp", "the scaling follows the matrix's 1-norm")
     norm1 = float(np.max(np.sum(np.abs(A._data), axis=-2), initial=0.0))
     s = max(0, int(np.ceil(np.log2(norm1 / _THETA13)))) if norm1 > 0 else 0
     X = G.mul(A, 2.0 ** -s) if s else A

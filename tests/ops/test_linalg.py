@@ -552,3 +552,17 @@ def test_lu_permutation_is_not_frozen_when_compiled():
             lu, piv = ember.linalg.lu_factor(a)
             np.testing.assert_allclose((a @ s(lu, piv, b)).numpy(), b.numpy(), rtol=0,
                                        atol=1e-10)
+
+
+def test_matrix_exp_scaling_is_not_frozen_when_compiled():
+    # the scaling-and-squaring power follows the matrix's 1-norm, read in Python: a compiled
+    # matrix_exp kept the first matrix's (none for a small one) and exp of a matrix of norm
+    # ~100 came out wrong (relative error 1.0), silently; now a named graph break
+    from ember.compiler.frontend import GraphBreakWarning
+    g = np.random.default_rng(0)
+    f = ember.compile(lambda a: ember.linalg.matrix_exp(a))
+    with pytest.warns(GraphBreakWarning, match="matrix_exp: the scaling follows"):
+        for scale in (0.01, 30.0):
+            a = ember.tensor(g.standard_normal((4, 4)) * scale)
+            want = ember.linalg.matrix_exp(a).numpy()
+            np.testing.assert_allclose(f(a).numpy(), want, rtol=1e-12, atol=0)
