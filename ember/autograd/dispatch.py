@@ -23,7 +23,7 @@ from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, Emb
                           ember_class, named)
 from ember.kernels.dtypes import can_cast
 from ember.kernels.errors import KernelError
-from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
+from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
 _make = None  # Tensor._make, bound with it
@@ -189,7 +189,7 @@ def dispatch(op, tensors, consts):
     back = False
     if _BFLOAT16[0] is not None:
         arrays, back = _bf16.upcast(op, arrays)
-    fp = _fp_enter(_FP_IGNORE)   # inf, nan: values, no NumPy warning (kernels/fpstate.py)
+    fp = _fp_enter(_FP_IGNORE)   # inf, nan: values, no NumPy warning (kernels/runtime/fpstate.py)
     try:
         if op.list_input:
             out = op.kernel(arrays, *consts)

@@ -8,7 +8,7 @@ from ember.autograd.node import AccumulateGrad, SavedTensor, accumulate_into, gr
 from ember.autograd.state import STATE
 from ember.autograd.function import _FunctionNode, ember_own
 from ember.errors import EmberRuntimeError
-from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
+from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 
 def _tensor_cls():
@@ -394,7 +394,7 @@ def _leaf_hooks(acc, g, owned):
 def _apply(node, grads):
     if node._out_meta is not None and (_has_none(grads) or len(grads) < len(node._out_meta)):
         grads = _fill_missing(node, grads)
-    # a backward kernel's inf and nan are values, with no NumPy warning (kernels/fpstate.py);
+    # a backward kernel's inf and nan are values, with no NumPy warning (kernels/runtime/fpstate.py);
     # the backward of a user's custom Function is the user's code, under the user's own state
     fp = None if node.__class__ is _FunctionNode and not ember_own(node.fn_cls) else \
         _fp_enter(_FP_IGNORE)

@@ -10,7 +10,7 @@ from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.autograd.node import Node, SavedTensor
 from ember.autograd.state import STATE
 from ember.autograd.views import CUSTOM as IN_CUSTOM_FUNCTION
-from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
+from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 
 class FunctionCtx:
@@ -50,7 +50,7 @@ class FunctionCtx:
 def ember_own(cls):
     """Whether Function subclass ``cls`` is one of ember's own (the compiler's compiled step):
     its forward and backward run with NumPy's floating-point errors ignored, as kernels do
-    (``kernels/fpstate.py``); a user's run under the user's own error state."""
+    (``kernels/runtime/fpstate.py``); a user's run under the user's own error state."""
     return cls.__module__.startswith("ember.")
 
 

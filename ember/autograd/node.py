@@ -6,7 +6,7 @@ import numpy as np
 
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError
-from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
 _seq = itertools.count()
 next_seq = _seq.__next__
@@ -280,7 +280,7 @@ def accumulate_into(var, g, owned):
     else:
         arr = old._data
         if arr.shape == g._data.shape and arr.flags.writeable:
-            fp = _fp_quiet()   # inf + -inf is nan, no NumPy warning (kernels/fpstate.py)
+            fp = _fp_quiet()   # inf + -inf is nan, no NumPy warning (kernels/runtime/fpstate.py)
             try:
                 np.add(arr, g._data, out=arr, casting="same_kind")
             finally:

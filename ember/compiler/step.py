@@ -110,7 +110,7 @@ class _TracedOps:
 
     @staticmethod
     def where(c, a, b):
-        from ember import where
+        from ember.autograd._generated.functions import where
         return _Sym(where(_raw(c), _raw(a), _raw(b)))
 
     @staticmethod

@@ -12,7 +12,7 @@ from ember.jit.codegen import compile_graph
 from ember.jit.guards import build_guards
 from ember.jit.interpreter import Interpreter
 from ember.jit.tracer import Tracer, TracingError
-from ember.kernels.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
+from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 __all__ = ["trace", "TracedFunction", "TracedModule", "TracingCheckError"]
 

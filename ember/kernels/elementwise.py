@@ -12,7 +12,7 @@ import numpy as np
 
 from ember.kernels.dtypes import default_float, fill_value, float_operands, promote, result_type, to_float
 from ember.kernels.errors import KernelError
-from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 from ember.kernels.opmath import in_float32
 
 

@@ -7,7 +7,7 @@ import numpy as np
 from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels.errors import KernelError
-from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 from ember.kernels.opmath import in_float32
 
 

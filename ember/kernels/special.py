@@ -13,7 +13,7 @@ from ember.kernels.dtypes import float_operands as _floats
 from ember.kernels.dtypes import promote, result_type, to_float
 from ember.kernels.elementwise import check_integer_divisor
 from ember.kernels.errors import KernelError
-from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
 _scipy = None
 

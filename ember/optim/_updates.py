@@ -11,12 +11,14 @@ The functions after ``sgd_momentum_update`` are the ``update`` of an optimizer b
 optimizer's ``_scalars`` (from the group) and ``_step_scalars`` (from the step count)."""
 import numpy as np
 
+from ember.kernels.elementwise import sign as _sign
+
 
 class NUMPY:
     """Array operations of the eager step."""
     sqrt = staticmethod(np.sqrt)
     abs = staticmethod(np.abs)
-    sign = staticmethod(np.sign)
+    sign = staticmethod(_sign)   # torch's: sign(nan) is 0
     where = staticmethod(np.where)
 
     @staticmethod

@@ -10,6 +10,7 @@ from collections import defaultdict
 import numpy as np
 
 from ember.autograd.state import STATE
+from ember.kernels.runtime import fpstate
 from ember.tensor import Tensor
 from ember.errors import EmberTypeError, EmberValueError
 
@@ -106,11 +107,15 @@ class Optimizer:
 
     def __init_subclass__(cls, **kwargs):
         """An optimizer's ``step`` inside a function being compiled is offered to the
-        compiler (``ember.compiler.step``), which traces SGD's and Adam's updates into the
-        graph; any other step is a graph break naming why."""
+        compiler (``ember.compiler.step``), which traces the update into the graph; any other
+        step is a graph break naming why. ember's own optimizers update with NumPy's
+        floating-point errors ignored (``kernels.runtime.fpstate``: an inf or NaN gradient gives torch's
+        values and no warning); a closure runs under the caller's state."""
         super().__init_subclass__(**kwargs)
         step = cls.__dict__.get("step")
         if step is not None:
+            own = cls.__module__.startswith("ember.")
+
             @functools.wraps(step)
             def checked_step(self, *args, **kw):
                 tracer = STATE.tracer
@@ -123,18 +128,33 @@ class Optimizer:
                         return None
                     if why:
                         tracer.graph_break(why)
-                return step(self, *args, **kw)
+                if not own:
+                    return step(self, *args, **kw)
+                prev, self._caller_fp = self._caller_fp, fpstate.current()
+                token = fpstate.enter(fpstate.IGNORE)
+                try:
+                    return step(self, *args, **kw)
+                finally:
+                    fpstate.leave(token)
+                    self._caller_fp = prev
             cls.step = checked_step
 
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} must implement step(closure=None)")
 
+    _caller_fp = None   # the caller's floating-point state while ``step`` runs
+
     def _closure(self, closure):
         if closure is None:
             return None
         from ember.autograd.grad_mode import enable_grad
-        with enable_grad():
-            return closure()
+        token = fpstate.enter(self._caller_fp) if self._caller_fp is not None else None
+        try:
+            with enable_grad():
+                return closure()
+        finally:
+            if token is not None:
+                fpstate.leave(token)
 
     # ---- state dict ----------------------------------------------------------------------
     def state_dict(self):

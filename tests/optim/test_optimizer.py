@@ -108,3 +108,42 @@ def test_closure():
         return loss
     loss = opt.step(closure)
     assert float(loss) == 9.0 and float(p.detach()) == pytest.approx(2.4)
+
+
+NONFINITE_OPTS = OPTS + [("Adadelta", dict(lr=1.0)), ("Adamax", dict(lr=0.01)),
+                         ("NAdam", dict(lr=0.01)), ("RAdam", dict(lr=0.01)),
+                         ("ASGD", dict(lr=0.01)), ("Rprop", dict(lr=0.01))]
+
+
+@pytest.mark.parametrize("name,kw", NONFINITE_OPTS,
+                         ids=[f"{n}-{i}" for i, (n, _) in enumerate(NONFINITE_OPTS)])
+def test_nonfinite_gradients_give_torchs_values_and_no_numpy_warning(name, kw):
+    """inf and NaN gradients (and 0 where an update divides): torch's values, silently (NumPy's
+    "invalid value encountered" warnings stopped ``-W error`` programs), and the caller's NumPy
+    error state is the same after the step."""
+    import warnings
+    w0 = [np.array([[0.5, -1.0, 2.0, 0.0], [1.0, 3.0, -2.0, 0.25]])]
+    gs = [[np.array([[np.inf, -np.inf, np.nan, 0.0], [1.0, 0.0, -1.0, 2.0]])],
+          [np.array([[1.0, 2.0, 0.0, np.inf], [0.0, np.nan, 1e150, -1e150]])]]
+    before = np.geterr()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeWarning)
+        e, _ = _run("ember", name, kw, w0, gs)
+    assert np.geterr() == before
+    t, _ = _run("torch", name, kw, w0, gs)
+    np.testing.assert_allclose(e[0], t[0], rtol=1e-10, atol=1e-12, equal_nan=True)
+
+
+def test_closure_runs_under_the_callers_error_state():
+    """A closure's own NumPy code sees the caller's floating-point state, not the step's."""
+    p = ember.nn.Parameter(ember.ones(2))
+    opt = eopt.SGD([p], lr=0.1)
+    seen = []
+
+    def closure():
+        seen.append(np.geterr()["divide"])
+        p.grad = ember.ones(2)
+        return ember.tensor(1.0)
+    with np.errstate(divide="raise"):
+        opt.step(closure)
+    assert seen == ["raise"]

@@ -7,7 +7,7 @@ per live intermediate, runs on one thread (NumPy's ufuncs do not thread), and ev
 """
 import numpy as np
 
-from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
 from .ops import opmath
 from .promotion import SCALAR

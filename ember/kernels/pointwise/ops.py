@@ -30,7 +30,7 @@ import numpy as np
 
 from ember.kernels.constants import GELU_TANH_BETA, GELU_TANH_KAPPA, SELU_ALPHA, SELU_SCALE, SQRT1_2
 
-from ember.kernels.fpstate import quiet as _fp_quiet, restore as _fp_restore
+from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
 from .promotion import DEFAULT_FLOAT, category, check_dtype, promote_typed
 

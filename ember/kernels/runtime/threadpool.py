@@ -18,7 +18,7 @@ The chunk function must release the GIL for the threads to overlap (NumPy's BLAS
 import os
 import threading
 
-from ember.kernels.fpstate import current as _fp_current, enter as _fp_enter, leave as _fp_leave
+from ember.kernels.runtime.fpstate import current as _fp_current, enter as _fp_enter, leave as _fp_leave
 
 _pool = None
 _pool_size = 0

@@ -1,11 +1,11 @@
-"""ember.kernels.fpstate: the cheap "ignore" floating-point error state of the kernels."""
+"""ember.kernels.runtime.fpstate: the cheap "ignore" floating-point error state of the kernels."""
 import threading
 import warnings
 
 import numpy as np
 import pytest
 
-from ember.kernels import fpstate
+from ember.kernels.runtime import fpstate
 
 
 def test_quiet_ignores_until_restore_and_nests():
