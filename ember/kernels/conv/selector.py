@@ -21,7 +21,7 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   tiles (1x256x14x14, 8x512x7x7) im2col wins 2-7x. Batches below BATCH_THRESHOLD images are the
   batch-of-one inference path: the single image alone must give WINOGRAD_MIN_TILES tiles, else its
   36 GEMMs are too thin and im2col (per-image layout, output already in NCHW order) runs instead.
-  WINOGRAD_MIN_TILES was 128 until issue 24 measured ResNet's batch-of-one layers (one thread, CPU
+  WINOGRAD_MIN_TILES is 36, measured on ResNet's batch-of-one layers (one thread, CPU
   ms im2col / winograd, forward and forward+input gradient): 1x128x28x28 (49 tiles, ResNet-18/50's
   layer2) 3.32 / 1.62 and 7.24 / 3.58; 1x64x28x28 (49) 1.06 / 0.52 (``direct`` 0.88); 1x128x24x24
   (36) 2.69 / 1.41; 1x256x24x24 (36) 9.09 / 6.90; 3x256x14x14 (48) 10.2 / 9.0; 2x256x14x14 (32
