@@ -387,9 +387,15 @@ def conv_transpose2d_weight_grad_of(input, grad, weight_shape, stride, padding, 
     return G.conv2d_weight_grad(input, g, weight_shape, stride, pad4, dilation, groups)
 
 
+def not_implemented(what):
+    """The formula of an input whose derivative torch does not implement either: raises when
+    a backward needs it (the forward, and the other inputs' gradients, run), with torch's
+    message."""
+    raise UnsupportedError(f"the derivative for '{what}' is not implemented.")
+
+
 def _scatter_multiply_grad(reduce):
     if reduce == "multiply":
-        from ember.errors import UnsupportedError
         raise UnsupportedError("scatter: the derivative of reduce='multiply' is not implemented "
                                "(as in torch)")
 

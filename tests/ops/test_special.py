@@ -488,3 +488,25 @@ def test_bessel_matches_mpmath_where_torch_is_coarse(name):
     with mpmath.workdps(50):
         want = np.array([float(ref[name](mpmath.mpf(float(v)))) for v in x])
     np.testing.assert_allclose(got, want, rtol=1e-11, atol=1e-15)
+
+
+@pytest.mark.parametrize("name,what", [("igamma", "igamma: input"), ("igammac", "igammac: input"),
+                                       ("special.zeta", "zeta")])
+def test_first_argument_gradient_is_not_implemented_as_torch(name, what):
+    """The first argument of igamma, igammac and zeta has no derivative (in torch either): a
+    backward that needs it raises torch's error (it was silently left without a gradient);
+    the forward and the second argument's gradient work."""
+    fn = ember.special.zeta if name == "special.zeta" else getattr(ember, name)
+    tfn = torch.special.zeta if name == "special.zeta" else getattr(torch, name)
+    a0, x0 = np.array([1.5, 2.0]), np.array([0.5, 3.0])
+    a, x = ember.tensor(a0, requires_grad=True), ember.tensor(x0, requires_grad=True)
+    y = fn(a, x)
+    np.testing.assert_allclose(y.detach().numpy(), tfn(torch.tensor(a0), torch.tensor(x0)).numpy(),
+                               rtol=1e-12)
+    with pytest.raises(NotImplementedError, match=f"the derivative for '{what}' is not implemented"):
+        y.sum().backward()
+    a.requires_grad_(False)
+    fn(a, x).sum().backward()
+    tx = torch.tensor(x0, requires_grad=True)
+    tfn(torch.tensor(a0), tx).sum().backward()
+    np.testing.assert_allclose(x.grad.numpy(), tx.grad.numpy(), rtol=1e-10)

@@ -5960,13 +5960,14 @@ class SpecialXlog1pyBackward0(Node):
 
 
 class SpecialZetaBackward0(Node):
-    __slots__ = ('other', 'other_shape', 'self_')
+    __slots__ = ('self__shape', 'other', 'other_shape', 'self_')
     _saved = ('other', 'self_')
     _op_name = 'special_zeta'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, other, = tensors
+        ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.other = _save(other, 'other') if needs[1] else None
         ctx.other_shape = _shape(other) if needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[1] else None
@@ -5974,23 +5975,27 @@ class SpecialZetaBackward0(Node):
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
+        self__shape = ctx.self__shape
         other = unpack(ctx.other, ctx)
         other_shape = ctx.other_shape
         self_ = unpack(ctx.self_, ctx)
         g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(_F.not_implemented('zeta'), self__shape)
         if needs[1]:
             g1 = _F.sum_to(_fn.neg(grad) * self_ * _fn.special_zeta(self_ + 1, other), other_shape)
         return (g0, g1, )
 
 
 class IgammaBackward0(Node):
-    __slots__ = ('other', 'other_shape', 'self_')
+    __slots__ = ('self__shape', 'other', 'other_shape', 'self_')
     _saved = ('other', 'self_')
     _op_name = 'igamma'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, other, = tensors
+        ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.other = _save(other, 'other') if needs[1] else None
         ctx.other_shape = _shape(other) if needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[1] else None
@@ -5998,23 +6003,27 @@ class IgammaBackward0(Node):
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
+        self__shape = ctx.self__shape
         other = unpack(ctx.other, ctx)
         other_shape = ctx.other_shape
         self_ = unpack(ctx.self_, ctx)
         g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(_F.not_implemented('igamma: input'), self__shape)
         if needs[1]:
             g1 = _F.sum_to(grad * _fn.exp((self_ - 1) * _fn.log(other) - other - _fn.lgamma(self_)), other_shape)
         return (g0, g1, )
 
 
 class IgammacBackward0(Node):
-    __slots__ = ('other', 'other_shape', 'self_')
+    __slots__ = ('self__shape', 'other', 'other_shape', 'self_')
     _saved = ('other', 'self_')
     _op_name = 'igammac'
 
     def __init__(ctx, tensors, consts, outs, needs):
         ctx._seq = next_seq()
         self_, other, = tensors
+        ctx.self__shape = _shape(self_) if needs[0] else None
         ctx.other = _save(other, 'other') if needs[1] else None
         ctx.other_shape = _shape(other) if needs[1] else None
         ctx.self_ = _save(self_, 'self_') if needs[1] else None
@@ -6022,10 +6031,13 @@ class IgammacBackward0(Node):
     def apply(ctx, grads):
         grad = grads[0]
         needs = ctx.needs
+        self__shape = ctx.self__shape
         other = unpack(ctx.other, ctx)
         other_shape = ctx.other_shape
         self_ = unpack(ctx.self_, ctx)
         g0 = g1 = None
+        if needs[0]:
+            g0 = _F.sum_to(_F.not_implemented('igammac: input'), self__shape)
         if needs[1]:
             g1 = _F.sum_to(_fn.neg(grad) * _fn.exp((self_ - 1) * _fn.log(other) - other - _fn.lgamma(self_)), other_shape)
         return (g0, g1, )
