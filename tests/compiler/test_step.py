@@ -131,6 +131,27 @@ def _close(me, mc, dtype):
             np.testing.assert_allclose(q.grad.numpy(), p.grad.numpy(), **tol)
 
 
+def _twin_steps(make_step):
+    """A float64 MLP, its deep copy, and make_step(m) (a training step) for each."""
+    ember.manual_seed(0)
+    model = MLP().double()
+    twin = copy.deepcopy(model)
+    return model, twin, [make_step(m) for m in (model, twin)]
+
+
+def _breaks_and_matches_eager(make_step, match, calls):
+    """The compiled twin's step warns a GraphBreakWarning matching `match` within `calls` calls
+    and ends where eager does."""
+    model, twin, steps = _twin_steps(make_step)
+    compiled = ember.compile(steps[1])
+    with pytest.warns(GraphBreakWarning, match=match):
+        for i in range(calls):
+            x, y = _data(model, 4, i, ember.float64)
+            steps[0](x, y)
+            compiled(x, y)
+    _close(model, twin, ember.float64)
+
+
 @pytest.mark.parametrize("cls", [MLP, LeNet5])
 @pytest.mark.parametrize("opt", ["sgd_momentum", "adamw"])
 def test_whole_step_matches_eager_float64(cls, opt):
@@ -271,44 +292,32 @@ def test_other_optimizers_lr_scheduler_does_not_retrace(opt):
 
 
 def test_unknown_optimizer_runs_eagerly_with_a_warning():
-    ember.manual_seed(0)
-    model = MLP().double()
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
+    def make_step(m):
         o = _CustomSGD(m.parameters(), lr=1e-2)
 
-        def step(x, y, m=m, o=o):
+        def step(x, y):
             o.zero_grad()
             F.cross_entropy(m(x), y).backward()
             o.step()
-        steps.append(step)
-    compiled = ember.compile(steps[1])
-    with pytest.warns(GraphBreakWarning, match=r"_CustomSGD.step\(\): ember.compile traces the "
-                      r"updates of SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, "
-                      r"RAdam, ASGD and Rprop \(not LBFGS: its step needs a closure\); this "
-                      r"optimizer's step runs eagerly.*test_step.py:\d+: `o.step\(\)`"):
-        for i in range(3):
-            x, y = _data(model, 4, i, ember.float64)
-            steps[0](x, y)
-            compiled(x, y)
-    _close(model, twin, ember.float64)
+        return step
+    _breaks_and_matches_eager(
+        make_step, r"_CustomSGD.step\(\): ember.compile traces the updates of SGD, Adam, AdamW, "
+        r"RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD and Rprop \(not LBFGS: its step "
+        r"needs a closure\); this optimizer's step runs eagerly.*test_step.py:\d+: `o.step\(\)`",
+        3)
 
 
 def test_gradients_accumulated_from_outside_fall_back_with_a_warning():
     # no zero_grad anywhere: the second call would accumulate into the first call's .grad,
     # which the program did not compute: it retraces, breaks and runs eagerly
-    ember.manual_seed(0)
-    model = MLP().double()
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
+    def make_step(m):
         o = ember.optim.SGD(m.parameters(), lr=1e-2)
 
-        def step(x, y, m=m, o=o):
+        def step(x, y):
             F.cross_entropy(m(x), y).backward()
             o.step()
-        steps.append(step)
+        return step
+    model, twin, steps = _twin_steps(make_step)
     compiled = ember.compile(steps[1])
     x, y = _data(model, 4, 0, ember.float64)
     steps[0](x, y)
@@ -402,78 +411,48 @@ def test_clip_returns_the_traced_norm_and_lr_scheduler_does_not_retrace():
 
 
 def test_clip_with_error_if_nonfinite_is_a_named_break():
-    ember.manual_seed(0)
-    model = MLP().double()
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
+    def make_step(m):
         o = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
 
-        def step(x, y, m=m, o=o):
+        def step(x, y):
             o.zero_grad()
             F.cross_entropy(m(x), y).backward()
             nn.utils.clip_grad_norm_(m.parameters(), 0.01, error_if_nonfinite=True)
             o.step()
-        steps.append(step)
-    compiled = ember.compile(steps[1])
-    with pytest.warns(GraphBreakWarning, match=r"clip_grad_norm_\(error_if_nonfinite=True\) "
-                      r"\(raising on the norm's value is data-dependent control flow\)"):
-        for i in range(4):
-            x, y = _data(model, 4, i, ember.float64)
-            steps[0](x, y)
-            compiled(x, y)
-    _close(model, twin, ember.float64)
+        return step
+    _breaks_and_matches_eager(make_step, r"clip_grad_norm_\(error_if_nonfinite=True\) \(raising "
+                              r"on the norm's value is data-dependent control flow\)", 4)
 
 
 def test_gradients_changed_outside_the_traced_ops_fall_back_to_eager():
     # Python scaling .grad through its arrays (invisible to the tracer): the first run of the
     # program is checked against eager, differs, and the step runs eagerly
-    ember.manual_seed(0)
-    model = MLP().double()
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
+    def make_step(m):
         o = ember.optim.SGD(m.parameters(), lr=0.1, momentum=0.9)
 
-        def step(x, y, m=m, o=o):
+        def step(x, y):
             o.zero_grad()
             F.cross_entropy(m(x), y).backward()
             for p in m.parameters():
                 p.grad._data *= 0.5
             o.step()
-        steps.append(step)
-    compiled = ember.compile(steps[1])
-    with pytest.warns(GraphBreakWarning, match=r"the captured training step differs from eager"):
-        for i in range(5):
-            x, y = _data(model, 4, i, ember.float64)
-            steps[0](x, y)
-            compiled(x, y)
-    _close(model, twin, ember.float64)
+        return step
+    _breaks_and_matches_eager(make_step, r"the captured training step differs from eager", 5)
 
 
 def test_lr_scheduler_stepped_inside_the_function_is_a_named_break():
-    ember.manual_seed(0)
-    model = MLP().double()
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
+    def make_step(m):
         o = ember.optim.SGD(m.parameters(), lr=0.1)
         s = ember.optim.lr_scheduler.StepLR(o, 1, 0.5)
 
-        def step(x, y, m=m, o=o, s=s):
+        def step(x, y):
             o.zero_grad()
             F.cross_entropy(m(x), y).backward()
             o.step()
             s.step()
-        steps.append(step)
-    compiled = ember.compile(steps[1])
-    with pytest.warns(GraphBreakWarning, match=r"SGD's hyper-parameters changed after its step "
-                      r"inside the function"):
-        for i in range(4):
-            x, y = _data(model, 4, i, ember.float64)
-            steps[0](x, y)
-            compiled(x, y)
-    _close(model, twin, ember.float64)
+        return step
+    _breaks_and_matches_eager(
+        make_step, r"SGD's hyper-parameters changed after its step inside the function", 4)
 
 
 def test_captured_parameters_are_named_by_their_module_path():
