@@ -120,10 +120,7 @@ class Adam(Optimizer):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  amsgrad=False, *, foreach=None, maximize=False, capturable=False,
                  differentiable=False, fused=None, decoupled_weight_decay=False):
-        _check("learning rate", lr)
-        _check("epsilon value", eps)
-        _check_betas(betas)
-        _check("weight_decay value", weight_decay)
+        _check_adam(lr, eps, betas, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, amsgrad=amsgrad,
                                       maximize=maximize, foreach=foreach, capturable=capturable,
@@ -302,6 +299,20 @@ def _check_betas(betas):
         raise EmberValueError(f"Invalid beta parameter at index 1: {betas[1]}")
 
 
+def _check_adam(lr, eps, betas, weight_decay):
+    """The hyper-parameter checks of the Adam family, in torch's order."""
+    _check("learning rate", lr)
+    _check("epsilon value", eps)
+    _check_betas(betas)
+    _check("weight_decay value", weight_decay)
+
+
+def _adam_scalars(group):
+    """The per-group scalars of an update with both of Adam's moments (NAdam, RAdam)."""
+    b1, b2 = group["betas"]
+    return dict(one_m_b1=1 - b1, b2=b2, one_m_b2=1 - b2, eps=group["eps"])
+
+
 def _scalar32(value):
     """A 0-d float32 state Tensor, as torch keeps its scalar state (eta, mu, mu_product)."""
     return Tensor._make(np.array(value, np.float32))
@@ -339,10 +350,7 @@ class Adamax(_Traceable):
 
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  foreach=None, *, maximize=False, differentiable=False, capturable=False):
-        _check("learning rate", lr)
-        _check("epsilon value", eps)
-        _check_betas(betas)
-        _check("weight_decay value", weight_decay)
+        _check_adam(lr, eps, betas, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, foreach=foreach,
                                       maximize=maximize, differentiable=differentiable,
@@ -371,10 +379,7 @@ class NAdam(_Traceable):
     def __init__(self, params, lr=2e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  momentum_decay=4e-3, decoupled_weight_decay=False, *, foreach=None,
                  maximize=False, capturable=False, differentiable=False):
-        _check("learning rate", lr)
-        _check("epsilon value", eps)
-        _check_betas(betas)
-        _check("weight_decay value", weight_decay)
+        _check_adam(lr, eps, betas, weight_decay)
         _check("momentum_decay value", momentum_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, momentum_decay=momentum_decay,
@@ -391,8 +396,7 @@ class NAdam(_Traceable):
         return ("exp_avg", "exp_avg_sq")
 
     def _scalars(self, group):
-        b1, b2 = group["betas"]
-        return dict(one_m_b1=1 - b1, b2=b2, one_m_b2=1 - b2, eps=group["eps"])
+        return _adam_scalars(group)
 
     @staticmethod
     def _mu(group, step):
@@ -421,10 +425,7 @@ class RAdam(_Traceable):
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0,
                  decoupled_weight_decay=False, *, foreach=None, maximize=False,
                  capturable=False, differentiable=False):
-        _check("learning rate", lr)
-        _check("epsilon value", eps)
-        _check_betas(betas)
-        _check("weight_decay value", weight_decay)
+        _check_adam(lr, eps, betas, weight_decay)
         super().__init__(params, dict(lr=lr, betas=tuple(betas), eps=eps,
                                       weight_decay=weight_decay, maximize=maximize,
                                       foreach=foreach, capturable=capturable,
@@ -440,8 +441,7 @@ class RAdam(_Traceable):
         return ("exp_avg", "exp_avg_sq")
 
     def _scalars(self, group):
-        b1, b2 = group["betas"]
-        return dict(one_m_b1=1 - b1, b2=b2, one_m_b2=1 - b2, eps=group["eps"])
+        return _adam_scalars(group)
 
     @staticmethod
     def _rho(group, step):
