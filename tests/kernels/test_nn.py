@@ -151,6 +151,32 @@ def test_traced_cross_entropy_is_one_op_and_runs_backward():
     np.testing.assert_allclose(xe.grad.numpy(), wx, rtol=2e-5, atol=2e-5)
 
 
+def _forward_backward_match_torch(name, x, v, dim, tol):
+    """F.<name>(x, dim) and its input gradient for the upstream v, ember's against torch's
+    (within tol, ember's in x's dtype); returns ember's (output, input gradient)."""
+    got = []
+    for lib, fn in ((ember, getattr(F, name)), (torch, getattr(torch.nn.functional, name))):
+        xt = lib.tensor(x, requires_grad=True)
+        y = fn(xt, dim)
+        y.backward(lib.tensor(v))
+        got.append((y.detach().numpy(), xt.grad.numpy()))
+    for a, b in zip(*got):
+        assert a.dtype == x.dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    return got[0]
+
+
+def _nonfinite_rows():
+    """float32 (300, 1000) rows with a NaN, all -inf, an inf and a 1e30 (rows 1 to 4), and an
+    upstream gradient for them."""
+    x = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
+    x[1, 5] = np.nan
+    x[2] = -np.inf
+    x[3, 7] = np.inf
+    x[4, 0] = 1e30
+    return x, np.random.default_rng(6).standard_normal(x.shape).astype(np.float32)
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-5), (np.float64, 1e-11)])
 @pytest.mark.parametrize("shape,dim,numba", [((300, 1000), 1, True), ((4, 10, 1000), -1, True),
                                              ((300, 1000), 0, False), ((7, 11), 1, False)])
@@ -161,25 +187,12 @@ def test_log_softmax_forward_backward_match_torch(dtype, tol, shape, dim, numba,
     ran = []
     run = K._ce_run
     monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append(run(*a)) or ran[-1])
-    got = []
-    for lib, fn in ((ember, F.log_softmax), (torch, torch.nn.functional.log_softmax)):
-        xt = lib.tensor(x, requires_grad=True)
-        y = fn(xt, dim)
-        y.backward(lib.tensor(v))
-        got.append((y.detach().numpy(), xt.grad.numpy()))
-    for a, b in zip(*got):
-        assert a.dtype == dtype
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    _forward_backward_match_torch("log_softmax", x, v, dim, tol)
     assert ran == ([True, True] if numba and dtype == np.float32 else [])
 
 
 def test_log_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypatch):
-    x = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
-    x[1, 5] = np.nan
-    x[2] = -np.inf
-    x[3, 7] = np.inf
-    x[4, 0] = 1e30
-    g = np.random.default_rng(6).standard_normal(x.shape).astype(np.float32)
+    x, g = _nonfinite_rows()
     runs = []
     for use in (True, False):
         monkeypatch.setattr(K, "USE_NUMBA", use)
@@ -213,29 +226,16 @@ def test_softmax_forward_backward_match_torch(dtype, tol, shape, dim, numba, mon
     ran = []
     run = K._ce_run
     monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
-    got = []
-    for lib, fn in ((ember, F.softmax), (torch, torch.nn.functional.softmax)):
-        xt = lib.tensor(x, requires_grad=True)
-        y = fn(xt, dim)
-        y.backward(lib.tensor(v))
-        got.append((y.detach().numpy(), xt.grad.numpy()))
-    for a, b in zip(*got):
-        assert a.dtype == dtype
-        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+    y, gx = _forward_backward_match_torch("softmax", x, v, dim, tol)
     if len(shape) == 4:
-        assert (got[0][0][np.isneginf(x)] == 0).all() and (got[0][1][np.isneginf(x)] == 0).all()
+        assert (y[np.isneginf(x)] == 0).all() and (gx[np.isneginf(x)] == 0).all()
     assert ran == ([("softmax", True), ("softmax_backward", True)]
                    if numba and dtype == np.float32 else [])
 
 
 def test_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypatch):
-    x = np.random.default_rng(5).standard_normal((300, 1000)).astype(np.float32)
-    x[1, 5] = np.nan
-    x[2] = -np.inf
-    x[3, 7] = np.inf
-    x[4, 0] = 1e30
+    x, g = _nonfinite_rows()
     x[5, 1:] = -np.inf
-    g = np.random.default_rng(6).standard_normal(x.shape).astype(np.float32)
     runs = []
     for use in (True, False):
         monkeypatch.setattr(K, "USE_NUMBA", use)
