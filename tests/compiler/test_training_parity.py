@@ -176,46 +176,41 @@ def _captured(cf):
     assert cf.traces >= 1 and cf._last is not None and cf._last.traced is not None
 
 
+def _train_captured(name, opt, dtype, breaks="error", noise_opt=None, **kw):
+    """_train under warnings.simplefilter(breaks, GraphBreakWarning), then _close (noise_opt
+    is _close's opt) and _captured; returns the compiled function."""
+    with warnings.catch_warnings():
+        warnings.simplefilter(breaks, GraphBreakWarning)
+        me, mc, oe, oc, cf = _train(name, opt, dtype, **kw)
+    _close(me, mc, oe, oc, dtype, noise_opt)
+    _captured(cf)
+    return cf
+
+
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_ten_steps_match_eager_float64(name, opt):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", GraphBreakWarning)
-        me, mc, oe, oc, cf = _train(name, opt, ember.float64)
-    _close(me, mc, oe, oc, ember.float64)
-    _captured(cf)
+    cf = _train_captured(name, opt, ember.float64)
     assert cf.traces == 1 and cf.recompiles == []
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_lr_scheduler_between_steps_matches_eager_without_retrace(name, opt):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", GraphBreakWarning)
-        me, mc, oe, oc, cf = _train(name, opt, ember.float64, sched=True)
-    _close(me, mc, oe, oc, ember.float64)
-    _captured(cf)
+    cf = _train_captured(name, opt, ember.float64, sched=True)
     assert cf.traces == 1 and cf.recompiles == []
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("opt", list(OPTS))
 def test_ten_steps_match_eager_float32(name, opt):
-    with warnings.catch_warnings():
-        warnings.simplefilter("error", GraphBreakWarning)
-        me, mc, oe, oc, cf = _train(name, opt, ember.float32)
-    _close(me, mc, oe, oc, ember.float32, opt)
-    _captured(cf)
+    _train_captured(name, opt, ember.float32, noise_opt=opt)
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("clip", ["norm", "value"])
 def test_gradient_clipping_matches_eager(name, clip):
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", GraphBreakWarning)
-        me, mc, oe, oc, cf = _train(name, "adamw", ember.float64, clip=clip, sched=True)
-    _close(me, mc, oe, oc, ember.float64)
-    _captured(cf)
+    _train_captured(name, "adamw", ember.float64, breaks="ignore", clip=clip, sched=True)
 
 
 @pytest.mark.parametrize("whole_step", [True, False])
