@@ -16,6 +16,7 @@ queued ones between calls); then calls back to back, each timed, for ``min_time`
 least ``min_steps`` calls (at least 5 when they take over 4 x ``min_time``). A worker reports
 the median, minimum and mean of those calls.
 """
+import argparse
 import json
 import os
 import statistics
@@ -416,6 +417,34 @@ def collect_and_report(args, key, collect, render, machine_arg=True, cases=None)
     machine = machine_info()
     res = collect(opts, machine, **kw) if machine_arg else collect(opts, **kw)
     report(machine, {key: res}, render(res), args.json)
+
+
+def script_main(doc, key, worker, collect, render, cases, onnx_dir=False):
+    """A benchmark script's command line (``doc`` its docstring): a worker run (``--worker``)
+    emits ``worker``'s result, else ``collect_and_report`` under ``key``; ``--only`` picks
+    cases, ``--onnx-dir`` (with ``onnx_dir``) is where the export workers write."""
+    ap = argparse.ArgumentParser(description=doc.splitlines()[0])
+    add_worker_arguments(ap)
+    ap.add_argument("--only", default=None)
+    if onnx_dir:
+        ap.add_argument("--onnx-dir", default=None)
+    args = ap.parse_args()
+    if args.worker:
+        emit(worker(args.worker, args.case, worker_options(args),
+                    *((args.onnx_dir,) if onnx_dir else ())))
+        return
+    collect_and_report(args, key, collect, render, cases=cases)
+
+
+def export_all(script, cases, opts, onnx_dir, log=None):
+    """Each case's export worker (``--worker export``) run into ``onnx_dir``: {case: its
+    result}."""
+    exported = {}
+    for case in cases:
+        exported[case] = spawn(script, "export", case, opts, extra_args=("--onnx-dir", onnx_dir))
+        if log:
+            log(f"  {script} {case} export: " + exported[case].get("error", "ok"))
+    return exported
 
 
 def write_json(path, obj):

@@ -21,7 +21,6 @@ default threads:
 The first rows of every variant's output at batch 64 are compared. Nothing is asserted. README
 tables: ``inference`` (every row) and ``batch1`` (the batch-1 rows on their own).
 """
-import argparse
 import os
 import shutil
 import sys
@@ -153,19 +152,14 @@ def collect(opts, machine, log=None, only=None):
     cases = list(only or (QUICK_CASES if opts.quick else CASES))
     onnx_dir = tempfile.mkdtemp(prefix="ember-bench-onnx-")
     try:
-        extra = ("--onnx-dir", onnx_dir)
-        exported = {}
-        for case in cases:
-            exported[case] = H.spawn(SCRIPT, "export", case, opts, extra_args=extra)
-            if log:
-                log(f"  {SCRIPT} {case} export: " + exported[case].get("error", "ok"))
+        exported = H.export_all(SCRIPT, cases, opts, onnx_dir, log)
         cols = {"ember": ("ember", None), "torch": ("torch", None), "ort": ("ort", None)}
         plan = {"ember": cases, "torch": cases,
                 "ort": [c for c in cases if "error" not in exported[c]]}
         if machine.get("host_isa") == "avx512":
             cols["ember_avx2"] = ("ember", {"EMBER_CPU_ISA": "avx2"})
             plan["ember_avx2"] = [c for c in cases if c in AVX2_CASES]
-        res = H.run_matrix(SCRIPT, plan, cols, opts, log, extra_args=extra)
+        res = H.run_matrix(SCRIPT, plan, cols, opts, log, extra_args=("--onnx-dir", onnx_dir))
     finally:
         shutil.rmtree(onnx_dir, ignore_errors=True)
     for case in cases:
@@ -219,15 +213,7 @@ def batch1(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    H.add_worker_arguments(ap)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--onnx-dir", default=None)
-    args = ap.parse_args()
-    if args.worker:
-        H.emit(worker(args.worker, args.case, H.worker_options(args), args.onnx_dir))
-        return
-    H.collect_and_report(args, "inference", collect, render, cases=CASES)
+    H.script_main(__doc__, "inference", worker, collect, render, CASES, onnx_dir=True)
 
 
 if __name__ == "__main__":

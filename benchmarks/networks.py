@@ -20,7 +20,6 @@ Both libraries start from the same weights (GPT: ``_harness.seeded_array`` per p
 the first loss and the inference outputs are compared. Timing as ``_harness.measure``; nothing is
 asserted. See benchmarks/run_all.py for the README tables (``gpt``, ``resnet``).
 """
-import argparse
 import copy
 import inspect
 import os
@@ -162,14 +161,7 @@ def render(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    H.add_worker_arguments(ap)
-    ap.add_argument("--only", default=None)
-    args = ap.parse_args()
-    if args.worker:
-        H.emit(worker(args.worker, args.case, H.worker_options(args)))
-        return
-    H.collect_and_report(args, "networks", collect, render, cases=CASES)
+    H.script_main(__doc__, "networks", worker, collect, render, CASES)
 
 
 if __name__ == "__main__":

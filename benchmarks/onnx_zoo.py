@@ -17,7 +17,6 @@ temporary file: there is no network here, and the zoo's weights do not change th
 The outputs (logits) of every variant are compared. Nothing is asserted; see
 benchmarks/run_all.py for the README table (``onnx zoo``).
 """
-import argparse
 import os
 import shutil
 import sys
@@ -99,11 +98,7 @@ def collect(opts, machine, log=None, only=None):
     onnx_dir = tempfile.mkdtemp(prefix="ember-bench-onnx-zoo-")
     extra = ("--onnx-dir", onnx_dir)
     try:
-        exported = {}
-        for case in cases:
-            exported[case] = H.spawn(SCRIPT, "export", case, opts, extra_args=extra)
-            if log:
-                log(f"  {SCRIPT} {case} export: " + exported[case].get("error", "ok"))
+        exported = H.export_all(SCRIPT, cases, opts, onnx_dir, log)
         ok = [c for c in cases if "error" not in exported[c]]
         cols = {"ember": ("ember", None), "ort": ("ort", None)}
         res = H.run_matrix(SCRIPT, ok, cols, opts, log, extra_args=extra)
@@ -142,15 +137,7 @@ def render(res):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    H.add_worker_arguments(ap)
-    ap.add_argument("--only", default=None)
-    ap.add_argument("--onnx-dir", default=None)
-    args = ap.parse_args()
-    if args.worker:
-        H.emit(worker(args.worker, args.case, H.worker_options(args), args.onnx_dir))
-        return
-    H.collect_and_report(args, "onnx_zoo", collect, render, cases=CASES)
+    H.script_main(__doc__, "onnx_zoo", worker, collect, render, CASES, onnx_dir=True)
 
 
 if __name__ == "__main__":

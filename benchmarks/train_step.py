@@ -20,7 +20,6 @@ background compile is pending) with the library's default thread settings, and r
 step separately. Both libraries start from the same weights (``_harness.load_seeded``) and the
 first loss is compared. Nothing is asserted; see benchmarks/run_all.py for the README tables.
 """
-import argparse
 import os
 import shutil
 import sys
@@ -314,14 +313,7 @@ def _count(s):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    H.add_worker_arguments(ap)
-    ap.add_argument("--only", default=None)
-    args = ap.parse_args()
-    if args.worker:
-        H.emit(worker(args.worker, args.case, H.worker_options(args)))
-        return
-    H.collect_and_report(args, "train_step", collect, render, cases=CASES)
+    H.script_main(__doc__, "train_step", worker, collect, render, CASES)
 
 
 if __name__ == "__main__":
