@@ -264,12 +264,7 @@ def render(res):
             first = H.spread([r["first_steps"][0] for r in rs])
             nxt = H.spread([max(r["first_steps"][1:]) for r in rs])
             excess = H.spread([r["first_steps"][0] - r["median"] for r in rs])
-            comp = H.metric(rs, "compiles")
-            compiles = "-"
-            if lib == "ember" and comp is not None:
-                compiles = (f"{comp['median']:.0f} kernels, "
-                            f"{H.cell(H.scaled(H.metric(rs, 'compile_s'), 1e3))}"
-                            if comp["max"] else "none")
+            compiles = _compiles(lib, rs, "compiles", "compile_s")
             rows.append([lib, H.cell(H.metric(rs, "import_ms")), H.cell(first),
                          H.cell(nxt), H.cell(H.metric(rs, "median")), H.cell(excess),
                          compiles])
@@ -283,12 +278,7 @@ def render(res):
         for lib in ("ember", "torch"):
             rs = [r for r in cold10.get(lib, []) if "steps_in_window" in r]
             counts[lib] = H.metric(rs, "steps_in_window")
-            comp = H.metric(rs, "compiles_in_window")
-            compiles = "-"
-            if lib == "ember" and comp is not None:
-                compiles = (f"{comp['median']:.0f} kernels, "
-                            f"{H.cell(H.scaled(H.metric(rs, 'compile_s_in_window'), 1e3))}"
-                            if comp["max"] else "none")
+            compiles = _compiles(lib, rs, "compiles_in_window", "compile_s_in_window")
             rows.append([lib, _count(counts[lib]), H.cell(H.metric(rs, "import_ms")),
                          H.cell(H.scaled(H.metric(rs, "first_step_end_s"), 1e3), "s"),
                          compiles])
@@ -310,6 +300,16 @@ def _count(s):
     if s["n"] == 1 or s["min"] == s["max"]:
         return f"{s['median']:.0f}"
     return f"{s['median']:.0f} ({s['min']:.0f}-{s['max']:.0f})"
+
+
+def _compiles(lib, rs, count_key, seconds_key):
+    """The background-compiles cell: ember's kernel count and compile time (ms), "none" when no
+    process compiled, "-" for torch or without the metric."""
+    comp = H.metric(rs, count_key)
+    if lib != "ember" or comp is None:
+        return "-"
+    return (f"{comp['median']:.0f} kernels, {H.cell(H.scaled(H.metric(rs, seconds_key), 1e3))}"
+            if comp["max"] else "none")
 
 
 def main():
