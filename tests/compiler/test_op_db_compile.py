@@ -100,18 +100,10 @@ def _same(want, got, label, tol, values=True):
                 return f"{lab}: requires_grad {b.requires_grad}, eager {a.requires_grad}"
             if not values:
                 continue
-            x, y = np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy())
-            if x.dtype.kind in "fc":
-                fin = np.abs(x[np.isfinite(x)])
-                scale = max(1.0, float(fin.max())) if fin.size else 1.0
-                ok = np.isclose(y, x, rtol=tol, atol=tol * scale, equal_nan=True)
-            else:
-                ok = x == y
-            if not np.all(ok):
-                bad = np.argwhere(~np.asarray(ok))
-                i = tuple(bad[0]) if x.ndim else ()
-                return (f"{lab}: {bad.shape[0]} of {x.size} values differ, e.g. at {list(i)} "
-                        f"compiled {y[i]!r}, eager {x[i]!r}")
+            msg = R.differ(np.asarray(a.detach().numpy()), np.asarray(b.detach().numpy()), tol,
+                           tol, lab, ("compiled", "eager"))
+            if msg is not None:
+                return msg
         elif type(a) is not type(b) or (values and a != b and not (
                 isinstance(a, float) and math.isnan(a) and math.isnan(b))):
             return f"{lab}: compiled {b!r}, eager {a!r}"

@@ -441,20 +441,29 @@ def compare_values(t_out, e_out, torch, what="output", tolerances=TOLERANCES, va
             raise Mismatch(f"{label}: {e!r}, torch {t!r}")
 
 
-def _close(want, got, dtype, label, tolerances):
+def differ(want, got, rtol, atol, label, names=("ember", "torch")):
+    """None when ``got`` matches ``want`` (floats within rtol and atol times want's largest
+    finite magnitude, at least 1, NaN equal to NaN; others exactly), else a message naming the
+    first element that differs (``names``: got's and want's)."""
     if want.dtype.kind in "fc":
-        rtol, atol = tolerances.get(dtype, (1e-7, 1e-7))
         # absolute error scales with the output's magnitude (sums of many large products)
         finite = np.abs(want[np.isfinite(want)])
         scale = max(1.0, float(finite.max())) if finite.size else 1.0
         ok = np.isclose(got, want, rtol=rtol, atol=atol * scale, equal_nan=True)
     else:
         ok = got == want
-    if not np.all(ok):
-        bad = np.argwhere(~np.asarray(ok))
-        idx = tuple(bad[0]) if want.ndim else ()
-        raise Mismatch(f"{label}: {bad.shape[0]} of {want.size} values differ, e.g. at "
-                       f"{list(idx)} ember {got[idx]!r}, torch {want[idx]!r}")
+    if np.all(ok):
+        return None
+    bad = np.argwhere(~np.asarray(ok))
+    idx = tuple(bad[0]) if want.ndim else ()
+    return (f"{label}: {bad.shape[0]} of {want.size} values differ, e.g. at {list(idx)} "
+            f"{names[0]} {got[idx]!r}, {names[1]} {want[idx]!r}")
+
+
+def _close(want, got, dtype, label, tolerances):
+    msg = differ(want, got, *tolerances.get(dtype, (1e-7, 1e-7)), label)
+    if msg is not None:
+        raise Mismatch(msg)
 
 
 # ---------------------------------------------------------------- running
