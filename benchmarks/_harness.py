@@ -436,6 +436,18 @@ def script_main(doc, key, worker, collect, render, cases, onnx_dir=False):
     collect_and_report(args, key, collect, render, cases=cases)
 
 
+def export_or_run(lib, case, export, run):
+    """A worker's result for an ONNX script: ``export()``'s for ``lib`` "export", else the
+    library's info and ``run()``'s."""
+    out = {"lib": lib, "case": case}
+    if lib == "export":
+        out.update(export())
+        return out
+    out["info"] = library_info(lib)
+    out.update(run())
+    return out
+
+
 def export_all(script, cases, opts, onnx_dir, log=None):
     """Each case's export worker (``--worker export``) run into ``onnx_dir``: {case: its
     result}."""

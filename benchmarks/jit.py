@@ -137,14 +137,9 @@ def _export(case, onnx_dir):
 
 
 def worker(lib, case, opts, onnx_dir=None):
-    out = {"lib": lib, "case": case}
-    if lib == "export":
-        out.update(_export(case, onnx_dir))
-        return out
-    out["info"] = H.library_info(lib)
-    out.update({"ember": _ember, "torch": _torch}[lib](case, opts) if lib != "ort"
-               else _ort(case, opts, onnx_dir))
-    return out
+    return H.export_or_run(lib, case, lambda: _export(case, onnx_dir),
+                           lambda: ({"ember": _ember, "torch": _torch}[lib](case, opts)
+                                    if lib != "ort" else _ort(case, opts, onnx_dir)))
 
 
 # ----------------------------------------------------------------------------- runner

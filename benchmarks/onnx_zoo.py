@@ -83,13 +83,8 @@ def _ort(case, opts, onnx_dir):
 
 
 def worker(lib, case, opts, onnx_dir=None):
-    out = {"lib": lib, "case": case}
-    if lib == "export":
-        out.update(_export(case, onnx_dir))
-        return out
-    out["info"] = H.library_info(lib)
-    out.update(_ember(case, opts, onnx_dir) if lib == "ember" else _ort(case, opts, onnx_dir))
-    return out
+    return H.export_or_run(lib, case, lambda: _export(case, onnx_dir),
+                           lambda: (_ember if lib == "ember" else _ort)(case, opts, onnx_dir))
 
 
 # ----------------------------------------------------------------------------- runner
