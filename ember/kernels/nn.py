@@ -19,7 +19,8 @@ def softmax(a, dim, dtype=None):
     d = _dim(dim, a.ndim)
     if a.ndim == 0:
         return np.ones_like(a)
-    if d == a.ndim - 1 and a.flags.c_contiguous and _ce_numba_fits(a.reshape(-1, a.shape[-1])):
+    if a.size and d == a.ndim - 1 and a.flags.c_contiguous and \
+            _ce_numba_fits(a.reshape(-1, a.shape[-1])):
         out = np.empty(a.shape, a.dtype)
         c = a.shape[-1]
         if _ce_run("softmax", a.reshape(-1, c), out.reshape(-1, c)):
@@ -106,7 +107,7 @@ def softmax_input_grad(grad, result, dim, dtype):
     C-contiguous rows over the last dimension, as ``_ce_run`` chooses; else None (the formula
     ``softmax_grad`` runs). An attention's (16, 4, 64, 64): four dispatched ops -> one pass."""
     if dtype != np.float32 or grad.dtype != np.float32 or result.dtype != np.float32 or \
-            grad.shape != result.shape or result.ndim == 0 or \
+            grad.shape != result.shape or result.ndim == 0 or not result.size or \
             _dim(dim, result.ndim) != result.ndim - 1 or not grad.flags.c_contiguous or \
             not _ce_numba_fits(result.reshape(-1, result.shape[-1])):
         return None

@@ -398,3 +398,17 @@ def test_embedding_backward_scatter_kernel_same_bits_as_add_at_and_torch(dtype, 
                 scale_grad_by_freq=scale).backward(ember.tensor(v))
     np.testing.assert_allclose(we.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-5)
     assert we.grad.numpy().dtype == dtype
+
+
+@pytest.mark.parametrize("shape,dim", [((5, 0, 0), -1), ((0, 3), 1), ((3, 0), -1), ((2, 0, 4), 2)])
+def test_softmax_of_empty_inputs_as_torch(shape, dim):
+    """softmax / log_softmax and their backward on inputs with no elements: empty results of the
+    input's shape (the float32 row kernel's reshape raised on (5, 0, 0))."""
+    for name in ("softmax", "log_softmax"):
+        x = ember.zeros(shape, requires_grad=True)
+        tx = torch.zeros(shape, requires_grad=True)
+        y, ty = getattr(ember, name)(x, dim), getattr(torch, name)(tx, dim)
+        assert y.shape == tuple(ty.shape) and y.dtype == ember.float32
+        y.sum().backward()
+        ty.sum().backward()
+        assert x.grad.shape == tuple(tx.grad.shape)
