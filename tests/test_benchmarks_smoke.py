@@ -204,11 +204,14 @@ def test_cold_window_counts_only_the_steps_finished_within_the_window(monkeypatc
     monkeypatch.setattr(train_step.time, "perf_counter", lambda: clock[0])
     monkeypatch.setattr(train_step, "process_age", lambda: 2.0)    # started 2 s ago
 
+    # the background compiles this process ran (the suite's own, on a cold cache): reported
+    monkeypatch.setattr(H, "_ember_compiles", lambda: (4, 1.5))
+
     def step():
         clock[0] += 3.0        # steps end 5, 8 and 11 s after the process started
     out = train_step.cold_window(step, "torch")
     assert out["steps_in_window"] == 2 and out["first_step_end_s"] == 5.0
-    assert out["compiles_in_window"] == 0
+    assert (out["compiles_in_window"], out["compile_s_in_window"]) == (4, 1.5)
 
 
 def test_cold_start_table_says_when_torch_finished_no_step_in_the_window():
