@@ -175,10 +175,12 @@ class _Traceable(Optimizer):
     update = None
 
     def _init_state(self, group, p, st):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}: an optimizer built on _Traceable "
+                                  "must define _init_state (its per-parameter state)")
 
     def _slots(self, group):
-        raise NotImplementedError
+        raise NotImplementedError(f"{type(self).__name__}: an optimizer built on _Traceable "
+                                  "must define _slots (its state names in the update's order)")
 
     def _scalars(self, group):
         return {}
