@@ -389,3 +389,22 @@ def test_max_pool2d_scatter_split_over_threads_equals_inline(monkeypatch):
     finally:
         set_num_threads(before)
     np.testing.assert_array_equal(split, inline)
+
+
+@pytest.mark.parametrize("shape", [(3, 4, 8, 8), (2, 3, 9, 11), (1, 2, 2, 2)])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_max_pool2d_2x2_numpy_path_equals_the_general_taps(shape, dtype, monkeypatch):
+    """The 2x2 NumPy path (``_max_2x2``) gives the general taps' values and indices: ties,
+    all -inf windows, odd sizes, a non-contiguous input; a window with NaN goes to the taps."""
+    monkeypatch.setattr(pool, "USE_NUMBA", False)
+    x = rng.integers(-2, 3, shape).astype(dtype)
+    x[x == 2] = -np.inf
+    x = x.transpose(0, 1, 3, 2).copy().transpose(0, 1, 3, 2)
+    fast = pool._max_2x2(x, (shape[2] // 2, shape[3] // 2))
+    assert fast is not None
+    monkeypatch.setattr(pool, "_max_2x2", lambda x, out: None)
+    y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    np.testing.assert_array_equal(fast[0], y)
+    np.testing.assert_array_equal(fast[1], idx)
+    x[0, 0, 0, 1] = np.nan
+    assert pool._max_2x2(x, (shape[2] // 2, shape[3] // 2)) is None
