@@ -23,14 +23,21 @@ these calls to a ``StepCapture`` instead of breaking the graph:
   one the eager path runs on arrays) on the traced gradients; the clipped ones rebind ``.grad``.
 
 ``WholeStep`` runs the optimised graph as one array-mode program and applies its effects (the
-final ``.grad`` of each leaf, parameter versions). Anything else is a graph break naming why,
+final ``.grad`` of each leaf, parameter versions). The program has a memory plan: its GEMM,
+``linear``, arithmetic and fusion-group intermediates are written into an arena of buffers
+allocated once with it and reused at every call (``WholeStep.plan``; nothing the call returns
+or sets as ``.grad`` is arena memory). Anything else is a graph break naming why,
 and the function then runs eagerly for those guards.
 """
 import math
 
 import numpy as np
 
-__all__ = ["StepCapture", "WholeStep"]
+__all__ = ["StepCapture", "WholeStep", "MEMORY_PLAN"]
+
+# Whether a step program gets a memory plan (``ember.jit.passes.memory``: intermediates written
+# into an arena of buffers kept across calls); False for comparisons.
+MEMORY_PLAN = True
 
 
 def _tensor_cls():
@@ -507,7 +514,11 @@ class WholeStep:
         # output (the codegen's relu_), cheaper than a bias+ReLU fusion group at these sizes
         passes = [n for n, _ in PIPELINE if n != "decompose"]
         self.graph = _in_place(run_passes(_array_only(traced.graph.copy()), passes))
-        self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step")
+        self.plan = None
+        if MEMORY_PLAN:
+            from ember.jit.passes.memory import plan_memory
+            self.plan = plan_memory(self.graph)
+        self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step", plan=self.plan)
         self._state = list(traced.state_tensors())
         self._getters = [get for _, get, _ in cap.inputs]
         self.verified = False

@@ -9,6 +9,12 @@ bind its names differently:
   no dispatch): the fast inference path.
 - ``tensor``: each op name goes through ``dispatch`` on Tensors, so autograd records a backward
   graph and an enclosing tracer sees every op (used when grad is needed or while tracing).
+
+With a memory plan (``generate(..., plan=...)``, array mode: ``ember.jit.passes.memory``) the
+planned nodes write into the buffers of an arena (globals ``arena_<i>``, allocated once with
+the compiled function and reused at every call): GEMMs and ``linear`` through
+``fastpath.matmul_into``/``linear_into``, float arithmetic through ``fastpath.binary_into``,
+fusion groups through ``FusedGroup.run_arrays_out``.
 """
 import functools
 import keyword
@@ -40,14 +46,16 @@ def _ident(name, taken):
     return base
 
 
-def generate(graph, name="forward", specialize=False):
+def generate(graph, name="forward", specialize=False, plan=None):
     """(source, info): the Python source of ``graph`` and the names it refers to
     (info['names']: Value -> identifier; info['globals']: identifier -> what it binds).
-    ``specialize``: array-mode source using ``fastpath`` emitters where they apply."""
+    ``specialize``: array-mode source using ``fastpath`` emitters where they apply; ``plan``:
+    a ``MemoryPlan`` whose planned values are written into arena buffers (array mode)."""
     from ember.autograd._generated.records import OPS
     from ember.jit import fastpath
     taken = set(_RESERVED) | {"linear_t", "linear_t_relu", "relu_",
-                              "max_pool2d_values"}
+                              "max_pool2d_values", "matmul_into", "linear_into",
+                              "binary_into"}
     ints = fastpath.int_values(graph) if specialize else set()
     fused = set()
     undefined = set()
@@ -137,6 +145,11 @@ def generate(graph, name="forward", specialize=False):
         if id(n) in fused:
             _free(lines, frees.get(i), names, undefined)
             continue
+        planned = _planned(n, plan, names, glob, taken, ref)
+        if planned is not None:
+            lines.append(f"    {lhs} = {planned}")
+            _free(lines, frees.get(i), names, undefined)
+            continue
         special = fastpath.emit(n, ref, ints, graph, fused) if specialize else None
         if special is not None:
             if isinstance(special, tuple):
@@ -175,7 +188,45 @@ def generate(graph, name="forward", specialize=False):
     for ident, (what, x) in list(glob.items()):
         if what == "array" and f"{ident}_T" in src:
             glob[f"{ident}_T"] = ("array_T", x)
-    return src, {"names": names, "globals": glob, "function": fname}
+    info = {"names": names, "globals": glob, "function": fname}
+    if plan is not None:
+        info["arena"] = plan.arena()
+    return src, info
+
+
+def _arena(plan, v, glob, taken):
+    """The identifier of ``v``'s arena buffer ('None' when it is not planned)."""
+    b = plan.slot.get(id(v))
+    if b is None:
+        return "None"
+    ident = f"arena_{b}"
+    taken.add(ident)
+    glob[ident] = ("arena", b)
+    return ident
+
+
+def _planned(n, plan, names, glob, taken, ref):
+    """The right-hand side writing ``n``'s outputs into their arena buffers, or None."""
+    if plan is None or not any(id(o) in plan.slot for o in n.outputs):
+        return None
+    from ember.jit.fastpath import python_operator
+    args = ", ".join(ref(a) for a in n.args)
+    if n.kind == "fusion_group":
+        ident = _ident("fusion_group", taken)
+        glob[ident] = ("fusion_out", n.attrs["graph"])
+        bufs = [_arena(plan, o, glob, taken) for o in n.outputs]
+        outs = f"({bufs[0]},)" if len(bufs) == 1 else f"({', '.join(bufs)})"
+        return f"{ident}({outs}, {args})"
+    buf = _arena(plan, n.outputs[0], glob, taken)
+    if n.kind in ("matmul", "mm"):
+        return f"matmul_into({args}, {buf})"
+    if n.kind == "linear":
+        x, w, b = (list(n.args) + [None] * 3)[:3]
+        return f"linear_into({ref(x)}, {ref(w)}, {ref(b)}, {buf})"
+    ufunc = {"+": "add", "-": "subtract", "*": "multiply", "/": "divide"}[python_operator(n)]
+    glob[f"ufunc_{ufunc}"] = ("obj", getattr(np, ufunc))
+    taken.add(f"ufunc_{ufunc}")
+    return f"binary_into(ufunc_{ufunc}, {args}, {buf})"
 
 
 def _free(lines, vals, names, undefined):
@@ -264,7 +315,8 @@ def namespace(graph, info, mode):
     from ember.jit import fastpath
     ns = {"asarray": np.asarray if mode == "array" else (lambda t: t), "inf": math.inf,
           "linear_t": fastpath.linear_t, "linear_t_relu": fastpath.linear_t_relu,
-          "relu_": fastpath.relu_,
+          "relu_": fastpath.relu_, "matmul_into": fastpath.matmul_into,
+          "linear_into": fastpath.linear_into, "binary_into": fastpath.binary_into,
           "max_pool2d_values": fastpath.max_pool2d_values,
           "nan": math.nan, "default_generator": default_generator,
           "sym": int if mode == "array" else _tensor_sym}
@@ -293,6 +345,11 @@ def namespace(graph, info, mode):
             fg = fused_group(x[0])
             ns[ident] = functools.partial(fg.run_arrays_into, x[1]) if mode == "array" else \
                 fg.run_tensors
+        elif what == "fusion_out":
+            from ember.jit.fused import fused_group
+            ns[ident] = fused_group(x).run_arrays_out
+        elif what == "arena":
+            ns[ident] = info["arena"][x]
         elif what == "function":
             ns[ident] = _function_callable(resolve_class(x), mode)
         else:
@@ -300,12 +357,15 @@ def namespace(graph, info, mode):
     return ns
 
 
-def compile_graph(graph, mode, name="forward", specialize=None):
+def compile_graph(graph, mode, name="forward", specialize=None, plan=None):
     """(function, source): ``graph`` compiled to a Python function for ``mode`` (array mode
-    uses the specialised emitters unless ``specialize=False``)."""
+    uses the specialised emitters unless ``specialize=False``; ``plan``: a ``MemoryPlan`` of
+    ``graph``, array mode only: planned values written into an arena kept by the function)."""
     if specialize is None:
         specialize = mode == "array"
-    src, info = generate(graph, name, specialize and mode == "array")
+    if mode != "array":
+        plan = None
+    src, info = generate(graph, name, specialize and mode == "array", plan)
     ns = namespace(graph, info, mode)
     code = compile(src, f"<ember.jit {name}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source

@@ -14,6 +14,11 @@ Which op is which Python operator (and under which constants: ``add`` is ``+`` w
 1) comes from the spec's ``operators:`` entries (``INFIX``/``PREFIX`` in the generated code).
 - ``max_pool2d_with_indices`` whose indices nobody reads skips computing them
 - ``reshape``/``view`` and basic ``getitem`` (ints, slices) are NumPy methods/indexing
+
+With a memory plan (``ember.jit.passes.memory``), a planned GEMM, ``linear`` or float
+arithmetic writes into its arena buffer (``matmul_into``, ``linear_into``, ``binary_into``);
+each falls back to a new array when the buffer's shape is not the result's (a program run on
+other shapes than it was planned for).
 """
 import numpy as np
 
@@ -21,7 +26,8 @@ from ember.autograd._generated.methods import INFIX, PREFIX
 from ember.jit.ir import SymRef, Value
 from ember.kernels.elementwise import relu
 
-__all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH"]
+__all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH", "matmul_into",
+           "linear_into", "binary_into", "UFUNCS"]
 
 # producers whose kernels return a new array (not a view), safe to overwrite in place
 FRESH = ("conv2d", "linear", "matmul", "mm", "addmm", "add", "sub", "mul", "div", "bmm")
@@ -40,6 +46,47 @@ def linear_t_relu(x, wt, b):
 
 def relu_(a):
     return relu(a, out=True)
+
+
+def matmul_into(a, b, out):
+    """``matmul(a, b)`` of 2-D float arrays of one dtype, written into ``out`` (the kernel's
+    BLAS thread mode; a new array when ``out`` is not the result's shape)."""
+    from ember.kernels.linalg import _threads_for, matmul
+    from ember.kernels.runtime.threads import blas_mode
+    if a.ndim != 2 or b.ndim != 2 or out.shape != (a.shape[0], b.shape[1]) or \
+            a.shape[1] != b.shape[0] or a.dtype != out.dtype or b.dtype != out.dtype:
+        return matmul(a, b)
+    with blas_mode(_threads_for(a.shape[0] * a.shape[1] * b.shape[1])):
+        return np.matmul(a, b, out=out)
+
+
+def linear_into(x, w, b, out):
+    """``linear(x, w, b)`` on its GEMM path (2-D float operands of one dtype), written into
+    ``out``; else the kernel itself."""
+    from ember.kernels.linalg import BLAS_SERIAL_MACS, GEMV_MAX_ROWS, SMALL_GEMM_MACS, linear
+    from ember.kernels.runtime.threads import FREE, LIMITED, blas_mode
+    if x.ndim != 2 or w.ndim != 2 or out.shape != (x.shape[0], w.shape[0]) or \
+            x.shape[1] != w.shape[1] or x.shape[0] <= GEMV_MAX_ROWS or \
+            x.dtype != out.dtype or w.dtype != out.dtype:
+        return linear(x, w, b)
+    macs = x.shape[0] * w.size
+    with blas_mode(LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE):
+        np.matmul(x, w.T, out=out)
+    if b is not None:
+        out += b
+    return out
+
+
+# a Python operator of the fast path -> its ufunc
+UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
+
+
+def binary_into(ufunc, a, b, out):
+    """``ufunc(a, b)`` (the fast path's NumPy operator) into ``out`` when that is the
+    result's shape, else a new array."""
+    if out.shape != np.broadcast_shapes(np.shape(a), np.shape(b)):
+        return ufunc(a, b)
+    return ufunc(a, b, out=out)
 
 
 def _pair(v):

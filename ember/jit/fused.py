@@ -161,6 +161,19 @@ class FusedGroup:
                 np.copyto(arrays[i], r)
         return tuple(r if i is None else arrays[i] for i, r in zip(into, res))
 
+    def run_arrays_out(self, outs, *arrays):
+        """``run_arrays`` writing output ``j`` into ``outs[j]`` (an arena buffer of the memory
+        plan; None: a new array) when the fused kernel runs and each buffer has the result's
+        shape; below ``MIN_FUSED_SIZE`` the subgraph's own code returns new arrays."""
+        if self._use_kernel(arrays):
+            shape = np.broadcast_shapes(*(a.shape for a in arrays))
+            if all(o is None or o.shape == shape for o in outs):
+                outs = tuple(np.empty(shape, v.dtype) if o is None else o
+                             for o, v in zip(outs, self.graph.outputs))
+                return self.kernel(arrays)(*arrays, out=outs, backend=BACKEND)
+            return self.kernel(arrays)(*arrays, backend=BACKEND)
+        return self.unfused("array")(*arrays)
+
     def run_tensors(self, *tensors):
         """Tensor mode: a tuple of Tensors (autograd records through ``FusedFunction``)."""
         from ember.tensor import Tensor
