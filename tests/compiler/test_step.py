@@ -589,3 +589,33 @@ def test_load_state_dict_between_calls_keeps_the_program_exact(opt):
     _close(me, mc, ember.float64)
     _state_close(me, mc, oe, oc, dict(rtol=0, atol=1e-10))
     assert oc.state[next(iter(mc.parameters()))]["step"] == 8
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5])
+def test_memory_plan_keeps_the_steps_results_and_returns_no_arena_memory(cls, monkeypatch):
+    import ember.compiler.step as step_mod
+    results = {}
+    for planned in (True, False):
+        ember.compiler.reset()
+        monkeypatch.setattr(step_mod, "MEMORY_PLAN", planned)
+        (_, _, _, _), (mc, oc, _, step_c) = _setup(cls, "adamw", ember.float64)
+        compiled = ember.compile(step_c)
+        losses, grads = [], []
+        for i in range(4):
+            x, y = _data(mc, 8, i, ember.float64)
+            losses.append(compiled(x, y))
+            grads.append([p.grad for p in mc.parameters()])
+        runner = compiled._compiled._last.traced
+        assert isinstance(runner, WholeStep) and (runner.plan is not None) == planned
+        results[planned] = ([p.numpy(force=True).copy() for p in mc.parameters()],
+                            [l.item() for l in losses], grads, runner)
+    (params, losses, grads, runner), (params0, losses0, grads0, _) = results[True], \
+        results[False]
+    assert len(runner.plan.buffers) > 0 and "arena_" in runner.code
+    for a, b in zip(params + [np.array(losses)], params0 + [np.array(losses0)]):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    arena = [v for k, v in runner._fn.__globals__.items() if k.startswith("arena_")]
+    for step_grads, step_grads0 in zip(grads, grads0):   # earlier steps' gradients unchanged
+        for g, g0 in zip(step_grads, step_grads0):
+            np.testing.assert_allclose(g.numpy(), g0.numpy(), rtol=0, atol=1e-12)
+            assert not any(np.shares_memory(g.numpy(), a) for a in arena)
