@@ -15,6 +15,11 @@ Cases (one optimizer step each: zero_grad, forward, cross-entropy, backward, opt
   lenet_cold10  the same fresh process and caches: how many LeNet-5 training steps finish within
               the first 10 s of the process (counted from its start, import included), as a
               new user's first short run meets it; ember's background compiles run meanwhile
+Columns: ember and torch eager; ``ember_compiled`` (the step function through ``ember.compile``:
+one captured program for zero_grad, forward, backward and the optimizer's update) and
+``torch_compiled`` (``torch.compile`` of the same function) on COMPILED_CASES; each compiled
+worker also reports its first three calls (``first_calls``: the first runs eagerly and creates
+the optimizer's state, the second traces and compiles; torch: Dynamo + Inductor).
 Each worker times steps back to back after warm-up (``_harness.measure``: for ember, until no
 background compile is pending) with the library's default thread settings, and reports the first
 step separately. Both libraries start from the same weights (``_harness.load_seeded``) and the
@@ -35,6 +40,7 @@ QUICK_CASES = ("mlp", "lenet_cold", "lenet_cold10")
 COLD = ("lenet_cold", "lenet_cold10")     # run with fresh, empty kernel cache directories
 WINDOW_S = 10.0                           # lenet_cold10's window from the process's start
 AVX2_CASES = ("lenet",)       # the ones that run ember's ISA-specific (direct conv) kernels
+COMPILED_CASES = ("mlp", "mlp_adam", "lenet")   # with ember.compile and torch.compile columns
 LABELS = {"mlp": "MLP 784-512-512-10, batch 128, SGD momentum",
           "mlp_adam": "MLP 784-512-512-10, batch 128, Adam (torch `fused=True`)",
           "lenet": "LeNet-5 28x28, batch 64, SGD momentum",
@@ -107,6 +113,7 @@ def ember_step(builder, x, y, optimizer="sgd", seeded=False, losses=None):
         opt.step()
         if losses is not None and not losses:
             losses.append(float(loss.item()))
+        return loss
     return step
 
 
@@ -127,6 +134,7 @@ def torch_step(builder, x, y, optimizer="sgd", seeded=False, losses=None):
         opt.step()
         if losses is not None and not losses:
             losses.append(float(loss.item()))
+        return loss
     return step
 
 
@@ -163,6 +171,16 @@ def cold_window(step, lib):
             "compiles_in_window": done, "compile_s_in_window": secs}
 
 
+def compiled_step(lib, step):
+    """The training step ``step`` (a function of no arguments) through ``ember.compile`` or
+    ``torch.compile``."""
+    if lib.startswith("ember"):
+        import ember
+        return ember.compile(step)
+    import torch
+    return torch.compile(step)
+
+
 def worker(lib, case, opts):
     import numpy as np
     t0 = time.perf_counter()
@@ -176,8 +194,23 @@ def worker(lib, case, opts):
     x, y = data(np.random.default_rng(0))
     losses = []
     make = ember_step if lib.startswith("ember") else torch_step
-    step = make(builder, x, y, optimizer, seeded=True, losses=losses)
+    compiled = lib.endswith("_compiled")
+    step = make(builder, x, y, optimizer, seeded=True, losses=None if compiled else losses)
     out = {"lib": lib, "case": case, "import_ms": import_ms}
+    if compiled:   # (the loss read outside the step: item() inside would break its graph)
+        step = compiled_step(lib, step)
+        out["info"] = H.library_info("ember" if lib.startswith("ember") else "torch")
+        calls = []
+        for _ in range(3):
+            t = time.perf_counter()
+            loss = step()
+            calls.append((time.perf_counter() - t) * 1e3)
+            if not losses:
+                losses.append(float(loss.item()))
+        out["first_calls"] = calls
+        out.update(H.measure(step, lib, opts))
+        out["loss"] = losses[:1]
+        return out
     if case == "lenet_cold10":
         out.update(cold_window(step, lib))
         out["info"] = H.library_info(lib)
@@ -204,6 +237,8 @@ def columns(avx512):
     cols = {"ember": ("ember", None), "torch": ("torch", None)}
     if avx512:
         cols["ember_avx2"] = ("ember", {"EMBER_CPU_ISA": "avx2"})
+    cols["ember_compiled"] = ("ember_compiled", None)
+    cols["torch_compiled"] = ("torch_compiled", None)
     return cols
 
 
@@ -214,6 +249,8 @@ def collect(opts, machine, log=None, only=None):
     plan = {"ember": warm, "torch": warm}
     if "ember_avx2" in cols:
         plan["ember_avx2"] = [c for c in warm if c in AVX2_CASES]
+    for col in ("ember_compiled", "torch_compiled"):
+        plan[col] = [c for c in warm if c in COMPILED_CASES]
     res = H.run_matrix(SCRIPT, plan, cols, opts, log) if warm else {}
     for case in (c for c in COLD if c in cases):
         res[case] = {"ember": [], "torch": []}
@@ -247,12 +284,19 @@ def render(res):
         if avx2:
             a = H.metric(cols.get("ember_avx2", []), "median")
             row += [H.cell(a), H.ratio(a, t)] if a else ["", ""]
+        ec = H.metric(cols.get("ember_compiled", []), "median")
+        tc = H.metric(cols.get("torch_compiled", []), "median")
+        row += [H.cell(ec), H.ratio(ec, t) if ec else "", H.cell(tc), H.ratio(ec, tc) if ec and tc
+                else "", _first_calls(cols.get("ember_compiled", [])),
+                _first_calls(cols.get("torch_compiled", []))]
         loss = H.agree([{"sample": r.get("loss")} for c in cols.values() for r in c])
         row.append({True: "yes", False: "**no**", None: "-"}[loss])
         rows.append(row)
     head = ["model", "ember", "torch", "ratio", "ember 1st step", "torch 1st step"]
     if avx2:
         head += ["ember, forced AVX2 (AVX-512 host)", "ratio"]
+    head += ["ember.compile", "ratio to torch", "torch.compile", "ember.compile / torch.compile",
+             "ember.compile 1st / 2nd call", "torch.compile 1st / 2nd call"]
     head.append("same 1st loss")
     if rows:
         out["train_step"] = H.table(head, rows)
@@ -291,6 +335,14 @@ def render(res):
              "import (NumPy already imported)", "1st step done, since process start",
              "background compiles finished in the window"], rows)
     return out
+
+
+def _first_calls(rs):
+    """'first / second call' (ms, medians over the processes) of compiled workers."""
+    rs = [r for r in rs if "first_calls" in r]
+    if not rs:
+        return ""
+    return " / ".join(H.cell(H.spread([r["first_calls"][i] for r in rs])) for i in (0, 1))
 
 
 def _count(s):
