@@ -378,7 +378,7 @@ class PointwiseKernel:
                 return False
             if mode == "background":
                 compiler.submit((id(self), key), "pointwise kernel",
-                                     lambda: self._compile(key))
+                                lambda: self._compile(key, prebuild=True))
                 return False
             fn = self._compile(key)
         common = (np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks)
@@ -394,7 +394,11 @@ class PointwiseKernel:
             o[...] = tmp
         return True
 
-    def _compile(self, key):
+    def _compile(self, key, prebuild=False):
+        """The variant ``key``, built on first use; ``prebuild``: first by the compile process
+        into the disk cache (``compiler.prebuild``), off this process's GIL."""
+        if prebuild and key not in self._variants:
+            compiler.prebuild({"source": codegen.kernel_source(self.typing, *key)})
         with _lock:
             fn = self._variants.get(key)
             if fn is None:

@@ -177,6 +177,8 @@ def _worker():
                 if _closing:     # the interpreter is exiting (``_at_exit``): run nothing more
                     continue
                 job()
+        except Closing:
+            pass
         except Exception as e:   # the caller's NumPy path stays in use
             _failed.append((name, f"{type(e).__name__}: {e}"))
         else:
@@ -245,14 +247,40 @@ def submit(key, name, job, record=True, priority=None):
 _closing = False
 
 
+class Closing(Exception):
+    """Raised in a compile-thread job at interpreter exit, in place of the compile it would run."""
+
+
 def _at_exit():
     """At interpreter exit: no further job starts, and the one in flight ends first. A compile
     is LLVM work outside the GIL; a process that exited under it tore LLVM down mid-compile (a
-    segmentation fault after the program's last line, seen with convolution kernels compiling)."""
+    segmentation fault after the program's last line, seen with convolution kernels compiling).
+    A job waiting for the compile process (``compile_process``) returns at once: the worker is
+    stopped and the job compiles nothing here."""
     global _closing
     _closing = True
+    worker = sys.modules.get("ember.kernels.runtime.compile_process")
+    if worker is not None:
+        worker.stop()
     with _job_lock:
         pass
+
+
+def prebuild(request):
+    """On the compile thread, under "background": have the compile process build ``request``
+    (``compile_process.request_for``'s, or ``{"source": ...}`` for a generated kernel module)
+    into Numba's disk cache, so that the job's own compile that follows is a cache load. True
+    when it did; False when it could not (None request, the process unavailable, its error):
+    the job then compiles the kernel itself. Raises ``Closing`` at interpreter exit."""
+    if request is None or compile_mode() != "background":
+        return False
+    from ember.kernels.runtime import compile_process
+    if not compile_process.enabled():
+        return False
+    done = compile_process.run(request)
+    if _closing:
+        raise Closing()
+    return done
 
 
 # ---------------------------------------------------------------------------------- fork safety
@@ -288,6 +316,9 @@ def _after_fork_in_child():
     _lock, _job_lock = threading.Lock(), threading.Lock()
     _queue = _thread = None
     _pending.clear()
+    worker = sys.modules.get("ember.kernels.runtime.compile_process")
+    if worker is not None:
+        worker.after_fork_in_child()
 
 
 def _register_fork_hooks():
@@ -484,6 +515,8 @@ def ready(dispatcher, sig, force=False):
     name = getattr(dispatcher.py_func, "__qualname__", "kernel")
 
     def job():
+        from ember.kernels.runtime import compile_process
+        prebuild(compile_process.request_for(dispatcher, sig))
         _compile(dispatcher, sig)
         _warmed()
     submit(key, f"{dispatcher.py_func.__module__}.{name}", job)
