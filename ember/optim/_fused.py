@@ -44,3 +44,56 @@ def sgd_momentum_(x, g, buf, momentum, dampening, lr):
     from ember.kernels.pointwise import compile_form
     k = compile_form(sgd_momentum_update, _SGD_INPUTS, (x, x, x) + (float,) * 3)
     k(x, g, buf, momentum, 1.0 - dampening, lr, out=(x, buf))
+
+
+class FlatState:
+    """One optimizer group's state buffers of one dtype as flat arrays (``buffers``: name ->
+    1-d array), each parameter's state Tensor a view of its span, so a multi-tensor step reads
+    and writes them without a gather. ``current`` tells whether the state arrays are still these
+    views (``load_state_dict`` or a captured step may have replaced them)."""
+
+    def __init__(self, params, states, names, dtype):
+        from ember.tensor import Tensor
+        sizes = [st[names[0]]._data.size for st in states]
+        self.offsets = np.concatenate(([0], np.cumsum(sizes))).tolist()
+        total = self.offsets[-1]
+        self.buffers = {k: np.empty(total, dtype) for k in names}
+        self.params = list(params)
+        self.views = []
+        for p, st, lo, hi in zip(params, states, self.offsets, self.offsets[1:]):
+            row = {}
+            for k, buf in self.buffers.items():
+                view = row[k] = buf[lo:hi].reshape(st[k]._data.shape)
+                view[...] = st[k]._data
+                st[k] = Tensor._make(view)
+            self.views.append(row)
+
+    def current(self, params, states):
+        """True when ``params`` are this state's parameters, in order, and their state arrays
+        are still its views."""
+        if len(params) != len(self.params):
+            return False
+        for p, q, st, row in zip(params, self.params, states, self.views):
+            if p is not q:
+                return False
+            for k, a in row.items():
+                if st[k]._data is not a:
+                    return False
+        return True
+
+
+def gather(arrays, total, dtype):
+    """The arrays' elements, flattened and concatenated, in a new ``dtype`` array of ``total``."""
+    out = np.empty(total, dtype)
+    lo = 0
+    for a in arrays:
+        hi = lo + a.size
+        out[lo:hi].reshape(a.shape)[...] = a
+        lo = hi
+    return out
+
+
+def scatter(flat, arrays, offsets):
+    """Write the spans of ``flat`` back into ``arrays`` (in place)."""
+    for a, lo, hi in zip(arrays, offsets, offsets[1:]):
+        a[...] = flat[lo:hi].reshape(a.shape)

@@ -14,7 +14,7 @@ from ember.optim import _updates
 from ember.optim._updates import NUMPY, adam_update, sgd_momentum_update, sgd_update
 from ember.optim.optimizer import Optimizer, required
 from ember.tensor import Tensor
-from ember.errors import EmberTypeError, EmberValueError
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 
 
 def _real(a):
@@ -127,10 +127,19 @@ class Adam(Optimizer):
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
+        if fused:
+            if differentiable:
+                raise EmberRuntimeError("`fused` does not support `differentiable`")
+            if foreach:
+                raise EmberRuntimeError("`fused` and `foreach` cannot be `True` together.")
+
     def step(self, closure=None):
         """One Adam update of every parameter with a gradient; returns the closure's loss."""
         loss = self._closure(closure)
-        for g in self.param_groups:
+        for i, g in enumerate(self.param_groups):
+            if _multi_tensor(g):
+                self._step_flat(i, g)
+                continue
             lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
             for p, grad, x in _with_grads(g):
                 st = self.state[p]
@@ -149,6 +158,63 @@ class Adam(Optimizer):
                                 st["max_exp_avg_sq"]._data if g["amsgrad"] else None)
                 p._bump()
         return loss
+
+    def _step_flat(self, i, g):
+        """Update the parameters of group ``g`` (the ``i``-th) that have a gradient as one
+        multi-tensor step (``fused``/``foreach``): per dtype and step count, parameters and
+        gradients gathered into flat arrays, the state kept flat (``_fused.FlatState``), one
+        update over all of them (one compiled pass when ``_fused.usable``), the parameters
+        written back. Elementwise the same operations as the per-parameter step."""
+        lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
+        names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if g["amsgrad"] else ())
+        buckets = {}
+        for p in g["params"]:
+            if p.grad is None:
+                continue
+            st = self.state[p]
+            if not st:
+                if g["fused"] and p._data.dtype.kind != "f":
+                    raise EmberRuntimeError(
+                        "`fused=True` requires all the params to be floating point Tensors of "
+                        f"supported devices: ['cpu'] but {p.dtype} and cpu")
+                _start(st, p, *names)
+            st["step"] += 1
+            x = _real(p._data)
+            buckets.setdefault((x.dtype, st["step"]), []).append((p, st, x))
+        for (dtype, step), items in buckets.items():
+            params = [p for p, _, _ in items]
+            states = [st for _, st, _ in items]
+            xs = [x for _, _, x in items]
+            flats = self.__dict__.setdefault("_flat", {})   # not part of the pickled state
+            flat = flats.get((i, dtype))
+            if flat is None or not flat.current(params, states):
+                flat = flats[(i, dtype)] = _fused.FlatState(params, states, names, dtype)
+            total = flat.offsets[-1]
+            x = _fused.gather(xs, total, dtype)
+            grad = _fused.gather([_real(p.grad._data) for p in params], total, dtype)
+            if g["maximize"]:
+                np.negative(grad, out=grad)
+            grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
+            m, v = flat.buffers["exp_avg"], flat.buffers["exp_avg_sq"]
+            bc2_sqrt, step_size = math.sqrt(1 - b2 ** step), lr / (1 - b1 ** step)
+            if not g["amsgrad"] and _fused.usable(x, grad, m, v):
+                _fused.adam_(x, grad, m, v, b1, b2, bc2_sqrt, eps, step_size)
+            else:
+                adam_update(x, grad, m, v, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, step_size, NUMPY,
+                            flat.buffers.get("max_exp_avg_sq"))
+            _fused.scatter(x, xs, flat.offsets)
+            for p in params:
+                p._bump()
+
+
+def _multi_tensor(group):
+    """True when ``group`` updates as one multi-tensor step: ``fused=True``, ``foreach=True``,
+    or both left None (the default: the same math, elementwise, as the per-parameter loop that
+    ``foreach=False`` or ``fused=False`` asks for); never with ``differentiable``."""
+    if group.get("differentiable"):
+        return False
+    fused, foreach = group.get("fused"), group.get("foreach")
+    return bool(fused or foreach) or (fused is None and foreach is None)
 
 
 class AdamW(Adam):

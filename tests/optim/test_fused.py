@@ -102,3 +102,108 @@ def test_nesterov_and_small_parameters_keep_numpy_path(monkeypatch):
             opt.step()
         assert p._data[0] != 1.0
     assert not calls
+
+
+# ---- the multi-tensor Adam step (Adam._step_flat: fused=True, foreach=True, the default)
+
+def _adam_run(lib, dtype, kw, steps=5):
+    """Parameters of mixed sizes (one from _fused.MIN_SIZE), the second without a gradient
+    every third step (its step count falls behind: two step-count buckets); returns the
+    parameters after ``steps``."""
+    rng = np.random.default_rng(3)
+    shapes = [(_fused.MIN_SIZE + 5,), (7, 3), (130,), (4, 4, 2)]
+    w0 = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(dtype) for s in shapes] for _ in range(steps)]
+    L = torch if lib == "torch" else ember
+    ps = [L.nn.Parameter(L.tensor(w.copy())) for w in w0]
+    cls = L.optim.AdamW if kw.pop("adamw", False) else L.optim.Adam
+    opt = cls(ps, **kw)
+    for t, gs in enumerate(grads):
+        for i, (p, g) in enumerate(zip(ps, gs)):
+            p.grad = None if (i == 1 and t % 3 == 2) else L.tensor(g)
+        opt.step()
+    return [p.detach().numpy().copy() for p in ps]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("kw", [dict(lr=0.01), dict(lr=0.01, weight_decay=0.1, maximize=True),
+                                dict(lr=0.01, betas=(0.8, 0.9), amsgrad=True),
+                                dict(lr=0.02, weight_decay=0.05, adamw=True)])
+@pytest.mark.parametrize("mode", [{}, dict(fused=True), dict(foreach=True),
+                                  dict(foreach=False)])
+def test_multi_tensor_adam_matches_torch(dtype, kw, mode):
+    ours = _adam_run("ember", dtype, dict(kw, **mode))
+    ref = _adam_run("torch", dtype, dict(kw, foreach=False))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b in zip(ours, ref):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
+
+
+def test_multi_tensor_state_is_torchs_and_survives_state_dict_reload():
+    """The flat state's per-parameter views are what state_dict shows (torch's keys and
+    values); a reload replaces them and the next step rebuilds the flat state: the same
+    trajectory as an uninterrupted run."""
+    rng = np.random.default_rng(0)
+    w0 = [rng.standard_normal(s).astype(np.float32) for s in [(5, 3), (3,), (200,)]]
+    grads = [[rng.standard_normal(w.shape).astype(np.float32) for w in w0] for _ in range(6)]
+
+    def run(reload_at=None):
+        ps = [ember.nn.Parameter(ember.tensor(w.copy())) for w in w0]
+        opt = ember.optim.Adam(ps, lr=0.05)
+        for t, gs in enumerate(grads):
+            if t == reload_at:
+                sd = opt.state_dict()
+                opt = ember.optim.Adam(ps, lr=0.05)
+                opt.load_state_dict(sd)
+            for p, g in zip(ps, gs):
+                p.grad = ember.tensor(g)
+            opt.step()
+        return ps, opt
+    ps, opt = run()
+    tps = [torch.nn.Parameter(torch.tensor(w.copy())) for w in w0]
+    topt = torch.optim.Adam(tps, lr=0.05)
+    for gs in grads:
+        for p, g in zip(tps, gs):
+            p.grad = torch.tensor(g)
+        topt.step()
+    sd, tsd = opt.state_dict()["state"], topt.state_dict()["state"]
+    for i, tp in enumerate(tps):
+        assert set(sd[i]) == set(tsd[i])
+        for k in ("exp_avg", "exp_avg_sq"):
+            np.testing.assert_allclose(sd[i][k].numpy(), tsd[i][k].numpy(), rtol=1e-5, atol=1e-7)
+    for reload_at in (2, 4):
+        again, _ = run(reload_at)
+        for a, b in zip(again, ps):
+            np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
+
+
+def test_fused_and_foreach_option_errors_as_torch():
+    from ember.errors import EmberRuntimeError
+    for kw in (dict(fused=True, foreach=True), dict(fused=True, differentiable=True)):
+        with pytest.raises(RuntimeError) as theirs:
+            torch.optim.Adam([torch.nn.Parameter(torch.ones(2))], **kw)
+        with pytest.raises(EmberRuntimeError) as ours:
+            ember.optim.Adam([ember.nn.Parameter(ember.ones(2))], **kw)
+        assert str(ours.value) == "Adam: " + str(theirs.value)
+    # complex parameters are not floating point: fused=True refuses them at their first step
+    tp = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
+    tp.grad = torch.ones(2, dtype=torch.complex64)
+    with pytest.raises(RuntimeError, match="requires all the params to be floating point"):
+        torch.optim.Adam([tp], fused=True).step()
+    p = ember.nn.Parameter(ember.ones(2, dtype=ember.complex64))
+    p.grad = ember.ones(2, dtype=ember.complex64)
+    with pytest.raises(EmberRuntimeError, match="requires all the params to be floating point"):
+        ember.optim.Adam([p], fused=True).step()
+
+
+def test_gather_and_scatter_round_trip_any_layout():
+    rng = np.random.default_rng(1)
+    arrays = [rng.standard_normal((3, 4)).astype(np.float32).T, rng.standard_normal(5),
+              rng.standard_normal((2, 3, 2))[:, ::2]]
+    flat = _fused.gather(arrays, sum(a.size for a in arrays), np.float64)
+    np.testing.assert_array_equal(flat, np.concatenate([a.reshape(-1) for a in arrays]))
+    targets = [np.zeros_like(a) for a in arrays]
+    _fused.scatter(flat * 2, targets, np.cumsum([0] + [a.size for a in arrays]).tolist())
+    for a, t in zip(arrays, targets):
+        np.testing.assert_array_equal(t, a * 2)
