@@ -117,6 +117,7 @@ class FusedGroup:
         self.expr = group_expr(sub)
         self.n_inputs = len(sub.inputs)
         self._kernels = {}
+        self._scalar_kernels = {}
         self._backwards = {}
         self._unfused = {}
 
@@ -130,6 +131,31 @@ class FusedGroup:
         if k is None:
             k = self._kernels[key] = compile_pointwise(self.expr, arrays)
         return k
+
+    def _scalar_kernel(self, arrays):
+        """(kernel, mask): the kernel taking the 0-d float32/float64 inputs (``mask``) as
+        Python floats, when that types every step of the expression as the 0-d arrays do (the
+        engine's scalar operands keep its arrays contiguous: no broadcast walk; an optimizer
+        update's hyper-parameters); else (``kernel(arrays)``, None)."""
+        key = tuple((a.dtype, a.ndim == 0) for a in arrays)
+        got = self._scalar_kernels.get(key)
+        if got is None:
+            mask = tuple(a.ndim == 0 and a.dtype in (np.float32, np.float64) for a in arrays)
+            k = self.kernel(arrays)
+            got = (k, None)
+            if any(mask) and not all(a.ndim == 0 for a in arrays):
+                ks = compile_pointwise(self.expr, [float if m else a
+                                                   for a, m in zip(arrays, mask)])
+                if _same_typing(k.typing, ks.typing):
+                    got = (ks, mask)
+            self._scalar_kernels[key] = got
+        return got
+
+    def _call(self, arrays, out=None):
+        k, mask = self._scalar_kernel(arrays)
+        if mask is not None:
+            arrays = [float(a) if m else a for a, m in zip(arrays, mask)]
+        return k(*arrays, out=out, backend=BACKEND)
 
     def _use_kernel(self, arrays):
         return use_kernel(arrays)
@@ -145,7 +171,7 @@ class FusedGroup:
     def run_arrays(self, *arrays):
         """Array mode: a tuple of ndarrays."""
         if self._use_kernel(arrays):
-            return self.kernel(arrays)(*arrays, backend=BACKEND)
+            return self._call(arrays)
         return self.unfused("array")(*arrays)
 
     def run_arrays_into(self, into, *arrays):
@@ -154,7 +180,7 @@ class FusedGroup:
         if self._use_kernel(arrays):
             outs = tuple(np.empty(v.shape, v.dtype) if i is None else arrays[i]
                          for i, v in zip(into, self.graph.outputs))
-            return self.kernel(arrays)(*arrays, out=outs, backend=BACKEND)
+            return self._call(arrays, outs)
         res = self.unfused("array")(*arrays)
         for i, r in zip(into, res):
             if i is not None:
@@ -170,8 +196,8 @@ class FusedGroup:
             if all(o is None or o.shape == shape for o in outs):
                 outs = tuple(np.empty(shape, v.dtype) if o is None else o
                              for o, v in zip(outs, self.graph.outputs))
-                return self.kernel(arrays)(*arrays, out=outs, backend=BACKEND)
-            return self.kernel(arrays)(*arrays, backend=BACKEND)
+                return self._call(arrays, outs)
+            return self._call(arrays)
         return self.unfused("array")(*arrays)
 
     def run_tensors(self, *tensors):
@@ -213,6 +239,14 @@ class FusedGroup:
             else:
                 res.append(sum_to_shape(next(outs), a.shape))
         return res
+
+
+def _same_typing(a, b):
+    """Whether two typings of one expression compute every step and output alike."""
+    return len(a.steps) == len(b.steps) and \
+        all((x.cast_to, x.ct, x.result) == (y.cast_to, y.ct, y.result)
+            for x, y in zip(a.steps, b.steps)) and \
+        tuple(dt for _, dt in a.outputs) == tuple(dt for _, dt in b.outputs)
 
 
 class FusedFunction(Function):
