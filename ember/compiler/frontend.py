@@ -12,10 +12,13 @@ it while the guards hold. The first call's result is the tracing run's own eager
   split into a forward and a backward program (``CompiledAutograd``), checked once against eager
   autograd; where that is not possible the forward trace's tensor-mode code runs, every op
   through autograd. Either way ``loss.backward()`` and ``.grad`` accumulation are eager's.
-* A *graph break* — Python reading a traced tensor's values (``.item()``, ``.tolist()``,
-  ``bool(t)``, ``if x.sum() > 0``, a tensor index, NumPy conversion), a backward pass or an
-  optimizer step inside the function — makes the function run eagerly for those guards, with a
-  warning naming the user's line (``fullgraph=True``: ``GraphBreakError``).
+* Python reading a traced tensor as a value it can be guarded on (``bool(t)`` in
+  ``if x.sum() > 0``, ``.item()``, ``.tolist()``, ``int(t)``) splits the trace there: the code
+  before and after the read runs as compiled segments, the value read guarding what follows
+  (``ember.compiler.segments``). Another *graph break* — a tensor index, NumPy conversion, an
+  op reading values in Python, a backward pass or optimizer step the capture cannot take, a read
+  inside a captured training step — makes the function run eagerly for those guards, with a
+  warning naming the user's line. ``fullgraph=True``: either is a ``GraphBreakError``.
 * At most ``config.cache_size_limit`` traces per function; further guard sets run eagerly with
   a warning naming the guard that failed.
 """
@@ -124,6 +127,59 @@ class CompileTracer(Tracer):
         super().__init__(name, state, parent)
         self.breaks = []
         self.captured = []  # (tensor, version) of captured tensors the graph holds as constants
+        self.cuts = []      # ember.compiler.segments.Cut: reads the graph is split at
+        self.stamps = {}    # id(node) -> the segment (the number of cuts before it)
+        self._stamped = 0
+        self.grad_mode = STATE.grad_enabled   # the call's grad mode
+
+    segments = False         # True: a read of a value Python can be guarded on is a cut
+
+    def record(self, op, tensors, consts, outputs):
+        """An op run under ``no_grad`` inside a function traced with grad mode on, on a tensor
+        that requires grad: its outputs are ``detach``ed in the graph (they require no grad in
+        eager; the tensor-mode code, whose ops record autograd, would otherwise backpropagate
+        through them)."""
+        super().record(op, tensors, consts, outputs)
+        if STATE.grad_enabled or not self.grad_mode or self.joint_backward or \
+                op.name == "detach":
+            return
+        cap = self.step_capture
+        if cap is not None and cap.used:   # an optimizer's update: a step program's writes
+            return
+        flat = tensors[0] if op.list_input else tensors
+        if not any(getattr(t, "_requires_grad", False) for t in flat):
+            return
+        for o in outputs:
+            v = self.env[id(o)][1]
+            if v.dtype.kind in "fc":
+                d = self.graph.add_node("detach", [v], {}, [(v.dtype, v.shape)]).output
+                self.env[id(o)] = (o, d)
+
+    def python_value(self, tensor, what):
+        """A read of a traced tensor as a Python value: with ``segments`` on, a ``bool``,
+        ``item``, ``tolist``, ``int``, ``float`` or ``index`` read is a cut (the graph is split
+        there, the value read guards what follows; ``ember.compiler.segments``), else a
+        graph break."""
+        from ember.compiler.segments import CUT_READS, Cut, observe
+        cap = self.step_capture
+        if not (self.segments and what in CUT_READS and not self.joint_backward and
+                self._traced(tensor) and not (cap is not None and (cap.used or cap.warmup))):
+            return super().python_value(tensor, what)
+        for n in self.graph.nodes[self._stamped:]:
+            self.stamps[id(n)] = len(self.cuts)
+        self._stamped = len(self.graph.nodes)
+        alias = self._Tensor._make(tensor._data)
+        value = self.known(tensor)
+        self.env[id(alias)] = (alias, value)
+        brk = GraphBreak(f"converting a tensor to a Python value ({what}())", user_frame())
+        self.cuts.append(Cut(what, observe(tensor._data, what), brk, value, alias))
+        if self.parent is not None:
+            self.parent.python_value(tensor, what)
+
+    def cuts_to_breaks(self):
+        """The cuts as graph breaks (the function then runs eagerly for these guards)."""
+        self.breaks.extend(c.brk for c in self.cuts)
+        self.cuts = []
 
     def warn(self, what, key):
         if key == "len":
@@ -210,6 +266,28 @@ def _arg_key(obj, out):
         out.append((type(obj), obj))
         return True
     return False
+
+
+def _aliasing(args):
+    """For each tensor among ``args`` (containers walked), the index of its first occurrence,
+    when one tensor occurs twice; else None."""
+    Tensor = _tensor_cls()
+    ids = []
+
+    def walk(x):
+        if isinstance(x, Tensor):
+            ids.append(id(x))
+        elif isinstance(x, (tuple, list)):
+            for y in x:
+                walk(y)
+        elif isinstance(x, dict):
+            for y in x.values():
+                walk(y)
+    walk(args)
+    if len(set(ids)) == len(ids):
+        return None
+    first = {}
+    return tuple(first.setdefault(i, k) for k, i in enumerate(ids))
 
 
 def _module_key(module, out):
@@ -344,7 +422,9 @@ class CompiledFunction:
         self.dynamic_fallbacks = []   # why a trace could not make the batch size symbolic
         self._last = None
         self._over_limit = set()
-        self.breaks = []
+        self.breaks = []          # graph breaks that make the function run eagerly
+        self.segment_breaks = []  # graph breaks the trace is split at (compiled segments)
+        self._extend = None       # the entry a retrace at a changed read adds its path to
         self.recompiles = []
         self.recompile_limit = None   # compile(recompile_limit=): this function's own limit
         self.backward_fallbacks = []
@@ -363,11 +443,18 @@ class CompiledFunction:
         self._last = None
         self._over_limit.clear()
         self.breaks.clear()
+        self.segment_breaks.clear()
         self.recompiles.clear()
 
     @property
     def graphs(self):
-        return [e.traced.graph for e in self._entries.values() if e.traced is not None]
+        out = []
+        for e in self._entries.values():
+            if isinstance(e.traced, _segments().Segmented):
+                out += e.traced.graphs
+            elif e.traced is not None:
+                out.append(e.traced.graph)
+        return out
 
     @property
     def graph(self):
@@ -393,6 +480,10 @@ class CompiledFunction:
                 if isinstance(a, _module_base()):
                     _module_key(a, mod)
         parts.append(tuple(kwargs))
+        if ok:
+            same = _aliasing((*args, *kwargs.values()))
+            if same:   # f(a, a): the trace reads one formal for both (f(a, b) must retrace)
+                parts.append(("aliasing", same))
         if self.module is not None:
             _module_key(self.module, mod)
         return (STATE.grad_enabled, repr(STATE.autocast), tuple(parts) if ok else None,
@@ -409,6 +500,8 @@ class CompiledFunction:
             self._last = entry
             if entry.traced is None:
                 return self.fn(*args, **kwargs)
+            if isinstance(entry.traced, _segments().Segmented):
+                return self._run_segmented(entry, args, kwargs)
             if getattr(entry.traced, "verified", True) is False:
                 return self._check_step(entry, args, kwargs)
             if entry.objects:
@@ -577,6 +670,8 @@ class CompiledFunction:
 
         names, buffers = _param_names(self.fn, objects) if self.module is None else ({}, {})
 
+        segments = not self.fullgraph and self.options.get("segments", True)
+
         def make_tracer(name, state, *a):
             # a compiled function's captured buffers (batch norm's running statistics) are
             # state formals as a compiled Module's: read and written at every call, restored
@@ -586,19 +681,28 @@ class CompiledFunction:
             t = CompileTracer(name, state, *a)
             t.step_capture = cap
             t.param_names = names
+            t.segments = segments
             return t
 
         def after(tracer, out):
+            if tracer.cuts:
+                if tracer.breaks or (cap is not None and (cap.used or cap.warmup)):
+                    # a training step with a read in it, or another break: eager, reported
+                    tracer.cuts_to_breaks()
+                else:   # the graph is split at the reads: no joint backward
+                    return [], [c.alias for c in tracer.cuts]
             if cap is not None and (cap.used or cap.warmup):
                 return cap.finish(tracer, out)
             return joint(tracer, out) if joint is not None else ([], [])
         traced, out, flat_out, tracer = record(target, example, make_tracer, strict=False,
                                                name=name, after=after)
-        if self.module is not None:
-            _name_state(traced.graph)
+        if tracer.cuts and tracer.breaks:
+            tracer.cuts_to_breaks()
         if tracer.breaks:
             self._record_breaks(key, tracer.breaks)
             return out
+        if tracer.cuts:
+            return self._segmented(key, traced, tracer, len(flat_out), objects, out)
         if cap is not None and cap.warmup:   # the optimizer's state was just created
             self.warmups += 1
             if self.debug:
@@ -639,6 +743,74 @@ class CompiledFunction:
             print(f"[ember.compile] traced '{self.__name__}': {len(fast.graph.nodes)} nodes, "
                   f"{len(groups)} fusion groups\n{fast.graph}")
         return out
+
+    # ---- graph breaks as compiled segments ---------------------------------------------
+    def _segmented(self, key, traced, tracer, n_out, objects, out):
+        """Keep the trace split at the values Python read (``ember.compiler.segments``): a new
+        entry for ``key``, or one more path of its entry."""
+        seg = _segments()
+        cuts = tracer.cuts
+        try:
+            path = seg.Path(traced, tracer.stamps, cuts, n_out, self.__name__)
+        except Exception as e:  # noqa: BLE001 - the function runs eagerly, reported
+            self._record_breaks(key, [c.brk for c in cuts] + [GraphBreak(
+                f"splitting the trace at its graph breaks failed ({type(e).__name__}: {e})",
+                (cuts[0].brk.filename, cuts[0].brk.lineno, cuts[0].brk.source))])
+            return out
+        entry, self._extend = self._extend, None
+        if entry is None or entry.key != key or self._entries.get(key) is not entry:
+            # a first trace, or the paths' captured constants changed: the old paths go
+            entry = self._entries[key] = _Entry(key, seg.Segmented())
+        # the versions after this run's own writes (the other paths' included)
+        entry.captured = [(t, t._version) for t, _ in entry.captured + tracer.captured]
+        entry.objects = list(objects.values())
+        entry.traced.paths.insert(0, path)
+        self._last = entry
+        self.traces += 1
+        self.segment_breaks.extend(c.brk for c in cuts)
+        if self.debug:
+            for c in cuts:
+                print(f"[ember.compile] graph break in '{self.__name__}': {c.brk} (the code "
+                      f"before and after it runs compiled; {c.what}() read {c.key!r})")
+            print(f"[ember.compile] traced '{self.__name__}' as {len(path.graphs)} compiled "
+                  "segments\n" + "\n".join(str(g) for g in path.graphs))
+        return out
+
+    def _run_segmented(self, entry, args, kwargs):
+        """A call of a split trace: a path whose reads all agree, else a new path traced (the
+        state a tried path changed restored first), or eager beyond the cache size limit."""
+        seg = entry.traced
+        sargs, skwargs, _ = _strip(args, kwargs) if entry.objects else (args, kwargs, None)
+        call_args = (sargs, skwargs) if skwargs else sargs
+        ok, got = seg.run(call_args)
+        if ok:
+            if entry.captured:
+                entry.captured = [(t, t._version) for t, _ in entry.captured]
+            return got
+        where = next((p.cuts[len(got) - 1] for p in seg.paths
+                      if p.keys[:len(got) - 1] == got[:-1] and len(p.keys) >= len(got)), None)
+        reason = (f"a value Python read changed: {got[-1]!r} (traced for {where.key!r}) at "
+                  f"{where.brk.filename}:{where.brk.lineno}: `{where.brk.source}`"
+                  if where is not None else "a value Python read changed")
+        limit = config.limit() if self.recompile_limit is None else \
+            min(config.limit(), self.recompile_limit)
+        if len(seg.paths) >= limit:
+            if entry.key not in self._over_limit:
+                self._over_limit.add(entry.key)
+                warnings.warn(f"ember.compile: '{self.__name__}' reached the cache size limit "
+                              f"({limit}, ember._dynamo.config.cache_size_limit) of paths "
+                              f"through its graph breaks and runs eagerly for these values; "
+                              f"the last retrace was because {reason}", RecompileWarning,
+                              stacklevel=3)
+            return self.fn(*args, **kwargs)
+        self.recompiles.append(reason)
+        if self.debug:
+            print(f"[ember.compile] recompiling '{self.__name__}': {reason}")
+        self._extend = entry    # the new path joins this entry's
+        try:
+            return self._trace(entry.key, args, kwargs)
+        finally:
+            self._extend = None
 
     def _check_step(self, entry, args, kwargs):
         """The first run of a captured step: the program, then (state restored) the function
@@ -923,15 +1095,6 @@ def _symbolise(v, paths, ref):
     return v
 
 
-def _name_state(g):
-    """A compiled Module's parameter and buffer formals named ``self.<path>`` (``self.0.weight``,
-    ``self.fc1.bias``), so that none reads as a value (``%0.weight`` beside ``%0``)."""
-    for v in g.inputs:
-        if v.role in ("param", "buffer") and not v.name.startswith("self."):
-            g._names.discard(v.name)
-            v.name = g._fresh("self." + v.name)
-
-
 def _param_names(fn, objects):
     """({id(parameter): name}, {id(buffer): (buffer, name, "buffer")}) for the Modules a
     compiled function reaches by name — its globals, closure cells, default arguments and
@@ -965,6 +1128,11 @@ def _param_names(fn, objects):
                 if b is not None:
                     buffers.setdefault(id(b), (b, f"{var}.{path}", "buffer"))
     return out, buffers
+
+
+def _segments():
+    from ember.compiler import segments
+    return segments
 
 
 # ---------------------------------------------------------------------------------- modules
@@ -1132,7 +1300,7 @@ def explain(fn, *args, **kwargs):
         cf(*args, **kwargs)
     graphs = cf.graphs
     ops = [[n.kind for n in g.nodes] for g in graphs]
-    return ExplainOutput(graphs, list(cf.breaks), ops)
+    return ExplainOutput(graphs, list(cf.segment_breaks) + list(cf.breaks), ops)
 
 
 # ---------------------------------------------------------------------------------- backward
@@ -1254,7 +1422,9 @@ class _JointRecorder:
         bmap = {v.name: v for v in gb.values()}
         new = {}
         for v in saved:
-            nv = gb.add_input(f"saved_{v.name}", v.dtype, v.shape)
+            # a saved parameter 2.weight is %saved_self.2.weight (not %saved_2.weight
+            # beside the saved value %saved_2), as the forward prints it (Value.ref)
+            nv = gb.add_input("saved_" + v.ref[1:], v.dtype, v.shape)
             bmap[v.name].replace_all_uses_with(nv)
             new[v.name] = nv
         gb.outputs = [new.get(v.name, bmap[v.name]) for v in grad_outs]

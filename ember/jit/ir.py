@@ -24,6 +24,10 @@ Text form (``str(graph)``; ``parse`` reads it back into an equal graph)::
       %2 : i64[] = size(%x, dim=0)
       %3 : f32[2, 4] = reshape(%1, shape=(int(%2), -1))
       return (%3)
+
+A formal whose name starts with a digit (a ``Sequential``'s ``0.weight``) prints as
+``%self.0.weight`` (``Value.ref``), never as ``%0.weight`` beside a value ``%0``; its name is
+still ``0.weight`` (the state-dict key, as ONNX export names the initializer).
 """
 import ast
 import math
@@ -60,7 +64,7 @@ class SymRef:
         self.value = value
 
     def __repr__(self):
-        return f"int(%{self.value.name})"
+        return f"int({self.value.ref})"
 
 
 class GenRef:
@@ -117,6 +121,15 @@ class Value:
         self.graph = None
 
     @property
+    def ref(self):
+        """The value as the text form writes it: ``%name``; a formal named by a state-dict key
+        that starts with a digit (a ``Sequential``'s ``0.weight``) as ``%self.0.weight``, so
+        that no formal reads as a value (``%0``) or something of one."""
+        if self.node is None and self.name[:1].isdigit() and not self.name.isdigit():
+            return f"%self.{self.name}"
+        return f"%{self.name}"
+
+    @property
     def type_str(self):
         short = _DTYPE_SHORT.get(self.dtype.name, self.dtype.name)
         return f"{short}[{', '.join(str(s) for s in self.shape)}]"
@@ -140,7 +153,7 @@ class Value:
             g.outputs = [other if o is self else o for o in g.outputs]
 
     def __repr__(self):
-        return f"%{self.name} : {self.type_str}"
+        return f"{self.ref} : {self.type_str}"
 
 
 # ---------------------------------------------------------------------------------- nodes
@@ -427,7 +440,7 @@ class Graph:
 
     def __str__(self):
         lines = []
-        formals = [f"%{v.name} : {v.type_str}" + ("" if v.role == "input" else f" = {v.role}")
+        formals = [f"{v.ref} : {v.type_str}" + ("" if v.role == "input" else f" = {v.role}")
                    for v in self.inputs]
         lines.append("graph(" + ",\n      ".join(formals) + "):")
         groups = []
@@ -437,7 +450,7 @@ class Graph:
                 lines.append("  " + _fmt_node(n, f"fusion_group_{len(groups) - 1}"))
             else:
                 lines.append("  " + _fmt_node(n))
-        lines.append("  return (" + ", ".join(f"%{o.name}" for o in self.outputs) + ")")
+        lines.append("  return (" + ", ".join(o.ref for o in self.outputs) + ")")
         for i, sub in enumerate(groups):
             lines.append(f"with fusion_group_{i} = " + str(sub).rstrip("\n"))
         return "\n".join(lines) + "\n"
@@ -488,7 +501,7 @@ def _is_function_class(v):
 def fmt_const(v):
     """The text of a constant argument (parsed back by ``parse``)."""
     if isinstance(v, Value):
-        return f"%{v.name}"
+        return v.ref
     if _is_function_class(v):
         return f"function({function_label(v)!r})"
     if isinstance(v, (SymRef, GenRef, ArrayRef)):
@@ -689,7 +702,9 @@ def parse(text, constants=None, generators=None, functions=None):
     for m in _DECL.finditer(head):
         name, t, dims, role = m.groups()
         dt, shape = _parse_type(t, dims)
-        v = g.add_input(name, dt, shape, role or "input")
+        # %self.0.weight: the formal 0.weight (Value.ref)
+        own = name[5:] if name.startswith("self.") and name[5:6].isdigit() else name
+        v = g.add_input(own, dt, shape, role or "input")
         values[name] = v
     ev = _ConstEval(values, g, functions)
     for ln in lines[i + 1:]:

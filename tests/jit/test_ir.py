@@ -132,3 +132,28 @@ def test_graph_copy_is_independent():
     assert h == g
     h.nodes[1].kind = "sigmoid"
     assert h != g
+
+
+def test_state_formals_never_read_as_values():
+    # a Sequential's parameters are 0.weight, 2.bias, ...: printed as %0.weight they read as
+    # something of the value %0 (%2.bias beside %2 = relu(...)). They print as %self.0.weight
+    # (Value.ref), keep their state-dict names, and the text reads back into an equal graph
+    m = ember.nn.Sequential(ember.nn.Linear(4, 8), ember.nn.ReLU(), ember.nn.Linear(8, 2))
+    g = jit.trace(m, (ember.randn(2, 4),)).graph
+    text = str(g)
+    assert "%self.2.weight : f32[2, 8] = param" in text
+    assert "linear(%2, %self.2.weight, %self.2.bias)" in text
+    import re
+    assert not re.search(r"%\d+\.", text)        # no %<value>.<something>
+    back = parse(text)
+    assert back == g and str(back) == text
+    assert [v.name for v in back.inputs] == ["input", "0.weight", "0.bias", "2.weight", "2.bias"]
+    # a fused group's formal too, and an int(%...) reference to one
+    h = Graph()
+    w = h.add_input("0.weight", np.float32, (3,), role="param")
+    n = h.add_node("size", [w], {"dim": 0}, [(np.int64, ())]).output
+    r = h.add_node("reshape", [w], {"shape": (SymRef(n), 1)}, [(np.float32, (3, 1))]).output
+    h.outputs = [r, w]
+    assert "size(%self.0.weight, dim=0)" in str(h) and str(h).strip().endswith(
+        "return (%2, %self.0.weight)")
+    assert parse(str(h)) == h
