@@ -90,6 +90,38 @@ def test_run_arrays_into_writes_outputs_into_arguments(mode, monkeypatch):
     np.testing.assert_array_equal(g, keep[2])
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_zero_d_inputs_run_as_scalars_only_when_typed_alike(dtype, force):
+    # an optimizer update's hyper-parameters (0-d arrays of the parameter's dtype) go to the
+    # kernel as Python floats: the same values as 0-d arrays, into arguments and arena buffers
+    force.setattr(fused, "BACKEND", None)
+    x, m, g = (np.random.default_rng(s).standard_normal((50, 40)).astype(dtype)
+               for s in range(3))
+    lr, mom = np.array(0.1, dtype), np.array(0.9, dtype)
+    # a product of two 0-d inputs: scalars only where the engine types them as the 0-d arrays
+    fg = fused.FusedGroup(_trace(lambda x, lr, mom: (x * (lr * mom),),
+                                 *(ember.tensor(a) for a in (x, lr, mom))).graph.copy())
+    assert [n.kind for n in fg.graph.nodes] == ["mul", "mul"]
+    kernel, mask = fg._scalar_kernel([x, lr, mom])
+    assert mask is None or fused._same_typing(kernel.typing, fg.kernel([x, lr, mom]).typing)
+    np.testing.assert_array_equal(fg.run_arrays(x, lr, mom)[0], fg.unfused("array")(x, lr, mom)[0])
+    t = _trace(lambda x, m, g, lr, mom: (m * mom + g, x - lr * (m * mom + g)),
+               *(ember.tensor(a) for a in (x, m, g, lr, mom)))
+    (grp,) = _groups(jit.optimize(t).graph)
+    fg = fused.fused_group(grp.attrs["graph"])
+    names = [v.name for v in grp.args]
+    args = [dict(x=x, m=m, g=g, lr=lr, mom=mom)[n] for n in names]
+    want = fg.unfused("array")(*args)
+    kernel, mask = fg._scalar_kernel(args)
+    assert mask is not None and sum(mask) == 2
+    outs = (np.empty_like(x), np.empty_like(x))
+    for got in (fg.run_arrays(*args), fg.run_arrays_out(outs, *args)):
+        for a, b in zip(got, want):
+            assert a.dtype == dtype
+            np.testing.assert_array_equal(a, b)
+    assert all(a is b for a, b in zip(fg.run_arrays_out(outs, *args), outs))
+
+
 def test_not_fused_across_a_non_pointwise_consumer():
     def f(x):
         e = x.exp()
