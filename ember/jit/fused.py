@@ -24,7 +24,8 @@ from ember.autograd.function import Function
 from ember.autograd.state import STATE
 from ember.jit.ir import Value
 from ember.autograd._generated import pointwise as _pointwise
-from ember.kernels.pointwise import compile_pointwise, has_compiler
+from ember.kernels.pointwise import compile_pointwise
+from ember.kernels.runtime import compiler as _compiler
 from ember.kernels.pointwise import engine as _engine
 from ember.kernels.pointwise.autodiff import derive
 from ember.kernels.pointwise.expr import Builder, Sym
@@ -58,8 +59,8 @@ def use_kernel(arrays):
     ``MIN_FUSED_SIZE`` elements of the largest, with Numba importable)."""
     if FORCE is not None:
         return FORCE == "kernel"
-    if not has_compiler():
-        return False
+    if not _compiler.available():   # (without importing Numba: the engine's kernel call
+        return False                # imports it in the background, running NumPy meanwhile)
     size = 0
     for a in arrays:
         if a.size > size:
