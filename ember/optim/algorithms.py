@@ -43,6 +43,15 @@ def _with_grads(group):
             yield p, _grad(p, group["maximize"]), _real(p._data)
 
 
+def _check_fused(fused, foreach, differentiable):
+    """torch's checks of ``fused=True`` (Adam, AdamW, SGD, Adagrad), after the groups'."""
+    if fused:
+        if differentiable:
+            raise EmberRuntimeError("`fused` does not support `differentiable`")
+        if foreach:
+            raise EmberRuntimeError("`fused` and `foreach` cannot be `True` together.")
+
+
 def _check(name, value, low=0.0):
     if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)) \
             and not hasattr(value, "_data"):
@@ -88,6 +97,7 @@ class SGD(Optimizer):
                                       weight_decay=weight_decay, nesterov=nesterov,
                                       maximize=maximize, foreach=foreach,
                                       differentiable=differentiable, fused=fused))
+        _check_fused(fused, foreach, differentiable)
 
     def step(self, closure=None):
         """One update of every parameter with a gradient; returns the closure's loss."""
@@ -127,11 +137,7 @@ class Adam(Optimizer):
                                       differentiable=differentiable, fused=fused,
                                       decoupled_weight_decay=decoupled_weight_decay))
 
-        if fused:
-            if differentiable:
-                raise EmberRuntimeError("`fused` does not support `differentiable`")
-            if foreach:
-                raise EmberRuntimeError("`fused` and `foreach` cannot be `True` together.")
+        _check_fused(fused, foreach, differentiable)
 
     def step(self, closure=None):
         """One Adam update of every parameter with a gradient; returns the closure's loss."""
@@ -340,6 +346,7 @@ class Adagrad(_Traceable):
                                       initial_accumulator_value=initial_accumulator_value,
                                       foreach=foreach, maximize=maximize,
                                       differentiable=differentiable, fused=fused))
+        _check_fused(fused, foreach, differentiable)
         for g in self.param_groups:
             for p in g["params"]:
                 self._init_state(g, p, self.state[p])

@@ -178,14 +178,19 @@ def test_multi_tensor_state_is_torchs_and_survives_state_dict_reload():
             np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
-def test_fused_and_foreach_option_errors_as_torch():
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "SGD", "Adagrad"])
+def test_fused_and_foreach_option_errors_as_torch(name):
     from ember.errors import EmberRuntimeError
     for kw in (dict(fused=True, foreach=True), dict(fused=True, differentiable=True)):
         with pytest.raises(RuntimeError) as theirs:
-            torch.optim.Adam([torch.nn.Parameter(torch.ones(2))], **kw)
+            getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(2))], lr=0.1, **kw)
         with pytest.raises(EmberRuntimeError) as ours:
-            ember.optim.Adam([ember.nn.Parameter(ember.ones(2))], **kw)
-        assert str(ours.value) == "Adam: " + str(theirs.value)
+            getattr(ember.optim, name)([ember.nn.Parameter(ember.ones(2))], lr=0.1, **kw)
+        assert str(ours.value) == f"{name}: " + str(theirs.value)
+
+
+def test_fused_refuses_complex_parameters_as_torch():
+    from ember.errors import EmberRuntimeError
     # complex parameters are not floating point: fused=True refuses them at their first step
     tp = torch.nn.Parameter(torch.ones(2, dtype=torch.complex64))
     tp.grad = torch.ones(2, dtype=torch.complex64)
