@@ -212,3 +212,29 @@ def test_gather_and_scatter_round_trip_any_layout():
     _fused.scatter(flat * 2, targets, np.cumsum([0] + [a.size for a in arrays]).tolist())
     for a, t in zip(arrays, targets):
         np.testing.assert_array_equal(t, a * 2)
+
+
+@pytest.mark.parametrize("mode", [{}, dict(foreach=False)])
+def test_multi_tensor_adam_complex_and_strided_parameters_as_torch(mode):
+    """A complex parameter (updated as its real view, as torch) and a transposed one, with a
+    plain one, in one group."""
+    rng = np.random.default_rng(5)
+    c = (rng.standard_normal((3, 4)) + 1j * rng.standard_normal((3, 4))).astype(np.complex64)
+    t = rng.standard_normal((5, 6)).astype(np.float32).T
+    r = rng.standard_normal(9).astype(np.float32)
+    grads = [[(rng.standard_normal(w.shape) + (1j * rng.standard_normal(w.shape)
+                                               if w.dtype.kind == "c" else 0)).astype(w.dtype)
+              for w in (c, t, r)] for _ in range(4)]
+    out = {}
+    for lib, L in (("ember", ember), ("torch", torch)):
+        ps = [L.nn.Parameter(L.tensor(c)), L.nn.Parameter(L.tensor(t.copy()).T.contiguous().T
+                                                          if lib == "torch" else L.tensor(t)),
+              L.nn.Parameter(L.tensor(r))]
+        opt = L.optim.AdamW(ps, lr=0.05, **(mode if lib == "ember" else dict(foreach=False)))
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = L.tensor(g)
+            opt.step()
+        out[lib] = [p.detach().numpy().copy() for p in ps]
+    for a, b in zip(out["ember"], out["torch"]):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
