@@ -666,6 +666,8 @@ class CompiledFunction:
         name = self.__name__ if self.module is None else type(self.module).__name__
         joint = _JointRecorder() if STATE.grad_enabled and self.options.get(
             "compiled_backward", True) else None
+        if joint is not None:
+            joint.nondiff = bool(self.options.get("nondiff_outputs", False))
         cap = StepCapture() if self.options.get("whole_step", True) else None
 
         names, buffers = _param_names(self.fn, objects) if self.module is None else ({}, {})
@@ -729,6 +731,7 @@ class CompiledFunction:
         fast.inference_plan = False
         if backward is not None:
             backward.fallback = fast
+            backward._diff = joint.diff
             why = _verify(backward, args, kwargs)
             if why is None:
                 fast = backward
@@ -1312,6 +1315,9 @@ class _JointRecorder:
     def __init__(self):
         self.ok = False
         self.why = None
+        self.diff = None       # with nondiff: which outputs require grad (None: all)
+
+    nondiff = False   # True: outputs that do not require grad may stand beside ones that do
 
     def __call__(self, tracer, out):
         from ember.autograd import grad
@@ -1325,10 +1331,14 @@ class _JointRecorder:
         self.n_out = len(flat_out)
         if tracer.breaks or not flat_out:
             return [], []
-        if not all(o._requires_grad for o in flat_out):
-            if any(o._requires_grad for o in flat_out):
+        diff = [o._requires_grad for o in flat_out]
+        if not all(diff):
+            if any(diff) and not self.nondiff:
                 self.why = "an output that does not require grad beside one that does"
-            return [], []
+            if not any(diff) or not self.nondiff:
+                return [], []
+            self.diff = diff   # the outputs that get a gradient (the others none)
+            flat_out = [o for o, d in zip(flat_out, diff) if d]
         if any(o._data.dtype.kind != "f" for o in flat_out):
             self.why = "an output that is not real floating point"
             return [], []
@@ -1525,6 +1535,7 @@ class CompiledAutograd:
         self._traced = traced                 # the joint trace: call structure, bindings
         self.fallback = None
         self.name = traced.name
+        self._diff = None   # which outputs get a gradient, when not all (segments' outputs)
 
     @property
     def code(self):
@@ -1581,8 +1592,11 @@ def _make_step():
             ctx.saved_arrays = [arrays[i] for i in runner._saved_formals] + \
                 [r if r.__class__ is np.ndarray else np.asarray(r) for r in res[n:]]
             ctx.versions = [(formals[i], formals[i]._version) for i in runner._saved_formals]
-            return tuple(Tensor._make(r if r.__class__ is np.ndarray else np.asarray(r))
+            outs = tuple(Tensor._make(r if r.__class__ is np.ndarray else np.asarray(r))
                          for r in res[:n])
+            if runner._diff is not None:
+                ctx.mark_non_differentiable(*[o for o, d in zip(outs, runner._diff) if not d])
+            return outs
 
         @staticmethod
         def backward(ctx, *grads):
@@ -1600,6 +1614,8 @@ def _make_step():
                         f"modified by an inplace operation: [{t._data.dtype} "
                         f"{list(t._data.shape)}] is at version {t._version}; expected "
                         f"version {v} instead (ember.compile: '{runner.name}')")
+            if runner._diff is not None:
+                grads = [g for g, d in zip(grads, runner._diff) if d]
             res = runner._bwd(*[g._data for g in grads], *ctx.saved_arrays)
             out = [None] * (1 + ctx.n_formals)
             for p, r in zip(runner._grad_pos, res):
@@ -1661,9 +1677,11 @@ def _verify(runner, args, kwargs):
             flat_out = []
             flatten(out, "out", flat_out, [], [])
             rng = np.random.default_rng(1)
+            diff_out = flat_out if runner._diff is None else \
+                [o for o, d in zip(flat_out, runner._diff) if d]
             cot = [Tensor._make(rng.standard_normal(o._data.shape).astype(o._data.dtype))
-                   for o in flat_out]
-            gr = grad(flat_out, needs, cot, allow_unused=True)
+                   for o in diff_out]
+            gr = grad(diff_out, needs, cot, allow_unused=True)
             results.append([o._data for o in flat_out] +
                            [None if x is None else x._data for x in gr])
             for t, d in state:

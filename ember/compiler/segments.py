@@ -149,9 +149,11 @@ class Path:
         self.random = any(_is_random(n) for n in g.nodes)
         self.segments, self.graphs = [], []
         self._shares = {}   # (id(other path), n) -> (other, shares)
+        self._grad_fns = []  # per segment: (its TracedFunction, its CompiledFunction) or None
         for k, seg_nodes in enumerate(nodes):
             if not seg_nodes:
                 self.segments.append(None)
+                self._grad_fns.append(None)
                 continue
             gs = Graph()
             gs.constants = dict(g.constants)
@@ -188,6 +190,12 @@ class Path:
             fast.inference_plan = False
             self.segments.append((fast, ins, [o.name for o in outs]))
             self.graphs.append(fast.graph)
+            # with a gradient, a segment that neither writes nor draws runs as a compiled
+            # function of its own (compiled forward and backward, checked once against eager
+            # autograd); the others run their tensor-mode code
+            pure = not any(n.kind in ("copy_", "python_function") or _is_random(n)
+                           for n in seg_nodes)
+            self._grad_fns.append((tf, None) if pure else None)
 
     def run(self, call_args, resume=None):
         """(True, the call's result, None) when every read agrees with the trace; else
@@ -224,7 +232,7 @@ class Path:
                     finally:
                         _fp_leave(fp)
                 if res is None:
-                    res = fn(*ts)
+                    res = self._with_grad(k, fn, ts)
                 env.update(zip(outs, res))
             if k < len(self.cuts):
                 c = self.cuts[k]
@@ -233,6 +241,35 @@ class Path:
                 if key != c.key:
                     return False, seen, env
         return True, unflatten(traced._out_spec, iter(env[n] for n in self.out_names)), None
+
+    def _with_grad(self, k, fn, ts):
+        """Segment ``k`` on tensors that may need a gradient: its compiled forward and backward
+        (an ``ember.compile`` of its tensor-mode code) when it neither writes in place nor draws,
+        else its tensor-mode code (every op records autograd)."""
+        entry = self._grad_fns[k]
+        if entry is None or not STATE.grad_enabled:
+            return fn(*ts)
+        tf, cf = entry
+        if cf is None:
+            from ember.compiler.frontend import CompiledFunction
+
+            def segment(*a):
+                return tf._call_general(a)
+            segment.__name__ = tf.name
+            cf = CompiledFunction(segment, None, dynamic=False, options={
+                "segments": False, "whole_step": False, "nondiff_outputs": True})
+            self._grad_fns[k] = (tf, cf)
+            # traced (and its backward checked) on leaves over the same arrays: the tracing
+            # backward pass must not reach into the segments before (it runs nothing else,
+            # the segment neither writes nor draws); the call below runs the programs
+            leaves = {}
+            for t in ts:
+                if id(t) not in leaves:
+                    leaf = leaves[id(t)] = _make(t._data)
+                    if t._requires_grad:
+                        leaf.requires_grad_(True)
+            cf(*[leaves[id(t)] for t in ts])
+        return cf(*ts)
 
     def shares(self, other, n):
         """Whether this path's first ``n`` segments are ``other``'s (same programs over the
