@@ -34,7 +34,11 @@ totals: 123456789
 def test_totals_reads_the_trigger_and_the_instruction_total(tmp_path):
     path = tmp_path / "cg.out.3"
     path.write_text(DUMP)
-    assert I.totals(str(path)) == ("m7-n20", 123456789)
+    assert I.totals(str(path)) == ("m7-n20", 123456789, False)
+    # a window in which LLVM ran (a kernel compiled while counted) is told apart
+    path.write_text(DUMP.replace("fl=(1) ???", "ob=(2) /x/llvmlite/binding/libllvmlite.so\n"
+                                 "fl=(1) ???"))
+    assert I.totals(str(path)) == ("m7-n20", 123456789, True)
 
 
 def test_choose_n_fits_the_window():
