@@ -1269,7 +1269,7 @@ def _as_function(cf):
 # ---------------------------------------------------------------------------------- explain
 class ExplainOutput:
     """``ember.explain``'s result (torch._dynamo's ExplainOutput): ``graphs``,
-    ``graph_count``, ``graph_break_count``, ``break_reasons``, ``ops_per_graph``."""
+    ``graph_count``, ``graph_break_count``, ``break_reasons``, ``op_count``, ``ops_per_graph``."""
 
     def __init__(self, graphs, breaks, ops):
         self.graphs = graphs
@@ -1277,11 +1277,12 @@ class ExplainOutput:
         self.graph_break_count = len(breaks)
         self.break_reasons = breaks
         self.ops_per_graph = ops
+        self.op_count = sum(len(o) for o in ops)
 
     def __str__(self):
         lines = [f"Graph Count: {self.graph_count}",
                  f"Graph Break Count: {self.graph_break_count}",
-                 f"Op Count: {sum(len(o) for o in self.ops_per_graph)}"]
+                 f"Op Count: {self.op_count}"]
         if self.break_reasons:
             lines.append("Break Reasons:")
             lines += [f"  Break Reason {i + 1}: {b}" for i, b in enumerate(self.break_reasons)]

@@ -93,7 +93,7 @@ def test_explain_reports_segments_and_the_break_line():
 
     e = ember.explain(f, ember.ones(3, dtype=f64))
     assert e.graph_count == 2 and e.graph_break_count == 1
-    assert [k for k in e.ops_per_graph[0]] == ["mul", "sum"]
+    assert [k for k in e.ops_per_graph[0]] == ["mul", "sum"] and e.op_count == 3
     r = str(e.break_reasons[0])
     assert "item()" in r and "test_segments.py" in r and "if y.sum().item() > 0:" in r
     assert "Graph Count: 2" in str(e) and "Graph Break Count: 1" in str(e)
