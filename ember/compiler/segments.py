@@ -129,6 +129,7 @@ class Path:
         self.keys = [c.key for c in cuts]
         for c, v in zip(self.cuts, g.outputs[n_out:]):
             c.name = v.name
+            c.alias = None   # (the traced array it held is not needed any more)
         self.out_names = [v.name for v in g.outputs[:n_out]]
         k_last = len(cuts)
         seg_of = {id(n): stamps.get(id(n), k_last) for n in g.nodes}
