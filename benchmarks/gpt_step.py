@@ -9,7 +9,8 @@ cross-entropy, backward, clip, step. ``--attn sdpa`` uses ``F.scaled_dot_product
 (causal), ``manual`` the masked-softmax form. Each library runs with its defaults (threads,
 kernels) unless ``--threads`` sets its thread count (``set_num_threads``: on a machine other
 processes load, spinning BLAS threads of either library make the default figures mostly
-noise); prints the median and minimum step in ms. Nothing is asserted.
+noise); prints the median and minimum step in ms, wall clock and the process's CPU time (on a
+shared machine the CPU time is the steadier figure at one thread). Nothing is asserted.
 """
 import argparse
 import math
@@ -117,13 +118,15 @@ def main():
             compiler.wait_compiles()
             for _ in range(3):
                 step()
-    times = []
+    times, cpu = [], []
     for _ in range(a.steps):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         step()
         times.append((time.perf_counter() - t0) * 1e3)
+        cpu.append((time.process_time() - c0) * 1e3)
     print(f"{a.lib} {a.attn}{' threads=%d' % a.threads if a.threads else ''}: median {statistics.median(times):.1f} ms, "
-          f"min {min(times):.1f} ms over {a.steps} steps")
+          f"min {min(times):.1f} ms over {a.steps} steps; CPU time (all threads) median "
+          f"{statistics.median(cpu):.1f} ms, min {min(cpu):.1f} ms")
 
 
 if __name__ == "__main__":
