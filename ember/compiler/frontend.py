@@ -1012,7 +1012,7 @@ def _diff_graph(go, gn, b1, b2, edits, label):
     for vo, vn in zip(go.inputs, gn.inputs):
         if vo.name != vn.name or vo.dtype != vn.dtype or len(vo.shape) != len(vn.shape) or \
                 any(x != y and (x, y) != (b1, b2) for x, y in zip(vo.shape, vn.shape)):
-            return (f"{label}'s input %{vn.name} is {vn.type_str} at batch size {b2} and "
+            return (f"{label}'s input {vn.ref} is {vn.type_str} at batch size {b2} and "
                     f"{vo.type_str} at {b1}")
     if [v.name for v in go.outputs] != [v.name for v in gn.outputs]:
         return f"{label} differs between batch sizes {b1} and {b2} (other outputs)"

@@ -361,7 +361,7 @@ class Tracer:
                 what = "an input" if ov.role == "input" else "a value computed"
                 fn, line, src = user_frame()
                 raise TracingError(
-                    f"a tensor from trace '{other.name}' ({what} there, %{ov.name} : "
+                    f"a tensor from trace '{other.name}' ({what} there, {ov.ref} : "
                     f"{ov.type_str}) is used in trace '{self.name}' but is not one of its inputs; "
                     f"values cannot cross traces: pass it to the inner traced function as an "
                     f"input ({fn}:{line}: {src})")
@@ -599,10 +599,10 @@ class Tracer:
         e = s.expr
         if e[0] == "size":
             v = self.known(e[1])
-            return f"%{v.name if v is not None else '?'}.size({e[2]})"
+            return f"{v.ref if v is not None else '%?'}.size({e[2]})"
         if e[0] == "tensor":
             v = self.known(e[1])
-            return f"%{v.name if v is not None else '?'}.item()"
+            return f"{v.ref if v is not None else '%?'}.item()"
         if e[0] == "neg":
             return f"-{self._sym_text(e[1])}"
         sym = {"add": "+", "sub": "-", "mul": "*", "floordiv": "//", "remainder": "%"}[e[0]]
