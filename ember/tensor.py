@@ -610,10 +610,12 @@ class Tensor:
                              "instead")
 
     def __repr__(self):
+        self._python_value("repr")
         return _format(self)
 
     def __format__(self, spec):
         if self._data.ndim == 0 and spec:
+            self._python_value("format")
             return format(self._data.item(), spec)
         return repr(self)
 

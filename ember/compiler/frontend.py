@@ -121,7 +121,10 @@ class GraphBreak:
 class CompileTracer(Tracer):
     """The tracer of ``ember.compile``: what ``Tracer`` warns about (a traced tensor's values
     read in Python, a tensor index frozen, a constant aliasing a traced value) is recorded as a
-    graph break; ``len()`` is not one (the trace is specialised on the input shapes)."""
+    graph break; ``len()`` is not one (the trace is specialised on the input shapes). Printing
+    a traced tensor is one too: a compiled call prints on every call, as eager (and torch)."""
+
+    breaks_on_display = True
 
     def __init__(self, name="trace", state=None, parent=None):
         super().__init__(name, state, parent)

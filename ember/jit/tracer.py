@@ -636,8 +636,13 @@ class Tracer:
         v = self.known(tensor)
         return v is not None and not (v.node is not None and v.node.kind == "constant")
 
+    # reads whose value a trace does not keep (a printed tensor): a plain trace records nothing
+    # for them; ``ember.compile`` breaks there, so the print runs on every call as in eager
+    DISPLAY_READS = ("repr", "format")
+    breaks_on_display = False
+
     def python_value(self, tensor, what):
-        if self._traced(tensor):
+        if self._traced(tensor) and (self.breaks_on_display or what not in self.DISPLAY_READS):
             self.warn(f"converting a tensor to a Python value ({what}())", what)
         if self.parent is not None:
             self.parent.python_value(tensor, what)

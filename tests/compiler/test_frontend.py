@@ -179,6 +179,29 @@ def test_hook_on_a_computed_tensor_is_a_break():
     assert len(seen) == 2
 
 
+def test_printing_a_traced_tensor_is_a_break_and_prints_every_call(capsys):
+    def f(x):
+        y = x * 2
+        print(y, f"{y.sum():.1f}")
+        return y + 1
+
+    compiled = ember.compile(f)
+    with pytest.warns(GraphBreakWarning, match=r"repr\(\)"):
+        outs = [compiled(ember.full((2,), float(i), dtype=f64)) for i in range(3)]
+    printed = capsys.readouterr().out.splitlines()
+    assert printed == [f"tensor([{2 * i}., {2 * i}.], dtype=ember.float64) {4 * i:.1f}"
+                       for i in range(3)]
+    assert [o.tolist() for o in outs] == [[2.0 * i + 1] * 2 for i in range(3)]
+
+
+def test_printing_in_a_plain_trace_records_nothing():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        traced = ember.jit.trace(lambda x: (print(x * 2), x + 1)[1], (ember.ones(2),))
+    assert traced(ember.zeros(2)).tolist() == [1.0, 1.0]
+
+
 def test_module_hooks_are_a_break():
     m = MLP().double()
     compiled = ember.compile(m)
