@@ -7,7 +7,25 @@ algorithm on the first call for a key and keeps the fastest for the process), el
 
 Heuristic (measured on the 2-core Zen 4 VM with OpenBLAS, float32, under load from other processes,
 interleaved medians; see docs/conv.md and benchmarks/conv.py):
-- depthwise groups (C/groups == 1, groups == C) -> ``depthwise``; 1x1 kernels -> ``direct1x1``;
+- depthwise groups (C/groups == 1, groups == C) -> ``depthwise``;
+- AVX-512 direct kernels (``_isa``): ``direct`` in every direction it supports for groups-1 layers
+  with K >= DIRECT_MIN_K_FORWARD and output rows of >= WIDE_DIRECT_MIN_WO pixels (kernels
+  larger than 1x1 at stride 1; in a batch also 1x1 stride 1 and the weight gradient of strided
+  kernels) or >= WIDE_DIRECT_MIN_WO_STRIDED (1x1 stride 1 and strided larger kernels otherwise),
+  never strided 1x1, except a thin batch of one (``thin``) (``_wide_direct``). OpenBLAS (0.3.x)
+  runs its Haswell (AVX2) kernels on AMD Zen 5 (sgemm ~96 GFLOP/s on one core against ~175 with its
+  SkylakeX kernels), so every GEMM path ran at AVX2 speed there while ``direct`` runs 16-lane
+  FMAs. Zen 5 VM, one thread, CPU ms, interleaved min, old choice -> direct: forward
+  8x64x56x56->64 3x3 winograd 12.8 -> 9.8, 1x64x56x56 3.3 -> 1.2, 8x256x14x14->256 15.1 -> 11.1,
+  8x64x56x56->256 1x1 direct1x1 9.6 -> 7.7, 1x128x28x28->128 3x3 3.6 -> 1.4; input gradient
+  8x64x56x56 winograd 13.0 -> 11.2, 8x256x14x14 12.0 -> 12.9 (the one loss); weight gradient
+  8x64x56x56 15.7 -> 10.5, 8x256x14x14 19.8 -> 16.5. Left to the GEMM paths, where ``direct``
+  lost: 1x1 at 14x14 (1x1024x14x14->256 1.46 vs 1.31), strided 1x1 (1x256x56x56->512 2.51 vs
+  2.29), 7x7 outputs (1x512x7x7->512 3x3 7.0 vs 3.4 im2col; 8x512x7x7 forward 30.4 vs 23.6),
+  the forward of strided 3x3 to 14x14 (8x256x28x28 /2 27.7 vs 24.2; its weight gradient 16.0 vs
+  27.6 runs ``direct``). 1x1 at 14x14 in a batch: 8x256x14x14->1024 forward 6.6 vs 9.3, weight
+  10.0 vs 11.5; 8x1024x14x14->256 forward 6.8 vs 9.2, input 8.2 vs 8.7, weight 8.0 vs 12.0;
+- 1x1 kernels -> ``direct1x1``;
 - 3x3, stride 1, dilation 1 -> ``winograd`` when min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS and the
   batch has >= WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
   min(C/g, K/g) >= WEIGHT_MIN_CHANNELS and >= WEIGHT_MIN_TILES tiles (weight gradient). Since the
@@ -70,6 +88,8 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
 - FFT is never chosen by the heuristic: on this machine it did not beat the GEMM paths for any
   benchmarked shape, by 3-100x (the autotuner or a forced setting can still pick it).
 """
+import os
+import sys
 import threading
 import time
 
@@ -99,6 +119,8 @@ DIRECT_1X1_MAX_C = 32           # strided 1x1 forward passes run ``direct`` up t
 DIRECT_MIN_K_FORWARD = 16
 THIN_OWN_MIN_K = 32
 THIN_MAX_MACS = 160
+WIDE_DIRECT_MIN_WO = 14          # AVX-512: ``direct`` forward at any width from this output row
+WIDE_DIRECT_MIN_WO_STRIDED = 28  # (strided: from this one)
 
 # Algorithms whose calls are Numba kernels only (no BLAS call) and run one image serially under
 # any thread policy: a batch of one runs them without ``parallel.policy``, whose BLAS lock (and,
@@ -131,6 +153,8 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     (their kernels are still compiling in the background)."""
     if g.is_depthwise:
         return "depthwise"
+    if direct_ok and _wide_direct(g, direction) and direct.supports(g, direction):
+        return "direct"
     if g.R == 1 and g.S == 1:
         # 1x1: ``direct`` for weight gradients in its territory and for strided forward passes
         # of few channels (docstring), ``direct1x1`` otherwise
@@ -167,6 +191,49 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     if cols > IM2COL_MAX_BYTES and g.stride == (1, 1):
         return "implicit_gemm"
     return "im2col"
+
+
+def _wide_direct(g, direction):
+    """Layers the AVX-512 ``direct`` kernels take in every direction they support, however
+    wide (``_isa`` is "avx512"): groups 1, K >= DIRECT_MIN_K_FORWARD, output rows of at least
+    WIDE_DIRECT_MIN_WO pixels (kernels larger than 1x1 at stride 1; 1x1 and the weight gradient
+    of strided kernels in a batch), else WIDE_DIRECT_MIN_WO_STRIDED; never strided 1x1; a thin
+    batch of one stays ``thin``'s. See the module docstring."""
+    one_by_one = g.R == 1 and g.S == 1
+    if (g.groups != 1 or g.K < DIRECT_MIN_K_FORWARD or (one_by_one and g.stride != (1, 1))
+            or (g.N == 1 and not one_by_one and _direct_territory(g))):
+        return False
+    batch = g.N >= BATCH_THRESHOLD
+    if g.stride != (1, 1):
+        wide = batch and direction == "weight"
+    else:
+        wide = batch or not one_by_one
+    return g.Wo >= (WIDE_DIRECT_MIN_WO if wide else WIDE_DIRECT_MIN_WO_STRIDED) \
+        and _isa() == "avx512"
+
+
+_host_avx512 = None
+
+
+def _isa():
+    """``cpu.isa()`` (the variant the direct kernels are built for), without importing llvmlite
+    on the caller's thread before Numba has (a cold process's first convolution): a forced
+    ``EMBER_CPU_ISA`` is taken as it is, else Linux's CPU flags say whether the host has
+    AVX-512F (the flag ``cpu.host_isa`` reads from LLVM)."""
+    global _host_avx512
+    forced = os.environ.get("EMBER_CPU_ISA")
+    if forced or "llvmlite.binding" in sys.modules:
+        from ember.kernels.runtime import cpu
+        return cpu.isa()
+    if _host_avx512 is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                flags = next((line for line in f if line.startswith("flags")), "")
+            _host_avx512 = "avx512f" in flags.split()
+        except OSError:
+            from ember.kernels.runtime import cpu
+            _host_avx512 = cpu.host_isa() == "avx512"
+    return "avx512" if _host_avx512 else "avx2"
 
 
 def _direct_territory(g):

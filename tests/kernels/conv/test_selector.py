@@ -89,6 +89,17 @@ def problem(case, dtype):
 
 
 @pytest.fixture
+def avx2_rules(monkeypatch):
+    """The heuristic as an AVX2 host runs it: the choices a test names are that host's (on an
+    AVX-512 host the wide layers run ``direct``, see ``test_avx512_heuristic_runs_direct``)."""
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(selector, "_isa", lambda: "avx2")
+    compiler.forget_tiers()
+    yield
+    compiler.forget_tiers()
+
+
+@pytest.fixture
 def force():
     def set_algorithm(name):
         settings.algorithm = name
@@ -233,7 +244,7 @@ def test_conv2d_matches_torch(case):
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(1, 64, 24, 24, 64), (1, 128, 28, 28, 128)])
-def test_batch_of_one_winograd_layers_match_torch(shape, dtype):
+def test_batch_of_one_winograd_layers_match_torch(shape, dtype, avx2_rules):
     """Batch-of-one 3x3 layers of 36-49 tiles (ResNet's layer2) run Winograd since issue 24
     (they ran im2col): forward, input and weight gradient equal torch's."""
     torch = pytest.importorskip("torch")
@@ -349,7 +360,7 @@ def test_empty_batch():
     assert gw.shape == (3, 2, 3, 3) and not gw.any()
 
 
-def test_heuristic_choices():
+def test_heuristic_choices(avx2_rules):
     def pick(shape, wshape, stride=1, padding=1, groups=1, direction="forward"):
         return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, stride, padding,
                                                         1, groups))
@@ -730,7 +741,7 @@ RESNET_ONE = [((1, 3, 56, 56), (64, 3, 7, 7), 2, 3), ((1, 64, 28, 28), (128, 64,
               ((1, 256, 7, 7), (256, 256, 3, 3), 1, 1)]
 
 
-def test_batch_of_one_forward_runs_on_own_threads(monkeypatch, threads):
+def test_batch_of_one_forward_runs_on_own_threads(monkeypatch, threads, avx2_rules):
     """A forward pass of one image runs every algorithm on ember's chunks with BLAS at one
     thread (its short GEMMs stalled in OpenBLAS's lock-step threads whenever another process
     held a core); batches and the other directions keep the policy they had. The results are
@@ -813,3 +824,84 @@ def test_forward_only_and_training_choose_the_same_algorithm(shape, monkeypatch)
     expected = selector.heuristic("forward", g)
     assert {how: r["forward"] for how, r in runs.items()} == dict.fromkeys(runs, expected)
     assert set(runs["training"]) == {"forward", "input", "weight"}
+
+
+@pytest.mark.parametrize("isa", ["avx512", "avx2"])
+def test_avx512_heuristic_runs_direct(isa, monkeypatch):
+    """With AVX-512 ``direct`` kernels (OpenBLAS runs its AVX2 kernels on some AVX-512 hosts, such
+    as Zen 5) the heuristic runs ``direct`` in every direction it supports for groups-1 layers of
+    K >= 16 with output rows of >= 14 pixels (3x3 and up at stride 1; in a batch also 1x1 and
+    the weight gradient of strided kernels) or >= 28 (1x1 and strided kernels otherwise);
+    strided 1x1 layers, 7x7 outputs, thin batches of one (``thin``) and LeNet's K = 6 keep their
+    algorithms; an AVX2 host keeps every earlier choice."""
+    monkeypatch.setattr(selector, "_isa", lambda: isa)
+    wide = isa == "avx512"
+
+    def pick(shape, wshape, stride=1, padding=1, direction="forward", **ok):
+        return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, stride, padding,
+                                                        1, 1), **ok)
+    for d in ("forward", "input", "weight"):
+        assert pick((8, 64, 56, 56), (64, 64, 3, 3), direction=d) == \
+            ("direct" if wide else "winograd")
+        assert pick((1, 128, 28, 28), (128, 128, 3, 3), direction=d) == \
+            ("direct" if wide or d == "weight" else "winograd")
+        assert pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0, direction=d) == \
+            ("direct" if wide else "direct1x1")
+    assert pick((8, 256, 14, 14), (256, 256, 3, 3)) == ("direct" if wide else "winograd")
+    assert pick((1, 128, 56, 56), (128, 128, 3, 3), 2) == ("direct" if wide else "im2col")
+    # strided, the input gradient is not ``direct``'s: the previous choice
+    assert pick((1, 128, 56, 56), (128, 128, 3, 3), 2, direction="input") == "im2col"
+    assert pick((1, 1024, 14, 14), (256, 1024, 1, 1), padding=0) == "direct1x1"   # 1x1, 14
+    for d in ("forward", "input", "weight"):                                       # in a batch
+        assert pick((8, 1024, 14, 14), (256, 1024, 1, 1), padding=0, direction=d) == \
+            ("direct" if wide else "direct1x1")
+    assert pick((8, 256, 28, 28), (256, 256, 3, 3), 2) == "im2col"   # strided to 14x14: weight
+    assert pick((8, 256, 28, 28), (256, 256, 3, 3), 2, direction="weight") == \
+        ("direct" if wide else "im2col")
+    assert pick((1, 256, 56, 56), (512, 256, 1, 1), 2, 0) == "direct1x1"          # 1x1 strided
+    assert pick((1, 512, 14, 14), (512, 512, 3, 3), 2) == "im2col"                # 7x7 output
+    assert pick((1, 512, 7, 7), (512, 512, 3, 3)) == "im2col"
+    assert pick((64, 1, 28, 28), (6, 1, 5, 5), padding=2) == "thin"               # K = 6
+    assert pick((1, 3, 32, 32), (32, 3, 5, 5), padding=0) == "thin"               # thin, one
+    # while the direct kernels compile: the algorithm an AVX2 host runs
+    assert pick((8, 64, 56, 56), (64, 64, 3, 3), direct_ok=False) == "winograd"
+
+
+WIDE_CASES = [  # (x shape, w shape, stride, padding, dilation)
+    ((2, 64, 15, 17), (40, 64, 3, 3), 1, 1, 1),
+    ((1, 32, 16, 30), (96, 32, 1, 1), 1, 0, 1),
+    ((2, 24, 29, 29), (48, 24, 3, 3), 2, 1, 1),
+    ((1, 48, 18, 18), (64, 48, 3, 3), 1, 2, 2),
+    ((1, 160, 14, 14), (144, 160, 3, 3), 1, 1, 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", WIDE_CASES)
+def test_direct_on_wide_layers_matches_torch(case, dtype, force):
+    """``direct`` on layers wider than its AVX2 territory (K up to 144, C*R*S up to 1440, K not
+    a whole number of vectors, strided, dilated) gives torch's forward, input gradient (stride
+    1) and weight gradient, whatever the host's ISA."""
+    torch = pytest.importorskip("torch")
+    xs, ws, st, pad, dil = case
+    g = C.geometry("conv2d", xs, ws, st, pad, dil, 1)
+    if not selector.direct.supports(g, "forward"):
+        pytest.skip("Numba is not installed")
+    x = rng.standard_normal(xs).astype(dtype)
+    w = (rng.standard_normal(ws) / np.sqrt(np.prod(ws[1:]))).astype(dtype)
+    b = rng.standard_normal(ws[0]).astype(dtype)
+    gy = rng.standard_normal(g.output_shape).astype(dtype)
+    tx, tw = torch.tensor(x, requires_grad=True), torch.tensor(w, requires_grad=True)
+    tb = torch.tensor(b, requires_grad=True)
+    ty = torch.nn.functional.conv2d(tx, tw, tb, st, pad, dil)
+    ty.backward(torch.tensor(gy))
+    tol = 2e-4 if dtype == np.float32 else 1e-10
+    force("direct")
+    y = C.conv2d_forward(x, w, b, st, pad, dil, 1)
+    assert y.dtype == dtype
+    np.testing.assert_allclose(y, ty.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(C.conv2d_weight_grad(gy, x, ws, st, pad, dil, 1), tw.grad.numpy(),
+                               rtol=tol, atol=tol * 10)
+    if st == 1:
+        np.testing.assert_allclose(C.conv2d_input_grad(gy, w, xs, st, pad, dil, 1),
+                                   tx.grad.numpy(), rtol=tol, atol=tol)
