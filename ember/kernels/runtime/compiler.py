@@ -277,7 +277,16 @@ def prebuild(request):
     from ember.kernels.runtime import compile_process
     if not compile_process.enabled():
         return False
-    done = compile_process.run(request)
+    # the wait holds no lock a fork or the exit needs (no import, no LLVM work here): a fork
+    # meanwhile need not wait for the worker's compile
+    held = threading.current_thread() is _thread
+    if held:
+        _job_lock.release()
+    try:
+        done = compile_process.run(request)
+    finally:
+        if held:
+            _job_lock.acquire()
     if _closing:
         raise Closing()
     return done
