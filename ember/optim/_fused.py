@@ -53,7 +53,6 @@ class FlatState:
     views (``load_state_dict`` or a captured step may have replaced them)."""
 
     def __init__(self, params, states, names, dtype):
-        from ember.tensor import Tensor
         sizes = [st[names[0]]._data.size for st in states]
         self.offsets = np.concatenate(([0], np.cumsum(sizes))).tolist()
         total = self.offsets[-1]
@@ -62,10 +61,10 @@ class FlatState:
         self.views = []
         for p, st, lo, hi in zip(params, states, self.offsets, self.offsets[1:]):
             row = {}
-            for k, buf in self.buffers.items():
+            for k, buf in self.buffers.items():   # the same Tensors, their arrays now views
                 view = row[k] = buf[lo:hi].reshape(st[k]._data.shape)
                 view[...] = st[k]._data
-                st[k] = Tensor._make(view)
+                st[k]._data = view
             self.views.append(row)
 
     def current(self, params, states):
