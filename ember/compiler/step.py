@@ -513,7 +513,8 @@ class WholeStep:
         # no ``decompose``: a bias stays in its linear and ReLU runs in place on the GEMM's
         # output (the codegen's relu_), cheaper than a bias+ReLU fusion group at these sizes
         passes = [n for n, _ in PIPELINE if n != "decompose"]
-        self.graph = _in_place(run_passes(_array_only(traced.graph.copy()), passes))
+        # linted once, by _in_place, not after every pass (a GPT step's joint graph: ~0.3 s)
+        self.graph = _in_place(run_passes(_array_only(traced.graph.copy()), passes, lint=False))
         self.plan = None
         if MEMORY_PLAN:
             from ember.jit.passes.memory import plan_memory
