@@ -113,10 +113,12 @@ def collect(opts, machine, log=None, only=None):
     cols = {"ember": ("ember", None), "torch": ("torch", None)}
     res = H.run_matrix(SCRIPT, cases, cols, opts, log)
     if machine.get("host_isa") == "avx512":
-        # forced AVX2 on the thin first layers where the selector runs the ISA-specific direct
-        # kernels (each such process compiles them: a forced variant has no disk cache)
-        direct = [c for c in cases if SHAPES[c][1] <= 3
-                  and any("direct" in r.get("algorithms", "") for r in res[c]["ember"])]
+        # forced AVX2 on the shapes where the selector runs the ISA-specific direct kernels (the
+        # thin first layers, and on AVX-512 hosts the wide layers too; an AVX2 process chooses
+        # as an AVX2 host does). Each such process compiles them: a forced variant has no disk
+        # cache
+        direct = [c for c in cases
+                  if any("direct" in r.get("algorithms", "") for r in res[c]["ember"])]
         if direct:
             forced = {"ember_avx2": ("ember", {"EMBER_CPU_ISA": "avx2"})}
             extra = H.run_matrix(SCRIPT, direct, forced, opts, log)
