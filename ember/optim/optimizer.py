@@ -209,16 +209,21 @@ class Optimizer:
 
 
 def _cast_state(name, value, param):
+    """A loaded state value as this optimizer keeps it, with torch's policy: floating-point
+    state takes a floating-point parameter's dtype; a complex parameter's state is not cast.
+    ember keeps a complex parameter's state as its real view (..., 2) (``algorithms._real``):
+    complex state of the parameter's shape (torch's layout) is stored that way."""
     if hasattr(value, "detach") and hasattr(value, "numpy") and not isinstance(value, Tensor):
         value = Tensor._make(value.detach().cpu().numpy().copy())
     if isinstance(value, Tensor):
-        arr = value._data
         if name == "step":
-            return float(arr)
-        if arr.dtype.kind == "f":
-            arr = arr.astype(param._data.dtype)
-        return Tensor._make(np.array(arr, copy=True))
-    if isinstance(value, np.ndarray):
-        return Tensor._make(value.astype(param._data.dtype) if value.dtype.kind == "f"
-                            else value.copy())
-    return value
+            return float(value._data)
+        value = value._data
+    if not isinstance(value, np.ndarray):
+        return value
+    kind = param._data.dtype.kind
+    if kind == "f" and value.dtype.kind == "f":
+        value = value.astype(param._data.dtype)
+    elif kind == "c" and value.dtype.kind == "c" and value.shape == param._data.shape:
+        value = np.stack((value.real, value.imag), axis=-1)
+    return Tensor._make(np.array(value, copy=True))

@@ -97,6 +97,38 @@ def test_optimizer_state_dict_roundtrip_and_torch_load():
                                to.state_dict()["state"][0]["exp_avg"].numpy(), rtol=1e-12)
 
 
+@pytest.mark.parametrize("name", ["Adam", "SGD", "RMSprop", "Adagrad"])
+@pytest.mark.parametrize("source", ["ember", "torch"])
+def test_complex_parameter_state_reloads_silently_with_torchs_values(name, source):
+    """A complex parameter's optimizer state, reloaded from ember's or torch's ``state_dict``,
+    continues as torch's (it was cast to the complex dtype and written back into the real view
+    with NumPy's "discards the imaginary part" ComplexWarning)."""
+    import warnings
+    kw = {"SGD": dict(lr=0.1, momentum=0.9)}.get(name, dict(lr=0.1))
+    w0 = np.array([1 + 2j, 3 - 1j, -0.5 + 0.25j], np.complex64)
+
+    def steps(lib, p, opt, n):
+        for _ in range(n):
+            opt.zero_grad()
+            (p.abs() ** 2 + p.real * 0.5).sum().backward()
+            opt.step()
+
+    ref = torch.nn.Parameter(torch.tensor(w0))
+    ropt = getattr(torch.optim, name)([ref], **kw)
+    steps(torch, ref, ropt, 3)
+    lib = torch if source == "torch" else ember
+    p = lib.nn.Parameter(lib.tensor(w0))
+    opt = getattr(lib.optim, name)([p], **kw)
+    steps(lib, p, opt, 2)
+    q = ember.nn.Parameter(ember.tensor(p.detach().numpy().copy()))
+    reloaded = getattr(ember.optim, name)([q], **kw)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        reloaded.load_state_dict(opt.state_dict())
+        steps(ember, q, reloaded, 1)
+    np.testing.assert_allclose(q.detach().numpy(), ref.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_closure():
     p = ember.nn.Parameter(ember.tensor([3.0]))
     opt = eopt.SGD([p], lr=0.1)
