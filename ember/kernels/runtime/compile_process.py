@@ -33,7 +33,11 @@ _abandoned = []       # workers of the parent a forked child inherited (kept fro
 
 
 def enabled():
-    return USE_PROCESS and os.environ.get("EMBER_JIT_PROCESS", "1") != "0" and _proc is not False
+    """Whether compiles go to the worker: not with ``EMBER_JIT_PROCESS=0``, after the worker
+    could not start or died, or where ``sys.executable`` is not a Python that runs ``-m``: a
+    frozen application (PyInstaller and the like) would start the user's program again."""
+    return (USE_PROCESS and os.environ.get("EMBER_JIT_PROCESS", "1") != "0" and
+            _proc is not False and bool(sys.executable) and not getattr(sys, "frozen", False))
 
 
 # ------------------------------------------------------------------------------ Numba types

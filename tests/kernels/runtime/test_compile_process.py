@@ -121,6 +121,17 @@ def test_a_worker_that_cannot_start_leaves_the_compile_to_the_thread():
     assert out.strip() == "False 1"
 
 
+def test_a_frozen_application_compiles_on_the_thread(monkeypatch):
+    """A frozen program's ``sys.executable`` is the program itself: ``-m`` would start it again."""
+    monkeypatch.setattr(compile_process, "_proc", None)
+    assert compile_process.enabled() == (os.environ.get("EMBER_JIT_PROCESS", "1") != "0")
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert not compile_process.enabled()
+    monkeypatch.delattr(sys, "frozen")
+    monkeypatch.setattr(sys, "executable", "")
+    assert not compile_process.enabled()
+
+
 def test_exit_while_the_worker_compiles_stops_it_and_exits_cleanly():
     """The program ends while the worker compiles: the process exits (no crash, no hang: the
     thread waiting for the worker returns and compiles nothing) and the worker is gone."""
