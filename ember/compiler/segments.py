@@ -25,7 +25,7 @@ grad backpropagates through it into the segments that computed its inputs.
 import numpy as np
 
 from ember.autograd.state import STATE
-from ember.jit.ir import Graph, SymRef, Value
+from ember.jit.ir import Graph, SymRef, Value, map_arg
 from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, \
     leave as _fp_leave
 from ember.tensor import Tensor
@@ -73,17 +73,13 @@ class Cut:
 
 
 def _sub(x, vmap):
-    if isinstance(x, Value):
-        return vmap[id(x)]
-    if isinstance(x, SymRef):
-        return SymRef(vmap[id(x.value)])
-    if isinstance(x, list):
-        return [_sub(y, vmap) for y in x]
-    if isinstance(x, tuple):
-        return tuple(_sub(y, vmap) for y in x)
-    if isinstance(x, slice):
-        return slice(_sub(x.start, vmap), _sub(x.stop, vmap), _sub(x.step, vmap))
-    return x
+    def leaf(y):
+        if isinstance(y, Value):
+            return vmap[id(y)]
+        if isinstance(y, SymRef):
+            return SymRef(vmap[id(y.value)])
+        return y
+    return map_arg(x, leaf)
 
 
 def _constants_used(g):

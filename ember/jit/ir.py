@@ -171,18 +171,26 @@ def _walk(x):
             yield from _walk(y)
 
 
-def _subst(x, old, new):
-    if x is old:
-        return new
-    if isinstance(x, SymRef):
-        return SymRef(new) if x.value is old else x
+def map_arg(x, leaf):
+    """An argument rebuilt with ``leaf(y)`` in place of each item ``y`` that is not a list,
+    tuple or slice (Values, SymRefs, constants: ``leaf`` returns what stands there)."""
     if isinstance(x, list):
-        return [_subst(y, old, new) for y in x]
+        return [map_arg(y, leaf) for y in x]
     if isinstance(x, tuple):
-        return tuple(_subst(y, old, new) for y in x)
+        return tuple(map_arg(y, leaf) for y in x)
     if isinstance(x, slice):
-        return slice(_subst(x.start, old, new), _subst(x.stop, old, new), _subst(x.step, old, new))
-    return x
+        return slice(map_arg(x.start, leaf), map_arg(x.stop, leaf), map_arg(x.step, leaf))
+    return leaf(x)
+
+
+def _subst(x, old, new):
+    def leaf(y):
+        if y is old:
+            return new
+        if isinstance(y, SymRef) and y.value is old:
+            return SymRef(new)
+        return y
+    return map_arg(x, leaf)
 
 
 class Node:

@@ -4,7 +4,7 @@ constants (a snapshot), so folding reaches everything computed from weights alon
 import numpy as np
 
 from ember.jit.codegen import node_callable
-from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
+from ember.jit.ir import ArrayRef, GenRef, SymRef, Value, map_arg
 from ember.kernels.runtime.memory import frozen_copy
 
 _MAX_GROWTH = 1 << 20  # do not materialise outputs over 1M elements larger than their inputs
@@ -15,19 +15,15 @@ def _const_of(v):
 
 
 def _resolve(x, graph):
-    if isinstance(x, Value):
-        return graph.constants[x.node.attrs["name"]]
-    if isinstance(x, SymRef):
-        return int(graph.constants[x.value.node.attrs["name"]])
-    if isinstance(x, ArrayRef):
-        return graph.constants[x.name]
-    if isinstance(x, list):
-        return [_resolve(y, graph) for y in x]
-    if isinstance(x, tuple):
-        return tuple(_resolve(y, graph) for y in x)
-    if isinstance(x, slice):
-        return slice(_resolve(x.start, graph), _resolve(x.stop, graph), _resolve(x.step, graph))
-    return x
+    def leaf(y):
+        if isinstance(y, Value):
+            return graph.constants[y.node.attrs["name"]]
+        if isinstance(y, SymRef):
+            return int(graph.constants[y.value.node.attrs["name"]])
+        if isinstance(y, ArrayRef):
+            return graph.constants[y.name]
+        return y
+    return map_arg(x, leaf)
 
 
 def constant_fold(graph):
