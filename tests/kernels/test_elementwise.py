@@ -505,6 +505,11 @@ def test_row_ops_on_edge_values_warn_of_nothing_as_torch(name, fn, dtype, size):
         warnings.simplefilter("error")
         got = fn(ember, ember.from_numpy(x), ember.from_numpy(y)).numpy()
     want = fn(torch, torch.from_numpy(x), torch.from_numpy(y)).numpy()
+    if name == "gelu":
+        # gelu(x) = x * Phi(x) = x for x > 10 (1 - Phi(10) < 1e-23): torch's AVX-512 float32
+        # vector loop gives NaN at +inf and overflows to inf at 3e38 (its scalar path and AVX2
+        # loop give inf and 3e38), so there the mathematics is the reference, whatever the host
+        want = np.where(x > 10, x, want).astype(want.dtype)
     assert got.dtype == want.dtype
     np.testing.assert_allclose(got.astype(np.float64), want.astype(np.float64),
                                rtol={"float16": 2e-3, "float32": 2e-6, "float64": 1e-13}[dtype],
