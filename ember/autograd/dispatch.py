@@ -342,6 +342,33 @@ def _link(op, tensors, consts, outs):
 _UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.true_divide}
 
 
+def _put_through(tensors, consts):
+    """``self[key] = values`` (``index_put_``, ``setitem``) written into self's indexed elements
+    only, as torch: the general path's copy of the whole result back into self rewrote every
+    element, undoing other processes' writes made meanwhile into a shared tensor (a fork Pool's
+    workers each setting one element lost some). False where the general path must run: values
+    sharing self's memory, read-only memory, or anything the kernel refuses (its errors)."""
+    self, values = tensors
+    dst = self._data
+    if not dst.flags.writeable or len(tensors) != 2:
+        return False
+    key, accumulate = consts
+    if accumulate:   # np.add.at may add part before it raises for a bad index: general path
+        return False
+    v = values._data if values.__class__ is Tensor else values
+    if v.__class__ is np.ndarray and np.may_share_memory(v, dst):
+        return False
+    from ember.kernels.indexing import index_put_into
+    fp = _fp_enter(_FP_IGNORE)
+    try:
+        index_put_into(dst, v, key, accumulate)
+    except Exception:   # nothing written (NumPy checks before it writes): the general path raises
+        return False
+    finally:
+        _fp_leave(fp)
+    return True
+
+
 def _write_through(op, tensors, consts):
     """``tensors[0]`` op= ``tensors[1]`` with one ufunc into self's memory when that gives the
     out-of-place result exactly: add, sub (alpha applied to other first, as the kernels do), mul,
@@ -351,7 +378,7 @@ def _write_through(op, tensors, consts):
     False where the general path must run (its checks raise the errors)."""
     ufunc = _UFUNCS.get(op.name)
     if ufunc is None or len(tensors) != 2:
-        return False
+        return op.name == "index_put" and _put_through(tensors, consts)
     self, other = tensors
     dst = self._data
     kind = dst.dtype.kind

@@ -41,8 +41,15 @@ def getitem_backward(grad, shape, key):
 
 def index_put(a, values, key, accumulate=False):
     out = a.copy()
-    values = np.asarray(fill_value(values, a.dtype), dtype=a.dtype) \
-        if values.__class__ is not np.ndarray else values.astype(a.dtype, copy=False)
+    index_put_into(out, values, key, accumulate)
+    return out
+
+
+def index_put_into(out, values, key, accumulate=False):
+    """``out[key] = values`` (added with ``accumulate``) in ``out``'s memory: only the indexed
+    elements are written (``setitem`` on a tensor other processes or threads also write)."""
+    values = np.asarray(fill_value(values, out.dtype), dtype=out.dtype) \
+        if values.__class__ is not np.ndarray else values.astype(out.dtype, copy=False)
     try:
         if accumulate:
             np.add.at(out, key, values)
@@ -51,7 +58,6 @@ def index_put(a, values, key, accumulate=False):
     except ValueError as e:
         raise KernelError(f"shape mismatch: value tensor of shape {list(np.shape(values))} cannot "
                           f"be broadcast to indexing result ({e})") from None
-    return out
 
 
 def index_select(a, index, dim):
