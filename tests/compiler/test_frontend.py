@@ -441,7 +441,14 @@ def test_reset_clears_caches():
 
 def test_optimized_module_layout_matches_torch():
     torch = pytest.importorskip("torch")
-    tm = torch.compile(torch.nn.Linear(2, 2))
+    # torch.compile's first use patches torch for the process: among others it turns
+    # torch.distributions' default argument validation off (torch/_dynamo/eval_frame.py), which
+    # later tests in this process compare against; put it back
+    validate = torch.distributions.Distribution._validate_args
+    try:
+        tm = torch.compile(torch.nn.Linear(2, 2))
+    finally:
+        torch.distributions.Distribution.set_default_validate_args(validate)
     m = nn.Linear(2, 2)
     c = ember.compile(m)
     assert list(c.state_dict()) == list(tm.state_dict())
