@@ -105,6 +105,8 @@ def request_for(dispatcher, sig):
 
 
 def _resolve(module, qualname, import_=True):
+    if module != "ember" and not module.startswith("ember."):   # only ember's own kernels
+        raise ValueError(f"compile worker: {module!r} is not one of ember's modules")
     if import_:
         import importlib
         obj = importlib.import_module(module)

@@ -121,6 +121,13 @@ def test_a_worker_that_cannot_start_leaves_the_compile_to_the_thread():
     assert out.strip() == "False 1"
 
 
+def test_the_worker_resolves_only_embers_modules():
+    with pytest.raises(ValueError, match="not one of ember's modules"):
+        compile_process._resolve("os", "system")
+    assert compile_process._resolve("ember.kernels.runtime.compile_process", "describe") is \
+        compile_process.describe
+
+
 def test_a_frozen_application_compiles_on_the_thread(monkeypatch):
     """A frozen program's ``sys.executable`` is the program itself: ``-m`` would start it again."""
     monkeypatch.setattr(compile_process, "_proc", None)
