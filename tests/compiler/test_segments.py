@@ -49,6 +49,15 @@ def _close(a, b):
     np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-12 * max(1.0, np.abs(b).max()))
 
 
+def _close_grads_and_clear(model, ref):
+    """The compiled model's parameter gradients close to the eager copy's; both cleared."""
+    for p, q in zip(model.parameters(), ref.parameters()):
+        assert (p.grad is None) == (q.grad is None)
+        if p.grad is not None:
+            _close(p.grad, q.grad)
+        p.grad = q.grad = None
+
+
 def test_both_branches_of_a_tensor_condition_compiled_across_calls(dispatches):
     body = []
 
@@ -193,11 +202,7 @@ def test_a_break_inside_a_module_forward_with_gradients_through_the_segments():
         (out * out).sum().backward()
         (want * want).sum().backward()
         _close(x1.grad, x2.grad)     # into the first segment's input, through both
-        for p, q in zip(model.parameters(), ref.parameters()):
-            assert (p.grad is None) == (q.grad is None)
-            if p.grad is not None:
-                _close(p.grad, q.grad)
-            p.grad = q.grad = None
+        _close_grads_and_clear(model, ref)
     seg = _segmented(compiled)
     assert len(seg.paths) == 2 and seg.runs == 4
     # every segment ran its compiled forward and backward programs (checked once vs eager)
@@ -342,11 +347,7 @@ def test_batch_norm_and_dropout_across_both_branches_with_gradients():
         _close(x1.grad, x2.grad)
         for p, q in zip(model.buffers(), ref.buffers()):
             _same(p, q)
-        for p, q in zip(model.parameters(), ref.parameters()):
-            assert (p.grad is None) == (q.grad is None)
-            if p.grad is not None:
-                _close(p.grad, q.grad)
-            p.grad = q.grad = None
+        _close_grads_and_clear(model, ref)
     seg = _segmented(compiled)
     assert len(seg.paths) == 2 and seg.runs >= 4
 
