@@ -5,7 +5,8 @@ disk (cache=True). The inner loops are LLVM-level micro-kernels (``numba.extendi
 that keep a block of accumulators in vector registers and issue one ``llvm.fma`` per vector (the
 vector width and tap blocks follow the host's ISA, ``kernels.runtime.cpu``: 512-bit vectors and 32
 registers with AVX-512, 256-bit and 16 with AVX2, 128-bit otherwise; a variant forced narrower
-with ``EMBER_CPU_ISA`` is compiled without the disk cache, whose key is the host CPU only): Numba's own loops over small
+with ``EMBER_CPU_ISA`` is compiled without the disk cache, whose key is Numba's target CPU only,
+unless ``NUMBA_CPU_FEATURES`` names that variant's target: ``cpu.target_isa()``): Numba's own loops over small
 accumulator arrays were either spilled to memory or scalarised by LLVM (19-24 ms against 1.4 ms
 for the first layer's forward on one thread). Two more intrinsics transpose L x L register
 tiles: gy into (pixels, K) for the weight gradient (a scalar loop took 0.53 of 1.95 ms there)
@@ -26,7 +27,7 @@ from ember.kernels.runtime.nbhelpers import run_bounds
 ISA = cpu.isa()
 VECTOR_BYTES = cpu.VECTOR_BYTES[ISA]
 REGISTERS = cpu.REGISTERS[ISA]
-CACHE = ISA == cpu.host_isa()
+CACHE = ISA == cpu.target_isa()
 I64 = ir.IntType(64)
 # Largest tap block of the weight kernel at V = 1, 2 vectors: T*V accumulators, V gy vectors and a
 # broadcast within the vector registers (24, 12 with 32 registers; 12, 6 with 16). Per executed

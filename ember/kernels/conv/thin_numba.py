@@ -1,6 +1,6 @@
 """Numba kernels of ``thin``: the stride-1 forward pass of layers with few multiply-adds per
 output pixel (LeNet's first layer, C=1, K=6, 5x5: 150). Imported lazily, compiled once per dtype
-and cached on disk (not when ``EMBER_CPU_ISA`` forces a narrower variant than the host's).
+and cached on disk (not when ``EMBER_CPU_ISA`` forces a variant other than Numba's target's, ``direct_numba.CACHE``).
 
 The micro-kernel ``_rows_block`` keeps a strip of V vectors of output positions for up to
 ``MAX_K`` output channels in vector registers over all taps: per tap V vector loads of the

@@ -5,6 +5,9 @@ need): ``"avx512"`` (avx512f: 512-bit vectors, 32 vector registers), ``"avx2"`` 
 256-bit, 16 registers), ``"sse"`` (sse2: 128-bit, 16 registers) or ``"generic"`` (128-bit
 vectors that LLVM lowers as it can). ``isa()`` is the variant kernels use: the host's, or a
 narrower one forced with ``EMBER_CPU_ISA`` (so an AVX-512 host also tests the AVX2 path).
+``target_isa()`` is the variant Numba compiles for: the host's, or the one ``NUMBA_CPU_FEATURES``
+names (Numba's disk-cache key holds its target, so a kernel whose variant is the target's can be
+cached).
 """
 import os
 
@@ -12,6 +15,16 @@ ISAS = ("generic", "sse", "avx2", "avx512")   # narrowest first
 VECTOR_BYTES = {"generic": 16, "sse": 16, "avx2": 32, "avx512": 64}
 REGISTERS = {"generic": 16, "sse": 16, "avx2": 16, "avx512": 32}
 _host = None
+
+
+def _widest(features):
+    if features.get("avx512f"):
+        return "avx512"
+    if features.get("avx2") and features.get("fma"):
+        return "avx2"
+    if features.get("sse2"):
+        return "sse"
+    return "generic"
 
 
 def host_isa():
@@ -23,15 +36,17 @@ def host_isa():
             features = binding.get_host_cpu_features()
         except (ImportError, RuntimeError):
             features = {}
-        if features.get("avx512f"):
-            _host = "avx512"
-        elif features.get("avx2") and features.get("fma"):
-            _host = "avx2"
-        elif features.get("sse2"):
-            _host = "sse"
-        else:
-            _host = "generic"
+        _host = _widest(features)
     return _host
+
+
+def target_isa():
+    """The widest variant of Numba's compile target: ``NUMBA_CPU_FEATURES`` (``+avx2,+fma,...``)
+    when set, else the host's."""
+    named = os.environ.get("NUMBA_CPU_FEATURES")
+    if not named:
+        return host_isa()
+    return _widest({f[1:]: f[0] == "+" for f in named.replace(" ", "").split(",") if f[1:]})
 
 
 def isa():

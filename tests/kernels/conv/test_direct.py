@@ -2,6 +2,10 @@
 (stride 1) input gradient against a float64 reference and torch, over strides, paddings,
 dilations, odd sizes and batch sizes;
 gradcheck through ember.nn.functional.conv2d; selection and the no-Numba fallback."""
+import os
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -456,3 +460,32 @@ def test_forcing_a_wider_isa_than_the_host_is_an_error(monkeypatch):
         cpu.isa()
     monkeypatch.setenv("EMBER_CPU_ISA", "generic")
     assert cpu.isa() == "generic" and cpu.variants() == ("generic", "sse")
+
+
+def test_target_isa_follows_numba_cpu_features(monkeypatch):
+    """Numba's disk-cache key holds its target, so a forced variant is cached exactly when
+    ``NUMBA_CPU_FEATURES`` names that variant's target (as benchmarks/instructions.py does)."""
+    from ember.kernels.runtime import cpu
+    monkeypatch.setattr(cpu, "_host", "avx512")
+    monkeypatch.delenv("NUMBA_CPU_FEATURES", raising=False)
+    assert cpu.target_isa() == "avx512"
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+64bit,+avx,+avx2,+fma,+sse2,-avx512f")
+    assert cpu.target_isa() == "avx2"
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+sse2, +avx2")      # avx2 without fma
+    assert cpu.target_isa() == "sse"
+    monkeypatch.setenv("NUMBA_CPU_FEATURES", "+avx512f,+avx2,+fma")
+    assert cpu.target_isa() == "avx512"
+
+
+@pytest.mark.parametrize("features, cached", [("", False), ("+sse2,+avx,+avx2,+fma", True)])
+def test_a_forced_variant_is_disk_cached_only_for_its_numba_target(features, cached):
+    from ember.kernels.runtime import cpu
+    if cpu.host_isa() != "avx512":
+        pytest.skip("needs a host wider than the forced avx2 variant")
+    env = dict(os.environ, EMBER_CPU_ISA="avx2", NUMBA_CPU_FEATURES=features)
+    if not features:
+        env.pop("NUMBA_CPU_FEATURES")
+    out = subprocess.run([sys.executable, "-c", "from ember.kernels.conv import direct_numba as d; "
+                          "print(d.ISA, d.CACHE)"], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.stdout.split() == ["avx2", str(cached)], out.stderr
