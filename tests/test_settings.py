@@ -1,5 +1,5 @@
 """ember's copies of torch's process-wide switches (ember/_settings.py) and the anomaly-mode
-switches of ember.autograd.grad_mode, as torch 2.13 (issue 23)."""
+switches of ember.autograd.grad_mode, as torch 2.13."""
 import pytest
 
 import ember

@@ -1,6 +1,6 @@
 """ember.<name> for torch's top-level nn functions and losses (ember/nn/toplevel.py, and the
 cells and spec ops of ember/ops/nn.py they sit with): torch's argument order and defaults,
-values, dtypes, in-place variants, gradients and errors (issue 23)."""
+values, dtypes, in-place variants, gradients and errors."""
 import warnings
 
 import numpy as np

@@ -75,7 +75,7 @@ def test_only_the_namespace_module_installs_on_tensor():
 
 
 # ---------------------------------------------------------------- torch's top-level functions
-# (issue 23): every name below is ember.<name> with torch.<name>'s arguments, values, dtypes,
+# every name below is ember.<name> with torch.<name>'s arguments, values, dtypes,
 # in-place identity and version bump, gradients and errors.
 import warnings  # noqa: E402
 
