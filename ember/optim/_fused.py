@@ -81,8 +81,12 @@ class FlatState:
         return True
 
 
-def gather(arrays, total, dtype):
-    """The arrays' elements, flattened and concatenated, in a new ``dtype`` array of ``total``."""
+def gather(arrays, total, dtype, copy=True):
+    """The arrays' elements, flattened and concatenated, in a new ``dtype`` array of ``total``;
+    with ``copy=False``, one C-contiguous array of ``dtype`` is returned as a flat view instead
+    (a one-parameter step reads and writes it in place: no 2 x n-element copy)."""
+    if not copy and len(arrays) == 1 and arrays[0].dtype == dtype and arrays[0].flags.c_contiguous:
+        return arrays[0].reshape(-1)
     out = np.empty(total, dtype)
     lo = 0
     for a in arrays:
@@ -93,6 +97,8 @@ def gather(arrays, total, dtype):
 
 
 def scatter(flat, arrays, offsets):
-    """Write the spans of ``flat`` back into ``arrays`` (in place)."""
+    """Write the spans of ``flat`` back into ``arrays`` (in place; an array that ``flat`` is a
+    view of, from ``gather(copy=False)``, is already written)."""
     for a, lo, hi in zip(arrays, offsets, offsets[1:]):
-        a[...] = flat[lo:hi].reshape(a.shape)
+        if not np.may_share_memory(a, flat):
+            a[...] = flat[lo:hi].reshape(a.shape)

@@ -196,8 +196,9 @@ class Adam(Optimizer):
             if flat is None or not flat.current(params, states):
                 flat = flats[(i, dtype)] = _fused.FlatState(params, states, names, dtype)
             total = flat.offsets[-1]
-            x = _fused.gather(xs, total, dtype)
-            grad = _fused.gather([_real(p.grad._data) for p in params], total, dtype)
+            x = _fused.gather(xs, total, dtype, copy=False)   # updated in place
+            grad = _fused.gather([_real(p.grad._data) for p in params], total, dtype,
+                                 copy=g["maximize"])   # maximize negates it in place
             if g["maximize"]:
                 np.negative(grad, out=grad)
             grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])

@@ -214,6 +214,41 @@ def test_gather_and_scatter_round_trip_any_layout():
         np.testing.assert_array_equal(t, a * 2)
 
 
+def test_gather_without_copy_views_one_contiguous_array_only():
+    a = np.arange(6, dtype=np.float32).reshape(2, 3)
+    view = _fused.gather([a], 6, np.float32, copy=False)
+    assert np.shares_memory(view, a) and view.shape == (6,)
+    _fused.scatter(view, [a], [0, 6])   # already written: a no-op
+    np.testing.assert_array_equal(a, np.arange(6).reshape(2, 3))
+    for arrays, dtype, copy in (([a], np.float32, True), ([a.T], np.float32, False),
+                                ([a, a], np.float32, False), ([a], np.float64, False)):
+        flat = _fused.gather(arrays, sum(x.size for x in arrays), dtype, copy=copy)
+        assert not np.shares_memory(flat, a)
+        np.testing.assert_array_equal(flat, np.concatenate([x.reshape(-1) for x in arrays]))
+
+
+@pytest.mark.parametrize("maximize", [False, True])
+def test_one_parameter_step_updates_in_place_and_keeps_the_gradient(maximize):
+    """One parameter: its own array is updated (no gather copy); the gradient is left as it
+    was, with maximize too (which negates a copy)."""
+    n = _fused.MIN_SIZE + 5
+    rng = np.random.default_rng(2)
+    w, g = rng.standard_normal(n).astype(np.float32), rng.standard_normal(n).astype(np.float32)
+    p = ember.nn.Parameter(ember.tensor(w.copy()))
+    data = p._data
+    p.grad = ember.tensor(g.copy())
+    tp = torch.nn.Parameter(torch.tensor(w.copy()))
+    tp.grad = torch.tensor(g.copy())
+    opt, topt = ember.optim.Adam([p], lr=0.01, maximize=maximize), torch.optim.Adam(
+        [tp], lr=0.01, maximize=maximize)
+    for _ in range(3):
+        opt.step()
+        topt.step()
+    assert p._data is data
+    np.testing.assert_array_equal(p.grad._data, g)
+    np.testing.assert_allclose(p._data, tp.detach().numpy(), rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", [{}, dict(foreach=False)])
 def test_multi_tensor_adam_complex_and_strided_parameters_as_torch(mode):
     """A complex parameter (updated as its real view, as torch) and a transposed one, with a
