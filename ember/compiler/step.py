@@ -654,8 +654,9 @@ def _in_place(g):
     ``FusedGroup.run_arrays_into``) and the copy goes: the optimizer's update is one pass over
     each parameter and its state, as eager's fused step. Only when nothing between the group and
     the copy reads ``%state`` or a value computed from it."""
-    pos = {id(n): i for i, n in enumerate(g.nodes)}
-    for c in list(g.nodes):
+    order = list(g.nodes)
+    pos = {id(n): i for i, n in enumerate(order)}
+    for c in order:
         if c.kind != "copy_":
             continue
         target, new = c.args[0], c.args[1]
@@ -668,13 +669,12 @@ def _in_place(g):
             continue
         readers = {id(n) for n in target.users}
         derived = [o for n in target.users if n is not grp for o in n.outputs]
-        between = g.nodes[pos[id(grp)] + 1:pos[id(c)]]
+        between = [n for n in order[pos[id(grp)] + 1:pos[id(c)]] if n.graph is g]
         if any(id(n) in readers or any(d in n.args for d in derived) for n in between):
             continue
         into[new.index] = grp.args.index(target)
         grp.attrs["into"] = tuple(into)
         c.output.replace_all_uses_with(new)
         g.remove(c)
-        pos = {id(n): i for i, n in enumerate(g.nodes)}
     g.lint()
     return g

@@ -380,13 +380,60 @@ class Graph:
 
     # ---- whole-graph operations ----------------------------------------------------------
     def copy(self):
-        """A deep copy of the structure (constants and generators shared by reference)."""
-        fns = {function_label(n.attrs["cls"]): n.attrs["cls"] for n in self.nodes
-               if n.kind == "python_function" and _is_function_class(n.attrs.get("cls"))}
-        g = parse(str(self), constants=dict(self.constants), generators=dict(self.generators),
-                  functions=fns)
-        for a, b in zip(self.nodes, g.nodes):
-            b.source = a.source
+        """A deep copy of the structure (constants and generators shared by reference): the
+        graph ``parse(str(self))`` reads back (constants normalised as the text form writes
+        them: NumPy scalars as Python numbers, scalar types as dtypes; a fusion group keeps its
+        subgraph only), built directly instead of through the text."""
+        g = Graph()
+        g.constants = dict(self.constants)
+        g.generators = dict(self.generators)
+        vmap = {}
+        for v in self.inputs:
+            w = Value.__new__(Value)
+            w.name, w.dtype, w.shape, w.node, w.index = v.name, v.dtype, v.shape, None, 0
+            w.uses, w.role, w.graph = [], v.role, g
+            vmap[id(v)] = w
+            g.inputs.append(w)
+
+        def leaf(x):
+            if isinstance(x, Value):
+                try:
+                    return vmap[id(x)]
+                except KeyError:
+                    raise ValueError(f"%{x.name} is used before it is defined") from None
+            if isinstance(x, SymRef):
+                return SymRef(leaf(x.value))
+            return _copy_const(x)
+        nodes = g.nodes
+        for n in self.nodes:
+            m = Node.__new__(Node)
+            m.kind, m.graph, m.source = n.kind, g, n.source
+            m.args = [map_arg(a, leaf) for a in n.args]
+            if n.kind == "fusion_group":
+                m.attrs = {"graph": n.attrs["graph"].copy()}
+            else:
+                m.attrs = {k: map_arg(a, leaf) for k, a in n.attrs.items()}
+            outs = []
+            for o in n.outputs:
+                w = Value.__new__(Value)
+                w.name, w.dtype, w.shape, w.node, w.index = o.name, o.dtype, o.shape, m, o.index
+                w.uses, w.role, w.graph = [], None, g
+                vmap[id(o)] = w
+                outs.append(w)
+            m.outputs = outs
+            nodes.append(m)
+            for v in m.inputs:
+                v.uses.append(m)
+        g.outputs = [leaf(o) for o in self.outputs]
+        names = g._names
+        for v in g.inputs:
+            names.add(v.name)
+        for m in nodes:
+            for o in m.outputs:
+                names.add(o.name)
+        for name in names:
+            if name.isdigit():
+                g._next = max(g._next, int(name) + 1)
         return g
 
     def lint(self):
@@ -544,6 +591,28 @@ def fmt_const(v):
     if isinstance(v, complex):
         return repr(v)
     raise TypeError(f"cannot write constant {v!r} ({type(v).__name__}) in the IR text")
+
+
+def _copy_const(v):
+    """A constant argument as ``parse(fmt_const(v))`` gives it back (``Graph.copy``)."""
+    if v is None or type(v) in (bool, int, float, str, complex) \
+            or isinstance(v, (GenRef, ArrayRef, np.dtype)):
+        return v
+    if isinstance(v, (int, np.integer)):
+        return int(v)
+    if isinstance(v, (float, np.floating)):
+        return float(v)
+    if isinstance(v, (complex, np.complexfloating)):
+        return complex(v)
+    if v is Ellipsis or _is_function_class(v):
+        return v
+    if isinstance(v, type) and issubclass(v, np.generic):
+        return np.dtype(v)
+    from ember import _dtype
+    if isinstance(v, _dtype.dtype):
+        return v
+    fmt_const(v)  # raises the text form's TypeError for anything it cannot write
+    return v
 
 
 def _fmt_node(n, label=None):

@@ -134,6 +134,56 @@ def test_graph_copy_is_independent():
     assert h != g
 
 
+def _structure(g):
+    """Everything copy() must reproduce: the text, and per value its identity-free links."""
+    vals = g.values()
+    index = {id(v): i for i, v in enumerate(vals)}
+    links = [(v.name, v.dtype, v.shape, v.role, v.index, v.graph is g,
+              None if v.node is None else g.nodes.index(v.node),
+              [g.nodes.index(u) for u in v.uses]) for v in vals]
+    groups = [_structure(n.attrs["graph"]) for n in g.nodes if n.kind == "fusion_group"]
+    return (str(g), links, [index[id(o)] for o in g.outputs], sorted(g._names), g._next,
+            [n.source for n in g.nodes], groups)
+
+
+def test_graph_copy_is_what_the_text_form_reads_back():
+    # copy() builds the graph parse(str(g)) gives, without the text: constants of every
+    # kind, NumPy scalars normalised as the text writes them, traced ints, fusion groups
+    g = Graph()
+    x = g.add_input("x", np.float32, (4, 4))
+    s = g.add_node("size", [x], {"dim": 0}, [(np.int64, ())]).output
+    g.constants["c0"] = np.arange(2)
+    attrs = {"indices": (slice(None, SymRef(s), None), Ellipsis, None, ArrayRef("c0"), -1),
+             "f": (math.inf, -math.inf, np.float32(0.5), np.int64(3), True, "m", None, [1, 2]),
+             "dt": np.dtype("float64"), "st": np.float32, "et": ember.int32,
+             "gen": GenRef("default"), "g2": GenRef("g0"), "z": 1 + 2j}
+    n = g.add_node("getitem", [x], attrs, [(np.float32, (4,))])
+    n.source = "f.py:3"
+    g.outputs = [n.output, s]
+    h = g.copy()
+    back = parse(str(g), constants=g.constants)
+    for a, b in zip(g.nodes, back.nodes):
+        b.source = a.source
+    assert _structure(h) == _structure(back) and h == back
+    assert type(h.nodes[1].attrs["f"][2]) is float and type(h.nodes[1].attrs["f"][3]) is int
+    assert h.nodes[1].attrs["st"] == np.dtype(np.float32)
+    assert h.constants == g.constants and h.constants is not g.constants
+    h.nodes[1].attrs["f"][7].append(3)            # no list is shared
+    assert g.nodes[1].attrs["f"][7] == [1, 2]
+    h.lint()
+    # a traced training graph with fusion groups
+    m = ember.nn.Sequential(ember.nn.Linear(4, 8), ember.nn.ReLU(), ember.nn.Linear(8, 2))
+    t = jit.trace(lambda a: (m(a).sigmoid() * 2 + 1).tanh().sum(), (ember.randn(3, 4),))
+    opt = jit.optimize(t).graph
+    assert any(n.kind == "fusion_group" for n in opt.nodes)
+    for graph in (t.graph, opt):
+        back = parse(str(graph))
+        for a, b in zip(graph.nodes, back.nodes):
+            b.source = a.source
+        assert _structure(graph.copy()) == _structure(back)
+        graph.copy().lint()
+
+
 def test_state_formals_never_read_as_values():
     # a Sequential's parameters are 0.weight, 2.bias, ...: printed as %0.weight they read as
     # something of the value %0 (%2.bias beside %2 = relu(...)). They print as %self.0.weight

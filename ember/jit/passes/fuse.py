@@ -55,13 +55,31 @@ def fusible(node):
             np.broadcast_shapes(v.shape, out.shape)
         except ValueError:
             return False
+    ins = list(dict.fromkeys(vals))
+    # the answer depends on the op, its operands' types (which are the same value), its
+    # attributes and the recorded dtype only: a graph's repeated ops are typed once
+    key = (node.kind, out.dtype,
+           tuple(("v", ins.index(a), a.dtype, a.shape == ()) if isinstance(a, Value)
+                 else (type(a), repr(a)) for a in node.args),
+           tuple((k, type(v), repr(v)) for k, v in node.attrs.items()))
+    known = _TYPED.get(key)
+    if known is not None:
+        return known
     try:
-        ins = list(dict.fromkeys(vals))
         expr, _ = translate_nodes(ins, [node], [out])
         typing = infer_types(expr, [value_type(v) for v in ins])
+        ok = typing.outputs[0][1] == out.dtype
     except (NotFusible, TypeError, ValueError):
-        return False
-    return typing.outputs[0][1] == out.dtype
+        ok = False
+    if len(_TYPED) >= _TYPED_MAX:
+        _TYPED.clear()
+    _TYPED[key] = ok
+    return ok
+
+
+# fusible()'s single-op typings: (kind, out dtype, operands, attrs) -> bool
+_TYPED = {}
+_TYPED_MAX = 4096
 
 
 class _Group:
