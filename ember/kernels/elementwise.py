@@ -7,6 +7,7 @@ evaluates the row (``_row``). The other kernels are NumPy's one ufunc for the op
 promotion and errors, or a named fast path of a row (relu, hardtanh, clamp: one ufunc pass
 where the row's selects take three)."""
 import math
+import weakref
 
 import numpy as np
 
@@ -260,8 +261,12 @@ _erf_impl = None
 
 
 def erf(a):
+    """erf; float32 by ``erf_f32`` (the compiled kernels' bits), float64 by SciPy (else
+    ``math.erf`` per element)."""
     global _erf_impl
     a = to_float(a)
+    if a.dtype == _F32:
+        return erf_f32(a)
     if _erf_impl is None:
         try:
             from scipy.special import erf as _scipy_erf
@@ -269,6 +274,119 @@ def erf(a):
         except ImportError:
             _erf_impl = np.vectorize(math.erf, otypes=[np.float64])
     return np.asarray(_erf_impl(a)).astype(a.dtype, copy=False)
+
+
+# NumPy twins of the compiled kernels' float32 helpers (``runtime/nbhelpers.py``, compiled
+# without fastmath): the same IEEE steps in the same order, so the same bits on any host
+# (tests/kernels/runtime/test_nbhelpers.py compares them). They run element blocks that stay
+# in cache; a pointwise pass runs them while its kernel compiles (``kept_pass``).
+# nbhelpers' constants again, highest degree first (its source, which the disk cache's key
+# hashes, keeps its own; tests/kernels/runtime/test_nbhelpers.py compares the bits)
+ERF_CUT = 3.925
+ERF_P = (-1.2829286573093122e-08, 4.614718962032483e-06, 0.0003769659448999624,
+         0.0038394693529185545, 0.05424943420079917, 0.18514158004561782, 1.1283791691625342)
+ERF_Q = (6.245069581182171e-05, 0.001301973074301861, 0.015432476644521286,
+         0.1138804463186863, 0.4974108600658329, 1.0)
+EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6666665459e-1,
+         5.0000001201e-1)   # Cephes expf, in float32
+TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
+          -3.33332819422e-1)   # Cephes tanhf, in float32
+_TWIN_BLOCK = 8192
+_f32 = np.float32
+_EXP_P32 = tuple(_f32(c) for c in EXP_P)
+_TANH_P32 = tuple(_f32(c) for c in TANH_P)
+
+
+def _twin(block_fn, x, dtype):
+    """``block_fn(xb, outb)`` over contiguous blocks of ``x`` (any shape) into a new array of
+    ``dtype`` and ``x``'s shape; floating-point errors ignored (values, as the kernels)."""
+    x = np.asarray(x)
+    flat = np.ascontiguousarray(x).reshape(-1)
+    out = np.empty(flat.shape, dtype)
+    token = _fp_quiet()
+    try:
+        for lo in range(0, flat.size, _TWIN_BLOCK):
+            block_fn(flat[lo:lo + _TWIN_BLOCK], out[lo:lo + _TWIN_BLOCK])
+    finally:
+        _fp_restore(token)
+    return out.reshape(x.shape)
+
+
+def _horner(acc, z, coeffs):
+    """acc = (((c0 z + c1) z + c2) ... ) z + cn in place: ``p = p * z + c`` step by step."""
+    np.multiply(z, coeffs[0], out=acc)
+    for c in coeffs[1:-1]:
+        acc += c
+        acc *= z
+    acc += coeffs[-1]
+    return acc
+
+
+def _erf_block(x, out):
+    xc = np.clip(x, -ERF_CUT, ERF_CUT, dtype=np.float64)
+    z = xc * xc
+    p = _horner(np.empty_like(z), z, ERF_P)
+    q = _horner(z, z.copy(), ERF_Q)
+    p *= xc
+    p /= q
+    np.copyto(out, p, casting="unsafe")
+    np.copyto(out, x, where=x != x)
+
+
+def erf_f32(x):
+    """``nbhelpers.erf_f32`` on a float32 array, with its bits."""
+    return _twin(_erf_block, x, _F32)
+
+
+def _exp_block(x, out):
+    xc = np.clip(x, _f32(-104.0), _f32(88.8))
+    xc[x != x] = 0   # the kernel's result there is the NaN itself
+    n = np.floor(xc * _f32(1.4426950408889634) + _f32(0.5))
+    r = xc - n * _f32(0.693359375)
+    r -= n * _f32(-2.12194440e-4)
+    p = _horner(np.empty_like(r), r, _EXP_P32)
+    p *= r
+    p *= r
+    p += r
+    p += _f32(1.0)
+    ni = n.astype(np.int32)
+    half = ni >> 1
+    ni -= half
+    half += 127
+    half <<= 23
+    ni += 127
+    ni <<= 23
+    p *= half.view(np.float32)
+    np.multiply(p, ni.view(np.float32), out=out)
+    out[x > _f32(88.72283935546875)] = np.inf
+    out[x < _f32(-103.97208)] = 0
+    np.copyto(out, x, where=x != x)
+
+
+def exp_f32(x):
+    """``nbhelpers.exp_f32`` on a float32 array, with its bits."""
+    return _twin(_exp_block, x, _F32)
+
+
+def _tanh_block(x, out):
+    ax = np.abs(x)
+    z = x * x
+    p = _horner(np.empty_like(z), z, _TANH_P32)
+    p *= z
+    p += _f32(1.0)
+    p *= x                     # small: x (1 + z p)
+    e = np.empty_like(x)
+    _exp_block(ax + ax, e)
+    e += _f32(1.0)
+    np.divide(_f32(2.0), e, out=e)
+    np.subtract(_f32(1.0), e, out=e)   # big: 1 - 2 / (exp(2|x|) + 1)
+    np.negative(e, out=e, where=~(x >= _f32(0.0)))
+    np.copyto(out, np.where(ax < _f32(0.625), p, e))
+
+
+def tanh_f32(x):
+    """``nbhelpers.tanh_f32`` on a float32 array, with its bits."""
+    return _twin(_tanh_block, x, _F32)
 
 
 def relu(a, out=False):
@@ -397,13 +515,19 @@ def _one_pass(form, grad, output):
 def kept_pass(key, form, names, arrays):
     """``form(*arrays)`` (``form`` a function of symbolic values returning one) as one compiled
     pass of the pointwise engine, for float32/float64 arrays of one shape, layout and dtype
-    from ONE_PASS_MIN_SIZE elements; else None, and the caller runs its NumPy path. The kernel's
-    erf / exp / tanh and NumPy's differ in the last bits, so the choice made on the first call
-    of ``key`` (a tuple: the op and its constants) with this shape, layout and dtype is kept
-    for the process (``compiler.tier``): the kernel, built on that call if need be (blocking,
-    even under "background", where a NumPy choice would be kept for good; later processes
-    load it from the disk cache), unless Numba is unavailable or compiling is "off". Each
-    element is computed alone, so the bits do not depend on the thread count."""
+    from ONE_PASS_MIN_SIZE elements; else None, and the caller runs its NumPy path. Each
+    element is computed alone, so the bits do not depend on the thread count.
+
+    Where the form's NumPy twin evaluation has the kernel's bits (``numpy_eval.kernel_exact``:
+    IEEE arithmetic and selects; float32 exp / tanh / erf by the helpers' twins; float32 GELU
+    and its gradient), the kernel runs once it is ready and the twin meanwhile: its compile
+    is queued under "background", so a cold process never waits for it. Otherwise the
+    kernel's erf / exp / tanh and NumPy's differ in the last bits, so the choice made on the
+    first call of ``key`` (a tuple: the op and its constants) with this shape, layout and
+    dtype is kept for the process (``compiler.tier``): the kernel, built on that call if need
+    be (blocking, even under "background", where a NumPy choice would be kept for good; later
+    processes load it from the disk cache), unless Numba is unavailable or compiling is
+    "off"."""
     a0 = arrays[0]
     if a0.__class__ is not _nd or a0.dtype.kind != "f" or a0.dtype.itemsize < 4 or \
             a0.size < ONE_PASS_MIN_SIZE or \
@@ -413,6 +537,15 @@ def kept_pass(key, form, names, arrays):
     from ember.kernels.pointwise import compile_form
     from ember.kernels.runtime import compiler
     kernel = compile_form(form, names, arrays)
+    plan = _twin_plans.get(kernel)
+    if plan is None:
+        plan = _twin_plans[kernel] = _twin_plan(kernel)
+    if plan:
+        out = kernel(*arrays, fallback=False)   # None while it compiles (or without Numba)
+        if out is None:
+            out = tuple(np.empty_like(a0, dt) for dt in kernel.out_dtypes)
+            plan.run(arrays, out, a0.shape)
+        return out[0]
     first = []
 
     def choose():
@@ -424,6 +557,15 @@ def kept_pass(key, form, names, arrays):
         return None
     out = first[0] if first else kernel(*arrays, fallback=False)
     return None if out is None else out[0]
+
+
+_twin_plans = weakref.WeakKeyDictionary()   # PointwiseKernel -> its twin NumpyPlan, or False
+
+
+def _twin_plan(kernel):
+    """``NumpyPlan(kernel.typing, twin=True)`` where it has the kernel's bits, else False."""
+    from ember.kernels.pointwise.numpy_eval import NumpyPlan, kernel_exact
+    return NumpyPlan(kernel.typing, twin=True) if kernel_exact(kernel.typing) else False
 
 
 def _relu_grad_form(g, y):

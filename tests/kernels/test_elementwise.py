@@ -173,6 +173,94 @@ def test_gelu_engine_pass_bits_do_not_depend_on_the_thread_count(sync_compile, a
     assert elementwise.ONE_PASS_MIN_SIZE <= x.size
 
 
+def _gelu_forms(approximate):
+    from ember.autograd._generated.nodes import _gelu_grad_form
+    from ember.kernels import elementwise
+    return [(elementwise._GELU_FORMS[approximate], ("x",)), (_gelu_grad_form(approximate), ("grad", "self"))]
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float32_gelu_numpy_twin_has_the_compiled_passs_bits(sync_compile, approximate):
+    """float32 GELU and its gradient: the twin NumPy plan ``kept_pass`` runs while the kernel
+    compiles gives the compiled pass's bits (every value: the inputs' edges, NaN, +-inf,
+    +-0, subnormals, around ERF_CUT sqrt 2) at several sizes, layouts and thread counts."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import compile_form
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1e-45, -1e-40, 3e38, -3e38, 5.55,
+                      -5.55, 5.5508, -5.5508, 7.0, -7.0, 0.88], np.float32)
+    base = np.concatenate([edges, _gelu_input(np.float32, 400_000),
+                           np.random.default_rng(4).integers(0, 2 ** 32, 100_000, dtype=np.uint64)
+                           .astype(np.uint32).view(np.float32)])
+    before = ember.get_num_threads()
+    try:
+        for n in (16_384, 100_003, base.size):
+            x = base[:n]
+            g = np.random.default_rng(n).standard_normal(n).astype(np.float32)
+            for (form, names), args in zip(_gelu_forms(approximate), ((x,), (g, x))):
+                kernel = compile_form(form, names, args)
+                plan = elementwise._twin_plan(kernel)
+                assert plan
+                twin = np.empty_like(x)
+                plan.run(args, (twin,), x.shape)
+                for threads in (1, 2, 3):
+                    ember.set_num_threads(threads)
+                    compiled = kernel(*args, backend="numba")[0]
+                    np.testing.assert_array_equal(twin.view(np.uint32), compiled.view(np.uint32))
+    finally:
+        ember.set_num_threads(before)
+
+
+def test_float64_gelu_has_no_twin():
+    """float64's erf / exp / tanh in the kernel (Numba's math.erf, libm) and in NumPy (SciPy,
+    NumPy's own loops) differ in the last bits: no twin, its first choice is kept."""
+    from ember.kernels import elementwise
+    from ember.kernels.pointwise import compile_form
+    x = _gelu_input(np.float64, 20_000)
+    for approximate in ("none", "tanh"):
+        for form, names in _gelu_forms(approximate):
+            assert not elementwise._twin_plan(compile_form(form, names, (x,) * len(names)))
+
+
+@pytest.mark.parametrize("approximate", ["none", "tanh"])
+def test_float32_gelu_runs_the_twin_until_its_kernel_is_ready(approximate):
+    """Forward and backward of float32 GELU run the twin plan while their pass is not built
+    (fresh kernels: its compile queued, or compiling "off", the pass returns None) and the
+    kernel once it is, with the same bits: nothing blocks on a compile, nothing changes
+    mid-process."""
+    from ember.kernels.pointwise import engine, has_compiler
+    from ember.kernels.runtime import compiler
+    x = _gelu_input(np.float32, 50_000)
+    g = np.random.default_rng(5).standard_normal(x.shape).astype(np.float32)
+
+    def run():
+        xe = ember.tensor(x, requires_grad=True)
+        y = ember.nn.functional.gelu(xe, approximate=approximate)
+        y.backward(ember.tensor(g))
+        return y.detach().numpy(), xe.grad.numpy()
+    real = engine.PointwiseKernel.__call__
+    passes = []
+
+    def spy(self, *args, **kw):
+        out = real(self, *args, **kw)
+        passes.append(out is not None)
+        return out
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(engine, "_forms", {})   # kernels with no variant built
+        m.setattr(engine, "_kernels", engine.LRUCache(engine.MAX_CACHED_KERNELS))
+        m.setattr(compiler, "compile_mode", lambda: "off")
+        m.setattr(engine.PointwiseKernel, "__call__", spy)
+        cold = run()
+    assert passes == [False, False]    # forward and gradient: no pass, the twin ran
+    if has_compiler():
+        with pytest.MonkeyPatch.context() as m:
+            m.setattr(compiler, "compile_mode", lambda: "sync")
+            m.setattr(engine.PointwiseKernel, "__call__", spy)
+            warm = run()
+        assert passes[2:] == [True, True]
+        for a, b in zip(cold, warm):
+            np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+
+
 def test_gelu_is_the_engine_row():
     """``elementwise.gelu`` evaluates the pointwise engine's ``gelu`` row (GELU's one home):
     compiled, the same bits as the row run by the engine; else the row's NumPy evaluation."""

@@ -2,8 +2,10 @@
 
 This is the path for tiny arrays and for machines without Numba. Compared with the compiled
 kernels it makes one pass over memory per op instead of one in all, holds an array-sized buffer
-per live intermediate, runs on one thread (NumPy's ufuncs do not thread), and evaluates ``erf``
-(and exact GELU) element by element through ``math.erf``, which is about 50 times slower.
+per live intermediate and runs on one thread (NumPy's ufuncs do not thread). A plan made with
+``twin=True`` evaluates float32 exp / tanh / erf by the compiled helpers' NumPy twins: where
+``kernel_exact`` holds, it gives the compiled kernel's bits (``elementwise.kept_pass`` runs it
+while the kernel compiles).
 """
 import numpy as np
 
@@ -11,6 +13,21 @@ from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_res
 
 from .ops import opmath
 from .promotion import SCALAR
+
+_EXACT_DTYPES = (np.dtype(np.float32), np.dtype(np.float64), np.dtype(bool))
+
+
+def kernel_exact(typing):
+    """Whether ``NumpyPlan(typing, twin=True)`` gives the compiled kernel's bits: every value
+    float32, float64 or bool, every step ``Op.kernel_exact`` (IEEE arithmetic, selects,
+    comparisons; float32 exp / tanh / erf)."""
+    if any(dt not in _EXACT_DTYPES for _, dt, _ in typing.inputs):
+        return False
+    for st in typing.steps:
+        if st.result not in _EXACT_DTYPES or any(dt not in _EXACT_DTYPES for dt in st.cast_to) \
+                or not st.op.kernel_exact(st.ct, st.params):
+            return False
+    return True
 
 
 def _conversions(frm, to):
@@ -25,9 +42,10 @@ def _conversions(frm, to):
 
 
 class NumpyPlan:
-    """A typing compiled into a list of NumPy calls; ``run(inputs, outs)`` evaluates it."""
+    """A typing compiled into a list of NumPy calls; ``run(inputs, outs)`` evaluates it.
+    ``twin``: each op's ``Op.twin`` where it has one (see the module docstring)."""
 
-    def __init__(self, typing):
+    def __init__(self, typing, twin=False):
         slots = {}
         dtypes = {}
         for i, (name, dtype, prio) in enumerate(typing.inputs):
@@ -59,7 +77,8 @@ class NumpyPlan:
                     operands.append((None, const, ()))
             frees = tuple(slots[a] for a in set(a for a in step.operands if isinstance(a, str))
                           if last.get(slots[a]) == j and slots[a] >= n_inputs)
-            self.steps.append((step.op.numpy, step.params, tuple(operands), step.result, frees))
+            fn = (twin and step.op.twin) or step.op.numpy
+            self.steps.append((fn, step.params, tuple(operands), step.result, frees))
         self.outputs = tuple(slots[name] for name, _ in typing.outputs)
         self.n_inputs = n_inputs
 

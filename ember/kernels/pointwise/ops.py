@@ -35,6 +35,7 @@ from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_res
 from .promotion import DEFAULT_FLOAT, category, check_dtype, promote_typed
 
 FLOAT32 = np.dtype(np.float32)
+FLOAT64 = np.dtype(np.float64)
 BOOL = np.dtype(bool)
 
 
@@ -54,6 +55,21 @@ class Op:
     optional: tuple = ()  # operand positions that may be None
     cost: str = "cheap"  # per-element work class: cheap (add, compare), mid (div, sqrt), transcendental
     math: Callable = None  # (m, params, *operands) -> result: the one definition both derive from
+    twin: Callable = None  # as ``numpy``, with the compiled template's bits (``kernel_exact``)
+
+    def kernel_exact(self, ct, params):
+        """Whether this step's NumPy twin evaluation (``twin``, else ``numpy``) gives the
+        Numba template's bits when computing in ``ct`` (float32 or float64): IEEE arithmetic,
+        selects and comparisons on both, and float32 exp / tanh / erf by the helpers' twins
+        (float64's are libm's and SciPy's: no)."""
+        if ct != FLOAT32 and ct != FLOAT64:
+            return False
+        if self.math is not None:
+            probe = _Probe()
+            self.math(probe, params, *(_PROBED,) * self.arity)
+            allowed = _EXACT_FNS if ct == FLOAT32 else _EXACT_FNS_F64
+            return probe.used <= allowed
+        return self.name in _EXACT_OPS or (ct == FLOAT32 and self.name in _EXACT_F32_OPS)
 
 
 REQUIRED = object()
@@ -91,6 +107,27 @@ def op_types(op, typed_operands, params):
 
 def _ufunc(uf):
     return lambda out, params, *args: uf(*args, out=out, casting="unsafe")
+
+
+def _f32_twin(name, a):
+    """``nbhelpers``' float32 ``name`` (exp, tanh, erf) by its NumPy twin (``elementwise``)
+    on a float32 array; NumPy's own function (SciPy's erf) otherwise."""
+    global _twins
+    if _twins is None:
+        from ember.kernels import elementwise as e
+        _twins = {"exp": e.exp_f32, "tanh": e.tanh_f32, "erf": e.erf_f32}
+    if a.__class__ is np.ndarray and a.dtype == FLOAT32:
+        return _twins[name](a)
+    return _np_erf(a) if name == "erf" else getattr(np, name)(a)
+
+
+_twins = None
+
+
+def _np_twin(name):
+    def run(out, params, a):
+        np.copyto(out, _f32_twin(name, np.asarray(a)), casting="unsafe")
+    return run
 
 
 def _np_erf(a):
@@ -283,23 +320,86 @@ class NumpyMath:
         return getattr(np, name)
 
 
+class KernelMath(NumpyMath):
+    """``NumpyMath`` with the compiled kernels' float32 exp and tanh (the helpers' NumPy twins,
+    ``Op.twin``): a row evaluated with the kernel's bits where ``Op.kernel_exact``."""
+
+    _by_dtype = {}
+
+    @staticmethod
+    def exp(a):
+        return _f32_twin("exp", np.asarray(a))
+
+    @staticmethod
+    def tanh(a):
+        return _f32_twin("tanh", np.asarray(a))
+
+
+class _Probed:
+    """A value of ``_Probe``: every operator gives it again."""
+
+    def _same(self, *args):
+        return self
+
+    __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _same
+    __rtruediv__ = __lt__ = __le__ = __gt__ = __ge__ = __eq__ = __ne__ = __and__ = _same
+    __or__ = __rand__ = __ror__ = __neg__ = _same
+    __hash__ = object.__hash__
+
+
+_PROBED = _Probed()
+
+
+class _Probe:
+    """A ``math`` namespace recording the functions a row calls (``Op.kernel_exact``)."""
+
+    is_float, is_bool = True, False
+
+    def __init__(self):
+        self.used = set()
+
+    def c(self, value):
+        return _PROBED
+
+    def where(self, cond, a, b):
+        return _PROBED
+
+    def __getattr__(self, name):
+        self.used.add(name)
+        return lambda *args: _PROBED
+
+
+# ops whose NumPy evaluation is IEEE-exact like their Numba template (float32 and float64),
+# and those that are so in float32 by the helpers' twins; a row's functions, likewise
+_EXACT_OPS = frozenset(("add", "sub", "mul", "div", "neg", "abs", "reciprocal", "sqrt", "where",
+                        "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
+                        "logical_and", "logical_or", "logical_xor", "logical_not",
+                        "floor", "ceil", "trunc"))
+_EXACT_F32_OPS = frozenset(("exp", "tanh", "erf"))
+_EXACT_FNS_F64 = frozenset(("abs", "sqrt"))
+_EXACT_FNS = _EXACT_FNS_F64 | _EXACT_F32_OPS
+
 _SELECT_MIN_SIZE = 1 << 14   # elementwise.SELECT_MIN_SIZE
 
 
 def _from_math(math_fn):
-    """The Numba template and the NumPy evaluation of an op written as ``math``."""
+    """The Numba template, the NumPy evaluation and its twin (``KernelMath``) of an op written
+    as ``math``."""
     def numba(K, params, *srcs):
         return str(math_fn(NumbaMath(K), params, *(None if a is None else Src(a) for a in srcs)))
 
     def numpy(out, params, *args):
         np.copyto(out, math_fn(NumpyMath.of(out.dtype), params, *args), casting="unsafe")
-    return numba, numpy
+
+    def twin(out, params, *args):
+        np.copyto(out, math_fn(KernelMath.of(out.dtype), params, *args), casting="unsafe")
+    return numba, numpy, twin
 
 
 def _row(name, arity, kind, math_fn, **kw):
     """An ``Op`` written once, as ``math`` (see the module docstring)."""
-    numba, numpy = _from_math(math_fn)
-    return Op(name, arity, kind, numba, numpy, math=math_fn, **kw)
+    numba, numpy, twin = _from_math(math_fn)
+    return Op(name, arity, kind, numba, numpy, math=math_fn, twin=twin, **kw)
 
 
 def evaluate(name, params, *operands):
@@ -396,7 +496,7 @@ _OPS = [
     Op("sign", 1, "same", _sign_src, _np_sign),
     Op("reciprocal", 1, "float", lambda K, p, a: f"{K(1)} / {a}", _ufunc(np.reciprocal), cost="mid"),
     Op("exp", 1, "float", lambda K, p, a: f"{K.fn('exp')}({a})", _np_unary_float(np.exp),
-       cost="transcendental"),
+       cost="transcendental", twin=_np_twin("exp")),
     Op("exp2", 1, "float", lambda K, p, a: f"np.exp2({a})", _np_unary_float(np.exp2), cost="transcendental"),
     Op("expm1", 1, "float", lambda K, p, a: f"np.expm1({a})", _np_unary_float(np.expm1),
        cost="transcendental"),
@@ -410,7 +510,7 @@ _OPS = [
     Op("cos", 1, "float", lambda K, p, a: f"np.cos({a})", _np_unary_float(np.cos), cost="transcendental"),
     Op("tan", 1, "float", lambda K, p, a: f"np.tan({a})", _np_unary_float(np.tan), cost="transcendental"),
     Op("tanh", 1, "float", lambda K, p, a: f"{K.fn('tanh')}({a})", _np_unary_float(np.tanh),
-       cost="transcendental"),
+       cost="transcendental", twin=_np_twin("tanh")),
     Op("erf", 1, "float", lambda K, p, a: f"{K.fn('erf')}({a})",
        lambda out, p, a: np.copyto(out, _np_erf(np.asarray(a)), casting="unsafe"), cost="transcendental"),
     _row("sigmoid", 1, "float", lambda m, p, a: m.c(1) / (m.c(1) + m.exp(-a)), cost="transcendental"),

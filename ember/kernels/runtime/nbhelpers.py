@@ -6,7 +6,9 @@ functions cut their items into ``parts`` equal runs).
 float16: Numba cannot compute in float16, so float16 arrays travel as uint16 bit patterns and
 float16 values live in float32 registers, rounded to float16 precision (nearest even, as NumPy).
 ``exp_f32``, ``tanh_f32`` and ``erf_f32`` are straight-line float32 versions that vectorise (Numba calls libm
-per element otherwise, 5 to 40 times slower than NumPy's SIMD loops).
+per element otherwise, 5 to 40 times slower than NumPy's SIMD loops). They are compiled without
+``fastmath``: ``kernels/elementwise.py`` has their NumPy twins (the same IEEE steps in the same
+order, so the same bits), which a pointwise pass runs while its kernel compiles.
 """
 import numpy as np
 from numba import njit, types
@@ -137,14 +139,15 @@ def tanh_f32(x):
 ERF_CUT = 3.925   # erf_f32 is +-1 from here (erf(x) > 1 - 2^-25 above 3.9193: 1.0 in float32)
 
 
-@njit(error_model="numpy", fastmath={"contract"})
+@njit(error_model="numpy")
 def erf_f32(x):
     """float32 erf as x P(x^2) / Q(x^2) evaluated in float64, P of degree 6 and Q of degree 5
     fitted for ember (iteratively reweighted linearised least squares, minimax relative error
     1.8e-9 on |x| <= ERF_CUT); +-1 above. Within 0.54 ulp (98% of float32 inputs correctly
-    rounded), odd, erf(+-inf) = +-1, NaN kept. No exp and one division: vectorises to 0.46 ms
-    on 524288 elements, one thread, where the former series + erfcc on ``exp_f32`` took 1.65
-    (``contract`` lets LLVM fuse the multiply-adds; the float64 sums round once, to float32)."""
+    rounded), odd, erf(+-inf) = +-1, NaN kept. No exp and one division: vectorises (0.28 ms on
+    524288 elements, one thread, where the former series + erfcc on ``exp_f32`` took 1.65).
+    No ``fastmath`` contraction (0.17 ms with fused multiply-adds): each step rounds as IEEE
+    float64 does, so NumPy's same steps (``elementwise.erf_f32``) give its bits on any host."""
     xc = min(max(np.float64(x), -ERF_CUT), ERF_CUT)
     z = xc * xc
     p = -1.2829286573093122e-08

@@ -80,3 +80,36 @@ def test_erf_f32_within_0_54_ulp_and_odd():
     specials = _run(2, np.array([np.inf, -np.inf, np.nan, 0.0, -0.0, 40.0], np.float32))
     np.testing.assert_array_equal(specials[[0, 1, 3, 5]], [1.0, -1.0, 0.0, 1.0])
     assert np.isnan(specials[2]) and np.signbit(specials[4])
+
+
+def _twin_inputs():
+    """float32 values for the twin comparison: random bit patterns (every exponent, NaN
+    payloads, subnormals), normal and wide uniform values, and each helper's edges."""
+    rng = np.random.default_rng(3)
+    f = np.float32
+    edges = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, -np.nan, 1e-45, -1e-45, 1e-38, -1e-38,
+                      0.625, -0.625, 88.72283935546875, 88.8, 89.0, -103.97208, -104.0, -104.5,
+                      3e38, -3e38], f)
+    cut = np.float32(3.925)
+    near_cut = np.concatenate([(cut.view(np.int32) + np.arange(-64, 65, dtype=np.int32)).view(f),
+                               np.linspace(3.9, 3.95, 20_001, dtype=f)])   # the 129 around ERF_CUT
+    near_cut = np.concatenate([near_cut, -near_cut])
+    bits = rng.integers(0, 2 ** 32, 1_000_000, dtype=np.uint64).astype(np.uint32).view(f)
+    return np.concatenate([edges, near_cut, bits, (rng.standard_normal(500_000) * 4).astype(f),
+                           rng.uniform(-110, 100, 500_000).astype(f),
+                           (rng.standard_normal(100_000) * 1e-38).astype(f)])
+
+
+@pytest.mark.parametrize("fn_id, name", [(0, "exp_f32"), (1, "tanh_f32"), (2, "erf_f32")])
+def test_numpy_twins_have_the_compiled_helpers_bits(fn_id, name):
+    """``elementwise``'s NumPy twin of each helper gives the compiled helper's bits, NaN
+    payloads and signed zeros included (so a pass may run the twin while its kernel
+    compiles)."""
+    from ember.kernels import elementwise
+    x = _twin_inputs()
+    np.testing.assert_array_equal(getattr(elementwise, name)(x).view(np.uint32),
+                                  _run(fn_id, x).view(np.uint32))
+    # any shape, and arrays shorter than one block
+    y = x[:30_000].reshape(3, 100, 100)
+    np.testing.assert_array_equal(getattr(elementwise, name)(y).view(np.uint32),
+                                  _run(fn_id, x[:30_000]).view(np.uint32).reshape(y.shape))
