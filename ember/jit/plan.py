@@ -336,18 +336,22 @@ class _ConvStep:
     def mode_signatures(self, x):
         """Kernels (dispatcher, signature) the modes other than "kxp" need."""
         from ember.kernels.runtime import compiler as rt
-        if not self.can_use_engine():
-            return []
         kn = self.kn
         out = []
         if self.direct is not None:
             d = self.direct
             xp = self.xp if self.xp is not None else x
+            y = _like(self.out_shape, self.dtype)
             if self.xp is not None:
                 out.append((d.k.pad_rows, rt.signature(x, 0, 0, self.xp)))
-            out.append((d.k.forward_rows, rt.signature(
-                xp, d.wp, d.bp, d.rs, d.off, _like(self.out_shape, self.dtype), *d.args,
-                True, d.rowbuf, 0, 1)))
+            if d.acc is not None:
+                out.append((d.k.forward_image, rt.signature(
+                    xp, d.wp, d.bp, d.rs, d.off, d.acc, d.z, y, *d.args, True, *d.pool)))
+            else:
+                out.append((d.k.forward_rows, rt.signature(
+                    xp, d.wp, d.bp, d.rs, d.off, y, *d.args, True, d.rowbuf, 0, 1)))
+        if not self.can_use_engine():
+            return out
         K, N, Ho, Wo = self.z_shape
         P = Ho * Wo
         xp = self.xp if self.xp is not None else x
@@ -500,8 +504,12 @@ class _ConvStep:
         else:
             xp = x
         rs = d.rs if res is None else np.ascontiguousarray(res).reshape(y.shape[0], -1)
-        d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
-                         y.shape[2])
+        if d.acc is not None:
+            d.k.forward_image(xp, d.wp, d.bp, rs, d.off, d.acc, d.z, y, *d.args, self.relu,
+                              *d.pool)
+        else:
+            d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
+                             y.shape[2])
         return y
 
     def __call__(self, x, res=None):
@@ -522,19 +530,22 @@ class _ConvStep:
 
 
 class _Direct:
-    """A convolution step's packed operands for ``direct_numba.forward_rows``."""
+    """A convolution step's packed operands for ``direct_numba.forward_rows`` (rows of at
+    least one vector, no pool: ``acc`` None) or ``direct_numba.forward_image`` (shorter rows
+    or a max pool (kh, kw, sh, sw) after it: ``acc``, the image's sums, pixel-major, and ``z``,
+    their (K, Ho, Wo) plane before the pool)."""
 
-    def __init__(self, k, wp, bp, rs, off, args, rowbuf):
+    def __init__(self, k, wp, bp, rs, off, args, rowbuf, acc=None, z=None, pool=None):
         self.k, self.wp, self.bp, self.rs, self.off, self.args = k, wp, bp, rs, off, args
-        self.rowbuf = rowbuf
+        self.rowbuf, self.acc, self.z, self.pool = rowbuf, acc, z, pool
 
 
 def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
-    """The direct mode of a convolution step (a batch of one, no pool, rows of at least one
-    vector, the direct kernels available), else None."""
+    """The direct mode of a convolution step (a batch of one, the direct kernels available),
+    else None."""
     from ember.kernels.conv import direct
     from ember.kernels.conv.geometry import geometry
-    if x_shape[0] != 1 or pool is not None:
+    if x_shape[0] != 1:
         return None
     g = geometry("conv2d", x_shape, w.shape, stride, padding, dilation, 1)
     if not direct.supports(g, "forward"):
@@ -543,13 +554,16 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     if k is None:
         return None
     L = k.lanes(np.dtype(dtype).itemsize)
-    Wo = g.output_shape[3]
-    if Wo < L:
-        return None
+    Ho, Wo = g.output_shape[2:]
     wp, bp, (V, Kp, off, S, P) = direct.pack(w, b, g, dtype)
+    args = (g.stride[0], g.stride[1], P, V, S)
+    rs = np.empty((0, 0), dtype)
+    if Wo < L or pool is not None:
+        acc = np.empty(-(-Ho * Wo // L) * L * Kp, dtype)
+        z = np.empty((g.K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
+        return _Direct(k, wp, bp, rs, off.copy(), args, None, acc, z, pool or (1, 1, 1, 1))
     rowbuf = np.empty(-(-Wo // L) * L * Kp, dtype)
-    return _Direct(k, wp, bp, np.empty((0, 0), dtype), off.copy(),
-                   (g.stride[0], g.stride[1], P, V, S), rowbuf)
+    return _Direct(k, wp, bp, rs, off.copy(), args, rowbuf)
 
 
 class _LinearStep:
@@ -800,7 +814,7 @@ class InferencePlan:
         self.one_blas_thread = ONE_BLAS_THREAD and not self.parallel and \
             sum(flops) >= _parallel().MIN_FLOPS
         self._tune = [(st, env[id(x)], env[id(r)] if r is not None else None)
-                      for st, x, r in tune if st.can_use_engine()]
+                      for st, x, r in tune if len(st.modes()) > 1]
         ret = ", ".join(value_arg(o) for o in g.outputs)
         src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
             f"\n    return ({ret},)\n"

@@ -296,19 +296,29 @@ def test_plan_convolution_modes_equal_eager(name, mode):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_plan_direct_mode_at_batch_one_equals_eager(dtype, monkeypatch):
+@pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
+def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
     """A batch of one: each convolution step can run the direct kernel on operands packed at
-    build time (mode "direct"); all in it (with the linear a GEMV) the plan calls no BLAS and
-    runs without a thread-count switch. Equal to eager, also with NaN in the input, and with
-    direct disabled (``plan.DIRECT``) the mode is not offered."""
+    build time (mode "direct"), also with a max pool after it and with rows shorter than a
+    vector (LeNet's; ``direct_numba.forward_image``); all in it (with the linear a GEMV) the
+    plan calls no BLAS and runs without a thread-count switch. Equal to eager, also with NaN in
+    the input, and with direct disabled (``plan.DIRECT``) the mode is not offered."""
     ember.manual_seed(9)
-    model = _resnet().to(getattr(ember, dtype)).eval()
-    x = ember.randn(1, 3, 32, 32, dtype=getattr(ember, dtype))
+    dt = getattr(ember, dtype)
+    if name == "odd":
+        model, x = _Odd().to(dt).eval(), ember.randn(1, 3, 11, 9, dtype=dt)
+    else:
+        build, shape = MODELS[name]
+        model = build().to(dt).eval()
+        x = ember.randn((1,) + (shape[:1] + (32, 32) if name == "resnet" else shape), dtype=dt)
     xn = x.clone()
-    xn[0, 1, 5, 7] = float("nan")
+    xn[0, -1, 5, 7] = float("nan")
     fast = _fast(model, x)
+
+    def first(out):
+        return (out[0] if isinstance(out, tuple) else out).numpy()
     with ember.no_grad():
-        want, want_n = model(x).numpy(), model(xn).numpy()
+        want, want_n = first(model(x)), first(model(xn))
         fast(x)
         plan = next(iter(_planned(fast).values()))
         convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
@@ -317,8 +327,9 @@ def test_plan_direct_mode_at_batch_one_equals_eager(dtype, monkeypatch):
             s.mode = "direct"
         plan._check_blas_free()
         assert plan.blas_free
-        got, got_n = fast(x).numpy(), fast(xn).numpy()
+        got, got_n = first(fast(x)), first(fast(xn))
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert np.isnan(want_n).any()
         np.testing.assert_array_equal(np.isnan(got_n), np.isnan(want_n))
         np.testing.assert_allclose(got_n, want_n, rtol=1e-5, atol=1e-6)
         convs[0].mode = "kxp"
@@ -326,11 +337,11 @@ def test_plan_direct_mode_at_batch_one_equals_eager(dtype, monkeypatch):
         assert not plan.blas_free
         for setting in ((True, False), (False, True), (False, False)):
             plan.parallel, plan.one_blas_thread = setting
-            np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(first(fast(x)), want, rtol=1e-5, atol=1e-6)
     monkeypatch.setattr(plan_module, "DIRECT", False)
     fast = _fast(model, x)
     with ember.no_grad():
-        np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-5, atol=1e-6)
+        np.testing.assert_allclose(first(fast(x)), want, rtol=1e-5, atol=1e-6)
         plan = next(iter(_planned(fast).values()))
         assert not any("direct" in s.modes() for s in plan._steps
                        if isinstance(s, plan_module._ConvStep))

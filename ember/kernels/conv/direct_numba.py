@@ -21,6 +21,7 @@ from numba import njit, prange, types
 from numba.core import cgutils
 from numba.extending import intrinsic
 
+from ember.kernels.conv.fused_numba import _max4
 from ember.kernels.runtime import cpu
 from ember.kernels.runtime.nbhelpers import run_bounds
 
@@ -697,6 +698,74 @@ def forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbuf, i0, i1):
                     _add_relu_run(yf[o:o + m], rs[n, q:q + m], relu)
                 else:
                     _relu_run(yf[o:o + m])
+
+
+@njit(cache=CACHE, nogil=True)
+def forward_image(xp, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw, qh, qw):
+    """``forward`` of one image on an input ``xp`` (1, C, Hp, Wp) that is already zero-padded,
+    for rows of any length and an optional max pool after it: the inference plan's
+    convolutions of a batch of one (``ember.jit.plan``, mode "direct") that ``forward_rows``
+    does not take. Every output pixel's sums go into ``acc`` ((Ho*Wo rounded up to L) * Kp,
+    pixel-major), which is transposed in L x L register tiles into NCHW order: without a pool
+    (kh = kw = qh = qw = 1) into y (1, K, Ho, Wo), bias added before the transpose, then the
+    residual ``rs`` (1, K*Ho*Wo, or empty) and ReLU, as ``forward`` (``z`` unused); with one,
+    into the plane buffer ``z`` (K, Ho, Wo), then y (1, K, Hy, Wy) is the max pool (kh, kw,
+    stride qh, qw, no padding) of act(z + bias): the window's first maximum wins, NaN
+    propagating, and bias and ReLU follow the maximum (both monotone), as
+    ``fused_numba.conv_pool_epilogue``. The sums are ``forward``'s (the same products in the
+    same order)."""
+    pool = not (kh == 1 and kw == 1 and qh == 1 and qw == 1)
+    K = y.shape[1]
+    Ho, Wo = (z.shape[1], z.shape[2]) if pool else (y.shape[2], y.shape[3])
+    taps, Kp = wp.shape
+    Wp = xp.shape[3]
+    L = VECTOR_BYTES // wp.itemsize
+    KB = V * L
+    HW = Ho * Wo
+    A, W, O, X = _data(acc), _data(wp), _data(off), _data(xp)
+    for i in range(Ho):
+        for j0 in range(0, Wo, P):
+            j0 = min(j0, Wo - P)
+            base = i * sh * Wp + j0 * sw
+            for kb in range(0, Kp, KB):
+                _forward_block(A, (i * Wo + j0) * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+    bias = bp.shape[0] > 0
+    if bias and not pool:
+        _add_bias(acc, bp, 0, HW, Kp)
+    D = _data(z) if pool else _data(y)
+    for kb in range(0, K, L):
+        for q0 in range(0, HW, L):
+            _transpose_tile_masked(D, kb * HW + q0, HW, A, q0 * Kp + kb, Kp, min(L, HW - q0),
+                                   K - kb)
+    if not pool:
+        if rs.shape[0] > 0 or relu:
+            _residual_relu(y[0].reshape(K * HW), rs, 0, relu)
+        return
+    Hy, Wy = y.shape[2], y.shape[3]
+    zero = z.dtype.type(0)
+    if kh == 2 and kw == 2 and qh == 2 and qw == 2:
+        for k in range(K):
+            bk = bp[k] if bias else zero
+            for i in range(Hy):
+                for j in range(Wy):
+                    m = _max4(z[k, 2 * i, 2 * j], z[k, 2 * i, 2 * j + 1], z[k, 2 * i + 1, 2 * j],
+                              z[k, 2 * i + 1, 2 * j + 1])
+                    if bias:
+                        m = m + bk
+                    y[0, k, i, j] = zero if (relu and m < zero) else m
+        return
+    for k in range(K):
+        bk = bp[k] if bias else zero
+        for i in range(Hy):
+            for j in range(Wy):
+                m = z[k, i * qh, j * qw]
+                for a in range(kh):
+                    for c in range(kw):
+                        v = z[k, i * qh + a, j * qw + c]
+                        m = v if (v > m or v != v) and m == m else m
+                if bias:
+                    m = m + bk
+                y[0, k, i, j] = zero if (relu and m < zero) else m
 
 
 @njit(cache=CACHE, nogil=True)

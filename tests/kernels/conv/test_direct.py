@@ -294,6 +294,65 @@ def test_forward_rows_on_a_padded_input_gives_forward_bits(K, st, extras, dtype)
     assert np.isnan(y).any()
 
 
+def _max_pool(y, kh, kw, sh, sw):
+    """Max pool without padding, NaN propagating (eager's rule), on a float array."""
+    N, K, Ho, Wo = y.shape
+    Hy, Wy = (Ho - kh) // sh + 1, (Wo - kw) // sw + 1
+    win = np.stack([y[:, :, a:a + sh * (Hy - 1) + 1:sh, c:c + sw * (Wy - 1) + 1:sw]
+                    for a in range(kh) for c in range(kw)])
+    out = win.max(axis=0)
+    out[np.isnan(win).any(axis=0)] = np.nan
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape, K, R, st, pad, extras, pool", [
+    ((1, 28, 28), 6, 5, 1, 2, "bias+relu", (2, 2, 2, 2)),    # LeNet conv1 + pool
+    ((6, 14, 14), 16, 5, 1, 0, "bias+relu", (2, 2, 2, 2)),   # LeNet conv2 + pool (rows of 10)
+    ((3, 13, 11), 35, 3, 1, 1, "relu", (3, 2, 2, 2)),        # K over two vectors, other pool
+    ((4, 9, 12), 20, 3, 2, 1, "", (2, 3, 1, 2)),             # strided, odd windows
+    ((5, 12, 10), 16, 3, 1, 1, "bias+res+relu", None),       # rows of 10, no pool
+    ((2, 7, 6), 8, 3, 1, 1, "bias+res", None),               # rows shorter than 5
+    ((4, 9, 9), 33, 1, 2, 0, "res+relu", None),              # strided 1x1
+])
+def test_forward_image_gives_forward_bits(shape, K, R, st, pad, extras, pool, dtype):
+    """``forward_image`` (the inference plan's batch-of-one kernel for short rows and pooled
+    convolutions, on an input padded by ``pad_rows``) gives ``forward``'s bits, with bias,
+    residual and ReLU in the same order; with a pool, the max pool of ``forward``'s result
+    (bias and ReLU follow the window's maximum there: the same values). NaN propagates."""
+    from ember.kernels.conv.geometry import tap_offsets
+    k = direct.kernels()
+    L = k.lanes(np.dtype(dtype).itemsize)
+    Cin, H, W = shape
+    x = rng.standard_normal((1,) + shape).astype(dtype)
+    x[0, Cin - 1, H // 4 * 2, W // 4 * 2] = np.nan
+    w = rng.standard_normal((K, Cin, R, R)).astype(dtype)
+    geo = C.geometry("conv2d", x.shape, w.shape, (st, st), (pad, pad), (1, 1), 1)
+    V, Kp, off, S, P = direct._forward_plan(geo, dtype)
+    wp = np.zeros((Cin * R * R, Kp), dtype)
+    wp[:, :K] = w.reshape(K, -1).T
+    b = rng.standard_normal(K).astype(dtype) if "bias" in extras else None
+    bp = np.zeros(Kp if b is not None else 0, dtype)
+    if b is not None:
+        bp[:K] = b
+    res = rng.standard_normal(geo.output_shape).astype(dtype) if "res" in extras else None
+    relu = "relu" in extras
+    want = direct.forward(x, w, geo, b, res, relu)
+    Ho, Wo = geo.output_shape[2:]
+    if pool is not None:
+        want = _max_pool(want, *pool)
+    xp = np.zeros((1, Cin, H + 2 * pad, W + 2 * pad), dtype)
+    k.pad_rows(x, pad, pad, xp)
+    rs = res.reshape(1, -1) if res is not None else np.empty((0, 0), dtype)
+    acc = np.full(-(-Ho * Wo // L) * L * Kp, np.nan, dtype)
+    z = np.empty((K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
+    y = np.full(want.shape, -7.0, dtype)
+    k.forward_image(xp, wp, bp, rs, tap_offsets(geo), acc, z, y, st, st, P, V, S, relu,
+                    *(pool or (1, 1, 1, 1)))
+    np.testing.assert_array_equal(y, want)
+    assert np.isnan(y).any()
+
+
 def test_strided_input_gradient_and_groups_are_not_supported(force):
     g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
     assert direct.supports(g, "forward") and direct.supports(g, "weight")
