@@ -721,7 +721,9 @@ class CompiledFunction:
                 else:   # the graph is split at the reads: no joint backward
                     return [], [c.alias for c in tracer.cuts]
             if cap is not None and (cap.used or cap.warmup):
-                return cap.finish(tracer, out)
+                got = cap.finish(tracer, out)
+                # the optimizer's first step ran eagerly: nothing of this run is kept
+                return None if cap.warmup and not tracer.breaks else got
             return joint(tracer, out) if joint is not None else ([], [])
         traced, out, flat_out, tracer = record(target, example, make_tracer, strict=False,
                                                name=name, after=after)

@@ -171,6 +171,10 @@ def _walk(x):
             yield from _walk(y)
 
 
+# what may hold a Value (besides a Value itself): Node.inputs walks only these
+_NESTED = (Value, SymRef, list, tuple, slice)
+
+
 def map_arg(x, leaf):
     """An argument rebuilt with ``leaf(y)`` in place of each item ``y`` that is not a list,
     tuple or slice (Values, SymRefs, constants: ``leaf`` returns what stands there)."""
@@ -211,9 +215,13 @@ class Node:
         """The Values this node reads (tensor slots first, then traced ints in constants)."""
         out = []
         for a in self.args:
-            out.extend(_walk(a))
+            if isinstance(a, Value):
+                out.append(a)
+            elif isinstance(a, _NESTED):
+                out.extend(_walk(a))
         for a in self.attrs.values():
-            out.extend(_walk(a))
+            if isinstance(a, _NESTED):
+                out.extend(_walk(a))
         return out
 
     @property

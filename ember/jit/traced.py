@@ -404,7 +404,8 @@ def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None, after=
     and ``ember.compile`` (whose first call returns that eager result) share it.
     ``after(tracer, out)``, called while the tracer still records, returns ``(inputs, outputs)``:
     tensors made formals after the call's inputs and tensors appended to the graph's outputs
-    (``ember.compile`` traces the backward pass there)."""
+    (``ember.compile`` traces the backward pass there), or None when the run is not kept (no
+    graph is built from it; the traced callable returned is None)."""
     module = fn if _is_module(fn) else None
     if name is None:
         name = type(fn).__name__ if module is not None else getattr(fn, "__name__", "forward")
@@ -432,16 +433,19 @@ def record(fn, example_inputs, tracer_cls=Tracer, strict=True, name=None, after=
     tracer = tracer_cls(name, state)
     for t, p in zip(flat, paths):
         tracer.add_input(t, _clean(p))
-    extra_in, extra_out = [], []
+    extra = ([], [])
     with tracer:
         out = fn(*example_inputs)
         if after is not None:
-            extra_in, extra_out = after(tracer, out)
+            extra = after(tracer, out)
     flat_out, leaves = [], []
     out_spec = flatten(out, "output", flat_out, [], leaves)
     if leaves and strict:
         raise TracingError(f"trace: the output holds non-tensor values {leaves} (they would be "
                            "frozen); return tensors only, or pass strict=False")
+    if extra is None:
+        return None, out, flat_out, tracer
+    extra_in, extra_out = extra
     g = tracer.graph
     g.outputs = [tracer.value_of(t) for t in flat_out + list(extra_out)]
     # formals: inputs, then module state in state-dict order, then captured tensors needing grad

@@ -878,3 +878,30 @@ def test_no_grad_inside_the_function_is_kept():
         c(x1).sum().backward()
         f(x2).sum().backward()
         assert x1.grad.tolist() == x2.grad.tolist() == [2.0, 2.0]
+
+
+def test_the_collector_pauses_while_tracing_only():
+    import gc
+    seen = []
+
+    def f(x):
+        seen.append(gc.isenabled())
+        return (x * 2).relu().sum()
+    c = ember.compile(f)
+    x = ember.randn(3, dtype=f64)
+    assert gc.isenabled()
+    c(x)                                   # traced: the collector is off during the trace
+    c(x)                                   # a hit runs the program, Python not traced
+    assert seen == [False] and gc.isenabled()
+
+    def bad(x):
+        raise ValueError("boom")
+    with pytest.raises(ValueError, match="boom"):
+        ember.compile(bad)(x)
+    assert gc.isenabled()                  # on again after a trace that raised
+    gc.disable()                           # a caller's choice is kept
+    try:
+        ember.compile(lambda x: x + 1)(x)
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

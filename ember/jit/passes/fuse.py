@@ -17,6 +17,8 @@ member, and must not move a read past its reader). A group never spans an in-pla
 (``copy_``), has at most ``max_outputs`` outputs (values read outside it; each output costs
 compile time) and ``max_nodes`` nodes, and groups of fewer than ``min_size`` nodes stay unfused.
 """
+import bisect
+
 import numpy as np
 
 from ember.jit.ir import Graph, Value
@@ -123,7 +125,8 @@ def fuse(graph, min_size=MIN_SIZE, max_outputs=MAX_OUTPUTS, max_nodes=MAX_NODES)
                 continue
             ids = grp.ids | cur.ids
             first = min(grp.first, cur.first)
-            if any(first < c < i for c in copies):
+            k = bisect.bisect_right(copies, first)   # an in-place write between first and i
+            if k < len(copies) and copies[k] < i:
                 continue
             # every outside reader of a member must come after the fused node (at index i)
             if any(id(u) not in ids and pos[id(u)] <= i
