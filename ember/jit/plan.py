@@ -346,7 +346,8 @@ class _ConvStep:
                 out.append((d.k.pad_rows, rt.signature(x, 0, 0, self.xp)))
             if d.acc is not None:
                 out.append((d.k.forward_image, rt.signature(
-                    xp, d.wp, d.bp, d.rs, d.off, d.acc, d.z, y, *d.args, True, *d.pool)))
+                    x, xp, 0, 0, d.wp, d.bp, d.rs, d.off, d.acc, d.z, y, *d.args, True,
+                    *d.pool)))
             else:
                 out.append((d.k.forward_rows, rt.signature(
                     xp, d.wp, d.bp, d.rs, d.off, y, *d.args, True, d.rowbuf, 0, 1)))
@@ -498,18 +499,18 @@ class _ConvStep:
         through the convolution selector (~15 us of Python per call at batch 1)."""
         d = self.direct
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        rs = d.rs if res is None else np.ascontiguousarray(res).reshape(y.shape[0], -1)
         xp = self.xp
+        if d.acc is not None:   # (pads x into xp itself)
+            d.k.forward_image(x, x if xp is None else xp, *self.pad, d.wp, d.bp, rs, d.off,
+                              d.acc, d.z, y, *d.args, self.relu, *d.pool)
+            return y
         if xp is not None:
             d.k.pad_rows(x, self.pad[0], self.pad[1], xp)
         else:
             xp = x
-        rs = d.rs if res is None else np.ascontiguousarray(res).reshape(y.shape[0], -1)
-        if d.acc is not None:
-            d.k.forward_image(xp, d.wp, d.bp, rs, d.off, d.acc, d.z, y, *d.args, self.relu,
-                              *d.pool)
-        else:
-            d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
-                             y.shape[2])
+        d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
+                         y.shape[2])
         return y
 
     def __call__(self, x, res=None):
@@ -576,6 +577,8 @@ class _LinearStep:
         self.has_b, self.relu = b is not None, relu
         self.out_shape, self.dtype, self.fresh = tuple(out_shape), dtype, fresh
         self.y = None if fresh else np.empty(out_shape, dtype)
+        # a weight too small to split (``linalg.gemv_parts`` is 0 whatever the threads)
+        self.one_run = self.wt.nbytes < _linalg().GEMV_MIN_BYTES
 
     def signatures(self, x):
         from ember.kernels.runtime import compiler as rt
@@ -595,8 +598,9 @@ class _LinearStep:
     def __call__(self, x):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
         if self.gemv:
-            x = np.ascontiguousarray(x)
-            parts = _linalg().gemv_parts(self.wt)
+            if not x.flags.c_contiguous:
+                x = np.ascontiguousarray(x)
+            parts = 0 if self.one_run else _linalg().gemv_parts(self.wt)
             if parts:
                 self.kn.gemv_runs(self.wt, x, self.b, y, self.relu, parts)
             else:
@@ -1055,7 +1059,10 @@ class InferencePlan:
         if not self._lock.acquire(blocking=False):
             return None
         try:
-            arrays = [a if a.flags.c_contiguous else np.ascontiguousarray(a) for a in arrays]
+            for a in arrays:
+                if not a.flags.c_contiguous:
+                    arrays = [np.ascontiguousarray(a) for a in arrays]
+                    break
             if (self.parallel or self.one_blas_thread) and not self.blas_free:
                 with self._threads():
                     res = self._fn(*arrays)
@@ -1065,9 +1072,10 @@ class InferencePlan:
             if copy is None:
                 bufs = [s.y for s in self._steps if s.y is not None] + \
                     list(self.shared.arrays.values())
-                copy = self._copy = [isinstance(r, np.ndarray) and
-                                     any(np.shares_memory(r, b) for b in bufs) for r in res]
-            if any(copy):
+                copy = [isinstance(r, np.ndarray) and any(np.shares_memory(r, b) for b in bufs)
+                        for r in res]
+                self._copy = copy if any(copy) else False
+            if copy:
                 res = tuple(np.array(r) if c else r for r, c in zip(res, copy))
             return res
         finally:
@@ -1123,12 +1131,14 @@ class Planner:
                 self._failed.add(key)
                 self.errors.append(f"{type(e).__name__}: {e}")
                 return None
-            plan.ready_now = False
+            plan.ready_now = plan.steady = False
             self._plans[key] = plan
             while len(self._plans) > MAX_PLANS:
                 self._plans.popitem(last=False)
         else:
             self._plans.move_to_end(key)
+            if plan.steady:
+                return plan.run(arrays)
         if not plan.ready_now:
             if not plan.ready():
                 return None
@@ -1139,6 +1149,8 @@ class Planner:
         plan.calls += 1
         if plan.calls == RETUNE_AFTER:
             plan.retune(arrays)
+        # nothing left to tune: later calls go straight to the plan
+        plan.steady = plan.calls >= RETUNE_AFTER and not plan.tuning_pending
         return plan.run(arrays)
 
     def plans(self):

@@ -701,11 +701,48 @@ def forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbuf, i0, i1):
 
 
 @njit(cache=CACHE, nogil=True)
-def forward_image(xp, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw, qh, qw):
-    """``forward`` of one image on an input ``xp`` (1, C, Hp, Wp) that is already zero-padded,
-    for rows of any length and an optional max pool after it: the inference plan's
-    convolutions of a batch of one (``ember.jit.plan``, mode "direct") that ``forward_rows``
-    does not take. Every output pixel's sums go into ``acc`` ((Ho*Wo rounded up to L) * Kp,
+def _add_relu_run(out, r, relu):
+    """out += r, then ReLU (``v < 0`` -> 0: NaN stays) if ``relu``."""
+    zero = out.dtype.type(0)
+    if relu:
+        for p in range(out.shape[0]):
+            v = out[p] + r[p]
+            out[p] = zero if v < zero else v
+    else:
+        for p in range(out.shape[0]):
+            out[p] += r[p]
+
+
+@njit(cache=CACHE, nogil=True)
+def _relu_run(out):
+    zero = out.dtype.type(0)
+    for p in range(out.shape[0]):
+        v = out[p]
+        out[p] = zero if v < zero else v
+
+
+@njit(cache=CACHE, nogil=True)
+def pad_rows(x, ph, pw, xp):
+    """x (N, C, H, W) into the interior of xp (N, C, H + 2ph, W + 2pw; its border stays zero)
+    row by row with vector copies (``_copy_run``): 2.3 us for (1, 16, 32, 32), where an
+    element loop took 6. Both C-contiguous."""
+    N, C, H, W = x.shape
+    Hp, Wp = xp.shape[2], xp.shape[3]
+    X, XP = _data(x), _data(xp)
+    for n in range(N):
+        for c in range(C):
+            for i in range(H):
+                _copy_run(XP, ((n * C + c) * Hp + i + ph) * Wp + pw, X,
+                          ((n * C + c) * H + i) * W, W)
+
+
+@njit(cache=CACHE, nogil=True)
+def forward_image(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw, qh,
+                  qw):
+    """``forward`` of one image x (1, C, H, W) padded by ``pad_rows`` into the interior of the
+    zero-bordered ``xp`` (1, C, H + 2ph, W + 2pw; ph = pw = 0: xp is x), for rows of any
+    length and an optional max pool after it: the inference plan's convolutions of a batch of
+    one (``ember.jit.plan``, mode "direct") that ``forward_rows`` does not take. Every output pixel's sums go into ``acc`` ((Ho*Wo rounded up to L) * Kp,
     pixel-major), which is transposed in L x L register tiles into NCHW order: without a pool
     (kh = kw = qh = qw = 1) into y (1, K, Ho, Wo), bias added before the transpose, then the
     residual ``rs`` (1, K*Ho*Wo, or empty) and ReLU, as ``forward`` (``z`` unused); with one,
@@ -714,6 +751,8 @@ def forward_image(xp, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw,
     propagating, and bias and ReLU follow the maximum (both monotone), as
     ``fused_numba.conv_pool_epilogue``. The sums are ``forward``'s (the same products in the
     same order)."""
+    if ph > 0 or pw > 0:
+        pad_rows(x, ph, pw, xp)
     pool = not (kh == 1 and kw == 1 and qh == 1 and qw == 1)
     K = y.shape[1]
     Ho, Wo = (z.shape[1], z.shape[2]) if pool else (y.shape[2], y.shape[3])
@@ -766,42 +805,6 @@ def forward_image(xp, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw,
                 if bias:
                     m = m + bk
                 y[0, k, i, j] = zero if (relu and m < zero) else m
-
-
-@njit(cache=CACHE, nogil=True)
-def _add_relu_run(out, r, relu):
-    """out += r, then ReLU (``v < 0`` -> 0: NaN stays) if ``relu``."""
-    zero = out.dtype.type(0)
-    if relu:
-        for p in range(out.shape[0]):
-            v = out[p] + r[p]
-            out[p] = zero if v < zero else v
-    else:
-        for p in range(out.shape[0]):
-            out[p] += r[p]
-
-
-@njit(cache=CACHE, nogil=True)
-def _relu_run(out):
-    zero = out.dtype.type(0)
-    for p in range(out.shape[0]):
-        v = out[p]
-        out[p] = zero if v < zero else v
-
-
-@njit(cache=CACHE, nogil=True)
-def pad_rows(x, ph, pw, xp):
-    """x (N, C, H, W) into the interior of xp (N, C, H + 2ph, W + 2pw; its border stays zero)
-    row by row with vector copies (``_copy_run``): 2.3 us for (1, 16, 32, 32), where an
-    element loop took 6. Both C-contiguous."""
-    N, C, H, W = x.shape
-    Hp, Wp = xp.shape[2], xp.shape[3]
-    X, XP = _data(x), _data(xp)
-    for n in range(N):
-        for c in range(C):
-            for i in range(H):
-                _copy_run(XP, ((n * C + c) * Hp + i + ph) * Wp + pw, X,
-                          ((n * C + c) * H + i) * W, W)
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)
