@@ -291,7 +291,7 @@ EXP_P = (1.9875691500e-4, 1.3981999507e-3, 8.3334519073e-3, 4.1665795894e-2, 1.6
          5.0000001201e-1)   # Cephes expf, in float32
 TANH_P = (-5.70498872745e-3, 2.06390887954e-2, -5.37397155531e-2, 1.33314422036e-1,
           -3.33332819422e-1)   # Cephes tanhf, in float32
-_TWIN_BLOCK = 8192
+_TWIN_BLOCK = 32768   # (524288,) float32 erf 2.7 ms in blocks of 8192, 2.1 in 32768
 _f32 = np.float32
 _EXP_P32 = tuple(_f32(c) for c in EXP_P)
 _TANH_P32 = tuple(_f32(c) for c in TANH_P)
