@@ -12,6 +12,9 @@ Numba template evaluates ``math`` on source fragments (``NumbaMath``), its NumPy
 arrays (``NumpyMath``), so both run the same operations in the same order; ember's eager kernels
 of these ops (``kernels/elementwise.py``) are ``evaluate`` of the row. Ops that are one NumPy
 ufunc / one Numba function keep a template and a ufunc (the same primitive, named twice).
+Float32 exp / tanh / erf compile to ``nbhelpers``' helpers; their NumPy twins (``Op.twin``,
+``KernelMath``; float32 erf's NumPy evaluation is its twin) give the compiled bits, so a form
+whose steps are all ``Op.kernel_exact`` has a NumPy plan with its kernel's bits.
 
 Typing kinds (p = torch promotion of the operands, see ``promotion``):
   same       result p                         add sub mul pow maximum clamp relu floor ...

@@ -55,3 +55,26 @@ def test_fallback_without_numba():
     assert out == {"compiler": False, "gelu_err": pytest.approx(0, abs=1e-6), "relu_ok": True, "h": "float16",
                    "h_ok": True, "raised": True}
 
+
+
+@pytest.mark.parametrize("op, dtype, exact", [
+    ("gelu", "float32", True), ("gelu", "float64", False),        # erf: twin / SciPy vs math.erf
+    ("sigmoid", "float32", True), ("sigmoid", "float64", False),  # exp: twin / NumPy's vs libm
+    ("tanh", "float32", True), ("erf", "float32", True), ("erf", "float64", False),
+    ("lerp", "float64", True), ("rsqrt", "float64", True),        # IEEE arithmetic and selects
+    ("elu", "float32", False), ("softplus", "float32", False),    # expm1, log1p
+    ("log", "float32", False), ("maximum", "float32", False), ("gelu", "float16", False)])
+def test_kernel_exact_names_the_plans_with_the_kernels_bits(op, dtype, exact):
+    """``kernel_exact``: the twin NumPy plan has the compiled kernel's bits for IEEE arithmetic,
+    selects and comparisons, and float32 exp / tanh / erf (their helpers' twins); not where a
+    step runs another library's function (float64 exp / erf, log, expm1), nor maximum (its
+    signed zeros), nor float16 (rounded in float32)."""
+    import numpy as np
+    from ember.kernels.pointwise import OPS, Expr, compile_pointwise
+    from ember.kernels.pointwise.numpy_eval import kernel_exact
+    x = np.ones(4, dtype)
+    params = {"elu": (1.0,), "softplus": (1.0, 20.0)}.get(op, ())
+    arity = OPS[op].arity
+    names = tuple("abc"[:arity])
+    e = Expr(names, [("y", op, names + params)], ("y",))
+    assert kernel_exact(compile_pointwise(e, (x,) * arity).typing) is exact
