@@ -32,7 +32,7 @@ import numpy as np
 
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
-from ember.compiler.step import StepCapture, WholeStep
+from ember.compiler.step import StepCapture, WholeStep, creates_state
 from ember.jit.tracer import Tracer, user_frame
 
 __all__ = ["compile", "CompiledFunction", "OptimizedModule", "GraphBreakError", "InvalidBackend",
@@ -456,6 +456,7 @@ class CompiledFunction:
         self.backward_fallbacks = []
         self.traces = 0    # traces kept (compiled programs made)
         self.warmups = 0   # calls that ran an optimizer's first step eagerly
+        self._warm_eager = False   # a call ran untraced because an optimizer's state was missing
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__qualname__ = getattr(fn, "__qualname__", self.__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -673,6 +674,18 @@ class CompiledFunction:
         if self.module is not None and objects:
             return self._eager(key, "a Module called with an argument that is not a tensor, "
                                "container or Python scalar", args, kwargs)
+        if self.module is None and not self._warm_eager and STATE.grad_enabled and \
+                self.options.get("whole_step", True) and \
+                creates_state(o for _, o in _reached(self.fn, objects)):
+            # an optimizer the function reaches has no state yet: its first step would run
+            # eagerly (StepCapture.warmup) and the trace be thrown away, so the call runs
+            # untraced (once: an optimizer the function does not step keeps no state)
+            self._warm_eager = True
+            self.warmups += 1
+            if self.debug:
+                print(f"[ember.compile] '{self.__name__}': an optimizer's state is not created "
+                      "yet: this call runs eagerly; the next call traces the whole step")
+            return self.fn(*args, **kwargs)
         if self.module is not None:
             target = _KwargsCall(self.module) if kwargs else self.module
         elif objects:   # object arguments are the trace's Python values (guarded by identity)
@@ -1134,9 +1147,23 @@ def _param_names(fn, objects):
     (``model.fc1.weight``), so that a captured parameter's formal reads as what it is rather
     than ``param0``; the buffers become the trace's state formals (``record``'s ``state``)."""
     Module = _module_base()
+    out, buffers = {}, {}
+    for var, obj in _reached(fn, objects):
+        if isinstance(obj, Module):
+            for path, p in obj.named_parameters():
+                out.setdefault(id(p), f"{var}.{path}")
+            for path, b in obj.named_buffers():
+                if b is not None:
+                    buffers.setdefault(id(b), (b, f"{var}.{path}", "buffer"))
+    return out, buffers
+
+
+def _reached(fn, objects):
+    """[(name, object)]: what a compiled function reaches by name (its globals, closure cells,
+    default arguments) and its object arguments (``objects``)."""
     code = getattr(fn, "__code__", None)
     if code is None:
-        return {}, {}
+        return []
     found = []
     glob = getattr(fn, "__globals__", {})
     found += [(n, glob.get(n)) for n in code.co_names]
@@ -1151,15 +1178,7 @@ def _param_names(fn, objects):
     found += list((getattr(fn, "__kwdefaults__", None) or {}).items())
     found += [(argnames[k] if isinstance(k, int) and k < len(argnames) else str(k), o)
               for k, o in objects.items()]
-    out, buffers = {}, {}
-    for var, obj in found:
-        if isinstance(obj, Module):
-            for path, p in obj.named_parameters():
-                out.setdefault(id(p), f"{var}.{path}")
-            for path, b in obj.named_buffers():
-                if b is not None:
-                    buffers.setdefault(id(b), (b, f"{var}.{path}", "buffer"))
-    return out, buffers
+    return found
 
 
 def _segments():

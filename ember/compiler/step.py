@@ -147,6 +147,32 @@ def _kind(opt):
         "update" if step is _Traceable.step else None
 
 
+def needs_state(opt, kind, group, p):
+    """Whether ``opt``'s next step (of kind ``_kind(opt)``) creates state for ``p``: that
+    step runs eagerly (``StepCapture.warmup``) and the next call traces."""
+    st = opt.state.get(p)
+    return (kind in ("adam", "update") and not st) or \
+        (kind == "update" and any(k not in st for k in opt._slots(group) if k)) or \
+        (kind == "sgd" and group["momentum"] != 0 and not (st and "momentum_buffer" in st))
+
+
+def creates_state(objects):
+    """Whether an optimizer among ``objects`` has a parameter requiring grad whose next
+    captured step would create state (``needs_state``)."""
+    from ember.optim.optimizer import Optimizer
+    for obj in objects:
+        if not isinstance(obj, Optimizer):
+            continue
+        kind = _kind(obj)
+        if kind is None:
+            continue
+        for group in obj.param_groups:
+            for p in group["params"]:
+                if p._requires_grad and needs_state(obj, kind, group, p):
+                    return True
+    return False
+
+
 _CAPTURED = ("SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam, ASGD and Rprop "
              "(not LBFGS: its step needs a closure)")
 
@@ -334,11 +360,7 @@ class StepCapture:
                     return f"{name}.step() on a {p._data.dtype} parameter (not captured)"
                 work.append((gi, group, p))
         for _, group, p in work:
-            st = opt.state.get(p)
-            if (kind in ("adam", "update") and not st) or \
-                    (kind == "update" and any(k not in st for k in opt._slots(group) if k)) or \
-                    (kind == "sgd" and group["momentum"] != 0 and
-                     not (st and "momentum_buffer" in st)):
+            if needs_state(opt, kind, group, p):
                 self.warmup = True   # the first step creates the state: eager, unrecorded
                 return ""
         self.optimizers.append((opt, structure(opt)))
