@@ -17,7 +17,9 @@ statements are the graph's steps with everything static bound in advance:
   kernel on operands packed at build time (mode "direct"); the fastest is kept
   (``InferencePlan.autotune``);
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
-  preallocated buffer followed by one in-place bias + ReLU kernel;
+  preallocated buffer followed by one in-place bias + ReLU kernel, or, timed against it by
+  ``autotune``, the direct convolution's register-blocked micro-kernel over the rows
+  (``direct_numba.linear_rows``: OpenBLAS runs its AVX2 kernels on AMD Zen 5);
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
 - a fusion group none of whose nodes a pattern above takes runs as its one fused kernel from
   ``fused.MIN_FUSED_SIZE`` elements, op by op below, as the generated array-mode code runs it;
@@ -579,6 +581,23 @@ class _LinearStep:
         self.y = None if fresh else np.empty(out_shape, dtype)
         # a weight too small to split (``linalg.gemv_parts`` is 0 whatever the threads)
         self.one_run = self.wt.nbytes < _linalg().GEMV_MIN_BYTES
+        # "gemm": BLAS's GEMM and a bias kernel; "direct": the direct convolution's
+        # micro-kernel (``direct_numba.linear_rows``), timed against it by ``autotune``
+        self.mode = "gemm"
+        self.mode_times = {}
+        self.direct = None if self.gemv or not DIRECT else \
+            _linear_direct_setup(self.wt, self.out_shape, dtype)
+
+    def modes(self):
+        return ("gemm", "direct") if self.direct is not None else ("gemm",)
+
+    def mode_signatures(self, x):
+        from ember.kernels.runtime import compiler as rt
+        d = self.direct
+        if d is None:
+            return []
+        x = _like(x.shape, self.dtype)
+        return [(d.k.linear_rows, rt.signature(x, d.xt, d.wp, d.off, x, 0, 0, 0, 0, True))]
 
     def signatures(self, x):
         from ember.kernels.runtime import compiler as rt
@@ -595,8 +614,24 @@ class _LinearStep:
     def flops(self):
         return 2.0 * self.wt.size * self.out_shape[0]
 
-    def __call__(self, x):
+    def __call__(self, x, res=None):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
+        if self.mode == "direct":
+            d = self.direct
+            if not x.flags.c_contiguous:
+                x = np.ascontiguousarray(x)
+            z = y if d.ybuf is None else d.ybuf
+            if d.blocks > 1 and _parallel().parallel_possible():
+                d.k.linear_rows(x, d.xt, d.wp, d.off, z, d.P, d.V, 0, 0, True)
+                _parallel().run(lambda lo, hi: d.k.linear_rows(x, d.xt, d.wp, d.off, z, d.P,
+                                                               d.V, lo, hi, False), d.blocks)
+            else:
+                d.k.linear_rows(x, d.xt, d.wp, d.off, z, d.P, d.V, 0, d.blocks, True)
+            if d.ybuf is not None:
+                np.copyto(y, d.ybuf[:, :y.shape[1]])
+            if self.has_b or self.relu:
+                self.kn.bias_act(y, self.b, self.relu)
+            return y
         if self.gemv:
             if not x.flags.c_contiguous:
                 x = np.ascontiguousarray(x)
@@ -613,6 +648,44 @@ class _LinearStep:
         if self.has_b or self.relu:
             self.kn.bias_act(y, self.b, self.relu)
         return y
+
+
+class _LinearDirect:
+    """A linear step's operands for ``direct_numba.linear_rows``: the weight ``wp`` (Cin, Kp),
+    its columns zero-padded to whole vectors, the transposed input's buffer ``xt`` (Cin, N
+    rounded up to a vector), the offsets of its rows, the row block P, the vectors per column
+    block V, the number of column blocks, and the (N, Kp) product's buffer when Kp > Kout
+    (else None: the product is the output)."""
+
+    def __init__(self, k, wp, xt, off, P, V, blocks, ybuf):
+        self.k, self.wp, self.xt, self.off, self.P, self.V = k, wp, xt, off, P, V
+        self.blocks, self.ybuf = blocks, ybuf
+
+
+def _linear_direct_setup(wt, out_shape, dtype):
+    """The direct mode of a linear step with weight ``wt`` (Cin, Kout) (several rows, the
+    direct kernels available), else None."""
+    from ember.kernels.conv import direct
+    from ember.kernels.runtime import compiler
+    k = direct.kernels()
+    if k is None or not compiler.available():
+        return None
+    N, K = out_shape
+    L = k.lanes(np.dtype(dtype).itemsize)
+    V = 2 if K % (2 * L) == 0 else 1
+    fits = [p for p in k.forward_pixels(V) if 1 < p <= N]
+    if not fits:
+        return None
+    Cin = wt.shape[0]
+    Kp = -(-K // (V * L)) * V * L
+    wp, ybuf = wt, None
+    if Kp != K:
+        wp = np.zeros((Cin, Kp), dtype)
+        wp[:, :K] = wt
+        ybuf = np.empty((N, Kp), dtype)
+    Np = -(-N // L) * L
+    return _LinearDirect(k, wp, np.empty((Cin, Np), dtype), np.arange(Cin, dtype=np.int64) * Np,
+                         max(fits), V, Kp // (V * L), ybuf)
 
 
 def _generic(fn, args, consts_after, multi, values_at):
@@ -736,8 +809,7 @@ class InferencePlan:
                 glob[ident] = step
                 self._steps.append(step)
                 self._sigs += step.signatures(env[id(node.args[0])])
-                if node.kind == "conv2d":
-                    tune.append((step, node.args[0], step.res))
+                tune.append((step, node.args[0], getattr(step, "res", None)))
                 lines.append(f"    {name_of(last)} = {ident}("
                              f"{', '.join(value_arg(v) for v in reads)})")
                 continue
@@ -964,7 +1036,9 @@ class InferencePlan:
         thread setting -- im2col + ``W @ col`` ("kxp"), transposed im2col + ``col.T @ W.T``
         ("pxk": one GEMM row per output pixel, which BLAS splits better when K is small) and
         ember's convolution engine ("engine": direct, Winograd, ... as its selector picks for
-        the shape) -- each with its fused epilogue, and keep the fastest: one warm-up and one
+        the shape) -- each with its fused epilogue, and for each linear step of several rows
+        BLAS's GEMM ("gemm") against the direct micro-kernel ("direct", see ``_LinearStep``),
+        and keep the fastest: one warm-up and one
         timed run of each, then two interleaved rounds of timed runs of those within 1.5x of the
         best (the minimum counts). Called again by ``retune``: the times of both moments
         count (each mode's minimum over them)."""
@@ -998,7 +1072,8 @@ class InferencePlan:
         thread count (~3 us per call)."""
         self.blas_free = self._generic_calls == 0 and all(
             (isinstance(st, _ConvStep) and st.mode == "direct")
-            or (isinstance(st, _LinearStep) and st.gemv) for st in self._steps)
+            or (isinstance(st, _LinearStep) and (st.gemv or st.mode == "direct"))
+            for st in self._steps)
 
     def tune_threads(self, arrays):
         """Time the whole plan on ``arrays`` under its thread setting and with BLAS left to its

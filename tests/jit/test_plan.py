@@ -347,6 +347,39 @@ def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
                        if isinstance(s, plan_module._ConvStep))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name, batch", [("mlp", 16), ("lenet", 9), ("resnet", 5)])
+def test_plan_linear_direct_mode_equals_eager(name, batch, dtype):
+    """A linear step of several rows can run the direct convolution's micro-kernel
+    (``direct_numba.linear_rows``, mode "direct", timed against BLAS's GEMM), its columns
+    padded to whole vectors where needed (LeNet's 120, 84 and 10), on ember's threads or one;
+    equal to eager, NaN propagating."""
+    ember.manual_seed(10)
+    dt = getattr(ember, dtype)
+    build, shape = MODELS[name]
+    model = build().to(dt).eval()
+    x = ember.randn((batch,) + shape, dtype=dt)
+    xn_np = x.numpy().copy()
+    xn_np.reshape(batch, -1)[1, 3] = np.nan
+    xn = ember.tensor(xn_np)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want, want_n = model(x).numpy(), model(xn).numpy()
+        fast(x)
+        plan = next(iter(_planned(fast).values()))
+        lins = [s for s in plan._steps if isinstance(s, plan_module._LinearStep)]
+        assert lins and all(s.modes() == ("gemm", "direct") for s in lins)
+        for s in lins:
+            s.mode = "direct"
+        for setting in ((True, False), (False, True), (False, False)):
+            plan.parallel, plan.one_blas_thread = setting
+            got, got_n = fast(x).numpy(), fast(xn).numpy()
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+            assert np.isnan(want_n).any()
+            np.testing.assert_array_equal(np.isnan(got_n), np.isnan(want_n))
+            np.testing.assert_allclose(got_n, want_n, rtol=1e-5, atol=1e-6)
+
+
 def test_plan_skips_random_graphs():
     def f(x):
         return F.dropout(F.relu(x), 0.5, training=True)

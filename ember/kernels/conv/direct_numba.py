@@ -742,8 +742,9 @@ def forward_image(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, re
     """``forward`` of one image x (1, C, H, W) padded by ``pad_rows`` into the interior of the
     zero-bordered ``xp`` (1, C, H + 2ph, W + 2pw; ph = pw = 0: xp is x), for rows of any
     length and an optional max pool after it: the inference plan's convolutions of a batch of
-    one (``ember.jit.plan``, mode "direct") that ``forward_rows`` does not take. Every output pixel's sums go into ``acc`` ((Ho*Wo rounded up to L) * Kp,
-    pixel-major), which is transposed in L x L register tiles into NCHW order: without a pool
+    one (``ember.jit.plan``, mode "direct") that ``forward_rows`` does not take. Every output
+    pixel's sums go into ``acc`` ((Ho*Wo rounded up to L) * Kp, pixel-major), which is
+    transposed in L x L register tiles into NCHW order: without a pool
     (kh = kw = qh = qw = 1) into y (1, K, Ho, Wo), bias added before the transpose, then the
     residual ``rs`` (1, K*Ho*Wo, or empty) and ReLU, as ``forward`` (``z`` unused); with one,
     into the plane buffer ``z`` (K, Ho, Wo), then y (1, K, Hy, Wy) is the max pool (kh, kw,
@@ -805,6 +806,32 @@ def forward_image(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, re
                 if bias:
                     m = m + bk
                 y[0, k, i, j] = zero if (relu and m < zero) else m
+
+
+@njit(cache=CACHE, nogil=True)
+def linear_rows(x, xt, wp, off, y, P, V, b0, b1, transpose):
+    """y[n, k] = sum over c of x[n, c] * wp[c, k] (a linear layer's product x @ w.T, as a 1x1
+    convolution whose pixels are the rows n of x) for the blocks of V*L columns k in
+    [b0*V*L, b1*V*L): per column block and block of P rows, the forward micro-kernel's P*V
+    vector accumulators in registers over every c, stored once into y (N, Kp) (Kp = wp's
+    columns, a multiple of V*L). It reads x transposed, xt (Cin, Np) (Np = N rounded up to L,
+    ``off[c]`` = c*Np), which ``transpose`` first writes in L x L register tiles (NumPy's
+    transposed copy of a (64, 512) float32 x took 27 us, four times the product with 10
+    columns). The column block's weight panel stays in cache over the rows. The inference
+    plan's linear steps of several rows (mode "direct", ``ember.jit.plan``); rows P at a time,
+    the last block shifted back to end at N (N >= P)."""
+    N, Cin = x.shape
+    Kp = wp.shape[1]
+    Np = xt.shape[1]
+    L = VECTOR_BYTES // wp.itemsize
+    KB = V * L
+    Y, X, W, O = _data(y), _data(xt), _data(wp), _data(off)
+    if transpose:
+        _transpose(X, Np, _data(x), 0, N, Cin, L)
+    for kb in range(b0 * KB, b1 * KB, KB):
+        for n0 in range(0, N, P):
+            n0 = min(n0, N - P)
+            _forward_block(Y, n0 * Kp, X, W, O, Cin, n0, 1, kb, Kp, P, V, 0)
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)

@@ -354,6 +354,37 @@ def test_forward_image_gives_forward_bits(shape, K, R, st, pad, extras, pool, dt
     assert np.isnan(y).any()
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("N, Cin, K", [(64, 40, 32), (17, 23, 10), (5, 7, 48), (33, 19, 16)])
+def test_linear_rows_gives_the_forward_kernels_bits(N, Cin, K, dtype):
+    """``linear_rows`` (a linear layer as a 1x1 convolution over the rows of x, transposed in
+    register tiles first) gives ``forward``'s bits for that convolution -- the same FMAs in
+    the same order -- over column blocks split in two calls."""
+    k = direct.kernels()
+    L = k.lanes(np.dtype(dtype).itemsize)
+    V = 2 if K % (2 * L) == 0 else 1
+    Kp = -(-K // (V * L)) * V * L
+    Np = -(-N // L) * L
+    x = rng.standard_normal((N, Cin)).astype(dtype)
+    x[N // 2, Cin // 3] = np.nan
+    w = rng.standard_normal((K, Cin)).astype(dtype)
+    wp = np.zeros((Cin, Kp), dtype)
+    wp[:, :K] = w.T
+    geo = C.geometry("conv2d", (1, Cin, 1, N), (K, Cin, 1, 1), (1, 1), (0, 0), (1, 1), 1)
+    want = direct.forward(np.ascontiguousarray(x.T).reshape(1, Cin, 1, N),
+                          w.reshape(K, Cin, 1, 1), geo)[0, :, 0, :].T
+    xt = np.full((Cin, Np), np.nan, dtype)
+    off = np.arange(Cin, dtype=np.int64) * Np
+    y = np.full((N, Kp), -7.0, dtype)
+    P = max(p for p in k.forward_pixels(V) if p <= N)
+    blocks = Kp // (V * L)
+    k.linear_rows(x, xt, wp, off, y, P, V, 0, blocks // 2, True)
+    k.linear_rows(x, xt, wp, off, y, P, V, blocks // 2, blocks, False)
+    np.testing.assert_array_equal(xt[:, :N], x.T)
+    np.testing.assert_array_equal(y[:, :K], want)
+    assert np.isnan(y).any()
+
+
 def test_strided_input_gradient_and_groups_are_not_supported(force):
     g = C.geometry("conv2d", (2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1)
     assert direct.supports(g, "forward") and direct.supports(g, "weight")
