@@ -208,7 +208,11 @@ class FusedGroup:
         if STATE.tracer is not None or not self._use_kernel(arrays):
             return self.unfused("tensor")(*tensors)
         if STATE.grad_enabled and any(t._requires_grad for t in tensors):
-            return FusedFunction.apply(self, *tensors)
+            outs = FusedFunction.apply(self, *tensors)
+            node = next((o.grad_fn for o in outs if o.grad_fn is not None), None)
+            if node is not None:   # its gradients are arrays the backward kernel just made: the
+                node._fresh_results = True   # engine may make one a .grad without a copy
+            return outs
         return tuple(Tensor._make(o) for o in self.kernel(arrays)(*arrays, backend=BACKEND))
 
     # ---- backward

@@ -378,6 +378,40 @@ def test_double_backward_through_a_fused_group(force):
     np.testing.assert_allclose(x.grad._data, ref, rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("backend", ["numpy", "numba"])
+def test_fused_gradient_becomes_grad_uncopied_and_accumulates(force, backend):
+    """The fused backward's input gradient is memory its kernel just made: the leaf's .grad is
+    that array (no copy), a second backward adds into it in place, and neither the incoming
+    gradient nor the input changes."""
+    if backend == "numba" and not has_compiler():
+        pytest.skip("numba not importable")
+    force.setattr(fused, "BACKEND", backend)
+    f = lambda x: (x * 2.0).tanh() + x  # noqa: E731
+    o = jit.optimize(_trace(f, x_(5, 7)))
+    assert _groups(o.graph)
+    made = []
+    real = fused.FusedGroup.backward_arrays
+    force.setattr(fused.FusedGroup, "backward_arrays",
+                  lambda self, *a: made.extend(real(self, *a)) or made[-1:])
+    gy = x_(5, 7, seed=2)
+    kept = gy._data.copy()
+    refs = []
+    for run in (f, o):
+        x = x_(5, 7, seed=1, grad=True)
+        x0 = x._data.copy()
+        run(x).backward(gy)
+        if run is o:
+            assert x.grad._data is made[0]
+        first = x.grad._data.copy()
+        run(x).backward(gy)
+        refs.append((first, x.grad._data))
+        np.testing.assert_array_equal(x._data, x0)
+    np.testing.assert_array_equal(gy._data, kept)
+    for a, b in zip(*refs):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(refs[1][1], 2 * refs[1][0], rtol=1e-6)
+
+
 # ---------------------------------------------------------------------------------- compiled
 @pytest.mark.skipif(not has_compiler(), reason="numba not importable")
 def test_compiled_fused_forward_backward(force):
