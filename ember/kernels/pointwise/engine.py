@@ -182,6 +182,31 @@ def _same_walk(a, o, shape):
             and _element_strides(a, shape) == _element_strides(o, shape))
 
 
+def _classes(cstrides):
+    """The inner-stride class of each operand (rows of ``cstrides``): 'c' 1, 'b' 0, 's' other."""
+    return tuple("c" if st == 1 else ("b" if st == 0 else "s") for st in cstrides[:, -1].tolist())
+
+
+_flat_layouts = {}
+
+
+def _flat_layout(n_operands, size):
+    """``(cshape, shape array, offsets, strides, classes)`` of ``n_operands`` contiguous operands
+    of ``size`` elements walked as one flat loop: made once per pair (read-only arrays, shared
+    between calls), so the commonest call allocates no index arrays."""
+    key = (n_operands, size)
+    layout = _flat_layouts.get(key)
+    if layout is None:
+        if len(_flat_layouts) >= 256:
+            _flat_layouts.clear()
+        arrays = (np.array([size], np.int64), np.zeros(n_operands, np.int64),
+                  np.ones((n_operands, 1), np.int64))
+        for a in arrays:
+            a.flags.writeable = False
+        layout = _flat_layouts[key] = ((size,),) + arrays + (("c",) * n_operands,)
+    return layout
+
+
 def _thread_count():
     n = threads._num_threads  # get_num_threads() without its os.cpu_count() call per launch
     return n if n is not None else _CPU_COUNT
@@ -340,9 +365,8 @@ class PointwiseKernel:
                                   if x.dtype == o.dtype and _same_walk(x, o, shape)), -1) for x in arrays)
         operands = arrays + list(targets)
         if all(a.flags.c_contiguous and a.shape == shape for a in operands):
-            cshape = (math.prod(shape),)
-            offs = np.zeros(len(operands), np.int64)
-            cstrides = np.ones((len(operands), 1), np.int64)
+            size = math.prod(shape)
+            layout = _flat_layout(len(operands), size)
             buffers = [a.reshape(-1) for a in operands]
         else:
             strides = [_element_strides(a, shape) for a in operands]
@@ -353,12 +377,13 @@ class PointwiseKernel:
             cstrides = np.array(collapsed.strides if collapsed.shape else [(0,)] * len(operands), np.int64)
             flats = [_flat(a) for a in operands]
             buffers = [b for b, _ in flats]
-            offs = np.array([o for _, o in flats], np.int64)
+            size = math.prod(cshape)
+            layout = (cshape, np.array(cshape, np.int64), np.array([o for _, o in flats], np.int64),
+                      cstrides, _classes(cstrides))
+        cshape, shape_arr, offs, cstrides, classes = layout
         buffers = [b.view(np.uint16) if b.dtype == np.float16 else b for b in buffers]
         if self._any_scalar:
             buffers += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
-        classes = tuple("c" if st == 1 else ("b" if st == 0 else "s") for st in cstrides[:, -1].tolist())
-        size = math.prod(cshape)
         inner = cshape[-1]
         rows = size // inner
         tbb = threads.parallel_layer() == "tbb"
@@ -381,7 +406,7 @@ class PointwiseKernel:
                                 lambda: self._compile(key, prebuild=True))
                 return False
             fn = self._compile(key)
-        common = (np.array(cshape, np.int64), offs, cstrides, -(-inner // nchunks), nchunks)
+        common = (shape_arr, offs, cstrides, -(-inner // nchunks), nchunks)
         if not parallel:
             fn(0, ntasks, *common, *buffers)
         elif tbb:

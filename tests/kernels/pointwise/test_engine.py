@@ -256,6 +256,24 @@ def test_parallel_split_on_every_layout(n_threads, layer, monkeypatch):
         threads.set_num_threads(before)
 
 
+def test_contiguous_operands_share_read_only_index_arrays():
+    """Contiguous operands run as one flat loop whose index arrays are made once per (operand
+    count, size), read-only (a kernel cannot change them for the next call)."""
+    layout = engine._flat_layout(3, 1000)
+    assert engine._flat_layout(3, 1000) is layout and engine._flat_layout(3, 999) is not layout
+    cshape, shape, offs, strides, classes = layout
+    assert cshape == (1000,) and classes == ("c", "c", "c")
+    np.testing.assert_array_equal(shape, [1000])
+    np.testing.assert_array_equal(offs, [0, 0, 0])
+    np.testing.assert_array_equal(strides, [[1], [1], [1]])
+    assert not any(a.flags.writeable for a in (shape, offs, strides))
+    rng = np.random.default_rng(4)
+    for n in (5000, 7, 5000):
+        x, y = rng.standard_normal((2, n)).astype(np.float32)
+        (r,) = compile_pointwise(ADD1, (x, y))(x, y, backend="numba")
+        np.testing.assert_array_equal(r, x * y + np.float32(1.0))
+
+
 def test_cost_estimate_orders_kernels():
     x = np.ones(4, np.float32)
     cheap = compile_pointwise(ADD1, (x, x))
