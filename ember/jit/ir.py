@@ -364,6 +364,23 @@ class Graph:
             self._names.discard(o.name)
         node.graph = None
 
+    def remove_nodes(self, nodes):
+        """Remove ``nodes`` at once (one pass over the node list): their outputs may be read
+        only by each other."""
+        ids = {id(n) for n in nodes}
+        outs = {id(o) for o in self.outputs}
+        for n in nodes:
+            for o in n.outputs:
+                if id(o) in outs or any(id(u) not in ids for u in o.uses):
+                    raise ValueError(f"cannot remove {n.kind}: output %{o.name} is still used")
+        for n in nodes:
+            for v in n.inputs:
+                v.uses.remove(n)
+            for o in n.outputs:
+                self._names.discard(o.name)
+            n.graph = None
+        self.nodes[:] = [n for n in self.nodes if id(n) not in ids]
+
     def index(self, node):
         for i, n in enumerate(self.nodes):
             if n is node:

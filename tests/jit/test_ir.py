@@ -81,6 +81,20 @@ def test_editing_api():
     assert "mul(%1, 3.0)" in str(g)
 
 
+def test_remove_nodes_at_once():
+    g = small_graph()
+    lin, relu = g.nodes
+    with pytest.raises(ValueError, match="still used"):
+        g.remove_nodes([lin])                  # relu reads it
+    with pytest.raises(ValueError, match="still used"):
+        g.remove_nodes([lin, relu])            # relu's output is returned
+    g.outputs = [g.inputs[0]]
+    g.remove_nodes([lin, relu])                # a chain: read only among themselves
+    assert g.nodes == [] and all(v.uses == [] for v in g.inputs)
+    assert lin.graph is None and "1" not in g._names
+    g.lint()
+
+
 def test_visitor_dispatches_on_kind():
     class Count(GraphVisitor):
         def __init__(self):

@@ -7,20 +7,16 @@ SIDE_EFFECTS = ("copy_",)
 def dce(graph):
     """Remove unused nodes (walking backwards, so dead chains go at once) and unused constants."""
     outs = {id(o) for o in graph.outputs}
-    dead = set()
+    dead, ids = [], set()
     for node in reversed(graph.nodes):
         if node.kind in SIDE_EFFECTS:
             continue
-        if any(o.uses or id(o) in outs for o in node.outputs):
+        if any(id(o) in outs or any(id(u) not in ids for u in o.uses) for o in node.outputs):
             continue
-        for v in node.inputs:   # Graph.remove's work, the node list filtered once below
-            v.uses.remove(node)
-        for o in node.outputs:
-            graph._names.discard(o.name)
-        node.graph = None
-        dead.add(id(node))
+        dead.append(node)
+        ids.add(id(node))
     if dead:
-        graph.nodes[:] = [n for n in graph.nodes if id(n) not in dead]
+        graph.remove_nodes(dead)
     used = set()
     for n in graph.nodes:
         if n.kind == "constant":

@@ -176,8 +176,7 @@ def _make_group(graph, members, graph_outs):
     graph.insert(fg, after=members[-1])
     for o, new in zip(outs, fg.outputs):
         o.replace_all_uses_with(new)
-    for m in reversed(members):
-        graph.remove(m)
+    graph.remove_nodes(members)
     for o, new in zip(outs, fg.outputs):  # the fused values keep their names
         graph._names.discard(new.name)
         new.name = o.name
