@@ -27,9 +27,11 @@ not coordinated: they run single-threaded while a limited convolution is in flig
 BLAS thread counts during convolutions: those then run in the calling thread with BLAS's own
 threads.
 
-The BLAS libraries are found again (threadpoolctl's controller is rebuilt) whenever modules have
-been imported since the last look, so a BLAS loaded after ember (SciPy's own OpenBLAS) is limited
-too and gets the count set by ``set_num_threads``.
+The BLAS libraries are found again (threadpoolctl's controller is rebuilt) whenever a compiled
+extension module has been imported since the last look (a BLAS is loaded by one: SciPy's own
+OpenBLAS), so it is limited too and gets the count set by ``set_num_threads``. Pure-Python
+imports do not trigger a look: Numba's background import grows ``sys.modules`` through a cold
+process's first calls, and a look per change cost LeNet-5's first five steps 123 lookups, 37 ms.
 
 Parallel compiled kernels run on Numba's TBB threading layer when the ``tbb`` package is
 installed (``parallel_layer() == "tbb"``), else as serial ``nogil`` kernels split over ember's
@@ -73,6 +75,7 @@ _limit_enabled = os.environ.get("EMBER_CONV_BLAS_LIMIT", "1") != "0"
 
 _controllers = None         # threadpoolctl controllers of the BLAS libraries, () if unavailable
 _scanned_modules = -1       # len(sys.modules) when they were last looked for
+_seen_modules = set()       # names in sys.modules then
 
 
 def get_num_threads():
@@ -91,10 +94,27 @@ def blas_controllers(refresh=False):
         return _scan(refresh)
 
 
+def _new_extension_module():
+    """Whether a compiled extension module was imported since the last call (updates the record
+    of modules seen)."""
+    global _scanned_modules
+    names = set(sys.modules) - _seen_modules     # copied in C: safe beside importing threads
+    _seen_modules.update(names)
+    _scanned_modules = len(sys.modules)
+    from importlib.machinery import EXTENSION_SUFFIXES
+    suffixes = tuple(EXTENSION_SUFFIXES)
+    for name in names:
+        # the module's own dict: no module-level __getattr__ (lazy imports) runs
+        path = getattr(sys.modules.get(name), "__dict__", {}).get("__file__")
+        if isinstance(path, str) and path.endswith(suffixes):
+            return True
+    return False
+
+
 def _scan(refresh=False):
     global _controllers, _scanned_modules
-    n_modules = len(sys.modules)
-    if _controllers is None or refresh or n_modules != _scanned_modules:
+    changed = len(sys.modules) != _scanned_modules and _new_extension_module()
+    if _controllers is None or refresh or changed:
         old = {c.filepath for c in _controllers or ()}
         try:
             from threadpoolctl import ThreadpoolController

@@ -429,3 +429,43 @@ def test_fork_while_another_thread_chooses_the_threading_layer():
     r = subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True,
                        text=True, timeout=HARD_TIMEOUT)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr[-3000:]
+
+
+_RESCANS = """
+import sys, types, ember
+from ember.kernels.runtime import threads
+import threadpoolctl
+made = []
+real = threadpoolctl.ThreadpoolController
+class Counting(real):
+    def __init__(self, *a, **k):
+        made.append(1)
+        super().__init__(*a, **k)
+threadpoolctl.ThreadpoolController = Counting
+threads.blas_controllers()
+base = len(made)
+for i in range(20):                          # pure-Python modules: no new look
+    sys.modules[f"_ember_test_plain_{i}"] = types.ModuleType(f"_ember_test_plain_{i}")
+    threads.blas_controllers()
+plain = len(made) - base
+loaded = "_decimal" in sys.modules
+import _decimal                              # a compiled extension module: one new look
+threads.blas_controllers()
+threads.blas_controllers()
+print(plain, len(made) - base - plain, "" if loaded else getattr(_decimal, "__file__", ""))
+"""
+
+
+def test_blas_is_looked_for_again_only_after_an_extension_module_import():
+    """Numba's background import adds pure-Python modules through a cold process's first calls;
+    each used to rebuild threadpoolctl's controller (123 times, 37 ms, in LeNet-5's first five
+    steps). Only a compiled extension module can bring a BLAS."""
+    pytest.importorskip("threadpoolctl")
+    out = subprocess.run([sys.executable, "-c", _RESCANS], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    plain, extension, path = (out.stdout.split() + [""])[:3]
+    assert plain == "0"
+    if not path:
+        pytest.skip("_decimal is built into this interpreter or was already imported")
+    assert extension == "1"
