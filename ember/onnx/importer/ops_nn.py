@@ -332,7 +332,29 @@ def lp_normalization(a, x):
 
 @importer("LRN", since=1, attrs={"alpha": 1e-4, "beta": 0.75, "bias": 1.0, "size": 1})
 def lrn(a, x):
-    return F.local_response_norm(x, a["size"], alpha=a["alpha"], beta=a["beta"], k=a["bias"])
+    """ONNX's window: channels ``c - (size-1)//2`` to ``c + size//2`` (torch's puts the longer
+    half before ``c`` for an even size). The window sums are ``size`` shifted slices of the
+    channel-padded squares, all pointwise (one fused kernel when traced); ``beta`` = 0.75 as
+    ``t ** 0.75 = sqrt(t) * sqrt(sqrt(t))`` (a vector sqrt, where a float ``pow`` is a scalar
+    libm call)."""
+    if x.dim() < 2:
+        raise EmberRuntimeError(f"LRN: input of shape {tuple(x.shape)} has no channel axis "
+                                f"(rank 2 or more: N, C, ...)")
+    half = x.dtype == ember.float16
+    xc = x.to(ember.float32) if half else x
+    size, c = a["size"], x.shape[1]
+    lo = (size - 1) // 2
+    sq = F.pad(xc * xc, [0, 0] * (x.dim() - 2) + [lo, size - 1 - lo])
+    s = sq[:, 0:c]
+    for j in range(1, size):
+        s = s + sq[:, j:j + c]
+    t = s * (a["alpha"] / size) + a["bias"]
+    if a["beta"] == 0.75:
+        r = ember.sqrt(t)
+        y = xc / (r * ember.sqrt(r))
+    else:
+        y = xc / t ** a["beta"]
+    return y.to(ember.float16) if half else y
 
 
 _CTM_ALL = ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel", "align_corners",

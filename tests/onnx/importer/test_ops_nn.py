@@ -1,0 +1,77 @@
+"""Importers of the neural-network ONNX ops (ember/onnx/importer/ops_nn.py) against onnxruntime
+and the ONNX operator definitions."""
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import ember  # noqa: E402
+import ember.onnx  # noqa: E402
+from onnx import TensorProto, helper  # noqa: E402
+
+
+def _lrn_model(shape, **attrs):
+    node = helper.make_node("LRN", ["x"], ["y"], **attrs)
+    g = helper.make_graph([node], "lrn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                        list(shape))],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)])
+
+
+def _lrn_spec(x, size, alpha=1e-4, beta=0.75, bias=1.0):
+    """The ONNX definition, channel by channel in float64: the window of channel c runs from
+    c - floor((size-1)/2) to c + ceil((size-1)/2)."""
+    x = x.astype(np.float64)
+    c = x.shape[1]
+    y = np.empty_like(x)
+    for i in range(c):
+        lo, hi = max(0, i - (size - 1) // 2), min(c - 1, i + -(-(size - 1) // 2))
+        s = (x[:, lo:hi + 1] ** 2).sum(axis=1)
+        y[:, i] = x[:, i] / (bias + alpha / size * s) ** beta
+    return y
+
+
+@pytest.mark.parametrize("shape,size,alpha,beta,bias", [
+    ((1, 7, 5, 6), 5, 1e-4, 0.75, 1.0),       # the zoo's Inception v1 setting
+    ((2, 6, 4, 3), 4, 0.3, 0.75, 2.0),        # even size: the window is not centred
+    ((2, 3, 4, 4), 6, 0.5, 0.75, 1.0),        # window wider than the channels
+    ((1, 5, 9), 3, 2e-2, 0.5, 2.0),           # rank 3, another beta
+    ((1, 4, 3, 2, 2), 2, 0.7, 1.3, 0.5),      # rank 5
+    ((2, 8), 1, 0.9, 0.75, 1.5),              # rank 2, size 1
+])
+def test_lrn_matches_onnxruntime_and_the_definition(shape, size, alpha, beta, bias):
+    x = (np.random.default_rng(size).standard_normal(shape) * 3).astype(np.float32)
+    model = _lrn_model(shape, size=size, alpha=alpha, beta=beta, bias=bias)
+    got = ember.onnx.load_model(model.SerializeToString())(ember.tensor(x)).numpy()
+    want = _lrn_spec(x, size, alpha, beta, bias)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-6)
+    if size % 2 and len(shape) == 4:   # onnxruntime: odd sizes, rank 4 only
+        sess = ort.InferenceSession(model.SerializeToString(),
+                                    providers=["CPUExecutionProvider"])
+        np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=2e-6, atol=1e-6)
+
+
+def test_lrn_traced_equals_eager_and_gradient_matches_torch():
+    torch = pytest.importorskip("torch")
+    import ember.jit
+    shape = (1, 6, 4, 5)
+    x = (np.random.default_rng(3).standard_normal(shape) * 2).astype(np.float32)
+    m = ember.onnx.load_model(_lrn_model(shape, size=5, alpha=0.1, beta=0.75, bias=1.0)
+                              .SerializeToString())
+    xt = ember.tensor(x)
+    with ember.no_grad():
+        opt = ember.jit.optimize(ember.jit.trace(m, (xt,)))
+        np.testing.assert_allclose(opt(xt).numpy(), m(xt).numpy(), rtol=1e-6, atol=1e-7)
+    # odd size: ONNX's window is torch's, so the gradients compare in float64
+    x64 = x.astype(np.float64)
+    xe = ember.tensor(x64, requires_grad=True)
+    from ember.onnx.importer.ops_nn import lrn
+    y = lrn({"size": 5, "alpha": 0.1, "beta": 0.75, "bias": 1.0}, xe)
+    g = np.random.default_rng(4).standard_normal(shape)
+    y.backward(ember.tensor(g))
+    xt64 = torch.tensor(x64, requires_grad=True)
+    yt = torch.nn.functional.local_response_norm(xt64, 5, alpha=0.1, beta=0.75, k=1.0)
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-14)
+    np.testing.assert_allclose(xe.grad.numpy(), xt64.grad.numpy(), rtol=1e-10, atol=1e-12)
