@@ -92,7 +92,6 @@ def _release(key, kernel):
 
 
 _kernels = LRUCache(MAX_CACHED_KERNELS, on_evict=_release)
-_CPU_COUNT = os.cpu_count() or 1
 
 
 def compile_pointwise(expr, in_types):
@@ -208,8 +207,8 @@ def _flat_layout(n_operands, size):
 
 
 def _thread_count():
-    n = threads._num_threads  # get_num_threads() without its os.cpu_count() call per launch
-    return n if n is not None else _CPU_COUNT
+    n = threads._num_threads  # get_num_threads() without its call per launch
+    return n if n is not None else threads._CPU_COUNT
 
 
 class PointwiseKernel:

@@ -56,7 +56,28 @@ import threading
 
 from ember.kernels.runtime import threadpool
 
-_CPU_COUNT = os.cpu_count() or 1
+def _default_count():
+    """The thread count before any ``set_num_threads``: torch's rule (``OMP_NUM_THREADS``, then
+    ``MKL_NUM_THREADS`` over it, when a positive integer) with ``EMBER_NUM_THREADS`` over both,
+    else the machine's core count. An invalid value is ignored with a warning, as torch does."""
+    n = None
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS"):
+        value = os.environ.get(name)
+        if value is None:
+            continue
+        try:
+            count = int(value)
+            if count < 1:
+                raise ValueError
+            n = count
+        except ValueError:
+            import warnings
+            warnings.warn(f"ember: ignoring {name}={value!r}: expected a positive integer",
+                          RuntimeWarning, stacklevel=2)
+    return n or os.cpu_count() or 1
+
+
+_CPU_COUNT = _default_count()   # the default count (the core count unless the environment sets one)
 _num_threads = None
 
 LIMITED = "limited"
@@ -79,7 +100,8 @@ _seen_modules = set()       # names in sys.modules then
 
 
 def get_num_threads():
-    """Return the number of threads ember's kernels use (default: the machine's core count)."""
+    """Return the number of threads ember's kernels use (default: ``OMP_NUM_THREADS`` /
+    ``MKL_NUM_THREADS`` / ``EMBER_NUM_THREADS`` when set, as torch, else the core count)."""
     if _num_threads is None:
         return _CPU_COUNT
     return _num_threads

@@ -469,3 +469,23 @@ def test_blas_is_looked_for_again_only_after_an_extension_module_import():
     if not path:
         pytest.skip("_decimal is built into this interpreter or was already imported")
     assert extension == "1"
+
+
+@pytest.mark.parametrize("env, expected", [
+    ({"OMP_NUM_THREADS": "1"}, "1"),
+    ({"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "2"}, "2"),
+    ({"OMP_NUM_THREADS": "3", "EMBER_NUM_THREADS": "1"}, "1"),
+    ({"OMP_NUM_THREADS": "zero"}, "cores"),
+    ({}, "cores")])
+def test_default_thread_count_follows_torchs_environment_rule(env, expected):
+    """As torch: OMP_NUM_THREADS, MKL_NUM_THREADS over it (EMBER_NUM_THREADS over both), an
+    invalid value ignored with a warning, else the core count."""
+    base = {k: v for k, v in os.environ.items()
+            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS")}
+    out = subprocess.run([sys.executable, "-W", "always", "-c",
+                          "import os, ember; print(ember.get_num_threads(), os.cpu_count() or 1)"],
+                         env={**base, **env}, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    got, cores = out.stdout.split()
+    assert got == (cores if expected == "cores" else expected)
+    assert ("ignoring OMP_NUM_THREADS='zero'" in out.stderr) == (env.get("OMP_NUM_THREADS") == "zero")
