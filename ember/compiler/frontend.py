@@ -873,7 +873,7 @@ class CompiledFunction:
         out = self.fn(*args, **kwargs)
         runner.verified = True
         if got is not None:
-            why = runner.differ(got, runner.observe(out))
+            why = runner.differ(got, runner.observe(out, copy=False))
         if why is not None:
             self._record_breaks(entry.key, [GraphBreak(
                 f"the captured training step differs from eager ({why}): Python code changed "

@@ -520,6 +520,28 @@ class StepCapture:
         return inputs, [t.grad for t in self.grad_out]
 
 
+def _close(a, b):
+    """``np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True)`` with tol 1e-9 for
+    float64 (1e-3 otherwise) and scale the largest ``|b|`` of a float ``b`` (at least 1).
+    Float arrays (not 0-d) of one dtype are checked in place first (|a - b| against the bound, two
+    buffers instead of allclose's half dozen); a failure there, a NaN, an infinity or an
+    infinite largest ``|b|`` decides through allclose itself."""
+    tol = 1e-9 if a.dtype == np.float64 else 1e-3
+    if b.dtype.kind != "f" or not b.size:
+        return bool(np.allclose(a, b, rtol=tol, atol=tol, equal_nan=True))
+    bound = np.abs(b)
+    scale = max(1.0, float(bound.max()))
+    if a.dtype == b.dtype and b.ndim and math.isfinite(scale):
+        d = np.subtract(a, b)
+        np.abs(d, out=d)
+        bound *= tol
+        bound += tol * scale
+        # NaN in d (a NaN or an inf on either side) fails d <= bound: allclose decides
+        if np.less_equal(d, bound).all():
+            return True
+    return bool(np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True))
+
+
 class WholeStep:
     """A captured training step: one array-mode program (``graph``, ``code``) over the call's
     inputs, optimizer state, hyper-parameters and parameters; returns the call's outputs and
@@ -575,17 +597,19 @@ class WholeStep:
         for g, st in gens:
             g.set_state(st)
 
-    def observe(self, out):
+    def observe(self, out, copy=True):
         """The arrays a call leaves: its outputs, the parameters, the optimizer's state, the
-        gradients it sets (None where it sets none)."""
+        gradients it sets (None where it sets none); copies unless ``copy=False`` (the live
+        arrays, for a comparison made before anything writes them again)."""
         from ember.jit.traced import flatten
         flat = []
         flatten(out, "out", flat, [], [])
         cap = self._cap
-        state = [v._data.copy() if hasattr(v, "_data") else np.asarray(v)
+        take = np.copy if copy else (lambda a: a)
+        state = [take(v._data) if hasattr(v, "_data") else np.asarray(v)
                  for opt, _ in cap.optimizers for st in opt.state.values() for v in st.values()]
-        return ([o._data.copy() for o in flat] + [t._data.copy() for t in self._state] + state +
-                [None if t.grad is None else t.grad._data.copy() for t in cap.touched])
+        return ([take(o._data) for o in flat] + [take(t._data) for t in self._state] + state +
+                [None if t.grad is None else take(t.grad._data) for t in cap.touched])
 
     @staticmethod
     def differ(got, want):
@@ -597,10 +621,7 @@ class WholeStep:
                 return "a gradient set in one and not the other"
             if a is None:
                 continue
-            tol = 1e-9 if a.dtype == np.float64 else 1e-3
-            scale = max(1.0, float(np.max(np.abs(b))) if b.size and b.dtype.kind == "f" else 1.0)
-            if a.shape != b.shape or not np.allclose(a, b, rtol=tol, atol=tol * scale,
-                                                     equal_nan=True):
+            if a.shape != b.shape or not _close(a, b):
                 return f"values of shape {list(b.shape)} differ"
         return None
 

@@ -655,3 +655,46 @@ def test_memory_plan_keeps_the_steps_results_and_returns_no_arena_memory(cls, mo
         for g, g0 in zip(step_grads, step_grads0):
             np.testing.assert_allclose(g.numpy(), g0.numpy(), rtol=0, atol=1e-12)
             assert not any(np.shares_memory(g.numpy(), a) for a in arena)
+
+
+def _allclose_oracle(a, b):
+    """The check call's rule written with np.allclose: tol 1e-9 (float64) or 1e-3, atol scaled
+    by the largest |b| of a float b (at least 1)."""
+    tol = 1e-9 if a.dtype == np.float64 else 1e-3
+    scale = max(1.0, float(np.max(np.abs(b))) if b.size and b.dtype.kind == "f" else 1.0)
+    return bool(np.allclose(a, b, rtol=tol, atol=tol * scale, equal_nan=True))
+
+
+@pytest.mark.filterwarnings("ignore:One of rtol or atol is not valid")
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_check_comparison_agrees_with_allclose(dtype):
+    """WholeStep.differ's in-place closeness test decides as np.allclose does: at and past the
+    bound, NaN and infinities on either side, a dtype mismatch, integers, empty arrays."""
+    from ember.compiler.step import _close
+    rng = np.random.default_rng(0)
+    b = (rng.standard_normal(200) * 50).astype(dtype)
+    tol = 1e-9 if dtype == np.float64 else 1e-3
+    bound = (np.abs(b) * dtype(tol) + dtype(tol * max(1.0, float(np.abs(b).max())))).astype(dtype)
+    cases = [b.copy(), b + bound, b + 2 * bound, b - 3 * bound, np.nextafter(b + bound, dtype(np.inf))]
+    for c in list(cases):
+        for pos, val in ((3, np.nan), (5, np.inf), (7, -np.inf)):
+            x, y = c.copy(), b.copy()
+            x[pos] = val
+            cases.append(x)
+            y[pos] = val
+            cases.append((c, y))
+            cases.append((x, y))
+    cases.append((b.astype(np.float64), b))
+    cases.append((np.arange(5), np.arange(5)))
+    cases.append((np.arange(5), np.arange(5) + 1))
+    cases.append((np.zeros(0, dtype), np.zeros(0, dtype)))
+    cases.append((np.asarray(b[0]), np.asarray(b[0])))
+    cases.append((np.asarray(b[0] + 2 * bound[0]), np.asarray(b[0])))
+    decided = set()
+    for c in cases:
+        x, y = c if isinstance(c, tuple) else (c, b)
+        want = _allclose_oracle(x, y)
+        decided.add(want)
+        assert _close(x, y) == want, (x.dtype, y.dtype)
+        assert (WholeStep.differ([x], [y]) is None) == want
+    assert decided == {True, False}
