@@ -287,6 +287,7 @@ def _check_nodes(graph_nodes, opsets, problems, defined, types):
     reads must be defined before it (``defined`` grows as nodes are read). Returns the nodes."""
     import onnx
     nodes = []
+    made_by = {}   # value name -> op type of the node of this graph producing it
     for i, n in enumerate(graph_nodes):
         name = n.name or f"{n.op_type}_{i}"
         for j, inp in enumerate(n.input):
@@ -353,6 +354,9 @@ def _check_nodes(graph_nodes, opsets, problems, defined, types):
                 problems.append((n.op_type, opset, name, res[0], res[1]))
                 bad = True
         attrs["_n"] = len(n.output)
+        # op type of the node producing input 0 (None: a graph input or an initializer)
+        attrs["_src"] = made_by.get(n.input[0]) if n.input else None
+        made_by.update((o, n.op_type) for o in n.output if o)
         narrow = [(k, types[o]) for k, o in enumerate(n.output)
                   if o and st.simulated(types.get(o))]
         nodes.append(_Node(n.op_type, name, list(n.input), list(n.output), attrs, imp.fn,

@@ -252,6 +252,9 @@ def global_max_pool(a, x):
     return ember.amax(x, dim=tuple(range(2, x.dim())), keepdim=True)
 
 
+_FOLDS_BN = ("Conv", "Gemm", "MatMul")   # producers ember.jit's batch-norm folding takes
+
+
 def _check_bn(a, n):
     if a.get("spatial", 1) != 1:
         return ("spatial", "= 0 is not supported")
@@ -264,7 +267,14 @@ def batch_norm(a, x, scale, b, mean, var):
     """Inference: running statistics. ``training_mode=1``: batch statistics, and the updated
     running mean/var (biased variance, ONNX's momentum convention) as outputs 1 and 2."""
     if not a["training_mode"]:
-        return F.batch_norm(x, mean, var, scale, b, training=False, eps=a["epsilon"])
+        if a.get("_src") in _FOLDS_BN or x.dim() < 2 or x.dtype == ember.float16:
+            return F.batch_norm(x, mean, var, scale, b, training=False, eps=a["epsilon"])
+        # not after a layer ember.jit folds it into: one multiply-add per element, which a
+        # trace fuses with what follows (ReLU) into one pointwise kernel. The running
+        # statistics get no gradient, as in F.batch_norm
+        s = scale * ember.rsqrt(var.detach() + a["epsilon"])
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        return ember.addcmul((b - mean.detach() * s).reshape(*shape), x, s.reshape(*shape))
     dims = (0,) + tuple(range(2, x.dim()))
     mu = x.mean(dim=dims)
     v = ((x - mu.reshape(1, -1, *([1] * (x.dim() - 2)))) ** 2).mean(dim=dims)

@@ -75,3 +75,58 @@ def test_lrn_traced_equals_eager_and_gradient_matches_torch():
     yt.backward(torch.tensor(g))
     np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-14)
     np.testing.assert_allclose(xe.grad.numpy(), xt64.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def _bn_relu_model(c, after):
+    """``after`` (Relu or Conv) -> BatchNormalization -> Relu, with generated statistics."""
+    from onnx import numpy_helper
+    rng = np.random.default_rng(c)
+    inits = [numpy_helper.from_array(v.astype(np.float32), n) for n, v in (
+        ("scale", rng.standard_normal(c)), ("bias", rng.standard_normal(c)),
+        ("mean", rng.standard_normal(c)), ("var", rng.random(c) + 0.2),
+        ("w", rng.standard_normal((c, c, 1, 1)) * 0.3))]
+    first = (helper.make_node("Conv", ["x", "w"], ["h"]) if after == "Conv" else
+             helper.make_node("Relu", ["x"], ["h"]))
+    nodes = [first, helper.make_node("BatchNormalization", ["h", "scale", "bias", "mean", "var"],
+                                     ["n"], epsilon=1e-3),
+             helper.make_node("Relu", ["n"], ["y"])]
+    g = helper.make_graph(nodes, "bn", [helper.make_tensor_value_info("x", TensorProto.FLOAT,
+                                                                      [2, c, 5, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 15)])
+
+
+@pytest.mark.parametrize("after", ["Relu", "Conv"])
+def test_batch_norm_matches_onnxruntime_traced_and_eager(after):
+    import ember.jit
+    model = _bn_relu_model(6, after)
+    x = np.random.default_rng(1).standard_normal((2, 6, 5, 4)).astype(np.float32)
+    m = ember.onnx.load_model(model.SerializeToString())
+    xt = ember.tensor(x)
+    with ember.no_grad():
+        got = m(xt).numpy()
+        opt = ember.jit.optimize(ember.jit.trace(m, (xt,)))
+        np.testing.assert_allclose(opt(xt).numpy(), got, rtol=1e-6, atol=1e-6)
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    np.testing.assert_allclose(got, sess.run(None, {"x": x})[0], rtol=1e-5, atol=1e-6)
+
+
+def test_batch_norm_gradients_match_torch_and_spare_the_statistics():
+    """Fine-tuning an imported model: x, scale and bias get torch's eval-mode gradients, the
+    running mean and variance none."""
+    torch = pytest.importorskip("torch")
+    from ember.onnx.importer.ops_nn import batch_norm
+    rng = np.random.default_rng(2)
+    x, scale, bias, mean = (rng.standard_normal(s) for s in ((2, 3, 4, 2), 3, 3, 3))
+    var = rng.random(3) + 0.2
+    g = rng.standard_normal((2, 3, 4, 2))
+    e = [ember.tensor(v, requires_grad=True) for v in (x, scale, bias, mean, var)]
+    y = batch_norm({"training_mode": 0, "epsilon": 1e-3, "momentum": 0.9, "_src": "Relu"}, *e)
+    y.backward(ember.tensor(g))
+    t = [torch.tensor(v, requires_grad=i < 3) for i, v in enumerate((x, scale, bias, mean, var))]
+    yt = torch.nn.functional.batch_norm(t[0], t[3], t[4], t[1], t[2], training=False, eps=1e-3)
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(y.detach().numpy(), yt.detach().numpy(), rtol=1e-12, atol=1e-13)
+    for a, b in zip(e[:3], t[:3]):
+        np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+    assert e[3].grad is None and e[4].grad is None
