@@ -83,7 +83,7 @@ _ALL = None  # weakref.WeakSet of CompiledFunction (for reset)
 # Whether the collector pauses while a call is traced and compiled: the IR's graphs (values and
 # nodes pointing at each other) are many young objects, and the collections they trigger walk
 # the whole heap (a GPT step's trace and compile: ~0.2 s of its ~0.5 s in three full
-# collections). What the trace leaves unreachable is collected once it resumes.
+# collections). What the trace leaves unreachable is collected by the next full collection.
 PAUSE_GC = True
 
 
@@ -97,6 +97,12 @@ def _gc_paused():
         yield
     finally:
         if was:
+            # what the block allocated and kept (the graphs, the program) goes to the oldest
+            # generation unwalked: a young collection right after would walk all of it
+            # (4-6 ms after each first call of a small step); unreachable cycles it left wait
+            # for the next full collection
+            gc.freeze()
+            gc.unfreeze()
             gc.enable()
 
 

@@ -905,3 +905,22 @@ def test_the_collector_pauses_while_tracing_only():
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_what_a_trace_keeps_goes_to_the_oldest_generation():
+    """The program's graph, made while the collector was off, is not left in the young
+    generations (whose next collection would walk all of it)."""
+    import gc
+
+    def f(x):
+        return (x * 2).relu().sum()
+    c = ember.compile(f)
+    x = ember.randn(3, dtype=f64)
+    c(x)
+    graph = c._compiled._last.traced.graph
+    kept = [graph, *graph.nodes, *graph.values()]
+    assert all(gc.is_tracked(o) for o in kept)
+    young = {id(o) for gen in (0, 1) for o in gc.get_objects(generation=gen)}
+    assert not any(id(o) in young for o in kept)
+    old = {id(o) for o in gc.get_objects(generation=2)}
+    assert all(id(o) in old for o in kept)
