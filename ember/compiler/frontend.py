@@ -100,9 +100,10 @@ def _gc_paused():
             # what the block allocated and kept (the graphs, the program) goes to the oldest
             # generation unwalked: a young collection right after would walk all of it
             # (4-6 ms after each first call of a small step); unreachable cycles it left wait
-            # for the next full collection
-            gc.freeze()
-            gc.unfreeze()
+            # for the next full collection (a caller's own frozen objects stay frozen)
+            if not gc.get_freeze_count():
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()
 
 

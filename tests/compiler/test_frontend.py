@@ -924,3 +924,11 @@ def test_what_a_trace_keeps_goes_to_the_oldest_generation():
     assert not any(id(o) in young for o in kept)
     old = {id(o) for o in gc.get_objects(generation=2)}
     assert all(id(o) in old for o in kept)
+    marker = [[]]
+    gc.freeze()                            # a caller's frozen objects stay frozen
+    try:
+        ember.compile(lambda x: x + 1)(x)
+        assert not any(o is marker for o in gc.get_objects())
+    finally:
+        gc.unfreeze()
+    assert any(o is marker for o in gc.get_objects())
