@@ -1069,11 +1069,11 @@ class InferencePlan:
     def _check_blas_free(self):
         """Whether no step of the plan calls BLAS (every convolution in mode "direct", every
         linear a GEMV, no node run by its own kernel): such a plan runs without switching BLAS's
-        thread count (~3 us per call)."""
+        thread count (~3 us per call). (A linear step in mode "direct" calls no BLAS either,
+        but splits its columns over ember's threads only under the plan's thread policy.)"""
         self.blas_free = self._generic_calls == 0 and all(
             (isinstance(st, _ConvStep) and st.mode == "direct")
-            or (isinstance(st, _LinearStep) and (st.gemv or st.mode == "direct"))
-            for st in self._steps)
+            or (isinstance(st, _LinearStep) and st.gemv) for st in self._steps)
 
     def tune_threads(self, arrays):
         """Time the whole plan on ``arrays`` under its thread setting and with BLAS left to its
