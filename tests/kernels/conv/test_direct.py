@@ -255,6 +255,22 @@ def test_forward_row_transpose_writes_only_its_tile(cols, count, dtype):
     np.testing.assert_array_equal(y, expected)
 
 
+def _packed_operands(geo, w, extras, dtype):
+    """The plan's packing of a batch-of-one convolution's operands (weights as (taps, Kp), bias
+    padded to Kp) with a random bias / residual where ``extras`` names them: (V, Kp, off, S, P,
+    wp, bp, b, res, relu)."""
+    K = w.shape[0]
+    V, Kp, off, S, P = direct._forward_plan(geo, dtype)
+    wp = np.zeros((w[0].size, Kp), dtype)
+    wp[:, :K] = w.reshape(K, -1).T
+    b = rng.standard_normal(K).astype(dtype) if "bias" in extras else None
+    bp = np.zeros(Kp if b is not None else 0, dtype)
+    if b is not None:
+        bp[:K] = b
+    res = rng.standard_normal(geo.output_shape).astype(dtype) if "res" in extras else None
+    return V, Kp, off, S, P, wp, bp, b, res, "relu" in extras
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("K, st, extras", [(16, 1, "relu"), (35, 1, "bias+res"),
                                            (20, 2, "bias+res+relu"), (8, 1, "")])
@@ -270,15 +286,7 @@ def test_forward_rows_on_a_padded_input_gives_forward_bits(K, st, extras, dtype)
     x[0, 1, 3, 4] = np.nan
     w = rng.standard_normal((K, 5, 3, 3)).astype(dtype)
     geo = C.geometry("conv2d", x.shape, w.shape, (st, st), (1, 1), (1, 1), 1)
-    V, Kp, off, S, P = direct._forward_plan(geo, dtype)
-    wp = np.zeros((45, Kp), dtype)
-    wp[:, :K] = w.reshape(K, -1).T
-    b = rng.standard_normal(K).astype(dtype) if "bias" in extras else None
-    bp = np.zeros(Kp if b is not None else 0, dtype)
-    if b is not None:
-        bp[:K] = b
-    res = rng.standard_normal(geo.output_shape).astype(dtype) if "res" in extras else None
-    relu = "relu" in extras
+    V, Kp, off, S, P, wp, bp, b, res, relu = _packed_operands(geo, w, extras, dtype)
     want = direct.forward(x, w, geo, b, res, relu)
     xp = np.zeros((1, 5, H + 2, W + 2), dtype)
     k.pad_rows(x, 1, 1, xp)
@@ -329,15 +337,7 @@ def test_forward_image_gives_forward_bits(shape, K, R, st, pad, extras, pool, dt
     x[0, Cin - 1, H // 4 * 2, W // 4 * 2] = np.nan
     w = rng.standard_normal((K, Cin, R, R)).astype(dtype)
     geo = C.geometry("conv2d", x.shape, w.shape, (st, st), (pad, pad), (1, 1), 1)
-    V, Kp, off, S, P = direct._forward_plan(geo, dtype)
-    wp = np.zeros((Cin * R * R, Kp), dtype)
-    wp[:, :K] = w.reshape(K, -1).T
-    b = rng.standard_normal(K).astype(dtype) if "bias" in extras else None
-    bp = np.zeros(Kp if b is not None else 0, dtype)
-    if b is not None:
-        bp[:K] = b
-    res = rng.standard_normal(geo.output_shape).astype(dtype) if "res" in extras else None
-    relu = "relu" in extras
+    V, Kp, off, S, P, wp, bp, b, res, relu = _packed_operands(geo, w, extras, dtype)
     want = direct.forward(x, w, geo, b, res, relu)
     Ho, Wo = geo.output_shape[2:]
     if pool is not None:
