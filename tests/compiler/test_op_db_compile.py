@@ -1,4 +1,4 @@
-"""Issue 25: torch's op_db samples through ``ember.compile`` match eager ember.
+"""torch's op_db samples through ``ember.compile`` match eager ember.
 
 For every op_db entry ember resolves (tests/op_db/resolve.py), its first float64 samples (with
 ``requires_grad`` where the OpInfo differentiates) and its first float32 sample run as

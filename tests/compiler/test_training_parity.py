@@ -1,4 +1,4 @@
-"""Issue 25's "Correct first" suite: 10 training steps of ``ember.compile``d whole steps
+"""The compiler's correctness suite: 10 training steps of ``ember.compile``d whole steps
 (zero_grad, forward, loss, backward, optimizer step; ember/compiler/step.py) against the same
 steps in eager mode, in float64 (parameters, buffers, gradients and losses within 1e-10) and
 float32, on LeNet-5, the MLP, the word-LM LSTM (truncated BPTT, the hidden state detached and

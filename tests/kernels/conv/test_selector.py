@@ -245,7 +245,7 @@ def test_conv2d_matches_torch(case):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape", [(1, 64, 24, 24, 64), (1, 128, 28, 28, 128)])
 def test_batch_of_one_winograd_layers_match_torch(shape, dtype, avx2_rules):
-    """Batch-of-one 3x3 layers of 36-49 tiles (ResNet's layer2) run Winograd since issue 24
+    """Batch-of-one 3x3 layers of 36-49 tiles (ResNet's layer2) run Winograd
     (they ran im2col): forward, input and weight gradient equal torch's."""
     torch = pytest.importorskip("torch")
     F = torch.nn.functional
@@ -735,7 +735,7 @@ def test_a_batch_of_one_in_directs_territory_runs_thin():
                                atol=1e-12)
 
 
-# ResNet-18's batch-of-one layers (issue 24): (input shape, weight shape, stride, padding)
+# ResNet-18's batch-of-one layers: (input shape, weight shape, stride, padding)
 RESNET_ONE = [((1, 3, 56, 56), (64, 3, 7, 7), 2, 3), ((1, 64, 28, 28), (128, 64, 3, 3), 2, 1),
               ((1, 64, 28, 28), (128, 64, 1, 1), 2, 0), ((1, 128, 14, 14), (128, 128, 3, 3), 1, 1),
               ((1, 256, 7, 7), (256, 256, 3, 3), 1, 1)]
@@ -778,7 +778,7 @@ def test_batch_of_one_forward_runs_on_own_threads(monkeypatch, threads, avx2_rul
                                    ((2, 32, 20, 20), (32, 32, 5, 5), 2),
                                    ((1, 64, 28, 28), (128, 64, 1, 1), 0)])
 def test_forward_only_and_training_choose_the_same_algorithm(shape, monkeypatch):
-    """Issue 24: the forward of an inference call (no gradient, ``no_grad``, eval) and of a
+    """The forward of an inference call (no gradient, ``no_grad``, eval) and of a
     training call run the same algorithm for the same problem: the selector keys on the geometry,
     dtype and direction only (``requires_grad`` and the grad mode do not reach it)."""
     import ember
