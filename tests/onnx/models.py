@@ -249,3 +249,23 @@ NN_MODELS = {"alexnet": AlexNetish, "vgg_bn": VGGishBN, "squeezenet": SqueezeNet
              "super_resolution": SuperResolution, "dcgan_g": DCGANGenerator,
              "dcgan_d": DCGANDiscriminator, "gru": GRUTagger, "bilstm": BiLSTMClassifier,
              "encoder": TinyEncoder, "groupnorm_upsample": GroupNormUpsample}
+
+
+def mlp():
+    """A seeded 4-8-3 MLP in eval mode (the API and verification tests)."""
+    ember.manual_seed(0)
+    return nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 3)).eval()
+
+
+def vi(name, shape, elem_type=None):
+    """An ONNX value info (float32 unless ``elem_type``, a TensorProto type, is given)."""
+    from onnx import TensorProto, helper
+    return helper.make_tensor_value_info(name, TensorProto.FLOAT if elem_type is None
+                                         else elem_type, shape)
+
+
+def tiny_model(nodes, inputs, outputs, inits=(), opset=17):
+    """A ModelProto of one graph of ``nodes`` (default domain at ``opset``)."""
+    from onnx import helper
+    g = helper.make_graph(nodes, "tiny", inputs, outputs, list(inits))
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])

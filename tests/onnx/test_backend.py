@@ -21,6 +21,10 @@ from ember.onnx import backend  # noqa: E402
 # refused case's message "op: reason" (its first problem)
 from ember.onnx.backend_check import run_case as _run_case  # noqa: E402
 from ember.onnx.importer import registered_importers  # noqa: E402
+from onnx import helper  # noqa: E402
+
+import ember  # noqa: E402
+from tests.onnx.models import tiny_model, vi  # noqa: E402
 
 # case name -> why ember's result differs (each must really fail; checked below)
 _RANDOM = "training-mode dropout is random: the expected mask comes from NumPy's generator"
@@ -142,3 +146,13 @@ def test_a_refusal_without_a_listed_reason_fails():
 
 def test_supports_device():
     assert backend.supports_device("CPU") and not backend.supports_device("CUDA")
+
+
+def test_backend_run_node_and_run_model():
+    x = np.array([[-1.0, 2.0]], np.float32)
+    (y,) = backend.run_node(helper.make_node("Relu", ["x"], ["y"]), [x])
+    np.testing.assert_array_equal(y, [[0.0, 2.0]])
+    m = tiny_model([helper.make_node("Neg", ["x"], ["y"])], [vi("x", [1, 2])], [vi("y", [1, 2])])
+    np.testing.assert_array_equal(backend.run_model(m, {"x": x})[0], -x)
+    with pytest.raises(ember.UnsupportedError, match="CUDA"):
+        backend.prepare(m, "CUDA")

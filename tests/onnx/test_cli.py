@@ -136,28 +136,3 @@ def test_check_backend_node_cases(capsys):
     assert "node tests" in out and "3/3 passed (100.0%)" in out
 
 
-def test_summary_groups_failures_and_refusals_by_reason():
-    from ember.onnx.backend_check import Result, summary
-    res = {"test_a": Result("pass", None, None, True),
-           "test_b": Result("fail", "x", "Add: wrong result (Not equal)", True),
-           "test_c": Result("fail", "x", "Add: wrong result (Not equal)", True),
-           "test_d": Result("unsupported", "x", "op Foo: no importer for this op", False),
-           "test_e": Result("fail", "x", "Mul: wrong result", True)}
-    text = summary(res, known={"test_e": "random mask"})
-    assert text.splitlines()[:2] == ["1/5 passed (20.0%), 3 failed, 1 unsupported at load",
-                                     "1/4 of the cases the importer accepts"]
-    assert "      2  Add: wrong result (Not equal)  (e.g. test_b)" in text
-    assert "      1  known: random mask  (e.g. test_e)" in text
-    assert "unsupported by reason (1 cases):\n      1  op Foo: no importer for this op" in text
-
-
-def test_shared_comparison():
-    from ember.onnx.backend_check import compare
-    compare(np.float32([1, 2]), np.float32([1, 2 + 1e-7]), 1e-6, 0)
-    for got, want, msg in ((np.float64([1]), np.float32([1]), "dtype"),
-                           (np.float32([1, 2]), np.float32([[1, 2]]), "shape"),
-                           (np.int64([1]), np.int64([2]), "Mismatch"),
-                           ([np.float32(1)], None, "got list"),
-                           ([np.float32([1])], [np.float32([1]), np.float32([2])], "sequence")):
-        with pytest.raises(AssertionError, match=msg):
-            compare(got, want, 1e-3, 1e-7)

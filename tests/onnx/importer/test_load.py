@@ -1,5 +1,6 @@
-"""ONNX import: ember-exported models load back and match, train, trace and re-export; bad files
-and unsupported graphs are clear errors at load time."""
+"""Loading an ONNX model (ember/onnx/importer/load.py): ember-exported models load back and
+match, train, trace and re-export; inputs by position and name; bad files and unsupported graphs
+are clear errors at load time, bad calls at run time."""
 import io
 
 import numpy as np
@@ -12,6 +13,7 @@ import ember.onnx  # noqa: E402
 from ember import nn  # noqa: E402
 from ember.onnx.importer import OnnxImportError, UnsupportedOnnxError  # noqa: E402
 from onnx import TensorProto, helper  # noqa: E402
+from tests.onnx.models import tiny_model, vi  # noqa: E402
 from tests.onnx.test_models import ALL, _as_tuple, _flat, _make  # noqa: E402
 
 
@@ -131,19 +133,10 @@ def test_imported_model_traces_and_reexports():
     np.testing.assert_allclose(sess.run(None, {"x": x.numpy()})[0], want, rtol=1e-4, atol=1e-5)
 
 
-def _tiny(nodes, inputs, outputs, inits=(), opset=17):
-    g = helper.make_graph(nodes, "tiny", inputs, outputs, list(inits))
-    return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-
-
-def _vi(name, shape, t=TensorProto.FLOAT):
-    return helper.make_tensor_value_info(name, t, shape)
-
-
 def test_inputs_by_position_and_by_name_outputs_as_declared():
-    m = _tiny([helper.make_node("Sub", ["a", "b"], ["d"]),
-               helper.make_node("Add", ["a", "b"], ["s"])],
-              [_vi("a", [2]), _vi("b", [2])], [_vi("d", [2]), _vi("s", [2])])
+    m = tiny_model([helper.make_node("Sub", ["a", "b"], ["d"]),
+                    helper.make_node("Add", ["a", "b"], ["s"])],
+                   [vi("a", [2]), vi("b", [2])], [vi("d", [2]), vi("s", [2])])
     mod = ember.onnx.load_model(m)
     a, b = ember.tensor([5.0, 1.0]), ember.tensor([1.0, 1.0])
     d, s = mod(a, b=b)
@@ -153,20 +146,21 @@ def test_inputs_by_position_and_by_name_outputs_as_declared():
 
 
 def test_unsupported_op_and_attribute_are_named_at_load():
-    m = _tiny([helper.make_node("Relu", ["x"], ["h"], name="first"),
-               helper.make_node("FancyOp", ["h"], ["y"], name="my_fancy_node")],
-              [_vi("x", [2])], [_vi("y", [2])])
+    m = tiny_model([helper.make_node("Relu", ["x"], ["h"], name="first"),
+                    helper.make_node("FancyOp", ["h"], ["y"], name="my_fancy_node")],
+                   [vi("x", [2])], [vi("y", [2])])
     with pytest.raises(UnsupportedOnnxError) as ei:
         ember.onnx.load_model(m)
     msg = str(ei.value)
     assert "'FancyOp' (opset 17) at node 'my_fancy_node'" in msg and "first" not in msg
-    m = _tiny([helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.1, wobble=2)],
-              [_vi("x", [2])], [_vi("y", [2])])
+    m = tiny_model([helper.make_node("LeakyRelu", ["x"], ["y"], name="lr", alpha=0.1,
+                                     wobble=2)], [vi("x", [2])], [vi("y", [2])])
     with pytest.raises(UnsupportedOnnxError, match=r"'LeakyRelu' \(opset 17\) at node 'lr': "
                                                    r"attribute 'wobble'"):
         ember.onnx.load_model(m)
-    m = _tiny([helper.make_node("Conv", ["x", "w"], ["y"], name="c", auto_pad="SIDEWAYS")],
-              [_vi("x", [1, 1, 3, 3]), _vi("w", [1, 1, 1, 1])], [_vi("y", [1, 1, 3, 3])])
+    m = tiny_model([helper.make_node("Conv", ["x", "w"], ["y"], name="c",
+                                     auto_pad="SIDEWAYS")],
+                   [vi("x", [1, 1, 3, 3]), vi("w", [1, 1, 1, 1])], [vi("y", [1, 1, 3, 3])])
     with pytest.raises(UnsupportedOnnxError, match="attribute 'auto_pad'"):
         ember.onnx.load_model(m)
 
@@ -190,8 +184,8 @@ def test_missing_initializer_and_dangling_input_are_named():
     del proto.graph.initializer[0]
     with pytest.raises(OnnxImportError, match=f"'{gone}'.*missing initializer"):
         ember.onnx.load_model(proto)
-    m = _tiny([helper.make_node("Add", ["x", "nowhere"], ["y"], name="adder")],
-              [_vi("x", [2])], [_vi("y", [2])])
+    m = tiny_model([helper.make_node("Add", ["x", "nowhere"], ["y"], name="adder")],
+                   [vi("x", [2])], [vi("y", [2])])
     with pytest.raises(OnnxImportError, match="node 'adder' .*'nowhere'"):
         ember.onnx.load_model(m)
 
@@ -210,67 +204,17 @@ def test_wrong_input_rank_names_the_input():
 
 
 def test_old_opset_goes_through_the_version_converter():
-    m = _tiny([helper.make_node("Relu", ["x"], ["h"]), helper.make_node("Add", ["h", "x"], ["y"])],
-              [_vi("x", [3])], [_vi("y", [3])], opset=6)
+    m = tiny_model([helper.make_node("Relu", ["x"], ["h"]),
+                    helper.make_node("Add", ["h", "x"], ["y"])],
+                   [vi("x", [3])], [vi("y", [3])], opset=6)
     mod = ember.onnx.load_model(m)
     assert mod.opsets[""] == 13
     assert mod(ember.tensor([-1.0, 0.0, 2.0])).tolist() == [-1.0, 0.0, 4.0]
 
 
-def test_opset_specific_importers():
-    """Softmax before opset 13 flattens to 2-d at `axis`; from 13 it is per axis."""
-    x = np.arange(8, dtype=np.float32).reshape(2, 2, 2)
-    for opset in (11, 13):
-        m = _tiny([helper.make_node("Softmax", ["x"], ["y"], axis=1)], [_vi("x", [2, 2, 2])],
-                  [_vi("y", [2, 2, 2])], opset=opset)
-        y = ember.onnx.load_model(m)(ember.tensor(x)).numpy()
-        if opset == 11:
-            e = np.exp(x.reshape(2, 4) - x.reshape(2, 4).max(1, keepdims=True))
-            want = (e / e.sum(1, keepdims=True)).reshape(2, 2, 2)
-        else:
-            e = np.exp(x - x.max(1, keepdims=True))
-            want = e / e.sum(1, keepdims=True)
-        np.testing.assert_allclose(y, want, rtol=1e-6)
-
-
-def test_custom_domain_importer_and_subgraph_errors():
-    from ember.onnx.importer import importer
-
-    @importer("TimesK", since=1, domain="com.example.ember_test", attrs={"k": 2.0})
-    def times_k(a, x):
-        return x * a["k"]
-
-    node = helper.make_node("TimesK", ["x"], ["y"], domain="com.example.ember_test", k=3.0)
-    g = helper.make_graph([node], "g", [_vi("x", [2])], [_vi("y", [2])])
-    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
-                                            helper.make_opsetid("com.example.ember_test", 1)])
-    assert ember.onnx.load_model(m)(ember.tensor([1.0, 2.0])).tolist() == [3.0, 6.0]
-    # an unsupported op inside an If branch is found at load time, named by its node
-    bad = helper.make_graph([helper.make_node("NoSuchOp", ["x"], ["z"], name="deep")], "then",
-                            [], [_vi("z", [2])])
-    ok = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "else", [],
-                           [_vi("z", [2])])
-    cond = helper.make_tensor_value_info("c", TensorProto.BOOL, [])
-    m = _tiny([helper.make_node("If", ["c"], ["y"], then_branch=bad, else_branch=ok)],
-              [cond, _vi("x", [2])], [_vi("y", [2])])
-    with pytest.raises(UnsupportedOnnxError, match="'NoSuchOp' \\(opset 17\\) at node 'deep'"):
-        ember.onnx.load_model(m)
-
-
-def test_backend_run_node_and_run_model():
-    from ember.onnx import backend
-    x = np.array([[-1.0, 2.0]], np.float32)
-    (y,) = backend.run_node(helper.make_node("Relu", ["x"], ["y"]), [x])
-    np.testing.assert_array_equal(y, [[0.0, 2.0]])
-    m = _tiny([helper.make_node("Neg", ["x"], ["y"])], [_vi("x", [1, 2])], [_vi("y", [1, 2])])
-    np.testing.assert_array_equal(backend.run_model(m, {"x": x})[0], -x)
-    with pytest.raises(ember.UnsupportedError, match="CUDA"):
-        backend.prepare(m, "CUDA")
-
-
 def test_run_time_errors_name_the_node():
-    m = _tiny([helper.make_node("Add", ["a", "b"], ["y"], name="the_add")],
-              [_vi("a", [2, "n"]), _vi("b", [3, "n"])], [_vi("y", [2, "n"])])
+    m = tiny_model([helper.make_node("Add", ["a", "b"], ["y"], name="the_add")],
+                   [vi("a", [2, "n"]), vi("b", [3, "n"])], [vi("y", [2, "n"])])
     mod = ember.onnx.load_model(m)
     with pytest.raises(ember.errors.EmberRuntimeError, match="node 'the_add' \\(Add\\)"):
         mod(ember.zeros(2, 4), ember.zeros(3, 4))
@@ -284,18 +228,18 @@ def test_more_bad_files_graphs_and_calls():
         ember.onnx.load_model(tensor)
     # a dangling input inside an If branch names the inner node
     then = helper.make_graph([helper.make_node("Add", ["x", "ghost"], ["z"], name="inner_add")],
-                             "then", [], [_vi("z", [2])])
+                             "then", [], [vi("z", [2])])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["z"])], "else", [],
-                              [_vi("z", [2])])
-    m = _tiny([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
-              [_vi("c", [], TensorProto.BOOL), _vi("x", [2])], [_vi("y", [2])])
+                              [vi("z", [2])])
+    m = tiny_model([helper.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other)],
+                   [vi("c", [], TensorProto.BOOL), vi("x", [2])], [vi("y", [2])])
     with pytest.raises(OnnxImportError, match="node 'inner_add' \\(Add\\) reads input 1 'ghost'"):
         ember.onnx.load_model(m)
-    m = _tiny([helper.make_node("Relu", ["x"], ["h"])], [_vi("x", [2])], [_vi("y", [2])])
+    m = tiny_model([helper.make_node("Relu", ["x"], ["h"])], [vi("x", [2])], [vi("y", [2])])
     with pytest.raises(OnnxImportError, match="graph output 'y' is produced by no node"):
         ember.onnx.load_model(m)
-    mod = ember.onnx.load_model(_tiny([helper.make_node("Add", ["a", "b"], ["y"])],
-                                      [_vi("a", [2]), _vi("b", [2])], [_vi("y", [2])]))
+    mod = ember.onnx.load_model(tiny_model([helper.make_node("Add", ["a", "b"], ["y"])],
+                                           [vi("a", [2]), vi("b", [2])], [vi("y", [2])]))
     one = ember.ones(2)
     with pytest.raises(ember.errors.EmberTypeError, match="missing input 'b'"):
         mod(one)
@@ -307,54 +251,3 @@ def test_more_bad_files_graphs_and_calls():
         mod(one, a=one)
 
 
-@pytest.mark.parametrize("direction,layout,extras", [
-    ("forward", 0, ()), ("reverse", 0, ("B",)), ("bidirectional", 0, ("B", "h0")),
-    ("bidirectional", 1, ("B", "h0")), ("forward", 0, ("B", "h0", "P")),
-    ("forward", 0, ("B", "clip"))])
-def test_lstm_node_runs_one_fused_layer_per_direction(direction, layout, extras, monkeypatch):
-    """An ONNX LSTM of the default activations without clip, peepholes or sequence lengths runs
-    each direction as one ``lstm_layer`` (gates reordered from ONNX's i, o, f, c); the others run
-    the step loop. Both match onnx's reference evaluator, forward and each output."""
-    from onnx.reference import ReferenceEvaluator
-
-    from ember.onnx.importer import ops_rnn
-    T, B, I, H = 5, 3, 4, 6
-    nd = 2 if direction == "bidirectional" else 1
-    r = np.random.default_rng(3)
-    x_shape = (B, T, I) if layout else (T, B, I)
-    feeds = {"X": r.standard_normal(x_shape).astype(np.float32)}
-    inits = {"W": r.standard_normal((nd, 4 * H, I)).astype(np.float32) * 0.5,
-             "R": r.standard_normal((nd, 4 * H, H)).astype(np.float32) * 0.5}
-    names = ["X", "W", "R", "", "", "", "", ""]
-    if "B" in extras:
-        inits["B"] = r.standard_normal((nd, 8 * H)).astype(np.float32) * 0.5
-        names[3] = "B"
-    if "h0" in extras:
-        s = (B, nd, H) if layout else (nd, B, H)
-        inits["h0"] = r.standard_normal(s).astype(np.float32)
-        inits["c0"] = r.standard_normal(s).astype(np.float32)
-        names[5], names[6] = "h0", "c0"
-    if "P" in extras:
-        inits["P"] = r.standard_normal((nd, 3 * H)).astype(np.float32) * 0.5
-        names[7] = "P"
-    while names[-1] == "":
-        names.pop()
-    attrs = dict(hidden_size=H, direction=direction, layout=layout)
-    if "clip" in extras:
-        attrs["clip"] = 1e9
-    node = helper.make_node("LSTM", names, ["Y", "Y_h", "Y_c"], **attrs)
-    out_shapes = [None, None, None]
-    graph = helper.make_graph(
-        [node], "lstm", [helper.make_tensor_value_info("X", TensorProto.FLOAT, x_shape)],
-        [helper.make_tensor_value_info(n, TensorProto.FLOAT, s)
-         for n, s in zip(("Y", "Y_h", "Y_c"), out_shapes)],
-        [onnx.numpy_helper.from_array(v, k) for k, v in inits.items()])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 14)])
-    want = ReferenceEvaluator(proto).run(None, feeds)
-    calls = []
-    real = ops_rnn._lstm_layers
-    monkeypatch.setattr(ops_rnn, "_lstm_layers", lambda *a: calls.append(1) or real(*a))
-    got = ember.onnx.load_model(proto)(ember.tensor(feeds["X"]))
-    assert bool(calls) == (not {"P", "clip"} & set(extras))
-    for g, w in zip(got, want):
-        np.testing.assert_allclose(g.detach().numpy(), w, rtol=1e-5, atol=1e-5)

@@ -1,5 +1,6 @@
-"""Per-op export tests generated from the symbolic registry: every registered op is exported on
-its spec samples (``test:`` in ember/ops/spec/), checked by onnx.checker (full) and run in
+"""Per-op export checks generated from the symbolic registry, shared by the test file of each
+symbolic family (tests/onnx/symbolics/test_<family>.py): every registered op is exported on its
+spec samples (``test:`` in ember/ops/spec/), checked by onnx.checker (full) and run in
 onnxruntime against ember, at opsets 13, 17 and 21 (or the op's first opset)."""
 import io
 
@@ -12,6 +13,7 @@ ort = pytest.importorskip("onnxruntime")
 import ember  # noqa: E402
 import ember.onnx  # noqa: E402
 from ember.autograd._generated import functions as G  # noqa: E402
+from ember.onnx import registry  # noqa: E402
 from tests.autograd.spec_samples import Leaf, cases  # noqa: E402
 
 CASES = {c.name: c for c in cases()}
@@ -76,8 +78,23 @@ PARAMS = [(op, opset) for op in sorted(REGISTERED) if op in CASES and CASES[op].
           for opset in _opsets(op)]
 
 
-@pytest.mark.parametrize("op,opset", PARAMS, ids=[f"{o}-{v}" for o, v in PARAMS])
-def test_op_exports_and_matches(op, opset):
+def family(op):
+    """The symbolic module that registers ``op`` (``ember.onnx.symbolics.<family>``)."""
+    mods = {fn.__module__ for _, fn in registry._REGISTRY[op]}
+    assert len(mods) == 1, (op, mods)
+    return mods.pop().rsplit(".", 1)[1]
+
+
+def params(name):
+    """(op, opset) pairs of the ops registered by ``ember/onnx/symbolics/<name>.py``, and their
+    pytest ids."""
+    ps = [(op, opset) for op, opset in PARAMS if family(op) == name]
+    return ps, [f"{o}-{v}" for o, v in ps]
+
+
+def check_op_exports_and_matches(op, opset):
+    """Export ``op`` on each spec sample at ``opset``; the graph passes the full checker and
+    onnxruntime's outputs match ember's (shape, dtype, values)."""
     case = CASES[op]
     rng = np.random.default_rng(0)
     ran = limited = 0
@@ -131,35 +148,3 @@ def test_op_exports_and_matches(op, opset):
         pytest.skip("no sample exportable at this size")
 
 
-def _factories(x):
-    n = x.shape[0]          # a traced size: the factories follow the batch in ONNX
-    a = ember.zeros(n, 3) + ember.ones(n, 3) + ember.full((n, 3), 2.5) + x
-    b = ember.arange(0.0, 3.0, 1.0) + ember.linspace(-1.0, 1.0, 3) + ember.eye(3)[1]
-    c = ember.empty(n, 3) * 0 + ember.randn(n, 3) * 0 + ember.rand(n, 3) * 0
-    return a + b + c, ember.arange(n)
-
-
-@pytest.mark.parametrize("opset", [13, 17, 21])
-def test_factories_and_size_follow_dynamic_batch(opset):
-    x = ember.randn(4, 3)
-    buf = io.BytesIO()
-    mp = ember.onnx.export(_factories, (x,), buf, opset_version=opset, input_names=["x"],
-                           dynamic_axes={"x": [0]})
-    onnx.checker.check_model(mp, full_check=True)
-    kinds = {n.op_type for n in mp.graph.node}
-    assert {"Shape", "Gather", "ConstantOfShape", "Range"} <= kinds
-    sess = ort.InferenceSession(buf.getvalue(), providers=["CPUExecutionProvider"])
-    for n in (4, 7):
-        xn = ember.randn(n, 3)
-        got = sess.run(None, {"x": xn.numpy()})
-        exp = _factories(xn)
-        np.testing.assert_allclose(got[0], exp[0].numpy(), rtol=1e-5, atol=1e-6)
-        np.testing.assert_array_equal(got[1], exp[1].numpy())
-
-
-def test_registry_is_covered():
-    """Every registered op either has spec samples (above) or is covered by the factory test,
-    the model tests (lstm_step/gru_step/lstm_layer, batch norm, size) or is random."""
-    covered = {"arange", "empty", "eye", "full", "linspace", "ones", "rand", "randn", "size",
-               "zeros", "normal"}
-    assert set(NO_SAMPLES) <= covered, sorted(set(NO_SAMPLES) - covered)
