@@ -42,8 +42,14 @@ compiling), one thread everywhere (``EMBER_NUM_THREADS``,
 ``OMP``/``OPENBLAS``/``MKL``/``NUMBA_NUM_THREADS`` = 1) and ``PYTHONHASHSEED=0``. Before the
 counted windows the step runs until ember queues no background compile, then once more, and the
 garbage collector's generations are collected and frozen (``gc.freeze``); each window starts
-after a ``gc.collect()``. Cases run with fresh caches (the cold-start rows), torch, onnxruntime
-and ``import`` times are not iteration counts and are left out.
+after a ``gc.collect()``. Inference plans (``ember.jit.plan``) choose each convolution's mode
+and their thread setting by timing, so the same tree counted twice could run different code:
+the native run records every plan's final choices (``pins_native`` in the result), and the
+valgrind run sets those choices instead of timing (``_pin_plans``; the 100th run's retune
+too); with ``--plan`` the other result's ``pins`` are used, so both trees run the same modes.
+An ONNX export runs only for a selected worker's script, once per ``OUT``. Cases run with
+fresh caches (the cold-start rows), torch, onnxruntime and ``import`` times are not iteration
+counts and are left out.
 
 What instruction counts do not show: cache misses, memory bandwidth and page faults (a change
 that moves more memory, or allocates more, at the same instruction count looks free here);
@@ -185,6 +191,71 @@ def list_workers(tree, suites=None):
 
 
 # ----------------------------------------------------------------------------- worker side
+def _pin_plans(pins, record):
+    """Make inference plans' timed choices repeatable (``ember.jit.plan.InferencePlan``):
+    natively each plan tunes as usual and its choices (every convolution step's mode after
+    ``autotune``, the thread setting after ``tune_threads``; the last call's win) are written to
+    ``record`` under the plan's key (its input shapes and how many plans of those shapes came
+    before); with ``pins`` ({key: {"modes", "threads"}}) ``autotune`` and ``tune_threads`` set
+    the pinned choices without timing anything (the ``RETUNE_AFTER``-th run's retune too), and a
+    plan whose key or steps the pins do not match raises."""
+    try:
+        import ember.jit.plan as P
+    except ImportError:
+        return
+    cls = P.InferencePlan
+    if getattr(cls, "_instr_pinned", False):
+        return
+    cls._instr_pinned = True
+    init, autotune, tune_threads = cls.__init__, cls.autotune, cls.tune_threads
+    built = {}
+
+    def pinned_init(self, graph, arrays, *rest, **kw):
+        init(self, graph, arrays, *rest, **kw)
+        shapes = ";".join("x".join(map(str, getattr(a, "shape", ()))) + ":" + str(
+            getattr(a, "dtype", type(a).__name__)) for a in arrays)
+        built[shapes] = built.get(shapes, -1) + 1
+        self._instr_key = f"{shapes}#{built[shapes]}"
+
+    def write(self, what, value):
+        if record is None:
+            return
+        record.write(json.dumps({"pin": self._instr_key, what: value}) + "\n")
+        record.flush()
+
+    def pinned_autotune(self):
+        if pins is None:
+            autotune(self)
+            write(self, "modes", [st.mode for st, _, _ in self._tuned])
+            return
+        modes = pins.get(self._instr_key, {}).get("modes")
+        tune, self._tune = self._tune, []
+        self._tuned = tune
+        if modes is None or len(modes) != len(tune):
+            raise RuntimeError(f"pinned plan {self._instr_key}: {len(tune)} convolution steps, "
+                               f"pins {modes}")
+        for (st, _, _), mode in zip(tune, modes):
+            if mode not in st.modes():
+                raise RuntimeError(f"pinned plan {self._instr_key}: mode {mode!r} not among "
+                                   f"{st.modes()}")
+            st.mode = mode
+        self._check_blas_free()
+
+    def pinned_tune_threads(self, arrays):
+        if pins is None:
+            tune_threads(self, arrays)
+            write(self, "threads", [bool(self.parallel), bool(self.one_blas_thread)])
+            return
+        threads = pins.get(self._instr_key, {}).get("threads")
+        if threads is None:
+            raise RuntimeError(f"pinned plan {self._instr_key}: no thread setting pinned")
+        if self._thread_settings is None:
+            self._thread_settings = [(self.parallel, self.one_blas_thread), (False, False)]
+        self.parallel, self.one_blas_thread = threads
+    cls.__init__, cls.autotune, cls.tune_threads = (pinned_init, pinned_autotune,
+                                                    pinned_tune_threads)
+
+
 def _worker_inner(args):
     """(in the measured process) Run one worker of the tree's suite with ``measure`` replaced:
     natively it times and warms every measurement; under callgrind it counts the selected
@@ -194,6 +265,7 @@ def _worker_inner(args):
     import gc
     import _harness as H
     plan = json.loads(args.plan) if args.plan else {}
+    pins = json.loads(args.pins) if args.pins else None
     native = args.mode == "native"
     if args.mode == "valgrind":   # bound and called once first: the first call's symbol lookups and
         shim = ctypes.CDLL(args.shim)   # ctypes set-up stay out of the first window
@@ -221,6 +293,8 @@ def _worker_inner(args):
         gc.freeze()
 
     def measure(step, who, opts, wait_for_compiles=True):
+        if "ember" in sys.modules:
+            _pin_plans(pins, record if native else None)
         k = index[0]
         index[0] += 1
         if native:
@@ -322,8 +396,10 @@ def totals(path):
     return desc, total, llvm
 
 
-def measure_worker(w, tree, out, shim, plan, timeout):
-    """Native warm-up run, then the callgrind run, of one worker; its result dict."""
+def measure_worker(w, tree, out, shim, plan, timeout, plan_pins=None):
+    """Native warm-up run, then the callgrind run, of one worker; its result dict. ``plan``:
+    {measurement: N}; ``plan_pins``: the inference plans' choices to count under (another
+    tree's, ``_pin_plans``; default: this worker's native run's)."""
     env = environment(tree, out)
     wdir = os.path.join(out, w["name"].replace("/", "__"))
     shutil.rmtree(wdir, ignore_errors=True)
@@ -343,15 +419,25 @@ def measure_worker(w, tree, out, shim, plan, timeout):
         return res
     emitted = [ln for ln in so.splitlines() if ln.startswith("BENCH-JSON: ")]
     keys = _keys(json.loads(emitted[-1][len("BENCH-JSON: "):])) if emitted else {}
-    native = {r["index"]: r for r in map(json.loads, open(rec))}
+    lines = [json.loads(ln) for ln in open(rec)]
+    native = {r["index"]: r for r in lines if "index" in r}
     counts = {str(k): plan.get(keys.get(k, str(k)), choose_n(r["native_ms"]))
               for k, r in native.items()}
+    pins = {}
+    for r in lines:   # the plans' choices, the last of each kind
+        if "pin" in r:
+            pins.setdefault(r["pin"], {}).update({k: v for k, v in r.items() if k != "pin"})
+    if pins:
+        res["pins_native"] = pins
+        res["pins_from"] = "plan file" if plan_pins else "native run"
+        pins = res["pins"] = plan_pins or pins
     cg = os.path.join(wdir, "cg.out")
     vrec = os.path.join(wdir, "valgrind.jsonl")
     t0 = time.perf_counter()
     rc, so, se = _run(["valgrind", "--tool=callgrind", "--smc-check=all-non-file",
                        f"--callgrind-out-file={cg}", "--dump-line=no"] + base
-                      + ["--mode", "valgrind", "--record", vrec, "--plan", json.dumps(counts)],
+                      + ["--mode", "valgrind", "--record", vrec, "--plan", json.dumps(counts)]
+                      + (["--pins", json.dumps(pins)] if pins else []),
                       env, tree, timeout)
     res["valgrind_s"] = round(time.perf_counter() - t0, 1)
     dumps, compiled = {}, set()
@@ -389,12 +475,14 @@ def run(args):
     suites = args.suites.split(",") if args.suites else None
     listing = list_workers(tree, suites)
     shim = shim_library(out)
-    plan = {}
+    plan, plan_pins = {}, {}
     if args.plan:
         with open(args.plan) as f:
             for wname, wres in json.load(f)["workers"].items():
                 for key, m in wres.get("measurements", {}).items():
                     plan[f"{wname}::{key}"] = m["n"]
+                if wres.get("pins"):
+                    plan_pins[wname] = wres["pins"]
     path = os.path.join(out, "instructions.json")
     result = {"tree": tree, "commit": _commit(tree), "date": time.strftime(
         "%Y-%m-%d %H:%M UTC", time.gmtime()), "suites": listing["suites"],
@@ -403,8 +491,14 @@ def run(args):
         with open(path) as f:
             result["workers"] = json.load(f).get("workers", {})
     env = environment(tree, out)
+    cases = args.cases.split(",") if args.cases else None
+    scripts = {w["script"] for w in listing["workers"]
+               if not cases or any(c in w["name"] for c in cases)}
     for e in listing["exports"]:
         target = os.path.join(out, "onnx")
+        done = os.path.join(target, f".exported-{e['script']}-{e['case']}")
+        if e["script"] not in scripts or os.path.exists(done):   # not read, or already there
+            continue
         extra = list(e["extra"])
         if "--onnx-dir" in extra:
             extra[extra.index("--onnx-dir") + 1] = target
@@ -413,7 +507,8 @@ def run(args):
         if rc != 0:
             print(f"export {e['script']} {e['case']} failed: {se.strip()[-300:]}",
                   file=sys.stderr)
-    cases = args.cases.split(",") if args.cases else None
+        else:
+            open(done, "w").close()
     skip = args.skip.split(",") if args.skip else None
     for w in listing["workers"]:
         if cases and not any(c in w["name"] for c in cases):
@@ -426,7 +521,7 @@ def run(args):
         wplan = {k.split("::", 1)[1]: v for k, v in plan.items()
                  if k.startswith(w["name"] + "::")}
         print(f"{w['name']} ...", file=sys.stderr, flush=True)
-        res = measure_worker(w, tree, out, shim, wplan, args.timeout)
+        res = measure_worker(w, tree, out, shim, wplan, args.timeout, plan_pins.get(w["name"]))
         result["workers"][w["name"]] = res
         for key, m in res.get("measurements", {}).items():
             print(f"  {key}: N={m['n']} "
@@ -540,6 +635,7 @@ def main(argv=None):
     ap.add_argument("--against", default=None, help="(calls) a second tree: the differences")
     ap.add_argument("-n", type=int, default=10, help="(calls) steps profiled")
     ap.add_argument("--record")
+    ap.add_argument("--pins", default=None)
     args = ap.parse_args(argv)
     if args.command == "_list":
         _list_inner(os.path.abspath(args.tree), args.suites.split(",") if args.suites else None)
