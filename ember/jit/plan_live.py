@@ -1,0 +1,95 @@
+"""Inference plans for a trace whose parameters and buffers stay live (``ember.compile``).
+
+``ember.jit.plan`` runs graphs whose weights are constants (a frozen trace). A trace compiled by
+``ember.compile`` keeps its parameters and buffers as formals, so that a training step between
+two calls is seen; its calls without a gradient ran the generated array-mode code op by op (no
+fused convolution/linear epilogues, batch norm not folded). ``LivePlanner`` gives such a trace
+the plan: it freezes the graph on the state tensors' current values (``passes.freeze``, then
+the whole pipeline: batch norm folds into the convolutions) and runs a ``plan.Planner`` over the
+frozen graph, for as long as every state tensor holds the same array at the same version.
+
+A state tensor that changes (an optimizer step, ``load_state_dict``, an in-place write under
+``no_grad``: each bumps the tensor's version or replaces its array) makes the frozen graph stale:
+that call and the next take the ordinary path (``run`` returns None) and the frozen graph is
+built again on the second call that finds the state unchanged, so a loop that alternates
+training steps and evaluation calls never pays for freezing. A graph that writes its state in
+place (training-mode batch norm) is never planned.
+"""
+from ember.jit.plan import Planner
+
+__all__ = ["LivePlanner", "STABLE_CALLS"]
+
+# calls that must find the state unchanged before its frozen graph is built (the first of them
+# takes the ordinary path)
+STABLE_CALLS = 2
+
+
+class LivePlanner:
+    """The inference plans of ``graph``, whose formals after the first ``n_inputs`` are state
+    (parameters, buffers) bound per call (see the module)."""
+
+    def __init__(self, graph, n_inputs):
+        from ember.jit.plan import supported
+        self.graph = graph
+        self.n_inputs = n_inputs
+        self.enabled = supported(graph)
+        self.errors = []      # why a frozen graph could not be built (the ordinary path then)
+        self.builds = 0       # frozen graphs built so far
+        self._planner = None  # the Planner over the frozen graph of the watched state
+        self._watch = None    # per state tensor: (tensor, its array, its version counter, version)
+        self._stable = 0      # consecutive calls that found the watched state unchanged
+
+    def _same(self, state):
+        watch = self._watch
+        if watch is None or len(watch) != len(state):
+            return False
+        for t, (w, d, vc, v) in zip(state, watch):
+            if t is not w or t._data is not d or vc.v != v:
+                return False
+        return True
+
+    def _freeze(self, state):
+        from ember.jit.passes import freeze, run_passes
+        from ember.jit.plan import _inlined
+        # the trace's fusion groups (its weight arithmetic among them) back to their ops, so
+        # that constant folding reaches what the frozen weights alone compute
+        g = _inlined(self.graph)
+        g = freeze(g.copy() if g is self.graph else g, list(state))
+        return run_passes(g)
+
+    def run(self, arrays, state):
+        """The graph's outputs for the input ``arrays`` (a tuple, as ``Planner.run`` takes them)
+        and the ``state`` tensors bound to the state formals, or None: the caller then runs its
+        ordinary path (the state changed since the frozen graph was built, the plan is not built
+        yet or busy, or the graph cannot be planned)."""
+        if not self.enabled:
+            return None
+        if not self._same(state):
+            self._planner = None
+            self._watch = [(t, t._data, t._get_vc(), t._get_vc().v) for t in state]
+            self._stable = 1
+            return None
+        planner = self._planner
+        if planner is None:
+            self._stable += 1
+            if self._stable < STABLE_CALLS:
+                return None
+            try:
+                g = self._freeze(state)
+            except Exception as e:  # noqa: BLE001 - e.g. a buffer the graph writes: never planned
+                self.enabled = False
+                self.errors.append(f"{type(e).__name__}: {e}")
+                return None
+            planner = self._planner = Planner(g)
+            self.builds += 1
+            if not planner.enabled:
+                self.enabled = False
+                return None
+        res = planner.run(arrays)
+        if res is None and planner.errors and not self.errors:
+            self.errors.extend(planner.errors)
+        return res
+
+    def plans(self):
+        """{input shapes: InferencePlan} of the current frozen graph ({} when none)."""
+        return self._planner.plans() if self._planner is not None else {}
