@@ -66,6 +66,11 @@ RETUNE_AFTER = 100
 # Numba (bias and ReLU in the same pass; split over the TBB threads as ``linalg.gemv_parts``
 # says); GEMV = False: BLAS's GEMM and a bias kernel
 GEMV = True
+# consecutive linear steps of a batch of one or two whose weights are too small to split over
+# threads (each the next one's only input) run as one step calling one kernel
+# (``linear_numba.gemv_chain``: LeNet-5's three layers, one dispatch instead of three); False:
+# a step per layer
+GEMV_CHAIN = True
 # a convolution step of a batch of one may run the direct kernel on operands packed at build
 # time (mode "direct", timed by ``autotune`` with the others); False: never
 DIRECT = True
@@ -591,6 +596,12 @@ class _LinearStep:
     def modes(self):
         return ("gemm", "direct") if self.direct is not None else ("gemm",)
 
+    @property
+    def chainable(self):
+        """Whether this step may join a ``_LinearChain``: a matrix-vector product on one
+        thread whatever the thread count (``one_run``)."""
+        return GEMV_CHAIN and self.gemv and self.one_run
+
     def mode_signatures(self, x):
         from ember.kernels.runtime import compiler as rt
         d = self.direct
@@ -647,6 +658,62 @@ class _LinearStep:
             np.matmul(x, self.wt, out=y)
         if self.has_b or self.relu:
             self.kn.bias_act(y, self.b, self.relu)
+        return y
+
+
+class _LinearChain:
+    """Consecutive chainable linear steps (``_LinearStep.chainable``), each feeding the next, as
+    one call of ``linear_numba.gemv_chain``: the weights and biases packed flat at ``bind``, the
+    inner layers' outputs in a scratch buffer of the step, the last one in the last layer's
+    output buffer."""
+
+    mode = "chain"
+    gemv = True
+    direct = None
+
+    def __init__(self, kn, steps):
+        self.kn = kn
+        self.links = list(steps)
+
+    def append(self, step):
+        self.links.append(step)
+
+    @property
+    def y(self):
+        return self.links[-1].y
+
+    def modes(self):
+        return ("chain",)
+
+    def _operands(self, rows):
+        first, dtype = self.links[0], self.links[0].dtype
+        dims = np.array([first.wt.shape[1]] + [st.wt.shape[0] for st in self.links], np.int64)
+        w = np.concatenate([st.wt.ravel() for st in self.links])
+        b = np.concatenate([st.b for st in self.links]).astype(dtype, copy=False)
+        relu = np.array([st.relu for st in self.links], np.bool_)
+        inner = max([int(d) for d in dims[1:-1]] + [1])
+        return w, b, dims, relu, np.empty((2, rows * inner), dtype)
+
+    def signatures(self, x):
+        from ember.kernels.runtime import compiler as rt
+        last = self.links[-1]
+        w, b, dims, relu, buf = self._operands(1)
+        x = _like((1, 1), last.dtype)
+        return [(self.kn.gemv_chain, rt.signature(w, b, dims, relu, x, buf, x))]
+
+    def bind(self):
+        last = self.links[-1]
+        self.w, self.b, self.dims, self.relu, self.buf = self._operands(last.out_shape[0])
+        self.out_shape, self.dtype, self.fresh = last.out_shape, last.dtype, last.fresh
+
+    def flops(self):
+        return sum(st.flops() for st in self.links)
+
+    def __call__(self, x, res=None):
+        y = np.empty(self.out_shape, self.dtype) if self.fresh else self.links[-1].y
+        if not x.flags.c_contiguous:
+            x = np.ascontiguousarray(x)
+        self.kn.gemv_chain(self.w, self.b, self.dims, self.relu, x, self.buf, y)
         return y
 
 
@@ -787,6 +854,7 @@ class InferencePlan:
         self._generic_calls = 0   # nodes run by their kernels (which may call BLAS)
         self.blas_free = False    # see ``_check_blas_free``
         self._sigs = []
+        chain_tail = None   # the last linear step: (step or chain, its output, line, name, reads)
         tune = []
         for node in g.nodes:
             if node.kind == "constant" or id(node) in consumed:
@@ -804,14 +872,30 @@ class InferencePlan:
             elif node.kind == "linear":
                 step, reads, last = self._linear(node, env, kn, const_of, single_use, consumed,
                                                  outs)
+            if step is not None and isinstance(step, _LinearStep) and step.chainable and \
+                    chain_tail is not None and chain_tail[1] is node.args[0] and \
+                    len(node.args[0].uses) == 1 and id(node.args[0]) not in outs:
+                prev, _, at, ident, src = chain_tail
+                if isinstance(prev, _LinearStep):   # the second link: the chain replaces it
+                    chain = _LinearChain(kn.linear, [prev])
+                    self._steps[self._steps.index(prev)] = chain
+                    glob[ident] = chain
+                    self._sigs += chain.signatures(None)
+                    prev = chain
+                prev.append(step)
+                lines[at] = f"    {name_of(last)} = {ident}({src})"
+                chain_tail = (prev, last, at, ident, src)
+                continue
             if step is not None:
                 ident = f"s_{len(glob)}"
                 glob[ident] = step
                 self._steps.append(step)
                 self._sigs += step.signatures(env[id(node.args[0])])
                 tune.append((step, node.args[0], getattr(step, "res", None)))
-                lines.append(f"    {name_of(last)} = {ident}("
-                             f"{', '.join(value_arg(v) for v in reads)})")
+                src = ', '.join(value_arg(v) for v in reads)
+                lines.append(f"    {name_of(last)} = {ident}({src})")
+                chain_tail = (step, last, len(lines) - 1, ident, src) \
+                    if isinstance(step, _LinearStep) and step.chainable else None
                 continue
             grp = group_of.get(id(node))
             if grp is not None and self._fused_group(grp, env, consumed):
@@ -1073,7 +1157,7 @@ class InferencePlan:
         but splits its columns over ember's threads only under the plan's thread policy.)"""
         self.blas_free = self._generic_calls == 0 and all(
             (isinstance(st, _ConvStep) and st.mode == "direct")
-            or (isinstance(st, _LinearStep) and st.gemv) for st in self._steps)
+            or (isinstance(st, (_LinearStep, _LinearChain)) and st.gemv) for st in self._steps)
 
     def tune_threads(self, arrays):
         """Time the whole plan on ``arrays`` under its thread setting and with BLAS left to its

@@ -74,3 +74,31 @@ def bias_act(y, b, relu):
         else:
             for k in range(K):
                 y[m, k] = y[m, k] + b[k]
+
+
+@njit(cache=True, nogil=True, fastmath={"reassoc", "contract"})
+def gemv_chain(w, b, dims, relu, x, buf, y):
+    """Consecutive linear layers in one call (the inference plan's chain of small batch-of-one
+    layers: one dispatch instead of one per layer). Layer ``l`` maps ``dims[l]`` features to
+    ``dims[l + 1]``: its weight (dims[l + 1], dims[l]) row-major in the flat ``w`` after the
+    layers before it, its bias in the flat ``b``, then ReLU when ``relu[l]`` (as ``gemv_rows``).
+    ``x`` (M, dims[0]) is the input, ``buf`` (2, M * the widest inner layer) the scratch the
+    inner layers write in turn, ``y`` (M, dims[-1]) the output."""
+    M = x.shape[0]
+    L = dims.shape[0] - 1
+    wo = 0
+    bo = 0
+    src = x
+    for layer in range(L):
+        K = dims[layer]
+        N = dims[layer + 1]
+        wl = w[wo:wo + N * K].reshape((N, K))
+        bl = b[bo:bo + N]
+        if layer == L - 1:
+            gemv_rows(wl, src, bl, y, relu[layer], 0, N)
+        else:
+            dst = buf[layer % 2, :M * N].reshape((M, N))
+            gemv_rows(wl, src, bl, dst, relu[layer], 0, N)
+            src = dst
+        wo += N * K
+        bo += N

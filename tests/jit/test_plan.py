@@ -564,3 +564,60 @@ def test_plan_runs_before_the_other_modes_kernels_are_ready(monkeypatch):
         assert not plan.tuning_pending
         assert plan._tuned and all(st.mode_times for st, _, _ in plan._tuned)
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("rows", [1, 2, 3])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_plan_chains_small_linear_layers_of_few_rows(rows, dtype):
+    """Consecutive small linear layers of at most linalg.GEMV_MAX_ROWS rows, each the next one's
+    only input, run as one ``_LinearChain`` step (bias, ReLU and a bias-less layer as eager, NaN
+    kept); an intermediate the graph returns ends the chain; more rows take the GEMM steps."""
+    from ember.kernels import linalg
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = nn.Linear(50, 37), nn.Linear(37, 20, bias=False)
+            self.c, self.d = nn.Linear(20, 11), nn.Linear(11, 6)
+
+        def forward(self, x):
+            h = self.c(F.relu(self.b(F.relu(self.a(x)))))
+            return self.d(F.relu(h)), h        # h returned: d does not join the chain
+
+    ember.manual_seed(11)
+    dt = getattr(ember, dtype)
+    model = Net().to(dt).eval()
+    x = ember.randn(rows, 50, dtype=dt)
+    x[0, 3] = float("nan")
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = [t.numpy() for t in model(x)]
+        got = [t.numpy() for t in fast(x)]
+        again = [t.numpy().copy() for t in fast(x)]
+    plan = next(iter(_planned(fast).values()))
+    chains = [s for s in plan._steps if isinstance(s, plan_module._LinearChain)]
+    if rows <= linalg.GEMV_MAX_ROWS:
+        assert len(chains) == 1 and len(chains[0].links) == 3
+    else:
+        assert not chains
+    tol = 1e-5 if dtype == "float32" else 1e-12
+    for g, w, a in zip(got, want, again):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=tol, atol=tol)
+        np.testing.assert_array_equal(g, a)
+        assert np.isnan(g[0]).all() and not np.isnan(g[1:]).any()
+
+
+def test_plan_chain_off_runs_a_step_per_layer(monkeypatch):
+    monkeypatch.setattr(plan_module, "GEMV_CHAIN", False)
+    ember.manual_seed(12)
+    model = _lenet().eval()
+    x = ember.randn(1, 1, 28, 28)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x).numpy()
+        got = fast(x).numpy()
+    plan = next(iter(_planned(fast).values()))
+    assert not any(isinstance(s, plan_module._LinearChain) for s in plan._steps)
+    assert sum(isinstance(s, plan_module._LinearStep) for s in plan._steps) == 3
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
