@@ -1,10 +1,13 @@
-"""In-place activations (leaky_relu / elu / hardtanh with inplace=True, and their modules)
-inside a graph: the backward does not need the overwritten input, as in torch (DCGAN's
-Conv2d -> LeakyReLU(0.2, inplace=True) failed with 'modified by an inplace operation')."""
+"""The activation layers (ember/nn/modules/activation.py) against torch with identical weights,
+in train and eval modes (float64); in-place activations (leaky_relu / elu / hardtanh with
+inplace=True, and their modules) inside a graph: the backward does not need the overwritten
+input, as in torch (DCGAN's Conv2d -> LeakyReLU(0.2, inplace=True) failed with 'modified by an
+inplace operation')."""
 import numpy as np
 import pytest
 
 import ember
+from tests.nn import layer_cases
 
 torch = pytest.importorskip("torch")
 
@@ -49,3 +52,12 @@ def test_inplace_on_a_leaf_requiring_grad_is_refused():
     leaf = ember.randn(3, requires_grad=True)
     with pytest.raises(RuntimeError, match="leaf"):
         ember.nn.functional.leaky_relu(leaf, inplace=True)
+
+
+LAYER_CASES = layer_cases.cases(layer_cases.CASES, "activation")
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("name,src,specs", LAYER_CASES, ids=[c[0] for c in LAYER_CASES])
+def test_layer_matches_torch(name, src, specs, train):
+    layer_cases.check_against_torch(src, specs, train)

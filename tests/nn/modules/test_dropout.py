@@ -1,5 +1,7 @@
-"""Channel dropout (Dropout1d/2d/3d, feature_alpha_dropout) against torch 2.13: output shape,
-warnings, which dims share one keep/drop draw, scaling, and errors, for every input rank."""
+"""Dropout (ember/nn/modules/dropout.py): channel dropout (Dropout1d/2d/3d,
+feature_alpha_dropout) against torch 2.13: output shape, warnings, which dims share one keep/drop
+draw, scaling, and errors, for every input rank; train-mode statistics; eval mode is the
+identity."""
 import warnings
 
 import numpy as np
@@ -10,6 +12,7 @@ import ember
 from ember import nn
 from ember.nn import functional as F
 from ember.errors import EmberRuntimeError
+from tests.nn import layer_cases
 
 CASES = [("dropout1d", s) for s in [(3, 4), (2, 3, 4)]] + \
         [("dropout2d", s) for s in [(3, 4), (2, 3, 4), (2, 3, 4, 5), (1, 2, 3, 4, 5)]] + \
@@ -124,3 +127,26 @@ def test_eval_and_p0_any_rank_is_identity_as_torch(name):
         warnings.simplefilter("ignore")
         assert np.array_equal(getattr(F, name)(x, 0.5, False).numpy(), np.ones(3))
         assert np.array_equal(getattr(F, name)(x, 0.0, True).numpy(), np.ones(3))
+
+
+LAYER_CASES = layer_cases.cases(layer_cases.CASES, "dropout")
+
+
+@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
+@pytest.mark.parametrize("name,src,specs", LAYER_CASES, ids=[c[0] for c in LAYER_CASES])
+def test_layer_matches_torch(name, src, specs, train):
+    layer_cases.check_against_torch(src, specs, train)
+
+
+def test_dropout_train_statistics():
+    ember.manual_seed(0)
+    x = ember.ones(200, 50)
+    y = nn.Dropout(0.3)(x)
+    kept = (y.numpy() != 0).mean()
+    assert abs(kept - 0.7) < 0.02
+    np.testing.assert_allclose(y.numpy()[y.numpy() != 0], 1 / 0.7, rtol=1e-6)
+    d2 = nn.Dropout2d(0.5)(ember.ones(8, 16, 3, 3)).numpy()
+    per_channel = d2.reshape(8, 16, 9)
+    assert np.all((per_channel == 0).all(-1) | (per_channel == 2.0).all(-1))
+    m = nn.Dropout(0.5).eval()
+    assert m(x) is x

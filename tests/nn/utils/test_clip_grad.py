@@ -9,6 +9,7 @@ import pytest
 import torch
 
 import ember
+import ember.nn
 from ember.errors import EmberRuntimeError
 from ember.nn.utils import clip_grad
 
@@ -93,3 +94,18 @@ def test_clip_grad_value_keeps_nan_as_torch():
     ember.nn.utils.clip_grad_value_(es, 0.5, foreach=True)
     torch.nn.utils.clip_grad_value_(ts, 0.5)
     np.testing.assert_array_equal(es[0].grad.numpy(), ts[0].grad.numpy())
+
+
+def test_clip_grad_norm_and_value_on_a_layers_gradients():
+    from ember.nn.utils import clip_grad_norm_, clip_grad_value_
+    m = ember.nn.Linear(3, 2)
+    m(ember.randn(4, 3) * 10).sum().backward()
+    g = np.concatenate([p.grad.detach().numpy().ravel() for p in m.parameters()])
+    total = clip_grad_norm_(m.parameters(), 0.5)
+    assert float(total) == pytest.approx(np.linalg.norm(g), rel=1e-5)
+    g2 = np.concatenate([p.grad.detach().numpy().ravel() for p in m.parameters()])
+    assert np.linalg.norm(g2) == pytest.approx(0.5, rel=1e-4)
+    clip_grad_value_(m.parameters(), 0.01)
+    assert max(float(p.grad.abs().max()) for p in m.parameters()) <= 0.01 + 1e-9
+    inf = clip_grad_norm_(m.parameters(), 1.0, norm_type="inf")
+    assert float(inf) <= 0.01 + 1e-6

@@ -1,4 +1,5 @@
-"""DistributedDataParallel on 2 and 4 ranks equals one process on the whole batch."""
+"""DistributedDataParallel (ember/nn/parallel/distributed.py) on 2 and 4 ranks equals one process
+on the whole batch; ranks holding different models are refused, naming the rank and shape."""
 import pytest
 
 from tests.distributed.helpers import ok_ranks, run_ranks

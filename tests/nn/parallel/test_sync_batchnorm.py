@@ -1,4 +1,5 @@
-"""SyncBatchNorm on 2 ranks equals BatchNorm on the whole batch."""
+"""SyncBatchNorm (ember/nn/parallel/sync_batchnorm.py) on 2 and 4 ranks equals BatchNorm on the
+whole batch."""
 import pytest
 
 from tests.distributed.helpers import ok_ranks, run_ranks

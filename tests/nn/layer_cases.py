@@ -1,5 +1,9 @@
-"""Every layer against torch with identical weights (copied by state-dict key): forward outputs,
-input and parameter gradients, buffers, in train and eval modes (float64)."""
+"""Layer cases against torch with identical weights (copied by state-dict key): forward outputs,
+input and parameter gradients, buffers, in train and eval modes (float64). Shared by the test
+file of each module defining the layers (tests/nn/modules/test_<module>.py):
+``cases(LIST, module)`` picks the cases whose layer class that module defines."""
+import re
+
 import numpy as np
 import pytest
 
@@ -177,7 +181,7 @@ def _build(src, seed):
     return em, tm
 
 
-def _check(src, specs, train, nograd=()):
+def check_against_torch(src, specs, train, nograd=()):
     em, tm = _build(src, 0)
     assert list(em.state_dict()) == list(tm.state_dict())
     for step in range(2):
@@ -194,49 +198,6 @@ def _check(src, specs, train, nograd=()):
             assert_close(em.state_dict()[k].numpy(), v.numpy(), what=f"state {k}")
         em.zero_grad()
         tm.zero_grad()
-
-
-@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
-@pytest.mark.parametrize("name,src,specs", CASES, ids=[c[0] for c in CASES])
-def test_layer(name, src, specs, train):
-    _check(src, specs, train)
-
-
-@pytest.mark.parametrize("train", [True, False], ids=["train", "eval"])
-@pytest.mark.parametrize("name,src,specs", RNN_CASES, ids=[c[0] for c in RNN_CASES])
-def test_sequence_layer(name, src, specs, train):
-    _check(src, specs, train)
-
-
-@pytest.mark.parametrize("mode", ["lstm", "gru", "rnn"])
-def test_rnn_initial_state(mode):
-    cls = {"lstm": "LSTM", "gru": "GRU", "rnn": "RNN"}[mode]
-    em, tm = _build(f"nn.{cls}(3, 4, num_layers=2, bidirectional=True)", 1)
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((5, 2, 3))
-    h0 = rng.standard_normal((4, 2, 4))
-    c0 = rng.standard_normal((4, 2, 4))
-    hx_e = (ember.tensor(h0), ember.tensor(c0)) if mode == "lstm" else ember.tensor(h0)
-    hx_t = (torch.tensor(h0), torch.tensor(c0)) if mode == "lstm" else torch.tensor(h0)
-    eo, eh = em(ember.tensor(x), hx_e)
-    to, th = tm(torch.tensor(x), hx_t)
-    assert_close(eo.detach().numpy(), to.detach().numpy())
-    for a, b in zip(eh if mode == "lstm" else [eh], th if mode == "lstm" else [th]):
-        assert_close(a.detach().numpy(), b.detach().numpy())
-
-
-def test_dropout_train_statistics():
-    ember.manual_seed(0)
-    x = ember.ones(200, 50)
-    y = enn.Dropout(0.3)(x)
-    kept = (y.numpy() != 0).mean()
-    assert abs(kept - 0.7) < 0.02
-    np.testing.assert_allclose(y.numpy()[y.numpy() != 0], 1 / 0.7, rtol=1e-6)
-    d2 = enn.Dropout2d(0.5)(ember.ones(8, 16, 3, 3)).numpy()
-    per_channel = d2.reshape(8, 16, 9)
-    assert np.all((per_channel == 0).all(-1) | (per_channel == 2.0).all(-1))
-    m = enn.Dropout(0.5).eval()
-    assert m(x) is x
 
 
 LOSSES = [
@@ -268,49 +229,8 @@ LOSSES = [
 ]
 
 
-@pytest.mark.parametrize("name,src,specs", LOSSES, ids=[c[0] for c in LOSSES])
-def test_loss_module(name, src, specs):
-    _check(src, specs, True, nograd=(1,))
-
-
-def test_functional_legacy_reduction_args():
-    import ember.nn.functional as F
-    x = np.random.default_rng(0).standard_normal((3, 4))
-    t = np.random.default_rng(1).standard_normal((3, 4))
-    with pytest.warns(UserWarning):
-        a = F.mse_loss(ember.tensor(x), ember.tensor(t), size_average=False)
-    b = torch.nn.functional.mse_loss(torch.tensor(x), torch.tensor(t), reduction="sum")
-    assert_close(a.numpy(), b.numpy())
-    with pytest.warns(UserWarning):
-        c = F.cross_entropy(ember.tensor(x), ember.tensor([0, 1, 2]), None, None, -100, False)
-    assert tuple(c.shape) == (3,)
-
-
-def test_functional_misc_vs_torch():
-    import ember.nn.functional as F
-    import torch.nn.functional as TF
-    rng = np.random.default_rng(0)
-    q, k, v = (rng.standard_normal((2, 3, 5, 4)) for _ in range(3))
-    mask = rng.random((5, 5)) > 0.3
-    np.fill_diagonal(mask, True)
-    for kw in [{}, {"is_causal": True}, {"attn_mask": mask}, {"scale": 0.3}]:
-        ekw = {kk: (ember.tensor(vv) if isinstance(vv, np.ndarray) else vv)
-               for kk, vv in kw.items()}
-        tkw = {kk: (torch.tensor(vv) if isinstance(vv, np.ndarray) else vv)
-               for kk, vv in kw.items()}
-        a = F.scaled_dot_product_attention(*(ember.tensor(t) for t in (q, k, v)), **ekw)
-        b = TF.scaled_dot_product_attention(*(torch.tensor(t) for t in (q, k, v)), **tkw)
-        assert_close(a.numpy(), b.numpy())
-    x = rng.standard_normal((2, 3, 4, 4))
-    assert_close(F.normalize(ember.tensor(x), dim=1).numpy(),
-                 TF.normalize(torch.tensor(x), dim=1).numpy())
-    assert_close(F.one_hot(ember.tensor([0, 2, 1]), 4).numpy(),
-                 TF.one_hot(torch.tensor([0, 2, 1]), 4).numpy())
-    assert_close(F.unfold(ember.tensor(x), 2, padding=1, stride=2).numpy(),
-                 TF.unfold(torch.tensor(x), 2, padding=1, stride=2).numpy())
-    assert_close(F.interpolate(ember.tensor(x[0]), scale_factor=2, mode="linear").numpy(),
-                 TF.interpolate(torch.tensor(x[0]), scale_factor=2, mode="linear").numpy())
-    assert_close(F.local_response_norm(ember.tensor(x), 3).numpy(),
-                 TF.local_response_norm(torch.tensor(x), 3).numpy())
-    assert_close(F.embedding_bag(ember.tensor([[0, 2], [1, 3]]), ember.tensor(x[0, 0])).numpy(),
-                 TF.embedding_bag(torch.tensor([[0, 2], [1, 3]]), torch.tensor(x[0, 0])).numpy())
+def cases(entries, module):
+    """The entries of ``entries`` whose layer class is defined in ember/nn/modules/<module>.py."""
+    return [c for c in entries
+            if getattr(enn, re.match(r"nn\.(\w+)\(", c[1]).group(1)).__module__ ==
+            f"ember.nn.modules.{module}"]

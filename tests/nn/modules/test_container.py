@@ -1,0 +1,35 @@
+"""The containers (ember/nn/modules/container.py): Sequential, ModuleList and ModuleDict surgery
+(replace, delete, insert, append, extend, slice, repeat, pop) gives torch's order and names."""
+import pytest
+
+import ember.nn as nn
+
+torch = pytest.importorskip("torch")
+
+
+def test_sequential_surgery_as_torch():
+    for lib in (torch.nn, nn):
+        s = lib.Sequential(lib.ReLU(), lib.Tanh(), lib.Sigmoid())
+        setattr(s, "1", lib.ELU())  # replaced in place, not moved to the end
+        s[2] = lib.SELU()
+        names = [type(m).__name__ for m in s]
+        assert names == ["ReLU", "ELU", "SELU"] and list(s._modules) == ["0", "1", "2"]
+        del s[0]
+        s.insert(1, lib.GELU())
+        s.append(lib.Tanh())
+        s.extend([lib.ReLU()])
+        assert [type(m).__name__ for m in s] == ["ELU", "GELU", "SELU", "Tanh", "ReLU"]
+        assert list(s[1:3]._modules) == ["1", "2"] and len(s * 2) == 10
+        assert type(s.pop(0)).__name__ == "ELU" and list(s._modules) == ["0", "1", "2", "3"]
+        lin = lib.Linear(2, 2)
+        lin.weight = lib.Parameter(lin.weight.detach() * 0)
+        assert list(dict(lin.named_parameters())) == ["weight", "bias"]
+        ml = lib.ModuleList([lib.ReLU(), lib.Tanh()])
+        ml.insert(0, lib.ELU())
+        del ml[1]
+        assert [type(m).__name__ for m in ml + lib.ModuleList([lib.ReLU()])] == \
+            ["ELU", "Tanh", "ReLU"]
+        md = lib.ModuleDict({"a": lib.ReLU()})
+        md["b"] = lib.Tanh()
+        assert list(md) == ["a", "b"] and type(md.pop("a")).__name__ == "ReLU"
+
