@@ -35,6 +35,10 @@ import numpy as np
 
 __all__ = ["StepCapture", "WholeStep", "MEMORY_PLAN"]
 
+# Whether a traced optimizer update takes its values from the optimizer's own eager step and
+# records its ops from shapes alone (``StepCapture._eager_step``); False: the traced ops compute.
+SHAPES_ONLY = True
+
 # Whether a step program gets a memory plan (``ember.jit.passes.memory``: intermediates written
 # into an arena of buffers kept across calls); False for comparisons.
 MEMORY_PLAN = True
@@ -49,6 +53,88 @@ def _shape(t):
     return f"[{t._data.dtype} {list(t._data.shape)}]"
 
 
+def _fn():
+    from ember.autograd._generated import functions
+    return functions
+
+
+class _OneOp:
+    """Stands in for the tracer while ``_recorded`` runs an op on one-element stand-ins: keeps
+    what the dispatcher would have recorded."""
+
+    def __init__(self):
+        self.got = []
+
+    def record(self, op, tensors, consts, outputs):
+        self.got.append((op, tensors, consts, outputs))
+
+
+# (function, the operands' kinds) -> (op, consts, the dispatched tensors as operand positions,
+# result dtype): what ``_recorded`` learnt from one run on stand-ins
+_RECORDED = {}
+
+
+def _recorded(fn, *operands):
+    """``fn(*operands)`` (a generated function of one elementwise op) inside an optimizer's
+    traced update. When the capture records shapes only (``StepCapture.shapes_only``: the eager
+    step computed the values) the op runs once per operand kinds on one-element stand-ins of
+    the operands, for its result dtype and what the dispatcher records, and the tracer records
+    it on the real operands with an unwritten result of the broadcast shape; else it runs."""
+    from ember.autograd.state import STATE
+    tracer = STATE.tracer
+    cap = getattr(tracer, "step_capture", None)
+    if cap is None or not cap.shapes_only or STATE.autocast is not None:
+        return fn(*operands)
+    Tensor = _tensor_cls()
+    kinds = tuple((o._data.dtype, o._data.ndim) if o.__class__ is Tensor else o.__class__
+                  for o in operands)
+    key = (fn, kinds)
+    known = _RECORDED.get(key)
+    if known is None:
+        known = _RECORDED[key] = _learn(fn, operands)
+    if known is False:   # not one op on its operands: run it
+        return fn(*operands)
+    op, consts, where, dtype = known
+    shape = np.broadcast_shapes(*(o._data.shape for o in operands if o.__class__ is Tensor))
+    res = Tensor._make(np.empty(shape, dtype))
+    tracer.record(op, tuple(operands[i] for i in where), consts, (res,))
+    return res
+
+
+def _learn(fn, operands):
+    """``_recorded``'s entry for ``fn`` on operands like these: the op, its constants, the
+    dispatched tensors as positions among the operands and the result dtype, from one run on
+    one-element stand-ins; False unless that run dispatched one op on the operands alone."""
+    from ember.autograd.state import STATE
+    Tensor = _tensor_cls()
+    if any(o.__class__ is not Tensor and not isinstance(o, (bool, int, float)) for o in operands):
+        return False
+    tiny = [Tensor._make(np.ones((1,) * o._data.ndim, o._data.dtype))
+            if o.__class__ is Tensor else o for o in operands]
+    one = _OneOp()
+    tracer, STATE.tracer = STATE.tracer, one
+    try:
+        small = fn(*tiny)
+    finally:
+        STATE.tracer = tracer
+    if len(one.got) != 1 or one.got[0][3] != (small,) or small.__class__ is not Tensor:
+        return False
+    op, seen, consts, _ = one.got[0]
+    pos = {id(t): i for i, t in enumerate(tiny) if t.__class__ is Tensor}
+    where = []
+    for t in seen:
+        if t.__class__ is Tensor:
+            if id(t) not in pos:
+                return False
+            where.append(pos[id(t)])
+        else:   # a Python scalar: the same object as one of the operands
+            i = next((i for i, o in enumerate(tiny) if o is t), None)
+            if i is None:
+                return False
+            where.append(i)
+    return op, consts, tuple(where), small._data.dtype
+
+
 class _Sym:
     """A traced tensor with out-of-place arithmetic, so the augmented assignments of
     ``ember.optim._updates`` rebind (as on the pointwise engine's symbolic values)."""
@@ -59,37 +145,37 @@ class _Sym:
         self.t = t
 
     def __add__(self, o):
-        return _Sym(self.t + _raw(o))
+        return _Sym(_recorded(_fn().add, self.t, _raw(o)))
 
     def __radd__(self, o):
-        return _Sym(_raw(o) + self.t)
+        return _Sym(_recorded(_fn().add, _raw(o), self.t))
 
     def __sub__(self, o):
-        return _Sym(self.t - _raw(o))
+        return _Sym(_recorded(_fn().sub, self.t, _raw(o)))
 
     def __rsub__(self, o):
-        return _Sym(_raw(o) - self.t)
+        return _Sym(_recorded(_fn().sub, _raw(o), self.t))
 
     def __mul__(self, o):
-        return _Sym(self.t * _raw(o))
+        return _Sym(_recorded(_fn().mul, self.t, _raw(o)))
 
     def __rmul__(self, o):
-        return _Sym(_raw(o) * self.t)
+        return _Sym(_recorded(_fn().mul, _raw(o), self.t))
 
     def __truediv__(self, o):
-        return _Sym(self.t / _raw(o))
+        return _Sym(_recorded(_fn().div, self.t, _raw(o)))
 
     def __rtruediv__(self, o):
-        return _Sym(_raw(o) / self.t)
+        return _Sym(_recorded(_fn().div, _raw(o), self.t))
 
     def __neg__(self):
-        return _Sym(-self.t)
+        return _Sym(_recorded(_fn().neg, self.t))
 
     def __gt__(self, o):
-        return _Sym(self.t > _raw(o))
+        return _Sym(_recorded(_fn().gt, self.t, _raw(o)))
 
     def __lt__(self, o):
-        return _Sym(self.t < _raw(o))
+        return _Sym(_recorded(_fn().lt, self.t, _raw(o)))
 
 
 def _raw(o):
@@ -105,31 +191,31 @@ class _TracedOps:
 
     @staticmethod
     def sqrt(s):
-        return _Sym(s.t.sqrt())
+        return _Sym(_recorded(_fn().sqrt, s.t))
 
     @staticmethod
     def abs(s):
-        return _Sym(s.t.abs())
+        return _Sym(_recorded(_fn().abs, s.t))
 
     @staticmethod
     def sign(s):
-        return _Sym(s.t.sign())
+        return _Sym(_recorded(_fn().sign, s.t))
 
     @staticmethod
     def where(c, a, b):
-        from ember.autograd._generated.functions import where
-        return _Sym(where(_raw(c), _raw(a), _raw(b)))
+        return _Sym(_recorded(_fn().where, _raw(c), _raw(a), _raw(b)))
 
     @staticmethod
     def clamp_(a, lo, hi):
-        return _Sym(a.t.maximum(_raw(lo)).minimum(_raw(hi)))
+        f = _fn()
+        return _Sym(_recorded(f.minimum, _recorded(f.maximum, a.t, _raw(lo)), _raw(hi)))
 
     @staticmethod
     def assign_(dst, src):
         return src
 
     def maximum_(self, a, b):
-        self.max = _Sym(a.t.maximum(b.t))
+        self.max = _Sym(_recorded(_fn().maximum, a.t, b.t))
         return self.max
 
     @staticmethod
@@ -215,6 +301,7 @@ class StepCapture:
         self.hyper = []         # (optimizer, its hyper-parameter values when its step ran)
         self.warmup = False     # an optimizer's state was created: run eagerly, trace again
         self.used = False
+        self.shapes_only = False   # an update being recorded whose values eager computed
 
     def _touch(self, t):
         if id(t) not in self._touched:
@@ -366,12 +453,47 @@ class StepCapture:
         self.optimizers.append((opt, structure(opt)))
         self.hyper.append((opt, _hyper(opt)))
         from ember.autograd.grad_mode import no_grad
-        with no_grad():
-            update = {"sgd": self._sgd, "adam": self._adam, "update": self._update}[kind]
-            for gi, group, p in work:
-                update(tracer, opt, gi, group, p)
+        self.shapes_only = SHAPES_ONLY and self._eager_step(tracer, opt, kind, work)
+        try:
+            with no_grad():
+                update = {"sgd": self._sgd, "adam": self._adam, "update": self._update}[kind]
+                for gi, group, p in work:
+                    update(tracer, opt, gi, group, p)
+        finally:
+            self.shapes_only = False
         self.used = True
         return None
+
+    @staticmethod
+    def _eager_step(tracer, opt, kind, work):
+        """The call's values of ``opt.step()``: its own (fused) eager step, untraced. What it
+        advanced besides the parameters and the state tensors the update writes (Adam's step
+        count, NAdam's mu product, ASGD's eta and mu: bound again, a tensor's values restored)
+        is put back for the traced update, which advances it as a call does. True when it ran
+        (the update is then recorded from shapes alone)."""
+        from ember.autograd.state import STATE
+        Tensor = _tensor_cls()
+        kept = []
+        for _, group, p in work:
+            st = opt.state.get(p)
+            if st is None:
+                continue
+            slots = {"sgd": ("momentum_buffer",), "adam": ("exp_avg", "exp_avg_sq",
+                                                          "max_exp_avg_sq")}.get(kind) or \
+                tuple(k for k in opt._slots(group) if k)
+            kept.append((st, [(k, v, v._data.copy() if isinstance(v, Tensor) else None)
+                              for k, v in st.items() if k not in slots]))
+        STATE.tracer = None
+        try:
+            opt.step()
+        finally:
+            STATE.tracer = tracer
+        for st, entries in kept:
+            for k, v, data in entries:
+                st[k] = v
+                if data is not None:
+                    np.copyto(v._data, data)
+        return True
 
     def _scalar(self, tracer, key, name, fn, dtype):
         """A hyper-parameter formal: ``fn()`` (read again at each call) as a 0-d tensor of the
@@ -391,8 +513,20 @@ class StepCapture:
         return _Sym(t)
 
     def _write(self, target, value):
-        if value.t is not target:
+        if value.t is target:
+            return
+        if not self.shapes_only:
             target.copy_(value.t)
+            return
+        # what ``copy_`` records (``copy`` of the new value, then the write into the target),
+        # without the copies: the eager step already wrote the target's values
+        from ember.autograd._generated.records import copy as copy_op
+        from ember.autograd.state import STATE
+        tracer = STATE.tracer
+        new = _tensor_cls()._make(np.empty(target._data.shape, target._data.dtype))
+        tracer.record(copy_op, (target, value.t), (), (new,))
+        target._bump()
+        tracer.record_inplace(target, new)
 
     def _group_scalars(self, tracer, opt, gi, dtype):
         def s(key, fn=None):

@@ -698,3 +698,43 @@ def test_check_comparison_agrees_with_allclose(dtype):
         assert _close(x, y) == want, (x.dtype, y.dtype)
         assert (WholeStep.differ([x], [y]) is None) == want
     assert decided == {True, False}
+
+
+@pytest.mark.parametrize("opt", ["sgd_momentum", "adamw", "adam_l2_amsgrad", "nadam", "asgd_t0",
+                                 "rprop_maximize", "rmsprop_centered_momentum"])
+def test_update_recorded_from_shapes_is_the_computed_trace(opt, monkeypatch):
+    """The tracing call takes the update's values from the optimizer's eager step and records
+    its ops from shapes alone: the program is the one the computing trace makes (same text, same
+    in-place writes), the counters the eager step advanced are not advanced twice (10 steps
+    against eager in float64), and the tracing call's own results are eager's."""
+    import ember.compiler.step as step_mod
+    programs = []
+    for shapes_only in (False, True):
+        monkeypatch.setattr(step_mod, "SHAPES_ONLY", shapes_only)
+        ember.compiler.reset()
+        me, mc, oe, oc, cf = _train(MLP, opt, ember.float64)
+        _close(me, mc, ember.float64)
+        _state_close(me, mc, oe, oc, dict(rtol=0, atol=1e-10))
+        programs.append((str(cf._last.traced.graph), cf._last.traced.writes))
+    assert programs[0] == programs[1]
+    # the tracing call (call 2) alone: its parameters and state are those of eager's step
+    monkeypatch.setattr(step_mod, "SHAPES_ONLY", True)
+    me, mc, oe, oc, cf = _train(MLP, opt, ember.float64, steps=2)
+    assert cf.traces == 1 and isinstance(cf._last.traced, WholeStep)
+    assert cf._last.traced.verified is False   # not yet run: the values are the trace's
+    _close(me, mc, ember.float64)
+    _state_close(me, mc, oe, oc, dict(rtol=0, atol=1e-10))
+
+
+def test_update_recorded_from_shapes_follows_the_dtype():
+    """The recorded update's ops are learnt once per operand kinds (dtype, rank): a float32
+    step and then a float64 step in one process each get their own dtype's program (float64
+    exact against eager)."""
+    for dtype in (ember.float32, ember.float64, ember.float32):
+        ember.compiler.reset()
+        me, mc, oe, oc, cf = _train(MLP, "adamw", dtype, batch=8)
+        _close(me, mc, dtype)
+        g = cf._last.traced.graph
+        kinds = {str(v.dtype) for n in g.nodes for v in n.outputs
+                 if n.kind in ("fusion_group", "mul", "add", "sub", "div", "sqrt")}
+        assert kinds == {"float32" if dtype == ember.float32 else "float64"}
