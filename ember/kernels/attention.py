@@ -62,6 +62,18 @@ def _run(name, rows, *args):
     return nn._ce_run(name, rows, *args)
 
 
+def _times_values(p, v):
+    """p @ v; for 4-D (B, H, L, D) results, written into a buffer laid out as (B, L, H, D), as
+    torch's CPU attention returns it: the multi-head layer's ``transpose(1, 2).contiguous()``
+    that follows is then a view, not a copy (the GEMMs write the strided rows at the same
+    cost)."""
+    if p.ndim != 4 or v.ndim != 4:
+        return np.matmul(p, v)
+    B, H, L = p.shape[:3]
+    out = np.empty((B, L, H, v.shape[-1]), np.result_type(p, v)).transpose(0, 2, 1, 3)
+    return np.matmul(p, v, out=out)
+
+
 def sdpa_forward(q, k, v, mask, drop, is_causal, scale):
     """(softmax(q k^T * scale + mask) * drop) v and the rows' log-sum-exp (..., L): +inf for a
     row masked everywhere, whose output is zeros (torch's safe softmax). ``drop`` is None or
@@ -76,7 +88,7 @@ def sdpa_forward(q, k, v, mask, drop, is_causal, scale):
         lse = np.empty(rows.shape[0], np.float32)
         if _run("sdpa_probs", rows, np.float32(scale), L, bool(is_causal), lse):
             p = rows.reshape(q.shape[:-1] + (k.shape[-2],))
-            return np.matmul(p, v), lse.reshape(q.shape[:-1])
+            return _times_values(p, v), lse.reshape(q.shape[:-1])
     s = _scores(q, k, mask, is_causal, scale)
     m = np.max(s, axis=-1, keepdims=True) if s.shape[-1] else \
         np.full(s.shape[:-1] + (1,), -np.inf, s.dtype)
@@ -97,7 +109,7 @@ def sdpa_forward(q, k, v, mask, drop, is_causal, scale):
     lse += m
     if drop is not None:
         s *= drop
-    return np.matmul(s, v), lse[..., 0]
+    return _times_values(s, v), lse[..., 0]
 
 
 def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):

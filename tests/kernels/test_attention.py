@@ -119,3 +119,38 @@ def test_fused_rows_causal_row_of_minus_inf_is_zeros_with_infinite_lse():
         out, lse = attention.sdpa_forward(q, k, v, None, None, True, 0.25)
     assert lse[0, 0, 0] == np.inf and (out[0, 0, 0] == 0).all()
     assert np.isfinite(out[0, 1:]).all() and np.isfinite(out[1:]).all()
+
+
+@pytest.mark.parametrize("dtype,mask", [(np.float32, None), (np.float64, None),
+                                        (np.float64, "bool")])
+def test_four_dim_output_is_laid_out_heads_inner_and_matches_torch(dtype, mask):
+    """A (B, H, L, D) output is written into a (B, L, H, D) buffer, as torch's CPU attention
+    returns it (``transpose(1, 2)`` of it is C-contiguous, so a multi-head layer's
+    ``.contiguous()`` copies nothing), on the Numba row passes and the NumPy path alike; values
+    and the backward (which reads that output) as torch's in float64."""
+    rng = np.random.default_rng(7)
+    B, L, H, D = 3, 64, 4, 8
+    qkv = rng.standard_normal((B, L, 3 * H * D)).astype(dtype)   # split + transpose views
+    q, k, v = (qkv[..., i * H * D:(i + 1) * H * D].reshape(B, L, H, D).transpose(0, 2, 1, 3)
+               for i in range(3))
+    m = None if mask is None else np.tril(rng.random((L, L)) > 0.3) | np.eye(L, dtype=bool)
+    out, lse = attention.sdpa_forward(q, k, v, m, None, mask is None, 0.3)
+    assert out.shape == (B, H, L, D) and out.dtype == dtype
+    assert out.transpose(0, 2, 1, 3).flags.c_contiguous
+    tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
+    tm = torch.ones(L, L, dtype=torch.bool).tril() if m is None else torch.tensor(m)
+    ty = torch.nn.functional.scaled_dot_product_attention(tq, tk, tv, attn_mask=tm, scale=0.3)
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, ty.detach().numpy(), rtol=tol, atol=tol)
+    g = rng.standard_normal(out.shape).astype(dtype)
+    dq, dk, dv, _ = attention.sdpa_backward(g, q, k, v, m, None, out, lse, mask is None, 0.3,
+                                            (True, True, True, False))
+    ty.backward(torch.tensor(g, dtype=torch.float64))
+    for got, t in ((dq, tq), (dk, tk), (dv, tv)):
+        np.testing.assert_allclose(got, t.grad.numpy(), rtol=10 * tol, atol=10 * tol)
+
+
+def test_non_four_dim_outputs_stay_c_contiguous():
+    q, k, v, _ = _inputs(8)
+    out, _ = attention.sdpa_forward(q[0], k[0], v[0], None, None, True, 0.5)
+    assert out.shape == (3, 5, 2) and out.flags.c_contiguous
