@@ -1,5 +1,5 @@
 """Dead-code elimination: drop nodes none of whose outputs is used (in-place writes stay)."""
-from ember.jit.ir import ArrayRef
+from ember.jit.ir import ArrayRef, Value
 
 SIDE_EFFECTS = ("copy_",)
 
@@ -17,16 +17,25 @@ def dce(graph):
         ids.add(id(node))
     if dead:
         graph.remove_nodes(dead)
+    if not graph.constants:   # (a training step's graph usually has none)
+        return graph
     used = set()
     for n in graph.nodes:
         if n.kind == "constant":
             used.add(n.attrs["name"])
-        for a in list(n.attrs.values()) + list(n.args):
-            used.update(_refs(a))
+        for part in (n.args, n.attrs.values()):
+            for a in part:
+                if a.__class__ in _PLAIN:
+                    continue
+                used.update(_refs(a))
     for k in list(graph.constants):
         if k not in used:
             del graph.constants[k]
     return graph
+
+
+# argument classes that never hold an ArrayRef (skipped without a call)
+_PLAIN = frozenset((int, float, bool, str, type(None), Value))
 
 
 def _refs(x):
