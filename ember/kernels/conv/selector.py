@@ -208,8 +208,27 @@ def _wide_direct(g, direction):
         wide = batch and direction == "weight"
     else:
         wide = batch or not one_by_one
-    return g.Wo >= (WIDE_DIRECT_MIN_WO if wide else WIDE_DIRECT_MIN_WO_STRIDED) \
-        and _isa() == "avx512"
+    if g.Wo < (WIDE_DIRECT_MIN_WO if wide else WIDE_DIRECT_MIN_WO_STRIDED) or _isa() != "avx512":
+        return False
+    return g.stride != (1, 1) or _stride_one_wide(g)
+
+
+def _stride_one_wide(g):
+    """Whether this host's measurements (``hostprobe``) give a stride-1 layer to ``direct``:
+    1x1 layers when ``direct`` won the 1x1 probe, larger kernels up to the widest 3x3 probe
+    it won (max(C/g, K/g)); False while the probe cannot run yet."""
+    found = _probe()
+    if found is None:
+        return False
+    if g.R == 1 and g.S == 1:
+        return found["1x1"]
+    return max(g.Cg, g.Kg) <= found["3x3_channels"]
+
+
+def _probe():
+    """``hostprobe.result()`` (tests replace this function to fix the outcome)."""
+    from . import hostprobe
+    return hostprobe.result()
 
 
 _host_avx512 = None

@@ -1,0 +1,190 @@
+"""Per-host measurement of where the wide ``direct`` kernels beat the GEMM paths, for stride-1
+layers (``selector._wide_direct``), run once per host and kept on disk.
+
+Whether ember's AVX-512 ``direct`` kernels beat BLAS-based algorithms (``direct1x1``,
+``winograd``, ``im2col``) depends on the host's BLAS more than on its ISA: OpenBLAS runs its
+Haswell (AVX2) kernels on AMD Zen 5, where ``direct`` won on every wide layer, but its SkylakeX
+kernels on Intel Xeons, where the GEMM paths win on 1x1 layers and on 3x3 layers of 128 channels
+and more. So the selector does not decide by vendor or ISA: ``measure`` times ``direct`` against
+the algorithm the heuristic picks without it on a few probe layers, forward, float32, one thread
+(thread CPU time, min of ``ROUNDS`` interleaved calls, all on the calling thread), and ``result``
+keeps the outcome per host (CPU model and flags, ember's ISA variant, BLAS library, version and
+kernel architecture) in ``<ember cache dir>/conv_probe.json``.
+
+Probe layers and the decisions they make (``PROBES``):
+- ``1x1``: 2x128x28x28 -> 128, 1x1: wide ``direct`` for 1x1 stride-1 layers iff it wins;
+- ``3x3/64``: 2x64x56x56 -> 64 and ``3x3/256``: 2x256x14x14 -> 256, 3x3: wide ``direct`` for
+  stride-1 kernels larger than 1x1 with max(C/g, K/g) up to the widest probe ``direct`` wins
+  (0 when neither).
+
+Intel Xeon (Sapphire Rapids, OpenBLAS SkylakeX kernels), one thread, CPU ms, direct vs the
+GEMM path: 8x64x56x56->256 1x1 forward 53.3 vs 16.5, weight 62.9 vs 16.7; 8x256x14x14->256 3x3
+forward 59.9 vs 35.1 (winograd); 8x64x56x56->64 3x3 forward 21.3 vs 28.5 (direct wins).
+
+While the kernels a probe needs are still compiling in the background, ``result`` is None (the
+selector then keeps the GEMM paths for that call) and the probe runs on a later call.
+"""
+import hashlib
+import json
+import os
+import threading
+import time
+
+import numpy as np
+
+PROBES = {   # name: (input shape, weight shape, padding)
+    "1x1": ((2, 128, 28, 28), (128, 128, 1, 1), 0),
+    "3x3/64": ((2, 64, 56, 56), (64, 64, 3, 3), 1),
+    "3x3/256": ((2, 256, 14, 14), (256, 256, 3, 3), 1),
+}
+ROUNDS = 3
+FILE = "conv_probe.json"
+
+_lock = threading.Lock()
+_result = None
+_host_key = None
+
+
+def decisions(times):
+    """{"1x1": bool, "3x3_channels": int} from {probe name: (direct s, alternative s)}: the
+    rules ``selector._wide_direct`` applies (see the module docstring)."""
+    def wins(name):
+        d, alt = times[name]
+        return d < alt
+    widest = 0
+    for name in ("3x3/64", "3x3/256"):
+        if wins(name):
+            widest = max(widest, PROBES[name][1][0])
+    return {"1x1": wins("1x1"), "3x3_channels": widest}
+
+
+def result():
+    """This host's decisions (``decisions``), from memory, the disk file or a measurement now;
+    None while the kernels a measurement needs are not ready."""
+    global _result
+    if _result is not None:
+        return _result
+    with _lock:
+        if _result is not None:
+            return _result
+        key = host_key()
+        stored = _load().get(key)
+        if _valid(stored):
+            _result = stored
+            return _result
+        times = measure()
+        if times is None:
+            return None
+        found = decisions(times)
+        found["times_ms"] = {k: [round(v * 1e3, 3) for v in t] for k, t in times.items()}
+        _store(key, found)
+        _result = found
+        return _result
+
+
+def _valid(entry):
+    return (isinstance(entry, dict) and isinstance(entry.get("1x1"), bool)
+            and isinstance(entry.get("3x3_channels"), int))
+
+
+def forget():
+    """Drop the decisions kept in memory (the disk file stays)."""
+    global _result
+    with _lock:
+        _result = None
+
+
+def host_key():
+    """Hash naming what the probe's outcome depends on: CPU model and flags, ember's ISA variant
+    (``EMBER_CPU_ISA`` included), the BLAS libraries (API, version, kernel architecture) and
+    ``OPENBLAS_CORETYPE``."""
+    global _host_key
+    if _host_key is not None and not os.environ.get("EMBER_CPU_ISA"):
+        return _host_key
+    from ember.kernels.runtime import cpu
+    from ember.kernels.runtime.threads import blas_controllers
+    parts = [cpu.isa(), os.environ.get("OPENBLAS_CORETYPE", "")]
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith(("model name", "flags")):
+                    parts.append(line.strip())
+                if line.startswith("flags"):
+                    break
+    except OSError:
+        pass
+    for c in blas_controllers():
+        info = getattr(c, "info", lambda: {})()
+        parts.append("|".join(str(info.get(k, "")) for k in
+                              ("internal_api", "version", "architecture", "filepath")))
+    key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
+    if not os.environ.get("EMBER_CPU_ISA"):
+        _host_key = key
+    return key
+
+
+def _path():
+    from ember.kernels.runtime import diskcache
+    return os.path.join(os.path.dirname(diskcache.configured_dir()), FILE)
+
+
+def _load():
+    try:
+        with open(_path()) as f:
+            data = json.load(f)
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _store(key, found):
+    """Add this host's entry to the file (written whole to a temporary file, then renamed); an
+    unwritable directory keeps the result in memory only."""
+    path = _path()
+    try:
+        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
+        data = _load()
+        data[key] = found
+        tmp = f"{path}.{os.getpid()}.tmp"
+        with open(tmp, "w") as f:
+            json.dump(data, f, indent=1, sort_keys=True)
+        os.replace(tmp, path)
+    except OSError:
+        pass
+
+
+def measure():
+    """{probe name: (direct seconds, alternative seconds)}, or None when a kernel is not ready
+    (its compile is queued). One thread: ember's chunks inline, BLAS held at one thread."""
+    from . import parallel, selector
+    from .geometry import geometry
+    rng = np.random.default_rng(0)
+    saved = getattr(parallel._mode, "n", None)
+    parallel._mode.n = 1
+    try:
+        with parallel.policy(True):
+            plans = []
+            for name, (xs, ws, pad) in PROBES.items():
+                g = geometry("conv2d", xs, ws, 1, pad, 1, 1)
+                alt = selector.heuristic("forward", g, direct_ok=False)
+                for algo in ("direct", alt):
+                    if algo in ("direct", "winograd", "thin") and \
+                            not selector._ready_now(algo, "forward", g, np.float32):
+                        return None
+                x = rng.standard_normal(xs, dtype=np.float32)
+                w = rng.standard_normal(ws, dtype=np.float32)
+                plans.append((name, g, alt, x, w))
+            times = {}
+            for name, g, alt, x, w in plans:
+                best = {"direct": float("inf"), alt: float("inf")}
+                for algo in best:                       # warm-up: workspaces, packing
+                    selector._call(algo, "forward", g, x, w)
+                for _ in range(ROUNDS):
+                    for algo in best:
+                        t0 = time.thread_time()
+                        selector._call(algo, "forward", g, x, w)
+                        best[algo] = min(best[algo], time.thread_time() - t0)
+                times[name] = (best["direct"], best[alt])
+            return times
+    finally:
+        parallel._mode.n = saved

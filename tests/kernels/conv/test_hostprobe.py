@@ -1,0 +1,113 @@
+"""The per-host probe of ``direct`` against the GEMM paths: its decisions, its disk file, its
+measurement, and the selector's use of it (behaviour only; no timing is asserted)."""
+import json
+import math
+import os
+
+import pytest
+
+from ember.kernels import conv as C
+from ember.kernels.conv import hostprobe, selector
+
+INTEL_LIKE = {"1x1": False, "3x3_channels": 64}
+
+
+@pytest.fixture
+def probe_dir(tmp_path, monkeypatch):
+    """An empty ember cache directory and no decisions in memory (restored afterwards)."""
+    monkeypatch.setenv("EMBER_CACHE_DIR", str(tmp_path))
+    hostprobe.forget()
+    yield tmp_path
+    hostprobe.forget()
+
+
+def _pick(shape, wshape, stride=1, padding=1, direction="forward"):
+    return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, stride, padding,
+                                                    1, 1))
+
+
+def test_decisions_from_times():
+    t = {"1x1": (1.0, 2.0), "3x3/64": (1.0, 2.0), "3x3/256": (1.0, 2.0)}
+    assert hostprobe.decisions(t) == {"1x1": True, "3x3_channels": 256}
+    t = {"1x1": (2.0, 1.0), "3x3/64": (1.0, 2.0), "3x3/256": (3.0, 2.0)}
+    assert hostprobe.decisions(t) == {"1x1": False, "3x3_channels": 64}
+    t = {"1x1": (2.0, 2.0), "3x3/64": (3.0, 2.0), "3x3/256": (3.0, 2.0)}   # a tie is a loss
+    assert hostprobe.decisions(t) == {"1x1": False, "3x3_channels": 0}
+
+
+def test_selector_follows_the_probe(monkeypatch):
+    """On an AVX-512 host, stride-1 wide layers go to ``direct`` only where the probe says it
+    wins; strided wide layers keep ``direct`` by rule; no outcome yet: the GEMM paths."""
+    monkeypatch.setattr(selector, "_isa", lambda: "avx512")
+    monkeypatch.setattr(selector, "_probe", lambda: INTEL_LIKE)
+    for d in ("forward", "input", "weight"):
+        assert _pick((8, 64, 56, 56), (64, 64, 3, 3), direction=d) == "direct"
+        assert _pick((8, 256, 14, 14), (256, 256, 3, 3), direction=d) == "winograd"
+        assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0, direction=d) == "direct1x1"
+    assert _pick((8, 128, 28, 28), (128, 128, 3, 3)) == "winograd"   # 128 > 64 channels
+    assert _pick((1, 128, 56, 56), (128, 128, 3, 3), 2) == "direct"  # strided: by rule
+    assert _pick((8, 256, 28, 28), (256, 256, 3, 3), 2, direction="weight") == "direct"
+    monkeypatch.setattr(selector, "_probe", lambda: None)
+    assert _pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
+    assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
+    monkeypatch.setattr(selector, "_probe", lambda: {"1x1": True, "3x3_channels": 256})
+    assert _pick((8, 256, 14, 14), (256, 256, 3, 3)) == "direct"
+    assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct"
+
+
+def test_avx2_host_never_probes(monkeypatch):
+    def fail():
+        raise AssertionError("probed on an AVX2 host")
+    monkeypatch.setattr(selector, "_isa", lambda: "avx2")
+    monkeypatch.setattr(selector, "_probe", fail)
+    assert _pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
+    assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
+
+
+def test_result_is_measured_once_per_host_and_kept_on_disk(probe_dir, monkeypatch):
+    calls = []
+    times = {"1x1": (2e-3, 1e-3), "3x3/64": (1e-3, 2e-3), "3x3/256": (3e-3, 2e-3)}
+
+    def measure():
+        calls.append(1)
+        return times
+    monkeypatch.setattr(hostprobe, "measure", measure)
+    monkeypatch.setattr(hostprobe, "host_key", lambda: "host-a")
+    first = hostprobe.result()
+    assert (first["1x1"], first["3x3_channels"]) == (False, 64)
+    assert hostprobe.result() is first and len(calls) == 1
+    with open(os.path.join(probe_dir, hostprobe.FILE)) as f:
+        stored = json.load(f)
+    assert stored["host-a"]["3x3_channels"] == 64 and stored["host-a"]["1x1"] is False
+    hostprobe.forget()                                   # a new process: read from the file
+    assert hostprobe.result()["3x3_channels"] == 64 and len(calls) == 1
+    hostprobe.forget()                                   # another host: measured again
+    monkeypatch.setattr(hostprobe, "host_key", lambda: "host-b")
+    times = {"1x1": (1e-3, 2e-3), "3x3/64": (1e-3, 2e-3), "3x3/256": (1e-3, 2e-3)}
+    assert hostprobe.result()["1x1"] is True and len(calls) == 2
+    with open(os.path.join(probe_dir, hostprobe.FILE)) as f:
+        assert set(json.load(f)) == {"host-a", "host-b"}
+
+
+def test_no_result_while_kernels_compile(probe_dir, monkeypatch):
+    monkeypatch.setattr(hostprobe, "measure", lambda: None)
+    assert hostprobe.result() is None
+    assert not os.path.exists(os.path.join(probe_dir, hostprobe.FILE))
+
+
+def test_a_corrupt_file_is_measured_over(probe_dir, monkeypatch):
+    with open(os.path.join(probe_dir, hostprobe.FILE), "w") as f:
+        f.write("{not json")
+    monkeypatch.setattr(hostprobe, "host_key", lambda: "host-a")
+    monkeypatch.setattr(hostprobe, "measure", lambda: {k: (1e-3, 2e-3) for k in hostprobe.PROBES})
+    assert hostprobe.result()["3x3_channels"] == 256
+
+
+def test_measure_times_direct_against_the_gemm_path():
+    """The real measurement (the test suite compiles synchronously): a positive finite time for
+    ``direct`` and for the alternative of every probe layer, and the host key is stable."""
+    times = hostprobe.measure()
+    assert set(times) == set(hostprobe.PROBES)
+    for d, alt in times.values():
+        assert 0 < d < math.inf and 0 < alt < math.inf
+    assert hostprobe.host_key() == hostprobe.host_key() and len(hostprobe.host_key()) == 24
