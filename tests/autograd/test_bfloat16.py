@@ -1,4 +1,5 @@
-"""bfloat16 tensors against torch's: creation, conversion, printing, views, ops computed in
+"""bfloat16 tensors (ember/autograd/bfloat16.py: ops read bfloat16 as float32 and round their
+results) against torch's: creation, conversion, printing, views, ops computed in
 float32 and rounded per op (bit-identical to torch's CPU results here), promotion with float32,
 autograd and an optimizer step in bfloat16, Module.to(bfloat16), and safetensors files both
 ways (ember reads torch's BF16 files, torch reads ember's)."""
