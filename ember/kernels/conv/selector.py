@@ -25,6 +25,11 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   the forward of strided 3x3 to 14x14 (8x256x28x28 /2 27.7 vs 24.2; its weight gradient 16.0 vs
   27.6 runs ``direct``). 1x1 at 14x14 in a batch: 8x256x14x14->1024 forward 6.6 vs 9.3, weight
   10.0 vs 11.5; 8x1024x14x14->256 forward 6.8 vs 9.2, input 8.2 vs 8.7, weight 8.0 vs 12.0;
+  Stride-1 layers take that rule only where this host's probe (``hostprobe``, measured once
+  per host and kept on disk) saw ``direct`` win: on an Intel Xeon whose OpenBLAS runs its
+  SkylakeX kernels the GEMM paths win on 1x1 layers and on 3x3 layers wider than 64 channels
+  (8x64x56x56->256 1x1 forward 53.3 vs 16.5 ms, 8x256x14x14->256 3x3 59.9 vs 35.1), where on
+  Zen 5 ``direct`` won these layers (above); strided layers keep ``direct`` by rule;
 - 1x1 kernels -> ``direct1x1``;
 - 3x3, stride 1, dilation 1 -> ``winograd`` when min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS and the
   batch has >= WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
@@ -198,7 +203,8 @@ def _wide_direct(g, direction):
     wide (``_isa`` is "avx512"): groups 1, K >= DIRECT_MIN_K_FORWARD, output rows of at least
     WIDE_DIRECT_MIN_WO pixels (kernels larger than 1x1 at stride 1; 1x1 and the weight gradient
     of strided kernels in a batch), else WIDE_DIRECT_MIN_WO_STRIDED; never strided 1x1; a thin
-    batch of one stays ``thin``'s. See the module docstring."""
+    batch of one stays ``thin``'s; stride-1 layers where the host probe says ``direct`` wins
+    (``_stride_one_wide``). See the module docstring."""
     one_by_one = g.R == 1 and g.S == 1
     if (g.groups != 1 or g.K < DIRECT_MIN_K_FORWARD or (one_by_one and g.stride != (1, 1))
             or (g.N == 1 and not one_by_one and _direct_territory(g))):
