@@ -33,6 +33,8 @@ import math
 
 import numpy as np
 
+from ember.autograd.state import STATE
+
 __all__ = ["StepCapture", "WholeStep", "MEMORY_PLAN"]
 
 # Whether a traced optimizer update takes its values from the optimizer's own eager step and
@@ -80,7 +82,6 @@ def _recorded(fn, *operands):
     step computed the values) the op runs once per operand kinds on one-element stand-ins of
     the operands, for its result dtype and what the dispatcher records, and the tracer records
     it on the real operands with an unwritten result of the broadcast shape; else it runs."""
-    from ember.autograd.state import STATE
     tracer = STATE.tracer
     cap = getattr(tracer, "step_capture", None)
     if cap is None or not cap.shapes_only or STATE.autocast is not None:
@@ -105,7 +106,6 @@ def _learn(fn, operands):
     """``_recorded``'s entry for ``fn`` on operands like these: the op, its constants, the
     dispatched tensors as positions among the operands and the result dtype, from one run on
     one-element stand-ins; False unless that run dispatched one op on the operands alone."""
-    from ember.autograd.state import STATE
     Tensor = _tensor_cls()
     if any(o.__class__ is not Tensor and not isinstance(o, (bool, int, float)) for o in operands):
         return False
@@ -471,7 +471,6 @@ class StepCapture:
         count, NAdam's mu product, ASGD's eta and mu: bound again, a tensor's values restored)
         is put back for the traced update, which advances it as a call does. True when it ran
         (the update is then recorded from shapes alone)."""
-        from ember.autograd.state import STATE
         Tensor = _tensor_cls()
         kept = []
         for _, group, p in work:
@@ -521,7 +520,6 @@ class StepCapture:
         # what ``copy_`` records (``copy`` of the new value, then the write into the target),
         # without the copies: the eager step already wrote the target's values
         from ember.autograd._generated.records import copy as copy_op
-        from ember.autograd.state import STATE
         tracer = STATE.tracer
         new = _tensor_cls()._make(np.empty(target._data.shape, target._data.dtype))
         tracer.record(copy_op, (target, value.t), (), (new,))
