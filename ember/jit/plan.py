@@ -19,7 +19,10 @@ statements are the graph's steps with everything static bound in advance:
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
   preallocated buffer followed by one in-place bias + ReLU kernel, or, timed against it by
   ``autotune``, the direct convolution's register-blocked micro-kernel over the rows
-  (``direct_numba.linear_rows``: OpenBLAS runs its AVX2 kernels on AMD Zen 5);
+  (``direct_numba.linear_rows``: OpenBLAS runs its AVX2 kernels on AMD Zen 5); at a batch
+  of one or two, a matrix-vector product in Numba, and consecutive such layers too small to
+  split over threads, each the next one's only input, one step calling one kernel
+  (``linear_numba.gemv_chain``);
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
 - a fusion group none of whose nodes a pattern above takes runs as its one fused kernel from
   ``fused.MIN_FUSED_SIZE`` elements, op by op below, as the generated array-mode code runs it;
