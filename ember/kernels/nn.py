@@ -307,15 +307,21 @@ def layer_norm_backward(grad, x, weight, normalized_shape, eps, needs):
             grad.flags.c_contiguous and _ln_params_fit(rows, weight):
         c = rows.shape[1]
         dx = np.empty(x.shape, x.dtype)
-        gxhat = np.empty(x.shape, x.dtype)
+        # each run of rows [lo, hi) leaves its column sums in sums[lo] and marks starts[lo]
+        # (the rows of ``sums`` no run starts at stay unwritten)
+        sums = np.empty((rows.shape[0], 2, c))
+        starts = np.zeros(rows.shape[0], np.bool_)
         w = np.ones(c, x.dtype) if weight is None else weight.reshape(c)
         if _ce_run("layer_norm_backward", grad.reshape(-1, c), rows, w, np.float32(eps),
-                   dx.reshape(-1, c), gxhat.reshape(-1, c)):
+                   dx.reshape(-1, c), sums, starts):
             gx = dx if needs[0] else None
-            if needs[1] and weight is not None:
-                gw = np.sum(gxhat, axis=lead) if lead else gxhat
-            if needs[2]:
-                gb = np.sum(grad, axis=lead) if lead else grad.copy()
+            if (needs[1] and weight is not None) or needs[2]:
+                total = np.add.reduce(sums[starts], axis=0)
+                shape = x.shape[x.ndim - k:]
+                if needs[1] and weight is not None:
+                    gw = total[0].astype(x.dtype).reshape(shape)
+                if needs[2]:
+                    gb = total[1].astype(x.dtype).reshape(shape)
             return gx, gw, gb
     axes = tuple(range(x.ndim - k, x.ndim))
     mean = np.mean(x, axis=axes, keepdims=True)

@@ -360,11 +360,18 @@ def layer_norm_parallel(x, w, b, eps, out, parts):
 
 
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def layer_norm_backward_rows(g, x, w, eps, dx, gxhat, lo, hi):
+def layer_norm_backward_rows(g, x, w, eps, dx, sums, starts, lo, hi):
     """For rows r in [lo, hi): the input gradient of layer_norm, dx[r] = (g w - mean(g w) -
-    xhat mean(g w xhat)) * rstd (the statistics recomputed from x), and gxhat[r] = g[r] *
-    xhat[r] (summed over rows by the caller: the weight's gradient)."""
+    xhat mean(g w xhat)) * rstd (the statistics recomputed from x), and this run's column
+    sums of g * xhat and of g (the weight's and bias's gradients over its rows) in sums[lo, 0]
+    and sums[lo, 1] (float64), starts[lo] set: the caller adds the marked rows of ``sums``.
+    No (N, C) g * xhat array, no further passes over the rows."""
     C = x.shape[1]
+    sw = sums[lo, 0]
+    sb = sums[lo, 1]
+    for c in range(C):
+        sw[c] = 0.0
+        sb[c] = 0.0
     for r in range(lo, hi):
         mean, var = _row_moments(x, r)
         rstd = np.float32(1.0) / np.sqrt(var + eps)
@@ -375,18 +382,20 @@ def layer_norm_backward_rows(g, x, w, eps, dx, gxhat, lo, hi):
             gw = g[r, c] * w[c]
             m1 += gw
             m2 += gw * xh
-            gxhat[r, c] = g[r, c] * xh
+            sw[c] += np.float64(g[r, c] * xh)
+            sb[c] += np.float64(g[r, c])
         m1 /= np.float32(C)
         m2 /= np.float32(C)
         for c in range(C):
             xh = (x[r, c] - mean) * rstd
             dx[r, c] = (g[r, c] * w[c] - m1 - xh * m2) * rstd
+    starts[lo] = True
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def layer_norm_backward_parallel(g, x, w, eps, dx, gxhat, parts):
+def layer_norm_backward_parallel(g, x, w, eps, dx, sums, starts, parts):
     n = x.shape[0]
     for p in prange(parts):
         lo, hi = run_bounds(n, parts, p)
         if lo < hi:
-            layer_norm_backward_rows(g, x, w, eps, dx, gxhat, lo, hi)
+            layer_norm_backward_rows(g, x, w, eps, dx, sums, starts, lo, hi)

@@ -355,6 +355,32 @@ def test_layer_norm_backward_kernel_numba_equals_numpy_and_skips_unneeded(monkey
     assert gw is None and gb is None and gx.shape == x.shape
 
 
+def test_layer_norm_backward_kernel_runs_leave_their_column_sums_at_their_first_row():
+    """nn_numba.layer_norm_backward_rows over runs of rows: each run's sums of g * xhat and g
+    (the weight's and bias's gradients) land in sums[lo] with starts[lo] marked; the marked
+    rows add up to the weight and bias gradients (torch, float64), dx row by row."""
+    from ember.kernels.runtime import compiler
+    nb = compiler.kernel_module("ember.kernels.nn_numba")
+    if nb is None:
+        pytest.skip("Numba unavailable")
+    r = np.random.default_rng(12)
+    x = (r.standard_normal((37, 24)) * 2 + 1).astype(np.float32)
+    w = r.standard_normal(24).astype(np.float32)
+    g = r.standard_normal((37, 24)).astype(np.float32)
+    dx = np.empty_like(x)
+    sums = np.full((37, 2, 24), np.nan)
+    starts = np.zeros(37, np.bool_)
+    for lo, hi in ((0, 5), (5, 30), (30, 37)):
+        nb.layer_norm_backward_rows(g, x, w, np.float32(1e-5), dx, sums, starts, lo, hi)
+    assert np.flatnonzero(starts).tolist() == [0, 5, 30]
+    total = sums[starts].sum(axis=0)
+    tx, tw, tb = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x, w, w))
+    torch.nn.functional.layer_norm(tx, (24,), tw, tb).backward(torch.tensor(g, dtype=torch.float64))
+    np.testing.assert_allclose(total[0], tw.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(total[1], tb.grad.numpy(), rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
+
+
 def test_layer_norm_gradgradcheck_float64():
     from ember.autograd.gradcheck import gradcheck, gradgradcheck
     r = np.random.default_rng(7)
