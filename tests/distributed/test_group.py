@@ -1,5 +1,6 @@
-"""ember.distributed without mpiexec: a clear error without mpi4py, a world of one rank, and
-torch's RANK / WORLD_SIZE checked against MPI's."""
+"""Process groups (ember/distributed/group.py) without mpiexec: uninitialized use and a bad
+backend are clear errors, a world of one rank, torch's RANK / WORLD_SIZE checked against MPI's,
+and rendezvous init methods say how to launch instead."""
 import os
 import subprocess
 import sys
@@ -7,16 +8,6 @@ import sys
 import pytest
 
 from tests.distributed.helpers import ROOT
-
-
-def test_missing_mpi4py_names_the_extra(monkeypatch):
-    from ember.distributed import _mpi
-    monkeypatch.setattr(_mpi, "_MPI", None)
-    monkeypatch.setitem(sys.modules, "mpi4py", None)
-    import ember.distributed as dist
-    assert not dist.is_available()
-    with pytest.raises(RuntimeError, match=r"ember\[distributed\]"):
-        dist.init_process_group("mpi")
 
 
 def test_uninitialized_and_bad_backend():
