@@ -1,5 +1,8 @@
-"""Datasets for tests/utils/test_dataloader_workers.py, at module level so that 'spawn' workers
-can import them. Map-style ones are plain classes, so torch's DataLoader takes them too."""
+"""Datasets for the DataLoader worker tests (tests/utils/data/test_loader_iter.py and
+test_worker.py), at module level so that 'spawn' workers can import them; map-style ones are
+plain classes, so torch's DataLoader takes them too. ``worker_loader`` builds an ember DataLoader with
+the tests' start method and a timeout."""
+import multiprocessing
 import os
 import random
 import signal
@@ -8,7 +11,10 @@ import time
 import numpy as np
 
 import ember
-from ember.utils.data import IterableDataset, get_worker_info
+from ember.utils.data import DataLoader, IterableDataset, get_worker_info
+
+# 'fork' where the platform has it (fast); test_spawn_* use 'spawn' explicitly
+CTX = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
 
 
 class Squares:
@@ -197,3 +203,17 @@ class ThreadCounts:
             import torch
             return torch.get_num_threads()
         return ember.get_num_threads()
+
+
+def worker_loader(ds, **kw):
+    kw.setdefault("multiprocessing_context", CTX)
+    kw.setdefault("timeout", 30)  # a stuck worker fails the test with an error, not a hang
+    return DataLoader(ds, **kw)
+
+
+def alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -1,14 +1,9 @@
-"""DataLoader(num_workers > 0): worker processes, against torch where the streams can match
-(same batches in the same order, the same worker for each batch) and the behavior around them:
-seeding, persistent workers, IterableDataset sharding, errors, dead workers, timeouts and
-shutdown. The datasets are in tests/utils/_loader_datasets.py so 'spawn' workers can import
-them. Every test runs under a hard timeout (SIGALRM, then faulthandler as a last resort)."""
-import faulthandler
+"""The loader's side of DataLoader(num_workers > 0) (ember/utils/data/_loader_iter.py): batches
+in order as torch's, the same data whatever num_workers, prefetch bounds, persistent workers,
+worker errors, dead workers, timeouts and shutdown, spawn workers, argument checks. The
+datasets and the loader helper are in tests/utils/_loader_datasets.py so 'spawn' workers can
+import them; every test runs under tests/utils/data/conftest.py's hard timeout."""
 import multiprocessing
-import os
-import random
-import signal
-import threading
 import warnings
 
 import numpy as np
@@ -20,50 +15,12 @@ from ember.errors import (EmberError, EmberKeyError, EmberRuntimeError, EmberTyp
 from ember.utils.data import DataLoader, TensorDataset, get_worker_info
 from ember.utils.data import _loader_iter
 from tests.utils import _loader_datasets as D
-
-# 'fork' where the platform has it (fast); test_spawn_* use 'spawn' explicitly
-CTX = "fork" if "fork" in multiprocessing.get_all_start_methods() else None
-HARD_TIMEOUT_S = 60
-
-
-@pytest.fixture(autouse=True)
-def _hard_timeout():
-    main = threading.current_thread() is threading.main_thread() and hasattr(signal, "SIGALRM")
-    if main:
-        def expired(signum, frame):
-            raise TimeoutError(f"test ran past its {HARD_TIMEOUT_S} s hard timeout")
-        old = signal.signal(signal.SIGALRM, expired)
-        signal.alarm(HARD_TIMEOUT_S)
-    faulthandler.dump_traceback_later(2 * HARD_TIMEOUT_S, exit=True)
-    try:
-        yield
-    finally:
-        faulthandler.cancel_dump_traceback_later()
-        if main:
-            signal.alarm(0)
-            signal.signal(signal.SIGALRM, old)
-
-
-def _loader(ds, **kw):
-    kw.setdefault("multiprocessing_context", CTX)
-    kw.setdefault("timeout", 30)  # a stuck worker fails the test with an error, not a hang
-    return DataLoader(ds, **kw)
-
-
-def _alive(pid):
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
+from tests.utils._loader_datasets import CTX, alive, worker_loader
+from tests.utils.data.conftest import HARD_TIMEOUT_S
 
 
 def _np(batch):
     return [np.asarray(x.numpy() if hasattr(x, "numpy") else x).tolist() for x in batch]
-
-
-def _list(b):
-    return b.tolist() if hasattr(b, "tolist") else b
 
 
 # ---------------------------------------------------------------------------- against torch
@@ -73,7 +30,7 @@ def _list(b):
 def test_batches_in_order_match_torch(kw):
     torch = pytest.importorskip("torch")
     ds = D.Squares(11)
-    ours = [_np(b) for b in _loader(ds, num_workers=2, **kw)]
+    ours = [_np(b) for b in worker_loader(ds, num_workers=2, **kw)]
     kw.pop("timeout", None)
     theirs = [_np(b) for b in torch.utils.data.DataLoader(ds, num_workers=2,
                                                           multiprocessing_context=CTX, **kw)]
@@ -82,55 +39,12 @@ def test_batches_in_order_match_torch(kw):
                                                        if k != "prefetch_factor"})]
 
 
-def test_worker_info_and_batch_assignment_match_torch():
-    torch = pytest.importorskip("torch")
-
-    def rows(loader):
-        out = [(b[0].tolist(), b[1].tolist(), b[2].tolist(), b[4], b[5].tolist()) for b in loader]
-        bases = {v for b in loader for v in b[3].tolist()}
-        return out, bases
-    ours, our_bases = rows(_loader(D.WorkerTagged(10), batch_size=3, num_workers=2))
-    theirs, their_bases = rows(torch.utils.data.DataLoader(
-        D.WorkerTagged(10, "torch"), batch_size=3, num_workers=2, multiprocessing_context=CTX))
-    assert ours == theirs  # batch k read by worker k % 2, ids, num_workers, the dataset copy
-    assert [r[1][0] for r in ours] == [0, 1, 0, 1]
-    assert len(our_bases) == 1 and len(their_bases) == 1  # seed = one base_seed + worker id
-    assert get_worker_info() is None
-
-
-@pytest.mark.parametrize("shard", [True, False])
-def test_iterable_dataset_per_worker_copies_match_torch(shard):
-    torch = pytest.importorskip("torch")
-    for kw in (dict(batch_size=2), dict(batch_size=None), dict(batch_size=3, drop_last=True)):
-        ours = [_list(b) for b in _loader(D.ShardedRange(0, 9, shard), num_workers=2, **kw)]
-        theirs = [_list(b) for b in torch.utils.data.DataLoader(
-            D.torch_sharded_range(0, 9, shard), num_workers=2, multiprocessing_context=CTX,
-            **kw)]
-        assert ours == theirs, kw
-    flat = sorted(sum((b.tolist() for b in _loader(D.ShardedRange(0, 9, shard), batch_size=2,
-                                                     num_workers=2)), []))
-    assert flat == (list(range(9)) if shard else sorted(list(range(9)) * 2))
-
-
-def test_worker_numpy_seed_is_torchs():
-    torch = pytest.importorskip("torch")
-    from torch.utils.data._utils.worker import _generate_state
-    batches = list(_loader(D.RandomDraws(4), batch_size=2, num_workers=2))
-    for wid, b in enumerate(batches):  # sample 2 * wid is the first its worker read
-        seed = int(b[2][0])
-        base = seed - wid
-        assert b[3][0].item() == random.Random(seed).random()
-        assert b[4][0].item() == np.random.RandomState(_generate_state(base, wid)).rand()
-        ember.manual_seed(seed)
-        assert b[5][0].item() == pytest.approx(ember.rand(()).item())
-
-
 # ---------------------------------------------------------------------------- behavior
 def test_same_generator_same_data_whatever_num_workers():
     def run(seed, shuffle=True, ds=D.RandomDraws(12), **kw):
         g = None if seed is None else ember.Generator().manual_seed(seed)
         kw.setdefault("num_workers", 2)
-        loader = (_loader if kw["num_workers"] else DataLoader)(ds, batch_size=3, generator=g,
+        loader = (worker_loader if kw["num_workers"] else DataLoader)(ds, batch_size=3, generator=g,
                                                                 shuffle=shuffle, **kw)
         return [[t.tolist() for t in b[:1] + b[2:]] if isinstance(b, (list, tuple)) else
                 b.tolist() for b in loader]
@@ -150,38 +64,18 @@ def test_same_generator_same_data_whatever_num_workers():
     assert c == run(None, shuffle=False)  # no generator: the default one, seeded
 
 
-def test_worker_init_fn_collate_fn_and_tensor_transfer_in_workers():
-    got = list(_loader(D.InitSeen(), batch_size=2, num_workers=2, worker_init_fn=D.init_fn))
-    assert [b[0].tolist() for b in got] == [[0, 1], [2, 3], [4, 5]]
-    assert [b[1].tolist() for b in got] == [[1, 1]] * 3  # once per worker
-    assert [b[2].tolist() for b in got] == [[100, 100], [101, 101], [100, 100]]
-    assert D.INIT == []  # ran in the workers only
-    batches = list(_loader(D.Squares(6), batch_size=3, num_workers=2, collate_fn=D.pid_collate))
-    assert [b[0] for b in batches] == [[0, 1, 2], [3, 4, 5]]
-    assert os.getpid() not in {b[1] for b in batches} and len({b[1] for b in batches}) == 2
-    x = ember.randn(8, 3, 4)
-    ds = TensorDataset(x, ember.arange(8))
-    out = list(_loader(ds, batch_size=4, num_workers=2))
-    assert isinstance(out[0][0], ember.Tensor) and out[0][0].dtype == ember.float32
-    assert np.array_equal(np.concatenate([b[0].numpy() for b in out]), x.numpy())
-    out[0][0].add_(1)  # batches own writable memory
-    strided = list(_loader(D.Squares(4), batch_size=2, num_workers=1,
-                           collate_fn=lambda b: ember.tensor(np.stack([s[0] for s in b]).T)))
-    assert strided[1].tolist() == [[2.0, 3.0], [4.0, 9.0]]
-
-
 def test_prefetch_factor_bounds_batches_in_flight():
-    it = iter(_loader(D.Squares(40), batch_size=2, num_workers=2, prefetch_factor=3))
+    it = iter(worker_loader(D.Squares(40), batch_size=2, num_workers=2, prefetch_factor=3))
     assert it._send_idx == 6  # prefetch_factor * num_workers sent before the first next()
     next(it)
     assert it._send_idx == 7
-    assert sorted(b.tolist() for b, _ in _loader(D.Squares(7), batch_size=None, num_workers=2,
+    assert sorted(b.tolist() for b, _ in worker_loader(D.Squares(7), batch_size=None, num_workers=2,
                                                  in_order=False)) == \
         [[i, i * i] for i in range(7)]
 
 
 def test_persistent_workers_are_reused_across_epochs():
-    loader = _loader(D.Pids(8), batch_size=2, num_workers=2, persistent_workers=True)
+    loader = worker_loader(D.Pids(8), batch_size=2, num_workers=2, persistent_workers=True)
     epochs = [[p for b in loader for p in b.tolist()] for _ in range(3)]
     assert set(epochs[0]) == set(epochs[1]) == set(epochs[2]) and len(set(epochs[0])) == 2
     it = iter(loader)
@@ -189,18 +83,18 @@ def test_persistent_workers_are_reused_across_epochs():
     assert len([b for b in loader]) == 4
     pids = set(epochs[0])
     del it, loader
-    assert not any(_alive(p) for p in pids)
-    fresh = _loader(D.Pids(8), batch_size=2, num_workers=2)
+    assert not any(alive(p) for p in pids)
+    fresh = worker_loader(D.Pids(8), batch_size=2, num_workers=2)
     a, b = ({p for b in fresh for p in b.tolist()} for _ in range(2))
     assert not a & b  # without persistent_workers, new workers each epoch
-    it_loader = _loader(D.ShardedRange(0, 6), batch_size=2, num_workers=2,
+    it_loader = worker_loader(D.ShardedRange(0, 6), batch_size=2, num_workers=2,
                         persistent_workers=True)
     assert [sorted(sum((b.tolist() for b in it_loader), [])) for _ in range(2)] == \
         [list(range(6))] * 2
 
 
 def test_worker_exception_shows_traceback_and_shuts_down():
-    loader = _loader(D.FailsAt(12, bad=6), batch_size=2, num_workers=2)
+    loader = worker_loader(D.FailsAt(12, bad=6), batch_size=2, num_workers=2)
     it = iter(loader)
     pids = it.worker_pids
     seen = [next(it).tolist() for _ in range(3)]  # batch 3 (samples 6, 7) is read by worker 1
@@ -212,36 +106,36 @@ def test_worker_exception_shows_traceback_and_shuts_down():
     assert "Original Traceback (most recent call last)" in msg
     assert "sample 6 is unreadable" in msg and "_loader_datasets.py" in msg
     assert "in __getitem__" in msg
-    assert len(seen) == 3 and not any(_alive(p) for p in pids)
+    assert len(seen) == 3 and not any(alive(p) for p in pids)
     with pytest.raises(StopIteration):
         next(it)
-    persistent = _loader(D.FailsAt(4, bad=3), batch_size=2, num_workers=2,
+    persistent = worker_loader(D.FailsAt(4, bad=3), batch_size=2, num_workers=2,
                          persistent_workers=True)
     for _ in range(2):  # each epoch after a failed one starts new workers
         it = iter(persistent)
         pids = it.worker_pids
         with pytest.raises(ValueError, match="sample 3 is unreadable"):
             list(it)
-        assert not any(_alive(p) for p in pids)
+        assert not any(alive(p) for p in pids)
     with pytest.raises(EmberKeyError, match="caught KeyError in worker process 0"):
-        list(_loader(D.Squares(4), batch_size=2, num_workers=1,
+        list(worker_loader(D.Squares(4), batch_size=2, num_workers=1,
                      collate_fn=lambda b: {}["missing"]))
     with pytest.raises(EmberRuntimeError, match="caught ZeroDivisionError in worker process"):
-        list(_loader(D.Squares(4), batch_size=2, num_workers=2,
+        list(worker_loader(D.Squares(4), batch_size=2, num_workers=2,
                      worker_init_fn=lambda w: 1 / 0))
 
 
 def test_worker_killed_by_signal_is_an_error_not_a_hang():
-    it = iter(_loader(D.KillsItselfAt(8, bad=2), batch_size=2, num_workers=2, timeout=0))
+    it = iter(worker_loader(D.KillsItselfAt(8, bad=2), batch_size=2, num_workers=2, timeout=0))
     pids = it.worker_pids
     with pytest.raises(EmberRuntimeError, match=r"worker 1 \(pid \d+\) was killed by signal "
                                                 r"SIGKILL"):
         list(it)
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
 
 
 def test_early_break_and_deleted_iterator_shut_workers_down():
-    loader = _loader(D.Pids(40), batch_size=2, num_workers=2)
+    loader = worker_loader(D.Pids(40), batch_size=2, num_workers=2)
     for b in loader:
         pids = set(b.tolist())
         break
@@ -249,17 +143,17 @@ def test_early_break_and_deleted_iterator_shut_workers_down():
     pids |= set(it.worker_pids)
     next(it)
     del it
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
 
 
 def test_timeout_raises_and_stops_workers(monkeypatch):
     monkeypatch.setattr(_loader_iter, "_JOIN_S", 0.5)  # the sleeping worker is terminated sooner
-    it = iter(_loader(D.SleepsAt(8, bad=0, seconds=30), batch_size=2, num_workers=1,
+    it = iter(worker_loader(D.SleepsAt(8, bad=0, seconds=30), batch_size=2, num_workers=1,
                       timeout=0.5))
     pids = it.worker_pids
     with pytest.raises(EmberRuntimeError, match="timed out after 0.5 seconds"):
         next(it)
-    assert not any(_alive(p) for p in pids)
+    assert not any(alive(p) for p in pids)
 
 
 def test_spawn_workers():
@@ -298,7 +192,7 @@ def test_arguments_checked_as_torch():
         is ctx
     with warnings.catch_warnings(record=True) as w:
         warnings.simplefilter("always")
-        got = [b[1].tolist() for b in _loader(ds, batch_size=2, num_workers=1, pin_memory=True)]
+        got = [b[1].tolist() for b in worker_loader(ds, batch_size=2, num_workers=1, pin_memory=True)]
     assert got == [[0, 1], [2, 3]] and any("pin_memory" in str(x.message) for x in w)
 
 
@@ -310,17 +204,3 @@ def test_torch_submodule_paths():
     assert dataloader.get_worker_info is get_worker_info
 
 
-def test_workers_run_one_thread_as_torchs():
-    """A worker's ember loops and BLAS run one thread (torch's workers set 1), so N workers do
-    not each take the parent's count; the parent's count is unchanged."""
-    torch = pytest.importorskip("torch")
-    before = ember.get_num_threads()
-    ember.set_num_threads(2)
-    try:
-        ours = [b.tolist() for b in _loader(D.ThreadCounts(4), batch_size=2, num_workers=2)]
-        assert ember.get_num_threads() == 2
-    finally:
-        ember.set_num_threads(before)
-    theirs = [b.tolist() for b in torch.utils.data.DataLoader(
-        D.ThreadCounts(4, "torch"), batch_size=2, num_workers=2, multiprocessing_context=CTX)]
-    assert ours == theirs == [[1, 1], [1, 1]]
