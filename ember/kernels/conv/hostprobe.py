@@ -8,12 +8,12 @@ kernels on Intel Xeons, where the GEMM paths win on 1x1 layers and on 3x3 layers
 and more. So the selector does not decide by vendor or ISA: ``measure`` times ``direct`` against
 the algorithm the heuristic picks without it on a few probe layers, forward, float32, one thread
 (thread CPU time, min of ``ROUNDS`` interleaved calls, all on the calling thread), and ``result``
-keeps the outcome per host (CPU model and flags, ember's ISA variant, BLAS library, version and
-kernel architecture) in ``<ember cache dir>/conv_probe.json``.
+keeps the outcome per host (CPU model and flags, ember's ISA variant, NumPy's BLAS, its version
+and kernel architecture) in ``<ember cache dir>/conv_probe.json``.
 
 Probe layers and the decisions they make (``PROBES``):
 - ``1x1``: 2x128x28x28 -> 128, 1x1: wide ``direct`` for 1x1 stride-1 layers iff it wins;
-- ``3x3/64``: 2x64x56x56 -> 64 and ``3x3/256``: 2x256x14x14 -> 256, 3x3: wide ``direct`` for
+- ``3x3/64``: 4x64x56x56 -> 64 and ``3x3/256``: 2x256x14x14 -> 256, 3x3: wide ``direct`` for
   stride-1 kernels larger than 1x1 with max(C/g, K/g) up to the widest probe ``direct`` wins
   (0 when neither).
 
@@ -34,10 +34,10 @@ import numpy as np
 
 PROBES = {   # name: (input shape, weight shape, padding)
     "1x1": ((2, 128, 28, 28), (128, 128, 1, 1), 0),
-    "3x3/64": ((2, 64, 56, 56), (64, 64, 3, 3), 1),
+    "3x3/64": ((4, 64, 56, 56), (64, 64, 3, 3), 1),
     "3x3/256": ((2, 256, 14, 14), (256, 256, 3, 3), 1),
 }
-ROUNDS = 3
+ROUNDS = 5
 FILE = "conv_probe.json"
 
 _lock = threading.Lock()
@@ -96,8 +96,7 @@ def forget():
 
 def host_key():
     """Hash naming what the probe's outcome depends on: CPU model and flags, ember's ISA variant
-    (``EMBER_CPU_ISA`` included), the BLAS libraries (API, version, kernel architecture) and
-    ``OPENBLAS_CORETYPE``."""
+    (``EMBER_CPU_ISA`` included), NumPy's BLAS (``_numpy_blas``) and ``OPENBLAS_CORETYPE``."""
     global _host_key
     if _host_key is not None and not os.environ.get("EMBER_CPU_ISA"):
         return _host_key
@@ -113,14 +112,28 @@ def host_key():
                     break
     except OSError:
         pass
-    for c in blas_controllers():
-        info = getattr(c, "info", lambda: {})()
-        parts.append("|".join(str(info.get(k, "")) for k in
-                              ("internal_api", "version", "architecture", "filepath")))
+    parts += _numpy_blas(blas_controllers())
     key = hashlib.sha256("\n".join(parts).encode()).hexdigest()[:24]
     if not os.environ.get("EMBER_CPU_ISA"):
         _host_key = key
     return key
+
+
+def _numpy_blas(controllers):
+    """NumPy's BLAS: its build's name and version, and the kernel architecture its library runs
+    (from the threadpoolctl ``controllers`` loaded from NumPy's own directories; the BLAS of
+    other packages loaded later, SciPy's, do not change the key)."""
+    try:
+        blas = np.show_config(mode="dicts")["Build Dependencies"]["blas"]
+        parts = [f"{blas.get('name', '')} {blas.get('version', '')}"]
+    except Exception:   # older NumPy: no dict mode
+        parts = [np.__version__]
+    root = os.path.dirname(os.path.abspath(np.__file__))
+    for c in controllers:
+        info = getattr(c, "info", lambda: {})()
+        if str(info.get("filepath", "")).startswith((root + os.sep, root + ".libs" + os.sep)):
+            parts.append(f"{info.get('internal_api', '')} {info.get('architecture', '')}")
+    return sorted(parts)
 
 
 def _path():

@@ -111,3 +111,24 @@ def test_measure_times_direct_against_the_gemm_path():
     for d, alt in times.values():
         assert 0 < d < math.inf and 0 < alt < math.inf
     assert hostprobe.host_key() == hostprobe.host_key() and len(hostprobe.host_key()) == 24
+
+
+def test_host_key_counts_numpys_blas_only(monkeypatch):
+    """A BLAS another package loads later (SciPy's) leaves the key as it was; NumPy's library
+    running other kernels (its architecture) changes it."""
+    import numpy as np
+
+    class Controller:
+        def __init__(self, path, arch):
+            self.path, self.arch = path, arch
+
+        def info(self):
+            return {"internal_api": "openblas", "filepath": self.path, "architecture": self.arch,
+                    "version": "0"}
+    numpy_dir = os.path.dirname(os.path.abspath(np.__file__))
+    ours = Controller(os.path.join(numpy_dir + ".libs", "libopenblas.so"), "SkylakeX")
+    scipys = Controller(os.path.join(os.path.dirname(numpy_dir), "scipy.libs", "libopenblas.so"),
+                        "Haswell")
+    assert hostprobe._numpy_blas([ours]) == hostprobe._numpy_blas([ours, scipys])
+    assert hostprobe._numpy_blas([ours]) != hostprobe._numpy_blas(
+        [Controller(ours.path, "Haswell")])
