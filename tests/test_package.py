@@ -67,9 +67,10 @@ def _has_code(path):
 
 
 def _mirror(module):
-    """tests/<the module's folders under ember>/test_<its name, leading underscores dropped>.py"""
+    """tests/<the module's folders under ember>/test_<its name, leading and trailing underscores
+    dropped>.py: ``_dtype.py`` -> ``test_dtype.py``, ``__main__.py`` -> ``test_main.py``."""
     folders, name = os.path.split(os.path.relpath(module, "ember"))
-    return os.path.join("tests", folders, f"test_{name[:-3].lstrip('_')}.py")
+    return os.path.join("tests", folders, f"test_{name[:-3].strip('_')}.py")
 
 
 def _modules_and_mirrors():
