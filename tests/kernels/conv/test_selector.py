@@ -1,14 +1,13 @@
 """Convolution kernels: every algorithm forced in turn against a direct float64 reference and
-torch, shape errors, selection, autotuning, thread safety and workspace reuse."""
+torch, shape errors, selection, autotuning, thread safety."""
 import threading
-import tracemalloc
 
 import numpy as np
 import pytest
 
 from ember.backends import conv as settings
 from ember.kernels import conv as C
-from ember.kernels.conv import im2col, parallel, selector, winograd, workspace
+from ember.kernels.conv import im2col, parallel, selector, winograd
 from ember.kernels.runtime.threads import get_num_threads, set_num_threads
 
 rng = np.random.default_rng(1)
@@ -209,14 +208,6 @@ def test_winograd_float32_error_on_larger_channels(force):
           np.float32)
     check(C.conv2d_weight_grad(gy, x, w.shape, (1, 1), (1, 1), (1, 1), 1),
           ref_weight_grad(gy.astype(np.float64), x, case), np.float32)
-
-
-def test_results_are_fresh_arrays_not_workspace_views():
-    x, w, _ = problem(CASES[0], np.float32)
-    y1 = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
-    keep = y1.copy()
-    C.conv2d_forward(2 * x, w, None, 1, 1, 1, 1)
-    np.testing.assert_array_equal(y1, keep)
 
 
 torch_cases = pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
@@ -471,29 +462,6 @@ def test_concurrent_threads_match_serial(algorithm, force):
             np.testing.assert_array_equal(y, serial[i])
 
 
-@pytest.mark.parametrize("algorithm", ["im2col", "implicit_gemm", "winograd"])
-def test_workspace_is_reused_across_calls(algorithm, force):
-    force(algorithm)
-    x = rng.standard_normal((4, 16, 24, 24)).astype(np.float32)
-    w = rng.standard_normal((16, 16, 3, 3)).astype(np.float32)
-    gy = rng.standard_normal((4, 16, 24, 24)).astype(np.float32)
-    C.conv2d_forward(x, w, None, 1, 1, 1, 1)
-    C.conv2d_input_grad(gy, w, x.shape, 1, 1, 1, 1)
-    held = workspace.nbytes()
-    assert held > x.nbytes
-    tracemalloc.start()
-    try:
-        for _ in range(3):
-            C.conv2d_forward(x, w, None, 1, 1, 1, 1)
-            C.conv2d_input_grad(gy, w, x.shape, 1, 1, 1, 1)
-        _, peak = tracemalloc.get_traced_memory()
-    finally:
-        tracemalloc.stop()
-    assert workspace.nbytes() == held
-    # each call allocates only its fresh result (+ small transforms), never the workspace again
-    assert peak < 2 * x.nbytes + held // 4
-
-
 @pytest.fixture
 def threads():
     before = get_num_threads()
@@ -564,59 +532,6 @@ def test_im2col_row_paths(case, subbatch_bytes, force, monkeypatch, threads):
               dtype)
         check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g),
               ref_weight_grad(gy, x, case), dtype)
-
-
-@pytest.mark.parametrize("shapes", [
-    ((6, 4, 5), (6, 5, 7), (6, 4, 7)),            # batch axis
-    ((2, 3, 4, 5), (3, 5, 300), (2, 3, 4, 300)),  # batch axis of a only (broadcast b)
-    ((1, 4, 5), (1, 5, 600), (1, 4, 600)),        # columns
-    ((600, 5), (5, 7), (600, 7)),                 # rows
-    ((4, 3000), (3000, 6), (4, 6)),               # reduction
-])
-def test_parallel_matmul_splits(shapes, monkeypatch, threads):
-    monkeypatch.setattr(parallel, "MIN_FLOPS", 0)
-    threads(3)
-    a = rng.standard_normal(shapes[0])
-    b = rng.standard_normal(shapes[1])
-    out = np.empty(shapes[2])
-    with parallel.policy(True):
-        assert parallel.matmul(a, b, out) is out
-    np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-12, atol=1e-12)
-
-
-def test_blas_threads_restored_after_a_call():
-    """The BLAS NumPy's matmul uses is held at one thread during an own-threads call and
-    restored after (a BLAS loaded later, e.g. SciPy's: tests/kernels/runtime/test_threads.py)."""
-    threadpoolctl = pytest.importorskip("threadpoolctl")
-    numpy_blas = {c.filepath for c in parallel._controllers()}
-    assert numpy_blas
-
-    def counts():
-        return [i["num_threads"] for i in threadpoolctl.threadpool_info() if i["filepath"] in numpy_blas]
-
-    before = counts()
-    x = rng.standard_normal((2, 4, 9, 9)).astype(np.float32)
-    w = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
-    with parallel.policy(True):
-        seen = counts()
-        C.conv2d_forward(x, w, None, 1, 1, 1, 1)   # nested: the setting stays at one thread
-        assert counts() == seen
-    C.conv2d_forward(x, w, None, 1, 1, 1, 1)
-    assert counts() == before
-    assert seen and all(n == 1 for n in seen)
-
-
-def test_chunk_errors_propagate_and_the_pool_survives(threads):
-    threads(2)
-
-    def fn(lo, hi):
-        if lo <= 3 < hi:
-            raise KeyError("chunk")
-        return hi - lo
-    with parallel.policy(True):
-        with pytest.raises(KeyError):
-            parallel.run(fn, 16)
-        assert sum(parallel.run(lambda lo, hi: hi - lo, 16)) == 16
 
 
 @pytest.mark.parametrize("algorithm", ALGORITHMS)
