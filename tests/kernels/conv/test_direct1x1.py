@@ -1,0 +1,44 @@
+"""1x1 convolution as batched GEMMs in every direction against torch: strides, paddings (the sampled pixels zero-filled), groups; other kernel sizes refused."""
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from ember.kernels.conv import direct1x1
+from ember.kernels.conv.geometry import geometry
+
+sys.path.insert(0, os.path.dirname(__file__))
+from _torch_reference import assert_matches, problem, torch_directions  # noqa: E402
+
+# (input shape, weight shape, stride, padding, dilation, groups)
+CASES = [
+    ((2, 6, 7, 9), (4, 6, 1, 1), 1, 0, 1, 1),
+    ((1, 6, 7, 9), (8, 3, 1, 1), 1, 0, 1, 2),            # a batch of one, two groups
+    ((3, 4, 8, 7), (5, 4, 1, 1), (2, 3), 0, 1, 1),       # strided
+    ((2, 4, 5, 6), (6, 2, 1, 1), 2, (1, 0, 2, 1), 1, 2), # padded and strided
+]
+IDS = [str(i) for i in range(len(CASES))]
+DIRECTIONS = ("forward", "input", "weight")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_every_direction_matches_torch(case, dtype):
+    x, w, gy, g = problem(*case, dtype=dtype)
+    y_ref, gx_ref, gw_ref = torch_directions(x, w, gy, g)
+    for direction in DIRECTIONS:
+        assert direct1x1.supports(g, direction), (case, direction)
+    if "forward" in DIRECTIONS:
+        assert_matches(direct1x1.forward(x, w, g), y_ref, dtype)
+    if "input" in DIRECTIONS:
+        assert_matches(direct1x1.input_grad(gy, w, g), gx_ref, dtype)
+    if "weight" in DIRECTIONS:
+        assert_matches(direct1x1.weight_grad(gy, x, g), gw_ref, dtype)
+
+
+@pytest.mark.parametrize("case", [((2, 4, 8, 8), (4, 4, 3, 3), 1, 1, 1, 1), ((2, 4, 8, 8), (4, 4, 1, 3), 1, 0, 1, 1)])
+def test_unsupported_problems_are_refused(case):
+    g = geometry("conv2d", *case)
+    assert not any(direct1x1.supports(g, d) for d in DIRECTIONS)
+
