@@ -370,6 +370,12 @@ def pointwise_ops():
     return FORWARD
 
 
+_KEYABLE = (bool, int, float, str, type(None), np.dtype)
+_INT64_SCALAR = None   # (int64, SCALAR): a traced size's type, set on first use
+_PLANS = {}            # lowering key -> _Plan, or ("none",) / ("const", value) (see _lowering)
+_MAX_PLANS = 4096
+
+
 def _operand_type(v):
     from ember.kernels.pointwise.promotion import TENSOR, ZERO_DIM
     return np.dtype(v.dtype), (ZERO_DIM if v.shape == () else TENSOR)
@@ -380,46 +386,78 @@ def export_pointwise(g, node, *args, **consts):
     Python scalars, None), evaluating its pointwise form step by step.
 
     Returns None when the form does not cover these constants (``round(decimals=2)``); raises
-    SymbolicError when a step's types are not the engine's or a step has no row."""
+    SymbolicError when a step's types are not the engine's or a step has no row.
+
+    The typed form depends only on the op, its operands' types, the constants and the result
+    dtype, so it is built once per such key (``_lowering``) and replayed on the names of each
+    node (all of a network's float32 ``relu`` nodes share one)."""
     from ember.jit.ir import Value
-    from ember.kernels.pointwise.expr import Builder, Sym, infer_typed
-    from ember.kernels.pointwise.promotion import SCALAR
+    global _INT64_SCALAR
     op = node.kind
     out_dt = np.dtype(node.outputs[0].dtype)
     if op == "to" and consts.get("dtype") is None:
         consts["dtype"] = out_dt   # to(device) / to(other): the dtype the trace recorded
     names, typed, operands = [], [], []
+    keyable = True
     for i, a in enumerate(args):
         if isinstance(a, str):
             names.append(a)
-            typed.append(_operand_type(node.args[i]) if isinstance(node.args[i], Value)
-                         else (g.dtype(a), SCALAR))
+            if isinstance(node.args[i], Value):
+                typed.append(_operand_type(node.args[i]))
+            else:
+                from ember.kernels.pointwise.promotion import SCALAR
+                typed.append((g.dtype(a), SCALAR))
             operands.append(f"a{len(names) - 1}")
         elif isinstance(a, Dyn):
             names.append(a.name)
-            typed.append((np.dtype(np.int64), SCALAR))
+            if _INT64_SCALAR is None:
+                from ember.kernels.pointwise.promotion import SCALAR
+                _INT64_SCALAR = (np.dtype(np.int64), SCALAR)
+            typed.append(_INT64_SCALAR)
             operands.append(f"a{len(names) - 1}")
-        elif isinstance(a, np.generic):
-            operands.append(a.item())
         else:
+            if isinstance(a, np.generic):
+                a = a.item()
+            keyable = keyable and isinstance(a, _KEYABLE)
             operands.append(a)
-    b = Builder(tuple(f"a{i}" for i in range(len(names))))
+    key = None
+    if keyable and all(isinstance(v, _KEYABLE) for v in consts.values()):
+        # constants by type and repr: 1, 1.0 and True differ, and so do 0.0 and -0.0
+        key = (op, out_dt, tuple(typed),
+               tuple(o if isinstance(o, str) else (type(o), repr(o)) for o in operands),
+               tuple(sorted((k, type(v), repr(v)) for k, v in consts.items())))
+        lowering = _PLANS.get(key)
+    if key is None or lowering is None:
+        lowering = _lowering(op, out_dt, typed, operands, consts)
+        if key is not None:
+            if len(_PLANS) >= _MAX_PLANS:
+                _PLANS.clear()
+            _PLANS[key] = lowering
+    if type(lowering) is tuple:
+        return None if lowering[0] == "none" else g.const(np.array(lowering[1], out_dt))
+    return lowering.emit(g, names, out_dt)
+
+
+def _lowering(op, out_dt, typed, operands, consts):
+    """What ``export_pointwise`` emits for op ``op`` on operands of types ``typed`` (inputs
+    ``a0, a1, ...``; constants in ``operands``): a ``_Plan``, ``("none",)`` when the form does
+    not cover these constants, or ``("const", value)`` when the form folds to a constant."""
+    from ember.kernels.pointwise.expr import Builder, Sym, infer_typed
+    b = Builder(tuple(f"a{i}" for i in range(len(typed))))
     try:
         out = pointwise_ops()[op](*(b.value(o) for o in operands), **consts)
     except (TypeError, ValueError) as e:
         raise SymbolicError(f"its pointwise form does not take these arguments: {e}") from None
     if out is None:
-        return None
+        return ("none",)
     if not isinstance(out, Sym):   # a constant result (e.g. an op folded on scalars)
-        return g.const(np.array(out, out_dt))
+        return ("const", out)
     expr = b.expr(out)
     try:
         typing = infer_typed(expr, typed)
     except TypeError as e:
         raise SymbolicError(str(e)) from None
-    result = _evaluate(g, op, typing, dict(zip(expr.inputs, names)))
-    result = g.cast(result, out_dt)
-    return g.op("Identity", result) if result in names else result
+    return _Plan(op, typing)
 
 
 def _conversions(frm, to):
@@ -432,41 +470,78 @@ def _conversions(frm, to):
     return steps
 
 
-def _evaluate(g, spec_op, typing, onnx_names):
-    from ember.kernels.pointwise.ops import opmath
-    from ember.kernels.pointwise.promotion import SCALAR
-    values = {}
-    for name, dtype, prio in typing.inputs:
-        onnx = onnx_names[name]
-        if g.dtype(onnx) is None:   # a traced size
-            g.set_type(onnx, dtype)
-        values[name] = (onnx, dtype, prio == SCALAR)
-    for step in typing.steps:
-        row = VOCABULARY.get(step.op.name)
-        if row is None and step.op.math is not None:
-            row = _from_math(step.op.math)
-        if row is None:
-            raise SymbolicError(f"the pointwise form of '{spec_op}' uses the engine op "
-                                f"'{step.op.name}', which has no ONNX form")
-        xs, consts = [], []
-        for a, dt in zip(step.operands, step.cast_to):
-            if a is None:
-                xs.append(None)
-            elif isinstance(a, str):
-                onnx, frm, scalar = values[a]
-                for to in ([dt, opmath(dt)] if scalar else _conversions(frm, dt)):
-                    onnx = g.cast(onnx, to)
-                xs.append(onnx)
-            else:
-                xs.append(g.const(np.array(np.asarray(a).astype(dt), opmath(dt))))
-                consts.append(xs[-1])
-        compute = opmath(step.ct)
-        out = row(_E(g, compute, consts), step.params, *xs)
-        kind = step.op.kind
-        made = _BOOL if kind in ("compare", "predicate", "logical") else \
-            (compute if kind != "cast" else opmath(step.cast_to[0]))
-        if g.dtype(out) is None:
-            g.set_type(out, made)
-        out = g.cast(out, step.result)
-        values[step.name] = (out, np.dtype(step.result), False)
-    return values[typing.outputs[0][0]][0]
+_NAME, _CONST, _ABSENT = 0, 1, 2
+
+
+class _Plan:
+    """A typed pointwise form resolved for emission: per step its engine op (its row is looked
+    up in ``VOCABULARY`` at each emission), the casts of each operand (the engine's: to the
+    operand's compute dtype, then its opmath), its constants as arrays of their compute dtype,
+    and the dtypes it computes in and returns."""
+
+    __slots__ = ("spec_op", "inputs", "steps", "output")
+
+    def __init__(self, spec_op, typing):
+        from ember.kernels.pointwise.ops import opmath
+        from ember.kernels.pointwise.promotion import SCALAR
+        self.spec_op = spec_op
+        known = {}   # value name -> (dtype, whether a Python-scalar input)
+        self.inputs = []
+        for i, (name, dtype, prio) in enumerate(typing.inputs):
+            self.inputs.append((name, i, np.dtype(dtype)))
+            known[name] = (dtype, prio == SCALAR)
+        self.steps = []
+        for step in typing.steps:
+            operands = []
+            for a, dt in zip(step.operands, step.cast_to):
+                if a is None:
+                    operands.append((_ABSENT, None, ()))
+                elif isinstance(a, str):
+                    frm, scalar = known[a]
+                    casts = [dt, opmath(dt)] if scalar else _conversions(frm, dt)
+                    operands.append((_NAME, a, tuple(np.dtype(t) for t in casts)))
+                else:
+                    operands.append((_CONST, np.array(np.asarray(a).astype(dt), opmath(dt)), ()))
+            compute = np.dtype(opmath(step.ct))
+            kind = step.op.kind
+            made = _BOOL if kind in ("compare", "predicate", "logical") else \
+                (compute if kind != "cast" else np.dtype(opmath(step.cast_to[0])))
+            result = np.dtype(step.result)
+            self.steps.append((step.name, step.op, step.params, tuple(operands), compute, made,
+                               result))
+            known[step.name] = (result, False)
+        self.output = typing.outputs[0][0]
+
+    def emit(self, g, names, out_dt):
+        """The ONNX value of the form on the ONNX ``names`` of its inputs, cast to ``out_dt``."""
+        values = {}
+        for name, i, dtype in self.inputs:
+            onnx = names[i]
+            if g.dtype(onnx) is None:   # a traced size
+                g.set_type(onnx, dtype)
+            values[name] = onnx
+        for name, op, params, operands, compute, made, result in self.steps:
+            row = VOCABULARY.get(op.name)   # looked up here: the table is read at every export
+            if row is None and op.math is not None:
+                row = _from_math(op.math)
+            if row is None:
+                raise SymbolicError(f"the pointwise form of '{self.spec_op}' uses the engine op "
+                                    f"'{op.name}', which has no ONNX form")
+            xs, consts = [], []
+            for what, v, casts in operands:
+                if what == _NAME:
+                    onnx = values[v]
+                    for to in casts:
+                        onnx = g.cast(onnx, to)
+                    xs.append(onnx)
+                elif what == _CONST:
+                    xs.append(g.const(v))
+                    consts.append(xs[-1])
+                else:
+                    xs.append(None)
+            out = row(_E(g, compute, consts), params, *xs)
+            if g.dtype(out) is None:
+                g.set_type(out, made)
+            values[name] = g.cast(out, result)
+        result = g.cast(values[self.output], out_dt)
+        return g.op("Identity", result) if result in names else result

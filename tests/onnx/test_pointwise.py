@@ -181,3 +181,31 @@ def test_traced_size_operand_follows_the_batch():
         xn = ember.randn(n, 3)
         (got,) = sess.run(None, {"x": xn.numpy()})
         np.testing.assert_allclose(got, f(xn).numpy(), rtol=1e-6, atol=1e-6)
+
+
+def test_a_form_typed_once_is_replayed_with_the_same_graph_and_no_new_plan():
+    x = ember.from_numpy(VALUES.copy())
+
+    def fn(t):
+        return G.relu(G.add(G.relu(t), G.mul(t, 0.5)))
+
+    first = ember.onnx.build_model(fn, (x,)).SerializeToString()
+    plans = len(P._PLANS)
+    second = ember.onnx.build_model(fn, (x,)).SerializeToString()
+    assert second == first
+    assert len(P._PLANS) == plans
+
+
+@pytest.mark.parametrize("a,b", [(1, 1.0), (True, 1), (0.0, -0.0)])
+def test_constants_equal_in_python_keep_their_own_typing_and_value(a, b):
+    """1 == 1.0 == True and 0.0 == -0.0 in Python: the replayed forms must not mix them up."""
+    i = ember.from_numpy(np.arange(-6, 12, dtype=np.int64).reshape(3, 6))
+    f = ember.from_numpy(VALUES.copy())
+    for c in (a, b, a):
+        def fn(ti, tf):
+            return G.add(ti, c), G.div(tf, c)
+        _, got = _run(fn, [i, f], 17)
+        for g_, e in zip(got, fn(i, f)):
+            e = e.numpy()
+            assert g_.dtype == e.dtype
+            np.testing.assert_array_equal(g_, e)
