@@ -17,7 +17,8 @@ separate runs where the difference did not.
 Usage:
   python benchmarks/instructions.py list [--tree DIR] [--suites eager,conv]
   python benchmarks/instructions.py run  [--tree DIR] [--suites ...] [--cases SUBSTR,...]
-                                         [--out DIR] [--plan OTHER.json] [--timeout S]
+                                         [--keys SUBSTR,...] [--out DIR] [--plan OTHER.json]
+                                         [--timeout S] [--resume]
   python benchmarks/instructions.py table BEFORE.json [MID.json ...] HEAD.json
   python benchmarks/instructions.py calls --tree DIR --worker eager/ember/ops --key add
                                          [--against OTHER_DIR] [-n 10]
@@ -28,10 +29,13 @@ whose suites have ``collect`` and ``_harness.measure``. ``run`` writes ``OUT/ins
 ({worker: {measurement: {"n", "per_iter", "I_n", "I_2n"}}}, plus workers that could not run and
 why) and keeps callgrind's dumps (``OUT/<worker>/cg.out.*``: ``callgrind_annotate`` them to see
 where the instructions go). ``--plan``: take each measurement's N from an earlier result, so
-that every tree runs the same counts. ``table``: a markdown table of instructions per iteration
-and the ratios to the first file. ``calls``: Python function calls per iteration of one
-measurement (cProfile, natively; with ``--against``, the functions whose counts differ between
-two trees), because callgrind's profile names C functions only.
+that every tree runs the same counts. ``--keys``: count only the measurements whose key contains
+one of the substrings (the others do not run under callgrind; with ``--resume`` the worker's
+earlier counts are kept), for workers whose measurements together pass the timeout. ``table``:
+a markdown table of instructions per iteration and the ratios to the first file. ``calls``:
+Python function calls per iteration of one measurement (cProfile, natively; with
+``--against``, the functions whose counts differ between two trees), because callgrind's
+profile names C functions only.
 
 Each worker process first runs natively (warming private ``NUMBA_CACHE_DIR`` /
 ``EMBER_CACHE_DIR`` under ``OUT``, exporting the ONNX files the ONNX suites read, and timing
@@ -379,6 +383,18 @@ def choose_n(native_ms):
     return fits[-1] if fits else 1
 
 
+def planned_counts(native, keys, plan, only=None):
+    """{measurement index (a string): N} of the measurements to count: ``native`` {index:
+    native run's record}, ``keys`` {index: key}, ``plan`` {key: N} (else ``choose_n``), ``only``
+    substrings of the keys to count (None: all)."""
+    counts = {}
+    for k, r in native.items():
+        key = keys.get(k, str(k))
+        if not only or any(s in key for s in only):
+            counts[str(k)] = plan.get(key, choose_n(r["native_ms"]))
+    return counts
+
+
 def totals(path):
     """(trigger description, instructions, whether LLVM ran) of one callgrind dump file (LLVM
     in a window: a kernel compiled while it was counted, so the count is not a step's)."""
@@ -396,10 +412,11 @@ def totals(path):
     return desc, total, llvm
 
 
-def measure_worker(w, tree, out, shim, plan, timeout, plan_pins=None):
+def measure_worker(w, tree, out, shim, plan, timeout, plan_pins=None, only=None):
     """Native warm-up run, then the callgrind run, of one worker; its result dict. ``plan``:
     {measurement: N}; ``plan_pins``: the inference plans' choices to count under (another
-    tree's, ``_pin_plans``; default: this worker's native run's)."""
+    tree's, ``_pin_plans``; default: this worker's native run's); ``only``: substrings, the
+    measurements counted (the others do not run under callgrind at all)."""
     env = environment(tree, out)
     wdir = os.path.join(out, w["name"].replace("/", "__"))
     shutil.rmtree(wdir, ignore_errors=True)
@@ -421,8 +438,7 @@ def measure_worker(w, tree, out, shim, plan, timeout, plan_pins=None):
     keys = _keys(json.loads(emitted[-1][len("BENCH-JSON: "):])) if emitted else {}
     lines = [json.loads(ln) for ln in open(rec)]
     native = {r["index"]: r for r in lines if "index" in r}
-    counts = {str(k): plan.get(keys.get(k, str(k)), choose_n(r["native_ms"]))
-              for k, r in native.items()}
+    counts = planned_counts(native, keys, plan, only)
     pins = {}
     for r in lines:   # the plans' choices, the last of each kind
         if "pin" in r:
@@ -450,6 +466,8 @@ def measure_worker(w, tree, out, shim, plan, timeout, plan_pins=None):
                 compiled.add(int(m.group(1)))
     res["measurements"] = {}
     for k, r in sorted(native.items()):
+        if str(k) not in counts:
+            continue   # not selected (``only``)
         n = counts[str(k)]
         entry = {"native_ms": round(r["native_ms"], 3), "n": n}
         if (k, n) in dumps and (k, 2 * n) in dumps:
@@ -516,12 +534,17 @@ def run(args):
         if skip and any(c in w["name"] for c in skip):
             result["workers"].setdefault(w["name"], {"error": "not run (--skip)"})
             continue
-        if args.resume and "measurements" in result["workers"].get(w["name"], {}):
+        if args.resume and not args.keys and "measurements" in result["workers"].get(w["name"], {}):
             continue
         wplan = {k.split("::", 1)[1]: v for k, v in plan.items()
                  if k.startswith(w["name"] + "::")}
         print(f"{w['name']} ...", file=sys.stderr, flush=True)
-        res = measure_worker(w, tree, out, shim, wplan, args.timeout, plan_pins.get(w["name"]))
+        res = measure_worker(w, tree, out, shim, wplan, args.timeout, plan_pins.get(w["name"]),
+                             args.keys.split(",") if args.keys else None)
+        if args.keys and args.resume and w["name"] in result["workers"]:
+            # counted one --keys selection at a time: earlier selections' counts stay
+            kept = result["workers"][w["name"]].get("measurements", {})
+            res["measurements"] = dict(kept, **res.get("measurements", {}))
         result["workers"][w["name"]] = res
         for key, m in res.get("measurements", {}).items():
             print(f"  {key}: N={m['n']} "
@@ -620,6 +643,8 @@ def main(argv=None):
     ap.add_argument("--suites", default=None)
     ap.add_argument("--cases", default=None, help="(run) only workers whose name contains one")
     ap.add_argument("--skip", default=None, help="(run) not the workers whose name contains one")
+    ap.add_argument("--keys", default=None, help="(run) only the measurements whose key contains "
+                    "one (with --resume, added to the worker's earlier counts)")
     ap.add_argument("--out", default=None, help="(run) results folder")
     ap.add_argument("--plan", default=None)
     ap.add_argument("--timeout", type=float, default=900, help="(run) seconds per process")

@@ -57,6 +57,15 @@ def test_keys_find_the_measurements_in_a_worker_result():
     assert I._keys(result) == {0: "add", 1: "nested/fwd"}
 
 
+def test_planned_counts_take_the_plan_n_and_only_the_selected_keys():
+    native = {0: {"native_ms": 1e6}, 1: {"native_ms": 1e-6}, 2: {"native_ms": 1e6}}
+    keys = {0: "gelu_fwd:eager", 1: "lstm_cell:eager", 2: "lstm_cell:fused"}
+    plan = {"lstm_cell:fused": 3}
+    assert I.planned_counts(native, keys, plan) == {"0": 1, "1": I.NICE[-1], "2": 3}
+    assert I.planned_counts(native, keys, plan, ["lstm_cell"]) == {"1": I.NICE[-1], "2": 3}
+    assert I.planned_counts(native, keys, plan, ["fused", "gelu"]) == {"0": 1, "2": 3}
+
+
 def test_table_gives_ratios_to_the_first_result_and_marks_slower_cases():
     def res(commit, add, chain):
         ms = {"add": {"n": 10, "per_iter": add}}
