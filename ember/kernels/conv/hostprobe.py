@@ -21,8 +21,15 @@ Intel Xeon (Sapphire Rapids, OpenBLAS SkylakeX kernels), one thread, CPU ms, dir
 GEMM path: 8x64x56x56->256 1x1 forward 53.3 vs 16.5, weight 62.9 vs 16.7; 8x256x14x14->256 3x3
 forward 59.9 vs 35.1 (winograd); 8x64x56x56->64 3x3 forward 21.3 vs 28.5 (direct wins).
 
-While the kernels a probe needs are still compiling in the background, ``result`` is None (the
-selector then keeps the GEMM paths for that call) and the probe runs on a later call.
+The measurement never runs inside a user's call when kernels compile in the background
+(``EMBER_JIT_COMPILE`` "background", the default): ``result`` then queues it on the compile thread
+(``compiler.submit``, after the compiles already queued) and returns None until it has finished;
+the selector keeps the GEMM paths for the calls that chose meanwhile (``compiler.tier``), and
+calls first seen later, and later processes through the disk file, follow the probe. It runs on
+that thread's CPU clock, so the caller's work beside it does not count in its times. Under "sync"
+and "off" (the test suite, explicit settings) ``result`` measures at once. While the kernels a
+probe needs are still compiling, the measurement is None and runs again after them (at most
+``RETRIES`` times per process).
 """
 import hashlib
 import json
@@ -39,10 +46,12 @@ PROBES = {   # name: (input shape, weight shape, padding)
 }
 ROUNDS = 5
 FILE = "conv_probe.json"
+RETRIES = 3
 
 _lock = threading.Lock()
 _result = None
 _host_key = None
+_queued = False
 
 
 def decisions(times):
@@ -59,9 +68,9 @@ def decisions(times):
 
 
 def result():
-    """This host's decisions (``decisions``), from memory, the disk file or a measurement now;
-    None while the kernels a measurement needs are not ready."""
-    global _result
+    """This host's decisions (``decisions``), from memory, the disk file or a measurement (on
+    the compile thread under background compilation, else now); None until there is one."""
+    global _result, _queued
     if _result is not None:
         return _result
     with _lock:
@@ -72,14 +81,44 @@ def result():
         if _valid(stored):
             _result = stored
             return _result
-        times = measure()
-        if times is None:
-            return None
-        found = decisions(times)
-        found["times_ms"] = {k: [round(v * 1e3, 3) for v in t] for k, t in times.items()}
-        _store(key, found)
-        _result = found
-        return _result
+        from ember.kernels.runtime import compiler
+        if compiler.compile_mode() != "background":
+            return _measure_and_keep(key)
+        if not _queued:
+            _queued = True
+            _queue(key, 0)
+        return None
+
+
+def _queue(key, attempt):
+    """Queue the measurement on the compile thread, behind the compiles already queued."""
+    from ember.kernels.runtime import compiler
+
+    def job():
+        global _queued
+        if _result is not None:
+            return
+        found = _measure_and_keep(key)   # not under _lock: ``result`` answers None meanwhile
+        if found is None:
+            if attempt + 1 < RETRIES:   # after the compiles this measurement queued
+                _queue(key, attempt + 1)
+            else:
+                _queued = False         # a later call queues it again
+    compiler.submit(("conv host probe", attempt), "conv host probe", job, record=False,
+                    priority=compiler.LATER)
+
+
+def _measure_and_keep(key):
+    """Measure now, store and keep the decisions; None when a kernel is not ready."""
+    global _result
+    times = measure()
+    if times is None:
+        return None
+    found = decisions(times)
+    found["times_ms"] = {k: [round(v * 1e3, 3) for v in t] for k, t in times.items()}
+    _store(key, found)
+    _result = found
+    return found
 
 
 def _valid(entry):
@@ -89,9 +128,9 @@ def _valid(entry):
 
 def forget():
     """Drop the decisions kept in memory (the disk file stays)."""
-    global _result
+    global _result, _queued
     with _lock:
-        _result = None
+        _result, _queued = None, False
 
 
 def host_key():

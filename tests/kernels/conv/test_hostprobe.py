@@ -132,3 +132,49 @@ def test_host_key_counts_numpys_blas_only(monkeypatch):
     assert hostprobe._numpy_blas([ours]) == hostprobe._numpy_blas([ours, scipys])
     assert hostprobe._numpy_blas([ours]) != hostprobe._numpy_blas(
         [Controller(ours.path, "Haswell")])
+
+
+def test_background_compilation_measures_on_the_compile_thread(probe_dir, monkeypatch):
+    """Under background compilation a user's call never runs the probe: ``result`` is None and
+    the measurement is queued on the compile thread; once it has run, ``result`` gives (and the
+    disk file keeps) its decisions. A measurement that finds kernels still compiling is queued
+    again, at most ``RETRIES`` times."""
+    import threading
+
+    from ember.kernels.runtime import compiler
+    threads, answers = [], [None, {"1x1": (1e-3, 2e-3), "3x3/64": (2e-3, 1e-3),
+                                   "3x3/256": (2e-3, 1e-3)}]
+
+    def measure():
+        threads.append(threading.get_ident())
+        return answers.pop(0)
+    monkeypatch.setattr(hostprobe, "measure", measure)
+    monkeypatch.setattr(hostprobe, "host_key", lambda: "host-bg")
+    previous = compiler.set_compile_mode("background")
+    try:
+        assert hostprobe.result() is None
+        compiler.wait_compiles()
+        found = hostprobe.result()
+    finally:
+        compiler.set_compile_mode(previous)
+    assert (found["1x1"], found["3x3_channels"]) == (True, 0)
+    assert len(threads) == 2 and threading.get_ident() not in threads
+    with open(os.path.join(probe_dir, hostprobe.FILE)) as f:
+        assert json.load(f)["host-bg"]["1x1"] is True
+
+
+def test_background_measurement_gives_up_after_its_retries(probe_dir, monkeypatch):
+    from ember.kernels.runtime import compiler
+    calls = []
+    monkeypatch.setattr(hostprobe, "measure", lambda: calls.append(1))
+    monkeypatch.setattr(hostprobe, "host_key", lambda: "host-bg")
+    previous = compiler.set_compile_mode("background")
+    try:
+        assert hostprobe.result() is None
+        compiler.wait_compiles()
+        assert hostprobe.result() is None and len(calls) == hostprobe.RETRIES
+        compiler.wait_compiles()       # the second ``result`` queued it again
+    finally:
+        compiler.set_compile_mode(previous)
+    assert len(calls) == 2 * hostprobe.RETRIES
+    assert not os.path.exists(os.path.join(probe_dir, hostprobe.FILE))

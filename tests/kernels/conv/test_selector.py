@@ -513,6 +513,39 @@ def test_im2col_subbatches_and_layouts(case, per_image_min, force, monkeypatch, 
           np.float64)
 
 
+ONE_BY_ONE_CASES = [c for c in CASES if c[5:7] == (1, 1)] + [
+    (2, 6, 12, 11, 10, 1, 1, (1, 1), (0, 0), (1, 1), 2),
+    (4, 8, 9, 9, 5, 1, 1, (2, 1), (0, 1, 1, 0), (1, 1), 1),
+    (1, 3, 5, 5, 4, 1, 1, (1, 1), (0, 0), (1, 1), 1),
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("batched", [False, True])
+@pytest.mark.parametrize("case", ONE_BY_ONE_CASES,
+                         ids=[str(c) for c in range(len(ONE_BY_ONE_CASES))])
+def test_direct1x1_per_image_and_whole_batch_gemms(case, batched, dtype, force, monkeypatch,
+                                                   threads):
+    """``direct1x1`` with one GEMM per image and with one GEMM over the batch (every output size
+    under the limits, or none), every direction, two threads: the reference."""
+    from ember.kernels.conv import direct1x1
+    limit = 10 ** 9 if batched else 0
+    monkeypatch.setattr(direct1x1, "BATCH_MAX_PIXELS", limit)
+    monkeypatch.setattr(direct1x1, "BATCH_MAX_PIXELS_GATHER", limit)
+    threads(2)
+    force("direct1x1")
+    x, w, gy = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    geometry = C.geometry("conv2d", x.shape, w.shape, st, pad, dil, g)
+    assert direct1x1._batched(geometry, "weight") == (batched and case[0] > 1)
+    g64 = gy.astype(np.float64)
+    check(C.conv2d_forward(x, w, None, st, pad, dil, g), ref_forward(x, w, case), dtype)
+    check(C.conv2d_input_grad(gy, w, x.shape, st, pad, dil, g), ref_input_grad(g64, w, case),
+          dtype)
+    check(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), ref_weight_grad(g64, x, case),
+          dtype)
+
+
 @pytest.mark.parametrize("subbatch_bytes", [1, 4 << 20])
 @pytest.mark.parametrize("case", CASES, ids=[str(c) for c in range(len(CASES))])
 def test_im2col_row_paths(case, subbatch_bytes, force, monkeypatch, threads):
