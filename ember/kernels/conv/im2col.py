@@ -12,7 +12,12 @@ when the GEMM reads them, and the workspace stays small). Column layouts:
 
 The input gradient is, for stride 1 and K <= C, the forward pass of the flipped, transposed problem
 (columns of gy, K*R*S rows), else the transposed GEMM followed by col2im (columns of C*R*S rows,
-R*S strided adds): whichever column buffer is smaller. The weight gradient is one GEMM per
+R*S strided adds): whichever column buffer is smaller. Other strides: the GEMM per image, or
+over a sub-batch when Ho*Wo < ``PER_IMAGE_MIN`` (gy copied into (K, n*Ho*Wo)), then the
+col2im one padded plane at a time in cache (``im2col_numba.add_strided``; NumPy's slice adds
+while it compiles, same bits). One thread, CPU ms, 8 images, 3x3 stride 2, slice adds -> Numba
+(-> sub-batch GEMM): 128x56x56 46.4 -> 28.9; 256x28x28 48.1 -> 32.9 (33.7); 512x14x14 66.0
+-> 46.7 -> 28.4 (torch 2.13 one thread 31, 24, 26). The weight gradient is one GEMM per
 sub-batch (gy as (K, n*Ho*Wo) against the columns), accumulated per thread, partial sums added in
 chunk order. A batch of one splits its GEMM instead (``parallel.matmul``).
 """
@@ -140,10 +145,24 @@ def _forward_rows(x, w, g):
     return y
 
 
-def col2im(gcols, g, out):
-    """Sum columns (n, C, R, S, Ho, Wo) back into ``out`` (n, C, H, W)."""
+def col2im(gcols, g, out, by_channel=False):
+    """Sum columns (n, C, R, S, Ho, Wo) back into ``out`` (n, C, H, W); ``by_channel``: columns
+    laid out (C, R, S, n, Ho, Wo). One padded plane at a time in cache
+    (``im2col_numba.add_strided``) when its kernel is ready, else R*S strided slice adds over
+    the sub-batch (the same sums in the same order: the same bits)."""
     pt, pb, pl, pr = g.padding
-    gxp = buffer("im2col.gxpad", (gcols.shape[0], g.C, g.Hp, g.Wp), gcols.dtype)
+    n = out.shape[0]
+    nb_add = _numba_kernel("add_strided", gcols.dtype)
+    if nb_add is not None:
+        (sh, sw), (dh, dw) = g.stride, g.dilation
+        shape = (g.C, g.R, g.S, n, g.Ho, g.Wo) if by_channel else \
+            (n * g.C, g.R, g.S, 1, g.Ho, g.Wo)
+        nb_add(gcols.reshape(shape), by_channel, sh, sw, dh, dw, g.Wp, pt, pl,
+               np.empty(g.Hp * g.Wp, gcols.dtype), out)
+        return
+    gcols = (gcols.reshape(g.C, g.R, g.S, n, g.Ho, g.Wo).transpose(3, 0, 1, 2, 4, 5)
+             if by_channel else gcols.reshape(n, g.C, g.R, g.S, g.Ho, g.Wo))
+    gxp = buffer("im2col.gxpad", (n, g.C, g.Hp, g.Wp), gcols.dtype)
     gxp.fill(0)
     (sh, sw), (dh, dw) = g.stride, g.dilation
     hspan, wspan = sh * (g.Ho - 1) + 1, sw * (g.Wo - 1) + 1
@@ -164,37 +183,53 @@ def input_grad(gy, w, g):
     gx = np.empty(g.input_shape, gy.dtype)
     nb = subbatch(g, gy.itemsize)
 
+    by_channel = L < PER_IMAGE_MIN and min(nb, g.N) > 1
+
     def chunk(lo, hi):
         for n0 in range(lo, hi, nb):
             n1 = min(hi, n0 + nb)
             n = n1 - n0
-            gcols = buffer("im2col.cols", (n, g.groups, CRS, L), gy.dtype)
-            parallel.matmul(wt, gy[n0:n1].reshape(n, g.groups, g.Kg, L), gcols)
-            col2im(gcols.reshape(n, g.C, g.R, g.S, g.Ho, g.Wo), g, gx[n0:n1])
+            if by_channel:   # one GEMM over the sub-batch: (C*R*S, K) @ (K, n*Ho*Wo)
+                gyk = buffer("im2col.gyt", (g.K, n, L), gy.dtype)
+                np.copyto(gyk, gy[n0:n1].reshape(n, g.K, L).transpose(1, 0, 2))
+                gcols = buffer("im2col.cols", (g.groups, CRS, n * L), gy.dtype)
+                parallel.matmul(wt, gyk.reshape(g.groups, g.Kg, n * L), gcols)
+            else:
+                gcols = buffer("im2col.cols", (n, g.groups, CRS, L), gy.dtype)
+                parallel.matmul(wt, gy[n0:n1].reshape(n, g.groups, g.Kg, L), gcols)
+            col2im(gcols, g, gx[n0:n1], by_channel)
     parallel.run(chunk, g.N)
     return gx
 
 
 USE_NUMBA = True
-_add_runs_signatures = {}
+_signatures = {}
 
 
-def _numba_add_runs(dtype):
-    """``im2col_numba.add_runs`` when it can run now for ``dtype`` (float32/float64; compiled or
-    in the disk cache), else None: the NumPy adds run (under background compilation, while it
-    compiles)."""
+def _numba_kernel(name, dtype):
+    """``im2col_numba``'s ``name`` (``add_runs`` or ``add_strided``) when it can run now for
+    ``dtype`` (float32/float64; compiled or in the disk cache), else None: the NumPy adds run
+    (under background compilation, while it compiles)."""
+    dtype = np.dtype(dtype)
     if not USE_NUMBA or dtype not in (np.float32, np.float64):
         return None
     from ember.kernels.runtime import compiler
     nb = compiler.kernel_module(__name__ + "_numba")
     if nb is None:
         return None
-    kernel = nb.add_runs
-    sig = _add_runs_signatures.get(dtype)
+    kernel = getattr(nb, name)
+    sig = _signatures.get((name, dtype))
     if sig is None:
-        a3, a1, i1 = np.empty((1, 1, 1), dtype), np.empty(1, dtype), np.empty(1, np.int64)
-        sig = _add_runs_signatures[dtype] = compiler.signature(a3, i1, 0, 0, 0, a1, a3)
+        a1, a3, i1 = np.empty(1, dtype), np.empty((1, 1, 1), dtype), np.empty(1, np.int64)
+        args = ((a3, i1, 0, 0, 0, a1, a3) if name == "add_runs" else
+                (np.empty((1,) * 6, dtype), False, 0, 0, 0, 0, 0, 0, 0, a1,
+                 np.empty((1,) * 4, dtype)))
+        sig = _signatures[(name, dtype)] = compiler.signature(*args)
     return kernel if compiler.ready(kernel, sig) else None
+
+
+def _numba_add_runs(dtype):
+    return _numba_kernel("add_runs", dtype)
 
 
 def _input_grad_rows(gy, w, g):

@@ -1,4 +1,6 @@
-"""Numba kernel of the stride-1 col2im that ``im2col._input_grad_rows`` runs after its GEMM.
+"""Numba kernels of the col2im that the input gradient runs after its GEMM: ``add_runs`` for
+the stride-1 rows path (``im2col._input_grad_rows``), ``add_strided`` for other strides
+(``im2col.col2im``).
 
 Imported lazily (never by ``import ember``), compiled once per dtype and cached on disk. One
 plane at a time: the plane's padded accumulator (a few KiB, in L1) is zeroed, every tap's run
@@ -29,5 +31,33 @@ def add_runs(taps, offsets, Wp, pt, pl, acc, out):
         for h in range(H):
             row = acc[(pt + h) * Wp + pl:]
             dst = out[p, h]
+            for w in range(W):
+                dst[w] = row[w]
+
+
+
+@njit(cache=True, nogil=True)
+def add_strided(gcols, by_channel, sh, sw, dh, dw, Wp, pt, pl, acc, out):
+    """out (n, C, H, W) = crop at (pt, pl) of the col2im of the columns ``gcols``: (n*C, R, S, 1,
+    Ho, Wo) per image, or (C, R, S, n, Ho, Wo) when ``by_channel``. Tap (r, s)'s (Ho, Wo)
+    products are added at rows r*dh + i*sh, columns s*dw + j*sw of the plane's padded
+    accumulator ``acc`` (rows of Wp, at least Hp*Wp elements), taps in order, as
+    ``im2col.col2im``'s slice adds."""
+    R, S, Ho, Wo = gcols.shape[1], gcols.shape[2], gcols.shape[4], gcols.shape[5]
+    n, C, H, W = out.shape
+    for q in range(n * C):
+        m, c = q // C, q % C
+        a, b = (c, m) if by_channel else (q, 0)
+        acc[:] = 0
+        for r in range(R):
+            for s in range(S):
+                for i in range(Ho):
+                    row = acc[(r * dh + i * sh) * Wp + s * dw:]
+                    src = gcols[a, r, s, b, i]
+                    for j in range(Wo):
+                        row[j * sw] += src[j]
+        for h in range(H):
+            row = acc[(pt + h) * Wp + pl:]
+            dst = out[m, c, h]
             for w in range(W):
                 dst[w] = row[w]

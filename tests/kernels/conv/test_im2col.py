@@ -38,3 +38,42 @@ def test_input_grad_rows_numba_col2im_equals_numpy_and_torch(xs, ws, pad, dil, d
     np.testing.assert_array_equal(fast, slow)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(fast, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("subbatch_bytes", [1, 4 << 20])
+@pytest.mark.parametrize("xs,ws,stride,pad,dil,groups", [
+    ((4, 8, 14, 14), (8, 8, 3, 3), (2, 2), (1, 1), (1, 1), 1),     # ResNet's strided 3x3
+    ((3, 6, 11, 10), (4, 3, 3, 2), (2, 3), (1, 2), (2, 1), 2),
+    ((1, 3, 9, 9), (5, 3, 5, 5), (3, 2), (2, 0), (1, 1), 1),
+    ((5, 4, 7, 7), (6, 4, 3, 3), (2, 2), (0, 0), (1, 1), 1),
+])
+def test_strided_input_grad_numba_col2im_equals_numpy_and_torch(xs, ws, stride, pad, dil, groups,
+                                                                subbatch_bytes, dtype,
+                                                                monkeypatch):
+    """The strided input gradient (GEMM, then col2im) with columns per image (sub-batches of
+    one image) and over a sub-batch (``by_channel``): the Numba col2im gives the NumPy slice
+    adds' bits, and torch's gradient."""
+    pytest.importorskip("numba")
+    torch = pytest.importorskip("torch")
+    import ember.kernels.conv as C
+    from ember.backends import conv as settings
+    x = rng.standard_normal(xs).astype(dtype)
+    w = rng.standard_normal(ws).astype(dtype)
+    ho = torch.conv2d(torch.tensor(x), torch.tensor(w), None, stride, pad, dil, groups).shape
+    gy = rng.standard_normal(ho).astype(dtype)
+    ref = torch.ops.aten.convolution_backward(
+        torch.tensor(gy), torch.tensor(x), torch.tensor(w), None, list(stride), list(pad),
+        list(dil), False, [0, 0], groups, [True, False, False])[0].numpy()
+    layouts = []
+    monkeypatch.setattr(im2col, "col2im",
+                        lambda *a, f=im2col.col2im: layouts.append(a[3]) or f(*a))
+    monkeypatch.setattr(im2col, "SUBBATCH_BYTES", subbatch_bytes)
+    monkeypatch.setattr(settings, "algorithm", "im2col")
+    fast = C.conv2d_input_grad(gy, w, xs, stride, pad, dil, groups)
+    monkeypatch.setattr(im2col, "USE_NUMBA", False)
+    slow = C.conv2d_input_grad(gy, w, xs, stride, pad, dil, groups)
+    assert layouts and all(layouts) == (subbatch_bytes > 1 and xs[0] > 1)
+    np.testing.assert_array_equal(fast, slow)
+    tol = 1e-4 if dtype == np.float32 else 1e-10
+    np.testing.assert_allclose(fast, ref, rtol=tol, atol=tol)
