@@ -22,6 +22,7 @@ it while the guards hold. The first call's result is the tracing run's own eager
 * At most ``config.cache_size_limit`` traces per function; further guard sets run eagerly with
   a warning naming the guard that failed.
 """
+import builtins
 import contextlib
 import functools
 import gc
@@ -276,9 +277,15 @@ class CompileTracer(Tracer):
 
 
 # ---------------------------------------------------------------------------------- guards
+_Tensor = None
+
+
 def _tensor_cls():
-    from ember.tensor import Tensor
-    return Tensor
+    global _Tensor
+    if _Tensor is None:
+        from ember.tensor import Tensor
+        _Tensor = Tensor
+    return _Tensor
 
 
 def _arg_key(obj, out):
@@ -323,12 +330,15 @@ def _aliasing(args):
     return tuple(first.setdefault(i, k) for k, i in enumerate(ids))
 
 
-def _module_key(module, out):
-    """Training flags of every submodule, identity and requires_grad of every parameter and
-    buffer (an assigned new Parameter retraces; in-place updates do not)."""
-    stack = [module]
+def _walk_key(module):
+    """Training flags of every submodule and whether it has hooks, identity and
+    requires_grad of every parameter, identity of every buffer (an assigned new Parameter
+    retraces; in-place updates do not), walking the tree; and the unique submodules."""
+    out, seen, stack = [], {}, [module]
     while stack:   # every submodule (a shared one twice: the key only needs to be stable)
-        d = stack.pop().__dict__
+        m = stack.pop()
+        seen[id(m)] = m
+        d = m.__dict__
         stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
         out.append(d["training"])
         out.append(bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or
@@ -337,6 +347,91 @@ def _module_key(module, out):
             out.append(None if t is None else (id(t), t._requires_grad))
         for t in d["_buffers"].values():
             out.append(None if t is None else id(t))
+    return tuple(out), list(seen.values())
+
+
+def _unchanged_source(modules):
+    """The source of ``unchanged()`` for a module tree and the objects it names: True while
+    every module in ``modules`` holds the same ``__dict__``, training flag, hooks (present or
+    not), children, parameters (same objects, same ``requires_grad``) and buffers as now. One
+    straight-line function, so that a call reads the tree without walking it in Python."""
+    names, env = {}, {}
+
+    def ref(obj):
+        k = id(obj)
+        if k not in names:
+            names[k] = f"o{len(names)}"
+            env[names[k]] = obj
+        return names[k]
+
+    lines = ["def unchanged():", "    try:"]
+
+    def fail_if(conds):
+        for i in range(0, len(conds), 8):
+            lines.append(f"        if {' or '.join(conds[i:i + 8])}: return False")
+
+    for m in modules:
+        d = m.__dict__
+        dn = ref(d)
+        hooks = bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or
+                     d.get("_backward_hooks") or d.get("_backward_pre_hooks"))
+        any_hook = " or ".join(f'{dn}["{k}"]' if k in d else f'{dn}.get("{k}")' for k in
+                               ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
+                                "_backward_pre_hooks"))
+        any_hook = f"({any_hook})"
+        fail_if([f"{ref(m)}.__dict__ is not {dn}",
+                 f'{dn}["training"] is not {d["training"] is True}',
+                 f"not {any_hook}" if hooks else any_hook])
+        for field in ("_modules", "_parameters", "_buffers"):
+            items = d[field]
+            lines.append(f'        s = {dn}["{field}"]')
+            conds = [f"len(s) != {len(items)}" if items else "s"]
+            for k, v in items.items():
+                conds.append(f"s[{k!r}] is not {'None' if v is None else ref(v)}")
+                if field == "_parameters" and v is not None:
+                    conds.append(f"{ref(v)}._requires_grad is not {v._requires_grad is True}")
+            fail_if(conds)
+    lines += ["    except (KeyError, TypeError, AttributeError):", "        return False",
+              "    return True"]
+    return "\n".join(lines), env
+
+
+class _ModuleTree:
+    """A module's guard key (``_walk_key``), kept while a generated check finds the tree
+    unchanged (``_unchanged_source``: no Python loop over the submodules at each call) and
+    recomputed by a walk when it changed."""
+
+    __slots__ = ("module", "key", "unchanged")
+
+    def __init__(self, module):
+        self.module = module
+        self._build()
+
+    def _build(self):
+        self.key, modules = _walk_key(self.module)
+        src, env = _unchanged_source(modules)
+        exec(builtins.compile(src, "<ember.compile module guard>", "exec"), env)  # noqa: S102
+        self.unchanged = env["unchanged"]
+
+    def current(self):
+        """The guard key of the module as it is now."""
+        if not self.unchanged():
+            self._build()
+        return self.key
+
+
+_TREES_MAX = 64   # module trees a compiled function keeps (object arguments: one per Module)
+
+
+def _module_key(module, out, trees):
+    """Append ``module``'s guard key (``_ModuleTree``); ``trees`` ({id: tree}) keeps the tree
+    of each module seen."""
+    tree = trees.get(id(module))
+    if tree is None or tree.module is not module:
+        if len(trees) >= _TREES_MAX:
+            trees.clear()
+        tree = trees[id(module)] = _ModuleTree(module)
+    out.append(tree.current())
 
 
 _PART_NAMES = ("the grad mode", "the autocast state", "the argument structure",
@@ -450,6 +545,7 @@ class CompiledFunction:
         self.options = dict(options or {})
         self.debug = self.mode == "debug" or bool(self.options.get("trace.enabled"))
         self._entries = {}
+        self._trees = {}     # id(module) -> _ModuleTree of the modules the guard key reads
         self._dynamic = {}   # batch-erased guard key -> entry that runs at any batch size
         self._dynamic_why = None
         self.dynamic_fallbacks = []   # why a trace could not make the batch size symbolic
@@ -501,6 +597,24 @@ class CompiledFunction:
         return None if e is None or e.traced is None else e.traced.code
 
     def _key(self, args, kwargs):
+        if not kwargs:   # tensors only (the common call): the key _key_general makes, sooner
+            Tensor = _tensor_cls()
+            parts = []
+            for a in args:
+                if not isinstance(a, Tensor):
+                    return self._key_general(args, kwargs)
+                d = a._data
+                parts.append((d.shape, d.dtype.str, a._requires_grad))
+            parts.append(())
+            if len(args) > 1 and len(set(map(id, args))) != len(args):
+                parts.append(("aliasing", _aliasing(args)))
+            mod = []
+            if self.module is not None:
+                _module_key(self.module, mod, self._trees)
+            return (STATE.grad_enabled, repr(STATE.autocast), tuple(parts), tuple(mod))
+        return self._key_general(args, kwargs)
+
+    def _key_general(self, args, kwargs):
         parts, mod = [], []
         ok = True
         for a in (*args, *kwargs.values()):
@@ -512,14 +626,14 @@ class CompiledFunction:
                 del parts[n:]   # an object (a Module, an optimizer): guarded by identity
                 parts.append(("object", id(a)))
                 if isinstance(a, _module_base()):
-                    _module_key(a, mod)
+                    _module_key(a, mod, self._trees)
         parts.append(tuple(kwargs))
         if ok:
             same = _aliasing((*args, *kwargs.values()))
             if same:   # f(a, a): the trace reads one formal for both (f(a, b) must retrace)
                 parts.append(("aliasing", same))
         if self.module is not None:
-            _module_key(self.module, mod)
+            _module_key(self.module, mod, self._trees)
         return (STATE.grad_enabled, repr(STATE.autocast), tuple(parts) if ok else None,
                 tuple(mod))
 
@@ -534,7 +648,7 @@ class CompiledFunction:
             self._last = entry
             if entry.traced is None:
                 return self.fn(*args, **kwargs)
-            if isinstance(entry.traced, _segments().Segmented):
+            if isinstance(entry.traced, _segmented_cls()):
                 return self._run_segmented(entry, args, kwargs)
             if getattr(entry.traced, "verified", True) is False:
                 return self._check_step(entry, args, kwargs)
@@ -777,7 +891,9 @@ class CompiledFunction:
         if joint is not None:   # the forward alone: outputs past the call's own are the joint's
             traced = _forward_only(traced, joint)
         fast = optimize(traced, freeze_params=False)
-        fast.inference_plan = False
+        # calls that need no gradient run the inference plan of the graph frozen on the state's
+        # current values (ember.jit.plan_live: rebuilt after a parameter or buffer changes)
+        fast.inference_plan = bool(self.options.get("inference_plan", True))
         if backward is not None:
             backward.fallback = fast
             backward._diff = joint.diff
@@ -1191,6 +1307,16 @@ def _reached(fn, objects):
 def _segments():
     from ember.compiler import segments
     return segments
+
+
+_Segmented = None
+
+
+def _segmented_cls():
+    global _Segmented
+    if _Segmented is None:
+        _Segmented = _segments().Segmented
+    return _Segmented
 
 
 # ---------------------------------------------------------------------------------- modules

@@ -24,9 +24,15 @@ class TracingCheckError(EmberRuntimeError):
 
 
 # ---------------------------------------------------------------------------------- pytrees
+_Tensor = None
+
+
 def _tensor_cls():
-    from ember.tensor import Tensor
-    return Tensor
+    global _Tensor
+    if _Tensor is None:
+        from ember.tensor import Tensor
+        _Tensor = Tensor
+    return _Tensor
 
 
 def flatten(obj, path, out_tensors, out_paths, strict_leaves=None):
@@ -124,7 +130,10 @@ class TracedFunction:
         self._dtypes = tuple(v.dtype for v in graph.inputs[:n_inputs])
         self._guards = None  # ShapeGuards: sizes the trace froze, re-checked on new shapes
         self._planner = None
-        self.inference_plan = False  # frozen traces: ``ember.jit.plan`` (set by optimize/load)
+        # calls without a gradient run an inference plan (``ember.jit.plan``; set by optimize,
+        # load and ember.compile): over the graph itself when it has no state formals, else
+        # over the graph frozen on the state's current values (``ember.jit.plan_live``)
+        self.inference_plan = False
 
     @property
     def shape_guards(self):
@@ -208,12 +217,18 @@ class TracedFunction:
         fp = _fp_enter(_FP_IGNORE)   # the kernels' inf and nan: values, no NumPy warning
         try:
             res = None
-            if self.inference_plan and not state:
+            if self.inference_plan:
                 planner = self._planner
-                if planner is None:
-                    from ember.jit.plan import Planner
-                    planner = self._planner = Planner(self.graph)
-                res = planner.run(arrays)
+                if state:   # live parameters: the plan of the graph frozen on their values
+                    if planner is None:
+                        from ember.jit.plan_live import LivePlanner
+                        planner = self._planner = LivePlanner(self.graph, self._n_inputs)
+                    res = planner.run(tuple(arrays[:self._n_inputs]), state)
+                else:
+                    if planner is None:
+                        from ember.jit.plan import Planner
+                        planner = self._planner = Planner(self.graph)
+                    res = planner.run(arrays)
             if res is None:
                 res = fast_fn(*arrays)
         except Exception:  # noqa: BLE001 - reported as eager mode would report it

@@ -5,6 +5,7 @@ import copy
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -932,3 +933,134 @@ def test_what_a_trace_keeps_goes_to_the_oldest_generation():
     finally:
         gc.unfreeze()
     assert any(o is marker for o in gc.get_objects())
+
+
+# ---- guards of calls served by the inference plan (the graph frozen on live parameters) ----
+def _guarded_net():
+    ember.manual_seed(1)
+    return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5),
+                         nn.Linear(8, 3)).double().eval()
+
+
+def _replace_param(m):
+    m[0].weight = nn.Parameter(m[0].weight.detach() * 2)
+
+
+def _assign_data(m):
+    m[0].weight.data = m[0].weight.detach() * 2
+
+
+def _inplace_no_grad(m):
+    with ember.no_grad():
+        m[4].weight.mul_(0.5)
+
+
+def _bias_to_none(m):
+    m[4].bias = None
+
+
+def _replace_buffer(m):
+    m[1].running_mean = ember.ones(8, dtype=f64)
+
+
+def _inplace_buffer(m):
+    with ember.no_grad():
+        m[1].running_var.mul_(4.0)
+
+
+def _load_state_dict(m):
+    ember.manual_seed(2)
+    m.load_state_dict(_guarded_net_other().state_dict())
+
+
+def _guarded_net_other():
+    ember.manual_seed(2)
+    return nn.Sequential(nn.Linear(6, 8), nn.BatchNorm1d(8), nn.ReLU(), nn.Dropout(0.5),
+                         nn.Linear(8, 3)).double().eval()
+
+
+def _replace_submodule(m):
+    ember.manual_seed(3)
+    m[0] = nn.Linear(6, 8).double()
+
+
+def _replace_submodule_inside(m):   # two levels down: the parent's children are unchanged
+    ember.manual_seed(3)
+    inner = nn.Sequential(nn.Linear(8, 3)).double()
+    m[4] = inner
+    m(ember.randn(2, 6, dtype=f64))   # (the key of this tree is read after the next change)
+    inner[0] = nn.Linear(8, 3).double()
+
+
+def _batchnorm_train(m):
+    m[1].train()
+
+
+def _forward_hook(m):
+    m[2].register_forward_hook(lambda mod, i, o: o * 2)
+
+
+def _to_float32(m):
+    m.float()
+
+
+CHANGES = [_replace_param, _assign_data, _inplace_no_grad, _bias_to_none, _replace_buffer,
+           _inplace_buffer, _load_state_dict, _replace_submodule, _replace_submodule_inside,
+           _batchnorm_train, _forward_hook, _to_float32]
+
+
+@pytest.mark.parametrize("change", CHANGES, ids=[c.__name__.strip("_") for c in CHANGES])
+def test_calls_served_by_the_inference_plan_see_every_change(change):
+    m = _guarded_net()
+    compiled = ember.compile(m)
+    x = ember.randn(4, 6, dtype=f64)
+    with ember.no_grad():
+        for _ in range(4):   # the trace, then the frozen graph's plan
+            np.testing.assert_allclose(compiled(x).numpy(), m(x).numpy(), rtol=0, atol=1e-12)
+        runner = compiled._compiled._last.traced
+        assert runner._planner is not None and runner._planner.builds == 1, \
+            runner._planner.errors
+        before = m(x).numpy()
+        change(m)
+        xs = x.float() if change is _to_float32 else x
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", GraphBreakWarning)
+            for _ in range(4):
+                want = m(xs).numpy()
+                # the change shows in eager's output
+                assert want.dtype != before.dtype or not np.allclose(want, before)
+                got = compiled(xs).numpy()
+                assert got.dtype == want.dtype
+                np.testing.assert_allclose(got, want, rtol=0, atol=1e-5 if xs is not x else 1e-12)
+
+
+def test_requires_grad_switched_on_is_a_guard_of_planned_calls():
+    m = _guarded_net()
+    for p in m.parameters():
+        p.requires_grad_(False)
+    compiled = ember.compile(m)
+    x = ember.randn(4, 6, dtype=f64)
+    for _ in range(4):   # grad mode, nothing requires grad: planned calls
+        out = compiled(x)
+        assert not out.requires_grad
+    assert compiled._compiled._last.traced._planner.builds == 1
+    m[0].weight.requires_grad_(True)
+    out = compiled(x)
+    assert out.requires_grad
+    assert compiled._compiled.recompiles == [
+        "a module's training flag, hooks or a parameter's identity changed"]
+    out.sum().backward()
+    got = m[0].weight.grad.numpy().copy()
+    m[0].weight.grad = None
+    m(x).sum().backward()
+    np.testing.assert_allclose(got, m[0].weight.grad.numpy(), rtol=0, atol=1e-12)
+
+
+def test_inference_plan_option_off_runs_the_trace():
+    m = _guarded_net()
+    compiled = ember.compile(m, options={"inference_plan": False})
+    x = ember.randn(4, 6, dtype=f64)
+    with ember.no_grad():
+        for _ in range(4):
+            np.testing.assert_allclose(compiled(x).numpy(), m(x).numpy(), rtol=0, atol=1e-12)
+    assert compiled._compiled._last.traced._planner is None
