@@ -37,9 +37,10 @@ def _pool(x, kernel_size, output_size, samples, nd):
         raise KernelError(f"kernel_size {list(k)} and output_size {list(out)} must be {nd} "
                           f"positive ints")
     for i in range(nd):
-        if out[i] + k[i] - 1 > sp[i]:
+        if out[i] + k[i] - 1 > sp[i] - (nd == 3):   # torch: <= input in 2-d, < input in 3-d
             raise KernelError(f"output size {out[i]} with kernel size {k[i]} is too large for "
-                              f"input size {sp[i]} (dim {i}): need output + kernel - 1 <= input")
+                              f"input size {sp[i]} (dim {i}): need output + kernel - 1 "
+                              f"{'<' if nd == 3 else '<='} input")
     if samples.shape != (n, c, nd):
         raise KernelError(f"random_samples must have shape {[n, c, nd]}, got "
                           f"{list(samples.shape)}")

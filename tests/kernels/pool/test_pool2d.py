@@ -64,26 +64,6 @@ def test_max_pool2d_ties_nan_and_infinite_values(max_path):
     np.testing.assert_array_equal(idx, tidx.numpy())
 
 
-def test_max_pool2d_numba_kernel_equals_numpy_taps(monkeypatch):
-    """Random values with ties, NaN and -inf, padded and dilated windows, ceil_mode, many planes
-    (split over threads): the Numba kernel gives the NumPy path's values and indices."""
-    from ember.kernels.pointwise import has_compiler
-    if not has_compiler():
-        pytest.skip("numba not importable")
-    x = rng.integers(-3, 4, (3, 5, 13, 12)).astype(np.float64)
-    x[x == 3] = -np.inf
-    x[0, 0, 2, 3] = x[1, 2, 7, 7] = np.nan
-    x[2, 4] = -np.inf
-    for args in [(2, 2, 0, 1, False), (3, 2, 1, 1, True), ((3, 2), (2, 1), (1, 1), (2, 1), False)]:
-        monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
-        y, idx = pool.max_pool2d_forward(x, *args)
-        monkeypatch.setattr(pool, "USE_NUMBA", False)
-        ry, ridx = pool.max_pool2d_forward(x, *args)
-        monkeypatch.setattr(pool, "USE_NUMBA", True)
-        np.testing.assert_array_equal(y, ry)
-        np.testing.assert_array_equal(idx, ridx)
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("shape,k,s,p,d,ceil", [
     ((1, 64, 112, 112), 3, 2, 1, 1, False),     # ResNet's stem pool at batch 1
@@ -336,16 +316,6 @@ def test_max_pool2d_fast_paths_match_torch(case, dtype, monkeypatch):
                                atol=1e-6)
 
 
-def test_max_pool2d_2x2_kernel_and_scatter_run(monkeypatch):
-    pytest.importorskip("numba")
-    from ember.kernels.pool import pool2d_numba as pool_numba
-    monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
-    x = rng.standard_normal((2, 3, 8, 8)).astype(np.float32)
-    y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
-    pool.max_pool2d_backward(y, idx, x.shape)
-    assert pool_numba.planes_2x2.overloads and pool_numba.scatter.overloads
-
-
 def test_max_pool2d_scatter_refuses_indices_outside_the_plane(monkeypatch):
     pytest.importorskip("numba")
     monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
@@ -354,23 +324,6 @@ def test_max_pool2d_scatter_refuses_indices_outside_the_plane(monkeypatch):
     idx[0, 1, 1, 1] = 16
     with pytest.raises(ValueError, match="max_pool2d_backward: indices outside"):
         pool.max_pool2d_backward(gy, idx, (1, 2, 4, 4))
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-def test_max_pool2d_2x2_kernel_equals_general_kernel_on_ties_nan_and_inf(dtype):
-    """Dense ties, several NaNs and -inf per window: the 2x2 kernel's column-pair order gives
-    the general kernel's window-order winner (first maximum, last NaN)."""
-    pytest.importorskip("numba")
-    from ember.kernels.pool import pool2d_numba as pool_numba
-    x = rng.integers(-2, 2, (4, 3, 10, 12)).astype(dtype)
-    x[x == 1] = np.nan
-    x[x == -2] = -np.inf
-    y, idx = np.empty((4, 3, 5, 6), dtype), np.empty((4, 3, 5, 6), np.int64)
-    ry, ridx = y.copy(), idx.copy()
-    pool_numba.planes_2x2(x, y, idx, 0, 12)
-    pool_numba.planes(x, 2, 2, 2, 2, 0, 0, 1, 1, ry, ridx, 0, 12)
-    np.testing.assert_array_equal(y, ry)
-    np.testing.assert_array_equal(idx, ridx)
 
 
 def test_max_pool2d_scatter_split_over_threads_equals_inline(monkeypatch):
