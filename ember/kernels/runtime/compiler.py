@@ -280,6 +280,8 @@ def prebuild(request):
     the job then compiles the kernel itself. Raises ``Closing`` at interpreter exit."""
     if request is None or compile_mode() != "background":
         return False
+    if "source" in request and _prebuilt_pointwise(request["source"]):
+        return True      # in the cache already: the job's own compile loads it
     from ember.kernels.runtime import compile_process
     if not compile_process.enabled():
         return False
@@ -296,6 +298,15 @@ def prebuild(request):
     if _closing:
         raise Closing()
     return done
+
+
+def _prebuilt_pointwise(source):
+    """Whether the install-time cache seeded the generated pointwise kernel of ``source``."""
+    prebuilt = sys.modules.get("ember.kernels.runtime.prebuilt")
+    if prebuilt is None or not prebuilt._pointwise:
+        return False
+    from ember.kernels.runtime import diskcache
+    return prebuilt.has_pointwise(diskcache.module_name(source, numba_module().__version__))
 
 
 # ---------------------------------------------------------------------------------- fork safety
@@ -452,11 +463,37 @@ def _marker(module):
 
 def compiled_before(module):
     """Whether an earlier process compiled kernels of ember's module ``module`` (its marker
-    existed when this process first asked; read once per module)."""
+    existed when this process first asked; read once per module), or the install-time build
+    put them in this process's cache (``prebuilt.seed``, on the first call)."""
     known = _before.get(module)
+    if known is None:
+        _seed_prebuilt()
+        known = _before.get(module)
     if known is None:
         known = _before[module] = module.startswith("ember.") and os.path.exists(_marker(module))
     return known
+
+
+_prebuilt_tried = False
+
+
+def _seed_prebuilt():
+    """Once per process: copy the install-time kernel cache (``prebuilt``) into this process's
+    Numba cache; the modules it holds count as compiled before. Off under "off" (nothing loads
+    from the cache there) and with ``EMBER_PREBUILT=0``."""
+    global _prebuilt_tried
+    if _prebuilt_tried:
+        return
+    _prebuilt_tried = True
+    if compile_mode() == "off" or os.environ.get("EMBER_PREBUILT", "1") == "0":
+        return
+    from ember.kernels.runtime import prebuilt
+    try:
+        modules = prebuilt.seed()
+    except OSError:
+        return
+    for module in modules:
+        _before[module] = True
 
 
 def _mark_compiled(module):

@@ -442,9 +442,17 @@ def sync_threads(n):
 def tbb_parts(n_items, n_threads, per_thread=4):
     """Runs of a ``prange`` over ``n_items`` independent items on Numba's TBB layer with
     ``n_threads`` threads (``per_thread`` runs each, so a late thread takes fewer), or 0 when
-    that does not apply (TBB is not the layer, one thread or one item): then the caller splits
-    the items over ember's pool instead."""
-    if n_threads <= 1 or n_items <= 1 or parallel_layer() != "tbb":
+    that does not apply (TBB is not the layer, one thread or one item, or the layer is not
+    chosen yet while Numba's first import runs on the compile thread: choosing it imports
+    Numba, 0.3-2.6 s of a cold process's first step): then the caller splits the items over
+    ember's pool instead."""
+    if n_threads <= 1 or n_items <= 1:
+        return 0
+    if _layer is None:
+        from ember.kernels.runtime import compiler
+        if compiler.importing("numba"):
+            return 0
+    if parallel_layer() != "tbb":
         return 0
     n = sync_threads(n_threads)
     return min(n_items, per_thread * n) if n > 1 else 0

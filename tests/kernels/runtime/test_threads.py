@@ -489,3 +489,21 @@ def test_default_thread_count_follows_torchs_environment_rule(env, expected):
     got, cores = out.stdout.split()
     assert got == (cores if expected == "cores" else expected)
     assert ("ignoring OMP_NUM_THREADS='zero'" in out.stderr) == (env.get("OMP_NUM_THREADS") == "zero")
+
+
+def test_tbb_parts_leaves_the_layer_unchosen_while_numba_imports_on_the_compile_thread(
+        monkeypatch):
+    """Choosing the parallel layer imports Numba; while its first import runs on the compile
+    thread, ``tbb_parts`` answers 0 (ember's pool) instead of importing it on the caller's
+    thread, and chooses once the import is done."""
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(threads, "_layer", None)
+    monkeypatch.setattr(compiler, "importing", lambda name: name == "numba")
+
+    def choose():
+        raise AssertionError("the layer was chosen while Numba was importing")
+    monkeypatch.setattr(threads, "_start", choose)
+    assert threads.tbb_parts(64, 4) == 0 and threads._layer is None
+    monkeypatch.setattr(compiler, "importing", lambda name: False)
+    monkeypatch.setattr(threads, "_start", lambda: "pool")
+    assert threads.tbb_parts(64, 4) == 0 and threads._layer == "pool"

@@ -1,0 +1,308 @@
+"""Kernels built at install time, and the copy that puts them in a fresh kernel cache.
+
+A fresh install compiles every Numba kernel it meets (LeNet-5's training step: 30-60 s of a
+core), so a new user's first short run spends it on NumPy fallbacks. ``python -m
+ember.kernels.runtime.prebuilt build`` (an install step, after ``pip install``) runs a few small
+training steps -- a LeNet-style CNN (batch 1 and 64, SGD momentum), an MLP (Adam), a GPT-style
+transformer (LayerNorm, exact GELU, masked-softmax and SDPA attention, AdamW, gradient
+clipping), all float32 -- with ``EMBER_JIT_COMPILE=sync`` in a child process whose Numba and
+ember caches point into ``prebuilt_dir()`` (``EMBER_PREBUILT_DIR``, default
+``<sys.prefix>/share/ember/prebuilt``: the environment ember is installed in).
+
+At run time, the first time a process asks whether a kernel module was compiled before
+(``compiler.compiled_before``), ``seed`` copies the prebuilt cache files this process's Numba
+cache lacks into it (file copies: no Numba import) and marks their modules compiled, so their
+kernels load from the disk cache on first use instead of compiling in the background while the
+fallbacks run. Numba checks every entry itself (source hash, Numba version, CPU name and
+features, kernel bytecode): an entry built for another host or another version of a kernel is
+a cache miss and compiles as before. Nothing is copied when the prebuilt directory is missing,
+or the process's cache location is not one this module knows (``NUMBA_CACHE_DIR``, or
+writable ``__pycache__`` directories beside the sources); existing files are never replaced.
+Trust: the prebuilt directory is used only when owned by this user or root and not writable by
+group or others (its index files are pickles Numba loads).
+"""
+import hashlib
+import json
+import os
+import shutil
+import stat
+import subprocess
+import sys
+import time
+
+MANIFEST = "manifest.json"
+_KERNELS_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))   # ember/kernels
+_seeded = None      # None: not tried yet; else the list of module names seeded
+_pointwise = set()  # stems (``k_<hash>``) of the generated pointwise kernel files seeded
+
+
+def prebuilt_dir():
+    """Where the install-time kernel cache lives (it may not exist)."""
+    return os.environ.get("EMBER_PREBUILT_DIR") or os.path.join(sys.prefix, "share", "ember",
+                                                                 "prebuilt")
+
+
+def _numba_subdir(source_dir):
+    """Numba's cache subdirectory for sources in ``source_dir`` under ``NUMBA_CACHE_DIR``
+    (``_CacheLocator.get_suitable_cache_subpath``)."""
+    path = os.path.abspath(source_dir)
+    return "_".join([os.path.split(path)[-1], hashlib.sha1(path.encode()).hexdigest()])
+
+
+def _target(source_dir):
+    """The directory this process's Numba caches kernels of ``source_dir`` in, or None when it
+    is neither ``NUMBA_CACHE_DIR``'s nor a writable ``__pycache__`` beside the sources
+    (Numba's first two locators)."""
+    root = os.environ.get("NUMBA_CACHE_DIR")
+    if root:
+        return os.path.join(root, _numba_subdir(source_dir))
+    pycache = os.path.join(source_dir, "__pycache__")
+    if os.access(pycache if os.path.isdir(pycache) else source_dir, os.W_OK):
+        return pycache
+    return None
+
+
+def _trusted(path):
+    try:
+        st = os.stat(path)
+    except OSError:
+        return False
+    owner_ok = not hasattr(os, "getuid") or st.st_uid in (0, os.getuid())
+    return stat.S_ISDIR(st.st_mode) and owner_ok and not st.st_mode & 0o022
+
+
+def seed():
+    """Copy the prebuilt kernel cache files this process's cache lacks into it, once per
+    process; the names of the kernel modules they belong to (empty when nothing applies)."""
+    global _seeded
+    if _seeded is not None:
+        return _seeded
+    _seeded = []
+    root = prebuilt_dir()
+    try:
+        with open(os.path.join(root, MANIFEST)) as f:
+            manifest = json.load(f)
+    except (OSError, ValueError):
+        return _seeded
+    if not _trusted(root) or manifest.get("kernels_root") != _KERNELS_ROOT:
+        return _seeded   # built for another copy of ember: its cache paths would not match
+    from ember.kernels.runtime import diskcache
+    for entry in manifest.get("dirs", ()):
+        src = os.path.join(root, "numba", entry["subdir"])
+        if entry["kind"] == "pointwise":
+            source_dir = diskcache.cache_dir()
+        else:
+            source_dir = os.path.join(_KERNELS_ROOT, *entry["package"].split("/"))
+        dst = _target(source_dir)
+        if dst is None or not _trusted(src):
+            continue
+        modules = _copy_missing(src, dst, entry.get("files", ()))
+        if entry["kind"] == "pointwise":
+            _pointwise.update(modules)
+        else:
+            prefix = "ember.kernels." + (entry["package"].replace("/", ".") + "."
+                                         if entry["package"] else "")
+            _seeded.extend(prefix + m for m in modules)
+    _seeded = sorted(set(_seeded))
+    return _seeded
+
+
+def has_pointwise(stem):
+    """Whether the seeded cache holds generated pointwise kernel ``stem`` (``k_<hash>``)."""
+    return stem in _pointwise
+
+
+def _copy_missing(src, dst, files):
+    """Copy each index (``.nbi``) in ``files`` whose name ``dst`` lacks, with its data files;
+    the source module names (file stems) of those copied or already there."""
+    modules = set()
+    try:
+        os.makedirs(dst, mode=0o700, exist_ok=True)
+    except OSError:
+        return modules
+    for index in (f for f in files if f.endswith(".nbi")):
+        stem = index.split(".", 1)[0]
+        if os.path.exists(os.path.join(dst, index)):
+            modules.add(stem)
+            continue
+        base = index[:-len(".nbi")]
+        try:
+            for name in files:   # data files first: an index names only files that exist
+                if name.startswith(base + ".") and name.endswith(".nbc"):
+                    shutil.copyfile(os.path.join(src, name), os.path.join(dst, name))
+            tmp = os.path.join(dst, f".{index}.{os.getpid()}.tmp")
+            shutil.copyfile(os.path.join(src, index), tmp)
+            os.replace(tmp, os.path.join(dst, index))
+        except OSError:
+            continue
+        modules.add(stem)
+    return modules
+
+
+# ------------------------------------------------------------------------------------- build
+def _workloads():
+    """Run the training steps whose kernels the build keeps (in the build's child process)."""
+    import numpy as np
+    import ember
+    from ember import nn, optim
+    import ember.nn.functional as F
+    rng = np.random.default_rng(0)
+
+    def train(model, opt, x, y, steps=3, loss_fn=F.cross_entropy):
+        for _ in range(steps):
+            opt.zero_grad()
+            loss = loss_fn(model(x), y)
+            loss.backward()
+            opt.step()
+
+    for batch in (64, 1):
+        ember.manual_seed(0)
+        cnn = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                            nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(),
+                            nn.Linear(16 * 5 * 5, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                            nn.Linear(84, 10))
+        x = ember.tensor(rng.standard_normal((batch, 1, 28, 28)).astype(np.float32))
+        y = ember.tensor(rng.integers(0, 10, batch))
+        train(cnn, optim.SGD(cnn.parameters(), lr=0.01, momentum=0.9), x, y)
+        with ember.no_grad():
+            cnn.eval()
+            cnn(x)
+    mlp = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 512), nn.ReLU(),
+                        nn.Linear(512, 10))
+    x = ember.tensor(rng.standard_normal((128, 784)).astype(np.float32))
+    y = ember.tensor(rng.integers(0, 10, 128))
+    train(mlp, optim.Adam(mlp.parameters(), lr=1e-3), x, y)
+    for attn in ("manual", "sdpa"):
+        _transformer_steps(attn, rng)
+
+
+def _transformer_steps(attn, rng, n_layer=2, width=128, heads=4, block=64, vocab=65, batch=16):
+    import math
+    import ember
+    from ember import nn, optim
+    import ember.nn.functional as F
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(width), nn.LayerNorm(width)
+            self.attn, self.proj = nn.Linear(width, 3 * width), nn.Linear(width, width)
+            self.fc, self.fc2 = nn.Linear(width, 4 * width), nn.Linear(4 * width, width)
+            self.register_buffer("bias", ember.tril(ember.ones(block, block)).view(
+                1, 1, block, block))
+
+        def forward(self, x):
+            B, T, C = x.shape
+            q, k, v = self.attn(self.ln1(x)).split(width, dim=2)
+            q, k, v = (t.view(B, T, heads, C // heads).transpose(1, 2) for t in (q, k, v))
+            if attn == "sdpa":
+                y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            else:
+                a = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(k.shape[-1]))
+                a = a.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+                y = F.softmax(a, dim=-1) @ v
+            x = x + self.proj(y.transpose(1, 2).contiguous().view(B, T, C))
+            return x + self.fc2(F.gelu(self.fc(self.ln2(x))))
+
+    ember.manual_seed(0)
+    wte, wpe = nn.Embedding(vocab, width), nn.Embedding(block, width)
+    blocks = nn.ModuleList([Block() for _ in range(n_layer)])
+    ln_f, head = nn.LayerNorm(width), nn.Linear(width, vocab, bias=False)
+    params = [p for m in (wte, wpe, blocks, ln_f, head) for p in m.parameters()]
+    opt = optim.AdamW(params, lr=3e-4)
+    idx = ember.tensor(rng.integers(0, vocab, (batch, block)))
+    tgt = ember.tensor(rng.integers(0, vocab, (batch, block)))
+    for _ in range(3):
+        opt.zero_grad(set_to_none=True)
+        x = wte(idx) + wpe(ember.arange(block))
+        for b in blocks:
+            x = b(x)
+        loss = F.cross_entropy(head(ln_f(x)).view(-1, vocab), tgt.view(-1))
+        loss.backward()
+        nn.utils.clip_grad_norm_(params, 1.0)
+        opt.step()
+
+
+def _manifest(root, pointwise_dir):
+    """The manifest of the cache the build wrote under ``root``/numba."""
+    numba_root = os.path.join(root, "numba")
+    known = {}
+    for dirpath, _, filenames in os.walk(_KERNELS_ROOT):
+        if any(f.endswith(".py") for f in filenames) and "__pycache__" not in dirpath:
+            rel = os.path.relpath(dirpath, _KERNELS_ROOT)
+            known[_numba_subdir(dirpath)] = ("kernels", "" if rel == "." else rel.replace(os.sep, "/"))
+    known[_numba_subdir(pointwise_dir)] = ("pointwise", None)
+    dirs = []
+    for sub in sorted(os.listdir(numba_root)) if os.path.isdir(numba_root) else ():
+        if sub not in known:
+            continue
+        kind, package = known[sub]
+        files = sorted(f for f in os.listdir(os.path.join(numba_root, sub))
+                       if f.endswith((".nbi", ".nbc")))
+        dirs.append({"subdir": sub, "kind": kind, "package": package, "files": files})
+    return {"kernels_root": _KERNELS_ROOT, "built": time.strftime("%Y-%m-%dT%H:%M:%SZ",
+                                                                  time.gmtime()),
+            "dirs": dirs}
+
+
+def write_manifest(root, pointwise_dir, **extra):
+    """Write (and return) the manifest of the Numba cache under ``root``/numba, built with
+    ``NUMBA_CACHE_DIR=root/numba`` and generated pointwise kernels in ``pointwise_dir``
+    (``diskcache.cache_dir()`` of the building process)."""
+    manifest = _manifest(root, pointwise_dir)
+    manifest.update(extra)
+    tmp = os.path.join(root, f".{MANIFEST}.{os.getpid()}.tmp")
+    with open(tmp, "w") as f:
+        json.dump(manifest, f, indent=1)
+    os.replace(tmp, os.path.join(root, MANIFEST))
+    return manifest
+
+
+def build(root=None, quiet=False):
+    """Build the prebuilt kernel cache under ``root`` (default ``prebuilt_dir()``): run the
+    workloads in a child process with ``EMBER_JIT_COMPILE=sync``, then write the manifest.
+    Returns the manifest. Raises RuntimeError when the child fails."""
+    root = os.path.abspath(root or prebuilt_dir())
+    os.makedirs(root, mode=0o755, exist_ok=True)
+    os.chmod(root, 0o755)
+    env = dict(os.environ)
+    env.update(NUMBA_CACHE_DIR=os.path.join(root, "numba"),
+               EMBER_CACHE_DIR=os.path.join(root, "ember"), EMBER_JIT_COMPILE="sync",
+               EMBER_JIT_PROCESS="0")
+    env.pop("EMBER_CPU_ISA", None)
+    import resource
+    start = time.perf_counter()
+    cpu0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    proc = subprocess.run([sys.executable, "-m", "ember.kernels.runtime.prebuilt", "_run"],
+                          env=env, capture_output=True, text=True)
+    if proc.returncode:
+        raise RuntimeError("ember prebuilt kernels: the build's workloads failed: "
+                           + (proc.stderr or proc.stdout)[-2000:])
+    cpu1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    cpu = cpu1.ru_utime + cpu1.ru_stime - cpu0.ru_utime - cpu0.ru_stime
+    manifest = write_manifest(root, proc.stdout.strip().splitlines()[-1],
+                              build_s=round(time.perf_counter() - start, 1),
+                              build_cpu_s=round(cpu, 1))
+    if not quiet:
+        n = sum(1 for d in manifest["dirs"] for f in d["files"] if f.endswith(".nbi"))
+        print(f"ember: built {n} kernel cache indexes in {manifest['build_s']} s "
+              f"({manifest['build_cpu_s']} s of CPU) under {root}")
+    return manifest
+
+
+def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["_run"]:     # the build's child process
+        _workloads()
+        from ember.kernels.runtime import diskcache
+        print(diskcache.cache_dir())
+        return 0
+    if argv[:1] == ["build"]:
+        build(argv[1] if len(argv) > 1 else None)
+        return 0
+    print("usage: python -m ember.kernels.runtime.prebuilt build [DIR]", file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
