@@ -355,32 +355,6 @@ def test_layer_norm_backward_kernel_numba_equals_numpy_and_skips_unneeded(monkey
     assert gw is None and gb is None and gx.shape == x.shape
 
 
-def test_layer_norm_backward_kernel_runs_leave_their_column_sums_at_their_first_row():
-    """nn_numba.layer_norm_backward_rows over runs of rows: each run's sums of g * xhat and g
-    (the weight's and bias's gradients) land in sums[lo] with starts[lo] marked; the marked
-    rows add up to the weight and bias gradients (torch, float64), dx row by row."""
-    from ember.kernels.runtime import compiler
-    nb = compiler.kernel_module("ember.kernels.nn_numba")
-    if nb is None:
-        pytest.skip("Numba unavailable")
-    r = np.random.default_rng(12)
-    x = (r.standard_normal((37, 24)) * 2 + 1).astype(np.float32)
-    w = r.standard_normal(24).astype(np.float32)
-    g = r.standard_normal((37, 24)).astype(np.float32)
-    dx = np.empty_like(x)
-    sums = np.full((37, 2, 24), np.nan)
-    starts = np.zeros(37, np.bool_)
-    for lo, hi in ((0, 5), (5, 30), (30, 37)):
-        nb.layer_norm_backward_rows(g, x, w, np.float32(1e-5), dx, sums, starts, lo, hi)
-    assert np.flatnonzero(starts).tolist() == [0, 5, 30]
-    total = sums[starts].sum(axis=0)
-    tx, tw, tb = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x, w, w))
-    torch.nn.functional.layer_norm(tx, (24,), tw, tb).backward(torch.tensor(g, dtype=torch.float64))
-    np.testing.assert_allclose(total[0], tw.grad.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(total[1], tb.grad.numpy(), rtol=1e-5, atol=1e-5)
-    np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-4, atol=1e-4)
-
-
 def test_layer_norm_gradgradcheck_float64():
     from ember.autograd.gradcheck import gradcheck, gradgradcheck
     r = np.random.default_rng(7)
@@ -388,42 +362,6 @@ def test_layer_norm_gradgradcheck_float64():
                for s in ((3, 5), (5,), (5,)))
     assert gradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
     assert gradgradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
-
-
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("padding_idx,scale", [(None, False), (3, False), (-2, False),
-                                               (None, True)])
-def test_embedding_backward_scatter_kernel_same_bits_as_add_at_and_torch(dtype, padding_idx,
-                                                                        scale, monkeypatch):
-    """The weight's gradient (nn_numba.scatter_add_rows: the rows added in index order) has
-    np.add.at's bits, repeated indices included, and torch's values."""
-    r = np.random.default_rng(11)
-    idx = r.integers(0, 65, (16, 64))
-    w = r.standard_normal((65, 128)).astype(dtype)
-    v = r.standard_normal((16, 64, 128)).astype(dtype)
-    calls = []
-    from ember.kernels.runtime import compiler
-    nb = compiler.kernel_module("ember.kernels.nn_numba")
-    real = nb.scatter_add_rows
-    monkeypatch.setattr(nb, "scatter_add_rows", lambda *a: calls.append(1) or real(*a))
-    got = K.embedding_backward(v, idx, 65, padding_idx, scale)
-    assert calls == ([] if scale and dtype == np.float32 else [1])  # float32 / counts: float64
-    want = np.zeros((65, 128), dtype)
-    g = v.reshape(-1, 128)
-    if scale:
-        g = g / np.bincount(idx.reshape(-1), minlength=65)[idx.reshape(-1)][:, None]
-    np.add.at(want, idx.reshape(-1), g)
-    if padding_idx is not None:
-        want[padding_idx] = 0
-    assert got.dtype == dtype and got.tobytes() == want.tobytes()
-    wt = torch.tensor(w, requires_grad=True)
-    torch.nn.functional.embedding(torch.tensor(idx), wt, padding_idx=padding_idx,
-                                  scale_grad_by_freq=scale).backward(torch.tensor(v))
-    we = ember.tensor(w, requires_grad=True)
-    F.embedding(ember.tensor(idx), we, padding_idx=padding_idx,
-                scale_grad_by_freq=scale).backward(ember.tensor(v))
-    np.testing.assert_allclose(we.grad.numpy(), wt.grad.numpy(), rtol=1e-5, atol=1e-5)
-    assert we.grad.numpy().dtype == dtype
 
 
 @pytest.mark.parametrize("shape,dim", [((5, 0, 0), -1), ((0, 3), 1), ((3, 0), -1), ((2, 0, 4), 2)])
