@@ -9,11 +9,17 @@ import pytest
 import ember
 import ember.jit as jit
 import ember.nn as nn
+import ember.jit.plan_live as plan_live
 from ember.jit.plan_live import STABLE_CALLS, LivePlanner
 
 pytest.importorskip("numba")
 
 from tests.jit.test_plan import MODELS  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def _kernels_loaded():
+    assert plan_live.wait_kernels(600)   # the plan's kernels imported: builds at STABLE_CALLS
 
 
 def _live(model, x):
@@ -115,3 +121,23 @@ def test_a_graph_writing_its_buffers_is_never_planned():
         outs = [planner.run((x._data,), state) for _ in range(STABLE_CALLS + 2)]
     assert all(o is None for o in outs)
     assert planner.builds == 0 or planner.errors
+
+
+def test_no_plan_is_built_while_its_kernels_load(monkeypatch):
+    import threading
+    loading = threading.Event()
+    monkeypatch.setattr(plan_live, "_warm", None)
+    monkeypatch.setattr(plan_live, "_warm_up", loading.wait)   # the thread waits for the test
+    ember.manual_seed(7)
+    model = MODELS["mlp"][0]().eval()
+    x = ember.randn(2, 784)
+    with ember.no_grad():
+        _, planner, state = _live(model, x)
+        outs = [planner.run((x._data,), state) for _ in range(STABLE_CALLS + 3)]
+        assert all(o is None for o in outs) and planner.builds == 0   # the ordinary path
+        loading.set()
+        assert plan_live.wait_kernels(60)
+        got = planner.run((x._data,), state)
+        want = model(x).numpy()
+    assert got is not None and planner.builds == 1
+    np.testing.assert_allclose(got[0], want, rtol=1e-5, atol=1e-6)
