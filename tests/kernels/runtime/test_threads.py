@@ -206,35 +206,6 @@ def test_conv_blas_limit_switch(restore_threads):
                                atol=1e-12)
 
 
-def test_pool_replaced_under_concurrent_callers(monkeypatch):
-    """Calls that need a larger pool replace it while other threads submit to the old one: no
-    'cannot schedule new futures after shutdown', every call gets its chunks done."""
-    monkeypatch.setattr(threadpool, "_pool", None)
-    monkeypatch.setattr(threadpool, "_pool_size", 0)
-    interval = sys.getswitchinterval()
-    sys.setswitchinterval(1e-5)
-    errors, totals = [], []
-
-    def caller():
-        try:
-            for n in range(2, 26):
-                totals.append(sum(threadpool.run_chunks(lambda lo, hi: hi - lo, 8, 8, n)))
-        except Exception as e:  # reported below
-            errors.append(e)
-    try:
-        callers = [_daemon(caller) for _ in range(4)]
-        for t in callers:
-            t.join(HARD_TIMEOUT)
-    finally:
-        sys.setswitchinterval(interval)
-        if threadpool._pool is not None:
-            threadpool._pool.shutdown(wait=False)
-    assert not errors, errors[0]
-    assert totals == [8] * (4 * 24)
-
-
-# --- concurrency: convolutions, GEMMs and fused kernels from 4 threads while the count changes
-
 def _fused_kernel():
     from ember.kernels.pointwise import Expr, compile_pointwise
     expr = Expr(("x", "y"), [("t", "mul", ("x", "y")), ("u", "tanh", ("t",)),
