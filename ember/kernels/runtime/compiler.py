@@ -302,6 +302,7 @@ def prebuild(request):
 
 def _prebuilt_pointwise(source):
     """Whether the install-time cache seeded the generated pointwise kernel of ``source``."""
+    _seed_prebuilt()
     prebuilt = sys.modules.get("ember.kernels.runtime.prebuilt")
     if prebuilt is None or not prebuilt._pointwise:
         return False
@@ -337,9 +338,9 @@ def _after_fork_in_parent():
 
 
 def _after_fork_in_child():
-    global _queue, _thread, _lock, _job_lock
+    global _queue, _thread, _lock, _job_lock, _seed_lock
     _fork_held.clear()
-    _lock, _job_lock = threading.Lock(), threading.Lock()
+    _lock, _job_lock, _seed_lock = threading.Lock(), threading.Lock(), threading.Lock()
     _queue = _thread = None
     _pending.clear()
     worker = sys.modules.get("ember.kernels.runtime.compile_process")
@@ -474,26 +475,29 @@ def compiled_before(module):
     return known
 
 
-_prebuilt_tried = False
+_prebuilt_done = False
+_seed_lock = threading.Lock()   # one thread seeds; another asking meanwhile waits for it
 
 
 def _seed_prebuilt():
     """Once per process: copy the install-time kernel cache (``prebuilt``) into this process's
     Numba cache; the modules it holds count as compiled before. Off under "off" (nothing loads
     from the cache there) and with ``EMBER_PREBUILT=0``."""
-    global _prebuilt_tried
-    if _prebuilt_tried:
+    global _prebuilt_done
+    if _prebuilt_done:
         return
-    _prebuilt_tried = True
-    if compile_mode() == "off" or os.environ.get("EMBER_PREBUILT", "1") == "0":
-        return
-    from ember.kernels.runtime import prebuilt
-    try:
-        modules = prebuilt.seed()
-    except OSError:
-        return
-    for module in modules:
-        _before[module] = True
+    with _seed_lock:
+        if _prebuilt_done:
+            return
+        try:
+            if compile_mode() != "off" and os.environ.get("EMBER_PREBUILT", "1") != "0":
+                from ember.kernels.runtime import prebuilt
+                for module in prebuilt.seed():
+                    _before.setdefault(module, True)
+        except OSError:
+            pass
+        finally:
+            _prebuilt_done = True
 
 
 def _mark_compiled(module):

@@ -19,8 +19,10 @@ def run_cold(code, timeout=300, then=None, **env):
     given) in another with the caches the first left; return the last one's stdout."""
     import tempfile
     with tempfile.TemporaryDirectory() as numba_dir, tempfile.TemporaryDirectory() as ember_dir:
+        # EMBER_PREBUILT=0: empty caches even where an install-time kernel cache was built
         full = dict(os.environ, NUMBA_CACHE_DIR=numba_dir, EMBER_CACHE_DIR=ember_dir,
-                    EMBER_JIT_COMPILE="background", EMBER_THREADING_LAYER="pool")
+                    EMBER_JIT_COMPILE="background", EMBER_THREADING_LAYER="pool",
+                    EMBER_PREBUILT="0")
         full.update(env)
         for c in (code, then) if then else (code,):
             r = subprocess.run([sys.executable, "-c", textwrap.dedent(c)], env=full,
