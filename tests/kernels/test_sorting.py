@@ -1,0 +1,90 @@
+"""Sorting and selection kernels on ndarrays against torch: sort / argsort (stable, NaN last),
+topk, kthvalue, median and nanmedian, mode, cummax / cummin, logcumsumexp, unique and
+unique_consecutive, searchsorted / bucketize, isin, histc; errors as KernelError."""
+import numpy as np
+import pytest
+
+from ember.kernels import sorting as S
+from ember.kernels.errors import KernelError
+
+torch = pytest.importorskip("torch")
+rng = np.random.default_rng(73)
+A = rng.integers(-3, 4, (4, 7)).astype(np.float64)      # ties
+A[1, 2] = np.nan
+T = torch.tensor(A)
+B = rng.permutation(28).reshape(4, 7).astype(np.float64)    # distinct: tie order is torch's own
+TB = torch.tensor(B)
+
+
+def _eq(ours, theirs):
+    if not isinstance(theirs, torch.Tensor):              # a tuple or torch's named tuples
+        theirs = tuple(theirs)
+        assert len(ours) == len(theirs)
+        for o, t in zip(ours, theirs):
+            _eq(o, t)
+        return
+    t = theirs.numpy()
+    o = np.asarray(ours)
+    assert o.shape == t.shape and o.dtype == t.dtype, (o.shape, t.shape, o.dtype, t.dtype)
+    np.testing.assert_allclose(o, t, rtol=1e-12, atol=1e-12, equal_nan=True)
+
+
+@pytest.mark.parametrize("ours, theirs", [
+    (lambda: S.sort(A, 1, False, True), lambda: T.sort(dim=1, descending=False, stable=True)),
+    (lambda: S.sort(A, 0, True, True), lambda: T.sort(dim=0, descending=True, stable=True)),
+    (lambda: S.argsort(A, -1, False, True), lambda: T.argsort(dim=-1, descending=False, stable=True)),
+    (lambda: S.topk(B, 3, 1), lambda: TB.topk(3, 1)),
+    (lambda: S.topk(B, 2, 0, False), lambda: TB.topk(2, 0, False)),
+    (lambda: S.kthvalue(B, 3, 1), lambda: TB.kthvalue(3, 1)),
+    (lambda: S.median_dim(A, 1), lambda: T.median(1)),
+    (lambda: S.nanmedian_dim(A, 1, True), lambda: T.nanmedian(1, True)),
+    (lambda: S.median_all(A[[0, 2]]), lambda: T[[0, 2]].median()),
+    (lambda: S.nanmedian_all(A), lambda: T.nanmedian()),
+    (lambda: S.mode(A[[0, 2, 3]], 1), lambda: T[[0, 2, 3]].mode(1)),
+    (lambda: S.cummax(A, 1), lambda: T.cummax(1)),
+    (lambda: S.cummin(A, 0), lambda: T.cummin(0)),
+    (lambda: S.logcumsumexp(A, 1), lambda: T.logcumsumexp(1)),
+])
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")   # NaN through logaddexp
+def test_matches_torch(ours, theirs):
+    _eq(ours(), theirs())
+
+
+def test_unique_and_unique_consecutive_match_torch():
+    a = np.array([3, 1, 1, 2, 3, 3, 0, 1])
+    t = torch.tensor(a)
+    _eq(S.unique(a, True, True, True), torch.unique(t, True, True, True))
+    _eq(S.unique_consecutive(a, True, True), torch.unique_consecutive(t, True, True))
+    m = np.array([[1, 2], [0, 5], [1, 2], [0, 5], [0, 4]])
+    _eq(S.unique(m, True, True, True, 0), torch.unique(torch.tensor(m), True, True, True, 0))
+    _eq(S.unique_consecutive(m, True, True, 0),
+        torch.unique_consecutive(torch.tensor(m), True, True, 0))
+
+
+@pytest.mark.parametrize("right", [False, True])
+def test_searchsorted_bucketize_isin_histc_match_torch(right):
+    seq = np.sort(rng.integers(0, 10, (3, 6)).astype(np.float64), -1)
+    vals = rng.integers(-1, 12, (3, 4)).astype(np.float64)
+    _eq(S.searchsorted(seq, vals, right=right),
+        torch.searchsorted(torch.tensor(seq), torch.tensor(vals), right=right))
+    _eq(S.searchsorted(seq[0], vals, out_int32=True, right=right),
+        torch.searchsorted(torch.tensor(seq[0]), torch.tensor(vals), out_int32=True, right=right))
+    _eq(S.bucketize(vals, seq[0], False, right),
+        torch.bucketize(torch.tensor(vals), torch.tensor(seq[0]), right=right))
+    _eq(S.isin(vals, seq[0], invert=right),
+        torch.isin(torch.tensor(vals), torch.tensor(seq[0]), invert=right))
+    x = rng.standard_normal(100)
+    _eq(S.histc(x, 7, -1.0, 1.0), torch.histc(torch.tensor(x), 7, -1.0, 1.0))
+    _eq(S.histc(x, 5), torch.histc(torch.tensor(x), 5))
+
+
+@pytest.mark.parametrize("call", [
+    lambda: S.topk(A, 8, 1),
+    lambda: S.kthvalue(A, 0, 1),
+    lambda: S.mode(np.zeros((2, 0)), 1),
+])
+def test_errors(call):
+    with pytest.raises(KernelError):
+        call()
+    with pytest.raises(IndexError, match=r"sort\(\): dimension 2 out of range"):
+        S.sort(A, 2)
