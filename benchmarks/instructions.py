@@ -202,7 +202,11 @@ def _pin_plans(pins, record):
     ``record`` under the plan's key (its input shapes and how many plans of those shapes came
     before); with ``pins`` ({key: {"modes", "threads"}}) ``autotune`` and ``tune_threads`` set
     the pinned choices without timing anything (the ``RETUNE_AFTER``-th run's retune too), and a
-    plan whose key or steps the pins do not match raises."""
+    plan whose key or steps the pins do not match raises (the traced call then takes its
+    eager fallback: a count far above the pinned tree's is the sign). Pins with one mode per
+    convolution step, from a revision whose linear steps were not tuned, set the convolution
+    steps and leave the linear steps at the mode they are built with ("gemm", which such a
+    revision ran)."""
     try:
         import ember.jit.plan as P
     except ImportError:
@@ -235,10 +239,21 @@ def _pin_plans(pins, record):
         modes = pins.get(self._instr_key, {}).get("modes")
         tune, self._tune = self._tune, []
         self._tuned = tune
+        conv = [i for i, (st, _, _) in enumerate(tune) if "Conv" in type(st).__name__]
+        if modes is not None and len(modes) != len(tune) and len(modes) == len(conv):
+            # pins of a revision that tuned only the convolution steps (before linear steps
+            # chose between "gemm" and "direct"): they go to the convolution steps in order,
+            # the other steps keep the mode they are built with
+            full = [None] * len(tune)
+            for i, mode in zip(conv, modes):
+                full[i] = mode
+            modes = full
         if modes is None or len(modes) != len(tune):
             raise RuntimeError(f"pinned plan {self._instr_key}: {len(tune)} convolution steps, "
                                f"pins {modes}")
         for (st, _, _), mode in zip(tune, modes):
+            if mode is None:
+                continue
             if mode not in st.modes():
                 raise RuntimeError(f"pinned plan {self._instr_key}: mode {mode!r} not among "
                                    f"{st.modes()}")
