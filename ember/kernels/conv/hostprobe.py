@@ -26,7 +26,8 @@ The measurement never runs inside a user's call when kernels compile in the back
 (``compiler.submit``, after the compiles already queued) and returns None until it has finished;
 the selector keeps the GEMM paths for the calls that chose meanwhile (``compiler.tier``), and
 calls first seen later, and later processes through the disk file, follow the probe. It runs on
-that thread's CPU clock, so the caller's work beside it does not count in its times. Under "sync"
+that thread's CPU clock, so the caller's work beside it does not count in its times (BLAS is
+held at one thread meanwhile, process-wide, as under ``parallel.policy``). Under "sync"
 and "off" (the test suite, explicit settings) ``result`` measures at once. While the kernels a
 probe needs are still compiling, the measurement is None and runs again after them (at most
 ``RETRIES`` times per process).
