@@ -341,28 +341,6 @@ def test_namespace_listing():
     _check(S.polygamma(1, x.abs()), torch.special.polygamma(1, tx.abs()), np.float32)
 
 
-def test_without_scipy(monkeypatch):
-    """scipy missing: functions NumPy lacks raise an error naming the op and scipy; erfc and
-    lgamma fall back to the math module."""
-    import ember.kernels.special as K
-    monkeypatch.setattr(K, "_scipy", None)
-    monkeypatch.setitem(sys.modules, "scipy.special", None)
-    monkeypatch.setitem(sys.modules, "scipy", None)
-    with pytest.raises(EmberError, match=r"erfinv.*scipy"):
-        ember.erfinv(ember.tensor([0.5]))
-    x = np.array([-1.0, 0.5, 3.0])
-    _check(ember.erfc(ember.from_numpy(x.copy())), torch.erfc(torch.from_numpy(x)), np.float64)
-    _check(ember.lgamma(ember.from_numpy(x.copy())), torch.lgamma(torch.from_numpy(x)), np.float64)
-
-
-def test_import_does_not_load_scipy():
-    import subprocess
-    code = ("import sys, ember, ember.special; ember.special.xlogy(ember.tensor([1.0]), 2.0); "
-            "ember.special.sinc(ember.tensor([1.0])); print('scipy' in sys.modules)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
-
-
 def test_onnx_export_of_compositions():
     pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
