@@ -23,7 +23,7 @@ def test_functional_legacy_reduction_args():
     assert tuple(c.shape) == (3,)
 
 
-def test_functional_misc_vs_torch():
+def test_attention_normalize_one_hot_unfold_interpolate_lrn_embedding_bag_vs_torch():
     import ember.nn.functional as F
     import torch.nn.functional as TF
     rng = np.random.default_rng(0)
