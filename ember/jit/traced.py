@@ -207,13 +207,10 @@ class TracedFunction:
         if guards is not None and tuple(map(_shape, arrays)) not in guards.ok:
             guards.check(arrays)
         state = self._bindings
-        if state:
-            if grad:
-                for t in state:
-                    if t._requires_grad:
-                        return self._call_general(args)
+        if state and grad:
             for t in state:
-                arrays.append(t._data)
+                if t._requires_grad:
+                    return self._call_general(args)
         fp = _fp_enter(_FP_IGNORE)   # the kernels' inf and nan: values, no NumPy warning
         try:
             res = None
@@ -223,13 +220,15 @@ class TracedFunction:
                     if planner is None:
                         from ember.jit.plan_live import LivePlanner
                         planner = self._planner = LivePlanner(self.graph, self._n_inputs)
-                    res = planner.run(tuple(arrays[:self._n_inputs]), state)
+                    res = planner.run(tuple(arrays), state)
                 else:
                     if planner is None:
                         from ember.jit.plan import Planner
                         planner = self._planner = Planner(self.graph)
                     res = planner.run(arrays)
             if res is None:
+                if state:
+                    arrays += [t._data for t in state]
                 res = fast_fn(*arrays)
         except Exception:  # noqa: BLE001 - reported as eager mode would report it
             return self._explain_failure(args)
