@@ -5,9 +5,10 @@ core), so a new user's first short run spends it on NumPy fallbacks. ``python -m
 ember.kernels.runtime.prebuilt build`` (an install step, after ``pip install``) runs a few small
 training steps -- a LeNet-style CNN (batch 1 and 64, SGD momentum), an MLP (Adam), a GPT-style
 transformer (LayerNorm, exact GELU, masked-softmax and SDPA attention, AdamW, gradient
-clipping), all float32 -- with ``EMBER_JIT_COMPILE=sync`` in a child process whose Numba and
-ember caches point into ``prebuilt_dir()`` (``EMBER_PREBUILT_DIR``, default
-``<sys.prefix>/share/ember/prebuilt``: the environment ember is installed in).
+clipping), all float32, on the default thread count and on one -- with
+``EMBER_JIT_COMPILE=sync`` in a child process whose Numba and ember caches point into
+``prebuilt_dir()`` (``EMBER_PREBUILT_DIR``, default ``<sys.prefix>/share/ember/prebuilt``: the
+environment ember is installed in).
 
 At run time, the first time a process asks whether a kernel module was compiled before
 (``compiler.compiled_before``), ``seed`` copies the prebuilt cache files this process's Numba
@@ -141,7 +142,18 @@ def _copy_missing(src, dst, files):
 
 # ------------------------------------------------------------------------------------- build
 def _workloads():
-    """Run the training steps whose kernels the build keeps (in the build's child process)."""
+    """Run the training steps whose kernels the build keeps (in the build's child process), on
+    the default thread count and on one thread (generated pointwise kernels have a serial and
+    a parallel variant)."""
+    import ember
+    default = ember.get_num_threads()
+    for n in dict.fromkeys((default, 1)):
+        ember.set_num_threads(n)
+        _steps()
+    ember.set_num_threads(default)
+
+
+def _steps():
     import numpy as np
     import ember
     from ember import nn, optim
@@ -230,7 +242,8 @@ def _manifest(root, pointwise_dir):
     for dirpath, _, filenames in os.walk(_KERNELS_ROOT):
         if any(f.endswith(".py") for f in filenames) and "__pycache__" not in dirpath:
             rel = os.path.relpath(dirpath, _KERNELS_ROOT)
-            known[_numba_subdir(dirpath)] = ("kernels", "" if rel == "." else rel.replace(os.sep, "/"))
+            package = "" if rel == "." else rel.replace(os.sep, "/")
+            known[_numba_subdir(dirpath)] = ("kernels", package)
     known[_numba_subdir(pointwise_dir)] = ("pointwise", None)
     dirs = []
     for sub in sorted(os.listdir(numba_root)) if os.path.isdir(numba_root) else ():

@@ -58,7 +58,8 @@ def test_seed_copies_what_the_cache_lacks_and_never_replaces_a_file(fresh):
     with open(os.path.join(cache, sub, "pool2d_numba.planes-40.py311.nbi"), "w") as f:
         f.write("the user's own")
     assert prebuilt.seed() == ["ember.kernels.pool.pool2d_numba"]
-    got = {n: open(os.path.join(cache, sub, n)).read() for n in os.listdir(os.path.join(cache, sub))}
+    got = {n: open(os.path.join(cache, sub, n)).read()
+           for n in os.listdir(os.path.join(cache, sub))}
     assert got == dict(FILES, **{"pool2d_numba.planes-40.py311.nbi": "the user's own"})
     assert prebuilt.seed() == ["ember.kernels.pool.pool2d_numba"]   # once per process
 
