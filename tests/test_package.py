@@ -1,5 +1,5 @@
 """Packaging invariants: generated code is fresh, ``import ember`` stays light, tests mirror the
-module tree."""
+module tree, and no file or text is named after the work item that added it."""
 import os
 import subprocess
 import sys
@@ -106,3 +106,46 @@ def test_every_module_has_its_mirrored_test_file():
         _mirror(m) for m in missing) + "): add it (tests mirror the tree)"
     stale = sorted(m for m in listed if found.get(m))
     assert not stale, f"remove from tests/not_mirrored.txt (mirrored now): {stale}"
+
+
+WORK_ITEM_WORDS = ("breadth", "fixes", "issue", "misc", "more", "extra", "new")
+
+
+def _named_after_a_work_item(path):
+    """Whether a file's name holds a word that names a work item rather than what it holds
+    (``test_breadth.py``, ``test_op_db_fixes.py``, ``test_more_optimizers.py``)."""
+    words = os.path.basename(path)[:-3].split("_")
+    return any(w in WORK_ITEM_WORDS for w in words)
+
+
+def test_no_module_or_test_file_is_named_after_a_work_item():
+    bad = []
+    for top in ("ember", "tests", "tools", "benchmarks"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            bad += [os.path.relpath(os.path.join(folder, f), ROOT) for f in files
+                    if f.endswith(".py") and _named_after_a_work_item(f)]
+    assert not bad, f"name these files for what they hold: {sorted(bad)}"
+    assert _named_after_a_work_item("test_more_optimizers.py")
+    assert _named_after_a_work_item("tests/ops/test_op_db_fixes.py")
+    assert not _named_after_a_work_item("test_newton.py")
+
+
+def test_no_source_names_an_issue_number():
+    """Code, tests and docs say what a thing is, never which work item added it."""
+    import re
+    pattern = re.compile(r"\bissue\s*#?\d+", re.IGNORECASE)
+    bad = []
+    for top in ("ember", "tests", "docs", "tools", "benchmarks"):
+        for folder, _, files in os.walk(os.path.join(ROOT, top)):
+            for f in files:
+                if not f.endswith((".py", ".md", ".yaml", ".txt")):
+                    continue
+                path = os.path.join(folder, f)
+                with open(path, encoding="utf-8", errors="replace") as fh:
+                    if pattern.search(fh.read()):
+                        bad.append(os.path.relpath(path, ROOT))
+    with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as fh:
+        if pattern.search(fh.read()):
+            bad.append("README.md")
+    assert not bad, f"remove the issue numbers from: {sorted(bad)}"
+    assert pattern.search("as issue " + "26 asked") and not pattern.search("an issue with 2 GPUs")
