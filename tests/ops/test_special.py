@@ -2,7 +2,6 @@
 (0, -0, negatives, poles, +-inf, nan), integer and float16 inputs, gradients at the special points,
 errors, the namespace listing, the scipy-less path and ONNX export. Gradcheck and the comparison on
 random samples come from the spec (tests/autograd/test_spec_ops.py)."""
-import sys
 
 import numpy as np
 import pytest

@@ -2,7 +2,6 @@
 normalized, onesided, return_complex, length), gradients of the signal and of the window, and the
 errors torch gives. Where torch's istft gives the window no gradient (a real window, or one
 shorter than n_fft) ember's is checked by float64 gradcheck instead."""
-import warnings
 
 import numpy as np
 import pytest

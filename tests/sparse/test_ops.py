@@ -8,7 +8,7 @@ import pytest
 
 import ember
 from ember.autograd import gradcheck, gradgradcheck
-from ember.errors import EmberRuntimeError, EmberTypeError, UnsupportedError
+from ember.errors import EmberRuntimeError, UnsupportedError
 from tests.sparse.test_coo import IDX, SIZE, VALS, _pair, _same
 
 torch = pytest.importorskip("torch")
