@@ -14,12 +14,17 @@ from ember.errors import (EmberError, EmberIndexError, EmberRuntimeError, EmberT
 
 
 class VersionCounter:
-    """Shared by a tensor and its views; bumped by every in-place op."""
+    """Shared by a tensor and its views; bumped by every in-place op. ``writes`` (None until a
+    ``.data`` alias exists) is a one-element list shared with the counters of the tensor's
+    ``.data`` aliases, counting in-place writes through any of them: autograd's version checks
+    read ``v`` only (torch's ``.data`` is untracked), while inference plans built on frozen
+    weights (``ember.jit.plan_live``) read both, so ``p.data.mul_(...)`` is seen there."""
 
-    __slots__ = ("v",)
+    __slots__ = ("v", "writes")
 
     def __init__(self):
         self.v = 0
+        self.writes = None
 
 
 def check_device(dev, who=None):
@@ -162,7 +167,10 @@ class Tensor:
             return vc
 
     def _bump(self):
-        self._get_vc().v += 1
+        vc = self._get_vc()
+        vc.v += 1
+        if vc.writes is not None:
+            vc.writes[0] += 1
 
     @property
     def _version(self):
@@ -390,8 +398,15 @@ class Tensor:
     @property
     def data(self):
         """This tensor's memory as a new leaf outside autograd, with a version counter of its
-        own (as torch's: in-place changes through it are not tracked)."""
-        return Tensor._make(self._data)
+        own (as torch's: in-place changes through it are not tracked by autograd; they are
+        counted in ``VersionCounter.writes``, which the two counters share)."""
+        vc = self._get_vc()
+        if vc.writes is None:
+            vc.writes = [0]
+        t = Tensor._make(self._data)
+        t._vc = VersionCounter()
+        t._vc.writes = vc.writes
+        return t
 
     @data.setter
     def data(self, value):

@@ -9,7 +9,8 @@ the whole pipeline: batch norm folds into the convolutions) and runs a ``plan.Pl
 frozen graph, for as long as every state tensor holds the same array at the same version.
 
 A state tensor that changes (an optimizer step, ``load_state_dict``, an in-place write under
-``no_grad``: each bumps the tensor's version or replaces its array) makes the frozen graph stale:
+``no_grad`` or through ``.data``: each bumps the tensor's version or the write count it shares
+with its ``.data`` aliases, or replaces its array) makes the frozen graph stale:
 that call and the next take the ordinary path (``run`` returns None) and the frozen graph is
 built again on the second call that finds the state unchanged, so a loop that alternates
 training steps and evaluation calls never pays for freezing. A graph that writes its state in
@@ -65,6 +66,11 @@ def wait_kernels(timeout=None):
     return not _warm.is_alive()
 
 
+def _watched(t):
+    vc = t._get_vc()
+    return t, t._data, vc, vc.v, vc.writes[0] if vc.writes else 0
+
+
 class LivePlanner:
     """The inference plans of ``graph``, whose formals after the first ``n_inputs`` are state
     (parameters, buffers) bound per call (see the module)."""
@@ -77,15 +83,16 @@ class LivePlanner:
         self.errors = []      # why a frozen graph could not be built (the ordinary path then)
         self.builds = 0       # frozen graphs built so far
         self._planner = None  # the Planner over the frozen graph of the watched state
-        self._watch = None    # per state tensor: (tensor, its array, its version counter, version)
+        self._watch = None    # per state tensor: (tensor, its array, its version counter,
+        #                      version, writes through its .data aliases)
         self._stable = 0      # consecutive calls that found the watched state unchanged
 
     def _same(self, state):
         watch = self._watch
         if watch is None or len(watch) != len(state):
             return False
-        for t, (w, d, vc, v) in zip(state, watch):
-            if t is not w or t._data is not d or vc.v != v:
+        for t, (w, d, vc, v, n) in zip(state, watch):
+            if t is not w or t._data is not d or vc.v != v or (vc.writes and vc.writes[0] != n):
                 return False
         return True
 
@@ -107,7 +114,7 @@ class LivePlanner:
             return None
         if not self._same(state):
             self._planner = None
-            self._watch = [(t, t._data, t._get_vc(), t._get_vc().v) for t in state]
+            self._watch = [_watched(t) for t in state]
             self._stable = 1
             return None
         planner = self._planner

@@ -956,6 +956,18 @@ def _inplace_no_grad(m):
         m[4].weight.mul_(0.5)
 
 
+def _data_inplace(m):   # torch's .data: untracked by autograd, still a write to the weight
+    m[0].weight.data.mul_(0.5)
+
+
+def _data_isub(m):   # the hand-written SGD step: p.data -= lr * grad (same array assigned back)
+    m[4].weight.data -= 0.25 * ember.ones_like(m[4].weight)
+
+
+def _data_of_data_copy(m):
+    m[1].weight.data.data.copy_(ember.full((8,), 3.0, dtype=f64))
+
+
 def _bias_to_none(m):
     m[4].bias = None
 
@@ -1005,7 +1017,8 @@ def _to_float32(m):
     m.float()
 
 
-CHANGES = [_replace_param, _assign_data, _inplace_no_grad, _bias_to_none, _replace_buffer,
+CHANGES = [_replace_param, _assign_data, _inplace_no_grad, _data_inplace, _data_isub,
+           _data_of_data_copy, _bias_to_none, _replace_buffer,
            _inplace_buffer, _load_state_dict, _replace_submodule, _replace_submodule_inside,
            _batchnorm_train, _forward_hook, _to_float32]
 
