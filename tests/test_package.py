@@ -149,3 +149,26 @@ def test_no_source_names_an_issue_number():
             bad.append("README.md")
     assert not bad, f"remove the issue numbers from: {sorted(bad)}"
     assert pattern.search("as issue " + "26 asked") and not pattern.search("an issue with 2 GPUs")
+
+
+def test_test_files_import_under_distinct_names():
+    """pytest imports a test file in a folder without ``__init__.py`` by its bare name, so two
+    such files of one name (``tests/kernels/test_fft.py`` and ``tests/kernels/conv/test_fft.py``,
+    as mirroring makes) fail collection with 'import file mismatch': each test folder is a
+    package."""
+    seen = {}
+    for folder, _, files in os.walk(os.path.join(ROOT, "tests")):
+        if "__pycache__" in folder:
+            continue
+        for f in files:
+            if not (f.startswith("test_") and f.endswith(".py")):
+                continue
+            parts, up = [f[:-3]], folder
+            while os.path.isfile(os.path.join(up, "__init__.py")):
+                parts.insert(0, os.path.basename(up))
+                up = os.path.dirname(up)
+            seen.setdefault(".".join(parts), []).append(os.path.relpath(os.path.join(folder, f),
+                                                                       ROOT))
+    clashes = {k: v for k, v in seen.items() if len(v) > 1}
+    assert not clashes, f"test files imported under one name (add __init__.py): {clashes}"
+    assert "tests.kernels.conv.test_fft" in seen and "tests.kernels.test_fft" in seen
