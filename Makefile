@@ -1,5 +1,6 @@
 # Entry points for a fresh machine with Python 3.11:
-#   make demo   - create .venv, install ember, run the main job (ember demo)
+#   make demo   - create .venv, install ember, compile its common kernels (ember prebuild), run
+#                 the main job (ember demo)
 #   make test   - create .venv, install ember with test dependencies, run the whole test suite
 #   make differential - the differential tester against torch in its long mode
 PYTHON ?= python3
@@ -15,6 +16,7 @@ $(VENV)/bin/python:
 
 $(VENV)/.installed: $(VENV)/bin/python pyproject.toml
 	$(PY) -m pip install -q -e ".[io,fast,onnx]"
+	$(VENV)/bin/ember prebuild
 	touch $@
 
 $(STAMP): $(VENV)/bin/python pyproject.toml

@@ -207,7 +207,23 @@ def main(argv=None):
                    "beside this Python, else the first on PATH)")
     r.add_argument("script", help="the Python script to run")
     r.add_argument("args", nargs=argparse.REMAINDER, help="arguments passed to the script")
+    b = sub.add_parser("prebuild", help="compile the kernels of common training steps into an "
+                       "install-time cache, so that new processes start on compiled kernels",
+                       description="Run small LeNet-style, MLP and GPT-style training steps "
+                       "with every kernel compiled up front, into a cache that new processes "
+                       "copy from on their first kernel (ember.kernels.runtime.prebuilt; a few "
+                       "minutes of one core).")
+    b.add_argument("dir", nargs="?", default=None, help="where to build (default: "
+                   "$EMBER_PREBUILT_DIR, else <sys.prefix>/share/ember/prebuilt)")
     args = parser.parse_args(argv)
+    if args.command == "prebuild":
+        from ember.kernels.runtime.prebuilt import build
+        try:
+            build(args.dir)
+        except (RuntimeError, OSError) as e:
+            print(f"ember prebuild: {e}", file=sys.stderr)
+            return 1
+        return 0
     if args.command == "onnx":
         from ember.errors import MissingDependencyError
         try:
