@@ -690,7 +690,8 @@ class WholeStep:
         # output (the codegen's relu_), cheaper than a bias+ReLU fusion group at these sizes
         passes = [n for n, _ in PIPELINE if n != "decompose"]
         # linted once, by _in_place, not after every pass (a GPT step's joint graph: ~0.3 s)
-        self.graph = _in_place(run_passes(_array_only(traced.graph.copy()), passes, lint=False))
+        self.graph = _in_place(run_passes(_channel_sums_as_gemv(_log_softmax_from_lse(
+            _array_only(traced.graph.copy()))), passes, lint=False))
         self.plan = None
         if MEMORY_PLAN:
             from ember.jit.passes.memory import plan_memory
@@ -816,6 +817,81 @@ def _array_only(g):
                                   _same(n.args[1], n.output)):
             n.output.replace_all_uses_with(n.args[0] if n.kind == "detach" else n.args[1])
             g.remove(n)
+    return g
+
+
+def _log_softmax_from_lse(g):
+    """cross_entropy's backward formula recomputes ``log_softmax(%x)`` of the logits whose
+    ``cross_entropy_loss`` already returned each row's log-sum-exp (float64): that
+    ``log_softmax`` becomes ``%x - to(unsqueeze(%lse, dim), %x.dtype)``, pointwise, so it fuses
+    with the ``exp``/``mul``/``sub`` of the gradient that reads it (LeNet-5's (64, 10) logits:
+    one log_softmax kernel call less, ~25 us). Equal to log_softmax up to rounding."""
+    pos = {id(n): i for i, n in enumerate(g.nodes)}
+    for ce in list(g.find_nodes("cross_entropy_loss")):
+        x, lse = ce.args[0], ce.outputs[1]
+        if not hasattr(x, "shape") or len(x.shape) == 0 or x.dtype.kind != "f":
+            continue
+        dim = 1 if len(x.shape) > 1 else 0
+        for ls in list(x.users):
+            out = ls.outputs[0] if ls.outputs else None
+            if ls.kind != "log_softmax" or ls.args[0] is not x or pos[id(ls)] < pos[id(ce)]:
+                continue
+            if ls.attrs.get("dtype") is not None or out.dtype != x.dtype or \
+                    ls.attrs.get("dim") not in (dim, dim - len(x.shape)) or \
+                    tuple(out.shape) != tuple(x.shape):
+                continue
+            shape = list(lse.shape)
+            shape.insert(dim, 1)
+            shape = tuple(shape)
+            row = g.add_node("unsqueeze", [lse], {"dim": dim}, [(lse.dtype, shape)], before=ls)
+            row = row.outputs[0]
+            if row.dtype != x.dtype:
+                row = g.add_node("to", [row], {"dtype": x.dtype, "copy": False},
+                                 [(x.dtype, shape)], before=ls).outputs[0]
+            diff = g.add_node("sub", [x, row], {"alpha": 1}, [(x.dtype, tuple(x.shape))],
+                              before=ls)
+            out.replace_all_uses_with(diff.outputs[0])
+            g.remove(ls)
+    return g
+
+
+# the fewest elements per (sample, channel) for which _channel_sums_as_gemv rewrites a sum
+CHANNEL_SUM_GEMV_MIN = 16
+
+
+def _channel_sums_as_gemv(g):
+    """``sum(%x, dim=(0, 2, 3, ...))`` of a float (N, C, *spatial) value (a convolution's bias
+    gradient) becomes ``sum(reshape(matmul(reshape(%x, (-1, HW)), ones(HW, 1)), (-1, C)), 0)``:
+    the spatial sums as one GEMV over the N*C rows (written into the arena by the memory plan),
+    then a sum over N. NumPy's strided reduction over (0, 2, 3) reads LeNet-5's (64, 6, 28, 28)
+    gradient in ~90 us, the GEMV in ~20 (one thread). Equal up to rounding. (The fusion pass
+    has no reduction epilogues, so the sum is not fused into the ReLU-mask group producing %x.)
+    The reshapes hold no batch size, so a dynamic batch keeps one program."""
+    for n in list(g.find_nodes("sum")):
+        x = n.args[0]
+        shape = tuple(getattr(x, "shape", ()))
+        nd = len(shape)
+        dims = n.attrs.get("dim")
+        if nd < 3 or x.dtype.kind != "f" or n.attrs.get("keepdim") or \
+                n.attrs.get("dtype") is not None or not isinstance(dims, tuple) or \
+                len(n.outputs) != 1 or n.output.dtype != x.dtype:
+            continue
+        if sorted(d % nd for d in dims) != [0] + list(range(2, nd)):
+            continue
+        hw = math.prod(shape[2:])
+        if hw < CHANNEL_SUM_GEMV_MIN:
+            continue
+        rows = g.add_node("reshape", [x], {"shape": (-1, hw)},
+                          [(x.dtype, (shape[0] * shape[1], hw))], before=n).output
+        ones = g.add_constant(np.ones((hw, 1), x.dtype), before=n)
+        sums = g.add_node("matmul", [rows, ones], {}, [(x.dtype, (shape[0] * shape[1], 1))],
+                          before=n).output
+        per_sample = g.add_node("reshape", [sums], {"shape": (-1, shape[1])},
+                                [(x.dtype, shape[:2])], before=n).output
+        total = g.add_node("sum", [per_sample], {"dim": (0,), "keepdim": False, "dtype": None},
+                           [(x.dtype, (shape[1],))], before=n).output
+        n.output.replace_all_uses_with(total)
+        g.remove(n)
     return g
 
 

@@ -738,3 +738,71 @@ def test_update_recorded_from_shapes_follows_the_dtype():
         kinds = {str(v.dtype) for n in g.nodes for v in n.outputs
                  if n.kind in ("fusion_group", "mul", "add", "sub", "div", "sqrt")}
         assert kinds == {"float32" if dtype == ember.float32 else "float64"}
+
+
+@pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
+@pytest.mark.parametrize("logits", ["2d", "3d_weighted_ignore"])
+def test_cross_entropy_backward_reads_the_forwards_log_sum_exp(dtype, logits):
+    """The backward formula's log_softmax of the logits becomes logits - lse (the forward's
+    log-sum-exp) inside the gradient's fusion group: no log_softmax left in the program; the
+    step matches eager (float64 to 1e-10), also for (N, C, L) logits with class weights and
+    ignored positions."""
+    ember.manual_seed(0)
+    if logits == "2d":
+        make = lambda: MLP()  # noqa: E731
+        kw = {}
+    else:
+        make = lambda: nn.Conv1d(3, 5, 3, padding=1)  # noqa: E731
+        kw = dict(weight=ember.tensor(np.array([1.0, 2.0, 0.5, 1.5, 3.0]), dtype=dtype),
+                  ignore_index=-1)
+    model = make().to(dtype)
+    twin = copy.deepcopy(model)
+    steps = []
+    for m in (model, twin):
+        o = ember.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
+
+        def step(x, y, m=m, o=o):
+            o.zero_grad()
+            loss = F.cross_entropy(m(x), y, **kw)
+            loss.backward()
+            o.step()
+            return loss
+        steps.append(step)
+    compiled = ember.compile(steps[1])
+    g = np.random.default_rng(1)
+    for i in range(10):
+        if logits == "2d":
+            x, y = _data(model, 6, i, dtype)
+        else:
+            x = ember.tensor(g.standard_normal((4, 3, 7)), dtype=dtype)
+            y = ember.tensor(np.where(g.random((4, 7)) < 0.2, -1, g.integers(0, 5, (4, 7))))
+        le, lc = steps[0](x, y), compiled(x, y)
+        assert abs(le.item() - lc.item()) <= (1e-10 if dtype == ember.float64 else 1e-5)
+    _close(model, twin, dtype)
+    cf = compiled._compiled
+    assert (cf.traces, cf.breaks) == (1, []) and isinstance(cf._last.traced, WholeStep)
+    graph = cf._last.traced.graph
+    kinds = [n.kind for n in graph.nodes] + \
+        [n.kind for grp in graph.find_nodes("fusion_group") for n in grp.attrs["graph"].nodes]
+    assert "cross_entropy_loss" in kinds and "log_softmax" not in kinds
+    # the traced joint graph still has it: the step program rewrote it
+    assert "log_softmax" in {n.kind for n in cf._last.traced._traced.graph.nodes}
+
+
+@pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
+def test_conv_bias_gradient_sums_run_as_a_gemv(dtype):
+    """A convolution's bias gradient, sum(grad, dim=(0, 2, 3)), is a GEMV of the (N*C, H*W)
+    rows with ones and a sum over N in the step program; LeNet-5's step matches eager (float64
+    to 1e-10), also across batch sizes (the reshapes hold no batch size)."""
+    me, mc, *_, cf = _train(LeNet5, "sgd_momentum", dtype, batches=[8, 8, 16, 16, 5, 5])
+    _close(me, mc, dtype)
+    assert cf.breaks == [] and isinstance(cf._last.traced, WholeStep)
+    g = cf._last.traced.graph
+    sums = [n.attrs["dim"] for n in g.find_nodes("sum")]
+    assert (0, 2, 3) not in sums and sums.count((0,)) >= 2
+    ones = [n for n in g.find_nodes("matmul") if n.args[1].node is not None and
+            n.args[1].node.kind == "constant"]
+    assert len(ones) == 2
+    for n in ones:
+        c = g.constants[n.args[1].node.attrs["name"]]
+        assert c.shape[1] == 1 and c.dtype == n.args[0].dtype and (c == 1).all()
