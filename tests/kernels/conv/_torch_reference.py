@@ -36,3 +36,21 @@ def assert_matches(out, ref, dtype):
     tol = 2e-5 if dtype == np.float32 else 1e-12
     scale = max(float(np.abs(ref).max()), 1e-30)
     assert np.abs(out - ref).max() <= tol * scale * max(1, np.sqrt(ref.size) / 8)
+
+
+def assert_directions_match(module, case, dtype, directions=("forward", "input", "weight")):
+    """``module`` (a conv algorithm) supports ``case`` (geometry arguments) in each of
+    ``directions`` and computes each within float rounding of torch."""
+    x, w, gy, g = problem(*case, dtype=dtype)
+    ref = dict(zip(("forward", "input", "weight"), torch_directions(x, w, gy, g)))
+    run = {"forward": lambda: module.forward(x, w, g), "input": lambda: module.input_grad(gy, w, g),
+           "weight": lambda: module.weight_grad(gy, x, g)}
+    for direction in directions:
+        assert module.supports(g, direction), (case, direction)
+        assert_matches(run[direction](), ref[direction], dtype)
+
+
+def assert_refused(module, case, directions=("forward", "input", "weight")):
+    """``module`` supports ``case`` in none of ``directions``."""
+    g = geometry("conv2d", *case)
+    assert not any(module.supports(g, d) for d in directions), case

@@ -6,10 +6,9 @@ import numpy as np
 import pytest
 
 from ember.kernels.conv import winograd2x2
-from ember.kernels.conv.geometry import geometry
 
 sys.path.insert(0, os.path.dirname(__file__))
-from _torch_reference import assert_matches, problem, torch_directions  # noqa: E402
+from _torch_reference import assert_directions_match, assert_refused  # noqa: E402
 
 # (input shape, weight shape, stride, padding, dilation, groups)
 CASES = [
@@ -25,21 +24,11 @@ DIRECTIONS = ("forward", "input", "weight")
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_every_direction_matches_torch(case, dtype):
-    x, w, gy, g = problem(*case, dtype=dtype)
-    y_ref, gx_ref, gw_ref = torch_directions(x, w, gy, g)
-    for direction in DIRECTIONS:
-        assert winograd2x2.supports(g, direction), (case, direction)
-    if "forward" in DIRECTIONS:
-        assert_matches(winograd2x2.forward(x, w, g), y_ref, dtype)
-    if "input" in DIRECTIONS:
-        assert_matches(winograd2x2.input_grad(gy, w, g), gx_ref, dtype)
-    if "weight" in DIRECTIONS:
-        assert_matches(winograd2x2.weight_grad(gy, x, g), gw_ref, dtype)
+    assert_directions_match(winograd2x2, case, dtype, DIRECTIONS)
 
 
 @pytest.mark.parametrize("case", [((2, 4, 8, 8), (4, 4, 5, 5), 1, 2, 1, 1), ((2, 4, 8, 8), (4, 4, 3, 3), 2, 1, 1, 1),
                                   ((2, 4, 9, 9), (4, 4, 3, 3), 1, 1, 2, 1)])
 def test_unsupported_problems_are_refused(case):
-    g = geometry("conv2d", *case)
-    assert not any(winograd2x2.supports(g, d) for d in DIRECTIONS)
+    assert_refused(winograd2x2, case, DIRECTIONS)
 
