@@ -54,6 +54,22 @@ class Options:
                 "--warmup", str(self.warmup), "--compile-wait", str(self.compile_wait)]
 
 
+def process_age():
+    """Seconds since this process started (from /proc; elsewhere since this module was
+    imported)."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError, IndexError):
+        return time.perf_counter() - _IMPORTED
+
+
+_IMPORTED = time.perf_counter()
+
+
 def add_worker_arguments(parser):
     parser.add_argument("--worker", help="run one library's side (ember, torch, ort) here")
     parser.add_argument("--case", help="the configuration a worker runs")

@@ -33,22 +33,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 sys.path.insert(0, HERE)
+import _harness as H  # noqa: E402
+
 MARK = "COLDSTART-JSON: "
-
-
-def process_age():
-    """Seconds since this process started (from /proc; elsewhere since this module loaded)."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return time.perf_counter() - _LOADED
-
-
-_LOADED = time.perf_counter()
 
 
 def make_step(lib, case):
@@ -89,7 +76,7 @@ def timeline(ends, window):
 
 
 def worker(lib, case, window, cpu_window=0.0):
-    start = time.perf_counter() - process_age()
+    start = time.perf_counter() - H.process_age()
     t0 = time.perf_counter()
     if lib == "ember":
         import ember  # noqa: F401

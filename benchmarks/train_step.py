@@ -138,28 +138,12 @@ def torch_step(builder, x, y, optimizer="sgd", seeded=False, losses=None):
     return step
 
 
-def process_age():
-    """Seconds since this process started (from /proc; elsewhere since this module was
-    imported)."""
-    try:
-        with open("/proc/self/stat") as f:
-            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
-        with open("/proc/uptime") as f:
-            uptime = float(f.read().split()[0])
-        return uptime - start_ticks / os.sysconf("SC_CLK_TCK")
-    except (OSError, ValueError, IndexError):
-        return time.perf_counter() - _IMPORTED
-
-
-_IMPORTED = time.perf_counter()
-
-
 def cold_window(step, lib):
     """Steps ``step()`` back to back until ``WINDOW_S`` seconds after the process started;
     the count of those finished within the window, when the first one ended, and the CPU
     seconds this process had used by the window's end (ember's compile process, a child, not
     counted: on a loaded machine steps per CPU second compare where the count does not)."""
-    start = time.perf_counter() - process_age()
+    start = time.perf_counter() - H.process_age()
     ends = []
     cpu = 0.0
     while True:
