@@ -220,10 +220,10 @@ def _forward_blocked(x, U, g, th, tw, nb, blocks):
         for n0, n1, ty0, ty1 in blocks[lo:hi]:
             T = (n1 - n0) * (ty1 - ty0) * tw
             V = buffer("winograd.Vblock", (36, g.C, T), dtype)
-            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0, ty0, ty1)
+            nb.input_transform(xc, pt, pl, th, tw, V, kin, 0, (n1 - n0) * g.C, n0, ty0, ty1)
             M = buffer("winograd.Mblock", (36, g.K, T), dtype)
             np.matmul(U, V.reshape(36, g.groups, g.Cg, T), out=M.reshape(36, g.groups, g.Kg, T))
-            nb.output_transform(M, th, tw, y, kout, n0 * g.K, n1 * g.K, n0, ty0, ty1)
+            nb.output_transform(M, th, tw, y, kout, 0, (n1 - n0) * g.K, n0, ty0, ty1)
     parallel.run(run, len(blocks))
     return y
 
@@ -291,9 +291,9 @@ def _weight_grad_blocked(gy, x, g, th, tw, nb, per_block):
             n1 = min(g.N, n0 + per_block)
             T = (n1 - n0) * per_image
             V = buffer("winograd.Vblock", (36, g.C, T), dtype)
-            nb.input_transform(xc, pt, pl, th, tw, V, kin, n0 * g.C, n1 * g.C, n0, 0, th)
+            nb.input_transform(xc, pt, pl, th, tw, V, kin, 0, (n1 - n0) * g.C, n0, 0, th)
             GY = buffer("winograd.Mblock", (36, g.K, T), dtype)
-            nb.grad_output_transform(gyc, th, tw, GY, kout, n0 * g.K, n1 * g.K, n0)
+            nb.grad_output_transform(gyc, th, tw, GY, kout, 0, (n1 - n0) * g.K, n0)
             np.matmul(GY.reshape(36, g.groups, g.Kg, T),
                       V.reshape(36, g.groups, g.Cg, T).transpose(0, 1, 3, 2), out=parts[b])
     parallel.run(blocks, n_blocks)

@@ -1,72 +1,100 @@
-"""Numba kernels for Winograd F(4x4, 3x3): tile gather + input transform, and output transform.
+"""Numba kernels for Winograd F(4x4, 3x3): tile gather + input transform, output transform, the
+gradient's output transform and the weight transform with its adjoint.
 
 Imported lazily by ``winograd`` (never by ``import ember``); compiled once per dtype and cached on
-disk (cache=True). The forward kernels de-interleave tiles once (one stride-4 copy per
-(image, channel) pair) so that both transform stages run as unit-stride loops over all tiles of the
-pair, which LLVM vectorizes (8x256x14x14 float32, one thread: input 2.8 -> 2.2 ms, output
-1.5 -> 0.76 ms, same bits); scratch buffers are allocated once per call, not per pair. All kernels
-keep arithmetic in the input dtype (constants come in as arrays of that dtype: a Python int literal
-would promote float32 to float64). They are serial on purpose: with
-parallel=True (OpenMP layer) next to OpenBLAS's spinning threads the whole Winograd call took
-twice as long on 2 cores (27.8 vs 13.9 ms median, 8x64x56x56, K=64). Instead each kernel takes a
-range [lo, hi) of (image, channel) pairs and releases the GIL (nogil), so ``parallel.run`` splits
-the pairs over ember's own threads with no spinning pool.
+disk (cache=True). The tile transforms work on (channel, image) pairs taken channel-major, in
+chunks of about ``CHUNK`` tiles: each pair's plane is copied into a zero-bordered scratch plane,
+its tiles' elements are gathered into one row per position in the tile (``_tile_offsets``), and
+both transform stages run as unit-stride loops over the whole chunk, which LLVM vectorizes. The
+chunk is what makes those loops long: one pair has only th*tw tiles (16 at 14x14, 4 at 7x7),
+fewer than one pass of a vectorized loop, and the earlier kernels, which ran their loops per
+pair, ran them nearly scalar. Taken channel-major, consecutive pairs are consecutive runs of
+tiles in V, M and GY ((36, channels, images * tiles), as the GEMMs use them), so the second stage
+writes (and the output transform reads) a chunk as one run. Each output is the same expression
+in the same order as before, so results are the same bits. All kernels keep arithmetic in the
+input dtype (constants come in as arrays of that dtype: a Python int literal would promote
+float32 to float64). They are serial on purpose: with parallel=True (OpenMP layer) next to
+OpenBLAS's spinning threads the whole Winograd call took twice as long on 2 cores (27.8 vs 13.9
+ms median, 8x64x56x56, K=64). Instead each kernel takes a range [lo, hi) of pairs and releases
+the GIL (nogil), so ``parallel.run`` splits the pairs over ember's own threads with no spinning
+pool.
 """
 import numpy as np
 from numba import njit
 
+CHUNK = 512   # tiles per pass of the vector loops
+
+
+@njit(cache=True, nogil=True)
+def _tile_offsets(ty0, ty1, tw, width):
+    """Flat offset of the top-left element of tile (ty, tx), ty0 <= ty < ty1, in a plane of rows
+    ``width`` long whose row 0 is the first row of tile row ty0, in tile order."""
+    idx = np.empty((ty1 - ty0) * tw, np.int64)
+    for ty in range(ty1 - ty0):
+        for tx in range(tw):
+            idx[ty * tw + tx] = 4 * ty * width + 4 * tx
+    return idx
+
 
 @njit(cache=True, nogil=True)
 def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1):
-    """V[6a+b, c, ((n-n0)*(ty1-ty0)+ty-ty0)*tw+tx] = (B^T d B)[a, b] for the 6x6 tile d at
-    (4ty-pt, 4tx-pl), tile rows ty0 <= ty < ty1, for the (image, channel) pairs n*C + c in
-    [lo, hi) (so threads can split the work); V holds the tiles of a block: images n0, n0+1, ...
-    and tile rows [ty0, ty1) of each (the whole batch with n0 = 0, ty0 = 0, ty1 = th).
+    """V[6a+b, c, (n-n0)*T + (ty-ty0)*tw + tx] = (B^T d B)[a, b] for the 6x6 tile d at
+    (4ty-pt, 4tx-pl), tile rows ty0 <= ty < ty1 (T = (ty1-ty0)*tw tiles per image), for the
+    pairs p = c*nimg + (n-n0) in [lo, hi), where nimg = V.shape[2] // T images n0, n0+1, ...
+    make the block (the whole batch: n0 = 0, ty0 = 0, ty1 = th). V is C-contiguous.
 
     ``k`` holds the constants (4, 5, 2) in x's dtype.
     """
     N, C, H, W = x.shape
     c4, c5, c2 = k[0], k[1], k[2]
-    nty = ty1 - ty0
-    T = nty * tw
+    T = (ty1 - ty0) * tw
+    nimg = V.shape[2] // T
+    Vf = V.reshape(36, V.shape[1] * V.shape[2])
     Wb = 4 * tw + 2
-    zrow = np.zeros(W, dtype=x.dtype)
-    t = np.zeros((6, nty, Wb), dtype=x.dtype)
-    F = np.empty((6, 6, T), dtype=x.dtype)
-    for nc in range(lo, hi):
-        n, c = nc // C, nc % C
-        for ty in range(nty):
-            y0 = 4 * (ty0 + ty) - pt
-            r0 = x[n, c, y0] if 0 <= y0 < H else zrow
-            r1 = x[n, c, y0 + 1] if 0 <= y0 + 1 < H else zrow
-            r2 = x[n, c, y0 + 2] if 0 <= y0 + 2 < H else zrow
-            r3 = x[n, c, y0 + 3] if 0 <= y0 + 3 < H else zrow
-            r4 = x[n, c, y0 + 4] if 0 <= y0 + 4 < H else zrow
-            r5 = x[n, c, y0 + 5] if 0 <= y0 + 5 < H else zrow
-            t0, t1, t2 = t[0, ty, pl:pl + W], t[1, ty, pl:pl + W], t[2, ty, pl:pl + W]
-            t3, t4, t5 = t[3, ty, pl:pl + W], t[4, ty, pl:pl + W], t[5, ty, pl:pl + W]
-            for j in range(W):
-                d0, d1, d2, d3, d4, d5 = r0[j], r1[j], r2[j], r3[j], r4[j], r5[j]
-                t0[j] = c4 * d0 - c5 * d2 + d4
-                t1[j] = d3 + d4 - c4 * (d1 + d2)
-                t2[j] = c4 * (d1 - d2) - d3 + d4
-                t3[j] = c2 * (d3 - d1) - d2 + d4
-                t4[j] = c2 * (d1 - d3) - d2 + d4
-                t5[j] = c4 * d1 - c5 * d3 + d5
+    rows = 4 * (ty1 - ty0) + 2          # plane row r is input row r0 + r
+    plane = np.zeros(rows * Wb, dtype=x.dtype)
+    xp = plane.reshape(rows, Wb)
+    r0 = 4 * ty0 - pt
+    y_lo, y_hi = max(0, r0), min(H, r0 + rows)
+    w = min(W, Wb - pl)
+    idx = _tile_offsets(ty0, ty1, tw, Wb)
+    P = max(1, CHUNK // T)
+    D = np.empty((36, P * T), dtype=x.dtype)
+    E = np.empty((36, P * T), dtype=x.dtype)
+    for p0 in range(lo, hi, P):
+        p1 = min(hi, p0 + P)
+        L = (p1 - p0) * T
+        for p in range(p0, p1):
+            c, n = p // nimg, n0 + p % nimg
+            for yy in range(y_lo, y_hi):
+                xp[yy - r0, pl:pl + w] = x[n, c, yy, :w]
+            off = (p - p0) * T
+            for i in range(6):
+                d0, d1, d2 = D[6 * i], D[6 * i + 1], D[6 * i + 2]
+                d3, d4, d5 = D[6 * i + 3], D[6 * i + 4], D[6 * i + 5]
+                for q in range(T):
+                    e = idx[q] + i * Wb
+                    d0[off + q], d1[off + q], d2[off + q] = plane[e], plane[e + 1], plane[e + 2]
+                    d3[off + q], d4[off + q], d5[off + q] = plane[e + 3], plane[e + 4], plane[e + 5]
+        for j in range(6):     # down the tile's columns: E[6a + j] = (B^T d)[a, j]
+            d0, d1, d2, d3, d4, d5 = D[j], D[6 + j], D[12 + j], D[18 + j], D[24 + j], D[30 + j]
+            e0, e1, e2, e3, e4, e5 = E[j], E[6 + j], E[12 + j], E[18 + j], E[24 + j], E[30 + j]
+            for q in range(L):
+                a0, a1, a2, a3, a4, a5 = d0[q], d1[q], d2[q], d3[q], d4[q], d5[q]
+                e0[q] = c4 * a0 - c5 * a2 + a4
+                e1[q] = a3 + a4 - c4 * (a1 + a2)
+                e2[q] = c4 * (a1 - a2) - a3 + a4
+                e3[q] = c2 * (a3 - a1) - a2 + a4
+                e4[q] = c2 * (a1 - a3) - a2 + a4
+                e5[q] = c4 * a1 - c5 * a3 + a5
+        b0 = p0 * T
         for a in range(6):
-            for ty in range(nty):
-                for s in range(6):
-                    f = F[a, s, ty * tw:(ty + 1) * tw]
-                    for tx in range(tw):
-                        f[tx] = t[a, ty, 4 * tx + s]
-        base = (n - n0) * T
-        for a in range(6):
-            f0, f1, f2, f3, f4, f5 = F[a, 0], F[a, 1], F[a, 2], F[a, 3], F[a, 4], F[a, 5]
-            v0, v1, v2 = V[6 * a, c, base:base + T], V[6 * a + 1, c, base:base + T], \
-                V[6 * a + 2, c, base:base + T]
-            v3, v4, v5 = V[6 * a + 3, c, base:base + T], V[6 * a + 4, c, base:base + T], \
-                V[6 * a + 5, c, base:base + T]
-            for q in range(T):
+            f0, f1, f2 = E[6 * a], E[6 * a + 1], E[6 * a + 2]
+            f3, f4, f5 = E[6 * a + 3], E[6 * a + 4], E[6 * a + 5]
+            v0, v1, v2 = Vf[6 * a, b0:b0 + L], Vf[6 * a + 1, b0:b0 + L], Vf[6 * a + 2, b0:b0 + L]
+            v3, v4, v5 = Vf[6 * a + 3, b0:b0 + L], Vf[6 * a + 4, b0:b0 + L], \
+                Vf[6 * a + 5, b0:b0 + L]
+            for q in range(L):
                 d0, d1, d2, d3, d4, d5 = f0[q], f1[q], f2[q], f3[q], f4[q], f5[q]
                 v0[q] = c4 * d0 - c5 * d2 + d4
                 v1[q] = d3 + d4 - c4 * (d1 + d2)
@@ -78,95 +106,122 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1):
 
 @njit(cache=True, nogil=True)
 def output_transform(M, th, tw, y, k, lo, hi, n0, ty0, ty1):
-    """y[n, k, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, k, ((n-n0)*(ty1-ty0)+ty-ty0)*tw+tx]
-    as 6x6, cropped, for tile rows ty0 <= ty < ty1 and the (image, channel) pairs n*K + k in
-    [lo, hi); M holds the tiles of a block as in ``input_transform``.
+    """y[n, kk, 4ty+a, 4tx+b] = (A^T m A)[a, b] for m = M[:, kk, (n-n0)*T + (ty-ty0)*tw + tx] as
+    6x6, cropped, for tile rows ty0 <= ty < ty1 and the pairs p = kk*nimg + (n-n0) in [lo, hi)
+    (nimg = M.shape[2] // T, as in ``input_transform``). M is C-contiguous.
 
     ``k`` holds the constants (2, 4, 8) in M's dtype.
     """
     N, K, Ho, Wo = y.shape
     c2, c4, c8 = k[0], k[1], k[2]
-    nty = ty1 - ty0
-    T = nty * tw
-    t = np.empty((4, 6, T), dtype=M.dtype)
-    o = np.empty((4, 4, T), dtype=M.dtype)
-    for nk in range(lo, hi):
-        n, kk = nk // K, nk % K
-        base = (n - n0) * T
-        for j in range(6):
-            m0, m1, m2 = M[j, kk, base:base + T], M[6 + j, kk, base:base + T], \
-                M[12 + j, kk, base:base + T]
-            m3, m4, m5 = M[18 + j, kk, base:base + T], M[24 + j, kk, base:base + T], \
-                M[30 + j, kk, base:base + T]
-            s0, s1, s2, s3 = t[0, j], t[1, j], t[2, j], t[3, j]
-            for q in range(T):
+    T = (ty1 - ty0) * tw
+    nimg = M.shape[2] // T
+    Mf = M.reshape(36, M.shape[1] * M.shape[2])
+    Wb = 4 * tw
+    rows = 4 * (ty1 - ty0)
+    plane = np.empty(rows * Wb, dtype=M.dtype)
+    yp = plane.reshape(rows, Wb)
+    idx = _tile_offsets(ty0, ty1, tw, Wb)
+    P = max(1, CHUNK // T)
+    t = np.empty((24, P * T), dtype=M.dtype)
+    o = np.empty((16, P * T), dtype=M.dtype)
+    for p0 in range(lo, hi, P):
+        p1 = min(hi, p0 + P)
+        L = (p1 - p0) * T
+        b0 = p0 * T
+        for j in range(6):     # t[6a + j] = (A^T m)[a, j]
+            m0, m1, m2 = Mf[j, b0:b0 + L], Mf[6 + j, b0:b0 + L], Mf[12 + j, b0:b0 + L]
+            m3, m4, m5 = Mf[18 + j, b0:b0 + L], Mf[24 + j, b0:b0 + L], Mf[30 + j, b0:b0 + L]
+            s0, s1, s2, s3 = t[j], t[6 + j], t[12 + j], t[18 + j]
+            for q in range(L):
                 a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
                 s0[q] = a0 + a1 + a2 + a3 + a4
                 s1[q] = a1 - a2 + c2 * (a3 - a4)
                 s2[q] = a1 + a2 + c4 * (a3 + a4)
                 s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
         for a in range(4):
-            m0, m1, m2, m3, m4, m5 = t[a, 0], t[a, 1], t[a, 2], t[a, 3], t[a, 4], t[a, 5]
-            s0, s1, s2, s3 = o[a, 0], o[a, 1], o[a, 2], o[a, 3]
-            for q in range(T):
+            m0, m1, m2 = t[6 * a], t[6 * a + 1], t[6 * a + 2]
+            m3, m4, m5 = t[6 * a + 3], t[6 * a + 4], t[6 * a + 5]
+            s0, s1, s2, s3 = o[4 * a], o[4 * a + 1], o[4 * a + 2], o[4 * a + 3]
+            for q in range(L):
                 a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
                 s0[q] = a0 + a1 + a2 + a3 + a4
                 s1[q] = a1 - a2 + c2 * (a3 - a4)
                 s2[q] = a1 + a2 + c4 * (a3 + a4)
                 s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
-        for ty in range(nty):
-            yy0 = 4 * (ty0 + ty)
-            for a in range(min(4, Ho - yy0)):
-                row = y[n, kk, yy0 + a]
-                for b in range(4):
-                    ob = o[a, b, ty * tw:(ty + 1) * tw]
-                    for tx in range((Wo - b + 3) // 4):
-                        row[4 * tx + b] = ob[tx]
+        for p in range(p0, p1):
+            kk, n = p // nimg, n0 + p % nimg
+            off = (p - p0) * T
+            for a in range(4):
+                o0, o1, o2, o3 = o[4 * a], o[4 * a + 1], o[4 * a + 2], o[4 * a + 3]
+                for q in range(T):
+                    e = idx[q] + a * Wb
+                    plane[e], plane[e + 1], plane[e + 2], plane[e + 3] = \
+                        o0[off + q], o1[off + q], o2[off + q], o3[off + q]
+            for r in range(min(rows, Ho - 4 * ty0)):
+                y[n, kk, 4 * ty0 + r] = yp[r, :Wo]
 
 
 @njit(cache=True, nogil=True)
 def grad_output_transform(gy, th, tw, GY, k, lo, hi, n0):
-    """GY[6a+b, k, ((n-n0)*th+ty)*tw+tx] = (A g A^T)[a, b] for the 4x4 tile g of gy at (4ty, 4tx),
-    zero beyond gy's edge (the adjoint of ``output_transform``'s crop), for n*K + k in [lo, hi);
-    GY holds the tiles of images n0, n0+1, ...
+    """GY[6a+b, kk, (n-n0)*th*tw + ty*tw + tx] = (A g A^T)[a, b] for the 4x4 tile g of gy at
+    (4ty, 4tx), zero beyond gy's edge (the adjoint of ``output_transform``'s crop), for the pairs
+    p = kk*nimg + (n-n0) in [lo, hi), where nimg = GY.shape[2] // (th*tw) images n0, n0+1, ...
+    make the block. GY is C-contiguous.
 
     ``k`` holds the constants (2, 4, 8) in gy's dtype.
     """
     N, K, Ho, Wo = gy.shape
     c2, c4, c8 = k[0], k[1], k[2]
+    T = th * tw
+    nimg = GY.shape[2] // T
+    Gf = GY.reshape(36, GY.shape[1] * GY.shape[2])
     Wb = 4 * tw
-    rows = np.zeros((4, Wb), dtype=gy.dtype)
-    e = np.empty((6, Wb), dtype=gy.dtype)
-    for nk in range(lo, hi):
-        n, kk = nk // K, nk % K
-        for ty in range(th):
+    plane = np.zeros(4 * th * Wb, dtype=gy.dtype)
+    gp = plane.reshape(4 * th, Wb)
+    idx = _tile_offsets(0, th, tw, Wb)
+    P = max(1, CHUNK // T)
+    D = np.empty((16, P * T), dtype=gy.dtype)
+    E = np.empty((24, P * T), dtype=gy.dtype)
+    for p0 in range(lo, hi, P):
+        p1 = min(hi, p0 + P)
+        L = (p1 - p0) * T
+        for p in range(p0, p1):
+            kk, n = p // nimg, n0 + p % nimg
+            for yy in range(Ho):
+                gp[yy, :Wo] = gy[n, kk, yy]
+            off = (p - p0) * T
             for i in range(4):
-                yy = 4 * ty + i
-                if yy < Ho:
-                    for xx in range(Wo):
-                        rows[i, xx] = gy[n, kk, yy, xx]
-                else:
-                    for xx in range(Wo):
-                        rows[i, xx] = 0
-            for j in range(Wb):
-                g0, g1, g2, g3 = rows[0, j], rows[1, j], rows[2, j], rows[3, j]
-                e[0, j] = g0
-                e[1, j] = g0 + g1 + g2 + g3
-                e[2, j] = g0 - g1 + g2 - g3
-                e[3, j] = g0 + c2 * g1 + c4 * g2 + c8 * g3
-                e[4, j] = g0 - c2 * g1 + c4 * g2 - c8 * g3
-                e[5, j] = g3
-            base = ((n - n0) * th + ty) * tw
-            for a in range(6):
-                for tx in range(tw):
-                    j = 4 * tx
-                    g0, g1, g2, g3 = e[a, j], e[a, j + 1], e[a, j + 2], e[a, j + 3]
-                    GY[6 * a + 0, kk, base + tx] = g0
-                    GY[6 * a + 1, kk, base + tx] = g0 + g1 + g2 + g3
-                    GY[6 * a + 2, kk, base + tx] = g0 - g1 + g2 - g3
-                    GY[6 * a + 3, kk, base + tx] = g0 + c2 * g1 + c4 * g2 + c8 * g3
-                    GY[6 * a + 4, kk, base + tx] = g0 - c2 * g1 + c4 * g2 - c8 * g3
-                    GY[6 * a + 5, kk, base + tx] = g3
+                d0, d1, d2, d3 = D[4 * i], D[4 * i + 1], D[4 * i + 2], D[4 * i + 3]
+                for q in range(T):
+                    e = idx[q] + i * Wb
+                    d0[off + q], d1[off + q], d2[off + q], d3[off + q] = \
+                        plane[e], plane[e + 1], plane[e + 2], plane[e + 3]
+        for j in range(4):     # E[4a + j] = (A g)[a, j]
+            d0, d1, d2, d3 = D[j], D[4 + j], D[8 + j], D[12 + j]
+            e0, e1, e2, e3, e4, e5 = E[j], E[4 + j], E[8 + j], E[12 + j], E[16 + j], E[20 + j]
+            for q in range(L):
+                g0, g1, g2, g3 = d0[q], d1[q], d2[q], d3[q]
+                e0[q] = g0
+                e1[q] = g0 + g1 + g2 + g3
+                e2[q] = g0 - g1 + g2 - g3
+                e3[q] = g0 + c2 * g1 + c4 * g2 + c8 * g3
+                e4[q] = g0 - c2 * g1 + c4 * g2 - c8 * g3
+                e5[q] = g3
+        b0 = p0 * T
+        for a in range(6):
+            f0, f1, f2, f3 = E[4 * a], E[4 * a + 1], E[4 * a + 2], E[4 * a + 3]
+            v0, v1, v2 = Gf[6 * a, b0:b0 + L], Gf[6 * a + 1, b0:b0 + L], Gf[6 * a + 2, b0:b0 + L]
+            v3, v4, v5 = Gf[6 * a + 3, b0:b0 + L], Gf[6 * a + 4, b0:b0 + L], \
+                Gf[6 * a + 5, b0:b0 + L]
+            for q in range(L):
+                g0, g1, g2, g3 = f0[q], f1[q], f2[q], f3[q]
+                v0[q] = g0
+                v1[q] = g0 + g1 + g2 + g3
+                v2[q] = g0 - g1 + g2 - g3
+                v3[q] = g0 + c2 * g1 + c4 * g2 + c8 * g3
+                v4[q] = g0 - c2 * g1 + c4 * g2 - c8 * g3
+                v5[q] = g3
 
 
 @njit(cache=True, nogil=True, inline="always")

@@ -1,5 +1,7 @@
-"""Winograd F(4x4, 3x3) Numba transforms against their definitions (B^T d B, A^T m A) in float64,
-for whole batches and for blocks of images and tile rows."""
+"""Winograd F(4x4, 3x3) Numba transforms against their definitions (B^T d B, A^T m A, A g A^T) in
+float64, for whole batches, for blocks of images and tile rows, and for ranges of (channel, image)
+pairs (taken channel-major) that together cover the batch; batches of more pairs than one vector
+pass (``CHUNK`` tiles) holds."""
 import numpy as np
 import pytest
 
@@ -21,7 +23,8 @@ def tiles_in(x, pt, pl, th, tw):
 
 
 @pytest.mark.parametrize("N, C, H, W, pt, pl", [(2, 3, 14, 14, 1, 1), (1, 2, 9, 7, 0, 2),
-                                                (3, 2, 5, 17, 2, 0), (1, 1, 3, 3, 1, 1)])
+                                                (3, 2, 5, 17, 2, 0), (1, 1, 3, 3, 1, 1),
+                                                (3, 50, 7, 7, 1, 1), (2, 20, 14, 14, 1, 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_input_transform_whole_and_blocked(N, C, H, W, pt, pl, dtype):
     th, tw = -(-(H + 2 * pt - 2) // 4), -(-(W + 2 * pl - 2) // 4)
@@ -31,14 +34,28 @@ def test_input_transform_whole_and_blocked(N, C, H, W, pt, pl, dtype):
     V = np.full((36, C, N * th * tw), np.nan, dtype)
     nb.input_transform(x, pt, pl, th, tw, V, k, 0, N * C, 0, 0, th)
     np.testing.assert_allclose(V, ref.reshape(V.shape), atol=tol * np.abs(ref).max())
+    Vs = np.full(V.shape, np.nan, dtype)                       # in three ranges of pairs
+    for lo, hi in _ranges(N * C):
+        nb.input_transform(x, pt, pl, th, tw, Vs, k, lo, hi, 0, 0, th)
+    np.testing.assert_array_equal(Vs, V)
     n0, ty0, ty1 = N - 1, th // 2, th
     Vb = np.full((36, C, (ty1 - ty0) * tw), np.nan, dtype)
-    nb.input_transform(x, pt, pl, th, tw, Vb, k, n0 * C, N * C, n0, ty0, ty1)
+    nb.input_transform(x, pt, pl, th, tw, Vb, k, 0, (N - n0) * C, n0, ty0, ty1)
     np.testing.assert_allclose(Vb, ref[:, :, n0, ty0:ty1].reshape(Vb.shape),
                                atol=tol * np.abs(ref).max())
 
 
-@pytest.mark.parametrize("N, K, Ho, Wo", [(2, 3, 14, 14), (1, 2, 9, 7), (3, 2, 5, 17), (1, 1, 1, 2)])
+def _ranges(pairs):
+    """Three consecutive ranges covering range(pairs) (some empty for few pairs)."""
+    a, b = pairs // 3, 2 * pairs // 3 + 1
+    return [(0, a), (a, min(b, pairs)), (min(b, pairs), pairs)]
+
+
+SHAPES_OUT = [(2, 3, 14, 14), (1, 2, 9, 7), (3, 2, 5, 17), (1, 1, 1, 2), (3, 50, 7, 7),
+              (2, 20, 14, 14)]
+
+
+@pytest.mark.parametrize("N, K, Ho, Wo", SHAPES_OUT)
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_output_transform_whole_and_blocked(N, K, Ho, Wo, dtype):
     th, tw = -(-Ho // 4), -(-Wo // 4)
@@ -50,13 +67,41 @@ def test_output_transform_whole_and_blocked(N, K, Ho, Wo, dtype):
     y = np.full((N, K, Ho, Wo), np.nan, dtype)
     nb.output_transform(M, th, tw, y, k, 0, N * K, 0, 0, th)
     np.testing.assert_allclose(y, ref, atol=tol * np.abs(ref).max())
+    ys = np.full(y.shape, np.nan, dtype)
+    for lo, hi in _ranges(N * K):
+        nb.output_transform(M, th, tw, ys, k, lo, hi, 0, 0, th)
+    np.testing.assert_array_equal(ys, y)
     n0, ty0, ty1 = N - 1, th // 2, th
     Mb = np.ascontiguousarray(M.reshape(36, K, N, th, tw)[:, :, n0, ty0:ty1].reshape(36, K, -1))
     yb = np.full((N, K, Ho, Wo), np.nan, dtype)
-    nb.output_transform(Mb, th, tw, yb, k, n0 * K, N * K, n0, ty0, ty1)
+    nb.output_transform(Mb, th, tw, yb, k, 0, (N - n0) * K, n0, ty0, ty1)
     rows = slice(4 * ty0, Ho)
     np.testing.assert_allclose(yb[n0, :, rows], ref[n0, :, rows], atol=tol * np.abs(ref).max())
     assert np.isnan(yb[:n0]).all() and np.isnan(yb[n0, :, :4 * ty0]).all()
+
+
+@pytest.mark.parametrize("N, K, Ho, Wo", SHAPES_OUT)
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_grad_output_transform_whole_blocked_and_in_ranges(N, K, Ho, Wo, dtype):
+    th, tw = -(-Ho // 4), -(-Wo // 4)
+    gy = rng.standard_normal((N, K, Ho, Wo)).astype(dtype)
+    gyp = np.zeros((N, K, 4 * th, 4 * tw))
+    gyp[:, :, :Ho, :Wo] = gy
+    tiles = gyp.reshape(N, K, th, 4, tw, 4).transpose(0, 1, 2, 4, 3, 5)   # N, K, th, tw, 4, 4
+    ref = np.einsum("ia,jb,nktuij->abkntu", winograd.AT, winograd.AT, tiles).reshape(36, K, N,
+                                                                                     th * tw)
+    k, tol = np.array([2, 4, 8], dtype), (1e-5 if dtype == np.float32 else 1e-12)
+    GY = np.full((36, K, N * th * tw), np.nan, dtype)
+    nb.grad_output_transform(gy, th, tw, GY, k, 0, N * K, 0)
+    np.testing.assert_allclose(GY, ref.reshape(GY.shape), atol=tol * np.abs(ref).max())
+    GYs = np.full(GY.shape, np.nan, dtype)
+    for lo, hi in _ranges(N * K):
+        nb.grad_output_transform(gy, th, tw, GYs, k, lo, hi, 0)
+    np.testing.assert_array_equal(GYs, GY)
+    n0 = N // 2                                                  # images n0 .. N-1
+    GYb = np.full((36, K, (N - n0) * th * tw), np.nan, dtype)
+    nb.grad_output_transform(gy, th, tw, GYb, k, 0, (N - n0) * K, n0)
+    np.testing.assert_array_equal(GYb, GY.reshape(36, K, N, -1)[:, :, n0:].reshape(GYb.shape))
 
 
 def _flipped(w, groups):
