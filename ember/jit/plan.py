@@ -42,6 +42,7 @@ keeps the faster (``InferencePlan.tune_threads``). The ``RETUNE_AFTER``-th run t
 convolution modes once more (and the thread settings, when BLAS's threads won) and keeps, for
 each, the best time of the two moments (``InferencePlan.retune``).
 """
+import operator
 import threading
 from collections import OrderedDict, namedtuple
 
@@ -81,6 +82,7 @@ DIRECT = True
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
+_shape = operator.attrgetter("shape")
 _EXCLUDED = ("copy_", "python_function")
 
 
@@ -1271,6 +1273,7 @@ class Planner:
         self.graph = _without_local_writes(graph)
         self.enabled = supported(self.graph)
         self._plans = OrderedDict()
+        self._recent = None   # the plan run last (the LRU order's last entry)
         self._failed = set()
         self.errors = []   # why a plan could not be built (those shapes take the ordinary path)
 
@@ -1278,7 +1281,7 @@ class Planner:
         """The outputs through the plan for these shapes, or None (ordinary path this call)."""
         if not self.enabled:
             return None
-        key = tuple(a.shape for a in arrays)
+        key = tuple(map(_shape, arrays))
         plan = self._plans.get(key)
         if plan is None:
             if key in self._failed:
@@ -1294,11 +1297,13 @@ class Planner:
                 self.errors.append(f"{type(e).__name__}: {e}")
                 return None
             plan.ready_now = plan.steady = False
-            self._plans[key] = plan
+            self._plans[key] = self._recent = plan
             while len(self._plans) > MAX_PLANS:
                 self._plans.popitem(last=False)
         else:
-            self._plans.move_to_end(key)
+            if plan is not self._recent:   # (the most recent plan is already the last one)
+                self._plans.move_to_end(key)
+                self._recent = plan
             if plan.steady:
                 return plan.run(arrays)
         if not plan.ready_now:

@@ -75,7 +75,8 @@ def test_first_calls_take_the_ordinary_path():
     assert all(o is None for o in outs[:-1]) and planner.builds == 1
 
 
-@pytest.mark.parametrize("change", ["in_place", "optimizer", "load_state_dict", "data"])
+@pytest.mark.parametrize("change", ["in_place", "optimizer", "load_state_dict", "data",
+                                    "data_write", "other_tensor"])
 def test_changed_parameters_are_never_stale(change):
     ember.manual_seed(5)
     build, shape = MODELS["lenet"]
@@ -95,8 +96,14 @@ def test_changed_parameters_are_never_stale(change):
     elif change == "load_state_dict":
         sd = {k: v * 3 if k.endswith("bias") else v for k, v in model.state_dict().items()}
         model.load_state_dict(sd)
-    else:
+    elif change == "data":
         weight.data = weight.data * 0.5
+    elif change == "data_write":   # through a .data alias: the tensor's version stays
+        weight.data.mul_(0.5)
+    else:   # another tensor bound to the formal (the planner watched the first one)
+        i = next(i for i, t in enumerate(state) if t is weight)
+        state[i] = nn.Parameter(ember.tensor(weight.detach().numpy() * 0.5))
+        model[-1].weight = state[i]
     with ember.no_grad():
         state = [t for t in state]
         want = model(x).numpy()
