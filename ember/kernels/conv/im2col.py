@@ -2,7 +2,7 @@
 
 The batch is cut into chunks of images, one per thread (``parallel.run``), and each chunk into
 sub-batches whose column buffer stays under ``SUBBATCH_BYTES`` (so the columns are still in cache
-when the GEMM reads them, and the workspace stays small). Column layouts:
+when the GEMM reads them, and the workspace stays small; more for small outputs, ``subbatch``). Column layouts:
 
 - per image (N, groups, C/groups*R*S, Ho*Wo) when one image gives a wide enough GEMM
   (Ho*Wo >= ``PER_IMAGE_MIN``, or a batch of one) or the weight is thin (K/groups*C/groups*R*S <=
@@ -45,6 +45,15 @@ PER_IMAGE_MAX_WEIGHT = 8192
 ROWS_MAX_WO = 16
 ROWS_MAX_WIDENING = 2.0
 SUBBATCH_BYTES = 4 << 20
+# Outputs of at most SMALL_OUTPUT_PIXELS pixels (ResNet's 7x7 stage) take sub-batches of up to
+# SMALL_OUTPUT_SUBBATCH times SUBBATCH_BYTES: the by-group GEMM's columns (or, for the weight
+# gradient, its reduction) are n*49 long, and a whole batch of 8 ran faster than two sub-batches
+# of 4 (one thread, CPU ms, min of 6 interleaved, 8 images, 4 -> 16 MiB): 512x7x7->512 3x3
+# forward 23.3 -> 21.4, input gradient 29.2 -> 28.0, weight 44.6 -> 42.1; 512x14x14 3x3 stride 2
+# forward 23.9 -> 22.6, weight 45.2 -> 42.3; at 14x14 outputs (256x28x28 stride 2) the forward
+# did not gain (27.1 vs 27.8).
+SMALL_OUTPUT_PIXELS = 64
+SMALL_OUTPUT_SUBBATCH = 4
 
 
 def supports(g, direction):
@@ -69,9 +78,11 @@ def columns_by_group(x, g, slot):
 
 
 def subbatch(g, itemsize):
-    """Images per sub-batch: the columns of at most SUBBATCH_BYTES (at least one image)."""
+    """Images per sub-batch: the columns of at most SUBBATCH_BYTES (SMALL_OUTPUT_SUBBATCH times
+    that for outputs of at most SMALL_OUTPUT_PIXELS pixels), at least one image."""
     per_image = g.C * g.R * g.S * g.Ho * g.Wo * itemsize
-    return max(1, SUBBATCH_BYTES // max(1, per_image))
+    limit = SUBBATCH_BYTES * (SMALL_OUTPUT_SUBBATCH if g.Ho * g.Wo <= SMALL_OUTPUT_PIXELS else 1)
+    return max(1, limit // max(1, per_image))
 
 
 def _sub(g, n):
