@@ -9,8 +9,16 @@ from .geometry import Geometry
 
 
 def flipped_transposed(w, groups):
-    """Weight (K, C/g, R, S) -> (C, K/g, R, S), flipped in R and S and transposed per group."""
+    """Weight (K, C/g, R, S) -> (C, K/g, R, S), flipped in R and S and transposed per group: a
+    blocked Numba copy (``im2col_numba.flip_transpose``) when it can run now, else NumPy's."""
     K, Cg, R, S = w.shape
+    from .im2col import _numba_kernel
+    kernel = _numba_kernel("flip_transpose", w.dtype) if w.flags.c_contiguous else None
+    if kernel is not None:
+        out = np.empty((groups * Cg, K // groups, R, S), w.dtype)
+        kernel(w.reshape(groups, K // groups, Cg, R * S),
+               out.reshape(groups, Cg, K // groups, R * S))
+        return out
     wg = w.reshape(groups, K // groups, Cg, R, S)[:, :, :, ::-1, ::-1].transpose(0, 2, 1, 3, 4)
     return np.ascontiguousarray(wg).reshape(groups * Cg, K // groups, R, S)
 

@@ -2,7 +2,8 @@
 
 The batch is cut into chunks of images, one per thread (``parallel.run``), and each chunk into
 sub-batches whose column buffer stays under ``SUBBATCH_BYTES`` (so the columns are still in cache
-when the GEMM reads them, and the workspace stays small; more for small outputs, ``subbatch``). Column layouts:
+when the GEMM reads them, and the workspace stays small; more for small outputs, ``subbatch``).
+Column layouts:
 
 - per image (N, groups, C/groups*R*S, Ho*Wo) when one image gives a wide enough GEMM
   (Ho*Wo >= ``PER_IMAGE_MIN``, or a batch of one) or the weight is thin (K/groups*C/groups*R*S <=
@@ -218,9 +219,9 @@ _signatures = {}
 
 
 def _numba_kernel(name, dtype):
-    """``im2col_numba``'s ``name`` (``add_runs`` or ``add_strided``) when it can run now for
-    ``dtype`` (float32/float64; compiled or in the disk cache), else None: the NumPy adds run
-    (under background compilation, while it compiles)."""
+    """``im2col_numba``'s ``name`` (``add_runs``, ``add_strided``, ``flip_transpose``) when it
+    can run now for ``dtype`` (float32/float64; compiled or in the disk cache), else None: the
+    NumPy path runs (under background compilation, while it compiles)."""
     dtype = np.dtype(dtype)
     if not USE_NUMBA or dtype not in (np.float32, np.float64):
         return None
@@ -232,9 +233,10 @@ def _numba_kernel(name, dtype):
     sig = _signatures.get((name, dtype))
     if sig is None:
         a1, a3, i1 = np.empty(1, dtype), np.empty((1, 1, 1), dtype), np.empty(1, np.int64)
+        a4 = np.empty((1,) * 4, dtype)
         args = ((a3, i1, 0, 0, 0, a1, a3) if name == "add_runs" else
-                (np.empty((1,) * 6, dtype), False, 0, 0, 0, 0, 0, 0, 0, a1,
-                 np.empty((1,) * 4, dtype)))
+                (a4, a4) if name == "flip_transpose" else
+                (np.empty((1,) * 6, dtype), False, 0, 0, 0, 0, 0, 0, 0, a1, a4))
         sig = _signatures[(name, dtype)] = compiler.signature(*args)
     return kernel if compiler.ready(kernel, sig) else None
 

@@ -1,6 +1,7 @@
 """Numba kernels of the col2im that the input gradient runs after its GEMM: ``add_runs`` for
 the stride-1 rows path (``im2col._input_grad_rows``), ``add_strided`` for other strides
-(``im2col.col2im``).
+(``im2col.col2im``); and ``flip_transpose``, the weight of the stride-1 input gradient run as a
+forward pass (``grad_as_forward.flipped_transposed``).
 
 Imported lazily (never by ``import ember``), compiled once per dtype and cached on disk. One
 plane at a time: the plane's padded accumulator (a few KiB, in L1) is zeroed, every tap's run
@@ -61,3 +62,24 @@ def add_strided(gcols, by_channel, sh, sw, dh, dw, Wp, pt, pl, acc, out):
             dst = out[m, c, h]
             for w in range(W):
                 dst[w] = row[w]
+
+
+FLIP_BLOCK = 32
+
+
+@njit(cache=True, nogil=True)
+def flip_transpose(w, out):
+    """out[g, c, k, t] = w[g, k, c, T-1-t] for w (groups, K/g, C/g, T) and out (groups, C/g, K/g,
+    T): the taps reversed (R and S flipped) and each group's (K/g, C/g) transposed, in blocks of
+    FLIP_BLOCK x FLIP_BLOCK filters so both sides stay in cache. NumPy's copy of the transposed,
+    reversed view moves 9-element runs with negative strides: 512x512 3x3 7.2 ms against 2.7."""
+    G, Kg, Cg, T = w.shape
+    for g in range(G):
+        for k0 in range(0, Kg, FLIP_BLOCK):
+            k1 = min(Kg, k0 + FLIP_BLOCK)
+            for c0 in range(0, Cg, FLIP_BLOCK):
+                for c in range(c0, min(Cg, c0 + FLIP_BLOCK)):
+                    for k in range(k0, k1):
+                        src, dst = w[g, k, c], out[g, c, k]
+                        for t in range(T):
+                            dst[t] = src[T - 1 - t]

@@ -33,6 +33,21 @@ def test_flipped_transposed_per_group():
                 np.testing.assert_array_equal(out[gi * 3 + c, k], w[gi * 2 + k, c, ::-1, ::-1])
 
 
+@pytest.mark.parametrize("shape, groups", [((70, 45, 3, 3), 1), ((66, 3, 5, 5), 2),
+                                           ((8, 8, 1, 1), 8)])
+def test_flipped_transposed_numba_copy_equals_numpy(shape, groups, monkeypatch):
+    from ember.kernels.conv import im2col
+    pytest.importorskip("numba")
+    w = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    ref = w.reshape(groups, shape[0] // groups, *shape[1:])[:, :, :, ::-1, ::-1]
+    ref = ref.transpose(0, 2, 1, 3, 4).reshape(groups * shape[1], shape[0] // groups,
+                                                *shape[2:])
+    assert im2col._numba_kernel("flip_transpose", w.dtype) is not None
+    np.testing.assert_array_equal(gaf.flipped_transposed(w, groups), ref)
+    monkeypatch.setattr(im2col, "USE_NUMBA", False)
+    np.testing.assert_array_equal(gaf.flipped_transposed(w, groups), ref)
+
+
 @pytest.mark.parametrize("case", CASES, ids=IDS)
 def test_transposed_geometry_maps_back_to_the_input(case):
     _, _, _, g = problem(*case)

@@ -38,3 +38,13 @@ def test_add_runs_is_the_sum_of_shifted_runs_cropped(R, S, pt, pl, H, W, dtype):
     ref = _reference(taps.astype(np.float64), offsets, Wp, pt, pl, H, W, size)
     tol = 1e-5 if dtype == np.float32 else 1e-13
     np.testing.assert_allclose(out, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("groups, Kg, Cg, T", [(1, 70, 45, 9), (2, 33, 3, 25), (3, 1, 1, 1),
+                                               (1, 64, 64, 9)])
+def test_flip_transpose_reverses_taps_and_transposes_each_group(groups, Kg, Cg, T, dtype):
+    w = rng.standard_normal((groups, Kg, Cg, T)).astype(dtype)
+    out = np.full((groups, Cg, Kg, T), np.nan, dtype)
+    im2col_numba.flip_transpose(w, out)
+    np.testing.assert_array_equal(out, w[:, :, :, ::-1].transpose(0, 2, 1, 3))
