@@ -12,14 +12,19 @@ default threads:
   ember traced + opt     ``ember.jit.optimize(ember.jit.trace(model, (x,)))`` (frozen weights,
                          batch norm folded, pointwise chains fused; calls run through an
                          inference plan per input shape, docs/jit.md)
+  ember.compile          ``ember.compile(model)`` called under ``ember.no_grad()`` (live
+                         parameters: the plan of the graph frozen on their values,
+                         ``ember.jit.plan_live``; timed once the plan is built and tuned)
   torch eager            ``model(x)`` under ``torch.inference_mode()``
   torch frozen + opt     ``torch.jit.optimize_for_inference(torch.jit.freeze(
                          torch.jit.trace(model, (x,))))``
   onnxruntime            the model exported by ``ember.onnx.export`` (dynamic batch axis), run by
                          an ``InferenceSession`` with default options (all graph optimisations,
-                         its default thread pool), in a process that imports neither ember nor torch
+                         its default thread pool), in a process that imports neither ember nor torch;
+                         the ``ort_1thread`` column the same with ``intra_op_num_threads=1``
 The first rows of every variant's output at batch 64 are compared. Nothing is asserted. README
-tables: ``inference`` (every row) and ``batch1`` (the batch-1 rows on their own).
+tables: ``inference`` (every row) and ``batch1`` (the batch-1 rows on their own, with
+``ember.compile`` against onnxruntime at one thread and at its defaults).
 """
 import os
 import shutil
@@ -36,6 +41,7 @@ AVX2_CASES = ("lenet",)
 BATCHES = (1, 64)
 LABELS = {"lenet": "LeNet-5", "mlp": "MLP 784-512-512-10", "resnet": "ResNet-style blocks"}
 INPUT = {"lenet": (1, 28, 28), "mlp": (784,), "resnet": (3, 32, 32)}
+ORT_THREADS = "EMBER_BENCH_ORT_THREADS"   # onnxruntime's intra_op_num_threads (unset: default)
 
 
 def resnet(nn):
@@ -72,6 +78,21 @@ def inputs(case, batch):
     return np.random.default_rng(batch).standard_normal((batch,) + INPUT[case]).astype(np.float32)
 
 
+def _compiled(model, x, opts):
+    """``ember.compile(model)`` warmed at ``x`` (under ``no_grad``) until its live inference plan
+    is built and past its retuning (``plan.RETUNE_AFTER`` runs), as a step for ``measure``."""
+    import ember
+    from ember.jit import plan, plan_live
+    compiled = ember.compile(model)
+    plan_live.wait_kernels(600)
+    for _ in range(plan_live.STABLE_CALLS + 1):
+        compiled(x)
+    H._wait_ember_compiles(opts.compile_wait)
+    for _ in range(plan.RETUNE_AFTER + 2):
+        compiled(x)
+    return lambda: compiled(x)
+
+
 def _ember(case, opts):
     import warnings
     import ember
@@ -86,9 +107,12 @@ def _ember(case, opts):
         with ember.no_grad():
             out[f"eager_{batch}"] = H.measure(lambda: model(x), "ember", opts)
             out[f"opt_{batch}"] = H.measure(lambda: fast(x), "ember", opts)
+            compiled = _compiled(model, x, opts)
+            out[f"compiled_{batch}"] = H.measure(compiled, "ember", opts)
             if batch == BATCHES[-1]:
                 out["sample_eager"] = H.sample(model(x).numpy())
                 out["sample_opt"] = H.sample(fast(x).numpy())
+                out["sample_compiled"] = H.sample(compiled().numpy())
     return out
 
 
@@ -114,7 +138,10 @@ def _torch(case, opts):
 
 def _ort(case, opts, onnx_dir):
     import onnxruntime as ort
-    sess = ort.InferenceSession(os.path.join(onnx_dir, f"{case}.onnx"),
+    so = ort.SessionOptions()
+    if os.environ.get(ORT_THREADS):   # the ort_1thread column
+        so.intra_op_num_threads = int(os.environ[ORT_THREADS])
+    sess = ort.InferenceSession(os.path.join(onnx_dir, f"{case}.onnx"), so,
                                 providers=["CPUExecutionProvider"])
     name = sess.get_inputs()[0].name
     out = {}
@@ -148,9 +175,10 @@ def collect(opts, machine, log=None, only=None):
     onnx_dir = tempfile.mkdtemp(prefix="ember-bench-onnx-")
     try:
         exported = H.export_all(SCRIPT, cases, opts, onnx_dir, log)
-        cols = {"ember": ("ember", None), "torch": ("torch", None), "ort": ("ort", None)}
-        plan = {"ember": cases, "torch": cases,
-                "ort": [c for c in cases if "error" not in exported[c]]}
+        cols = {"ember": ("ember", None), "torch": ("torch", None), "ort": ("ort", None),
+                "ort_1thread": ("ort", {ORT_THREADS: "1"})}
+        ok = [c for c in cases if "error" not in exported[c]]
+        plan = {"ember": cases, "torch": cases, "ort": ok, "ort_1thread": ok}
         if machine.get("host_isa") == "avx512":
             cols["ember_avx2"] = ("ember", {"EMBER_CPU_ISA": "avx2"})
             plan["ember_avx2"] = [c for c in cases if c in AVX2_CASES]
@@ -159,7 +187,7 @@ def collect(opts, machine, log=None, only=None):
         shutil.rmtree(onnx_dir, ignore_errors=True)
     for case in cases:
         if "error" in exported[case]:
-            res[case]["ort"] = [exported[case]]
+            res[case]["ort"] = res[case]["ort_1thread"] = [exported[case]]
     return res
 
 
@@ -169,14 +197,15 @@ def render(res):
     for case, cols in res.items():
         e, t, o = cols.get("ember", []), cols.get("torch", []), cols.get("ort", [])
         samples = [{"sample": r.get(k)} for c in cols.values() for r in c
-                   for k in ("sample_eager", "sample_opt")]
+                   for k in ("sample_eager", "sample_opt", "sample_compiled")]
         same = {True: "yes", False: "**no**", None: "-"}[H.agree(samples)]
         for batch in BATCHES:
             ee, eo = H.metric(e, f"eager_{batch}", "median"), H.metric(e, f"opt_{batch}", "median")
             te, to = H.metric(t, f"eager_{batch}", "median"), H.metric(t, f"opt_{batch}", "median")
             oo = H.metric(o, f"opt_{batch}", "median")
+            ec = H.metric(e, f"compiled_{batch}", "median")
             row = [LABELS[case], batch, H.cell(ee), H.cell(te), H.ratio(ee, te),
-                   H.cell(eo), H.cell(to), H.cell(oo), H.ratio(eo, to),
+                   H.cell(eo), H.cell(ec), H.cell(to), H.cell(oo), H.ratio(eo, to),
                    H.ratio(eo, oo)]
             if avx2:
                 a = cols.get("ember_avx2", [])
@@ -187,7 +216,8 @@ def render(res):
             row.append(same)
             rows.append(row)
     head = ["model", "batch", "ember eager", "torch eager", "ratio", "ember traced + opt",
-            "torch frozen + opt", "onnxruntime", "opt / torch frozen", "opt / onnxruntime"]
+            "ember.compile", "torch frozen + opt", "onnxruntime", "opt / torch frozen",
+            "opt / onnxruntime"]
     if avx2:
         head += ["ember forced AVX2 (AVX-512 host) eager / opt", "ratios (/ torch eager, / ORT)"]
     head.append("same outputs")
@@ -195,16 +225,23 @@ def render(res):
 
 
 def batch1(res):
-    """The eager batch-1 rows (a single request served by the model as written) on their own."""
+    """The batch-1 rows (a single request served by the model as written) on their own: eager
+    against torch, the traced and the compiled model against onnxruntime (its defaults, and one
+    thread)."""
     rows = []
     for case, cols in res.items():
         e, t, o = cols.get("ember", []), cols.get("torch", []), cols.get("ort", [])
+        o1 = cols.get("ort_1thread", [])
         ee, te = H.metric(e, "eager_1", "median"), H.metric(t, "eager_1", "median")
         eo, oo = H.metric(e, "opt_1", "median"), H.metric(o, "opt_1", "median")
+        ec, o1 = H.metric(e, "compiled_1", "median"), H.metric(o1, "opt_1", "median")
         rows.append([LABELS[case], H.cell(ee), H.cell(te), H.ratio(ee, te), H.cell(eo),
-                     H.cell(oo), H.ratio(eo, oo)])
+                     H.cell(ec), H.cell(oo), H.cell(o1), H.ratio(eo, oo), H.ratio(ec, oo),
+                     H.ratio(ec, o1)])
     return H.table(["model, batch 1", "ember eager", "torch eager", "ratio",
-                    "ember traced + opt", "onnxruntime", "ratio"], rows)
+                    "ember traced + opt", "ember.compile", "onnxruntime",
+                    "onnxruntime 1 thread", "opt / onnxruntime", "compile / onnxruntime",
+                    "compile / onnxruntime 1 thread"], rows)
 
 
 def main():
