@@ -220,41 +220,38 @@ def softmax_backward_parallel(grad, result, out, parts):
             softmax_backward_rows(grad, result, out, lo, hi)
 
 
+# The attention row passes run over whole rows, the causal mask a select on the column (a loop
+# to the row's own length n left most rows' columns to LLVM's scalar remainder, and the zeros
+# after it were a memset call per row): (16 * 4 * 64, 64) causal float32 rows, one thread,
+# sdpa_probs_rows 735 -> 500 us, sdpa_recompute_rows 410 -> 230 us.
 @njit(cache=True, nogil=True, fastmath=_FAST)
-def _row_scaled_exp_sum(s, r, n, scale, m):
-    """s[r, :n] = exp(s[r, :n] * scale - m) and their float32 sum (lanes reassociated)."""
-    t = np.float32(0.0)
-    for c in range(n):
-        e = _exp_softmax(s[r, c] * scale - m)
-        s[r, c] = e
-        t += e
-    return t
-
-
-@njit(cache=True, nogil=True, fastmath={"contract"})
 def sdpa_probs_rows(s, scale, L, causal, lse, lo, hi):
     """Attention probabilities in place: row r of the scores s (B*H*L, S) float32 becomes
     softmax(s[r] * scale) over its first n columns (n = r % L + 1 under ``causal``, as
-    ``np.tri``, else all), zeros after; lse[r] = max + log(sum) (float32). A causal row of
-    -inf only (infinite inputs) gives zeros and lse = +inf (``attention.sdpa_forward``'s dead
-    row); elsewhere a NaN or infinite score makes the row NaN, as the NumPy path."""
+    ``np.tri``, else all), zeros after; lse[r] = max + log(sum) (float32; the sum's lanes
+    reassociated). A causal row of -inf only (infinite inputs) gives zeros and lse = +inf
+    (``attention.sdpa_forward``'s dead row); elsewhere a NaN or infinite score makes the row
+    NaN, as the NumPy path."""
     S = s.shape[1]
+    ninf = np.float32(-np.inf)
     for r in range(lo, hi):
-        n = min(r % L + 1, S) if causal else S
-        m = np.float32(-np.inf)
-        for c in range(n):
-            m = _maxnum(m, s[r, c] * scale)
-        if causal and m == np.float32(-np.inf):
+        n = np.int32(min(r % L + 1, S) if causal else S)
+        m = ninf
+        for c in range(S):
+            m = _maxnum(m, sel(np.int32(c) < n, s[r, c] * scale, ninf))
+        if causal and m == ninf:
             for c in range(S):
                 s[r, c] = np.float32(0.0)
             lse[r] = np.float32(np.inf)
             continue
-        t = _row_scaled_exp_sum(s, r, n, scale, m)
+        t = np.float32(0.0)
+        for c in range(S):
+            e = sel(np.int32(c) < n, _exp_softmax(s[r, c] * scale - m), np.float32(0.0))
+            s[r, c] = e
+            t += e
         inv = np.float32(1.0) / t
-        for c in range(n):
+        for c in range(S):
             s[r, c] *= inv
-        for c in range(n, S):
-            s[r, c] = np.float32(0.0)
         lse[r] = m + np.float32(np.log(t))
 
 
@@ -274,12 +271,10 @@ def sdpa_recompute_rows(s, scale, L, causal, lse, lo, hi):
     after (lse = +inf: zeros)."""
     S = s.shape[1]
     for r in range(lo, hi):
-        n = min(r % L + 1, S) if causal else S
+        n = np.int32(min(r % L + 1, S) if causal else S)
         a = lse[r]
-        for c in range(n):
-            s[r, c] = _exp_softmax(s[r, c] * scale - a)
-        for c in range(n, S):
-            s[r, c] = np.float32(0.0)
+        for c in range(S):
+            s[r, c] = sel(np.int32(c) < n, _exp_softmax(s[r, c] * scale - a), np.float32(0.0))
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -66,11 +66,12 @@ def test_mismatched_shapes_and_causal_with_mask_raise():
 
 
 @pytest.mark.parametrize("causal,L,S", [(True, 64, 64), (False, 64, 64), (True, 48, 80),
-                                        (True, 80, 48)])
+                                        (True, 80, 48), (True, 45, 51), (False, 51, 45)])
 def test_float32_rows_run_the_fused_numba_passes_and_match_torch(causal, L, S, monkeypatch):
     """float32 without mask or dropout: scale, causal mask, softmax and log-sum-exp in one
     Numba pass per row (nn_numba.sdpa_probs_rows), the backward's probabilities and score
-    gradient in two (sdpa_recompute_rows, sdpa_dscores_rows); against torch's SDPA in float64."""
+    gradient in two (sdpa_recompute_rows, sdpa_dscores_rows); against torch's SDPA in float64.
+    Row lengths that are no multiple of a vector's lanes (45, 51) included."""
     from ember.kernels import nn
     ran = []
     real = nn._ce_run
