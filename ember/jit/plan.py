@@ -78,6 +78,10 @@ GEMV_CHAIN = True
 # a convolution step of a batch of one may run the direct kernel on operands packed at build
 # time (mode "direct", timed by ``autotune`` with the others); False: never
 DIRECT = True
+# once a plan's choices are final (``Planner`` marks it steady), its function is generated again
+# with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
+# False: every step through its Python object
+SPECIALISE = True
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -525,6 +529,38 @@ class _ConvStep:
                          y.shape[2])
         return y
 
+    def _out(self, bind):
+        """Source of this step's output array: its buffer, or a new array when it is an output
+        of the graph."""
+        if self.fresh:
+            return f"{bind(np.empty)}({bind(self.out_shape)}, {bind(self.dtype)})"
+        return bind(self.y)
+
+    def inline(self, out, args, bind):
+        """Source lines running this step in mode "direct" on the value ``args[0]`` into
+        ``out`` (as ``_direct_call``), or None (another mode, or a residual)."""
+        if self.mode != "direct" or self.res is not None or len(args) != 1:
+            return None
+        d, x = self.direct, args[0]
+
+        def ints(vals):
+            return ", ".join(bind(int(v)) for v in vals)
+        ops = f"{bind(d.wp)}, {bind(d.bp)}, {bind(d.rs)}, {bind(d.off)}"
+        lines = [f"{out} = {self._out(bind)}"]
+        if d.acc is not None:
+            xp = x if self.xp is None else bind(self.xp)
+            lines.append(f"{bind(d.k.forward_image)}({x}, {xp}, {ints(self.pad)}, {ops}, "
+                         f"{bind(d.acc)}, {bind(d.z)}, {out}, {ints(d.args)}, "
+                         f"{bind(bool(self.relu))}, {ints(d.pool)})")
+            return lines
+        xp = x
+        if self.xp is not None:
+            xp = bind(self.xp)
+            lines.append(f"{bind(d.k.pad_rows)}({x}, {ints(self.pad)}, {xp})")
+        lines.append(f"{bind(d.k.forward_rows)}({xp}, {ops}, {out}, {ints(d.args)}, "
+                     f"{bind(bool(self.relu))}, {bind(d.rowbuf)}, {ints((0, self.out_shape[2]))})")
+        return lines
+
     def __call__(self, x, res=None):
         if self.mode == "direct":
             return self._direct_call(x, res)
@@ -630,6 +666,18 @@ class _LinearStep:
     def flops(self):
         return 2.0 * self.wt.size * self.out_shape[0]
 
+    def inline(self, out, args, bind):
+        """Source lines running this step as one GEMV call into ``out`` (a weight too small to
+        split over threads, whatever their count), or None."""
+        if not (self.gemv and self.one_run and self.mode == "gemm"):
+            return None
+        y = bind(np.empty) + f"({bind(self.out_shape)}, {bind(self.dtype)})" if self.fresh \
+            else bind(self.y)
+        return [f"{out} = {y}",
+                f"{bind(self.kn.gemv_rows)}({bind(self.wt)}, {bind(np.ascontiguousarray)}"
+                f"({args[0]}), {bind(self.b)}, {out}, {bind(bool(self.relu))}, {bind(0)}, "
+                f"{bind(int(self.wt.shape[0]))})"]
+
     def __call__(self, x, res=None):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
         if self.mode == "direct":
@@ -713,6 +761,15 @@ class _LinearChain:
 
     def flops(self):
         return sum(st.flops() for st in self.links)
+
+    def inline(self, out, args, bind):
+        """Source lines running the chain as its one kernel call into ``out``."""
+        y = bind(np.empty) + f"({bind(self.out_shape)}, {bind(self.dtype)})" if self.fresh \
+            else bind(self.links[-1].y)
+        return [f"{out} = {y}",
+                f"{bind(self.kn.gemv_chain)}({bind(self.w)}, {bind(self.b)}, {bind(self.dims)}, "
+                f"{bind(self.relu)}, {bind(np.ascontiguousarray)}({args[0]}), {bind(self.buf)}, "
+                f"{out})"]
 
     def __call__(self, x, res=None):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.links[-1].y
@@ -860,6 +917,7 @@ class InferencePlan:
         self.blas_free = False    # see ``_check_blas_free``
         self._sigs = []
         chain_tail = None   # the last linear step: (step or chain, its output, line, name, reads)
+        step_lines = {}     # line of a step's call -> (its global, the value it sets, its reads)
         tune = []
         for node in g.nodes:
             if node.kind == "constant" or id(node) in consumed:
@@ -889,6 +947,7 @@ class InferencePlan:
                     prev = chain
                 prev.append(step)
                 lines[at] = f"    {name_of(last)} = {ident}({src})"
+                step_lines[at] = (ident, name_of(last), step_lines[at][2])
                 chain_tail = (prev, last, at, ident, src)
                 continue
             if step is not None:
@@ -897,7 +956,9 @@ class InferencePlan:
                 self._steps.append(step)
                 self._sigs += step.signatures(env[id(node.args[0])])
                 tune.append((step, node.args[0], getattr(step, "res", None)))
-                src = ', '.join(value_arg(v) for v in reads)
+                srcs = [value_arg(v) for v in reads]
+                src = ', '.join(srcs)
+                step_lines[len(lines)] = (ident, name_of(last), srcs)
                 lines.append(f"    {name_of(last)} = {ident}({src})")
                 chain_tail = (step, last, len(lines) - 1, ident, src) \
                     if isinstance(step, _LinearStep) and step.chainable else None
@@ -985,6 +1046,8 @@ class InferencePlan:
             f"\n    return ({ret},)\n"
         glob["asarray"] = np.asarray
         self.source = src
+        self._parts = (lines, glob, params, ret, step_lines)   # for ``specialise``
+        self.specialised = 0   # steps ``specialise`` made direct kernel calls
         exec(compile(src, "<ember.jit plan>", "exec"), glob)  # noqa: S102 - our own source
         self._fn = glob["plan"]
         self._copy = None   # per output: whether it may alias a reused buffer (first run)
@@ -1091,6 +1154,36 @@ class InferencePlan:
             last = nxt.output
         step = _LinearStep(kn.linear, wa, ba, relu, env[id(last)].shape, xa.dtype, id(last) in outs)
         return step, [x], last
+
+    def specialise(self):
+        """Generate the plan's function again with each step whose choices are final -- a
+        convolution in mode "direct" without a residual, a chain of GEMVs, a GEMV too small to
+        split -- calling its kernels directly on its operands (bound as globals), instead of
+        through the step's Python object (LeNet-5 at batch 1: its three steps' argument
+        unpacking and mode checks, ~7k instructions of a call). Called by ``Planner.run`` once
+        the plan is steady (its modes are not timed again); other steps keep their call."""
+        if not SPECIALISE:
+            return
+        lines, glob, params, ret, step_lines = self._parts
+        glob = dict(glob)
+        lines = list(lines)
+
+        def bind(x):
+            name = f"d_{len(glob)}"
+            glob[name] = x
+            return name
+        n = 0
+        for at, (ident, out, srcs) in step_lines.items():
+            body = glob[ident].inline(out, srcs, bind)
+            if body is not None:
+                lines[at] = "\n".join("    " + b for b in body)
+                n += 1
+        if not n:
+            return
+        src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
+            f"\n    return ({ret},)\n"
+        exec(compile(src, "<ember.jit plan>", "exec"), glob)  # noqa: S102 - our own source
+        self.source, self._fn, self.specialised = src, glob["plan"], n
 
     # ---- running ----------------------------------------------------------------------------
     def ready(self):
@@ -1318,6 +1411,8 @@ class Planner:
             plan.retune(arrays)
         # nothing left to tune: later calls go straight to the plan
         plan.steady = plan.calls >= RETUNE_AFTER and not plan.tuning_pending
+        if plan.steady:
+            plan.specialise()
         return plan.run(arrays)
 
     def plans(self):

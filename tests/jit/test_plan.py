@@ -621,3 +621,65 @@ def test_plan_chain_off_runs_a_step_per_layer(monkeypatch):
     assert not any(isinstance(s, plan_module._LinearChain) for s in plan._steps)
     assert sum(isinstance(s, plan_module._LinearStep) for s in plan._steps) == 3
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["lenet", "lenet_no_chain", "odd", "resnet"])
+def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
+    """Once steady, the plan's function is generated again with its direct convolutions (with
+    and without padding or a pool after them), GEMV chains and single GEMVs calling their
+    kernels (``InferencePlan.specialise``); a convolution with a residual keeps its step. Equal
+    to eager on new inputs, each call's returned arrays its own; ``plan.SPECIALISE = False``
+    leaves the function as built."""
+    monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
+    monkeypatch.setattr(plan_module, "GEMV_CHAIN", name != "lenet_no_chain")
+    ember.manual_seed(13)
+    dt = getattr(ember, dtype)
+    if name == "odd":
+        model, shape = _Odd().to(dt).eval(), (3, 11, 9)
+    else:
+        build, shape = MODELS[name.split("_")[0]]
+        model = build().to(dt).eval()
+        shape = (3, 32, 32) if name == "resnet" else shape
+    xs = [ember.randn((1,) + shape, dtype=dt) for _ in range(3)]
+    fast = _fast(model, xs[0])
+
+    def arrays(out):
+        return [t.numpy() for t in (out if isinstance(out, tuple) else (out,))]
+    tol = 1e-5 if dtype == "float32" else 1e-10
+    with ember.no_grad():
+        for _ in range(6):
+            fast(xs[0])
+        plan = next(iter(_planned(fast).values()))
+        assert plan.specialised   # steady: done by Planner.run
+        for s in plan._steps:     # every step in the mode that has an inline form
+            if isinstance(s, plan_module._ConvStep):
+                s.mode = "direct"
+        plan.specialise()
+        inlined = [s for s in plan._steps if (isinstance(s, plan_module._ConvStep) and
+                                              s.res is None) or
+                   isinstance(s, plan_module._LinearChain) or
+                   (isinstance(s, plan_module._LinearStep) and s.gemv and s.one_run)]
+        assert plan.specialised == len(inlined) > 0
+        if name == "lenet_no_chain" and dtype == "float32":   # single GEMVs, the last returned
+            assert sum(isinstance(s, plan_module._LinearStep) for s in inlined) == 3
+        assert plan.source.count("= s_") == len(plan._steps) - len(inlined)
+        if name == "resnet":
+            assert any(s.res is not None for s in plan._steps
+                       if isinstance(s, plan_module._ConvStep))
+        wants = [arrays(model(x)) for x in xs]
+        got = [arrays(fast(x)) for x in xs]
+        kept = [[a.copy() for a in g] for g in got]
+        for g, k, w in zip(got, kept, wants):
+            for a, b, c in zip(g, k, w):
+                np.testing.assert_array_equal(a, b)   # not overwritten by the later calls
+                np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
+    monkeypatch.setattr(plan_module, "SPECIALISE", False)
+    fast = _fast(model, xs[0])
+    with ember.no_grad():
+        for _ in range(6):
+            fast(xs[0])
+        plan = next(iter(_planned(fast).values()))
+        assert plan.steady and not plan.specialised
+        for a, c in zip(arrays(fast(xs[1])), wants[1]):
+            np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
