@@ -8,21 +8,28 @@ its tiles' elements are gathered into one row per position in the tile (``_tile_
 both transform stages run as unit-stride loops over the whole chunk, which LLVM vectorizes. The
 chunk is what makes those loops long: one pair has only th*tw tiles (16 at 14x14, 4 at 7x7),
 fewer than one pass of a vectorized loop, and the earlier kernels, which ran their loops per
-pair, ran them nearly scalar. Taken channel-major, consecutive pairs are consecutive runs of
-tiles in V, M and GY ((36, channels, images * tiles), as the GEMMs use them), so the second stage
-writes (and the output transform reads) a chunk as one run. Each output is the same expression
-in the same order as before, so results are the same bits. All kernels keep arithmetic in the
-input dtype (constants come in as arrays of that dtype: a Python int literal would promote
-float32 to float64). They are serial on purpose: with parallel=True (OpenMP layer) next to
-OpenBLAS's spinning threads the whole Winograd call took twice as long on 2 cores (27.8 vs 13.9
-ms median, 8x64x56x56, K=64). Instead each kernel takes a range [lo, hi) of pairs and releases
-the GIL (nogil), so ``parallel.run`` splits the pairs over ember's own threads with no spinning
-pool.
+pair, ran them nearly scalar. From ``PAIR_TILES`` tiles per image on, where a pair's loops are
+long enough, the input and output transforms still run one pair at a time. Taken
+channel-major, consecutive pairs are consecutive runs of tiles in V, M and GY ((36, channels,
+images * tiles), as the GEMMs use them), so the second stage writes (and the output transform
+reads) a chunk as one run. Each output is the same expression in the same order as before, so
+results are the same bits. All kernels keep arithmetic in the input dtype (constants come in
+as arrays of that dtype: a Python int literal would promote float32 to float64). They are
+serial on purpose: with parallel=True (OpenMP layer) next to OpenBLAS's spinning threads the
+whole Winograd call took twice as long on 2 cores (27.8 vs 13.9 ms median, 8x64x56x56, K=64).
+Instead each kernel takes a range [lo, hi) of pairs and releases the GIL (nogil), so
+``parallel.run`` splits the pairs over ember's own threads with no spinning pool.
 """
 import numpy as np
 from numba import njit
 
 CHUNK = 512   # tiles per pass of the vector loops
+# From this many tiles per image on, the input and output transforms run one pair at a time
+# instead (their loops over the pair's tiles are long enough; the chunks' gather and scatter
+# cost more): batch of one, one thread, CPU ms, per pair -> chunked, input / output transform:
+# 1x128x28x28 (49 tiles) 0.51 / 0.26 -> 0.62 / 0.45; 1x256x14x14 (16 tiles) 0.52 / 0.21 ->
+# 0.41 / 0.25; 8x256x14x14 5.8 / 1.4 -> 3.4 / 1.8 (the gradient's transform: 5.6 -> 2.5).
+PAIR_TILES = 32
 
 
 @njit(cache=True, nogil=True)
@@ -34,6 +41,105 @@ def _tile_offsets(ty0, ty1, tw, width):
         for tx in range(tw):
             idx[ty * tw + tx] = 4 * ty * width + 4 * tx
     return idx
+
+
+@njit(cache=True, nogil=True)
+def _input_per_pair(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1, nimg):
+    """``input_transform`` one pair at a time, its loops over the pair's tiles (from
+    PAIR_TILES tiles per image on)."""
+    N, C, H, W = x.shape
+    c4, c5, c2 = k[0], k[1], k[2]
+    nty = ty1 - ty0
+    T = nty * tw
+    Wb = 4 * tw + 2
+    zrow = np.zeros(W, dtype=x.dtype)
+    t = np.zeros((6, nty, Wb), dtype=x.dtype)
+    F = np.empty((6, 6, T), dtype=x.dtype)
+    for p in range(lo, hi):
+        c, n = p // nimg, n0 + p % nimg
+        for ty in range(nty):
+            y0 = 4 * (ty0 + ty) - pt
+            r0 = x[n, c, y0] if 0 <= y0 < H else zrow
+            r1 = x[n, c, y0 + 1] if 0 <= y0 + 1 < H else zrow
+            r2 = x[n, c, y0 + 2] if 0 <= y0 + 2 < H else zrow
+            r3 = x[n, c, y0 + 3] if 0 <= y0 + 3 < H else zrow
+            r4 = x[n, c, y0 + 4] if 0 <= y0 + 4 < H else zrow
+            r5 = x[n, c, y0 + 5] if 0 <= y0 + 5 < H else zrow
+            t0, t1, t2 = t[0, ty, pl:pl + W], t[1, ty, pl:pl + W], t[2, ty, pl:pl + W]
+            t3, t4, t5 = t[3, ty, pl:pl + W], t[4, ty, pl:pl + W], t[5, ty, pl:pl + W]
+            for j in range(W):
+                d0, d1, d2, d3, d4, d5 = r0[j], r1[j], r2[j], r3[j], r4[j], r5[j]
+                t0[j] = c4 * d0 - c5 * d2 + d4
+                t1[j] = d3 + d4 - c4 * (d1 + d2)
+                t2[j] = c4 * (d1 - d2) - d3 + d4
+                t3[j] = c2 * (d3 - d1) - d2 + d4
+                t4[j] = c2 * (d1 - d3) - d2 + d4
+                t5[j] = c4 * d1 - c5 * d3 + d5
+        for a in range(6):
+            for ty in range(nty):
+                for s in range(6):
+                    f = F[a, s, ty * tw:(ty + 1) * tw]
+                    for tx in range(tw):
+                        f[tx] = t[a, ty, 4 * tx + s]
+        base = (n - n0) * T
+        for a in range(6):
+            f0, f1, f2, f3, f4, f5 = F[a, 0], F[a, 1], F[a, 2], F[a, 3], F[a, 4], F[a, 5]
+            v0, v1, v2 = V[6 * a, c, base:base + T], V[6 * a + 1, c, base:base + T], \
+                V[6 * a + 2, c, base:base + T]
+            v3, v4, v5 = V[6 * a + 3, c, base:base + T], V[6 * a + 4, c, base:base + T], \
+                V[6 * a + 5, c, base:base + T]
+            for q in range(T):
+                d0, d1, d2, d3, d4, d5 = f0[q], f1[q], f2[q], f3[q], f4[q], f5[q]
+                v0[q] = c4 * d0 - c5 * d2 + d4
+                v1[q] = d3 + d4 - c4 * (d1 + d2)
+                v2[q] = c4 * (d1 - d2) - d3 + d4
+                v3[q] = c2 * (d3 - d1) - d2 + d4
+                v4[q] = c2 * (d1 - d3) - d2 + d4
+                v5[q] = c4 * d1 - c5 * d3 + d5
+
+
+@njit(cache=True, nogil=True)
+def _output_per_pair(M, th, tw, y, k, lo, hi, n0, ty0, ty1, nimg):
+    """``output_transform`` one pair at a time, its loops over the pair's tiles (from
+    PAIR_TILES tiles per image on)."""
+    N, K, Ho, Wo = y.shape
+    c2, c4, c8 = k[0], k[1], k[2]
+    nty = ty1 - ty0
+    T = nty * tw
+    t = np.empty((4, 6, T), dtype=M.dtype)
+    o = np.empty((4, 4, T), dtype=M.dtype)
+    for p in range(lo, hi):
+        kk, n = p // nimg, n0 + p % nimg
+        base = (n - n0) * T
+        for j in range(6):
+            m0, m1, m2 = M[j, kk, base:base + T], M[6 + j, kk, base:base + T], \
+                M[12 + j, kk, base:base + T]
+            m3, m4, m5 = M[18 + j, kk, base:base + T], M[24 + j, kk, base:base + T], \
+                M[30 + j, kk, base:base + T]
+            s0, s1, s2, s3 = t[0, j], t[1, j], t[2, j], t[3, j]
+            for q in range(T):
+                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
+                s0[q] = a0 + a1 + a2 + a3 + a4
+                s1[q] = a1 - a2 + c2 * (a3 - a4)
+                s2[q] = a1 + a2 + c4 * (a3 + a4)
+                s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
+        for a in range(4):
+            m0, m1, m2, m3, m4, m5 = t[a, 0], t[a, 1], t[a, 2], t[a, 3], t[a, 4], t[a, 5]
+            s0, s1, s2, s3 = o[a, 0], o[a, 1], o[a, 2], o[a, 3]
+            for q in range(T):
+                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
+                s0[q] = a0 + a1 + a2 + a3 + a4
+                s1[q] = a1 - a2 + c2 * (a3 - a4)
+                s2[q] = a1 + a2 + c4 * (a3 + a4)
+                s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
+        for ty in range(nty):
+            yy0 = 4 * (ty0 + ty)
+            for a in range(min(4, Ho - yy0)):
+                row = y[n, kk, yy0 + a]
+                for b in range(4):
+                    ob = o[a, b, ty * tw:(ty + 1) * tw]
+                    for tx in range((Wo - b + 3) // 4):
+                        row[4 * tx + b] = ob[tx]
 
 
 @njit(cache=True, nogil=True)
@@ -49,6 +155,9 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1):
     c4, c5, c2 = k[0], k[1], k[2]
     T = (ty1 - ty0) * tw
     nimg = V.shape[2] // T
+    if T >= PAIR_TILES:
+        _input_per_pair(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1, nimg)
+        return
     Vf = V.reshape(36, V.shape[1] * V.shape[2])
     Wb = 4 * tw + 2
     rows = 4 * (ty1 - ty0) + 2          # plane row r is input row r0 + r
@@ -116,6 +225,9 @@ def output_transform(M, th, tw, y, k, lo, hi, n0, ty0, ty1):
     c2, c4, c8 = k[0], k[1], k[2]
     T = (ty1 - ty0) * tw
     nimg = M.shape[2] // T
+    if T >= PAIR_TILES:
+        _output_per_pair(M, th, tw, y, k, lo, hi, n0, ty0, ty1, nimg)
+        return
     Mf = M.reshape(36, M.shape[1] * M.shape[2])
     Wb = 4 * tw
     rows = 4 * (ty1 - ty0)

@@ -1,7 +1,7 @@
 """Winograd F(4x4, 3x3) Numba transforms against their definitions (B^T d B, A^T m A, A g A^T) in
 float64, for whole batches, for blocks of images and tile rows, and for ranges of (channel, image)
 pairs (taken channel-major) that together cover the batch; batches of more pairs than one vector
-pass (``CHUNK`` tiles) holds."""
+pass (``CHUNK`` tiles) holds, and images of at least ``PAIR_TILES`` tiles (one pair at a time)."""
 import numpy as np
 import pytest
 
@@ -24,7 +24,8 @@ def tiles_in(x, pt, pl, th, tw):
 
 @pytest.mark.parametrize("N, C, H, W, pt, pl", [(2, 3, 14, 14, 1, 1), (1, 2, 9, 7, 0, 2),
                                                 (3, 2, 5, 17, 2, 0), (1, 1, 3, 3, 1, 1),
-                                                (3, 50, 7, 7, 1, 1), (2, 20, 14, 14, 1, 1)])
+                                                (3, 50, 7, 7, 1, 1), (2, 20, 14, 14, 1, 1),
+                                                (2, 3, 28, 28, 1, 1), (1, 2, 40, 40, 1, 1)])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_input_transform_whole_and_blocked(N, C, H, W, pt, pl, dtype):
     th, tw = -(-(H + 2 * pt - 2) // 4), -(-(W + 2 * pl - 2) // 4)
@@ -52,7 +53,7 @@ def _ranges(pairs):
 
 
 SHAPES_OUT = [(2, 3, 14, 14), (1, 2, 9, 7), (3, 2, 5, 17), (1, 1, 1, 2), (3, 50, 7, 7),
-              (2, 20, 14, 14)]
+              (2, 20, 14, 14), (2, 3, 28, 28), (1, 2, 40, 40)]   # the last two: per pair
 
 
 @pytest.mark.parametrize("N, K, Ho, Wo", SHAPES_OUT)
