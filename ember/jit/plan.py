@@ -667,16 +667,22 @@ class _LinearStep:
         return 2.0 * self.wt.size * self.out_shape[0]
 
     def inline(self, out, args, bind):
-        """Source lines running this step as one GEMV call into ``out`` (a weight too small to
-        split over threads, whatever their count), or None."""
-        if not (self.gemv and self.one_run and self.mode == "gemm"):
+        """Source lines running this step's GEMV into ``out`` (as ``__call__``: split over
+        threads when ``linalg.gemv_parts`` says so at the call), or None (a GEMM)."""
+        if not (self.gemv and self.mode == "gemm"):
             return None
         y = bind(np.empty) + f"({bind(self.out_shape)}, {bind(self.dtype)})" if self.fresh \
             else bind(self.y)
-        return [f"{out} = {y}",
-                f"{bind(self.kn.gemv_rows)}({bind(self.wt)}, {bind(np.ascontiguousarray)}"
-                f"({args[0]}), {bind(self.b)}, {out}, {bind(bool(self.relu))}, {bind(0)}, "
-                f"{bind(int(self.wt.shape[0]))})"]
+        w, b, relu = bind(self.wt), bind(self.b), bind(bool(self.relu))
+        rows = f"{bind(self.kn.gemv_rows)}({w}, {out}_x, {b}, {out}, {relu}, {bind(0)}, " \
+            f"{bind(int(self.wt.shape[0]))})"
+        lines = [f"{out} = {y}", f"{out}_x = {bind(np.ascontiguousarray)}({args[0]})"]
+        if self.one_run:
+            return lines + [rows]
+        return lines + [f"{out}_p = {bind(_linalg().gemv_parts)}({w})",
+                        f"if {out}_p: {bind(self.kn.gemv_runs)}({w}, {out}_x, {b}, {out}, "
+                        f"{relu}, {out}_p)",
+                        f"else: {rows}"]
 
     def __call__(self, x, res=None):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y

@@ -628,7 +628,9 @@ def test_plan_chain_off_runs_a_step_per_layer(monkeypatch):
 def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
     """Once steady, the plan's function is generated again with its direct convolutions (with
     and without padding or a pool after them), GEMV chains and single GEMVs calling their
-    kernels (``InferencePlan.specialise``); a convolution with a residual keeps its step. Equal
+    kernels (``InferencePlan.specialise``; a GEMV whose weight may be split over threads asks
+    ``linalg.gemv_parts`` at each call, as its step does: LeNet-5's first layer in float64); a
+    convolution with a residual keeps its step. Equal
     to eager on new inputs, each call's returned arrays its own; ``plan.SPECIALISE = False``
     leaves the function as built."""
     monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
@@ -659,10 +661,12 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
         inlined = [s for s in plan._steps if (isinstance(s, plan_module._ConvStep) and
                                               s.res is None) or
                    isinstance(s, plan_module._LinearChain) or
-                   (isinstance(s, plan_module._LinearStep) and s.gemv and s.one_run)]
+                   (isinstance(s, plan_module._LinearStep) and s.gemv)]
         assert plan.specialised == len(inlined) > 0
         if name == "lenet_no_chain" and dtype == "float32":   # single GEMVs, the last returned
             assert sum(isinstance(s, plan_module._LinearStep) for s in inlined) == 3
+        if name == "lenet" and dtype == "float64":
+            assert any(isinstance(s, plan_module._LinearStep) and not s.one_run for s in inlined)
         assert plan.source.count("= s_") == len(plan._steps) - len(inlined)
         if name == "resnet":
             assert any(s.res is not None for s in plan._steps
@@ -673,6 +677,16 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
         for g, k, w in zip(got, kept, wants):
             for a, b, c in zip(g, k, w):
                 np.testing.assert_array_equal(a, b)   # not overwritten by the later calls
+                np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
+    if name == "lenet" and dtype == "float64":   # the split GEMV's branch (gemv_runs)
+        from ember.kernels import linalg
+        monkeypatch.setattr(linalg, "gemv_parts", lambda w: 2)
+        fast = _fast(model, xs[0])
+        with ember.no_grad():
+            for _ in range(6):
+                fast(xs[0])
+            assert next(iter(_planned(fast).values())).specialised
+            for a, c in zip(arrays(fast(xs[2])), wants[2]):
                 np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
     monkeypatch.setattr(plan_module, "SPECIALISE", False)
     fast = _fast(model, xs[0])
