@@ -71,7 +71,8 @@ def test_float32_rows_run_the_fused_numba_passes_and_match_torch(causal, L, S, m
     """float32 without mask or dropout: scale, causal mask, softmax and log-sum-exp in one
     Numba pass per row (nn_numba.sdpa_probs_rows), the backward's probabilities and score
     gradient in two (sdpa_recompute_rows, sdpa_dscores_rows); against torch's SDPA in float64.
-    Row lengths that are no multiple of a vector's lanes (45, 51) included."""
+    Row lengths that are no multiple of a vector's lanes (45, 51) included; the backward reads
+    the forward's kept probabilities, or recomputes them for an lse it did not return."""
     from ember.kernels import nn
     ran = []
     real = nn._ce_run
@@ -86,7 +87,14 @@ def test_float32_rows_run_the_fused_numba_passes_and_match_torch(causal, L, S, m
     out, lse = attention.sdpa_forward(q, k, v, None, None, causal, scale)
     dq, dk, dv, dmask = attention.sdpa_backward(g, q, k, v, None, None, out, lse, causal, scale,
                                                 (True, True, True, False))
-    assert ran == [("sdpa_probs", True), ("sdpa_recompute", True), ("sdpa_dscores", True)]
+    # the forward's probabilities are kept for the backward of its own lse array; a copy of
+    # that array (not the forward's) has them recomputed, with the same gradients
+    assert ran == [("sdpa_probs", True), ("sdpa_dscores", True)]
+    recomputed = attention.sdpa_backward(g, q, k, v, None, None, out, lse.copy(), causal, scale,
+                                         (True, True, True, False))
+    assert ran[2:] == [("sdpa_recompute", True), ("sdpa_dscores", True)]
+    for got, again in zip((dq, dk, dv), recomputed):
+        np.testing.assert_allclose(got, again, rtol=2e-5, atol=2e-5)
     assert out.dtype == lse.dtype == dq.dtype == dk.dtype == dv.dtype == np.float32
     assert lse.shape == (4, 4, L) and dmask is None
     tq, tk, tv = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (q, k, v))
@@ -105,6 +113,28 @@ def test_float32_rows_run_the_fused_numba_passes_and_match_torch(causal, L, S, m
     out2, lse2 = attention.sdpa_forward(q, k, v, None, None, causal, scale)
     np.testing.assert_allclose(out, out2, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(lse, lse2, rtol=1e-6, atol=1e-6)
+
+
+def test_kept_probabilities_live_as_long_as_the_forwards_lse(monkeypatch):
+    """The probabilities a float32 forward keeps for its backward are dropped with its lse
+    array; above KEEP_PROBS_BYTES none are kept."""
+    import gc
+    rng = np.random.default_rng(9)
+    q, k, v = (rng.standard_normal((2, 4, 64, 16)).astype(np.float32) for _ in range(3))
+    before = len(attention._kept)
+    out, lse = attention.sdpa_forward(q, k, v, None, None, True, 0.25)
+    kept = attention._kept_probs(lse, q, k)
+    if kept is None:      # Numba unavailable or still compiling: the NumPy passes keep nothing
+        pytest.skip("the Numba row passes did not run")
+    np.testing.assert_allclose(kept.reshape(2, 4, 64, 64).sum(-1), 1.0, rtol=1e-5)
+    assert attention._kept_probs(lse.copy(), q, k) is None
+    assert attention._kept_probs(lse, q[:, :, :32], k) is None
+    del lse, kept
+    gc.collect()
+    assert len(attention._kept) == before
+    monkeypatch.setattr(attention, "KEEP_PROBS_BYTES", 1000)
+    out, lse = attention.sdpa_forward(q, k, v, None, None, True, 0.25)
+    assert attention._kept_probs(lse, q, k) is None
 
 
 def test_fused_rows_causal_row_of_minus_inf_is_zeros_with_infinite_lse():
