@@ -132,6 +132,12 @@ class LivePlanner:
         and the ``state`` tensors bound to the state formals, or None: the caller then runs its
         ordinary path (the state changed since the frozen graph was built, the plan is not built
         yet or busy, or the graph cannot be planned)."""
+        same = self._same_fn   # set while a frozen graph's planner exists
+        if same is not None and self.enabled and same(state):
+            res = self._planner.run(arrays)
+            if res is None and self._planner.errors and not self.errors:
+                self.errors.extend(self._planner.errors)
+            return res
         if not self.enabled:
             return None
         if not self._same(state):
