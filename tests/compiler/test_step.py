@@ -806,3 +806,63 @@ def test_conv_bias_gradient_sums_run_as_a_gemv(dtype):
     for n in ones:
         c = g.constants[n.args[1].node.attrs["name"]]
         assert c.shape[1] == 1 and c.dtype == n.args[0].dtype and (c == 1).all()
+
+
+@pytest.mark.parametrize("cls", [MLP, LeNet5])
+@pytest.mark.parametrize("opt", ["sgd_momentum", "adamw"])
+def test_whole_step_runs_numpy_forms_until_its_kernels_load_then_switches(cls, opt, monkeypatch):
+    """A process's first calls run each fusion group's NumPy form while its kernel loads on the
+    compile thread (EMBER_JIT_COMPILE=background); then the program switches to the kernels.
+    Both sides of the switch match eager in float64. The compile thread's jobs run here when the
+    test says, so the first calls cannot have a kernel."""
+    from ember.jit import fused
+    from ember.kernels.pointwise import engine
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(fused, "FORCE", "kernel")          # every group through the engine
+    monkeypatch.setattr(engine, "MIN_COMPILED_SIZE", 0)     # at this test's small sizes too
+    monkeypatch.setattr(engine, "MIN_WARM_SIZE", 0)
+    monkeypatch.setattr(engine, "_forms", {})               # no kernel built in this process
+    monkeypatch.setattr(fused, "_GROUPS", type(fused._GROUPS)(fused.MAX_CACHED_GROUPS))
+    monkeypatch.setattr(engine, "_kernels", type(engine._kernels)(engine.MAX_CACHED_KERNELS))
+    queued = []
+    monkeypatch.setattr(compiler, "submit", lambda key, name, job, **kw: queued.append(job))
+    ran = []   # per engine call of the compiled step: "kernel" or "numpy" (the NumPy form)
+    on = []
+    run_compiled, run_numpy = engine.PointwiseKernel._run_compiled, engine.NumpyPlan.run
+
+    def spy_compiled(self, *a, **kw):
+        done = run_compiled(self, *a, **kw)
+        if done and on:
+            ran.append("kernel")
+        return done
+
+    def spy_numpy(self, *a, **kw):
+        if on:
+            ran.append("numpy")
+        return run_numpy(self, *a, **kw)
+    monkeypatch.setattr(engine.PointwiseKernel, "_run_compiled", spy_compiled)
+    monkeypatch.setattr(engine.NumpyPlan, "run", spy_numpy)
+    previous = compiler.set_compile_mode("background")
+    try:
+        (me, oe, _, step_e), (mc, oc, _, step_c) = _setup(cls, opt, ember.float64)
+        compiled = ember.compile(step_c)
+        for i in range(8):   # 1: eager (creates the state), 2: traced, 3: checked, then the program
+            del ran[:]
+            x, y = _data(me, 4, i, ember.float64)
+            le = step_e(x, y)
+            on.append(1)
+            lc = compiled(x, y)
+            on.pop()
+            assert abs(le.item() - lc.item()) <= 1e-10 * max(1.0, abs(le.item()))
+            _close(me, mc, ember.float64)
+            if i == 3:
+                assert set(ran) == {"numpy"} and queued, "the first calls should run NumPy forms"
+            if i >= 3:
+                while queued:        # the compile thread's imports, loads and compiles
+                    queued.pop(0)()
+        assert set(ran) == {"kernel"}, "the program never switched to its kernels"
+        cf = compiled._compiled
+        assert (cf.traces, cf.breaks, cf.recompiles) == (1, [], [])
+        assert isinstance(cf._last.traced, WholeStep)
+    finally:
+        compiler.set_compile_mode(previous)

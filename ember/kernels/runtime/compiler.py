@@ -61,21 +61,36 @@ def importing(name):
     """True while module ``name`` (``"numba"`` or a kernel module that imports it, such as
     ``"ember.kernels.pool.pool2d_numba"``) is being imported on the compile thread: under "background"
     the process's first import of Numba (0.2-0.7 s) runs there, like a compile, and the caller
-    runs its NumPy / BLAS path meanwhile. False once it is imported, when Numba is not
-    installed, under "sync" and "off", and for a module whose kernels an earlier process
-    compiled (``compiled_before``): the caller then imports it itself."""
+    runs its NumPy / BLAS path meanwhile. A module whose kernels an earlier process compiled
+    (``compiled_before``) is imported there too, at priority LOAD, ahead of any compile, and
+    Numba's tables are built after it (``_warm_up``); a ``tier`` choosing meanwhile is
+    provisional. False once it is imported, when Numba is not installed, under "sync" and "off",
+    and for a module compiled before once Numba's tables are built: the caller then imports it
+    itself."""
     if name in _imported or _imported_now(name):
         return False
-    if compile_mode() != "background" or not available() or compiled_before(name):
+    if compile_mode() != "background" or not available():
+        return False
+    before = compiled_before(name)
+    if before and _numba_warm:
         return False
     import importlib
 
     def job():
         try:
             importlib.import_module(name)
+            if before:
+                _warm_up()
         finally:
             _imported.add(name)   # imported, or failed: the caller's own import then says so
-    submit(("import", name), f"import {name}", job, priority=NOW)
+    if before:
+        # its kernels are in the disk cache: Numba's import and tables (0.7-1 s, once) load on
+        # the compile thread ahead of any compile, and a tier chosen meanwhile is chosen again
+        # once they have (``tier``)
+        _waiting_for_load()
+        submit(("import", name), f"import {name}", job, record=False, priority=LOAD)
+    else:
+        submit(("import", name), f"import {name}", job, priority=NOW)
     return name not in _imported
 
 
@@ -204,7 +219,7 @@ def _worker():
 # run (docs/performance.md, "Cold start: compile volume"): the pooling, col2im and pointwise
 # kernels (8 s under load) waited behind 110-170 s (under load) of convolution compiles whose
 # kernels that process never ran.
-NOW, LATER = 0, 1     # ``submit`` priorities
+LOAD, NOW, LATER = -1, 0, 1   # ``submit`` priorities (LOAD: a disk-cache load, see ``ready``)
 _seq = 0              # submission counter: first in, first out within a priority
 _graced = set()       # seqs of LATER entries the worker has already held back once
 LATER_GRACE_S = 0.25  # how long the worker waits before starting a LATER compile
@@ -379,14 +394,52 @@ def tier(key, choose):
     """The tier call ``key`` (a hashable naming the op, its shapes, dtypes and arguments) runs
     on: ``choose()`` on the key's first call in this process (any value, None included), that
     same value on every later one; of two threads making a key's first call at once, both get
-    the first value stored."""
+    the first value stored. Except a *provisional* choice: one made while a kernel it asked for
+    was loading from the disk cache on the compile thread (Numba's import and tables, the
+    process's first 0.7-1 s of Numba: ``ready``, ``importing``): the key chooses again on its
+    first call after the queued loads have finished, and keeps that choice (one switch; the
+    bits may differ in the last place from the fallback's)."""
     t = _tiers.get(key, _UNSEEN)
     if t is _UNSEEN:
-        t = _tiers.setdefault(key, _choosing_with(choose))
+        t = _tiers.setdefault(key, _choose_tier(key, choose))
         if _importing_now():
             submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3), record=False,
                    priority=NOW)
+    elif _provisional and key in _provisional and not _loading():
+        t = _tiers[key] = _choose_tier(key, choose)
     return t
+
+
+_provisional = set()   # tier keys chosen while a disk-cache load was queued
+
+
+def _choose_tier(key, choose):
+    """``choose()`` for ``key``; the key is provisional when a kernel it asked for was waiting
+    for a disk-cache load (``_waiting_for_load``)."""
+    outer = getattr(_choosing, "waited", False)
+    _choosing.waited = False
+    try:
+        t = _choosing_with(choose)
+        waited = _choosing.waited
+    finally:
+        _choosing.waited = outer
+    if waited:
+        _provisional.add(key)
+    else:
+        _provisional.discard(key)
+    return t
+
+
+def _waiting_for_load():
+    """Note, for the ``tier`` choosing on this thread, that a kernel it asked for is loading."""
+    if getattr(_choosing, "depth", 0):
+        _choosing.waited = True
+
+
+def _loading():
+    """Whether a disk-cache load (priority LOAD) is queued or running."""
+    with _lock:
+        return any(p[0] == LOAD for p in _pending.values())
 
 
 def _choosing_with(choose):
@@ -419,6 +472,7 @@ def forget_tiers():
     """Forget the tiers ``tier`` kept: each key chooses again on its next call, which may then
     give other bits than before (tests that swap a kernel's readiness use it)."""
     _tiers.clear()
+    _provisional.clear()
 
 
 def pending(key):
@@ -443,13 +497,29 @@ def _warmed():
     _numba_warm = True
 
 
-# A process that meets a kernel before it is ready keeps that call on its fallback (``tier``), so
-# the kernels an earlier process compiled into Numba's disk cache are loaded on first use,
-# blocking, Numba's import included (0.3-1 s once) rather than on the compile thread. Which
-# modules' kernels were compiled is known without importing Numba: a marker file per module
-# (and Numba cache directory) under ``$EMBER_CACHE_DIR/numba-compiled``, written after a
-# compile. Only its existence is read; a stale one costs a blocking import, then the compile is
-# queued as usual.
+def _warm_up():
+    """Build Numba's typing and target tables (what the process's first kernel load or compile
+    builds: ~0.4 s of CPU here) on this thread, so that later loads from the disk cache take
+    10-40 ms each."""
+    if _numba_warm:
+        return
+    numba_module()
+    from numba.core.compiler_lock import global_compiler_lock
+    from numba.core.registry import cpu_target
+    with global_compiler_lock:
+        cpu_target.typing_context.refresh()
+        cpu_target.target_context.refresh()
+    _warmed()
+
+
+# A process that meets a kernel before it is ready keeps that call on its fallback (``tier``),
+# unless the kernel is in Numba's disk cache: then Numba's import and tables (0.7-1 s of CPU,
+# once) run on the compile thread at priority LOAD, the call runs its fallback meanwhile, and
+# its tier is provisional (chosen again once the loads are done); later loads (10-40 ms each)
+# run on the calling thread. Which modules' kernels were compiled is known without importing
+# Numba: a marker file per module (and Numba cache directory) under
+# ``$EMBER_CACHE_DIR/numba-compiled``, written after a compile. Only its existence is read; a
+# stale one costs a load job that finds nothing, then the compile is queued as usual.
 _before = {}         # module name -> whether its marker existed when first asked
 _marked = set()
 
@@ -514,6 +584,7 @@ def _mark_compiled(module):
 
 
 _ready_seen = {}     # (id(dispatcher), id(sig)) -> sig, of signatures found compiled
+_unloadable = set()  # (id(dispatcher), sig) whose disk-cache entry raised when loaded
 
 
 def _compile(dispatcher, sig):
@@ -530,9 +601,11 @@ def _compile(dispatcher, sig):
 def ready(dispatcher, sig, force=False):
     """Whether ``dispatcher`` (a Numba ``@njit`` function) can run argument types ``sig`` (see
     ``signature``) now. True when it is compiled for them in this process or, under "background"
-    and "sync", when its disk cache holds them (loaded now, once the process has loaded one
-    kernel: the first load, which also loads Numba's registries, is queued like a compile) or
-    the mode is "sync" or ``force`` (compiled now, blocking). Otherwise False: under
+    and "sync", when its disk cache holds them (loaded now, once Numba's tables are built: the
+    first load, which builds them, is queued, at priority LOAD for a module compiled before,
+    and a ``tier`` choosing meanwhile is provisional; an entry that raises when loaded is
+    listed by ``background_compiles`` and the caller runs its fallback) or the mode is "sync"
+    or ``force`` (compiled now, blocking). Otherwise False: under
     "background" its compile is queued on the background thread (once) and the caller runs its
     NumPy / BLAS path meanwhile. A plain Python callable (a wrapper in place of a dispatcher) is
     always ready. A (dispatcher, sig object) found ready is remembered by identity: the lookup
@@ -556,6 +629,21 @@ def ready(dispatcher, sig, force=False):
     if pending(key):
         return False
     warm = compiled_before(dispatcher.py_func.__module__)
+    name = getattr(dispatcher.py_func, "__qualname__", "kernel")
+    if warm and not _numba_warm:
+        # the process's first load builds Numba's tables (0.4-0.7 s): on the compile thread,
+        # ahead of any compile; a tier chosen meanwhile chooses again once it is done
+        _waiting_for_load()
+
+        def load():
+            _warm_up()
+            if _in_disk_cache(dispatcher, sig):
+                _compile(dispatcher, sig)
+        submit(key, f"load {dispatcher.py_func.__module__}.{name}", load, record=False,
+               priority=LOAD)
+        return False
+    if key in _unloadable:
+        return False
     if (_numba_warm or warm) and _in_disk_cache(dispatcher, sig):
         from numba.core.compiler_lock import global_compiler_lock
         lock = getattr(global_compiler_lock, "_lock", None)
@@ -564,11 +652,17 @@ def ready(dispatcher, sig, force=False):
         if lock is not None and lock.acquire(blocking=warm):
             try:
                 _compile(dispatcher, sig)
+            except Exception as e:   # noqa: BLE001 - an unreadable cache entry: the fallback runs
+                # (seen: an entry whose environment names the module '<dynamic>', written by a
+                # process that built the kernel from exec'd source, raises ModuleNotFoundError)
+                _unloadable.add(key)
+                _failed.append((f"load {dispatcher.py_func.__module__}.{name}",
+                                f"{type(e).__name__}: {e}"))
+                return False
             finally:
                 lock.release()
             _warmed()
             return True
-    name = getattr(dispatcher.py_func, "__qualname__", "kernel")
 
     def job():
         from ember.kernels.runtime import compile_process
