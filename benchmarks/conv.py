@@ -3,6 +3,7 @@
 Usage: python benchmarks/conv.py [--quick] [--repeats 3] [--only lenet1,c3_5x5,...]
        python benchmarks/conv.py --worker ember|torch --case lenet1   (one process's side)
        python benchmarks/conv.py --details [--shapes lenet1,r64]      (ember only, see below)
+       python benchmarks/conv.py --layers resnet50 [--batch 8] [--layer-rounds 3] [--all]
 
 Per shape (N, C, H, W, K, kernel, pad; stride 1): ``forward`` is ``conv2d(x, w, b)`` on tensors
 that need no gradient (inference), ``forward+backward`` is the training pass a user's loop runs:
@@ -14,6 +15,14 @@ algorithm its selector picks per direction (forward / input / weight gradient).
 ``--details`` (ember alone, one process): every capable algorithm forced in turn per direction,
 the 1 -> 2 thread speed-up of the forward pass and the workspace reuse (bytes newly allocated by
 a repeated call); a kernel developer's view, not a comparison.
+
+``--layers resnet18|resnet50``: every convolution layer of torchvision's network at 224x224
+(``RESNET_LAYERS``), each direction a training step runs (forward, input gradient but for the
+stem, weight gradient) at ``--batch`` images: the selector's algorithm and, with ``--all``, every
+other capable one forced, against torch's ``conv2d`` / ``convolution_backward``, both on one
+thread in this one process, process CPU ms, min of ``--layer-rounds`` interleaved rounds after
+a warm-up; then the totals weighted by the layers' counts. A kernel developer's view: the
+libraries share a process (so their caches and allocators meet), unlike the comparison above.
 """
 import argparse
 import math
@@ -36,6 +45,21 @@ SHAPES = {
     "pw256": (8, 64, 56, 56, 256, 1, 0),
 }
 QUICK_CASES = ("c3_5x5",)
+# (C, H, K, kernel, stride, count): torchvision's convolutions at 224x224 (padding kernel // 2)
+RESNET_LAYERS = {
+    "resnet18": [(3, 224, 64, 7, 2, 1), (64, 56, 64, 3, 1, 4), (64, 56, 128, 3, 2, 1),
+                 (64, 56, 128, 1, 2, 1), (128, 28, 128, 3, 1, 3), (128, 28, 256, 3, 2, 1),
+                 (128, 28, 256, 1, 2, 1), (256, 14, 256, 3, 1, 3), (256, 14, 512, 3, 2, 1),
+                 (256, 14, 512, 1, 2, 1), (512, 7, 512, 3, 1, 3)],
+    "resnet50": [(3, 224, 64, 7, 2, 1), (64, 56, 64, 1, 1, 1), (64, 56, 64, 3, 1, 3),
+                 (64, 56, 256, 1, 1, 4), (256, 56, 64, 1, 1, 2), (256, 56, 128, 1, 1, 1),
+                 (128, 56, 128, 3, 2, 1), (128, 28, 512, 1, 1, 4), (256, 56, 512, 1, 2, 1),
+                 (512, 28, 128, 1, 1, 3), (128, 28, 128, 3, 1, 3), (512, 28, 256, 1, 1, 1),
+                 (256, 28, 256, 3, 2, 1), (256, 14, 1024, 1, 1, 6), (512, 28, 1024, 1, 2, 1),
+                 (1024, 14, 256, 1, 1, 5), (256, 14, 256, 3, 1, 5), (1024, 14, 512, 1, 1, 1),
+                 (512, 14, 512, 3, 2, 1), (512, 7, 2048, 1, 1, 3), (1024, 14, 2048, 1, 2, 1),
+                 (2048, 7, 512, 1, 1, 2), (512, 7, 512, 3, 1, 2)],
+}
 DIRECTIONS = ("forward", "input", "weight")
 
 
@@ -246,13 +270,73 @@ def details(names, repeat=5):
               f"weight {peaks[2]:7.2f}")
 
 
+def layers(model, batch=8, rounds=3, every=False):
+    """The ``--layers`` report (module docstring)."""
+    import numpy as np
+    import torch
+    import ember
+    from ember.kernels.conv import selector
+    from ember.kernels.conv.geometry import geometry
+    from ember.kernels.runtime import compiler
+    compiler.set_compile_mode("sync")
+    ember.set_num_threads(1)
+    torch.set_num_threads(1)
+
+    def cpu_ms(fn):
+        start = time.process_time()
+        fn()
+        return (time.process_time() - start) * 1e3
+    print(f"{model}, batch {batch}, one thread, process CPU ms, min of {rounds} rounds")
+    totals = {"ember": 0.0, "torch": 0.0}
+    for C, H_, K, R, s, count in RESNET_LAYERS[model]:
+        rng = np.random.default_rng(0)
+        x = rng.standard_normal((batch, C, H_, H_), dtype=np.float32)
+        w = rng.standard_normal((K, C, R, R), dtype=np.float32) / np.float32(math.sqrt(C * R * R))
+        g = geometry("conv2d", x.shape, w.shape, s, R // 2, 1, 1)
+        gy = rng.standard_normal(g.output_shape, dtype=np.float32)
+        tx, tw, tgy = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(gy)
+        for d in DIRECTIONS:
+            if d == "input" and C <= 3:
+                continue
+            a, b = {"forward": (x, w), "input": (gy, w), "weight": (gy, x)}[d]
+            chosen = selector.heuristic(d, g)
+            names = [chosen] + ([n for n in selector.capable(d, g)
+                                 if n not in (chosen, "fft", "implicit_gemm")] if every else [])
+            mask = [d == "input", d == "weight", False]
+            fns = {n: (lambda n=n: selector._call(n, d, g, a, b)) for n in names}
+            fns["torch"] = ((lambda: torch.nn.functional.conv2d(tx, tw, None, s, R // 2))
+                            if d == "forward" else
+                            (lambda: torch.ops.aten.convolution_backward(
+                                tgy, tx, tw, None, [s, s], [R // 2, R // 2], [1, 1], False,
+                                [0, 0], 1, mask)))
+            best = dict.fromkeys(fns, float("inf"))
+            for fn in fns.values():
+                fn()
+            for _ in range(rounds):
+                for n, fn in fns.items():
+                    best[n] = min(best[n], cpu_ms(fn))
+            totals["ember"] += count * best[chosen]
+            totals["torch"] += count * best["torch"]
+            others = " ".join(f"{n} {best[n]:.1f}" for n in names[1:])
+            print(f"  {C}x{H_} -> {K} {R}x{R}/{s} ({count}) {d:7} {chosen} {best[chosen]:.1f} | "
+                  f"torch {best['torch']:.1f}" + (f" | {others}" if others else ""), flush=True)
+    print(f"weighted by count: ember {totals['ember']:.0f}, torch {totals['torch']:.0f}")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     H.add_worker_arguments(ap)
     ap.add_argument("--only", default=None, help="comma-separated names from SHAPES")
     ap.add_argument("--details", action="store_true")
     ap.add_argument("--shapes", default=None, help="with --details: names from SHAPES")
+    ap.add_argument("--layers", choices=sorted(RESNET_LAYERS), default=None)
+    ap.add_argument("--batch", type=int, default=8, help="with --layers")
+    ap.add_argument("--layer-rounds", type=int, default=3, help="with --layers")
+    ap.add_argument("--all", action="store_true", help="with --layers: every capable algorithm")
     args = ap.parse_args()
+    if args.layers:
+        layers(args.layers, args.batch, args.layer_rounds, args.all)
+        return
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args)))
         return
