@@ -159,8 +159,9 @@ def _row_dots(grad, out):
 
 def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):
     """Gradients (query, key, value, attn_mask) of ``sdpa_forward``'s output: the probabilities
-    recomputed as exp(scores - lse), the softmax backward through D = rowsum(grad * out)
-    (equal to rowsum(P * dP), dropout included). The attn_mask gradient (a float mask that
+    recomputed as exp(scores - lse) (or kept by the forward), the softmax backward through
+    D = rowsum(grad * out) (equal to rowsum(P * dP), dropout included; the float32 Numba rows
+    sum P * dP, in cache). The attn_mask gradient (a float mask that
     requires grad) is that of the masked scores summed to the mask's shape; None when not
     needed."""
     fits = grad.dtype == np.float32 and lse.dtype == np.float32 and \
@@ -175,8 +176,7 @@ def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):
             p = rows.reshape(q.shape[:-1] + (k.shape[-2],))
             dv = np.matmul(np.swapaxes(p, -1, -2), grad) if needs[2] else None
             ds = _times_transposed(grad, v)
-            d = _row_dots(grad, out).reshape(-1)
-            if _run("sdpa_dscores", ds.reshape(rows.shape), rows, d, np.float32(scale)):
+            if _run("sdpa_dscores", ds.reshape(rows.shape), rows, np.float32(scale)):
                 dq = np.matmul(ds, k) if needs[0] else None
                 dk = np.matmul(np.swapaxes(ds, -1, -2), q) if needs[1] else None
                 return dq, dk, dv, None

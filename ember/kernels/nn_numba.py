@@ -286,23 +286,27 @@ def sdpa_recompute_parallel(s, scale, L, causal, lse, parts):
             sdpa_recompute_rows(s, scale, L, causal, lse, lo, hi)
 
 
-@njit(cache=True, nogil=True, fastmath={"contract"})
-def sdpa_dscores_rows(ds, p, d, scale, lo, hi):
-    """The scores' gradient in place: ds[r] = (ds[r] - d[r]) * p[r] * scale (ds = grad v^T,
-    d = rowsum(grad * out), p the probabilities)."""
+@njit(cache=True, nogil=True, fastmath=_FAST)
+def sdpa_dscores_rows(ds, p, scale, lo, hi):
+    """The scores' gradient in place: ds[r] = (ds[r] - d) * p[r] * scale with ds = grad v^T,
+    p the probabilities and d = rowsum(p[r] * ds[r]) (flash attention's D, equal to
+    rowsum(grad * out) without dropout; summed while the row is in cache, lanes reassociated:
+    (16*4*64, 64) rows, one thread, 213 us with einsum's rowsum(grad * out) -> 94 us)."""
     for r in range(lo, hi):
-        a = d[r]
+        d = np.float32(0.0)
         for c in range(ds.shape[1]):
-            ds[r, c] = (ds[r, c] - a) * p[r, c] * scale
+            d += p[r, c] * ds[r, c]
+        for c in range(ds.shape[1]):
+            ds[r, c] = (ds[r, c] - d) * p[r, c] * scale
 
 
 @njit(cache=True, nogil=True, parallel=True)
-def sdpa_dscores_parallel(ds, p, d, scale, parts):
+def sdpa_dscores_parallel(ds, p, scale, parts):
     n = ds.shape[0]
     for q in prange(parts):
         lo, hi = run_bounds(n, parts, q)
         if lo < hi:
-            sdpa_dscores_rows(ds, p, d, scale, lo, hi)
+            sdpa_dscores_rows(ds, p, scale, lo, hi)
 
 
 @njit(cache=True, nogil=True)
