@@ -197,6 +197,7 @@ def run(args):
                   host={"cpu": _cpu_model(), "cpus": os.cpu_count(), "node": platform.node(),
                         "python": platform.python_version()},
                   method=__doc__.split("\n\n")[1].replace("\n", " "))
+    result.setdefault("started", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
     result.setdefault("cases", {})
     _export(listings["a"], trees["a"], cache["a"], onnx,
             {workers["a"][n]["script"] for n in wanted})
@@ -258,6 +259,7 @@ def run(args):
                     rnd[t]["error"] = err
             entry["rounds"].append(rnd)
             entry["rounds_done"] = len(entry["rounds"])
+            result["ended"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
             save()
             print(f"  round {r + 1}: " + "; ".join(
                 f"{k} {1e3 * rnd['a']['per_step_s'].get(k, float('nan')):.3f} / "
