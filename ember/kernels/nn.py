@@ -683,6 +683,78 @@ def bn_param_shape(ndim, c):
     return (1, c) + (1,) * (ndim - 2)
 
 
+# float32/float64 inputs of at least BN_NUMBA_MIN_SIZE elements run nn_numba's per-channel
+# kernels once compiled (x viewed as (N, C, M); training forward: the mean and variance in two
+# float64 passes over each channel while it is in cache, then the output; backward: sum(g) and
+# sum(g * xhat), then the input's gradient; evaluation: one scale/shift pass), channels split
+# over threads from BN_PARALLEL_SIZE elements. The NumPy path (several full passes and axis
+# reductions) serves meanwhile and where the kernels do not fit; its results differ from the
+# kernels' in the last bits (float32 pairwise sums against float64 ones, separate multiply and
+# add against fused). ResNet-50's shapes at batch 8: see docs/performance.md.
+BN_NUMBA_MIN_SIZE = 1 << 12
+BN_PARALLEL_SIZE = 1 << 17
+_bn_signatures = {}
+
+
+def _bn_view(x, *params):
+    """x as a C-contiguous (N, C, M) view (a copy when x is not contiguous) when the Numba
+    kernels fit: float32/float64, at least BN_NUMBA_MIN_SIZE elements, each array of
+    ``params`` None or of x's dtype with C elements; else None."""
+    if not USE_NUMBA or x.dtype not in (np.float32, np.float64) or \
+            x.size < BN_NUMBA_MIN_SIZE:
+        return None
+    c = x.shape[1]
+    if any(p is not None and (p.dtype != x.dtype or p.size != c) for p in params):
+        return None
+    return np.ascontiguousarray(x).reshape(x.shape[0], c, -1)
+
+
+def _bn_param(p, c, dtype, fill):
+    if p is None:
+        return np.full(c, fill, dtype)
+    return np.ascontiguousarray(p.reshape(c))
+
+
+def _bn_run(name, x3, *args):
+    """Run ``nn_numba``'s ``bn_<name>_channels(x3, *args, lo, hi)`` over the channels of ``x3``
+    (N, C, M) (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs
+    NumPy. As ``_ce_run``: the choice made on the first call with these shapes and dtype is
+    kept for the process (``compiler.tier``)."""
+    from ember.kernels.runtime import threadpool
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, tbb_parts
+    n = x3.shape[1]
+    threads = get_num_threads() if x3.size >= BN_PARALLEL_SIZE else 1
+    parts = 0 if threadpool.inside() else tbb_parts(n, threads)
+
+    def kernel():
+        nb = _ce_numba()
+        if nb is None:
+            return None, None
+        fn = getattr(nb, f"bn_{name}_parallel" if parts else f"bn_{name}_channels")
+        arrays = (x3,) + tuple(a for a in args if isinstance(a, np.ndarray))
+        key = (fn, x3.dtype) + tuple(a.flags.writeable for a in arrays)
+        sig = _bn_signatures.get(key)
+        if sig is None:
+            sig = _bn_signatures[key] = compiler.signature(x3, *args, 0) if parts else \
+                compiler.signature(x3, *args, 0, 0)
+        return fn, sig
+
+    def choose():
+        fn, sig = kernel()
+        return fn is not None and compiler.ready(fn, sig)
+    if not compiler.tier(("batch_norm", name, x3.shape, x3.dtype.str), choose):
+        return False
+    fn, sig = kernel()
+    compiler.ready(fn, sig, force=True)
+    if parts:
+        fn(x3, *args, parts)
+    else:
+        threadpool.run_chunks(lambda lo, hi: fn(x3, *args, lo, hi), n, min(n, 4 * threads),
+                              threads)
+    return True
+
+
 @in_float32
 def native_batch_norm(x, weight, bias, running_mean, running_var, training, momentum, eps):
     """Batch normalisation over every axis but 1. Returns (output, mean, var) where mean and var
@@ -699,6 +771,14 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
         if n <= 1:
             raise KernelError(f"Expected more than 1 value per channel when training, got input "
                               f"size {list(x.shape)}")
+        x3 = _bn_view(x, weight, bias)
+        if x3 is not None:
+            dt = x.dtype
+            mean, var, scale, shift = (np.empty(c, dt) for _ in range(4))
+            out = np.empty(x.shape, dt)
+            if _bn_run("train", x3, _bn_param(weight, c, dt, 1), _bn_param(bias, c, dt, 0),
+                       dt.type(eps), mean, var, scale, shift, out.reshape(x3.shape)):
+                return out, mean, var
         mean = x.mean(axis=axes)
         xc = x - mean.reshape(bn_param_shape(x.ndim, c))
         var = np.square(xc).mean(axis=axes).astype(x.dtype, copy=False)
@@ -714,6 +794,12 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
     if bias is not None:
         shift = shift + bias
     shp = bn_param_shape(x.ndim, c)
+    x3 = None if training else _bn_view(x, scale, shift)
+    if x3 is not None:
+        out = np.empty(x.shape, x.dtype)
+        if _bn_run("affine", x3, np.ascontiguousarray(scale), np.ascontiguousarray(shift),
+                   out.reshape(x3.shape)):
+            return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
     out = x * scale.reshape(shp).astype(x.dtype, copy=False)
     out += shift.reshape(shp).astype(x.dtype, copy=False)
     return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
@@ -725,6 +811,20 @@ def native_batch_norm_backward(grad, x, weight, mean, var, training, eps, needs)
     axes = _bn_axes(x)
     shp = bn_param_shape(x.ndim, x.shape[1])
     invstd = (1.0 / np.sqrt(var + x.dtype.type(eps))).astype(x.dtype, copy=False)
+    c = x.shape[1]
+    x3 = _bn_view(x, weight, mean, invstd) if grad.shape == x.shape and \
+        grad.dtype == x.dtype else None
+    if x3 is not None:
+        dt = x.dtype
+        g3 = np.ascontiguousarray(grad).reshape(x3.shape)
+        gx = np.empty(x.shape, dt) if needs[0] else np.empty(0, dt)
+        gw, gb = np.empty(c, dt), np.empty(c, dt)
+        if _bn_run("backward", x3, g3, np.ascontiguousarray(mean.reshape(c)),
+                   np.ascontiguousarray(invstd.reshape(c)), _bn_param(weight, c, dt, 1),
+                   bool(training), np.empty((c, 2), dt),
+                   gx.reshape(x3.shape if needs[0] else (0, 0, 0)), gw, gb):
+            return (gx if needs[0] else None, gw if needs[1] and weight is not None else None,
+                    gb if needs[2] and len(needs) > 2 else None)
     xhat = (x - mean.reshape(shp)) * invstd.reshape(shp)
     gb = grad.sum(axis=axes)
     gw = (grad * xhat).sum(axis=axes)

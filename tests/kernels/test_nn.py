@@ -11,6 +11,7 @@ import pytest
 import ember
 import ember.nn.functional as F
 from ember.kernels import nn as K
+from ember.kernels.runtime import compiler
 
 torch = pytest.importorskip("torch")
 rng = np.random.default_rng(0)
@@ -376,3 +377,120 @@ def test_softmax_of_empty_inputs_as_torch(shape, dim):
         y.sum().backward()
         ty.sum().backward()
         assert x.grad.shape == tuple(tx.grad.shape)
+
+
+# batch norm: float32/float64 inputs of at least BN_NUMBA_MIN_SIZE elements run nn_numba's
+# per-channel kernels (x viewed as (N, C, M)), the others NumPy; both against torch
+def _bn_case(shape, dtype, seed=8):
+    r = np.random.default_rng(seed)
+    c = shape[1]
+    return ((r.standard_normal(shape) * 2 + 3).astype(dtype), r.standard_normal(c).astype(dtype),
+            r.standard_normal(c).astype(dtype), r.standard_normal(c).astype(dtype),
+            (r.random(c) + 0.5).astype(dtype), r.standard_normal(shape).astype(dtype))
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-4), (np.float64, 1e-10)])
+@pytest.mark.parametrize("shape", [(300, 41), (7, 13, 61), (8, 16, 9, 7), (3, 5, 7, 9, 11),
+                                   (2, 3)])
+@pytest.mark.parametrize("training", [True, False])
+@pytest.mark.parametrize("affine", [True, False])
+def test_batch_norm_forward_backward_match_torch(dtype, tol, shape, training, affine,
+                                                 monkeypatch):
+    x, w, b, rm, rv, g = _bn_case(shape, dtype)
+    ran = []
+    run = K._bn_run
+    monkeypatch.setattr(K, "_bn_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
+    got = []
+    for lib in (ember, torch):
+        ts = [lib.tensor(a, requires_grad=True) for a in (x, w, b)]
+        stats = [lib.tensor(a) for a in (rm, rv)]
+        fn = F.batch_norm if lib is ember else torch.nn.functional.batch_norm
+        y = fn(ts[0], stats[0], stats[1], *(ts[1:] if affine else (None, None)),
+               training=training, momentum=0.3, eps=1e-4)
+        y.backward(lib.tensor(g))
+        got.append([y.detach().numpy()] + [t.numpy() for t in stats] +
+                   [t.grad.numpy() for t in ts[:3 if affine else 1]])
+    for a, b_ in zip(*got):
+        assert a.dtype == dtype
+        np.testing.assert_allclose(a, b_, rtol=tol, atol=tol)
+    numba = x.size >= K.BN_NUMBA_MIN_SIZE and compiler.kernel_module("ember.kernels.nn_numba")
+    want = ["train" if training else "affine", "backward"] if numba else []
+    assert [name for name, ok in ran if ok] == want
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_kernels_equal_numpy_path(dtype, training, monkeypatch):
+    """The Numba kernels and the NumPy path agree in value (not in bits: float64 per-channel
+    sums against NumPy's pairwise ones in the dtype, fused multiply-adds), with and without the
+    weight, for each set of needed gradients; a non-contiguous input runs the kernels too."""
+    if compiler.kernel_module("ember.kernels.nn_numba") is None:
+        pytest.skip("Numba unavailable")
+    x, w, b, rm, rv, g = _bn_case((6, 40, 5, 9), dtype, 9)
+    x = np.swapaxes(np.swapaxes(x, 2, 3).copy(), 2, 3)     # non-contiguous, same values
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for weight, bias in ((w, b), (None, None)):
+        runs = []
+        for use in (True, False):
+            monkeypatch.setattr(K, "USE_NUMBA", use)
+            out, mean, var = K.native_batch_norm(x, weight, bias, rm, rv, training, 0.1, 1e-5)
+            grads = [K.native_batch_norm_backward(g, x, weight, mean, var, training, 1e-5, needs)
+                     for needs in ((True, True, True), (False, True, True), (True, False, False))]
+            runs.append((out, mean, var, grads))
+        (o1, m1, v1, g1), (o2, m2, v2, g2) = runs
+        for a, b_ in ((o1, o2), (m1, m2), (v1, v2)):
+            assert a.dtype == dtype and a.shape == b_.shape
+            np.testing.assert_allclose(a, b_, rtol=tol, atol=tol)
+        for ga, gb_ in zip(g1, g2):
+            for a, b_ in zip(ga, gb_):
+                assert (a is None) == (b_ is None)
+                if a is not None:
+                    assert a.dtype == dtype and a.shape == b_.shape
+                    np.testing.assert_allclose(a, b_, rtol=50 * tol, atol=50 * tol)
+        assert g1[1][0] is None and g1[2][1] is None and g1[2][2] is None
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_kernels_gradcheck_float64(training, monkeypatch):
+    from ember.autograd.gradcheck import gradcheck
+    monkeypatch.setattr(K, "BN_NUMBA_MIN_SIZE", 0)
+    r = np.random.default_rng(10)
+    x, w, b = (ember.tensor(r.standard_normal(s), requires_grad=True)
+               for s in ((4, 3, 5), (3,), (3,)))
+    rm, rv = ember.tensor(r.standard_normal(3)), ember.tensor(r.random(3) + 0.5)
+    ran = []
+    run = K._bn_run
+    monkeypatch.setattr(K, "_bn_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
+    assert gradcheck(lambda a, c, d: F.batch_norm(a, rm, rv, c, d, training=training, momentum=0.0),
+                     (x, w, b))
+    if compiler.kernel_module("ember.kernels.nn_numba") is not None:
+        assert ("backward", True) in ran
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_kernel_bits_do_not_depend_on_the_thread_count(training, monkeypatch):
+    """Each channel's sums run in one fixed order whichever thread takes the channel: the
+    outputs and gradients have the same bits at 1, 2 and 3 threads (the split over channels
+    forced from any size)."""
+    if compiler.kernel_module("ember.kernels.nn_numba") is None:
+        pytest.skip("Numba unavailable")
+    monkeypatch.setattr(K, "BN_PARALLEL_SIZE", 0)
+    x, w, b, rm, rv, g = _bn_case((4, 37, 11, 10), np.float32, 14)
+    ran = []
+    run = K._bn_run
+    monkeypatch.setattr(K, "_bn_run", lambda *a: ran.append(run(*a)) or ran[-1])
+    before = ember.get_num_threads()
+    outs = []
+    try:
+        for n in (1, 2, 3):
+            ember.set_num_threads(n)
+            out, mean, var = K.native_batch_norm(x, w, b, rm, rv, training, 0.1, 1e-5)
+            grads = K.native_batch_norm_backward(g, x, w, mean, var, training, 1e-5,
+                                                 (True, True, True))
+            outs.append((out, mean, var) + tuple(grads))
+    finally:
+        ember.set_num_threads(before)
+    assert ran == [True] * 6
+    for other in outs[1:]:
+        for a, b_ in zip(outs[0], other):
+            assert a.tobytes() == b_.tobytes()

@@ -136,3 +136,34 @@ def test_embedding_backward_scatter_kernel_same_bits_as_add_at_and_torch(dtype, 
     assert we.grad.numpy().dtype == dtype
 
 
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_batch_norm_channel_kernels_write_their_channels_only_and_match_torch(nb, dtype):
+    """bn_train_channels / bn_backward_channels over channels [lo, hi) of x (N, C, M): each
+    call writes its channels only; together torch's batch norm (float64) and its gradients."""
+    r = np.random.default_rng(13)
+    x = (r.standard_normal((5, 7, 23)) * 3 + 10).astype(dtype)
+    g = r.standard_normal(x.shape).astype(dtype)
+    w, b = r.standard_normal(7).astype(dtype), r.standard_normal(7).astype(dtype)
+    mean, var, scale, shift = (np.full(7, 99.0, dtype) for _ in range(4))
+    out = np.full_like(x, 99.0)
+    nb.bn_train_channels(x, w, b, dtype(1e-5), mean, var, scale, shift, out, 2, 5)
+    assert (out[:, :2] == 99).all() and (out[:, 5:] == 99).all() and (mean[:2] == 99).all()
+    for lo, hi in ((0, 2), (5, 7)):
+        nb.bn_train_channels(x, w, b, dtype(1e-5), mean, var, scale, shift, out, lo, hi)
+    tx, tw, tb = (torch.tensor(a, dtype=torch.float64, requires_grad=True) for a in (x, w, b))
+    y = torch.nn.functional.batch_norm(tx, None, None, tw, tb, training=True, eps=1e-5)
+    y.backward(torch.tensor(g, dtype=torch.float64))
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(out, y.detach().numpy(), rtol=tol, atol=tol)
+    np.testing.assert_allclose(mean, x.astype(np.float64).mean((0, 2)), rtol=tol)
+    np.testing.assert_allclose(var, x.astype(np.float64).var((0, 2)), rtol=tol)
+    invstd = (1 / np.sqrt(var + dtype(1e-5))).astype(dtype)
+    gx, gw, gb = np.full_like(x, 99.0), np.full(7, 99.0, dtype), np.full(7, 99.0, dtype)
+    coef = np.empty((7, 2), dtype)
+    for lo, hi in ((0, 3), (3, 7)):
+        nb.bn_backward_channels(x, g, mean, invstd, w, True, coef, gx, gw, gb, lo, hi)
+    np.testing.assert_allclose(gx, tx.grad.numpy(), rtol=20 * tol, atol=20 * tol)
+    np.testing.assert_allclose(gw, tw.grad.numpy(), rtol=20 * tol, atol=20 * tol)
+    np.testing.assert_allclose(gb, tb.grad.numpy(), rtol=20 * tol, atol=20 * tol)
