@@ -32,6 +32,32 @@ CHUNK = 512   # tiles per pass of the vector loops
 PAIR_TILES = 32
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _bt_rows(n, a0, a1, a2, a3, a4, a5, o0, o1, o2, o3, o4, o5, c4, c5, c2):
+    """o = B^T (a0, ..., a5) elementwise over the first ``n`` entries of unit-stride vectors:
+    the input transform's six rows (``c4, c5, c2`` = 4, 5, 2 in the data's dtype)."""
+    for q in range(n):
+        d0, d1, d2, d3, d4, d5 = a0[q], a1[q], a2[q], a3[q], a4[q], a5[q]
+        o0[q] = c4 * d0 - c5 * d2 + d4
+        o1[q] = d3 + d4 - c4 * (d1 + d2)
+        o2[q] = c4 * (d1 - d2) - d3 + d4
+        o3[q] = c2 * (d3 - d1) - d2 + d4
+        o4[q] = c2 * (d1 - d3) - d2 + d4
+        o5[q] = c4 * d1 - c5 * d3 + d5
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _at_rows(n, a0, a1, a2, a3, a4, a5, o0, o1, o2, o3, c2, c4, c8):
+    """o = A^T (a0, ..., a5) elementwise over the first ``n`` entries of unit-stride vectors:
+    the output transform's four rows (``c2, c4, c8`` = 2, 4, 8 in the data's dtype)."""
+    for q in range(n):
+        x0, x1, x2, x3, x4, x5 = a0[q], a1[q], a2[q], a3[q], a4[q], a5[q]
+        o0[q] = x0 + x1 + x2 + x3 + x4
+        o1[q] = x1 - x2 + c2 * (x3 - x4)
+        o2[q] = x1 + x2 + c4 * (x3 + x4)
+        o3[q] = x1 - x2 + c8 * (x3 - x4) + x5
+
+
 @njit(cache=True, nogil=True)
 def _tile_offsets(ty0, ty1, tw, width):
     """Flat offset of the top-left element of tile (ty, tx), ty0 <= ty < ty1, in a plane of rows
@@ -67,14 +93,7 @@ def _input_per_pair(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1, nimg):
             r5 = x[n, c, y0 + 5] if 0 <= y0 + 5 < H else zrow
             t0, t1, t2 = t[0, ty, pl:pl + W], t[1, ty, pl:pl + W], t[2, ty, pl:pl + W]
             t3, t4, t5 = t[3, ty, pl:pl + W], t[4, ty, pl:pl + W], t[5, ty, pl:pl + W]
-            for j in range(W):
-                d0, d1, d2, d3, d4, d5 = r0[j], r1[j], r2[j], r3[j], r4[j], r5[j]
-                t0[j] = c4 * d0 - c5 * d2 + d4
-                t1[j] = d3 + d4 - c4 * (d1 + d2)
-                t2[j] = c4 * (d1 - d2) - d3 + d4
-                t3[j] = c2 * (d3 - d1) - d2 + d4
-                t4[j] = c2 * (d1 - d3) - d2 + d4
-                t5[j] = c4 * d1 - c5 * d3 + d5
+            _bt_rows(W, r0, r1, r2, r3, r4, r5, t0, t1, t2, t3, t4, t5, c4, c5, c2)
         for a in range(6):
             for ty in range(nty):
                 for s in range(6):
@@ -88,14 +107,7 @@ def _input_per_pair(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1, nimg):
                 V[6 * a + 2, c, base:base + T]
             v3, v4, v5 = V[6 * a + 3, c, base:base + T], V[6 * a + 4, c, base:base + T], \
                 V[6 * a + 5, c, base:base + T]
-            for q in range(T):
-                d0, d1, d2, d3, d4, d5 = f0[q], f1[q], f2[q], f3[q], f4[q], f5[q]
-                v0[q] = c4 * d0 - c5 * d2 + d4
-                v1[q] = d3 + d4 - c4 * (d1 + d2)
-                v2[q] = c4 * (d1 - d2) - d3 + d4
-                v3[q] = c2 * (d3 - d1) - d2 + d4
-                v4[q] = c2 * (d1 - d3) - d2 + d4
-                v5[q] = c4 * d1 - c5 * d3 + d5
+            _bt_rows(T, f0, f1, f2, f3, f4, f5, v0, v1, v2, v3, v4, v5, c4, c5, c2)
 
 
 @njit(cache=True, nogil=True)
@@ -117,21 +129,11 @@ def _output_per_pair(M, th, tw, y, k, lo, hi, n0, ty0, ty1, nimg):
             m3, m4, m5 = M[18 + j, kk, base:base + T], M[24 + j, kk, base:base + T], \
                 M[30 + j, kk, base:base + T]
             s0, s1, s2, s3 = t[0, j], t[1, j], t[2, j], t[3, j]
-            for q in range(T):
-                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
-                s0[q] = a0 + a1 + a2 + a3 + a4
-                s1[q] = a1 - a2 + c2 * (a3 - a4)
-                s2[q] = a1 + a2 + c4 * (a3 + a4)
-                s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
+            _at_rows(T, m0, m1, m2, m3, m4, m5, s0, s1, s2, s3, c2, c4, c8)
         for a in range(4):
             m0, m1, m2, m3, m4, m5 = t[a, 0], t[a, 1], t[a, 2], t[a, 3], t[a, 4], t[a, 5]
             s0, s1, s2, s3 = o[a, 0], o[a, 1], o[a, 2], o[a, 3]
-            for q in range(T):
-                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
-                s0[q] = a0 + a1 + a2 + a3 + a4
-                s1[q] = a1 - a2 + c2 * (a3 - a4)
-                s2[q] = a1 + a2 + c4 * (a3 + a4)
-                s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
+            _at_rows(T, m0, m1, m2, m3, m4, m5, s0, s1, s2, s3, c2, c4, c8)
         for ty in range(nty):
             yy0 = 4 * (ty0 + ty)
             for a in range(min(4, Ho - yy0)):
@@ -188,14 +190,7 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1):
         for j in range(6):     # down the tile's columns: E[6a + j] = (B^T d)[a, j]
             d0, d1, d2, d3, d4, d5 = D[j], D[6 + j], D[12 + j], D[18 + j], D[24 + j], D[30 + j]
             e0, e1, e2, e3, e4, e5 = E[j], E[6 + j], E[12 + j], E[18 + j], E[24 + j], E[30 + j]
-            for q in range(L):
-                a0, a1, a2, a3, a4, a5 = d0[q], d1[q], d2[q], d3[q], d4[q], d5[q]
-                e0[q] = c4 * a0 - c5 * a2 + a4
-                e1[q] = a3 + a4 - c4 * (a1 + a2)
-                e2[q] = c4 * (a1 - a2) - a3 + a4
-                e3[q] = c2 * (a3 - a1) - a2 + a4
-                e4[q] = c2 * (a1 - a3) - a2 + a4
-                e5[q] = c4 * a1 - c5 * a3 + a5
+            _bt_rows(L, d0, d1, d2, d3, d4, d5, e0, e1, e2, e3, e4, e5, c4, c5, c2)
         b0 = p0 * T
         for a in range(6):
             f0, f1, f2 = E[6 * a], E[6 * a + 1], E[6 * a + 2]
@@ -203,14 +198,7 @@ def input_transform(x, pt, pl, th, tw, V, k, lo, hi, n0, ty0, ty1):
             v0, v1, v2 = Vf[6 * a, b0:b0 + L], Vf[6 * a + 1, b0:b0 + L], Vf[6 * a + 2, b0:b0 + L]
             v3, v4, v5 = Vf[6 * a + 3, b0:b0 + L], Vf[6 * a + 4, b0:b0 + L], \
                 Vf[6 * a + 5, b0:b0 + L]
-            for q in range(L):
-                d0, d1, d2, d3, d4, d5 = f0[q], f1[q], f2[q], f3[q], f4[q], f5[q]
-                v0[q] = c4 * d0 - c5 * d2 + d4
-                v1[q] = d3 + d4 - c4 * (d1 + d2)
-                v2[q] = c4 * (d1 - d2) - d3 + d4
-                v3[q] = c2 * (d3 - d1) - d2 + d4
-                v4[q] = c2 * (d1 - d3) - d2 + d4
-                v5[q] = c4 * d1 - c5 * d3 + d5
+            _bt_rows(L, f0, f1, f2, f3, f4, f5, v0, v1, v2, v3, v4, v5, c4, c5, c2)
 
 
 @njit(cache=True, nogil=True)
@@ -245,22 +233,12 @@ def output_transform(M, th, tw, y, k, lo, hi, n0, ty0, ty1):
             m0, m1, m2 = Mf[j, b0:b0 + L], Mf[6 + j, b0:b0 + L], Mf[12 + j, b0:b0 + L]
             m3, m4, m5 = Mf[18 + j, b0:b0 + L], Mf[24 + j, b0:b0 + L], Mf[30 + j, b0:b0 + L]
             s0, s1, s2, s3 = t[j], t[6 + j], t[12 + j], t[18 + j]
-            for q in range(L):
-                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
-                s0[q] = a0 + a1 + a2 + a3 + a4
-                s1[q] = a1 - a2 + c2 * (a3 - a4)
-                s2[q] = a1 + a2 + c4 * (a3 + a4)
-                s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
+            _at_rows(L, m0, m1, m2, m3, m4, m5, s0, s1, s2, s3, c2, c4, c8)
         for a in range(4):
             m0, m1, m2 = t[6 * a], t[6 * a + 1], t[6 * a + 2]
             m3, m4, m5 = t[6 * a + 3], t[6 * a + 4], t[6 * a + 5]
             s0, s1, s2, s3 = o[4 * a], o[4 * a + 1], o[4 * a + 2], o[4 * a + 3]
-            for q in range(L):
-                a0, a1, a2, a3, a4, a5 = m0[q], m1[q], m2[q], m3[q], m4[q], m5[q]
-                s0[q] = a0 + a1 + a2 + a3 + a4
-                s1[q] = a1 - a2 + c2 * (a3 - a4)
-                s2[q] = a1 + a2 + c4 * (a3 + a4)
-                s3[q] = a1 - a2 + c8 * (a3 - a4) + a5
+            _at_rows(L, m0, m1, m2, m3, m4, m5, s0, s1, s2, s3, c2, c4, c8)
         for p in range(p0, p1):
             kk, n = p // nimg, n0 + p % nimg
             off = (p - p0) * T
