@@ -334,7 +334,7 @@ _PROBES = {
 }
 
 
-def _cpuinfo():
+def cpuinfo():
     """(model name, vendor, feature flags) of the first CPU in /proc/cpuinfo."""
     model, vendor, flags = "unknown", "unknown", set()
     try:
@@ -362,7 +362,7 @@ def machine_info():
     import ast
     import datetime
     import platform
-    model, vendor, flags = _cpuinfo()
+    model, vendor, flags = cpuinfo()
     info = {"date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
             "cpu": model, "vendor": vendor, "cpu_count": os.cpu_count(),
             "openblas_set": {v: v in os.environ for v in ("OPENBLAS_CORETYPE",

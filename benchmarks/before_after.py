@@ -43,6 +43,7 @@ import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import _harness as H  # noqa: E402
 import instructions as I  # noqa: E402
 
 THREAD_VARS = ("EMBER_NUM_THREADS", "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
@@ -194,7 +195,7 @@ def run(args):
         with open(out) as f:
             result = json.load(f)
     result.update(trees={t: {"path": p, "commit": I._commit(p)} for t, p in trees.items()},
-                  host={"cpu": _cpu_model(), "cpus": os.cpu_count(), "node": platform.node(),
+                  host={"cpu": H.cpuinfo()[0], "cpus": os.cpu_count(), "node": platform.node(),
                         "python": platform.python_version()},
                   method=__doc__.split("\n\n")[1].replace("\n", " "))
     result.setdefault("started", time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()))
@@ -267,17 +268,6 @@ def run(args):
                 for k in sel), file=sys.stderr, flush=True)
     save()
     print(table(result))
-
-
-def _cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def summary(entry, key):

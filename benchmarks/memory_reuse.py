@@ -12,24 +12,13 @@ whether OPENBLAS_CORETYPE / OPENBLAS_L2_SIZE are set (it never changes them). No
 """
 import argparse
 import os
-import platform
 import resource
 import statistics
 import time
 
 import numpy as np
+import _harness as H
 from train_step import MODELS, ember_step
-
-
-def cpu_model():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def measure(step, steps, warmup=3):
@@ -55,7 +44,7 @@ def main():
     import ember
     if args.threads is not None:
         ember.set_num_threads(args.threads)
-    print(f"CPU: {cpu_model()}, {os.cpu_count()} cores; threads: {ember.get_num_threads()}")
+    print(f"CPU: {H.cpuinfo()[0]}, {os.cpu_count()} cores; threads: {ember.get_num_threads()}")
     for var in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"):
         print(f"{var} = {os.environ[var]!r}" if var in os.environ else f"{var} is not set")
     print(f"memory reuse: {ember.get_memory_reuse()}; {args.steps} steps after 3 warm-up")
