@@ -76,25 +76,12 @@ def _worker_inner(args):
     record = open(args.record, "a")
     index = [0]
 
-    def steady(step, who, wait_for_compiles):
-        step()
-        if who.startswith("ember") and wait_for_compiles:
-            H._wait_ember_compiles(600)
-            for _ in range(50):
-                before = H._ember_compiles()[0]
-                step()
-                H._wait_ember_compiles(600)
-                if H._ember_compiles()[0] == before:
-                    break
-        step()
-        gc.collect()
-
     def measure(step, who, opts, wait_for_compiles=True):
         I._pin_plans(pins, record if pins is None else None)
         k = index[0]
         index[0] += 1
         if counts is None:
-            steady(step, who, wait_for_compiles)
+            I.steady(step, who, wait_for_compiles)
             cpu = []
             for _ in range(3):
                 t = time.process_time()
@@ -103,7 +90,7 @@ def _worker_inner(args):
             record.write(json.dumps({"index": k, "cpu_s": min(cpu)}) + "\n")
         elif str(k) in counts:
             n = counts[str(k)]
-            steady(step, who, wait_for_compiles)
+            I.steady(step, who, wait_for_compiles)
             compiles = H._ember_compiles()[0]
             windows = []
             for _ in range(args.windows):

@@ -275,6 +275,28 @@ def _pin_plans(pins, record):
                                                     pinned_tune_threads)
 
 
+def steady(step, who, wait_for_compiles, freeze=False):
+    """(in a worker process, its tree's ``_harness`` imported) Run ``step`` until a call
+    queues no background compile, then once more, and collect the garbage; ``freeze`` also
+    freezes the collector's generations, so that a full collection of the start-up objects
+    does not land in a measured window."""
+    import gc
+    import _harness as H
+    step()
+    if who.startswith("ember") and wait_for_compiles:
+        H._wait_ember_compiles(600)
+        for _ in range(50):
+            before = H._ember_compiles()[0]
+            step()
+            H._wait_ember_compiles(600)
+            if H._ember_compiles()[0] == before:
+                break
+    step()
+    gc.collect()
+    if freeze:
+        gc.freeze()
+
+
 def _worker_inner(args):
     """(in the measured process) Run one worker of the tree's suite with ``measure`` replaced:
     natively it times and warms every measurement; under callgrind it counts the selected
@@ -294,23 +316,6 @@ def _worker_inner(args):
     record = open(args.record, "a")
     index = [0]
 
-    def steady(step, who, wait_for_compiles):
-        """Run ``step`` until a call queues no background compile, then once more; collect
-        and freeze the garbage collector's generations, so that a full collection of the
-        start-up objects does not land in one of the two windows."""
-        step()
-        if who.startswith("ember") and wait_for_compiles:
-            H._wait_ember_compiles(600)
-            for _ in range(50):
-                before = H._ember_compiles()[0]
-                step()
-                H._wait_ember_compiles(600)
-                if H._ember_compiles()[0] == before:
-                    break
-        step()
-        gc.collect()
-        gc.freeze()
-
     def measure(step, who, opts, wait_for_compiles=True):
         if "ember" in sys.modules:
             _pin_plans(pins, record if native else None)
@@ -318,7 +323,7 @@ def _worker_inner(args):
         index[0] += 1
         if native:
             t0 = time.process_time()
-            steady(step, who, wait_for_compiles)
+            steady(step, who, wait_for_compiles, freeze=True)
             times = []
             for _ in range(3):
                 t = time.perf_counter()
@@ -331,7 +336,7 @@ def _worker_inner(args):
             import cProfile
             import pstats
             n = plan[str(k)]
-            steady(step, who, wait_for_compiles)
+            steady(step, who, wait_for_compiles, freeze=True)
             prof = cProfile.Profile()
             prof.enable()
             for _ in range(n):
@@ -347,7 +352,7 @@ def _worker_inner(args):
             record.flush()
         elif str(k) in plan:
             n = plan[str(k)]
-            steady(step, who, wait_for_compiles)
+            steady(step, who, wait_for_compiles, freeze=True)
             # a first window of N steps, not used: the interpreter's re-specialisation and the
             # collector's first full pass after the freeze land in it (it read up to 2.4 M
             # instructions more than the next N-step window on a 4x4 add)
