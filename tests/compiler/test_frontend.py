@@ -1082,3 +1082,181 @@ def test_inference_plan_option_off_runs_the_trace():
         for _ in range(4):
             np.testing.assert_allclose(compiled(x).numpy(), m(x).numpy(), rtol=0, atol=1e-12)
     assert compiled._compiled._last.traced._planner is None
+
+
+# ---- the previous call's guards (CompiledFunction._hit): each change below must not reuse it
+def _hit_then(fn, args, change, call_args=None, grad=False):
+    """Compile ``fn``, call it three times on ``args`` (the third call runs through the kept
+    previous-call guards), apply ``change`` and return (compiled result, eager result) for
+    ``call_args`` (default ``args``), both under ``grad``."""
+    compiled = ember.compile(fn)
+    ctx = ember.enable_grad if grad else ember.no_grad
+    with ctx():
+        for _ in range(3):
+            compiled(*args)
+    assert compiled._compiled._hit is not None
+    change()
+    call_args = args if call_args is None else call_args
+    with ctx():
+        got = compiled(*call_args)
+        want = fn(*call_args)
+    return got, want
+
+
+def _close(got, want):
+    np.testing.assert_allclose(got.detach().numpy(), want.detach().numpy(), rtol=0, atol=1e-12)
+
+
+def test_previous_call_guard_input_shape():
+    def f(x):
+        return x.sum(0) / float(x.shape[0])   # the size is a Python number in the trace
+    got, want = _hit_then(f, (ember.randn(4, 3, dtype=f64),), lambda: None,
+                          (ember.randn(8, 3, dtype=f64),))
+    _close(got, want)
+
+
+def test_previous_call_guard_input_dtype():
+    def f(x):
+        return x * (2.0 if x.dtype == ember.float64 else 3.0)
+    got, want = _hit_then(f, (ember.randn(4, 3, dtype=f64),), lambda: None,
+                          (ember.randn(4, 3, dtype=ember.float32),))
+    assert got.dtype == ember.float32
+    _close(got, want)
+
+
+def test_previous_call_guard_input_requires_grad():
+    def f(x):
+        return x * (2.0 if x.requires_grad else 3.0)
+    x = ember.randn(4, 3, dtype=f64)
+    got, want = _hit_then(f, (x,), lambda: None, (x.detach().requires_grad_(),), grad=True)
+    assert got.requires_grad
+    _close(got, want)
+
+
+def test_previous_call_guard_grad_mode():
+    def f(x):
+        return x * (2.0 if ember.is_grad_enabled() else 3.0)
+    x = ember.randn(4, 3, dtype=f64)
+    compiled = ember.compile(f)
+    for _ in range(3):
+        compiled(x)
+    assert compiled._compiled._hit is not None
+    with ember.no_grad():
+        _close(compiled(x), f(x))
+
+
+def test_previous_call_guard_autocast():
+    w = ember.randn(3, 3)
+
+    def f(x):
+        return x @ w
+    x = ember.randn(4, 3)
+    compiled = ember.compile(f)
+    with ember.no_grad():
+        for _ in range(3):
+            compiled(x)
+        assert compiled._compiled._hit is not None
+        with ember.autocast("cpu", dtype=ember.bfloat16):
+            got, want = compiled(x), f(x)
+    assert got.dtype == want.dtype == ember.bfloat16
+
+
+def test_previous_call_guard_aliasing():
+    def f(a, b):
+        c = b * 1.0
+        a.mul_(2.0)
+        return c + a   # f(a, a): 3a; the trace of f(a, b) reads b's array after a's write
+    a0, b0 = ember.randn(3, dtype=f64), ember.randn(3, dtype=f64)
+    a1 = ember.randn(3, dtype=f64)
+    a2 = a1.clone()
+    compiled = ember.compile(f)
+    with ember.no_grad():
+        for _ in range(3):
+            compiled(a0, b0)
+        assert compiled._compiled._hit is not None
+        got = compiled(a1, a1)
+        want = f(a2, a2)
+    _close(got, want)
+
+
+def test_previous_call_guard_number_of_arguments():
+    def f(*xs):
+        out = xs[0]
+        for x in xs[1:]:
+            out = out + x
+        return out
+    a, b = ember.randn(3, dtype=f64), ember.randn(3, dtype=f64)
+    got, want = _hit_then(f, (a,), lambda: None, (a, b))
+    _close(got, want)
+
+
+def test_previous_call_guard_captured_tensor_version():
+    c = ember.ones(3, dtype=f64)
+
+    def f(x):
+        return x + c * 2.0   # c * 2.0 folded into a constant
+    with ember.no_grad():
+        got, want = _hit_then(f, (ember.randn(3, dtype=f64),), lambda: c.add_(1.0))
+    _close(got, want)
+
+
+def _module_hit_then(change, grad=False):
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(6, 6), nn.BatchNorm1d(6), nn.Linear(6, 3)).double()
+    m.eval()
+    x = ember.randn(5, 6, dtype=f64)
+    compiled = ember.compile(m)
+    ctx = ember.enable_grad if grad else ember.no_grad
+    with ctx():
+        for _ in range(3):
+            compiled(x)
+    assert compiled._compiled._hit is not None
+    change(m)
+    with ctx():
+        got = compiled(x)
+        want = m(x)
+    return got, want, compiled
+
+
+@pytest.mark.parametrize("change", [
+    lambda m: m.train(),                                                  # training flag
+    lambda m: m[1].train(),
+    lambda m: m[2].register_forward_hook(lambda mod, a, out: out * 2.0),  # a module's hook
+    lambda m: setattr(m[0], "weight", nn.Parameter(ember.zeros(6, 6, dtype=f64))),  # identity
+    lambda m: setattr(m[2], "bias", None),
+    lambda m: m[0].weight.data.mul_(0.5),                                 # version (.data)
+    lambda m: m[1].running_mean.add_(1.0),                                # buffer version
+], ids=["train", "train-submodule", "hook", "parameter-replaced", "parameter-removed",
+        "parameter-data-written", "buffer-written"])
+def test_previous_call_guard_module_state(change):
+    got, want, _ = _module_hit_then(change)
+    _close(got, want)
+
+
+def test_previous_call_guard_parameter_requires_grad():
+    got, want, compiled = _module_hit_then(lambda m: m[0].weight.requires_grad_(False),
+                                           grad=True)
+    _close(got, want)
+    m = compiled._orig_mod
+    m.zero_grad()
+    got.sum().backward()
+    assert m[0].weight.grad is None and m[0].bias.grad is not None
+
+
+def test_global_module_hook_is_a_guard():
+    from ember.nn.modules.module import register_module_forward_hook
+    handle = []
+
+    def change(m):
+        handle.append(register_module_forward_hook(   # (the compiled wrapper is a Module too)
+            lambda mod, a, out: out * 2.0 if isinstance(mod, nn.Linear) else None))
+    try:
+        with pytest.warns(GraphBreakWarning):
+            got, want, compiled = _module_hit_then(change)
+        _close(got, want)
+    finally:
+        for h in handle:
+            h.remove()
+    with ember.no_grad():   # the hook removed: compiled again, and the same as eager
+        x = ember.randn(5, 6, dtype=f64)
+        _close(compiled(x), compiled._orig_mod(x))
