@@ -169,16 +169,16 @@ class Subgraph:
     def __call__(self, env, *inputs):
         e = dict(env)
         e.update(self.consts)
-        state = env.get(_STATE)
+        state = env.get(_STATE)   # the owning OnnxModule
         for oname, key in self.state_keys.items():
-            e[oname] = state[key]
+            e[oname] = state._state_tensor(key)
         for name, v in zip(self.inputs, inputs):
             e[name] = v
         _execute(self.nodes, e)
         return [e[o] for o in self.outputs]
 
 
-_STATE = object()   # env key (never an ONNX name) of the module's {state key: tensor}
+_STATE = object()   # env key (never an ONNX name) of the OnnxModule that runs the graph
 
 
 def _subgraphs(nodes):
@@ -563,15 +563,24 @@ class OnnxModule(nn.Module):
                 raise EmberTypeError(f"onnx model: missing input '{name}' (inputs: "
                                      f"{self.input_names()})")
             env[name] = self._check_value(name, npd, shape, kind, env[name])
-        params = dict(self.named_parameters())
-        bufs = dict(self.named_buffers())
         for oname, key in self._init_keys.items():
-            env[oname] = params[key] if key in params else bufs[key]
+            env[oname] = self._state_tensor(key)
         env.update(self._string_consts)
-        env[_STATE] = {**bufs, **params}
+        env[_STATE] = self
         _execute(self._nodes, env)
         res = tuple(env[o] for o in self._outputs)
         return res[0] if len(res) == 1 else res
+
+    def _state_tensor(self, key):
+        """The parameter or buffer under ``state_dict()`` key ``key`` now (a submodule or tensor
+        the program replaced since loading included), found by its path, not by listing the
+        whole state on every call."""
+        *path, leaf = key.split(".")
+        owner = self
+        for p in path:
+            owner = owner._modules[p]
+        t = owner._parameters.get(leaf)
+        return t if t is not None else owner._buffers[leaf]
 
     @classmethod
     def _check_value(cls, name, npd, shape, kind, x):
