@@ -557,7 +557,7 @@ class _Hit:
     looked up (LeNet-5 at batch 1: ~61k instructions a call before). Anything else takes
     the keyed path, which makes a new one on a hit."""
 
-    __slots__ = ("entry", "n", "grad", "autocast", "sig", "tree")
+    __slots__ = ("entry", "n", "grad", "autocast", "sig", "tree", "valid")
 
     def __init__(self, entry, args, tree):
         self.entry = entry
@@ -567,6 +567,10 @@ class _Hit:
         self.sig = tuple((a.__class__, a._data.shape, a._data.dtype, a._requires_grad)
                          for a in args)
         self.tree = tree
+        # the entry's own check, where it has something to check (captured tensors' versions,
+        # a whole step's staleness): its empty form costs a failed attribute lookup per call
+        self.valid = entry.valid if entry.captured or \
+            getattr(entry.traced, "stale", None) is not None else None
 
     def holds(self, args):
         if len(args) != self.n or STATE.grad_enabled is not self.grad or \
@@ -580,8 +584,8 @@ class _Hit:
                 return False
         if self.n > 1 and len(set(map(id, args))) != self.n:
             return False
-        tree = self.tree
-        return (tree is None or tree.unchanged()) and self.entry.valid()
+        tree, valid = self.tree, self.valid
+        return (tree is None or tree.unchanged()) and (valid is None or valid())
 
 
 class CompiledFunction:
