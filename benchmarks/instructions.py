@@ -120,9 +120,16 @@ def shim_library(out):
 
 
 def _tree_benchmarks(tree):
-    """Put ``tree``'s benchmarks first on sys.path (and this file's folder off it)."""
+    """Put ``tree``'s benchmarks first on sys.path (and this file's folder off it), and forget
+    the benchmark modules already imported from this folder (``_harness``), so that an import
+    gets ``tree``'s."""
     bench = os.path.join(tree, "benchmarks")
     sys.path[:] = [p for p in sys.path if os.path.abspath(p or ".") != HERE]
+    for name, mod in list(sys.modules.items()):
+        f = getattr(mod, "__file__", None)
+        if f and name not in ("instructions", "__main__") and \
+                os.path.dirname(os.path.abspath(f)) == HERE:
+            del sys.modules[name]
     sys.path.insert(0, bench)
     sys.path.insert(1, tree)
     return bench
