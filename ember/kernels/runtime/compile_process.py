@@ -4,8 +4,8 @@ A compile is LLVM work of one core for seconds; on the compile thread of the use
 also takes the GIL between LLVM calls and a core from the program (a cold LeNet-5 run's steps
 halved while it compiled). Under ``EMBER_JIT_COMPILE=background`` the compile thread
 (``compiler``) therefore asks one worker process, started on the first compile with
-``os.nice(10)``, to compile the kernel into Numba's disk cache, waits for its answer without the
-GIL, then loads the kernel from the cache (a cache load: milliseconds, after the process's first).
+``os.nice(10)`` (``EMBER_JIT_NICE`` sets another), to compile the kernel into Numba's disk
+cache, waits for its answer without the GIL, then loads the kernel from the cache (a cache load: milliseconds, after the process's first).
 When the worker cannot run a kernel (a kernel not reachable as ``module.qualname``, a kernel
 without a disk cache, an argument type not described below) or cannot start or dies, the thread
 compiles the kernel itself, as before.
@@ -25,7 +25,7 @@ import sys
 import threading
 
 USE_PROCESS = True    # False: every compile runs on the compile thread (tests, EMBER_JIT_PROCESS=0)
-NICE = 10             # the worker's niceness increment
+NICE = 10             # the worker's niceness increment (EMBER_JIT_NICE sets another)
 
 _proc = None          # the worker (subprocess.Popen), False once it could not start or died
 _lock = threading.Lock()
@@ -123,6 +123,7 @@ def _start():
     env = dict(os.environ)
     env["EMBER_JIT_COMPILE"] = "sync"
     env["EMBER_JIT_PROCESS"] = "0"
+    env["EMBER_JIT_NICE"] = str(niceness())
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
         os.path.abspath(__file__)))))
     env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
@@ -206,10 +207,26 @@ def _serve(line):
     compiler._compile(dispatcher, tuple(rebuild(d) for d in request["sig"]))
 
 
+def niceness():
+    """The worker's niceness increment: ``EMBER_JIT_NICE`` (an integer; 0 keeps the program's
+    own priority, for a host whose cores other processes keep busy, where a niced compile waits
+    minutes), else ``NICE``. A value that is not an integer is ignored with a warning naming it."""
+    v = os.environ.get("EMBER_JIT_NICE", "").strip()
+    if not v:
+        return NICE
+    try:
+        return int(v)
+    except ValueError:
+        import warnings
+        warnings.warn(f"EMBER_JIT_NICE: expected an integer niceness increment, got {v!r}; "
+                      f"the compile worker runs at nice +{NICE}", RuntimeWarning, stacklevel=2)
+        return NICE
+
+
 def main():
     """The worker's loop: one request per input line, one answer per output line."""
     try:
-        os.nice(NICE)
+        os.nice(niceness())
     except (OSError, AttributeError):
         pass
     out = os.fdopen(os.dup(1), "wb")    # the answers; anything else printed goes to stderr

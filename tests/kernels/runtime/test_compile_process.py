@@ -210,3 +210,26 @@ def test_a_forked_child_starts_a_worker_of_its_own():
         print(os.waitstatus_to_exitcode(status), len(pool_numba.planes_2x2.overloads))
     """)
     assert out.strip() == "0 1", out
+
+
+@pytest.mark.parametrize("value, expected, warned", [(None, compile_process.NICE, 0),
+                                                      ("0", 0, 0), ("3", 3, 0),
+                                                      ("low", compile_process.NICE, 1)])
+def test_worker_niceness_is_nice_or_ember_jit_nice(value, expected, warned):
+    """The worker runs ``NICE`` below the program, or ``EMBER_JIT_NICE`` below it (0: at its
+    priority); a value that is not an integer warns and keeps ``NICE``."""
+    env = {} if value is None else {"EMBER_JIT_NICE": value}
+    out = run_cold("""
+        import os, warnings
+        from ember.kernels.runtime import compile_process as cp
+        with warnings.catch_warnings(record=True) as w:
+            warnings.simplefilter("always")
+            p = cp._start()
+        assert p, "the worker did not start"
+        p.stdin.write(b"{}\\n"); p.stdin.flush()
+        assert p.stdout.readline()   # its answer: it has set its niceness before reading
+        print(os.getpriority(os.PRIO_PROCESS, p.pid) - os.getpriority(os.PRIO_PROCESS, 0),
+              len([x for x in w if "EMBER_JIT_NICE" in str(x.message)]))
+        p.stdin.close(); p.wait()
+    """, timeout=120, **env)
+    assert out.split() == [str(expected), str(warned)]
