@@ -5,7 +5,8 @@ also takes the GIL between LLVM calls and a core from the program (a cold LeNet-
 halved while it compiled). Under ``EMBER_JIT_COMPILE=background`` the compile thread
 (``compiler``) therefore asks one worker process, started on the first compile with
 ``os.nice(10)`` (``EMBER_JIT_NICE`` sets another), to compile the kernel into Numba's disk
-cache, waits for its answer without the GIL, then loads the kernel from the cache (a cache load: milliseconds, after the process's first).
+cache, waits for its answer without the GIL, then loads the kernel from the cache (a cache load:
+milliseconds, after the process's first).
 When the worker cannot run a kernel (a kernel not reachable as ``module.qualname``, a kernel
 without a disk cache, an argument type not described below) or cannot start or dies, the thread
 compiles the kernel itself, as before.
