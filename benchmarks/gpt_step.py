@@ -1,7 +1,7 @@
 """GPT training-step speed (nanoGPT shape): ember vs PyTorch eager, one library per process.
 
 Usage: python benchmarks/gpt_step.py --lib ember|torch [--attn manual|sdpa] [--steps 40]
-                                     [--warmup 15] [--threads N]
+                                     [--warmup 15] [--threads N] [--compile]
 
 Model: 4 layers, width 128, 4 heads, block 64, vocabulary 65, batch 16, exact GELU MLP (4x),
 pre-LayerNorm, AdamW(lr 3e-4) and ``clip_grad_norm_(1.0)``; one step = zero_grad, forward,
@@ -9,8 +9,10 @@ cross-entropy, backward, clip, step. ``--attn sdpa`` uses ``F.scaled_dot_product
 (causal), ``manual`` the masked-softmax form. Each library runs with its defaults (threads,
 kernels) unless ``--threads`` sets its thread count (``set_num_threads``: on a machine other
 processes load, spinning BLAS threads of either library make the default figures mostly
-noise); prints the median and minimum step in ms, wall clock and the process's CPU time (on a
-shared machine the CPU time is the steadier figure at one thread). Nothing is asserted.
+noise). ``--compile`` runs the whole step through ``ember.compile`` / ``torch.compile`` (the
+first calls' wall time printed). Prints the median and minimum step in ms, wall clock and the
+process's CPU time (on a shared machine the CPU time is the steadier figure at one thread).
+Nothing is asserted.
 """
 import argparse
 import math
@@ -99,6 +101,7 @@ def main():
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--warmup", type=int, default=15)
     p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--compile", action="store_true")
     a = p.parse_args()
     if a.threads:
         if a.lib == "torch":
@@ -108,6 +111,13 @@ def main():
             import ember
             ember.set_num_threads(a.threads)
     step = build(a.lib, a.attn)
+    if a.compile:
+        L = __import__(a.lib)
+        step = L.compile(step)
+        t0 = time.perf_counter()
+        for _ in range(3):
+            step()
+        print(f"first 3 calls (compiling): {time.perf_counter() - t0:.2f} s wall")
     for _ in range(a.warmup):
         step()
     if a.lib == "ember":
@@ -124,7 +134,8 @@ def main():
         step()
         times.append((time.perf_counter() - t0) * 1e3)
         cpu.append((time.process_time() - c0) * 1e3)
-    print(f"{a.lib} {a.attn}{' threads=%d' % a.threads if a.threads else ''}: median {statistics.median(times):.1f} ms, "
+    print(f"{a.lib}{' compiled' if a.compile else ''} {a.attn}"
+          f"{' threads=%d' % a.threads if a.threads else ''}: median {statistics.median(times):.1f} ms, "
           f"min {min(times):.1f} ms over {a.steps} steps; CPU time (all threads) median "
           f"{statistics.median(cpu):.1f} ms, min {min(cpu):.1f} ms")
 

@@ -615,6 +615,15 @@ def elu_grad(grad, self, alpha, scale=1.0):
     return O.mul(grad, O.where(O.gt(self, 0), float(scale), neg))
 
 
+def _traced_backward():
+    """Whether ember.compile is tracing a backward pass (``joint_backward``): its gradients are
+    never differentiated again (a double backward is not captured), so a formula may record one
+    first-order op in place of the differentiable ops it is written in."""
+    from ember.autograd.state import STATE
+    tracer = STATE.tracer
+    return tracer is not None and getattr(tracer, "joint_backward", False) is True
+
+
 def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
     """Gradients of layer_norm for (input, weight, bias), written in ember ops (float16/
     bfloat16 computed in float32, each gradient rounded once to its input's dtype, as torch)."""
@@ -624,6 +633,14 @@ def layer_norm_grads(grad, x, normalized_shape, weight, bias, eps, needs):
         return (_round_back(gx, x._data.dtype if gx is not None else None),
                 _round_back(gw, weight._data.dtype if gw is not None else None),
                 _round_back(gb, bias._data.dtype if gb is not None else None))
+    if weight is not None and needs[0] and _traced_backward():
+        dt = x._data.dtype
+        if dt.kind == "f" and grad._data.dtype == dt and weight._data.dtype == dt and \
+                grad._data.shape == x._data.shape:
+            # a traced backward (never differentiated again): one op, eager's one-pass kernel
+            gx, gw, gb = G.layer_norm_backward(grad, x, weight, normalized_shape, eps)
+            return (gx, gw if needs[1] else None,
+                    gb if needs[2] and bias is not None else None)
     k = len(normalized_shape)
     axes = tuple(range(x.dim() - k, x.dim()))
     mean = G.mean(x, axes, True)

@@ -340,6 +340,22 @@ def layer_norm_backward(grad, x, weight, normalized_shape, eps, needs):
     return gx, gw, gb
 
 
+def layer_norm_all_grads(grad, x, weight, normalized_shape, eps):
+    """The internal op ``layer_norm_backward``: layer_norm's (input, weight, bias) gradients,
+    all three, by ``layer_norm_backward`` (float32 rows: nn_numba's one-pass kernel)."""
+    normalized_shape = tuple(normalized_shape)
+    k = len(normalized_shape)
+    if grad.shape != x.shape or x.shape[x.ndim - k:] != normalized_shape or \
+            weight.shape != normalized_shape:
+        raise KernelError(f"expected grad_output of the input's shape {list(x.shape)} and a "
+                          f"weight of shape {list(normalized_shape)} (normalized_shape), got "
+                          f"grad_output {list(grad.shape)}, weight {list(weight.shape)}")
+    if x.dtype.kind != "f" or grad.dtype != x.dtype or weight.dtype != x.dtype:
+        raise KernelError(f"expected grad_output, input and weight of one floating dtype, got "
+                          f"{grad.dtype}, {x.dtype}, {weight.dtype}")
+    return layer_norm_backward(grad, x, weight, normalized_shape, eps, (True, True, True))
+
+
 def _nll_prepare(x, target, weight, ignore_index):
     if x.ndim == 1:
         x = x[None]

@@ -789,6 +789,66 @@ def test_cross_entropy_backward_reads_the_forwards_log_sum_exp(dtype, logits):
     assert "log_softmax" in {n.kind for n in cf._last.traced._traced.graph.nodes}
 
 
+class _LayerNormNet(nn.Module):
+    """Linear 20 -> 48, LayerNorm over the last dim (``ns=1``) or the last two of a (12, 4)
+    view (``ns=2``), GELU, Linear -> 5."""
+
+    def __init__(self, ns=1, affine=True):
+        super().__init__()
+        self.fc1 = nn.Linear(20, 48)
+        self.shape = (48,) if ns == 1 else (12, 4)
+        self.ln = nn.LayerNorm(self.shape, elementwise_affine=affine)
+        self.fc2 = nn.Linear(48, 5)
+
+    def forward(self, x):
+        h = self.ln(self.fc1(x).view((x.shape[0],) + self.shape))
+        return self.fc2(F.gelu(h).reshape(x.shape[0], 48))
+
+
+@pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
+@pytest.mark.parametrize("ns", [1, 2])
+def test_layer_norm_backward_is_one_op_in_the_step(dtype, ns):
+    """The traced backward records layer_norm's gradients as one ``layer_norm_backward`` op
+    (eager's one-pass kernel): no mean recomputing the forward's statistics left in the
+    program; 10 AdamW steps match eager (float64 to 1e-10)."""
+    me, mc, *_, cf = _train(lambda: _LayerNormNet(ns), "adamw", dtype)
+    _close(me, mc, dtype)
+    assert cf.breaks == [] and isinstance(cf._last.traced, WholeStep)
+    g = cf._last.traced.graph
+    kinds = [n.kind for n in g.nodes] + \
+        [n.kind for grp in g.find_nodes("fusion_group") for n in grp.attrs["graph"].nodes]
+    assert kinds.count("layer_norm_backward") == 1 and "mean" not in kinds
+
+
+def test_layer_norm_without_affine_keeps_the_formula_and_matches_eager():
+    """Without a weight the formula's ops are traced (its mean of the input among them); the
+    step matches eager to 1e-10."""
+    me, mc, *_, cf = _train(lambda: _LayerNormNet(1, affine=False), "adamw", ember.float64)
+    _close(me, mc, ember.float64)
+    g = cf._last.traced.graph
+    kinds = [n.kind for n in g.nodes] + \
+        [n.kind for grp in g.find_nodes("fusion_group") for n in grp.attrs["graph"].nodes]
+    assert "layer_norm_backward" not in kinds and "mean" in kinds
+
+
+def test_layer_norm_double_backward_outside_a_trace_is_differentiable():
+    """Outside ember.compile's traced backward layer_norm's gradient is still its formula's
+    ops: a gradient of the input's gradient (create_graph) matches torch."""
+    torch = pytest.importorskip("torch")
+    r = np.random.default_rng(3)
+    arrays = [r.standard_normal(s) for s in ((4, 6), (6,), (6,))]
+    outs = []
+    for lib, fn in ((ember, F.layer_norm), (torch, torch.nn.functional.layer_norm)):
+        x, w, b = (lib.tensor(a, requires_grad=True) for a in arrays)
+        y = fn(x, (6,), w, b)
+        (gx,) = lib.autograd.grad((y * y).sum(), [x], create_graph=True)
+        assert gx.requires_grad
+        gx.pow(2).sum().backward()
+        outs.append([t.grad.numpy() for t in (x, w, b)])
+    for a, b in zip(*outs):
+        np.testing.assert_allclose(a, b, rtol=1e-10, atol=1e-10)
+
+
 @pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
 def test_conv_bias_gradient_sums_run_as_a_gemv(dtype):
     """A convolution's bias gradient, sum(grad, dim=(0, 2, 3)), is a GEMV of the (N*C, H*W)

@@ -4,7 +4,8 @@ float32 and float64, with class weights, ignore_index, label_smoothing, every re
 on dim 1 of an N-d input and a 1-d input; the Numba and NumPy paths agree (NaN and inf rows
 included); gradcheck and double backward in float64. log_softmax: first and second order against
 torch, by row blocks. softmax: the Numba rows (forward and backward kernel) against torch, NaN
-and inf rows, second order."""
+and inf rows, second order. layer_norm: Numba and NumPy paths against torch, the internal op
+``layer_norm_backward`` (all three gradients) too."""
 import numpy as np
 import pytest
 
@@ -363,6 +364,35 @@ def test_layer_norm_gradgradcheck_float64():
                for s in ((3, 5), (5,), (5,)))
     assert gradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
     assert gradgradcheck(lambda a, c, d: F.layer_norm(a, (5,), c, d), (x, w, b))
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 3e-4), (np.float64, 1e-11)])
+@pytest.mark.parametrize("shape,ns", [((16, 64, 128), (128,)), ((8, 40, 6, 20), (6, 20)),
+                                      ((3, 4), (4,))])
+def test_layer_norm_backward_op_gives_all_three_gradients_as_torch(dtype, tol, shape, ns):
+    """The internal op ``layer_norm_backward`` (what a traced backward records): input, weight
+    and bias gradients against torch's autograd of layer_norm; nothing requires grad after it."""
+    r = np.random.default_rng(8)
+    x, w, b = ((r.standard_normal(s) * 3 + 1).astype(dtype) for s in (shape, ns, ns))
+    g = r.standard_normal(shape).astype(dtype)
+    ts = [torch.tensor(a, requires_grad=True) for a in (x, w, b)]
+    torch.nn.functional.layer_norm(ts[0], ns, ts[1], ts[2], 1e-5).backward(torch.tensor(g))
+    ex, ew = ember.tensor(x, requires_grad=True), ember.tensor(w, requires_grad=True)
+    got = ember.autograd._generated.functions.layer_norm_backward(ember.tensor(g), ex, ew,
+                                                                   ns, 1e-5)
+    assert len(got) == 3
+    for a, t in zip(got, ts):
+        assert a.dtype == ex.dtype and not a.requires_grad and a.shape == tuple(t.shape)
+        np.testing.assert_allclose(a.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_layer_norm_backward_op_errors_name_the_op_and_shapes():
+    f = ember.autograd._generated.functions.layer_norm_backward
+    x = ember.randn(3, 4)
+    with pytest.raises(Exception, match=r"layer_norm_backward.*\[3, 5\]"):
+        f(ember.randn(3, 5), x, ember.randn(4), (4,), 1e-5)
+    with pytest.raises(Exception, match=r"layer_norm_backward.*float64"):
+        f(ember.randn(3, 4, dtype=ember.float64), x, ember.randn(4), (4,), 1e-5)
 
 
 @pytest.mark.parametrize("shape,dim", [((5, 0, 0), -1), ((0, 3), 1), ((3, 0), -1), ((2, 0, 4), 2)])

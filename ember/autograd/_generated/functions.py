@@ -668,6 +668,10 @@ def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-05):
     """layer_norm (see torch.layer_norm)."""
     return dispatch(_R.layer_norm, (input, weight, bias, ), (normalized_shape, eps, ))
 
+def layer_norm_backward(grad_output, input, weight, normalized_shape, eps):
+    """layer_norm_backward (see torch.layer_norm_backward)."""
+    return dispatch(_R.layer_norm_backward, (grad_output, input, weight, ), (normalized_shape, eps, ))
+
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
     """cosine_similarity (see torch.cosine_similarity)."""
     return _c_nn.cosine_similarity(x1, x2, dim, eps)
