@@ -130,6 +130,7 @@ SCATTER_PARALLEL_SIZE = 1 << 18   # gradient elements from which the scatter spl
 # layers. LeNet-5 at batch 64, default threads, eager no_grad forward: 1.56-1.66 ms with its first
 # pool (75k outputs) split, 1.35-1.44 ms unsplit (load ~1.4, interleaved)
 POOL_2X2_PARALLEL_SIZE = 1 << 18
+VALUES_PARALLEL_SIZE = 1 << 16   # output elements from which the values-only kernel splits
 
 
 def _kernels():
@@ -263,13 +264,36 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     return _running_max(taps, x.shape[:2] + out, x.dtype, start)
 
 
+def _max_pool2d_values_numba(nb, x, k, s, p, d, out):
+    """``max_pool2d_values`` by ``pool2d_numba.planes_values``, planes split over ember's
+    threads from ``VALUES_PARALLEL_SIZE`` output elements; None while it compiles."""
+    x = np.ascontiguousarray(x)
+    y = np.empty(x.shape[:2] + out, x.dtype)
+    args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y)
+    if not _runnable(nb, "planes_values", *args, 0, 0):
+        return None
+    planes, n = x.shape[0] * x.shape[1], threads.get_num_threads()
+    if y.size < VALUES_PARALLEL_SIZE or n <= 1:
+        nb.planes_values(*args, 0, planes)
+    else:
+        threadpool.run_chunks(lambda lo, hi: nb.planes_values(*args, lo, hi), planes,
+                              min(planes, 4 * n), n)
+    return y
+
+
 def max_pool2d_values(x, kernel_size, stride, padding, dilation, ceil_mode):
-    """Max pooling values only (no indices), one ``np.maximum`` pass per kernel tap; for inference.
+    """Max pooling values only (no indices), for inference: the Numba kernel, else one
+    ``np.maximum`` pass per kernel tap.
 
     NaN propagates as in torch. Raises ValueError like ``max_pool2d_forward``.
     """
     k, s, p, d, out = _params("max_pool2d", x.shape, kernel_size, stride, padding, dilation,
                               ceil_mode)
+    if x.dtype in (np.float32, np.float64):
+        nb = _kernels()
+        y = None if nb is None else _max_pool2d_values_numba(nb, x, k, s, p, d, out)
+        if y is not None:
+            return y
     xp = _padded_if_needed(x, k, s, p, d, out)
     y = None
     for r in range(k[0]):

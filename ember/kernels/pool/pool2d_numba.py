@@ -8,7 +8,8 @@ another per tap for the indices (LeNet's first pool, (64,6,28,28) 2x2: 1.05 ms; 
 splits planes over threads and reads each element once). ``planes`` works on the (image,
 channel) planes [lo, hi) and releases the GIL; ``planes_parallel`` runs ``parts`` runs of them in
 a ``prange`` (used on Numba's TBB layer); ``planes_2x2`` is the 2x2 stride-2 window without
-bounds tests. ``scatter`` is the backward: each plane's gradients added at its argmax positions.
+bounds tests; ``planes_values`` computes the values alone (inference). ``scatter`` is the
+backward: each plane's gradients added at its argmax positions.
 """
 import numpy as np
 from numba import njit, prange
@@ -110,6 +111,61 @@ def planes(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, lo, hi):
                     ir[j] = p if take else at
         if nan:
             _walk(xp, kh, kw, sh, sw, ph, pw, dh, dw, yp, ip)
+
+
+@njit(cache=True, nogil=True)
+def _nan_max(v, cur):
+    """The larger of v and cur, NaN when either is: a select, which vectorizes."""
+    return v if (v > cur) | (v != v) else cur
+
+
+@njit(cache=True, nogil=True)
+def planes_values(x, kh, kw, sh, sw, ph, pw, dh, dw, y, lo, hi):
+    """``planes`` without positions, for inference: y (N, C, Ho, Wo) for planes [lo, hi).
+    The same two passes per output row (the column maxima over the window's rows, then the
+    window's column taps); a NaN replaces, so it propagates; a window with no element inside
+    the plane (dilation) is -inf. Three-tap windows at stride 1 or 2 without dilation (every
+    pool of ResNet, SqueezeNet, GoogLeNet, DenseNet) run loops with literal strides and offsets
+    that accumulate in registers, which LLVM vectorizes: SqueezeNet's first pool, (1, 64, 111,
+    111) 3x3/2 ceil mode, one thread: NumPy taps 2.8 ms; these loops with a runtime stride,
+    kernel size or dilation 1.7 ms (0.8 with only the dilation at run time); literal 0.44 ms."""
+    N, C, H, W = x.shape
+    Ho, Wo = y.shape[2], y.shape[3]
+    Wn = max(W + pw, (Wo - 1) * sw + dw * (kw - 1) + 1)
+    val = np.full(Wn, -np.inf, x.dtype)
+    vv = val[pw:pw + W]
+    for nc in range(lo, hi):
+        n, c = nc // C, nc % C
+        xp, yp = x[n, c], y[n, c]
+        for i in range(Ho):
+            r0 = i * sh - ph
+            a0 = 0 if r0 >= 0 else (-r0 + dh - 1) // dh
+            a1 = min(kh, (H - 1 - r0) // dh + 1)
+            if a1 - a0 == 3:
+                ra, rb, rc = xp[r0 + a0 * dh], xp[r0 + (a0 + 1) * dh], xp[r0 + (a0 + 2) * dh]
+                for q in range(W):
+                    vv[q] = _nan_max(rc[q], _nan_max(rb[q], ra[q]))
+            elif a0 >= a1:
+                vv[:] = -np.inf
+            else:
+                vv[:] = xp[r0 + a0 * dh]
+                for a in range(a0 + 1, a1):
+                    row = xp[r0 + a * dh]
+                    for q in range(W):
+                        vv[q] = _nan_max(row[q], vv[q])
+            yr = yp[i]
+            if kw == 3 and sw == 2 and dw == 1:
+                for j in range(Wo):
+                    yr[j] = _nan_max(val[2 * j + 2], _nan_max(val[2 * j + 1], val[2 * j]))
+            elif kw == 3 and sw == 1 and dw == 1:
+                for j in range(Wo):
+                    yr[j] = _nan_max(val[j + 2], _nan_max(val[j + 1], val[j]))
+            else:
+                for j in range(Wo):
+                    m = val[sw * j]
+                    for b in range(1, kw):
+                        m = _nan_max(val[sw * j + b * dw], m)
+                    yr[j] = m
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -1,6 +1,6 @@
 """The 2-d max-pool Numba kernels: the general and 2x2 plane kernels against the NumPy taps and
-torch (ties, NaN, -inf, padding, dilation, ceil_mode), the parallel driver, and the gradient
-scatter (bad indices counted, not written)."""
+torch (ties, NaN, -inf, padding, dilation, ceil_mode), the parallel driver, the values-only
+kernel, and the gradient scatter (bad indices counted, not written)."""
 import numpy as np
 import pytest
 
@@ -81,6 +81,58 @@ def test_planes_and_planes_parallel_match_torch(k, s, p, d):
     pool_numba.planes_parallel(x, kh, kw, sh, sw, ph, pw, dh, dw, y2, idx2, 3)
     np.testing.assert_array_equal(y2, y)
     np.testing.assert_array_equal(idx2, idx)
+
+
+VALUES_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode): each loop of planes_values
+    ((2, 3, 13, 17), 3, 2, 1, 1, False),          # 3 taps, stride 2 (ResNet's stem pool)
+    ((1, 4, 111, 111), 3, 2, 0, 1, True),         # ceil mode: the last window's rows cut short
+    ((2, 3, 9, 10), 3, 1, 1, 1, False),           # 3 taps, stride 1 (GoogLeNet's branch pool)
+    ((2, 3, 13, 12), (3, 2), (2, 3), (1, 0), (2, 1), True),   # generic: dilated rows, 2 columns
+    ((1, 2, 9, 9), 3, 2, 1, 2, False),            # dilated 3 taps: the generic column loop
+    ((2, 2, 10, 11), 5, 3, 2, 1, True),           # 5 taps
+]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("case", VALUES_CASES, ids=[str(i) for i in range(len(VALUES_CASES))])
+def test_planes_values_matches_torch(case, dtype):
+    """The values-only kernel over two plane ranges, on ties, NaN (propagates) and -inf,
+    against torch's values."""
+    pytest.importorskip("numba")
+    from ember.kernels.pool import pool2d_numba as pool_numba
+    shape, k, s, p, d, ceil = case
+    x = rng.integers(-3, 4, shape).astype(dtype)
+    x[x == 3] = -np.inf
+    x[0, 0, 1, 2] = x[-1, -1, -2, -1] = np.nan
+    ref = F.max_pool2d(torch.tensor(x), k, s, p, d, ceil).numpy()
+    two = lambda v: (v, v) if np.isscalar(v) else v   # noqa: E731
+    y = np.full(ref.shape, 7, dtype)
+    planes = shape[0] * shape[1]
+    args = (x, *two(k), *two(s), *two(p), *two(d), y)
+    pool_numba.planes_values(*args, 0, planes // 2)
+    pool_numba.planes_values(*args, planes // 2, planes)
+    np.testing.assert_array_equal(y, ref)
+
+
+def test_max_pool2d_values_runs_the_kernel_split_over_threads(monkeypatch):
+    """``max_pool2d_values`` runs ``planes_values`` (not the NumPy taps) once it is compiled,
+    split over ember's threads from ``VALUES_PARALLEL_SIZE`` outputs: torch's values."""
+    pytest.importorskip("numba")
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+    real = compiler.ready
+    monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False: real(f, sig, True))
+    monkeypatch.setattr(pool, "_tap", lambda *a: pytest.fail("the NumPy taps ran"))
+    monkeypatch.setattr(pool, "VALUES_PARALLEL_SIZE", 0)
+    x = rng.standard_normal((2, 5, 15, 13)).astype(np.float32)
+    x[1, 2, 3, 4] = np.nan
+    before = get_num_threads()
+    set_num_threads(2)
+    try:
+        y = pool.max_pool2d_values(x, 3, 2, 1, 1, True)
+    finally:
+        set_num_threads(before)
+    np.testing.assert_array_equal(y, F.max_pool2d(torch.tensor(x), 3, 2, 1, 1, True).numpy())
 
 
 def test_scatter_adds_at_indices_and_counts_the_bad_ones():
