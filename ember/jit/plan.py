@@ -66,6 +66,10 @@ ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS a
 BLAS_THREADS_MARGIN = 0.85
 # the plan's run at which its choices are timed a second time (``InferencePlan.retune``)
 RETUNE_AFTER = 100
+# ``autotune`` times again, interleaved, every mode within this factor of the best first time: on
+# a busy host one timing runs 2-3x slow (SqueezeNet's 1x1 (1,16,55,55) -> 64 kept "direct" at
+# 895 us over "kxp" at 282 when only modes within 1.5x were timed again)
+TUNE_CLOSE = 3.0
 # a linear step of at most ``linalg.GEMV_MAX_ROWS`` input rows is a matrix-vector product in
 # Numba (bias and ReLU in the same pass; split over the TBB threads as ``linalg.gemv_parts``
 # says); GEMV = False: BLAS's GEMM and a bias kernel
@@ -1226,10 +1230,10 @@ class InferencePlan:
         ember's convolution engine ("engine": direct, Winograd, ... as its selector picks for
         the shape) -- each with its fused epilogue, and for each linear step of several rows
         BLAS's GEMM ("gemm") against the direct micro-kernel ("direct", see ``_LinearStep``),
-        and keep the fastest: one warm-up and one
-        timed run of each, then two interleaved rounds of timed runs of those within 1.5x of the
-        best (the minimum counts). Called again by ``retune``: the times of both moments
-        count (each mode's minimum over them)."""
+        and keep the fastest: one warm-up and one timed run of each, then two interleaved
+        rounds of timed runs of those within ``TUNE_CLOSE`` of the best (the minimum counts).
+        Called again by ``retune``: the times of both moments count (each mode's minimum over
+        them)."""
         import time
         tune, self._tune = self._tune, []
         self._tuned = tune
@@ -1246,7 +1250,7 @@ class InferencePlan:
                     st(x, r)        # warm: workspaces, the engine's selector, BLAS
                     best[mode] = min(best.get(mode, float("inf")), timed(st, x, r))
                 low = min(best.values())
-                close = [m for m, t in best.items() if t <= 1.5 * low]
+                close = [m for m, t in best.items() if t <= TUNE_CLOSE * low]
                 for _ in range(2):      # interleaved: a busy moment does not decide alone
                     for mode in close:
                         st.mode = mode
