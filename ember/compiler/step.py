@@ -690,8 +690,8 @@ class WholeStep:
         # output (the codegen's relu_), cheaper than a bias+ReLU fusion group at these sizes
         passes = [n for n, _ in PIPELINE if n != "decompose"]
         # linted once, by _in_place, not after every pass (a GPT step's joint graph: ~0.3 s)
-        self.graph = _in_place(run_passes(_channel_sums_as_gemv(_log_softmax_from_lse(
-            _array_only(traced.graph.copy()))), passes, lint=False))
+        self.graph = _in_place(run_passes(_gelu_cdf_from_output(_channel_sums_as_gemv(
+            _log_softmax_from_lse(_array_only(traced.graph.copy())))), passes, lint=False))
         self.plan = None
         if MEMORY_PLAN:
             from ember.jit.passes.memory import plan_memory
@@ -852,6 +852,66 @@ def _log_softmax_from_lse(g):
                               before=ls)
             out.replace_all_uses_with(diff.outputs[0])
             g.remove(ls)
+    return g
+
+
+# |x| below which _gelu_cdf_from_output takes Phi(x) as 0.5 (exact there in float32 and float64;
+# above it gelu(x) = x Phi(x) is a normal number, so gelu(x) / x keeps Phi's precision)
+GELU_CDF_TINY = 1e-30
+
+
+def _gelu_cdf_from_output(g):
+    """Exact GELU's backward formula recomputes ``Phi(x) = 0.5 (1 + erf(x / sqrt 2))`` of the
+    input whose forward ``gelu(%x)`` the graph already computed (and keeps: the next layer's
+    weight gradient reads it): that ``Phi(%x)`` becomes ``where(|%x| < GELU_CDF_TINY, 0.5,
+    gelu(%x) / %x)`` (the divisor 1 where |%x| is tiny), pointwise, so the gradient's fusion group reads ``gelu(%x)`` instead of
+    evaluating an ``erf`` (a float64 rational function per element: the GPT step's group
+    over (16, 64, 512) float32, 2.3 -> 1.0 ms). float32 and float64 only; equal to Phi up to a
+    few ulp (float32's cancellation in 1 + erf at x < -3 stays what it was in the forward)."""
+    import ember.kernels.constants as C
+    pos = {id(n): i for i, n in enumerate(g.nodes)}
+    written = {id(n.args[0]) for n in g.nodes if n.kind == "copy_"}
+    dead = []
+
+    def only_user(v, kind):
+        users = list(v.users)
+        if len(users) != 1 or v in g.outputs or users[0].kind != kind:
+            return None
+        return users[0]
+
+    for ge in list(g.find_nodes("gelu")):
+        x, y = ge.args[0], ge.outputs[0]
+        if ge.attrs.get("approximate", "none") != "none" or not hasattr(x, "shape") or \
+                x.dtype not in (np.float32, np.float64) or y.dtype != x.dtype or \
+                tuple(y.shape) != tuple(x.shape) or id(x) in written or id(y) in written:
+            continue
+        for m in list(x.users):
+            if m.kind != "mul" or len(m.args) != 2 or m.args[0] is not x or \
+                    not isinstance(m.args[1], float) or m.args[1] != C.SQRT1_2 or \
+                    pos[id(m)] < pos[id(ge)]:
+                continue
+            erf = only_user(m.outputs[0], "erf")
+            one = erf and only_user(erf.outputs[0], "add")
+            half = one and only_user(one.outputs[0], "mul")
+            if not half or tuple(one.args[1:]) != (1.0,) or one.attrs.get("alpha", 1) != 1 or \
+                    one.args[0] is not erf.outputs[0] or half.args[0] is not one.outputs[0] or \
+                    tuple(half.args[1:]) != (0.5,):
+                continue
+            out = half.outputs[0]
+            if out.dtype != x.dtype or tuple(out.shape) != tuple(x.shape):
+                continue
+            t = (x.dtype, tuple(x.shape))
+            b = (np.dtype(np.bool_), tuple(x.shape))
+            ax = g.add_node("abs", [x], {}, [t], before=half).outputs[0]
+            tiny = g.add_node("lt", [ax, GELU_CDF_TINY], {}, [b], before=half).outputs[0]
+            # the divisor 1 where |x| is tiny: no 0 / 0 evaluated (NumPy would warn)
+            d = g.add_node("where", [tiny, 1.0, x], {}, [t], before=half).outputs[0]
+            q = g.add_node("div", [y, d], {"rounding_mode": None}, [t], before=half).outputs[0]
+            cdf = g.add_node("where", [tiny, 0.5, q], {}, [t], before=half).outputs[0]
+            out.replace_all_uses_with(cdf)
+            dead += [half, one, erf, m]
+    for n in dead:
+        g.remove(n)
     return g
 
 
