@@ -83,6 +83,22 @@ def test_planes_and_planes_parallel_match_torch(k, s, p, d):
     np.testing.assert_array_equal(idx2, idx)
 
 
+@pytest.mark.parametrize("k, s, p, ceil", [(3, 2, 1, False), (3, 2, 0, True), (3, 1, 1, False)])
+def test_planes_three_tap_loops_on_ties_and_inf_match_torch(k, s, p, ceil):
+    """The literal-stride loops of ``planes`` (three window rows, three column taps at stride 1
+    or 2) on dense ties and -inf: torch's first-maximum indices."""
+    pytest.importorskip("numba")
+    from ember.kernels.pool import pool2d_numba as pool_numba
+    x = rng.integers(-2, 2, (2, 3, 12, 13)).astype(np.float32)
+    x[x == -2] = -np.inf
+    ty, tidx = F.max_pool2d(torch.tensor(x), k, s, p, 1, ceil, return_indices=True)
+    y = np.full(tuple(ty.shape), np.nan, np.float32)
+    idx = np.full(y.shape, -1, np.int64)
+    pool_numba.planes(x, k, k, s, s, p, p, 1, 1, y, idx, 0, 6)
+    np.testing.assert_array_equal(y, ty.numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+
+
 VALUES_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode): each loop of planes_values
     ((2, 3, 13, 17), 3, 2, 1, 1, False),          # 3 taps, stride 2 (ResNet's stem pool)
     ((1, 4, 111, 111), 3, 2, 0, 1, True),         # ceil mode: the last window's rows cut short
