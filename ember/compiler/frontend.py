@@ -346,6 +346,7 @@ def _walk_key(module):
         seen[id(m)] = m
         d = m.__dict__
         stack.extend(c for c in reversed(d["_modules"].values()) if c is not None)
+        out.append(m.__class__)
         out.append(d["training"])
         out.append(bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or
                         d.get("_backward_hooks") or d.get("_backward_pre_hooks")))
@@ -356,20 +357,30 @@ def _walk_key(module):
     return tuple(out), list(seen.values())
 
 
+def _modules_mod():
+    from ember.nn.modules import module as m
+    return m
+
+
 def _global_hooks():
     """The dicts of module hooks registered for every Module (``register_module_forward_hook``
     and the like): while one is set, a Module call runs hooks the trace does not hold."""
-    from ember.nn.modules import module as m
+    m = _modules_mod()
     return (m._global_forward_pre_hooks, m._global_forward_hooks, m._global_backward_pre_hooks,
             m._global_backward_hooks)
 
 
+_HOOK_FIELDS = ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks", "_backward_pre_hooks")
+
+
 def _unchanged_source(modules):
     """The source of ``unchanged()`` for a module tree and the objects it names: True while
-    every module in ``modules`` holds the same ``__dict__``, training flag, hooks (present or
-    not), children, parameters (same objects, same ``requires_grad``) and buffers as now, and a
-    global module hook is registered exactly when one was. One straight-line function, so that
-    a call reads the tree without walking it in Python."""
+    every module in ``modules`` holds the same class, ``__dict__``, training flag, hook dicts
+    (the same objects, each holding hooks or not), children (the same dict, entries and
+    order), parameters (the same dict and objects, the same ``requires_grad``) and buffers
+    (the same dict and objects) as now, and a global module hook is registered exactly when
+    one was. One straight-line function, so that a call reads the tree without walking it in
+    Python."""
     names, env = {}, {}
 
     def ref(obj):
@@ -393,17 +404,22 @@ def _unchanged_source(modules):
         dn = ref(d)
         hooks = bool(d["_forward_pre_hooks"] or d["_forward_hooks"] or
                      d.get("_backward_hooks") or d.get("_backward_pre_hooks"))
-        any_hook = " or ".join(f'{dn}["{k}"]' if k in d else f'{dn}.get("{k}")' for k in
-                               ("_forward_pre_hooks", "_forward_hooks", "_backward_hooks",
-                                "_backward_pre_hooks"))
-        any_hook = f"({any_hook})"
-        fail_if([f"{ref(m)}.__dict__ is not {dn}",
-                 f'{dn}["training"] is not {d["training"] is True}',
-                 f"not {any_hook}" if hooks else any_hook])
+        conds = [f"{ref(m)}.__dict__ is not {dn}",
+                 f"{ref(m)}.__class__ is not {ref(m.__class__)}",
+                 f'{dn}["training"] is not {d["training"] is True}']
+        # the hook dicts by identity (so that a replaced one is seen, and whether the tree's
+        # dicts are the counting kind is asked again), then whether any holds a hook
+        conds += [f'{dn}["{k}"] is not {ref(d[k])}' if k in d else f'"{k}" in {dn}'
+                  for k in _HOOK_FIELDS]
+        any_hook = f"({' or '.join(ref(d[k]) for k in _HOOK_FIELDS if k in d)})"
+        conds.append(f"not {any_hook}" if hooks else any_hook)
+        fail_if(conds)
         for field in ("_modules", "_parameters", "_buffers"):
             items = d[field]
             lines.append(f'        s = {dn}["{field}"]')
-            conds = [f"len(s) != {len(items)}" if items else "s"]
+            conds = [f"s is not {ref(items)}", f"len(s) != {len(items)}" if items else "s"]
+            if field == "_modules" and len(items) > 1:   # a Sequential runs them in order
+                conds.append(f"tuple(s) != {tuple(items)!r}")
             for k, v in items.items():
                 conds.append(f"s[{k!r}] is not {'None' if v is None else ref(v)}")
                 if field == "_parameters" and v is not None:
@@ -414,26 +430,82 @@ def _unchanged_source(modules):
     return "\n".join(lines), env
 
 
-class _ModuleTree:
-    """A module's guard key (``_walk_key``), kept while a generated check finds the tree
-    unchanged (``_unchanged_source``: no Python loop over the submodules at each call) and
-    recomputed by a walk when it changed."""
+def _tracked(modules):
+    """Whether every change of the tree that ``_unchanged_source`` reads, but the parameters'
+    ``requires_grad``, advances ``ember.nn.modules.module.tree_epoch``: each module's
+    ``__dict__``, children, parameter, buffer and hook dicts are the Module's own counting
+    kinds (not, say, a plain dict assigned to ``_modules`` or a module built without
+    ``Module.__init__``)."""
+    mm = _modules_mod()
+    attrs, tracked = mm._ModuleAttrs, mm._TrackedDict
+    for m in modules:
+        d = m.__dict__
+        if d.__class__ is not attrs:
+            return False
+        for field in ("_modules", "_parameters", "_buffers", *_HOOK_FIELDS):
+            v = d.get(field)
+            if v.__class__ is not tracked and (v is not None or field in
+                                               ("_modules", "_parameters", "_buffers")):
+                return False
+    return all(g.__class__ is tracked for g in _global_hooks())
 
-    __slots__ = ("module", "key", "unchanged")
+
+def _fast_source(params):
+    """The source of ``fast(tree)``: True while the tree's change counter stands where the
+    last check saw it and each parameter's ``requires_grad`` is what it was (these flags are
+    also written by autograd itself, in place, so they are read at every call)."""
+    env = {"m": _modules_mod()}
+    lines = ["def fast(tree):", "    return (m.tree_epoch == tree.epoch"]
+    for i, p in enumerate(params):
+        env[f"p{i}"] = p
+        lines.append(f"            and p{i}._requires_grad is {p._requires_grad is True}")
+    lines[-1] += ")"
+    return "\n".join(lines), env
+
+
+class _ModuleTree:
+    """A module's guard key (``_walk_key``), kept while the tree is unchanged and recomputed
+    by a walk when it changed. A call first compares ``ember.nn.modules.module.tree_epoch``
+    (advanced by every change of a module's fields the key reads, anywhere) with the value the
+    last check saw, and the parameters' ``requires_grad`` with theirs (``fast``); only when
+    one differs does the generated check run (``unchanged``: no Python loop over the
+    submodules), and only when that finds a change is the key rebuilt. A tree that holds a dict
+    the counter does not watch (``_tracked``) runs the generated check at every call."""
+
+    __slots__ = ("module", "key", "unchanged", "fast", "epoch", "tracked")
 
     def __init__(self, module):
         self.module = module
         self._build()
 
     def _build(self):
+        epoch = _modules_mod().tree_epoch   # read before the walk: a change during it counts
         self.key, modules = _walk_key(self.module)
         src, env = _unchanged_source(modules)
         exec(builtins.compile(src, "<ember.compile module guard>", "exec"), env)  # noqa: S102
         self.unchanged = env["unchanged"]
+        params = [p for m in modules for p in m.__dict__["_parameters"].values()
+                  if p is not None]
+        src, env = _fast_source(params)
+        exec(builtins.compile(src, "<ember.compile module guard>", "exec"), env)  # noqa: S102
+        self.fast = env["fast"]
+        self.tracked = _tracked(modules)
+        self.epoch = epoch if self.tracked else -1   # the counter never reads -1
+
+    def holds(self):
+        """Whether the tree is as the key says (the key is not rebuilt here)."""
+        if self.fast(self):
+            return True
+        epoch = _modules_mod().tree_epoch
+        if not self.unchanged():
+            return False
+        if self.tracked:
+            self.epoch = epoch
+        return True
 
     def current(self):
         """The guard key of the module as it is now."""
-        if not self.unchanged():
+        if not self.holds():
             self._build()
         return self.key
 
@@ -585,7 +657,7 @@ class _Hit:
         if self.n > 1 and len(set(map(id, args))) != self.n:
             return False
         tree, valid = self.tree, self.valid
-        return (tree is None or tree.unchanged()) and (valid is None or valid())
+        return (tree is None or tree.fast(tree) or tree.holds()) and (valid is None or valid())
 
 
 class CompiledFunction:

@@ -16,12 +16,113 @@ from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, Ember
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
 
+# The module-tree change counter: advanced by every change of what ember.compile's module-tree
+# guard reads (a module's training flag, hook dicts, children, parameters and buffers, class and
+# ``__dict__``, and the global hook dicts), so that the guard trusts its last check while the
+# counter stands still (docs/compile.md, "What happens on a call"). Parameters' requires_grad
+# flags are not counted: the guard reads them at every call.
+tree_epoch = 0
+
+# the ``__dict__`` keys the tree guard reads
+_TREE_FIELDS = frozenset(("training", "_parameters", "_buffers", "_modules", "_forward_pre_hooks",
+                          "_forward_hooks", "_backward_hooks", "_backward_pre_hooks", "__dict__",
+                          "__class__"))
+
+
+class _TrackedDict(OrderedDict):
+    """An OrderedDict whose every change advances ``tree_epoch``: a Module's parameters,
+    buffers, children and hooks, and the global hooks. (OrderedDict's ``update``,
+    ``setdefault`` and ``|=`` store through ``__setitem__``.)"""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value):
+        global tree_epoch
+        tree_epoch += 1
+        OrderedDict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        global tree_epoch
+        tree_epoch += 1
+        OrderedDict.__delitem__(self, key)
+
+    def pop(self, *args):
+        global tree_epoch
+        tree_epoch += 1
+        return OrderedDict.pop(self, *args)
+
+    def popitem(self, last=True):
+        global tree_epoch
+        tree_epoch += 1
+        return OrderedDict.popitem(self, last)
+
+    def clear(self):
+        global tree_epoch
+        tree_epoch += 1
+        OrderedDict.clear(self)
+
+    def move_to_end(self, key, last=True):
+        global tree_epoch
+        tree_epoch += 1
+        OrderedDict.move_to_end(self, key, last)
+
+
+class _ModuleAttrs(dict):
+    """A Module's ``__dict__``: a write into it by key (``m.__dict__["_modules"] = ...``, as
+    containers renumbering their children do) of a field the tree guard reads, and any other
+    change but a plain item write, advances ``tree_epoch``. (Attribute assignment goes
+    through ``Module.__setattr__``, which advances it for those fields itself.)"""
+
+    __slots__ = ()
+
+    def __setitem__(self, key, value):
+        if key in _TREE_FIELDS:
+            global tree_epoch
+            tree_epoch += 1
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key):
+        global tree_epoch
+        tree_epoch += 1
+        dict.__delitem__(self, key)
+
+    def pop(self, *args):
+        global tree_epoch
+        tree_epoch += 1
+        return dict.pop(self, *args)
+
+    def popitem(self):
+        global tree_epoch
+        tree_epoch += 1
+        return dict.popitem(self)
+
+    def clear(self):
+        global tree_epoch
+        tree_epoch += 1
+        dict.clear(self)
+
+    def update(self, *args, **kwargs):
+        global tree_epoch
+        tree_epoch += 1
+        dict.update(self, *args, **kwargs)
+
+    def setdefault(self, key, default=None):
+        global tree_epoch
+        tree_epoch += 1
+        return dict.setdefault(self, key, default)
+
+    def __ior__(self, other):
+        global tree_epoch
+        tree_epoch += 1
+        return dict.__ior__(self, other)
+
+
 # global hooks (nn.modules.module.register_module_*_hook): run for every module, before its own
-_global_forward_pre_hooks = OrderedDict()
-_global_forward_hooks = OrderedDict()
+_global_forward_pre_hooks = _TrackedDict()
+_global_forward_hooks = _TrackedDict()
 _global_forward_hooks_always_called = set()
-_global_backward_pre_hooks = OrderedDict()
-_global_backward_hooks = OrderedDict()
+_global_backward_pre_hooks = _TrackedDict()
+_global_backward_hooks = _TrackedDict()
 
 
 class _RemovableHandle:
@@ -59,23 +160,21 @@ class Module:
     def __init__(self, *args, **kwargs):
         if args or kwargs:
             raise EmberTypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
+        global tree_epoch
+        tree_epoch += 1
         d = self.__dict__
-        d["training"] = True
-        d["_parameters"] = OrderedDict()
-        d["_buffers"] = OrderedDict()
-        d["_non_persistent_buffers_set"] = set()
-        d["_modules"] = OrderedDict()
-        d["_forward_hooks"] = OrderedDict()
-        d["_forward_hooks_with_kwargs"] = set()
-        d["_forward_pre_hooks"] = OrderedDict()
-        d["_forward_pre_hooks_with_kwargs"] = set()
-        d["_forward_hooks_always_called"] = set()
-        d["_backward_hooks"] = OrderedDict()
-        d["_backward_pre_hooks"] = OrderedDict()
-        d["_state_dict_hooks"] = OrderedDict()
-        d["_state_dict_pre_hooks"] = OrderedDict()
-        d["_load_state_dict_pre_hooks"] = OrderedDict()
-        d["_load_state_dict_post_hooks"] = OrderedDict()
+        if d.__class__ is not _ModuleAttrs:   # attributes set before this call are kept
+            d = _ModuleAttrs(d)
+            object.__setattr__(self, "__dict__", d)
+        dict.update(d, training=True, _parameters=_TrackedDict(), _buffers=_TrackedDict(),
+                    _non_persistent_buffers_set=set(), _modules=_TrackedDict(),
+                    _forward_hooks=_TrackedDict(), _forward_hooks_with_kwargs=set(),
+                    _forward_pre_hooks=_TrackedDict(), _forward_pre_hooks_with_kwargs=set(),
+                    _forward_hooks_always_called=set(), _backward_hooks=_TrackedDict(),
+                    _backward_pre_hooks=_TrackedDict(), _state_dict_hooks=OrderedDict(),
+                    _state_dict_pre_hooks=OrderedDict(),
+                    _load_state_dict_pre_hooks=OrderedDict(),
+                    _load_state_dict_post_hooks=OrderedDict())
 
     def forward(self, *args, **kwargs):
         raise NotImplementedError(f'Module [{type(self).__name__}] is missing the required '
@@ -303,6 +402,9 @@ class Module:
                                 "(ember Tensor or None expected)")
             buffers[name] = value
             return
+        if name in _TREE_FIELDS:   # training, a hook dict or store replaced, __class__, __dict__
+            global tree_epoch
+            tree_epoch += 1
         object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
@@ -320,6 +422,8 @@ class Module:
                 del s[name]
                 self._non_persistent_buffers_set.discard(name)
                 return
+        global tree_epoch
+        tree_epoch += 1
         object.__delattr__(self, name)
 
     def __dir__(self):
@@ -670,6 +774,9 @@ class Module:
         return main + ")"
 
     def __setstate__(self, state):
+        d = self.__dict__
+        if d.__class__ is not _ModuleAttrs:
+            object.__setattr__(self, "__dict__", _ModuleAttrs(d))
         self.__dict__.update(state)
 
     def __getstate__(self):
