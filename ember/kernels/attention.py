@@ -98,6 +98,39 @@ def _run(name, rows, *args):
     return nn._ce_run(name, rows, *args)
 
 
+def scaled_masked_softmax(a, mask, scale):
+    """softmax(where(mask, -inf, a * scale), dim=-1), the internal op the step program runs for
+    the unfused attention's ``softmax(masked_fill(s * scale, mask, -inf), -1)``: a boolean
+    ``mask`` broadcast to ``a``'s shape. float32 scores with one (T, S) mask for all leading
+    dims run one Numba row pass (``nn_numba.masked_softmax_rows``: eager's three ops up to the
+    sum's last bits); otherwise those three steps in NumPy."""
+    from ember.kernels import nn
+    if mask.dtype != np.bool_ or a.ndim == 0:
+        raise KernelError(f"expected a boolean mask and scores of at least one dimension, got "
+                          f"mask {mask.dtype}, scores {list(a.shape)}")
+    try:
+        full = np.broadcast_shapes(mask.shape, a.shape)
+    except ValueError:
+        full = None
+    if full != a.shape:
+        raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast to the scores' "
+                          f"shape {list(a.shape)}")
+    if a.dtype.kind != "f":
+        raise KernelError(f"expected floating scores, got {a.dtype}")
+    s = a.shape[-1]
+    if a.dtype == np.float32 and a.flags.c_contiguous and a.ndim >= 2 and \
+            nn._ce_numba_fits(a.reshape(-1, s)) and mask.ndim >= 2 and \
+            all(d == 1 for d in mask.shape[:-2]):
+        t = a.shape[-2]
+        m2 = np.ascontiguousarray(np.broadcast_to(mask.reshape(mask.shape[-2:]), (t, s)))
+        out = np.empty(a.shape, a.dtype)
+        if _run("masked_softmax", a.reshape(-1, s), m2, np.float32(scale), out.reshape(-1, s)):
+            return out
+    x = np.multiply(a, scale)
+    x = np.where(mask, x.dtype.type(-np.inf), x)
+    return nn.softmax(x, -1)
+
+
 def _times_values(p, v):
     """p @ v; for 4-D (B, H, L, D) results, written into a buffer laid out as (B, L, H, D), as
     torch's CPU attention returns it: the multi-head layer's ``transpose(1, 2).contiguous()``

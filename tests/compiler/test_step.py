@@ -4,6 +4,7 @@ eager (float64 within 1e-10 over 10 steps; float32 close), the program's content
 parameters as runtime inputs (an LR scheduler does not retrace), and the eager fallbacks with
 their warnings."""
 import copy
+import math
 import warnings
 
 import numpy as np
@@ -869,6 +870,59 @@ def test_gelu_backward_reads_the_forwards_output(dtype, approximate):
     kinds = _kinds(cf._last.traced.graph)
     assert "gelu" in kinds and "erf" not in kinds
     assert ("tanh" in kinds) == (approximate == "tanh") and ("div" in kinds) == (approximate == "none")
+
+
+class _MaskedAttention(nn.Module):
+    """One head of causal self-attention written out: scores * scale, masked_fill, softmax."""
+
+    def __init__(self, width=8, block=6):
+        super().__init__()
+        self.q = nn.Linear(width, width)
+        self.k = nn.Linear(width, width)
+        self.v = nn.Linear(width, width)
+        self.register_buffer("bias", ember.tril(ember.ones(block, block)).view(1, block, block))
+
+    def forward(self, x):
+        t = x.shape[1]
+        a = (self.q(x) @ self.k(x).transpose(-2, -1)) * (1.0 / math.sqrt(x.shape[-1]))
+        a = a.masked_fill(self.bias[:, :t, :t] == 0, float("-inf"))
+        return F.softmax(a, dim=-1) @ self.v(x)
+
+
+@pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
+def test_attention_scale_mask_softmax_is_one_op_in_the_step(dtype):
+    """The step program runs the attention's scale, masked_fill and softmax as one
+    ``scaled_masked_softmax``; 10 AdamW steps match eager (float64 to 1e-10)."""
+    ember.manual_seed(0)
+    model = _MaskedAttention().to(dtype)
+    twin = copy.deepcopy(model)
+    steps = []
+    for m in (model, twin):
+        o = ember.optim.AdamW(m.parameters(), lr=1e-2)
+
+        def step(x, m=m, o=o):
+            o.zero_grad()
+            loss = (m(x) ** 2).mean()
+            loss.backward()
+            o.step()
+            return loss
+        steps.append(step)
+    compiled = ember.compile(steps[1])
+    g = np.random.default_rng(4)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", GraphBreakWarning)
+        for _ in range(10):
+            x = ember.tensor(g.standard_normal((3, 6, 8)), dtype=dtype)
+            le, lc = steps[0](x), compiled(x)
+            assert abs(le.item() - lc.item()) <= (1e-10 if dtype == ember.float64 else 1e-5)
+    _close(model, twin, dtype)
+    cf = compiled._compiled
+    assert cf.breaks == [] and isinstance(cf._last.traced, WholeStep)
+    kinds = _kinds(cf._last.traced.graph)
+    assert kinds.count("scaled_masked_softmax") == 1
+    assert "softmax" not in kinds and "masked_fill" not in kinds
+    # the traced joint graph has the three ops: the step program rewrote them
+    assert "masked_fill" in _kinds(cf._last.traced._traced.graph)
 
 
 def test_layer_norm_without_affine_keeps_the_formula_and_matches_eager():

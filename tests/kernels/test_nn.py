@@ -5,7 +5,8 @@ on dim 1 of an N-d input and a 1-d input; the Numba and NumPy paths agree (NaN a
 included); gradcheck and double backward in float64. log_softmax: first and second order against
 torch, by row blocks. softmax: the Numba rows (forward and backward kernel) against torch, NaN
 and inf rows, second order. layer_norm: Numba and NumPy paths against torch, the internal op
-``layer_norm_backward`` (all three gradients) too."""
+``layer_norm_backward`` (all three gradients) too; ``scaled_masked_softmax`` (attention's
+scale, mask and softmax in one pass) against torch."""
 import numpy as np
 import pytest
 
@@ -393,6 +394,45 @@ def test_layer_norm_backward_op_errors_name_the_op_and_shapes():
         f(ember.randn(3, 5), x, ember.randn(4), (4,), 1e-5)
     with pytest.raises(Exception, match=r"layer_norm_backward.*float64"):
         f(ember.randn(3, 4, dtype=ember.float64), x, ember.randn(4), (4,), 1e-5)
+
+
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-7), (np.float64, 1e-15)])
+@pytest.mark.parametrize("shape,mask_shape,numba", [((16, 4, 64, 64), (1, 1, 64, 64), True),
+                                                    ((8, 64, 80), (64, 80), True),
+                                                    ((4, 2, 64, 64), (4, 1, 64, 64), False),
+                                                    ((3, 5), (5,), False)])
+def test_scaled_masked_softmax_as_torch(dtype, tol, shape, mask_shape, numba, monkeypatch):
+    """The internal op ``scaled_masked_softmax``: softmax(masked_fill(x * scale, mask, -inf))
+    against torch's three ops, a fully masked row NaN as torch's; float32 scores with one mask
+    for all leading dims run the Numba row pass (once compiled), others NumPy."""
+    r = np.random.default_rng(9)
+    x = (r.standard_normal(shape) * 4).astype(dtype)
+    mask = r.random(mask_shape) < 0.3
+    if len(mask_shape) >= 2:
+        mask[..., 1, :] = True   # a fully masked row
+    scale = 0.17677669529663687
+    want = torch.softmax(torch.tensor(x).mul(scale).masked_fill(torch.tensor(mask),
+                                                                 float("-inf")), -1).numpy()
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
+    compiler.wait_compiles()
+    for _ in range(2):   # the first call may queue the kernel's compile (NumPy meanwhile)
+        got = ember.autograd._generated.functions.scaled_masked_softmax(
+            ember.tensor(x), ember.tensor(mask), scale).numpy()
+        compiler.wait_compiles()
+    assert got.dtype == dtype and got.shape == x.shape
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert np.isnan(got).sum() == np.isnan(want).sum()
+    assert ("masked_softmax" in [name for name, _ in ran]) == (numba and dtype == np.float32)
+
+
+def test_scaled_masked_softmax_errors_name_the_op_and_shapes():
+    f = ember.autograd._generated.functions.scaled_masked_softmax
+    with pytest.raises(Exception, match=r"scaled_masked_softmax.*\[3, 5\].*\[2, 4\]"):
+        f(ember.randn(2, 4), ember.zeros(3, 5, dtype=ember.bool), 0.5)
+    with pytest.raises(Exception, match=r"scaled_masked_softmax.*boolean"):
+        f(ember.randn(2, 4), ember.zeros(2, 4), 0.5)
 
 
 @pytest.mark.parametrize("shape,dim", [((5, 0, 0), -1), ((0, 3), 1), ((3, 0), -1), ((2, 0, 4), 2)])

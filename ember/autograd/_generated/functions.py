@@ -672,6 +672,10 @@ def layer_norm_backward(grad_output, input, weight, normalized_shape, eps):
     """layer_norm_backward (see torch.layer_norm_backward)."""
     return dispatch(_R.layer_norm_backward, (grad_output, input, weight, ), (normalized_shape, eps, ))
 
+def scaled_masked_softmax(input, mask, scale):
+    """scaled_masked_softmax (see torch.scaled_masked_softmax)."""
+    return dispatch(_R.scaled_masked_softmax, (input, mask, ), (scale, ))
+
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
     """cosine_similarity (see torch.cosine_similarity)."""
     return _c_nn.cosine_similarity(x1, x2, dim, eps)
