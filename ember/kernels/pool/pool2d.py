@@ -80,13 +80,14 @@ def _padded(x, k, s, p, d, out, fill):
     return xp
 
 
-def _padded_if_needed(x, k, s, p, d, out):
-    """``x`` itself when every window lies inside it without padding, else a -inf padded copy."""
+def _padded_if_needed(x, k, s, p, d, out, fill=-np.inf):
+    """``x`` itself when every window lies inside it without padding, else a copy padded with
+    ``fill``."""
     H, W = x.shape[2:]
     if p == (0, 0) and (out[0] - 1) * s[0] + d[0] * (k[0] - 1) < H and \
             (out[1] - 1) * s[1] + d[1] * (k[1] - 1) < W:
         return x
-    return _padded(x, k, s, p, d, out, -np.inf)
+    return _padded(x, k, s, p, d, out, fill)
 
 
 def _tap(a, r, c, s, d, out):
@@ -391,7 +392,7 @@ def avg_pool2d_forward(x, kernel_size, stride, padding, ceil_mode, count_include
         return np.trunc(y).astype(x.dtype)
     k, s, p, d, out, div = _avg_setup("avg_pool2d", x.shape, kernel_size, stride, padding,
                                       ceil_mode, count_include_pad, divisor_override)
-    xp = _padded(x, k, s, p, d, out, 0)
+    xp = _padded_if_needed(x, k, s, p, d, out, 0)
     Wn = xp.shape[3]
     rows = np.zeros(x.shape[:2] + (out[0], Wn), x.dtype)
     for r in range(k[0]):
