@@ -4,8 +4,9 @@
 ember.prebuild``) with ``EMBER_JIT_COMPILE=sync`` and the Numba and ember caches pointed into
 the prebuilt directory: every kernel these steps meet is compiled there. The child prints the
 directory its generated pointwise kernels went to (``diskcache.cache_dir()``) as its last line.
-The steps are small versions of what a new user runs first: a LeNet-style CNN, an MLP, a
-GPT-style transformer with both attention forms, all float32.
+The steps are small versions of what a new user runs first: a LeNet-style CNN, an MLP, the
+layers of an ImageNet classifier (trained, and run for inference eager and traced + optimised),
+a GPT-style transformer with both attention forms, all float32.
 """
 import math
 import sys
@@ -13,6 +14,7 @@ import sys
 import numpy as np
 
 import ember
+import ember.jit
 import ember.nn.functional as F
 from ember import nn, optim
 from ember.kernels.runtime import diskcache
@@ -57,8 +59,47 @@ def _steps():
     x = ember.tensor(rng.standard_normal((128, 784)).astype(np.float32))
     y = ember.tensor(rng.integers(0, 10, 128))
     train(mlp, optim.Adam(mlp.parameters(), lr=1e-3), x, y)
+    _imagenet_cnn_steps(rng)
     for attn in ("manual", "sdpa"):
         _transformer_steps(attn, rng)
+
+
+def _imagenet_cnn_steps(rng):
+    """The layers of torchvision's classifiers at a small size: a 7x7/2 stem, BatchNorm, a
+    3x3/2 max pool with padding, basic blocks (a 3x3 of 64 channels over 24x24, which takes
+    Winograd; a strided block with a 1x1/2 downsample), a global average pool. Trained at batch
+    2; inference at batch 1, eager and traced + optimised."""
+
+    class Block(nn.Module):
+        def __init__(self, c, k, stride):
+            super().__init__()
+            self.conv1 = nn.Conv2d(c, k, 3, stride, 1, bias=False)
+            self.conv2 = nn.Conv2d(k, k, 3, 1, 1, bias=False)
+            self.bn1, self.bn2 = nn.BatchNorm2d(k), nn.BatchNorm2d(k)
+            self.down = nn.Sequential(nn.Conv2d(c, k, 1, stride, bias=False), nn.BatchNorm2d(k))
+
+        def forward(self, x):
+            y = F.relu(self.bn1(self.conv1(x)))
+            return F.relu(self.bn2(self.conv2(y)) + self.down(x))
+
+    ember.manual_seed(0)
+    cnn = nn.Sequential(nn.Conv2d(3, 16, 7, 2, 3, bias=False), nn.BatchNorm2d(16), nn.ReLU(),
+                        nn.MaxPool2d(3, 2, 1), Block(16, 64, 1), Block(64, 64, 2),
+                        nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+    x = ember.tensor(rng.standard_normal((2, 3, 96, 96)).astype(np.float32))
+    y = ember.tensor(rng.integers(0, 10, 2))
+    opt = optim.SGD(cnn.parameters(), lr=0.01, momentum=0.9)
+    for _ in range(2):
+        opt.zero_grad()
+        F.cross_entropy(cnn(x), y).backward()
+        opt.step()
+    cnn.eval()
+    with ember.no_grad():
+        one = x[:1]
+        cnn(one)
+        fast = ember.jit.optimize(ember.jit.trace(cnn, (one,)))
+        for _ in range(3):
+            fast(one)
 
 
 def _transformer_steps(attn, rng, n_layer=2, width=128, heads=4, block=64, vocab=65, batch=16):

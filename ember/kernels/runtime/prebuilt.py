@@ -4,7 +4,9 @@ A fresh install compiles every Numba kernel it meets (LeNet-5's training step: 3
 core), so a new user's first short run spends it on NumPy fallbacks. ``ember prebuild`` (an
 install step after ``pip install``; ``make demo`` runs it) calls ``build``, which runs
 ``ember.prebuild``'s few small training steps -- a LeNet-style CNN (batch 1 and 64, SGD
-momentum), an MLP (Adam), a GPT-style transformer (LayerNorm, exact GELU, masked-softmax and SDPA attention, AdamW, gradient
+momentum), an MLP (Adam), an ImageNet classifier's layers (7x7/2 stem, BatchNorm, padded 3x3/2
+max pool, basic blocks; also run for inference eager and traced + optimised), a GPT-style
+transformer (LayerNorm, exact GELU, masked-softmax and SDPA attention, AdamW, gradient
 clipping), all float32, on the default thread count and on one -- with
 ``EMBER_JIT_COMPILE=sync`` in a child process whose Numba and ember caches point into
 ``prebuilt_dir()`` (``EMBER_PREBUILT_DIR``, default ``<sys.prefix>/share/ember/prebuilt``: the
