@@ -162,3 +162,44 @@ def test_modules_carry_the_counting_dicts():
     # attributes a subclass sets before Module.__init__ are kept
     rnn = nn.RNN(3, 4, nonlinearity="relu")
     assert rnn.nonlinearity == "relu" and type(rnn.__dict__) is module_mod._ModuleAttrs
+
+
+# ---- Module.__call__ trusts "no hooks" while the counter stands still ------------------------
+def _doubling(mod, args, out):
+    return out * 2.0
+
+
+@pytest.mark.parametrize("add", [
+    lambda m: m.register_forward_hook(_doubling),
+    lambda m: m.register_forward_pre_hook(lambda mod, a: (a[0] * 2.0,)),
+    lambda m: m._forward_hooks.__setitem__(99, _doubling),
+    lambda m: m._forward_hooks.update({99: _doubling}),
+    lambda m: module_mod.register_module_forward_hook(_doubling),
+], ids=["register_forward_hook", "register_forward_pre_hook", "dict-setitem", "dict-update",
+        "global"])
+def test_hook_added_after_calls_runs(add):
+    m = nn.Linear(3, 3, bias=False)
+    x = ember.randn(2, 3)
+    want = m(x).detach().numpy() * 2.0
+    m(x)   # "no hooks" remembered
+    h = add(m)
+    try:
+        assert (m(x).detach().numpy() == want).all()
+    finally:
+        if h is not None:
+            h.remove()
+        m._forward_hooks.pop(99, None)
+    assert (m(x).detach().numpy() * 2.0 == want).all()
+
+
+def test_hooks_in_an_uncounted_dict_run():
+    """A plain dict assigned as a hook dict is not counted: the module then reads its hook
+    dicts at every call, and a hook written into that dict later runs."""
+    m = nn.Linear(3, 3)
+    x = ember.randn(2, 3)
+    want = m(x).detach().numpy() * 2.0
+    hooks = OrderedDict()
+    m._forward_hooks = hooks
+    m(x)
+    hooks[99] = _doubling
+    assert (m(x).detach().numpy() == want).all()
