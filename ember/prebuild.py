@@ -14,9 +14,8 @@ import sys
 import numpy as np
 
 import ember
-import ember.jit
 import ember.nn.functional as F
-from ember import nn, optim
+from ember import jit, nn, optim
 from ember.kernels.runtime import diskcache
 
 __all__ = ["workloads"]
@@ -97,7 +96,7 @@ def _imagenet_cnn_steps(rng):
     with ember.no_grad():
         one = x[:1]
         cnn(one)
-        fast = ember.jit.optimize(ember.jit.trace(cnn, (one,)))
+        fast = jit.optimize(jit.trace(cnn, (one,)))
         for _ in range(3):
             fast(one)
 

@@ -57,8 +57,8 @@ RULES = {
     # ember.compile: traces modules (nn) with the JIT and recognises optimizers' calls
     "compiler": ({"autograd", "kernels", "tensor", "random", "jit", "nn", "optim"}, set()),
     "_dynamo": ({"compiler"}, set()),
-    # the install-time kernel build's training steps
-    "prebuild": ({"ember", "nn", "optim", "kernels"}, set()),
+    # the install-time kernel build's training steps (and a traced inference plan's kernels)
+    "prebuild": ({"ember", "nn", "optim", "kernels", "jit"}, set()),
     "cli": ANY,
     "__main__": ANY,
     "__init__": ANY,
