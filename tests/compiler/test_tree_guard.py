@@ -348,6 +348,16 @@ def test_copied_and_unpickled_modules_are_counted(make):
     assert next(iter(compiled._compiled._trees.values())).tracked
 
 
+@pytest.mark.parametrize("change", [lambda m: m.insert(1, nn.ReLU()), lambda m: m.__delitem__(1)],
+                         ids=["insert", "delitem"])
+def test_a_renumbered_sequential_stays_counted(change):
+    """Sequential's insert and del renumber their children into a new dict: a counted one, so
+    the tree keeps its cheap guard (a plain dict would run the full check at every call)."""
+    compiled, m = _after(change)
+    assert type(m._modules) is module_mod._TrackedDict
+    assert next(iter(compiled._compiled._trees.values())).tracked
+
+
 def test_module_with_a_plain_dict_is_checked_at_every_call():
     """A module whose ``__dict__`` the counter does not watch (one made without ``__init__``
     or ``__setstate__``, say): its tree runs the full check at every call, which sees a write

@@ -2,7 +2,7 @@
 import operator
 from collections import OrderedDict
 
-from ember.nn.modules.module import Module, _addindent
+from ember.nn.modules.module import Module, _TrackedDict, _addindent
 from ember.nn.parameter import Parameter
 from ember.errors import EmberIndexError
 
@@ -20,7 +20,9 @@ class _ModuleSequence(Module):
         return idx % n
 
     def _renumber(self, mods):
-        self.__dict__["_modules"] = OrderedDict((str(i), m) for i, m in enumerate(mods))
+        # a counted dict (module.tree_epoch), as Module.__init__ makes: ember.compile's tree
+        # guard then keeps trusting its last check while nothing changes
+        self.__dict__["_modules"] = _TrackedDict((str(i), m) for i, m in enumerate(mods))
 
     def __len__(self):
         return len(self._modules)
