@@ -31,6 +31,12 @@ _TREE_FIELDS = frozenset(("training", "_parameters", "_buffers", "_modules", "_f
                           "__class__"))
 
 
+def _advance():
+    """Advance ``tree_epoch``: something the tree guard reads has changed."""
+    global tree_epoch
+    tree_epoch += 1
+
+
 class _TrackedDict(OrderedDict):
     """An OrderedDict whose every change advances ``tree_epoch``: a Module's parameters,
     buffers, children and hooks, and the global hooks. (OrderedDict's ``update``,
@@ -39,33 +45,27 @@ class _TrackedDict(OrderedDict):
     __slots__ = ()
 
     def __setitem__(self, key, value):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         OrderedDict.__setitem__(self, key, value)
 
     def __delitem__(self, key):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         OrderedDict.__delitem__(self, key)
 
     def pop(self, *args):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         return OrderedDict.pop(self, *args)
 
     def popitem(self, last=True):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         return OrderedDict.popitem(self, last)
 
     def clear(self):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         OrderedDict.clear(self)
 
     def move_to_end(self, key, last=True):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         OrderedDict.move_to_end(self, key, last)
 
 
@@ -79,43 +79,35 @@ class _ModuleAttrs(dict):
 
     def __setitem__(self, key, value):
         if key in _TREE_FIELDS:
-            global tree_epoch
-            tree_epoch += 1
+            _advance()
         dict.__setitem__(self, key, value)
 
     def __delitem__(self, key):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         dict.__delitem__(self, key)
 
     def pop(self, *args):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         return dict.pop(self, *args)
 
     def popitem(self):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         return dict.popitem(self)
 
     def clear(self):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         dict.clear(self)
 
     def update(self, *args, **kwargs):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         dict.update(self, *args, **kwargs)
 
     def setdefault(self, key, default=None):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         return dict.setdefault(self, key, default)
 
     def __ior__(self, other):
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         return dict.__ior__(self, other)
 
 
@@ -162,8 +154,7 @@ class Module:
     def __init__(self, *args, **kwargs):
         if args or kwargs:
             raise EmberTypeError(f"{type(self).__name__}.__init__() got unexpected arguments")
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         d = self.__dict__
         if d.__class__ is not _ModuleAttrs:   # attributes set before this call are kept
             d = _ModuleAttrs(d)
@@ -414,8 +405,7 @@ class Module:
             buffers[name] = value
             return
         if name in _TREE_FIELDS:   # training, a hook dict or store replaced, __class__, __dict__
-            global tree_epoch
-            tree_epoch += 1
+            _advance()
         object.__setattr__(self, name, value)
 
     def __getattr__(self, name):
@@ -433,8 +423,7 @@ class Module:
                 del s[name]
                 self._non_persistent_buffers_set.discard(name)
                 return
-        global tree_epoch
-        tree_epoch += 1
+        _advance()
         object.__delattr__(self, name)
 
     def __dir__(self):
