@@ -18,7 +18,7 @@ a repeated call); a kernel developer's view, not a comparison.
 
 ``--layers resnet18|resnet50``: every convolution layer of torchvision's network at 224x224
 (``RESNET_LAYERS``), each direction a training step runs (forward, input gradient but for the
-stem, weight gradient) at ``--batch`` images: the selector's algorithm and, with ``--all``, every
+stem, weight gradient; ``--directions forward`` for inference) at ``--batch`` images: the selector's algorithm and, with ``--all``, every
 other capable one forced, against torch's ``conv2d`` / ``convolution_backward``, both on one
 thread in this one process, process CPU ms, min of ``--layer-rounds`` interleaved rounds after
 a warm-up; then the totals weighted by the layers' counts. A kernel developer's view: the
@@ -270,7 +270,7 @@ def details(names, repeat=5):
               f"weight {peaks[2]:7.2f}")
 
 
-def layers(model, batch=8, rounds=3, every=False):
+def layers(model, batch=8, rounds=3, every=False, directions=DIRECTIONS):
     """The ``--layers`` report (module docstring)."""
     import numpy as np
     import torch
@@ -295,7 +295,7 @@ def layers(model, batch=8, rounds=3, every=False):
         g = geometry("conv2d", x.shape, w.shape, s, R // 2, 1, 1)
         gy = rng.standard_normal(g.output_shape, dtype=np.float32)
         tx, tw, tgy = torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(gy)
-        for d in DIRECTIONS:
+        for d in directions:
             if d == "input" and C <= 3:
                 continue
             a, b = {"forward": (x, w), "input": (gy, w), "weight": (gy, x)}[d]
@@ -333,9 +333,12 @@ def main():
     ap.add_argument("--batch", type=int, default=8, help="with --layers")
     ap.add_argument("--layer-rounds", type=int, default=3, help="with --layers")
     ap.add_argument("--all", action="store_true", help="with --layers: every capable algorithm")
+    ap.add_argument("--directions", default=",".join(DIRECTIONS),
+                    help="with --layers: comma-separated subset of forward,input,weight")
     args = ap.parse_args()
     if args.layers:
-        layers(args.layers, args.batch, args.layer_rounds, args.all)
+        layers(args.layers, args.batch, args.layer_rounds, args.all,
+               tuple(args.directions.split(",")))
         return
     if args.worker:
         H.emit(worker(args.worker, args.case, H.worker_options(args)))

@@ -6,7 +6,7 @@ can handle it and remembers the fastest for the rest of the process.
 forced algorithm that cannot handle a shape raises ValueError naming both.
 """
 ALGORITHMS = ("im2col", "implicit_gemm", "winograd", "fft", "direct1x1", "depthwise", "direct",
-              "winograd2x2", "thin")
+              "winograd2x2", "thin", "space_to_depth")
 
 benchmark = False
 algorithm = None

@@ -8,6 +8,11 @@ algorithm on the first call for a key and keeps the fastest for the process), el
 Heuristic (measured on the 2-core Zen 4 VM with OpenBLAS, float32, under load from other processes,
 interleaved medians; see docs/conv.md and benchmarks/conv.py):
 - depthwise groups (C/groups == 1, groups == C) -> ``depthwise``;
+- stride-2 forward passes of at most SPACE_TO_DEPTH_MAX_CHANNELS / 4 input channels and kernels
+  of at least SPACE_TO_DEPTH_MIN_KERNEL (ResNet's 7x7/2 stem) -> ``space_to_depth`` (a 4x4
+  stride-1 problem over the 12 phase channels) when that problem runs ``direct``. Intel Xeon,
+  one thread, CPU ms, direct -> space_to_depth (torch): 1x3x224x224 5.7-7.7 -> 3.6-5.6 (3.0-3.3),
+  8x3x224x224 34-64 -> 27-43 (20-22). Its weight gradient stays ``direct`` (45 vs 46-50);
 - AVX-512 direct kernels (``_isa``): ``direct`` in every direction it supports for groups-1 layers
   with K >= DIRECT_MIN_K_FORWARD and output rows of >= WIDE_DIRECT_MIN_WO pixels (kernels
   larger than 1x1 at stride 1; in a batch also 1x1 stride 1 and the weight gradient of strided
@@ -29,7 +34,10 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   per host and kept on disk) saw ``direct`` win: on an Intel Xeon whose OpenBLAS runs its
   SkylakeX kernels the GEMM paths win on 1x1 layers and on 3x3 layers wider than 64 channels
   (8x64x56x56->256 1x1 forward 53.3 vs 16.5 ms, 8x256x14x14->256 3x3 59.9 vs 35.1), where on
-  Zen 5 ``direct`` won these layers (above); strided layers keep ``direct`` by rule;
+  Zen 5 ``direct`` won these layers (above); strided weight gradients keep ``direct`` by rule,
+  strided forward passes up to the probe's widest 3x3 win (else the GEMM paths; Xeon, probe
+  64 channels, CPU ms direct / im2col: 8x128x56x56 3x3/2 45-61 / 34-44, one image 5.2-6.6 /
+  4.2-5.6, 1x64x56x56 -> 128 3.3 / 3.3);
 - 1x1 kernels -> ``direct1x1``;
 - 3x3, stride 1, dilation 1 -> ``winograd`` when min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS and the
   batch has >= WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
@@ -98,13 +106,13 @@ import sys
 import threading
 import time
 
-from . import (depthwise, direct, direct1x1, fft, im2col, im2col3d, implicit_gemm, parallel, thin,
-               winograd, winograd2x2)
+from . import (depthwise, direct, direct1x1, fft, im2col, im2col3d, implicit_gemm, parallel,
+               space_to_depth, thin, winograd, winograd2x2)
 from .grad_as_forward import transposed_geometry
 
 ALGORITHMS = {"im2col": im2col, "implicit_gemm": implicit_gemm, "winograd": winograd,
               "fft": fft, "direct1x1": direct1x1, "depthwise": depthwise, "direct": direct,
-              "winograd2x2": winograd2x2, "thin": thin}
+              "winograd2x2": winograd2x2, "thin": thin, "space_to_depth": space_to_depth}
 FUNCTIONS = {"forward": "forward", "input": "input_grad", "weight": "weight_grad"}
 
 BATCH_THRESHOLD = 2
@@ -126,6 +134,8 @@ THIN_OWN_MIN_K = 32
 THIN_MAX_MACS = 160
 WIDE_DIRECT_MIN_WO = 14          # AVX-512: ``direct`` forward at any width from this output row
 WIDE_DIRECT_MIN_WO_STRIDED = 28  # (strided: from this one)
+SPACE_TO_DEPTH_MAX_CHANNELS = 16   # stride-2 forward as stride 1 up to 4C phase channels
+SPACE_TO_DEPTH_MIN_KERNEL = 5
 
 # Algorithms whose calls are Numba kernels only (no BLAS call) and run one image serially under
 # any thread policy: a batch of one runs them without ``parallel.policy``, whose BLAS lock (and,
@@ -158,6 +168,8 @@ def heuristic(direction, g, direct_ok=True, winograd_ok=True, thin_ok=True):
     (their kernels are still compiling in the background)."""
     if g.is_depthwise:
         return "depthwise"
+    if direct_ok and _space_to_depth(g, direction):
+        return "space_to_depth"
     if direct_ok and _wide_direct(g, direction) and direct.supports(g, direction):
         return "direct"
     if g.R == 1 and g.S == 1:
@@ -212,11 +224,30 @@ def _wide_direct(g, direction):
     batch = g.N >= BATCH_THRESHOLD
     if g.stride != (1, 1):
         wide = batch and direction == "weight"
+        if direction == "forward" and not _strided_forward_wide(g):
+            return False
     else:
         wide = batch or not one_by_one
     if g.Wo < (WIDE_DIRECT_MIN_WO if wide else WIDE_DIRECT_MIN_WO_STRIDED) or _isa() != "avx512":
         return False
     return g.stride != (1, 1) or _stride_one_wide(g)
+
+
+def _strided_forward_wide(g):
+    """Whether a strided forward pass (kernel larger than 1x1) may run the wide ``direct``:
+    up to the channel count the host probe's widest 3x3 win covers (``_stride_one_wide``);
+    False while the probe cannot run yet."""
+    found = _probe()
+    return found is not None and max(g.Cg, g.Kg) <= found["3x3_channels"]
+
+
+def _space_to_depth(g, direction):
+    """Forward passes of stride-2 thin-input layers with large kernels (ResNet's 7x7/2 stem)
+    whose stride-1 rewrite runs ``direct`` (module docstring)."""
+    if (direction != "forward" or not space_to_depth.supports(g, direction)
+            or 4 * g.C > SPACE_TO_DEPTH_MAX_CHANNELS or min(g.R, g.S) < SPACE_TO_DEPTH_MIN_KERNEL):
+        return False
+    return heuristic(direction, space_to_depth.inner_geometry(g)) == "direct"
 
 
 def _stride_one_wide(g):
@@ -333,8 +364,9 @@ def _heuristic_now(direction, g, dtype):
     background) the one it picks without them. Algorithms differ in the last bits, so ``run``
     keeps this first choice per call key for the process (``compiler.tier``)."""
     name, without = heuristic(direction, g), {}
-    while name in ("direct", "winograd", "thin") and not _ready(name, direction, g, dtype):
-        without[name + "_ok"] = False
+    while (name in ("direct", "winograd", "thin", "space_to_depth")
+           and not _ready(name, direction, g, dtype)):
+        without["direct_ok" if name == "space_to_depth" else name + "_ok"] = False
         name = heuristic(direction, g, **without)
     return name
 
@@ -365,7 +397,10 @@ def _own_threads(name, direction, g):
 
 def _ready(name, direction, g, dtype):
     """Whether ``direct`` / ``winograd`` / ``thin`` has its kernels for this call (under the thread
-    policy ``_call`` runs it with, which decides between the serial and the ``prange`` kernels)."""
+    policy ``_call`` runs it with, which decides between the serial and the ``prange`` kernels);
+    ``space_to_depth``: whether ``direct`` is, for its stride-1 problem."""
+    if name == "space_to_depth":
+        return _ready("direct", direction, space_to_depth.inner_geometry(g), dtype)
     if g.N == 1 and name in _SERIAL_FOR_ONE:
         return _ready_now(name, direction, g, dtype)
     with parallel.policy(_own_threads(name, direction, g)):
@@ -380,8 +415,20 @@ def _ready_now(name, direction, g, dtype):
     return winograd.ready(direction, dtype)
 
 
-FUSED_BIAS = ("thin", "direct")   # their forward takes the bias: forward(x, w, g, bias)
-FUSED_EPILOGUE = ("direct",)      # and the residual and ReLU: forward(x, w, g, bias, res, relu)
+FUSED_BIAS = ("thin", "direct", "space_to_depth")   # forward(x, w, g, bias) takes the bias
+FUSED_EPILOGUE = ("direct", "space_to_depth")   # and forward(x, w, g, bias, res, relu)
+# Rewrites that run another geometry through ``inner`` (which sets its own thread policy)
+_DELEGATING = ("space_to_depth",)
+
+
+def inner(direction, g, a, b, bias=None, residual=None, relu=False):
+    """Run ``direction`` for ``g`` on the heuristic's algorithm (kept per key as in ``run``),
+    whatever ``ember.backends.conv`` forces: the stride-1 problem of a rewrite
+    (``space_to_depth``)."""
+    from ember.kernels.runtime import compiler
+    name = compiler.tier(("conv2d", direction, g.key(), a.dtype.str),
+                         lambda: _heuristic_now(direction, g, a.dtype))
+    return _call(name, direction, g, a, b, bias, residual, relu)
 
 
 def _call(name, direction, g, a, b, bias=None, residual=None, relu=False):
@@ -394,7 +441,7 @@ def _call(name, direction, g, a, b, bias=None, residual=None, relu=False):
         args += (bias,)
     if fused_epilogue:
         args += (residual, relu)
-    if g.N == 1 and name in _SERIAL_FOR_ONE:
+    if (g.N == 1 and name in _SERIAL_FOR_ONE) or name in _DELEGATING:
         y = fn(*args)
     else:
         with parallel.policy(_own_threads(name, direction, g)):

@@ -37,7 +37,8 @@ def test_decisions_from_times():
 
 def test_selector_follows_the_probe(monkeypatch):
     """On an AVX-512 host, stride-1 wide layers go to ``direct`` only where the probe says it
-    wins; strided wide layers keep ``direct`` by rule; no outcome yet: the GEMM paths."""
+    wins; strided forward passes up to the probe's 3x3 channels too, strided weight gradients
+    by rule; no outcome yet: the GEMM paths."""
     monkeypatch.setattr(selector, "_isa", lambda: "avx512")
     monkeypatch.setattr(selector, "_probe", lambda: INTEL_LIKE)
     for d in ("forward", "input", "weight"):
@@ -45,13 +46,16 @@ def test_selector_follows_the_probe(monkeypatch):
         assert _pick((8, 256, 14, 14), (256, 256, 3, 3), direction=d) == "winograd"
         assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0, direction=d) == "direct1x1"
     assert _pick((8, 128, 28, 28), (128, 128, 3, 3)) == "winograd"   # 128 > 64 channels
-    assert _pick((1, 128, 56, 56), (128, 128, 3, 3), 2) == "direct"  # strided: by rule
+    assert _pick((1, 128, 56, 56), (128, 128, 3, 3), 2) == "im2col"  # strided: 128 > 64
+    assert _pick((8, 64, 112, 112), (64, 64, 3, 3), 2) == "direct"   # strided: 64 channels
     assert _pick((8, 256, 28, 28), (256, 256, 3, 3), 2, direction="weight") == "direct"
     monkeypatch.setattr(selector, "_probe", lambda: None)
     assert _pick((8, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
     assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct1x1"
+    assert _pick((8, 128, 56, 56), (128, 128, 3, 3), 2) == "im2col"
     monkeypatch.setattr(selector, "_probe", lambda: {"1x1": True, "3x3_channels": 256})
     assert _pick((8, 256, 14, 14), (256, 256, 3, 3)) == "direct"
+    assert _pick((1, 128, 56, 56), (128, 128, 3, 3), 2) == "direct"
     assert _pick((8, 64, 56, 56), (256, 64, 1, 1), padding=0) == "direct"
 
 

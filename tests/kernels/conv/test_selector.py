@@ -25,6 +25,7 @@ CASES = [
     (3, 5, 7, 6, 7, 1, 1, (1, 1), (0, 0), (1, 1), 1),
     (2, 3, 13, 12, 5, 5, 5, (1, 1), (2, 2), (1, 1), 1),
     (1, 2, 5, 6, 3, 5, 4, (3, 2), (0, 0), (1, 1), 1),
+    (2, 3, 11, 10, 5, 5, 4, (2, 2), (1, 2, 0, 1), (1, 1), 1),
 ]
 
 
@@ -575,8 +576,9 @@ def test_gradcheck_float64_with_each_algorithm_forced(algorithm, force):
     import ember.nn.functional as F
     from ember.autograd import gradcheck
     k, c, r, groups = {"direct1x1": (3, 2, 1, 1), "depthwise": (4, 4, 3, 4)}.get(algorithm, (3, 2, 3, 1))
+    stride = 2 if algorithm == "space_to_depth" else 1   # stride 2 only
     xs, ws = (2, c, 6, 5), (k, c // groups, r, r)
-    geometry = C.geometry("conv2d", xs, ws, 1, 1, 1, groups)
+    geometry = C.geometry("conv2d", xs, ws, stride, 1, 1, groups)
     assert algorithm in selector.capable("forward", geometry)
     wrt = [name for name, direction in (("x", "input"), ("w", "weight"))
            if algorithm in selector.capable(direction, geometry)]
@@ -588,7 +590,7 @@ def test_gradcheck_float64_with_each_algorithm_forced(algorithm, force):
     def conv(*ts):
         args = {"x": x, "w": w}
         args.update(zip(wrt, ts))
-        return F.conv2d(args["x"], args["w"], None, padding=1, groups=groups)
+        return F.conv2d(args["x"], args["w"], None, stride=stride, padding=1, groups=groups)
     assert gradcheck(conv, tuple(dict(x=x, w=w)[n] for n in wrt))
 
 
@@ -600,9 +602,10 @@ def test_bias_added_in_the_kernel_is_the_separate_add(algorithm, n, force):
     x = rng.standard_normal((n, 6, 14, 13)).astype(np.float32)
     w = rng.standard_normal((20, 6, 3, 3)).astype(np.float32)
     b = rng.standard_normal(20).astype(np.float32)
+    stride = 2 if algorithm == "space_to_depth" else 1   # stride 2 only
     force(algorithm)
-    with_bias = C.conv2d_forward(x, w, b, 1, 1, 1, 1)
-    np.testing.assert_array_equal(with_bias, C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    with_bias = C.conv2d_forward(x, w, b, stride, 1, 1, 1)
+    np.testing.assert_array_equal(with_bias, C.conv2d_forward(x, w, None, stride, 1, 1, 1)
                                   + b[:, None, None])
 
 
