@@ -26,6 +26,8 @@ statements are the graph's steps with everything static bound in advance:
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
 - a fusion group none of whose nodes a pattern above takes runs as its one fused kernel from
   ``fused.MIN_FUSED_SIZE`` elements, op by op below, as the generated array-mode code runs it;
+- a ``cat`` of a batch of one is a view of a buffer its operands' convolution steps write into
+  (``ember.jit.plan_concat``): no copy;
 - every other node calls its kernel, as the generated array-mode code does.
 
 Step outputs live in buffers allocated once per plan and reused by every call; an output of the
@@ -49,6 +51,7 @@ from collections import OrderedDict, namedtuple
 import numpy as np
 
 from ember.jit.ir import SPECIAL_KINDS, ArrayRef, GenRef, SymRef, Value
+from ember.jit.plan_concat import ConcatBuffers
 from ember.kernels.runtime.threads import LIMITED, blas_mode
 
 __all__ = ["Planner", "InferencePlan", "MAX_PLANS", "MAX_COL_BYTES", "supported"]
@@ -86,6 +89,9 @@ DIRECT = True
 # with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
 # False: every step through its Python object
 SPECIALISE = True
+# a ``cat`` of a batch of one is a view of a buffer its operands' convolution steps write into
+# (``plan_concat``); False: its kernel copies the operands every call
+CONCAT_BUFFERS = True
 # a convolution's batch runs im2col -> GEMM -> epilogue in blocks of images whose column buffer
 # is at most this size (it stays in L2 between im2col and the GEMM)
 BLOCK_BYTES = 512 << 10
@@ -291,6 +297,7 @@ class _ConvStep:
         self.col_shape, self.z_shape = (C * R * S, N, Ho, Wo), (K, N, Ho, Wo)
         self.out_shape, self.dtype, self.fresh = tuple(out_shape), dtype, fresh
         self.y = None if fresh else np.empty(out_shape, dtype)
+        self.placed = False   # y is a slice of a concatenation's buffer (``plan_concat``)
         self.dummy = np.zeros((1, 1, 1), dtype)
         per_image = C * R * S * Ho * Wo * np.dtype(dtype).itemsize
         self.block = max(1, BLOCK_BYTES // max(1, per_image))
@@ -427,8 +434,12 @@ class _ConvStep:
         g = self._fused_geometry(x)
         if g is not None:   # one pass: bias, residual and ReLU inside the kernel
             from ember.kernels.conv import selector
-            return selector.run("conv2d", "forward", g, x, self.w,
-                                self.b if self.has_b else None, res, self.relu)
+            y = selector.run("conv2d", "forward", g, x, self.w,
+                             self.b if self.has_b else None, res, self.relu)
+            if self.placed:
+                np.copyto(self.y, y)
+                return self.y
+            return y
         z = conv2d_forward(x, self.w, None, *self.conv_args)
         N = x.shape[0]
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
@@ -872,6 +883,8 @@ class InferencePlan:
         outs = {id(o) for o in g.outputs}
         index = {id(n): i for i, n in enumerate(g.nodes)}
         consumed = set()     # ids of nodes folded into an earlier step
+        cats = ConcatBuffers(g if CONCAT_BUFFERS else None, env, outs)
+        self._cat_arrays = cats.arrays()
         self.shared = _Buffers()
         self._steps = []
         self._lock = threading.Lock()
@@ -942,6 +955,10 @@ class InferencePlan:
             if node.kind == "conv2d":
                 step, reads, last = self._conv(node, env, kn, const_of, single_use, index,
                                                consumed, outs)
+                if step is not None and not step.fresh:
+                    view = cats.place(last, step.out_shape, step.dtype)
+                    if view is not None:   # its output is a concatenation's slice
+                        step.y, step.placed = view, True
             elif node.kind == "linear":
                 step, reads, last = self._linear(node, env, kn, const_of, single_use, consumed,
                                                  outs)
@@ -973,6 +990,11 @@ class InferencePlan:
                 chain_tail = (step, last, len(lines) - 1, ident, src) \
                     if isinstance(step, _LinearStep) and step.chainable else None
                 continue
+            if node.kind == "cat" and cats:
+                body = cats.lines(node, name_of, bound)
+                if body is not None:
+                    lines += ["    " + b for b in body]
+                    continue
             grp = group_of.get(id(node))
             if grp is not None and self._fused_group(grp, env, consumed):
                 sub, gargs, members, gouts = grp
@@ -1338,7 +1360,7 @@ class InferencePlan:
             copy = self._copy
             if copy is None:
                 bufs = [s.y for s in self._steps if s.y is not None] + \
-                    list(self.shared.arrays.values())
+                    list(self.shared.arrays.values()) + self._cat_arrays
                 copy = [isinstance(r, np.ndarray) and any(np.shares_memory(r, b) for b in bufs)
                         for r in res]
                 self._copy = copy if any(copy) else False
