@@ -274,6 +274,27 @@ def test_contiguous_operands_share_read_only_index_arrays():
         np.testing.assert_array_equal(r, x * y + np.float32(1.0))
 
 
+def test_strided_layouts_are_kept_per_shapes_and_strides():
+    """A strided walk's layout is made once per (shape, operand shapes, strides, item sizes),
+    read-only; operands of the same shape but other strides (transposed, reversed, broadcast)
+    get their own, and new data in a known layout is walked right."""
+    rng = np.random.default_rng(5)
+    kernel = compile_pointwise(ADD1, (np.zeros(1, np.float32),) * 2)
+    base = rng.standard_normal((4, 6, 5)).astype(np.float32)
+    cases = [(base, base[:1, :, :1]), (base.transpose(1, 0, 2), base.transpose(1, 0, 2)[:, :1]),
+             (base[::-1, :, ::-1], base[:1, :, :1]), (base, base[:, :1, :])]
+    for _ in range(2):   # the second round finds every layout kept, with new data
+        for x, y in cases:
+            x[...] = rng.standard_normal(x.shape)
+            (r,) = kernel(x, y, backend="numba")
+            np.testing.assert_array_equal(r, x * y + np.float32(1.0))
+    x, y = cases[0]
+    key = (x.shape, 2, tuple((a.shape, a.strides, a.itemsize)
+                             for a in (x, y, np.empty(x.shape, np.float32))))
+    layout = engine._strided_layouts[key]
+    assert not any(a.flags.writeable for a in layout[1:4])
+
+
 def test_cost_estimate_orders_kernels():
     x = np.ones(4, np.float32)
     cheap = compile_pointwise(ADD1, (x, x))
