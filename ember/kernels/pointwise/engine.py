@@ -32,6 +32,7 @@ PARALLEL_MIN_NS = 250_000
 TBB_MIN_NS = 40_000
 ARRAY_NS, CHEAP_NS, MID_NS, TRANSCENDENTAL_NS = 0.03, 0.02, 0.06, 0.8
 _COST_NS = {"cheap": CHEAP_NS, "mid": MID_NS, "transcendental": TRANSCENDENTAL_NS}  # by Op.cost
+_F16 = np.dtype(np.float16)
 # Smallest chunk of the innermost dimension one parallel task takes.
 MIN_CHUNK = 4096
 # Runs of tasks per thread, claimed dynamically (``threadpool.run_chunks``): a thread whose core
@@ -147,7 +148,25 @@ def _element_strides(a, shape):
 
 
 def _needs_copy(a):
-    return not a.flags.aligned or any(s % a.itemsize for s in a.strides)
+    flags = a.flags
+    if flags.c_contiguous:   # its strides are multiples of the item size
+        return not flags.aligned
+    return not flags.aligned or any(s % a.itemsize for s in a.strides)
+
+
+_broadcasts = {}
+
+
+def _broadcast_shape(shapes):
+    """``np.broadcast_shapes(*shapes)`` (ValueError when they do not broadcast), kept per
+    tuple of shapes: NumPy's makes an empty array per shape (~4 us a call)."""
+    shape = _broadcasts.get(shapes)
+    if shape is None:
+        shape = np.broadcast_shapes(*shapes)
+        if len(_broadcasts) >= 1024:
+            _broadcasts.clear()
+        _broadcasts[shapes] = shape
+    return shape
 
 
 def _flat(a):
@@ -257,6 +276,9 @@ class PointwiseKernel:
         # a Python float given for a float64 register passes unconverted (the conversion is exact)
         self._float_ok = tuple(s and reg is np.float64 for _, s, reg in self._inputs)
         self._any_scalar = any(s for _, s, _ in self._inputs)
+        # a float16 operand: its buffer is passed as uint16 (outputs given by ``out=`` checked
+        # per call)
+        self._f16 = any(d == _F16 for d, _, _ in self._inputs) or _F16 in self.out_dtypes
         arrays = sum(1 for _, s, _ in self._inputs if not s) + len(self.out_dtypes)
         self.ns_per_element = ARRAY_NS * arrays + sum(
             _COST_NS[st.op.cost] for st in self.typing.steps)
@@ -304,7 +326,7 @@ class PointwiseKernel:
         shape = arrays[0].shape if arrays else ()
         if any(a.shape != shape for a in arrays):
             try:
-                shape = np.broadcast_shapes(*(a.shape for a in arrays))
+                shape = _broadcast_shape(tuple(a.shape for a in arrays))
             except ValueError:
                 raise ValueError("pointwise: operand shapes " + ", ".join(str(a.shape) for a in arrays)
                                  + " do not broadcast") from None
@@ -402,7 +424,8 @@ class PointwiseKernel:
             layout = _strided_layout(shape, operands, len(arrays))
             size = math.prod(layout[0])
         cshape, shape_arr, offs, cstrides, classes = layout
-        buffers = [b.view(np.uint16) if b.dtype == np.float16 else b for b in buffers]
+        if self._f16 or not fresh:
+            buffers = [b.view(np.uint16) if b.dtype == _F16 else b for b in buffers]
         if self._any_scalar:
             buffers += [x for x, (_, s, _) in zip(inputs, self._inputs) if s]
         inner = cshape[-1]
