@@ -469,6 +469,35 @@ def _set_history(self, info, result):
         _views_gained_grad = True
 
 
+def _relu_into(a):
+    from ember.kernels import elementwise
+    elementwise.relu(a, out=True)
+
+
+# in-place ops whose backward keeps only the result (self's new values): with autograd on they
+# are computed in self's memory (torchvision's ``ReLU(inplace=True)``: no out-of-place result
+# copied back into self; (8, 64, 112, 112) float32, thread CPU 25.4 -> 6.0 ms)
+_INTO_SELF = {"relu": _relu_into}
+
+
+def _into_self(op, self, tensors, consts):
+    """``op`` written into ``self`` (not a view) with autograd on: the saved result shares
+    self's array and version counter, so a later in-place change of self makes backward raise
+    (as torch) instead of reading changed values."""
+    fp = _fp_enter(_FP_IGNORE)
+    try:
+        _INTO_SELF[op.name](self._data)
+    finally:
+        _fp_leave(fp)
+    self._bump()
+    res = _new(Tensor)
+    res._data, res._requires_grad, res._grad_fn = self._data, False, None
+    res._vc = self._get_vc()
+    _link(op, tensors, consts, (res,))
+    _set_history(self, None, res)
+    return self
+
+
 def dispatch_inplace(op, tensors, consts):
     """Run ``op`` out of place, then write the result into ``tensors[0]`` and rebase its history
     (without autograd or a trace, arithmetic writes into self directly: ``_write_through``).
@@ -514,6 +543,10 @@ def dispatch_inplace(op, tensors, consts):
             self._bump()
             _set_history(self, info, res)
             return self
+        if op.name in _INTO_SELF and info is None and STATE.tracer is None and \
+                STATE.autocast is None and self.__class__ is Tensor and \
+                self._data.dtype.kind == "f" and self._data.flags.writeable:
+            return _into_self(op, self, tensors, consts)
         if op.saves_self:
             old = Tensor._make(self._data.copy())
             old._grad_fn = self.grad_fn

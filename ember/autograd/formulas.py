@@ -469,9 +469,10 @@ def where_grad(grad, condition, take_first):
 
 
 def relu_grad(grad, result):
-    """Gradient of relu from its output: ``grad`` where ``result > 0``, else 0."""
+    """Gradient of relu from its output: 0 where ``result <= 0``, else ``grad`` (torch's
+    ``threshold_backward``: a NaN result passes the gradient)."""
     O = _ops(grad)
-    return O.where(O.gt(result, 0), grad, 0.0)
+    return O.where(O.le(result, 0), _zero(grad), grad)
 
 
 def clamp_grad(grad, self, min, max):

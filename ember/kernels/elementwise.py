@@ -569,16 +569,17 @@ def _twin_plan(kernel):
 
 
 def _relu_grad_form(g, y):
-    return y.gt(0.0).where(g, 0.0)
+    return y.le(0.0).where(0.0, g)
 
 
 def relu_grad(grad, result):
-    """``grad`` where ``result > 0``, else 0 (relu's backward from its output; NaN results give
-    0, the gradient's bits are copied): one engine pass (``_one_pass``) for float arrays of one
-    shape, else the comparison and ``where``'s bit select. (64, 6, 28, 28) float32, two threads,
-    187 -> 44 us; (128, 512) 27 -> 19 us."""
+    """0 where ``result <= 0``, else ``grad`` (relu's backward from its output, torch's
+    ``threshold_backward``: a NaN result passes the gradient, the gradient's bits are copied):
+    one engine pass (``_one_pass``) for float arrays of one shape, else the comparison and
+    ``where``'s bit select. (64, 6, 28, 28) float32, two threads, 187 -> 44 us; (128, 512) 27
+    -> 19 us."""
     out = _one_pass(_relu_grad_form, grad, result)
-    return out if out is not None else where(gt(result, 0), grad, 0.0)
+    return out if out is not None else where(le(result, 0), 0.0, grad)
 
 
 def where(condition, a, b):

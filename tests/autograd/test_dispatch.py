@@ -37,3 +37,56 @@ def test_an_input_torch_refuses_to_differentiate_is_refused_when_it_requires_gra
         _loss_calls(ember, EF)[name]()
     with ember.no_grad():
         _loss_calls(ember, EF)[name]()
+
+
+def _relu_chain(lib, x, w, inplace_relu):
+    y = x * w
+    if inplace_relu == "functional":
+        (EF if lib is ember else torch.nn.functional).relu(y, inplace=True)
+    else:
+        y.relu_()
+    return y
+
+
+@pytest.mark.parametrize("form", ["functional", "method"])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_relu_in_place_with_autograd_matches_torch(form, dtype):
+    """relu_ on a non-leaf is computed in self's memory: values and gradients as torch's, a NaN
+    passing its gradient (torch's threshold_backward)."""
+    rng = np.random.default_rng(0)
+    xa = rng.standard_normal((2, 3, 4, 5)).astype(dtype)
+    xa[0, 0, 0, :3] = [np.nan, -0.0, 0.0]
+    wa = rng.standard_normal((1, 3, 1, 1)).astype(dtype)
+    grads = {}
+    for lib in (ember, torch):
+        x = lib.tensor(xa, requires_grad=True)
+        w = lib.tensor(wa, requires_grad=True)
+        y = _relu_chain(lib, x, w, form)
+        (y * y * y).sum().backward()
+        grads[lib] = (y.detach().numpy(), x.grad.numpy(), w.grad.numpy())
+    for e, t in zip(grads[ember], grads[torch]):
+        np.testing.assert_allclose(e, t, rtol=1e-6, atol=1e-6, equal_nan=True)
+
+
+def test_relu_in_place_then_changed_again_is_caught():
+    """The saved result is self: a second in-place change before backward raises, as in torch
+    (where the result was copied, backward read a stale copy without a word)."""
+    x = ember.randn(3, 4, requires_grad=True)
+    y = x * 2
+    y.relu_()
+    y.add_(1)
+    with pytest.raises(EmberRuntimeError, match="modified by an inplace operation"):
+        y.sum().backward()
+
+
+def test_relu_in_place_keeps_the_view_and_leaf_rules():
+    x = ember.randn(3, 4, requires_grad=True)
+    with pytest.raises(EmberRuntimeError, match="leaf Variable"):
+        x.relu_()
+    base = x * 1
+    v = base[1:]
+    v.relu_()      # a view: the general path (the base's history rebased)
+    base.sum().backward()
+    want = np.ones((3, 4), np.float32)
+    want[1:] = (x.detach().numpy()[1:] > 0)
+    np.testing.assert_array_equal(x.grad.numpy(), want)

@@ -474,8 +474,9 @@ def test_relu_backward_through_where_matches_torch():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_relu_grad_engine_pass_equals_the_bit_select(dtype, monkeypatch):
-    """``elementwise.relu_grad``'s one engine pass gives the bits of gt + where's bit select:
-    NaN and -0.0 results give +0, the gradient's NaN, -0.0 and infinities are copied."""
+    """``elementwise.relu_grad``'s one engine pass gives the bits of le + where's bit select:
+    -0.0 results give +0, NaN results pass the gradient (torch's threshold_backward), the
+    gradient's NaN, -0.0 and infinities are copied."""
     from ember.kernels import elementwise
     from ember.kernels.pointwise import compile_form
     rng = np.random.default_rng(0)
@@ -490,8 +491,9 @@ def test_relu_grad_engine_pass_equals_the_bit_select(dtype, monkeypatch):
     got = elementwise.relu_grad(g, y)
     assert compile_form(elementwise._relu_grad_form, ("grad", "output"), (g, y))(
         g, y, fallback=False) is not None
-    want = elementwise.where(elementwise.gt(y, 0), g, 0.0)
+    want = elementwise.where(elementwise.le(y, 0), 0.0, g)
     assert got.dtype == np.dtype(dtype)
+    assert got.reshape(-1)[28] == g.reshape(-1)[28] != 0     # a NaN result passes its gradient
     np.testing.assert_array_equal(got.view(f"i{got.itemsize}"), want.view(f"i{got.itemsize}"))
     small = elementwise.relu_grad(g[0, 0], y[0, 0])          # below the engine's threshold
     np.testing.assert_array_equal(small, want[0, 0])
