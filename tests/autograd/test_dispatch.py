@@ -70,7 +70,7 @@ def test_relu_in_place_with_autograd_matches_torch(form, dtype):
 
 def test_relu_in_place_then_changed_again_is_caught():
     """The saved result is self: a second in-place change before backward raises, as in torch
-    (where the result was copied, backward read a stale copy without a word)."""
+    (the general path copied the result, and accepted what torch refuses)."""
     x = ember.randn(3, 4, requires_grad=True)
     y = x * 2
     y.relu_()
