@@ -34,23 +34,30 @@ def inner_geometry(g):
                     g.Wo)
 
 
-def split_input(x, g, g2):
-    """(N, C, H, W) -> the phases of the padded input, (N, 4C, Hq, Wq)."""
-    N, C, H, W = x.shape
+def _phases(g, g2):
+    """For each phase (a, b) that holds input pixels: (a, b, the input's strided slice of its
+    pixels, their slice of the phase plane). Input rows y with (y + pad_top) % 2 == a land in
+    phase row (y + pad_top) // 2 (columns likewise)."""
     pt, pl = g.padding[0], g.padding[2]
-    X = np.zeros((N, C, 2, 2, g2.H, g2.W), x.dtype)
     for a in range(2):
-        # input rows y with (y + pt) % 2 == a land in phase row i = (y + pt) // 2
         y0 = (a - pt) % 2
         i0 = (y0 + pt) // 2
-        rows = min(-(-(H - y0) // 2), g2.H - i0)
+        rows = min(-(-(g.H - y0) // 2), g2.H - i0)
         for b in range(2):
             x0 = (b - pl) % 2
             j0 = (x0 + pl) // 2
-            cols = min(-(-(W - x0) // 2), g2.W - j0)
+            cols = min(-(-(g.W - x0) // 2), g2.W - j0)
             if rows > 0 and cols > 0:
-                X[:, :, a, b, i0:i0 + rows, j0:j0 + cols] = \
-                    x[:, :, y0:y0 + 2 * rows:2, x0:x0 + 2 * cols:2]
+                yield (a, b, (slice(y0, y0 + 2 * rows, 2), slice(x0, x0 + 2 * cols, 2)),
+                       (slice(i0, i0 + rows), slice(j0, j0 + cols)))
+
+
+def split_input(x, g, g2):
+    """(N, C, H, W) -> the phases of the padded input, (N, 4C, Hq, Wq)."""
+    N, C = x.shape[:2]
+    X = np.zeros((N, C, 2, 2, g2.H, g2.W), x.dtype)
+    for a, b, pixels, plane in _phases(g, g2):
+        X[:, :, a, b][(Ellipsis,) + plane] = x[(Ellipsis,) + pixels]
     return X.reshape(N, 4 * C, g2.H, g2.W)
 
 
@@ -74,21 +81,11 @@ def merge_weight(gw2, g, g2):
 
 def merge_input(gx2, g, g2):
     """The adjoint of ``split_input``: the phases' gradient (N, 4C, Hq, Wq) -> (N, C, H, W)."""
-    N, C, H, W = g.input_shape
-    pt, pl = g.padding[0], g.padding[2]
+    N, C = g.input_shape[:2]
     G = gx2.reshape(N, C, 2, 2, g2.H, g2.W)
     gx = np.zeros(g.input_shape, gx2.dtype)
-    for a in range(2):
-        y0 = (a - pt) % 2
-        i0 = (y0 + pt) // 2
-        rows = min(-(-(H - y0) // 2), g2.H - i0)
-        for b in range(2):
-            x0 = (b - pl) % 2
-            j0 = (x0 + pl) // 2
-            cols = min(-(-(W - x0) // 2), g2.W - j0)
-            if rows > 0 and cols > 0:
-                gx[:, :, y0:y0 + 2 * rows:2, x0:x0 + 2 * cols:2] = \
-                    G[:, :, a, b, i0:i0 + rows, j0:j0 + cols]
+    for a, b, pixels, plane in _phases(g, g2):
+        gx[(Ellipsis,) + pixels] = G[:, :, a, b][(Ellipsis,) + plane]
     return gx
 
 
