@@ -90,3 +90,25 @@ def test_relu_in_place_keeps_the_view_and_leaf_rules():
     want = np.ones((3, 4), np.float32)
     want[1:] = (x.detach().numpy()[1:] > 0)
     np.testing.assert_array_equal(x.grad.numpy(), want)
+
+
+def test_relu_in_place_without_autograd_writes_self_and_views(monkeypatch):
+    """No autograd: relu_ runs in self's memory, through a view into its base, without the
+    out-of-place op (no result to copy back); versions advance; values as torch's."""
+    import ember.autograd.dispatch as dispatch_module
+
+    def out_of_place(*args):
+        raise AssertionError("relu_ ran out of place")
+    monkeypatch.setattr(dispatch_module, "dispatch", out_of_place)
+    a = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    with ember.no_grad():
+        x = ember.tensor(a.copy(), requires_grad=True)
+        data, v0 = x._data, x._version
+        x.relu_()
+        assert x._data is data and x._version == v0 + 1
+    np.testing.assert_array_equal(x.detach().numpy(), torch.relu(torch.tensor(a)).numpy())
+    base = ember.tensor(a.copy())
+    base[1:3].relu_()
+    want = a.copy()
+    want[1:3] = np.maximum(want[1:3], 0)
+    np.testing.assert_array_equal(base.numpy(), want)
