@@ -224,13 +224,14 @@ def _wide_direct(g, direction):
     batch = g.N >= BATCH_THRESHOLD
     if g.stride != (1, 1):
         wide = batch and direction == "weight"
-        if direction == "forward" and not _strided_forward_wide(g):
-            return False
     else:
         wide = batch or not one_by_one
     if g.Wo < (WIDE_DIRECT_MIN_WO if wide else WIDE_DIRECT_MIN_WO_STRIDED) or _isa() != "avx512":
         return False
-    return g.stride != (1, 1) or _stride_one_wide(g)
+    # the host probe last: an AVX2 host or a narrow layer never starts it
+    if g.stride != (1, 1):
+        return direction != "forward" or _strided_forward_wide(g)
+    return _stride_one_wide(g)
 
 
 def _strided_forward_wide(g):

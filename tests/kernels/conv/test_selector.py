@@ -858,3 +858,22 @@ def test_direct_on_wide_layers_matches_torch(case, dtype, force):
     if st == 1:
         np.testing.assert_allclose(C.conv2d_input_grad(gy, w, xs, st, pad, dil, 1),
                                    tx.grad.numpy(), rtol=tol, atol=tol)
+
+
+def test_strided_forward_consults_the_host_probe_only_where_it_decides(monkeypatch):
+    """An AVX2 host (or a layer too narrow for the wide ``direct``) never starts the host probe
+    for a strided forward pass (on a cold cache the probe ran its own convolutions inside the
+    caller's); on AVX-512 its widest 3x3 win decides."""
+    from ember.kernels.conv.geometry import geometry
+
+    def no_probe():
+        raise AssertionError("the host probe was consulted")
+    g64 = geometry("conv2d", (1, 64, 56, 56), (64, 64, 3, 3), 2, 1, 1, 1)
+    g128 = geometry("conv2d", (1, 128, 56, 56), (128, 128, 3, 3), 2, 1, 1, 1)
+    monkeypatch.setattr(selector, "_probe", no_probe)
+    monkeypatch.setattr(selector, "_isa", lambda: "avx2")
+    assert not selector._wide_direct(g128, "forward")
+    monkeypatch.setattr(selector, "_isa", lambda: "avx512")
+    monkeypatch.setattr(selector, "_probe", lambda: {"1x1": False, "3x3_channels": 64})
+    assert selector._wide_direct(g64, "forward")
+    assert not selector._wide_direct(g128, "forward")
