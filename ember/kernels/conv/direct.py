@@ -93,18 +93,31 @@ def _vectors(K, dtype):
     return 2 if K > _lanes(dtype) else 1
 
 
-def _pixels(Wo, V=1, S=0):
+# Cost of one tap of one pixel block beyond its P*V FMAs, in FMAs (``_pixels``): the offset
+# load, the address arithmetic and the weight loads. Fitted on one AVX-512 thread, GFLOP/s of
+# the block sizes for (C, K, Wo): (16, 64, 55) P=14 79 > 10 76 > 8 74 > 7 73 > 5 68;
+# (64, 256, 13) P=7 77 > 8 68 > 5 64 > 10 62 > 6 53; (128, 32, 14) 14 105 > 7 94 > 8 84 > 5 77.
+BLOCK_OVERHEAD = 4
+# Largest pixel block of the runtime-stride kernel: LLVM keeps one x pointer per pixel there
+# and spills them at 14 (stride 2, GFLOP/s of P=14 / 10 / 8: (64, 128, 57) -> 29 wide 39 / 79 /
+# 69; (3, 64, 224) -> 112 wide 32 / 42 / 44).
+MAX_STRIDED_PIXELS = 10
+
+
+def _pixels(Wo, V=1, S=0, stride=1):
     """Output pixels per block: the P of ``direct_numba.forward_pixels(V)`` (those whose P*V
     accumulators, V weight vectors and a broadcast fit the host's vector registers; with a
-    sliding width S, ``slide_pixels(V, S)``) with the fewest wasted (recomputed) pixels per row,
-    then the largest; 1 for rows shorter than 5. Large blocks matter at V = 1: five
-    accumulators (P = 5 for a row of 10, LeNet conv2 at AVX-512) leave the FMA units waiting on
-    their 4-cycle latency."""
+    sliding width S, ``slide_pixels(V, S)``; at most ``MAX_STRIDED_PIXELS`` with a stride) with
+    the least work per tap over a row, ceil(Wo / P) blocks of P*V FMAs and
+    ``BLOCK_OVERHEAD`` each (the last block overlaps the one before it rather than run
+    short), then the largest; 1 for rows shorter than 5. Fewest wasted pixels alone picked
+    P = 5 for a row of 55 (10 accumulators: 68 against 79 GFLOP/s at 14)."""
     if Wo < 5:
         return 1
     k = kernels()
-    fits = [p for p in (k.slide_pixels(V, S) if S else k.forward_pixels(V)) if 1 < p <= Wo]
-    return min(fits, key=lambda p: (-(-Wo // p) * p - Wo, -p)) if fits else 1
+    top = Wo if stride == 1 else min(Wo, MAX_STRIDED_PIXELS)
+    fits = [p for p in (k.slide_pixels(V, S) if S else k.forward_pixels(V)) if 1 < p <= top]
+    return min(fits, key=lambda p: (-(-Wo // p) * (p * V + BLOCK_OVERHEAD), -p)) if fits else 1
 
 
 def _slide(g, V):
@@ -138,7 +151,7 @@ def _forward_plan(g, dtype):
         V = _vectors(g.K, dtype)
         KB = V * _lanes(dtype)
         S = _slide(g, V) if SLIDE else 0
-        plan = (V, -(-g.K // KB) * KB, tap_offsets(g), S, _pixels(g.Wo, V, S))
+        plan = (V, -(-g.K // KB) * KB, tap_offsets(g), S, _pixels(g.Wo, V, S, g.stride[1]))
         if len(_forward_plans) > 256:
             _forward_plans.clear()
         _forward_plans[key] = plan

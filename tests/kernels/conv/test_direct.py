@@ -29,6 +29,7 @@ CASES = [
     (2, 5, 12, 13, 12, 3, 3, (1, 1), (1, 1), (1, 1), 1),    # sliding forward of width 3
     (1, 4, 18, 20, 20, 3, 3, (1, 1), (1, 1), (1, 1), 1),    # one image, rows of 20
     (1, 3, 40, 37, 24, 3, 3, (2, 2), (1, 2, 0, 1), (1, 1), 1),
+    (1, 4, 5, 55, 20, 3, 3, (1, 1), (1, 1), (1, 1), 1),      # rows of 55: the last block overlaps
 ]
 IDS = [str(i) for i in range(len(CASES))]
 
@@ -189,6 +190,25 @@ def test_sliding_weight_grad_gives_the_plain_kernels_bits(i, dtype, force, monke
     gw = C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g)
     monkeypatch.setattr(direct, "SLIDE", False)
     np.testing.assert_array_equal(C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g), gw)
+
+
+def test_pixel_blocks_weigh_blocks_against_their_width(monkeypatch):
+    """Output pixels per block (``direct._pixels``), for AVX-512's 32 vector registers: the
+    least work per row, counting each block's overhead; fewest wasted pixels alone took 5
+    (10 accumulators) for a row of 55, where 14 ran 79 against 68 GFLOP/s."""
+    from ember.kernels.conv import direct_numba
+    monkeypatch.setattr(direct_numba, "REGISTERS", 32)
+    assert direct._pixels(55, 2) == 14      # 4 blocks, the last overlapping: not 11 of 5
+    assert direct._pixels(13, 2) == 7       # 2 blocks of 7 rather than one of 10 and one of 5
+    assert direct._pixels(14, 2) == 14
+    assert direct._pixels(10, 1) == 10      # LeNet conv2: not two blocks of 5
+    assert direct._pixels(4, 2) == 1
+    # a runtime stride takes at most MAX_STRIDED_PIXELS (LLVM spills 14 pixel pointers)
+    assert direct._pixels(29, 2, stride=2) == 10
+    assert direct._pixels(112, 2, stride=2) <= direct.MAX_STRIDED_PIXELS
+    assert direct._pixels(112, 2, stride=1) == 14
+    monkeypatch.setattr(direct_numba, "REGISTERS", 16)   # AVX2: at most 6 pixels at V = 2
+    assert direct._pixels(55, 2) in direct_numba.forward_pixels(2)
 
 
 def test_strided_input_gradient_and_groups_are_not_supported(force):
