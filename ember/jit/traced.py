@@ -374,6 +374,12 @@ def _arg_names(fn, n):
 
 
 def _outputs_close(a, b, rtol, atol):
+    """Whether the trace's output ``a`` reproduces the eager output ``b``: element by element
+    within ``atol + rtol * |b|``, or, for floats, within ``atol + rtol * max |b|`` everywhere
+    with the same non-finite entries. ember picks convolution and GEMM algorithms per call (the
+    autotuner), so two runs of one model may round differently by a few units in the last place
+    of the output's largest magnitude: an imported ResNet-50's logits (up to ~5e3) differed by
+    1.7e-3 between two eager calls, which the element test fails at entries near zero."""
     a = a._data
     b = b._data
     if a.shape != b.shape or a.dtype != b.dtype:
@@ -381,7 +387,16 @@ def _outputs_close(a, b, rtol, atol):
     if a.dtype.kind in "fc":
         fp = _fp_enter(_FP_IGNORE)   # inf - inf, a tiny product: the check's, not the user's
         try:
-            return np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True)
+            if np.allclose(a, b, rtol=rtol, atol=atol, equal_nan=True):
+                return True
+            finite = np.isfinite(b)
+            if not (np.array_equal(finite, np.isfinite(a))
+                    and np.array_equal(a[~finite], b[~finite], equal_nan=True)):
+                return False
+            if not finite.any():
+                return True
+            return bool(np.max(np.abs(a[finite] - b[finite]))
+                        <= atol + rtol * np.max(np.abs(b[finite])))
         finally:
             _fp_leave(fp)
     return np.array_equal(a, b)
