@@ -28,10 +28,12 @@ BLAS thread counts during convolutions: those then run in the calling thread wit
 threads.
 
 The BLAS libraries are found again (threadpoolctl's controller is rebuilt) whenever a compiled
-extension module has been imported since the last look (a BLAS is loaded by one: SciPy's own
-OpenBLAS), so it is limited too and gets the count set by ``set_num_threads``. Pure-Python
-imports do not trigger a look: Numba's background import grows ``sys.modules`` through a cold
-process's first calls, and a look per change cost LeNet-5's first five steps 123 lookups, 37 ms.
+extension module imported since the last look brought a shared object named as a BLAS (a BLAS
+is loaded by one: SciPy's own OpenBLAS), so it is limited too and gets the count set by
+``set_num_threads``. Pure-Python imports do not trigger a look: Numba's background import grows
+``sys.modules`` through a cold process's first calls, and a look per change cost LeNet-5's
+first five steps 123 lookups, 37 ms; nor do extension modules that load no BLAS (the standard
+library's, Numba's: a look per such import cost LeNet-5's first 30 steps 17 looks of 3-10 ms).
 
 Parallel compiled kernels run on Numba's TBB threading layer when the ``tbb`` package is
 installed (``parallel_layer() == "tbb"``), else as serial ``nogil`` kernels split over ember's
@@ -133,10 +135,64 @@ def _new_extension_module():
     return False
 
 
+_libraries = None           # paths of the shared objects loaded at the last full look
+_prefixes = None            # file name prefixes of the BLAS libraries (``_blas_prefixes``)
+_MAPPED = None              # pattern of a mapped shared object's path in /proc/self/maps
+
+
+def _loaded_libraries():
+    """Paths of the shared objects mapped into this process, from /proc/self/maps (~0.3 ms),
+    or None without it. (Not ``dl_iterate_phdr`` with a Python callback: it waits for the GIL
+    inside the loader's lock, and a thread importing an extension module holds the GIL while
+    it waits for that lock: a hang, as threadpoolctl's notes say, and as measured here.)"""
+    global _MAPPED
+    try:
+        with open("/proc/self/maps", "rb") as f:
+            maps = f.read()
+    except OSError:
+        return None
+    if _MAPPED is None:
+        import re
+        _MAPPED = re.compile(rb" (/[^\n]+\.so[^\n/]*)\n")
+    return set(_MAPPED.findall(maps))
+
+
+def _blas_prefixes():
+    """File name prefixes of the BLAS libraries threadpoolctl controls."""
+    global _prefixes
+    if _prefixes is None:
+        from threadpoolctl import (BLISController, FlexiBLASController, MKLController,
+                                   OpenBLASController)
+        _prefixes = tuple({p.encode() for c in (OpenBLASController, BLISController,
+                                                MKLController, FlexiBLASController)
+                           for p in c.filename_prefixes})
+    return _prefixes
+
+
+def _new_blas_library():
+    """Whether a shared object named as a BLAS was loaded since the last full look (True where
+    the loaded objects cannot be listed). A compiled extension module rarely brings one:
+    Numba's background import loads ~60 of them (the standard library's, Numba's, llvmlite's)
+    through a cold process's first seconds, and a full look per batch cost LeNet-5's first 30
+    training steps 17 looks of 3-10 ms each."""
+    global _libraries
+    names = _loaded_libraries()
+    if names is None or _libraries is None:
+        return True
+    new, _libraries = names - _libraries, names
+    try:
+        prefixes = _blas_prefixes()
+    except Exception:  # noqa: BLE001 - threadpoolctl missing or changed: look every time
+        return True
+    return any(os.path.basename(n).startswith(prefixes) for n in new)
+
+
 def _scan(refresh=False):
-    global _controllers, _scanned_modules
-    changed = len(sys.modules) != _scanned_modules and _new_extension_module()
+    global _controllers, _scanned_modules, _libraries
+    changed = (len(sys.modules) != _scanned_modules and _new_extension_module()
+               and _new_blas_library())
     if _controllers is None or refresh or changed:
+        _libraries = _loaded_libraries()
         old = {c.filepath for c in _controllers or ()}
         try:
             from threadpoolctl import ThreadpoolController
