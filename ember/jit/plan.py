@@ -14,7 +14,8 @@ statements are the graph's steps with everything static bound in advance:
   whose columns stay in cache. Once its kernels are ready, each such step is timed against the
   transposed GEMM orientation and against ember's convolution engine (its own algorithm
   choice), each followed by the same epilogue, and, for a batch of one, against the direct
-  kernel on operands packed at build time (mode "direct"); the fastest is kept
+  kernel on operands packed at build time (mode "direct", and with two or more threads its
+  output rows split over Numba's TBB threads, "direct_split"); the fastest is kept
   (``InferencePlan.autotune``);
 - ``linear`` (2-d input) with a bias ``add`` and a ``relu`` after it is a GEMM into a
   preallocated buffer followed by one in-place bias + ReLU kernel, or, timed against it by
@@ -85,6 +86,11 @@ GEMV_CHAIN = True
 # a convolution step of a batch of one may run the direct kernel on operands packed at build
 # time (mode "direct", timed by ``autotune`` with the others); False: never
 DIRECT = True
+# a batch-of-one convolution step in mode "direct" may also split its output rows over Numba's
+# TBB threads (mode "direct_split", ``SPLIT_PER_THREAD`` runs per thread), timed by
+# ``autotune`` with the others; False: never
+DIRECT_SPLIT = True
+SPLIT_PER_THREAD = 2
 # once a plan's choices are final (``Planner`` marks it steady), its function is generated again
 # with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
 # False: every step through its Python object
@@ -358,7 +364,9 @@ class _ConvStep:
     def modes(self):
         """The ways this step can compute its sum (``autotune`` times them)."""
         modes = ("kxp", "pxk", "engine") if self.can_use_engine() else ("kxp",)
-        return modes + ("direct",) if self.direct is not None else modes
+        if self.direct is None:
+            return modes
+        return modes + (("direct", "direct_split") if self.direct.parts else ("direct",))
 
     def mode_signatures(self, x):
         """Kernels (dispatcher, signature) the modes other than "kxp" need."""
@@ -375,9 +383,16 @@ class _ConvStep:
                 out.append((d.k.forward_image, rt.signature(
                     x, xp, 0, 0, d.wp, d.bp, d.rs, d.off, d.acc, d.z, y, *d.args, True,
                     *d.pool)))
+                if d.parts:
+                    out.append((d.k.forward_image_split, rt.signature(
+                        x, xp, 0, 0, d.wp, d.bp, d.rs, d.off, d.acc, d.z, y, *d.args, True,
+                        *d.pool, 2)))
             else:
                 out.append((d.k.forward_rows, rt.signature(
                     xp, d.wp, d.bp, d.rs, d.off, y, *d.args, True, d.rowbuf, 0, 1)))
+                if d.parts:
+                    out.append((d.k.forward_rows_split, rt.signature(
+                        xp, d.wp, d.bp, d.rs, d.off, y, *d.args, True, d.rowbufs, 2)))
         if not self.can_use_engine():
             return out
         K, N, Ho, Wo = self.z_shape
@@ -527,21 +542,31 @@ class _ConvStep:
     def _direct_call(self, x, res):
         """The direct kernel (``direct_numba.forward_rows``) on the padded input with the
         weight, bias and row buffer packed at build time: no per-call repacking or dispatch
-        through the convolution selector (~15 us of Python per call at batch 1)."""
+        through the convolution selector (~15 us of Python per call at batch 1). Mode
+        "direct_split": its output rows in ``d.parts`` runs over Numba's threads."""
         d = self.direct
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
         rs = d.rs if res is None else np.ascontiguousarray(res).reshape(y.shape[0], -1)
         xp = self.xp
+        split = self.mode == "direct_split"
         if d.acc is not None:   # (pads x into xp itself)
-            d.k.forward_image(x, x if xp is None else xp, *self.pad, d.wp, d.bp, rs, d.off,
-                              d.acc, d.z, y, *d.args, self.relu, *d.pool)
+            args = (x, x if xp is None else xp, *self.pad, d.wp, d.bp, rs, d.off, d.acc, d.z,
+                    y, *d.args, self.relu, *d.pool)
+            if split:
+                d.k.forward_image_split(*args, d.parts)
+            else:
+                d.k.forward_image(*args)
             return y
         if xp is not None:
             d.k.pad_rows(x, self.pad[0], self.pad[1], xp)
         else:
             xp = x
-        d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
-                         y.shape[2])
+        if split:
+            d.k.forward_rows_split(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbufs,
+                                   d.parts)
+        else:
+            d.k.forward_rows(xp, d.wp, d.bp, rs, d.off, y, *d.args, self.relu, d.rowbuf, 0,
+                             y.shape[2])
         return y
 
     def _out(self, bind):
@@ -552,11 +577,14 @@ class _ConvStep:
         return bind(self.y)
 
     def inline(self, out, args, bind):
-        """Source lines running this step in mode "direct" on the value ``args[0]`` into
-        ``out`` (as ``_direct_call``), or None (another mode, or a residual)."""
-        if self.mode != "direct" or self.res is not None or len(args) != 1:
+        """Source lines running this step in mode "direct" or "direct_split" on the value
+        ``args[0]`` into ``out`` (as ``_direct_call``), or None (another mode, or a
+        residual)."""
+        if self.mode not in ("direct", "direct_split") or self.res is not None or \
+                len(args) != 1:
             return None
         d, x = self.direct, args[0]
+        split = self.mode == "direct_split"
 
         def ints(vals):
             return ", ".join(bind(int(v)) for v in vals)
@@ -564,20 +592,27 @@ class _ConvStep:
         lines = [f"{out} = {self._out(bind)}"]
         if d.acc is not None:
             xp = x if self.xp is None else bind(self.xp)
-            lines.append(f"{bind(d.k.forward_image)}({x}, {xp}, {ints(self.pad)}, {ops}, "
+            fn, parts = (d.k.forward_image_split, f", {ints((d.parts,))}") if split else \
+                (d.k.forward_image, "")
+            lines.append(f"{bind(fn)}({x}, {xp}, {ints(self.pad)}, {ops}, "
                          f"{bind(d.acc)}, {bind(d.z)}, {out}, {ints(d.args)}, "
-                         f"{bind(bool(self.relu))}, {ints(d.pool)})")
+                         f"{bind(bool(self.relu))}, {ints(d.pool)}{parts})")
             return lines
         xp = x
         if self.xp is not None:
             xp = bind(self.xp)
             lines.append(f"{bind(d.k.pad_rows)}({x}, {ints(self.pad)}, {xp})")
-        lines.append(f"{bind(d.k.forward_rows)}({xp}, {ops}, {out}, {ints(d.args)}, "
-                     f"{bind(bool(self.relu))}, {bind(d.rowbuf)}, {ints((0, self.out_shape[2]))})")
+        if split:
+            lines.append(f"{bind(d.k.forward_rows_split)}({xp}, {ops}, {out}, {ints(d.args)}, "
+                         f"{bind(bool(self.relu))}, {bind(d.rowbufs)}, {ints((d.parts,))})")
+        else:
+            lines.append(f"{bind(d.k.forward_rows)}({xp}, {ops}, {out}, {ints(d.args)}, "
+                         f"{bind(bool(self.relu))}, {bind(d.rowbuf)}, "
+                         f"{ints((0, self.out_shape[2]))})")
         return lines
 
     def __call__(self, x, res=None):
-        if self.mode == "direct":
+        if self.mode in ("direct", "direct_split"):
             return self._direct_call(x, res)
         if self.engine:
             return self._engine_call(x, res)
@@ -597,11 +632,16 @@ class _Direct:
     """A convolution step's packed operands for ``direct_numba.forward_rows`` (rows of at
     least one vector, no pool: ``acc`` None) or ``direct_numba.forward_image`` (shorter rows
     or a max pool (kh, kw, sh, sw) after it: ``acc``, the image's sums, pixel-major, and ``z``,
-    their (K, Ho, Wo) plane before the pool)."""
+    their (K, Ho, Wo) plane before the pool). ``parts``: the runs of output rows of mode
+    "direct_split" (0: no such mode), each with its row of ``rowbufs``."""
 
-    def __init__(self, k, wp, bp, rs, off, args, rowbuf, acc=None, z=None, pool=None):
+    def __init__(self, k, wp, bp, rs, off, args, rowbuf, acc=None, z=None, pool=None,
+                 parts=0):
         self.k, self.wp, self.bp, self.rs, self.off, self.args = k, wp, bp, rs, off, args
         self.rowbuf, self.acc, self.z, self.pool = rowbuf, acc, z, pool
+        self.parts = parts
+        self.rowbufs = np.empty((parts, rowbuf.size), rowbuf.dtype) if parts and \
+            rowbuf is not None else np.empty((0, 0), wp.dtype)
 
 
 def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
@@ -622,12 +662,24 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     wp, bp, (V, Kp, off, S, P) = direct.pack(w, b, g, dtype)
     args = (g.stride[0], g.stride[1], P, V, S)
     rs = np.empty((0, 0), dtype)
+    parts = _split_parts(Ho) if P <= Wo else 0
     if Wo < L or pool is not None:
         acc = np.empty(-(-Ho * Wo // L) * L * Kp, dtype)
         z = np.empty((g.K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
-        return _Direct(k, wp, bp, rs, off.copy(), args, None, acc, z, pool or (1, 1, 1, 1))
+        return _Direct(k, wp, bp, rs, off.copy(), args, None, acc, z, pool or (1, 1, 1, 1),
+                       parts)
     rowbuf = np.empty(-(-Wo // L) * L * Kp, dtype)
-    return _Direct(k, wp, bp, rs, off.copy(), args, rowbuf)
+    return _Direct(k, wp, bp, rs, off.copy(), args, rowbuf, parts=parts)
+
+
+def _split_parts(rows):
+    """Runs of output rows for mode "direct_split" (``SPLIT_PER_THREAD`` per thread of ember's
+    setting, on Numba's TBB layer), or 0 when the mode does not apply (one thread, another
+    layer, ``DIRECT_SPLIT`` off)."""
+    if not DIRECT_SPLIT:
+        return 0
+    from ember.kernels.runtime import threads
+    return threads.tbb_parts(rows, _parallel().threads(), SPLIT_PER_THREAD)
 
 
 class _LinearStep:
@@ -1286,7 +1338,7 @@ class InferencePlan:
         thread count (~3 us per call). (A linear step in mode "direct" calls no BLAS either,
         but splits its columns over ember's threads only under the plan's thread policy.)"""
         self.blas_free = self._generic_calls == 0 and all(
-            (isinstance(st, _ConvStep) and st.mode == "direct")
+            (isinstance(st, _ConvStep) and st.mode in ("direct", "direct_split"))
             or (isinstance(st, (_LinearStep, _LinearChain)) and st.gemv) for st in self._steps)
 
     def tune_threads(self, arrays):

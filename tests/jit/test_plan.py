@@ -382,6 +382,68 @@ def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
+def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
+    """Mode "direct_split" (a batch of one's output rows in runs over Numba's threads:
+    ``direct_numba.forward_rows_split`` and ``forward_image_split``, with a residual, a pool
+    after the convolution, rows shorter than a vector, more runs than rows) gives the bits of
+    mode "direct", through the step and inlined in a steady plan, NaN included. It is offered
+    only where the pixel block fits a row and ``_split_parts`` gives runs: not with one
+    thread, nor with ``plan.DIRECT_SPLIT`` off."""
+    ember.manual_seed(21)
+    monkeypatch.setattr(plan_module, "_split_parts", lambda rows: 5)   # any host, any threads
+    dt = getattr(ember, dtype)
+    if name == "odd":
+        model, x = _Odd().to(dt).eval(), ember.randn(1, 3, 11, 9, dtype=dt)
+    else:
+        build, shape = MODELS[name]
+        model = build().to(dt).eval()
+        x = ember.randn((1,) + (shape[:1] + (32, 32) if name == "resnet" else shape), dtype=dt)
+    xn = x.clone()
+    xn[0, -1, 5, 7] = float("nan")
+    fast = _fast(model, x)
+
+    def arrays(out):
+        return [np.array(getattr(t, "numpy", lambda: t)())
+                for t in (out if isinstance(out, tuple) else (out,))]
+    with ember.no_grad():
+        fast(x)
+        plan = next(iter(_planned(fast).values()))
+        convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
+        split = [s for s in convs if "direct_split" in s.modes()]
+        assert split and all(s.direct.parts == 5 for s in split)
+        got = {}
+        for mode in ("direct", "direct_split"):
+            for s in split:
+                s.mode = mode
+            got[mode] = [arrays(fast(x)), arrays(fast(xn))]
+            plan.specialise()
+            got[mode + " inlined"] = [arrays(plan._fn(x.numpy())), arrays(plan._fn(xn.numpy()))]
+        ref = got.pop("direct")
+        assert np.isnan(ref[1][0]).any()
+        for mode, outs in got.items():
+            for a, b in zip(outs, ref):
+                for u, v in zip(a, b):
+                    np.testing.assert_array_equal(u, v, err_msg=mode)
+    monkeypatch.undo()
+    with ember.no_grad():
+        for setting in ({"DIRECT_SPLIT": False}, {}):
+            for k, v in setting.items():
+                monkeypatch.setattr(plan_module, k, v)
+            threads = ember.get_num_threads()
+            try:
+                if not setting:
+                    ember.set_num_threads(1)
+                fast = _fast(model, x)
+                fast(x)
+            finally:
+                ember.set_num_threads(threads)
+            plan = next(iter(_planned(fast).values()))
+            assert not any("direct_split" in s.modes() for s in plan._steps
+                           if isinstance(s, plan_module._ConvStep))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name, batch", [("mlp", 16), ("lenet", 9), ("resnet", 5)])
 def test_plan_linear_direct_mode_equals_eager(name, batch, dtype):
     """A linear step of several rows can run the direct convolution's micro-kernel

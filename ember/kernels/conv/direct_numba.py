@@ -700,6 +700,18 @@ def forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbuf, i0, i1):
                     _relu_run(yf[o:o + m])
 
 
+@njit(cache=CACHE, nogil=True, parallel=True)
+def forward_rows_split(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbufs, parts):
+    """``forward_rows`` of a batch of one over ``parts`` runs of output rows in a ``prange``,
+    part r with the row buffer ``rowbufs[r]``: the inference plan's mode "direct_split"
+    (``ember.jit.plan``). The same products in the same order as one call: the same bits."""
+    Ho = y.shape[2]
+    for r in prange(parts):
+        lo, hi = run_bounds(Ho, parts, r)
+        if lo < hi:
+            forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbufs[r], lo, hi)
+
+
 @njit(cache=CACHE, nogil=True)
 def _add_relu_run(out, r, relu):
     """out += r, then ReLU (``v < 0`` -> 0: NaN stays) if ``relu``."""
@@ -754,21 +766,56 @@ def forward_image(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, re
     same order)."""
     if ph > 0 or pw > 0:
         pad_rows(x, ph, pw, xp)
+    Ho = z.shape[1] if not (kh == 1 and kw == 1 and qh == 1 and qw == 1) else y.shape[2]
+    _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, 0, Ho)
+    _image_epilogue(bp, rs, acc, z, y, wp.shape[1], relu, kh, kw, qh, qw)
+
+
+@njit(cache=CACHE, nogil=True, parallel=True)
+def forward_image_split(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw,
+                        qh, qw, parts):
+    """``forward_image`` with the output rows' sums in ``parts`` runs of rows in a ``prange``
+    (the padding and the epilogue on the calling thread): the inference plan's mode
+    "direct_split" (``ember.jit.plan``). Each pixel's sums are the same products in the same
+    order: the same bits. Needs a pixel block P at most Wo (no block shifted into the row
+    before)."""
+    if ph > 0 or pw > 0:
+        pad_rows(x, ph, pw, xp)
+    Ho = z.shape[1] if not (kh == 1 and kw == 1 and qh == 1 and qw == 1) else y.shape[2]
+    for r in prange(parts):
+        lo, hi = run_bounds(Ho, parts, r)
+        if lo < hi:
+            _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, lo, hi)
+    _image_epilogue(bp, rs, acc, z, y, wp.shape[1], relu, kh, kw, qh, qw)
+
+
+@njit(cache=CACHE, nogil=True)
+def _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, i0, i1):
+    """The sums of ``forward_image``'s output rows [i0, i1) into ``acc`` (pixel-major)."""
     pool = not (kh == 1 and kw == 1 and qh == 1 and qw == 1)
-    K = y.shape[1]
-    Ho, Wo = (z.shape[1], z.shape[2]) if pool else (y.shape[2], y.shape[3])
+    Wo = z.shape[2] if pool else y.shape[3]
     taps, Kp = wp.shape
     Wp = xp.shape[3]
-    L = VECTOR_BYTES // wp.itemsize
-    KB = V * L
-    HW = Ho * Wo
+    KB = V * (VECTOR_BYTES // wp.itemsize)
     A, W, O, X = _data(acc), _data(wp), _data(off), _data(xp)
-    for i in range(Ho):
+    for i in range(i0, i1):
         for j0 in range(0, Wo, P):
             j0 = min(j0, Wo - P)
             base = i * sh * Wp + j0 * sw
             for kb in range(0, Kp, KB):
                 _forward_block(A, (i * Wo + j0) * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+
+
+@njit(cache=CACHE, nogil=True)
+def _image_epilogue(bp, rs, acc, z, y, Kp, relu, kh, kw, qh, qw):
+    """``forward_image``'s sums in ``acc`` to its output: bias, transpose into NCHW, residual and
+    ReLU, or the max pool."""
+    pool = not (kh == 1 and kw == 1 and qh == 1 and qw == 1)
+    K = y.shape[1]
+    Ho, Wo = (z.shape[1], z.shape[2]) if pool else (y.shape[2], y.shape[3])
+    L = VECTOR_BYTES // acc.itemsize
+    HW = Ho * Wo
+    A = _data(acc)
     bias = bp.shape[0] > 0
     if bias and not pool:
         _add_bias(acc, bp, 0, HW, Kp)
