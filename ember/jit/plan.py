@@ -88,9 +88,12 @@ GEMV_CHAIN = True
 DIRECT = True
 # a batch-of-one convolution step in mode "direct" may also split its output rows over Numba's
 # TBB threads (mode "direct_split", ``SPLIT_PER_THREAD`` runs per thread), timed by
-# ``autotune`` with the others; False: never
+# ``autotune`` with the others, from ``SPLIT_MIN_FLOPS`` (below it, waking TBB's workers
+# costs what the split saves: the ResNet-style blocks' 4.7-MFLOP layers at batch 1 tuned to it
+# and ran 243/252 -> 254/266 us a call in the plan); False: never
 DIRECT_SPLIT = True
 SPLIT_PER_THREAD = 2
+SPLIT_MIN_FLOPS = 5e6
 # once a plan's choices are final (``Planner`` marks it steady), its function is generated again
 # with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
 # False: every step through its Python object
@@ -662,7 +665,7 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     wp, bp, (V, Kp, off, S, P) = direct.pack(w, b, g, dtype)
     args = (g.stride[0], g.stride[1], P, V, S)
     rs = np.empty((0, 0), dtype)
-    parts = _split_parts(Ho) if P <= Wo else 0
+    parts = _split_parts(Ho) if P <= Wo and g.flops() >= SPLIT_MIN_FLOPS else 0
     if Wo < L or pool is not None:
         acc = np.empty(-(-Ho * Wo // L) * L * Kp, dtype)
         z = np.empty((g.K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
