@@ -87,13 +87,9 @@ GEMV_CHAIN = True
 # time (mode "direct", timed by ``autotune`` with the others); False: never
 DIRECT = True
 # a batch-of-one convolution step in mode "direct" may also split its output rows over Numba's
-# TBB threads (mode "direct_split", ``SPLIT_PER_THREAD`` runs per thread), timed by
-# ``autotune`` with the others, from ``SPLIT_MIN_FLOPS`` (below it, waking TBB's workers
-# costs what the split saves: the ResNet-style blocks' 4.7-MFLOP layers at batch 1 tuned to it
-# and ran 243/252 -> 254/266 us a call in the plan); False: never
+# TBB threads (mode "direct_split", where ``direct.row_parts`` splits them), timed by
+# ``autotune`` with the others; False: never
 DIRECT_SPLIT = True
-SPLIT_PER_THREAD = 2
-SPLIT_MIN_FLOPS = 5e6
 # once a plan's choices are final (``Planner`` marks it steady), its function is generated again
 # with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
 # False: every step through its Python object
@@ -665,7 +661,7 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     wp, bp, (V, Kp, off, S, P) = direct.pack(w, b, g, dtype)
     args = (g.stride[0], g.stride[1], P, V, S)
     rs = np.empty((0, 0), dtype)
-    parts = _split_parts(Ho) if P <= Wo and g.flops() >= SPLIT_MIN_FLOPS else 0
+    parts = _split_parts(g, P)
     if Wo < L or pool is not None:
         acc = np.empty(-(-Ho * Wo // L) * L * Kp, dtype)
         z = np.empty((g.K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
@@ -675,14 +671,13 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     return _Direct(k, wp, bp, rs, off.copy(), args, rowbuf, parts=parts)
 
 
-def _split_parts(rows):
-    """Runs of output rows for mode "direct_split" (``SPLIT_PER_THREAD`` per thread of ember's
-    setting, on Numba's TBB layer), or 0 when the mode does not apply (one thread, another
-    layer, ``DIRECT_SPLIT`` off)."""
+def _split_parts(g, P):
+    """Runs of output rows for mode "direct_split" (``direct.row_parts`` at ember's thread
+    setting), or 0 when the mode does not apply (also with ``DIRECT_SPLIT`` off)."""
     if not DIRECT_SPLIT:
         return 0
-    from ember.kernels.runtime import threads
-    return threads.tbb_parts(rows, _parallel().threads(), SPLIT_PER_THREAD)
+    from ember.kernels.conv import direct
+    return direct.row_parts(g, P, _parallel().threads())
 
 
 class _LinearStep:

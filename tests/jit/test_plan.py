@@ -388,11 +388,10 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
     ``direct_numba.forward_rows_split`` and ``forward_image_split``, with a residual, a pool
     after the convolution, rows shorter than a vector, more runs than rows) gives the bits of
     mode "direct", through the step and inlined in a steady plan, NaN included. It is offered
-    only where the pixel block fits a row, the convolution has ``plan.SPLIT_MIN_FLOPS`` and
-    ``_split_parts`` gives runs: not with one thread, nor with ``plan.DIRECT_SPLIT`` off."""
+    only where ``direct.row_parts`` gives runs: not with one thread, nor under
+    ``direct.SPLIT_MIN_FLOPS``, nor with ``plan.DIRECT_SPLIT`` off."""
     ember.manual_seed(21)
-    monkeypatch.setattr(plan_module, "_split_parts", lambda rows: 5)   # any host, any threads
-    monkeypatch.setattr(plan_module, "SPLIT_MIN_FLOPS", 0)
+    monkeypatch.setattr(plan_module, "_split_parts", lambda g, P: 5)   # any host, any threads
     dt = getattr(ember, dtype)
     if name == "odd":
         model, x = _Odd().to(dt).eval(), ember.randn(1, 3, 11, 9, dtype=dt)
@@ -428,9 +427,11 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
                     np.testing.assert_array_equal(u, v, err_msg=mode)
     monkeypatch.undo()
     with ember.no_grad():
-        for setting in ({"DIRECT_SPLIT": False}, {"SPLIT_MIN_FLOPS": float("inf")}, {}):
+        from ember.kernels.conv import direct
+        for module, setting in ((plan_module, {"DIRECT_SPLIT": False}),
+                                (direct, {"SPLIT_MIN_FLOPS": float("inf")}), (None, {})):
             for k, v in setting.items():
-                monkeypatch.setattr(plan_module, k, v)
+                monkeypatch.setattr(module, k, v)
             threads = ember.get_num_threads()
             try:
                 if not setting:

@@ -22,6 +22,13 @@ from .geometry import tap_offsets
 _kernels = None
 TBB = True   # run on Numba's TBB layer when it is the threading layer (``_tbb_parts``)
 SLIDE = True   # the forward's sliding variant where it applies (``_slide``)
+# The forward of one image from SPLIT_MIN_FLOPS runs its output rows in SPLIT_PER_THREAD runs
+# per thread over Numba's TBB threads (``row_parts``; the inference plan's mode "direct_split"
+# too): the same products in the same order, the same bits. Below it, waking TBB's workers
+# costs what the split saves (a ResNet-style net's 4.7-MFLOP layers at batch 1 ran 243/252 ->
+# 254/266 us a call in its plan; SqueezeNet's 1x1 (1, 64, 55, 55) -> 16, 6.2 MFLOP, 80 -> 51).
+SPLIT_MIN_FLOPS = 5e6
+SPLIT_PER_THREAD = 2
 
 
 def kernels():
@@ -139,6 +146,17 @@ def _tbb_parts(n_images):
     return threads.tbb_parts(n_images, parallel.threads(), parallel.CHUNKS_PER_THREAD)
 
 
+def row_parts(g, P, threads):
+    """Runs of output rows for the forward of ``g``'s one image split over ``threads`` threads
+    of Numba's TBB layer (``direct_numba.forward_rows_split`` / ``forward_image_split``), or 0
+    when that does not apply: several images, a pixel block P longer than a row, under
+    ``SPLIT_MIN_FLOPS``, one thread, another layer."""
+    from ember.kernels.runtime import threads as rt_threads
+    if not TBB or g.N != 1 or P > g.Wo or g.flops() < SPLIT_MIN_FLOPS:
+        return 0
+    return rt_threads.tbb_parts(g.Ho, threads, SPLIT_PER_THREAD)
+
+
 _forward_plans = {}
 
 
@@ -189,6 +207,22 @@ def forward(x, w, g, bias=None, residual=None, relu=False):
 
     x = np.ascontiguousarray(x)     # padded image by image in the kernel
     pt, pb, pl, pr = g.padding
+    parts = row_parts(g, P, parallel.threads()) if parallel.parallel_possible() else 0
+    if parts and _split_ready(g, x.dtype):
+        xp = x
+        if pt or pb or pl or pr:
+            xp = np.zeros((1, g.C, g.H + pt + pb, g.W + pl + pr), x.dtype)
+            k.pad_rows(x, pt, pl, xp)
+        L = _lanes(x.dtype)
+        if g.Wo >= L:
+            rowbufs = np.empty((parts, -(-g.Wo // L) * L * Kp), x.dtype)
+            k.forward_rows_split(xp, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu), rowbufs,
+                                 parts)
+        else:
+            acc = np.empty(-(-g.Ho * g.Wo // L) * L * Kp, x.dtype)
+            k.forward_image_split(xp, xp, 0, 0, wp, bp, rs, off, acc, _EMPTY3[x.dtype.str], y,
+                                  sh, sw, P, V, S, bool(relu), 1, 1, 1, 1, parts)
+        return y
     parts = _tbb_parts(g.N)
     if parts:
         k.forward_parallel(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu),
@@ -199,6 +233,31 @@ def forward(x, w, g, bias=None, residual=None, relu=False):
         k.forward(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu), lo, hi)
     parallel.run(chunk, g.N)
     return y
+
+
+_EMPTY3 = {np.dtype(t).str: np.empty((0, 0, 0), t) for t in (np.float32, np.float64)}
+
+
+def _split_ready(g, dtype):
+    """Whether the kernels of the split forward of one image are compiled (else queued in the
+    background, and ``forward`` runs the one-thread kernel meanwhile: the same bits)."""
+    from ember.kernels.runtime import compiler
+    k = kernels()
+    key = ("split", np.dtype(dtype).str)
+    sigs = _signatures.get(key)
+    if sigs is None:
+        a1, a2 = np.empty(0, dtype), np.empty((0, 0), dtype)
+        a3, a4 = _EMPTY3[np.dtype(dtype).str], np.empty((0, 0, 0, 0), dtype)
+        off = np.empty(0, np.int64)
+        sigs = _signatures[key] = (
+            (k.pad_rows, compiler.signature(a4, 0, 0, a4)),
+            (k.forward_rows_split, compiler.signature(a4, a2, a1, a2, off, a4, 0, 0, 0, 0, 0,
+                                                      False, a2, 0)),
+            (k.forward_image_split, compiler.signature(a4, a4, 0, 0, a2, a1, a2, off, a1, a3,
+                                                       a4, 0, 0, 0, 0, 0, False, 0, 0, 0, 0, 0)))
+    short = g.Wo < _lanes(dtype)
+    return all(compiler.ready(fn, sig) for fn, sig in sigs
+               if fn is not (k.forward_rows_split if short else k.forward_image_split))
 
 
 def _weight_slide(g, V):

@@ -277,6 +277,46 @@ def test_thread_counts_give_matching_results(tbb, case, force, monkeypatch):
     assert "direct" in parallel.OWN_THREADS_ALGORITHMS
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("i", [3, 4, 11, 12, 13])
+def test_one_image_split_over_rows_gives_the_one_thread_bits(i, dtype, force, monkeypatch):
+    """One image's forward with its output rows in runs over TBB's threads
+    (``forward_rows_split``; rows shorter than a vector: ``forward_image_split``), with bias,
+    residual and ReLU, asymmetric padding, stride and dilation, more runs than rows: the bits of
+    the one-thread kernel. ``row_parts`` offers it only from ``SPLIT_MIN_FLOPS`` on one image."""
+    from ember.kernels.runtime import compiler
+    case = CASES[i]
+    x, w, _ = problem((1,) + case[1:], dtype)
+    st, pad, dil, g = case[7:]
+    geo = C.geometry("conv2d", x.shape, w.shape, st, pad, dil, g)
+    bias = rng.standard_normal(w.shape[0]).astype(dtype)
+    res = rng.standard_normal(geo.output_shape).astype(dtype)
+    x[0, 0, 0, :2] = np.nan
+    want = direct.forward(x, w, geo, bias, res, relu=True)
+    calls = []
+    for name in ("forward_rows_split", "forward_image_split"):
+        def spy(*a, fn=getattr(direct.kernels(), name)):
+            calls.append(a[-1])
+            return fn(*a)
+        monkeypatch.setattr(direct.kernels(), name, spy)
+    monkeypatch.setattr(direct, "row_parts", lambda g, P, threads: 7)
+    monkeypatch.setattr(direct.parallel, "parallel_possible", lambda: True)
+    direct._split_ready(geo, dtype)
+    compiler.wait_compiles()
+    got = direct.forward(x, w, geo, bias, res, relu=True)
+    assert calls == [7]
+    np.testing.assert_array_equal(got, want)
+    assert np.isnan(want).any()
+    monkeypatch.undo()
+    big = C.geometry("conv2d", (1, 16, 56, 56), (64, 16, 3, 3), 1, 1, 1, 1)
+    assert direct.row_parts(geo, 1, 2) == 0 or geo.flops() >= direct.SPLIT_MIN_FLOPS
+    assert direct.row_parts(big, 8, 1) == 0
+    assert direct.row_parts(C.geometry("conv2d", (2, 16, 56, 56), (64, 16, 3, 3), 1, 1, 1, 1),
+                            8, 2) == 0
+    monkeypatch.setattr(direct, "SPLIT_MIN_FLOPS", float("inf"))
+    assert direct.row_parts(big, 8, 2) == 0
+
+
 def test_heuristic_picks_direct_for_thin_layers(monkeypatch):
     monkeypatch.setattr(selector, "_isa", lambda: "avx2")   # (AVX-512: wider, test_selector)
     def pick(shape, wshape, padding=0, direction="forward"):
