@@ -662,12 +662,13 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     args = (g.stride[0], g.stride[1], P, V, S)
     rs = np.empty((0, 0), dtype)
     parts = _split_parts(g, P)
+    Ks = wp.shape[1]   # the row stride of the kernel's sums (``direct.pack``)
     if Wo < L or pool is not None:
-        acc = np.empty(-(-Ho * Wo // L) * L * Kp, dtype)
+        acc = np.empty(-(-Ho * Wo // L) * L * Ks, dtype)
         z = np.empty((g.K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
         return _Direct(k, wp, bp, rs, off.copy(), args, None, acc, z, pool or (1, 1, 1, 1),
                        parts)
-    rowbuf = np.empty(-(-Wo // L) * L * Kp, dtype)
+    rowbuf = np.empty(-(-Wo // L) * L * Ks, dtype)
     return _Direct(k, wp, bp, rs, off.copy(), args, rowbuf, parts=parts)
 
 

@@ -501,19 +501,20 @@ def forward(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, relu, lo, hi
     ``y`` must be C-contiguous."""
     N, K, Ho, Wo = y.shape
     bias = bp.shape[0] > 0
-    taps, Kp = wp.shape
+    taps, Ks = wp.shape
     Hp, Wp = x.shape[2] + pt + pb, x.shape[3] + pl + pr
     plane = x.shape[1] * Hp * Wp
     pad = pt > 0 or pb > 0 or pl > 0 or pr > 0
     scratch = np.zeros(plane if pad else 0, wp.dtype)
     L = VECTOR_BYTES // wp.itemsize
     KB = V * L
+    Kp = -(-K // KB) * KB
     HW = Ho * Wo
     # one output row as (pixels, Kp), padded to whole L x L tiles; rows shorter than L: the
     # whole image, transposed in tiles of L consecutive pixels of the plane (LeNet conv2: 7
     # full tiles instead of 10 of 10 pixels)
     short = Wo < L
-    rowbuf = np.empty((-(-(HW if short else Wo) // L) * L) * Kp, wp.dtype)
+    rowbuf = np.empty((-(-(HW if short else Wo) // L) * L) * Ks, wp.dtype)
     R, W, O, Y = _data(rowbuf), _data(wp), _data(off), _data(y)
     X = _data(scratch) if pad else _data(x)
     for n in range(lo, hi):
@@ -528,20 +529,20 @@ def forward(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, relu, lo, hi
                 j0 = min(j0, Wo - P)
                 base = xb + i * sh * Wp + j0 * sw
                 for kb in range(0, Kp, KB):
-                    _forward_block(R, (rb + j0) * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+                    _forward_block(R, (rb + j0) * Ks, X, W, O, taps, base, sw, kb, Ks, P, V, S)
             if bias and not short:
-                _add_bias(rowbuf, bp, 0, Wo, Kp)
+                _add_bias(rowbuf, bp, 0, Wo, Ks)
             if not short:
                 for kb in range(0, K, L):
                     for q0 in range(0, Wo, L):
                         _transpose_tile_masked(Y, (n * K + kb) * HW + i * Wo + q0, HW,
-                                               R, q0 * Kp + kb, Kp, min(L, Wo - q0), K - kb)
+                                               R, q0 * Ks + kb, Ks, min(L, Wo - q0), K - kb)
         if short:
             if bias:
-                _add_bias(rowbuf, bp, 0, HW, Kp)
+                _add_bias(rowbuf, bp, 0, HW, Ks)
             for kb in range(0, K, L):
                 for q0 in range(0, HW, L):
-                    _transpose_tile_masked(Y, (n * K + kb) * HW + q0, HW, R, q0 * Kp + kb, Kp,
+                    _transpose_tile_masked(Y, (n * K + kb) * HW + q0, HW, R, q0 * Ks + kb, Ks,
                                            min(L, HW - q0), K - kb)
         if rs.shape[0] > 0 or relu:
             _residual_relu(y[n].reshape(K * HW), rs, n, relu)
@@ -563,11 +564,11 @@ def _residual_relu(out, rs, n, relu):
 
 
 @njit(cache=CACHE, nogil=True)
-def _add_bias(buf, bp, p0, p1, Kp):
-    """buf[p*Kp + k] += bp[k] for pixels p in [p0, p1) of a (pixels, Kp) row buffer."""
+def _add_bias(buf, bp, p0, p1, Ks):
+    """buf[p*Ks + k] += bp[k] for pixels p in [p0, p1) of a row buffer of row stride Ks."""
     for p in range(p0, p1):
-        row = buf[p * Kp:]
-        for k in range(Kp):
+        row = buf[p * Ks:]
+        for k in range(bp.shape[0]):
             row[k] += bp[k]
 
 
@@ -666,11 +667,12 @@ def forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbuf, i0, i1):
     channel over the rows just written."""
     N, K, Ho, Wo = y.shape
     bias = bp.shape[0] > 0
-    taps, Kp = wp.shape
+    taps, Ks = wp.shape
     Hp, Wp = xp.shape[2], xp.shape[3]
     plane = xp.shape[1] * Hp * Wp
     L = VECTOR_BYTES // wp.itemsize
     KB = V * L
+    Kp = -(-K // KB) * KB
     HW = Ho * Wo
     res = rs.shape[0] > 0
     yf = y.reshape(N * K * HW)
@@ -682,13 +684,13 @@ def forward_rows(xp, wp, bp, rs, off, y, sh, sw, P, V, S, relu, rowbuf, i0, i1):
                 j0 = min(j0, Wo - P)
                 base = xb + i * sh * Wp + j0 * sw
                 for kb in range(0, Kp, KB):
-                    _forward_block(R, j0 * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+                    _forward_block(R, j0 * Ks, X, W, O, taps, base, sw, kb, Ks, P, V, S)
             if bias:
-                _add_bias(rowbuf, bp, 0, Wo, Kp)
+                _add_bias(rowbuf, bp, 0, Wo, Ks)
             for kb in range(0, K, L):
                 for q0 in range(0, Wo, L):
                     _transpose_tile_masked(Y, (n * K + kb) * HW + i * Wo + q0, HW,
-                                           R, q0 * Kp + kb, Kp, min(L, Wo - q0), K - kb)
+                                           R, q0 * Ks + kb, Ks, min(L, Wo - q0), K - kb)
         if res or relu:     # per channel, its rows [i0, i1): one contiguous run
             for k in range(K):
                 o = (n * K + k) * HW + i0 * Wo
@@ -767,47 +769,59 @@ def forward_image(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, re
     if ph > 0 or pw > 0:
         pad_rows(x, ph, pw, xp)
     Ho = z.shape[1] if not (kh == 1 and kw == 1 and qh == 1 and qw == 1) else y.shape[2]
-    _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, 0, Ho)
+    _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, 0, Ho, 0,
+                -(-y.shape[1] // (V * (VECTOR_BYTES // wp.itemsize))))
     _image_epilogue(bp, rs, acc, z, y, wp.shape[1], relu, kh, kw, qh, qw)
 
 
 @njit(cache=CACHE, nogil=True, parallel=True)
 def forward_image_split(x, xp, ph, pw, wp, bp, rs, off, acc, z, y, sh, sw, P, V, S, relu, kh, kw,
                         qh, qw, parts):
-    """``forward_image`` with the output rows' sums in ``parts`` runs of rows in a ``prange``
-    (the padding and the epilogue on the calling thread): the inference plan's mode
-    "direct_split" (``ember.jit.plan``). Each pixel's sums are the same products in the same
-    order: the same bits. Needs a pixel block P at most Wo (no block shifted into the row
-    before)."""
+    """``forward_image`` with the sums in ``parts`` runs in a ``prange`` (the padding and the
+    epilogue on the calling thread): runs of the weight's column panels over all rows when
+    there are at least ``parts`` panels (each panel is read from memory once: a deep layer's
+    weight does not fit in cache, and runs of rows each streamed all of it), else runs of
+    rows. The inference plan's mode "direct_split" (``ember.jit.plan``). Each pixel's sums are
+    the same products in the same order: the same bits. Needs a pixel block P at most Wo (no
+    block shifted into the row before)."""
     if ph > 0 or pw > 0:
         pad_rows(x, ph, pw, xp)
     Ho = z.shape[1] if not (kh == 1 and kw == 1 and qh == 1 and qw == 1) else y.shape[2]
+    KB = V * (VECTOR_BYTES // wp.itemsize)
+    panels = -(-y.shape[1] // KB)
+    by_panels = panels >= parts
     for r in prange(parts):
-        lo, hi = run_bounds(Ho, parts, r)
-        if lo < hi:
-            _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, lo, hi)
+        if by_panels:
+            k0, k1 = run_bounds(panels, parts, r)
+            _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, 0, Ho, k0, k1)
+        else:
+            lo, hi = run_bounds(Ho, parts, r)
+            if lo < hi:
+                _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, lo, hi, 0,
+                            panels)
     _image_epilogue(bp, rs, acc, z, y, wp.shape[1], relu, kh, kw, qh, qw)
 
 
 @njit(cache=CACHE, nogil=True)
-def _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, i0, i1):
-    """The sums of ``forward_image``'s output rows [i0, i1) into ``acc`` (pixel-major)."""
+def _image_sums(xp, wp, off, acc, z, y, sh, sw, P, V, S, kh, kw, qh, qw, i0, i1, k0, k1):
+    """The sums of ``forward_image``'s output rows [i0, i1) and column panels [k0, k1) (of V
+    vectors) into ``acc`` (pixel-major)."""
     pool = not (kh == 1 and kw == 1 and qh == 1 and qw == 1)
     Wo = z.shape[2] if pool else y.shape[3]
-    taps, Kp = wp.shape
+    taps, Ks = wp.shape
     Wp = xp.shape[3]
     KB = V * (VECTOR_BYTES // wp.itemsize)
     A, W, O, X = _data(acc), _data(wp), _data(off), _data(xp)
-    for i in range(i0, i1):
-        for j0 in range(0, Wo, P):
-            j0 = min(j0, Wo - P)
-            base = i * sh * Wp + j0 * sw
-            for kb in range(0, Kp, KB):
-                _forward_block(A, (i * Wo + j0) * Kp, X, W, O, taps, base, sw, kb, Kp, P, V, S)
+    for kb in range(k0 * KB, k1 * KB, KB):   # a column panel stays in cache over the rows
+        for i in range(i0, i1):
+            for j0 in range(0, Wo, P):
+                j0 = min(j0, Wo - P)
+                base = i * sh * Wp + j0 * sw
+                _forward_block(A, (i * Wo + j0) * Ks, X, W, O, taps, base, sw, kb, Ks, P, V, S)
 
 
 @njit(cache=CACHE, nogil=True)
-def _image_epilogue(bp, rs, acc, z, y, Kp, relu, kh, kw, qh, qw):
+def _image_epilogue(bp, rs, acc, z, y, Ks, relu, kh, kw, qh, qw):
     """``forward_image``'s sums in ``acc`` to its output: bias, transpose into NCHW, residual and
     ReLU, or the max pool."""
     pool = not (kh == 1 and kw == 1 and qh == 1 and qw == 1)
@@ -818,11 +832,11 @@ def _image_epilogue(bp, rs, acc, z, y, Kp, relu, kh, kw, qh, qw):
     A = _data(acc)
     bias = bp.shape[0] > 0
     if bias and not pool:
-        _add_bias(acc, bp, 0, HW, Kp)
+        _add_bias(acc, bp, 0, HW, Ks)
     D = _data(z) if pool else _data(y)
     for kb in range(0, K, L):
         for q0 in range(0, HW, L):
-            _transpose_tile_masked(D, kb * HW + q0, HW, A, q0 * Kp + kb, Kp, min(L, HW - q0),
+            _transpose_tile_masked(D, kb * HW + q0, HW, A, q0 * Ks + kb, Ks, min(L, HW - q0),
                                    K - kb)
     if not pool:
         if rs.shape[0] > 0 or relu:

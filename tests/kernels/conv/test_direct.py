@@ -30,6 +30,7 @@ CASES = [
     (1, 4, 18, 20, 20, 3, 3, (1, 1), (1, 1), (1, 1), 1),    # one image, rows of 20
     (1, 3, 40, 37, 24, 3, 3, (2, 2), (1, 2, 0, 1), (1, 1), 1),
     (1, 4, 5, 55, 20, 3, 3, (1, 1), (1, 1), (1, 1), 1),      # rows of 55: the last block overlaps
+    (1, 8, 6, 7, 200, 3, 3, (1, 1), (1, 1), (1, 1), 1),      # short rows, many column panels
 ]
 IDS = [str(i) for i in range(len(CASES))]
 
@@ -278,12 +279,34 @@ def test_thread_counts_give_matching_results(tbb, case, force, monkeypatch):
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
-@pytest.mark.parametrize("i", [3, 4, 11, 12, 13])
+@pytest.mark.parametrize("i", [0, 3, 13, 14])
+def test_weight_row_padding_keeps_the_bits(i, dtype, force, monkeypatch):
+    """The packed weight's rows are one vector longer than its column blocks
+    (``WEIGHT_ROW_PADDING``: a power-of-two row fell into a fraction of the cache sets); the
+    kernels step by that stride and compute only the blocks: the bits of unpadded rows."""
+    case = CASES[i]
+    x, w, _ = problem(case, dtype)
+    st, pad, dil, g = case[7:]
+    geo = C.geometry("conv2d", x.shape, w.shape, st, pad, dil, g)
+    bias = rng.standard_normal(w.shape[0]).astype(dtype)
+    wp, bp, (V, Kp, off, S, P) = direct.pack(w, bias, geo, dtype)
+    assert wp.shape == (geo.C * geo.R * geo.S, Kp + direct._lanes(dtype))
+    assert not wp[:, geo.K:].any()
+    want = direct.forward(x, w, geo, bias, relu=True)
+    monkeypatch.setattr(direct, "WEIGHT_ROW_PADDING", 0)
+    assert direct.pack(w, bias, geo, dtype)[0].shape[1] == Kp
+    np.testing.assert_array_equal(direct.forward(x, w, geo, bias, relu=True), want)
+    close(want, np.maximum(ref_forward(x, w, case) + bias[:, None, None], 0), dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("i", [3, 4, 11, 12, 13, 14])
 def test_one_image_split_over_rows_gives_the_one_thread_bits(i, dtype, force, monkeypatch):
     """One image's forward with its output rows in runs over TBB's threads
-    (``forward_rows_split``; rows shorter than a vector: ``forward_image_split``), with bias,
-    residual and ReLU, asymmetric padding, stride and dilation, more runs than rows: the bits of
-    the one-thread kernel. ``row_parts`` offers it only from ``SPLIT_MIN_FLOPS`` on one image."""
+    (``forward_rows_split``; rows shorter than a vector: ``forward_image_split``, in runs of
+    column panels when there are enough), with bias, residual and ReLU, asymmetric padding,
+    stride and dilation, more runs than rows: the bits of the one-thread kernel. ``row_parts``
+    offers it only from ``SPLIT_MIN_FLOPS`` on one image."""
     from ember.kernels.runtime import compiler
     case = CASES[i]
     x, w, _ = problem((1,) + case[1:], dtype)
