@@ -391,6 +391,8 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
     only where ``direct.row_parts`` gives runs: not with one thread, nor under
     ``direct.SPLIT_MIN_FLOPS``, nor with ``plan.DIRECT_SPLIT`` off."""
     ember.manual_seed(21)
+    from ember.kernels.runtime import threads
+    threads.parallel_layer()   # ember starts Numba's layer first, as ``_split_parts`` does
     monkeypatch.setattr(plan_module, "_split_parts", lambda g, P: 5)   # any host, any threads
     dt = getattr(ember, dtype)
     if name == "odd":

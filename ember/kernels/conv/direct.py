@@ -16,6 +16,8 @@ bits. Needs Numba: without it ``supports`` is False and the selector falls back.
 """
 import numpy as np
 
+from ember.kernels.runtime import threadpool
+
 from . import parallel
 from .geometry import tap_offsets
 
@@ -214,7 +216,8 @@ def forward(x, w, g, bias=None, residual=None, relu=False):
 
     x = np.ascontiguousarray(x)     # padded image by image in the kernel
     pt, pb, pl, pr = g.padding
-    parts = row_parts(g, P, parallel.threads()) if parallel.parallel_possible() else 0
+    # (a batch of one runs outside ``parallel.policy``: selector._SERIAL_FOR_ONE)
+    parts = 0 if threadpool.inside() else row_parts(g, P, parallel.threads())
     if parts and _split_ready(g, x.dtype):
         xp = x
         if pt or pb or pl or pr:

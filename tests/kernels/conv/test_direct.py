@@ -307,7 +307,8 @@ def test_one_image_split_over_rows_gives_the_one_thread_bits(i, dtype, force, mo
     column panels when there are enough), with bias, residual and ReLU, asymmetric padding,
     stride and dilation, more runs than rows: the bits of the one-thread kernel. ``row_parts``
     offers it only from ``SPLIT_MIN_FLOPS`` on one image."""
-    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime import compiler, threads
+    threads.parallel_layer()   # ember starts Numba's layer first, as ``row_parts`` does
     case = CASES[i]
     x, w, _ = problem((1,) + case[1:], dtype)
     st, pad, dil, g = case[7:]
@@ -323,7 +324,6 @@ def test_one_image_split_over_rows_gives_the_one_thread_bits(i, dtype, force, mo
             return fn(*a)
         monkeypatch.setattr(direct.kernels(), name, spy)
     monkeypatch.setattr(direct, "row_parts", lambda g, P, threads: 7)
-    monkeypatch.setattr(direct.parallel, "parallel_possible", lambda: True)
     direct._split_ready(geo, dtype)
     compiler.wait_compiles()
     got = direct.forward(x, w, geo, bias, res, relu=True)
@@ -338,6 +338,38 @@ def test_one_image_split_over_rows_gives_the_one_thread_bits(i, dtype, force, mo
                             8, 2) == 0
     monkeypatch.setattr(direct, "SPLIT_MIN_FLOPS", float("inf"))
     assert direct.row_parts(big, 8, 2) == 0
+
+
+def test_one_image_through_the_selector_splits_on_two_threads(force, monkeypatch):
+    """A batch of one runs ``direct`` outside ``parallel.policy`` (``_SERIAL_FOR_ONE``): from
+    ``SPLIT_MIN_FLOPS`` on two threads of Numba's TBB layer it still takes the split kernel,
+    with one thread the one-thread kernel; the same bits."""
+    from ember.kernels.runtime import compiler, threads
+    if threads.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
+    w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
+    geo = C.geometry("conv2d", x.shape, w.shape, 1, 1, 1, 1)
+    assert geo.flops() >= direct.SPLIT_MIN_FLOPS
+    direct._split_ready(geo, np.float32)
+    compiler.wait_compiles()
+    calls = []
+
+    def spy(*a, fn=direct.kernels().forward_rows_split):
+        calls.append(a[-1])
+        return fn(*a)
+    monkeypatch.setattr(direct.kernels(), "forward_rows_split", spy)
+    before = get_num_threads()
+    try:
+        set_num_threads(1)
+        one = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+        assert calls == []
+        set_num_threads(2)
+        two = C.conv2d_forward(x, w, None, 1, 1, 1, 1)
+    finally:
+        set_num_threads(before)
+    assert calls and calls[0] >= 2
+    np.testing.assert_array_equal(two, one)
 
 
 def test_heuristic_picks_direct_for_thin_layers(monkeypatch):
