@@ -329,15 +329,8 @@ def test_plan_convolution_modes_equal_eager(name, mode):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
-@pytest.mark.parametrize("dtype", ["float32", "float64"])
-@pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
-def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
-    """A batch of one: each convolution step can run the direct kernel on operands packed at
-    build time (mode "direct"), also with a max pool after it and with rows shorter than a
-    vector (LeNet's; ``direct_numba.forward_image``); all in it (with the linear a GEMV) the
-    plan calls no BLAS and runs without a thread-count switch. Equal to eager, also with NaN in
-    the input, and with direct disabled (``plan.DIRECT``) the mode is not offered."""
-    ember.manual_seed(9)
+def _one_image(name, dtype):
+    """(model in ``dtype``, an input of one image, the same input with a NaN)."""
     dt = getattr(ember, dtype)
     if name == "odd":
         model, x = _Odd().to(dt).eval(), ember.randn(1, 3, 11, 9, dtype=dt)
@@ -347,6 +340,19 @@ def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
         x = ember.randn((1,) + (shape[:1] + (32, 32) if name == "resnet" else shape), dtype=dt)
     xn = x.clone()
     xn[0, -1, 5, 7] = float("nan")
+    return model, x, xn
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
+def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
+    """A batch of one: each convolution step can run the direct kernel on operands packed at
+    build time (mode "direct"), also with a max pool after it and with rows shorter than a
+    vector (LeNet's; ``direct_numba.forward_image``); all in it (with the linear a GEMV) the
+    plan calls no BLAS and runs without a thread-count switch. Equal to eager, also with NaN in
+    the input, and with direct disabled (``plan.DIRECT``) the mode is not offered."""
+    ember.manual_seed(9)
+    model, x, xn = _one_image(name, dtype)
     fast = _fast(model, x)
 
     def first(out):
@@ -394,15 +400,7 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
     from ember.kernels.runtime import threads
     threads.parallel_layer()   # ember starts Numba's layer first, as ``_split_parts`` does
     monkeypatch.setattr(plan_module, "_split_parts", lambda g, P: 5)   # any host, any threads
-    dt = getattr(ember, dtype)
-    if name == "odd":
-        model, x = _Odd().to(dt).eval(), ember.randn(1, 3, 11, 9, dtype=dt)
-    else:
-        build, shape = MODELS[name]
-        model = build().to(dt).eval()
-        x = ember.randn((1,) + (shape[:1] + (32, 32) if name == "resnet" else shape), dtype=dt)
-    xn = x.clone()
-    xn[0, -1, 5, 7] = float("nan")
+    model, x, xn = _one_image(name, dtype)
     fast = _fast(model, x)
 
     def arrays(out):
