@@ -2,9 +2,11 @@
 
 Forward: the weight is repacked once per call to (C*R*S, Kp), K padded with zeros to whole
 vector blocks, its rows one vector longer (``WEIGHT_ROW_PADDING``); for each block of P output
-pixels of a row and Kp-block of V vectors a Numba micro-kernel (``direct_numba``) keeps P*V vector accumulators in registers and, per tap (c, r, s),
-broadcasts P input pixels against V weight vectors (one FMA each), then stores them to a row
-buffer (pixels, Kp); each finished output row is transposed into NCHW in register tiles.
+pixels of a row and Kp-block of V vectors a Numba micro-kernel (``direct_numba``) keeps P*V
+vector accumulators in registers and, per tap (c, r, s), broadcasts P input pixels against V
+weight vectors (one FMA each), then stores them to a row buffer (pixels, Kp, the weight's row
+stride); each finished output row is transposed into NCHW in register tiles. One image on
+several threads splits its output rows (``row_parts``).
 Weight gradient: gy of each image is transposed to (Ho*Wo, Kp) in register tiles; per block of T
 taps (12 or 24, the remainder in powers of two: no padding taps) and Kp-block a micro-kernel holds
 the T*V accumulators (a block of dW^T) in registers over the whole image. Any stride, padding and
