@@ -94,6 +94,11 @@ DIRECT_SPLIT = True
 # with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
 # False: every step through its Python object
 SPECIALISE = True
+# once a plan is steady its convolution steps drop the weight copies of the modes they do not
+# run (``_ConvStep.release_other_modes``; the imported ResNet-50's plan holds 272 -> 93 MiB of
+# them, freed for the process's later arrays; glibc keeps the pages, so RSS stays); False: they
+# keep them (a test that switches modes after that)
+RELEASE_OTHER_MODES = True
 # a ``cat`` of a batch of one is a view of a buffer its operands' convolution steps write into
 # (``plan_concat``); False: its kernel copies the operands every call
 CONCAT_BUFFERS = True
@@ -285,13 +290,13 @@ class _ConvStep:
         self.unit = sh == sw == dh == dw == 1   # im2col_s1
         self.pad = (ph, pw)
         self.xp = np.zeros((N, C, H + 2 * ph, W + 2 * pw), dtype) if ph or pw else None
-        self.w2 = np.array(w.reshape(K, -1), order="C")  # an owned copy (see docs/jit.md)
         self.b = np.array(b, order="C") if b is not None else np.zeros(K, dtype)
         self.has_b = b is not None
         self._fused = None   # see ``_fused_geometry``
         self.res, self.relu, self.pool = res, relu, pool
         self.conv_args = (stride, padding, dilation, 1)
-        self.w = np.array(w, order="C")
+        self.w = np.array(w, order="C")  # an owned copy (see docs/jit.md)
+        self.w2 = self.w.reshape(K, -1)   # its (K, C*R*S) view
         # how the sum is computed (``autotune``): "kxp" (W @ col, K rows), "pxk" (col.T @ W.T,
         # one row per output pixel) or "engine" (ember's convolution engine)
         self.mode = "kxp"
@@ -347,7 +352,24 @@ class _ConvStep:
         return out
 
     def flops(self):
-        return 2.0 * self.w2.size * self.col2.shape[1]
+        K, N, Ho, Wo = self.z_shape
+        return 2.0 * K * self.col_shape[0] * N * Ho * Wo
+
+    def release_other_modes(self):
+        """Drop the weight copies of the modes this step will not run (its mode is final: the
+        plan is steady): the engine's, the transposed GEMM operand, the direct kernel's packed
+        weight (ResNet-50's plan: three copies of every convolution weight, ~100 MB each)."""
+        direct = self.mode in ("direct", "direct_split")
+        if direct:
+            self.w2 = self.wt = self.w = None
+            return
+        self.direct = None
+        if self.mode != "engine":
+            self.w = None
+        if self.mode != "pxk":
+            self.wt = None
+        if self.mode != "kxp":
+            self.w2 = None
 
     def can_use_engine(self):
         return self.pool is None or self.pool == (2, 2, 2, 2)
@@ -1496,6 +1518,10 @@ class Planner:
         plan.steady = plan.calls >= RETUNE_AFTER and not plan.tuning_pending
         if plan.steady:
             plan.specialise()
+            if RELEASE_OTHER_MODES:
+                for st in plan._steps:
+                    if isinstance(st, _ConvStep):
+                        st.release_other_modes()
         return plan.run(arrays)
 
     def plans(self):

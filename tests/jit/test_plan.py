@@ -267,6 +267,49 @@ def test_plan_retunes_once_keeping_the_best_times_of_both_moments(on_blas_thread
     assert all(plan.thread_timings[k] <= first_threads[k] for k in first_threads)
 
 
+@pytest.mark.parametrize("batch", [1, 3])
+def test_steady_plan_drops_the_weights_of_modes_it_does_not_run(batch, monkeypatch):
+    """Once steady, each convolution step keeps only its own mode's weight copy (``direct``'s
+    packed weight, or the GEMM orientation or the engine's weight) and the plan still equals
+    eager on new inputs; ``plan.RELEASE_OTHER_MODES = False`` keeps every copy."""
+    monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
+    ember.manual_seed(17)
+    model = _resnet().eval()
+    xs = [ember.randn(batch, 3, 16, 16) for _ in range(3)]
+    fast = _fast(model, xs[0])
+    modes = ("kxp", "pxk", "engine", "direct")
+    with ember.no_grad():
+        fast(xs[0])
+        plan = next(iter(_planned(fast).values()))
+        convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
+        for i, s in enumerate(convs):   # every mode the steps offer, chosen by someone
+            s.mode = [m for m in modes if m in s.modes()][i % len([m for m in modes
+                                                                    if m in s.modes()])]
+        plan._tune = plan._tuned = []
+        for _ in range(4):
+            fast(xs[0])
+        assert plan.steady
+        kept = {"kxp": "w2", "pxk": "wt", "engine": "w", "direct": "direct"}
+        for s in convs:
+            assert getattr(s, kept[s.mode]) is not None, s.mode
+            for m, attr in kept.items():
+                if m != s.mode:
+                    assert getattr(s, attr) is None, (s.mode, attr)
+        assert {s.mode for s in convs} >= ({"kxp", "engine", "direct"} if batch == 1
+                                           else {"kxp", "engine"})
+        for x in xs:
+            np.testing.assert_allclose(fast(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(plan_module, "RELEASE_OTHER_MODES", False)
+    fast = _fast(model, xs[0])
+    with ember.no_grad():
+        for _ in range(5):
+            fast(xs[0])
+        plan = next(iter(_planned(fast).values()))
+        assert plan.steady
+        assert all(s.w is not None and s.w2 is not None for s in plan._steps
+                   if isinstance(s, plan_module._ConvStep))
+
+
 def test_autotune_times_again_a_mode_whose_first_timing_was_slow(monkeypatch):
     """A mode whose one first timing ran 2.5x slow (a busy moment) is timed again in the
     interleaved rounds, and wins when it is the faster: the choice does not rest on one run."""
@@ -732,6 +775,7 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
     to eager on new inputs, each call's returned arrays its own; ``plan.SPECIALISE = False``
     leaves the function as built."""
     monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
+    monkeypatch.setattr(plan_module, "RELEASE_OTHER_MODES", False)   # the modes are set below
     monkeypatch.setattr(plan_module, "GEMV_CHAIN", name != "lenet_no_chain")
     ember.manual_seed(13)
     dt = getattr(ember, dtype)
