@@ -33,8 +33,9 @@ statements are the graph's steps with everything static bound in advance:
 
 Step outputs live in buffers allocated once per plan and reused by every call; an output of the
 graph (or a view of a buffer that is returned) is copied, so a caller never sees a result change
-under it. A plan is not re-entrant: a call that finds the plan busy (another thread) takes the
-ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently used evicted).
+under it. Once its choices are final (steady: after the ``RETUNE_AFTER``-th run) each convolution
+step keeps only its own mode's copy of the weight. A plan is not re-entrant: a call that finds
+the plan busy (another thread) takes the ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently used evicted).
 While the plan's own kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``)
 the call takes the ordinary path and the plan is built on a later call. The kernels only the
 other convolution modes need (transposed im2col, the engine's epilogues, the direct kernel) do
