@@ -33,9 +33,10 @@ statements are the graph's steps with everything static bound in advance:
 
 Step outputs live in buffers allocated once per plan and reused by every call; an output of the
 graph (or a view of a buffer that is returned) is copied, so a caller never sees a result change
-under it. Once its choices are final (steady: after the ``RETUNE_AFTER``-th run) each convolution
-step keeps only its own mode's copy of the weight. A plan is not re-entrant: a call that finds
-the plan busy (another thread) takes the ordinary path. Plans are cached per input shapes (``MAX_PLANS``, least recently used evicted).
+under it. Once its choices are final (steady: after the ``RETUNE_AFTER``-th run) each
+convolution step keeps only its own mode's copy of the weight. A plan is not re-entrant: a call
+that finds the plan busy (another thread) takes the ordinary path. Plans are cached per input
+shapes (``MAX_PLANS``, least recently used evicted).
 While the plan's own kernels are still compiling in the background (``EMBER_JIT_COMPILE=background``)
 the call takes the ordinary path and the plan is built on a later call. The kernels only the
 other convolution modes need (transposed im2col, the engine's epilogues, the direct kernel) do
@@ -685,13 +686,12 @@ def _direct_setup(x_shape, w, b, stride, padding, dilation, pool, dtype):
     args = (g.stride[0], g.stride[1], P, V, S)
     rs = np.empty((0, 0), dtype)
     parts = _split_parts(g, P)
-    Ks = wp.shape[1]   # the row stride of the kernel's sums (``direct.pack``)
     if Wo < L or pool is not None:
-        acc = np.empty(-(-Ho * Wo // L) * L * Ks, dtype)
+        acc = np.empty(direct.sums_size(Ho * Wo, wp), dtype)
         z = np.empty((g.K, Ho, Wo) if pool is not None else (0, 0, 0), dtype)
         return _Direct(k, wp, bp, rs, off.copy(), args, None, acc, z, pool or (1, 1, 1, 1),
                        parts)
-    rowbuf = np.empty(-(-Wo // L) * L * Ks, dtype)
+    rowbuf = np.empty(direct.sums_size(Wo, wp), dtype)
     return _Direct(k, wp, bp, rs, off.copy(), args, rowbuf, parts=parts)
 
 

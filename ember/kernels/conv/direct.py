@@ -227,11 +227,11 @@ def forward(x, w, g, bias=None, residual=None, relu=False):
             k.pad_rows(x, pt, pl, xp)
         L = _lanes(x.dtype)
         if g.Wo >= L:
-            rowbufs = np.empty((parts, -(-g.Wo // L) * L * wp.shape[1]), x.dtype)
+            rowbufs = np.empty((parts, sums_size(g.Wo, wp)), x.dtype)
             k.forward_rows_split(xp, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu), rowbufs,
                                  parts)
         else:
-            acc = np.empty(-(-g.Ho * g.Wo // L) * L * wp.shape[1], x.dtype)
+            acc = np.empty(sums_size(g.Ho * g.Wo, wp), x.dtype)
             k.forward_image_split(xp, xp, 0, 0, wp, bp, rs, off, acc, _EMPTY3[x.dtype.str], y,
                                   sh, sw, P, V, S, bool(relu), 1, 1, 1, 1, parts)
         return y
@@ -245,6 +245,13 @@ def forward(x, w, g, bias=None, residual=None, relu=False):
         k.forward(x, pt, pb, pl, pr, wp, bp, rs, off, y, sh, sw, P, V, S, bool(relu), lo, hi)
     parallel.run(chunk, g.N)
     return y
+
+
+def sums_size(pixels, wp):
+    """Elements of a buffer of the forward kernels' sums for ``pixels`` output pixels (rounded up
+    to whole L x L transpose tiles) with the packed weight ``wp``'s row stride."""
+    L = _lanes(wp.dtype)
+    return -(-pixels // L) * L * wp.shape[1]
 
 
 _EMPTY3 = {np.dtype(t).str: np.empty((0, 0, 0), t) for t in (np.float32, np.float64)}
