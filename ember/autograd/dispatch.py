@@ -21,6 +21,7 @@ from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
 from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, EmberTypeError,
                           ember_class, named)
+from ember.kernels import elementwise as _elementwise
 from ember.kernels.dtypes import can_cast
 from ember.kernels.errors import KernelError
 from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
@@ -412,6 +413,9 @@ def _write_through(op, tensors, consts):
         if cls is Tensor and add_scaled.usable(dst, b):
             add_scaled.add_scaled_(dst, b, alpha)       # one pass, no temporary
             return True
+    if alpha == 1 and dst.size >= _elementwise.THREADED_MIN_SIZE and \
+            _elementwise.threaded_into(op.name, dst, b):
+        return True
     fp = _fp_enter(_FP_IGNORE)   # as a kernel: inf - inf is nan, no NumPy warning
     try:
         if alpha != 1:

@@ -23,12 +23,86 @@ def _arr(x):
 
 _nd = np.ndarray
 
+# From this many elements, add, sub, mul, div and relu of C-contiguous float32/float64 arrays
+# (one dtype, the smaller broadcast) run as one compiled pass of the pointwise engine over
+# Numba's TBB threads (``_threaded``), where NumPy's ufunc runs on one thread: torch splits
+# its pointwise loops over its threads too. Same operation per element: the same bits.
+THREADED_MIN_SIZE = 1 << 18
+
+
+def _threaded(form, names, arrays, out=None):
+    """``form(*arrays)`` (written into ``out`` when given) by the pointwise engine's compiled
+    kernel on several threads, or None where the caller's NumPy ufunc runs: where the engine
+    would run one thread (its cost estimate under ``engine.TBB_MIN_NS``; nothing is tried
+    under THREADED_MIN_SIZE elements), with one thread set, inside a parallel chunk, for
+    another dtype or layout, without the TBB layer (ember's pool hands over in ~100 us) or
+    while the kernel compiles (it is queued)."""
+    size = 0
+    a0 = arrays[0]
+    for a in arrays:
+        if a.__class__ is not _nd or a.dtype is not a0.dtype or not a.flags.c_contiguous:
+            return None
+        size = a.size if a.size > size else size
+    if size < THREADED_MIN_SIZE or a0.dtype.kind != "f" or a0.dtype.itemsize < 4:
+        return None
+    from ember.kernels.runtime import compiler, threadpool, threads
+    if (threads.get_num_threads() < 2 or threadpool.inside() or not compiler.available()
+            or compiler.importing("numba") or threads.parallel_layer() != "tbb"):
+        return None
+    from ember.kernels.pointwise import compile_form, engine
+    kernel = compile_form(form, names, arrays)
+    if size * kernel.ns_per_element < engine.TBB_MIN_NS:
+        return None     # the engine would run it on one thread: NumPy's ufunc is as fast
+    res = kernel(*arrays, out=out, fallback=False)
+    return None if res is None else res[0]
+
+
+def _large(a, b):
+    """Whether array ``a`` or ``b`` has THREADED_MIN_SIZE elements (a cheap first test)."""
+    return ((a.__class__ is _nd and a.size >= THREADED_MIN_SIZE)
+            or (b.__class__ is _nd and b.size >= THREADED_MIN_SIZE))
+
+
+def _add_form(a, b):
+    return a + b
+
+
+def _sub_form(a, b):
+    return a - b
+
+
+def _mul_form(a, b):
+    return a * b
+
+
+def _div_form(a, b):
+    return a / b
+
+
+def _relu_form(a):
+    return a.relu()
+
+
+_ARITHMETIC_FORMS = {"add": _add_form, "sub": _sub_form, "mul": _mul_form, "div": _div_form}
+
+
+def threaded_into(name, dst, b):
+    """``dst = dst <name> b`` in place (``name`` one of add, sub, mul, div; ``b`` an array of
+    dst's dtype that broadcasts to it) on several threads (``_threaded``); False where the
+    caller's ufunc must run."""
+    return (b.__class__ is _nd and dst.size >= THREADED_MIN_SIZE
+            and _threaded(_ARITHMETIC_FORMS[name], ("a", "b"), (dst, b), (dst,)) is not None)
+
 
 def add(a, b, alpha=1):
     if not (a.__class__ is _nd and b.__class__ is _nd and a.dtype is b.dtype):
         a, b = promote(a, b)
     if alpha != 1:
         b = b * alpha
+    elif _large(a, b):
+        out = _threaded(_add_form, ("a", "b"), (a, b))
+        if out is not None:
+            return out
     return np.add(a, b)
 
 
@@ -40,6 +114,10 @@ def sub(a, b, alpha=1):
     a, b = promote(a, b)
     if alpha != 1:
         b = b * alpha
+    elif _large(a, b):
+        out = _threaded(_sub_form, ("a", "b"), (a, b))
+        if out is not None:
+            return out
     return np.subtract(a, b)
 
 
@@ -65,6 +143,10 @@ def mul(a, b):
         if _half_by_number(a, b) or _half_by_number(b, a):
             return np.multiply(a, b, dtype=np.float32).astype(_F16)
         a, b = promote(a, b)
+    if _large(a, b):
+        out = _threaded(_mul_form, ("a", "b"), (a, b))
+        if out is not None:
+            return out
     return np.multiply(a, b)
 
 
@@ -76,6 +158,10 @@ def div(a, b, rounding_mode=None):
         if _arr(a).dtype.kind not in "fc":
             a = to_float(a)
             b = to_float(b)
+        elif _large(a, b):
+            out = _threaded(_div_form, ("a", "b"), (a, b))
+            if out is not None:
+                return out
         return np.true_divide(a, b)
     if rounding_mode == "trunc":
         if _arr(a).dtype.kind in "fc":
@@ -395,6 +481,10 @@ def relu(a, out=False):
     JIT's fast path, on a fresh array nobody else reads)."""
     if a.dtype == np.bool_:
         raise KernelError("relu is not defined for bool tensors")
+    if a.size >= THREADED_MIN_SIZE:
+        y = _threaded(_relu_form, ("a",), (a,), (a,) if out else None)
+        if y is not None:
+            return y
     return np.maximum(a, a.dtype.type(0), out=a if out else None)
 
 

@@ -656,3 +656,110 @@ def test_lerp_tensor_weight_one_pass_has_the_rows_bits(dtype):
     want = torch.lerp(torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(w)).numpy()
     eps = float(np.finfo(dtype).eps)
     np.testing.assert_allclose(got, want, rtol=2 * eps, atol=1e4 * eps, equal_nan=True)   # |end| ~ 1e3
+
+
+@pytest.fixture
+def threaded(sync_compile, monkeypatch):
+    """Two threads on Numba's TBB layer (else skip) and a spy on ``elementwise._threaded``:
+    the list of whether each call ran the engine's threaded pass."""
+    from ember.kernels import elementwise
+    from ember.kernels.runtime import threads
+    if threads.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    before = ember.get_num_threads()
+    ember.set_num_threads(2)
+    ran = []
+    real = elementwise._threaded
+
+    def spy(*args, **kwargs):
+        out = real(*args, **kwargs)
+        ran.append(out is not None)
+        return out
+    monkeypatch.setattr(elementwise, "_threaded", spy)
+    yield ran
+    ember.set_num_threads(before)
+
+
+def _threaded_operands(dtype, shape, seed):
+    """Values with NaN, infinities, signed zeros, subnormals and large magnitudes."""
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal(int(np.prod(shape))) * 100).astype(dtype)
+    tiny = np.finfo(dtype).tiny
+    x[:8] = [np.nan, np.inf, -np.inf, 0.0, -0.0, tiny / 4, -tiny / 8, np.finfo(dtype).max]
+    return x.reshape(shape)
+
+
+ARITHMETIC = [("add", np.add), ("sub", np.subtract), ("mul", np.multiply),
+              ("div", np.true_divide)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shapes", [((600_000,), (600_000,)), ((1_200, 500), (500,)),
+                                    ((500,), (1_200, 500))])
+@pytest.mark.parametrize("name,ufunc", ARITHMETIC)
+def test_large_arithmetic_runs_threaded_with_numpys_bits(threaded, name, ufunc, shapes, dtype):
+    """add, sub, mul, div of large float arrays (one broadcast) run as the engine's pass on two
+    threads and give the bits of NumPy's one-thread ufunc, special values included."""
+    a, b = _threaded_operands(dtype, shapes[0], 1), _threaded_operands(dtype, shapes[1], 2)
+    with np.errstate(all="ignore"):
+        want = ufunc(a, b)
+        got = getattr(ember, name)(ember.tensor(a), ember.tensor(b)).numpy()
+    assert threaded == [True]
+    assert got.shape == want.shape and got.flags.c_contiguous
+    assert got.tobytes() == want.tobytes()
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,ufunc", ARITHMETIC)
+def test_large_in_place_arithmetic_runs_threaded_with_numpys_bits(threaded, name, ufunc, dtype):
+    """``x.add_(y)`` (and sub_, mul_, div_) without autograd, also of a broadcast operand and of
+    x itself: written in place on two threads, NumPy's bits, the version bumped."""
+    for shape_b, same in [((800, 500), False), ((500,), False), (None, True)]:
+        a = _threaded_operands(dtype, (800, 500), 3)
+        b = a if same else _threaded_operands(dtype, shape_b, 4)
+        with np.errstate(all="ignore"):
+            want = ufunc(a, b)
+        x = ember.tensor(a.copy())
+        address, version = x.data_ptr(), x._version
+        with ember.no_grad():
+            getattr(x, name + "_")(x if same else ember.tensor(b))
+        assert x.data_ptr() == address and x._version == version + 1
+        assert x.numpy().tobytes() == want.tobytes()
+    assert threaded == [True, True, True]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_large_relu_runs_threaded_with_numpys_bits(threaded, dtype):
+    """relu and relu_ of a large float array on two threads: NumPy's ``maximum(x, 0)`` bits (NaN
+    kept, -0.0 -> 0.0), relu_ in x's memory; relu's gradient torch's."""
+    a = _threaded_operands(dtype, (2, 64, 80, 80), 5)
+    want = np.maximum(a, dtype(0))
+    assert ember.relu(ember.tensor(a)).numpy().tobytes() == want.tobytes()
+    x = ember.tensor(a.copy())
+    address = x.data_ptr()
+    with ember.no_grad():
+        ember.relu_(x)
+    assert x.data_ptr() == address and x.numpy().tobytes() == want.tobytes()
+    assert threaded == [True, True]
+    xg, xt = ember.tensor(a, requires_grad=True), torch.tensor(a, requires_grad=True)
+    ember.relu(xg).sum().backward()
+    torch.relu(xt).sum().backward()     # NaN's gradient is 1, as torch's
+    assert xg.grad.numpy().tobytes() == xt.grad.numpy().tobytes()
+
+
+def test_threaded_pass_is_not_taken_where_numpy_runs(threaded):
+    """One thread, an array below the threshold, float16, integers and a non-contiguous operand
+    stay on NumPy's ufunc (and give its values)."""
+    from ember.kernels import elementwise
+    big = np.arange(600_000, dtype=np.float32)
+    cases = [(big[:1000], big[:1000]), (big.astype(np.float16), big.astype(np.float16)),
+             (big.astype(np.int64), big.astype(np.int64))]
+    for a, b in cases:
+        got = ember.add(ember.tensor(a), ember.tensor(b)).numpy()
+        np.testing.assert_array_equal(got, np.add(a, b))
+    t = ember.tensor(big.reshape(600, 1000)).t()
+    got = (t + ember.tensor(big.reshape(1000, 600))).numpy()
+    np.testing.assert_array_equal(got, big.reshape(600, 1000).T + big.reshape(1000, 600))
+    ember.set_num_threads(1)
+    assert elementwise.add(big, big).tobytes() == np.add(big, big).tobytes()
+    assert not any(threaded)
