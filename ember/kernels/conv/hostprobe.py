@@ -17,6 +17,11 @@ Probe layers and the decisions they make (``PROBES``):
   stride-1 kernels larger than 1x1 with max(C/g, K/g) up to the widest probe ``direct`` wins
   (0 when neither).
 
+An entry holds the hash of the convolution engine's sources it was measured with
+(``kernels_version``); with other kernels (an upgrade, a local change: this Xeon's entry
+still held the timings of the kernels before the packed weight's row padding) it is measured
+again.
+
 Intel Xeon (Sapphire Rapids, OpenBLAS SkylakeX kernels), one thread, CPU ms, direct vs the
 GEMM path: 8x64x56x56->256 1x1 forward 53.3 vs 16.5, weight 62.9 vs 16.7; 8x256x14x14->256 3x3
 forward 59.9 vs 35.1 (winograd); 8x64x56x56->64 3x3 forward 21.3 vs 28.5 (direct wins).
@@ -79,7 +84,7 @@ def result():
             return _result
         key = host_key()
         stored = _load().get(key)
-        if _valid(stored):
+        if _valid(stored) and stored.get("kernels") == kernels_version():
             _result = stored
             return _result
         from ember.kernels.runtime import compiler
@@ -117,6 +122,7 @@ def _measure_and_keep(key):
         return None
     found = decisions(times)
     found["times_ms"] = {k: [round(v * 1e3, 3) for v in t] for k, t in times.items()}
+    found["kernels"] = kernels_version()
     _store(key, found)
     _result = found
     return found
@@ -132,6 +138,25 @@ def forget():
     global _result, _queued
     with _lock:
         _result, _queued = None, False
+
+
+_kernels_version = None
+
+
+def kernels_version():
+    """Hash of the convolution engine's sources (``ember/kernels/conv/*.py``): the probe's
+    outcome depends on the kernels it times, so an entry measured with other kernels (an
+    upgrade, a local change) is measured again and replaced. Read once per process."""
+    global _kernels_version
+    if _kernels_version is None:
+        h = hashlib.sha256()
+        folder = os.path.dirname(os.path.abspath(__file__))
+        for name in sorted(os.listdir(folder)):
+            if name.endswith(".py"):
+                with open(os.path.join(folder, name), "rb") as f:
+                    h.update(name.encode() + b"\0" + f.read())
+        _kernels_version = h.hexdigest()[:16]
+    return _kernels_version
 
 
 def host_key():

@@ -93,6 +93,29 @@ def test_result_is_measured_once_per_host_and_kept_on_disk(probe_dir, monkeypatc
         assert set(json.load(f)) == {"host-a", "host-b"}
 
 
+def test_an_entry_of_other_kernels_is_measured_again(probe_dir, monkeypatch):
+    """An entry measured with other convolution sources (``kernels_version``) is measured
+    again and replaced; the current version's entry is read as it is."""
+    calls = []
+
+    def measure():
+        calls.append(1)
+        return {k: (1e-3, 2e-3) for k in hostprobe.PROBES}
+    monkeypatch.setattr(hostprobe, "measure", measure)
+    monkeypatch.setattr(hostprobe, "host_key", lambda: "host-a")
+    old = {"1x1": False, "3x3_channels": 0, "kernels": "0" * 16}
+    with open(os.path.join(probe_dir, hostprobe.FILE), "w") as f:
+        json.dump({"host-a": old}, f)
+    assert hostprobe.result()["3x3_channels"] == 256 and len(calls) == 1
+    with open(os.path.join(probe_dir, hostprobe.FILE)) as f:
+        stored = json.load(f)["host-a"]
+    assert stored["kernels"] == hostprobe.kernels_version() != old["kernels"]
+    hostprobe.forget()
+    assert hostprobe.result()["3x3_channels"] == 256 and len(calls) == 1
+    version = hostprobe.kernels_version()
+    assert len(version) == 16 and version == hostprobe.kernels_version()
+
+
 def test_no_result_while_kernels_compile(probe_dir, monkeypatch):
     monkeypatch.setattr(hostprobe, "measure", lambda: None)
     assert hostprobe.result() is None
