@@ -20,7 +20,7 @@ lost (11.6 -> 14.5).
 """
 import numpy as np
 
-from . import parallel
+from . import im2col, parallel
 from .workspace import buffer, padded
 
 
@@ -125,8 +125,9 @@ def input_grad(gy, w, g):
 
 
 def weight_grad(gy, x, g):
-    # the GEMM's output gets the longer side as rows (faster in OpenBLAS, see im2col.weight_grad)
-    swap = g.Kg < g.Cg
+    # the GEMM's output gets the longer side as rows (faster in OpenBLAS) unless the weight is
+    # large (its transposed copy back then costs more): im2col's rule (``im2col.swapped``)
+    swap = im2col.swapped(g)
     shape = (g.groups, g.Cg, g.Kg) if swap else (g.groups, g.Kg, g.Cg)
     if _batched(g, "weight"):
         xc, gyk = by_channel(x, g, "direct1x1.xc"), _gy_by_channel(gy, g)

@@ -289,13 +289,29 @@ def _input_grad_rows(gy, w, g):
     return gx
 
 
+# The swapped product's transposed copy back into (K, C*R*S) order is NumPy's strided copy,
+# slow beyond the caches: (512, 2304) float32 took ~9 ms, more than the GEMM. Above this many
+# weight elements the product is dW itself (ms swapped / not, two threads: (8, 256, 14, 14) ->
+# 512 3x3/2 16.3 / 7.2; (8, 512, 7, 7) -> 512 35.4 / 15.3; (8, 256, 14, 14) -> 256 11.0 / 8.8;
+# (8, 128, 28, 28) -> 256 3x3/2 5.3 / 5.1; below: (8, 64, 56, 56) -> 128 3x3/2 5.1 / 5.5,
+# (64, 16, 32, 32) -> 32 5x5 12.7 / 17.6).
+SWAP_MAX_ELEMENTS = 1 << 18
+
+
+def swapped(g):
+    """Whether ``weight_grad`` computes dW^T = cols @ gy^T (then copied back): K/g < C/g*R*S
+    and at most SWAP_MAX_ELEMENTS weight elements."""
+    CRS = g.Cg * g.R * g.S
+    return g.Kg < CRS and g.Kg * CRS * g.groups <= SWAP_MAX_ELEMENTS
+
+
 def weight_grad(gy, x, g):
     L, CRS = g.Ho * g.Wo, g.Cg * g.R * g.S
     nb = subbatch(g, x.itemsize)
     # OpenBLAS's "A @ B^T" GEMM with a long reduction runs 1.2-1.6x faster when the output has
     # more rows than columns (measured: 32x75 49 vs 69 GFLOP/s, 16x150 37 vs 60, 64x576 69 vs 84,
-    # one thread), so the product is computed as dW^T = cols @ gy^T when K/g < C/g*R*S.
-    swap = g.Kg < CRS
+    # one thread), so the product is computed as dW^T = cols @ gy^T (``swapped``).
+    swap = swapped(g)
     shape = (g.groups, CRS, g.Kg) if swap else (g.groups, g.Kg, CRS)
 
     def chunk(lo, hi):

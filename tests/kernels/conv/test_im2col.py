@@ -77,3 +77,31 @@ def test_strided_input_grad_numba_col2im_equals_numpy_and_torch(xs, ws, stride, 
     np.testing.assert_array_equal(fast, slow)
     tol = 1e-4 if dtype == np.float32 else 1e-10
     np.testing.assert_allclose(fast, ref, rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("xs,ws,stride,groups,swap", [
+    ((2, 64, 9, 9), (512, 64, 3, 3), 2, 1, False),    # 294,912 weight elements: dW itself
+    ((2, 64, 8, 8), (512, 32, 3, 3), 1, 2, True),     # grouped, 147,456: the swapped product
+    ((3, 16, 12, 12), (32, 16, 5, 5), 1, 1, True),    # small: the swapped product
+])
+def test_weight_grad_of_large_and_small_weights_equals_torch(xs, ws, stride, groups, swap,
+                                                             monkeypatch):
+    """The weight gradient computed as dW (over SWAP_MAX_ELEMENTS weight elements) or as dW^T
+    copied back (``im2col.swapped``): each order, also forced, gives torch's gradient."""
+    torch = pytest.importorskip("torch")
+    import ember.kernels.conv as C
+    from ember.backends import conv as settings
+    from ember.kernels.conv.geometry import geometry
+    x = rng.standard_normal(xs)
+    w = rng.standard_normal(ws)
+    gy = rng.standard_normal(torch.conv2d(torch.tensor(x), torch.tensor(w), None, stride, 1, 1,
+                                          groups).shape)
+    ref = torch.ops.aten.convolution_backward(
+        torch.tensor(gy), torch.tensor(x), torch.tensor(w), None, [stride] * 2, [1, 1], [1, 1],
+        False, [0, 0], groups, [False, True, False])[1].numpy()
+    assert im2col.swapped(geometry("conv2d", xs, ws, stride, 1, 1, groups)) is swap
+    monkeypatch.setattr(settings, "algorithm", "im2col")
+    for limit in (im2col.SWAP_MAX_ELEMENTS, 0, 1 << 30):
+        monkeypatch.setattr(im2col, "SWAP_MAX_ELEMENTS", limit)
+        got = C.conv2d_weight_grad(gy, x, ws, stride, 1, 1, groups)
+        np.testing.assert_allclose(got, ref, rtol=1e-10, atol=1e-10)
