@@ -30,19 +30,34 @@ _nd = np.ndarray
 THREADED_MIN_SIZE = 1 << 18
 
 
-def _threaded(form, names, arrays, out=None):
-    """``form(*arrays)`` (written into ``out`` when given) by the pointwise engine's compiled
+_EXACT_INT = 1 << 24   # Python ints the threaded pass takes: exact in float32 and float64
+
+
+def _threaded(form, names, operands, out=None):
+    """``form(*operands)`` (written into ``out`` when given) by the pointwise engine's compiled
     kernel on several threads, or None where the caller's NumPy ufunc runs: where the engine
     would run one thread (its cost estimate under ``engine.TBB_MIN_NS``; nothing is tried
     under THREADED_MIN_SIZE elements), with one thread set, inside a parallel chunk, for
-    another dtype or layout, without the TBB layer (ember's pool hands over in ~100 us) or
+    another dtype, layout or operand (arrays of one float dtype and Python floats or ints of
+    at most 2^24 in magnitude: NumPy's weak scalars, rounded to the array's dtype as the
+    kernel rounds them), without the TBB layer (ember's pool hands over in ~100 us) or
     while the kernel compiles (it is queued)."""
     size = 0
-    a0 = arrays[0]
-    for a in arrays:
-        if a.__class__ is not _nd or a.dtype is not a0.dtype or not a.flags.c_contiguous:
+    a0 = None
+    types = []
+    for a in operands:
+        c = a.__class__
+        if c is _nd:
+            if a0 is None:
+                a0 = a
+            if a.dtype is not a0.dtype or not a.flags.c_contiguous:
+                return None
+            size = a.size if a.size > size else size
+            types.append(a)
+        elif c is float or (c is int and -_EXACT_INT <= a <= _EXACT_INT):
+            types.append(c)
+        else:
             return None
-        size = a.size if a.size > size else size
     if size < THREADED_MIN_SIZE or a0.dtype.kind != "f" or a0.dtype.itemsize < 4:
         return None
     from ember.kernels.runtime import compiler, threadpool, threads
@@ -50,10 +65,10 @@ def _threaded(form, names, arrays, out=None):
             or compiler.importing("numba") or threads.parallel_layer() != "tbb"):
         return None
     from ember.kernels.pointwise import compile_form, engine
-    kernel = compile_form(form, names, arrays)
+    kernel = compile_form(form, names, types)
     if size * kernel.ns_per_element < engine.TBB_MIN_NS:
         return None     # the engine would run it on one thread: NumPy's ufunc is as fast
-    res = kernel(*arrays, out=out, fallback=False)
+    res = kernel(*operands, out=out, fallback=False)
     return None if res is None else res[0]
 
 
@@ -88,9 +103,9 @@ _ARITHMETIC_FORMS = {"add": _add_form, "sub": _sub_form, "mul": _mul_form, "div"
 
 def threaded_into(name, dst, b):
     """``dst = dst <name> b`` in place (``name`` one of add, sub, mul, div; ``b`` an array of
-    dst's dtype that broadcasts to it) on several threads (``_threaded``); False where the
-    caller's ufunc must run."""
-    return (b.__class__ is _nd and dst.size >= THREADED_MIN_SIZE
+    dst's dtype that broadcasts to it, or a Python number) on several threads
+    (``_threaded``); False where the caller's ufunc must run."""
+    return (dst.size >= THREADED_MIN_SIZE
             and _threaded(_ARITHMETIC_FORMS[name], ("a", "b"), (dst, b), (dst,)) is not None)
 
 

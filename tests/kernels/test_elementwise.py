@@ -711,21 +711,48 @@ def test_large_arithmetic_runs_threaded_with_numpys_bits(threaded, name, ufunc, 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("name,ufunc", ARITHMETIC)
+def test_large_arithmetic_with_a_python_number_runs_threaded_with_numpys_bits(threaded, name,
+                                                                              ufunc, dtype):
+    """An array and a Python float or int (either side; NumPy's weak scalar, rounded to the
+    array's dtype: 0.1, a subnormal, an overflow, -0.0, NaN, 2^24) on two threads: NumPy's
+    bits, the array's dtype; an int beyond 2^24 stays on the ufunc."""
+    a = _threaded_operands(dtype, (700, 900), 6)
+    numbers = [1.01, 0.1, 1e-40, 1e39, -0.0, float("nan"), 3, -(1 << 24)]
+    for number in numbers:
+        for operands in ((a, number), (number, a)):
+            with np.errstate(all="ignore"):
+                want = ufunc(*operands)
+                got = getattr(ember, name)(*[ember.tensor(v) if isinstance(v, np.ndarray) else v
+                                            for v in operands]).numpy()
+            assert got.dtype == want.dtype == dtype and got.tobytes() == want.tobytes()
+    ints_first = 2 if name == "div" else 0     # int / array converts both first: the ufunc
+    assert threaded == [True] * (2 * len(numbers) - ints_first)
+    threaded.clear()
+    with np.errstate(all="ignore"):
+        got = getattr(ember, name)(ember.tensor(a), (1 << 24) + 1).numpy()
+        assert got.tobytes() == ufunc(a, (1 << 24) + 1).tobytes()
+    assert not any(threaded)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("name,ufunc", ARITHMETIC)
 def test_large_in_place_arithmetic_runs_threaded_with_numpys_bits(threaded, name, ufunc, dtype):
     """``x.add_(y)`` (and sub_, mul_, div_) without autograd, also of a broadcast operand and of
-    x itself: written in place on two threads, NumPy's bits, the version bumped."""
-    for shape_b, same in [((800, 500), False), ((500,), False), (None, True)]:
-        a = _threaded_operands(dtype, (800, 500), 3)
-        b = a if same else _threaded_operands(dtype, shape_b, 4)
+    x itself and of a Python number: written in place on two threads, NumPy's bits, the
+    version bumped."""
+    for shape_b, same in [((1000, 600), False), ((600,), False), (None, True), (0.9, False)]:
+        a = _threaded_operands(dtype, (1000, 600), 3)
+        b = a if same else shape_b if isinstance(shape_b, float) else \
+            _threaded_operands(dtype, shape_b, 4)
         with np.errstate(all="ignore"):
             want = ufunc(a, b)
         x = ember.tensor(a.copy())
         address, version = x.data_ptr(), x._version
         with ember.no_grad():
-            getattr(x, name + "_")(x if same else ember.tensor(b))
+            getattr(x, name + "_")(x if same else b if isinstance(b, float) else ember.tensor(b))
         assert x.data_ptr() == address and x._version == version + 1
         assert x.numpy().tobytes() == want.tobytes()
-    assert threaded == [True, True, True]
+    assert threaded == [True] * 4
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
