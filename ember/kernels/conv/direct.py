@@ -19,6 +19,7 @@ bits. Needs Numba: without it ``supports`` is False and the selector falls back.
 import numpy as np
 
 from ember.kernels.runtime import threadpool
+from ember.kernels.transpose import transposed
 
 from . import parallel
 from .geometry import tap_offsets
@@ -197,7 +198,7 @@ def pack(w, bias, g, dtype):
     plan = _forward_plan(g, dtype)
     Kp = plan[1]
     wp = np.zeros((g.C * g.R * g.S, Kp + WEIGHT_ROW_PADDING * _lanes(dtype)), dtype)
-    wp[:, :g.K] = w.reshape(g.K, -1).T
+    transposed(w.reshape(g.K, -1), out=wp[:, :g.K])
     bp = np.zeros(Kp if bias is not None else 0, dtype)
     if bias is not None:
         bp[:g.K] = bias
@@ -305,7 +306,7 @@ def weight_grad(gy, x, g):
     parts = _tbb_parts(g.N)
     if parts:
         gw = k.weight_parallel(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, parts)
-        return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)
+        return transposed(gw[:, :g.K]).reshape(g.weight_shape)
 
     def chunk(lo, hi):
         return k.weight(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, lo, hi)
@@ -313,7 +314,7 @@ def weight_grad(gy, x, g):
     gw = parts[0]
     for p in parts[1:]:
         gw += p
-    return np.ascontiguousarray(gw[:, :g.K].T).reshape(g.weight_shape)
+    return transposed(gw[:, :g.K]).reshape(g.weight_shape)
 
 
 _input_plans = {}

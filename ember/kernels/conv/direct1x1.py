@@ -20,6 +20,8 @@ lost (11.6 -> 14.5).
 """
 import numpy as np
 
+from ember.kernels.transpose import transposed
+
 from . import im2col, parallel
 from .workspace import buffer, padded
 
@@ -134,7 +136,7 @@ def weight_grad(gy, x, g):
         a, b = (xc, gyk.transpose(0, 2, 1)) if swap else (gyk, xc.transpose(0, 2, 1))
         gw = parallel.matmul(a, b, np.empty(shape, gy.dtype))
         if swap:
-            gw = np.ascontiguousarray(gw.transpose(0, 2, 1))
+            gw = transposed(gw)
         return gw.reshape(g.weight_shape)
     gyg = np.ascontiguousarray(gy).reshape(g.N, g.groups, g.Kg, g.Ho * g.Wo)
     xs = sampled(x, g)
@@ -157,5 +159,5 @@ def weight_grad(gy, x, g):
     for p in parts[1:]:
         gw += p
     if swap:
-        gw = np.ascontiguousarray(gw.transpose(0, 2, 1))
+        gw = transposed(gw)
     return gw.reshape(g.weight_shape)

@@ -27,6 +27,8 @@ import dataclasses
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from ember.kernels.transpose import transposed
+
 from . import parallel
 from .grad_as_forward import input_grad_problem
 from .workspace import buffer, padded, zero_border
@@ -334,6 +336,6 @@ def weight_grad(gy, x, g):
     for p in parts[1:]:
         gw += p
     if swap:
-        gw = np.ascontiguousarray(gw.transpose(0, 2, 1))
+        gw = transposed(gw)
     return gw.reshape(g.weight_shape)
 

@@ -12,6 +12,8 @@ threads); a batch of one runs serially. Needs Numba: without it ``supports`` is 
 """
 import numpy as np
 
+from ember.kernels.transpose import transposed
+
 from . import parallel
 from .geometry import tap_offsets
 
@@ -69,7 +71,7 @@ def forward(x, w, g, bias=None):
     k = kernels()
     ready(x.dtype, g.N)
     x = np.ascontiguousarray(x)
-    wt = np.ascontiguousarray(w.reshape(g.K, -1).T)
+    wt = transposed(w.reshape(g.K, -1))
     b = np.zeros(g.K, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
     y = np.empty(g.output_shape, x.dtype)
     args = (x, wt, b, tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
