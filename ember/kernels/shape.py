@@ -1,6 +1,7 @@
 """Shape kernels. View kernels return NumPy views; dispatch links them to their base."""
 import numpy as np
 
+from ember.kernels.transpose import tiled as _tiled, transposed as _transposed
 from ember.kernels.errors import KernelError
 from ember.kernels.reduction import norm_dims
 
@@ -39,7 +40,15 @@ def view(a, shape):
 
 
 def reshape(a, shape):
-    return np.reshape(a, infer_shape(shape, a.size))
+    shape = infer_shape(shape, a.size)
+    if not a.flags.c_contiguous and _swapped(a):
+        v = a.view()
+        try:
+            v.shape = shape     # a view where one exists (as NumPy's and torch's reshape)
+            return v
+        except AttributeError:
+            return contiguous(a).reshape(shape)
+    return np.reshape(a, shape)
 
 
 def _dim(d, ndim):
@@ -235,12 +244,25 @@ def roll(a, shifts, dims=None):
     return np.roll(a, shifts, axis=tuple(_dim(d, a.ndim) for d in dims))
 
 
+def _swapped(a):
+    """Whether ``a`` is a C-contiguous array with its last two axes swapped (``x.t()``,
+    ``x.transpose(-1, -2)``) large enough for the tiled copy (``kernels.transpose.tiled``)."""
+    return (a.ndim >= 2 and _tiled(a.shape[-1], a.shape[-2])
+            and np.swapaxes(a, -1, -2).flags.c_contiguous)
+
+
 def contiguous(a):
-    return a if a.flags.c_contiguous else np.ascontiguousarray(a)
+    """``a`` in C order; a swapped-axes view copied in tiles (``kernels.transpose``; NumPy's
+    copy of a (2304, 512) float32 ``x.t()``: 7.7 ms, tiled 1.2; torch 1.0)."""
+    if a.flags.c_contiguous:
+        return a
+    if _swapped(a):
+        return _transposed(np.swapaxes(a, -1, -2))
+    return np.ascontiguousarray(a)
 
 
 def clone(a):
-    return a.copy()
+    return _transposed(np.swapaxes(a, -1, -2)) if _swapped(a) else a.copy()
 
 
 def to_dtype(a, dtype, copy=False):

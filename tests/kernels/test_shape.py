@@ -119,3 +119,21 @@ def test_views_share_memory_and_copies_do_not():
 def test_shape_errors(call):
     with pytest.raises(KernelError):
         call()
+
+
+@pytest.mark.parametrize("shape", [(700, 512), (3, 300, 256), (64, 64), (40, 900), (5, 6)])
+def test_copies_of_swapped_views_equal_numpys(shape):
+    """contiguous, clone and reshape of a last-two-axes-swapped view (the tiled copy where it
+    applies, ``kernels.transpose``): NumPy's values, C order; a reshape that can be a view stays
+    one."""
+    a = np.random.default_rng(1).standard_normal(shape).astype(np.float32)
+    t = np.swapaxes(a, -1, -2)
+    for got in (S.contiguous(t), S.clone(t)):
+        assert got.flags.c_contiguous and not np.shares_memory(got, a)
+        np.testing.assert_array_equal(got, t)
+    flat = S.reshape(t, (-1,))
+    np.testing.assert_array_equal(flat, t.reshape(-1))
+    split = S.reshape(t, t.shape[:-1] + (t.shape[-1] // 2, 2)) if t.shape[-1] % 2 == 0 else None
+    if split is not None:   # the last axis split in two: a view of a, as NumPy's reshape
+        assert np.shares_memory(split, a)
+        np.testing.assert_array_equal(split, t.reshape(split.shape))
