@@ -24,12 +24,11 @@ def _arr(x):
 _nd = np.ndarray
 
 # From this many elements, add, sub, mul, div and relu of C-contiguous float32/float64 arrays
-# (one dtype, the smaller broadcast) run as one compiled pass of the pointwise engine over
-# Numba's TBB threads (``_threaded``), where NumPy's ufunc runs on one thread: torch splits
-# its pointwise loops over its threads too. Same operation per element: the same bits.
+# (one dtype, the smaller broadcast, or an array and a Python number) run as one compiled pass
+# of the pointwise engine over Numba's TBB threads (``_threaded``), where NumPy's ufunc runs on
+# one thread: torch splits its pointwise loops over its threads too. Same operation per
+# element: the same bits.
 THREADED_MIN_SIZE = 1 << 18
-
-
 _EXACT_INT = 1 << 24   # Python ints the threaded pass takes: exact in float32 and float64
 
 

@@ -291,12 +291,13 @@ def _input_grad_rows(gy, w, g):
     return gx
 
 
-# The swapped product's transposed copy back into (K, C*R*S) order is NumPy's strided copy,
-# slow beyond the caches: (512, 2304) float32 took ~9 ms, more than the GEMM. Above this many
-# weight elements the product is dW itself (ms swapped / not, two threads: (8, 256, 14, 14) ->
-# 512 3x3/2 16.3 / 7.2; (8, 512, 7, 7) -> 512 35.4 / 15.3; (8, 256, 14, 14) -> 256 11.0 / 8.8;
-# (8, 128, 28, 28) -> 256 3x3/2 5.3 / 5.1; below: (8, 64, 56, 56) -> 128 3x3/2 5.1 / 5.5,
-# (64, 16, 32, 32) -> 32 5x5 12.7 / 17.6).
+# Above this many weight elements the product is dW itself, not dW^T copied back into
+# (K, C*R*S) order. With NumPy's strided copy back (~9 ms for (512, 2304) float32, more than
+# the GEMM), ms swapped / not, two threads: (8, 256, 14, 14) -> 512 3x3/2 16.3 / 7.2; (8, 512,
+# 7, 7) -> 512 35.4 / 15.3; (8, 256, 14, 14) -> 256 11.0 / 8.8; (8, 128, 28, 28) -> 256 3x3/2
+# 5.3 / 5.1; below: (8, 64, 56, 56) -> 128 3x3/2 5.1 / 5.5, (64, 16, 32, 32) -> 32 5x5 12.7 /
+# 17.6. With the tiled copy (``kernels.transpose``) large weights still lose: (8, 2048, 7, 7)
+# -> 512 1x1 (``direct1x1``) 4.9 / 3.8.
 SWAP_MAX_ELEMENTS = 1 << 18
 
 
