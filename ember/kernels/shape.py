@@ -41,7 +41,7 @@ def view(a, shape):
 
 def reshape(a, shape):
     shape = infer_shape(shape, a.size)
-    if not a.flags.c_contiguous and _swapped(a):
+    if _swapped(a):
         v = a.view()
         try:
             v.shape = shape     # a view where one exists (as NumPy's and torch's reshape)
@@ -245,9 +245,10 @@ def roll(a, shifts, dims=None):
 
 
 def _swapped(a):
-    """Whether ``a`` is a C-contiguous array with its last two axes swapped (``x.t()``,
-    ``x.transpose(-1, -2)``) large enough for the tiled copy (``kernels.transpose.tiled``)."""
-    return (a.ndim >= 2 and _tiled(a.shape[-1], a.shape[-2])
+    """Whether ``a`` is not C-contiguous but a C-contiguous array with its last two axes
+    swapped (``x.t()``, ``x.transpose(-1, -2)``), large enough for the tiled copy
+    (``kernels.transpose.tiled``)."""
+    return (not a.flags.c_contiguous and a.ndim >= 2 and _tiled(a.shape[-1], a.shape[-2])
             and np.swapaxes(a, -1, -2).flags.c_contiguous)
 
 
