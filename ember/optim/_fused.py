@@ -4,9 +4,8 @@ One compiled pass over parameter, gradient and state, in place and on all thread
 NumPy's ~10 passes with temporaries. Used from ``MIN_SIZE`` elements when Numba is importable;
 smaller tensors keep the NumPy path (the kernel call overhead would dominate). Measured on a
 2-core machine (benchmarks/pointwise.py): Adam on 1e6 float32 elements 2.4 ms -> 0.54 ms, on 1e7
-90 ms -> 12 ms; on 1e4 NumPy is faster (0.03 vs 0.08 ms), hence the threshold. Single eager ops
-(add, tanh, ...) do not pay on such a machine (NumPy's SIMD loops match or beat the kernel), so
-eager elementwise kernels do not use the engine.
+90 ms -> 12 ms; on 1e4 NumPy is faster (0.03 vs 0.08 ms), hence the threshold. (Single eager
+ops use the engine only where it splits them over threads: ``elementwise._threaded``.)
 """
 import numpy as np
 
@@ -79,6 +78,31 @@ class FlatState:
                 if st[k]._data is not a:
                     return False
         return True
+
+
+# A multi-tensor step updates a parameter of this many elements alone, in its own memory
+# (``runs``): gathering and scattering it cost more than a kernel call of its own. The MLP
+# 784-512-512-10's Adam step (two such weights) 3.80 -> 3.40 ms; AdamW over the GPT
+# benchmark's parameters (none this large; at MIN_SIZE its eight 65536-element weights alone:
+# 1.36 -> 1.51 ms) unchanged.
+ALONE_MIN_SIZE = 1 << 18
+
+
+def runs(params, grads):
+    """Spans (j0, j1) of the parameter list a multi-tensor step updates one at a time: a
+    parameter of ALONE_MIN_SIZE elements or more, C-contiguous with its gradient, alone (read
+    and written in its own memory), and each run of the others between them together
+    (gathered: one pass instead of a kernel call each)."""
+    out, start = [], 0
+    for j, (x, g) in enumerate(zip(params, grads)):
+        if x.size >= ALONE_MIN_SIZE and x.flags.c_contiguous and g.flags.c_contiguous:
+            if start < j:
+                out.append((start, j))
+            out.append((j, j + 1))
+            start = j + 1
+    if start < len(params):
+        out.append((start, len(params)))
+    return out
 
 
 def gather(arrays, total, dtype, copy=True):

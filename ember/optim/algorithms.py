@@ -167,10 +167,11 @@ class Adam(Optimizer):
 
     def _step_flat(self, i, g):
         """Update the parameters of group ``g`` (the ``i``-th) that have a gradient as one
-        multi-tensor step (``fused``/``foreach``): per dtype and step count, parameters and
-        gradients gathered into flat arrays, the state kept flat (``_fused.FlatState``), one
-        update over all of them (one compiled pass when ``_fused.usable``), the parameters
-        written back. Elementwise the same operations as the per-parameter step."""
+        multi-tensor step (``fused``/``foreach``): per dtype and step count, the state kept
+        flat (``_fused.FlatState``); a large parameter is updated in its own memory with its
+        gradient, runs of small ones are gathered into flat arrays (``_fused.runs``), one
+        update each (one compiled pass when ``_fused.usable``), the parameters written back.
+        Elementwise the same operations as the per-parameter step."""
         lr, (b1, b2), eps, wd = g["lr"], g["betas"], g["eps"], g["weight_decay"]
         names = ("exp_avg", "exp_avg_sq") + (("max_exp_avg_sq",) if g["amsgrad"] else ())
         buckets = {}
@@ -195,21 +196,24 @@ class Adam(Optimizer):
             flat = flats.get((i, dtype))
             if flat is None or not flat.current(params, states):
                 flat = flats[(i, dtype)] = _fused.FlatState(params, states, names, dtype)
-            total = flat.offsets[-1]
-            x = _fused.gather(xs, total, dtype, copy=False)   # updated in place
-            grad = _fused.gather([_real(p.grad._data) for p in params], total, dtype,
-                                 copy=g["maximize"])   # maximize negates it in place
-            if g["maximize"]:
-                np.negative(grad, out=grad)
-            grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
-            m, v = flat.buffers["exp_avg"], flat.buffers["exp_avg_sq"]
             bc2_sqrt, step_size = math.sqrt(1 - b2 ** step), lr / (1 - b1 ** step)
-            if not g["amsgrad"] and _fused.usable(x, grad, m, v):
-                _fused.adam_(x, grad, m, v, b1, b2, bc2_sqrt, eps, step_size)
-            else:
-                adam_update(x, grad, m, v, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, step_size, NUMPY,
-                            flat.buffers.get("max_exp_avg_sq"))
-            _fused.scatter(x, xs, flat.offsets)
+            grads = [_real(p.grad._data) for p in params]
+            for j0, j1 in _fused.runs(xs, grads):
+                lo, hi = flat.offsets[j0], flat.offsets[j1]
+                x = _fused.gather(xs[j0:j1], hi - lo, dtype, copy=False)   # updated in place
+                grad = _fused.gather(grads[j0:j1], hi - lo, dtype,
+                                     copy=g["maximize"])   # maximize negates it in place
+                if g["maximize"]:
+                    np.negative(grad, out=grad)
+                grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
+                m, v = flat.buffers["exp_avg"][lo:hi], flat.buffers["exp_avg_sq"][lo:hi]
+                if not g["amsgrad"] and _fused.usable(x, grad, m, v):
+                    _fused.adam_(x, grad, m, v, b1, b2, bc2_sqrt, eps, step_size)
+                else:
+                    vmax = flat.buffers.get("max_exp_avg_sq")
+                    adam_update(x, grad, m, v, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, step_size,
+                                NUMPY, None if vmax is None else vmax[lo:hi])
+                _fused.scatter(x, xs[j0:j1], [o - lo for o in flat.offsets[j0:j1 + 1]])
             for p in params:
                 p._bump()
 

@@ -249,6 +249,40 @@ def test_one_parameter_step_updates_in_place_and_keeps_the_gradient(maximize):
     np.testing.assert_allclose(p._data, tp.detach().numpy(), rtol=1e-5, atol=1e-6)
 
 
+def test_multi_tensor_step_updates_large_parameters_in_their_own_memory(monkeypatch):
+    """Large parameters (from ALONE_MIN_SIZE elements) are read and written in place, each
+    alone; the others between them are gathered run by run (``_fused.runs``); the values are
+    the per-parameter step's (``foreach=False``) and torch's."""
+    n = _fused.ALONE_MIN_SIZE
+    shapes = [(3,), (n + 7,), (5, 2), (_fused.MIN_SIZE,), (n // 4, 4), (6,)]
+    assert _fused.runs([np.empty(s) for s in shapes], [np.empty(s) for s in shapes]) == [
+        (0, 1), (1, 2), (2, 4), (4, 5), (5, 6)]
+    rng = np.random.default_rng(8)
+    w0 = [rng.standard_normal(s).astype(np.float32) for s in shapes]
+    grads = [[rng.standard_normal(s).astype(np.float32) for s in shapes] for _ in range(3)]
+    copied = []
+    real = _fused.gather
+    monkeypatch.setattr(_fused, "gather", lambda arrays, total, dtype, copy=True: (
+        copied.append(total) if copy or len(arrays) > 1 else None) or real(arrays, total, dtype,
+                                                                           copy))
+    out = {}
+    for name, L, kw in (("flat", ember, {}), ("per", ember, dict(foreach=False)),
+                        ("torch", torch, dict(foreach=False))):
+        ps = [L.nn.Parameter(L.tensor(w.copy())) for w in w0]
+        data = [p.data_ptr() for p in ps]
+        opt = L.optim.AdamW(ps, lr=0.02, **kw)
+        for gs in grads:
+            for p, g in zip(ps, gs):
+                p.grad = L.tensor(g)
+            opt.step()
+        assert [p.data_ptr() for p in ps] == data
+        out[name] = [p.detach().numpy().copy() for p in ps]
+    assert copied and max(copied) < n     # only runs of small parameters were gathered
+    for a, b, c in zip(out["flat"], out["per"], out["torch"]):
+        np.testing.assert_array_equal(a, b)
+        np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6)
+
+
 @pytest.mark.parametrize("mode", [{}, dict(foreach=False)])
 def test_multi_tensor_adam_complex_and_strided_parameters_as_torch(mode):
     """A complex parameter (updated as its real view, as torch) and a transposed one, with a
