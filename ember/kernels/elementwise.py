@@ -104,8 +104,7 @@ def threaded_into(name, dst, b):
     """``dst = dst <name> b`` in place (``name`` one of add, sub, mul, div; ``b`` an array of
     dst's dtype that broadcasts to it, or a Python number) on several threads
     (``_threaded``); False where the caller's ufunc must run."""
-    return (dst.size >= THREADED_MIN_SIZE
-            and _threaded(_ARITHMETIC_FORMS[name], ("a", "b"), (dst, b), (dst,)) is not None)
+    return _threaded(_ARITHMETIC_FORMS[name], ("a", "b"), (dst, b), (dst,)) is not None
 
 
 def add(a, b, alpha=1):

@@ -70,6 +70,11 @@ def _planned(fast):
     return planner.plans()
 
 
+def _only_plan(fast):
+    """The one inference plan ``fast`` has built."""
+    return next(iter(_planned(fast).values()))
+
+
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
 @pytest.mark.parametrize("name", sorted(MODELS))
 def test_plan_equals_eager(name, dtype):
@@ -145,7 +150,7 @@ def test_plan_odd_shapes_and_returned_buffers(batch):
     for a, b, c in zip(first, [t.numpy() for t in kept], want):
         np.testing.assert_allclose(a, c, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(a, b)
-    plan = next(iter(_planned(fast).values()))
+    plan = _only_plan(fast)
     assert len(plan._steps) == 4   # every convolution fused with its epilogue
 
 
@@ -218,7 +223,7 @@ def test_plan_large_batch_runs_under_either_thread_setting():
         want = model(x).numpy()
         got = fast(x).numpy()
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         timings = plan.thread_timings
         assert set(timings) == {"ember's chunks", "BLAS threads"}
         free = timings["BLAS threads"] < plan_module.BLAS_THREADS_MARGIN * timings["ember's chunks"]
@@ -241,7 +246,7 @@ def test_plan_retunes_once_keeping_the_best_times_of_both_moments(on_blas_thread
     with ember.no_grad():
         want = model(x).numpy()
         fast(x)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         steps = [s for s, _, _ in plan._tuned]
         assert steps and all(s.mode_times for s in steps)
         first = [dict(s.mode_times) for s in steps]
@@ -280,7 +285,7 @@ def test_steady_plan_drops_the_weights_of_modes_it_does_not_run(batch, monkeypat
     modes = ("kxp", "pxk", "engine", "direct")
     with ember.no_grad():
         fast(xs[0])
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
         for i, s in enumerate(convs):   # every mode the steps offer, chosen by someone
             s.mode = [m for m in modes if m in s.modes()][i % len([m for m in modes
@@ -304,7 +309,7 @@ def test_steady_plan_drops_the_weights_of_modes_it_does_not_run(batch, monkeypat
     with ember.no_grad():
         for _ in range(5):
             fast(xs[0])
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         assert plan.steady
         assert all(s.w is not None and s.w2 is not None for s in plan._steps
                    if isinstance(s, plan_module._ConvStep))
@@ -359,7 +364,7 @@ def test_plan_convolution_modes_equal_eager(name, mode):
     with ember.no_grad():
         want = model(x)
         fast(x)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         engine = [s for s in plan._steps if hasattr(s, "can_use_engine") and s.can_use_engine()]
         assert engine
         for s in engine:
@@ -403,7 +408,7 @@ def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
     with ember.no_grad():
         want, want_n = first(model(x)), first(model(xn))
         fast(x)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
         assert convs and all("direct" in s.modes() for s in convs)
         for s in convs:
@@ -425,7 +430,7 @@ def test_plan_direct_mode_at_batch_one_equals_eager(name, dtype, monkeypatch):
     fast = _fast(model, x)
     with ember.no_grad():
         np.testing.assert_allclose(first(fast(x)), want, rtol=1e-5, atol=1e-6)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         assert not any("direct" in s.modes() for s in plan._steps
                        if isinstance(s, plan_module._ConvStep))
 
@@ -451,7 +456,7 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
                 for t in (out if isinstance(out, tuple) else (out,))]
     with ember.no_grad():
         fast(x)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
         split = [s for s in convs if "direct_split" in s.modes()]
         assert split and all(s.direct.parts == 5 for s in split)
@@ -483,7 +488,7 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
                 fast(x)
             finally:
                 ember.set_num_threads(threads)
-            plan = next(iter(_planned(fast).values()))
+            plan = _only_plan(fast)
             assert not any("direct_split" in s.modes() for s in plan._steps
                            if isinstance(s, plan_module._ConvStep))
 
@@ -507,7 +512,7 @@ def test_plan_linear_direct_mode_equals_eager(name, batch, dtype):
     with ember.no_grad():
         want, want_n = model(x).numpy(), model(xn).numpy()
         fast(x)
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         lins = [s for s in plan._steps if isinstance(s, plan_module._LinearStep)]
         assert lins and all(s.modes() == ("gemm", "direct") for s in lins)
         for s in lins:
@@ -551,7 +556,7 @@ def test_plan_linear_of_few_rows_is_a_gemv_equal_to_eager(rows, dtype, monkeypat
     with ember.no_grad():
         want = model(x).numpy()
         got = fast(x).numpy()
-    plan = next(iter(_planned(fast).values()))
+    plan = _only_plan(fast)
     linear = [s for s in plan._steps if isinstance(s, plan_module._LinearStep)]
     assert [s.gemv for s in linear] == [rows <= linalg.GEMV_MAX_ROWS] * 2
     tol = 1e-5 if dtype == "float32" else 1e-12
@@ -735,7 +740,7 @@ def test_plan_chains_small_linear_layers_of_few_rows(rows, dtype):
         want = [t.numpy() for t in model(x)]
         got = [t.numpy() for t in fast(x)]
         again = [t.numpy().copy() for t in fast(x)]
-    plan = next(iter(_planned(fast).values()))
+    plan = _only_plan(fast)
     chains = [s for s in plan._steps if isinstance(s, plan_module._LinearChain)]
     if rows <= linalg.GEMV_MAX_ROWS:
         assert len(chains) == 1 and len(chains[0].links) == 3
@@ -758,7 +763,7 @@ def test_plan_chain_off_runs_a_step_per_layer(monkeypatch):
     with ember.no_grad():
         want = model(x).numpy()
         got = fast(x).numpy()
-    plan = next(iter(_planned(fast).values()))
+    plan = _only_plan(fast)
     assert not any(isinstance(s, plan_module._LinearChain) for s in plan._steps)
     assert sum(isinstance(s, plan_module._LinearStep) for s in plan._steps) == 3
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
@@ -794,7 +799,7 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
     with ember.no_grad():
         for _ in range(6):
             fast(xs[0])
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         assert plan.specialised   # steady: done by Planner.run
         for s in plan._steps:     # every step in the mode that has an inline form
             if isinstance(s, plan_module._ConvStep):
@@ -827,7 +832,7 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
         with ember.no_grad():
             for _ in range(6):
                 fast(xs[0])
-            assert next(iter(_planned(fast).values())).specialised
+            assert _only_plan(fast).specialised
             for a, c in zip(arrays(fast(xs[2])), wants[2]):
                 np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
     monkeypatch.setattr(plan_module, "SPECIALISE", False)
@@ -835,7 +840,7 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
     with ember.no_grad():
         for _ in range(6):
             fast(xs[0])
-        plan = next(iter(_planned(fast).values()))
+        plan = _only_plan(fast)
         assert plan.steady and not plan.specialised
         for a, c in zip(arrays(fast(xs[1])), wants[1]):
             np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
