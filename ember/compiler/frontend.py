@@ -1714,6 +1714,7 @@ class _JointRecorder:
         """(runner, None) or (None, why): the joint graph split into a forward program (the
         call's outputs, then the values the backward reads) and a backward program
         (cotangents and saved values -> gradients of the formals that require grad)."""
+        from ember.compiler.partition import partition
         from ember.jit.codegen import compile_graph
         from ember.jit.passes import dce, run_passes
         g = traced.graph
@@ -1739,10 +1740,12 @@ class _JointRecorder:
         grad_outs = g.outputs[n_out:]
         for v in grad_outs:
             note(v)
-        saved = [v for v in saved if v.node is None] + [v for v in saved if v.node is not None]
         formals = g.inputs
+        saved, recompute, rebuilt = partition(fwd, saved,
+                                              [v for v in formals if id(v) not in cot])
+        saved = [v for v in saved if v.node is None] + [v for v in saved if v.node is not None]
         pos = {id(v): i for i, v in enumerate(v for v in formals if id(v) not in cot)}
-        fnames, bnames = _names(fwd), _names(bwd)
+        fnames, bnames = _names(fwd) - _names(recompute), _names(bwd)
         # forward program: formals without the cotangents -> outputs + saved node values
         gf = g.copy()
         fmap = {v.name: v for v in gf.values()}
@@ -1764,7 +1767,15 @@ class _JointRecorder:
             bmap[v.name].replace_all_uses_with(nv)
             new[v.name] = nv
         gb.outputs = [new.get(v.name, bmap[v.name]) for v in grad_outs]
+        again = _names(recompute)
+        for v, kind, args in rebuilt:   # computed from its node's other values (at its node)
+            w = bmap[v.name]
+            args = [new.get(a.name, bmap[a.name]) for a in args]
+            m = gb.add_node(kind, args, out_types=[(w.dtype, w.shape)], after=w.node)
+            w.replace_all_uses_with(m.outputs[0])
+            again.add(m.outputs[0].name)
         _drop(gb, fnames)
+        _sink_recomputed(gb, again)
         gb.inputs = [bmap[v.name] for v in self.cot_values] + [new[v.name] for v in saved]
         dce(gb)
         gb.lint()
@@ -1806,6 +1817,33 @@ def _is_random(n):
 
 def _names(nodes):
     return {o.name for n in nodes for o in n.outputs}
+
+
+def _sink_recomputed(g, names):
+    """Move the nodes of ``g`` defining ``names`` (the forward nodes a backward program
+    recomputes, first in its order) each to just before its first reader, so a recomputed
+    value lives only while the backward needs it."""
+    if not names:
+        return
+    later = {id(n): n for n in g.nodes if any(o.name in names for o in n.outputs)}
+    order = []
+
+    def place(n):
+        if later.pop(id(n), None) is None:
+            return
+        for v in n.inputs:
+            if v.node is not None:
+                place(v.node)
+        order.append(n)
+    for n in list(g.nodes):
+        if id(n) in later:
+            continue
+        for v in n.inputs:
+            if v.node is not None:
+                place(v.node)
+        order.append(n)
+    order.extend(later.values())   # read by nothing: dce removes them
+    g.nodes[:] = order
 
 
 def _drop(g, names):
