@@ -97,6 +97,7 @@ _held = threading.local()   # this thread's (mode, depth)
 _limit_enabled = os.environ.get("EMBER_CONV_BLAS_LIMIT", "1") != "0"
 
 _controllers = None         # threadpoolctl controllers of the BLAS libraries, () if unavailable
+_spin_checked = False       # whether the first BLAS call has looked at the libraries' idle wait
 _scanned_modules = -1       # len(sys.modules) when they were last looked for
 _seen_modules = set()       # names in sys.modules then
 
@@ -204,7 +205,45 @@ def _scan(refresh=False):
             for c in found:
                 if c.filepath not in old:
                     _set(c, _num_threads)
+        if _spin_checked and old:
+            _shorten_spin([c for c in found if c.filepath not in old])
     return _controllers
+
+
+# OpenBLAS's idle workers spin (sched_yield) for 2^OPENBLAS_THREAD_TIMEOUT cycles after each
+# threaded call: 2^28 by default, ~0.1 s, while a training step calls a GEMM every ~0.5 ms, so a
+# worker never sleeps and holds a core that the TBB kernels between the GEMMs need (the GPT
+# benchmark's step, 2 cores: 66-70 ms, 56-57 with 2^4-2^16; its stacked attention products
+# 7.1-7.6 -> 4.5-4.8 ms). From the first BLAS call ember makes, an OpenBLAS that lets its
+# idle wait be read again (``openblas_read_env``, ``blas_thread_shutdown_``: the workers start
+# again on the next threaded call) waits 2^BLAS_SPIN_LOG2 cycles (~25 us) before sleeping; not
+# where the environment sets OPENBLAS_THREAD_TIMEOUT (the user's choice), nor with None here.
+BLAS_SPIN_LOG2 = 16
+
+
+def _shorten_spin(controllers):
+    """Set the idle wait of the OpenBLAS ``controllers`` (threadpoolctl's) to 2^BLAS_SPIN_LOG2
+    cycles (see BLAS_SPIN_LOG2); called with ``_lock`` held and no ember BLAS call running."""
+    if BLAS_SPIN_LOG2 is None or "OPENBLAS_THREAD_TIMEOUT" in os.environ:
+        return
+    for c in controllers:
+        lib = getattr(c, "dynlib", None)
+        if getattr(c, "internal_api", None) != "openblas" or lib is None:
+            continue
+        try:
+            read_env, shutdown = lib.openblas_read_env, lib.blas_thread_shutdown_
+            timeout = lib.openblas_thread_timeout
+        except AttributeError:      # a build without them: its default wait stays
+            continue
+        if timeout() == BLAS_SPIN_LOG2:
+            continue
+        os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(BLAS_SPIN_LOG2)
+        try:
+            read_env()
+        finally:
+            del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+        if timeout() == BLAS_SPIN_LOG2:
+            shutdown()      # the workers read the wait when they start
 
 
 def _set_count(controller, n):
@@ -246,8 +285,11 @@ def _wait_until(mode):
 
 
 def _enter(mode):
-    global _mode, _active
+    global _mode, _active, _spin_checked
     with _lock:
+        if not _spin_checked and _active == 0:
+            _spin_checked = True
+            _shorten_spin(_scan())
         if _active == 0 and not _n_waiting and mode is FREE:
             _mode, _active = mode, 1
             if _num_threads is not None:
@@ -298,7 +340,7 @@ class _Hold:
         self.mode = mode
 
     def __enter__(self):
-        global _active, _mode
+        global _active, _mode, _spin_checked
         held = _held.__dict__
         mode = held.get("mode")
         if mode is not None:
@@ -312,7 +354,10 @@ class _Hold:
             if not _n_waiting and (_mode is mode if _active else mode is FREE):
                 if not _active:
                     _mode = mode
-                    if _num_threads is not None and len(sys.modules) != _scanned_modules:
+                    if not _spin_checked:
+                        _spin_checked = True
+                        _shorten_spin(_scan())
+                    elif _num_threads is not None and len(sys.modules) != _scanned_modules:
                         _scan()         # a BLAS imported since gets the configured count
                 _active += 1
                 entered = True

@@ -492,3 +492,36 @@ def test_tbb_parts_leaves_the_layer_unchosen_while_numba_imports_on_the_compile_
     monkeypatch.setattr(compiler, "importing", lambda name: False)
     monkeypatch.setattr(threads, "_start", lambda: "pool")
     assert threads.tbb_parts(64, 4) == 0 and threads._layer == "pool"
+
+
+_SPIN = """
+import ember, numpy as np
+from ember.kernels.runtime import threads
+x = ember.randn(256, 256)
+y = (x @ x).numpy()
+ok = np.allclose(y, x.numpy().astype(np.float64) @ x.numpy().astype(np.float64), atol=1e-3)
+waits = []
+for c in threads.blas_controllers():
+    fn = getattr(getattr(c, "dynlib", None), "openblas_thread_timeout", None)
+    if c.internal_api == "openblas" and fn is not None:
+        waits.append(fn())
+print(ok, waits)
+"""
+
+
+@pytest.mark.parametrize("env,expected", [({}, threads.BLAS_SPIN_LOG2),
+                                          ({"OPENBLAS_THREAD_TIMEOUT": "12"}, 12)])
+def test_openblas_idle_wait_is_shortened_unless_the_environment_sets_it(env, expected):
+    """ember's first BLAS call shortens OpenBLAS's idle wait to 2^BLAS_SPIN_LOG2 cycles (its
+    workers start again, the products are unchanged); a wait the environment sets stays."""
+    pytest.importorskip("threadpoolctl")
+    full = {k: v for k, v in os.environ.items() if k != "OPENBLAS_THREAD_TIMEOUT"}
+    out = subprocess.run([sys.executable, "-c", _SPIN], capture_output=True, text=True,
+                         env={**full, **env}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    ok, waits = out.stdout.split(" ", 1)
+    assert ok == "True"
+    waits = eval(waits)
+    if not waits:
+        pytest.skip("no OpenBLAS with a readable idle wait here")
+    assert set(waits) == {expected}
