@@ -17,6 +17,7 @@ import weakref
 import numpy as np
 
 from ember.kernels.errors import KernelError
+from ember.kernels.linalg import batched
 from ember.kernels.shape import sum_to_shape
 
 
@@ -25,7 +26,7 @@ def _times_transposed(a, b):
     C-contiguous: OpenBLAS's transposed-operand kernel is slow at attention's short inner
     dimension (the head size) — (16, 4, 64, 32) q k^T, one thread: 468 us as NT, 358 us with
     the copy (~100 us) and an NN GEMM."""
-    return np.matmul(a, np.ascontiguousarray(np.swapaxes(b, -1, -2)))
+    return batched(a, np.ascontiguousarray(np.swapaxes(b, -1, -2)))
 
 
 def _scores(q, k, mask, is_causal, scale):
@@ -137,7 +138,7 @@ def _times_values(p, v):
     that follows is then a view, not a copy (the GEMMs write the strided rows at the same
     cost)."""
     if p.ndim != 4 or v.ndim != 4:
-        return np.matmul(p, v)
+        return batched(p, v)
     B, H, L = p.shape[:3]
     out = np.empty((B, L, H, v.shape[-1]), np.result_type(p, v)).transpose(0, 2, 1, 3)
     return np.matmul(p, v, out=out)
@@ -207,18 +208,18 @@ def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):
         if kept is not None or \
                 _run("sdpa_recompute", rows, np.float32(scale), L, bool(is_causal), lse_rows):
             p = rows.reshape(q.shape[:-1] + (k.shape[-2],))
-            dv = np.matmul(np.swapaxes(p, -1, -2), grad) if needs[2] else None
+            dv = batched(np.swapaxes(p, -1, -2), grad) if needs[2] else None
             ds = _times_transposed(grad, v)
             if _run("sdpa_dscores", ds.reshape(rows.shape), rows, np.float32(scale)):
-                dq = np.matmul(ds, k) if needs[0] else None
-                dk = np.matmul(np.swapaxes(ds, -1, -2), q) if needs[1] else None
+                dq = batched(ds, k) if needs[0] else None
+                dk = batched(np.swapaxes(ds, -1, -2), q) if needs[1] else None
                 return dq, dk, dv, None
             p = None
     p = _scores(q, k, mask, is_causal, scale)
     p -= lse[..., None]
     np.exp(p, out=p)
     pd = p if drop is None else p * drop
-    dv = np.matmul(np.swapaxes(pd, -1, -2), grad) if needs[2] else None
+    dv = batched(np.swapaxes(pd, -1, -2), grad) if needs[2] else None
     del pd
     ds = _times_transposed(grad, v)
     if drop is not None:
@@ -230,6 +231,6 @@ def sdpa_backward(grad, q, k, v, mask, drop, out, lse, is_causal, scale, needs):
     if mask is not None and needs[3]:
         dmask = sum_to_shape(ds, mask.shape)
     ds *= ds.dtype.type(scale)
-    dq = np.matmul(ds, k) if needs[0] else None
-    dk = np.matmul(np.swapaxes(ds, -1, -2), q) if needs[1] else None
+    dq = batched(ds, k) if needs[0] else None
+    dk = batched(np.swapaxes(ds, -1, -2), q) if needs[1] else None
     return dq, dk, dv, dmask

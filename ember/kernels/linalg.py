@@ -42,10 +42,118 @@ def matmul(a, b):
                 rows = int(np.prod(a.shape[:-1]))
                 out = np.dot(a.reshape(rows, a.shape[-1]), b)
                 return out.reshape(a.shape[:-1] + b.shape[1:])
+            if a.ndim > 2:
+                return batched(a, b)
             return np.matmul(a, b)
     except ValueError:
         raise KernelError(f"batch dimensions cannot be broadcast: {tuple(a.shape)} @ "
                           f"{tuple(b.shape)}") from None
+
+
+# A stack of small matrices (each at most BLAS_SERIAL_MACS, which OpenBLAS runs on one thread)
+# of STACK_MIN_MACS or more in all splits over the TBB threads (``matmul_numba.gemm_stack``)
+STACK = True
+STACK_MIN_MACS = 1 << 18
+_NO_TRANS, _TRANS = 111, 112
+_cblas = {}     # dtype -> (address, integer type) of NumPy's cblas_?gemm, or False: none
+_stack_signatures = {}
+_ONE_ZERO = {np.dtype(t): np.array([1, 0], t) for t in (np.float32, np.float64)}
+
+
+def _numpy_cblas(dtype):
+    """(address, integer type) of ``cblas_sgemm``/``cblas_dgemm`` of the OpenBLAS NumPy itself
+    bundles (threadpoolctl's controller of the library in ``numpy.libs``, with its symbol
+    prefix and suffix: ``scipy_cblas_sgemm64_``), or None: another BLAS (MKL, a system
+    OpenBLAS shared with other modules), or threadpoolctl could not tell."""
+    found = _cblas.get(dtype)
+    if found is None:
+        found = _cblas[dtype] = _find_cblas(dtype) or False
+    return found or None
+
+
+def _find_cblas(dtype):
+    import ctypes
+    import os
+    from ember.kernels.runtime import threads
+    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
+    for c in threads.blas_controllers():
+        try:
+            if c.internal_api != "openblas" or os.path.dirname(c.filepath) != libs:
+                continue
+            prefix, suffix = c._symbol_prefix, c._symbol_suffix
+            name = f"{prefix}cblas_{'s' if dtype == _F32 else 'd'}gemm{suffix}"
+            address = ctypes.cast(getattr(c.dynlib, name), ctypes.c_void_p).value
+        except (AttributeError, TypeError, OSError):
+            continue
+        return address, (np.int64 if suffix in ("64_", "_64") else np.int32)
+    return None
+
+
+def _blas_operand(strides, rows, cols, size):
+    """(CBLAS transposition, leading dimension) of a (rows, cols) matrix with byte ``strides``
+    as NumPy's matmul passes it to BLAS, or None when BLAS cannot read it in place."""
+    sr, sc = strides
+    if sc == size and sr >= cols * size and sr % size == 0:
+        return _NO_TRANS, sr // size
+    if sr == size and sc >= rows * size and sc % size == 0:
+        return _TRANS, sc // size
+    return None
+
+
+def batched(a, b):
+    """``np.matmul(a, b)``: two stacks of small float matrices of one batch shape that BLAS
+    reads in place split over the TBB threads (``_stack``: the same BLAS calls as NumPy's loop,
+    the same bits); anything else is NumPy's ``matmul``."""
+    out = _stack(a, b)
+    return np.matmul(a, b) if out is None else out
+
+
+def _stack(a, b):
+    """The product of two stacks on ``matmul_numba.gemm_stack``, or None where NumPy's loop
+    runs instead: not a stack of small float matrices BLAS reads in place, fewer than two
+    threads or no TBB layer, NumPy's BLAS not found, the kernel not compiled yet (its compile
+    queued)."""
+    if not STACK or a.ndim < 3 or a.ndim != b.ndim or a.dtype != b.dtype or \
+            not (a.dtype == _F32 or a.dtype == _F64) or a.shape[:-2] != b.shape[:-2]:
+        return None
+    M, K = a.shape[-2:]
+    N = b.shape[-1]
+    if b.shape[-2] != K or M < 2 or N < 2 or K < 2 or M * N * K > BLAS_SERIAL_MACS:
+        return None
+    P = a.size // (M * K)
+    if P < 2 or P * M * N * K < STACK_MIN_MACS:
+        return None
+    size = a.itemsize
+    if min(a.strides) < 0 or min(b.strides) < 0 or \
+            any(s % size for s in a.strides[:-2] + b.strides[:-2]):
+        return None
+    opa = _blas_operand(a.strides[-2:], M, K, size)
+    opb = _blas_operand(b.strides[-2:], K, N, size)
+    if opa is None or opb is None:
+        return None
+    from ember.kernels.runtime import compiler, threads
+    n = threads.get_num_threads()
+    if n < 2 or threads.parallel_layer() != "tbb":
+        return None
+    found = _numpy_cblas(a.dtype)
+    nb = compiler.kernel_module("ember.kernels.matmul_numba")
+    if found is None or nb is None:
+        return None
+    fn, index = found
+    pa, pb = a.ctypes.data, b.ctypes.data
+    if pa == pb:
+        return None   # one buffer twice: NumPy's loop may take SYRK (other bits)
+    strides = np.array(a.shape[:-2] + a.strides[:-2] + b.strides[:-2], np.int64)
+    dims = np.array((opa[0], opb[0], M, N, K, opa[1], opb[1]), index)
+    ab = _ONE_ZERO[a.dtype]
+    sig = _stack_signatures.get(a.dtype)
+    if sig is None:
+        sig = _stack_signatures[a.dtype] = compiler.signature(fn, 0, 0, 0, strides, dims, ab, 0)
+    if not compiler.ready(nb.gemm_stack, sig):
+        return None
+    c = np.empty(a.shape[:-1] + (N,), a.dtype)
+    nb.gemm_stack(fn, pa, pb, c.ctypes.data, strides, dims, ab, threads.tbb_parts(P, n, 1))
+    return c
 
 
 def gemm(a, b):

@@ -1,0 +1,71 @@
+"""Numba kernel of a batched matrix product: the stack's matrices split over Numba's TBB
+threads, each product one call of NumPy's own OpenBLAS (``cblas_?gemm``, the call NumPy's
+``matmul`` loop makes for each matrix, so the same bits).
+
+NumPy's ``matmul`` of stacked small matrices (attention's q k^T and p v: (16, 4, 64, 32) @
+(16, 4, 32, 64), 131k multiply-adds each) runs them one after the other on one core, as OpenBLAS
+runs a product that small on one thread; here the two cores each take part of the stack. The
+BLAS function's address is an argument (``call_gemm`` calls it through a pointer of the C
+signature its argument types make), so the kernel caches on disk like every other and a call
+costs what an array argument does (a first-class function argument cost ~35 us of typing each
+call).
+
+Imported lazily (never by ``import ember``) by ``ember.kernels.linalg.batched``.
+"""
+import numpy as np
+from llvmlite import ir
+from numba import njit, prange, types
+from numba.extending import intrinsic
+
+__all__ = ["call_gemm", "gemm_stack"]
+
+_ROW_MAJOR = 101
+
+
+@intrinsic
+def call_gemm(typingctx, address, order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc):
+    """Call the C function at ``address`` (int64) as ``void f(order, ta, tb, m, n, k, alpha, a,
+    lda, b, ldb, beta, c, ldc)`` with the arguments' own C types (int32 codes, the library's
+    integer width for sizes, the dtype's float for alpha and beta, int64 addresses: x86-64 and
+    AArch64 pass those as pointers)."""
+    sig = types.void(address, order, ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc)
+
+    def codegen(context, builder, signature, args):
+        fnty = ir.FunctionType(ir.VoidType(),
+                               [context.get_value_type(t) for t in signature.args[1:]])
+        fn = builder.inttoptr(args[0], fnty.as_pointer())
+        builder.call(fn, args[1:])
+        return context.get_dummy_value()
+    return sig, codegen
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def gemm_stack(fn, pa, pb, pc, strides, dims, ab, parts):
+    """c[p] = op(a[p]) @ op(b[p]) for the matrices of a stack by the ``cblas_?gemm`` at address
+    ``fn``, ``parts`` runs of consecutive matrices on the TBB threads. ``pa``/``pb``/``pc`` are
+    the addresses of matrix 0 of a, b and c (c C-contiguous); ``strides`` = (batch shape,
+    a's batch strides, b's, in bytes), so matrix p of a starts ``sum(i_d * sa[d])`` bytes after
+    matrix 0 for its batch index (i_d); ``dims`` = (op(a), op(b) as CBLAS codes, M, N, K, lda,
+    ldb) in the library's integer width; ``ab`` = (1, 0) in c's dtype (alpha and beta).
+    Addresses, not arrays: one compiled variant per dtype, whatever the operands' layouts."""
+    nd = strides.shape[0] // 3
+    P = 1
+    for d in range(nd):
+        P *= strides[d]
+    ta, tb = np.int32(dims[0]), np.int32(dims[1])
+    M, N, K, lda, ldb = dims[2], dims[3], dims[4], dims[5], dims[6]
+    one, zero = ab[0], ab[1]
+    step = np.int64(M) * np.int64(N) * ab.itemsize
+    per = (P + parts - 1) // parts
+    for w in prange(parts):
+        for p in range(w * per, min(P, (w + 1) * per)):
+            oa = np.int64(0)
+            ob = np.int64(0)
+            r = p
+            for d in range(nd - 1, -1, -1):
+                i = r % strides[d]
+                r //= strides[d]
+                oa += i * strides[nd + d]
+                ob += i * strides[2 * nd + d]
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, N, K, one, pa + oa, lda, pb + ob,
+                      ldb, zero, pc + p * step, N)
