@@ -212,13 +212,16 @@ def _scan(refresh=False):
 
 # OpenBLAS's idle workers spin (sched_yield) for 2^OPENBLAS_THREAD_TIMEOUT cycles after each
 # threaded call: 2^28 by default, ~0.1 s, while a training step calls a GEMM every ~0.5 ms, so a
-# worker never sleeps and holds a core that the TBB kernels between the GEMMs need (the GPT
-# benchmark's step, 2 cores: 66-70 ms, 56-57 with 2^4-2^16; its stacked attention products
-# 7.1-7.6 -> 4.5-4.8 ms). From the first BLAS call ember makes, an OpenBLAS that lets its
+# worker never sleeps and holds a core that the TBB kernels between the GEMMs need (2 cores:
+# the GPT benchmark's step 66-70 -> 54-55 ms, ResNet-18's training step at batch 8 610 -> 441,
+# ResNet-50's 1658 -> 1214). From the first BLAS call ember makes, an OpenBLAS that lets its
 # idle wait be read again (``openblas_read_env``, ``blas_thread_shutdown_``: the workers start
-# again on the next threaded call) waits 2^BLAS_SPIN_LOG2 cycles (~25 us) before sleeping; not
-# where the environment sets OPENBLAS_THREAD_TIMEOUT (the user's choice), nor with None here.
-BLAS_SPIN_LOG2 = 16
+# again on the next threaded call) waits 2^BLAS_SPIN_LOG2 cycles (~0.1 ms) before sleeping: a
+# shorter wait lets the workers fall asleep between the GEMMs of a small MLP, whose wake-ups then
+# cost more than the spin (784-512-512-10 at batch 64, no grad: 535 us at 2^18, 686 at 2^16,
+# 550 at 2^28). Not where the environment sets OPENBLAS_THREAD_TIMEOUT (the user's choice), nor
+# with None here.
+BLAS_SPIN_LOG2 = 18
 
 
 def _shorten_spin(controllers):
