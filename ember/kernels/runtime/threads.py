@@ -97,7 +97,6 @@ _held = threading.local()   # this thread's (mode, depth)
 _limit_enabled = os.environ.get("EMBER_CONV_BLAS_LIMIT", "1") != "0"
 
 _controllers = None         # threadpoolctl controllers of the BLAS libraries, () if unavailable
-_spin_checked = False       # whether the first BLAS call has looked at the libraries' idle wait
 _scanned_modules = -1       # len(sys.modules) when they were last looked for
 _seen_modules = set()       # names in sys.modules then
 
@@ -205,8 +204,6 @@ def _scan(refresh=False):
             for c in found:
                 if c.filepath not in old:
                     _set(c, _num_threads)
-        if _spin_checked and old:
-            _shorten_spin([c for c in found if c.filepath not in old])
     return _controllers
 
 
@@ -214,39 +211,63 @@ def _scan(refresh=False):
 # threaded call: 2^28 by default, ~0.1 s, while a training step calls a GEMM every ~0.5 ms, so a
 # worker never sleeps and holds a core that the TBB kernels between the GEMMs need (2 cores:
 # the GPT benchmark's step 66-70 -> 54-55 ms, ResNet-18's training step at batch 8 610 -> 441,
-# ResNet-50's 1658 -> 1214). From the first BLAS call ember makes, an OpenBLAS that lets its
-# idle wait be read again (``openblas_read_env``, ``blas_thread_shutdown_``: the workers start
-# again on the next threaded call) waits 2^BLAS_SPIN_LOG2 cycles (~0.1 ms) before sleeping: a
-# shorter wait lets the workers fall asleep between the GEMMs of a small MLP, whose wake-ups then
-# cost more than the spin (784-512-512-10 at batch 64, no grad: 535 us at 2^18, 686 at 2^16,
-# 550 at 2^28). Not where the environment sets OPENBLAS_THREAD_TIMEOUT (the user's choice), nor
-# with None here.
+# ResNet-50's 1658 -> 1214). When ember is imported, the OpenBLAS NumPy bundles (``numpy.libs``,
+# already loaded) reads its idle wait again (``openblas_read_env``) as 2^BLAS_SPIN_LOG2 cycles
+# (~0.1 ms) and its workers are stopped (``blas_thread_shutdown_``); they start again on the next
+# threaded call with that wait. A shorter wait lets them fall asleep between the GEMMs of a
+# small MLP, whose wake-ups then cost more than the spin (784-512-512-10 at batch 64, no grad:
+# 535 us at 2^18, 686 at 2^16, 550 at 2^28). At import, before any of ember's work, so that no
+# BLAS call of the program can be in flight while the workers stop. Not where the environment
+# sets OPENBLAS_THREAD_TIMEOUT (the user's choice: OPENBLAS_THREAD_TIMEOUT=28 keeps OpenBLAS's
+# default).
 BLAS_SPIN_LOG2 = 18
 
 
-def _shorten_spin(controllers):
-    """Set the idle wait of the OpenBLAS ``controllers`` (threadpoolctl's) to 2^BLAS_SPIN_LOG2
-    cycles (see BLAS_SPIN_LOG2); called with ``_lock`` held and no ember BLAS call running."""
-    if BLAS_SPIN_LOG2 is None or "OPENBLAS_THREAD_TIMEOUT" in os.environ:
-        return
-    for c in controllers:
-        lib = getattr(c, "dynlib", None)
-        if getattr(c, "internal_api", None) != "openblas" or lib is None:
+def _numpy_openblas():
+    """ctypes handles of the OpenBLAS libraries in NumPy's ``numpy.libs`` that are loaded now
+    (``RTLD_NOLOAD``: nothing is loaded here), or []."""
+    import importlib.util
+    spec = importlib.util.find_spec("numpy")
+    if spec is None or not spec.origin:
+        return []
+    libs = os.path.join(os.path.dirname(os.path.dirname(spec.origin)), "numpy.libs")
+    try:
+        names = sorted(n for n in os.listdir(libs) if "openblas" in n)
+    except OSError:
+        return []
+    found = []
+    for name in names:
+        try:
+            found.append(ctypes.CDLL(os.path.join(libs, name),
+                                     mode=getattr(os, "RTLD_NOLOAD", 4) | ctypes.RTLD_GLOBAL))
+        except OSError:
             continue
+    return found
+
+
+def shorten_blas_spin(log2=None):
+    """Set the idle wait of NumPy's OpenBLAS to 2^``log2`` cycles (default BLAS_SPIN_LOG2; see
+    there); returns the waits now in force, one per library (``[]``: none found, or a build
+    without ``openblas_read_env`` / ``blas_thread_shutdown_``). Leaves a wait the environment
+    sets."""
+    log2 = BLAS_SPIN_LOG2 if log2 is None else int(log2)
+    waits = []
+    for lib in _numpy_openblas():
         try:
             read_env, shutdown = lib.openblas_read_env, lib.blas_thread_shutdown_
             timeout = lib.openblas_thread_timeout
         except AttributeError:      # a build without them: its default wait stays
             continue
-        if timeout() == BLAS_SPIN_LOG2:
-            continue
-        os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(BLAS_SPIN_LOG2)
-        try:
-            read_env()
-        finally:
-            del os.environ["OPENBLAS_THREAD_TIMEOUT"]
-        if timeout() == BLAS_SPIN_LOG2:
-            shutdown()      # the workers read the wait when they start
+        if "OPENBLAS_THREAD_TIMEOUT" not in os.environ and timeout() != log2:
+            os.environ["OPENBLAS_THREAD_TIMEOUT"] = str(log2)
+            try:
+                read_env()
+            finally:
+                del os.environ["OPENBLAS_THREAD_TIMEOUT"]
+            if timeout() == log2:
+                shutdown()      # the workers read the wait when they start
+        waits.append(timeout())
+    return waits
 
 
 def _set_count(controller, n):
@@ -288,11 +309,8 @@ def _wait_until(mode):
 
 
 def _enter(mode):
-    global _mode, _active, _spin_checked
+    global _mode, _active
     with _lock:
-        if not _spin_checked and _active == 0:
-            _spin_checked = True
-            _shorten_spin(_scan())
         if _active == 0 and not _n_waiting and mode is FREE:
             _mode, _active = mode, 1
             if _num_threads is not None:
@@ -343,7 +361,7 @@ class _Hold:
         self.mode = mode
 
     def __enter__(self):
-        global _active, _mode, _spin_checked
+        global _active, _mode
         held = _held.__dict__
         mode = held.get("mode")
         if mode is not None:
@@ -357,10 +375,7 @@ class _Hold:
             if not _n_waiting and (_mode is mode if _active else mode is FREE):
                 if not _active:
                     _mode = mode
-                    if not _spin_checked:
-                        _spin_checked = True
-                        _shorten_spin(_scan())
-                    elif _num_threads is not None and len(sys.modules) != _scanned_modules:
+                    if _num_threads is not None and len(sys.modules) != _scanned_modules:
                         _scan()         # a BLAS imported since gets the configured count
                 _active += 1
                 entered = True
@@ -560,3 +575,6 @@ def tbb_parts(n_items, n_threads, per_thread=4):
         return 0
     n = sync_threads(n_threads)
     return min(n_items, per_thread * n) if n > 1 else 0
+
+
+shorten_blas_spin()
