@@ -62,9 +62,9 @@ _ONE_ZERO = {np.dtype(t): np.array([1, 0], t) for t in (np.float32, np.float64)}
 
 def _numpy_cblas(dtype):
     """(address, integer type) of ``cblas_sgemm``/``cblas_dgemm`` of the OpenBLAS NumPy itself
-    bundles (threadpoolctl's controller of the library in ``numpy.libs``, with its symbol
-    prefix and suffix: ``scipy_cblas_sgemm64_``), or None: another BLAS (MKL, a system
-    OpenBLAS shared with other modules), or threadpoolctl could not tell."""
+    bundles (``threads.numpy_openblas``; the symbol under OpenBLAS's prefixes and suffixes, as
+    threadpoolctl looks its functions up: ``scipy_cblas_sgemm64_``), or None: another BLAS
+    (MKL, a system OpenBLAS), or no such symbol."""
     found = _cblas.get(dtype)
     if found is None:
         found = _cblas[dtype] = _find_cblas(dtype) or False
@@ -73,19 +73,15 @@ def _numpy_cblas(dtype):
 
 def _find_cblas(dtype):
     import ctypes
-    import os
     from ember.kernels.runtime import threads
-    libs = os.path.join(os.path.dirname(os.path.dirname(np.__file__)), "numpy.libs")
-    for c in threads.blas_controllers():
-        try:
-            if c.internal_api != "openblas" or os.path.dirname(c.filepath) != libs:
-                continue
-            prefix, suffix = c._symbol_prefix, c._symbol_suffix
-            name = f"{prefix}cblas_{'s' if dtype == _F32 else 'd'}gemm{suffix}"
-            address = ctypes.cast(getattr(c.dynlib, name), ctypes.c_void_p).value
-        except (AttributeError, TypeError, OSError):
-            continue
-        return address, (np.int64 if suffix in ("64_", "_64") else np.int32)
+    letter = "s" if dtype == _F32 else "d"
+    for lib in threads.numpy_openblas():
+        for prefix in ("scipy_", ""):           # the renamed (SciPy-built) symbols first
+            for suffix in ("64_", "_64", ""):    # 64-bit integers: ILP64
+                fn = getattr(lib, f"{prefix}cblas_{letter}gemm{suffix}", None)
+                if fn is not None:
+                    return (ctypes.cast(fn, ctypes.c_void_p).value,
+                            np.int64 if suffix else np.int32)
     return None
 
 

@@ -223,7 +223,7 @@ def _scan(refresh=False):
 BLAS_SPIN_LOG2 = 18
 
 
-def _numpy_openblas():
+def numpy_openblas():
     """ctypes handles of the OpenBLAS libraries in NumPy's ``numpy.libs`` that are loaded now
     (``RTLD_NOLOAD``: nothing is loaded here), or []."""
     import importlib.util
@@ -252,7 +252,7 @@ def shorten_blas_spin(log2=None):
     sets."""
     log2 = BLAS_SPIN_LOG2 if log2 is None else int(log2)
     waits = []
-    for lib in _numpy_openblas():
+    for lib in numpy_openblas():
         try:
             read_env, shutdown = lib.openblas_read_env, lib.blas_thread_shutdown_
             timeout = lib.openblas_thread_timeout

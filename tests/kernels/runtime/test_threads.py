@@ -500,7 +500,7 @@ from ember.kernels.runtime import threads
 x = ember.randn(256, 256)
 y = (x @ x).numpy()
 ok = np.allclose(y, x.numpy().astype(np.float64) @ x.numpy().astype(np.float64), atol=1e-3)
-waits = [lib.openblas_thread_timeout() for lib in threads._numpy_openblas()
+waits = [lib.openblas_thread_timeout() for lib in threads.numpy_openblas()
          if hasattr(lib, "openblas_read_env")]
 print(ok, waits)
 """
