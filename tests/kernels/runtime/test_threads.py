@@ -1,5 +1,6 @@
 """Process-wide thread settings: ember.set_num_threads governs BLAS (through threadpoolctl) and
 ember's own loops; the BLAS lock keeps ember's BLAS calls consistent across Python threads."""
+import ast
 import os
 import subprocess
 import sys
@@ -88,7 +89,7 @@ def test_blas_loaded_after_ember_gets_the_settings():
         pytest.skip("SciPy shares NumPy's BLAS here")
     lines = dict(line.split(" ", 1) for line in out.stdout.strip().splitlines())
     assert lines["configured"] == "[1]"
-    assert set(eval(lines["limited"])) == {1}
+    assert set(ast.literal_eval(lines["limited"])) == {1}
     assert lines["restored"] == "[2]"
 
 
@@ -517,7 +518,7 @@ def test_openblas_idle_wait_is_shortened_unless_the_environment_sets_it(env, exp
     assert out.returncode == 0, out.stderr
     ok, waits = out.stdout.split(" ", 1)
     assert ok == "True"
-    waits = eval(waits)
+    waits = ast.literal_eval(waits)
     if not waits:
         pytest.skip("NumPy here bundles no OpenBLAS with a readable idle wait")
     assert set(waits) == {expected}
