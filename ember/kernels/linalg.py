@@ -57,6 +57,7 @@ STACK_MIN_MACS = 1 << 18
 _NO_TRANS, _TRANS = 111, 112
 _cblas = {}     # dtype -> (address, integer type) of NumPy's cblas_?gemm, or False: none
 _stack_signatures = {}
+_split_signatures = {}
 _ONE_ZERO = {np.dtype(t): np.array([1, 0], t) for t in (np.float32, np.float64)}
 
 
@@ -150,6 +151,45 @@ def _stack(a, b):
     c = np.empty(a.shape[:-1] + (N,), a.dtype)
     nb.gemm_stack(fn, pa, pb, c.ctypes.data, strides, dims, ab, threads.tbb_parts(P, n, 1))
     return c
+
+
+def split_into(a, b, out, by_rows, parts):
+    """``np.matmul(a, b, out=out)`` for 2-D float operands as ``parts`` blocks of ``out``'s rows
+    (``by_rows``) or columns on the TBB threads (``matmul_numba.gemm_split``), each block one
+    single-threaded BLAS call of NumPy's ``cblas_?gemm``: True once written, False where the
+    caller splits the work itself (another dtype or layout, a block of one row or column, which
+    NumPy would run as a matrix-vector product, no TBB layer, NumPy's BLAS not found, the kernel
+    not compiled yet: its compile queued). The caller holds BLAS at one thread."""
+    if a.ndim != 2 or b.ndim != 2 or out.ndim != 2 or not (a.dtype == b.dtype == out.dtype) \
+            or not (a.dtype == _F32 or a.dtype == _F64):
+        return False
+    M, K = a.shape
+    N = b.shape[1]
+    if (M if by_rows else N) < 2 * parts or K < 1:
+        return False
+    size = a.itemsize
+    opa = _blas_operand(a.strides, M, K, size)
+    opb = _blas_operand(b.strides, K, N, size)
+    if opa is None or opb is None or out.strides[1] != size or out.strides[0] < N * size or \
+            out.strides[0] % size:
+        return False
+    from ember.kernels.runtime import compiler, threads
+    parts = threads.tbb_parts(parts, parts, 1)
+    found = _numpy_cblas(a.dtype) if parts else None
+    nb = compiler.kernel_module("ember.kernels.matmul_numba") if found else None
+    if nb is None:
+        return False
+    fn, index = found
+    dims = np.array((opa[0], opb[0], M, N, K, opa[1], opb[1], out.strides[0] // size), index)
+    ab = _ONE_ZERO[a.dtype]
+    sig = _split_signatures.get(a.dtype)
+    if sig is None:
+        sig = _split_signatures[a.dtype] = compiler.signature(fn, 0, 0, 0, dims, ab, True, 0)
+    if not compiler.ready(nb.gemm_split, sig):
+        return False
+    nb.gemm_split(fn, a.ctypes.data, b.ctypes.data, out.ctypes.data, dims, ab, bool(by_rows),
+                  parts)
+    return True
 
 
 def gemm(a, b):

@@ -1,6 +1,7 @@
-"""Numba kernel of a batched matrix product: the stack's matrices split over Numba's TBB
-threads, each product one call of NumPy's own OpenBLAS (``cblas_?gemm``, the call NumPy's
-``matmul`` loop makes for each matrix, so the same bits).
+"""Numba kernels of matrix products split over Numba's TBB threads, each part one call of
+NumPy's own OpenBLAS (``cblas_?gemm``, the call NumPy's ``matmul`` makes for a matrix):
+``gemm_stack`` takes the matrices of a stack (the same bits as NumPy's loop), ``gemm_split``
+one product's output rows or columns.
 
 NumPy's ``matmul`` of stacked small matrices (attention's q k^T and p v: (16, 4, 64, 32) @
 (16, 4, 32, 64), 131k multiply-adds each) runs them one after the other on one core, as OpenBLAS
@@ -10,16 +11,21 @@ signature its argument types make), so the kernel caches on disk like every othe
 costs what an array argument does (a first-class function argument cost ~35 us of typing each
 call).
 
-Imported lazily (never by ``import ember``) by ``ember.kernels.linalg.batched``.
+``gemm_split`` serves the convolution engine's chunked GEMMs (``conv.parallel.matmul``: BLAS
+held at one thread): one part per thread, claimed by TBB's workers within microseconds, where
+ember's Python pool woke its worker in ~50-100 us and ran four narrower parts per thread.
+
+Imported lazily (never by ``import ember``) by ``ember.kernels.linalg``.
 """
 import numpy as np
 from llvmlite import ir
 from numba import njit, prange, types
 from numba.extending import intrinsic
 
-__all__ = ["call_gemm", "gemm_stack"]
+__all__ = ["call_gemm", "gemm_split", "gemm_stack"]
 
 _ROW_MAJOR = 101
+_NO_TRANS = 111
 
 
 @intrinsic
@@ -69,3 +75,30 @@ def gemm_stack(fn, pa, pb, pc, strides, dims, ab, parts):
                 ob += i * strides[2 * nd + d]
             call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, N, K, one, pa + oa, lda, pb + ob,
                       ldb, zero, pc + p * step, N)
+
+
+@njit(parallel=True, nogil=True, cache=True)
+def gemm_split(fn, pa, pb, pc, dims, ab, by_rows, parts):
+    """c = op(a) @ op(b) by the ``cblas_?gemm`` at address ``fn``, its output rows
+    (``by_rows``) or columns cut into ``parts`` blocks on the TBB threads, each block one call
+    over the whole reduction. ``pa``/``pb``/``pc`` are the operands' addresses; ``dims`` = (op(a),
+    op(b) as CBLAS codes, M, N, K, lda, ldb, ldc) in the library's integer width; ``ab`` = (1, 0)
+    in c's dtype (alpha and beta)."""
+    ta, tb = np.int32(dims[0]), np.int32(dims[1])
+    M, N, K, lda, ldb, ldc = dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
+    one, zero = ab[0], ab[1]
+    size = np.int64(ab.itemsize)
+    total = M if by_rows else N
+    for w in prange(parts):
+        lo = total * w // parts
+        hi = total * (w + 1) // parts
+        if lo >= hi:
+            continue
+        if by_rows:     # rows lo:hi of op(a), of c
+            oa = np.int64(lo) * (np.int64(lda) if ta == _NO_TRANS else 1) * size
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, hi - lo, N, K, one, pa + oa, lda, pb,
+                      ldb, zero, pc + np.int64(lo) * np.int64(ldc) * size, ldc)
+        else:           # columns lo:hi of op(b), of c
+            ob = np.int64(lo) * (1 if tb == _NO_TRANS else np.int64(ldb)) * size
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, hi - lo, K, one, pa, lda, pb + ob,
+                      ldb, zero, pc + np.int64(lo) * size, ldc)

@@ -68,3 +68,46 @@ def test_one_thread_leaves_it_to_numpy(stack_runs, monkeypatch):
     monkeypatch.setattr(threads, "get_num_threads", lambda: 1)
     a = np.ones((4, 6, 5), np.float32)
     assert linalg._stack(a, np.ones((4, 5, 7), np.float32)) is None
+
+
+def _blocks(a, b, by_rows, parts):
+    """NumPy's product of each block of rows or columns, as ``split_into`` cuts them."""
+    out = np.empty((a.shape[0], b.shape[1]), a.dtype)
+    total = out.shape[0 if by_rows else 1]
+    for w in range(parts):
+        lo, hi = total * w // parts, total * (w + 1) // parts
+        if by_rows:
+            np.matmul(a[lo:hi], b, out=out[lo:hi])
+        else:
+            np.matmul(a, b[:, lo:hi], out=out[:, lo:hi])
+    return out
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("by_rows", [True, False])
+def test_split_product_has_numpy_s_bits_per_block(dtype, by_rows, stack_runs):
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((37, 19)).astype(dtype)
+    b = rng.standard_normal((19, 41)).astype(dtype)
+    operands = [(a, b), (np.asfortranarray(a), b), (a, np.asfortranarray(b)),
+                (np.asfortranarray(a), np.asfortranarray(b))]
+    for x, y in operands:
+        out = np.full((37, 45), np.nan, dtype)[:, :41]     # a strided output (row stride 45)
+        assert linalg.split_into(x, y, out, by_rows, 2)
+        np.testing.assert_array_equal(out, _blocks(x, y, by_rows, 2))
+        np.testing.assert_allclose(out, x.astype(np.float64) @ y.astype(np.float64),
+                                   rtol=1e-4, atol=1e-4)
+
+
+def test_split_product_leaves_other_operands_to_the_caller(stack_runs):
+    a = np.ones((8, 5), np.float32)
+    b = np.ones((5, 8), np.float32)
+    out = np.zeros((8, 8), np.float32)
+    others = [(a, b.astype(np.float64), out),          # mixed dtypes
+              (a.astype(np.int64), b.astype(np.int64), out.astype(np.int64)),
+              (a[:, ::2], b[:3], out),                  # no unit stride: BLAS cannot read it
+              (a, b, np.zeros((8, 8), np.float32, order="F")),
+              (a[:3], b, out[:3])]                      # blocks of one row: NumPy's GEMV
+    for x, y, o in others:
+        assert not linalg.split_into(x, y, o, True, 2)
+    assert (out == 0).all()

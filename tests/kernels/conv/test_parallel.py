@@ -37,6 +37,34 @@ def test_parallel_matmul_splits(shapes, monkeypatch, threads):
     np.testing.assert_allclose(out, np.matmul(a, b), rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("shapes,by_rows", [
+    (((1, 600, 5), (1, 1, 5, 300), (1, 1, 600, 300)), True),    # one image's 1x1 layer
+    (((4, 5), (5, 600), (4, 600)), False),                       # too few rows: columns
+])
+def test_one_product_splits_on_tbb(shapes, by_rows, monkeypatch, threads):
+    """A product without batch goes to ``linalg.split_into`` (TBB blocks, one a thread) with
+    2-D views of its operands; where that declines, ember's pool splits it as before."""
+    from ember.kernels import linalg
+    monkeypatch.setattr(parallel, "MIN_FLOPS", 0)
+    threads(2)
+    calls = []
+    real = linalg.split_into
+
+    def spy(a, b, out, rows, parts):
+        calls.append((a.shape, b.shape, out.shape, rows, parts))
+        return real(a, b, out, rows, parts)
+    monkeypatch.setattr(linalg, "split_into", spy)
+    a = rng.standard_normal(shapes[0]).astype(np.float32)
+    b = rng.standard_normal(shapes[1]).astype(np.float32)
+    out = np.empty(shapes[2], np.float32)
+    with parallel.policy(True):
+        parallel.matmul(a, b, out)
+    m, n = shapes[2][-2:]
+    assert calls == [((m, a.shape[-1]), (a.shape[-1], n), (m, n), by_rows, 2)]
+    np.testing.assert_allclose(out, np.matmul(a.astype(np.float64), b.astype(np.float64)),
+                               rtol=1e-5, atol=1e-5)
+
+
 def test_blas_threads_restored_after_a_call():
     """The BLAS NumPy's matmul uses is held at one thread during an own-threads call and
     restored after (a BLAS loaded later, e.g. SciPy's: tests/kernels/runtime/test_threads.py)."""
