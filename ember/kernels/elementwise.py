@@ -29,10 +29,14 @@ _nd = np.ndarray
 # one thread: torch splits its pointwise loops over its threads too. Same operation per
 # element: the same bits.
 THREADED_MIN_SIZE = 1 << 18
+# relu takes the compiled pass from this many elements even where the engine runs it on one
+# thread: NumPy's ``maximum`` (NaN-propagating) is the slower loop there. In place, float32,
+# 2-core Xeon, us np.maximum / compiled: 2^16 11.9 / 11.2, 200704 34.9 / 18.8, 401408 70 / 36.
+RELU_COMPILED_MIN_SIZE = 1 << 16
 _EXACT_INT = 1 << 24   # Python ints the threaded pass takes: exact in float32 and float64
 
 
-def _threaded(form, names, operands, out=None):
+def _threaded(form, names, operands, out=None, serial_from=None):
     """``form(*operands)`` (written into ``out`` when given) by the pointwise engine's compiled
     kernel on several threads, or None where the caller's NumPy ufunc runs: where the engine
     would run one thread (its cost estimate under ``engine.TBB_MIN_NS``; nothing is tried
@@ -40,7 +44,8 @@ def _threaded(form, names, operands, out=None):
     another dtype, layout or operand (arrays of one float dtype and Python floats or ints of
     at most 2^24 in magnitude: NumPy's weak scalars, rounded to the array's dtype as the
     kernel rounds them), without the TBB layer (ember's pool hands over in ~100 us) or
-    while the kernel compiles (it is queued)."""
+    while the kernel compiles (it is queued). ``serial_from``: from that many elements the
+    kernel runs even on one thread (an op whose ufunc is slower than the compiled loop)."""
     size = 0
     a0 = None
     types = []
@@ -57,15 +62,18 @@ def _threaded(form, names, operands, out=None):
             types.append(c)
         else:
             return None
-    if size < THREADED_MIN_SIZE or a0.dtype.kind != "f" or a0.dtype.itemsize < 4:
+    serial = serial_from is not None and size >= serial_from
+    if (size < THREADED_MIN_SIZE and not serial) or a0.dtype.kind != "f" or \
+            a0.dtype.itemsize < 4:
         return None
     from ember.kernels.runtime import compiler, threadpool, threads
-    if (threads.get_num_threads() < 2 or threadpool.inside() or not compiler.available()
-            or compiler.importing("numba") or threads.parallel_layer() != "tbb"):
+    if threadpool.inside() or not compiler.available() or compiler.importing("numba"):
+        return None
+    if not serial and (threads.get_num_threads() < 2 or threads.parallel_layer() != "tbb"):
         return None
     from ember.kernels.pointwise import compile_form, engine
     kernel = compile_form(form, names, types)
-    if size * kernel.ns_per_element < engine.TBB_MIN_NS:
+    if not serial and size * kernel.ns_per_element < engine.TBB_MIN_NS:
         return None     # the engine would run it on one thread: NumPy's ufunc is as fast
     res = kernel(*operands, out=out, fallback=False)
     return None if res is None else res[0]
@@ -494,8 +502,9 @@ def relu(a, out=False):
     JIT's fast path, on a fresh array nobody else reads)."""
     if a.dtype == np.bool_:
         raise KernelError("relu is not defined for bool tensors")
-    if a.size >= THREADED_MIN_SIZE:
-        y = _threaded(_relu_form, ("a",), (a,), (a,) if out else None)
+    if a.size >= RELU_COMPILED_MIN_SIZE:
+        y = _threaded(_relu_form, ("a",), (a,), (a,) if out else None,
+                      serial_from=RELU_COMPILED_MIN_SIZE)
         if y is not None:
             return y
     return np.maximum(a, a.dtype.type(0), out=a if out else None)

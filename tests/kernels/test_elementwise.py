@@ -774,6 +774,26 @@ def test_large_relu_runs_threaded_with_numpys_bits(threaded, dtype):
     assert xg.grad.numpy().tobytes() == xt.grad.numpy().tobytes()
 
 
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_mid_size_relu_runs_compiled_with_numpys_bits(threaded, n_threads):
+    """From RELU_COMPILED_MIN_SIZE elements relu runs the compiled loop even where the engine
+    keeps it on one thread (NumPy's ``maximum`` is the slower loop), also at one thread set;
+    below it, NumPy's ufunc. NumPy's bits either way."""
+    from ember.kernels import elementwise
+    ember.set_num_threads(n_threads)
+    for n, compiled in [(elementwise.RELU_COMPILED_MIN_SIZE, True), (200_704, True),
+                        (elementwise.RELU_COMPILED_MIN_SIZE - 1, False)]:
+        a = _threaded_operands(np.float32, (n,), 7)
+        want = np.maximum(a, np.float32(0))
+        x = ember.tensor(a.copy())
+        with ember.no_grad():
+            ember.relu_(x)
+        assert x.numpy().tobytes() == want.tobytes()
+        assert ember.relu(ember.tensor(a)).numpy().tobytes() == want.tobytes()
+        assert threaded[-2:] == [compiled, compiled] if compiled else not threaded[-2:]
+        threaded.clear()
+
+
 def test_threaded_pass_is_not_taken_where_numpy_runs(threaded):
     """One thread, an array below the threshold, float16, integers and a non-contiguous operand
     stay on NumPy's ufunc (and give its values)."""
