@@ -9,7 +9,8 @@ statements are the graph's steps with everything static bound in advance:
 - ``conv2d`` (groups 1, float) with its epilogue -- the bias, a residual ``add`` whose other
   operand already exists, a ``relu``, a max pool without padding whose indices nobody reads --
   is one step: ``im2col`` into a column buffer shared by every convolution of the plan, one BLAS
-  GEMM into a shared (K, N*Ho*Wo) buffer (``np.matmul(..., out=)``), and one fused epilogue
+  GEMM into a shared (K, N*Ho*Wo) buffer (``conv.parallel.matmul``: under the plan's thread
+  policy one image's GEMM splits its rows over the TBB threads), and one fused epilogue
   kernel writing the NCHW result (``ember.kernels.conv.fused_numba``), over blocks of images
   whose columns stay in cache. Once its kernels are ready, each such step is timed against the
   transposed GEMM orientation and against ember's convolution engine (its own algorithm
@@ -548,7 +549,7 @@ class _ConvStep:
                 else:
                     xp = x
                 kn.im2col_t(xp, *self.args, Ho, Wo, self.colt, a, b)
-                np.matmul(self.colt[a * P:b * P], self.wt, out=self.zt2[a * P:b * P])
+                _parallel().matmul(self.colt[a * P:b * P], self.wt, self.zt2[a * P:b * P])
                 if self.pool is not None:
                     kn.t_pool2_epilogue(self.zt4, self.b, y, self.relu, a, b)
                 else:
@@ -559,7 +560,7 @@ class _ConvStep:
         for a in range(lo, hi, step):
             b = min(hi, a + step)
             self._prologue(x, a, b)
-            np.matmul(self.w2, self.col2[:, a * P:b * P], out=self.z2[:, a * P:b * P])
+            _parallel().matmul(self.w2, self.col2[:, a * P:b * P], self.z2[:, a * P:b * P])
             self._epilogue(y, res, a, b)
 
     def _direct_call(self, x, res):
@@ -642,7 +643,7 @@ class _ConvStep:
         N = x.shape[0]
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.y
         if self.direct_cols and self.mode == "kxp":   # 1x1, one image: x is its column matrix
-            np.matmul(self.w2, x.reshape(self.col2.shape), out=self.z2)
+            _parallel().matmul(self.w2, x.reshape(self.col2.shape), self.z2)
             self._epilogue(y, res, 0, N)
         elif N > 1 and _parallel().parallel_possible():
             _parallel().run(lambda lo, hi: self._block(x, res, y, lo, hi), N)

@@ -377,6 +377,35 @@ def test_plan_convolution_modes_equal_eager(name, mode):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.parametrize("mode", ["pxk", "kxp"])
+def test_plan_gemm_modes_of_one_image_split_through_the_engine_s_matmul(mode, monkeypatch):
+    """At a batch of one a step's GEMM ("kxp", "pxk") is ``conv.parallel.matmul``: under the
+    plan's thread policy its rows split over the TBB threads; equal to eager either way."""
+    from ember.kernels.conv import parallel
+    calls = []
+    real = parallel.matmul
+
+    def spy(a, b, out):
+        calls.append(out.shape)
+        return real(a, b, out)
+    ember.manual_seed(9)
+    build, shape = MODELS["resnet"]
+    model, x = build().eval(), ember.randn((1,) + shape)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x)
+        fast(x)
+        plan = _only_plan(fast)
+        steps = [s for s in plan._steps if hasattr(s, "can_use_engine") and mode in s.modes()]
+        assert steps
+        for s in steps:
+            s.mode = mode
+        monkeypatch.setattr(parallel, "matmul", spy)
+        got = fast(x)
+    assert len(calls) >= len(steps)
+    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def _one_image(name, dtype):
     """(model in ``dtype``, an input of one image, the same input with a NaN)."""
     dt = getattr(ember, dtype)
