@@ -38,6 +38,11 @@ interleaved medians; see docs/conv.md and benchmarks/conv.py):
   strided forward passes up to the probe's widest 3x3 win (else the GEMM paths; Xeon, probe
   64 channels, CPU ms direct / im2col: 8x128x56x56 3x3/2 45-61 / 34-44, one image 5.2-6.6 /
   4.2-5.6, 1x64x56x56 -> 128 3.3 / 3.3);
+- with two or more threads, a batch-of-one forward pass of a stride-1 kernel larger than 1x1,
+  at most BATCH1_DIRECT_MAX_CHANNELS wide with output rows of >= BATCH1_DIRECT_MIN_WO pixels,
+  runs ``direct`` on AVX-512 whatever the probe says (``_batch_of_one_direct``: its rows split
+  over TBB, where Winograd fans out to ember's pool three times; ResNet-18 at batch 1, two
+  threads, 29.4-31.4 -> 27.1-28.6 ms);
 - 1x1 kernels -> ``direct1x1``;
 - 3x3, stride 1, dilation 1 -> ``winograd`` when min(C/g, K/g) >= WINOGRAD_MIN_CHANNELS and the
   batch has >= WINOGRAD_MIN_TILES 4x4 output tiles (forward, input gradient), or
@@ -134,6 +139,8 @@ THIN_OWN_MIN_K = 32
 THIN_MAX_MACS = 160
 WIDE_DIRECT_MIN_WO = 14          # AVX-512: ``direct`` forward at any width from this output row
 WIDE_DIRECT_MIN_WO_STRIDED = 28  # (strided: from this one)
+BATCH1_DIRECT_MAX_CHANNELS = 128  # batch-of-one forward on ``direct`` up to this width
+BATCH1_DIRECT_MIN_WO = 28         # and from this output row (``_batch_of_one_direct``)
 SPACE_TO_DEPTH_MAX_CHANNELS = 16   # stride-2 forward as stride 1 up to 4C phase channels
 SPACE_TO_DEPTH_MIN_KERNEL = 5
 
@@ -231,7 +238,22 @@ def _wide_direct(g, direction):
     # the host probe last: an AVX2 host or a narrow layer never starts it
     if g.stride != (1, 1):
         return direction != "forward" or _strided_forward_wide(g)
-    return _stride_one_wide(g)
+    return _batch_of_one_direct(g, direction) or _stride_one_wide(g)
+
+
+def _batch_of_one_direct(g, direction):
+    """A batch-of-one forward pass of a kernel larger than 1x1 at stride 1, at most
+    BATCH1_DIRECT_MAX_CHANNELS wide, output rows of at least BATCH1_DIRECT_MIN_WO pixels, on two
+    or more threads: ``direct`` splits its rows over the TBB threads, where Winograd's transforms
+    and 36 GEMMs fan out to ember's pool three times (each hand-over ~50-100 us, and the pool's
+    workers then take the GIL from what follows). Intel Xeon, ms, Winograd / direct, two
+    threads: 1x64x56x56 -> 64 1.04 / 0.87-0.92, 1x128x28x28 -> 128 1.34 / 0.98-1.01; on one
+    thread Winograd wins (1.52 / 1.63, 1.22 / 1.70), and from 256 channels at 14x14 im2col does
+    (1.34 / 1.55 / Winograd 2.28). The host probe, one thread at batches of 2-4, keeps its
+    say for batches."""
+    return (g.N < BATCH_THRESHOLD and direction == "forward" and not (g.R == 1 and g.S == 1)
+            and g.Wo >= BATCH1_DIRECT_MIN_WO and max(g.Cg, g.Kg) <= BATCH1_DIRECT_MAX_CHANNELS
+            and parallel.threads() >= 2)
 
 
 def _strided_forward_wide(g):

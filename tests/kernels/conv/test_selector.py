@@ -877,3 +877,28 @@ def test_strided_forward_consults_the_host_probe_only_where_it_decides(monkeypat
     monkeypatch.setattr(selector, "_probe", lambda: {"1x1": False, "3x3_channels": 64})
     assert selector._wide_direct(g64, "forward")
     assert not selector._wide_direct(g128, "forward")
+
+
+@pytest.mark.parametrize("n_threads", [1, 2])
+def test_batch_of_one_forward_takes_direct_where_the_probe_says_gemm(n_threads, monkeypatch):
+    """On an AVX-512 host whose probe gives stride-1 3x3 layers to the GEMM paths (this Xeon's),
+    a batch-of-one forward pass of at most 128 channels with output rows of >= 28 pixels runs
+    ``direct`` (rows split over TBB) when two or more threads run: Winograd's fan-outs to
+    ember's pool cost more there. One thread, a batch, a wider or smaller layer, another
+    direction or an AVX2 host keep the earlier choice."""
+    from ember.kernels.conv import parallel
+    monkeypatch.setattr(selector, "_isa", lambda: "avx512")
+    monkeypatch.setattr(selector, "_probe", lambda: {"1x1": False, "3x3_channels": 0})
+    monkeypatch.setattr(parallel, "threads", lambda: n_threads)
+
+    def pick(shape, wshape, direction="forward"):
+        return selector.heuristic(direction, C.geometry("conv2d", shape, wshape, 1, 1, 1, 1))
+    several = n_threads > 1
+    assert pick((1, 64, 56, 56), (64, 64, 3, 3)) == ("direct" if several else "winograd")
+    assert pick((1, 128, 28, 28), (128, 128, 3, 3)) == ("direct" if several else "winograd")
+    assert pick((2, 64, 56, 56), (64, 64, 3, 3)) == "winograd"                 # a batch
+    assert pick((1, 256, 28, 28), (256, 256, 3, 3)) == "winograd"              # wider
+    assert pick((1, 128, 14, 14), (128, 128, 3, 3)) != "direct"                # rows of 14
+    assert pick((1, 64, 56, 56), (64, 64, 3, 3), "input") == "winograd"
+    monkeypatch.setattr(selector, "_isa", lambda: "avx2")
+    assert pick((1, 64, 56, 56), (64, 64, 3, 3)) == "winograd"
