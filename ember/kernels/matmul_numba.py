@@ -88,17 +88,19 @@ def gemm_split(fn, pa, pb, pc, dims, ab, by_rows, parts):
     M, N, K, lda, ldb, ldc = dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
     one, zero = ab[0], ab[1]
     size = np.int64(ab.itemsize)
-    total = M if by_rows else N
+    total = np.int64(M if by_rows else N)
+    count = np.empty(parts, dims.dtype)   # each block's size, in the library's integer width
     for w in prange(parts):
         lo = total * w // parts
         hi = total * (w + 1) // parts
         if lo >= hi:
             continue
+        count[w] = hi - lo
         if by_rows:     # rows lo:hi of op(a), of c
-            oa = np.int64(lo) * (np.int64(lda) if ta == _NO_TRANS else 1) * size
-            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, hi - lo, N, K, one, pa + oa, lda, pb,
-                      ldb, zero, pc + np.int64(lo) * np.int64(ldc) * size, ldc)
+            oa = lo * (np.int64(lda) if ta == _NO_TRANS else 1) * size
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, count[w], N, K, one, pa + oa, lda, pb,
+                      ldb, zero, pc + lo * np.int64(ldc) * size, ldc)
         else:           # columns lo:hi of op(b), of c
-            ob = np.int64(lo) * (1 if tb == _NO_TRANS else np.int64(ldb)) * size
-            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, hi - lo, K, one, pa, lda, pb + ob,
-                      ldb, zero, pc + np.int64(lo) * size, ldc)
+            ob = lo * (1 if tb == _NO_TRANS else np.int64(ldb)) * size
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, count[w], K, one, pa, lda, pb + ob,
+                      ldb, zero, pc + lo * size, ldc)
