@@ -56,8 +56,7 @@ STACK = True
 STACK_MIN_MACS = 1 << 18
 _NO_TRANS, _TRANS = 111, 112
 _cblas = {}     # dtype -> (address, integer type) of NumPy's cblas_?gemm, or False: none
-_stack_signatures = {}
-_split_signatures = {}
+_gemm_signatures = {}   # (matmul_numba kernel, dtype) -> its Numba signature
 _ONE_ZERO = {np.dtype(t): np.array([1, 0], t) for t in (np.float32, np.float64)}
 
 
@@ -128,13 +127,12 @@ def _stack(a, b):
     opb = _blas_operand(b.strides[-2:], K, N, size)
     if opa is None or opb is None:
         return None
-    from ember.kernels.runtime import compiler, threads
+    from ember.kernels.runtime import threads
     n = threads.get_num_threads()
     if n < 2 or threads.parallel_layer() != "tbb":
         return None
     found = _numpy_cblas(a.dtype)
-    nb = compiler.kernel_module("ember.kernels.matmul_numba")
-    if found is None or nb is None:
+    if found is None:
         return None
     fn, index = found
     pa, pb = a.ctypes.data, b.ctypes.data
@@ -142,15 +140,29 @@ def _stack(a, b):
         return None   # one buffer twice: NumPy's loop may take SYRK (other bits)
     strides = np.array(a.shape[:-2] + a.strides[:-2] + b.strides[:-2], np.int64)
     dims = np.array((opa[0], opb[0], M, N, K, opa[1], opb[1]), index)
-    ab = _ONE_ZERO[a.dtype]
-    sig = _stack_signatures.get(a.dtype)
-    if sig is None:
-        sig = _stack_signatures[a.dtype] = compiler.signature(fn, 0, 0, 0, strides, dims, ab, 0)
-    if not compiler.ready(nb.gemm_stack, sig):
-        return None
     c = np.empty(a.shape[:-1] + (N,), a.dtype)
-    nb.gemm_stack(fn, pa, pb, c.ctypes.data, strides, dims, ab, threads.tbb_parts(P, n, 1))
+    args = (fn, pa, pb, c.ctypes.data, strides, dims, _ONE_ZERO[a.dtype],
+            threads.tbb_parts(P, n, 1))
+    kernel = _gemm_kernel("gemm_stack", a.dtype, args)
+    if kernel is None:
+        return None
+    kernel(*args)
     return c
+
+
+def _gemm_kernel(name, dtype, args):
+    """``matmul_numba``'s kernel ``name`` when it is compiled for ``args`` (its arguments; the
+    signature is kept per dtype: the argument types follow from it), else None (Numba missing,
+    or its compile queued in the background)."""
+    from ember.kernels.runtime import compiler
+    nb = compiler.kernel_module("ember.kernels.matmul_numba")
+    if nb is None:
+        return None
+    kernel = getattr(nb, name)
+    sig = _gemm_signatures.get((name, dtype))
+    if sig is None:
+        sig = _gemm_signatures[(name, dtype)] = compiler.signature(*args)
+    return kernel if compiler.ready(kernel, sig) else None
 
 
 def split_into(a, b, out, by_rows, parts):
@@ -173,22 +185,19 @@ def split_into(a, b, out, by_rows, parts):
     if opa is None or opb is None or out.strides[1] != size or out.strides[0] < N * size or \
             out.strides[0] % size:
         return False
-    from ember.kernels.runtime import compiler, threads
+    from ember.kernels.runtime import threads
     parts = threads.tbb_parts(parts, parts, 1)
     found = _numpy_cblas(a.dtype) if parts else None
-    nb = compiler.kernel_module("ember.kernels.matmul_numba") if found else None
-    if nb is None:
+    if found is None:
         return False
     fn, index = found
     dims = np.array((opa[0], opb[0], M, N, K, opa[1], opb[1], out.strides[0] // size), index)
-    ab = _ONE_ZERO[a.dtype]
-    sig = _split_signatures.get(a.dtype)
-    if sig is None:
-        sig = _split_signatures[a.dtype] = compiler.signature(fn, 0, 0, 0, dims, ab, True, 0)
-    if not compiler.ready(nb.gemm_split, sig):
+    args = (fn, a.ctypes.data, b.ctypes.data, out.ctypes.data, dims, _ONE_ZERO[a.dtype],
+            bool(by_rows), parts)
+    kernel = _gemm_kernel("gemm_split", a.dtype, args)
+    if kernel is None:
         return False
-    nb.gemm_split(fn, a.ctypes.data, b.ctypes.data, out.ctypes.data, dims, ab, bool(by_rows),
-                  parts)
+    kernel(*args)
     return True
 
 

@@ -349,18 +349,28 @@ def test_autotune_times_again_a_mode_whose_first_timing_was_slow(monkeypatch):
     assert step.mode == "kxp"
 
 
+@pytest.mark.parametrize("batch", [3, 1])
 @pytest.mark.parametrize("mode", ["engine", "pxk", "kxp"])
 @pytest.mark.parametrize("name", ["resnet", "lenet", "odd"])
-def test_plan_convolution_modes_equal_eager(name, mode):
+def test_plan_convolution_modes_equal_eager(name, mode, batch, monkeypatch):
     """Each of the autotuner's choices: W @ col ("kxp"), col.T @ W.T ("pxk", one GEMM row per
-    output pixel) and ember's convolution engine, each with its fused epilogue."""
+    output pixel) and ember's convolution engine, each with its fused epilogue. The GEMM modes'
+    products are ``conv.parallel.matmul``'s (one image's rows split over the TBB threads under
+    the plan's thread policy)."""
+    from ember.kernels.conv import parallel
     ember.manual_seed(8)
     if name == "odd":
-        model, x = _Odd().eval(), ember.randn(3, 3, 11, 9)
+        model, x = _Odd().eval(), ember.randn(batch, 3, 11, 9)
     else:
         build, shape = MODELS[name]
-        model, x = build().eval(), ember.randn((3,) + shape)
+        model, x = build().eval(), ember.randn((batch,) + shape)
     fast = _fast(model, x)
+    calls = []
+    real = parallel.matmul
+
+    def spy(a, b, out):
+        calls.append(out.shape)
+        return real(a, b, out)
     with ember.no_grad():
         want = model(x)
         fast(x)
@@ -370,40 +380,14 @@ def test_plan_convolution_modes_equal_eager(name, mode):
         for s in engine:
             assert mode in s.modes()
             s.mode = mode
+        monkeypatch.setattr(parallel, "matmul", spy)
         got = fast(x)
+    if mode != "engine":
+        assert len(calls) >= len(engine)
     want = want if isinstance(want, tuple) else (want,)
     got = got if isinstance(got, tuple) else (got,)
     for a, b in zip(got, want):
         np.testing.assert_allclose(a.numpy(), b.numpy(), rtol=1e-5, atol=1e-6)
-
-
-@pytest.mark.parametrize("mode", ["pxk", "kxp"])
-def test_plan_gemm_modes_of_one_image_split_through_the_engine_s_matmul(mode, monkeypatch):
-    """At a batch of one a step's GEMM ("kxp", "pxk") is ``conv.parallel.matmul``: under the
-    plan's thread policy its rows split over the TBB threads; equal to eager either way."""
-    from ember.kernels.conv import parallel
-    calls = []
-    real = parallel.matmul
-
-    def spy(a, b, out):
-        calls.append(out.shape)
-        return real(a, b, out)
-    ember.manual_seed(9)
-    build, shape = MODELS["resnet"]
-    model, x = build().eval(), ember.randn((1,) + shape)
-    fast = _fast(model, x)
-    with ember.no_grad():
-        want = model(x)
-        fast(x)
-        plan = _only_plan(fast)
-        steps = [s for s in plan._steps if hasattr(s, "can_use_engine") and mode in s.modes()]
-        assert steps
-        for s in steps:
-            s.mode = mode
-        monkeypatch.setattr(parallel, "matmul", spy)
-        got = fast(x)
-    assert len(calls) >= len(steps)
-    np.testing.assert_allclose(got.numpy(), want.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def _one_image(name, dtype):
