@@ -245,8 +245,8 @@ def _batch_of_one_direct(g, direction):
     """A batch-of-one forward pass of a kernel larger than 1x1 at stride 1, at most
     BATCH1_DIRECT_MAX_CHANNELS wide, output rows of at least BATCH1_DIRECT_MIN_WO pixels, on two
     or more threads: ``direct`` splits its rows over the TBB threads, where Winograd's transforms
-    and 36 GEMMs fan out to ember's pool three times (each hand-over ~50-100 us, and the pool's
-    workers then take the GIL from what follows). Intel Xeon, ms, Winograd / direct, two
+    and 36 GEMMs fan out to ember's pool three times (each hand-over ~50-100 us; the batch
+    norm after it ran 213 us, after ``direct`` 108). Intel Xeon, ms, Winograd / direct, two
     threads: 1x64x56x56 -> 64 1.04 / 0.87-0.92, 1x128x28x28 -> 128 1.34 / 0.98-1.01; on one
     thread Winograd wins (1.52 / 1.63, 1.22 / 1.70), and from 256 channels at 14x14 im2col does
     (1.34 / 1.55 / Winograd 2.28). The host probe, one thread at batches of 2-4, keeps its
