@@ -1220,20 +1220,12 @@ def _violations(guards, arrays):
 
 def _programs(runner):
     """[(label, graph, recompile)] of a compiled entry's generated programs."""
-    from ember.jit.codegen import compile_graph
-    if isinstance(runner, CompiledAutograd):
-        def fwd():
-            runner._fwd = compile_graph(runner.graph, "array", f"{runner.name}_forward")[0]
-
-        def bwd():
-            runner._bwd = compile_graph(runner.backward_graph, "array",
-                                        f"{runner.name}_backward")[0]
-        return [("the forward", runner.graph, fwd),
-                ("the backward", runner.backward_graph, bwd)] + _programs(runner.fallback)
+    if isinstance(runner, CompiledAutograd):   # (both programs: one shared arena)
+        return [("the forward", runner.graph, runner.compile),
+                ("the backward", runner.backward_graph, runner.compile)] + \
+            _programs(runner.fallback)
     if isinstance(runner, WholeStep):
-        def step():
-            runner._fn, runner.code = compile_graph(runner.graph, "array", f"{runner.name}_step")
-        return [("the training step", runner.graph, step)]
+        return [("the training step", runner.graph, runner.compile)]
     return [("the forward (no gradient)", runner.graph, runner.recompile)]
 
 
@@ -1309,6 +1301,7 @@ def _generalise(old, new, b1, b2):
             n.attrs[k] = _symbolise(n.attrs[k], pairs, SymRef(sv))
             sv.uses.append(n)
         gn.lint()
+    for regen in dict.fromkeys(regen for *_, regen in plan):   # (one per runner)
         regen()
     return None
 
@@ -1715,7 +1708,6 @@ class _JointRecorder:
         call's outputs, then the values the backward reads) and a backward program
         (cotangents and saved values -> gradients of the formals that require grad)."""
         from ember.compiler.partition import partition
-        from ember.jit.codegen import compile_graph
         from ember.jit.passes import dce, run_passes
         g = traced.graph
         n_out = self.n_out
@@ -1781,9 +1773,7 @@ class _JointRecorder:
         gb.lint()
         gf = run_passes(gf)
         gb = run_passes(gb)
-        fwd_fn, _ = compile_graph(gf, "array", f"{name}_forward")
-        bwd_fn, _ = compile_graph(gb, "array", f"{name}_backward")
-        runner = CompiledAutograd(traced, gf, gb, fwd_fn, bwd_fn, n_out,
+        runner = CompiledAutograd(traced, gf, gb, n_out,
                                   [pos[id(v)] for v in saved if v.node is None],
                                   len(saved_nodes), [pos[id(v)] for v in self.grad_formals],
                                   len(self.cot_values))
@@ -1886,30 +1876,26 @@ class CompiledAutograd:
     inside another trace or under ``create_graph`` needs take ``fallback`` (the forward-only
     trace: array-mode code, or tensor-mode code with eager autograd)."""
 
-    def __init__(self, traced, gf, gb, fwd_fn, bwd_fn, n_out, saved_formals, n_saved,
-                 grad_pos, n_cot):
+    def __init__(self, traced, gf, gb, n_out, saved_formals, n_saved, grad_pos, n_cot):
         self.graph = gf
         self.backward_graph = gb
-        self._fwd = fwd_fn
-        self._bwd = bwd_fn
+        self.name = traced.name
+        self.compile()
         self._n_out = n_out
         self._saved_formals = saved_formals   # formal positions the backward reads
         self._n_saved = n_saved
         self._grad_pos = grad_pos             # formal position of each gradient output
         self._traced = traced                 # the joint trace: call structure, bindings
         self.fallback = None
-        self.name = traced.name
         self._diff = None   # which outputs get a gradient, when not all (segments' outputs)
 
-    @property
-    def code(self):
-        from ember.jit.codegen import generate
-        return generate(self.graph, f"{self.name}_forward", True)[0]
-
-    @property
-    def backward_code(self):
-        from ember.jit.codegen import generate
-        return generate(self.backward_graph, f"{self.name}_backward", True)[0]
+    def compile(self):
+        """(Re)generate the two programs (``code``, ``backward_code``), their memory plans
+        sharing one arena (``ember.jit.arena``)."""
+        from ember.jit.arena import compile_programs
+        (self._fwd, self.code), (self._bwd, self.backward_code) = compile_programs(
+            [(self.graph, f"{self.name}_forward"),
+             (self.backward_graph, f"{self.name}_backward")])
 
     def __call__(self, *args):
         fb = self.fallback

@@ -25,8 +25,8 @@ these calls to a ``StepCapture`` instead of breaking the graph:
 ``WholeStep`` runs the optimised graph as one array-mode program and applies its effects (the
 final ``.grad`` of each leaf, parameter versions). The program has a memory plan: its GEMM,
 ``linear``, arithmetic and fusion-group intermediates are written into an arena of buffers
-allocated once with it and reused at every call (``WholeStep.plan``; nothing the call returns
-or sets as ``.grad`` is arena memory). Anything else is a graph break naming why,
+allocated once with it and reused at every call (``WholeStep.plan``, ``ember.jit.arena``;
+nothing the call returns or sets as ``.grad`` is arena memory). Anything else is a graph break naming why,
 and the function then runs eagerly for those guards.
 """
 import math
@@ -35,15 +35,11 @@ import numpy as np
 
 from ember.autograd.state import STATE
 
-__all__ = ["StepCapture", "WholeStep", "MEMORY_PLAN"]
+__all__ = ["StepCapture", "WholeStep"]
 
 # Whether a traced optimizer update takes its values from the optimizer's own eager step and
 # records its ops from shapes alone (``StepCapture._eager_step``); False: the traced ops compute.
 SHAPES_ONLY = True
-
-# Whether a step program gets a memory plan (``ember.jit.passes.memory``: intermediates written
-# into an arena of buffers kept across calls); False for comparisons.
-MEMORY_PLAN = True
 
 
 def _tensor_cls():
@@ -680,7 +676,6 @@ class WholeStep:
     sets each leaf's ``.grad`` as the eager step would."""
 
     def __init__(self, traced, cap, n_out, name):
-        from ember.jit.codegen import compile_graph
         from ember.jit.passes import PIPELINE, run_passes
         self._traced = traced
         self._cap = cap
@@ -693,14 +688,17 @@ class WholeStep:
         self.graph = _in_place(run_passes(_masked_softmax_in_one_pass(_gelu_cdf_from_output(
             _channel_sums_as_gemv(_log_softmax_from_lse(_array_only(traced.graph.copy()))))),
             passes, lint=False))
-        self.plan = None
-        if MEMORY_PLAN:
-            from ember.jit.passes.memory import plan_memory
-            self.plan = plan_memory(self.graph)
-        self._fn, self.code = compile_graph(self.graph, "array", f"{name}_step", plan=self.plan)
+        self.compile()
         self._state = list(traced.state_tensors())
         self._getters = [get for _, get, _ in cap.inputs]
         self.verified = False
+
+    def compile(self):
+        """(Re)generate the step program (``ember.jit.arena``: with its memory plan,
+        ``plan``, unless ``arena.MEMORY_PLAN`` is False)."""
+        from ember.jit.arena import compile_programs
+        (self._fn, self.code), = compile_programs([(self.graph, f"{self.name}_step")])
+        self.plan = getattr(self._fn, "plan", None)
 
     # ---- the check against eager on first use ----------------------------------------------
     def snapshot(self):

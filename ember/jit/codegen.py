@@ -189,8 +189,6 @@ def generate(graph, name="forward", specialize=False, plan=None):
         if what == "array" and f"{ident}_T" in src:
             glob[f"{ident}_T"] = ("array_T", x)
     info = {"names": names, "globals": glob, "function": fname}
-    if plan is not None:
-        info["arena"] = plan.arena()
     return src, info
 
 
@@ -357,15 +355,18 @@ def namespace(graph, info, mode):
     return ns
 
 
-def compile_graph(graph, mode, name="forward", specialize=None, plan=None):
+def compile_graph(graph, mode, name="forward", specialize=None, plan=None, arena=None):
     """(function, source): ``graph`` compiled to a Python function for ``mode`` (array mode
     uses the specialised emitters unless ``specialize=False``; ``plan``: a ``MemoryPlan`` of
-    ``graph``, array mode only: planned values written into an arena kept by the function)."""
+    ``graph``, array mode only: planned values written into an arena kept by the function --
+    ``arena``, one array per buffer of the plan, when given: ``ember.jit.arena``)."""
     if specialize is None:
         specialize = mode == "array"
     if mode != "array":
         plan = None
     src, info = generate(graph, name, specialize and mode == "array", plan)
+    if plan is not None:
+        info["arena"] = plan.arena() if arena is None else arena
     ns = namespace(graph, info, mode)
     code = compile(src, f"<ember.jit {name}>", "exec")
     exec(code, ns)  # noqa: S102 - our own generated source

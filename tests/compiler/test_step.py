@@ -630,11 +630,11 @@ def test_load_state_dict_between_calls_keeps_the_program_exact(opt):
 
 @pytest.mark.parametrize("cls", [MLP, LeNet5])
 def test_memory_plan_keeps_the_steps_results_and_returns_no_arena_memory(cls, monkeypatch):
-    import ember.compiler.step as step_mod
+    import ember.jit.arena as arena_mod
     results = {}
     for planned in (True, False):
         ember.compiler.reset()
-        monkeypatch.setattr(step_mod, "MEMORY_PLAN", planned)
+        monkeypatch.setattr(arena_mod, "MEMORY_PLAN", planned)
         (_, _, _, _), (mc, oc, _, step_c) = _setup(cls, "adamw", ember.float64)
         compiled = ember.compile(step_c)
         losses, grads = [], []
@@ -651,7 +651,7 @@ def test_memory_plan_keeps_the_steps_results_and_returns_no_arena_memory(cls, mo
     assert len(runner.plan.buffers) > 0 and "arena_" in runner.code
     for a, b in zip(params + [np.array(losses)], params0 + [np.array(losses0)]):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
-    arena = [v for k, v in runner._fn.__globals__.items() if k.startswith("arena_")]
+    arena = runner._fn.arena
     for step_grads, step_grads0 in zip(grads, grads0):   # earlier steps' gradients unchanged
         for g, g0 in zip(step_grads, step_grads0):
             np.testing.assert_allclose(g.numpy(), g0.numpy(), rtol=0, atol=1e-12)
