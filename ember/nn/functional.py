@@ -421,17 +421,34 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
         if n == 1:
             raise ValueError(f"Expected more than 1 value per channel when training, got input "
                              f"size {list(size)}")
+        if n == 0:
+            return _empty_norm(input, weight, bias)
     return G.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+
+
+def _empty_norm(input, weight, bias):
+    """A normalisation of an input without elements per channel (an empty batch), as torch's:
+    no statistics (running ones untouched), the input times ``weight[0]`` plus ``bias[0]``, so
+    that the affine parameters get (zero) gradients."""
+    y = G.clone(input)
+    if weight is not None and weight.numel():
+        y = G.mul(y, weight[0])
+    if bias is not None and bias.numel():
+        y = G.add(y, bias[0])
+    return y
 
 
 def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=None,
                   use_input_stats=True, momentum=0.1, eps=1e-5):
     """Instance normalisation: per sample and channel. With running statistics given, training
     (``use_input_stats``) moves them towards the batch average of the instances' mean and
-    unbiased variance; otherwise they normalise, as torch."""
+    unbiased variance; otherwise they normalise, as torch. An empty batch leaves the running
+    statistics as they are (torch raises an IndexError there)."""
     n, c = input.shape[:2]
     shp = (1, c) + (1,) * (input.dim() - 2)
-    if use_input_stats:
+    if use_input_stats and input.numel() == 0:
+        y = G.clone(input)    # an empty batch: nothing to normalise, running statistics kept
+    elif use_input_stats:
         y = G.group_norm(G.reshape(input, (1, n * c) + tuple(input.shape[2:])), n * c, None,
                          None, eps)
         y = G.reshape(y, tuple(input.shape))

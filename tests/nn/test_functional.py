@@ -52,3 +52,55 @@ def test_attention_normalize_one_hot_unfold_interpolate_lrn_embedding_bag_vs_tor
     assert_close(F.embedding_bag(ember.tensor([[0, 2], [1, 3]]), ember.tensor(x[0, 0])).numpy(),
                  TF.embedding_bag(torch.tensor([[0, 2], [1, 3]]), torch.tensor(x[0, 0])).numpy())
 
+
+
+EMPTY_BATCH_CASES = {   # name -> (input shape, module or function of the library)
+    "conv2d": ((0, 3, 8, 8), lambda L: L.nn.Conv2d(3, 4, 3, padding=1)),
+    "conv_transpose2d": ((0, 3, 8, 8), lambda L: L.nn.ConvTranspose2d(3, 4, 3, stride=2)),
+    "max_pool2d": ((0, 3, 8, 8), lambda L: L.nn.MaxPool2d(2)),
+    "max_pool2d_indices": ((0, 3, 8, 8), lambda L: lambda x: L.nn.functional.max_pool2d(
+        x, 2, return_indices=True)[0]),
+    "adaptive_max_pool2d": ((0, 3, 8, 8), lambda L: L.nn.AdaptiveMaxPool2d(2)),
+    "max_pool1d": ((0, 3, 10), lambda L: L.nn.MaxPool1d(2)),
+    "avg_pool2d": ((0, 3, 8, 8), lambda L: L.nn.AvgPool2d(2)),
+    "batch_norm_train": ((0, 3, 8, 8), lambda L: L.nn.BatchNorm2d(3)),
+    "batch_norm_eval": ((0, 3, 8, 8), lambda L: L.nn.BatchNorm2d(3).eval()),
+    "batch_norm1d_train": ((0, 3), lambda L: L.nn.BatchNorm1d(3)),
+    "instance_norm": ((0, 3, 8, 8), lambda L: L.nn.InstanceNorm2d(3)),
+    "group_norm": ((0, 4, 8, 8), lambda L: L.nn.GroupNorm(2, 4)),
+    "layer_norm": ((0, 5), lambda L: L.nn.LayerNorm(5)),
+    "linear": ((0, 5), lambda L: L.nn.Linear(5, 3)),
+    "lstm": ((5, 0, 4), lambda L: L.nn.LSTM(4, 6)),
+    "transformer_layer": ((0, 3, 8), lambda L: L.nn.TransformerEncoderLayer(
+        8, 2, 16, dropout=0.0, batch_first=True)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_BATCH_CASES))
+def test_an_empty_batch_runs_forward_and_backward_as_torch(case):
+    """A batch of zero samples (a data loader's empty last batch, a filtered batch): the
+    output's shape, the input's gradient, the parameters' (zero) gradients and the running
+    statistics as torch gives them."""
+    shape, make = EMPTY_BATCH_CASES[case]
+    res = {}
+    for L in (torch, ember):
+        L.manual_seed(0)
+        m = make(L)
+        x = L.zeros(shape, requires_grad=True)
+        y = m(x)
+        y = y[0] if isinstance(y, tuple) else y
+        y.sum().backward()
+        params = list(m.named_parameters()) if isinstance(m, L.nn.Module) else []
+        buffers = list(m.named_buffers()) if isinstance(m, L.nn.Module) else []
+        res[L] = (tuple(y.shape), tuple(x.grad.shape),
+                  {n: None if p.grad is None else p.grad.detach().numpy() for n, p in params},
+                  {n: b.detach().numpy() for n, b in buffers})
+    (ts, tg, tp, tb), (es, eg, ep, eb) = res[torch], res[ember]
+    assert (es, eg) == (ts, tg)
+    assert ep.keys() == tp.keys() and eb.keys() == tb.keys()
+    for n in tp:
+        assert (ep[n] is None) == (tp[n] is None), n
+        if tp[n] is not None:
+            np.testing.assert_array_equal(ep[n], tp[n])
+    for n in tb:
+        np.testing.assert_array_equal(eb[n], tb[n])

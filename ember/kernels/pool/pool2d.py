@@ -336,10 +336,12 @@ def _scatter(gy, indices, input_shape):
     """Sum ``gy`` into the flat per-plane positions ``indices`` (``np.add.at`` on flat indices:
     measured 0.14 ms against 2.7 ms for ``np.bincount`` with weights on a LeNet-sized plane set;
     the Numba kernel, ``_scatter_numba``, when it can run)."""
+    N, C, H, W = input_shape
+    if N * C == 0:
+        return np.zeros(input_shape, gy.dtype)   # an empty batch (or no channels)
     out = _scatter_numba(gy, indices, input_shape)
     if out is not None:
         return out
-    N, C, H, W = input_shape
     planes = np.arange(N * C, dtype=np.int64)[:, None] * (H * W)
     flat = (indices.reshape(N * C, -1) + planes).ravel()
     gx = np.zeros(N * C * H * W, gy.dtype)

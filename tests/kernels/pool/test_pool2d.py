@@ -361,3 +361,11 @@ def test_max_pool2d_2x2_numpy_path_equals_the_general_taps(shape, dtype, monkeyp
     np.testing.assert_array_equal(fast[1], idx)
     x[0, 0, 0, 1] = np.nan
     assert pool._max_2x2(x, (shape[2] // 2, shape[3] // 2)) is None
+
+
+@pytest.mark.parametrize("shape", [(0, 3, 8, 8), (2, 0, 8, 8)])
+def test_max_pool2d_backward_of_an_empty_batch_is_empty(shape, max_path):
+    x = np.zeros(shape, np.float32)
+    y, idx = pool.max_pool2d_forward(x, 2, 2, 0, 1, False)
+    gx = pool.max_pool2d_backward(np.ones(y.shape, np.float32), idx, shape)
+    assert gx.shape == shape and gx.dtype == np.float32
