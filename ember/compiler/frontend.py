@@ -1890,12 +1890,12 @@ class CompiledAutograd:
         self._diff = None   # which outputs get a gradient, when not all (segments' outputs)
 
     def compile(self):
-        """(Re)generate the two programs (``code``, ``backward_code``), their memory plans
-        sharing one arena (``ember.jit.arena``)."""
+        """(Re)generate the two programs (``code``, ``backward_code``) with their memory plans
+        (``plan``, ``backward_plan``: ``ember.jit.arena``)."""
         from ember.jit.arena import compile_programs
-        (self._fwd, self.code), (self._bwd, self.backward_code) = compile_programs(
-            [(self.graph, f"{self.name}_forward"),
-             (self.backward_graph, f"{self.name}_backward")])
+        (self._fwd, self.code, self.plan), (self._bwd, self.backward_code, self.backward_plan) = \
+            compile_programs([(self.graph, f"{self.name}_forward"),
+                              (self.backward_graph, f"{self.name}_backward")])
 
     def __call__(self, *args):
         fb = self.fallback

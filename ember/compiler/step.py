@@ -23,11 +23,11 @@ these calls to a ``StepCapture`` instead of breaking the graph:
   one the eager path runs on arrays) on the traced gradients; the clipped ones rebind ``.grad``.
 
 ``WholeStep`` runs the optimised graph as one array-mode program and applies its effects (the
-final ``.grad`` of each leaf, parameter versions). The program has a memory plan: its GEMM,
-``linear``, arithmetic and fusion-group intermediates are written into an arena of buffers
-allocated once with it and reused at every call (``WholeStep.plan``, ``ember.jit.arena``;
-nothing the call returns or sets as ``.grad`` is arena memory). Anything else is a graph break naming why,
-and the function then runs eagerly for those guards.
+final ``.grad`` of each leaf, parameter versions). The program has a memory plan
+(``WholeStep.plan``, ``ember.jit.arena``): an elementwise result is written into an argument
+that dies at its node (never a parameter, an input or anything the call returns or sets as
+``.grad``). Anything else is a graph break naming why, and the function then runs eagerly for
+those guards.
 """
 import math
 
@@ -694,11 +694,9 @@ class WholeStep:
         self.verified = False
 
     def compile(self):
-        """(Re)generate the step program (``ember.jit.arena``: with its memory plan,
-        ``plan``, unless ``arena.MEMORY_PLAN`` is False)."""
+        """(Re)generate the step program with its memory plan (``plan``: ``ember.jit.arena``)."""
         from ember.jit.arena import compile_programs
-        (self._fn, self.code), = compile_programs([(self.graph, f"{self.name}_step")])
-        self.plan = getattr(self._fn, "plan", None)
+        (self._fn, self.code, self.plan), = compile_programs([(self.graph, f"{self.name}_step")])
 
     # ---- the check against eager on first use ----------------------------------------------
     def snapshot(self):
@@ -963,7 +961,7 @@ CHANNEL_SUM_GEMV_MIN = 16
 def _channel_sums_as_gemv(g):
     """``sum(%x, dim=(0, 2, 3, ...))`` of a float (N, C, *spatial) value (a convolution's bias
     gradient) becomes ``sum(reshape(matmul(reshape(%x, (-1, HW)), ones(HW, 1)), (-1, C)), 0)``:
-    the spatial sums as one GEMV over the N*C rows (written into the arena by the memory plan),
+    the spatial sums as one GEMV over the N*C rows (into the memory plan's arena when it is on),
     then a sum over N. NumPy's strided reduction over (0, 2, 3) reads LeNet-5's (64, 6, 28, 28)
     gradient in ~90 us, the GEMV in ~20 (one thread). Equal up to rounding. (The fusion pass
     has no reduction epilogues, so the sum is not fused into the ReLU-mask group producing %x.)

@@ -1,27 +1,32 @@
-"""The programs of one compiled function, their memory plans sharing one arena.
+"""The programs of one compiled function and their memory plans.
 
 ``ember.compile`` runs a compiled function as array-mode programs: the forward and the backward
 of a compiled backward (``CompiledAutograd``), or one whole training step (``WholeStep``). Each
-program gets a memory plan (``ember.jit.passes.memory``: its GEMM, ``linear``, arithmetic and
-fusion-group temporaries written into buffers kept across calls). A planned value lives inside
-one program call -- nothing a program returns, and so nothing the forward saves for the
-backward, is planned -- so the programs of one function never need their buffers at the same
-time, and they share one arena: the k-th buffer of a shape and dtype is the same array in every
-program, and the arena holds, per shape and dtype, the most buffers any one program needs rather
-than their sum.
+program gets a memory plan (``ember.jit.passes.memory``): an elementwise result is written into
+an argument that dies at its node (in-place reuse), always; with ``ARENA`` the GEMM, ``linear``,
+arithmetic and fusion-group temporaries also go into an arena of buffers kept across calls.
 
-One call runs in the arena at a time. A call that finds it busy -- another thread running a
-program of the same function, or a program called from inside one of them (a hook) -- runs its
-program without the plan (compiled on first need), so no two calls write the same buffer.
-``MEMORY_PLAN = False`` compiles the programs without plans (comparisons).
+The arena is off by default: measured on the compiled MLP, LeNet-5 and GPT steps (docs/jit.md,
+*Memory plan*), its buffers are held between calls on top of what a call still allocates, so
+the process's footprint grows (LeNet-5 at batch 64: 1.9 MB of arena against a step's 3.9 MB
+peak), and writing into buffers last touched a call ago cost 2-5% of the step against the
+allocator's just-freed (cached) blocks.
+
+With the arena, the programs of one function share it: a planned value lives inside one program
+call -- nothing a program returns, so nothing the forward saves for the backward, is planned --
+so the k-th buffer of a shape and dtype is the same array in every program, and the arena holds,
+per shape and dtype, the most buffers any one program needs rather than their sum. One call
+runs in the arena at a time: a call that finds it busy -- another thread running a program of
+the same function, or a program called from inside one of them (a hook) -- runs its program
+without the arena (compiled on first need), so no two calls write the same buffer.
 """
 import threading
 
 import numpy as np
 
-__all__ = ["MEMORY_PLAN", "Program", "compile_programs", "shared_buffers"]
+__all__ = ["ARENA", "Program", "compile_programs", "shared_buffers"]
 
-MEMORY_PLAN = True
+ARENA = False
 
 
 def shared_buffers(plans):
@@ -44,8 +49,8 @@ def shared_buffers(plans):
 
 
 class Program:
-    """A compiled array-mode program with a memory plan (``plan``) whose buffers (``arena``) it
-    may share with other programs guarded by the same ``lock``; ``source`` is its code."""
+    """A compiled array-mode program whose memory plan (``plan``) has arena buffers (``arena``)
+    it may share with other programs guarded by the same ``lock``; ``source`` is its code."""
 
     def __init__(self, graph, name, plan, arena, lock):
         from ember.jit.codegen import compile_graph
@@ -64,25 +69,29 @@ class Program:
 
     @property
     def unplanned(self):
-        """The program without its plan: what a call runs while the arena is busy."""
+        """The program without its arena (its in-place reuse kept): what a call runs while
+        the arena is busy."""
         if self._unplanned is None:
             from ember.jit.codegen import compile_graph
-            self._unplanned = compile_graph(self.graph, "array", self.name)[0]
+            from ember.jit.passes.memory import plan_memory
+            self._unplanned = compile_graph(self.graph, "array", self.name,
+                                            plan=plan_memory(self.graph, arena=False))[0]
         return self._unplanned
 
 
 def compile_programs(programs):
-    """[(callable, source)] for ``programs`` [(graph, name)]: each a ``Program`` with its memory
-    plan, all sharing one arena and one lock (see the module); without plans
-    (``MEMORY_PLAN`` False) each graph's plain compiled function."""
+    """[(callable, source, plan)] for ``programs`` [(graph, name)], each compiled with its
+    memory plan; with ``ARENA`` each callable a ``Program``, all sharing one arena and one lock
+    (see the module)."""
     from ember.jit.codegen import compile_graph
-    if not MEMORY_PLAN:
-        return [compile_graph(g, "array", name) for g, name in programs]
     from ember.jit.passes.memory import plan_memory
-    plans = [plan_memory(g) for g, _ in programs]
+    plans = [plan_memory(g, arena=ARENA) for g, _ in programs]
+    if not ARENA:
+        return [compile_graph(g, "array", name, plan=plan) + (plan,)
+                for (g, name), plan in zip(programs, plans)]
     lock = threading.Lock()
     out = []
     for (g, name), plan, arena in zip(programs, plans, shared_buffers(plans)):
         p = Program(g, name, plan, arena, lock)
-        out.append((p, p.source))
+        out.append((p, p.source, plan))
     return out

@@ -11,10 +11,10 @@ bind its names differently:
   graph and an enclosing tracer sees every op (used when grad is needed or while tracing).
 
 With a memory plan (``generate(..., plan=...)``, array mode: ``ember.jit.passes.memory``) the
-planned nodes write into the buffers of an arena (globals ``arena_<i>``, allocated once with
-the compiled function and reused at every call): GEMMs and ``linear`` through
-``fastpath.matmul_into``/``linear_into``, float arithmetic through ``fastpath.binary_into``,
-fusion groups through ``FusedGroup.run_arrays_out``.
+planned nodes write into an argument dying at their node, or into the buffers of an arena
+(globals ``arena_<i>``, allocated once with the compiled function and reused at every call):
+GEMMs and ``linear`` through ``fastpath.matmul_into``/``linear_into``, float arithmetic
+through ``fastpath.binary_into``, fusion groups through ``FusedGroup.run_arrays_out``.
 """
 import functools
 import keyword
@@ -204,18 +204,23 @@ def _arena(plan, v, glob, taken):
 
 
 def _planned(n, plan, names, glob, taken, ref):
-    """The right-hand side writing ``n``'s outputs into their arena buffers, or None."""
-    if plan is None or not any(id(o) in plan.slot for o in n.outputs):
+    """The right-hand side writing ``n``'s outputs into the memory the plan gives them (an
+    argument dying here, an arena buffer), or None."""
+    if plan is None or not any(id(o) in plan.slot or id(o) in plan.into for o in n.outputs):
         return None
     from ember.jit.fastpath import python_operator
+
+    def buffer(o):
+        a = plan.into.get(id(o))
+        return ref(a) if a is not None else _arena(plan, o, glob, taken)
     args = ", ".join(ref(a) for a in n.args)
     if n.kind == "fusion_group":
         ident = _ident("fusion_group", taken)
         glob[ident] = ("fusion_out", n.attrs["graph"])
-        bufs = [_arena(plan, o, glob, taken) for o in n.outputs]
+        bufs = [buffer(o) for o in n.outputs]
         outs = f"({bufs[0]},)" if len(bufs) == 1 else f"({', '.join(bufs)})"
         return f"{ident}({outs}, {args})"
-    buf = _arena(plan, n.outputs[0], glob, taken)
+    buf = buffer(n.outputs[0])
     if n.kind in ("matmul", "mm"):
         return f"matmul_into({args}, {buf})"
     if n.kind == "linear":

@@ -16,9 +16,10 @@ Which op is which Python operator (and under which constants: ``add`` is ``+`` w
 - ``reshape``/``view`` and basic ``getitem`` (ints, slices) are NumPy methods/indexing
 
 With a memory plan (``ember.jit.passes.memory``), a planned GEMM, ``linear`` or float
-arithmetic writes into its arena buffer (``matmul_into``, ``linear_into``, ``binary_into``);
-each falls back to a new array when the buffer's shape is not the result's (a program run on
-other shapes than it was planned for).
+arithmetic writes into the memory the plan gives it (``matmul_into``, ``linear_into``,
+``binary_into``: an arena buffer, or for arithmetic an argument dying at its node); each falls
+back to a new array when that memory is not the result's shape (a program run on other shapes
+than it was planned for; ``binary_into`` also when it is read-only).
 """
 import numpy as np
 
@@ -82,9 +83,10 @@ UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 
 
 def binary_into(ufunc, a, b, out):
-    """``ufunc(a, b)`` (the fast path's NumPy operator) into ``out`` when that is the
-    result's shape, else a new array."""
-    if out.shape != np.broadcast_shapes(np.shape(a), np.shape(b)):
+    """``ufunc(a, b)`` (the fast path's NumPy operator) into ``out`` (which may be ``a`` or
+    ``b``) when that is the result's shape and writeable, else a new array."""
+    from ember.kernels.pointwise.engine import _broadcast_shape
+    if out.shape != _broadcast_shape((np.shape(a), np.shape(b))) or not out.flags.writeable:
         return ufunc(a, b)
     return ufunc(a, b, out=out)
 

@@ -189,12 +189,13 @@ class FusedGroup:
         return tuple(r if i is None else arrays[i] for i, r in zip(into, res))
 
     def run_arrays_out(self, outs, *arrays):
-        """``run_arrays`` writing output ``j`` into ``outs[j]`` (an arena buffer of the memory
-        plan; None: a new array) when the fused kernel runs and each buffer has the result's
-        shape; below ``MIN_FUSED_SIZE`` the subgraph's own code returns new arrays."""
+        """``run_arrays`` writing output ``j`` into ``outs[j]`` (memory the memory plan gives
+        it: an argument, an arena buffer; None: a new array) when the fused kernel runs and
+        each buffer has the result's shape and is writeable; below ``MIN_FUSED_SIZE`` the
+        subgraph's own code returns new arrays."""
         if self._use_kernel(arrays):
-            shape = np.broadcast_shapes(*(a.shape for a in arrays))
-            if all(o is None or o.shape == shape for o in outs):
+            shape = _engine._broadcast_shape(tuple(a.shape for a in arrays))
+            if all(o is None or (o.shape == shape and o.flags.writeable) for o in outs):
                 outs = tuple(np.empty(shape, v.dtype) if o is None else o
                              for o, v in zip(outs, self.graph.outputs))
                 return self._call(arrays, outs)

@@ -630,11 +630,18 @@ def test_load_state_dict_between_calls_keeps_the_program_exact(opt):
 
 @pytest.mark.parametrize("cls", [MLP, LeNet5])
 def test_memory_plan_keeps_the_steps_results_and_returns_no_arena_memory(cls, monkeypatch):
+    """The step program with its memory plan -- in-place reuse, with and without the arena --
+    against the program without one: the same parameters, losses and gradients; no gradient
+    in arena memory."""
     import ember.jit.arena as arena_mod
+    import ember.jit.passes.memory as memory_mod
     results = {}
-    for planned in (True, False):
+    real_plan = memory_mod.plan_memory
+    for setting in ("arena", "in place", "none"):
         ember.compiler.reset()
-        monkeypatch.setattr(arena_mod, "MEMORY_PLAN", planned)
+        monkeypatch.setattr(arena_mod, "ARENA", setting == "arena")
+        monkeypatch.setattr(memory_mod, "plan_memory", real_plan if setting != "none" else
+                            lambda g, operator=None, arena=True: memory_mod.MemoryPlan())
         (_, _, _, _), (mc, oc, _, step_c) = _setup(cls, "adamw", ember.float64)
         compiled = ember.compile(step_c)
         losses, grads = [], []
@@ -643,19 +650,22 @@ def test_memory_plan_keeps_the_steps_results_and_returns_no_arena_memory(cls, mo
             losses.append(compiled(x, y))
             grads.append([p.grad for p in mc.parameters()])
         runner = compiled._compiled._last.traced
-        assert isinstance(runner, WholeStep) and (runner.plan is not None) == planned
-        results[planned] = ([p.numpy(force=True).copy() for p in mc.parameters()],
+        assert isinstance(runner, WholeStep)
+        results[setting] = ([p.numpy(force=True).copy() for p in mc.parameters()],
                             [l.item() for l in losses], grads, runner)
-    (params, losses, grads, runner), (params0, losses0, grads0, _) = results[True], \
-        results[False]
-    assert len(runner.plan.buffers) > 0 and "arena_" in runner.code
-    for a, b in zip(params + [np.array(losses)], params0 + [np.array(losses0)]):
-        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
-    arena = runner._fn.arena
-    for step_grads, step_grads0 in zip(grads, grads0):   # earlier steps' gradients unchanged
-        for g, g0 in zip(step_grads, step_grads0):
-            np.testing.assert_allclose(g.numpy(), g0.numpy(), rtol=0, atol=1e-12)
-            assert not any(np.shares_memory(g.numpy(), a) for a in arena)
+    arena_run, in_place, none = results["arena"], results["in place"], results["none"]
+    assert len(arena_run[3].plan.buffers) > 0 and "arena_" in arena_run[3].code
+    assert len(in_place[3].plan.into) > 0 and not in_place[3].plan.buffers
+    assert "arena_" not in in_place[3].code and not len(none[3].plan)
+    for params, losses, grads, runner in (arena_run, in_place):
+        for a, b in zip(params + [np.array(losses)], none[0] + [np.array(none[1])]):
+            np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+        for step_grads, step_grads0 in zip(grads, none[2]):   # earlier steps' gradients kept
+            for g, g0 in zip(step_grads, step_grads0):
+                np.testing.assert_allclose(g.numpy(), g0.numpy(), rtol=0, atol=1e-12)
+    for step_grads in arena_run[2]:
+        for g in step_grads:
+            assert not any(np.shares_memory(g.numpy(), a) for a in arena_run[3]._fn.arena)
 
 
 def _allclose_oracle(a, b):

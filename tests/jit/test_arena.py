@@ -1,8 +1,8 @@
-"""The programs of one compiled function sharing one arena (ember/jit/arena.py): buffers shared
-by shape and dtype across the forward and backward programs, the same gradients as the
-unplanned programs and eager, values saved for the backward never overwritten by a later
-forward, nothing returned in arena memory, and a busy arena (another thread, a call from
-inside a program) never written by two calls."""
+"""The programs of one compiled function and their memory plans (ember/jit/arena.py): by
+default in-place reuse only, no arena; with the arena, buffers shared by shape and dtype across
+the forward and backward programs, the same gradients as without and as eager, values saved
+for the backward never overwritten by a later forward, nothing returned in arena memory, and a
+busy arena (another thread, a call from inside a program) never written by two calls."""
 import copy
 import threading
 
@@ -17,7 +17,21 @@ from ember.jit.passes.memory import MemoryPlan
 from tests.compiler.models import LeNet5, MLP
 
 f64 = ember.float64
-SHAPES = {MLP: (16, 20), LeNet5: (8, 1, 28, 28)}
+
+
+class Attention(ember.nn.Module):
+    """A product whose (rows x rows) scores the forward does not save (softmax's backward reads
+    its output) and the backward has a temporary of the same shape: one buffer for both."""
+
+    def __init__(self):
+        super().__init__()
+        self.fc = ember.nn.Linear(20, 20)
+
+    def forward(self, x):
+        return ember.softmax(self.fc(x) @ x.t(), -1) @ x
+
+
+SHAPES = {MLP: (16, 20), LeNet5: (8, 1, 28, 28), Attention: (16, 20)}
 THREAD_BATCH = 256
 
 
@@ -45,7 +59,7 @@ def _runs(cls, planned, monkeypatch, calls=3, shape=None):
     """Gradients of ``calls`` forward + backward passes of a compiled ``cls`` (float64), the
     eager twin's, and the compiled entry's runner."""
     ember.compiler.reset()
-    monkeypatch.setattr(arena_mod, "MEMORY_PLAN", planned)
+    monkeypatch.setattr(arena_mod, "ARENA", planned)
     ember.manual_seed(0)
     eager = cls().double()
     twin = copy.deepcopy(eager)
@@ -65,15 +79,31 @@ def _runs(cls, planned, monkeypatch, calls=3, shape=None):
     return grads, compiled._compiled._last.traced
 
 
-@pytest.mark.parametrize("cls", [MLP, LeNet5])
+def test_by_default_the_programs_reuse_dying_arguments_and_keep_no_arena():
+    assert arena_mod.ARENA is False
+    ember.compiler.reset()
+    ember.manual_seed(0)
+    compiled = ember.compile(MLP().double())
+    x = ember.tensor(np.random.default_rng(1).standard_normal(SHAPES[MLP]), dtype=f64)
+    for _ in range(3):
+        compiled(x).pow(2).sum().backward()
+    runner = compiled._compiled._last.traced
+    assert isinstance(runner, CompiledAutograd)
+    assert not isinstance(runner._fwd, arena_mod.Program) and "arena_" not in runner.code
+    assert runner.plan.into and runner.backward_plan.into
+    assert not runner.plan.buffers and not runner.backward_plan.buffers
+
+
+@pytest.mark.parametrize("cls", [Attention, MLP, LeNet5])
 def test_forward_and_backward_share_one_arena(cls, monkeypatch):
     grads, runner = _runs(cls, True, monkeypatch)
     plain, runner0 = _runs(cls, False, monkeypatch)
     assert isinstance(runner, CompiledAutograd) and isinstance(runner0, CompiledAutograd)
     fwd, bwd = runner._fwd, runner._bwd
-    assert len(fwd.plan) and len(bwd.plan) and "arena_" in runner.backward_code
-    assert any(a is b for a in fwd.arena for b in bwd.arena)
-    assert not hasattr(runner0._fwd, "arena") and "arena_" not in runner0.code
+    assert len(bwd.plan.buffers) and "arena_" in runner.backward_code
+    if cls is Attention:
+        assert any(a is b for a in fwd.arena for b in bwd.arena)
+    assert not isinstance(runner0._fwd, arena_mod.Program) and "arena_" not in runner0.code
     arena = fwd.arena + bwd.arena
     for step, step0 in zip(grads, plain):      # results of earlier calls unchanged
         for g, g0 in zip(step, step0):
@@ -81,10 +111,12 @@ def test_forward_and_backward_share_one_arena(cls, monkeypatch):
             assert not any(np.shares_memory(g, a) for a in arena)
 
 
-def test_values_saved_by_one_forward_survive_the_next_forward(monkeypatch):
+@pytest.mark.parametrize("arena", [True, False])
+def test_values_saved_by_one_forward_survive_the_next_forward(arena, monkeypatch):
     """Two forwards, then one backward through both: what the first forward saved for its
-    backward is not arena memory the second forward reuses."""
+    backward is not memory the second forward reuses."""
     ember.compiler.reset()
+    monkeypatch.setattr(arena_mod, "ARENA", arena)
     ember.manual_seed(0)
     eager = LeNet5().double()
     twin = copy.deepcopy(eager)

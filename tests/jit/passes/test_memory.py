@@ -46,6 +46,19 @@ def _live_sets_disjoint(g, plan):
                 assert e1 < s2 or e2 < s1, (b1, (s1, e1), (s2, e2))
 
 
+def _into_dying_values(g, plan):
+    """Each in-place reuse targets an argument of the writing node made inside the program
+    (not a formal), read by no later node, directly or through a view, nor returned."""
+    index = {id(n): i for i, n in enumerate(g.nodes)}
+    writer = {id(o): n for n in g.nodes for o in n.outputs}
+    for k, a in plan.into.items():
+        n = writer[k]
+        assert a in n.args and a.node is not None and a.node.kind != "constant"
+        assert a not in g.outputs
+        later = [m for m in g.nodes[index[id(n)] + 1:] if a in m.inputs]
+        assert not later, (a, later)
+
+
 def _random_program(rng, n_ops):
     """A function of three (N, N) inputs: a random mix of GEMMs, arithmetic, ReLU, transposes,
     reshapes and sums reading random earlier values; returns the last and up to two others
@@ -92,7 +105,7 @@ def test_random_programs_with_a_plan_equal_eager_and_the_unplanned_program(monke
         monkeypatch.setattr(fused, "FORCE", "kernel")
         monkeypatch.setattr(fused, "BACKEND", "numpy")
     rng = np.random.default_rng(0)
-    planned_total = shared = 0
+    planned_total = shared = into_total = 0
     for _ in range(40):
         f = _random_program(rng, int(rng.integers(4, 30)))
         xs = [ember.tensor(rng.standard_normal((N, N))) for _ in range(3)]
@@ -100,6 +113,8 @@ def test_random_programs_with_a_plan_equal_eager_and_the_unplanned_program(monke
         fn, _, plan = _compiled(g)
         plain = compile_graph(g, "array", "f")[0]
         _live_sets_disjoint(g, plan)
+        _into_dying_values(g, plan)
+        into_total += len(plan.into)
         planned_total += len(plan)
         shared += len(plan) - len(plan.buffers)
         for _ in range(2):      # the second call reuses the arena
@@ -110,7 +125,7 @@ def test_random_programs_with_a_plan_equal_eager_and_the_unplanned_program(monke
             for w, a, r in zip(want, got, ref):
                 np.testing.assert_allclose(a, w.numpy(), rtol=1e-12, atol=1e-12)
                 np.testing.assert_array_equal(a, r)
-    assert planned_total >= 10 and shared > 0     # the programs did plan and share buffers
+    assert planned_total >= 10 and shared > 0 and into_total > 0   # planned, shared, reused
 
 
 def test_a_view_keeps_its_sources_buffer_alive():
@@ -192,3 +207,68 @@ def test_buffers_of_another_shape_fall_back_to_new_arrays():
     assert len(plan) == 2
     x, w = rng.standard_normal((7, N)), rng.standard_normal((N, N))    # other rows
     np.testing.assert_allclose(fn(x, w)[0], ((x @ w) * 3.0).sum(0), rtol=1e-12)
+
+
+def _reused(g, plan, kind):
+    return [(n, plan.into[id(n.outputs[0])]) for n in g.nodes
+            if n.kind == kind and id(n.outputs[0]) in plan.into]
+
+
+def test_an_elementwise_result_takes_the_memory_of_an_argument_dying_at_its_node():
+    def f(x, w):
+        return ((x @ w) * 2.0 + 1.0).sum(0)
+    xs = [np.random.default_rng(6).standard_normal((N, N)) for _ in range(2)]
+    g = _graph(f, *[ember.tensor(x) for x in xs], fused_groups=False)
+    plan = plan_memory(g, arena=False)
+    assert not plan.buffers and not plan.slot
+    (mul, prod), = _reused(g, plan, "mul")
+    (add, scaled), = _reused(g, plan, "add")
+    assert prod.node.kind in ("matmul", "mm") and scaled is mul.output
+    fn, src = compile_graph(g, "array", "f", plan=plan)
+    assert src.count("binary_into(") == 2 and "arena_" not in src
+    np.testing.assert_allclose(fn(*xs)[0], ((xs[0] @ xs[1]) * 2.0 + 1.0).sum(0), rtol=1e-12)
+
+
+def test_no_reuse_of_a_formal_a_value_read_later_or_a_returned_value():
+    def f(x, w):
+        h = x @ w
+        a = x * 2.0          # x: the caller's array
+        b = h * 3.0          # h is read again below
+        c = (a + h) - b      # (its last reader: h is returned)
+        return c, h
+    xs = [np.random.default_rng(7).standard_normal((N, N)) for _ in range(2)]
+    g = _graph(f, *[ember.tensor(x) for x in xs], fused_groups=False)
+    plan = plan_memory(g, arena=False)
+    _into_dying_values(g, plan)
+    targets = {id(a) for a in plan.into.values()}
+    h = next(n.output for n in g.nodes if n.kind in ("matmul", "mm"))
+    assert id(g.inputs[0]) not in targets and id(h) not in targets
+    fn, _ = compile_graph(g, "array", "f", plan=plan)
+    x, w = xs
+    x0 = x.copy()
+    got = fn(x, w)
+    np.testing.assert_allclose(got[0], (x * 2.0 + x @ w) - (x @ w) * 3.0, rtol=1e-12)
+    np.testing.assert_allclose(got[1], x @ w, rtol=1e-12)
+    np.testing.assert_array_equal(x, x0)     # the caller's array untouched
+
+
+@pytest.mark.parametrize("kernel", [False, True])
+def test_a_fusion_group_writes_into_its_dying_argument_and_may_be_returned(monkeypatch, kernel):
+    if kernel:
+        monkeypatch.setattr(fused, "FORCE", "kernel")
+        monkeypatch.setattr(fused, "BACKEND", "numpy")
+
+    def f(x, w):
+        return ((x @ w) * 0.5 + 1.0).tanh()
+    xs = [np.random.default_rng(8).standard_normal((N, N)) for _ in range(2)]
+    g = _graph(f, *[ember.tensor(x) for x in xs])
+    plan = plan_memory(g, arena=True)
+    (grp, prod), = _reused(g, plan, "fusion_group")
+    assert prod.node.kind in ("matmul", "mm") and id(prod) not in plan.slot   # returned
+    fn, src = compile_graph(g, "array", "f", plan=plan)
+    assert "arena_" not in src
+    first = fn(*xs)[0]
+    again = fn(*xs)[0]
+    assert first is not again and not np.shares_memory(first, again)
+    np.testing.assert_allclose(first, np.tanh((xs[0] @ xs[1]) * 0.5 + 1.0), rtol=1e-12)
+    np.testing.assert_array_equal(first, again)
