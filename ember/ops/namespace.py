@@ -28,7 +28,8 @@ FUNCTIONS = {
     reduction: ("max", "min", "norm", "std", "var", "histogram", "histogramdd", "gradient"),
     tensor_types: ("is_complex", "is_floating_point", "is_tensor", "numel", "can_cast",
                    "promote_types", "result_type"),
-    shape: ("broadcast_shapes", "resize_as_", "concat", "concatenate", "swapaxes", "swapdims",
+    shape: ("broadcast_shapes", "clone", "resize_as_", "concat", "concatenate", "swapaxes",
+            "swapdims",
             "row_stack", "adjoint", "select_copy", "slice_copy", "split_copy", "detach_copy",
             "view_as_real_copy", "view_as_complex_copy"),
     indexing: ("index_put", "nonzero", "tril_indices", "triu_indices", "unravel_index", "where"),
@@ -108,7 +109,8 @@ METHODS = {
     "__rfloordiv__": pointwise._rfloordiv, "__ifloordiv__": pointwise._ifloordiv,
     "__rmod__": pointwise._rmod, "__imod__": pointwise._imod, "put_": indexing._put_,
     "storage_offset": shape.storage_offset, "adjoint": shape.adjoint,
-    "swapaxes": shape.swapaxes, "swapdims": shape.swapdims,
+    "swapaxes": shape.swapaxes, "swapdims": shape.swapdims, "clone": shape.clone,
+    "contiguous": shape._contiguous,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 NOT_WRAPPED = {"view"}
@@ -138,7 +140,7 @@ LATE_METHODS = {
     "resize_as_": shape._resize_as_,
 }
 # spec ops whose ember.<name> is the family's entry point, not the generated function
-ENTRY_POINTS_OVER_SPEC_OPS = ("var", "std", "norm", "nonzero", "index_put", "where")
+ENTRY_POINTS_OVER_SPEC_OPS = ("var", "std", "norm", "nonzero", "index_put", "where", "clone")
 
 
 def _install_aliases(namespace, tensor_cls):

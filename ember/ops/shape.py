@@ -439,6 +439,30 @@ def as_strided_copy(input, size, stride, storage_offset=None):
     return G.clone(G.as_strided(input, size, stride, storage_offset))
 
 
+def _memory_format(op, memory_format):
+    if memory_format is not None and not isinstance(memory_format, _dtype.memory_format):
+        from ember.errors import EmberTypeError
+        raise EmberTypeError(f"{op}(): memory_format must be an ember memory format "
+                             f"(ember.contiguous_format, channels_last, ...), got "
+                             f"{type(memory_format).__name__}")
+
+
+def clone(input, *, memory_format=None):
+    """A copy of ``input`` (its own memory; autograd records it). ``memory_format`` is accepted
+    as torch takes it; ember's copy is always in the contiguous layout, which every format gives
+    the same values in (docs/unsupported.md)."""
+    _memory_format("clone", memory_format)
+    return G.clone(input)
+
+
+def _contiguous(self, memory_format=None):
+    """``Tensor.contiguous()``: self when its memory is C-contiguous, else a contiguous copy.
+    ``memory_format`` is accepted as torch takes it (the contiguous layout for every format,
+    docs/unsupported.md)."""
+    _memory_format("contiguous", memory_format)
+    return G.contiguous(self)
+
+
 def storage_offset(self):
     """``Tensor.storage_offset()``: the offset, in elements, of the tensor's first element in its
     storage (the array at the root of its memory), like torch."""

@@ -222,3 +222,26 @@ def test_resize_():
     assert x.resize_(1, 2)._version == v + 1
     with pytest.raises(EmberError, match="requires grad"):
         ember.zeros(3, requires_grad=True).resize_(2)
+
+
+@pytest.mark.parametrize("fmt", ["contiguous_format", "channels_last", "preserve_format"])
+def test_contiguous_and_clone_take_a_memory_format_as_torch(fmt):
+    """``x.contiguous(memory_format=...)``, ``x.clone(memory_format=...)`` and
+    ``ember.clone(x, memory_format=...)`` (channels-last code from torchvision and tutorials):
+    the same values, a copy where torch copies, gradients through; a format that is not one
+    is a TypeError naming the op."""
+    fmt = getattr(ember, fmt)
+    base = np.random.default_rng(0).standard_normal((2, 3, 4, 5))
+    x = ember.tensor(base, requires_grad=True)
+    outs = [x.contiguous(memory_format=fmt), x.clone(memory_format=fmt),
+            ember.clone(x, memory_format=fmt), x.permute(0, 2, 3, 1).contiguous()]
+    for y in outs[:3]:
+        np.testing.assert_array_equal(y.detach().numpy(), base)
+    assert not np.shares_memory(outs[1].detach().numpy(), base)
+    assert not np.shares_memory(outs[2].detach().numpy(), base)
+    sum(y.sum() for y in outs).backward()
+    np.testing.assert_array_equal(x.grad.numpy(), np.full(base.shape, 4.0))
+    with pytest.raises(EmberError, match="contiguous.*memory_format"):
+        x.contiguous(memory_format="channels_last")
+    with pytest.raises(EmberError, match="clone.*memory_format"):
+        ember.clone(x, memory_format=1)
