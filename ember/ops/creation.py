@@ -17,7 +17,7 @@ from ember.errors import (EmberOverflowError, EmberRuntimeError, EmberTypeError,
                           UnsupportedError)
 from ember.errors import public as _public
 from ember.random import resolve
-from ember.tensor import Tensor
+from ember.tensor import Size, Tensor
 
 
 def _size(size):
@@ -707,6 +707,24 @@ def _new(fill):
             return ones(*size, dtype=dt, requires_grad=requires_grad)
         return empty(*size, dtype=dt, requires_grad=requires_grad)
     return method
+
+
+def _new_legacy(self, *args, device=None):
+    """``Tensor.new(...)``, torch's legacy constructor: no argument -> an empty tensor of this
+    dtype; sizes (ints, or one ``Size``) -> an uninitialised tensor of that shape; data (a
+    list, a tuple, an array) -> a tensor of it in this dtype, as torch reads them."""
+    _check_device(device)
+    dt = self.dtype
+    if not args:
+        return empty(0, dtype=dt)
+    if len(args) == 1 and isinstance(args[0], Size):
+        return empty(*args[0], dtype=dt)
+    if builtins.all(isinstance(n, (int, np.integer)) and not isinstance(n, bool) for n in args):
+        return empty(*args, dtype=dt)
+    if len(args) == 1:
+        return tensor(args[0], dtype=dt)
+    raise EmberTypeError(f"new(): expected sizes (ints) or one sequence of data, got "
+                         f"{', '.join(type(a).__name__ for a in args)}")
 
 
 def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):

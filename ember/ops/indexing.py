@@ -182,6 +182,23 @@ def _put_(self, index, source, accumulate=False):
     return G.copy_(self, G.put(self, index, source, accumulate))
 
 
+def _fill_diagonal_(self, fill_value, wrap=False):
+    """``Tensor.fill_diagonal_``: ``fill_value`` on the main diagonal (positions (i, i, ...)) of
+    a tensor of at least 2 dimensions, all equal when more than 2; ``wrap``: a tall matrix's
+    diagonal starts again after each N columns plus one row, as torch (and NumPy). A masked
+    fill: autograd gives the filled positions no gradient."""
+    shape = tuple(self.shape)
+    if len(shape) < 2:
+        raise EmberRuntimeError(f"fill_diagonal_: dimensions must larger than 1 (got a tensor "
+                                f"of shape {list(shape)})")
+    if len(shape) > 2 and len(set(shape)) != 1:
+        raise EmberRuntimeError(f"fill_diagonal_: all dimensions of input must be of equal "
+                                f"length (got shape {list(shape)})")
+    mask = np.zeros(shape, np.bool_)
+    np.fill_diagonal(mask, True, wrap=wrap)
+    return self.masked_fill_(Tensor._make(mask), fill_value)
+
+
 triu_indices, tril_indices = _tri_indices("triu"), _tri_indices("tril")
 
 

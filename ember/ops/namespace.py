@@ -110,11 +110,13 @@ METHODS = {
     "__rmod__": pointwise._rmod, "__imod__": pointwise._imod, "put_": indexing._put_,
     "storage_offset": shape.storage_offset, "adjoint": shape.adjoint,
     "swapaxes": shape.swapaxes, "swapdims": shape.swapdims, "clone": shape.clone,
-    "contiguous": shape._contiguous,
+    "contiguous": shape._contiguous, "new": creation._new_legacy,
+    "fill_diagonal_": indexing._fill_diagonal_,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 NOT_WRAPPED = {"view"}
-PROPERTIES = {"T": shape._T, "mT": shape._mT, "mH": shape._mH, "H": shape._H}
+PROPERTIES = {"T": shape._T, "mT": shape._mT, "mH": shape._mH, "H": shape._H,
+              "nbytes": shape._nbytes, "itemsize": shape._itemsize}
 
 # torch's other names of spec ops (torch.arcsin is torch.asin): function, method and in-place
 # method, each where not defined already
@@ -124,9 +126,10 @@ ALIASES = {
     "negative": "neg", "subtract": "sub", "greater": "gt", "greater_equal": "ge", "less": "lt",
     "less_equal": "le", "not_equal": "ne",
 }
-# x.<name>_(...) for composite ops, where the spec declares no in-place variant
+# x.<name>_(...) for ops whose spec declares no in-place variant (the result written into x)
 INPLACE_COMPOSITES = ("square", "fix", "sgn", "true_divide", "float_power", "ldexp", "mvlgamma",
-                      "polygamma")
+                      "polygamma", "addcmul", "addcdiv", "addmm", "cumsum", "cumprod", "tril",
+                      "triu", "renorm", "index_reduce")
 # methods of the sorting family's entry points (named results)
 SORTING_METHODS = ("sort", "topk", "kthvalue", "median", "nanmedian", "mode", "cummax",
                    "cummin", "aminmax", "unique", "unique_consecutive")

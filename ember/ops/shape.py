@@ -499,6 +499,16 @@ def _T(self):
     return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
 
 
+def _nbytes(self):
+    """``Tensor.nbytes``: the bytes of its elements (``numel() * element_size()``)."""
+    return self.numel() * self.element_size()
+
+
+def _itemsize(self):
+    """``Tensor.itemsize``: the bytes of one element (``element_size()``)."""
+    return self.element_size()
+
+
 def _mT(self):
     if self._data.ndim < 2:
         raise EmberRuntimeError(f"tensor.mT is only supported on matrices or batches of matrices. "

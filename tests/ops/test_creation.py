@@ -339,3 +339,16 @@ def test_square_of_bool_zero_function_and_normal_layout():
     assert ember.normal(0.0, 1.0, (2, 3), layout=ember.strided).shape == (2, 3)
     with pytest.raises(TypeError):
         ember.normal(0.0, 1.0, (2,), layout="sparse")
+
+
+def test_the_legacy_new_constructor_reads_its_arguments_as_torch():
+    for L in (torch, ember):
+        x = L.zeros(2, 3, dtype=L.float64)
+        got = [tuple(x.new().shape), tuple(x.new(4, 5).shape), tuple(x.new(x.shape).shape),
+               x.new((2, 7)).tolist(), x.new([1, 2]).tolist(), tuple(x.new(3).shape),
+               str(x.new([1]).dtype).split(".")[1]]
+        if L is torch:
+            want = got
+    assert got == want
+    with pytest.raises(EmberError, match="new"):
+        ember.zeros(2).new(2, [3])

@@ -352,3 +352,20 @@ def test_put_with_a_traced_index_is_not_frozen_when_compiled():
     want = torch.zeros(6, dtype=torch.float64).put(torch.tensor([-1, 2]),
                                                    torch.tensor([1.0, 2.0], dtype=torch.float64))
     np.testing.assert_array_equal(x.put(ember.tensor([-1, 2]), s).numpy(), want.numpy())
+
+
+@pytest.mark.parametrize("shape,wrap", [((7, 3), True), ((7, 3), False), ((3, 5), False),
+                                        ((3, 3, 3), False), ((4, 4), True)])
+def test_fill_diagonal_matches_torch_and_blocks_the_gradient_there(shape, wrap):
+    res = []
+    for L in (torch, ember):
+        w = L.ones(shape, dtype=L.float64, requires_grad=True)
+        y = w * 2.0
+        assert y.fill_diagonal_(-1.5, wrap=wrap) is y
+        y.sum().backward()
+        res.append((y.detach().numpy(), w.grad.numpy()))
+    np.testing.assert_array_equal(res[1][0], res[0][0])
+    np.testing.assert_array_equal(res[1][1], res[0][1])
+    for bad in ((3,), (2, 3, 2)):
+        with pytest.raises(EmberError, match="fill_diagonal_"):
+            ember.zeros(bad).fill_diagonal_(1.0)

@@ -481,3 +481,37 @@ def test_frombuffer_matches_torch():
     with pytest.raises(TypeError):
         ember.frombuffer(data)
     assert ember.frombuffer(data, dtype=ember.float32, requires_grad=True).requires_grad
+
+
+_INPLACE_CASES = {   # x.<name>_ of an op without an in-place spec variant, as torch's
+    "addcmul_": lambda L, x, b, c, i: x.addcmul_(b, c, value=0.3),
+    "addcdiv_": lambda L, x, b, c, i: x.addcdiv_(b, c, value=-0.5),
+    "addmm_": lambda L, x, b, c, i: x.addmm_(b, c, beta=0.5, alpha=2.0),
+    "cumsum_": lambda L, x, b, c, i: x.cumsum_(1),
+    "cumprod_": lambda L, x, b, c, i: x.cumprod_(0),
+    "tril_": lambda L, x, b, c, i: x.tril_(-1),
+    "triu_": lambda L, x, b, c, i: x.triu_(1),
+    "renorm_": lambda L, x, b, c, i: x.renorm_(2, 0, 1.0),
+    "index_reduce_": lambda L, x, b, c, i: x.index_reduce_(0, i, b, "prod", include_self=False),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INPLACE_CASES))
+def test_in_place_forms_of_ops_without_a_spec_variant_match_torch(name):
+    """The hand-written optimizers of community programs (``exp_avg_sq.mul_(b2).addcmul_(g, g,
+    value=1 - b2)``, ``p.addcdiv_(m, denom, value=-lr)``) and masks (``tril_``): the result in
+    place (self returned) and the gradient through it, float64."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((4, 4)), rng.standard_normal((4, 4))
+    c, idx = rng.random((4, 4)) + 0.5, np.array([0, 2, 0, 1])
+    res = []
+    for L in (torch, ember):
+        w = L.tensor(a, requires_grad=True)
+        x = w * 1.0
+        y = _INPLACE_CASES[name](L, x, L.tensor(b), L.tensor(c), L.tensor(idx))
+        assert y is x
+        (y * L.tensor(b)).sum().backward()
+        res.append((x.detach().numpy(), w.grad.numpy()))
+    np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-10, atol=1e-10)

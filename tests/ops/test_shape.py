@@ -245,3 +245,11 @@ def test_contiguous_and_clone_take_a_memory_format_as_torch(fmt):
         x.contiguous(memory_format="channels_last")
     with pytest.raises(EmberError, match="clone.*memory_format"):
         ember.clone(x, memory_format=1)
+
+
+def test_nbytes_and_itemsize_are_torchs():
+    for dt, size in ((ember.float64, 8), (ember.float32, 4), (ember.bfloat16, 2),
+                     (ember.int8, 1), (ember.complex64, 8), (ember.bool, 1)):
+        x = ember.zeros(3, 5, dtype=dt)
+        assert x.itemsize == size and x.nbytes == 15 * size
+        assert x[:, ::2].nbytes == 9 * size     # the elements' bytes, as torch (not the view's span)
