@@ -194,3 +194,56 @@ def test_iterable_dataset():
     assert [b.tolist() for b in DataLoader(Counter(), batch_size=2)] == [[0, 1], [2, 3], [4]]
     with pytest.raises(ValueError):
         DataLoader(Counter(), shuffle=True)
+
+
+def test_collate_gives_a_list_for_tuple_samples_as_torch():
+    """torch collates tuple samples into a list (``batch[0] = batch[0].to(device)`` works)."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate as torch_collate
+    def shape(x):   # the containers' types and the leaves' values
+        return [shape(y) for y in x] if isinstance(x, (list, tuple)) else x.tolist()
+
+    def kinds(x):
+        return (type(x).__name__, [kinds(y) for y in x]) if isinstance(x, (list, tuple)) \
+            else "tensor"
+    for samples in ([(1, 2.0), (3, 4.0)], [[1, 2.0], [3, 4.0]], [((1, 2), 3), ((4, 5), 6)]):
+        ours, theirs = default_collate(samples), torch_collate(samples)
+        assert kinds(ours) == kinds(theirs) and shape(ours) == shape(theirs)
+        assert type(ours) is list
+    batch = next(iter(DataLoader(_ds(4), batch_size=2)))
+    assert isinstance(batch, list)
+    batch[0] = batch[0] * 2
+
+
+def test_chain_and_stack_datasets_and_torchs_top_level_names():
+    import ember.utils.data as D
+
+    class Stream(IterableDataset):
+        def __init__(self, items):
+            self.items = items
+
+        def __iter__(self):
+            return iter(self.items)
+
+        def __len__(self):
+            return len(self.items)
+    chain = D.ChainDataset([Stream([1, 2]), Stream([3])])
+    assert list(chain) == [1, 2, 3] and len(chain) == 3
+    with pytest.raises(ember.errors.EmberError, match="IterableDataset"):
+        list(D.ChainDataset([Stream([1]), [2]]))
+    stack = D.StackDataset(_ds(3), ["a", "b", "c"])
+    (x, y), name = stack[1]
+    assert int(y) == 1 and name == "b" and len(stack) == 3
+    assert D.StackDataset(x=[1, 2], y=[3, 4])[1] == {"x": 2, "y": 4}
+    batch = next(iter(DataLoader(D.StackDataset(a=_ds(4), b=[0, 1, 2, 3]), batch_size=2)))
+    assert batch["b"].tolist() == [0, 1] and batch["a"][1].tolist() == [0, 1]
+    for bad in (lambda: D.StackDataset([1], [1, 2]), lambda: D.StackDataset(),
+                lambda: D.StackDataset([1], y=[1])):
+        with pytest.raises(ember.errors.EmberError, match="StackDataset"):
+            bad()
+    from ember.utils.data.distributed import DistributedSampler
+    assert D.DistributedSampler is DistributedSampler
+    assert D.sampler.SubsetRandomSampler is D.SubsetRandomSampler
+    assert D.dataloader.DataLoader is DataLoader and D.dataset.StackDataset is D.StackDataset
+    with pytest.raises(AttributeError):
+        D.NoSuchThing

@@ -19,9 +19,24 @@ from ember.tensor import Tensor
 from ember.utils.data._worker import WorkerInfo, get_worker_info, make_fetcher
 
 __all__ = ["Dataset", "IterableDataset", "TensorDataset", "Subset", "ConcatDataset",
-           "random_split", "DataLoader", "Sampler", "SequentialSampler", "RandomSampler",
-           "SubsetRandomSampler", "WeightedRandomSampler", "BatchSampler", "default_collate",
-           "default_convert", "get_worker_info", "WorkerInfo"]
+           "ChainDataset", "StackDataset", "random_split", "DataLoader", "Sampler",
+           "SequentialSampler", "RandomSampler", "SubsetRandomSampler", "WeightedRandomSampler",
+           "BatchSampler", "DistributedSampler", "default_collate", "default_convert",
+           "get_worker_info", "WorkerInfo"]
+
+# names torch.utils.data has at the top that live in a submodule here, imported on first use
+# (``distributed`` asks ember.distributed for rank and world size)
+_LAZY = {"DistributedSampler": "distributed"}
+_SUBMODULES = ("dataloader", "dataset", "distributed", "sampler")
+
+
+def __getattr__(name):
+    import importlib
+    if name in _LAZY:
+        return getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+    if name in _SUBMODULES:
+        return importlib.import_module(f"{__name__}.{name}")
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 # ---------------------------------------------------------------------------- datasets
@@ -103,6 +118,52 @@ class ConcatDataset(Dataset):
         d = bisect.bisect_right(self.cumulative_sizes, idx)
         sample = idx if d == 0 else idx - self.cumulative_sizes[d - 1]
         return self.datasets[d][sample]
+
+
+class ChainDataset(IterableDataset):
+    """Several iterable datasets one after another (built lazily: each is iterated in turn)."""
+
+    def __init__(self, datasets):
+        self.datasets = datasets
+
+    def _each(self):
+        for d in self.datasets:
+            if not isinstance(d, IterableDataset):
+                raise EmberTypeError(f"ChainDataset only supports IterableDataset, got "
+                                     f"{type(d).__name__}")
+            yield d
+
+    def __iter__(self):
+        for d in self._each():
+            yield from d
+
+    def __len__(self):
+        return sum(len(d) for d in self._each())
+
+
+class StackDataset(Dataset):
+    """Datasets of one length side by side: item ``i`` is the tuple of their items ``i``
+    (datasets given positionally) or the dict of them by name (given as keywords)."""
+
+    def __init__(self, *args, **kwargs):
+        if args and kwargs:
+            raise EmberValueError("StackDataset: give the datasets either positionally (tuple "
+                                  "items) or as keywords (dict items), not both")
+        if not args and not kwargs:
+            raise EmberValueError("StackDataset: at least one dataset should be passed")
+        self.datasets = args if args else kwargs
+        sizes = [len(d) for d in (args or kwargs.values())]
+        if any(n != sizes[0] for n in sizes):
+            raise EmberValueError(f"StackDataset: size mismatch between datasets ({sizes})")
+        self._length = sizes[0]
+
+    def __getitem__(self, index):
+        if isinstance(self.datasets, dict):
+            return {k: d[index] for k, d in self.datasets.items()}
+        return tuple(d[index] for d in self.datasets)
+
+    def __len__(self):
+        return self._length
 
 
 def random_split(dataset, lengths, generator=None):
@@ -353,8 +414,7 @@ def default_collate(batch):
         size = len(elem)
         if any(len(e) != size for e in batch):
             raise EmberRuntimeError("each element in list of batch should be of equal size")
-        out = [default_collate(s) for s in zip(*batch)]
-        return tuple(out) if isinstance(elem, tuple) else out
+        return [default_collate(s) for s in zip(*batch)]   # a list for tuples too, as torch
     raise EmberTypeError("default_collate: batch must contain tensors, numpy arrays, numbers, "
                          f"dicts or lists; found {type(elem)}")
 

@@ -64,7 +64,7 @@ class _MapFetcher:
             return self.collate_fn(ds[index])
         if self.fast_tensor:  # TensorDataset + default_collate: one gather per tensor
             idx = np.asarray(index, np.int64)
-            return tuple(Tensor._make(t._data[idx]) for t in ds.tensors)
+            return [Tensor._make(t._data[idx]) for t in ds.tensors]   # a list, as the collate
         return self.collate_fn([ds[i] for i in index])
 
 
