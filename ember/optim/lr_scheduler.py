@@ -1,6 +1,7 @@
 """Learning-rate schedulers with torch's (chainable) update rules, so that the learning-rate
 sequence of each equals torch's for the same arguments."""
 import math
+import types
 import warnings
 from bisect import bisect_right
 from collections import Counter
@@ -10,7 +11,13 @@ from ember.errors import EmberKeyError, EmberTypeError, EmberValueError
 
 
 class LRScheduler:
-    """Base class: ``step()`` advances ``last_epoch`` and writes each group's ``lr``."""
+    """Base class: ``step()`` advances ``last_epoch`` and writes each group's ``lr``. The step
+    the constructor makes is the *initial* one (``_is_initial``): the exponential, cosine,
+    polynomial, linear and multiplicative schedules keep the groups' lr there (torch 2.x: resuming with
+    ``last_epoch`` set does not decay once more, and a scheduler a ``SequentialLR`` or
+    ``ChainedScheduler`` steps is never in it)."""
+
+    _is_initial = False
 
     def __init__(self, optimizer, last_epoch=-1, verbose="deprecated"):
         if not isinstance(optimizer, Optimizer):
@@ -26,9 +33,8 @@ class LRScheduler:
                                         "when resuming an optimizer")
         self.base_lrs = [group["initial_lr"] for group in optimizer.param_groups]
         self.last_epoch = last_epoch
-        self._step_count = 0
         self._get_lr_called_within_step = False
-        self.step()
+        self._initial_step()
 
     def state_dict(self):
         """Every attribute but the optimizer (and callables)."""
@@ -47,18 +53,45 @@ class LRScheduler:
     def step(self, epoch=None):
         """Advance one step (``epoch`` given: jump there, deprecated in torch)."""
         self._step_count += 1
+        if epoch is not None:
+            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is "
+                          "being deprecated where possible.", UserWarning, stacklevel=2)
+        self._update_lr(epoch)
+
+    def _update_lr(self, epoch=None):
+        """Set each group's lr for the next epoch (``epoch``: that epoch, by the closed form
+        where the scheduler has one)."""
         if epoch is None:
             self.last_epoch += 1
             values = self.get_lr()
         else:
-            warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is "
-                          "being deprecated where possible.", UserWarning, stacklevel=2)
             self.last_epoch = epoch
             values = self._get_closed_form_lr() if hasattr(self, "_get_closed_form_lr") \
                 else self.get_lr()
         for group, lr in zip(self.optimizer.param_groups, values):
             group["lr"] = lr
         self._last_lr = [group["lr"] for group in self.optimizer.param_groups]
+
+    def _initial_step(self):
+        """The initial step (the constructor's, or a ``SequentialLR`` starting this one)."""
+        self._step_count = 0
+        self._is_initial = True
+        try:
+            self.step()
+        finally:
+            self._is_initial = False
+
+
+def _per_group(name, optimizer, value):
+    """``value`` for each of ``optimizer``'s param groups: a list or tuple with one per group,
+    or one value for all."""
+    n = len(optimizer.param_groups)
+    if isinstance(value, (list, tuple)):
+        if len(value) != n:
+            raise EmberValueError(f"{name} must have the same length as optimizer.param_groups "
+                                  f"({n}), got {len(value)} values")
+        return list(value)
+    return [value] * n
 
 
 _LRScheduler = LRScheduler
@@ -95,7 +128,7 @@ class MultiplicativeLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch > 0:
+        if not self._is_initial:
             return [g["lr"] * f(self.last_epoch) for f, g in
                     zip(self.lr_lambdas, self.optimizer.param_groups)]
         return [g["lr"] for g in self.optimizer.param_groups]
@@ -171,7 +204,7 @@ class LinearLR(LRScheduler):
         groups = self.optimizer.param_groups
         if self.last_epoch == 0:
             return [g["lr"] * self.start_factor for g in groups]
-        if self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return [g["lr"] for g in groups]
         f = 1.0 + (self.end_factor - self.start_factor) / (
             self.total_iters * self.start_factor +
@@ -187,7 +220,7 @@ class ExponentialLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def get_lr(self):
-        if self.last_epoch == 0:
+        if self._is_initial:
             return [g["lr"] for g in self.optimizer.param_groups]
         return [g["lr"] * self.gamma for g in self.optimizer.param_groups]
 
@@ -203,7 +236,7 @@ class PolynomialLR(LRScheduler):
 
     def get_lr(self):
         groups = self.optimizer.param_groups
-        if self.last_epoch == 0 or self.last_epoch > self.total_iters:
+        if self._is_initial or self.last_epoch > self.total_iters:
             return [g["lr"] for g in groups]
         f = ((1.0 - self.last_epoch / self.total_iters) /
              (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
@@ -222,7 +255,7 @@ class CosineAnnealingLR(LRScheduler):
     def get_lr(self):
         groups = self.optimizer.param_groups
         e, T, lo = self.last_epoch, self.T_max, self.eta_min
-        if e == 0:
+        if self._is_initial:
             return [g["lr"] for g in groups]
         if self._step_count == 1 and e > 0:
             return [lo + (base - lo) * (1 + math.cos(e * math.pi / T)) / 2
@@ -328,8 +361,7 @@ class OneCycleLR(LRScheduler):
             raise EmberValueError(f"anneal_strategy must be one of 'cos' or 'linear', instead got "
                                   f"{anneal_strategy}")
         self._anneal_func_type = anneal_strategy
-        n = len(optimizer.param_groups)
-        max_lrs = list(max_lr) if isinstance(max_lr, (list, tuple)) else [max_lr] * n
+        max_lrs = _per_group("max_lr", optimizer, max_lr)
         if last_epoch == -1:
             for lr, group in zip(max_lrs, optimizer.param_groups):
                 group["initial_lr"] = lr / div_factor
@@ -341,10 +373,8 @@ class OneCycleLR(LRScheduler):
                 raise EmberValueError("optimizer must support momentum or beta1 with "
                                       "`cycle_momentum` option enabled")
             self.use_beta1 = "betas" in optimizer.defaults
-            bms = list(base_momentum) if isinstance(base_momentum, (list, tuple)) \
-                else [base_momentum] * n
-            mms = list(max_momentum) if isinstance(max_momentum, (list, tuple)) \
-                else [max_momentum] * n
+            bms = _per_group("base_momentum", optimizer, base_momentum)
+            mms = _per_group("max_momentum", optimizer, max_momentum)
             if last_epoch == -1:
                 for m_m, b_m, group in zip(mms, bms, optimizer.param_groups):
                     if self.use_beta1:
@@ -387,6 +417,191 @@ class OneCycleLR(LRScheduler):
                 else:
                     group["momentum"] = computed_momentum
         return lrs
+
+
+class CyclicLR(LRScheduler):
+    """The cyclical learning rate policy: each group's lr goes from ``base_lr`` to ``max_lr`` in
+    ``step_size_up`` steps and back in ``step_size_down``, the amplitude scaled per cycle
+    ("triangular": 1, "triangular2": halved each cycle) or per step ("exp_range": ``gamma``
+    ** step), or by ``scale_fn``; momentum (or Adam's beta1) cycles the other way. Step it once
+    per batch."""
+
+    def __init__(self, optimizer, base_lr, max_lr, step_size_up=2000, step_size_down=None,
+                 mode="triangular", gamma=1.0, scale_fn=None, scale_mode="cycle",
+                 cycle_momentum=True, base_momentum=0.8, max_momentum=0.9, last_epoch=-1,
+                 verbose="deprecated"):
+        if not isinstance(optimizer, Optimizer):
+            raise EmberTypeError(f"{type(optimizer).__name__} is not an Optimizer")
+        self.optimizer = optimizer
+        base_lrs = _per_group("base_lr", optimizer, base_lr)
+        if last_epoch == -1:
+            for lr, group in zip(base_lrs, optimizer.param_groups):
+                group["lr"] = lr
+        self.max_lrs = _per_group("max_lr", optimizer, max_lr)
+        up = float(step_size_up)
+        down = float(step_size_down) if step_size_down is not None else up
+        self.total_size = up + down
+        self.step_ratio = up / self.total_size
+        if mode not in ("triangular", "triangular2", "exp_range") and scale_fn is None:
+            raise EmberValueError("CyclicLR: mode is invalid and scale_fn is None")
+        self.mode, self.gamma = mode, gamma
+        self._scale_fn_custom = scale_fn
+        self.scale_mode = scale_mode if scale_fn is not None else \
+            ("iterations" if mode == "exp_range" else "cycle")
+        self.cycle_momentum = cycle_momentum
+        if cycle_momentum:
+            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+                raise EmberValueError("optimizer must support momentum or beta1 with "
+                                      "`cycle_momentum` option enabled")
+            self.use_beta1 = "betas" in optimizer.defaults
+            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
+            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
+            if last_epoch == -1:
+                for m_m, b_m, group in zip(self.max_momentums, self.base_momentums,
+                                           optimizer.param_groups):
+                    _set_momentum(group, m_m, self.use_beta1)
+                    group["max_momentum"], group["base_momentum"] = m_m, b_m
+        super().__init__(optimizer, last_epoch)
+        self.base_lrs = base_lrs
+
+    def scale_fn(self, x):
+        """The amplitude's scale at cycle (or step) ``x``."""
+        if self._scale_fn_custom is not None:
+            return self._scale_fn_custom(x)
+        if self.mode == "triangular":
+            return 1.0
+        if self.mode == "triangular2":
+            return 1 / (2.0 ** (x - 1))
+        return self.gamma ** x
+
+    def get_lr(self):
+        cycle = math.floor(1 + self.last_epoch / self.total_size)
+        x = 1.0 + self.last_epoch / self.total_size - cycle
+        scale = x / self.step_ratio if x <= self.step_ratio else \
+            (x - 1) / (self.step_ratio - 1)
+        at = self.scale_fn(cycle if self.scale_mode == "cycle" else self.last_epoch)
+        lrs = [base + (top - base) * scale * at for base, top in zip(self.base_lrs, self.max_lrs)]
+        if self.cycle_momentum:
+            for group, b_m, m_m in zip(self.optimizer.param_groups, self.base_momentums,
+                                       self.max_momentums):
+                _set_momentum(group, m_m - (m_m - b_m) * scale * at, self.use_beta1)
+        return lrs
+
+    def state_dict(self):
+        """As the base's, without a custom ``scale_fn`` that is a function (a callable object's
+        attributes are kept)."""
+        state = super().state_dict()
+        fn = self._scale_fn_custom
+        state["_scale_fn_custom"] = None if fn is None or isinstance(fn, types.FunctionType) \
+            else dict(fn.__dict__)
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        fn = state_dict.pop("_scale_fn_custom", None)
+        super().load_state_dict(state_dict)
+        if fn is not None and self._scale_fn_custom is not None:
+            self._scale_fn_custom.__dict__.update(fn)
+
+
+def _set_momentum(group, value, beta1):
+    if beta1:
+        group["betas"] = (value, *group["betas"][1:])
+    else:
+        group["momentum"] = value
+
+
+def _check_schedulers(kind, schedulers, optimizer):
+    if len(schedulers) < 1:
+        raise EmberValueError(f"{kind} expects at least one scheduler, but got no scheduler")
+    for i, sch in enumerate(schedulers):
+        if not hasattr(sch, "optimizer"):
+            raise EmberTypeError(f"{kind} at index {i} should have `optimizer` as its attribute")
+        if isinstance(sch, ReduceLROnPlateau):
+            raise EmberValueError(f"{kind} does not support `ReduceLROnPlateau` scheduler as it "
+                                  f"requires a metric at each `step`, but got one at index {i}")
+        if sch.optimizer is not optimizer:
+            raise EmberValueError(f"{kind} expects all schedulers to belong to the same "
+                                  f"optimizer, but the scheduler at index {i} "
+                                  f"({type(sch).__name__}) has another one")
+
+
+class _Composite(LRScheduler):
+    """A scheduler made of others: its state holds theirs."""
+
+    def state_dict(self):
+        state = {k: v for k, v in self.__dict__.items() if k not in ("optimizer", "_schedulers")}
+        state["_schedulers"] = [s.state_dict() for s in self._schedulers]
+        return state
+
+    def load_state_dict(self, state_dict):
+        state_dict = dict(state_dict)
+        inner = state_dict.pop("_schedulers")
+        self.__dict__.update(state_dict)
+        for sch, st in zip(self._schedulers, inner):
+            sch.load_state_dict(st)
+
+
+class ChainedScheduler(_Composite):
+    """Several chainable schedulers stepped together: each ``step()`` steps every one in
+    order, so their factors compose."""
+
+    def __init__(self, schedulers, optimizer=None):
+        if len(schedulers) < 1:
+            raise EmberValueError("ChainedScheduler expects at least one scheduler to be "
+                                  "chained, but got no scheduler")
+        optimizer = optimizer or schedulers[0].optimizer
+        _check_schedulers("ChainedScheduler", schedulers, optimizer)
+        self._schedulers = list(schedulers)
+        self.optimizer = optimizer
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+    def step(self):
+        for sch in self._schedulers:
+            sch.step()
+        self._last_lr = [g["lr"] for g in self._schedulers[-1].optimizer.param_groups]
+
+
+class SequentialLR(_Composite):
+    """Schedulers one after another: ``schedulers[i]`` runs from ``milestones[i - 1]`` (where
+    it starts from its epoch 0) until ``milestones[i]``."""
+
+    def __init__(self, optimizer, schedulers, milestones, last_epoch=-1, verbose="deprecated"):
+        _check_schedulers("SequentialLR", schedulers, optimizer)
+        if len(milestones) != len(schedulers) - 1:
+            raise EmberValueError(
+                "Sequential Schedulers expects number of schedulers provided to be one more "
+                f"than the number of milestone points, but got number of schedulers "
+                f"{len(schedulers)} and the number of milestones to be equal to "
+                f"{len(milestones)}")
+        self._schedulers = list(schedulers)
+        self._milestones = list(milestones)
+        self.last_epoch = last_epoch + 1
+        self.optimizer = optimizer
+        for group in optimizer.param_groups:   # the lr before any scheduler's first step
+            group["lr"] = group["initial_lr"]
+        self._undo_steps(self)
+        first = self._schedulers[bisect_right(self._milestones, 0)]
+        first._initial_step()
+        self._last_lr = first.get_last_lr()
+
+    def _undo_steps(self, sch):
+        """Take back the first step each (nested) scheduler made when it was built."""
+        if hasattr(sch, "_schedulers"):
+            for s in sch._schedulers:
+                self._undo_steps(s)
+        elif hasattr(sch, "last_epoch"):
+            sch.last_epoch -= 1
+
+    def step(self):
+        self.last_epoch += 1
+        i = bisect_right(self._milestones, self.last_epoch)
+        sch = self._schedulers[i]
+        if i > 0 and self._milestones[i - 1] == self.last_epoch:
+            sch._update_lr(0)
+        else:
+            sch.step()
+        self._last_lr = sch.get_last_lr()
 
 
 class ReduceLROnPlateau:

@@ -20,6 +20,13 @@ SCHEDS = [
     ("ConstantLR", dict(factor=0.5, total_iters=3)),
     ("PolynomialLR", dict(total_iters=6, power=2.0)),
     ("CosineAnnealingWarmRestarts", dict(T_0=3, T_mult=2, eta_min=0.001)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=3)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=2, step_size_down=4,
+                      mode="triangular2", base_momentum=0.7, max_momentum=0.95)),
+    ("CyclicLR", dict(base_lr=[0.01], max_lr=0.2, step_size_up=4, mode="exp_range",
+                      gamma=0.9)),
+    ("CyclicLR", dict(base_lr=0.01, max_lr=0.1, step_size_up=3, cycle_momentum=False,
+                      scale_fn=lambda x: 0.5 ** x, scale_mode="iterations")),
 ]
 
 
@@ -54,3 +61,67 @@ def test_reduce_lr_on_plateau_matches_torch():
         es.step(m)
         ts.step(m)
         assert eo.param_groups[0]["lr"] == pytest.approx(to.param_groups[0]["lr"])
+
+
+def _composite(L, kind, opt):
+    S = L.optim.lr_scheduler
+    if kind == "warmup_cosine":      # the common warm-up then cosine decay
+        return S.SequentialLR(opt, [S.LinearLR(opt, start_factor=0.1, total_iters=5),
+                                    S.CosineAnnealingLR(opt, T_max=12)], milestones=[5])
+    if kind == "three":
+        return S.SequentialLR(opt, [S.ConstantLR(opt, factor=0.5, total_iters=2),
+                                    S.ExponentialLR(opt, gamma=0.8),
+                                    S.StepLR(opt, step_size=2, gamma=0.5)], milestones=[3, 8])
+    if kind == "chained":
+        return S.ChainedScheduler([S.ConstantLR(opt, factor=0.1, total_iters=2),
+                                   S.ExponentialLR(opt, gamma=0.9)])
+    return S.SequentialLR(opt, [S.ChainedScheduler([S.LinearLR(opt, 0.5, total_iters=3),
+                                                    S.ExponentialLR(opt, gamma=0.95)]),
+                                S.CosineAnnealingLR(opt, T_max=6)], milestones=[4])
+
+
+@pytest.mark.parametrize("kind", ["warmup_cosine", "three", "chained", "nested"])
+def test_sequential_and_chained_schedulers_match_torch(kind):
+    eo = eopt.SGD([ember.nn.Parameter(ember.zeros(1))], lr=0.1, momentum=0.9)
+    to = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.1, momentum=0.9)
+    es, ts = _composite(ember, kind, eo), _composite(torch, kind, to)
+    for i in range(18):
+        assert es.get_last_lr() == pytest.approx(ts.get_last_lr(), rel=1e-12, abs=1e-15), i
+        assert eo.param_groups[0]["lr"] == pytest.approx(to.param_groups[0]["lr"], rel=1e-12)
+        eo.step()
+        to.step()
+        es.step()
+        ts.step()
+        if i == 6:      # a state_dict taken mid-way, loaded into fresh ones, on both sides
+            state, tstate = es.state_dict(), ts.state_dict()
+            assert len(state["_schedulers"]) == len(es._schedulers)
+            es, ts = _composite(ember, kind, eo), _composite(torch, kind, to)
+            es.load_state_dict(state)
+            ts.load_state_dict(tstate)
+    with pytest.raises(ember.errors.EmberError, match="milestone"):
+        ember.optim.lr_scheduler.SequentialLR(eo, [ember.optim.lr_scheduler.StepLR(eo, 2)], [1])
+    other = eopt.SGD([ember.nn.Parameter(ember.zeros(1))], lr=0.1)
+    with pytest.raises(ember.errors.EmberError, match="same optimizer"):
+        ember.optim.lr_scheduler.ChainedScheduler(
+            [ember.optim.lr_scheduler.StepLR(eo, 2), ember.optim.lr_scheduler.StepLR(other, 2)])
+
+
+@pytest.mark.parametrize("name,kw", [
+    ("ExponentialLR", dict(gamma=0.9)), ("CosineAnnealingLR", dict(T_max=8, eta_min=0.01)),
+    ("PolynomialLR", dict(total_iters=8, power=2.0)), ("StepLR", dict(step_size=3)),
+    ("MultiplicativeLR", dict(lr_lambda=lambda e: 0.95)), ("LinearLR", dict(total_iters=6))])
+def test_a_scheduler_resumed_with_last_epoch_continues_as_torchs(name, kw):
+    """Built with ``last_epoch`` set (resuming a run whose optimizer holds ``initial_lr``): the
+    constructor's initial step keeps the lr where the schedule does (torch 2.x)."""
+    lrs = []
+    for L in (torch, ember):
+        opt = L.optim.SGD([L.nn.Parameter(L.zeros(1))], lr=0.05)
+        opt.param_groups[0]["initial_lr"] = 0.1
+        sch = getattr(L.optim.lr_scheduler, name)(opt, last_epoch=4, **kw)
+        seq = [opt.param_groups[0]["lr"]]
+        for _ in range(6):
+            opt.step()
+            sch.step()
+            seq.append(opt.param_groups[0]["lr"])
+        lrs.append(seq)
+    assert lrs[1] == pytest.approx(lrs[0], rel=1e-12, abs=1e-15)
