@@ -50,6 +50,7 @@ RULES = {
     "distributions": ({"autograd", "kernels", "tensor", "random", "nn", "ember"}, set()),
     "datasets": ({"tensor"}, set()),
     "signal": ({"ember"}, set()),
+    "testing": ({"tensor"}, {"ember"}),   # make_tensor draws with ember's generator
     # the tensorboard writer's add_graph traces with jit; DistributedSampler asks distributed
     "utils": ({"autograd", "kernels", "tensor", "random"}, {"jit", "distributed"}),
     "jit": ({"autograd", "kernels", "tensor", "random", "serialization"}, set()),
