@@ -11,10 +11,11 @@ from ember.nn.parameter import (Buffer, Parameter, UninitializedBuffer,  # noqa:
 
 
 def __getattr__(name):
-    """``parallel``, ``SyncBatchNorm`` load on first use (they need ember.distributed)."""
+    """``parallel``, ``SyncBatchNorm`` load on first use (they need ember.distributed), as does
+    ``attention``."""
     import importlib
-    if name == "parallel":
-        return importlib.import_module("ember.nn.parallel")
+    if name in ("parallel", "attention"):
+        return importlib.import_module(f"ember.nn.{name}")
     if name == "DataParallel":
         return importlib.import_module("ember.nn.parallel").DataParallel
     if name == "SyncBatchNorm":

@@ -1341,6 +1341,11 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     the probabilities would (the same generator calls, so the same result). Others run
     ``autograd.formulas.attention_probs`` and a matmul."""
     from ember.autograd.formulas import attention_probs
+    from ember.nn import attention
+    if not attention.viable():
+        raise EmberRuntimeError("scaled_dot_product_attention: no viable backend (the "
+                                "sdpa_kernel region allows neither MATH nor FLASH_ATTENTION, "
+                                "the backends ember's CPU kernel stands for)")
     scale = 1.0 / math.sqrt(query.shape[-1]) if scale is None else scale
     if enable_gqa and query.shape[-3] != key.shape[-3]:
         rep = query.shape[-3] // key.shape[-3]
