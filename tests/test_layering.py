@@ -43,7 +43,8 @@ RULES = {
     "sparse": ({"autograd", "kernels", "tensor", "ember"}, set()),  # ember.tensor, ember.cat, ...
     "distributed": ({"tensor"}, set()),
     "multiprocessing": ({"tensor", "nn"}, set()),
-    "optim": ({"autograd", "kernels", "tensor"}, set()),
+    # swa_utils: AveragedModel is a Module, update_bn resets batch norms (nn never imports optim)
+    "optim": ({"autograd", "kernels", "tensor", "nn"}, set()),
     "amp": ({"autograd", "tensor", "ember"}, set()),
     "cpu": ({"amp"}, set()),
     "cuda": ({"amp"}, set()),
@@ -51,6 +52,7 @@ RULES = {
     "datasets": ({"tensor"}, set()),
     "signal": ({"ember"}, set()),
     "testing": ({"tensor"}, {"ember"}),   # make_tensor draws with ember's generator
+    "func": ({"autograd", "tensor"}, {"ember"}),   # stack_module_state stacks with ember.stack
     # the tensorboard writer's add_graph traces with jit; DistributedSampler asks distributed
     "utils": ({"autograd", "kernels", "tensor", "random"}, {"jit", "distributed"}),
     "jit": ({"autograd", "kernels", "tensor", "random", "serialization"}, set()),

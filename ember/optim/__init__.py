@@ -1,6 +1,6 @@
 """``ember.optim``: torch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax,
-NAdam, RAdam, ASGD, Rprop, LBFGS) and ``lr_scheduler``. SparseAdam is not provided (ember has
-no sparse gradients; docs/unsupported.md)."""
+NAdam, RAdam, ASGD, Rprop, LBFGS), ``lr_scheduler`` and ``swa_utils`` (loaded on first use: it
+needs ember.nn). SparseAdam is not provided (ember has no sparse gradients; docs/unsupported.md)."""
 from ember.optim import lr_scheduler  # noqa: F401
 from ember.optim.algorithms import (SGD, ASGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam,
                                     RAdam, RMSprop, Rprop)
@@ -8,7 +8,20 @@ from ember.optim.lbfgs import LBFGS
 from ember.optim.optimizer import Optimizer
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler", "swa_utils"]
+
+
+def __getattr__(name):
+    """PEP 562: ``ember.optim.swa_utils`` loads on first access (``import ember.optim`` does
+    not load ember.nn)."""
+    if name == "swa_utils":
+        import importlib
+        return importlib.import_module("ember.optim.swa_utils")
+    raise AttributeError(f"module 'ember.optim' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | {"swa_utils"})
 
 
 def _check_constructors():
