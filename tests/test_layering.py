@@ -52,7 +52,8 @@ RULES = {
     "datasets": ({"tensor"}, set()),
     "signal": ({"ember"}, set()),
     "testing": ({"tensor"}, {"ember"}),   # make_tensor draws with ember's generator
-    "func": ({"autograd", "tensor"}, {"ember"}),   # stack_module_state stacks with ember.stack
+    # stack_module_state stacks with ember.stack; jvp's zeros, vmap's generator state
+    "func": ({"autograd", "tensor"}, {"ember", "ops", "random"}),
     # the tensorboard writer's add_graph traces with jit; DistributedSampler asks distributed
     "utils": ({"autograd", "kernels", "tensor", "random"}, {"jit", "distributed"}),
     "jit": ({"autograd", "kernels", "tensor", "random", "serialization"}, set()),

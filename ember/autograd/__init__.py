@@ -9,3 +9,12 @@ from ember.autograd.node import Node
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck",
            "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
            "detect_anomaly", "is_grad_enabled", "Node"]
+
+
+def __getattr__(name):
+    """PEP 562: ``ember.autograd.functional`` (jacobian, hessian, vjp, ...) loads on first
+    access, as ``import ember.autograd.functional`` does."""
+    if name == "functional":
+        import importlib
+        return importlib.import_module("ember.autograd.functional")
+    raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")
