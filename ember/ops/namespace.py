@@ -140,7 +140,9 @@ LATE_METHODS = {
     "geometric_": creation._fill("geometric_", ("p", None)),
     "log_normal_": creation._fill("log_normal_", ("mean", 1.0), ("std", 2.0)),
     "new_empty_strided": creation._new_empty_strided, "resize_": shape._resize_,
-    "resize_as_": shape._resize_as_,
+    "resize_as_": shape._resize_as_, "squeeze_": shape.squeeze_, "unsqueeze_": shape.unsqueeze_,
+    "t_": shape.t_, "transpose_": shape.transpose_, "swapaxes_": shape.swapaxes_,
+    "swapdims_": shape.swapdims_, "as_strided_": shape.as_strided_,
 }
 # spec ops whose ember.<name> is the family's entry point, not the generated function
 ENTRY_POINTS_OVER_SPEC_OPS = ("var", "std", "norm", "nonzero", "index_put", "where", "clone")

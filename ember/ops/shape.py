@@ -575,6 +575,39 @@ def _resize_(self, *size, memory_format=None):
     return self
 
 
+def _inplace_view(name, view):
+    """``Tensor.<name>``: ``view(self, ...)``'s shape and strides given to self in place (the
+    same memory; views taken before keep theirs), as torch's in-place view ops. ember refuses
+    it on a tensor that requires grad (docs/unsupported.md) and inside a trace."""
+    def method(self, *args, **kwargs):
+        from ember.autograd.state import STATE
+        if self.requires_grad:
+            raise EmberRuntimeError(f"{name}: ember does not change the shape of a tensor that "
+                                    f"requires grad in place; use {name[:-1]}(...) (its "
+                                    f"out-of-place form) instead")
+        if STATE.tracer is not None:
+            STATE.tracer.untraceable(f"{name}: a tensor cannot change its shape in place "
+                                     f"inside a trace")
+        out = view(self, *args, **kwargs)
+        if self._view is not None:   # a view stays one of its base, through one more op
+            self._view = out._view
+        self._data = out._data
+        self._bump()
+        return self
+    method.__name__ = name
+    return method
+
+
+squeeze_ = _inplace_view("squeeze_", lambda t, *dim: G.squeeze(t, *dim))
+unsqueeze_ = _inplace_view("unsqueeze_", lambda t, dim: G.unsqueeze(t, dim))
+t_ = _inplace_view("t_", lambda t: G.t(t))
+transpose_ = _inplace_view("transpose_", lambda t, dim0, dim1: G.transpose(t, dim0, dim1))
+swapaxes_ = _inplace_view("swapaxes_", lambda t, axis0, axis1: G.transpose(t, axis0, axis1))
+swapdims_ = _inplace_view("swapdims_", lambda t, dim0, dim1: G.transpose(t, dim0, dim1))
+as_strided_ = _inplace_view("as_strided_", lambda t, size, stride, storage_offset=None:
+                            G.as_strided(t, size, stride, storage_offset))
+
+
 def _resize_as_(self, the_template, *, memory_format=None):
     """Resize in place to the shape of ``the_template`` (see ``resize_``)."""
     return _resize_(self, tuple(the_template.shape))

@@ -253,3 +253,37 @@ def test_nbytes_and_itemsize_are_torchs():
         x = ember.zeros(3, 5, dtype=dt)
         assert x.itemsize == size and x.nbytes == 15 * size
         assert x[:, ::2].nbytes == 9 * size     # the elements' bytes, as torch (not the view's span)
+
+
+_INPLACE_VIEWS = [("squeeze_", ()), ("squeeze_", (1,)), ("squeeze_", ((1, 3),)),
+                  ("unsqueeze_", (0,)), ("unsqueeze_", (-1,)), ("transpose_", (0, 2)),
+                  ("swapaxes_", (0, 1)), ("swapdims_", (2, 0)),
+                  ("as_strided_", ((2, 3), (1, 2), 1))]
+
+
+@pytest.mark.parametrize("name,args", _INPLACE_VIEWS)
+def test_in_place_view_ops_reshape_self_as_torch(name, args):
+    """``x.unsqueeze_(0)``, ``x.t_()``, ...: self takes the view's shape and strides (the same
+    memory, so a write through it lands where torch's does), and a view taken before keeps
+    its own shape."""
+    torch = pytest.importorskip("torch")
+    res = []
+    for L in (torch, ember):
+        base = L.arange(24.0).reshape(2, 1, 3, 1, 4)[:, :, :, :, ::2] if name != "transpose_" \
+            else L.arange(24.0).reshape(2, 3, 4)
+        before = base[0]
+        out = getattr(base, name)(*args)
+        assert out is base
+        base.add_(100.0)            # written through the new strides: the same memory
+        res.append((tuple(base.shape), base.tolist(), tuple(before.shape), before.tolist()))
+    assert res[1] == res[0]
+
+
+def test_t_in_place_and_its_refusals():
+    x = ember.zeros(2, 3)
+    assert x.t_() is x and tuple(x.shape) == (3, 2)
+    w = ember.zeros(2, 3, requires_grad=True)
+    with pytest.raises(EmberError, match="requires grad.*unsqueeze"):
+        w.unsqueeze_(0)
+    with pytest.raises(EmberError, match="requires grad"):
+        (w * 2).t_()
