@@ -697,6 +697,37 @@ def _bernoulli_(self, p=0.5, generator=None):
     return G.copy_(self, G.bernoulli(probs, resolve(generator)))
 
 
+def _random_(self, *args, generator=None, **kwargs):
+    """``Tensor.random_``: integers uniform in ``[from, to)`` written in place, torch's
+    overloads ``random_()``, ``random_(to)``, ``random_(from, to)`` (``to=None``: the dtype's
+    top, for floats ``2 ** mantissa digits`` inclusive so that every value is exact; int64's
+    top is 2 ** 63 - 2)."""
+    names = ("from", "to")
+    if len(args) + len(kwargs) > 2 or set(kwargs) - set(names):
+        raise EmberTypeError("random_: takes random_(), random_(to) or random_(from, to)")
+    lo, hi = 0, None
+    if len(args) == 1 and not kwargs:
+        hi = args[0]
+    else:
+        bound = dict(zip(names, args))
+        bound.update(kwargs)
+        lo, hi = bound.get("from", 0), bound.get("to")
+    dt = self._data.dtype
+    if hi is None:
+        if dt.kind == "f" or self.dtype == _dtype.bfloat16_dtype():
+            digits = {2: 11, 4: 24, 8: 53}[dt.itemsize] \
+                if self.dtype != _dtype.bfloat16_dtype() else 8
+            hi = (1 << digits) + 1
+        elif dt == np.bool_:
+            hi = 2
+        else:
+            hi = builtins.min(builtins.int(np.iinfo(dt).max) + 1, (1 << 63) - 1)
+    lo, hi = _int_arg("random_", "from", lo, 1), _int_arg("random_", "to", hi, 2)
+    ref = self if dt != np.bool_ else G.to(self, np.dtype(np.int64))
+    _check_random_bounds("random_", lo, hi, ref._data.dtype)
+    return G.copy_(self, G.randint_like(ref, lo, hi, resolve(generator)))
+
+
 def _new(fill):
     def method(self, *size, dtype=None, device=None, requires_grad=False):
         _check_device(device)

@@ -110,8 +110,9 @@ METHODS = {
     "__rmod__": pointwise._rmod, "__imod__": pointwise._imod, "put_": indexing._put_,
     "storage_offset": shape.storage_offset, "adjoint": shape.adjoint,
     "swapaxes": shape.swapaxes, "swapdims": shape.swapdims, "clone": shape.clone,
-    "contiguous": shape._contiguous, "new": creation._new_legacy,
-    "fill_diagonal_": indexing._fill_diagonal_,
+    "contiguous": shape._contiguous, "new": creation._new_legacy, "random_": creation._random_,
+    "fill_diagonal_": indexing._fill_diagonal_, "ger": G.outer, "narrow_copy": G.narrow_copy,
+    "dim_order": shape._dim_order, "apply_": shape._apply_, "map_": shape._map_,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 NOT_WRAPPED = {"view"}

@@ -499,6 +499,42 @@ def _T(self):
     return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
 
 
+def _dim_order(self):
+    """``Tensor.dim_order()``: the dimensions from the outermost in memory to the innermost
+    (strides largest first; ties keep their order), as torch's."""
+    strides = self._data.strides
+    return tuple(sorted(range(len(strides)), key=lambda d: -abs(strides[d])))
+
+
+def _apply_(self, callable):
+    """``Tensor.apply_(f)``: each element replaced by ``f(element)`` (a Python function of a
+    number, called once per element: slow, as torch warns). Refused on a tensor that requires
+    grad."""
+    _python_map("apply_", self, lambda a: callable(a))
+    return self
+
+
+def _map_(self, tensor, callable):
+    """``Tensor.map_(other, f)``: each element replaced by ``f(element, other's element)``,
+    ``other`` broadcast to this tensor's shape (Python calls per element, as torch's)."""
+    other = np.broadcast_to(tensor._data if isinstance(tensor, Tensor) else np.asarray(tensor),
+                            self._data.shape)
+    it = iter(other.reshape(-1).tolist()) if other.size else iter(())
+    _python_map("map_", self, lambda a: callable(a, next(it)))
+    return self
+
+
+def _python_map(name, t, f):
+    if t.requires_grad:
+        raise EmberRuntimeError(f"{name}: a tensor that requires grad cannot be changed by a "
+                                f"Python function in place")
+    a = t._data
+    flat = np.array([f(v) for v in a.reshape(-1).tolist()], dtype=object) if a.size else \
+        np.empty(0, object)
+    a[...] = flat.reshape(a.shape).astype(a.dtype) if a.size else a
+    t._bump()
+
+
 def _nbytes(self):
     """``Tensor.nbytes``: the bytes of its elements (``numel() * element_size()``)."""
     return self.numel() * self.element_size()

@@ -352,3 +352,19 @@ def test_the_legacy_new_constructor_reads_its_arguments_as_torch():
     assert got == want
     with pytest.raises(EmberError, match="new"):
         ember.zeros(2).new(2, [3])
+
+
+@pytest.mark.parametrize("dtype,args,low,high", [
+    ("float32", (), 0, 2 ** 24), ("float16", (), 0, 2 ** 11), ("float64", (5,), 0, 4),
+    ("float32", (-3, 2), -3, 1), ("int8", (), 0, 127), ("uint8", (), 0, 255),
+    ("int64", (-5, None), -5, 2 ** 63 - 2), ("bool", (), 0, 1), ("int32", (2, 9), 2, 8)])
+def test_random_fills_in_place_within_torchs_ranges(dtype, args, low, high):
+    t = ember.zeros(4000, dtype=getattr(ember, dtype))
+    assert t.random_(*args) is t
+    a = t.numpy().astype(np.float64)
+    assert a.min() >= low and a.max() <= high and (a == np.round(a)).all()
+    assert len(np.unique(a)) > 1
+    ref = torch.zeros(4000, dtype=getattr(torch, dtype)).random_(*args).numpy()
+    assert ref.min() >= low and ref.max() <= high     # torch's range is the same
+    with pytest.raises(EmberError, match="from"):
+        ember.zeros(3).random_(4, 2)

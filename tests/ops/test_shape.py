@@ -287,3 +287,21 @@ def test_t_in_place_and_its_refusals():
         w.unsqueeze_(0)
     with pytest.raises(EmberError, match="requires grad"):
         (w * 2).t_()
+
+
+def test_dim_order_apply_map_ger_and_narrow_copy_methods_as_torch():
+    torch = pytest.importorskip("torch")
+    for shape, perm in (((2, 3, 4), (2, 0, 1)), ((2, 1, 3), (0, 1, 2)), ((3, 4), (1, 0))):
+        assert ember.zeros(shape).permute(*perm).dim_order() == \
+            torch.zeros(shape).permute(*perm).dim_order()
+    res = []
+    for L in (torch, ember):
+        a = L.arange(6.0).reshape(2, 3)[:, ::2]
+        a.apply_(lambda v: v * v - 1)
+        b = L.arange(4.0).reshape(2, 2)
+        b.map_(L.tensor([10.0, 20.0]), lambda u, v: u + v)
+        res.append((a.tolist(), b.tolist(), L.arange(3.0).ger(L.arange(2.0)).tolist(),
+                    L.arange(6.0).narrow_copy(0, 1, 2).tolist()))
+    assert res[1] == res[0]
+    with pytest.raises(EmberError, match="requires grad"):
+        ember.zeros(2, requires_grad=True).apply_(lambda v: v)
