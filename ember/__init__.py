@@ -98,11 +98,14 @@ def __getattr__(name):
         return _public(name, getattr(_importlib.import_module("ember.compiler.frontend"), name))
     if name == "_dynamo":
         return _importlib.import_module("ember._dynamo")
+    if name == "vmap":   # torch.vmap is torch.func.vmap
+        return _importlib.import_module("ember.func").vmap
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
 def __dir__():
     import pkgutil
     subs = {m.name for m in pkgutil.iter_modules(__path__) if m.name[:1] != "_"}
-    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs | {"compile", "explain"} |
+    return sorted(set(globals()) | _LAZY | set(_AMP_NAMES) | subs |
+                  {"compile", "explain", "vmap"} |
                   set(_SPARSE_FUNCTIONS) | set(_ops_namespace.NN_TOPLEVEL))

@@ -212,3 +212,7 @@ def test_an_ensemble_through_stack_module_state_and_vmap():
     want = TF.vmap(run(TF, base_t), in_dims=(0, 0, None))(tp, tb, torch.tensor(B))
     got = EF.vmap(run(EF, base_e), in_dims=(0, 0, None))(ep, eb, ember.tensor(B))
     _close(got, want)
+
+
+def test_vmap_is_also_ember_vmap_as_torch_vmap():
+    assert ember.vmap is EF.vmap and "vmap" in dir(ember)
