@@ -79,4 +79,5 @@ print("losses", " ".join(f"{v:.10f}" for v in losses[::5]))
 print("lrs", " ".join(f"{v:.10f}" for v in lrs))
 print("sim", f"{sim.max().item():.10f}", f"{sim.sum().item():.10f}")
 print("ema_n", int(ema.n_averaged))
-print("per_sample", tuple(per_sample["weight"].shape), f"{per_sample['weight'].abs().sum().item():.10f}")
+print("per_sample", tuple(per_sample["weight"].shape),
+      f"{per_sample['weight'].abs().sum().item():.10f}")
