@@ -7,7 +7,10 @@ bidirectional LSTM, gradient accumulation, AMSGrad with a LambdaLR warm-up, torc
 torch.load(weights_only=True) of the state dicts, inference_mode, top-k) and inference.py
 (device selection, cudnn.benchmark, torch.compile of an eval net with depthwise blocks,
 interpolate, grid_sample, cdist, einsum, quantile, bucketize, unique, index_add_,
-scatter_add_, masked_select, distributions and kl_divergence)."""
+scatter_add_, masked_select, distributions and kl_divergence) and framework.py (a custom
+autograd.Function with saved tensors, gradcheck, ModuleDict, a non-persistent buffer,
+parametrizations.weight_norm, non-reentrant checkpoint, forward hooks and their removal,
+Module.apply, an inference_mode decorator)."""
 import os
 import subprocess
 import sys
@@ -21,7 +24,8 @@ IDIOMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "idioms")
 # program -> (the lines it prints, the relative tolerance: float32 where it computes in it)
 PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}, 1e-8),
             "sequence_model.py": ({"losses", "lr", "probs", "top", "autocast"}, 1e-8),
-            "inference.py": ({"net", "resample", "geometry", "counting", "dist", "device"}, 1e-5)}
+            "inference.py": ({"net", "resample", "geometry", "counting", "dist", "device"}, 1e-5),
+            "framework.py": ({"out", "grads", "keys", "hook", "pred"}, 1e-10)}
 
 
 def _run(backend, program, cwd):
