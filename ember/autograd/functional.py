@@ -350,6 +350,19 @@ def hessian(func, inputs, create_graph=False, strict=False, vectorize=False,
     return _untupled(result, (inputs_tuple, inputs_tuple))
 
 
+def _first_derivative(func, inputs, v, create_graph, strict, fn):
+    """What ``vhp`` and ``hvp`` start from (under ``enable_grad``): the inputs (fresh, tupled),
+    ``v`` checked against them, the scalar output and its gradient kept differentiable."""
+    inputs_tuple, inputs = _tupled(inputs, "inputs", fn)
+    inputs = _fresh(inputs, create_graph, need_graph=True)
+    v = _prepare_v(v, inputs, inputs_tuple, create_graph, fn,
+                   "the input to the user-provided function is")
+    outputs = _scalar_outputs(func(*inputs), strict, fn)
+    jac = _grads(outputs, inputs, create_graph=True)
+    _check_requires_grad(jac, "jacobian", strict, fn)
+    return inputs_tuple, inputs, v, outputs, jac
+
+
 def vhp(func, inputs, v=None, create_graph=False, strict=False):
     """The vector-Hessian product ``v^T H`` of the scalar function ``func`` at ``inputs``.
 
@@ -357,13 +370,8 @@ def vhp(func, inputs, v=None, create_graph=False, strict=False):
     and may be None for a single one-element input.
     """
     with enable_grad():
-        inputs_tuple, inputs = _tupled(inputs, "inputs", "vhp")
-        inputs = _fresh(inputs, create_graph, need_graph=True)
-        v = _prepare_v(v, inputs, inputs_tuple, create_graph, "vhp",
-                       "the input to the user-provided function is")
-        outputs = _scalar_outputs(func(*inputs), strict, "vhp")
-        jac = _grads(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict, "vhp")
+        inputs_tuple, inputs, v, outputs, jac = _first_derivative(func, inputs, v,
+                                                                  create_graph, strict, "vhp")
     with set_grad_enabled(create_graph or is_grad_enabled()):
         grads = _grads(jac, inputs, v, create_graph=create_graph)
         result = _zeros_for_unused(grads, inputs, strict, create_graph, "double_back", "vhp")
@@ -380,13 +388,8 @@ def hvp(func, inputs, v=None, create_graph=False, strict=False):
     and may be None for a single one-element input.
     """
     with enable_grad():
-        inputs_tuple, inputs = _tupled(inputs, "inputs", "hvp")
-        inputs = _fresh(inputs, create_graph, need_graph=True)
-        v = _prepare_v(v, inputs, inputs_tuple, create_graph, "hvp",
-                       "the input to the user-provided function is")
-        outputs = _scalar_outputs(func(*inputs), strict, "hvp")
-        jac = _grads(outputs, inputs, create_graph=True)
-        _check_requires_grad(jac, "jacobian", strict, "hvp")
+        inputs_tuple, inputs, v, outputs, jac = _first_derivative(func, inputs, v,
+                                                                  create_graph, strict, "hvp")
         seeds = tuple(_G.zeros_like(inp).requires_grad_() for inp in inputs)
         double_back = _grads(jac, inputs, seeds, create_graph=True)
         _check_requires_grad(jac, "hessian", strict, "hvp")

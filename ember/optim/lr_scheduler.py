@@ -369,20 +369,7 @@ class OneCycleLR(LRScheduler):
                 group["min_lr"] = group["initial_lr"] / final_div_factor
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise EmberValueError("optimizer must support momentum or beta1 with "
-                                      "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            bms = _per_group("base_momentum", optimizer, base_momentum)
-            mms = _per_group("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for m_m, b_m, group in zip(mms, bms, optimizer.param_groups):
-                    if self.use_beta1:
-                        group["betas"] = (m_m, *group["betas"][1:])
-                    else:
-                        group["momentum"] = m_m
-                    group["max_momentum"] = m_m
-                    group["base_momentum"] = b_m
+            _cycled_momentum(self, optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
 
     def _anneal(self, start, end, pct):
@@ -412,10 +399,7 @@ class OneCycleLR(LRScheduler):
                 start_step = phase["end_step"]
             lrs.append(computed_lr)
             if self.cycle_momentum:
-                if self.use_beta1:
-                    group["betas"] = (computed_momentum, *group["betas"][1:])
-                else:
-                    group["momentum"] = computed_momentum
+                _set_momentum(group, computed_momentum, self.use_beta1)
         return lrs
 
 
@@ -450,17 +434,8 @@ class CyclicLR(LRScheduler):
             ("iterations" if mode == "exp_range" else "cycle")
         self.cycle_momentum = cycle_momentum
         if cycle_momentum:
-            if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
-                raise EmberValueError("optimizer must support momentum or beta1 with "
-                                      "`cycle_momentum` option enabled")
-            self.use_beta1 = "betas" in optimizer.defaults
-            self.base_momentums = _per_group("base_momentum", optimizer, base_momentum)
-            self.max_momentums = _per_group("max_momentum", optimizer, max_momentum)
-            if last_epoch == -1:
-                for m_m, b_m, group in zip(self.max_momentums, self.base_momentums,
-                                           optimizer.param_groups):
-                    _set_momentum(group, m_m, self.use_beta1)
-                    group["max_momentum"], group["base_momentum"] = m_m, b_m
+            self.base_momentums, self.max_momentums = _cycled_momentum(
+                self, optimizer, base_momentum, max_momentum, last_epoch)
         super().__init__(optimizer, last_epoch)
         self.base_lrs = base_lrs
 
@@ -502,6 +477,23 @@ class CyclicLR(LRScheduler):
         super().load_state_dict(state_dict)
         if fn is not None and self._scale_fn_custom is not None:
             self._scale_fn_custom.__dict__.update(fn)
+
+
+def _cycled_momentum(scheduler, optimizer, base_momentum, max_momentum, last_epoch):
+    """The set-up of a scheduler that cycles momentum (or Adam's beta1) against the lr:
+    ``scheduler.use_beta1``, each group's ``max_momentum`` / ``base_momentum`` and, on a fresh
+    start, its momentum at the maximum; returns (base momenta, max momenta), one per group."""
+    if "momentum" not in optimizer.defaults and "betas" not in optimizer.defaults:
+        raise EmberValueError("optimizer must support momentum or beta1 with `cycle_momentum` "
+                              "option enabled")
+    scheduler.use_beta1 = "betas" in optimizer.defaults
+    bms = _per_group("base_momentum", optimizer, base_momentum)
+    mms = _per_group("max_momentum", optimizer, max_momentum)
+    if last_epoch == -1:
+        for m_m, b_m, group in zip(mms, bms, optimizer.param_groups):
+            _set_momentum(group, m_m, scheduler.use_beta1)
+            group["max_momentum"], group["base_momentum"] = m_m, b_m
+    return bms, mms
 
 
 def _set_momentum(group, value, beta1):

@@ -210,8 +210,8 @@ class Identity(BasePruningMethod):
         return super().apply(module, name)
 
 
-class RandomUnstructured(BasePruningMethod):
-    """Prunes ``amount`` entries chosen at random."""
+class _Unstructured(BasePruningMethod):
+    """Prunes ``amount`` entries, those ``_chosen`` picks among the flattened tensor."""
 
     PRUNING_TYPE = "unstructured"
 
@@ -223,31 +223,26 @@ class RandomUnstructured(BasePruningMethod):
         k = _units_to_prune(self.amount, t.nelement())
         mask = default_mask.clone()
         if k:
-            drawn = creation.rand_like(t.detach()).reshape(-1)
-            mask.view(-1)[drawn.topk(k).indices] = 0
+            mask.view(-1)[self._chosen(t.detach().reshape(-1), k)] = 0
         return mask
+
+
+class RandomUnstructured(_Unstructured):
+    """Prunes ``amount`` entries chosen at random."""
+
+    def _chosen(self, flat, k):
+        return creation.rand_like(flat).topk(k).indices
 
     @classmethod
     def apply(cls, module, name, amount):
         return super().apply(module, name, amount=amount)
 
 
-class L1Unstructured(BasePruningMethod):
+class L1Unstructured(_Unstructured):
     """Prunes the ``amount`` entries of smallest absolute value."""
 
-    PRUNING_TYPE = "unstructured"
-
-    def __init__(self, amount):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
-
-    def compute_mask(self, t, default_mask):
-        k = _units_to_prune(self.amount, t.nelement())
-        mask = default_mask.clone()
-        if k:
-            smallest = t.detach().abs().reshape(-1).topk(k, largest=False).indices
-            mask.view(-1)[smallest] = 0
-        return mask
+    def _chosen(self, flat, k):
+        return flat.abs().topk(k, largest=False).indices
 
     @classmethod
     def apply(cls, module, name, amount, importance_scores=None):
@@ -261,8 +256,8 @@ def _channel_mask(t, dim, index):
     return mask
 
 
-class RandomStructured(BasePruningMethod):
-    """Prunes ``amount`` channels along ``dim``, chosen at random."""
+class _Structured(BasePruningMethod):
+    """Prunes ``amount`` channels along ``dim``: all but those ``_kept`` keeps."""
 
     PRUNING_TYPE = "structured"
 
@@ -278,40 +273,35 @@ class RandomStructured(BasePruningMethod):
         k = _units_to_prune(self.amount, channels)
         if not k:
             return default_mask
-        drawn = creation.rand(channels)
-        mask = _channel_mask(t, self.dim % t.dim(), drawn > drawn.kthvalue(k).values)
+        dim = self.dim % t.dim()
+        mask = _channel_mask(t, dim, self._kept(t, dim, channels, k))
         mask *= default_mask.to(dtype=mask.dtype)
         return mask
+
+
+class RandomStructured(_Structured):
+    """Prunes ``amount`` channels along ``dim``, chosen at random."""
+
+    def _kept(self, t, dim, channels, k):
+        drawn = creation.rand(channels)
+        return drawn > drawn.kthvalue(k).values
 
     @classmethod
     def apply(cls, module, name, amount, dim=-1):
         return super().apply(module, name, amount=amount, dim=dim)
 
 
-class LnStructured(BasePruningMethod):
+class LnStructured(_Structured):
     """Prunes the ``amount`` channels along ``dim`` of smallest ``n``-norm (``n`` as
     ``Tensor.norm``'s ``p``: a number, ``inf``, ``-inf``, ``'fro'``, ``'nuc'``)."""
 
-    PRUNING_TYPE = "structured"
-
     def __init__(self, amount, n, dim=-1):
-        _validate_pruning_amount_init(amount)
-        self.amount = amount
+        super().__init__(amount, dim)
         self.n = n
-        self.dim = dim
 
-    def compute_mask(self, t, default_mask):
-        _validate_structured_pruning(t)
-        _validate_pruning_dim(t, self.dim)
-        channels = t.shape[self.dim]
-        k = _units_to_prune(self.amount, channels)
-        if not k:
-            return default_mask
-        dim = self.dim % t.dim()
+    def _kept(self, t, dim, channels, k):
         norm = t.detach().norm(p=self.n, dim=[d for d in range(t.dim()) if d != dim])
-        mask = _channel_mask(t, dim, norm.topk(channels - k, largest=True).indices)
-        mask *= default_mask.to(dtype=mask.dtype)
-        return mask
+        return norm.topk(channels - k, largest=True).indices
 
     @classmethod
     def apply(cls, module, name, amount, n, dim, importance_scores=None):
