@@ -61,6 +61,7 @@ RULES = {
     # ember.compile: traces modules (nn) with the JIT and recognises optimizers' calls
     "compiler": ({"autograd", "kernels", "tensor", "random", "jit", "nn", "optim"}, set()),
     "_dynamo": ({"compiler"}, set()),
+    "profiler": ({"autograd"}, set()),   # torch.profiler over autograd.profiler's recorder
     # the install-time kernel build's training steps (and a traced inference plan's kernels)
     "prebuild": ({"ember", "nn", "optim", "kernels", "jit"}, set()),
     "cli": ANY,

@@ -12,9 +12,9 @@ __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgrad
 
 
 def __getattr__(name):
-    """PEP 562: ``ember.autograd.functional`` (jacobian, hessian, vjp, ...) loads on first
-    access, as ``import ember.autograd.functional`` does."""
-    if name == "functional":
+    """PEP 562: ``ember.autograd.functional`` (jacobian, hessian, vjp, ...) and
+    ``ember.autograd.profiler`` load on first access, as their imports do."""
+    if name in ("functional", "profiler"):
         import importlib
-        return importlib.import_module("ember.autograd.functional")
+        return importlib.import_module(f"ember.autograd.{name}")
     raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")

@@ -9,6 +9,10 @@ Tracer protocol (installed in ``ember.autograd.state.STATE.tracer`` by the JIT):
   ``record_inplace(target, result)`` after an in-place op wrote ``result`` into ``target``;
   ``size(tensor, dim)`` when Python reads a shape (returns the int, possibly a traced one);
   ``python_value(tensor, what)`` when a tensor is converted to a Python value.
+
+While a profiler records (``ember.autograd.profiler``), ``_profile`` is its op hook: dispatch
+and dispatch_inplace hand it the op, which it times and runs by calling them back with
+``_profiled=True``; otherwise that one global check is all they pay for profiling.
 """
 import numpy as np
 
@@ -36,6 +40,8 @@ _I64_MIN, _I64_MAX = -2 ** 63, 2 ** 63 - 1
 # set once a base that did not require grad got history through an in-place op on a view: its
 # other views may then require grad through it, which dispatch checks from then on
 _views_gained_grad = False
+# the recording profiler's hook(op, tensors, consts, inplace) (ember.autograd.profiler) or None
+_profile = None
 # what a kernel raises for arguments it cannot take is reported as an ember error (NumPy's and
 # Numba's included); these, ember's own bugs, pass through unchanged
 _BUGS = (NameError, AssertionError, RecursionError, SyntaxError, ImportError, SystemError,
@@ -158,8 +164,11 @@ def _edge(t):
     return (grad_accumulator(t), 0)
 
 
-def dispatch(op, tensors, consts):
-    """Run ``op`` on ``tensors`` (Tensors, or scalars where allowed) and constant args ``consts``."""
+def dispatch(op, tensors, consts, _profiled=False):
+    """Run ``op`` on ``tensors`` (Tensors, or scalars where allowed) and constant args ``consts``.
+    ``_profiled``: the recording profiler's own call (see the module docstring)."""
+    if _profile is not None and not _profiled:
+        return _profile(op, tensors, consts, False)
     if STATE.autocast is not None:   # an ember.amp.autocast region (ember.autograd.autocast)
         tensors = _autocast.cast_inputs(op, tensors)
     arrays = []
@@ -508,7 +517,7 @@ def _into_self(op, self, tensors, consts):
     return self
 
 
-def dispatch_inplace(op, tensors, consts):
+def dispatch_inplace(op, tensors, consts, _profiled=False):
     """Run ``op`` out of place, then write the result into ``tensors[0]`` and rebase its history
     (without autograd or a trace, arithmetic writes into self directly: ``_write_through``).
     On a view, the base's history is rebased (ember.autograd.views).
@@ -516,8 +525,10 @@ def dispatch_inplace(op, tensors, consts):
     Raises EmberRuntimeError for a leaf that requires grad, or a view of one (outside no_grad),
     for a view made in no_grad mode or as one of several outputs (with autograd on), for an
     input that partially overlaps self's memory, and when the result dtype cannot be cast to
-    self's.
+    self's. ``_profiled``: the recording profiler's own call (see the module docstring).
     """
+    if _profile is not None and not _profiled:
+        return _profile(op, tensors, consts, True)
     self = tensors[0]
     if self.__class__ is not Tensor and getattr(self.__class__, "is_sparse", False) is True:
         from ember.errors import UnsupportedError

@@ -211,6 +211,8 @@ def _sum(old, g, owned):
 
 _CALLBACKS = []
 _DEPTH = [0]
+# the recording profiler (ember.autograd.profiler) or None: it times each node's step
+_profile = None
 
 
 def queue_callback(fn):
@@ -290,9 +292,12 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
     STATE.grad_enabled = bool(create_graph)
     STATE.autocast = None   # backward ops run in the forward's dtypes, as torch
     heappop, heappush = heapq.heappop, heapq.heappush
+    prof = _profile
     try:
         while ready:
             node = heappop(ready)[2]
+            if prof is not None:
+                mark = prof.begin_node(node)
             buf = buffers.pop(node, None)
             if buf is None:
                 grads = [None]
@@ -371,6 +376,8 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
                 deps[nxt] = d
                 if d == 0:
                     heappush(ready, (-nxt._seq, id(nxt), nxt))
+            if prof is not None:
+                prof.end(mark)
     finally:
         STATE.grad_enabled = prev_mode
         STATE.autocast = prev_autocast
