@@ -519,8 +519,6 @@ def emit_record(op, w):
         kw.append("view=True")
     if op.multi:
         kw.append("multi=True")
-    if op.returns[0] == "list":
-        kw.append("returns_list=True")
     if op.list_input:
         kw.append("list_input=True")
     if op.returns[0] == "tuple":

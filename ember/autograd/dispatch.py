@@ -56,12 +56,12 @@ class Op:
     ``check_no_requires_grad``)."""
 
     __slots__ = ("name", "kernel", "backward", "tensor_names", "const_names", "view", "multi",
-                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "returns_list", "random",
+                 "list_input", "diff_outputs", "scalar_ok", "saves_self", "random",
                  "optional", "refuses_grad", "complex_ok", "scan_complex")
 
     def __init__(self, name, kernel, backward, tensor_names, const_names, *, view=False,
                  multi=False, list_input=False, diff_outputs=(True,), scalar_ok=False,
-                 saves_self=True, returns_list=False, random=False, optional=(),
+                 saves_self=True, random=False, optional=(),
                  refuses_grad=()):
         self.name = name
         self.kernel = kernel
@@ -74,7 +74,6 @@ class Op:
         self.diff_outputs = diff_outputs
         self.scalar_ok = scalar_ok
         self.saves_self = saves_self
-        self.returns_list = returns_list
         self.random = random
         self.optional = optional
         self.refuses_grad = refuses_grad
@@ -275,7 +274,7 @@ def _finish_multi(op, tensors, consts, out, need_grad):
     tracer = STATE.tracer
     if tracer is not None:
         tracer.record(op, tensors, consts, outs)
-    return list(outs) if op.returns_list else outs
+    return outs   # a tuple, ``Tensor[]`` results too (split, chunk, unbind: torch's tuples)
 
 
 def _refuse_grad(op, tensors):

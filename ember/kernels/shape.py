@@ -208,8 +208,9 @@ def chunk(a, chunks, dim=0):
         raise KernelError(f"chunk expects `chunks` to be greater than 0, got: {chunks}")
     d = _dim(dim, a.ndim)
     n = a.shape[d]
-    size = -(-n // chunks) if n else 0
-    return split(a, size if size else 1, d) if n else (a,)
+    if not n:   # an empty dimension gives ``chunks`` empty pieces, as torch's
+        return split_with_sizes(a, [0] * chunks, d)
+    return split(a, -(-n // chunks), d)
 
 
 def unbind(a, dim=0):

@@ -170,7 +170,8 @@ def unravel_index(indices, shape):
         raise EmberRuntimeError(f"unravel_index: expected 'indices' to be an integer tensor, "
                                 f"got {i.dtype}")
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
-    n = int(np.prod(shape))
+    n = int(np.prod(shape, dtype=np.int64))
+    i = i.astype(np.int64)   # computed in int64, as torch's (a uint8 index and a large shape)
     if i.size and (i.min() < -n or i.max() >= n):
         raise EmberRuntimeError(f"unravel_index: 'indices' must be in range [{-n}, {n - 1}] for "
                                 f"shape {list(shape)}")

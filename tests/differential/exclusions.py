@@ -298,8 +298,8 @@ KNOWN_OPEN = [
                "sort", "msort", "nansum", "histogram_kernel", "topk", "addcdiv", "addr", "norm",
                "linalg_vander"},
           what=TORCH_REFUSES),
-    Entry("dtype gaps", "ember refuses inputs torch computes: uint8 bilinear "
-          "upsampling, unfold float16, conv1d/conv_transpose3d float16, grid_sample "
+    Entry("dtype gaps", "ember refuses inputs torch computes: uint8 bilinear and bicubic "
+          "upsampling (torch's fixed-point uint8 kernels), unfold float16, conv1d/conv_transpose3d float16, grid_sample "
           "bfloat16, matrix_norm/norm bfloat16, nanmean bfloat16, "
           "conv2d/conv3d/conv_transpose2d float16, renorm bfloat16, "
           "view_as_complex float16, linear_cross_entropy bfloat16 probability targets",
@@ -310,7 +310,8 @@ KNOWN_OPEN = [
                "nn.functional.grid_sample", "linalg_matrix_norm", "linalg_norm", "nanmean",
                "linalg.matrix_norm", "linalg.norm", "matrix_exp", "linalg_matrix_exp",
                "linalg_solve_triangular", "nn.functional.upsample_bilinear",
-               "nn.functional.interpolate.bilinear", "nn.functional.unfold", "im2col",
+               "nn.functional.interpolate.bilinear", "nn.functional.interpolate.bicubic",
+               "nn.functional.unfold", "im2col",
                "nn.functional.cross_entropy", "nn.functional.linear_cross_entropy",
                "nn.functional.linear_cross_entropy.chunked"},
           what=EMBER_REFUSES),

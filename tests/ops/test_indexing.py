@@ -369,3 +369,12 @@ def test_fill_diagonal_matches_torch_and_blocks_the_gradient_there(shape, wrap):
     for bad in ((3,), (2, 3, 2)):
         with pytest.raises(EmberError, match="fill_diagonal_"):
             ember.zeros(bad).fill_diagonal_(1.0)
+
+
+def test_unravel_index_of_narrow_integer_indices_computes_in_int64_as_torch():
+    idx = np.array([[3, 8, 13], [0, 5, 10]], np.uint8)
+    for shape in ((4, 1 << 30), (2, 7), (16,)):
+        want = torch.unravel_index(torch.tensor(idx), shape)
+        got = ember.unravel_index(ember.tensor(idx), shape)
+        assert [g.tolist() for g in got] == [w.tolist() for w in want]
+        assert all(g.dtype == ember.int64 for g in got)
