@@ -452,7 +452,7 @@ def vmap(func, in_dims=0, out_dims=0, randomness="error", *, chunk_size=None):
     ``func`` once per index and stacks (docs/unsupported.md: not vectorised). ``randomness``:
     "error" (a random draw inside ``func`` is an error), "different" (each call draws its own)
     or "same" (every call draws the same numbers). ``chunk_size`` is accepted."""
-    if randomness not in ("error", "different", "same"):
+    if not isinstance(randomness, str) or randomness not in ("error", "different", "same"):
         raise EmberRuntimeError(f"vmap: Only allowed 'error', 'different', or 'same' for "
                                 f"randomness, got {randomness!r}")
 

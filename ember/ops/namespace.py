@@ -111,7 +111,7 @@ METHODS = {
     "storage_offset": shape.storage_offset, "adjoint": shape.adjoint,
     "swapaxes": shape.swapaxes, "swapdims": shape.swapdims, "clone": shape.clone,
     "contiguous": shape._contiguous, "new": creation._new_legacy, "random_": creation._random_,
-    "fill_diagonal_": indexing._fill_diagonal_, "ger": G.outer, "narrow_copy": G.narrow_copy,
+    "fill_diagonal_": indexing._fill_diagonal_, "ger": linalg.ger, "narrow_copy": G.narrow_copy,
     "dim_order": shape._dim_order, "apply_": shape._apply_, "map_": shape._map_,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
