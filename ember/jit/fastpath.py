@@ -26,6 +26,7 @@ import numpy as np
 from ember.autograd._generated.methods import INFIX, PREFIX
 from ember.jit.ir import SymRef, Value
 from ember.kernels.elementwise import relu
+from ember.kernels.pointwise.engine import _broadcast_shape
 
 __all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH", "matmul_into",
            "linear_into", "binary_into", "UFUNCS"]
@@ -85,16 +86,9 @@ UFUNCS = {"+": np.add, "-": np.subtract, "*": np.multiply, "/": np.divide}
 def binary_into(ufunc, a, b, out):
     """``ufunc(a, b)`` (the fast path's NumPy operator) into ``out`` (which may be ``a`` or
     ``b``) when that is the result's shape and writeable, else a new array."""
-    from ember.kernels.pointwise.engine import _broadcast_shape
     if out.shape != _broadcast_shape((np.shape(a), np.shape(b))) or not out.flags.writeable:
         return ufunc(a, b)
     return ufunc(a, b, out=out)
-
-
-def _pair(v):
-    if isinstance(v, (tuple, list)):
-        return tuple(int(x) for x in v) if len(v) == 2 else (int(v[0]),) * 2
-    return (int(v), int(v))
 
 
 def max_pool2d_values(x, kernel_size, stride, padding, dilation, ceil_mode):

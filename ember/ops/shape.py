@@ -529,9 +529,9 @@ def _python_map(name, t, f):
         raise EmberRuntimeError(f"{name}: a tensor that requires grad cannot be changed by a "
                                 f"Python function in place")
     a = t._data
-    flat = np.array([f(v) for v in a.reshape(-1).tolist()], dtype=object) if a.size else \
-        np.empty(0, object)
-    a[...] = flat.reshape(a.shape).astype(a.dtype) if a.size else a
+    if a.size:
+        a[...] = np.array([f(v) for v in a.reshape(-1).tolist()], dtype=object) \
+            .reshape(a.shape).astype(a.dtype)
     t._bump()
 
 
