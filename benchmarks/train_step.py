@@ -1,7 +1,8 @@
 """Training-step speed: ember vs PyTorch eager, each library in its own process, float32.
 
 Usage: python benchmarks/train_step.py [--quick] [--repeats 3]
-                                       [--only mlp,mlp_adam,lenet,lm,lenet_cold,lenet_cold10]
+                                       [--only mlp,mlp_adam,lenet,lm,lenet_cold,lenet_cold10,
+                                               gpt_cold10]
        python benchmarks/train_step.py --worker ember|torch --case lenet   (one process's side)
 
 Cases (one optimizer step each: zero_grad, forward, cross-entropy, backward, optimizer step):
@@ -15,6 +16,11 @@ Cases (one optimizer step each: zero_grad, forward, cross-entropy, backward, opt
   lenet_cold10  the same fresh process and caches: how many LeNet-5 training steps finish within
               the first 10 s of the process (counted from its start, import included), as a
               new user's first short run meets it; ember's background compiles run meanwhile
+  gpt_cold10  the same window for ``gpt_step.py``'s nanoGPT step (manual attention, AdamW,
+              gradient clipping)
+The ``*_cold10`` cases also run ``ember_prebuilt``: ember after its install step, ``ember
+prebuild``, run once by the runner into a temporary ``EMBER_PREBUILT_DIR`` (its time is
+reported); each such process still starts with empty ``NUMBA_CACHE_DIR`` and ``EMBER_CACHE_DIR``.
 Columns: ember and torch eager; ``ember_compiled`` (the step function through ``ember.compile``:
 one captured program for zero_grad, forward, backward and the optimizer's update) and
 ``torch_compiled`` (``torch.compile`` of the same function) on COMPILED_CASES; each compiled
@@ -27,6 +33,7 @@ first loss is compared. Nothing is asserted; see benchmarks/run_all.py for the R
 """
 import os
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -35,16 +42,19 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness as H  # noqa: E402
 
 SCRIPT = "train_step.py"
-CASES = ("mlp", "mlp_adam", "lenet", "lm", "lenet_cold", "lenet_cold10")
+CASES = ("mlp", "mlp_adam", "lenet", "lm", "lenet_cold", "lenet_cold10", "gpt_cold10")
 QUICK_CASES = ("mlp", "lenet_cold", "lenet_cold10")
-COLD = ("lenet_cold", "lenet_cold10")     # run with fresh, empty kernel cache directories
-WINDOW_S = 10.0                           # lenet_cold10's window from the process's start
+COLD = ("lenet_cold", "lenet_cold10", "gpt_cold10")   # fresh, empty kernel cache directories
+WINDOW = ("lenet_cold10", "gpt_cold10")   # steps counted in the process's first WINDOW_S
+WINDOW_S = 10.0
 AVX2_CASES = ("lenet",)       # the ones that run ember's ISA-specific (direct conv) kernels
 COMPILED_CASES = ("mlp", "mlp_adam", "lenet")   # with ember.compile and torch.compile columns
 LABELS = {"mlp": "MLP 784-512-512-10, batch 128, SGD momentum",
           "mlp_adam": "MLP 784-512-512-10, batch 128, Adam (torch `fused=True`)",
           "lenet": "LeNet-5 28x28, batch 64, SGD momentum",
           "lm": "word LM (emb 10000x200, 2-layer LSTM 200, seq 35, batch 20), SGD momentum"}
+COLD_LABELS = {"lenet_cold10": "LeNet-5, batch 64, SGD momentum",
+               "gpt_cold10": "GPT step of `gpt_step.py` (manual attention)"}
 
 
 def mlp(nn):
@@ -91,7 +101,8 @@ MODELS = {"mlp": (mlp, _data((128, 784), 10, 128)),
 def _case(case):
     """(model name, optimizer name) of a case."""
     return {"mlp_adam": ("mlp", "adam"), "lenet_cold": ("lenet", "sgd"),
-            "lenet_cold10": ("lenet", "sgd")}.get(case, (case, "sgd"))
+            "lenet_cold10": ("lenet", "sgd"), "gpt_cold10": ("gpt", "adamw")}.get(case,
+                                                                              (case, "sgd"))
 
 
 def ember_step(builder, x, y, optimizer="sgd", seeded=False, losses=None):
@@ -178,12 +189,16 @@ def worker(lib, case, opts):
         import torch  # noqa: F401
     import_ms = (time.perf_counter() - t0) * 1e3
     name, optimizer = _case(case)
-    builder, data = MODELS[name]
-    x, y = data(np.random.default_rng(0))
     losses = []
-    make = ember_step if lib.startswith("ember") else torch_step
     compiled = lib.endswith("_compiled")
-    step = make(builder, x, y, optimizer, seeded=True, losses=None if compiled else losses)
+    if name == "gpt":
+        import gpt_step
+        step = gpt_step.build("ember" if lib.startswith("ember") else "torch", "manual")
+    else:
+        builder, data = MODELS[name]
+        x, y = data(np.random.default_rng(0))
+        make = ember_step if lib.startswith("ember") else torch_step
+        step = make(builder, x, y, optimizer, seeded=True, losses=None if compiled else losses)
     out = {"lib": lib, "case": case, "import_ms": import_ms}
     if compiled:   # (the loss read outside the step: item() inside would break its graph)
         step = compiled_step(lib, step)
@@ -199,7 +214,7 @@ def worker(lib, case, opts):
         out.update(H.measure(step, lib, opts))
         out["loss"] = losses[:1]
         return out
-    if case == "lenet_cold10":
+    if case in WINDOW:
         out.update(cold_window(step, lib))
         out["info"] = H.library_info(lib)
         out["cache_dirs"] = {v: os.environ.get(v) for v in ("NUMBA_CACHE_DIR", "EMBER_CACHE_DIR")}
@@ -240,21 +255,59 @@ def collect(opts, machine, log=None, only=None):
     for col in ("ember_compiled", "torch_compiled"):
         plan[col] = [c for c in warm if c in COMPILED_CASES]
     res = H.run_matrix(SCRIPT, plan, cols, opts, log) if warm else {}
-    for case in (c for c in COLD if c in cases):
-        res[case] = {"ember": [], "torch": []}
-        for r in range(opts.repeats):
-            for lib in (("ember", "torch") if r % 2 == 0 else ("torch", "ember")):
-                tmp = tempfile.mkdtemp(prefix="ember-cold-")
-                try:
-                    env = {"NUMBA_CACHE_DIR": os.path.join(tmp, "numba"),
-                           "EMBER_CACHE_DIR": os.path.join(tmp, "ember")}
-                    out = H.spawn(SCRIPT, lib, case, opts, env)
-                finally:
-                    shutil.rmtree(tmp, ignore_errors=True)
-                res[case][lib].append(out)
-                if log:
-                    log(f"  {SCRIPT} {case} {lib} #{r + 1}: " + out.get("error", "ok"))
+    cold = [c for c in COLD if c in cases]
+    installed = tempfile.mkdtemp(prefix="ember-prebuilt-")
+    try:
+        # (not in a --quick smoke run: the install step compiles for about a minute)
+        prebuilt = (_prebuild(installed, log) if not opts.quick and any(c in WINDOW for c in cold)
+                    else None)
+        for case in cold:
+            libs = ["ember", "torch"] + (["ember_prebuilt"] if case in WINDOW and prebuilt
+                                         else [])
+            res[case] = {lib: [] for lib in libs}
+            for r in range(opts.repeats):
+                for lib in libs[r % len(libs):] + libs[:r % len(libs)]:
+                    env = ({"EMBER_PREBUILT_DIR": prebuilt["dir"]} if lib == "ember_prebuilt"
+                           else {})
+                    out = _spawn_fresh(case, lib, opts, env)
+                    if lib == "ember_prebuilt":
+                        out["prebuild_s"] = prebuilt["seconds"]
+                    res[case][lib].append(out)
+                    if log:
+                        log(f"  {SCRIPT} {case} {lib} #{r + 1}: " + out.get("error", "ok"))
+    finally:
+        shutil.rmtree(installed, ignore_errors=True)
     return res
+
+
+def _spawn_fresh(case, lib, opts, env):
+    """One worker process with new, empty kernel cache directories (a new install's)."""
+    tmp = tempfile.mkdtemp(prefix="ember-cold-")
+    try:
+        env = dict(env, NUMBA_CACHE_DIR=os.path.join(tmp, "numba"),
+                   EMBER_CACHE_DIR=os.path.join(tmp, "ember"))
+        return H.spawn(SCRIPT, lib, case, opts, env)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _prebuild(root, log=None):
+    """ember's install step, ``ember prebuild``, into ``root``/prebuilt with its own fresh
+    caches: {"dir", "seconds"}, or None when it failed."""
+    env = dict(os.environ, EMBER_PREBUILT_DIR=os.path.join(root, "prebuilt"),
+               NUMBA_CACHE_DIR=os.path.join(root, "numba"),
+               EMBER_CACHE_DIR=os.path.join(root, "ember"))
+    env["PYTHONPATH"] = H.ROOT + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH")
+                                  else "")
+    t0 = time.perf_counter()
+    proc = subprocess.run([sys.executable, "-m", "ember", "prebuild"], env=env, cwd=H.ROOT,
+                          capture_output=True, text=True)
+    seconds = time.perf_counter() - t0
+    if log:
+        log(f"  ember prebuild: rc {proc.returncode}, {seconds:.1f} s")
+    if proc.returncode:
+        return None
+    return {"dir": env["EMBER_PREBUILT_DIR"], "seconds": seconds}
 
 
 def render(res):
@@ -304,22 +357,36 @@ def render(res):
                                      "slowest of steps 2-5",
                                      "warm step", "1st step - warm step",
                                      "background compiles (one thread)"], rows)
-    cold10 = res.get("lenet_cold10")
-    if cold10:
-        rows, counts = [], {}
-        for lib in ("ember", "torch"):
-            rs = [r for r in cold10.get(lib, []) if "steps_in_window" in r]
-            counts[lib] = H.metric(rs, "steps_in_window")
-            compiles = _compiles(lib, rs, "compiles_in_window", "compile_s_in_window")
-            rows.append([lib, _count(counts[lib]), H.cell(H.metric(rs, "import_ms")),
-                         H.cell(H.scaled(H.metric(rs, "first_step_end_s"), 1e3), "s"),
-                         compiles])
-        e, t = counts["ember"], counts["torch"]
-        ratio = ("torch finished none" if e and t and not t["median"] and e["median"]
-                 else H.ratio(e, t))
-        rows.append(["ember / torch", ratio, "", "", ""])
+    windows = [c for c in WINDOW if res.get(c)]
+    if windows:
+        rows = []
+        build = next((r["prebuild_s"] for c in windows for r in res[c].get("ember_prebuilt", [])
+                      if "prebuild_s" in r), None)
+        names = {"ember": "ember", "torch": "torch",
+                 "ember_prebuilt": "ember after `ember prebuild`"
+                                   + (f" (its install step: {build:.0f} s)" if build else "")}
+        for case in windows:
+            counts = {}
+            for lib in ("ember", "ember_prebuilt", "torch"):
+                rs = [r for r in res[case].get(lib, []) if "steps_in_window" in r]
+                if not rs:
+                    continue
+                counts[lib] = H.metric(rs, "steps_in_window")
+                compiles = _compiles(lib, rs, "compiles_in_window", "compile_s_in_window")
+                rows.append([COLD_LABELS[case], names[lib], _count(counts[lib]),
+                             H.cell(H.metric(rs, "import_ms")),
+                             H.cell(H.scaled(H.metric(rs, "first_step_end_s"), 1e3), "s"),
+                             compiles])
+            t = counts.get("torch")
+            for lib in ("ember", "ember_prebuilt"):
+                e = counts.get(lib)
+                if e and t:
+                    ratio = ("torch finished none" if not t["median"] and e["median"]
+                             else H.ratio(e, t))
+                    rows.append([COLD_LABELS[case], names[lib].split(" (")[0] + " / torch",
+                                 ratio, "", "", ""])
         out["cold_start"] = H.table(
-            ["library", f"steps finished in the process's first {WINDOW_S:g} s",
+            ["training", "library", f"steps finished in the process's first {WINDOW_S:g} s",
              "import (NumPy already imported)", "1st step done, since process start",
              "background compiles finished in the window"], rows)
     return out
@@ -346,7 +413,7 @@ def _compiles(lib, rs, count_key, seconds_key):
     """The background-compiles cell: ember's kernel count and compile time (ms), "none" when no
     process compiled, "-" for torch or without the metric."""
     comp = H.metric(rs, count_key)
-    if lib != "ember" or comp is None:
+    if not lib.startswith("ember") or comp is None:
         return "-"
     return (f"{comp['median']:.0f} kernels, {H.cell(H.scaled(H.metric(rs, seconds_key), 1e3))}"
             if comp["max"] else "none")

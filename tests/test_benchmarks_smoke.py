@@ -110,7 +110,10 @@ def test_every_script_renders_its_readme_table_from_real_worker_results(tmp_path
         "ember": [{"steps_in_window": 70, "first_step_end_s": 1.3, "import_ms": 150.0,
                    "compiles_in_window": 7, "compile_s_in_window": 8.5}],
         "torch": [{"steps_in_window": 35, "first_step_end_s": 2.5, "import_ms": 900.0,
-                   "compiles_in_window": 0, "compile_s_in_window": 0.0}]}
+                   "compiles_in_window": 0, "compile_s_in_window": 0.0}],
+        "ember_prebuilt": [{"steps_in_window": 105, "first_step_end_s": 1.2, "import_ms": 150.0,
+                            "compiles_in_window": 0, "compile_s_in_window": 0.0,
+                            "prebuild_s": 57.0}]}
     results["networks"]["resnet18"] = {   # its workers run in their own processes (see below)
         lib: [{"infer_1": {"median": m}, "train_8": {"median": 20 * m}, "sample": [1.0, 2.0],
                "loss": [7.0]}] for lib, m in (("ember", 30.0), ("torch", 20.0))}
@@ -129,6 +132,8 @@ def test_every_script_renders_its_readme_table_from_real_worker_results(tmp_path
     assert "| yes |" in tables["train_step"]          # the same first loss in both libraries
     assert "| yes |" in tables["gpt"]                 # gpt_step's model, seeded the same
     assert "| ember / torch | 2.00 |" in tables["cold_start"]
+    assert "| ember after `ember prebuild` / torch | 3.00 |" in tables["cold_start"]
+    assert "its install step: 57 s" in tables["cold_start"]
     assert "| 70 |" in tables["cold_start"] and "| 1.50 |" in tables["resnet"]
     assert tables["onnx zoo"].count("| yes |") == 1   # eager, traced + opt and ORT agree
     assert tables["conv"].count("| yes |") == 1       # the same output
