@@ -79,6 +79,12 @@ class Generator:
     def choice(self, *args, **kwargs):
         return self._rng.choice(*args, **kwargs)
 
+    def poisson(self, lam):
+        return self._rng.poisson(lam)
+
+    def binomial(self, n, p):
+        return self._rng.binomial(n, p)
+
 
 default_generator = Generator()
 

@@ -144,6 +144,18 @@ def multinomial(probs, num_samples, replacement, generator):
                      for row in p]).astype(np.int64)
 
 
+def poisson(rates, generator):
+    """Poisson counts of the float ``rates``, in their dtype (rates checked by the caller)."""
+    return generator.poisson(rates.astype(np.float64)).astype(rates.dtype)
+
+
+def binomial(count, prob, generator):
+    """Binomial(count, prob) draws of float ``count`` and ``prob`` broadcast together, in their
+    dtype (values checked by the caller)."""
+    n = np.broadcast_to(count, np.broadcast_shapes(count.shape, prob.shape))
+    return generator.binomial(n.astype(np.int64), prob.astype(np.float64)).astype(count.dtype)
+
+
 # ---------------------------------------------------------------- in-place random fills
 def cauchy_like(a, median, sigma, generator):
     return (median + sigma * np.tan(np.pi * (generator.random(a.shape) - 0.5))).astype(

@@ -634,6 +634,56 @@ def bernoulli(input, p=None, *, generator=None):
     return G.bernoulli(input, resolve(generator))
 
 
+def poisson(input, generator=None):
+    """Poisson samples, each with the rate at that position of ``input`` (float); the result has
+    ``input``'s shape and dtype. Its gradient is zero, as torch's.
+
+    Raises UnsupportedError for a non-floating ``input``, EmberRuntimeError for a negative or
+    NaN rate (as torch), EmberValueError for a rate too large to draw from (torch returns
+    garbage there)."""
+    d = input._data
+    if not _floating(d.dtype):
+        raise UnsupportedError(f'"poisson_cpu" not implemented for \'{_scalar_name(d.dtype)}\'')
+    rates = d.astype(np.float64)
+    if not bool(np.all(rates >= 0)):
+        raise EmberRuntimeError("invalid Poisson rate, expected rate to be non-negative")
+    if d.size and float(rates.max()) > _POISSON_MAX_RATE:
+        raise EmberValueError(f"rate {float(rates.max())} is too large to sample (at most "
+                              f"{_POISSON_MAX_RATE:g})")
+    return G.poisson(input, resolve(generator))
+
+
+_POISSON_MAX_RATE = 1e18   # NumPy's Generator.poisson refuses larger rates
+
+
+def binomial(count, prob, generator=None):
+    """Binomial samples: successes in ``count`` trials of probability ``prob`` (float tensors of
+    one dtype, broadcast together), in that dtype. Not differentiable (a backward through it
+    raises, as torch's).
+
+    Raises EmberValueError for non-floating dtypes (as torch), for a negative or non-integral
+    count or a probability outside [0, 1] (torch returns arbitrary values there),
+    EmberRuntimeError for two dtypes or shapes that do not broadcast (as torch)."""
+    c, p = count._data, prob._data
+    for what, d in (("count", c), ("prob", p)):
+        if not _floating(d.dtype):
+            raise EmberValueError(f"only floating-point dtypes are supported for {what}, got "
+                                  f"{_scalar_name(d.dtype)}")
+    if c.dtype != p.dtype:
+        raise EmberRuntimeError(f"count ({c.dtype}) and prob ({p.dtype}) must have one dtype")
+    try:
+        np.broadcast_shapes(c.shape, p.shape)
+    except ValueError:
+        raise EmberRuntimeError(f"count of shape {list(c.shape)} and prob of shape "
+                                f"{list(p.shape)} cannot be broadcast together") from None
+    n = c.astype(np.float64)
+    if not bool(np.all((n >= 0) & (n == np.floor(n)) & (n < 2 ** 62))):
+        raise EmberValueError("count must hold non-negative whole numbers")
+    if not bool(np.all((p >= 0) & (p <= 1))):
+        raise EmberValueError("prob must be in [0, 1]")
+    return G.binomial(count, prob, resolve(generator))
+
+
 def multinomial(input, num_samples, replacement=False, *, generator=None):
     """Indices sampled from the rows of ``input`` (unnormalised probabilities, 1-d or 2-d).
 
@@ -882,6 +932,6 @@ def zero_(input):
 for _n in ("tensor", "as_tensor", "from_numpy", "from_dlpack", "zeros", "ones", "empty",
            "full", "zeros_like", "ones_like", "empty_like", "full_like", "arange",
            "linspace", "eye", "rand", "randn", "randint", "randperm", "normal",
-           "rand_like", "randn_like", "bernoulli", "multinomial"):
+           "rand_like", "randn_like", "bernoulli", "multinomial", "poisson", "binomial"):
     globals()[_n] = _public(globals()[_n])
 del _n

@@ -21,6 +21,7 @@ from ember.ops import (creation, indexing, linalg, nn, pointwise, reduction, sha
 FUNCTIONS = {
     creation: ("arange", "as_tensor", "bernoulli", "empty", "empty_like", "eye", "from_dlpack",
                "from_numpy", "full", "full_like", "linspace", "multinomial", "normal", "ones",
+               "poisson", "binomial",
                "ones_like", "rand", "rand_like", "randint", "randn", "randn_like", "randperm",
                "tensor", "zeros", "zeros_like", "logspace", "empty_strided", "empty_permuted",
                "scalar_tensor", "randint_like", "zero_", "asarray", "frombuffer"),

@@ -103,6 +103,11 @@ def _rand_cases(m):
         "multinomial replacement": lambda: m.multinomial(x, 5, True),
         "multinomial 1-d": lambda: m.multinomial(x[0], 2),
         "multinomial keywords": lambda: m.multinomial(x, num_samples=2, replacement=True),
+        "poisson": lambda: m.poisson(x * 3),
+        "poisson float64 requires_grad": lambda: m.poisson(
+            m.full((2, 3), 2., dtype=m.float64, requires_grad=True)),
+        "binomial": lambda: m.binomial(m.full((2, 3), 5.), x * 0.5),
+        "binomial broadcast": lambda: m.binomial(m.tensor([10., 3.]), m.tensor([.5])),
     }
 
 
@@ -145,6 +150,13 @@ _RAND_ERRORS = {
     "multinomial zero samples": lambda m: m.multinomial(m.ones(2, 3), 0),
     "multinomial zero row": lambda m: m.multinomial(m.zeros(2, 3), 1),
     "multinomial 3-d": lambda m: m.multinomial(m.ones(2, 3, 4), 1),
+    "poisson negative rate": lambda m: m.poisson(-m.ones(2)),
+    "poisson nan rate": lambda m: m.poisson(m.tensor([float("nan")])),
+    "poisson int rates": lambda m: m.poisson(m.ones(2, dtype=m.int64)),
+    "binomial int count": lambda m: m.binomial(m.ones(2, dtype=m.int64), m.ones(2) / 2),
+    "binomial int prob": lambda m: m.binomial(m.ones(2), m.ones(2, dtype=m.int64)),
+    "binomial two dtypes": lambda m: m.binomial(m.ones(2, dtype=m.float64), m.ones(2) / 2),
+    "binomial shapes": lambda m: m.binomial(m.ones(2), m.ones(3) / 2),
 }
 
 
@@ -182,6 +194,8 @@ _RANGES = {  # case -> (lowest, highest, integral) a sample may take
     "bernoulli(x, p=)": (0, 1, True), "bernoulli(int x, p)": (0, 1, True),
     "multinomial": (0, 2, True), "multinomial replacement": (0, 2, True),
     "multinomial 1-d": (0, 2, True), "multinomial keywords": (0, 2, True),
+    "poisson": (0, np.inf, True), "poisson float64 requires_grad": (0, np.inf, True),
+    "binomial": (0, 5, True), "binomial broadcast": (0, 10, True),
 }
 
 
@@ -201,6 +215,34 @@ def test_randperm_is_a_permutation_and_multinomial_without_replacement_distinct(
     assert sorted(ember.randperm(7).tolist()) == list(range(7))
     rows = ember.multinomial(ember.ones(4, 6), 6).tolist()
     assert all(sorted(r) == list(range(6)) for r in rows)
+
+
+def test_poisson_and_binomial_draw_their_distributions():
+    """Sample mean and variance of 200k draws at a fixed seed against the distributions' own
+    (Poisson(3): 3 and 3; Binomial(10, 0.3): 3 and 2.1); the seed makes the draw repeatable."""
+    ember.manual_seed(0)
+    p = ember.poisson(ember.full((200_000,), 3.0, dtype=ember.float64))
+    b = ember.binomial(ember.full((200_000,), 10.0), ember.full((200_000,), 0.3))
+    assert p.dtype == ember.float64 and b.dtype == ember.float32
+    assert abs(p.mean().item() - 3) < 0.02 and abs(p.var().item() - 3) < 0.05
+    assert abs(b.mean().item() - 3) < 0.02 and abs(b.var().item() - 2.1) < 0.04
+    assert ember.binomial(ember.tensor([7.0, 0.0]), ember.tensor([1.0, 0.5])).tolist() == [7, 0]
+    g = ember.Generator().manual_seed(5)
+    first = ember.poisson(ember.full((8,), 4.0), generator=g)
+    g.manual_seed(5)
+    assert ember.equal(first, ember.poisson(ember.full((8,), 4.0), generator=g))
+
+
+def test_poisson_gradient_is_zero_and_binomials_is_refused_as_torch():
+    for m in (torch, ember):
+        rate = m.full((3,), 2.0, dtype=m.float64, requires_grad=True)
+        m.poisson(rate).sum().backward()
+        assert rate.grad.tolist() == [0.0] * 3
+        count = m.full((2,), 4.0, requires_grad=True)
+        y = m.binomial(count, m.full((2,), 0.5))
+        assert y.requires_grad
+        with pytest.raises(Exception, match="derivative for .*binomial.* is not implemented"):
+            y.sum().backward()
 
 
 def test_normal_tensor_arguments_get_zero_gradient_as_torch():

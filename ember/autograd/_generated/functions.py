@@ -1624,6 +1624,14 @@ def multinomial(input, num_samples, replacement, generator):
     """multinomial (see torch.multinomial)."""
     return dispatch(_R.multinomial, (input, ), (num_samples, replacement, generator, ))
 
+def poisson(input, generator):
+    """poisson (see torch.poisson)."""
+    return dispatch(_R.poisson, (input, ), (generator, ))
+
+def binomial(count, prob, generator):
+    """binomial (see torch.binomial)."""
+    return dispatch(_R.binomial, (count, prob, ), (generator, ))
+
 def cauchy_like(input, median, sigma, generator):
     """cauchy_like (see torch.cauchy_like)."""
     return dispatch(_R.cauchy_like, (input, ), (median, sigma, generator, ))

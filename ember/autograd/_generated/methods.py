@@ -376,6 +376,8 @@ TENSOR_METHODS = {
     'normal_like': _fn.normal_like,
     'bernoulli': _fn.bernoulli,
     'multinomial': _fn.multinomial,
+    'poisson': _fn.poisson,
+    'binomial': _fn.binomial,
     'cauchy_like': _fn.cauchy_like,
     'exponential_like': _fn.exponential_like,
     'geometric_like': _fn.geometric_like,

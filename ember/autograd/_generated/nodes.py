@@ -4118,6 +4118,48 @@ class NanToNumBackward0(Node):
         return (g0, )
 
 
+class PoissonBackward0(Node):
+    __slots__ = ('self__shape',)
+    _saved = ()
+    _op_name = 'poisson'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        generator, = consts
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _F.zeros_for(grad, self__shape)
+        return (g0, )
+
+
+class BinomialBackward0(Node):
+    __slots__ = ()
+    _saved = ()
+    _op_name = 'binomial'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        count, prob, = tensors
+        generator, = consts
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        g0 = g1 = None
+        if needs[0]:
+            g0 = _F.not_implemented('binomial')
+        if needs[1]:
+            g1 = _F.not_implemented('binomial')
+        return (g0, g1, )
+
+
 class SumBackward0(Node):
     __slots__ = ('dim', 'keepdim', 'self__dtype', 'self__shape')
     _saved = ()

@@ -249,6 +249,8 @@ uniform_like = Op('uniform_like', _k_creation.uniform_like, None, ('self',), ('l
 normal_like = Op('normal_like', _k_creation.normal_like, None, ('self',), ('mean', 'std', 'generator'), random=True, saves_self=False)
 bernoulli = Op('bernoulli', _k_creation.bernoulli, None, ('self',), ('generator',), random=True, saves_self=False)
 multinomial = Op('multinomial', _k_creation.multinomial, None, ('self',), ('num_samples', 'replacement', 'generator'), random=True, saves_self=False)
+poisson = Op('poisson', _k_creation.poisson, _N.PoissonBackward0, ('self',), ('generator',), random=True, saves_self=False)
+binomial = Op('binomial', _k_creation.binomial, _N.BinomialBackward0, ('count', 'prob'), ('generator',), random=True, saves_self=False)
 cauchy_like = Op('cauchy_like', _k_creation.cauchy_like, None, ('self',), ('median', 'sigma', 'generator'), random=True, saves_self=False)
 exponential_like = Op('exponential_like', _k_creation.exponential_like, None, ('self',), ('lambd', 'generator'), random=True, saves_self=False)
 geometric_like = Op('geometric_like', _k_creation.geometric_like, None, ('self',), ('p', 'generator'), random=True, saves_self=False)
@@ -599,6 +601,8 @@ OPS = {
     'normal_like': normal_like,
     'bernoulli': bernoulli,
     'multinomial': multinomial,
+    'poisson': poisson,
+    'binomial': binomial,
     'cauchy_like': cauchy_like,
     'exponential_like': exponential_like,
     'geometric_like': geometric_like,
