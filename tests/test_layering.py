@@ -11,7 +11,7 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMBER = os.path.join(ROOT, "ember")
 # leaf modules every layer may use
-BASE = {"errors", "_dtype", "_optional", "_shm", "utils.files"}
+BASE = {"errors", "_dtype", "_optional", "_shm", "utils.files", "utils.hooks"}
 ANY = None   # the package itself, the command line: anything
 
 # layer -> (what it may import at any level, what it may import only inside a function). "ember"
@@ -39,7 +39,8 @@ RULES = {
     # ember.save/load of a whole Module (torch.save(model)): the classes of ember.nn a file may
     # name, Module/Parameter checks; only when called, so jit.save (below nn) never loads nn
     "serialization": ({"autograd", "tensor", "ops"}, {"nn", "ember"}),
-    "nn": ({"autograd", "kernels", "tensor", "ops", "random", "distributed"}, set()),
+    # nn.utils.stateless.functional_call (torch 1.x's name) calls ember.func's when called
+    "nn": ({"autograd", "kernels", "tensor", "ops", "random", "distributed"}, {"func"}),
     "sparse": ({"autograd", "kernels", "tensor", "ember"}, set()),  # ember.tensor, ember.cat, ...
     "distributed": ({"tensor"}, set()),
     "multiprocessing": ({"tensor", "nn"}, set()),

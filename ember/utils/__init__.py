@@ -1,3 +1,3 @@
-"""``ember.utils``: ``data`` (Dataset, DataLoader, ...), ``checkpoint``; ``tensorboard``
-(SummaryWriter) loads when imported."""
-from ember.utils import checkpoint, data  # noqa: F401
+"""``ember.utils``: ``data`` (Dataset, DataLoader, ...), ``checkpoint``, ``hooks``
+(RemovableHandle); ``tensorboard`` (SummaryWriter) loads when imported."""
+from ember.utils import checkpoint, data, hooks  # noqa: F401

@@ -1,6 +1,5 @@
 """``Module``: the base class of every layer and model, with torch's registration, traversal,
 state-dict and hook semantics (keys such as ``features.0.weight`` match torch's)."""
-import itertools
 import warnings
 from collections import OrderedDict, namedtuple
 
@@ -12,6 +11,7 @@ from ember.autograd.grad_mode import no_grad
 from ember.autograd.state import STATE
 from ember.nn.parameter import Parameter
 from ember.tensor import Tensor, check_device
+from ember.utils.hooks import RemovableHandle
 from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 
 _IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
@@ -117,28 +117,6 @@ _global_forward_hooks = _TrackedDict()
 _global_forward_hooks_always_called = set()
 _global_backward_pre_hooks = _TrackedDict()
 _global_backward_hooks = _TrackedDict()
-
-
-class _RemovableHandle:
-    """Returned by the ``register_*_hook`` methods; ``remove()`` unregisters the hook."""
-
-    _next_id = itertools.count()
-
-    def __init__(self, hooks_dict, *extra):
-        self.hooks_dict = hooks_dict
-        self.extra = extra  # the sets flagging this hook (with_kwargs, always_call)
-        self.id = next(self._next_id)
-
-    def remove(self):
-        self.hooks_dict.pop(self.id, None)
-        for s in self.extra:
-            s.discard(self.id)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.remove()
 
 
 class Module:
@@ -253,7 +231,8 @@ class Module:
     def register_forward_pre_hook(self, hook, *, prepend=False, with_kwargs=False):
         """Call ``hook(module, args)`` (``hook(module, args, kwargs)`` with ``with_kwargs``)
         before forward; it may return replacement args (or ``(args, kwargs)``)."""
-        h = _RemovableHandle(self._forward_pre_hooks, self._forward_pre_hooks_with_kwargs)
+        h = RemovableHandle(self._forward_pre_hooks,
+                            extra_dict=[self._forward_pre_hooks_with_kwargs])
         self._forward_pre_hooks[h.id] = hook
         if with_kwargs:
             self._forward_pre_hooks_with_kwargs.add(h.id)
@@ -266,8 +245,8 @@ class Module:
         """Call ``hook(module, args, output)`` (``hook(module, args, kwargs, output)`` with
         ``with_kwargs``) after forward; it may return a replacement output. ``always_call``:
         run it even when forward raises."""
-        h = _RemovableHandle(self._forward_hooks, self._forward_hooks_with_kwargs,
-                             self._forward_hooks_always_called)
+        h = RemovableHandle(self._forward_hooks, extra_dict=[self._forward_hooks_with_kwargs,
+                                                             self._forward_hooks_always_called])
         self._forward_hooks[h.id] = hook
         if with_kwargs:
             self._forward_hooks_with_kwargs.add(h.id)
@@ -280,7 +259,7 @@ class Module:
     def register_full_backward_pre_hook(self, hook, prepend=False):
         """Call ``hook(module, grad_output)`` when the gradients of the module's outputs are
         ready; it may return replacement grad_output."""
-        h = _RemovableHandle(self._backward_pre_hooks)
+        h = RemovableHandle(self._backward_pre_hooks)
         self._backward_pre_hooks[h.id] = hook
         if prepend:
             self._backward_pre_hooks.move_to_end(h.id, last=False)
@@ -290,7 +269,7 @@ class Module:
         """Call ``hook(module, grad_input, grad_output)`` when the gradients of the module's
         positional inputs are computed (None for inputs that need none); it may return
         replacement grad_input."""
-        h = _RemovableHandle(self._backward_hooks)
+        h = RemovableHandle(self._backward_hooks)
         self._backward_hooks[h.id] = hook
         if prepend:
             self._backward_hooks.move_to_end(h.id, last=False)
@@ -716,14 +695,14 @@ class Module:
 
     def register_state_dict_pre_hook(self, hook):
         """Call ``hook(module, prefix, keep_vars)`` before this module's entries are saved."""
-        h = _RemovableHandle(self._state_dict_pre_hooks)
+        h = RemovableHandle(self._state_dict_pre_hooks)
         self._state_dict_pre_hooks[h.id] = hook
         return h
 
     def register_state_dict_post_hook(self, hook):
         """Call ``hook(module, state_dict, prefix, local_metadata)`` after this module's
         entries (and its submodules') are saved; it may return a replacement dict."""
-        h = _RemovableHandle(self._state_dict_hooks)
+        h = RemovableHandle(self._state_dict_hooks)
         self._state_dict_hooks[h.id] = hook
         return h
 
@@ -735,7 +714,7 @@ class Module:
         return self._register_load_state_dict_pre_hook(hook, with_module=True)
 
     def _register_load_state_dict_pre_hook(self, hook, with_module=False):
-        h = _RemovableHandle(self._load_state_dict_pre_hooks)
+        h = RemovableHandle(self._load_state_dict_pre_hooks)
         self._load_state_dict_pre_hooks[h.id] = (hook, with_module)
         return h
 
@@ -743,7 +722,7 @@ class Module:
         """Call ``hook(module, incompatible_keys)`` after ``load_state_dict``; it may edit
         ``incompatible_keys.missing_keys`` / ``unexpected_keys`` in place before strict checks
         them, and must return None."""
-        h = _RemovableHandle(self._load_state_dict_post_hooks)
+        h = RemovableHandle(self._load_state_dict_post_hooks)
         self._load_state_dict_post_hooks[h.id] = hook
         return h
 
@@ -828,7 +807,7 @@ def _addindent(s, n):
 # ---------------------------------------------------------------------------- global hooks
 def register_module_forward_pre_hook(hook):
     """Call ``hook(module, args)`` before every module's forward (before its own pre-hooks)."""
-    h = _RemovableHandle(_global_forward_pre_hooks)
+    h = RemovableHandle(_global_forward_pre_hooks)
     _global_forward_pre_hooks[h.id] = hook
     return h
 
@@ -836,7 +815,7 @@ def register_module_forward_pre_hook(hook):
 def register_module_forward_hook(hook, *, always_call=False):
     """Call ``hook(module, args, output)`` after every module's forward (before its own
     hooks); it may return a replacement output."""
-    h = _RemovableHandle(_global_forward_hooks, _global_forward_hooks_always_called)
+    h = RemovableHandle(_global_forward_hooks, extra_dict=[_global_forward_hooks_always_called])
     _global_forward_hooks[h.id] = hook
     if always_call:
         _global_forward_hooks_always_called.add(h.id)
@@ -845,14 +824,14 @@ def register_module_forward_hook(hook, *, always_call=False):
 
 def register_module_full_backward_pre_hook(hook):
     """``register_full_backward_pre_hook`` for every module."""
-    h = _RemovableHandle(_global_backward_pre_hooks)
+    h = RemovableHandle(_global_backward_pre_hooks)
     _global_backward_pre_hooks[h.id] = hook
     return h
 
 
 def register_module_full_backward_hook(hook):
     """``register_full_backward_hook`` for every module."""
-    h = _RemovableHandle(_global_backward_hooks)
+    h = RemovableHandle(_global_backward_hooks)
     _global_backward_hooks[h.id] = hook
     return h
 
