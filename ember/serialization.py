@@ -184,11 +184,16 @@ def _ember_classes():
 
 def _ember_hook_classes():
     """name -> class of the hook objects ember's own nn utilities register on modules
-    (``nn.utils.weight_norm``, ``spectral_norm``): plain attribute holders, rebuilt like
-    modules. A fixed list, never a name read from a file."""
+    (``nn.utils.weight_norm``, ``spectral_norm``, the pruning methods of ``nn.utils.prune``):
+    plain attribute holders, rebuilt like modules. A fixed list, never a name read from a
+    file."""
+    from ember.nn.utils import prune
     from ember.nn.utils.spectral_norm import SpectralNorm
     from ember.nn.utils.weight_norm import WeightNorm
-    return {_default_name(c): c for c in (WeightNorm, SpectralNorm)}
+    pruning = (prune.Identity, prune.RandomUnstructured, prune.L1Unstructured,
+               prune.RandomStructured, prune.LnStructured, prune.CustomFromMask,
+               prune.PruningContainer)
+    return {_default_name(c): c for c in (WeightNorm, SpectralNorm) + pruning}
 
 
 def _ember_functions():

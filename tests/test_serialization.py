@@ -458,6 +458,32 @@ def test_modules_with_weight_or_spectral_norm_hooks_save_whole(tmp_path, wrap):
         ember.load(tmp_path / "w.pt")
 
 
+def test_pruned_modules_save_whole_and_prune_on(tmp_path):
+    """The pruning methods' hook objects (a PruningContainer of two rounds, a structured
+    method, a custom mask) are ember hook classes from the fixed list: the loaded model
+    computes the same, prunes further and removes its pruning as the original would."""
+    from ember.nn.utils import prune
+    ember.manual_seed(0)
+    m = nn.Sequential(nn.Linear(4, 3), nn.ReLU(), nn.Linear(3, 2))
+    prune.l1_unstructured(m[0], "weight", amount=0.5)
+    prune.random_unstructured(m[0], "weight", amount=0.3)
+    prune.ln_structured(m[2], "weight", amount=1, n=2, dim=0)
+    prune.custom_from_mask(m[2], "bias", ember.tensor([1.0, 0.0]))
+    ember.save(m, tmp_path / "p.pt")
+    m2 = ember.load(tmp_path / "p.pt")
+    (container,) = m2[0]._forward_pre_hooks.values()
+    assert [type(h).__name__ for h in container._pruning_methods] == \
+        ["L1Unstructured", "RandomUnstructured"]
+    x = ember.randn(5, 4)
+    np.testing.assert_array_equal(m2(x).detach().numpy(), m(x).detach().numpy())
+    for model in (m, m2):
+        prune.l1_unstructured(model[0], "weight", amount=0.2)
+        prune.remove(model[0], "weight")
+        prune.remove(model[2], "bias")
+    np.testing.assert_array_equal(m2[0].weight.detach().numpy(), m[0].weight.detach().numpy())
+    assert [n for n, _ in m2.named_parameters()] == [n for n, _ in m.named_parameters()]
+
+
 def test_parametrized_modules_are_refused_as_torch(tmp_path):
     torch = pytest.importorskip("torch")
     tm = torch.nn.utils.parametrizations.weight_norm(torch.nn.Linear(3, 3))
