@@ -7,7 +7,7 @@ the padded input, and the weight gradient reduces gy * x_rs over (N, Ho, Wo) per
 import numpy as np
 
 from .im2col import windows
-from .workspace import buffer, padded
+from .workspace import buffer, owned, padded
 
 
 def supports(g, direction):
@@ -49,7 +49,7 @@ def input_grad(gy, w, g):
                 np.einsum("ncmij,cm->ncij", gyv, wv[:, :, r, s], out=tmp)
             gxp[:, :, r * dh:r * dh + hspan:sh, s * dw:s * dw + wspan:sw] += tmp
     pt, pl = g.padding[0], g.padding[2]
-    return np.ascontiguousarray(gxp[:, :, pt:pt + g.H, pl:pl + g.W])
+    return owned(gxp[:, :, pt:pt + g.H, pl:pl + g.W])
 
 
 def weight_grad(gy, x, g):

@@ -23,7 +23,7 @@ import numpy as np
 from ember.kernels.transpose import transposed
 
 from . import im2col, parallel
-from .workspace import buffer, padded
+from .workspace import buffer, owned, padded
 
 
 BATCH_MAX_PIXELS = 64             # one GEMM over the batch up to this many output pixels
@@ -123,7 +123,7 @@ def input_grad(gy, w, g):
     gxp.fill(0)
     sh, sw = g.stride
     gxp[:, :, :sh * (g.Ho - 1) + 1:sh, :sw * (g.Wo - 1) + 1:sw] = gxs
-    return np.ascontiguousarray(gxp[:, :, pt:pt + g.H, pl:pl + g.W])
+    return owned(gxp[:, :, pt:pt + g.H, pl:pl + g.W])
 
 
 def weight_grad(gy, x, g):

@@ -21,7 +21,7 @@ from numpy.lib.stride_tricks import as_strided
 
 from . import parallel
 from .grad_as_forward import flipped_transposed, input_grad_input
-from .workspace import buffer, zero_border
+from .workspace import buffer, owned, zero_border
 
 USE_NUMBA = True
 BLOCKED = True             # forward in blocks of images (``_forward_blocked``) when possible
@@ -344,7 +344,7 @@ def _weight_transform_adjoint(M, g):
     # (36 x 9) form ran single-threaded at ~18 GFLOP/s: 2.3 of 12 ms on 8x256x14x14)
     gwt = parallel.matmul(np.ascontiguousarray(GG.T, dtype=M.dtype), M.reshape(36, g.K * g.Cg),
                           buffer("winograd.gwT", (9, g.K * g.Cg), M.dtype))
-    return np.ascontiguousarray(gwt.T).reshape(g.weight_shape)
+    return owned(gwt.T).reshape(g.weight_shape)
 
 
 def input_grad(gy, w, g):

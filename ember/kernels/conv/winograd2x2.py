@@ -12,7 +12,7 @@ import numpy as np
 
 from . import parallel
 from .grad_as_forward import input_grad_via_forward
-from .workspace import buffer, zero_border
+from .workspace import buffer, owned, zero_border
 
 G = np.array([[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]], dtype=np.float64)
 GG = np.kron(G, G)
@@ -79,7 +79,7 @@ def forward(x, w, g):
         out0 += p[i, 2]
         np.subtract(p[i, 1], p[i, 2], out=out1)
         out1 -= p[i, 3]
-    return np.ascontiguousarray(full[:, :, :g.Ho, :g.Wo])
+    return owned(full[:, :, :g.Ho, :g.Wo])
 
 
 def _a(g0, g1, out):
@@ -108,7 +108,7 @@ def weight_grad(gy, x, g):
                         buffer("winograd2.gwM", (16, g.groups, g.Kg, g.Cg), gy.dtype))
     gwt = parallel.matmul(np.ascontiguousarray(GG.T, dtype=gy.dtype), M.reshape(16, g.K * g.Cg),
                           buffer("winograd2.gwT", (9, g.K * g.Cg), gy.dtype))
-    return np.ascontiguousarray(gwt.T).reshape(g.weight_shape)
+    return owned(gwt.T).reshape(g.weight_shape)
 
 
 input_grad = input_grad_via_forward(forward)

@@ -33,6 +33,14 @@ def buffer(slot, shape, dtype):
     return flat[:size].reshape(shape)
 
 
+def owned(view):
+    """A C-contiguous copy of ``view`` (of a workspace buffer) that the caller owns: results
+    are never workspace views. (``np.ascontiguousarray`` returns the buffer itself when the view
+    is already contiguous -- an unpadded crop, a single channel -- and the next call overwrote
+    the caller's result.)"""
+    return np.array(view, order="C")
+
+
 def padded(x, padding, slot):
     """Return ``x`` (N, C, H, W) zero-padded by (top, bottom, left, right) in workspace ``slot``.
 

@@ -117,3 +117,42 @@ def test_each_thread_has_its_own_buffers():
     assert workspace.nbytes() == 64
     workspace.clear()
 
+
+
+# geometries where a result is a workspace crop that needs no copy: no padding (the crop is the
+# whole buffer), one image, one channel and one filter (a transposed (9, 1) weight gradient)
+_ALIASING_CASES = [((1, 3, 5, 5), (3, 1, 3, 3), 0, 3), ((2, 4, 6, 6), (4, 4, 3, 3), 0, 1),
+                   ((1, 1, 6, 6), (1, 1, 3, 3), 0, 1), ((2, 8, 5, 5), (8, 8, 1, 1), 0, 1),
+                   ((1, 4, 8, 8), (4, 4, 3, 3), 1, 1), ((2, 4, 6, 6), (4, 1, 3, 3), 1, 4)]
+
+
+@pytest.mark.parametrize("direction", ["forward", "input", "weight"])
+@pytest.mark.parametrize("case", _ALIASING_CASES, ids=str)
+def test_no_algorithm_hands_back_its_workspace(direction, case, force):
+    """Each capable algorithm, every direction: a second call (after a larger one grew the
+    buffers) leaves the first call's result as it was (depthwise's and direct1x1's unpadded
+    input gradients, winograd2x2's even-sized output and one-channel weight gradients were
+    views of the workspace, overwritten by the next call)."""
+    from ember.kernels.conv import selector
+    from ember.kernels.conv.geometry import geometry
+    xs, ws, pad, groups = case
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    g = geometry("conv2d", xs, ws, (1, 1), (pad, pad), (1, 1), groups)
+    gy = rng.standard_normal(g.output_shape).astype(np.float32)
+    run = {"forward": lambda s: C.conv2d_forward(s * x, w, None, 1, pad, 1, groups),
+           "input": lambda s: C.conv2d_input_grad(s * gy, w, xs, 1, pad, 1, groups),
+           "weight": lambda s: C.conv2d_weight_grad(s * gy, x, ws, 1, pad, 1, groups)}[direction]
+    algorithms = selector.capable(direction, g)
+    assert algorithms
+    for name in algorithms:
+        force(None)
+        big = rng.standard_normal((4, 8, 16, 16)).astype(np.float32)
+        C.conv2d_forward(big, rng.standard_normal((8, 8, 3, 3)).astype(np.float32), None, 1, 1,
+                         1, 1)                                   # grow the buffers first
+        force(name)
+        first = run(1.0)
+        keep = first.copy()
+        run(2.0)
+        np.testing.assert_array_equal(first, keep, err_msg=name)
+
