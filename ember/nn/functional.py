@@ -796,8 +796,14 @@ def one_hot(tensor, num_classes=-1):
 
 
 # ---------------------------------------------------------------------------- activations
-def _inplace(input, out, inplace):
-    return input.copy_(out) if inplace else out
+def _inplace(fn, input, inplace):
+    """``fn(input)``, written into ``input`` when ``inplace``. While autograd records, ``fn``
+    runs on a copy, so the values its backward saved are not the ones overwritten (as the
+    spec's ``inplace_arg`` functions, and torch's in-place activations, which save the
+    original input)."""
+    if not inplace:
+        return fn(input)
+    return input.copy_(fn(input.clone() if getattr(input, "requires_grad", False) else input))
 
 
 def relu(input, inplace=False):
@@ -810,7 +816,7 @@ def relu_(input):
 
 
 def relu6(input, inplace=False):
-    return _inplace(input, G.relu6(input), inplace)
+    return _inplace(G.relu6, input, inplace)
 
 
 # the spec ops of torch.nn.functional (namespace: functional in ember/ops/spec/: elu, leaky_relu,
@@ -821,11 +827,11 @@ for _n in G.FUNCTIONAL:
 
 
 def selu(input, inplace=False):
-    return _inplace(input, G.selu(input), inplace)
+    return _inplace(G.selu, input, inplace)
 
 
 def celu(input, alpha=1.0, inplace=False):
-    return _inplace(input, G.mul(G.elu(G.div(input, alpha), 1.0), alpha), inplace)
+    return _inplace(lambda x: G.mul(G.elu(G.div(x, alpha), 1.0), alpha), input, inplace)
 
 
 def prelu(input, weight):
@@ -847,16 +853,15 @@ def _rrelu(input, lower, upper, training, inplace, generator):
     if not training:
         return leaky_relu(input, (lower + upper) / 2, inplace)
     a = G.uniform_like(input, lower, upper, resolve(generator))
-    out = G.where(G.ge(input, 0), input, G.mul(input, a))
-    return _inplace(input, out, inplace)
+    return _inplace(lambda x: G.where(G.ge(x, 0), x, G.mul(x, a)), input, inplace)
 
 
 def silu(input, inplace=False):
-    return _inplace(input, G.silu(input), inplace)
+    return _inplace(G.silu, input, inplace)
 
 
 def mish(input, inplace=False):
-    return _inplace(input, G.mish(input), inplace)
+    return _inplace(G.mish, input, inplace)
 
 
 def hardtanh_(input, *args, **kwargs):
@@ -865,11 +870,11 @@ def hardtanh_(input, *args, **kwargs):
 
 
 def hardsigmoid(input, inplace=False):
-    return _inplace(input, G.hardsigmoid(input), inplace)
+    return _inplace(G.hardsigmoid, input, inplace)
 
 
 def hardswish(input, inplace=False):
-    return _inplace(input, G.hardswish(input), inplace)
+    return _inplace(G.hardswish, input, inplace)
 
 
 def softshrink(input, lambd=0.5):
@@ -882,7 +887,7 @@ def tanhshrink(input):
 
 
 def threshold(input, threshold, value, inplace=False):
-    return _inplace(input, G.where(G.gt(input, threshold), input, value), inplace)
+    return _inplace(lambda x: G.where(G.gt(x, threshold), x, value), input, inplace)
 
 
 def sigmoid(input):

@@ -104,3 +104,40 @@ def test_an_empty_batch_runs_forward_and_backward_as_torch(case):
             np.testing.assert_array_equal(ep[n], tp[n])
     for n in tb:
         np.testing.assert_array_equal(eb[n], tb[n])
+
+
+_INPLACE_ACTIVATIONS = {   # name -> (function, its arguments after the input)
+    "silu": ("silu", ()), "relu6": ("relu6", ()), "hardswish": ("hardswish", ()),
+    "hardsigmoid": ("hardsigmoid", ()), "mish": ("mish", ()), "selu": ("selu", ()),
+    "celu": ("celu", (0.7,)), "threshold": ("threshold", (0.1, -2.0)),
+    "rrelu eval": ("rrelu", (1 / 8, 1 / 3, False)), "elu": ("elu", ()),
+    "leaky_relu": ("leaky_relu", (0.2,)), "hardtanh": ("hardtanh", (-0.5, 0.5)),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_INPLACE_ACTIVATIONS))
+def test_inplace_activations_on_a_graph_value_differentiate_as_torch(name):
+    """An in-place activation of an intermediate (MobileNet's ReLU6/Hardswish(inplace=True),
+    EfficientNet's SiLU(inplace=True)): the result is written into its input and the backward
+    sees the values before the write (silu, relu6, hardswish, mish, selu raised 'modified by an
+    inplace operation'). Compared with torch's out-of-place function; celu's and hardsigmoid's
+    gradients with their derivatives (torch's float64 backwards of those two use
+    float32-rounded constants, 1/alpha and 1/6: 2e-7 and 3e-8 off)."""
+    torch = pytest.importorskip("torch")
+    fn, args = _INPLACE_ACTIVATIONS[name]
+    rng = np.random.default_rng(0)
+    data = rng.standard_normal((3, 5)) * 3
+    outs = []
+    for m, inplace in ((torch, False), (ember, True)):
+        x = m.tensor(data, requires_grad=True)
+        h = x * 1.5
+        y = getattr(m.nn.functional, fn)(h, *args, inplace=inplace)
+        assert (y is h) == inplace
+        (y * m.tensor(data)).sum().backward()
+        outs.append((y.detach().numpy(), x.grad.numpy()))
+    np.testing.assert_allclose(outs[1][0], outs[0][0], rtol=1e-12, atol=1e-15)
+    h = data * 1.5
+    exact = {"celu": lambda: np.where(h > 0, 1.0, np.exp(h / 0.7)),
+             "hardsigmoid": lambda: np.where((h > -3) & (h < 3), 1 / 6, 0.0)}.get(name)
+    expected = outs[0][1] if exact is None else exact() * data * 1.5
+    np.testing.assert_allclose(outs[1][1], expected, rtol=1e-12, atol=1e-15)
