@@ -56,7 +56,9 @@ class set_grad_enabled(_GradModeContext):
 
 
 class inference_mode(_GradModeContext):
-    """Like no_grad, and tensors made inside are marked as inference tensors."""
+    """Like no_grad, and tensors made inside are marked as inference tensors.
+    ``inference_mode(False)`` leaves inference mode and turns gradients on, as torch's (also
+    inside ``no_grad``)."""
 
     def __init__(self, mode=True):
         self._ctor_args = (mode,)
@@ -64,9 +66,8 @@ class inference_mode(_GradModeContext):
 
     def __enter__(self):
         self._prev = (STATE.grad_enabled, STATE.inference)
-        if self.mode:
-            STATE.grad_enabled = False
-            STATE.inference = True
+        STATE.grad_enabled = not self.mode
+        STATE.inference = bool(self.mode)
 
     def __exit__(self, *exc):
         STATE.grad_enabled, STATE.inference = self._prev

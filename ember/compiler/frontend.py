@@ -155,6 +155,8 @@ class CompileTracer(Tracer):
     graph break; ``len()`` is not one (the trace is specialised on the input shapes). Printing
     a traced tensor is one too: a compiled call prints on every call, as eager (and torch)."""
 
+    jit_trace = False   # torch.jit.is_tracing() is False under torch.compile
+
     breaks_on_display = True
 
     def __init__(self, name="trace", state=None, parent=None):

@@ -298,6 +298,8 @@ class Tracer:
     """Builds a Graph from dispatch events. ``state``: {id(tensor): (tensor, name, role)} for
     module parameters and buffers, which become formal parameters when first read."""
 
+    jit_trace = True   # ember.jit.trace records (torch.jit.is_tracing); ember.compile's: False
+
     def __init__(self, name="trace", state=None, parent=None):
         from ember.tensor import Tensor
         self._Tensor = Tensor

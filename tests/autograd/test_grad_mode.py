@@ -45,3 +45,19 @@ def test_set_grad_enabled_as_a_call_and_anomaly_switches():
         assert ember.autograd.grad_mode.is_anomaly_enabled()
         assert not ember.autograd.grad_mode.is_anomaly_check_nan_enabled()
     assert not ember.autograd.grad_mode.is_anomaly_enabled()
+
+
+def test_inference_mode_false_turns_gradients_on_as_torch():
+    torch = pytest.importorskip("torch")
+    seen = []
+    for m in (torch, ember):
+        v = m.ones(2, requires_grad=True)
+        got = []
+        for outer in (m.inference_mode, m.no_grad):
+            with outer():
+                with m.inference_mode(False):
+                    got.append((m.is_grad_enabled(), m.is_inference_mode_enabled(),
+                                (v * 2).requires_grad))
+                got.append((m.is_grad_enabled(), m.is_inference_mode_enabled()))
+        seen.append(got)
+    assert seen[0] == seen[1]
