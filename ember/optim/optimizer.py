@@ -5,14 +5,35 @@ built); each write bumps the parameter's version counter.
 """
 import copy
 import functools
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 
 import numpy as np
 
 from ember.autograd.state import STATE
 from ember.kernels.runtime import fpstate
 from ember.tensor import Tensor
-from ember.errors import EmberTypeError, EmberValueError
+from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
+from ember.utils.hooks import RemovableHandle
+
+# hooks run around every optimizer's step (register_optimizer_step_pre_hook / _post_hook)
+_global_optimizer_pre_hooks = OrderedDict()
+_global_optimizer_post_hooks = OrderedDict()
+
+
+def register_optimizer_step_pre_hook(hook):
+    """Run ``hook(optimizer, args, kwargs)`` before every optimizer's ``step``, before the
+    optimizer's own pre hooks; it may return ``(new_args, new_kwargs)``."""
+    handle = RemovableHandle(_global_optimizer_pre_hooks)
+    _global_optimizer_pre_hooks[handle.id] = hook
+    return handle
+
+
+def register_optimizer_step_post_hook(hook):
+    """Run ``hook(optimizer, args, kwargs)`` after every optimizer's ``step``, after the
+    optimizer's own post hooks."""
+    handle = RemovableHandle(_global_optimizer_post_hooks)
+    _global_optimizer_post_hooks[handle.id] = hook
+    return handle
 
 
 class _RequiredParameter:
@@ -118,6 +139,18 @@ class Optimizer:
 
             @functools.wraps(step)
             def checked_step(self, *args, **kw):
+                hooked = _global_optimizer_pre_hooks or _global_optimizer_post_hooks or \
+                    self.__dict__.get("_optimizer_step_pre_hooks") or \
+                    self.__dict__.get("_optimizer_step_post_hooks")
+                if not hooked or self.__dict__.get("_stepping"):   # (a subclass's super().step())
+                    return run_step(self, *args, **kw)
+                self._stepping = True
+                try:
+                    return self._hooked_step(run_step, (self,) + args, kw)
+                finally:
+                    self._stepping = False
+
+            def run_step(self, *args, **kw):
                 tracer = STATE.tracer
                 if tracer is not None and hasattr(tracer, "graph_break"):
                     # ember.compile: None when the update was traced, "" to run it eagerly
@@ -142,6 +175,64 @@ class Optimizer:
     def step(self, closure=None):
         raise NotImplementedError(f"{type(self).__name__} must implement step(closure=None)")
 
+    # ---- hooks (torch's names and call signatures) -----------------------------------------
+    def _hooks(self, name):
+        return self.__dict__.setdefault(name, OrderedDict())
+
+    def _register(self, name, hook, prepend=False):
+        hooks = self._hooks(name)
+        handle = RemovableHandle(hooks)
+        hooks[handle.id] = hook
+        if prepend:
+            hooks.move_to_end(handle.id, last=False)
+        return handle
+
+    def _hooked_step(self, run_step, args, kw):
+        """``run_step(*args, **kw)`` (``args[0]`` is the optimizer, as torch passes them to the
+        hooks) between the step pre hooks (global ones first; each may return new ``(args,
+        kwargs)``) and post hooks (global ones last)."""
+        for hook in (*_global_optimizer_pre_hooks.values(),
+                     *self._hooks("_optimizer_step_pre_hooks").values()):
+            changed = hook(self, args, kw)
+            if changed is not None:
+                if not (isinstance(changed, tuple) and len(changed) == 2):
+                    raise EmberRuntimeError(f"optimizer step pre hook must return None or a "
+                                            f"tuple of (new_args, new_kwargs), but got "
+                                            f"{changed!r}")
+                args, kw = changed
+        out = run_step(*args, **kw)
+        for hook in (*self._hooks("_optimizer_step_post_hooks").values(),
+                     *_global_optimizer_post_hooks.values()):
+            hook(self, args, kw)
+        return out
+
+    def register_step_pre_hook(self, hook):
+        """Run ``hook(optimizer, args, kwargs)`` before ``step`` (``args`` starts with the
+        optimizer, as torch's); it may return ``(new_args, new_kwargs)``. Returns a handle
+        whose ``remove()`` unregisters it."""
+        return self._register("_optimizer_step_pre_hooks", hook)
+
+    def register_step_post_hook(self, hook):
+        """Run ``hook(optimizer, args, kwargs)`` after ``step``."""
+        return self._register("_optimizer_step_post_hooks", hook)
+
+    def register_state_dict_pre_hook(self, hook, prepend=False):
+        """Run ``hook(optimizer)`` before ``state_dict`` builds the dict."""
+        return self._register("_optimizer_state_dict_pre_hooks", hook, prepend)
+
+    def register_state_dict_post_hook(self, hook, prepend=False):
+        """Run ``hook(optimizer, state_dict)`` on the built dict; it may return a new one."""
+        return self._register("_optimizer_state_dict_post_hooks", hook, prepend)
+
+    def register_load_state_dict_pre_hook(self, hook, prepend=False):
+        """Run ``hook(optimizer, state_dict)`` before loading; it may return the dict to
+        load instead."""
+        return self._register("_optimizer_load_state_dict_pre_hooks", hook, prepend)
+
+    def register_load_state_dict_post_hook(self, hook, prepend=False):
+        """Run ``hook(optimizer)`` after loading."""
+        return self._register("_optimizer_load_state_dict_post_hooks", hook, prepend)
+
     _caller_fp = None   # the caller's floating-point state while ``step`` runs
 
     def _closure(self, closure):
@@ -160,6 +251,8 @@ class Optimizer:
     def state_dict(self):
         """{'state': {index: {name: Tensor or number}}, 'param_groups': [{..., 'params':
         [indices]}]} — torch's layout, with parameters numbered across groups in order."""
+        for hook in self._hooks("_optimizer_state_dict_pre_hooks").values():
+            hook(self)
         index = {}
         groups = []
         for g in self.param_groups:
@@ -178,11 +271,20 @@ class Optimizer:
                     state[index[id(p)]] = {k: (Tensor._make(v._data.copy())
                                                if isinstance(v, Tensor) else copy.deepcopy(v))
                                            for k, v in self.state[p].items()}
-        return {"state": state, "param_groups": groups}
+        out = {"state": state, "param_groups": groups}
+        for hook in self._hooks("_optimizer_state_dict_post_hooks").values():
+            changed = hook(self, out)
+            if changed is not None:
+                out = changed
+        return out
 
     def load_state_dict(self, state_dict):
         """Restore from ``state_dict`` (as returned by state_dict, or torch's). Raises
         ValueError when the groups or their sizes differ."""
+        for hook in self._hooks("_optimizer_load_state_dict_pre_hooks").values():
+            changed = hook(self, state_dict)
+            if changed is not None:
+                state_dict = changed
         groups = state_dict["param_groups"]
         if len(groups) != len(self.param_groups):
             raise EmberValueError("loaded state dict has a different number of parameter groups")
@@ -206,6 +308,8 @@ class Optimizer:
             for k, v in theirs.items():
                 if k != "params":
                     mine[k] = tuple(v) if k == "betas" and isinstance(v, list) else v
+        for hook in self._hooks("_optimizer_load_state_dict_post_hooks").values():
+            hook(self)
 
 
 def _cast_state(name, value, param):

@@ -179,3 +179,66 @@ def test_closure_runs_under_the_callers_error_state():
     with np.errstate(divide="raise"):
         opt.step(closure)
     assert seen == ["raise"]
+
+
+def test_step_and_state_dict_hooks_run_in_torchs_order():
+    """Step pre/post hooks (global and the optimizer's), a pre hook's replacement arguments,
+    handles' remove(), and state_dict / load_state_dict hooks, against torch."""
+    import sys
+    import torch.optim.optimizer  # noqa: F401
+    import ember.optim.optimizer  # noqa: F401
+    seen = []
+    for m in (torch, ember):
+        mod = sys.modules[m.__name__ + ".optim.optimizer"]
+        p = m.nn.Parameter(m.ones(2, dtype=m.float64))
+        p.grad = m.ones(2, dtype=m.float64)
+        opt = m.optim.SGD([p], lr=0.1)
+        log = []
+        pre = opt.register_step_pre_hook(
+            lambda o, a, k: log.append(("pre", a[0] is o)) or (a, {"closure": None}))
+        post = opt.register_step_post_hook(lambda o, a, k: log.append(("post", len(a), k)))
+        gpre = mod.register_optimizer_step_pre_hook(lambda o, a, k: log.append("gpre"))
+        gpost = mod.register_optimizer_step_post_hook(lambda o, a, k: log.append("gpost"))
+        try:
+            opt.step()
+            pre.remove()
+            gpre.remove()
+            opt.step()
+        finally:
+            gpre.remove()
+            gpost.remove()
+        post.remove()
+        opt.step()
+        opt.register_state_dict_pre_hook(lambda o: log.append("sd pre"))
+        opt.register_state_dict_post_hook(lambda o, sd: {**sd, "extra": 1})
+        opt.register_load_state_dict_pre_hook(lambda o, sd: log.append("load pre"), prepend=True)
+        opt.register_load_state_dict_post_hook(lambda o: log.append("load post"))
+        sd = opt.state_dict()
+        opt.load_state_dict(sd)
+        seen.append((log, sorted(sd), p.tolist()))
+    assert seen[1] == seen[0]
+
+
+def test_step_hooks_run_once_for_a_subclass_calling_super_step():
+    """(torch runs them again inside super().step() once any SGD has patched SGD.step.)"""
+    p = ember.nn.Parameter(ember.ones(2))
+    p.grad = ember.ones(2)
+
+    class MySGD(ember.optim.SGD):
+        def step(self, closure=None):
+            return super().step(closure)
+    opt = MySGD([p], lr=0.1)
+    log = []
+    opt.register_step_pre_hook(lambda o, a, k: log.append("pre"))
+    opt.register_step_post_hook(lambda o, a, k: log.append("post"))
+    opt.step()
+    assert log == ["pre", "post"] and p.tolist() == pytest.approx([0.9, 0.9])
+
+
+def test_a_step_pre_hook_returning_something_else_is_refused():
+    p = ember.nn.Parameter(ember.ones(2))
+    p.grad = ember.ones(2)
+    opt = ember.optim.SGD([p], lr=0.1)
+    opt.register_step_pre_hook(lambda o, a, k: 3)
+    with pytest.raises(ember.errors.EmberError, match="new_args, new_kwargs"):
+        opt.step()
