@@ -1,19 +1,26 @@
 """``ember.distributions``: torch.distributions' Normal, Uniform, Bernoulli, Categorical, Beta,
 Gamma, Dirichlet, MultivariateNormal, Independent, Exponential, Cauchy, TransformedDistribution
 (with LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto, InverseGamma, Kumaraswamy,
-LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical), the
+LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical), OneHotCategorical (and its
+StraightThrough variant), Poisson, Binomial, Geometric, NegativeBinomial, Multinomial, Laplace,
+StudentT, Chi2, ContinuousBernoulli, MixtureSameFamily, the
 ``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence`` (sample, rsample
 with gradients, log_prob, entropy, mean, variance, validate_args with torch's errors)."""
 from ember.distributions import constraints  # noqa: F401
 from ember.distributions import transforms  # noqa: F401
 from ember.distributions.constraint_registry import biject_to, transform_to
-from ember.distributions.continuous import Cauchy, Exponential
+from ember.distributions.continuous import (Cauchy, ContinuousBernoulli, Exponential, Laplace,
+                                            StudentT)
+from ember.distributions.counts import Binomial, Geometric, Multinomial, NegativeBinomial, Poisson
 from ember.distributions.discrete import Bernoulli, Categorical
 from ember.distributions.distribution import Distribution
-from ember.distributions.gamma import Beta, Dirichlet, Gamma
+from ember.distributions.gamma import Beta, Chi2, Dirichlet, Gamma
 from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.mixture_same_family import MixtureSameFamily
 from ember.distributions.multivariate_normal import Independent, MultivariateNormal
 from ember.distributions.normal import Normal, Uniform
+from ember.distributions.one_hot_categorical import (OneHotCategorical,
+                                                     OneHotCategoricalStraightThrough)
 from ember.distributions.transformed_distribution import (
     ExpRelaxedCategorical, Gumbel, HalfCauchy, HalfNormal, InverseGamma, Kumaraswamy,
     LogisticNormal, LogitRelaxedBernoulli, LogNormal, Pareto, RelaxedBernoulli,
@@ -30,7 +37,9 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "constraints", "transforms", "TransformedDistribution", "LogNormal", "Gumbel",
            "HalfNormal", "LogisticNormal", "RelaxedBernoulli", "RelaxedOneHotCategorical",
            "Exponential", "Cauchy", "HalfCauchy", "Weibull", "Pareto", "InverseGamma",
-           "Kumaraswamy",
+           "Kumaraswamy", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
+           "Binomial", "Geometric", "NegativeBinomial", "Multinomial", "Laplace", "StudentT",
+           "Chi2", "ContinuousBernoulli", "MixtureSameFamily",
            "biject_to", "transform_to", "Transform", "ComposeTransform", "IndependentTransform",
            "ReshapeTransform", "ExpTransform", "PowerTransform", "SigmoidTransform",
            "SoftplusTransform", "TanhTransform", "AbsTransform", "AffineTransform",

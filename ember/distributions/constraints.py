@@ -1,12 +1,14 @@
 """Constraints on distribution parameters and supports (torch.distributions.constraints):
 ``check(value)`` returns a bool Tensor, one entry per event."""
 import ember
+from ember.errors import EmberTypeError
 
 __all__ = ["Constraint", "boolean", "real", "positive", "nonnegative", "unit_interval",
            "simplex", "greater_than", "greater_than_eq", "less_than", "interval",
            "half_open_interval", "integer_interval", "nonnegative_integer", "independent",
            "lower_cholesky", "positive_definite", "dependent", "dependent_property",
-           "is_dependent", "real_vector"]
+           "is_dependent", "real_vector", "one_hot", "multinomial",
+           "MixtureSameFamilyConstraint"]
 
 
 class Constraint:
@@ -160,6 +162,56 @@ class _Simplex(Constraint):
         return (value >= 0).all(-1) & ((value.sum(-1) - 1).abs() < 1e-6)
 
 
+class _OneHot(Constraint):
+    """One-hot vectors: zeros and ones along the last dimension, summing to one."""
+    is_discrete = True
+    event_dim = 1
+
+    def check(self, value):
+        return ((value == 0) | (value == 1)).all(-1) & (value.sum(-1) == 1)
+
+
+class _Multinomial(Constraint):
+    """Nonnegative count vectors summing to at most ``upper_bound``."""
+    is_discrete = True
+    event_dim = 1
+
+    def __init__(self, upper_bound):
+        self.upper_bound = upper_bound
+
+    def check(self, value):
+        return (value >= 0).all(-1) & (value.sum(-1) <= self.upper_bound)
+
+
+class MixtureSameFamilyConstraint(Constraint):
+    """A component distribution's support seen from a MixtureSameFamily: ``check`` adds back
+    the component dimension before applying ``base_constraint``."""
+
+    def __init__(self, base_constraint):
+        if not isinstance(base_constraint, Constraint):
+            raise EmberTypeError("base_constraint must be a Constraint, got "
+                                 f"{type(base_constraint).__name__}")
+        self.base_constraint = base_constraint
+
+    @property
+    def is_discrete(self):
+        return self.base_constraint.is_discrete
+
+    @property
+    def event_dim(self):
+        return self.base_constraint.event_dim
+
+    def check(self, value):
+        if value.dim() < self.event_dim:
+            raise ValueError(f"Expected value.dim() >= {self.event_dim} but got {value.dim()}")
+        result = self.base_constraint.check(value.unsqueeze(-1 - self.event_dim))
+        keep = value.dim() - self.event_dim
+        return result.reshape(tuple(result.shape[:keep]) + (-1,)).all(-1)
+
+    def __repr__(self):
+        return f"MixtureSameFamilyConstraint({self.base_constraint!r})"
+
+
 class _LowerCholesky(Constraint):
     event_dim = 2
 
@@ -187,6 +239,8 @@ nonnegative = _GreaterThanEq(0.0)
 unit_interval = _Interval(0.0, 1.0)
 nonnegative_integer = _IntegerGreaterThan(0)
 simplex = _Simplex()
+one_hot = _OneHot()
+multinomial = _Multinomial
 lower_cholesky = _LowerCholesky()
 positive_definite = _PositiveDefinite()
 greater_than = _GreaterThan

@@ -1,4 +1,4 @@
-"""Gamma, Dirichlet and Beta distributions, with reparameterized gamma samples.
+"""Gamma (and Chi2), Dirichlet and Beta distributions, with reparameterized gamma samples.
 
 ``_standard_gamma(alpha)`` draws Gamma(alpha, 1) samples and differentiates them implicitly:
 for ``x = F^-1(u; alpha)`` with ``F`` the regularised lower incomplete gamma function,
@@ -222,3 +222,21 @@ class Beta(Distribution):
     def __repr__(self):
         return (f"Beta(concentration1: {_arg_repr(self.concentration1)}, "
                 f"concentration0: {_arg_repr(self.concentration0)})")
+
+
+class Chi2(Gamma):
+    """Chi2(df): the chi-squared distribution, ``Gamma(df / 2, 1 / 2)``."""
+    arg_constraints = {"df": constraints.positive}
+
+    def __init__(self, df, validate_args=None):
+        super().__init__(0.5 * df, 0.5, validate_args=validate_args)
+
+    def expand(self, batch_shape, _instance=None):
+        return self._expand_attrs(Chi2, batch_shape, _instance, ("concentration", "rate"))
+
+    @property
+    def df(self):
+        return self.concentration * 2
+
+    def __repr__(self):
+        return f"Chi2(df: {_arg_repr(self.df)})"

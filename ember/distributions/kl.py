@@ -3,13 +3,16 @@
 import math
 
 import ember
-from ember.distributions.continuous import Exponential
+from ember.distributions.continuous import ContinuousBernoulli, Exponential, Laplace
+from ember.distributions.counts import Binomial, Geometric, Poisson
 from ember.distributions.discrete import Bernoulli, Categorical
 from ember.distributions.gamma import Beta, Dirichlet, Gamma
 from ember.distributions.multivariate_normal import (Independent, MultivariateNormal,
                                                      _batch_mahalanobis)
 from ember.distributions.normal import Normal, Uniform
-from ember.distributions.transformed_distribution import Gumbel, TransformedDistribution
+from ember.distributions.one_hot_categorical import OneHotCategorical
+from ember.distributions.transformed_distribution import (Gumbel, Pareto,
+                                                          TransformedDistribution)
 from ember.distributions.utils import euler_constant, sum_rightmost
 from ember.errors import EmberTypeError, UnsupportedError
 
@@ -170,3 +173,126 @@ def _kl_gumbel_gumbel(p, q):
 def _kl_exponential_exponential(p, q):
     ratio = q.rate / p.rate
     return -ratio.log() + ratio - 1
+
+
+def _infinite_like(tensor):
+    return ember.full_like(tensor, math.inf)
+
+
+@register_kl(Poisson, Poisson)
+def _kl_poisson_poisson(p, q):
+    return p.rate * (p.rate.log() - q.rate.log()) - (p.rate - q.rate)
+
+
+@register_kl(Binomial, Binomial)
+def _kl_binomial_binomial(p, q):
+    """Finite only for equal total counts; inf where p.total_count > q.total_count."""
+    if bool((p.total_count < q.total_count).any()):
+        raise UnsupportedError("KL between Binomials where q.total_count > p.total_count is "
+                               "not implemented")
+    kl = p.total_count * (p.probs * (p.logits - q.logits) + (-p.probs).log1p()
+                          - (-q.probs).log1p())
+    return _inf_where(p.total_count > q.total_count, kl)
+
+
+@register_kl(Geometric, Geometric)
+def _kl_geometric_geometric(p, q):
+    return -p.entropy() - (-q.probs).log1p() / p.probs - q.logits
+
+
+@register_kl(OneHotCategorical, OneHotCategorical)
+def _kl_onehotcategorical_onehotcategorical(p, q):
+    return _kl_categorical_categorical(p._categorical, q._categorical)
+
+
+@register_kl(Laplace, Laplace)
+def _kl_laplace_laplace(p, q):
+    scale_ratio = p.scale / q.scale
+    loc_abs_diff = (p.loc - q.loc).abs()
+    return (-scale_ratio.log() + loc_abs_diff / q.scale
+            + scale_ratio * ember.exp(-loc_abs_diff / p.scale) - 1)
+
+
+@register_kl(Laplace, Normal)
+def _kl_laplace_normal(p, q):
+    var_normal = q.scale.pow(2)
+    scale_sqr_var_ratio = p.scale.pow(2) / var_normal
+    t1 = 0.5 * (2 * scale_sqr_var_ratio / math.pi).log()
+    t2 = 0.5 * p.loc.pow(2)
+    t3 = p.loc * q.loc
+    t4 = 0.5 * q.loc.pow(2)
+    return -t1 + scale_sqr_var_ratio + (t2 - t3 + t4) / var_normal - 1
+
+
+@register_kl(Normal, Laplace)
+def _kl_normal_laplace(p, q):
+    loc_diff = p.loc - q.loc
+    scale_ratio = p.scale / q.scale
+    loc_diff_scale_ratio = loc_diff / p.scale
+    t2 = math.sqrt(2 / math.pi) * p.scale * ember.exp(-0.5 * loc_diff_scale_ratio.pow(2))
+    t3 = loc_diff * ember.erf(math.sqrt(0.5) * loc_diff_scale_ratio)
+    return -scale_ratio.log() + (t2 + t3) / q.scale - (0.5 * (1 + math.log(0.5 * math.pi)))
+
+
+@register_kl(ContinuousBernoulli, ContinuousBernoulli)
+def _kl_continuous_bernoulli_continuous_bernoulli(p, q):
+    t1 = p.mean * (p.logits - q.logits)
+    t2 = p._cont_bern_log_norm() + ember.log1p(-p.probs)
+    t3 = -q._cont_bern_log_norm() - ember.log1p(-q.probs)
+    return t1 + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Exponential)
+def _kl_continuous_bernoulli_exponential(p, q):
+    return -p.entropy() - q.rate.log() + q.rate * p.mean
+
+
+@register_kl(ContinuousBernoulli, Normal)
+def _kl_continuous_bernoulli_normal(p, q):
+    t1 = -p.entropy()
+    t2 = 0.5 * (math.log(2.0 * math.pi) + (q.loc / q.scale).pow(2)) + q.scale.log()
+    t3 = (p.variance + p.mean.pow(2) - 2.0 * q.loc * p.mean) / (2.0 * q.scale.pow(2))
+    return t1 + t2 + t3
+
+
+@register_kl(ContinuousBernoulli, Uniform)
+def _kl_continuous_bernoulli_uniform(p, q):
+    """As torch: inf wherever q.low >= 0 or q.high <= 1."""
+    result = -p.entropy() + (q.high - q.low).log()
+    return _inf_where((q.low >= 0.0) | (q.high <= 1.0), result)
+
+
+@register_kl(Bernoulli, Poisson)
+def _kl_bernoulli_poisson(p, q):
+    return -p.entropy() - (p.probs * q.rate.log() - q.rate)
+
+
+@register_kl(Poisson, Bernoulli)
+@register_kl(Poisson, Binomial)
+def _kl_poisson_infinity(p, q):
+    return _infinite_like(p.rate)
+
+
+@register_kl(Laplace, Beta)
+@register_kl(Laplace, ContinuousBernoulli)
+@register_kl(Laplace, Exponential)
+@register_kl(Laplace, Gamma)
+@register_kl(Laplace, Pareto)
+@register_kl(Laplace, Uniform)
+def _kl_laplace_infinity(p, q):
+    return _infinite_like(p.loc)
+
+
+@register_kl(ContinuousBernoulli, Pareto)
+def _kl_continuous_bernoulli_infinity(p, q):
+    return _infinite_like(p.probs)
+
+
+@register_kl(Exponential, ContinuousBernoulli)
+def _kl_exponential_infinity(p, q):
+    return _infinite_like(p.rate)
+
+
+@register_kl(Normal, ContinuousBernoulli)
+def _kl_normal_infinity(p, q):
+    return _infinite_like(p.loc)

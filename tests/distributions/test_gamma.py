@@ -53,3 +53,33 @@ def test_gamma_rsample_gradient_matches_torch_standard_gamma_grad():
     ref = torch._standard_gamma_grad(torch.tensor(alpha.detach().numpy()), torch.tensor(xs))
     # torch's gradient is itself an approximation (series / asymptotic, ~1e-4 relative)
     np.testing.assert_allclose(alpha.grad.numpy(), ref.numpy() / 2.0, rtol=2e-3, atol=1e-6)
+
+
+# Chi2 (cases in family_cases.py)
+from tests.distributions import family_cases as FC  # noqa: E402
+
+
+@pytest.mark.parametrize("case", ["Chi2"])
+def test_chi2_matches_torch(case):
+    FC.check_matches_torch(case)
+    FC.check_float32_matches_torch(case)
+    FC.check_sample_and_expand(case)
+    FC.check_sample_moments(case)
+
+
+@pytest.mark.parametrize("ctor,kw", FC.cases(FC.INVALID_PARAMETERS, ("Chi2",)))
+def test_chi2_invalid_parameters_raise_as_torch(ctor, kw):
+    FC.check_invalid_parameters_raise_as_torch(ctor, kw)
+
+
+@pytest.mark.parametrize("case,bad", FC.cases(FC.OUTSIDE_SUPPORT, ("Chi2",)))
+def test_chi2_log_prob_outside_support_raises_as_torch(case, bad):
+    FC.check_log_prob_outside_support_raises_as_torch(case, bad)
+
+
+def test_chi2_is_a_gamma_with_df_and_its_repr():
+    d = ED.Chi2(ember.tensor([1.0, 4.0]))
+    assert isinstance(d, ED.Gamma)
+    np.testing.assert_allclose(d.df.numpy(), [1.0, 4.0])
+    assert repr(d) == "Chi2(df: ember.Size([2]))"  # torch's shows no parameter: "Chi2()"
+    assert tuple(ED.Chi2(3.0).batch_shape) == ()
