@@ -1,7 +1,7 @@
 """``set_printoptions`` / ``get_printoptions``: how tensors print (torch's options and profiles).
-The options live in ``ember.tensor.PRINT_OPTIONS``, which the tensor repr reads."""
+The options live in ``ember._tensor_str.PRINT_OPTIONS``, which the tensor repr reads."""
+from ember._tensor_str import PRINT_OPTIONS
 from ember.errors import EmberValueError
-from ember.tensor import PRINT_OPTIONS
 
 __all__ = ["set_printoptions", "get_printoptions"]
 

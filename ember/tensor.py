@@ -1,11 +1,11 @@
 """Tensor: an ndarray plus autograd state. There is no separate Variable."""
 import builtins
-import sys
 import weakref
 
 import numpy as np
 
 from ember import _dtype
+from ember._tensor_str import PRINT_OPTIONS, add_suffixes, tensor_str
 from ember.autograd import dispatch as _dispatch_mod
 from ember.autograd import views as _views
 from ember.autograd.state import STATE
@@ -768,45 +768,27 @@ def _init(t, arr):
     t._grad_fn = None
 
 
-# how tensors print (ember.set_printoptions; torch's defaults)
-PRINT_OPTIONS = {"precision": 4, "threshold": 1000, "edgeitems": 3, "linewidth": 80,
-                 "sci_mode": None}
-
-
 def _format(t, indent=0):
-    """``repr(t)``; ``indent``: columns the text starts right of (a sparse tensor's values)."""
+    """``repr(t)`` as torch prints it; ``indent``: columns the text starts right of (a sparse
+    tensor's values)."""
     a = t._data
     dt = t.dtype
-    opts = PRINT_OPTIONS
     if dt.name == "bfloat16":   # printed through float32, as torch prints bfloat16
         a = a.astype(np.float32)
+    default = _dtype.get_default_dtype()
+    suffix = []
     if a.size == 0:
-        body = "[]" if a.ndim == 1 else "[]"
-        suffix = [f"size={tuple(a.shape)}"]
+        if a.ndim != 1:
+            suffix.append(f"size={tuple(a.shape)}")
+        if dt is not default:
+            suffix.append(f"dtype=ember.{dt.name}")
+        body = "[]"
     else:
-        if a.dtype.kind in "fc":
-            p = int(opts["precision"])
-            kw = {"formatter": None, "precision": p, "floatmode": "maxprec_equal"}
-            if a.dtype.kind == "f":   # as torch: `precision` digits unless every value is whole
-                fin = a[np.isfinite(a)]
-                if fin.size and not np.all(np.equal(np.mod(fin, 1), 0)):
-                    kw["floatmode"] = "fixed"
-            if opts["sci_mode"] is True:
-                kw = {"formatter": {"float_kind": lambda v: f"{v:.{p}e}"}}
-            elif opts["sci_mode"] is False:
-                kw["suppress"] = True
-                kw["floatmode"] = "fixed"
-        else:
-            kw = {}
-        thr = opts["threshold"]
-        body = np.array2string(a, separator=", ", prefix="tensor(",
-                               threshold=sys.maxsize if thr == float("inf") else int(thr),
-                               edgeitems=int(opts["edgeitems"]),
-                               max_line_width=int(opts["linewidth"]) - indent, **kw)
-        suffix = []
-    if dt not in (_dtype.float32, _dtype.int64, _dtype.bool_, _dtype.complex64) or (
-            a.size == 0 and dt is not _dtype.float32):
-        suffix.append(f"dtype=ember.{dt.name}")
+        if not PRINT_OPTIONS["edgeitems"]:
+            suffix.append(f"size={tuple(a.shape)}")
+        if dt not in (default, _dtype.default_complex(), _dtype.int64, _dtype.bool_):
+            suffix.append(f"dtype=ember.{dt.name}")
+        body = tensor_str(a, 7 + indent, dt.is_floating_point)
     try:
         fn = t.grad_fn
     except EmberError:   # a stale view torch refuses to regenerate still prints
@@ -815,8 +797,7 @@ def _format(t, indent=0):
         suffix.append(f"grad_fn=<{fn.name()}>")
     elif t._requires_grad:
         suffix.append("requires_grad=True")
-    extra = "".join(", " + s for s in suffix)
-    return f"tensor({body}{extra})"
+    return add_suffixes("tensor(" + body, suffix, 7 + indent)
 
 
 _dispatch_mod.Tensor = Tensor

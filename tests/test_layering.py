@@ -11,7 +11,7 @@ import os
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EMBER = os.path.join(ROOT, "ember")
 # leaf modules every layer may use
-BASE = {"errors", "_dtype", "_optional", "_shm", "utils.files", "utils.hooks"}
+BASE = {"errors", "_dtype", "_optional", "_shm", "_tensor_str", "utils.files", "utils.hooks"}
 ANY = None   # the package itself, the command line: anything
 
 # layer -> (what it may import at any level, what it may import only inside a function). "ember"
@@ -31,6 +31,7 @@ RULES = {
     "return_types": (set(), set()),
     "random": ({"tensor"}, set()),
     "_finfo": (set(), set()),
+    "_tensor_str": (set(), set()),
     "_printing": ({"tensor"}, set()),
     "accelerator": (set(), set()),
     "linalg": ({"autograd", "tensor", "ops", "return_types"}, set()),

@@ -16,7 +16,7 @@ from ember.autograd.function import Function
 from ember.errors import (EmberIndexError, EmberRuntimeError, EmberTypeError,
                           UnsupportedError)
 from ember.kernels import sparse as _k
-from ember.tensor import PRINT_OPTIONS, Size, Tensor, _format, check_device
+from ember.tensor import Size, Tensor, check_device
 
 sparse_coo = _dtype.sparse_coo
 
@@ -337,33 +337,28 @@ class SparseTensor(Tensor):
         return out
 
     def __repr__(self):
-        pre_i, pre_v = "indices=", "values="
-        idx = _format(Tensor._make(self._idx), 7 + len(pre_i))
-        idx = idx.replace(", dtype=ember.int64", "")
-        dt = f"dtype=ember.{self.dtype.name}"
-        vals = _format(self._v.detach(), 7 + len(pre_v)).replace(", " + dt, "")
-        body = (pre_i + idx.replace("\n", "\n" + " " * (7 + len(pre_i))) + ",\n" + " " * 7 +
-                pre_v + vals.replace("\n", "\n" + " " * (7 + len(pre_v))))
+        from ember._tensor_str import add_suffixes, tensor_str
+
+        def part(name, a, floating):   # torch: "name=tensor(...)", the size when empty
+            text = tensor_str(a, 7 + len(name) + 8, floating)
+            return f"{name}=tensor({text}" + (f", size={tuple(a.shape)})" if a.size == 0
+                                                else ")")
+        v = self._v._data
+        if self.dtype.name == "bfloat16":
+            v = v.astype(np.float32)
+        body = (part("indices", self._idx, False) + ",\n" + " " * 7 +
+                part("values", v, self.dtype.is_floating_point))
         suffixes = [f"size={self._size}", f"nnz={self._nnz()}"]
-        if self.dtype is not _dtype.get_default_dtype():
-            suffixes.append(dt)
+        if self.dtype not in (_dtype.get_default_dtype(), _dtype.default_complex(), _dtype.int64,
+                              _dtype.bool_):   # torch's defaults go unnamed
+            suffixes.append(f"dtype=ember.{self.dtype.name}")
         suffixes.append("layout=ember.sparse_coo")
         fn = self._v.grad_fn
         if fn is not None:
             suffixes.append(f"grad_fn=<{fn.name()}>")
         elif self._v.requires_grad:
             suffixes.append("requires_grad=True")
-        # torch's _add_suffixes: the first suffix on a new line, the others wrapped at 80
-        width = PRINT_OPTIONS["linewidth"]
-        parts, line, newline = [body], 0, True
-        for s in suffixes:
-            if newline or line + len(s) + 2 > width:
-                parts.append(",\n" + " " * 7 + s)
-                line, newline = 7 + len(s), False
-            else:
-                parts.append(", " + s)
-                line += len(s) + 2
-        return "tensor(" + "".join(parts) + ")"
+        return add_suffixes("tensor(" + body, suffixes, 7, force_newline=True)
 
     __str__ = __repr__
 

@@ -106,6 +106,18 @@ def test_repr_matches_torch():
     assert repr(e) == repr(t).replace("torch.", "ember.")
 
 
+@pytest.mark.parametrize("idx,values,size,dtype", [
+    ([[0, 1, 1], [2, 0, 2]], np.arange(300.).reshape(3, 100) / 3, (2, 3, 100), "float64"),
+    (np.zeros((2, 0), np.int64), np.zeros((0,)), (2, 3), "float64"),
+    ([[0, 2, 4]], [1, 2, 3], (5,), "int64")], ids=["wrapped_values", "empty", "int"])
+def test_repr_values_layout_matches_torch(idx, values, size, dtype):
+    e = ember.sparse_coo_tensor(ember.tensor(np.asarray(idx)),
+                                ember.tensor(values, dtype=getattr(ember, dtype)), size)
+    t = torch.sparse_coo_tensor(torch.tensor(np.asarray(idx)),
+                                torch.tensor(values, dtype=getattr(torch, dtype)), size)
+    assert repr(e) == repr(t).replace("torch.", "ember.")
+
+
 # ------------------------------------------------------------------ coalesce and dense forms
 def test_coalesce_sums_duplicates_and_sorts():
     e, t = _pair()

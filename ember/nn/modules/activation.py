@@ -8,11 +8,13 @@ from ember.nn.parameter import Parameter
 from ember.errors import EmberTypeError
 
 
-def _simple(name, fn, doc, inplace=False, params=()):
+def _simple(name, fn, doc, inplace=False, params=(), extra_repr=None):
     """A module class calling ``fn(input, *params)`` with torch's constructor arguments; the
-    defaults are ``fn``'s (for spec ops, the spec's)."""
+    defaults are ``fn``'s (for spec ops, the spec's). ``extra_repr`` replaces the default
+    ``name=value, ..., inplace=True`` where torch's differs."""
     signature = inspect.signature(fn).parameters
     fn_defaults = {n: signature[n].default for n in params}
+    _extra_repr = extra_repr
 
     def __init__(self, *args, **kwargs):
         Module.__init__(self)
@@ -44,7 +46,7 @@ def _simple(name, fn, doc, inplace=False, params=()):
         return ", ".join(parts)
 
     return type(name, (Module,), {"__init__": __init__, "forward": forward,
-                                  "extra_repr": extra_repr, "__doc__": doc,
+                                  "extra_repr": _extra_repr or extra_repr, "__doc__": doc,
                                   "__module__": __name__})
 
 
@@ -53,8 +55,11 @@ ReLU6 = _simple("ReLU6", F.relu6, "min(max(x, 0), 6)", inplace=True)
 SELU = _simple("SELU", F.selu, "scaled ELU", inplace=True)
 SiLU = _simple("SiLU", F.silu, "x * sigmoid(x)", inplace=True)
 Mish = _simple("Mish", F.mish, "x * tanh(softplus(x))", inplace=True)
-Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "piecewise-linear sigmoid", inplace=True)
-Hardswish = _simple("Hardswish", F.hardswish, "x * hardsigmoid(x)", inplace=True)
+# torch's Hardsigmoid / Hardswish print no arguments, its shrinks the bare lambd
+Hardsigmoid = _simple("Hardsigmoid", F.hardsigmoid, "piecewise-linear sigmoid", inplace=True,
+                      extra_repr=lambda self: "")
+Hardswish = _simple("Hardswish", F.hardswish, "x * hardsigmoid(x)", inplace=True,
+                    extra_repr=lambda self: "")
 LeakyReLU = _simple("LeakyReLU", F.leaky_relu, "x or negative_slope * x", inplace=True,
                     params=("negative_slope",))
 ELU = _simple("ELU", F.elu, "x or alpha * (exp(x) - 1)", inplace=True, params=("alpha",))
@@ -70,8 +75,10 @@ Softsign = _simple("Softsign", F.softsign, "x / (1 + |x|)")
 Tanhshrink = _simple("Tanhshrink", F.tanhshrink, "x - tanh(x)")
 Softplus = _simple("Softplus", F.softplus, "log(1 + exp(beta x)) / beta",
                    params=("beta", "threshold"))
-Hardshrink = _simple("Hardshrink", F.hardshrink, "x where |x| > lambd else 0", params=("lambd",))
-Softshrink = _simple("Softshrink", F.softshrink, "soft thresholding", params=("lambd",))
+Hardshrink = _simple("Hardshrink", F.hardshrink, "x where |x| > lambd else 0", params=("lambd",),
+                     extra_repr=lambda self: str(self.lambd))
+Softshrink = _simple("Softshrink", F.softshrink, "soft thresholding", params=("lambd",),
+                     extra_repr=lambda self: str(self.lambd))
 GLU = _simple("GLU", F.glu, "gated linear unit", params=("dim",))
 
 
@@ -93,7 +100,8 @@ class Threshold(Module):
         return F.threshold(input, self.threshold, self.value, self.inplace)
 
     def extra_repr(self):
-        return f"threshold={self.threshold}, value={self.value}"
+        inplace = ", inplace=True" if self.inplace else ""
+        return f"threshold={self.threshold}, value={self.value}{inplace}"
 
 
 class PReLU(Module):

@@ -5,6 +5,7 @@ from collections import OrderedDict
 from ember.nn.modules.module import Module, _TrackedDict, _addindent
 from ember.nn.parameter import Parameter
 from ember.errors import EmberIndexError
+from ember.tensor import Tensor
 
 
 class _ModuleSequence(Module):
@@ -278,7 +279,7 @@ class ParameterList(Module):
         return self
 
     def extra_repr(self):
-        return "\n".join(f"({i}): Parameter containing: [{p.dtype} of size {tuple(p.shape)}]"
+        return "\n".join(_param_line(i, p, str(p.dtype) if isinstance(p, Tensor) else None)
                          for i, p in enumerate(self))
 
 
@@ -298,3 +299,17 @@ class ParameterDict(_DictContainer):
 
     def update(self, parameters):
         self._update(parameters)
+
+    def extra_repr(self):
+        return "\n".join(_param_line(k, p, p.type() if isinstance(p, Tensor) else None)
+                          for k, p in self.items())
+
+
+def _param_line(key, p, type_name):
+    """One entry of a ParameterList / ParameterDict repr, as torch writes it (its list names
+    the dtype, its dict the tensor type)."""
+    if type_name is None:
+        return f"  ({key}): Object of type: {type(p).__name__}"
+    kind = "Parameter" if isinstance(p, Parameter) else "Tensor"
+    size = "x".join(str(n) for n in p.shape)
+    return f"  ({key}): {kind} containing: [{type_name} of size {size}]"

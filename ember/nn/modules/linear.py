@@ -113,7 +113,7 @@ class Unflatten(Module):
         return G.unflatten(input, self.dim, tuple(self.unflattened_size))
 
     def extra_repr(self):
-        return f"dim={self.dim}, unflattened_size={tuple(self.unflattened_size)}"
+        return f"dim={self.dim}, unflattened_size={self.unflattened_size}"
 
 
 class NonDynamicallyQuantizableLinear(Linear):

@@ -3,6 +3,7 @@ import numpy as np
 
 from ember.nn import functional as F
 from ember.nn.functional import _legacy_reduction
+from ember.nn.modules.distance import PairwiseDistance
 from ember.nn.modules.module import Module
 from ember.errors import EmberRuntimeError, EmberValueError
 
@@ -190,7 +191,9 @@ class TripletMarginWithDistanceLoss(_Loss):
         if margin <= 0:
             raise EmberValueError(f"TripletMarginWithDistanceLoss: expected margin to be greater "
                                   f"than 0, got {margin} instead")
-        self.distance_function = distance_function
+        # as torch: the default distance is a PairwiseDistance child module
+        self.distance_function = distance_function if distance_function is not None \
+            else PairwiseDistance()
         self.margin, self.swap = margin, swap
 
     def forward(self, anchor, positive, negative):
@@ -236,6 +239,12 @@ class LinearCrossEntropyLoss(_WeightedLoss):
         self.linear = Linear(in_features, int(np.prod(self.out_features, dtype=np.int64)) *
                              num_classes, bias=bias, device=device, dtype=dtype)
         self.options = options
+
+    def extra_repr(self):
+        return (f"in_features={self.linear.in_features}, num_classes={self.num_classes}, "
+                f"out_features={self.out_features}, bias={self.linear.bias is not None}, "
+                f"reduction={self.reduction}, ignore_index={self.ignore_index}, "
+                f"label_smoothing={self.label_smoothing}, options={self.options}")
 
     def forward(self, input, target):
         w = self.linear.weight.reshape((self.num_classes,) + self.out_features +

@@ -7,6 +7,7 @@ from ember.nn.modules.module import Module
 class _PadNd(Module):
     _mode = "constant"
     _n = 2
+    _has_value = True   # takes (and prints) a fill value: ConstantPad, not ZeroPad
 
     def __init__(self, padding, value=None):
         super().__init__()
@@ -18,8 +19,10 @@ class _PadNd(Module):
         return F.pad(input, self.padding, self._mode,
                      self.value if self._mode == "constant" else None)
 
-    def extra_repr(self):
-        return f"{self.padding}" + (f", value={self.value}" if self._mode == "constant" else "")
+    def extra_repr(self):   # as torch: ConstantPad names both, the others the padding only
+        if self._has_value:
+            return f"padding={self.padding}, value={self.value}"
+        return f"{self.padding}"
 
 
 def _pad_class(name, mode, n, has_value):
@@ -29,8 +32,8 @@ def _pad_class(name, mode, n, has_value):
     else:
         def __init__(self, padding):
             _PadNd.__init__(self, padding)
-    return type(name, (_PadNd,), {"_mode": mode, "_n": n, "__init__": __init__,
-                                  "__module__": __name__})
+    return type(name, (_PadNd,), {"_mode": mode, "_n": n, "_has_value": has_value,
+                                  "__init__": __init__, "__module__": __name__})
 
 
 ConstantPad1d = _pad_class("ConstantPad1d", "constant", 1, True)

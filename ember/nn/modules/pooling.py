@@ -82,6 +82,10 @@ class LPPool2d(Module):
         return F.lp_pool2d(input, float(self.norm_type), self.kernel_size, self.stride,
                            self.ceil_mode)
 
+    def extra_repr(self):
+        return (f"norm_type={self.norm_type}, kernel_size={self.kernel_size}, "
+                f"stride={self.stride}, ceil_mode={self.ceil_mode}")
+
 
 class _AdaptiveNd(Module):
     def __init__(self, output_size, return_indices=False):

@@ -82,6 +82,12 @@ class RNNBase(Module):
         return [[getattr(self, n) for n in self._flat_weights_names[i:i + k]]
                 for i in range(0, len(self._flat_weights_names), k)]
 
+    @property
+    def _flat_weights(self):
+        """The weights in ``_flat_weights_names`` order (None where one is missing), as torch's;
+        read from the live attributes, so it follows a reassigned parameter."""
+        return [getattr(self, n, None) for n in self._flat_weights_names]
+
     def flatten_parameters(self):
         """No-op (kept for torch compatibility)."""
 
@@ -365,6 +371,8 @@ class RNNCellBase(Module):
         s = f"{self.input_size}, {self.hidden_size}"
         if self.bias is not True:
             s += f", bias={self.bias}"
+        if getattr(self, "nonlinearity", "tanh") != "tanh":   # torch: unquoted
+            s += f", nonlinearity={self.nonlinearity}"
         return s
 
     def _batched(self, input, hx, n):

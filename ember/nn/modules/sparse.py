@@ -7,6 +7,17 @@ from ember.nn.parameter import Parameter
 from ember.errors import EmberValueError
 
 
+def _padding_idx(who, padding_idx, num_embeddings):
+    """``padding_idx`` checked against ``num_embeddings``, a negative one counted from the end."""
+    if padding_idx is not None:
+        if not -num_embeddings <= padding_idx < num_embeddings:
+            raise EmberValueError(f"{who}: padding_idx must be within num_embeddings "
+                                  f"({num_embeddings}), got {padding_idx}")
+        if padding_idx < 0:
+            padding_idx = num_embeddings + padding_idx
+    return padding_idx
+
+
 class Embedding(Module):
     """A lookup table of ``num_embeddings`` vectors of size ``embedding_dim`` (init N(0, 1),
     the ``padding_idx`` row zero and never updated)."""
@@ -17,13 +28,7 @@ class Embedding(Module):
         super().__init__()
         self.num_embeddings = num_embeddings
         self.embedding_dim = embedding_dim
-        if padding_idx is not None:
-            if not -num_embeddings <= padding_idx < num_embeddings:
-                raise EmberValueError(f"Embedding: padding_idx must be within num_embeddings "
-                                      f"({num_embeddings}), got {padding_idx}")
-            if padding_idx < 0:
-                padding_idx = num_embeddings + padding_idx
-        self.padding_idx = padding_idx
+        self.padding_idx = _padding_idx("Embedding", padding_idx, num_embeddings)
         self.max_norm = max_norm
         self.norm_type = norm_type
         self.scale_grad_by_freq = scale_grad_by_freq
@@ -53,6 +58,12 @@ class Embedding(Module):
             s += f", padding_idx={self.padding_idx}"
         if self.max_norm is not None:
             s += f", max_norm={self.max_norm}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq}"
+        if self.sparse is not False:
+            s += ", sparse=True"
         return s
 
     @classmethod
@@ -81,13 +92,47 @@ class EmbeddingBag(Module):
         self.mode = mode
         self.sparse = sparse
         self.include_last_offset = include_last_offset
-        self.padding_idx = padding_idx
-        self.weight = Parameter(creation.empty(num_embeddings, embedding_dim, dtype=dtype)
-                                if _weight is None else _weight)
+        self.padding_idx = _padding_idx("EmbeddingBag", padding_idx, num_embeddings)
         if _weight is None:
+            self.weight = Parameter(creation.empty(num_embeddings, embedding_dim, dtype=dtype))
             init.normal_(self.weight)
+            if self.padding_idx is not None:   # as torch: the padding row starts at zero
+                self.weight._data[self.padding_idx] = 0
+        else:
+            if list(_weight.shape) != [num_embeddings, embedding_dim]:
+                raise EmberValueError("Shape of weight does not match num_embeddings and "
+                                      "embedding_dim")
+            self.weight = Parameter(_weight)
 
     def forward(self, input, offsets=None, per_sample_weights=None):
         return F.embedding_bag(input, self.weight, offsets, self.max_norm, self.norm_type,
                                self.scale_grad_by_freq, self.mode, self.sparse,
                                per_sample_weights, self.include_last_offset, self.padding_idx)
+
+    def extra_repr(self):
+        s = f"{self.num_embeddings}, {self.embedding_dim}"
+        if self.max_norm is not None:
+            s += f", max_norm={self.max_norm!r}"
+        if self.norm_type != 2:
+            s += f", norm_type={self.norm_type!r}"
+        if self.scale_grad_by_freq is not False:
+            s += f", scale_grad_by_freq={self.scale_grad_by_freq!r}"
+        s += f", mode={self.mode!r}"
+        if self.padding_idx is not None:
+            s += f", padding_idx={self.padding_idx!r}"
+        return s
+
+    @classmethod
+    def from_pretrained(cls, embeddings, freeze=True, max_norm=None, norm_type=2.0,
+                        scale_grad_by_freq=False, mode="mean", sparse=False,
+                        include_last_offset=False, padding_idx=None):
+        """An EmbeddingBag whose weight is ``embeddings`` (2-d), frozen unless freeze=False."""
+        if embeddings.dim() != 2:
+            raise EmberValueError("Embeddings parameter is expected to be 2-dimensional")
+        rows, cols = embeddings.shape
+        bag = cls(rows, cols, max_norm=max_norm, norm_type=norm_type,
+                  scale_grad_by_freq=scale_grad_by_freq, mode=mode, sparse=sparse,
+                  _weight=embeddings, include_last_offset=include_last_offset,
+                  padding_idx=padding_idx)
+        bag.weight.requires_grad = not freeze
+        return bag

@@ -12,8 +12,10 @@ class Upsample(Module):
                  recompute_scale_factor=None):
         super().__init__()
         self.size = size
-        self.scale_factor = float(scale_factor) if isinstance(scale_factor, (int, float)) \
-            else scale_factor
+        if isinstance(scale_factor, tuple):   # as torch: floats
+            self.scale_factor = tuple(float(f) for f in scale_factor)
+        else:
+            self.scale_factor = float(scale_factor) if scale_factor else None
         self.mode = mode
         self.align_corners = align_corners
         self.recompute_scale_factor = recompute_scale_factor

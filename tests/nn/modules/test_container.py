@@ -2,6 +2,7 @@
 (replace, delete, insert, append, extend, slice, repeat, pop) gives torch's order and names."""
 import pytest
 
+import ember
 import ember.nn as nn
 
 torch = pytest.importorskip("torch")
@@ -33,3 +34,29 @@ def test_sequential_surgery_as_torch():
         md["b"] = lib.Tanh()
         assert list(md) == ["a", "b"] and type(md.pop("a")).__name__ == "ReLU"
 
+
+
+def _param_containers(lib):
+    P = lib.nn.Parameter
+    return [
+        lib.nn.ParameterDict({"a": P(lib.ones(3)), "b": P(lib.ones(2, 2, dtype=lib.float64))}),
+        lib.nn.ParameterDict({"x": P(lib.ones(()))}), lib.nn.ParameterDict(),
+        lib.nn.ParameterList([P(lib.ones(3))]), lib.nn.ParameterList(),
+        lib.nn.ParameterList([P(lib.ones(3)), P(lib.ones(2, 2)), lib.zeros(0, dtype=lib.float16)]),
+        lib.nn.Sequential(lib.nn.Linear(1, 2), lib.nn.ParameterList([P(lib.ones(1))]),
+                          lib.nn.ParameterDict({"w": P(lib.ones(2, 3))})),
+    ]
+
+
+@pytest.mark.parametrize("i", range(7))
+def test_parameter_container_repr_as_torch(i):
+    """One ``(key): Parameter containing: [type of size AxB]`` line per entry, as torch (the
+    dict names the tensor type, ember.FloatTensor as Tensor.type(); the list the dtype)."""
+    e, t = _param_containers(ember)[i], _param_containers(torch)[i]
+    assert repr(e).replace("ember.", "torch.") == repr(t)
+
+
+def test_parameter_dict_names_tensor_type_as_tensor_type():
+    d = nn.ParameterDict({"a": nn.Parameter(ember.ones(3))})
+    assert repr(d) == ("ParameterDict(  (a): Parameter containing: "
+                       f"[{d['a'].type()} of size 3])")

@@ -33,3 +33,19 @@ def test_rnn_initial_state(mode):
     assert_close(eo.detach().numpy(), to.detach().numpy())
     for a, b in zip(eh if mode == "lstm" else [eh], th if mode == "lstm" else [th]):
         assert_close(a.detach().numpy(), b.detach().numpy())
+
+
+@pytest.mark.parametrize("mode,kw", [("RNN", {}), ("GRU", dict(bias=False)),
+                                     ("LSTM", dict(num_layers=2, bidirectional=True,
+                                                   proj_size=2))])
+def test_flat_weights_as_torch_and_follow_parameters(mode, kw):
+    e, t = getattr(ember.nn, mode)(3, 4, **kw), getattr(torch.nn, mode)(3, 4, **kw)
+    assert e._flat_weights_names == t._flat_weights_names
+    assert [tuple(w.shape) for w in e._flat_weights] == [tuple(w.shape) for w in t._flat_weights]
+    for n, w in zip(e._flat_weights_names, e._flat_weights):
+        assert w is getattr(e, n)
+    new = ember.nn.Parameter(ember.zeros(*e.weight_hh_l0.shape))
+    e.weight_hh_l0 = new
+    assert e._flat_weights[1] is new
+    e.double()
+    assert all(w.dtype == ember.float64 for w in e._flat_weights)
