@@ -10,7 +10,13 @@ interpolate, grid_sample, cdist, einsum, quantile, bucketize, unique, index_add_
 scatter_add_, masked_select, distributions and kl_divergence) and framework.py (a custom
 autograd.Function with saved tensors, gradcheck, ModuleDict, a non-persistent buffer,
 parametrizations.weight_norm, non-reentrant checkpoint, forward hooks and their removal,
-Module.apply, an inference_mode decorator)."""
+Module.apply, an inference_mode decorator); vision_*.py (DCGAN, VAE, WGAN-GP, U-Net, ViT,
+segmentation, depthwise nets, LBFGS style transfer, distillation, a spatial transformer and
+SimCLR), nlp_*.py (GRU seq2seq with attention and beam search, nn.Transformer translation,
+nanoGPT, LLaMA-style blocks, EmbeddingBag/CNN classifiers, LSTM-CRF, CTC) and infra_*.py (a
+Trainer loop with every LR scheduler and optimizer, checkpoint resume, samplers; distillation,
+metric-learning and RL losses, distributions, GNN scatter; module-API walks, hooks,
+parametrizations, reprs), each with its `# ember:` notes where ember differed when written."""
 import os
 import subprocess
 import sys
@@ -25,7 +31,30 @@ IDIOMS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "idioms")
 PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}, 1e-8),
             "sequence_model.py": ({"losses", "lr", "probs", "top", "autocast"}, 1e-8),
             "inference.py": ({"net", "resample", "geometry", "counting", "dist", "device"}, 1e-5),
-            "framework.py": ({"out", "grads", "keys", "hook", "pred"}, 1e-10)}
+            "framework.py": ({"out", "grads", "keys", "hook", "pred"}, 1e-10),
+            "vision_gan_vae.py": ({"gan_d", "gan_g", "gan_prob", "gan_samples", "vae_loss",
+                                   "vae_gen", "wgan"}, 1e-8),
+            "vision_unet_vit.py": ({"unet", "vit_loss", "vit_lr", "vit_norms", "vit_eval",
+                                    "multiclass", "resize"}, 1e-5),
+            "vision_training.py": ({"train", "eval", "style", "pad", "ckpt", "channels_last",
+                                    "distill", "contrast"}, 1e-5),
+            "nlp_seq2seq.py": ({"losses", "greedy", "attn", "packed", "beam", "batched_beam"},
+                               1e-5),
+            "nlp_transformer.py": ({"tf_losses", "tf_lrs", "tf_decode", "gpt", "gpt_gen", "mha",
+                                    "llama"}, 1e-5),
+            "nlp_text_models.py": ({"bag", "cnn", "pool", "crf", "ctc", "tok", "lm", "sgns"},
+                                   1e-5),
+            "infra_trainer.py": ({"data", "train", "resume", "lr_step", "lr_multistep", "lr_exp",
+                                  "lr_onecycle", "lr_warm", "groups", "ckpt", "amp", "opt_rms",
+                                  "opt_adagrad", "opt_adamax", "opt_nadam", "opt_radam",
+                                  "opt_rprop", "opt_adadelta", "opt_asgd", "tqdm", "plateau",
+                                  "lr_more", "clip", "data2", "custom"}, 1e-8),
+            "infra_models.py": ({"bn", "kd", "losses", "loss_grads", "metric", "reinforce",
+                                 "dists", "gnn", "emb", "vec", "dqn", "dists2", "scatter", "cls"},
+                                1e-8),
+            "infra_modules.py": ({"repr", "walk", "freeze", "zero", "param", "cached", "removed",
+                                  "norms", "init", "state", "dtypes", "modes", "grads", "retain",
+                                  "utils", "trepr", "mrepr", "printopts", "jit", "sci"}, 1e-8)}
 
 
 def _run(backend, program, cwd):
