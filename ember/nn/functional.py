@@ -1191,8 +1191,18 @@ def smooth_l1_loss(input, target, size_average=None, reduce=None, reduction="mea
 
 
 def huber_loss(input, target, reduction="mean", delta=1.0, weight=None):
-    """Quadratic below ``delta``, linear above (scaled by delta)."""
-    return _weighted(G.huber_loss, input, target, reduction, weight, delta)
+    """Quadratic below ``delta``, linear above (scaled by delta). Computed in ``input``'s
+    floating dtype, as torch's (a wider target is rounded to it)."""
+    return _weighted(G.huber_loss, input, _in_dtype_of(target, input), reduction, weight, delta)
+
+
+def _in_dtype_of(a, ref):
+    """``a`` in ``ref``'s dtype when both are floating tensors of different dtypes, else ``a``
+    (the losses whose torch kernels compute in one operand's dtype)."""
+    if isinstance(a, Tensor) and isinstance(ref, Tensor) and a.dtype != ref.dtype and \
+            a.dtype.is_floating_point and ref.dtype.is_floating_point:
+        return a.to(ref.dtype)
+    return a
 
 
 def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=None,
@@ -1204,9 +1214,11 @@ def binary_cross_entropy(input, target, weight=None, size_average=None, reduce=N
 
 def binary_cross_entropy_with_logits(input, target, weight=None, size_average=None, reduce=None,
                                      reduction="mean", pos_weight=None):
-    """Binary cross entropy of logits ``input`` (stable)."""
+    """Binary cross entropy of logits ``input`` (stable), computed in ``target``'s floating
+    dtype, as torch's (float64 logits with a float32 target give a float32 loss)."""
     reduction = _legacy_reduction(size_average, reduce, reduction)
-    return G.binary_cross_entropy_with_logits(input, target, weight, reduction, pos_weight)
+    return G.binary_cross_entropy_with_logits(_in_dtype_of(input, target), target, weight,
+                                              reduction, pos_weight)
 
 
 def kl_div(input, target, size_average=None, reduce=None, reduction="mean", log_target=False):

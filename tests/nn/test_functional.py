@@ -141,3 +141,30 @@ def test_inplace_activations_on_a_graph_value_differentiate_as_torch(name):
              "hardsigmoid": lambda: np.where((h > -3) & (h < 3), 1 / 6, 0.0)}.get(name)
     expected = outs[0][1] if exact is None else exact() * data * 1.5
     np.testing.assert_allclose(outs[1][1], expected, rtol=1e-12, atol=1e-15)
+
+
+def test_losses_of_two_float_dtypes_compute_in_torchs_dtype():
+    """binary_cross_entropy_with_logits computes in the target's dtype, huber_loss in the
+    input's (torch's kernels write into a tensor of that dtype): float64 logits with a float32
+    target give a float32 loss. (float32 logits with a float64 target: torch's float64 loss
+    takes log_sigmoid in float32, 2e-8 off; compared with the formula.)"""
+    torch = pytest.importorskip("torch")
+    out = []
+    for m in (torch, ember):
+        F = m.nn.functional
+        x64 = m.tensor([0.3, -1.2, 2.7], dtype=m.float64, requires_grad=True)
+        t32 = m.tensor([1.0, 0.0, 0.3])
+        bce = F.binary_cross_entropy_with_logits(x64, t32)
+        bce.backward()
+        bce_up = F.binary_cross_entropy_with_logits(x64.detach().float(), t32.double())
+        hub = F.huber_loss(x64.detach().float(), t32.double(), delta=0.5)
+        hub_up = F.huber_loss(x64.detach(), t32, delta=0.5)
+        out.append([(v.item(), str(v.dtype).split(".")[-1]) for v in (bce, bce_up, hub, hub_up)]
+                   + [x64.grad.numpy(), str(x64.grad.dtype).split(".")[-1]])
+    assert [d for _, d in out[1][:4]] == [d for _, d in out[0][:4]]
+    assert [out[1][i] for i in (0, 2, 3, 5)] == [out[0][i] for i in (0, 2, 3, 5)]
+    x = np.array([0.3, -1.2, 2.7], np.float32).astype(np.float64)
+    t = np.array([1.0, 0.0, 0.3], np.float32).astype(np.float64)
+    exact = np.mean((1 - t) * x + np.log1p(np.exp(-x)))
+    assert out[1][1][0] == pytest.approx(exact, rel=1e-15)
+    np.testing.assert_allclose(out[1][4], out[0][4], rtol=1e-6)   # (a float32 loss's gradient)
