@@ -13,6 +13,9 @@ from ember.errors import (EmberError, EmberIndexError, EmberRuntimeError, EmberT
                           ember_class, named)
 
 
+_warned = {"float_of_grad": False}   # the once-per-process warnings given
+
+
 class VersionCounter:
     """Shared by a tensor and its views; bumped by every in-place op. ``writes`` (None until a
     ``.data`` alias exists) is a one-element list shared with the counters of the tensor's
@@ -594,6 +597,12 @@ class Tensor:
         return self._scalar("int", builtins.int)
 
     def __float__(self):
+        if self._requires_grad and not _warned["float_of_grad"]:
+            _warned["float_of_grad"] = True   # once per process, as torch's TORCH_WARN_ONCE
+            import warnings
+            warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "
+                          "unexpected behavior.\nConsider using tensor.detach() first.",
+                          UserWarning, stacklevel=2)
         return self._scalar("float", builtins.float)
 
     def __index__(self):

@@ -263,3 +263,18 @@ def test_predicate_method_errors_match_torch(expr, match):
         eval(expr, {"lib": torch})
     with pytest.raises(ember.errors.EmberRuntimeError, match=match):
         eval(expr, {"lib": ember})
+
+
+def test_float_of_a_tensor_requiring_grad_warns_once_as_torch(monkeypatch):
+    import sys
+    import warnings
+    monkeypatch.setitem(sys.modules["ember.tensor"]._warned, "float_of_grad", False)
+    t = ember.tensor([1.5], requires_grad=True)
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        assert float(ember.ones(1)) == 1.0 and t.item() == 1.5   # no warning for these
+        float(t * 2)
+        float(t)
+    assert len(seen) == 1 and seen[0].category is UserWarning
+    assert "Consider using tensor.detach() first" in str(seen[0].message)
+    assert seen[0].filename == __file__

@@ -416,10 +416,10 @@ def _apply(node, grads):
         if fp is not None:
             _fp_leave(fp)
     if STATE.anomaly and STATE.anomaly == "nan":
-        for r in results:
+        for i, r in enumerate(results):
             if r is not None and r._data.dtype.kind == "f" and np.isnan(r._data).any():
                 raise EmberRuntimeError(f"Function '{node.name()}' returned nan values in its "
-                                        f"output.\n{node._trace or ''}")
+                                        f"{i}th output.\n{node._trace or ''}")
     return results
 
 

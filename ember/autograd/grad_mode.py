@@ -79,6 +79,9 @@ class detect_anomaly(_GradModeContext):
     def __init__(self, check_nan=True):
         self._ctor_args = (check_nan,)
         self.check_nan = check_nan
+        import warnings
+        warnings.warn("Anomaly Detection has been enabled. This mode will increase the runtime "
+                      "and should only be enabled for debugging.", UserWarning, stacklevel=2)
 
     def __enter__(self):
         self._prev = STATE.anomaly

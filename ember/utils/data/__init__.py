@@ -595,8 +595,10 @@ class DataLoader:
 
     def __iter__(self):
         if self.pin_memory:
+            # (attributed here, not to the caller: Python's default filter shows it once, as
+            # torch's, not once per loop that iterates a loader)
             warnings.warn("'pin_memory' argument is set as true but no accelerator is found, then "
-                          "device pinned memory won't be used.", stacklevel=2)
+                          "device pinned memory won't be used.")
         if self.num_workers == 0:
             self._base_seed()  # drawn as torch does, so the sampler's stream is that of workers
             return self._single_process_iter()

@@ -204,3 +204,19 @@ def test_torch_submodule_paths():
     assert dataloader.get_worker_info is get_worker_info
 
 
+
+
+def test_pin_memory_warning_is_shown_once_for_every_loop_as_torchs():
+    """The warning is attributed to the loader, so Python's default filter shows it once
+    however many loops iterate loaders (it named each loop's line: one warning per loop)."""
+    import warnings
+    from ember.utils.data import DataLoader
+    with warnings.catch_warnings(record=True) as w:
+        warnings.simplefilter("default")
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        for _ in DataLoader(list(range(4)), batch_size=2, pin_memory=True):
+            pass
+        for _ in DataLoader(list(range(4)), batch_size=2, pin_memory=True):
+            pass
+    assert sum("pin_memory" in str(x.message) for x in w) == 1
