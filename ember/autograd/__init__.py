@@ -12,9 +12,10 @@ __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgrad
 
 
 def __getattr__(name):
-    """PEP 562: ``ember.autograd.functional`` (jacobian, hessian, vjp, ...) and
-    ``ember.autograd.profiler`` load on first access, as their imports do."""
-    if name in ("functional", "profiler"):
+    """PEP 562: ``ember.autograd.functional`` (jacobian, hessian, vjp, ...),
+    ``ember.autograd.profiler`` and ``ember.autograd.graph`` (saved-tensor hooks) load on first
+    access, as their imports do."""
+    if name in ("functional", "profiler", "graph"):
         import importlib
         return importlib.import_module(f"ember.autograd.{name}")
     raise AttributeError(f"module 'ember.autograd' has no attribute {name!r}")

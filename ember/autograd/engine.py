@@ -131,6 +131,8 @@ def _saved_roots(node):
         for x in (v if v.__class__ is list or v.__class__ is tuple else (v,)):
             if x.__class__ is SavedTensor:
                 arr = x.data if x.tensor is None else x.tensor._data
+                if arr is None:     # packed by saved_tensors_hooks: the hook owns it
+                    continue
             else:
                 arr = getattr(x, "_data", None)
                 if arr is None or not isinstance(arr, np.ndarray):

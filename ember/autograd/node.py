@@ -5,7 +5,7 @@ import weakref
 import numpy as np
 
 from ember.autograd.state import STATE
-from ember.errors import EmberRuntimeError
+from ember.errors import EmberRuntimeError, EmberTypeError
 from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
 _seq = itertools.count()
@@ -117,7 +117,7 @@ class SavedTensor:
     with the node as ``grad_fn`` when unpacked.
     """
 
-    __slots__ = ("tensor", "data", "vc", "version", "name", "output_nr")
+    __slots__ = ("tensor", "data", "vc", "version", "name", "output_nr", "packed", "unpack_hook")
 
     def __init__(self, t, name, output_nr=-1):
         vc = t._get_vc()
@@ -125,6 +125,13 @@ class SavedTensor:
         self.version = vc.v
         self.name = name
         self.output_nr = output_nr
+        hooks = STATE.saved_hooks
+        if hooks:    # saved_tensors_hooks (ember.autograd.graph): keep what the pack hook returns
+            pack, self.unpack_hook = hooks[-1]
+            self.packed = pack(t)
+            self.tensor = self.data = None
+            return
+        self.unpack_hook = None
         if output_nr >= 0:
             self.tensor = None
             self.data = t._data
@@ -134,6 +141,8 @@ class SavedTensor:
 
     def unpack(self, node):
         """Return the saved tensor; RuntimeError when it was modified in place since saving."""
+        if self.unpack_hook is not None:
+            return self._unpack_hooked(node)
         if self.vc.v != self.version:
             t = self.tensor
             arr = self.data if t is None else t._data
@@ -152,6 +161,23 @@ class SavedTensor:
             out._requires_grad = True
             out._output_nr = self.output_nr
         return out
+
+
+    def _unpack_hooked(self, node):
+        """The tensor the unpack hook of ``saved_tensors_hooks`` returns for the packed value
+        (an output of ``node`` gets ``node`` as its grad_fn again)."""
+        from ember.tensor import Tensor
+        t = self.unpack_hook(self.packed)
+        if not isinstance(t, Tensor):
+            raise EmberTypeError(f"Output of saved tensor unpack_hook expected to be a Tensor "
+                                 f"but got result of type {type(t).__name__}")
+        if self.output_nr >= 0 and STATE.grad_enabled:
+            out = Tensor._make(t._data)
+            out._grad_fn = node
+            out._requires_grad = True
+            out._output_nr = self.output_nr
+            return out
+        return t
 
 
 def unpack(saved, node):
