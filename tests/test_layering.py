@@ -41,7 +41,9 @@ RULES = {
     # name, Module/Parameter checks; only when called, so jit.save (below nn) never loads nn
     "serialization": ({"autograd", "tensor", "ops"}, {"nn", "ember"}),
     # nn.utils.stateless.functional_call (torch 1.x's name) calls ember.func's when called
-    "nn": ({"autograd", "kernels", "tensor", "ops", "random", "distributed"}, {"func"}),
+    # backends.mha: the transformer fast-path switch
+    "nn": ({"autograd", "kernels", "tensor", "ops", "random", "distributed", "backends"},
+           {"func"}),
     "sparse": ({"autograd", "kernels", "tensor", "ember"}, set()),  # ember.tensor, ember.cat, ...
     "distributed": ({"tensor"}, set()),
     "multiprocessing": ({"tensor", "nn"}, set()),

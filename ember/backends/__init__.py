@@ -1,6 +1,7 @@
 """Process-wide backend settings (``ember.backends.conv``) and torch's backend flags a CPU-only
-framework still answers (``cudnn``, ``cuda``, ``mps``, ``mkldnn``, ``openmp``)."""
-from . import conv, cuda, cudnn, mps  # noqa: F401
+framework still answers (``cudnn``, ``cuda``, ``mps``, ``mkldnn``, ``openmp``)
+and ``mha``, the transformer fast-path switch."""
+from . import conv, cuda, cudnn, mha, mps  # noqa: F401
 
 
 class _Mkldnn:

@@ -1015,7 +1015,8 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     """Resize (N, C, *spatial) input with 1-3 spatial dims, as torch: modes 'nearest',
     'nearest-exact', 'linear' (3-d), 'bilinear' (4-d), 'bicubic' (4-d, A=-0.75), 'trilinear'
     (5-d), 'area'. A given ``scale_factor`` is used in the coordinate mapping unless
-    ``recompute_scale_factor=True``. Raises UnsupportedError for ``antialias=True``."""
+    ``recompute_scale_factor=True``. ``antialias=True`` (bilinear / bicubic, 4-d float input) is
+    torch's antialiased resampling: when downsampling, the filter widens with the scale."""
     nd = input.dim() - 2
     modes = ("nearest", "linear", "bilinear", "bicubic", "trilinear", "area", "nearest-exact")
     if mode not in modes:
@@ -1032,10 +1033,13 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
     elif _INTERP_NEEDS[mode] != nd:
         raise UnsupportedError(f"interpolate: got {input.dim()}-d input, but {mode} mode needs "
                                f"{_INTERP_NEEDS[mode] + 2}-d input")
-    if antialias:
-        raise UnsupportedError("interpolate: antialias=True is not supported by ember")
+    if antialias and not (mode in ("bilinear", "bicubic") and nd == 2):
+        raise EmberValueError("interpolate: anti-alias option is restricted to bilinear and "
+                              "bicubic modes and requires a 4-D tensor as input")
     out, scales = _interp_size(input, size, scale_factor, nd, recompute_scale_factor)
     kmode = {"bilinear": "linear", "trilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    if antialias:
+        return G.interpolate_aa(input, out, kmode, bool(align_corners), scales)
     if kmode == "area":
         scales = None
     return G.interpolate_nd(input, out, kmode, bool(align_corners), scales)
@@ -1350,7 +1354,8 @@ def triplet_margin_loss(anchor, positive, negative, margin=1.0, p=2, eps=1e-6, s
 def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.0,
                                  is_causal=False, scale=None, enable_gqa=False):
     """softmax(q k^T * scale + mask) v over the last two dims. ``attn_mask`` is a bool mask
-    (True = attend) or an additive float mask; a fully masked row gives zeros (as torch).
+    (True = attend), an additive float mask or a ``nn.attention.bias.CausalBias``; a fully
+    masked row gives zeros (as torch).
 
     float32/float64 inputs whose batch dims match (after ``enable_gqa``'s repeat) run the fused
     kernel (ember/kernels/attention.py: it keeps one score buffer and each row's log-sum-exp,
@@ -1359,6 +1364,9 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     ``autograd.formulas.attention_probs`` and a matmul."""
     from ember.autograd.formulas import attention_probs
     from ember.nn import attention
+    if isinstance(attn_mask, attention.bias.CausalBias):   # torch: CausalBias.__torch_function__
+        return attn_mask._dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale,
+                                   enable_gqa)
     if not attention.viable():
         raise EmberRuntimeError("scaled_dot_product_attention: no viable backend (the "
                                 "sdpa_kernel region allows neither MATH nor FLASH_ATTENTION, "
@@ -1487,6 +1495,10 @@ def multi_head_attention_forward(query, key, value, embed_dim_to_check, num_head
         else:
             scores = G.add(scores, kpm)
     attn = G.softmax(scores, -1, None)
+    if not need_weights and (attn_mask is not None or key_padding_mask is not None):
+        # torch runs scaled_dot_product_attention here, whose softmax gives a query that sees
+        # no key zeros (the explicit softmax above: NaN, which need_weights=True returns)
+        attn = G.where(G.all(G.eq(scores, float("-inf")), -1, True), 0.0, attn)
     if dropout_p > 0.0 and training:
         attn = dropout(attn, dropout_p, True)
     out = G.matmul(attn, v)  # (N, H, L, D)

@@ -1,6 +1,8 @@
 """ember.nn.functional calls against torch.nn.functional that the layer cases do not reach: the
 legacy size_average/reduce arguments, scaled_dot_product_attention with its masks and scale,
-normalize, one_hot, unfold, linear interpolate, local_response_norm, embedding_bag (float64)."""
+normalize, one_hot, unfold, linear interpolate, local_response_norm, embedding_bag (float64);
+interpolate(antialias=True) through size / scale_factor, on non-contiguous input, with gradients
+and a float64 gradcheck."""
 import numpy as np
 import pytest
 
@@ -168,3 +170,101 @@ def test_losses_of_two_float_dtypes_compute_in_torchs_dtype():
     exact = np.mean((1 - t) * x + np.log1p(np.exp(-x)))
     assert out[1][1][0] == pytest.approx(exact, rel=1e-15)
     np.testing.assert_allclose(out[1][4], out[0][4], rtol=1e-6)   # (a float32 loss's gradient)
+
+
+AA_CALLS = [  # (input (H, W), interpolate keywords)
+    ((17, 23), {"size": (5, 7)}),
+    ((8, 8), {"size": (3, 5)}),
+    ((5, 5), {"size": (12, 9)}),
+    ((20, 27), {"scale_factor": 0.37}),
+    ((20, 27), {"scale_factor": 0.37, "recompute_scale_factor": True}),
+    ((6, 9), {"scale_factor": (1.7, 0.45)}),
+]
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("align_corners", [None, False, True])
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+@pytest.mark.parametrize("call", AA_CALLS, ids=[f"{c[0]}-{c[1]}" for c in AA_CALLS])
+def test_interpolate_antialias_vs_torch(call, mode, align_corners, dtype):
+    import ember.nn.functional as F
+    shape, kw = call
+    x = np.random.default_rng(3).standard_normal((2, 3) + shape).astype(dtype)
+    tol = dict(rtol=1e-5, atol=2e-6) if dtype == "float32" else dict(rtol=1e-12, atol=1e-12)
+    xe = ember.tensor(x, requires_grad=True)
+    xt = torch.tensor(x, requires_grad=True)
+    ye = F.interpolate(xe, mode=mode, align_corners=align_corners, antialias=True, **kw)
+    yt = torch.nn.functional.interpolate(xt, mode=mode, align_corners=align_corners,
+                                         antialias=True, **kw)
+    assert ye.dtype == getattr(ember, dtype) and tuple(ye.shape) == tuple(yt.shape)
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), **tol)
+    g = np.random.default_rng(4).standard_normal(tuple(yt.shape)).astype(dtype)
+    ye.backward(ember.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), **tol)
+
+
+@pytest.mark.parametrize("mode", ["bilinear", "bicubic"])
+def test_interpolate_antialias_on_a_non_contiguous_input(mode):
+    import ember.nn.functional as F
+    x = np.random.default_rng(5).standard_normal((3, 2, 23, 17)).astype(np.float32)
+    xe = ember.tensor(x, requires_grad=True)
+    xt = torch.tensor(x, requires_grad=True)
+    ye = F.interpolate(xe.permute(1, 0, 3, 2)[:, :, ::2], size=(5, 4), mode=mode, antialias=True)
+    yt = torch.nn.functional.interpolate(xt.permute(1, 0, 3, 2)[:, :, ::2], size=(5, 4),
+                                         mode=mode, antialias=True)
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-5, atol=2e-6)
+    ye.sum().backward()
+    yt.sum().backward()
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-5, atol=2e-6)
+
+
+@pytest.mark.parametrize("mode, align_corners, kw", [
+    ("bilinear", False, {"size": (3, 4)}),
+    ("bicubic", True, {"size": (3, 4)}),
+    ("bicubic", False, {"size": (9, 5)}),
+    ("bilinear", True, {"scale_factor": 0.37}),
+])
+def test_interpolate_antialias_gradcheck(mode, align_corners, kw):
+    import ember.nn.functional as F
+    from ember.autograd import gradcheck
+    x = ember.tensor(np.random.default_rng(6).standard_normal((1, 2, 8, 11)), requires_grad=True)
+    assert gradcheck(lambda t: F.interpolate(t, mode=mode, align_corners=align_corners,
+                                             antialias=True, **kw), (x,))
+
+
+def test_interpolate_antialias_errors():
+    import ember.nn.functional as F
+    with pytest.raises(ValueError, match="anti-alias option is restricted to bilinear and bicubic"):
+        F.interpolate(ember.ones(1, 1, 4, 4), scale_factor=2, mode="nearest", antialias=True)
+    with pytest.raises(ValueError, match="anti-alias"):
+        F.interpolate(ember.ones(1, 1, 4), scale_factor=2, mode="linear", antialias=True)
+    with pytest.raises(RuntimeError, match="'linear' needs a floating-point input, got uint8"):
+        F.interpolate(ember.ones(1, 1, 4, 4, dtype=ember.uint8), size=(2, 2), mode="bilinear",
+                      antialias=True)
+
+
+@pytest.mark.parametrize("need_weights", [False, True])
+def test_attention_of_a_query_that_sees_no_key_as_torch(need_weights):
+    """MultiheadAttention's slow path (training): with need_weights=False torch attends through
+    scaled_dot_product_attention, whose softmax gives a fully masked query zeros; with weights
+    the explicit softmax gives NaN. Outputs and input gradients compared with torch."""
+    torch = pytest.importorskip("torch")
+    q = np.random.default_rng(0).standard_normal((2, 3, 4))
+    out = []
+    for m in (torch, ember):
+        mha = m.nn.MultiheadAttention(4, 2, batch_first=True).double()
+        with m.no_grad():
+            for p in mha.parameters():
+                p.copy_(m.tensor(np.linspace(-1, 1, p.numel()).reshape(p.shape)))
+        x = m.tensor(q, requires_grad=True)
+        kpm = m.tensor([[True, True, True], [False, True, False]])
+        o, w = mha(x, x, x, key_padding_mask=kpm, need_weights=need_weights)
+        if not need_weights:
+            o.sum().backward()
+        out.append((o.detach().numpy(), None if w is None else w.detach().numpy(),
+                    None if x.grad is None else x.grad.numpy()))
+    for a, b in zip(out[1], out[0]):
+        assert (a is None) == (b is None)
+        if a is not None:
+            np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)   # (NaN where torch's)

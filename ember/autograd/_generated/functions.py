@@ -776,6 +776,14 @@ def interpolate_nd_backward(grad_output, input_shape, output_size, mode, align_c
     """interpolate_nd_backward (see torch.interpolate_nd_backward)."""
     return dispatch(_R.interpolate_nd_backward, (grad_output, ), (input_shape, output_size, mode, align_corners, scales, ))
 
+def interpolate_aa(input, output_size, mode, align_corners=False, scales=None):
+    """interpolate_aa (see torch.interpolate_aa)."""
+    return dispatch(_R.interpolate_aa, (input, ), (output_size, mode, align_corners, scales, ))
+
+def interpolate_aa_backward(grad_output, input_shape, output_size, mode, align_corners=False, scales=None):
+    """interpolate_aa_backward (see torch.interpolate_aa_backward)."""
+    return dispatch(_R.interpolate_aa_backward, (grad_output, ), (input_shape, output_size, mode, align_corners, scales, ))
+
 def grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners):
     """grid_sampler (see torch.grid_sampler)."""
     return _c_nn.grid_sampler(input, grid, interpolation_mode, padding_mode, align_corners)

@@ -184,6 +184,8 @@ TENSOR_METHODS = {
     'lstm_layer': _fn.lstm_layer,
     'interpolate_nd': _fn.interpolate_nd,
     'interpolate_nd_backward': _fn.interpolate_nd_backward,
+    'interpolate_aa': _fn.interpolate_aa,
+    'interpolate_aa_backward': _fn.interpolate_aa_backward,
     'grid_sampler': _fn.grid_sampler,
     'affine_grid_generator': _fn.affine_grid_generator,
     'conv3d': _fn.conv3d,

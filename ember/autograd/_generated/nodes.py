@@ -2099,6 +2099,62 @@ class InterpolateNdBackwardBackward0(Node):
         return (g0, )
 
 
+class InterpolateAaBackward0(Node):
+    __slots__ = ('align_corners', 'mode', 'output_size', 'scales', 'self__shape')
+    _saved = ()
+    _op_name = 'interpolate_aa'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        self_, = tensors
+        output_size, mode, align_corners, scales, = consts
+        ctx.align_corners = align_corners if needs[0] else None
+        ctx.mode = mode if needs[0] else None
+        ctx.output_size = output_size if needs[0] else None
+        ctx.scales = scales if needs[0] else None
+        ctx.self__shape = _shape(self_) if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        align_corners = ctx.align_corners
+        mode = ctx.mode
+        output_size = ctx.output_size
+        scales = ctx.scales
+        self__shape = ctx.self__shape
+        g0 = None
+        if needs[0]:
+            g0 = _fn.interpolate_aa_backward(grad, self__shape, output_size, mode, align_corners, scales)
+        return (g0, )
+
+
+class InterpolateAaBackwardBackward0(Node):
+    __slots__ = ('align_corners', 'mode', 'output_size', 'scales')
+    _saved = ()
+    _op_name = 'interpolate_aa_backward'
+
+    def __init__(ctx, tensors, consts, outs, needs):
+        ctx._seq = next_seq()
+        grad_output, = tensors
+        input_shape, output_size, mode, align_corners, scales, = consts
+        ctx.align_corners = align_corners if needs[0] else None
+        ctx.mode = mode if needs[0] else None
+        ctx.output_size = output_size if needs[0] else None
+        ctx.scales = scales if needs[0] else None
+
+    def apply(ctx, grads):
+        grad = grads[0]
+        needs = ctx.needs
+        align_corners = ctx.align_corners
+        mode = ctx.mode
+        output_size = ctx.output_size
+        scales = ctx.scales
+        g0 = None
+        if needs[0]:
+            g0 = _fn.interpolate_aa(grad, output_size, mode, align_corners, scales)
+        return (g0, )
+
+
 class Conv3dBackward0(Node):
     __slots__ = ('dilation', 'groups', 'input_shape', 'padding', 'stride', 'weight', 'input', 'weight_shape')
     _saved = ('weight', 'input')

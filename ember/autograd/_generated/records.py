@@ -131,6 +131,8 @@ gru_step = Op('gru_step', _k_rnn.gru_step, _N.GruStepBackward0, ('gx', 'hx', 'w_
 lstm_layer = Op('lstm_layer', _k_rnn.lstm_layer, _N.LstmLayerBackward0, ('gx', 'h0', 'c0', 'w_hh'), ('reverse',), multi=True, diff_outputs=(True, True, True, False), saves_self=True)
 interpolate_nd = Op('interpolate_nd', _k_interpolate.interpolate_forward, _N.InterpolateNdBackward0, ('self',), ('output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
 interpolate_nd_backward = Op('interpolate_nd_backward', _k_interpolate.interpolate_backward, _N.InterpolateNdBackwardBackward0, ('grad_output',), ('input_shape', 'output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
+interpolate_aa = Op('interpolate_aa', _k_interpolate.interpolate_aa_forward, _N.InterpolateAaBackward0, ('self',), ('output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
+interpolate_aa_backward = Op('interpolate_aa_backward', _k_interpolate.interpolate_aa_backward, _N.InterpolateAaBackwardBackward0, ('grad_output',), ('input_shape', 'output_size', 'mode', 'align_corners', 'scales'), saves_self=False)
 conv3d = Op('conv3d', _k_conv.conv3d_forward, _N.Conv3dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), optional=('bias',), saves_self=True)
 conv3d_input_grad = Op('conv3d_input_grad', _k_conv.conv3d_input_grad, _N.Conv3dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
 conv3d_weight_grad = Op('conv3d_weight_grad', _k_conv.conv3d_weight_grad, _N.Conv3dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
@@ -483,6 +485,8 @@ OPS = {
     'lstm_layer': lstm_layer,
     'interpolate_nd': interpolate_nd,
     'interpolate_nd_backward': interpolate_nd_backward,
+    'interpolate_aa': interpolate_aa,
+    'interpolate_aa_backward': interpolate_aa_backward,
     'conv3d': conv3d,
     'conv3d_input_grad': conv3d_input_grad,
     'conv3d_weight_grad': conv3d_weight_grad,

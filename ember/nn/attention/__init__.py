@@ -1,14 +1,16 @@
-"""``torch.nn.attention``'s backend selection for ``scaled_dot_product_attention``.
+"""``torch.nn.attention``: backend selection for ``scaled_dot_product_attention``.
 
 ember has one attention kernel on the CPU, which stands for the backends torch runs there: the
 math one and the CPU flash-attention one. ``sdpa_kernel(backends)`` restricts the backends a
 region may use, as torch's does; a region that allows neither ``MATH`` nor ``FLASH_ATTENTION``
 has no viable backend, and ``scaled_dot_product_attention`` inside it raises, as torch's does on
-a CPU."""
+a CPU. ``bias`` holds the causal biases ``scaled_dot_product_attention`` takes as
+``attn_mask``."""
 import contextlib
 import enum
 
 from ember.errors import EmberTypeError
+from ember.nn.attention import bias  # noqa: F401
 
 __all__ = ["SDPBackend", "sdpa_kernel"]
 

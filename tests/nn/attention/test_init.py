@@ -1,4 +1,4 @@
-"""sdpa_kernel and SDPBackend (ember/nn/attention.py) as torch's on a CPU: the backend values,
+"""sdpa_kernel and SDPBackend (ember/nn/attention/__init__.py) as torch's on a CPU: the backend values,
 the regions that run scaled_dot_product_attention (MATH, FLASH_ATTENTION) and those with no
 viable backend, nesting, and a bad argument."""
 import numpy as np
