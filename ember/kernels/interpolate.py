@@ -167,14 +167,20 @@ def interpolate_forward(x, output_size, mode, align_corners, scales):
     return apply_tables(x, _tables(x.shape, output_size, mode, align_corners, scales, dt))
 
 
+def _check_grad(gy, input_shape, output_size):
+    """KernelError unless ``gy`` is the gradient of ``input_shape`` resampled to
+    ``output_size``."""
+    if tuple(gy.shape[2:]) != output_size or tuple(gy.shape[:2]) != input_shape[:2]:
+        raise KernelError(f"grad_output of shape {tuple(gy.shape)} does not match input "
+                          f"{input_shape} resampled to {list(output_size)}")
+
+
 def interpolate_backward(gy, input_shape, output_size, mode, align_corners, scales):
     """Gradient of interpolate_forward for an input of ``input_shape``. Raises KernelError."""
     input_shape = tuple(int(s) for s in input_shape)
     output_size = tuple(int(o) for o in output_size)
     _check("interpolate_backward", input_shape, output_size, mode, scales)
-    if tuple(gy.shape[2:]) != output_size or tuple(gy.shape[:2]) != input_shape[:2]:
-        raise KernelError(f"grad_output of shape {tuple(gy.shape)} does not match input "
-                          f"{input_shape} resampled to {list(output_size)}")
+    _check_grad(gy, input_shape, output_size)
     tables = _tables(input_shape, output_size, mode, align_corners, scales, gy.dtype)
     return apply_tables_adjoint(gy, tables, input_shape)
 
@@ -263,9 +269,7 @@ def interpolate_aa_backward(gy, input_shape, output_size, mode, align_corners, s
     input_shape = tuple(int(s) for s in input_shape)
     output_size = tuple(int(o) for o in output_size)
     _aa_check("interpolate_aa_backward", input_shape, output_size, mode, scales)
-    if tuple(gy.shape[2:]) != output_size or tuple(gy.shape[:2]) != input_shape[:2]:
-        raise KernelError(f"grad_output of shape {tuple(gy.shape)} does not match input "
-                          f"{input_shape} resampled to {list(output_size)}")
+    _check_grad(gy, input_shape, output_size)
     wt = _aa_dtype(gy.dtype, mode)
     tables = _aa_tables(input_shape, output_size, mode, align_corners, scales, wt, False)
     return apply_tables_adjoint(gy, tables, input_shape).astype(gy.dtype, copy=False)
