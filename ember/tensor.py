@@ -597,7 +597,7 @@ class Tensor:
         return self._scalar("int", builtins.int)
 
     def __float__(self):
-        if self._requires_grad and not _warned["float_of_grad"]:
+        if self._requires_grad and STATE.grad_enabled and not _warned["float_of_grad"]:
             _warned["float_of_grad"] = True   # once per process, as torch's TORCH_WARN_ONCE
             import warnings
             warnings.warn("Converting a tensor with requires_grad=True to a scalar may lead to "

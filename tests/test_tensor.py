@@ -273,6 +273,8 @@ def test_float_of_a_tensor_requiring_grad_warns_once_as_torch(monkeypatch):
     with warnings.catch_warnings(record=True) as seen:
         warnings.simplefilter("always")
         assert float(ember.ones(1)) == 1.0 and t.item() == 1.5   # no warning for these
+        with ember.no_grad():
+            float(t)
         float(t * 2)
         float(t)
     assert len(seen) == 1 and seen[0].category is UserWarning

@@ -197,3 +197,42 @@ def builtins_any(xs):
         if x:
             return True
     return False
+
+
+class _DelayedError(Function):
+    """The outputs of a ``once_differentiable`` backward: their gradient raises."""
+
+    @staticmethod
+    def forward(ctx, *outputs):
+        return outputs[0] if len(outputs) == 1 else outputs
+
+    @staticmethod
+    def backward(ctx, *grads):
+        raise EmberRuntimeError("trying to differentiate twice a function that was marked with "
+                                "@once_differentiable")
+
+
+def once_differentiable(fn):
+    """Decorator of a custom Function's ``backward``: it runs without recording, and a gradient
+    of what it returns (a double backward, ``create_graph=True``) raises, as torch's."""
+    import functools
+    from ember.tensor import Tensor
+
+    @functools.wraps(fn)
+    def wrapper(ctx, *args):
+        prev = STATE.grad_enabled
+        STATE.grad_enabled = False
+        try:
+            outputs = fn(ctx, *args)
+        finally:
+            STATE.grad_enabled = prev
+        if not prev or not builtins_any(isinstance(a, Tensor) and a._requires_grad
+                                        for a in args):
+            return outputs
+        single = not isinstance(outputs, tuple)
+
+        def marked(v):
+            return v.detach().requires_grad_() if isinstance(v, Tensor) else v
+        out = _DelayedError.apply(*(marked(v) for v in ((outputs,) if single else outputs)))
+        return out
+    return wrapper

@@ -188,6 +188,10 @@ class ConstantLR(LRScheduler):
             return [g["lr"] for g in groups]
         return [g["lr"] * (1.0 / self.factor) for g in groups]
 
+    def _get_closed_form_lr(self):
+        return [base * (self.factor if self.last_epoch < self.total_iters else 1.0)
+                for base in self.base_lrs]
+
 
 class LinearLR(LRScheduler):
     def __init__(self, optimizer, start_factor=1.0 / 3, end_factor=1.0, total_iters=5,
@@ -210,6 +214,11 @@ class LinearLR(LRScheduler):
             self.total_iters * self.start_factor +
             (self.last_epoch - 1) * (self.end_factor - self.start_factor))
         return [g["lr"] * f for g in groups]
+
+    def _get_closed_form_lr(self):
+        done = min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * (self.start_factor + (self.end_factor - self.start_factor) * done)
+                for base in self.base_lrs]
 
 
 class ExponentialLR(LRScheduler):
@@ -241,6 +250,10 @@ class PolynomialLR(LRScheduler):
         f = ((1.0 - self.last_epoch / self.total_iters) /
              (1.0 - (self.last_epoch - 1) / self.total_iters)) ** self.power
         return [g["lr"] * f for g in groups]
+
+    def _get_closed_form_lr(self):
+        left = 1.0 - min(self.total_iters, self.last_epoch) / self.total_iters
+        return [base * left ** self.power for base in self.base_lrs]
 
 
 class CosineAnnealingLR(LRScheduler):

@@ -42,3 +42,39 @@ def test_custom_function_needs_input_grad():
 
     F.apply(ember.ones(1, requires_grad=True), ember.ones(1))
     assert seen == [(True, False)]
+
+
+def test_once_differentiable_backward_runs_once_and_refuses_a_second_derivative():
+    """As torch's: the first-order gradient is the backward's; a gradient of that gradient
+    (create_graph=True, then backward) raises naming once_differentiable."""
+    import numpy as np
+    import pytest
+    torch = pytest.importorskip("torch")
+    grads = []
+    for m in (torch, ember):
+        once = __import__(f"{m.__name__}.autograd.function",
+                          fromlist=["once_differentiable"]).once_differentiable
+
+        class Cube(m.autograd.Function):
+            @staticmethod
+            def forward(ctx, x):
+                ctx.save_for_backward(x)
+                return x ** 3
+
+            @staticmethod
+            @once
+            def backward(ctx, g):
+                (x,) = ctx.saved_tensors
+                assert not m.is_grad_enabled()
+                return g * 3 * x ** 2
+
+        x = m.tensor([0.5, -2.0], dtype=m.float64, requires_grad=True)
+        v = m.ones(2, dtype=m.float64, requires_grad=True)   # an incoming gradient with a graph
+        (gx,) = m.autograd.grad(Cube.apply(x), x, grad_outputs=v, create_graph=True)
+        grads.append(gx.detach().numpy())
+        assert gx.requires_grad
+        with pytest.raises(RuntimeError, match="once_differentiable"):
+            gx.sum().backward()
+        (plain,) = m.autograd.grad(Cube.apply(x).sum(), x, create_graph=True)
+        assert not plain.requires_grad      # nothing in the backward's arguments needs grad
+    np.testing.assert_array_equal(grads[1], grads[0])

@@ -1,4 +1,5 @@
 """Learning-rate schedulers (ember/optim/lr_scheduler.py) against torch: the same lr sequences."""
+import numpy as np
 import pytest
 
 import ember
@@ -125,3 +126,28 @@ def test_a_scheduler_resumed_with_last_epoch_continues_as_torchs(name, kw):
             seq.append(opt.param_groups[0]["lr"])
         lrs.append(seq)
     assert lrs[1] == pytest.approx(lrs[0], rel=1e-12, abs=1e-15)
+
+
+@pytest.mark.parametrize("later", ["ConstantLR", "LinearLR", "PolynomialLR"])
+def test_sequential_lr_restarts_a_later_scheduler_from_the_base_lr_as_torch(later):
+    """At a milestone SequentialLR sets the next scheduler to its epoch 0 through its closed
+    form (ConstantLR, LinearLR and PolynomialLR had none: their factor multiplied the lr the
+    previous scheduler left)."""
+    kwargs = {"ConstantLR": dict(factor=0.5, total_iters=2),
+              "LinearLR": dict(start_factor=0.25, end_factor=0.75, total_iters=3),
+              "PolynomialLR": dict(total_iters=4, power=2.0)}
+    seen = []
+    for m in (torch, ember):
+        L = m.optim.lr_scheduler
+        p = m.nn.Parameter(m.ones(1))
+        opt = m.optim.SGD([p], lr=1.0)
+        sched = L.SequentialLR(opt, [L.LinearLR(opt, start_factor=0.1, total_iters=3),
+                                     getattr(L, later)(opt, **kwargs[later]),
+                                     L.ExponentialLR(opt, gamma=0.9)], milestones=[3, 7])
+        lrs = []
+        for _ in range(10):
+            opt.step()
+            sched.step()
+            lrs.append(opt.param_groups[0]["lr"])
+        seen.append(lrs)
+    np.testing.assert_allclose(seen[1], seen[0], rtol=1e-12)
