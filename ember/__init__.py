@@ -100,6 +100,10 @@ def __getattr__(name):
         return _importlib.import_module("ember._dynamo")
     if name == "vmap":   # torch.vmap is torch.func.vmap
         return _importlib.import_module("ember.func").vmap
+    if name.startswith("_foreach_"):   # torch._foreach_mul_, ... (ember.ops.foreach)
+        found = _importlib.import_module("ember.ops.foreach").FUNCTIONS.get(name)
+        if found is not None:
+            return found
     raise AttributeError(f"module 'ember' has no attribute {name!r}")
 
 
