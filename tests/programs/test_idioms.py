@@ -16,7 +16,10 @@ SimCLR), nlp_*.py (GRU seq2seq with attention and beam search, nn.Transformer tr
 nanoGPT, LLaMA-style blocks, EmbeddingBag/CNN classifiers, LSTM-CRF, CTC) and infra_*.py (a
 Trainer loop with every LR scheduler and optimizer, checkpoint resume, samplers; distillation,
 metric-learning and RL losses, distributions, GNN scatter; module-API walks, hooks,
-parametrizations, reprs), each with its `# ember:` notes where ember differed when written."""
+parametrizations, reprs); diffusion_ddpm.py, detection_losses.py, point_cloud_and_sequence.py,
+scientific_ml.py (PINN with create_graph, neural ODE, torch.func, linalg gradients, GP),
+recommender_tabular.py and training_tricks.py (SAM, lookahead, R1, optimizer-in-backward,
+once_differentiable, foreach EMA), each with its `# ember:` notes where ember still differs."""
 import os
 import subprocess
 import sys
@@ -54,7 +57,19 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
                                 1e-8),
             "infra_modules.py": ({"repr", "walk", "freeze", "zero", "param", "cached", "removed",
                                   "norms", "init", "state", "dtypes", "modes", "grads", "retain",
-                                  "utils", "trepr", "mrepr", "printopts", "jit", "sci"}, 1e-8)}
+                                  "utils", "trepr", "mrepr", "printopts", "jit", "sci"}, 1e-8),
+            "diffusion_ddpm.py": ({"sched", "train", "ema", "attn", "ddim", "ddpm", "autocast",
+                                   "sdpa", "elementwise"}, 1e-8),
+            "detection_losses.py": ({"geometry", "match", "train", "nms", "crops", "ap", "seg",
+                                     "perclass", "extras"}, 1e-8),
+            "point_cloud_and_sequence.py": ({"pointnet", "knn", "tcn", "rnn", "rnn_amp", "stft",
+                                             "fft", "cumulative", "quantile"}, 1e-8),
+            "scientific_ml.py": ({"pinn", "node", "func", "func2", "linalg2", "linalg", "mvn2",
+                                  "mvn", "gp"}, 1e-8),
+            "recommender_tabular.py": ({"encode", "mf", "sparse", "ctr", "bag", "tab", "boost",
+                                        "prep", "ckpt"}, 1e-8),
+            "training_tricks.py": ({"accum", "sam", "lookahead", "aug", "r1", "surgery", "sched",
+                                    "state", "inbackward", "function"}, 1e-8)}
 
 
 def _run(backend, program, cwd):
