@@ -915,9 +915,10 @@ def glu(input, dim=-1):
     return G.mul(a, G.sigmoid(b))
 
 
-def _softmax_dim(ndim):
-    warnings.warn("Implicit dimension choice for softmax has been deprecated. Change the call "
-                  "to include dim=X as an argument.", stacklevel=3)
+def _softmax_dim(ndim, name="softmax"):
+    # (stacklevel: the caller's line, past the public wrapper ember.errors.public adds)
+    warnings.warn(f"Implicit dimension choice for {name} has been deprecated. Change the call "
+                  "to include dim=X as an argument.", stacklevel=4)
     return 0 if ndim in (0, 1, 3) else 1
 
 
@@ -930,14 +931,14 @@ def softmax(input, dim=None, _stacklevel=3, dtype=None):
 
 def softmin(input, dim=None, _stacklevel=3, dtype=None):
     if dim is None:
-        dim = _softmax_dim(input.dim())
+        dim = _softmax_dim(input.dim(), "softmin")
     return G.softmax(G.neg(input), dim, _np_dtype(dtype))
 
 
 def log_softmax(input, dim=None, _stacklevel=3, dtype=None):
     """log(softmax(x)) along ``dim``, computed stably."""
     if dim is None:
-        dim = _softmax_dim(input.dim())
+        dim = _softmax_dim(input.dim(), "log_softmax")
     return G.log_softmax(input, dim, _np_dtype(dtype))
 
 
@@ -1046,14 +1047,20 @@ def interpolate(input, size=None, scale_factor=None, mode="nearest", align_corne
 
 
 def upsample(input, size=None, scale_factor=None, mode="nearest", align_corners=None):
+    warnings.warn("`nn.functional.upsample` is deprecated. Use `nn.functional.interpolate` "
+                  "instead.", stacklevel=3)
     return interpolate(input, size, scale_factor, mode, align_corners)
 
 
 def upsample_nearest(input, size=None, scale_factor=None):
+    warnings.warn("`nn.functional.upsample_nearest` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=3)
     return interpolate(input, size, scale_factor, "nearest")
 
 
 def upsample_bilinear(input, size=None, scale_factor=None):
+    warnings.warn("`nn.functional.upsample_bilinear` is deprecated. Use "
+                  "`nn.functional.interpolate` instead.", stacklevel=3)
     return interpolate(input, size, scale_factor, "bilinear", align_corners=True)
 
 

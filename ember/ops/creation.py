@@ -122,6 +122,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     unsupported element types.
     """
     _check_device(device)
+    if isinstance(data, Tensor):   # (stacklevel: past the public wrapper, the caller's line)
+        import warnings
+        warnings.warn("To copy construct from a tensor, it is recommended to use "
+                      "sourceTensor.detach().clone() or sourceTensor.detach().clone()."
+                      "requires_grad_(True), rather than torch.tensor(sourceTensor).",
+                      UserWarning, stacklevel=3)
     if isinstance(data, np.ndarray):
         arr = np.array(data, copy=True)
     else:

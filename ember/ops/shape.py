@@ -494,8 +494,19 @@ def _view(self, *shape):
     return G.view(self, *shape)
 
 
+_T_warned = []
+
+
 def _T(self):
     nd = self._data.ndim
+    if nd != 2 and not _T_warned:   # once per process, as torch's
+        _T_warned.append(True)
+        import warnings
+        warnings.warn("The use of `x.T` on tensors of dimension other than 2 to reverse their "
+                      "shape is deprecated and it will throw an error in a future release. "
+                      "Consider `x.mT` to transpose batches of matrices or "
+                      "`x.permute(*torch.arange(x.ndim - 1, -1, -1))` to reverse the dimensions "
+                      "of a tensor.", UserWarning, stacklevel=2)
     return self if nd < 2 else G.permute(self, tuple(range(nd - 1, -1, -1)))
 
 

@@ -168,7 +168,7 @@ class LBFGS(Optimizer):
         loss = self._closure(closure)
         if loss is None:
             raise EmberRuntimeError("LBFGS.step: the closure must return the loss")
-        return float(loss)
+        return float(loss.detach()) if hasattr(loss, "detach") else float(loss)
 
     def step(self, closure):
         """Up to ``max_iter`` L-BFGS iterations; returns the closure's first loss."""
@@ -186,7 +186,7 @@ class LBFGS(Optimizer):
         orig_loss = self._closure(closure)
         if orig_loss is None:
             raise EmberRuntimeError("LBFGS.step: the closure must return the loss")
-        loss = float(orig_loss)
+        loss = float(orig_loss.detach()) if hasattr(orig_loss, "detach") else float(orig_loss)
         current_evals = 1
         state["func_evals"] += 1
         flat_grad = self._flat_grad()

@@ -51,7 +51,15 @@ class LRScheduler:
         raise NotImplementedError(f"{type(self).__name__} must implement get_lr()")
 
     def step(self, epoch=None):
-        """Advance one step (``epoch`` given: jump there, deprecated in torch)."""
+        """Advance one step (``epoch`` given: jump there, deprecated in torch). The first call
+        after the constructor's, before the optimizer ever stepped, warns as torch's."""
+        if self._step_count == 1 and not getattr(self.optimizer, "_opt_called", False):
+            warnings.warn("Detected call of `lr_scheduler.step()` before `optimizer.step()`. In "
+                          "PyTorch 1.1.0 and later, you should call them in the opposite order: "
+                          "`optimizer.step()` before `lr_scheduler.step()`.  Failure to do this "
+                          "will result in PyTorch skipping the first value of the learning rate "
+                          "schedule. See more details at https://pytorch.org/docs/stable/"
+                          "optim.html#how-to-adjust-learning-rate", UserWarning, stacklevel=2)
         self._step_count += 1
         if epoch is not None:
             warnings.warn("The epoch parameter in `scheduler.step()` was not necessary and is "

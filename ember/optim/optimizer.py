@@ -151,6 +151,7 @@ class Optimizer:
                     self._stepping = False
 
             def run_step(self, *args, **kw):
+                self._opt_called = True    # (an LR scheduler stepped before it warns)
                 tracer = STATE.tracer
                 if tracer is not None and hasattr(tracer, "graph_break"):
                     # ember.compile: None when the update was traced, "" to run it eagerly

@@ -268,3 +268,21 @@ def test_attention_of_a_query_that_sees_no_key_as_torch(need_weights):
         assert (a is None) == (b is None)
         if a is not None:
             np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-14)   # (NaN where torch's)
+
+
+@pytest.mark.parametrize("call, text", [
+    (lambda F, x: F.upsample(x, scale_factor=2), "`nn.functional.upsample` is deprecated"),
+    (lambda F, x: F.upsample_nearest(x, scale_factor=2), "upsample_nearest` is deprecated"),
+    (lambda F, x: F.upsample_bilinear(x, scale_factor=2), "upsample_bilinear` is deprecated"),
+    (lambda F, x: F.log_softmax(x), "Implicit dimension choice for log_softmax"),
+    (lambda F, x: F.softmin(x), "Implicit dimension choice for softmin"),
+    (lambda F, x: F.softmax(x), "Implicit dimension choice for softmax")])
+def test_deprecations_warn_as_torch_at_the_callers_line(call, text):
+    import warnings
+    torch = pytest.importorskip("torch")
+    for m in (torch, ember):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call(m.nn.functional, m.ones(1, 1, 2, 2))
+        assert [text in str(w.message) for w in seen] == [True], m.__name__
+        assert seen[0].filename == __file__, (m.__name__, seen[0].filename)

@@ -410,3 +410,14 @@ def test_random_fills_in_place_within_torchs_ranges(dtype, args, low, high):
     assert ref.min() >= low and ref.max() <= high     # torch's range is the same
     with pytest.raises(EmberError, match="from"):
         ember.zeros(3).random_(4, 2)
+
+
+def test_tensor_of_a_tensor_warns_as_torch_at_the_callers_line():
+    import warnings
+    for m in (torch, ember):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            m.tensor(m.ones(2))
+            m.tensor([1.0, 2.0])
+        assert len(seen) == 1 and "sourceTensor.detach().clone()" in str(seen[0].message)
+        assert seen[0].filename == __file__

@@ -305,3 +305,15 @@ def test_dim_order_apply_map_ger_and_narrow_copy_methods_as_torch():
     assert res[1] == res[0]
     with pytest.raises(EmberError, match="requires grad"):
         ember.zeros(2, requires_grad=True).apply_(lambda v: v)
+
+
+def test_T_of_a_tensor_not_2d_warns_once_as_torch(monkeypatch):
+    import warnings
+    from ember.ops import shape
+    monkeypatch.setattr(shape, "_T_warned", [])
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        ember.ones(2, 3).T
+        x = ember.ones(2, 3, 4)
+        assert tuple(x.T.shape) == (4, 3, 2) and tuple(x.T.shape) == (4, 3, 2)
+    assert len(seen) == 1 and "x.mT" in str(seen[0].message) and seen[0].filename == __file__

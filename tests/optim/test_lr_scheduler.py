@@ -151,3 +151,20 @@ def test_sequential_lr_restarts_a_later_scheduler_from_the_base_lr_as_torch(late
             lrs.append(opt.param_groups[0]["lr"])
         seen.append(lrs)
     np.testing.assert_allclose(seen[1], seen[0], rtol=1e-12)
+
+
+def test_stepping_the_scheduler_before_the_optimizer_warns_as_torch():
+    import warnings
+    for m in (torch, ember):
+        for optimizer_first in (False, True):
+            p = m.nn.Parameter(m.ones(1))
+            p.grad = m.ones(1)
+            opt = m.optim.SGD([p], lr=0.1)
+            sched = m.optim.lr_scheduler.StepLR(opt, 1)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                if optimizer_first:
+                    opt.step()
+                sched.step()
+            assert any("before `optimizer.step()`" in str(w.message) for w in seen) \
+                is not optimizer_first, (m.__name__, optimizer_first)

@@ -30,6 +30,12 @@ class RNNBase(Module):
                 isinstance(dropout, bool):
             raise EmberValueError("dropout should be a number in range [0, 1] representing the "
                              "probability of an element being zeroed")
+        if dropout > 0 and num_layers == 1:
+            import warnings
+            warnings.warn("dropout option adds dropout after all but last recurrent layer, so "
+                          "non-zero dropout expects num_layers greater than 1, but got "
+                          f"dropout={dropout} and num_layers={num_layers}", UserWarning,
+                          stacklevel=2)
         if not isinstance(hidden_size, int) or hidden_size <= 0:
             raise EmberValueError("hidden_size must be a positive integer")
         if num_layers <= 0:

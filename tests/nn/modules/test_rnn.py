@@ -49,3 +49,14 @@ def test_flat_weights_as_torch_and_follow_parameters(mode, kw):
     assert e._flat_weights[1] is new
     e.double()
     assert all(w.dtype == ember.float64 for w in e._flat_weights)
+
+
+def test_dropout_with_one_layer_warns_as_torch():
+    import warnings
+    for m in (torch, ember):
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            m.nn.LSTM(2, 3, dropout=0.2)
+            m.nn.GRU(2, 3, num_layers=2, dropout=0.2)
+        assert len(seen) == 1 and "non-zero dropout expects num_layers greater than 1" in \
+            str(seen[0].message)
