@@ -103,6 +103,11 @@ def _index_put(t, indices, values, accumulate=False, inplace=False):
     name = "index_put_" if inplace else "index_put"
     src, dst = getattr(values, "_data", None), getattr(t, "_data", None)
     tensor_keys = all(isinstance(getattr(i, "_data", i), np.ndarray) for i in indices)
+    if tensor_keys and src is not None and dst is not None and src.dtype != dst.dtype and \
+            not accumulate and len(indices) == 1 and src.size == 1 and \
+            getattr(indices[0], "_data", indices[0]).dtype == np.bool_:
+        values = values.to(t.dtype)    # one bool mask, one value: torch's masked_fill_, which casts
+        src = values._data
     if tensor_keys and src is not None and dst is not None and src.dtype != dst.dtype:
         raise EmberRuntimeError(f"{name}: Index put requires the source and destination dtypes "
                                 f"match, got {dst.dtype} for the destination and {src.dtype} "

@@ -378,3 +378,28 @@ def test_unravel_index_of_narrow_integer_indices_computes_in_int64_as_torch():
         got = ember.unravel_index(ember.tensor(idx), shape)
         assert [g.tolist() for g in got] == [w.tolist() for w in want]
         assert all(g.dtype == ember.int64 for g in got)
+
+
+_ONE_VALUE_PUTS = {
+    "bool mask, 0-d value": lambda m, z, k: z.index_put_((k,), m.tensor(1.0)),
+    "bool mask, one-element value": lambda m, z, k: z.index_put_((k,), m.tensor([1.0])),
+    "out of place": lambda m, z, k: z.index_put((k,), m.tensor(1.0)),
+    "int destination": lambda m, z, k: z.long().index_put_((k,), m.tensor(1.5)),
+    "accumulate": lambda m, z, k: z.index_put_((k,), m.tensor(1.0), accumulate=True),
+    "long index": lambda m, z, k: z.index_put_((m.tensor([0, 2]),), m.tensor(1.0)),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_ONE_VALUE_PUTS))
+def test_index_put_of_one_value_through_a_bool_mask_casts_as_torch(case):
+    """torch fills one value through one bool mask with masked_fill_, which casts; other
+    index_put calls refuse a value of another dtype (float32 into float64 here)."""
+    out = []
+    for m in (torch, ember):
+        z, k = m.zeros(3, dtype=m.float64), m.tensor([True, False, True])
+        try:
+            out.append(_ONE_VALUE_PUTS[case](m, z, k).tolist())
+        except RuntimeError as e:
+            assert "source and destination dtypes match" in str(e)
+            out.append("refused")
+    assert out[0] == out[1]
