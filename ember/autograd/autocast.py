@@ -24,6 +24,7 @@ LOWER = frozenset((
     "addbmm", "linear", "_convolution", "convolution", "matmul", "conv_tbc", "conv_transpose1d",
     "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
     "_native_multi_head_attention",
+    "einsum",   # (torch's einsum of two or more operands runs bmm: see cast_inputs)
 ))
 FP32 = frozenset((
     "avg_pool3d", "binary_cross_entropy", "grid_sampler", "grid_sample", "polar", "prod",
@@ -96,7 +97,7 @@ def cast_inputs(op, tensors):
     ``STATE.autocast`` is set)."""
     lower = STATE.autocast
     target = _target(op.name, lower)
-    if target is None:
+    if target is None or (op.name == "einsum" and len(tensors) < 2):
         return tensors
     STATE.autocast = None      # the casts themselves run without autocast
     try:
