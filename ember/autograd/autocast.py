@@ -25,6 +25,7 @@ LOWER = frozenset((
     "conv_transpose2d", "conv_transpose3d", "prelu", "scaled_dot_product_attention",
     "_native_multi_head_attention",
     "einsum",   # (torch's einsum of two or more operands runs bmm: see cast_inputs)
+    "lstm_layer",   # torch's nn.LSTM layer on the CPU: mkldnn_rnn_layer
 ))
 FP32 = frozenset((
     "avg_pool3d", "binary_cross_entropy", "grid_sampler", "grid_sample", "polar", "prod",

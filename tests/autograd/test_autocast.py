@@ -122,3 +122,26 @@ def test_leaf_cast_is_cached_within_a_region_and_cleared_after():
         assert len(rule._cache()) == n == 1
     assert len(rule._cache()) == 0
     assert ember.is_autocast_cache_enabled()
+
+
+@pytest.mark.parametrize("kw", [{}, {"bidirectional": True, "num_layers": 2},
+                                {"proj_size": 2}], ids=["plain", "bidirectional", "proj"])
+def test_lstm_under_autocast_gives_torchs_dtypes_and_values(kw):
+    """torch's CPU LSTM layer (mkldnn_rnn_layer) is on the lower-precision list: output and
+    states bfloat16 (the projected LSTM's cell state float32); GRU stays float32."""
+    import numpy as np
+    x = np.random.default_rng(0).standard_normal((2, 5, 4)).astype(np.float32)
+    seen = []
+    for m in (torch, ember):
+        m.manual_seed(0)
+        lstm = m.nn.LSTM(4, 3, batch_first=True, **kw)
+        with m.no_grad():
+            for i, p in enumerate(lstm.parameters()):
+                p.copy_(m.tensor(np.linspace(-0.5, 0.5, p.numel(), dtype=np.float32)
+                                 .reshape(p.shape) * (1 + i % 3)))
+        with m.autocast("cpu", dtype=m.bfloat16):
+            out, (h, c) = lstm(m.tensor(x))
+        seen.append(([str(v.dtype).split(".")[-1] for v in (out, h, c)],
+                     out.detach().float().numpy()))
+    assert seen[1][0] == seen[0][0]
+    np.testing.assert_allclose(seen[1][1], seen[0][1], atol=3e-2)
