@@ -175,12 +175,12 @@ for cell in (nn.LSTM, nn.GRU):
     res.append(gap.item())
 print("rnn", f(res))
 with torch.autocast("cpu", dtype=torch.bfloat16):
-    # ember: nn.LSTM under autocast(cpu, bfloat16) returns float32 (torch: bfloat16, through
-    # mkldnn_rnn_layer); only the GRU (float32 on both) and the linear head are read here
     gru32 = Seq2One(nn.GRU).float()
     amp_out = gru32.rnn(xs.float())[0]
     amp_head = gru32.out(amp_out)
-print("rnn_amp", str(amp_out.dtype).split(".")[-1], str(amp_head.dtype).split(".")[-1])
+    lstm_out = Seq2One(nn.LSTM).float().rnn(xs.float())[0]
+print("rnn_amp", str(amp_out.dtype).split(".")[-1], str(amp_head.dtype).split(".")[-1],
+      str(lstm_out.dtype).split(".")[-1])
 
 # ---- spectral features ----
 sr, n_fft, hop = 64, 32, 8
