@@ -19,7 +19,10 @@ metric-learning and RL losses, distributions, GNN scatter; module-API walks, hoo
 parametrizations, reprs); diffusion_ddpm.py, detection_losses.py, point_cloud_and_sequence.py,
 scientific_ml.py (PINN with create_graph, neural ODE, torch.func, linalg gradients, GP),
 recommender_tabular.py and training_tricks.py (SAM, lookahead, R1, optimizer-in-backward,
-once_differentiable, foreach EMA), each with its `# ember:` notes where ember still differs."""
+once_differentiable, foreach EMA), rl_and_meta_learning.py (PPO, DQN, SAC, MAML, Reptile,
+prototypical networks) and graphs_and_audio.py (GCN/GAT with sparse adjacency, message passing,
+waveform CNN, log-mel front end, istft), each with its `# ember:` notes where ember still
+differs."""
 import os
 import subprocess
 import sys
@@ -69,7 +72,11 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
             "recommender_tabular.py": ({"encode", "mf", "sparse", "ctr", "bag", "tab", "boost",
                                         "prep", "ckpt"}, 1e-8),
             "training_tricks.py": ({"accum", "sam", "lookahead", "aug", "r1", "surgery", "sched",
-                                    "state", "inbackward", "function"}, 1e-8)}
+                                    "state", "inbackward", "function"}, 1e-8),
+            "rl_and_meta_learning.py": ({"ppo", "dqn", "sac", "maml", "reptile", "proto",
+                                         "extras"}, 1e-8),
+            "graphs_and_audio.py": ({"gcn", "mpnn", "wavecnn", "logmel", "pad", "gru", "extras"},
+                                    1e-5)}
 
 
 def _run(backend, program, cwd):
