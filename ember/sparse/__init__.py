@@ -5,12 +5,13 @@ Loads on first use (``import ember`` does not import it); loading registers the 
 handlers of the spec ops (``sparse @ dense``, ``sparse * dense``, ...) with dispatch."""
 from ember.autograd.dispatch import SPARSE_OPS as _SPARSE_OPS
 from ember.errors import UnsupportedError
-from ember.sparse.coo import SparseTensor, sparse_coo, sparse_coo_tensor, to_sparse
+from ember.sparse.coo import (SparseTensor, check_sparse_tensor_invariants, sparse_coo,
+                              sparse_coo_tensor, to_sparse)
 from ember.sparse.ops import HANDLERS as _HANDLERS
 from ember.sparse.ops import addmm, log_softmax, mm, softmax, sum  # noqa: A004
 
-__all__ = ["SparseTensor", "addmm", "log_softmax", "mm", "softmax", "sparse_coo",
-           "sparse_coo_tensor", "sum", "to_sparse", "sparse_csr_tensor"]
+__all__ = ["SparseTensor", "check_sparse_tensor_invariants", "addmm", "log_softmax", "mm",
+           "softmax", "sparse_coo", "sparse_coo_tensor", "sum", "to_sparse", "sparse_csr_tensor"]
 
 _SPARSE_OPS.update(_HANDLERS)
 

@@ -507,3 +507,50 @@ def to_sparse(self, sparse_dim=None, *, layout=None, blocksize=None, dense_dim=N
 def to_dense(self, dtype=None, *, masked_grad=None):
     """A strided tensor's dense form: itself (``dtype`` casts), as torch."""
     return self if dtype is None else self.to(dtype)
+
+
+class check_sparse_tensor_invariants:
+    """torch.sparse.check_sparse_tensor_invariants: the switch torch reads for its sparse
+    constructors' index checks (``enable()``, ``disable()``, ``is_enabled()``; as a context
+    manager or decorator, ``enable=True`` on entry, the previous state restored on exit). ember
+    checks a COO tensor's indices whatever the switch says (an index outside ``size`` always
+    raises); the switch is kept so that programs which set or read it run."""
+
+    _enabled = False
+
+    @staticmethod
+    def is_enabled():
+        return check_sparse_tensor_invariants._enabled
+
+    @staticmethod
+    def enable():
+        check_sparse_tensor_invariants._enabled = True
+
+    @staticmethod
+    def disable():
+        check_sparse_tensor_invariants._enabled = False
+
+    def __init__(self, enable=True):
+        self.state = enable
+        self.saved = None
+
+    def __enter__(self):
+        if self.saved is not None:
+            raise EmberRuntimeError("This context manager instance is already activated. Use a "
+                                    "different context manager instance for context nesting.")
+        self.saved = check_sparse_tensor_invariants._enabled
+        check_sparse_tensor_invariants._enabled = self.state
+        return self
+
+    def __exit__(self, *exc):
+        check_sparse_tensor_invariants._enabled = self.saved
+        self.saved = None
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def wrapped(*args, **kwargs):
+            with check_sparse_tensor_invariants(self.state):
+                return fn(*args, **kwargs)
+        return wrapped

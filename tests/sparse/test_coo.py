@@ -284,3 +284,24 @@ def test_gat_layer_matches_torch():
     (ot * torch.tensor(g)).sum().backward()
     for a, b in zip(te, tt):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
+
+
+def test_check_sparse_tensor_invariants_switch_as_torch():
+    """The switch's state as torch's (context manager, decorator, enable/disable); ember checks
+    the indices whatever it says."""
+    torch = pytest.importorskip("torch")
+    for m in (torch, ember):
+        c = m.sparse.check_sparse_tensor_invariants
+        seen = [c.is_enabled()]
+        with c():
+            seen.append(c.is_enabled())
+            with pytest.raises(RuntimeError):
+                m.sparse_coo_tensor(m.tensor([[5]]), m.tensor([1.0]), (3,))
+        seen.append(c.is_enabled())
+        c.enable()
+        seen.append(c.is_enabled())
+        c.disable()
+        with c(enable=False):
+            seen.append(c.is_enabled())
+        seen.append(c()(lambda: c.is_enabled())())
+        assert seen == [False, True, False, True, False, True], m.__name__
