@@ -1,10 +1,10 @@
 """``ember.distributions``: torch.distributions' Normal, Uniform, Bernoulli, Categorical, Beta,
-Gamma, Dirichlet, MultivariateNormal, Independent, Exponential, Cauchy, TransformedDistribution
-(with LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull, Pareto, InverseGamma, Kumaraswamy,
-LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical), OneHotCategorical (and its
-StraightThrough variant), Poisson, Binomial, Geometric, NegativeBinomial, Multinomial, Laplace,
-StudentT, Chi2, ContinuousBernoulli, MixtureSameFamily, the
-``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence`` (sample, rsample
+Gamma, Dirichlet, MultivariateNormal, LowRankMultivariateNormal, Independent, Exponential,
+Cauchy, TransformedDistribution (with LogNormal, Gumbel, HalfNormal, HalfCauchy, Weibull,
+Pareto, InverseGamma, Kumaraswamy, LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical),
+OneHotCategorical (and its StraightThrough variant), Poisson, Binomial, Geometric,
+NegativeBinomial, Multinomial, Laplace, StudentT, Chi2, ContinuousBernoulli, MixtureSameFamily,
+the ``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence`` (sample, rsample
 with gradients, log_prob, entropy, mean, variance, validate_args with torch's errors)."""
 from ember.distributions import constraints  # noqa: F401
 from ember.distributions import transforms  # noqa: F401
@@ -16,6 +16,7 @@ from ember.distributions.discrete import Bernoulli, Categorical
 from ember.distributions.distribution import Distribution
 from ember.distributions.gamma import Beta, Chi2, Dirichlet, Gamma
 from ember.distributions.kl import kl_divergence, register_kl
+from ember.distributions.lowrank_multivariate_normal import LowRankMultivariateNormal
 from ember.distributions.mixture_same_family import MixtureSameFamily
 from ember.distributions.multivariate_normal import Independent, MultivariateNormal
 from ember.distributions.normal import Normal, Uniform
@@ -39,7 +40,7 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "Exponential", "Cauchy", "HalfCauchy", "Weibull", "Pareto", "InverseGamma",
            "Kumaraswamy", "OneHotCategorical", "OneHotCategoricalStraightThrough", "Poisson",
            "Binomial", "Geometric", "NegativeBinomial", "Multinomial", "Laplace", "StudentT",
-           "Chi2", "ContinuousBernoulli", "MixtureSameFamily",
+           "Chi2", "ContinuousBernoulli", "MixtureSameFamily", "LowRankMultivariateNormal",
            "biject_to", "transform_to", "Transform", "ComposeTransform", "IndependentTransform",
            "ReshapeTransform", "ExpTransform", "PowerTransform", "SigmoidTransform",
            "SoftplusTransform", "TanhTransform", "AbsTransform", "AffineTransform",

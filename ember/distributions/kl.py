@@ -7,6 +7,10 @@ from ember.distributions.continuous import ContinuousBernoulli, Exponential, Lap
 from ember.distributions.counts import Binomial, Geometric, Poisson
 from ember.distributions.discrete import Bernoulli, Categorical
 from ember.distributions.gamma import Beta, Dirichlet, Gamma
+from ember.distributions.lowrank_multivariate_normal import (LowRankMultivariateNormal,
+                                                             _batch_lowrank_logdet,
+                                                             _batch_lowrank_mahalanobis,
+                                                             _batch_trace_XXT)
 from ember.distributions.multivariate_normal import (Independent, MultivariateNormal,
                                                      _batch_mahalanobis)
 from ember.distributions.normal import Normal, Uniform
@@ -142,6 +146,73 @@ def _kl_mvn_mvn(p, q):
     term2 = ember.linalg.solve_triangular(qLb, pLb, upper=False).pow(2).sum((-2, -1))
     term3 = _batch_mahalanobis(qL, q.loc - p.loc)
     return half_term1 + 0.5 * (term2 + term3 - n)
+
+
+@register_kl(LowRankMultivariateNormal, LowRankMultivariateNormal)
+def _kl_lowrankmultivariatenormal_lowrankmultivariatenormal(p, q):
+    if p.event_shape != q.event_shape:
+        raise ember.errors.EmberValueError(
+            "KL-divergence between two Low Rank Multivariate Normals with different event "
+            "shapes cannot be computed")
+    qW, qD = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    pW, pD = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    term1 = (_batch_lowrank_logdet(qW, qD, q._capacitance_tril)
+             - _batch_lowrank_logdet(pW, pD, p._capacitance_tril))
+    term3 = _batch_lowrank_mahalanobis(qW, qD, q.loc - p.loc, q._capacitance_tril)
+    # inv(qcov) @ pcov = [inv(qD) - A.T @ A] @ (pD + pW @ pW.T)
+    A = ember.linalg.solve_triangular(q._capacitance_tril, qW.mT / qD.unsqueeze(-2),
+                                      upper=False)
+    term21 = (pD / qD).sum(-1)
+    term22 = _batch_trace_XXT(pW * qD.rsqrt().unsqueeze(-1))
+    term23 = _batch_trace_XXT(A * pD.sqrt().unsqueeze(-2))
+    term24 = _batch_trace_XXT(A @ pW)
+    term2 = term21 + term22 - term23 - term24
+    return 0.5 * (term1 + term2 + term3 - p.event_shape[0])
+
+
+@register_kl(MultivariateNormal, LowRankMultivariateNormal)
+def _kl_multivariatenormal_lowrankmultivariatenormal(p, q):
+    if p.event_shape != q.event_shape:
+        raise ember.errors.EmberValueError(
+            "KL-divergence between two (Low Rank) Multivariate Normals with different event "
+            "shapes cannot be computed")
+    qW, qD = q._unbroadcasted_cov_factor, q._unbroadcasted_cov_diag
+    pL = p._unbroadcasted_scale_tril
+    term1 = (_batch_lowrank_logdet(qW, qD, q._capacitance_tril)
+             - 2 * pL.diagonal(dim1=-2, dim2=-1).log().sum(-1))
+    term3 = _batch_lowrank_mahalanobis(qW, qD, q.loc - p.loc, q._capacitance_tril)
+    # inv(qcov) @ pcov = [inv(qD) - A.T @ A] @ p_tril @ p_tril.T
+    A = ember.linalg.solve_triangular(q._capacitance_tril, qW.mT / qD.unsqueeze(-2),
+                                      upper=False)
+    term21 = _batch_trace_XXT(pL * qD.rsqrt().unsqueeze(-1))
+    term22 = _batch_trace_XXT(A @ pL)
+    return 0.5 * (term1 + term21 - term22 + term3 - p.event_shape[0])
+
+
+@register_kl(LowRankMultivariateNormal, MultivariateNormal)
+def _kl_lowrankmultivariatenormal_multivariatenormal(p, q):
+    if p.event_shape != q.event_shape:
+        raise ember.errors.EmberValueError(
+            "KL-divergence between two (Low Rank) Multivariate Normals with different event "
+            "shapes cannot be computed")
+    qL = q._unbroadcasted_scale_tril
+    pW, pD = p._unbroadcasted_cov_factor, p._unbroadcasted_cov_diag
+    term1 = (2 * qL.diagonal(dim1=-2, dim2=-1).log().sum(-1)
+             - _batch_lowrank_logdet(pW, pD, p._capacitance_tril))
+    term3 = _batch_mahalanobis(qL, q.loc - p.loc)
+    # inv(qcov) @ pcov = inv(q_tril @ q_tril.T) @ (pW @ pW.T + pD); the batch also takes
+    # pD's (torch's leaves it out, and raises where pD has more batch dimensions)
+    shape = tuple(ember.broadcast_shapes(tuple(qL.shape[:-2]), tuple(pW.shape[:-2]),
+                                         tuple(pD.shape[:-1])))
+    n = p.event_shape[0]
+    q_scale_tril = qL.expand(shape + (n, n))
+    p_cov_factor = pW.expand(shape + (n, p.cov_factor.shape[-1]))
+    p_cov_diag = ember.diag_embed(pD.sqrt()).expand(shape + (n, n))
+    term21 = _batch_trace_XXT(ember.linalg.solve_triangular(q_scale_tril, p_cov_factor,
+                                                            upper=False))
+    term22 = _batch_trace_XXT(ember.linalg.solve_triangular(q_scale_tril, p_cov_diag,
+                                                            upper=False))
+    return 0.5 * (term1 + term21 + term22 + term3 - p.event_shape[0])
 
 
 @register_kl(Independent, Independent)

@@ -1,5 +1,6 @@
 """Cases and checks for the families of one_hot_categorical.py, counts.py, Laplace / StudentT /
-ContinuousBernoulli (continuous.py) and Chi2 (gamma.py) against torch.distributions, shared by
+ContinuousBernoulli (continuous.py), Chi2 (gamma.py) and LowRankMultivariateNormal
+(lowrank_multivariate_normal.py) against torch.distributions, shared by
 their test files. A case is ``(family, grad_params, const_params, kwargs, value)``: NumPy
 parameters given as leaves with gradients, NumPy parameters given as constant tensors, plain
 Python arguments, and a value to score."""
@@ -57,6 +58,17 @@ CASES = {
     "ContinuousBernoulli-logits": ("ContinuousBernoulli", dict(logits=np.array([-2.0, 0.001,
                                                                                  3.0])),
                                    {}, {}, np.array([0.2, 0.6, 0.9])),
+    # batch (2, 3) broadcast from all three parameters, event size 4, rank 2
+    "LowRankMultivariateNormal": ("LowRankMultivariateNormal",
+                                  dict(loc=R.standard_normal((2, 1, 4)),
+                                       cov_factor=R.standard_normal((3, 4, 2)),
+                                       cov_diag=R.uniform(0.5, 2.0, (2, 3, 4))), {}, {},
+                                  R.standard_normal((2, 1, 3, 4))),
+    "LowRankMultivariateNormal-unbatched": ("LowRankMultivariateNormal",
+                                            dict(loc=R.standard_normal(4),
+                                                 cov_factor=R.standard_normal((4, 1)),
+                                                 cov_diag=R.uniform(0.5, 2.0, 4)), {}, {},
+                                            R.standard_normal((3, 4))),
 }
 # torch's Multinomial entropy takes lgamma(n + 1) of an int64 tensor, in float32 (ember's is
 # exact: see test_counts.py)
@@ -183,7 +195,7 @@ def check_sample_and_expand(case):
 MOMENT_CASES = {  # case -> parameters with finite fourth moments
     "OneHotCategorical": None, "Poisson": None, "Binomial": None, "Geometric": None,
     "NegativeBinomial": None, "Multinomial": None, "Laplace": None, "Chi2": None,
-    "ContinuousBernoulli": None,
+    "ContinuousBernoulli": None, "LowRankMultivariateNormal": None,
     "StudentT": dict(df=np.array([5.0, 9.0]), loc=np.array([1.0, -2.0]),
                      scale=np.array([0.5, 2.0])),
 }
@@ -215,6 +227,12 @@ INVALID_PARAMETERS = [
     ("StudentT", dict(df=np.array([1.0, -2.0]))),
     ("Chi2", dict(df=np.array([1.0, -2.0]))),
     ("ContinuousBernoulli", dict(logits=np.array([0.0, np.nan]))),
+    ("LowRankMultivariateNormal", dict(loc=np.zeros(2), cov_factor=np.ones((2, 1)),
+                                       cov_diag=np.array([1.0, -1.0]))),
+    ("LowRankMultivariateNormal", dict(loc=np.zeros(2), cov_factor=np.ones((2, 1)),
+                                       cov_diag=np.array([1.0, 0.0]))),
+    ("LowRankMultivariateNormal", dict(loc=np.array([0.0, np.nan]), cov_factor=np.ones((2, 1)),
+                                       cov_diag=np.ones(2))),
 ]
 # torch validates the inner Categorical with its default, so validate_args=False does not
 # skip these checks
@@ -254,6 +272,7 @@ OUTSIDE_SUPPORT = [
     ("Multinomial", np.array([[1.0, -1.0, 4.0], [1.0, 1.0, 1.0]])),
     ("Laplace", np.array([np.nan, 0, 0, 0])), ("Chi2", np.array([-1.0, 1.0, 1.0])),
     ("ContinuousBernoulli", np.array([0.5, 1.5, 0.2, 0.2])),
+    ("LowRankMultivariateNormal", np.array([0.5, np.nan, 0.2, 0.2])),
 ]
 
 

@@ -199,10 +199,7 @@ mvn = torch.distributions.MultivariateNormal(loc, scale_tril=Lt)
 pts = torch.from_numpy(rng.standard_normal((4, 3)))
 mvn2 = torch.distributions.MultivariateNormal(torch.zeros(3), covariance_matrix=Lt @ Lt.T)
 W, Dg = torch.from_numpy(rng.standard_normal((3, 2)) * 0.5), torch.from_numpy(rng.random(3) + 0.5)
-if hasattr(torch.distributions, "LowRankMultivariateNormal"):
-    lowrank = torch.distributions.LowRankMultivariateNormal(loc, cov_factor=W, cov_diag=Dg)
-else:  # ember: no torch.distributions.LowRankMultivariateNormal
-    lowrank = torch.distributions.MultivariateNormal(loc, covariance_matrix=W @ W.T + torch.diag(Dg))
+lowrank = torch.distributions.LowRankMultivariateNormal(loc, cov_factor=W, cov_diag=Dg)
 indep = torch.distributions.Independent(torch.distributions.Normal(loc, Dg), 1)
 print("mvn2", f(lowrank.log_prob(pts)), f(lowrank.entropy()), f(lowrank.covariance_matrix.sum()),
       f(indep.log_prob(pts)), f(indep.entropy()), tuple(indep.event_shape))
