@@ -214,9 +214,7 @@ with torch.autocast(device_type="cpu", dtype=torch.bfloat16):
     gn = m32.out[0](x32.repeat(1, 4, 1, 1))
     l_amp = F.mse_loss(out.float(), x32)
     qa = x32.flatten(2).transpose(1, 2)
-    # ember: torch.einsum under autocast(cpu, bfloat16) returns float32 (torch: bfloat16, its
-    # einsum runs through bmm); the program reads the matmul/bmm spelling instead
-    att = (qa @ qa.transpose(1, 2)).softmax(-1)
+    att = torch.einsum("bqd,bkd->bqk", qa, qa).softmax(-1)
     sd = F.scaled_dot_product_attention(qa, qa, qa)
 print("autocast", dt(out.dtype), dt(lin.dtype), dt(gn.dtype), dt(l_amp.dtype), dt(att.dtype),
       dt(sd.dtype),

@@ -70,9 +70,7 @@ unet = UNet()
 numpy_init(unet)
 opt = torch.optim.Adam(unet.parameters(), lr=3e-3, weight_decay=1e-4)
 imgs = torch.from_numpy(rng.standard_normal((4, 3, 16, 16)))
-# ember: with a float32 target and float64 logits, torch's binary_cross_entropy_with_logits
-# returns float32 (computed in the target's dtype); ember's returns float64, so keep one dtype
-masks = (torch.from_numpy(rng.random((4, 1, 16, 16))) > 0.6).to(torch.get_default_dtype())
+masks = (torch.from_numpy(rng.random((4, 1, 16, 16))) > 0.6).float()   # float64 logits
 seg = []
 for step in range(4):
     opt.zero_grad(set_to_none=True)
