@@ -38,12 +38,13 @@ probe needs are still compiling, the measurement is None and runs again after th
 ``RETRIES`` times per process).
 """
 import hashlib
-import json
 import os
 import threading
 import time
 
 import numpy as np
+
+from ember.kernels.runtime import hostrecords
 
 PROBES = {   # name: (input shape, weight shape, padding)
     "1x1": ((2, 128, 28, 28), (128, 128, 1, 1), 0),
@@ -83,7 +84,7 @@ def result():
         if _result is not None:
             return _result
         key = host_key()
-        stored = _load().get(key)
+        stored = hostrecords.read(FILE).get(key)
         if _valid(stored) and stored.get("kernels") == kernels_version():
             _result = stored
             return _result
@@ -123,7 +124,7 @@ def _measure_and_keep(key):
     found = decisions(times)
     found["times_ms"] = {k: [round(v * 1e3, 3) for v in t] for k, t in times.items()}
     found["kernels"] = kernels_version()
-    _store(key, found)
+    hostrecords.write(FILE, key, found)
     _result = found
     return found
 
@@ -199,36 +200,6 @@ def _numpy_blas(controllers):
         if str(info.get("filepath", "")).startswith((root + os.sep, root + ".libs" + os.sep)):
             parts.append(f"{info.get('internal_api', '')} {info.get('architecture', '')}")
     return sorted(parts)
-
-
-def _path():
-    from ember.kernels.runtime import diskcache
-    return os.path.join(os.path.dirname(diskcache.configured_dir()), FILE)
-
-
-def _load():
-    try:
-        with open(_path()) as f:
-            data = json.load(f)
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _store(key, found):
-    """Add this host's entry to the file (written whole to a temporary file, then renamed); an
-    unwritable directory keeps the result in memory only."""
-    path = _path()
-    try:
-        os.makedirs(os.path.dirname(path), mode=0o700, exist_ok=True)
-        data = _load()
-        data[key] = found
-        tmp = f"{path}.{os.getpid()}.tmp"
-        with open(tmp, "w") as f:
-            json.dump(data, f, indent=1, sort_keys=True)
-        os.replace(tmp, path)
-    except OSError:
-        pass
 
 
 def measure():

@@ -526,9 +526,9 @@ _marked = set()
 
 def _marker(module):
     import hashlib
-    from ember.kernels.runtime import diskcache
+    from ember.kernels.runtime import hostrecords
     ident = "\0".join((module, os.environ.get("NUMBA_CACHE_DIR", ""), os.path.dirname(__file__)))
-    return os.path.join(os.path.dirname(diskcache.configured_dir()), "numba-compiled",
+    return os.path.join(hostrecords.root(), "numba-compiled",
                         hashlib.sha256(ident.encode()).hexdigest()[:32])
 
 

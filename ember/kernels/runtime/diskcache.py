@@ -38,11 +38,8 @@ _refused = set()     # configured directories already warned about
 
 def configured_dir():
     """The persistent cache directory the environment names (it may not exist yet)."""
-    root = os.environ.get("EMBER_CACHE_DIR")
-    if not root:
-        root = os.path.join(os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"),
-                            "ember")
-    return os.path.join(root, "pointwise")
+    from ember.kernels.runtime import hostrecords
+    return os.path.join(hostrecords.root(), "pointwise")
 
 
 def unsafe_reason(path):

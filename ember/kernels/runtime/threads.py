@@ -56,7 +56,7 @@ import os
 import sys
 import threading
 
-from ember.kernels.runtime import threadpool
+from ember.kernels.runtime import blas_core, threadpool
 
 def _default_count():
     """The thread count before any ``set_num_threads``: torch's rule (``OMP_NUM_THREADS``, then
@@ -578,3 +578,4 @@ def tbb_parts(n_items, n_threads, per_thread=4):
 
 
 shorten_blas_spin()
+blas_core.select()      # the fastest kernel table the host executes (blas_core's docstring)
