@@ -1,5 +1,6 @@
 """Tensor: an ndarray plus autograd state. There is no separate Variable."""
 import builtins
+import warnings
 import weakref
 
 import numpy as np
@@ -130,13 +131,32 @@ def _check_tensor_argument(method, name, value):
                              f"{type(value).__name__}")
 
 
+class _UnsetGrad:
+    """``Tensor.grad`` while a tensor's own is unset (a non-data descriptor: a set ``.grad``, in
+    the instance dict, is read without it): None, with torch's warning on a non-leaf tensor that
+    does not retain its gradient."""
+
+    def __get__(self, tensor, owner=None):
+        if tensor is not None and tensor._grad_fn is not None and not tensor._retains_grad:
+            warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=2)
+        return None
+
+
+NON_LEAF_GRAD = ("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
+                 "Its .grad attribute won't be populated during autograd.backward(). If you "
+                 "indeed want the .grad field to be populated for a non-leaf Tensor, use "
+                 ".retain_grad() on the non-leaf Tensor. If you access the non-leaf Tensor by "
+                 "mistake, make sure you access the leaf Tensor instead. See "
+                 "github.com/pytorch/pytorch/pull/30531 for more information.")
+
+
 class Tensor:
     """An n-dimensional array that can take part in automatic differentiation."""
 
     # Hot attributes live in slots; rarely set ones default at class level and land in the
     # (lazily created) instance dict only when set, so making a Tensor sets three slots.
     __slots__ = ("_data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
-    grad = None
+    grad = _UnsetGrad()
     _base = None
     _view = None   # (base, view ops, creation) of a differentiable view: ember/autograd/views.py
     _output_nr = 0
@@ -646,8 +666,9 @@ class Tensor:
     def __deepcopy__(self, memo):
         t = Tensor._make(self._data.copy())
         t._requires_grad = self._requires_grad
-        if self.grad is not None:
-            t.grad = Tensor._make(self.grad._data.copy())
+        grad = self.__dict__.get("grad")   # a non-leaf's unset .grad would warn
+        if grad is not None:
+            t.grad = Tensor._make(grad._data.copy())
         if type(self) is not Tensor:
             t = type(self)._from_tensor(t) if hasattr(type(self), "_from_tensor") else t
         memo[id(self)] = t

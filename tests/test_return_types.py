@@ -31,3 +31,18 @@ def test_ops_return_them_and_they_unpack():
     assert indices.tolist() == [1, 2, 0] and r[1] is r.indices
     mn, mx = ember.aminmax(x)
     assert (float(mn), float(mx)) == (1.0, 3.0) and type(ember.aminmax(x)) is E.aminmax
+
+
+def test_max_min_and_histogram_return_them():
+    x = ember.tensor([[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]])
+    assert type(x.max(dim=1)) is E.max and type(ember.min(x, 1)) is E.min
+    assert type(ember.histogram(x.flatten(), bins=3)) is E.histogram
+    assert ember.max(x, 1).indices.tolist() == [0, 1]
+
+
+def test_they_print_as_torchs_one_field_per_line():
+    x = [[3.0, 1.0, 2.0], [0.0, 5.0, 4.0]]
+    for op, args in (("max", (1,)), ("sort", (1,)), ("topk", (2,)), ("aminmax", ())):
+        ours = repr(getattr(ember.tensor(x), op)(*args))
+        theirs = repr(getattr(torch.tensor(x), op)(*args))
+        assert ours == theirs.replace("torch.return_types.", "ember.return_types."), (ours, theirs)

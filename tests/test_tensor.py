@@ -280,3 +280,21 @@ def test_float_of_a_tensor_requiring_grad_warns_once_as_torch(monkeypatch):
     assert len(seen) == 1 and seen[0].category is UserWarning
     assert "Consider using tensor.detach() first" in str(seen[0].message)
     assert seen[0].filename == __file__
+
+
+def test_grad_of_a_non_leaf_warns_as_torchs(recwarn):
+    import warnings
+    x = ember.ones(2, requires_grad=True)
+    y = x * 2
+    with pytest.warns(UserWarning, match=r"The \.grad attribute of a Tensor that is not a leaf "
+                                         r"Tensor is being accessed"):
+        assert y.grad is None
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert x.grad is None and ember.ones(2).grad is None   # leaves: silent
+        z = x * 3
+        z.retain_grad()
+        assert z.grad is None
+        z.sum().backward()
+        assert z.grad.tolist() == [1.0, 1.0]
+        assert ember.Tensor.grad is None

@@ -3,12 +3,12 @@
 points (``max``/``min`` with their (values, indices), ``var``/``std`` with ``unbiased``, ``norm``),
 ``histogram``/``histogramdd`` with their named results, and ``gradient``."""
 import builtins
-from collections import namedtuple
 
 import numpy as np
 
 from ember.autograd._generated import functions as G
 from ember import _dtype
+from ember import return_types as R
 from ember.errors import (EmberIndexError, EmberRuntimeError, EmberTypeError,
                           EmberValueError)
 from ember.errors import public as _public
@@ -155,16 +155,13 @@ def nanquantile(input, q, dim=None, keepdim=False, interpolation="linear"):
     return _quantile("nanquantile", input, q, dim, keepdim, interpolation, True)
 
 
-ValuesIndices = namedtuple("ValuesIndices", ["values", "indices"])
-
-
 def max(input, dim=None, keepdim=False):
     """``max(x)``, ``max(x, dim, keepdim)`` -> (values, indices), or ``max(x, other)`` elementwise."""
     if isinstance(dim, Tensor):
         return G.maximum(input, dim)
     if dim is None:
         return G.max_all(input)
-    return ValuesIndices(*G.max_dim(input, dim, keepdim))
+    return R.max(*G.max_dim(input, dim, keepdim))
 
 
 def min(input, dim=None, keepdim=False):
@@ -173,7 +170,7 @@ def min(input, dim=None, keepdim=False):
         return G.minimum(input, dim)
     if dim is None:
         return G.min_all(input)
-    return ValuesIndices(*G.min_dim(input, dim, keepdim))
+    return R.min(*G.min_dim(input, dim, keepdim))
 
 
 def norm(input, p="fro", dim=None, keepdim=False, out=None, dtype=None):
@@ -221,9 +218,6 @@ def _min_method(self, dim=None, keepdim=False):
     return min(self, dim, keepdim)
 
 
-histogram_result = namedtuple("histogram", ["hist", "bin_edges"])
-
-
 def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
     """(hist, bin_edges): ``bins`` equal bins over ``range`` (default the input's min and max)
     or the bins between the given 1-d tensor of edges; ``weight`` and ``density`` as numpy."""
@@ -235,7 +229,7 @@ def histogram(input, bins, *, range=None, weight=None, density=False, out=None):
                                  f"{type(bins).__name__}")
         rng = None if range is None else [float(range[0]), float(range[1])]
         hist, edges = G.histogram_kernel(input, None, weight, builtins.int(bins), rng, density)
-    return histogram_result(hist, edges)
+    return R.histogram(hist, edges)
 
 
 def _part(f, d, start, stop):
@@ -309,9 +303,6 @@ def gradient(input, *, spacing=1, dim=None, edge_order=1):
     return tuple(_gradient_dim(f, d, h, edge_order) for d, h in zip(dims, steps))
 
 
-histogramdd_result = namedtuple("histogramdd", ["hist", "bin_edges"])
-
-
 def histogramdd(input, bins, *, range=None, weight=None, density=False, out=None):
     """(hist, bin_edges) of the points in the rows of ``input`` (..., D): ``bins`` a count for
     every dim, a count per dim, or a 1-d tensor of edges per dim; ``range`` a flat
@@ -340,7 +331,7 @@ def histogramdd(input, bins, *, range=None, weight=None, density=False, out=None
         edges.append(G.histogram_kernel(col, None, None, builtins.int(b), rng, False)[1])
     tensors = [input] + edges + ([] if weight is None else [weight])
     hist = G.histogramdd_kernel(tensors, weight is not None, density)
-    return histogramdd_result(hist, edges)
+    return R.histogramdd(hist, edges)
 
 
 def _dim(x, dim, op):
