@@ -4,6 +4,7 @@
 ``ember.onnx`` and ``ember.utils`` load on first use.
 """
 import importlib as _importlib
+import math as _math
 
 from ember._dtype import cdouble, cfloat, complex64, complex128  # noqa: F401
 from ember._dtype import (bool_, double, dtype, float, float16, float32, float64,  # noqa: A004
@@ -48,6 +49,9 @@ _SPARSE_FUNCTIONS = {"sparse_coo_tensor": "ember.sparse", "sparse_csr_tensor": "
                      "spmm": "ember.sparse.ops"}
 
 __version__ = "0.1.0"
+
+# torch's constants: torch.inf, torch.nan, torch.e, torch.pi (Python floats) and torch.newaxis
+inf, nan, e, pi, newaxis = _math.inf, _math.nan, _math.e, _math.pi, None
 
 _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
          "accelerator", "cuda",

@@ -1,6 +1,6 @@
 """``torch.func`` for ember: ``functional_call``, ``stack_module_state``, and the function
-transforms ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``jacrev``, ``jacfwd``, ``hessian``
-and ``vmap``, built on ember's autograd.
+transforms ``grad``, ``grad_and_value``, ``vjp``, ``jvp``, ``linearize``, ``jacrev``,
+``jacfwd``, ``hessian`` and ``vmap``, built on ember's autograd.
 
 The transforms compose (``grad(grad(f))``, ``jacrev(grad(f))``): an argument that already
 requires grad (an outer transform's input) is differentiated in place with ``create_graph``,
@@ -15,7 +15,7 @@ from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.tensor import Tensor
 
 __all__ = ["functional_call", "stack_module_state", "grad", "grad_and_value", "vjp", "jvp",
-           "jacrev", "jacfwd", "hessian", "vmap"]
+           "linearize", "jacrev", "jacfwd", "hessian", "vmap"]
 
 
 # ------------------------------------------------------------------------- functional_call
@@ -344,6 +344,34 @@ def jvp(func, primals, tangents, *, strict=False, has_aux=False):
     out = box["out"]
     result = (_finish(out, outer), _finish(_rebuild(out, iter(products)), outer))
     return result + (_finish(box.get("aux"), outer),) if has_aux else result
+
+
+def linearize(func, *primals):
+    """``(output, jvp_fn)``: ``func``'s output at ``primals`` and a function of tangents (of
+    the primals' structure, shapes and dtypes) returning the Jacobian-vector product there, as
+    torch.func.linearize. ember has no graph capture: each ``jvp_fn`` call runs ``jvp`` (the
+    same values, ``func`` evaluated again). ``jvp_fn`` raises RuntimeError for tangents of
+    another structure, shape or dtype."""
+    output = func(*primals)
+    flat_primals = _leaves(primals)
+
+    def jvp_fn(*tangents):
+        flat = _leaves(tangents)
+        if len(tangents) != len(primals) or len(flat) != len(flat_primals):
+            raise EmberRuntimeError(f"Expected the tangents to have the same argspec as the "
+                                    f"primals ({len(primals)} arguments, {len(flat_primals)} "
+                                    f"tensors), got {len(tangents)} arguments, {len(flat)} "
+                                    "tensors")
+        for idx, (t, p) in enumerate(zip(flat, flat_primals)):
+            for what, a, b in (("shape", tuple(t.shape), tuple(p.shape)),
+                               ("dtype", t.dtype, p.dtype)):
+                if a != b:
+                    raise EmberRuntimeError(f"tangent:{idx} with {what} {a} in flattened pytree "
+                                            f"doesn't match the {what} {b} of the "
+                                            "corresponding primal.")
+        return jvp(func, tuple(primals), tuple(tangents))[1]
+
+    return _finish(output, any(t.requires_grad for t in flat_primals)), jvp_fn
 
 
 def jacrev(func, argnums=0, *, has_aux=False, chunk_size=None):

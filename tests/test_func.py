@@ -1,7 +1,7 @@
 """ember.func (ember/func.py) against torch.func in float64: functional_call (several dicts,
 strict, tied weights, buffers), stack_module_state with vmap (a model ensemble), grad /
-grad_and_value (argnums, has_aux, nesting), vjp, jvp, jacrev, jacfwd, hessian, vmap (in_dims,
-out_dims, nested inputs, randomness), and their errors."""
+grad_and_value (argnums, has_aux, nesting), vjp, jvp, linearize, jacrev, jacfwd, hessian, vmap
+(in_dims, out_dims, nested inputs, randomness), and their errors."""
 import copy
 
 import numpy as np
@@ -89,6 +89,22 @@ def test_vjp_and_jvp():
     _close([list(o), list(j)], [list(to), list(tj)])
     with pytest.raises(ember.errors.EmberError, match="shape"):
         fn((ember.tensor(Y[:2]), ember.tensor(X)))
+
+
+def test_linearize_as_torch():
+    out, fn = EF.linearize(f_vec(ember), ember.tensor(X), ember.tensor(Y))
+    tout, tfn = TF.linearize(f_vec(torch), torch.tensor(X), torch.tensor(Y))
+    _close(list(out), list(tout))
+    assert not any(o.requires_grad for o in out)
+    for u, v in ((Y, X), (X, B[0])):   # called again with other tangents
+        _close(list(fn(ember.tensor(u), ember.tensor(v))),
+               list(tfn(torch.tensor(u), torch.tensor(v))))
+    with pytest.raises(RuntimeError, match="shape"):
+        fn(ember.tensor(Y[:2]), ember.tensor(X))
+    with pytest.raises(RuntimeError, match="dtype"):
+        fn(ember.tensor(Y).float(), ember.tensor(X))
+    with pytest.raises(RuntimeError, match="argspec"):
+        fn(ember.tensor(Y))
 
 
 @pytest.mark.parametrize("argnums", [0, (0, 1)])

@@ -382,6 +382,21 @@ def py_default(arg):
     return {"true": "True", "false": "False", "None": "None", "[]": "()"}.get(d, d)
 
 
+def keyword_varargs(op):
+    """Whether the op's varargs is a list of ints, which torch also takes by keyword
+    (``x.permute(dims=(1, 0))``, ``x.reshape(shape=...)``); tensor lists are positional only."""
+    varargs = op.entry.get("varargs")
+    return bool(varargs) and any(a.name == varargs and not a.is_tensor for a in op.args)
+
+
+def varargs_line(op):
+    """The first line of a varargs op's body: its ``*args`` (or keyword) as one tuple."""
+    v = op.entry["varargs"]
+    if keyword_varargs(op):
+        return f"    {v} = _F._varargs_or_keyword({v}, kwargs, {v!r}, {op.name!r})"
+    return f"    {v} = _F._varargs({v})"
+
+
 def signature(op, first_name="input"):
     parts, star = [], False
     varargs = op.entry.get("varargs")
@@ -396,6 +411,8 @@ def signature(op, first_name="input"):
             star = True
         d = py_default(a)
         parts.append(f"{name}={d}" if d is not None else name)
+    if keyword_varargs(op):
+        parts.append("**kwargs")
     return ", ".join(parts)
 
 
@@ -549,7 +566,7 @@ def emit_function(op, w):
     w(f"def {public}({sig}):")
     w(f'    """{doc}"""')
     if e.get("varargs"):
-        w(f"    {e['varargs']} = _F._varargs({e['varargs']})")
+        w(varargs_line(op))
     if op.composite:
         mod, fn = op.composite.rsplit(".", 1)
         w(f"    return {module_alias(COMPOSITES, mod)[1]}.{fn}({', '.join(names)})")
@@ -576,7 +593,7 @@ def emit_function(op, w):
         w(f"def {public}_({signature(op, 'self')}):")
         w(f'    """In-place {op.name}: writes the result into ``self`` and returns it."""')
         if e.get("varargs"):
-            w(f"    {e['varargs']} = _F._varargs({e['varargs']})")
+            w(varargs_line(op))
         names_s = call_names(op, "self")
         tnames = [names_s[i] for i, a in enumerate(op.args) if a.is_tensor]
         cnames = [names_s[i] for i, a in enumerate(op.args) if not a.is_tensor]

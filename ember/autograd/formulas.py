@@ -60,6 +60,20 @@ def _varargs(args):
     return tuple(args)
 
 
+def _varargs_or_keyword(args, kwargs, name, op):
+    """Accept ``f(2, 3)``, ``f((2, 3))`` and ``f(name=(2, 3))`` alike (torch's int-list varargs
+    also go by their keyword); returns a tuple. Raises TypeError, as Python would, for another
+    keyword or for the keyword given after positional values."""
+    if kwargs:
+        for k in kwargs:
+            if k != name:
+                raise TypeError(f"{op}() got an unexpected keyword argument '{k}'")
+        if args:
+            raise TypeError(f"{op}() got multiple values for argument '{name}'")
+        args = (kwargs[name],)
+    return _varargs(args)
+
+
 def _ops(grad):
     """The op namespace for ``grad``: ember's ops for a Tensor, their pointwise forms for a
     symbolic value (see the module docstring)."""

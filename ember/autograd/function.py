@@ -122,7 +122,7 @@ class Function:
             ctx._node = node
             for i, o in enumerate(outs):
                 if isinstance(o, Tensor) and id(o) not in ctx._non_diff and \
-                        o._data.dtype.kind == "f":
+                        o._data.dtype.kind in "fc":
                     o.grad_fn = node
                     o._requires_grad = True
                     o._output_nr = i

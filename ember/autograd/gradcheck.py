@@ -4,6 +4,12 @@ The outputs checked are those that require grad; when none does, every floating 
 a zero numerical derivative (it is treated as having a zero analytical Jacobian). The analytical
 Jacobian is computed twice and the two must agree within ``nondet_tol`` (backward is
 reentrant). ``fast_mode`` compares ``v^T J u`` for random ``u``, ``v`` instead of whole Jacobians.
+
+A complex input or output counts as its real and imaginary parts (``view_as_real``): the seed 1
+of a complex output element gives the gradient of its real part, the seed 1j that of its
+imaginary part, and a complex gradient ``g`` holds the derivatives by the input's real part in
+``g.real`` and by its imaginary part in ``g.imag`` (torch's convention, so the same backward
+formulas pass torch's Wirtinger gradcheck).
 """
 import warnings
 
@@ -39,12 +45,37 @@ def _refuse(fn_name, **flags):
 
 def _float_positions(out):
     Tensor = _tensor_cls()
-    return [k for k, o in enumerate(out) if isinstance(o, Tensor) and o._data.dtype.kind == "f"]
+    return [k for k, o in enumerate(out) if isinstance(o, Tensor) and o._data.dtype.kind in "fc"]
+
+
+def _parts(a, complex_=None):
+    """``a`` flattened to float64 real components: a complex array's elements as (real,
+    imaginary) pairs (``complex_`` forces either layout: a real gradient of a complex input
+    gets zero imaginary parts)."""
+    if complex_ is None:
+        complex_ = a.dtype.kind == "c"
+    if not complex_:
+        return np.asarray(a.real if a.dtype.kind == "c" else a, np.float64).ravel()
+    a = np.asarray(a, np.complex128)
+    return np.stack((a.real, a.imag), axis=-1).ravel()
+
+
+def _size(a):
+    """How many real components ``a`` has (``_parts``)."""
+    return a.size * (2 if a.dtype.kind == "c" else 1)
+
+
+def _from_parts(v, like):
+    """The flat real components ``v`` as an array of ``like``'s shape and dtype."""
+    if like.dtype.kind == "c":
+        v = v[0::2] + 1j * v[1::2]
+    return v.reshape(like.shape).astype(like.dtype)
 
 
 def _eval(fn, inputs, positions):
     out = _as_tuple(fn(*inputs))
-    return [out[k]._data.astype(np.float64).ravel() for k in positions]
+    # copies: a view op's output shares the input the next evaluation perturbs
+    return [_parts(out[k]._data).copy() for k in positions]
 
 
 def _numerical(fn, inputs, diff_idx, positions, eps):
@@ -60,13 +91,14 @@ def _numerical(fn, inputs, diff_idx, positions, eps):
         for k in range(x.size):
             idx = np.unravel_index(k, x.shape)
             orig = x[idx].copy()
-            x[idx] = orig + eps
-            plus = _eval(fn, inputs, positions)
-            x[idx] = orig - eps
-            minus = _eval(fn, inputs, positions)
-            x[idx] = orig
-            for q, (p, m) in enumerate(zip(plus, minus)):
-                cols[q].append((p - m) / (2 * eps))
+            for step in ((eps, 1j * eps) if x.dtype.kind == "c" else (eps,)):
+                x[idx] = orig + step
+                plus = _eval(fn, inputs, positions)
+                x[idx] = orig - step
+                minus = _eval(fn, inputs, positions)
+                x[idx] = orig
+                for q, (p, m) in enumerate(zip(plus, minus)):
+                    cols[q].append((p - m) / (2 * eps))
         if x.size:
             jacs.append([np.stack(c) for c in cols])
         else:
@@ -81,7 +113,7 @@ def _numerical_jvp(fn, inputs, i, u, positions, eps):
         raise GradcheckError(f"gradcheck: input {i} is read-only; finite differences perturb it "
                              "in place")
     orig = x.copy()
-    step = (eps * u).reshape(x.shape).astype(x.dtype)
+    step = _from_parts(eps * u, x)
     try:
         x[...] = orig + step
         plus = _eval(fn, inputs, positions)
@@ -99,7 +131,7 @@ def _vjp(out, xs, seed, check_grad_dtypes):
     rows = []
     for x, g in zip(xs, gs):
         if g is None:
-            rows.append(np.zeros(x._data.size))
+            rows.append(np.zeros(_size(x._data)))
             continue
         if g._data.shape != x._data.shape:
             raise GradcheckError(f"Analytical gradient has incorrect size: {list(g._data.shape)} "
@@ -107,19 +139,22 @@ def _vjp(out, xs, seed, check_grad_dtypes):
         if check_grad_dtypes and g._data.dtype != x._data.dtype:
             raise GradcheckError(f"Gradient has dtype mismatch: {g._data.dtype} for an input of "
                                  f"dtype {x._data.dtype}")
-        rows.append(g._data.astype(np.float64).ravel())
+        rows.append(_parts(g._data, x._data.dtype.kind == "c"))
     return rows
 
 
 def _analytical(out, xs, check_grad_dtypes):
-    """``jac[p]`` of shape (input numel, output numel): one backward per output element."""
+    """``jac[p]`` of shape (input components, output components) (``_parts``): one backward
+    per output element, two (seeds 1 and 1j) for a complex one."""
     cols = [[] for _ in xs]
     for k in range(out._data.size):
-        seed = np.zeros(out._data.shape, out._data.dtype)
-        seed.reshape(-1)[k] = 1
-        for p, r in enumerate(_vjp(out, xs, seed, check_grad_dtypes)):
-            cols[p].append(r)
-    return [np.stack(c, axis=1) if c else np.zeros((x._data.size, 0)) for c, x in zip(cols, xs)]
+        for unit in ((1, 1j) if out._data.dtype.kind == "c" else (1,)):
+            seed = np.zeros(out._data.shape, out._data.dtype)
+            seed.reshape(-1)[k] = unit
+            for p, r in enumerate(_vjp(out, xs, seed, check_grad_dtypes)):
+                cols[p].append(r)
+    return [np.stack(c, axis=1) if c else np.zeros((_size(x._data), 0))
+            for c, x in zip(cols, xs)]
 
 
 def _check_reentrant(a1, a2, nondet_tol, j):
@@ -145,9 +180,9 @@ def _check(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, chec
         raise EmberValueError("gradcheck: expects at least one input tensor to require gradient, "
                               "but none of them have requires_grad=True")
     for i in diff_idx:
-        if inputs[i]._data.dtype != np.float64:
-            warnings.warn(f"gradcheck: input {i} is {inputs[i]._data.dtype}, not float64; the "
-                          "check may fail from rounding alone", stacklevel=3)
+        if inputs[i]._data.dtype not in (np.float64, np.complex128):
+            warnings.warn(f"gradcheck: input {i} is {inputs[i]._data.dtype}, not float64 or "
+                          "complex128; the check may fail from rounding alone", stacklevel=3)
     xs = [inputs[i] for i in diff_idx]
     out = _as_tuple(func(*inputs))
     diff_pos = [k for k, o in enumerate(out) if isinstance(o, Tensor) and o._requires_grad]
@@ -157,7 +192,7 @@ def _check(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, chec
         pos = _float_positions(out)
         for p, i in enumerate(diff_idx):
             if fast_mode:
-                jv = _numerical_jvp(func, inputs, i, _unit(rng, xs[p]._data.size), pos, eps)
+                jv = _numerical_jvp(func, inputs, i, _unit(rng, _size(xs[p]._data)), pos, eps)
             else:
                 jv = _numerical(func, inputs, [i], pos, eps)[0]
             for q, n in enumerate(jv):
@@ -169,12 +204,12 @@ def _check(func, inputs, eps, atol, rtol, nondet_tol, check_undefined_grad, chec
                         f"{np.max(np.abs(n)):.3e})")
         return
     if fast_mode:
-        us = [_unit(rng, x._data.size) for x in xs]
-        vs = [_unit(rng, out[k]._data.size) for k in diff_pos]
+        us = [_unit(rng, _size(x._data)) for x in xs]
+        vs = [_unit(rng, _size(out[k]._data)) for k in diff_pos]
         num = [_numerical_jvp(func, inputs, i, u, diff_pos, eps) for i, u in zip(diff_idx, us)]
         for q, (k, v) in enumerate(zip(diff_pos, vs)):
             o = out[k]
-            seed = v.reshape(o._data.shape).astype(o._data.dtype)
+            seed = _from_parts(v, o._data)
             r1 = _vjp(o, xs, seed, check_grad_dtypes)
             r2 = _vjp(o, xs, seed, check_grad_dtypes)
             _check_reentrant(r1, r2, nondet_tol, k)

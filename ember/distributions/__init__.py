@@ -4,8 +4,9 @@ Cauchy, TransformedDistribution (with LogNormal, Gumbel, HalfNormal, HalfCauchy,
 Pareto, InverseGamma, Kumaraswamy, LogisticNormal, RelaxedBernoulli, RelaxedOneHotCategorical),
 OneHotCategorical (and its StraightThrough variant), Poisson, Binomial, Geometric,
 NegativeBinomial, Multinomial, Laplace, StudentT, Chi2, ContinuousBernoulli, MixtureSameFamily,
-the ``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence`` (sample, rsample
-with gradients, log_prob, entropy, mean, variance, validate_args with torch's errors)."""
+VonMises, the ``transforms`` module, ``biject_to``/``transform_to`` and ``kl_divergence``
+(sample, rsample with gradients, log_prob, entropy, mean, variance, validate_args with torch's
+errors)."""
 from ember.distributions import constraints  # noqa: F401
 from ember.distributions import transforms  # noqa: F401
 from ember.distributions.constraint_registry import biject_to, transform_to
@@ -32,6 +33,7 @@ from ember.distributions.transforms import (
     ReshapeTransform, SigmoidTransform,
     SoftmaxTransform, SoftplusTransform, StickBreakingTransform, TanhTransform, Transform,
     identity_transform)
+from ember.distributions.von_mises import VonMises
 
 __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Beta", "Gamma",
            "Dirichlet", "MultivariateNormal", "Independent", "kl_divergence", "register_kl",
@@ -45,4 +47,5 @@ __all__ = ["Distribution", "Normal", "Uniform", "Bernoulli", "Categorical", "Bet
            "ReshapeTransform", "ExpTransform", "PowerTransform", "SigmoidTransform",
            "SoftplusTransform", "TanhTransform", "AbsTransform", "AffineTransform",
            "SoftmaxTransform", "StickBreakingTransform", "LowerCholeskyTransform",
-           "PositiveDefiniteTransform", "CumulativeDistributionTransform", "identity_transform"]
+           "PositiveDefiniteTransform", "CumulativeDistributionTransform", "identity_transform",
+           "VonMises"]

@@ -566,7 +566,7 @@ def clamp(a, min=None, max=None):
     ``np.maximum`` / ``np.minimum`` pass per bound where the row's selects take three."""
     if min is None and max is None:
         raise KernelError("at least one of 'min' or 'max' must not be None")
-    dt = a.dtype
+    dt = result_type(a, min, max)   # torch promotes with the bounds (an int tensor, 0.5: float)
     min, max = fill_value(min, dt, "min"), fill_value(max, dt, "max")
     for bound in (min, max):
         if bound is not None:
@@ -700,11 +700,12 @@ def where(condition, a, b):
     cond = _arr(condition)
     if cond.dtype != np.bool_:
         raise KernelError(f"where expected condition to be a bool tensor, got {cond.dtype}")
-    # a real scalar is range-checked into the tensor's dtype; a complex one promotes (as torch)
+    # a real scalar promotes with the tensor (an int tensor and 2.5: the default float dtype)
+    # and is range-checked into the result's dtype; a complex one promotes (as torch)
     if b.__class__ is _nd and a.__class__ is not _nd and a.__class__ is not complex:
-        a = fill_value(a, b.dtype, "other")
+        a = fill_value(a, result_type(b, a), "other")
     elif a.__class__ is _nd and b.__class__ is not _nd and b.__class__ is not complex:
-        b = fill_value(b, a.dtype, "other")
+        b = fill_value(b, result_type(a, b), "other")
     a, b = promote(a, b)
     if cond.size >= SELECT_MIN_SIZE or (a.__class__ is _nd and a.size >= SELECT_MIN_SIZE):
         if a.__class__ is not _nd and b.__class__ is _nd and b.dtype.kind == "f":

@@ -783,14 +783,20 @@ def bilinear(input1, input2, weight, bias=None):
 
 
 def one_hot(tensor, num_classes=-1):
-    """Integer class indices -> int64 one-hot of ``num_classes`` (max+1 when -1)."""
+    """int64 class indices -> int64 one-hot of ``num_classes`` (max+1 when -1). Raises
+    RuntimeError, with torch's messages, for another dtype, a negative class, a class not
+    below ``num_classes``, and ``num_classes=-1`` on an empty tensor."""
     a = _check_read(tensor)
-    if a.dtype.kind not in "iu":
+    if a.dtype != np.int64:
         raise RuntimeError("one_hot is only applicable to index tensor of type LongTensor.")
     if num_classes == -1:  # the output's shape comes from the data: a trace freezes it
         a = _read(tensor, "one_hot", "num_classes=-1 takes the class count from the data")
-        num_classes = int(a.max()) + 1 if a.size else 0
-    if a.size and (a.min() < 0 or a.max() >= num_classes):
+        if not a.size:
+            raise RuntimeError("Can not infer total number of classes from empty tensor.")
+        num_classes = int(a.max()) + 1
+    if a.size and a.min() < 0:
+        raise RuntimeError("Class values must be non-negative.")
+    if a.size and a.max() >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
     return G.eq(G.unsqueeze(tensor, -1), G.arange(0, num_classes, 1, a.dtype)).long()
 

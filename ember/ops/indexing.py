@@ -140,6 +140,11 @@ def where(condition, input=None, other=None):
     return G.where(condition, input, other)
 
 
+def _where_method(self, condition, y):
+    """``Tensor.where(condition, y)``: ``where(condition, self, y)``, as torch."""
+    return G.where(condition, self, y)
+
+
 def index_put(input, indices, values, accumulate=False):
     """``input`` with ``values`` put at ``indices`` (a tuple of index tensors), added there when
     ``accumulate``."""

@@ -698,6 +698,34 @@ def _top_lu_unpack(LU_data, LU_pivots, unpack_data=True, unpack_pivots=True):
     return R.lu_unpack(*G.lu_unpack(LU_data, LU_pivots, unpack_data, unpack_pivots))
 
 
+def _einsum_subscript(n):
+    if n is Ellipsis:
+        return "..."
+    if isinstance(n, int) and 0 <= n < 26:
+        return chr(ord("A") + n)
+    if isinstance(n, int) and 26 <= n < 52:
+        return chr(ord("a") + n - 26)
+    raise EmberValueError("einsum(): subscript in subscript list is not within the valid range "
+                          "[0, 52)")
+
+
+def einsum(*args):
+    """torch.einsum: ``einsum(equation, *operands)`` (the operands also as one list) or the
+    sublist form ``einsum(op1, sublist1, op2, sublist2, ..., [sublist_out])``, whose subscripts
+    are integers in [0, 52) (``A``-``Z``, then ``a``-``z``) and ``...``. Raises ValueError
+    without an operand or for a subscript outside [0, 52)."""
+    if len(args) < 2:
+        raise EmberValueError("einsum(): must specify the equation string and at least one "
+                              "operand, or at least one operand and its subscripts list")
+    if not isinstance(args[0], Tensor):
+        return G.einsum(args[0], *args[1:])
+    equation = ",".join("".join(_einsum_subscript(s) for s in sub) for sub in args[1::2])
+    if len(args) % 2 == 1:
+        equation += "->" + "".join(_einsum_subscript(s) for s in args[-1])
+        return G.einsum(equation, *args[:-1:2])
+    return G.einsum(equation, *args[::2])
+
+
 def chain_matmul(*matrices, out=None):
     """torch.chain_matmul (deprecated in torch, with its warning): the product of the matrices,
     as ``linalg.multi_dot``; one matrix is returned as a copy."""

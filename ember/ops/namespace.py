@@ -41,7 +41,7 @@ FUNCTIONS = {
     spectral: ("bartlett_window", "blackman_window", "hamming_window", "hann_window", "istft",
                "kaiser_window", "stft"),
     linalg: ("svd_lowrank", "pca_lowrank", "vander", "chain_matmul", "frobenius_norm",
-             "nuclear_norm", "ger"),
+             "nuclear_norm", "ger", "einsum"),
     grad_mode: ("is_anomaly_enabled", "is_anomaly_check_nan_enabled", "set_anomaly_enabled"),
 }
 # ember.<name> of a function with another name (its errors name <name>)
@@ -114,6 +114,7 @@ METHODS = {
     "contiguous": shape._contiguous, "new": creation._new_legacy, "random_": creation._random_,
     "fill_diagonal_": indexing._fill_diagonal_, "ger": linalg.ger, "narrow_copy": G.narrow_copy,
     "dim_order": shape._dim_order, "apply_": shape._apply_, "map_": shape._map_,
+    "flip": shape._flip_method, "tile": shape._tile_method, "where": indexing._where_method,
 }
 # raise only ember's errors already (they need no ember.errors.public wrapper; hot)
 NOT_WRAPPED = {"view"}
@@ -147,7 +148,8 @@ LATE_METHODS = {
     "swapdims_": shape.swapdims_, "as_strided_": shape.as_strided_,
 }
 # spec ops whose ember.<name> is the family's entry point, not the generated function
-ENTRY_POINTS_OVER_SPEC_OPS = ("var", "std", "norm", "nonzero", "index_put", "where", "clone")
+ENTRY_POINTS_OVER_SPEC_OPS = ("var", "std", "norm", "nonzero", "index_put", "where", "clone",
+                              "einsum")
 
 
 def _install_aliases(namespace, tensor_cls):

@@ -240,11 +240,15 @@ def mish(input):
 
 
 def hardsigmoid(input):
-    return G.div(G.clamp(G.add(input, 3.0), 0.0, 6.0), 6.0)
+    """``clamp(x + 3, 0, 6) / 6``; its gradient is 1/6 strictly inside (-3, 3) and 0 at the ends
+    (hardtanh's, as torch's ``hardsigmoid_backward``)."""
+    return G.div(G.hardtanh(G.add(input, 3.0), 0.0, 6.0), 6.0)
 
 
 def hardswish(input):
-    return G.mul(input, hardsigmoid(input))
+    """``x * clamp(x + 3, 0, 6) / 6``, rounded as torch's kernel (the product before the
+    division); its gradient is 0 for x <= -3 and 1 for x >= 3 (torch's ``hardswish_backward``)."""
+    return G.div(G.mul(input, G.hardtanh(G.add(input, 3.0), 0.0, 6.0)), 6.0)
 
 
 def logsigmoid(input):

@@ -8,6 +8,7 @@ import builtins
 import numpy as np
 
 from ember.autograd._generated import functions as G
+from ember.autograd.formulas import _varargs_or_keyword
 from ember import _dtype
 from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
 from ember.errors import public as _public
@@ -486,12 +487,27 @@ def atleast(name):
     return front
 
 
-def _view(self, *shape):
-    """``view(*shape)``: the same data in another shape; ``view(dtype)``: the same memory read as
-    another dtype (``ember.tensor.view_dtype``)."""
+def _view(self, *shape, **kwargs):
+    """``view(*shape)`` (or ``view(size=shape)``): the same data in another shape;
+    ``view(dtype)`` (or ``view(dtype=dtype)``): the same memory read as another dtype
+    (``ember.tensor.view_dtype``)."""
     if len(shape) == 1 and shape[0].__class__ is _dtype.dtype:
         return view_dtype(self, shape[0])
-    return G.view(self, *shape)
+    if kwargs.keys() == {"dtype"} and not shape:
+        return view_dtype(self, kwargs["dtype"])
+    return G.view(self, *shape, **kwargs)
+
+
+def _flip_method(self, *dims, **kwargs):
+    """``Tensor.flip(*dims)``: also ``flip((0, 1))`` and ``flip(dims=(0, 1))``, as torch's method
+    (``torch.flip(input, dims)`` takes one sequence)."""
+    return G.flip(self, _varargs_or_keyword(dims, kwargs, "dims", "flip"))
+
+
+def _tile_method(self, *dims, **kwargs):
+    """``Tensor.tile(*dims)``: also ``tile((2, 1))`` and ``tile(dims=(2, 1))``, as torch's method
+    (``torch.tile(input, dims)`` takes one sequence)."""
+    return G.tile(self, _varargs_or_keyword(dims, kwargs, "dims", "tile"))
 
 
 _T_warned = []

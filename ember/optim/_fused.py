@@ -52,7 +52,9 @@ class FlatState:
     views (``load_state_dict`` or a captured step may have replaced them)."""
 
     def __init__(self, params, states, names, dtype):
-        sizes = [st[names[0]]._data.size for st in states]
+        # a complex parameter's state (complex, as torch keeps it) spans its real view's size
+        sizes = [st[names[0]]._data.size * (2 if st[names[0]]._data.dtype.kind == "c" else 1)
+                 for st in states]
         self.offsets = np.concatenate(([0], np.cumsum(sizes))).tolist()
         total = self.offsets[-1]
         self.buffers = {k: np.empty(total, dtype) for k in names}
@@ -61,8 +63,10 @@ class FlatState:
         for p, st, lo, hi in zip(params, states, self.offsets, self.offsets[1:]):
             row = {}
             for k, buf in self.buffers.items():   # the same Tensors, their arrays now views
-                view = row[k] = buf[lo:hi].reshape(st[k]._data.shape)
-                view[...] = st[k]._data
+                old = st[k]._data
+                span = buf[lo:hi].view(old.dtype) if old.dtype.kind == "c" else buf[lo:hi]
+                view = row[k] = span.reshape(old.shape)
+                view[...] = old
                 st[k]._data = view
             self.views.append(row)
 

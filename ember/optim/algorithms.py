@@ -26,8 +26,23 @@ def _real(a):
     return np.lib.stride_tricks.as_strided(a.real, a.shape + (2,), a.strides + (part.itemsize,))
 
 
+def _state(a, p):
+    """A new state Tensor holding ``a`` (computed on ``p``'s real view): for a complex ``p``,
+    a complex array of ``p``'s shape, as torch keeps it (the updates read it through ``_real``)."""
+    if p._data.dtype.kind == "c":
+        a = np.ascontiguousarray(a, dtype=_real(p._data).dtype).view(p._data.dtype)[..., 0]
+    return Tensor._make(a)
+
+
 def _zeros_like(p):
-    return Tensor._make(np.zeros_like(_real(p._data)))
+    return Tensor._make(np.zeros_like(p._data))
+
+
+def _full_like(p, value):
+    """State of ``p``'s shape and dtype filled with ``value``, in both parts of a complex ``p``
+    (torch's ``complex(value, value)``: the real and imaginary parts update independently)."""
+    return Tensor._make(np.full_like(p._data, complex(value, value) if p._data.dtype.kind == "c"
+                                     else value))
 
 
 def _grad(p, maximize):
@@ -114,12 +129,12 @@ class SGD(Optimizer):
                     buf = st.get("momentum_buffer")
                     first = buf is None
                     if first:
-                        buf = st["momentum_buffer"] = Tensor._make(np.array(d, x.dtype, copy=True))
-                    if not first and not nesterov and _fused.usable(x, d, buf._data):
-                        _fused.sgd_momentum_(x, d, buf._data, mom, damp, lr)   # one pass
+                        buf = st["momentum_buffer"] = _state(np.array(d, x.dtype, copy=True), p)
+                    b = _real(buf._data)
+                    if not first and not nesterov and _fused.usable(x, d, b):
+                        _fused.sgd_momentum_(x, d, b, mom, damp, lr)   # one pass
                     else:
-                        sgd_momentum_update(x, d, buf._data, mom, 1 - damp, lr, NUMPY, nesterov,
-                                            first)
+                        sgd_momentum_update(x, d, b, mom, 1 - damp, lr, NUMPY, nesterov, first)
                 p._bump()
         return loss
 
@@ -155,13 +170,13 @@ class Adam(Optimizer):
                 grad = _decay(grad, x, lr, wd, g["decoupled_weight_decay"])
                 st["step"] += 1
                 step = st["step"]
-                m, v = st["exp_avg"]._data, st["exp_avg_sq"]._data
+                m, v = _real(st["exp_avg"]._data), _real(st["exp_avg_sq"]._data)
                 bc2_sqrt, step_size = math.sqrt(1 - b2 ** step), lr / (1 - b1 ** step)
                 if not g["amsgrad"] and _fused.usable(x, grad, m, v):  # one pass (ember.optim._fused)
                     _fused.adam_(x, grad, m, v, b1, b2, bc2_sqrt, eps, step_size)
                 else:
                     adam_update(x, grad, m, v, 1 - b1, b2, 1 - b2, bc2_sqrt, eps, step_size, NUMPY,
-                                st["max_exp_avg_sq"]._data if g["amsgrad"] else None)
+                                _real(st["max_exp_avg_sq"]._data) if g["amsgrad"] else None)
                 p._bump()
         return loss
 
@@ -298,7 +313,7 @@ class _Traceable(Optimizer):
                     kw.update(self._step_scalars(g, st))
                 if flags:
                     kw.update(self._flags(g, st, st["step"]))
-                update(x, grad, *[st[k]._data if k else None for k in slots], **kw)
+                update(x, grad, *[_real(st[k]._data) if k else None for k in slots], **kw)
                 if finish:
                     self._finish(g, st)
                 p._bump()
@@ -360,7 +375,7 @@ class Adagrad(_Traceable):
 
     def _init_state(self, group, p, st):
         st["step"] = 0.0
-        st["sum"] = Tensor._make(np.full_like(_real(p._data), group["initial_accumulator_value"]))
+        st["sum"] = _full_like(p, group["initial_accumulator_value"])
 
     def _slots(self, group):
         return ("sum",)
@@ -596,7 +611,7 @@ class Rprop(_Traceable):
     def _init_state(self, group, p, st):
         st["step"] = 0.0
         st["prev"] = _zeros_like(p)
-        st["step_size"] = Tensor._make(np.full_like(_real(p._data), group["lr"]))
+        st["step_size"] = _full_like(p, group["lr"])
 
     def _slots(self, group):
         return ("prev", "step_size")

@@ -316,8 +316,9 @@ class Optimizer:
 def _cast_state(name, value, param):
     """A loaded state value as this optimizer keeps it, with torch's policy: floating-point
     state takes a floating-point parameter's dtype; a complex parameter's state is not cast.
-    ember keeps a complex parameter's state as its real view (..., 2) (``algorithms._real``):
-    complex state of the parameter's shape (torch's layout) is stored that way."""
+    A complex parameter's state is complex, of the parameter's shape (torch's layout; the
+    updates read its real view, ``algorithms._real``); a real view (..., 2) of it is read back
+    as complex."""
     if hasattr(value, "detach") and hasattr(value, "numpy") and not isinstance(value, Tensor):
         value = Tensor._make(value.detach().cpu().numpy().copy())
     if isinstance(value, Tensor):
@@ -329,6 +330,6 @@ def _cast_state(name, value, param):
     kind = param._data.dtype.kind
     if kind == "f" and value.dtype.kind == "f":
         value = value.astype(param._data.dtype)
-    elif kind == "c" and value.dtype.kind == "c" and value.shape == param._data.shape:
-        value = np.stack((value.real, value.imag), axis=-1)
+    elif kind == "c" and value.dtype.kind == "f" and value.shape == param._data.shape + (2,):
+        value = value[..., 0] + 1j * value[..., 1]
     return Tensor._make(np.array(value, copy=True))

@@ -27,6 +27,27 @@ def test_custom_function():
     assert gradgradcheck(lambda t: Cube.apply(t, 2.0), [x])
 
 
+class ComplexGain(Function):
+    """A real input to a complex output: z = x * (1 + 2j)."""
+
+    @staticmethod
+    def forward(ctx, x):
+        return x * (1 + 2j)
+
+    @staticmethod
+    def backward(ctx, g):
+        return (g * (1 - 2j)).real
+
+
+def test_complex_outputs_are_differentiable_as_torch():
+    x = ember.tensor([1.0, -2.0], requires_grad=True, dtype=ember.float64)
+    z = ComplexGain.apply(x)
+    assert z.requires_grad and z.grad_fn.name() == "ComplexGainBackward"
+    (z.real * 3 + z.imag).sum().backward()   # d/dx = 3 * 1 + 2
+    assert x.grad.tolist() == [5.0, 5.0]
+    assert gradcheck(ComplexGain.apply, [x])
+
+
 def test_custom_function_needs_input_grad():
     seen = []
 

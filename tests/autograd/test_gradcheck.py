@@ -56,11 +56,24 @@ def _fns(lib):
             (x,) = ctx.saved_tensors
             return g.detach() * 2.0 * x.detach()
 
-    return WrongSquare, NoisySquare, ZeroGradLeaks, DetachedBackward
+    class UnconjugatedSquare(lib.autograd.Function):  # complex: conj(2z) * g is right
+        @staticmethod
+        def forward(ctx, x):
+            ctx.save_for_backward(x)
+            return x * x
+
+        @staticmethod
+        def backward(ctx, g):
+            (x,) = ctx.saved_tensors
+            return g * 2.0 * x
+
+    return WrongSquare, NoisySquare, ZeroGradLeaks, DetachedBackward, UnconjugatedSquare
 
 
-def _x(lib, noncontig=False):
+def _x(lib, noncontig=False, complex_=False):
     arr = np.random.default_rng(0).standard_normal((3, 4))
+    if complex_:
+        arr = arr + 1j * np.random.default_rng(1).standard_normal((3, 4))
     if noncontig:
         arr = arr[:, ::2]
     return lib.from_numpy(arr.copy() if not noncontig else arr).requires_grad_(True)
@@ -95,14 +108,27 @@ CASES = {
     "gradgrad without double backward": ("gradgrad", lambda lib, F: F[3].apply, {}, False),
     "gradgrad without double backward, fast":
         ("gradgrad", lambda lib, F: F[3].apply, {"fast_mode": True}, False),
+    "complex right derivative":
+        ("grad_complex", lambda lib, F: lambda z: (z * z.conj() + z.exp(), z.abs(), z.angle()),
+         {}, True),
+    "complex right derivative, fast":
+        ("grad_complex", lambda lib, F: lambda z: lib.fft.fft(z) * 1j, {"fast_mode": True}, True),
+    "complex output of a real input":
+        ("grad", lambda lib, F: lambda x: lib.polar(x.exp(), x) ** 2, {}, True),
+    "complex custom Function": ("grad_complex", lambda lib, F: F[4].apply, {}, False),
+    "complex custom Function, fast":
+        ("grad_complex", lambda lib, F: F[4].apply, {"fast_mode": True}, False),
+    "complex custom Function, real input": ("grad", lambda lib, F: F[4].apply, {}, True),
+    "complex gradgrad": ("gradgrad_complex", lambda lib, F: lambda z: (z * z).abs(), {}, True),
 }
 
 
 def _verdict(lib, name):
     kind, make, kwargs, _ = CASES[name]
     fn = make(lib, _fns(lib))
-    x = _x(lib, noncontig=kind == "grad_noncontig")
-    check = lib.autograd.gradgradcheck if kind == "gradgrad" else lib.autograd.gradcheck
+    x = _x(lib, noncontig=kind == "grad_noncontig", complex_=kind.endswith("complex"))
+    check = lib.autograd.gradgradcheck if kind.startswith("gradgrad") else \
+        lib.autograd.gradcheck
     with np.errstate(all="ignore"):
         verdict = check(fn, (x,), raise_exception=False, **kwargs)
     if not verdict:  # raising mode agrees, with the documented error class

@@ -810,3 +810,31 @@ def test_threaded_pass_is_not_taken_where_numpy_runs(threaded):
     ember.set_num_threads(1)
     assert elementwise.add(big, big).tobytes() == np.add(big, big).tobytes()
     assert not any(threaded)
+
+
+CASES_SCALAR_PROMOTION = [
+    lambda L, c, i, u: L.where(c, i, 2.5), lambda L, c, i, u: L.where(c, 2.5, i),
+    lambda L, c, i, u: L.where(c, u, -1), lambda L, c, i, u: L.where(c, i, True),
+    lambda L, c, i, u: L.where(c, c, 2), lambda L, c, i, u: L.where(c, 2, 2.5),
+    lambda L, c, i, u: i.where(c, 2.5), lambda L, c, i, u: L.where(c, u, 300),
+    lambda L, c, i, u: L.clamp(i, 0.5, 2.5), lambda L, c, i, u: L.clamp(i, min=2.5),
+    lambda L, c, i, u: L.clamp(u, -1), lambda L, c, i, u: L.clamp(u, 0, 300),
+    lambda L, c, i, u: L.clamp(i, max=L.tensor(2.5)), lambda L, c, i, u: L.clamp_min(i, 2.5),
+    lambda L, c, i, u: L.clamp_max(i, 2.5), lambda L, c, i, u: i.clip(0.5, 2.5),
+    lambda L, c, i, u: L.clamp(c, 0, 1), lambda L, c, i, u: i.clone().clamp_(0.5, 2.5),
+    lambda L, c, i, u: L.clamp(i.int(), 0, 2 ** 40)]
+
+
+@pytest.mark.parametrize("case", range(len(CASES_SCALAR_PROMOTION)))
+def test_where_and_clamp_promote_with_a_python_scalar_as_torch(case):
+    """An integer tensor with a float scalar gives the default float dtype (torch's
+    result_type), and the scalar is range-checked into the result's dtype."""
+    out = {}
+    for name, L in (("ember", ember), ("torch", torch)):
+        c, i = L.tensor([True, False]), L.tensor([1, 5])
+        try:
+            r = CASES_SCALAR_PROMOTION[case](L, c, i, i.to(L.uint8))
+            out[name] = (str(r.dtype).split(".")[-1], r.tolist())
+        except RuntimeError:
+            out[name] = "error"
+    assert out["ember"] == out["torch"]

@@ -286,3 +286,22 @@ def test_deprecations_warn_as_torch_at_the_callers_line(call, text):
             call(m.nn.functional, m.ones(1, 1, 2, 2))
         assert [text in str(w.message) for w in seen] == [True], m.__name__
         assert seen[0].filename == __file__, (m.__name__, seen[0].filename)
+
+
+def test_one_hot_checks_as_torch():
+    """Only int64 indices; a negative class, a class not below num_classes and an empty tensor
+    with num_classes=-1 raise torch's messages."""
+    F = ember.nn.functional
+    assert F.one_hot(ember.tensor([[0, 3], [2, 1]])).shape == (2, 2, 4)
+    assert F.one_hot(ember.tensor([], dtype=ember.long), 3).shape == (0, 3)
+    for bad, n, msg in [(ember.tensor([0, 1], dtype=ember.int32), 3, "only applicable to index "
+                         "tensor of type LongTensor"),
+                        (ember.tensor([0, -1]), 3, "Class values must be non-negative"),
+                        (ember.tensor([0, -1]), -1, "Class values must be non-negative"),
+                        (ember.tensor([0, 3]), 2, "Class values must be smaller than num_classes"),
+                        (ember.tensor([], dtype=ember.long), -1,
+                         "Can not infer total number of classes from empty tensor")]:
+        with pytest.raises(RuntimeError, match=msg):
+            F.one_hot(bad, n)
+        with pytest.raises(RuntimeError, match=msg):
+            torch.nn.functional.one_hot(torch.from_numpy(bad.numpy()), n)

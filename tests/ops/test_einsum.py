@@ -73,3 +73,29 @@ def test_einsum_integer_dtypes_like_torch(eq, n, dtype):
     got = ember.einsum(eq, *[ember.from_numpy(o.copy()) for o in ops])
     assert got.dtype.name == str(want.dtype).replace("torch.", "")
     np.testing.assert_array_equal(got._data, want.numpy())
+
+
+def test_einsum_sublist_form_matches_torch():
+    """``einsum(op1, sublist1, op2, sublist2, ..., [out])``: integer subscripts 0-25 are A-Z,
+    26-51 a-z, ``...`` an ellipsis; without the output list the implicit output applies."""
+    a = np.arange(24.0).reshape(2, 3, 4)
+    b = np.arange(20.0).reshape(4, 5) / 7
+    cases = [lambda x, y: (x, [Ellipsis, 1, 2], y, [2, 30], [Ellipsis, 1, 30]),
+             lambda x, y: (x, [0, 1, 2], y, [2, 51]),
+             lambda x, y: (x, [5, 6, 7], x, [5, 6, 7], [])]
+    for case in cases:
+        want = torch.einsum(*case(torch.from_numpy(a.copy()), torch.from_numpy(b.copy())))
+        got = ember.einsum(*case(ember.from_numpy(a.copy()), ember.from_numpy(b.copy())))
+        np.testing.assert_allclose(got._data, want.numpy(), rtol=1e-12)
+    x = ember.from_numpy(a.copy()).requires_grad_()
+    ember.einsum(x, [0, 1, 2], [2]).sum().backward()
+    assert x.grad.tolist() == np.ones_like(a).tolist()
+
+
+def test_einsum_sublist_form_errors_as_torch():
+    x = ember.ones(2)
+    with pytest.raises(ValueError, match=r"^einsum\(\): must specify the equation string"):
+        ember.einsum(x)
+    with pytest.raises(ValueError, match=r"^einsum\(\): subscript in subscript list is not "
+                                         r"within the valid range \[0, 52\)"):
+        ember.einsum(x, [52])

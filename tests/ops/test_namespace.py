@@ -515,3 +515,14 @@ def test_in_place_forms_of_ops_without_a_spec_variant_match_torch(name):
         res.append((x.detach().numpy(), w.grad.numpy()))
     np.testing.assert_allclose(res[1][0], res[0][0], rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(res[1][1], res[0][1], rtol=1e-10, atol=1e-10)
+
+
+def test_torch_constants_are_python_values():
+    """torch.inf, torch.nan, torch.e, torch.pi and torch.newaxis: ``masked_fill(m, -torch.inf)``,
+    ``x[:, torch.newaxis]``."""
+    import math
+    assert ember.inf == math.inf and type(ember.inf) is float and math.isnan(ember.nan)
+    assert ember.e == math.e and ember.pi == math.pi and ember.newaxis is None
+    x = ember.arange(3.0)
+    assert x[:, ember.newaxis].shape == (3, 1)
+    assert x.masked_fill(x > 0, -ember.inf).tolist() == [0.0, -math.inf, -math.inf]

@@ -91,3 +91,20 @@ def test_onnx_nan_to_num_and_isclose_with_special_values():
     b = np.array([[np.nan, np.inf, 1.0, 1.0 + 1e-7]], np.float32)
     onnx_roundtrip(lambda x: (ember.nan_to_num(x), ember.nan_to_num(x, 1.0, 2.0, -2.0)), a)
     onnx_roundtrip(lambda x, y: (ember.isclose(x, y), ember.isclose(x, y, equal_nan=True)), a, b)
+
+
+def test_hardswish_and_hardsigmoid_match_torch_at_the_kinks():
+    """torch's hardsigmoid gradient is 0 at x = -3 and 3 (strictly inside only), hardswish's is
+    0 at -3 and 1 at 3; hardswish rounds ``x * clamp(x + 3, 0, 6)`` before dividing by 6."""
+    torch = pytest.importorskip("torch")
+    x = np.concatenate([[-4.0, -3.0, -1.0, 0.0, 3.0, 4.0],
+                        np.random.default_rng(0).standard_normal(2000) * 4]).astype(np.float32)
+    for name in ("hardswish", "hardsigmoid"):
+        xt = torch.from_numpy(x.copy()).requires_grad_()
+        want = getattr(torch.nn.functional, name)(xt)
+        want.sum().backward()
+        xe = ember.from_numpy(x.copy()).requires_grad_()
+        got = getattr(ember.nn.functional, name)(xe)
+        got.sum().backward()
+        np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
+        np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-6)

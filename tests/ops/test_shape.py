@@ -317,3 +317,22 @@ def test_T_of_a_tensor_not_2d_warns_once_as_torch(monkeypatch):
         x = ember.ones(2, 3, 4)
         assert tuple(x.T.shape) == (4, 3, 2) and tuple(x.T.shape) == (4, 3, 2)
     assert len(seen) == 1 and "x.mT" in str(seen[0].message) and seen[0].filename == __file__
+
+
+def test_int_list_varargs_take_their_keyword_as_torch():
+    """``x.permute(dims=...)``, ``reshape(shape=...)``, ``view(size=...)``, ``view(dtype=...)``,
+    ``expand(size=...)``, ``repeat(repeats=...)``; ``Tensor.flip`` and ``Tensor.tile`` take
+    ``*dims`` as well as a sequence (``torch.flip``/``torch.tile`` one sequence)."""
+    x = ember.arange(6.0).view(2, 3)
+    assert x.permute(dims=(1, 0)).shape == ember.permute(x, dims=[1, 0]).shape == (3, 2)
+    assert x.reshape(shape=(3, 2)).shape == ember.reshape(x, shape=(3, 2)).shape == (3, 2)
+    assert x.view(size=(3, 2)).shape == (3, 2) and x.view(dtype=ember.int32).dtype == ember.int32
+    assert x[:1].expand(size=(4, 3)).shape == (4, 3)
+    assert x.repeat(repeats=(1, 2)).shape == (2, 6)
+    assert x.flip(0, 1).tolist() == x.flip((0, 1)).tolist() == x.flip(dims=[0, 1]).tolist() \
+        == [[5.0, 4.0, 3.0], [2.0, 1.0, 0.0]]
+    assert x.tile(2).shape == (2, 6) and x.tile(2, 1).shape == x.tile(dims=(2, 1)).shape == (4, 3)
+    with pytest.raises(TypeError, match=r"permute\(\) got an unexpected keyword argument 'shape'"):
+        x.permute(shape=(1, 0))
+    with pytest.raises(TypeError, match=r"reshape\(\) got multiple values for argument 'shape'"):
+        x.reshape(3, 2, shape=(3, 2))

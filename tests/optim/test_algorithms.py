@@ -140,3 +140,34 @@ def test_invalid_hyper_parameters(bad):
     if name != "LBFGS":  # torch raises that one only at step(); ember at construction
         with pytest.raises(ValueError):
             getattr(torch.optim, name)([torch.nn.Parameter(torch.ones(2))], **kw)
+
+
+@pytest.mark.parametrize("name,kw", [("SGD", dict(lr=0.1, momentum=0.9)),
+                                     ("Adam", dict(lr=0.05, amsgrad=True)),
+                                     ("Adam", dict(lr=0.05, foreach=False)),
+                                     ("AdamW", dict(lr=0.05)), ("Adagrad", dict(lr=0.1)),
+                                     ("RMSprop", dict(lr=0.01, centered=True)),
+                                     ("NAdam", dict(lr=0.01)), ("Rprop", dict(lr=0.05))])
+def test_complex_parameter_state_is_complex_as_torch(name, kw):
+    """A complex parameter's state tensors are complex, of its shape, with torch's values
+    (each part updated independently, as torch's view_as_real), however the step runs."""
+    rng = np.random.default_rng(3)
+    w0 = (rng.standard_normal((2, 3)) + 1j * rng.standard_normal((2, 3))).astype(np.complex64)
+    r0 = rng.standard_normal(5).astype(np.float32)
+    out = {}
+    for lib, L in (("ember", ember), ("torch", torch)):
+        ps = [L.nn.Parameter(L.tensor(w0)), L.nn.Parameter(L.tensor(r0))]
+        opt = getattr(L.optim, name)(ps, **kw)
+        for _ in range(3):
+            opt.zero_grad()
+            ((ps[0] * ps[0]).real.sum() + ps[0].abs().pow(3).sum() + ps[1].pow(3).sum()).backward()
+            opt.step()
+        out[lib] = (ps[0].detach().numpy().copy(), opt.state[ps[0]])
+    (p_e, st_e), (p_t, st_t) = out["ember"], out["torch"]
+    np.testing.assert_allclose(p_e, p_t, rtol=1e-5, atol=1e-6)
+    assert [k for k in st_e] == [k for k in st_t]
+    for k, v in st_t.items():
+        if k == "step" or v.dim() == 0:
+            continue
+        assert st_e[k].dtype == ember.complex64 and tuple(st_e[k].shape) == (2, 3), k
+        np.testing.assert_allclose(st_e[k].numpy(), v.numpy(), rtol=1e-5, atol=1e-6, err_msg=k)

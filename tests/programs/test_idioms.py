@@ -22,7 +22,18 @@ recommender_tabular.py and training_tricks.py (SAM, lookahead, R1, optimizer-in-
 once_differentiable, foreach EMA), rl_and_meta_learning.py (PPO, DQN, SAC, MAML, Reptile,
 prototypical networks) and graphs_and_audio.py (GCN/GAT with sparse adjacency, message passing,
 waveform CNN, log-mel front end, istft), each with its `# ember:` notes where ember still
-differs."""
+differs. numerics_operators_and_flows.py (FNO with cfloat weights, spectral methods, flows with
+slogdet/LU/Householder, whitening and Procrustes, complex networks, torch.special, nan
+reductions, promotion) and numerics_transport_and_codebooks.py (log-domain Sinkhorn,
+Gumbel-softmax, a VQ-VAE EMA codebook, a Kalman filter, differentiable sorting,
+autograd.functional, torch.func ensembles and linearize, distributions in losses).
+vision_modern_blocks.py (Swin windows with torch.roll, relative position bias tables and
+shifted-window masks, SwinV2 cosine attention, ConvNeXt's channels-first LayerNorm, layer scale
+and DropPath, MLP-Mixer, MobileNetV3 / EfficientNet squeeze-excite and hard activations,
+trunc_normal_ init, weight-decay groups, fine-tuning with strict=False, flip TTA) and
+sequence_state_space.py (a Mamba block and the Mamba-2 SSD scan, an S4D kernel from complex
+parameters, RWKV token shift, RetNet decay masks, rotary embeddings, ALiBi, Perceiver
+cross-attention, mixture-of-experts routing and its losses)."""
 import os
 import subprocess
 import sys
@@ -76,7 +87,15 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
             "rl_and_meta_learning.py": ({"ppo", "dqn", "sac", "maml", "reptile", "proto",
                                          "extras"}, 1e-8),
             "graphs_and_audio.py": ({"gcn", "mpnn", "wavecnn", "logmel", "pad", "gru", "extras"},
-                                    1e-5)}
+                                    1e-5),
+            "numerics_operators_and_flows.py": ({"fno", "spectral", "flow", "whiten", "complex",
+                                                 "special", "nan", "promote"}, 1e-5),
+            "numerics_transport_and_codebooks.py": ({"ot", "gumbel", "vq", "kalman", "sort",
+                                                     "autograd_fn", "func", "dists"}, 1e-8),
+            "vision_modern_blocks.py": ({"init", "swin", "convnext", "mixer", "mbv3", "windows",
+                                         "finetune"}, 1e-5),
+            "sequence_state_space.py": ({"mamba", "ssd", "s4d", "rwkv", "retnet", "rotary",
+                                         "alibi", "perceiver", "moe"}, 1e-5)}
 
 
 def _run(backend, program, cwd):

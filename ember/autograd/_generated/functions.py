@@ -1816,14 +1816,14 @@ def corrcoef(input):
     """corrcoef (see torch.corrcoef)."""
     return _c_reduction.corrcoef(input)
 
-def view(input, *size):
+def view(input, *size, **kwargs):
     """view (see torch.view)."""
-    size = _F._varargs(size)
+    size = _F._varargs_or_keyword(size, kwargs, 'size', 'view')
     return dispatch(_R.view, (input, ), (size, ))
 
-def reshape(input, *shape):
+def reshape(input, *shape, **kwargs):
     """reshape (see torch.reshape)."""
-    shape = _F._varargs(shape)
+    shape = _F._varargs_or_keyword(shape, kwargs, 'shape', 'reshape')
     return dispatch(_R.reshape, (input, ), (shape, ))
 
 def flatten(input, start_dim=0, end_dim=-1):
@@ -1834,9 +1834,9 @@ def unflatten(input, dim, sizes):
     """unflatten (see torch.unflatten)."""
     return dispatch(_R.unflatten, (input, ), (dim, sizes, ))
 
-def permute(input, *dims):
+def permute(input, *dims, **kwargs):
     """permute (see torch.permute)."""
-    dims = _F._varargs(dims)
+    dims = _F._varargs_or_keyword(dims, kwargs, 'dims', 'permute')
     return dispatch(_R.permute, (input, ), (dims, ))
 
 def transpose(input, dim0, dim1):
@@ -1855,14 +1855,14 @@ def unsqueeze(input, dim):
     """unsqueeze (see torch.unsqueeze)."""
     return dispatch(_R.unsqueeze, (input, ), (dim, ))
 
-def expand(input, *size):
+def expand(input, *size, **kwargs):
     """expand (see torch.expand)."""
-    size = _F._varargs(size)
+    size = _F._varargs_or_keyword(size, kwargs, 'size', 'expand')
     return dispatch(_R.expand, (input, ), (size, ))
 
-def repeat(input, *repeats):
+def repeat(input, *repeats, **kwargs):
     """repeat (see torch.repeat)."""
-    repeats = _F._varargs(repeats)
+    repeats = _F._varargs_or_keyword(repeats, kwargs, 'repeats', 'repeat')
     return dispatch(_R.repeat, (input, ), (repeats, ))
 
 def tile(input, dims):
@@ -2139,9 +2139,9 @@ def unsafe_chunk(input, chunks, dim=0):
     """unsafe_chunk (see torch.unsafe_chunk)."""
     return _c_shape.unsafe_chunk(input, chunks, dim)
 
-def sum_to_size(input, *size):
+def sum_to_size(input, *size, **kwargs):
     """sum_to_size (see torch.sum_to_size)."""
-    size = _F._varargs(size)
+    size = _F._varargs_or_keyword(size, kwargs, 'size', 'sum_to_size')
     return _c_shape.sum_to_size(input, size)
 
 def cartesian_prod(*tensors):

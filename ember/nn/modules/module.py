@@ -14,7 +14,17 @@ from ember.tensor import Tensor, check_device
 from ember.utils.hooks import RemovableHandle
 from ember.errors import EmberKeyError, EmberRuntimeError, EmberTypeError, EmberValueError
 
-_IncompatibleKeys = namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])
+class _IncompatibleKeys(namedtuple("IncompatibleKeys", ["missing_keys", "unexpected_keys"])):
+    """``load_state_dict``'s result, as torch's: ``<All keys matched successfully>`` when both
+    lists are empty, else the named tuple."""
+    __slots__ = ()
+
+    def __repr__(self):
+        if not self.missing_keys and not self.unexpected_keys:
+            return "<All keys matched successfully>"
+        return super().__repr__()
+
+    __str__ = __repr__
 
 # The module-tree change counter: advanced by every change of what ember.compile's module-tree
 # guard reads (a module's training flag, hook dicts, children, parameters and buffers, class and

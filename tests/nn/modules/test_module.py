@@ -118,6 +118,19 @@ def test_state_dict_roundtrip_and_strict_errors():
     assert float(b.features[0].weight.mean()) == 7.0
 
 
+def test_load_state_dict_result_prints_as_torch():
+    """``print(model.load_state_dict(sd, strict=False))``, as checkpoint loaders write it."""
+    m = nn.Linear(2, 2)
+    res = m.load_state_dict(m.state_dict())
+    assert repr(res) == str(res) == "<All keys matched successfully>"
+    sd = m.state_dict()
+    sd.pop("bias")
+    sd["extra"] = ember.zeros(1)
+    res = m.load_state_dict(sd, strict=False)
+    assert str(res) == "_IncompatibleKeys(missing_keys=['bias'], unexpected_keys=['extra'])"
+    assert res == (["bias"], ["extra"]) and res.missing_keys == ["bias"]
+
+
 def test_state_dict_is_detached_and_shares_memory():
     m = nn.Linear(2, 2)
     sd = m.state_dict()
