@@ -326,7 +326,12 @@ _PROBES = {
              "print({'ember': getattr(ember, '__version__', '?'), "
              "'numpy': numpy.__version__, 'numba': numba.__version__, 'host_isa': cpu.host_isa(), "
              "'ember_isa': cpu.isa(), "
-             "'ember_threads': ember.get_num_threads(), 'ember_jit_compile': r.compile_mode()})",
+             "'ember_threads': ember.get_num_threads(), 'ember_jit_compile': r.compile_mode(), "
+             "'blas_table': sorted(set(__import__('ember.kernels.runtime.blas_core', "
+             "fromlist=['chosen']).chosen().values()))})",
+    "numpy": "import numpy, threadpoolctl; print({'numpy_blas_table': sorted({i.get("
+             "'architecture') for i in threadpoolctl.threadpool_info() if 'numpy' in "
+             "i.get('filepath', '') and i.get('architecture')})})",
     "torch": "import torch; print({'torch': torch.__version__, 'torch_threads': "
              "torch.get_num_threads(), 'torch_interop_threads': torch.get_num_interop_threads(), "
              "'torch_isa': torch.backends.cpu.get_cpu_capability()})",
@@ -384,6 +389,18 @@ def machine_info():
     return info
 
 
+def _blas_tables(m):
+    """NumPy's OpenBLAS kernel table: as OpenBLAS picks it (NumPy alone) and as ember runs it
+    (``blas_core``: the fastest the host executes)."""
+    alone, ember = m.get("numpy_blas_table"), m.get("blas_table")
+    if not alone and not ember:
+        return "OpenBLAS kernel table unknown"
+    alone, ember = "/".join(alone or ["?"]), "/".join(ember or ["?"])
+    if alone == ember:
+        return f"OpenBLAS kernels {alone}"
+    return f"OpenBLAS kernels {ember} under ember, {alone} as OpenBLAS picks them"
+
+
 def machine_line(m):
     """One README sentence describing ``machine_info()``."""
     env = m.get("env", {})
@@ -402,7 +419,8 @@ def machine_line(m):
             f"{' '.join(m.get('flags', []))}), "
             f"torch's CPU capability "
             f"{m.get('torch_isa')}), Python {m.get('python')}, ember {m.get('ember')} (NumPy "
-            f"{m.get('numpy')}, Numba {m.get('numba')}), PyTorch {m.get('torch')}, onnxruntime "
+            f"{m.get('numpy')}, Numba {m.get('numba')}; {_blas_tables(m)}), PyTorch "
+            f"{m.get('torch')}, onnxruntime "
             f"{m.get('onnxruntime')}. Each library ran with its default threads (ember "
             f"{m.get('ember_threads')}, torch {m.get('torch_threads')} intra-op / "
             f"{m.get('torch_interop_threads')} inter-op, onnxruntime its default), {blas}"
