@@ -897,7 +897,7 @@ class CompiledFunction:
                 why = _generalise(prev[-1].traced, entry.traced, _key_batch(prev[-1].key), b)
         if why is not None:
             self.dynamic_fallbacks.append(why)
-            if len(self.dynamic_fallbacks) == 1:
+            if len(self.dynamic_fallbacks) == 1 and self.dynamic:   # asked for: say why not
                 warnings.warn(f"ember.compile: '{self.__name__}' cannot make the batch size "
                               f"dynamic: {why}; each batch size is traced again",
                               RecompileWarning, stacklevel=4)

@@ -723,14 +723,29 @@ def test_batch_size_read_as_a_python_number_stays_static():
     def f(x):
         return x.sum(0) / float(x.shape[0])   # the batch size frozen as a constant
     compiled = ember.compile(f)
-    with pytest.warns(RecompileWarning, match=r"cannot make the batch size dynamic: the "
-                      r"forward \(no gradient\) differs between batch sizes 8 and 16: .*div"):
+    with warnings.catch_warnings():     # torch's default (dynamic=None) specialises silently
+        warnings.simplefilter("error", RecompileWarning)
         for b in (8, 16, 5):
             x = ember.tensor(np.random.default_rng(b).standard_normal((b, 3)))
             np.testing.assert_allclose(compiled(x).numpy(), x.numpy().mean(0), rtol=0,
                                        atol=1e-12)
     cf = compiled._compiled
     assert cf.traces == 3 and len(cf.dynamic_fallbacks) == 2
+    assert "differs between batch sizes 8 and 16" in cf.dynamic_fallbacks[0]
+    assert "div" in cf.dynamic_fallbacks[0]
+
+
+def test_a_dynamic_batch_asked_for_and_refused_says_why(monkeypatch):
+    from ember.compiler import frontend
+    # the two refusals (a constant holding the batch size, then two traces that differ)
+    monkeypatch.setattr(frontend, "_frozen_batch", lambda runner, b: f"a constant at {b}")
+    monkeypatch.setattr(frontend, "_generalise", lambda old, new, b1, b2: f"{b1} vs {b2}")
+    compiled = ember.compile(lambda x: x * 2, dynamic=True)
+    with pytest.warns(RecompileWarning, match=r"cannot make the batch size dynamic: 8 vs 16; "
+                      r"each batch size is traced again"):
+        for b in (8, 16, 5):
+            assert compiled(ember.ones(b, 2, dtype=f64)).tolist() == [[2.0, 2.0]] * b
+    assert compiled._compiled.dynamic_fallbacks[0] == "8 vs 16"
 
 
 def test_dynamic_batch_rechecks_shape_guards():
