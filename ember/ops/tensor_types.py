@@ -5,8 +5,9 @@ tensor types: ``FloatTensor``, ``DoubleTensor``, ``HalfTensor``,
 
 Each is a constructor as in torch (``FloatTensor(2, 3)`` an uninitialised tensor of that shape,
 ``FloatTensor([1, 2])`` one from data, ``FloatTensor()`` an empty one) and works with
-``isinstance`` (a tensor of that dtype). ``Tensor.type()`` names them (``"ember.FloatTensor"``)
-and ``Tensor.type("torch.FloatTensor")`` / ``type(ember.FloatTensor)`` casts to them.
+``isinstance`` (a tensor of that dtype). ``Tensor.type()`` names them in torch's spelling
+(``"torch.FloatTensor"``: programs compare it with such literals; also ``BFloat16Tensor``,
+``ComplexFloatTensor``, ``ComplexDoubleTensor``) and ``Tensor.type("torch.FloatTensor")`` / ``type(ember.FloatTensor)`` casts to them.
 """
 import importlib
 
@@ -23,6 +24,9 @@ _TYPES = (("FloatTensor", _dtype.float32), ("DoubleTensor", _dtype.float64),
           ("CharTensor", _dtype.int8), ("ByteTensor", _dtype.uint8),
           ("BoolTensor", _dtype.bool_))
 NAME_OF = {d: n for n, d in _TYPES}
+# type names of dtypes without a legacy constructor here (torch's spelling), by dtype name
+_OTHER_NAMES = {"bfloat16": "BFloat16Tensor", "complex64": "ComplexFloatTensor",
+                "complex128": "ComplexDoubleTensor"}
 
 
 class _LegacyMeta(type):
@@ -52,10 +56,25 @@ def dtype_of_type_name(name):
         return name.dtype
     if isinstance(name, str):
         short = name.rpartition(".")[2]
+        if name not in (short, "torch." + short, "ember." + short):
+            return None
         for n, dt in _TYPES:
-            if n == short and name in (n, "torch." + n, "ember." + n):
+            if n == short:
                 return dt
+        for dtype_name, n in _OTHER_NAMES.items():
+            if n == short:
+                return getattr(importlib.import_module("ember"), dtype_name)
     return None
+
+
+def type_name(dtype):
+    """The legacy type name of ``dtype`` in torch's spelling (``"torch.FloatTensor"``): code
+    compares ``x.type()`` with such literals."""
+    name = NAME_OF.get(dtype) or _OTHER_NAMES.get(dtype.name)
+    if name is None:
+        from ember.errors import EmberTypeError
+        raise EmberTypeError(f"type(): {dtype} has no legacy tensor type name")
+    return "torch." + name
 
 
 def numel(input):
@@ -122,10 +141,11 @@ def _bfloat16(self, memory_format=None):
 
 
 def _type(self, dtype=None, non_blocking=False):
-    """No argument: the legacy type name, as torch ("ember.FloatTensor"); a dtype, a legacy
-    type or its name ("torch.LongTensor"): this tensor cast to it."""
+    """No argument: the legacy type name in torch's spelling ("torch.FloatTensor", as user code
+    compares it); a dtype, a legacy type or its name ("torch.LongTensor"): this tensor cast to
+    it."""
     if dtype is None:
-        return "ember." + NAME_OF[self.dtype]
+        return type_name(self.dtype)
     named = dtype_of_type_name(dtype)
     if named is not None:
         return _to(self, named)

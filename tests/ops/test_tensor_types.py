@@ -25,3 +25,13 @@ def test_to_positional_copy_flag():
     assert y is not x
     y.add_(1.0)
     assert float(x[0]) == 1.0
+
+
+def test_type_names_every_dtype_in_torchs_spelling():
+    torch = __import__("pytest").importorskip("torch")
+    for name in ("float32", "float64", "float16", "bfloat16", "int64", "int32", "int16", "int8",
+                 "uint8", "bool", "complex64", "complex128"):
+        ours = ember.zeros(2, dtype=getattr(ember, name)).type()
+        assert ours == torch.zeros(2, dtype=getattr(torch, name)).type(), name
+        assert ember.zeros(2).type(ours).dtype == getattr(ember, name)   # and back
+    assert ember.ones(2).type() == "torch.FloatTensor"    # as `x.type() == 'torch.FloatTensor'`

@@ -51,7 +51,7 @@ def _param_containers(lib):
 @pytest.mark.parametrize("i", range(7))
 def test_parameter_container_repr_as_torch(i):
     """One ``(key): Parameter containing: [type of size AxB]`` line per entry, as torch (the
-    dict names the tensor type, ember.FloatTensor as Tensor.type(); the list the dtype)."""
+    dict names the tensor type as Tensor.type() does; the list the dtype)."""
     e, t = _param_containers(ember)[i], _param_containers(torch)[i]
     assert repr(e).replace("ember.", "torch.") == repr(t)
 
