@@ -280,9 +280,11 @@ def _at_exit():
     stopped and the job compiles nothing here."""
     global _closing
     _closing = True
-    worker = sys.modules.get("ember.kernels.runtime.compile_process")
-    if worker is not None:
-        worker.stop()
+    # the compile thread may be importing it right now (no ``stop`` yet): ``prebuild`` then
+    # sees ``_closing`` once the import is done and starts no worker
+    stop = getattr(sys.modules.get("ember.kernels.runtime.compile_process"), "stop", None)
+    if stop is not None:
+        stop()
     with _job_lock:
         pass
 
@@ -298,6 +300,8 @@ def prebuild(request):
     if "source" in request and _prebuilt_pointwise(request["source"]):
         return True      # in the cache already: the job's own compile loads it
     from ember.kernels.runtime import compile_process
+    if _closing:        # the exit came during the import: no worker to start now
+        raise Closing()
     if not compile_process.enabled():
         return False
     # the wait holds no lock a fork or the exit needs (no import, no LLVM work here): a fork

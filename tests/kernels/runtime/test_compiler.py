@@ -596,6 +596,34 @@ def test_exit_finishes_the_compile_in_flight_and_drops_the_queue(tmp_path):
     assert not os.path.exists(mark + ".second")
 
 
+def test_exit_while_the_compile_thread_imports_the_worker_module_is_quiet(tmp_path):
+    """The exit handler stops the compile worker; when the compile thread is still importing
+    its module (no ``stop`` yet: "partially initialized module" at the user's exit), the job
+    sees the exit once the import is done and starts no worker."""
+    code = textwrap.dedent("""
+        import sys, threading, time, types
+        from ember.kernels.runtime import compiler
+        started = threading.Event()
+
+        def importing():    # what the thread's `import compile_process` looks like meanwhile
+            sys.modules["ember.kernels.runtime.compile_process"] = types.ModuleType("partial")
+            started.set()
+            time.sleep(1.0)
+            del sys.modules["ember.kernels.runtime.compile_process"]
+            try:
+                compiler.prebuild({"source": "x = 1"})
+            except compiler.Closing:
+                print("closing seen", flush=True)
+        compiler.submit(("exit-import-test", 1), "importing", importing)
+        assert started.wait(30)
+    """)
+    env = dict(os.environ, EMBER_JIT_COMPILE="background", EMBER_CACHE_DIR=str(tmp_path))
+    r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0 and "Exception ignored" not in r.stderr, r.stderr[-3000:]
+    assert "closing seen" in r.stdout
+
+
 def test_a_tier_chosen_while_a_load_is_queued_is_chosen_again_once_the_loads_end(monkeypatch):
     monkeypatch.setattr(compiler, "_tiers", {})
     monkeypatch.setattr(compiler, "_provisional", set())
