@@ -10,10 +10,12 @@ dict of tensors.
 Writes are atomic (``ember.utils.files.atomic_write``): the bytes go to a temporary file in the
 destination folder, are flushed and fsync'ed, then ``os.replace``d over the destination, so a
 failed save leaves the previous file intact; a symbolic link is written through to its target
-(as ``torch.save``), and the file gets ``open()``'s mode. ``load`` checks the header first and refuses pickle-based files (``torch.save``'s zip
-or legacy format, plain pickles) with a clear error instead of unpickling them; a truncated or
-corrupt file, another format version or a missing tensor is a ``SerializationError`` naming the
-file and the problem. Nothing is ever unpickled or imported.
+(as ``torch.save``), and the file gets ``open()``'s mode. ``load`` checks the header first:
+``torch.save``'s zip archives are read by ``ember.torch_files`` (its own reader of their data,
+with an allow-list of the globals they may name: never ``pickle``), and other pickle-based files
+(the legacy format, plain pickles) are refused with a clear error; a truncated or corrupt file,
+another format version or a missing tensor is a ``SerializationError`` naming the file and the
+problem. Nothing is ever unpickled or imported.
 
 Whole modules (``ember.save(model)``, also inside a checkpoint dict) are stored without pickle:
 each module becomes a JSON entry naming its class (module and qualified name) and holding its
@@ -61,6 +63,10 @@ _FORMAT = 1
 class SerializationError(EmberRuntimeError):
     """A file that cannot be read as what it claims to be: truncated, a corrupt header, another
     format version, a missing tensor, a name that is not registered."""
+
+
+class _DirectoryError(SerializationError, IsADirectoryError):
+    """A directory given where a file is read (an IsADirectoryError, as torch raises)."""
 
 
 class UnsafeFileError(SerializationError):
@@ -604,7 +610,7 @@ def read_bytes(f):
         with open(name, "rb") as fh:
             return fh.read(), repr(name)
     except IsADirectoryError:
-        raise SerializationError(f"{name!r} is a directory, not a file") from None
+        raise _DirectoryError(f"{name!r} is a directory, not a file") from None
 
 
 def _check_header(data, name, who="ember.load"):
@@ -748,8 +754,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
     """
     if map_location is not None and str(map_location).split(":")[0] not in ("cpu",):
         if not callable(map_location) and not isinstance(map_location, dict):
-            raise EmberRuntimeError(f"ember.load: only the cpu device exists, got "
-                                    f"{map_location!r}")
+            raise EmberRuntimeError(f"ember.load: only the cpu device exists, got map_location="
+                                    f"{map_location!r}: ember runs only on the CPU, so use "
+                                    f"map_location='cpu' (or leave it out)")
     data, name = read_bytes(f)
     if data[:6] == b"\x93NUMPY":
         import io
@@ -758,6 +765,9 @@ def load(f, map_location=None, pickle_module=None, *, weights_only=True, mmap=No
         except ValueError as e:
             raise UnsafeFileError(f"ember.load: {name} is a .npy file ember cannot read "
                                   f"without unpickling ({e})") from None
+    if data[:2] == b"PK":       # torch.save's zip archive: read without unpickling
+        from ember import torch_files
+        return torch_files.read(data, name)
     header, metadata, tensors = read_safetensors(data, name)
     meta = metadata.get(_META_KEY)
     if meta is None:

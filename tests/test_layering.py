@@ -39,7 +39,9 @@ RULES = {
     "special": ({"autograd", "tensor", "ops"}, set()),
     # ember.save/load of a whole Module (torch.save(model)): the classes of ember.nn a file may
     # name, Module/Parameter checks; only when called, so jit.save (below nn) never loads nn
-    "serialization": ({"autograd", "tensor", "ops"}, {"nn", "ember"}),
+    "serialization": ({"autograd", "tensor", "ops"}, {"nn", "ember", "torch_files"}),
+    # torch.save's zip files: tensors and Parameters built when read
+    "torch_files": (set(), {"ember", "nn", "serialization"}),
     # nn.utils.stateless.functional_call (torch 1.x's name) calls ember.func's when called
     # backends.mha: the transformer fast-path switch
     "nn": ({"autograd", "kernels", "tensor", "ops", "random", "distributed", "backends"},

@@ -63,7 +63,8 @@ def dtype_of_type_name(name):
                 return dt
         for dtype_name, n in _OTHER_NAMES.items():
             if n == short:
-                return getattr(importlib.import_module("ember"), dtype_name)
+                return _dtype.bfloat16_dtype() if dtype_name == "bfloat16" else \
+                    getattr(_dtype, dtype_name)
     return None
 
 
