@@ -20,6 +20,7 @@ in the file no longer share memory), with ``requires_grad`` as saved; Parameters
 ``ember.nn.Parameter``.
 """
 import io
+import re
 import struct
 import zipfile
 from collections import OrderedDict
@@ -115,7 +116,8 @@ _SIMPLE_KINDS = "biufc"     # NumPy dtypes of plain numbers: bool, int, uint, fl
 
 def _np_dtype(code, align=False, copy=True):
     # a copy, as NumPy's own pickles ask: BUILD then sets its byte order, never the shared one's
-    dt = np.dtype(code, False, True) if isinstance(code, str) and len(code) <= 4 else None
+    dt = np.dtype(code, False, True) if isinstance(code, str) and \
+        re.fullmatch(r"[biufc][0-9]{1,2}", code) else None
     if dt is None or dt.kind not in _SIMPLE_KINDS or dt.fields is not None:
         raise _Refused(f"the NumPy dtype {code!r} (not a plain number type)")
     return dt
@@ -125,6 +127,20 @@ def _np_reconstruct(cls, shape, typecode):
     if not isinstance(cls, tuple) or not isinstance(cls[2], _NDArrayType):
         raise _Refused(f"numpy _reconstruct of {cls!r}")
     return np.ndarray.__new__(np.ndarray, (0,), "b")    # filled by BUILD, as NumPy's own
+
+
+def _array_state(state):
+    """Whether ``state`` is NumPy's pickled state of a plain-number array: (1, shape, dtype,
+    is_fortran, raw bytes of exactly that many elements)."""
+    if not (isinstance(state, tuple) and len(state) == 5 and state[0] == 1 and
+            isinstance(state[1], tuple) and isinstance(state[2], np.dtype) and
+            isinstance(state[3], bool) and isinstance(state[4], bytes)):
+        return False
+    shape, dt = state[1], state[2]
+    if dt.kind not in _SIMPLE_KINDS or dt.fields is not None or \
+            not all(isinstance(n, int) and n >= 0 for n in shape):
+        return False
+    return len(state[4]) == int(np.prod(shape, dtype=np.int64)) * dt.itemsize
 
 
 def _np_scalar(dtype, data):
@@ -369,14 +385,13 @@ class _Reader:
             for k, v in state.items():       # a state dict's _metadata
                 setattr(obj, k, v)
             return
-        if isinstance(obj, np.ndarray) and isinstance(state, tuple) and len(state) == 5 and \
-                isinstance(state[2], np.dtype) and state[2].kind in _SIMPLE_KINDS and \
-                isinstance(state[4], bytes) and isinstance(state[1], tuple):
+        if isinstance(obj, np.ndarray) and _array_state(state):
             obj.__setstate__(state)          # a plain-number array from its raw bytes
             return
         if isinstance(obj, np.dtype) and isinstance(state, tuple) and len(state) == 8 and \
-                state[1] in ("<", ">", "|", "=") and state[2:5] == (None, None, None):
-            obj.__setstate__(state)          # its byte order
+                state[1] in ("<", ">", "|", "=") and \
+                state[:1] + state[2:] == (3, None, None, None, -1, -1, 0):
+            obj.__setstate__(state)          # its byte order, as NumPy's own pickles set it
             return
         raise _Refused(f"setting the state of a {type(obj).__name__}")
 
