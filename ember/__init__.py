@@ -54,7 +54,7 @@ __version__ = "0.1.0"
 inf, nan, e, pi, newaxis = _math.inf, _math.nan, _math.e, _math.pi, None
 
 _LAZY = {"nn", "optim", "jit", "onnx", "utils", "backends", "cli", "serialization",
-         "accelerator", "cuda",
+         "accelerator", "cuda", "mps", "xpu",
          "special", "distributions", "distributed", "signal", "multiprocessing"}
 
 

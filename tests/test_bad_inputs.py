@@ -149,6 +149,7 @@ _GOOD = {
     "index_add": lambda: ([_t(), 0, _i64(0), ember.ones(1, 3)], {}),
     "masked_fill": lambda: ([_t(), ember.ones(2, 3, dtype=ember.bool), 1.0], {}),
     "where": lambda: ([ember.ones(2, 3, dtype=ember.bool), _t(), _t()], {}),
+    "Tensor.where": lambda: ([_t(), ember.ones(2, 3, dtype=ember.bool), _t()], {}),
     "narrow": lambda: ([_t(), 0, 0, 1], {}),
     "unflatten": lambda: ([_t(), 1, (3, 1)], {}),
     "multinomial": lambda: ([_t(), 1], {}),

@@ -54,6 +54,8 @@ RULES = {
     "amp": ({"autograd", "tensor", "ember"}, set()),
     "cpu": ({"amp"}, set()),
     "cuda": ({"amp"}, set()),
+    "mps": (set(), set()),
+    "xpu": (set(), set()),
     "distributions": ({"autograd", "kernels", "tensor", "random", "nn", "ember"}, set()),
     "datasets": ({"tensor"}, set()),
     "signal": ({"ember"}, set()),
