@@ -1,6 +1,7 @@
 """``ember.cuda`` (torch.cuda): ember is CPU-only. The queries answer as torch does on a machine
 without CUDA (``is_available()`` False, ``device_count()`` 0, seeding and ``empty_cache`` do
-nothing); anything that needs a CUDA device raises UnsupportedError."""
+nothing, the memory counters are 0); anything that needs a CUDA device raises
+UnsupportedError."""
 import sys as _sys
 
 from ember.errors import UnsupportedError
@@ -10,9 +11,11 @@ from ember.amp import cuda_amp as amp  # noqa: E402
 _sys.modules[__name__ + ".amp"] = amp
 
 __all__ = ["is_available", "device_count", "is_initialized", "manual_seed", "manual_seed_all",
-           "seed", "seed_all", "empty_cache", "current_device", "set_device", "get_device_name",
+           "seed", "seed_all", "get_rng_state_all", "set_rng_state_all", "empty_cache",
+           "current_device", "set_device", "get_device_name",
            "get_device_properties", "get_device_capability", "synchronize", "is_bf16_supported",
-           "memory_allocated", "max_memory_allocated", "memory_reserved", "init", "amp"]
+           "memory_allocated", "max_memory_allocated", "memory_reserved", "max_memory_reserved",
+           "init", "amp"]
 
 
 def _no_cuda(who):
@@ -57,6 +60,15 @@ def seed_all():
     """Does nothing, as torch.cuda.seed_all without CUDA."""
 
 
+def get_rng_state_all():
+    """[]: one state per CUDA device, and there are none (torch without CUDA)."""
+    return []
+
+
+def set_rng_state_all(new_states):
+    """Does nothing, as torch.cuda.set_rng_state_all without CUDA (for each of no devices)."""
+
+
 def empty_cache():
     """Does nothing: there is no CUDA memory cache."""
 
@@ -97,15 +109,20 @@ def synchronize(device=None):
 
 
 def memory_allocated(device=None):
-    """Raises UnsupportedError: there is no CUDA device."""
-    _no_cuda("memory_allocated()")
+    """0, as torch.cuda.memory_allocated without CUDA (no CUDA memory: programs log it)."""
+    return 0
 
 
 def max_memory_allocated(device=None):
-    """Raises UnsupportedError: there is no CUDA device."""
-    _no_cuda("max_memory_allocated()")
+    """0, as torch.cuda.max_memory_allocated without CUDA."""
+    return 0
 
 
 def memory_reserved(device=None):
-    """Raises UnsupportedError: there is no CUDA device."""
-    _no_cuda("memory_reserved()")
+    """0, as torch.cuda.memory_reserved without CUDA."""
+    return 0
+
+
+def max_memory_reserved(device=None):
+    """0, as torch.cuda.max_memory_reserved without CUDA."""
+    return 0

@@ -12,10 +12,14 @@ class                  builtin base             raised for
 ``EmberTypeError``     ``TypeError``            an argument of the wrong type or dtype
 ``EmberValueError``    ``ValueError``           an argument value torch rejects with ValueError
 ``EmberIndexError``    ``IndexError``           an index or dimension out of range
+``DimensionError``     (``EmberIndexError``,    a ``dim`` argument out of range (torch raises
+                       ``RuntimeError``)        IndexError; ember raised RuntimeError before)
 ``EmberKeyError``      ``KeyError``             a name that is invalid or already taken
 ``EmberOverflowError`` ``OverflowError``,       a Python int that does not fit int64 (one
                        ``ValueError``           that does wraps into a narrower operand dtype)
 ``UnsupportedError``   ``NotImplementedError``  a PyTorch feature ember does not implement
+``DeviceUnavailable``  (``UnsupportedError``,   a CUDA device (ember runs only on the CPU;
+``Error``              ``AssertionError``)      torch without CUDA raises AssertionError)
 =====================  =======================  ==============================================
 
 ``MissingDependencyError`` (a ``ModuleNotFoundError`` and a ``RuntimeError``) is raised for an
@@ -52,6 +56,11 @@ class EmberIndexError(EmberError, IndexError):
     """An index or dimension out of range."""
 
 
+class DimensionError(EmberIndexError, EmberRuntimeError):
+    """A ``dim`` argument outside ``[-ndim, ndim)``: an IndexError, as torch's "Dimension out of
+    range", and a RuntimeError, as the shape errors around it."""
+
+
 class EmberKeyError(EmberError, KeyError):
     """A name that is invalid or taken (Module.register_* and the like, where torch raises
     KeyError); prints its message unquoted."""
@@ -69,6 +78,11 @@ class EmberOverflowError(EmberError, OverflowError, ValueError):
 
 class UnsupportedError(EmberError, NotImplementedError):
     """A PyTorch feature or argument combination ember does not implement; the message says which."""
+
+
+class DeviceUnavailableError(UnsupportedError, AssertionError):
+    """A CUDA device asked of ember, which runs only on the CPU: an UnsupportedError, and an
+    AssertionError as torch's "Torch not compiled with CUDA enabled"."""
 
 
 class MissingDependencyError(EmberError, ModuleNotFoundError, RuntimeError):
@@ -97,6 +111,11 @@ def named(name, message):
         rest = message[len(name):]
         if rest[:1] in (":", "(", "") or rest.startswith((" expects", " expected")):
             return message
+        end = rest.find(": ")
+        if rest[:1] == "_" and end > 1 and rest[1:end].replace("_", "").isalnum():
+            # the op a public function runs, named after it (max_pool2d_with_indices under
+            # max_pool2d, cross_entropy_loss under cross_entropy): the user knows only the one
+            return named(name, rest[end + 2:])
     return f"{name}: {message}"
 
 

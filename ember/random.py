@@ -1,4 +1,5 @@
 """Random number generation: ``ember.Generator`` and the default generator behind ``manual_seed``."""
+import contextlib
 import os
 
 import numpy as np
@@ -52,12 +53,39 @@ class Generator:
         return self._seed
 
     def get_state(self):
-        """The generator state as a dict (JSON-serialisable)."""
-        return self._rng.bit_generator.state
+        """The generator state as a uint8 tensor (torch's ByteTensor, of ``STATE_BYTES``
+        bytes: the seed, the PCG64 state and increment, the cached half-word) that
+        ``set_state`` restores."""
+        from ember.tensor import Tensor
+        s = self._rng.bit_generator.state
+        raw = (self._seed.to_bytes(8, "little") + s["state"]["state"].to_bytes(16, "little")
+               + s["state"]["inc"].to_bytes(16, "little") + bytes([s["has_uint32"]])
+               + s["uinteger"].to_bytes(4, "little"))
+        return Tensor._make(np.frombuffer(raw, np.uint8).copy())
 
-    def set_state(self, state):
-        """Restore a state from ``get_state``."""
-        self._rng.bit_generator.state = state
+    def set_state(self, new_state):
+        """Restore a state from ``get_state``; returns self.
+
+        Raises TypeError when ``new_state`` is not a uint8 tensor and RuntimeError when it is
+        not ``STATE_BYTES`` long.
+        """
+        from ember.errors import EmberRuntimeError, EmberTypeError
+        from ember.tensor import Tensor
+        if not isinstance(new_state, Tensor):
+            raise EmberTypeError("expected a torch.ByteTensor, but got "
+                                 f"{type(new_state).__name__}")
+        if new_state._data.dtype != np.uint8:
+            raise EmberTypeError("RNG state must be a torch.ByteTensor")
+        raw = new_state._data.tobytes()
+        if len(raw) != STATE_BYTES:
+            raise EmberRuntimeError(f"Expected an ember Generator state of size {STATE_BYTES} "
+                                    f"but found the input RNG state size to be {len(raw)}")
+        word = lambda lo, hi: int.from_bytes(raw[lo:hi], "little")
+        rng = np.random.default_rng()
+        rng.bit_generator.state = {"bit_generator": "PCG64",
+                                   "state": {"state": word(8, 24), "inc": word(24, 40)},
+                                   "has_uint32": raw[40], "uinteger": word(41, 45)}
+        self._seed, self._np_rng = word(0, 8), rng
         return self
 
     def __repr__(self):
@@ -86,6 +114,8 @@ class Generator:
         return self._rng.binomial(n, p)
 
 
+STATE_BYTES = 45   # Generator.get_state(): seed 8, PCG64 state 16 and increment 16, cache 1 + 4
+
 default_generator = Generator()
 
 
@@ -106,13 +136,30 @@ def initial_seed():
 
 
 def get_rng_state():
-    """The default generator's state."""
+    """The default generator's state, a uint8 tensor (``Generator.get_state``)."""
     return default_generator.get_state()
 
 
-def set_rng_state(state):
-    """Restore the default generator's state."""
-    default_generator.set_state(state)
+def set_rng_state(new_state):
+    """Restore the default generator's state from ``get_rng_state``; raises as
+    ``Generator.set_state``."""
+    default_generator.set_state(new_state)
+
+
+@contextlib.contextmanager
+def fork_rng(devices=None, enabled=True, _caller="fork_rng", _devices_kw="devices",
+             device_type="cuda"):
+    """A context manager that restores the default generator's state on exit, so random
+    draws inside it leave the stream outside unchanged (``enabled=False``: does nothing).
+    ember has no accelerator generators, so ``devices`` and ``device_type`` select nothing."""
+    if not enabled:
+        yield
+        return
+    state = get_rng_state()
+    try:
+        yield
+    finally:
+        set_rng_state(state)
 
 
 def resolve(generator):

@@ -10,8 +10,8 @@ from ember._tensor_str import PRINT_OPTIONS, add_suffixes, tensor_str
 from ember.autograd import dispatch as _dispatch_mod
 from ember.autograd import views as _views
 from ember.autograd.state import STATE
-from ember.errors import (EmberError, EmberIndexError, EmberRuntimeError, EmberTypeError,
-                          ember_class, named)
+from ember.errors import (DimensionError, EmberError, EmberIndexError, EmberRuntimeError,
+                          EmberTypeError, EmberValueError, ember_class, named)
 
 
 _warned = {"float_of_grad": False}   # the once-per-process warnings given
@@ -44,12 +44,22 @@ def check_device(dev, who=None):
         raise EmberTypeError(f"{who}: expected a device (a string such as 'cpu' or an "
                              f"ember.device), got {type(dev).__name__}")
     if kind != "cpu":
-        from ember.errors import UnsupportedError
-        what = "CUDA" if kind == "cuda" else repr(kind)
-        raise UnsupportedError(f"{who + ': ' if who else ''}ember runs only on the CPU; the "
-                               f"{what} device "
-                               f"{dev!r} is not available (ember.cuda.is_available() and "
-                               "ember.accelerator.is_available() are False). Use 'cpu'.")
+        from ember.errors import DeviceUnavailableError, UnsupportedError
+        head = f"{who + ': ' if who else ''}"
+        if kind not in _TORCH_DEVICE_TYPES:
+            raise EmberRuntimeError(f"{head}unknown device type {kind!r} in {dev!r}: expected "
+                                    f"one of {', '.join(_TORCH_DEVICE_TYPES)} (and ember runs "
+                                    f"only on 'cpu')")
+        cls = DeviceUnavailableError if kind == "cuda" else UnsupportedError
+        what = "CUDA" if kind == "cuda" else kind
+        raise cls(f"{head}ember runs only on the CPU; the {what} device {dev!r} is not available "
+                  "(ember.cuda.is_available() and ember.accelerator.is_available() are False). "
+                  "Use 'cpu'.")
+
+
+_TORCH_DEVICE_TYPES = ("cpu", "cuda", "ipu", "xpu", "mkldnn", "opengl", "opencl", "ideep", "hip",
+                       "ve", "fpga", "maia", "xla", "lazy", "vulkan", "mps", "meta", "hpu", "mtia",
+                       "privateuseone")
 
 
 class device:
@@ -596,9 +606,10 @@ class Tensor:
         return self._data.__dlpack_device__()
 
     def _scalar(self, what, cast):
-        if self._data.size != 1:
-            raise EmberRuntimeError(f"{what}: only a Tensor with one element can be converted to "
-                                    f"a Python scalar, got shape {list(self._data.shape)}")
+        if self._data.size != 1:  # torch: ValueError (TypeError for an index)
+            cls = EmberTypeError if what == "index" else EmberValueError
+            raise cls(f"{what}: only one element tensors can be converted to Python scalars, got "
+                      f"a Tensor of shape {list(self._data.shape)}")
         self._python_value(what)
         v = self._data.reshape(()).item()
         if v.__class__ is builtins.complex and cast is not builtins.complex and \
@@ -658,10 +669,13 @@ class Tensor:
         return _format(self)
 
     def __format__(self, spec):
-        if self._data.ndim == 0 and spec:
+        """As torch: a 0-d Tensor (not a subclass such as Parameter) formats as its Python
+        number (``f"{loss}"`` is ``0.25``, ``f"{acc:.2%}"`` works); any other tensor formats as
+        ``str`` with an empty spec and raises TypeError for another spec."""
+        if self._data.ndim == 0 and type(self) is Tensor:
             self._python_value("format")
             return format(self._data.item(), spec)
-        return repr(self)
+        return object.__format__(self, spec)
 
     def __deepcopy__(self, memo):
         t = Tensor._make(self._data.copy())
@@ -724,7 +738,8 @@ def _check_dim(what, dim, nd):
     if nd == 0:
         raise EmberIndexError(f"{what}: dimension specified as {dim} but tensor has no dimensions")
     if not -nd <= dim < nd:
-        raise EmberIndexError(f"{what}: dimension {dim} out of range for a {nd}-d tensor")
+        raise DimensionError(f"{what}: dimension {dim} out of range (expected to be in range of "
+                             f"[{-nd}, {nd - 1}])")
 
 
 def _check_backward(t, gradient, inputs):

@@ -16,8 +16,16 @@ def test_queries_answer_as_torch_without_cuda():
     ember.cuda.seed()
     ember.cuda.seed_all()
     ember.cuda.empty_cache()
+    assert ember.cuda.get_rng_state_all() == []   # a checkpoint's per-device states: none
+    ember.cuda.set_rng_state_all([])
     if not torch.cuda.is_available():
+        assert torch.cuda.get_rng_state_all() == []
         assert ember.cuda.device_count() == torch.cuda.device_count()
+    for name in ("memory_allocated", "max_memory_allocated", "memory_reserved",
+                 "max_memory_reserved"):      # logged by training loops: 0 without CUDA
+        assert getattr(ember.cuda, name)() == 0
+        if not torch.cuda.is_available():
+            assert getattr(torch.cuda, name)() == 0
 
 
 @pytest.mark.parametrize("name,args", [("current_device", ()), ("synchronize", ()),

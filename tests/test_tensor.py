@@ -298,3 +298,18 @@ def test_grad_of_a_non_leaf_warns_as_torchs(recwarn):
         z.sum().backward()
         assert z.grad.tolist() == [1.0, 1.0]
         assert ember.Tensor.grad is None
+
+
+def test_format_of_a_tensor_follows_torch():
+    """``f"loss {loss}"`` prints the number for a 0-d tensor, with or without a spec; a tensor
+    with dimensions (and a 0-d Parameter) formats as str, and refuses a spec."""
+    torch = pytest.importorskip("torch")
+    for m in (ember, torch):
+        loss, acc = m.tensor(0.25), m.tensor(0.8125)
+        assert f"{loss}" == "0.25" and f"{acc:.1%}" == "81.2%" and f"{m.tensor(7):03d}" == "007"
+        assert f"{m.tensor(True)}" == "True" and f"{m.tensor(12345.5):,.1f}" == "12,345.5"
+        assert f"{m.tensor(3.0, requires_grad=True) * 2}" == "6.0"
+        assert f"{m.tensor([1, 2])}" == str(m.tensor([1, 2]))
+        assert f"{m.nn.Parameter(m.tensor(2.0))}" == str(m.nn.Parameter(m.tensor(2.0)))
+        with pytest.raises(TypeError, match="unsupported format string passed to Tensor"):
+            f"{m.tensor([1.5, 2.0]):.2f}"

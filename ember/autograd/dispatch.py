@@ -23,11 +23,11 @@ from ember.autograd import complex_support as _complex
 from ember.autograd import views as _views
 from ember.autograd.node import grad_accumulator
 from ember.autograd.state import STATE
-from ember.errors import (EmberError, EmberOverflowError, EmberRuntimeError, EmberTypeError,
-                          ember_class, named)
+from ember.errors import (DimensionError, EmberError, EmberOverflowError, EmberRuntimeError,
+                          EmberTypeError, EmberValueError, ember_class, named)
 from ember.kernels import elementwise as _elementwise
 from ember.kernels.dtypes import can_cast
-from ember.kernels.errors import KernelError
+from ember.kernels.errors import KernelDimensionError, KernelError, KernelValueError
 from ember.kernels.runtime.fpstate import IGNORE as _FP_IGNORE, enter as _fp_enter, leave as _fp_leave
 
 Tensor = None  # bound by ember.tensor at import (avoids an import cycle)
@@ -98,6 +98,20 @@ def _describe(op, tensors):
     return ", ".join(parts)
 
 
+def _mismatch(shapes):
+    """torch's words for the first dimension (from the right) where two shapes do not
+    broadcast, and ': '; nothing for other than two shapes."""
+    if len(shapes) != 2:
+        return ""
+    a, b = shapes
+    n = max(len(a), len(b))
+    for i in range(1, min(len(a), len(b)) + 1):
+        if a[-i] != b[-i] and a[-i] != 1 and b[-i] != 1:
+            return (f"The size of tensor a ({a[-i]}) must match the size of tensor b ({b[-i]}) "
+                    f"at non-singleton dimension {n - i}: ")
+    return ""
+
+
 def kernel_error(op, tensors, err):
     """Turn a kernel's, NumPy's or Numba's exception into ember's own, naming the op (once), the
     input shapes and dtypes; an ember error a kernel raised keeps its class and gets the name."""
@@ -108,10 +122,13 @@ def kernel_error(op, tensors, err):
         err.args = (named(op.name, msg),)
         return err
     if isinstance(err, KernelError):
-        return EmberRuntimeError(named(op.name, msg))
+        cls = DimensionError if isinstance(err, KernelDimensionError) else \
+            EmberValueError if isinstance(err, KernelValueError) else EmberRuntimeError
+        return cls(named(op.name, msg))
     if "broadcast" in msg and isinstance(err, ValueError):
-        shapes = " and ".join(str(tuple(t._data.shape)) for t in tensors if isinstance(t, Tensor))
-        return EmberRuntimeError(f"{op.name}: shapes {shapes} cannot be broadcast")
+        shapes = [tuple(t._data.shape) for t in tensors if isinstance(t, Tensor)]
+        return EmberRuntimeError(f"{op.name}: {_mismatch(shapes)}shapes "
+                                 f"{' and '.join(map(str, shapes))} cannot be broadcast")
     if isinstance(err, AttributeError):
         cls = EmberTypeError
     elif isinstance(err, (IndexError, TypeError, OverflowError, NotImplementedError)):
@@ -156,6 +173,14 @@ def _check_slot(op, i, value):
                          f"{type(value).__name__}")
 
 
+def _arrays_as_tensors(tensors):
+    """``tensors`` with each NumPy array of numbers in a Tensor's place wrapped as one (sharing
+    its memory, as ``from_numpy``): ``t + np.ones(2)`` is ``t + from_numpy(np.ones(2))``, as
+    torch's argument parser converts it."""
+    return [Tensor._make(t) if t.__class__ is ndarray and t.dtype.kind in "biufc" else t
+            for t in tensors]
+
+
 def _edge(t):
     fn = t.grad_fn   # a view's regenerated one
     if fn is not None:
@@ -192,6 +217,8 @@ def dispatch(op, tensors, consts, _profiled=False):
             if t._requires_grad:
                 need_grad = True
         except AttributeError:
+            if cls is ndarray and t.dtype.kind in "biufc":   # torch takes a NumPy array
+                return dispatch(op, _arrays_as_tensors(tensors), consts, _profiled)  # as one
             arrays.append(_check_slot(op, len(arrays), t))
     if not need_grad and _views_gained_grad and STATE.grad_enabled:
         need_grad = _views.refresh_inputs(tensors)

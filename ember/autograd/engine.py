@@ -4,7 +4,8 @@ import heapq
 import numpy as np
 
 from ember.autograd import complex_support as _complex
-from ember.autograd.node import AccumulateGrad, SavedTensor, accumulate_into, grad_accumulator
+from ember.autograd.node import (AccumulateGrad, SavedTensor, accumulate_into, as_leaf_dtype,
+                                 grad_accumulator)
 from ember.autograd.state import STATE
 from ember.autograd.function import _FunctionNode, ember_own
 from ember.errors import EmberRuntimeError
@@ -389,6 +390,8 @@ def _run(tensors, grad_tensors, retain_graph, create_graph, capture, accumulate)
 def _leaf_hooks(acc, g, owned):
     """Run a leaf's tensor hooks on ``g`` before autograd.grad captures it (as torch does)."""
     var = acc.variable
+    if var is not None:
+        g = as_leaf_dtype(var, g)
     hooks = None if var is None else var._hooks
     if hooks:
         if owned:

@@ -244,6 +244,9 @@ class AccumulateGrad(Node):
         var = self._variable()
         if var is None or g is None:
             return ()
+        cast = as_leaf_dtype(var, g)
+        if cast is not g:
+            g, owned = cast, True
         hooks = var._hooks
         if hooks:
             owned = False  # a hook may keep the gradient it is shown
@@ -257,6 +260,16 @@ class AccumulateGrad(Node):
             for h in list(post):
                 h(var)
         return ()
+
+
+def as_leaf_dtype(var, g):
+    """``g`` in leaf ``var``'s floating dtype, as torch's engine casts a gradient to its input's
+    dtype (a float32 parameter times a float64 tensor gets a float32 ``.grad``, a bfloat16 leaf
+    a bfloat16 one); ``g`` itself when the dtypes match or either is not floating."""
+    want, have = var._data.dtype, g._data.dtype
+    if want == have or want.kind not in "fV" or have.kind not in "fV":
+        return g
+    return g.to(var.dtype)
 
 
 def graph_leaves(tensors):

@@ -50,7 +50,7 @@ def arange(start, end, step, dtype):
     if step == 0:
         raise KernelError("step must be nonzero")
     if (end - start) / step < 0:
-        raise KernelError(f"upper bound and larger bound inconsistent with step sign: start="
+        raise KernelError(f"upper bound and lower bound inconsistent with step sign: start="
                           f"{start}, end={end}, step={step}")
     if np.dtype(dtype).kind in "iu":
         return _int_arange(start, end, step, np.dtype(dtype))

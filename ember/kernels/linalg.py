@@ -22,6 +22,10 @@ def _threads_for(macs):
 
 
 def _inner_error(a, b):
+    if a.ndim == 2 and b.ndim == 2:  # torch's words, which users search for
+        return KernelError(f"mat1 and mat2 shapes cannot be multiplied ({a.shape[0]}x{a.shape[1]}"
+                           f" and {b.shape[0]}x{b.shape[1]}): inner dimensions differ: "
+                           f"{tuple(a.shape)} @ {tuple(b.shape)}")
     return KernelError(f"inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)}")
 
 
@@ -322,12 +326,20 @@ def linear_backward(grad, x, w, needs):
     return gx, gw, gb
 
 
+def _linear_shape_error(x, w):
+    k = x.shape[-1] if x.ndim else None
+    mat2 = f"{w.shape[1]}x{w.shape[0]}" if w.ndim == 2 else f"{w.shape[0]}"
+    rows = x.size // k if k else (0 if x.ndim else 1)
+    return KernelError(f"mat1 and mat2 shapes cannot be multiplied ({rows}x{k} and {mat2}): the "
+                       f"input's last dimension is {k} but the weight {tuple(w.shape)} expects "
+                       f"{w.shape[-1]} features (input shape {tuple(x.shape)})")
+
+
 def linear(x, w, b=None):
     if w.ndim not in (1, 2):
         raise KernelError(f"weight must be 1-D or 2-D, got shape {tuple(w.shape)}")
     if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
-        raise KernelError(f"input feature size {x.shape[-1] if x.ndim else None} does not match "
-                          f"weight {tuple(w.shape)} (input shape {tuple(x.shape)})")
+        raise _linear_shape_error(x, w)
     x, w = promote(x, w)
     rows = x.size // x.shape[-1] if x.shape[-1] else 0
     if x.ndim >= 2 and rows <= GEMV_MAX_ROWS and w.nbytes >= GEMV_MIN_BYTES and \

@@ -4,7 +4,7 @@ import numpy as np
 from ember import _dtype
 from ember.kernels.dtypes import to_float
 from ember.kernels import constants as C
-from ember.kernels.errors import KernelError
+from ember.kernels.errors import KernelError, KernelValueError
 from ember.kernels.opmath import in_float32, is_reduced
 from ember.kernels.reduction import norm_dims, shifted_log_sum_exp
 
@@ -356,17 +356,32 @@ def layer_norm_all_grads(grad, x, weight, normalized_shape, eps):
     return layer_norm_backward(grad, x, weight, normalized_shape, eps, (True, True, True))
 
 
+def _target_shape_error(x, target):
+    """torch's error for class-index targets that do not fit an (N, C, ...) input."""
+    if x.ndim == 2 and target.ndim != 1:
+        raise KernelError(f"0D or 1D target tensor expected, multi-target not supported (input "
+                          f"shape {list(x.shape)}, target shape {list(target.shape)})")
+    if x.ndim == 2:
+        raise KernelValueError(f"Expected input batch_size ({x.shape[0]}) to match target "
+                               f"batch_size ({target.shape[0] if target.ndim else 0}).")
+    raise KernelError(f"Expected target size {[x.shape[0]] + list(x.shape[2:])}, got "
+                      f"{list(target.shape)}")
+
+
 def _nll_prepare(x, target, weight, ignore_index):
     if x.ndim == 1:
+        if target.ndim > 1 or target.size != 1:
+            raise KernelValueError(f"For 1D input, 1D target must have size 1, but got target "
+                                   f"size: {target.size} (target shape {list(target.shape)})")
         x = x[None]
         target = target.reshape(1)
     elif x.ndim == 0:
         raise KernelError("input tensor should be 1D or more")
-    if target.dtype.kind not in "iu":
-        raise KernelError(f"expected target of dtype int64 (class indices), got {target.dtype}")
     if target.shape != (x.shape[0],) + x.shape[2:]:
-        raise KernelError(f"expected target of shape {[x.shape[0]] + list(x.shape[2:])}, got "
-                          f"{list(target.shape)}")
+        _target_shape_error(x, target)
+    if target.dtype != np.int64 and target.dtype != np.uint8:
+        raise KernelError(f"expected target dtype to be Long or Byte (int64 or uint8 class "
+                          f"indices), but got {target.dtype}")
     c = x.shape[1]
     valid = target != ignore_index
     safe_t = np.where(valid, target, 0)
@@ -383,7 +398,7 @@ def _nll_plain(shape, dtype, target, weight, reduction, ignore_index):
     ``target`` may take the plain path: no weight, a reduction, every target a valid class and
     none ``ignore_index`` (then every row counts once: the mean divides by the row count)."""
     if weight is not None or len(shape) != 2 or reduction not in ("mean", "sum") or \
-            target.ndim != 1 or target.dtype.kind not in "iu" or \
+            target.ndim != 1 or (target.dtype != np.int64 and target.dtype != np.uint8) or \
             target.shape[0] != shape[0] or not target.size or dtype.kind != "f":
         return False
     lo, hi = target.min(), target.max()

@@ -6,7 +6,7 @@ import numpy as np
 
 from ember import _dtype
 from ember.kernels.dtypes import to_float
-from ember.kernels.errors import KernelError
+from ember.kernels.errors import KernelDimensionError, KernelError
 from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 from ember.kernels.opmath import in_float32
 
@@ -21,7 +21,7 @@ def norm_dims(dim, ndim):
     out = []
     for d in dim:
         if not -n <= d < n:
-            raise KernelError(f"dimension {d} out of range (expected to be in range of "
+            raise KernelDimensionError(f"dimension {d} out of range (expected to be in range of "
                               f"[{-n}, {n - 1}])")
         d = d % n
         if d in out:
@@ -161,6 +161,8 @@ def argmin(a, dim=None, keepdim=False):
 
 @in_float32
 def var(a, dim=None, correction=1, keepdim=False):
+    if a.dtype.kind not in "fc":
+        _var_needs_float(a)
     a = to_float(a)
     axis = _axis(dim, a)
     if correction >= _count(a, axis):
@@ -170,11 +172,18 @@ def var(a, dim=None, correction=1, keepdim=False):
 
 @in_float32
 def std(a, dim=None, correction=1, keepdim=False):
+    if a.dtype.kind not in "fc":
+        _var_needs_float(a)
     a = to_float(a)
     axis = _axis(dim, a)
     if correction >= _count(a, axis):
         return np.sqrt(_var_no_dof("std", a, axis, keepdim))
     return np.std(a, axis=axis, ddof=correction, keepdims=keepdim)
+
+
+def _var_needs_float(a):
+    raise KernelError(f"std and var only support floating point and complex dtypes, got "
+                      f"{a.dtype}; convert the input with .float()")
 
 
 def _var_no_dof(name, a, axis, keepdim):

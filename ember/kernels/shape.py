@@ -1,8 +1,10 @@
 """Shape kernels. View kernels return NumPy views; dispatch links them to their base."""
+import operator
+
 import numpy as np
 
 from ember.kernels.transpose import tiled as _tiled, transposed as _transposed
-from ember.kernels.errors import KernelError
+from ember.kernels.errors import KernelDimensionError, KernelError, KernelValueError
 from ember.kernels.reduction import norm_dims
 
 
@@ -104,7 +106,8 @@ def squeeze(a, dim=None):
 def unsqueeze(a, dim):
     n = a.ndim + 1
     if not -n <= dim < n:
-        raise KernelError(f"dimension {dim} out of range (expected to be in range of [{-n}, {n - 1}])")
+        raise KernelDimensionError(f"dimension {dim} out of range (expected to be in range of "
+                                   f"[{-n}, {n - 1}])")
     return np.expand_dims(a, dim % n)
 
 
@@ -149,16 +152,35 @@ def tile(a, dims):
     return repeat(a, dims)
 
 
+def _list_dim(op, dim):
+    """``dim`` as an int; a TypeError for torch.cat(a, b) / torch.stack(a, b), where the second
+    tensor lands in ``dim``."""
+    try:
+        if not isinstance(dim, bool):
+            return operator.index(dim)
+    except TypeError:
+        pass
+    hint = f": pass the tensors as one list or tuple, {op}([a, b], dim=0)" \
+        if hasattr(dim, "shape") else ""
+    raise TypeError(f"argument 'dim' must be int, not {type(dim).__name__}{hint}")
+
+
 def cat(arrays, dim=0):
+    if dim.__class__ is not int:
+        dim = _list_dim("cat", dim)
     arrays = [x for x in arrays if not (x.ndim == 1 and x.shape[0] == 0)] or arrays[:1]
     if not arrays:
-        raise KernelError("expected a non-empty list of Tensors")
+        raise KernelValueError("expected a non-empty list of Tensors")
     nd = arrays[0].ndim
     if nd == 0:
         raise KernelError("zero-dimensional tensor cannot be concatenated")
     d = _dim(dim, nd)
     for i, x in enumerate(arrays):
-        if x.ndim != nd or x.shape[:d] != arrays[0].shape[:d] or x.shape[d + 1:] != arrays[0].shape[d + 1:]:
+        if x.ndim != nd:
+            raise KernelError(f"Tensors must have same number of dimensions: got {nd} and "
+                              f"{x.ndim} (tensor 0 has shape {list(arrays[0].shape)} and tensor "
+                              f"{i} has {list(x.shape)})")
+        if x.shape[:d] != arrays[0].shape[:d] or x.shape[d + 1:] != arrays[0].shape[d + 1:]:
             raise KernelError(f"sizes of tensors must match except in dimension {d}: tensor 0 has "
                               f"shape {list(arrays[0].shape)} and tensor {i} has {list(x.shape)}")
     from ember.kernels.dtypes import result_type
@@ -167,6 +189,8 @@ def cat(arrays, dim=0):
 
 
 def stack(arrays, dim=0):
+    if dim.__class__ is not int:
+        dim = _list_dim("stack", dim)
     if not arrays:
         raise KernelError("expected a non-empty list of Tensors")
     for i, x in enumerate(arrays):
@@ -175,7 +199,8 @@ def stack(arrays, dim=0):
                               f"{list(arrays[0].shape)} at entry 0 and {list(x.shape)} at entry {i}")
     n = arrays[0].ndim + 1
     if not -n <= dim < n:
-        raise KernelError(f"dimension {dim} out of range")
+        raise KernelDimensionError(f"dimension {dim} out of range (expected to be in range of "
+                                   f"[{-n}, {n - 1}])")
     from ember.kernels.dtypes import result_type
     return np.stack(arrays, axis=dim % n, dtype=result_type(*arrays))
 

@@ -128,6 +128,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
 def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
     """1-d convolution over (N, C, L) or (C, L) input (runs as a 2-d one of height 1)."""
     x, unb = _batched(input, 1, "conv1d")
+    w_shape = getattr(weight, "shape", None)
+    if w_shape is not None and len(w_shape) == 3 and isinstance(groups, int) and \
+            x.shape[1] != w_shape[1] * groups:  # in the user's shapes, not the 2-d ones below
+        raise EmberRuntimeError(f"Given groups={groups}, weight of size {list(w_shape)}, "
+                                f"expected input{list(input.shape)} to have "
+                                f"{w_shape[1] * groups} channels, but got {input.shape[-2]} "
+                                f"channels instead")
     (s,), (d,) = _ntuple(stride, 1, "stride"), _ntuple(dilation, 1, "dilation")
     if isinstance(padding, str):
         if padding == "valid":
@@ -402,6 +409,22 @@ def _check_channels(op, input, **per_channel):
                                     f"shape {list(shape)}, {name} shape {list(t._data.shape)})")
 
 
+def _mixed_dtype(input, *params):
+    """The dtype torch's CPU normalisation kernels round a result to when ``input`` is float16
+    or bfloat16 and its parameters / statistics are float32 ("mixed dtype": computed in
+    float32, returned in the input's dtype, so a norm layer keeps an autocast region's
+    bfloat16); None otherwise (ember's promotion then gives the result dtype)."""
+    low = getattr(getattr(input, "_data", None), "dtype", None)
+    if low is None or low.itemsize != 2 or low.kind not in "fV":
+        return None
+    dts = {t._data.dtype for t in params if getattr(t, "_data", None) is not None}
+    return low if dts and dts <= {low, np.dtype(np.float32)} and dts != {low} else None
+
+
+def _in_dtype(out, low):
+    return out if low is None else G.to(out, low)
+
+
 def batch_norm(input, running_mean, running_var, weight=None, bias=None, training=False,
                momentum=0.1, eps=1e-5):
     """Batch normalisation over every axis but 1 (see torch.nn.functional.batch_norm).
@@ -423,7 +446,9 @@ def batch_norm(input, running_mean, running_var, weight=None, bias=None, trainin
                              f"size {list(size)}")
         if n == 0:
             return _empty_norm(input, weight, bias)
-    return G.batch_norm(input, running_mean, running_var, weight, bias, training, momentum, eps)
+    return _in_dtype(G.batch_norm(input, running_mean, running_var, weight, bias, training,
+                                  momentum, eps),
+                     _mixed_dtype(input, running_mean, running_var, weight, bias))
 
 
 def _empty_norm(input, weight, bias):
@@ -473,14 +498,15 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
         y = G.mul(y, G.reshape(weight, shp))
     if bias is not None:
         y = G.add(y, G.reshape(bias, shp))
-    return y
+    return _in_dtype(y, _mixed_dtype(input, running_mean, running_var, weight, bias))
 
 
 def layer_norm(input, normalized_shape, weight=None, bias=None, eps=1e-5):
     """Normalise over the trailing ``normalized_shape`` dims."""
     if isinstance(normalized_shape, int):
         normalized_shape = (normalized_shape,)
-    return G.layer_norm(input, tuple(normalized_shape), weight, bias, eps)
+    return _in_dtype(G.layer_norm(input, tuple(normalized_shape), weight, bias, eps),
+                     _mixed_dtype(input, weight, bias))
 
 
 def rms_norm(input, normalized_shape, weight=None, eps=None):
@@ -502,7 +528,8 @@ def rms_norm(input, normalized_shape, weight=None, eps=None):
 
 def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     """Group normalisation (see torch.nn.functional.group_norm)."""
-    return G.group_norm(input, num_groups, weight, bias, eps)
+    return _in_dtype(G.group_norm(input, num_groups, weight, bias, eps),
+                     _mixed_dtype(input, weight, bias))
 
 
 def local_response_norm(input, size, alpha=1e-4, beta=0.75, k=1.0):
@@ -767,8 +794,21 @@ def _embedding_bag_max_loop(input, weight, offsets, max_norm, norm_type, per_sam
 
 
 def linear(input, weight, bias=None):
-    """y = input @ weight.T + bias."""
+    """y = input @ weight.T + bias. Raises EmberRuntimeError where the input's dtype is not the
+    weight's (torch does not promote them; backward formulas call G.linear, which does)."""
+    _check_linear_dtypes(input, weight)
     return G.linear(input, weight, bias)
+
+
+def _check_linear_dtypes(input, weight):
+    """EmberRuntimeError unless tensors ``input`` and ``weight`` have one dtype (or autocast
+    casts them), as torch's linear; anything else passes to the op's own checks."""
+    x, w = getattr(input, "_data", None), getattr(weight, "_data", None)
+    if x is not None and w is not None and x.dtype != w.dtype and STATE.autocast is None:
+        raise EmberRuntimeError(f"linear: mat1 and mat2 must have the same dtype, but got "
+                                f"{x.dtype} and "
+                                f"{w.dtype} (input and weight): cast the input (x.float(), "
+                                f"x.double()) or the module (.to(dtype)) so that they match")
 
 
 def bilinear(input1, input2, weight, bias=None):

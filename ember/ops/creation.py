@@ -73,21 +73,90 @@ def _check_device(device):
     check_device(device)
 
 
-def _infer(data):
+def _infer(data, nested=False):
     if isinstance(data, Tensor):
-        return data._data
+        if not nested:
+            return data._data
+        if data._data.size != 1:  # inside a list a tensor is one number, as in torch
+            raise EmberValueError(f"tensor: only one element tensors can be converted to Python "
+                                  f"scalars, got an element of shape {list(data._data.shape)}; "
+                                  f"to join tensors into one use ember.stack(tensors) (a new "
+                                  f"dimension) or ember.cat(tensors)")
+        return data._data.reshape(())
     if isinstance(data, (list, tuple)):
-        items = [_infer(d) for d in data]
+        items = [_infer(d, True) for d in data]
         if not items:
             return np.zeros((0,), _dtype.get_default_dtype().numpy)
         return np.array(items) if not builtins.all(isinstance(i, np.ndarray) for i in items) \
-            else np.stack(items) if len({i.shape for i in items}) == 1 else _ragged(data)
+            else np.stack(items) if len({i.shape for i in items}) == 1 else _ragged()
     return data
 
 
-def _ragged(data):
-    raise EmberValueError(f"expected a sequence of equal-length sequences, got "
-                          f"{_dtype._short_repr(data)}")
+class _Ragged(Exception):
+    """Nested lists whose lengths differ (``tensor`` names where, in the whole of them)."""
+
+
+def _ragged():
+    raise _Ragged
+
+
+def _ragged_error(data):
+    return EmberValueError(f"tensor: {_first_mismatch(data)}: expected a sequence of "
+                           f"equal-length sequences, got {_dtype._short_repr(data)}")
+
+
+def _first_mismatch(data):
+    """torch's words for the first place ragged nested lists ``data`` differ from the shape
+    their first elements give."""
+    def length(d):
+        if isinstance(d, (list, tuple)):
+            return len(d)
+        shape = getattr(d, "shape", ())
+        return shape[0] if len(shape) else None
+
+    shape, d = [], data
+    while length(d) is not None:
+        shape.append(length(d))
+        d = d[0] if len(d) else None
+
+    def walk(d, dim):
+        n = length(d)
+        if n != shape[dim]:
+            return f"expected sequence of length {shape[dim]} at dim {dim} (got " \
+                   f"{type(d).__name__ if n is None else n})"
+        if dim + 1 < len(shape):
+            for item in d:
+                found = walk(item, dim + 1)
+                if found:
+                    return found
+        return None
+    return walk(data, 0) or "ragged nested sequences"
+
+
+def _leaf_arrays(data, out):
+    """One-element arrays of the dtypes torch infers for the leaves of nested lists ``data``
+    (a tensor's, array's or NumPy scalar's own, int64 / the default float / complex for Python
+    numbers); False where no leaf is a tensor, an array or a NumPy scalar (NumPy's inference
+    then stands)."""
+    found = False
+    for d in data:
+        if isinstance(d, (list, tuple)):
+            found = _leaf_arrays(d, out) or found
+        elif isinstance(d, Tensor):
+            out.append(d._data.reshape(-1)[:1])
+            found = True
+        elif isinstance(d, (np.ndarray, np.generic)):
+            out.append(np.asarray(d).reshape(-1)[:1])
+            found = True
+        elif isinstance(d, builtins.bool):
+            out.append(np.ones(1, np.bool_))
+        elif isinstance(d, builtins.int):
+            out.append(np.ones(1, np.int64))
+        elif isinstance(d, builtins.float):
+            out.append(np.ones(1, _dtype.get_default_dtype().numpy))
+        elif isinstance(d, builtins.complex):
+            out.append(np.ones(1, _dtype.default_complex().numpy))
+    return found
 
 
 def _typed_leaves(data):
@@ -131,10 +200,15 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     if isinstance(data, np.ndarray):
         arr = np.array(data, copy=True)
     else:
-        raw = _infer(data)
         try:
-            arr = np.array(raw)
+            arr = np.array(_infer(data))
+        except _Ragged:
+            raise _ragged_error(data) from None
+        except EmberValueError:
+            raise
         except (ValueError, TypeError, OverflowError) as e:
+            if "inhomogeneous" in str(e):
+                raise _ragged_error(data) from None
             raise EmberValueError(f"tensor: {e}") from None
         typed = _typed_leaves(data)
         if not typed and (arr.dtype == object or arr.dtype == np.uint64 or (
@@ -146,6 +220,14 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
             arr = arr.astype(_dtype.default_complex().numpy)
         elif arr.dtype.kind in "iu" and not typed:
             arr = arr.astype(np.int64)
+        leaves = []
+        if typed and dtype is None and isinstance(data, (list, tuple)) and \
+                _leaf_arrays(data, leaves):  # typed leaves in a list: torch's promotion of them all
+            from ember.kernels.dtypes import result_type
+            arr = arr.astype(result_type(*leaves), copy=False)
+    if (arr.dtype.kind == "O" and not isinstance(data, np.ndarray)) or (
+            arr.dtype.kind in "US" and isinstance(data, (list, tuple))):
+        _unsupported_leaf(data, arr)
     if arr.dtype.kind in "OUSV":
         raise EmberTypeError(f"tensor: can't convert {type(data).__name__} with elements of type "
                         f"{arr.dtype} to a tensor")
@@ -158,6 +240,28 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     else:
         _dtype.from_numpy_dtype(arr.dtype)
     return _finish(Tensor._make(np.asarray(arr, order="C")), requires_grad)
+
+
+def _unsupported_leaf(data, arr):
+    """torch's error for nested lists holding something that is not a number: ValueError for
+    strings, RuntimeError naming the type otherwise (None, a dict, ...)."""
+    if arr.dtype.kind in "US":
+        raise EmberValueError(f"tensor: can't convert a {type(data).__name__} of str to a tensor "
+                              f"(too many dimensions 'str')")
+
+    def odd(d):
+        if isinstance(d, (list, tuple)):
+            for item in d:
+                found = odd(item)
+                if found is not None:
+                    return found
+            return None
+        ok = (builtins.bool, builtins.int, builtins.float, builtins.complex, np.generic,
+              np.ndarray, Tensor)
+        return None if isinstance(d, ok) else type(d).__name__
+    name = odd(data) if isinstance(data, (list, tuple)) else type(data).__name__
+    if name is not None:
+        raise EmberRuntimeError(f"tensor: Could not infer dtype of {name}")
 
 
 def _check_storable(arr, target):
@@ -338,6 +442,9 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
     _check_device(device)
+    if isinstance(fill_value, (str, bytes, list, tuple, dict, type(None))):
+        raise EmberTypeError(f"full(): argument 'fill_value' must be Number, not "
+                             f"{type(fill_value).__name__}")
     if isinstance(fill_value, builtins.int) and not _INT64.min <= fill_value <= _INT64.max:
         raise EmberOverflowError(f"full: fill_value {fill_value} is outside the int64 range "
                                  f"[{_INT64.min}, {_INT64.max}]")

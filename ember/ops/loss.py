@@ -1,6 +1,7 @@
 """Loss functions written in other spec ops (declared ``composite`` in ember/ops/spec/loss.yaml),
 so their gradients, tracing and export come from those ops."""
 from ember.autograd._generated import functions as G
+from ember.errors import EmberRuntimeError
 from ember.errors import public as _public
 from ember.ops.nn import _static_sizes
 
@@ -54,6 +55,11 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
         raise ValueError(f"binary_cross_entropy_with_logits: target size "
                          f"({list(target._data.shape)}) must be the same as input size "
                          f"({list(input._data.shape)})")
+    if target._data.dtype.kind not in "fc":
+        raise EmberRuntimeError(f"binary_cross_entropy_with_logits: expected a floating target "
+                                f"(the input's dtype, {input._data.dtype}), got "
+                                f"{target._data.dtype}: result type can't be cast to the "
+                                f"desired output type; convert it with target.float()")
     # log(sigmoid(x)) = -softplus(-x); log(1 - sigmoid(x)) = -softplus(x)
     log_sig = G.neg(G.softplus(G.neg(input), 1.0, 20.0))
     log_1m = G.neg(G.softplus(input, 1.0, 20.0))
@@ -66,6 +72,23 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
 
 
+def _probabilities_must_be_float(target):
+    raise EmberRuntimeError(f"Expected floating point type for target with class probabilities, "
+                            f"got {target._data.dtype} (a target of the input's shape "
+                            f"{list(target._data.shape)} holds class probabilities; class "
+                            f"indices have no class dimension)")
+
+
+def _float_targets_error(input, target):
+    s = list(input._data.shape)
+    want = s[:1] + s[2:] if len(s) > 1 else []
+    raise EmberRuntimeError(f"expected target dtype to be Long or Byte, but got "
+                            f"{target._data.dtype}: class-index targets are int64 of shape "
+                            f"{want}, class-probability targets are floats of the input's shape "
+                            f"{s}; got {target._data.dtype} of shape "
+                            f"{list(target._data.shape)}")
+
+
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean",
                   label_smoothing=0.0):
     if not 0.0 <= label_smoothing <= 1.0:
@@ -73,13 +96,17 @@ def cross_entropy(input, target, weight=None, ignore_index=-100, reduction="mean
                          f"{label_smoothing}")
     cdim = 1 if input.dim() > 1 else 0
     if target._data.dtype.kind != "f" and label_smoothing <= 0:
+        if target._data.shape == input._data.shape:
+            _probabilities_must_be_float(target)
         # one op: its backward is softmax - onehot in one pass (no dense nll gradient)
         return G.cross_entropy_loss(input, target, weight, reduction, ignore_index)[0]
-    logp = G.log_softmax(input, cdim, None)
     if target._data.dtype.kind == "f":  # class probabilities
         if tuple(target._data.shape) != tuple(input._data.shape):
-            raise ValueError(f"cross_entropy: probability targets must have the input's shape "
-                             f"{list(input._data.shape)}, got {list(target._data.shape)}")
+            _float_targets_error(input, target)
+    elif target._data.shape == input._data.shape:
+        _probabilities_must_be_float(target)
+    logp = G.log_softmax(input, cdim, None)
+    if target._data.dtype.kind == "f":
         n_cls = input._data.shape[cdim]
         if label_smoothing > 0:
             _static_sizes(input, (cdim,), "cross_entropy", "label_smoothing / classes")

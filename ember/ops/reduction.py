@@ -9,7 +9,7 @@ import numpy as np
 from ember.autograd._generated import functions as G
 from ember import _dtype
 from ember import return_types as R
-from ember.errors import (EmberIndexError, EmberRuntimeError, EmberTypeError,
+from ember.errors import (DimensionError, EmberIndexError, EmberRuntimeError, EmberTypeError,
                           EmberValueError)
 from ember.errors import public as _public
 from ember.tensor import Tensor
@@ -90,7 +90,7 @@ def _quantile(op, input, q, dim, keepdim, interpolation, ignore_nan):
     else:
         n = builtins.max(x.ndim, 1)
         if not -n <= dim < n:
-            raise EmberIndexError(f"{op}: dimension {dim} out of range (expected to be in "
+            raise DimensionError(f"{op}: dimension {dim} out of range (expected to be in "
                                   f"range of [{-n}, {n - 1}])")
         d = dim % n
         src = input if x.ndim else G.reshape(input, (1,))

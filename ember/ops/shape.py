@@ -10,7 +10,7 @@ import numpy as np
 from ember.autograd._generated import functions as G
 from ember.autograd.formulas import _varargs_or_keyword
 from ember import _dtype
-from ember.errors import EmberIndexError, EmberRuntimeError, EmberValueError
+from ember.errors import DimensionError, EmberIndexError, EmberRuntimeError, EmberValueError
 from ember.errors import public as _public
 from ember.ops.creation import _ints
 from ember.tensor import Tensor, view_dtype
@@ -19,7 +19,7 @@ from ember.tensor import Tensor, view_dtype
 def _norm(op, d, nd):
     n = max(nd, 1)
     if not -n <= d < n:
-        raise EmberIndexError(f"{op}: dimension {d} out of range (expected to be in range of "
+        raise DimensionError(f"{op}: dimension {d} out of range (expected to be in range of "
                               f"[{-n}, {n - 1}])")
     return d % n
 

@@ -112,3 +112,21 @@ def test_relu_in_place_without_autograd_writes_self_and_views(monkeypatch):
     want = a.copy()
     want[1:3] = np.maximum(want[1:3], 0)
     np.testing.assert_array_equal(base.numpy(), want)
+
+
+def test_a_numpy_array_in_a_tensors_place_is_taken_as_one():
+    torch = pytest.importorskip("torch")
+    t = ember.ones(2)
+    for expr in ("t + np.ones(2)", "t * np.array([2.0, 3.0], np.float32)", "t == np.ones(2)",
+                 "t - np.ones(2, np.float32)"):     # torch's operators convert the array
+        ours = eval(expr, {"t": t, "np": np})
+        theirs = eval(expr, {"t": torch.ones(2), "np": np})
+        assert str(ours.dtype)[6:] == str(theirs.dtype)[6:], expr
+        assert ours.tolist() == theirs.tolist(), expr
+    # ember's functions take one too (torch's refuse it)
+    assert ember.where(t > 0, t, np.zeros(2, np.float32)).tolist() == [1.0, 1.0]
+    x = ember.ones(2, requires_grad=True)
+    (x * np.array([2.0, 3.0], np.float32)).sum().backward()
+    assert x.grad.tolist() == [2.0, 3.0]
+    with pytest.raises(TypeError, match="must be a Tensor, not ndarray"):
+        t + np.array(["a", "b"])

@@ -48,3 +48,26 @@ def test_inplace_on_saved_tensor_is_detected_with_op_name():
     z2.mul_(2)           # modifies exp's saved output
     with pytest.raises(RuntimeError, match="ExpBackward0"):
         z2.sum().backward()
+
+
+def test_a_leaf_gets_a_gradient_of_its_own_dtype_as_torch():
+    """A float32 parameter times a float64 tensor, a bfloat16 leaf times a float32 weight: the
+    gradient is cast to the leaf's dtype (for .backward(), autograd.grad and the leaf's hooks),
+    as torch's engine casts to the input's dtype."""
+    torch = pytest.importorskip("torch")
+    for m in (ember, torch):
+        for leaf_dt, other_dt in ((m.float32, m.float64), (m.bfloat16, m.float32),
+                                  (m.float16, m.float32)):
+            x = m.ones(3, dtype=leaf_dt, requires_grad=True)
+            w = m.full((3,), 2.0, dtype=other_dt, requires_grad=True)
+            seen = []
+            x.register_hook(lambda g: seen.append(g.dtype))
+            (x * w).sum().backward()
+            assert x.grad.dtype == leaf_dt and w.grad.dtype == other_dt and seen == [leaf_dt]
+            assert x.grad.tolist() == [2.0, 2.0, 2.0]
+            (gx,) = m.autograd.grad((x * w).sum(), x)
+            assert gx.dtype == leaf_dt
+    p = ember.ones(2, requires_grad=True)
+    (gp,) = ember.autograd.grad((p * ember.ones(2, dtype=ember.float64)).sum(), p,
+                                create_graph=True)
+    assert gp.dtype == ember.float32

@@ -305,3 +305,49 @@ def test_one_hot_checks_as_torch():
             F.one_hot(bad, n)
         with pytest.raises(RuntimeError, match=msg):
             torch.nn.functional.one_hot(torch.from_numpy(bad.numpy()), n)
+
+
+@pytest.mark.parametrize("low", ["bfloat16", "float16"])
+def test_norm_layers_keep_a_reduced_input_dtype_with_float32_parameters(low):
+    """torch's CPU batch/layer/group/instance norm take a float16/bfloat16 input with float32
+    weights and statistics ("mixed dtype") and return the input's dtype, computed in float32
+    and rounded once: Linear -> BatchNorm1d inside a bfloat16 autocast region stays bfloat16."""
+    x = np.random.default_rng(3).standard_normal((6, 4)).astype(np.float32)
+
+    def run(m):
+        rng = np.random.default_rng(4)
+        dt = getattr(m, low)
+        m.manual_seed(0)
+        out = {}
+        for name, mod, inp in (("bn", m.nn.BatchNorm1d(4), x), ("ln", m.nn.LayerNorm(4), x),
+                               ("gn", m.nn.GroupNorm(2, 4), x),
+                               ("in", m.nn.InstanceNorm1d(4, affine=True, track_running_stats=True),
+                                np.repeat(x[:, :, None], 3, 2))):
+            with m.no_grad():
+                for p in mod.parameters():
+                    p.copy_(m.from_numpy(rng.standard_normal(tuple(p.shape)).astype(np.float32)))
+            t = m.from_numpy(inp).to(dt).requires_grad_()
+            y = mod(t)
+            c = np.linspace(-1.0, 2.0, y.numel(), dtype=np.float32).reshape(tuple(y.shape))
+            (y.float() * m.from_numpy(c)).sum().backward()
+            out[name] = (str(y.dtype).split(".")[1], y.float().detach().numpy(),
+                         str(t.grad.dtype).split(".")[1], t.grad.float().numpy(),
+                         [str(p.grad.dtype).split(".")[1] for p in mod.parameters()])
+            if name == "bn":
+                out["stats"] = (str(mod.running_mean.dtype), mod.running_mean.numpy().copy())
+                mod.eval()
+                out["bn_eval"] = str(mod(t).dtype).split(".")[1]
+        with m.autocast(device_type="cpu", dtype=m.bfloat16):
+            lin = m.nn.Linear(4, 4)
+            out["autocast"] = str(m.nn.BatchNorm1d(4)(lin(m.from_numpy(x))).dtype).split(".")[1]
+        return out
+
+    ours, theirs = run(ember), run(torch)
+    assert ours["autocast"] == theirs["autocast"] == "bfloat16"
+    assert ours["bn_eval"] == theirs["bn_eval"] == low
+    np.testing.assert_allclose(ours["stats"][1], theirs["stats"][1], rtol=1e-6)
+    for name in ("bn", "ln", "gn", "in"):
+        a, b = ours[name], theirs[name]
+        assert (a[0], a[2], a[4]) == (b[0], b[2], b[4]) == (low, low, ["float32", "float32"])
+        np.testing.assert_allclose(a[1], b[1], rtol=1e-2, atol=1e-2)
+        np.testing.assert_allclose(a[3], b[3], rtol=5e-2, atol=5e-2)

@@ -421,3 +421,23 @@ def test_tensor_of_a_tensor_warns_as_torch_at_the_callers_line():
             m.tensor([1.0, 2.0])
         assert len(seen) == 1 and "sourceTensor.detach().clone()" in str(seen[0].message)
         assert seen[0].filename == __file__
+
+
+def test_numpy_scalars_in_a_list_promote_with_python_numbers_as_torch():
+    """``torch.tensor([np.float32(x), 0.5])``: a NumPy scalar keeps its dtype and a Python
+    float is the default dtype, promoted as torch (NumPy's own inference gave float64)."""
+    cases = [[np.float32(1), 2.5], [np.float32(1), np.float32(2), 3], [np.float16(1), 2.5],
+             [np.int32(3), 2.5], [np.int8(1), np.uint8(2)], [np.int32(1), 2],
+             [np.float64(1), np.float32(2)], [[np.float16(1), 2.5], [3, 4]],
+             [np.uint8(200), 1.5], [np.array([1, 2], np.int32), [3, 4]]]
+    for default in (torch.float32, torch.float64):
+        torch.set_default_dtype(default)
+        ember.set_default_dtype(getattr(ember, str(default).split(".")[1]))
+        try:
+            for data in cases:
+                ours, theirs = ember.tensor(data), torch.tensor(data)
+                assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1], data
+                assert ours.tolist() == theirs.tolist()
+        finally:
+            torch.set_default_dtype(torch.float32)
+            ember.set_default_dtype(ember.float32)

@@ -168,3 +168,26 @@ def test_stepping_the_scheduler_before_the_optimizer_warns_as_torch():
                 sched.step()
             assert any("before `optimizer.step()`" in str(w.message) for w in seen) \
                 is not optimizer_first, (m.__name__, optimizer_first)
+
+
+def test_warm_restarts_stepped_with_fractional_epochs_as_torch():
+    """The docs' ``scheduler.step(epoch + i / iters)`` inside the batch loop, mixed with plain
+    steps; a negative epoch is refused as torch."""
+    def run(m):
+        o = m.optim.SGD([m.nn.Parameter(m.zeros(1))], lr=0.1, momentum=0.9)
+        s = m.optim.lr_scheduler.CosineAnnealingWarmRestarts(o, T_0=2, T_mult=2, eta_min=1e-3)
+        lrs = []
+        for epoch in range(5):
+            for i in range(3):
+                o.step()
+                s.step(epoch + i / 3)
+                lrs.append(o.param_groups[0]["lr"])
+        for _ in range(4):
+            s.step()
+            lrs.append(o.param_groups[0]["lr"])
+        with pytest.raises(ValueError, match="Expected non-negative epoch, but got -1"):
+            s.step(-1)
+        return lrs, s.T_i, s.T_cur, s.last_epoch
+    ours, theirs = run(ember), run(torch)
+    np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
+    assert ours[1:] == theirs[1:]

@@ -33,7 +33,12 @@ and DropPath, MLP-Mixer, MobileNetV3 / EfficientNet squeeze-excite and hard acti
 trunc_normal_ init, weight-decay groups, fine-tuning with strict=False, flip TTA) and
 sequence_state_space.py (a Mamba block and the Mamba-2 SSD scan, an S4D kernel from complex
 parameters, RWKV token shift, RetNet decay masks, rotary embeddings, ALiBi, Perceiver
-cross-attention, mixture-of-experts routing and its losses)."""
+cross-attention, mixture-of-experts routing and its losses). tutorial_tabular_and_text.py and
+tutorial_timeseries_and_anomaly.py are beginner notebooks: seeding helpers, Datasets over NumPy
+arrays, random_split / Subset / WeightedRandomSampler, categorical embeddings in a BatchNorm1d
+MLP, metrics from bincount, early stopping to a file, k-fold with deepcopy, hook summaries, a
+pad_sequence text LSTM; unfold windows, a positional-encoding Transformer forecaster with
+OneCycleLR and fractional-epoch warm restarts, and an autoencoder's quantile thresholds."""
 import os
 import subprocess
 import sys
@@ -95,7 +100,12 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
             "vision_modern_blocks.py": ({"init", "swin", "convnext", "mixer", "mbv3", "windows",
                                          "finetune"}, 1e-5),
             "sequence_state_space.py": ({"mamba", "ssd", "s4d", "rwkv", "retnet", "rotary",
-                                         "alibi", "perceiver", "moe"}, 1e-5)}
+                                         "alibi", "perceiver", "moe"}, 1e-5),
+            "tutorial_tabular_and_text.py": ({"setup", "data", "collate", "repr", "params",
+                                              "summary", "train", "metrics", "autocast",
+                                              "checkpoint", "kfold", "text"}, 1e-5),
+            "tutorial_timeseries_and_anomaly.py": ({"windows", "augment", "pe", "forecast_train",
+                                                    "rollout", "sched", "anomaly", "save"}, 1e-5)}
 
 
 def _run(backend, program, cwd):

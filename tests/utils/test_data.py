@@ -247,3 +247,45 @@ def test_chain_and_stack_datasets_and_torchs_top_level_names():
     assert D.dataloader.DataLoader is DataLoader and D.dataset.StackDataset is D.StackDataset
     with pytest.raises(AttributeError):
         D.NoSuchThing
+
+
+def test_collate_keeps_numpy_scalar_dtypes_and_mapping_types_as_torch():
+    """A Dataset returning NumPy scalars (``np.float32(label)``) batches in their dtype, and a
+    sample that is an OrderedDict stays one."""
+    from collections import OrderedDict
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate as torch_collate
+    for scalars in ([np.float32(1.5), np.float32(2)], [np.int32(1), np.int32(2)],
+                    [np.uint8(3), np.uint8(4)], [np.float16(1), np.float16(2)],
+                    [np.float64(1), np.float64(2)], [np.bool_(True), np.bool_(False)],
+                    [True, False], [1.5, 2.5], [1, 2]):
+        ours, theirs = default_collate(scalars), torch_collate(scalars)
+        assert str(ours.dtype).split(".")[1] == str(theirs.dtype).split(".")[1], scalars
+        assert ours.tolist() == theirs.tolist()
+    batch = default_collate([OrderedDict(x=np.float32(1), y=2), OrderedDict(x=np.float32(3), y=4)])
+    assert type(batch) is OrderedDict and list(batch) == ["x", "y"]
+    assert batch["x"].dtype == ember.float32 and batch["y"].dtype == ember.int64
+
+
+def test_collate_of_unequal_samples_raises_torchs_stack_error():
+    """Variable-length text without a padding collate_fn fails with torch's message (the one
+    users search for), for tensors and ndarrays alike; string arrays cannot be batched."""
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import default_collate as torch_collate
+    for samples in ([ember.ones(3), ember.ones(3), ember.ones(4)],
+                    [np.ones(3), np.ones(3), np.ones(4)]):
+        with pytest.raises(RuntimeError) as ours:
+            default_collate(samples)
+        theirs = [torch.from_numpy(np.asarray(s)) for s in samples]
+        with pytest.raises(RuntimeError) as expected:
+            torch_collate(theirs)
+        assert str(ours.value) == str(expected.value) == (
+            "stack expects each tensor to be equal size, but got [3] at entry 0 and [4] at "
+            "entry 2")
+    with pytest.raises(RuntimeError, match=r"got \[3\] at entry 0 and \[4\] at entry 1"):
+        next(iter(DataLoader([ember.ones(3), ember.ones(4)], batch_size=2)))
+    for arr, name in ((np.array(["a"]), "<U1"), (np.array([None]), "object")):
+        with pytest.raises(TypeError, match=f"numbers, dicts or lists; found {name}$"):
+            default_collate([arr, arr])
+        with pytest.raises(TypeError, match=f"numbers, dicts or lists; found {name}$"):
+            torch_collate([arr, arr])

@@ -137,8 +137,10 @@ def _transpose_problem(op, x_shape, w_shape, stride, padding, output_padding, di
     if min(stride) < 1 or min(dilation) < 1 or groups < 1:
         raise ValueError(f"{where}: stride {stride}, dilation {dilation} and groups {groups} must "
                          "be positive")
-    if C != Cw:
-        raise ValueError(f"{where}: input has {C} channels but weight expects {Cw}")
+    if C != Cw:  # torch's words
+        raise ValueError(f"{op}: Given transposed=1, weight of size {list(w_shape)}, expected "
+                         f"input{list(x_shape)} to have {Cw} channels, but got {C} channels "
+                         f"instead")
     if C % groups:
         raise ValueError(f"{where}: {C} input channels are not divisible by groups={groups}")
     for o, s, d in ((op_h, stride[0], dilation[0]), (op_w, stride[1], dilation[1])):

@@ -155,9 +155,10 @@ def _geometry(op, input_shape, weight_shape, stride, padding, dilation, groups):
         raise ValueError(f"{where}: groups must be positive, got {groups}")
     if min(R, S, K, Cg) < 1:
         raise ValueError(f"{where}: weight dimensions must be positive")
-    if C != Cg * groups:
-        raise ValueError(f"{where}: input has {C} channels but weight expects "
-                         f"{Cg} * groups({groups}) = {Cg * groups}")
+    if C != Cg * groups:  # torch's words
+        raise ValueError(f"{op}: Given groups={groups}, weight of size {list(weight_shape)}, "
+                         f"expected input{list(input_shape)} to have {Cg * groups} channels, but "
+                         f"got {C} channels instead")
     if K % groups:
         raise ValueError(f"{where}: {K} output channels are not divisible by groups={groups}")
     Hp, Wp = H + pad[0] + pad[1], W + pad[2] + pad[3]

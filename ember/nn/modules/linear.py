@@ -52,7 +52,9 @@ class Linear(Module):
             init.uniform_(self.bias, -bound, bound)
 
     def forward(self, input):
-        return G.linear(input, self.weight, self.bias)
+        weight = self.weight
+        F._check_linear_dtypes(input, weight)
+        return G.linear(input, weight, self.bias)
 
     def extra_repr(self):
         return (f"in_features={self.in_features}, out_features={self.out_features}, "

@@ -129,6 +129,13 @@ _global_backward_pre_hooks = _TrackedDict()
 _global_backward_hooks = _TrackedDict()
 
 
+def _uninitialised(module, name):
+    """The error for a Module subclass whose ``__init__`` did not call ``super().__init__()``."""
+    cls = type(module).__name__
+    return AttributeError(f"'{cls}' object has no attribute '{name}': Module.__init__() was not "
+                          f"called; call super().__init__() first thing in {cls}.__init__")
+
+
 class Module:
     """Base class for all neural-network modules.
 
@@ -170,7 +177,11 @@ class Module:
         if self._no_hooks_at == tree_epoch:   # one read instead of the eight below
             return self.forward(*args, **kwargs)
         d = self.__dict__
-        if not (d["_forward_pre_hooks"] or d["_forward_hooks"] or d.get("_backward_hooks")
+        try:
+            pre = d["_forward_pre_hooks"]
+        except KeyError:
+            raise _uninitialised(self, "_forward_pre_hooks") from None
+        if not (pre or d["_forward_hooks"] or d.get("_backward_hooks")
                 or d.get("_backward_pre_hooks") or _global_forward_pre_hooks
                 or _global_forward_hooks or _global_backward_hooks
                 or _global_backward_pre_hooks):
@@ -403,6 +414,8 @@ class Module:
             s = d.get(store)
             if s is not None and name in s:
                 return s[name]
+        if name.startswith("_") and "_parameters" not in d:
+            raise _uninitialised(self, name)
         raise AttributeError(f"'{type(self).__name__}' object has no attribute '{name}'")
 
     def __delattr__(self, name):
@@ -694,13 +707,18 @@ class Module:
     @staticmethod
     def _strict_errors(strict, missing, unexpected):
         errors = []
-        if strict:
-            if unexpected:
-                errors.append("Unexpected key(s) in state_dict: " +
-                              ", ".join(f'"{k}"' for k in unexpected) + ". ")
+        if strict:   # torch's order: missing, then unexpected
             if missing:
                 errors.append("Missing key(s) in state_dict: " +
                               ", ".join(f'"{k}"' for k in missing) + ". ")
+            if unexpected:
+                errors.append("Unexpected key(s) in state_dict: " +
+                              ", ".join(f'"{k}"' for k in unexpected) + ". ")
+            if missing and unexpected and all(k.startswith("module.") for k in unexpected) \
+                    and set(missing) <= {k[len("module."):] for k in unexpected}:
+                errors.append("(every unexpected key is a missing one prefixed 'module.', as "
+                              "DataParallel / DistributedDataParallel save them: load "
+                              "{k.removeprefix('module.'): v for k, v in state_dict.items()})")
         return errors
 
     def register_state_dict_pre_hook(self, hook):

@@ -5,6 +5,8 @@ Shuffling draws from an ``ember.Generator`` (the one given, else one seeded from
 generator each epoch), so ``ember.manual_seed`` makes the batch order reproducible.
 """
 import bisect
+import collections.abc
+import copy
 import math
 import multiprocessing
 import numbers
@@ -387,18 +389,40 @@ def default_convert(data):
     return data
 
 
-def default_collate(batch):
-    """Stack a list of samples into a batch: Tensors/ndarrays stacked, numbers to tensors,
-    tuples/lists/dicts collated element-wise, strings kept as they are batched.
+_COLLATE_ERROR = ("default_collate: batch must contain tensors, numpy arrays, numbers, dicts or "
+                  "lists; found {}")
 
-    Raises TypeError for an element type it cannot batch.
+
+def _stack(arrays):
+    """One array stacking equal-shaped ``arrays``; raises torch.stack's RuntimeError naming
+    the first entry whose shape differs (variable-length samples need a ``collate_fn``)."""
+    shape = arrays[0].shape
+    for i, a in enumerate(arrays):
+        if a.shape != shape:
+            raise EmberRuntimeError(f"stack expects each tensor to be equal size, but got "
+                                    f"{list(shape)} at entry 0 and {list(a.shape)} at entry {i}")
+    return Tensor._make(np.stack(arrays))
+
+
+def default_collate(batch):
+    """Stack a list of samples into a batch as torch's ``default_collate``: Tensors and
+    ndarrays stacked, NumPy scalars to a tensor of their dtype, Python floats to float64 and
+    ints to int64, strings kept as they are batched; mappings (of their own type), namedtuples
+    and sequences collated element-wise (tuples into lists).
+
+    Raises RuntimeError for samples of different shapes or sequences of different lengths, and
+    TypeError for an element type it cannot batch (string or object arrays included).
     """
     elem = batch[0]
     if isinstance(elem, Tensor):
-        return Tensor._make(np.stack([b._data for b in batch]))
+        return _stack([b._data for b in batch])
     if isinstance(elem, np.ndarray):   # subclasses (memmap, matrix) as plain ndarrays
-        return Tensor._make(np.stack([np.asarray(b) for b in batch]))
-    if isinstance(elem, (bool, np.bool_)):
+        if elem.dtype.kind in "SaUO":
+            raise EmberTypeError(_COLLATE_ERROR.format(elem.dtype))
+        return _stack([np.asarray(b) for b in batch])
+    if isinstance(elem, (np.bool_, np.number)):   # a NumPy scalar keeps its dtype
+        return Tensor._make(np.array(batch))
+    if isinstance(elem, bool):
         return Tensor._make(np.array(batch, np.bool_))
     if isinstance(elem, numbers.Integral):
         return Tensor._make(np.array(batch, np.int64))
@@ -406,17 +430,24 @@ def default_collate(batch):
         return Tensor._make(np.array(batch, np.float64))
     if isinstance(elem, (str, bytes)):
         return batch  # as torch: the samples' own sequence (a tuple inside a tuple sample)
-    if isinstance(elem, dict):
-        return {k: default_collate([d[k] for d in batch]) for k in elem}
+    if isinstance(elem, collections.abc.Mapping):
+        out = {k: default_collate([d[k] for d in batch]) for k in elem}
+        try:
+            if isinstance(elem, collections.abc.MutableMapping):
+                clone = copy.copy(elem)   # an OrderedDict, defaultdict or dict subclass stays one
+                clone.update(out)
+                return clone
+            return type(elem)(out)
+        except TypeError:
+            return out
     if isinstance(elem, tuple) and hasattr(elem, "_fields"):
         return type(elem)(*(default_collate(s) for s in zip(*batch)))
-    if isinstance(elem, (list, tuple)):
+    if isinstance(elem, collections.abc.Sequence):
         size = len(elem)
         if any(len(e) != size for e in batch):
             raise EmberRuntimeError("each element in list of batch should be of equal size")
         return [default_collate(s) for s in zip(*batch)]   # a list for tuples too, as torch
-    raise EmberTypeError("default_collate: batch must contain tensors, numpy arrays, numbers, "
-                         f"dicts or lists; found {type(elem)}")
+    raise EmberTypeError(_COLLATE_ERROR.format(type(elem)))
 
 
 # ---------------------------------------------------------------------------- loader

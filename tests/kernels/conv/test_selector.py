@@ -286,7 +286,8 @@ def test_conv_transpose2d_matches_torch(case, algorithm, force):
 
 @pytest.mark.parametrize("call,message", [
     (lambda: C.conv2d_forward(np.zeros((1, 5, 8, 8)), np.zeros((4, 2, 3, 3)), None, 1, 0, 1, 2),
-     r"conv2d: input \(1, 5, 8, 8\), weight \(4, 2, 3, 3\): input has 5 channels"),
+     r"conv2d: Given groups=2, weight of size \[4, 2, 3, 3\], expected input\[1, 5, 8, 8\] to "
+     r"have 4 channels, but got 5 channels instead"),
     (lambda: C.conv2d_forward(np.zeros((1, 4, 8, 8)), np.zeros((3, 2, 3, 3)), None, 1, 0, 1, 2),
      "conv2d: .*3 output channels are not divisible by groups=2"),
     (lambda: C.conv2d_forward(np.zeros((1, 1, 4, 4)), np.zeros((1, 1, 7, 3)), None, 1, 1, 1, 1),
@@ -307,7 +308,8 @@ def test_conv_transpose2d_matches_torch(case, algorithm, force):
     (lambda: C.conv_transpose2d(np.zeros((1, 2, 4, 4)), np.zeros((2, 1, 3, 3)), None, 1,
                                         0, 1, 1, 1), "conv_transpose2d: .*output_padding"),
     (lambda: C.conv_transpose2d(np.zeros((1, 3, 4, 4)), np.zeros((2, 1, 3, 3)), None, 1,
-                                        0, 0, 1, 1), "conv_transpose2d: .*input has 3 channels"),
+                                        0, 0, 1, 1),
+     r"conv_transpose2d: .*expected input\[1, 3, 4, 4\] to have 2 channels, but got 3"),
     (lambda: C.conv_transpose2d(np.zeros((1, 2, 1, 1)), np.zeros((2, 1, 1, 1)), None, 1,
                                         1, 0, 1, 1), "conv_transpose2d: .*output size -1x-1"),
 ])
