@@ -651,8 +651,27 @@ class Tensor:
         return iter(self.unbind(0))
 
     __hash__ = object.__hash__
-    # NumPy defers binary operators to Tensor (np.float32(2) * t gives a Tensor, not an ndarray)
-    __array_ufunc__ = None
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """NumPy ufuncs on tensors, as torch: ``np.exp(t)``, ``np.maximum(t, 2)`` run NumPy on
+        the data (``numpy()``: a tensor that requires grad refuses) and give a Tensor. A binary
+        operator or ufunc with a NumPy scalar or array first (``np.float32(2) * t``) runs the
+        Tensor's reflected operator: ember's promotion and autograd, a Tensor."""
+        if method != "__call__" or "out" in kwargs:
+            return NotImplemented
+        if len(inputs) == 2 and inputs[1] is self and not kwargs and \
+                inputs[0].__class__ is not Tensor:
+            reflected = _REFLECTED.get(ufunc.__name__)
+            if reflected is not None:
+                return getattr(self, reflected)(inputs[0])
+        out = ufunc(*[x.numpy() if isinstance(x, Tensor) else x for x in inputs], **kwargs)
+        if isinstance(out, tuple):
+            return tuple(_from_ufunc(o) for o in out)
+        return _from_ufunc(out)
+
+    def __array_wrap__(self, array, context=None, return_scalar=False):
+        """The result of a NumPy function that converted this tensor (``np.clip(t, 0, 1)``,
+        ``np.argmax(t)``) as a Tensor, as torch's."""
+        return _from_ufunc(array)
 
     def __contains__(self, element):
         if isinstance(element, (Tensor, int, float, bool)):
@@ -730,6 +749,23 @@ def _compressed_layout(who):
     return UnsupportedError(f"{who}: the compressed sparse layouts (CSR, CSC, BSR, BSC) are not "
                             f"supported; ember has sparse COO tensors only (to_sparse(), "
                             f"docs/sparse.md)")
+
+
+# NumPy ufunc -> the Tensor method that computes ``ufunc(other, tensor)`` (Tensor.__array_ufunc__)
+_REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
+              "divide": "__rtruediv__", "true_divide": "__rtruediv__",
+              "floor_divide": "__rfloordiv__", "power": "__rpow__", "remainder": "__rmod__",
+              "matmul": "__rmatmul__", "bitwise_and": "__rand__", "bitwise_or": "__ror__",
+              "bitwise_xor": "__rxor__", "equal": "__eq__", "not_equal": "__ne__",
+              "less": "__gt__", "less_equal": "__ge__", "greater": "__lt__",
+              "greater_equal": "__le__"}
+
+
+def _from_ufunc(a):
+    """A NumPy ufunc's result on tensor data as a Tensor (a NumPy scalar as a 0-d one)."""
+    if isinstance(a, (np.ndarray, np.generic)):
+        return Tensor._make(np.array(a) if a.__class__ is not np.ndarray else a)
+    return a
 
 
 def _check_dim(what, dim, nd):

@@ -29,7 +29,8 @@ def _stateful(name):
     return name in _GLOBAL_STATE or name.startswith(("set_", "get_"))
 # Tensor attributes that are Python protocol plumbing, not user-facing ops
 _PLUMBING = {"__init__", "__repr__", "__format__", "__deepcopy__", "__reduce_ex__", "__hash__",
-             "__dlpack__", "__dlpack_device__", "__array__"}
+             "__dlpack__", "__dlpack_device__", "__array__", "__array_ufunc__",
+             "__array_wrap__"}
 # the op name a message may carry instead of the alias the user called
 _ALIASES = {
     "clip": "clamp", "clip_": "clamp", "absolute": "abs", "arctan2": "atan2", "greater": "gt",

@@ -313,3 +313,26 @@ def test_format_of_a_tensor_follows_torch():
         assert f"{m.nn.Parameter(m.tensor(2.0))}" == str(m.nn.Parameter(m.tensor(2.0)))
         with pytest.raises(TypeError, match="unsupported format string passed to Tensor"):
             f"{m.tensor([1.5, 2.0]):.2f}"
+
+
+@pytest.mark.parametrize("expr", [
+    "np.exp(t)", "np.sqrt(t)", "np.add(t, 1)", "np.maximum(t, 2)", "np.float64(2) * t",
+    "np.float32(2) - t", "np.int64(3) / t", "np.float64(1.5) ** t", "np.float32(2) > t",
+    "np.array([1.0, 2.0]) == t", "np.clip(t, 0, 1)", "np.argmax(t)", "np.round(t, 1)",
+    "np.abs(t)", "np.modf(t)[1]", "np.log(L.tensor(2.0))"])
+def test_numpy_functions_on_tensors_give_torchs_tensors(expr):
+    torch = pytest.importorskip("torch")
+    ours = eval(expr, {"np": np, "t": ember.tensor([1.0, 4.0]), "L": ember})
+    theirs = eval(expr, {"np": np, "t": torch.tensor([1.0, 4.0]), "L": torch})
+    assert isinstance(ours, ember.Tensor) and isinstance(theirs, torch.Tensor)
+    assert ours.tolist() == theirs.tolist()
+    if theirs.dtype != torch.uint8:      # torch turns NumPy's bool results into uint8
+        assert str(ours.dtype)[6:] == str(theirs.dtype)[6:]
+
+
+def test_numpy_operators_keep_autograd_and_refuse_grad_tensors_as_torch():
+    x = ember.ones(2, requires_grad=True)
+    (np.float32(3) * x + np.ones(2, np.float32) * x).sum().backward()
+    assert x.grad.tolist() == [4.0, 4.0]
+    with pytest.raises(RuntimeError, match="requires grad"):
+        np.exp(x)
