@@ -139,9 +139,22 @@ def bernoulli(a, generator):
 def multinomial(probs, num_samples, replacement, generator):
     p = probs / probs.sum(axis=-1, keepdims=True)
     if p.ndim == 1:
-        return generator.choice(p.shape[0], num_samples, replace=replacement, p=p).astype(np.int64)
-    return np.stack([generator.choice(p.shape[1], num_samples, replace=replacement, p=row)
-                     for row in p]).astype(np.int64)
+        return _multinomial_row(p, num_samples, replacement, generator)
+    return np.stack([_multinomial_row(row, num_samples, replacement, generator) for row in p])
+
+
+def _multinomial_row(p, num_samples, replacement, generator):
+    """``num_samples`` categories drawn from the normalised row ``p``. Without replacement and
+    fewer nonzero categories than samples, torch draws every nonzero category first and then
+    zero-probability ones (its exponential-race sampling ranks them last): the nonzero ones in
+    drawn order, then the others in a random order."""
+    nonzero = np.flatnonzero(p)
+    if replacement or nonzero.size >= num_samples:
+        return generator.choice(p.shape[0], num_samples, replace=replacement,
+                                p=p).astype(np.int64)
+    first = nonzero[generator.choice(nonzero.size, nonzero.size, replace=False, p=p[nonzero])]
+    rest = generator.permutation(np.flatnonzero(p == 0))[:num_samples - nonzero.size]
+    return np.concatenate([first, rest]).astype(np.int64)
 
 
 def poisson(rates, generator):

@@ -178,7 +178,10 @@ def _window_array(name, window_length, periodic, fn, dtype, requires_grad):
         w = np.ones(window_length)
     else:
         n = window_length + 1 if periodic else window_length
-        w = fn(np.arange(n, dtype=np.float64), n)[:window_length]
+        # a float32 window is computed in float32, as torch does (Python scalars stay weak)
+        target = _default_float() if dtype is None else dtype
+        work = np.float32 if getattr(target, "numpy", None) == np.float32 else np.float64
+        w = fn(np.arange(n, dtype=work), n)[:window_length]
     out = creation.tensor(w, dtype=dtype)
     if dtype is None:
         out = out.to(_default_float())
@@ -190,18 +193,32 @@ def _default_float():
     return get_default_dtype()
 
 
-def _cosine_sum(*a):
-    def fn(k, n):
-        x = 2 * np.pi * k / (n - 1)
-        return sum((-1) ** i * c * np.cos(i * x) for i, c in enumerate(a))
-    return fn
+def _hamming_like(alpha, beta):
+    """alpha - beta cos(2 pi n / N) in torch's order of operations (its float64 values)."""
+    return lambda k, n: np.cos(k * (2 * np.pi / (n - 1))) * -beta + alpha
+
+
+def _blackman(k, n):
+    """0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N) in torch's order of operations, so the
+    float64 ends are exactly 0 as torch's (not -1.4e-17: a square root of the window stays
+    real)."""
+    x = k * (np.pi / (n - 1))
+    return np.cos(x * 4) * 0.08 - np.cos(x * 2) * 0.5 + 0.42
+
+
+def _bartlett(k, n):
+    """2n / N rising, then 2 - 2n / N, as torch.bartlett_window computes it."""
+    w = k * (2.0 / (n - 1))
+    half = ((n - 1) >> 1) + 1
+    w[half:] = w[half:] * -1 + 2
+    return w
 
 
 def hann_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                 requires_grad=False):
     """The Hann window, 0.5 - 0.5 cos(2 pi n / N) (N = window_length when ``periodic``, else
     window_length - 1), as torch.hann_window."""
-    return _window_array("hann_window", window_length, periodic, _cosine_sum(0.5, 0.5), dtype,
+    return _window_array("hann_window", window_length, periodic, _hamming_like(0.5, 0.5), dtype,
                          requires_grad)
 
 
@@ -209,27 +226,27 @@ def hamming_window(window_length, periodic=True, alpha=0.54, beta=0.46, *, dtype
                    layout=None, device=None, requires_grad=False):
     """The Hamming window, alpha - beta cos(2 pi n / N), as torch.hamming_window."""
     return _window_array("hamming_window", window_length, periodic,
-                         _cosine_sum(alpha, beta), dtype, requires_grad)
+                         _hamming_like(alpha, beta), dtype, requires_grad)
 
 
 def blackman_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                     requires_grad=False):
     """The Blackman window, 0.42 - 0.5 cos(2 pi n / N) + 0.08 cos(4 pi n / N)."""
     return _window_array("blackman_window", window_length, periodic,
-                         _cosine_sum(0.42, 0.5, 0.08), dtype, requires_grad)
+                         _blackman, dtype, requires_grad)
 
 
 def bartlett_window(window_length, periodic=True, *, dtype=None, layout=None, device=None,
                     requires_grad=False):
     """The Bartlett (triangular) window, 1 - |2n / N - 1|, as torch.bartlett_window."""
     return _window_array("bartlett_window", window_length, periodic,
-                         lambda k, n: 1 - np.abs(2 * k / (n - 1) - 1), dtype, requires_grad)
+                         _bartlett, dtype, requires_grad)
 
 
 def kaiser_window(window_length, periodic=True, beta=12.0, *, dtype=None, layout=None,
                   device=None, requires_grad=False):
     """The Kaiser window, I0(beta sqrt(1 - (2n / N - 1)^2)) / I0(beta), as torch.kaiser_window."""
     return _window_array("kaiser_window", window_length, periodic,
-                         lambda k, n: np.i0(beta * np.sqrt(np.clip(
-                             1 - (2 * k / (n - 1) - 1) ** 2, 0, None))) / np.i0(beta),
+                         lambda k, n: np.i0(beta * np.sqrt(
+                             1 - ((k - (n - 1) / 2.0) / ((n - 1) / 2.0)) ** 2)) / np.i0(beta),
                          dtype, requires_grad)

@@ -1,14 +1,16 @@
 """``ember.optim``: torch's optimizers (SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax,
-NAdam, RAdam, ASGD, Rprop, LBFGS), ``lr_scheduler`` and ``swa_utils`` (loaded on first use: it
-needs ember.nn). SparseAdam is not provided (ember has no sparse gradients; docs/unsupported.md)."""
+NAdam, RAdam, ASGD, Rprop, LBFGS, SparseAdam), ``lr_scheduler`` and ``swa_utils`` (loaded on
+first use: it needs ember.nn). SparseAdam updates the rows of ember's dense gradients that hold
+a nonzero value (ember has no sparse gradients; docs/optim.md)."""
 from ember.optim import lr_scheduler  # noqa: F401
 from ember.optim.algorithms import (SGD, ASGD, Adadelta, Adagrad, Adam, Adamax, AdamW, NAdam,
                                     RAdam, RMSprop, Rprop)
 from ember.optim.lbfgs import LBFGS
 from ember.optim.optimizer import Optimizer
+from ember.optim.sparse_adam import SparseAdam
 
 __all__ = ["Optimizer", "SGD", "Adam", "AdamW", "RMSprop", "Adagrad", "Adadelta", "Adamax",
-           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "lr_scheduler", "swa_utils"]
+           "NAdam", "RAdam", "ASGD", "Rprop", "LBFGS", "SparseAdam", "lr_scheduler", "swa_utils"]
 
 
 def __getattr__(name):
@@ -29,7 +31,7 @@ def _check_constructors():
     ``step`` is left alone (it runs the user's closure)."""
     from ember.errors import public
     for cls in (Optimizer, SGD, Adam, AdamW, RMSprop, Adagrad, Adadelta, Adamax, NAdam, RAdam,
-                ASGD, Rprop, LBFGS):
+                ASGD, Rprop, LBFGS, SparseAdam):
         if "__init__" in vars(cls):
             cls.__init__ = public(vars(cls)["__init__"], "class")
 

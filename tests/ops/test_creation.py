@@ -217,6 +217,19 @@ def test_randperm_is_a_permutation_and_multinomial_without_replacement_distinct(
     assert all(sorted(r) == list(range(6)) for r in rows)
 
 
+def test_multinomial_without_replacement_past_the_nonzero_categories_as_torch():
+    # torch 2.x samples by an exponential race: every nonzero category comes first, then
+    # zero-probability ones (word2vec negatives over unigram^0.75 with unseen words)
+    p = [[0.0, 0.3, 0.0, 0.7, 0.0], [0.0, 0.0, 1.0, 0.0, 0.0]]
+    for lib in (torch, ember):
+        lib.manual_seed(0)
+        rows = lib.multinomial(lib.tensor(p), 4).tolist()
+        assert all(sorted(r[:2]) == [1, 3] and set(r[2:]) <= {0, 2, 4} for r in rows[:1]), rows
+        assert rows[1][0] == 2 and len(set(rows[1])) == 4
+        one = lib.multinomial(lib.tensor([0.5, 0.5, 0.0]), 3).tolist()
+        assert sorted(one[:2]) == [0, 1] and one[2] == 2
+
+
 def test_poisson_and_binomial_draw_their_distributions():
     """Sample mean and variance of 200k draws at a fixed seed against the distributions' own
     (Poisson(3): 3 and 3; Binomial(10, 0.3): 3 and 2.1); the seed makes the draw repeatable."""
