@@ -10,7 +10,7 @@ The rule is on once ``ember.bfloat16`` has been made (``ember._dtype.BFLOAT16``)
 never use bfloat16 pay one list read per op."""
 import numpy as np
 
-from ember._dtype import BFLOAT16
+from ember._dtype import BFLOAT16, to_numpy_dtype
 
 _NDARRAY = np.ndarray
 _F32 = np.dtype(np.float32)
@@ -28,17 +28,25 @@ NATIVE = frozenset((
 ))
 
 
-def upcast(op, arrays):
-    """``(arrays, round_back)``: the inputs with bfloat16 arrays read as float32, and whether
-    float32 results go back to bfloat16; ``arrays`` unchanged for native ops."""
+def upcast(op, arrays, consts):
+    """``(arrays, round_back, consts)``: the inputs with bfloat16 arrays read as float32, and
+    whether float32 results go back to bfloat16; ``arrays`` unchanged for native ops. An op
+    given another ``dtype=`` (``softmax(x, -1, dtype=torch.float32)``, ``cumsum``, ``sum``)
+    keeps its result in that dtype; ``dtype=bfloat16`` computes in float32 and rounds."""
     if op.view or op.name in NATIVE:
-        return arrays, False
+        return arrays, False, consts
     out, seen = _read(arrays, BFLOAT16[0])
     if not seen[0]:
-        return arrays, False
+        return arrays, False, consts
+    if "dtype" in op.const_names:
+        at = op.const_names.index("dtype")
+        if consts[at] is not None:
+            if to_numpy_dtype(consts[at]) != BFLOAT16[0]:
+                return out, False, consts
+            consts = tuple(consts[:at]) + (None,) + tuple(consts[at + 1:])
     # torch's result is bfloat16 unless another floating dtype outranks it: one with
     # dimensions, or a 0-d one when every bfloat16 input is 0-d too (bf16 0-d * f32 0-d is f32)
-    return out, not (seen[3] or (seen[2] and not seen[1]))
+    return out, not (seen[3] or (seen[2] and not seen[1])), consts
 
 
 def _read(items, bf16, seen=None):

@@ -224,7 +224,7 @@ def dispatch(op, tensors, consts, _profiled=False):
         need_grad = _views.refresh_inputs(tensors)
     back = False
     if _BFLOAT16[0] is not None:
-        arrays, back = _bf16.upcast(op, arrays)
+        arrays, back, consts = _bf16.upcast(op, arrays, consts)
     fp = _fp_enter(_FP_IGNORE)   # inf, nan: values, no NumPy warning (kernels/runtime/fpstate.py)
     try:
         if op.list_input:

@@ -13,6 +13,7 @@ import warnings
 
 import numpy as np
 
+from ember import _dtype
 from ember.autograd._generated import functions as G
 from ember.autograd.grad_mode import no_grad
 from ember.autograd import autocast as _autocast
@@ -1420,6 +1421,15 @@ def scaled_dot_product_attention(query, key, value, attn_mask=None, dropout_p=0.
     if isinstance(attn_mask, attention.bias.CausalBias):   # torch: CausalBias.__torch_function__
         return attn_mask._dispatch(query, key, value, attn_mask, dropout_p, is_causal, scale,
                                    enable_gqa)
+    if not query.dtype == key.dtype == value.dtype:
+        raise EmberRuntimeError(f"Expected query, key, and value to have the same dtype, but got "
+                                f"query.dtype: {query.dtype} key.dtype: {key.dtype} and "
+                                f"value.dtype: {value.dtype} instead.")
+    if attn_mask is not None and attn_mask.dtype not in (_dtype.bool_, _dtype.float32,
+                                                         query.dtype):
+        raise EmberRuntimeError(f"Expected attn_mask dtype to be bool or float or to match query "
+                                f"dtype, but got attn_mask.dtype: {attn_mask.dtype} and  "
+                                f"query.dtype: {query.dtype} instead.")
     if not attention.viable():
         raise EmberRuntimeError("scaled_dot_product_attention: no viable backend (the "
                                 "sdpa_kernel region allows neither MATH nor FLASH_ATTENTION, "

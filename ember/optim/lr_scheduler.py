@@ -119,13 +119,33 @@ class LambdaLR(LRScheduler):
         super().__init__(optimizer, last_epoch)
 
     def state_dict(self):
-        d = super().state_dict()
-        d.pop("lr_lambdas", None)
-        return d
+        return _state_with_lambdas(self)
+
+    def load_state_dict(self, state_dict):
+        _load_state_with_lambdas(self, state_dict)
 
     def get_lr(self):
         return [base * lmbda(self.last_epoch) for lmbda, base in
                 zip(self.lr_lambdas, self.base_lrs)]
+
+
+def _state_with_lambdas(scheduler):
+    """torch's LambdaLR / MultiplicativeLR state: ``lr_lambdas`` holds None for a function and
+    the attributes of a callable object (the functions themselves are not saved)."""
+    state = {k: v for k, v in scheduler.__dict__.items() if k not in ("optimizer", "lr_lambdas")}
+    state["lr_lambdas"] = [None if isinstance(fn, types.FunctionType) else fn.__dict__.copy()
+                           for fn in scheduler.lr_lambdas]
+    return state
+
+
+def _load_state_with_lambdas(scheduler, state_dict):
+    """Load what ``_state_with_lambdas`` saved: the scheduler keeps its own functions."""
+    state = dict(state_dict)
+    lambdas = state.pop("lr_lambdas", None) or []
+    scheduler.__dict__.update(state)
+    for fn, attrs in zip(scheduler.lr_lambdas, lambdas):
+        if attrs is not None:
+            fn.__dict__.update(attrs)
 
 
 class MultiplicativeLR(LRScheduler):
@@ -134,6 +154,12 @@ class MultiplicativeLR(LRScheduler):
         self.lr_lambdas = list(lr_lambda) if isinstance(lr_lambda, (list, tuple)) \
             else [lr_lambda] * n
         super().__init__(optimizer, last_epoch)
+
+    def state_dict(self):
+        return _state_with_lambdas(self)
+
+    def load_state_dict(self, state_dict):
+        _load_state_with_lambdas(self, state_dict)
 
     def get_lr(self):
         if not self._is_initial:

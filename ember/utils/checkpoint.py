@@ -4,8 +4,11 @@ random state it had, so dropout masks repeat) and differentiates that recomputat
 
 The forward runs ``fn`` once with autograd on to find every leaf it reads (parameters included,
 so ``autograd.grad`` with respect to a parameter used inside works, as torch's non-reentrant
-version), then drops that graph. ``use_reentrant`` is accepted and both values behave this way.
+version), then drops that graph. Both values of ``use_reentrant`` compute this way; as torch's,
+the reentrant one takes no keyword arguments for ``fn``, and leaving it out warns.
 """
+import warnings
+
 from ember import random as _random
 from ember.autograd.function import Function
 from ember.autograd.grad_mode import enable_grad
@@ -14,6 +17,13 @@ from ember.errors import EmberTypeError, EmberValueError
 from ember.tensor import Tensor
 
 __all__ = ["checkpoint", "checkpoint_sequential"]
+
+_USE_REENTRANT_WARNING = (
+    "torch.utils.checkpoint: the use_reentrant parameter should be passed explicitly. Starting "
+    "in PyTorch 2.9, calling checkpoint without use_reentrant will raise an exception. "
+    "use_reentrant=False is recommended, but if you need to preserve the current default "
+    "behavior, you can pass use_reentrant=True. Refer to docs for more details on the "
+    "differences between the two variants.")
 
 
 def _detached(args):
@@ -51,6 +61,37 @@ class _Checkpoint(Function):
             + tuple(it)
 
 
+def _skeleton(obj, tensors):
+    """``obj`` with every tensor inside its tuples, lists and dicts replaced by ``_SLOT``; the
+    tensors are appended to ``tensors`` in order."""
+    if isinstance(obj, Tensor):
+        tensors.append(obj)
+        return _SLOT
+    if isinstance(obj, tuple) and hasattr(obj, "_fields"):
+        return type(obj)(*(_skeleton(o, tensors) for o in obj))
+    if isinstance(obj, (tuple, list)):
+        return type(obj)(_skeleton(o, tensors) for o in obj)
+    if isinstance(obj, dict):
+        return type(obj)((k, _skeleton(v, tensors)) for k, v in obj.items())
+    return obj
+
+
+def _filled(skeleton, tensors):
+    """``skeleton`` with its slots filled from the iterator ``tensors``."""
+    if skeleton is _SLOT:
+        return next(tensors)
+    if isinstance(skeleton, tuple) and hasattr(skeleton, "_fields"):
+        return type(skeleton)(*(_filled(o, tensors) for o in skeleton))
+    if isinstance(skeleton, (tuple, list)):
+        return type(skeleton)(_filled(o, tensors) for o in skeleton)
+    if isinstance(skeleton, dict):
+        return type(skeleton)((k, _filled(v, tensors)) for k, v in skeleton.items())
+    return skeleton
+
+
+_SLOT = object()
+
+
 class _Run:
     """One checkpointed call: the function, its arguments and the random state to replay."""
 
@@ -59,24 +100,28 @@ class _Run:
         self.rng_state = _random.get_rng_state() if preserve_rng_state else None
 
     def call(self, args):
-        out = self.function(*args, **self.kwargs)
-        self.single = isinstance(out, Tensor)
-        outs = (out,) if self.single else out
-        if not isinstance(outs, tuple) or not all(isinstance(o, Tensor) for o in outs):
-            raise EmberTypeError(f"checkpoint: the function must return a tensor or a tuple of "
-                                 f"tensors, got {type(out).__name__}")
-        return outs
+        """The tensors of ``function(*args)``'s output, found through its tuples, lists and
+        dicts (the output's shape, non-tensor values included, is kept in ``skeleton``)."""
+        tensors = []
+        self.skeleton = _skeleton(self.function(*args, **self.kwargs), tensors)
+        return tuple(tensors)
 
 
 def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism_check="default",
                debug=False, preserve_rng_state=True, **kwargs):
     """``function(*args, **kwargs)``, recomputed during backward instead of keeping its
-    intermediate tensors (torch.utils.checkpoint.checkpoint)."""
+    intermediate tensors (torch.utils.checkpoint.checkpoint). As torch, ``use_reentrant``
+    left out warns and means True, which takes no ``kwargs`` (ValueError)."""
     if context_fn is not None:
         raise EmberValueError("checkpoint: context_fn is not supported (ember has no "
                               "TorchDispatchMode contexts)")
     if not callable(function):
         raise EmberTypeError(f"checkpoint: expected a callable, got {type(function).__name__}")
+    if use_reentrant is None:
+        warnings.warn(_USE_REENTRANT_WARNING, stacklevel=2)
+        use_reentrant = True
+    if kwargs and use_reentrant:
+        raise EmberValueError("Unexpected keyword arguments: " + ",".join(kwargs))
     run = _Run(function, args, kwargs, preserve_rng_state)
     if run.rng_state is None:
         run.rng_state = _random.get_rng_state()
@@ -88,10 +133,10 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
     run.outputs = tuple(o.detach() for o in outs)
     del outs, probe_args
     tensors = [a for a in args if isinstance(a, Tensor)]
-    if not any(t.requires_grad for t in tensors + leaves):
-        return run.outputs[0] if run.single else run.outputs
+    if not run.outputs or not any(t.requires_grad for t in tensors + leaves):
+        return _filled(run.skeleton, iter(run.outputs))
     out = _Checkpoint.apply(run, len(tensors), *tensors, *leaves)
-    return out[0] if run.single and isinstance(out, tuple) else out
+    return _filled(run.skeleton, iter(out if isinstance(out, tuple) else (out,)))
 
 
 def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwargs):
@@ -100,6 +145,9 @@ def checkpoint_sequential(functions, segments, input, use_reentrant=None, **kwar
     if hasattr(functions, "children") and not isinstance(functions, (list, tuple)):
         functions = list(functions.children())
     functions = list(functions)
+    if use_reentrant is None:
+        warnings.warn(_USE_REENTRANT_WARNING, stacklevel=2)
+        use_reentrant = True
     if not isinstance(segments, int) or segments < 1:
         raise EmberValueError(f"checkpoint_sequential: segments must be a positive int, got "
                               f"{segments!r}")

@@ -67,6 +67,27 @@ def test_ops_compute_in_float32_and_round_as_torch(fn):
                                   rt.float().numpy() if rt.dtype != torch.bool else rt.numpy())
 
 
+@pytest.mark.parametrize("fn", [
+    lambda m, x: m.nn.functional.softmax(x, dim=-1, dtype=m.float32),
+    lambda m, x: x.log_softmax(-1, dtype=m.float32),
+    lambda m, x: m.cumsum(x, dim=-1, dtype=m.float32),
+    lambda m, x: x.sum(-1, dtype=m.float64), lambda m, x: x.mean(dtype=m.float32),
+    lambda m, x: x.softmax(-1, dtype=m.bfloat16),
+], ids=["softmax", "log_softmax", "cumsum", "sum", "mean", "softmax_bf16"])
+def test_an_explicit_dtype_gives_that_dtype_as_torch(fn):
+    """Attention in bf16 models: ``softmax(scores, -1, dtype=torch.float32)`` is float32."""
+    x = np.random.default_rng(1).standard_normal((3, 6))
+    xe = ember.tensor(x).bfloat16().requires_grad_()
+    xt = torch.tensor(x).bfloat16().requires_grad_()
+    re, rt = fn(ember, xe), fn(torch, xt)
+    assert str(re.dtype).split(".")[1] == str(rt.dtype).split(".")[1]
+    np.testing.assert_allclose(re.detach().double().numpy(), rt.detach().double().numpy(),
+                               rtol=1e-6)
+    re.pow(2).sum().backward()
+    rt.pow(2).sum().backward()
+    _bits(xe.grad, xt.grad, ulps=1)
+
+
 def test_training_step_in_bfloat16_matches_torch():
     torch.manual_seed(0)
     tm = torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Tanh(),

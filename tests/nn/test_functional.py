@@ -351,3 +351,17 @@ def test_norm_layers_keep_a_reduced_input_dtype_with_float32_parameters(low):
         assert (a[0], a[2], a[4]) == (b[0], b[2], b[4]) == (low, low, ["float32", "float32"])
         np.testing.assert_allclose(a[1], b[1], rtol=1e-2, atol=1e-2)
         np.testing.assert_allclose(a[3], b[3], rtol=5e-2, atol=5e-2)
+
+
+def test_sdpa_refuses_mixed_dtypes_as_torch():
+    """A float64 key with float32 queries, or an integer mask (a padding mask left as 0/1
+    longs), raises torch's RuntimeError instead of computing."""
+    F = ember.nn.functional
+    q, k = ember.randn(1, 2, 3, 4), ember.randn(1, 2, 5, 4)
+    with pytest.raises(RuntimeError, match="Expected query, key, and value to have the same dtype"):
+        F.scaled_dot_product_attention(q, k.double(), k)
+    with pytest.raises(RuntimeError, match="Expected attn_mask dtype to be bool or float"):
+        F.scaled_dot_product_attention(q, k, k, attn_mask=ember.ones(3, 5, dtype=ember.int64))
+    out = F.scaled_dot_product_attention(q.double(), k.double(), k.double(),
+                                         attn_mask=ember.zeros(3, 5))   # float32 mask: allowed
+    assert out.dtype == ember.float64

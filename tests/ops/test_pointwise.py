@@ -76,6 +76,24 @@ def test_reverse_and_inplace_operators_match_torch():
     assert (6 ^ i).tolist() == (6 ^ ti).tolist()
 
 
+def test_inplace_bitwise_operators_write_into_the_tensor():
+    """``eos_reached |= done`` (generation loops) updates the tensor in place, as torch: every
+    alias sees it, and a result type the tensor cannot hold raises."""
+    done = ember.tensor([False, False, True])
+    alias = done
+    done |= ember.tensor([True, False, False])
+    assert done is alias and alias.tolist() == [True, False, True]
+    done &= ember.tensor([True, True, False])
+    assert alias.tolist() == [True, False, False]
+    done ^= True
+    assert alias.tolist() == [False, True, True]
+    rows = ember.zeros(2, 3, dtype=ember.bool)
+    rows[:, 1] |= ember.tensor([True, False])
+    assert rows.tolist() == [[False, True, False], [False, False, False]]
+    with pytest.raises(EmberError, match="can't be cast"):
+        done |= ember.tensor([1, 2, 3])
+
+
 def test_int_pow_with_negative_tensor_exponents_matches_torch():
     torch = pytest.importorskip("torch")
     b, e = [2, 1, -1, -1, 0, 3], [-1, -3, -3, -2, -1, 2]

@@ -191,3 +191,46 @@ def test_warm_restarts_stepped_with_fractional_epochs_as_torch():
     ours, theirs = run(ember), run(torch)
     np.testing.assert_allclose(ours[0], theirs[0], rtol=1e-12)
     assert ours[1:] == theirs[1:]
+
+
+class _WarmupCosine:
+    """A callable lr_lambda object: torch saves its attributes in ``lr_lambdas``."""
+
+    def __init__(self, warmup, total):
+        self.warmup, self.total = warmup, total
+
+    def __call__(self, step):
+        if step < self.warmup:
+            return (step + 1) / self.warmup
+        return 0.5 * (1 + np.cos(np.pi * (step - self.warmup) / (self.total - self.warmup)))
+
+
+@pytest.mark.parametrize("name", ["LambdaLR", "MultiplicativeLR"])
+def test_lambda_schedulers_state_dict_as_torch(name):
+    """``lr_lambdas`` holds None for a function and a callable object's attributes; loading
+    (a torch state dict included) keeps the scheduler's own functions."""
+    def make(lib, opt_lib, fn_obj):
+        opt = opt_lib.SGD([{"params": [lib.nn.Parameter(lib.ones(1))]} for _ in range(2)],
+                          lr=1.0)
+        return getattr(opt_lib.lr_scheduler, name)(opt, [lambda s: 0.9, fn_obj])
+
+    ours, theirs = make(ember, eopt, _WarmupCosine(2, 8)), make(torch, torch.optim,
+                                                                 _WarmupCosine(2, 8))
+    for s in (ours, theirs):
+        for _ in range(3):
+            s.optimizer.step()
+            s.step()
+    a, b = ours.state_dict(), theirs.state_dict()
+    assert sorted(a) == sorted(b) and a["lr_lambdas"] == b["lr_lambdas"] == [
+        None, {"warmup": 2, "total": 8}]
+    fresh = make(ember, eopt, _WarmupCosine(5, 5))
+    fresh.load_state_dict(b)
+    assert fresh.lr_lambdas[1].warmup == 2 and callable(fresh.lr_lambdas[0])
+    assert fresh.last_epoch == 3 and "lr_lambdas" in b
+    for g, h in zip(fresh.optimizer.param_groups, theirs.optimizer.param_groups):
+        g["lr"] = h["lr"]           # what loading the optimizer's state dict would restore
+    fresh.optimizer.step()
+    theirs.optimizer.step()
+    fresh.step()
+    theirs.step()
+    np.testing.assert_allclose(fresh.get_last_lr(), theirs.get_last_lr(), rtol=1e-12)

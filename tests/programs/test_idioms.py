@@ -38,7 +38,21 @@ tutorial_timeseries_and_anomaly.py are beginner notebooks: seeding helpers, Data
 arrays, random_split / Subset / WeightedRandomSampler, categorical embeddings in a BatchNorm1d
 MLP, metrics from bincount, early stopping to a file, k-fold with deepcopy, hook summaries, a
 pad_sequence text LSTM; unfold windows, a positional-encoding Transformer forecaster with
-OneCycleLR and fractional-epoch warm restarts, and an autoencoder's quantile thresholds."""
+OneCycleLR and fractional-epoch warm restarts, and an autoencoder's quantile thresholds.
+classic_ml_in_torch.py is classic machine learning in torch: LBFGS logistic and SGD softmax
+regression, k-means++ and Lloyd with cdist / scatter_add_ / index_add_, PCA (svd, pca_lowrank,
+eigh), Gaussian-mixture EM with MultivariateNormal, matrix factorisation with sparse embeddings
+under SparseAdam and SGD, skip-gram negative sampling, kernel ridge regression and t-SNE;
+signal_processing_in_torch.py has stft / istft with Griffin-Lim, a hand-built mel filterbank and
+MFCC deltas, FIR filter banks and resampling with conv1d and pad modes, rfft autocorrelation,
+signal.windows, spectral gating, unfold / fold framing, mu-law bucketize, histc and medians.
+llm_lora_and_generation.py and llm_llama_reference_decoding.py are LLM fine-tuning and decoding
+without transformers: LoRA adapters injected through named_modules / setattr (or registered as
+parametrizations) with frozen bases, merge / unmerge, LoRA-only and renamed state dicts with
+strict=False and assign=True, weight tying, non-reentrant checkpointing of layers returning
+(hidden, None), KV caches (concatenated, and preallocated with GQA), causal and padding masks,
+top-k / top-p / repetition-penalty sampling with seeded generators, flattened beam search,
+left-padded batched generation with eos stopping (|= in place), and bf16 / autocast."""
 import os
 import subprocess
 import sys
@@ -105,7 +119,16 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
                                               "summary", "train", "metrics", "autocast",
                                               "checkpoint", "kfold", "text"}, 1e-5),
             "tutorial_timeseries_and_anomaly.py": ({"windows", "augment", "pe", "forecast_train",
-                                                    "rollout", "sched", "anomaly", "save"}, 1e-5)}
+                                                    "rollout", "sched", "anomaly", "save"}, 1e-5),
+            "classic_ml_in_torch.py": ({"logreg", "softmax", "kmeans", "pca", "gmm", "mf",
+                                        "mf_sgd", "w2v", "krr", "tsne"}, 1e-8),
+            "signal_processing_in_torch.py": ({"stft", "griffin", "mfcc", "fir", "autocorr",
+                                               "windows", "gate", "frames", "quant", "robust"},
+                                              1e-8),
+            "llm_lora_and_generation.py": ({"lora", "merge", "state", "kvcache", "sampling",
+                                            "beam", "generate", "bf16"}, 1e-5),
+            "llm_llama_reference_decoding.py": ({"prealloc", "mask", "llama_gen", "lora_param",
+                                                 "adapter", "bf16_step"}, 1e-5)}
 
 
 def _run(backend, program, cwd):

@@ -95,5 +95,34 @@ def test_intermediates_are_not_kept_alive():
 def test_checkpoint_errors():
     with pytest.raises(ember.EmberError, match="expected a callable"):
         checkpoint(3, ember.ones(2))
-    with pytest.raises(ember.EmberError, match="must return a tensor"):
-        checkpoint(lambda t: "x", ember.ones(2, requires_grad=True))
+
+
+def test_outputs_of_any_structure_keep_their_shape_and_gradients():
+    """A decoder layer returning ``(hidden, None)`` or ``(hidden, (k, v))`` checkpoints as in
+    torch: non-tensor values come back as they are, tensors in nested tuples, lists and dicts
+    carry gradients."""
+    x = np.random.default_rng(1).standard_normal(3)
+
+    def f(t):
+        return t.tanh(), None, {"cache": [t * 3.0, 5]}
+
+    xe, xt = ember.tensor(x, requires_grad=True), torch.tensor(x, requires_grad=True)
+    ye = checkpoint(f, xe, use_reentrant=False)
+    yt = torch.utils.checkpoint.checkpoint(f, xt, use_reentrant=False)
+    assert ye[1] is None and ye[2]["cache"][1] == 5 and isinstance(ye[2]["cache"], list)
+    (ye[0].sum() + ye[2]["cache"][0].pow(2).sum()).backward()
+    (yt[0].sum() + yt[2]["cache"][0].pow(2).sum()).backward()
+    np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-12)
+    assert checkpoint(lambda t: "x", ember.ones(2, requires_grad=True)) == "x"
+
+
+def test_use_reentrant_left_out_warns_and_reentrant_takes_no_kwargs():
+    x = ember.ones(2, requires_grad=True)
+    with pytest.warns(UserWarning, match="use_reentrant parameter should be passed explicitly"):
+        checkpoint(lambda t: t * 2.0, x)
+    with pytest.raises(ValueError, match="^Unexpected keyword arguments: scale,bias$"):
+        checkpoint(lambda t, scale, bias: t * scale + bias, x, scale=2.0, bias=1.0,
+                   use_reentrant=True)
+    y = checkpoint(lambda t, scale: t * scale, x, scale=ember.tensor(3.0), use_reentrant=False)
+    y.sum().backward()
+    assert x.grad.tolist() == [3.0, 3.0]

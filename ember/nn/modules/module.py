@@ -346,9 +346,11 @@ class Module:
         if target == "":
             return mod
         for item in target.split("."):
-            if not hasattr(mod, item) or not isinstance(getattr(mod, item), Module):
-                raise AttributeError(f"{type(mod).__name__} has no submodule `{item}`")
+            if not hasattr(mod, item):
+                raise AttributeError(f"{type(mod).__name__} has no attribute `{item}`")
             mod = getattr(mod, item)
+            if not isinstance(mod, Module):
+                raise AttributeError(f"`{item}` is not an nn.Module")
         return mod
 
     def get_parameter(self, target):
@@ -661,7 +663,8 @@ class Module:
 
         Checks everything first: with ``strict`` a missing or unexpected key, and always a
         shape mismatch, raises RuntimeError naming every offending key, and nothing changes.
-        Returns (missing_keys, unexpected_keys).
+        With ``assign`` the module takes the given tensors themselves instead of copying into
+        its own (torch's ``assign=True``). Returns (missing_keys, unexpected_keys).
         """
         if not hasattr(state_dict, "keys"):
             raise EmberTypeError(f"Expected state_dict to be dict-like, got {type(state_dict)}.")
@@ -686,12 +689,10 @@ class Module:
                 p = prefix + "." if prefix else ""
                 for name, t in mod._local_state().items():
                     if p + name in state_dict:
-                        arr = _to_array(state_dict[p + name])
                         if assign:
-                            t._data = np.array(arr, dtype=t._data.dtype if
-                                               arr.dtype.kind == t._data.dtype.kind else None)
-                        else:
-                            np.copyto(t._data, arr, casting="unsafe")
+                            _assign_state(mod, name, t, state_dict[p + name])
+                            continue
+                        np.copyto(t._data, _to_array(state_dict[p + name]), casting="unsafe")
                         t._bump()
         if post:  # as torch: after loading; they may edit the incompatible keys strict checks
             keys = _IncompatibleKeys(missing, unexpected)
@@ -788,6 +789,20 @@ class Module:
 
     def __getstate__(self):
         return self.__dict__
+
+
+def _assign_state(module, name, current, value):
+    """``load_state_dict(assign=True)`` for one entry, as torch: the module takes ``value``
+    itself (its dtype, its memory; a tensor loaded as a parameter is wrapped in a Parameter
+    sharing its memory, with the replaced parameter's requires_grad), so tied weights untie."""
+    if not isinstance(value, Tensor):
+        value = Tensor._make(np.ascontiguousarray(_to_array(value)))
+    if name in module._parameters:
+        if isinstance(value, Parameter):
+            value.requires_grad_(current.requires_grad)
+        else:
+            value = Parameter(value, requires_grad=current.requires_grad)
+    setattr(module, name, value)
 
 
 def _to_array(v):

@@ -454,8 +454,6 @@ class Transformer(Module):
 
     @staticmethod
     def generate_square_subsequent_mask(sz, device=None, dtype=None):
-        """(sz, sz) float mask: -inf above the diagonal, 0 elsewhere."""
-        import numpy as np
-        from ember._dtype import to_numpy_dtype
-        dt = np.float32 if dtype is None else to_numpy_dtype(dtype)
-        return creation.tensor(np.triu(np.full((sz, sz), -np.inf, dt), 1))
+        """(sz, sz) float mask: -inf above the diagonal, 0 elsewhere, in ``dtype`` (the
+        default dtype when None; bfloat16 included)."""
+        return G.triu(creation.full((sz, sz), float("-inf"), dtype=dtype, device=device), 1)

@@ -37,6 +37,10 @@ def test_registration_and_traversal():
         "features.1.bias", "features.1.running_mean", "features.1.running_var",
         "features.1.num_batches_tracked", "head.weight", "head.bias"]
     assert m.get_submodule("features.1") is m.features[1]
+    with pytest.raises(AttributeError, match=r"^Sequential has no attribute `7`$"):
+        m.get_submodule("features.7")          # torch's messages, which LoRA injectors match
+    with pytest.raises(AttributeError, match=r"^`weight` is not an nn.Module$"):
+        m.get_submodule("head.weight")
     assert m.get_parameter("head.bias") is m.head.bias
     shared = nn.Linear(2, 2)
     s = nn.Sequential(shared, shared)
@@ -129,6 +133,33 @@ def test_load_state_dict_result_prints_as_torch():
     res = m.load_state_dict(sd, strict=False)
     assert str(res) == "_IncompatibleKeys(missing_keys=['bias'], unexpected_keys=['extra'])"
     assert res == (["bias"], ["extra"]) and res.missing_keys == ["bias"]
+
+
+def test_load_state_dict_assign_takes_the_given_tensors():
+    """``assign=True`` as torch: the module takes the state dict's tensors (their dtype and
+    memory; a plain tensor becomes a Parameter sharing it with the old requires_grad, a
+    Parameter is taken as is), buffers are the given tensors, and tied weights untie."""
+    class Tied(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.head = nn.Embedding(3, 2), nn.Linear(2, 3, bias=False)
+            self.head.weight = self.embed.weight
+            self.register_buffer("scale", ember.ones(2))
+
+    m = Tied()
+    m.embed.weight.requires_grad_(False)
+    sd = {k: v.double().clone() for k, v in Tied().state_dict().items()}
+    res = m.load_state_dict(sd, assign=True)
+    assert res.missing_keys == [] and res.unexpected_keys == []
+    w = m.embed.weight
+    assert isinstance(w, nn.Parameter) and w.dtype == ember.float64 and not w.requires_grad
+    assert w.data_ptr() == sd["embed.weight"].data_ptr() and m.scale is sd["scale"]
+    assert m.head.weight is not m.embed.weight and m.head.weight.requires_grad is False
+    assert [n for n, _ in m.named_parameters()] == ["embed.weight", "head.weight"]
+    p = nn.Parameter(ember.ones(3, 2))
+    m2 = Tied()
+    m2.load_state_dict({"embed.weight": p}, strict=False, assign=True)
+    assert m2.embed.weight is p and m2.head.weight is not p
 
 
 def test_state_dict_is_detached_and_shares_memory():

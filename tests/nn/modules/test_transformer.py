@@ -62,6 +62,20 @@ def test_transformer_matches_torch_forward_and_backward(extra):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), atol=1e-4, rtol=1e-4)
 
 
+def test_square_subsequent_mask_in_every_dtype():
+    """``generate_square_subsequent_mask(T, dtype=torch.bfloat16)`` for bf16 decoders; the
+    default dtype when none is given."""
+    for dt in ("bfloat16", "float16", "float64"):
+        m = nn.Transformer.generate_square_subsequent_mask(3, dtype=getattr(ember, dt))
+        tm = torch.nn.Transformer.generate_square_subsequent_mask(3, dtype=getattr(torch, dt))
+        assert m.dtype == getattr(ember, dt) and m.float().tolist() == tm.float().tolist()
+    ember.set_default_dtype(ember.float64)
+    try:
+        assert nn.Transformer.generate_square_subsequent_mask(2).dtype == ember.float64
+    finally:
+        ember.set_default_dtype(ember.float32)
+
+
 def test_decoder_layer_alone_and_its_errors():
     torch.manual_seed(1)
     tl = torch.nn.TransformerDecoderLayer(8, 2, 16, dropout=0.0)
