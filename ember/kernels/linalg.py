@@ -80,12 +80,9 @@ def _find_cblas(dtype):
     from ember.kernels.runtime import threads
     letter = "s" if dtype == _F32 else "d"
     for lib in threads.numpy_openblas():
-        for prefix in ("scipy_", ""):           # the renamed (SciPy-built) symbols first
-            for suffix in ("64_", "_64", ""):    # 64-bit integers: ILP64
-                fn = getattr(lib, f"{prefix}cblas_{letter}gemm{suffix}", None)
-                if fn is not None:
-                    return (ctypes.cast(fn, ctypes.c_void_p).value,
-                            np.int64 if suffix else np.int32)
+        fn, ilp64 = threads.openblas_function(lib, f"cblas_{letter}gemm")
+        if fn is not None:
+            return ctypes.cast(fn, ctypes.c_void_p).value, np.int64 if ilp64 else np.int32
     return None
 
 

@@ -39,14 +39,9 @@ _chosen = {}        # library path -> the table in force after ``select``
 
 
 def _symbol(lib, name):
-    """``lib``'s function ``name`` under OpenBLAS's prefixes and suffixes (``scipy_openblas_
-    get_corename64_`` in NumPy's build), or None."""
-    for prefix in ("scipy_", ""):
-        for suffix in ("64_", "_64", ""):
-            fn = getattr(lib, f"{prefix}{name}{suffix}", None)
-            if fn is not None:
-                return fn
-    return None
+    """``lib``'s function ``name`` (``threads.openblas_function``), or None."""
+    from ember.kernels.runtime import threads
+    return threads.openblas_function(lib, name)[0]
 
 
 def corename(lib):

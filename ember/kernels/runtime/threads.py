@@ -245,6 +245,18 @@ def numpy_openblas():
     return found
 
 
+def openblas_function(lib, name):
+    """(function, ILP64) of OpenBLAS library ``lib``'s ``name`` under the prefixes and suffixes
+    its builds give it (the renamed SciPy-built symbols first: ``scipy_cblas_sgemm64_``; ILP64:
+    a 64-bit integer suffix), or (None, False)."""
+    for prefix in ("scipy_", ""):
+        for suffix in ("64_", "_64", ""):
+            fn = getattr(lib, f"{prefix}{name}{suffix}", None)
+            if fn is not None:
+                return fn, bool(suffix)
+    return None, False
+
+
 def shorten_blas_spin(log2=None):
     """Set the idle wait of NumPy's OpenBLAS to 2^``log2`` cycles (default BLAS_SPIN_LOG2; see
     there); returns the waits now in force, one per library (``[]``: none found, or a build

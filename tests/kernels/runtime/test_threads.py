@@ -522,3 +522,15 @@ def test_openblas_idle_wait_is_shortened_unless_the_environment_sets_it(env, exp
     if not waits:
         pytest.skip("NumPy here bundles no OpenBLAS with a readable idle wait")
     assert set(waits) == {expected}
+
+
+def test_openblas_functions_are_found_under_their_build_names():
+    class Library:   # NumPy's OpenBLAS renames its symbols: scipy_ prefix, 64_ suffix (ILP64)
+        scipy_cblas_sgemm64_ = "ilp64"
+        cblas_sgemm = "lp64"
+        openblas_get_corename = "plain"
+    assert threads.openblas_function(Library, "cblas_sgemm") == ("ilp64", True)
+    assert threads.openblas_function(Library, "openblas_get_corename") == ("plain", False)
+    assert threads.openblas_function(Library, "missing") == (None, False)
+    if threads.numpy_openblas():      # this NumPy's own library has its sgemm under one
+        assert threads.openblas_function(threads.numpy_openblas()[0], "cblas_sgemm")[0]
