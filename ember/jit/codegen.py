@@ -10,6 +10,15 @@ bind its names differently:
 - ``tensor``: each op name goes through ``dispatch`` on Tensors, so autograd records a backward
   graph and an enclosing tracer sees every op (used when grad is needed or while tracing).
 
+This module is the one writer of array-mode source. What differs between the array-mode
+programs -- the traced function's fast path, a compiled training step, an inference plan -- is
+which **lowering rules** it asks, in order, before writing a node as its kernel call: a rule
+answers a ``Statement`` (the source of that node, possibly folding later nodes into it) or
+None. ``fastpath.Rule`` specialises common patterns on the recorded dtypes; an inference plan
+(``ember.jit.plan``) adds its convolution/linear steps, fused groups and static reshapes, and
+passes its sizes as constants. The interpreter (``ember.jit.interpreter``) stays the reference
+every generated program is tested against.
+
 With a memory plan (``generate(..., plan=...)``, array mode: ``ember.jit.passes.memory``) the
 planned nodes write into an argument dying at their node, or into the buffers of an arena
 (globals ``arena_<i>``, allocated once with the compiled function and reused at every call):
@@ -27,7 +36,8 @@ from ember.autograd.dispatch import dispatch, dispatch_inplace
 from ember.autograd.state import STATE
 from ember.jit.ir import ArrayRef, GenRef, SymRef, Value
 
-__all__ = ["generate", "compile_graph", "namespace", "node_callable", "resolve_class"]
+__all__ = ["generate", "compile_graph", "namespace", "node_callable", "resolve_class",
+           "Statement", "SKIP", "Writer"]
 
 _RESERVED = {"sym", "asarray", "inf", "nan", "slice", "ember"}
 
@@ -46,19 +56,101 @@ def _ident(name, taken):
     return base
 
 
-def generate(graph, name="forward", specialize=False, plan=None):
+class Statement:
+    """How ``generate`` writes a node in place of its kernel call (array mode): ``rhs``, the
+    source of a right-hand side assigned to ``defines`` (a tuple unpacked into them when
+    ``unpack``), or ``lines``, statements that assign ``defines`` themselves. ``defines``
+    defaults to the node's outputs. A rule that folds later nodes into one statement answers
+    ``SKIP`` for them; a value no statement defines is never read or freed."""
+    __slots__ = ("rhs", "lines", "defines", "unpack")
+
+    def __init__(self, rhs=None, lines=None, defines=None, unpack=None):
+        self.rhs, self.lines, self.defines, self.unpack = rhs, lines, defines, unpack
+
+
+SKIP = Statement(lines=(), defines=())
+
+
+class Writer:
+    """What a lowering rule writes with: ``ref`` (the source of a node argument: a value's
+    name, a literal, a bound global), ``bind`` (a global holding an object: values reach the
+    source as names, never as text) and ``temp`` (a fresh local name)."""
+
+    def __init__(self, graph, names, glob, taken, ints, consts):
+        self.graph, self.names, self.glob, self.taken = graph, names, glob, taken
+        self.ints, self.consts = ints, consts
+
+    def bind(self, x, hint="k"):
+        ident = _ident(hint, self.taken)
+        self.glob[ident] = ("obj", x)
+        return ident
+
+    def temp(self, hint):
+        return _ident(hint, self.taken)
+
+    def ref(self, x):
+        if isinstance(x, Value):
+            if id(x) in self.consts:
+                return self.bind(np.asarray(self.consts[id(x)]), "size")
+            return self.names[id(x)]
+        if isinstance(x, SymRef):
+            if id(x.value) in self.consts:
+                return repr(int(self.consts[id(x.value)]))
+            if id(x.value) in self.ints:
+                return self.names[id(x.value)]
+            return f"sym({self.names[id(x.value)]})"
+        if isinstance(x, GenRef):
+            ident = "default_generator" if x.name == "default" else f"gen_{x.name}"
+            self.glob[ident] = ("gen", x.name)
+            return ident
+        if isinstance(x, ArrayRef):   # an ndarray attribute (an index): one in both modes
+            ident = _ident(f"const_{x.name}", self.taken)
+            self.glob[ident] = ("array_attr", x.name)
+            return ident
+        if isinstance(x, list):
+            return "[" + ", ".join(self.ref(y) for y in x) + "]"
+        if isinstance(x, tuple):
+            inner = ", ".join(self.ref(y) for y in x)
+            return f"({inner},)" if len(x) == 1 else f"({inner})"
+        if isinstance(x, slice):
+            return f"slice({self.ref(x.start)}, {self.ref(x.stop)}, {self.ref(x.step)})"
+        if x is Ellipsis:
+            return "..."
+        if isinstance(x, float):
+            if math.isnan(x):
+                return "nan"
+            if math.isinf(x):
+                return "inf" if x > 0 else "-inf"
+            return repr(x)
+        if isinstance(x, np.dtype):
+            ident = f"dtype_{x.name}"
+            self.glob[ident] = ("dtype", x)
+            return ident
+        if isinstance(x, complex) and not (math.isfinite(x.real) and math.isfinite(x.imag)):
+            return f"complex({self.ref(x.real)}, {self.ref(x.imag)})"
+        if x is None or isinstance(x, (bool, int, str, complex)):
+            return repr(x)
+        return self.bind(x, "obj")
+
+
+def generate(graph, name="forward", specialize=False, plan=None, rules=(), consts=None):
     """(source, info): the Python source of ``graph`` and the names it refers to
     (info['names']: Value -> identifier; info['globals']: identifier -> what it binds).
-    ``specialize``: array-mode source using ``fastpath`` emitters where they apply; ``plan``:
-    a ``MemoryPlan`` whose planned values are written into arena buffers (array mode)."""
+    Array mode only:
+    ``rules``, lowering rules ``rule(node, writer) -> Statement | None`` asked in order for
+    each node (the inference plan's steps); ``specialize``: ``fastpath``'s rule after them;
+    ``consts``: {id(value): int}, values known when generating (a plan's sizes: no statement,
+    literals where read); ``plan``: a ``MemoryPlan`` whose planned values are written into
+    arena buffers."""
     from ember.autograd._generated.records import OPS
     from ember.jit import fastpath
-    taken = set(_RESERVED) | {"linear_t", "linear_t_relu", "relu_",
-                              "max_pool2d_values", "matmul_into", "linear_into",
-                              "binary_into"}
-    ints = fastpath.int_values(graph) if specialize else set()
-    fused = set()
-    undefined = set()
+    taken = set(_RESERVED) | set(fastpath.__all__)
+    consts = consts or {}
+    rules = list(rules)
+    ints = set()
+    if specialize:
+        ints = fastpath.int_values(graph)
+        rules.append(fastpath.Rule(graph, ints))
     for n in graph.nodes:
         taken.add(n.kind)
     fname = _ident(name, taken)  # a traced `elu` must not shadow the op `elu` it calls
@@ -71,58 +163,45 @@ def generate(graph, name="forward", specialize=False, plan=None):
             names[id(v)] = ident  # constants are globals of the generated code: no statement
         else:
             names[id(v)] = _ident(v.name, taken)
+    w = Writer(graph, names, glob, taken, ints, consts)
+    ref = w.ref
 
-    def ref(x):
-        if isinstance(x, Value):
-            return names[id(x)]
-        if isinstance(x, SymRef):
-            if id(x.value) in ints:
-                return names[id(x.value)]
-            return f"sym({names[id(x.value)]})"
-        if isinstance(x, GenRef):
-            ident = "default_generator" if x.name == "default" else f"gen_{x.name}"
-            glob[ident] = ("gen", x.name)
-            return ident
-        if isinstance(x, ArrayRef):   # an ndarray attribute (an index): one in both modes
-            ident = _ident(f"const_{x.name}", taken)
-            glob[ident] = ("array_attr", x.name)
-            return ident
-        if isinstance(x, list):
-            return "[" + ", ".join(ref(y) for y in x) + "]"
-        if isinstance(x, tuple):
-            inner = ", ".join(ref(y) for y in x)
-            return f"({inner},)" if len(x) == 1 else f"({inner})"
-        if isinstance(x, slice):
-            return f"slice({ref(x.start)}, {ref(x.stop)}, {ref(x.step)})"
-        if x is Ellipsis:
-            return "..."
-        if isinstance(x, float):
-            if math.isnan(x):
-                return "nan"
-            if math.isinf(x):
-                return "inf" if x > 0 else "-inf"
-            return repr(x)
-        if isinstance(x, np.dtype):
-            ident = f"dtype_{x.name}"
-            glob[ident] = ("dtype", x)
-            return ident
-        if isinstance(x, complex) and not (math.isfinite(x.real) and math.isfinite(x.imag)):
-            return f"complex({ref(x.real)}, {ref(x.imag)})"
-        if x is None or isinstance(x, (bool, int, str, complex)):
-            return repr(x)
-        ident = _ident("obj", taken)
-        glob[ident] = ("obj", x)
-        return ident
+    # the statements, node by node: (node index, source lines)
+    body, defined = [], {id(v) for v in graph.inputs}
+    for i, n in enumerate(graph.nodes):
+        if n.kind == "constant" or (n.outputs and all(id(o) in consts for o in n.outputs)):
+            continue
+        rhs = _planned(n, plan, names, glob, taken, ref)
+        st = None if rhs is None else Statement(rhs=rhs)
+        for rule in rules:
+            if st is not None:
+                break
+            st = rule(n, w)
+        if st is None:
+            st = Statement(rhs=_call(n, w, OPS))
+        outs = n.outputs if st.defines is None else st.defines
+        unpack = st.unpack
+        if unpack is None:
+            unpack = st.defines is None and len(n.outputs) == 1 and (
+                n.kind in ("python_function", "fusion_group") or
+                (OPS.get(n.kind) is not None and OPS[n.kind].multi))
+        if st.rhs is not None:
+            lhs = ", ".join(names[id(o)] for o in outs) + ("," if unpack else "")
+            lines = [f"{lhs} = {st.rhs}"]
+        else:
+            lines = list(st.lines)
+        defined.update(id(o) for o in outs)
+        body.append((i, lines))
 
-    # last use of every value (graph outputs live to the end)
+    # last use of every value (graph outputs live to the end); a value is freed after it
+    outs = {id(o) for o in graph.outputs}
     last = {}
     for i, n in enumerate(graph.nodes):
         for v in n.inputs:
             last[id(v)] = i
-    outs = {id(o) for o in graph.outputs}
     frees = {}
     for v in graph.values():
-        if id(v) in outs or (v.node is not None and v.node.kind == "constant"):
+        if id(v) in outs or id(v) not in defined:
             continue
         if id(v) in last:
             frees.setdefault(last[id(v)], []).append(v)
@@ -133,56 +212,14 @@ def generate(graph, name="forward", specialize=False, plan=None):
 
     params = ", ".join(names[id(v)] for v in graph.inputs)
     lines = [f"def {fname}({params}):"]
-    if -1 in frees:
-        lines.append("    del " + ", ".join(names[id(v)] for v in frees[-1]))
+    _free(lines, frees.pop(-1, None), names)
+    at = 0
     for i, n in enumerate(graph.nodes):
-        lhs = ", ".join(names[id(o)] for o in n.outputs)
-        if len(n.outputs) == 1 and (n.kind in ("python_function", "fusion_group") or
-                                    (OPS.get(n.kind) is not None and OPS[n.kind].multi)):
-            lhs += ","
-        if n.kind == "constant":
-            continue
-        if id(n) in fused:
-            _free(lines, frees.get(i), names, undefined)
-            continue
-        planned = _planned(n, plan, names, glob, taken, ref)
-        if planned is not None:
-            lines.append(f"    {lhs} = {planned}")
-            _free(lines, frees.get(i), names, undefined)
-            continue
-        special = fastpath.emit(n, ref, ints, graph, fused) if specialize else None
-        if special is not None:
-            if isinstance(special, tuple):
-                special, real = special
-                undefined.update(id(o) for o in n.outputs if o is not real)
-                lhs = names[id(real)]
-            lines.append(f"    {lhs} = {special}")
-            _free(lines, frees.get(i), names, undefined)
-            continue
-        if n.kind == "fusion_group":  # one fused pointwise kernel (ember.jit.fused)
-            ident = _ident("fusion_group", taken)
-            into = n.attrs.get("into")   # outputs written into arguments (ember.compiler.step)
-            glob[ident] = ("fusion", n.attrs["graph"]) if into is None else \
-                ("fusion_into", (n.attrs["graph"], into))
-            lines.append(f"    {lhs} = {ident}({', '.join(ref(a) for a in n.args)})")
-            _free(lines, frees.get(i), names, undefined)
-            continue
-        if n.kind == "python_function":
-            ident = _ident("fn", taken)
-            glob[ident] = ("function", n.attrs["cls"])
-            rhs = f"{ident}({ref(n.args[0])})"
-        else:
-            parts = [ref(a) for a in n.args]
-            op = OPS.get(n.kind)
-            order = op.const_names if op is not None else tuple(n.attrs)
-            parts += [ref(n.attrs[k]) for k in order if k in n.attrs]
-            call = f"{n.kind}({', '.join(parts)})"
-            if len(n.outputs) == 1 and n.outputs[0].shape == () and n.kind != "size":
-                call = f"asarray({call})"  # kernels may return NumPy scalars for 0-d results
-            rhs = call
-        lines.append(f"    {lhs} = {rhs}")
-        _free(lines, frees.get(i), names, undefined)
-    ret = ", ".join(names[id(o)] for o in graph.outputs)
+        while at < len(body) and body[at][0] == i:
+            lines += ["    " + s for s in body[at][1]]
+            at += 1
+        _free(lines, frees.get(i), names)
+    ret = ", ".join(ref(o) for o in graph.outputs)
     lines.append(f"    return ({ret},)" if len(graph.outputs) == 1 else f"    return ({ret})")
     src = "\n".join(lines) + "\n"
     for ident, (what, x) in list(glob.items()):
@@ -190,6 +227,29 @@ def generate(graph, name="forward", specialize=False, plan=None):
             glob[f"{ident}_T"] = ("array_T", x)
     info = {"names": names, "globals": glob, "function": fname}
     return src, info
+
+
+def _call(n, w, OPS):
+    """The right-hand side calling node ``n``'s kernel (or its fused group, its Function)."""
+    ref = w.ref
+    if n.kind == "fusion_group":  # one fused pointwise kernel (ember.jit.fused)
+        ident = _ident("fusion_group", w.taken)
+        into = n.attrs.get("into")   # outputs written into arguments (ember.compiler.step)
+        w.glob[ident] = ("fusion", n.attrs["graph"]) if into is None else \
+            ("fusion_into", (n.attrs["graph"], into))
+        return f"{ident}({', '.join(ref(a) for a in n.args)})"
+    if n.kind == "python_function":
+        ident = _ident("fn", w.taken)
+        w.glob[ident] = ("function", n.attrs["cls"])
+        return f"{ident}({ref(n.args[0])})"
+    parts = [ref(a) for a in n.args]
+    op = OPS.get(n.kind)
+    order = op.const_names if op is not None else tuple(n.attrs)
+    parts += [ref(n.attrs[k]) for k in order if k in n.attrs]
+    call = f"{n.kind}({', '.join(parts)})"
+    if len(n.outputs) == 1 and n.outputs[0].shape == () and n.kind != "size":
+        call = f"asarray({call})"  # kernels may return NumPy scalars for 0-d results
+    return call
 
 
 def _arena(plan, v, glob, taken):
@@ -232,8 +292,7 @@ def _planned(n, plan, names, glob, taken, ref):
     return f"binary_into(ufunc_{ufunc}, {args}, {buf})"
 
 
-def _free(lines, vals, names, undefined):
-    vals = [v for v in vals or () if id(v) not in undefined]
+def _free(lines, vals, names):
     if vals:
         lines.append("    del " + ", ".join(names[id(v)] for v in vals))
 
@@ -360,16 +419,18 @@ def namespace(graph, info, mode):
     return ns
 
 
-def compile_graph(graph, mode, name="forward", specialize=None, plan=None, arena=None):
+def compile_graph(graph, mode, name="forward", specialize=None, plan=None, arena=None, rules=(),
+                  consts=None):
     """(function, source): ``graph`` compiled to a Python function for ``mode`` (array mode
-    uses the specialised emitters unless ``specialize=False``; ``plan``: a ``MemoryPlan`` of
-    ``graph``, array mode only: planned values written into an arena kept by the function --
-    ``arena``, one array per buffer of the plan, when given: ``ember.jit.arena``)."""
+    uses the specialised emitters unless ``specialize=False``; ``rules`` and ``consts``, array
+    mode only, as ``generate`` takes them; ``plan``: a ``MemoryPlan`` of ``graph``, array mode
+    only: planned values written into an arena kept by the function -- ``arena``, one array
+    per buffer of the plan, when given: ``ember.jit.arena``)."""
     if specialize is None:
         specialize = mode == "array"
     if mode != "array":
-        plan = None
-    src, info = generate(graph, name, specialize and mode == "array", plan)
+        plan, rules, consts = None, (), None
+    src, info = generate(graph, name, specialize and mode == "array", plan, rules, consts)
     if plan is not None:
         info["arena"] = plan.arena() if arena is None else arena
     ns = namespace(graph, info, mode)

@@ -1,7 +1,7 @@
-"""Specialised array-mode code for common inference patterns (used by codegen when a graph is
-compiled for the kernel-level fast path). Each emitter returns Python source equivalent to the
-op's kernel for the dtypes recorded in the graph; the traced callable only takes this path when
-the inputs have the traced dtypes.
+"""Specialised array-mode code for common inference patterns: a lowering rule (``Rule``) that
+``codegen.generate`` asks for each node when a graph is compiled for the kernel-level fast path.
+The source it gives is equivalent to the op's kernel for the dtypes recorded in the graph; the
+traced callable only takes this path when the inputs have the traced dtypes.
 
 - shape values (``size`` and int arithmetic on them) are plain Python ints: ``x.shape[0]``
 - ``linear`` with a constant weight uses a pre-transposed contiguous copy; a following ``relu``
@@ -29,7 +29,7 @@ from ember.kernels.elementwise import relu
 from ember.kernels.pointwise.engine import _broadcast_shape
 
 __all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH", "matmul_into",
-           "linear_into", "binary_into", "UFUNCS"]
+           "linear_into", "binary_into", "UFUNCS", "Rule"]
 
 # producers whose kernels return a new array (not a view), safe to overwrite in place
 FRESH = ("conv2d", "linear", "matmul", "mm", "addmm", "add", "sub", "mul", "div", "bmm")
@@ -152,49 +152,71 @@ def _basic_index(idx):
         idx is Ellipsis or isinstance(idx, SymRef)
 
 
-def emit(node, ref, ints, graph, fused):
-    """Source for ``node``'s right-hand side, or None to call its kernel. ``fused``: ids of relu
-    nodes folded into their producer (set here)."""
-    k, a = node.kind, node.args
-    out = node.outputs[0] if node.outputs else None
-    if id(out) in ints and k != "size":
-        sym = python_operator(node)
-        return f"-{ref(a[0])}" if len(a) == 1 else f"({ref(a[0])} {sym} {ref(a[1])})"
-    if k == "size":
-        return f"{ref(a[0])}.shape[{node.attrs['dim']}]"
-    if k in ("reshape", "view"):
-        return f"{ref(a[0])}.reshape({ref(node.attrs['shape' if k == 'reshape' else 'size'])})"
-    if k == "getitem" and _basic_index(node.attrs["indices"]):
-        return f"{ref(a[0])}[{ref(node.attrs['indices'])}]"
-    if len(a) == 2 and out is not None and out.dtype.kind == "f":
-        sym = python_operator(node)
-        if sym in _FLOAT_INFIX and any(_float(x) for x in a) and \
-                all((_float(x) and x.dtype == out.dtype) or _num(x) for x in a):
-            # a 0-d result stays an array: a NumPy float64 scalar is a Python float, which a
-            # kernel after it would read as a weak scalar (clamp, pow: a float32 result)
-            return f"{'asarray' if out.shape == () else ''}({ref(a[0])} {sym} {ref(a[1])})"
-    if k == "linear":
-        x, w, b = (list(a) + [None] * 3)[:3]
-        if _float(x) and isinstance(w, Value) and len(w.shape) == 2 and w.dtype == x.dtype and \
-                w.node is not None and w.node.kind == "constant" and \
-                (b is None or (isinstance(b, Value) and b.dtype == x.dtype)):
-            wt = f"{ref(w)}_T"
-            relu = _single_relu(graph, out)
-            if relu is not None:
-                fused.add(id(relu))
-                return f"linear_t_relu({ref(x)}, {wt}, {ref(b)})", relu.output
-            return f"linear_t({ref(x)}, {wt}, {ref(b)})"
-    if k == "max_pool2d_with_indices" and _float(a[0]) and not node.outputs[1].uses and \
-            node.outputs[1] not in graph.outputs:
-        consts = ", ".join(ref(node.attrs[c]) for c in ("kernel_size", "stride", "padding",
-                                                          "dilation", "ceil_mode"))
-        return f"max_pool2d_values({ref(a[0])}, {consts})", out
-    if k == "relu" and isinstance(a[0], Value) and a[0].dtype.kind == "f":
-        src = a[0]
-        if src.node is not None and src.node.kind in FRESH and len(src.uses) == 1 and \
-                src not in graph.outputs and src.node.outputs[0] is src:
-            return f"relu_({ref(src)})"
-    return None
+class Rule:
+    """The fast path as a lowering rule of ``codegen.generate``: for a node of ``graph``, the
+    ``Statement`` of its specialised source, ``SKIP`` for a relu folded into its producer,
+    or None (the node calls its kernel). ``ints``: ``int_values(graph)``."""
+
+    def __init__(self, graph, ints):
+        self.graph, self.ints = graph, ints
+        self.folded = set()    # ids of relu nodes folded into the linear before them
+
+    def __call__(self, node, w):
+        from ember.jit.codegen import SKIP, Statement
+        if id(node) in self.folded:
+            return SKIP
+        src = self._source(node, w.ref)
+        if src is None:
+            return None
+        if isinstance(src, tuple):   # defines one value only (the others are never read)
+            return Statement(rhs=src[0], defines=[src[1]], unpack=False)
+        return Statement(rhs=src)
+
+    def _source(self, node, ref):
+        """Source for ``node``'s right-hand side (with the one value it defines, when that is
+        not its outputs), or None."""
+        graph, ints = self.graph, self.ints
+        k, a = node.kind, node.args
+        out = node.outputs[0] if node.outputs else None
+        if id(out) in ints and k != "size":
+            sym = python_operator(node)
+            return f"-{ref(a[0])}" if len(a) == 1 else f"({ref(a[0])} {sym} {ref(a[1])})"
+        if k == "size":
+            return f"{ref(a[0])}.shape[{node.attrs['dim']}]"
+        if k in ("reshape", "view"):
+            shape = node.attrs['shape' if k == 'reshape' else 'size']
+            return f"{ref(a[0])}.reshape({ref(shape)})"
+        if k == "getitem" and _basic_index(node.attrs["indices"]):
+            return f"{ref(a[0])}[{ref(node.attrs['indices'])}]"
+        if len(a) == 2 and out is not None and out.dtype.kind == "f":
+            sym = python_operator(node)
+            if sym in _FLOAT_INFIX and any(_float(x) for x in a) and \
+                    all((_float(x) and x.dtype == out.dtype) or _num(x) for x in a):
+                # a 0-d result stays an array: a NumPy float64 scalar is a Python float, which
+                # a kernel after it would read as a weak scalar (clamp, pow: a float32 result)
+                return f"{'asarray' if out.shape == () else ''}({ref(a[0])} {sym} {ref(a[1])})"
+        if k == "linear":
+            x, wt, b = (list(a) + [None] * 3)[:3]
+            if _float(x) and isinstance(wt, Value) and len(wt.shape) == 2 and \
+                    wt.dtype == x.dtype and wt.node is not None and \
+                    wt.node.kind == "constant" and \
+                    (b is None or (isinstance(b, Value) and b.dtype == x.dtype)):
+                relu = _single_relu(graph, out)
+                if relu is not None:
+                    self.folded.add(id(relu))
+                    return f"linear_t_relu({ref(x)}, {ref(wt)}_T, {ref(b)})", relu.output
+                return f"linear_t({ref(x)}, {ref(wt)}_T, {ref(b)})"
+        if k == "max_pool2d_with_indices" and _float(a[0]) and not node.outputs[1].uses and \
+                node.outputs[1] not in graph.outputs:
+            consts = ", ".join(ref(node.attrs[c]) for c in ("kernel_size", "stride", "padding",
+                                                              "dilation", "ceil_mode"))
+            return f"max_pool2d_values({ref(a[0])}, {consts})", out
+        if k == "relu" and isinstance(a[0], Value) and a[0].dtype.kind == "f":
+            src = a[0]
+            if src.node is not None and src.node.kind in FRESH and len(src.uses) == 1 and \
+                    src not in graph.outputs and src.node.outputs[0] is src:
+                return f"relu_({ref(src)})"
+        return None
 
 
 def _single_relu(graph, v):

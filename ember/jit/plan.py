@@ -3,8 +3,10 @@
 A plan is built on the first call of a frozen trace (``ember.jit.optimize``, or a loaded file
 without live parameters) with input shapes it has not seen, when no gradient is needed and
 Numba is available. Building it runs the graph once with the reference interpreter (array mode)
-to learn every value's shape and every traced size, then generates one Python function whose
-statements are the graph's steps with everything static bound in advance:
+to learn every value's shape and every traced size, then has ``codegen`` write one Python
+function: the graph's array-mode code, with the plan's lowering rule (``InferencePlan._rule``)
+writing the nodes it takes as steps with everything static bound in advance, and every traced
+size a constant:
 
 - ``conv2d`` (groups 1, float) with its epilogue -- the bias, a residual ``add`` whose other
   operand already exists, a ``relu``, a max pool without padding whose indices nobody reads --
@@ -25,12 +27,14 @@ statements are the graph's steps with everything static bound in advance:
   of one or two, a matrix-vector product in Numba, and consecutive such layers too small to
   split over threads, each the next one's only input, one step calling one kernel
   (``linear_numba.gemv_chain``);
-- sizes (``size`` nodes and the int arithmetic on them) are constants of the plan;
+- sizes (``size`` nodes and the int arithmetic on them) are constants of the plan (literals
+  where an op reads them);
 - a fusion group none of whose nodes a pattern above takes runs as its one fused kernel from
   ``fused.MIN_FUSED_SIZE`` elements, op by op below, as the generated array-mode code runs it;
 - a ``cat`` of a batch of one is a view of a buffer its operands' convolution steps write into
   (``ember.jit.plan_concat``): no copy;
-- every other node calls its kernel, as the generated array-mode code does.
+- every other node is written as the traced function's array-mode code writes it
+  (``fastpath.Rule``, else its kernel).
 
 Step outputs live in buffers allocated once per plan and reused by every call; an output of the
 graph (or a view of a buffer that is returned) is copied, so a caller never sees a result change
@@ -110,6 +114,10 @@ CONCAT_BUFFERS = True
 BLOCK_BYTES = 512 << 10
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
 _shape = operator.attrgetter("shape")
+# what the plan writes for a node (``InferencePlan._rule``): ``kind`` "step" (``what`` a step
+# reading ``reads``, defining ``defines``), "group" (a fused group's kernel), "cat" (``what``
+# the plan's ConcatBuffers), "reshape" (``what`` the static shape) or "global_mean"
+_Lowered = namedtuple("_Lowered", "kind what reads defines")
 _EXCLUDED = ("copy_", "python_function")
 
 
@@ -600,7 +608,7 @@ class _ConvStep:
             return f"{bind(np.empty)}({bind(self.out_shape)}, {bind(self.dtype)})"
         return bind(self.y)
 
-    def inline(self, out, args, bind):
+    def inline(self, out, args, bind, temp):
         """Source lines running this step in mode "direct" or "direct_split" on the value
         ``args[0]`` into ``out`` (as ``_direct_call``), or None (another mode, or a
         residual)."""
@@ -756,7 +764,7 @@ class _LinearStep:
     def flops(self):
         return 2.0 * self.wt.size * self.out_shape[0]
 
-    def inline(self, out, args, bind):
+    def inline(self, out, args, bind, temp):
         """Source lines running this step's GEMV into ``out`` (as ``__call__``: split over
         threads when ``linalg.gemv_parts`` says so at the call), or None (a GEMM)."""
         if not (self.gemv and self.mode == "gemm"):
@@ -764,14 +772,15 @@ class _LinearStep:
         y = bind(np.empty) + f"({bind(self.out_shape)}, {bind(self.dtype)})" if self.fresh \
             else bind(self.y)
         w, b, relu = bind(self.wt), bind(self.b), bind(bool(self.relu))
-        rows = f"{bind(self.kn.gemv_rows)}({w}, {out}_x, {b}, {out}, {relu}, {bind(0)}, " \
+        x, parts = temp(f"{out}_x"), temp(f"{out}_p")
+        rows = f"{bind(self.kn.gemv_rows)}({w}, {x}, {b}, {out}, {relu}, {bind(0)}, " \
             f"{bind(int(self.wt.shape[0]))})"
-        lines = [f"{out} = {y}", f"{out}_x = {bind(np.ascontiguousarray)}({args[0]})"]
+        lines = [f"{out} = {y}", f"{x} = {bind(np.ascontiguousarray)}({args[0]})"]
         if self.one_run:
             return lines + [rows]
-        return lines + [f"{out}_p = {bind(_linalg().gemv_parts)}({w})",
-                        f"if {out}_p: {bind(self.kn.gemv_runs)}({w}, {out}_x, {b}, {out}, "
-                        f"{relu}, {out}_p)",
+        return lines + [f"{parts} = {bind(_linalg().gemv_parts)}({w})",
+                        f"if {parts}: {bind(self.kn.gemv_runs)}({w}, {x}, {b}, {out}, "
+                        f"{relu}, {parts})",
                         f"else: {rows}"]
 
     def __call__(self, x, res=None):
@@ -858,7 +867,7 @@ class _LinearChain:
     def flops(self):
         return sum(st.flops() for st in self.links)
 
-    def inline(self, out, args, bind):
+    def inline(self, out, args, bind, temp):
         """Source lines running the chain as its one kernel call into ``out``."""
         y = bind(np.empty) + f"({bind(self.out_shape)}, {bind(self.dtype)})" if self.fresh \
             else bind(self.links[-1].y)
@@ -944,9 +953,7 @@ class InferencePlan:
     """One compiled function for ``graph`` at the recorded input shapes (see the module)."""
 
     def __init__(self, graph, formals, kn):
-        from ember.autograd._generated.records import OPS
-        from ember.jit.codegen import node_callable
-        from ember.jit.fastpath import int_values, max_pool2d_values
+        from ember.jit.fastpath import int_values
         from ember.jit.interpreter import Interpreter
         groups = []
         g = _inlined(graph, groups)
@@ -955,23 +962,17 @@ class InferencePlan:
         self.in_shapes = tuple(a.shape for a in formals)
         env = _record(Interpreter(g, "array"), formals)
         ints = int_values(g)
+        # a traced size is a constant of this plan
+        self._sizes = {i: int(env[i]) for i in ints}
         outs = {id(o) for o in g.outputs}
         index = {id(n): i for i, n in enumerate(g.nodes)}
         consumed = set()     # ids of nodes folded into an earlier step
         cats = ConcatBuffers(g if CONCAT_BUFFERS else None, env, outs)
+        self._cats = cats
         self._cat_arrays = cats.arrays()
         self.shared = _Buffers()
         self._steps = []
         self._lock = threading.Lock()
-        names = {}
-        glob = {}
-        lines = []
-
-        def name_of(v):
-            k = id(v)
-            if k not in names:
-                names[k] = f"v{len(names)}"
-            return names[k]
 
         def const_of(v):
             return v.node is not None and v.node.kind == "constant"
@@ -982,49 +983,20 @@ class InferencePlan:
             n = v.uses[0]
             return n if kind is None or n.kind in kind else None
 
-        def value_arg(v):
-            """Source for a Value read by a step (constants are globals)."""
-            if const_of(v):
-                ident = f"c_{len(glob)}"
-                glob[ident] = g.constants[v.node.attrs["name"]]
-                return ident
-            return name_of(v)
-
-        def bound(x):
-            """A global holding ``x``: values (from a loaded file, too) reach the generated
-            source as names, never as text."""
-            ident = f"k_{len(glob)}"
-            glob[ident] = x
-            return ident
-
-        def resolve(x):
-            if isinstance(x, SymRef):
-                return int(env[id(x.value)])
-            if isinstance(x, ArrayRef):
-                return g.constants[x.name]
-            if isinstance(x, list):
-                return [resolve(y) for y in x]
-            if isinstance(x, tuple):
-                return tuple(resolve(y) for y in x)
-            if isinstance(x, slice):
-                return slice(resolve(x.start), resolve(x.stop), resolve(x.step))
-            return x
-
-        params = [name_of(v) for v in g.inputs]
+        # id(node) -> what the plan writes for it (``_rule``); nodes not in it, and not folded
+        # into a step (``consumed``), are written as the graph's array-mode code writes them
+        self._lowered = {}
+        self._consumed = consumed
         self._generic_calls = 0   # nodes run by their kernels (which may call BLAS)
         self.blas_free = False    # see ``_check_blas_free``
         self._sigs = []
-        chain_tail = None   # the last linear step: (step or chain, its output, line, name, reads)
-        step_lines = {}     # line of a step's call -> (its global, the value it sets, its reads)
+        chain_tail = None   # the last linear step: (step or chain, its output, its first node)
         tune = []
         for node in g.nodes:
             if node.kind == "constant" or id(node) in consumed:
                 continue
             o0 = node.outputs[0] if node.outputs else None
             if o0 is not None and id(o0) in ints and len(node.outputs) == 1:
-                ident = f"c_{len(glob)}"  # a traced size: a constant of this plan
-                glob[ident] = np.asarray(env[id(o0)])
-                lines.append(f"    {name_of(o0)} = {ident}")
                 continue
             step = None
             if node.kind == "conv2d":
@@ -1040,104 +1012,50 @@ class InferencePlan:
             if step is not None and isinstance(step, _LinearStep) and step.chainable and \
                     chain_tail is not None and chain_tail[1] is node.args[0] and \
                     len(node.args[0].uses) == 1 and id(node.args[0]) not in outs:
-                prev, _, at, ident, src = chain_tail
+                prev, _, first = chain_tail
                 if isinstance(prev, _LinearStep):   # the second link: the chain replaces it
                     chain = _LinearChain(kn.linear, [prev])
                     self._steps[self._steps.index(prev)] = chain
-                    glob[ident] = chain
                     self._sigs += chain.signatures(None)
                     prev = chain
                 prev.append(step)
-                lines[at] = f"    {name_of(last)} = {ident}({src})"
-                step_lines[at] = (ident, name_of(last), step_lines[at][2])
-                chain_tail = (prev, last, at, ident, src)
+                consumed.add(id(node))
+                self._lowered[id(first)] = self._lowered[id(first)]._replace(what=prev,
+                                                                             defines=last)
+                chain_tail = (prev, last, first)
                 continue
             if step is not None:
-                ident = f"s_{len(glob)}"
-                glob[ident] = step
                 self._steps.append(step)
                 self._sigs += step.signatures(env[id(node.args[0])])
                 tune.append((step, node.args[0], getattr(step, "res", None)))
-                srcs = [value_arg(v) for v in reads]
-                src = ', '.join(srcs)
-                step_lines[len(lines)] = (ident, name_of(last), srcs)
-                lines.append(f"    {name_of(last)} = {ident}({src})")
-                chain_tail = (step, last, len(lines) - 1, ident, src) \
+                self._lowered[id(node)] = _Lowered("step", step, reads, last)
+                chain_tail = (step, last, node) \
                     if isinstance(step, _LinearStep) and step.chainable else None
                 continue
-            if node.kind == "cat" and cats:
-                body = cats.lines(node, name_of, bound)
-                if body is not None:
-                    lines += ["    " + b for b in body]
-                    continue
+            if node.kind == "cat" and cats.covers(node):
+                self._lowered[id(node)] = _Lowered("cat", cats, None, None)
+                continue
             grp = group_of.get(id(node))
             if grp is not None and self._fused_group(grp, env, consumed):
-                sub, gargs, members, gouts = grp
                 from ember.jit.fused import fused_group
-                ident = f"s_{len(glob)}"
-                glob[ident] = fused_group(sub).run_arrays
-                consumed.update(id(n) for n in members)
-                args = ", ".join(value_arg(a) if isinstance(a, Value) else bound(a)
-                                 for a in gargs)
-                lines.append(f"    {', '.join(name_of(o) for o in gouts)}, = {ident}({args})")
+                sub, gargs, members, gouts = grp
+                consumed.update(id(n) for n in members[1:])
+                self._lowered[id(node)] = _Lowered("group", fused_group(sub).run_arrays,
+                                                   gargs, gouts)
                 continue
             if node.kind in ("flatten", "reshape", "view") and isinstance(node.args[0], Value) \
                     and not const_of(node.args[0]):
                 # a static shape: NumPy's reshape (a view of a contiguous input, as the kernel)
-                lines.append(f"    {name_of(o0)} = {name_of(node.args[0])}.reshape("
-                             f"{tuple(env[id(o0)].shape)!r})")
+                self._lowered[id(node)] = _Lowered("reshape", tuple(env[id(o0)].shape),
+                                                   None, None)
                 continue
             if node.kind == "adaptive_avg_pool2d" and env[id(o0)].shape[2:] == (1, 1) and \
                     o0.dtype.kind == "f" and not const_of(node.args[0]):
                 # a global average pool: one mean over the plane (the kernel builds averaging
                 # matrices and runs two batched GEMMs)
-                lines.append(f"    {name_of(o0)} = {name_of(node.args[0])}.mean(axis=(2, 3), "
-                             "keepdims=True)")
+                self._lowered[id(node)] = _Lowered("global_mean", None, None, None)
                 continue
-            # any other node: its kernel
-            op = OPS.get(node.kind)
-            fn = node_callable(node.kind, "array")
-            extra = [resolve(node.attrs[k]) for k in op.const_names if k in node.attrs]
-            if node.kind == "max_pool2d_with_indices" and not node.outputs[1].uses and \
-                    id(node.outputs[1]) not in outs and node.args[0].dtype.kind == "f":
-                fn, multi = max_pool2d_values, False
-            else:
-                multi = op.multi
-            args, reads, at = [], [], []
-            for i, a in enumerate(node.args):
-                if isinstance(a, Value):
-                    if const_of(a):
-                        args.append(g.constants[a.node.attrs["name"]])
-                    else:
-                        args.append(None)
-                        reads.append(a)
-                        at.append(i)
-                elif isinstance(a, list) and any(isinstance(y, Value) for y in a):
-                    args.append(None)  # a Tensor[] slot: the list is built per call
-                    reads.append(a)
-                    at.append(i)
-                else:
-                    args.append(resolve(a))
-            ident = f"s_{len(glob)}"
-            glob[ident] = _generic(fn, args, extra, multi, at)
-            self._generic_calls += 1
-            argsrc = []
-            for r in reads:
-                if isinstance(r, list):
-                    argsrc.append("[" + ", ".join(value_arg(y) if isinstance(y, Value)
-                                                  else bound(y) for y in r) + "]")
-                else:
-                    argsrc.append(value_arg(r))
-            if multi:
-                lhs = ", ".join(name_of(o) for o in node.outputs) + ","
-            elif node.kind == "max_pool2d_with_indices":
-                lhs = name_of(node.outputs[0])
-            else:
-                lhs = name_of(o0)
-            call = f"{ident}({', '.join(argsrc)})"
-            if not multi and o0 is not None and o0.shape == ():
-                call = f"asarray({call})"
-            lines.append(f"    {lhs} = {call}")
+            self._generic_calls += 1   # any other node: its kernel
         for step in self._steps:
             step.bind()
         # ember's own threads (BLAS at one thread, batches and GEMM columns split into chunks)
@@ -1148,20 +1066,56 @@ class InferencePlan:
             sum(flops) >= _parallel().MIN_FLOPS
         self._tune = [(st, env[id(x)], env[id(r)] if r is not None else None)
                       for st, x, r in tune if len(st.modes()) > 1]
-        ret = ", ".join(value_arg(o) for o in g.outputs)
-        src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
-            f"\n    return ({ret},)\n"
-        glob["asarray"] = np.asarray
-        self.source = src
-        self._parts = (lines, glob, params, ret, step_lines)   # for ``specialise``
         self.specialised = 0   # steps ``specialise`` made direct kernel calls
-        exec(compile(src, "<ember.jit plan>", "exec"), glob)  # noqa: S102 - our own source
-        self._fn = glob["plan"]
+        self._generate(inline=False)
         self._copy = None   # per output: whether it may alias a reused buffer (first run)
         self.thread_timings = None   # the whole plan's best time per thread setting (tune_threads)
         self._thread_settings = None
         self._tuned = []
         self.calls = 0   # runs since the plan was first tuned (``RETUNE_AFTER``)
+
+    def _generate(self, inline):
+        """The plan's function: the graph's array-mode code (``codegen.generate`` with the fast
+        path's rule) with the plan's statements (``_rule``) in place of the nodes it lowered
+        and its sizes as constants. ``inline``: steps whose choices are final call their
+        kernels directly. Returns how many steps were inlined."""
+        from ember.jit.codegen import compile_graph
+        inlined = []
+
+        def rule(node, w):
+            st = self._rule(node, w, inline)
+            if inline and st is not None and st.lines and \
+                    self._lowered.get(id(node), _Lowered(None, 0, 0, 0)).kind == "step":
+                inlined.append(node)
+            return st
+        self._fn, self.source = compile_graph(self.graph, "array", "plan", rules=(rule,),
+                                              consts=self._sizes)
+        return len(inlined)
+
+    def _rule(self, node, w, inline):
+        """The ``Statement`` the plan writes for ``node`` (a lowering rule of
+        ``codegen.generate``), ``SKIP`` for a node folded into an earlier one, or None."""
+        from ember.jit.codegen import SKIP, Statement
+        low = self._lowered.get(id(node))
+        if low is None:
+            return SKIP if id(node) in self._consumed else None
+        if low.kind == "cat":
+            return Statement(lines=low.what.lines(node, w.ref, w.bind))
+        if low.kind == "reshape":
+            return Statement(rhs=f"{w.ref(node.args[0])}.reshape({low.what!r})")
+        if low.kind == "global_mean":
+            return Statement(rhs=f"{w.ref(node.args[0])}.mean(axis=(2, 3), keepdims=True)")
+        if low.kind == "group":
+            args = ", ".join(map(w.ref, low.reads))
+            return Statement(rhs=f"{w.bind(low.what, 'fusion_group')}({args})",
+                             defines=low.defines, unpack=True)
+        step, srcs = low.what, [w.ref(v) for v in low.reads]
+        if inline:
+            body = step.inline(w.ref(low.defines), srcs, w.bind, w.temp)
+            if body is not None:
+                return Statement(lines=body, defines=[low.defines])
+        return Statement(rhs=f"{w.bind(step, 'step')}({', '.join(srcs)})",
+                         defines=[low.defines], unpack=False)
 
     # ---- patterns -------------------------------------------------------------------------
     @staticmethod
@@ -1269,28 +1223,8 @@ class InferencePlan:
         through the step's Python object (LeNet-5 at batch 1: its three steps' argument
         unpacking and mode checks, ~7k instructions of a call). Called by ``Planner.run`` once
         the plan is steady (its modes are not timed again); other steps keep their call."""
-        if not SPECIALISE:
-            return
-        lines, glob, params, ret, step_lines = self._parts
-        glob = dict(glob)
-        lines = list(lines)
-
-        def bind(x):
-            name = f"d_{len(glob)}"
-            glob[name] = x
-            return name
-        n = 0
-        for at, (ident, out, srcs) in step_lines.items():
-            body = glob[ident].inline(out, srcs, bind)
-            if body is not None:
-                lines[at] = "\n".join("    " + b for b in body)
-                n += 1
-        if not n:
-            return
-        src = f"def plan({', '.join(params)}):\n" + "\n".join(lines) + \
-            f"\n    return ({ret},)\n"
-        exec(compile(src, "<ember.jit plan>", "exec"), glob)  # noqa: S102 - our own source
-        self.source, self._fn, self.specialised = src, glob["plan"], n
+        if SPECIALISE:
+            self.specialised = self._generate(inline=True)
 
     # ---- running ----------------------------------------------------------------------------
     def ready(self):

@@ -53,7 +53,6 @@ class _Group:
         self.vals, self.d = list(vals), d
         self.buffer = None
         self.starts = []
-        self.copied = set()   # positions copied in by an earlier ``cat``
 
     def allocate(self, env):
         arrays = [env[id(v)] for v in self.vals]
@@ -118,19 +117,25 @@ class ConcatBuffers:
         self._placed.add(id(value))
         return view
 
+    def covers(self, node):
+        """Whether ``cat`` ``node`` is the view of one of the buffers."""
+        return id(node) in self._of_cat
+
     def lines(self, node, name_of, bind):
-        """Source lines computing ``cat`` ``node`` (its operands already computed), or None
-        when the node is not one of the buffers'."""
-        entry = self._of_cat.get(id(node))
-        if entry is None:
-            return None
-        group, n = entry
+        """Source lines computing ``cat`` ``node`` (its operands already computed): the copies
+        of the operands no step wrote in place and no earlier ``cat`` of its buffer copied,
+        then the view."""
+        group, n = self._of_cat[id(node)]
+        done = 0   # positions an earlier cat of the buffer saw (the dict keeps graph order)
+        for k, (gr, m) in self._of_cat.items():
+            if k == id(node):
+                break
+            if gr is group:
+                done = max(done, m)
         lines = []
         for i, v in enumerate(group.vals[:n]):
-            if i in group.copied or self._home.get(id(v)) == (group, i) and \
-                    id(v) in self._placed:
+            if i < done or self._home.get(id(v)) == (group, i) and id(v) in self._placed:
                 continue
-            group.copied.add(i)
             lines.append(f"{bind(np.copyto)}({bind(group.view(i, i + 1))}, {name_of(v)})")
         lines.append(f"{name_of(node.outputs[0])} = {bind(group.view(0, n))}")
         return lines
