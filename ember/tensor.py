@@ -141,15 +141,31 @@ def _check_tensor_argument(method, name, value):
                              f"{type(value).__name__}")
 
 
-class _UnsetGrad:
-    """``Tensor.grad`` while a tensor's own is unset (a non-data descriptor: a set ``.grad``, in
-    the instance dict, is read without it): None, with torch's warning on a non-leaf tensor that
-    does not retain its gradient."""
+class _GradSlot:
+    """``Tensor.grad``, kept in the instance dict under ``"grad"``. Unset, it reads None, with
+    torch's warning on a non-leaf tensor that does not retain its gradient. Assigning checks as
+    torch does: a Tensor or None (TypeError), not the tensor itself, and of the tensor's size and
+    dtype (RuntimeError, torch's words)."""
 
     def __get__(self, tensor, owner=None):
-        if tensor is not None and tensor._grad_fn is not None and not tensor._retains_grad:
+        if tensor is None:
+            return None   # ``Tensor.grad`` on the class
+        try:
+            return tensor.__dict__["grad"]
+        except KeyError:
+            pass
+        if tensor._grad_fn is not None and not tensor._retains_grad:
             warnings.warn(NON_LEAF_GRAD, UserWarning, stacklevel=2)
         return None
+
+    def __set__(self, tensor, value):
+        if value is not None:
+            from ember.autograd.node import check_assigned_grad
+            check_assigned_grad(tensor, value)
+        tensor.__dict__["grad"] = value
+
+    def __delete__(self, tensor):
+        tensor.__dict__.pop("grad", None)
 
 
 NON_LEAF_GRAD = ("The .grad attribute of a Tensor that is not a leaf Tensor is being accessed. "
@@ -166,7 +182,7 @@ class Tensor:
     # Hot attributes live in slots; rarely set ones default at class level and land in the
     # (lazily created) instance dict only when set, so making a Tensor sets three slots.
     __slots__ = ("_data", "_requires_grad", "_grad_fn", "_vc", "__weakref__", "__dict__")
-    grad = _UnsetGrad()
+    grad = _GradSlot()
     _base = None
     _view = None   # (base, view ops, creation) of a differentiable view: ember/autograd/views.py
     _output_nr = 0
@@ -175,6 +191,7 @@ class Tensor:
     _post_acc_hooks = None
     _retains_grad = False
     _retain_handle = None
+    _inference = False   # made under inference_mode (Tensor.is_inference)
 
     def __init__(self, *args, requires_grad=False, device=None):
         """torch's ``Tensor(*sizes)`` (uninitialised), ``Tensor(data)`` or ``Tensor()``, all
@@ -189,7 +206,15 @@ class Tensor:
         t._data = arr
         t._requires_grad = False
         t._grad_fn = None
+        if STATE.inference:
+            t._inference = True
         return t
+
+    def is_inference(self):
+        """Whether this is an inference tensor: made under ``inference_mode()`` (or a view or
+        ``detach()`` of one). Such a tensor cannot require grad or be changed in place outside
+        inference mode, nor be saved for backward (torch's RuntimeErrors)."""
+        return self._inference
 
     # ---- version counter -------------------------------------------------------------------
     def _get_vc(self):
@@ -291,6 +316,17 @@ class Tensor:
     def is_pinned(self, device=None):
         """False: ember has no page-locked host memory."""
         return False
+
+    def pin_memory(self, device=None):
+        """Raises EmberRuntimeError (a RuntimeError), as torch's ``Tensor.pin_memory()`` does
+        on a machine without an accelerator: page-locked host memory only serves copies to an
+        accelerator, and ember runs only on the CPU (``is_pinned()`` is False;
+        ``DataLoader(pin_memory=True)`` warns and loads unpinned tensors, as torch's)."""
+        what = "" if device is None else f" (device={device!r})"
+        raise EmberRuntimeError(
+            f"pin_memory{what}: Cannot access accelerator device when none is available: "
+            f"ember runs only on the CPU, so the {self.dtype} tensor of shape "
+            f"{tuple(self.shape)} cannot be pinned (ember.accelerator.is_available() is False)")
 
     def is_neg(self):
         """False: ember has no lazy negation bit."""
@@ -417,6 +453,9 @@ class Tensor:
                     "a computed variable in a subgraph that doesn't require differentiation use "
                     "var_no_grad = var.detach().")
             return self
+        if requires_grad and self._inference and not STATE.inference:
+            raise EmberRuntimeError("Setting requires_grad=True on inference tensor outside "
+                                    "InferenceMode is not allowed.")
         if requires_grad and self._data.dtype.kind not in "fc" and \
                 self._data.dtype.name != "bfloat16":
             raise EmberRuntimeError(f"requires_grad_: only Tensors of floating point dtype can "
@@ -448,6 +487,8 @@ class Tensor:
     def detach(self):
         """A new tensor sharing data (and version counter) with this one, outside the graph."""
         t = Tensor._make(self._data)
+        if self._inference:
+            t._inference = True
         t._vc = self._get_vc()
         t._base = self._base if self._base is not None else self
         tracer = STATE.tracer
@@ -762,9 +803,12 @@ _REFLECTED = {"add": "__radd__", "subtract": "__rsub__", "multiply": "__rmul__",
 
 
 def _from_ufunc(a):
-    """A NumPy ufunc's result on tensor data as a Tensor (a NumPy scalar as a 0-d one)."""
+    """A NumPy ufunc's result on tensor data as a Tensor (a NumPy scalar as a 0-d one); a bool
+    result becomes uint8, as torch's ``Tensor.__array_wrap__`` makes it (``np.isnan(t)``,
+    ``np.logical_not(mask)`` are uint8 tensors in torch)."""
     if isinstance(a, (np.ndarray, np.generic)):
-        return Tensor._make(np.array(a) if a.__class__ is not np.ndarray else a)
+        a = np.array(a) if a.__class__ is not np.ndarray else a
+        return Tensor._make(a.astype(np.uint8) if a.dtype == np.bool_ else a)
     return a
 
 

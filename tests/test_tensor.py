@@ -265,6 +265,21 @@ def test_predicate_method_errors_match_torch(expr, match):
         eval(expr, {"lib": ember})
 
 
+@pytest.mark.parametrize("call", ["x.pin_memory()", "x.pin_memory('cpu')"])
+def test_pin_memory_without_an_accelerator_raises_runtime_error_as_torch(call):
+    """``Tensor.pin_memory()`` (nanoGPT's get_batch pins its batches for CUDA): torch 2.13
+    raises RuntimeError where there is no accelerator; ember, which has none, raises
+    EmberRuntimeError naming the op, dtype and shape (it was an AttributeError)."""
+    torch = pytest.importorskip("torch")
+    if torch.accelerator.is_available():
+        pytest.skip("torch has an accelerator here, so its pin_memory succeeds")
+    with pytest.raises(RuntimeError):
+        eval(call, {"x": torch.ones(2, 3)})
+    with pytest.raises(ember.errors.EmberRuntimeError,
+                       match=r"pin_memory.*accelerator.*float32.*\(2, 3\)"):
+        eval(call, {"x": ember.ones(2, 3)})
+
+
 def test_float_of_a_tensor_requiring_grad_warns_once_as_torch(monkeypatch):
     import sys
     import warnings
@@ -336,3 +351,91 @@ def test_numpy_operators_keep_autograd_and_refuse_grad_tensors_as_torch():
     assert x.grad.tolist() == [4.0, 4.0]
     with pytest.raises(RuntimeError, match="requires grad"):
         np.exp(x)
+
+
+def _assign_grad_cases(m):
+    x = m.ones(2, 3, requires_grad=True)
+    return x, {
+        "size": lambda: setattr(x, "grad", m.ones(3, 2)),
+        "broadcastable size": lambda: setattr(x, "grad", m.ones(3)),
+        "dtype": lambda: setattr(x, "grad", m.ones(2, 3, dtype=m.float64)),
+        "integer dtype": lambda: setattr(x, "grad", m.ones(2, 3, dtype=m.int64)),
+        "itself": lambda: setattr(x, "grad", x),
+        "list": lambda: setattr(x, "grad", [1.0]),
+        "ndarray": lambda: setattr(x, "grad", np.ones((2, 3), np.float32)),
+        "non-leaf size": lambda: setattr(x * 2, "grad", m.ones(3)),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_assign_grad_cases(ember)[1]))
+def test_assigning_a_wrong_grad_raises_as_torch(case):
+    """``x.grad = t`` checks t as torch: a Tensor or None (TypeError), not x itself, of x's size
+    and dtype (RuntimeError with torch's words)."""
+    torch = pytest.importorskip("torch")
+    with pytest.raises(Exception) as theirs:
+        _assign_grad_cases(torch)[1][case]()
+    x, cases = _assign_grad_cases(ember)
+    with pytest.raises(type(theirs.value)) as ours:
+        cases[case]()
+    assert str(ours.value).startswith(str(theirs.value)[:60])
+    assert x.grad is None
+
+
+def test_assigning_a_matching_grad_or_none_works_as_torch():
+    x = ember.ones(2, 3, requires_grad=True)
+    g = ember.full((2, 3), 2.0)
+    x.grad = g
+    assert x.grad is g
+    x.sum().backward()
+    assert x.grad.tolist() == [[3.0] * 3] * 2
+    x.grad = None
+    assert x.grad is None
+    del x.grad
+    assert x.grad is None
+
+
+def test_is_inference_marks_tensors_made_in_inference_mode_as_torch():
+    """Tensor.is_inference(): tensors made under inference_mode (results, factories, views and
+    detach() of them) are inference tensors; results outside it and clones are not; such a
+    tensor refuses requires_grad_ and in-place updates outside inference mode."""
+    torch = pytest.importorskip("torch")
+    seen = []
+    for m in (torch, ember):
+        with m.inference_mode():
+            a = m.ones(3)
+            b, c = a * 2, m.tensor([1.0, 2.0])
+        with m.no_grad():
+            n = m.ones(1)
+        seen.append([a.is_inference(), b.is_inference(), c.is_inference(), n.is_inference(),
+                     m.ones(1).is_inference(), a[:2].is_inference(), a.detach().is_inference(),
+                     (a + 1).is_inference(), a.clone().is_inference()])
+        with pytest.raises(RuntimeError, match="Setting requires_grad=True on inference tensor "
+                                               "outside InferenceMode is not allowed"):
+            a.requires_grad_()
+        with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside "
+                                               "InferenceMode is not allowed"):
+            a[0] = 1.0
+        with m.inference_mode():
+            a.add_(1)
+        assert a.tolist() == [2.0, 2.0, 2.0]
+    assert seen[0] == seen[1] == [True, True, True, False, False, True, True, False, False]
+
+
+def test_numpy_ufuncs_with_bool_results_give_uint8_tensors_as_torch():
+    """torch's Tensor.__array_wrap__ turns NumPy's bool results into uint8 tensors
+    (``np.isnan(t)``, ``np.logical_not(mask)``); bool tensors' other NumPy interop keeps bool."""
+    torch = pytest.importorskip("torch")
+    import warnings
+    b = np.array([True, False])
+    for m in (torch, ember):
+        t = m.tensor([1.0, float("nan")])
+        mask = m.tensor([True, False])
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)
+            r1, r2 = np.isnan(t), np.logical_not(mask)
+        assert str(r1.dtype).endswith("uint8") and r1.tolist() == [0, 1]
+        assert str(r2.dtype).endswith("uint8") and r2.tolist() == [0, 1]
+        assert m.from_numpy(b).dtype == m.bool and m.tensor(b).dtype == m.bool
+        assert m.as_tensor(b).dtype == m.bool and m.tensor(np.bool_(True)).dtype == m.bool
+        assert mask.numpy().dtype == np.bool_ and np.asarray(mask).dtype == np.bool_
+        assert (t > 0).numpy().dtype == np.bool_

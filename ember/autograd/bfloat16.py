@@ -27,6 +27,10 @@ NATIVE = frozenset((
     "nextafter",   # the next bfloat16, not the next float32 rounded back
 ))
 
+# products whose operands must share one dtype in torch (bfloat16 with float32 raises there):
+# their kernels check the dtypes as given, so mixed inputs are not read as float32 first
+SAME_DTYPE = frozenset(("matmul", "mm", "bmm", "addmm", "dot"))
+
 
 def upcast(op, arrays, consts):
     """``(arrays, round_back, consts)``: the inputs with bfloat16 arrays read as float32, and
@@ -35,6 +39,8 @@ def upcast(op, arrays, consts):
     keeps its result in that dtype; ``dtype=bfloat16`` computes in float32 and rounds."""
     if op.view or op.name in NATIVE:
         return arrays, False, consts
+    if op.name in SAME_DTYPE and len({a.dtype for a in arrays if a.__class__ is _NDARRAY}) > 1:
+        return arrays, False, consts   # the kernel raises torch's dtype error, naming bfloat16
     out, seen = _read(arrays, BFLOAT16[0])
     if not seen[0]:
         return arrays, False, consts

@@ -169,6 +169,8 @@ def _check_slot(op, i, value):
             return value
     elif op.scalar_ok and isinstance(value, (int, float, bool, np.number)):
         return value
+    elif op.scalar_ok and isinstance(value, np.bool_):
+        return float(value)   # torch's argument parser reads a NumPy bool as a float scalar
     raise EmberTypeError(f"{op.name}(): argument '{name}' must be a Tensor, not "
                          f"{type(value).__name__}")
 
@@ -247,7 +249,11 @@ def dispatch(op, tensors, consts, _profiled=False):
             _complex.check_result(op, res._data)
     res._requires_grad = False
     res._grad_fn = None
+    if STATE.inference:
+        res._inference = True
     if op.view:
+        if tensors[0]._inference:   # a view of an inference tensor is one
+            res._inference = True
         _views.link_view(op, tensors[0], consts, (res,), False)
     if need_grad and op.backward is not None and STATE.grad_enabled:
         _link(op, tensors, consts, (res,))
@@ -556,6 +562,11 @@ def dispatch_inplace(op, tensors, consts, _profiled=False):
     if _profile is not None and not _profiled:
         return _profile(op, tensors, consts, True)
     self = tensors[0]
+    if self._inference and not STATE.inference:
+        raise EmberRuntimeError(
+            f"{op.name}_: Inplace update to inference tensor outside InferenceMode is not "
+            f"allowed.You can make a clone to get a normal tensor before doing inplace update."
+            f"See https://github.com/pytorch/rfcs/pull/17 for more details.")
     if self.__class__ is not Tensor and getattr(self.__class__, "is_sparse", False) is True:
         from ember.errors import UnsupportedError
         raise UnsupportedError(f"{op.name}_: in-place ops on sparse COO tensors are not "

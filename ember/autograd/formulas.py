@@ -10,7 +10,7 @@ import numpy as np
 
 from ember.autograd._generated import functions as G
 from ember.autograd.node import SavedTensor
-from ember.errors import UnsupportedError
+from ember.errors import EmberRuntimeError, UnsupportedError
 from ember.kernels import constants as C
 from ember.kernels.linalg import explicit_einsum
 from ember.kernels.opmath import F32 as _F32, is_reduced
@@ -20,6 +20,12 @@ from ember.tensor import Tensor
 
 def _save(x, name):
     if isinstance(x, Tensor):
+        if x._inference:
+            raise EmberRuntimeError(
+                "Inference tensors cannot be saved for backward. Please do not use Tensors "
+                "created in inference mode in computation tracked by autograd. To work around "
+                "this, you can make a clone to get a normal tensor and use it in autograd, or use "
+                "`torch.no_grad()` instead of `torch.inference_mode()`.")
         return SavedTensor(x, name)
     return x
 
@@ -276,8 +282,18 @@ def cumsum_grad(grad, dim):
     return G.flip(G.cumsum(G.flip(grad, (dim,)), dim), (dim,))
 
 
+def _in_dtype_of(grad, x):
+    """``grad`` in tensor ``x``'s dtype: torch's engine casts each gradient to the dtype of the
+    output it belongs to, so formulas whose ops refuse mixed dtypes (products) never see a wider
+    gradient (a float64 loss term over a float32 product)."""
+    if grad is None or grad._data.dtype == x._data.dtype:
+        return grad
+    return grad.to(x.dtype)
+
+
 def matmul_grad_a(grad, a, b):
     """d(a @ b)/da for every torch rank case."""
+    grad = _in_dtype_of(grad, a)
     if a.dim() == 1 and b.dim() == 1:
         return G.mul(grad, b)
     if b.dim() == 1:
@@ -291,6 +307,7 @@ def matmul_grad_a(grad, a, b):
 
 def matmul_grad_b(grad, a, b):
     """d(a @ b)/db for every torch rank case."""
+    grad = _in_dtype_of(grad, b)
     if a.dim() == 1 and b.dim() == 1:
         return G.mul(grad, a)
     if a.dim() == 1:
@@ -1131,7 +1148,7 @@ def linalg_svd_grad(grads, A, U, S, Vh, full_matrices):
 
 def linalg_eigh_grad(grads, L, V):
     """gA = V (skew(V^T gV) / E + diag(gL)) V^T, E_ij = L_j - L_i (ones on the diagonal)."""
-    gL, gV = grads
+    gL, gV = _in_dtype_of(grads[0], L), _in_dtype_of(grads[1], V)
     n = L._data.shape[-1]
     VhgV = G.matmul(_mT(V), gV)
     VhgV = G.mul(G.sub(VhgV, _mT(VhgV)), 0.5)
@@ -1311,7 +1328,7 @@ def linalg_eig_grad(grads, A, L, V):
     """torch's linalg_eig_backward: with gV' = V^H gV - V^H V re(diag(V^H gV)) (the part a
     phase-invariant loss sees), gA = V^-H (gV' / conj(L_j - L_i) + diag(gL)) V^H; the real part
     for a real ``A``. Defined where the eigenvalues are distinct."""
-    gL, gV = grads
+    gL, gV = _in_dtype_of(grads[0], L), _in_dtype_of(grads[1], V)
     n = L._data.shape[-1]
     Vh = G.conj(_mT(V))
     inner = None

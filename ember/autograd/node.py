@@ -262,6 +262,36 @@ class AccumulateGrad(Node):
         return ()
 
 
+def check_assigned_grad(tensor, value):
+    """torch's checks of ``tensor.grad = value`` (value not None)."""
+    from ember import _dtype
+    from ember.kernels.dtypes import cpp_name, scalar_name
+    from ember.tensor import Tensor
+    if not isinstance(value, Tensor):
+        raise EmberTypeError(f"assigned grad expected to be a Tensor or None but got grad of "
+                             f"type {_type_name(value)}")
+    if value is tensor:
+        raise EmberRuntimeError("can't assign Variable as its own grad")
+    if value._data.shape != tensor._data.shape:   # (plain ints: no shape guard in a trace)
+        raise EmberRuntimeError(f"attempting to assign a gradient of size '{list(value.shape)}' "
+                                f"to a tensor of size '{list(tensor.shape)}'. Please ensure that "
+                                f"the gradient and the tensor are the same size")
+    gdt, tdt = value.dtype, tensor.dtype
+    if gdt != tdt:
+        raise EmberRuntimeError(
+            f"attempting to assign a gradient with dtype '{cpp_name(_dtype.to_numpy_dtype(gdt))}'"
+            f" to a tensor with grad_dtype '{scalar_name(_dtype.to_numpy_dtype(tdt))}'. The "
+            f"gradient must match the tensor's grad_dtype (defaults to the tensor's dtype).")
+
+
+def _type_name(value):
+    """A value's type as torch names it in argument errors (``numpy.ndarray``, ``list``)."""
+    cls = type(value)
+    mod = cls.__module__
+    return cls.__name__ if mod in ("builtins", None) else f"{mod.split('.')[0]}.{cls.__name__}" \
+        if mod.startswith("numpy") else cls.__name__
+
+
 def as_leaf_dtype(var, g):
     """``g`` in leaf ``var``'s floating dtype, as torch's engine casts a gradient to its input's
     dtype (a float32 parameter times a float64 tensor gets a float32 ``.grad``, a bfloat16 leaf

@@ -19,7 +19,7 @@ import numpy as np
 
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError, EmberTypeError
-from ember.kernels.dtypes import can_cast
+from ember.kernels.dtypes import can_cast, cpp_name
 
 # public functions of the ``ember`` namespace that take ``out=`` as in torch
 OPS = (
@@ -61,6 +61,10 @@ def check_grad(name, args, kwargs, out):
                                 "automatic differentiation, but one of the arguments requires "
                                 "grad.")
 
+# functions whose ``out`` must have the result's dtype exactly (torch refuses a castable one:
+# "Expected out tensor to have dtype float, but got double instead")
+EXACT = frozenset(("matmul", "mm", "bmm", "addmm", "baddbmm", "argmax", "argmin"))
+
 
 def write(name, result, out, *, exact=False, warn=True):
     """Write ``result`` (a Tensor, or a tuple of them for ``out`` a tuple) into ``out`` with
@@ -78,8 +82,9 @@ def write(name, result, out, *, exact=False, warn=True):
     src, dst = result._data, out._data
     if src.dtype != dst.dtype:
         if exact:
-            raise EmberRuntimeError(f"{name}(): expected out tensor to have dtype {src.dtype}, "
-                                    f"but got {dst.dtype} instead")
+            raise EmberRuntimeError(f"{name}(): Expected out tensor to have dtype "
+                                    f"{cpp_name(src.dtype)}, but got {cpp_name(dst.dtype)} "
+                                    f"instead")
         if not can_cast(src.dtype, dst.dtype):
             raise EmberRuntimeError(f"{name}(): result type {src.dtype} can't be cast to the "
                                     f"desired output type {dst.dtype}")
@@ -113,7 +118,7 @@ def with_out(name, fn):
         if out is None:
             return fn(*args, **kwargs)
         check_grad(name, args, kwargs, out)
-        return write(name, fn(*args, **kwargs), out)
+        return write(name, fn(*args, **kwargs), out, exact=name in EXACT)
     op.__name__ = op.__qualname__ = getattr(fn, "__name__", name)
     op.__doc__ = fn.__doc__
     op.__wrapped__ = fn

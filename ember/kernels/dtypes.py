@@ -171,3 +171,27 @@ def to_float(a):
     if a.__class__ is not np.ndarray:
         a = np.asarray(a)
     return a if a.dtype.kind in "fc" else a.astype(default_float())
+
+
+# torch's two spellings of a dtype in its error messages: the ScalarType name ("Float", in
+# "expected scalar type Float but found Double") and the C++ type ("float", in "expected m1 and
+# m2 to have the same dtype, but got: float != double"), by NumPy dtype name
+_SCALAR_NAMES = {"float32": ("Float", "float"), "float64": ("Double", "double"),
+                 "float16": ("Half", "c10::Half"), "bfloat16": ("BFloat16", "c10::BFloat16"),
+                 "int64": ("Long", "long int"), "int32": ("Int", "int"),
+                 "int16": ("Short", "short int"), "int8": ("Char", "signed char"),
+                 "uint8": ("Byte", "unsigned char"), "bool": ("Bool", "bool"),
+                 "complex64": ("ComplexFloat", "c10::complex<float>"),
+                 "complex128": ("ComplexDouble", "c10::complex<double>"),
+                 "uint16": ("UInt16", "short unsigned int"), "uint32": ("UInt32", "unsigned int"),
+                 "uint64": ("UInt64", "long unsigned int")}
+
+
+def scalar_name(dtype):
+    """torch's ScalarType name of NumPy dtype ``dtype`` ("Float", "Long", "BFloat16")."""
+    return _SCALAR_NAMES.get(dtype.name, (dtype.name, dtype.name))[0]
+
+
+def cpp_name(dtype):
+    """torch's C++ type name of NumPy dtype ``dtype`` ("float", "long int", "c10::Half")."""
+    return _SCALAR_NAMES.get(dtype.name, (dtype.name, dtype.name))[1]

@@ -226,7 +226,9 @@ def remainder(a, b):
 
 def neg(a):
     if a.dtype == np.bool_:
-        raise KernelError("negation of a bool tensor is not supported; use logical_not")
+        raise KernelError("Negation, the `-` operator, on a bool tensor is not supported. If "
+                          "you are trying to invert a mask, use the `~` or `logical_not()` "
+                          "operator instead.")
     return np.negative(a)
 
 

@@ -1,7 +1,7 @@
 """Linear-algebra kernels on NumPy's BLAS."""
 import numpy as np
 
-from ember.kernels.dtypes import promote
+from ember.kernels.dtypes import cpp_name, promote, scalar_name
 from ember.kernels.errors import KernelError
 from ember.kernels.runtime.threads import FREE, LIMITED, blas_mode
 
@@ -29,13 +29,55 @@ def _inner_error(a, b):
     return KernelError(f"inner dimensions differ: {tuple(a.shape)} @ {tuple(b.shape)}")
 
 
+def mm_dtype_error(a, b):
+    """torch's error for a 2-D product of two dtypes (mm, matmul of matrices): products never
+    promote in torch."""
+    return KernelError(f"expected m1 and m2 to have the same dtype, but got: "
+                       f"{cpp_name(a.dtype)} != {cpp_name(b.dtype)}")
+
+
+def bmm_dtype_error(a, b):
+    """torch's error for a batched product of two dtypes (bmm, batched matmul)."""
+    return KernelError(f"expected scalar type {scalar_name(a.dtype)} but found "
+                       f"{scalar_name(b.dtype)}")
+
+
+def dot_dtype_error(a, b):
+    """torch's error for a dot product of two dtypes (dot, vdot, 1-D @ 1-D)."""
+    return KernelError(f"dot : expected both vectors to have same dtype, but found "
+                       f"{scalar_name(a.dtype)} and {scalar_name(b.dtype)}")
+
+
+def addmv_dtype_error(c, mat, vec):
+    """torch's error for a matrix-vector product of two dtypes (mv, addmv, matmul with a 1-D
+    right operand); ``c`` is addmv's input (mv's is its result, of the vector's dtype)."""
+    return KernelError(f"addmv input tensors must have the same dtype, but got "
+                       f"{scalar_name(c.dtype)}, {scalar_name(mat.dtype)}, and "
+                       f"{scalar_name(vec.dtype)}")
+
+
+def _matmul_dtype_error(a, b):
+    """The error torch's matmul raises for operands ``a``, ``b`` of two dtypes: the one of the
+    product it routes their dimensions to (dot, mv, mm of the folded rows, or bmm)."""
+    if a.ndim == 1 and b.ndim == 1:
+        return dot_dtype_error(a, b)
+    if b.ndim == 1:
+        return addmv_dtype_error(b, a, b)
+    if b.ndim == 2:
+        return mm_dtype_error(a, b)
+    return bmm_dtype_error(a, b)
+
+
 def matmul(a, b):
+    """``a @ b`` with torch.matmul's rules for 1-D and batched operands; operands of two dtypes
+    raise torch's error (torch's products never promote)."""
     if a.ndim == 0 or b.ndim == 0:
         raise KernelError(f"both arguments to matmul need to be at least 1D, but they are "
                           f"{a.ndim}D and {b.ndim}D")
+    if a.dtype != b.dtype:
+        raise _matmul_dtype_error(a, b)
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise _inner_error(a, b)
-    a, b = promote(a, b)
     macs = (a.size // max(1, a.shape[-1])) * b.size if b.ndim == 2 else None
     try:
         # never under another thread's one-thread BLAS limit; small 2-d products on one thread
@@ -211,20 +253,36 @@ def gemm(a, b):
 
 
 def mm(a, b):
+    """The product of matrices ``a``, ``b`` of one dtype (torch.mm)."""
     if a.ndim != 2 or b.ndim != 2:
         raise KernelError(f"expected 2-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    if a.dtype != b.dtype:
+        raise mm_dtype_error(a, b)
     return matmul(a, b)
 
 
 def bmm(a, b):
     if a.ndim != 3 or b.ndim != 3:
         raise KernelError(f"expected 3-D tensors, got {a.ndim}-D and {b.ndim}-D")
+    if a.dtype != b.dtype:
+        raise bmm_dtype_error(a, b)
     if a.shape[0] != b.shape[0]:
         raise KernelError(f"batch sizes differ: {tuple(a.shape)} @ {tuple(b.shape)}")
     return matmul(a, b)
 
 
+def addmm_dtype_check(c, a, b):
+    """torch's checks of addmm's (and addbmm's) dtypes: input against mat2, then mat1 against
+    mat2."""
+    for x, y, names in ((c, b, "self and mat2"), (a, b, "mat1 and mat2")):
+        if x.dtype != y.dtype:
+            raise KernelError(f"{names} must have the same dtype, but got "
+                              f"{scalar_name(x.dtype)} and {scalar_name(y.dtype)}")
+
+
 def addmm(c, a, b, beta=1, alpha=1):
+    """beta * c + alpha * (a @ b) for ``c``, ``a``, ``b`` of one dtype (torch.addmm)."""
+    addmm_dtype_check(c, a, b)
     out = mm(a, b)
     if alpha != 1:
         out *= alpha
@@ -361,7 +419,8 @@ def dot(a, b):
     if a.shape[0] != b.shape[0]:
         raise KernelError(f"inconsistent tensor size, expected tensor [{a.shape[0]}] and src "
                           f"[{b.shape[0]}] to have the same number of elements")
-    a, b = promote(a, b)
+    if a.dtype != b.dtype:
+        raise dot_dtype_error(a, b)
     return np.asarray(np.dot(a, b))
 
 

@@ -12,6 +12,7 @@ from ember import return_types as R
 from ember._dtype import to_numpy_dtype
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError, LinAlgError
 from ember.errors import public as _public
+from ember.kernels import linalg as _K
 from ember.ops.reduction import _dim
 from ember.random import resolve
 from ember.tensor import Tensor
@@ -155,6 +156,12 @@ def linalg_multi_dot(tensors):
             where = "first" if i == 0 else "last" if i == n - 1 else f"tensor {i}"
             raise EmberRuntimeError(f"{op}: {where} tensor must be "
                                     f"{'1D or 2D' if i in (0, n - 1) else '2D'} but got {nd}D")
+    for i, t in enumerate(tensors):   # torch's words (its typo included): no promotion
+        if t._data.dtype != tensors[0]._data.dtype:
+            raise EmberRuntimeError(
+                f"multi_dot(): all tensors must have be the same dtype but tensor 0 is "
+                f"{_K.cpp_name(tensors[0]._data.dtype)} and tensor {i} "
+                f"{_K.cpp_name(t._data.dtype)}")
     out = tensors[0]
     for t in tensors[1:]:
         out = G.matmul(out, t)
@@ -191,8 +198,9 @@ def linalg_vecdot(x, y, dim=-1):
         raise EmberRuntimeError(f"linalg.vecdot: expected a floating point or complex tensor as "
                                 f"input, got {x.dtype.name}")
     if x.dtype != y.dtype:
-        raise EmberRuntimeError(f"linalg.vecdot: expected x and y to have the same dtype, got "
-                                f"x of type {x.dtype.name} and y of type {y.dtype.name}")
+        raise EmberRuntimeError(f"linalg.vecdot: Expected x and y to have the same dtype, but "
+                                f"found x of type {_K.scalar_name(x._data.dtype)} and y of type "
+                                f"{_K.scalar_name(y._data.dtype)} instead")
     if x.dtype.is_complex:
         x = G.conj(x)
     return G.sum(G.mul(x, y), (dim,))
@@ -471,10 +479,21 @@ def vdot(input, other):
     return G.dot(input, other)
 
 
+def _same_dtype_for(op, a, b):
+    """torch's "both inputs should have same dtype" of inner and tensordot, which never
+    promote."""
+    if a._data.dtype != b._data.dtype:
+        raise EmberRuntimeError(f"{op}: both inputs should have same dtype (got "
+                                f"{a.dtype.name} and {b.dtype.name})")
+
+
 def inner(input, other):
+    """torch.inner: the sum of products over the last dimensions (a product with a 0-d
+    operand); operands of two dtypes raise torch's RuntimeError unless one is 0-d."""
     a, b = input._data.shape, other._data.shape
     if len(a) == 0 or len(b) == 0:
         return G.mul(input, other)
+    _same_dtype_for("inner", input, other)
     if a[-1] != b[-1]:
         raise EmberRuntimeError(f"inner: last dimensions differ: {tuple(a)} and {tuple(b)}")
     k = a[-1]
@@ -494,6 +513,9 @@ def kron(input, other):
 
 
 def tensordot(a, b, dims=2):
+    """torch.tensordot: contracts dimensions ``dims`` of ``a`` and ``b``, which must have one
+    dtype (torch's RuntimeError otherwise)."""
+    _same_dtype_for("tensordot", a, b)
     na, nb = a._data.ndim, b._data.ndim
     if isinstance(dims, (int, np.integer)):
         if dims < 0:
@@ -548,6 +570,10 @@ def _scaled_add(self, prod, beta, alpha):
 
 
 def addmv(input, mat, vec, beta=1, alpha=1):
+    """beta * input + alpha * (mat @ vec) for tensors of one dtype (torch.addmv)."""
+    if not input._data.dtype == mat._data.dtype == vec._data.dtype:
+        raise EmberRuntimeError("addmv: " + str(_K.addmv_dtype_error(input._data, mat._data,
+                                                                      vec._data)))
     return _scaled_add(input, mv(mat, vec), beta, alpha)
 
 
@@ -556,10 +582,23 @@ def addr(input, vec1, vec2, beta=1, alpha=1):
 
 
 def baddbmm(input, batch1, batch2, beta=1, alpha=1):
+    """beta * input + alpha * (batch1 @ batch2) for tensors of one dtype (torch.baddbmm; its
+    checks: input against batch1, then the batches against each other)."""
+    if input._data.dtype != batch1._data.dtype:
+        raise EmberRuntimeError(
+            f"baddbmm: Input dtypes must be the same, got: input {_K.cpp_name(input._data.dtype)}"
+            f", batch1: {_K.cpp_name(batch1._data.dtype)}, batch2: "
+            f"{_K.cpp_name(batch2._data.dtype)}")
     return _scaled_add(input, G.bmm(batch1, batch2), beta, alpha)
 
 
 def addbmm(input, batch1, batch2, beta=1, alpha=1):
+    """beta * input + alpha * sum_i(batch1[i] @ batch2[i]) for tensors of one dtype
+    (torch.addbmm, with addmm's dtype checks)."""
+    try:
+        _K.addmm_dtype_check(input._data, batch1._data, batch2._data)
+    except _K.KernelError as e:
+        raise EmberRuntimeError(f"addbmm: {e}") from None
     return _scaled_add(input, G.sum(G.bmm(batch1, batch2), (0,)), beta, alpha)
 
 

@@ -120,3 +120,17 @@ def test_safetensors_files_both_ways(tmp_path):
     _bits(m.weight, back["weight"])
     again = ember.load(os.path.join(tmp_path, "e.safetensors"))
     assert again["weight"].dtype == ember.bfloat16
+
+
+def test_bfloat16_times_float32_in_a_product_raises_as_torch():
+    """Products do not promote in torch, bfloat16 included: mm of bfloat16 and float32 raises
+    with torch's words (ember's bfloat16 rule, which computes in float32, does not hide it)."""
+    for m in (torch, ember):
+        a, b = m.ones(2, 3, dtype=m.bfloat16), m.ones(3, 2)
+        with pytest.raises(RuntimeError, match=r"expected m1 and m2 to have the same dtype, but "
+                                               r"got: c10::BFloat16 != float"):
+            m.mm(a, b)
+        with pytest.raises(RuntimeError, match="expected scalar type BFloat16 but found Float"):
+            m.bmm(a[None], b[None])
+    assert ember.mm(ember.ones(2, 3, dtype=ember.bfloat16),
+                    ember.ones(3, 2, dtype=ember.bfloat16)).dtype == ember.bfloat16

@@ -130,3 +130,29 @@ def test_a_numpy_array_in_a_tensors_place_is_taken_as_one():
     assert x.grad.tolist() == [2.0, 3.0]
     with pytest.raises(TypeError, match="must be a Tensor, not ndarray"):
         t + np.array(["a", "b"])
+
+
+def test_a_numpy_bool_scalar_is_a_float_scalar_as_in_torch():
+    """torch's argument parser reads ``np.bool_`` as a float number: ``int_tensor *
+    np.bool_(True)`` is float32, ``np.bool_(True) * t`` works (ember refused both)."""
+    torch = pytest.importorskip("torch")
+    for m in (torch, ember):
+        r = m.tensor([1, 2]) * np.bool_(True)
+        assert str(r.dtype).endswith("float32") and r.tolist() == [1.0, 2.0]
+        r = np.bool_(True) * m.tensor([1.0, 2.0])
+        assert str(r.dtype).endswith("float32") and r.tolist() == [1.0, 2.0]
+        r = m.tensor([True, False]) + np.bool_(True)
+        assert str(r.dtype).endswith("float32") and r.tolist() == [2.0, 1.0]
+
+
+def test_in_place_update_of_an_inference_tensor_outside_inference_mode_raises_as_torch():
+    torch = pytest.importorskip("torch")
+    for m in (torch, ember):
+        with m.inference_mode():
+            a = m.zeros(2)
+        with pytest.raises(RuntimeError, match="Inplace update to inference tensor outside "
+                                               "InferenceMode is not allowed"):
+            a.mul_(2)
+        b = a.clone()
+        b.add_(1)
+        assert b.tolist() == [1.0, 1.0]

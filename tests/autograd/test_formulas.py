@@ -199,3 +199,33 @@ def test_std_gradient_is_zero_on_a_constant_slice_as_torch():
     for a, b in zip(got, want):
         np.testing.assert_allclose(a, b, rtol=1e-12, atol=1e-15)
     assert np.all(got[0][0] == 0.0)
+
+
+def test_product_backward_takes_a_wider_upstream_gradient_as_torch():
+    """A float64 factor after a float32 product sends a float64 gradient into the product's
+    backward; torch's engine casts it to float32, and the product (which refuses two dtypes)
+    gives torch's float32 gradients."""
+    rng = np.random.default_rng(0)
+    xa, wa, sa = (rng.standard_normal(s) for s in ((2, 3), (3, 4), (2, 4)))
+    grads = []
+    for m in (torch, ember):
+        x = m.tensor(xa.astype(np.float32), requires_grad=True)
+        w = m.tensor(wa.astype(np.float32), requires_grad=True)
+        ((x @ w) * m.tensor(sa)).sum().backward()
+        grads.append((x.grad, w.grad))
+    for t, e in zip(*grads):
+        assert e.dtype == ember.float32 and t.dtype == torch.float32
+        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6)
+
+
+def test_inference_tensors_cannot_be_saved_for_backward_as_torch():
+    """An inference tensor saved by a backward raises torch's RuntimeError; one that no
+    backward saves (an addend) takes part as in torch."""
+    for m in (torch, ember):
+        with m.inference_mode():
+            a = m.ones(3)
+        w = m.ones(3, requires_grad=True)
+        with pytest.raises(RuntimeError, match="Inference tensors cannot be saved for backward"):
+            w * a
+        (w + a).sum().backward()
+        assert w.grad.tolist() == [1.0, 1.0, 1.0]

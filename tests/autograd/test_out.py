@@ -138,3 +138,28 @@ def test_where_with_one_of_input_other_is_a_type_error():
         ember.where(ember.tensor([True]), ember.ones(1))
     np.testing.assert_array_equal(ember.where(ember.tensor([True, False]), 1.0, 0.0).numpy(),
                                   [1.0, 0.0])
+
+
+@pytest.mark.parametrize("case", ["mm", "matmul", "bmm", "addmm", "argmax", "argmin",
+                                  "max tuple", "sort tuple"])
+def test_out_of_another_dtype_is_refused_where_torch_wants_the_exact_dtype(case):
+    """Products and argmax/argmin take no castable ``out`` in torch (a float64 out for float32
+    products, an int32 out for indices): RuntimeError with torch's words."""
+    torch = pytest.importorskip("torch")
+
+    def call(m):
+        o, d = m.ones, m.float64
+        return {"mm": lambda: m.mm(o(2, 2), o(2, 2), out=m.empty(2, 2, dtype=d)),
+                "matmul": lambda: m.matmul(o(2, 2), o(2, 2), out=m.empty(2, 2, dtype=d)),
+                "bmm": lambda: m.bmm(o(1, 2, 2), o(1, 2, 2), out=m.empty(1, 2, 2, dtype=d)),
+                "addmm": lambda: m.addmm(o(2, 2), o(2, 2), o(2, 2), out=m.empty(2, 2, dtype=d)),
+                "argmax": lambda: m.argmax(o(2), out=m.empty((), dtype=m.float32)),
+                "argmin": lambda: m.argmin(o(2), out=m.empty((), dtype=m.int32)),
+                "max tuple": lambda: m.max(o(2, 2), 0, out=(m.empty(2, dtype=d),
+                                                              m.empty(2, dtype=m.int64))),
+                "sort tuple": lambda: m.sort(o(3), out=(m.empty(3), m.empty(3)))}[case]()
+    with pytest.raises(RuntimeError) as theirs:
+        call(torch)
+    with pytest.raises(RuntimeError) as ours:
+        call(ember)
+    assert str(theirs.value) in str(ours.value)

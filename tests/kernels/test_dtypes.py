@@ -132,3 +132,17 @@ def test_complex_scalars_are_refused_by_real_tensors_as_torch(expr):
         except RuntimeError:
             out.append(RuntimeError)
     assert out[1] == out[0]
+
+
+def test_scalar_and_cpp_names_are_torchs():
+    """torch names dtypes two ways in its errors: ScalarType ("Long") and C++ ("long int")."""
+    import numpy as np
+    from ember.kernels.dtypes import cpp_name, scalar_name
+    for t, np_dt in ((torch.float64, np.float64), (torch.int64, np.int64),
+                     (torch.uint8, np.uint8), (torch.int16, np.int16), (torch.bool, np.bool_)):
+        with pytest.raises(RuntimeError) as e:
+            torch.dot(torch.ones(2), torch.ones(2, dtype=t))
+        assert str(e.value).endswith(f"Float and {scalar_name(np.dtype(np_dt))}")
+        with pytest.raises(RuntimeError) as e:
+            torch.mm(torch.ones(2, 2), torch.ones(2, 2, dtype=t))
+        assert str(e.value).endswith(f"float != {cpp_name(np.dtype(np_dt))}")

@@ -838,3 +838,11 @@ def test_where_and_clamp_promote_with_a_python_scalar_as_torch(case):
         except RuntimeError:
             out[name] = "error"
     assert out["ember"] == out["torch"]
+
+
+def test_negating_a_bool_tensor_raises_torchs_words():
+    for m in (torch, ember):
+        with pytest.raises(RuntimeError, match=r"Negation, the `-` operator, on a bool tensor is "
+                                               r"not supported. If you are trying to invert a "
+                                               r"mask, use the `~` or `logical_not\(\)`"):
+            -m.tensor([True, False])

@@ -55,3 +55,23 @@ def test_stacked_matmul_of_a_transposed_view():
     a = rng.standard_normal((6, 4, 5)).astype(np.float32).transpose(1, 0, 2)
     b = rng.standard_normal((8, 3)).astype(np.float32)[:5]
     np.testing.assert_allclose(linalg.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
+
+
+def test_product_kernels_refuse_two_dtypes_in_torchs_words():
+    """The kernels themselves never promote (torch's products do not): each raises with torch's
+    message for the product its dimensions route to."""
+    from ember.kernels.errors import KernelError
+    f, d = np.ones((2, 3), np.float32), np.ones((3, 2), np.float64)
+    cases = [(lambda: linalg.mm(f, d), "expected m1 and m2 to have the same dtype, but got: "
+                                       "float != double"),
+             (lambda: linalg.matmul(f, d), "expected m1 and m2 to have the same dtype"),
+             (lambda: linalg.bmm(f[None], d[None]), "expected scalar type Float but found Double"),
+             (lambda: linalg.matmul(f, np.ones(3, np.int64)),
+              "addmv input tensors must have the same dtype, but got Long, Float, and Long"),
+             (lambda: linalg.dot(np.ones(3, np.float32), np.ones(3, np.int32)),
+              "dot : expected both vectors to have same dtype, but found Float and Int"),
+             (lambda: linalg.addmm(np.ones((2, 2), np.float64), f, d.astype(np.float32)),
+              "self and mat2 must have the same dtype, but got Double and Float")]
+    for fn, words in cases:
+        with pytest.raises(KernelError, match=words.replace("(", r"\(")):
+            fn()

@@ -566,3 +566,66 @@ def test_matrix_exp_scaling_is_not_frozen_when_compiled():
             a = ember.tensor(g.standard_normal((4, 4)) * scale)
             want = ember.linalg.matrix_exp(a).numpy()
             np.testing.assert_allclose(f(a).numpy(), want, rtol=1e-12, atol=0)
+
+
+def _products_of_two_dtypes(m):
+    f, d, i = m.float32, m.float64, m.int64
+    o = m.ones
+    return {
+        "mm f32 f64": lambda: m.mm(o(2, 3), o(3, 2, dtype=d)),
+        "mm i64 f32": lambda: m.mm(o(2, 3, dtype=i), o(3, 2)),
+        "matmul 2d": lambda: m.matmul(o(2, 3, dtype=d), o(3, 2)),
+        "@ 1d 1d": lambda: o(3) @ o(3, dtype=d),
+        "@ 2d 1d": lambda: o(2, 3) @ o(3, dtype=d),
+        "@ 1d 2d": lambda: o(2) @ o(2, 3, dtype=d),
+        "@ 3d 3d": lambda: o(2, 2, 3) @ o(2, 3, 2, dtype=d),
+        "@ 3d 2d": lambda: o(2, 2, 3) @ o(3, 2, dtype=d),
+        "@ 3d 1d": lambda: o(2, 2, 3) @ o(3, dtype=d),
+        "Tensor.mm": lambda: o(2, 3, dtype=d).mm(o(3, 2)),
+        "bmm": lambda: m.bmm(o(2, 2, 3, dtype=d), o(2, 3, 2)),
+        "addmm self": lambda: m.addmm(o(2, 2, dtype=d), o(2, 3), o(3, 2)),
+        "addmm mat1": lambda: m.addmm(o(2, 2), o(2, 3, dtype=d), o(3, 2)),
+        "addmm mat2": lambda: m.addmm(o(2, 2), o(2, 3), o(3, 2, dtype=d)),
+        "baddbmm batch2": lambda: m.baddbmm(o(2, 2, 2), o(2, 2, 3), o(2, 3, 2, dtype=d)),
+        "baddbmm input": lambda: m.baddbmm(o(2, 2, 2, dtype=d), o(2, 2, 3), o(2, 3, 2)),
+        "addbmm self": lambda: m.addbmm(o(2, 2, dtype=d), o(2, 2, 3), o(2, 3, 2)),
+        "addbmm batch1": lambda: m.addbmm(o(2, 2), o(2, 2, 3, dtype=d), o(2, 3, 2)),
+        "mv": lambda: m.mv(o(2, 3), o(3, dtype=d)),
+        "addmv vec": lambda: m.addmv(o(2), o(2, 3), o(3, dtype=d)),
+        "addmv input": lambda: m.addmv(o(2, dtype=d), o(2, 3), o(3)),
+        "dot": lambda: m.dot(o(3), o(3, dtype=d)),
+        "dot int": lambda: m.dot(o(3), o(3, dtype=i)),
+        "vdot": lambda: m.vdot(o(3, dtype=d), o(3)),
+        "inner": lambda: m.inner(o(2, 3), o(2, 3, dtype=d)),
+        "tensordot": lambda: m.tensordot(o(2, 3), o(3, 2, dtype=d), dims=1),
+        "multi_dot": lambda: m.linalg.multi_dot([o(2, 2), o(2, 2), o(2, 2, dtype=d)]),
+        "vecdot": lambda: m.linalg.vecdot(o(2), o(2, dtype=d)),
+        "mm bf16 f32": lambda: m.mm(o(2, 3, dtype=m.bfloat16), o(3, 2, dtype=f)),
+    }
+
+
+@pytest.mark.parametrize("case", sorted(_products_of_two_dtypes(ember)))
+def test_products_of_two_dtypes_raise_torchs_error(case):
+    """torch's matrix and vector products never promote: float32 with float64 (or an integer
+    tensor) raises RuntimeError with the product's own words, as ember now does."""
+    torch = pytest.importorskip("torch")
+    if case.endswith("bf16 f32"):
+        pytest.importorskip("ml_dtypes")
+    with pytest.raises(RuntimeError) as theirs:
+        _products_of_two_dtypes(torch)[case]()
+    with pytest.raises(RuntimeError) as ours:
+        _products_of_two_dtypes(ember)[case]()
+    assert str(theirs.value).splitlines()[0] in str(ours.value)
+
+
+def test_products_of_one_dtype_and_a_zero_d_inner_still_compute_as_torch():
+    """What torch does compute stays: inner with a 0-d operand promotes (a product by a
+    scalar), integer matrices multiply in their dtype, outer and addr promote."""
+    torch = pytest.importorskip("torch")
+    pairs = [(lambda m: m.inner(m.ones(()), m.ones(2, 3, dtype=m.float64) * 2)),
+             (lambda m: m.mm(m.ones(2, 3, dtype=m.int64), m.ones(3, 2, dtype=m.int64))),
+             (lambda m: m.outer(m.ones(3), m.ones(2, dtype=m.float64)))]
+    for fn in pairs:
+        t, e = fn(torch), fn(ember)
+        assert str(t.dtype).split(".")[1] == str(e.dtype).split(".")[1]
+        np.testing.assert_array_equal(e.numpy(), t.numpy())
