@@ -63,13 +63,15 @@ class Optimizer:
             self.add_param_group(g)
 
     def __repr__(self):
+        """torch's text: the class name, then for each group a blank line, ``Parameter Group
+        i`` and its options other than ``params``, sorted (``AdamW ()`` without groups)."""
         s = type(self).__name__ + " ("
         for i, group in enumerate(self.param_groups):
-            s += f"\nParameter Group {i}"
+            s += f"\nParameter Group {i}\n"
             for k in sorted(group):
                 if k != "params":
-                    s += f"\n    {k}: {group[k]}"
-        return s + "\n)"
+                    s += f"    {k}: {group[k]}\n"
+        return s + ")"
 
     def __getstate__(self):
         return {"defaults": self.defaults, "state": self.state, "param_groups": self.param_groups}

@@ -72,6 +72,24 @@ def test_step_skips_params_without_grad_and_param_groups():
     assert a.grad is None
 
 
+@pytest.mark.parametrize("name, groups", [
+    ("AdamW", [{"weight_decay": 0.1}, {"weight_decay": 0.0}]),    # nanoGPT's decay split
+    ("SGD", [{}]),
+    ("Adam", []),       # built with one group, then cleared (torch refuses an empty list)
+])
+def test_repr_is_torchs_text(name, groups):
+    """``print(optimizer)``: torch puts a blank line before each group (ember ran the groups
+    together) and closes an optimizer without groups as ``Adam ()``."""
+    def make(lib):
+        ws = [lib.nn.Parameter(lib.ones(2)) for _ in groups or [{}]]
+        opt = getattr(lib.optim, name)([dict(g, params=[w]) for g, w in zip(groups or [{}], ws)],
+                                       lr=1e-3)
+        if not groups:
+            opt.param_groups.clear()
+        return opt
+    assert repr(make(ember)) == repr(make(torch))
+
+
 def test_step_builds_no_graph_and_bumps_version():
     m = ember.nn.Linear(3, 2)
     opt = eopt.Adam(m.parameters())

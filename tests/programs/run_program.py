@@ -6,7 +6,8 @@ With ``ember``, ``import torch`` and ``import torch.<sub>`` give ``ember`` and `
 (alias/torch_alias.py; the program's files are not touched), in this process and, through
 alias/sitecustomize.py on PYTHONPATH, in every Python process it starts. The program's folder
 is ``sys.path[0]``, as when Python runs it directly, and ``standins/`` (the torchvision
-stand-in, written against ``torch``, and the network-free ``requests`` stand-in) follows it.
+stand-in, written against ``torch``, and the network-free ``requests`` and ``tiktoken``
+stand-ins) follows it.
 """
 import os
 import runpy
