@@ -73,6 +73,36 @@ def _check_device(device):
     check_device(device)
 
 
+def _tensor_options(fn=None, *, layout=True, pin_memory=True):
+    """``fn`` (a factory) taking torch's ``layout=`` and ``pin_memory=`` too (each where torch's
+    does): ember's tensors are strided CPU tensors, so ``layout`` may be None or
+    ``ember.strided`` and ``pin_memory`` False; other values raise torch's CPU-only errors
+    (pinned memory only serves copies to an accelerator)."""
+    if fn is None:
+        return functools.partial(_tensor_options, layout=layout, pin_memory=pin_memory)
+    name = fn.__name__.lstrip("_")
+    takes = {"layout"} if layout else set()
+    takes |= {"pin_memory"} if pin_memory else set()
+
+    @functools.wraps(fn)
+    def make(*args, **kwargs):
+        if takes:
+            lay = kwargs.pop("layout", None) if "layout" in takes else None
+            pin = kwargs.pop("pin_memory", False) if "pin_memory" in takes else False
+            if lay is not None and not isinstance(lay, _dtype.layout):
+                raise EmberTypeError(f"{name}(): argument 'layout' must be ember.layout, not "
+                                     f"{type(lay).__name__}")
+            if lay is not None and lay is not _dtype.strided:
+                raise UnsupportedError(f"{name}(): layout={lay} is not supported: ember's "
+                                       f"factories make strided tensors "
+                                       f"(ember.sparse_coo_tensor makes sparse ones)")
+            if pin:
+                raise EmberRuntimeError(f"{name}(): pin_memory=True requires a CUDA or other "
+                                        f"accelerator backend; ember runs only on the CPU")
+        return fn(*args, **kwargs)
+    return make
+
+
 def _infer(data, nested=False):
     if isinstance(data, Tensor):
         if not nested:
@@ -183,7 +213,8 @@ def _check_int64(data):
                                  f"[{_INT64.min}, {_INT64.max}]")
 
 
-def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False):
+@_tensor_options(layout=False)
+def tensor(data, dtype=None, device=None, requires_grad=False):
     """A new tensor holding a copy of ``data`` (nested lists, numbers, arrays or tensors).
 
     Python floats become the default float dtype, ints int64, bools bool. Raises EmberValueError
@@ -191,12 +222,12 @@ def tensor(data, dtype=None, device=None, requires_grad=False, pin_memory=False)
     unsupported element types.
     """
     _check_device(device)
-    if isinstance(data, Tensor):   # (stacklevel: past the public wrapper, the caller's line)
+    if isinstance(data, Tensor):   # (stacklevel: past _tensor_options and the public wrapper)
         import warnings
         warnings.warn("To copy construct from a tensor, it is recommended to use "
                       "sourceTensor.detach().clone() or sourceTensor.detach().clone()."
                       "requires_grad_(True), rather than torch.tensor(sourceTensor).",
-                      UserWarning, stacklevel=3)
+                      UserWarning, stacklevel=4)
     if isinstance(data, np.ndarray):
         arr = np.array(data, copy=True)
     else:
@@ -352,8 +383,8 @@ def _alias_or_copy(arr, target, copy, what):
     return arr.copy() if copy else arr
 
 
-def _range(start, end, step=1, *, dtype=None, layout=None, device=None, requires_grad=False,
-           pin_memory=False):
+@_tensor_options(pin_memory=False)
+def _range(start, end, step=1, *, dtype=None, device=None, requires_grad=False):
     """torch.range (deprecated in torch, with its warning): start, start + step, ... up to and
     including ``end``, in the default float dtype unless ``dtype`` is given."""
     import math
@@ -414,6 +445,7 @@ def frombuffer(buffer, *, dtype, count=-1, offset=0, requires_grad=False):
 
 
 @_takes_out
+@_tensor_options
 def zeros(*size, dtype=None, device=None, requires_grad=False, **kw):
     """A tensor of zeros with the given shape: ``zeros(2, 3)``, ``zeros((2, 3))`` or
     ``zeros(size=(2, 3))``."""
@@ -423,6 +455,7 @@ def zeros(*size, dtype=None, device=None, requires_grad=False, **kw):
 
 
 @_takes_out
+@_tensor_options
 def ones(*size, dtype=None, device=None, requires_grad=False, **kw):
     """A tensor of ones with the given shape (as ``zeros``, ``size=`` included)."""
     _check_device(device)
@@ -431,6 +464,7 @@ def ones(*size, dtype=None, device=None, requires_grad=False, **kw):
 
 
 @_takes_out
+@_tensor_options
 def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=None, **kw):
     """An uninitialised tensor with the given shape (as ``zeros``, ``size=`` included)."""
     _check_device(device)
@@ -439,6 +473,7 @@ def empty(*size, dtype=None, device=None, requires_grad=False, memory_format=Non
 
 
 @_takes_out
+@_tensor_options
 def full(size, fill_value, dtype=None, device=None, requires_grad=False):
     """A tensor filled with ``fill_value`` (dtype inferred from it when not given)."""
     _check_device(device)
@@ -460,24 +495,28 @@ def _like(fn, input, dtype, requires_grad, *args):
     return _finish(fn(input, *args, npd) if args else fn(input, npd), requires_grad)
 
 
+@_tensor_options
 def zeros_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     """Zeros with ``input``'s shape (and dtype unless given)."""
     _check_device(device)
     return _like(G.zeros_like, input, dtype, requires_grad)
 
 
+@_tensor_options
 def ones_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     """Ones with ``input``'s shape (and dtype unless given)."""
     _check_device(device)
     return _like(G.ones_like, input, dtype, requires_grad)
 
 
+@_tensor_options
 def empty_like(input, dtype=None, device=None, requires_grad=False, memory_format=None):
     """Uninitialised with ``input``'s shape (and dtype unless given)."""
     _check_device(device)
     return _like(G.empty_like, input, dtype, requires_grad)
 
 
+@_tensor_options
 def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, memory_format=None):
     """``fill_value`` with ``input``'s shape (and dtype unless given)."""
     _check_device(device)
@@ -485,6 +524,7 @@ def full_like(input, fill_value, dtype=None, device=None, requires_grad=False, m
 
 
 @_takes_out
+@_tensor_options
 def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False):
     """Values from ``start`` to ``end`` (exclusive) by ``step``; int64 unless a bound is a float."""
     _check_device(device)
@@ -498,6 +538,7 @@ def arange(start, end=None, step=1, dtype=None, device=None, requires_grad=False
 
 
 @_takes_out
+@_tensor_options
 def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
     """``steps`` evenly spaced values from ``start`` to ``end`` inclusive."""
     _check_device(device)
@@ -505,6 +546,7 @@ def linspace(start, end, steps, dtype=None, device=None, requires_grad=False):
 
 
 @_takes_out
+@_tensor_options
 def eye(n, m=None, dtype=None, device=None, requires_grad=False):
     """A 2-D tensor with ones on the diagonal."""
     _check_device(device)
@@ -536,6 +578,7 @@ def _float_sample(name, dtype, kernel):
 
 
 @_takes_out
+@_tensor_options
 def rand(*size, generator=None, dtype=None, device=None, requires_grad=False,
          **kw):
     """Uniform samples in [0, 1): ``rand(2, 3)``, ``rand((2, 3))`` or ``rand(size=(2, 3))``.
@@ -548,6 +591,7 @@ def rand(*size, generator=None, dtype=None, device=None, requires_grad=False,
 
 
 @_takes_out
+@_tensor_options
 def randn(*size, generator=None, dtype=None, device=None, requires_grad=False, **kw):
     """Standard normal samples: ``randn(2, 3)``, ``randn((2, 3))`` or ``randn(size=(2, 3))``.
 
@@ -603,8 +647,8 @@ def _scalar_name(dt):
 
 
 @_takes_out
-def randint(*args, generator=None, dtype=None, device=None, requires_grad=False, layout=None,
-            pin_memory=False, **kw):
+@_tensor_options
+def randint(*args, generator=None, dtype=None, device=None, requires_grad=False, **kw):
     """Integers uniform in [low, high), torch's two overloads: ``randint(high, size)`` and
     ``randint(low=0, high, size)``, positional or by keyword (int64 unless ``dtype``).
 
@@ -640,8 +684,8 @@ def randint(*args, generator=None, dtype=None, device=None, requires_grad=False,
     return _finish(G.randint(low, high, _size((size,)), resolve(generator), dt), requires_grad)
 
 
-def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False, layout=None,
-             pin_memory=False):
+@_tensor_options
+def randperm(n, *, generator=None, dtype=None, device=None, requires_grad=False):
     """A random permutation of 0..n-1 (int64 unless ``dtype``).
 
     Raises EmberTypeError for a non-int ``n``, EmberRuntimeError for a negative ``n`` or one
@@ -675,16 +719,15 @@ class _ZeroGradNormal(Function):
 
 
 @_takes_out
+@_tensor_options
 def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=None,
-           requires_grad=False, layout=None):
+           requires_grad=False):
     """Normal samples: ``normal(mean_tensor, std)``, ``normal(mean, std_tensor)``,
     ``normal(mean_tensor, std_tensor)`` (shape follows the tensors; zero gradient to them, as
-    torch) or ``normal(mean, std, size)`` with floats. ``layout`` may only be ``ember.strided``.
+    torch) or ``normal(mean, std, size)`` with floats.
 
     Raises EmberRuntimeError for a negative std, EmberTypeError for a ``size`` given with
     tensor arguments or missing with float ones."""
-    if layout is not None and layout is not _dtype.strided:
-        raise EmberTypeError(f"normal: ember has only the ember.strided layout, got {layout!r}")
     _check_device(device)
     gen = resolve(generator)
     if isinstance(mean, Tensor) or isinstance(std, Tensor):
@@ -709,6 +752,7 @@ def normal(mean=0.0, std=1.0, size=None, *, generator=None, dtype=None, device=N
     return _finish(G.normal(mean, std, _size((size,)), gen, _np(dtype)), requires_grad)
 
 
+@_tensor_options
 def rand_like(input, dtype=None, generator=None, requires_grad=False, device=None, **kw):
     """Uniform [0, 1) samples with ``input``'s shape and dtype (a floating dtype, as torch)."""
     _check_device(device)
@@ -718,6 +762,7 @@ def rand_like(input, dtype=None, generator=None, requires_grad=False, device=Non
     return _finish(t, requires_grad)
 
 
+@_tensor_options
 def randn_like(input, dtype=None, generator=None, requires_grad=False, device=None, **kw):
     """Standard normal samples with ``input``'s shape and dtype (a floating dtype, as torch)."""
     _check_device(device)
@@ -900,7 +945,8 @@ def _new(fill):
         if fill == "ones":
             return ones(*size, dtype=dt, requires_grad=requires_grad)
         return empty(*size, dtype=dt, requires_grad=requires_grad)
-    return method
+    method.__name__ = f"new_{fill}"
+    return _tensor_options(method)
 
 
 def _new_legacy(self, *args, device=None):
@@ -921,12 +967,14 @@ def _new_legacy(self, *args, device=None):
                          f"{', '.join(type(a).__name__ for a in args)}")
 
 
+@_tensor_options
 def _new_full(self, size, fill_value, dtype=None, device=None, requires_grad=False):
     _check_device(device)
     return full(size, fill_value, dtype=self.dtype if dtype is None else dtype,
                          requires_grad=requires_grad)
 
 
+@_tensor_options(layout=False)
 def _new_tensor(self, data, dtype=None, device=None, requires_grad=False):
     _check_device(device)
     return tensor(data, dtype=self.dtype if dtype is None else dtype,
@@ -955,15 +1003,16 @@ def _scalar(v):
     return v
 
 
-def logspace(start, end, steps, base=10.0, *, dtype=None, layout=None, device=None,
-             requires_grad=False, out=None):
+@_tensor_options
+def logspace(start, end, steps, base=10.0, *, dtype=None, device=None, requires_grad=False,
+             out=None):
     """``steps`` values ``base ** x`` for ``x`` evenly spaced from ``start`` to ``end``."""
     return _finish(G.logspace(_scalar(start), _scalar(end), steps, float(base), _np(dtype)),
                    requires_grad)
 
 
-def empty_strided(size, stride, *, dtype=None, layout=None, device=None, requires_grad=False,
-                  pin_memory=False):
+@_tensor_options
+def empty_strided(size, stride, *, dtype=None, device=None, requires_grad=False):
     """An uninitialised tensor of ``size`` (ember's arrays keep their own strides)."""
     size = _ints(size, "size", "empty_strided")
     stride = _ints(stride, "stride", "empty_strided")
@@ -973,8 +1022,8 @@ def empty_strided(size, stride, *, dtype=None, layout=None, device=None, require
     return _finish(G.empty(size, _np(dtype)), requires_grad)
 
 
-def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=None,
-                   requires_grad=False, pin_memory=False):
+@_tensor_options
+def empty_permuted(size, physical_layout, *, dtype=None, device=None, requires_grad=False):
     """An uninitialised tensor of ``size``; ``physical_layout`` must permute its dims."""
     size = _ints(size, "size", "empty_permuted")
     perm = _ints(physical_layout, "physical_layout", "empty_permuted")
@@ -984,16 +1033,17 @@ def empty_permuted(size, physical_layout, *, dtype=None, layout=None, device=Non
     return _finish(G.empty(size, _np(dtype)), requires_grad)
 
 
-def scalar_tensor(s, *, dtype=None, layout=None, device=None, requires_grad=False,
-                  pin_memory=False):
+@_tensor_options
+def scalar_tensor(s, *, dtype=None, device=None, requires_grad=False):
     """A 0-d tensor holding ``s`` (default dtype unless given)."""
     if isinstance(s, Tensor):
         s = s.item()
     return _finish(G.full((), s, _np(dtype)), requires_grad)
 
 
-def randint_like(input, low=0, high=None, *, dtype=None, layout=None, device=None,
-                 requires_grad=False, memory_format=None, generator=None):
+@_tensor_options
+def randint_like(input, low=0, high=None, *, dtype=None, device=None, requires_grad=False,
+                 memory_format=None, generator=None):
     """Integers uniform in [low, high) with ``input``'s shape (and dtype unless given)."""
     if high is None:
         low, high = 0, low
@@ -1030,8 +1080,8 @@ def _fill(kernel, *params):
 _NO_DEFAULT = None
 
 
-def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False,
-                       layout=None, pin_memory=False):
+@_tensor_options
+def _new_empty_strided(self, size, stride, *, dtype=None, device=None, requires_grad=False):
     return empty_strided(size, stride, dtype=self.dtype if dtype is None else dtype,
                          requires_grad=requires_grad)
 

@@ -454,3 +454,49 @@ def test_numpy_scalars_in_a_list_promote_with_python_numbers_as_torch():
         finally:
             torch.set_default_dtype(torch.float32)
             ember.set_default_dtype(ember.float32)
+
+
+_FACTORIES = {
+    "zeros": lambda L, **k: L.zeros(2, 3, **k), "ones": lambda L, **k: L.ones(2, **k),
+    "empty": lambda L, **k: L.empty(2, **k), "full": lambda L, **k: L.full((2,), 1.0, **k),
+    "arange": lambda L, **k: L.arange(3, **k), "linspace": lambda L, **k: L.linspace(0, 1, 3, **k),
+    "logspace": lambda L, **k: L.logspace(0, 1, 3, **k), "eye": lambda L, **k: L.eye(2, **k),
+    "rand": lambda L, **k: L.rand(2, **k), "randn": lambda L, **k: L.randn(2, **k),
+    "randint": lambda L, **k: L.randint(0, 3, (2,), **k),
+    "randperm": lambda L, **k: L.randperm(3, **k),
+    "normal": lambda L, **k: L.normal(0.0, 1.0, (2,), **k),
+    "zeros_like": lambda L, **k: L.zeros_like(L.ones(2), **k),
+    "full_like": lambda L, **k: L.full_like(L.ones(2), 2, **k),
+    "rand_like": lambda L, **k: L.rand_like(L.ones(2), **k),
+    "randint_like": lambda L, **k: L.randint_like(L.ones(2), 3, **k),
+    "empty_strided": lambda L, **k: L.empty_strided((2,), (1,), **k),
+    "new_ones": lambda L, **k: L.ones(2).new_ones(3, **k),
+    "new_full": lambda L, **k: L.ones(2).new_full((2,), 1.0, **k),
+}
+
+
+@pytest.mark.parametrize("name", sorted(_FACTORIES))
+def test_factories_take_torchs_layout_and_pin_memory(name):
+    """``layout=torch.strided`` and ``pin_memory=False`` are accepted as by torch (programs
+    pass them); ``pin_memory=True`` raises torch's RuntimeError of a CPU-only build, and a
+    layout that is not a layout torch's TypeError."""
+    f = _FACTORIES[name]
+    assert tuple(f(ember, layout=ember.strided, pin_memory=False).shape) == \
+        tuple(f(torch, layout=torch.strided, pin_memory=False).shape)
+    for L in (torch, ember):
+        with pytest.raises(RuntimeError, match="pin_memory=True requires a CUDA or other "
+                                               "accelerator backend"):
+            f(L, pin_memory=True)
+        with pytest.raises(TypeError, match="layout"):
+            f(L, layout="strided")
+    with pytest.raises(NotImplementedError, match="layout=ember.sparse_coo is not supported"):
+        f(ember, layout=ember.sparse_coo)
+
+
+def test_tensor_takes_pin_memory_and_range_layout_only_as_torch():
+    for L in (torch, ember):
+        assert L.tensor([1.0], pin_memory=False).tolist() == [1.0]
+        with pytest.raises(RuntimeError, match="pin_memory=True"):
+            L.tensor([1.0], pin_memory=True)
+        with pytest.raises(TypeError, match="layout"):
+            L.tensor([1.0], layout=L.strided)
