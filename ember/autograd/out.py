@@ -19,7 +19,7 @@ import numpy as np
 
 from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError, EmberTypeError
-from ember.kernels.dtypes import can_cast, cpp_name
+from ember.kernels.dtypes import can_cast, cpp_name, scalar_name
 
 # public functions of the ``ember`` namespace that take ``out=`` as in torch
 OPS = (
@@ -63,7 +63,89 @@ def check_grad(name, args, kwargs, out):
 
 # functions whose ``out`` must have the result's dtype exactly (torch refuses a castable one:
 # "Expected out tensor to have dtype float, but got double instead")
-EXACT = frozenset(("matmul", "mm", "bmm", "addmm", "baddbmm", "argmax", "argmin"))
+EXACT = frozenset(("matmul", "mm", "bmm", "addmm", "baddbmm", "argmax", "argmin", "mv", "addmv",
+                   "norm", "gather"))
+
+# functions whose ``out`` must have the result's dtype exactly, with torch's own words for each
+# ({out} and {result}: the ScalarType names, "Long", "Float")
+_FOUND = "Found dtype {out} but expected {result}"
+SAME_DTYPE = dict.fromkeys(("abs", "neg", "negative", "sign", "floor", "ceil", "round", "trunc",
+                            "frac", "clamp", "clip", "clamp_min", "clamp_max", "bitwise_not"),
+                           _FOUND) | {
+    "dot": "result dtype {out} does not match input dtype {result}",
+    "amax": "Expected the dtype for input and out to match, but got {result} for input's dtype "
+            "and {out} for out's dtype.",
+    "amin": "Expected the dtype for input and out to match, but got {result} for input's dtype "
+            "and {out} for out's dtype.",
+    "where": "Expected out type to be {result} but got {out}",
+    "nan_to_num": "nan_to_num: dtype of out: {out} should be same as input: {result}",
+    "index_select": "index_select(): self and result must have the same scalar type",
+    "masked_select": "masked_select(): self and result must have the same scalar type",
+    "take": "take(): self and out expected to have the same dtype, but got self.dtype = "
+            "{result} and out.dtype = {out}",
+    "nonzero": "nonzero: Expected out tensor to have scalar type {result} but got scalar "
+               "type{out}",
+    "float_power": "the output given to float_power has dtype {out} but the operation's result "
+                   "requires dtype {result}",
+}
+# functions whose result not castable into ``out`` is torch's TypeError (the concatenations)
+_CAT = frozenset(("cat", "stack", "hstack", "vstack"))
+# reductions and scans computing in ``out``'s dtype (torch's ``dtype=``, cast first)
+_IN_OUT_DTYPE = frozenset(("sum", "prod", "mean", "cumsum", "cumprod"))
+
+
+def _dtype_error(name, src, dst):
+    """torch's error for a result of NumPy dtype ``src`` refused by an ``out`` of ``dst``, or
+    None where torch casts it."""
+    names = {"out": scalar_name(dst), "result": scalar_name(src)}
+    of = f" (result: {src}, out: {dst})"
+    if name in SAME_DTYPE:
+        words = SAME_DTYPE[name].format(**names)
+        return EmberRuntimeError((words if words.startswith(name) else f"{name}(): {words}") + of)
+    if name == "logsumexp" and dst.kind not in "fc":
+        return EmberRuntimeError(f"logsumexp(): Expected floating point type for result tensor, "
+                                 f"but got: {names['out']}{of}")
+    if can_cast(src, dst):
+        return None
+    if name in _CAT:
+        return EmberTypeError(f"{name}(): input types can't be cast to the desired output type "
+                              f"{names['out']}{of}")
+    return EmberRuntimeError(f"{name}(): result type {names['result']} can't be cast to the "
+                             f"desired output type {names['out']}{of}")
+
+
+def _out_as_dtype(name, args, kwargs, out):
+    """``kwargs`` for a reduction or scan given ``out``: torch computes it in ``out``'s dtype
+    (the input cast first, ``sum(x, 0, out=long)`` sums the truncated values), refuses a
+    ``dtype=`` other than ``out``'s, and has no ``out=`` for sum/prod over every element."""
+    from ember.tensor import Tensor
+    if not isinstance(out, Tensor):
+        return kwargs
+    if name in ("sum", "prod") and len(args) < 2 and kwargs.get("dim") is None:
+        raise EmberTypeError(f"{name}() received an invalid combination of arguments - got "
+                             f"(Tensor, out=Tensor), but expected one of: (Tensor input, *, "
+                             f"dtype) without out=, or (Tensor input, int dim, bool keepdim, *, "
+                             f"dtype, Tensor out)")
+    dst = out._data.dtype
+    given = kwargs.get("dtype")
+    if given is not None:
+        from ember import _dtype
+        want = np.dtype(_dtype.to_numpy_dtype(given))
+        if want != dst:
+            raise EmberRuntimeError(f"{name}(): Expected out tensor to have dtype "
+                                    f"{cpp_name(want)}, but got {cpp_name(dst)} instead")
+        return kwargs
+    if name == "mean" and dst.kind not in "fc":
+        x = args[0] if args else kwargs.get("input")
+        src = getattr(getattr(x, "_data", None), "dtype", dst)
+        words = "input types" if len(args) < 2 and kwargs.get("dim") is None else \
+            f"result type {scalar_name(src)}"
+        raise EmberRuntimeError(f"mean(): {words} can't be cast to the desired output type "
+                                f"{scalar_name(dst)} (input: {src}, out: {dst})")
+    if dst.kind == "b" and name in ("cumsum", "cumprod"):
+        from ember.errors import UnsupportedError
+        raise UnsupportedError(f'{name}(): "{name}_out_cpu" not implemented for \'Bool\'')
+    return kwargs | {"dtype": out.dtype}
 
 
 def write(name, result, out, *, exact=False, warn=True):
@@ -71,9 +153,12 @@ def write(name, result, out, *, exact=False, warn=True):
     torch's casting and resizing rules; return ``out``."""
     from ember.tensor import Tensor
     if isinstance(result, (tuple, list)):
-        if not isinstance(out, (tuple, list)) or len(out) != len(result):
-            raise EmberTypeError(f"{name}(): out= must be a tuple of {len(result)} tensors, got "
+        if not isinstance(out, (tuple, list)):
+            raise EmberTypeError(f"{name}(): argument 'out' must be tuple of Tensors, not "
                                  f"{type(out).__name__}")
+        if len(out) != len(result):
+            raise EmberTypeError(f"{name}(): out= must be a tuple of {len(result)} tensors, got "
+                                 f"{len(out)}")
         outs = [write(name, r, o, exact=True, warn=warn) for r, o in zip(result, out)]
         return type(result)(*outs) if hasattr(result, "_fields") else type(result)(outs)
     if not isinstance(out, Tensor):
@@ -85,9 +170,9 @@ def write(name, result, out, *, exact=False, warn=True):
             raise EmberRuntimeError(f"{name}(): Expected out tensor to have dtype "
                                     f"{cpp_name(src.dtype)}, but got {cpp_name(dst.dtype)} "
                                     f"instead")
-        if not can_cast(src.dtype, dst.dtype):
-            raise EmberRuntimeError(f"{name}(): result type {src.dtype} can't be cast to the "
-                                    f"desired output type {dst.dtype}")
+        refused = _dtype_error(name, src.dtype, dst.dtype)
+        if refused is not None:
+            raise refused
     tracer = STATE.tracer
     if src.shape == dst.shape:
         if tracer is not None:
@@ -118,6 +203,11 @@ def with_out(name, fn):
         if out is None:
             return fn(*args, **kwargs)
         check_grad(name, args, kwargs, out)
+        if name in _IN_OUT_DTYPE:
+            kwargs = _out_as_dtype(name, args, kwargs, out)
+        elif name in ("median", "nanmedian") and len(args) < 2 and "dim" not in kwargs:
+            raise EmberTypeError(f'{name}() missing 1 required positional arguments: "dim" '
+                                 f'(out= is for the values and indices over a dim)')
         return write(name, fn(*args, **kwargs), out, exact=name in EXACT)
     op.__name__ = op.__qualname__ = getattr(fn, "__name__", name)
     op.__doc__ = fn.__doc__

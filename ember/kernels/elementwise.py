@@ -215,11 +215,17 @@ def check_integer_divisor(name, a, b):
 
 
 def remainder(a, b):
+    """torch's remainder: the sign of ``b``; of floats, ``fmod(a, b)`` plus ``b`` where the two
+    differ in sign, so that a zero keeps the sign of ``a`` (``0.0 % -3`` is 0.0, ``-0.0 % 2``
+    is -0.0, where NumPy gives the zero the sign of ``b``)."""
     a, b = promote(a, b)
     check_integer_divisor("remainder", a, b)
     token = _fp_quiet()   # x % 0.0 is nan, as torch
     try:
-        return np.remainder(a, b)
+        r = np.remainder(a, b)
+        if r.dtype.kind == "f":
+            r = np.where(r == 0, np.copysign(r, a), r)
+        return r
     finally:
         _fp_restore(token)
 
@@ -795,9 +801,16 @@ def logical_not(a):
     return np.logical_not(a)
 
 
+def integer_only(cpu_name, dt, kinds="biu"):
+    """torch's NotImplementedError for a bitwise op (kernel ``cpu_name``, "bitwise_and_cpu")
+    on a dtype ``dt`` not of ``kinds`` (floating, complex; bool for the shifts)."""
+    if np.dtype(dt).kind not in kinds:
+        from ember.kernels.dtypes import scalar_name
+        raise NotImplementedError(f'"{cpu_name}" not implemented for \'{scalar_name(np.dtype(dt))}\'')
+
+
 def bitwise_not(a):
-    if a.dtype.kind == "f":
-        raise KernelError(f"bitwise_not is not defined for {a.dtype}")
+    integer_only("bitwise_not_cpu", a.dtype)
     return np.invert(a)
 
 
@@ -869,16 +882,19 @@ def atan2(a, b):
 
 def bitwise_and(a, b):
     a, b = promote(a, b)
+    integer_only("bitwise_and_cpu", _arr(a).dtype)
     return np.bitwise_and(a, b)
 
 
 def bitwise_or(a, b):
     a, b = promote(a, b)
+    integer_only("bitwise_or_cpu", _arr(a).dtype)
     return np.bitwise_or(a, b)
 
 
 def bitwise_xor(a, b):
     a, b = promote(a, b)
+    integer_only("bitwise_xor_cpu", _arr(a).dtype)
     return np.bitwise_xor(a, b)
 
 

@@ -84,9 +84,23 @@ def prod(a, dim=None, keepdim=False, dtype=None):
 
 
 def _check_nonempty(a, dim, name):
-    if a.size == 0:
-        if dim is None or a.shape[dim % a.ndim] == 0:
-            raise KernelError(f"{name}(): expected a non-empty input to reduce over")
+    """torch's errors for a reduction with no identity over nothing: over every element of an
+    empty ``a`` (``dim`` None) a RuntimeError (an IndexError for argmax/argmin), over a
+    reduced dim (an int or the reduced axes, the first empty one named) of size 0 an
+    IndexError, "Expected reduction dim 0 to have non-zero size."."""
+    if a.size != 0:
+        return
+    of = f" (input: {a.dtype}{list(a.shape)})"
+    if dim is None:
+        if name in ("argmax", "argmin"):
+            raise KernelDimensionError(f"{name}(): Expected reduction dim to be specified for "
+                                       f"input.numel() == 0.{of}")
+        raise KernelError(f"{name}(): Expected reduction dim to be specified for input.numel() "
+                          f"== 0. Specify the reduction dim with the 'dim' argument.{of}")
+    for d in (dim,) if isinstance(dim, (int, np.integer)) else dim:
+        if a.ndim and a.shape[d % a.ndim] == 0:
+            raise KernelDimensionError(f"{name}(): Expected reduction dim {d % a.ndim} to have "
+                                       f"non-zero size.{of}")
 
 
 def max_all(a):
@@ -129,13 +143,13 @@ def min_dim(a, dim, keepdim=False):
 
 def amax(a, dim=(), keepdim=False):
     ax = _axis(dim, a)
-    _check_nonempty(a, ax[0] if ax else None, "amax")
+    _check_nonempty(a, ax or None, "amax")
     return np.max(a, axis=ax, keepdims=keepdim)
 
 
 def amin(a, dim=(), keepdim=False):
     ax = _axis(dim, a)
-    _check_nonempty(a, ax[0] if ax else None, "amin")
+    _check_nonempty(a, ax or None, "amin")
     return np.min(a, axis=ax, keepdims=keepdim)
 
 

@@ -333,6 +333,12 @@ def pad(a, pad, mode="constant", value=None):
                     raise KernelError(f"replicate padding of the empty dimension {ax}")
                 a = np.take(a, np.clip(np.arange(-l, a.shape[ax] + r), 0, a.shape[ax] - 1), ax)
         return a
+    if mode == "circular":
+        for i, (l, r) in enumerate(width):
+            if l > a.shape[i] or r > a.shape[i]:    # torch wraps at most once
+                raise KernelError(f"Padding value causes wrapping around more than once. "
+                                  f"(padding ({l}, {r}) at dimension {i} of input "
+                                  f"{list(a.shape)})")
     if neg:  # crop first (as torch for constant, reflect and circular), then pad the rest
         sl = tuple(slice(-l if l < 0 else 0, a.shape[i] + r if r < 0 else None)
                    for i, (l, r) in enumerate(width))

@@ -4,7 +4,7 @@ Index outputs are int64."""
 import numpy as np
 
 from ember.kernels.dtypes import to_float
-from ember.kernels.errors import KernelError
+from ember.kernels.errors import KernelDimensionError, KernelError
 
 
 def _dim(op, dim, ndim):
@@ -26,8 +26,8 @@ def _check_k(op, noun, k, low, a, d):
     """KernelError unless ``low <= k <=`` the size of dim ``d`` (1 for a 0-d ``a``)."""
     n = a.shape[d] if a.ndim else 1
     if not low <= k <= n:
-        raise KernelError(f"{op}(): selected {noun} k={k} out of range for dimension {d} of "
-                          f"size {n} (shape {list(a.shape)})")
+        raise KernelError(f"{op}(): selected {noun} k out of range for dimension {d} (k={k}, "
+                          f"size {n}, input: {a.dtype}{list(a.shape)})")
 
 
 def _argsort(a, d, descending):
@@ -74,6 +74,7 @@ def _select(a, d, pos, keepdim):
 
 def kthvalue(a, k, dim=-1, keepdim=False):
     d = _dim("kthvalue", dim, a.ndim)
+    _nonempty("kthvalue", a, d)
     _check_k("kthvalue", "number", k, 1, a, d)
     if a.ndim == 0:
         return _of_scalar(a)
@@ -81,9 +82,10 @@ def kthvalue(a, k, dim=-1, keepdim=False):
 
 
 def _nonempty(op, a, d):
+    """torch's IndexError for a selection (median, mode, kthvalue) over an empty dim ``d``."""
     if a.ndim and a.shape[d] == 0:
-        raise KernelError(f"{op}(): expected a non-empty dimension {d} to reduce, got shape "
-                          f"{list(a.shape)}")
+        raise KernelDimensionError(f"{op}(): Expected reduction dim {d} to have non-zero size. "
+                                   f"(input: {a.dtype}{list(a.shape)})")
 
 
 def _first_nan(a, d):
@@ -259,6 +261,34 @@ def _side(op, right, side):
     return "right" if right else "left"
 
 
+def _has_nan(a):
+    return a.dtype.kind in "fc" and bool(np.isnan(a).any())
+
+
+def _bisect_as_torch(seq, vals, right):
+    """torch's binary search where a NaN is in ``seq`` or ``vals``: the lower (upper) bound
+    moves right past every ``mid`` with ``not seq[mid] >= v`` (``not seq[mid] > v``), so a NaN
+    value lands after every element and a NaN boundary counts as below every value. NumPy
+    sorts NaN last, which for a NaN value is the first NaN's index instead."""
+    n = seq.shape[-1]
+    rows_s = seq.reshape(-1, n) if seq.ndim > 1 else seq[None, :]
+    v = vals.reshape(rows_s.shape[0], -1) if seq.ndim > 1 else vals.reshape(1, -1)
+    lo = np.zeros(v.shape, np.int64)
+    hi = np.full(v.shape, n, np.int64)
+    rows = np.arange(v.shape[0])[:, None]
+    with np.errstate(invalid="ignore"):
+        while True:
+            live = lo < hi
+            if not live.any():
+                break
+            mid = lo + ((hi - lo) >> 1)
+            m = rows_s[rows, np.minimum(mid, n - 1)]
+            go_right = ~(m > v) if right else ~(m >= v)
+            lo = np.where(live & go_right, mid + 1, lo)
+            hi = np.where(live & ~go_right, mid, hi)
+    return lo.reshape(vals.shape)
+
+
 def searchsorted(sorted_sequence, values, sorter=None, out_int32=False, right=False, side=None):
     """Insertion indices of ``values`` in the last dimension of ``sorted_sequence`` (1-D, or
     with the same leading dimensions as ``values``)."""
@@ -282,6 +312,11 @@ def searchsorted(sorted_sequence, values, sorter=None, out_int32=False, right=Fa
             raise KernelError("searchsorted(): sorter index out of range")
         seq = np.take_along_axis(seq, sorter.astype(np.int64), -1)
     out_dt = np.int32 if out_int32 else np.int64
+    if _has_nan(seq) or _has_nan(vals):
+        if seq.ndim > 1 and (vals.ndim != seq.ndim or vals.shape[:-1] != seq.shape[:-1]):
+            pass    # the shape error below
+        else:
+            return _bisect_as_torch(seq, vals, s == "right").astype(out_dt)
     if seq.ndim == 1:
         return np.asarray(np.searchsorted(seq, vals, side=s)).astype(out_dt)
     if vals.ndim != seq.ndim or vals.shape[:-1] != seq.shape[:-1]:

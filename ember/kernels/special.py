@@ -11,7 +11,7 @@ import numpy as np
 from ember._optional import message
 from ember.kernels.dtypes import float_operands as _floats
 from ember.kernels.dtypes import promote, result_type, to_float
-from ember.kernels.elementwise import check_integer_divisor
+from ember.kernels.elementwise import check_integer_divisor, integer_only
 from ember.kernels.errors import KernelError
 from ember.kernels.runtime.fpstate import quiet as _fp_quiet, restore as _fp_restore
 
@@ -381,18 +381,19 @@ fmax = _fminmax(np.fmax)
 fmin = _fminmax(np.fmin)
 
 
-def _integer_binary(fn):
+def _integer_binary(fn, cpu_name):
     def kernel(a, b):
         a, b = promote(a, b)
         dt = np.asarray(a).dtype
         if dt.kind not in "iu":
+            integer_only(cpu_name, dt)
             raise KernelError(f"not implemented for {dt} tensors (integer tensors only)")
         return np.asarray(fn(a, b), dtype=dt)
     return kernel
 
 
-gcd = _integer_binary(np.gcd)
-lcm = _integer_binary(np.lcm)
+gcd = _integer_binary(np.gcd, "gcd_cpu")
+lcm = _integer_binary(np.lcm, "lcm_cpu")
 
 
 def isposinf(a):
@@ -406,6 +407,7 @@ def isneginf(a):
 def _shift(left):
     def kernel(a, b):
         dt = result_type(a, b)
+        integer_only("lshift_cpu" if left else "rshift_cpu", dt, "iu")
         a, b = np.asarray(a, dtype=dt), np.asarray(b, dtype=dt)
         if a.dtype.kind not in "iu":
             raise KernelError(f"not implemented for {a.dtype} tensors (integer tensors only)")

@@ -208,6 +208,7 @@ def build(namespace, tensor_cls):
     tensor_cls.stft, tensor_cls.istft = spectral.stft, spectral.istft
     _install_aliases(namespace, tensor_cls)
     tensor_cls.frexp = pointwise.frexp
+    tensor_cls.__invert__ = pointwise.invert
     for name in SORTING_METHODS:
         setattr(tensor_cls, name, getattr(sorting, name))
     for name, fn in linalg.TOPLEVEL.items():   # torch.slogdet, torch.qr, torch.svd, ...

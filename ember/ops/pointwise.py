@@ -156,6 +156,15 @@ def _set_part(part):
     return setter
 
 
+def invert(self):
+    """``~x``: ``bitwise_not`` of an integer or bool tensor; of a floating or complex one
+    torch's TypeError (where ``bitwise_not`` raises NotImplementedError)."""
+    if self.dtype.is_floating_point or self.dtype.is_complex:
+        raise EmberTypeError(f"~ (operator.invert) is only implemented on integer and "
+                             f"Boolean-type tensors (self: {self.dtype}{list(self.shape)})")
+    return G.bitwise_not(self)
+
+
 def frexp(input):
     """``(mantissa, exponent)`` with ``input = mantissa * 2**exponent``, |mantissa| in [0.5, 1),
     as ``return_types.frexp``."""

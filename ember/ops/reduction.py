@@ -47,10 +47,11 @@ def aminmax(input, dim=None, keepdim=False):
     dims = () if dim is None else (dim,)
     x = input._data
     if x.size == 0 and (dim is None or x.ndim == 0):
-        raise EmberRuntimeError("aminmax: cannot compute aminmax over an empty input")
+        raise EmberRuntimeError(f"aminmax(): cannot compute aminmax over an empty dimension as "
+                                f"the operation has no identity. (shape {list(x.shape)})")
     if x.ndim and isinstance(dim, int) and -x.ndim <= dim < x.ndim and x.shape[dim] == 0:
-        raise EmberRuntimeError(f"aminmax: expected a non-empty dimension {dim} (shape "
-                                f"{list(x.shape)})")
+        raise DimensionError(f"aminmax: Expected reduction dim {dim % x.ndim} to have non-zero "
+                             f"size. (shape {list(x.shape)})")
     mx = G.amax(input, dims, keepdim)
     return G.amin(input, dims, keepdim), mx
 

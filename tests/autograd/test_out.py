@@ -163,3 +163,76 @@ def test_out_of_another_dtype_is_refused_where_torch_wants_the_exact_dtype(case)
     with pytest.raises(RuntimeError) as ours:
         call(ember)
     assert str(theirs.value) in str(ours.value)
+
+
+def _f32(m):
+    return m.tensor([0.5, 1.5])
+
+
+OUT_DTYPE_CASES = {
+    "sum without dim": lambda m, o: m.sum(_f32(m), out=o),
+    "prod without dim": lambda m, o: m.prod(_f32(m), out=o),
+    "median without dim": lambda m, o: m.median(_f32(m), out=o),
+    "cat": lambda m, o: m.cat([_f32(m), _f32(m)], out=o),
+    "stack": lambda m, o: m.stack([_f32(m), _f32(m)], out=o),
+    "clamp": lambda m, o: m.clamp(_f32(m), 0, 1, out=o),
+    "clamp_min": lambda m, o: m.clamp_min(_f32(m), 1, out=o),
+    "abs": lambda m, o: m.abs(_f32(m), out=o), "neg": lambda m, o: m.neg(_f32(m), out=o),
+    "floor": lambda m, o: m.floor(_f32(m), out=o), "round": lambda m, o: m.round(_f32(m), out=o),
+    "sign": lambda m, o: m.sign(_f32(m), out=o),
+    "where": lambda m, o: m.where(m.tensor([True, False]), _f32(m), _f32(m), out=o),
+    "dot": lambda m, o: m.dot(_f32(m), _f32(m), out=o),
+    "mv": lambda m, o: m.mv(m.ones(2, 2), _f32(m), out=o),
+    "amax": lambda m, o: m.amax(_f32(m), 0, out=o),
+    "nan_to_num": lambda m, o: m.nan_to_num(_f32(m), out=o),
+    "index_select": lambda m, o: m.index_select(_f32(m), 0, m.tensor([1, 0]), out=o),
+    "take": lambda m, o: m.take(_f32(m), m.tensor([1, 0]), out=o),
+    "gather": lambda m, o: m.gather(_f32(m), 0, m.tensor([1, 0]), out=o),
+    "nonzero": lambda m, o: m.nonzero(_f32(m), out=o),
+    "float_power": lambda m, o: m.float_power(_f32(m), 2, out=o),
+    "logsumexp": lambda m, o: m.logsumexp(_f32(m), 0, out=o),
+    "mean": lambda m, o: m.mean(_f32(m), 0, out=o),
+    "topk with one tensor": lambda m, o: m.topk(_f32(m), 1, out=o),
+    "sum dtype= other than out's": lambda m, o: m.sum(_f32(m), 0, dtype=m.float64, out=o),
+}
+
+
+@pytest.mark.parametrize("out_dtype", ["int64", "float64", "bool", "float16"])
+@pytest.mark.parametrize("case", sorted(OUT_DTYPE_CASES))
+def test_out_of_another_dtype_as_torch(case, out_dtype):
+    """Which ops take an ``out`` of another dtype (cast), which refuse it and with which error:
+    torch's exception type and words, per op."""
+    outcome = {}
+    for m in (torch, ember):
+        try:
+            r = OUT_DTYPE_CASES[case](m, m.empty(0, dtype=getattr(m, out_dtype)))
+            outcome[m] = ("ok", str(r.dtype).split(".")[-1], r.tolist())
+        except Exception as e:   # noqa: BLE001 - compared between the two
+            builtin = next(c for c in type(e).__mro__ if c.__module__ == "builtins")
+            outcome[m] = ("err", builtin, str(e).splitlines()[0])
+    want, got = outcome[torch], outcome[ember]
+    assert got[:2] == want[:2]
+    if want[0] == "ok":   # transcendental functions: torch's and ember's last bits differ
+        assert got[:2] == want[:2]
+        np.testing.assert_allclose(got[2], want[2], rtol=1e-6)
+    elif "invalid combination" not in want[2]:
+        assert want[2].split("(): ")[-1] in got[2]
+
+
+@pytest.mark.parametrize("op", ["sum", "prod", "cumsum", "cumprod"])
+def test_reduction_with_out_computes_in_outs_dtype(op):
+    """torch casts the input to ``out``'s dtype first: sum([0.5, 1.5], 0, out=long) is 1."""
+    for od in ("int64", "float64", "int32"):
+        got = getattr(ember, op)(ember.tensor([0.5, 1.5, 0.1]), 0, out=ember.empty(0, dtype=getattr(ember, od)))
+        want = getattr(torch, op)(torch.tensor([0.5, 1.5, 0.1]), 0, out=torch.empty(0, dtype=getattr(torch, od)))
+        assert str(got.dtype).split(".")[-1] == str(want.dtype).split(".")[-1]
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_exp_into_float64_out_is_the_float32_result_cast():
+    """exp of float32 into a float64 out computes in float32, then casts (as torch)."""
+    x = ember.tensor([1.0, -2.5, 0.3])
+    o = ember.empty(3, dtype=ember.float64)
+    ember.exp(x, out=o)
+    assert o.dtype == ember.float64
+    np.testing.assert_array_equal(o.numpy(), ember.exp(x).numpy().astype(np.float64))

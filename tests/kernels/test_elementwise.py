@@ -308,7 +308,7 @@ def test_math_rows_derive_both_back_ends():
     a row without it is one primitive (a ufunc / NumPy function, or its dtype special cases)."""
     from ember.kernels.pointwise import OPS
     primitive = {"_ufunc", "_np_unary_float", "_np_predicate", "_np_float_or_identity"}
-    special = {"floor_divide", "sign", "erf", "erfc", "cast"}   # algorithms, not compositions
+    special = {"floor_divide", "remainder", "sign", "erf", "erfc", "cast"}   # algorithms, not compositions
     for op in OPS.values():
         if op.math is not None:
             assert op.numba.__qualname__.startswith("_from_math") and \
@@ -846,3 +846,49 @@ def test_negating_a_bool_tensor_raises_torchs_words():
                                                r"not supported. If you are trying to invert a "
                                                r"mask, use the `~` or `logical_not\(\)`"):
             -m.tensor([True, False])
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_remainder_signed_zero_matches_torch_bit_for_bit(dtype):
+    """A zero remainder has the dividend's sign, as torch (fmod, then + divisor where the signs
+    differ); NumPy gives it the divisor's. Tensors, Python scalars on either side, ``%``."""
+    vals = [0.0, -0.0, 3.0, -3.0, 4.0, -4.0, 2.0, -2.0, 1.5, -1.5, float("inf"), -7.0]
+    a = [x for x in vals for _ in vals]
+    b = [y for _ in vals for y in vals]
+
+    def bits(t):   # values and signs; a NaN's sign bit is not compared
+        v = t.numpy()
+        return (np.signbit(v) & ~np.isnan(v)).tolist(), np.nan_to_num(v, nan=123.0).tolist()
+    for lib in (ember, torch):
+        d = getattr(lib, dtype)
+        got = bits(lib.remainder(lib.tensor(a, dtype=d), lib.tensor(b, dtype=d)))
+        scal = [bits(lib.tensor([x], dtype=d) % y) for x, y in zip(a, b)]
+        rscal = [bits(x % lib.tensor([y], dtype=d)) for x, y in zip(a, b)]
+        if lib is ember:
+            ours = (got, scal, rscal)
+    assert ours == (got, scal, rscal)
+    assert np.signbit(ember.remainder(ember.tensor([-0.0], dtype=getattr(ember, dtype)), 2.0).numpy())[0]
+    assert not np.signbit((ember.tensor([0.0], dtype=getattr(ember, dtype)) % -3).numpy())[0]
+
+
+BITWISE_ON_FLOAT = {
+    "&": lambda m, x: x & x, "|": lambda m, x: x | x, "^": lambda m, x: x ^ x,
+    "<<": lambda m, x: x << x, ">>": lambda m, x: x >> x, "int & float": lambda m, x: m.tensor([1]) & x,
+    "& scalar": lambda m, x: x & 1, "int << 1.5": lambda m, x: m.tensor([1]) << 1.5,
+    "bitwise_and": lambda m, x: m.bitwise_and(x, x), "bitwise_or": lambda m, x: m.bitwise_or(x, x),
+    "bitwise_xor": lambda m, x: m.bitwise_xor(x, x), "bitwise_not": lambda m, x: m.bitwise_not(x),
+    "bitwise_left_shift": lambda m, x: m.bitwise_left_shift(x, x),
+    "bitwise_right_shift": lambda m, x: m.bitwise_right_shift(x, x),
+    "&=": lambda m, x: x.clone().__iand__(x), "float64 ^": lambda m, x: x.double() ^ x.double(),
+    "float16 |": lambda m, x: x.half() | x.half(), "complex64 &": lambda m, x: x.cfloat() & x.cfloat(),
+    "bool << bool": lambda m, x: m.tensor([True]) << m.tensor([True]),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BITWISE_ON_FLOAT))
+def test_bitwise_ops_on_floats_raise_torchs_not_implemented_error(case):
+    with pytest.raises(NotImplementedError) as want:
+        BITWISE_ON_FLOAT[case](torch, torch.tensor([1.0]))
+    with pytest.raises(NotImplementedError) as got:
+        BITWISE_ON_FLOAT[case](ember, ember.tensor([1.0]))
+    assert str(want.value) in str(got.value)

@@ -97,3 +97,42 @@ def test_mean_of_no_elements_is_nan_silently():
                     *(() if dim is None else (dim,)))
             assert str(got.dtype)[6:] == str(want.dtype)[6:]
             np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+EMPTY_REDUCTIONS = {
+    "max": lambda m, e, e2: m.max(e), "max dim0": lambda m, e, e2: m.max(e2, 0),
+    "max method": lambda m, e, e2: e2.max(0), "max dim1 of (3, 0)": lambda m, e, e2: m.max(e2.t(), 1),
+    "min": lambda m, e, e2: m.min(e), "min dim0": lambda m, e, e2: m.min(e2, 0),
+    "amax": lambda m, e, e2: m.amax(e), "amax dim0": lambda m, e, e2: m.amax(e2, 0),
+    "amax dims (0, 1)": lambda m, e, e2: m.amax(e2, (0, 1)), "amax dims ()": lambda m, e, e2: m.amax(e2, ()),
+    "amin": lambda m, e, e2: e.amin(), "amin dim0": lambda m, e, e2: m.amin(e2, 0),
+    "argmax": lambda m, e, e2: m.argmax(e), "argmax keepdim": lambda m, e, e2: m.argmax(e, keepdim=True),
+    "argmax dim0": lambda m, e, e2: m.argmax(e2, 0), "argmin": lambda m, e, e2: e.argmin(),
+    "argmin dim0": lambda m, e, e2: e2.argmin(0),
+    "max dim0 out": lambda m, e, e2: m.max(e2, 0, out=(m.empty(0), m.empty(0, dtype=m.int64))),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_REDUCTIONS))
+def test_reduction_without_identity_over_nothing_raises_torchs_error(case):
+    """Over an empty dim: torch's IndexError "Expected reduction dim 0 to have non-zero size."
+    (ember's DimensionError); over every element of an empty tensor: its RuntimeError (an
+    IndexError for argmax/argmin), in its words."""
+    fn = EMPTY_REDUCTIONS[case]
+    with pytest.raises(Exception) as want:
+        fn(torch, torch.zeros(0), torch.zeros(0, 3))
+    with pytest.raises(Exception) as got:
+        fn(ember, ember.zeros(0), ember.zeros(0, 3))
+    builtin = next(c for c in type(want.value).__mro__ if c.__module__ == "builtins")
+    assert isinstance(got.value, builtin)
+    assert isinstance(got.value, IndexError) == isinstance(want.value, IndexError)
+    assert str(want.value) in str(got.value)
+    assert "float32[" in str(got.value)     # the input's dtype and shape
+
+
+def test_reductions_over_a_nonempty_dim_of_an_empty_tensor_are_empty():
+    for name in ("max", "amax", "argmax"):
+        for lib in (torch, ember):
+            r = getattr(lib, name)(lib.zeros(0, 3), 1)
+            r = r[0] if isinstance(r, tuple) else r
+            assert list(r.shape) == [0]

@@ -137,3 +137,17 @@ def test_copies_of_swapped_views_equal_numpys(shape):
     if split is not None:   # the last axis split in two: a view of a, as NumPy's reshape
         assert np.shares_memory(split, a)
         np.testing.assert_array_equal(split, t.reshape(split.shape))
+
+
+@pytest.mark.parametrize("pad", [(4, 0), (0, 4), (3, 3), (-1, 4), (-1, 3), (4, 0, 0, 0), (0, 0, 4, 0), (0, 0, 3, 3)])
+def test_circular_pad_wraps_at_most_once_as_torch(pad):
+    import torch.nn.functional as F
+    KS = S
+    x = np.arange(24.0).reshape(1, 2, 3, 4) if len(pad) == 4 else np.arange(6.0).reshape(1, 2, 3)
+    try:
+        want = F.pad(torch.from_numpy(x), pad, mode="circular").numpy()
+    except RuntimeError as e:
+        with pytest.raises(KernelError, match=str(e)):
+            KS.pad(x, pad, mode="circular")
+        return
+    np.testing.assert_array_equal(KS.pad(x, pad, mode="circular"), want)

@@ -88,3 +88,51 @@ def test_errors(call):
         call()
     with pytest.raises(IndexError, match=r"sort\(\): dimension 2 out of range"):
         S.sort(A, 2)
+
+
+import ember  # noqa: E402
+
+EMPTY_SELECTIONS = {
+    "median dim0": lambda m, e, e2: m.median(e2, 0), "nanmedian dim0": lambda m, e, e2: m.nanmedian(e2, 0),
+    "median method": lambda m, e, e2: e2.median(0),
+    "kthvalue": lambda m, e, e2: m.kthvalue(e, 1), "kthvalue k=2": lambda m, e, e2: m.kthvalue(e, 2),
+    "kthvalue dim1 of (3, 0)": lambda m, e, e2: e2.t().kthvalue(1, 1),
+    "mode": lambda m, e, e2: m.mode(e), "mode dim0": lambda m, e, e2: m.mode(e2, 0),
+    "mode method dim1 of (3, 0)": lambda m, e, e2: e2.t().mode(1),
+}
+
+
+@pytest.mark.parametrize("case", sorted(EMPTY_SELECTIONS))
+def test_selection_over_an_empty_dim_raises_torchs_index_error(case):
+    fn = EMPTY_SELECTIONS[case]
+    with pytest.raises(IndexError) as want:
+        fn(torch, torch.zeros(0), torch.zeros(0, 3))
+    with pytest.raises(IndexError) as got:
+        fn(ember, ember.zeros(0), ember.zeros(0, 3))
+    assert str(want.value).split("median")[-1] in str(got.value)   # nanmedian: torch says median
+
+
+def test_k_out_of_range_has_torchs_words():
+    for args in ((torch.ones(3), 5), (torch.ones(2, 3), 4, 1)):
+        with pytest.raises(RuntimeError) as want:
+            torch.kthvalue(*args)
+        with pytest.raises(RuntimeError) as got:
+            ember.kthvalue(ember.tensor(args[0].numpy()), *args[1:])
+        assert str(want.value) in str(got.value)
+    with pytest.raises(RuntimeError, match="selected index k out of range"):
+        ember.topk(ember.zeros(0), 1)
+
+
+SEARCH_WITH_NAN = [([1.0, 2.0, np.nan], [np.nan, 1.5]), ([1.0, np.nan, 2.0], [0.0, 1.0, 1.5, 2.0, 3.0, np.nan]),
+                   ([np.nan, np.nan], [1.0, np.nan]), ([1.0, 2.0, 3.0], [np.nan, 2.0]),
+                   ([[1.0, np.nan, 3.0], [np.nan, 2.0, 5.0]], [[np.nan, 2.0], [1.0, 6.0]])]
+
+
+@pytest.mark.parametrize("right", [False, True])
+@pytest.mark.parametrize("seq,vals", SEARCH_WITH_NAN)
+def test_searchsorted_with_nan_is_torchs_binary_search(seq, vals, right):
+    """A NaN value goes after every element (NumPy: before the first NaN); a NaN boundary
+    reads as below every value, as torch's bisection compares."""
+    want = torch.searchsorted(torch.tensor(seq), torch.tensor(vals), right=right)
+    np.testing.assert_array_equal(S.searchsorted(np.array(seq), np.array(vals), right=right),
+                                  want.numpy())

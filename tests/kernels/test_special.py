@@ -116,8 +116,15 @@ def test_integer_only_ops():
                                   torch.bitwise_left_shift(torch.tensor(x), torch.tensor(s)))
     np.testing.assert_array_equal(K.bitwise_right_shift(x, s),
                                   torch.bitwise_right_shift(torch.tensor(x), torch.tensor(s)))
-    with pytest.raises(KernelError, match="integer tensors only"):
+    # a float operand: torch's NotImplementedError, in its words
+    with pytest.raises(NotImplementedError, match="\"lshift_cpu\" not implemented for 'Double'"):
+        torch.bitwise_left_shift(torch.ones(2, dtype=torch.float64), torch.ones(2, dtype=torch.float64))
+    with pytest.raises(NotImplementedError, match="\"lshift_cpu\" not implemented for 'Double'"):
         K.bitwise_left_shift(np.ones(2), np.ones(2))
+    with pytest.raises(NotImplementedError, match="\"rshift_cpu\" not implemented for 'Bool'"):
+        K.bitwise_right_shift(np.array([True]), np.array([True]))
+    with pytest.raises(NotImplementedError, match="\"gcd_cpu\" not implemented for 'Float'"):
+        K.gcd(np.ones(2, np.float32), np.ones(2, np.float32))
     with pytest.raises(KernelError, match="on a bool tensor is not supported"):
         K.positive(np.array([True]))
 

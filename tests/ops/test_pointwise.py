@@ -126,3 +126,17 @@ def test_hardswish_and_hardsigmoid_match_torch_at_the_kinks():
         got.sum().backward()
         np.testing.assert_array_equal(got.detach().numpy(), want.detach().numpy())
         np.testing.assert_allclose(xe.grad.numpy(), xt.grad.numpy(), rtol=1e-6, atol=1e-6)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "bfloat16", "complex64"])
+def test_invert_of_a_floating_tensor_is_torchs_type_error(dtype):
+    import torch
+    with pytest.raises(TypeError) as want:
+        ~torch.ones(2, dtype=getattr(torch, dtype))
+    with pytest.raises(TypeError) as got:
+        ~ember.ones(2, dtype=getattr(ember, dtype))
+    assert str(want.value) in str(got.value)
+    with pytest.raises(NotImplementedError):      # the function: torch's NotImplementedError
+        ember.bitwise_not(ember.ones(2, dtype=getattr(ember, dtype)))
+    assert (~ember.tensor([1, -2])).tolist() == (~torch.tensor([1, -2])).tolist()
+    assert (~ember.tensor([True, False])).tolist() == [False, True]

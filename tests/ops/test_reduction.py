@@ -154,3 +154,13 @@ def test_norm_nuc_matches_torch_and_needs_a_matrix():
                                torch.tensor(x[0]).norm("nuc").numpy(), rtol=1e-12)
     with pytest.raises(ember.EmberError, match="norm: p='nuc' with dim=None needs a 2-D input"):
         ember.norm(ember.tensor(x), "nuc")
+
+
+def test_aminmax_of_nothing_raises_torchs_errors():
+    for make, kwargs, cls in ((lambda m: m.zeros(0), {}, RuntimeError),
+                              (lambda m: m.zeros(0, 3), {"dim": 0}, IndexError)):
+        with pytest.raises(cls) as want:
+            torch.aminmax(make(torch), **kwargs)
+        with pytest.raises(cls) as got:
+            ember.aminmax(make(ember), **kwargs)
+        assert str(want.value).split(": ", 1)[-1] in str(got.value)

@@ -178,8 +178,9 @@ def test_integer_only_gcd_lcm():
     a, b = np.array([0, 4, -6, 15, 7]), np.array([0, 6, 4, -25, 0])
     for fn, tfn in ((ember.gcd, torch.gcd), (ember.lcm, torch.lcm)):
         _check(fn(ember.tensor(a), ember.tensor(b)), tfn(torch.tensor(a), torch.tensor(b)), None)
-        with pytest.raises(EmberError, match="integer tensors only"):
-            fn(ember.tensor([1.0]), ember.tensor([2.0]))
+        for L in (ember, torch):   # torch's NotImplementedError, in its words
+            with pytest.raises(NotImplementedError, match="_cpu\" not implemented for 'Float'"):
+                getattr(L, fn.__name__)(L.tensor([1.0]), L.tensor([2.0]))
 
 
 @pytest.mark.parametrize("dtype", ["int64", "int32", "int8", "uint8"])
@@ -197,8 +198,9 @@ def test_bit_shifts_match_torch(dtype):
     ea <<= 1
     ta <<= 1
     _check(ea, ta, None)
-    with pytest.raises(EmberError, match="bitwise_left_shift.*integer"):
-        ember.bitwise_left_shift(ember.tensor([1.0]), 1)
+    for L in (ember, torch):
+        with pytest.raises(NotImplementedError, match="\"lshift_cpu\" not implemented for 'Float'"):
+            L.bitwise_left_shift(L.tensor([1.0]), 1)
 
 
 def test_rsub_true_divide_isreal_rdiv():

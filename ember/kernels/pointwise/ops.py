@@ -143,6 +143,13 @@ def _np_erf(a):
 _erf_kernel = None
 
 
+def _np_remainder(out, params, a, b):
+    """torch's remainder (``elementwise.remainder``): a zero result has the sign of ``a``."""
+    np.remainder(a, b, out=out, casting="unsafe")
+    if out.dtype.kind == "f":
+        np.copysign(out, np.broadcast_to(a, out.shape), out=out, where=out == 0)
+
+
 def _np_floor_divide(out, params, a, b):
     if np.asarray(a).dtype.kind != "f":
         np.floor_divide(a, b, out=out, casting="unsafe")
@@ -488,8 +495,8 @@ _OPS = [
     Op("div", 2, "float", lambda K, p, a, b: f"{a} / {b}", _ufunc(np.divide), cost="mid"),
     Op("floor_divide", 2, "same", lambda K, p, a, b: f"floordiv_float({a}, {b})" if K.is_float else f"{a} // {b}",
        (_np_floor_divide), bool_ok=False, cost="mid"),
-    Op("remainder", 2, "same", lambda K, p, a, b: f"np.remainder({a}, {b})" if K.is_float else f"{a} % {b}",
-       _ufunc(np.remainder), bool_ok=False, cost="mid"),
+    Op("remainder", 2, "same", lambda K, p, a, b: f"sel(np.remainder({a}, {b}) == {K(0)}, np.copysign({K(0)}, {a}), np.remainder({a}, {b}))" if K.is_float else f"{a} % {b}",
+       _np_remainder, bool_ok=False, cost="mid"),
     Op("pow", 2, "same", lambda K, p, a, b: f"{a} ** {b}", _ufunc(np.power), bool_ok=False,
        cost="transcendental"),
     Op("maximum", 2, "same", lambda K, p, a, b: f"sel(({a} > {b}) | ({a} != {a}), {a}, {b})", _ufunc(np.maximum)),

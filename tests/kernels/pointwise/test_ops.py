@@ -152,3 +152,21 @@ def test_bool_operands_rejected_like_torch(op):
     params = (-1.0, 1.0) if op == "hardtanh" else ()
     with pytest.raises(TypeError, match=op):
         compile_pointwise(Expr(names, [("r", op, names + params)], ("r",)), [np.bool_] * arity)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_remainder_zero_keeps_the_sign_of_the_dividend_as_torch(dtype):
+    """torch's remainder is fmod plus the divisor where the signs differ: a zero result keeps
+    the dividend's sign (0 % -3 is 0.0, -0.0 % 2 and -4 % 2 are -0.0); NumPy's takes the
+    divisor's. Both back ends, bit for bit."""
+    a = np.array([0.0, -0.0, -4.0, 4.0, 0.0, -0.0, 3.0, -1.5], dtype)
+    b = np.array([-3.0, 2.0, 2.0, -2.0, 3.0, -2.0, -1.5, 1.5], dtype)
+    want = torch.remainder(torch.from_numpy(a), torch.from_numpy(b)).numpy()
+    expr = Expr(("a", "b"), [("r", "remainder", ("a", "b"))], ("r",))
+    got = compile_pointwise(expr, [dtype, dtype])(a, b)
+    got = got[0] if isinstance(got, (tuple, list)) else got
+    np.testing.assert_array_equal(np.signbit(got), np.signbit(want))
+    out = np.empty_like(a)
+    OPS["remainder"].numpy(out, (), a, b)
+    np.testing.assert_array_equal(np.signbit(out), np.signbit(want))
+    np.testing.assert_array_equal(out, want)
