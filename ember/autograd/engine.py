@@ -476,11 +476,18 @@ def backward(tensors, grad_tensors=None, retain_graph=None, create_graph=False, 
 
 
 def grad(outputs, inputs, grad_outputs=None, retain_graph=None, create_graph=False,
-         allow_unused=None, materialize_grads=False):
+         only_inputs=True, allow_unused=None, materialize_grads=False):
     """Return the gradients of ``outputs`` w.r.t. ``inputs`` without touching ``.grad``.
 
-    Raises RuntimeError when an input was not used in the graph and ``allow_unused`` is false.
+    ``only_inputs`` is torch's deprecated, ignored flag (gradients are only ever returned for
+    ``inputs``); ``only_inputs=False`` warns as torch does. Raises RuntimeError when an input
+    was not used in the graph and ``allow_unused`` is false.
     """
+    if not only_inputs:
+        import warnings
+        warnings.warn("only_inputs argument is deprecated and is ignored now (defaults to True). "
+                      "To accumulate gradient for other parts of the graph, please use "
+                      "torch.autograd.backward.", FutureWarning, stacklevel=2)
     Tensor = _tensor_cls()
     single = isinstance(inputs, Tensor)
     outputs = (outputs,) if isinstance(outputs, Tensor) else tuple(outputs)

@@ -69,17 +69,23 @@ def _check_read(t):
 
 
 def _legacy_reduction(size_average, reduce, reduction):
+    """The ``reduction`` string the legacy ``size_average``/``reduce`` arguments stand for
+    (torch's ``_Reduction.legacy_get_string``): ``reduction`` when both are None, else 'mean',
+    'sum' or 'none' (an unset one counts as True), with torch's UserWarning naming the
+    ``reduction=`` to use instead."""
     if size_average is None and reduce is None:
         return reduction
-    warnings.warn("size_average and reduce args will be deprecated, please use "
-                  "reduction='mean' / 'sum' / 'none' instead.", stacklevel=3)
     size_average = True if size_average is None else size_average
     reduce = True if reduce is None else reduce
     if size_average and reduce:
-        return "mean"
-    if reduce:
-        return "sum"
-    return "none"
+        result = "mean"
+    elif reduce:
+        result = "sum"
+    else:
+        result = "none"
+    warnings.warn(f"size_average and reduce args will be deprecated, please use "
+                  f"reduction='{result}' instead.", stacklevel=3)
+    return result
 
 
 def _same_padding(op, weight_spatial, dilation, stride):
@@ -469,7 +475,11 @@ def instance_norm(input, running_mean=None, running_var=None, weight=None, bias=
     """Instance normalisation: per sample and channel. With running statistics given, training
     (``use_input_stats``) moves them towards the batch average of the instances' mean and
     unbiased variance; otherwise they normalise, as torch. An empty batch leaves the running
-    statistics as they are (torch raises an IndexError there)."""
+    statistics as they are (torch raises an IndexError there). With ``use_input_stats``, one
+    spatial element per instance (nothing to normalise over) raises ValueError, as torch's."""
+    if use_input_stats and math.prod(input.shape[2:]) == 1:
+        raise ValueError(f"instance_norm: Expected more than 1 spatial element when training, "
+                         f"got input size {list(input.shape)} ({input.dtype})")
     n, c = input.shape[:2]
     shp = (1, c) + (1,) * (input.dim() - 2)
     if use_input_stats and input.numel() == 0:

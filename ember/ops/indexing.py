@@ -86,7 +86,15 @@ def _check_byte_mask_fill(name, key, values, accumulate):
 
 
 def getitem(t, key):
-    """``t[key]``: basic indexing returns a view; advanced indexing a copy."""
+    """``t[key]``: basic indexing returns a view; advanced indexing a copy.
+
+    An integer index into a 0-dim tensor raises IndexError, as torch's does (``.item()`` is
+    what code like ``loss.data[0]``, written for torch < 0.4, means)."""
+    if (isinstance(key, (int, np.integer)) and not isinstance(key, (bool, np.bool_))
+            and t.dim() == 0):
+        raise EmberIndexError(f"getitem: invalid index of a 0-dim tensor (self: "
+                              f"{str(t.dtype).split('.')[-1]}[], index {int(key)}). Use "
+                              f"`tensor.item()` to convert a 0-dim tensor to a number")
     return G.getitem(t, to_key(key))
 
 

@@ -134,3 +134,26 @@ def test_missing_gradients_are_zeros_only_for_differentiable_outputs(monkeypatch
     assert [g is None for g in fill] == [False, False, False, True]
     assert fill[0].shape == out.shape and not fill[0].numpy().any()
     assert fill[2].shape == c.shape[1:] and not fill[2].numpy().any()   # (layers, B, H)
+
+
+def test_grad_takes_torchs_only_inputs_flag_for_a_gradient_penalty():
+    """WGAN-GP's penalty (PyTorch-GAN's wgan_gp.py): autograd.grad(..., create_graph=True,
+    retain_graph=True, only_inputs=True), then a backward through the gradient; ember's
+    parameter gradients match torch's, and only_inputs=False warns as torch's does."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(0)
+    w, x = rng.normal(size=(3, 4)).astype(np.float32), rng.normal(size=(2, 3)).astype(np.float32)
+    grads = []
+    for lib in (ember, torch):
+        weight = lib.tensor(w, requires_grad=True)
+        inp = lib.tensor(x, requires_grad=True)
+        out = lib.tanh(inp @ weight).sum(1, keepdim=True)
+        (g,) = lib.autograd.grad(outputs=out, inputs=inp, grad_outputs=lib.ones(2, 1),
+                                 create_graph=True, retain_graph=True, only_inputs=True)
+        penalty = ((g.norm(2, dim=1) - 1) ** 2).mean()
+        penalty.backward()
+        grads.append((g.detach().numpy(), weight.grad.numpy()))
+        with pytest.warns(FutureWarning, match="only_inputs argument is deprecated"):
+            lib.autograd.grad((inp * 2).sum(), inp, only_inputs=False)
+    for mine, theirs in zip(*grads):
+        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)

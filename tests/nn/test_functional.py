@@ -25,6 +25,25 @@ def test_functional_legacy_reduction_args():
     assert tuple(c.shape) == (3,)
 
 
+@pytest.mark.parametrize("size_average,reduce", [(False, None), (None, False), (True, None),
+                                                 (False, True), (True, False)])
+def test_legacy_reduction_warning_names_the_reduction_as_torch(size_average, reduce):
+    # pytorch-tutorial's VAE calls binary_cross_entropy(..., size_average=False): torch warns
+    # "please use reduction='sum' instead."
+    import warnings
+    x = np.random.default_rng(0).uniform(0.1, 0.9, (3, 4)).astype(np.float32)
+    messages = []
+    for F, lib in ((__import__("ember.nn.functional").nn.functional, ember),
+                   (torch.nn.functional, torch)):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            out = F.binary_cross_entropy(lib.tensor(x), lib.tensor(x[::-1].copy()),
+                                         size_average=size_average, reduce=reduce)
+        messages.append(([str(w.message) for w in caught], np.asarray(out.numpy())))
+    assert messages[0][0] == messages[1][0]
+    assert_close(messages[0][1], messages[1][1])
+
+
 def test_attention_normalize_one_hot_unfold_interpolate_lrn_embedding_bag_vs_torch():
     import ember.nn.functional as F
     import torch.nn.functional as TF
@@ -365,3 +384,20 @@ def test_sdpa_refuses_mixed_dtypes_as_torch():
     out = F.scaled_dot_product_attention(q.double(), k.double(), k.double(),
                                          attn_mask=ember.zeros(3, 5))   # float32 mask: allowed
     assert out.dtype == ember.float64
+
+
+def test_instance_norm_needs_more_than_one_spatial_element_when_using_input_stats():
+    """PyTorch-GAN's pixelda.py at --img_size 16 brings InstanceNorm2d a (16, 512, 1, 1) input:
+    torch raises ValueError there (nothing to normalise over), and so does ember; the module in
+    eval mode with running statistics, and two spatial elements, work on both."""
+    x = np.random.default_rng(0).normal(size=(4, 3, 1, 1)).astype(np.float32)
+    for L in (torch, ember):
+        with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+            L.nn.InstanceNorm2d(3)(L.tensor(x))
+        with pytest.raises(ValueError, match="Expected more than 1 spatial element when training"):
+            L.nn.functional.instance_norm(L.tensor(x[..., 0]))
+        m = L.nn.InstanceNorm2d(3, track_running_stats=True).eval()
+        assert tuple(m(L.tensor(x)).shape) == (4, 3, 1, 1)
+    two = np.concatenate([x, 2 * x], axis=3)
+    assert_close(ember.nn.functional.instance_norm(ember.tensor(two)),
+                 torch.nn.functional.instance_norm(torch.tensor(two)))

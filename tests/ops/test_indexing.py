@@ -403,3 +403,21 @@ def test_index_put_of_one_value_through_a_bool_mask_casts_as_torch(case):
             assert "source and destination dtypes match" in str(e)
             out.append("refused")
     assert out[0] == out[1]
+
+
+def test_integer_index_into_a_0_dim_tensor_raises_index_error_as_torch():
+    """``loss.data[0]`` (code written for torch < 0.4, e.g. PyTorch-GAN's began.py) raises
+    IndexError on torch and on ember, pointing to ``.item()``; None, ..., () and True still
+    index a 0-dim tensor."""
+    for lib in (torch, ember):
+        x = lib.tensor(1.5)
+        with pytest.raises(IndexError, match="invalid index of a 0-dim tensor.*item()"):
+            x[0]
+        with pytest.raises(IndexError, match="invalid index of a 0-dim tensor"):
+            x.data[0]
+        for key in (3, -1):
+            with pytest.raises(IndexError):
+                x[key]
+    e, t = ember.tensor(1.5), torch.tensor(1.5)
+    for key in (None, Ellipsis, (), True):
+        assert tuple(e[key].shape) == tuple(t[key].shape), key
