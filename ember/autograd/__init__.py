@@ -5,10 +5,11 @@ from ember.autograd.gradcheck import GradcheckError, gradcheck, gradgradcheck
 from ember.autograd.grad_mode import (detect_anomaly, enable_grad, inference_mode,
                                       is_grad_enabled, no_grad, set_grad_enabled)
 from ember.autograd.node import Node
+from ember.autograd.variable import Variable
 
 __all__ = ["backward", "grad", "Function", "FunctionCtx", "gradcheck", "gradgradcheck",
            "GradcheckError", "no_grad", "enable_grad", "set_grad_enabled", "inference_mode",
-           "detect_anomaly", "is_grad_enabled", "Node"]
+           "detect_anomaly", "is_grad_enabled", "Node", "Variable"]
 
 
 def __getattr__(name):
