@@ -1,5 +1,6 @@
 """Small data in the formats pytorch/examples programs read, generated instead of downloaded:
-MNIST idx files, a word corpus, RGB images, Cora (NumPy and PIL only, no framework)."""
+MNIST idx files, CIFAR-10 python batches, a word corpus, RGB images, Cora (NumPy and PIL only,
+no framework)."""
 import os
 
 import numpy as np
@@ -36,6 +37,47 @@ def write_mnist(root, train_size=512, test_size=128):
     for stem, part in splits.items():
         write_idx(os.path.join(raw, f"{stem}-images-idx3-ubyte"), big[part])
         write_idx(os.path.join(raw, f"{stem}-labels-idx1-ubyte"), labels[part])
+
+
+CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse",
+                   "ship", "truck"]
+
+
+def write_cifar10(root, train_size=50, test_size=20, seed=0):
+    """``root/cifar-10-batches-py`` as CIFAR-10's python version lays it out: ``data_batch_1``
+    .. ``data_batch_5`` (the ``train_size`` images split among them) and ``test_batch``, each a
+    pickled dict with ``data`` uint8 (N, 3072, channel-major rows) and ``labels``, and
+    ``batches.meta`` with ``label_names``. Image i of class c: a smooth pattern whose
+    frequencies and colour depend on c, plus noise, so that a classifier has something to
+    learn."""
+    import pickle
+    rng = np.random.default_rng(seed)
+    folder = os.path.join(root, "cifar-10-batches-py")
+    os.makedirs(folder, exist_ok=True)
+    yy, xx = np.mgrid[0:32, 0:32] / 32.0
+
+    def batch(n, label):
+        labels = rng.integers(0, 10, size=n)
+        images = np.empty((n, 3, 32, 32))
+        for i, c in enumerate(labels):
+            for ch in range(3):
+                phase = rng.uniform(0, 2 * np.pi)
+                images[i, ch] = 0.5 + 0.4 * np.sin(2 * np.pi * ((1 + c % 5) * xx + (
+                    1 + (c + ch) % 3) * yy) + phase)
+        images += rng.normal(0, 0.05, size=images.shape)
+        data = np.rint(np.clip(images, 0, 1) * 255).astype(np.uint8).reshape(n, 3072)
+        return {"batch_label": label, "labels": [int(c) for c in labels], "data": data,
+                "filenames": [f"img{i:05d}.png" for i in range(n)]}
+
+    sizes = [train_size // 5 + (k < train_size % 5) for k in range(5)]
+    for k, n in enumerate(sizes):
+        with open(os.path.join(folder, f"data_batch_{k + 1}"), "wb") as f:
+            pickle.dump(batch(n, f"training batch {k + 1} of 5"), f)
+    with open(os.path.join(folder, "test_batch"), "wb") as f:
+        pickle.dump(batch(test_size, "testing batch 1 of 1"), f)
+    with open(os.path.join(folder, "batches.meta"), "wb") as f:
+        pickle.dump({"label_names": CIFAR10_CLASSES, "num_cases_per_batch": max(sizes),
+                     "num_vis": 3072}, f)
 
 
 def write_corpus(folder, train_lines=300, other_lines=40, seed=0):

@@ -106,6 +106,7 @@ def _check_standin(torch, tmp_path):
     np.testing.assert_array_equal(grid[2:30, 2:30, 0], ds.data[0].numpy())
     _check_models(torch)
     _check_image_folder(torch, tmp_path)
+    _check_cifar10(torch, tmp_path)
 
 
 def _check_models(torch):
@@ -168,3 +169,35 @@ def test_requests_standin_serves_only_mapped_files(tmp_path, monkeypatch):
             requests.get("https://example.org/other.tgz")
     finally:
         del sys.modules["requests"], sys.modules["requests.exceptions"]
+
+
+def _check_cifar10(torch, tmp_path):
+    """CIFAR-10's python batches (7 training images over the five data batches, 3 test) read
+    back as torchvision's CIFAR10: data (N, 32, 32, 3) uint8 from the channel-major rows,
+    targets a list of ints; Pad and RandomCrop(padding=) as torchvision's on PIL images."""
+    import pickle
+    from torchvision import datasets, transforms
+    datagen.write_cifar10(str(tmp_path), train_size=7, test_size=3, seed=1)
+    train = datasets.CIFAR10(str(tmp_path), train=True, download=True)
+    test = datasets.CIFAR10(str(tmp_path), train=False, transform=transforms.ToTensor())
+    assert len(train) == 7 and len(test) == 3 and train.data.shape == (7, 32, 32, 3)
+    assert train.data.dtype == np.uint8 and all(type(t) is int for t in train.targets)
+    assert train.classes[0] == "airplane" and train.class_to_idx["truck"] == 9
+    with open(tmp_path / "cifar-10-batches-py" / "data_batch_1", "rb") as f:
+        batch = pickle.load(f, encoding="latin1")                  # the file this test wrote
+    assert len(batch["labels"]) == 2 and batch["data"].shape == (2, 3072)
+    np.testing.assert_array_equal(train.data[0, :, :, 1], batch["data"][0, 1024:2048].reshape(
+        32, 32))                                                   # the green plane
+    assert train.targets[:2] == batch["labels"]
+    x, y = test[2]
+    assert tuple(x.shape) == (3, 32, 32) and y == test.targets[2]
+    np.testing.assert_allclose(x.numpy(), test.data[2].transpose(2, 0, 1) / 255.0, rtol=1e-6)
+    img, _ = train[4]
+    padded = np.asarray(transforms.Pad(4)(img))
+    assert padded.shape == (40, 40, 3) and padded[:4].max() == 0 and padded[:, -4:].max() == 0
+    np.testing.assert_array_equal(padded[4:36, 4:36], train.data[4])
+    crop = np.asarray(transforms.RandomCrop(32, padding=4)(img))
+    assert crop.shape == (32, 32, 3)
+    assert any(np.array_equal(crop, padded[i:i + 32, j:j + 32]) for i in range(9)
+               for j in range(9))
+    np.testing.assert_array_equal(np.asarray(transforms.RandomCrop(32)(img)), train.data[4])

@@ -27,6 +27,34 @@ def test_tensor_dataset_and_sequential_loader():
         TensorDataset(ember.zeros(3), ember.zeros(4))
 
 
+def test_single_process_iterator_is_torchs_class_with_len_and_no_python2_next():
+    # pytorch-tutorial's pytorch_basics calls ``iter(loader).next()``: AttributeError naming
+    # torch's _SingleProcessDataLoaderIter (ember's was a generator); len(iter(loader)) works
+    torch = pytest.importorskip("torch")
+    results = []
+    for lib in (ember, torch):
+        ds = lib.utils.data.TensorDataset(lib.arange(10).float())
+        it = iter(lib.utils.data.DataLoader(ds, batch_size=3))
+        with pytest.raises(AttributeError) as info:
+            it.next()
+        results.append((type(it).__name__, len(it), str(info.value), iter(it) is it,
+                        [b[0].tolist() for b in it]))
+        with pytest.raises(StopIteration):
+            next(it)
+
+        class StopsAtThree(lib.utils.data.Dataset):
+            def __len__(self):
+                return 6
+
+            def __getitem__(self, i):
+                if i == 3:
+                    raise StopIteration
+                return i
+        results.append([b.tolist() for b in lib.utils.data.DataLoader(StopsAtThree(),
+                                                                       batch_size=2)])
+    assert results[:2] == results[2:] and results[1] == [[0, 1]]
+
+
 def test_shuffle_determinism_with_generator_and_seed():
     ds = _ds(20)
 

@@ -471,6 +471,34 @@ def _available_cpus():
     return os.cpu_count()
 
 
+class _SingleProcessDataLoaderIter:
+    """What ``iter(loader)`` gives with ``num_workers=0`` (torch's class of that name): the
+    batches in the sampler's order, fetched in this process; ``len()`` is the loader's. A
+    StopIteration from the dataset ends it (map-style too, as torch's; the generator this
+    replaced turned that into a RuntimeError); Python 2's ``.next()`` does not exist, as on
+    torch."""
+
+    def __init__(self, loader):
+        self._loader = loader
+        self._iterable = loader._iterable
+        self._fetcher = make_fetcher(loader._iterable, loader.dataset, loader._auto_collation,
+                                     loader.collate_fn, loader.drop_last, loader._fast_tensor())
+        self._sampler_iter = iter(loader._index_sampler)
+        self._num_yielded = 0
+
+    def __iter__(self):
+        return self
+
+    def __len__(self):
+        return len(self._loader)
+
+    def __next__(self):
+        index = next(self._sampler_iter)
+        batch = self._fetcher.fetch(index)
+        self._num_yielded += 1
+        return batch
+
+
 class DataLoader:
     """Iterates batches of ``dataset``, with torch.utils.data.DataLoader's arguments and behavior.
 
@@ -632,7 +660,7 @@ class DataLoader:
                           "device pinned memory won't be used.")
         if self.num_workers == 0:
             self._base_seed()  # drawn as torch does, so the sampler's stream is that of workers
-            return self._single_process_iter()
+            return _SingleProcessDataLoaderIter(self)
         from ember.utils.data._loader_iter import MultiProcessingIter
         if not self.persistent_workers:
             return MultiProcessingIter(self, self._base_seed())
@@ -641,18 +669,6 @@ class DataLoader:
         else:
             self._iterator._reset()
         return self._iterator
-
-    def _single_process_iter(self):
-        fetcher = make_fetcher(self._iterable, self.dataset, self._auto_collation,
-                               self.collate_fn, self.drop_last, self._fast_tensor())
-        for index in self._index_sampler:
-            try:
-                batch = fetcher.fetch(index)
-            except StopIteration:
-                if self._iterable:
-                    return
-                raise
-            yield batch
 
     def __len__(self):
         if self._iterable:

@@ -1,6 +1,6 @@
 """torchvision.transforms: Compose, ToTensor, Normalize, Lambda, Resize, CenterCrop,
-RandomResizedCrop, RandomHorizontalFlip (their random draws from torch's generator, as
-torchvision's)."""
+RandomResizedCrop, RandomHorizontalFlip, Pad, RandomCrop (their random draws from torch's
+generator, as torchvision's)."""
 import math
 import numbers
 
@@ -125,3 +125,58 @@ class RandomHorizontalFlip:
         if torch.rand(1) < self.p:
             return img.transpose(Image.FLIP_LEFT_RIGHT)
         return img
+
+
+def _padding(padding):
+    """torchvision's padding forms: int (all sides), (left/right, top/bottom), or (left, top,
+    right, bottom)."""
+    if isinstance(padding, numbers.Number):
+        return (int(padding),) * 4
+    padding = tuple(int(p) for p in padding)
+    return padding * 2 if len(padding) == 2 else padding
+
+
+class Pad:
+    """Constant padding of a PIL image by ``padding`` pixels (``fill``); only padding_mode
+    'constant', the one the programs run here use."""
+
+    def __init__(self, padding, fill=0, padding_mode="constant"):
+        if padding_mode != "constant":
+            raise NotImplementedError(f"Pad: the stand-in has only padding_mode='constant', "
+                                      f"not {padding_mode!r}")
+        self.padding, self.fill = _padding(padding), fill
+
+    def __call__(self, img):
+        from PIL import ImageOps
+        return ImageOps.expand(img, border=self.padding, fill=self.fill)
+
+
+class RandomCrop:
+    """A crop of ``size`` at a random place (top, then left, each from torch.randint, as
+    torchvision's), after an optional constant ``padding``."""
+
+    def __init__(self, size, padding=None, pad_if_needed=False, fill=0,
+                 padding_mode="constant"):
+        if pad_if_needed:
+            raise NotImplementedError("RandomCrop: the stand-in has no pad_if_needed")
+        self.size = _size(size)
+        self.pad = None if padding is None else Pad(padding, fill, padding_mode)
+
+    @staticmethod
+    def get_params(img, output_size):
+        w, h = img.size
+        th, tw = output_size
+        if h < th or w < tw:
+            raise ValueError(f"Required crop size {(th, tw)} is larger than input image size "
+                             f"{(h, w)}")
+        if w == tw and h == th:
+            return 0, 0, h, w
+        i = torch.randint(0, h - th + 1, size=(1,)).item()
+        j = torch.randint(0, w - tw + 1, size=(1,)).item()
+        return i, j, th, tw
+
+    def __call__(self, img):
+        if self.pad is not None:
+            img = self.pad(img)
+        i, j, h, w = self.get_params(img, self.size)
+        return img.crop((j, i, j + w, i + h))
