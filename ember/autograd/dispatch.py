@@ -345,6 +345,9 @@ def _link(op, tensors, consts, outs):
     node = op.backward(tensors, consts, outs, needs)
     node.needs = needs
     node.next_functions = tuple(edges)
+    if _BFLOAT16[0] is not None and op.name in _autocast.LOWER and \
+            outs[0]._data.dtype.kind == "V":   # a bfloat16 product: engine._apply
+        node._grad_dtypes = tuple(o._data.dtype for o in outs)
     if STATE.anomaly:
         import traceback
         node._trace = "".join(traceback.format_stack()[:-3])

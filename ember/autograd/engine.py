@@ -406,6 +406,8 @@ def _leaf_hooks(acc, g, owned):
 def _apply(node, grads):
     if node._out_meta is not None and (_has_none(grads) or len(grads) < len(node._out_meta)):
         grads = _fill_missing(node, grads)
+    if node._grad_dtypes is not None:
+        grads = _in_output_dtypes(grads, node._grad_dtypes)
     # a backward kernel's inf and nan are values, with no NumPy warning (kernels/runtime/fpstate.py);
     # the backward of a user's custom Function is the user's code, under the user's own state
     fp = None if node.__class__ is _FunctionNode and not ember_own(node.fn_cls) else \
@@ -440,6 +442,18 @@ def _has_none(grads):
         if g is None:
             return True
     return False
+
+
+def _in_output_dtypes(grads, dtypes):
+    """Each gradient in its output's dtype (torch's engine casts a gradient to the dtype of
+    the tensor it belongs to: a float32 gradient of a bfloat16 output becomes bfloat16)."""
+    return [g if g is None or g._data.dtype == d or g._data.dtype.kind not in "fV"
+            else g.to(_dtype_of(d)) for g, d in zip(grads, dtypes)] + list(grads[len(dtypes):])
+
+
+def _dtype_of(np_dtype):
+    from ember import _dtype
+    return _dtype.from_numpy_dtype(np_dtype)
 
 
 def _fill_missing(node, grads):

@@ -35,6 +35,12 @@ class Node:
     _trace = None
     _out_meta = None
     _cplx = None  # (mode, real inputs) on nodes with complex values: complex_support.apply
+    # the outputs' dtypes of a bfloat16 product (autocast.LOWER: matmul, linear, convolutions,
+    # ...): the engine casts each gradient reaching it to its output's dtype, as torch's engine
+    # casts every gradient (a formula computed in float32 for a bfloat16 input, batch norm's,
+    # gives the op before it a float32 gradient), so the product's formulas multiply operands
+    # of one dtype; other ops keep a float32 gradient (fewer roundings in composites)
+    _grad_dtypes = None
 
     # results are arrays the kernels just made, unless they alias an input (see engine._claims):
     # true for the spec-generated backward classes only, never for user code

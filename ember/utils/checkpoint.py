@@ -11,7 +11,7 @@ import warnings
 
 from ember import random as _random
 from ember.autograd.function import Function
-from ember.autograd.grad_mode import enable_grad
+from ember.autograd.grad_mode import enable_grad, is_grad_enabled
 from ember.autograd.node import graph_leaves
 from ember.errors import EmberTypeError, EmberValueError
 from ember.tensor import Tensor
@@ -122,6 +122,8 @@ def checkpoint(function, *args, use_reentrant=None, context_fn=None, determinism
         use_reentrant = True
     if kwargs and use_reentrant:
         raise EmberValueError("Unexpected keyword arguments: " + ",".join(kwargs))
+    if not is_grad_enabled():   # no_grad / inference_mode: nothing to recompute, as torch
+        return function(*args, **kwargs)
     run = _Run(function, args, kwargs, preserve_rng_state)
     if run.rng_state is None:
         run.rng_state = _random.get_rng_state()

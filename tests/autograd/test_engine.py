@@ -157,3 +157,30 @@ def test_grad_takes_torchs_only_inputs_flag_for_a_gradient_penalty():
             lib.autograd.grad((inp * 2).sum(), inp, only_inputs=False)
     for mine, theirs in zip(*grads):
         np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_bfloat16_autocast_training_gradients_reach_the_parameters_as_torch():
+    """A float32 gradient reaching a bfloat16 output (batch norm's backward, computed in float32;
+    ReLU's backward kernel on the raw arrays) is cast to bfloat16 as torch's engine casts it, so
+    the products before it see one dtype; the parameters' gradients are float32 and torch's."""
+    import torch
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((6, 8)).astype(np.float32)
+    y = np.array([0, 1, 2, 0, 1, 2])
+    weights, grads = None, {}
+    for L in (torch, ember):
+        m = L.nn.Sequential(L.nn.Linear(8, 16, bias=False), L.nn.BatchNorm1d(16), L.nn.ReLU(),
+                            L.nn.Linear(16, 8), L.nn.ReLU(), L.nn.Linear(8, 3))
+        if weights is None:
+            weights = [p.detach().numpy().copy() for p in m.parameters()]
+        else:   # ember runs on torch's weights
+            for p, w in zip(m.parameters(), weights):
+                p.data = L.tensor(w)
+        with L.autocast(device_type="cpu", dtype=L.bfloat16):
+            loss = L.nn.functional.cross_entropy(m(L.tensor(x)), L.tensor(y))
+        loss.backward()
+        grads[L.__name__] = [(str(p.grad.dtype).split(".")[-1], p.grad.float().numpy())
+                             for p in m.parameters()]
+    for (de, ge), (dt, gt) in zip(grads["ember"], grads["torch"]):
+        assert de == dt == "float32"
+        np.testing.assert_allclose(ge, gt, rtol=0.1, atol=0.05 * np.abs(gt).max())

@@ -162,8 +162,10 @@ def test_sample_covariance():
     ember.manual_seed(2)
     W = np.array([[1.0, 0.5], [-0.3, 0.8], [0.0, 1.2]])
     D = np.array([0.5, 1.0, 0.2])
-    d = ED.LowRankMultivariateNormal(ember.tensor([1.0, -1.0, 0.5]), ember.tensor(W),
-                                     ember.tensor(D))
+    # (one dtype: torch's rsample multiplies the float64 factor by noise of loc's dtype, and a
+    # float32 loc with float64 factors raises there, as in ember)
+    d = ED.LowRankMultivariateNormal(ember.tensor([1.0, -1.0, 0.5], dtype=ember.float64),
+                                     ember.tensor(W), ember.tensor(D))
     n = 40000
     x = d.sample((n,)).numpy()
     cov = W @ W.T + np.diag(D)

@@ -126,3 +126,19 @@ def test_use_reentrant_left_out_warns_and_reentrant_takes_no_kwargs():
     y = checkpoint(lambda t, scale: t * scale, x, scale=ember.tensor(3.0), use_reentrant=False)
     y.sum().backward()
     assert x.grad.tolist() == [3.0, 3.0]
+
+
+def test_checkpoint_without_grad_runs_the_function_as_torch():
+    """Under no_grad / inference_mode checkpoint is the plain call (torch saves nothing to
+    recompute): inference tensors made there are fine, and the result needs no grad."""
+    import torch
+    for L in (ember, torch):
+        lin = L.nn.Linear(3, 2)
+        x = L.ones(4, 3)
+        for mode in (L.no_grad, L.inference_mode):
+            with mode():
+                y = L.utils.checkpoint.checkpoint(lambda t: L.nn.functional.silu(lin(t)), x,
+                                                  use_reentrant=False)
+            assert not y.requires_grad and tuple(y.shape) == (4, 2)
+        with L.inference_mode():
+            assert L.utils.checkpoint.checkpoint(lin, x, use_reentrant=False).is_inference()
