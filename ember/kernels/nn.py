@@ -810,9 +810,36 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
             if _bn_run("train", x3, _bn_param(weight, c, dt, 1), _bn_param(bias, c, dt, 0),
                        dt.type(eps), mean, var, scale, shift, out.reshape(x3.shape)):
                 return out, mean, var
-        mean = x.mean(axis=axes)
-        xc = x - mean.reshape(bn_param_shape(x.ndim, c))
-        var = np.square(xc).mean(axis=axes).astype(x.dtype, copy=False)
+        # A one-pass float32 mean is off by a few units in the last place of a mean far from
+        # zero (activations after ReLU), an error the normalised output and the gradients
+        # scale by mean / std. Small inputs (those the Numba kernels leave, below
+        # BN_NUMBA_MIN_SIZE elements) are normalised in float64 and rounded once; larger ones
+        # (while the kernels compile) take two passes, a first mean m0 then the mean of
+        # x - m0 as a correction (a sum of deviations: accurate relative to std), the sums
+        # per (image, channel) matrix-vector products (BLAS: both passes cost less than
+        # NumPy's float32 reduction over axes (0, 2, ...)), added over the batch in float64.
+        shp = bn_param_shape(x.ndim, c)
+        if x.size < BN_NUMBA_MIN_SIZE:
+            x64 = x.astype(np.float64)
+            mean = x64.mean(axis=axes)
+            xc = x64 - mean.reshape(shp)
+            var = np.square(xc).mean(axis=axes)
+            scale = 1.0 / np.sqrt(var + eps)
+            if weight is not None:
+                scale *= weight
+            out = xc * scale.reshape(shp)
+            if bias is not None:
+                out += bias.reshape(shp)
+            return out.astype(x.dtype), mean.astype(x.dtype), var.astype(x.dtype)
+        b, m = x.shape[0], n // x.shape[0]
+        ones = np.ones(m, x.dtype)
+        m0 = (np.matmul(x.reshape(b, c, m), ones).sum(axis=0, dtype=np.float64)
+              / n).astype(x.dtype)
+        xc = x - m0.reshape(shp)
+        corr = np.matmul(xc.reshape(b, c, m), ones).sum(axis=0, dtype=np.float64) / n
+        mean = (m0 + corr).astype(x.dtype)
+        sq = np.matmul(xc.reshape(b, c, 1, m), xc.reshape(b, c, m, 1)).reshape(b, c)
+        var = np.maximum(sq.sum(axis=0, dtype=np.float64) / n - corr * corr, 0.0).astype(x.dtype)
     else:
         if running_mean is None or running_var is None:
             raise KernelError("batch_norm: running_mean and running_var are required when not "
@@ -831,6 +858,13 @@ def native_batch_norm(x, weight, bias, running_mean, running_var, training, mome
         if _bn_run("affine", x3, np.ascontiguousarray(scale), np.ascontiguousarray(shift),
                    out.reshape(x3.shape)):
             return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
+    if training:
+        # (x - m0) * scale + (bias - corr * scale): x * scale + shift would cancel the rounding
+        # of shift = bias - mean * scale (of mean * scale's size) against x * scale when
+        # |mean| >> std
+        out = xc * scale.reshape(shp).astype(x.dtype, copy=False)
+        out += ((0.0 if bias is None else bias) - corr * scale).reshape(shp).astype(x.dtype)
+        return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)
     out = x * scale.reshape(shp).astype(x.dtype, copy=False)
     out += shift.reshape(shp).astype(x.dtype, copy=False)
     return out, np.ascontiguousarray(mean, x.dtype), np.ascontiguousarray(var, x.dtype)

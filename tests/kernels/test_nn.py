@@ -564,3 +564,54 @@ def test_batch_norm_kernel_bits_do_not_depend_on_the_thread_count(training, monk
     for other in outs[1:]:
         for a, b_ in zip(outs[0], other):
             assert a.tobytes() == b_.tobytes()
+
+
+def _bn_errors(shape, spread, seed):
+    """Max errors (relative to the float64 reference's RMS) of ember's and torch's float32
+    training batch norm: output, batch mean, batch var, then the input's and weight's gradients
+    (``native_batch_norm_backward`` from the forward's statistics) on post-ReLU activations
+    whose mean (3) is far from their spread."""
+    r = np.random.default_rng(seed)
+    x = 3 + spread * np.maximum(r.standard_normal(shape), 0)
+    c = shape[1]
+    w, b = 1 + 0.1 * r.standard_normal(c), 0.1 * r.standard_normal(c)
+    g = r.standard_normal(shape)
+    axes = (0,) + tuple(range(2, len(shape)))
+
+    def run_torch(dtype):
+        xt, wt, bt = (torch.tensor(a, dtype=dtype, requires_grad=True) for a in (x, w, b))
+        rm, rv = torch.zeros(c, dtype=dtype), torch.zeros(c, dtype=dtype)
+        y = torch.nn.functional.batch_norm(xt, rm, rv, wt, bt, training=True, momentum=1.0)
+        (y * torch.tensor(g, dtype=dtype)).sum().backward()
+        n = x.size // c
+        return [t.detach().numpy().astype(np.float64) for t in
+                (y, rm, rv * (n - 1) / n, xt.grad, wt.grad)]
+
+    ref, tor = run_torch(torch.float64), run_torch(torch.float32)
+    f = np.float32
+    out, mean, var = K.native_batch_norm(x.astype(f), w.astype(f), b.astype(f), None, None,
+                                         True, 0.1, 1e-5)
+    gx, gw, _ = K.native_batch_norm_backward(g.astype(f), x.astype(f), w.astype(f), mean, var,
+                                             True, 1e-5, (True, True, True))
+    ours = [out, mean, var, gx, gw]
+
+    def err(a, rf):
+        return float(np.max(np.abs(np.asarray(a, np.float64) - rf)) / np.sqrt(np.mean(rf * rf)))
+    assert np.allclose(ref[1], x.mean(axis=axes))
+    return [err(o, rf) for o, rf in zip(ours, ref)], [err(t, rf) for t, rf in zip(tor, ref)]
+
+
+@pytest.mark.parametrize("shape,spread", [((2, 16, 8, 8), 0.01), ((2, 16, 32, 32), 0.01),
+                                          ((8, 64, 8, 8), 0.02), ((2, 256, 4, 4), 0.05),
+                                          ((2, 16, 8, 8), 1.0), ((64, 32), 0.02)])
+def test_batch_norm_numpy_path_float32_error_within_torchs(shape, spread, monkeypatch):
+    """The NumPy path's float32 training batch norm (inputs below BN_NUMBA_MIN_SIZE, and any
+    input while the Numba kernels compile) is as accurate as torch's against float64: its mean
+    is not a one-pass float32 sum, its output not x * scale + (bias - mean * scale) (whose
+    rounded shift cancels against x * scale when the mean is far from the spread)."""
+    monkeypatch.setattr(K, "USE_NUMBA", False)
+    for seed in range(3):
+        ours, theirs = _bn_errors(shape, spread, seed)
+        for name, e, t in zip(("output", "mean", "var", "grad input", "grad weight"), ours,
+                              theirs):
+            assert e <= 1.5 * t + 1e-7, (name, seed, e, t)
