@@ -13,7 +13,6 @@ network-free stand-in in standins/ provides (a character-level dataset never use
 Random streams differ between ember and torch (ember's generator is not torch's), so the checks
 are about behaviour: the printed losses are finite and go down, evaluations, checkpoints,
 samples and logs come out as the programs write them."""
-import hashlib
 import json
 import math
 import os
@@ -25,6 +24,7 @@ import shutil
 import numpy as np
 import pytest
 
+from tests.programs import vendored
 from tests.programs.test_pytorch_examples import run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -35,14 +35,7 @@ NUMBER = r"([-\d.naif]+)"
 
 def _source_table():
     """{(repository, path): git blob id} from SOURCE.md."""
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    rows = re.findall(r"^\| `([^`]+)` \| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M)
-    return {(repo, path): blob for repo, path, blob in rows}
-
-
-def _blob_id(data):
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return {(repo, path): blob for repo, path, blob in vendored.source_rows(SOURCE_MD)}
 
 
 def _vendored_files():
@@ -70,7 +63,7 @@ def _copy(repo, tmp_path):
     for (r, path), blob in table.items():
         if r == repo:
             with open(os.path.join(dest, path), "rb") as f:
-                assert _blob_id(f.read()) == blob, f"{repo}/{path} differs from SOURCE.md"
+                assert vendored.blob_id(f.read()) == blob, f"{repo}/{path} differs from SOURCE.md"
     return dest
 
 
@@ -305,7 +298,7 @@ def test_vendored_files_are_the_upstream_files():
     listed file is there; each repository keeps its LICENSE."""
     table, files = _source_table(), _vendored_files()
     assert set(files) == set(table), sorted(set(files) ^ set(table))
-    bad = [key for key, data in files.items() if _blob_id(data) != table[key]]
+    bad = [key for key, data in files.items() if vendored.blob_id(data) != table[key]]
     assert not bad, f"differ from the blob ids in SOURCE.md: {bad}"
     assert {repo for repo, _ in files} == {"nanoGPT", "minGPT", "makemore"}
     assert all((repo, "LICENSE") in files for repo in ("nanoGPT", "minGPT", "makemore"))

@@ -16,7 +16,6 @@ what they are given in probe.json, makes ``plt.pause`` return without sleeping (
 on Agg: nothing is shown), and then runs the program through run_program.py as the other
 program tests do. The programs seed nothing, so the checks are about behaviour (finite values,
 losses that go down, predictions that beat chance, values that match the mathematics)."""
-import hashlib
 import json
 import math
 import os
@@ -28,7 +27,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.programs import datagen
+from tests.programs import datagen, vendored
 from tests.programs.test_pytorch_examples import floats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -67,13 +66,7 @@ run_program.main(sys.argv[1:])
 
 def _source_table():
     """{path: git blob id} from SOURCE.md."""
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    return dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
-
-
-def _blob_id(data):
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return vendored.source_blobs(SOURCE_MD)
 
 
 def test_vendored_files_match_source_md():
@@ -85,7 +78,7 @@ def test_vendored_files_match_source_md():
             rel = os.path.relpath(path, MORVAN).replace(os.sep, "/")
             if rel != "SOURCE.md":
                 with open(path, "rb") as f:
-                    found[rel] = _blob_id(f.read())
+                    found[rel] = vendored.blob_id(f.read())
     assert found == _source_table()
 
 
@@ -122,7 +115,7 @@ def run_probed(backend, tmp_path, program, expect_rc=0):
                         ignore=shutil.ignore_patterns("__pycache__"))
         datagen.write_mnist(os.path.join(root, "mnist"), train_size=1500, test_size=297)
     with open(os.path.join(root, program), "rb") as f:
-        assert _blob_id(f.read()) == table[f"tutorial-contents/{program}"], program
+        assert vendored.blob_id(f.read()) == table[f"tutorial-contents/{program}"], program
     probe = os.path.join(str(tmp_path), "probe.py")
     with open(probe, "w") as f:
         f.write(f"PROGRAMS = {HERE!r}\n" + PROBE)

@@ -12,7 +12,6 @@ ember too. BERT (minutes of matrix products on torch as on ember) is stopped aft
 printed costs; the Transformer's model is also trained from the same weights on torch and on
 ember and the losses compared."""
 import ast
-import hashlib
 import json
 import os
 import re
@@ -24,6 +23,7 @@ import threading
 import numpy as np
 import pytest
 
+from tests.programs import vendored
 from tests.programs.test_pytorch_examples import RUNNER, TIMEOUT_S, floats, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -34,13 +34,7 @@ COST = r"Epoch: \d+ cost = ([-\d.naif]+)"
 
 def _source_table():
     """{path: git blob id} from SOURCE.md."""
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    return dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
-
-
-def _blob_id(data):
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return vendored.source_blobs(SOURCE_MD)
 
 
 def test_vendored_files_match_source_md():
@@ -53,7 +47,7 @@ def test_vendored_files_match_source_md():
             rel = os.path.relpath(path, NLP).replace(os.sep, "/")
             if rel != "SOURCE.md":
                 with open(path, "rb") as f:
-                    found[rel] = _blob_id(f.read())
+                    found[rel] = vendored.blob_id(f.read())
     assert found == table
 
 
@@ -65,7 +59,7 @@ def _copy(program, tmp_path):
     shutil.copytree(os.path.join(NLP, folder), os.path.join(str(tmp_path), folder),
                     ignore=shutil.ignore_patterns("__pycache__"))
     with open(os.path.join(str(tmp_path), program), "rb") as f:
-        assert _blob_id(f.read()) == table[program], f"{program} differs from SOURCE.md"
+        assert vendored.blob_id(f.read()) == table[program], f"{program} differs from SOURCE.md"
     return str(tmp_path)
 
 

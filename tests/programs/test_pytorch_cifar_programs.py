@@ -20,7 +20,6 @@ pytorch_cifar/SOURCE.md, each file's git blob id checked) on ember through the `
   float64, moved a conv weight's gradient by 0.1 of 0.47; torch's own float32 run crosses
   such kinks in SimpleDLA and PNASNet-B)."""
 import fcntl
-import hashlib
 import math
 import os
 import re
@@ -36,7 +35,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.programs import datagen
+from tests.programs import datagen, vendored
 from tests.programs.test_pytorch_examples import RUNNER, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -46,20 +45,7 @@ DRIVER = "cifar_models_forward_backward.py"
 TIMEOUT_S = 300        # a hard stop far above a run's ~20-60 s on a slow, shared machine
 
 
-def _source_table():
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    commit = re.search(r"commit `([0-9a-f]{40})`", text).group(1)
-    return commit, dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
-
-
-COMMIT, BLOBS = _source_table()
-
-
-def _blob_id(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+COMMIT, BLOBS = vendored.source_commit(SOURCE_MD), vendored.source_blobs(SOURCE_MD)
 
 
 def test_vendored_files_are_the_pinned_upstream_files():
@@ -68,7 +54,8 @@ def test_vendored_files_are_the_pinned_upstream_files():
                if name != "SOURCE.md" and "__pycache__" not in folder}
     assert on_disk == set(BLOBS), sorted(on_disk ^ set(BLOBS))
     for path, blob in BLOBS.items():
-        assert _blob_id(os.path.join(VENDORED, path)) == blob, f"{path} differs from upstream"
+        assert vendored.file_blob_id(os.path.join(VENDORED, path)) == blob, \
+            f"{path} differs from upstream"
 
 
 def _copy(tmp_path):

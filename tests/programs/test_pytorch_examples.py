@@ -10,7 +10,6 @@ SOURCE.md. Downloads are replaced by small generated data in the same formats (d
 and torchvision and requests by the stand-ins in standins/ (requests serves only the generated
 files the test maps, so nothing is downloaded). Each program runs in a subprocess in its own
 folder under tmp_path, with the small flags it offers, under a hard timeout."""
-import hashlib
 import json
 import math
 import os
@@ -20,7 +19,7 @@ import sys
 
 import pytest
 
-from tests.programs import datagen
+from tests.programs import datagen, vendored
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 RUNNER = os.path.join(HERE, "run_program.py")
@@ -28,15 +27,7 @@ SOURCE_MD = os.path.join(HERE, "pytorch_examples", "SOURCE.md")
 TIMEOUT_S = 240          # a hard stop far above a run's ~5-60 s on a slow, shared machine
 
 
-def _source_table():
-    """(pinned commit, {path: git blob id}) from SOURCE.md."""
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    commit = re.search(r"commit `([0-9a-f]{40})`", text).group(1)
-    return commit, dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
-
-
-COMMIT, BLOBS = _source_table()
+COMMIT, BLOBS = vendored.source_commit(SOURCE_MD), vendored.source_blobs(SOURCE_MD)
 
 
 def _upstream():
@@ -58,10 +49,6 @@ def _read_upstream(path):
         return f.read()
 
 
-def _blob_id(data):
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
-
-
 def _vendor(paths, dest):
     """Copy ``paths`` byte-identical under ``dest``, each checked against its blob id."""
     for path in paths:
@@ -69,7 +56,8 @@ def _vendor(paths, dest):
             data = _read_upstream(path)
         except OSError:
             pytest.skip(f"no pytorch/examples checkout at {_upstream()} (make pytorch-examples)")
-        assert _blob_id(data) == BLOBS[path], f"{path} differs from pytorch/examples@{COMMIT}"
+        assert vendored.blob_id(data) == BLOBS[path], \
+            f"{path} differs from pytorch/examples@{COMMIT}"
         target = os.path.join(dest, path)
         os.makedirs(os.path.dirname(target), exist_ok=True)
         with open(target, "wb") as f:
@@ -319,6 +307,6 @@ def test_program(name, tmp_path):
 
 
 def test_source_table_lists_every_vendored_file():
-    vendored = {f for files, _ in PROGRAMS.values() for f in files}
-    assert vendored <= set(BLOBS), sorted(vendored - set(BLOBS))
+    used = {f for files, _ in PROGRAMS.values() for f in files}
+    assert used <= set(BLOBS), sorted(used - set(BLOBS))
     assert re.fullmatch(r"[0-9a-f]{40}", COMMIT)

@@ -16,7 +16,6 @@ timeout. Random streams differ between ember and torch, so the checks are about 
 printed losses are finite, one line per batch, and save_image wrote the sample grids the
 program saves at those intervals. Four programs stop with an error on torch itself (see
 SOURCE.md); the test checks that they stop at the same line with the same kind of error."""
-import hashlib
 import os
 import re
 import shutil
@@ -26,7 +25,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.programs import datagen
+from tests.programs import datagen, vendored
 from tests.programs.test_pytorch_examples import RUNNER, floats, run
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -40,13 +39,7 @@ BATCHES = TRAIN_SIZE // BATCH
 
 def _source_table():
     """{path: git blob id} from SOURCE.md."""
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    return dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
-
-
-def _blob_id(data):
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+    return vendored.source_blobs(SOURCE_MD)
 
 
 def _vendored_files():
@@ -67,7 +60,7 @@ def test_vendored_files_match_source_md():
     table, files = _source_table(), _vendored_files()
     assert sorted(table) == sorted(files)
     for path, data in files.items():
-        assert _blob_id(data) == table[path], f"{path} differs from SOURCE.md"
+        assert vendored.blob_id(data) == table[path], f"{path} differs from SOURCE.md"
 
 
 def write_mnistm(processed, save, from_numpy, train_size, test_size=16, seed=0):
@@ -109,7 +102,7 @@ def _prepare(backend, tmp_path, name):
                     ignore=shutil.ignore_patterns("__pycache__"))
     for path in os.listdir(folder):
         with open(os.path.join(folder, path), "rb") as f:
-            assert _blob_id(f.read()) == table[f"implementations/{name}/{path}"], path
+            assert vendored.blob_id(f.read()) == table[f"implementations/{name}/{path}"], path
     datagen.write_mnist(os.path.join(str(tmp_path), "data", "mnist"), train_size=TRAIN_SIZE,
                         test_size=16)
     if name in ("cogan", "pixelda"):

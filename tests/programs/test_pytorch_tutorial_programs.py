@@ -11,7 +11,6 @@ only every 100 steps of 100 images (more data than a test can afford), its test 
 the run prints and checks. language_model's data/train.txt (Penn Treebank) is not in the
 mirror: a generated corpus in its format stands in."""
 import functools
-import hashlib
 import math
 import os
 import re
@@ -21,7 +20,7 @@ import sys
 
 import pytest
 
-from tests.programs import datagen
+from tests.programs import datagen, vendored
 from tests.programs.test_pytorch_examples import RUNNER, floats
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -31,20 +30,7 @@ TIMEOUT_S = 300        # a hard stop far above a run's ~2-60 s on a slow, shared
 NUMBER = r"([-\d.naif]+)"
 
 
-def _source_table():
-    with open(SOURCE_MD, encoding="utf8") as f:
-        text = f.read()
-    commit = re.search(r"commit `([0-9a-f]{40})`", text).group(1)
-    return commit, dict(re.findall(r"^\| `([^`]+)` \| `([0-9a-f]{40})` \|", text, re.M))
-
-
-COMMIT, BLOBS = _source_table()
-
-
-def _blob_id(path):
-    with open(path, "rb") as f:
-        data = f.read()
-    return hashlib.sha1(b"blob %d\0" % len(data) + data).hexdigest()
+COMMIT, BLOBS = vendored.source_commit(SOURCE_MD), vendored.source_blobs(SOURCE_MD)
 
 
 def test_vendored_files_are_the_pinned_upstream_files():
@@ -53,7 +39,8 @@ def test_vendored_files_are_the_pinned_upstream_files():
                if name != "SOURCE.md" and "__pycache__" not in folder}
     assert on_disk == set(BLOBS), sorted(on_disk ^ set(BLOBS))
     for path, blob in BLOBS.items():
-        assert _blob_id(os.path.join(VENDORED, path)) == blob, f"{path} differs from upstream"
+        assert vendored.file_blob_id(os.path.join(VENDORED, path)) == blob, \
+            f"{path} differs from upstream"
 
 
 def _tree(tmp_path):
