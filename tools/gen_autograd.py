@@ -478,10 +478,7 @@ def emit_backward(op, w):
     if not joint:
         w("        " + " = ".join(f"g{i}" for i in range(n)) + " = None")
     if bk is not None:   # a first-order backward: the kernel, unless it declines the arrays
-        # (bfloat16, dtype kind "V", runs the formulas: they follow the bfloat16 rule, where a
-        # kernel on the raw arrays gave float32 gradients of bfloat16 inputs)
-        w("        if not _STATE.grad_enabled and _STATE.tracer is None and "
-          "grad._data.dtype.kind == 'f':")
+        w("        if not _STATE.grad_enabled and _STATE.tracer is None:")
         w(f"            gs = _kernel_grads({bk.call_code()}, needs, {n})")
         w("            if gs is not None:")
         w("                return gs" if joint else

@@ -1255,7 +1255,7 @@ class CrossEntropyLossBackward0(Node):
         target = unpack(ctx.target, ctx)
         weight = unpack(ctx.weight, ctx)
         g0 = g1 = g2 = None
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_nn.cross_entropy_loss_backward(grads[0]._data, self_._data, lse._data, target._data, _F._arr(weight), reduction, ignore_index), needs, 3)
             if gs is not None:
                 g0, g1, g2, = gs
@@ -1384,7 +1384,7 @@ class LinearBackward0(Node):
         weight_shape = ctx.weight_shape
         bias_shape = ctx.bias_shape
         g0 = g1 = g2 = None
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_linalg.linear_backward(grad._data, _F._arr(input), _F._arr(weight), needs), needs, 3)
             if gs is not None:
                 g0, g1, g2, = gs
@@ -1417,7 +1417,7 @@ class SoftmaxBackward0(Node):
         result = unpack(ctx.result, ctx)
         self__dtype = ctx.self__dtype
         g0 = None
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_nn.softmax_input_grad(grad._data, result._data, dim, self__dtype), needs, 1)
             if gs is not None:
                 g0, = gs
@@ -1446,7 +1446,7 @@ class LogSoftmaxBackward0(Node):
         result = unpack(ctx.result, ctx)
         self__dtype = ctx.self__dtype
         g0 = None
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_nn.log_softmax_input_grad(grad._data, result._data, dim, self__dtype), needs, 1)
             if gs is not None:
                 g0, = gs
@@ -1551,7 +1551,7 @@ class LayerNormBackward0(Node):
         input = unpack(ctx.input, ctx)
         normalized_shape = ctx.normalized_shape
         weight = unpack(ctx.weight, ctx)
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_nn.layer_norm_input_grads(grad._data, input._data, _F._arr(weight), _F._arr(bias), normalized_shape, eps, needs), needs, 3)
             if gs is not None:
                 return gs
@@ -1906,7 +1906,7 @@ class NativeBatchNormBackward0(Node):
         save_var = unpack(ctx.save_var, ctx)
         training = ctx.training
         weight = unpack(ctx.weight, ctx)
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_nn.native_batch_norm_backward(grads[0]._data, input._data, _F._arr(weight), save_mean._data, save_var._data, training, eps, needs), needs, 5)
             if gs is not None:
                 return gs
@@ -1935,7 +1935,7 @@ class LstmStepBackward0(Node):
         hx = unpack(ctx.hx, ctx)
         w_hh = unpack(ctx.w_hh, ctx)
         workspace = unpack(ctx.workspace, ctx)
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_rnn.lstm_step_backward(grads[0]._data, grads[1]._data, workspace._data, hx._data, cx._data, w_hh._data), needs, 4)
             if gs is not None:
                 return gs
@@ -1973,7 +1973,7 @@ class ScaledDotProductAttentionFusedBackward0(Node):
         query = unpack(ctx.query, ctx)
         scale = ctx.scale
         value = unpack(ctx.value, ctx)
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_attention.sdpa_backward(grads[0]._data, query._data, key._data, value._data, _F._arr(attn_mask), _F._arr(dropout_mask), output._data, logsumexp._data, is_causal, scale, needs), needs, 5)
             if gs is not None:
                 return gs
@@ -2002,7 +2002,7 @@ class GruStepBackward0(Node):
         hx = unpack(ctx.hx, ctx)
         w_hh = unpack(ctx.w_hh, ctx)
         workspace = unpack(ctx.workspace, ctx)
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_rnn.gru_step_backward(grads[0]._data, workspace._data, hx._data, w_hh._data), needs, 4)
             if gs is not None:
                 return gs
@@ -2036,7 +2036,7 @@ class LstmLayerBackward0(Node):
         reverse = ctx.reverse
         w_hh = unpack(ctx.w_hh, ctx)
         workspace = unpack(ctx.workspace, ctx)
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_rnn.lstm_layer_backward(grads[0]._data, grads[1]._data, grads[2]._data, workspace._data, output._data, h0._data, c0._data, w_hh._data, reverse), needs, 4)
             if gs is not None:
                 return gs
@@ -3462,7 +3462,7 @@ class ReluBackward0(Node):
         needs = ctx.needs
         result = unpack(ctx.result, ctx)
         g0 = None
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_elementwise.relu_grad(grad._data, result._data), needs, 1)
             if gs is not None:
                 g0, = gs
@@ -3562,7 +3562,7 @@ class GeluBackward0(Node):
         approximate = ctx.approximate
         self_ = unpack(ctx.self_, ctx)
         g0 = None
-        if not _STATE.grad_enabled and _STATE.tracer is None and grad._data.dtype.kind == 'f':
+        if not _STATE.grad_enabled and _STATE.tracer is None:
             gs = _kernel_grads(_k_elementwise.kept_pass(('gelu_grad', approximate, ), _gelu_grad_form(approximate), ('grad', 'self'), (grad._data, self_._data, )), needs, 1)
             if gs is not None:
                 g0, = gs
