@@ -2,6 +2,7 @@
 file with its git blob id in a table (rows ``| `path` | `blob` |``, or with the repository
 first: ``| `repo` | `path` | `blob` |``); the tests check the files against it."""
 import hashlib
+import os
 import re
 
 _BLOB = re.compile(r"[0-9a-f]{40}")
@@ -15,6 +16,19 @@ def blob_id(data):
 def file_blob_id(path):
     with open(path, "rb") as f:
         return blob_id(f.read())
+
+
+def file_blobs(root):
+    """{path relative to ``root`` (with /): git blob id} of every file under ``root`` but
+    SOURCE.md files and ``__pycache__`` folders."""
+    found = {}
+    for folder, dirs, names in os.walk(root):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in names:
+            if name != "SOURCE.md":
+                path = os.path.join(folder, name)
+                found[os.path.relpath(path, root).replace(os.sep, "/")] = file_blob_id(path)
+    return found
 
 
 def source_rows(source_md):
