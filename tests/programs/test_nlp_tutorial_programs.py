@@ -104,7 +104,8 @@ def check_bilstm(out):
     sentence = re.search(r"\n(Lorem ipsum [^\n]*)\n", out).group(1).split()
     predicted = ast.literal_eval(prediction(out, sentence[-1] + "\n"))
     right = sum(p == w for p, w in zip(predicted, sentence[1:]))
-    assert len(predicted) == len(sentence) - 1 and right >= 20, (predicted, sentence)
+    # (unseeded, on torch too: runs predict 16 to 26 of the 26 words; chance is about 1)
+    assert len(predicted) == len(sentence) - 1 and right >= 10, (predicted, sentence)
 
 
 def check_seq2seq(out):
