@@ -174,7 +174,8 @@ def _stack(a, b):
     n = threads.get_num_threads()
     if n < 2 or threads.parallel_layer() != "tbb":
         return None
-    found = _numpy_cblas(a.dtype)
+    parts = threads.tbb_parts(P, n, 1)     # 0: Numba runs fewer threads (NUMBA_NUM_THREADS=1)
+    found = _numpy_cblas(a.dtype) if parts else None
     if found is None:
         return None
     fn, index = found
@@ -184,8 +185,7 @@ def _stack(a, b):
     strides = np.array(a.shape[:-2] + a.strides[:-2] + b.strides[:-2], np.int64)
     dims = np.array((opa[0], opb[0], M, N, K, opa[1], opb[1]), index)
     c = np.empty(a.shape[:-1] + (N,), a.dtype)
-    args = (fn, pa, pb, c.ctypes.data, strides, dims, _ONE_ZERO[a.dtype],
-            threads.tbb_parts(P, n, 1))
+    args = (fn, pa, pb, c.ctypes.data, strides, dims, _ONE_ZERO[a.dtype], parts)
     kernel = _gemm_kernel("gemm_stack", a.dtype, args)
     if kernel is None:
         return None

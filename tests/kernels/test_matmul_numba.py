@@ -70,6 +70,21 @@ def test_one_thread_leaves_it_to_numpy(stack_runs, monkeypatch):
     assert linalg._stack(a, np.ones((4, 5, 7), np.float32)) is None
 
 
+def test_one_numba_thread_leaves_it_to_numpy(stack_runs, monkeypatch):
+    """ember's setting of two threads under NUMBA_NUM_THREADS=1 (a user's cap): no runs for
+    the prange (it divided by zero), NumPy's loop instead."""
+    import numba
+    monkeypatch.setattr(numba.config, "NUMBA_NUM_THREADS", 1)
+    a = np.ones((16, 4, 64, 32), np.float32)
+    b = np.ones((16, 4, 32, 64), np.float32)
+    try:
+        assert linalg._stack(a, b) is None
+        np.testing.assert_array_equal(linalg.batched(a, b), np.matmul(a, b))
+    finally:
+        monkeypatch.undo()
+        threads.sync_threads(threads.get_num_threads())
+
+
 def _blocks(a, b, by_rows, parts):
     """NumPy's product of each block of rows or columns, as ``split_into`` cuts them."""
     out = np.empty((a.shape[0], b.shape[1]), a.dtype)
