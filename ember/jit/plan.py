@@ -50,7 +50,10 @@ that finds them ready times the modes (``InferencePlan.ready``). The first call 
 the plan's kernels ready also times the plan under its thread setting against BLAS's own threads and
 keeps the faster (``InferencePlan.tune_threads``). The ``RETUNE_AFTER``-th run times the
 convolution modes once more (and the thread settings, when BLAS's threads won) and keeps, for
-each, the best time of the two moments (``InferencePlan.retune``).
+each, the best time of the two moments (``InferencePlan.retune``). After each timing of the
+modes, each step's modes close to its best are timed again inside whole runs of the plan, where
+the other steps have evicted its weight from the caches, and the fastest there is kept
+(``InferencePlan.tune_in_situ``).
 """
 import operator
 import threading
@@ -77,6 +80,18 @@ ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS a
 BLAS_THREADS_MARGIN = 0.85
 # the plan's run at which its choices are timed a second time (``InferencePlan.retune``)
 RETUNE_AFTER = 100
+# after each ``autotune`` (the first, and at the ``RETUNE_AFTER``-th run) each tuned step's modes
+# within IN_SITU_CLOSE of its best ``autotune`` time are timed again inside whole runs of the plan, IN_SITU_ROUNDS runs per mode
+# (``InferencePlan.tune_in_situ``), and the fastest there is kept. ``autotune`` times a step
+# right after its own warm-up, its weight and workspaces in cache; in the plan the step runs
+# after the others evicted them, and its modes rank otherwise (imported ONNX models at batch 1,
+# 2-core Xeon, median of 15 interleaved runs: ResNet-50 53.3 -> 48.8 ms, 30 of 53 steps
+# changed mode; SqueezeNet 1.1 8.1 -> 6.1 ms; Inception v1 23.6 -> 21.2 ms). False: the
+# isolated times decide.
+IN_SITU = True
+IN_SITU_CLOSE = 2.0
+IN_SITU_ROUNDS = 3
+IN_SITU_CHECKS = 4
 # ``autotune`` times again, interleaved, every mode within this factor of the best first time: on
 # a busy host one timing runs 2-3x slow (SqueezeNet's 1x1 (1,16,55,55) -> 64 kept "direct" at
 # 895 us over "kxp" at 282 when only modes within 1.5x were timed again)
@@ -312,6 +327,7 @@ class _ConvStep:
         # one row per output pixel) or "engine" (ember's convolution engine)
         self.mode = "kxp"
         self.mode_times = {}   # mode -> best time seen by ``autotune``
+        self.situ_times = {}   # mode -> best time inside whole runs (``tune_in_situ``)
         self.direct_cols = (R == S == 1 and sh == sw == 1 and ph == pw == 0 and N == 1)
         self.col_key = shared.need("col", dtype, C * R * S * N * Ho * Wo)
         self.z_key = shared.need("z", dtype, K * N * Ho * Wo)
@@ -729,6 +745,7 @@ class _LinearStep:
         # micro-kernel (``direct_numba.linear_rows``), timed against it by ``autotune``
         self.mode = "gemm"
         self.mode_times = {}
+        self.situ_times = {}
         self.direct = None if self.gemv or not DIRECT else \
             _linear_direct_setup(self.wt, self.out_shape, dtype)
 
@@ -1070,6 +1087,7 @@ class InferencePlan:
         self._generate(inline=False)
         self._copy = None   # per output: whether it may alias a reused buffer (first run)
         self.thread_timings = None   # the whole plan's best time per thread setting (tune_threads)
+        self.situ_timings = None   # the whole plan's best time, isolated / in-situ choices
         self._thread_settings = None
         self._tuned = []
         self.calls = 0   # runs since the plan was first tuned (``RETUNE_AFTER``)
@@ -1227,12 +1245,12 @@ class InferencePlan:
             self.specialised = self._generate(inline=True)
 
     # ---- running ----------------------------------------------------------------------------
-    def ready(self):
+    def ready(self, arrays=None):
         """Whether the plan's own kernels are compiled, so that it can run with every
         convolution step in mode "kxp" (queues the missing ones, and those of the other modes,
         in the background). The first call that finds the other modes' kernels ready too
-        times each step's modes (``autotune``); ``Planner.run`` asks again on each call until
-        then. (The plan waited for all of them: on a kernel cache warmed by eager runs only,
+        times each step's modes (``autotune``), then inside whole runs on ``arrays``
+        (``tune_in_situ``); ``Planner.run`` asks again on each call until then. (The plan waited for all of them: on a kernel cache warmed by eager runs only,
         ResNet-50's plan waited ~28 s of compiles, 20 of them for the other modes' kernels,
         while its calls took the ordinary path.)"""
         from ember.kernels.runtime import compiler as rt
@@ -1247,6 +1265,8 @@ class InferencePlan:
                     modes_ok = False
         if ok and modes_ok and self._tune:
             self.autotune()
+            if IN_SITU and arrays is not None:
+                self.tune_in_situ(arrays)
         return ok
 
     @property
@@ -1343,6 +1363,70 @@ class InferencePlan:
                 (self.parallel, self.one_blas_thread) == self._thread_settings[1]:
             self.parallel, self.one_blas_thread = self._thread_settings[0]
             self.tune_threads(arrays)
+        if IN_SITU:
+            self.tune_in_situ(arrays)
+
+    def tune_in_situ(self, arrays):
+        """Time each tuned step's modes within IN_SITU_CLOSE of its best ``autotune`` time
+        inside whole runs of the plan on ``arrays`` -- each step's call timed where the plan
+        makes it, IN_SITU_ROUNDS runs per mode, the steps' modes rotated so that each run mixes
+        them -- and keep each step's fastest there (its minimum, in ``situ_times``). Steps the
+        plan's function does not call through their object keep their mode."""
+        import time
+        tuned = {}
+        for st, _, _ in self._tuned:
+            if st.mode_times:
+                low = min(st.mode_times.values())
+                modes = [m for m, t in st.mode_times.items() if t <= IN_SITU_CLOSE * low]
+                if len(modes) > 1:
+                    tuned[id(st)] = (st, modes)
+        ns = self._fn.__globals__
+        names = {k: tuned[id(v)] for k, v in ns.items() if id(v) in tuned}
+        if not names:
+            return
+        times = {id(st): {} for st, _ in names.values()}
+
+        def timer(st, best):
+            def call(*args):
+                t0 = time.perf_counter()
+                out = st(*args)
+                t = time.perf_counter() - t0
+                if t < best.get(st.mode, float("inf")):
+                    best[st.mode] = t
+                return out
+            return call
+        try:
+            for k, (st, _) in names.items():
+                ns[k] = timer(st, times[id(st)])
+            width = max(len(m) for _, m in names.values())
+            for r in range(IN_SITU_ROUNDS):
+                for i in range(width):
+                    for j, (st, modes) in enumerate(names.values()):
+                        st.mode = modes[(i + j + r) % len(modes)]
+                    self.run(arrays)
+        finally:
+            for k, (st, _) in names.items():
+                ns[k] = st
+                st.situ_times = times[id(st)]
+        # the steps' choices together against the isolated ones, as whole runs: a step's
+        # time in the plan also depends on its neighbours' modes (whose threads are awake,
+        # whose output is in which cache), so the new choices are kept only when the plan as
+        # a whole runs faster with them
+        steps = [st for st, _ in names.values()]
+        before = [st.mode_times and min(st.mode_times, key=st.mode_times.get) for st in steps]
+        after = [min(st.situ_times, key=st.situ_times.get) if st.situ_times else b
+                 for st, b in zip(steps, before)]
+        best = [float("inf"), float("inf")]
+        for _ in range(IN_SITU_CHECKS):
+            for i, modes in enumerate((before, after)):
+                for st, m in zip(steps, modes):
+                    st.mode = m
+                t0 = time.perf_counter()
+                self.run(arrays)
+                best[i] = min(best[i], time.perf_counter() - t0)
+        self.situ_timings = dict(zip(("isolated", "in situ"), best))
+        for st, m in zip(steps, after if best[1] < best[0] else before):
+            st.mode = m
 
     def _threads(self):
         import contextlib
@@ -1441,12 +1525,12 @@ class Planner:
             if plan.steady:
                 return plan.run(arrays)
         if not plan.ready_now:
-            if not plan.ready():
+            if not plan.ready(arrays):
                 return None
             plan.ready_now = True
             plan.tune_threads(arrays)
         elif plan.tuning_pending:
-            plan.ready()    # times the convolution modes once their kernels are ready
+            plan.ready(arrays)   # times the convolution modes once their kernels are ready
         plan.calls += 1
         if plan.calls == RETUNE_AFTER:
             plan.retune(arrays)

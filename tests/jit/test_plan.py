@@ -269,7 +269,10 @@ def test_plan_retunes_once_keeping_the_best_times_of_both_moments(on_blas_thread
     for s, before in zip(steps, first):
         assert set(s.mode_times) == set(before)
         assert all(s.mode_times[m] <= before[m] for m in before)
-        assert s.mode == min(s.mode_times, key=s.mode_times.get)
+        situ = plan.situ_timings   # (timed inside whole runs too: ``tune_in_situ``)
+        kept = s.situ_times if s.situ_times and situ["in situ"] < situ["isolated"] else \
+            s.mode_times
+        assert s.mode == min(kept, key=kept.get)
     assert all(plan.thread_timings[k] <= first_threads[k] for k in first_threads)
 
 
@@ -348,6 +351,88 @@ def test_autotune_times_again_a_mode_whose_first_timing_was_slow(monkeypatch):
     step = plan._tuned[0][0]
     assert step.mode_times == {"kxp": 0.5, "direct": 1.0}
     assert step.mode == "kxp"
+
+
+@pytest.mark.parametrize("together_slower", [False, True])
+def test_in_situ_tuning_keeps_each_step_s_fastest_mode_inside_whole_runs(together_slower,
+                                                                          monkeypatch):
+    """``tune_in_situ`` times the modes within IN_SITU_CLOSE of a step's best isolated time
+    where the plan's function calls the step, and puts the step objects back; a mode far slower
+    in isolation is not tried. Each step's fastest mode there is kept when the plan as a whole
+    runs faster with them; where a mode was fast only beside a neighbour's other mode
+    (``together_slower``) the isolated choices stay."""
+    import time
+    clock = [0.0]
+    # seconds per call inside the plan, by step and mode (isolated, "kxp" looked fastest)
+    cost = {"a": {"kxp": 2.0, "direct": 1.0, "pxk": 0.1}, "b": {"kxp": 1.0, "engine": 3.0}}
+
+    class Step:
+        def __init__(self, name, mode_times):
+            self.name, self.mode_times, self.situ_times = name, mode_times, {}
+            self.mode = min(mode_times, key=mode_times.get)
+
+        def __call__(self, x):
+            t = cost[self.name][self.mode]
+            if together_slower and self.name == "b" and self.mode == "engine" and \
+                    a.mode == "kxp":
+                t = 0.5     # (the rotation runs b's "engine" beside a's "kxp" only)
+            clock[0] += t
+            seen.append((self.name, self.mode))
+            return x
+
+    a = Step("a", {"kxp": 1.0, "direct": 1.5, "pxk": 9.0})     # pxk: over 2x the best
+    b = Step("b", {"kxp": 1.0, "engine": 1.2})
+    seen = []
+    g = {"step_a": a, "step_b": b}
+    exec("def plan(x):\n    return step_a(step_b(x))\n", g)   # as codegen binds steps
+
+    class Plan:
+        _tuned = [(a, None, None), (b, None, None)]
+        _fn = staticmethod(g["plan"])
+
+        def run(self, arrays):
+            return self._fn(*arrays)
+
+    monkeypatch.setattr(time, "perf_counter", lambda: clock[0])
+    plan = Plan()
+    plan_module.InferencePlan.tune_in_situ(plan, (0,))
+    assert g["step_a"] is a and g["step_b"] is b
+    assert a.situ_times == {"kxp": 2.0, "direct": 1.0}
+    assert {m for n, m in seen if n == "a"} == {"kxp", "direct"}
+    runs = plan_module.IN_SITU_ROUNDS * 2 + plan_module.IN_SITU_CHECKS * 2
+    assert len(seen) == 2 * runs
+    if together_slower:
+        assert b.situ_times == {"kxp": 1.0, "engine": 0.5}
+        assert plan.situ_timings == {"isolated": 3.0, "in situ": 4.0}
+        assert (a.mode, b.mode) == ("kxp", "kxp")
+    else:
+        assert b.situ_times == {"kxp": 1.0, "engine": 3.0}
+        assert plan.situ_timings == {"isolated": 3.0, "in situ": 2.0}
+        assert (a.mode, b.mode) == ("direct", "kxp")
+
+
+def test_plan_tuned_in_situ_equals_eager(monkeypatch):
+    """A ResNet-style plan at a batch of one through its in-situ tuning (the RETUNE_AFTER-th
+    run): every step timed there chose among its modes, and the plan equals eager."""
+    monkeypatch.setattr(plan_module, "RETUNE_AFTER", 3)
+    monkeypatch.setattr(plan_module, "IN_SITU_CLOSE", 1e9)   # every mode, on any host
+    ember.manual_seed(5)
+    model = _resnet().eval()
+    xs = [ember.randn(1, 3, 16, 16) for _ in range(2)]
+    fast = _fast(model, xs[0])
+    with ember.no_grad():
+        for _ in range(4):
+            fast(xs[0])
+        plan = _only_plan(fast)
+        timed = [s for s, _, _ in plan._tuned if s.situ_times]
+        assert timed
+        situ = plan.situ_timings
+        for s in timed:
+            assert set(s.situ_times) == set(s.mode_times)
+            kept = s.situ_times if situ["in situ"] < situ["isolated"] else s.mode_times
+            assert s.mode == min(kept, key=kept.get)
+        for x in xs:
+            np.testing.assert_allclose(fast(x).numpy(), model(x).numpy(), rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("batch", [3, 1])
