@@ -2,6 +2,7 @@
 import numpy as np
 
 from ember.kernels.dtypes import fill_value
+from ember.kernels.elementwise import where
 from ember.kernels.errors import KernelError
 from ember.kernels.reduction import norm_dims
 
@@ -168,8 +169,9 @@ def masked_fill(a, mask, value):
     except ValueError:
         raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast with the input "
                           f"shape {list(a.shape)}") from None
-    # out of place, as torch: the result has the broadcast shape (masked_fill_ keeps self's)
-    return np.where(mask, np.asarray(fill_value(value, a.dtype), dtype=a.dtype), a)
+    # out of place, as torch: the result has the broadcast shape (masked_fill_ keeps self's);
+    # ``where``'s bit select (an attention mask: one pass or two)
+    return where(mask, np.asarray(fill_value(value, a.dtype), dtype=a.dtype), a)
 
 
 def masked_select(a, mask):

@@ -546,6 +546,34 @@ def test_row_evaluate_selects_by_bits_on_large_arrays():
         evaluate("gt", (), x, y)
 
 
+@pytest.mark.parametrize("dt", [np.float32, np.float64, np.int8, np.bool_])
+def test_select_under_a_small_broadcast_mask_has_np_where_s_bits(dt, monkeypatch):
+    """``where`` (and ``masked_fill``) under a mask smaller than the result (an attention mask
+    broadcast over batch and heads) with a 0-d or full operand: the bit select once the result
+    reaches SELECT_MIN_SIZE, np.where's bits (NaN payloads, signed zeros) in every shape."""
+    from ember.kernels import elementwise, indexing
+    rng = np.random.default_rng(2)
+    x = (rng.standard_normal((8, 4, 32, 32)) * 3).astype(dt)
+    if dt in (np.float32, np.float64):
+        x.reshape(-1)[:3] = [np.nan, -0.0, np.inf]
+    y = rng.permutation(x.reshape(-1)).reshape(x.shape)
+    s = np.asarray(x.reshape(-1)[7])
+    calls = []
+    real = elementwise._select_bits
+    monkeypatch.setattr(elementwise, "_select_bits", lambda *a: calls.append(1) or real(*a))
+    for mask in [np.tril(np.ones((32, 32), bool)) == 0, rng.random((1, 4, 1, 32)) < 0.5,
+                 rng.random(x.shape) < 0.5]:
+        zero = np.zeros((), dt)
+        for a, b in [(zero, x), (x, zero), (s, x), (x, s), (x, y)]:
+            calls.clear()
+            got = elementwise.where(mask, a, b)
+            want = np.where(mask, a, b)
+            assert calls == [1] and got.dtype == want.dtype and got.shape == want.shape
+            assert np.array_equal(got.view(np.uint8), want.view(np.uint8))
+        got = indexing.masked_fill(x, mask, s)
+        assert np.array_equal(got.view(np.uint8), np.where(mask, s, x).view(np.uint8))
+
+
 def test_row_evaluate_never_returns_an_operand():
     """A row whose math returns an operand unchanged (relu of bool, clamp without bounds)
     still gives a fresh array: an eager kernel's result is never its input."""
