@@ -80,14 +80,15 @@ ONE_BLAS_THREAD = True   # the middle tier above (False: such plans leave BLAS a
 BLAS_THREADS_MARGIN = 0.85
 # the plan's run at which its choices are timed a second time (``InferencePlan.retune``)
 RETUNE_AFTER = 100
-# after each ``autotune`` (the first, and at the ``RETUNE_AFTER``-th run) each tuned step's modes
-# within IN_SITU_CLOSE of its best ``autotune`` time are timed again inside whole runs of the plan, IN_SITU_ROUNDS runs per mode
-# (``InferencePlan.tune_in_situ``), and the fastest there is kept. ``autotune`` times a step
-# right after its own warm-up, its weight and workspaces in cache; in the plan the step runs
-# after the others evicted them, and its modes rank otherwise (imported ONNX models at batch 1,
-# 2-core Xeon, median of 15 interleaved runs: ResNet-50 53.3 -> 48.8 ms, 30 of 53 steps
-# changed mode; SqueezeNet 1.1 8.1 -> 6.1 ms; Inception v1 23.6 -> 21.2 ms). False: the
-# isolated times decide.
+# after each ``autotune`` (the first, and at the ``RETUNE_AFTER``-th run) each tuned step's
+# modes within IN_SITU_CLOSE of its best ``autotune`` time are timed again inside whole runs of
+# the plan, IN_SITU_ROUNDS runs per mode, and each step's fastest there is kept when the whole
+# plan with those choices beats the isolated ones over IN_SITU_CHECKS interleaved runs of each
+# (``InferencePlan.tune_in_situ``). ``autotune`` times a step right after its own warm-up, its
+# weight and workspaces in cache; in the plan the step runs after the others evicted them, and
+# its modes rank otherwise (imported ONNX models at batch 1, 2-core Xeon, medians of 30 calls
+# in two processes each: ResNet-50 54.4 / 55.3 -> 49.6 / 50.3 ms, about half its steps changing
+# mode; Inception v1 24.6 / 23.9 -> 22.9 / 21.3 ms). False: the isolated times decide.
 IN_SITU = True
 IN_SITU_CLOSE = 2.0
 IN_SITU_ROUNDS = 3
@@ -1250,9 +1251,10 @@ class InferencePlan:
         convolution step in mode "kxp" (queues the missing ones, and those of the other modes,
         in the background). The first call that finds the other modes' kernels ready too
         times each step's modes (``autotune``), then inside whole runs on ``arrays``
-        (``tune_in_situ``); ``Planner.run`` asks again on each call until then. (The plan waited for all of them: on a kernel cache warmed by eager runs only,
-        ResNet-50's plan waited ~28 s of compiles, 20 of them for the other modes' kernels,
-        while its calls took the ordinary path.)"""
+        (``tune_in_situ``); ``Planner.run`` asks again on each call until then. (The plan
+        waited for all of them: on a kernel cache warmed by eager runs only, ResNet-50's plan
+        waited ~28 s of compiles, 20 of them for the other modes' kernels, while its calls took
+        the ordinary path.)"""
         from ember.kernels.runtime import compiler as rt
         ok = True
         for disp, sig in self._sigs:
@@ -1422,8 +1424,8 @@ class InferencePlan:
                 for st, m in zip(steps, modes):
                     st.mode = m
                 t0 = time.perf_counter()
-                self.run(arrays)
-                best[i] = min(best[i], time.perf_counter() - t0)
+                if self.run(arrays) is not None:    # (None: another thread held the plan)
+                    best[i] = min(best[i], time.perf_counter() - t0)
         self.situ_timings = dict(zip(("isolated", "in situ"), best))
         for st, m in zip(steps, after if best[1] < best[0] else before):
             st.mode = m

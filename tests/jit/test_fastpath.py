@@ -51,3 +51,39 @@ def test_zero_d_float_arithmetic_stays_an_array_for_the_kernel_after_it():
         got = run(a._data)[0]
         assert got.dtype == np.float64 and "asarray(a * 0.05)" in src
         assert got == fn(a).item()
+
+
+def test_linear_of_stacked_rows_is_one_gemm_equal_to_the_kernel(monkeypatch):
+    """``linear_t`` (a constant weight's transposed copy) on a 3-d and a 1-d input: the
+    kernel's values, one GEMM over the flattened rows (NumPy's matmul of a stack would run one
+    product per matrix), the bias in the GEMM from BIAS_GEMM_MIN_MACS."""
+    from ember.kernels import linalg
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((300, 64)).astype(np.float32)
+    b = rng.standard_normal(300).astype(np.float32)
+    wt = np.ascontiguousarray(w.T)
+    for x in (rng.standard_normal((35, 2, 64)).astype(np.float32),
+              rng.standard_normal(64).astype(np.float32)):
+        for bias in (b, None):
+            want = linalg.linear(x, w, bias)
+            got = fastpath.linear_t(x, wt, bias)
+            assert got.shape == want.shape
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(linalg, "BIAS_GEMM_MIN_MACS", 0)
+    big = rng.standard_normal((35, 2, 64)).astype(np.float32)
+    fused = []
+    real_bias = linalg._bias_gemm
+    monkeypatch.setattr(linalg, "_bias_gemm", lambda *a: fused.append(a[0].shape) or real_bias(*a))
+    got = fastpath.linear_t(big, wt, b)
+    np.testing.assert_allclose(got, big @ wt + b, rtol=1e-5, atol=1e-5)
+    assert fused == [(70, 64)] or linalg._numpy_cblas(np.dtype(np.float32)) is None
+    calls = []
+
+    class Probe(np.ndarray):   # sees the left operand of ``@``
+        def __rmatmul__(self, other):
+            calls.append(other.shape)
+            return np.matmul(other, self.view(np.ndarray))
+    monkeypatch.setattr(linalg, "BIAS_GEMM", False)
+    np.testing.assert_allclose(fastpath.linear_t(big, wt.view(Probe), b), big @ wt + b,
+                               rtol=1e-5, atol=1e-5)
+    assert calls == [(70, 64)]     # the stacked rows as one matrix
