@@ -13,10 +13,11 @@ from ember.jit.passes.decompose import decompose
 from ember.jit.passes.dropout import remove_eval_dropout
 from ember.jit.passes.fold import constant_fold, freeze
 from ember.jit.passes.fuse import fuse
+from ember.jit.passes.linear import fold_linear
 from ember.jit.passes.simplify import simplify
 
 __all__ = ["dce", "cse", "constant_fold", "freeze", "simplify", "fold_batchnorm",
-           "remove_eval_dropout", "decompose", "fuse", "PIPELINE", "register_pass", "run_passes",
+           "remove_eval_dropout", "fold_linear", "decompose", "fuse", "PIPELINE", "register_pass", "run_passes",
            "optimize"]
 
 # (name, pass) in the order optimize runs them
@@ -24,6 +25,7 @@ PIPELINE = [
     ("remove_eval_dropout", remove_eval_dropout),
     ("fold_batchnorm", fold_batchnorm),
     ("simplify", simplify),
+    ("fold_linear", fold_linear),  # add(matmul(x, W), b) of constants -> linear(x, t(W), b)
     ("constant_fold", constant_fold),
     ("decompose", decompose),  # layer_norm / linear bias -> spec ops, so their tails fuse
     ("fuse", fuse),  # pointwise fusion groups (runs cse first itself)
