@@ -609,16 +609,18 @@ def _select_bits(cond, a, b):
     shape = np.broadcast_shapes(cond.shape, a.shape, b.shape)
     m = np.negative(cond.view(np.int8), dtype=it)
     av, bv = a.view(it), b.view(it)
+    full = m.shape == shape   # (then m may take the result: a fresh buffer costs page faults)
     if a.ndim == 0:     # where(cond, scalar, b): b's bits outside cond, then the scalar's
-        out = np.bitwise_and(bv, np.invert(m, out=m), out=np.empty(shape, it))
+        out = np.bitwise_and(bv, np.invert(m, out=m),
+                             out=m if full and not av else np.empty(shape, it))
         if av:
             np.bitwise_or(out, np.bitwise_and(av, np.invert(m, out=m), out=m), out=out)
         return out.view(a.dtype)
-    out = np.bitwise_and(av, m, out=np.empty(shape, it))
     if b.ndim == 0 and not bv:   # where(cond, a, 0): one pass
-        return out.view(a.dtype)
+        return np.bitwise_and(av, m, out=m if full else np.empty(shape, it)).view(a.dtype)
+    out = np.bitwise_and(av, m, out=np.empty(shape, it))
     np.invert(m, out=m)
-    if m.shape == shape or b.ndim == 0:    # (m as the temporary)
+    if full or b.ndim == 0:    # (m as the temporary)
         np.bitwise_or(out, np.bitwise_and(bv, m, out=m), out=out)
     else:
         np.bitwise_or(out, np.bitwise_and(bv, m), out=out)
