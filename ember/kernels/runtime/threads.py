@@ -61,7 +61,12 @@ from ember.kernels.runtime import blas_core, threadpool
 def _default_count():
     """The thread count before any ``set_num_threads``: torch's rule (``OMP_NUM_THREADS``, then
     ``MKL_NUM_THREADS`` over it, when a positive integer) with ``EMBER_NUM_THREADS`` over both,
-    else the machine's core count. An invalid value is ignored with a warning, as torch does."""
+    else the machine's core count; at most ``NUMBA_NUM_THREADS`` when that is set (ember's
+    parallel kernels run on Numba's threads, which it caps: a count above it split work into
+    runs for threads Numba never starts). An invalid value is ignored with a warning, as torch
+    does."""
+    cap = os.environ.get("NUMBA_NUM_THREADS", "")
+    cap = int(cap) if cap.strip().isdigit() and int(cap) > 0 else None
     n = None
     for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS"):
         value = os.environ.get(name)
@@ -76,7 +81,8 @@ def _default_count():
             import warnings
             warnings.warn(f"ember: ignoring {name}={value!r}: expected a positive integer",
                           RuntimeWarning, stacklevel=2)
-    return n or os.cpu_count() or 1
+    n = n or os.cpu_count() or 1
+    return min(n, cap) if cap else n
 
 
 _CPU_COUNT = _default_count()   # the default count (the core count unless the environment sets one)
@@ -103,7 +109,8 @@ _seen_modules = set()       # names in sys.modules then
 
 def get_num_threads():
     """Return the number of threads ember's kernels use (default: ``OMP_NUM_THREADS`` /
-    ``MKL_NUM_THREADS`` / ``EMBER_NUM_THREADS`` when set, as torch, else the core count)."""
+    ``MKL_NUM_THREADS`` / ``EMBER_NUM_THREADS`` when set, as torch, else the core count; at most
+    ``NUMBA_NUM_THREADS`` when set)."""
     if _num_threads is None:
         return _CPU_COUNT
     return _num_threads

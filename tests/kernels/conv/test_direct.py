@@ -9,6 +9,7 @@ from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct, parallel, selector
 from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+from tests.kernels.numba_threads import require_numba_threads
 
 
 pytestmark = pytest.mark.skipif(direct.kernels() is None, reason="needs Numba")
@@ -249,8 +250,8 @@ def test_thread_counts_give_matching_results(tbb, case, force, monkeypatch):
     from ember.kernels.runtime import threads
     if tbb and threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
-    if tbb and __import__("numba").config.NUMBA_NUM_THREADS < 3:
-        pytest.skip("Numba runs fewer than 3 threads here (NUMBA_NUM_THREADS, or the host's cores)")
+    if tbb:
+        require_numba_threads(3)
     monkeypatch.setattr(direct, "TBB", tbb)
     calls = []
     for name in ("forward_parallel", "weight_parallel", "input_grad_parallel"):
@@ -349,6 +350,7 @@ def test_one_image_through_the_selector_splits_on_two_threads(force, monkeypatch
     from ember.kernels.runtime import compiler, threads
     if threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
+    require_numba_threads(2)
     x = rng.standard_normal((1, 16, 40, 40)).astype(np.float32)
     w = rng.standard_normal((32, 16, 3, 3)).astype(np.float32)
     geo = C.geometry("conv2d", x.shape, w.shape, 1, 1, 1, 1)

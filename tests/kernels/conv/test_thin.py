@@ -12,6 +12,7 @@ from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct, selector, thin
 from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+from tests.kernels.numba_threads import require_numba_threads
 
 sys.path.insert(0, os.path.dirname(__file__))
 import test_selector as ref  # noqa: E402  (the float64 references)
@@ -61,6 +62,8 @@ def test_every_thread_route_matches_reference(route, forced, monkeypatch):
     from ember.kernels.runtime import threads
     if route == "tbb" and threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
+    if route == "tbb":
+        require_numba_threads(2)
     monkeypatch.setattr(direct, "TBB", route == "tbb")
     calls = []
     k = thin.kernels()

@@ -462,12 +462,16 @@ def test_blas_is_looked_for_again_only_when_a_blas_was_loaded():
     ({"OMP_NUM_THREADS": "3", "MKL_NUM_THREADS": "2"}, "2"),
     ({"OMP_NUM_THREADS": "3", "EMBER_NUM_THREADS": "1"}, "1"),
     ({"OMP_NUM_THREADS": "zero"}, "cores"),
+    ({"NUMBA_NUM_THREADS": "1"}, "1"),
+    ({"OMP_NUM_THREADS": "3", "NUMBA_NUM_THREADS": "2"}, "2"),
     ({}, "cores")])
 def test_default_thread_count_follows_torchs_environment_rule(env, expected):
     """As torch: OMP_NUM_THREADS, MKL_NUM_THREADS over it (EMBER_NUM_THREADS over both), an
-    invalid value ignored with a warning, else the core count."""
+    invalid value ignored with a warning, else the core count; never over NUMBA_NUM_THREADS
+    (the threads ember's parallel kernels run on)."""
     base = {k: v for k, v in os.environ.items()
-            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS")}
+            if k not in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "EMBER_NUM_THREADS",
+                         "NUMBA_NUM_THREADS")}
     out = subprocess.run([sys.executable, "-W", "always", "-c",
                           "import os, ember; print(ember.get_num_threads(), os.cpu_count() or 1)"],
                          env={**base, **env}, capture_output=True, text=True, timeout=120)
