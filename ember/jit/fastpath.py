@@ -41,12 +41,9 @@ def linear_t(x, wt, b):
     GEMM over the rows of all leading dimensions, as the kernel runs it (NumPy's matmul of a
     stack runs one product per matrix: the word LM's decoder on its (35, 1, 200) states took 35
     matrix-vector products over an 8 MB weight, 4 ms instead of 1.3), the bias accumulated in
-    the GEMM from ``linalg.BIAS_GEMM_MIN_MACS`` multiply-adds (``linalg._bias_gemm``)."""
+    the GEMM where ``linalg.bias_gemm`` takes it."""
     rows = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
-    out = None
-    if b is not None and b.ndim == 1 and linalg.BIAS_GEMM and \
-            rows.shape[0] * wt.size >= linalg.BIAS_GEMM_MIN_MACS:
-        out = linalg._bias_gemm(rows, wt.T, b)
+    out = None if b is None else linalg.bias_gemm(rows, wt.T, b)
     if out is None:
         out = rows @ wt
         if b is not None:

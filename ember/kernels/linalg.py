@@ -244,6 +244,10 @@ def split_into(a, b, out, by_rows, parts):
     return True
 
 
+# a linear layer of BIAS_GEMM_MIN_MACS multiply-adds or more adds its bias in its GEMM
+# (``bias_gemm``); below, the second pass costs less than the call through ctypes (~3 us)
+BIAS_GEMM = True
+BIAS_GEMM_MIN_MACS = SMALL_GEMM_MACS
 _cblas_functions = {}    # dtype -> ctypes function of NumPy's cblas_?gemm, or False: none
 
 
@@ -266,19 +270,20 @@ def _cblas_function(dtype):
     return fn or None
 
 
-def _bias_gemm(x, w, b):
+def bias_gemm(x, w, b):
     """``x @ w.T + b`` for a 2-D ``x`` (M, K), a weight (N, K) and a bias (N,) of one float
     dtype as one BLAS call that accumulates the product into the bias broadcast over the rows
-    (beta = 1, as torch's addmm), or None where BLAS cannot read the operands in place or
-    NumPy's OpenBLAS is not found. Adding the bias after the product was a second pass over an
-    output that the GEMM's threads had just written, half of it in the other core's cache
-    (2-core Xeon, OpenBLAS's threads: (1024, 128) @ (128, 384) 409 -> 376 us, (1024, 128) @
-    (128, 512) 584 -> 497, (128, 512) @ (512, 512) 327 -> 279). The sums differ from the
-    product's then the bias's in the last bits where BLAS splits the reduction (K of a few
-    hundred and more), as torch's addmm does."""
+    (beta = 1, as torch's addmm), or None: under BIAS_GEMM_MIN_MACS multiply-adds (or
+    BIAS_GEMM off), operands BLAS cannot read in place, NumPy's OpenBLAS not found. Adding the
+    bias after the product was a second pass over an output that the GEMM's threads had just
+    written, half of it in the other core's cache (2-core Xeon, OpenBLAS's threads: (1024, 128)
+    @ (128, 384) 409 -> 376 us, (1024, 128) @ (128, 512) 584 -> 497, (128, 512) @ (512, 512)
+    327 -> 279). The sums differ from the product's then the bias's in the last bits where
+    BLAS splits the reduction (K of a few hundred and more), as torch's addmm does."""
     M, K = x.shape
     N = w.shape[0]
-    if not (M and N and K) or b.shape != (N,) or not (b.dtype == x.dtype == w.dtype) or \
+    if not BIAS_GEMM or M * K * N < BIAS_GEMM_MIN_MACS or not (M and N and K) or \
+            b.shape != (N,) or not (b.dtype == x.dtype == w.dtype) or \
             not (x.dtype == _F32 or x.dtype == _F64):
         return None
     size = x.itemsize
@@ -341,11 +346,6 @@ def addmm(c, a, b, beta=1, alpha=1):
         return np.broadcast_to(out, np.broadcast_shapes(out.shape, c.shape)).copy()
     return out + (c if beta == 1 else beta * c)
 
-
-# a linear layer of BIAS_GEMM_MIN_MACS multiply-adds or more adds its bias in its GEMM
-# (``_bias_gemm``); below, the second pass costs less than the call through ctypes (~3 us)
-BIAS_GEMM = True
-BIAS_GEMM_MIN_MACS = SMALL_GEMM_MACS
 
 # a linear layer of at most GEMV_MAX_ROWS input rows and a weight of at least GEMV_MIN_BYTES is
 # a matrix-vector product on the TBB threads (``linear_numba``), where BLAS's GEMV streams the
@@ -459,9 +459,8 @@ def linear(x, w, b=None):
         if y is not None:
             return y.reshape(x.shape[:-1] + y.shape[-1:])
     macs = rows * w.size
-    if b is not None and macs >= BIAS_GEMM_MIN_MACS and w.ndim == 2 and b.ndim == 1 and \
-            BIAS_GEMM:
-        out = _bias_gemm(x.reshape(rows, x.shape[-1]), w, b)
+    if b is not None and w.ndim == 2 and macs >= BIAS_GEMM_MIN_MACS:
+        out = bias_gemm(x.reshape(rows, x.shape[-1]), w, b)
         if out is not None:
             return out.reshape(x.shape[:-1] + (w.shape[0],))
     with blas_mode(LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE):

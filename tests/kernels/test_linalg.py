@@ -79,9 +79,10 @@ def test_product_kernels_refuse_two_dtypes_in_torchs_words():
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 @pytest.mark.parametrize("layout", ["c", "f", "views"])
-def test_bias_gemm_accumulates_the_product_into_the_bias(dtype, layout):
-    """``_bias_gemm``: x @ w.T + b as one BLAS call with beta = 1, for operands BLAS reads in
+def test_bias_gemm_accumulates_the_product_into_the_bias(dtype, layout, monkeypatch):
+    """``bias_gemm``: x @ w.T + b as one BLAS call with beta = 1, for operands BLAS reads in
     place (C order, Fortran order, transposed and row-sliced views), against float64."""
+    monkeypatch.setattr(linalg, "BIAS_GEMM_MIN_MACS", 0)
     rng = np.random.default_rng(3)
     x = rng.standard_normal((70, 40)).astype(dtype)
     w = rng.standard_normal((30, 40)).astype(dtype)
@@ -91,7 +92,7 @@ def test_bias_gemm_accumulates_the_product_into_the_bias(dtype, layout):
     elif layout == "views":
         x = np.ascontiguousarray(x.T).T[5:65]           # a transposed view, rows sliced
         w = np.concatenate([w, w], axis=1)[:, :40]      # rows with a longer stride
-    y = linalg._bias_gemm(x, w, b)
+    y = linalg.bias_gemm(x, w, b)
     if linalg._numpy_cblas(np.dtype(dtype)) is None:
         assert y is None    # NumPy's BLAS is not its own OpenBLAS here
         return
@@ -101,30 +102,34 @@ def test_bias_gemm_accumulates_the_product_into_the_bias(dtype, layout):
     np.testing.assert_allclose(y, want, rtol=tol, atol=tol)
 
 
-def test_bias_gemm_leaves_what_blas_cannot_read_to_the_caller():
+def test_bias_gemm_leaves_what_blas_cannot_read_to_the_caller(monkeypatch):
+    """None (the caller's product then bias) for operands BLAS cannot read, mixed dtypes,
+    integers, a bias of another size, no rows; and under BIAS_GEMM_MIN_MACS."""
     x = np.ones((8, 6), np.float32)
     w = np.ones((5, 6), np.float32)
     b = np.ones(5, np.float32)
     for args in [(x[:, ::2], w[:, :3], b), (x, w, b.astype(np.float64)),
                  (x.astype(np.int64), w.astype(np.int64), b.astype(np.int64)),
                  (x, w, np.ones(1, np.float32)), (x[:0], w, b)]:
-        assert linalg._bias_gemm(*args) is None
+        monkeypatch.setattr(linalg, "BIAS_GEMM_MIN_MACS", 0)
+        assert linalg.bias_gemm(*args) is None
+    monkeypatch.setattr(linalg, "BIAS_GEMM_MIN_MACS", 8 * 6 * 5 + 1)
+    assert linalg.bias_gemm(x, w, b) is None
 
 
 def test_large_linear_adds_its_bias_in_the_gemm(monkeypatch):
     """``linear`` of BIAS_GEMM_MIN_MACS or more (a 3-d input's rows flattened) equals the
-    product then the bias, and takes ``_bias_gemm``."""
+    product then the bias, and takes ``bias_gemm``."""
     rng = np.random.default_rng(4)
     x = rng.standard_normal((4, 64, 128)).astype(np.float32)
     w = rng.standard_normal((200, 128)).astype(np.float32)
     b = rng.standard_normal(200).astype(np.float32)
     calls = []
-    real = linalg._bias_gemm
-    monkeypatch.setattr(linalg, "_bias_gemm", lambda *a: calls.append(1) or real(*a))
+    real = linalg.bias_gemm
+    monkeypatch.setattr(linalg, "bias_gemm", lambda *a: calls.append(a[0].shape) or real(*a))
     y = linalg.linear(x, w, b)
-    assert calls == [1] and y.shape == (4, 64, 200)
+    assert calls == [(256, 128)] and y.shape == (4, 64, 200)
     np.testing.assert_allclose(y, x @ w.T + b, rtol=1e-5, atol=1e-4)
-    monkeypatch.setattr(linalg, "BIAS_GEMM", False)
-    calls.clear()
+    monkeypatch.setattr(linalg, "BIAS_GEMM", False)     # the product, then the bias
+    assert real(x.reshape(-1, 128), w, b) is None
     np.testing.assert_allclose(linalg.linear(x, w, b), y, rtol=1e-5, atol=1e-4)
-    assert calls == []
