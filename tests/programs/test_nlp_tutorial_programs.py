@@ -82,8 +82,10 @@ def check_word2vec(out):
 
 
 def check_textcnn(out):
+    # unseeded: "sorry hate you" is none of the six training sentences, and a run may call it
+    # either (a CI run on ember printed "Good"); a falling cost and a verdict every run makes
     costs_go_down(out, least=5)
-    assert "sorry hate you is Bad Mean..." in out
+    assert re.search(r"\nsorry hate you is (Good|Bad) Mean", out), out[-2000:]
 
 
 def check_textrnn(out):
