@@ -1415,7 +1415,7 @@ class InferencePlan:
         # whose output is in which cache), so the new choices are kept only when the plan as
         # a whole runs faster with them
         steps = [st for st, _ in names.values()]
-        before = [st.mode_times and min(st.mode_times, key=st.mode_times.get) for st in steps]
+        before = [min(st.mode_times, key=st.mode_times.get) for st in steps]
         after = [min(st.situ_times, key=st.situ_times.get) if st.situ_times else b
                  for st, b in zip(steps, before)]
         best = [float("inf"), float("inf")]
