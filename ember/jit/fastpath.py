@@ -45,7 +45,7 @@ def linear_t(x, wt, b):
     rows = x if x.ndim == 2 else x.reshape(-1, x.shape[-1])
     out = None if b is None else linalg.bias_gemm(rows, wt.T, b)
     if out is None:
-        out = rows @ wt
+        out = linalg.gemm_into(rows, wt) if rows.dtype == wt.dtype else rows @ wt
         if b is not None:
             out += b
     return out if x.ndim == 2 else out.reshape(x.shape[:-1] + wt.shape[1:])
@@ -62,27 +62,23 @@ def relu_(a):
 def matmul_into(a, b, out):
     """``matmul(a, b)`` of 2-D float arrays of one dtype, written into ``out`` (the kernel's
     BLAS thread mode; a new array when ``out`` is not the result's shape)."""
-    from ember.kernels.linalg import _threads_for, matmul
-    from ember.kernels.runtime.threads import blas_mode
+    from ember.kernels.linalg import gemm_into, matmul
     if a.ndim != 2 or b.ndim != 2 or out.shape != (a.shape[0], b.shape[1]) or \
-            a.shape[1] != b.shape[0] or a.dtype != out.dtype or b.dtype != out.dtype:
+            a.shape[1] != b.shape[0] or a.dtype != out.dtype or b.dtype != out.dtype or \
+            out.strides[1] != out.itemsize:
         return matmul(a, b)
-    with blas_mode(_threads_for(a.shape[0] * a.shape[1] * b.shape[1])):
-        return np.matmul(a, b, out=out)
+    return gemm_into(a, b, out)
 
 
 def linear_into(x, w, b, out):
     """``linear(x, w, b)`` on its GEMM path (2-D float operands of one dtype), written into
     ``out``; else the kernel itself."""
-    from ember.kernels.linalg import BLAS_SERIAL_MACS, GEMV_MAX_ROWS, SMALL_GEMM_MACS, linear
-    from ember.kernels.runtime.threads import FREE, LIMITED, blas_mode
+    from ember.kernels.linalg import GEMV_MAX_ROWS, gemm_into, linear
     if x.ndim != 2 or w.ndim != 2 or out.shape != (x.shape[0], w.shape[0]) or \
             x.shape[1] != w.shape[1] or x.shape[0] <= GEMV_MAX_ROWS or \
-            x.dtype != out.dtype or w.dtype != out.dtype:
+            x.dtype != out.dtype or w.dtype != out.dtype or out.strides[1] != out.itemsize:
         return linear(x, w, b)
-    macs = x.shape[0] * w.size
-    with blas_mode(LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE):
-        np.matmul(x, w.T, out=out)
+    gemm_into(x, w.T, out)
     if b is not None:
         out += b
     return out

@@ -79,15 +79,15 @@ def matmul(a, b):
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise _inner_error(a, b)
     macs = (a.size // max(1, a.shape[-1])) * b.size if b.ndim == 2 else None
+    if a.ndim >= 2 and b.ndim == 2:
+        # a stack times one matrix is one GEMM over the stacked rows (NumPy's batched matmul
+        # runs one small GEMM per matrix of the stack: 4x slower measured)
+        rows = a.size // a.shape[-1] if a.shape[-1] else int(np.prod(a.shape[:-1]))
+        out = gemm_into(a.reshape(rows, a.shape[-1]), b)
+        return out.reshape(a.shape[:-1] + b.shape[1:])
     try:
         # never under another thread's one-thread BLAS limit; small 2-d products on one thread
         with blas_mode(FREE if macs is None else _threads_for(macs)):
-            if a.ndim > 2 and b.ndim == 2:
-                # a stack times one matrix is one GEMM over the stacked rows (NumPy's batched
-                # matmul runs one small GEMM per matrix of the stack: 4x slower measured)
-                rows = int(np.prod(a.shape[:-1]))
-                out = np.dot(a.reshape(rows, a.shape[-1]), b)
-                return out.reshape(a.shape[:-1] + b.shape[1:])
             if a.ndim > 2:
                 return batched(a, b)
             return np.matmul(a, b)
@@ -104,6 +104,7 @@ _ROW_MAJOR, _NO_TRANS, _TRANS = 101, 111, 112
 _cblas = {}     # dtype -> (address, integer type) of NumPy's cblas_?gemm, or False: none
 _gemm_signatures = {}   # (matmul_numba kernel, dtype) -> its Numba signature
 _ONE_ZERO = {np.dtype(t): np.array([1, 0], t) for t in (np.float32, np.float64)}
+_ONE_ONE = {np.dtype(t): np.array([1, 1], t) for t in (np.float32, np.float64)}
 
 
 def _numpy_cblas(dtype):
@@ -208,10 +209,11 @@ def _gemm_kernel(name, dtype, args):
     return kernel if compiler.ready(kernel, sig) else None
 
 
-def split_into(a, b, out, by_rows, parts):
-    """``np.matmul(a, b, out=out)`` for 2-D float operands as ``parts`` blocks of ``out``'s rows
-    (``by_rows``) or columns on the TBB threads (``matmul_numba.gemm_split``), each block one
-    single-threaded BLAS call of NumPy's ``cblas_?gemm``: True once written, False where the
+def split_into(a, b, out, by_rows, parts, accumulate=False):
+    """``np.matmul(a, b, out=out)`` (``out += a @ b`` where ``accumulate``: BLAS's beta = 1) for
+    2-D float operands as ``parts`` blocks of ``out``'s rows (``by_rows``) or columns on the TBB
+    threads (``matmul_numba.gemm_split``), each block one single-threaded BLAS call of NumPy's
+    ``cblas_?gemm``: True once written, False where the
     caller splits the work itself (another dtype or layout, a block of one row or column, which
     NumPy would run as a matrix-vector product, no TBB layer, NumPy's BLAS not found, the kernel
     not compiled yet: its compile queued). The caller holds BLAS at one thread."""
@@ -235,8 +237,8 @@ def split_into(a, b, out, by_rows, parts):
         return False
     fn, index = found
     dims = np.array((opa[0], opb[0], M, N, K, opa[1], opb[1], out.strides[0] // size), index)
-    args = (fn, a.ctypes.data, b.ctypes.data, out.ctypes.data, dims, _ONE_ZERO[a.dtype],
-            bool(by_rows), parts)
+    args = (fn, a.ctypes.data, b.ctypes.data, out.ctypes.data, dims,
+            (_ONE_ONE if accumulate else _ONE_ZERO)[a.dtype], bool(by_rows), parts)
     kernel = _gemm_kernel("gemm_split", a.dtype, args)
     if kernel is None:
         return False
@@ -287,25 +289,87 @@ def bias_gemm(x, w, b):
             not (x.dtype == _F32 or x.dtype == _F64):
         return None
     size = x.itemsize
-    opa = _blas_operand(x.strides, M, K, size)
-    opb = _blas_operand(w.strides[::-1], K, N, size)   # op(B) = w.T, (K, N)
-    fn = _cblas_function(x.dtype) if opa is not None and opb is not None else None
-    if fn is None:
+    if _blas_operand(x.strides, M, K, size) is None or \
+            _blas_operand(w.strides[::-1], K, N, size) is None or _cblas_function(x.dtype) is None:
         return None
     out = np.empty((M, N), x.dtype)
     np.copyto(out, b)
-    with blas_mode(_threads_for(M * K * N)):
-        fn(_ROW_MAJOR, opa[0], opb[0], M, N, K, 1.0, x.ctypes.data, opa[1], w.ctypes.data,
-           opb[1], 1.0, out.ctypes.data, N)
-    return out
+    return gemm_into(x, w.T, out, accumulate=True)
 
 
 def gemm(a, b):
     """``a @ b`` for 2-D float arrays of one dtype known to fit (autograd's first-order linear
-    backward): one BLAS call, read in place for C- or F-ordered operands (a transposed view is
-    a transposed GEMM, no copy), under the FREE BLAS mode; none of ``matmul``'s checks."""
-    with blas_mode(_threads_for(a.shape[0] * a.shape[1] * b.shape[1])):
-        return np.matmul(a, b)
+    backward): ``gemm_into`` a new array, BLAS reading C- or F-ordered operands in place (a
+    transposed view is a transposed GEMM, no copy); none of ``matmul``'s checks."""
+    return gemm_into(a, b)
+
+
+# GEMMs of SPLIT_GEMM_MIN_MACS multiply-adds or more run as one block of output rows (or
+# columns) per thread on Numba's TBB threads, each block one single-threaded call of NumPy's
+# OpenBLAS (``split_into``), not on OpenBLAS's own threads. ember's pointwise kernels run on
+# TBB's workers, and two pools on the same cores take turns on them: a profile of the GPT
+# training step (2-core Xeon) found OpenBLAS's worker preempted ~35 times a step by TBB's
+# worker, which spins in sched_yield after its kernels (12 ms of system time a step). One pool
+# for both: the 784-512-512-10 MLP step at batch 128 3.55 -> 3.18 ms, the GPT step 53.6-54.0
+# -> 48.5-51.3 ms (interleaved processes). Each block packs op(b) (rows) or op(a) (columns)
+# again, so from SPLIT_GEMM_MAX_THREADS threads on (not measured) OpenBLAS keeps its own.
+SPLIT_GEMM = True
+SPLIT_GEMM_MIN_MACS = 1e6
+SPLIT_GEMM_MAX_THREADS = 4
+
+
+def gemm_into(a, b, out=None, accumulate=False):
+    """``a @ b`` for 2-D arrays of one dtype known to fit, written into ``out`` (C-ordered rows;
+    a new array when None), or added to it where ``accumulate`` (BLAS's beta = 1, no second
+    pass). Float32/float64 products of SPLIT_GEMM_MIN_MACS or more run on the TBB threads
+    (``split_into``, see SPLIT_GEMM), the others on one BLAS call under the BLAS mode of their
+    size."""
+    M, K = a.shape
+    N = b.shape[1]
+    macs = M * N * K
+    if out is None:
+        out = np.empty((M, N), np.result_type(a, b))
+    if SPLIT_GEMM and macs >= SPLIT_GEMM_MIN_MACS and _split_gemm(a, b, out, accumulate):
+        return out
+    with blas_mode(_threads_for(macs)):
+        if not accumulate:
+            np.matmul(a, b, out=out)
+        elif not _cblas_into(a, b, out):
+            out += np.matmul(a, b)
+    return out
+
+
+def _split_gemm(a, b, out, accumulate):
+    """``split_into`` over ember's threads under the LIMITED BLAS mode (OpenBLAS at one
+    thread): True once written; False where it does not apply (one thread or more than
+    SPLIT_GEMM_MAX_THREADS, other than float32/float64 operands of one dtype, a call nested in
+    one that holds BLAS at its own count, or ``split_into``'s refusals)."""
+    from ember.kernels.runtime import threads
+    n = threads.get_num_threads()
+    if not 2 <= n <= SPLIT_GEMM_MAX_THREADS or not (a.dtype == b.dtype == out.dtype) or \
+            not (a.dtype == _F32 or a.dtype == _F64):
+        return False
+    with blas_mode(LIMITED) as mode:
+        return mode == LIMITED and split_into(a, b, out, out.shape[0] >= out.shape[1], n,
+                                              accumulate)
+
+
+def _cblas_into(a, b, out):
+    """``out += a @ b`` by one call of NumPy's ``cblas_?gemm`` with beta = 1: True once written,
+    False where BLAS cannot read the operands in place (or no such BLAS)."""
+    if not (a.dtype == b.dtype == out.dtype) or not (a.dtype == _F32 or a.dtype == _F64):
+        return False
+    M, K = a.shape
+    N = b.shape[1]
+    size = a.itemsize
+    opa = _blas_operand(a.strides, M, K, size)
+    opb = _blas_operand(b.strides, K, N, size)
+    fn = _cblas_function(a.dtype) if opa is not None and opb is not None else None
+    if fn is None or out.strides[1] != size or out.strides[0] % size:
+        return False
+    fn(_ROW_MAJOR, opa[0], opb[0], M, N, K, 1.0, a.ctypes.data, opa[1], b.ctypes.data, opb[1],
+       1.0, out.ctypes.data, out.strides[0] // size)
+    return True
 
 
 def mm(a, b):
@@ -463,10 +527,10 @@ def linear(x, w, b=None):
         out = bias_gemm(x.reshape(rows, x.shape[-1]), w, b)
         if out is not None:
             return out.reshape(x.shape[:-1] + (w.shape[0],))
-    with blas_mode(LIMITED if BLAS_SERIAL_MACS < macs < SMALL_GEMM_MACS else FREE):
-        if x.ndim > 2 and w.ndim == 2:
-            out = np.dot(x.reshape(-1, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
-        else:
+    if x.ndim >= 2 and w.ndim == 2:
+        out = gemm_into(x.reshape(rows, x.shape[-1]), w.T).reshape(x.shape[:-1] + (w.shape[0],))
+    else:
+        with blas_mode(_threads_for(macs)):
             out = np.matmul(x, w.T)
     if b is not None:
         out += b

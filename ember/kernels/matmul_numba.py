@@ -82,11 +82,11 @@ def gemm_split(fn, pa, pb, pc, dims, ab, by_rows, parts):
     """c = op(a) @ op(b) by the ``cblas_?gemm`` at address ``fn``, its output rows
     (``by_rows``) or columns cut into ``parts`` blocks on the TBB threads, each block one call
     over the whole reduction. ``pa``/``pb``/``pc`` are the operands' addresses; ``dims`` = (op(a),
-    op(b) as CBLAS codes, M, N, K, lda, ldb, ldc) in the library's integer width; ``ab`` = (1, 0)
-    in c's dtype (alpha and beta)."""
+    op(b) as CBLAS codes, M, N, K, lda, ldb, ldc) in the library's integer width; ``ab`` = (alpha,
+    beta) in c's dtype: (1, 0) writes the product, (1, 1) adds it to c."""
     ta, tb = np.int32(dims[0]), np.int32(dims[1])
     M, N, K, lda, ldb, ldc = dims[2], dims[3], dims[4], dims[5], dims[6], dims[7]
-    one, zero = ab[0], ab[1]
+    alpha, beta = ab[0], ab[1]
     size = np.int64(ab.itemsize)
     total = np.int64(M if by_rows else N)
     count = np.empty(parts, dims.dtype)   # each block's size, in the library's integer width
@@ -98,9 +98,9 @@ def gemm_split(fn, pa, pb, pc, dims, ab, by_rows, parts):
         count[w] = hi - lo
         if by_rows:     # rows lo:hi of op(a), of c
             oa = lo * (np.int64(lda) if ta == _NO_TRANS else 1) * size
-            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, count[w], N, K, one, pa + oa, lda, pb,
-                      ldb, zero, pc + lo * np.int64(ldc) * size, ldc)
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, count[w], N, K, alpha, pa + oa, lda,
+                      pb, ldb, beta, pc + lo * np.int64(ldc) * size, ldc)
         else:           # columns lo:hi of op(b), of c
             ob = lo * (1 if tb == _NO_TRANS else np.int64(ldb)) * size
-            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, count[w], K, one, pa, lda, pb + ob,
-                      ldb, zero, pc + lo * size, ldc)
+            call_gemm(fn, np.int32(_ROW_MAJOR), ta, tb, M, count[w], K, alpha, pa, lda,
+                      pb + ob, ldb, beta, pc + lo * size, ldc)

@@ -133,3 +133,103 @@ def test_large_linear_adds_its_bias_in_the_gemm(monkeypatch):
     monkeypatch.setattr(linalg, "BIAS_GEMM", False)     # the product, then the bias
     assert real(x.reshape(-1, 128), w, b) is None
     np.testing.assert_allclose(linalg.linear(x, w, b), y, rtol=1e-5, atol=1e-4)
+
+
+@pytest.fixture
+def split_runs(monkeypatch):
+    """Require the split product (``gemm_into`` from SPLIT_GEMM_MIN_MACS = 0): two threads on
+    Numba's TBB layer, NumPy's own OpenBLAS, the kernel compiled now."""
+    pytest.importorskip("numba")
+    from ember.kernels.runtime import compiler, threads
+    if not 2 <= threads.get_num_threads() <= linalg.SPLIT_GEMM_MAX_THREADS or \
+            threads.parallel_layer() != "tbb":
+        pytest.skip("the split product needs 2-4 threads on Numba's TBB layer")
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    monkeypatch.setattr(linalg, "SPLIT_GEMM_MIN_MACS", 0)
+    a = np.ones((8, 8), np.float32)
+    if not linalg.split_into(a, a, np.empty_like(a), True, 2):
+        pytest.skip("NumPy's own OpenBLAS (cblas_sgemm) not found here")
+    calls = []
+    real = linalg.split_into
+    monkeypatch.setattr(linalg, "split_into",
+                        lambda a, b, out, by_rows, parts, accumulate=False: calls.append(
+                            (by_rows, accumulate)) or real(a, b, out, by_rows, parts, accumulate))
+    return calls
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(70, 40, 30), (30, 40, 70)])
+def test_gemm_into_splits_the_output_over_the_tbb_threads(dtype, shape, split_runs):
+    """From SPLIT_GEMM_MIN_MACS a product runs as blocks of rows (more rows than columns) or
+    columns on the TBB threads, for the layouts BLAS reads in place; ``accumulate`` adds it to
+    the output (beta = 1); BLAS is back at its own thread count after each."""
+    from ember.kernels.runtime import threads
+    M, K, N = shape
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((M, K)).astype(dtype)
+    b = rng.standard_normal((K, N)).astype(dtype)
+    counts = [c.get_num_threads() for c in threads.blas_controllers()]
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for x, y in [(a, b), (np.asfortranarray(a), b), (a, np.ascontiguousarray(b.T).T)]:
+        want = x.astype(np.float64) @ y.astype(np.float64)
+        got = linalg.gemm_into(x, y)
+        assert got.dtype == dtype and got.shape == (M, N) and got.flags.c_contiguous
+        np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+        c = rng.standard_normal((M, N)).astype(dtype)
+        out = c.copy()
+        assert linalg.gemm_into(x, y, out, accumulate=True) is out
+        np.testing.assert_allclose(out, c + want, rtol=tol, atol=tol)
+    assert split_runs == [(M >= N, False), (M >= N, True)] * 3
+    assert [c.get_num_threads() for c in threads.blas_controllers()] == counts
+
+
+def test_gemm_into_runs_one_blas_call_where_it_does_not_split(split_runs, monkeypatch):
+    """No split for one thread, integers, a call nested in a held BLAS mode (BLAS keeps that
+    mode's count) or under SPLIT_GEMM_MIN_MACS: NumPy's product (accumulated with beta = 1
+    where BLAS reads the operands, else added)."""
+    from ember.kernels.runtime import threads
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((40, 20)).astype(np.float32)
+    b = rng.standard_normal((20, 30)).astype(np.float32)
+    want = a @ b
+    ia, ib = a.astype(np.int64), b.astype(np.int64)
+    np.testing.assert_array_equal(linalg.gemm_into(ia, ib), ia @ ib)
+    c = np.ones((40, 30), np.int64)
+    np.testing.assert_array_equal(linalg.gemm_into(ia, ib, c, accumulate=True), ia @ ib + 1)
+    with threads.blas_mode(threads.FREE):
+        np.testing.assert_allclose(linalg.gemm_into(a, b), want, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(linalg, "SPLIT_GEMM_MIN_MACS", 40 * 20 * 30 + 1)
+    np.testing.assert_allclose(linalg.gemm_into(a, b), want, rtol=1e-5, atol=1e-5)
+    out = np.ones((40, 30), np.float32)
+    linalg.gemm_into(a[:, ::2], b[::2], out, accumulate=True)    # no unit stride: added
+    np.testing.assert_allclose(out, a[:, ::2] @ b[::2] + 1, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(linalg, "SPLIT_GEMM_MIN_MACS", 0)
+    monkeypatch.setattr(threads, "get_num_threads", lambda: 1)
+    np.testing.assert_allclose(linalg.gemm_into(a, b), want, rtol=1e-5, atol=1e-5)
+    assert split_runs == []
+
+
+def test_products_take_gemm_into(split_runs):
+    """``matmul`` of a stack and a matrix, ``linear`` (without and with a bias in the GEMM)
+    and autograd's linear backward all run their GEMM through ``gemm_into``."""
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((4, 16, 32)).astype(np.float32)
+    w = rng.standard_normal((24, 32)).astype(np.float32)
+    b = rng.standard_normal(24).astype(np.float32)
+    g = rng.standard_normal((4, 16, 24)).astype(np.float32)
+    np.testing.assert_allclose(linalg.matmul(x, w.T), x @ w.T, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(linalg.linear(x, w), x @ w.T, rtol=1e-5, atol=1e-5)
+    gx, gw, gb = linalg.linear_backward(g, x, w, (True, True, True))
+    np.testing.assert_allclose(gx, g @ w, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(gw, g.reshape(-1, 24).T @ x.reshape(-1, 32), rtol=1e-4,
+                               atol=1e-4)
+    assert split_runs == [(True, False)] * 3 + [(False, False)]
+    split_runs.clear()
+    import ember.kernels.linalg as L
+    old = L.BIAS_GEMM_MIN_MACS
+    try:
+        L.BIAS_GEMM_MIN_MACS = 0
+        np.testing.assert_allclose(linalg.linear(x, w, b), x @ w.T + b, rtol=1e-5, atol=1e-5)
+    finally:
+        L.BIAS_GEMM_MIN_MACS = old
+    assert split_runs == [(True, True)]

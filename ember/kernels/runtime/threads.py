@@ -11,10 +11,11 @@ count there), so a per-thread limit does not exist. ember therefore coordinates 
 users through one lock with two shared modes (``blas_mode``):
 
 - ``LIMITED``: a convolution split over ember's own threads (``ember.kernels.conv.parallel``)
-  runs every BLAS at one thread (see that module for why). Concurrent convolutions share the
-  limited state (a count of holders); the last one out restores the counts it saved.
-- ``FREE``: ember's other BLAS calls (``linalg.matmul``/``linear``, convolutions that use
-  BLAS's own threads) run with the BLAS's configured count.
+  or a GEMM split over the TBB threads (``linalg.gemm_into``) runs every BLAS at one thread
+  (see those modules for why). Concurrent holders share the limited state (a count of
+  holders); the last one out restores the counts it saved.
+- ``FREE``: ember's other BLAS calls (GEMMs that do not split, convolutions that use BLAS's
+  own threads) run with the BLAS's configured count.
 
 A thread asking for the mode not in force waits until its holders leave, so each of ember's
 GEMMs runs at one known BLAS thread count (OpenBLAS's GEMM bits can depend on its thread count,

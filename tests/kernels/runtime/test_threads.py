@@ -113,10 +113,12 @@ def test_convolution_in_a_worker_thread_limits_blas(restore_threads):
     assert all(n == 2 for n in counts())
 
 
-def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads):
-    """While a convolution holds BLAS at one thread, ember's GEMMs elsewhere wait (they would
-    otherwise run at a thread count that changes their bits); one below SMALL_GEMM_MACS runs on
-    one thread anyway and goes at once."""
+def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads, monkeypatch):
+    """While a convolution holds BLAS at one thread, ember's GEMMs on BLAS's own threads
+    elsewhere wait (they would otherwise run at a thread count that changes their bits); one
+    below SMALL_GEMM_MACS runs on one thread anyway and goes at once (as a split GEMM does:
+    ``test_split_gemm_in_another_thread_joins_a_limited_convolution``)."""
+    monkeypatch.setattr(linalg, "SPLIT_GEMM", False)
     ember.set_num_threads(2)
     n = int(round(linalg.SMALL_GEMM_MACS ** (1 / 3))) + 2
     m = int(round(linalg.BLAS_SERIAL_MACS ** (1 / 3))) + 2     # one BLAS thread: LIMITED
@@ -131,6 +133,28 @@ def test_gemm_in_another_thread_waits_for_a_limited_convolution(restore_threads)
     assert done.wait(HARD_TIMEOUT)
     t.join(HARD_TIMEOUT)
     t_small.join(HARD_TIMEOUT)
+
+
+def test_split_gemm_in_another_thread_joins_a_limited_convolution(restore_threads, monkeypatch):
+    """A GEMM split over the TBB threads (``linalg.gemm_into``) runs its blocks with BLAS at one
+    thread, the count a limited convolution holds: it goes at once, and BLAS is back at its
+    own count after both."""
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    ember.set_num_threads(2)
+    n = int(round(linalg.SPLIT_GEMM_MIN_MACS ** (1 / 3))) + 2
+    a = np.ones((n, n), np.float32)
+    if threads.parallel_layer() != "tbb" or not linalg.split_into(a, a, np.empty_like(a),
+                                                                   True, 2):
+        pytest.skip("the split product needs Numba's TBB layer and NumPy's own OpenBLAS")
+    counts = _blas_counts()
+    done = threading.Event()
+    with parallel.policy(True):
+        t = _daemon(lambda: (np.testing.assert_array_equal(linalg.matmul(a, a), a @ a),
+                             done.set()))
+        assert done.wait(HARD_TIMEOUT)
+    t.join(HARD_TIMEOUT)
+    assert _blas_counts() == counts
 
 
 def test_limited_convolution_waits_for_a_gemm_in_flight(restore_threads):
