@@ -920,3 +920,34 @@ def test_bitwise_ops_on_floats_raise_torchs_not_implemented_error(case):
     with pytest.raises(NotImplementedError) as got:
         BITWISE_ON_FLOAT[case](ember, ember.tensor([1.0]))
     assert str(want.value) in str(got.value)
+
+
+@pytest.mark.parametrize("name, params, torch_fn", [
+    ("sigmoid", (), lambda t: torch.sigmoid(t)),
+    ("silu", (), lambda t: torch.nn.functional.silu(t)),
+    ("leaky_relu", (0.02,), lambda t: torch.nn.functional.leaky_relu(t, 0.02)),
+    ("elu", (1.5,), lambda t: torch.nn.functional.elu(t, 1.5)),
+    ("softplus", (2.0, 10.0), lambda t: torch.nn.functional.softplus(t, 2.0, 10.0))])
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+def test_unary_rows_take_one_pass_from_the_one_pass_size(sync_compile, name, params, torch_fn,
+                                                         dtype):
+    """The unary rows' eager kernels (``_unary_row``) run one compiled pass (``kept_pass``,
+    keyed by the row and its constants) from ONE_PASS_MIN_SIZE elements, their NumPy
+    evaluation below (and on a process's first call): values as torch's either way."""
+    from ember.kernels import elementwise
+    calls = []
+    real = elementwise.kept_pass
+    spy = lambda *a: calls.append(a[0]) or real(*a)   # noqa: E731
+    kernel = getattr(elementwise, name)
+    kernel(np.ones(3, dtype), *params)     # a process's first call imports the engine
+    tol = 2e-6 if dtype == "float32" else 1e-13
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(elementwise, "kept_pass", spy)
+        for n in (elementwise.ONE_PASS_MIN_SIZE, elementwise.ONE_PASS_MIN_SIZE - 1):
+            x = (np.random.default_rng(n).standard_normal(n) * 6).astype(dtype)
+            x[:4] = [0.0, -0.0, 40.0, -40.0]
+            got = kernel(x, *params)
+            assert got.dtype == x.dtype and got.shape == x.shape
+            want = torch_fn(torch.from_numpy(x)).numpy()
+            np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
+    assert calls == [(name,) + params]

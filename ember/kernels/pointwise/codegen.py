@@ -16,7 +16,7 @@ import numpy as np
 from .ops import opmath
 from .promotion import SCALAR
 
-VERSION = "5"
+VERSION = "6"
 BOOL = np.dtype(bool)
 F16 = np.dtype(np.float16)
 F32 = np.dtype(np.float32)
@@ -76,6 +76,7 @@ class Literal:
 def _body(typing, out_dtypes, classes, regs, n_in_arrays, aliases):
     n_arrays = len(classes)
     lines = [
+        "wide_vectors()",
         "rank = shape.shape[0]",
         "inner = shape[rank - 1]",
         "for t in range(task_lo, task_hi):",
@@ -175,7 +176,7 @@ def kernel_source(typing, out_dtypes, classes, aliases, parallel=False):
         "import numpy as np",
         "from numba import njit, prange, types as nt",
         "from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, f2h, floordiv_float, h2f, rf16, sel, "
-        "tanh_f32",
+        "tanh_f32, wide_vectors",
         "",
     ]
     task_params = ", ".join(["task_lo", "task_hi"] + common + operands)

@@ -63,6 +63,8 @@ def test_generated_module_is_valid_python_with_a_kernel():
         assert ("ntasks, runs" in kernel[0]) == parallel            # the prange form's arguments
         assert ("for w in prange(runs)" in src) == parallel
         assert kernel[0].count(", b") == 4                          # x, y and the two outputs
+        loop = src.split("def kernel(" if not parallel else "def tasks(")[1].splitlines()
+        assert loop[1] == "    wide_vectors()"       # 512-bit vectors where the CPU has them
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

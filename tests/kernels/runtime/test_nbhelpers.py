@@ -113,3 +113,28 @@ def test_numpy_twins_have_the_compiled_helpers_bits(fn_id, name):
     y = x[:30_000].reshape(3, 100, 100)
     np.testing.assert_array_equal(getattr(elementwise, name)(y).view(np.uint32),
                                   _run(fn_id, x[:30_000]).view(np.uint32).reshape(y.shape))
+
+
+def test_wide_vectors_asks_llvm_for_512_bit_vectors_and_changes_no_bits():
+    """``wide_vectors()`` puts LLVM's ``prefer-vector-width`` of 512 on the kernel that calls it
+    (the pointwise engine's generated kernels do): the same bits as without it."""
+    from ember.kernels.runtime.nbhelpers import PREFER_512, wide_vectors
+
+    @njit(cache=False, error_model="numpy")
+    def plain(x, out):
+        for i in range(x.shape[0]):
+            out[i] = exp_f32(x[i]) * np.float32(0.5) + tanh_f32(x[i])
+
+    @njit(cache=False, error_model="numpy")
+    def wide(x, out):
+        wide_vectors()
+        for i in range(x.shape[0]):
+            out[i] = exp_f32(x[i]) * np.float32(0.5) + tanh_f32(x[i])
+    x = _twin_inputs()[:200_000]
+    a, b = np.empty_like(x), np.empty_like(x)
+    plain(x, a)
+    wide(x, b)
+    np.testing.assert_array_equal(a.view(np.uint32), b.view(np.uint32))
+    assert PREFER_512 in next(iter(wide.inspect_llvm().values()))
+    assert PREFER_512 not in next(iter(plain.inspect_llvm().values()))
+
