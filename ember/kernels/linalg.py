@@ -310,9 +310,10 @@ def gemm(a, b):
 # TBB's workers, and two pools on the same cores take turns on them: a profile of the GPT
 # training step (2-core Xeon) found OpenBLAS's worker preempted ~35 times a step by TBB's
 # worker, which spins in sched_yield after its kernels (12 ms of system time a step). One pool
-# for both: the 784-512-512-10 MLP step at batch 128 3.55 -> 3.18 ms, the GPT step 53.6-54.0
-# -> 48.5-51.3 ms (interleaved processes). Each block packs op(b) (rows) or op(a) (columns)
-# again, so from SPLIT_GEMM_MAX_THREADS threads on (not measured) OpenBLAS keeps its own.
+# for both: the 784-512-512-10 MLP step at batch 128 3.28-3.34 -> 3.09-3.12 ms (interleaved
+# processes; the GPT step within the noise), though alone the blocks are no faster than
+# OpenBLAS's threads. Each block packs op(b) (rows) or op(a) (columns) again, so from
+# SPLIT_GEMM_MAX_THREADS threads on (not measured) OpenBLAS keeps its own.
 SPLIT_GEMM = True
 SPLIT_GEMM_MIN_MACS = 1e6
 SPLIT_GEMM_MAX_THREADS = 4
@@ -487,14 +488,16 @@ def linear_backward(grad, x, w, needs):
     transposed view in place) and ``grad`` summed over all but its last dimension."""
     gx = gw = gb = None
     nd = grad.ndim
+    rows = int(np.prod(grad.shape[:-1]))    # (not reshape(-1, n): n may be 0)
     if needs[0] and nd >= 2 and w.ndim == 2 and _float_pair(grad, w):
         if nd == 2:
             gx = gemm(grad, w)
         else:   # stacked rows times one matrix: one GEMM, as the matmul kernel runs it
-            gx = gemm(grad.reshape(-1, grad.shape[-1]), w).reshape(grad.shape[:-1] + (w.shape[1],))
+            gx = gemm(grad.reshape(rows, grad.shape[-1]), w).reshape(grad.shape[:-1] +
+                                                                     (w.shape[1],))
     if needs[1] and nd >= 2 and x.ndim == nd and _float_pair(grad, x):
-        g, a = (grad, x) if nd == 2 else (grad.reshape(-1, grad.shape[-1]),
-                                          x.reshape(-1, x.shape[-1]))
+        g, a = (grad, x) if nd == 2 else (grad.reshape(rows, grad.shape[-1]),
+                                          x.reshape(rows, x.shape[-1]))
         gw = gemm(g.T, a)
     if len(needs) > 2 and needs[2] and nd > 1 and (grad.dtype == _F32 or grad.dtype == _F64):
         gb = np.add.reduce(grad, axis=tuple(range(nd - 1)))   # the sum kernel's reduction
@@ -516,7 +519,7 @@ def linear(x, w, b=None):
     if x.ndim == 0 or x.shape[-1] != w.shape[-1]:
         raise _linear_shape_error(x, w)
     x, w = promote(x, w)
-    rows = x.size // x.shape[-1] if x.shape[-1] else 0
+    rows = x.size // x.shape[-1] if x.shape[-1] else int(np.prod(x.shape[:-1]))
     if x.ndim >= 2 and rows <= GEMV_MAX_ROWS and w.nbytes >= GEMV_MIN_BYTES and \
             (b is None or b.ndim == 1):     # (a (T, B, K) input of one token: its rows)
         y = _gemv_linear(x.reshape(rows, x.shape[-1]), w, b)

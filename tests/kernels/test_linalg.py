@@ -233,3 +233,22 @@ def test_products_take_gemm_into(split_runs):
     finally:
         L.BIAS_GEMM_MIN_MACS = old
     assert split_runs == [(True, True)]
+
+
+@pytest.mark.parametrize("xs, ws", [((3, 4, 0), (5, 0)), ((3, 4, 2), (0, 2)), ((0, 3), (5, 3)),
+                                    ((2, 0, 3), (5, 3))])
+def test_linear_and_its_backward_of_empty_dimensions(xs, ws):
+    """No features, no outputs or no rows: NumPy's product's shapes and values (a sum over
+    no features is 0), the gradients too (``reshape(-1, 0)`` cannot infer the rows)."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal(xs).astype(np.float32)
+    w = rng.standard_normal(ws).astype(np.float32)
+    b = rng.standard_normal(ws[0]).astype(np.float32)
+    y = linalg.linear(x, w, b)
+    np.testing.assert_array_equal(y, np.matmul(x, w.T) + b)
+    g = rng.standard_normal(y.shape).astype(np.float32)
+    gx, gw, gb = linalg.linear_backward(g, x, w, (True, True, True))
+    rows = int(np.prod(xs[:-1]))
+    np.testing.assert_array_equal(gx, np.matmul(g, w))
+    np.testing.assert_array_equal(gw, g.reshape(rows, ws[0]).T @ x.reshape(rows, ws[1]))
+    np.testing.assert_array_equal(gb, g.reshape(rows, ws[0]).sum(0))
