@@ -482,9 +482,10 @@ def set_num_threads(n):
 
 
 def set_conv_blas_limit(enabled):
-    """Let convolutions hold every BLAS at one thread while they split work over ember's threads
-    (True, the default unless ``EMBER_CONV_BLAS_LIMIT=0``), or never touch BLAS thread counts
-    (False: convolutions then run in the calling thread on BLAS's own threads)."""
+    """Let convolutions and large GEMMs (``linalg.gemm_into``) hold every BLAS at one thread
+    while they split work over ember's threads (True, the default unless
+    ``EMBER_CONV_BLAS_LIMIT=0``), or never touch BLAS thread counts (False: they then run in
+    the calling thread on BLAS's own threads)."""
     global _limit_enabled
     _limit_enabled = bool(enabled)
 
