@@ -209,6 +209,23 @@ def test_gemm_into_runs_one_blas_call_where_it_does_not_split(split_runs, monkey
     assert split_runs == []
 
 
+def test_no_split_without_the_blas_limit(split_runs):
+    """``set_conv_blas_limit(False)`` (``EMBER_CONV_BLAS_LIMIT=0``): ember never changes BLAS's
+    thread count, so no GEMM splits; the product runs on BLAS's own threads."""
+    from ember.kernels.runtime import threads
+    a = np.ones((40, 20), np.float32)
+    b = np.ones((20, 30), np.float32)
+    before = threads.get_conv_blas_limit()
+    try:
+        threads.set_conv_blas_limit(False)
+        np.testing.assert_array_equal(linalg.gemm_into(a, b), a @ b)
+    finally:
+        threads.set_conv_blas_limit(before)
+    assert split_runs == []
+    np.testing.assert_array_equal(linalg.gemm_into(a, b), a @ b)
+    assert split_runs == [(True, False)]
+
+
 def test_products_take_gemm_into(split_runs):
     """``matmul`` of a stack and a matrix, ``linear`` (without and with a bias in the GEMM)
     and autograd's linear backward all run their GEMM through ``gemm_into``."""
