@@ -38,9 +38,12 @@ def wide_vectors(typingctx):
     thread of the 2-core Xeon, ``exp_f32`` 326 -> 244 us, exact GELU's backward 930 -> 737, the
     same bits (no fastmath: the vector width changes no result). Without AVX-512 LLVM keeps the
     widest vectors the CPU has. (A string attribute: llvmlite's attribute set takes only LLVM's
-    enum attributes by name, so it goes into the set itself.)"""
+    enum attributes by name, so it goes into the set itself; an llvmlite whose attributes are
+    not a set keeps LLVM's default width.)"""
     def codegen(context, builder, signature, args):
-        set.add(builder.function.attributes, PREFER_512)
+        attributes = builder.function.attributes
+        if isinstance(attributes, set):
+            set.add(attributes, PREFER_512)
         return context.get_dummy_value()
     return types.void(), codegen
 
