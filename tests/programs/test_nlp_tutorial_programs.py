@@ -138,8 +138,10 @@ def check_transformer(out):
 
 
 def check_bert(out):
-    costs = floats(COST, out, least=2)
-    assert costs[-1] < costs[0], costs
+    # unseeded: the cost at epoch 10 ranged 28-93 over six runs of each library, and one CI run
+    # printed 37.4 then 38.7 at epoch 20 (every other run fell by epoch 20 and again by 30)
+    costs = floats(COST, out, least=3)
+    assert min(costs[1:]) < costs[0], costs
 
 
 def run_first_costs(root, program, count, timeout=TIMEOUT_S):
@@ -184,8 +186,8 @@ PROGRAMS = {
 SLOW = {"3-3.Bi-LSTM/Bi-LSTM.py", "5-2.BERT/BERT.py"}
 # BERT trains a 6-layer, 768-wide encoder for 100 epochs: ~45 GFLOP a step, minutes of BLAS
 # time on a 2-core machine on torch as on ember (ember's matmuls run at NumPy's BLAS speed).
-# The test stops it once it has printed its first costs (epochs 10 and 20).
-PARTIAL = {"5-2.BERT/BERT.py": 2}
+# The test stops it once it has printed its first costs (epochs 10, 20 and 30).
+PARTIAL = {"5-2.BERT/BERT.py": 3}
 
 
 def program_params():
