@@ -226,7 +226,7 @@ def test_no_split_without_the_blas_limit(split_runs):
     assert split_runs == [(True, False)]
 
 
-def test_products_take_gemm_into(split_runs):
+def test_products_take_gemm_into(split_runs, monkeypatch):
     """``matmul`` of a stack and a matrix, ``linear`` (without and with a bias in the GEMM)
     and autograd's linear backward all run their GEMM through ``gemm_into``."""
     rng = np.random.default_rng(7)
@@ -242,13 +242,8 @@ def test_products_take_gemm_into(split_runs):
                                atol=1e-4)
     assert split_runs == [(True, False)] * 3 + [(False, False)]
     split_runs.clear()
-    import ember.kernels.linalg as L
-    old = L.BIAS_GEMM_MIN_MACS
-    try:
-        L.BIAS_GEMM_MIN_MACS = 0
-        np.testing.assert_allclose(linalg.linear(x, w, b), x @ w.T + b, rtol=1e-5, atol=1e-5)
-    finally:
-        L.BIAS_GEMM_MIN_MACS = old
+    monkeypatch.setattr(linalg, "BIAS_GEMM_MIN_MACS", 0)
+    np.testing.assert_allclose(linalg.linear(x, w, b), x @ w.T + b, rtol=1e-5, atol=1e-5)
     assert split_runs == [(True, True)]
 
 
