@@ -78,13 +78,13 @@ def matmul(a, b):
         raise _matmul_dtype_error(a, b)
     if a.shape[-1] != b.shape[-2 if b.ndim > 1 else 0]:
         raise _inner_error(a, b)
-    macs = (a.size // max(1, a.shape[-1])) * b.size if b.ndim == 2 else None
     if a.ndim >= 2 and b.ndim == 2:
         # a stack times one matrix is one GEMM over the stacked rows (NumPy's batched matmul
         # runs one small GEMM per matrix of the stack: 4x slower measured)
         rows = a.size // a.shape[-1] if a.shape[-1] else int(np.prod(a.shape[:-1]))
         out = gemm_into(a.reshape(rows, a.shape[-1]), b)
         return out.reshape(a.shape[:-1] + b.shape[1:])
+    macs = a.size * b.shape[1] if b.ndim == 2 else None     # (a is a vector here)
     try:
         # never under another thread's one-thread BLAS limit; small 2-d products on one thread
         with blas_mode(FREE if macs is None else _threads_for(macs)):
