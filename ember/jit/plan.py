@@ -113,6 +113,12 @@ DIRECT = True
 # TBB threads (mode "direct_split", where ``direct.row_parts`` splits them), timed by
 # ``autotune`` with the others; False: never
 DIRECT_SPLIT = True
+# ... from this many flops: lower than eager's ``direct.SPLIT_MIN_FLOPS``, which no timing
+# checks, as the tuner keeps the split only where it wins on the host. AMD EPYC (Zen 4), two
+# threads, the ResNet-style block net at batch 1 (its 2.4-4.7 MFLOP layers), us per call,
+# median / min of 3 s: 319-330 / 315-325 (5e6: no layer split) -> 272-292 / 243-250 (1e6: six
+# of eight layers keep "direct_split", 25-38 against 30-56 us "direct")
+DIRECT_SPLIT_MIN_FLOPS = 1e6
 # once a plan's choices are final (``Planner`` marks it steady), its function is generated again
 # with the steps whose mode is fixed calling their kernels directly (``InferencePlan.specialise``);
 # False: every step through its Python object
@@ -727,7 +733,7 @@ def _split_parts(g, P):
     if not DIRECT_SPLIT:
         return 0
     from ember.kernels.conv import direct
-    return direct.row_parts(g, P, _parallel().threads())
+    return direct.row_parts(g, P, _parallel().threads(), DIRECT_SPLIT_MIN_FLOPS)
 
 
 class _LinearStep:

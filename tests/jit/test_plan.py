@@ -542,7 +542,8 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
     after the convolution, rows shorter than a vector, more runs than rows) gives the bits of
     mode "direct", through the step and inlined in a steady plan, NaN included. It is offered
     only where ``direct.row_parts`` gives runs: not with one thread, nor under
-    ``direct.SPLIT_MIN_FLOPS``, nor with ``plan.DIRECT_SPLIT`` off."""
+    ``plan.DIRECT_SPLIT_MIN_FLOPS`` (the plan's own threshold, not eager's
+    ``direct.SPLIT_MIN_FLOPS``), nor with ``plan.DIRECT_SPLIT`` off."""
     ember.manual_seed(21)
     from ember.kernels.runtime import threads
     threads.parallel_layer()   # ember starts Numba's layer first, as ``_split_parts`` does
@@ -575,8 +576,24 @@ def test_plan_direct_split_mode_gives_direct_bits(name, dtype, monkeypatch):
     monkeypatch.undo()
     with ember.no_grad():
         from ember.kernels.conv import direct
+        monkeypatch.setattr(direct, "SPLIT_MIN_FLOPS", float("inf"))
+        monkeypatch.setattr(plan_module, "DIRECT_SPLIT_MIN_FLOPS", 0.0)
+        threads = ember.get_num_threads()
+        try:
+            ember.set_num_threads(2)
+            fast = _fast(model, x)
+            fast(x)
+        finally:
+            ember.set_num_threads(threads)
+        import numba
+        from ember.kernels.runtime import threads as runtime_threads
+        if numba.config.NUMBA_NUM_THREADS >= 2 and runtime_threads.parallel_layer() == "tbb":
+            assert any("direct_split" in s.modes() for s in _only_plan(fast)._steps
+                       if isinstance(s, plan_module._ConvStep))
+        monkeypatch.undo()
         for module, setting in ((plan_module, {"DIRECT_SPLIT": False}),
-                                (direct, {"SPLIT_MIN_FLOPS": float("inf")}), (None, {})):
+                                (plan_module, {"DIRECT_SPLIT_MIN_FLOPS": float("inf")}),
+                                (None, {})):
             for k, v in setting.items():
                 monkeypatch.setattr(module, k, v)
             threads = ember.get_num_threads()

@@ -29,7 +29,8 @@ TBB = True   # run on Numba's TBB layer when it is the threading layer (``_tbb_p
 SLIDE = True   # the forward's sliding variant where it applies (``_slide``)
 # The forward of one image from SPLIT_MIN_FLOPS runs its output rows in SPLIT_PER_THREAD runs
 # per thread over Numba's TBB threads (``row_parts``; the inference plan's mode "direct_split"
-# too): the same products in the same order, the same bits. Below it, waking TBB's workers
+# from its own, timed ``plan.DIRECT_SPLIT_MIN_FLOPS``): the same products in the same order, the
+# same bits. Below it, waking TBB's workers
 # costs what the split saves (a ResNet-style net's 4.7-MFLOP layers at batch 1 ran 243/252 ->
 # 254/266 us a call in its plan; SqueezeNet's 1x1 (1, 64, 55, 55) -> 16, 6.2 MFLOP, 80 -> 51).
 SPLIT_MIN_FLOPS = 5e6
@@ -159,13 +160,15 @@ def _tbb_parts(n_images):
     return threads.tbb_parts(n_images, parallel.threads(), parallel.CHUNKS_PER_THREAD)
 
 
-def row_parts(g, P, threads):
+def row_parts(g, P, threads, min_flops=None):
     """Runs of output rows for the forward of ``g``'s one image split over ``threads`` threads
     of Numba's TBB layer (``direct_numba.forward_rows_split`` / ``forward_image_split``), or 0
     when that does not apply: several images, a pixel block P longer than a row, under
-    ``SPLIT_MIN_FLOPS``, one thread, another layer."""
+    ``min_flops`` (default ``SPLIT_MIN_FLOPS``), one thread, another layer."""
     from ember.kernels.runtime import threads as rt_threads
-    if not TBB or g.N != 1 or P > g.Wo or g.flops() < SPLIT_MIN_FLOPS:
+    if min_flops is None:
+        min_flops = SPLIT_MIN_FLOPS
+    if not TBB or g.N != 1 or P > g.Wo or g.flops() < min_flops:
         return 0
     return rt_threads.tbb_parts(g.Ho, threads, SPLIT_PER_THREAD)
 
