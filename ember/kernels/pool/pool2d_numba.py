@@ -7,7 +7,7 @@ reports its first valid element. The NumPy path needs one strided pass per tap f
 another per tap for the indices (LeNet's first pool, (64,6,28,28) 2x2: 1.05 ms; this kernel
 splits planes over threads and reads each element once). ``planes`` works on the (image,
 channel) planes [lo, hi) and releases the GIL; ``planes_parallel`` runs ``parts`` runs of them in
-a ``prange`` (used on Numba's TBB layer); ``planes_2x2`` is the 2x2 stride-2 window without
+a ``prange`` (used on Numba's TBB layer), as ``planes_values_parallel`` runs ``planes_values``; ``planes_2x2`` is the 2x2 stride-2 window without
 bounds tests; ``planes_values`` computes the values alone (inference). ``scatter`` is the
 backward: each plane's gradients added at its argmax positions.
 """
@@ -204,6 +204,15 @@ def planes_parallel(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, parts):
         lo, hi = run_bounds(total, parts, r)
         if lo < hi:
             planes(x, kh, kw, sh, sw, ph, pw, dh, dw, y, idx, lo, hi)
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def planes_values_parallel(x, kh, kw, sh, sw, ph, pw, dh, dw, y, parts):
+    total = x.shape[0] * x.shape[1]
+    for r in prange(parts):
+        lo, hi = run_bounds(total, parts, r)
+        if lo < hi:
+            planes_values(x, kh, kw, sh, sw, ph, pw, dh, dw, y, lo, hi)
 
 
 @njit(cache=True, nogil=True)

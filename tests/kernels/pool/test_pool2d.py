@@ -276,6 +276,34 @@ def test_the_2x2_pool_split_over_threads_equals_one_chunk(monkeypatch):
     np.testing.assert_array_equal(one[1], split[1])
 
 
+def test_the_values_only_pool_split_over_tbb_equals_one_chunk(monkeypatch):
+    """From ``VALUES_TBB_SIZE`` outputs the values-only pool runs its planes on Numba's TBB
+    threads (``planes_values_parallel``): the same values as one chunk, NaN and -inf windows
+    included."""
+    from tests.kernels.numba_threads import require_numba_threads
+    require_numba_threads(2)
+    if pool._kernels() is None:
+        pytest.skip("needs Numba")
+    from ember.kernels.runtime import threads
+    x = np.random.default_rng(4).standard_normal((2, 7, 15, 13)).astype(np.float32)
+    x[0, 0, 0, 0] = np.nan
+    x[1, 2, :3, :3] = -np.inf
+    monkeypatch.setattr(pool, "VALUES_TBB_SIZE", 1 << 30)
+    monkeypatch.setattr(pool, "VALUES_PARALLEL_SIZE", 1 << 30)
+    one = pool.max_pool2d_values(x, 3, 2, 1, 1, True)
+    monkeypatch.setattr(pool, "VALUES_TBB_SIZE", 0)
+    before = threads.get_num_threads()
+    threads.set_num_threads(2)
+    try:
+        if threads.parallel_layer() != "tbb":
+            pytest.skip("Numba's TBB layer is not the threading layer here")
+        split = pool.max_pool2d_values(x, 3, 2, 1, 1, True)
+    finally:
+        threads.set_num_threads(before)
+    assert ("planes_values_parallel", x.dtype.str) in pool._runnable_keys
+    np.testing.assert_array_equal(one, split)
+
+
 POOL_CASES = [  # (shape, kernel, stride, padding, dilation, ceil_mode)
     ((3, 5, 28, 28), 2, 2, 0, 1, False),     # the 2x2 kernel
     ((3, 5, 9, 11), 2, 2, 0, 1, False),      # 2x2, odd sizes floor: still the 2x2 kernel
