@@ -204,7 +204,8 @@ def test_std_gradient_is_zero_on_a_constant_slice_as_torch():
 def test_product_backward_takes_a_wider_upstream_gradient_as_torch():
     """A float64 factor after a float32 product sends a float64 gradient into the product's
     backward; torch's engine casts it to float32, and the product (which refuses two dtypes)
-    gives torch's float32 gradients."""
+    gives torch's float32 gradients (to float32 rounding: each is a 4-term sum whose order the
+    BLAS picks; (1, 2) gave 0.0499161147 against torch's 0.0499161780 on an AMD EPYC)."""
     rng = np.random.default_rng(0)
     xa, wa, sa = (rng.standard_normal(s) for s in ((2, 3), (3, 4), (2, 4)))
     grads = []
@@ -215,7 +216,7 @@ def test_product_backward_takes_a_wider_upstream_gradient_as_torch():
         grads.append((x.grad, w.grad))
     for t, e in zip(*grads):
         assert e.dtype == ember.float32 and t.dtype == torch.float32
-        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-6)
+        np.testing.assert_allclose(e.numpy(), t.numpy(), rtol=1e-5, atol=1e-6)
 
 
 def test_inference_tensors_cannot_be_saved_for_backward_as_torch():

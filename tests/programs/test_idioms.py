@@ -86,8 +86,8 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
                                   "opt_rprop", "opt_adadelta", "opt_asgd", "tqdm", "plateau",
                                   "lr_more", "clip", "data2", "custom"}, 1e-8),
             "infra_models.py": ({"bn", "kd", "losses", "loss_grads", "metric", "reinforce",
-                                 "dists", "gnn", "emb", "vec", "dqn", "dists2", "scatter", "cls"},
-                                1e-8),
+                                 "dists", "gnn", "emb", "vec", "dqn", "dists2", "dists32",
+                                 "scatter", "cls"}, 1e-8),
             "infra_modules.py": ({"repr", "walk", "freeze", "zero", "param", "cached", "removed",
                                   "norms", "init", "state", "dtypes", "modes", "grads", "retain",
                                   "utils", "trepr", "mrepr", "printopts", "jit", "sci"}, 1e-8),
@@ -130,6 +130,11 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
             "llm_llama_reference_decoding.py": ({"prealloc", "mask", "llama_gen", "lora_param",
                                                  "adapter", "bf16_step"}, 1e-5)}
 
+# (program, line) -> its own tolerance: float32 lines of a program that prints float64 otherwise
+# (a float32 KL of two categoricals sums p * (log p - log q) with cancellation: 0.0252416879
+# against torch's 0.0252415091 on an AMD EPYC, exact on an Intel Xeon)
+LINE_RTOL = {("infra_models.py", "dists32"): 1e-5}
+
 
 def _run(backend, program, cwd):
     out = subprocess.run([sys.executable, RUNNER, backend, os.path.join(IDIOMS, program)],
@@ -154,5 +159,5 @@ def test_current_torch_idioms_run_unchanged_and_match_torch(program, tmp_path):
         assert [type(v) for v in a] == [type(v) for v in b], key
         assert [v for v in a if isinstance(v, str)] == [v for v in b if isinstance(v, str)], key
         np.testing.assert_allclose([v for v in a if not isinstance(v, str)],
-                                   [v for v in b if not isinstance(v, str)], rtol=rtol,
-                                   err_msg=key)
+                                   [v for v in b if not isinstance(v, str)],
+                                   rtol=LINE_RTOL.get((program, key), rtol), err_msg=key)

@@ -198,9 +198,9 @@ print("dists2", f(mvn.log_prob(v)), f(mvn.entropy()), f(ind.log_prob(v)), f(squa
       f(Laplace(torch.tensor(0.5, dtype=torch.float64), 2.0).cdf(torch.tensor(1.0))),
       f(StudentT(torch.tensor(4.0, dtype=torch.float64)).log_prob(torch.tensor(0.7))),
       f(kl_divergence(ind, Independent(Normal(loc * 0, torch.ones(2, dtype=torch.float64)), 1))),
-      f(kl_divergence(Categorical(logits=torch.tensor([0.1, 0.2, 0.7])),
-                      Categorical(logits=torch.tensor([0.3, 0.3, 0.4])))), tuple(ind.event_shape),
-      tuple(mvn.batch_shape), tuple(mvn.scale_tril.shape))
+      tuple(ind.event_shape), tuple(mvn.batch_shape), tuple(mvn.scale_tril.shape))
+print("dists32", f(kl_divergence(Categorical(logits=torch.tensor([0.1, 0.2, 0.7])),
+                                 Categorical(logits=torch.tensor([0.3, 0.3, 0.4])))))
 
 # --- more scatter reductions (and their gradients), sparse ops, classification losses
 src = torch.tensor([0, 1, 1, 2, 3, 3, 3])
