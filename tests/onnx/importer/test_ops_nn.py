@@ -130,3 +130,42 @@ def test_batch_norm_gradients_match_torch_and_spare_the_statistics():
     for a, b in zip(e[:3], t[:3]):
         np.testing.assert_allclose(a.grad.numpy(), b.grad.numpy(), rtol=1e-10, atol=1e-12)
     assert e[3].grad is None and e[4].grad is None
+
+
+@pytest.mark.parametrize("attrs,c_shape", [
+    ({"transB": 1}, (4,)),               # nn.Linear as exporters write it: F.linear
+    ({"transB": 1}, None),               # no bias: F.linear
+    ({"transB": 1}, (1, 4)),             # a C of another shape: the general form
+    ({"transB": 1, "alpha": 0.5}, (4,)),
+    ({"transB": 1, "beta": 2.0}, (4,)),
+    ({}, (4,)),                          # w not transposed
+    ({"transA": 1, "transB": 1}, (3, 4)),
+])
+def test_gemm_forms_match_the_reference(attrs, c_shape):
+    from tests.onnx.importer.reference import same_as_reference
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((5, 3) if attrs.get("transA") else (3, 5)).astype(np.float32)
+    w = rng.standard_normal((4, 5) if attrs.get("transB") else (5, 4)).astype(np.float32)
+    feeds = {"x": x, "w": w}
+    if c_shape is not None:
+        feeds["c"] = rng.standard_normal(c_shape).astype(np.float32)
+    node = helper.make_node("Gemm", list(feeds), ["y"], **attrs)
+    same_as_reference([node], feeds, ["y"], rtol=1e-5, atol=1e-6)
+
+
+def test_gemm_of_a_linear_layer_traces_as_linear():
+    """An exported ``nn.Linear`` (Gemm, transB=1, a bias per column) imports as ``F.linear``:
+    an inference plan takes it as a linear step, as the model traced by ember."""
+    import ember.jit
+    import ember.nn as nn
+    import io
+    lin = nn.Linear(6, 3)
+    x = ember.randn(2, 6)
+    buf = io.BytesIO()
+    ember.onnx.export(lin, (x,), buf)
+    imported = ember.onnx.load_model(buf.getvalue())
+    traced = ember.jit.trace(imported, (x,))
+    kinds = [n.kind for n in traced.graph.nodes]
+    assert "linear" in kinds and "matmul" not in kinds
+    with ember.no_grad():
+        np.testing.assert_allclose(imported(x).numpy(), lin(x).numpy(), rtol=1e-6, atol=1e-6)
