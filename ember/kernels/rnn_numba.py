@@ -5,7 +5,9 @@ Imported lazily (never by ``import ember``); each is compiled on the first step 
 (on the background compile thread, the NumPy step serving meanwhile) and cached on disk. The
 NumPy step runs 10-20 array operations on (batch, hidden) slices, each a Python call; these do
 a step's gates, cell state and output (forward) or the gates' and the state's gradients
-(backward) in one call. The recurrent GEMM stays on BLAS.
+(backward) in one call. The recurrent GEMM stays on BLAS, except for a batch of at most
+``rnn.LAYER_KERNEL_MAX_BATCH`` rows, where ``forward_layer`` runs a layer's every step, its
+recurrent products included, in one call.
 
 Each row runs as a few simple loops over the hidden units, one output region each: LLVM
 vectorises those, while one loop writing all six workspace regions and the output (seven
@@ -46,6 +48,41 @@ def forward_step(gates, gx, c_src, c_col, a, h):
             a_[4 * H + j] = tanh_f32(a_[5 * H + j])
         for j in range(H):
             h_[j] = a_[3 * H + j] * a_[4 * H + j]
+
+
+@njit(cache=True, nogil=True, boundscheck=False, fastmath={"reassoc", "contract"})
+def _recurrent_rows(h, w, gates):
+    """gates = h @ w.T for a few rows ``h`` (B, H) and the weight ``w`` (G, H) as stored: one
+    dot product per gate and row, its float32 sum reassociated so that LLVM vectorises it; each
+    weight row is read once from L2 for all of ``h``'s rows (in L1)."""
+    B, H = h.shape
+    for j in range(w.shape[0]):
+        wj = w[j]
+        for b in range(B):
+            hb = h[b]
+            s = np.float32(0.0)
+            for k in range(H):
+                s += wj[k] * hb[k]
+            gates[b, j] = s
+
+
+@njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)
+def forward_layer(gx, h0, c0, w_hh, out, ws, reverse, gates):
+    """A whole float32 LSTM layer direction of a few rows in one call: each step's recurrent
+    product (``_recurrent_rows``) and ``forward_step``, from the last step to the first when
+    ``reverse``; ``gates`` (B, 4H) is scratch. Writes ``out`` (T, B, H) and ``ws`` (T, B, 6H)
+    as ``rnn.lstm_layer``'s step loop does."""
+    T = gx.shape[0]
+    H = h0.shape[1]
+    for i in range(T):
+        t = T - 1 - i if reverse else i
+        if i == 0:
+            _recurrent_rows(h0, w_hh, gates)
+            forward_step(gates, gx[t], c0, 0, ws[t], out[t])
+        else:
+            p = t + 1 if reverse else t - 1
+            _recurrent_rows(out[p], w_hh, gates)
+            forward_step(gates, gx[t], ws[p], 5 * H, ws[t], out[t])
 
 
 @njit(cache=True, nogil=True, error_model="numpy", boundscheck=False)

@@ -62,8 +62,10 @@ def test_lstm_layer_forward_backward_equal_the_step_kernels(reverse, dtype, tol,
     for got, ref in zip(grads, (r_dgx, r_dh, r_dc, r_dw)):
         assert got.dtype == np.dtype(dtype) and got.shape == ref.shape
         np.testing.assert_allclose(got, ref, rtol=10 * tol, atol=10 * tol)
-    # the forward step kernel is float32 only (float64 runs NumPy's exp / tanh)
-    names = ["forward_step"] * (dtype == np.float32) + ["backward_step"]
+    # the forward kernels are float32 only (float64 runs NumPy's exp / tanh); three rows run the
+    # whole layer in one call (``forward_layer``), or, without Numba, ask for the step kernel too
+    forward = ["forward_layer"] if use_numba else ["forward_layer", "forward_step"]
+    names = forward * (dtype == np.float32) + ["backward_step"]
     assert [n for n, _ in calls] == names
     assert all((k is not None) == use_numba for _, k in calls)
 
@@ -78,17 +80,20 @@ def test_lstm_layer_of_no_steps_returns_the_initial_states():
 
 
 def test_lstm_layer_runs_numpy_while_its_step_kernels_compile(monkeypatch):
-    """Under "background" the first forward and backward queue their step kernels' compiles and
-    run NumPy."""
+    """Under "background" the first forward and backward queue their kernels' compiles (the
+    whole-layer kernel of a two-row layer, then the step kernels) and run NumPy."""
     from tests.kernels.test_rnn_numba import uncompiled_step_kernels
-    fresh, queued = uncompiled_step_kernels(monkeypatch, "forward_step", "backward_step")
+    fresh, queued = uncompiled_step_kernels(monkeypatch, "forward_layer", "forward_step",
+                                            "backward_step")
     gx = rng.standard_normal((4, 2, 12)).astype(np.float32)
     h0, c0 = np.zeros((2, 3), np.float32), np.zeros((2, 3), np.float32)
     w = rng.standard_normal((12, 3)).astype(np.float32)
     out, h, c, ws = rnn.lstm_layer(gx, h0, c0, w)
     grads = rnn.lstm_layer_backward(out, h, c, ws, out, h0, c0, w)
-    assert [q.rsplit(".", 1)[-1] for q in queued] == ["forward_step", "backward_step"]
-    assert not fresh.forward_step.overloads and not fresh.backward_step.overloads
+    assert [q.rsplit(".", 1)[-1] for q in queued] == ["forward_layer", "forward_step",
+                                                      "backward_step"]
+    assert not fresh.forward_layer.overloads and not fresh.forward_step.overloads and \
+        not fresh.backward_step.overloads
     monkeypatch.setattr(rnn, "USE_NUMBA", False)
     ref = rnn.lstm_layer(gx, h0, c0, w)
     for a, b in zip((out, h, c, ws) + grads,
