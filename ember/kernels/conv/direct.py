@@ -29,10 +29,10 @@ TBB = True   # run on Numba's TBB layer when it is the threading layer (``_tbb_p
 SLIDE = True   # the forward's sliding variant where it applies (``_slide``)
 # The forward of one image from SPLIT_MIN_FLOPS runs its output rows in SPLIT_PER_THREAD runs
 # per thread over Numba's TBB threads (``row_parts``; the inference plan's mode "direct_split"
-# from its own, timed ``plan.DIRECT_SPLIT_MIN_FLOPS``): the same products in the same order, the
-# same bits. Below it, waking TBB's workers
-# costs what the split saves (a ResNet-style net's 4.7-MFLOP layers at batch 1 ran 243/252 ->
-# 254/266 us a call in its plan; SqueezeNet's 1x1 (1, 64, 55, 55) -> 16, 6.2 MFLOP, 80 -> 51).
+# from its own, timed ``plan.DIRECT_SPLIT_MIN_FLOPS``): the same products in the same order,
+# the same bits. Below it, waking TBB's workers costs what the split saves (a ResNet-style
+# net's 4.7-MFLOP layers at batch 1 ran 243/252 -> 254/266 us a call in its plan on the Xeon;
+# SqueezeNet's 1x1 (1, 64, 55, 55) -> 16, 6.2 MFLOP, 80 -> 51).
 SPLIT_MIN_FLOPS = 5e6
 SPLIT_PER_THREAD = 2
 # Vectors of padding after each row of the packed forward weight: with rows of a power-of-two

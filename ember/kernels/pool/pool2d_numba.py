@@ -7,9 +7,10 @@ reports its first valid element. The NumPy path needs one strided pass per tap f
 another per tap for the indices (LeNet's first pool, (64,6,28,28) 2x2: 1.05 ms; this kernel
 splits planes over threads and reads each element once). ``planes`` works on the (image,
 channel) planes [lo, hi) and releases the GIL; ``planes_parallel`` runs ``parts`` runs of them in
-a ``prange`` (used on Numba's TBB layer), as ``planes_values_parallel`` runs ``planes_values``; ``planes_2x2`` is the 2x2 stride-2 window without
-bounds tests; ``planes_values`` computes the values alone (inference). ``scatter`` is the
-backward: each plane's gradients added at its argmax positions.
+a ``prange`` (used on Numba's TBB layer); ``planes_2x2`` is the 2x2 stride-2 window without
+bounds tests; ``planes_values`` computes the values alone (inference), ``planes_values_parallel``
+its runs in a ``prange``. ``scatter`` is the backward: each plane's gradients added at its
+argmax positions.
 """
 import numpy as np
 from numba import njit, prange
