@@ -24,9 +24,9 @@ size a constant:
   preallocated buffer followed by one in-place bias + ReLU kernel, or, timed against it by
   ``autotune``, the direct convolution's register-blocked micro-kernel over the rows
   (``direct_numba.linear_rows``: OpenBLAS runs its AVX2 kernels on AMD Zen 5); at a batch
-  of one or two, a matrix-vector product in Numba, and consecutive such layers too small to
-  split over threads, each the next one's only input, one step calling one kernel
-  (``linear_numba.gemv_chain``);
+  of one or two, a matrix-vector product in Numba, and consecutive such layers, each the next
+  one's only input, one step calling one kernel (``linear_numba.gemv_chain``, or
+  ``gemv_chain_runs`` with the layers large enough to split over threads split);
 - sizes (``size`` nodes and the int arithmetic on them) are constants of the plan (literals
   where an op reads them);
 - a fusion group none of whose nodes a pattern above takes runs as its one fused kernel from
@@ -101,10 +101,10 @@ TUNE_CLOSE = 3.0
 # Numba (bias and ReLU in the same pass; split over the TBB threads as ``linalg.gemv_parts``
 # says); GEMV = False: BLAS's GEMM and a bias kernel
 GEMV = True
-# consecutive linear steps of a batch of one or two whose weights are too small to split over
-# threads (each the next one's only input) run as one step calling one kernel
-# (``linear_numba.gemv_chain``: LeNet-5's three layers, one dispatch instead of three); False:
-# a step per layer
+# consecutive linear steps of a batch of one or two (each the next one's only input) run as one
+# step calling one kernel (``linear_numba.gemv_chain``: LeNet-5's three layers, one dispatch
+# instead of three; ``gemv_chain_runs`` where a layer splits over threads: MLP
+# 784-512-512-10 37 -> 34 us on a 2-core Zen 4); False: a step per layer
 GEMV_CHAIN = True
 # a convolution step of a batch of one may run the direct kernel on operands packed at build
 # time (mode "direct", timed by ``autotune`` with the others); False: never
@@ -761,9 +761,8 @@ class _LinearStep:
 
     @property
     def chainable(self):
-        """Whether this step may join a ``_LinearChain``: a matrix-vector product on one
-        thread whatever the thread count (``one_run``)."""
-        return GEMV_CHAIN and self.gemv and self.one_run
+        """Whether this step may join a ``_LinearChain``: a matrix-vector product."""
+        return GEMV_CHAIN and self.gemv
 
     def mode_signatures(self, x):
         from ember.kernels.runtime import compiler as rt
@@ -845,9 +844,11 @@ class _LinearStep:
 
 class _LinearChain:
     """Consecutive chainable linear steps (``_LinearStep.chainable``), each feeding the next, as
-    one call of ``linear_numba.gemv_chain``: the weights and biases packed flat at ``bind``, the
-    inner layers' outputs in a scratch buffer of the step, the last one in the last layer's
-    output buffer."""
+    one call of ``linear_numba.gemv_chain`` (every layer on one thread) or, when a layer's
+    weight is large enough to split (not ``one_run``), of ``gemv_chain_runs`` with the runs
+    ``linalg.gemv_parts`` gives at the call: the weights and biases packed flat at ``bind``,
+    the inner layers' outputs in a scratch buffer of the step, the last one in the last
+    layer's output buffer."""
 
     mode = "chain"
     gemv = True
@@ -876,17 +877,30 @@ class _LinearChain:
         inner = max([int(d) for d in dims[1:-1]] + [1])
         return w, b, dims, relu, np.empty((2, rows * inner), dtype)
 
+    @property
+    def split(self):
+        """Which layers split over threads (None: none does, the chain runs on one thread)."""
+        split = np.array([not st.one_run for st in self.links], np.bool_)
+        return split if split.any() else None
+
     def signatures(self, x):
         from ember.kernels.runtime import compiler as rt
         last = self.links[-1]
         w, b, dims, relu, buf = self._operands(1)
         x = _like((1, 1), last.dtype)
-        return [(self.kn.gemv_chain, rt.signature(w, b, dims, relu, x, buf, x))]
+        split = self.split
+        if split is None:
+            return [(self.kn.gemv_chain, rt.signature(w, b, dims, relu, x, buf, x))]
+        return [(self.kn.gemv_chain_runs, rt.signature(w, b, dims, relu, split, 0, x, buf, x))]
 
     def bind(self):
         last = self.links[-1]
         self.w, self.b, self.dims, self.relu, self.buf = self._operands(last.out_shape[0])
         self.out_shape, self.dtype, self.fresh = last.out_shape, last.dtype, last.fresh
+        split = self.split
+        self.split_at = split
+        # the weight whose size and rows decide the runs (``linalg.gemv_parts``)
+        self.w_split = None if split is None else self.links[int(np.argmax(split))].wt
 
     def flops(self):
         return sum(st.flops() for st in self.links)
@@ -895,16 +909,26 @@ class _LinearChain:
         """Source lines running the chain as its one kernel call into ``out``."""
         y = bind(np.empty) + f"({bind(self.out_shape)}, {bind(self.dtype)})" if self.fresh \
             else bind(self.links[-1].y)
+        x = f"{bind(np.ascontiguousarray)}({args[0]})"
+        if self.split_at is None:
+            return [f"{out} = {y}",
+                    f"{bind(self.kn.gemv_chain)}({bind(self.w)}, {bind(self.b)}, "
+                    f"{bind(self.dims)}, {bind(self.relu)}, {x}, {bind(self.buf)}, {out})"]
         return [f"{out} = {y}",
-                f"{bind(self.kn.gemv_chain)}({bind(self.w)}, {bind(self.b)}, {bind(self.dims)}, "
-                f"{bind(self.relu)}, {bind(np.ascontiguousarray)}({args[0]}), {bind(self.buf)}, "
+                f"{bind(self.kn.gemv_chain_runs)}({bind(self.w)}, {bind(self.b)}, "
+                f"{bind(self.dims)}, {bind(self.relu)}, {bind(self.split_at)}, "
+                f"{bind(_linalg().gemv_parts)}({bind(self.w_split)}), {x}, {bind(self.buf)}, "
                 f"{out})"]
 
     def __call__(self, x, res=None):
         y = np.empty(self.out_shape, self.dtype) if self.fresh else self.links[-1].y
         if not x.flags.c_contiguous:
             x = np.ascontiguousarray(x)
-        self.kn.gemv_chain(self.w, self.b, self.dims, self.relu, x, self.buf, y)
+        if self.split_at is None:
+            self.kn.gemv_chain(self.w, self.b, self.dims, self.relu, x, self.buf, y)
+        else:
+            self.kn.gemv_chain_runs(self.w, self.b, self.dims, self.relu, self.split_at,
+                                    _linalg().gemv_parts(self.w_split), x, self.buf, y)
         return y
 
 
@@ -1040,9 +1064,11 @@ class InferencePlan:
                 if isinstance(prev, _LinearStep):   # the second link: the chain replaces it
                     chain = _LinearChain(kn.linear, [prev])
                     self._steps[self._steps.index(prev)] = chain
-                    self._sigs += chain.signatures(None)
                     prev = chain
+                else:   # its kernel may change with the new link
+                    self._sigs = [s for s in self._sigs if s not in prev.signatures(None)]
                 prev.append(step)
+                self._sigs += prev.signatures(None)
                 consumed.add(id(node))
                 self._lowered[id(first)] = self._lowered[id(first)]._replace(what=prev,
                                                                              defines=last)

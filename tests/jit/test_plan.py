@@ -660,9 +660,11 @@ def test_plan_skips_random_graphs():
 def test_plan_linear_of_few_rows_is_a_gemv_equal_to_eager(rows, dtype, monkeypatch):
     """Linear layers of at most linalg.GEMV_MAX_ROWS input rows run ``gemv_runs`` /
     ``gemv_rows`` (split over TBB from linalg.GEMV_MIN_BYTES of weight: lowered here so a small
-    model takes both); more rows take the GEMM. Bias and ReLU as eager, NaN kept."""
+    model takes both); more rows take the GEMM. Bias and ReLU as eager, NaN kept. (Chains off:
+    each layer its own step.)"""
     from ember.kernels import linalg
     monkeypatch.setattr(linalg, "GEMV_MIN_BYTES", 8 << 10)
+    monkeypatch.setattr(plan_module, "GEMV_CHAIN", False)
     ember.manual_seed(5)
     model = nn.Sequential(nn.Linear(300, 37), nn.ReLU(), nn.Linear(37, 10, bias=False)).eval()
     model = model.to(getattr(ember, dtype))
@@ -870,6 +872,33 @@ def test_plan_chains_small_linear_layers_of_few_rows(rows, dtype):
         assert np.isnan(g[0]).all() and not np.isnan(g[1:]).any()
 
 
+@pytest.mark.parametrize("rows", [1, 2])
+@pytest.mark.parametrize("parts", [None, 0, 2])
+def test_plan_chain_splits_its_large_layers(rows, parts, monkeypatch):
+    """A chain whose first layer's weight has linalg.GEMV_MIN_BYTES or more runs as one call
+    of ``gemv_chain_runs`` with that layer split into the runs ``linalg.gemv_parts`` gives at
+    each call (``parts``: forced; None: this host's), equal to eager."""
+    from ember.kernels import linalg
+    if parts is not None:
+        monkeypatch.setattr(linalg, "gemv_parts", lambda w: parts)
+    ember.manual_seed(14)
+    model = nn.Sequential(nn.Linear(300, 256), nn.ReLU(), nn.Linear(256, 30), nn.ReLU(),
+                          nn.Linear(30, 7)).eval()
+    assert 256 * 300 * 4 >= linalg.GEMV_MIN_BYTES > 256 * 30 * 4
+    x = ember.randn(rows, 300)
+    fast = _fast(model, x)
+    with ember.no_grad():
+        want = model(x).numpy()
+        for _ in range(6):   # steady: the specialised function calls the kernel directly
+            got = fast(x).numpy()
+    plan = _only_plan(fast)
+    chains = [s for s in plan._steps if isinstance(s, plan_module._LinearChain)]
+    assert len(plan._steps) == len(chains) == 1 and len(chains[0].links) == 3
+    assert chains[0].split_at.tolist() == [True, False, False]
+    assert "gemv_chain_runs" in str(chains[0].signatures(None)[0][0])
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
 def test_plan_chain_off_runs_a_step_per_layer(monkeypatch):
     monkeypatch.setattr(plan_module, "GEMV_CHAIN", False)
     ember.manual_seed(12)
@@ -928,8 +957,9 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
         assert plan.specialised == len(inlined) > 0
         if name == "lenet_no_chain" and dtype == "float32":   # single GEMVs, the last returned
             assert sum(isinstance(s, plan_module._LinearStep) for s in inlined) == 3
-        if name == "lenet" and dtype == "float64":
-            assert any(isinstance(s, plan_module._LinearStep) and not s.one_run for s in inlined)
+        if name == "lenet" and dtype == "float64":   # the first layer splits over threads
+            assert any(isinstance(s, plan_module._LinearChain) and s.split_at is not None
+                       for s in inlined)
         calls = re.findall(r"= step(?:_\d+)?\(", plan.source)
         assert len(calls) == len(plan._steps) - len(inlined)
         if name == "resnet":
@@ -942,7 +972,7 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
             for a, b, c in zip(g, k, w):
                 np.testing.assert_array_equal(a, b)   # not overwritten by the later calls
                 np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
-    if name == "lenet" and dtype == "float64":   # the split GEMV's branch (gemv_runs)
+    if name == "lenet" and dtype == "float64":   # the split chain's branch (gemv_chain_runs)
         from ember.kernels import linalg
         monkeypatch.setattr(linalg, "gemv_parts", lambda w: 2)
         fast = _fast(model, xs[0])
