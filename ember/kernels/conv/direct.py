@@ -200,7 +200,8 @@ def pack(w, bias, g, dtype):
     row stride."""
     plan = _forward_plan(g, dtype)
     Kp = plan[1]
-    wp = np.zeros((g.C * g.R * g.S, Kp + WEIGHT_ROW_PADDING * _lanes(dtype)), dtype)
+    wp = np.empty((g.C * g.R * g.S, Kp + WEIGHT_ROW_PADDING * _lanes(dtype)), dtype)
+    wp[:, g.K:] = 0   # (only the padding: zeroing the whole weight first cost a pass over it)
     transposed(w.reshape(g.K, -1), out=wp[:, :g.K])
     bp = np.zeros(Kp if bias is not None else 0, dtype)
     if bias is not None:
