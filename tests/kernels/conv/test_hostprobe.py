@@ -33,6 +33,11 @@ def test_decisions_from_times():
     assert hostprobe.decisions(t) == {"1x1": False, "3x3_channels": 64}
     t = {"1x1": (2.0, 2.0), "3x3/64": (3.0, 2.0), "3x3/256": (3.0, 2.0)}   # a tie is a loss
     assert hostprobe.decisions(t) == {"1x1": False, "3x3_channels": 0}
+    # a win counts from MARGIN of the alternative's time, and a width only with the narrower
+    t = {"1x1": (0.95, 1.0), "3x3/64": (8.9, 7.2), "3x3/256": (5.0, 5.6)}
+    assert hostprobe.decisions(t) == {"1x1": False, "3x3_channels": 0}
+    t = {"1x1": (0.9, 1.0), "3x3/64": (0.9, 1.0), "3x3/256": (0.95, 1.0)}
+    assert hostprobe.decisions(t) == {"1x1": True, "3x3_channels": 64}
 
 
 def test_selector_follows_the_probe(monkeypatch):
