@@ -53,11 +53,14 @@ _signatures = {}
 
 def _kernel(a, out):
     """``transpose_numba.transpose_flat`` when it can run now on these arrays (float32 / float64,
-    the same dtype, each matrix's rows contiguous at non-negative strides), else None."""
+    the same dtype, aligned and writeable: the compiled signature's array type; each matrix's
+    rows contiguous, a whole number of elements apart), else None."""
     dt = a.dtype
     if dt not in (np.float32, np.float64) or out.dtype != dt or \
+            not (a.flags.aligned and out.flags.aligned and a.flags.writeable) or \
             a.strides[-1] != dt.itemsize or out.strides[-1] != dt.itemsize or \
-            a.strides[-2] < 0 or out.strides[-2] < 0:
+            a.strides[-2] < 0 or out.strides[-2] < 0 or \
+            a.strides[-2] % dt.itemsize or out.strides[-2] % dt.itemsize:
         return None
     from ember.kernels.runtime import compiler
     nb = compiler.kernel_module("ember.kernels.transpose_numba")

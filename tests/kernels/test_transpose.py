@@ -46,14 +46,16 @@ def test_tiles_are_used_from_the_threshold():
 
 def test_kernel_takes_float_matrices_with_contiguous_rows():
     """The kernel runs float32 / float64 matrices whose rows are contiguous (any row stride);
-    reversed rows, a column-major source or a strided destination row take the NumPy tiles,
-    with the same values."""
+    reversed rows, a column-major or read-only source or a strided destination row take the
+    NumPy tiles, with the same values."""
     pytest.importorskip("numba")
     a = rng.standard_normal((300, 517)).astype(np.float32)
     assert transpose._kernel(a, np.empty((517, 300), np.float32)) is not None
     assert transpose._kernel(a[:, :260], np.empty((260, 720), np.float32)[:, :300]) is not None
     assert transpose._kernel(a.astype(np.int16), np.empty((517, 300), np.int16)) is None
-    for src in (a[::-1], np.asfortranarray(a), a[:, ::2]):
+    frozen = a.copy()
+    frozen.setflags(write=False)   # (a read-only array is another Numba type)
+    for src in (a[::-1], np.asfortranarray(a), a[:, ::2], frozen):
         assert transpose._kernel(src, np.empty(src.shape[::-1], np.float32)) is None
         np.testing.assert_array_equal(transpose.transposed(src), src.T)
     out = np.zeros((517, 600), np.float32)[:, ::2]
