@@ -86,53 +86,39 @@ def gemv_chain(w, b, dims, relu, x, buf, y):
     layers before it, its bias in the flat ``b``, then ReLU when ``relu[l]`` (as ``gemv_rows``).
     ``x`` (M, dims[0]) is the input, ``buf`` (2, M * the widest inner layer) the scratch the
     inner layers write in turn, ``y`` (M, dims[-1]) the output."""
-    M = x.shape[0]
-    L = dims.shape[0] - 1
-    wo = 0
-    bo = 0
     src = x
-    for layer in range(L):
-        K = dims[layer]
-        N = dims[layer + 1]
-        wl = w[wo:wo + N * K].reshape((N, K))
-        bl = b[bo:bo + N]
-        if layer == L - 1:
-            gemv_rows(wl, src, bl, y, relu[layer], 0, N)
-        else:
-            dst = buf[layer % 2, :M * N].reshape((M, N))
-            gemv_rows(wl, src, bl, dst, relu[layer], 0, N)
-            src = dst
-        wo += N * K
-        bo += N
-
-
-@njit(cache=True, nogil=True, parallel=True)
-def gemv_chain_runs(w, b, dims, relu, split, parts, x, buf, y):
-    """``gemv_chain`` with the rows of each layer marked in ``split`` cut into ``parts`` runs of a
-    ``prange`` (as ``gemv_runs``; ``parts`` < 2: every layer on this thread): the chain's layers
-    in one call, each ``prange`` a parallel region that ends before the next layer reads its
-    output (MLP 784-512-512-10 at batch 1 on a 2-core Zen 4: its three layers 27 -> 22 us)."""
-    M = x.shape[0]
-    L = dims.shape[0] - 1
-    wo = 0
-    bo = 0
-    src = x
-    for layer in range(L):
-        K = dims[layer]
-        N = dims[layer + 1]
-        wl = w[wo:wo + N * K].reshape((N, K))
-        bl = b[bo:bo + N]
-        act = relu[layer]
-        dst = y if layer == L - 1 else buf[layer % 2, :M * N].reshape((M, N))
-        if split[layer] and parts > 1:
-            per = -(-(-(-N // parts)) // 4) * 4
-            for r in prange(parts):
-                lo = r * per
-                hi = min(N, lo + per)
-                if lo < hi:
-                    gemv_rows(wl, src, bl, dst, act, lo, hi)
-        else:
-            gemv_rows(wl, src, bl, dst, act, 0, N)
+    wo = bo = 0
+    for layer in range(dims.shape[0] - 1):
+        wl, bl, dst = _layer(w, b, dims, buf, y, layer, wo, bo)
+        gemv_rows(wl, src, bl, dst, relu[layer], 0, wl.shape[0])
         src = dst
-        wo += N * K
-        bo += N
+        wo += wl.size
+        bo += bl.size
+
+
+@njit(cache=True, nogil=True)
+def _layer(w, b, dims, buf, y, layer, wo, bo):
+    """Layer ``layer`` of a chain: its weight (N, K) at offset ``wo`` of the flat ``w``, its bias
+    at ``bo`` of ``b``, and its output: ``y`` for the last layer, else its half of ``buf``."""
+    K, N = dims[layer], dims[layer + 1]
+    M = y.shape[0]
+    dst = y if layer == dims.shape[0] - 2 else buf[layer % 2, :M * N].reshape((M, N))
+    return w[wo:wo + N * K].reshape((N, K)), b[bo:bo + N], dst
+
+
+@njit(cache=True, nogil=True)
+def gemv_chain_runs(w, b, dims, relu, split, parts, x, buf, y):
+    """``gemv_chain`` with each layer marked in ``split`` run by ``gemv_runs`` in ``parts`` runs
+    (``parts`` < 2: every layer on this thread): the chain's layers in one call, each split
+    layer a parallel region that ends before the next layer reads its output (MLP 784-512-512-10 at batch 1 on a 2-core Zen 4: its three layers 27 -> 22 us)."""
+    src = x
+    wo = bo = 0
+    for layer in range(dims.shape[0] - 1):
+        wl, bl, dst = _layer(w, b, dims, buf, y, layer, wo, bo)
+        if split[layer] and parts > 1:
+            gemv_runs(wl, src, bl, dst, relu[layer], parts)
+        else:
+            gemv_rows(wl, src, bl, dst, relu[layer], 0, wl.shape[0])
+        src = dst
+        wo += wl.size
+        bo += bl.size
