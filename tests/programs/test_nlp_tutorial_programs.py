@@ -123,8 +123,11 @@ def check_seq2seq_attention(out):
 
 
 def check_bilstm_attention(out):
+    # unseeded, as TextCNN: "sorry hate you" is none of the six training sentences, and a CI run
+    # on ember (costs falling to 1e-4, as usual) did not print the "Bad" verdict; a verdict
+    # every run makes
     costs_go_down(out, least=5)
-    assert "sorry hate you is Bad Mean..." in out
+    assert re.search(r"\nsorry hate you is (Good|Bad) Mean", out), out[-2000:]
 
 
 def check_transformer(out):
