@@ -885,13 +885,14 @@ class _LinearChain:
 
     def signatures(self, x):
         from ember.kernels.runtime import compiler as rt
-        last = self.links[-1]
-        w, b, dims, relu, buf = self._operands(1)
-        x = _like((1, 1), last.dtype)
+        dtype = self.links[-1].dtype
+        flat, m = _like((1,), dtype), _like((1, 1), dtype)   # w and b; x, buf and y
+        dims, relu = np.zeros(1, np.int64), np.zeros(1, np.bool_)
         split = self.split
         if split is None:
-            return [(self.kn.gemv_chain, rt.signature(w, b, dims, relu, x, buf, x))]
-        return [(self.kn.gemv_chain_runs, rt.signature(w, b, dims, relu, split, 0, x, buf, x))]
+            return [(self.kn.gemv_chain, rt.signature(flat, flat, dims, relu, m, m, m))]
+        return [(self.kn.gemv_chain_runs,
+                 rt.signature(flat, flat, dims, relu, split, 0, m, m, m))]
 
     def bind(self):
         last = self.links[-1]
