@@ -213,12 +213,11 @@ def _worker():
 
 # Queue order: a compile whose caller switches to the kernel as soon as it is ready (pooling,
 # the col2im adds: their fallbacks give the kernel's bits) runs before one queued while a
-# ``tier`` chose (a convolution algorithm): that call keeps its fallback for the process, so its
-# kernel serves only keys first seen later, and later processes through the disk cache. A key
-# queued LATER and asked for again outside a ``tier`` moves up to NOW. Measured on a cold LeNet-5
-# run (docs/performance.md, "Cold start: compile volume"): the pooling, col2im and pointwise
-# kernels (8 s under load) waited behind 110-170 s (under load) of convolution compiles whose
-# kernels that process never ran.
+# ``tier`` chose (a convolution algorithm): that call switches once its kernel is ready too, but
+# its compiles are the long ones (the direct convolution's 3-8 s). A key queued LATER and asked
+# for again outside a ``tier`` moves up to NOW. Measured on a cold LeNet-5 run
+# (docs/performance.md, "Cold start: compile volume"): the pooling, col2im and pointwise kernels
+# (8 s under load) waited behind 110-170 s (under load) of convolution compiles.
 LOAD, NOW, LATER = -1, 0, 1   # ``submit`` priorities (LOAD: a disk-cache load, see ``ready``)
 _seq = 0              # submission counter: first in, first out within a priority
 _graced = set()       # seqs of LATER entries the worker has already held back once
@@ -245,6 +244,7 @@ def submit(key, name, job, record=True, priority=None):
     global _queue, _thread, _seq
     if priority is None:
         priority = _priority()
+    _waiting_for_compile(key)
     with _lock:
         queued = _pending.get(key)
         if queued is not None and queued[0] <= priority:
@@ -384,12 +384,13 @@ def _register_fork_hooks():
 
 
 # ------------------------------------------------------------------------------ stable tiers
-# The same call gives the same bits every time in a process. Where an op's compiled kernel and
-# its fallback differ in the last bits (a BLAS GEMM against a Numba loop, sums in another order),
-# the op asks ``tier`` which one a call runs: the choice of its key's first call in the process
-# is kept, so a call that ran its fallback while the kernel compiled keeps running it, and keys
-# first seen once the kernel is ready run compiled. Fallbacks that give the kernel's bits
-# (max pooling, the col2im adds, relu/tanh/sigmoid backward) switch freely.
+# Where an op's compiled kernel and its fallback differ in the last bits (a BLAS GEMM against a
+# Numba loop, sums in another order), the op asks ``tier`` which one a call runs: the choice of
+# its key's first call, chosen again once (when that call ran its fallback while the kernel
+# loaded or compiled) after the kernel is ready; under ``use_deterministic_algorithms(True)`` the
+# first choice is kept, so the same call gives the same bits every time in the process. Keys
+# first seen once the kernel is ready run compiled. Fallbacks that give the kernel's bits (max
+# pooling, the col2im adds, relu/tanh/sigmoid backward) switch freely.
 _tiers = {}
 _UNSEEN = object()
 
@@ -397,41 +398,81 @@ _UNSEEN = object()
 def tier(key, choose):
     """The tier call ``key`` (a hashable naming the op, its shapes, dtypes and arguments) runs
     on: ``choose()`` on the key's first call in this process (any value, None included), that
-    same value on every later one; of two threads making a key's first call at once, both get
-    the first value stored. Except a *provisional* choice: one made while a kernel it asked for
-    was loading from the disk cache on the compile thread (Numba's import and tables, the
-    process's first 0.7-1 s of Numba: ``ready``, ``importing``): the key chooses again on its
-    first call after the queued loads have finished, and keeps that choice (one switch; the
-    bits may differ in the last place from the fallback's)."""
+    same value on later ones; of two threads making a key's first call at once, both get the
+    first value stored. A choice made while a kernel it asked for was not ready is chosen again,
+    once, on the key's first call after that kernel is: one made while a disk-cache load was
+    queued (Numba's import and tables, the process's first 0.7-1 s of Numba: ``ready``,
+    ``importing``: *provisional*), and one made while a background compile it queued or found
+    queued ran (*awaiting*, up to ``MAX_RECHOICES`` times per key), unless
+    ``ember.use_deterministic_algorithms(True)`` was in force at the choice: then the first
+    choice is kept and the call gives the same bits every time. A switch may change the last
+    bits (a Numba kernel against the NumPy / BLAS fallback)."""
     t = _tiers.get(key, _UNSEEN)
     if t is _UNSEEN:
         t = _tiers.setdefault(key, _choose_tier(key, choose))
         if _importing_now():
             submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3), record=False,
                    priority=NOW)
+            _await(key, [("tier", key)])
     elif _provisional and key in _provisional and not _loading():
+        t = _tiers[key] = _choose_tier(key, choose)
+    elif _awaiting and key in _awaiting and _awaited_done(key):
+        _rechoices[key] = _rechoices.get(key, 0) + 1
         t = _tiers[key] = _choose_tier(key, choose)
     return t
 
 
 _provisional = set()   # tier keys chosen while a disk-cache load was queued
+_awaiting = {}         # tier key -> the compile-queue keys its choice waited for
+_rechoices = {}        # tier key -> how often it chose again after its compiles
+MAX_RECHOICES = 3      # a key's choices after compiles it waited for (one, unless it queues more)
 
 
 def _choose_tier(key, choose):
     """``choose()`` for ``key``; the key is provisional when a kernel it asked for was waiting
-    for a disk-cache load (``_waiting_for_load``)."""
-    outer = getattr(_choosing, "waited", False)
-    _choosing.waited = False
+    for a disk-cache load (``_waiting_for_load``), and awaiting the compiles it queued or found
+    queued (``submit``, ``_waiting_for_compile``)."""
+    outer, outer_keys = getattr(_choosing, "waited", False), getattr(_choosing, "compiles", None)
+    _choosing.waited, _choosing.compiles = False, []
     try:
         t = _choosing_with(choose)
-        waited = _choosing.waited
+        waited, compiles = _choosing.waited, _choosing.compiles
     finally:
-        _choosing.waited = outer
+        _choosing.waited, _choosing.compiles = outer, outer_keys
+    if outer_keys is not None:      # a tier chosen inside another's choice: both await
+        outer_keys.extend(compiles)
     if waited:
         _provisional.add(key)
     else:
         _provisional.discard(key)
+    _awaiting.pop(key, None)
+    _await(key, compiles)
     return t
+
+
+def _await(key, compiles):
+    """Let ``key`` choose again once the compile-queue entries ``compiles`` have run (not under
+    ``use_deterministic_algorithms``, nor past ``MAX_RECHOICES``)."""
+    if not compiles or _rechoices.get(key, 0) >= MAX_RECHOICES or _deterministic():
+        return
+    _awaiting[key] = tuple(set(_awaiting.get(key, ())).union(compiles))
+
+
+def _awaited_done(key):
+    with _lock:
+        return not any(k in _pending for k in _awaiting.get(key, ()))
+
+
+def _deterministic():
+    from ember import _settings
+    return _settings.are_deterministic_algorithms_enabled()
+
+
+def _waiting_for_compile(key):
+    """Note, for the ``tier`` choosing on this thread, that it waits for queue entry ``key``."""
+    compiles = getattr(_choosing, "compiles", None)
+    if compiles is not None and getattr(_choosing, "depth", 0):
+        compiles.append(key)
 
 
 def _waiting_for_load():
@@ -463,13 +504,20 @@ def _importing_now():
 def _choose_again(key, choose, left):
     """Compile-thread job: run a kept call's ``choose`` again once the imports queued before it
     are done, so that the compiles it stopped short of (its kernel module was still being
-    imported) are queued: the call keeps its fallback, but new shapes, and later processes
-    through the disk cache, get the kernel. Again after any import it queued in turn (at most
+    imported) are queued, and the key awaits them (``tier``): new shapes, and later processes
+    through the disk cache, get the kernel too. Again after any import it queued in turn (at most
     ``left`` times)."""
-    _choosing_with(choose)
+    outer = getattr(_choosing, "compiles", None)
+    _choosing.compiles = compiles = []
+    try:
+        _choosing_with(choose)
+    finally:
+        _choosing.compiles = outer
+    _await(key, compiles)
     if left > 1 and _importing_now():
         submit(("tier", key, left), f"tier {key}", lambda: _choose_again(key, choose, left - 1),
                record=False, priority=NOW)
+        _await(key, [("tier", key, left)])
 
 
 def forget_tiers():
@@ -477,6 +525,8 @@ def forget_tiers():
     give other bits than before (tests that swap a kernel's readiness use it)."""
     _tiers.clear()
     _provisional.clear()
+    _awaiting.clear()
+    _rechoices.clear()
 
 
 def pending(key):
@@ -631,6 +681,7 @@ def ready(dispatcher, sig, force=False):
         return False
     key = (id(dispatcher), sig)
     if pending(key):
+        _waiting_for_compile(key)
         return False
     warm = compiled_before(dispatcher.py_func.__module__)
     name = getattr(dispatcher.py_func, "__qualname__", "kernel")

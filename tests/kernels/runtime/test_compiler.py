@@ -366,16 +366,18 @@ def test_fork_while_compiling_is_safe(how, during):
     assert out.strip().endswith("ok")
 
 
-# The same call gives the same bits every time in a process: an op that ran its fallback while its
-# kernel compiled in the background (im2col for the direct convolution, NumPy steps for the LSTM
-# and GRU kernels, NumPy rows for cross_entropy's, BLAS for the GEMV kernel) gave other bits once
-# the kernel was ready (conv2d (8,16,28,28): 21,938 of 200,704 outputs, up to 2.4e-6). Each call
-# keeps the tier of its first call (compiler.tier); a shape first seen once the kernel is
-# ready runs it.
+# Under use_deterministic_algorithms(True) the same call gives the same bits every time in a
+# process: an op that ran its fallback while its kernel compiled in the background (im2col for
+# the direct convolution, NumPy steps for the LSTM and GRU kernels, NumPy rows for
+# cross_entropy's, BLAS for the GEMV kernel) gave other bits once the kernel was ready (conv2d
+# (8,16,28,28): 21,938 of 200,704 outputs, up to 2.4e-6). Each call keeps the tier of its first
+# call (compiler.tier); a shape first seen once the kernel is ready runs it. By default the call
+# switches to the kernel once it is ready.
 _SAME_BITS = """
     import numpy as np
     import ember, ember.nn as nn, ember.nn.functional as F
     from ember.kernels.runtime import compiler as nr
+    ember.use_deterministic_algorithms(True)
     ember.set_num_threads(2)
     rng = np.random.default_rng(0)
     used = []
@@ -417,12 +419,22 @@ _SAME_BITS = """
 """
 
 
-def test_conv2d_gives_the_same_bits_before_and_after_its_kernel_compiles():
+def test_conv2d_keeps_its_bits_when_deterministic_and_else_switches_once_its_kernel_compiles():
     out = run_cold(_SAME_BITS + """
     from ember.kernels.conv import selector
     spy(selector, "_call", lambda a, out: a[0] == "direct")
     conv = lambda x, w: F.conv2d(x, w)
+    ember.use_deterministic_algorithms(False)
+    switching = bits(conv, (2, 16, 28, 28), (16, 16, 3, 3))
+    before = switching()
+    assert used and not any(used), ("the first call should run the fallback", used)
+    ember.use_deterministic_algorithms(True)
     check(bits(conv, (8, 16, 28, 28), (16, 16, 3, 3)), bits(conv, (4, 16, 28, 28), (16, 16, 3, 3)))
+    del used[:]
+    after = switching()
+    assert any(used), ("the call should switch to the kernel once it is compiled", used)
+    for a, b in zip(before, after):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-4)
     print("ok")
     """, timeout=600)
     assert out.strip() == "ok"
@@ -649,3 +661,43 @@ def test_a_tier_chosen_while_a_load_is_queued_is_chosen_again_once_the_loads_end
     assert compiler.tier(("op", 1), choose) == "kernel" and len(asked) == 2    # and kept
     assert not compiler._provisional
     assert compiler.tier(("op", "kept"), lambda: "kernel") == kept == "fallback"
+
+
+@pytest.mark.parametrize("deterministic", [False, True])
+def test_a_tier_chosen_while_its_compile_runs_is_chosen_again_once_it_is_done(monkeypatch,
+                                                                              deterministic):
+    """A call that ran its fallback while its kernel compiled in the background switches to the
+    kernel on its first call after the compile (once); under
+    ``use_deterministic_algorithms(True)`` it keeps its first choice (the same bits)."""
+    import threading
+    import ember
+    for name, value in (("_tiers", {}), ("_provisional", set()), ("_awaiting", {}),
+                        ("_rechoices", {})):
+        monkeypatch.setattr(compiler, name, value)
+    monkeypatch.setattr(compiler, "LATER_GRACE_S", 0.0)
+    gate, compiled, asked = threading.Event(), [], []
+    key = ("test-await", id(gate))
+
+    def choose():   # an op's choice: its kernel when compiled, else queue it and fall back
+        asked.append(1)
+        if compiled:
+            return "kernel"
+        compiler.submit(key, "test kernel", lambda: (gate.wait(10), compiled.append(1)),
+                        record=False)
+        return "fallback"
+    previous = ember.are_deterministic_algorithms_enabled()
+    ember.use_deterministic_algorithms(deterministic)
+    try:
+        assert compiler.tier(("op", 1), choose) == "fallback"
+    finally:
+        ember.use_deterministic_algorithms(previous)
+    assert compiler.tier(("op", 1), choose) == "fallback" and len(asked) == 1   # compiling
+    gate.set()
+    compiler.wait_compiles()
+    assert compiled
+    expected = "fallback" if deterministic else "kernel"
+    assert compiler.tier(("op", 1), choose) == expected
+    assert len(asked) == (1 if deterministic else 2)
+    assert compiler.tier(("op", 1), choose) == expected and len(asked) == (1 if deterministic
+                                                                          else 2)   # kept
+    assert not compiler._awaiting
