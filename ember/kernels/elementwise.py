@@ -668,10 +668,10 @@ def kept_pass(key, form, names, arrays):
     is queued under "background", so a cold process never waits for it. Otherwise the
     kernel's erf / exp / tanh and NumPy's differ in the last bits, so the choice made on the
     first call of ``key`` (a tuple: the op and its constants) with this shape, layout and
-    dtype is kept for the process (``compiler.tier``): the kernel, built on that call if need
-    be (blocking, even under "background", where a NumPy choice would be kept for good; later
-    processes load it from the disk cache), unless Numba is unavailable or compiling is
-    "off"."""
+    dtype is made by ``compiler.tier``: the kernel, built on that call if need be (blocking,
+    even under "background", where a NumPy choice would be kept for the process under
+    ``use_deterministic_algorithms``; later processes load it from the disk cache), unless
+    Numba is unavailable or compiling is "off"."""
     a0 = arrays[0]
     if a0.__class__ is not _nd or a0.dtype.kind != "f" or a0.dtype.itemsize < 4 or \
             a0.size < ONE_PASS_MIN_SIZE or \

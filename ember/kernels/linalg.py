@@ -438,8 +438,9 @@ def _gemv_linear(x, w, b):
     """x @ w.T + b through ``linear_numba.gemv_runs`` for a few rows x (M, K) and a large weight
     (N, K) of one float dtype; None when BLAS runs instead: not applicable, or the kernel could
     not run on the first call with these shapes (compiling in the background, or Numba
-    unavailable). The kernel's sums and BLAS's differ in the last bits, so that first choice is
-    kept for the process (``compiler.tier``)."""
+    unavailable). The kernel's sums and BLAS's differ in the last bits: ``compiler.tier`` makes
+    the choice (switching to the kernel once it is compiled, except under
+    ``use_deterministic_algorithms``)."""
     if not GEMV or x.ndim != 2 or w.ndim != 2 or x.shape[0] > GEMV_MAX_ROWS or \
             w.nbytes < GEMV_MIN_BYTES or x.dtype.kind != "f" or x.dtype != w.dtype or \
             (b is not None and b.dtype != w.dtype) or w.dtype.itemsize < 4:

@@ -535,10 +535,11 @@ def _ce_numba():
 def _ce_run(name, rows, *args):
     """Run ``nn_numba``'s ``<name>_rows(rows, *args, lo, hi)`` over the rows of float32 ``rows``
     (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs NumPy.
-    The kernel's sums and NumPy's differ in the last bits, so the choice made on the first call
-    with these shapes is kept for the process (``compiler.tier``): the kernel when it
-    could run then, else (not compiled yet: queued on the compile thread under "background";
-    or Numba unavailable) NumPy for good. ``USE_NUMBA = False`` always runs NumPy."""
+    The kernel's sums and NumPy's differ in the last bits, so ``compiler.tier`` makes the
+    choice per shape: the kernel when it can run, else NumPy (not compiled yet: queued on the
+    compile thread under "background", and the kernel once it is; or Numba unavailable); under
+    ``use_deterministic_algorithms`` the first choice is kept for the process.
+    ``USE_NUMBA = False`` always runs NumPy."""
     if not USE_NUMBA:
         return False
     from ember.kernels.runtime import threadpool
@@ -749,8 +750,7 @@ def _bn_param(p, c, dtype, fill):
 def _bn_run(name, x3, *args):
     """Run ``nn_numba``'s ``bn_<name>_channels(x3, *args, lo, hi)`` over the channels of ``x3``
     (N, C, M) (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs
-    NumPy. As ``_ce_run``: the choice made on the first call with these shapes and dtype is
-    kept for the process (``compiler.tier``)."""
+    NumPy. As ``_ce_run``: ``compiler.tier`` makes the choice per shape and dtype."""
     from ember.kernels.runtime import threadpool
     from ember.kernels.runtime import compiler
     from ember.kernels.runtime.threads import get_num_threads, tbb_parts

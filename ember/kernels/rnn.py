@@ -127,10 +127,10 @@ def _kernels():
 def _step_kernel(name, *args):
     """Kernel ``name`` of ``rnn_numba`` for these (C-contiguous, one-dtype) arrays, or None: the
     caller runs its NumPy step. The kernel's exp / tanh and NumPy's differ in the last bits, so
-    the choice made on the first call with these shapes is kept for the process
-    (``compiler.tier``): the kernel when it could run then, else (not compiled yet: queued
-    on the compile thread under "background"; or Numba unavailable) NumPy for good. A layer's
-    steps thus never mix the two. ``USE_NUMBA = False`` always runs NumPy."""
+    the choice is made per shape by ``compiler.tier``: the kernel when it can run, else NumPy
+    (not compiled yet: queued on the compile thread under "background", and the kernel once it
+    is; or Numba unavailable); under ``use_deterministic_algorithms`` the first choice is kept
+    for the process. ``USE_NUMBA = False`` always runs NumPy."""
     arrays = [x for x in args if isinstance(x, np.ndarray)]
     dt = arrays[0].dtype
     if not USE_NUMBA or dt.kind != "f" or dt.itemsize < 4 or any(x.dtype != dt for x in arrays):

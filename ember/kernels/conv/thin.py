@@ -8,7 +8,8 @@ the Wp - Wo junk columns of each row are dropped by the crop. It wins where a GE
 multiply-adds per output pixel (K*C*R*S, ``selector``'s ``THIN_MAX_MACS``). LeNet's first layer
 (64,1,28,28)->6 5x5 pad 2, one thread: im2col 0.95 ms, the first version of this (one axpy per
 tap through memory) 0.70 ms. Images run in a ``prange`` on Numba's TBB layer (else over ember's
-threads); a batch of one runs serially. Needs Numba: without it ``supports`` is False.
+threads; over ember's in the driver's runs while the driver compiles, ``ready``); a batch of one
+runs serially. Needs Numba: without it ``supports`` is False.
 """
 import numpy as np
 
@@ -46,13 +47,35 @@ def _parts(n_images):
 
 
 def ready(dtype, n_images=1, direction="forward"):
-    """Whether the kernel ``forward`` / ``weight_grad`` calls for ``n_images`` images can run
-    ``dtype`` now (compiled or in the disk cache); else, under background compilation, it is
-    queued and the selector picks another algorithm meanwhile."""
+    """Whether the one-thread kernel ``forward`` / ``weight_grad`` calls can run ``dtype`` now
+    (compiled or in the disk cache); else, under background compilation, it is queued and the
+    selector picks another algorithm meanwhile. Where TBB splits the ``n_images`` images, the
+    ``prange`` driver is queued once that kernel is ready, and the calls split images over
+    ember's pool in its runs until it is compiled (the same bits; see ``direct.ready``)."""
     from ember.kernels.runtime import compiler
     if compiler.importing(__name__ + "_numba") or kernels() is None:
         return False
-    parallel_ = bool(_parts(n_images))
+    if not compiler.ready(*_kernel(direction, dtype, False)):
+        return False
+    _driver(direction, dtype, n_images)
+    return True
+
+
+def _driver(direction, dtype, n_images):
+    """(parts, the ``prange`` driver) when TBB splits ``n_images`` into ``parts`` runs, the
+    driver None while it compiles (queued); (0, None) when TBB does not split them."""
+    parts = _parts(n_images)
+    if not parts:
+        return 0, None
+    from ember.kernels.runtime import compiler
+    kernel, sig = _kernel(direction, dtype, True)
+    return parts, (kernel if compiler.ready(kernel, sig) else None)
+
+
+def _kernel(direction, dtype, parallel_):
+    """(dispatcher, Numba argument types) of ``direction``'s kernel: the ``prange`` driver if
+    ``parallel_``, else the one-thread kernel."""
+    from ember.kernels.runtime import compiler
     key = (direction, np.dtype(dtype).str, parallel_)
     sig = _signatures.get(key)
     if sig is None:
@@ -63,7 +86,7 @@ def ready(dtype, n_images=1, direction="forward"):
         sig = _signatures[key] = compiler.signature(*args)
     name = ("rows_forward" if direction == "forward" else "rows_weight") + \
         ("_parallel" if parallel_ else "")
-    return compiler.ready(getattr(_kernels, name), sig)
+    return getattr(_kernels, name), sig
 
 
 def forward(x, w, g, bias=None):
@@ -75,9 +98,9 @@ def forward(x, w, g, bias=None):
     b = np.zeros(g.K, x.dtype) if bias is None else np.ascontiguousarray(bias, x.dtype)
     y = np.empty(g.output_shape, x.dtype)
     args = (x, wt, b, tap_offsets(g), y, g.padding[0], g.padding[2], g.Hp, g.Wp)
-    parts = _parts(g.N)
-    if parts:
-        k.rows_forward_parallel(*args, parts)
+    parts, driver = _driver("forward", x.dtype, g.N)
+    if driver is not None:
+        driver(*args, parts)
     elif g.N == 1 or not parallel.parallel_possible():
         k.rows_forward(*args, 0, g.N)
     else:
@@ -90,14 +113,16 @@ def weight_grad(gy, x, g):
     ready(x.dtype, g.N, "weight")
     x, gy = np.ascontiguousarray(x), np.ascontiguousarray(gy)
     args = (gy, x, tap_offsets(g), g.padding[0], g.padding[2], g.Hp, g.Wp)
-    parts = _parts(g.N)
-    if parts:
-        part = k.rows_weight_parallel(*args, parts)
+    parts, driver = _driver("weight", x.dtype, g.N)
+    if driver is not None:
+        part = driver(*args, parts)
     elif g.N == 1 or not parallel.parallel_possible():
         part = k.rows_weight(*args, 0, g.N)
     else:
-        chunks = parallel.run(lambda lo, hi: k.rows_weight(*args, lo, hi), g.N)
+        # the driver's runs while it compiles, an empty one adding zeros as the driver's does
+        chunks = (parallel.driver_runs(lambda lo, hi: k.rows_weight(*args, lo, hi), g.N, parts) if parts
+                  else parallel.run(lambda lo, hi: k.rows_weight(*args, lo, hi), g.N))
         part = chunks[0]
         for c in chunks[1:]:
-            part += c
+            part += 0 if c is None else c
     return np.ascontiguousarray(part.sum(-1).T).reshape(g.weight_shape)

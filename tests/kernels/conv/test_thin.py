@@ -83,6 +83,48 @@ def test_every_thread_route_matches_reference(route, forced, monkeypatch):
     assert len(calls) == (4 if route == "tbb" else 0)
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_while_a_prange_driver_compiles_the_pool_runs_its_runs_with_its_bits(dtype, forced,
+                                                                             monkeypatch):
+    """Until its ``prange`` driver is compiled, a call on TBB runs the one-thread kernel over
+    ember's pool in the driver's runs, the weight gradient's partial sums (an empty run's zeros
+    included) in its order: the switch to the driver keeps the bits (``direct``'s test too)."""
+    from ember.kernels.conv import parallel
+    from ember.kernels.runtime import compiler, threads
+    if threads.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    require_numba_threads(2)
+    x, w, gy = ref.problem(CASES[0], dtype)
+    x, gy = np.concatenate([x] * 3)[:9], np.concatenate([gy] * 3)[:9]   # 9 images: 8 runs
+    st, pad, dil, g = CASES[0][7:]
+
+    def run():
+        return (C.conv2d_forward(x, w, None, st, pad, dil, g),
+                C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g))
+    before = get_num_threads()
+    try:
+        set_num_threads(2)
+        drivers = run()
+        real, asked = compiler.ready, []
+
+        def compiling(kernel, sig, force=False):   # the drivers: still compiling
+            if kernel.py_func.__name__.endswith("_parallel"):
+                asked.append(kernel.py_func.__name__)
+                return False
+            return real(kernel, sig, force)
+        monkeypatch.setattr(compiler, "ready", compiling)
+        runs, real_runs = [], parallel.driver_runs
+        monkeypatch.setattr(parallel, "driver_runs", lambda fn, n, parts: runs.append((n, parts))
+                            or real_runs(fn, n, parts))
+        pool = run()
+    finally:
+        set_num_threads(before)
+    assert sorted(set(asked)) == ["rows_forward_parallel", "rows_weight_parallel"]
+    assert runs == [(9, 8)]
+    for a, b in zip(drivers, pool):
+        np.testing.assert_array_equal(a, b)
+
+
 def test_bias_in_the_kernel_is_the_separate_add():
     """The bias the forward kernel adds in its crop gives the bits of adding it afterwards."""
     x, w, _ = ref.problem(CASES[3], np.float64)
