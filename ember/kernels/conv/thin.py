@@ -119,9 +119,10 @@ def weight_grad(gy, x, g):
     elif g.N == 1 or not parallel.parallel_possible():
         part = k.rows_weight(*args, 0, g.N)
     else:
+        def chunk(lo, hi):
+            return k.rows_weight(*args, lo, hi)
         # the driver's runs while it compiles, an empty one adding zeros as the driver's does
-        chunks = (parallel.driver_runs(lambda lo, hi: k.rows_weight(*args, lo, hi), g.N, parts) if parts
-                  else parallel.run(lambda lo, hi: k.rows_weight(*args, lo, hi), g.N))
+        chunks = parallel.driver_runs(chunk, g.N, parts) if parts else parallel.run(chunk, g.N)
         part = chunks[0]
         for c in chunks[1:]:
             part += 0 if c is None else c

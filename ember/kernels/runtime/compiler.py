@@ -411,8 +411,8 @@ def tier(key, choose):
     if t is _UNSEEN:
         t = _tiers.setdefault(key, _choose_tier(key, choose))
         if _importing_now():
-            submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3), record=False,
-                   priority=NOW)
+            submit(("tier", key), f"tier {key}", lambda: _choose_again(key, choose, 3),
+                   record=False, priority=NOW)
             _await(key, [("tier", key)])
     elif _provisional and key in _provisional and not _loading():
         t = _tiers[key] = _choose_tier(key, choose)
