@@ -1,4 +1,4 @@
-"""What the kernel tests need of Numba's threads (not a test module)."""
+"""What the kernel tests need of Numba's threads and prange drivers (not a test module)."""
 import pytest
 
 
@@ -10,3 +10,34 @@ def require_numba_threads(n):
     if numba.config.NUMBA_NUM_THREADS < n:
         pytest.skip(f"Numba runs at most {numba.config.NUMBA_NUM_THREADS} thread(s) here "
                     f"(NUMBA_NUM_THREADS or the host's cores); the test needs {n}")
+
+
+def with_and_without_drivers(monkeypatch, run):
+    """``run()`` on two threads with the ``prange`` drivers (kernels named ``*_parallel``)
+    compiled, then with them still compiling (``compiler.ready`` False for them, so the calls
+    run their one-thread kernels over ember's pool): (the results of both calls, the names of
+    the drivers asked for, the (n_items, parts) of each ``conv.parallel.driver_runs`` call)."""
+    from ember.kernels.conv import parallel
+    from ember.kernels.runtime import compiler
+    from ember.kernels.runtime.threads import get_num_threads, set_num_threads
+    real_ready, real_runs, asked, runs = compiler.ready, parallel.driver_runs, [], []
+
+    def compiling(kernel, sig, force=False):
+        if kernel.py_func.__name__.endswith("_parallel"):
+            asked.append(kernel.py_func.__name__)
+            return False
+        return real_ready(kernel, sig, force)
+
+    def driver_runs(fn, n_items, parts):
+        runs.append((n_items, parts))
+        return real_runs(fn, n_items, parts)
+    before = get_num_threads()
+    try:
+        set_num_threads(2)
+        drivers = run()
+        monkeypatch.setattr(compiler, "ready", compiling)
+        monkeypatch.setattr(parallel, "driver_runs", driver_runs)
+        pool = run()
+    finally:
+        set_num_threads(before)
+    return drivers, pool, sorted(set(asked)), runs

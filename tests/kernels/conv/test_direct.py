@@ -9,7 +9,7 @@ from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct, parallel, selector
 from ember.kernels.runtime.threads import get_num_threads, set_num_threads
-from tests.kernels.numba_threads import require_numba_threads
+from tests.kernels.numba_threads import require_numba_threads, with_and_without_drivers
 
 
 pytestmark = pytest.mark.skipif(direct.kernels() is None, reason="needs Numba")
@@ -289,11 +289,10 @@ def test_while_a_prange_driver_compiles_the_pool_runs_its_runs_with_its_bits(cas
     it calls), a call on TBB runs the one-thread kernel over ember's pool in the driver's runs:
     the weight gradient's partial sums (an empty run's zeros included) in the driver's order,
     so the switch to the driver keeps the bits."""
-    from ember.kernels.runtime import compiler, threads
+    from ember.kernels.runtime import threads
     if threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
     require_numba_threads(2)
-    before = get_num_threads()
     x, w, gy = problem(case, dtype)
     x, gy = np.concatenate([x] * 5)[:9], np.concatenate([gy] * 5)[:9]   # 9 images: 8 runs
     # (two threads, 4 runs each) of 2, 2, 2, 2, 1 images and three empty ones
@@ -303,27 +302,11 @@ def test_while_a_prange_driver_compiles_the_pool_runs_its_runs_with_its_bits(cas
         return (C.conv2d_forward(x, w, None, 1, pad, 1, 1),
                 C.conv2d_weight_grad(gy, x, w.shape, 1, pad, 1, 1),
                 C.conv2d_input_grad(gy, w, x.shape, 1, pad, 1, 1))
-    try:
-        set_num_threads(2)
-        drivers = run()
-        real, asked = compiler.ready, []
-
-        def compiling(kernel, sig, force=False):   # the drivers: still compiling
-            if kernel.py_func.__name__.endswith("_parallel"):
-                asked.append(kernel.py_func.__name__)
-                return False
-            return real(kernel, sig, force)
-        monkeypatch.setattr(compiler, "ready", compiling)
-        runs, real_runs = [], parallel.driver_runs
-        monkeypatch.setattr(parallel, "driver_runs", lambda fn, n, parts: runs.append((n, parts))
-                            or real_runs(fn, n, parts))
-        pool = run()
-    finally:
-        set_num_threads(before)
-    assert sorted(set(asked)) == ["forward_parallel", "input_grad_parallel", "weight_parallel"]
+    drivers, pool, asked, runs = with_and_without_drivers(monkeypatch, run)
+    assert asked == ["forward_parallel", "input_grad_parallel", "weight_parallel"]
     assert runs == [(9, 8)]   # the weight gradient's partial sums in the driver's runs
-    for a, b in zip(drivers, pool):
-        np.testing.assert_array_equal(a, b)
+    for a_, b_ in zip(drivers, pool):
+        np.testing.assert_array_equal(a_, b_)
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])

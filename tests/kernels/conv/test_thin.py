@@ -12,7 +12,7 @@ from ember.backends import conv as settings
 from ember.kernels import conv as C
 from ember.kernels.conv import direct, selector, thin
 from ember.kernels.runtime.threads import get_num_threads, set_num_threads
-from tests.kernels.numba_threads import require_numba_threads
+from tests.kernels.numba_threads import require_numba_threads, with_and_without_drivers
 
 sys.path.insert(0, os.path.dirname(__file__))
 import test_selector as ref  # noqa: E402  (the float64 references)
@@ -89,8 +89,7 @@ def test_while_a_prange_driver_compiles_the_pool_runs_its_runs_with_its_bits(dty
     """Until its ``prange`` driver is compiled, a call on TBB runs the one-thread kernel over
     ember's pool in the driver's runs, the weight gradient's partial sums (an empty run's zeros
     included) in its order: the switch to the driver keeps the bits (``direct``'s test too)."""
-    from ember.kernels.conv import parallel
-    from ember.kernels.runtime import compiler, threads
+    from ember.kernels.runtime import threads
     if threads.parallel_layer() != "tbb":
         pytest.skip("Numba's TBB threading layer is not available")
     require_numba_threads(2)
@@ -101,28 +100,11 @@ def test_while_a_prange_driver_compiles_the_pool_runs_its_runs_with_its_bits(dty
     def run():
         return (C.conv2d_forward(x, w, None, st, pad, dil, g),
                 C.conv2d_weight_grad(gy, x, w.shape, st, pad, dil, g))
-    before = get_num_threads()
-    try:
-        set_num_threads(2)
-        drivers = run()
-        real, asked = compiler.ready, []
-
-        def compiling(kernel, sig, force=False):   # the drivers: still compiling
-            if kernel.py_func.__name__.endswith("_parallel"):
-                asked.append(kernel.py_func.__name__)
-                return False
-            return real(kernel, sig, force)
-        monkeypatch.setattr(compiler, "ready", compiling)
-        runs, real_runs = [], parallel.driver_runs
-        monkeypatch.setattr(parallel, "driver_runs", lambda fn, n, parts: runs.append((n, parts))
-                            or real_runs(fn, n, parts))
-        pool = run()
-    finally:
-        set_num_threads(before)
-    assert sorted(set(asked)) == ["rows_forward_parallel", "rows_weight_parallel"]
-    assert runs == [(9, 8)]
-    for a, b in zip(drivers, pool):
-        np.testing.assert_array_equal(a, b)
+    drivers, pool, asked, runs = with_and_without_drivers(monkeypatch, run)
+    assert asked == ["rows_forward_parallel", "rows_weight_parallel"]
+    assert runs == [(9, 8)]   # the weight gradient's partial sums in the driver's runs
+    for a_, b_ in zip(drivers, pool):
+        np.testing.assert_array_equal(a_, b_)
 
 
 def test_bias_in_the_kernel_is_the_separate_add():
