@@ -88,7 +88,8 @@ def ready(direction, g, dtype, force=False):
     kernel, sig = _signature(direction, g, dtype, False)
     if not compiler.ready(kernel, sig, force):
         return False
-    _driver(direction, g, dtype)
+    if not force:       # (a call, forcing, asks for its driver itself)
+        _driver(direction, g, dtype)
     return True
 
 
