@@ -1,8 +1,9 @@
 """torch's process-wide switches as ``ember.<name>`` (torch.use_deterministic_algorithms,
 torch.set_float32_matmul_precision, torch.set_warn_always, ...), with torch's argument checks.
 
-What each means on ember's CPU kernels: they are deterministic whatever the setting (so the
-deterministic switches only record it); float32 matrix products always run in float32
+What each means on ember's CPU kernels: they are deterministic whatever the setting (the
+deterministic switch also keeps each call's first kernel-or-fallback choice: the same bits on
+every call); float32 matrix products always run in float32
 ("highest"); there is no inter-op thread pool (the count is recorded); NumPy cannot set the
 CPU's flush-to-zero mode (``set_flush_denormal`` returns False, as torch on a CPU without it);
 the one device is the CPU."""
@@ -22,10 +23,14 @@ def _check_bool(op, name, value):
 
 
 def use_deterministic_algorithms(mode, *, warn_only=False):
-    """torch.use_deterministic_algorithms: recorded (ember's kernels are deterministic)."""
+    """torch.use_deterministic_algorithms: ember's kernels are deterministic; while on, a call
+    that ran its fallback while its kernel compiled keeps it (``compiler.tier``: the same bits on
+    every call) instead of switching once the kernel is ready."""
     _check_bool("use_deterministic_algorithms", "mode", mode)
     _check_bool("use_deterministic_algorithms", "warn_only", warn_only)
     _STATE["deterministic"], _STATE["warn_only"] = mode, warn_only
+    from ember.kernels.runtime import compiler   # a call keeps its first tier (same bits)
+    compiler.keep_first_choices(mode)
 
 
 def are_deterministic_algorithms_enabled():

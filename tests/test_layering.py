@@ -21,7 +21,9 @@ RULES = {
     "_dtype": (set(), set()),
     "_optional": (set(), set()),
     "_shm": (set(), set()),
-    "_settings": (set(), {"tensor"}),   # ember.device, Tensor.type() inside functions
+    # ember.device, Tensor.type() inside functions; use_deterministic_algorithms tells the
+    # kernel runtime (compiler.keep_first_choices)
+    "_settings": (set(), {"tensor", "kernels"}),
     "kernels": ({"backends"}, set()),
     "backends": (set(), set()),
     "autograd": ({"kernels", "tensor", "random"}, set()),

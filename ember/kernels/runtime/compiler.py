@@ -463,9 +463,19 @@ def _awaited_done(key):
         return not any(k in _pending for k in _awaiting.get(key, ()))
 
 
+_keep_first = False    # ``keep_first_choices``: ember.use_deterministic_algorithms sets it
+
+
+def keep_first_choices(keep):
+    """Keep each ``tier`` key's first choice for the process (True: the same bits on every call)
+    instead of choosing again once its kernels are compiled; ``ember.use_deterministic_algorithms``
+    sets it (the runtime imports no layer above it)."""
+    global _keep_first
+    _keep_first = bool(keep)
+
+
 def _deterministic():
-    from ember import _settings
-    return _settings.are_deterministic_algorithms_enabled()
+    return _keep_first
 
 
 def _waiting_for_compile(key):
