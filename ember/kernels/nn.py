@@ -534,48 +534,63 @@ def _ce_numba():
 
 def _ce_run(name, rows, *args):
     """Run ``nn_numba``'s ``<name>_rows(rows, *args, lo, hi)`` over the rows of float32 ``rows``
-    (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs NumPy.
-    The kernel's sums and NumPy's differ in the last bits, so ``compiler.tier`` makes the
-    choice per shape: the kernel when it can run, else NumPy (not compiled yet: queued on the
-    compile thread under "background", and the kernel once it is; or Numba unavailable); under
-    ``use_deterministic_algorithms`` the first choice is kept for the process.
-    ``USE_NUMBA = False`` always runs NumPy."""
+    (``_split_run``); False when the caller runs NumPy. The kernel's sums and NumPy's differ in
+    the last bits, so ``compiler.tier`` makes the choice per shape: the kernel when it can run,
+    else NumPy (not compiled yet: queued on the compile thread under "background", and the
+    kernel once it is; or Numba unavailable); under ``use_deterministic_algorithms`` the first
+    choice is kept for the process. ``USE_NUMBA = False`` always runs NumPy."""
     if not USE_NUMBA:
         return False
-    from ember.kernels.runtime import threadpool
-    from ember.kernels.runtime import compiler
+    shapes = tuple(x.shape for x in args if isinstance(x, np.ndarray))
+    return _split_run(f"{name}_rows", f"{name}_parallel", rows, args, rows.shape[0],
+                      rows.size >= CE_PARALLEL_SIZE, ("cross_entropy", name, rows.shape) + shapes,
+                      _ce_signatures)
+
+
+def _split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, signatures):
+    """Run ``nn_numba``'s one-thread kernel ``kernel_name(first, *args, lo, hi)`` over ``n``
+    items (rows or channels) as ``compiler.tier`` chooses under ``tier_key`` (the choice waits
+    for the kernel only); False when the caller runs NumPy. Where ``parallel_`` and Numba's
+    TBB layer splits the items, the ``prange`` driver ``driver_name(first, *args, parts)`` runs
+    them, queued once the kernel is ready, behind the compiles queued NOW (its compile
+    re-optimises the kernel it calls: 0.7-2 s each on a Zen 4, against 0.2-0.5 s for the
+    kernel); until it is compiled the kernel
+    runs over ember's pool in the driver's runs (``threadpool.driver_runs``: the same runs,
+    the same bits). Elsewhere the kernel runs on ember's pool (or this thread) in blocks."""
+    from ember.kernels.runtime import compiler, threadpool
     from ember.kernels.runtime.threads import get_num_threads, tbb_parts
-    n = rows.shape[0]
-    threads = get_num_threads() if rows.size >= CE_PARALLEL_SIZE else 1
+    threads = get_num_threads() if parallel_ else 1
     parts = 0 if threadpool.inside() else tbb_parts(n, threads)
 
-    def kernel():
+    def kernel(name, extra):
         nb = _ce_numba()
         if nb is None:
             return None, None
-        fn = getattr(nb, f"{name}_parallel" if parts else f"{name}_rows")
-        key = (fn,) + tuple(x.flags.writeable for x in (rows,) + args
-                            if isinstance(x, np.ndarray))
-        sig = _ce_signatures.get(key)
+        fn = getattr(nb, name)
+        arrays = (first,) + tuple(a for a in args if isinstance(a, np.ndarray))
+        key = (fn, first.dtype) + tuple(a.flags.writeable for a in arrays)
+        sig = signatures.get(key)
         if sig is None:
-            sig = _ce_signatures[key] = compiler.signature(rows, *args, 0) if parts else \
-                compiler.signature(rows, *args, 0, 0)
+            sig = signatures[key] = compiler.signature(first, *args, *extra)
         return fn, sig
 
     def choose():
-        fn, sig = kernel()
+        fn, sig = kernel(kernel_name, (0, 0))
         return fn is not None and compiler.ready(fn, sig)
-    shapes = tuple(x.shape for x in args if isinstance(x, np.ndarray))
-    if not compiler.tier(("cross_entropy", name, rows.shape) + shapes, choose):
+    if not compiler.tier(tier_key, choose):
         return False
-    fn, sig = kernel()
+    fn, sig = kernel(kernel_name, (0, 0))
     # kept on the kernel: the variant a changed thread count needs compiles now if it must
     compiler.ready(fn, sig, force=True)
     if parts:
-        fn(rows, *args, parts)
+        driver, sig = kernel(driver_name, (0,))
+        if compiler.ready(driver, sig, later=True):
+            driver(first, *args, parts)
+        else:
+            threadpool.driver_runs(lambda lo, hi: fn(first, *args, lo, hi), n, parts, threads)
     else:
-        threadpool.run_chunks(lambda lo, hi: fn(rows, *args, lo, hi), n,
-                              min(n, 4 * threads), threads)
+        threadpool.run_chunks(lambda lo, hi: fn(first, *args, lo, hi), n, min(n, 4 * threads),
+                              threads)
     return True
 
 
@@ -749,41 +764,11 @@ def _bn_param(p, c, dtype, fill):
 
 def _bn_run(name, x3, *args):
     """Run ``nn_numba``'s ``bn_<name>_channels(x3, *args, lo, hi)`` over the channels of ``x3``
-    (N, C, M) (on Numba's TBB layer, ember's pool, or this thread); False when the caller runs
-    NumPy. As ``_ce_run``: ``compiler.tier`` makes the choice per shape and dtype."""
-    from ember.kernels.runtime import threadpool
-    from ember.kernels.runtime import compiler
-    from ember.kernels.runtime.threads import get_num_threads, tbb_parts
-    n = x3.shape[1]
-    threads = get_num_threads() if x3.size >= BN_PARALLEL_SIZE else 1
-    parts = 0 if threadpool.inside() else tbb_parts(n, threads)
-
-    def kernel():
-        nb = _ce_numba()
-        if nb is None:
-            return None, None
-        fn = getattr(nb, f"bn_{name}_parallel" if parts else f"bn_{name}_channels")
-        arrays = (x3,) + tuple(a for a in args if isinstance(a, np.ndarray))
-        key = (fn, x3.dtype) + tuple(a.flags.writeable for a in arrays)
-        sig = _bn_signatures.get(key)
-        if sig is None:
-            sig = _bn_signatures[key] = compiler.signature(x3, *args, 0) if parts else \
-                compiler.signature(x3, *args, 0, 0)
-        return fn, sig
-
-    def choose():
-        fn, sig = kernel()
-        return fn is not None and compiler.ready(fn, sig)
-    if not compiler.tier(("batch_norm", name, x3.shape, x3.dtype.str), choose):
-        return False
-    fn, sig = kernel()
-    compiler.ready(fn, sig, force=True)
-    if parts:
-        fn(x3, *args, parts)
-    else:
-        threadpool.run_chunks(lambda lo, hi: fn(x3, *args, lo, hi), n, min(n, 4 * threads),
-                              threads)
-    return True
+    (N, C, M) (``_split_run``); False when the caller runs NumPy. As ``_ce_run``:
+    ``compiler.tier`` makes the choice per shape and dtype."""
+    return _split_run(f"bn_{name}_channels", f"bn_{name}_parallel", x3, args, x3.shape[1],
+                      x3.size >= BN_PARALLEL_SIZE, ("batch_norm", name, x3.shape, x3.dtype.str),
+                      _bn_signatures)
 
 
 @in_float32

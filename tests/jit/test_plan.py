@@ -805,10 +805,10 @@ def test_plan_runs_before_the_other_modes_kernels_are_ready(monkeypatch):
     from ember.kernels.runtime import compiler as rt
     real, held = rt.ready, [True]
 
-    def ready(disp, sig, force=False):
+    def ready(disp, sig, force=False, later=False):
         if held[0] and disp is fused_numba.im2col_t:   # a kernel of mode "pxk" only
             return False
-        return real(disp, sig, force)
+        return real(disp, sig, force, later)
     monkeypatch.setattr(rt, "ready", ready)
     ember.manual_seed(0)
     model = _resnet().eval()

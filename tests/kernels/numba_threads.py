@@ -16,27 +16,26 @@ def with_and_without_drivers(monkeypatch, run):
     """``run()`` on two threads with the ``prange`` drivers (kernels named ``*_parallel``)
     compiled, then with them still compiling (``compiler.ready`` False for them, so the calls
     run their one-thread kernels over ember's pool): (the results of both calls, the names of
-    the drivers asked for, the (n_items, parts) of each ``conv.parallel.driver_runs`` call)."""
-    from ember.kernels.conv import parallel
-    from ember.kernels.runtime import compiler
+    the drivers asked for, the (n_items, parts) of each ``threadpool.driver_runs`` call)."""
+    from ember.kernels.runtime import compiler, threadpool
     from ember.kernels.runtime.threads import get_num_threads, set_num_threads
-    real_ready, real_runs, asked, runs = compiler.ready, parallel.driver_runs, [], []
+    real_ready, real_runs, asked, runs = compiler.ready, threadpool.driver_runs, [], []
 
-    def compiling(kernel, sig, force=False):
+    def compiling(kernel, sig, force=False, later=False):
         if kernel.py_func.__name__.endswith("_parallel"):
             asked.append(kernel.py_func.__name__)
             return False
-        return real_ready(kernel, sig, force)
+        return real_ready(kernel, sig, force, later)
 
-    def driver_runs(fn, n_items, parts):
+    def driver_runs(fn, n_items, parts, n_threads):
         runs.append((n_items, parts))
-        return real_runs(fn, n_items, parts)
+        return real_runs(fn, n_items, parts, n_threads)
     before = get_num_threads()
     try:
         set_num_threads(2)
         drivers = run()
         monkeypatch.setattr(compiler, "ready", compiling)
-        monkeypatch.setattr(parallel, "driver_runs", driver_runs)
+        monkeypatch.setattr(threadpool, "driver_runs", driver_runs)
         pool = run()
     finally:
         set_num_threads(before)

@@ -14,6 +14,7 @@ import ember
 import ember.nn.functional as F
 from ember.kernels import nn as K
 from ember.kernels.runtime import compiler
+from tests.kernels.numba_threads import require_numba_threads, with_and_without_drivers
 
 torch = pytest.importorskip("torch")
 rng = np.random.default_rng(0)
@@ -615,3 +616,39 @@ def test_batch_norm_numpy_path_float32_error_within_torchs(shape, spread, monkey
         for name, e, t in zip(("output", "mean", "var", "grad input", "grad weight"), ours,
                               theirs):
             assert e <= 1.5 * t + 1e-7, (name, seed, e, t)
+
+
+def test_while_a_prange_driver_compiles_the_pool_runs_its_runs_with_its_bits(monkeypatch):
+    """Row and channel kernels wait for their one-thread kernel only: until its ``prange``
+    driver is compiled (1-2 s more each), a call on TBB runs the kernel over ember's pool in the
+    driver's runs, so softmax, layer_norm (the backward's column sums per run, added in run
+    order), cross entropy and batch norm keep their bits when the driver takes over."""
+    from ember.kernels.runtime import threads
+    if compiler.kernel_module("ember.kernels.nn_numba") is None:
+        pytest.skip("Numba unavailable")
+    if threads.parallel_layer() != "tbb":
+        pytest.skip("Numba's TBB threading layer is not available")
+    require_numba_threads(2)
+    r = np.random.default_rng(21)
+    x = r.standard_normal((1029, 130)).astype(np.float32)   # 1029 rows: 8 runs of 129 and less
+    g = r.standard_normal(x.shape).astype(np.float32)
+    w, b = r.standard_normal(130).astype(np.float32), r.standard_normal(130).astype(np.float32)
+    t = r.integers(0, 130, 1029)
+    bx, bw, bb, rm, rv, bg = _bn_case((4, 37, 30, 40), np.float32, 3)
+
+    def run():
+        y = K.softmax(x, 1)
+        loss, lse = K.cross_entropy_loss(x, t)[:2]
+        out, mean, var = K.native_batch_norm(bx, bw, bb, rm, rv, True, 0.1, 1e-5)
+        return ((y, K.softmax_input_grad(g, y, 1, np.float32), K.layer_norm(x, w, b, (130,)),
+                 loss, K.cross_entropy_loss_backward(np.float32(1.0), x, lse, t), out)
+                + tuple(K.layer_norm_backward(g, x, w, (130,), 1e-5, (True, True, True)))
+                + tuple(K.native_batch_norm_backward(bg, bx, bw, mean, var, True, 1e-5,
+                                                     (True, True, True))))
+    drivers, pool, asked, runs = with_and_without_drivers(monkeypatch, run)
+    assert asked == ["bn_backward_parallel", "bn_train_parallel", "grad_parallel",
+                     "layer_norm_backward_parallel", "layer_norm_parallel", "lse_parallel",
+                     "softmax_backward_parallel", "softmax_parallel"]
+    assert (1029, 8) in runs and (37, 8) in runs
+    for a_, b_ in zip(drivers, pool):
+        np.testing.assert_array_equal(a_, b_)

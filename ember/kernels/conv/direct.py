@@ -102,7 +102,7 @@ def _driver(direction, g, dtype):
         return 0, None
     from ember.kernels.runtime import compiler
     kernel, sig = _signature(direction, g, dtype, True)
-    return parts, (kernel if compiler.ready(kernel, sig) else None)
+    return parts, (kernel if compiler.ready(kernel, sig, later=True) else None)
 
 
 def _signature(direction, g, dtype, parallel_):
@@ -336,7 +336,8 @@ def weight_grad(gy, x, g):
     def chunk(lo, hi):
         return k.weight(gy, x, pt, pb, pl, pr, off, sh, sw, Kp, V, S, lo, hi)
     # the driver's runs while it compiles, an empty one adding zeros as the driver's does
-    sums = parallel.driver_runs(chunk, g.N, parts) if parts else parallel.run(chunk, g.N)
+    sums = threadpool.driver_runs(chunk, g.N, parts, parallel.threads()) if parts else \
+        parallel.run(chunk, g.N)
     gw = sums[0]
     for p in sums[1:]:
         gw += 0 if p is None else p

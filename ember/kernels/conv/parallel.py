@@ -93,19 +93,6 @@ def run(fn, n_items, min_per_chunk=1):
     return threadpool.run_chunks(fn, n_items, parts, n)
 
 
-def driver_runs(fn, n_items, parts):
-    """``fn(lo, hi)`` over the ``parts`` runs a ``prange`` driver cuts ``n_items`` into
-    (``nbhelpers.run_bounds``), on ember's pool: what a call runs while its driver compiles
-    (``direct.ready``); the results in run order, None for an empty run."""
-    per = -(-n_items // parts)
-
-    def chunk(r0, r1):
-        return [fn(r * per, min(n_items, r * per + per)) if r * per < n_items else None
-                for r in range(r0, r1)]
-    return [out for part in threadpool.run_chunks(chunk, parts, parts, threads())
-            for out in part]
-
-
 def parallel_possible():
     """True when ``run`` would actually fan out (more than one thread, not inside a chunk)."""
     return _own() and threads() > 1 and not threadpool.inside()

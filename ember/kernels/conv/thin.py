@@ -13,6 +13,7 @@ runs serially. Needs Numba: without it ``supports`` is False.
 """
 import numpy as np
 
+from ember.kernels.runtime import threadpool
 from ember.kernels.transpose import transposed
 
 from . import parallel
@@ -69,7 +70,7 @@ def _driver(direction, dtype, n_images):
         return 0, None
     from ember.kernels.runtime import compiler
     kernel, sig = _kernel(direction, dtype, True)
-    return parts, (kernel if compiler.ready(kernel, sig) else None)
+    return parts, (kernel if compiler.ready(kernel, sig, later=True) else None)
 
 
 def _kernel(direction, dtype, parallel_):
@@ -122,7 +123,8 @@ def weight_grad(gy, x, g):
         def chunk(lo, hi):
             return k.rows_weight(*args, lo, hi)
         # the driver's runs while it compiles, an empty one adding zeros as the driver's does
-        chunks = parallel.driver_runs(chunk, g.N, parts) if parts else parallel.run(chunk, g.N)
+        chunks = threadpool.driver_runs(chunk, g.N, parts, parallel.threads()) if parts \
+            else parallel.run(chunk, g.N)
         part = chunks[0]
         for c in chunks[1:]:
             part += 0 if c is None else c

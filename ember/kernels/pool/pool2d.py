@@ -162,13 +162,15 @@ _runnable_keys = set()
 
 
 def _runnable(nb, name, *args):
-    """Whether kernel ``name`` of ``nb`` can run these arguments now (``compiler.ready``),
-    remembered once True: its check hashes Numba types, which costs more than a small pool."""
+    """Whether kernel ``name`` of ``nb`` can run these arguments now (``compiler.ready``; a
+    ``prange`` driver's compile queued behind those queued NOW), remembered once True: its
+    check hashes Numba types, which costs more than a small pool."""
     key = (name, args[0].dtype.str)
     if key in _runnable_keys:
         return True
     from ember.kernels.runtime import compiler
-    ok = compiler.ready(getattr(nb, name), _signature(name, *args))
+    ok = compiler.ready(getattr(nb, name), _signature(name, *args),
+                        later=name.endswith("_parallel"))
     if ok:
         _runnable_keys.add(key)
     return ok
@@ -203,14 +205,15 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     from ember.kernels.runtime import compiler
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
     n = threads.get_num_threads()
-    parts = 0 if threadpool.inside() else threads.tbb_parts(planes, n)
-    if parts and compiler.ready(nb.planes_parallel, compiler.signature(*args, 0)):
-        nb.planes_parallel(*args, parts)
-        return y, idx
-    # while the parallel kernel compiles (tens of seconds, queued by ``ready``), the serial one
-    # over ember's threads: the NumPy taps cost ~10x (ResNet-18's stem pool: 32 against 2-3 ms)
     if not compiler.ready(nb.planes, compiler.signature(*args, 0, 0)):
         return None   # compiling in the background: the NumPy path (the same results) runs
+    # the parallel kernel queued once the serial one is ready (its compile re-optimises it);
+    # while it compiles the serial one over ember's threads: the NumPy taps cost ~10x
+    # (ResNet-18's stem pool: 32 against 2-3 ms)
+    parts = 0 if threadpool.inside() else threads.tbb_parts(planes, n)
+    if parts and compiler.ready(nb.planes_parallel, compiler.signature(*args, 0), later=True):
+        nb.planes_parallel(*args, parts)
+        return y, idx
     threadpool.run_chunks(lambda lo, hi: nb.planes(*args, lo, hi), planes, min(planes, 4 * n), n)
     return y, idx
 

@@ -662,7 +662,7 @@ def _compile(dispatcher, sig):
     _mark_compiled(dispatcher.py_func.__module__)
 
 
-def ready(dispatcher, sig, force=False):
+def ready(dispatcher, sig, force=False, later=False):
     """Whether ``dispatcher`` (a Numba ``@njit`` function) can run argument types ``sig`` (see
     ``signature``) now. True when it is compiled for them in this process or, under "background"
     and "sync", when its disk cache holds them (loaded now, once Numba's tables are built: the
@@ -673,7 +673,9 @@ def ready(dispatcher, sig, force=False):
     "background" its compile is queued on the background thread (once) and the caller runs its
     NumPy / BLAS path meanwhile. A plain Python callable (a wrapper in place of a dispatcher) is
     always ready. A (dispatcher, sig object) found ready is remembered by identity: the lookup
-    hashes every Numba type of ``sig`` (~1 us each), more than a batch-of-one kernel runs."""
+    hashes every Numba type of ``sig`` (~1 us each), more than a batch-of-one kernel runs.
+    ``later``: a compile it queues waits behind those queued NOW (a ``prange`` driver whose
+    caller meanwhile runs the one-thread kernel it calls over ember's pool)."""
     key = (id(dispatcher), id(sig))
     if _ready_seen.get(key) is sig:
         return True
@@ -734,5 +736,6 @@ def ready(dispatcher, sig, force=False):
         prebuild(compile_process.request_for(dispatcher, sig))
         _compile(dispatcher, sig)
         _warmed()
-    submit(key, f"{dispatcher.py_func.__module__}.{name}", job)
+    submit(key, f"{dispatcher.py_func.__module__}.{name}", job,
+           priority=LATER if later else None)
     return False

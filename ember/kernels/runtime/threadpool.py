@@ -135,3 +135,16 @@ def run_chunks(fn, n_items, parts, n_threads):
     if job.error is not None:
         raise job.error
     return results
+
+
+def driver_runs(fn, n_items, parts, n_threads):
+    """``fn(lo, hi)`` over the ``parts`` runs a ``prange`` driver cuts ``n_items`` into
+    (``nbhelpers.run_bounds``), on ``n_threads`` threads: what a call runs while its driver (a
+    kernel's ``*_parallel``) compiles, the one-thread kernel it calls being ready; the results in
+    run order, None for an empty run (which the driver skips)."""
+    per = -(-n_items // parts)
+
+    def chunk(r0, r1):
+        return [fn(r * per, min(n_items, r * per + per)) if r * per < n_items else None
+                for r in range(r0, r1)]
+    return [out for part in run_chunks(chunk, parts, parts, n_threads) for out in part]

@@ -101,7 +101,7 @@ def test_max_pool2d_runs_the_serial_kernel_while_the_parallel_one_compiles(monke
     from ember.kernels.runtime import compiler, threads
     nb = pool._kernels()
     real = compiler.ready
-    monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False:
+    monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False, later=False:
                         False if f is nb.planes_parallel else real(f, sig, True))
     monkeypatch.setattr(threads, "tbb_parts", lambda n, t, per_thread=4: 4)
     monkeypatch.setattr(pool, "_running_max", lambda *a: pytest.fail("the NumPy taps ran"))

@@ -137,7 +137,8 @@ def test_max_pool2d_values_runs_the_kernel_split_over_threads(monkeypatch):
     from ember.kernels.runtime import compiler
     from ember.kernels.runtime.threads import get_num_threads, set_num_threads
     real = compiler.ready
-    monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False: real(f, sig, True))
+    monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False, later=False:
+                        real(f, sig, True))
     monkeypatch.setattr(pool, "_tap", lambda *a: pytest.fail("the NumPy taps ran"))
     monkeypatch.setattr(pool, "VALUES_PARALLEL_SIZE", 0)
     x = rng.standard_normal((2, 5, 15, 13)).astype(np.float32)

@@ -268,10 +268,10 @@ def test_selector_checks_direct_under_the_thread_policy_it_runs_it_with(directio
     checked, called = [], []
     real_ready = compiler.ready
 
-    def ready(dispatcher, sig, force=False):
+    def ready(dispatcher, sig, force=False, later=False):
         if not force:
             checked.append((dispatcher.kernel_name, sig))
-        return real_ready(dispatcher, sig, force)
+        return real_ready(dispatcher, sig, force, later)
     monkeypatch.setattr(compiler, "ready", ready)
     for name in ("forward", "weight", "forward_parallel", "weight_parallel"):
         def spy(*a, fn=getattr(direct.kernels(), name), name=name):
@@ -545,6 +545,24 @@ def test_compiles_queued_while_a_tier_chooses_run_after_the_others():
     gate.set()
     compiler.wait_compiles()
     assert ran == ["switches 1", "switches 2", "kept 1", "kept 2", "asked"]
+
+
+def test_a_driver_asked_for_later_queues_behind_the_compiles_queued_now(mode, monkeypatch):
+    """``ready(..., later=True)`` (a ``prange`` driver whose one-thread kernel already runs
+    over ember's pool) queues its compile LATER; a plain ``ready`` queues it NOW."""
+    import numba
+    mode("background")
+    queued = []
+    monkeypatch.setattr(compiler, "submit",
+                        lambda key, name, job, record=True, priority=None:
+                        queued.append(priority))
+
+    def fresh():
+        return numba.njit(lambda x: x + 1)
+    sig = compiler.signature(1.0)
+    assert not compiler.ready(fresh(), sig, later=True)
+    assert not compiler.ready(fresh(), sig)
+    assert queued == [compiler.LATER, None]
 
 
 def test_a_compile_queued_later_moves_up_when_asked_for_outside_a_tier_and_runs_once():

@@ -1,4 +1,4 @@
-"""ember's chunk pool (``run_chunks``): chunk bounds and result order, inline runs (one thread,
+"""ember's chunk pool (``run_chunks``, ``driver_runs``): chunk bounds and result order, inline runs (one thread,
 one part, nested calls), exceptions re-raised in the caller with the pool still usable, the
 caller's NumPy error state in the workers, and the pool replaced under concurrent callers."""
 import sys
@@ -26,6 +26,19 @@ def test_chunks_cover_the_range_in_order(n_items, parts, n_threads):
     assert out[0][0] == 0 and out[-1][1] == n_items
     assert all(a[1] == b[0] for a, b in zip(out, out[1:]))
     assert [n_items * i // parts for i in range(parts + 1)] == [o[0] for o in out] + [n_items]
+
+
+@pytest.mark.parametrize("n_items, parts", [(9, 8), (1029, 8), (8, 8), (3, 4)])
+def test_driver_runs_are_a_prange_drivers_runs_in_order(n_items, parts):
+    """``driver_runs`` cuts the items as a driver's ``nbhelpers.run_bounds`` does (``parts``
+    runs of ceil(n_items / parts), the last ones short or empty: None, not run)."""
+    pytest.importorskip("numba")
+    from ember.kernels.runtime.nbhelpers import run_bounds
+    bounds = [run_bounds.py_func(n_items, parts, r) for r in range(parts)]
+    want = [(lo, hi) if lo < hi else None for lo, hi in bounds]
+    assert threadpool.driver_runs(lambda lo, hi: (lo, hi), n_items, parts, 2) == want
+    if n_items == 9:
+        assert want[-3:] == [None] * 3   # 2, 2, 2, 2, 1 and three empty runs
 
 
 def test_one_thread_or_one_part_or_a_nested_call_runs_inline():
