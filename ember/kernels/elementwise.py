@@ -69,7 +69,7 @@ def _threaded(form, names, operands, out=None, serial_from=None):
     from ember.kernels.runtime import compiler, threadpool, threads
     if threadpool.inside() or not compiler.available() or compiler.importing("numba"):
         return None
-    if not serial and (threads.get_num_threads() < 2 or threads.parallel_layer() != "tbb"):
+    if not serial and (threads.working_threads() < 2 or threads.parallel_layer() != "tbb"):
         return None
     from ember.kernels.pointwise import compile_form, engine
     kernel = compile_form(form, names, types)

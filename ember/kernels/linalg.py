@@ -172,7 +172,7 @@ def _stack(a, b):
     if opa is None or opb is None:
         return None
     from ember.kernels.runtime import threads
-    n = threads.get_num_threads()
+    n = threads.working_threads()
     if n < 2 or threads.parallel_layer() != "tbb":
         return None
     parts = threads.tbb_parts(P, n, 1)     # 0: Numba runs fewer threads (NUMBA_NUM_THREADS=1)
@@ -346,7 +346,7 @@ def _split_gemm(a, b, out, accumulate):
     SPLIT_GEMM_MAX_THREADS, other than float32/float64 operands of one dtype, a call nested in
     one that holds BLAS at its own count, or ``split_into``'s refusals)."""
     from ember.kernels.runtime import threads
-    n = threads.get_num_threads()
+    n = threads.working_threads()
     if not 2 <= n <= SPLIT_GEMM_MAX_THREADS or not (a.dtype == b.dtype == out.dtype) or \
             not (a.dtype == _F32 or a.dtype == _F64):
         return False
@@ -425,7 +425,7 @@ def gemv_parts(w):
     (N, K) has GEMV_MIN_BYTES or more and more than one thread may run on Numba's TBB layer;
     else 0 (one thread would only match BLAS)."""
     from ember.kernels.runtime import threads
-    n = threads.get_num_threads()
+    n = threads.working_threads()
     if w.nbytes < GEMV_MIN_BYTES or n < 2 or threads.parallel_layer() != "tbb":
         return 0
     return threads.tbb_parts(w.shape[0], n, 1)

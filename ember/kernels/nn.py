@@ -49,7 +49,7 @@ def _by_rows(fn, arrays, d):
             not all(x.flags.c_contiguous and x.shape == a.shape for x in arrays):
         return False
     from ember.kernels.runtime import threadpool
-    from ember.kernels.runtime.threads import get_num_threads
+    from ember.kernels.runtime.threads import working_threads
     c = a.shape[-1]
     rows = [x.reshape(-1, c) for x in arrays]
     n = rows[0].shape[0]
@@ -58,7 +58,7 @@ def _by_rows(fn, arrays, d):
     def chunk(lo, hi):
         for r in range(lo, hi, step):
             fn(*(x[r:min(r + step, hi)] for x in rows))
-    threads = get_num_threads()
+    threads = working_threads()
     threadpool.run_chunks(chunk, n, min(4 * threads, max(1, n // step)), threads)
     return True
 
@@ -558,8 +558,8 @@ def _split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, si
     runs over ember's pool in the driver's runs (``threadpool.driver_runs``: the same runs,
     the same bits). Elsewhere the kernel runs on ember's pool (or this thread) in blocks."""
     from ember.kernels.runtime import compiler, threadpool
-    from ember.kernels.runtime.threads import get_num_threads, tbb_parts
-    threads = get_num_threads() if parallel_ else 1
+    from ember.kernels.runtime.threads import working_threads, tbb_parts
+    threads = working_threads() if parallel_ else 1
     parts = 0 if threadpool.inside() else tbb_parts(n, threads)
 
     def kernel(name, extra):
@@ -617,13 +617,13 @@ def _in_row_blocks(fn, rows):
         fn(0, n)
         return
     from ember.kernels.runtime import threadpool
-    from ember.kernels.runtime.threads import get_num_threads
+    from ember.kernels.runtime.threads import working_threads
     step = max(1, _ROW_BLOCK // max(c, 1))
 
     def chunk(lo, hi):
         for r in range(lo, hi, step):
             fn(r, min(r + step, hi))
-    threads = get_num_threads()
+    threads = working_threads()
     threadpool.run_chunks(chunk, n, min(4 * threads, max(1, n // step)), threads)
 
 

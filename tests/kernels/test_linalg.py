@@ -204,7 +204,7 @@ def test_gemm_into_runs_one_blas_call_where_it_does_not_split(split_runs, monkey
     linalg.gemm_into(a[:, ::2], b[::2], out, accumulate=True)    # no unit stride: added
     np.testing.assert_allclose(out, a[:, ::2] @ b[::2] + 1, rtol=1e-5, atol=1e-5)
     monkeypatch.setattr(linalg, "SPLIT_GEMM_MIN_MACS", 0)
-    monkeypatch.setattr(threads, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(threads, "working_threads", lambda: 1)
     np.testing.assert_allclose(linalg.gemm_into(a, b), want, rtol=1e-5, atol=1e-5)
     assert split_runs == []
 

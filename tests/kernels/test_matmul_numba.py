@@ -65,7 +65,7 @@ def test_other_products_are_left_to_numpy(stack_runs):
 
 
 def test_one_thread_leaves_it_to_numpy(stack_runs, monkeypatch):
-    monkeypatch.setattr(threads, "get_num_threads", lambda: 1)
+    monkeypatch.setattr(threads, "working_threads", lambda: 1)
     a = np.ones((4, 6, 5), np.float32)
     assert linalg._stack(a, np.ones((4, 5, 7), np.float32)) is None
 

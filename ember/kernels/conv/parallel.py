@@ -6,11 +6,11 @@ that also run OpenBLAS, one descheduled thread stalls the other at every hand-of
 GEMM (32 x 25088) @ (25088 x 75) took 456 ms with 2 OpenBLAS threads against 11 ms with one (and
 LeNet's second-conv weight gradient 232 ms against 0.8 ms); see docs/conv.md. So while a convolution
 runs (``policy(own=True)``), OpenBLAS is held at one thread and the work is split here into
-``get_num_threads()`` independent chunks (images, GEMMs of a batch, output columns, or halves of a
+``working_threads()`` independent chunks (images, GEMMs of a batch, output columns, or halves of a
 long reduction), each a single-threaded BLAS call or a Numba ``nogil`` kernel, run by the caller and
 pool workers with no synchronisation until the end: a straggler costs only its own share.
 
-Chunks are claimed one at a time by the calling thread and ``get_num_threads() - 1`` pool workers
+Chunks are claimed one at a time by the calling thread and ``working_threads() - 1`` pool workers
 (see ``run``). Workspace buffers are per thread (``workspace``), so a chunk uses the buffers of the
 thread that runs it. Results do not depend on the schedule; they depend on the thread count only
 through reduction splits (partial sums added in chunk order, so a given thread count always gives
@@ -22,7 +22,7 @@ import numpy as np
 
 from ember.kernels.runtime import threadpool
 from ember.kernels.runtime.threads import (FREE, LIMITED, blas_controllers, blas_mode,
-                                           get_num_threads)
+                                           working_threads)
 
 # Directions run with ember's own chunks (BLAS at one thread); the others call BLAS with its own
 # threads and do not chunk. See the module docstring and docs/conv.md for the measurements.
@@ -42,7 +42,7 @@ def threads():
     """Number of chunks to split work into: the thread count read when the outermost ``policy``
     of this call was entered (so one call never mixes two counts), else ember's setting."""
     n = getattr(_mode, "n", None)
-    return n if n is not None else max(1, get_num_threads())
+    return n if n is not None else max(1, working_threads())
 
 
 def _own():
@@ -66,7 +66,7 @@ class policy:
         granted = self.hold.__enter__()
         _mode.own = self.own and granted == LIMITED
         if self.saved[1] is None:
-            _mode.n = max(1, get_num_threads())
+            _mode.n = max(1, working_threads())
         return self
 
     def __exit__(self, *exc):

@@ -54,7 +54,7 @@ broadcasts the operands and returns the tuple of outputs, written into ``out`` w
 output may be an input, or overlap one: overlapping inputs are copied first). ``apply(expr,
 *operands, out=None)`` does both. Dimensions are reordered to the operands' memory order and
 collapsed (``collapse_dims``), so contiguous operands run as one flat loop; the loop nest runs in
-parallel over the outer rows (``ember.kernels.runtime.threads.get_num_threads`` threads).
+parallel over the outer rows (``ember.kernels.runtime.threads.working_threads`` threads).
 
 Compiled kernels are generated per (expression, dtypes, inner-stride layout), compiled by
 Numba (imported on first use) and cached in memory and on disk (``diskcache``), so another process

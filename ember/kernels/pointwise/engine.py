@@ -256,8 +256,7 @@ def _strided_layout(shape, operands, n_inputs):
 
 
 def _thread_count():
-    n = threads._num_threads  # get_num_threads() without its call per launch
-    return n if n is not None else threads._CPU_COUNT
+    return threads._working  # working_threads() without its call per launch
 
 
 class PointwiseKernel:

@@ -195,7 +195,7 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
     if _is_2x2(x.shape, k, s, p, d, out):
         if not _runnable(nb, "planes_2x2", x, y, idx, 0, 0):
             return None
-        n = threads.get_num_threads()
+        n = threads.working_threads()
         if y.size < POOL_2X2_PARALLEL_SIZE or n <= 1:
             nb.planes_2x2(x, y, idx, 0, planes)   # one chunk, in this thread
         else:
@@ -204,7 +204,7 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
         return y, idx
     from ember.kernels.runtime import compiler
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
-    n = threads.get_num_threads()
+    n = threads.working_threads()
     if not compiler.ready(nb.planes, compiler.signature(*args, 0, 0)):
         return None   # compiling in the background: the NumPy path (the same results) runs
     # the parallel kernel queued once the serial one is ready (its compile re-optimises it);
@@ -282,7 +282,7 @@ def _max_pool2d_values_numba(nb, x, k, s, p, d, out):
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y)
     if not _runnable(nb, "planes_values", *args, 0, 0):
         return None
-    planes, n = x.shape[0] * x.shape[1], threads.get_num_threads()
+    planes, n = x.shape[0] * x.shape[1], threads.working_threads()
     parts = 0
     if y.size >= VALUES_TBB_SIZE and n > 1 and not threadpool.inside():
         parts = threads.tbb_parts(planes, n)
@@ -337,7 +337,7 @@ def _scatter_numba(gy, indices, input_shape):
     gx = np.zeros((P, H * W), gy.dtype)
     if not _runnable(nb, "scatter", g, at, gx, 0, 0):
         return None
-    n = threads.get_num_threads()
+    n = threads.working_threads()
     # ~1 ns per element: a hand-over to the pool (~0.1 ms) pays only on large gradients
     parts = min(P, 4 * n) if g.size >= SCATTER_PARALLEL_SIZE else 1
     bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, parts, n)

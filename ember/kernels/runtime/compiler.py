@@ -197,6 +197,9 @@ def _worker():
             with _job_lock:
                 if _closing:     # the interpreter is exiting (``_at_exit``): run nothing more
                     continue
+                with _lock:     # (kept choices: the same thread counts, the same bits)
+                    if TAKE_CORE and not _keep_first:
+                        threads.compiling(True)
                 job()
         except Closing:
             pass
@@ -208,6 +211,8 @@ def _worker():
         finally:
             with _lock:
                 _pending.pop(key, None)
+            if _queue.empty():
+                threads.compiling(False)
             _queue.task_done()
 
 
@@ -219,6 +224,8 @@ def _worker():
 # (docs/performance.md, "Cold start: compile volume"): the pooling, col2im and pointwise kernels
 # (8 s under load) waited behind 110-170 s (under load) of convolution compiles.
 LOAD, NOW, LATER = -1, 0, 1   # ``submit`` priorities (LOAD: a disk-cache load, see ``ready``)
+# a job running takes a core from ember's threads (``threads.compiling``); EMBER_JIT_CORE=0: not
+TAKE_CORE = os.environ.get("EMBER_JIT_CORE", "1") != "0"
 _seq = 0              # submission counter: first in, first out within a priority
 _graced = set()       # seqs of LATER entries the worker has already held back once
 LATER_GRACE_S = 0.25  # how long the worker waits before starting a LATER compile
@@ -471,7 +478,10 @@ def keep_first_choices(keep):
     instead of choosing again once its kernels are compiled; ``ember.use_deterministic_algorithms``
     sets it (the runtime imports no layer above it)."""
     global _keep_first
-    _keep_first = bool(keep)
+    with _lock:
+        _keep_first = bool(keep)
+        if _keep_first:     # a compile running keeps no core from ember's threads from now on
+            threads.compiling(False)
 
 
 def _deterministic():

@@ -4,6 +4,8 @@ threads run ember's parallel compiled kernels (Numba's TBB layer or ember's pool
 ``set_num_threads(n)`` sets the thread count of ember's own parallel loops
 (``ember.kernels.runtime.threadpool``: convolution chunks, compiled pointwise kernels, pooling)
 and of every BLAS library in the process that threadpoolctl can see (imported lazily, optional).
+While a background compile runs (``compiling``) both use one thread fewer than the host's cores
+at most (``working_threads``), so the compile has a core of its own.
 
 BLAS thread counts are process-wide: OpenBLAS's pthreads build (what NumPy and SciPy wheels
 ship) has one count for the whole process (``openblas_set_num_threads_local`` sets that same
@@ -88,6 +90,10 @@ def _default_count():
 
 _CPU_COUNT = _default_count()   # the default count (the core count unless the environment sets one)
 _num_threads = None
+_compile_cap = None     # ember's thread count while a background compile runs (``compiling``)
+_working = _CPU_COUNT   # the count ember's kernels split over now (``working_threads``)
+_cap_stale = False      # the BLAS counts do not follow the cap yet (set at the next mode entered)
+_cap_saved = {}         # filepath -> BLAS count to restore when the cap ends
 
 LIMITED = "limited"
 FREE = "free"
@@ -115,6 +121,55 @@ def get_num_threads():
     if _num_threads is None:
         return _CPU_COUNT
     return _num_threads
+
+
+def working_threads():
+    """The thread count ember's kernels split their work over now: ``get_num_threads()``, one
+    fewer than the host's cores at most while a background compile runs (``compiling``)."""
+    return _working
+
+
+def compiling(running):
+    """The compile thread tells whether a background compile (or kernel load) is running: while
+    one is, ember's parallel loops and BLAS use at most one thread fewer than the host's cores
+    (at least one), so the compile has a core of its own. On 2 cores a busy compile worker,
+    niced or SCHED_IDLE, cost a two-thread GPT step (GEMMs on OpenBLAS's threads, TBB kernels)
+    60-75% (56 -> 90-98 ms) against one thread's 85-87, and slowed the compile with it: a cold
+    GPT process finished 104 / 106 steps in its first 10 s at one thread against 77 / 78 at
+    two. The BLAS counts follow at the next ``blas_mode`` entered while none is held (never
+    while a BLAS call of ember's runs)."""
+    global _compile_cap, _cap_stale
+    cap = max(1, (os.cpu_count() or 1) - 1) if running else None
+    if cap != _compile_cap:
+        _compile_cap = cap
+        _update_working()
+        _cap_stale = True
+
+
+def _update_working():
+    global _working
+    n = _CPU_COUNT if _num_threads is None else _num_threads
+    _working = n if _compile_cap is None else min(n, _compile_cap)
+
+
+def _apply_cap():
+    """Set the BLAS counts to the compile cap, or back to the counts it saved (``_lock`` held,
+    no mode held)."""
+    global _cap_stale
+    _cap_stale = False
+    cap = _compile_cap
+    for c in _scan():
+        if cap is None:
+            n = _cap_saved.get(c.filepath)
+            if n is not None and c.get_num_threads() != n:
+                _set_count(c, n)
+        else:
+            n = c.get_num_threads()
+            _cap_saved.setdefault(c.filepath, n)
+            if n > cap:
+                _set_count(c, cap)
+    if cap is None:
+        _cap_saved.clear()
 
 
 def blas_controllers(refresh=False):
@@ -299,6 +354,9 @@ def _set_count(controller, n):
 
 
 def _set(controller, n):
+    if _compile_cap is not None:
+        _cap_saved[controller.filepath] = n
+        n = min(n, _compile_cap)
     if _mode == LIMITED:
         _saved[controller.filepath] = n
         n = 1
@@ -335,10 +393,14 @@ def _enter(mode):
             _mode, _active = mode, 1
             if _num_threads is not None:
                 _scan()                 # a BLAS imported since gets the configured count
+            if _cap_stale:
+                _apply_cap()
             return
         if not _may_enter(mode):
             _wait_until(mode)
         if _active == 0:
+            if _cap_stale:
+                _apply_cap()
             if mode == LIMITED:
                 controllers = _scan()
                 _mode = mode
@@ -397,6 +459,8 @@ class _Hold:
                     _mode = mode
                     if _num_threads is not None and len(sys.modules) != _scanned_modules:
                         _scan()         # a BLAS imported since gets the configured count
+                    if _cap_stale:
+                        _apply_cap()
                 _active += 1
                 entered = True
             else:
@@ -450,6 +514,8 @@ def _after_fork_in_child():
     _lock = threading.Lock()
     _cond = threading.Condition(_lock)
     _layer_lock = threading.Lock()
+    if _compile_cap is not None:    # the child has no compile thread: its cap ends
+        compiling(False)
     _mode, _active = mine, (1 if mine is not None else 0)
     _n_waiting = 0
     for k in _waiting:
@@ -476,6 +542,7 @@ def set_num_threads(n):
         if not nested and not _may_enter(_EXCLUSIVE):
             _wait_until(_EXCLUSIVE)
         _num_threads = n
+        _update_working()
         for c in _scan(refresh=True):
             _set(c, n)
         _cond.notify_all()

@@ -565,6 +565,34 @@ def test_a_driver_asked_for_later_queues_behind_the_compiles_queued_now(mode, mo
     assert queued == [compiler.LATER, None]
 
 
+@pytest.mark.parametrize("deterministic, take_core", [(False, True), (True, True),
+                                                      (False, False)])
+def test_a_background_compile_runs_with_a_core_of_its_own(deterministic, take_core,
+                                                          monkeypatch):
+    """While the compile thread runs a job, ember's kernels use one thread fewer than the
+    host's cores (``threads.compiling``), all of them again once its queue is empty; not under
+    ``keep_first_choices`` (use_deterministic_algorithms: the same thread counts, the same
+    bits) nor with EMBER_JIT_CORE=0 (``TAKE_CORE``)."""
+    from ember.kernels.runtime import threads
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    monkeypatch.setattr(compiler, "TAKE_CORE", take_core)
+    before, kept = threads.get_num_threads(), compiler._keep_first
+    seen = []
+    compiler.wait_compiles()
+    threads.set_num_threads(3)
+    compiler.keep_first_choices(deterministic)
+    try:
+        for tag in ("a", "b"):
+            compiler.submit(("test-core", id(seen), tag), tag,
+                            lambda: seen.append(threads.working_threads()), record=False)
+        compiler.wait_compiles()
+        assert seen == ([2, 2] if take_core and not deterministic else [3, 3])
+        assert threads.working_threads() == 3
+    finally:
+        compiler.keep_first_choices(kept)
+        threads.set_num_threads(before)
+
+
 def test_a_compile_queued_later_moves_up_when_asked_for_outside_a_tier_and_runs_once():
     """A kernel first queued while a ``tier`` chose (LATER) that a freely switching caller then
     asks for moves ahead of the other LATER compiles, and still runs once."""

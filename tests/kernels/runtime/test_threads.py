@@ -45,6 +45,37 @@ def test_set_num_threads_limits_blas(restore_threads):
     assert blas and all(p["num_threads"] == 1 for p in blas)
 
 
+def test_a_background_compile_takes_a_core_from_embers_threads(restore_threads, monkeypatch):
+    """While the compile thread says a compile runs (``compiling``), ember's kernels split over
+    one thread fewer than the host's cores (``working_threads``) and BLAS follows at the next
+    mode entered; ``get_num_threads`` (the setting) is unchanged, a count set meanwhile applies
+    within the cap and stays after it, and the end of the compile restores everything."""
+    pytest.importorskip("threadpoolctl")
+    monkeypatch.setattr(os, "cpu_count", lambda: 3)
+    ember.set_num_threads(3)
+    before = _blas_counts()
+    try:
+        threads.compiling(True)
+        assert (threads.working_threads(), ember.get_num_threads()) == (2, 3)
+        with threads.blas_mode(threads.FREE):
+            assert _blas_counts() == [min(n, 2) for n in before]
+        ember.set_num_threads(1)
+        assert threads.working_threads() == 1
+        ember.set_num_threads(3)
+        assert threads.working_threads() == 2
+    finally:
+        threads.compiling(False)
+    with threads.blas_mode(threads.FREE):
+        assert _blas_counts() == before
+    assert threads.working_threads() == ember.get_num_threads() == 3
+    monkeypatch.setattr(os, "cpu_count", lambda: 1)
+    try:
+        threads.compiling(True)
+        assert threads.working_threads() == 1     # never below one
+    finally:
+        threads.compiling(False)
+
+
 @pytest.mark.parametrize("bad", [0, -1, 1.5, "2", True])
 def test_set_num_threads_rejects_bad_values(bad):
     with pytest.raises(ValueError, match="set_num_threads"):
