@@ -554,9 +554,9 @@ def _split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, si
     TBB layer splits the items, the ``prange`` driver ``driver_name(first, *args, parts)`` runs
     them, queued once the kernel is ready, behind the compiles queued NOW (its compile
     re-optimises the kernel it calls: 0.7-2 s each on a Zen 4, against 0.2-0.5 s for the
-    kernel); until it is compiled the kernel
-    runs over ember's pool in the driver's runs (``threadpool.driver_runs``: the same runs,
-    the same bits). Elsewhere the kernel runs on ember's pool (or this thread) in blocks."""
+    kernel); until it is compiled the kernel runs over ember's pool in the driver's runs
+    (``threadpool.driver_runs``: the same runs, the same bits). Elsewhere the kernel runs on
+    ember's pool (or this thread) in blocks."""
     from ember.kernels.runtime import compiler, threadpool
     from ember.kernels.runtime.threads import working_threads, tbb_parts
     threads = working_threads() if parallel_ else 1

@@ -181,7 +181,7 @@ def _worker():
         with _lock:
             live = _pending.get(key) == (priority, seq)
         if not live:   # an entry a later ``submit`` moved up: it has run already
-            _queue.task_done()
+            _task_done()
             continue
         if priority == LATER and seq not in _graced:
             # a LATER compile runs for seconds: first let the callers that switch at once (the
@@ -189,7 +189,7 @@ def _worker():
             _graced.add(seq)
             _grace()
             _queue.put((priority, seq, key, name, job, record))
-            _queue.task_done()
+            _task_done()
             continue
         _graced.discard(seq)
         start = time.perf_counter()
@@ -211,9 +211,15 @@ def _worker():
         finally:
             with _lock:
                 _pending.pop(key, None)
-            if _queue.empty():
-                threads.compiling(False)
-            _queue.task_done()
+            _task_done()
+
+
+def _task_done():
+    """``task_done`` for the entry the worker took; with nothing left to run, ember's threads get
+    every core back first (``threads.compiling``), so ``wait_compiles`` returns with them."""
+    if _queue.empty():
+        threads.compiling(False)
+    _queue.task_done()
 
 
 # Queue order: a compile whose caller switches to the kernel as soon as it is ready (pooling,
