@@ -202,16 +202,15 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
             threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
                                   min(planes, 4 * n), n)
         return y, idx
-    from ember.kernels.runtime import compiler
     args = (x, k[0], k[1], s[0], s[1], p[0], p[1], d[0], d[1], y, idx)
     n = threads.working_threads()
-    if not compiler.ready(nb.planes, compiler.signature(*args, 0, 0)):
+    if not _runnable(nb, "planes", *args, 0, 0):
         return None   # compiling in the background: the NumPy path (the same results) runs
     # the parallel kernel queued once the serial one is ready (its compile re-optimises it);
     # while it compiles the serial one over ember's threads: the NumPy taps cost ~10x
     # (ResNet-18's stem pool: 32 against 2-3 ms)
     parts = 0 if threadpool.inside() else threads.tbb_parts(planes, n)
-    if parts and compiler.ready(nb.planes_parallel, compiler.signature(*args, 0), later=True):
+    if parts and _runnable(nb, "planes_parallel", *args, 0):
         nb.planes_parallel(*args, parts)
         return y, idx
     threadpool.run_chunks(lambda lo, hi: nb.planes(*args, lo, hi), planes, min(planes, 4 * n), n)

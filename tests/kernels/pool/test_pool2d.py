@@ -104,6 +104,7 @@ def test_max_pool2d_runs_the_serial_kernel_while_the_parallel_one_compiles(monke
     monkeypatch.setattr(compiler, "ready", lambda f, sig, force=False, later=False:
                         False if f is nb.planes_parallel else real(f, sig, True))
     monkeypatch.setattr(threads, "tbb_parts", lambda n, t, per_thread=4: 4)
+    monkeypatch.setattr(pool, "_runnable_keys", set())   # (readiness remembered by earlier tests)
     monkeypatch.setattr(pool, "_running_max", lambda *a: pytest.fail("the NumPy taps ran"))
     monkeypatch.setattr(pool, "MIN_NUMBA_SIZE", 0)
     x = rng.standard_normal((1, 8, 15, 13)).astype(np.float32)
