@@ -239,6 +239,23 @@ def neg(a):
 
 
 def pow(a, exponent):
+    """torch's pow. A float32/float64 array to the Python number 3, -2 or -0.5 is
+    ``(a * a) * a``, ``1 / (a * a)`` or ``1 / sqrt(a)``, as torch's CPU kernel computes them
+    (its bits; ``np.power``'s ``powf`` differs in the last bit and costs 60 ns an element on
+    glibc); 2 and -1 NumPy's own power takes as torch does."""
+    if exponent.__class__ in _PY_NUMBERS and a.__class__ is _nd and (
+            a.dtype is _F32 or a.dtype is _F64) and exponent in (3, -2, -0.5):
+        token = _fp_quiet()   # 1 / 0 is inf, sqrt(-1) nan, as torch
+        try:
+            if exponent == -0.5:
+                r = np.sqrt(a)
+            else:
+                r = np.multiply(a, a)
+                if exponent == 3:
+                    return np.multiply(r, a, out=r)
+            return np.divide(a.dtype.type(1), r, out=r)
+        finally:
+            _fp_restore(token)
     if exponent.__class__ is int and a.__class__ is _nd and a.dtype.kind in "iu":
         fill_value(exponent, a.dtype, "exponent")   # torch's checked conversion, no wrapping
         e = exponent
@@ -256,6 +273,9 @@ def pow(a, exponent):
         small = np.where(base == 1, 1, np.where(base == -1, np.where(odd, -1, 1), 0))
         return np.where(neg, small, out).astype(out.dtype, copy=False)
     return np.power(a, e)
+
+
+_PY_NUMBERS = (int, float)   # the exponents pow takes by multiplying (bool is not one)
 
 
 def reciprocal(a):
