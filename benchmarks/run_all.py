@@ -9,7 +9,7 @@ Usage: python benchmarks/run_all.py                 full run (30 minutes or more
                                                     writes nothing unless --json / --readme
        python benchmarks/run_all.py --from-json benchmarks/results/<date>.json
                                                     re-render the README from saved results
-Options: --only eager,train_step,networks,conv,inference,pointwise,onnx_export,onnx_import,onnx_zoo;
+Options: --only eager,train_step,networks,programs,conv,inference,pointwise,onnx_export,onnx_import,onnx_zoo;
 --repeats N (per library and configuration: processes, default 3); --json PATH; --readme PATH (or
 --no-readme).
 
@@ -35,6 +35,7 @@ import _harness as H  # noqa: E402
 # render(results) -> {table name: markdown}
 SUITES = tuple((name, importlib.import_module(mod)) for name, mod in (
     ("eager", "eager_overhead"), ("train_step", "train_step"), ("networks", "networks"),
+    ("programs", "programs"),
     ("conv", "conv"), ("inference", "jit"), ("pointwise", "pointwise"),
     ("onnx_export", "onnx_export"), ("onnx_import", "onnx_import"), ("onnx_zoo", "onnx_zoo"))
     if os.path.exists(os.path.join(H.HERE, mod + ".py")))

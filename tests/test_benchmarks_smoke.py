@@ -189,6 +189,22 @@ def test_resnet_worker_runs_torchvisions_definition_in_its_own_process(lib):
     assert networks.TRAIN_BATCH == 8
 
 
+@pytest.mark.slow
+def test_programs_workers_run_karpathys_makemore_on_both_libraries_from_one_start():
+    """programs.py: makemore's own Transformer and loop body, ember through the import-torch
+    alias (in its own process), torch beside it: the same first loss, rendered as a row."""
+    pytest.importorskip("torch")
+    import programs
+    res = {"makemore": {lib: [H.spawn("programs.py", lib, "makemore", tiny())]
+                        for lib in ("ember", "torch")}}
+    for lib, (out,) in res["makemore"].items():
+        assert "error" not in out, out
+        assert out["train"]["steps"] >= 1 and out["loss"][0] > 0
+    assert abs(res["makemore"]["ember"][0]["loss"][0] - res["makemore"]["torch"][0]["loss"][0]) < 1e-4
+    table = programs.render(res)["programs"]
+    assert "makemore" in table and table.count("| yes |") == 1
+
+
 def test_machine_record_names_vendor_isa_and_the_openblas_variables(monkeypatch):
     monkeypatch.setattr(H.subprocess, "run", lambda *a, **k: (_ for _ in ()).throw(
         H.subprocess.TimeoutExpired("probe", 1)))       # no library probes here
@@ -250,7 +266,7 @@ def test_readme_sections_with_empty_bodies_are_filled_each_on_its_own():
 
 
 @pytest.mark.parametrize("script", ["conv.py", "train_step.py", "jit.py", "onnx_import.py",
-                                    "networks.py", "onnx_zoo.py"])
+                                    "networks.py", "onnx_zoo.py", "programs.py"])
 def test_unknown_only_case_stops_before_measuring_and_names_the_known_ones(script):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), "--only", "no_such_case"],
                        capture_output=True, text=True, timeout=120)
