@@ -35,7 +35,8 @@ from ember._settings import (are_deterministic_algorithms_enabled, get_default_d
                              set_flush_denormal, set_num_interop_threads, set_warn_always,
                              typename, use_deterministic_algorithms)
 
-# the one process-wide setting made at import (docs/process.md); EMBER_MEMORY_REUSE=0 skips it
+# the process-wide memory settings made at import (docs/process.md): freed-memory reuse
+# (EMBER_MEMORY_REUSE=0 skips it) and NumPy's huge-page advice off (NUMPY_MADVISE_HUGEPAGE set: kept)
 _importlib.import_module("ember.kernels.runtime.memory").configure_from_environment()
 # the op functions and Tensor's methods; then every public function and method raises ember's
 # errors naming it (ember/ops/namespace.py)

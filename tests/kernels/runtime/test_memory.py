@@ -1,4 +1,5 @@
-"""Freed-memory reuse: on by default, switchable, and off with EMBER_MEMORY_REUSE=0."""
+"""Freed-memory reuse: on by default, switchable, and off with EMBER_MEMORY_REUSE=0; NumPy's
+huge-page advice off after import."""
 import ctypes
 import os
 import subprocess
@@ -64,3 +65,39 @@ def test_reuse_off_leaves_an_untouched_glibc_adaptive():
                          env={**os.environ, "EMBER_MEMORY_REUSE": "0"}, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["True", "False", "False"]
+
+
+_HUGE_PAGE_FLAG = r"""
+import numpy as np
+import ember
+a = np.ones(1 << 23)                 # 64 MiB
+inside = a.__array_interface__["data"][0] + (1 << 22)
+with open("/proc/self/smaps") as f:
+    mapping = None
+    for line in f:
+        first = line.split()[0]
+        if "-" in first and ":" not in first:            # a mapping's header line
+            lo, hi = (int(v, 16) for v in first.split("-"))
+            mapping = lo <= inside < hi
+        elif line.startswith("VmFlags:") and mapping:
+            print("hg" in line.split())                  # madvise(MADV_HUGEPAGE) on it
+"""
+
+
+@pytest.mark.parametrize("env,advised", [({}, "False"), ({"NUMPY_MADVISE_HUGEPAGE": "1"}, "True")])
+def test_import_switches_numpys_huge_page_advice_off_unless_numpy_s_variable_is_set(env, advised):
+    """NumPy advises MADV_HUGEPAGE on its large arrays; after ``import ember`` a new large array's
+    mapping carries no such advice (its first touches then never stall in compaction), unless
+    the user set NumPy's own NUMPY_MADVISE_HUGEPAGE."""
+    if not os.path.exists("/proc/self/smaps"):
+        pytest.skip("no /proc/self/smaps (not Linux)")
+    if advised == "True" and not os.path.exists("/sys/kernel/mm/transparent_hugepage/enabled"):
+        pytest.skip("a kernel without transparent huge pages refuses the advice")
+    from ember.kernels.runtime import memory
+    if memory._madvise_hugepage() is None:
+        pytest.skip("this NumPy has no huge-page switch")
+    base = {k: v for k, v in os.environ.items() if k != "NUMPY_MADVISE_HUGEPAGE"}
+    out = subprocess.run([sys.executable, "-c", _HUGE_PAGE_FLAG], capture_output=True, text=True,
+                         env={**base, **env}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [advised]
