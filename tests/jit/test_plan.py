@@ -991,3 +991,37 @@ def test_steady_plan_calls_its_kernels_directly(name, dtype, monkeypatch):
         assert plan.steady and not plan.specialised
         for a, c in zip(arrays(fast(xs[1])), wants[1]):
             np.testing.assert_allclose(a, c, rtol=tol, atol=tol)
+
+
+def test_engine_mode_convolutions_transform_their_weight_once(monkeypatch):
+    """A convolution step's weight is an immutable copy (``memory.frozen_copy``), so the
+    Winograd engine keeps its transform of it: the plan's calls do not transform it again (an
+    imported ResNet-50 transformed 23 weights on every call) and still equal eager."""
+    from ember.backends import conv as conv_settings
+    from ember.kernels.conv import winograd
+    ember.manual_seed(5)
+    model = _resnet().eval()
+    x = ember.randn(2, 3, 16, 16)
+    with ember.no_grad():
+        want = model(x).numpy()
+    fast = _fast(model, x)
+    with ember.no_grad():
+        fast(x)
+        plan = _only_plan(fast)
+        convs = [s for s in plan._steps if isinstance(s, plan_module._ConvStep)]
+        assert convs and all(winograd.immutable(s.w) for s in convs)
+        unit3x3 = [s for s in convs if s.args == (3, 3, 1, 1, 1, 1)]
+        assert unit3x3
+        for s in unit3x3:
+            s.mode = "engine"
+        plan._tune = plan._tuned = []
+        monkeypatch.setattr(conv_settings, "algorithm", "winograd")
+        calls = []
+        real = winograd._weight_transform
+        monkeypatch.setattr(winograd, "_weight_transform",
+                            lambda *a: calls.append(1) or real(*a))
+        fast(x)
+        assert len(calls) == len(unit3x3)      # the first call transforms each weight ...
+        for _ in range(3):
+            np.testing.assert_allclose(fast(x).numpy(), want, rtol=1e-4, atol=1e-4)
+    assert len(calls) == len(unit3x3)          # ... and no call after it
