@@ -60,14 +60,17 @@ def _ort_side(path, x, calls, top):
     import onnxruntime as ort
     so = ort.SessionOptions()
     so.enable_profiling = True
+    so.profile_file_prefix = os.path.join(os.path.dirname(path), "ort_profile")   # the temp dir
     sess = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
     feed = {sess.get_inputs()[0].name: x}
     for _ in range(50):
         sess.run(None, feed)
     for _ in range(calls):
         sess.run(None, feed)
-    with open(sess.end_profiling()) as f:
+    profile = sess.end_profiling()
+    with open(profile) as f:
         events = json.load(f)
+    os.remove(profile)
     by_op, runs = {}, [e["dur"] for e in events if e.get("name") == "model_run"]
     for e in events:
         if e.get("cat") == "Node" and e["name"].endswith("_kernel_time"):

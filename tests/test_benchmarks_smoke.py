@@ -206,16 +206,17 @@ def test_programs_workers_run_karpathys_makemore_on_both_libraries_from_one_star
 
 
 @pytest.mark.slow
-def test_op_profile_prints_onnxruntimes_operators_and_embers_kernels():
+def test_op_profile_prints_onnxruntimes_operators_and_embers_kernels(tmp_path):
     """op_profile.py: the model exported, then onnxruntime's per-operator profile and cProfile of
     ember's plan, each side in its own process; a bad case names the forms it takes."""
     pytest.importorskip("onnxruntime")
     script = os.path.join(ROOT, "benchmarks", "op_profile.py")
     p = subprocess.run([sys.executable, script, "--case", "jit:mlp", "--calls", "5", "--top", "3"],
-                       capture_output=True, text=True, timeout=300)
+                       capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "onnxruntime: median call" in p.stdout and "FusedGemm" in p.stdout
     assert "ember traced + opt: median call" in p.stdout and "us a call (" in p.stdout
+    assert list(tmp_path.iterdir()) == []           # onnxruntime's profile file written elsewhere
     bad = subprocess.run([sys.executable, script, "--case", "mlp"], capture_output=True,
                          text=True, timeout=60)
     assert bad.returncode != 0 and "jit:NAME or zoo:NAME" in bad.stderr
