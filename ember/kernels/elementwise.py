@@ -601,8 +601,9 @@ def hardtanh(a, min_val, max_val):
 
 
 def clamp(a, min=None, max=None):
-    """The fast path of the ``clamp`` row, with torch's promotion by the bounds: one
-    ``np.maximum`` / ``np.minimum`` pass per bound where the row's selects take three."""
+    """The fast path of the ``clamp`` row, with torch's promotion by the bounds: floats in one
+    ``np.clip`` pass (torch's bits, signed zeros included), integers one ``np.maximum`` /
+    ``np.minimum`` pass per bound, where the row's selects take three."""
     if min is None and max is None:
         raise KernelError("at least one of 'min' or 'max' must not be None")
     dt = result_type(a, min, max)   # torch promotes with the bounds (an int tensor, 0.5: float)
@@ -610,11 +611,17 @@ def clamp(a, min=None, max=None):
     for bound in (min, max):
         if bound is not None:
             a, _ = promote(a, bound)
-    out = a
-    if min is not None:
-        out = np.maximum(out, min)
-    if max is not None:
-        out = np.minimum(out, max)
+    if a.dtype.kind == "f":
+        # np.clip's own loop with both bounds compares as torch does (NaN kept, a signed zero
+        # kept where it equals a bound: np.maximum / np.minimum return the bound's zero), in one
+        # pass where those take two, each slower ((131072,) float32: 32 us against 152)
+        out = np.clip(a, -np.inf if min is None else min, np.inf if max is None else max)
+    else:
+        out = a
+        if min is not None:
+            out = np.maximum(out, min)
+        if max is not None:
+            out = np.minimum(out, max)
     if out.dtype != a.dtype:
         out = out.astype(a.dtype if a.dtype.kind == "f" or dt.kind != "f" else dt)
     return out

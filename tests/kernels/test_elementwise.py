@@ -971,3 +971,18 @@ def test_pow_by_multiplying_has_torch_bits(exponent, dtype):
     got.backward(ember.tensor(g))
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), equal_nan=True,
                                rtol=1e-6 if dtype == "float32" else 1e-13)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64"])
+@pytest.mark.parametrize("bounds", [(0.0, 1.0), (-0.0, 0.0), (0.0, -0.0), (0.0, None),
+                                    (-0.0, None), (None, 0.0), (None, -0.0), (2.0, 1.0),
+                                    (float("nan"), 1.0), (-1.0, float("nan"))])
+def test_clamp_has_torch_bits_on_signed_zeros_nan_and_crossed_bounds(bounds, dtype):
+    """clamp of floats keeps a zero's sign where it equals a bound and NaN where torch does
+    (np.maximum / np.minimum returned the bound's zero)."""
+    x = np.array([-0.0, 0.0, np.nan, np.inf, -np.inf, -1.5, 1.5, 0.5, -2.0], dtype)
+    lo, hi = bounds
+    want = torch.clamp(torch.tensor(x), lo, hi).numpy()
+    got = ember.clamp(ember.tensor(x), lo, hi).numpy()
+    assert got.dtype == want.dtype
+    np.testing.assert_array_equal(got.view(f"i{got.itemsize}"), want.view(f"i{want.itemsize}"))
