@@ -51,13 +51,42 @@ def argsort(a, dim=-1, descending=False, stable=False):
     return sort(a, dim, descending, stable)[1]
 
 
+SELECT_MIN_SIZE = 256   # topk selects by partition from this many elements a slice, k <= n / 4
+
+
 def topk(a, k, dim=-1, largest=True, sorted=True):
+    """The k largest (smallest) along ``dim``, in order, equal values by index: the first k of a
+    stable sort. A long slice with few picks is selected by partition instead of sorted
+    ((131072,) float32, k = 10: 13 ms -> 1.4), with the same result."""
     d = _dim("topk", dim, a.ndim)
     _check_k("topk", "index", k, 0, a, d)
     if a.ndim == 0:
         return _of_scalar(a)
-    idx = np.take(_argsort(a, d, largest), np.arange(k), axis=d)
+    n = a.shape[d]
+    if 0 < k and n >= SELECT_MIN_SIZE and 4 * k <= n and a.dtype.kind in "fiu" and not (
+            a.dtype.kind == "f" and np.isnan(a).any()):
+        idx = np.moveaxis(_selected(np.moveaxis(a, d, -1), k, largest), -1, d)
+    else:
+        idx = np.take(_argsort(a, d, largest), np.arange(k), axis=d)
     return np.take_along_axis(a, idx, d), idx.astype(np.int64, copy=False)
+
+
+def _selected(a, k, largest):
+    """Indices of the first k of a stable sort of each last-axis slice of ``a`` (no NaN):
+    the k-th value by ``np.partition``, every element beyond it and the first of those equal to
+    it, then those k sorted."""
+    n = a.shape[-1]
+    t = np.partition(a, n - k if largest else k - 1, axis=-1)[..., n - k if largest else k - 1,
+                                                              None]
+    beyond = a > t if largest else a < t
+    take = beyond | (a == t)
+    if not (take.sum(-1) == k).all():   # ties at the k-th value: the first ones by index
+        equal = a == t
+        room = k - beyond.sum(-1, keepdims=True)
+        take = beyond | (equal & (np.cumsum(equal, -1) <= room))
+    idx = np.nonzero(take.reshape(-1, n))[1].reshape(a.shape[:-1] + (k,))
+    order = _argsort(np.take_along_axis(a, idx, -1), -1, largest)
+    return np.take_along_axis(idx, order, -1)
 
 
 def _select(a, d, pos, keepdim):

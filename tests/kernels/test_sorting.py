@@ -136,3 +136,28 @@ def test_searchsorted_with_nan_is_torchs_binary_search(seq, vals, right):
     want = torch.searchsorted(torch.tensor(seq), torch.tensor(vals), right=right)
     np.testing.assert_array_equal(S.searchsorted(np.array(seq), np.array(vals), right=right),
                                   want.numpy())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int64])
+@pytest.mark.parametrize("shape,dim", [((1000,), 0), ((3, 1000), -1), ((1000, 3), 0),
+                                       ((2, 600, 2), 1)])
+@pytest.mark.parametrize("ties", [False, True])
+def test_topk_by_partition_equals_the_first_k_of_a_stable_sort(shape, dim, dtype, ties):
+    """Long slices with few picks are selected by partition: the same values and indices as the
+    stable sort (equal values by index, at the k-th value too), and torch's values; NaN slices
+    keep the sort (NaN above every number)."""
+    x = rng.standard_normal(shape)
+    x = (np.round(x * 2) if ties else x).astype(dtype)
+    for k in (1, 7, 250):
+        for largest in (True, False):
+            want = np.take(np.argsort(-x if largest else x, axis=dim, kind="stable"),
+                           np.arange(k), axis=dim)
+            v, i = S.topk(x, k, dim, largest)
+            np.testing.assert_array_equal(i, want)
+            tv, _ = torch.topk(torch.tensor(x), k, dim=dim, largest=largest)
+            np.testing.assert_array_equal(v, tv.numpy())
+    if dtype != np.int64:
+        x = x.copy()
+        x[(0,) * x.ndim] = np.nan
+        v, _ = S.topk(x, 3, dim, True)
+        assert np.isnan(v[(0,) * x.ndim])
