@@ -76,12 +76,12 @@ def _selected(a, k, largest):
     the k-th value by ``np.partition``, every element beyond it and the first of those equal to
     it, then those k sorted."""
     n = a.shape[-1]
-    t = np.partition(a, n - k if largest else k - 1, axis=-1)[..., n - k if largest else k - 1,
-                                                              None]
+    kth = n - k if largest else k - 1
+    t = np.partition(a, kth, axis=-1)[..., kth, None]
     beyond = a > t if largest else a < t
-    take = beyond | (a == t)
+    equal = a == t
+    take = beyond | equal
     if not (take.sum(-1) == k).all():   # ties at the k-th value: the first ones by index
-        equal = a == t
         room = k - beyond.sum(-1, keepdims=True)
         take = beyond | (equal & (np.cumsum(equal, -1) <= room))
     idx = np.nonzero(take.reshape(-1, n))[1].reshape(a.shape[:-1] + (k,))

@@ -65,14 +65,10 @@ def set_memory_reuse(enabled):
 
 
 def _madvise_hugepage():
-    """NumPy's switch of its ``madvise(MADV_HUGEPAGE)`` on large allocations (private, NumPy
-    1.20+), or None."""
-    for name in ("numpy._core.multiarray", "numpy.core.multiarray"):
-        try:
-            return getattr(__import__(name, fromlist=["_"]), "_set_madvise_hugepage")
-        except (ImportError, AttributeError):
-            continue
-    return None
+    """NumPy's switch of its ``madvise(MADV_HUGEPAGE)`` on large allocations (private), or
+    None."""
+    core = getattr(np, "_core", None) or getattr(np, "core", None)   # NumPy 2 / NumPy 1
+    return getattr(getattr(core, "multiarray", None), "_set_madvise_hugepage", None)
 
 
 def set_huge_pages(enabled):
