@@ -247,12 +247,11 @@ def pow(a, exponent):
             a.dtype is _F32 or a.dtype is _F64) and exponent in (3, -2, -0.5):
         token = _fp_quiet()   # 1 / 0 is inf, sqrt(-1) nan, as torch
         try:
-            if exponent == -0.5:
-                r = np.sqrt(a)
-            else:
-                r = np.multiply(a, a)
-                if exponent == 3:
-                    return np.multiply(r, a, out=r)
+            r = np.sqrt(a) if exponent == -0.5 else np.multiply(a, a)
+            if r.__class__ is not _nd:   # a 0-d array: NumPy gave a scalar
+                return r * a if exponent == 3 else a.dtype.type(1) / r
+            if exponent == 3:
+                return np.multiply(r, a, out=r)
             return np.divide(a.dtype.type(1), r, out=r)
         finally:
             _fp_restore(token)

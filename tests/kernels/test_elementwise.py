@@ -971,6 +971,10 @@ def test_pow_by_multiplying_has_torch_bits(exponent, dtype):
     got.backward(ember.tensor(g))
     np.testing.assert_allclose(ex.grad.numpy(), tx.grad.numpy(), equal_nan=True,
                                rtol=1e-6 if dtype == "float32" else 1e-13)
+    for v in (x[5], np.array(0.0, dtype), np.array(-2.5, dtype)):    # 0-d tensors too
+        got, want = ember.pow(ember.tensor(v), exponent), torch.pow(torch.tensor(v), exponent)
+        assert got.shape == () and got.dtype == ember.tensor(v).dtype
+        np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
