@@ -25,7 +25,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import _harness as H  # noqa: E402
@@ -47,13 +46,9 @@ def _export(kind, case, onnx_dir):
     return onnx_zoo._export(case, onnx_dir)
 
 
-def _median_call(fn, seconds=2.0):
-    times, start = [], time.perf_counter()
-    while time.perf_counter() - start < seconds or len(times) < 20:
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times) * 1e6
+def _median_call(fn, lib):
+    """``fn``'s median call in us, timed as the benchmarks time it (``_harness.measure``)."""
+    return H.measure(fn, lib, H.Options(repeats=1, min_time=2.0))["median"] * 1e3
 
 
 def _ort_side(path, x, calls, top):
@@ -77,7 +72,7 @@ def _ort_side(path, x, calls, top):
             op = e["args"].get("op_name", "?")
             by_op[op] = by_op.get(op, 0) + e["dur"]
     plain = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
-    median = _median_call(lambda: plain.run(None, feed))
+    median = _median_call(lambda: plain.run(None, feed), "ort")
     total = sum(by_op.values()) or 1
     print(f"onnxruntime: median call {median:.1f} us without profiling; profiled runs "
           f"{statistics.median(runs[-calls:]):.1f} us; operators' shares of the profiled node "
@@ -106,7 +101,7 @@ def _ember_side(kind, case, path, x, calls, top):
             for _ in range(30):
                 fast(xt)
             compiler.wait_compiles()
-        print(f"ember traced + opt: median call {_median_call(lambda: fast(xt)):.1f} us "
+        print(f"ember traced + opt: median call {_median_call(lambda: fast(xt), 'ember'):.1f} us "
               "without profiling")
         prof = cProfile.Profile()
         prof.enable()
