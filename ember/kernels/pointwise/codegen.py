@@ -53,9 +53,9 @@ class Literal:
         self.is_bool = dtype == BOOL
 
     def fn(self, name):
-        """The Numba function computing ``name`` (exp, tanh, erf) in this register type: float32
-        gets the vectorisable helpers, others NumPy's scalar functions (``math.erf``: NumPy has
-        no erf)."""
+        """The Numba function computing ``name`` (exp, tanh, erf, log1p) in this register type:
+        float32 gets the vectorisable helpers, others NumPy's scalar functions (``math.erf``:
+        NumPy has no erf)."""
         if opmath(self.dtype) == F32:
             return f"{name}_f32"
         return "math.erf" if name == "erf" else f"np.{name}"
@@ -175,8 +175,8 @@ def kernel_source(typing, out_dtypes, classes, aliases, parallel=False):
         "import math",
         "import numpy as np",
         "from numba import njit, prange, types as nt",
-        "from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, f2h, floordiv_float, h2f, rf16, sel, "
-        "tanh_f32, wide_vectors",
+        "from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, f2h, floordiv_float, h2f, "
+        "log1p_f32, rf16, sel, tanh_f32, wide_vectors",
         "",
     ]
     task_params = ", ".join(["task_lo", "task_hi"] + common + operands)

@@ -113,12 +113,12 @@ def _ufunc(uf):
 
 
 def _f32_twin(name, a):
-    """``nbhelpers``' float32 ``name`` (exp, tanh, erf) by its NumPy twin (``elementwise``)
+    """``nbhelpers``' float32 ``name`` (``_HELPER_FNS``) by its NumPy twin (``elementwise``)
     on a float32 array; NumPy's own function (SciPy's erf) otherwise."""
     global _twins
     if _twins is None:
         from ember.kernels import elementwise as e
-        _twins = {"exp": e.exp_f32, "tanh": e.tanh_f32, "erf": e.erf_f32}
+        _twins = {"exp": e.exp_f32, "tanh": e.tanh_f32, "erf": e.erf_f32, "log1p": e.log1p_f32}
     if a.__class__ is np.ndarray and a.dtype == FLOAT32:
         return _twins[name](a)
     return _np_erf(a) if name == "erf" else getattr(np, name)(a)
@@ -275,8 +275,8 @@ class NumbaMath:
     def abs(self, a):
         return Src(f"abs({a})")
 
-    def __getattr__(self, name):   # exp, tanh, erf: the register's function; others NumPy's
-        fn = self.K.fn(name) if name in ("exp", "tanh", "erf") else f"np.{name}"
+    def __getattr__(self, name):   # the helpers' functions in the register's type; NumPy's others
+        fn = self.K.fn(name) if name in _HELPER_FNS else f"np.{name}"
         return lambda a: Src(f"{fn}({a})")
 
 
@@ -344,6 +344,10 @@ class KernelMath(NumpyMath):
     def tanh(a):
         return _f32_twin("tanh", np.asarray(a))
 
+    @staticmethod
+    def log1p(a):
+        return _f32_twin("log1p", np.asarray(a))
+
 
 class _Probed:
     """A value of ``_Probe``: every operator gives it again."""
@@ -385,7 +389,8 @@ _EXACT_OPS = frozenset(("add", "sub", "mul", "div", "neg", "abs", "reciprocal", 
                         "eq", "ne", "lt", "le", "gt", "ge", "isnan", "isinf", "isfinite",
                         "logical_and", "logical_or", "logical_xor", "logical_not",
                         "floor", "ceil", "trunc"))
-_EXACT_F32_OPS = frozenset(("exp", "tanh", "erf"))
+_HELPER_FNS = ("exp", "tanh", "erf", "log1p")   # nbhelpers' vectorising float32 versions
+_EXACT_F32_OPS = frozenset(_HELPER_FNS)
 _EXACT_FNS_F64 = frozenset(("abs", "sqrt"))
 _EXACT_FNS = _EXACT_FNS_F64 | _EXACT_F32_OPS
 
@@ -512,8 +517,8 @@ _OPS = [
        cost="transcendental"),
     Op("log", 1, "float", lambda K, p, a: f"np.log({a})", _np_unary_float(np.log), cost="transcendental"),
     Op("log2", 1, "float", lambda K, p, a: f"np.log2({a})", _np_unary_float(np.log2), cost="transcendental"),
-    Op("log1p", 1, "float", lambda K, p, a: f"np.log1p({a})", _np_unary_float(np.log1p),
-       cost="transcendental"),
+    Op("log1p", 1, "float", lambda K, p, a: f"{K.fn('log1p')}({a})", _np_unary_float(np.log1p),
+       cost="transcendental", twin=_np_twin("log1p")),
     Op("sqrt", 1, "float", lambda K, p, a: f"np.sqrt({a})", _np_unary_float(np.sqrt), cost="mid"),
     _row("rsqrt", 1, "float", lambda m, p, a: m.c(1) / m.sqrt(a), cost="mid"),
     Op("sin", 1, "float", lambda K, p, a: f"np.sin({a})", _np_unary_float(np.sin), cost="transcendental"),

@@ -62,12 +62,13 @@ def test_fallback_without_numba():
     ("sigmoid", "float32", True), ("sigmoid", "float64", False),  # exp: twin / NumPy's vs libm
     ("tanh", "float32", True), ("erf", "float32", True), ("erf", "float64", False),
     ("lerp", "float64", True), ("rsqrt", "float64", True),        # IEEE arithmetic and selects
-    ("elu", "float32", False), ("softplus", "float32", False),    # expm1, log1p
+    ("log1p", "float32", True), ("softplus", "float32", True),     # log1p's and exp's twins
+    ("log1p", "float64", False), ("elu", "float32", False),       # NumPy's log1p vs libm; expm1
     ("log", "float32", False), ("maximum", "float32", False), ("gelu", "float16", False)])
 def test_kernel_exact_names_the_plans_with_the_kernels_bits(op, dtype, exact):
     """``kernel_exact``: the twin NumPy plan has the compiled kernel's bits for IEEE arithmetic,
-    selects and comparisons, and float32 exp / tanh / erf (their helpers' twins); not where a
-    step runs another library's function (float64 exp / erf, log, expm1), nor maximum (its
+    selects and comparisons, and float32 exp / tanh / erf / log1p (their helpers' twins); not where
+    a step runs another library's function (float64 exp / erf / log1p, log, expm1), nor maximum (its
     signed zeros), nor float16 (rounded in float32)."""
     import numpy as np
     from ember.kernels.pointwise import OPS, Expr, compile_pointwise

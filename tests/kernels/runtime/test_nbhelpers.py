@@ -1,19 +1,25 @@
-"""The straight-line float32 exp, tanh and erf the Numba kernels share (``nbhelpers``): against
-float64 NumPy over a dense sweep, the range ends and the special values."""
+"""The straight-line float32 exp, tanh, erf and log1p the Numba kernels share (``nbhelpers``):
+against float64 NumPy over a dense sweep, the range ends and the special values."""
 import numpy as np
 import pytest
 
 pytest.importorskip("numba")
 from numba import njit  # noqa: E402
 
-from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, tanh_f32  # noqa: E402
+from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, log1p_f32, tanh_f32  # noqa: E402
 
 
 @njit(cache=False)
 def _apply(fn_id, x, out):
     for i in range(x.shape[0]):
-        out[i] = exp_f32(x[i]) if fn_id == 0 else (tanh_f32(x[i]) if fn_id == 1 else
-                                                   erf_f32(x[i]))
+        if fn_id == 0:
+            out[i] = exp_f32(x[i])
+        elif fn_id == 1:
+            out[i] = tanh_f32(x[i])
+        elif fn_id == 2:
+            out[i] = erf_f32(x[i])
+        else:
+            out[i] = log1p_f32(x[i])
 
 
 def _run(fn_id, x):
@@ -82,6 +88,29 @@ def test_erf_f32_within_0_54_ulp_and_odd():
     assert np.isnan(specials[2]) and np.signbit(specials[4])
 
 
+def test_log1p_f32_within_one_ulp_and_its_specials():
+    """Within 1 ulp of float64 log1p rounded to float32 (almost always that value) over wide
+    sweeps: tiny arguments (x itself below 2^-24), near -1, up to the float32 maximum; -1 is
+    -inf, below -1 (and -inf) NaN, inf inf, NaN kept, signed zeros kept."""
+    rng = np.random.default_rng(11)
+    f = np.float32
+    x = np.concatenate([(rng.standard_normal(400_000) * 3).astype(f),
+                        np.exp(rng.uniform(-100, 88, 200_000)).astype(f),
+                        -np.exp(rng.uniform(-100, 0, 200_000)).astype(f),
+                        np.linspace(-1e-6, 1e-6, 100_001, dtype=f)])
+    with np.errstate(divide="ignore", invalid="ignore"):
+        want = np.log1p(x.astype(np.float64)).astype(f)
+    got = _run(3, x)
+    ok = np.isfinite(want)
+    bits = [v[ok].view(np.int32).astype(np.int64) for v in (got, want)]
+    ulps = np.abs(bits[0] - bits[1])
+    assert ulps.max() <= 1 and (ulps > 0).mean() < 1e-4
+    specials = _run(3, np.array([-1.0, -1.5, -np.inf, np.inf, np.nan, 0.0, -0.0, 1e-45], f))
+    np.testing.assert_array_equal(specials[[0, 3, 5, 6, 7]],
+                                  np.array([-np.inf, np.inf, 0, 0, 1e-45], f))
+    assert np.isnan(specials[[1, 2, 4]]).all() and np.signbit(specials[6])
+
+
 def _twin_inputs():
     """float32 values for the twin comparison: random bit patterns (every exponent, NaN
     payloads, subnormals), normal and wide uniform values, and each helper's edges."""
@@ -100,7 +129,8 @@ def _twin_inputs():
                            (rng.standard_normal(100_000) * 1e-38).astype(f)])
 
 
-@pytest.mark.parametrize("fn_id, name", [(0, "exp_f32"), (1, "tanh_f32"), (2, "erf_f32")])
+@pytest.mark.parametrize("fn_id, name", [(0, "exp_f32"), (1, "tanh_f32"), (2, "erf_f32"),
+                                         (3, "log1p_f32")])
 def test_numpy_twins_have_the_compiled_helpers_bits(fn_id, name):
     """``elementwise``'s NumPy twin of each helper gives the compiled helper's bits, NaN
     payloads and signed zeros included (so a pass may run the twin while its kernel
