@@ -187,6 +187,38 @@ def measure(step, lib, opts, wait_for_compiles=True):
             "compile_wait_s": waited}
 
 
+def compiled(lib, step):
+    """``step`` (a function of no arguments) through ``ember.compile`` or ``torch.compile``."""
+    if lib.startswith("ember"):
+        import ember
+        return ember.compile(step)
+    import torch
+    return torch.compile(step)
+
+
+def first_calls(step, n=3):
+    """Run ``step()`` ``n`` times: (milliseconds of each call, the first call's result). A
+    compiled step's first calls are its compile: for ``ember.compile`` an eager call that
+    creates the optimizer's state, then the trace and compile, then the check; for
+    ``torch.compile`` Dynamo and Inductor."""
+    calls, first = [], None
+    for i in range(n):
+        t = time.perf_counter()
+        out = step()
+        calls.append((time.perf_counter() - t) * 1e3)
+        if i == 0:
+            first = out
+    return calls, first
+
+
+def first_calls_cell(results):
+    """'first / second call' (ms, medians over the processes) of compiled workers."""
+    rs = [r for r in results if "first_calls" in r]
+    if not rs:
+        return ""
+    return " / ".join(cell(spread([r["first_calls"][i] for r in rs])) for i in (0, 1))
+
+
 def seeded_array(name, shape):
     """The value every library's model gets for state-dict entry ``name`` (float32, seeded by
     the name): uniform(+-1/sqrt(fan_in)) for matrices and kernels, uniform(-0.1, 0.1) for

@@ -10,6 +10,8 @@ Cases:
               4 heads, block 64, batch 16, exact GELU, AdamW, ``clip_grad_norm_``), attention as
               masked softmax
   gpt_sdpa    the same with ``F.scaled_dot_product_attention(is_causal=True)``
+              (gpt_manual also runs ``ember_compiled`` and ``torch_compiled``: the whole step
+              through ``ember.compile`` / ``torch.compile``, their first three calls reported)
   resnet18    torchvision's ResNet-18 (the torchvision stand-in of tests/programs/standins, whose
   resnet50    module names and definitions are torchvision's; ember runs the very same file with
               ``import torch`` giving ember, as the pytorch/examples programs do), with its
@@ -34,6 +36,7 @@ QUICK_CASES = ("gpt_manual", "resnet18")
 PROGRAMS = os.path.join(H.ROOT, "tests", "programs")
 GPT_LABELS = {"gpt_manual": "manual attention (masked softmax)",
               "gpt_sdpa": "`F.scaled_dot_product_attention(is_causal=True)`"}
+COMPILED_CASES = ("gpt_manual",)   # with ember.compile and torch.compile columns
 RESNET_LABELS = {"resnet18": "ResNet-18", "resnet50": "ResNet-50"}
 TRAIN_BATCH = 8
 
@@ -70,12 +73,17 @@ def gpt_worker(lib, case, opts):
             for name, p in model.named_parameters():
                 p.copy_(to_tensor(H.seeded_array(name, tuple(p.shape))))
     losses = []
+    out = {}
+    if lib.endswith("_compiled"):
+        step = H.compiled(lib, step)
+        out["first_calls"], loss = H.first_calls(step)
+        losses.append(float(loss.item()))
 
     def timed():
         loss = step()
         if not losses:
             losses.append(float(loss.item()))
-    out = {"train": H.measure(timed, lib, opts)}
+    out["train"] = H.measure(timed, lib, opts)
     out["loss"] = losses if model is not None else None
     return out
 
@@ -121,8 +129,12 @@ def collect(opts, machine, log=None, only=None):
     cases = list(only or (QUICK_CASES if opts.quick else CASES))
     opts = copy.copy(opts)
     opts.timeout = max(opts.timeout, 300 if opts.quick else 900)   # ResNet-50 training steps
-    cols = {"ember": ("ember", None), "torch": ("torch", None)}
-    return H.run_matrix(SCRIPT, cases, cols, opts, log)
+    cols = {"ember": ("ember", None), "torch": ("torch", None),
+            "ember_compiled": ("ember_compiled", None), "torch_compiled": ("torch_compiled", None)}
+    plan = {c: cases for c in ("ember", "torch")}
+    plan.update({c: [k for k in cases if k in COMPILED_CASES]
+                 for c in ("ember_compiled", "torch_compiled")})
+    return H.run_matrix(SCRIPT, plan, cols, opts, log)
 
 
 def _same(cols, key):
@@ -138,12 +150,20 @@ def render(res):
             continue
         e, t = cols.get("ember", []), cols.get("torch", [])
         em, tm = H.metric(e, "train", "median"), H.metric(t, "train", "median")
+        ec = H.metric(cols.get("ember_compiled", []), "train", "median")
+        tc = H.metric(cols.get("torch_compiled", []), "train", "median")
         rows.append([GPT_LABELS[case], H.cell(em), H.cell(tm), H.ratio(em, tm),
                      H.cell(H.metric(e, "train", "first")), H.cell(H.metric(t, "train", "first")),
-                     _same(cols, "loss")])
+                     H.cell(ec), H.ratio(ec, tm) if ec else "", H.cell(tc),
+                     H.ratio(ec, tc) if ec and tc else "",
+                     H.first_calls_cell(cols.get("ember_compiled", [])),
+                     H.first_calls_cell(cols.get("torch_compiled", [])), _same(cols, "loss")])
     if rows:
         out["gpt"] = H.table(["attention", "ember", "torch", "ratio", "ember 1st step",
-                              "torch 1st step", "same 1st loss"], rows)
+                              "torch 1st step", "ember.compile", "ratio to torch",
+                              "torch.compile", "ember.compile / torch.compile",
+                              "ember.compile 1st / 2nd call", "torch.compile 1st / 2nd call",
+                              "same 1st loss"], rows)
     rows = []
     for case, cols in res.items():
         if case.startswith("gpt"):

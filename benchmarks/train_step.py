@@ -170,16 +170,6 @@ def cold_window(step, lib):
             "compiles_in_window": done, "compile_s_in_window": secs}
 
 
-def compiled_step(lib, step):
-    """The training step ``step`` (a function of no arguments) through ``ember.compile`` or
-    ``torch.compile``."""
-    if lib.startswith("ember"):
-        import ember
-        return ember.compile(step)
-    import torch
-    return torch.compile(step)
-
-
 def worker(lib, case, opts):
     import numpy as np
     t0 = time.perf_counter()
@@ -201,16 +191,10 @@ def worker(lib, case, opts):
         step = make(builder, x, y, optimizer, seeded=True, losses=None if compiled else losses)
     out = {"lib": lib, "case": case, "import_ms": import_ms}
     if compiled:   # (the loss read outside the step: item() inside would break its graph)
-        step = compiled_step(lib, step)
+        step = H.compiled(lib, step)
         out["info"] = H.library_info("ember" if lib.startswith("ember") else "torch")
-        calls = []
-        for _ in range(3):
-            t = time.perf_counter()
-            loss = step()
-            calls.append((time.perf_counter() - t) * 1e3)
-            if not losses:
-                losses.append(float(loss.item()))
-        out["first_calls"] = calls
+        out["first_calls"], loss = H.first_calls(step)
+        losses.append(float(loss.item()))
         out.update(H.measure(step, lib, opts))
         out["loss"] = losses[:1]
         return out
@@ -328,8 +312,8 @@ def render(res):
         ec = H.metric(cols.get("ember_compiled", []), "median")
         tc = H.metric(cols.get("torch_compiled", []), "median")
         row += [H.cell(ec), H.ratio(ec, t) if ec else "", H.cell(tc), H.ratio(ec, tc) if ec and tc
-                else "", _first_calls(cols.get("ember_compiled", [])),
-                _first_calls(cols.get("torch_compiled", []))]
+                else "", H.first_calls_cell(cols.get("ember_compiled", [])),
+                H.first_calls_cell(cols.get("torch_compiled", []))]
         loss = H.agree([{"sample": r.get("loss")} for c in cols.values() for r in c])
         row.append({True: "yes", False: "**no**", None: "-"}[loss])
         rows.append(row)
@@ -390,14 +374,6 @@ def render(res):
              "import (NumPy already imported)", "1st step done, since process start",
              "background compiles finished in the window"], rows)
     return out
-
-
-def _first_calls(rs):
-    """'first / second call' (ms, medians over the processes) of compiled workers."""
-    rs = [r for r in rs if "first_calls" in r]
-    if not rs:
-        return ""
-    return " / ".join(H.cell(H.spread([r["first_calls"][i] for r in rs])) for i in (0, 1))
 
 
 def _count(s):

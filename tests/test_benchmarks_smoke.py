@@ -190,6 +190,33 @@ def test_resnet_worker_runs_torchvisions_definition_in_its_own_process(lib):
 
 
 @pytest.mark.slow
+def test_gpt_table_reports_the_step_through_ember_compile_against_torch_compile():
+    """networks.py's GPT row: the whole step through ``ember.compile`` (its first three calls
+    reported: the eager call, the trace and compile, the check), beside torch eager and
+    ``torch.compile`` (a made-up result here: Inductor compiles for about a minute)."""
+    pytest.importorskip("torch")
+    import networks
+    assert networks.COMPILED_CASES == ("gpt_manual",)
+    res = {"gpt_manual": {"ember_compiled": [networks.worker("ember_compiled", "gpt_manual",
+                                                             tiny())]}}
+    out = res["gpt_manual"]["ember_compiled"][0]
+    assert len(out["first_calls"]) == 3 and out["train"]["steps"] >= 1
+    loss = out["loss"][0]
+    res["gpt_manual"].update({
+        "ember": [{"train": {"median": 60.0, "first": 800.0}, "loss": [loss]}],
+        "torch": [{"train": {"median": 50.0, "first": 90.0}, "loss": [loss]}],
+        "torch_compiled": [{"train": {"median": 40.0}, "first_calls": [60000.0, 45.0, 41.0],
+                            "loss": [loss]}]})
+    table = networks.render(res)["gpt"]
+    row = table.splitlines()[-1]
+    compiled = out["train"]["median"]
+    assert "| ember.compile | ratio to torch | torch.compile |" in table
+    assert f"| {H.ratio(H.spread([compiled]), H.spread([50.0]))} |" in row
+    assert f"| {H.ratio(H.spread([compiled]), H.spread([40.0]))} |" in row
+    assert "| 60 s / 45 ms |" in row and row.endswith("| yes |")
+
+
+@pytest.mark.slow
 def test_programs_workers_run_karpathys_makemore_on_both_libraries_from_one_start():
     """programs.py: makemore's own Transformer and loop body, ember through the import-torch
     alias (in its own process), torch beside it: the same first loss, rendered as a row."""
