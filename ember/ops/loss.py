@@ -60,13 +60,13 @@ def binary_cross_entropy_with_logits(input, target, weight=None, reduction="mean
                                 f"(the input's dtype, {input._data.dtype}), got "
                                 f"{target._data.dtype}: result type can't be cast to the "
                                 f"desired output type; convert it with target.float()")
-    # log(sigmoid(x)) = -softplus(-x); log(1 - sigmoid(x)) = -softplus(x)
-    log_sig = G.neg(G.softplus(G.neg(input), 1.0, 20.0))
-    log_1m = G.neg(G.softplus(input, 1.0, 20.0))
-    pos = G.mul(target, log_sig)
+    # -t log(sigmoid(x)) - (1 - t) log(1 - sigmoid(x)) = (1 - t) x - log(sigmoid(x)), as torch
+    # composes it (log(1 - sigmoid(x)) = log(sigmoid(x)) - x); pos_weight scales the second term
+    # by 1 + (pos_weight - 1) t
+    log_sig = G.logsigmoid(input)
     if pos_weight is not None:
-        pos = G.mul(pos, pos_weight)
-    loss = G.neg(G.add(pos, G.mul(G.sub(1.0, target), log_1m)))
+        log_sig = G.mul(log_sig, G.add(G.mul(G.sub(pos_weight, 1.0), target), 1.0))
+    loss = G.sub(G.mul(G.sub(1.0, target), input), log_sig)
     if weight is not None:
         loss = G.mul(loss, weight)
     return _reduce(loss, reduction, "binary_cross_entropy_with_logits")
