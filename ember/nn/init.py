@@ -73,7 +73,19 @@ def normal_(tensor, mean=0.0, std=1.0, generator=None):
 
 
 def _erfinv(y):
-    """Inverse error function (Giles' approximation refined by two Newton steps)."""
+    """Inverse error function of a float64 array: the ``erfinv`` kernel (SciPy's) where SciPy is
+    installed, else ``_erfinv_newton``."""
+    from ember.kernels.errors import KernelError
+    from ember.kernels.special import erfinv
+    try:
+        return erfinv(y)
+    except KernelError:     # no SciPy
+        return _erfinv_newton(y)
+
+
+def _erfinv_newton(y):
+    """Inverse error function by Giles' approximation refined by two Newton steps on
+    ``math.erf`` (element by element: ~0.3 s a million values, SciPy's 25 ms)."""
     y = np.clip(y, -1 + 1e-15, 1 - 1e-15)
     w = -np.log((1.0 - y) * (1.0 + y))
     x = np.where(

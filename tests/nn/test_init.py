@@ -77,3 +77,26 @@ def test_init_generator_reproducible():
     np.testing.assert_array_equal(a.detach().numpy(), b.detach().numpy())
 
 
+
+
+@pytest.mark.parametrize("scipy", [True, False])
+def test_trunc_normal_inverts_the_cdf_with_erfinv_with_and_without_scipy(monkeypatch, scipy):
+    """trunc_normal_ samples by the inverse CDF, as torch: SciPy's erfinv where installed (a
+    per-element Python erf made a 3072x768 weight take 0.7 s), Giles' approximation with two
+    Newton steps without it; both match torch's erfinv, and the samples are N(0, 1) truncated
+    to [-2, 2] (std 0.8796)."""
+    torch = pytest.importorskip("torch")
+    from ember.kernels import special
+    from ember.kernels.errors import KernelError
+    if not scipy:
+        def missing(name):
+            raise KernelError(f"scipy.special.{name} needs scipy")
+        monkeypatch.setattr(special, "_sp", missing)
+    y = np.linspace(-0.999, 0.999, 2001)
+    np.testing.assert_allclose(init._erfinv(y), torch.special.erfinv(torch.from_numpy(y)).numpy(),
+                               rtol=1e-12, atol=1e-12)
+    ember.manual_seed(0)
+    w = init.trunc_normal_(ember.empty(400, 250))
+    a = w.detach().numpy()
+    assert w.dtype == ember.float32 and a.min() >= -2 and a.max() <= 2
+    assert abs(a.mean()) < 0.01 and abs(a.std() - 0.8796) < 0.005
