@@ -178,7 +178,7 @@ def embedding(indices, weight, padding_idx=None, max_norm=None, norm_type=2.0,
 _scatter_signatures = {}
 
 
-def _scatter_add_rows(out, idx, g):
+def scatter_add_rows(out, idx, g):
     """``np.add.at(out, idx, g)`` over rows: ``nn_numba.scatter_add_rows`` for float32/float64
     rows once it is compiled (compiled in the background meanwhile), else ``np.add.at``. Both add
     the rows in index order, so the bits are the same whichever runs. A GPT's token embedding
@@ -210,7 +210,7 @@ def embedding_backward(grad, indices, num_weights, padding_idx=None, scale_grad_
         counts = np.bincount(flat_idx % num_weights, minlength=num_weights)
         g = g / counts[flat_idx][:, None]
     out = np.zeros((num_weights, d), grad.dtype)
-    _scatter_add_rows(out, flat_idx, g)
+    scatter_add_rows(out, flat_idx, g)
     if padding_idx is not None and padding_idx >= 0:
         out[padding_idx] = 0
     elif padding_idx is not None:

@@ -389,25 +389,43 @@ def pad_backward(grad, input_shape, pad, mode="constant"):
 
 
 def _fold_pad(grad, input_shape, width, mode):
+    """The gradient of a reflect / replicate / circular pad: each padded axis's border slices
+    added back onto the positions they copied (a replicate pad's negative widths through the
+    index map, ``indexing.add_at_axis``)."""
+    from ember.kernels.indexing import add_at_axis
     out = grad
     for ax in range(len(input_shape)):
         l, r = width[ax]
         if l == 0 and r == 0:
             continue
         n = input_shape[ax]
-        idx = np.arange(-l, n + r)
-        if mode == "reflect":
-            idx = np.abs(idx)
-            idx = np.where(idx >= n, 2 * (n - 1) - idx, idx)
-        elif mode == "replicate":
-            idx = np.clip(idx, 0, n - 1)
-        else:
-            idx = idx % n
-        moved = np.moveaxis(out, ax, 0)
-        acc = np.zeros((n,) + moved.shape[1:], grad.dtype)
-        np.add.at(acc, idx, moved)
-        out = np.moveaxis(acc, 0, ax)
-    return np.ascontiguousarray(out)
+        if l < 0 or r < 0:
+            idx = np.clip(np.arange(-l, n + r), 0, n - 1)
+            shape = list(out.shape)
+            shape[ax] = n
+            acc = np.zeros(shape, grad.dtype)
+            add_at_axis(acc, ax, idx, out)
+            out = acc
+            continue
+        lead = (slice(None),) * ax
+
+        def at(a, *sl):
+            return a[lead + sl]
+        acc = at(out, slice(l, l + n)).copy()
+        left, right = at(out, slice(0, l)), at(out, slice(l + n, None))
+        if mode == "reflect":       # out[i] = in[l - i] left, out[l + n + j] = in[n - 2 - j] right
+            at(acc, slice(1, l + 1))[...] += np.flip(left, ax)
+            at(acc, slice(n - 1 - r, n - 1))[...] += np.flip(right, ax)
+        elif mode == "replicate":   # the edge values
+            if l:
+                at(acc, slice(0, 1))[...] += left.sum(ax, keepdims=True)
+            if r:
+                at(acc, slice(n - 1, n))[...] += right.sum(ax, keepdims=True)
+        else:                       # circular: out[i] = in[n - l + i], out[l + n + j] = in[j]
+            at(acc, slice(n - l, n))[...] += left
+            at(acc, slice(0, r))[...] += right
+        out = acc
+    return out if out is not grad else out.copy()
 
 
 def diagonal(a, offset, dim1, dim2):

@@ -1,4 +1,5 @@
 """Indexing kernels (ember.kernels.indexing) against torch: index ranges."""
+import numpy as np
 import pytest
 import torch
 
@@ -67,3 +68,26 @@ def test_range_error_names_size_and_dim():
     with pytest.raises(ember.EmberError, match=r"gather\(\): index -2 is out of bounds for "
                                                r"dimension 1 with size 4"):
         ember.gather(ember.zeros(3, 4), 1, ember.tensor([[0, -2]]))
+
+
+@pytest.mark.parametrize("axis", [0, 1, 2])
+def test_add_at_axis_gives_np_add_at_bits_along_any_axis(axis):
+    """index_add's (and index_select's gradient's) scatter along an axis: rows through
+    ``nn.scatter_add_rows``, repeated and negative indices added in index order, as
+    ``np.add.at`` adds them, once the compiled loop runs and before."""
+    from ember.kernels.indexing import add_at_axis
+    from ember.kernels.runtime import compiler
+    r = np.random.default_rng(3)
+    base = r.standard_normal((5, 6, 7)).astype(np.float32)
+    n = base.shape[axis]
+    index = np.array([0, n - 1, 1, 0, -1, 2, 0])
+    vals_shape = list(base.shape)
+    vals_shape[axis] = index.size
+    vals = r.standard_normal(vals_shape).astype(np.float32)
+    want = base.copy()
+    np.add.at(np.moveaxis(want, axis, 0), index, np.moveaxis(vals, axis, 0))
+    for _ in range(2):
+        got = base.copy()
+        add_at_axis(got, axis, index, vals)
+        np.testing.assert_array_equal(got, want)
+        compiler.wait_compiles()

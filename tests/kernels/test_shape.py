@@ -63,9 +63,9 @@ def test_splits_match_torch():
 
 
 @pytest.mark.parametrize("mode", ["constant", "reflect", "replicate", "circular"])
-@pytest.mark.parametrize("pad", [(0, 2, 1, 1), (2, 1, 0, 1), (-1, 2, 1, -1)])
+@pytest.mark.parametrize("pad", [(0, 2, 1, 1), (2, 1, 0, 1), (-1, 2, 1, -1), (3, 2, 1, 3, 0, 1)])
 def test_pad_and_its_backward_match_torch(mode, pad):
-    x = rng.standard_normal((2, 3, 5, 6))
+    x = rng.standard_normal((2, 3, 5, 6) if len(pad) == 4 else (2, 3, 6, 5, 7))
     tx = torch.tensor(x, requires_grad=True)
     ty = TF.pad(tx, pad, mode=mode, **({"value": 0.5} if mode == "constant" else {}))
     y = S.pad(x, pad, mode, 0.5 if mode == "constant" else None)
