@@ -955,8 +955,26 @@ def cdist(x1, x2, p=2.0, compute_mode=None):
     if compute_mode not in (None, "use_mm_for_euclid_dist_if_necessary", "use_mm_for_euclid_dist",
                             "donot_use_mm_for_euclid_dist"):
         raise EmberValueError(f"cdist: {compute_mode} is not a valid value for compute_mode")
+    r1, r2 = x1._data.shape[-2], x2._data.shape[-2]
+    if p == 2 and x1._data.size and x2._data.size and (
+            compute_mode == "use_mm_for_euclid_dist" or
+            (compute_mode != "donot_use_mm_for_euclid_dist" and (r1 > 25 or r2 > 25))):
+        return _euclidean_dist(x1, x2)
     diff = G.sub(G.unsqueeze(x1, -2), G.unsqueeze(x2, -3))
     return G.linalg_vector_norm(diff, p, (-1,))
+
+
+def _euclidean_dist(x1, x2):
+    """cdist's p = 2 by one matrix product, as torch computes it past 25 rows: [-2 x1, |x1|^2,
+    1] @ [x2, 1, |x2|^2]^T, the square root of its positive part; the gradient 0 at a distance of
+    0 (torch's subgradient there), not sqrt's infinity."""
+    n1 = G.sum(G.pow(x1, 2), (-1,), True)
+    n2 = G.sum(G.pow(x2, 2), (-1,), True)
+    a = G.cat([G.mul(x1, -2), n1, G.ones_like(n1)], -1)
+    b = G.cat([x2, G.ones_like(n2), n2], -1)
+    d2 = G.matmul(a, G.transpose(b, -2, -1))
+    pos = G.gt(d2, 0)
+    return G.where(pos, G.sqrt(G.where(pos, d2, 1.0)), 0.0)
 
 
 def trace(input):

@@ -629,3 +629,31 @@ def test_products_of_one_dtype_and_a_zero_d_inner_still_compute_as_torch():
         t, e = fn(torch), fn(ember)
         assert str(t.dtype).split(".")[1] == str(e.dtype).split(".")[1]
         np.testing.assert_array_equal(e.numpy(), t.numpy())
+
+
+@pytest.mark.parametrize("shapes, mode", [
+    (((30, 4), (20, 4)), None),                                 # past 25 rows: torch's mm path
+    (((2, 1, 27, 3), (4, 5, 3)), None),                         # broadcast batches
+    (((5, 3), (6, 3)), "use_mm_for_euclid_dist"),
+    (((30, 3), (28, 3)), "donot_use_mm_for_euclid_dist")])
+def test_cdist_matches_torch_on_its_matrix_product_path(shapes, mode):
+    """cdist(p=2) past 25 rows (or asked to) is one matrix product, as torch's: values and
+    gradients as torch's, float64 gradcheck, and gradient 0 at a distance of 0."""
+    torch = pytest.importorskip("torch")
+    rng = np.random.default_rng(4)
+    a, b = (rng.standard_normal(s) for s in shapes)
+    kw = {} if mode is None else {"compute_mode": mode}
+    ea, eb = _t(a, True), _t(b, True)
+    ta, tb = torch.tensor(a, requires_grad=True), torch.tensor(b, requires_grad=True)
+    ye, yt = ember.cdist(ea, eb, **kw), torch.cdist(ta, tb, **kw)
+    np.testing.assert_allclose(ye.detach().numpy(), yt.detach().numpy(), rtol=1e-10, atol=1e-12)
+    g = rng.standard_normal(tuple(yt.shape))
+    ye.backward(ember.tensor(g))
+    yt.backward(torch.tensor(g))
+    np.testing.assert_allclose(ea.grad.numpy(), ta.grad.numpy(), rtol=1e-9, atol=1e-10)
+    np.testing.assert_allclose(eb.grad.numpy(), tb.grad.numpy(), rtol=1e-9, atol=1e-10)
+    assert gradcheck(lambda x, y: ember.cdist(x, y, **kw), (_t(a[..., :27, :], True),
+                                                             _t(b[..., :3, :], True)))
+    same = _t(np.ones((26, 2)), True)
+    ember.cdist(same, _t(np.ones((3, 2)))).sum().backward()
+    assert np.all(same.grad.numpy() == 0)
