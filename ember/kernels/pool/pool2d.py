@@ -124,7 +124,8 @@ def _running_max(taps, out_shape, dtype, start):
 
 
 USE_NUMBA = True
-MIN_NUMBA_SIZE = 4096      # output elements from which the Numba kernels run (the 2x2 one at any size)
+MIN_NUMBA_SIZE = 4096      # window elements read (outputs x window) from which the Numba kernels
+                           # run (the 2x2 one at any size); the NumPy form is a pass per tap
 SCATTER_PARALLEL_SIZE = 1 << 18   # gradient elements from which the scatter splits over threads
 # output elements from which the 2x2 forward splits over ember's threads: it reads each input
 # once (~0.7 ns per input element, one thread), so a pool hand-over (~0.1 ms) pays only on large
@@ -247,7 +248,7 @@ def max_pool2d_forward(x, kernel_size, stride, padding, dilation, ceil_mode):
     op = "max_pool2d"
     k, s, p, d, out = _params(op, x.shape, kernel_size, stride, padding, dilation, ceil_mode)
     nb = _kernels() if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else None
-    if nb is not None and (x.shape[0] * x.shape[1] * out[0] * out[1] >= MIN_NUMBA_SIZE
+    if nb is not None and (x.shape[0] * x.shape[1] * out[0] * out[1] * k[0] * k[1] >= MIN_NUMBA_SIZE
                            or _is_2x2(x.shape, k, s, p, d, out)):
         result = _max_pool2d_numba(nb, x, k, s, p, d, out)
         if result is not None:
@@ -502,6 +503,9 @@ def adaptive_max_pool2d_forward(x, output_size):
     """
     out = _adaptive_size("adaptive_max_pool2d", x.shape, output_size)
     H, W = x.shape[2:]
+    if out[0] and out[1] and H % out[0] == 0 and W % out[1] == 0:   # equal windows: max_pool2d's
+        k = (H // out[0], W // out[1])
+        return max_pool2d_forward(x, k, k, 0, 1, False)
     (rs, re), (cs, ce) = _bounds(H, out[0]), _bounds(W, out[1])
     kh, kw = int((re - rs).max()), int((ce - cs).max())
     rows = np.minimum(rs[:, None] + np.arange(kh), re[:, None] - 1)

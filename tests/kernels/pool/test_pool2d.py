@@ -125,6 +125,19 @@ def test_adaptive_max_pool2d_several_nans_per_window_match_torch():
         np.testing.assert_array_equal(idx, tidx.numpy())
 
 
+@pytest.mark.parametrize("out", [(1, 1), (4, 2), (2, 3), (8, 6)])
+def test_adaptive_max_pool2d_of_equal_windows_is_max_pool2d_as_torch(out, max_path):
+    """Windows that divide the plane (a global max pool, 8 -> 4) run max_pool2d's kernels: the
+    same values and indices as torch, ties to the first, NaN and -inf windows included."""
+    x = rng.integers(-2, 3, (2, 3, 8, 6)).astype(np.float64)
+    x[x == 2] = np.nan
+    x[0, 0, :4, :3] = -np.inf
+    y, idx = pool.adaptive_max_pool2d_forward(x, out)
+    ty, tidx = F.adaptive_max_pool2d(torch.tensor(x), out, return_indices=True)
+    np.testing.assert_array_equal(y, ty.numpy())
+    np.testing.assert_array_equal(idx, tidx.numpy())
+
+
 AVG_CASES = [  # (shape, kernel, stride, padding, ceil_mode, count_include_pad, divisor_override)
     ((2, 3, 9, 8), 2, 2, 0, False, True, None),
     ((2, 3, 9, 8), 3, 2, 1, True, True, None),
