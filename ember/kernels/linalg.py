@@ -604,9 +604,47 @@ def explicit_einsum(equation, shapes):
     return out, rhs
 
 
+EINSUM_GEMM_MIN_MACS = 1 << 14   # two-operand contractions from which einsum runs as a matmul
+
+
+def _einsum_as_matmul(a, sa, b, sb, rhs):
+    """A two-operand einsum as one (batched) matrix product, as torch's einsum runs it: the
+    letters both operands and the output have are the batch, those both have and the output
+    lacks the reduction, each operand's own output letters its rows or columns; None where that
+    does not apply (a letter repeated or summed within one operand, sizes that broadcast, other
+    than float32/float64 operands of one dtype, under EINSUM_GEMM_MIN_MACS). NumPy's ``einsum``
+    loops in C without BLAS: a (32, 64, 128) batched product took 2.3 ms, ``matmul`` 0.3."""
+    if a.dtype != b.dtype or not (a.dtype == _F32 or a.dtype == _F64) or \
+            len(set(sa)) != len(sa) or len(set(sb)) != len(sb) or len(set(rhs)) != len(rhs):
+        return None
+    size = dict(zip(sa, a.shape))
+    for c, n in zip(sb, b.shape):
+        if size.setdefault(c, n) != n:
+            return None
+    batch = [c for c in rhs if c in sa and c in sb]
+    rows = [c for c in rhs if c in sa and c not in sb]
+    cols = [c for c in rhs if c in sb and c not in sa]
+    red = [c for c in sa if c in sb and c not in rhs]
+    if len(batch) + len(rows) + len(red) != len(sa) or len(batch) + len(cols) + len(red) != len(sb):
+        return None      # a letter only one operand has and the output lacks: summed first
+    n = [int(np.prod([size[c] for c in g], dtype=np.int64)) for g in (batch, rows, red, cols)]
+    if n[0] * n[1] * n[2] * n[3] < EINSUM_GEMM_MIN_MACS:
+        return None
+    x = a.transpose([sa.index(c) for c in batch + rows + red]).reshape(n[0], n[1], n[2])
+    y = b.transpose([sb.index(c) for c in batch + red + cols]).reshape(n[0], n[2], n[3])
+    z = matmul(x, y) if n[0] > 1 else matmul(x[0], y[0])
+    got = batch + rows + cols
+    z = z.reshape([size[c] for c in got])
+    return np.ascontiguousarray(z.transpose([got.index(c) for c in rhs]))
+
+
 def einsum(operands, equation):
     subs, rhs = explicit_einsum(equation, [o.shape for o in operands])
     eq = ",".join(subs) + "->" + rhs
+    if len(operands) == 2:
+        out = _einsum_as_matmul(operands[0], subs[0], operands[1], subs[1], rhs)
+        if out is not None:
+            return out
     try:
         if len(operands) == 1 and operands[0].dtype.kind in "biu" and set(subs[0]) - set(rhs):
             # one operand summed over a label is torch's sum: integers and bools give int64

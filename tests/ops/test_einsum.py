@@ -99,3 +99,33 @@ def test_einsum_sublist_form_errors_as_torch():
     with pytest.raises(ValueError, match=r"^einsum\(\): subscript in subscript list is not "
                                          r"within the valid range \[0, 52\)"):
         ember.einsum(x, [52])
+
+
+@pytest.mark.parametrize("eq, shapes", [
+    ("bij,bjk->bik", [(4, 16, 32), (4, 32, 24)]),           # a batched product
+    ("bhqd,bhkd->bhqk", [(2, 3, 16, 16), (2, 3, 20, 16)]),   # attention scores
+    ("bqk,bkd->qbd", [(3, 16, 20), (3, 20, 32)]),           # the output reordered
+    ("ik,jk->ji", [(40, 30), (20, 30)]),
+    ("abc,cd->dab", [(4, 5, 30), (30, 32)]),
+    ("bij,bij->b", [(8, 40, 60), (8, 40, 60)]),            # a batch of dot products
+])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_two_operand_einsum_runs_as_a_matrix_product_as_torch(eq, shapes, dtype):
+    """Two-operand contractions above ``EINSUM_GEMM_MIN_MACS`` run as one (batched) matmul,
+    as torch's einsum: values and gradients as torch's (float32 within its rounding)."""
+    rng = np.random.default_rng(5)
+    arrays = [rng.standard_normal(s).astype(dtype) for s in shapes]
+    from ember.kernels.linalg import _einsum_as_matmul, explicit_einsum
+    (sa, sb), rhs = explicit_einsum(eq, shapes)
+    assert _einsum_as_matmul(arrays[0], sa, arrays[1], sb, rhs) is not None
+    ours = [ember.tensor(a, requires_grad=True) for a in arrays]
+    theirs = [torch.tensor(a, requires_grad=True) for a in arrays]
+    y, ty = ember.einsum(eq, *ours), torch.einsum(eq, *theirs)
+    g = rng.standard_normal(tuple(ty.shape)).astype(dtype)
+    y.backward(ember.tensor(g))
+    ty.backward(torch.tensor(g))
+    tol = 2e-5 if dtype == np.float32 else 1e-12
+    assert y.dtype == ember.tensor(arrays[0]).dtype and y.shape == tuple(ty.shape)
+    np.testing.assert_allclose(y.detach().numpy(), ty.detach().numpy(), rtol=tol, atol=tol)
+    for o, t in zip(ours, theirs):
+        np.testing.assert_allclose(o.grad.numpy(), t.grad.numpy(), rtol=tol, atol=tol)
