@@ -167,8 +167,23 @@ def scatter_add(a, index, src, dim):
         return a.copy()
     out, index, src = _lift(a).copy(), _lift(index), _lift(src)
     _check_gather(out, d, index, "scatter_add")
-    np.add.at(out, _grid(index, d), src[tuple(slice(0, s) for s in index.shape)])
+    _add_at_checked(out, _grid(index, d), src[tuple(slice(0, s) for s in index.shape)])
     return out.reshape(a.shape)
+
+
+def _add_at_checked(out, key, values):
+    """``np.add.at(out, key, values)`` for a C-ordered ``out`` and a tuple of integer index
+    arrays within its shape (checked by the caller), element by element in the key's order:
+    through ``nn.scatter_add_rows`` on one-element rows (its compiled loop; ``np.add.at``'s bits),
+    gather's gradient in grid_sample 7.5 ms -> ~1 on 16x32x32x32."""
+    from ember.kernels.nn import scatter_add_rows
+    if not out.flags.c_contiguous:
+        np.add.at(out, key, values)
+        return
+    key = np.broadcast_arrays(*key)
+    flat = np.ravel_multi_index(key, out.shape).reshape(-1)
+    vals = np.ascontiguousarray(np.broadcast_to(np.asarray(values, out.dtype), key[0].shape))
+    scatter_add_rows(out.reshape(-1, 1), flat, vals.reshape(-1, 1))
 
 
 def masked_fill(a, mask, value):

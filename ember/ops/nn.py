@@ -91,6 +91,7 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     (x32, w32, b32), low = _opmath(input, weight, bias)
     if low is not None:
         return G.to(group_norm(x32, num_groups, w32, b32, eps), low)
+    input, weight, bias = x32, w32, b32   # a float16 input with float32 parameters: float32
     shape = tuple(input.shape)  # traced sizes (instance_norm passes a traced num_groups)
     if len(shape) < 2 or shape[1] % num_groups:
         raise RuntimeError(f"group_norm: expected an input (N, C, ...) with C divisible by "
@@ -98,10 +99,8 @@ def group_norm(input, num_groups, weight=None, bias=None, eps=1e-5):
     # traced batch size; an empty batch cannot infer the -1 (torch gives an empty result)
     rest = -1 if input._data.size else int(np.prod(shape[1:], dtype=np.int64)) // num_groups
     x = G.reshape(input, (input.shape[0], num_groups, rest))
-    mean = G.mean(x, (2,), True)
-    xc = G.sub(x, mean)
-    y = G.mul(xc, G.rsqrt(G.add(G.mean(G.mul(xc, xc), (2,), True), eps)))
-    y = G.reshape(y, tuple(input.shape))
+    # each group's values a row of layer_norm (its one-pass kernels, forward and backward)
+    y = G.reshape(G.layer_norm(x, (x.shape[2],), None, None, eps), tuple(input.shape))
     pshape = (1, shape[1]) + (1,) * (len(shape) - 2)
     if weight is not None:
         y = G.mul(y, G.reshape(weight, pshape))
