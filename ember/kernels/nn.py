@@ -542,13 +542,15 @@ def _ce_run(name, rows, *args):
     if not USE_NUMBA:
         return False
     shapes = tuple(x.shape for x in args if isinstance(x, np.ndarray))
-    return _split_run(f"{name}_rows", f"{name}_parallel", rows, args, rows.shape[0],
+    return split_run(f"{name}_rows", f"{name}_parallel", rows, args, rows.shape[0],
                       rows.size >= CE_PARALLEL_SIZE, ("cross_entropy", name, rows.shape) + shapes,
                       _ce_signatures)
 
 
-def _split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, signatures):
-    """Run ``nn_numba``'s one-thread kernel ``kernel_name(first, *args, lo, hi)`` over ``n``
+def split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, signatures,
+              module=_ce_numba):
+    """Run ``nn_numba``'s (``module()``'s: a kernel module or None) one-thread kernel
+    ``kernel_name(first, *args, lo, hi)`` over ``n``
     items (rows or channels) as ``compiler.tier`` chooses under ``tier_key`` (the choice waits
     for the kernel only); False when the caller runs NumPy. Where ``parallel_`` and Numba's
     TBB layer splits the items, the ``prange`` driver ``driver_name(first, *args, parts)`` runs
@@ -563,7 +565,7 @@ def _split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, si
     parts = 0 if threadpool.inside() else tbb_parts(n, threads)
 
     def kernel(name, extra):
-        nb = _ce_numba()
+        nb = module()
         if nb is None:
             return None, None
         fn = getattr(nb, name)
@@ -766,7 +768,7 @@ def _bn_run(name, x3, *args):
     """Run ``nn_numba``'s ``bn_<name>_channels(x3, *args, lo, hi)`` over the channels of ``x3``
     (N, C, M) (``_split_run``); False when the caller runs NumPy. As ``_ce_run``:
     ``compiler.tier`` makes the choice per shape and dtype."""
-    return _split_run(f"bn_{name}_channels", f"bn_{name}_parallel", x3, args, x3.shape[1],
+    return split_run(f"bn_{name}_channels", f"bn_{name}_parallel", x3, args, x3.shape[1],
                       x3.size >= BN_PARALLEL_SIZE, ("batch_norm", name, x3.shape, x3.dtype.str),
                       _bn_signatures)
 

@@ -16,6 +16,8 @@ CASES = [
     ((3, 3, 10, 7), (6, 1, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2), 3),   # multiplier 2, asymmetric
     ((1, 5, 6, 6), (5, 1, 5, 5), 1, 2, 1, 5),
     ((2, 2, 11, 9), (4, 1, 3, 3), 2, 0, 2, 2),
+    ((2, 3, 10, 7), (3, 1, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2), 3),   # one filter per channel
+    ((3, 16, 12, 12), (16, 1, 3, 3), 2, 1, 1, 16),
 ]
 IDS = [str(i) for i in range(len(CASES))]
 DIRECTIONS = ("forward", "input", "weight")
@@ -31,4 +33,3 @@ def test_every_direction_matches_torch(case, dtype):
                                   ((2, 1, 8, 8), (3, 1, 3, 3), 1, 1, 1, 1)])
 def test_unsupported_problems_are_refused(case):
     assert_refused(depthwise, case, DIRECTIONS)
-
