@@ -45,8 +45,8 @@ def forward(x, w, g):
     if m == 1:
         xp = padded(x, g.padding, "depthwise.pad")
         y = np.empty((g.N, g.C, g.Ho, g.Wo), x.dtype)
-        if _numba("forward", xp, (w.reshape(g.C, g.R, g.S), y) + _steps(g), g.N * g.C, y.size,
-                  g, "forward"):
+        if _numba("forward", xp, (_filters(w, g), y) + _steps(g), g.N * g.C, y.size, g,
+                  "forward"):
             return y.reshape(g.output_shape)
     win = windows(padded(x, g.padding, "depthwise.pad"), g)
     y = np.empty((g.N, g.C, m, g.Ho, g.Wo), x.dtype)
@@ -65,7 +65,11 @@ def forward(x, w, g):
 
 
 def _steps(g):
-    return g.stride + g.dilation
+    return tuple(int(v) for v in g.stride + g.dilation)
+
+
+def _filters(w, g):
+    return np.ascontiguousarray(w).reshape(g.C, g.R, g.S)
 
 
 def input_grad(gy, w, g):
@@ -76,7 +80,7 @@ def input_grad(gy, w, g):
     gxp.fill(0)
     pt, pl = g.padding[0], g.padding[2]
     if m == 1 and _numba("input_grad", np.ascontiguousarray(gy).reshape(g.N, g.C, g.Ho, g.Wo),
-                         (w.reshape(g.C, g.R, g.S), gxp) + _steps(g), g.N * g.C, gxp.size, g,
+                         (_filters(w, g), gxp) + _steps(g), g.N * g.C, gxp.size, g,
                          "input"):
         return owned(gxp[:, :, pt:pt + g.H, pl:pl + g.W])
     tmp = buffer("depthwise.tmp", (g.N, g.C, g.Ho, g.Wo), gy.dtype)

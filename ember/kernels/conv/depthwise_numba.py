@@ -9,66 +9,90 @@ channels ``[lo, hi)``; the ``*_parallel`` drivers split them in a ``prange`` on 
 layer (``nn.split_run`` chooses).
 """
 import numpy as np
-from numba import njit, prange
+from numba import njit, prange, uint64
 
 from ember.kernels.runtime.nbhelpers import run_bounds
+
+# Offsets are uint64 into the flattened (C-ordered) arrays: with signed indices Numba's
+# negative-index wraparound kept LLVM from vectorising the rows (2.5 ms against 0.6 for a
+# (16, 32, 32, 32) 3x3 forward on one thread).
 
 
 @njit(cache=True, nogil=True)
 def forward_planes(xp, w, y, sh, sw, dh, dw, lo, hi):
     """y[n, c] = sum over taps (r, s) of w[c, r, s] * the padded input xp[n, c] at the tap."""
     C, Ho, Wo = y.shape[1], y.shape[2], y.shape[3]
+    Hp, Wp = xp.shape[2], xp.shape[3]
     R, S = w.shape[1], w.shape[2]
+    xf, wf, yf = xp.reshape(-1), w.reshape(-1), y.reshape(-1)
     for p in range(lo, hi):
-        n, c = p // C, p % C
+        c = p % C
         for i in range(Ho):
-            row = y[n, c, i]
+            yr = uint64((p * Ho + i) * Wo)
             for j in range(Wo):
-                row[j] = 0
+                yf[yr + uint64(j)] = 0
             for r in range(R):
-                xr = xp[n, c, i * sh + r * dh]
                 for s in range(S):
-                    wv = w[c, r, s]
-                    o = s * dw
-                    for j in range(Wo):
-                        row[j] += wv * xr[o + j * sw]
+                    wv = wf[(c * R + r) * S + s]
+                    xr = uint64((p * Hp + i * sh + r * dh) * Wp + s * dw)
+                    if sw == 1:
+                        for j in range(Wo):
+                            yf[yr + uint64(j)] += wv * xf[xr + uint64(j)]
+                    else:
+                        for j in range(Wo):
+                            yf[yr + uint64(j)] += wv * xf[xr + uint64(j * sw)]
 
 
 @njit(cache=True, nogil=True)
 def input_grad_planes(gy, w, gxp, sh, sw, dh, dw, lo, hi):
     """gxp[n, c] (zeroed, padded) += w[c, r, s] * gy[n, c] at each tap, taps outermost."""
     C, Ho, Wo = gy.shape[1], gy.shape[2], gy.shape[3]
+    Hp, Wp = gxp.shape[2], gxp.shape[3]
     R, S = w.shape[1], w.shape[2]
+    gf, wf, xf = gy.reshape(-1), w.reshape(-1), gxp.reshape(-1)
     for p in range(lo, hi):
-        n, c = p // C, p % C
+        c = p % C
         for r in range(R):
             for s in range(S):
-                wv = w[c, r, s]
-                o = s * dw
+                wv = wf[(c * R + r) * S + s]
                 for i in range(Ho):
-                    g = gy[n, c, i]
-                    dst = gxp[n, c, i * sh + r * dh]
-                    for j in range(Wo):
-                        dst[o + j * sw] += g[j] * wv
+                    gr = uint64((p * Ho + i) * Wo)
+                    xr = uint64((p * Hp + i * sh + r * dh) * Wp + s * dw)
+                    if sw == 1:
+                        for j in range(Wo):
+                            xf[xr + uint64(j)] += gf[gr + uint64(j)] * wv
+                    else:
+                        for j in range(Wo):
+                            xf[xr + uint64(j * sw)] += gf[gr + uint64(j)] * wv
 
 
 @njit(cache=True, nogil=True)
 def weight_grad_channels(gy, xp, gw, sh, sw, dh, dw, lo, hi):
-    """gw[c, r, s] = sum over images and output positions of gy * xp at the tap (float64)."""
-    N, Ho, Wo = gy.shape[0], gy.shape[2], gy.shape[3]
+    """gw[c, r, s] = sum over images and output positions of gy * xp at the tap: float64
+    products summed per output column over the rows and images, then the columns."""
+    N, C, Ho, Wo = gy.shape[0], gy.shape[1], gy.shape[2], gy.shape[3]
+    Hp, Wp = xp.shape[2], xp.shape[3]
     R, S = gw.shape[1], gw.shape[2]
+    gf, xf, wf = gy.reshape(-1), xp.reshape(-1), gw.reshape(-1)
+    acc = np.empty(Wo, np.float64)
     for c in range(lo, hi):
         for r in range(R):
             for s in range(S):
-                o = s * dw
-                acc = 0.0
+                acc[:] = 0.0
                 for n in range(N):
+                    p = n * C + c
                     for i in range(Ho):
-                        g = gy[n, c, i]
-                        xr = xp[n, c, i * sh + r * dh]
-                        for j in range(Wo):
-                            acc += np.float64(g[j]) * np.float64(xr[o + j * sw])
-                gw[c, r, s] = acc
+                        gr = uint64((p * Ho + i) * Wo)
+                        xr = uint64((p * Hp + i * sh + r * dh) * Wp + s * dw)
+                        if sw == 1:
+                            for j in range(Wo):
+                                acc[j] += np.float64(gf[gr + uint64(j)]) * \
+                                    np.float64(xf[xr + uint64(j)])
+                        else:
+                            for j in range(Wo):
+                                acc[j] += np.float64(gf[gr + uint64(j)]) * \
+                                    np.float64(xf[xr + uint64(j * sw)])
+                wf[(c * R + r) * S + s] = acc.sum()
 
 
 @njit(cache=True, nogil=True, parallel=True)
