@@ -2,10 +2,11 @@
 
 Each direction is R*S fused multiply-adds over strided views of the padded input: the output
 (N, C, m, Ho, Wo) accumulates w[:, :, r, s] * x_rs, the input gradient scatters gy * w back into
-the padded input, and the weight gradient reduces gy * x_rs over (N, Ho, Wo) per tap. With one
-filter per channel (K == C) and float32/float64, ``depthwise_numba``'s loops run instead (each
-NumPy pass above wrote a full temporary per tap: (16, 32, 32, 32) 3x3 forward + backward 9.3 ms
-against torch's 1.4); the forward and input gradient with the NumPy forms' bits.
+the padded input, and the weight gradient reduces gy * x_rs over (N, Ho, Wo) per tap. For
+float32/float64 ``depthwise_numba``'s loops run instead (each NumPy pass above wrote a full
+temporary per tap: (16, 32, 32, 32) 3x3 forward + backward 9.3 -> 3.7 ms, torch 1.3; ``unfold``,
+a depthwise convolution of kh*kw one-hot filters per channel, 45 -> 5 ms forward); with one filter
+per channel the forward and input gradient have the NumPy forms' bits.
 """
 import numpy as np
 
@@ -34,7 +35,8 @@ def _numba(name, first, args, n, size, g, direction):
     from ember.kernels.nn import split_run
     if not USE_NUMBA or first.dtype not in (np.float32, np.float64):
         return False
-    key = ("depthwise", direction, first.dtype, g.input_shape, g.stride, g.padding, g.dilation)
+    key = ("depthwise", direction, first.dtype, g.input_shape, g.weight_shape, g.stride,
+           g.padding, g.dilation)
     return split_run(f"{name}_{'channels' if name == 'weight_grad' else 'planes'}",
                      f"{name}_parallel", first, args, n, size >= PARALLEL_SIZE, key,
                      _signatures, _kernels)
@@ -42,12 +44,11 @@ def _numba(name, first, args, n, size, g, direction):
 
 def forward(x, w, g):
     m = g.K // g.C
-    if m == 1:
-        xp = padded(x, g.padding, "depthwise.pad")
-        y = np.empty((g.N, g.C, g.Ho, g.Wo), x.dtype)
-        if _numba("forward", xp, (_filters(w, g), y) + _steps(g), g.N * g.C, y.size, g,
-                  "forward"):
-            return y.reshape(g.output_shape)
+    xp = padded(x, g.padding, "depthwise.pad")
+    y = np.empty(g.output_shape, x.dtype)
+    if _numba("forward", xp, (_filters(w, g), y) + _steps(g), g.N * g.K, y.size, g,
+              "forward"):
+        return y
     win = windows(padded(x, g.padding, "depthwise.pad"), g)
     y = np.empty((g.N, g.C, m, g.Ho, g.Wo), x.dtype)
     tmp = buffer("depthwise.tmp", y.shape, x.dtype)
@@ -69,7 +70,7 @@ def _steps(g):
 
 
 def _filters(w, g):
-    return np.ascontiguousarray(w).reshape(g.C, g.R, g.S)
+    return np.ascontiguousarray(w).reshape(g.K, g.R, g.S)
 
 
 def input_grad(gy, w, g):
@@ -79,9 +80,8 @@ def input_grad(gy, w, g):
     gxp = buffer("depthwise.gxpad", (g.N, g.C, g.Hp, g.Wp), gy.dtype)
     gxp.fill(0)
     pt, pl = g.padding[0], g.padding[2]
-    if m == 1 and _numba("input_grad", np.ascontiguousarray(gy).reshape(g.N, g.C, g.Ho, g.Wo),
-                         (_filters(w, g), gxp) + _steps(g), g.N * g.C, gxp.size, g,
-                         "input"):
+    if _numba("input_grad", np.ascontiguousarray(gy).reshape(g.N, g.K, g.Ho, g.Wo),
+              (_filters(w, g), gxp) + _steps(g), g.N * g.C, gxp.size, g, "input"):
         return owned(gxp[:, :, pt:pt + g.H, pl:pl + g.W])
     tmp = buffer("depthwise.tmp", (g.N, g.C, g.Ho, g.Wo), gy.dtype)
     (sh, sw), (dh, dw) = g.stride, g.dilation
@@ -99,12 +99,11 @@ def input_grad(gy, w, g):
 
 def weight_grad(gy, x, g):
     m = g.K // g.C
-    if m == 1:
-        gw = np.empty((g.C, g.R, g.S), gy.dtype)
-        if _numba("weight_grad", np.ascontiguousarray(gy).reshape(g.N, g.C, g.Ho, g.Wo),
-                  (padded(x, g.padding, "depthwise.pad"), gw) + _steps(g), g.C, gy.size, g,
-                  "weight"):
-            return gw.reshape(g.weight_shape)
+    gw = np.empty((g.K, g.R, g.S), gy.dtype)
+    if _numba("weight_grad", np.ascontiguousarray(gy).reshape(g.N, g.K, g.Ho, g.Wo),
+              (padded(x, g.padding, "depthwise.pad"), gw) + _steps(g), g.K, gy.size, g,
+              "weight"):
+        return gw.reshape(g.weight_shape)
     win = windows(padded(x, g.padding, "depthwise.pad"), g)
     gyv = gy.reshape(g.N, g.C, m, g.Ho, g.Wo)
     gw = np.empty((g.C, m, g.R, g.S), gy.dtype)

@@ -47,3 +47,29 @@ def test_one_filter_per_channel_runs_the_numba_loops_with_the_numpy_forms_bits(c
     np.testing.assert_array_equal(fast[1], slow[1])
     tol = 1e-5 if dtype == np.float32 else 1e-12
     np.testing.assert_allclose(fast[2], slow[2], rtol=tol, atol=tol)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_several_filters_per_channel_run_the_numba_loops_as_the_numpy_forms(dtype, monkeypatch):
+    """m = K / C filters per channel (``F.unfold``'s one-hot filters: kh*kw per channel), a
+    stride and a dilation: every direction within rounding of the NumPy forms, the forward
+    bit for bit."""
+    from ember.kernels.conv.geometry import geometry
+    from ember.kernels.runtime import compiler
+    if not compiler.has_compiler():
+        pytest.skip("numba not importable")
+    g = geometry("conv2d", (2, 3, 11, 9), (9, 1, 3, 2), (2, 1), (1, 0, 2, 1), (1, 2), 3)
+    r = np.random.default_rng(8)
+    x = r.standard_normal(g.input_shape).astype(dtype)
+    w = r.standard_normal(g.weight_shape).astype(dtype)
+    gy = r.standard_normal(g.output_shape).astype(dtype)
+    fast = (depthwise.forward(x, w, g), depthwise.input_grad(gy, w, g).copy(),
+            depthwise.weight_grad(gy, x, g))
+    compiler.wait_compiles()
+    monkeypatch.setattr(depthwise, "USE_NUMBA", False)
+    slow = (depthwise.forward(x, w, g), depthwise.input_grad(gy, w, g).copy(),
+            depthwise.weight_grad(gy, x, g))
+    np.testing.assert_array_equal(fast[0], slow[0])
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    for a, b in zip(fast[1:], slow[1:]):
+        np.testing.assert_allclose(a, b, rtol=tol, atol=tol)
