@@ -127,12 +127,28 @@ def _lift(x):
     return x.reshape(1) if x.__class__ is np.ndarray and x.ndim == 0 else x
 
 
+def _flat(shape, index, dim):
+    """Flat positions in a C-ordered array of ``shape`` of ``index`` along ``dim`` (gather's
+    and scatter's pairing: every other coordinate the index's own): one int64 pass."""
+    strides = np.cumprod((1,) + tuple(shape[:0:-1]), dtype=np.int64)[::-1]
+    flat = index.astype(np.int64) * strides[dim]
+    for k in range(index.ndim):
+        if k != dim and index.shape[k] > 1:
+            flat += (np.arange(index.shape[k], dtype=np.int64) * strides[k]).reshape(
+                (-1,) + (1,) * (index.ndim - 1 - k))
+    return flat
+
+
 def gather(a, index, dim, sparse_grad=False):
     d = _dim(dim, a.ndim)
     if index.size == 0 and index.dtype.kind in "iu":  # torch: an empty index of any rank
         return np.empty(index.shape, a.dtype)
-    _check_gather(_lift(a), d, _lift(index), "gather")
-    return _lift(a)[_grid(_lift(index), d)].reshape(index.shape)
+    shape = index.shape
+    a, index = _lift(a), _lift(index)
+    _check_gather(a, d, index, "gather")
+    if a.flags.c_contiguous:     # one take of flat positions: 3.4 -> 1.0 ms on (16, 32, 1024)
+        return np.take(a.reshape(-1), _flat(a.shape, index, d)).reshape(shape)
+    return a[_grid(index, d)].reshape(shape)
 
 
 _SCATTER_UFUNC = {None: None, "add": np.add, "multiply": np.multiply}
@@ -167,23 +183,16 @@ def scatter_add(a, index, src, dim):
         return a.copy()
     out, index, src = _lift(a).copy(), _lift(index), _lift(src)
     _check_gather(out, d, index, "scatter_add")
-    _add_at_checked(out, _grid(index, d), src[tuple(slice(0, s) for s in index.shape)])
+    values = src[tuple(slice(0, s) for s in index.shape)]
+    if out.flags.c_contiguous:   # element by element in index order: np.add.at's bits
+        from ember.kernels.nn import scatter_add_rows   # (its compiled loop: 7.5 -> ~1 ms on
+        vals = np.ascontiguousarray(np.broadcast_to(  # gather's gradient in grid_sample)
+            np.asarray(values, out.dtype), index.shape))
+        scatter_add_rows(out.reshape(-1, 1), _flat(out.shape, index, d).reshape(-1),
+                         vals.reshape(-1, 1))
+    else:
+        np.add.at(out, _grid(index, d), values)
     return out.reshape(a.shape)
-
-
-def _add_at_checked(out, key, values):
-    """``np.add.at(out, key, values)`` for a C-ordered ``out`` and a tuple of integer index
-    arrays within its shape (checked by the caller), element by element in the key's order:
-    through ``nn.scatter_add_rows`` on one-element rows (its compiled loop; ``np.add.at``'s bits),
-    gather's gradient in grid_sample 7.5 ms -> ~1 on 16x32x32x32."""
-    from ember.kernels.nn import scatter_add_rows
-    if not out.flags.c_contiguous:
-        np.add.at(out, key, values)
-        return
-    key = np.broadcast_arrays(*key)
-    flat = np.ravel_multi_index(key, out.shape).reshape(-1)
-    vals = np.ascontiguousarray(np.broadcast_to(np.asarray(values, out.dtype), key[0].shape))
-    scatter_add_rows(out.reshape(-1, 1), flat, vals.reshape(-1, 1))
 
 
 def masked_fill(a, mask, value):
