@@ -216,6 +216,20 @@ def test_gpt_table_reports_the_step_through_ember_compile_against_torch_compile(
     assert "| 60 s / 45 ms |" in row and row.endswith("| yes |")
 
 
+def test_op_scan_times_each_op_in_both_libraries_and_lists_the_slowest_first():
+    """op_scan.py: a case's worker runs the op (and its backward) on each library; the table
+    sorts by ember / torch."""
+    pytest.importorskip("torch")
+    import op_scan
+    res = {c: {lib: [op_scan.worker(lib, c, tiny())] for lib in ("ember", "torch")}
+           for c in ("pad_reflect", "gather")}
+    for c in res:
+        assert all(r[0]["steps"] >= 1 and r[0]["median"] > 0 for r in res[c].values())
+    res["pad_reflect"]["ember"][0]["median"] = 100 * res["pad_reflect"]["torch"][0]["median"]
+    table = op_scan.render(res)["op_scan"]
+    assert table.index("`pad_reflect`") < table.index("`gather`") and "| 100.00 |" in table
+
+
 @pytest.mark.slow
 def test_programs_workers_run_karpathys_makemore_on_both_libraries_from_one_start():
     """programs.py: makemore's own Transformer and loop body, ember through the import-torch
@@ -310,7 +324,7 @@ def test_readme_sections_with_empty_bodies_are_filled_each_on_its_own():
 
 
 @pytest.mark.parametrize("script", ["conv.py", "train_step.py", "jit.py", "onnx_import.py",
-                                    "networks.py", "onnx_zoo.py", "programs.py"])
+                                    "networks.py", "onnx_zoo.py", "programs.py", "op_scan.py"])
 def test_unknown_only_case_stops_before_measuring_and_names_the_known_ones(script):
     p = subprocess.run([sys.executable, os.path.join(ROOT, "benchmarks", script), "--only", "no_such_case"],
                        capture_output=True, text=True, timeout=120)
