@@ -91,3 +91,25 @@ def test_add_at_axis_gives_np_add_at_bits_along_any_axis(axis):
         add_at_axis(got, axis, index, vals)
         np.testing.assert_array_equal(got, want)
         compiler.wait_compiles()
+
+
+@pytest.mark.parametrize("dim", [0, 1, 2])
+def test_gather_and_scatter_add_by_flat_positions_match_torch(dim):
+    """From ``FLAT_MIN_SIZE`` index elements gather takes flat positions and scatter_add adds
+    through ``nn.scatter_add_rows``: torch's values, repeated indices added in index order."""
+    from ember.kernels import indexing as K
+    r = np.random.default_rng(9)
+    a = r.standard_normal((8, 16, 64)).astype(np.float32)
+    shape = [8, 16, 64]
+    shape[dim] = 40
+    index = r.integers(0, a.shape[dim], shape)
+    assert index.size >= K.FLAT_MIN_SIZE
+    src = r.standard_normal(shape).astype(np.float32)
+    np.testing.assert_array_equal(
+        K.gather(a, index, dim), torch.gather(torch.tensor(a), dim, torch.tensor(index)).numpy())
+    want = np.zeros_like(a)
+    np.add.at(want, K._grid(index, dim), src)
+    got = K.scatter_add(np.zeros_like(a), index, src, dim)
+    np.testing.assert_array_equal(got, want)
+    np.testing.assert_allclose(got, torch.zeros(a.shape).scatter_add(
+        dim, torch.tensor(index), torch.tensor(src)).numpy(), rtol=1e-5, atol=1e-5)
