@@ -507,6 +507,18 @@ def adaptive_max_pool2d_forward(x, output_size):
         k = (H // out[0], W // out[1])
         return max_pool2d_forward(x, k, k, 0, 1, False)
     (rs, re), (cs, ce) = _bounds(H, out[0]), _bounds(W, out[1])
+    nb = _kernels() if x.dtype.kind == "f" and x.dtype.itemsize >= 4 else None
+    if nb is not None:      # a pass per window element below: 10.4 ms against torch's 1.3
+        x = np.ascontiguousarray(x)
+        y = np.empty(x.shape[:2] + out, x.dtype)
+        idx = np.empty(y.shape, np.int64)
+        args = (x, rs.astype(np.int64), re.astype(np.int64), cs.astype(np.int64),
+                ce.astype(np.int64), y, idx)
+        if _runnable(nb, "adaptive_planes", *args, 0, 0):
+            planes, n = x.shape[0] * x.shape[1], threads.working_threads()
+            threadpool.run_chunks(lambda lo, hi: nb.adaptive_planes(*args, lo, hi), planes,
+                                  min(planes, 4 * n), n)
+            return y, idx
     kh, kw = int((re - rs).max()), int((ce - cs).max())
     rows = np.minimum(rs[:, None] + np.arange(kh), re[:, None] - 1)
     cols = np.minimum(cs[:, None] + np.arange(kw), ce[:, None] - 1)

@@ -9,7 +9,7 @@ splits planes over threads and reads each element once). ``planes`` works on the
 channel) planes [lo, hi) and releases the GIL; ``planes_parallel`` runs ``parts`` runs of them in
 a ``prange`` (used on Numba's TBB layer); ``planes_2x2`` is the 2x2 stride-2 window without
 bounds tests; ``planes_values`` computes the values alone (inference), ``planes_values_parallel``
-its runs in a ``prange``. ``scatter`` is the backward: each plane's gradients added at its
+its runs in a ``prange``; ``adaptive_planes`` the windows of adaptive pooling. ``scatter`` is the backward: each plane's gradients added at its
 argmax positions.
 """
 import numpy as np
@@ -250,6 +250,29 @@ def planes_2x2(x, y, idx, lo, hi):
                         | ((right != right) & (left != left) & (rr >= rl)))
                 yr[j] = right if take else left
                 ir[j] = base + 2 * j + (rr + 1 if take else rl)
+
+
+@njit(cache=True, nogil=True)
+def adaptive_planes(x, rs, re, cs, ce, y, idx, lo, hi):
+    """Adaptive max pooling of planes [lo, hi): output (i, j) is the max of rows [rs[i], re[i])
+    and columns [cs[j], ce[j]) by torch's walk (a value above the max or a NaN takes over, so
+    the first maximum wins and the last NaN; an all -inf window reports its first element)."""
+    C, W = x.shape[1], x.shape[3]
+    Ho, Wo = y.shape[2], y.shape[3]
+    for nc in range(lo, hi):
+        n, c = nc // C, nc % C
+        for i in range(Ho):
+            for j in range(Wo):
+                best = -np.inf
+                at = rs[i] * W + cs[j]
+                for h in range(rs[i], re[i]):
+                    for w in range(cs[j], ce[j]):
+                        v = x[n, c, h, w]
+                        if v > best or v != v:
+                            best = v
+                            at = h * W + w
+                y[n, c, i, j] = best
+                idx[n, c, i, j] = at
 
 
 @njit(cache=True, nogil=True)

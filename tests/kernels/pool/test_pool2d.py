@@ -114,7 +114,7 @@ def test_max_pool2d_runs_the_serial_kernel_while_the_parallel_one_compiles(monke
     np.testing.assert_array_equal(idx, tidx.numpy())
 
 
-def test_adaptive_max_pool2d_several_nans_per_window_match_torch():
+def test_adaptive_max_pool2d_several_nans_per_window_match_torch(max_path):
     x = rng.integers(-2, 3, (1, 3, 7, 9)).astype(np.float64)
     x[x == 2] = np.nan
     x[x == -2] = -np.inf
