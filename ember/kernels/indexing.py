@@ -81,11 +81,14 @@ def add_at_axis(out, axis, index, values):
     compiled loop; ``np.add.at`` took 20 ms for a reflect pad's gradient of 16x32x36x36, a
     Python-level loop over the indices)."""
     from ember.kernels.nn import scatter_add_rows
+    index = np.asarray(index).reshape(-1)
+    if not index.size or not out.size:
+        return
     moved = np.moveaxis(out, axis, 0)
     work = np.ascontiguousarray(moved)
-    rows = work.reshape(work.shape[0], -1)
+    width = work.size // work.shape[0]
     vals = np.ascontiguousarray(np.moveaxis(values, axis, 0), out.dtype)
-    scatter_add_rows(rows, np.asarray(index).reshape(-1), vals.reshape(vals.shape[0], -1))
+    scatter_add_rows(work.reshape(work.shape[0], width), index, vals.reshape(index.size, width))
     if work is not moved:
         moved[...] = work
 

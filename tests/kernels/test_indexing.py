@@ -113,3 +113,15 @@ def test_gather_and_scatter_add_by_flat_positions_match_torch(dim):
     np.testing.assert_array_equal(got, want)
     np.testing.assert_allclose(got, torch.zeros(a.shape).scatter_add(
         dim, torch.tensor(index), torch.tensor(src)).numpy(), rtol=1e-5, atol=1e-5)
+
+
+def test_add_at_axis_of_nothing_leaves_the_array_as_it_is():
+    """An empty index (pdist of one row, combinations of too few elements, take of nothing)
+    or an empty array adds nothing."""
+    from ember.kernels.indexing import add_at_axis
+    for out, index, values in ((np.ones(3), np.zeros(0, np.int64), np.zeros(0)),
+                               (np.ones((2, 0)), np.array([1, 0]), np.zeros((2, 0))),
+                               (np.ones((1, 5)), np.zeros(0, np.int64), np.zeros((0, 5)))):
+        before = out.copy()
+        add_at_axis(out, 0, index, values)
+        np.testing.assert_array_equal(out, before)

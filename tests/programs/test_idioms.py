@@ -133,7 +133,8 @@ PROGRAMS = {"current_torch.py": ({"losses", "lrs", "sim", "ema_n", "per_sample"}
 # (program, line) -> its own tolerance: float32 lines of a program that prints float64 otherwise
 # (a float32 KL of two categoricals sums p * (log p - log q) with cancellation: 0.0252416879
 # against torch's 0.0252415091 on an AMD EPYC, exact on an Intel Xeon)
-LINE_RTOL = {("infra_models.py", "dists32"): 1e-5}
+LINE_RTOL = {("infra_models.py", "dists32"): 1e-5,
+             ("vision_gan_vae.py", "wgan"): 1e-5}    # its WGAN-GP critic computes in float32
 
 
 def _run(backend, program, cwd):
