@@ -49,8 +49,8 @@ def forward(x, w, g):
     if _numba("forward", xp, (_filters(w, g), y) + _steps(g), g.N * g.K, y.size, g,
               "forward"):
         return y
-    win = windows(padded(x, g.padding, "depthwise.pad"), g)
-    y = np.empty((g.N, g.C, m, g.Ho, g.Wo), x.dtype)
+    win = windows(xp, g)
+    y = y.reshape(g.N, g.C, m, g.Ho, g.Wo)
     tmp = buffer("depthwise.tmp", y.shape, x.dtype)
     wv = w.reshape(g.C, m, g.R, g.S)
     for r in range(g.R):
@@ -99,14 +99,14 @@ def input_grad(gy, w, g):
 
 def weight_grad(gy, x, g):
     m = g.K // g.C
+    xp = padded(x, g.padding, "depthwise.pad")
     gw = np.empty((g.K, g.R, g.S), gy.dtype)
     if _numba("weight_grad", np.ascontiguousarray(gy).reshape(g.N, g.K, g.Ho, g.Wo),
-              (padded(x, g.padding, "depthwise.pad"), gw) + _steps(g), g.K, gy.size, g,
-              "weight"):
+              (xp, gw) + _steps(g), g.K, gy.size, g, "weight"):
         return gw.reshape(g.weight_shape)
-    win = windows(padded(x, g.padding, "depthwise.pad"), g)
+    win = windows(xp, g)
     gyv = gy.reshape(g.N, g.C, m, g.Ho, g.Wo)
-    gw = np.empty((g.C, m, g.R, g.S), gy.dtype)
+    gw = gw.reshape(g.C, m, g.R, g.S)
     for r in range(g.R):
         for s in range(g.S):
             gw[:, :, r, s] = np.einsum("ncmij,ncij->cm", gyv, win[:, :, r, s])

@@ -49,44 +49,23 @@ def wide_vectors(typingctx):
     return types.void(), codegen
 
 
-@intrinsic
-def _f32_bits(typingctx, x):
-    if x != types.float32:
-        return None
+def _bitcast(src, dst, name):
+    """An intrinsic reinterpreting a ``src`` value's bits as a ``dst`` value (the same width)."""
+    def typer(typingctx, x):
+        if x != src:
+            return None
 
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.uint32))
-    return types.uint32(types.float32), codegen
-
-
-@intrinsic
-def _bits_f32(typingctx, x):
-    if x != types.uint32:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float32))
-    return types.float32(types.uint32), codegen
+        def codegen(context, builder, signature, args):
+            return builder.bitcast(args[0], context.get_value_type(dst))
+        return dst(src), codegen
+    typer.__name__ = typer.__qualname__ = name
+    return intrinsic(typer)
 
 
-@intrinsic
-def _f64_bits(typingctx, x):
-    if x != types.float64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.uint64))
-    return types.uint64(types.float64), codegen
-
-
-@intrinsic
-def _bits_f64(typingctx, x):
-    if x != types.uint64:
-        return None
-
-    def codegen(context, builder, signature, args):
-        return builder.bitcast(args[0], context.get_value_type(types.float64))
-    return types.float64(types.uint64), codegen
+_f32_bits = _bitcast(types.float32, types.uint32, "_f32_bits")
+_bits_f32 = _bitcast(types.uint32, types.float32, "_bits_f32")
+_f64_bits = _bitcast(types.float64, types.uint64, "_f64_bits")
+_bits_f64 = _bitcast(types.uint64, types.float64, "_bits_f64")
 
 
 @njit(error_model="numpy")
