@@ -22,7 +22,8 @@ def numba_module():
     global _numba, _checked
     if not _checked:
         try:
-            import numba
+            with threads.importing_many():
+                import numba
         except ImportError:
             numba = None
         _numba, _checked = numba, True
@@ -586,7 +587,7 @@ def _warm_up():
     numba_module()
     from numba.core.compiler_lock import global_compiler_lock
     from numba.core.registry import cpu_target
-    with global_compiler_lock:
+    with global_compiler_lock, threads.importing_many():
         cpu_target.typing_context.refresh()
         cpu_target.target_context.refresh()
     _warmed()

@@ -181,9 +181,16 @@ def blas_controllers(refresh=False):
         return _scan(refresh)
 
 
+# Top-level packages whose extension modules never load a BLAS library: the standard library's,
+# Numba's and llvmlite's (Numba's background import brings ~50 of them through a process's first
+# steps, each batch a look at /proc/self/maps of 3-5 ms while that import maps memory), and
+# NumPy's (its submodules share the BLAS its core module loaded when NumPy was imported).
+_NO_BLAS_PACKAGES = frozenset(sys.stdlib_module_names) | {"numba", "llvmlite", "numpy", "ember"}
+
+
 def _new_extension_module():
-    """Whether a compiled extension module was imported since the last call (updates the record
-    of modules seen)."""
+    """Whether a compiled extension module that may bring a BLAS library was imported since the
+    last call (updates the record of modules seen)."""
     global _scanned_modules
     names = set(sys.modules) - _seen_modules     # copied in C: safe beside importing threads
     _seen_modules.update(names)
@@ -191,6 +198,8 @@ def _new_extension_module():
     from importlib.machinery import EXTENSION_SUFFIXES
     suffixes = tuple(EXTENSION_SUFFIXES)
     for name in names:
+        if name.partition(".")[0] in _NO_BLAS_PACKAGES:
+            continue
         # the module's own dict: no module-level __getattr__ (lazy imports) runs
         path = getattr(sys.modules.get(name), "__dict__", {}).get("__file__")
         if isinstance(path, str) and path.endswith(suffixes):
@@ -250,10 +259,30 @@ def _new_blas_library():
     return any(os.path.basename(n).startswith(prefixes) for n in new)
 
 
+_importing = 0    # ``importing_many`` blocks running: their new modules are looked at after
+
+
+class importing_many:
+    """Context manager around an import that brings extension modules for a while (Numba's:
+    ~50 over 0.3-0.7 s, with SciPy's BLAS among them). Meanwhile calls on other threads do not
+    look for new BLAS libraries (each look, with that import mapping memory, takes 3-5 ms of
+    the caller's step); the first call after it looks once at everything it brought."""
+
+    def __enter__(self):
+        global _importing
+        with _cond:
+            _importing += 1
+
+    def __exit__(self, *exc):
+        global _importing
+        with _cond:
+            _importing -= 1
+
+
 def _scan(refresh=False):
     global _controllers, _scanned_modules, _libraries
-    changed = (len(sys.modules) != _scanned_modules and _new_extension_module()
-               and _new_blas_library())
+    changed = (not _importing and len(sys.modules) != _scanned_modules
+               and _new_extension_module() and _new_blas_library())
     if _controllers is None or refresh or changed:
         _libraries = _loaded_libraries()
         old = {c.filepath for c in _controllers or ()}
