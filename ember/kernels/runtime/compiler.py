@@ -79,7 +79,8 @@ def importing(name):
 
     def job():
         try:
-            importlib.import_module(name)
+            with threads.importing_many():   # (Numba's import, when this module is the first)
+                importlib.import_module(name)
             if before:
                 _warm_up()
         finally:
