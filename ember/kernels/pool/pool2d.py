@@ -132,6 +132,11 @@ SCATTER_PARALLEL_SIZE = 1 << 18   # gradient elements from which the scatter spl
 # layers. LeNet-5 at batch 64, default threads, eager no_grad forward: 1.56-1.66 ms with its first
 # pool (75k outputs) split, 1.35-1.44 ms unsplit (load ~1.4, interleaved)
 POOL_2X2_PARALLEL_SIZE = 1 << 18
+# output elements (scatter: gradient elements) from which the 2x2 forward and the scatter split
+# over Numba's TBB layer, whose hand-over costs a few microseconds, not the pool's ~0.1 ms:
+# LeNet-5's pools at batch 64 on two threads, 2x2 forward 249 -> 128 us (75k outputs) and
+# 125 -> 65 us (25.6k); a batch of one (1,176 outputs, 12 us) stays on one thread
+POOL_2X2_TBB_SIZE = 8192
 VALUES_PARALLEL_SIZE = 1 << 16   # output elements from which the values-only kernel splits
 VALUES_TBB_SIZE = 1 << 14   # ... on Numba's TBB threads (~5 us a hand-over, ember's pool ~50)
 
@@ -197,7 +202,11 @@ def _max_pool2d_numba(nb, x, k, s, p, d, out):
         if not _runnable(nb, "planes_2x2", x, y, idx, 0, 0):
             return None
         n = threads.working_threads()
-        if y.size < POOL_2X2_PARALLEL_SIZE or n <= 1:
+        parts = (threads.tbb_parts(planes, n)
+                 if y.size >= POOL_2X2_TBB_SIZE and not threadpool.inside() else 0)
+        if parts and _runnable(nb, "planes_2x2_parallel", x, y, idx, 0):
+            nb.planes_2x2_parallel(x, y, idx, parts)
+        elif y.size < POOL_2X2_PARALLEL_SIZE or n <= 1:
             nb.planes_2x2(x, y, idx, 0, planes)   # one chunk, in this thread
         else:
             threadpool.run_chunks(lambda lo, hi: nb.planes_2x2(x, y, idx, lo, hi), planes,
@@ -334,13 +343,18 @@ def _scatter_numba(gy, indices, input_shape):
     P = N * C
     g = np.ascontiguousarray(gy).reshape(P, -1)
     at = np.ascontiguousarray(indices, np.int64).reshape(P, -1)
-    gx = np.zeros((P, H * W), gy.dtype)
+    gx = np.empty((P, H * W), gy.dtype)      # (each plane zeroed by the kernel)
     if not _runnable(nb, "scatter", g, at, gx, 0, 0):
         return None
     n = threads.working_threads()
-    # ~1 ns per element: a hand-over to the pool (~0.1 ms) pays only on large gradients
-    parts = min(P, 4 * n) if g.size >= SCATTER_PARALLEL_SIZE else 1
-    bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, parts, n)
+    tbb = (threads.tbb_parts(P, n) if g.size >= POOL_2X2_TBB_SIZE and not threadpool.inside()
+           else 0)
+    if tbb and _runnable(nb, "scatter_parallel", g, at, gx, 0):
+        bad = [nb.scatter_parallel(g, at, gx, tbb)]
+    else:
+        # ~1 ns per element: a hand-over to the pool (~0.1 ms) pays only on large gradients
+        parts = min(P, 4 * n) if g.size >= SCATTER_PARALLEL_SIZE else 1
+        bad = threadpool.run_chunks(lambda lo, hi: nb.scatter(g, at, gx, lo, hi), P, parts, n)
     if any(bad):
         raise ValueError(f"max_pool2d_backward: indices outside the {H}x{W} input planes")
     return gx.reshape(input_shape)

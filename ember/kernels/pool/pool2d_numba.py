@@ -8,9 +8,9 @@ another per tap for the indices (LeNet's first pool, (64,6,28,28) 2x2: 1.05 ms; 
 splits planes over threads and reads each element once). ``planes`` works on the (image,
 channel) planes [lo, hi) and releases the GIL; ``planes_parallel`` runs ``parts`` runs of them in
 a ``prange`` (used on Numba's TBB layer); ``planes_2x2`` is the 2x2 stride-2 window without
-bounds tests; ``planes_values`` computes the values alone (inference), ``planes_values_parallel``
+bounds tests (``planes_2x2_parallel`` its runs in a ``prange``); ``planes_values`` computes the values alone (inference), ``planes_values_parallel``
 its runs in a ``prange``; ``adaptive_planes`` the windows of adaptive pooling. ``scatter`` is the backward: each plane's gradients added at its
-argmax positions.
+argmax positions (``scatter_parallel`` over runs of planes in a ``prange``).
 """
 import numpy as np
 from numba import njit, prange
@@ -252,6 +252,15 @@ def planes_2x2(x, y, idx, lo, hi):
                 ir[j] = base + 2 * j + (rr + 1 if take else rl)
 
 
+@njit(cache=True, nogil=True, parallel=True)
+def planes_2x2_parallel(x, y, idx, parts):
+    total = x.shape[0] * x.shape[1]
+    for r in prange(parts):
+        lo, hi = run_bounds(total, parts, r)
+        if lo < hi:
+            planes_2x2(x, y, idx, lo, hi)
+
+
 @njit(cache=True, nogil=True)
 def adaptive_planes(x, rs, re, cs, ce, y, idx, lo, hi):
     """Adaptive max pooling of planes [lo, hi): output (i, j) is the max of rows [rs[i], re[i])
@@ -277,16 +286,30 @@ def adaptive_planes(x, rs, re, cs, ce, y, idx, lo, hi):
 
 @njit(cache=True, nogil=True)
 def scatter(gy, idx, gx, lo, hi):
-    """gx (P, HW), zeroed, += gy (P, L) at the per-plane positions idx (P, L), planes [lo, hi).
-    Returns the number of indices outside [0, HW) (skipped)."""
+    """Planes [lo, hi) of gx (P, HW) zeroed, then += gy (P, L) at the per-plane positions
+    idx (P, L) (each plane zeroed just before its adds, while it is in cache: no separate
+    zeroing pass over gx). Returns the number of indices outside [0, HW) (skipped)."""
     L, HW = gy.shape[1], gx.shape[1]
     bad = 0
     for p in range(lo, hi):
         g, at, dst = gy[p], idx[p], gx[p]
+        dst[:] = 0
         for t in range(L):
             k = at[t]
             if k < 0 or k >= HW:
                 bad += 1
             else:
                 dst[k] += g[t]
+    return bad
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def scatter_parallel(gy, idx, gx, parts):
+    """``scatter`` of all planes in ``parts`` runs of a ``prange``; the count of bad indices."""
+    P = gy.shape[0]
+    bad = 0
+    for r in prange(parts):
+        lo, hi = run_bounds(P, parts, r)
+        if lo < hi:
+            bad += scatter(gy, idx, gx, lo, hi)
     return bad

@@ -163,3 +163,31 @@ def test_scatter_adds_at_indices_and_counts_the_bad_ones():
     gx = np.zeros((2, 4))
     assert pool_numba.scatter(gy, idx, gx, 1, 2) == 2
     np.testing.assert_array_equal(gx[0], 0)
+
+
+@pytest.mark.parametrize("parts", [1, 2, 5])
+def test_2x2_and_scatter_prange_drivers_equal_the_serial_kernels(parts):
+    """``planes_2x2_parallel`` and ``scatter_parallel`` (runs of planes in a ``prange``) give
+    the serial kernels' values, indices and gradients; the scatter zeroes its planes itself
+    (the output starts as garbage) and its bad-index count sums over the runs."""
+    pytest.importorskip("numba")
+    from ember.kernels.pool import pool2d_numba as pool_numba
+    x = rng.integers(-2, 3, (3, 4, 6, 8)).astype(np.float32)
+    x[x == 2] = np.nan
+    y, idx = np.empty((3, 4, 3, 4), np.float32), np.empty((3, 4, 3, 4), np.int64)
+    ry, ridx = y.copy(), idx.copy()
+    pool_numba.planes_2x2(x, ry, ridx, 0, 12)
+    pool_numba.planes_2x2_parallel(x, y, idx, parts)
+    np.testing.assert_array_equal(y, ry)
+    np.testing.assert_array_equal(idx, ridx)
+    gy = rng.standard_normal((12, 12)).astype(np.float32)
+    at = ridx.reshape(12, 12).copy()
+    at[3, 0], at[7, 5] = -1, 48                  # outside [0, 48): counted, not written
+    gx = np.full((12, 48), 7.0, np.float32)
+    expect = np.zeros((12, 48), np.float32)
+    for p in range(12):
+        for t in range(12):
+            if 0 <= at[p, t] < 48:
+                expect[p, at[p, t]] += gy[p, t]
+    assert pool_numba.scatter_parallel(gy, at, gx, parts) == 2
+    np.testing.assert_array_equal(gx, expect)
