@@ -33,7 +33,8 @@ __all__ = ["linear_t", "linear_t_relu", "relu_", "max_pool2d_values", "FRESH", "
            "linear_into", "binary_into", "UFUNCS", "Rule"]
 
 # producers whose kernels return a new array (not a view), safe to overwrite in place
-FRESH = ("conv2d", "linear", "matmul", "mm", "addmm", "add", "sub", "mul", "div", "bmm")
+FRESH = ("conv2d", "linear", "matmul", "mm", "addmm", "add", "sub", "mul", "div", "bmm",
+         "max_pool2d_with_indices")
 
 
 def linear_t(x, wt, b):
