@@ -101,6 +101,13 @@ def _log_softmax_backward_rows(out, grad, result):
     np.subtract(grad, out, out=out)
 
 
+def _contiguous_grad(grad):
+    """``grad`` as C-contiguous rows for the row kernels: a copy where it is not (the gradient
+    of a ``sum`` is ones broadcast with stride 0; one copy costs far less than the formula's
+    four passes: (32, 64, 128) float32 softmax backward ~0.5 -> ~0.15 ms)."""
+    return grad if grad.flags.c_contiguous else np.ascontiguousarray(grad)
+
+
 def softmax_input_grad(grad, result, dim, dtype):
     """softmax's first-order backward (``backward_kernel``): ``result * (grad - sum(grad *
     result, dim))`` in one Numba pass per row (``nn_numba.softmax_backward_rows``) for float32
@@ -108,9 +115,10 @@ def softmax_input_grad(grad, result, dim, dtype):
     ``softmax_grad`` runs). An attention's (16, 4, 64, 64): four dispatched ops -> one pass."""
     if dtype != np.float32 or grad.dtype != np.float32 or result.dtype != np.float32 or \
             grad.shape != result.shape or result.ndim == 0 or not result.size or \
-            _dim(dim, result.ndim) != result.ndim - 1 or not grad.flags.c_contiguous or \
+            _dim(dim, result.ndim) != result.ndim - 1 or \
             not _ce_numba_fits(result.reshape(-1, result.shape[-1])):
         return None
+    grad = _contiguous_grad(grad)
     c = result.shape[-1]
     out = np.empty(result.shape, np.float32)
     if _ce_run("softmax_backward", grad.reshape(-1, c), result.reshape(-1, c),
@@ -133,8 +141,8 @@ def log_softmax_backward(grad, result, dim):
     out = np.empty(result.shape, np.result_type(grad, result))
     d = _dim(dim, result.ndim)
     if result.size and grad.shape == result.shape and d == result.ndim - 1 and \
-            grad.dtype == result.dtype and grad.flags.c_contiguous and \
-            _ce_numba_fits(result.reshape(-1, result.shape[-1])):
+            grad.dtype == result.dtype and _ce_numba_fits(result.reshape(-1, result.shape[-1])):
+        grad = _contiguous_grad(grad)
         c = result.shape[-1]
         if _ce_run("log_softmax_backward", grad.reshape(-1, c), result.reshape(-1, c),
                    out.reshape(-1, c)):

@@ -257,6 +257,25 @@ def test_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypatch):
     np.testing.assert_array_equal(y1[5], y1[4])
 
 
+@pytest.mark.parametrize("which", ["softmax", "log_softmax"])
+def test_softmax_backward_kernels_take_a_broadcast_gradient(which):
+    """The gradient of a ``sum`` (ones with stride 0) runs the row kernels too (made contiguous
+    first), with the contiguous gradient's result and torch's."""
+    pytest.importorskip("numba")      # (the tests compile kernels synchronously: conftest)
+    x = np.random.default_rng(11).standard_normal((32, 64, 128)).astype(np.float32)
+    y = K.softmax(x, -1) if which == "softmax" else K.log_softmax(x, -1)
+    g = np.broadcast_to(np.float32(1.5), x.shape)
+    assert not g.flags.c_contiguous
+    grad = (lambda gr: K.softmax_input_grad(gr, y, -1, np.float32)) if which == "softmax" \
+        else (lambda gr: K.log_softmax_backward(gr, y, -1))
+    got = grad(g)
+    assert got is not None
+    np.testing.assert_array_equal(got, grad(np.ascontiguousarray(g)))
+    xt = torch.tensor(x, requires_grad=True)
+    ((torch.softmax if which == "softmax" else torch.log_softmax)(xt, -1) * 1.5).sum().backward()
+    np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+
+
 def test_softmax_kernel_backward_second_order_matches_torch():
     """create_graph runs the formula (differentiable), a plain backward the kernel: both as
     torch on rows the kernel takes."""
