@@ -136,3 +136,36 @@ def test_reductions_over_a_nonempty_dim_of_an_empty_tensor_are_empty():
             r = getattr(lib, name)(lib.zeros(0, 3), 1)
             r = r[0] if isinstance(r, tuple) else r
             assert list(r.shape) == [0]
+
+
+@pytest.mark.parametrize("shape,dim", [((256, 512), 1), ((256, 512), 0), ((4, 3000), -1),
+                                       ((6, 7, 5), 1), ((5,), 0), ((3, 0, 4), 1)])
+@pytest.mark.parametrize("numba", [True, False])
+def test_cumsum_float32_equals_torchs_values_and_gradient(shape, dim, numba, monkeypatch):
+    """float32 running sums accumulate in float64 and round once per output, as torch's CPU
+    kernel: its values and its gradient (a reverse running sum), bit for bit, on the Numba
+    kernels and on the NumPy path they replace while compiling (a float32 running sum drifts
+    from torch's within a few hundred terms)."""
+    if not numba:
+        monkeypatch.setattr(reduction, "_scan_kernels", lambda dt: None)
+    a = np.random.default_rng(3).standard_normal(shape).astype(np.float32)
+    w = np.random.default_rng(4).standard_normal(shape).astype(np.float32)
+    x = ember.tensor(a, requires_grad=True)
+    y = ember.cumsum(x, dim)
+    (y * ember.tensor(w)).sum().backward()
+    xt = torch.tensor(a, requires_grad=True)
+    yt = torch.cumsum(xt, dim)
+    (yt * torch.tensor(w)).sum().backward()
+    np.testing.assert_array_equal(y.detach().numpy(), yt.detach().numpy())
+    np.testing.assert_array_equal(x.grad.numpy(), xt.grad.numpy())
+    if shape == (4, 3000):
+        assert not np.array_equal(np.cumsum(a, -1), yt.detach().numpy())
+
+
+def test_cumsum_keeps_integer_and_requested_dtypes():
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert reduction.cumsum(a, 1).dtype == np.int64
+    np.testing.assert_array_equal(reduction.cumsum(a, 1), np.cumsum(a, 1))
+    got = reduction.cumsum(a.astype(np.float32), 0, dtype=ember.float64)
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, np.cumsum(a.astype(np.float64), 0))

@@ -20,6 +20,7 @@ from ember.kernels import attention as _k_attention
 from ember.kernels import elementwise as _k_elementwise
 from ember.kernels import linalg as _k_linalg
 from ember.kernels import nn as _k_nn
+from ember.kernels import reduction as _k_reduction
 from ember.kernels import rnn as _k_rnn
 
 
@@ -4581,7 +4582,11 @@ class CumsumBackward0(Node):
         dim = ctx.dim
         self__dtype = ctx.self__dtype
         g0 = None
-        if needs[0]:
+        if not _STATE.grad_enabled and _STATE.tracer is None:
+            gs = _kernel_grads(_k_reduction.cumsum_input_grad(grad._data, dim, self__dtype), needs, 1)
+            if gs is not None:
+                g0, = gs
+        if needs[0] and g0 is None:
             g0 = _F.cast_to(_F.cumsum_grad(grad, dim), self__dtype)
         return (g0, )
 
