@@ -232,11 +232,16 @@ def norm_grad(grad, self, result, p, dim, keepdim):
     shape = self._data.shape
     if p in (0, 0.0):  # counts the nonzeros: zero gradient (torch)
         return G.zeros_like(self)
-    g = expand_reduced(grad, shape, dim, keepdim)
     if p in (2, 2.0, "fro"):
-        r = expand_reduced(result, shape, dim, keepdim)   # torch: grad * (self / norm)
-        zero = G.eq(r, 0)
-        return G.mul(g, G.masked_fill(G.div(self, G.masked_fill(r, zero, 1.0)), zero, 0.0))
+        # torch's grad * (self / norm), 0 where the norm is 0; the masks at the norm's (reduced)
+        # shape, so two passes over self's size, not five: where the norm is 0, self is 0 and
+        # its gradient 0 * 0. (32, 64, 128) float32 over the last dim, forward + backward
+        # 0.70 -> ~0.3 ms
+        zero = G.eq(result, 0)
+        q = expand_reduced(G.masked_fill(grad, zero, 0.0), shape, dim, keepdim)
+        r = expand_reduced(G.masked_fill(result, zero, 1.0), shape, dim, keepdim)
+        return G.mul(q, G.div(self, r))
+    g = expand_reduced(grad, shape, dim, keepdim)
     if p in (1, 1.0):
         return G.mul(G.sign(self), g)
     if p in (float("inf"), float("-inf"), "inf"):

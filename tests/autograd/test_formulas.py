@@ -230,3 +230,34 @@ def test_inference_tensors_cannot_be_saved_for_backward_as_torch():
             w * a
         (w + a).sum().backward()
         assert w.grad.tolist() == [1.0, 1.0, 1.0]
+
+
+# -- norm ------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("dim,keepdim", [(None, False), (1, True), (-1, False), ((0, 2), False)])
+def test_two_norm_derivatives_match_torch_and_are_zero_on_a_zero_slice(dim, keepdim):
+    """p=2's gradient (masked at the norm's shape): torch's first derivative, 0 on a slice whose
+    norm is 0, and torch's second derivative away from such slices (at one torch's is NaN, the
+    point being singular; ember's stays finite); gradcheck and gradgradcheck."""
+    x = np.random.default_rng(7).standard_normal((3, 4, 5))
+    x[0, 0, 0] = 0.0
+
+    def fn(L, t):
+        y = L.norm(t, dim=dim, keepdim=keepdim)
+        return (y * L.arange(1.0, 1.0 + y.numel(), dtype=L.float64).reshape(y.shape)).sum()
+
+    def loss(g, t):
+        return (g * g.sin()).sum() + (g * t).sum()
+
+    _both(x, fn, loss)
+    if dim is not None:   # a slice of zeros: the first derivative 0 there, as torch's
+        z = x.copy()
+        z[{1: (0, slice(None), 3), -1: (2, 1), (0, 2): (slice(None), 2)}[dim]] = 0.0
+        g, gg = _second_order(ember, z, fn, loss)
+        want, _ = _second_order(torch, z, fn, loss)
+        np.testing.assert_allclose(g, want, rtol=1e-12, atol=1e-12)
+        assert np.isfinite(gg).all()
+    t = ember.tensor(np.random.default_rng(8).standard_normal((3, 4, 5)), dtype=ember.float64,
+                     requires_grad=True)
+    assert gradcheck(lambda a: ember.norm(a, dim=dim, keepdim=keepdim), (t,))
+    assert gradgradcheck(lambda a: ember.norm(a, dim=dim, keepdim=keepdim), (t,))
