@@ -414,6 +414,32 @@ def _put_through(tensors, consts):
     return True
 
 
+def _scatter_through(tensors, consts):
+    """``scatter_`` written into self's memory (``indexing.scatter_into``), not computed out of
+    place and copied back: a one-hot built as ``zeros(...).scatter_(-1, idx, 1)`` copied its
+    whole tensor twice. A plain write only (a ``reduce`` goes the general path), and False where
+    the general path must run: an index or source sharing self's memory, read-only memory, or
+    anything the kernel refuses (it checks before it writes: its errors)."""
+    self, index, src = tensors
+    dst = self._data
+    dim, reduce = consts
+    if reduce is not None or not dst.flags.writeable or index.__class__ is not Tensor:
+        return False
+    v = src._data if isinstance(src, Tensor) else src
+    if np.may_share_memory(index._data, dst) or \
+            (v.__class__ is np.ndarray and np.may_share_memory(v, dst)):
+        return False
+    from ember.kernels.indexing import scatter_into
+    fp = _fp_enter(_FP_IGNORE)
+    try:
+        scatter_into(dst, index._data, v, dim)
+    except Exception:   # nothing written (checked before the write): the general path raises
+        return False
+    finally:
+        _fp_leave(fp)
+    return True
+
+
 def _write_through(op, tensors, consts):
     """``tensors[0]`` op= ``tensors[1]`` with one ufunc into self's memory when that gives the
     out-of-place result exactly: add, sub (alpha applied to other first, as the kernels do), mul,
@@ -423,7 +449,8 @@ def _write_through(op, tensors, consts):
     False where the general path must run (its checks raise the errors)."""
     ufunc = _UFUNCS.get(op.name)
     if ufunc is None or len(tensors) != 2:
-        return op.name == "index_put" and _put_through(tensors, consts)
+        return (op.name == "index_put" and _put_through(tensors, consts)) or \
+            (op.name == "scatter" and len(tensors) == 3 and _scatter_through(tensors, consts))
     self, other = tensors
     dst = self._data
     kind = dst.dtype.kind

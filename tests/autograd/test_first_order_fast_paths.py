@@ -53,6 +53,7 @@ _KERNEL_CASES = {
                    lambda x, w, b: G.layer_norm(x, (4,), w, b)),
     "log_softmax": ("log_softmax_grad", lambda: (_f(3, 4),), lambda x: G.log_softmax(x, 1)),
     "softmax": ("softmax_grad", lambda: (_f(256, 128),), lambda x: G.softmax(x, -1)),
+    "cumsum": ("cumsum_grad", lambda: (_f(6, 40),), lambda x: G.cumsum(x, 1)),
     "cross_entropy_loss": ("cross_entropy_loss_grad", lambda: (_f(3, 4),),
                            lambda x: G.cross_entropy_loss(x, ember.tensor([0, 3, 1]))),
     "native_batch_norm": ("batch_norm_grads", lambda: (_f(4, 3), _f(3), _f(3)),

@@ -125,3 +125,31 @@ def test_add_at_axis_of_nothing_leaves_the_array_as_it_is():
         before = out.copy()
         add_at_axis(out, 0, index, values)
         np.testing.assert_array_equal(out, before)
+
+
+@pytest.mark.parametrize("shape,dim,ishape", [((32, 64, 100), 2, (32, 64, 1)),
+                                              ((8, 600), 1, (8, 600)), ((5, 6), 0, (3, 6)),
+                                              ((4, 5, 6), 1, (4, 2, 6))])
+@pytest.mark.parametrize("scalar", [True, False])
+def test_scatter_into_writes_what_scatter_returns(shape, dim, ishape, scalar):
+    """``scatter_into`` writes into its array what ``scatter`` returns (flat positions from
+    FLAT_MIN_SIZE index elements into a C-contiguous array, the index grid below or into a
+    strided view), and torch's scatter agrees where the index has no duplicates."""
+    from ember.kernels import indexing as K
+    r = np.random.default_rng(sum(shape))
+    a = r.standard_normal(shape)
+    idx = np.stack([r.permutation(shape[dim])[:ishape[dim]] for _ in
+                    range(int(np.prod(ishape)) // ishape[dim])]).reshape(
+        tuple(s for k, s in enumerate(ishape) if k != dim) + (ishape[dim],))
+    idx = np.moveaxis(idx, -1, dim)
+    src = 2.5 if scalar else r.standard_normal(ishape)
+    want = K.scatter(a, idx, src, dim)
+    got = a.copy()
+    assert K.scatter_into(got, idx, src, dim) is got
+    np.testing.assert_array_equal(got, want)
+    strided = np.asfortranarray(a)          # not C-contiguous: the grid path, into the view
+    K.scatter_into(strided, idx, src, dim)
+    np.testing.assert_array_equal(strided, want)
+    t = torch.tensor(a).scatter(dim, torch.tensor(idx),
+                                src if scalar else torch.tensor(src))
+    np.testing.assert_array_equal(want, t.numpy())

@@ -421,3 +421,30 @@ def test_integer_index_into_a_0_dim_tensor_raises_index_error_as_torch():
     e, t = ember.tensor(1.5), torch.tensor(1.5)
     for key in (None, Ellipsis, (), True):
         assert tuple(e[key].shape) == tuple(t[key].shape), key
+
+
+def test_scatter_inplace_writes_into_self_and_falls_back_where_it_must():
+    """``scatter_`` without autograd writes into self's array (the one-hot idiom
+    ``zeros(...).scatter_(-1, idx, 1)``: no copy back); a source sharing self's memory, a
+    ``reduce`` and a bad index take the general path (its result and errors, nothing
+    written)."""
+    idx = ember.tensor(np.random.default_rng(0).integers(0, 100, (32, 64, 1)))
+    x = ember.zeros((32, 64, 100), dtype=ember.int64)
+    data = x._data
+    assert x.scatter_(-1, idx, 1) is x and x._data is data
+    np.testing.assert_array_equal(
+        x.numpy(), torch.zeros((32, 64, 100), dtype=torch.int64).scatter_(
+            -1, torch.from_numpy(idx.numpy()), 1).numpy())
+    y = ember.tensor(np.arange(12.0).reshape(3, 4))
+    ty = torch.tensor(np.arange(12.0).reshape(3, 4))
+    i = [[1, 0, 3, 2], [0, 1, 2, 3], [3, 2, 1, 0]]
+    y.scatter_(1, ember.tensor(i), y)                 # the source is self: read before written
+    ty.scatter_(1, torch.tensor(i), ty.clone())
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    y.scatter_(1, ember.tensor(i), 2.0, reduce="add")
+    ty.scatter_(1, torch.tensor(i), 2.0, reduce="add")
+    np.testing.assert_array_equal(y.numpy(), ty.numpy())
+    before = y.numpy().copy()
+    with pytest.raises(Exception, match="out of bounds|index"):
+        y.scatter_(1, ember.tensor([[0, 9]]), 1.0)
+    np.testing.assert_array_equal(y.numpy(), before)
