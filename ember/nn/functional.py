@@ -849,6 +849,12 @@ def one_hot(tensor, num_classes=-1):
         raise RuntimeError("Class values must be non-negative.")
     if a.size and a.max() >= num_classes:
         raise RuntimeError("Class values must be smaller than num_classes.")
+    if STATE.tracer is None:
+        # ones written into zeros, as torch: (32, 64) classes of 1000, 1.66 -> ~0.4 ms (the
+        # comparison's bool array and its int64 copy cost two passes over the output)
+        out = G.zeros(tuple(a.shape) + (int(num_classes),), np.dtype(np.int64))
+        return G.scatter_(out, -1, G.unsqueeze(tensor, -1), 1)
+    # traced: shape-free ops (the batch dimensions stay the input's)
     return G.eq(G.unsqueeze(tensor, -1), G.arange(0, num_classes, 1, a.dtype)).long()
 
 

@@ -326,6 +326,26 @@ def test_one_hot_checks_as_torch():
             torch.nn.functional.one_hot(torch.from_numpy(bad.numpy()), n)
 
 
+@pytest.mark.parametrize("shape,n", [((32, 64), 1000), ((), 5), ((7,), 7), ((2, 0), 3)])
+def test_one_hot_eager_and_traced_forms_equal_torchs(shape, n):
+    """Eager writes ones into zeros; a trace records the shape-free comparison: both give
+    torch's int64 one-hot, the traced one also at another batch size."""
+    F = ember.nn.functional
+    r = np.random.default_rng(0)
+    idx = r.integers(0, n, shape)
+    want = torch.nn.functional.one_hot(torch.from_numpy(np.asarray(idx)), n).numpy()
+    got = F.one_hot(ember.tensor(idx), n)
+    assert got.dtype == ember.int64 and not got.requires_grad
+    np.testing.assert_array_equal(got.numpy(), want)
+    if len(shape) == 2 and shape[1]:
+        traced = ember.jit.trace(lambda t: F.one_hot(t, n), (ember.tensor(idx),))
+        np.testing.assert_array_equal(traced(ember.tensor(idx)).numpy(), want)
+        other = r.integers(0, n, (3, shape[1]))
+        np.testing.assert_array_equal(
+            traced(ember.tensor(other)).numpy(),
+            torch.nn.functional.one_hot(torch.from_numpy(other), n).numpy())
+
+
 @pytest.mark.parametrize("low", ["bfloat16", "float16"])
 def test_norm_layers_keep_a_reduced_input_dtype_with_float32_parameters(low):
     """torch's CPU batch/layer/group/instance norm take a float16/bfloat16 input with float32
