@@ -17,6 +17,43 @@ from tests.compiler.models import LeNet5Flatten as LeNet5, MLP
 from tests.compiler.test_step import _close, _data, _train
 
 
+def _offset_steps(shape, dtype, lr, loss_fn):
+    """Two zero parameters ``w`` of ``shape`` and, for each, an SGD(lr) step ``step(t)`` on
+    ``loss_fn(t + w)``: ([w, w'], [step, step'])."""
+    params, steps = [], []
+    for _ in range(2):
+        w = nn.Parameter(ember.zeros(shape, dtype=dtype))
+        o = ember.optim.SGD([w], lr=lr)
+
+        def step(t, w=w, o=o):
+            o.zero_grad()
+            loss = loss_fn(t + w)
+            loss.backward()
+            o.step()
+            return loss
+        steps.append(step)
+        params.append(w)
+    return params, steps
+
+
+def _twin_steps(model, make_opt, loss_fn):
+    """``model``'s deep copy and, for each of the two, a training step ``step(*batch)``:
+    zero_grad, ``loss_fn(m, *batch)``, backward, the optimizer's step (returns the loss)."""
+    twin = copy.deepcopy(model)
+    steps = []
+    for m in (model, twin):
+        o = make_opt(m.parameters())
+
+        def step(*batch, m=m, o=o):
+            o.zero_grad()
+            loss = loss_fn(m, *batch)
+            loss.backward()
+            o.step()
+            return loss
+        steps.append(step)
+    return twin, steps
+
+
 @pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
 @pytest.mark.parametrize("logits", ["2d", "3d_weighted_ignore"])
 def test_cross_entropy_backward_reads_the_forwards_log_sum_exp(dtype, logits):
@@ -33,18 +70,8 @@ def test_cross_entropy_backward_reads_the_forwards_log_sum_exp(dtype, logits):
         kw = dict(weight=ember.tensor(np.array([1.0, 2.0, 0.5, 1.5, 3.0]), dtype=dtype),
                   ignore_index=-1)
     model = make().to(dtype)
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
-        o = ember.optim.SGD(m.parameters(), lr=0.05, momentum=0.9)
-
-        def step(x, y, m=m, o=o):
-            o.zero_grad()
-            loss = F.cross_entropy(m(x), y, **kw)
-            loss.backward()
-            o.step()
-            return loss
-        steps.append(step)
+    twin, steps = _twin_steps(model, lambda ps: ember.optim.SGD(ps, lr=0.05, momentum=0.9),
+                              lambda m, x, y: F.cross_entropy(m(x), y, **kw))
     compiled = ember.compile(steps[1])
     g = np.random.default_rng(1)
     for i in range(10):
@@ -80,19 +107,8 @@ def test_gelu_backward_reads_the_forwards_output(dtype, approximate):
     the tanh form keeps its formula."""
     torch = pytest.importorskip("torch")
     x = np.array([0.0, 1e-35, -1e-35, 1e-20, -1e-7, 0.3, -0.7, 3.0, 9.0, -5.0, -20.0, 1.5])
-    steps, params = [], []
-    for _ in range(2):
-        w = nn.Parameter(ember.zeros(x.size, dtype=dtype))
-        o = ember.optim.SGD([w], lr=0.1)
-
-        def step(t, w=w, o=o):
-            o.zero_grad()
-            loss = (F.gelu(t + w, approximate=approximate) * 1.5).sum()
-            loss.backward()
-            o.step()
-            return loss
-        steps.append(step)
-        params.append(w)
+    params, steps = _offset_steps((x.size,), dtype, 0.1,
+                                  lambda v: (F.gelu(v, approximate=approximate) * 1.5).sum())
     compiled = ember.compile(steps[1])
     t = ember.tensor(x, dtype=dtype)
     tt = torch.tensor(x, dtype=torch.float64 if dtype == ember.float64 else torch.float32,
@@ -140,18 +156,8 @@ def test_attention_scale_mask_softmax_is_one_op_in_the_step(dtype):
     ``scaled_masked_softmax``; 10 AdamW steps match eager (float64 to 1e-10)."""
     ember.manual_seed(0)
     model = _MaskedAttention().to(dtype)
-    twin = copy.deepcopy(model)
-    steps = []
-    for m in (model, twin):
-        o = ember.optim.AdamW(m.parameters(), lr=1e-2)
-
-        def step(x, m=m, o=o):
-            o.zero_grad()
-            loss = (m(x) ** 2).mean()
-            loss.backward()
-            o.step()
-            return loss
-        steps.append(step)
+    twin, steps = _twin_steps(model, lambda ps: ember.optim.AdamW(ps, lr=1e-2),
+                              lambda m, x: (m(x) ** 2).mean())
     compiled = ember.compile(steps[1])
     g = np.random.default_rng(4)
     with warnings.catch_warnings():
@@ -219,19 +225,8 @@ def test_relu_after_max_pool_keeps_the_gradient_on_ties_and_non_positive_windows
     r = np.random.default_rng(5)
     x0 = r.integers(-3, 4, (2, 3, 7, 7)).astype(np.float64)
     c = r.integers(-2, 3, (2, 3, 7, 7)).astype(np.float64)
-    steps, params = [], []
-    for _ in range(2):
-        w = nn.Parameter(ember.zeros(x0.shape, dtype=ember.float64))
-        o = ember.optim.SGD([w], lr=1.0)
-
-        def step(x, w=w, o=o):
-            o.zero_grad()
-            loss = (F.max_pool2d(F.relu(x + w), 3, 1, 1) * ember.tensor(c)).sum()
-            loss.backward()
-            o.step()
-            return loss
-        steps.append(step)
-        params.append(w)
+    params, steps = _offset_steps(x0.shape, ember.float64, 1.0, lambda v: (
+        F.max_pool2d(F.relu(v), 3, 1, 1) * ember.tensor(c)).sum())
     compiled = ember.compile(steps[1])
     x = ember.tensor(x0)
     tw = torch.zeros(x0.shape, dtype=torch.float64, requires_grad=True)
