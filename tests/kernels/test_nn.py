@@ -273,7 +273,9 @@ def test_softmax_backward_kernels_take_a_broadcast_gradient(which):
     np.testing.assert_array_equal(got, grad(np.ascontiguousarray(g)))
     xt = torch.tensor(x, requires_grad=True)
     ((torch.softmax if which == "softmax" else torch.log_softmax)(xt, -1) * 1.5).sum().backward()
-    np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-5, atol=1e-6)
+    # log_softmax's gradient 1.5 - exp(y) * 192 cancels: its float32 terms are ~1.5 (an ulp
+    # ~1.2e-7), results ~0.03; the forward's y may also differ from torch's in its last bit
+    np.testing.assert_allclose(got, xt.grad.numpy(), rtol=1e-5, atol=1e-5)
 
 
 def test_softmax_kernel_backward_second_order_matches_torch():
