@@ -154,10 +154,11 @@ def _gelu_cdf_from_output(g):
     """Exact GELU's backward formula recomputes ``Phi(x) = 0.5 (1 + erf(x / sqrt 2))`` of the
     input whose forward ``gelu(%x)`` the graph already computed (and keeps: the next layer's
     weight gradient reads it): that ``Phi(%x)`` becomes ``where(|%x| < GELU_CDF_TINY, 0.5,
-    gelu(%x) / %x)`` (the divisor 1 where |%x| is tiny), pointwise, so the gradient's fusion group reads ``gelu(%x)`` instead of
-    evaluating an ``erf`` (a float64 rational function per element: the GPT step's group
-    over (16, 64, 512) float32, 2.3 -> 1.0 ms). float32 and float64 only; equal to Phi up to a
-    few ulp (float32's cancellation in 1 + erf at x < -3 stays what it was in the forward)."""
+    gelu(%x) / %x)`` (the divisor 1 where |%x| is tiny), pointwise, so the gradient's fusion
+    group reads ``gelu(%x)`` instead of evaluating an ``erf`` (a float64 rational function per
+    element: the GPT step's group over (16, 64, 512) float32, 2.3 -> 1.0 ms). float32 and
+    float64 only; equal to Phi up to a few ulp (float32's cancellation in 1 + erf at x < -3
+    stays what it was in the forward)."""
     import ember.kernels.constants as C
     pos = {id(n): i for i, n in enumerate(g.nodes)}
     written = {id(n.args[0]) for n in g.nodes if n.kind == "copy_"}

@@ -4,9 +4,10 @@ accumulates float32 in double: its results, not NumPy's float32 running sum, whi
 
 Imported lazily (never by ``import ember``), compiled once per dtype and cached on disk. The
 array travels flat, viewed as (outer, n, inner) around the summed axis of length n; ``lo``,
-``hi`` bound the outer blocks; ``reverse`` sums from the axis's end (the gradient). With inner > 1 each step adds a contiguous row of ``inner``
-values to a float64 row of sums (vectorised); with inner == 1 (the last axis) each row's sum is
-a chain of dependent adds, so ROWS rows run side by side (independent chains).
+``hi`` bound the outer blocks; ``reverse`` sums from the axis's end (the gradient). With
+inner > 1 each step adds a contiguous row of ``inner`` values to a float64 row of sums
+(vectorised); with inner == 1 (the last axis) each row's sum is a chain of dependent adds, so
+ROWS rows run side by side (independent chains).
 """
 import numpy as np
 from numba import njit, prange

@@ -8,9 +8,11 @@ another per tap for the indices (LeNet's first pool, (64,6,28,28) 2x2: 1.05 ms; 
 splits planes over threads and reads each element once). ``planes`` works on the (image,
 channel) planes [lo, hi) and releases the GIL; ``planes_parallel`` runs ``parts`` runs of them in
 a ``prange`` (used on Numba's TBB layer); ``planes_2x2`` is the 2x2 stride-2 window without
-bounds tests (``planes_2x2_parallel`` its runs in a ``prange``); ``planes_values`` computes the values alone (inference), ``planes_values_parallel``
-its runs in a ``prange``; ``adaptive_planes`` the windows of adaptive pooling. ``scatter`` is the backward: each plane's gradients added at its
-argmax positions (``scatter_parallel`` over runs of planes in a ``prange``).
+bounds tests (``planes_2x2_parallel`` its runs in a ``prange``); ``planes_values`` computes the
+values alone (inference), ``planes_values_parallel`` its runs in a ``prange``;
+``adaptive_planes`` the windows of adaptive pooling. ``scatter`` is the backward: each plane's
+gradients added at its argmax positions (``scatter_parallel`` over runs of planes in a
+``prange``).
 """
 import numpy as np
 from numba import njit, prange

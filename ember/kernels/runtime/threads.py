@@ -184,7 +184,8 @@ def blas_controllers(refresh=False):
 # Top-level packages whose extension modules never load a BLAS library: the standard library's,
 # Numba's and llvmlite's (Numba's background import brings ~50 of them through a process's first
 # steps, each batch a look at /proc/self/maps of 3-5 ms while that import maps memory), and
-# NumPy's (its submodules share the BLAS its core module loaded when NumPy was imported).
+# NumPy's (its submodules share the BLAS its core module loaded when NumPy was imported), and
+# ember's own (pure Python).
 _NO_BLAS_PACKAGES = frozenset(sys.stdlib_module_names) | {"numba", "llvmlite", "numpy", "ember"}
 
 
