@@ -35,6 +35,7 @@ from ember.autograd.state import STATE
 from ember.errors import EmberRuntimeError, EmberTypeError, EmberValueError
 from ember.compiler.step import StepCapture, WholeStep, creates_state
 from ember.jit.tracer import Tracer, user_frame
+from ember.kernels.runtime.compiler import foreground as _foreground
 
 __all__ = ["compile", "CompiledFunction", "OptimizedModule", "GraphBreakError", "InvalidBackend",
            "reset", "explain", "ExplainOutput", "config", "is_compiling"]
@@ -793,7 +794,8 @@ class CompiledFunction:
             if isinstance(entry.traced, _segmented_cls()):
                 return self._run_segmented(entry, args, kwargs)
             if getattr(entry.traced, "verified", True) is False:
-                return self._check_step(entry, args, kwargs)
+                with _foreground():
+                    return self._check_step(entry, args, kwargs)
             if entry.objects:
                 args, kwargs, _ = _strip(args, kwargs)
             elif not kwargs and key[2] is not None and key[2][-1:] == ((),) and \
@@ -834,7 +836,7 @@ class CompiledFunction:
             self.recompiles.append(reason)
             if self.debug:
                 print(f"[ember.compile] recompiling '{self.__name__}': {reason}")
-        with _gc_paused():
+        with _gc_paused(), _foreground():
             return self._trace(key, args, kwargs)
 
     # ---- dynamic batch size ---------------------------------------------------------------

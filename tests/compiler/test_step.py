@@ -153,6 +153,31 @@ def _breaks_and_matches_eager(make_step, match, calls):
     _close(model, twin, ember.float64)
 
 
+def test_first_calls_hold_the_kernel_compile_thread():
+    """A compiled step's first calls (the untraced call that creates the optimizer's state, the
+    trace and compile, the check) run inside ``compiler.foreground``: the compile thread's
+    Numba import and kernel loads wait for them instead of sharing the GIL with them."""
+    from ember.kernels.runtime import compiler
+    ember.manual_seed(0)
+    model = MLP().to(ember.float64)
+    opt = ember.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    held = []
+
+    def step(x, y):
+        held.append(compiler._holds)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        return loss
+    cf = ember.compile(step)
+    for i in range(4):
+        cf(*_data(MLP(), 4, i, ember.float64))
+    # (the fourth call runs the program: no Python of the function's)
+    assert held == [1, 1, 1] and compiler._holds == 0
+    assert isinstance(cf._compiled._last.traced, WholeStep)
+
+
 @pytest.mark.parametrize("cls", [MLP, LeNet5])
 @pytest.mark.parametrize("opt", ["sgd_momentum", "adamw"])
 def test_whole_step_matches_eager_float64(cls, opt):

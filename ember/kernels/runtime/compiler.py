@@ -194,6 +194,7 @@ def _worker():
             _task_done()
             continue
         _graced.discard(seq)
+        _yield_to_foreground()
         start = time.perf_counter()
         try:
             with _job_lock:
@@ -214,6 +215,59 @@ def _worker():
             with _lock:
                 _pending.pop(key, None)
             _task_done()
+
+
+# While the program's thread runs a latency-bound call (an ``ember.compile`` function's first
+# calls: its trace and compile, then its check; ``foreground``), the compile thread starts no
+# job. Its jobs (Numba's import and tables, disk-cache loads: 0.5-1 s at a process's start) are
+# Python under the GIL, and the calling thread, which drops the GIL in every NumPy call, waited a
+# switch interval (5 ms) to take it back each time: LeNet-5's three first compiled calls took
+# 80-100 ms each (warm caches), against ~30 with the compile thread held. A job already running
+# finishes first; the thread starts its next one FOREGROUND_GAP_S after the last block ends (the
+# next first call follows at once), or after waiting FOREGROUND_MAX_S, and ``wait_compiles``
+# lifts the hold.
+FOREGROUND_MAX_S = 1.0
+FOREGROUND_GAP_S = 0.02
+_held = threading.Condition(threading.Lock())
+_holds = 0          # blocks inside ``foreground``, on any thread
+_hold_end = 0.0     # perf_counter() when the last one ended
+_draining = 0       # ``wait_compiles`` callers waiting (the hold is lifted for them)
+
+
+class foreground:
+    """Context manager: the compile thread starts no job while the block runs and for
+    FOREGROUND_GAP_S after (each job waits at most FOREGROUND_MAX_S), so that a latency-bound
+    call does not share the GIL with Numba's import or a kernel load. Nests; any thread."""
+
+    def __enter__(self):
+        global _holds
+        with _held:
+            _holds += 1
+        return self
+
+    def __exit__(self, *exc):
+        global _holds, _hold_end
+        import time
+        with _held:
+            _holds = max(0, _holds - 1)
+            if not _holds:
+                _hold_end = time.perf_counter()
+                _held.notify_all()
+        return False
+
+
+def _yield_to_foreground():
+    """On the compile thread, before a job: wait while ``foreground`` holds it (at most
+    FOREGROUND_MAX_S)."""
+    import time
+    deadline = time.perf_counter() + FOREGROUND_MAX_S
+    with _held:
+        while not _draining and not _closing:
+            now = time.perf_counter()
+            until = deadline if _holds else min(deadline, _hold_end + FOREGROUND_GAP_S)
+            if until <= now:
+                return
+            _held.wait(until - now)
 
 
 def _task_done():
@@ -372,9 +426,10 @@ def _after_fork_in_parent():
 
 
 def _after_fork_in_child():
-    global _queue, _thread, _lock, _job_lock, _seed_lock
+    global _queue, _thread, _lock, _job_lock, _seed_lock, _held, _holds, _draining
     _fork_held.clear()
     _lock, _job_lock, _seed_lock = threading.Lock(), threading.Lock(), threading.Lock()
+    _held, _holds, _draining = threading.Condition(threading.Lock()), 0, 0
     _queue = _thread = None
     _pending.clear()
     worker = sys.modules.get("ember.kernels.runtime.compile_process")
@@ -564,8 +619,17 @@ def pending(key):
 
 def wait_compiles():
     """Block until every queued background compile has finished."""
-    if _queue is not None:
+    global _draining
+    if _queue is None:
+        return
+    with _held:
+        _draining += 1
+        _held.notify_all()
+    try:
         _queue.join()
+    finally:
+        with _held:
+            _draining -= 1
 
 
 def background_compiles():

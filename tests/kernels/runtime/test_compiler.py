@@ -635,6 +635,52 @@ def test_a_later_compile_lets_a_compile_queued_meanwhile_run_first(monkeypatch):
     assert ran == ["pool", "conv"]
 
 
+def test_a_foreground_block_holds_the_compile_thread_until_it_ends(monkeypatch):
+    """No job starts while a ``foreground`` block runs (nested blocks too) nor within
+    FOREGROUND_GAP_S after it; then the queue runs in order."""
+    import threading
+    import time
+    monkeypatch.setattr(compiler, "FOREGROUND_GAP_S", 0.05)
+    compiler.wait_compiles()
+    ran, done = [], threading.Event()
+
+    def job(tag):
+        ran.append((tag, time.perf_counter()))
+        if tag == "b":
+            done.set()
+    with compiler.foreground():
+        with compiler.foreground():
+            for tag in ("a", "b"):
+                compiler.submit(("test-hold", id(ran), tag), tag, lambda tag=tag: job(tag),
+                                record=False)
+            time.sleep(0.2)
+            assert ran == []
+        time.sleep(0.1)
+        assert ran == []
+        assert threading.active_count() >= 2   # (the compile thread is there, waiting)
+    assert done.wait(30)   # (not ``wait_compiles``: it lifts the hold)
+    assert [t for t, _ in ran] == ["a", "b"]
+    assert ran[0][1] >= compiler._hold_end + 0.05
+
+
+def test_a_foreground_hold_is_bounded_and_lifted_by_wait_compiles(monkeypatch):
+    """A job waits at most FOREGROUND_MAX_S for a block, and ``wait_compiles`` inside a block
+    runs the queue instead of waiting for the block (which would never end)."""
+    import threading
+    monkeypatch.setattr(compiler, "FOREGROUND_MAX_S", 0.1)
+    compiler.wait_compiles()
+    done = threading.Event()
+    with compiler.foreground():
+        compiler.submit(("test-bound", id(done)), "bound", done.set, record=False)
+        assert done.wait(30)
+    monkeypatch.setattr(compiler, "FOREGROUND_MAX_S", 600.0)
+    ran = []
+    with compiler.foreground():
+        compiler.submit(("test-drain", id(ran)), "drain", lambda: ran.append(1), record=False)
+        compiler.wait_compiles()
+        assert ran == [1]
+
+
 def test_exit_finishes_the_compile_in_flight_and_drops_the_queue(tmp_path):
     """A process that ends while its compile thread runs a job waits for that job (a compile
     is LLVM work outside the GIL: tearing the interpreter down under it crashed the process after
