@@ -217,20 +217,22 @@ def _worker():
             _task_done()
 
 
-# While the program's thread runs a latency-bound call (an ``ember.compile`` function's first
-# calls: its trace and compile, then its check; ``foreground``), the compile thread starts no
-# job. Its jobs (Numba's import and tables, disk-cache loads: 0.5-1 s at a process's start) are
-# Python under the GIL, and the calling thread, which drops the GIL in every NumPy call, waited a
-# switch interval (5 ms) to take it back each time: LeNet-5's three first compiled calls took
-# 80-100 ms each (warm caches), against ~30 with the compile thread held. A job already running
-# finishes first; the thread starts its next one FOREGROUND_GAP_S after the last block ends (the
-# next first call follows at once), or after waiting FOREGROUND_MAX_S, and ``wait_compiles``
-# lifts the hold.
+# The compile thread's jobs (Numba's import and tables, disk-cache loads: 0.5-1 s at a process's
+# start; compiles) are mostly Python under the GIL, and a program's thread that shares the GIL
+# with them, dropping it in every NumPy call, waits a switch interval (5 ms) to take it back each
+# time: LeNet-5's first eager step took ~90 ms (warm caches), against ~32 ms with the compile
+# thread held, and the three first calls of its compiled step 80-100 ms each against ~30; the
+# first 60 steps took as long either way. So the thread starts no job while the program's thread
+# is in a latency-bound first pass: inside a ``foreground`` block (an ``ember.compile``
+# function's first calls: the call creating an optimizer's state, the trace and compile, the
+# check), or queueing new jobs (a first step meeting its kernels): not before FOREGROUND_GAP_S
+# after the last block ended or job was queued by another thread. A job waits at most
+# FOREGROUND_MAX_S; one already running finishes; ``wait_compiles`` lifts the hold.
 FOREGROUND_MAX_S = 1.0
 FOREGROUND_GAP_S = 0.02
 _held = threading.Condition(threading.Lock())
 _holds = 0          # blocks inside ``foreground``, on any thread
-_hold_end = 0.0     # perf_counter() when the last one ended
+_hold_end = 0.0     # perf_counter() when the last block ended or another thread queued a job
 _draining = 0       # ``wait_compiles`` callers waiting (the hold is lifted for them)
 
 
@@ -254,6 +256,14 @@ class foreground:
                 _hold_end = time.perf_counter()
                 _held.notify_all()
         return False
+
+
+def _busy():
+    """Note that a thread other than the compile thread queued a job just now (``submit``)."""
+    global _hold_end
+    import time
+    with _held:
+        _hold_end = time.perf_counter()
 
 
 def _yield_to_foreground():
@@ -331,6 +341,8 @@ def submit(key, name, job, record=True, priority=None):
         # already running keeps its entry: a NOW entry then runs nothing, see ``_worker``)
         _pending[key] = (priority, _seq)
         item = (priority, _seq, key, name, job, record)
+    if threading.current_thread() is not _thread:
+        _busy()
     _queue.put(item)
 
 

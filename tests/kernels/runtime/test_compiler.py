@@ -663,6 +663,29 @@ def test_a_foreground_block_holds_the_compile_thread_until_it_ends(monkeypatch):
     assert ran[0][1] >= compiler._hold_end + 0.05
 
 
+def test_jobs_start_once_the_program_has_queued_none_for_a_while(monkeypatch):
+    """A job starts FOREGROUND_GAP_S after the program's thread last queued one (a first step
+    meeting its kernels runs without the compile thread on the GIL), in queue order."""
+    import threading
+    import time
+    monkeypatch.setattr(compiler, "FOREGROUND_GAP_S", 0.1)
+    compiler.wait_compiles()
+    ran, done = [], threading.Event()
+
+    def job(tag):
+        ran.append((tag, time.perf_counter()))
+        if tag == "c":
+            done.set()
+    for tag in ("a", "b", "c"):
+        compiler.submit(("test-busy", id(ran), tag), tag, lambda tag=tag: job(tag),
+                        record=False)
+        time.sleep(0.03)
+    last = compiler._hold_end
+    assert done.wait(30)
+    assert [t for t, _ in ran] == ["a", "b", "c"]
+    assert ran[0][1] >= last + 0.1
+
+
 def test_a_foreground_hold_is_bounded_and_lifted_by_wait_compiles(monkeypatch):
     """A job waits at most FOREGROUND_MAX_S for a block, and ``wait_compiles`` inside a block
     runs the queue instead of waiting for the block (which would never end)."""
