@@ -172,10 +172,9 @@ def _stack(a, b):
     if opa is None or opb is None:
         return None
     from ember.kernels.runtime import threads
-    n = threads.working_threads()
-    if n < 2 or threads.parallel_layer() != "tbb":
-        return None
-    parts = threads.tbb_parts(P, n, 1)     # 0: Numba runs fewer threads (NUMBA_NUM_THREADS=1)
+    # 0: one thread, no TBB layer, Numba running fewer threads (NUMBA_NUM_THREADS=1), or its
+    # first import still running on the compile thread (``tbb_parts`` does not wait for it)
+    parts = threads.tbb_parts(P, threads.working_threads(), 1)
     found = _numpy_cblas(a.dtype) if parts else None
     if found is None:
         return None
@@ -425,10 +424,9 @@ def gemv_parts(w):
     (N, K) has GEMV_MIN_BYTES or more and more than one thread may run on Numba's TBB layer;
     else 0 (one thread would only match BLAS)."""
     from ember.kernels.runtime import threads
-    n = threads.working_threads()
-    if w.nbytes < GEMV_MIN_BYTES or n < 2 or threads.parallel_layer() != "tbb":
+    if w.nbytes < GEMV_MIN_BYTES:
         return 0
-    return threads.tbb_parts(w.shape[0], n, 1)
+    return threads.tbb_parts(w.shape[0], threads.working_threads(), 1)
 
 
 _gemv_signatures = {}

@@ -57,6 +57,25 @@ def test_stacked_matmul_of_a_transposed_view():
     np.testing.assert_allclose(linalg.matmul(a, b), np.matmul(a, b), rtol=1e-5, atol=1e-5)
 
 
+def test_stacked_products_never_import_numba_while_its_import_is_queued(monkeypatch):
+    """Before Numba's threading layer is chosen, while Numba's first import is queued on the
+    compile thread (``compiler.importing("numba")``), a stack of small products and a GEMV's
+    split take their BLAS paths: choosing the layer there imported Numba on the calling thread
+    (a GPT step's first call, 360 -> 200 ms)."""
+    from ember.kernels.runtime import compiler, threads
+
+    def fail():
+        raise AssertionError("the threading layer was chosen while Numba's import was queued")
+    monkeypatch.setattr(threads, "_layer", None)
+    monkeypatch.setattr(threads, "parallel_layer", fail)
+    monkeypatch.setattr(threads, "working_threads", lambda: 2)
+    monkeypatch.setattr(compiler, "importing", lambda name: name == "numba")
+    a = rng.standard_normal((16, 32, 24)).astype(np.float32)
+    b = rng.standard_normal((16, 24, 32)).astype(np.float32)
+    np.testing.assert_array_equal(linalg.batched(a, b), np.matmul(a, b))
+    assert linalg.gemv_parts(np.ones((512, 512), np.float32)) == 0
+
+
 def test_product_kernels_refuse_two_dtypes_in_torchs_words():
     """The kernels themselves never promote (torch's products do not): each raises with torch's
     message for the product its dimensions route to."""
