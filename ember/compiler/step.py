@@ -695,8 +695,10 @@ class WholeStep:
 
     def compile(self):
         """(Re)generate the step program with its memory plan (``plan``: ``ember.jit.arena``)."""
+        from ember.compiler.grouped_update import GroupedUpdates
         from ember.jit.arena import compile_programs
-        (self._fn, self.code, self.plan), = compile_programs([(self.graph, f"{self.name}_step")])
+        (self._fn, self.code, self.plan), = compile_programs(
+            [(self.graph, f"{self.name}_step")], rules=lambda g: [GroupedUpdates(g)])
 
     # ---- the check against eager on first use ----------------------------------------------
     def snapshot(self):

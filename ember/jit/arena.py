@@ -52,10 +52,12 @@ class Program:
     """A compiled array-mode program whose memory plan (``plan``) has arena buffers (``arena``)
     it may share with other programs guarded by the same ``lock``; ``source`` is its code."""
 
-    def __init__(self, graph, name, plan, arena, lock):
+    def __init__(self, graph, name, plan, arena, lock, rules=()):
         from ember.jit.codegen import compile_graph
         self.graph, self.name, self.plan, self.arena = graph, name, plan, arena
-        self.fn, self.source = compile_graph(graph, "array", name, plan=plan, arena=arena)
+        self.rules = tuple(rules)
+        self.fn, self.source = compile_graph(graph, "array", name, plan=plan, arena=arena,
+                                             rules=self.rules)
         self._lock = lock
         self._unplanned = None
 
@@ -75,23 +77,26 @@ class Program:
             from ember.jit.codegen import compile_graph
             from ember.jit.passes.memory import plan_memory
             self._unplanned = compile_graph(self.graph, "array", self.name,
-                                            plan=plan_memory(self.graph, arena=False))[0]
+                                            plan=plan_memory(self.graph, arena=False),
+                                            rules=self.rules)[0]
         return self._unplanned
 
 
-def compile_programs(programs):
+def compile_programs(programs, rules=None):
     """[(callable, source, plan)] for ``programs`` [(graph, name)], each compiled with its
-    memory plan; with ``ARENA`` each callable a ``Program``, all sharing one arena and one lock
-    (see the module)."""
+    memory plan and the lowering rules ``rules(graph)`` gives (``codegen.generate``); with
+    ``ARENA`` each callable a ``Program``, all sharing one arena and one lock (see the
+    module)."""
     from ember.jit.codegen import compile_graph
     from ember.jit.passes.memory import plan_memory
     plans = [plan_memory(g, arena=ARENA) for g, _ in programs]
+    lowering = [() if rules is None else tuple(rules(g)) for g, _ in programs]
     if not ARENA:
-        return [compile_graph(g, "array", name, plan=plan) + (plan,)
-                for (g, name), plan in zip(programs, plans)]
+        return [compile_graph(g, "array", name, plan=plan, rules=r) + (plan,)
+                for (g, name), plan, r in zip(programs, plans, lowering)]
     lock = threading.Lock()
     out = []
-    for (g, name), plan, arena in zip(programs, plans, shared_buffers(plans)):
-        p = Program(g, name, plan, arena, lock)
+    for (g, name), plan, arena, r in zip(programs, plans, shared_buffers(plans), lowering):
+        p = Program(g, name, plan, arena, lock, r)
         out.append((p, p.source, plan))
     return out

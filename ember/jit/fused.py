@@ -32,12 +32,14 @@ from ember.kernels.pointwise.expr import Builder, Sym
 from ember.kernels.lru import LRUCache
 from ember.kernels.shape import sum_to_shape
 
-__all__ = ["NotFusible", "TRANSLATE", "FusedGroup", "group_expr", "fused_group", "MIN_FUSED_SIZE", "FORCE"]
+__all__ = ["NotFusible", "TRANSLATE", "FusedGroup", "FusedGroups", "group_expr", "fused_group",
+           "MIN_FUSED_SIZE", "FORCE"]
 
 
 class NotFusible(Exception):
     """A node (or one of its arguments) has no translation into a pointwise-engine expression."""
 
+_F16 = np.dtype(np.float16)
 # Below this many elements (the largest input) a group runs op by op (see the module docstring).
 MIN_FUSED_SIZE = _engine.MIN_COMPILED_SIZE
 # Tests and benchmarks: None (by size), "kernel" (always the fused kernel) or "unfused".
@@ -278,6 +280,102 @@ class FusedFunction(Function):
         res = ctx.group.backward_arrays([t._data for t in tensors],
                                         [None if g is None else g._data for g in grads], needs)
         return (None,) + tuple(None if r is None else Tensor._make(r) for r in res)
+
+
+class FusedGroups:
+    """One fusion group run over the operand sets of several of its nodes in one kernel call,
+    each set's outputs written into its own arguments (``into``, as ``run_arrays_into``): an
+    optimizer's update of every parameter at once (``ember.compiler.grouped_update``). Called
+    with the sets' arguments one after another; returns their outputs in the same order. Where
+    one kernel cannot take the sets (other dtypes or shapes than the first call's, an output
+    array that is not C-contiguous and writeable, a 0-d array input that is not a float scalar,
+    the kernel still compiling), each set runs as its node would (``run_arrays_into``), in
+    order."""
+
+    def __init__(self, group, into, n_sets):
+        if not into or any(i is None for i in into):
+            raise ValueError("FusedGroups: every output must be written into an argument")
+        self.group, self.into, self.n_sets = group, tuple(into), n_sets
+        self.n_inputs = group.n_inputs
+        self._layout = None    # (kernel, array positions, their dtypes, scalar positions,
+        #                         aliases, output columns), from the first call
+        self._targets = ()     # the output arrays last checked (the same objects: no check)
+        self._flat = []        # their flat views: per output, one per set
+
+    def __call__(self, *args):
+        k = self.n_inputs
+        sets = [args[i * k:(i + 1) * k] for i in range(self.n_sets)]
+        if FORCE != "unfused" and _compiler.available() and self._run(sets):
+            return tuple(a[i] for a in sets for i in self.into)
+        out = ()
+        for a in sets:
+            out += tuple(self.group.run_arrays_into(self.into, *a))
+        return out
+
+    def _lay_out(self, first):
+        if any(type(x) is not np.ndarray for x in first):
+            return None
+        kernel, mask = self.group._scalar_kernel(first)
+        if mask is None:
+            if any(x.ndim == 0 for x in first):
+                return None
+            mask = (False,) * len(first)
+        arrays = tuple(i for i, m in enumerate(mask) if not m)
+        aliases = tuple(self.into.index(p) if p in self.into else -1 for p in arrays)
+        return (kernel, arrays, tuple(first[p].dtype for p in arrays),
+                tuple(i for i, m in enumerate(mask) if m), aliases,
+                tuple(arrays.index(i) for i in self.into))
+
+    def _run(self, sets):
+        if self._layout is None:
+            self._layout = self._lay_out(sets[0]) or False
+        if not self._layout:
+            return False
+        kernel, arrays, dtypes, scalars, aliases, outs = self._layout
+        into = self.into
+        targets = [a[i] for a in sets for i in into]
+        if len(targets) != len(self._targets) or \
+                not all(x is y for x, y in zip(targets, self._targets)):
+            if not self._check(targets, dtypes, outs):
+                return False
+        flat = self._flat
+        columns = []
+        for p, dt, alias in zip(arrays, dtypes, aliases):
+            if alias >= 0:
+                columns.append(flat[alias])
+                continue
+            col, f16 = [], dt == _F16
+            for a in sets:
+                x = a[p]
+                if type(x) is not np.ndarray or (x.dtype is not dt and x.dtype != dt) or \
+                        x.shape != a[into[0]].shape:
+                    return False
+                x = x.reshape(-1)
+                col.append(x.view(np.uint16) if f16 else x)
+            columns.append(tuple(col))
+        values = []
+        for p in scalars:
+            first = sets[0][p]
+            if type(first) is not np.ndarray or first.ndim:
+                return False
+            v = float(first)
+            values.append(tuple(v if a[p] is first else float(a[p]) for a in sets))
+        return kernel.run_many(tuple(columns) + tuple(flat), tuple(values), aliases)
+
+    def _check(self, targets, dtypes, outs):
+        """Check the output arrays (the parameters and states a step updates: the same objects
+        call after call, checked again only when one changes) and keep their flat views, per
+        output, one per set."""
+        n = len(self.into)
+        for k, x in enumerate(targets):
+            if type(x) is not np.ndarray or x.dtype != dtypes[outs[k % n]] or not (
+                    x.flags.c_contiguous and x.flags.aligned and x.flags.writeable):
+                return False
+        views = [x.reshape(-1).view(np.uint16) if x.dtype == _F16 else x.reshape(-1)
+                 for x in targets]
+        self._flat = [tuple(views[s * n + j] for s in range(self.n_sets)) for j in range(n)]
+        self._targets = targets
+        return True
 
 
 def _grad_unfused(group, tensors, grads, needs):

@@ -94,20 +94,28 @@ def _body(typing, out_dtypes, classes, regs, n_in_arrays, aliases):
     lines += [f"        p{k} += q * strides[{k}, d]" for k in range(n_arrays)]
     lines += [f"    z{k} = strides[{k}, rank - 1]" for k in range(n_arrays) if classes[k] == "s"]
     lines.append("    for i in range(lo, hi):")
+
+    def element(k):
+        index = {"c": f"np.uint64(p{k} + i)", "b": f"np.uint64(p{k})",
+                 "s": f"np.uint64(p{k} + i * z{k})"}[classes[k]]
+        return f"b{k}[{index}]"
+    inner = _element(typing, out_dtypes, regs, n_in_arrays, aliases, element)
+    return "\n".join("    " + line for line in lines + ["        " + x for x in inner])
+
+
+def _element(typing, out_dtypes, regs, n_in_arrays, aliases, element):
+    """The statements computing one element of every output: the input arrays' loads (input
+    ``k`` read through output ``aliases[k]`` when it is one), the typed steps, the stores;
+    ``element(k)`` is the source of array operand ``k``'s element (inputs, then outputs)."""
     inner = []
-
-    def index(k):
-        return {"c": f"np.uint64(p{k} + i)", "b": f"np.uint64(p{k})",
-                "s": f"np.uint64(p{k} + i * z{k})"}[classes[k]]
-
     k = 0
     for name, dtype, prio in typing.inputs:
         if prio != SCALAR:
-            src = k if aliases[k] < 0 else n_in_arrays + aliases[k]
-            load = f"b{src}[{index(src)}]"
+            load = element(k if aliases[k] < 0 else n_in_arrays + aliases[k])
             inner.append(f"{regs[name]} = {'h2f(' + load + ')' if dtype == F16 else load}")
             k += 1
-    dtypes = {name: (scalar_register(dtype) if prio == SCALAR else dtype) for name, dtype, prio in typing.inputs}
+    dtypes = {name: (scalar_register(dtype) if prio == SCALAR else dtype)
+              for name, dtype, prio in typing.inputs}
     for j, step in enumerate(typing.steps):
         srcs = []
         for a, dt in zip(step.operands, step.cast_to):
@@ -125,13 +133,12 @@ def _body(typing, out_dtypes, classes, regs, n_in_arrays, aliases):
         dtypes[step.name] = step.result
         inner.append(f"t{j} = {convert(src, frm, step.result)}")
     for m, ((name, dtype), out_dtype) in enumerate(zip(typing.outputs, out_dtypes)):
-        kk = n_in_arrays + m
         if out_dtype == F16:
             value = f"f2h({convert(regs[name], dtypes[name], F32)})"
         else:
             value = convert(regs[name], dtypes[name], out_dtype)
-        inner.append(f"b{kk}[{index(kk)}] = {value}")
-    return "\n".join("    " + line for line in lines + ["        " + x for x in inner])
+        inner.append(f"{element(n_in_arrays + m)} = {value}")
+    return inner
 
 
 def kernel_source(typing, out_dtypes, classes, aliases, parallel=False):
@@ -207,5 +214,63 @@ def kernel_source(typing, out_dtypes, classes, aliases, parallel=False):
         "    per = (ntasks + runs - 1) // runs",
         "    for w in prange(runs):",
         f"        tasks(w * per, min(ntasks, (w + 1) * per), {rest})",
+        "",
+    ])
+
+
+def many_kernel_source(typing, out_dtypes, aliases, members):
+    """Python source of a module defining ``kernel`` (njit, nogil, cache=True): ``typing`` over
+    ``members`` operand sets of C-contiguous arrays at once (an optimizer's update of every
+    parameter in one call). It takes one tuple per operand -- each array input, each output
+    (``out_dtypes``), each scalar input -- holding that operand of every set, the arrays as flat
+    1-d buffers; set ``m`` is computed element by element as ``kernel_source``'s loop computes
+    one array, with input ``k`` read through output ``aliases[k]`` where it is one. It returns
+    False, writing nothing, when a set's arrays differ in length, else True."""
+    regs, params, sig, scalars = {}, [], [], []
+    k = 0
+    for i, (name, dtype, prio) in enumerate(typing.inputs):
+        if prio == SCALAR:
+            regs[name] = f"s{i}"
+            scalars.append((f"c{i}", f"s{i}", scalar_register(dtype)))
+        else:
+            regs[name] = f"v{i}"
+            params.append(f"b{k}")
+            sig.append(f"nt.UniTuple(nt.Array(nt.{storage_type(dtype)}, 1, 'C'), {members})")
+            k += 1
+    n_in_arrays = k
+    for dtype in out_dtypes:
+        params.append(f"b{k}")
+        sig.append(f"nt.UniTuple(nt.Array(nt.{storage_type(dtype)}, 1, 'C'), {members})")
+        k += 1
+    for tup, _, reg in scalars:
+        params.append(tup)
+        sig.append(f"nt.UniTuple(nt.{storage_type(reg)}, {members})")
+    inner = _element(typing, out_dtypes, regs, n_in_arrays, aliases,
+                     lambda j: f"x{j}[np.uint64(i)]")
+    body = ["    wide_vectors()", f"    for m in range({members}):",
+            f"        n = b{n_in_arrays}[m].shape[0]"]
+    body += [f"        if b{j}[m].shape[0] != n:\n            return False" for j in range(k)]
+    body += [f"    for m in range({members}):"]
+    body += [f"        x{j} = b{j}[m]" for j in range(k)]
+    body += [f"        {reg} = {tup}[m]" for tup, reg, _ in scalars]
+    body.append(f"        for i in range(x{n_in_arrays}.shape[0]):")
+    body += ["            " + x for x in inner]
+    body.append("    return True")
+    header = [
+        f"# generated by ember.kernels.pointwise.codegen v{VERSION}; do not edit",
+        "import math",
+        "import numpy as np",
+        "from numba import njit, types as nt",
+        "from ember.kernels.runtime.nbhelpers import erf_f32, exp_f32, f2h, floordiv_float, h2f, "
+        "log1p_f32, rf16, sel, tanh_f32, wide_vectors",
+        "",
+    ]
+    return "\n".join(header + [
+        f"SIGNATURE = nt.boolean({', '.join(sig)})",
+        "",
+        "",
+        "@njit(SIGNATURE, nogil=True, cache=True, error_model='numpy', boundscheck=False)",
+        f"def kernel({', '.join(params)}):",
+        *body,
         "",
     ])

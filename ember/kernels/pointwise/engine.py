@@ -462,15 +462,50 @@ class PointwiseKernel:
             o[...] = tmp
         return True
 
+    def run_many(self, columns, scalars, aliases):
+        """Evaluate on several operand sets in one compiled call on this thread (an optimizer's
+        update of every parameter at once), set ``m`` as a call of its own would compute it,
+        the sets in order. ``columns``: per array operand (the array inputs, then the outputs)
+        a tuple holding that operand of every set as a 1-d C-contiguous array of the kernel's
+        dtype (float16 viewed as uint16), a set's arrays of one length; ``scalars``: per scalar
+        input a tuple of Python numbers, one per set; ``aliases[k]``: the output that array
+        input ``k`` is in every set (its array object in both columns), or -1. True when it
+        ran; False, writing nothing, where a set's lengths differ or the kernel is not compiled
+        yet (queued under "background"; never compiled under "off"). Raises ValueError for
+        aliases the columns do not show, TypeError (Numba's) for arrays of another type."""
+        n_in = len(columns) - len(self.out_dtypes)
+        for k, j in enumerate(aliases):
+            if j >= 0 and any(x is not o for x, o in zip(columns[k], columns[n_in + j])):
+                raise ValueError(f"pointwise: input {k} is not output {j} in every set")
+        if not compiler.has_compiler():
+            return False
+        key = ("many", self.out_dtypes, tuple(aliases), len(columns[0]))
+        fn = self._variants.get(key)
+        if fn is None:
+            mode = compiler.compile_mode()
+            if mode == "off":
+                return False
+            if mode == "background":
+                compiler.submit((id(self), key), "pointwise kernel",
+                                lambda: self._compile(key, prebuild=True))
+                return False
+            fn = self._compile(key)
+        return fn(*columns, *scalars)
+
+    def _source(self, key):
+        if key[0] == "many":
+            return codegen.many_kernel_source(self.typing, *key[1:])
+        return codegen.kernel_source(self.typing, *key)
+
     def _compile(self, key, prebuild=False):
         """The variant ``key``, built on first use; ``prebuild``: first by the compile process
         into the disk cache (``compiler.prebuild``), off this process's GIL."""
         if prebuild and key not in self._variants:
-            compiler.prebuild({"source": codegen.kernel_source(self.typing, *key)})
+            compiler.prebuild({"source": self._source(key)})
         with _lock:
             fn = self._variants.get(key)
             if fn is None:
-                source = codegen.kernel_source(self.typing, *key)
+                source = self._source(key)
                 module = diskcache.load_source(source, compiler.numba_module().__version__)
                 self._modules.append(module)
                 fn = self._variants[key] = module.kernel

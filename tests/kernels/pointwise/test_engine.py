@@ -337,3 +337,84 @@ def test_no_fallback_returns_none_until_the_compiled_variant_runs(monkeypatch):
     monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
     out = k(big, big, fallback=False)
     np.testing.assert_array_equal(out[0], big * big - big)
+
+
+# buf' = buf * momentum + g, p' = p - lr * buf': SGD with momentum's update, written into buf, p
+def _sgd_kernel(dtype):
+    from ember.kernels.pointwise.expr import Builder
+    b = Builder(("buf", "momentum", "g", "lr", "p"))
+    buf, momentum, g, lr, p = b.inputs
+    nb = buf * momentum + g
+    return compile_pointwise(b.expr(nb, p - lr * nb), [dtype, float, dtype, float, dtype])
+
+
+def _sgd_sets(rng, dtype, shapes):
+    return [[rng.standard_normal(s).astype(dtype) for _ in range(3)] for s in shapes]
+
+
+def _columns(sets):
+    flat = [[a.reshape(-1).view(np.uint16) if a.dtype == np.float16 else a.reshape(-1)
+             for a in s] for s in sets]
+    bufs, grads, params = (tuple(f[i] for f in flat) for i in range(3))
+    return (bufs, grads, params, bufs, params)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_run_many_equals_a_call_per_set_bit_for_bit(dtype, monkeypatch):
+    """``run_many``: every set computed as its own call computes it, in one compiled call, the
+    scalars per set (two parameter groups' learning rates)."""
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    k = _sgd_kernel(dtype)
+    rng = np.random.default_rng(0)
+    shapes = [(5, 3), (7,), (70000,), (1, 1)]
+    many = _sgd_sets(rng, dtype, shapes)
+    each = [[a.copy() for a in s] for s in many]
+    lrs = (0.01, 0.5, 0.01, 0.25)
+    for (buf, g, p), lr in zip(each, lrs):
+        k(buf, 0.9, g, lr, p, out=(buf, p), backend="numba")
+    assert k.run_many(_columns(many), ((0.9,) * 4, lrs), (0, -1, 1))
+    for s, t in zip(many, each):
+        for a, b in zip(s, t):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_run_many_runs_the_sets_in_order_and_refuses_unequal_lengths(monkeypatch):
+    """A buffer shared by two sets is updated by the first, then read by the second (as two
+    calls do); a set whose arrays differ in length writes nothing at all, and an input named as
+    an output that is not its array is an error."""
+    from ember.kernels.runtime import compiler
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "sync")
+    k = _sgd_kernel(np.float32)
+    rng = np.random.default_rng(1)
+    buf, g1, g2, p = (rng.standard_normal(9).astype(np.float32) for _ in range(4))
+    want_buf, want_p = buf.copy(), p.copy()
+    for g in (g1, g2):
+        k(want_buf, 0.9, g, 0.1, want_p, out=(want_buf, want_p), backend="numba")
+    assert k.run_many(((buf, buf), (g1, g2), (p, p), (buf, buf), (p, p)),
+                      ((0.9, 0.9), (0.1, 0.1)), (0, -1, 1))
+    np.testing.assert_array_equal(buf, want_buf)
+    np.testing.assert_array_equal(p, want_p)
+    sets = _sgd_sets(rng, np.float32, [(4,), (6,)])
+    sets[1][1] = sets[1][1][:5]          # the second set's gradient is one element short
+    before = [[a.copy() for a in s] for s in sets]
+    assert not k.run_many(_columns(sets), ((0.9, 0.9), (0.1, 0.1)), (0, -1, 1))
+    for s, t in zip(sets, before):
+        for a, b in zip(s, t):
+            np.testing.assert_array_equal(a, b)
+    cols = _columns(_sgd_sets(rng, np.float32, [(4,)]))
+    with pytest.raises(ValueError, match="input 0 is not output 0"):
+        k.run_many((tuple(c.copy() for c in cols[0]),) + cols[1:], ((0.9,), (0.1,)), (0, -1, 1))
+
+
+def test_run_many_waits_for_its_compile_in_the_background_and_never_compiles_when_off(monkeypatch):
+    from ember.kernels.runtime import compiler
+    k = _sgd_kernel(np.float64)
+    cols = _columns(_sgd_sets(np.random.default_rng(2), np.float64, [(3,), (2,), (5,)]))
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "off")
+    assert not k.run_many(cols, ((0.9,) * 3, (0.1,) * 3), (0, -1, 1))
+    monkeypatch.setattr(compiler, "compile_mode", lambda: "background")
+    queued = []
+    monkeypatch.setattr(compiler, "submit", lambda key, name, job, **kw: queued.append(key))
+    assert not k.run_many(cols, ((0.9,) * 3, (0.1,) * 3), (0, -1, 1))
+    assert len(queued) == 1 and queued[0][1][0] == "many"
