@@ -34,9 +34,28 @@ def getitem(a, key):
     return r
 
 
+_BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
+
+
+def _basic(key):
+    """Whether ``key`` is basic indexing (ints, slices, None, Ellipsis), which reaches each
+    element at most once (a bool is an advanced index in NumPy)."""
+    for k in (key if key.__class__ is tuple else (key,)):
+        if not isinstance(k, _BASIC) or isinstance(k, bool):
+            return False
+    return True
+
+
 def getitem_backward(grad, shape, key):
+    """The gradient of ``a[key]`` for ``a`` of ``shape``: ``grad`` where the key read, zeros
+    elsewhere; summed where an advanced index repeats an element (``np.add.at``). A basic key
+    is one assignment (``add.at`` took 1.1 ms for ``x[:64]`` of a (256, 512) float32, the
+    assignment ~20 us), and keeps a gradient's -0.0 as torch's slice backward does."""
     out = np.zeros(shape, grad.dtype)
-    np.add.at(out, key, grad)
+    if _basic(key):
+        out[key] = grad
+    else:
+        np.add.at(out, key, grad)
     return out
 
 

@@ -153,3 +153,22 @@ def test_scatter_into_writes_what_scatter_returns(shape, dim, ishape, scalar):
     t = torch.tensor(a).scatter(dim, torch.tensor(idx),
                                 src if scalar else torch.tensor(src))
     np.testing.assert_array_equal(want, t.numpy())
+
+
+@pytest.mark.parametrize("key", [np.s_[:2], np.s_[1, 1::2], np.s_[..., 1], np.s_[None, 2, 1:3],
+                                 np.s_[np.int64(1)], np.s_[[0, 0, 2]], np.s_[[True, False, True]],
+                                 np.s_[:, [1, 1, 3]]])
+def test_getitem_backward_equals_the_sum_of_grad_over_the_key(key):
+    """``getitem_backward``: basic keys by one assignment, advanced ones summing repeats;
+    against torch's ``index``'s backward, and a basic key keeps a gradient's -0.0."""
+    from ember.kernels.indexing import getitem_backward
+    x = np.arange(12.0).reshape(3, 4)
+    grad = np.random.default_rng(0).standard_normal(x[key].shape)
+    got = getitem_backward(grad, x.shape, key)
+    t = torch.tensor(x, requires_grad=True)
+    tkey = tuple(torch.tensor(k) if isinstance(k, list) else k
+                 for k in (key if isinstance(key, tuple) else (key,)))
+    t[tkey].backward(torch.tensor(grad))
+    np.testing.assert_array_equal(got, t.grad.numpy())
+    zero = getitem_backward(np.full((2, 4), -0.0), x.shape, np.s_[:2])
+    assert np.signbit(zero[:2]).all() and not np.signbit(zero[2]).any()
