@@ -83,18 +83,22 @@ def _erfinv(y):
         return _erfinv_newton(y)
 
 
+# Giles' single-precision approximation of erfinv(y) / y ("Approximating the erfinv function",
+# GPU Computing Gems, 2011) as polynomials in w - 2.5 (w < 5) and sqrt(w) - 3 (w >= 5), with
+# w = -log((1 - y)(1 + y)), highest power first
+_CENTRAL = (2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06, 0.00021858087,
+            -0.00125372503, -0.00417768164, 0.246640727, 1.50140941)
+_TAIL = (-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
+         -0.0076224613, 0.00943887047, 1.00167406, 2.83297682)
+
+
 def _erfinv_newton(y):
     """Inverse error function by Giles' approximation refined by two Newton steps on
     ``math.erf`` (element by element: ~0.3 s a million values, SciPy's 25 ms)."""
     y = np.clip(y, -1 + 1e-15, 1 - 1e-15)
     w = -np.log((1.0 - y) * (1.0 + y))
-    x = np.where(
-        w < 5.0,
-        _poly(w - 2.5, [2.81022636e-08, 3.43273939e-07, -3.5233877e-06, -4.39150654e-06,
-                        0.00021858087, -0.00125372503, -0.00417768164, 0.246640727, 1.50140941]),
-        _poly(np.sqrt(np.maximum(w, 5.0)) - 3.0,
-              [-0.000200214257, 0.000100950558, 0.00134934322, -0.00367342844, 0.00573950773,
-               -0.0076224613, 0.00943887047, 1.00167406, 2.83297682])) * y
+    x = np.where(w < 5.0, _poly(w - 2.5, _CENTRAL),
+                 _poly(np.sqrt(np.maximum(w, 5.0)) - 3.0, _TAIL)) * y
     from math import pi
     for _ in range(2):
         err = _erf(x) - y
@@ -110,6 +114,38 @@ def _poly(w, coeffs):
 
 
 _erf = np.vectorize(math.erf, otypes=[np.float64])
+_BLOCK = 1 << 16   # elements per block of ``_erfinv_f32`` (its temporaries stay in cache)
+
+
+def _horner_f32(w, coeffs):
+    """The polynomial ``coeffs`` (highest power first) at float32 ``w``, in place on a new
+    array."""
+    p = w * np.float32(coeffs[0])
+    for c in coeffs[1:-1]:
+        p += np.float32(c)
+        p *= w
+    p += np.float32(coeffs[-1])
+    return p
+
+
+def _erfinv_f32(y):
+    """Inverse error function of a float32 array in float32 arithmetic: Giles' approximation
+    alone, in blocks (relative error within 3e-7 of SciPy's float64 ``erfinv`` for |y| <= 1 -
+    2**-23: a few float32 ulps). The inverse CDF of ``trunc_normal_`` on float32 tensors, as
+    torch's runs in the tensor's dtype: 3072x768 in ~10 ms against SciPy's float64 ~50."""
+    out = np.empty_like(y)
+    flat, res = y.reshape(-1), out.reshape(-1)
+    one, c25, c3, c5 = (np.float32(v) for v in (1.0, 2.5, 3.0, 5.0))
+    for lo in range(0, flat.size, _BLOCK):
+        v = flat[lo:lo + _BLOCK]
+        w = np.log((one - v) * (one + v))
+        np.negative(w, out=w)
+        x = _horner_f32(w - c25, _CENTRAL)
+        far = np.flatnonzero(w >= c5)     # |y| > 0.9966: the tail's polynomial
+        if far.size:
+            x[far] = _horner_f32(np.sqrt(w[far]) - c3, _TAIL)
+        np.multiply(x, v, out=res[lo:lo + _BLOCK])
+    return out
 
 
 def _trunc_normal(tensor, mean, std, a, b, generator):
@@ -123,8 +159,14 @@ def _trunc_normal(tensor, mean, std, a, b, generator):
                       "distribution of values may be incorrect.", stacklevel=3)
     lo, hi = norm_cdf((a - mean) / std), norm_cdf((b - mean) / std)
     u = g.random(tuple(tensor.shape)) * (2 * hi - 2 * lo) + (2 * lo - 1)
-    x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
-    return _write(tensor, np.clip(x, a, b))
+    if tensor._data.dtype.kind == "f" and tensor._data.dtype.itemsize == 8:
+        x = _erfinv(u) * (std * math.sqrt(2.0)) + mean
+        return _write(tensor, np.clip(x, a, b))
+    # float32 and narrower: in float32, as torch computes in the tensor's dtype
+    x = _erfinv_f32(u.astype(np.float32))
+    x *= np.float32(std * math.sqrt(2.0))
+    x += np.float32(mean)
+    return _write(tensor, np.clip(x, np.float32(a), np.float32(b), out=x))
 
 
 def trunc_normal_(tensor, mean=0.0, std=1.0, a=-2.0, b=2.0, generator=None):

@@ -100,3 +100,36 @@ def test_trunc_normal_inverts_the_cdf_with_erfinv_with_and_without_scipy(monkeyp
     a = w.detach().numpy()
     assert w.dtype == ember.float32 and a.min() >= -2 and a.max() <= 2
     assert abs(a.mean()) < 0.01 and abs(a.std() - 0.8796) < 0.005
+
+
+@pytest.mark.parametrize("dtype", [ember.float32, ember.float64])
+def test_trunc_normal_has_the_truncated_normals_moments(dtype):
+    """``trunc_normal_`` in the tensor's dtype (float32: Giles' erfinv in float32; float64:
+    SciPy's): values within [a, b], mean and standard deviation those of N(0.1, 0.5^2)
+    truncated to [-0.6, 1.2] (mean 0.1 + 0.5 * (phi(alpha) - phi(beta)) / Z, ...), to sampling
+    error."""
+    from math import erf, exp, pi, sqrt
+    ember.manual_seed(0)
+    t = ember.empty(1000, 1000, dtype=dtype)
+    mean, std, a, b = 0.1, 0.5, -0.6, 1.2
+    init.trunc_normal_(t, mean, std, a, b)
+    x = t.detach().numpy().astype(np.float64)
+    al, be = (a - mean) / std, (b - mean) / std
+    pdf = [exp(-v * v / 2) / sqrt(2 * pi) for v in (al, be)]
+    z = (erf(be / sqrt(2)) - erf(al / sqrt(2))) / 2
+    want_mean = mean + std * (pdf[0] - pdf[1]) / z
+    want_var = std ** 2 * (1 + (al * pdf[0] - be * pdf[1]) / z - ((pdf[0] - pdf[1]) / z) ** 2)
+    assert x.min() >= a and x.max() <= b and x.min() < a + 1e-3 and x.max() > b - 1e-3
+    assert abs(x.mean() - want_mean) < 5 * sqrt(want_var / x.size)
+    assert abs(x.std() - sqrt(want_var)) < 3e-3
+
+
+def test_float32_erfinv_is_within_a_few_ulps_of_scipys():
+    sc = pytest.importorskip("scipy.special")
+    y = np.linspace(-1, 1, 200_001, dtype=np.float32)[1:-1]
+    edge = np.float32(1) - np.float32(2.0 ** -23) * np.arange(1, 50, dtype=np.float32)
+    y = np.concatenate([y, edge, -edge, [np.float32(0)]])
+    got = init._erfinv_f32(y)
+    assert got.dtype == np.float32
+    want = sc.erfinv(y.astype(np.float64))
+    np.testing.assert_allclose(got, want, rtol=3e-7, atol=0)
