@@ -25,6 +25,10 @@ def softmax(a, dim, dtype=None):
         c = a.shape[-1]
         if _ce_run("softmax", a.reshape(-1, c), out.reshape(-1, c)):
             return out
+    elif _mid_fits(a, d):
+        out = np.empty(a.shape, a.dtype)
+        if _ce_run("softmax_mid", _mid(a, d), _mid(out, d)):
+            return out
     e = np.exp(a - np.max(a, axis=d, keepdims=True)) if a.size else a.copy()
     e /= np.sum(e, axis=d, keepdims=True)
     return e
@@ -81,6 +85,8 @@ def log_softmax(a, dim, dtype=None):
     if d == a.ndim - 1 and a.flags.c_contiguous and _ce_numba_fits(a.reshape(-1, c)) and \
             _ce_run("log_softmax", a.reshape(-1, c), out.reshape(-1, c)):
         return out
+    if _mid_fits(a, d) and _ce_run("log_softmax_mid", _mid(a, d), _mid(out, d)):
+        return out
     if _by_rows(_log_softmax_rows, (out, a), d):
         return out
     if a.ndim == 2 and d == 1 and a.dtype.kind == "f":
@@ -114,9 +120,17 @@ def softmax_input_grad(grad, result, dim, dtype):
     C-contiguous rows over the last dimension, as ``_ce_run`` chooses; else None (the formula
     ``softmax_grad`` runs). An attention's (16, 4, 64, 64): four dispatched ops -> one pass."""
     if dtype != np.float32 or grad.dtype != np.float32 or result.dtype != np.float32 or \
-            grad.shape != result.shape or result.ndim == 0 or not result.size or \
-            _dim(dim, result.ndim) != result.ndim - 1 or \
-            not _ce_numba_fits(result.reshape(-1, result.shape[-1])):
+            grad.shape != result.shape or result.ndim == 0 or not result.size:
+        return None
+    d = _dim(dim, result.ndim)
+    if d != result.ndim - 1:
+        if not _mid_fits(result, d):
+            return None
+        grad = _contiguous_grad(grad)
+        out = np.empty(result.shape, np.float32)
+        ok = _ce_run("softmax_backward_mid", _mid(grad, d), _mid(result, d), _mid(out, d))
+        return out if ok else None
+    if not _ce_numba_fits(result.reshape(-1, result.shape[-1])):
         return None
     grad = _contiguous_grad(grad)
     c = result.shape[-1]
@@ -146,6 +160,11 @@ def log_softmax_backward(grad, result, dim):
         c = result.shape[-1]
         if _ce_run("log_softmax_backward", grad.reshape(-1, c), result.reshape(-1, c),
                    out.reshape(-1, c)):
+            return out
+    elif result.size and grad.shape == result.shape and grad.dtype == result.dtype and \
+            _mid_fits(result, d):
+        grad = _contiguous_grad(grad)
+        if _ce_run("log_softmax_backward_mid", _mid(grad, d), _mid(result, d), _mid(out, d)):
             return out
     if grad.shape == result.shape and _by_rows(_log_softmax_backward_rows,
                                                (out, grad, result), d):
@@ -602,6 +621,23 @@ def split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, sig
         threadpool.run_chunks(lambda lo, hi: fn(first, *args, lo, hi), n, min(n, 4 * threads),
                               threads)
     return True
+
+
+def _mid_fits(a, d):
+    """Whether the softmax family over axis ``d`` of ``a``, not its last, runs ``nn_numba``'s
+    ``*_mid`` kernels: float32, C-contiguous, of CE_NUMBA_MIN_SIZE elements or more. Before them
+    (32, 64, 128) over dim 1 took 3x torch's time (five passes, two of them strided
+    reductions)."""
+    return a.dtype == np.float32 and a.size >= CE_NUMBA_MIN_SIZE and a.flags.c_contiguous \
+        and d is not None and d < a.ndim - 1 and a.shape[d] > 1
+
+
+def _mid(a, d):
+    """C-contiguous ``a`` viewed as (outer, n, inner) around its axis ``d``."""
+    outer = 1
+    for k in a.shape[:d]:
+        outer *= k
+    return a.reshape(outer, a.shape[d], -1)
 
 
 def _ce_numba_fits(rows):

@@ -12,7 +12,9 @@ NaN gives a NaN ``lse``, a row of -inf a NaN, a row with +inf a NaN, as log_soft
 ``log_softmax_rows`` writes ``x - lse`` after the same two passes, ``log_softmax_backward_rows``
 ``grad - exp(result) * sum(grad)`` after a sum pass; ``softmax_rows`` the exponentials times
 1 / their sum, ``softmax_backward_rows`` ``result * (grad - sum(grad * result))``.
-``scatter_add_rows`` is embedding's backward (``np.add.at`` over rows, in its order).
+``*_mid_rows`` are the same over a middle axis: x viewed as (outer, n, inner), vectorised over
+the inner lanes (softmax or log_softmax over the channels of NCHW scores). ``scatter_add_rows``
+is embedding's backward (``np.add.at`` over rows, in its order).
 ``masked_softmax_rows`` is attention's scale, mask and softmax in one pass (the step program's
 ``scaled_masked_softmax``). ``sdpa_probs_rows``, ``sdpa_recompute_rows`` and ``sdpa_dscores_rows`` are fused attention's
 row passes between its GEMMs (``attention.sdpa_forward`` / ``sdpa_backward``).
@@ -350,6 +352,173 @@ def sdpa_dscores_parallel(ds, p, scale, parts):
         lo, hi = run_bounds(n, parts, q)
         if lo < hi:
             sdpa_dscores_rows(ds, p, scale, lo, hi)
+
+
+# The softmax family over a middle axis: x (outer, n, inner) float32, the reduction over the n
+# entries of each of the inner lanes, vectorised over the lanes (in blocks of ``_lanes`` lanes:
+# a block's n x lanes values stay in cache over the passes); the sums run in entry order.
+@njit(cache=True, nogil=True)
+def _lanes(n, inner):
+    """Lanes per block: about 16 K values, a multiple of 16, at most ``inner``."""
+    b = max(16, (16384 // max(n, 1)) // 16 * 16)
+    return min(b, inner)
+
+
+@njit(cache=True, nogil=True)
+def _lane_max(x, o, j0, j1, m):
+    L = j1 - j0
+    for j in range(L):
+        m[j] = np.float32(-np.inf)
+    for i in range(x.shape[1]):
+        xr = x[o, i, j0:j1]
+        for j in range(L):
+            m[j] = _maxnum(m[j], xr[j])   # skips a NaN, as ``_row_lse``
+
+
+@njit(cache=True, nogil=True)
+def _lane_exp_sum(x, o, j0, j1, m, s, out):
+    """s = the sum over entries of exp(x - m) per lane, each exponential stored in out."""
+    L = j1 - j0
+    for j in range(L):
+        s[j] = np.float32(0.0)
+    for i in range(x.shape[1]):
+        xr, orow = x[o, i, j0:j1], out[o, i, j0:j1]
+        for j in range(L):
+            e = _exp_softmax(xr[j] - m[j])
+            orow[j] = e
+            s[j] += e
+
+
+@njit(cache=True, nogil=True)
+def softmax_mid_rows(x, out, lo, hi):
+    """softmax over axis 1 of x (outer, n, inner) for outer indices [lo, hi): per lane its
+    max, the exponentials stored and summed, then scaled by 1 / the sum (``softmax_rows``'s
+    math per lane)."""
+    n, inner = x.shape[1], x.shape[2]
+    B = _lanes(n, inner)
+    m = np.empty(B, np.float32)
+    s = np.empty(B, np.float32)
+    for o in range(lo, hi):
+        for j0 in range(0, inner, B):
+            j1 = min(j0 + B, inner)
+            L = j1 - j0
+            _lane_max(x, o, j0, j1, m)
+            _lane_exp_sum(x, o, j0, j1, m, s, out)
+            for j in range(L):
+                s[j] = np.float32(1.0) / s[j]
+            for i in range(n):
+                orow = out[o, i, j0:j1]
+                for j in range(L):
+                    orow[j] *= s[j]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def softmax_mid_parallel(x, out, parts):
+    n = x.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            softmax_mid_rows(x, out, lo, hi)
+
+
+@njit(cache=True, nogil=True)
+def log_softmax_mid_rows(x, out, lo, hi):
+    """log_softmax over axis 1 of x (outer, n, inner) for outer indices [lo, hi): per lane
+    lse = max + log(sum(exp(x - max))) in float64, then (x - a) - b, a + b = lse (a its float32
+    rounding), as ``log_softmax_rows``."""
+    n, inner = x.shape[1], x.shape[2]
+    B = _lanes(n, inner)
+    m = np.empty(B, np.float32)
+    s = np.empty(B, np.float32)
+    a = np.empty(B, np.float32)
+    b = np.empty(B, np.float32)
+    for o in range(lo, hi):
+        for j0 in range(0, inner, B):
+            j1 = min(j0 + B, inner)
+            L = j1 - j0
+            _lane_max(x, o, j0, j1, m)
+            _lane_exp_sum(x, o, j0, j1, m, s, out)
+            for j in range(L):
+                lse = np.float64(m[j]) + np.log(np.float64(s[j]))
+                a[j] = np.float32(lse)
+                b[j] = np.float32(lse - np.float64(a[j]))
+            for i in range(n):
+                xr, orow = x[o, i, j0:j1], out[o, i, j0:j1]
+                for j in range(L):
+                    orow[j] = (xr[j] - a[j]) - b[j]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def log_softmax_mid_parallel(x, out, parts):
+    n = x.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            log_softmax_mid_rows(x, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def softmax_backward_mid_rows(grad, result, out, lo, hi):
+    """result * (grad - sum(grad * result)) over axis 1 of (outer, n, inner) arrays, for outer
+    indices [lo, hi) (``softmax_backward_rows`` per lane)."""
+    n, inner = grad.shape[1], grad.shape[2]
+    B = _lanes(n, inner)
+    s = np.empty(B, np.float32)
+    for o in range(lo, hi):
+        for j0 in range(0, inner, B):
+            j1 = min(j0 + B, inner)
+            L = j1 - j0
+            for j in range(L):
+                s[j] = np.float32(0.0)
+            for i in range(n):
+                g, r = grad[o, i, j0:j1], result[o, i, j0:j1]
+                for j in range(L):
+                    s[j] += g[j] * r[j]
+            for i in range(n):
+                g, r, orow = grad[o, i, j0:j1], result[o, i, j0:j1], out[o, i, j0:j1]
+                for j in range(L):
+                    orow[j] = r[j] * (g[j] - s[j])
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def softmax_backward_mid_parallel(grad, result, out, parts):
+    n = grad.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            softmax_backward_mid_rows(grad, result, out, lo, hi)
+
+
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def log_softmax_backward_mid_rows(grad, result, out, lo, hi):
+    """grad - exp(result) * sum(grad) over axis 1 of (outer, n, inner) arrays, for outer
+    indices [lo, hi) (``log_softmax_backward_rows`` per lane)."""
+    n, inner = grad.shape[1], grad.shape[2]
+    B = _lanes(n, inner)
+    s = np.empty(B, np.float32)
+    for o in range(lo, hi):
+        for j0 in range(0, inner, B):
+            j1 = min(j0 + B, inner)
+            L = j1 - j0
+            for j in range(L):
+                s[j] = np.float32(0.0)
+            for i in range(n):
+                g = grad[o, i, j0:j1]
+                for j in range(L):
+                    s[j] += g[j]
+            for i in range(n):
+                g, r, orow = grad[o, i, j0:j1], result[o, i, j0:j1], out[o, i, j0:j1]
+                for j in range(L):
+                    orow[j] = g[j] - _exp_softmax(r[j]) * s[j]
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def log_softmax_backward_mid_parallel(grad, result, out, parts):
+    n = grad.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            log_softmax_backward_mid_rows(grad, result, out, lo, hi)
 
 
 @njit(cache=True, nogil=True)

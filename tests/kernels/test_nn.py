@@ -183,8 +183,11 @@ def _nonfinite_rows():
 
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-5), (np.float64, 1e-11)])
 @pytest.mark.parametrize("shape,dim,numba", [((300, 1000), 1, True), ((4, 10, 1000), -1, True),
-                                             ((300, 1000), 0, False), ((7, 11), 1, False)])
+                                             ((300, 1000), 0, True), ((8, 21, 64, 64), 1, True),
+                                             ((7, 11), 1, False), ((7, 11), 0, False)])
 def test_log_softmax_forward_backward_match_torch(dtype, tol, shape, dim, numba, monkeypatch):
+    """float32 over the last dimension: nn_numba's row kernels; over another (a middle axis of
+    32 K elements or more): its ``*_mid`` kernels; the rest NumPy."""
     r = np.random.default_rng(4)
     x = (r.standard_normal(shape) * 3).astype(dtype)
     v = r.standard_normal(shape).astype(dtype)
@@ -209,6 +212,29 @@ def test_log_softmax_numba_and_numpy_paths_agree_with_nan_and_inf_rows(monkeypat
     assert np.isnan(y1[1:4]).all() and np.isfinite(y1[np.r_[0, 5:300]]).all()
 
 
+@pytest.mark.parametrize("name", ["softmax", "log_softmax"])
+def test_middle_axis_kernels_and_numpy_agree_with_nan_and_inf_columns(name, monkeypatch):
+    """Over dim 0 of (1000, 300) float32 (``*_mid`` kernels): a column holding a NaN, only
+    -inf or an inf is all NaN, as NumPy's path gives; the rest and the gradients agree."""
+    x, g = _nonfinite_rows()
+    x, g = np.ascontiguousarray(x.T), np.ascontiguousarray(g.T)
+    forward = getattr(K, name)
+    runs = []
+    for use in (True, False):
+        monkeypatch.setattr(K, "USE_NUMBA", use)
+        with np.errstate(invalid="ignore", over="ignore"):
+            y = forward(x, 0)
+            gx = (K.softmax_input_grad(g, y, 0, np.float32) if name == "softmax"
+                  else K.log_softmax_backward(g, y, 0))
+            if gx is None:   # (softmax without the kernel: the formula)
+                gx = y * (g - (g * y).sum(0, keepdims=True))
+            runs.append((y, gx))
+    (y1, g1), (y2, g2) = runs
+    np.testing.assert_allclose(y1, y2, rtol=1e-6, atol=1e-5)
+    np.testing.assert_allclose(g1, g2, rtol=1e-5, atol=1e-5)
+    assert np.isnan(y1[:, 1:4]).all() and np.isfinite(y1[:, np.r_[0, 5:300]]).all()
+
+
 def _causal_scores(shape, dtype, seed):
     """Attention-like scores: standard normal times 3 with -inf above the diagonal of the last
     two dimensions (each row keeps at least its diagonal)."""
@@ -220,20 +246,23 @@ def _causal_scores(shape, dtype, seed):
 
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-12)])
 @pytest.mark.parametrize("shape,dim,numba", [((16, 4, 64, 64), -1, True), ((300, 1000), 1, True),
-                                             ((300, 1000), 0, False), ((7, 11), 1, False)])
+                                             ((300, 1000), 0, True), ((8, 21, 64, 64), 1, True),
+                                             ((7, 11), 1, False)])
 def test_softmax_forward_backward_match_torch(dtype, tol, shape, dim, numba, monkeypatch):
     """float32 rows over the last dimension run nn_numba's softmax_rows and, as the backward
     kernel, softmax_backward_rows (one pass each; the attention's causal -inf entries give
-    exact zeros); the rest NumPy and the formula."""
+    exact zeros); over another dimension its ``*_mid`` kernels; the rest NumPy and the
+    formula."""
     x = _causal_scores(shape, dtype, 7)
     v = np.random.default_rng(8).standard_normal(shape).astype(dtype)
     ran = []
     run = K._ce_run
     monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
     y, gx = _forward_backward_match_torch("softmax", x, v, dim, tol)
-    if len(shape) == 4:
+    if len(shape) == 4 and dim == -1:
         assert (y[np.isneginf(x)] == 0).all() and (gx[np.isneginf(x)] == 0).all()
-    assert ran == ([("softmax", True), ("softmax_backward", True)]
+    mid = "_mid" if dim % len(shape) != len(shape) - 1 else ""
+    assert ran == ([("softmax" + mid, True), ("softmax_backward" + mid, True)]
                    if numba and dtype == np.float32 else [])
 
 
