@@ -438,17 +438,10 @@ class PointwiseKernel:
             nchunks = max(1, min(-(-runs // rows), inner // MIN_CHUNK))
         ntasks = rows * nchunks
         parallel = runs > 1 and ntasks > 1
-        key = (tuple(o.dtype for o in targets), classes, aliases, parallel and tbb)
-        fn = self._variants.get(key)
+        fn = self._variant((tuple(o.dtype for o in targets), classes, aliases, parallel and tbb),
+                           compiler.compile_mode() if tiered else "sync")
         if fn is None:
-            mode = compiler.compile_mode() if tiered else "sync"
-            if mode == "off":
-                return False
-            if mode == "background":
-                compiler.submit((id(self), key), "pointwise kernel",
-                                lambda: self._compile(key, prebuild=True))
-                return False
-            fn = self._compile(key)
+            return False
         common = (shape_arr, offs, cstrides, -(-inner // nchunks), nchunks)
         if not parallel:
             fn(0, ntasks, *common, *buffers)
@@ -479,18 +472,21 @@ class PointwiseKernel:
                 raise ValueError(f"pointwise: input {k} is not output {j} in every set")
         if not compiler.has_compiler():
             return False
-        key = ("many", self.out_dtypes, tuple(aliases), len(columns[0]))
+        fn = self._variant(("many", self.out_dtypes, tuple(aliases), len(columns[0])),
+                           compiler.compile_mode())
+        return fn is not None and fn(*columns, *scalars)
+
+    def _variant(self, key, mode):
+        """The compiled variant ``key``: built now under ``mode`` "sync"; under "background"
+        None, its compile queued unless built; under "off" None unless built."""
         fn = self._variants.get(key)
-        if fn is None:
-            mode = compiler.compile_mode()
-            if mode == "off":
-                return False
+        if fn is None and mode != "off":
             if mode == "background":
                 compiler.submit((id(self), key), "pointwise kernel",
                                 lambda: self._compile(key, prebuild=True))
-                return False
+                return None
             fn = self._compile(key)
-        return fn(*columns, *scalars)
+        return fn
 
     def _source(self, key):
         if key[0] == "many":
