@@ -621,6 +621,10 @@ def softmax_grad(grad, result, dim, dtype):
     """Gradient of softmax: ``result * (grad - sum(grad * result, dim))`` in the input's dtype
     (float16/bfloat16 computed in float32, rounded once, as torch)."""
     (grad, result), low = _float32(grad, result)
+    if low is None and _traced_backward() and grad._data.dtype == result._data.dtype and \
+            grad._data.shape == result._data.shape and result._data.dtype.kind == "f":
+        # a traced backward (never differentiated again): one op, eager's one-pass kernel
+        return cast_to(G.softmax_backward(grad, result, dim), dtype)
     g = G.mul(result, G.sub(grad, G.sum(G.mul(grad, result), (dim,), True)))
     return cast_to(g, dtype) if low is None else G.to(g, dtype)
 

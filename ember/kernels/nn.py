@@ -141,6 +141,21 @@ def softmax_input_grad(grad, result, dim, dtype):
     return None
 
 
+def softmax_backward(grad, result, dim):
+    """The internal op ``softmax_backward``: ``result * (grad - sum(grad * result, dim))`` in
+    the operands' dtype, one Numba pass per row where ``softmax_input_grad`` fits (float32),
+    else NumPy."""
+    if grad.shape != result.shape or grad.dtype != result.dtype or result.dtype.kind != "f":
+        raise KernelError(f"expected grad_output and output of one shape and floating dtype, "
+                          f"got {grad.dtype}{list(grad.shape)} and "
+                          f"{result.dtype}{list(result.shape)}")
+    d = _dim(dim, result.ndim)
+    out = softmax_input_grad(grad, result, d, result.dtype)
+    if out is not None:
+        return out
+    return result * (grad - np.sum(grad * result, axis=d, keepdims=True))
+
+
 def log_softmax_input_grad(grad, result, dim, dtype):
     """``log_softmax_backward`` cast to ``dtype``, the input's (``log_softmax(x, dim, dtype)``
     computes in another one): log_softmax's first-order backward (``backward_kernel``)."""

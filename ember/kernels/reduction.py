@@ -47,7 +47,36 @@ def sum(a, dim=None, keepdim=False, dtype=None):
     dtype = _np_dtype(dtype)
     if dtype is None and a.dtype.kind in "bui":
         dtype = np.int64
-    return np.sum(a, axis=_axis(dim, a), keepdims=keepdim, dtype=dtype)
+    axis = _axis(dim, a)
+    if axis is not None and (dtype is None or dtype == a.dtype) and \
+            (a.dtype is _F32 or a.dtype is _F64) and a.size >= LEADING_SUM_GEMV_MIN and \
+            axis == tuple(range(len(axis))) and len(axis) < a.ndim and a.flags.c_contiguous:
+        return _leading_sum(a, len(axis), keepdim)
+    return np.sum(a, axis=axis, keepdims=keepdim, dtype=dtype)
+
+
+# a float sum over the leading dims of a C-contiguous array of at least this many elements
+# (a linear layer's bias gradient) runs as one GEMV, ones(N) @ a.reshape(N, C): BLAS reads the
+# rows at memory speed where NumPy adds one row at a time (NumPy / the GEMV: (1024, 512)
+# float32 ~50 / ~22 us, (1024, 128) ~26 / ~7 us, one process, 2 cores; equal up to rounding,
+# and a column of -0.0 sums to +0.0, as torch's)
+LEADING_SUM_GEMV_MIN = 1 << 12
+_F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+_ONES = {}
+
+
+def _leading_sum(a, k, keepdim):
+    """``a``'s sum over its first ``k`` dims as ones(N) @ a.reshape(N, C)."""
+    n = 1
+    for d in a.shape[:k]:
+        n *= d
+    ones = _ONES.get((n, a.dtype))
+    if ones is None:
+        if len(_ONES) > 64:
+            _ONES.clear()
+        ones = _ONES[(n, a.dtype)] = np.ones(n, a.dtype)
+    out = np.matmul(ones, a.reshape(n, -1))
+    return out.reshape((1,) * k + a.shape[k:] if keepdim else a.shape[k:])
 
 
 def _count(a, axis):

@@ -153,7 +153,9 @@ class _MaskedAttention(nn.Module):
 @pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
 def test_attention_scale_mask_softmax_is_one_op_in_the_step(dtype):
     """The step program runs the attention's scale, masked_fill and softmax as one
-    ``scaled_masked_softmax``; 10 AdamW steps match eager (float64 to 1e-10)."""
+    ``scaled_masked_softmax``, the traced backward the softmax's gradient as one
+    ``softmax_backward`` (no sum of the formula's product left); 10 AdamW steps match eager
+    (float64 to 1e-10)."""
     ember.manual_seed(0)
     model = _MaskedAttention().to(dtype)
     twin, steps = _twin_steps(model, lambda ps: ember.optim.AdamW(ps, lr=1e-2),
@@ -172,6 +174,9 @@ def test_attention_scale_mask_softmax_is_one_op_in_the_step(dtype):
     kinds = _kinds(cf._last.traced.graph)
     assert kinds.count("scaled_masked_softmax") == 1
     assert "softmax" not in kinds and "masked_fill" not in kinds
+    assert kinds.count("softmax_backward") == 1
+    assert [n.attrs["dim"] for n in cf._last.traced.graph.find_nodes("sum")
+            if n.args[0].shape == (3, 6, 6)] == []
     # the traced joint graph has the three ops: the step program rewrote them
     assert "masked_fill" in _kinds(cf._last.traced._traced.graph)
 

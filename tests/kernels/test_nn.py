@@ -447,6 +447,31 @@ def test_layer_norm_backward_op_errors_name_the_op_and_shapes():
         f(ember.randn(3, 4, dtype=ember.float64), x, ember.randn(4), (4,), 1e-5)
 
 
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+@pytest.mark.parametrize("shape,dim", [((16, 4, 64, 64), -1), ((8, 21, 30), 1), ((3, 5), 0),
+                                       ((6,), 0)])
+def test_softmax_backward_op_equals_torchs(dtype, tol, shape, dim):
+    """The internal op ``softmax_backward`` (what a traced backward records for softmax):
+    torch's ``_softmax_backward_data`` over the last, a middle and the first dim, in the
+    operands' dtype; nothing requires grad after it."""
+    r = np.random.default_rng(11)
+    y = torch.softmax(torch.tensor(r.standard_normal(shape).astype(dtype)), dim)
+    g = torch.tensor(r.standard_normal(shape).astype(dtype))
+    want = torch._softmax_backward_data(g, y, dim, y.dtype).numpy()
+    got = ember.autograd._generated.functions.softmax_backward(
+        ember.tensor(g.numpy(), requires_grad=True), ember.tensor(y.numpy()), dim)
+    assert got.dtype == ember.tensor(want).dtype and not got.requires_grad
+    np.testing.assert_allclose(got.numpy(), want, rtol=tol, atol=tol)
+
+
+def test_softmax_backward_op_errors_name_the_op_shapes_and_dim():
+    f = ember.autograd._generated.functions.softmax_backward
+    with pytest.raises(Exception, match=r"softmax_backward.*\[3, 5\].*\[3, 4\]"):
+        f(ember.randn(3, 5), ember.randn(3, 4), 1)
+    with pytest.raises(Exception, match=r"softmax_backward.*dimension 2 out of range"):
+        f(ember.randn(3, 4), ember.randn(3, 4), 2)
+
+
 @pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-7), (np.float64, 1e-15)])
 @pytest.mark.parametrize("shape,mask_shape,numba", [((16, 4, 64, 64), (1, 1, 64, 64), True),
                                                     ((8, 64, 80), (64, 80), True),

@@ -169,3 +169,38 @@ def test_cumsum_keeps_integer_and_requested_dtypes():
     got = reduction.cumsum(a.astype(np.float32), 0, dtype=ember.float64)
     assert got.dtype == np.float64
     np.testing.assert_array_equal(got, np.cumsum(a.astype(np.float64), 0))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape,dim,keepdim", [((16, 64, 128), (0, 1), False),
+                                               ((16, 64, 128), (1, 0), True),
+                                               ((1024, 40), 0, False),
+                                               ((8, 32, 4, 5), (0, 1), False)])
+def test_sum_over_leading_dims_matches_torch(dtype, shape, dim, keepdim):
+    """A sum over the leading dims of a contiguous float array (its GEMV path) equals torch's
+    sum up to rounding, with torch's shape and dtype; a column of -0.0 sums to +0.0 as in torch,
+    inf and NaN propagate."""
+    assert np.prod(shape) >= reduction.LEADING_SUM_GEMV_MIN
+    a = np.random.default_rng(0).standard_normal(shape).astype(dtype)
+    a.reshape(-1, a.shape[-1])[:, 0] = -0.0
+    a.reshape(-1, a.shape[-1])[3, 1] = np.inf
+    a.reshape(-1, a.shape[-1])[5, 2] = np.nan
+    got = reduction.sum(a, dim, keepdim)
+    want = torch.from_numpy(a).sum(dim, keepdim=keepdim).numpy()
+    assert got.shape == want.shape and got.dtype == want.dtype
+    tol = 1e-5 if dtype == np.float32 else 1e-12
+    np.testing.assert_allclose(got, want, rtol=tol, atol=tol * shape[0])
+    zeros = want == 0
+    assert zeros.any() and np.isinf(want).any() and np.isnan(want).any()
+    np.testing.assert_array_equal(np.signbit(got[zeros]), np.signbit(want[zeros]))
+
+
+def test_sum_over_other_dims_or_layouts_keeps_numpys_reduction():
+    """Trailing dims, a transposed array and integer sums are NumPy's sum (an integer's in
+    int64, as torch's)."""
+    a = np.random.default_rng(1).standard_normal((64, 96)).astype(np.float32)
+    np.testing.assert_array_equal(reduction.sum(a, 1), a.sum(1))
+    np.testing.assert_array_equal(reduction.sum(a.T, 0), a.T.sum(0))
+    i = np.arange(64 * 96, dtype=np.int32).reshape(64, 96)
+    assert reduction.sum(i, 0).dtype == np.int64
+    np.testing.assert_array_equal(reduction.sum(i, 0), i.sum(0, dtype=np.int64))

@@ -672,6 +672,10 @@ def layer_norm_backward(grad_output, input, weight, normalized_shape, eps):
     """layer_norm_backward (see torch.layer_norm_backward)."""
     return dispatch(_R.layer_norm_backward, (grad_output, input, weight, ), (normalized_shape, eps, ))
 
+def softmax_backward(grad_output, output, dim):
+    """softmax_backward (see torch.softmax_backward)."""
+    return dispatch(_R.softmax_backward, (grad_output, output, ), (dim, ))
+
 def scaled_masked_softmax(input, mask, scale):
     """scaled_masked_softmax (see torch.scaled_masked_softmax)."""
     return dispatch(_R.scaled_masked_softmax, (input, mask, ), (scale, ))

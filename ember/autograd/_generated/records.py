@@ -112,6 +112,7 @@ embedding = Op('embedding', _k_nn.embedding, _N.EmbeddingBackward0, ('input', 'w
 embedding_backward = Op('embedding_backward', _k_nn.embedding_backward, _N.EmbeddingBackwardBackward0, ('grad_output', 'indices'), ('num_weights', 'padding_idx', 'scale_grad_by_freq'), saves_self=False)
 layer_norm = Op('layer_norm', _k_nn.layer_norm, _N.LayerNormBackward0, ('input', 'weight', 'bias'), ('normalized_shape', 'eps'), optional=('weight', 'bias'), saves_self=True)
 layer_norm_backward = Op('layer_norm_backward', _k_nn.layer_norm_all_grads, None, ('grad_output', 'input', 'weight'), ('normalized_shape', 'eps'), multi=True, diff_outputs=(True, True, True), saves_self=False)
+softmax_backward = Op('softmax_backward', _k_nn.softmax_backward, None, ('grad_output', 'output'), ('dim',), saves_self=False)
 scaled_masked_softmax = Op('scaled_masked_softmax', _k_attention.scaled_masked_softmax, None, ('self', 'mask'), ('scale',), saves_self=False)
 conv2d = Op('conv2d', _k_conv.conv2d_forward, _N.Conv2dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), optional=('bias',), saves_self=True)
 conv2d_input_grad = Op('conv2d_input_grad', _k_conv.conv2d_input_grad, _N.Conv2dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
@@ -466,6 +467,7 @@ OPS = {
     'embedding_backward': embedding_backward,
     'layer_norm': layer_norm,
     'layer_norm_backward': layer_norm_backward,
+    'softmax_backward': softmax_backward,
     'scaled_masked_softmax': scaled_masked_softmax,
     'conv2d': conv2d,
     'conv2d_input_grad': conv2d_input_grad,
