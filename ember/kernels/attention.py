@@ -106,30 +106,85 @@ def scaled_masked_softmax(a, mask, scale):
     dims run one Numba row pass (``nn_numba.masked_softmax_rows``: eager's three ops up to the
     sum's last bits); otherwise those three steps in NumPy."""
     from ember.kernels import nn
-    if mask.dtype != np.bool_ or a.ndim == 0:
-        raise KernelError(f"expected a boolean mask and scores of at least one dimension, got "
-                          f"mask {mask.dtype}, scores {list(a.shape)}")
-    try:
-        full = np.broadcast_shapes(mask.shape, a.shape)
-    except ValueError:
-        full = None
-    if full != a.shape:
-        raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast to the scores' "
-                          f"shape {list(a.shape)}")
-    if a.dtype.kind != "f":
-        raise KernelError(f"expected floating scores, got {a.dtype}")
-    s = a.shape[-1]
-    if a.dtype == np.float32 and a.flags.c_contiguous and a.ndim >= 2 and \
-            nn._ce_numba_fits(a.reshape(-1, s)) and mask.ndim >= 2 and \
-            all(d == 1 for d in mask.shape[:-2]):
-        t = a.shape[-2]
-        m2 = np.ascontiguousarray(np.broadcast_to(mask.reshape(mask.shape[-2:]), (t, s)))
+    _check_mask(mask, a, "scores")
+    m2 = _one_mask(mask, a)
+    if m2 is not None:
+        s = a.shape[-1]
         out = np.empty(a.shape, a.dtype)
         if _run("masked_softmax", a.reshape(-1, s), m2, np.float32(scale), out.reshape(-1, s)):
             return out
     x = np.multiply(a, scale)
     x = np.where(mask, x.dtype.type(-np.inf), x)
     return nn.softmax(x, -1)
+
+
+def _check_mask(mask, a, what):
+    if mask.dtype != np.bool_ or a.ndim == 0:
+        raise KernelError(f"expected a boolean mask and {what} of at least one dimension, got "
+                          f"mask {mask.dtype}, {what} {list(a.shape)}")
+    try:
+        full = np.broadcast_shapes(mask.shape, a.shape)
+    except ValueError:
+        full = None
+    if full != a.shape:
+        raise KernelError(f"mask of shape {list(mask.shape)} cannot be broadcast to the "
+                          f"{what}' shape {list(a.shape)}")
+    if a.dtype.kind != "f":
+        raise KernelError(f"expected floating {what}, got {a.dtype}")
+
+
+def _one_mask(mask, a):
+    """The (T, S) mask that ``a``'s (..., T, S) rows share, C-contiguous, where the float32
+    row kernels apply (``a`` float32, C-contiguous rows the kernels take, one mask for all
+    leading dims); else None."""
+    from ember.kernels import nn
+    s = a.shape[-1]
+    if a.dtype == np.float32 and a.flags.c_contiguous and a.ndim >= 2 and \
+            nn._ce_numba_fits(a.reshape(-1, s)) and mask.ndim >= 2 and \
+            all(d == 1 for d in mask.shape[:-2]):
+        return np.ascontiguousarray(np.broadcast_to(mask.reshape(mask.shape[-2:]),
+                                                    a.shape[-2:]))
+    return None
+
+
+def scaled_masked_softmax_backward(grad, y, mask, scale):
+    """The gradient of ``scaled_masked_softmax``'s scores: where(mask, 0, softmax's backward of
+    ``grad`` at its output ``y``) * scale, the internal op the step program runs for those
+    three ops. float32 rows sharing one (T, S) mask run one Numba row pass
+    (``nn_numba.masked_softmax_backward_rows``: the three ops' bits); otherwise NumPy."""
+    from ember.kernels import nn
+    _check_mask(mask, y, "probabilities")
+    if grad.shape != y.shape or grad.dtype != y.dtype:
+        raise KernelError(f"expected grad_output of the probabilities' shape and dtype "
+                          f"{y.dtype}{list(y.shape)}, got {grad.dtype}{list(grad.shape)}")
+    m2 = _one_mask(mask, y)
+    if m2 is not None:
+        s = y.shape[-1]
+        g = nn._contiguous_grad(grad)
+        out = np.empty(y.shape, y.dtype)
+        if _run("masked_softmax_backward", g.reshape(-1, s), y.reshape(-1, s), m2,
+                np.float32(scale), out.reshape(-1, s)):
+            return out
+    dx = nn.softmax_backward(grad, y, -1)
+    dx = np.where(mask, dx.dtype.type(0), dx)
+    return np.multiply(dx, dx.dtype.type(scale))
+
+
+def merge_heads(heads):
+    """``cat([x.transpose(1, 2).reshape(B, T, H * D) for x in heads], -1)`` of 4-D heads
+    (B, H, T, D) of one shape and dtype: one strided copy per head into the (B, T, k, H, D)
+    result (the two copies of each head the reshape and the cat make otherwise)."""
+    if not heads:
+        raise KernelError("expected a non-empty list of heads")
+    first = heads[0]
+    if first.ndim != 4 or any(h.shape != first.shape or h.dtype != first.dtype for h in heads):
+        raise KernelError(f"expected 4-D heads (B, H, T, D) of one shape and dtype, got "
+                          f"{[f'{h.dtype}{list(h.shape)}' for h in heads]}")
+    b, h, t, d = first.shape
+    out = np.empty((b, t, len(heads), h, d), first.dtype)
+    for i, x in enumerate(heads):
+        out[:, :, i] = x.transpose(0, 2, 1, 3)
+    return out.reshape(b, t, len(heads) * h * d)
 
 
 def _times_values(p, v):

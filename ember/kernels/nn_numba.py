@@ -265,6 +265,30 @@ def softmax_backward_parallel(grad, result, out, parts):
             softmax_backward_rows(grad, result, out, lo, hi)
 
 
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def masked_softmax_backward_rows(grad, result, mask, scale, out, lo, hi):
+    """out[r] = where(mask[r % T], 0, result[r] * (grad[r] - sum(grad[r] * result[r]))) * scale
+    for rows r in [lo, hi) (result: ``masked_softmax_rows``'s output, mask (T, S)): the
+    gradient of the scores ``masked_softmax_rows`` read, as ``softmax_backward_rows`` then the
+    select and the product computes it, in one pass."""
+    t = mask.shape[0]
+    zero = np.float32(0.0)
+    for r in range(lo, hi):
+        mr = r % t
+        s = _row_dot(grad, result, r)
+        for c in range(grad.shape[1]):
+            out[r, c] = sel(mask[mr, c], zero, result[r, c] * (grad[r, c] - s)) * scale
+
+
+@njit(cache=True, nogil=True, parallel=True)
+def masked_softmax_backward_parallel(grad, result, mask, scale, out, parts):
+    n = grad.shape[0]
+    for p in prange(parts):
+        lo, hi = run_bounds(n, parts, p)
+        if lo < hi:
+            masked_softmax_backward_rows(grad, result, mask, scale, out, lo, hi)
+
+
 # The attention row passes run over whole rows, the causal mask a select on the column (a loop
 # to the row's own length n left most rows' columns to LLVM's scalar remainder, and the zeros
 # after it were a memset call per row): (16 * 4 * 64, 64) causal float32 rows, one thread,

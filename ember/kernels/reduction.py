@@ -75,7 +75,9 @@ def _leading_sum(a, k, keepdim):
         if len(_ONES) > 64:
             _ONES.clear()
         ones = _ONES[(n, a.dtype)] = np.ones(n, a.dtype)
-    out = np.matmul(ones, a.reshape(n, -1))
+    from ember.kernels.runtime.threads import FREE, blas_mode
+    with blas_mode(FREE):
+        out = np.matmul(ones, a.reshape(n, -1))
     return out.reshape((1,) * k + a.shape[k:] if keepdim else a.shape[k:])
 
 

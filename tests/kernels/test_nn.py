@@ -511,6 +511,55 @@ def test_scaled_masked_softmax_errors_name_the_op_and_shapes():
         f(ember.randn(2, 4), ember.zeros(2, 4), 0.5)
 
 
+@pytest.mark.parametrize("dtype,tol", [(np.float32, 2e-6), (np.float64, 1e-14)])
+@pytest.mark.parametrize("shape,mask_shape,numba", [((16, 4, 64, 64), (1, 1, 64, 64), True),
+                                                    ((8, 64, 80), (64, 80), True),
+                                                    ((4, 2, 64, 64), (4, 1, 64, 64), False),
+                                                    ((3, 5), (5,), False)])
+def test_scaled_masked_softmax_backward_as_torch(dtype, tol, shape, mask_shape, numba,
+                                                 monkeypatch):
+    """The internal op ``scaled_masked_softmax_backward``: the gradient of the scores through
+    torch's masked_fill(x * scale), softmax (a fully masked row: NaN where unmasked, as
+    torch's); float32 probabilities sharing one mask run the Numba row pass, the three ops'
+    bits (softmax_backward, the select, the product); others NumPy."""
+    r = np.random.default_rng(10)
+    x = (r.standard_normal(shape) * 4).astype(dtype)
+    g = r.standard_normal(shape).astype(dtype)
+    mask = r.random(mask_shape) < 0.3
+    if len(mask_shape) >= 2:
+        mask[..., 1, :] = True
+    scale = 0.17677669529663687
+    tx = torch.tensor(x, requires_grad=True)
+    y = torch.softmax(tx.mul(scale).masked_fill(torch.tensor(mask), float("-inf")), -1)
+    y.backward(torch.tensor(g))
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append((a[0], run(*a))) or ran[-1][1])
+    fns = ember.autograd._generated.functions
+    yd = y.detach().numpy()
+    compiler.wait_compiles()
+    for _ in range(2):   # the first call may queue the kernel's compile (NumPy meanwhile)
+        got = fns.scaled_masked_softmax_backward(ember.tensor(g), ember.tensor(yd),
+                                                 ember.tensor(mask), scale).numpy()
+        compiler.wait_compiles()
+    assert got.dtype == dtype and got.shape == x.shape
+    np.testing.assert_allclose(got, tx.grad.numpy(), rtol=tol, atol=tol)
+    assert np.isnan(got).sum() == np.isnan(tx.grad.numpy()).sum()
+    three = fns.mul(fns.where(ember.tensor(mask), 0.0, fns.softmax_backward(
+        ember.tensor(g), ember.tensor(yd), -1)), scale).numpy()
+    np.testing.assert_array_equal(got, three)
+    assert ("masked_softmax_backward" in [n for n, _ in ran]) == (numba and dtype == np.float32)
+
+
+def test_scaled_masked_softmax_backward_errors_name_the_op_and_shapes():
+    f = ember.autograd._generated.functions.scaled_masked_softmax_backward
+    m = ember.zeros(2, 4, dtype=ember.bool)
+    with pytest.raises(Exception, match=r"scaled_masked_softmax_backward.*\[2, 5\]"):
+        f(ember.randn(2, 5), ember.randn(2, 4), m, 0.5)
+    with pytest.raises(Exception, match=r"scaled_masked_softmax_backward.*\[3, 5\]"):
+        f(ember.randn(2, 4), ember.randn(2, 4), ember.zeros(3, 5, dtype=ember.bool), 0.5)
+
+
 @pytest.mark.parametrize("shape,dim", [((5, 0, 0), -1), ((0, 3), 1), ((3, 0), -1), ((2, 0, 4), 2)])
 def test_softmax_of_empty_inputs_as_torch(shape, dim):
     """softmax / log_softmax and their backward on inputs with no elements: empty results of the

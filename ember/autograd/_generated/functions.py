@@ -680,6 +680,14 @@ def scaled_masked_softmax(input, mask, scale):
     """scaled_masked_softmax (see torch.scaled_masked_softmax)."""
     return dispatch(_R.scaled_masked_softmax, (input, mask, ), (scale, ))
 
+def scaled_masked_softmax_backward(grad_output, output, mask, scale):
+    """scaled_masked_softmax_backward (see torch.scaled_masked_softmax_backward)."""
+    return dispatch(_R.scaled_masked_softmax_backward, (grad_output, output, mask, ), (scale, ))
+
+def merge_heads(heads):
+    """merge_heads (see torch.merge_heads)."""
+    return dispatch(_R.merge_heads, tuple(heads), ())
+
 def cosine_similarity(x1, x2, dim=1, eps=1e-08):
     """cosine_similarity (see torch.cosine_similarity)."""
     return _c_nn.cosine_similarity(x1, x2, dim, eps)

@@ -114,6 +114,8 @@ layer_norm = Op('layer_norm', _k_nn.layer_norm, _N.LayerNormBackward0, ('input',
 layer_norm_backward = Op('layer_norm_backward', _k_nn.layer_norm_all_grads, None, ('grad_output', 'input', 'weight'), ('normalized_shape', 'eps'), multi=True, diff_outputs=(True, True, True), saves_self=False)
 softmax_backward = Op('softmax_backward', _k_nn.softmax_backward, None, ('grad_output', 'output'), ('dim',), saves_self=False)
 scaled_masked_softmax = Op('scaled_masked_softmax', _k_attention.scaled_masked_softmax, None, ('self', 'mask'), ('scale',), saves_self=False)
+scaled_masked_softmax_backward = Op('scaled_masked_softmax_backward', _k_attention.scaled_masked_softmax_backward, None, ('grad_output', 'output', 'mask'), ('scale',), saves_self=False)
+merge_heads = Op('merge_heads', _k_attention.merge_heads, None, ('heads',), (), list_input=True, saves_self=False)
 conv2d = Op('conv2d', _k_conv.conv2d_forward, _N.Conv2dBackward0, ('input', 'weight', 'bias'), ('stride', 'padding', 'dilation', 'groups'), optional=('bias',), saves_self=True)
 conv2d_input_grad = Op('conv2d_input_grad', _k_conv.conv2d_input_grad, _N.Conv2dInputGradBackward0, ('grad_output', 'weight'), ('input_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
 conv2d_weight_grad = Op('conv2d_weight_grad', _k_conv.conv2d_weight_grad, _N.Conv2dWeightGradBackward0, ('grad_output', 'input'), ('weight_shape', 'stride', 'padding', 'dilation', 'groups'), saves_self=True)
@@ -469,6 +471,8 @@ OPS = {
     'layer_norm_backward': layer_norm_backward,
     'softmax_backward': softmax_backward,
     'scaled_masked_softmax': scaled_masked_softmax,
+    'scaled_masked_softmax_backward': scaled_masked_softmax_backward,
+    'merge_heads': merge_heads,
     'conv2d': conv2d,
     'conv2d_input_grad': conv2d_input_grad,
     'conv2d_weight_grad': conv2d_weight_grad,

@@ -93,7 +93,11 @@ class _TensorOps:
     def sum_pow(self, g, p):
         if g._data.dtype.kind == "c":
             g = g.abs()
-        s = (g * g).sum() if p == 2 else g.abs().sum() if p == 1 else (g.abs() ** p).sum()
+        if p == 2:    # as _ArrayOps: one dot product, no g * g array
+            r = g.reshape(-1)
+            s = r.dot(r)
+        else:
+            s = g.abs().sum() if p == 1 else (g.abs() ** p).sum()
         return self._cast(s)
 
     def amax_abs(self, g):
