@@ -887,6 +887,12 @@ def cross_entropy_loss_grad(grad, self, lse, target, weight, reduction, ignore_i
     """Gradient of cross_entropy_loss w.r.t. its logits: g * (softmax - onehot) per position,
     log_softmax's gradient of nll_loss's (recomputed from ``self``, so that higher derivatives
     are right; ``lse`` serves the first-order kernel)."""
+    dt = self._data.dtype
+    if _traced_backward() and (dt == np.float32 or dt == np.float64) and \
+            grad._data.dtype == dt:
+        # a traced backward (never differentiated again): one op, eager's one-pass kernel
+        return G.cross_entropy_loss_backward(grad, self, lse, target, weight, reduction,
+                                             ignore_index)
     d = 1 if self.dim() > 1 else 0
     logp = G.log_softmax(self, d, None)
     g = G.nll_loss_backward(grad, target, weight, tuple(self.shape), reduction, ignore_index)

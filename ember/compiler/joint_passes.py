@@ -13,7 +13,7 @@ __all__ = ["prepare", "finish"]
 def prepare(g):
     """The rewrites that run before the pass pipeline, in order."""
     return _merged_heads(_masked_softmax_in_one_pass(_gelu_cdf_from_output(
-        _channel_sums_as_gemv(_relu_after_max_pool(_log_softmax_from_lse(_array_only(g)))))))
+        _channel_sums_as_gemv(_relu_after_max_pool(_array_only(g))))))
 
 
 def finish(g):
@@ -29,41 +29,6 @@ def _array_only(g):
                                   _same(n.args[1], n.output)):
             n.output.replace_all_uses_with(n.args[0] if n.kind == "detach" else n.args[1])
             g.remove(n)
-    return g
-
-
-def _log_softmax_from_lse(g):
-    """cross_entropy's backward formula recomputes ``log_softmax(%x)`` of the logits whose
-    ``cross_entropy_loss`` already returned each row's log-sum-exp (float64): that
-    ``log_softmax`` becomes ``%x - to(unsqueeze(%lse, dim), %x.dtype)``, pointwise, so it fuses
-    with the ``exp``/``mul``/``sub`` of the gradient that reads it (LeNet-5's (64, 10) logits:
-    one log_softmax kernel call less, ~25 us). Equal to log_softmax up to rounding."""
-    pos = {id(n): i for i, n in enumerate(g.nodes)}
-    for ce in list(g.find_nodes("cross_entropy_loss")):
-        x, lse = ce.args[0], ce.outputs[1]
-        if not hasattr(x, "shape") or len(x.shape) == 0 or x.dtype.kind != "f":
-            continue
-        dim = 1 if len(x.shape) > 1 else 0
-        for ls in list(x.users):
-            out = ls.outputs[0] if ls.outputs else None
-            if ls.kind != "log_softmax" or ls.args[0] is not x or pos[id(ls)] < pos[id(ce)]:
-                continue
-            if ls.attrs.get("dtype") is not None or out.dtype != x.dtype or \
-                    ls.attrs.get("dim") not in (dim, dim - len(x.shape)) or \
-                    tuple(out.shape) != tuple(x.shape):
-                continue
-            shape = list(lse.shape)
-            shape.insert(dim, 1)
-            shape = tuple(shape)
-            row = g.add_node("unsqueeze", [lse], {"dim": dim}, [(lse.dtype, shape)], before=ls)
-            row = row.outputs[0]
-            if row.dtype != x.dtype:
-                row = g.add_node("to", [row], {"dtype": x.dtype, "copy": False},
-                                 [(x.dtype, shape)], before=ls).outputs[0]
-            diff = g.add_node("sub", [x, row], {"alpha": 1}, [(x.dtype, tuple(x.shape))],
-                              before=ls)
-            out.replace_all_uses_with(diff.outputs[0])
-            g.remove(ls)
     return g
 
 

@@ -90,6 +90,51 @@ def lse_parallel(x, lse, parts):
             lse_rows(x, lse, lo, hi)
 
 
+@njit(cache=True, nogil=True)
+def ce_loss_rows(x, target, ignore_index, lse, acc, lo, hi):
+    """The mean / sum cross entropy of rows r in [lo, hi) of x (N, C) float32 at class indices
+    ``target`` without class weights, in one pass: lse[r] as ``lse_rows``; acc[0] += lse[r] -
+    x[r, target[r]] and acc[1] += 1 over the rows whose target is not ``ignore_index`` (float64);
+    a target outside [0, C) leaves its row's loss out and its value in acc[2] (acc[3] = 1)."""
+    C = x.shape[1]
+    for r in range(lo, hi):
+        lse[r] = _row_lse(x, r)
+        t = target[r]
+        if t == ignore_index:
+            continue
+        if t < 0 or t >= C:
+            if acc[3] == 0.0:
+                acc[2] = t
+                acc[3] = 1.0
+            continue
+        acc[0] += lse[r] - np.float64(x[r, t])
+        acc[1] += 1.0
+
+
+# no reassoc here: (x - hi) - lo must not become x - (hi + lo)
+@njit(cache=True, nogil=True, fastmath={"contract"})
+def ce_grad_rows(x, lse, target, ignore_index, g, out, bad, lo, hi):
+    """``grad_rows`` with one gradient ``g`` for every row whose target is not
+    ``ignore_index`` (0 for those rows: a zero row), lse float64 split into its float32 high
+    and low parts here (the mean / sum reductions without class weights). A target outside
+    [0, C) zeroes its row and leaves its value in bad[0] (bad[1] = 1)."""
+    C = x.shape[1]
+    for r in range(lo, hi):
+        t = target[r]
+        if t == ignore_index or t < 0 or t >= C:
+            for c in range(C):
+                out[r, c] = np.float32(0.0)
+            if t != ignore_index and bad[1] == 0:
+                bad[0] = t
+                bad[1] = 1
+            continue
+        a = np.float32(lse[r])
+        b = np.float32(lse[r] - np.float64(a))
+        for c in range(C):
+            out[r, c] = g * _exp_softmax((x[r, c] - a) - b)
+        out[r, t] -= g
+
+
 # no reassoc here: (x - hi) - lo must not become x - (hi + lo)
 @njit(cache=True, nogil=True, fastmath={"contract"})
 def grad_rows(x, lse_hi, lse_lo, target, g, out, lo, hi):

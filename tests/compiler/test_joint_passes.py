@@ -56,11 +56,11 @@ def _twin_steps(model, make_opt, loss_fn):
 
 @pytest.mark.parametrize("dtype", [ember.float64, ember.float32])
 @pytest.mark.parametrize("logits", ["2d", "3d_weighted_ignore"])
-def test_cross_entropy_backward_reads_the_forwards_log_sum_exp(dtype, logits):
-    """The backward formula's log_softmax of the logits becomes logits - lse (the forward's
-    log-sum-exp) inside the gradient's fusion group: no log_softmax left in the program; the
-    step matches eager (float64 to 1e-10), also for (N, C, L) logits with class weights and
-    ignored positions."""
+def test_cross_entropy_backward_is_one_op_in_the_step(dtype, logits):
+    """The traced backward of the cross entropy is one ``cross_entropy_loss_backward`` (eager's
+    kernel, reading the forward's log-sum-exp), not the formula's log_softmax, nll_loss_backward,
+    sum and products; the step matches eager (float64 to 1e-10), also for (N, C, L) logits with
+    class weights and ignored positions."""
     ember.manual_seed(0)
     if logits == "2d":
         make = lambda: MLP()  # noqa: E731
@@ -85,12 +85,10 @@ def test_cross_entropy_backward_reads_the_forwards_log_sum_exp(dtype, logits):
     _close(model, twin, dtype)
     cf = compiled._compiled
     assert (cf.traces, cf.breaks) == (1, []) and isinstance(cf._last.traced, WholeStep)
-    graph = cf._last.traced.graph
-    kinds = [n.kind for n in graph.nodes] + \
-        [n.kind for grp in graph.find_nodes("fusion_group") for n in grp.attrs["graph"].nodes]
-    assert "cross_entropy_loss" in kinds and "log_softmax" not in kinds
-    # the traced joint graph still has it: the step program rewrote it
-    assert "log_softmax" in {n.kind for n in cf._last.traced._traced.graph.nodes}
+    kinds = _kinds(cf._last.traced.graph)
+    assert "cross_entropy_loss" in kinds and kinds.count("cross_entropy_loss_backward") == 1
+    assert not {"log_softmax", "nll_loss_backward", "exp"} & set(kinds)
+    assert "cross_entropy_loss_backward" in _kinds(cf._last.traced._traced.graph)
 
 
 def _kinds(graph):

@@ -65,8 +65,41 @@ def test_loss_and_grad_match_torch(dtype, tol, shape, numba, reduction, weighted
     assert got.dtype == dtype and got.shape == want.shape and gx.dtype == dtype
     np.testing.assert_allclose(got, want, rtol=tol, atol=tol)
     np.testing.assert_allclose(gx, wx, rtol=tol, atol=tol)
-    # float32 long rows take the Numba kernels (forward and backward), the others NumPy
-    assert ran == ([True, True] if numba and dtype == np.float32 else [])
+    # float32 long rows take the Numba kernels (forward and backward), as do short (N, C) rows
+    # without class weights, reduced (ce_loss / ce_grad); the others NumPy
+    small = len(shape) == 2 and not weighted and reduction != "none"
+    assert ran == ([True, True] if (numba or small) and dtype == np.float32 else [])
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+@pytest.mark.parametrize("ignore_index", [-100, 3])
+def test_short_rows_loss_and_grad_kernels_match_torch(reduction, ignore_index, monkeypatch):
+    """(64, 10) float32 logits (a small classifier's batch) through the one-pass ce_loss /
+    ce_grad kernels: loss and gradient against torch with ignored targets, all targets ignored
+    (a NaN mean, a zero gradient, as torch), a target out of range torch's IndexError from the
+    loss and from the gradient kernel alike."""
+    r = np.random.default_rng(12)
+    x = (r.standard_normal((64, 10)) * 3).astype(np.float32)
+    t = r.integers(0, 10, 64)
+    t[::5] = ignore_index if ignore_index < 0 else t[::5]
+    ran = []
+    run = K._ce_run
+    monkeypatch.setattr(K, "_ce_run", lambda *a: ran.append(a[0]) or run(*a))
+    for tt in (t, np.full(64, ignore_index)):
+        (got, gx), (want, wx) = _both(x, tt, None, reduction=reduction,
+                                      ignore_index=ignore_index)
+        np.testing.assert_allclose(got, want, rtol=2e-6, atol=2e-6)
+        np.testing.assert_allclose(gx, wx, rtol=2e-6, atol=1e-8)
+        assert np.isnan(gx).sum() == 0
+    assert ran == ["ce_loss", "ce_grad"] * 2
+    bad = t.copy()
+    bad[7] = 10
+    with pytest.raises(IndexError, match="Target 10 is out of bounds"):
+        K.cross_entropy_loss(x, bad, None, reduction, ignore_index)
+    _, lse = K.cross_entropy_loss(x, t, None, reduction, ignore_index)
+    with pytest.raises(IndexError, match="Target 10 is out of bounds"):
+        K.cross_entropy_loss_backward(np.ones((), np.float32), x, lse, bad, None, reduction,
+                                      ignore_index)
 
 
 @pytest.mark.parametrize("shape", [(40, 1000), (5, 7, 3)])

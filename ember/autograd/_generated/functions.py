@@ -596,6 +596,10 @@ def cross_entropy_loss(input, target, weight=None, reduction='mean', ignore_inde
     """cross_entropy_loss (see torch.cross_entropy_loss)."""
     return dispatch(_R.cross_entropy_loss, (input, target, weight, ), (reduction, ignore_index, ))
 
+def cross_entropy_loss_backward(grad_output, self, lse, target, weight=None, reduction='mean', ignore_index=-100):
+    """cross_entropy_loss_backward (see torch.cross_entropy_loss_backward)."""
+    return dispatch(_R.cross_entropy_loss_backward, (grad_output, self, lse, target, weight, ), (reduction, ignore_index, ))
+
 def cross_entropy(input, target, weight=None, ignore_index=-100, reduction='mean', label_smoothing=0.0):
     """cross_entropy (see torch.cross_entropy)."""
     return _c_loss.cross_entropy(input, target, weight, ignore_index, reduction, label_smoothing)

@@ -100,6 +100,7 @@ linalg_ldl_solve = Op('linalg_ldl_solve', _k_linalg_decomp.ldl_solve, None, ('LD
 nll_loss = Op('nll_loss', _k_nn.nll_loss, _N.NllLossBackward0, ('self', 'target', 'weight'), ('reduction', 'ignore_index'), optional=('weight',), refuses_grad=(2,), saves_self=False)
 nll_loss_backward = Op('nll_loss_backward', _k_nn.nll_loss_backward, _N.NllLossBackwardBackward0, ('grad_output', 'target', 'weight'), ('self_shape', 'reduction', 'ignore_index'), optional=('weight',), refuses_grad=(2,), saves_self=False)
 cross_entropy_loss = Op('cross_entropy_loss', _k_nn.cross_entropy_loss, _N.CrossEntropyLossBackward0, ('self', 'target', 'weight'), ('reduction', 'ignore_index'), multi=True, diff_outputs=(True, False), optional=('weight',), refuses_grad=(2,), saves_self=True)
+cross_entropy_loss_backward = Op('cross_entropy_loss_backward', _k_nn.cross_entropy_logits_grad, None, ('grad_output', 'self', 'lse', 'target', 'weight'), ('reduction', 'ignore_index'), optional=('weight',), saves_self=False)
 binary_cross_entropy = Op('binary_cross_entropy', _k_nn.binary_cross_entropy, _N.BinaryCrossEntropyBackward0, ('input', 'target', 'weight'), ('reduction',), optional=('weight',), refuses_grad=(2,), saves_self=True)
 binary_cross_entropy_backward = Op('binary_cross_entropy_backward', _k_nn.binary_cross_entropy_backward, _N.BinaryCrossEntropyBackwardBackward0, ('grad_output', 'input', 'target', 'weight'), ('reduction',), optional=('weight',), refuses_grad=(3,), saves_self=True)
 ctc_loss_nll = Op('ctc_loss_nll', _k_ctc.ctc_loss_forward, _N.CtcLossNllBackward0, ('log_probs', 'targets'), ('input_lengths', 'target_lengths', 'blank', 'zero_infinity'), multi=True, diff_outputs=(True, False), saves_self=True)
@@ -457,6 +458,7 @@ OPS = {
     'nll_loss': nll_loss,
     'nll_loss_backward': nll_loss_backward,
     'cross_entropy_loss': cross_entropy_loss,
+    'cross_entropy_loss_backward': cross_entropy_loss_backward,
     'binary_cross_entropy': binary_cross_entropy,
     'binary_cross_entropy_backward': binary_cross_entropy_backward,
     'ctc_loss_nll': ctc_loss_nll,

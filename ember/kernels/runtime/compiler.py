@@ -615,6 +615,15 @@ def _choose_again(key, choose, left):
         _await(key, [("tier", key, left)])
 
 
+def settled(key):
+    """The choice ``tier`` made for ``key`` where it is final (made, and neither provisional nor
+    awaiting compiles: every later ``tier(key, ...)`` returns it), else None."""
+    t = _tiers.get(key)
+    if t is None or key in _provisional or key in _awaiting:
+        return None
+    return t
+
+
 def forget_tiers():
     """Forget the tiers ``tier`` kept: each key chooses again on its next call, which may then
     give other bits than before (tests that swap a kernel's readiness use it)."""
