@@ -819,3 +819,44 @@ def test_a_tier_chosen_while_its_compile_runs_is_chosen_again_once_it_is_done(mo
     assert compiler.tier(("op", 1), choose) == expected and len(asked) == (1 if deterministic
                                                                           else 2)   # kept
     assert not compiler._awaiting
+
+
+def test_settled_is_a_tiers_final_choice_only(monkeypatch):
+    """``settled``: None for a key never chosen, one chosen provisionally (a load queued) or
+    awaiting its compiles; the kept choice otherwise."""
+    for name, value in (("_tiers", {}), ("_provisional", set()), ("_awaiting", {})):
+        monkeypatch.setattr(compiler, name, value)
+    assert compiler.settled(("op", 0)) is None
+    assert compiler.tier(("op", 0), lambda: True) is True
+    assert compiler.settled(("op", 0)) is True
+    compiler._provisional.add(("op", 0))
+    assert compiler.settled(("op", 0)) is None
+    compiler._provisional.clear()
+    compiler._awaiting[("op", 0)] = (("compile", 1),)
+    assert compiler.settled(("op", 0)) is None
+
+
+def test_split_run_runs_a_settled_one_thread_kernel_straight(monkeypatch):
+    """Once a one-thread ``split_run`` call's tier is settled on its kernel, the next call with
+    the same argument types runs the kernel without choosing again (the same values); other
+    argument types (a strided output) go through the choice."""
+    import numpy as np
+    from ember.kernels import nn as K
+    monkeypatch.setattr(K, "_serial_kernels", {})
+    rows = np.random.default_rng(3).standard_normal((64, 10)).astype(np.float32)
+    first, again = np.empty(64), np.empty(64)
+    compiler.wait_compiles()
+    for _ in range(2):   # the first call may queue the kernel's compile (False meanwhile)
+        done = K._ce_run("lse", rows, first)
+        compiler.wait_compiles()
+    assert done and K._serial_kernels
+    chosen = []
+    tier = compiler.tier
+    monkeypatch.setattr(compiler, "tier", lambda *a: chosen.append(a[0]) or tier(*a))
+    assert K._ce_run("lse", rows, again) and chosen == []
+    np.testing.assert_array_equal(again, first)
+    np.testing.assert_allclose(first, np.log(np.exp(rows.astype(np.float64)).sum(1)),
+                               rtol=1e-6)
+    strided = np.empty((64, 2))[:, 0]
+    assert K._ce_run("lse", rows, strided) and len(chosen) == 1
+    np.testing.assert_array_equal(strided, first)
