@@ -652,7 +652,7 @@ def split_run(kernel_name, driver_name, first, args, n, parallel_, tier_key, sig
 
 # split_run's one-thread calls whose tier is settled on the kernel, by kernel, tier key and the
 # arguments' types: the next such call runs the kernel straight, without the choice, the signature
-# and the thread-count lookups (a (64, 10) float32 log-sum-exp: ~14 -> ~5 us a call)
+# and the thread-count lookups (a (64, 10) float32 log-sum-exp: ~14 -> ~6 us a call)
 _serial_kernels = {}
 SERIAL_KERNELS_MAX = 4096
 
@@ -727,7 +727,7 @@ def _lse_numpy(rows):
 
 # cross entropy of (N, C) float32 logits under CE_NUMBA_MIN_SIZE elements, without class weights,
 # reduced ("mean" / "sum"): one Numba pass for the loss and one for the gradient (the ce_loss /
-# ce_grad rows) where the NumPy path makes ~20 calls ((64, 10): ~31 -> ~10 us forward, one
+# ce_grad rows) where the NumPy path makes ~20 calls ((64, 10): ~31 -> ~11 us forward, one
 # process, warm)
 def _ce_small_fits(x, target, weight, reduction):
     return weight is None and reduction != "none" and x.ndim == 2 and x.dtype == np.float32 \
@@ -796,10 +796,10 @@ def cross_entropy_loss_backward(grad, x, lse, target, weight=None, reduction="me
     if _ce_small_fits(x, target, weight, reduction) and grad.size == 1 and \
             lse.shape == target.shape:
         out = np.empty(x.shape, dt)
-        g = grad.reshape(()).astype(np.float64)
-        if reduction == "mean":
+        g = grad.reshape(()).astype(np.float32)
+        if reduction == "mean":   # in float32, as the NumPy path and torch divide
             with np.errstate(invalid="ignore", divide="ignore"):
-                g = g / np.float64(np.count_nonzero(target != ignore_index))
+                g = g / np.float32(np.count_nonzero(target != ignore_index))
         bad = np.zeros(2, np.int64)
         if _ce_run("ce_grad", x, lse.astype(np.float64, copy=False), target,
                    np.int64(ignore_index), np.float32(g), out, bad):
