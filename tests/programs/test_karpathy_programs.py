@@ -277,6 +277,24 @@ def test_program(name, tmp_path):
     run_program(name, "ember", tmp_path)
 
 
+def test_nanogpt_with_its_default_compile_trains_as_eager(tmp_path):
+    """nanoGPT's train.py as its defaults run it, ``compile=True`` (``torch.compile(model)``,
+    which the alias makes ``ember.compile``): it prints that it compiles, trains, and its
+    printed losses are eager's (same seed, same data; 4 decimals as printed)."""
+    losses = {}
+    for flag in ("True", "False"):
+        root = _copy("nanoGPT", tmp_path / flag)
+        write_shakespeare_char(os.path.join(root, "data", "shakespeare_char"), play_text(400))
+        args = [a if a != "--compile=False" else f"--compile={flag}" for a in NANOGPT_SMALL]
+        out = run("ember", root, "train.py", ["config/train_shakespeare_char.py"] + args +
+                  ["--max_iters=12"])
+        assert ("compiling the model..." in out) == (flag == "True"), out[-3000:]
+        losses[flag] = [float(v) for _, v in re.findall(NANOGPT_ITER, out)]
+        assert len(losses[flag]) == 13 and all(map(math.isfinite, losses[flag])), out[-3000:]
+    np.testing.assert_allclose(losses["True"], losses["False"], rtol=0, atol=2e-4)
+    losses_go_down(losses["True"])
+
+
 def test_vendored_files_are_the_upstream_files():
     """Every vendored file is listed in SOURCE.md with its upstream git blob id, and every
     listed file is there; each repository keeps its LICENSE."""
